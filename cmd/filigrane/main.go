@@ -1,0 +1,59 @@
+// Command filigrane is the one Filigrane binary: the server (serve), offline administration of a stopped node's
+// data directory (admin), the offline watermark codec (codec) and the benchmarks (bench).
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+const usage = `usage: filigrane <command> [flags]
+
+commands:
+  serve    run a node (single node with embedded storage by default)
+  admin    administer a stopped node's data directory (organizations, members, keys, credits)
+  codec    embed or detect a watermark in a local file
+  bench    run a benchmark (api, codec)
+  version  print the version
+`
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run dispatches to a subcommand and returns the process exit code.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	switch args[0] {
+	case "serve":
+		return runServe(ctx, args[1:], stdout, stderr)
+	case "admin":
+		return runAdmin(ctx, args[1:], stdout, stderr)
+	case "codec":
+		return runCodec(ctx, args[1:], stdout, stderr)
+	case "bench":
+		return runBench(ctx, args[1:], stdout, stderr)
+	case "version", "--version", "-v":
+		fmt.Fprintln(stdout, "filigrane", version)
+		return 0
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "filigrane: unknown command %q\n\n%s", args[0], usage)
+		return 2
+	}
+}

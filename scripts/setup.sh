@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs what Filigrane needs on a Debian machine when it is missing: ffmpeg/ffprobe (video), mutool (PDF
+# rasterization) and, with --s3, the versitygw S3 server used by the cluster tests. Safe to run repeatedly.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need_apt=()
+command -v ffmpeg >/dev/null 2>&1 || need_apt+=(ffmpeg)
+command -v mutool >/dev/null 2>&1 || need_apt+=(mupdf-tools)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  echo "setup: installing ${need_apt[*]}" >&2
+  SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
+fi
+
+if [ "${1:-}" = "--s3" ]; then
+  bin="${FILIGRANE_TOOLS:-${XDG_CACHE_HOME:-$HOME/.cache}/filigrane/bin}"
+  if [ ! -x "$bin/versitygw" ]; then
+    echo "setup: building versitygw v1.8.0 into $bin (a few minutes on first run)" >&2
+    mkdir -p "$bin"
+    GOBIN="$bin" go install github.com/versity/versitygw/cmd/versitygw@v1.8.0
+  fi
+fi
