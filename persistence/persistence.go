@@ -44,9 +44,11 @@ type Store interface {
 	// Delete removes key if its version equals expect. Deleting a missing key with NoVersion succeeds.
 	Delete(ctx context.Context, key []byte, expect Version) error
 	// Scan returns up to limit items whose keys start with prefix and are >= start (start empty: from the
-	// beginning of the prefix), in ascending key order.
+	// beginning of the prefix), in ascending bytewise key order. limit must be positive: unbounded scans are
+	// a memory hazard on large prefixes, so callers page with start = KeyAfter(last key).
+	// A start below the prefix scans from the prefix; a start past the prefix returns nothing.
 	Scan(ctx context.Context, prefix, start []byte, limit int) ([]Item, error)
-	// Close releases the store.
+	// Close releases the store. Calls after Close return an error; they do not panic.
 	Close() error
 }
 
@@ -56,11 +58,14 @@ type BlobInfo struct {
 	SHA256 string // lowercase hex
 }
 
-// Blobs stores immutable files by key.
+// Blobs stores immutable files by key. Keys are slash-separated relative paths: non-empty segments, no "." or
+// ".." segments, no leading slash, no NUL or backslash (see ValidateBlobKey). Put on an existing key replaces it
+// atomically: readers see the old blob or the new one, never a mix.
 type Blobs interface {
 	// Put streams r into key, replacing nothing half-written on failure, and returns its size and digest.
 	Put(ctx context.Context, key string, r io.Reader) (BlobInfo, error)
-	// Get opens key for reading from offset; length < 0 reads to the end.
+	// Get opens key for reading from offset; length < 0 reads to the end. A range that runs past the end is cut
+	// at the end; an offset at or past the end yields an empty reader. A negative offset is an error.
 	Get(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error)
 	// Stat returns the size and digest of key, or ErrNotFound.
 	Stat(ctx context.Context, key string) (BlobInfo, error)
