@@ -59,15 +59,6 @@ func New(key []byte) (*Codec, error) {
 	return &Codec{key: append([]byte(nil), key...)}, nil
 }
 
-// String returns the id as 64 lowercase hex characters.
-func (id ID) String() string { return "" }
-
-// ParseID parses 64 hex characters.
-func ParseID(s string) (ID, error) { return ID{}, errors.New("codec: not implemented") }
-
-// IDFromJSON canonicalizes a JSON value (RFC 8785) and returns its SHA-256 as an ID.
-func IDFromJSON(data []byte) (ID, error) { return ID{}, errors.New("codec: not implemented") }
-
 // Embed returns a marked copy of img with the same bounds; alpha is kept untouched. The result is *image.NRGBA,
 // or *image.NRGBA64 when the input has more than 8 bits per channel.
 func (c *Codec) Embed(img image.Image, id ID, opt EmbedOptions) (image.Image, EmbedReport, error) {
