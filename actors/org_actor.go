@@ -1,0 +1,215 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	pcluster "github.com/asynkron/protoactor-go/cluster"
+	"github.com/rs/zerolog"
+
+	"filigrane/internal/clock"
+	"filigrane/persistence"
+)
+
+// Deps are what every actor of this package needs. One value is built per node and shared by the kinds.
+type Deps struct {
+	Store   persistence.Store
+	Clock   clock.Clock
+	Catalog Catalog
+	Logger  zerolog.Logger
+	// Respond answers the current request with a plain Go value (the wire codec wraps it).
+	Respond func(ctx actor.Context, v any)
+	// IdleTimeout passivates an actor that received nothing for this long.
+	IdleTimeout time.Duration
+	// StoreTimeout bounds each storage call made while handling one message.
+	StoreTimeout time.Duration
+	// ActorDelta, when set, is told when an actor of a kind starts (+1) and stops (-1), for metrics.
+	ActorDelta func(kind string, delta int)
+}
+
+func (d *Deps) actorDelta(kind string, delta int) {
+	if d.ActorDelta != nil {
+		d.ActorDelta(kind, delta)
+	}
+}
+
+// OrgProps returns the props of the organization actor.
+func OrgProps(d *Deps) *actor.Props {
+	return actor.PropsFromProducer(func() actor.Actor { return &orgActor{deps: d} })
+}
+
+// orgActor owns one organization's credits, concurrency slots and request window. Its durable state is
+// loaded on activation and written with compare-and-set before any reply: when the write finds another
+// version, another activation owns the organization, so this one answers CodeRetry and stops.
+type orgActor struct {
+	deps    *Deps
+	id      string
+	state   *OrgState // nil when the organization does not exist
+	version persistence.Version
+	loaded  bool
+
+	windowEnd time.Time
+	windowN   int
+}
+
+func (a *orgActor) Receive(ctx actor.Context) {
+	switch msg := ctx.Message().(type) {
+	case *actor.Started:
+		a.deps.actorDelta(KindOrg, 1)
+	case *actor.Stopped:
+		a.deps.actorDelta(KindOrg, -1)
+	case *pcluster.ClusterInit:
+		a.id = msg.Identity.Identity
+		if a.deps.IdleTimeout > 0 {
+			ctx.SetReceiveTimeout(a.deps.IdleTimeout)
+		}
+	case *actor.ReceiveTimeout:
+		ctx.Poison(ctx.Self())
+	case *OrgAdmit:
+		a.admit(ctx, msg)
+	case *OrgReserve:
+		a.mutate(ctx, msg.OrgID, func(s *OrgState, now time.Time) error {
+			plan, _ := a.deps.Catalog.Plan(s.Plan)
+			if msg.Slot {
+				if err := s.AcquireSlot(msg.Op, msg.Batch, max(plan.Concurrency, 1), now); err != nil {
+					return err
+				}
+			}
+			if err := s.Reserve(msg.Op, msg.Credits, now); err != nil {
+				s.ReleaseSlot(msg.Op)
+				return err
+			}
+			return nil
+		})
+	case *OrgCharge:
+		a.mutate(ctx, msg.OrgID, func(s *OrgState, now time.Time) error {
+			s.ReleaseSlot(msg.Op)
+			return s.Charge(msg.Op, msg.Credits, now)
+		})
+	case *OrgRelease:
+		a.mutate(ctx, msg.OrgID, func(s *OrgState, now time.Time) error {
+			s.ReleaseSlot(msg.Op)
+			return s.Release(msg.Op, now)
+		})
+	case *OrgGrant:
+		a.mutate(ctx, msg.OrgID, func(s *OrgState, now time.Time) error { return s.Grant(msg.Op, msg.Credits, now) })
+	case *OrgGet:
+		if !a.load(ctx, msg.OrgID) {
+			return
+		}
+		a.deps.Respond(ctx, a.reply(CodeOK, ""))
+	}
+}
+
+func (a *orgActor) storeCtx() (context.Context, context.CancelFunc) {
+	d := a.deps.StoreTimeout
+	if d <= 0 {
+		d = 10 * time.Second
+	}
+	return context.WithTimeout(context.Background(), d)
+}
+
+// load reads the record on first use. It answers and returns false when the caller must stop handling.
+func (a *orgActor) load(ctx actor.Context, orgID string) bool {
+	if a.id == "" {
+		a.id = orgID // activated without ClusterInit (tests spawning the actor directly)
+	}
+	if !a.loaded {
+		sctx, cancel := a.storeCtx()
+		st, v, err := Orgs{Store: a.deps.Store, Clock: a.deps.Clock}.Load(sctx, a.id)
+		cancel()
+		switch {
+		case errors.Is(err, persistence.ErrNotFound):
+			a.state = nil
+		case err != nil:
+			a.deps.Logger.Error().Err(err).Str("org", a.id).Msg("load organization")
+			a.deps.Respond(ctx, &OrgReply{Code: CodeInternal, Detail: "organization state unavailable"})
+			ctx.Poison(ctx.Self())
+			return false
+		default:
+			a.state, a.version = st, v
+		}
+		a.loaded = true
+	}
+	if a.state == nil || orgID != a.id {
+		a.deps.Respond(ctx, &OrgReply{Code: CodeNotFound})
+		return false
+	}
+	return true
+}
+
+func (a *orgActor) reply(code, detail string) *OrgReply {
+	return &OrgReply{Code: code, Detail: detail, Plan: a.state.Plan, Balance: a.state.Balance,
+		Held: a.state.Held(), Available: a.state.Available(), Slots: len(a.state.Slots)}
+}
+
+// mutate applies fn to a copy of the state, persists it with compare-and-set, and only then answers.
+func (a *orgActor) mutate(ctx actor.Context, orgID string, fn func(*OrgState, time.Time) error) {
+	if !a.load(ctx, orgID) {
+		return
+	}
+	next := a.state.Clone()
+	if err := fn(next, a.deps.Clock.Now()); err != nil {
+		a.deps.Respond(ctx, a.reply(codeOf(err), err.Error()))
+		return
+	}
+	sctx, cancel := a.storeCtx()
+	v, err := Orgs{Store: a.deps.Store, Clock: a.deps.Clock}.Save(sctx, next, a.version)
+	cancel()
+	if err != nil {
+		code := CodeInternal
+		if errors.Is(err, persistence.ErrVersionMismatch) {
+			code = CodeRetry
+			a.deps.Logger.Warn().Str("org", a.id).Msg("organization written by another activation; stopping")
+		} else {
+			a.deps.Logger.Error().Err(err).Str("org", a.id).Msg("save organization")
+		}
+		a.deps.Respond(ctx, &OrgReply{Code: code, Detail: "organization state changed elsewhere; retry"})
+		ctx.Poison(ctx.Self())
+		return
+	}
+	a.state, a.version = next, v
+	a.deps.Respond(ctx, a.reply(CodeOK, ""))
+}
+
+// admit checks membership and counts the request in a fixed one-minute window. The window lives in memory:
+// after a passivation or a move to another node it starts again, which can only grant a few extra requests.
+func (a *orgActor) admit(ctx actor.Context, msg *OrgAdmit) {
+	if !a.load(ctx, msg.OrgID) {
+		return
+	}
+	m, ok := a.state.Member(msg.MemberID)
+	if !ok || m.RemovedAt != nil {
+		a.deps.Respond(ctx, &OrgAdmitReply{Code: CodeUnknownMember, Plan: a.state.Plan})
+		return
+	}
+	plan, _ := a.deps.Catalog.Plan(a.state.Plan)
+	limit := max(plan.RequestsPerMinute, 1)
+	now := a.deps.Clock.Now()
+	if !now.Before(a.windowEnd) {
+		a.windowEnd = now.Truncate(time.Minute).Add(time.Minute)
+		a.windowN = 0
+	}
+	allowed := a.windowN < limit
+	if allowed {
+		a.windowN++
+	}
+	a.deps.Respond(ctx, &OrgAdmitReply{Code: CodeOK, Role: m.Role, Plan: a.state.Plan, Allowed: allowed,
+		Limit: limit, Remaining: limit - a.windowN, ResetAt: a.windowEnd})
+}
+
+func codeOf(err error) string {
+	switch {
+	case errors.Is(err, ErrInsufficientCredits):
+		return CodeInsufficientCredits
+	case errors.Is(err, ErrConcurrencyLimit):
+		return CodeConcurrencyLimit
+	case errors.Is(err, ErrOperationConflict):
+		return CodeConflict
+	case errors.Is(err, ErrUnknownOperation):
+		return CodeUnknownOperation
+	}
+	return CodeInternal
+}

@@ -1,0 +1,97 @@
+package actors
+
+import (
+	"context"
+	"fmt"
+)
+
+// Caller sends a request to a virtual actor and waits for its reply. The cluster node implements it; the
+// reply is the plain Go value the actor responded with.
+type Caller interface {
+	Request(ctx context.Context, identity, kind string, msg any) (any, error)
+}
+
+// OrgClient is the typed way to talk to organization actors.
+type OrgClient struct {
+	Caller Caller
+}
+
+// maxFencedRetries bounds how often a command is re-sent after the actor reported CodeRetry (it lost its
+// record to another activation and stopped; the next send activates a fresh one that reloads).
+const maxFencedRetries = 3
+
+func (c OrgClient) call(ctx context.Context, orgID string, msg any) (any, error) {
+	var last any
+	for attempt := 0; attempt <= maxFencedRetries; attempt++ {
+		reply, err := c.Caller.Request(ctx, orgID, KindOrg, msg)
+		if err != nil {
+			return nil, fmt.Errorf("org %s: %w", orgID, err)
+		}
+		last = reply
+		switch r := reply.(type) {
+		case *OrgReply:
+			if r.Code != CodeRetry {
+				return r, nil
+			}
+		case *OrgAdmitReply:
+			if r.Code != CodeRetry {
+				return r, nil
+			}
+		default:
+			return nil, fmt.Errorf("org %s: unexpected reply %T", orgID, reply)
+		}
+	}
+	return last, nil
+}
+
+// Admit checks membership and counts one request against the plan's per-minute limit.
+func (c OrgClient) Admit(ctx context.Context, orgID, memberID string) (*OrgAdmitReply, error) {
+	r, err := c.call(ctx, orgID, &OrgAdmit{OrgID: orgID, MemberID: memberID})
+	if err != nil {
+		return nil, err
+	}
+	if rep, ok := r.(*OrgAdmitReply); ok {
+		return rep, nil
+	}
+	if rep, ok := r.(*OrgReply); ok { // the actor answers OrgReply when the organization is missing
+		return &OrgAdmitReply{Code: rep.Code}, nil
+	}
+	return nil, fmt.Errorf("org %s: unexpected reply %T", orgID, r)
+}
+
+func (c OrgClient) command(ctx context.Context, orgID string, msg any) (*OrgReply, error) {
+	r, err := c.call(ctx, orgID, msg)
+	if err != nil {
+		return nil, err
+	}
+	rep, ok := r.(*OrgReply)
+	if !ok {
+		return nil, fmt.Errorf("org %s: unexpected reply %T", orgID, r)
+	}
+	return rep, nil
+}
+
+// Reserve holds credits (and a slot when asked) for an operation.
+func (c OrgClient) Reserve(ctx context.Context, m OrgReserve) (*OrgReply, error) {
+	return c.command(ctx, m.OrgID, &m)
+}
+
+// Charge settles an operation at the actual price.
+func (c OrgClient) Charge(ctx context.Context, m OrgCharge) (*OrgReply, error) {
+	return c.command(ctx, m.OrgID, &m)
+}
+
+// Release frees an operation's hold and slot.
+func (c OrgClient) Release(ctx context.Context, m OrgRelease) (*OrgReply, error) {
+	return c.command(ctx, m.OrgID, &m)
+}
+
+// Grant adds credits.
+func (c OrgClient) Grant(ctx context.Context, m OrgGrant) (*OrgReply, error) {
+	return c.command(ctx, m.OrgID, &m)
+}
+
+// Get reads the balance.
+func (c OrgClient) Get(ctx context.Context, orgID string) (*OrgReply, error) {
+	return c.command(ctx, orgID, &OrgGet{OrgID: orgID})
+}

@@ -1,0 +1,89 @@
+package actors
+
+import "time"
+
+// KindOrg is the cluster kind of the organization actor; its identity is the organization id.
+const KindOrg = "org"
+
+// Reply codes of the org actor. They cross the wire as strings; the HTTP layer maps them to statuses.
+const (
+	CodeOK                  = ""
+	CodeNotFound            = "not_found"
+	CodeInsufficientCredits = "insufficient_credits"
+	CodeConcurrencyLimit    = "concurrency_limit"
+	CodeConflict            = "operation_conflict"
+	CodeUnknownOperation    = "unknown_operation"
+	CodeUnknownMember       = "unknown_member"
+	// CodeRetry means the actor lost ownership of its record (another activation wrote it) and stopped;
+	// the command was not applied and can be sent again.
+	CodeRetry    = "retry"
+	CodeInternal = "internal"
+)
+
+// OrgAdmit checks that the member may act for the organization and counts one request against the plan's
+// per-minute limit.
+type OrgAdmit struct {
+	OrgID    string
+	MemberID string
+}
+
+// OrgAdmitReply answers OrgAdmit.
+type OrgAdmitReply struct {
+	Code      string
+	Role      Role
+	Plan      string
+	Allowed   bool // false: the per-minute limit is used up
+	Limit     int
+	Remaining int
+	ResetAt   time.Time
+}
+
+// OrgReserve holds credits (and optionally a concurrency slot) for an operation. Idempotent by Op.
+type OrgReserve struct {
+	OrgID   string
+	Op      string
+	Credits int64
+	Slot    bool // also take a concurrency slot
+	Batch   bool // the slot is for a batch file (plans with 2+ slots keep one for direct requests)
+}
+
+// OrgCharge settles an operation's hold at the actual price and frees its slot. Idempotent by Op.
+type OrgCharge struct {
+	OrgID   string
+	Op      string
+	Credits int64
+}
+
+// OrgRelease frees an operation's hold and slot without charging. Idempotent by Op.
+type OrgRelease struct {
+	OrgID string
+	Op    string
+}
+
+// OrgGrant adds credits. Idempotent by Op.
+type OrgGrant struct {
+	OrgID   string
+	Op      string
+	Credits int64
+}
+
+// OrgGet reads the organization's balance.
+type OrgGet struct {
+	OrgID string
+}
+
+// OrgReply answers every org command but OrgAdmit.
+type OrgReply struct {
+	Code      string
+	Detail    string
+	Plan      string
+	Balance   int64
+	Held      int64
+	Available int64
+	Slots     int
+}
+
+// OrgMessages lists the org actor's message types, for registration with the wire codec.
+func OrgMessages() []any {
+	return []any{OrgAdmit{}, OrgAdmitReply{}, OrgReserve{}, OrgCharge{}, OrgRelease{}, OrgGrant{}, OrgGet{}, OrgReply{}}
+}

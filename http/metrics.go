@@ -1,0 +1,67 @@
+package http
+
+import (
+	"bytes"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/expfmt"
+	"github.com/valyala/fasthttp"
+)
+
+// Metrics are the node's Prometheus collectors. Each node has its own registry (no global state), served at
+// /metrics in the Prometheus text format.
+type Metrics struct {
+	Registry *prometheus.Registry
+	requests *prometheus.CounterVec
+	latency  *prometheus.HistogramVec
+	// Actors counts active actor activations on this node by kind.
+	Actors *prometheus.GaugeVec
+}
+
+// NewMetrics builds the collectors.
+func NewMetrics() *Metrics {
+	m := &Metrics{
+		Registry: prometheus.NewRegistry(),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "filigrane_http_requests_total", Help: "HTTP requests by route pattern, method and status.",
+		}, []string{"route", "method", "status"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "filigrane_http_request_duration_seconds", Help: "HTTP request latency by route pattern.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 20, 60},
+		}, []string{"route"}),
+		Actors: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "filigrane_actors_active", Help: "Active actor activations on this node by kind.",
+		}, []string{"kind"}),
+	}
+	m.Registry.MustRegister(m.requests, m.latency, m.Actors,
+		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	return m
+}
+
+// ActorDelta adjusts the active-actor gauge; actors call it on start and stop.
+func (m *Metrics) ActorDelta(kind string, delta int) { m.Actors.WithLabelValues(kind).Add(float64(delta)) }
+
+func (m *Metrics) observe(route, method string, status int, d time.Duration) {
+	m.requests.WithLabelValues(route, method, strconv.Itoa(status)).Inc()
+	m.latency.WithLabelValues(route).Observe(d.Seconds())
+}
+
+func (m *Metrics) serve(ctx *fasthttp.RequestCtx) {
+	families, err := m.Registry.Gather()
+	if err != nil {
+		writeProblem(ctx, CodeInternal, "could not gather metrics")
+		return
+	}
+	var buf bytes.Buffer
+	enc := expfmt.NewEncoder(&buf, expfmt.NewFormat(expfmt.TypeTextPlain))
+	for _, f := range families {
+		if err := enc.Encode(f); err != nil {
+			writeProblem(ctx, CodeInternal, "could not encode metrics")
+			return
+		}
+	}
+	ctx.SetContentType(string(expfmt.NewFormat(expfmt.TypeTextPlain)))
+	ctx.SetBody(buf.Bytes())
+}

@@ -1,0 +1,101 @@
+package http
+
+import (
+	"encoding/json"
+
+	"github.com/valyala/fasthttp"
+)
+
+// Code is an error code of the API, sent in the `code` member of every problem body.
+type Code string
+
+// The error table: every code the API answers with, its status and its title. Keeping them in one place keeps
+// statuses consistent across handlers (the NATS server keeps its errors the same way).
+var problemTable = map[Code]struct {
+	Status int
+	Title  string
+}{
+	CodeBadRequest:          {400, "Bad request"},
+	CodeMalformedJSON:       {400, "Malformed JSON"},
+	CodeUnauthorized:        {401, "Missing or invalid API key"},
+	CodeInsufficientCredits: {402, "Insufficient credits"},
+	CodeForbiddenScope:      {403, "Missing scope"},
+	CodeForbiddenMember:     {403, "Not a member of the organization"},
+	CodeForbiddenPlan:       {403, "Not included in the plan"},
+	CodeNotFound:            {404, "Not found"},
+	CodeMethodNotAllowed:    {405, "Method not allowed"},
+	CodeConflict:            {409, "Conflict"},
+	CodeGone:                {410, "Gone"},
+	CodeTooLarge:            {413, "Request too large"},
+	CodeHeadersTooLarge:     {431, "Request headers too large"},
+	CodeUnsupportedMedia:    {415, "Unsupported media type"},
+	CodeInvalidRequest:      {422, "Invalid request"},
+	CodeRateLimited:         {429, "Too many requests"},
+	CodeConcurrencyLimit:    {429, "Plan concurrency limit reached"},
+	CodeInternal:            {500, "Internal error"},
+	CodeUnavailable:         {503, "Service unavailable"},
+}
+
+// Error codes.
+const (
+	CodeBadRequest          Code = "bad_request"
+	CodeMalformedJSON       Code = "malformed_json"
+	CodeUnauthorized        Code = "unauthorized"
+	CodeInsufficientCredits Code = "insufficient_credits"
+	CodeForbiddenScope      Code = "insufficient_scope"
+	CodeForbiddenMember     Code = "not_a_member"
+	CodeForbiddenPlan       Code = "plan_forbidden"
+	CodeNotFound            Code = "not_found"
+	CodeMethodNotAllowed    Code = "method_not_allowed"
+	CodeConflict            Code = "conflict"
+	CodeGone                Code = "gone"
+	CodeTooLarge            Code = "payload_too_large"
+	CodeHeadersTooLarge     Code = "headers_too_large"
+	CodeUnsupportedMedia    Code = "unsupported_media_type"
+	CodeInvalidRequest      Code = "invalid_request"
+	CodeRateLimited         Code = "rate_limited"
+	CodeConcurrencyLimit    Code = "concurrency_limit"
+	CodeInternal            Code = "internal_error"
+	CodeUnavailable         Code = "service_unavailable"
+)
+
+// Problem is an RFC 9457 problem body with the API's error code and the request id.
+type Problem struct {
+	Type      string `json:"type"`
+	Title     string `json:"title"`
+	Status    int    `json:"status"`
+	Detail    string `json:"detail,omitempty"`
+	Code      Code   `json:"code"`
+	RequestID string `json:"request_id,omitempty"`
+}
+
+// problemTypeBase prefixes the problem type URIs (relative to the base URL, as RFC 9457 allows); docs/errors.md
+// describes each code.
+const problemTypeBase = "/problems/"
+
+// writeProblem answers with the problem for code. Headers already set on ctx (Retry-After, rate limits) stay.
+func writeProblem(ctx *fasthttp.RequestCtx, code Code, detail string) {
+	entry, ok := problemTable[code]
+	if !ok {
+		code, entry = CodeInternal, problemTable[CodeInternal]
+	}
+	p := Problem{Type: problemTypeBase + string(code), Title: entry.Title, Status: entry.Status, Detail: detail,
+		Code: code, RequestID: string(ctx.Response.Header.Peek(headerRequestID))}
+	body, _ := json.Marshal(p)
+	ctx.Response.ResetBody()
+	ctx.SetStatusCode(entry.Status)
+	ctx.SetContentType("application/problem+json")
+	ctx.SetBody(body)
+}
+
+// writeJSON answers status with v encoded as JSON.
+func writeJSON(ctx *fasthttp.RequestCtx, status int, v any) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		writeProblem(ctx, CodeInternal, "could not encode the response")
+		return
+	}
+	ctx.SetStatusCode(status)
+	ctx.SetContentType("application/json")
+	ctx.SetBody(body)
+}

@@ -1,0 +1,75 @@
+package http
+
+import (
+	"sort"
+	"strings"
+
+	"github.com/valyala/fasthttp"
+)
+
+// handler serves one route. params holds the values of the pattern's {name} segments.
+type handler func(ctx *fasthttp.RequestCtx, params map[string]string)
+
+type route struct {
+	method   string
+	pattern  string // e.g. /watermarks/jobs/{request_id}/result; also the metrics label
+	segments []string
+	h        handler
+}
+
+// router matches a method and a path against fixed patterns. Unknown paths give 404, known paths with another
+// method 405 with an Allow header, both as problems.
+type router struct {
+	routes []route
+}
+
+func (r *router) handle(method, pattern string, h handler) {
+	r.routes = append(r.routes, route{method: method, pattern: pattern, segments: splitPath(pattern), h: h})
+}
+
+func splitPath(p string) []string {
+	return strings.Split(strings.Trim(p, "/"), "/")
+}
+
+// match returns the route for method and path. When the path matches only under other methods it returns
+// those methods.
+func (r *router) match(method, path string) (*route, map[string]string, []string) {
+	segs := splitPath(path)
+	var allowed []string
+	for i := range r.routes {
+		rt := &r.routes[i]
+		params, ok := matchSegments(rt.segments, segs)
+		if !ok {
+			continue
+		}
+		if rt.method == method || (method == fasthttp.MethodHead && rt.method == fasthttp.MethodGet) {
+			return rt, params, nil
+		}
+		allowed = append(allowed, rt.method)
+	}
+	sort.Strings(allowed)
+	return nil, nil, allowed
+}
+
+func matchSegments(pattern, segs []string) (map[string]string, bool) {
+	if len(pattern) != len(segs) {
+		return nil, false
+	}
+	var params map[string]string
+	for i, p := range pattern {
+		if strings.HasPrefix(p, "{") && strings.HasSuffix(p, "}") {
+			if segs[i] == "" {
+				return nil, false
+			}
+			if params == nil {
+				params = map[string]string{}
+			}
+			params[p[1:len(p)-1]] = segs[i]
+			continue
+		}
+		if p != segs[i] {
+			return nil, false
+		}
+	}
+	return params, true
+}

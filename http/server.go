@@ -1,0 +1,237 @@
+// Package http is Filigrane's fasthttp edge: routing, authentication, request limits, problem responses and
+// metrics. It decides no job state: it checks a request, then hands it to the actors.
+package http
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/valyala/fasthttp"
+
+	"filigrane/actors"
+	"filigrane/internal/clock"
+)
+
+const (
+	headerRequestID = "X-Request-ID"
+	headerAPIKey    = "X-API-Key"
+)
+
+// Config is what the API server needs.
+type Config struct {
+	Keys    actors.Keys
+	Orgs    actors.OrgClient
+	Catalog actors.Catalog
+	Clock   clock.Clock
+	Logger  zerolog.Logger
+	Metrics *Metrics
+	// MaxHeaderBytes bounds the request line plus headers (431 above it). Default 16 KiB.
+	MaxHeaderBytes int
+	// MaxBodyBytes bounds a request body (413 above it). Default 21 MiB: a 20 MB direct upload plus the form.
+	MaxBodyBytes int
+	// ActorTimeout bounds each call to an actor made while serving a request. Default 10 s.
+	ActorTimeout time.Duration
+}
+
+// Server is the API listener.
+type Server struct {
+	cfg    Config
+	router router
+	srv    *fasthttp.Server
+}
+
+// New builds the API server and its routes.
+func New(cfg Config) *Server {
+	if cfg.MaxHeaderBytes <= 0 {
+		cfg.MaxHeaderBytes = 16 << 10
+	}
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = 21 << 20
+	}
+	if cfg.ActorTimeout <= 0 {
+		cfg.ActorTimeout = 10 * time.Second
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = NewMetrics()
+	}
+	s := &Server{cfg: cfg}
+	s.routes()
+	s.srv = &fasthttp.Server{
+		Handler:                       s.serve,
+		ErrorHandler:                  s.serveParseError,
+		Name:                          "filigrane",
+		ReadBufferSize:                cfg.MaxHeaderBytes,
+		MaxRequestBodySize:            cfg.MaxBodyBytes,
+		ReadTimeout:                   5 * time.Minute,
+		WriteTimeout:                  5 * time.Minute,
+		IdleTimeout:                   2 * time.Minute,
+		DisableHeaderNamesNormalizing: false,
+		NoDefaultContentType:          true,
+		CloseOnShutdown:               true,
+		Logger:                        fasthttpLogger{cfg.Logger},
+	}
+	return s
+}
+
+func (s *Server) routes() {
+	s.router.handle("GET", "/auth/api-key", s.authed(nil, s.getAPIKey))
+	s.router.handle("GET", "/metrics", func(ctx *fasthttp.RequestCtx, _ map[string]string) { s.cfg.Metrics.serve(ctx) })
+	s.router.handle("GET", "/healthz", func(ctx *fasthttp.RequestCtx, _ map[string]string) {
+		writeJSON(ctx, 200, map[string]string{"status": "ok"})
+	})
+}
+
+// Serve answers requests on ln until Shutdown.
+func (s *Server) Serve(ln net.Listener) error { return s.srv.Serve(ln) }
+
+// Shutdown stops accepting connections and waits for in-flight requests to finish or ctx to end.
+func (s *Server) Shutdown(ctx context.Context) error { return s.srv.ShutdownWithContext(ctx) }
+
+// Handler returns the request handler, for in-memory tests.
+func (s *Server) Handler() fasthttp.RequestHandler { return s.serve }
+
+func newRequestID() string {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		panic(fmt.Sprintf("crypto/rand failed: %v", err))
+	}
+	return "req_" + hex.EncodeToString(b)
+}
+
+func (s *Server) serve(ctx *fasthttp.RequestCtx) {
+	start := time.Now()
+	ctx.Response.Header.Set(headerRequestID, newRequestID())
+	method := string(ctx.Method())
+	label := "unmatched"
+	rt, params, allowed := s.router.match(method, string(ctx.Path()))
+	switch {
+	case rt != nil:
+		label = rt.pattern
+		rt.h(ctx, params)
+	case len(allowed) > 0:
+		ctx.Response.Header.Set("Allow", strings.Join(allowed, ", "))
+		writeProblem(ctx, CodeMethodNotAllowed, fmt.Sprintf("%s is not allowed here; allowed: %s", method, strings.Join(allowed, ", ")))
+	default:
+		writeProblem(ctx, CodeNotFound, "no such route")
+	}
+	status := ctx.Response.StatusCode()
+	s.cfg.Metrics.observe(label, method, status, time.Since(start))
+	ev := s.cfg.Logger.Debug()
+	if status >= 500 {
+		ev = s.cfg.Logger.Warn()
+	}
+	ev.Str("method", method).Str("route", label).Int("status", status).
+		Dur("took", time.Since(start)).Str("request_id", string(ctx.Response.Header.Peek(headerRequestID))).Msg("request")
+}
+
+// serveParseError answers requests that fasthttp could not read (oversized headers or body, broken framing)
+// with a problem body, so that clients see the same error shape everywhere.
+func (s *Server) serveParseError(ctx *fasthttp.RequestCtx, err error) {
+	ctx.Response.Header.Set(headerRequestID, newRequestID())
+	var tooBig *fasthttp.ErrSmallBuffer
+	switch {
+	case errors.Is(err, fasthttp.ErrBodyTooLarge):
+		writeProblem(ctx, CodeTooLarge, fmt.Sprintf("the request body exceeds %d bytes", s.cfg.MaxBodyBytes))
+	case errors.As(err, &tooBig) || strings.Contains(err.Error(), "small read buffer"):
+		writeProblem(ctx, CodeHeadersTooLarge, fmt.Sprintf("the request headers exceed %d bytes", s.cfg.MaxHeaderBytes))
+	default:
+		writeProblem(ctx, CodeBadRequest, "the request could not be parsed")
+	}
+	ctx.SetConnectionClose()
+	s.cfg.Metrics.observe("unparsed", "", ctx.Response.StatusCode(), 0)
+}
+
+// principal is the authenticated caller of a request.
+type principal struct {
+	Key  actors.APIKey
+	Role actors.Role
+	Plan actors.Plan
+}
+
+// authed wraps h with authentication (401), membership (403), the per-minute limit (429) and scopes (403):
+// the key needs at least one of anyScope when it is not empty.
+func (s *Server) authed(anyScope []string, h func(*fasthttp.RequestCtx, *principal, map[string]string)) handler {
+	return func(ctx *fasthttp.RequestCtx, params map[string]string) {
+		secret := string(ctx.Request.Header.Peek(headerAPIKey))
+		if secret == "" {
+			writeProblem(ctx, CodeUnauthorized, "send your API key in the X-API-Key header")
+			return
+		}
+		c, cancel := context.WithTimeout(context.Background(), s.cfg.ActorTimeout)
+		defer cancel()
+		key, err := s.cfg.Keys.Authenticate(c, secret)
+		if errors.Is(err, actors.ErrInvalidKey) {
+			writeProblem(ctx, CodeUnauthorized, "the API key is invalid, expired or revoked")
+			return
+		}
+		if err != nil {
+			s.unavailable(ctx, err)
+			return
+		}
+		adm, err := s.cfg.Orgs.Admit(c, key.OrgID, key.MemberID)
+		if err != nil {
+			s.unavailable(ctx, err)
+			return
+		}
+		switch adm.Code {
+		case actors.CodeOK:
+		case actors.CodeUnknownMember, actors.CodeNotFound:
+			writeProblem(ctx, CodeForbiddenMember, "the key's member no longer belongs to the organization")
+			return
+		default:
+			s.unavailable(ctx, fmt.Errorf("admit: %s", adm.Code))
+			return
+		}
+		h2 := &ctx.Response.Header
+		h2.Set("X-RateLimit-Limit", strconv.Itoa(adm.Limit))
+		h2.Set("X-RateLimit-Remaining", strconv.Itoa(adm.Remaining))
+		reset := int(adm.ResetAt.Sub(s.cfg.Clock.Now()).Seconds() + 0.999)
+		h2.Set("X-RateLimit-Reset", strconv.Itoa(max(reset, 0)))
+		if !adm.Allowed {
+			h2.Set("Retry-After", strconv.Itoa(max(reset, 1)))
+			writeProblem(ctx, CodeRateLimited, fmt.Sprintf("the plan allows %d requests per minute", adm.Limit))
+			return
+		}
+		if len(anyScope) > 0 {
+			ok := false
+			for _, sc := range anyScope {
+				ok = ok || key.HasScope(sc)
+			}
+			if !ok {
+				writeProblem(ctx, CodeForbiddenScope, "the key lacks the scope "+strings.Join(anyScope, " or "))
+				return
+			}
+		}
+		plan, _ := s.cfg.Catalog.Plan(adm.Plan)
+		h(ctx, &principal{Key: key, Role: adm.Role, Plan: plan}, params)
+	}
+}
+
+// unavailable answers 503 when a dependency (storage, an actor) did not answer in time.
+func (s *Server) unavailable(ctx *fasthttp.RequestCtx, err error) {
+	s.cfg.Logger.Error().Err(err).Str("path", string(ctx.Path())).Msg("dependency unavailable")
+	ctx.Response.Header.Set("Retry-After", "2")
+	writeProblem(ctx, CodeUnavailable, "a dependency did not answer in time; retry shortly")
+}
+
+func (s *Server) getAPIKey(ctx *fasthttp.RequestCtx, p *principal, _ map[string]string) {
+	ctx.Response.Header.Set("Cache-Control", "no-store")
+	writeJSON(ctx, 200, map[string]any{
+		"organization_id": p.Key.OrgID,
+		"key_id":          p.Key.ID,
+		"scopes":          p.Key.Scopes,
+	})
+}
+
+// fasthttpLogger routes fasthttp's own messages to zerolog.
+type fasthttpLogger struct{ l zerolog.Logger }
+
+func (f fasthttpLogger) Printf(format string, args ...any) { f.l.Debug().Msgf(format, args...) }

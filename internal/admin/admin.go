@@ -1,0 +1,182 @@
+// Package admin holds the operator's offline commands on a node's data: organizations, members, API keys and
+// credits. The same functions create the development organization on a node's first start.
+package admin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"filigrane/actors"
+	"filigrane/internal/clock"
+	"filigrane/persistence"
+)
+
+// Admin administers organizations directly in the Store. It must not run while a node serves the same data:
+// the organization actor owns the record then (a Pebble data directory is locked by the running node).
+type Admin struct {
+	Store   persistence.Store
+	Clock   clock.Clock
+	Catalog actors.Catalog
+}
+
+func (a Admin) orgs() actors.Orgs { return actors.Orgs{Store: a.Store, Clock: a.Clock} }
+func (a Admin) keys() actors.Keys { return actors.Keys{Store: a.Store, Clock: a.Clock} }
+
+// CreateOrg creates an organization on plan, granting the plan's included credits plus extra.
+func (a Admin) CreateOrg(ctx context.Context, name, plan string, extraCredits int64) (*actors.OrgState, error) {
+	p, ok := a.Catalog.Plan(plan)
+	if !ok {
+		return nil, fmt.Errorf("unknown plan %q", plan)
+	}
+	if name == "" {
+		return nil, errors.New("an organization needs a name")
+	}
+	now := a.Clock.Now()
+	st := actors.NewOrgState(actors.NewOrgID(), name, p.Name, now)
+	if credits := p.IncludedCredits + extraCredits; credits > 0 {
+		if err := st.Grant("grant_initial", credits, now); err != nil {
+			return nil, err
+		}
+	}
+	if err := a.orgs().Create(ctx, st); err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+// ListOrgs returns every organization.
+func (a Admin) ListOrgs(ctx context.Context) ([]*actors.OrgState, error) {
+	ids, err := a.orgs().List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*actors.OrgState, 0, len(ids))
+	for _, id := range ids {
+		st, _, err := a.orgs().Load(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, st)
+	}
+	return out, nil
+}
+
+// AddMember adds a member with a role and returns the member id.
+func (a Admin) AddMember(ctx context.Context, orgID, name string, role actors.Role) (string, error) {
+	id := actors.NewMemberID()
+	_, err := a.orgs().Update(ctx, orgID, func(st *actors.OrgState) error {
+		return st.AddMember(id, name, role, a.Clock.Now())
+	})
+	return id, err
+}
+
+// RemoveMember marks a member removed; their keys stop working.
+func (a Admin) RemoveMember(ctx context.Context, orgID, memberID string) error {
+	_, err := a.orgs().Update(ctx, orgID, func(st *actors.OrgState) error {
+		for i := range st.Members {
+			if st.Members[i].ID == memberID {
+				if st.Members[i].RemovedAt == nil {
+					now := a.Clock.Now()
+					st.Members[i].RemovedAt = &now
+				}
+				return nil
+			}
+		}
+		return fmt.Errorf("organization %s has no member %s: %w", orgID, memberID, actors.ErrUnknownMember)
+	})
+	return err
+}
+
+// CreateKey creates an API key for an active member and returns the secret (shown once).
+func (a Admin) CreateKey(ctx context.Context, spec actors.NewKeySpec) (string, actors.APIKey, error) {
+	st, _, err := a.orgs().Load(ctx, spec.OrgID)
+	if err != nil {
+		return "", actors.APIKey{}, err
+	}
+	m, ok := st.Member(spec.MemberID)
+	if !ok || m.RemovedAt != nil {
+		return "", actors.APIKey{}, fmt.Errorf("organization %s has no active member %s: %w", spec.OrgID, spec.MemberID, actors.ErrUnknownMember)
+	}
+	if spec.ExpiresAt != nil && !spec.ExpiresAt.After(a.Clock.Now()) {
+		return "", actors.APIKey{}, errors.New("the expiry is in the past")
+	}
+	return a.keys().Create(ctx, spec)
+}
+
+// ListKeys lists an organization's keys.
+func (a Admin) ListKeys(ctx context.Context, orgID string) ([]actors.APIKey, error) {
+	return a.keys().List(ctx, orgID)
+}
+
+// RevokeKey revokes a key.
+func (a Admin) RevokeKey(ctx context.Context, keyID string) (actors.APIKey, error) {
+	return a.keys().Revoke(ctx, keyID)
+}
+
+// Grant adds credits once per operation id; an empty op gets a fresh one.
+func (a Admin) Grant(ctx context.Context, orgID string, amount int64, op string) (*actors.OrgState, error) {
+	if op == "" {
+		op = fmt.Sprintf("grant_admin_%d", a.Clock.Now().UnixNano())
+	}
+	return a.orgs().Update(ctx, orgID, func(st *actors.OrgState) error { return st.Grant(op, amount, a.Clock.Now()) })
+}
+
+// Balance returns the organization and up to limit of its latest ledger entries.
+func (a Admin) Balance(ctx context.Context, orgID string, limit int) (*actors.OrgState, []actors.LedgerEntry, error) {
+	st, _, err := a.orgs().Load(ctx, orgID)
+	if err != nil {
+		return nil, nil, err
+	}
+	from := uint64(0)
+	if limit > 0 && st.Seq > uint64(limit) {
+		from = st.Seq - uint64(limit) + 1
+	}
+	entries, err := a.orgs().Ledger(ctx, orgID, from, max(limit, 1))
+	return st, entries, err
+}
+
+// DevOrg is what Bootstrap created.
+type DevOrg struct {
+	OrgID, MemberID, Secret string
+}
+
+// devCredits is the development organization's starting balance: ample for any local test.
+const devCredits = 1_000_000
+
+// devPlan is the development organization's plan: one with GPU access.
+const devPlan = "business"
+
+// Bootstrap creates, on the first start of an empty data directory, a development organization on a plan
+// with GPU access, an owner member and an owner key with every scope. It returns nil when the directory was
+// already bootstrapped.
+func (a Admin) Bootstrap(ctx context.Context) (*DevOrg, error) {
+	const marker = "node/bootstrapped"
+	if _, err := a.Store.Get(ctx, []byte(marker)); err == nil {
+		return nil, nil
+	} else if !errors.Is(err, persistence.ErrNotFound) {
+		return nil, fmt.Errorf("read bootstrap marker: %w", err)
+	}
+	if _, ok := a.Catalog.Plan(devPlan); !ok {
+		return nil, fmt.Errorf("the plan catalog has no %q plan for the development organization", devPlan)
+	}
+	st, err := a.CreateOrg(ctx, "Development", devPlan, devCredits)
+	if err != nil {
+		return nil, fmt.Errorf("create development organization: %w", err)
+	}
+	memberID, err := a.AddMember(ctx, st.ID, "Developer", actors.RoleOwner)
+	if err != nil {
+		return nil, fmt.Errorf("add development owner: %w", err)
+	}
+	secret, _, err := a.CreateKey(ctx, actors.NewKeySpec{OrgID: st.ID, MemberID: memberID, Name: "development",
+		Scopes: actors.AllScopes()})
+	if err != nil {
+		return nil, fmt.Errorf("create development key: %w", err)
+	}
+	stamp := []byte(a.Clock.Now().Format(time.RFC3339))
+	if _, err := a.Store.CompareAndSet(ctx, []byte(marker), persistence.NoVersion, stamp); err != nil {
+		return nil, fmt.Errorf("write bootstrap marker: %w", err)
+	}
+	return &DevOrg{OrgID: st.ID, MemberID: memberID, Secret: secret}, nil
+}
