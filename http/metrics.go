@@ -41,7 +41,9 @@ func NewMetrics() *Metrics {
 }
 
 // ActorDelta adjusts the active-actor gauge; actors call it on start and stop.
-func (m *Metrics) ActorDelta(kind string, delta int) { m.Actors.WithLabelValues(kind).Add(float64(delta)) }
+func (m *Metrics) ActorDelta(kind string, delta int) {
+	m.Actors.WithLabelValues(kind).Add(float64(delta))
+}
 
 func (m *Metrics) observe(route, method string, status int, d time.Duration) {
 	m.requests.WithLabelValues(route, method, strconv.Itoa(status)).Inc()
