@@ -1,0 +1,200 @@
+// Package imageio decodes the image files that Filigrane accepts and encodes the PNG it returns.
+//
+// Accepted inputs: JPEG (baseline and progressive; CMYK and YCCK are converted to RGB), PNG (8 and 16 bit,
+// palette, gray, alpha), GIF (first frame only), BMP, TIFF (first image), WebP (lossy and lossless, still only)
+// and binary or ASCII Netpbm (P2, P3, P5, P6). Output is always PNG.
+//
+// What survives the trip:
+//   - pixels, made upright: the EXIF orientation of a JPEG is applied to the pixels, because the output PNG
+//     carries no EXIF and a viewer would otherwise show it sideways;
+//   - the alpha channel, and 16 bits per channel when the input had more than 8;
+//   - the ICC profile (JPEG APP2, PNG iCCP, WebP ICCP), written back as a PNG iCCP chunk. A CMYK profile is
+//     dropped when CMYK pixels are converted to RGB, since it no longer describes them.
+//
+// Animated GIFs: only the first frame is decoded (and later marked); the output is a still PNG.
+// Picture.Frames reports how many frames the input had so callers can warn about it.
+//
+// Decompression bombs: the size of the file and the pixel count from the header are checked against Limits
+// before any pixel buffer is allocated.
+package imageio
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"image"
+	"io"
+)
+
+// Errors returned by Decode, always wrapped with detail; test with errors.Is. The HTTP layer maps the first two
+// to 422 and the last two to 413.
+var (
+	// ErrUnsupportedFormat: the bytes are not an image format we read, or use a feature we do not support
+	// (animated WebP, 1-bit Netpbm, exotic TIFF compression...).
+	ErrUnsupportedFormat = errors.New("unsupported image format")
+	// ErrCorrupt: the format was recognised but the file is truncated or malformed.
+	ErrCorrupt = errors.New("corrupt image")
+	// ErrTooManyPixels: the header announces more pixels than Limits.MaxPixels.
+	ErrTooManyPixels = errors.New("image has too many pixels")
+	// ErrTooLarge: the file has more bytes than Limits.MaxBytes.
+	ErrTooLarge = errors.New("image file too large")
+)
+
+// Default limits, used for zero fields of Limits. DefaultMaxPixels is the service's limit for direct requests.
+const (
+	DefaultMaxPixels int64 = 40_000_000
+	DefaultMaxBytes  int64 = 256 << 20
+)
+
+// maxICCBytes bounds a decompressed ICC profile; real profiles are a few kB to a few hundred kB.
+const maxICCBytes = 4 << 20
+
+// Limits bound what Decode accepts. A zero field takes its default.
+type Limits struct {
+	MaxPixels int64 // width*height of the (first) image
+	MaxBytes  int64 // size of the encoded file
+}
+
+func (l Limits) withDefaults() Limits {
+	if l.MaxPixels <= 0 {
+		l.MaxPixels = DefaultMaxPixels
+	}
+	if l.MaxBytes <= 0 {
+		l.MaxBytes = DefaultMaxBytes
+	}
+	return l
+}
+
+// Picture is a decoded image ready for the codec.
+type Picture struct {
+	// Image is upright (orientation applied) with bounds starting at (0,0). It is *image.NRGBA for inputs
+	// with 8 bits per channel or fewer and *image.NRGBA64 for deeper ones.
+	Image image.Image
+	// Format is the input format: "jpeg", "png", "gif", "bmp", "tiff", "webp" or "pnm".
+	Format string
+	// ICC is the embedded ICC profile, nil when there was none (or it was dropped, see the package doc).
+	ICC []byte
+	// Width and Height are those of Image, i.e. after orientation.
+	Width, Height int
+	// HasAlpha is true when at least one pixel is not fully opaque.
+	HasAlpha bool
+	// Depth is the bits per channel of Image: 8 or 16.
+	Depth int
+	// Frames is the number of frames of the input: more than 1 only for animated GIFs, of which only the
+	// first frame was decoded.
+	Frames int
+	// Orientation is the EXIF orientation (1-8) that was applied to the pixels; 1 when there was none.
+	Orientation int
+}
+
+// format describes one input format.
+type format struct {
+	name   string
+	config func(data []byte) (image.Config, error)
+	decode func(data []byte) (image.Image, error)
+}
+
+// Decode reads one image file and returns it upright, converted to NRGBA or NRGBA64. It refuses files larger than
+// lim.MaxBytes and images with more than lim.MaxPixels pixels before decoding their pixels.
+func Decode(r io.Reader, lim Limits) (*Picture, error) {
+	lim = lim.withDefaults()
+	data, err := io.ReadAll(io.LimitReader(r, lim.MaxBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("imageio: reading input: %w", err)
+	}
+	if int64(len(data)) > lim.MaxBytes {
+		return nil, fmt.Errorf("imageio: file is larger than %d bytes: %w", lim.MaxBytes, ErrTooLarge)
+	}
+	return DecodeBytes(data, lim)
+}
+
+// DecodeBytes is Decode for a file already in memory; lim.MaxBytes is checked against len(data).
+func DecodeBytes(data []byte, lim Limits) (*Picture, error) {
+	lim = lim.withDefaults()
+	if int64(len(data)) > lim.MaxBytes {
+		return nil, fmt.Errorf("imageio: file is larger than %d bytes: %w", lim.MaxBytes, ErrTooLarge)
+	}
+	f, err := sniff(data)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := f.config(data)
+	if err != nil {
+		return nil, classify(f.name, "reading header", err)
+	}
+	if cfg.Width <= 0 || cfg.Height <= 0 {
+		return nil, fmt.Errorf("imageio: %s header gives %dx%d pixels: %w", f.name, cfg.Width, cfg.Height, ErrCorrupt)
+	}
+	if px := int64(cfg.Width) * int64(cfg.Height); px > lim.MaxPixels {
+		return nil, fmt.Errorf("imageio: %s is %dx%d = %d pixels, more than the limit of %d: %w",
+			f.name, cfg.Width, cfg.Height, px, lim.MaxPixels, ErrTooManyPixels)
+	}
+
+	meta, err := readMeta(f.name, data)
+	if err != nil {
+		return nil, err
+	}
+	img, err := f.decode(data)
+	if err != nil {
+		return nil, classify(f.name, "decoding", err)
+	}
+	// A decoder may return a frame smaller than, or offset within, the announced canvas (GIF); never larger.
+	if b := img.Bounds(); int64(b.Dx())*int64(b.Dy()) > lim.MaxPixels {
+		return nil, fmt.Errorf("imageio: %s decoded to %v: %w", f.name, b, ErrTooManyPixels)
+	}
+
+	if _, isCMYK := img.(*image.CMYK); isCMYK && meta.iccSpace() == "CMYK" {
+		meta.icc = nil // the profile describes CMYK pixels, which we convert to RGB without it
+	}
+	canvas := image.Rect(0, 0, cfg.Width, cfg.Height)
+	out, depth := toCanonical(img, canvas)
+	out = orient(out, meta.orientation)
+	b := out.Bounds()
+	return &Picture{
+		Image:       out,
+		Format:      f.name,
+		ICC:         meta.icc,
+		Width:       b.Dx(),
+		Height:      b.Dy(),
+		HasAlpha:    !isOpaque(out),
+		Depth:       depth,
+		Frames:      meta.frames,
+		Orientation: meta.orientation,
+	}, nil
+}
+
+// DecodeConfigBytes reads only the header of an image file: its format and dimensions (before orientation).
+func DecodeConfigBytes(data []byte) (formatName string, cfg image.Config, err error) {
+	f, err := sniff(data)
+	if err != nil {
+		return "", image.Config{}, err
+	}
+	cfg, err = f.config(data)
+	if err != nil {
+		return f.name, image.Config{}, classify(f.name, "reading header", err)
+	}
+	return f.name, cfg, nil
+}
+
+// sniff picks the format from the magic bytes; file names and declared content types are not trusted.
+func sniff(data []byte) (format, error) {
+	switch {
+	case bytes.HasPrefix(data, []byte{0xFF, 0xD8, 0xFF}):
+		return jpegFormat, nil
+	case bytes.HasPrefix(data, []byte("\x89PNG\r\n\x1a\n")):
+		return pngFormat, nil
+	case bytes.HasPrefix(data, []byte("GIF87a")), bytes.HasPrefix(data, []byte("GIF89a")):
+		return gifFormat, nil
+	case bytes.HasPrefix(data, []byte("BM")):
+		return bmpFormat, nil
+	case bytes.HasPrefix(data, []byte("II*\x00")), bytes.HasPrefix(data, []byte("MM\x00*")):
+		return tiffFormat, nil
+	case len(data) >= 12 && string(data[0:4]) == "RIFF" && string(data[8:12]) == "WEBP":
+		return webpFormat, nil
+	case len(data) >= 2 && data[0] == 'P' && data[1] >= '1' && data[1] <= '7':
+		return pnmFormat, nil
+	case len(data) == 0:
+		return format{}, fmt.Errorf("imageio: empty file: %w", ErrUnsupportedFormat)
+	}
+	return format{}, fmt.Errorf("imageio: not a JPEG, PNG, GIF, BMP, TIFF, WebP or Netpbm file: %w", ErrUnsupportedFormat)
+}
