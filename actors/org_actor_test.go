@@ -1,0 +1,119 @@
+package actors_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/rs/zerolog"
+
+	"filigrane/actors"
+	"filigrane/internal/admin"
+	"filigrane/internal/clock"
+	"filigrane/persistence/pebblestore"
+)
+
+type orgFixture struct {
+	system *actor.ActorSystem
+	deps   *actors.Deps
+	orgID  string
+	admin  admin.Admin
+}
+
+func newOrgFixture(t *testing.T, credits int64) *orgFixture {
+	t.Helper()
+	store, err := pebblestore.Open(t.TempDir(), zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	clk := clock.NewManual(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	adm := admin.Admin{Store: store, Clock: clk, Catalog: actors.DefaultCatalog()}
+	st, err := adm.CreateOrg(context.Background(), "Acme", "launch", credits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	system := actor.NewActorSystem()
+	t.Cleanup(system.Shutdown)
+	deps := &actors.Deps{Store: store, Clock: clk, Catalog: actors.DefaultCatalog(), Logger: zerolog.Nop(),
+		Respond: func(ctx actor.Context, v any) { ctx.Respond(v) }}
+	return &orgFixture{system: system, deps: deps, orgID: st.ID, admin: adm}
+}
+
+func (f *orgFixture) ask(t *testing.T, pid *actor.PID, msg any) *actors.OrgReply {
+	t.Helper()
+	res, err := f.system.Root.RequestFuture(pid, msg, 5*time.Second).Result()
+	if err != nil {
+		t.Fatalf("request %T: %v", msg, err)
+	}
+	r, ok := res.(*actors.OrgReply)
+	if !ok {
+		t.Fatalf("reply %T, want *OrgReply", res)
+	}
+	return r
+}
+
+// TestOrgActorFencing forces two activations of one organization: the one that writes second finds the
+// record changed, applies nothing, answers retry and stops; the credits reflect only the first.
+func TestOrgActorFencing(t *testing.T) {
+	f := newOrgFixture(t, 10)
+	a := f.system.Root.Spawn(actors.OrgProps(f.deps))
+	b := f.system.Root.Spawn(actors.OrgProps(f.deps))
+	if r := f.ask(t, b, &actors.OrgGet{OrgID: f.orgID}); r.Code != actors.CodeOK || r.Balance != 10 {
+		t.Fatalf("b loads: %+v", r)
+	}
+	if r := f.ask(t, a, &actors.OrgReserve{OrgID: f.orgID, Op: "req_a", Credits: 3}); r.Code != actors.CodeOK || r.Available != 7 {
+		t.Fatalf("a reserves: %+v", r)
+	}
+	if r := f.ask(t, b, &actors.OrgReserve{OrgID: f.orgID, Op: "req_b", Credits: 4}); r.Code != actors.CodeRetry {
+		t.Fatalf("stale activation b reserved: %+v", r)
+	}
+	st, _, err := f.admin.Balance(context.Background(), f.orgID, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Held() != 3 || len(st.Holds) != 1 {
+		t.Fatalf("holds after fencing: %+v", st.Holds)
+	}
+	// A fresh activation reloads and applies b's command.
+	c := f.system.Root.Spawn(actors.OrgProps(f.deps))
+	if r := f.ask(t, c, &actors.OrgReserve{OrgID: f.orgID, Op: "req_b", Credits: 4}); r.Code != actors.CodeOK || r.Available != 3 {
+		t.Fatalf("fresh activation reserves: %+v", r)
+	}
+}
+
+func TestOrgActorIdempotentCommands(t *testing.T) {
+	f := newOrgFixture(t, 5) // launch plan: 1 concurrency slot
+	a := f.system.Root.Spawn(actors.OrgProps(f.deps))
+	for i := 0; i < 3; i++ {
+		if r := f.ask(t, a, &actors.OrgReserve{OrgID: f.orgID, Op: "req_1", Credits: 2, Slot: true}); r.Code != actors.CodeOK || r.Available != 3 || r.Slots != 1 {
+			t.Fatalf("reserve #%d: %+v", i, r)
+		}
+	}
+	if r := f.ask(t, a, &actors.OrgReserve{OrgID: f.orgID, Op: "req_2", Credits: 1, Slot: true}); r.Code != actors.CodeConcurrencyLimit || r.Available != 3 {
+		t.Fatalf("second job on a 1-slot plan: %+v", r)
+	}
+	for i := 0; i < 3; i++ {
+		if r := f.ask(t, a, &actors.OrgCharge{OrgID: f.orgID, Op: "req_1", Credits: 2}); r.Code != actors.CodeOK || r.Balance != 3 || r.Slots != 0 {
+			t.Fatalf("charge #%d: %+v", i, r)
+		}
+	}
+	if r := f.ask(t, a, &actors.OrgReserve{OrgID: f.orgID, Op: "req_3", Credits: 4}); r.Code != actors.CodeInsufficientCredits || r.Held != 0 {
+		t.Fatalf("reserve beyond balance: %+v", r)
+	}
+	if r := f.ask(t, a, &actors.OrgGet{OrgID: "org_other"}); r.Code != actors.CodeNotFound {
+		t.Fatalf("another organization through this activation: %+v", r)
+	}
+	_, entries, err := f.admin.Balance(context.Background(), f.orgID, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := ""
+	for _, e := range entries {
+		kinds += e.Kind + " "
+	}
+	if kinds != "grant reserve charge " {
+		t.Fatalf("ledger = %q, want one grant, one reserve, one charge", kinds)
+	}
+}
