@@ -1,0 +1,230 @@
+// Package s3test runs a real S3-compatible server (versitygw, posix backend) for tests of the object-storage
+// backends. One server per Start; tests take a fresh bucket each with NewBucket, which is much cheaper than a
+// server each.
+//
+// The binary is looked up on PATH, then in $FILIGRANE_TOOLS, then in ${XDG_CACHE_HOME:-$HOME/.cache}/filigrane/bin
+// (where `scripts/setup.sh --s3` installs it). When it is missing the test is skipped, unless CI is set, where
+// a missing server must fail the build rather than silently drop the cluster-mode coverage.
+package s3test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
+)
+
+const (
+	accessKey = "filigrane-test"
+	secretKey = "filigrane-test-secret"
+	region    = "us-east-1"
+
+	startTimeout = 20 * time.Second
+	stopTimeout  = 5 * time.Second
+)
+
+// Server is a running versitygw.
+type Server struct {
+	Endpoint  string // host:port, plain HTTP
+	AccessKey string
+	SecretKey string
+	Region    string
+
+	client  *minio.Client
+	buckets atomic.Int64
+}
+
+// Binary returns the path of the versitygw binary, or "" when none is installed.
+func Binary() string {
+	if p, err := exec.LookPath("versitygw"); err == nil {
+		return p
+	}
+	var dirs []string
+	if d := os.Getenv("FILIGRANE_TOOLS"); d != "" {
+		dirs = append(dirs, d)
+	}
+	if d := os.Getenv("XDG_CACHE_HOME"); d != "" {
+		dirs = append(dirs, filepath.Join(d, "filigrane", "bin"))
+	}
+	if home, err := os.UserHomeDir(); err == nil {
+		dirs = append(dirs, filepath.Join(home, ".cache", "filigrane", "bin"))
+	}
+	for _, d := range dirs {
+		p := filepath.Join(d, "versitygw")
+		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
+			return p
+		}
+	}
+	return ""
+}
+
+// Start starts versitygw on a free loopback port with its data in a temporary directory and stops it when the
+// test ends.
+func Start(t testing.TB) *Server {
+	t.Helper()
+	bin := Binary()
+	if bin == "" {
+		msg := "versitygw not found on PATH, in $FILIGRANE_TOOLS or in ~/.cache/filigrane/bin; install it with `scripts/setup.sh --s3`"
+		if os.Getenv("CI") != "" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg + " (skipping; with CI set this fails)")
+	}
+	// The port is picked by binding :0 and releasing it, so another process can grab it before versitygw
+	// binds: a failed start is retried on a new port.
+	var lastErr error
+	for range 3 {
+		s, err := start(t, bin)
+		if err == nil {
+			return s
+		}
+		lastErr = err
+	}
+	t.Fatalf("s3test: start versitygw: %v", lastErr)
+	return nil
+}
+
+func start(t testing.TB, bin string) (*Server, error) {
+	base := t.TempDir()
+	root := filepath.Join(base, "root")
+	if err := os.MkdirAll(root, 0o750); err != nil {
+		return nil, err
+	}
+	addr, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	args := []string{"--port", addr, "--quiet", "posix"}
+	if !userXattrs(root) {
+		// Both paths must be absolute and the sidecar must be outside the root, or versitygw refuses them.
+		side := filepath.Join(base, "meta")
+		if err := os.MkdirAll(side, 0o750); err != nil {
+			return nil, err
+		}
+		args = append(args, "--sidecar", side)
+	}
+	args = append(args, root)
+
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), "ROOT_ACCESS_KEY_ID="+accessKey, "ROOT_SECRET_ACCESS_KEY="+secretKey)
+	out := &tailBuffer{max: 16 << 10}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	stop := func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(stopTimeout):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+	}
+
+	if err := waitListening(addr, exited); err != nil {
+		stop()
+		return nil, fmt.Errorf("%w; versitygw %s output:\n%s", err, strings.Join(args, " "), out.String())
+	}
+	client, err := minio.New(addr, &minio.Options{
+		Creds:  credentials.NewStaticV4(accessKey, secretKey, ""),
+		Region: region,
+	})
+	if err != nil {
+		stop()
+		return nil, err
+	}
+	t.Cleanup(func() {
+		stop()
+		if t.Failed() {
+			t.Logf("versitygw output:\n%s", out.String())
+		}
+	})
+	return &Server{Endpoint: addr, AccessKey: accessKey, SecretKey: secretKey, Region: region, client: client}, nil
+}
+
+func freePort() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	addr := l.Addr().String()
+	return addr, l.Close()
+}
+
+// waitListening polls until addr accepts connections, the process exits, or startTimeout passes.
+func waitListening(addr string, exited <-chan error) error {
+	deadline := time.Now().Add(startTimeout)
+	for delay := 10 * time.Millisecond; ; delay = min(delay*2, 200*time.Millisecond) {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			_ = c.Close()
+			select {
+			case err := <-exited: // someone else's listener answered; ours died on bind
+				return fmt.Errorf("versitygw exited: %v", err)
+			default:
+				return nil
+			}
+		}
+		select {
+		case err := <-exited:
+			return fmt.Errorf("versitygw exited before listening: %v", err)
+		case <-time.After(delay):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("versitygw not listening on %s after %s", addr, startTimeout)
+		}
+	}
+}
+
+// Client returns a client for the server with the root credentials.
+func (s *Server) Client() *minio.Client { return s.client }
+
+// NewBucket creates an empty bucket with a fresh name and returns its name.
+func (s *Server) NewBucket(t testing.TB) string {
+	t.Helper()
+	name := fmt.Sprintf("filigrane-test-%d", s.buckets.Add(1))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := s.client.MakeBucket(ctx, name, minio.MakeBucketOptions{Region: s.Region}); err != nil {
+		t.Fatalf("s3test: make bucket %s: %v", name, err)
+	}
+	return name
+}
+
+// tailBuffer keeps the last max bytes written to it.
+type tailBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+	max int
+}
+
+func (b *tailBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.buf.Write(p)
+	if over := b.buf.Len() - b.max; over > 0 {
+		b.buf.Next(over)
+	}
+	return len(p), nil
+}
+
+func (b *tailBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
