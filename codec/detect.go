@@ -1,0 +1,83 @@
+package codec
+
+// Detection limits. Images with a short side below minDetectSide are reported as unmarked without analysis.
+// maxDecodeAttempts bounds how many synchronisation hypotheses are decoded per image, which bounds the
+// false-positive rate (docs/codec.md).
+const (
+	minDetectSide     = 64
+	maxDecodeAttempts = 4
+	latticeHypotheses = maxDecodeAttempts - 1
+)
+
+// attempt is the outcome of decoding under one synchronisation hypothesis.
+type attempt struct {
+	res    decodeResult
+	pilotZ float64
+	valid  bool
+}
+
+// detectPlane runs the whole detector on a luma plane.
+func (c *Codec) detectPlane(y plane) Detection {
+	if min(y.w, y.h) < minDetectSide {
+		return emptyDetection()
+	}
+	pyr := buildPyramid(y, 16)
+	var best attempt
+	try := func(a0 affine) bool {
+		at := c.tryGeometry(pyr, a0)
+		if at.valid && (!best.valid || at.res.ok || at.pilotZ > best.pilotZ) {
+			best = at
+		}
+		return at.res.ok
+	}
+	// The geometry Embed used for an image of this size comes first: it is exact when the image was not
+	// resized (re-encoded, brightened, flipped, or cropped below a 1024-pixel short side) and costs no lattice
+	// estimation.
+	if !try(nominalAffine(y.w, y.h)) {
+		for _, a := range latticeCandidates(pyr, latticeHypotheses) {
+			if try(a) {
+				break
+			}
+		}
+	}
+	return best.detection()
+}
+
+// tryGeometry folds the image under the waxel map a0, finds flip/rotation and offset from the pilot, refines the
+// map on per-tile pilot offsets, then demodulates and decodes once.
+func (c *Codec) tryGeometry(pyr pyramid, a0 affine) attempt {
+	g := whiten(sampleGrid(pyr, a0))
+	if g.w == 0 {
+		return attempt{}
+	}
+	acc, _ := fold(g)
+	al := c.searchDihedral(acc)
+	a := al.aligned(a0)
+	a = c.refine(pyr, a, 2)
+	a = c.refine(pyr, a, 1)
+	g = whiten(sampleGrid(pyr, a))
+	if g.w == 0 {
+		return attempt{}
+	}
+	acc, _ = fold(g)
+	sw := c.layout.demod(acc)
+	return attempt{res: decodeSoft(sw.llr), pilotZ: sw.pilotZ, valid: true}
+}
+
+func emptyDetection() Detection {
+	return Detection{Units: []Unit{{Index: 0}}}
+}
+
+func (at attempt) detection() Detection {
+	if !at.valid {
+		return emptyDetection()
+	}
+	d := Detection{Confidence: at.res.confidence, Soft: append([]float64(nil), at.res.infoLLR[:idBits]...)}
+	if at.res.ok {
+		d.Watermarked = true
+		s := at.res.id.String()
+		d.WatermarkID = &s
+	}
+	d.Units = []Unit{{Index: 0, Watermarked: d.Watermarked, Confidence: d.Confidence, WatermarkID: d.WatermarkID}}
+	return d
+}

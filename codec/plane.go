@@ -1,0 +1,101 @@
+package codec
+
+import "math"
+
+// plane is a float32 image (luma in 0..255 units), row-major with stride equal to width.
+type plane struct {
+	pix  []float32
+	w, h int
+}
+
+func newPlane(w, h int) plane { return plane{pix: make([]float32, w*h), w: w, h: h} }
+
+// at returns the bilinear interpolation at continuous pixel coordinates (pixel centres on integers) and whether
+// the point lies inside the plane.
+func (p plane) at(x, y float64) (float32, bool) {
+	if x < 0 || y < 0 || x > float64(p.w-1) || y > float64(p.h-1) {
+		return 0, false
+	}
+	x0, y0 := int(x), int(y)
+	fx, fy := float32(x-float64(x0)), float32(y-float64(y0))
+	x1, y1 := min(x0+1, p.w-1), min(y0+1, p.h-1)
+	r0 := p.pix[y0*p.w:]
+	r1 := p.pix[y1*p.w:]
+	top := r0[x0] + fx*(r0[x1]-r0[x0])
+	bot := r1[x0] + fx*(r1[x1]-r1[x0])
+	return top + fy*(bot-top), true
+}
+
+// half returns the 2×2 box-averaged plane (dimensions rounded down).
+func (p plane) half() plane {
+	q := newPlane(p.w/2, p.h/2)
+	for y := 0; y < q.h; y++ {
+		a := p.pix[2*y*p.w:]
+		b := p.pix[(2*y+1)*p.w:]
+		row := q.pix[y*q.w : (y+1)*q.w]
+		for x := range row {
+			row[x] = 0.25 * (a[2*x] + a[2*x+1] + b[2*x] + b[2*x+1])
+		}
+	}
+	return q
+}
+
+// pyramid holds 2× box-downsampled copies of a plane; level i has pixels 2^i times larger than level 0.
+type pyramid []plane
+
+func buildPyramid(p plane, minSide int) pyramid {
+	pyr := pyramid{p}
+	for {
+		last := pyr[len(pyr)-1]
+		if min(last.w, last.h)/2 < minSide {
+			return pyr
+		}
+		pyr = append(pyr, last.half())
+	}
+}
+
+// boxBlur returns the mean over a (2r+1)² window, with the window clipped at the borders.
+func boxBlur(src plane, r int) plane {
+	tmp := newPlane(src.w, src.h)
+	for y := 0; y < src.h; y++ {
+		boxLine(src.pix[y*src.w:(y+1)*src.w], tmp.pix[y*src.w:(y+1)*src.w], 1, r)
+	}
+	out := newPlane(src.w, src.h)
+	col := make([]float32, src.h)
+	res := make([]float32, src.h)
+	for x := 0; x < src.w; x++ {
+		for y := 0; y < src.h; y++ {
+			col[y] = tmp.pix[y*src.w+x]
+		}
+		boxLine(col, res, 1, r)
+		for y := 0; y < src.h; y++ {
+			out.pix[y*src.w+x] = res[y]
+		}
+	}
+	return out
+}
+
+// boxLine writes the running mean of radius r of in to out (stride 1 in both).
+func boxLine(in, out []float32, _ int, r int) {
+	n := len(in)
+	var sum float64
+	lo, hi := 0, -1 // window [lo, hi]
+	for i := 0; i < n; i++ {
+		for hi < min(n-1, i+r) {
+			hi++
+			sum += float64(in[hi])
+		}
+		for lo < i-r {
+			sum -= float64(in[lo])
+			lo++
+		}
+		out[i] = float32(sum / float64(hi-lo+1))
+	}
+}
+
+func psnrFromMSE(mse float64) float64 {
+	if mse <= 0 {
+		return math.Inf(1)
+	}
+	return 10 * math.Log10(255*255/mse)
+}

@@ -1,0 +1,402 @@
+package codec
+
+import (
+	"math"
+	"slices"
+)
+
+// The eight dihedral transforms (rotations by multiples of 90° and their mirror images) as 2×2 matrices acting on
+// waxel-centre coordinates. Lattice estimation cannot tell them apart (the tile is square); the pilot can.
+var dihedral = [8][4]float64{
+	{1, 0, 0, 1}, {0, -1, 1, 0}, {-1, 0, 0, -1}, {0, 1, -1, 0},
+	{-1, 0, 0, 1}, {1, 0, 0, -1}, {0, 1, 1, 0}, {0, -1, -1, 0},
+}
+
+// pilotSpectrum returns conj(FFT(pilot tile)), used for cyclic correlation.
+func (l *layout) pilotSpectrum() []complex128 {
+	x := make([]complex128, tileWaxels)
+	for i, v := range l.pilot {
+		x[i] = complex(float64(v), 0)
+	}
+	fft2(x, tileSide, tileSide, false)
+	for i, v := range x {
+		x[i] = complex(real(v), -imag(v))
+	}
+	return x
+}
+
+// alignment is the best dihedral transform and cyclic shift of a folded accumulator against the pilot.
+type alignment struct {
+	d      int
+	sx, sy float64 // shift in waxels, with sub-waxel refinement
+	z      float64
+}
+
+// searchDihedral correlates the accumulator, under each dihedral transform, with the pilot at every cyclic shift.
+func (c *Codec) searchDihedral(acc []float64) alignment {
+	var power float64
+	for _, v := range acc {
+		power += v * v
+	}
+	power /= float64(len(acc))
+	best := alignment{z: math.Inf(-1)}
+	if power <= 0 {
+		return alignment{}
+	}
+	norm := math.Sqrt(float64(c.layout.pilotN) * power)
+	buf := make([]complex128, tileWaxels)
+	corr := make([]float64, tileWaxels)
+	for d, m := range dihedral {
+		// accD[u] = acc[D(u)], D(u) = M·(u+0.5) - 0.5.
+		for uy := 0; uy < tileSide; uy++ {
+			for ux := 0; ux < tileSide; ux++ {
+				cx, cy := float64(ux)+0.5, float64(uy)+0.5
+				dx := int(math.Round(m[0]*cx + m[1]*cy - 0.5))
+				dy := int(math.Round(m[2]*cx + m[3]*cy - 0.5))
+				buf[uy*tileSide+ux] = complex(acc[mod(dy, tileSide)*tileSide+mod(dx, tileSide)], 0)
+			}
+		}
+		fft2(buf, tileSide, tileSide, false)
+		for i := range buf {
+			buf[i] *= c.pilotFFT[i]
+		}
+		fft2(buf, tileSide, tileSide, true)
+		for i := range buf {
+			corr[i] = real(buf[i]) / tileWaxels / norm
+		}
+		k := 0
+		for i, v := range corr {
+			if v > corr[k] {
+				k = i
+			}
+		}
+		if corr[k] > best.z {
+			kx, ky := k%tileSide, k/tileSide
+			at := func(x, y int) float64 { return corr[mod(y, tileSide)*tileSide+mod(x, tileSide)] }
+			fx := parabolicPeak(at(kx-1, ky), corr[k], at(kx+1, ky))
+			fy := parabolicPeak(at(kx, ky-1), corr[k], at(kx, ky+1))
+			sx, sy := float64(kx)+fx, float64(ky)+fy
+			if sx > tileSide/2 {
+				sx -= tileSide
+			}
+			if sy > tileSide/2 {
+				sy -= tileSide
+			}
+			best = alignment{d: d, sx: sx, sy: sy, z: corr[k]}
+		}
+	}
+	return best
+}
+
+// parabolicPeak returns the offset in (-0.5, 0.5) of the vertex of the parabola through three samples.
+func parabolicPeak(l, c, r float64) float64 {
+	den := l - 2*c + r
+	if den >= 0 {
+		return 0
+	}
+	return math.Max(-0.5, math.Min(0.5, 0.5*(l-r)/den))
+}
+
+// aligned returns the affine map of canonical waxel coordinates given the map a0 used for folding and the
+// alignment found on its accumulator: canonical centre c sits at grid centre M·(c + s).
+func (al alignment) aligned(a0 affine) affine {
+	m := dihedral[al.d]
+	sx := m[0]*al.sx + m[1]*al.sy
+	sy := m[2]*al.sx + m[3]*al.sy
+	return a0.compose(m, sx, sy)
+}
+
+// refine measures the residual pilot offset in each tile-sized block of the image and fits an affine correction
+// by weighted least squares, which removes the small scale and rotation errors left by lattice estimation. radius
+// is the largest offset searched, in waxels.
+func (c *Codec) refine(pyr pyramid, a affine, radius int) affine {
+	g := whiten(sampleGrid(pyr, a))
+	if g.w == 0 {
+		return a
+	}
+	type meas struct{ cx, cy, dx, dy, w float64 }
+	var ms []meas
+	side := 2*radius + 1
+	scores := make([]float64, side*side)
+	bx0 := int(math.Floor(float64(g.qx0) / tileSide))
+	by0 := int(math.Floor(float64(g.qy0) / tileSide))
+	for by := by0; by*tileSide < g.qy0+g.h; by++ {
+		for bx := bx0; bx*tileSide < g.qx0+g.w; bx++ {
+			var power float64
+			var n int
+			clear(scores)
+			for qy := by * tileSide; qy < (by+1)*tileSide; qy++ {
+				j := qy - g.qy0
+				if j-radius < 0 || j+radius >= g.h {
+					continue
+				}
+				prow := c.layout.pilot[mod(qy, tileSide)*tileSide:][:tileSide]
+				for qx := bx * tileSide; qx < (bx+1)*tileSide; qx++ {
+					i := qx - g.qx0
+					if i-radius < 0 || i+radius >= g.w {
+						continue
+					}
+					k := j*g.w + i
+					if !g.ok[k] {
+						continue
+					}
+					v := g.val[k]
+					power += float64(v * v)
+					n++
+					p := prow[mod(qx, tileSide)]
+					if p == 0 {
+						continue
+					}
+					s := 0
+					for dy := -radius; dy <= radius; dy++ {
+						row := g.val[k+dy*g.w-radius : k+dy*g.w+radius+1]
+						for _, w := range row {
+							scores[s] += float64(p * w)
+							s++
+						}
+					}
+				}
+			}
+			if n < tileWaxels/4 {
+				continue
+			}
+			norm := math.Sqrt(float64(n) * float64(pilotWaxels) / tileWaxels * power / float64(n))
+			kb := 0
+			for i, v := range scores {
+				if v > scores[kb] {
+					kb = i
+				}
+			}
+			z := scores[kb] / norm
+			if !(z >= 4) { // also rejects NaN from an all-zero block
+				continue
+			}
+			kx, ky := kb%side, kb/side
+			at := func(x, y int) float64 {
+				if x < 0 || y < 0 || x >= side || y >= side {
+					return scores[kb] // flat edge: no sub-waxel shift toward the border
+				}
+				return scores[y*side+x]
+			}
+			fx := parabolicPeak(at(kx-1, ky), scores[kb], at(kx+1, ky))
+			fy := parabolicPeak(at(kx, ky-1), scores[kb], at(kx, ky+1))
+			ms = append(ms, meas{
+				cx: float64(bx*tileSide + tileSide/2), cy: float64(by*tileSide + tileSide/2),
+				dx: float64(kx-radius) + fx, dy: float64(ky-radius) + fy, w: z * z,
+			})
+		}
+	}
+	if len(ms) == 0 {
+		return a
+	}
+	// Weighted centroid, then an affine fit around it when there are enough spread-out blocks.
+	var sw, mx, my, mdx, mdy float64
+	for _, m := range ms {
+		sw += m.w
+		mx += m.w * m.cx
+		my += m.w * m.cy
+		mdx += m.w * m.dx
+		mdy += m.w * m.dy
+	}
+	mx, my, mdx, mdy = mx/sw, my/sw, mdx/sw, mdy/sw
+	var e [4]float64
+	if len(ms) >= 3 {
+		var sxx, sxy, syy, bxx, bxy, byx, byy float64
+		for _, m := range ms {
+			x, y := m.cx-mx, m.cy-my
+			sxx += m.w * x * x
+			sxy += m.w * x * y
+			syy += m.w * y * y
+			bxx += m.w * x * (m.dx - mdx)
+			bxy += m.w * y * (m.dx - mdx)
+			byx += m.w * x * (m.dy - mdy)
+			byy += m.w * y * (m.dy - mdy)
+		}
+		det := sxx*syy - sxy*sxy
+		if det > 1e-9*(sxx*syy+1) {
+			e = [4]float64{
+				(bxx*syy - bxy*sxy) / det, (bxy*sxx - bxx*sxy) / det,
+				(byx*syy - byy*sxy) / det, (byy*sxx - byx*sxy) / det,
+			}
+		}
+	}
+	// d(c) = E·(c - m) + md; new map p = A·(c + d(c)) + t.
+	corr := [4]float64{1 + e[0], e[1], e[2], 1 + e[3]}
+	sx := mdx - (e[0]*mx + e[1]*my)
+	sy := mdy - (e[2]*mx + e[3]*my)
+	return a.compose(corr, sx, sy)
+}
+
+// latticeCandidates estimates the tile lattice (period and rotation) from the autocorrelation of the whitened
+// image (Kutter 1998): a tiled mark makes the autocorrelation peak at the tile period vectors. It returns up to
+// max maps from waxel coordinates to pixels, strongest first; the dihedral ambiguity is left to the pilot search.
+func latticeCandidates(pyr pyramid, max int) []affine {
+	level := 0
+	for level+1 < len(pyr) && min(pyr[level].w, pyr[level].h) > 640 {
+		level++
+	}
+	p := pyr[level]
+	if min(p.w, p.h) < 48 {
+		return nil
+	}
+	// Whiten: remove the local mean, equalise the local residual power, clip outliers.
+	blur := boxBlur(p, 1)
+	res := newPlane(p.w, p.h)
+	for i := range res.pix {
+		res.pix[i] = p.pix[i] - blur.pix[i]
+	}
+	sq := newPlane(p.w, p.h)
+	for i, v := range res.pix {
+		sq.pix[i] = v * v
+	}
+	ms := boxBlur(sq, 4)
+	nw, nh := nextPow2(p.w), nextPow2(p.h)
+	buf := make([]complex128, nw*nh)
+	taper := func(i, n int) float64 {
+		edge := float64(n) * 0.06
+		d := math.Min(float64(i), float64(n-1-i))
+		if d >= edge {
+			return 1
+		}
+		return 0.5 - 0.5*math.Cos(math.Pi*d/edge)
+	}
+	for y := 0; y < p.h; y++ {
+		ty := taper(y, p.h)
+		for x := 0; x < p.w; x++ {
+			k := y*p.w + x
+			v := float64(res.pix[k]) / math.Sqrt(float64(ms.pix[k])+0.25)
+			v = math.Max(-3, math.Min(3, v))
+			buf[y*nw+x] = complex(v*ty*taper(x, p.w), 0)
+		}
+	}
+	fft2(buf, nw, nh, false)
+	for i, v := range buf {
+		// Generalised autocorrelation with magnitude (not power) spectrum: sharper peaks for the periodic mark.
+		buf[i] = complex(math.Hypot(real(v), imag(v)), 0)
+	}
+	buf[0] = 0
+	fft2(buf, nw, nh, true)
+	s := float64(min(p.w, p.h))
+	rmin, rmax := 0.2*s, 0.75*s
+	score := func(dx, dy int) float64 {
+		ov := float64(p.w-abs(dx)) * float64(p.h-abs(dy))
+		if ov <= 0 {
+			return math.Inf(-1)
+		}
+		return real(buf[mod(dy, nh)*nw+mod(dx, nw)]) / math.Sqrt(ov)
+	}
+	type peak struct {
+		dx, dy int
+		v      float64
+	}
+	var peaks []peak
+	r := int(math.Ceil(rmax))
+	for dy := 0; dy <= r; dy++ {
+		for dx := -r; dx <= r; dx++ {
+			if dy == 0 && dx <= 0 {
+				continue
+			}
+			d := math.Hypot(float64(dx), float64(dy))
+			if d < rmin || d > rmax || abs(dx) > p.w-16 || dy > p.h-16 {
+				continue
+			}
+			v := score(dx, dy)
+			if v > score(dx-1, dy) && v >= score(dx+1, dy) && v > score(dx, dy-1) && v >= score(dx, dy+1) &&
+				v > score(dx-1, dy-1) && v >= score(dx+1, dy+1) && v > score(dx+1, dy-1) && v >= score(dx-1, dy+1) {
+				peaks = append(peaks, peak{dx, dy, v})
+			}
+		}
+	}
+	slices.SortFunc(peaks, func(a, b peak) int {
+		if a.v > b.v {
+			return -1
+		}
+		if a.v < b.v {
+			return 1
+		}
+		return 0
+	})
+	if len(peaks) > 12 {
+		peaks = peaks[:12]
+	}
+	sub := func(dx, dy int) (float64, float64) {
+		c := score(dx, dy)
+		return float64(dx) + parabolicPeak(score(dx-1, dy), c, score(dx+1, dy)),
+			float64(dy) + parabolicPeak(score(dx, dy-1), c, score(dx, dy+1))
+	}
+	type lattice struct {
+		period, theta, v float64
+	}
+	var lats []lattice
+	for _, pk := range peaks {
+		// The perpendicular period vector should also peak; look for it around rot90.
+		ex, ey := -pk.dy, pk.dx
+		rad := int(math.Max(2, 0.04*math.Hypot(float64(ex), float64(ey))))
+		bx, by, bv := ex, ey, math.Inf(-1)
+		for dy := ey - rad; dy <= ey+rad; dy++ {
+			for dx := ex - rad; dx <= ex+rad; dx++ {
+				if v := score(dx, dy); v > bv {
+					bx, by, bv = dx, dy, v
+				}
+			}
+		}
+		x1, y1 := sub(pk.dx, pk.dy)
+		x2, y2 := sub(bx, by)
+		period := (math.Hypot(x1, y1) + math.Hypot(x2, y2)) / 2
+		t1 := math.Atan2(y1, x1)
+		t2 := math.Atan2(y2, x2) - math.Pi/2
+		theta := reduceQuarter(t1 + 0.5*reduceQuarter(t2-t1))
+		lats = append(lats, lattice{period: period, theta: theta, v: pk.v + bv})
+	}
+	slices.SortFunc(lats, func(a, b lattice) int {
+		if a.v > b.v {
+			return -1
+		}
+		if a.v < b.v {
+			return 1
+		}
+		return 0
+	})
+	var out []affine
+	var kept []lattice
+	base := pyr[0]
+	for _, l := range lats {
+		dup := false
+		for _, k := range kept {
+			if math.Abs(l.period-k.period) < 0.02*k.period && math.Abs(reduceQuarter(l.theta-k.theta)) < 0.02 {
+				dup = true
+			}
+		}
+		if dup {
+			continue
+		}
+		kept = append(kept, l)
+		ws := l.period * math.Pow(2, float64(level)) / tileSide
+		cs, sn := math.Cos(l.theta), math.Sin(l.theta)
+		out = append(out, affine{m: [4]float64{ws * cs, -ws * sn, ws * sn, ws * cs},
+			tx: float64(base.w) / 2, ty: float64(base.h) / 2})
+		if len(out) == max {
+			break
+		}
+	}
+	return out
+}
+
+// reduceQuarter maps an angle to (-π/4, π/4].
+func reduceQuarter(t float64) float64 {
+	q := math.Pi / 2
+	t = math.Mod(t, q)
+	if t > q/2 {
+		t -= q
+	} else if t <= -q/2 {
+		t += q
+	}
+	return t
+}
+
+func abs(v int) int {
+	if v < 0 {
+		return -v
+	}
+	return v
+}
