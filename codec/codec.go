@@ -2,7 +2,6 @@
 // id invisibly into the luma of an image, and detects it again after the image was re-saved, resized, cropped or
 // rotated. It knows nothing of HTTP, actors or credits.
 //
-//
 // The design, its parameters and the false-positive arithmetic are documented in docs/codec.md. In short: the id
 // is framed with a version, a magic word and a CRC-32 (304 bits), coded with a tail-biting K=7 rate-1/3
 // convolutional code (912 bits), spread with keyed ±1 chips over a 128×128-waxel tile (20% of the waxels carry a
@@ -14,7 +13,6 @@ package codec
 
 import (
 	"errors"
-	"fmt"
 	"image"
 	"math"
 )
@@ -155,4 +153,3 @@ func (c *Codec) Snap(d Detection, known []ID) (ID, bool) {
 	return snap(d.Soft, known)
 }
 
-var _ = fmt.Sprintf
