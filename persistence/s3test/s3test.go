@@ -77,7 +77,7 @@ func Start(t testing.TB) *Server {
 	bin := Binary()
 	if bin == "" {
 		msg := "versitygw not found on PATH, in $FILIGRANE_TOOLS or in ~/.cache/filigrane/bin; install it with `scripts/setup.sh --s3`"
-		if os.Getenv("CI") != "" {
+		if ci := os.Getenv("CI"); ci != "" && ci != "false" && ci != "0" {
 			t.Fatal(msg)
 		}
 		t.Skip(msg + " (skipping; with CI set this fails)")

@@ -1,0 +1,513 @@
+// Package s3store implements persistence.Store on S3-compatible object storage: the record store of the cluster
+// mode, where any node can take over any actor because state lives in the bucket, not on the node.
+//
+// Each key is one object; its version is the object's ETag. Compare-and-set is a conditional PUT: If-None-Match:*
+// to create, If-Match:<etag> to replace. The server evaluates the condition and publishes the object atomically
+// (verified on versitygw's posix backend and on MinIO; AWS S3 documents the same semantics).
+//
+// Three details make the contract hold on object storage:
+//
+//   - Unique versions. A single-part ETag is the MD5 of the body, so writing the same bytes twice would give the
+//     same version, and a writer holding a version from before would still win (ABA). Every object body
+//     therefore starts with a 16-byte header holding a random nonce: every write gets a fresh ETag.
+//
+//   - Deletes are tombstones. Plain DELETE cannot be made conditional through minio-go, and versitygw's
+//     conditional DELETE checks the ETag and then removes the file outside the lock that conditional PUTs take,
+//     so a create landing in between would be lost. Delete with an expected version is therefore a conditional
+//     PUT of a tombstone (a 15-byte body: a header with no value), atomic like any other write. Get, Scan and
+//     Delete treat a tombstone as a missing key, and a create-only write replaces a tombstone with If-Match on
+//     the tombstone's ETag. Scans skip tombstones by their size without reading them. Tombstones are never
+//     removed: a deleted key costs one tiny object for good.
+//
+//   - Order-preserving object names. Keys are arbitrary bytes; the object name is the key in lowercase hex
+//     (which sorts like the bytes), followed by "-" (which sorts below every hex digit, so a key sorts before
+//     its extensions), with a "/" after every 200 characters (file-backed servers such as versitygw's posix
+//     backend turn name segments into file names, limited to 255 bytes). Because no directory name is a prefix
+//     of a sibling entry, a server that lists by walking sorted directories returns the same order as S3's
+//     byte order. Keys are limited to MaxKeyLen bytes so that names stay within S3's 1024.
+//
+// Scans list names in order and then GET each value (concurrently, a few at a time); a scan is not a snapshot:
+// an item reflects the key's state when its value was read, and keys deleted meanwhile are left out.
+package s3store
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/minio/minio-go/v7"
+
+	"filigrane/persistence"
+)
+
+const (
+	// MaxKeyLen is the longest key the store accepts: hex doubles it, and the object name must fit in 1024
+	// bytes together with the prefix, separators and terminator.
+	MaxKeyLen = 400
+
+	// MaxPrefixLen bounds the object-name prefix given to New, for the same reason.
+	MaxPrefixLen = 100
+
+	segmentLen = 200
+	terminator = "-"
+
+	magic          = 0xf1
+	kindValue      = 1
+	kindTombstone  = 2
+	valueHeaderLen = 16
+	tombstoneLen   = 15
+
+	// fetchers bounds concurrent GETs during a scan.
+	fetchers = 8
+)
+
+// Store is a persistence.Store on one bucket (under an optional object-name prefix). It is safe for concurrent
+// use, also from several processes: the server arbitrates every write.
+type Store struct {
+	client *minio.Client
+	bucket string
+	prefix string
+	closed atomic.Bool
+}
+
+var _ persistence.Store = (*Store)(nil)
+
+// New returns a Store keeping its objects in bucket under prefix (for example "records/"; "" for the whole
+// bucket). The bucket must exist, and nothing else may write under prefix. New does no I/O; the client is the
+// caller's and Close does not touch it.
+func New(client *minio.Client, bucket, prefix string) (*Store, error) {
+	if client == nil || bucket == "" {
+		return nil, errors.New("s3store: new: client and bucket are required")
+	}
+	if len(prefix) > MaxPrefixLen {
+		return nil, fmt.Errorf("s3store: new: prefix longer than %d bytes", MaxPrefixLen)
+	}
+	return &Store{client: client, bucket: bucket, prefix: prefix}, nil
+}
+
+// segmented inserts "/" after every segmentLen characters, except at the end.
+func segmented(s string) string {
+	if len(s) <= segmentLen {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s) + len(s)/segmentLen)
+	for len(s) > segmentLen {
+		b.WriteString(s[:segmentLen])
+		b.WriteByte('/')
+		s = s[segmentLen:]
+	}
+	b.WriteString(s)
+	return b.String()
+}
+
+func (s *Store) objectName(key []byte) string {
+	return s.prefix + segmented(hex.EncodeToString(key)+terminator)
+}
+
+// namePrefix is the object-name prefix shared by all keys starting with prefix. It is also the StartAfter value
+// that lists every key >= prefix: a key's own name extends it with more digits or the terminator.
+func (s *Store) namePrefix(prefix []byte) string {
+	return s.prefix + segmented(hex.EncodeToString(prefix))
+}
+
+func (s *Store) keyOf(name string) ([]byte, error) {
+	rest, ok := strings.CutPrefix(name, s.prefix)
+	if ok {
+		rest, ok = strings.CutSuffix(rest, terminator)
+	}
+	var key []byte
+	if ok {
+		var err error
+		key, err = hex.DecodeString(strings.ReplaceAll(rest, "/", ""))
+		ok = err == nil && len(key) > 0 && s.objectName(key) == name
+	}
+	if !ok {
+		return nil, fmt.Errorf("object %q under the store's prefix is not a store key (foreign object in the bucket?)", name)
+	}
+	return key, nil
+}
+
+func checkKey(key []byte) error {
+	if len(key) == 0 {
+		return fmt.Errorf("%w: empty store key", persistence.ErrInvalidKey)
+	}
+	if len(key) > MaxKeyLen {
+		return fmt.Errorf("%w: store key of %d bytes, limit %d", persistence.ErrInvalidKey, len(key), MaxKeyLen)
+	}
+	return nil
+}
+
+func body(kind byte, value []byte) ([]byte, error) {
+	n := valueHeaderLen
+	if kind == kindTombstone {
+		n = tombstoneLen
+	}
+	b := make([]byte, n, n+len(value))
+	b[0], b[1] = magic, kind
+	if _, err := rand.Read(b[2:]); err != nil {
+		return nil, err
+	}
+	return append(b, value...), nil
+}
+
+// parse returns the value in an object body, or tombstone = true.
+func parse(b []byte) (value []byte, tombstone bool, err error) {
+	switch {
+	case len(b) == tombstoneLen && b[0] == magic && b[1] == kindTombstone:
+		return nil, true, nil
+	case len(b) >= valueHeaderLen && b[0] == magic && b[1] == kindValue:
+		return b[valueHeaderLen:], false, nil
+	}
+	return nil, false, fmt.Errorf("object body of %d bytes is not a store record", len(b))
+}
+
+func (s *Store) enter(ctx context.Context) error {
+	if s.closed.Load() {
+		return errors.New("store is closed")
+	}
+	return ctx.Err()
+}
+
+func errCode(err error) (string, int) {
+	r := minio.ToErrorResponse(err)
+	return r.Code, r.StatusCode
+}
+
+func isPreconditionFailed(err error) bool {
+	code, status := errCode(err)
+	return code == "PreconditionFailed" || status == http.StatusPreconditionFailed
+}
+
+func isNotFound(err error) bool {
+	code, status := errCode(err)
+	return code == "NoSuchKey" || status == http.StatusNotFound
+}
+
+// ctxErr prefers the context's error: when the context ends mid-request, the client's error says less.
+func ctxErr(ctx context.Context, err error) error {
+	if cerr := ctx.Err(); cerr != nil {
+		return cerr
+	}
+	return err
+}
+
+// read GETs one object and returns its body and ETag, both from the same response.
+func (s *Store) read(ctx context.Context, name string) ([]byte, string, error) {
+	obj, err := s.client.GetObject(ctx, s.bucket, name, minio.GetObjectOptions{})
+	if err != nil {
+		return nil, "", err
+	}
+	defer obj.Close()
+	b, err := io.ReadAll(obj)
+	if err != nil {
+		return nil, "", err
+	}
+	info, err := obj.Stat()
+	if err != nil {
+		return nil, "", err
+	}
+	return b, info.ETag, nil
+}
+
+// Get implements persistence.Store.
+func (s *Store) Get(ctx context.Context, key []byte) (persistence.Item, error) {
+	if err := s.enter(ctx); err != nil {
+		return persistence.Item{}, fmt.Errorf("s3store: get %q: %w", key, err)
+	}
+	if checkKey(key) != nil {
+		// Such a key cannot have been written.
+		return persistence.Item{}, fmt.Errorf("s3store: get %q: %w", key, persistence.ErrNotFound)
+	}
+	b, etag, err := s.read(ctx, s.objectName(key))
+	if isNotFound(err) {
+		return persistence.Item{}, fmt.Errorf("s3store: get %q: %w", key, persistence.ErrNotFound)
+	}
+	if err != nil {
+		return persistence.Item{}, fmt.Errorf("s3store: get %q: %w", key, ctxErr(ctx, err))
+	}
+	value, tomb, err := parse(b)
+	if err != nil {
+		return persistence.Item{}, fmt.Errorf("s3store: get %q: %w", key, err)
+	}
+	if tomb {
+		return persistence.Item{}, fmt.Errorf("s3store: get %q: %w", key, persistence.ErrNotFound)
+	}
+	return persistence.Item{Key: bytes.Clone(key), Value: value, Version: persistence.Version(etag)}, nil
+}
+
+// put writes body to name under one condition: ifMatch == "" means If-None-Match:*, otherwise If-Match.
+func (s *Store) put(ctx context.Context, name string, data []byte, ifMatch string) (string, error) {
+	opts := minio.PutObjectOptions{
+		ContentType: "application/octet-stream",
+		// One PUT: the condition must apply to a single atomic publish, and records are small.
+		DisableMultipart: true,
+	}
+	if ifMatch == "" {
+		opts.SetMatchETagExcept("*")
+	} else {
+		opts.SetMatchETag(ifMatch)
+	}
+	info, err := s.client.PutObject(ctx, s.bucket, name, bytes.NewReader(data), int64(len(data)), opts)
+	if err != nil {
+		return "", err
+	}
+	return info.ETag, nil
+}
+
+// state HEADs name: exists is false for a missing object; tombstone tells a deleted key; etag is the ETag.
+func (s *Store) state(ctx context.Context, name string) (exists, tombstone bool, etag string, err error) {
+	info, err := s.client.StatObject(ctx, s.bucket, name, minio.StatObjectOptions{})
+	if isNotFound(err) {
+		return false, false, "", nil
+	}
+	if err != nil {
+		return false, false, "", err
+	}
+	return true, info.Size == tombstoneLen, info.ETag, nil
+}
+
+// CompareAndSet implements persistence.Store.
+func (s *Store) CompareAndSet(ctx context.Context, key []byte, expect persistence.Version, value []byte) (persistence.Version, error) {
+	if err := checkKey(key); err != nil {
+		return "", fmt.Errorf("s3store: compare-and-set %q: %w", key, err)
+	}
+	if err := s.enter(ctx); err != nil {
+		return "", fmt.Errorf("s3store: compare-and-set %q: %w", key, err)
+	}
+	data, err := body(kindValue, value)
+	if err != nil {
+		return "", fmt.Errorf("s3store: compare-and-set %q: %w", key, err)
+	}
+	name := s.objectName(key)
+	if expect != persistence.NoVersion {
+		etag, err := s.put(ctx, name, data, string(expect))
+		if isPreconditionFailed(err) || isNotFound(err) {
+			return "", fmt.Errorf("s3store: compare-and-set %q: expected version %q: %w", key, expect, persistence.ErrVersionMismatch)
+		}
+		if err != nil {
+			return "", fmt.Errorf("s3store: compare-and-set %q: %w", key, ctxErr(ctx, err))
+		}
+		return persistence.Version(etag), nil
+	}
+	etag, err := s.create(ctx, name, data)
+	if err != nil {
+		return "", fmt.Errorf("s3store: compare-and-set %q: %w", key, err)
+	}
+	return persistence.Version(etag), nil
+}
+
+// create writes data to name if the key does not exist: no object, or a tombstone.
+func (s *Store) create(ctx context.Context, name string, data []byte) (string, error) {
+	// Each retry follows a concurrent change (the object vanished between our PUT and HEAD), which only a
+	// foreign deleter can cause; a few rounds are plenty.
+	for range 3 {
+		etag, err := s.put(ctx, name, data, "")
+		if err == nil {
+			return etag, nil
+		}
+		if !isPreconditionFailed(err) {
+			return "", ctxErr(ctx, err)
+		}
+		exists, tomb, tombETag, err := s.state(ctx, name)
+		if err != nil {
+			return "", ctxErr(ctx, err)
+		}
+		if !exists {
+			continue
+		}
+		if !tomb {
+			return "", fmt.Errorf("key exists: %w", persistence.ErrVersionMismatch)
+		}
+		// Replace the tombstone, conditionally: if another writer replaced it first, they won.
+		etag, err = s.put(ctx, name, data, tombETag)
+		if isPreconditionFailed(err) || isNotFound(err) {
+			return "", fmt.Errorf("key re-created concurrently: %w", persistence.ErrVersionMismatch)
+		}
+		if err != nil {
+			return "", ctxErr(ctx, err)
+		}
+		return etag, nil
+	}
+	return "", errors.New("key keeps changing under a create; is something else deleting objects in the bucket?")
+}
+
+// Delete implements persistence.Store by writing a tombstone (see the package comment).
+func (s *Store) Delete(ctx context.Context, key []byte, expect persistence.Version) error {
+	if err := checkKey(key); err != nil {
+		return fmt.Errorf("s3store: delete %q: %w", key, err)
+	}
+	if err := s.enter(ctx); err != nil {
+		return fmt.Errorf("s3store: delete %q: %w", key, err)
+	}
+	name := s.objectName(key)
+	if expect == persistence.NoVersion {
+		exists, tomb, _, err := s.state(ctx, name)
+		if err != nil {
+			return fmt.Errorf("s3store: delete %q: %w", key, ctxErr(ctx, err))
+		}
+		if exists && !tomb {
+			return fmt.Errorf("s3store: delete %q: key exists: %w", key, persistence.ErrVersionMismatch)
+		}
+		return nil
+	}
+	data, err := body(kindTombstone, nil)
+	if err != nil {
+		return fmt.Errorf("s3store: delete %q: %w", key, err)
+	}
+	_, err = s.put(ctx, name, data, string(expect))
+	if isPreconditionFailed(err) || isNotFound(err) {
+		return fmt.Errorf("s3store: delete %q: expected version %q: %w", key, expect, persistence.ErrVersionMismatch)
+	}
+	if err != nil {
+		return fmt.Errorf("s3store: delete %q: %w", key, ctxErr(ctx, err))
+	}
+	return nil
+}
+
+// Scan implements persistence.Store.
+func (s *Store) Scan(ctx context.Context, prefix, start []byte, limit int) ([]persistence.Item, error) {
+	if limit <= 0 {
+		return nil, fmt.Errorf("s3store: scan %q: limit %d must be positive", prefix, limit)
+	}
+	if err := s.enter(ctx); err != nil {
+		return nil, fmt.Errorf("s3store: scan %q: %w", prefix, err)
+	}
+	lower := prefix
+	if bytes.Compare(start, prefix) > 0 {
+		if !bytes.HasPrefix(start, prefix) {
+			return nil, nil // start lies past every key with this prefix
+		}
+		lower = start
+	}
+	opts := minio.ListObjectsOptions{
+		Prefix:     s.namePrefix(prefix),
+		StartAfter: s.namePrefix(lower),
+		Recursive:  true,
+		MaxKeys:    min(1000, limit+limit/2+8), // room for a few tombstones without a second page
+	}
+	if opts.StartAfter == opts.Prefix {
+		opts.StartAfter = "" // the same thing, and some servers dislike StartAfter equal to the prefix
+	}
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		items   []persistence.Item
+		pending []pendingItem
+	)
+	flush := func() error {
+		got, err := s.fetch(ctx, pending)
+		pending = pending[:0]
+		if err != nil {
+			return err
+		}
+		items = append(items, got...)
+		return nil
+	}
+	for obj := range s.client.ListObjectsIter(ctx, s.bucket, opts) {
+		if obj.Err != nil {
+			return nil, fmt.Errorf("s3store: scan %q: %w", prefix, ctxErr(ctx, obj.Err))
+		}
+		key, err := s.keyOf(obj.Key)
+		if err != nil {
+			return nil, fmt.Errorf("s3store: scan %q: %w", prefix, err)
+		}
+		if obj.Size == tombstoneLen {
+			continue
+		}
+		pending = append(pending, pendingItem{key: key, name: obj.Key})
+		// Fetch in batches of what is still missing: most fetched items are kept, and a key deleted
+		// between listing and fetching is made up for by listing further.
+		if len(items)+len(pending) == limit {
+			if err := flush(); err != nil {
+				return nil, fmt.Errorf("s3store: scan %q: %w", prefix, err)
+			}
+			if len(items) == limit {
+				break
+			}
+		}
+	}
+	// The listing stops silently when the context ends; do not mistake that for the end of the keys.
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("s3store: scan %q: %w", prefix, err)
+	}
+	if len(pending) > 0 {
+		if err := flush(); err != nil {
+			return nil, fmt.Errorf("s3store: scan %q: %w", prefix, err)
+		}
+	}
+	return items, nil
+}
+
+type pendingItem struct {
+	key  []byte
+	name string
+}
+
+// fetch GETs the values of batch concurrently and returns those still present, in batch order.
+func (s *Store) fetch(ctx context.Context, batch []pendingItem) ([]persistence.Item, error) {
+	type result struct {
+		item  persistence.Item
+		found bool
+		err   error
+	}
+	results := make([]result, len(batch))
+	next := atomic.Int64{}
+	var wg sync.WaitGroup
+	for range min(fetchers, len(batch)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(batch) {
+					return
+				}
+				p := batch[i]
+				b, etag, err := s.read(ctx, p.name)
+				if isNotFound(err) {
+					continue
+				}
+				if err != nil {
+					results[i].err = fmt.Errorf("get %q: %w", p.key, ctxErr(ctx, err))
+					continue
+				}
+				value, tomb, err := parse(b)
+				if err != nil {
+					results[i].err = fmt.Errorf("get %q: %w", p.key, err)
+					continue
+				}
+				if !tomb {
+					results[i] = result{item: persistence.Item{Key: p.key, Value: value, Version: persistence.Version(etag)}, found: true}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	var items []persistence.Item
+	for _, r := range results {
+		if r.err != nil {
+			return nil, r.err
+		}
+		if r.found {
+			items = append(items, r.item)
+		}
+	}
+	return items, nil
+}
+
+// Close implements persistence.Store. The store holds no resources of its own (the client is the caller's);
+// later calls fail.
+func (s *Store) Close() error {
+	s.closed.Store(true)
+	return nil
+}
