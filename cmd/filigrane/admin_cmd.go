@@ -2,11 +2,219 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"filigrane/actors"
+	"filigrane/internal/admin"
+	"filigrane/internal/clock"
+	"filigrane/internal/node"
+	"filigrane/persistence/pebblestore"
 )
 
+const adminUsage = `usage: filigrane admin [--data DIR] [--plans FILE] <command> [flags]
+
+Works on the data directory of a STOPPED node.
+
+  org create --name NAME --plan PLAN [--credits N]   create an organization (prints its id)
+  org list                                           list organizations with plan and balance
+  member add --org ORG --name NAME --role ROLE       add a member (owner, admin, member); prints its id
+  member remove --org ORG --member MEMBER            remove a member (their keys stop working)
+  key create --org ORG --member MEMBER [--name N] [--scopes all|s1,s2] [--expires 720h]
+                                                     create an API key; the secret is printed once
+  key list --org ORG                                 list keys (never secrets)
+  key revoke --key KEY_ID                            revoke a key
+  credits grant --org ORG --amount N [--op ID]       add credits (idempotent by --op)
+  credits show --org ORG [--ledger N]                balance, holds and the last N ledger entries
+`
+
 func runAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fmt.Fprintln(stderr, "filigrane admin: not implemented yet")
-	return 1
+	fs := flag.NewFlagSet("admin", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, adminUsage) }
+	dataDir := fs.String("data", "./data", "node data directory")
+	plans := fs.String("plans", "", "plan catalog file (JSON); defaults built in")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	rest := fs.Args()
+	if len(rest) < 2 {
+		fs.Usage()
+		return 2
+	}
+	catalog, err := actors.LoadCatalog(*plans)
+	if err != nil {
+		fmt.Fprintln(stderr, "filigrane admin:", err)
+		return 1
+	}
+	store, err := pebblestore.Open(node.Layout{Root: *dataDir}.StoreDir(), zerolog.Nop())
+	if err != nil {
+		fmt.Fprintf(stderr, "filigrane admin: open %s: %v (is a node running on it? stop it first)\n", *dataDir, err)
+		return 1
+	}
+	defer store.Close()
+	a := admin.Admin{Store: store, Clock: clock.System{}, Catalog: catalog}
+	if err := adminCommand(ctx, a, rest[0]+" "+rest[1], rest[2:], stdout, stderr); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 2
+		}
+		fmt.Fprintln(stderr, "filigrane admin:", err)
+		return 1
+	}
+	return 0
+}
+
+func adminCommand(ctx context.Context, a admin.Admin, cmd string, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("admin "+cmd, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	org := fs.String("org", "", "organization id")
+	name := fs.String("name", "", "name")
+	plan := fs.String("plan", "", "plan name")
+	credits := fs.Int64("credits", 0, "extra credits on creation")
+	role := fs.String("role", "member", "member role")
+	member := fs.String("member", "", "member id")
+	scopes := fs.String("scopes", "all", "comma-separated scopes, or all")
+	expires := fs.Duration("expires", 0, "key lifetime (0: never expires)")
+	keyID := fs.String("key", "", "key id")
+	amount := fs.Int64("amount", 0, "credits")
+	op := fs.String("op", "", "operation id (makes a grant idempotent)")
+	ledger := fs.Int("ledger", 20, "ledger entries to show")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	need := func(v, flagName string) error {
+		if v == "" {
+			return fmt.Errorf("%s needs --%s", cmd, flagName)
+		}
+		return nil
+	}
+	switch cmd {
+	case "org create":
+		if err := errors.Join(need(*name, "name"), need(*plan, "plan")); err != nil {
+			return err
+		}
+		st, err := a.CreateOrg(ctx, *name, *plan, *credits)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "organization %s created on plan %s with %d credits\n", st.ID, st.Plan, st.Balance)
+	case "org list":
+		orgs, err := a.ListOrgs(ctx)
+		if err != nil {
+			return err
+		}
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "ID\tNAME\tPLAN\tBALANCE\tHELD\tMEMBERS")
+		for _, o := range orgs {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\n", o.ID, o.Name, o.Plan, o.Balance, o.Held(), len(o.Members))
+		}
+		return tw.Flush()
+	case "member add":
+		if err := errors.Join(need(*org, "org"), need(*name, "name")); err != nil {
+			return err
+		}
+		r, err := actors.ParseRole(*role)
+		if err != nil {
+			return err
+		}
+		id, err := a.AddMember(ctx, *org, *name, r)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "member %s added to %s as %s\n", id, *org, r)
+	case "member remove":
+		if err := errors.Join(need(*org, "org"), need(*member, "member")); err != nil {
+			return err
+		}
+		if err := a.RemoveMember(ctx, *org, *member); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "member %s removed from %s\n", *member, *org)
+	case "key create":
+		if err := errors.Join(need(*org, "org"), need(*member, "member")); err != nil {
+			return err
+		}
+		list := actors.AllScopes()
+		if *scopes != "all" {
+			list = strings.Split(*scopes, ",")
+		}
+		spec := actors.NewKeySpec{OrgID: *org, MemberID: *member, Name: *name, Scopes: list}
+		if *expires > 0 {
+			t := a.Clock.Now().Add(*expires)
+			spec.ExpiresAt = &t
+		}
+		secret, key, err := a.CreateKey(ctx, spec)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "key %s created with scopes %s\n", key.ID, strings.Join(key.Scopes, ","))
+		fmt.Fprintf(stdout, "secret (shown once, store it now): %s\n", secret)
+	case "key list":
+		if err := need(*org, "org"); err != nil {
+			return err
+		}
+		keys, err := a.ListKeys(ctx, *org)
+		if err != nil {
+			return err
+		}
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "KEY\tNAME\tMEMBER\tSCOPES\tCREATED\tEXPIRES\tREVOKED")
+		for _, k := range keys {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", k.ID, k.Name, k.MemberID, strings.Join(k.Scopes, ","),
+				k.CreatedAt.Format(time.RFC3339), timeOrDash(k.ExpiresAt), timeOrDash(k.RevokedAt))
+		}
+		return tw.Flush()
+	case "key revoke":
+		if err := need(*keyID, "key"); err != nil {
+			return err
+		}
+		k, err := a.RevokeKey(ctx, *keyID)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "key %s revoked at %s\n", k.ID, k.RevokedAt.Format(time.RFC3339))
+	case "credits grant":
+		if err := need(*org, "org"); err != nil {
+			return err
+		}
+		st, err := a.Grant(ctx, *org, *amount, *op)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "organization %s balance %d (available %d)\n", st.ID, st.Balance, st.Available())
+	case "credits show":
+		if err := need(*org, "org"); err != nil {
+			return err
+		}
+		st, entries, err := a.Balance(ctx, *org, *ledger)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "organization %s (%s) plan %s\nbalance %d  held %d  available %d\n",
+			st.ID, st.Name, st.Plan, st.Balance, st.Held(), st.Available())
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "SEQ\tAT\tKIND\tAMOUNT\tBALANCE\tHELD\tOPERATION")
+		for _, e := range entries {
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%d\t%s\n", e.Seq, e.At.Format(time.RFC3339), e.Kind, e.Amount, e.Balance, e.Held, e.Operation)
+		}
+		return tw.Flush()
+	default:
+		fmt.Fprint(stderr, adminUsage)
+		return fmt.Errorf("unknown command %q", cmd)
+	}
+	return nil
+}
+
+func timeOrDash(t *time.Time) string {
+	if t == nil {
+		return "-"
+	}
+	return t.Format(time.RFC3339)
 }

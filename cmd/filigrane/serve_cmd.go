@@ -2,11 +2,110 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"filigrane/internal/node"
 )
 
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fmt.Fprintln(stderr, "filigrane serve: not implemented yet")
-	return 1
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var cfg node.Config
+	fs.StringVar(&cfg.DataDir, "data", envOr("FILIGRANE_DATA", "./data"), "data directory (Pebble store and blobs)")
+	fs.StringVar(&cfg.APIAddr, "listen", envOr("FILIGRANE_LISTEN", "127.0.0.1:8080"), "API listen address")
+	fs.StringVar(&cfg.UploadAddr, "upload-listen", envOr("FILIGRANE_UPLOAD_LISTEN", "127.0.0.1:8081"), "upload host listen address")
+	fs.StringVar(&cfg.NodeName, "node-name", envOr("FILIGRANE_NODE_NAME", ""), "node name in the cluster (default: host name)")
+	fs.StringVar(&cfg.ClusterBind, "cluster-bind", envOr("FILIGRANE_CLUSTER_BIND", "127.0.0.1:0"), "memberlist gossip address; its host is also the actor remote's (port 0: any free port)")
+	fs.IntVar(&cfg.RemotePort, "remote-port", 0, "actor remote (gRPC) port on the cluster-bind host (0: any free port)")
+	join := fs.String("join", envOr("FILIGRANE_JOIN", ""), "comma-separated gossip addresses of cluster members to join")
+	fs.StringVar(&cfg.PlansFile, "plans", envOr("FILIGRANE_PLANS", ""), "plan catalog file (JSON); built-in defaults when empty")
+	level := fs.String("log-level", envOr("FILIGRANE_LOG_LEVEL", "info"), "log level: debug, info, warn, error")
+	format := fs.String("log-format", envOr("FILIGRANE_LOG_FORMAT", "auto"), "log format: auto (console on a terminal), json, console")
+	grace := fs.Duration("shutdown-grace", 30*time.Second, "how long in-flight requests may take to finish on shutdown")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *join != "" {
+		cfg.Join = strings.Split(*join, ",")
+	}
+	logger, err := newLogger(stderr, *level, *format)
+	if err != nil {
+		fmt.Fprintln(stderr, "filigrane serve:", err)
+		return 2
+	}
+	cfg.Logger = logger
+	cfg.Bootstrap = true
+
+	n, err := node.Start(ctx, cfg)
+	if err != nil {
+		logger.Error().Err(err).Msg("start failed")
+		return 1
+	}
+	logger.Info().Str("api", n.APIAddr()).Str("upload", n.UploadAddr()).Str("gossip", n.GossipAddr()).
+		Str("data", cfg.DataDir).Msg("node started")
+	if d := n.DevOrg; d != nil {
+		fmt.Fprintf(stdout, `
+Development organization %s created with an owner key (all scopes). The key is shown once:
+
+    %s
+
+Try it:
+
+    curl -s -H 'X-API-Key: %s' http://%s/auth/api-key
+
+`, d.OrgID, d.Secret, d.Secret, n.APIAddr())
+	}
+	waitErr := n.Wait(ctx)
+	if waitErr != nil {
+		logger.Error().Err(waitErr).Msg("stopping")
+	} else {
+		logger.Info().Msg("shutting down")
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), *grace)
+	defer cancel()
+	if err := n.Close(sctx); err != nil {
+		logger.Error().Err(err).Msg("shutdown")
+		return 1
+	}
+	logger.Info().Msg("stopped cleanly")
+	if waitErr != nil {
+		return 1
+	}
+	return 0
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+// newLogger writes JSON lines, or the console format when asked or when w is a terminal.
+func newLogger(w io.Writer, level, format string) (zerolog.Logger, error) {
+	lvl, err := zerolog.ParseLevel(level)
+	if err != nil {
+		return zerolog.Logger{}, fmt.Errorf("log level %q: %w", level, err)
+	}
+	console := format == "console"
+	if format == "auto" {
+		if f, ok := w.(*os.File); ok {
+			if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
+				console = true
+			}
+		}
+	} else if format != "json" && format != "console" {
+		return zerolog.Logger{}, fmt.Errorf("log format %q: want auto, json or console", format)
+	}
+	if console {
+		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.RFC3339}
+	}
+	return zerolog.New(w).Level(lvl).With().Timestamp().Logger(), nil
 }

@@ -1,0 +1,226 @@
+// Package node assembles one Filigrane node: storage, the actor cluster, the actor kinds and the HTTP
+// listeners, and takes them down again in order. `filigrane serve` and the integration tests use it.
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/rs/zerolog"
+
+	"filigrane/actors"
+	"filigrane/cluster"
+	apihttp "filigrane/http"
+	"filigrane/internal/admin"
+	"filigrane/internal/clock"
+	"filigrane/persistence"
+	"filigrane/persistence/pebblestore"
+)
+
+// Config is a node's configuration; zero values take the documented defaults.
+type Config struct {
+	DataDir    string // default ./data
+	APIAddr    string // default 127.0.0.1:8080
+	UploadAddr string // default 127.0.0.1:8081
+	NodeName   string // default: the host name
+	// ClusterBind is the memberlist gossip address; port 0 picks a free port. Default 127.0.0.1:0.
+	ClusterBind string
+	// RemotePort is the actor remote (gRPC) port, on the ClusterBind host; 0 picks a free port.
+	RemotePort int
+	Join       []string // gossip addresses of existing members
+	PlansFile  string   // plan catalog (JSON); empty: built-in defaults
+	Logger     zerolog.Logger
+	Clock      clock.Clock
+	// Bootstrap creates the development organization on the first start of an empty data directory.
+	Bootstrap bool
+}
+
+// Layout names the parts of a data directory.
+type Layout struct{ Root string }
+
+// StoreDir is the Pebble store.
+func (l Layout) StoreDir() string { return filepath.Join(l.Root, "store") }
+
+// BlobDir is the filesystem blob store.
+func (l Layout) BlobDir() string { return filepath.Join(l.Root, "blobs") }
+
+// Node is a running node.
+type Node struct {
+	cfg      Config
+	store    persistence.Store
+	cluster  *cluster.Node
+	api      *apihttp.Server
+	upload   *apihttp.Server
+	apiLn    net.Listener
+	uploadLn net.Listener
+	serveErr chan error
+	// DevOrg is set when this start bootstrapped the development organization.
+	DevOrg  *admin.DevOrg
+	Metrics *apihttp.Metrics
+}
+
+func (c *Config) defaults() {
+	if c.DataDir == "" {
+		c.DataDir = "./data"
+	}
+	if c.APIAddr == "" {
+		c.APIAddr = "127.0.0.1:8080"
+	}
+	if c.UploadAddr == "" {
+		c.UploadAddr = "127.0.0.1:8081"
+	}
+	if c.NodeName == "" {
+		c.NodeName, _ = os.Hostname()
+	}
+	if c.ClusterBind == "" {
+		c.ClusterBind = "127.0.0.1:0"
+	}
+	if c.Clock == nil {
+		c.Clock = clock.System{}
+	}
+}
+
+// Start opens the data directory, starts the cluster member and the listeners. On error everything already
+// started is stopped again.
+func Start(ctx context.Context, cfg Config) (n *Node, err error) {
+	cfg.defaults()
+	catalog, err := actors.LoadCatalog(cfg.PlansFile)
+	if err != nil {
+		return nil, err
+	}
+	layout := Layout{Root: cfg.DataDir}
+	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
+		return nil, fmt.Errorf("create data directory: %w", err)
+	}
+	n = &Node{cfg: cfg, serveErr: make(chan error, 2), Metrics: apihttp.NewMetrics()}
+	defer func() {
+		if err != nil {
+			n.Close(context.Background())
+		}
+	}()
+	store, err := pebblestore.Open(layout.StoreDir(), cfg.Logger.With().Str("component", "pebble").Logger())
+	if err != nil {
+		return nil, fmt.Errorf("open store in %s (is another node using it?): %w", cfg.DataDir, err)
+	}
+	n.store = store
+
+	if cfg.Bootstrap {
+		n.DevOrg, err = admin.Admin{Store: store, Clock: cfg.Clock, Catalog: catalog}.Bootstrap(ctx)
+		if err != nil {
+			return nil, err
+		}
+	}
+
+	reg := cluster.NewRegistry()
+	reg.MustRegister(actors.OrgMessages()...)
+	deps := &actors.Deps{
+		Store: store, Clock: cfg.Clock, Catalog: catalog, Logger: cfg.Logger.With().Str("component", "actors").Logger(),
+		Respond: func(ctx actor.Context, v any) {
+			if err := cluster.Respond(ctx, reg, v); err != nil {
+				cfg.Logger.Error().Err(err).Msgf("respond with %T", v)
+			}
+		},
+		IdleTimeout:  10 * time.Minute,
+		StoreTimeout: 10 * time.Second,
+		ActorDelta:   n.Metrics.ActorDelta,
+	}
+	host, gossipPort, err := splitHostPort(cfg.ClusterBind)
+	if err != nil {
+		return nil, fmt.Errorf("cluster bind address: %w", err)
+	}
+	n.cluster, err = cluster.Start(ctx, cluster.Config{
+		NodeName:   cfg.NodeName,
+		Host:       host,
+		GossipPort: gossipPort,
+		RemotePort: cfg.RemotePort,
+		Join:       cfg.Join,
+		Roles:      []cluster.Role{cluster.RoleEdge, cluster.RoleWorker},
+		Logger:     cfg.Logger.With().Str("component", "cluster").Logger(),
+		Registry:   reg,
+		Kinds:      []cluster.Kind{cluster.NewKind(actors.KindOrg, actors.OrgProps(deps))},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("start cluster member: %w", err)
+	}
+
+	httpLog := cfg.Logger.With().Str("component", "http").Logger()
+	n.api = apihttp.New(apihttp.Config{
+		Keys:    actors.Keys{Store: store, Clock: cfg.Clock},
+		Orgs:    actors.OrgClient{Caller: n.cluster},
+		Catalog: catalog, Clock: cfg.Clock, Logger: httpLog, Metrics: n.Metrics,
+	})
+	n.upload = apihttp.NewUploadHost(apihttp.Config{Clock: cfg.Clock, Logger: httpLog, Metrics: n.Metrics})
+	if n.apiLn, err = net.Listen("tcp", cfg.APIAddr); err != nil {
+		return nil, fmt.Errorf("listen for the API on %s: %w", cfg.APIAddr, err)
+	}
+	if n.uploadLn, err = net.Listen("tcp", cfg.UploadAddr); err != nil {
+		return nil, fmt.Errorf("listen for uploads on %s: %w", cfg.UploadAddr, err)
+	}
+	go func() { n.serveErr <- n.api.Serve(n.apiLn) }()
+	go func() { n.serveErr <- n.upload.Serve(n.uploadLn) }()
+	return n, nil
+}
+
+// APIAddr is the address the API listens on.
+func (n *Node) APIAddr() string { return n.apiLn.Addr().String() }
+
+// UploadAddr is the address the upload host listens on.
+func (n *Node) UploadAddr() string { return n.uploadLn.Addr().String() }
+
+// GossipAddr is the memberlist address other nodes join.
+func (n *Node) GossipAddr() string { return n.cluster.GossipAddr() }
+
+// Store is the node's record store.
+func (n *Node) Store() persistence.Store { return n.store }
+
+// Cluster is the node's cluster member.
+func (n *Node) Cluster() *cluster.Node { return n.cluster }
+
+// Wait blocks until a listener fails, the cluster blocks this member, or ctx ends.
+func (n *Node) Wait(ctx context.Context) error {
+	select {
+	case <-ctx.Done():
+		return nil
+	case err := <-n.serveErr:
+		return fmt.Errorf("listener stopped: %w", err)
+	case <-n.cluster.Blocked():
+		return errors.New("the cluster declared this member dead; restart the node")
+	}
+}
+
+// Close stops the node in order: stop accepting requests and let in-flight ones finish (until ctx ends),
+// leave the cluster, then close the store so that Pebble shuts down cleanly.
+func (n *Node) Close(ctx context.Context) error {
+	var errs []error
+	if n.api != nil && n.apiLn != nil {
+		errs = append(errs, n.api.Shutdown(ctx))
+	}
+	if n.upload != nil && n.uploadLn != nil {
+		errs = append(errs, n.upload.Shutdown(ctx))
+	}
+	if n.cluster != nil {
+		errs = append(errs, n.cluster.Stop(true))
+	}
+	if n.store != nil {
+		errs = append(errs, n.store.Close())
+	}
+	return errors.Join(errs...)
+}
+
+func splitHostPort(addr string) (string, int, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, err
+	}
+	var p int
+	if _, err := fmt.Sscanf(port, "%d", &p); err != nil {
+		return "", 0, fmt.Errorf("port %q: %w", port, err)
+	}
+	return host, p, nil
+}
