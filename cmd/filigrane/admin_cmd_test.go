@@ -1,0 +1,68 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+func runOK(t *testing.T, args ...string) string {
+	t.Helper()
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), args, &out, &errb); code != 0 {
+		t.Fatalf("filigrane %s: exit %d: %s", strings.Join(args, " "), code, errb.String())
+	}
+	return out.String()
+}
+
+func TestAdminLifecycle(t *testing.T) {
+	dir := t.TempDir()
+	out := runOK(t, "admin", "--data", dir, "org", "create", "--name", "Acme", "--plan", "growth", "--credits", "40")
+	org := regexp.MustCompile(`org_[0-9a-f]{16}`).FindString(out)
+	if org == "" || !strings.Contains(out, "with 40 credits") {
+		t.Fatalf("org create: %q", out)
+	}
+	out = runOK(t, "admin", "--data", dir, "member", "add", "--org", org, "--name", "Alice", "--role", "admin")
+	mem := regexp.MustCompile(`mem_[0-9a-f]{16}`).FindString(out)
+	out = runOK(t, "admin", "--data", dir, "key", "create", "--org", org, "--member", mem, "--scopes", "watermarks:embed,assets:read", "--expires", "24h")
+	secret := regexp.MustCompile(`fgk_([0-9a-f]{16})_\S+`).FindStringSubmatch(out)
+	if secret == nil {
+		t.Fatalf("key create printed no secret: %q", out)
+	}
+	list := runOK(t, "admin", "--data", dir, "key", "list", "--org", org)
+	if !strings.Contains(list, secret[1]) || strings.Contains(list, secret[0]) {
+		t.Fatalf("key list must show the id and never the secret: %q", list)
+	}
+	runOK(t, "admin", "--data", dir, "key", "revoke", "--key", secret[1])
+	if list := runOK(t, "admin", "--data", dir, "key", "list", "--org", org); strings.Count(list, "\n") != 2 || strings.HasSuffix(strings.TrimSpace(list), "-") {
+		t.Fatalf("revoked key not shown as revoked: %q", list)
+	}
+	runOK(t, "admin", "--data", dir, "credits", "grant", "--org", org, "--amount", "10", "--op", "inv-1")
+	runOK(t, "admin", "--data", dir, "credits", "grant", "--org", org, "--amount", "10", "--op", "inv-1")
+	show := runOK(t, "admin", "--data", dir, "credits", "show", "--org", org)
+	if !strings.Contains(show, "balance 50") {
+		t.Fatalf("an idempotent grant counted twice or not at all: %q", show)
+	}
+	if orgs := runOK(t, "admin", "--data", dir, "org", "list"); !strings.Contains(orgs, org) || !strings.Contains(orgs, "growth") {
+		t.Fatalf("org list: %q", orgs)
+	}
+}
+
+func TestAdminErrors(t *testing.T) {
+	dir := t.TempDir()
+	cases := [][]string{
+		{"admin", "--data", dir, "org", "create", "--name", "X", "--plan", "platinum"},
+		{"admin", "--data", dir, "org", "create", "--plan", "trial"},
+		{"admin", "--data", dir, "member", "add", "--org", "org_0000000000000000", "--name", "A"},
+		{"admin", "--data", dir, "key", "create", "--org", "org_0000000000000000", "--member", "mem_x"},
+		{"admin", "--data", dir, "frob", "nicate"},
+	}
+	for _, args := range cases {
+		var out, errb bytes.Buffer
+		if code := run(context.Background(), args, &out, &errb); code == 0 || errb.Len() == 0 {
+			t.Fatalf("filigrane %s: exit %d, stderr %q; want a failure with a message", strings.Join(args[3:], " "), code, errb.String())
+		}
+	}
+}
