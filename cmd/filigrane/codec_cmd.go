@@ -90,9 +90,9 @@ func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
-// codec returns a codec keyed: from a file, the environment, or the development default.
-func (f *codecFlags) codec(stderr io.Writer) (*codec.Codec, error) {
-	var key []byte
+// key returns the deployment key: from --key-file, else $FILIGRANE_CODEC_KEY, else the development key (with a
+// warning on w).
+func (f *codecFlags) key(w io.Writer) ([]byte, error) {
 	switch env := os.Getenv("FILIGRANE_CODEC_KEY"); {
 	case f.keyFile != "":
 		b, err := os.ReadFile(f.keyFile)
@@ -100,12 +100,19 @@ func (f *codecFlags) codec(stderr io.Writer) (*codec.Codec, error) {
 			return nil, fmt.Errorf("reading key file: %w", err)
 		}
 		// A trailing newline from `echo key > file` is not part of the key.
-		key = bytes.TrimSpace(b)
+		return bytes.TrimSpace(b), nil
 	case env != "":
-		key = []byte(env)
-	default:
-		fmt.Fprintln(stderr, "filigrane codec: warning: using the public development key; set FILIGRANE_CODEC_KEY or --key-file")
-		key = []byte(codec.DevelopmentKey)
+		return []byte(env), nil
+	}
+	fmt.Fprintln(w, "filigrane: warning: using the public development key; set FILIGRANE_CODEC_KEY or --key-file")
+	return []byte(codec.DevelopmentKey), nil
+}
+
+// codec returns a codec keyed as described at key.
+func (f *codecFlags) codec(stderr io.Writer) (*codec.Codec, error) {
+	key, err := f.key(stderr)
+	if err != nil {
+		return nil, err
 	}
 	c, err := codec.New(key)
 	if err != nil {

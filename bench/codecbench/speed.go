@@ -1,0 +1,225 @@
+package codecbench
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"image"
+	"math"
+	"math/rand/v2"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"filigrane/bench/attack"
+	"filigrane/codec"
+)
+
+// Texture returns a deterministic photo-like image: smooth shading, edges of large shapes and fine grain, so
+// that perceptual masking and synchronisation behave as on a photograph. Used when no corpus photo is large
+// enough, by tests, and for the 40 MP memory probe.
+func Texture(w, h int, seed uint64) *image.NRGBA {
+	rng := rand.New(rand.NewPCG(seed, 0x9e3779b9))
+	img := image.NewNRGBA(image.Rect(0, 0, w, h))
+	fx, fy := 2+rng.Float64()*3, 1.5+rng.Float64()*3
+	sx, cy := make([]float64, w), make([]float64, h)
+	for x := range sx {
+		sx[x] = math.Sin(2 * math.Pi * fx * float64(x) / float64(w))
+	}
+	for y := range cy {
+		cy[y] = math.Cos(2 * math.Pi * fy * float64(y) / float64(h))
+	}
+	// A few discs give sharp edges.
+	type disc struct{ x, y, r2, v float64 }
+	discs := make([]disc, 6)
+	for i := range discs {
+		r := (0.05 + 0.15*rng.Float64()) * float64(min(w, h))
+		discs[i] = disc{rng.Float64() * float64(w), rng.Float64() * float64(h), r * r, 60 * (rng.Float64() - 0.5)}
+	}
+	for y := 0; y < h; y++ {
+		row := img.Pix[y*img.Stride:]
+		for x := 0; x < w; x++ {
+			v := 115 + 55*sx[x]*cy[y] + 30*float64(x)/float64(w)
+			for _, d := range discs {
+				if dx, dy := float64(x)-d.x, float64(y)-d.y; dx*dx+dy*dy < d.r2 {
+					v += d.v
+				}
+			}
+			v += 6 * rng.NormFloat64()
+			row[4*x] = clampByte(v + 18)
+			row[4*x+1] = clampByte(v)
+			row[4*x+2] = clampByte(v - 22)
+			row[4*x+3] = 255
+		}
+	}
+	return img
+}
+
+func clampByte(v float64) uint8 { return uint8(max(0, min(255, math.Round(v)))) }
+
+// speedImage returns a w x h image cut from the largest corpus photo when it is big enough, else a Texture.
+func speedImage(sources []Source, w, h int) (*image.NRGBA, string) {
+	var best *Source
+	for i := range sources {
+		s := &sources[i]
+		if s.Kind == "photo" && s.Width >= w && s.Height >= h && (best == nil || s.Width*s.Height > best.Width*best.Height) {
+			best = s
+		}
+	}
+	if best != nil {
+		if img, err := best.Load(); err == nil {
+			m := toNRGBA(img)
+			x0, y0 := (m.Bounds().Dx()-w)/2, (m.Bounds().Dy()-h)/2
+			return attack.Crop(m, image.Rect(x0, y0, x0+w, y0+h)), "centre crop of " + best.Name
+		}
+	}
+	return Texture(w, h, 1), "synthetic texture"
+}
+
+// measureSpeed times embed and detect at 1 MP and 12 MP, three runs each, one at a time, and keeps the median.
+func measureSpeed(ctx context.Context, c *codec.Codec, psnr float64, sources []Source) []SpeedResult {
+	var out []SpeedResult
+	for _, size := range []struct {
+		label string
+		w, h  int
+	}{{"1 MP", 1155, 866}, {"12 MP", 4000, 3000}} {
+		img, content := speedImage(sources, size.w, size.h)
+		var embeds, detects []float64
+		id := codec.ID{0xA5, 0x5A}
+		for run := 0; run < 3 && ctx.Err() == nil; run++ {
+			t := time.Now()
+			marked, _, err := c.Embed(img, id, codec.EmbedOptions{PSNR: psnr})
+			if err != nil {
+				break
+			}
+			embeds = append(embeds, msSince(t))
+			t = time.Now()
+			c.Detect(marked)
+			detects = append(detects, msSince(t))
+		}
+		if len(embeds) == 0 {
+			continue
+		}
+		mp := float64(size.w*size.h) / 1e6
+		r := SpeedResult{Label: size.label, Width: size.w, Height: size.h, Megapixels: mp, Runs: len(embeds),
+			EmbedMs: median(embeds), DetectMs: median(detects), Content: content}
+		r.EmbedMsPerMP, r.DetectMsPerMP = r.EmbedMs/mp, r.DetectMs/mp
+		out = append(out, r)
+	}
+	return out
+}
+
+func median(v []float64) float64 {
+	s := append([]float64(nil), v...)
+	sort.Float64s(s)
+	if len(s) == 0 {
+		return 0
+	}
+	return s[len(s)/2]
+}
+
+// MemoryResult is the peak memory of one operation on a large image, measured in a process of its own.
+type MemoryResult struct {
+	Op            string  `json:"op"`
+	Width         int     `json:"width"`
+	Height        int     `json:"height"`
+	Megapixels    float64 `json:"megapixels"`
+	Ms            float64 `json:"ms"`
+	PeakRSSBytes  int64   `json:"peak_rss_bytes"`  // VmHWM after resetting it before the operation
+	StartRSSBytes int64   `json:"start_rss_bytes"` // VmRSS before the operation (holds the input image)
+	PeakHeapBytes uint64  `json:"peak_heap_bytes"` // highest sampled Go heap in use
+	InputBytes    int64   `json:"input_bytes"`
+	Note          string  `json:"note,omitempty"`
+}
+
+// MeasureMemory embeds into and then detects on a w x h synthetic image and reports the peak resident set size
+// of each step. Run it in a fresh process (filigrane bench codec does), because the peak RSS counter covers the
+// whole process; it is reset through /proc/self/clear_refs before each step where the kernel allows that.
+func MeasureMemory(ctx context.Context, key []byte, psnr float64, w, h int) ([]MemoryResult, error) {
+	c, err := codec.New(key)
+	if err != nil {
+		return nil, err
+	}
+	img := Texture(w, h, 40)
+	var out []MemoryResult
+	var marked image.Image
+	for _, op := range []string{"embed", "detect"} {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		runtime.GC()
+		debug.FreeOSMemory()
+		note := ""
+		if err := os.WriteFile("/proc/self/clear_refs", []byte("5"), 0); err != nil {
+			note = "peak RSS could not be reset; it covers the whole process so far"
+		}
+		start := procStatus("VmRSS")
+		stop := make(chan struct{})
+		var peak uint64
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var ms runtime.MemStats
+			tick := time.NewTicker(20 * time.Millisecond)
+			defer tick.Stop()
+			for {
+				runtime.ReadMemStats(&ms)
+				peak = max(peak, ms.HeapInuse)
+				select {
+				case <-stop:
+					return
+				case <-tick.C:
+				}
+			}
+		}()
+		t := time.Now()
+		var opErr error
+		switch op {
+		case "embed":
+			marked, _, opErr = c.Embed(img, codec.ID{1, 2, 3}, codec.EmbedOptions{PSNR: psnr})
+		case "detect":
+			if marked == nil {
+				opErr = fmt.Errorf("no marked image")
+				break
+			}
+			img = nil // only the marked image stays alive during detection
+			c.Detect(marked)
+		}
+		ms := msSince(t)
+		close(stop)
+		wg.Wait()
+		if opErr != nil {
+			return out, fmt.Errorf("codecbench: %s at %dx%d: %w", op, w, h, opErr)
+		}
+		out = append(out, MemoryResult{Op: op, Width: w, Height: h, Megapixels: float64(w*h) / 1e6, Ms: ms,
+			PeakRSSBytes: procStatus("VmHWM"), StartRSSBytes: start, PeakHeapBytes: peak, InputBytes: int64(w * h * 4), Note: note})
+	}
+	return out, nil
+}
+
+// procStatus reads a "kB" field of /proc/self/status in bytes; 0 where unavailable.
+func procStatus(field string) int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		line := sc.Text()
+		if rest, ok := strings.CutPrefix(line, field+":"); ok {
+			f := strings.Fields(rest)
+			if len(f) >= 1 {
+				v, _ := strconv.ParseInt(f[0], 10, 64)
+				return v * 1024
+			}
+		}
+	}
+	return 0
+}
