@@ -152,4 +152,3 @@ func (c *Codec) Detect(img image.Image) Detection {
 func (c *Codec) Snap(d Detection, known []ID) (ID, bool) {
 	return snap(d.Soft, known)
 }
-

@@ -11,6 +11,7 @@ const (
 
 // attempt is the outcome of decoding under one synchronisation hypothesis.
 type attempt struct {
+	coded  []float64 // coded-bit LLRs, kept for diagnostics
 	res    decodeResult
 	pilotZ float64
 	valid  bool
@@ -18,8 +19,13 @@ type attempt struct {
 
 // detectPlane runs the whole detector on a luma plane.
 func (c *Codec) detectPlane(y plane) Detection {
+	return c.detectAttempt(y).detection()
+}
+
+// detectAttempt returns the best attempt (the first that decodes, else the one with the strongest pilot).
+func (c *Codec) detectAttempt(y plane) attempt {
 	if min(y.w, y.h) < minDetectSide {
-		return emptyDetection()
+		return attempt{}
 	}
 	pyr := buildPyramid(y, 16)
 	var best attempt
@@ -40,7 +46,7 @@ func (c *Codec) detectPlane(y plane) Detection {
 			}
 		}
 	}
-	return best.detection()
+	return best
 }
 
 // tryGeometry folds the image under the waxel map a0, finds flip/rotation and offset from the pilot, refines the
@@ -61,7 +67,7 @@ func (c *Codec) tryGeometry(pyr pyramid, a0 affine) attempt {
 	}
 	acc, _ = fold(g)
 	sw := c.layout.demod(acc)
-	return attempt{res: decodeSoft(sw.llr), pilotZ: sw.pilotZ, valid: true}
+	return attempt{coded: sw.llr, res: decodeSoft(sw.llr), pilotZ: sw.pilotZ, valid: true}
 }
 
 func emptyDetection() Detection {

@@ -3,50 +3,134 @@ package codec
 import (
 	"fmt"
 	"image"
+	_ "image/jpeg"
+	_ "image/png"
+	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
+
+	xdraw "golang.org/x/image/draw"
 )
 
-// TestExplore prints raw statistics for tuning; it runs only with FILIGRANE_EXPLORE=1.
+type namedAttack struct {
+	name string
+	f    func(image.Image, *rand.Rand) image.Image
+}
+
+func robustnessAttacks() []namedAttack {
+	return []namedAttack{
+		{"clean", func(i image.Image, _ *rand.Rand) image.Image { return i }},
+		{"jpeg75", func(i image.Image, _ *rand.Rand) image.Image { return attackJPEG(i, 75) }},
+		{"jpeg50", func(i image.Image, _ *rand.Rand) image.Image { return attackJPEG(i, 50) }},
+		{"jpeg30", func(i image.Image, _ *rand.Rand) image.Image { return attackJPEG(i, 30) }},
+		{"resize0.5", func(i image.Image, _ *rand.Rand) image.Image { return attackResize(i, 0.5) }},
+		{"crop0.71", func(i image.Image, r *rand.Rand) image.Image { return attackCrop(i, 0.71, r.Float64(), r.Float64()) }},
+		{"rot2", func(i image.Image, _ *rand.Rand) image.Image { return attackRotate(i, 2) }},
+		{"flip", func(i image.Image, _ *rand.Rand) image.Image { return attackFlip(i) }},
+		{"bright1.3", func(i image.Image, _ *rand.Rand) image.Image { return attackLevels(i, 1.3, 1) }},
+		{"bright0.7", func(i image.Image, _ *rand.Rand) image.Image { return attackLevels(i, 0.7, 1) }},
+		{"contr1.3", func(i image.Image, _ *rand.Rand) image.Image { return attackLevels(i, 1, 1.3) }},
+		{"contr0.7", func(i image.Image, _ *rand.Rand) image.Image { return attackLevels(i, 1, 0.7) }},
+		{"resize2", func(i image.Image, _ *rand.Rand) image.Image { return attackResize(i, 2) }},
+		{"rot10", func(i image.Image, _ *rand.Rand) image.Image { return attackRotate(i, -10) }},
+		{"crop0.55", func(i image.Image, r *rand.Rand) image.Image { return attackCrop(i, 0.55, r.Float64(), r.Float64()) }},
+		{"jpeg40+crop+b0.5", func(i image.Image, r *rand.Rand) image.Image {
+			return attackJPEG(attackLevels(attackCrop(i, 0.71, r.Float64(), r.Float64()), 0.5, 1), 40)
+		}},
+	}
+}
+
+// TestExplore prints a robustness table (exact-id rate, mean and worst raw coded-bit error rate, mean detect
+// time) for tuning. It runs only with FILIGRANE_EXPLORE=1; FILIGRANE_PHOTOS may name a folder of photos (each is
+// upscaled to a 1024-pixel short side when smaller), otherwise procedural images are used.
 func TestExplore(t *testing.T) {
 	if os.Getenv("FILIGRANE_EXPLORE") == "" {
 		t.Skip("set FILIGRANE_EXPLORE=1")
 	}
 	c, _ := New([]byte("filigrane-development-key-000000"))
-	id, _ := IDFromJSON([]byte(`{"a":1}`))
-	img := naturalImage(1024, 1024, 1)
-	t0 := time.Now()
-	marked, rep, err := c.Embed(img, id, EmbedOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	fmt.Printf("embed %v psnr %.2f\n", time.Since(t0), rep.PSNR)
-	attacks := []struct {
-		name string
-		f    func(image.Image) image.Image
-	}{
-		{"clean", func(i image.Image) image.Image { return i }},
-		{"jpeg75", func(i image.Image) image.Image { return attackJPEG(i, 75) }},
-		{"jpeg50", func(i image.Image) image.Image { return attackJPEG(i, 50) }},
-		{"jpeg30", func(i image.Image) image.Image { return attackJPEG(i, 30) }},
-		{"resize0.5", func(i image.Image) image.Image { return attackResize(i, 0.5) }},
-		{"resize2", func(i image.Image) image.Image { return attackResize(i, 2) }},
-		{"crop71", func(i image.Image) image.Image { return attackCrop(i, 0.71, 0.3, 0.7) }},
-		{"rot2", func(i image.Image) image.Image { return attackRotate(i, 2) }},
-		{"rot10", func(i image.Image) image.Image { return attackRotate(i, -10) }},
-		{"flip", attackFlip},
-		{"bright1.3", func(i image.Image) image.Image { return attackLevels(i, 1.3, 1) }},
-		{"contrast0.7", func(i image.Image) image.Image { return attackLevels(i, 1, 0.7) }},
-		{"unmarked", func(image.Image) image.Image { return img }},
-	}
-	for _, a := range attacks {
-		if only := os.Getenv("FILIGRANE_ATTACK"); only != "" && only != a.name {
-			continue
+	var imgs []image.Image
+	if dir := os.Getenv("FILIGRANE_PHOTOS"); dir != "" {
+		files, _ := filepath.Glob(filepath.Join(dir, "*"))
+		for _, f := range files {
+			fh, err := os.Open(f)
+			if err != nil {
+				continue
+			}
+			img, _, err := image.Decode(fh)
+			fh.Close()
+			if err != nil {
+				continue
+			}
+			b := img.Bounds()
+			if s := min(b.Dx(), b.Dy()); s < 1024 {
+				f := 1024.0 / float64(s)
+				dst := image.NewNRGBA(image.Rect(0, 0, int(float64(b.Dx())*f), int(float64(b.Dy())*f)))
+				xdraw.CatmullRom.Scale(dst, dst.Bounds(), img, b, xdraw.Src, nil)
+				img = dst
+			}
+			imgs = append(imgs, img)
 		}
-		att := a.f(marked)
-		t0 := time.Now()
-		d := c.Detect(att)
-		fmt.Printf("%-12s %-5v conf %.3f z? %v  %v\n", a.name, d.Watermarked, d.Confidence, d.WatermarkID != nil && *d.WatermarkID == id.String(), time.Since(t0))
+	} else {
+		for i := 0; i < 6; i++ {
+			imgs = append(imgs, naturalImage(1024, 1024, uint64(100+i)))
+		}
+	}
+	rng := rand.New(rand.NewPCG(1, 1))
+	type stat struct {
+		ok, fp      int
+		ber, maxBER float64
+		dt          time.Duration
+	}
+	attacks := robustnessAttacks()
+	stats := make([]stat, len(attacks))
+	var psnr float64
+	for n, img := range imgs {
+		var id ID
+		id[0], id[31] = byte(n), 0x5a
+		marked, rep, err := c.Embed(img, id, EmbedOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		psnr += rep.PSNR
+		coded := convEncode(frameBits(id))
+		for k, a := range attacks {
+			if only := os.Getenv("FILIGRANE_ATTACK"); only != "" && only != a.name {
+				continue
+			}
+			att := a.f(marked, rng)
+			t0 := time.Now()
+			at := c.detectAttempt(lumaOf(att))
+			stats[k].dt += time.Since(t0)
+			d := at.detection()
+			if d.Watermarked && *d.WatermarkID == id.String() {
+				stats[k].ok++
+			} else if d.Watermarked {
+				stats[k].fp++
+			}
+			errs := len(coded)
+			if at.valid {
+				errs = 0
+				for i, v := range at.coded {
+					if (v > 0) != (coded[i] == 1) {
+						errs++
+					}
+				}
+			}
+			ber := float64(errs) / float64(len(coded))
+			stats[k].ber += ber
+			stats[k].maxBER = max(stats[k].maxBER, ber)
+		}
+		if d := c.Detect(img); d.Watermarked {
+			t.Errorf("false positive on unmarked image %d", n)
+		}
+	}
+	fmt.Printf("%d images, mean PSNR %.2f\n", len(imgs), psnr/float64(len(imgs)))
+	for k, a := range attacks {
+		s := stats[k]
+		n := float64(len(imgs))
+		fmt.Printf("%-18s exact %2d/%d  wrong %d  BER mean %.3f max %.3f  detect %v\n", a.name, s.ok, len(imgs), s.fp,
+			s.ber/n, s.maxBER, (s.dt / time.Duration(len(imgs))).Round(time.Millisecond))
 	}
 }

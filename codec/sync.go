@@ -348,6 +348,9 @@ func latticeCandidates(pyr pyramid, max int) []affine {
 		theta := reduceQuarter(t1 + 0.5*reduceQuarter(t2-t1))
 		lats = append(lats, lattice{period: period, theta: theta, v: pk.v + bv})
 	}
+	// Every lattice vector of the tile peaks, and with a circular (unpadded) transform the long ones are about as
+	// strong as the fundamental. So among the lattices within half of the best score, the one with the shortest
+	// period comes first; weaker ones follow by score.
 	slices.SortFunc(lats, func(a, b lattice) int {
 		if a.v > b.v {
 			return -1
@@ -357,6 +360,21 @@ func latticeCandidates(pyr pyramid, max int) []affine {
 		}
 		return 0
 	})
+	if len(lats) > 0 {
+		strong := 0
+		for strong < len(lats) && lats[strong].v >= 0.5*lats[0].v {
+			strong++
+		}
+		slices.SortStableFunc(lats[:strong], func(a, b lattice) int {
+			if a.period < b.period {
+				return -1
+			}
+			if a.period > b.period {
+				return 1
+			}
+			return 0
+		})
+	}
 	var out []affine
 	var kept []lattice
 	base := pyr[0]
