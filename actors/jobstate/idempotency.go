@@ -1,0 +1,113 @@
+package jobstate
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"hash"
+	"sort"
+	"strings"
+)
+
+// ValidIdempotencyKey reports whether key is 8 to 128 letters, digits, hyphens or underscores (spec 2.1);
+// anything else is answered with 422.
+func ValidIdempotencyKey(key string) bool {
+	if len(key) < 8 || len(key) > 128 {
+		return false
+	}
+	for i := 0; i < len(key); i++ {
+		c := key[i]
+		if (c < 'a' || c > 'z') && (c < 'A' || c > 'Z') && (c < '0' || c > '9') && c != '-' && c != '_' {
+			return false
+		}
+	}
+	return true
+}
+
+// FingerprintInput is everything about a request that makes it "the same request" for idempotency: the
+// endpoint (operation and media), the file, the data, and every option (spec 7: a different accelerator is a
+// conflict). The sync and async forms of an endpoint are the same request: they differ in how the answer is
+// delivered, not in what is done, so a sync request that turned into a job can be replayed on /async.
+// Where the file came from (direct upload or upload_id) is not part of it either; its digest is.
+type FingerprintInput struct {
+	Operation            Operation
+	Media                Media
+	FileSHA256           string // hex SHA-256 of the file
+	DataDigest           string // hex SHA-256 of the canonical data object; empty for detection
+	Accelerator          Accelerator
+	WebhookID            string
+	StorageDestinationID string
+	StorageKey           string
+	// Extra holds options added after this list was written, by name; an absent and an empty map agree, so
+	// adding an option does not change the fingerprints of requests that do not use it.
+	Extra map[string]string
+}
+
+// Fingerprint identifies a request for idempotency: the key it was sent with and a hash of its inputs.
+type Fingerprint struct {
+	Key  string `msgpack:"key"`
+	Hash string `msgpack:"hash"` // hex SHA-256 over the canonical encoding of the FingerprintInput
+}
+
+// fingerprintDomain versions the encoding; a new encoding must use a new domain so that old records
+// never match by accident.
+const fingerprintDomain = "filigrane/job-fingerprint/v1"
+
+// NewFingerprint validates key and fingerprints in. Values that mean the same are spelled the same first: an
+// empty accelerator is the default cpu, and hex digests compare case-insensitively.
+func NewFingerprint(key string, in FingerprintInput) (Fingerprint, error) {
+	if !ValidIdempotencyKey(key) {
+		return Fingerprint{}, fmt.Errorf("idempotency key %q: want 8 to 128 letters, digits, hyphens or underscores: %w",
+			key, ErrInvalid)
+	}
+	accel := in.Accelerator
+	if accel == "" {
+		accel = AcceleratorCPU
+	}
+	h := sha256.New()
+	// Every field is length-prefixed, so no two different inputs encode to the same bytes.
+	for _, f := range []string{fingerprintDomain, string(in.Operation), string(in.Media),
+		strings.ToLower(in.FileSHA256), strings.ToLower(in.DataDigest), string(accel), in.WebhookID,
+		in.StorageDestinationID, in.StorageKey} {
+		writeField(h, f)
+	}
+	names := make([]string, 0, len(in.Extra))
+	for name := range in.Extra {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		writeField(h, name)
+		writeField(h, in.Extra[name])
+	}
+	return Fingerprint{Key: key, Hash: hex.EncodeToString(h.Sum(nil))}, nil
+}
+
+func writeField(h hash.Hash, s string) {
+	var n [binary.MaxVarintLen64]byte
+	h.Write(n[:binary.PutUvarint(n[:], uint64(len(s)))])
+	h.Write([]byte(s))
+}
+
+// IsZero reports whether f is the fingerprint of a request without an Idempotency-Key.
+func (f Fingerprint) IsZero() bool { return f == Fingerprint{} }
+
+// Matches reports whether other is a replay of the request f came from: the same key and the same inputs.
+func (f Fingerprint) Matches(other Fingerprint) bool { return !f.IsZero() && f == other }
+
+// CheckReplay decides a request that arrived with the Idempotency-Key this job was created with: nil means it
+// is the same request (answer with this job, charge nothing again); ErrIdempotencyConflict means the key was
+// reused with different inputs or options (409).
+func (r *Record) CheckReplay(fp Fingerprint) error {
+	if r.Idempotency.Matches(fp) {
+		return nil
+	}
+	if r.Idempotency.IsZero() {
+		return fmt.Errorf("job %s was created without an idempotency key: %w", r.RequestID, ErrIdempotencyConflict)
+	}
+	if fp.Key != r.Idempotency.Key {
+		return fmt.Errorf("job %s was created with another idempotency key: %w", r.RequestID, ErrIdempotencyConflict)
+	}
+	return fmt.Errorf("idempotency key %q of job %s: %w", fp.Key, r.RequestID, ErrIdempotencyConflict)
+}

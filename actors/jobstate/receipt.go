@@ -1,0 +1,82 @@
+package jobstate
+
+import "time"
+
+// Receipt is the job receipt of spec 2.3, as returned with 202 and by the status URL. Field names are the
+// spec's; nullable fields are pointers so that JSON shows null, and batch and storage fields are left out
+// when the job has none.
+type Receipt struct {
+	RequestID            string       `json:"request_id"`
+	Status               Status       `json:"status"`
+	Operation            Operation    `json:"operation"`
+	Format               string       `json:"format"`
+	FrameCount           int          `json:"frame_count"`
+	Credits              int64        `json:"credits"`
+	Attempts             int          `json:"attempts"`
+	WebhookID            *string      `json:"webhook_id"`
+	AssetID              *string      `json:"asset_id"`
+	SourceAssetID        *string      `json:"source_asset_id"`
+	StatusURL            string       `json:"status_url"`
+	ResultURL            string       `json:"result_url"`
+	ErrorCode            *string      `json:"error_code"`
+	ResultExpiresAt      *string      `json:"result_expires_at"`
+	AcceleratorRequested Accelerator  `json:"accelerator_requested"`
+	Accelerator          *Accelerator `json:"accelerator"`
+	BatchID              string       `json:"batch_id,omitempty"`
+	StorageDestinationID string       `json:"storage_destination_id,omitempty"`
+	StorageKey           string       `json:"storage_key,omitempty"`
+}
+
+// StatusURL is the job's status path, relative to the base URL. Detection jobs live under
+// /watermarks/detection-jobs (DESIGN.md 5), embedding jobs under /watermarks/jobs.
+func (r *Record) StatusURL() string {
+	if r.Operation == OperationDetect {
+		return "/watermarks/detection-jobs/" + r.RequestID
+	}
+	return "/watermarks/jobs/" + r.RequestID
+}
+
+// ResultURL is the job's result path, relative to the base URL.
+func (r *Record) ResultURL() string { return r.StatusURL() + "/result" }
+
+// Credits is the receipt's credits: the hold while the job is active, the actual charge once it succeeded,
+// and 0 once it failed (the hold was refunded).
+func (r *Record) Credits() int64 {
+	switch r.Status {
+	case StatusSucceeded:
+		return r.Output.Charge
+	case StatusFailed:
+		return 0
+	}
+	return r.CreditsHeld
+}
+
+// Receipt renders the record as the API's job receipt.
+func (r *Record) Receipt() Receipt {
+	rc := Receipt{
+		RequestID: r.RequestID, Status: r.Status, Operation: r.Operation, Format: r.Format,
+		FrameCount: r.FrameCount, Credits: r.Credits(), Attempts: r.Attempts,
+		WebhookID: optional(r.WebhookID), StatusURL: r.StatusURL(), ResultURL: r.ResultURL(),
+		AcceleratorRequested: r.AcceleratorRequested, BatchID: r.BatchID,
+		StorageDestinationID: r.StorageDestinationID, StorageKey: r.StorageKey,
+	}
+	switch r.Status {
+	case StatusSucceeded:
+		rc.AssetID = optional(r.Output.AssetID)
+		rc.SourceAssetID = optional(r.Output.SourceAssetID)
+		ts := r.ResultExpiresAt.UTC().Format(time.RFC3339)
+		rc.ResultExpiresAt = &ts
+		a := r.Output.Accelerator
+		rc.Accelerator = &a
+	case StatusFailed:
+		rc.ErrorCode = optional(r.ErrorCode)
+	}
+	return rc
+}
+
+func optional(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}

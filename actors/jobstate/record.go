@@ -1,0 +1,305 @@
+package jobstate
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Record is a job's durable record. The job actor stores it with persistence.Marshal under compare-and-set;
+// the fields are exported for the codec, but only this package's methods should change them.
+type Record struct {
+	RequestID string    `msgpack:"request_id"`
+	OrgID     string    `msgpack:"org_id"`
+	Status    Status    `msgpack:"status"`
+	Operation Operation `msgpack:"operation"`
+	Media     Media     `msgpack:"media"`
+	// Format is the media format label shown on the receipt (`PNG`, `PDF`, `MP4`...).
+	Format string `msgpack:"format"`
+	// FrameCount is the frames or pages counted at acceptance; it sets a video's deadline.
+	FrameCount           int         `msgpack:"frame_count"`
+	AcceleratorRequested Accelerator `msgpack:"accelerator_requested"`
+	// CreditsHeld is what the org actor reserved at acceptance (3x for gpu); the charge never exceeds it.
+	CreditsHeld          int64  `msgpack:"credits_held"`
+	WebhookID            string `msgpack:"webhook_id"`
+	BatchID              string `msgpack:"batch_id"`
+	StorageDestinationID string `msgpack:"storage_destination_id"`
+	StorageKey           string `msgpack:"storage_key"`
+
+	Input Input `msgpack:"input"`
+	// WatermarkID is the hex SHA-256 of the canonical data object, fixed at acceptance so that every attempt
+	// embeds the same mark. Empty for detection.
+	WatermarkID string `msgpack:"watermark_id"`
+	// Idempotency is the request's fingerprint; zero when the request carried no Idempotency-Key.
+	Idempotency Fingerprint `msgpack:"idempotency"`
+
+	CreatedAt   time.Time `msgpack:"created_at"`
+	StartedAt   time.Time `msgpack:"started_at"`   // first claim; zero until then
+	CompletedAt time.Time `msgpack:"completed_at"` // when the status became terminal
+	Deadline    time.Time `msgpack:"deadline"`
+
+	// Attempts counts claims (spec: "processing attempts so far; starts at 0").
+	Attempts int `msgpack:"attempts"`
+	// Epoch increases on every claim; the lease token is the epoch of its claim (fencing).
+	Epoch Token `msgpack:"epoch"`
+	// Lease is the current attempt's lease; set exactly while running.
+	Lease *Lease `msgpack:"lease"`
+	// NextAttemptAt is when a retrying job may be claimed again; zero unless retrying.
+	NextAttemptAt time.Time     `msgpack:"next_attempt_at"`
+	LastError     *AttemptError `msgpack:"last_error"`
+
+	// ErrorCode and ErrorDetail are set exactly when the job failed.
+	ErrorCode   string `msgpack:"error_code"`
+	ErrorDetail string `msgpack:"error_detail"`
+	// Output is set exactly when the job succeeded.
+	Output          *Output   `msgpack:"output"`
+	ResultExpiresAt time.Time `msgpack:"result_expires_at"`
+
+	Settlement Settlement `msgpack:"settlement"`
+	// Revision counts changes to this record; compare it before and after a command to know whether the
+	// record needs writing (idempotent repeats leave it alone).
+	Revision uint64 `msgpack:"revision"`
+}
+
+// SchemaVersion is the layout version of stored job records.
+func (*Record) SchemaVersion() uint16 { return 1 }
+
+// Spec is what the edge and the job actor know about a request when they accept it: validated input, credits
+// already reserved with the org actor under the request id.
+type Spec struct {
+	RequestID            string
+	OrgID                string
+	Operation            Operation
+	Media                Media
+	Format               string
+	FrameCount           int
+	AcceleratorRequested Accelerator // empty means cpu
+	CreditsHeld          int64
+	WebhookID            string
+	BatchID              string
+	StorageDestinationID string
+	StorageKey           string
+	Input                Input
+	// WatermarkID is the hex SHA-256 of the canonical data object (embed only).
+	WatermarkID string
+	// IdempotencyKey is the request's Idempotency-Key header; empty when absent.
+	IdempotencyKey string
+	// ExtraOptions are request options not named above; they take part in the idempotency fingerprint.
+	ExtraOptions map[string]string
+}
+
+// FingerprintInput returns the inputs and options of s that decide whether a replay is the same request.
+func (s Spec) FingerprintInput() FingerprintInput {
+	return FingerprintInput{
+		Operation: s.Operation, Media: s.Media, FileSHA256: s.Input.SHA256, DataDigest: s.WatermarkID,
+		Accelerator: s.AcceleratorRequested, WebhookID: s.WebhookID,
+		StorageDestinationID: s.StorageDestinationID, StorageKey: s.StorageKey, Extra: s.ExtraOptions,
+	}
+}
+
+// Fingerprint returns s's idempotency fingerprint; the zero Fingerprint when s has no Idempotency-Key.
+func (s Spec) Fingerprint() (Fingerprint, error) {
+	if s.IdempotencyKey == "" {
+		return Fingerprint{}, nil
+	}
+	return NewFingerprint(s.IdempotencyKey, s.FingerprintInput())
+}
+
+// DeadlineFor is how long a job may take from acceptance (spec 8): 30 minutes for images and documents; for
+// video 30 minutes plus 15 seconds per frame, at most 90 minutes.
+func DeadlineFor(m Media, frames int) time.Duration {
+	if m != MediaVideo || frames <= 0 {
+		return BaseDeadline
+	}
+	// Compare in frames before multiplying, so that absurd frame counts cannot overflow the Duration.
+	if maxFrames := int((MaxVideoDeadline - BaseDeadline) / VideoPerFrame); frames >= maxFrames {
+		return MaxVideoDeadline
+	}
+	return BaseDeadline + time.Duration(frames)*VideoPerFrame
+}
+
+// Accept creates the queued record of a newly accepted request at now.
+func Accept(s Spec, now time.Time) (*Record, error) {
+	if err := s.validate(); err != nil {
+		return nil, fmt.Errorf("accept job %s: %w", s.RequestID, err)
+	}
+	fp, err := s.Fingerprint()
+	if err != nil {
+		return nil, fmt.Errorf("accept job %s: %w", s.RequestID, err)
+	}
+	now = now.UTC()
+	accel := s.AcceleratorRequested
+	if accel == "" {
+		accel = AcceleratorCPU
+	}
+	r := &Record{
+		RequestID: s.RequestID, OrgID: s.OrgID, Status: StatusQueued, Operation: s.Operation, Media: s.Media,
+		Format: s.Format, FrameCount: s.FrameCount, AcceleratorRequested: accel, CreditsHeld: s.CreditsHeld,
+		WebhookID: s.WebhookID, BatchID: s.BatchID,
+		StorageDestinationID: s.StorageDestinationID, StorageKey: s.StorageKey,
+		Input: s.Input, WatermarkID: s.WatermarkID, Idempotency: fp,
+		CreatedAt: now, Deadline: now.Add(DeadlineFor(s.Media, s.FrameCount)),
+		Revision: 1,
+	}
+	return r, nil
+}
+
+func (s Spec) validate() error {
+	if !ValidRequestID(s.RequestID) {
+		return fmt.Errorf("request id %q is not req_ + 64 lowercase hex: %w", s.RequestID, ErrInvalid)
+	}
+	if s.OrgID == "" {
+		return fmt.Errorf("organization id is empty: %w", ErrInvalid)
+	}
+	if _, err := ParseOperation(string(s.Operation)); err != nil {
+		return err
+	}
+	if _, err := ParseMedia(string(s.Media)); err != nil {
+		return err
+	}
+	if _, err := ParseAccelerator(string(s.AcceleratorRequested)); err != nil {
+		return err
+	}
+	if s.Format == "" || len(s.Format) > 32 {
+		return fmt.Errorf("format label %q must be 1 to 32 bytes: %w", s.Format, ErrInvalid)
+	}
+	if s.FrameCount < 1 {
+		return fmt.Errorf("frame count %d: every file has at least one frame or page: %w", s.FrameCount, ErrInvalid)
+	}
+	if s.CreditsHeld < 0 {
+		return fmt.Errorf("credits held %d is negative: %w", s.CreditsHeld, ErrInvalid)
+	}
+	if s.WebhookID != "" && !validPrefixedHex(s.WebhookID, "wh_", 32) {
+		return fmt.Errorf("webhook id %q is not wh_ + 32 hex: %w", s.WebhookID, ErrInvalid)
+	}
+	if s.BatchID != "" && !validPrefixedHex(s.BatchID, "bat_", 32) {
+		return fmt.Errorf("batch id %q is not bat_ + 32 hex: %w", s.BatchID, ErrInvalid)
+	}
+	if s.StorageKey != "" && s.StorageDestinationID == "" {
+		return fmt.Errorf("storage key without a storage destination: %w", ErrInvalid)
+	}
+	if s.StorageDestinationID != "" && s.Operation != OperationEmbed {
+		return fmt.Errorf("storage destination on a %s job: only embedding stores results: %w", s.Operation, ErrInvalid)
+	}
+	if s.Input.BlobKey == "" {
+		return fmt.Errorf("input blob key is empty: %w", ErrInvalid)
+	}
+	if !validHex(s.Input.SHA256, 64) {
+		return fmt.Errorf("input sha256 %q is not 64 lowercase hex: %w", s.Input.SHA256, ErrInvalid)
+	}
+	if s.Input.Size <= 0 {
+		return fmt.Errorf("input size %d: %w", s.Input.Size, ErrInvalid)
+	}
+	switch s.Operation {
+	case OperationEmbed:
+		if !validHex(s.WatermarkID, 64) {
+			return fmt.Errorf("watermark id %q is not 64 lowercase hex: %w", s.WatermarkID, ErrInvalid)
+		}
+	case OperationDetect:
+		if s.WatermarkID != "" {
+			return fmt.Errorf("detection job with a watermark id: %w", ErrInvalid)
+		}
+	}
+	return nil
+}
+
+// ValidRequestID reports whether id has the form req_ + 64 lowercase hex characters.
+func ValidRequestID(id string) bool { return validPrefixedHex(id, "req_", 64) }
+
+func validPrefixedHex(s, prefix string, n int) bool {
+	rest, ok := strings.CutPrefix(s, prefix)
+	return ok && validHex(rest, n)
+}
+
+// validHex accepts exactly n lowercase hex digits; ids and digests have one spelling so they compare as strings.
+func validHex(s string, n int) bool {
+	if len(s) != n {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// Clone returns a deep copy, so that a command can be tried without touching the committed record.
+func (r *Record) Clone() *Record {
+	c := *r
+	if r.Lease != nil {
+		l := *r.Lease
+		c.Lease = &l
+	}
+	if r.LastError != nil {
+		e := *r.LastError
+		c.LastError = &e
+	}
+	if r.Output != nil {
+		o := *r.Output
+		c.Output = &o
+	}
+	return &c
+}
+
+// Validate checks the record's invariants. The actor calls it after loading: a record that breaks them was
+// written by a buggy or newer build, and acting on it would be guessing (DESIGN.md rule 1).
+func (r *Record) Validate() error {
+	fail := func(format string, args ...any) error {
+		return fmt.Errorf("job record %s: %s: %w", r.RequestID, fmt.Sprintf(format, args...), ErrInvalid)
+	}
+	if !r.Status.valid() {
+		return fail("unknown status %q", r.Status)
+	}
+	if r.Attempts < 0 || r.Attempts > MaxAttempts {
+		return fail("attempts %d out of 0..%d", r.Attempts, MaxAttempts)
+	}
+	if uint64(r.Epoch) < uint64(r.Attempts) {
+		return fail("epoch %d below attempts %d", r.Epoch, r.Attempts)
+	}
+	if (r.Status == StatusRunning) != (r.Lease != nil) {
+		return fail("status %s with lease %v", r.Status, r.Lease != nil)
+	}
+	if r.Lease != nil && (r.Lease.Token != r.Epoch || r.Lease.WorkerID == "") {
+		return fail("lease token %d at epoch %d", r.Lease.Token, r.Epoch)
+	}
+	if r.Status == StatusQueued && r.Attempts != 0 {
+		return fail("queued after %d attempts", r.Attempts)
+	}
+	if (r.Status == StatusRunning || r.Status == StatusRetrying) && r.Attempts == 0 {
+		return fail("%s without an attempt", r.Status)
+	}
+	if r.Status == StatusRetrying && (r.Attempts >= MaxAttempts || r.NextAttemptAt.IsZero()) {
+		return fail("retrying after %d attempts, next attempt at %v", r.Attempts, r.NextAttemptAt)
+	}
+	if r.Status != StatusRetrying && !r.NextAttemptAt.IsZero() {
+		return fail("next attempt time while %s", r.Status)
+	}
+	if r.Status.Terminal() == r.CompletedAt.IsZero() {
+		return fail("status %s with completed_at %v", r.Status, r.CompletedAt)
+	}
+	if (r.Status == StatusSucceeded) != (r.Output != nil) {
+		return fail("status %s with output %v", r.Status, r.Output != nil)
+	}
+	if (r.Status == StatusFailed) != (r.ErrorCode != "") {
+		return fail("status %s with error code %q", r.Status, r.ErrorCode)
+	}
+	if (r.Status == StatusSucceeded) == r.ResultExpiresAt.IsZero() {
+		return fail("status %s with result_expires_at %v", r.Status, r.ResultExpiresAt)
+	}
+	if r.Output != nil && (r.Output.Charge < 0 || r.Output.Charge > r.CreditsHeld) {
+		return fail("charge %d outside the hold of %d", r.Output.Charge, r.CreditsHeld)
+	}
+	st := r.Settlement
+	if r.Status != StatusSucceeded && (st.AssetsWritten || st.CreditsCharged || st.StorageHandedOff) {
+		return fail("success effects settled while %s", r.Status)
+	}
+	if r.Status != StatusFailed && st.CreditsReleased {
+		return fail("credits released while %s", r.Status)
+	}
+	if !r.Status.Terminal() && (st.BatchNotified || st.WebhookNotified) {
+		return fail("notified while %s", r.Status)
+	}
+	return nil
+}

@@ -1,0 +1,170 @@
+package jobstate
+
+import (
+	"fmt"
+	"time"
+)
+
+// Status is a job's status as the API shows it (spec 3.1).
+type Status string
+
+// The job statuses of spec 3.1.
+const (
+	StatusQueued    Status = "queued"
+	StatusRunning   Status = "running"
+	StatusRetrying  Status = "retrying"
+	StatusSucceeded Status = "succeeded"
+	StatusFailed    Status = "failed"
+)
+
+// Terminal reports whether s is a final status; a terminal record never changes status again.
+func (s Status) Terminal() bool { return s == StatusSucceeded || s == StatusFailed }
+
+// Active reports whether s is a status a job can still leave.
+func (s Status) Active() bool { return s == StatusQueued || s == StatusRunning || s == StatusRetrying }
+
+func (s Status) valid() bool { return s.Active() || s.Terminal() }
+
+// Operation is what the job does to its input.
+type Operation string
+
+// Operations.
+const (
+	OperationEmbed  Operation = "embed"
+	OperationDetect Operation = "detect"
+)
+
+// ParseOperation validates an operation name.
+func ParseOperation(s string) (Operation, error) {
+	switch o := Operation(s); o {
+	case OperationEmbed, OperationDetect:
+		return o, nil
+	}
+	return "", fmt.Errorf("unknown operation %q (want embed or detect): %w", s, ErrInvalid)
+}
+
+// Media is the kind of file a job works on; it picks the deadline and the status URL's resource.
+type Media string
+
+// Media kinds, named as in the asset record's media_type (spec 2.6).
+const (
+	MediaImage    Media = "image"
+	MediaDocument Media = "document"
+	MediaVideo    Media = "video"
+)
+
+// ParseMedia validates a media kind.
+func ParseMedia(s string) (Media, error) {
+	switch m := Media(s); m {
+	case MediaImage, MediaDocument, MediaVideo:
+		return m, nil
+	}
+	return "", fmt.Errorf("unknown media %q (want image, document or video): %w", s, ErrInvalid)
+}
+
+// Accelerator is a processor kind: what the client asked for, or what ran.
+type Accelerator string
+
+// Accelerators.
+const (
+	AcceleratorCPU Accelerator = "cpu"
+	AcceleratorGPU Accelerator = "gpu"
+)
+
+// ParseAccelerator validates the accelerator query parameter; empty means the default, cpu.
+func ParseAccelerator(s string) (Accelerator, error) {
+	switch a := Accelerator(s); a {
+	case "":
+		return AcceleratorCPU, nil
+	case AcceleratorCPU, AcceleratorGPU:
+		return a, nil
+	}
+	return "", fmt.Errorf("unknown accelerator %q (want cpu or gpu): %w", s, ErrInvalid)
+}
+
+// Token is a lease's fencing token: the record's epoch at the claim that granted the lease. Epochs increase on
+// every claim, so a token from an earlier lease never matches again.
+type Token uint64
+
+// Lease is a worker's exclusive, renewable claim on the job's current attempt.
+type Lease struct {
+	WorkerID  string        `msgpack:"worker_id"`
+	Token     Token         `msgpack:"token"`
+	ClaimedAt time.Time     `msgpack:"claimed_at"`
+	ExpiresAt time.Time     `msgpack:"expires_at"`
+	Duration  time.Duration `msgpack:"duration"` // what each Renew extends the lease by
+}
+
+// Input is the original file, kept for every attempt: retries start from it, never from a partial output.
+type Input struct {
+	BlobKey     string `msgpack:"blob_key"`
+	SHA256      string `msgpack:"sha256"` // lowercase hex of the stored bytes
+	Size        int64  `msgpack:"size"`
+	Filename    string `msgpack:"filename"`
+	ContentType string `msgpack:"content_type"`
+}
+
+// Output is everything that belongs to a successful outcome: the result blob, the asset records to create and
+// the charge. It is written once, with the terminal status, as the job's single commit point (DESIGN.md rule 3).
+// All fields are comparable so that a duplicated Succeed can be recognised by equality.
+type Output struct {
+	BlobKey     string `msgpack:"blob_key"`
+	Size        int64  `msgpack:"size"`
+	SHA256      string `msgpack:"sha256"`
+	ContentType string `msgpack:"content_type"`
+	Filename    string `msgpack:"filename"`
+	// AssetID and SourceAssetID name the watermarked and source asset records an embed creates; empty for
+	// detection, which creates no assets.
+	AssetID       string `msgpack:"asset_id"`
+	SourceAssetID string `msgpack:"source_asset_id"`
+	// WatermarkID must repeat the record's watermark id for an embed (a guard against a worker marking with
+	// anything else) and be empty for detection, whose findings live in the result blob.
+	WatermarkID string `msgpack:"watermark_id"`
+	// Charge is the actual price, at most the credits held (normal price when a GPU request ran on CPU).
+	Charge      int64       `msgpack:"charge"`
+	Accelerator Accelerator `msgpack:"accelerator"`
+}
+
+// AttemptError is how the latest failed attempt ended; it stays on the record through later attempts.
+type AttemptError struct {
+	Token     Token     `msgpack:"token"`
+	Code      string    `msgpack:"code"`
+	Detail    string    `msgpack:"detail"`
+	Retryable bool      `msgpack:"retryable"`
+	At        time.Time `msgpack:"at"`
+}
+
+// Settlement records which effects of the terminal record have been carried out (see PendingEffects).
+type Settlement struct {
+	AssetsWritten    bool `msgpack:"assets_written"`
+	CreditsCharged   bool `msgpack:"credits_charged"`
+	CreditsReleased  bool `msgpack:"credits_released"`
+	StorageHandedOff bool `msgpack:"storage_handed_off"`
+	BatchNotified    bool `msgpack:"batch_notified"`
+	WebhookNotified  bool `msgpack:"webhook_notified"`
+}
+
+// Error codes this package sets on its own. Workers report their own codes through Fail.
+const (
+	CodeDeadlineExceeded = "deadline_exceeded"
+	CodeWorkerLost       = "worker_lost"
+	CodeCancelled        = "cancelled"
+)
+
+// Limits of the job lifecycle (spec 3.1 and 8).
+const (
+	// MaxAttempts is the most processing attempts a job gets.
+	MaxAttempts = 5
+	// ResultRetention is how long a succeeded job's result stays downloadable.
+	ResultRetention = 24 * time.Hour
+	// BaseDeadline is the deadline of image and document jobs and the base of a video job's.
+	BaseDeadline = 30 * time.Minute
+	// VideoPerFrame is added to a video job's deadline for every frame.
+	VideoPerFrame = 15 * time.Second
+	// MaxVideoDeadline caps a video job's deadline.
+	MaxVideoDeadline = 90 * time.Minute
+	// FirstBackoff is the wait after the first failed attempt; each later wait doubles.
+	FirstBackoff = 2 * time.Second
+	// maxDetail bounds a stored error detail (worker messages can quote whole ffmpeg logs).
+	maxDetail = 1024
+)
