@@ -49,12 +49,12 @@ func TestContractStreamed(t *testing.T) {
 func expectNoStaging(t *testing.T, c *minio.Client, bucket string) {
 	t.Helper()
 	for obj := range c.ListObjectsIter(context.Background(), bucket, minio.ListObjectsOptions{Recursive: true}) {
-		if !strings.Contains("/"+obj.Key, "/"+stagingDir+"/") {
-			continue
-		}
 		if obj.Err != nil {
 			t.Errorf("list staging: %v", obj.Err)
 			return
+		}
+		if !strings.Contains("/"+obj.Key, "/"+stagingDir+"/") {
+			continue
 		}
 		t.Errorf("staging object left behind: %s", obj.Key)
 	}
