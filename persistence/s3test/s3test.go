@@ -5,6 +5,9 @@
 // The binary is looked up on PATH, then in $FILIGRANE_TOOLS, then in ${XDG_CACHE_HOME:-$HOME/.cache}/filigrane/bin
 // (where `scripts/setup.sh --s3` installs it). When it is missing the test is skipped, unless CI is set, where
 // a missing server must fail the build rather than silently drop the cluster-mode coverage.
+//
+// versitygw keeps object metadata (ETags, user metadata) in user extended attributes, or, where the filesystem
+// has none, in a sidecar directory; Start probes and picks. FILIGRANE_S3TEST_SIDECAR=1 forces the sidecar mode.
 package s3test
 
 import (
@@ -107,7 +110,7 @@ func start(t testing.TB, bin string) (*Server, error) {
 		return nil, err
 	}
 	args := []string{"--port", addr, "--quiet", "posix"}
-	if !userXattrs(root) {
+	if os.Getenv("FILIGRANE_S3TEST_SIDECAR") != "" || !userXattrs(root) {
 		// Both paths must be absolute and the sidecar must be outside the root, or versitygw refuses them.
 		side := filepath.Join(base, "meta")
 		if err := os.MkdirAll(side, 0o750); err != nil {
@@ -148,6 +151,7 @@ func start(t testing.TB, bin string) (*Server, error) {
 		stop()
 		return nil, err
 	}
+	t.Logf("s3test: versitygw %s", strings.Join(args, " "))
 	t.Cleanup(func() {
 		stop()
 		if t.Failed() {
