@@ -1,0 +1,114 @@
+package jobstate
+
+import (
+	"encoding/json"
+	"reflect"
+	"sort"
+	"testing"
+	"time"
+)
+
+func receiptJSON(t *testing.T, r *Record) map[string]any {
+	t.Helper()
+	b, err := json.Marshal(r.Receipt())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func keys(m map[string]any) []string {
+	var ks []string
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}
+
+// specFields are the receipt fields of spec 2.3 that every receipt carries.
+var specFields = []string{"accelerator", "accelerator_requested", "asset_id", "attempts", "credits",
+	"error_code", "format", "frame_count", "operation", "request_id", "result_expires_at", "result_url",
+	"source_asset_id", "status", "status_url", "webhook_id"}
+
+func TestReceiptQueued(t *testing.T) {
+	s := testSpec()
+	s.AcceleratorRequested, s.CreditsHeld = AcceleratorGPU, 3
+	r := mustAccept(t, s, t0)
+	m := receiptJSON(t, r)
+	if got := keys(m); !reflect.DeepEqual(got, specFields) {
+		t.Fatalf("fields %v,\nwant   %v", got, specFields)
+	}
+	want := map[string]any{
+		"request_id": s.RequestID, "status": "queued", "operation": "embed", "format": "PNG",
+		"frame_count": 1.0, "credits": 3.0, "attempts": 0.0, "webhook_id": nil, "asset_id": nil,
+		"source_asset_id": nil, "status_url": "/watermarks/jobs/" + s.RequestID,
+		"result_url": "/watermarks/jobs/" + s.RequestID + "/result", "error_code": nil,
+		"result_expires_at": nil, "accelerator_requested": "gpu", "accelerator": nil,
+	}
+	if !reflect.DeepEqual(m, want) {
+		t.Fatalf("receipt %v\nwant    %v", m, want)
+	}
+}
+
+func TestReceiptSucceeded(t *testing.T) {
+	s := testSpec()
+	s.WebhookID = "wh_" + hex64('1')[:32]
+	s.BatchID = "bat_" + hex64('2')[:32]
+	s.StorageDestinationID, s.StorageKey = "dst_1", "out/cat.png"
+	s.AcceleratorRequested = AcceleratorGPU
+	r := mustAccept(t, s, t0)
+	l := mustClaim(t, r, "w", claimAt, lease30)
+	done := claimAt.Add(1500 * time.Millisecond)
+	out := testOutput() // ran on cpu: charged the normal price
+	if err := r.Succeed(l.Token, out, done); err != nil {
+		t.Fatal(err)
+	}
+	m := receiptJSON(t, r)
+	want := map[string]any{
+		"request_id": s.RequestID, "status": "succeeded", "operation": "embed", "format": "PNG",
+		"frame_count": 1.0, "credits": 1.0, "attempts": 1.0, "webhook_id": s.WebhookID, "asset_id": "ast_w",
+		"source_asset_id": "ast_s", "status_url": "/watermarks/jobs/" + s.RequestID,
+		"result_url": "/watermarks/jobs/" + s.RequestID + "/result", "error_code": nil,
+		"result_expires_at": "2026-01-02T00:01:01Z", "accelerator_requested": "gpu", "accelerator": "cpu",
+		"batch_id": s.BatchID, "storage_destination_id": "dst_1", "storage_key": "out/cat.png",
+	}
+	if !reflect.DeepEqual(m, want) {
+		t.Fatalf("receipt %v\nwant    %v", m, want)
+	}
+}
+
+func TestReceiptFailedDetection(t *testing.T) {
+	r := mustAccept(t, detectSpec(), t0)
+	l := mustClaim(t, r, "w", claimAt, lease30)
+	if err := r.Fail(l.Token, "invalid_media", "not a video", false, claimAt); err != nil {
+		t.Fatal(err)
+	}
+	m := receiptJSON(t, r)
+	id := r.RequestID
+	if m["status"] != "failed" || m["error_code"] != "invalid_media" || m["credits"] != 0.0 ||
+		m["operation"] != "detect" || m["status_url"] != "/watermarks/detection-jobs/"+id ||
+		m["result_url"] != "/watermarks/detection-jobs/"+id+"/result" || m["result_expires_at"] != nil ||
+		m["accelerator"] != nil || m["asset_id"] != nil {
+		t.Fatalf("receipt %v", m)
+	}
+	if got := keys(m); !reflect.DeepEqual(got, specFields) {
+		t.Fatalf("fields %v", got)
+	}
+}
+
+func TestReceiptRetrying(t *testing.T) {
+	r := running(t, lease30)
+	if err := r.Fail(1, "codec_error", "", true, claimAt); err != nil {
+		t.Fatal(err)
+	}
+	m := receiptJSON(t, r)
+	// The attempt's error is history, not the job's error: error_code stays null until the job fails.
+	if m["status"] != "retrying" || m["error_code"] != nil || m["attempts"] != 1.0 || m["credits"] != 3.0 {
+		t.Fatalf("receipt %v", m)
+	}
+}
