@@ -172,12 +172,12 @@ func (b *Blobs) Put(ctx context.Context, key string, r io.Reader) (info persiste
 }
 
 // publish renames the staging file to path, creating parent directories. A concurrent Delete may remove an
-// emptied parent between MkdirAll and Rename, so that race is retried a few times.
+// emptied parent between mkdirs and Rename, so that race is retried a few times.
 func (b *Blobs) publish(tmp, path string) error {
 	dir := filepath.Dir(path)
 	var err error
 	for range 5 {
-		if err = os.MkdirAll(dir, 0o750); err != nil {
+		if err = b.mkdirs(dir); err != nil {
 			return err
 		}
 		err = os.Rename(tmp, path)
@@ -190,6 +190,30 @@ func (b *Blobs) publish(tmp, path string) error {
 	}
 	// The rename is durable only once the directory entry is.
 	return syncDir(dir)
+}
+
+// mkdirs creates dir and its missing parents below the data root, and syncs the parent of each directory it
+// creates: otherwise a crash could lose a new directory, and with it a blob whose Put had returned.
+func (b *Blobs) mkdirs(dir string) error {
+	var missing []string
+	for d := dir; d != b.data; d = filepath.Dir(d) {
+		if _, err := os.Stat(d); err == nil {
+			break
+		}
+		missing = append(missing, d)
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return err
+	}
+	for _, d := range missing {
+		if err := syncDir(filepath.Dir(d)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func syncDir(dir string) error {

@@ -42,6 +42,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/minio/minio-go/v7"
 
@@ -67,6 +68,10 @@ const (
 
 	// fetchers bounds concurrent GETs during a scan.
 	fetchers = 8
+
+	// internalMarker starts the names of the store's own objects under the prefix (the conditional-write
+	// probe). Key names hold only hex digits, "/" and "-", so they never collide, and scans skip these.
+	internalMarker = "~"
 )
 
 // Store is a persistence.Store on one bucket (under an optional object-name prefix). It is safe for concurrent
@@ -417,6 +422,9 @@ func (s *Store) Scan(ctx context.Context, prefix, start []byte, limit int) ([]pe
 		if obj.Err != nil {
 			return nil, fmt.Errorf("s3store: scan %q: %w", prefix, ctxErr(ctx, obj.Err))
 		}
+		if strings.HasPrefix(obj.Key, s.prefix+internalMarker) {
+			continue
+		}
 		key, err := s.keyOf(obj.Key)
 		if err != nil {
 			return nil, fmt.Errorf("s3store: scan %q: %w", prefix, err)
@@ -503,6 +511,43 @@ func (s *Store) fetch(ctx context.Context, batch []pendingItem) ([]persistence.I
 		}
 	}
 	return items, nil
+}
+
+// CheckConditionalWrites verifies that the server enforces conditional PUTs on this bucket. Every guarantee of
+// the store rests on them, and a server without support may ignore If-None-Match and If-Match silently, so
+// call it once at startup. It writes, overwrites and removes one probe object under the prefix.
+func (s *Store) CheckConditionalWrites(ctx context.Context) error {
+	var rnd [8]byte
+	if _, err := rand.Read(rnd[:]); err != nil {
+		return fmt.Errorf("s3store: check conditional writes: %w", err)
+	}
+	name := s.prefix + internalMarker + "probe-" + hex.EncodeToString(rnd[:])
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		_ = s.client.RemoveObject(cctx, s.bucket, name, minio.RemoveObjectOptions{})
+	}()
+	fail := func(format string, args ...any) error {
+		return fmt.Errorf("s3store: check conditional writes on bucket %s: "+format, append([]any{s.bucket}, args...)...)
+	}
+	data := func() []byte {
+		b, _ := body(kindValue, []byte("probe"))
+		return b
+	}
+	etag, err := s.put(ctx, name, data(), "")
+	if err != nil {
+		return fail("create-only PUT of a new object: %w", ctxErr(ctx, err))
+	}
+	if _, err := s.put(ctx, name, data(), ""); !isPreconditionFailed(err) {
+		return fail("create-only PUT over an existing object gave %v, want 412 Precondition Failed: the server ignores If-None-Match", err)
+	}
+	if _, err := s.put(ctx, name, data(), "0123456789abcdef0123456789abcdef"); !isPreconditionFailed(err) {
+		return fail("PUT with a wrong If-Match gave %v, want 412 Precondition Failed: the server ignores If-Match", err)
+	}
+	if _, err := s.put(ctx, name, data(), etag); err != nil {
+		return fail("PUT with the current ETag in If-Match: %w", ctxErr(ctx, err))
+	}
+	return nil
 }
 
 // Close implements persistence.Store. The store holds no resources of its own (the client is the caller's);

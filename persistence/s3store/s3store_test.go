@@ -116,3 +116,31 @@ func TestTombstones(t *testing.T) {
 		t.Fatalf("over-long key = %v, want ErrInvalidKey", err)
 	}
 }
+
+func TestCheckConditionalWrites(t *testing.T) {
+	srv := s3test.Start(t)
+	s, err := New(srv.Client(), srv.NewBucket(t), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	storetest.MustSet(t, s, "a", persistence.NoVersion, "x")
+	if err := s.CheckConditionalWrites(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The probe is gone, and would not have shown in scans anyway.
+	items, err := s.Scan(ctx, nil, nil, 10)
+	if err != nil || len(items) != 1 {
+		t.Fatalf("Scan after check = %v, %v", items, err)
+	}
+	n := 0
+	for obj := range srv.Client().ListObjectsIter(ctx, s.bucket, minio.ListObjectsOptions{Recursive: true}) {
+		if obj.Err != nil {
+			t.Fatal(obj.Err)
+		}
+		n++
+	}
+	if n != 1 {
+		t.Fatalf("bucket holds %d objects after the check, want 1", n)
+	}
+}
