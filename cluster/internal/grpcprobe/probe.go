@@ -18,9 +18,14 @@
 // io.EOF, which gRPC closes without logging, so nothing reads the logger
 // after the edge. Real connections (from other addresses) are untouched.
 //
-// It orders only the start-up read. Starts must therefore happen before the
-// servers start talking to each other (gRPC clients also log), which is the
-// case when a test starts its nodes one after another and then uses them.
+// That orders the start-up read only. gRPC also reads the variable later, on
+// connections (server side) and in clients, and those reads must come after
+// every start in the race detector's eyes too. So a test starts all of its
+// remotes first, without letting them talk, then calls Sync on every probe:
+// each later server connection passes through the probe's handshake, which
+// takes the mutex that Sync released, so it is ordered after the starts.
+// (Client-side reads are ordered by whatever the test uses to make the nodes
+// talk after that point; see clustertest.)
 package grpcprobe
 
 import (
@@ -44,6 +49,8 @@ type Probe struct {
 	credentials.TransportCredentials
 	once  sync.Once
 	ready chan struct{}
+	// barrier is taken by every real handshake and by Sync.
+	barrier sync.Mutex
 }
 
 // New returns an unarmed probe.
@@ -61,7 +68,16 @@ func (p *Probe) ServerHandshake(c net.Conn) (net.Conn, credentials.AuthInfo, err
 		p.once.Do(func() { close(p.ready) })
 		return nil, nil, io.EOF
 	}
+	p.barrier.Lock()
+	p.barrier.Unlock() // an empty critical section: it only orders
 	return p.TransportCredentials.ServerHandshake(c)
+}
+
+// Sync orders every connection the server accepts from now on after
+// everything the caller did before (for example, starting other remotes).
+func (p *Probe) Sync() {
+	p.barrier.Lock()
+	p.barrier.Unlock()
 }
 
 // Wait connects to addr from 127.0.0.2 and returns once the server has

@@ -1,0 +1,218 @@
+package cluster_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"filigrane/cluster"
+
+	"github.com/asynkron/protoactor-go/actor"
+)
+
+// TestRemoteRoundTrip proves a request/response round trip between two actor
+// systems over 127.0.0.1 in one test process (remote only, no cluster), with
+// msgpack envelopes in both directions.
+func TestRemoteRoundTrip(t *testing.T) {
+	f := getFixture(t)
+	a, b := f.sysA, f.sysB
+	if a.Address() == b.Address() {
+		t.Fatalf("both systems on %s", a.Address())
+	}
+	pid := actor.NewPID(b.Address(), "ping")
+
+	start := time.Now()
+	resp, err := f.regA.RequestPID(ctxTimeout(t, 10*time.Second), a.Root, pid, Ping{N: 41})
+	if err != nil {
+		t.Fatalf("request: %v", err)
+	}
+	pong, ok := resp.(*Pong)
+	if !ok || pong.N != 42 || pong.From != b.Address() {
+		t.Fatalf("reply = %#v, want *Pong{42, %s}", resp, b.Address())
+	}
+	t.Logf("remote round trip %s -> %s: %v", a.Address(), b.Address(), time.Since(start))
+
+	// A Failure reply comes back as an error the caller can inspect.
+	_, err = f.regA.RequestPID(ctxTimeout(t, 10*time.Second), a.Root, pid, Ping{Text: "fail"})
+	var fl *cluster.Failure
+	if !errors.As(err, &fl) || fl.Code != "refused" {
+		t.Fatalf("failing request error = %v, want Failure{refused}", err)
+	}
+
+	// A type the receiver has not registered is answered at once with a
+	// Failure, not left to time out.
+	start = time.Now()
+	_, err = f.regA.RequestPID(ctxTimeout(t, 10*time.Second), a.Root, pid, Secret{Word: "x"})
+	if !errors.As(err, &fl) || fl.Code != cluster.FailureUnknownType {
+		t.Fatalf("unknown type error = %v, want Failure{%s}", err, cluster.FailureUnknownType)
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Fatalf("unknown type took %v; it should fail fast", d)
+	}
+
+	// The context bounds the wait whatever happens to the message.
+	start = time.Now()
+	_, err = f.regA.RequestPID(ctxTimeout(t, 300*time.Millisecond), a.Root, actor.NewPID(b.Address(), "nobody"), Ping{})
+	if err == nil {
+		t.Fatal("request to a missing actor succeeded")
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Fatalf("request to a missing actor took %v", d)
+	}
+}
+
+func TestClusterMembersAndMetadata(t *testing.T) {
+	_, nodes := liveCluster(t)
+	ids := map[string]string{}
+	for _, n := range nodes {
+		ids[n.ID()] = n.Name()
+	}
+	for _, n := range nodes {
+		ms := n.Members()
+		if len(ms) != len(nodes) {
+			t.Fatalf("%s sees %d members: %+v", n.Name(), len(ms), ms)
+		}
+		selves := 0
+		for i, m := range ms {
+			if i > 0 && ms[i-1].Name > m.Name {
+				t.Fatalf("members not sorted: %+v", ms)
+			}
+			if ids[m.ID] != m.Name {
+				t.Fatalf("%s: member %s has id %s, want the node's actor system id", n.Name(), m.Name, m.ID)
+			}
+			if !m.HasKind("counter") || !m.HasRole(cluster.RoleWorker) {
+				t.Fatalf("%s: member %+v lacks kind counter or role worker", n.Name(), m)
+			}
+			if m.HasRole(cluster.RoleEdge) != (m.Name == "n1") {
+				t.Fatalf("%s: member %s roles %v", n.Name(), m.Name, m.Roles)
+			}
+			if m.GossipAddr == "" || m.Address() == "" {
+				t.Fatalf("member without addresses: %+v", m)
+			}
+			if m.Self {
+				selves++
+				if m.ID != n.ID() || m.Address() != n.Address() || m.GossipAddr != n.GossipAddr() {
+					t.Fatalf("%s: self entry %+v does not match node (%s, %s, %s)", n.Name(), m, n.ID(), n.Address(), n.GossipAddr())
+				}
+			}
+		}
+		if selves != 1 {
+			t.Fatalf("%s: %d self entries", n.Name(), selves)
+		}
+	}
+}
+
+var runSeq atomic.Int64 // fresh identities per run under -count=N
+
+// TestGrainCallsReachOwner: identities spread across the nodes, and a call
+// made on any node reaches the one activation on the identity's owner.
+func TestGrainCallsReachOwner(t *testing.T) {
+	_, nodes := liveCluster(t)
+	run := runSeq.Add(1)
+	owners := map[string]int{}
+	var slowest time.Duration
+	for i := 0; i < 24; i++ {
+		id := fmt.Sprintf("route-%d-%d", run, i)
+		owner := ""
+		for k, caller := range nodes {
+			start := time.Now()
+			resp, err := caller.Request(ctxTimeout(t, 10*time.Second), id, "counter", Hit{})
+			if err != nil {
+				t.Fatalf("%s -> %s: %v", caller.Name(), id, err)
+			}
+			if d := time.Since(start); d > slowest {
+				slowest = d
+			}
+			r, ok := resp.(*HitReply)
+			if !ok {
+				t.Fatalf("reply %T", resp)
+			}
+			if r.Identity != id {
+				t.Fatalf("reply from identity %q, want %q", r.Identity, id)
+			}
+			if owner == "" {
+				owner = r.Node
+			}
+			// Same owner and the same activation: the count goes on.
+			if r.Node != owner || r.Count != k+1 {
+				t.Fatalf("%s -> %s: reply %+v, want node %s count %d", caller.Name(), id, r, owner, k+1)
+			}
+		}
+		owners[owner]++
+	}
+	t.Logf("owners of 24 identities: %v; slowest call %v", owners, slowest)
+	if len(owners) < 2 {
+		t.Fatalf("identities did not spread: %v", owners)
+	}
+}
+
+func TestRequestErrors(t *testing.T) {
+	_, nodes := liveCluster(t)
+	n := nodes[0]
+
+	var fl *cluster.Failure
+	_, err := n.Request(ctxTimeout(t, 10*time.Second), "errors-1", "counter", Hit{Op: "fail"})
+	if !errors.As(err, &fl) || fl.Code != "nope" {
+		t.Fatalf("failure reply: error = %v", err)
+	}
+
+	if _, err := n.Request(ctxTimeout(t, 10*time.Second), "errors-1", "counter", Secret{}); !errors.Is(err, cluster.ErrNotRegistered) {
+		t.Fatalf("unregistered message: error = %v", err)
+	}
+
+	// An actor that never answers: the context deadline bounds the call.
+	start := time.Now()
+	_, err = n.Request(ctxTimeout(t, 400*time.Millisecond), "errors-1", "counter", Hit{Op: "silent"})
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("silent actor: error = %v, want DeadlineExceeded", err)
+	}
+	if d := time.Since(start); d > 1500*time.Millisecond {
+		t.Fatalf("silent actor: returned after %v, deadline was 400ms", d)
+	}
+
+	// A kind nobody hosts fails (retries find no owner) within the timeout.
+	start = time.Now()
+	if _, err := n.Request(ctxTimeout(t, 5*time.Second), "x", "no-such-kind", Hit{}); err == nil {
+		t.Fatal("request to an unknown kind succeeded")
+	}
+	if d := time.Since(start); d > 5500*time.Millisecond {
+		t.Fatalf("unknown kind: returned after %v", d)
+	}
+
+	// A cancelled context fails at once.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := n.Request(ctx, "errors-1", "counter", Hit{}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled context: error = %v", err)
+	}
+}
+
+func TestCapacityGossip(t *testing.T) {
+	_, nodes := liveCluster(t)
+	n1 := nodes[0]
+	want := 40 + int(runSeq.Add(1))
+	if err := n1.SetCapacity(want); err != nil {
+		t.Fatal(err)
+	}
+	if err := n1.SetCapacity(-1); err == nil {
+		t.Fatal("negative capacity accepted")
+	}
+	d := eventually(t, 5*time.Second, "every node to see n1's new capacity", func() bool {
+		for _, n := range nodes {
+			seen := false
+			for _, m := range n.Members() {
+				if m.ID == n1.ID() && m.Capacity == want {
+					seen = true
+				}
+			}
+			if !seen {
+				return false
+			}
+		}
+		return true
+	})
+	t.Logf("capacity update visible on all nodes after %v", d)
+}

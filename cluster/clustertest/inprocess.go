@@ -1,0 +1,106 @@
+// Package clustertest helps tests run Filigrane clusters: several nodes in
+// one test process (StartNodes), or several processes of a binary on free
+// 127.0.0.1 ports (StartProcesses).
+package clustertest
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"filigrane/cluster"
+	"filigrane/cluster/internal/grpcprobe"
+)
+
+// StartNodes starts one in-process cluster, one node per config, on
+// 127.0.0.1, and returns when every node sees all of them. Join, Host, the
+// ports and ActorGossipInterval of the configs are overridden (free ports,
+// all join the first, protoactor's own gossip effectively off: see
+// cluster.Config.ActorGossipInterval). On error the nodes already started
+// are stopped.
+//
+// Why not simply cluster.Start each config with Join set: protoactor's remote
+// start writes a gRPC package variable that running gRPC servers and clients
+// read (see internal/grpcprobe). To keep `go test -race` meaningful, StartNodes
+// starts every node alone, waits until each gRPC server is accepting, orders
+// all later connections and topology changes after the last start (probe
+// barriers, and a Members call that takes each provider's lock, which its
+// publisher takes before telling protoactor about new members), and only then
+// lets the nodes join. The same rule applies to the whole test binary: start
+// all in-process nodes of a binary in one StartNodes call, before any of them
+// does work; starting more later (in another test) is a data race in gRPC as
+// far as the race detector can tell.
+func StartNodes(ctx context.Context, cfgs ...cluster.Config) ([]*cluster.Node, error) {
+	if len(cfgs) == 0 {
+		return nil, fmt.Errorf("clustertest: no node configs")
+	}
+	nodes := make([]*cluster.Node, 0, len(cfgs))
+	probes := make([]*grpcprobe.Probe, 0, len(cfgs))
+	fail := func(err error) ([]*cluster.Node, error) {
+		for _, n := range nodes {
+			_ = n.Stop(false)
+		}
+		return nil, err
+	}
+	for _, cfg := range cfgs {
+		probe := grpcprobe.New()
+		cfg.Host, cfg.AdvertiseHost = "127.0.0.1", ""
+		cfg.RemotePort, cfg.GossipPort = 0, 0
+		cfg.Join = nil
+		// protoactor's gossip races on a process-global random source when
+		// several nodes share a process; memberlist does the membership.
+		cfg.ActorGossipInterval = 24 * time.Hour
+		cfg.ServerOptions = append(slices.Clone(cfg.ServerOptions), probe.ServerOption())
+		n, err := cluster.Start(ctx, cfg)
+		if err != nil {
+			return fail(fmt.Errorf("clustertest: %w", err))
+		}
+		nodes = append(nodes, n)
+		probes = append(probes, probe)
+		if err := probe.Wait(ctx, n.Address()); err != nil {
+			return fail(fmt.Errorf("clustertest: %s: %w", n.Name(), err))
+		}
+	}
+	for i, n := range nodes {
+		probes[i].Sync()
+		_ = n.Members()
+	}
+	for _, n := range nodes[1:] {
+		if err := n.Join(ctx, nodes[0].GossipAddr()); err != nil {
+			return fail(fmt.Errorf("clustertest: %s joins %s: %w", n.Name(), nodes[0].Name(), err))
+		}
+	}
+	if err := WaitMembers(ctx, len(nodes), nodes...); err != nil {
+		return fail(err)
+	}
+	return nodes, nil
+}
+
+// WaitMembers polls until each node sees exactly want live members, or ctx
+// ends.
+func WaitMembers(ctx context.Context, want int, nodes ...*cluster.Node) error {
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for {
+		ok := true
+		for _, n := range nodes {
+			if len(n.Members()) != want {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			counts := make([]string, 0, len(nodes))
+			for _, n := range nodes {
+				counts = append(counts, fmt.Sprintf("%s sees %d", n.Name(), len(n.Members())))
+			}
+			return fmt.Errorf("clustertest: waiting for %d members (%v): %w", want, counts, ctx.Err())
+		case <-t.C:
+		}
+	}
+}

@@ -1,0 +1,231 @@
+package cluster_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"filigrane/cluster"
+	"filigrane/cluster/clustertest"
+	"filigrane/cluster/internal/grpcprobe"
+
+	"github.com/asynkron/protoactor-go/actor"
+	pcluster "github.com/asynkron/protoactor-go/cluster"
+	"github.com/asynkron/protoactor-go/remote"
+	"github.com/rs/zerolog"
+)
+
+// Messages of the tests, plain structs like real actor messages.
+type (
+	Ping struct {
+		N    int
+		Text string
+	}
+	Pong struct {
+		N    int
+		From string
+	}
+	Secret struct{ Word string }
+	// Hit asks a counter grain to count (Op "") or to misbehave.
+	Hit      struct{ Op string }
+	HitReply struct {
+		Identity string
+		Node     string
+		Count    int
+	}
+)
+
+// The in-process actor systems of this test binary. They are all started
+// once, together, before any of them does work: see clustertest.StartNodes
+// for why starting more later would be a data race (in gRPC) under -race.
+type fixture struct {
+	regA, regB *cluster.Registry
+	sysA, sysB *actor.ActorSystem // remote only, no cluster
+	stopRemote func()
+
+	reg   *cluster.Registry
+	nodes []*cluster.Node // n1, n2, n3: one cluster over memberlist
+
+	mu        sync.Mutex
+	destroyed bool // TestFailover killed n3 and blocked n2
+}
+
+var (
+	fxOnce sync.Once
+	fx     *fixture
+	fxErr  error
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if fx != nil {
+		for _, n := range fx.nodes {
+			_ = n.Stop(false)
+		}
+		fx.stopRemote()
+	}
+	os.Exit(code)
+}
+
+func testLogger() zerolog.Logger {
+	var w io.Writer = io.Discard
+	if os.Getenv("FILIGRANE_TEST_LOG") != "" {
+		w = zerolog.ConsoleWriter{Out: os.Stderr}
+	}
+	return zerolog.New(w).Level(zerolog.InfoLevel).With().Timestamp().Logger()
+}
+
+func getFixture(t *testing.T) *fixture {
+	t.Helper()
+	fxOnce.Do(func() { fx, fxErr = startFixture() })
+	if fxErr != nil {
+		t.Fatalf("fixture: %v", fxErr)
+	}
+	return fx
+}
+
+func startFixture() (*fixture, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	start := time.Now()
+	f := &fixture{regA: cluster.NewRegistry(), regB: cluster.NewRegistry(), reg: cluster.NewRegistry()}
+	f.regA.MustRegister(Ping{}, Pong{}, Secret{}) // only A knows Secret
+	f.regB.MustRegister(Ping{}, Pong{})
+	f.reg.MustRegister(Ping{}, Pong{}, Hit{}, HitReply{})
+
+	// Two remote-only systems.
+	var probes []*grpcprobe.Probe
+	var remotes []*remote.Remote
+	f.stopRemote = func() {
+		for _, r := range remotes {
+			r.Shutdown(false)
+		}
+	}
+	startRemote := func() (*actor.ActorSystem, error) {
+		sys := actor.NewActorSystem(actor.WithLoggerFactory(cluster.LoggerFactory(testLogger())))
+		probe := grpcprobe.New()
+		r := remote.NewRemote(sys, remote.Configure("127.0.0.1", 0, remote.WithServerOptions(probe.ServerOption())))
+		r.Start()
+		remotes = append(remotes, r)
+		probes = append(probes, probe)
+		return sys, probe.Wait(ctx, sys.Address())
+	}
+	var err error
+	if f.sysA, err = startRemote(); err != nil {
+		return nil, err
+	}
+	if f.sysB, err = startRemote(); err != nil {
+		f.stopRemote()
+		return nil, err
+	}
+	if _, err := f.sysB.Root.SpawnNamed(f.regB.WithEnvelope(actor.PropsFromFunc(pingActor(f.regB, f.sysB.Address()))), "ping"); err != nil {
+		f.stopRemote()
+		return nil, err
+	}
+
+	// One three-node cluster.
+	label := fmt.Sprintf("filigrane-test-%d", os.Getpid())
+	cfgs := make([]cluster.Config, 3)
+	for i := range cfgs {
+		name := fmt.Sprintf("n%d", i+1)
+		cfgs[i] = cluster.Config{
+			NodeName: name,
+			Roles:    []cluster.Role{cluster.RoleWorker},
+			Capacity: i,
+			Logger:   testLogger(),
+			Kinds:    []cluster.Kind{cluster.NewKind("counter", actor.PropsFromProducer(newCounter(f.reg, name)))},
+			Registry: f.reg,
+			Label:    label,
+		}
+	}
+	cfgs[0].Roles = []cluster.Role{cluster.RoleEdge, cluster.RoleWorker}
+	if f.nodes, err = clustertest.StartNodes(ctx, cfgs...); err != nil {
+		f.stopRemote()
+		return nil, err
+	}
+	// The remote-only servers' later connections come after all starts.
+	for _, p := range probes {
+		p.Sync()
+	}
+	fmt.Fprintf(os.Stderr, "fixture: 2 remote systems and a 3-node cluster started in %v\n", time.Since(start).Round(time.Millisecond))
+	return f, nil
+}
+
+// liveCluster returns the fixture's nodes, skipping when TestFailover has
+// already broken the cluster in this process (go test -count=N).
+func liveCluster(t *testing.T) (*fixture, []*cluster.Node) {
+	t.Helper()
+	f := getFixture(t)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.destroyed {
+		t.Skip("the in-process cluster was taken down by TestFailover earlier in this process")
+	}
+	return f, f.nodes
+}
+
+// pingActor answers Ping with Pong{N+1, from}, and "fail" pings with a Failure.
+func pingActor(reg *cluster.Registry, from string) actor.ReceiveFunc {
+	return func(ctx actor.Context) {
+		if m, ok := ctx.Message().(*Ping); ok {
+			if m.Text == "fail" {
+				_ = cluster.RespondFailure(ctx, reg, "refused", fmt.Errorf("asked to fail"))
+				return
+			}
+			_ = cluster.Respond(ctx, reg, Pong{N: m.N + 1, From: from})
+		}
+	}
+}
+
+// counter is a virtual actor that counts hits and says where it lives.
+type counter struct {
+	reg      *cluster.Registry
+	node     string
+	identity string
+	n        int
+}
+
+func newCounter(reg *cluster.Registry, node string) actor.Producer {
+	return func() actor.Actor { return &counter{reg: reg, node: node} }
+}
+
+func (c *counter) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *pcluster.ClusterInit:
+		c.identity = m.Identity.Identity
+	case *Hit:
+		switch m.Op {
+		case "silent":
+			return
+		case "fail":
+			_ = cluster.RespondFailure(ctx, c.reg, "nope", fmt.Errorf("counter %s refuses", c.identity))
+			return
+		}
+		c.n++
+		_ = cluster.Respond(ctx, c.reg, HitReply{Identity: cluster.Identity(ctx), Node: c.node, Count: c.n})
+	}
+}
+
+func ctxTimeout(t *testing.T, d time.Duration) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// eventually polls cond every 20 ms until it holds or d passes.
+func eventually(t *testing.T, d time.Duration, what string, cond func() bool) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for !cond() {
+		if time.Since(start) > d {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return time.Since(start)
+}

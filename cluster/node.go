@@ -1,0 +1,379 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	pcluster "github.com/asynkron/protoactor-go/cluster"
+	"github.com/asynkron/protoactor-go/cluster/identitylookup/disthash"
+	"github.com/asynkron/protoactor-go/remote"
+	"github.com/rs/zerolog"
+	"google.golang.org/grpc"
+)
+
+// Kind is a cluster kind (a virtual actor type): activations are created
+// from Props on the member that owns the identity.
+type Kind struct {
+	Name  string
+	Props *actor.Props
+}
+
+// NewKind returns a Kind. Start adds the envelope middleware to its props.
+func NewKind(name string, props *actor.Props) Kind { return Kind{Name: name, Props: props} }
+
+// Config configures a Node.
+type Config struct {
+	// NodeName is the operator's name for this node; required.
+	NodeName string
+	// Host is the bind address of the remote (gRPC) and of the gossip.
+	// Default "127.0.0.1". Use AdvertiseHost when binding 0.0.0.0.
+	Host string
+	// AdvertiseHost is the address other nodes use to reach this node, when
+	// it differs from Host. It needs a fixed RemotePort: protoactor
+	// advertises host:port literally.
+	AdvertiseHost string
+	// RemotePort is the gRPC port; 0 picks a free one (see Address).
+	RemotePort int
+	// GossipPort is the memberlist port; 0 picks a free one (see GossipAddr).
+	GossipPort int
+	// Join lists gossip addresses (host:port) of existing members; empty
+	// starts a new cluster.
+	Join []string
+	// Roles and Capacity (free worker slots) are gossiped in node metadata.
+	Roles    []Role
+	Capacity int
+	// Logger receives the actor system's, remote's and gossip's logs.
+	Logger zerolog.Logger
+	// Kinds this node hosts. Edge-only nodes host none.
+	Kinds []Kind
+	// Registry holds the message types; required.
+	Registry *Registry
+	// RequestTimeout bounds Request when ctx has no earlier deadline.
+	// Default DefaultRequestTimeout.
+	RequestTimeout time.Duration
+	// FailureDetection timings; zero fields take DefaultFailureDetection.
+	FailureDetection FailureDetection
+	// Label names the cluster: protoactor's cluster name and memberlist's
+	// label. Nodes only see nodes with the same label. Default "filigrane".
+	Label string
+	// ActorGossipInterval is the period of protoactor's own gossip, which
+	// runs over gRPC beside memberlist and blocks members whose heartbeat
+	// stops for 20 s (a node whose gRPC is wedged while its memberlist still
+	// answers). Default 300 ms. clustertest sets it to a day: protoactor's
+	// gossip shuffles with a process-global, unsynchronised random source,
+	// a data race when several nodes share one process (never in production).
+	ActorGossipInterval time.Duration
+	// ServerOptions are extra gRPC server options for the remote (TLS
+	// credentials, keepalive, message size limits).
+	ServerOptions []grpc.ServerOption
+}
+
+// Node is a running cluster member: actor system, remote, protoactor cluster
+// with disthash identity lookup, and memberlist membership. A node alone is a
+// cluster of one.
+type Node struct {
+	cfg      Config
+	reg      *Registry
+	system   *actor.ActorSystem
+	cluster  *pcluster.Cluster
+	provider *MemberlistProvider
+	log      zerolog.Logger
+
+	blocked     chan struct{}
+	blockedOnce sync.Once
+	stopOnce    sync.Once
+	stopErr     error
+}
+
+// requestRetries is how many times Request re-resolves an identity after a
+// timeout or dead letter (owner moved or died) before giving up.
+const requestRetries = 3
+
+// Start starts a node and joins the cluster. It takes a little over a second
+// (protoactor's StartMember sleeps 1 s). ctx bounds the join retries.
+func Start(ctx context.Context, cfg Config) (*Node, error) {
+	if cfg.NodeName == "" {
+		return nil, errors.New("cluster: start: node name is required")
+	}
+	if cfg.Registry == nil {
+		return nil, errors.New("cluster: start: registry is required")
+	}
+	if cfg.Host == "" {
+		cfg.Host = "127.0.0.1"
+	}
+	if cfg.AdvertiseHost != "" && cfg.RemotePort == 0 {
+		return nil, errors.New("cluster: start: an advertise host needs a fixed remote port")
+	}
+	if cfg.RemotePort < 0 || cfg.RemotePort > 65535 {
+		return nil, fmt.Errorf("cluster: start: remote port %d out of range", cfg.RemotePort)
+	}
+	if cfg.RequestTimeout <= 0 {
+		cfg.RequestTimeout = DefaultRequestTimeout
+	}
+	if cfg.Label == "" {
+		cfg.Label = "filigrane"
+	}
+	seen := map[string]bool{}
+	kinds := make([]*pcluster.Kind, 0, len(cfg.Kinds))
+	for _, k := range cfg.Kinds {
+		if k.Name == "" || k.Props == nil {
+			return nil, fmt.Errorf("cluster: start: kind %q needs a name and props", k.Name)
+		}
+		if seen[k.Name] {
+			return nil, fmt.Errorf("cluster: start: kind %q registered twice", k.Name)
+		}
+		seen[k.Name] = true
+		kinds = append(kinds, pcluster.NewKind(k.Name, cfg.Registry.WithEnvelope(k.Props)))
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("cluster: start: %w", err)
+	}
+
+	n := &Node{
+		cfg:     cfg,
+		reg:     cfg.Registry,
+		log:     cfg.Logger.With().Str("component", "cluster").Str("node", cfg.NodeName).Logger(),
+		blocked: make(chan struct{}),
+	}
+	joinTimeout := 10 * time.Second
+	if dl, ok := ctx.Deadline(); ok {
+		joinTimeout = time.Until(dl)
+	}
+	provider, err := NewMemberlistProvider(ProviderConfig{
+		NodeName:         cfg.NodeName,
+		BindHost:         cfg.Host,
+		AdvertiseHost:    cfg.AdvertiseHost,
+		GossipPort:       cfg.GossipPort,
+		Join:             cfg.Join,
+		JoinTimeout:      joinTimeout,
+		Roles:            cfg.Roles,
+		Capacity:         cfg.Capacity,
+		Label:            cfg.Label,
+		FailureDetection: cfg.FailureDetection,
+		Logger:           cfg.Logger,
+		OnBlocked: func(string) {
+			n.blockedOnce.Do(func() { close(n.blocked) })
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cluster: start: %w", err)
+	}
+	provider.startCtx = ctx
+	n.provider = provider
+
+	ropts := []remote.ConfigOption{}
+	if len(cfg.ServerOptions) > 0 {
+		ropts = append(ropts, remote.WithServerOptions(cfg.ServerOptions...))
+	}
+	if cfg.AdvertiseHost != "" {
+		ropts = append(ropts, remote.WithAdvertisedHost(net.JoinHostPort(cfg.AdvertiseHost, strconv.Itoa(cfg.RemotePort))))
+	}
+	n.system = actor.NewActorSystem(actor.WithLoggerFactory(LoggerFactory(cfg.Logger)))
+	ccfg := pcluster.Configure(cfg.Label, provider, disthash.New(),
+		remote.Configure(cfg.Host, cfg.RemotePort, ropts...),
+		pcluster.WithKinds(kinds...),
+		pcluster.WithRequestTimeout(cfg.RequestTimeout),
+	)
+	if cfg.ActorGossipInterval > 0 {
+		ccfg.GossipInterval = cfg.ActorGossipInterval
+	}
+	n.cluster = pcluster.New(n.system, ccfg)
+	if err := startMember(n.cluster); err != nil {
+		n.abort()
+		return nil, fmt.Errorf("cluster: start %s: %w", cfg.NodeName, err)
+	}
+	n.log.Info().Str("id", n.system.ID).Str("address", n.Address()).Str("gossip_addr", n.GossipAddr()).
+		Int("kinds", len(kinds)).Msg("cluster node started")
+	return n, nil
+}
+
+// startMember turns protoactor's panics (listen failure, provider error)
+// into an error.
+func startMember(c *pcluster.Cluster) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			if e, ok := r.(error); ok {
+				err = e
+			} else {
+				err = fmt.Errorf("%v", r)
+			}
+		}
+	}()
+	c.StartMember()
+	return nil
+}
+
+// abort releases what a failed Start created.
+func (n *Node) abort() {
+	_ = n.provider.shutdown(false)
+	func() {
+		defer func() { _ = recover() }() // the remote may not have started
+		if n.cluster.Remote != nil {
+			n.cluster.Remote.Shutdown(false)
+		}
+	}()
+	n.system.Shutdown()
+}
+
+// ID is the actor system id, this node's member id for this process start.
+func (n *Node) ID() string { return n.system.ID }
+
+// Name is the configured node name.
+func (n *Node) Name() string { return n.cfg.NodeName }
+
+// Address is the remote (gRPC) address, host:port.
+func (n *Node) Address() string { return n.system.Address() }
+
+// GossipAddr is the memberlist address, host:port; give it to other nodes'
+// Join.
+func (n *Node) GossipAddr() string { return n.provider.GossipAddr() }
+
+// Registry is the node's message registry.
+func (n *Node) Registry() *Registry { return n.reg }
+
+// System is the underlying actor system, for spawning plain actors.
+func (n *Node) System() *actor.ActorSystem { return n.system }
+
+// Cluster is the underlying protoactor cluster (its Gossip can carry small
+// shared state). Prefer Request over its Request/RequestFuture.
+func (n *Node) Cluster() *pcluster.Cluster { return n.cluster }
+
+// Join contacts more gossip addresses (host:port), retrying until one
+// answers or ctx ends. Start already joins Config.Join.
+func (n *Node) Join(ctx context.Context, addrs ...string) error {
+	if err := n.provider.Join(ctx, addrs); err != nil {
+		return fmt.Errorf("cluster: %w", err)
+	}
+	return nil
+}
+
+// Members lists the live members with their metadata, this node included.
+func (n *Node) Members() []Member { return n.provider.Members() }
+
+// SetCapacity gossips this node's free worker capacity. It does not block.
+func (n *Node) SetCapacity(free int) error { return n.provider.SetCapacity(free) }
+
+// Blocked is closed when the cluster has blocked this node's id (it was
+// declared dead and came back, or its heartbeat expired). The node will not
+// receive work again; stop it and start a new one.
+func (n *Node) Blocked() <-chan struct{} { return n.blocked }
+
+// Request sends msg to the virtual actor kind/identity (activating it on
+// its owner if needed) and returns the unwrapped reply. A Failure reply is
+// returned as the error.
+//
+// It waits at most until ctx's deadline or RequestTimeout, whichever is
+// first, and returns context.DeadlineExceeded (wrapped) then.
+// protoactor's Request can overrun its own timeout (its identity lookup has a
+// fixed 5 s timeout per attempt) and is not cancellable, so it runs in a
+// goroutine that is abandoned when the wait ends; the message may still be
+// delivered after that. Delivery is at-least-once: a timed-out attempt is
+// retried against a fresh lookup, so handlers must be idempotent.
+//
+// protoactor's RequestFuture is not used: it reads a process-wide default
+// call configuration bound to the first cluster created in the process.
+func (n *Node) Request(ctx context.Context, identity, kind string, msg any) (any, error) {
+	timeout, err := requestTimeout(ctx, n.cfg.RequestTimeout)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: request %s/%s: %w", kind, identity, err)
+	}
+	a, err := n.reg.Wrap(msg)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: request %s/%s: %w", kind, identity, err)
+	}
+	type result struct {
+		v   any
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		v, err := n.cluster.Request(identity, kind, a,
+			pcluster.WithTimeout(timeout),
+			pcluster.WithRetryCount(requestRetries),
+			pcluster.WithRetryAction(retryBackoff),
+		)
+		ch <- result{v, err}
+	}()
+	wctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	select {
+	case r := <-ch:
+		if r.v == nil {
+			if r.err == nil {
+				r.err = errors.New("no reply")
+			}
+			return nil, fmt.Errorf("cluster: request %s/%s: %w", kind, identity, r.err)
+		}
+		v, err := n.reg.decodeReply(r.v)
+		if err != nil {
+			return nil, fmt.Errorf("cluster: request %s/%s: %w", kind, identity, err)
+		}
+		return v, nil
+	case <-wctx.Done():
+		return nil, fmt.Errorf("cluster: request %s/%s: %w", kind, identity, wctx.Err())
+	}
+}
+
+// retryBackoff replaces protoactor's default retry action, which sleeps
+// i*i*50 nanoseconds (a unit bug): retries after a lost owner need time for
+// the topology to change.
+func retryBackoff(i int) int {
+	i++
+	d := time.Duration(i*i) * 50 * time.Millisecond
+	if d > 500*time.Millisecond {
+		d = 500 * time.Millisecond
+	}
+	time.Sleep(d)
+	return i
+}
+
+// RequestPID sends msg to a plain actor by PID (for example a named per-node
+// actor) and returns the unwrapped reply; see Registry.RequestPID.
+func (n *Node) RequestPID(ctx context.Context, pid *actor.PID, msg any) (any, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, n.cfg.RequestTimeout)
+		defer cancel()
+	}
+	return n.reg.RequestPID(ctx, n.system.Root, pid, msg)
+}
+
+// Stop leaves the cluster and stops the node; it is idempotent.
+//
+// Graceful: leave the gossip first (peers drop the node at once and move its
+// identities), stop the local activations (they receive Stopping/Stopped),
+// then stop the remote, letting in-flight gRPC streams finish for a moment.
+// Not graceful: like a crash as far as peers can tell: gossip and gRPC stop
+// without a word and peers notice through failure detection.
+func (n *Node) Stop(graceful bool) error {
+	n.stopOnce.Do(func() {
+		n.stopErr = n.provider.Shutdown(graceful)
+		if graceful {
+			n.cluster.IdentityLookup.Shutdown()
+		}
+		n.cluster.Remote.Shutdown(graceful)
+		n.system.Shutdown()
+		n.log.Info().Bool("graceful", graceful).Msg("cluster node stopped")
+	})
+	return n.stopErr
+}
+
+// Identity returns the cluster identity of a virtual actor, or "" for an
+// actor that is not a cluster activation.
+func Identity(ctx actor.Context) (id string) {
+	defer func() {
+		if recover() != nil { // protoactor type-asserts a missing extension
+			id = ""
+		}
+	}()
+	if ci := pcluster.GetClusterIdentity(ctx); ci != nil {
+		return ci.Identity
+	}
+	return ""
+}

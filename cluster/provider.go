@@ -1,0 +1,635 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	pcluster "github.com/asynkron/protoactor-go/cluster"
+	"github.com/hashicorp/memberlist"
+	"github.com/rs/zerolog"
+)
+
+// FailureDetection holds memberlist's failure-detector timings.
+//
+// A dead node is declared dead after it fails a probe (up to ProbeInterval
+// until it is probed, then ProbeTimeout plus the indirect and TCP probes that
+// fill the rest of the interval) and then stays suspect for
+// SuspicionMult × ProbeInterval (× log10(n) from 10 nodes on). With
+// SuspicionMult 2, memberlist expects no confirmations from other members, so
+// the suspicion timeout is that minimum whatever the cluster size.
+type FailureDetection struct {
+	ProbeInterval  time.Duration
+	ProbeTimeout   time.Duration
+	SuspicionMult  int
+	GossipInterval time.Duration
+}
+
+// DefaultFailureDetection notices a killed node in about 1.5-2 s on a LAN:
+// 0-0.5 s until it is probed, 0.5 s of failed probes, 1 s of suspicion.
+// The research measured 1.0 s with 200ms/100ms/2/50ms; those timings were
+// not taken because a 100 ms probe timeout is within the GC and scheduling
+// pauses of a busy 2-core node (and of the race detector), where it would
+// produce false suspicions, and every false "dead" costs the node its id
+// (protoactor blocks it forever) and a restart. 250 ms leaves margin while
+// keeping detection near the 2 s target. Memberlist's Lifeguard awareness
+// stretches these timeouts further on a node that sees itself degraded.
+func DefaultFailureDetection() FailureDetection {
+	return FailureDetection{
+		ProbeInterval:  500 * time.Millisecond,
+		ProbeTimeout:   250 * time.Millisecond,
+		SuspicionMult:  2,
+		GossipInterval: 100 * time.Millisecond,
+	}
+}
+
+func (f FailureDetection) withDefaults() FailureDetection {
+	d := DefaultFailureDetection()
+	if f.ProbeInterval <= 0 {
+		f.ProbeInterval = d.ProbeInterval
+	}
+	if f.ProbeTimeout <= 0 {
+		f.ProbeTimeout = d.ProbeTimeout
+	}
+	if f.SuspicionMult <= 0 {
+		f.SuspicionMult = d.SuspicionMult
+	}
+	if f.GossipInterval <= 0 {
+		f.GossipInterval = d.GossipInterval
+	}
+	return f
+}
+
+// ProviderConfig configures a MemberlistProvider.
+type ProviderConfig struct {
+	// NodeName is the operator's name for the node (stable across restarts).
+	NodeName string
+	// BindHost is the gossip bind address (TCP and UDP), e.g. "0.0.0.0".
+	BindHost string
+	// AdvertiseHost is the gossip address other nodes use; empty means
+	// memberlist's choice (BindHost, or a private IP when BindHost is
+	// unspecified).
+	AdvertiseHost string
+	// GossipPort is the gossip port; 0 picks a free one (see GossipAddr).
+	GossipPort int
+	// Join lists host:port gossip addresses of existing members. Empty means
+	// this node starts a new cluster.
+	Join []string
+	// JoinTimeout bounds the retries of Join when none of the addresses
+	// answers (default 10 s). The node fails to start after it.
+	JoinTimeout time.Duration
+	// Roles and Capacity go into the node's metadata.
+	Roles    []Role
+	Capacity int
+	// Label separates clusters that share a network: memberlist drops
+	// packets with another label. Default "filigrane".
+	Label string
+	// FailureDetection timings; zero fields take DefaultFailureDetection.
+	FailureDetection FailureDetection
+	// Logger receives memberlist's and the provider's logs.
+	Logger zerolog.Logger
+	// OnBlocked is called once, from a goroutine of the provider, when this
+	// node learns that the cluster has blocked its id. The node cannot serve
+	// again under that id; the caller should stop it and start a new one.
+	OnBlocked func(reason string)
+}
+
+// Member is one node as seen through gossip.
+type Member struct {
+	NodeMeta
+	// GossipAddr is the member's memberlist address, host:port.
+	GossipAddr string
+	// Self is true for the local node.
+	Self bool
+}
+
+// MemberlistProvider is a protoactor ClusterProvider backed by memberlist.
+//
+// Membership comes from memberlist's events; the provider keeps its own map
+// of members (memberlist calls the event delegate with its node lock held, so
+// the delegate only records and signals) and a goroutine publishes the map to
+// protoactor with MemberList.UpdateClusterTopology. It republishes every
+// second as well, so that members blocked by protoactor's own gossip
+// (expired heartbeats) leave the topology without a memberlist event.
+type MemberlistProvider struct {
+	cfg ProviderConfig
+	log zerolog.Logger
+
+	// startCtx, when set by Node, bounds and cancels the initial join.
+	startCtx context.Context
+
+	mu       sync.Mutex
+	cluster  *pcluster.Cluster
+	ml       *memberlist.Memberlist
+	self     NodeMeta
+	selfName string // memberlist name: "<NodeName>/<id>"
+	metaB    []byte
+	members  map[string]memberEntry // by memberlist name
+	// published is what the last publish gave protoactor (plus clients).
+	published []Member
+	notified  map[string]time.Time // last blocked notice sent, by member id
+	started   bool
+
+	kick         chan struct{}
+	capKick      chan struct{}
+	stop         chan struct{}
+	wg           sync.WaitGroup
+	shutdownOnce sync.Once
+	blockedOnce  sync.Once
+}
+
+type memberEntry struct {
+	meta NodeMeta
+	name string
+	addr net.IP
+	port uint16
+}
+
+var _ pcluster.ClusterProvider = (*MemberlistProvider)(nil)
+
+// NewMemberlistProvider validates cfg and returns an unstarted provider.
+func NewMemberlistProvider(cfg ProviderConfig) (*MemberlistProvider, error) {
+	if cfg.NodeName == "" {
+		return nil, errors.New("cluster provider: node name is required")
+	}
+	if cfg.BindHost == "" {
+		return nil, errors.New("cluster provider: bind host is required")
+	}
+	if cfg.GossipPort < 0 || cfg.GossipPort > 65535 {
+		return nil, fmt.Errorf("cluster provider: gossip port %d out of range", cfg.GossipPort)
+	}
+	for _, r := range cfg.Roles {
+		if !r.valid() {
+			return nil, fmt.Errorf("cluster provider: unknown role %q", r)
+		}
+	}
+	if cfg.Capacity < 0 {
+		return nil, fmt.Errorf("cluster provider: negative capacity %d", cfg.Capacity)
+	}
+	if cfg.JoinTimeout <= 0 {
+		cfg.JoinTimeout = 10 * time.Second
+	}
+	if cfg.Label == "" {
+		cfg.Label = "filigrane"
+	}
+	cfg.FailureDetection = cfg.FailureDetection.withDefaults()
+	return &MemberlistProvider{
+		cfg:      cfg,
+		log:      cfg.Logger.With().Str("component", "cluster-provider").Str("node", cfg.NodeName).Logger(),
+		members:  make(map[string]memberEntry),
+		notified: make(map[string]time.Time),
+		kick:     make(chan struct{}, 1),
+		capKick:  make(chan struct{}, 1),
+		stop:     make(chan struct{}),
+	}, nil
+}
+
+// StartMember joins the cluster as a member hosting the cluster's kinds.
+func (p *MemberlistProvider) StartMember(c *pcluster.Cluster) error {
+	return p.start(c, false)
+}
+
+// StartClient joins the gossip as a client: it sees the members and can call
+// grains, hosts nothing, and is left out of every node's topology.
+func (p *MemberlistProvider) StartClient(c *pcluster.Cluster) error {
+	return p.start(c, true)
+}
+
+func (p *MemberlistProvider) start(c *pcluster.Cluster, client bool) error {
+	host, port, err := c.ActorSystem.GetHostPort()
+	if err != nil {
+		return fmt.Errorf("cluster provider: remote address: %w", err)
+	}
+	kinds := []string{}
+	if !client {
+		kinds = c.GetClusterKinds()
+		slices.Sort(kinds)
+	}
+	self := NodeMeta{
+		Version:  MetaVersion,
+		ID:       c.ActorSystem.ID,
+		Name:     p.cfg.NodeName,
+		Roles:    slices.Clone(p.cfg.Roles),
+		Host:     host,
+		Port:     port,
+		Kinds:    kinds,
+		Capacity: p.cfg.Capacity,
+		Client:   client,
+	}
+	metaB, err := EncodeMeta(self)
+	if err != nil {
+		return fmt.Errorf("cluster provider: %w", err)
+	}
+
+	p.mu.Lock()
+	if p.started {
+		p.mu.Unlock()
+		return errors.New("cluster provider: already started")
+	}
+	p.started = true
+	p.cluster = c
+	p.self = self
+	p.metaB = metaB
+	// The memberlist name is unique per ActorSystem: protoactor blocks an id
+	// forever once it left the topology, so a restarted process must join as
+	// a new member, and memberlist must not see it as the old one coming
+	// back from another address (which it rejects as a name conflict).
+	p.selfName = p.cfg.NodeName + "/" + self.ID
+	p.mu.Unlock()
+
+	mc := memberlist.DefaultLANConfig()
+	mc.Name = p.selfName
+	mc.BindAddr = p.cfg.BindHost
+	mc.BindPort = p.cfg.GossipPort
+	mc.AdvertisePort = p.cfg.GossipPort
+	if p.cfg.AdvertiseHost != "" {
+		mc.AdvertiseAddr = p.cfg.AdvertiseHost
+	}
+	fd := p.cfg.FailureDetection
+	mc.ProbeInterval = fd.ProbeInterval
+	mc.ProbeTimeout = fd.ProbeTimeout
+	mc.SuspicionMult = fd.SuspicionMult
+	mc.GossipInterval = fd.GossipInterval
+	// Join and push/pull use TCP; a dead seed should not stall start-up for
+	// the 10 s LAN default.
+	mc.TCPTimeout = 3 * time.Second
+	mc.PushPullInterval = 15 * time.Second
+	mc.Label = p.cfg.Label
+	mc.Delegate = (*mlDelegate)(p)
+	mc.Events = (*mlEvents)(p)
+	mc.Logger = memberlistLogger(p.log)
+
+	ml, err := memberlist.Create(mc)
+	if err != nil {
+		return fmt.Errorf("cluster provider: start gossip on %s:%d: %w", p.cfg.BindHost, p.cfg.GossipPort, err)
+	}
+	p.mu.Lock()
+	p.ml = ml
+	p.mu.Unlock()
+
+	p.wg.Add(2)
+	go p.publishLoop()
+	go p.capacityLoop()
+
+	if len(p.cfg.Join) > 0 {
+		if err := p.join(); err != nil {
+			p.shutdown(false)
+			return err
+		}
+	}
+	p.log.Info().Str("gossip_addr", p.GossipAddr()).Str("id", self.ID).Bool("client", client).
+		Int("members", ml.NumMembers()).Msg("joined gossip")
+	return nil
+}
+
+// join does the initial join of ProviderConfig.Join, bounded by JoinTimeout
+// and the start context.
+func (p *MemberlistProvider) join() error {
+	ctx := p.startCtx
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.JoinTimeout)
+	defer cancel()
+	return p.Join(ctx, p.cfg.Join)
+}
+
+// Join contacts the given gossip addresses (host:port) and merges this
+// node's view with theirs. It retries until one address answers or ctx
+// ends: seeds that are restarting at the same moment are normal in a rolling
+// restart.
+func (p *MemberlistProvider) Join(ctx context.Context, addrs []string) error {
+	p.mu.Lock()
+	ml := p.ml
+	p.mu.Unlock()
+	if ml == nil {
+		return errors.New("cluster provider: join before start")
+	}
+	if len(addrs) == 0 {
+		return errors.New("cluster provider: join: no addresses")
+	}
+	for attempt := 1; ; attempt++ {
+		n, err := ml.Join(addrs)
+		if n > 0 {
+			if err != nil {
+				p.log.Warn().Err(err).Int("contacted", n).Msg("some join addresses did not answer")
+			}
+			return nil
+		}
+		p.log.Warn().Err(err).Int("attempt", attempt).Strs("join", addrs).Msg("join failed, retrying")
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("cluster provider: join %v: %w (last error: %v)", addrs, ctx.Err(), err)
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// Shutdown leaves the gossip. Graceful broadcasts the leave first, so that
+// peers drop the node at once instead of after failure detection.
+func (p *MemberlistProvider) Shutdown(graceful bool) error {
+	return p.shutdown(graceful)
+}
+
+func (p *MemberlistProvider) shutdown(graceful bool) error {
+	var err error
+	p.shutdownOnce.Do(func() {
+		close(p.stop)
+		p.wg.Wait()
+		p.mu.Lock()
+		ml := p.ml
+		p.mu.Unlock()
+		if ml == nil {
+			return
+		}
+		if graceful {
+			if lerr := ml.Leave(2 * time.Second); lerr != nil {
+				err = fmt.Errorf("cluster provider: leave: %w", lerr)
+			}
+		}
+		if serr := ml.Shutdown(); serr != nil && err == nil {
+			err = fmt.Errorf("cluster provider: shutdown gossip: %w", serr)
+		}
+	})
+	return err
+}
+
+// GossipAddr is this node's memberlist address (host:port), "" before start.
+func (p *MemberlistProvider) GossipAddr() string {
+	p.mu.Lock()
+	ml := p.ml
+	p.mu.Unlock()
+	if ml == nil {
+		return ""
+	}
+	n := ml.LocalNode()
+	return net.JoinHostPort(n.Addr.String(), strconv.Itoa(int(n.Port)))
+}
+
+// Members returns the members of the topology last given to protoactor
+// (alive or suspect in memberlist, not blocked; clients included and
+// flagged), sorted by name then id, the local node included. Because it is
+// the topology protoactor routes with, a caller that sees every node here
+// knows this node's identity placement already accounts for them.
+func (p *MemberlistProvider) Members() []Member {
+	p.mu.Lock()
+	out := make([]Member, len(p.published))
+	for i, m := range p.published {
+		m.Roles = slices.Clone(m.Roles)
+		m.Kinds = slices.Clone(m.Kinds)
+		out[i] = m
+	}
+	p.mu.Unlock()
+	return out
+}
+
+func sortMembers(ms []Member) {
+	slices.SortFunc(ms, func(a, b Member) int {
+		if c := strings.Compare(a.Name, b.Name); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+}
+
+// SetCapacity records the free worker capacity and gossips it. It does not
+// block: updates are coalesced and broadcast by a provider goroutine, at most
+// every capacityMinInterval, because capacity changes with every job.
+func (p *MemberlistProvider) SetCapacity(n int) error {
+	if n < 0 {
+		return fmt.Errorf("cluster provider: negative capacity %d", n)
+	}
+	p.mu.Lock()
+	if !p.started {
+		p.cfg.Capacity = n
+		p.mu.Unlock()
+		return nil
+	}
+	meta := p.self
+	meta.Capacity = n
+	b, err := EncodeMeta(meta)
+	if err != nil {
+		p.mu.Unlock()
+		return fmt.Errorf("cluster provider: set capacity: %w", err)
+	}
+	p.self, p.metaB = meta, b
+	p.mu.Unlock()
+	select {
+	case p.capKick <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+const capacityMinInterval = 100 * time.Millisecond
+
+func (p *MemberlistProvider) capacityLoop() {
+	defer p.wg.Done()
+	for {
+		select {
+		case <-p.stop:
+			return
+		case <-p.capKick:
+		}
+		// UpdateNode re-reads NodeMeta, so the latest capacity goes out even
+		// when several SetCapacity calls happened since the kick.
+		if err := p.ml.UpdateNode(time.Second); err != nil {
+			// Only a timeout waiting for the broadcast; the update is queued.
+			p.log.Debug().Err(err).Msg("capacity update broadcast slow")
+		}
+		select {
+		case <-p.stop:
+			return
+		case <-time.After(capacityMinInterval):
+		}
+	}
+}
+
+func (p *MemberlistProvider) signal() {
+	select {
+	case p.kick <- struct{}{}:
+	default:
+	}
+}
+
+// blockedFunc returns a predicate over protoactor's block list, or one that
+// is always false before the cluster's remote exists.
+func (p *MemberlistProvider) blockedFunc() func(id string) bool {
+	p.mu.Lock()
+	c := p.cluster
+	p.mu.Unlock()
+	if c == nil || c.Remote == nil {
+		return func(string) bool { return false }
+	}
+	bl := c.Remote.BlockList()
+	// Len takes the block list's lock; IsBlocked does not (upstream), so
+	// taking it once orders our reads after earlier Block calls.
+	_ = bl.Len()
+	return bl.IsBlocked
+}
+
+const republishInterval = time.Second
+
+// publishLoop pushes the member map to protoactor whenever it changes and
+// every republishInterval.
+func (p *MemberlistProvider) publishLoop() {
+	defer p.wg.Done()
+	t := time.NewTicker(republishInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-p.stop:
+			return
+		case <-p.kick:
+		case <-t.C:
+		}
+		p.publish()
+	}
+}
+
+func (p *MemberlistProvider) publish() {
+	blocked := p.blockedFunc()
+	p.mu.Lock()
+	c, ml, selfID := p.cluster, p.ml, p.self.ID
+	members := make([]*pcluster.Member, 0, len(p.members))
+	snapshot := make([]Member, 0, len(p.members))
+	var notify []memberEntry
+	now := time.Now()
+	for _, e := range p.members {
+		if e.meta.ID != selfID && blocked(e.meta.ID) {
+			// A peer we blocked is gossiping again (it was declared dead and
+			// refuted, or protoactor expired its heartbeat while gossip still
+			// worked). Tell it, so it restarts instead of lingering unused.
+			if now.Sub(p.notified[e.meta.ID]) >= 2*time.Second {
+				p.notified[e.meta.ID] = now
+				notify = append(notify, e)
+			}
+			continue
+		}
+		snapshot = append(snapshot, Member{
+			NodeMeta:   e.meta,
+			GossipAddr: net.JoinHostPort(e.addr.String(), strconv.Itoa(int(e.port))),
+			Self:       e.meta.ID == selfID,
+		})
+		if e.meta.Client {
+			continue
+		}
+		members = append(members, &pcluster.Member{
+			Id:    e.meta.ID,
+			Host:  e.meta.Host,
+			Port:  int32(e.meta.Port),
+			Kinds: slices.Clone(e.meta.Kinds),
+		})
+	}
+	p.mu.Unlock()
+
+	if blocked(selfID) {
+		p.reportBlocked("this node's id is in its own block list")
+	}
+	for _, e := range notify {
+		msg := append([]byte(blockedNoticePrefix), e.meta.ID...)
+		node := &memberlist.Node{Name: e.name, Addr: e.addr, Port: e.port}
+		if err := ml.SendBestEffort(node, msg); err != nil {
+			p.log.Debug().Err(err).Str("member", e.name).Msg("blocked notice not sent")
+		} else {
+			p.log.Warn().Str("member", e.name).Msg("told a blocked member that it is blocked")
+		}
+	}
+	c.MemberList.UpdateClusterTopology(members)
+	sortMembers(snapshot)
+	p.mu.Lock()
+	p.published = snapshot
+	p.mu.Unlock()
+}
+
+const blockedNoticePrefix = "filigrane-cluster/blocked/"
+
+func (p *MemberlistProvider) reportBlocked(reason string) {
+	p.blockedOnce.Do(func() {
+		p.log.Error().Str("reason", reason).Msg("this node is blocked by the cluster; it must restart with a new actor system")
+		if p.cfg.OnBlocked != nil {
+			go p.cfg.OnBlocked(reason)
+		}
+	})
+}
+
+// upsert records a member from a memberlist event. It runs under
+// memberlist's node lock: no memberlist calls here.
+func (p *MemberlistProvider) upsert(n *memberlist.Node) {
+	meta, err := DecodeMeta(n.Meta)
+	p.mu.Lock()
+	if err != nil {
+		delete(p.members, n.Name)
+		p.mu.Unlock()
+		p.log.Warn().Err(err).Str("member", n.Name).Msg("ignoring member with unusable metadata")
+		p.signal()
+		return
+	}
+	p.members[n.Name] = memberEntry{meta: meta, name: n.Name, addr: slices.Clone(n.Addr), port: n.Port}
+	p.mu.Unlock()
+	p.signal()
+}
+
+func (p *MemberlistProvider) remove(n *memberlist.Node) {
+	p.mu.Lock()
+	delete(p.members, n.Name)
+	p.mu.Unlock()
+	p.signal()
+}
+
+// mlEvents is the provider seen as memberlist's EventDelegate.
+type mlEvents MemberlistProvider
+
+func (e *mlEvents) NotifyJoin(n *memberlist.Node) {
+	(*MemberlistProvider)(e).log.Debug().Str("member", n.Name).Msg("member joined")
+	(*MemberlistProvider)(e).upsert(n)
+}
+
+func (e *mlEvents) NotifyUpdate(n *memberlist.Node) { (*MemberlistProvider)(e).upsert(n) }
+
+func (e *mlEvents) NotifyLeave(n *memberlist.Node) {
+	(*MemberlistProvider)(e).log.Info().Str("member", n.Name).Msg("member left or failed")
+	(*MemberlistProvider)(e).remove(n)
+}
+
+// mlDelegate is the provider seen as memberlist's Delegate.
+type mlDelegate MemberlistProvider
+
+func (d *mlDelegate) NodeMeta(limit int) []byte {
+	p := (*MemberlistProvider)(d)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.metaB) > limit {
+		// EncodeMeta enforces MaxMetaSize, so this means memberlist lowered
+		// its limit; gossiping no metadata makes peers ignore us loudly
+		// instead of memberlist panicking.
+		p.log.Error().Int("size", len(p.metaB)).Int("limit", limit).Msg("node metadata over memberlist's limit")
+		return nil
+	}
+	return slices.Clone(p.metaB)
+}
+
+func (d *mlDelegate) NotifyMsg(b []byte) {
+	p := (*MemberlistProvider)(d)
+	id, ok := bytes.CutPrefix(b, []byte(blockedNoticePrefix))
+	if !ok {
+		return
+	}
+	p.mu.Lock()
+	self := p.self.ID
+	p.mu.Unlock()
+	if string(id) == self {
+		p.reportBlocked("a peer has blocked this node's id")
+	}
+}
+
+func (d *mlDelegate) GetBroadcasts(overhead, limit int) [][]byte { return nil }
+func (d *mlDelegate) LocalState(join bool) []byte                { return nil }
+func (d *mlDelegate) MergeRemoteState(buf []byte, join bool)     {}
