@@ -64,7 +64,9 @@ func (r *Report) WriteChart(w io.Writer) error {
 				continue
 			}
 			by := y + k*barH
-			fill(left, by, left+int(a.ExactRate*plotW+0.5), by+barH-1, palette[k%len(palette)])
+			end := left + int(a.ExactRate*plotW+0.5)
+			fill(left, by, end, by+barH-1, palette[k%len(palette)])
+			text(left+plotW+6, by+barH-1, fmt.Sprintf("%.0f", 100*a.ExactRate), palette[k%len(palette)])
 		}
 		if t, ok := chartTargets[name]; ok {
 			x := left + int(t*plotW+0.5)

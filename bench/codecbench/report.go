@@ -13,6 +13,19 @@ import (
 // TargetClass is the class the issue's targets apply to: photos of 1 MP or more.
 const TargetClass = "photo>=1MP"
 
+// TargetCheck compares one measurement with the issue's target.
+type TargetCheck struct {
+	Name     string `json:"name"`
+	Target   string `json:"target"`
+	Measured string `json:"measured"`
+	Pass     bool   `json:"pass"`
+	Skipped  bool   `json:"skipped,omitempty"` // the run did not include what the target needs
+}
+
+func check(name, target, measured string, pass bool) TargetCheck {
+	return TargetCheck{Name: name, Target: target, Measured: measured, Pass: pass}
+}
+
 // CheckTargets compares the run with the targets of issue 4 and stores the verdicts in r.Targets.
 func (r *Report) CheckTargets() {
 	r.Targets = nil
@@ -26,12 +39,12 @@ func (r *Report) CheckTargets() {
 			}
 		}
 		if n == 0 {
-			r.Targets = append(r.Targets, TargetCheck{name, fmt.Sprintf(">= %.0f%%", min*100), "not measured", false})
+			r.Targets = append(r.Targets, TargetCheck{Name: name, Target: fmt.Sprintf(">= %.0f%%", min*100), Measured: "not measured", Skipped: true})
 			return
 		}
 		v := sum / float64(n)
-		r.Targets = append(r.Targets, TargetCheck{name, fmt.Sprintf(">= %.0f%%", min*100),
-			fmt.Sprintf("%.1f%% of %d", 100*v, n), v >= min-1e-9})
+		r.Targets = append(r.Targets, check(name, fmt.Sprintf(">= %.0f%%", min*100),
+			fmt.Sprintf("%.1f%% of %d", 100*v, n), v >= min-1e-9))
 	}
 	rate("exact id, clean", 1.00, "clean")
 	rate("exact id, JPEG 75", 0.99, "jpeg75")
@@ -50,32 +63,32 @@ func (r *Report) CheckTargets() {
 		}
 	}
 	if !math.IsInf(minPSNR, 1) {
-		r.Targets = append(r.Targets, TargetCheck{"PSNR of every marked photo", ">= 40 dB", fmt.Sprintf("min %.2f dB", minPSNR), minPSNR >= 40})
+		r.Targets = append(r.Targets, check("PSNR of every marked photo", ">= 40 dB", fmt.Sprintf("min %.2f dB", minPSNR), minPSNR >= 40))
 	}
 	wrong := 0
 	for _, a := range r.Attacks {
 		wrong += a.WrongIDs
 	}
 	fp := r.FalsePositives
-	r.Targets = append(r.Targets, TargetCheck{"no false positive", "0 unmarked probes watermarked, 0 wrong ids",
+	r.Targets = append(r.Targets, check("no false positive", "0 unmarked probes watermarked, 0 wrong ids",
 		fmt.Sprintf("%d of %d probes, %d wrong ids under attack", fp.Watermarked, fp.Probes, wrong),
-		fp.Watermarked == 0 && wrong == 0 && fp.Probes > 0})
+		fp.Watermarked == 0 && wrong == 0 && fp.Probes > 0))
 	for _, s := range r.Speed {
 		switch s.Label {
 		case "1 MP":
 			r.Targets = append(r.Targets,
-				TargetCheck{"1 MP embed", "<= 150 ms", fmt.Sprintf("%.0f ms", s.EmbedMs), s.EmbedMs <= 150},
-				TargetCheck{"1 MP detect", "<= 250 ms", fmt.Sprintf("%.0f ms", s.DetectMs), s.DetectMs <= 250})
+				check("1 MP embed", "<= 150 ms", fmt.Sprintf("%.0f ms", s.EmbedMs), s.EmbedMs <= 150),
+				check("1 MP detect", "<= 250 ms", fmt.Sprintf("%.0f ms", s.DetectMs), s.DetectMs <= 250))
 		case "12 MP":
 			r.Targets = append(r.Targets,
-				TargetCheck{"12 MP embed", "<= 1.5 s", fmt.Sprintf("%.2f s", s.EmbedMs/1000), s.EmbedMs <= 1500},
-				TargetCheck{"12 MP detect (research goal)", "<= 1 s", fmt.Sprintf("%.2f s", s.DetectMs/1000), s.DetectMs <= 1000})
+				check("12 MP embed", "<= 1.5 s", fmt.Sprintf("%.2f s", s.EmbedMs/1000), s.EmbedMs <= 1500),
+				check("12 MP detect (research goal)", "<= 1 s", fmt.Sprintf("%.2f s", s.DetectMs/1000), s.DetectMs <= 1000))
 		}
 	}
 	for _, m := range r.Memory {
 		if m.Op == "embed" {
-			r.Targets = append(r.Targets, TargetCheck{fmt.Sprintf("%.0f MP embed peak memory (RSS)", m.Megapixels), "< 1 GB",
-				fmt.Sprintf("%.0f MiB", float64(m.PeakRSSBytes)/(1<<20)), m.PeakRSSBytes > 0 && m.PeakRSSBytes < 1e9})
+			r.Targets = append(r.Targets, check(fmt.Sprintf("%.0f MP embed peak memory (RSS)", m.Megapixels), "< 1 GB",
+				fmt.Sprintf("%.0f MiB", float64(m.PeakRSSBytes)/(1<<20)), m.PeakRSSBytes > 0 && m.PeakRSSBytes < 1e9))
 		}
 	}
 }
@@ -106,7 +119,10 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 		b.WriteString("\n## Targets (issue 4, photos >= 1 MP)\n\n| target | wanted | measured | |\n|---|---|---|---|\n")
 		for _, t := range r.Targets {
 			mark := "FAIL"
-			if t.Pass {
+			switch {
+			case t.Skipped:
+				mark = "-"
+			case t.Pass:
 				mark = "pass"
 			}
 			fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", t.Name, t.Target, t.Measured, mark)

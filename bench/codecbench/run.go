@@ -118,14 +118,6 @@ type SpeedResult struct {
 	Content       string  `json:"content"`
 }
 
-// TargetCheck compares one measurement with the issue's target.
-type TargetCheck struct {
-	Name     string `json:"name"`
-	Target   string `json:"target"`
-	Measured string `json:"measured"`
-	Pass     bool   `json:"pass"`
-}
-
 // hit is one detection of one attacked image.
 type hit struct {
 	class      string
