@@ -64,11 +64,12 @@ type Store struct {
 
 var _ persistence.Store = (*Store)(nil)
 
-// Open opens (creating if needed) the store in dir. Pebble's own log lines go to logger: informational ones at
-// debug level, errors at error level.
+// Open opens (creating if needed) the store in dir. Pebble's own log lines go to logger as given (the caller
+// adds its component field): informational ones at debug level, errors at error level. zerolog.Nop() silences
+// them.
 func Open(dir string, logger zerolog.Logger) (*Store, error) {
 	opts := &pebble.Options{
-		Logger:             pebbleLogger{log: logger.With().Str("component", "pebble").Logger()},
+		Logger:             pebbleLogger{log: logger},
 		FormatMajorVersion: pebble.FormatNewest,
 	}
 	db, err := pebble.Open(dir, opts)
