@@ -249,8 +249,23 @@ func (r *Record) Validate() error {
 	fail := func(format string, args ...any) error {
 		return fmt.Errorf("job record %s: %s: %w", r.RequestID, fmt.Sprintf(format, args...), ErrInvalid)
 	}
+	if !ValidRequestID(r.RequestID) || r.OrgID == "" {
+		return fail("identity %q of organization %q", r.RequestID, r.OrgID)
+	}
 	if !r.Status.valid() {
 		return fail("unknown status %q", r.Status)
+	}
+	if _, err := ParseOperation(string(r.Operation)); err != nil {
+		return fail("%v", err)
+	}
+	if _, err := ParseMedia(string(r.Media)); err != nil {
+		return fail("%v", err)
+	}
+	if r.AcceleratorRequested != AcceleratorCPU && r.AcceleratorRequested != AcceleratorGPU {
+		return fail("accelerator requested %q", r.AcceleratorRequested)
+	}
+	if r.CreatedAt.IsZero() || r.Deadline.IsZero() {
+		return fail("created_at %v, deadline %v", r.CreatedAt, r.Deadline)
 	}
 	if r.Attempts < 0 || r.Attempts > MaxAttempts {
 		return fail("attempts %d out of 0..%d", r.Attempts, MaxAttempts)
@@ -270,8 +285,9 @@ func (r *Record) Validate() error {
 	if (r.Status == StatusRunning || r.Status == StatusRetrying) && r.Attempts == 0 {
 		return fail("%s without an attempt", r.Status)
 	}
-	if r.Status == StatusRetrying && (r.Attempts >= MaxAttempts || r.NextAttemptAt.IsZero()) {
-		return fail("retrying after %d attempts, next attempt at %v", r.Attempts, r.NextAttemptAt)
+	if r.Status == StatusRetrying && (r.Attempts >= MaxAttempts || r.NextAttemptAt.IsZero() || r.LastError == nil) {
+		return fail("retrying after %d attempts, next attempt at %v, last error %v", r.Attempts, r.NextAttemptAt,
+			r.LastError)
 	}
 	if r.Status != StatusRetrying && !r.NextAttemptAt.IsZero() {
 		return fail("next attempt time while %s", r.Status)

@@ -100,7 +100,6 @@ type outcome struct {
 }
 
 var (
-	toQueued    = outcome{status: StatusQueued}
 	toRunning   = outcome{status: StatusRunning}
 	toRetrying  = outcome{status: StatusRetrying}
 	toSucceeded = outcome{status: StatusSucceeded}
@@ -218,7 +217,6 @@ func TestTransitionMatrix(t *testing.T) {
 			t.Fatalf("matrix row %s has no state", name)
 		}
 	}
-	_ = toQueued
 }
 
 func TestAcceptQueued(t *testing.T) {
@@ -658,5 +656,61 @@ func TestNextWake(t *testing.T) {
 	}
 	if at, _ := r.NextWake(); !at.Equal(r.NextAttemptAt) {
 		t.Fatalf("retrying: %v", at)
+	}
+}
+
+// TestValidateRejectsCorruptRecords: a loaded record that breaks an invariant is refused rather than acted on.
+func TestValidateRejectsCorruptRecords(t *testing.T) {
+	cases := []struct {
+		name  string
+		state string
+		edit  func(*Record)
+	}{
+		{"unknown status", "queued", func(r *Record) { r.Status = "paused" }},
+		{"bad request id", "queued", func(r *Record) { r.RequestID = "req_1" }},
+		{"no org", "queued", func(r *Record) { r.OrgID = "" }},
+		{"bad operation", "queued", func(r *Record) { r.Operation = "x" }},
+		{"bad media", "queued", func(r *Record) { r.Media = "x" }},
+		{"bad accelerator", "queued", func(r *Record) { r.AcceleratorRequested = "" }},
+		{"no deadline", "queued", func(r *Record) { r.Deadline = time.Time{} }},
+		{"queued with attempts", "queued", func(r *Record) { r.Attempts, r.Epoch = 1, 1 }},
+		{"too many attempts", "running", func(r *Record) { r.Attempts, r.Epoch = MaxAttempts+1, MaxAttempts+1 }},
+		{"epoch behind attempts", "running", func(r *Record) { r.Epoch = 0 }},
+		{"running without lease", "running", func(r *Record) { r.Lease = nil }},
+		{"lease token off epoch", "running", func(r *Record) { r.Lease.Token = 9 }},
+		{"lease on queued", "queued", func(r *Record) { r.Lease = &Lease{WorkerID: "w"} }},
+		{"retrying without wait", "retrying_waiting", func(r *Record) { r.NextAttemptAt = time.Time{} }},
+		{"retrying without error", "retrying_waiting", func(r *Record) { r.LastError = nil }},
+		{"retrying at max attempts", "retrying_waiting", func(r *Record) { r.Attempts, r.Epoch = MaxAttempts, MaxAttempts }},
+		{"wait while running", "running", func(r *Record) { r.NextAttemptAt = t0 }},
+		{"succeeded without output", "succeeded", func(r *Record) { r.Output = nil }},
+		{"succeeded without completion", "succeeded", func(r *Record) { r.CompletedAt = time.Time{} }},
+		{"succeeded without expiry", "succeeded", func(r *Record) { r.ResultExpiresAt = time.Time{} }},
+		{"charge above hold", "succeeded", func(r *Record) { r.Output.Charge = r.CreditsHeld + 1 }},
+		{"succeeded with error", "succeeded", func(r *Record) { r.ErrorCode = "x" }},
+		{"failed without code", "failed", func(r *Record) { r.ErrorCode = "" }},
+		{"failed with output", "failed", func(r *Record) { r.Output = &Output{} }},
+		{"released on success", "succeeded", func(r *Record) { r.Settlement.CreditsReleased = true }},
+		{"charged on failure", "failed", func(r *Record) { r.Settlement.CreditsCharged = true }},
+		{"notified while active", "running", func(r *Record) { r.Settlement.WebhookNotified = true }},
+		{"completed while active", "running", func(r *Record) { r.CompletedAt = t0 }},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var r *Record
+			for _, st := range matrixStates {
+				if st.name == c.state {
+					r, _ = st.build(t)
+				}
+			}
+			if r == nil {
+				t.Fatalf("no state %s", c.state)
+			}
+			mustValid(t, r)
+			c.edit(r)
+			if err := r.Validate(); !errors.Is(err, ErrInvalid) {
+				t.Fatalf("err = %v", err)
+			}
+		})
 	}
 }
