@@ -173,3 +173,29 @@ func TestCodecCLIEmbedDetect(t *testing.T) {
 		t.Fatal("a different key detected the mark")
 	}
 }
+
+func TestBenchCodecCommand(t *testing.T) {
+	if code, _, stderr := runCLI(t, "bench"); code != 2 || !strings.Contains(stderr, "usage") {
+		t.Fatalf("bench without a benchmark: %d %q", code, stderr)
+	}
+	if code, _, _ := runCLI(t, "bench", "codec", "--bogus"); code != 2 {
+		t.Fatal("unknown flag accepted")
+	}
+	if !codecReady(t) {
+		t.Skip("codec core not implemented yet")
+	}
+	out := t.TempDir()
+	code, stdout, stderr := runCLI(t, "bench", "codec", "--synthetic", "1", "--quick", "--false-positives", "2",
+		"--speed=false", "--out", out)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if !strings.Contains(stdout, "## Robustness") {
+		t.Fatalf("no summary printed: %s", stdout)
+	}
+	for _, f := range []string{"report.json", "report.md", "chart.png"} {
+		if _, err := os.Stat(filepath.Join(out, f)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
