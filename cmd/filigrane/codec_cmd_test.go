@@ -172,6 +172,21 @@ func TestCodecCLIEmbedDetect(t *testing.T) {
 	if d := detect(out); d.Watermarked {
 		t.Fatal("a different key detected the mark")
 	}
+
+	// --data @FILE with flags after the positional arguments, and --json output.
+	dataFile := filepath.Join(dir, "data.json")
+	os.WriteFile(dataFile, []byte(`{"order": 42, "user": "alice"}`), 0o644) // same object, other key order
+	code, stdout, stderr = runCLI(t, "codec", "embed", in, filepath.Join(dir, "again.png"), "--data", "@"+dataFile, "--json", "--psnr", "40")
+	if code != 0 {
+		t.Fatalf("embed --json exit %d: %s", code, stderr)
+	}
+	var res struct {
+		WatermarkID string  `json:"watermark_id"`
+		PSNR        float64 `json:"psnr"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &res); err != nil || res.WatermarkID != want.String() || res.PSNR < 39 {
+		t.Fatalf("embed --json: %v %+v", err, res)
+	}
 }
 
 func TestBenchCodecCommand(t *testing.T) {
