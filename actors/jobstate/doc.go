@@ -9,11 +9,14 @@
 //
 // # House rules of every method
 //
-// A command method (Claim, Renew, Succeed, Fail, Cancel, Tick, MarkSettled) either changes the record and
-// returns nil, or returns an error and changes nothing. A repeated command that already took effect (the same
-// worker claiming again, the same Succeed or Fail delivered twice) returns nil and changes nothing, because
-// cluster requests can be delivered more than once (DESIGN.md rule 2). Record.Revision is incremented on every
-// real change, so the actor knows whether there is anything to write.
+// A command method (Claim, Renew, Succeed, Fail, Abort, Cancel, Tick, MarkSettled) either changes the record
+// and returns nil, or returns an error and changes nothing. A repeated command that already took effect
+// returns nil and changes nothing, because cluster requests can be delivered more than once (DESIGN.md rule 2):
+// the holder of the live lease claiming again gets the same lease; the Succeed that ended the job, repeated
+// with the same token and output; the Fail that ended an attempt, repeated with the same token, code, detail
+// and retryable flag; Abort/Cancel with the code the job already failed with; MarkSettled of a settled effect.
+// Every other command on an ended job fails with ErrTerminal, and Tick ignores ended jobs. Record.Revision is
+// incremented on every real change, so the actor knows whether there is anything to write.
 //
 // Commands never move the record because time passed; only Tick does. A command that arrives after its lease
 // expired or after the deadline is refused (ErrStaleLease, ErrDeadlineExceeded) even if Tick has not run yet,
@@ -26,7 +29,7 @@
 //	     Fail(retry) / │  │ Claim (once NextAttemptAt has passed)
 //	   lease expiry    ▼  │
 //	                  retrying
-//	any active ──Fail(final) / lease expiry on the last attempt / deadline / Cancel──▶ failed
+//	any active ──Fail(final) / lease expiry on the last attempt / deadline / Abort, Cancel──▶ failed
 //
 // Decisions the spec leaves open, and what we chose:
 //
@@ -42,10 +45,17 @@
 //     that a retry is under way, and would cost a write per retry for no information.
 //   - Lease expiry counts the attempt (it was counted when the worker claimed it). On the last attempt it
 //     fails the job with error_code "worker_lost".
+//   - Refused late work. A success that arrives after the lease expired or after the deadline is refused
+//     even though the output exists: accepting it would make the outcome depend on how late the actor
+//     ticked. A refused worker deletes the output blob it wrote; nothing refers to it.
 //   - Credits on the receipt: the amount held while the job is active, the actual charge once it succeeded,
 //     and 0 once it failed (the hold was refunded, so the actual charge is zero).
 //   - Effects are derived, not emitted: PendingEffects computes from the record what is still owed (the
 //     credit charge or release, asset records, storage delivery, batch and webhook notices, plus the volatile
 //     dispatch and wake-up timer), and MarkSettled records each completed one. A re-activated actor therefore
 //     finds exactly the missing effects in the record it loaded (rule 3), with no separate effect log.
+//     The commit effects (asset records, then the charge; or the refund) come first; storage delivery, the
+//     batch notice and the webhook event are owed only once those are settled, and the actor must not show a
+//     terminal outcome to a caller before Committed reports true. Batch files notify their batch, never a
+//     webhook of their own (spec 6, rule 1).
 package jobstate

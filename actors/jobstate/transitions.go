@@ -257,14 +257,23 @@ func (r *Record) finishFailed(code, detail string, now time.Time) {
 // Cancel fails an active job with error_code "cancelled" (a canceled batch's files); a running worker's
 // later commands are refused with ErrTerminal. Cancelling a job already cancelled is a no-op.
 func (r *Record) Cancel(now time.Time) error {
+	return r.Abort(CodeCancelled, "the job was cancelled before it finished", now)
+}
+
+// Abort fails an active job with code without a worker attempt, for endings the actor finds itself (a
+// cancel, an input that vanished from the blob store). Aborting again with the same code is a no-op.
+func (r *Record) Abort(code, detail string, now time.Time) error {
 	now = now.UTC()
-	if r.Status == StatusFailed && r.ErrorCode == CodeCancelled {
+	if !validCode(code) {
+		return fmt.Errorf("abort job %s: error code %q is not 1 to 64 of [a-z0-9_]: %w", r.RequestID, code, ErrInvalid)
+	}
+	if r.Status == StatusFailed && r.ErrorCode == code {
 		return nil
 	}
 	if r.Status.Terminal() {
-		return fmt.Errorf("cancel job %s: job %s: %w", r.RequestID, r.Status, ErrTerminal)
+		return fmt.Errorf("abort job %s with %s: job %s: %w", r.RequestID, code, r.Status, ErrTerminal)
 	}
-	r.finishFailed(CodeCancelled, "the job was cancelled before it finished", now)
+	r.finishFailed(code, truncateDetail(detail), now)
 	r.changed()
 	return nil
 }

@@ -714,3 +714,28 @@ func TestValidateRejectsCorruptRecords(t *testing.T) {
 		})
 	}
 }
+
+func TestAbort(t *testing.T) {
+	r := mustAccept(t, testSpec(), t0)
+	if err := r.Abort("Bad", "", t0); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("invalid code: %v", err)
+	}
+	if err := r.Abort("input_missing", "the input blob is gone", t0); err != nil {
+		t.Fatal(err)
+	}
+	if r.Status != StatusFailed || r.ErrorCode != "input_missing" || r.Attempts != 0 {
+		t.Fatalf("%+v", r)
+	}
+	mustValid(t, r)
+	before := r.Clone()
+	if err := r.Abort("input_missing", "again", t0.Add(time.Second)); err != nil {
+		t.Fatalf("repeat: %v", err)
+	}
+	unchanged(t, "repeated abort", before, r)
+	if err := r.Cancel(t0); !errors.Is(err, ErrTerminal) {
+		t.Fatalf("cancel after abort: %v", err)
+	}
+	if fx := r.PendingEffects(t0); len(fx) != 1 || fx[0].Kind != EffectReleaseCredits {
+		t.Fatalf("effects %+v", fx)
+	}
+}
