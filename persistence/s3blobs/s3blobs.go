@@ -13,9 +13,9 @@
 //     It costs server-side I/O equal to the blob's size; the alternative (spooling to local disk first)
 //     costs the same on the node instead.
 //
-// A Put that fails or is cancelled leaves the key as it was. The only leftovers are a staging object (when the
-// process dies between upload and cleanup) and, when the context is cancelled mid-upload, an incomplete
-// multipart upload whose abort could not be sent. SweepStaging removes the former; a bucket lifecycle rule
+// A Put that fails or is cancelled leaves the key as it was, and aborts its multipart upload. The only
+// leftovers are a staging object or an incomplete multipart upload when the process dies mid-Put (or the
+// server is unreachable for the abort). SweepStaging removes the former; a bucket lifecycle rule
 // (AbortIncompleteMultipartUpload) should cover the latter.
 //
 // Keys whose first segment is ".staging" are refused, since that name is taken by the staging objects.
@@ -196,6 +196,7 @@ func (b *Blobs) putLarge(ctx context.Context, name string, hr *hashReader, head 
 		_ = b.client.RemoveObject(cctx, b.bucket, staging, minio.RemoveObjectOptions{})
 	}()
 
+	// On failure (cancellation included) the client aborts the multipart upload on a context of its own.
 	up, err := b.client.PutObject(ctx, b.bucket, staging, io.MultiReader(head, hr), -1, minio.PutObjectOptions{
 		ContentType: contentType,
 		PartSize:    b.partSize,

@@ -45,9 +45,17 @@ func TestContractStreamed(t *testing.T) {
 	})
 }
 
-// expectNoStaging fails the test if bucket holds a staging object under any prefix.
+// expectNoStaging fails the test if bucket holds a staging object under any prefix, or an incomplete
+// multipart upload.
 func expectNoStaging(t *testing.T, c *minio.Client, bucket string) {
 	t.Helper()
+	for up := range c.ListIncompleteUploads(context.Background(), bucket, "", true) {
+		if up.Err != nil {
+			t.Errorf("list incomplete uploads: %v", up.Err)
+			return
+		}
+		t.Errorf("incomplete multipart upload left behind: %s (%s)", up.Key, up.UploadID)
+	}
 	for obj := range c.ListObjectsIter(context.Background(), bucket, minio.ListObjectsOptions{Recursive: true}) {
 		if obj.Err != nil {
 			t.Errorf("list staging: %v", obj.Err)
