@@ -5,6 +5,16 @@
 // spooled uploads. Each contract has one backend for the embedded single-node mode (Pebble, the filesystem) and
 // one for cluster mode (S3-compatible object storage). Every backend passes the same contract suite in
 // persistence/storetest and persistence/blobtest.
+//
+// Backends:
+//
+//	pebblestore.Open(dir string, logger zerolog.Logger) (*pebblestore.Store, error)
+//	fsblobs.Open(root string) (*fsblobs.Blobs, error)
+//	s3store.New(client *minio.Client, bucket, prefix string) (*s3store.Store, error)
+//	s3blobs.New(client *minio.Client, bucket, prefix string) (*s3blobs.Blobs, error)
+//
+// Records are encoded with Marshal/Unmarshal: msgpack with a schema version, where an unknown version is an
+// error (ErrUnknownSchema), never a guess.
 package persistence
 
 import (

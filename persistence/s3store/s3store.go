@@ -85,12 +85,16 @@ type Store struct {
 
 var _ persistence.Store = (*Store)(nil)
 
-// New returns a Store keeping its objects in bucket under prefix (for example "records/"; "" for the whole
-// bucket). The bucket must exist, and nothing else may write under prefix. New does no I/O; the client is the
+// New returns a Store keeping its objects in bucket under prefix ("" or ending with "/", for example
+// "records/"). The bucket must exist, and nothing else may write under prefix: with prefix "" the store owns the
+// whole bucket, so a blob store sharing the bucket needs prefixes on both. New does no I/O; the client is the
 // caller's and Close does not touch it.
 func New(client *minio.Client, bucket, prefix string) (*Store, error) {
 	if client == nil || bucket == "" {
 		return nil, errors.New("s3store: new: client and bucket are required")
+	}
+	if prefix != "" && !strings.HasSuffix(prefix, "/") {
+		return nil, fmt.Errorf("s3store: new: prefix %q must end with /", prefix)
 	}
 	if len(prefix) > MaxPrefixLen {
 		return nil, fmt.Errorf("s3store: new: prefix longer than %d bytes", MaxPrefixLen)
