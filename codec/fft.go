@@ -8,16 +8,17 @@ import (
 // fftPlan is an in-place iterative radix-2 FFT for one power-of-two length. Plans are built per call site and
 // never shared through package state.
 type fftPlan struct {
-	n   int
-	rev []int32
-	tw  []complex128 // exp(-2πik/n), k < n/2
+	n     int
+	rev   []int32
+	tw    []complex128 // exp(-2πik/n), k < n/2
+	twInv []complex128 // conjugates, for the inverse
 }
 
 func newFFTPlan(n int) *fftPlan {
 	if n < 1 || n&(n-1) != 0 {
 		panic("codec: FFT length must be a power of two")
 	}
-	p := &fftPlan{n: n, rev: make([]int32, n), tw: make([]complex128, n/2)}
+	p := &fftPlan{n: n, rev: make([]int32, n), tw: make([]complex128, n/2), twInv: make([]complex128, n/2)}
 	shift := 64 - bits.Len(uint(n-1))
 	for i := range p.rev {
 		if n > 1 {
@@ -27,6 +28,7 @@ func newFFTPlan(n int) *fftPlan {
 	for k := range p.tw {
 		s, c := math.Sincos(-2 * math.Pi * float64(k) / float64(n))
 		p.tw[k] = complex(c, s)
+		p.twInv[k] = complex(c, -s)
 	}
 	return p
 }
@@ -39,20 +41,25 @@ func (p *fftPlan) transform(x []complex128, inverse bool) {
 			x[i], x[j] = x[j], x[i]
 		}
 	}
-	for size := 2; size <= n; size <<= 1 {
+	tw := p.tw
+	if inverse {
+		tw = p.twInv
+	}
+	// The first stage has only the trivial twiddle.
+	for j := 0; j+1 < n; j += 2 {
+		a, b := x[j], x[j+1]
+		x[j], x[j+1] = a+b, a-b
+	}
+	for size := 4; size <= n; size <<= 1 {
 		half := size >> 1
 		step := n / size
 		for start := 0; start < n; start += size {
-			k := 0
-			for j := start; j < start+half; j++ {
-				w := p.tw[k]
-				if inverse {
-					w = complex(real(w), -imag(w))
-				}
-				t := w * x[j+half]
-				x[j+half] = x[j] - t
-				x[j] += t
-				k += step
+			lo := x[start : start+half : start+half]
+			hi := x[start+half : start+size : start+size]
+			for j := range lo {
+				t := tw[j*step] * hi[j]
+				hi[j] = lo[j] - t
+				lo[j] += t
 			}
 		}
 	}
@@ -68,14 +75,25 @@ func fft2(x []complex128, w, h int, inverse bool) {
 	if h != w {
 		cols = newFFTPlan(h)
 	}
-	col := make([]complex128, h)
-	for xi := 0; xi < w; xi++ {
+	// Columns in blocks of 16 so that each pass over the rows touches whole cache lines.
+	const block = 16
+	cols2 := make([]complex128, block*h)
+	for x0 := 0; x0 < w; x0 += block {
+		nb := min(block, w-x0)
 		for y := 0; y < h; y++ {
-			col[y] = x[y*w+xi]
+			row := x[y*w+x0 : y*w+x0+nb]
+			for b, v := range row {
+				cols2[b*h+y] = v
+			}
 		}
-		cols.transform(col, inverse)
+		for b := 0; b < nb; b++ {
+			cols.transform(cols2[b*h:(b+1)*h], inverse)
+		}
 		for y := 0; y < h; y++ {
-			x[y*w+xi] = col[y]
+			row := x[y*w+x0 : y*w+x0+nb]
+			for b := range row {
+				row[b] = cols2[b*h+y]
+			}
 		}
 	}
 }

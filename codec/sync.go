@@ -227,18 +227,23 @@ func (c *Codec) refine(pyr pyramid, a affine, radius int) affine {
 	return a.compose(corr, sx, sy)
 }
 
+const latticeMaxSide = 1100
+
 // latticeCandidates estimates the tile lattice (period and rotation) from the autocorrelation of the whitened
 // image (Kutter 1998): a tiled mark makes the autocorrelation peak at the tile period vectors. It returns up to
 // max maps from waxel coordinates to pixels, strongest first; the dihedral ambiguity is left to the pilot search.
 func latticeCandidates(pyr pyramid, max int) []affine {
+	// Work on the finest pyramid level whose short side is at most latticeMaxSide: coarser levels blur 2-pixel
+	// waxels away and lose the lattice on textured photos.
 	level := 0
-	for level+1 < len(pyr) && min(pyr[level].w, pyr[level].h) > 640 {
+	for level+1 < len(pyr) && min(pyr[level].w, pyr[level].h) > latticeMaxSide {
 		level++
 	}
 	p := pyr[level]
 	if min(p.w, p.h) < 48 {
 		return nil
 	}
+
 	// Whiten: remove the local mean, equalise the local residual power, clip outliers.
 	blur := boxBlur(p, 1)
 	res := newPlane(p.w, p.h)
@@ -271,7 +276,7 @@ func latticeCandidates(pyr pyramid, max int) []affine {
 	}
 	fft2(buf, nw, nh, false)
 	for i, v := range buf {
-		// Generalised autocorrelation with magnitude (not power) spectrum: sharper peaks for the periodic mark.
+		// Generalised autocorrelation with the magnitude (not power) spectrum: sharper peaks for the periodic mark.
 		buf[i] = complex(math.Hypot(real(v), imag(v)), 0)
 	}
 	buf[0] = 0
@@ -418,3 +423,4 @@ func abs(v int) int {
 	}
 	return v
 }
+
