@@ -423,4 +423,3 @@ func abs(v int) int {
 	}
 	return v
 }
-
