@@ -25,7 +25,7 @@ func TestProperty(t *testing.T) {
 	// quietly shrinking what it explores.
 	endings := map[string]int{}
 	for seed := uint64(1); seed <= seeds; seed++ {
-		r := propertyRun(t, seed)
+		r := propertyRun(t, fmt.Sprintf("seed %d", seed), rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), 120)
 		end := string(r.Status)
 		if r.Status == StatusFailed {
 			end += "/" + r.ErrorCode
@@ -48,8 +48,10 @@ func TestProperty(t *testing.T) {
 	}
 }
 
-func propertyRun(t *testing.T, seed uint64) *Record {
-	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+// chooser is where a run takes its decisions from: a seeded generator, or the fuzzer's bytes.
+type chooser interface{ IntN(n int) int }
+
+func propertyRun(t *testing.T, label string, rng chooser, steps int) *Record {
 	s := testSpec()
 	switch rng.IntN(3) {
 	case 1:
@@ -74,10 +76,10 @@ func propertyRun(t *testing.T, seed uint64) *Record {
 	var chargeSeen, releaseSeen bool
 	var last func() error // the previous command, to deliver it twice
 
-	for step := 0; step < 120; step++ {
+	for step := 0; step < steps; step++ {
 		fail := func(format string, args ...any) {
 			t.Helper()
-			t.Fatalf("seed %d step %d (%s, t+%v): %s", seed, step, r.Status, now.Sub(t0), fmt.Sprintf(format, args...))
+			t.Fatalf("%s step %d (%s, t+%v): %s", label, step, r.Status, now.Sub(t0), fmt.Sprintf(format, args...))
 		}
 		// Move the clock: mostly small steps around lease and backoff scales, sometimes long gaps.
 		switch rng.IntN(10) {
@@ -223,4 +225,37 @@ func propertyRun(t *testing.T, seed uint64) *Record {
 		}
 	}
 	return r
+}
+
+// byteChooser takes decisions from fuzzer input, one byte each, and zeros once it runs out.
+type byteChooser struct {
+	b []byte
+	i int
+}
+
+func (c *byteChooser) IntN(n int) int {
+	if c.i >= len(c.b) {
+		return 0
+	}
+	v := int(c.b[c.i])
+	c.i++
+	return v % n
+}
+
+// FuzzCommands checks the property-test invariants on command sequences chosen by the fuzzer
+// (go test -fuzz FuzzCommands ./actors/jobstate).
+func FuzzCommands(f *testing.F) {
+	f.Add([]byte{})
+	f.Add([]byte{0, 0, 5, 0, 0, 4, 0, 1, 2, 3, 2, 1, 1, 0, 7, 7, 7})
+	seed := rand.New(rand.NewPCG(1, 2))
+	for i := 0; i < 4; i++ {
+		b := make([]byte, 400)
+		for j := range b {
+			b[j] = byte(seed.IntN(256))
+		}
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		propertyRun(t, "fuzz", &byteChooser{b: b}, len(b)/4+1)
+	})
 }
