@@ -93,6 +93,7 @@ type AttackResult struct {
 	BitAcc     float64 `json:"bit_accuracy"`  // sign of Soft against the true id; 0.5 when not synchronised
 	Synced     float64 `json:"synced_rate"`   // Soft present
 	Confidence float64 `json:"mean_confidence"`
+	DetectMs   float64 `json:"mean_detect_ms"` // detector time on the attacked image
 }
 
 // FalsePositives is the detector's behaviour on unmarked probes.
@@ -127,6 +128,7 @@ type hit struct {
 	bitAcc     float64
 	synced     bool
 	confidence float64
+	detectMs   float64
 }
 
 func (c *Config) logf(format string, args ...any) {
@@ -296,11 +298,12 @@ func runImage(ctx context.Context, cfg *Config, c *codec.Codec, src Source, prob
 		}
 		t := time.Now()
 		d := c.Detect(attacked)
+		detectMs := msSince(t)
 		if a.Name == "clean" {
-			res.DetectMs = msSince(t)
+			res.DetectMs = detectMs
 		}
 		h := hit{class: res.Class, detected: d.Watermarked, synced: d.Soft != nil, bitAcc: bitAccuracy(d.Soft, id),
-			confidence: d.Confidence}
+			confidence: d.Confidence, detectMs: detectMs}
 		if d.Watermarked {
 			h.exact = d.WatermarkID != nil && *d.WatermarkID == id.String()
 			h.wrong = !h.exact
@@ -365,6 +368,7 @@ func (r *Report) aggregate(attacks []attack.Attack) {
 				ar.Synced += b2f(h.synced) / n
 				ar.BitAcc += h.bitAcc / n
 				ar.Confidence += h.confidence / n
+				ar.DetectMs += h.detectMs / n
 				if h.wrong {
 					ar.WrongIDs++
 				}
