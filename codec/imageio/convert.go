@@ -106,7 +106,8 @@ func toNRGBA64(img image.Image, canvas image.Rectangle) *image.NRGBA64 {
 			s := m.Pix[m.PixOffset(r.Min.X, y):]
 			for x := 0; x < r.Dx(); x++ {
 				hi, lo := s[2*x], s[2*x+1]
-				copy(d[8*x:8*x+8], []byte{hi, lo, hi, lo, hi, lo, 0xFF, 0xFF})
+				p := d[8*x : 8*x+8 : 8*x+8]
+				p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7] = hi, lo, hi, lo, hi, lo, 0xFF, 0xFF
 			}
 		}
 	default:

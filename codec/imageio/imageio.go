@@ -5,8 +5,9 @@
 // and binary or ASCII Netpbm (P2, P3, P5, P6). Output is always PNG.
 //
 // What survives the trip:
-//   - pixels, made upright: the EXIF orientation of a JPEG is applied to the pixels, because the output PNG
-//     carries no EXIF and a viewer would otherwise show it sideways;
+//   - pixels, made upright: the EXIF orientation of a JPEG (APP1 Exif, tag 0x0112), and the Orientation tag of a
+//     TIFF, are applied to the pixels, because the output PNG carries no EXIF and a viewer would otherwise show
+//     the image sideways. (EXIF in PNG eXIf or WebP EXIF chunks is ignored: viewers disagree about honouring it.)
 //   - the alpha channel, and 16 bits per channel when the input had more than 8;
 //   - the ICC profile (JPEG APP2, PNG iCCP, WebP ICCP), written back as a PNG iCCP chunk. A CMYK profile is
 //     dropped when CMYK pixels are converted to RGB, since it no longer describes them.

@@ -196,6 +196,26 @@ func TestSixteenBitAndAlpha(t *testing.T) {
 		t.Fatalf("PNG output is %T or differs", back)
 	}
 
+	// 16-bit gray, and 16-bit gray Netpbm.
+	g16 := image.NewGray16(image.Rect(0, 0, 7, 5))
+	for i := range g16.Pix {
+		g16.Pix[i] = byte(i * 37)
+	}
+	for _, data := range [][]byte{encodeWith(t, func(b *bytes.Buffer) error { return png.Encode(b, g16) }), writePNM(g16, '5', 65535)} {
+		p, err = Decode(bytes.NewReader(data), Limits{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := p.Image.(*image.NRGBA64)
+		for y := 0; y < 5; y++ {
+			for x := 0; x < 7; x++ {
+				if c, w := m.NRGBA64At(x, y), g16.Gray16At(x, y).Y; p.Depth != 16 || c.R != w || c.G != w || c.B != w || c.A != 0xFFFF {
+					t.Fatalf("gray16 (%d,%d): %v want %d", x, y, c, w)
+				}
+			}
+		}
+	}
+
 	// 8-bit with alpha, and a palette with a transparent entry.
 	a8 := pattern(16, 16)
 	a8.Pix[3] = 0
