@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -215,4 +216,121 @@ func TestCapacityGossip(t *testing.T) {
 		return true
 	})
 	t.Logf("capacity update visible on all nodes after %v", d)
+}
+
+// TestFailover kills f3 (no leave, no goodbye: like a crash as far as the
+// others can tell), measures how long the survivors take to notice, checks
+// that f3's identities re-activate on a survivor, then checks the blocked
+// notice and a graceful stop. It takes the in-process cluster down, so it
+// runs once per test process.
+func TestFailover(t *testing.T) {
+	f := getFixture(t)
+	f.mu.Lock()
+	ran := f.failoverRan
+	f.failoverRan = true
+	f.mu.Unlock()
+	if ran {
+		t.Skip("the failover cluster was taken down earlier in this process (go test -count=N)")
+	}
+	f1, f2, f3 := f.failover[0], f.failover[1], f.failover[2]
+
+	// Find identities owned by f3 (and activate them there).
+	var onF3 []string
+	for i := 0; len(onF3) < 3 && i < 60; i++ {
+		id := fmt.Sprintf("failover-%d", i)
+		resp, err := f1.Request(ctxTimeout(t, 10*time.Second), id, "counter", Hit{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.(*HitReply).Node == "f3" {
+			onF3 = append(onF3, id)
+		}
+	}
+	if len(onF3) == 0 {
+		t.Fatal("no identity landed on f3")
+	}
+
+	killed := time.Now()
+	if err := f3.Stop(false); err != nil {
+		t.Fatalf("stop f3: %v", err)
+	}
+	stopTook := time.Since(killed)
+	detect := eventually(t, 10*time.Second, "f1 and f2 to drop f3", func() bool {
+		return len(f1.Members()) == 2 && len(f2.Members()) == 2
+	})
+	t.Logf("f3 killed (stop took %v); survivors dropped it after %v", stopTook, detect)
+	if detect > 4*time.Second {
+		t.Errorf("failure detection took %v, want about 2 s", detect)
+	}
+
+	for _, id := range onF3 {
+		start := time.Now()
+		resp, err := f1.Request(ctxTimeout(t, 10*time.Second), id, "counter", Hit{})
+		if err != nil {
+			t.Fatalf("%s after f3 died: %v", id, err)
+		}
+		r := resp.(*HitReply)
+		if r.Node == "f3" || r.Count != 1 {
+			t.Fatalf("%s after f3 died: %+v, want a fresh activation on a survivor", id, r)
+		}
+		t.Logf("%s re-activated on %s in %v (%v after the kill)", id, r.Node, time.Since(start), time.Since(killed))
+	}
+
+	// f1 blocks f2 as protoactor's gossip would on an expired heartbeat;
+	// f2 is still gossiping, so f1 tells it, and f2 reports it is blocked.
+	start := time.Now()
+	cluster.BlockMemberForTest(f1, f2.ID())
+	select {
+	case <-f2.Blocked():
+		t.Logf("f2 learned it was blocked after %v", time.Since(start))
+	case <-time.After(5 * time.Second):
+		t.Fatal("f2 was not told that it is blocked")
+	}
+	select {
+	case <-f1.Blocked():
+		t.Fatal("f1 reports itself blocked")
+	default:
+	}
+	if ms := f1.Members(); len(ms) != 1 || !ms[0].Self {
+		t.Fatalf("f1 still lists blocked f2: %+v", ms)
+	}
+
+	start = time.Now()
+	if err := f2.Stop(true); err != nil {
+		t.Fatalf("graceful stop of f2: %v", err)
+	}
+	t.Logf("graceful stop of f2 took %v", time.Since(start))
+}
+
+func TestStartFailures(t *testing.T) {
+	f := getFixture(t)
+	if f.portInUseErr == nil || !strings.Contains(f.portInUseErr.Error(), "address already in use") {
+		t.Errorf("start on a taken remote port: error = %v, want address already in use", f.portInUseErr)
+	}
+	if f.joinErr == nil || !errors.Is(f.joinErr, context.DeadlineExceeded) {
+		t.Errorf("join to a dead address: error = %v, want deadline exceeded", f.joinErr)
+	}
+	if f.joinTook > 4*time.Second {
+		t.Errorf("join to a dead address with a 1.5 s context took %v", f.joinTook)
+	}
+	t.Logf("taken port: %v", f.portInUseErr)
+	t.Logf("dead join (%v): %v", f.joinTook, f.joinErr)
+
+	for name, cfg := range map[string]cluster.Config{
+		"no name":     {Registry: cluster.NewRegistry()},
+		"no registry": {NodeName: "x"},
+		"bad role":    {NodeName: "x", Registry: cluster.NewRegistry(), Roles: []cluster.Role{"chef"}},
+		"dup kind": {NodeName: "x", Registry: cluster.NewRegistry(), Kinds: []cluster.Kind{
+			cluster.NewKind("k", actor.PropsFromFunc(func(actor.Context) {})),
+			cluster.NewKind("k", actor.PropsFromFunc(func(actor.Context) {})),
+		}},
+		"advertise without port": {NodeName: "x", Registry: cluster.NewRegistry(), AdvertiseHost: "10.0.0.1"},
+	} {
+		// These fail validation before anything starts (no remote, so no
+		// gRPC race with the fixture).
+		if n, err := cluster.Start(context.Background(), cfg); err == nil {
+			_ = n.Stop(false)
+			t.Errorf("%s: Start succeeded", name)
+		}
+	}
 }

@@ -2,9 +2,12 @@ package cluster_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -17,6 +20,7 @@ import (
 	pcluster "github.com/asynkron/protoactor-go/cluster"
 	"github.com/asynkron/protoactor-go/remote"
 	"github.com/rs/zerolog"
+	"google.golang.org/grpc"
 )
 
 // Messages of the tests, plain structs like real actor messages.
@@ -49,9 +53,15 @@ type fixture struct {
 
 	reg   *cluster.Registry
 	nodes []*cluster.Node // n1, n2, n3: one cluster over memberlist
+	// f1, f2, f3: another cluster, which TestFailover takes down.
+	failover []*cluster.Node
 
-	mu        sync.Mutex
-	destroyed bool // TestFailover killed n3 and blocked n2
+	// Errors of deliberately failing starts, made first (see startFailures).
+	portInUseErr, joinErr error
+	joinTook              time.Duration
+
+	mu          sync.Mutex
+	failoverRan bool
 }
 
 var (
@@ -63,7 +73,7 @@ var (
 func TestMain(m *testing.M) {
 	code := m.Run()
 	if fx != nil {
-		for _, n := range fx.nodes {
+		for _, n := range append(fx.nodes, fx.failover...) {
 			_ = n.Stop(false)
 		}
 		fx.stopRemote()
@@ -97,6 +107,8 @@ func startFixture() (*fixture, error) {
 	f.regB.MustRegister(Ping{}, Pong{})
 	f.reg.MustRegister(Ping{}, Pong{}, Hit{}, HitReply{})
 
+	startFailures(ctx, f)
+
 	// Two remote-only systems.
 	var probes []*grpcprobe.Probe
 	var remotes []*remote.Remote
@@ -127,44 +139,43 @@ func startFixture() (*fixture, error) {
 		return nil, err
 	}
 
-	// One three-node cluster.
-	label := fmt.Sprintf("filigrane-test-%d", os.Getpid())
-	cfgs := make([]cluster.Config, 3)
-	for i := range cfgs {
-		name := fmt.Sprintf("n%d", i+1)
-		cfgs[i] = cluster.Config{
-			NodeName: name,
-			Roles:    []cluster.Role{cluster.RoleWorker},
-			Capacity: i,
-			Logger:   testLogger(),
-			Kinds:    []cluster.Kind{cluster.NewKind("counter", actor.PropsFromProducer(newCounter(f.reg, name)))},
-			Registry: f.reg,
-			Label:    label,
+	// Two three-node clusters.
+	configs := func(prefix string) []cluster.Config {
+		label := fmt.Sprintf("filigrane-test-%s-%d", prefix, os.Getpid())
+		cfgs := make([]cluster.Config, 3)
+		for i := range cfgs {
+			name := fmt.Sprintf("%s%d", prefix, i+1)
+			cfgs[i] = cluster.Config{
+				NodeName: name,
+				Roles:    []cluster.Role{cluster.RoleWorker},
+				Capacity: i,
+				Logger:   testLogger(),
+				Kinds:    []cluster.Kind{cluster.NewKind("counter", actor.PropsFromProducer(newCounter(f.reg, name)))},
+				Registry: f.reg,
+				Label:    label,
+			}
 		}
+		cfgs[0].Roles = []cluster.Role{cluster.RoleEdge, cluster.RoleWorker}
+		return cfgs
 	}
-	cfgs[0].Roles = []cluster.Role{cluster.RoleEdge, cluster.RoleWorker}
-	if f.nodes, err = clustertest.StartNodes(ctx, cfgs...); err != nil {
+	cs, err := clustertest.StartClusters(ctx, configs("n"), configs("f"))
+	if err != nil {
 		f.stopRemote()
 		return nil, err
 	}
+	f.nodes, f.failover = cs[0], cs[1]
 	// The remote-only servers' later connections come after all starts.
 	for _, p := range probes {
 		p.Sync()
 	}
-	fmt.Fprintf(os.Stderr, "fixture: 2 remote systems and a 3-node cluster started in %v\n", time.Since(start).Round(time.Millisecond))
+	fmt.Fprintf(os.Stderr, "fixture: 2 remote systems and two 3-node clusters started in %v\n", time.Since(start).Round(time.Millisecond))
 	return f, nil
 }
 
-// liveCluster returns the fixture's nodes, skipping when TestFailover has
-// already broken the cluster in this process (go test -count=N).
+// liveCluster returns the fixture and its routing cluster n1..n3.
 func liveCluster(t *testing.T) (*fixture, []*cluster.Node) {
 	t.Helper()
 	f := getFixture(t)
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.destroyed {
-		t.Skip("the in-process cluster was taken down by TestFailover earlier in this process")
-	}
 	return f, f.nodes
 }
 
@@ -228,4 +239,74 @@ func eventually(t *testing.T, d time.Duration, what string, cond func() bool) ti
 		time.Sleep(20 * time.Millisecond)
 	}
 	return time.Since(start)
+}
+
+// startFailures makes two starts that must fail, before any other system
+// starts (a remote start later in the binary would race in gRPC): a remote
+// port that is taken, and a join to an address where nobody listens.
+func startFailures(ctx context.Context, f *fixture) {
+	reg := cluster.NewRegistry()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		f.portInUseErr = err
+		return
+	}
+	defer l.Close()
+	port := l.Addr().(*net.TCPAddr).Port
+	n, err := cluster.Start(ctx, cluster.Config{NodeName: "taken", RemotePort: port, Registry: reg, Logger: testLogger()})
+	if err == nil {
+		_ = n.Stop(false)
+		err = errors.New("no error")
+	}
+	f.portInUseErr = err
+
+	// Nobody answers on a port that was just closed.
+	dead, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		f.joinErr = err
+		return
+	}
+	deadAddr := dead.Addr().String()
+	dead.Close()
+	probe := grpcprobe.New()
+	rl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		f.joinErr = err
+		return
+	}
+	rport := rl.Addr().(*net.TCPAddr).Port
+	rl.Close()
+	jctx, cancel := context.WithTimeout(ctx, 1500*time.Millisecond)
+	defer cancel()
+	// The probe must see this node's gRPC server (see grpcprobe) before
+	// Start gives up and stops it; Start blocks in the join meanwhile, so
+	// probe from a goroutine, retrying until the server listens.
+	probed := make(chan error, 1)
+	go func() {
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(rport))
+		for {
+			wctx, wcancel := context.WithTimeout(ctx, 200*time.Millisecond)
+			err := probe.Wait(wctx, addr)
+			wcancel()
+			if err == nil || ctx.Err() != nil {
+				probed <- err
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	start := time.Now()
+	n, err = cluster.Start(jctx, cluster.Config{
+		NodeName: "lonely", RemotePort: rport, Join: []string{deadAddr}, Registry: reg, Logger: testLogger(),
+		ServerOptions: []grpc.ServerOption{probe.ServerOption()},
+	})
+	f.joinTook = time.Since(start)
+	if perr := <-probed; perr != nil && err != nil {
+		err = fmt.Errorf("%w (and the probe failed: %v)", err, perr)
+	}
+	if err == nil {
+		_ = n.Stop(false)
+		err = errors.New("no error")
+	}
+	f.joinErr = err
 }

@@ -138,6 +138,7 @@ type MemberlistProvider struct {
 	started   bool
 
 	kick         chan struct{}
+	exec         chan func() // runs on the publisher goroutine (tests)
 	capKick      chan struct{}
 	stop         chan struct{}
 	wg           sync.WaitGroup
@@ -186,6 +187,7 @@ func NewMemberlistProvider(cfg ProviderConfig) (*MemberlistProvider, error) {
 		members:  make(map[string]memberEntry),
 		notified: make(map[string]time.Time),
 		kick:     make(chan struct{}, 1),
+		exec:     make(chan func()),
 		capKick:  make(chan struct{}, 1),
 		stop:     make(chan struct{}),
 	}, nil
@@ -489,8 +491,24 @@ func (p *MemberlistProvider) publishLoop() {
 			return
 		case <-p.kick:
 		case <-t.C:
+		case f := <-p.exec:
+			f()
+			continue // f publishes itself
 		}
 		p.publish()
+	}
+}
+
+// onPublisher runs f on the publisher goroutine, then publishes, and
+// returns after both. protoactor reads its block list without a lock from
+// that goroutine (inside UpdateClusterTopology), so tests that change the
+// block list do it there.
+func (p *MemberlistProvider) onPublisher(f func()) {
+	done := make(chan struct{})
+	select {
+	case p.exec <- func() { f(); p.publish(); close(done) }:
+		<-done
+	case <-p.stop:
 	}
 }
 

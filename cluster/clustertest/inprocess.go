@@ -22,59 +22,78 @@ import (
 //
 // Why not simply cluster.Start each config with Join set: protoactor's remote
 // start writes a gRPC package variable that running gRPC servers and clients
-// read (see internal/grpcprobe). To keep `go test -race` meaningful, StartNodes
-// starts every node alone, waits until each gRPC server is accepting, orders
-// all later connections and topology changes after the last start (probe
-// barriers, and a Members call that takes each provider's lock, which its
-// publisher takes before telling protoactor about new members), and only then
-// lets the nodes join. The same rule applies to the whole test binary: start
-// all in-process nodes of a binary in one StartNodes call, before any of them
-// does work; starting more later (in another test) is a data race in gRPC as
-// far as the race detector can tell.
+// read (see internal/grpcprobe). To keep `go test -race` meaningful,
+// StartNodes starts every node alone, waits until each gRPC server is
+// accepting, orders all later connections and topology changes after the
+// last start (probe barriers, and a Members call that takes each provider's
+// lock, which its publisher takes before telling protoactor about new
+// members), and only then lets the nodes join. The same rule applies to the
+// whole test binary: start all in-process nodes of a binary in one call
+// (StartClusters for several clusters), before any of them does work;
+// starting more later, in another test, is a data race in gRPC as far as the
+// race detector can tell.
 func StartNodes(ctx context.Context, cfgs ...cluster.Config) ([]*cluster.Node, error) {
-	if len(cfgs) == 0 {
-		return nil, fmt.Errorf("clustertest: no node configs")
+	cs, err := StartClusters(ctx, cfgs)
+	if err != nil {
+		return nil, err
 	}
-	nodes := make([]*cluster.Node, 0, len(cfgs))
-	probes := make([]*grpcprobe.Probe, 0, len(cfgs))
-	fail := func(err error) ([]*cluster.Node, error) {
-		for _, n := range nodes {
+	return cs[0], nil
+}
+
+// StartClusters is StartNodes for several independent clusters at once.
+func StartClusters(ctx context.Context, clusters ...[]cluster.Config) ([][]*cluster.Node, error) {
+	var all []*cluster.Node
+	var probes []*grpcprobe.Probe
+	fail := func(err error) ([][]*cluster.Node, error) {
+		for _, n := range all {
 			_ = n.Stop(false)
 		}
 		return nil, err
 	}
-	for _, cfg := range cfgs {
-		probe := grpcprobe.New()
-		cfg.Host, cfg.AdvertiseHost = "127.0.0.1", ""
-		cfg.RemotePort, cfg.GossipPort = 0, 0
-		cfg.Join = nil
-		// protoactor's gossip races on a process-global random source when
-		// several nodes share a process; memberlist does the membership.
-		cfg.ActorGossipInterval = 24 * time.Hour
-		cfg.ServerOptions = append(slices.Clone(cfg.ServerOptions), probe.ServerOption())
-		n, err := cluster.Start(ctx, cfg)
-		if err != nil {
-			return fail(fmt.Errorf("clustertest: %w", err))
+	out := make([][]*cluster.Node, len(clusters))
+	for ci, cfgs := range clusters {
+		if len(cfgs) == 0 {
+			return fail(fmt.Errorf("clustertest: cluster %d has no node configs", ci))
 		}
-		nodes = append(nodes, n)
-		probes = append(probes, probe)
-		if err := probe.Wait(ctx, n.Address()); err != nil {
-			return fail(fmt.Errorf("clustertest: %s: %w", n.Name(), err))
+		for _, cfg := range cfgs {
+			probe := grpcprobe.New()
+			cfg.Host, cfg.AdvertiseHost = "127.0.0.1", ""
+			cfg.RemotePort, cfg.GossipPort = 0, 0
+			cfg.Join = nil
+			// protoactor's gossip races on a process-global random source
+			// when several nodes share a process; memberlist does the
+			// membership.
+			cfg.ActorGossipInterval = 24 * time.Hour
+			cfg.ServerOptions = append(slices.Clone(cfg.ServerOptions), probe.ServerOption())
+			n, err := cluster.Start(ctx, cfg)
+			if err != nil {
+				return fail(fmt.Errorf("clustertest: %w", err))
+			}
+			all = append(all, n)
+			probes = append(probes, probe)
+			out[ci] = append(out[ci], n)
+			if err := probe.Wait(ctx, n.Address()); err != nil {
+				return fail(fmt.Errorf("clustertest: %s: %w", n.Name(), err))
+			}
 		}
 	}
-	for i, n := range nodes {
+	for i, n := range all {
 		probes[i].Sync()
 		_ = n.Members()
 	}
-	for _, n := range nodes[1:] {
-		if err := n.Join(ctx, nodes[0].GossipAddr()); err != nil {
-			return fail(fmt.Errorf("clustertest: %s joins %s: %w", n.Name(), nodes[0].Name(), err))
+	for _, nodes := range out {
+		for _, n := range nodes[1:] {
+			if err := n.Join(ctx, nodes[0].GossipAddr()); err != nil {
+				return fail(fmt.Errorf("clustertest: %s joins %s: %w", n.Name(), nodes[0].Name(), err))
+			}
 		}
 	}
-	if err := WaitMembers(ctx, len(nodes), nodes...); err != nil {
-		return fail(err)
+	for _, nodes := range out {
+		if err := WaitMembers(ctx, len(nodes), nodes...); err != nil {
+			return fail(err)
+		}
 	}
-	return nodes, nil
+	return out, nil
 }
 
 // WaitMembers polls until each node sees exactly want live members, or ctx
