@@ -85,10 +85,7 @@ func (c *Codec) Embed(img image.Image, id ID, opt EmbedOptions) (image.Image, Em
 	if err != nil {
 		return nil, EmbedReport{}, err
 	}
-	target := opt.PSNR
-	if target == 0 {
-		target = DefaultPSNR
-	}
+	target := targetPSNR(opt)
 	var apply func(g float32) float64
 	var out image.Image
 	if isDeep(img) {
@@ -114,16 +111,16 @@ func (c *Codec) Embed(img image.Image, id ID, opt EmbedOptions) (image.Image, Em
 	return out, EmbedReport{PSNR: psnr}, nil
 }
 
-// correctGain applies the mark and corrects the gain until the measured PSNR lies within [target, target+0.3]
+// correctGain applies the mark and corrects the gain until the measured PSNR lies within [target, target+0.4]
 // dB: rounding, clipping at black and white, transparent pixels and the JND cap all move the real error away
 // from the closed-form estimate.
 func correctGain(apply func(g float32) float64, gain float32, target float64) float64 {
-	want := 255 * 255 / math.Pow(10, target/10)
+	want := 255 * 255 / math.Pow(10, (target+psnrAim)/10)
 	psnr := 0.0
 	for iter := 0; iter < 4; iter++ {
 		mse := apply(gain)
 		psnr = psnrFromMSE(mse)
-		if psnr >= target && psnr <= target+0.3 {
+		if psnr >= target && psnr <= target+0.4 {
 			break
 		}
 		if mse <= 1.0/12 {
