@@ -91,10 +91,6 @@ type Node struct {
 	stopErr     error
 }
 
-// requestRetries is how many times Request re-resolves an identity after a
-// timeout or dead letter (owner moved or died) before giving up.
-const requestRetries = 3
-
 // Start starts a node and joins the cluster. It takes a little over a second
 // (protoactor's StartMember sleeps 1 s). ctx bounds the join retries.
 func Start(ctx context.Context, cfg Config) (*Node, error) {
@@ -264,20 +260,36 @@ func (n *Node) SetCapacity(free int) error { return n.provider.SetCapacity(free)
 // receive work again; stop it and start a new one.
 func (n *Node) Blocked() <-chan struct{} { return n.blocked }
 
+// ErrNoActivation: no member could activate the identity (no member hosts
+// the kind, or its activation failed) before the request's deadline.
+var ErrNoActivation = errors.New("no activation for identity")
+
+// errOwnerGone: the member holding the activation left the topology while
+// a request to it was in flight.
+var errOwnerGone = errors.New("owner left the cluster")
+
 // Request sends msg to the virtual actor kind/identity (activating it on
 // its owner if needed) and returns the unwrapped reply. A Failure reply is
 // returned as the error.
 //
 // It waits at most until ctx's deadline or RequestTimeout, whichever is
-// first, and returns context.DeadlineExceeded (wrapped) then.
-// protoactor's Request can overrun its own timeout (its identity lookup has a
-// fixed 5 s timeout per attempt) and is not cancellable, so it runs in a
-// goroutine that is abandoned when the wait ends; the message may still be
-// delivered after that. Delivery is at-least-once: a timed-out attempt is
-// retried against a fresh lookup, so handlers must be idempotent.
+// first, and then returns an error wrapping context.DeadlineExceeded (and
+// ErrNoActivation when no activation could be found).
 //
-// protoactor's RequestFuture is not used: it reads a process-wide default
-// call configuration bound to the first cluster created in the process.
+// Delivery is at-least-once: when an attempt fails (dead letter, or the
+// owner leaves the topology while the request is in flight) the identity is
+// looked up again and the message re-sent, though the first copy may have
+// been processed. Handlers must be idempotent.
+//
+// Why not protoactor's cluster.Request: each of its attempts waits for the
+// whole timeout, so a request in flight to a node that dies is not retried
+// on the new owner: it fails after the full timeout even though the
+// identity is available again about 2 s after the crash. Here an attempt
+// also ends when its owner leaves the topology. And protoactor's
+// RequestFuture reads a process-wide call configuration bound to the first
+// cluster created in the process. The identity lookup (disthash, with a
+// fixed 5 s activation timeout) runs in a goroutine that is abandoned when
+// the request's deadline passes or the topology loses a member.
 func (n *Node) Request(ctx context.Context, identity, kind string, msg any) (any, error) {
 	timeout, err := requestTimeout(ctx, n.cfg.RequestTimeout)
 	if err != nil {
@@ -287,50 +299,120 @@ func (n *Node) Request(ctx context.Context, identity, kind string, msg any) (any
 	if err != nil {
 		return nil, fmt.Errorf("cluster: request %s/%s: %w", kind, identity, err)
 	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+
+	var lastErr error
+	for attempt := 0; ; attempt++ {
+		if attempt > 0 {
+			// A lost owner needs the topology to change; a missing kind
+			// needs a member to join. Neither happens in microseconds.
+			d := min(time.Duration(attempt*attempt)*50*time.Millisecond, 500*time.Millisecond)
+			select {
+			case <-ctx.Done():
+			case <-time.After(d):
+			}
+		}
+		if err := ctx.Err(); err != nil {
+			if lastErr != nil {
+				return nil, fmt.Errorf("cluster: request %s/%s: %w (after %d attempts, last: %w)", kind, identity, err, attempt, lastErr)
+			}
+			return nil, fmt.Errorf("cluster: request %s/%s: %w", kind, identity, err)
+		}
+		pid, err := n.lookup(ctx, identity, kind)
+		if err != nil {
+			lastErr = err
+			continue
+		}
+		resp, err := n.ask(ctx, pid, a)
+		if err == nil {
+			v, err := n.reg.decodeReply(resp)
+			if err != nil {
+				return nil, fmt.Errorf("cluster: request %s/%s: %w", kind, identity, err)
+			}
+			return v, nil
+		}
+		if ctx.Err() != nil {
+			continue // reported at the top of the loop
+		}
+		switch {
+		case errors.Is(err, errOwnerGone), errors.Is(err, actor.ErrDeadLetter), errors.Is(err, remote.ErrDeadLetter),
+			errors.Is(err, actor.ErrTimeout), errors.Is(err, remote.ErrTimeout):
+			// Stale PID: the activation stopped, moved, or its node died.
+			n.cluster.PidCache.RemoveByValue(identity, kind, pid)
+			n.log.Debug().Err(err).Str("identity", identity).Str("kind", kind).Str("pid", pid.String()).
+				Int("attempt", attempt+1).Msg("request attempt failed, retrying")
+			lastErr = err
+		default:
+			return nil, fmt.Errorf("cluster: request %s/%s: %w", kind, identity, err)
+		}
+	}
+}
+
+// lookup resolves the identity's activation: the PID cache, else disthash
+// (which asks the owner to activate it). The lookup is abandoned when ctx
+// ends or a member leaves (the owner may have been the one).
+func (n *Node) lookup(ctx context.Context, identity, kind string) (*actor.PID, error) {
+	if pid, ok := n.cluster.PidCache.Get(identity, kind); ok && pid != nil {
+		return pid, nil
+	}
+	gone := n.provider.departures()
+	ch := make(chan *actor.PID, 1)
+	go func() { ch <- n.cluster.Get(identity, kind) }()
+	select {
+	case pid := <-ch:
+		if pid == nil {
+			return nil, ErrNoActivation
+		}
+		n.cluster.PidCache.Set(identity, kind, pid)
+		return pid, nil
+	case <-gone:
+		return nil, fmt.Errorf("lookup: %w", errOwnerGone)
+	case <-ctx.Done():
+		return nil, ErrNoActivation
+	}
+}
+
+// ask sends the envelope to pid and waits for the reply, for ctx's
+// deadline, or until pid's member leaves the topology.
+func (n *Node) ask(ctx context.Context, pid *actor.PID, a any) (any, error) {
+	gone := n.provider.departures() // before the membership check: no gap
+	if !n.hosts(pid.Address) {
+		return nil, errOwnerGone
+	}
+	dl, _ := ctx.Deadline() // always set by Request
+	f := n.system.Root.RequestFuture(pid, a, time.Until(dl))
 	type result struct {
 		v   any
 		err error
 	}
 	ch := make(chan result, 1)
 	go func() {
-		v, err := n.cluster.Request(identity, kind, a,
-			pcluster.WithTimeout(timeout),
-			pcluster.WithRetryCount(requestRetries),
-			pcluster.WithRetryAction(retryBackoff),
-		)
+		v, err := f.Result()
 		ch <- result{v, err}
 	}()
-	wctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	select {
-	case r := <-ch:
-		if r.v == nil {
-			if r.err == nil {
-				r.err = errors.New("no reply")
+	for {
+		select {
+		case r := <-ch:
+			if r.err != nil {
+				return nil, r.err
 			}
-			return nil, fmt.Errorf("cluster: request %s/%s: %w", kind, identity, r.err)
+			return r.v, nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-gone:
+			if !n.hosts(pid.Address) {
+				return nil, errOwnerGone
+			}
+			gone = n.provider.departures()
 		}
-		v, err := n.reg.decodeReply(r.v)
-		if err != nil {
-			return nil, fmt.Errorf("cluster: request %s/%s: %w", kind, identity, err)
-		}
-		return v, nil
-	case <-wctx.Done():
-		return nil, fmt.Errorf("cluster: request %s/%s: %w", kind, identity, wctx.Err())
 	}
 }
 
-// retryBackoff replaces protoactor's default retry action, which sleeps
-// i*i*50 nanoseconds (a unit bug): retries after a lost owner need time for
-// the topology to change.
-func retryBackoff(i int) int {
-	i++
-	d := time.Duration(i*i) * 50 * time.Millisecond
-	if d > 500*time.Millisecond {
-		d = 500 * time.Millisecond
-	}
-	time.Sleep(d)
-	return i
+// hosts reports whether the remote address belongs to this node or to a
+// member of the current topology.
+func (n *Node) hosts(addr string) bool {
+	return addr == n.system.Address() || n.provider.hasAddress(addr)
 }
 
 // RequestPID sends msg to a plain actor by PID (for example a named per-node

@@ -134,8 +134,10 @@ type MemberlistProvider struct {
 	members  map[string]memberEntry // by memberlist name
 	// published is what the last publish gave protoactor (plus clients).
 	published []Member
-	notified  map[string]time.Time // last blocked notice sent, by member id
-	started   bool
+	// leftCh is closed (and replaced) when a publish drops a member.
+	leftCh   chan struct{}
+	notified map[string]time.Time // last blocked notice sent, by member id
+	started  bool
 
 	kick         chan struct{}
 	exec         chan func() // runs on the publisher goroutine (tests)
@@ -188,6 +190,7 @@ func NewMemberlistProvider(cfg ProviderConfig) (*MemberlistProvider, error) {
 		notified: make(map[string]time.Time),
 		kick:     make(chan struct{}, 1),
 		exec:     make(chan func()),
+		leftCh:   make(chan struct{}),
 		capKick:  make(chan struct{}, 1),
 		stop:     make(chan struct{}),
 	}, nil
@@ -563,8 +566,40 @@ func (p *MemberlistProvider) publish() {
 	c.MemberList.UpdateClusterTopology(members)
 	sortMembers(snapshot)
 	p.mu.Lock()
+	still := make(map[string]bool, len(snapshot))
+	for _, m := range snapshot {
+		still[m.ID] = true
+	}
+	for _, m := range p.published {
+		if !still[m.ID] {
+			close(p.leftCh)
+			p.leftCh = make(chan struct{})
+			break
+		}
+	}
 	p.published = snapshot
 	p.mu.Unlock()
+}
+
+// departures returns a channel that is closed the next time a member
+// leaves the published topology.
+func (p *MemberlistProvider) departures() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.leftCh
+}
+
+// hasAddress reports whether a member of the published topology has the
+// remote address addr.
+func (p *MemberlistProvider) hasAddress(addr string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, m := range p.published {
+		if m.Address() == addr {
+			return true
+		}
+	}
+	return false
 }
 
 const blockedNoticePrefix = "filigrane-cluster/blocked/"
