@@ -2,20 +2,22 @@ package codec
 
 import "math"
 
-// Tail-biting convolutional code, constraint length 7, rate 1/3, generators 133, 171, 165 (octal). Tail-biting
-// (the encoder starts in the state its last six input bits leave it in) costs no tail bits, and the decoder treats
-// the trellis as a circle.
+// Tail-biting convolutional code, constraint length 9, rate 1/3, generators 557, 663, 711 (octal; free distance
+// 18). Tail-biting (the encoder starts in the state its last eight input bits leave it in) costs no tail bits,
+// and the decoder treats the trellis as a circle. K=9 instead of the K=7 code (133, 171, 165) of the research
+// note: at a raw error rate of 16% it loses 4.5% of frames instead of 15.5% (TestFER), for a decoder that
+// still takes about a millisecond.
 const (
-	convK      = 7
+	convK      = 9
 	convStates = 1 << (convK - 1)
 	// convWrap is how many trellis steps the circular decoder runs before and after the block so that the
-	// unknown start state no longer matters (about 8 constraint lengths).
-	convWrap = 56
+	// unknown start state no longer matters (8 constraint lengths).
+	convWrap = 72
 )
 
-var convGenerators = [3]uint32{0o133, 0o171, 0o165}
+var convGenerators = [3]uint32{0o557, 0o663, 0o711}
 
-// convOutputs returns the three coded bits for register r (newest input in bit 6).
+// convOutputs returns the three coded bits for register r (newest input in bit convK-1).
 func convOutputs(r uint32) [3]uint8 {
 	var out [3]uint8
 	for i, g := range convGenerators {
@@ -38,11 +40,11 @@ func convEncode(info []uint8) []uint8 {
 	n := len(info)
 	var state uint32
 	for i := n - (convK - 1); i < n; i++ {
-		state = ((uint32(info[i]&1) << 6) | state) >> 1
+		state = ((uint32(info[i]&1) << (convK - 1)) | state) >> 1
 	}
 	out := make([]uint8, 0, 3*n)
 	for _, u := range info {
-		r := (uint32(u&1) << 6) | state
+		r := (uint32(u&1) << (convK - 1)) | state
 		o := convOutputs(r)
 		out = append(out, o[0], o[1], o[2])
 		state = r >> 1
@@ -93,7 +95,7 @@ func convDecode(llr []float64) []float64 {
 		}
 		for s := 0; s < convStates; s++ {
 			for u := 0; u < 2; u++ {
-				r := u<<6 | s
+				r := u<<(convK-1) | s
 				ns := r >> 1
 				if v := cur[s] + g[r]; v > next[ns] {
 					next[ns] = v
@@ -116,7 +118,7 @@ func convDecode(llr []float64) []float64 {
 		for s := 0; s < convStates; s++ {
 			prev[s] = math.Inf(-1)
 			for u := 0; u < 2; u++ {
-				r := u<<6 | s
+				r := u<<(convK-1) | s
 				ns := r >> 1
 				v := g[r] + beta[ns]
 				if v > prev[s] {

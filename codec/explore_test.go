@@ -119,6 +119,9 @@ func TestExplore(t *testing.T) {
 				}
 			}
 			ber := float64(errs) / float64(len(coded))
+			if os.Getenv("FILIGRANE_VERBOSE") != "" {
+				fmt.Printf("  img %d %-18s ber %.3f z %.1f ok %v\n", n, a.name, ber, at.pilotZ, d.Watermarked)
+			}
 			stats[k].ber += ber
 			stats[k].maxBER = max(stats[k].maxBER, ber)
 		}

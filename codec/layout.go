@@ -7,7 +7,7 @@ package codec
 const (
 	tileSide    = 128
 	tileWaxels  = tileSide * tileSide
-	pilotWaxels = tileWaxels / 5 // 20% pilot
+	pilotWaxels = tileWaxels / 8 // 12.5% pilot
 )
 
 type layout struct {
