@@ -27,7 +27,15 @@ type Deps struct {
 	StoreTimeout time.Duration
 	// ActorDelta, when set, is told when an actor of a kind starts (+1) and stops (-1), for metrics.
 	ActorDelta func(kind string, delta int)
+	// Reply sends a plain Go value to a saved requester (an answer given after the request's handler ended).
+	Reply func(ctx actor.Context, to *actor.PID, v any)
+	// Caller reaches other actors (the job actor asks the org actor); set once the cluster member started.
+	Caller *LateCaller
+	// Dispatch hands a claimable job to this node's worker pool; it must not block.
+	Dispatch func(requestID string)
 }
+
+func (d *Deps) orgs() OrgClient { return OrgClient{Caller: d.Caller} }
 
 func (d *Deps) actorDelta(kind string, delta int) {
 	if d.ActorDelta != nil {

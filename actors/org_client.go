@@ -2,7 +2,9 @@ package actors
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync/atomic"
 )
 
 // Caller sends a request to a virtual actor and waits for its reply. The cluster node implements it; the
@@ -94,4 +96,22 @@ func (c OrgClient) Grant(ctx context.Context, m OrgGrant) (*OrgReply, error) {
 // Get reads the balance.
 func (c OrgClient) Get(ctx context.Context, orgID string) (*OrgReply, error) {
 	return c.command(ctx, orgID, &OrgGet{OrgID: orgID})
+}
+
+// LateCaller is a Caller whose target is set after construction: actor kinds are registered before the
+// cluster member that carries their requests exists.
+type LateCaller struct {
+	c atomic.Pointer[Caller]
+}
+
+// Set installs the caller.
+func (l *LateCaller) Set(c Caller) { l.c.Store(&c) }
+
+// Request forwards to the installed caller.
+func (l *LateCaller) Request(ctx context.Context, identity, kind string, msg any) (any, error) {
+	c := l.c.Load()
+	if c == nil {
+		return nil, errors.New("actors: cluster member not started yet")
+	}
+	return (*c).Request(ctx, identity, kind, msg)
 }

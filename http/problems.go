@@ -32,6 +32,21 @@ var problemTable = map[Code]struct {
 	CodeInvalidRequest:      {422, "Invalid request"},
 	CodeRateLimited:         {429, "Too many requests"},
 	CodeConcurrencyLimit:    {429, "Plan concurrency limit reached"},
+	CodeInvalidData:         {422, "Invalid data object"},
+	CodeInvalidImage:        {422, "Invalid image"},
+	CodeImageTooLarge:       {413, "Image too large"},
+	CodeFileTooLarge:        {413, "File too large"},
+	CodeInvalidIdempotency:  {422, "Invalid Idempotency-Key"},
+	CodeInvalidAccelerator:  {422, "Invalid accelerator"},
+	CodeWebhookNotFound:     {404, "Webhook not found"},
+	CodeStorageDestination:  {422, "Storage destination not usable"},
+	CodeIdempotencyConflict: {409, "Idempotency-Key reused with different inputs"},
+	CodeGPUUnavailable:      {503, "GPU unavailable"},
+	CodeResultGone:          {410, "Result no longer available"},
+	CodeCancelled:           {409, "Cancelled"},
+	CodeProcessingError:     {500, "Processing failed"},
+	CodeDeadlineExceeded:    {503, "Processing deadline exceeded"},
+	CodeWorkerLost:          {503, "Processing interrupted"},
 	CodeInternal:            {500, "Internal error"},
 	CodeUnavailable:         {503, "Service unavailable"},
 }
@@ -55,6 +70,21 @@ const (
 	CodeInvalidRequest      Code = "invalid_request"
 	CodeRateLimited         Code = "rate_limited"
 	CodeConcurrencyLimit    Code = "concurrency_limit"
+	CodeInvalidData         Code = "invalid_data"
+	CodeInvalidImage        Code = "invalid_image"
+	CodeImageTooLarge       Code = "image_too_large"
+	CodeFileTooLarge        Code = "file_too_large"
+	CodeInvalidIdempotency  Code = "invalid_idempotency_key"
+	CodeInvalidAccelerator  Code = "invalid_accelerator"
+	CodeWebhookNotFound     Code = "webhook_not_found"
+	CodeStorageDestination  Code = "storage_destination_unusable"
+	CodeIdempotencyConflict Code = "idempotency_conflict"
+	CodeGPUUnavailable      Code = "gpu_unavailable"
+	CodeResultGone          Code = "result_gone"
+	CodeCancelled           Code = "cancelled"
+	CodeProcessingError     Code = "processing_error"
+	CodeDeadlineExceeded    Code = "deadline_exceeded"
+	CodeWorkerLost          Code = "worker_lost"
 	CodeInternal            Code = "internal_error"
 	CodeUnavailable         Code = "service_unavailable"
 )

@@ -18,6 +18,7 @@ import (
 
 	"filigrane/actors"
 	"filigrane/internal/clock"
+	"filigrane/persistence"
 )
 
 const (
@@ -27,15 +28,23 @@ const (
 
 // Config is what the API server needs.
 type Config struct {
-	Keys    actors.Keys
-	Orgs    actors.OrgClient
+	Keys  actors.Keys
+	Orgs  actors.OrgClient
+	Store persistence.Store
+	Blobs persistence.Blobs
+	// Caller reaches the job actors.
+	Caller actors.Caller
+	// Media runs synchronous detection; Pool bounds it by the node's CPU tokens.
+	Media   actors.Media
+	Pool    *actors.Pool
 	Catalog actors.Catalog
 	Clock   clock.Clock
 	Logger  zerolog.Logger
 	Metrics *Metrics
 	// MaxHeaderBytes bounds the request line plus headers (431 above it). Default 16 KiB.
 	MaxHeaderBytes int
-	// MaxBodyBytes bounds a request body (413 above it). Default 21 MiB: a 20 MB direct upload plus the form.
+	// MaxBodyBytes bounds any request body (413 above it, before routing). Default 48 MiB: the largest direct
+	// request (a 40 MB detection) plus its form. Routes enforce their own, smaller limits while streaming.
 	MaxBodyBytes int
 	// ActorTimeout bounds each call to an actor made while serving a request. Default 10 s.
 	ActorTimeout time.Duration
@@ -54,7 +63,7 @@ func New(cfg Config) *Server {
 		cfg.MaxHeaderBytes = 16 << 10
 	}
 	if cfg.MaxBodyBytes <= 0 {
-		cfg.MaxBodyBytes = 21 << 20
+		cfg.MaxBodyBytes = 48 << 20
 	}
 	if cfg.ActorTimeout <= 0 {
 		cfg.ActorTimeout = 10 * time.Second
@@ -65,11 +74,15 @@ func New(cfg Config) *Server {
 	s := &Server{cfg: cfg}
 	s.routes()
 	s.srv = &fasthttp.Server{
-		Handler:                       s.serve,
-		ErrorHandler:                  s.serveParseError,
-		Name:                          "filigrane",
-		ReadBufferSize:                cfg.MaxHeaderBytes,
-		MaxRequestBodySize:            cfg.MaxBodyBytes,
+		Handler:        s.serve,
+		ErrorHandler:   s.serveParseError,
+		Name:           "filigrane",
+		ReadBufferSize: cfg.MaxHeaderBytes,
+		// Bodies are streamed to handlers (multipart files go straight to the blob store); only this much is
+		// read ahead. Multipart pre-parsing would spool files to temporary files behind our back.
+		StreamRequestBody:             true,
+		DisablePreParseMultipartForm:  true,
+		MaxRequestBodySize:            streamAhead,
 		ReadTimeout:                   5 * time.Minute,
 		WriteTimeout:                  5 * time.Minute,
 		IdleTimeout:                   2 * time.Minute,
@@ -81,8 +94,12 @@ func New(cfg Config) *Server {
 	return s
 }
 
+// streamAhead is how much of a request body fasthttp reads before the handler runs; larger bodies stream.
+const streamAhead = 64 << 10
+
 func (s *Server) routes() {
 	s.router.handle("GET", "/auth/api-key", s.authed(nil, s.getAPIKey))
+	s.imageRoutes()
 	s.router.handle("GET", "/metrics", func(ctx *fasthttp.RequestCtx, _ map[string]string) { s.cfg.Metrics.serve(ctx) })
 	s.router.handle("GET", "/healthz", func(ctx *fasthttp.RequestCtx, _ map[string]string) {
 		writeJSON(ctx, 200, map[string]string{"status": "ok"})
@@ -113,6 +130,9 @@ func (s *Server) serve(ctx *fasthttp.RequestCtx) {
 	label := "unmatched"
 	rt, params, allowed := s.router.match(method, string(ctx.Path()))
 	switch {
+	case ctx.Request.Header.ContentLength() > s.cfg.MaxBodyBytes:
+		ctx.SetConnectionClose()
+		writeProblem(ctx, CodeTooLarge, fmt.Sprintf("the request body exceeds %d bytes; send larger files through an upload", s.cfg.MaxBodyBytes))
 	case rt != nil:
 		label = rt.pattern
 		rt.h(ctx, params)

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -16,10 +17,12 @@ import (
 
 	"filigrane/actors"
 	"filigrane/cluster"
+	"filigrane/codec"
 	apihttp "filigrane/http"
 	"filigrane/internal/admin"
 	"filigrane/internal/clock"
 	"filigrane/persistence"
+	"filigrane/persistence/fsblobs"
 	"filigrane/persistence/pebblestore"
 )
 
@@ -39,6 +42,15 @@ type Config struct {
 	Clock      clock.Clock
 	// Bootstrap creates the development organization on the first start of an empty data directory.
 	Bootstrap bool
+	// CodecKey is the deployment's watermark secret (at least 16 bytes); empty uses codec.DevelopmentKey.
+	CodecKey []byte
+	// Workers is the number of codec workers; 0 means one per CPU.
+	Workers int
+	// LeaseDuration is a worker's lease on a job attempt; it is renewed at a third of its length. Default 30 s.
+	LeaseDuration time.Duration
+	// SweepInterval is how often the sweeper ticks active jobs and purges expired results; 0 means 5 s,
+	// a negative value disables the background sweeper (tests call Sweep).
+	SweepInterval time.Duration
 }
 
 // Layout names the parts of a data directory.
@@ -54,6 +66,10 @@ func (l Layout) BlobDir() string { return filepath.Join(l.Root, "blobs") }
 type Node struct {
 	cfg      Config
 	store    persistence.Store
+	blobs    persistence.Blobs
+	pool     *actors.Pool
+	sweeper  actors.Sweeper
+	stopWork context.CancelFunc
 	cluster  *cluster.Node
 	api      *apihttp.Server
 	upload   *apihttp.Server
@@ -84,6 +100,18 @@ func (c *Config) defaults() {
 	if c.Clock == nil {
 		c.Clock = clock.System{}
 	}
+	if len(c.CodecKey) == 0 {
+		c.CodecKey = []byte(codec.DevelopmentKey)
+	}
+	if c.Workers <= 0 {
+		c.Workers = runtime.NumCPU()
+	}
+	if c.LeaseDuration <= 0 {
+		c.LeaseDuration = 30 * time.Second
+	}
+	if c.SweepInterval == 0 {
+		c.SweepInterval = 5 * time.Second
+	}
 }
 
 // Start opens the data directory, starts the cluster member and the listeners. On error everything already
@@ -109,6 +137,15 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 		return nil, fmt.Errorf("open store in %s (is another node using it?): %w", cfg.DataDir, err)
 	}
 	n.store = store
+	blobs, err := fsblobs.Open(layout.BlobDir())
+	if err != nil {
+		return nil, fmt.Errorf("open blob store: %w", err)
+	}
+	n.blobs = blobs
+	cdc, err := codec.New(cfg.CodecKey)
+	if err != nil {
+		return nil, fmt.Errorf("codec key: %w", err)
+	}
 
 	if cfg.Bootstrap {
 		n.DevOrg, err = admin.Admin{Store: store, Clock: cfg.Clock, Catalog: catalog}.Bootstrap(ctx)
@@ -119,6 +156,10 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 
 	reg := cluster.NewRegistry()
 	reg.MustRegister(actors.OrgMessages()...)
+	reg.MustRegister(actors.JobMessages()...)
+	caller := &actors.LateCaller{}
+	media := actors.Media{Blobs: blobs, Store: store, Codec: cdc, Catalog: catalog}
+	n.pool = actors.NewPool(caller, media, cfg.Logger.With().Str("component", "workers").Logger(), cfg.NodeName, cfg.Workers, cfg.LeaseDuration)
 	deps := &actors.Deps{
 		Store: store, Clock: cfg.Clock, Catalog: catalog, Logger: cfg.Logger.With().Str("component", "actors").Logger(),
 		Respond: func(ctx actor.Context, v any) {
@@ -126,9 +167,19 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 				cfg.Logger.Error().Err(err).Msgf("respond with %T", v)
 			}
 		},
+		Reply: func(ctx actor.Context, to *actor.PID, v any) {
+			wrapped, err := reg.Wrap(v)
+			if err != nil {
+				cfg.Logger.Error().Err(err).Msgf("reply with %T", v)
+				return
+			}
+			ctx.Send(to, wrapped)
+		},
 		IdleTimeout:  10 * time.Minute,
 		StoreTimeout: 10 * time.Second,
 		ActorDelta:   n.Metrics.ActorDelta,
+		Caller:       caller,
+		Dispatch:     n.pool.Dispatch,
 	}
 	host, gossipPort, err := splitHostPort(cfg.ClusterBind)
 	if err != nil {
@@ -143,16 +194,30 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 		Roles:      []cluster.Role{cluster.RoleEdge, cluster.RoleWorker},
 		Logger:     cfg.Logger.With().Str("component", "cluster").Logger(),
 		Registry:   reg,
-		Kinds:      []cluster.Kind{cluster.NewKind(actors.KindOrg, actors.OrgProps(deps))},
+		Kinds: []cluster.Kind{
+			cluster.NewKind(actors.KindOrg, actors.OrgProps(deps)),
+			cluster.NewKind(actors.KindJob, actors.JobProps(deps)),
+		},
+		Capacity: cfg.Workers,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("start cluster member: %w", err)
 	}
+	caller.Set(n.cluster)
+	workCtx, stopWork := context.WithCancel(context.Background())
+	n.stopWork = stopWork
+	n.pool.Run(workCtx)
+	n.sweeper = actors.Sweeper{Store: store, Blobs: blobs, Caller: n.cluster, Clock: cfg.Clock,
+		Logger: cfg.Logger.With().Str("component", "sweeper").Logger()}
+	if cfg.SweepInterval > 0 {
+		go n.sweeper.Run(workCtx, cfg.SweepInterval)
+	}
 
 	httpLog := cfg.Logger.With().Str("component", "http").Logger()
 	n.api = apihttp.New(apihttp.Config{
-		Keys:    actors.Keys{Store: store, Clock: cfg.Clock},
-		Orgs:    actors.OrgClient{Caller: n.cluster},
+		Keys:  actors.Keys{Store: store, Clock: cfg.Clock},
+		Orgs:  actors.OrgClient{Caller: n.cluster},
+		Store: store, Blobs: blobs, Caller: n.cluster, Media: media, Pool: n.pool,
 		Catalog: catalog, Clock: cfg.Clock, Logger: httpLog, Metrics: n.Metrics,
 	})
 	n.upload = apihttp.NewUploadHost(apihttp.Config{Clock: cfg.Clock, Logger: httpLog, Metrics: n.Metrics})
@@ -179,6 +244,17 @@ func (n *Node) GossipAddr() string { return n.cluster.GossipAddr() }
 // Store is the node's record store.
 func (n *Node) Store() persistence.Store { return n.store }
 
+// Blobs is the node's blob store.
+func (n *Node) Blobs() persistence.Blobs { return n.blobs }
+
+// Pool is the node's worker pool.
+func (n *Node) Pool() *actors.Pool { return n.pool }
+
+// Sweep runs one sweeper pass now (tests move the clock, then sweep).
+func (n *Node) Sweep(ctx context.Context) (ticked, purged int, err error) {
+	return n.sweeper.Sweep(ctx)
+}
+
 // Cluster is the node's cluster member.
 func (n *Node) Cluster() *cluster.Node { return n.cluster }
 
@@ -203,6 +279,10 @@ func (n *Node) Close(ctx context.Context) error {
 	}
 	if n.upload != nil && n.uploadLn != nil {
 		errs = append(errs, n.upload.Shutdown(ctx))
+	}
+	if n.stopWork != nil {
+		n.stopWork()
+		n.pool.Wait()
 	}
 	if n.cluster != nil {
 		errs = append(errs, n.cluster.Stop(true))

@@ -117,6 +117,7 @@ type fixture struct {
 	orgA, orgB                                   string
 	keyA, keyB, keyExpiring, keyRevoked, keyGone string
 	keyNoScopes                                  string
+	orgPoor, keyPoor, dataDir                    string
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -129,11 +130,15 @@ func newFixture(t *testing.T) *fixture {
 		t.Fatalf("first start did not bootstrap a development key: %+v", dev)
 	}
 	stopNode(t, n)
-	f := &fixture{clk: clk, dev: dev}
+	f := &fixture{clk: clk, dev: dev, dataDir: dir}
 	offline(t, dir, clk, func(a admin.Admin) {
 		ctx := context.Background()
 		mk := func(name, plan string) (string, string) {
-			st, err := a.CreateOrg(ctx, name, plan, 50)
+			extra := int64(50)
+			if plan == "launch" {
+				extra = 0
+			}
+			st, err := a.CreateOrg(ctx, name, plan, extra)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -154,6 +159,9 @@ func newFixture(t *testing.T) *fixture {
 			return s
 		}
 		f.keyA = key(f.orgA, memA, actors.AllScopes(), nil)
+		var memPoor string
+		f.orgPoor, memPoor = mk("Poor", "launch")
+		f.keyPoor = key(f.orgPoor, memPoor, actors.AllScopes(), nil)
 		f.keyB = key(f.orgB, memB, []string{actors.ScopeDetect}, nil)
 		exp := clk.Now().Add(time.Hour)
 		f.keyExpiring = key(f.orgB, memB, actors.AllScopes(), &exp)
@@ -312,8 +320,8 @@ func TestOversizedHeadersAndBodies(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn2.Close()
-	fmt.Fprintf(conn2, "POST /auth/api-key HTTP/1.1\r\nHost: x\r\nX-API-Key: %s\r\nContent-Length: %d\r\n\r\n", f.keyA, 22<<20)
-	conn2.Write(bytes.Repeat([]byte("x"), 1024))
+	fmt.Fprintf(conn2, "POST /auth/api-key HTTP/1.1\r\nHost: x\r\nX-API-Key: %s\r\nContent-Length: %d\r\n\r\n", f.keyA, 64<<20)
+	conn2.Write(bytes.Repeat([]byte("x"), 100<<10)) // past what the server reads ahead before routing
 	res, err = http.ReadResponse(bufioReader(conn2), nil)
 	if err != nil {
 		t.Fatal(err)

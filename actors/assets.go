@@ -1,0 +1,135 @@
+package actors
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"filigrane/persistence"
+)
+
+// Storage keys of the asset library.
+const (
+	prefixAsset      = "asset/"    // asset/<asset_id> -> Asset
+	prefixAssetIndex = "assetidx/" // assetidx/<org_id>/<inverted created ns, 20 digits>/<asset_id> -> empty
+	prefixWatermarks = "wmidx/"    // wmidx/<org_id>/<watermark_id>/<asset_id> -> empty
+)
+
+// Asset kinds.
+const (
+	AssetSource      = "source"
+	AssetWatermarked = "watermarked"
+)
+
+// Asset is an asset record (spec 2.6). The file lives in Blobs under BlobKey.
+type Asset struct {
+	ID            string         `msgpack:"id"`
+	OrgID         string         `msgpack:"org_id"`
+	Name          string         `msgpack:"name"`
+	Version       int64          `msgpack:"version"`
+	Kind          string         `msgpack:"kind"`
+	ParentAssetID string         `msgpack:"parent_asset_id"`
+	MediaType     string         `msgpack:"media_type"`
+	Format        string         `msgpack:"format"`
+	ContentType   string         `msgpack:"content_type"`
+	SizeBytes     int64          `msgpack:"size_bytes"`
+	SHA256        string         `msgpack:"sha256"`
+	RequestID     string         `msgpack:"request_id"`
+	WatermarkID   string         `msgpack:"watermark_id"`
+	BlobKey       string         `msgpack:"blob_key"`
+	Filename      string         `msgpack:"filename"`
+	CreatedAt     time.Time      `msgpack:"created_at"`
+	UpdatedAt     time.Time      `msgpack:"updated_at"`
+	FileExpiresAt time.Time      `msgpack:"file_expires_at"`
+	Metadata      map[string]any `msgpack:"metadata"`
+	DeletedAt     *time.Time     `msgpack:"deleted_at,omitempty"`
+}
+
+// SchemaVersion is the layout version of stored assets.
+func (*Asset) SchemaVersion() uint16 { return 1 }
+
+// AssetIDFor derives the id of a job's source or watermarked asset from the request id, so that a job
+// re-applying its outcome after a crash writes the very same records.
+func AssetIDFor(requestID, kind string) string {
+	sum := sha256.Sum256([]byte("filigrane/asset/" + kind + "/" + requestID))
+	return "ast_" + hex.EncodeToString(sum[:16])
+}
+
+// Assets reads and writes asset records and their indexes.
+type Assets struct {
+	Store persistence.Store
+}
+
+func invertedTime(t time.Time) string {
+	return fmt.Sprintf("%020d", uint64(math.MaxInt64-t.UnixNano()))
+}
+
+// Create writes a new asset and its indexes. It is idempotent: an asset that exists already is left as it is
+// (it may have been renamed since), and missing index keys are added.
+func (a Assets) Create(ctx context.Context, as *Asset) error {
+	b, err := persistence.Marshal(as)
+	if err != nil {
+		return fmt.Errorf("encode asset %s: %w", as.ID, err)
+	}
+	if _, err := a.Store.CompareAndSet(ctx, []byte(prefixAsset+as.ID), persistence.NoVersion, b); err != nil && !errors.Is(err, persistence.ErrVersionMismatch) {
+		return fmt.Errorf("write asset %s: %w", as.ID, err)
+	}
+	keys := []string{prefixAssetIndex + as.OrgID + "/" + invertedTime(as.CreatedAt) + "/" + as.ID}
+	if as.WatermarkID != "" {
+		keys = append(keys, prefixWatermarks+as.OrgID+"/"+as.WatermarkID+"/"+as.ID)
+	}
+	for _, k := range keys {
+		if _, err := a.Store.CompareAndSet(ctx, []byte(k), persistence.NoVersion, nil); err != nil && !errors.Is(err, persistence.ErrVersionMismatch) {
+			return fmt.Errorf("index asset %s: %w", as.ID, err)
+		}
+	}
+	return nil
+}
+
+// Get returns the asset with id, or persistence.ErrNotFound.
+func (a Assets) Get(ctx context.Context, id string) (*Asset, persistence.Version, error) {
+	it, err := a.Store.Get(ctx, []byte(prefixAsset+id))
+	if err != nil {
+		return nil, "", fmt.Errorf("load asset %s: %w", id, err)
+	}
+	var as Asset
+	if err := persistence.Unmarshal(it.Value, &as); err != nil {
+		return nil, "", fmt.Errorf("decode asset %s: %w", id, err)
+	}
+	return &as, it.Version, nil
+}
+
+// IssuedWatermarks returns up to limit distinct watermark ids the organization's embeds produced, for
+// snapping a damaged detection to a known id.
+func (a Assets) IssuedWatermarks(ctx context.Context, orgID string, limit int) ([]string, error) {
+	prefix := []byte(prefixWatermarks + orgID + "/")
+	var out []string
+	start := prefix
+	for len(out) < limit {
+		items, err := a.Store.Scan(ctx, prefix, start, 500)
+		if err != nil {
+			return nil, fmt.Errorf("list watermarks of %s: %w", orgID, err)
+		}
+		for _, it := range items {
+			wm := string(it.Key[len(prefix):])
+			if i := len(wm) - len("/ast_") - 32; i > 0 {
+				wm = wm[:i]
+			}
+			if len(out) == 0 || out[len(out)-1] != wm {
+				out = append(out, wm)
+			}
+		}
+		if len(items) < 500 {
+			break
+		}
+		start = persistence.KeyAfter(items[len(items)-1].Key)
+	}
+	if len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
+}

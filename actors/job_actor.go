@@ -1,0 +1,456 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	pcluster "github.com/asynkron/protoactor-go/cluster"
+
+	"filigrane/actors/jobstate"
+	"filigrane/persistence"
+)
+
+// Storage keys of jobs.
+const (
+	prefixJob       = "job/"         // job/<request_id> -> jobstate.Record
+	prefixActiveJob = "jobs/active/" // jobs/active/<request_id> -> org id; removed once the outcome is committed
+)
+
+func jobKey(id string) []byte { return []byte(prefixJob + id) }
+
+// JobProps returns the props of the job actor.
+func JobProps(d *Deps) *actor.Props {
+	return actor.PropsFromProducer(func() actor.Actor { return &jobActor{deps: d} })
+}
+
+// jobActor owns one job record. It runs the jobstate machine: it loads the record, applies a command with
+// the injected clock, writes the record with compare-and-set, and only then performs the effects the record
+// still owes (dispatch, wake-up, asset records, charge or refund) and answers. A failed compare-and-set
+// means another activation owns the job: it answers CodeRetry and stops.
+type jobActor struct {
+	deps    *Deps
+	id      string
+	rec     *jobstate.Record
+	version persistence.Version
+	loaded  bool
+	waiters []*actor.PID
+	wake    *time.Timer
+	wakeAt  time.Time
+}
+
+func (a *jobActor) Receive(ctx actor.Context) {
+	switch msg := ctx.Message().(type) {
+	case *actor.Started:
+		a.deps.actorDelta(KindJob, 1)
+		ctx.SetReceiveTimeout(2 * time.Minute)
+	case *actor.Stopped:
+		a.deps.actorDelta(KindJob, -1)
+		if a.wake != nil {
+			a.wake.Stop()
+		}
+	case *pcluster.ClusterInit:
+		a.id = msg.Identity.Identity
+	case *actor.ReceiveTimeout:
+		if len(a.waiters) == 0 {
+			ctx.Poison(ctx.Self())
+		}
+	case *JobSubmit:
+		a.submit(ctx, msg)
+	case *JobGet:
+		if a.loadFor(ctx, msg.RequestID, msg.OrgID) {
+			a.deps.Respond(ctx, &JobReply{Record: a.rec})
+		}
+	case *JobAwait:
+		if !a.loadFor(ctx, msg.RequestID, msg.OrgID) {
+			return
+		}
+		if a.rec.Committed() {
+			a.deps.Respond(ctx, &JobReply{Record: a.rec})
+			return
+		}
+		if s := ctx.Sender(); s != nil {
+			a.waiters = append(a.waiters, s)
+		}
+	case *JobClaim:
+		var lease jobstate.Lease
+		a.command(ctx, msg.RequestID, func(r *jobstate.Record, now time.Time) error {
+			var err error
+			lease, err = r.Claim(msg.WorkerID, now, msg.Lease)
+			return err
+		}, func(rep *JobReply) { rep.Lease = &lease })
+	case *JobRenew:
+		var lease jobstate.Lease
+		a.command(ctx, msg.RequestID, func(r *jobstate.Record, now time.Time) error {
+			var err error
+			lease, err = r.Renew(msg.Token, now)
+			return err
+		}, func(rep *JobReply) { rep.Lease = &lease })
+	case *JobSucceed:
+		a.command(ctx, msg.RequestID, func(r *jobstate.Record, now time.Time) error {
+			return r.Succeed(msg.Token, msg.Output, now)
+		}, nil)
+	case *JobFail:
+		a.command(ctx, msg.RequestID, func(r *jobstate.Record, now time.Time) error {
+			return r.Fail(msg.Token, msg.Code, msg.Detail, msg.Retryable, now)
+		}, nil)
+	case *JobTick:
+		a.command(ctx, msg.RequestID, func(r *jobstate.Record, now time.Time) error {
+			r.Tick(now)
+			return nil
+		}, nil)
+	}
+}
+
+func (a *jobActor) storeCtx() (context.Context, context.CancelFunc) {
+	d := a.deps.StoreTimeout
+	if d <= 0 {
+		d = 10 * time.Second
+	}
+	return context.WithTimeout(context.Background(), d)
+}
+
+// load reads the record once per activation; a missing record leaves rec nil.
+func (a *jobActor) load(ctx actor.Context, requestID string) bool {
+	if a.id == "" {
+		a.id = requestID
+	}
+	if requestID != a.id {
+		a.deps.Respond(ctx, &JobReply{Code: CodeNotFound})
+		return false
+	}
+	if a.loaded {
+		return true
+	}
+	sctx, cancel := a.storeCtx()
+	defer cancel()
+	it, err := a.deps.Store.Get(sctx, jobKey(a.id))
+	switch {
+	case errors.Is(err, persistence.ErrNotFound):
+		a.rec = nil
+	case err != nil:
+		a.fail(ctx, err, "load job")
+		return false
+	default:
+		var rec jobstate.Record
+		if err := persistence.Unmarshal(it.Value, &rec); err != nil {
+			a.fail(ctx, err, "decode job")
+			return false
+		}
+		a.rec, a.version = &rec, it.Version
+	}
+	a.loaded = true
+	return true
+}
+
+// loadFor loads the record and answers not found when it does not exist or belongs to another organization.
+func (a *jobActor) loadFor(ctx actor.Context, requestID, orgID string) bool {
+	if !a.load(ctx, requestID) {
+		return false
+	}
+	if a.rec == nil || (orgID != "" && a.rec.OrgID != orgID) {
+		a.deps.Respond(ctx, &JobReply{Code: CodeNotFound})
+		return false
+	}
+	return true
+}
+
+func (a *jobActor) fail(ctx actor.Context, err error, what string) {
+	a.deps.Logger.Error().Err(err).Str("job", a.id).Msg(what)
+	a.deps.Respond(ctx, &JobReply{Code: CodeInternal, Detail: "job state unavailable"})
+	ctx.Poison(ctx.Self())
+}
+
+// save writes rec with compare-and-set. On a lost race it answers CodeRetry and stops the activation.
+func (a *jobActor) save(ctx actor.Context, rec *jobstate.Record) bool {
+	b, err := persistence.Marshal(rec)
+	if err != nil {
+		a.fail(ctx, err, "encode job")
+		return false
+	}
+	sctx, cancel := a.storeCtx()
+	defer cancel()
+	v, err := a.deps.Store.CompareAndSet(sctx, jobKey(a.id), a.version, b)
+	if errors.Is(err, persistence.ErrVersionMismatch) {
+		a.deps.Logger.Warn().Str("job", a.id).Msg("job written by another activation; stopping")
+		a.deps.Respond(ctx, &JobReply{Code: CodeRetry, Detail: "job state changed elsewhere; retry"})
+		ctx.Poison(ctx.Self())
+		return false
+	}
+	if err != nil {
+		a.fail(ctx, err, "save job")
+		return false
+	}
+	a.rec, a.version = rec, v
+	return true
+}
+
+func (a *jobActor) submit(ctx actor.Context, msg *JobSubmit) {
+	spec := msg.Spec
+	if !a.load(ctx, spec.RequestID) {
+		return
+	}
+	if a.rec != nil {
+		fp, err := spec.Fingerprint()
+		if err == nil && a.rec.OrgID == spec.OrgID {
+			err = a.rec.CheckReplay(fp)
+		} else if err == nil {
+			err = jobstate.ErrIdempotencyConflict
+		}
+		if err != nil {
+			a.deps.Respond(ctx, &JobReply{Code: CodeIdempotencyConflict, Detail: err.Error()})
+			return
+		}
+		a.deps.Respond(ctx, &JobReply{Record: a.rec, Replayed: true})
+		return
+	}
+	cctx, cancel := a.storeCtx()
+	rep, err := a.deps.orgs().Reserve(cctx, OrgReserve{OrgID: spec.OrgID, Op: spec.RequestID, Credits: msg.Hold,
+		Slot: msg.Slot, Batch: msg.Batch})
+	cancel()
+	if err != nil {
+		a.deps.Logger.Error().Err(err).Str("job", a.id).Msg("reserve credits")
+		a.deps.Respond(ctx, &JobReply{Code: CodeInternal, Detail: "could not reserve credits"})
+		return
+	}
+	if rep.Code != CodeOK {
+		a.deps.Respond(ctx, &JobReply{Code: rep.Code, Detail: rep.Detail})
+		return
+	}
+	spec.CreditsHeld = msg.Hold
+	rec, err := jobstate.Accept(spec, a.deps.Clock.Now())
+	if err != nil {
+		a.releaseQuietly(spec.OrgID, spec.RequestID)
+		a.deps.Respond(ctx, &JobReply{Code: CodeInvalid, Detail: err.Error()})
+		return
+	}
+	if !a.save(ctx, rec) {
+		return
+	}
+	sctx, cancel := a.storeCtx()
+	_, err = a.deps.Store.CompareAndSet(sctx, []byte(prefixActiveJob+a.id), persistence.NoVersion, []byte(spec.OrgID))
+	cancel()
+	if err != nil && !errors.Is(err, persistence.ErrVersionMismatch) {
+		// The sweeper would not find this job after a crash; the deadline still needs a tick, so report it.
+		a.deps.Logger.Error().Err(err).Str("job", a.id).Msg("index active job")
+	}
+	a.settle(ctx)
+	a.deps.Respond(ctx, &JobReply{Record: a.rec})
+}
+
+// releaseQuietly frees a hold whose job could not be created.
+func (a *jobActor) releaseQuietly(orgID, op string) {
+	cctx, cancel := a.storeCtx()
+	defer cancel()
+	if _, err := a.deps.orgs().Release(cctx, OrgRelease{OrgID: orgID, Op: op}); err != nil {
+		a.deps.Logger.Error().Err(err).Str("job", op).Msg("release credits of a refused job")
+	}
+}
+
+// command applies fn to a copy of the record, saves it when it changed, settles effects and answers.
+func (a *jobActor) command(ctx actor.Context, requestID string, fn func(*jobstate.Record, time.Time) error, decorate func(*JobReply)) {
+	if !a.loadFor(ctx, requestID, "") {
+		return
+	}
+	next := a.rec.Clone()
+	err := fn(next, a.deps.Clock.Now())
+	if err != nil {
+		code := CodeInvalid
+		switch {
+		case errors.Is(err, jobstate.ErrStaleLease), errors.Is(err, jobstate.ErrTerminal), errors.Is(err, jobstate.ErrDeadlineExceeded):
+			code = CodeStaleLease
+		case errors.Is(err, jobstate.ErrNotClaimable):
+			code = CodeNotClaimable
+		}
+		a.settle(ctx) // a refused command still lets due effects (a dispatch after restart) happen
+		a.deps.Respond(ctx, &JobReply{Code: code, Detail: err.Error(), Record: a.rec})
+		return
+	}
+	if next.Revision != a.rec.Revision && !a.save(ctx, next) {
+		return
+	}
+	a.settle(ctx)
+	rep := &JobReply{Record: a.rec}
+	if decorate != nil {
+		decorate(rep)
+	}
+	a.deps.Respond(ctx, rep)
+}
+
+// settle performs what the record still owes, marking each settled effect in the record, and tells waiters
+// once the outcome is committed.
+func (a *jobActor) settle(ctx actor.Context) {
+	now := a.deps.Clock.Now()
+	next := a.rec.Clone()
+	for _, fx := range next.PendingEffects(now) {
+		switch fx.Kind {
+		case jobstate.EffectDispatch:
+			if a.deps.Dispatch != nil {
+				a.deps.Dispatch(a.id)
+			}
+		case jobstate.EffectScheduleWake:
+			a.scheduleWake(ctx, fx.At, now)
+		default:
+			if err := a.perform(next, fx); err != nil {
+				a.deps.Logger.Warn().Err(err).Str("job", a.id).Str("effect", string(fx.Kind)).Msg("effect not settled yet; the sweeper retries")
+				continue
+			}
+			if err := next.MarkSettled(fx.Kind); err != nil {
+				a.deps.Logger.Error().Err(err).Str("job", a.id).Msg("mark effect settled")
+			}
+		}
+	}
+	if next.Settlement != a.rec.Settlement && !a.saveQuiet(ctx, next) {
+		return
+	}
+	if a.rec.Committed() {
+		sctx, cancel := a.storeCtx()
+		if keys, at := a.purgeable(); keys != "" {
+			if _, err := a.deps.Store.CompareAndSet(sctx, purgeKey(at, a.id), persistence.NoVersion, []byte(keys)); err != nil && !errors.Is(err, persistence.ErrVersionMismatch) {
+				a.deps.Logger.Warn().Err(err).Str("job", a.id).Msg("index result for purging")
+			}
+		}
+		if err := a.deps.Store.Delete(sctx, []byte(prefixActiveJob+a.id), a.activeVersion(sctx)); err != nil && !errors.Is(err, persistence.ErrVersionMismatch) {
+			a.deps.Logger.Warn().Err(err).Str("job", a.id).Msg("drop active job index")
+		}
+		cancel()
+		for _, w := range a.waiters {
+			a.deps.Reply(ctx, w, &JobReply{Record: a.rec})
+		}
+		a.waiters = nil
+	}
+}
+
+// purgeable lists the files that go 24 hours after the outcome, and when: a detection keeps nothing (spec
+// 1.10) and a failed job's input belongs to no asset, while a succeeded embed's input and output are the
+// source and watermarked assets, kept by file retention.
+func (a *jobActor) purgeable() (string, time.Time) {
+	r := a.rec
+	switch {
+	case r.Status == jobstate.StatusSucceeded && r.Operation == jobstate.OperationDetect:
+		return r.Input.BlobKey + "\n" + r.Output.BlobKey, r.ResultExpiresAt
+	case r.Status == jobstate.StatusFailed:
+		return r.Input.BlobKey, r.CompletedAt.Add(jobstate.ResultRetention)
+	}
+	return "", time.Time{}
+}
+
+func (a *jobActor) activeVersion(ctx context.Context) persistence.Version {
+	it, err := a.deps.Store.Get(ctx, []byte(prefixActiveJob+a.id))
+	if err != nil {
+		return persistence.NoVersion
+	}
+	return it.Version
+}
+
+// saveQuiet is save without an answer on failure: settle runs inside handlers that answer themselves.
+func (a *jobActor) saveQuiet(ctx actor.Context, rec *jobstate.Record) bool {
+	b, err := persistence.Marshal(rec)
+	if err != nil {
+		return false
+	}
+	sctx, cancel := a.storeCtx()
+	defer cancel()
+	v, err := a.deps.Store.CompareAndSet(sctx, jobKey(a.id), a.version, b)
+	if err != nil {
+		a.deps.Logger.Warn().Err(err).Str("job", a.id).Msg("save settled effects")
+		if errors.Is(err, persistence.ErrVersionMismatch) {
+			ctx.Poison(ctx.Self())
+		}
+		return false
+	}
+	a.rec, a.version = rec, v
+	return true
+}
+
+// perform carries out one settlement effect; each is idempotent, so a crash before MarkSettled is saved only
+// makes the next activation repeat it harmlessly.
+func (a *jobActor) perform(r *jobstate.Record, fx jobstate.Effect) error {
+	cctx, cancel := a.storeCtx()
+	defer cancel()
+	switch fx.Kind {
+	case jobstate.EffectChargeCredits:
+		rep, err := a.deps.orgs().Charge(cctx, OrgCharge{OrgID: r.OrgID, Op: r.RequestID, Credits: fx.Amount})
+		return replyErr(rep, err)
+	case jobstate.EffectReleaseCredits:
+		rep, err := a.deps.orgs().Release(cctx, OrgRelease{OrgID: r.OrgID, Op: r.RequestID})
+		return replyErr(rep, err)
+	case jobstate.EffectWriteAssets:
+		return a.writeAssets(cctx, r)
+	case jobstate.EffectNotifyWebhook, jobstate.EffectNotifyBatch, jobstate.EffectDeliverStorage:
+		// Requests naming webhooks, batches or storage destinations are refused at the edge until those
+		// exist, so no record owes these yet.
+		return errors.New("delivery of " + string(fx.Kind) + " is not implemented")
+	}
+	return nil
+}
+
+func replyErr(rep *OrgReply, err error) error {
+	if err != nil {
+		return err
+	}
+	if rep.Code != CodeOK {
+		return errors.New("org actor: " + rep.Code + ": " + rep.Detail)
+	}
+	return nil
+}
+
+// writeAssets creates the source and watermarked asset records of a succeeded embed.
+func (a *jobActor) writeAssets(ctx context.Context, r *jobstate.Record) error {
+	rep, err := a.deps.orgs().Get(ctx, r.OrgID)
+	if err := replyErr(rep, err); err != nil {
+		return err
+	}
+	retention := FileRetention(a.deps.Catalog, rep.Plan)
+	done := r.CompletedAt
+	out := r.Output
+	source := &Asset{ID: out.SourceAssetID, OrgID: r.OrgID, Name: r.Input.Filename, Version: 1, Kind: AssetSource,
+		MediaType: string(r.Media), Format: r.Format, ContentType: r.Input.ContentType, SizeBytes: r.Input.Size,
+		SHA256: r.Input.SHA256, RequestID: r.RequestID, BlobKey: r.Input.BlobKey, Filename: r.Input.Filename,
+		CreatedAt: done, UpdatedAt: done, FileExpiresAt: done.Add(retention)}
+	marked := &Asset{ID: out.AssetID, OrgID: r.OrgID, Name: out.Filename, Version: 1, Kind: AssetWatermarked,
+		ParentAssetID: out.SourceAssetID, MediaType: string(r.Media), Format: formatOfContentType(out.ContentType, r.Format),
+		ContentType: out.ContentType, SizeBytes: out.Size, SHA256: out.SHA256, RequestID: r.RequestID,
+		WatermarkID: out.WatermarkID, BlobKey: out.BlobKey, Filename: out.Filename,
+		CreatedAt: done, UpdatedAt: done, FileExpiresAt: done.Add(retention)}
+	assets := Assets{Store: a.deps.Store}
+	if err := assets.Create(ctx, source); err != nil {
+		return err
+	}
+	return assets.Create(ctx, marked)
+}
+
+func formatOfContentType(ct, fallback string) string {
+	if ct == "image/png" {
+		return "PNG"
+	}
+	return fallback
+}
+
+// FileRetention is how long an Etchv-hosted file of an organization on plan stays available: 30 days on a
+// trial, a year otherwise (spec 8). The rule after a subscription ends needs billing state we do not keep.
+func FileRetention(c Catalog, plan string) time.Duration {
+	if p, ok := c.Plan(plan); ok && p.TrialDays > 0 {
+		return 30 * 24 * time.Hour
+	}
+	return 365 * 24 * time.Hour
+}
+
+// scheduleWake sends this actor a JobTick when the record next needs attention. The timer runs on real time
+// for the clock's distance to at; with a manual clock in tests the sweeper ticks instead.
+func (a *jobActor) scheduleWake(ctx actor.Context, at, now time.Time) {
+	if a.wake != nil && a.wakeAt.Equal(at) {
+		return
+	}
+	if a.wake != nil {
+		a.wake.Stop()
+	}
+	d := at.Sub(now)
+	if d < 0 {
+		d = 0
+	}
+	root, self, id := ctx.ActorSystem().Root, ctx.Self(), a.id
+	a.wakeAt = at
+	a.wake = time.AfterFunc(d+10*time.Millisecond, func() { root.Send(self, &JobTick{RequestID: id}) })
+}

@@ -1,0 +1,43 @@
+package actors
+
+import (
+	"context"
+	"fmt"
+)
+
+// JobClient is the typed way to talk to job actors.
+type JobClient struct {
+	Caller Caller
+}
+
+func (c JobClient) call(ctx context.Context, requestID string, msg any) (*JobReply, error) {
+	for attempt := 0; attempt <= maxFencedRetries; attempt++ {
+		r, err := c.Caller.Request(ctx, requestID, KindJob, msg)
+		if err != nil {
+			return nil, fmt.Errorf("job %s: %w", requestID, err)
+		}
+		rep, ok := r.(*JobReply)
+		if !ok {
+			return nil, fmt.Errorf("job %s: unexpected reply %T", requestID, r)
+		}
+		if rep.Code != CodeRetry {
+			return rep, nil
+		}
+	}
+	return &JobReply{Code: CodeRetry}, nil
+}
+
+// Submit accepts a request as a job (or answers the job an idempotent replay names).
+func (c JobClient) Submit(ctx context.Context, m JobSubmit) (*JobReply, error) {
+	return c.call(ctx, m.Spec.RequestID, &m)
+}
+
+// Get reads a job of an organization.
+func (c JobClient) Get(ctx context.Context, orgID, requestID string) (*JobReply, error) {
+	return c.call(ctx, requestID, &JobGet{RequestID: requestID, OrgID: orgID})
+}
+
+// Await waits, until ctx ends, for the job's committed outcome.
+func (c JobClient) Await(ctx context.Context, orgID, requestID string) (*JobReply, error) {
+	return c.call(ctx, requestID, &JobAwait{RequestID: requestID, OrgID: orgID})
+}

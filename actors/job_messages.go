@@ -1,0 +1,90 @@
+package actors
+
+import (
+	"time"
+
+	"filigrane/actors/jobstate"
+)
+
+// KindJob is the cluster kind of the job actor; its identity is the request id.
+const KindJob = "job"
+
+// Reply codes of the job actor beyond the org actor's.
+const (
+	CodeIdempotencyConflict = "idempotency_conflict"
+	CodeStaleLease          = "stale_lease"
+	CodeNotClaimable        = "not_claimable"
+	CodeInvalid             = "invalid"
+)
+
+// JobSubmit accepts a request: on first delivery it reserves credits (and a slot) with the org actor and
+// creates the queued job; a repeat with the same fingerprint answers the existing job (Replayed), a different
+// fingerprint CodeIdempotencyConflict.
+type JobSubmit struct {
+	Spec jobstate.Spec
+	// Hold is the credits to reserve (3x the price for accelerator=gpu).
+	Hold int64
+	// Slot takes a concurrency slot; Batch marks it as a batch file's.
+	Slot  bool
+	Batch bool
+}
+
+// JobGet reads a job of an organization.
+type JobGet struct {
+	RequestID string
+	OrgID     string
+}
+
+// JobAwait answers once the job's outcome is committed (immediately if it is). The caller bounds the wait.
+type JobAwait struct {
+	RequestID string
+	OrgID     string
+}
+
+// JobClaim asks for the next attempt on behalf of a worker.
+type JobClaim struct {
+	RequestID string
+	WorkerID  string
+	Lease     time.Duration
+}
+
+// JobRenew extends a worker's lease.
+type JobRenew struct {
+	RequestID string
+	Token     jobstate.Token
+}
+
+// JobSucceed reports an attempt's output.
+type JobSucceed struct {
+	RequestID string
+	Token     jobstate.Token
+	Output    jobstate.Output
+}
+
+// JobFail reports a failed attempt.
+type JobFail struct {
+	RequestID string
+	Token     jobstate.Token
+	Code      string
+	Detail    string
+	Retryable bool
+}
+
+// JobTick makes the job apply what time decided (lease expiry, retry wait, deadline) and re-dispatch.
+type JobTick struct {
+	RequestID string
+}
+
+// JobReply answers every job message.
+type JobReply struct {
+	Code     string
+	Detail   string
+	Record   *jobstate.Record
+	Lease    *jobstate.Lease
+	Replayed bool
+}
+
+// JobMessages lists the job actor's message types, for registration with the wire codec.
+func JobMessages() []any {
+	return []any{JobSubmit{}, JobGet{}, JobAwait{}, JobClaim{}, JobRenew{}, JobSucceed{}, JobFail{}, JobTick{}, JobReply{}}
+}

@@ -1,0 +1,114 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"filigrane/internal/clock"
+	"filigrane/persistence"
+)
+
+// prefixPurge indexes job files to delete once their result expired:
+// jobs/purge/<unix seconds, 20 digits>/<request_id> -> newline-separated blob keys.
+const prefixPurge = "jobs/purge/"
+
+// purgeKey is the purge index entry of a job whose files may go at expires.
+func purgeKey(expires time.Time, requestID string) []byte {
+	return []byte(fmt.Sprintf("%s%020d/%s", prefixPurge, expires.Unix(), requestID))
+}
+
+// Sweeper does the periodic work no message triggers: it ticks every active job (so that expired leases,
+// finished retry waits and deadlines are acted on even after the job's node died or the actor passivated),
+// and deletes files of results whose 24 hours are over. Time comes from the injected clock.
+type Sweeper struct {
+	Store  persistence.Store
+	Blobs  persistence.Blobs
+	Caller Caller
+	Clock  clock.Clock
+	Logger zerolog.Logger
+}
+
+// Sweep runs one pass and reports how many jobs it ticked and how many results it purged.
+func (s Sweeper) Sweep(ctx context.Context) (ticked, purged int, err error) {
+	err = scanAll(ctx, s.Store, []byte(prefixActiveJob), func(it persistence.Item) error {
+		id := strings.TrimPrefix(string(it.Key), prefixActiveJob)
+		cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		defer cancel()
+		if _, err := s.Caller.Request(cctx, id, KindJob, &JobTick{RequestID: id}); err != nil {
+			s.Logger.Warn().Err(err).Str("job", id).Msg("sweep: tick")
+			return nil
+		}
+		ticked++
+		return nil
+	})
+	if err != nil {
+		return ticked, purged, err
+	}
+	now := s.Clock.Now()
+	end := []byte(fmt.Sprintf("%s%020d/", prefixPurge, now.Unix()+1))
+	err = scanAll(ctx, s.Store, []byte(prefixPurge), func(it persistence.Item) error {
+		if string(it.Key) >= string(end) {
+			return errStopScan
+		}
+		for _, key := range strings.Split(string(it.Value), "\n") {
+			if key == "" {
+				continue
+			}
+			if err := s.Blobs.Delete(ctx, key); err != nil {
+				return fmt.Errorf("purge %s: %w", key, err)
+			}
+		}
+		if err := s.Store.Delete(ctx, it.Key, it.Version); err != nil && !errors.Is(err, persistence.ErrVersionMismatch) {
+			return fmt.Errorf("drop purge entry: %w", err)
+		}
+		purged++
+		return nil
+	})
+	if errors.Is(err, errStopScan) {
+		err = nil
+	}
+	return ticked, purged, err
+}
+
+// Run sweeps every interval until ctx ends.
+func (s Sweeper) Run(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if _, _, err := s.Sweep(ctx); err != nil && ctx.Err() == nil {
+				s.Logger.Warn().Err(err).Msg("sweep")
+			}
+		}
+	}
+}
+
+var errStopScan = errors.New("stop scan")
+
+// scanAll calls fn for every item under prefix, in key order, a page at a time.
+func scanAll(ctx context.Context, st persistence.Store, prefix []byte, fn func(persistence.Item) error) error {
+	start := prefix
+	for {
+		items, err := st.Scan(ctx, prefix, start, 256)
+		if err != nil {
+			return fmt.Errorf("scan %s: %w", prefix, err)
+		}
+		for _, it := range items {
+			if err := fn(it); err != nil {
+				return err
+			}
+		}
+		if len(items) < 256 {
+			return nil
+		}
+		start = persistence.KeyAfter(items[len(items)-1].Key)
+	}
+}

@@ -1,0 +1,180 @@
+package actors
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"filigrane/actors/jobstate"
+)
+
+// ProcessError is how processing an attempt failed: Code becomes the job's error_code; Retryable attempts
+// are tried again from the original input.
+type ProcessError struct {
+	Code      string
+	Detail    string
+	Retryable bool
+}
+
+func (e *ProcessError) Error() string { return e.Code + ": " + e.Detail }
+
+// Processor does the work of one attempt and returns its output.
+type Processor interface {
+	Process(ctx context.Context, rec *jobstate.Record) (jobstate.Output, *ProcessError)
+}
+
+// Pool is a node's workers. Jobs are dispatched to it by request id; a worker claims the job from its actor
+// under a lease, renews the lease while it works, and reports the outcome. The same CPU tokens bound
+// synchronous detection at the edge (Acquire), so that a node never runs more codec work than it has cores
+// for.
+type Pool struct {
+	caller    Caller
+	processor Processor
+	logger    zerolog.Logger
+	lease     time.Duration
+	queue     chan string
+	tokens    chan struct{}
+	node      string
+	workers   int
+	wg        sync.WaitGroup
+	// OnClaim, when set, is called after a worker claimed a job and before it processes it (tests use it to
+	// simulate a worker that dies mid-job).
+	OnClaim func(ctx context.Context, requestID string) bool
+}
+
+// NewPool returns a pool of n workers.
+func NewPool(caller Caller, p Processor, logger zerolog.Logger, node string, n int, lease time.Duration) *Pool {
+	if n < 1 {
+		n = 1
+	}
+	return &Pool{caller: caller, processor: p, logger: logger, lease: lease, node: node, workers: n,
+		queue: make(chan string, 4096), tokens: make(chan struct{}, n)}
+}
+
+// Dispatch queues a job; it never blocks. A job dropped from a full queue stays claimable and the sweeper
+// dispatches it again.
+func (p *Pool) Dispatch(requestID string) {
+	select {
+	case p.queue <- requestID:
+	default:
+		p.logger.Warn().Str("job", requestID).Msg("worker queue full; the sweeper will dispatch the job again")
+	}
+}
+
+// Acquire takes a CPU token for work done outside the pool; call release when done.
+func (p *Pool) Acquire(ctx context.Context) (release func(), err error) {
+	select {
+	case p.tokens <- struct{}{}:
+		return func() { <-p.tokens }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// Run starts the workers; they stop when ctx ends. Wait waits for them.
+func (p *Pool) Run(ctx context.Context) {
+	for i := 0; i < p.workers; i++ {
+		p.wg.Add(1)
+		go func() {
+			defer p.wg.Done()
+			p.work(ctx, i)
+		}()
+	}
+}
+
+// Wait blocks until every worker returned.
+func (p *Pool) Wait() { p.wg.Wait() }
+
+func workerID(node string, i int) string {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return fmt.Sprintf("%s/w%d/%s", node, i, hex.EncodeToString(b))
+}
+
+func (p *Pool) work(ctx context.Context, i int) {
+	id := workerID(p.node, i)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case req := <-p.queue:
+			p.attempt(ctx, id, req)
+		}
+	}
+}
+
+func (p *Pool) call(ctx context.Context, requestID string, msg any) (*JobReply, error) {
+	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	r, err := p.caller.Request(cctx, requestID, KindJob, msg)
+	if err != nil {
+		return nil, err
+	}
+	rep, ok := r.(*JobReply)
+	if !ok {
+		return nil, fmt.Errorf("job %s: unexpected reply %T", requestID, r)
+	}
+	return rep, nil
+}
+
+// attempt claims one job and runs it under a renewed lease.
+func (p *Pool) attempt(ctx context.Context, worker, requestID string) {
+	rep, err := p.call(ctx, requestID, &JobClaim{RequestID: requestID, WorkerID: worker, Lease: p.lease})
+	if err != nil || rep.Code != CodeOK || rep.Lease == nil {
+		if err != nil {
+			p.logger.Warn().Err(err).Str("job", requestID).Msg("claim")
+		}
+		return // not claimable (running elsewhere, ended, waiting to retry): nothing to do
+	}
+	lease := *rep.Lease
+	if p.OnClaim != nil && !p.OnClaim(ctx, requestID) {
+		return
+	}
+	release, err := p.Acquire(ctx)
+	if err != nil {
+		return
+	}
+	defer release()
+	workCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	go p.renew(workCtx, stop, requestID, lease)
+
+	out, perr := p.processor.Process(workCtx, rep.Record)
+	if workCtx.Err() != nil && ctx.Err() == nil {
+		return // the lease was lost: another worker owns the job now and this result would be refused
+	}
+	var msg any
+	if perr != nil {
+		msg = &JobFail{RequestID: requestID, Token: lease.Token, Code: perr.Code, Detail: perr.Detail, Retryable: perr.Retryable}
+	} else {
+		msg = &JobSucceed{RequestID: requestID, Token: lease.Token, Output: out}
+	}
+	if rep, err := p.call(ctx, requestID, msg); err != nil || rep.Code != CodeOK {
+		p.logger.Warn().Err(err).Str("job", requestID).Interface("reply", rep).Msg("report outcome")
+	}
+}
+
+// renew extends the lease at a third of its length until ctx ends; when the job refuses (lease lost) it
+// cancels the work.
+func (p *Pool) renew(ctx context.Context, cancel context.CancelFunc, requestID string, lease jobstate.Lease) {
+	t := time.NewTicker(p.lease / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			rep, err := p.call(ctx, requestID, &JobRenew{RequestID: requestID, Token: lease.Token})
+			if err == nil && rep.Code != CodeOK {
+				p.logger.Warn().Str("job", requestID).Str("code", rep.Code).Msg("lease lost; abandoning the attempt")
+				cancel()
+				return
+			}
+		}
+	}
+}

@@ -1,0 +1,156 @@
+package http
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"mime/multipart"
+	"strings"
+
+	"github.com/valyala/fasthttp"
+
+	"filigrane/persistence"
+)
+
+// maxDataBytes bounds the `data` field (spec: a JSON object of up to 8 KB; we read KB as 1024 bytes).
+const maxDataBytes = 8 << 10
+
+// maxFormParts bounds the parts of a media form; a form has at most file, data and upload_id.
+const maxFormParts = 16
+
+// maxSmallField bounds a form field that is not the file.
+const maxSmallField = 1 << 10
+
+// apiError is an error with the problem code it answers with.
+type apiError struct {
+	code   Code
+	detail string
+}
+
+func (e *apiError) Error() string { return string(e.code) + ": " + e.detail }
+
+func newAPIError(code Code, format string, args ...any) *apiError {
+	return &apiError{code: code, detail: fmt.Sprintf(format, args...)}
+}
+
+// storedFile is a form file streamed into Blobs.
+type storedFile struct {
+	Key         string
+	Info        persistence.BlobInfo
+	Filename    string
+	ContentType string
+}
+
+// mediaForm is a parsed embed or detect form.
+type mediaForm struct {
+	File     *storedFile
+	Data     []byte // nil when absent
+	UploadID string
+}
+
+// errFileTooLarge aborts a blob Put when the file part passes its limit; Put then leaves nothing behind.
+var errFileTooLarge = errors.New("file part exceeds its limit")
+
+// limitedReader fails with errFileTooLarge instead of stopping quietly at the limit.
+type limitedReader struct {
+	r    io.Reader
+	left int64
+}
+
+func (l *limitedReader) Read(p []byte) (int, error) {
+	if l.left < 0 {
+		return 0, errFileTooLarge
+	}
+	if int64(len(p)) > l.left+1 {
+		p = p[:l.left+1]
+	}
+	n, err := l.r.Read(p)
+	l.left -= int64(n)
+	if l.left < 0 {
+		return n, errFileTooLarge
+	}
+	return n, err
+}
+
+// readMediaForm parses a multipart/form-data body as it arrives: the `file` part streams into blobs under
+// key (never held in memory), `data` and `upload_id` are read with small limits. On any error nothing stays
+// stored.
+func readMediaForm(ctx context.Context, rc *fasthttp.RequestCtx, blobs persistence.Blobs, key string, maxFile int64) (form *mediaForm, err error) {
+	ct := string(rc.Request.Header.ContentType())
+	mt, params, perr := mime.ParseMediaType(ct)
+	if perr != nil || mt != "multipart/form-data" || params["boundary"] == "" {
+		return nil, newAPIError(CodeUnsupportedMedia, "send the request as multipart/form-data")
+	}
+	body := rc.RequestBodyStream()
+	if body == nil {
+		body = bytes.NewReader(rc.Request.Body())
+	}
+	mr := multipart.NewReader(body, params["boundary"])
+	form = &mediaForm{}
+	defer func() {
+		if err != nil && form != nil && form.File != nil {
+			_ = blobs.Delete(context.WithoutCancel(ctx), form.File.Key)
+		}
+	}()
+	for parts := 0; ; parts++ {
+		if parts >= maxFormParts {
+			return form, newAPIError(CodeInvalidRequest, "the form has more than %d parts", maxFormParts)
+		}
+		part, err := mr.NextPart()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return form, newAPIError(CodeBadRequest, "the multipart body is malformed: %v", err)
+		}
+		switch part.FormName() {
+		case "file":
+			if form.File != nil {
+				return form, newAPIError(CodeInvalidRequest, "send exactly one file")
+			}
+			info, err := blobs.Put(ctx, key, &limitedReader{r: part, left: maxFile})
+			if errors.Is(err, errFileTooLarge) {
+				return form, newAPIError(CodeFileTooLarge, "the file exceeds %d bytes; send larger files through an upload", maxFile)
+			}
+			if err != nil {
+				if isMultipartErr(err) {
+					return form, newAPIError(CodeBadRequest, "the multipart body is malformed: %v", err)
+				}
+				return form, fmt.Errorf("store upload: %w", err)
+			}
+			form.File = &storedFile{Key: key, Info: info, Filename: part.FileName(), ContentType: part.Header.Get("Content-Type")}
+			if info.Size == 0 {
+				return form, newAPIError(CodeInvalidImage, "the file is empty")
+			}
+		case "data":
+			b, err := io.ReadAll(io.LimitReader(part, maxDataBytes+1))
+			if err != nil {
+				return form, newAPIError(CodeBadRequest, "the multipart body is malformed: %v", err)
+			}
+			if len(b) > maxDataBytes {
+				return form, newAPIError(CodeInvalidData, "data exceeds %d bytes", maxDataBytes)
+			}
+			form.Data = b
+		case "upload_id":
+			b, err := io.ReadAll(io.LimitReader(part, maxSmallField+1))
+			if err != nil || len(b) > maxSmallField {
+				return form, newAPIError(CodeInvalidRequest, "upload_id is malformed")
+			}
+			form.UploadID = strings.TrimSpace(string(b))
+		default:
+			// Unknown fields are read and ignored, so that clients sending extra metadata keep working.
+			if _, err := io.Copy(io.Discard, io.LimitReader(part, maxSmallField+1)); err != nil {
+				return form, newAPIError(CodeBadRequest, "the multipart body is malformed: %v", err)
+			}
+		}
+	}
+	return form, nil
+}
+
+func isMultipartErr(err error) bool {
+	s := err.Error()
+	return strings.Contains(s, "multipart") || errors.Is(err, io.ErrUnexpectedEOF)
+}

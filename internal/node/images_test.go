@@ -1,0 +1,408 @@
+package node_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"image"
+	"image/color"
+	"image/jpeg"
+	"image/png"
+	"io/fs"
+	"math"
+	"math/rand/v2"
+	"mime/multipart"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"filigrane/actors"
+)
+
+// photo returns a JPEG of w x h with photo-like content: smooth gradients, blobs and fine noise.
+func photo(t *testing.T, w, h int, seed uint64) []byte {
+	t.Helper()
+	r := rand.New(rand.NewPCG(seed, 99))
+	img := image.NewNRGBA(image.Rect(0, 0, w, h))
+	type blob struct{ x, y, rad, cr, cg, cb float64 }
+	var blobs []blob
+	for i := 0; i < 12; i++ {
+		blobs = append(blobs, blob{r.Float64() * float64(w), r.Float64() * float64(h), 40 + r.Float64()*200, r.Float64() * 120, r.Float64() * 120, r.Float64() * 120})
+	}
+	for y := 0; y < h; y++ {
+		for x := 0; x < w; x++ {
+			v := [3]float64{60 + 80*float64(x)/float64(w), 70 + 60*float64(y)/float64(h), 90}
+			for _, b := range blobs {
+				d := math.Hypot(float64(x)-b.x, float64(y)-b.y) / b.rad
+				f := math.Exp(-d * d)
+				v[0] += f * b.cr
+				v[1] += f * b.cg
+				v[2] += f * b.cb
+			}
+			n := r.NormFloat64() * 6
+			img.Set(x, y, color.NRGBA{clamp(v[0] + n), clamp(v[1] + n), clamp(v[2] + n), 255})
+		}
+	}
+	var buf bytes.Buffer
+	if err := jpeg.Encode(&buf, img, &jpeg.Options{Quality: 92}); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+func clamp(v float64) uint8 { return uint8(math.Max(0, math.Min(255, v))) }
+
+// form builds a multipart body with a file and optional data.
+func form(t *testing.T, file []byte, filename, data string) (string, []byte) {
+	t.Helper()
+	var buf bytes.Buffer
+	mw := multipart.NewWriter(&buf)
+	if data != "" {
+		if err := mw.WriteField("data", data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if file != nil {
+		fw, err := mw.CreateFormFile("file", filename)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fw.Write(file)
+	}
+	mw.Close()
+	return mw.FormDataContentType(), buf.Bytes()
+}
+
+func post(t *testing.T, url, key, idem string, file []byte, data string) response {
+	t.Helper()
+	ct, body := form(t, file, "holiday photo.jpg", data)
+	req, _ := http.NewRequest("POST", url, bytes.NewReader(body))
+	req.Header.Set("Content-Type", ct)
+	if key != "" {
+		req.Header.Set("X-API-Key", key)
+	}
+	if idem != "" {
+		req.Header.Set("Idempotency-Key", idem)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("POST %s: %v", url, err)
+	}
+	defer res.Body.Close()
+	var b bytes.Buffer
+	b.ReadFrom(res.Body)
+	return response{status: res.StatusCode, header: res.Header, body: b.Bytes()}
+}
+
+type receipt struct {
+	RequestID            string  `json:"request_id"`
+	Status               string  `json:"status"`
+	Operation            string  `json:"operation"`
+	Format               string  `json:"format"`
+	Credits              int64   `json:"credits"`
+	Attempts             int     `json:"attempts"`
+	AssetID              *string `json:"asset_id"`
+	StatusURL            string  `json:"status_url"`
+	ResultURL            string  `json:"result_url"`
+	ErrorCode            *string `json:"error_code"`
+	AcceleratorRequested string  `json:"accelerator_requested"`
+	Accelerator          *string `json:"accelerator"`
+}
+
+func decodeReceipt(t *testing.T, r response) receipt {
+	t.Helper()
+	var rc receipt
+	if err := json.Unmarshal(r.body, &rc); err != nil {
+		t.Fatalf("receipt %s: %v", r.body, err)
+	}
+	return rc
+}
+
+type detection struct {
+	Watermarked bool     `json:"watermarked"`
+	Confidence  float64  `json:"confidence"`
+	WatermarkID *string  `json:"watermark_id"`
+	Units       []any    `json:"units"`
+	Extra       []string `json:"-"`
+}
+
+func balance(t *testing.T, f *fixture, org string) (int64, int64) {
+	t.Helper()
+	rep, err := actors.OrgClient{Caller: f.n.Cluster()}.Get(context.Background(), org)
+	if err != nil || rep.Code != actors.CodeOK {
+		t.Fatalf("balance: %v %+v", err, rep)
+	}
+	return rep.Balance, rep.Held
+}
+
+// waitResult polls a job's result URL until it is no longer 202, within a bounded time.
+func waitResult(t *testing.T, f *fixture, key, resultURL string) response {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		r := call(t, "GET", f.base+resultURL, key, nil)
+		if r.status != 202 {
+			return r
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job %s still pending", resultURL)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestSyncEmbedThenDetect(t *testing.T) {
+	f := newFixture(t)
+	img := photo(t, 1024, 768, 1)
+	data := `{"customer": "c-42", "order": 7}`
+	before, _ := balance(t, f, f.orgA)
+	r := post(t, f.base+"/watermarks/images", f.keyA, "", img, data)
+	if r.status != 200 {
+		t.Fatalf("sync embed: %d %s", r.status, r.body)
+	}
+	wm := r.header.Get("X-Watermark-ID")
+	// The id is the SHA-256 of the canonical data: key order and spacing do not matter.
+	if len(wm) != 64 || r.header.Get("Content-Type") != "image/png" || r.header.Get("X-Service-Accelerator") != "cpu" {
+		t.Fatalf("headers %v", r.header)
+	}
+	if !strings.HasPrefix(r.header.Get("X-Asset-ID"), "ast_") || !strings.HasPrefix(r.header.Get("X-Source-Asset-ID"), "ast_") {
+		t.Fatalf("asset headers %v", r.header)
+	}
+	if cd := r.header.Get("Content-Disposition"); cd != `attachment; filename="holiday_photo-watermarked.png"` {
+		t.Fatalf("Content-Disposition %q", cd)
+	}
+	if _, err := png.Decode(bytes.NewReader(r.body)); err != nil {
+		t.Fatalf("output is not a PNG: %v", err)
+	}
+	after, held := balance(t, f, f.orgA)
+	if before-after != 1 || held != 0 {
+		t.Fatalf("embed charged %d (held %d), want 1", before-after, held)
+	}
+	same := post(t, f.base+"/watermarks/images", f.keyA, "", img, `{"order":7,"customer":"c-42"}`)
+	if same.header.Get("X-Watermark-ID") != wm {
+		t.Fatalf("semantically equal data gave another id")
+	}
+
+	d := post(t, f.base+"/watermarks/images/detect", f.keyA, "", r.body, "")
+	if d.status != 200 {
+		t.Fatalf("detect: %d %s", d.status, d.body)
+	}
+	var det detection
+	if err := json.Unmarshal(d.body, &det); err != nil {
+		t.Fatal(err)
+	}
+	if !det.Watermarked || det.WatermarkID == nil || *det.WatermarkID != wm || det.Confidence <= 0.5 || len(det.Units) != 1 {
+		t.Fatalf("detection %s, want watermark %s", d.body, wm)
+	}
+	// The original, unmarked photo: no watermark, null id.
+	d = post(t, f.base+"/watermarks/images/detect", f.keyA, "", img, "")
+	if err := json.Unmarshal(d.body, &det); err != nil || d.status != 200 || det.Watermarked || det.WatermarkID != nil {
+		t.Fatalf("unmarked detection: %d %s", d.status, d.body)
+	}
+}
+
+func TestAsyncEmbedJobLifecycle(t *testing.T) {
+	f := newFixture(t)
+	img := photo(t, 800, 600, 2)
+	r := post(t, f.base+"/watermarks/images/async", f.keyA, "", img, `{"a":1}`)
+	if r.status != 202 {
+		t.Fatalf("async embed: %d %s", r.status, r.body)
+	}
+	rc := decodeReceipt(t, r)
+	if r.header.Get("Location") != rc.StatusURL || rc.StatusURL != "/watermarks/jobs/"+rc.RequestID || rc.ResultURL != rc.StatusURL+"/result" {
+		t.Fatalf("receipt urls %+v Location %q", rc, r.header.Get("Location"))
+	}
+	if rc.Operation != "embed" || rc.Format != "JPEG" || rc.AcceleratorRequested != "cpu" || rc.Credits != 1 {
+		t.Fatalf("receipt %s", r.body)
+	}
+	if ra := r.header.Get("Retry-After"); ra != "6" { // trial plan
+		t.Fatalf("Retry-After %q on a trial plan", ra)
+	}
+	res := waitResult(t, f, f.keyA, rc.ResultURL)
+	if res.status != 200 || res.header.Get("X-Watermark-ID") == "" {
+		t.Fatalf("result: %d %s", res.status, res.body)
+	}
+	st := call(t, "GET", f.base+rc.StatusURL, f.keyA, nil)
+	done := decodeReceipt(t, st)
+	if st.status != 200 || done.Status != "succeeded" || done.Attempts != 1 || done.AssetID == nil || done.Accelerator == nil || *done.Accelerator != "cpu" {
+		t.Fatalf("status %d %s", st.status, st.body)
+	}
+	// Another organization cannot see the job; a key without the embed scope cannot read it.
+	if r := call(t, "GET", f.base+rc.StatusURL, f.keyB, nil); r.status != 404 {
+		t.Fatalf("other organization reads job: %d", r.status)
+	}
+	// After 24 hours the result is gone.
+	f.clk.Advance(24 * time.Hour)
+	if r := call(t, "GET", f.base+rc.ResultURL, f.keyA, nil); r.status != 410 {
+		t.Fatalf("expired result: %d %s", r.status, r.body)
+	}
+}
+
+func TestIdempotentEmbed(t *testing.T) {
+	f := newFixture(t)
+	img := photo(t, 640, 480, 3)
+	before, _ := balance(t, f, f.orgA)
+	first := post(t, f.base+"/watermarks/images", f.keyA, "order-7-attempt", img, `{"a":1}`)
+	if first.status != 200 {
+		t.Fatalf("first: %d %s", first.status, first.body)
+	}
+	replay := post(t, f.base+"/watermarks/images", f.keyA, "order-7-attempt", img, `{"a":1}`)
+	if replay.status != 200 || !bytes.Equal(replay.body, first.body) || replay.header.Get("X-Asset-ID") != first.header.Get("X-Asset-ID") {
+		t.Fatalf("replay differs: %d", replay.status)
+	}
+	// The async form of the same request names the same job.
+	async := post(t, f.base+"/watermarks/images/async", f.keyA, "order-7-attempt", img, `{"a":1}`)
+	if async.status != 202 || decodeReceipt(t, async).Status != "succeeded" {
+		t.Fatalf("async replay: %d %s", async.status, async.body)
+	}
+	if after, _ := balance(t, f, f.orgA); before-after != 1 {
+		t.Fatalf("replays charged %d credits, want 1", before-after)
+	}
+	conflict := post(t, f.base+"/watermarks/images", f.keyA, "order-7-attempt", img, `{"a":2}`)
+	if p := decodeProblem(t, conflict); conflict.status != 409 || p.Code != "idempotency_conflict" {
+		t.Fatalf("different data, same key: %d %+v", conflict.status, p)
+	}
+	bad := post(t, f.base+"/watermarks/images", f.keyA, "short", img, `{"a":1}`)
+	if p := decodeProblem(t, bad); bad.status != 422 || p.Code != "invalid_idempotency_key" {
+		t.Fatalf("short key: %d %+v", bad.status, p)
+	}
+}
+
+func TestConcurrentDuplicatesRunOnce(t *testing.T) {
+	f := newFixture(t)
+	// The development organization is on the business plan: 1000 requests per minute fit 50 requests.
+	secret, org := f.dev.Secret, f.dev.OrgID
+	img := photo(t, 512, 512, 4)
+	before, _ := balance(t, f, org)
+	var wg sync.WaitGroup
+	results := make([]response, 50)
+	for i := range results {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i] = post(t, f.base+"/watermarks/images/async", secret, "same-key-for-all-50", img, `{"batch":"x"}`)
+		}()
+	}
+	wg.Wait()
+	ids := map[string]bool{}
+	for i, r := range results {
+		if r.status != 202 {
+			t.Fatalf("request %d: %d %s", i, r.status, r.body)
+		}
+		ids[decodeReceipt(t, r).RequestID] = true
+	}
+	if len(ids) != 1 {
+		t.Fatalf("50 duplicates made %d jobs", len(ids))
+	}
+	for id := range ids {
+		waitResult(t, f, secret, "/watermarks/jobs/"+id+"/result")
+	}
+	if after, held := balance(t, f, org); before-after != 1 || held != 0 {
+		t.Fatalf("50 duplicates charged %d (held %d), want 1", before-after, held)
+	}
+}
+
+func TestImageRequestErrors(t *testing.T) {
+	f := newFixture(t)
+	img := photo(t, 400, 300, 5)
+	cases := []struct {
+		name, url, key, data string
+		file                 []byte
+		status               int
+		code                 string
+	}{
+		{"no file", "/watermarks/images", f.keyA, `{"a":1}`, nil, 422, "invalid_request"},
+		{"no data", "/watermarks/images", f.keyA, "", img, 422, "invalid_data"},
+		{"empty data", "/watermarks/images", f.keyA, `{}`, img, 422, "invalid_data"},
+		{"array data", "/watermarks/images", f.keyA, `[1,2]`, img, 422, "invalid_data"},
+		{"broken data", "/watermarks/images", f.keyA, `{"a":`, img, 422, "invalid_data"},
+		{"huge data", "/watermarks/images", f.keyA, `{"a":"` + strings.Repeat("x", 9000) + `"}`, img, 422, "invalid_data"},
+		{"not an image", "/watermarks/images", f.keyA, `{"a":1}`, []byte("hello, this is text"), 422, "invalid_image"},
+		{"bad accelerator", "/watermarks/images?accelerator=tpu", f.keyA, `{"a":1}`, img, 422, "invalid_accelerator"},
+		{"gpu without GPU plan", "/watermarks/images?accelerator=gpu", f.keyA, `{"a":1}`, img, 403, "plan_forbidden"},
+		{"gpu on a GPU plan", "/watermarks/images?accelerator=gpu", f.dev.Secret, `{"a":1}`, img, 503, "gpu_unavailable"},
+		{"unknown webhook", "/watermarks/images/async?webhook_id=wh_00000000000000000000000000000000", f.keyA, `{"a":1}`, img, 404, "webhook_not_found"},
+		{"storage key alone", "/watermarks/images?storage_key=x", f.keyA, `{"a":1}`, img, 422, "invalid_request"},
+		{"detect scope only", "/watermarks/images", f.keyB, `{"a":1}`, img, 403, "insufficient_scope"},
+		{"embed key detects", "/watermarks/images/detect", f.keyNoScopes, "", img, 403, "insufficient_scope"},
+	}
+	for _, c := range cases {
+		r := post(t, f.base+c.url, c.key, "", c.file, c.data)
+		if r.status != c.status {
+			t.Fatalf("%s: status %d, want %d: %s", c.name, r.status, c.status, r.body)
+		}
+		if p := decodeProblem(t, r); p.Code != c.code {
+			t.Fatalf("%s: code %q, want %q", c.name, p.Code, c.code)
+		}
+	}
+	// Nothing was charged or kept for refused requests.
+	if bal, held := balance(t, f, f.orgA); bal != 150 || held != 0 { // trial: 100 included + 50 granted
+		t.Fatalf("refused requests moved credits: balance %d held %d", bal, held)
+	}
+	if n := countBlobs(t, f); n != 0 {
+		t.Fatalf("refused requests left %d files", n)
+	}
+}
+
+// countBlobs counts stored input and output files.
+func countBlobs(t *testing.T, f *fixture) int {
+	t.Helper()
+	n := 0
+	for _, dir := range []string{"inputs", "outputs"} {
+		n += countFiles(t, f.dataDir+"/blobs", dir)
+	}
+	return n
+}
+
+func TestInsufficientCreditsAndConcurrency(t *testing.T) {
+	f := newFixture(t)
+	img := photo(t, 320, 320, 6)
+	// orgB (growth: 2 slots, one kept for direct requests) has 50 credits; a worker that never finishes
+	// holds the slots.
+	release := make(chan struct{})
+	f.n.Pool().OnClaim = func(ctx context.Context, id string) bool {
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return true
+	}
+	defer close(release)
+	keyB := f.keyExpiring // orgB, all scopes
+	r1 := post(t, f.base+"/watermarks/images/async", keyB, "", img, `{"n":1}`)
+	r2 := post(t, f.base+"/watermarks/images/async", keyB, "", img, `{"n":2}`)
+	if r1.status != 202 || r2.status != 202 {
+		t.Fatalf("two jobs on a 2-slot plan: %d %d", r1.status, r2.status)
+	}
+	r3 := post(t, f.base+"/watermarks/images/async", keyB, "", img, `{"n":3}`)
+	if p := decodeProblem(t, r3); r3.status != 429 || p.Code != "concurrency_limit" || r3.header.Get("Retry-After") != "2" {
+		t.Fatalf("third job: %d %+v Retry-After %q", r3.status, p, r3.header.Get("Retry-After"))
+	}
+	_, held := balance(t, f, f.orgB)
+	if held != 2 {
+		t.Fatalf("held %d, want 2", held)
+	}
+	// An organization with no credits gets 402 and nothing is held or kept.
+	r4 := post(t, f.base+"/watermarks/images/async", f.keyPoor, "", img, `{"n":4}`)
+	if p := decodeProblem(t, r4); r4.status != 402 || p.Code != "insufficient_credits" {
+		t.Fatalf("no credits: %d %+v", r4.status, p)
+	}
+	if bal, held := balance(t, f, f.orgPoor); bal != 0 || held != 0 {
+		t.Fatalf("poor organization: balance %d held %d", bal, held)
+	}
+}
+
+func countFiles(t *testing.T, root, dir string) int {
+	t.Helper()
+	n := 0
+	filepath.WalkDir(filepath.Join(root, dir), func(path string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			n++
+		}
+		return nil
+	})
+	return n
+}
