@@ -30,9 +30,6 @@ const (
 	probeBytes = 2 << 20
 )
 
-// syncWait is how long a synchronous embed waits before it answers 202 with the receipt (spec 8).
-const syncWait = 20 * time.Second
-
 func (s *Server) imageRoutes() {
 	embed := []string{actors.ScopeEmbed}
 	detect := []string{actors.ScopeDetect}
@@ -270,11 +267,11 @@ func retryAfterSeconds(p actors.Plan) int {
 	return 2
 }
 
-// awaitAndAnswer waits up to syncWait for the outcome; past that the caller gets the receipt and the job
+// awaitAndAnswer waits up to the configured sync wait for the outcome; past that the caller gets the receipt and the job
 // goes on.
 func (s *Server) awaitAndAnswer(c context.Context, ctx *fasthttp.RequestCtx, p *principal, rec *jobstate.Record) *apiError {
 	if !rec.Committed() {
-		wctx, cancel := context.WithTimeout(c, syncWait)
+		wctx, cancel := context.WithTimeout(c, s.cfg.SyncWait)
 		rep, err := actors.JobClient{Caller: s.cfg.Caller}.Await(wctx, p.Key.OrgID, rec.RequestID)
 		cancel()
 		if err == nil && rep.Code == actors.CodeOK && rep.Record != nil {

@@ -48,6 +48,9 @@ type Config struct {
 	MaxBodyBytes int
 	// ActorTimeout bounds each call to an actor made while serving a request. Default 10 s.
 	ActorTimeout time.Duration
+	// SyncWait is how long a synchronous embed waits before answering 202 with the receipt. Default 20 s
+	// (spec 8).
+	SyncWait time.Duration
 }
 
 // Server is the API listener.
@@ -67,6 +70,9 @@ func New(cfg Config) *Server {
 	}
 	if cfg.ActorTimeout <= 0 {
 		cfg.ActorTimeout = 10 * time.Second
+	}
+	if cfg.SyncWait <= 0 {
+		cfg.SyncWait = 20 * time.Second
 	}
 	if cfg.Metrics == nil {
 		cfg.Metrics = NewMetrics()

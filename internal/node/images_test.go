@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"image"
 	"image/color"
 	"image/jpeg"
@@ -20,6 +21,7 @@ import (
 	"time"
 
 	"filigrane/actors"
+	"filigrane/internal/node"
 )
 
 // photo returns a JPEG of w x h with photo-like content: smooth gradients, blobs and fine noise.
@@ -405,4 +407,111 @@ func countFiles(t *testing.T, root, dir string) int {
 		return nil
 	})
 	return n
+}
+
+// TestWorkerLostMidJob: the first worker claims the job and dies (it never renews or reports). Once its lease
+// expires the job is retried from the original input, succeeds once and is charged once.
+func TestWorkerLostMidJob(t *testing.T) {
+	f := newFixture(t)
+	var mu sync.Mutex
+	claims := 0
+	f.n.Pool().OnClaim = func(ctx context.Context, id string) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		claims++
+		return claims > 1 // the first claimant "dies" without a word
+	}
+	before, _ := balance(t, f, f.orgA)
+	r := post(t, f.base+"/watermarks/images/async", f.keyA, "", photo(t, 512, 384, 7), `{"lost":"worker"}`)
+	if r.status != 202 {
+		t.Fatalf("async: %d %s", r.status, r.body)
+	}
+	rc := decodeReceipt(t, r)
+	waitStatus(t, f, rc.StatusURL, "running")
+	f.clk.Advance(31 * time.Second) // past the 30 s lease
+	if _, _, err := f.n.Sweep(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	st := waitStatus(t, f, rc.StatusURL, "retrying")
+	if st.Attempts != 1 {
+		t.Fatalf("attempts after the lost worker: %d", st.Attempts)
+	}
+	f.clk.Advance(2 * time.Second) // the first retry wait
+	if _, _, err := f.n.Sweep(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	res := waitResult(t, f, f.keyA, rc.ResultURL)
+	if res.status != 200 {
+		t.Fatalf("result after retry: %d %s", res.status, res.body)
+	}
+	final := decodeReceipt(t, call(t, "GET", f.base+rc.StatusURL, f.keyA, nil))
+	if final.Status != "succeeded" || final.Attempts != 2 {
+		t.Fatalf("final %+v", final)
+	}
+	if after, held := balance(t, f, f.orgA); before-after != 1 || held != 0 {
+		t.Fatalf("charged %d (held %d), want exactly 1", before-after, held)
+	}
+}
+
+func waitStatus(t *testing.T, f *fixture, statusURL, want string) receipt {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		rc := decodeReceipt(t, call(t, "GET", f.base+statusURL, f.keyA, nil))
+		if rc.Status == want {
+			return rc
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job never reached %s (now %+v)", want, rc)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestSyncEmbedBecomesJob: a synchronous embed that outlasts the sync wait answers 202 with the receipt, and
+// the job goes on to succeed.
+func TestSyncEmbedBecomesJob(t *testing.T) {
+	f := newFixture(t, func(c *node.Config) { c.SyncWait = 200 * time.Millisecond })
+	gate := make(chan struct{})
+	f.n.Pool().OnClaim = func(ctx context.Context, id string) bool {
+		select {
+		case <-gate:
+		case <-ctx.Done():
+		}
+		return true
+	}
+	r := post(t, f.base+"/watermarks/images", f.keyA, "", photo(t, 400, 400, 8), `{"slow":true}`)
+	if r.status != 202 || r.header.Get("Location") == "" {
+		t.Fatalf("slow sync embed: %d %s", r.status, r.body)
+	}
+	rc := decodeReceipt(t, r)
+	close(gate)
+	if res := waitResult(t, f, f.keyA, rc.ResultURL); res.status != 200 {
+		t.Fatalf("result: %d", res.status)
+	}
+}
+
+// TestFailedJobReplaysFailure: a file whose header is fine but whose pixels are broken fails the job for good
+// (no retry helps), the hold is refunded, and a replay with the same key answers the same failure.
+func TestFailedJobReplaysFailure(t *testing.T) {
+	f := newFixture(t)
+	img := photo(t, 600, 400, 9)
+	broken := append([]byte(nil), img[:len(img)/3]...) // the header survives; the scan data is cut
+	before, _ := balance(t, f, f.orgA)
+	r := post(t, f.base+"/watermarks/images", f.keyA, "broken-file-1", broken, `{"x":1}`)
+	if r.status != 422 {
+		t.Fatalf("broken image: %d %s", r.status, r.body)
+	}
+	var body map[string]any
+	json.Unmarshal(r.body, &body)
+	if body["status"] != "failed" || body["error_code"] != "invalid_image" || !strings.HasPrefix(fmt.Sprint(body["request_id"]), "req_") {
+		t.Fatalf("failure body %s", r.body)
+	}
+	again := post(t, f.base+"/watermarks/images", f.keyA, "broken-file-1", broken, `{"x":1}`)
+	if again.status != 422 || !bytes.Equal(again.body, r.body) {
+		t.Fatalf("replay: %d %s", again.status, again.body)
+	}
+	if after, held := balance(t, f, f.orgA); after != before || held != 0 {
+		t.Fatalf("a failed job cost %d (held %d)", before-after, held)
+	}
 }

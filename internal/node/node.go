@@ -48,6 +48,8 @@ type Config struct {
 	Workers int
 	// LeaseDuration is a worker's lease on a job attempt; it is renewed at a third of its length. Default 30 s.
 	LeaseDuration time.Duration
+	// SyncWait is how long a synchronous embed waits before answering 202; 0 means 20 s.
+	SyncWait time.Duration
 	// SweepInterval is how often the sweeper ticks active jobs and purges expired results; 0 means 5 s,
 	// a negative value disables the background sweeper (tests call Sweep).
 	SweepInterval time.Duration

@@ -22,12 +22,17 @@ import (
 )
 
 // startNode starts a node on free loopback ports with dir as its data directory.
-func startNode(t *testing.T, dir string, clk clock.Clock) *node.Node {
+// The background sweeper is off (SweepInterval < 0): tests move the clock and call Sweep themselves.
+func startNode(t *testing.T, dir string, clk clock.Clock, tweaks ...func(*node.Config)) *node.Node {
 	t.Helper()
-	n, err := node.Start(context.Background(), node.Config{
+	cfg := node.Config{
 		DataDir: dir, APIAddr: "127.0.0.1:0", UploadAddr: "127.0.0.1:0", NodeName: "test",
-		Logger: zerolog.Nop(), Clock: clk, Bootstrap: true,
-	})
+		Logger: zerolog.Nop(), Clock: clk, Bootstrap: true, SweepInterval: -1,
+	}
+	for _, tw := range tweaks {
+		tw(&cfg)
+	}
+	n, err := node.Start(context.Background(), cfg)
 	if err != nil {
 		t.Fatalf("start node: %v", err)
 	}
@@ -120,7 +125,7 @@ type fixture struct {
 	orgPoor, keyPoor, dataDir                    string
 }
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t *testing.T, tweaks ...func(*node.Config)) *fixture {
 	t.Helper()
 	dir := t.TempDir()
 	clk := clock.NewManual(time.Date(2026, 5, 4, 10, 0, 30, 0, time.UTC))
@@ -180,7 +185,7 @@ func newFixture(t *testing.T) *fixture {
 			t.Fatal(err)
 		}
 	})
-	f.n = startNode(t, dir, clk)
+	f.n = startNode(t, dir, clk, tweaks...)
 	t.Cleanup(func() { stopNode(t, f.n) })
 	f.base = "http://" + f.n.APIAddr()
 	return f
