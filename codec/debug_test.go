@@ -45,6 +45,9 @@ func TestDebugSync(t *testing.T) {
 		img := loadPhoto(f)
 		marked, _, _ := c.Embed(img, id, EmbedOptions{})
 		att := attackRotate(marked, 2)
+		if os.Getenv("COMBINED") != "" {
+			att = attackJPEG(attackLevels(attackCrop(marked, 0.71, 0.3, 0.6), 0.5, 1), 40)
+		}
 		y := lumaOf(att)
 		pyr := buildPyramid(y, 16)
 		fmt.Println(filepath.Base(f), y.w, y.h)

@@ -54,22 +54,35 @@ func buildPyramid(p plane, minSide int) pyramid {
 	}
 }
 
-// boxBlur returns the mean over a (2r+1)² window, with the window clipped at the borders.
+// boxBlur returns the mean over a (2r+1)² window, with the window clipped at the borders. The vertical pass keeps
+// running column sums and walks whole rows, which is cache-friendly.
 func boxBlur(src plane, r int) plane {
 	tmp := newPlane(src.w, src.h)
 	for y := 0; y < src.h; y++ {
 		boxLine(src.pix[y*src.w:(y+1)*src.w], tmp.pix[y*src.w:(y+1)*src.w], 1, r)
 	}
 	out := newPlane(src.w, src.h)
-	col := make([]float32, src.h)
-	res := make([]float32, src.h)
-	for x := 0; x < src.w; x++ {
-		for y := 0; y < src.h; y++ {
-			col[y] = tmp.pix[y*src.w+x]
+	sum := make([]float32, src.w)
+	top, bottom := 0, -1
+	for y := 0; y < src.h; y++ {
+		for bottom < min(src.h-1, y+r) {
+			bottom++
+			row := tmp.pix[bottom*src.w : (bottom+1)*src.w]
+			for x, v := range row {
+				sum[x] += v
+			}
 		}
-		boxLine(col, res, 1, r)
-		for y := 0; y < src.h; y++ {
-			out.pix[y*src.w+x] = res[y]
+		for top < y-r {
+			row := tmp.pix[top*src.w : (top+1)*src.w]
+			for x, v := range row {
+				sum[x] -= v
+			}
+			top++
+		}
+		inv := 1 / float32(bottom-top+1)
+		dst := out.pix[y*src.w : (y+1)*src.w]
+		for x, v := range sum {
+			dst[x] = v * inv
 		}
 	}
 	return out

@@ -284,11 +284,7 @@ func latticeCandidates(pyr pyramid, max int) []affine {
 	s := float64(min(p.w, p.h))
 	rmin, rmax := 0.2*s, 0.75*s
 	score := func(dx, dy int) float64 {
-		ov := float64(p.w-abs(dx)) * float64(p.h-abs(dy))
-		if ov <= 0 {
-			return math.Inf(-1)
-		}
-		return real(buf[mod(dy, nh)*nw+mod(dx, nw)]) / math.Sqrt(ov)
+		return real(buf[mod(dy, nh)*nw+mod(dx, nw)]) * overlapWeight(p.w, dx) * overlapWeight(p.h, dy)
 	}
 	type peak struct {
 		dx, dy int
@@ -296,18 +292,36 @@ func latticeCandidates(pyr pyramid, max int) []affine {
 	}
 	var peaks []peak
 	r := int(math.Ceil(rmax))
+	// Scores of the half plane dy >= -1 in a table (one extra row and column around the search area) so that the
+	// local-maximum test is table lookups: the search covers about a million lags on a 1 MP image.
+	cx := make([]float64, 2*r+3)
+	for i := range cx {
+		cx[i] = overlapWeight(p.w, i-r-1)
+	}
+	tw := 2*r + 3
+	table := make([]float64, tw*(r+3))
+	for dy := -1; dy <= r+1; dy++ {
+		wy := overlapWeight(p.h, dy)
+		row := table[(dy+1)*tw : (dy+2)*tw]
+		src := mod(dy, nh) * nw
+		for i := range row {
+			dx := i - r - 1
+			row[i] = real(buf[src+mod(dx, nw)]) * cx[i] * wy
+		}
+	}
+	at := func(dx, dy int) float64 { return table[(dy+1)*tw+dx+r+1] }
 	for dy := 0; dy <= r; dy++ {
 		for dx := -r; dx <= r; dx++ {
 			if dy == 0 && dx <= 0 {
 				continue
 			}
-			d := math.Hypot(float64(dx), float64(dy))
-			if d < rmin || d > rmax || abs(dx) > p.w-16 || dy > p.h-16 {
+			d2 := float64(dx*dx + dy*dy)
+			if d2 < rmin*rmin || d2 > rmax*rmax || abs(dx) > p.w-16 || dy > p.h-16 {
 				continue
 			}
-			v := score(dx, dy)
-			if v > score(dx-1, dy) && v >= score(dx+1, dy) && v > score(dx, dy-1) && v >= score(dx, dy+1) &&
-				v > score(dx-1, dy-1) && v >= score(dx+1, dy+1) && v > score(dx+1, dy-1) && v >= score(dx-1, dy+1) {
+			v := at(dx, dy)
+			if v > at(dx-1, dy) && v >= at(dx+1, dy) && v > at(dx, dy-1) && v >= at(dx, dy+1) &&
+				v > at(dx-1, dy-1) && v >= at(dx+1, dy+1) && v > at(dx+1, dy-1) && v >= at(dx-1, dy+1) {
 				peaks = append(peaks, peak{dx, dy, v})
 			}
 		}
@@ -422,4 +436,14 @@ func abs(v int) int {
 		return -v
 	}
 	return v
+}
+
+// overlapWeight is 1/sqrt of the overlap of a side of length n with itself shifted by d, which puts long and short
+// lags on the same noise scale; no overlap gives weight 0.
+func overlapWeight(n, d int) float64 {
+	ov := n - abs(d)
+	if ov <= 0 {
+		return 0
+	}
+	return 1 / math.Sqrt(float64(ov))
 }
