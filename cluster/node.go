@@ -62,17 +62,22 @@ type Config struct {
 	// Label names the cluster: protoactor's cluster name and memberlist's
 	// label. Nodes only see nodes with the same label. Default "filigrane".
 	Label string
-	// ActorGossipInterval is the period of protoactor's own gossip, which
-	// runs over gRPC beside memberlist and blocks members whose heartbeat
-	// stops for 20 s (a node whose gRPC is wedged while its memberlist still
-	// answers). Default 300 ms. clustertest sets it to a day: protoactor's
-	// gossip shuffles with a process-global, unsynchronised random source,
-	// a data race when several nodes share one process (never in production).
+	// ActorGossipInterval turns on protoactor's own gossip with this period
+	// (protoactor's default is 300 ms). It is off by default (0): memberlist
+	// already does membership, and protoactor's gossip has data races
+	// (unsynchronised reads of its member list and block list while they are
+	// updated, and a process-global random source shared by all nodes of a
+	// process). What it would add: it runs over gRPC and blocks a member
+	// whose heartbeat stops for 20 s, which catches a node whose gRPC is
+	// wedged while its memberlist still answers.
 	ActorGossipInterval time.Duration
 	// ServerOptions are extra gRPC server options for the remote (TLS
 	// credentials, keepalive, message size limits).
 	ServerOptions []grpc.ServerOption
 }
+
+// actorGossipOff is a gossip period that never elapses.
+const actorGossipOff = 100 * 365 * 24 * time.Hour
 
 // Node is a running cluster member: actor system, remote, protoactor cluster
 // with disthash identity lookup, and memberlist membership. A node alone is a
@@ -178,6 +183,11 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	)
 	if cfg.ActorGossipInterval > 0 {
 		ccfg.GossipInterval = cfg.ActorGossipInterval
+	} else {
+		// protoactor has no switch: a gossip loop that never ticks sends
+		// nothing and expires no heartbeat. Its gossip actor stays, and
+		// only records topology locally.
+		ccfg.GossipInterval = actorGossipOff
 	}
 	n.cluster = pcluster.New(n.system, ccfg)
 	if err := startMember(n.cluster); err != nil {

@@ -16,7 +16,7 @@ import (
 // StartNodes starts one in-process cluster, one node per config, on
 // 127.0.0.1, and returns when every node sees all of them. Join, Host, the
 // ports and ActorGossipInterval of the configs are overridden (free ports,
-// all join the first, protoactor's own gossip effectively off: see
+// all join the first, protoactor's own gossip off: see
 // cluster.Config.ActorGossipInterval). On error the nodes already started
 // are stopped.
 //
@@ -60,10 +60,10 @@ func StartClusters(ctx context.Context, clusters ...[]cluster.Config) ([][]*clus
 			cfg.Host, cfg.AdvertiseHost = "127.0.0.1", ""
 			cfg.RemotePort, cfg.GossipPort = 0, 0
 			cfg.Join = nil
-			// protoactor's gossip races on a process-global random source
-			// when several nodes share a process; memberlist does the
-			// membership.
-			cfg.ActorGossipInterval = 24 * time.Hour
+			// protoactor's gossip (off by default) races on a
+			// process-global random source when several nodes share a
+			// process.
+			cfg.ActorGossipInterval = 0
 			cfg.ServerOptions = append(slices.Clone(cfg.ServerOptions), probe.ServerOption())
 			n, err := cluster.Start(ctx, cfg)
 			if err != nil {

@@ -1,0 +1,380 @@
+package clustertest
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// ProcessConfig describes N copies of an already built binary. The harness
+// builds nothing: tests pass a binary they built (or os.Args[0] with a
+// helper-process switch in TestMain).
+type ProcessConfig struct {
+	// Binary is the path of the executable.
+	Binary string
+	// N is the number of processes.
+	N int
+	// Ports is how many free 127.0.0.1 ports each process gets (for
+	// example HTTP, remote and gossip). Each port is free for both TCP and
+	// UDP when allocated (memberlist uses both on the gossip port).
+	Ports int
+	// Args returns the command-line arguments of process i. ports[i] are
+	// the ports of process i; all processes' ports are given so that
+	// process i can be told to join process 0.
+	Args func(i int, ports [][]int) []string
+	// Env is added to the environment of every process.
+	Env []string
+	// Ready reports when process i is ready; default ReadyLine("READY").
+	Ready ReadyFunc
+	// Output, when set, also receives every process's output lines,
+	// prefixed with the process index (for example os.Stderr while
+	// debugging).
+	Output io.Writer
+}
+
+// ReadyFunc waits until p is ready or ctx ends.
+type ReadyFunc func(ctx context.Context, p *Process) error
+
+// ReadyLine waits for an output line (stdout or stderr) matching re.
+func ReadyLine(re string) ReadyFunc {
+	rx := regexp.MustCompile(re)
+	return func(ctx context.Context, p *Process) error {
+		_, err := p.WaitLine(ctx, rx)
+		return err
+	}
+}
+
+// ReadyTCP waits until the process's port number portIndex accepts TCP.
+func ReadyTCP(portIndex int) ReadyFunc {
+	return func(ctx context.Context, p *Process) error {
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(p.Ports[portIndex]))
+		return poll(ctx, p, func() bool {
+			c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+			if err != nil {
+				return false
+			}
+			c.Close()
+			return true
+		})
+	}
+}
+
+// ReadyHTTP waits until GET http://127.0.0.1:<port>/<path> answers 2xx.
+func ReadyHTTP(portIndex int, path string) ReadyFunc {
+	return func(ctx context.Context, p *Process) error {
+		url := "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(p.Ports[portIndex])) + "/" + strings.TrimPrefix(path, "/")
+		client := &http.Client{Timeout: time.Second}
+		return poll(ctx, p, func() bool {
+			resp, err := client.Get(url)
+			if err != nil {
+				return false
+			}
+			resp.Body.Close()
+			return resp.StatusCode/100 == 2
+		})
+	}
+}
+
+func poll(ctx context.Context, p *Process, ok func() bool) error {
+	t := time.NewTicker(25 * time.Millisecond)
+	defer t.Stop()
+	for !ok() {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("process %d not ready: %w", p.Index, ctx.Err())
+		case <-p.Exited():
+			return fmt.Errorf("process %d exited before it was ready: %v", p.Index, p.exitError())
+		case <-t.C:
+		}
+	}
+	return nil
+}
+
+// Process is one running copy.
+type Process struct {
+	Index int
+	Ports []int
+
+	cfg  *ProcessConfig
+	args []string
+
+	mu      sync.Mutex
+	cmd     *exec.Cmd
+	lines   []string
+	dropped int           // lines trimmed from the front of lines
+	changed chan struct{} // closed and replaced when a line arrives
+	exited  chan struct{}
+	exitErr error
+}
+
+// Processes is a set of running copies.
+type Processes struct {
+	List []*Process
+}
+
+// StartProcesses allocates ports, starts cfg.N processes and waits until all
+// are ready (in parallel) or ctx ends. On error every process is killed and
+// the error carries the tail of the failing process's output.
+func StartProcesses(ctx context.Context, cfg ProcessConfig) (*Processes, error) {
+	if cfg.Binary == "" || cfg.N <= 0 || cfg.Args == nil {
+		return nil, errors.New("clustertest: process config needs Binary, N > 0 and Args")
+	}
+	if cfg.Ready == nil {
+		cfg.Ready = ReadyLine("READY")
+	}
+	ports, err := FreePorts(cfg.N * cfg.Ports)
+	if err != nil {
+		return nil, err
+	}
+	all := make([][]int, cfg.N)
+	for i := range all {
+		all[i] = ports[i*cfg.Ports : (i+1)*cfg.Ports]
+	}
+	ps := &Processes{}
+	for i := 0; i < cfg.N; i++ {
+		p := &Process{Index: i, Ports: all[i], cfg: &cfg, args: cfg.Args(i, all)}
+		if err := p.start(); err != nil {
+			ps.KillAll()
+			return nil, err
+		}
+		ps.List = append(ps.List, p)
+	}
+	errs := make(chan error, len(ps.List))
+	for _, p := range ps.List {
+		go func(p *Process) {
+			if err := cfg.Ready(ctx, p); err != nil {
+				errs <- fmt.Errorf("clustertest: %w\n%s", err, p.Tail(30))
+				return
+			}
+			errs <- nil
+		}(p)
+	}
+	var first error
+	for range ps.List {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	if first != nil {
+		ps.KillAll()
+		return nil, first
+	}
+	return ps, nil
+}
+
+func (p *Process) start() error {
+	cmd := exec.Command(p.cfg.Binary, p.args...)
+	cmd.Env = append(os.Environ(), p.cfg.Env...)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return fmt.Errorf("clustertest: process %d: %w", p.Index, err)
+	}
+	cmd.Stderr = cmd.Stdout // one ordered stream
+	p.mu.Lock()
+	p.cmd = cmd
+	p.changed = make(chan struct{})
+	p.exited = make(chan struct{})
+	p.exitErr = nil
+	p.mu.Unlock()
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("clustertest: start process %d (%s): %w", p.Index, p.cfg.Binary, err)
+	}
+	exited := p.exited
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		sc.Buffer(make([]byte, 64*1024), 1024*1024)
+		for sc.Scan() {
+			p.addLine(sc.Text())
+		}
+		err := cmd.Wait()
+		p.mu.Lock()
+		p.exitErr = err
+		p.mu.Unlock()
+		close(exited)
+	}()
+	return nil
+}
+
+const maxLines = 5000
+
+func (p *Process) addLine(l string) {
+	if p.cfg.Output != nil {
+		fmt.Fprintf(p.cfg.Output, "[%d] %s\n", p.Index, l)
+	}
+	p.mu.Lock()
+	p.lines = append(p.lines, l)
+	if len(p.lines) > maxLines {
+		drop := len(p.lines) - maxLines/2
+		p.lines = append(p.lines[:0:0], p.lines[drop:]...)
+		p.dropped += drop
+	}
+	close(p.changed)
+	p.changed = make(chan struct{})
+	p.mu.Unlock()
+}
+
+// WaitLine returns the first output line (of this run) matching re.
+func (p *Process) WaitLine(ctx context.Context, re *regexp.Regexp) (string, error) {
+	seen := 0 // absolute line number
+	scan := func() (string, bool) {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		seen = max(seen, p.dropped)
+		for ; seen < p.dropped+len(p.lines); seen++ {
+			if l := p.lines[seen-p.dropped]; re.MatchString(l) {
+				return l, true
+			}
+		}
+		return "", false
+	}
+	for {
+		p.mu.Lock()
+		changed, exited := p.changed, p.exited
+		p.mu.Unlock()
+		if l, ok := scan(); ok {
+			return l, nil
+		}
+		select {
+		case <-changed:
+		case <-exited:
+			if l, ok := scan(); ok { // lines stored just before the exit
+				return l, nil
+			}
+			return "", fmt.Errorf("process %d exited (%v) without a line matching %q", p.Index, p.exitError(), re)
+		case <-ctx.Done():
+			return "", fmt.Errorf("process %d: waiting for a line matching %q: %w", p.Index, re, ctx.Err())
+		}
+	}
+}
+
+// Tail returns the last n output lines.
+func (p *Process) Tail(n int) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	from := max(0, len(p.lines)-n)
+	return strings.Join(p.lines[from:], "\n")
+}
+
+func (p *Process) exitError() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.exitErr
+}
+
+// Pid is the OS process id of the current run.
+func (p *Process) Pid() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cmd.Process.Pid
+}
+
+// Exited is closed when the current run has exited.
+func (p *Process) Exited() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.exited
+}
+
+// Kill sends SIGKILL (a crash: no cleanup, no goodbye) and waits for exit.
+func (p *Process) Kill() error {
+	p.mu.Lock()
+	cmd, exited := p.cmd, p.exited
+	p.mu.Unlock()
+	if err := cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return fmt.Errorf("clustertest: kill process %d: %w", p.Index, err)
+	}
+	<-exited
+	return nil
+}
+
+// Stop sends SIGTERM and waits for exit; after ctx ends it sends SIGKILL.
+func (p *Process) Stop(ctx context.Context) error {
+	p.mu.Lock()
+	cmd, exited := p.cmd, p.exited
+	p.mu.Unlock()
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return fmt.Errorf("clustertest: stop process %d: %w", p.Index, err)
+	}
+	select {
+	case <-exited:
+		return nil
+	case <-ctx.Done():
+		_ = cmd.Process.Kill()
+		<-exited
+		return fmt.Errorf("clustertest: process %d ignored SIGTERM: %w", p.Index, ctx.Err())
+	}
+}
+
+// Restart starts the process again with the same arguments and ports
+// (after it exited) and waits until it is ready.
+func (p *Process) Restart(ctx context.Context) error {
+	select {
+	case <-p.Exited():
+	default:
+		return fmt.Errorf("clustertest: restart process %d: still running", p.Index)
+	}
+	p.mu.Lock()
+	p.lines, p.dropped = nil, 0
+	p.mu.Unlock()
+	if err := p.start(); err != nil {
+		return err
+	}
+	if err := p.cfg.Ready(ctx, p); err != nil {
+		return fmt.Errorf("clustertest: restart: %w\n%s", err, p.Tail(30))
+	}
+	return nil
+}
+
+// KillAll kills every process that is still running.
+func (ps *Processes) KillAll() {
+	for _, p := range ps.List {
+		select {
+		case <-p.Exited():
+		default:
+			_ = p.Kill()
+		}
+	}
+}
+
+// FreePorts returns n distinct 127.0.0.1 ports that were free for both TCP
+// and UDP a moment ago. (Another program can still take one before the
+// process binds it; tests on a shared machine accept that small risk.)
+func FreePorts(n int) ([]int, error) {
+	var held []io.Closer
+	defer func() {
+		for _, c := range held {
+			c.Close()
+		}
+	}()
+	ports := make([]int, 0, n)
+	for attempts := 0; len(ports) < n; attempts++ {
+		if attempts > 100*n {
+			return nil, fmt.Errorf("clustertest: could not find %d free ports", n)
+		}
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("clustertest: free port: %w", err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		u, err := net.ListenPacket("udp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err != nil {
+			l.Close()
+			continue
+		}
+		held = append(held, l, u) // held until all are chosen: no duplicates
+		ports = append(ports, port)
+	}
+	return ports, nil
+}
