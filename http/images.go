@@ -26,6 +26,8 @@ import (
 const (
 	maxDirectEmbedImage  = 20_000_000
 	maxDirectDetectImage = 40_000_000
+	// maxSyncDetect is the largest file a synchronous detection answers in the request (spec 8: 95 MB).
+	maxSyncDetect = 95_000_000
 	// probeBytes is how much of a stored file is read to learn its format and dimensions from the header.
 	probeBytes = 2 << 20
 )
@@ -193,19 +195,53 @@ func (s *Server) acceptImageErr(c context.Context, ctx *fasthttp.RequestCtx, p *
 			_ = s.cfg.Blobs.Delete(context.WithoutCancel(c), form.File.Key)
 		}
 	}()
-	if form.File == nil {
-		if form.UploadID != "" {
-			return newAPIError(CodeInvalidRequest, "upload %q is unknown", truncate(form.UploadID, 64))
+	switch {
+	case form.File != nil && form.UploadID != "":
+		return newAPIError(CodeInvalidRequest, "send either a file or an upload_id, not both")
+	case form.File == nil && form.UploadID == "":
+		return newAPIError(CodeInvalidRequest, "send the media in the file field, or an upload_id")
+	case form.UploadID != "":
+		file, aerr := s.claimUpload(c, p, form.UploadID, reqID, op)
+		if aerr != nil {
+			return aerr
 		}
-		return newAPIError(CodeInvalidRequest, "send the media in the file field")
+		// The upload owns its file: whatever happens here, it is not deleted with the request.
+		return s.acceptFromUpload(c, ctx, p, op, async, opts, idem, reqID, form, file)
 	}
+	return s.acceptFile(c, ctx, p, op, async, opts, idem, reqID, form, form.File, &keep)
+}
+
+// acceptFromUpload runs the request on a claimed upload and records the outcome on the upload.
+func (s *Server) acceptFromUpload(c context.Context, ctx *fasthttp.RequestCtx, p *principal, op jobstate.Operation, async bool,
+	opts jobOptions, idem, reqID string, form *mediaForm, file *storedFile) *apiError {
+	kept := true
+	aerr := s.acceptFile(c, ctx, p, op, async, opts, idem, reqID, form, file, &kept)
+	outcome := uploadConsumed
+	if aerr != nil {
+		outcome = uploadRejected
+		switch aerr.code {
+		case CodeInsufficientCredits, CodeConcurrencyLimit, CodeRateLimited, CodeUnavailable, CodeTooLarge,
+			CodeIdempotencyConflict, CodeInvalidData, CodeInvalidAccelerator, CodeForbiddenPlan, CodeGPUUnavailable:
+			// Refusals about the request, not the file: the upload stays usable.
+			outcome = uploadReleased
+		}
+	}
+	s.settleUpload(context.WithoutCancel(c), p, form.UploadID, reqID, outcome, aerr)
+	return aerr
+}
+
+// acceptFile validates the stored file and runs or queues the work. *keep tells the caller whether the file
+// must stay stored (a new job owns it).
+func (s *Server) acceptFile(c context.Context, ctx *fasthttp.RequestCtx, p *principal, op jobstate.Operation, async bool,
+	opts jobOptions, idem, reqID string, form *mediaForm, file *storedFile, keep *bool) *apiError {
+	var aerr *apiError
 	var wm codec.ID
 	if op == jobstate.OperationEmbed {
 		if wm, aerr = validateData(form.Data); aerr != nil {
 			return aerr
 		}
 	}
-	format, aerr := s.probeImage(c, form.File.Key)
+	format, aerr := s.probeImage(c, file.Key)
 	if aerr != nil {
 		return aerr
 	}
@@ -214,13 +250,16 @@ func (s *Server) acceptImageErr(c context.Context, ctx *fasthttp.RequestCtx, p *
 		price = s.cfg.Catalog.Prices.Detect
 	}
 	if op == jobstate.OperationDetect && !async {
-		return s.detectNow(c, ctx, p, reqID, form.File, price)
+		if file.Info.Size > maxSyncDetect {
+			return newAPIError(CodeTooLarge, "synchronous detection answers files up to %d bytes; use the async endpoint", maxSyncDetect)
+		}
+		return s.detectNow(c, ctx, p, reqID, file, price)
 	}
 	spec := jobstate.Spec{
 		RequestID: reqID, OrgID: p.Key.OrgID, Operation: op, Media: jobstate.MediaImage, Format: format,
 		FrameCount: 1, AcceleratorRequested: opts.accelerator, WebhookID: opts.webhookID, IdempotencyKey: idem,
-		Input: jobstate.Input{BlobKey: form.File.Key, SHA256: form.File.Info.SHA256, Size: form.File.Info.Size,
-			Filename: safeOrDefault(form.File.Filename), ContentType: "image/" + strings.ToLower(format)},
+		Input: jobstate.Input{BlobKey: file.Key, SHA256: file.Info.SHA256, Size: file.Info.Size,
+			Filename: safeOrDefault(file.Filename), ContentType: "image/" + strings.ToLower(format)},
 	}
 	if op == jobstate.OperationEmbed {
 		spec.WatermarkID = wm.String()
@@ -244,7 +283,7 @@ func (s *Server) acceptImageErr(c context.Context, ctx *fasthttp.RequestCtx, p *
 		s.cfg.Logger.Error().Str("job", reqID).Str("code", rep.Code).Str("detail", rep.Detail).Msg("submit job")
 		return newAPIError(CodeUnavailable, "the job could not be accepted; retry with the same Idempotency-Key")
 	}
-	keep = !rep.Replayed
+	*keep = !rep.Replayed
 	rec := rep.Record
 	if async {
 		s.writeReceipt(ctx, p, rec, 202)

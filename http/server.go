@@ -106,6 +106,8 @@ const streamAhead = 64 << 10
 func (s *Server) routes() {
 	s.router.handle("GET", "/auth/api-key", s.authed(nil, s.getAPIKey))
 	s.imageRoutes()
+	s.uploadRoutes()
+	s.assetRoutes()
 	s.router.handle("GET", "/metrics", func(ctx *fasthttp.RequestCtx, _ map[string]string) { s.cfg.Metrics.serve(ctx) })
 	s.router.handle("GET", "/healthz", func(ctx *fasthttp.RequestCtx, _ map[string]string) {
 		writeJSON(ctx, 200, map[string]string{"status": "ok"})
