@@ -304,14 +304,16 @@ func RespondFailure(ctx actor.Context, reg *Registry, code string, err error) er
 	return Respond(ctx, reg, &Failure{Code: code, Message: msg})
 }
 
-// DefaultRequestTimeout bounds a request whose context has no deadline.
+// DefaultRequestTimeout bounds a request whose context has no deadline (and
+// Config.RequestTimeout is not set).
 const DefaultRequestTimeout = 5 * time.Second
 
-// requestTimeout is the time left before ctx's deadline, capped by limit
-// (or DefaultRequestTimeout when limit is zero).
-func requestTimeout(ctx context.Context, limit time.Duration) (time.Duration, error) {
-	if limit <= 0 {
-		limit = DefaultRequestTimeout
+// requestTimeout is the time left before ctx's deadline or, when ctx has
+// none, def (DefaultRequestTimeout when def is zero). A request never waits
+// without a bound: a lost reply would otherwise hold the caller forever.
+func requestTimeout(ctx context.Context, def time.Duration) (time.Duration, error) {
+	if def <= 0 {
+		def = DefaultRequestTimeout
 	}
 	if err := ctx.Err(); err != nil {
 		return 0, err
@@ -321,11 +323,9 @@ func requestTimeout(ctx context.Context, limit time.Duration) (time.Duration, er
 		if left <= 0 {
 			return 0, context.DeadlineExceeded
 		}
-		if left < limit {
-			return left, nil
-		}
+		return left, nil
 	}
-	return limit, nil
+	return def, nil
 }
 
 // decodeReply turns a raw reply into the caller's value: envelopes are

@@ -183,6 +183,10 @@ func liveCluster(t *testing.T) (*fixture, []*cluster.Node) {
 func pingActor(reg *cluster.Registry, from string) actor.ReceiveFunc {
 	return func(ctx actor.Context) {
 		if m, ok := ctx.Message().(*Ping); ok {
+			if id := cluster.Identity(ctx); id != "" {
+				_ = cluster.RespondFailure(ctx, reg, "identity", fmt.Errorf("plain actor has cluster identity %q", id))
+				return
+			}
 			if m.Text == "fail" {
 				_ = cluster.RespondFailure(ctx, reg, "refused", fmt.Errorf("asked to fail"))
 				return

@@ -54,8 +54,8 @@ type Config struct {
 	Kinds []Kind
 	// Registry holds the message types; required.
 	Registry *Registry
-	// RequestTimeout bounds Request when ctx has no earlier deadline.
-	// Default DefaultRequestTimeout.
+	// RequestTimeout bounds Request and RequestPID when ctx has no
+	// deadline. Default DefaultRequestTimeout.
 	RequestTimeout time.Duration
 	// FailureDetection timings; zero fields take DefaultFailureDetection.
 	FailureDetection FailureDetection
@@ -282,8 +282,8 @@ var errOwnerGone = errors.New("owner left the cluster")
 // its owner if needed) and returns the unwrapped reply. A Failure reply is
 // returned as the error.
 //
-// It waits at most until ctx's deadline or RequestTimeout, whichever is
-// first, and then returns an error wrapping context.DeadlineExceeded (and
+// It waits at most until ctx's deadline (RequestTimeout when ctx has none)
+// and then returns an error wrapping context.DeadlineExceeded (and
 // ErrNoActivation when no activation could be found).
 //
 // Delivery is at-least-once: when an attempt fails (dead letter, or the
@@ -391,7 +391,11 @@ func (n *Node) ask(ctx context.Context, pid *actor.PID, a any) (any, error) {
 		return nil, errOwnerGone
 	}
 	dl, _ := ctx.Deadline() // always set by Request
-	f := n.system.Root.RequestFuture(pid, a, time.Until(dl))
+	left := time.Until(dl)
+	if left <= 0 {
+		return nil, context.DeadlineExceeded
+	}
+	f := n.system.Root.RequestFuture(pid, a, left)
 	type result struct {
 		v   any
 		err error
