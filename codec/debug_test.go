@@ -38,13 +38,22 @@ func TestDebugSync(t *testing.T) {
 	c, _ := New([]byte("filigrane-development-key-000000"))
 	id, _ := IDFromJSON([]byte(`{"a":1}`))
 	files, _ := filepath.Glob("/tmp/photos/*")
+	if os.Getenv("PROC") != "" {
+		files = []string{"proc"}
+	}
 	if g := os.Getenv("ONLY"); g != "" {
 		files = []string{g}
 	}
 	for _, f := range files {
 		img := loadPhoto(f)
+		if f == "proc" {
+			img = naturalImage(1024, 1024, 102)
+		}
 		marked, _, _ := c.Embed(img, id, EmbedOptions{})
 		att := attackRotate(marked, 2)
+		if os.Getenv("HALF") != "" {
+			att = attackResize(marked, 0.5)
+		}
 		if os.Getenv("COMBINED") != "" {
 			att = attackJPEG(attackLevels(attackCrop(marked, 0.71, 0.3, 0.6), 0.5, 1), 40)
 		}

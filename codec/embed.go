@@ -103,5 +103,14 @@ func (c *Codec) prepareEmbed(y plane, id ID, psnr float64) (*renderer, float32, 
 	if e <= 0 {
 		return nil, 0, errors.New("codec: image cannot carry a mark (zero masking energy)")
 	}
-	return r, float32(math.Sqrt(target / e)), nil
+	gain := float32(math.Sqrt(target / e))
+	if y.w*y.h <= informedMaxPixels {
+		amp := c.informedAmplitudes(y, r, gain, coded)
+		r.tile = c.layout.tilePattern(coded, amp)
+		if e = r.energy(); e <= 0 {
+			return nil, 0, errors.New("codec: image cannot carry a mark (zero masking energy)")
+		}
+		gain = float32(math.Sqrt(target / e))
+	}
+	return r, gain, nil
 }

@@ -284,7 +284,7 @@ func latticeCandidates(pyr pyramid, max int) []affine {
 	s := float64(min(p.w, p.h))
 	rmin, rmax := 0.2*s, 0.75*s
 	score := func(dx, dy int) float64 {
-		return real(buf[mod(dy, nh)*nw+mod(dx, nw)]) * overlapWeight(p.w, dx) * overlapWeight(p.h, dy)
+		return real(buf[mod(dy, nh)*nw+mod(dx, nw)]) * overlapWeight(p.w, nw, dx) * overlapWeight(p.h, nh, dy)
 	}
 	type peak struct {
 		dx, dy int
@@ -296,12 +296,12 @@ func latticeCandidates(pyr pyramid, max int) []affine {
 	// local-maximum test is table lookups: the search covers about a million lags on a 1 MP image.
 	cx := make([]float64, 2*r+3)
 	for i := range cx {
-		cx[i] = overlapWeight(p.w, i-r-1)
+		cx[i] = overlapWeight(p.w, nw, i-r-1)
 	}
 	tw := 2*r + 3
 	table := make([]float64, tw*(r+3))
 	for dy := -1; dy <= r+1; dy++ {
-		wy := overlapWeight(p.h, dy)
+		wy := overlapWeight(p.h, nh, dy)
 		row := table[(dy+1)*tw : (dy+2)*tw]
 		src := mod(dy, nh) * nw
 		for i := range row {
@@ -438,10 +438,12 @@ func abs(v int) int {
 	return v
 }
 
-// overlapWeight is 1/sqrt of the overlap of a side of length n with itself shifted by d, which puts long and short
-// lags on the same noise scale; no overlap gives weight 0.
-func overlapWeight(n, d int) float64 {
-	ov := n - abs(d)
+// overlapWeight is 1/sqrt of the overlap of a side of length n, zero-padded to the transform length nPad, with
+// itself cyclically shifted by d: the direct overlap n-|d| plus what wraps around, |d|-(nPad-n). It puts long and
+// short lags on the same noise scale (with no padding every lag overlaps fully).
+func overlapWeight(n, nPad, d int) float64 {
+	d = abs(d)
+	ov := max(0, n-d) + max(0, d-(nPad-n))
 	if ov <= 0 {
 		return 0
 	}

@@ -1,0 +1,90 @@
+package codec
+
+import (
+	"math"
+	"slices"
+)
+
+// Informed embedding: the detector's correlation for a coded bit is the mark's contribution plus the host
+// image's own (accidental) correlation with the bit's chips. Embed measures both with the detector itself, at the
+// geometry it embeds with, and gives each bit an amplitude that brings the weakest bits up: bits whose host
+// correlation fights the mark get more energy, bits the host already helps get less, at the same total energy.
+// Geometric attacks re-randomise the host part, so amplitudes stay within [informedMin, informedMax].
+const (
+	informedMin = 0.5
+	informedMax = 2.0
+	// informedMaxPixels bounds the images that get informed embedding: it needs one more full-size plane, and
+	// images above 16 MP carry so many tiles that host interference averages out.
+	informedMaxPixels = 16 << 20
+)
+
+// bitCorrelations folds a luma plane under the nominal geometry and returns the raw chip correlation per coded bit.
+func (c *Codec) bitCorrelations(y plane) []float64 {
+	pyr := buildPyramid(y, 16)
+	acc, _ := fold(whiten(sampleGrid(pyr, nominalAffine(y.w, y.h))))
+	out := make([]float64, codedBits)
+	for i, v := range acc {
+		if b := c.layout.bitOf[i]; b >= 0 {
+			out[b] += float64(c.layout.chip[i]) * v
+		}
+	}
+	return out
+}
+
+// informedAmplitudes returns per-coded-bit amplitudes (mean square 1) for the mark rendered by r at gain.
+func (c *Codec) informedAmplitudes(y plane, r *renderer, gain float32, coded []uint8) []float32 {
+	host := c.bitCorrelations(y)
+	marked := newPlane(y.w, y.h)
+	row := make([]float32, y.w)
+	for j := 0; j < y.h; j++ {
+		r.row(j, gain, row)
+		src := y.pix[j*y.w : (j+1)*y.w]
+		dst := marked.pix[j*y.w : (j+1)*y.w]
+		for i, d := range row {
+			dst[i] = max(0, min(255, src[i]+d))
+		}
+	}
+	withMark := c.bitCorrelations(marked)
+	// Per bit: signed host help h (positive when the host already pushes toward the bit's value) and the mark's
+	// response resp at amplitude 1, floored so that a bit the probe barely saw is not given infinite weight.
+	h := make([]float64, codedBits)
+	resp := make([]float64, codedBits)
+	for b := range h {
+		sign := float64(2*int(coded[b]) - 1)
+		h[b] = sign * host[b]
+		resp[b] = sign * (withMark[b] - host[b])
+	}
+	sorted := slices.Clone(resp)
+	slices.Sort(sorted)
+	floor := math.Max(0.5*sorted[len(sorted)/2], 1e-9)
+	for b := range resp {
+		resp[b] = math.Max(resp[b], floor)
+	}
+	amps := func(t float64) ([]float32, float64) {
+		a := make([]float32, codedBits)
+		var ms float64
+		for b := range a {
+			v := math.Max(informedMin, math.Min(informedMax, (t-h[b])/resp[b]))
+			a[b] = float32(v)
+			ms += v * v
+		}
+		return a, ms / codedBits
+	}
+	// Bisection on the common target margin t so that the amplitudes keep a mean square of 1.
+	// At t = lo every amplitude is at informedMin (mean square < 1), at t = hi at informedMax (> 1).
+	var lo, hi float64
+	for b := range h {
+		lo = math.Min(lo, h[b]+informedMin*resp[b])
+		hi = math.Max(hi, h[b]+informedMax*resp[b])
+	}
+	for iter := 0; iter < 60; iter++ {
+		mid := (lo + hi) / 2
+		if _, ms := amps(mid); ms > 1 {
+			hi = mid
+		} else {
+			lo = mid
+		}
+	}
+	a, _ := amps(lo)
+	return a
+}
