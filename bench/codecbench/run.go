@@ -15,6 +15,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"runtime"
+	"runtime/debug"
 	"sort"
 	"sync"
 	"time"
@@ -62,6 +63,8 @@ type Report struct {
 	Memory         []MemoryResult   `json:"memory,omitempty"`
 	Targets        []TargetCheck    `json:"targets,omitempty"`
 	Errors         []string         `json:"errors,omitempty"`
+	Build          string           `json:"build"` // VCS revision of the binary, "+dirty" when built from modified files
+	Outcomes       []Outcome        `json:"outcomes"`
 	raw            map[string][]hit // attack -> per-image outcomes, for aggregation
 }
 
@@ -119,6 +122,16 @@ type SpeedResult struct {
 	Content       string  `json:"content"`
 }
 
+// Outcome is one detection of one attacked image, for looking into failures.
+type Outcome struct {
+	Image      string  `json:"image"`
+	Attack     string  `json:"attack"`
+	Exact      bool    `json:"exact"`
+	Detected   bool    `json:"detected"`
+	BitAcc     float64 `json:"bit_accuracy"`
+	Confidence float64 `json:"confidence"`
+}
+
 // hit is one detection of one attacked image.
 type hit struct {
 	class      string
@@ -162,7 +175,7 @@ func Run(ctx context.Context, cfg Config, sources []Source) (*Report, error) {
 		return nil, fmt.Errorf("codecbench: %w", err)
 	}
 	rep := &Report{Started: time.Now().UTC(), GoVersion: runtime.Version(), CPUs: runtime.NumCPU(),
-		Workers: cfg.Workers, Seed: cfg.Seed, TargetPSNR: cfg.PSNR, raw: map[string][]hit{}}
+		Workers: cfg.Workers, Seed: cfg.Seed, TargetPSNR: cfg.PSNR, raw: map[string][]hit{}, Build: buildRevision()}
 	probesPer := 0
 	if len(sources) > 0 && cfg.FalsePositives > 0 {
 		probesPer = (cfg.FalsePositives + len(sources) - 1) / len(sources)
@@ -186,6 +199,8 @@ func Run(ctx context.Context, cfg Config, sources []Source) (*Report, error) {
 				rep.Images[i] = res
 				for name, h := range hits {
 					rep.raw[name] = append(rep.raw[name], h)
+					rep.Outcomes = append(rep.Outcomes, Outcome{Image: res.Name, Attack: name, Exact: h.exact,
+						Detected: h.detected, BitAcc: h.bitAcc, Confidence: h.confidence})
 				}
 				fp = append(fp, conf...)
 				fpHits += nfp
@@ -208,6 +223,12 @@ func Run(ctx context.Context, cfg Config, sources []Source) (*Report, error) {
 		return nil, err
 	}
 
+	sort.Slice(rep.Outcomes, func(i, j int) bool {
+		if rep.Outcomes[i].Image != rep.Outcomes[j].Image {
+			return rep.Outcomes[i].Image < rep.Outcomes[j].Image
+		}
+		return rep.Outcomes[i].Attack < rep.Outcomes[j].Attack
+	})
 	rep.aggregate(cfg.Attacks)
 	rep.FalsePositives = FalsePositives{Probes: len(fp), Watermarked: fpHits,
 		Description: "unmarked corpus images: random crops (30-100% per side) rescaled by 0.25-1.0x (at most 1024 px on the long side), a third of them also JPEG q75"}
@@ -222,6 +243,25 @@ func Run(ctx context.Context, cfg Config, sources []Source) (*Report, error) {
 	}
 	rep.Duration = time.Since(rep.Started).Round(time.Second).String()
 	return rep, nil
+}
+
+// buildRevision is the VCS revision the Go toolchain stamped into the binary, so a report names the codec it
+// measured.
+func buildRevision() string {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "unknown"
+	}
+	rev, dirty := "unknown", ""
+	for _, s := range info.Settings {
+		switch {
+		case s.Key == "vcs.revision":
+			rev = s.Value
+		case s.Key == "vcs.modified" && s.Value == "true":
+			dirty = "+dirty"
+		}
+	}
+	return rev + dirty
 }
 
 // seedFor derives a per-image, per-purpose random stream so results do not depend on scheduling.
