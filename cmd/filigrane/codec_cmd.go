@@ -249,6 +249,11 @@ func writePNGFile(path string, img image.Image, icc []byte) error {
 		tmp.Close()
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
+	// CreateTemp makes the file private; the output is an ordinary image file.
+	if err := tmp.Chmod(0o644); err != nil {
+		tmp.Close()
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
 	if err := tmp.Close(); err != nil {
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
