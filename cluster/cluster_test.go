@@ -356,3 +356,44 @@ func TestStartFailures(t *testing.T) {
 		}
 	}
 }
+
+func TestSendAndNamedActors(t *testing.T) {
+	f, nodes := liveCluster(t)
+	n1, n2 := nodes[0], nodes[1]
+
+	// Send is fire-and-forget; a following Request from the same node (same
+	// path, so same order) sees its effect.
+	id := fmt.Sprintf("send-%d", runSeq.Add(1))
+	if err := n1.Send(ctxTimeout(t, 5*time.Second), id, "counter", Hit{}); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := n1.Request(ctxTimeout(t, 5*time.Second), id, "counter", Hit{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := resp.(*HitReply); r.Count != 2 {
+		t.Fatalf("after a Send and a Request the count is %d, want 2", r.Count)
+	}
+	if err := n1.Send(ctxTimeout(t, 5*time.Second), id, "counter", Secret{}); !errors.Is(err, cluster.ErrNotRegistered) {
+		t.Fatalf("Send of an unregistered type: %v", err)
+	}
+
+	// A named per-node actor, found through member metadata.
+	name := fmt.Sprintf("probe-%d", runSeq.Add(1))
+	if _, err := n2.SpawnNamed(actor.PropsFromFunc(pingActor(f.reg, n2.Name())), name); err != nil {
+		t.Fatal(err)
+	}
+	var target cluster.Member
+	for _, m := range n1.Members() {
+		if m.ID == n2.ID() {
+			target = m
+		}
+	}
+	resp, err = n1.RequestPID(ctxTimeout(t, 5*time.Second), cluster.MemberPID(target, name), Ping{N: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := resp.(*Pong); p.N != 2 || p.From != "n2" {
+		t.Fatalf("named actor replied %+v", p)
+	}
+}

@@ -429,6 +429,52 @@ func (n *Node) hosts(addr string) bool {
 	return addr == n.system.Address() || n.provider.hasAddress(addr)
 }
 
+// Send delivers msg to the virtual actor kind/identity without waiting for
+// a reply (activating the identity if needed). It returns once the message
+// is handed to the transport: delivery is at-most-once and unconfirmed; use
+// Request when the outcome matters.
+func (n *Node) Send(ctx context.Context, identity, kind string, msg any) error {
+	timeout, err := requestTimeout(ctx, n.cfg.RequestTimeout)
+	if err != nil {
+		return fmt.Errorf("cluster: send %s/%s: %w", kind, identity, err)
+	}
+	a, err := n.reg.Wrap(msg)
+	if err != nil {
+		return fmt.Errorf("cluster: send %s/%s: %w", kind, identity, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for attempt := 0; ; attempt++ {
+		pid, err := n.lookup(ctx, identity, kind)
+		if err == nil {
+			n.system.Root.Send(pid, a)
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("cluster: send %s/%s: %w: %w", kind, identity, ctx.Err(), err)
+		case <-time.After(min(time.Duration(attempt+1)*50*time.Millisecond, 500*time.Millisecond)):
+		}
+	}
+}
+
+// SpawnNamed starts a plain (non-virtual) actor on this node under a fixed
+// name, with the envelope middleware, so that other nodes can reach it at
+// MemberPID(member, name): for example a per-node GPU actor.
+func (n *Node) SpawnNamed(props *actor.Props, name string) (*actor.PID, error) {
+	pid, err := n.system.Root.SpawnNamed(n.reg.WithEnvelope(props), name)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: spawn %q: %w", name, err)
+	}
+	return pid, nil
+}
+
+// MemberPID is the PID of the actor spawned with SpawnNamed(…, name) on
+// member m.
+func MemberPID(m Member, name string) *actor.PID {
+	return actor.NewPID(m.Address(), name)
+}
+
 // RequestPID sends msg to a plain actor by PID (for example a named per-node
 // actor) and returns the unwrapped reply; see Registry.RequestPID.
 func (n *Node) RequestPID(ctx context.Context, pid *actor.PID, msg any) (any, error) {
