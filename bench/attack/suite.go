@@ -27,9 +27,9 @@ func cropTo(f float64) func(*image.NRGBA, *rand.Rand) (*image.NRGBA, error) {
 }
 
 // Suite returns the benchmark's attacks (parameters after research/watermark-codec.md section 2h). The order is
-// the order of the report.
+// the order of the report. The WebP attack is included only when ffmpeg is installed.
 func Suite() []Attack {
-	return []Attack{
+	suite := []Attack{
 		{"clean", "identity", "no change (the 8-bit marked image, as its lossless PNG would decode)", pure(func(m *image.NRGBA) *image.NRGBA { return m })},
 		{"jpeg90", "jpeg", "Go image/jpeg q90, 4:2:0", jpegAt(90)},
 		{"jpeg75", "jpeg", "Go image/jpeg q75, 4:2:0", jpegAt(75)},
@@ -81,6 +81,12 @@ func Suite() []Attack {
 				return JPEG(Brightness(RandomCrop(m, 0.71, rng), 0.5), 40)
 			}},
 	}
+	if FFmpegAvailable() {
+		webp := Attack{"webp75", "lossy", "libwebp (through ffmpeg) quality 75, decoded with x/image/webp",
+			func(m *image.NRGBA, _ *rand.Rand) (*image.NRGBA, error) { return WebP(m, 75) }}
+		suite = append(suite[:5], append([]Attack{webp}, suite[5:]...)...)
+	}
+	return suite
 }
 
 // Quick is the subset used by quick mode: one attack per family.
