@@ -77,3 +77,33 @@ func BenchmarkDetect12MP(b *testing.B) {
 		}
 	}
 }
+
+// fastImage is a cheap large test image (gradients and a hash texture) for memory and speed runs at 40 MP, where
+// naturalImage would take longer than the embedding.
+func fastImage(w, h int) *image.NRGBA {
+	img := image.NewNRGBA(image.Rect(0, 0, w, h))
+	for y := 0; y < h; y++ {
+		row := img.Pix[y*img.Stride:]
+		for x := 0; x < w; x++ {
+			hsh := uint32(x)*2654435761 ^ uint32(y)*2246822519
+			t := uint8(hsh >> 28)
+			row[4*x] = uint8(x*200/w) + t
+			row[4*x+1] = uint8(y*200/h) + t
+			row[4*x+2] = uint8((x+y)*100/(w+h)) + t
+			row[4*x+3] = 255
+		}
+	}
+	return img
+}
+
+// BenchmarkEmbed40MP checks the memory bound: run with -benchmem, or under /usr/bin/time -v for the peak RSS.
+func BenchmarkEmbed40MP(b *testing.B) {
+	c := testCodec(b)
+	img := fastImage(7744, 5168)
+	b.ResetTimer()
+	for b.Loop() {
+		if _, _, err := c.Embed(img, ID{1}, EmbedOptions{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -141,6 +141,13 @@ func (c *Codec) Detect(img image.Image) Detection {
 	if img == nil || img.Bounds().Empty() {
 		return emptyDetection()
 	}
+	b := img.Bounds()
+	if px := b.Dx() * b.Dy(); px > detectMaxPixels {
+		// Very large images are analysed at a reduced resolution. Their waxels span at least 2·f pixels (the
+		// waxel grows with the short side), so the mark survives the box averaging.
+		f := int(math.Ceil(math.Sqrt(float64(px) / detectMaxPixels)))
+		return c.detectPlane(lumaReduced(img, f))
+	}
 	return c.detectPlane(lumaOf(img))
 }
 

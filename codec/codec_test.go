@@ -138,3 +138,18 @@ func TestDetectDeterministic(t *testing.T) {
 		t.Fatal("detection is not deterministic")
 	}
 }
+
+func TestDetectReducedLargeImage(t *testing.T) {
+	if testing.Short() {
+		t.Skip("large image")
+	}
+	c := testCodec(t)
+	// Exercise the reduced path on a moderate image by comparing with a factor-2 reduction of a marked image.
+	marked, _, err := c.Embed(naturalImage(2048, 1536, 41), ID{3}, EmbedOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := c.detectPlane(lumaReduced(marked, 2)); !d.Watermarked || *d.WatermarkID != (ID{3}).String() {
+		t.Fatalf("reduced detection failed: %+v", d)
+	}
+}

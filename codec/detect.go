@@ -5,8 +5,13 @@ package codec
 // false-positive rate (docs/codec.md).
 const (
 	minDetectSide     = 64
+	detectMaxPixels   = 48 << 20 // larger images are box-reduced before analysis (bounded memory)
 	maxDecodeAttempts = 4
 	latticeHypotheses = maxDecodeAttempts - 1
+	// pilotGate is the pilot z-score below which a hypothesis is dropped before refinement and decoding. The best
+	// of the 8×16384 orientations and offsets of an unmarked image rarely exceeds 5; a mark with a pilot this weak
+	// has a raw coded-bit error rate near 30%, beyond the code.
+	pilotGate = 5.0
 )
 
 // attempt is the outcome of decoding under one synchronisation hypothesis.
@@ -58,6 +63,9 @@ func (c *Codec) tryGeometry(pyr pyramid, a0 affine) attempt {
 	}
 	acc, _ := fold(g)
 	al := c.searchDihedral(acc)
+	if al.z < pilotGate {
+		return attempt{pilotZ: al.z}
+	}
 	a := al.aligned(a0)
 	a = c.refine(pyr, a, 2)
 	a = c.refine(pyr, a, 1)

@@ -12,68 +12,84 @@ const (
 	lumaB = 0.114
 )
 
-// lumaOf returns the BT.601 luma plane of img in 0..255 units. Fast paths cover the types the decoders produce;
-// anything else goes through At, which is slow but correct.
+// lumaOf returns the BT.601 luma plane of img in 0..255 units.
 func lumaOf(img image.Image) plane {
 	b := img.Bounds()
 	p := newPlane(b.Dx(), b.Dy())
-	switch m := img.(type) {
-	case *image.YCbCr:
-		for y := 0; y < p.h; y++ {
-			row := m.Y[m.YOffset(b.Min.X, b.Min.Y+y):]
-			out := p.pix[y*p.w : (y+1)*p.w]
+	for y := 0; y < p.h; y++ {
+		lumaRow(img, b.Min.Y+y, p.pix[y*p.w:(y+1)*p.w])
+	}
+	return p
+}
+
+// lumaReduced returns the luma plane box-averaged by an integer factor f in both directions (dimensions rounded
+// down), without ever holding the full-resolution plane: detection on very large images stays within memory.
+func lumaReduced(img image.Image, f int) plane {
+	b := img.Bounds()
+	p := newPlane(b.Dx()/f, b.Dy()/f)
+	row := make([]float32, b.Dx())
+	inv := 1 / float32(f*f)
+	for y := 0; y < p.h; y++ {
+		out := p.pix[y*p.w : (y+1)*p.w]
+		for k := 0; k < f; k++ {
+			lumaRow(img, b.Min.Y+y*f+k, row)
 			for x := range out {
-				out[x] = float32(row[x])
+				var s float32
+				for _, v := range row[x*f : x*f+f] {
+					s += v
+				}
+				out[x] += s
 			}
 		}
-	case *image.Gray:
-		for y := 0; y < p.h; y++ {
-			row := m.Pix[m.PixOffset(b.Min.X, b.Min.Y+y):]
-			out := p.pix[y*p.w : (y+1)*p.w]
-			for x := range out {
-				out[x] = float32(row[x])
-			}
-		}
-	case *image.NRGBA:
-		for y := 0; y < p.h; y++ {
-			row := m.Pix[m.PixOffset(b.Min.X, b.Min.Y+y):]
-			out := p.pix[y*p.w : (y+1)*p.w]
-			for x := range out {
-				s := row[4*x : 4*x+3 : 4*x+3]
-				out[x] = lumaR*float32(s[0]) + lumaG*float32(s[1]) + lumaB*float32(s[2])
-			}
-		}
-	case *image.RGBA:
-		for y := 0; y < p.h; y++ {
-			row := m.Pix[m.PixOffset(b.Min.X, b.Min.Y+y):]
-			out := p.pix[y*p.w : (y+1)*p.w]
-			for x := range out {
-				s := row[4*x : 4*x+3 : 4*x+3]
-				out[x] = lumaR*float32(s[0]) + lumaG*float32(s[1]) + lumaB*float32(s[2])
-			}
-		}
-	case *image.NRGBA64:
-		for y := 0; y < p.h; y++ {
-			row := m.Pix[m.PixOffset(b.Min.X, b.Min.Y+y):]
-			out := p.pix[y*p.w : (y+1)*p.w]
-			for x := range out {
-				s := row[8*x : 8*x+6 : 8*x+6]
-				r := float32(uint16(s[0])<<8 | uint16(s[1]))
-				g := float32(uint16(s[2])<<8 | uint16(s[3]))
-				bl := float32(uint16(s[4])<<8 | uint16(s[5]))
-				out[x] = (lumaR*r + lumaG*g + lumaB*bl) / 257
-			}
-		}
-	default:
-		for y := 0; y < p.h; y++ {
-			out := p.pix[y*p.w : (y+1)*p.w]
-			for x := range out {
-				c := color.NRGBA64Model.Convert(img.At(b.Min.X+x, b.Min.Y+y)).(color.NRGBA64)
-				out[x] = (lumaR*float32(c.R) + lumaG*float32(c.G) + lumaB*float32(c.B)) / 257
-			}
+		for x := range out {
+			out[x] *= inv
 		}
 	}
 	return p
+}
+
+// lumaRow writes the luma of image row y (absolute coordinate) into out (length Dx). Fast paths cover the types
+// the decoders produce; anything else goes through At, which is slow but correct.
+func lumaRow(img image.Image, y int, out []float32) {
+	b := img.Bounds()
+	switch m := img.(type) {
+	case *image.YCbCr:
+		row := m.Y[m.YOffset(b.Min.X, y):]
+		for x := range out {
+			out[x] = float32(row[x])
+		}
+	case *image.Gray:
+		row := m.Pix[m.PixOffset(b.Min.X, y):]
+		for x := range out {
+			out[x] = float32(row[x])
+		}
+	case *image.NRGBA:
+		row := m.Pix[m.PixOffset(b.Min.X, y):]
+		for x := range out {
+			s := row[4*x : 4*x+3 : 4*x+3]
+			out[x] = lumaR*float32(s[0]) + lumaG*float32(s[1]) + lumaB*float32(s[2])
+		}
+	case *image.RGBA:
+		row := m.Pix[m.PixOffset(b.Min.X, y):]
+		for x := range out {
+			s := row[4*x : 4*x+3 : 4*x+3]
+			out[x] = lumaR*float32(s[0]) + lumaG*float32(s[1]) + lumaB*float32(s[2])
+		}
+	case *image.NRGBA64:
+		row := m.Pix[m.PixOffset(b.Min.X, y):]
+		for x := range out {
+			s := row[8*x : 8*x+6 : 8*x+6]
+			r := float32(uint16(s[0])<<8 | uint16(s[1]))
+			g := float32(uint16(s[2])<<8 | uint16(s[3]))
+			bl := float32(uint16(s[4])<<8 | uint16(s[5]))
+			out[x] = (lumaR*r + lumaG*g + lumaB*bl) / 257
+		}
+	default:
+		for x := range out {
+			c := color.NRGBA64Model.Convert(img.At(b.Min.X+x, y)).(color.NRGBA64)
+			out[x] = (lumaR*float32(c.R) + lumaG*float32(c.G) + lumaB*float32(c.B)) / 257
+		}
+	}
 }
 
 // isDeep reports whether img carries more than 8 bits per channel.
