@@ -48,6 +48,8 @@ type Config struct {
 	MaxBodyBytes int
 	// ActorTimeout bounds each call to an actor made while serving a request. Default 10 s.
 	ActorTimeout time.Duration
+	// Health, when set, adds node facts (name, cluster members) to GET /healthz.
+	Health func() map[string]any
 	// SyncWait is how long a synchronous embed waits before answering 202 with the receipt. Default 20 s
 	// (spec 8).
 	SyncWait time.Duration
@@ -110,7 +112,12 @@ func (s *Server) routes() {
 	s.assetRoutes()
 	s.router.handle("GET", "/metrics", func(ctx *fasthttp.RequestCtx, _ map[string]string) { s.cfg.Metrics.serve(ctx) })
 	s.router.handle("GET", "/healthz", func(ctx *fasthttp.RequestCtx, _ map[string]string) {
-		writeJSON(ctx, 200, map[string]string{"status": "ok"})
+		body := map[string]any{}
+		if s.cfg.Health != nil {
+			body = s.cfg.Health()
+		}
+		body["status"] = "ok"
+		writeJSON(ctx, 200, body)
 	})
 }
 

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -16,12 +17,12 @@ import (
 	"filigrane/internal/admin"
 	"filigrane/internal/clock"
 	"filigrane/internal/node"
-	"filigrane/persistence/pebblestore"
 )
 
 const adminUsage = `usage: filigrane admin [--data DIR] [--plans FILE] <command> [flags]
 
-Works on the data directory of a STOPPED node.
+Works on the data directory of a STOPPED node, or with --s3-endpoint on a cluster's shared store while the
+cluster runs (every write is a compare-and-set, so a running organization actor reloads instead of losing it).
 
   org create --name NAME --plan PLAN [--credits N]   create an organization (prints its id)
   org list                                           list organizations with plan and balance
@@ -41,6 +42,7 @@ func runAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.Usage = func() { fmt.Fprint(stderr, adminUsage) }
 	dataDir := fs.String("data", "./data", "node data directory")
 	plans := fs.String("plans", "", "plan catalog file (JSON); defaults built in")
+	s3 := s3Flags(fs)
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -54,13 +56,25 @@ func runAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintln(stderr, "filigrane admin:", err)
 		return 1
 	}
-	store, err := pebblestore.Open(node.Layout{Root: *dataDir}.StoreDir(), zerolog.Nop())
+	s3cfg := s3()
+	if s3cfg != nil {
+		// The shared store is the cluster's; the node-local store of this command is a throwaway, so that
+		// admin never contends with a node running on the same machine.
+		tmp, err := os.MkdirTemp("", "filigrane-admin-")
+		if err != nil {
+			fmt.Fprintln(stderr, "filigrane admin:", err)
+			return 1
+		}
+		defer os.RemoveAll(tmp)
+		*dataDir = tmp
+	}
+	storage, err := node.OpenStorage(ctx, *dataDir, s3cfg, zerolog.Nop())
 	if err != nil {
-		fmt.Fprintf(stderr, "filigrane admin: open %s: %v (is a node running on it? stop it first)\n", *dataDir, err)
+		fmt.Fprintf(stderr, "filigrane admin: %v\n", err)
 		return 1
 	}
-	defer store.Close()
-	a := admin.Admin{Store: store, Clock: clock.System{}, Catalog: catalog}
+	defer storage.Close()
+	a := admin.Admin{Store: storage.Store, Clock: clock.System{}, Catalog: catalog}
 	if err := adminCommand(ctx, a, rest[0]+" "+rest[1], rest[2:], stdout, stderr); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 2

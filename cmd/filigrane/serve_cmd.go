@@ -11,6 +11,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"filigrane/cluster"
 	"filigrane/internal/node"
 )
 
@@ -28,6 +29,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.StringVar(&cfg.PlansFile, "plans", envOr("FILIGRANE_PLANS", ""), "plan catalog file (JSON); built-in defaults when empty")
 	level := fs.String("log-level", envOr("FILIGRANE_LOG_LEVEL", "info"), "log level: debug, info, warn, error")
 	format := fs.String("log-format", envOr("FILIGRANE_LOG_FORMAT", "auto"), "log format: auto (console on a terminal), json, console")
+	s3 := s3Flags(fs)
+	roles := fs.String("roles", envOr("FILIGRANE_ROLES", "edge,worker"), "node roles: edge (serves HTTP), worker (hosts actors, runs codec work), gpu")
+	workers := fs.Int("workers", 0, "codec workers (0: one per CPU)")
+	codecKeyFile := fs.String("codec-key-file", envOr("FILIGRANE_CODEC_KEY_FILE", ""), "file holding the watermark secret (else env FILIGRANE_CODEC_KEY, else the public development key)")
 	grace := fs.Duration("shutdown-grace", 30*time.Second, "how long in-flight requests may take to finish on shutdown")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -41,6 +46,29 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return 2
 	}
 	cfg.Logger = logger
+	cfg.S3 = s3()
+	cfg.Workers = *workers
+	for _, r := range strings.Split(*roles, ",") {
+		role := cluster.Role(strings.TrimSpace(r))
+		if role != cluster.RoleEdge && role != cluster.RoleWorker && role != cluster.RoleGPU {
+			fmt.Fprintf(stderr, "filigrane serve: unknown role %q (want edge, worker, gpu)\n", r)
+			return 2
+		}
+		cfg.Roles = append(cfg.Roles, role)
+	}
+	switch {
+	case *codecKeyFile != "":
+		key, err := os.ReadFile(*codecKeyFile)
+		if err != nil {
+			fmt.Fprintln(stderr, "filigrane serve: codec key:", err)
+			return 2
+		}
+		cfg.CodecKey = []byte(strings.TrimSpace(string(key)))
+	case os.Getenv("FILIGRANE_CODEC_KEY") != "":
+		cfg.CodecKey = []byte(os.Getenv("FILIGRANE_CODEC_KEY"))
+	default:
+		logger.Warn().Msg("using the public development codec key: set FILIGRANE_CODEC_KEY or --codec-key-file in production")
+	}
 	cfg.Bootstrap = true
 
 	n, err := node.Start(ctx, cfg)

@@ -153,13 +153,17 @@ const devPlan = "business"
 // already bootstrapped.
 func (a Admin) Bootstrap(ctx context.Context) (*DevOrg, error) {
 	const marker = "node/bootstrapped"
-	if _, err := a.Store.Get(ctx, []byte(marker)); err == nil {
-		return nil, nil
-	} else if !errors.Is(err, persistence.ErrNotFound) {
-		return nil, fmt.Errorf("read bootstrap marker: %w", err)
-	}
 	if _, ok := a.Catalog.Plan(devPlan); !ok {
 		return nil, fmt.Errorf("the plan catalog has no %q plan for the development organization", devPlan)
+	}
+	// The marker is claimed first, with a create-only write, so that of several cluster nodes starting on an
+	// empty store exactly one creates the development organization. A crash right after the claim leaves no
+	// development organization; `filigrane admin` creates organizations and keys then.
+	stamp := []byte(a.Clock.Now().Format(time.RFC3339))
+	if _, err := a.Store.CompareAndSet(ctx, []byte(marker), persistence.NoVersion, stamp); errors.Is(err, persistence.ErrVersionMismatch) {
+		return nil, nil
+	} else if err != nil {
+		return nil, fmt.Errorf("claim bootstrap marker: %w", err)
 	}
 	st, err := a.CreateOrg(ctx, "Development", devPlan, devCredits)
 	if err != nil {
@@ -173,10 +177,6 @@ func (a Admin) Bootstrap(ctx context.Context) (*DevOrg, error) {
 		Scopes: actors.AllScopes()})
 	if err != nil {
 		return nil, fmt.Errorf("create development key: %w", err)
-	}
-	stamp := []byte(a.Clock.Now().Format(time.RFC3339))
-	if _, err := a.Store.CompareAndSet(ctx, []byte(marker), persistence.NoVersion, stamp); err != nil {
-		return nil, fmt.Errorf("write bootstrap marker: %w", err)
 	}
 	return &DevOrg{OrgID: st.ID, MemberID: memberID, Secret: secret}, nil
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -22,8 +23,6 @@ import (
 	"filigrane/internal/admin"
 	"filigrane/internal/clock"
 	"filigrane/persistence"
-	"filigrane/persistence/fsblobs"
-	"filigrane/persistence/pebblestore"
 )
 
 // Config is a node's configuration; zero values take the documented defaults.
@@ -50,6 +49,11 @@ type Config struct {
 	LeaseDuration time.Duration
 	// SyncWait is how long a synchronous embed waits before answering 202; 0 means 20 s.
 	SyncWait time.Duration
+	// S3 is the cluster's shared object storage; nil runs a single node on the data directory alone.
+	S3 *S3Config
+	// Roles are gossiped to other nodes; a node without the worker role hosts no actors and runs no codec
+	// work. Default edge and worker.
+	Roles []cluster.Role
 	// SweepInterval is how often the sweeper ticks active jobs and purges expired results; 0 means 5 s,
 	// a negative value disables the background sweeper (tests call Sweep).
 	SweepInterval time.Duration
@@ -67,6 +71,7 @@ func (l Layout) BlobDir() string { return filepath.Join(l.Root, "blobs") }
 // Node is a running node.
 type Node struct {
 	cfg      Config
+	storage  *Storage
 	store    persistence.Store
 	blobs    persistence.Blobs
 	pool     *actors.Pool
@@ -111,6 +116,9 @@ func (c *Config) defaults() {
 	if c.LeaseDuration <= 0 {
 		c.LeaseDuration = 30 * time.Second
 	}
+	if len(c.Roles) == 0 {
+		c.Roles = []cluster.Role{cluster.RoleEdge, cluster.RoleWorker}
+	}
 	if c.SweepInterval == 0 {
 		c.SweepInterval = 5 * time.Second
 	}
@@ -124,7 +132,6 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	if err != nil {
 		return nil, err
 	}
-	layout := Layout{Root: cfg.DataDir}
 	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
 		return nil, fmt.Errorf("create data directory: %w", err)
 	}
@@ -134,16 +141,13 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 			n.Close(context.Background())
 		}
 	}()
-	store, err := pebblestore.Open(layout.StoreDir(), cfg.Logger.With().Str("component", "pebble").Logger())
+	storage, err := OpenStorage(ctx, cfg.DataDir, cfg.S3, cfg.Logger.With().Str("component", "pebble").Logger())
 	if err != nil {
-		return nil, fmt.Errorf("open store in %s (is another node using it?): %w", cfg.DataDir, err)
+		return nil, err
 	}
-	n.store = store
-	blobs, err := fsblobs.Open(layout.BlobDir())
-	if err != nil {
-		return nil, fmt.Errorf("open blob store: %w", err)
-	}
-	n.blobs = blobs
+	n.storage = storage
+	store, blobs := storage.Store, storage.Blobs
+	n.store, n.blobs = store, blobs
 	cdc, err := codec.New(cfg.CodecKey)
 	if err != nil {
 		return nil, fmt.Errorf("codec key: %w", err)
@@ -183,6 +187,14 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 		Caller:       caller,
 		Dispatch:     n.pool.Dispatch,
 	}
+	var kinds []cluster.Kind
+	worker := slices.Contains(cfg.Roles, cluster.RoleWorker)
+	if worker {
+		kinds = []cluster.Kind{
+			cluster.NewKind(actors.KindOrg, actors.OrgProps(deps)),
+			cluster.NewKind(actors.KindJob, actors.JobProps(deps)),
+		}
+	}
 	host, gossipPort, err := splitHostPort(cfg.ClusterBind)
 	if err != nil {
 		return nil, fmt.Errorf("cluster bind address: %w", err)
@@ -193,14 +205,11 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 		GossipPort: gossipPort,
 		RemotePort: cfg.RemotePort,
 		Join:       cfg.Join,
-		Roles:      []cluster.Role{cluster.RoleEdge, cluster.RoleWorker},
+		Roles:      cfg.Roles,
 		Logger:     cfg.Logger.With().Str("component", "cluster").Logger(),
 		Registry:   reg,
-		Kinds: []cluster.Kind{
-			cluster.NewKind(actors.KindOrg, actors.OrgProps(deps)),
-			cluster.NewKind(actors.KindJob, actors.JobProps(deps)),
-		},
-		Capacity: cfg.Workers,
+		Kinds:      kinds,
+		Capacity:   cfg.Workers,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("start cluster member: %w", err)
@@ -208,7 +217,9 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	caller.Set(n.cluster)
 	workCtx, stopWork := context.WithCancel(context.Background())
 	n.stopWork = stopWork
-	n.pool.Run(workCtx)
+	if worker {
+		n.pool.Run(workCtx)
+	}
 	n.sweeper = actors.Sweeper{Store: store, Blobs: blobs, Caller: n.cluster, Clock: cfg.Clock,
 		Logger: cfg.Logger.With().Str("component", "sweeper").Logger()}
 	if cfg.SweepInterval > 0 {
@@ -289,8 +300,8 @@ func (n *Node) Close(ctx context.Context) error {
 	if n.cluster != nil {
 		errs = append(errs, n.cluster.Stop(true))
 	}
-	if n.store != nil {
-		errs = append(errs, n.store.Close())
+	if n.storage != nil {
+		errs = append(errs, n.storage.Close())
 	}
 	return errors.Join(errs...)
 }

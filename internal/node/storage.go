@@ -1,0 +1,135 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
+	"github.com/rs/zerolog"
+
+	"filigrane/persistence"
+	"filigrane/persistence/fsblobs"
+	"filigrane/persistence/pebblestore"
+	"filigrane/persistence/s3blobs"
+	"filigrane/persistence/s3store"
+)
+
+// S3Config names the shared object storage of a cluster.
+type S3Config struct {
+	// Endpoint is the server's URL, e.g. http://127.0.0.1:7070 or https://s3.example.net.
+	Endpoint  string
+	Bucket    string
+	AccessKey string
+	SecretKey string
+	Region    string // default us-east-1
+}
+
+// Storage is where a node keeps its records and files. In single-node mode both live under the data directory
+// (Pebble and the filesystem); in cluster mode the durable records and files live in object storage and Local
+// holds only this node's own state.
+type Storage struct {
+	Store persistence.Store
+	Blobs persistence.Blobs
+	// Local is the node's Pebble store. In single-node mode it is Store itself.
+	Local   persistence.Store
+	Cluster bool
+}
+
+// Close closes what Open opened.
+func (s *Storage) Close() error {
+	var errs []error
+	if s.Store != nil && s.Store != s.Local {
+		errs = append(errs, s.Store.Close())
+	}
+	if s.Local != nil {
+		errs = append(errs, s.Local.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// OpenStorage opens a node's storage: the data directory always, object storage when s3 is set. It checks at
+// start that the object store enforces conditional writes, since every actor's fencing depends on them.
+func OpenStorage(ctx context.Context, dataDir string, s3 *S3Config, logger zerolog.Logger) (*Storage, error) {
+	layout := Layout{Root: dataDir}
+	local, err := pebblestore.Open(layout.StoreDir(), logger)
+	if err != nil {
+		return nil, fmt.Errorf("open store in %s (is another node or an admin command using it?): %w", dataDir, err)
+	}
+	st := &Storage{Local: local}
+	if s3 == nil {
+		blobs, err := fsblobs.Open(layout.BlobDir())
+		if err != nil {
+			local.Close()
+			return nil, fmt.Errorf("open blob store: %w", err)
+		}
+		st.Store, st.Blobs = local, blobs
+		return st, nil
+	}
+	client, err := newS3Client(*s3)
+	if err != nil {
+		local.Close()
+		return nil, err
+	}
+	if err := ensureBucket(ctx, client, *s3); err != nil {
+		local.Close()
+		return nil, err
+	}
+	store, err := s3store.New(client, s3.Bucket, "records/")
+	if err != nil {
+		local.Close()
+		return nil, fmt.Errorf("object store records: %w", err)
+	}
+	if err := store.CheckConditionalWrites(ctx); err != nil {
+		local.Close()
+		return nil, fmt.Errorf("object storage at %s does not enforce conditional writes, which cluster mode needs: %w", s3.Endpoint, err)
+	}
+	blobs, err := s3blobs.New(client, s3.Bucket, "blobs/")
+	if err != nil {
+		local.Close()
+		return nil, fmt.Errorf("object store blobs: %w", err)
+	}
+	st.Store, st.Blobs, st.Cluster = store, blobs, true
+	return st, nil
+}
+
+func newS3Client(c S3Config) (*minio.Client, error) {
+	u, err := url.Parse(c.Endpoint)
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+		return nil, fmt.Errorf("s3 endpoint %q: want http://host:port or https://host", c.Endpoint)
+	}
+	if c.Bucket == "" {
+		return nil, errors.New("s3 bucket is required with an s3 endpoint")
+	}
+	region := c.Region
+	if region == "" {
+		region = "us-east-1"
+	}
+	client, err := minio.New(u.Host, &minio.Options{
+		Creds: credentials.NewStaticV4(c.AccessKey, c.SecretKey, ""), Secure: u.Scheme == "https", Region: region,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("s3 client: %w", err)
+	}
+	return client, nil
+}
+
+// ensureBucket creates the bucket when it does not exist, so that a first cluster start needs no manual step.
+func ensureBucket(ctx context.Context, client *minio.Client, c S3Config) error {
+	ok, err := client.BucketExists(ctx, c.Bucket)
+	if err != nil {
+		return fmt.Errorf("reach object storage at %s: %w", c.Endpoint, err)
+	}
+	if ok {
+		return nil
+	}
+	if err := client.MakeBucket(ctx, c.Bucket, minio.MakeBucketOptions{Region: c.Region}); err != nil {
+		if exists, err2 := client.BucketExists(ctx, c.Bucket); err2 == nil && exists {
+			return nil // another node created it meanwhile
+		}
+		return fmt.Errorf("create bucket %s: %w", c.Bucket, err)
+	}
+	return nil
+}
