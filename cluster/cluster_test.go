@@ -236,6 +236,14 @@ func TestFailover(t *testing.T) {
 	}
 	f1, f2, f3 := f.failover[0], f.failover[1], f.failover[2]
 
+	// The failover cluster gossips with a key; a node without it cannot join.
+	if err := f.intruder.Join(ctxTimeout(t, 1500*time.Millisecond), f1.GossipAddr()); err == nil {
+		t.Fatal("a node without the gossip key joined the encrypted cluster")
+	}
+	if len(f1.Members()) != 3 || len(f.intruder.Members()) != 1 {
+		t.Fatalf("after the intruder's attempt: f1 sees %d members, intruder %d", len(f1.Members()), len(f.intruder.Members()))
+	}
+
 	// Find identities owned by f3 (and activate them there).
 	var onF3 []string
 	for i := 0; len(onF3) < 3 && i < 60; i++ {
@@ -347,6 +355,7 @@ func TestStartFailures(t *testing.T) {
 			cluster.NewKind("k", actor.PropsFromFunc(func(actor.Context) {})),
 		}},
 		"advertise without port": {NodeName: "x", Registry: cluster.NewRegistry(), AdvertiseHost: "10.0.0.1"},
+		"gossip key length":      {NodeName: "x", Registry: cluster.NewRegistry(), GossipKey: []byte("short")},
 	} {
 		// These fail validation before anything starts (no remote, so no
 		// gRPC race with the fixture).

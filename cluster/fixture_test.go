@@ -55,6 +55,8 @@ type fixture struct {
 	nodes []*cluster.Node // n1, n2, n3: one cluster over memberlist
 	// f1, f2, f3: another cluster, which TestFailover takes down.
 	failover []*cluster.Node
+	// intruder has the failover cluster's label but not its gossip key.
+	intruder *cluster.Node
 
 	// Errors of deliberately failing starts, made first (see startFailures).
 	portInUseErr, joinErr error
@@ -73,7 +75,7 @@ var (
 func TestMain(m *testing.M) {
 	code := m.Run()
 	if fx != nil {
-		for _, n := range append(fx.nodes, fx.failover...) {
+		for _, n := range append(append(fx.nodes, fx.failover...), fx.intruder) {
 			_ = n.Stop(false)
 		}
 		fx.stopRemote()
@@ -156,19 +158,25 @@ func startFixture() (*fixture, error) {
 			}
 		}
 		cfgs[0].Roles = []cluster.Role{cluster.RoleEdge, cluster.RoleWorker}
+		if prefix == "f" { // the failover cluster gossips encrypted
+			for i := range cfgs {
+				cfgs[i].GossipKey = []byte("0123456789abcdef0123456789abcdef")
+			}
+		}
 		return cfgs
 	}
-	cs, err := clustertest.StartClusters(ctx, configs("n"), configs("f"))
+	intruder := cluster.Config{NodeName: "intruder", Registry: f.reg, Logger: testLogger(), Label: configs("f")[0].Label}
+	cs, err := clustertest.StartClusters(ctx, configs("n"), configs("f"), []cluster.Config{intruder})
 	if err != nil {
 		f.stopRemote()
 		return nil, err
 	}
-	f.nodes, f.failover = cs[0], cs[1]
+	f.nodes, f.failover, f.intruder = cs[0], cs[1], cs[2][0]
 	// The remote-only servers' later connections come after all starts.
 	for _, p := range probes {
 		p.Sync()
 	}
-	fmt.Fprintf(os.Stderr, "fixture: 2 remote systems and two 3-node clusters started in %v\n", time.Since(start).Round(time.Millisecond))
+	fmt.Fprintf(os.Stderr, "fixture: 2 remote systems, two 3-node clusters and a lone node started in %v\n", time.Since(start).Round(time.Millisecond))
 	return f, nil
 }
 

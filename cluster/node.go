@@ -71,9 +71,17 @@ type Config struct {
 	// whose heartbeat stops for 20 s, which catches a node whose gRPC is
 	// wedged while its memberlist still answers.
 	ActorGossipInterval time.Duration
-	// ServerOptions are extra gRPC server options for the remote (TLS
-	// credentials, keepalive, message size limits).
+	// ServerOptions and DialOptions are extra gRPC options for the remote's
+	// server and its outgoing connections (TLS credentials, keepalive,
+	// message size limits). Without them the remote speaks plain gRPC.
+	// DialOptions replace protoactor's default (plain-text transport), so
+	// they must include transport credentials.
 	ServerOptions []grpc.ServerOption
+	DialOptions   []grpc.DialOption
+	// GossipKey, when set, encrypts and authenticates gossip (16, 24 or 32
+	// bytes, the same on every node). Without it anyone who can reach the
+	// gossip port can join the cluster.
+	GossipKey []byte
 }
 
 // actorGossipOff is a gossip period that never elapses.
@@ -157,6 +165,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		Capacity:         cfg.Capacity,
 		Label:            cfg.Label,
 		FailureDetection: cfg.FailureDetection,
+		GossipKey:        cfg.GossipKey,
 		Logger:           cfg.Logger,
 		OnBlocked: func(string) {
 			n.blockedOnce.Do(func() { close(n.blocked) })
@@ -171,6 +180,9 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	ropts := []remote.ConfigOption{}
 	if len(cfg.ServerOptions) > 0 {
 		ropts = append(ropts, remote.WithServerOptions(cfg.ServerOptions...))
+	}
+	if len(cfg.DialOptions) > 0 {
+		ropts = append(ropts, remote.WithDialOptions(cfg.DialOptions...))
 	}
 	if cfg.AdvertiseHost != "" {
 		ropts = append(ropts, remote.WithAdvertisedHost(net.JoinHostPort(cfg.AdvertiseHost, strconv.Itoa(cfg.RemotePort))))

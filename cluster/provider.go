@@ -93,6 +93,9 @@ type ProviderConfig struct {
 	Label string
 	// FailureDetection timings; zero fields take DefaultFailureDetection.
 	FailureDetection FailureDetection
+	// GossipKey, when set, encrypts and authenticates gossip (AES-GCM;
+	// 16, 24 or 32 bytes). All members must use the same key.
+	GossipKey []byte
 	// Logger receives memberlist's and the provider's logs.
 	Logger zerolog.Logger
 	// OnBlocked is called once, from a goroutine of the provider, when this
@@ -175,6 +178,11 @@ func NewMemberlistProvider(cfg ProviderConfig) (*MemberlistProvider, error) {
 	}
 	if cfg.Capacity < 0 {
 		return nil, fmt.Errorf("cluster provider: negative capacity %d", cfg.Capacity)
+	}
+	switch len(cfg.GossipKey) {
+	case 0, 16, 24, 32:
+	default:
+		return nil, fmt.Errorf("cluster provider: gossip key of %d bytes, want 16, 24 or 32", len(cfg.GossipKey))
 	}
 	if cfg.JoinTimeout <= 0 {
 		cfg.JoinTimeout = 10 * time.Second
@@ -267,6 +275,9 @@ func (p *MemberlistProvider) start(c *pcluster.Cluster, client bool) error {
 	mc.TCPTimeout = 3 * time.Second
 	mc.PushPullInterval = 15 * time.Second
 	mc.Label = p.cfg.Label
+	if len(p.cfg.GossipKey) > 0 {
+		mc.SecretKey = slices.Clone(p.cfg.GossipKey)
+	}
 	mc.Delegate = (*mlDelegate)(p)
 	mc.Events = (*mlEvents)(p)
 	mc.Logger = memberlistLogger(p.log)
