@@ -68,6 +68,7 @@ func runBenchCodec(ctx context.Context, args []string, stdout, stderr io.Writer)
 		memory    = fs.Bool("memory", true, "measure peak memory of a 40 MP embed and detect in a child process")
 		synthetic = fs.Int("synthetic", 0, "use this many generated images instead of the corpus (offline runs)")
 		noFetch   = fs.Bool("no-fetch", false, "do not download the corpus; fail if it is not cached")
+		only      = fs.String("attacks", "", "comma-separated attack names to run (default: the whole suite, or the quick one)")
 		probe     = fs.String("memory-probe", "", "internal: measure memory for a WxH image in this process and print JSON")
 	)
 	if err := fs.Parse(args); err != nil {
@@ -114,6 +115,15 @@ func runBenchCodec(ctx context.Context, args []string, stdout, stderr io.Writer)
 		if !flagSet(fs, "memory") {
 			*memory = false
 		}
+	}
+
+	if *only != "" {
+		picked, err := pickAttacks(*only)
+		if err != nil {
+			fmt.Fprintln(stderr, "filigrane bench codec:", err)
+			return 2
+		}
+		cfg.Attacks = picked
 	}
 
 	var sources []codecbench.Source
@@ -166,6 +176,25 @@ func runBenchCodec(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return 1
 	}
 	return 0
+}
+
+// pickAttacks selects attacks of the full suite by name.
+func pickAttacks(list string) ([]attack.Attack, error) {
+	byName := map[string]attack.Attack{}
+	var names []string
+	for _, a := range attack.Suite() {
+		byName[a.Name] = a
+		names = append(names, a.Name)
+	}
+	var out []attack.Attack
+	for _, n := range strings.Split(list, ",") {
+		a, ok := byName[strings.TrimSpace(n)]
+		if !ok {
+			return nil, fmt.Errorf("unknown attack %q (known: %s)", n, strings.Join(names, ", "))
+		}
+		out = append(out, a)
+	}
+	return out, nil
 }
 
 func flagSet(fs *flag.FlagSet, name string) bool {

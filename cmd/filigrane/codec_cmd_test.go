@@ -196,12 +196,15 @@ func TestBenchCodecCommand(t *testing.T) {
 	if code, _, _ := runCLI(t, "bench", "codec", "--bogus"); code != 2 {
 		t.Fatal("unknown flag accepted")
 	}
+	if code, _, stderr := runCLI(t, "bench", "codec", "--attacks", "jpeg50,nope", "--synthetic", "1"); code != 2 || !strings.Contains(stderr, "unknown attack") {
+		t.Fatalf("unknown attack: %d %q", code, stderr)
+	}
 	if !codecReady(t) {
 		t.Skip("codec core not implemented yet")
 	}
 	out := t.TempDir()
 	code, stdout, stderr := runCLI(t, "bench", "codec", "--synthetic", "1", "--quick", "--false-positives", "2",
-		"--speed=false", "--out", out)
+		"--speed=false", "--attacks", "clean,jpeg50,crop0.71", "--out", out)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
