@@ -43,3 +43,26 @@ func BenchmarkFFT2D1024(b *testing.B) {
 		fft2(x, 1024, 1024, false)
 	}
 }
+
+func TestMagnitudeAutocorrelationMatchesComplex(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 3))
+	const w, h = 16, 8
+	x := make([]float64, w*h)
+	ref := make([]complex128, w*h)
+	for i := range x {
+		x[i] = rng.NormFloat64()
+		ref[i] = complex(x[i], 0)
+	}
+	fft2(ref, w, h, false)
+	for i, v := range ref {
+		ref[i] = complex(cmplx.Abs(v), 0)
+	}
+	ref[0] = 0
+	fft2(ref, w, h, true)
+	magnitudeAutocorrelation(x, w, h)
+	for i := range x {
+		if math.Abs(x[i]-real(ref[i])) > 1e-9*math.Max(1, math.Abs(real(ref[i]))) {
+			t.Fatalf("at %d: %v want %v", i, x[i], real(ref[i]))
+		}
+	}
+}

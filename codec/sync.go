@@ -256,7 +256,7 @@ func latticeCandidates(pyr pyramid, max int) []affine {
 	}
 	ms := boxBlur(sq, 4)
 	nw, nh := nextPow2(p.w), nextPow2(p.h)
-	buf := make([]complex128, nw*nh)
+	buf := make([]float64, nw*nh)
 	taper := func(i, n int) float64 {
 		edge := float64(n) * 0.06
 		d := math.Min(float64(i), float64(n-1-i))
@@ -271,20 +271,14 @@ func latticeCandidates(pyr pyramid, max int) []affine {
 			k := y*p.w + x
 			v := float64(res.pix[k]) / math.Sqrt(float64(ms.pix[k])+0.25)
 			v = math.Max(-3, math.Min(3, v))
-			buf[y*nw+x] = complex(v*ty*taper(x, p.w), 0)
+			buf[y*nw+x] = v * ty * taper(x, p.w)
 		}
 	}
-	fft2(buf, nw, nh, false)
-	for i, v := range buf {
-		// Generalised autocorrelation with the magnitude (not power) spectrum: sharper peaks for the periodic mark.
-		buf[i] = complex(math.Hypot(real(v), imag(v)), 0)
-	}
-	buf[0] = 0
-	fft2(buf, nw, nh, true)
+	magnitudeAutocorrelation(buf, nw, nh)
 	s := float64(min(p.w, p.h))
 	rmin, rmax := 0.2*s, 0.75*s
 	score := func(dx, dy int) float64 {
-		return real(buf[mod(dy, nh)*nw+mod(dx, nw)]) * overlapWeight(p.w, nw, dx) * overlapWeight(p.h, nh, dy)
+		return buf[mod(dy, nh)*nw+mod(dx, nw)] * overlapWeight(p.w, nw, dx) * overlapWeight(p.h, nh, dy)
 	}
 	type peak struct {
 		dx, dy int
@@ -306,7 +300,7 @@ func latticeCandidates(pyr pyramid, max int) []affine {
 		src := mod(dy, nh) * nw
 		for i := range row {
 			dx := i - r - 1
-			row[i] = real(buf[src+mod(dx, nw)]) * cx[i] * wy
+			row[i] = buf[src+mod(dx, nw)] * cx[i] * wy
 		}
 	}
 	at := func(dx, dy int) float64 { return table[(dy+1)*tw+dx+r+1] }
