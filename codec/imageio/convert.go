@@ -110,6 +110,21 @@ func toNRGBA64(img image.Image, canvas image.Rectangle) *image.NRGBA64 {
 				p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7] = hi, lo, hi, lo, hi, lo, 0xFF, 0xFF
 			}
 		}
+	case *image.RGBA64:
+		// 16-bit TIFF without alpha decodes to RGBA64; opaque pixels need no unpremultiplication.
+		for y := r.Min.Y; y < r.Max.Y; y++ {
+			d := dst.Pix[dst.PixOffset(r.Min.X, y):]
+			s := m.Pix[m.PixOffset(r.Min.X, y):]
+			for x := 0; x < 8*r.Dx(); x += 8 {
+				if s[x+6] == 0xFF && s[x+7] == 0xFF {
+					copy(d[x:x+8], s[x:x+8])
+					continue
+				}
+				c := color.NRGBA64Model.Convert(m.RGBA64At(r.Min.X+x/8, y)).(color.NRGBA64)
+				d[x], d[x+1], d[x+2], d[x+3] = byte(c.R>>8), byte(c.R), byte(c.G>>8), byte(c.G)
+				d[x+4], d[x+5], d[x+6], d[x+7] = byte(c.B>>8), byte(c.B), byte(c.A>>8), byte(c.A)
+			}
+		}
 	default:
 		for y := r.Min.Y; y < r.Max.Y; y++ {
 			for x := r.Min.X; x < r.Max.X; x++ {

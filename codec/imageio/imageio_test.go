@@ -196,6 +196,30 @@ func TestSixteenBitAndAlpha(t *testing.T) {
 		t.Fatalf("PNG output is %T or differs", back)
 	}
 
+	// 16-bit TIFF (RGBA64, with a translucent pixel) keeps its values.
+	rgba64 := image.NewRGBA64(image.Rect(0, 0, 6, 4))
+	for y := 0; y < 4; y++ {
+		for x := 0; x < 6; x++ {
+			rgba64.SetRGBA64(x, y, color.RGBA64{uint16(x * 9000), uint16(y * 15000), 4242, 0xFFFF})
+		}
+	}
+	rgba64.SetRGBA64(0, 0, color.RGBA64{0x4000, 0x2000, 0x1000, 0x8000})
+	p, err = Decode(bytes.NewReader(encodeWith(t, func(b *bytes.Buffer) error { return tiff.Encode(b, rgba64, nil) })), Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Depth != 16 || !p.HasAlpha {
+		t.Fatalf("tiff16: depth %d alpha %v", p.Depth, p.HasAlpha)
+	}
+	for y := 0; y < 4; y++ {
+		for x := 0; x < 6; x++ {
+			want := color.NRGBA64Model.Convert(rgba64.RGBA64At(x, y)).(color.NRGBA64)
+			if got := p.Image.(*image.NRGBA64).NRGBA64At(x, y); got != want {
+				t.Fatalf("tiff16 (%d,%d): %v want %v", x, y, got, want)
+			}
+		}
+	}
+
 	// 16-bit gray, and 16-bit gray Netpbm.
 	g16 := image.NewGray16(image.Rect(0, 0, 7, 5))
 	for i := range g16.Pix {
