@@ -57,6 +57,14 @@ type Config struct {
 	// SweepInterval is how often the sweeper ticks active jobs and purges expired results; 0 means 5 s,
 	// a negative value disables the background sweeper (tests call Sweep).
 	SweepInterval time.Duration
+	// UploadSecret keys the HMAC of signed upload URLs (at least 16 bytes); empty: a random secret kept in the
+	// Store under node/upload-secret, so that URLs stay valid across restarts.
+	UploadSecret []byte
+	// PublicUploadURL is the base of signed upload URLs as clients reach the upload listener; empty:
+	// "http://" + the upload listener's address.
+	PublicUploadURL string
+	// WebsiteOrigin is the one browser origin allowed to PUT to upload URLs (CORS); empty: none.
+	WebsiteOrigin string
 }
 
 // Layout names the parts of a data directory.
@@ -232,13 +240,27 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 		Orgs:  actors.OrgClient{Caller: n.cluster},
 		Store: store, Blobs: blobs, Caller: n.cluster, Media: media, Pool: n.pool,
 		Catalog: catalog, Clock: cfg.Clock, Logger: httpLog, Metrics: n.Metrics,
+		SyncWait: cfg.SyncWait, Health: n.health,
 	})
-	n.upload = apihttp.NewUploadHost(apihttp.Config{Clock: cfg.Clock, Logger: httpLog, Metrics: n.Metrics})
 	if n.apiLn, err = net.Listen("tcp", cfg.APIAddr); err != nil {
 		return nil, fmt.Errorf("listen for the API on %s: %w", cfg.APIAddr, err)
 	}
 	if n.uploadLn, err = net.Listen("tcp", cfg.UploadAddr); err != nil {
 		return nil, fmt.Errorf("listen for uploads on %s: %w", cfg.UploadAddr, err)
+	}
+	// The upload host is built once its listener is bound: the default public URL names the bound port.
+	secret, err := uploadSecret(ctx, store, cfg.UploadSecret)
+	if err != nil {
+		return nil, fmt.Errorf("upload secret: %w", err)
+	}
+	publicUpload := cfg.PublicUploadURL
+	if publicUpload == "" {
+		publicUpload = "http://" + n.uploadLn.Addr().String()
+	}
+	n.upload, err = apihttp.NewUploadHost(apihttp.Config{Store: store, Blobs: blobs, Clock: cfg.Clock, Logger: httpLog, Metrics: n.Metrics},
+		apihttp.UploadHostOptions{API: n.api, Secret: secret, PublicURL: publicUpload, WebsiteOrigin: cfg.WebsiteOrigin})
+	if err != nil {
+		return nil, err
 	}
 	go func() { n.serveErr <- n.api.Serve(n.apiLn) }()
 	go func() { n.serveErr <- n.upload.Serve(n.uploadLn) }()
