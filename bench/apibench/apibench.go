@@ -1,0 +1,517 @@
+// Package apibench load-tests Filigrane's HTTP API: a fixed number of concurrent clients send one kind of
+// request at a time (GET /auth/api-key, a synchronous image embed, a synchronous detection) to one or more
+// nodes, round-robin, for a duration or a request count, and the report gives per endpoint the counts (429s
+// apart from other failures), the throughput and latency percentiles. It can also time the codec alone on the
+// same image in this process, so that the service's own overhead (upload, job, actors, storage, HTTP) shows,
+// and start in-process nodes to test against (Spawn).
+//
+// `filigrane bench api` is the command line; bench/README.md has the method and the latest figures.
+package apibench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime/multipart"
+	"net"
+	"net/url"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/valyala/fasthttp"
+)
+
+// Endpoint names one kind of request.
+type Endpoint string
+
+// The endpoints the harness can load.
+const (
+	EndpointAuth   Endpoint = "auth"   // GET /auth/api-key
+	EndpointEmbed  Endpoint = "embed"  // POST /watermarks/images (synchronous, answers the marked PNG)
+	EndpointDetect Endpoint = "detect" // POST /watermarks/images/detect (synchronous, answers JSON)
+)
+
+// AllEndpoints lists every endpoint in the order phases run.
+var AllEndpoints = []Endpoint{EndpointAuth, EndpointEmbed, EndpointDetect}
+
+func (e Endpoint) method() string {
+	if e == EndpointAuth {
+		return "GET"
+	}
+	return "POST"
+}
+
+func (e Endpoint) path() string {
+	switch e {
+	case EndpointEmbed:
+		return "/watermarks/images"
+	case EndpointDetect:
+		return "/watermarks/images/detect"
+	}
+	return "/auth/api-key"
+}
+
+// ParseEndpoints reads a comma-separated list of endpoint names.
+func ParseEndpoints(s string) ([]Endpoint, error) {
+	var out []Endpoint
+	seen := map[Endpoint]bool{}
+	for _, f := range strings.Split(s, ",") {
+		e := Endpoint(strings.TrimSpace(f))
+		switch e {
+		case "":
+			continue
+		case EndpointAuth, EndpointEmbed, EndpointDetect:
+		default:
+			return nil, fmt.Errorf("unknown endpoint %q (want auth, embed, detect)", e)
+		}
+		if !seen[e] {
+			seen[e] = true
+			out = append(out, e)
+		}
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no endpoint given")
+	}
+	return out, nil
+}
+
+// ParseRequests reads a request count: "N" (every endpoint) or "auth=500,embed=20" (per endpoint; endpoints
+// not named run for the duration). An empty string means no counts.
+func ParseRequests(s string) (all int, per map[Endpoint]int, err error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return 0, nil, nil
+	}
+	if !strings.Contains(s, "=") {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			return 0, nil, fmt.Errorf("request count %q: want a positive integer or endpoint=N pairs", s)
+		}
+		return n, nil, nil
+	}
+	per = map[Endpoint]int{}
+	for _, f := range strings.Split(s, ",") {
+		name, val, _ := strings.Cut(strings.TrimSpace(f), "=")
+		eps, err := ParseEndpoints(name)
+		if err != nil {
+			return 0, nil, err
+		}
+		n, err := strconv.Atoi(val)
+		if err != nil || n < 1 {
+			return 0, nil, fmt.Errorf("request count for %s: %q is not a positive integer", name, val)
+		}
+		per[eps[0]] = n
+	}
+	return 0, per, nil
+}
+
+// Config is one benchmark run.
+type Config struct {
+	// Targets are node base URLs (http://host:port); requests go to them round-robin.
+	Targets []string
+	// Key is the API key sent as X-API-Key. It must be valid on every target.
+	Key string
+	// Clients is the number of concurrent clients (each has at most one request in flight).
+	Clients int
+	// Endpoints run one after another, each in its own phase, so that one endpoint's latency is not mixed
+	// with another's CPU load.
+	Endpoints []Endpoint
+	// Requests is the number of requests per endpoint phase; Duration applies to endpoints with no count.
+	Requests    int
+	PerEndpoint map[Endpoint]int
+	Duration    time.Duration
+	// Warmup runs each phase's requests for this long first, unrecorded (connections, caches, actor
+	// activation, the Go scheduler's ramp-up).
+	Warmup time.Duration
+	// Image is the file embedded (and, unmarked, detected with DetectOriginal); nil generates a 1024x1024
+	// photo-like JPEG.
+	Image     []byte
+	ImageName string
+	// Data is the embed's JSON data field.
+	Data string
+	// DetectOriginal detects the unmarked Image. By default the detect phase sends a marked copy, obtained
+	// by one embed request to the first target before the phases, which is the realistic case.
+	DetectOriginal bool
+	// Timeout bounds one request; a synchronous embed may legitimately take up to the server's sync wait.
+	Timeout time.Duration
+	// CodecBaseline times the codec alone on the same files, in this process, before the load phases.
+	CodecBaseline bool
+	// BaselineRuns is the number of sequential codec runs per operation (median reported); 0 means 5.
+	BaselineRuns int
+	// CodecKey is the codec secret of the baseline; empty uses codec.DevelopmentKey. Timing does not depend
+	// on the key, but the detection result reported with the baseline does.
+	CodecKey []byte
+	// Log receives progress lines; nil discards them.
+	Log io.Writer
+}
+
+func (c *Config) defaults() error {
+	if len(c.Targets) == 0 {
+		return errors.New("no target given")
+	}
+	for i, t := range c.Targets {
+		t = strings.TrimRight(strings.TrimSpace(t), "/")
+		u, err := url.Parse(t)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("target %q: want a base URL like http://127.0.0.1:8080", t)
+		}
+		c.Targets[i] = t
+	}
+	if c.Key == "" {
+		return errors.New("no API key given")
+	}
+	if c.Clients < 1 {
+		c.Clients = 1
+	}
+	if len(c.Endpoints) == 0 {
+		c.Endpoints = []Endpoint{EndpointAuth}
+	}
+	if c.Duration <= 0 && c.Requests <= 0 {
+		for _, e := range c.Endpoints {
+			if c.PerEndpoint[e] <= 0 {
+				c.Duration = 10 * time.Second
+			}
+		}
+	}
+	if c.Data == "" {
+		c.Data = `{"benchmark":"api"}`
+	}
+	if c.ImageName == "" {
+		c.ImageName = "bench.jpg"
+	}
+	if c.Timeout <= 0 {
+		c.Timeout = 2 * time.Minute
+	}
+	if c.BaselineRuns <= 0 {
+		c.BaselineRuns = 5
+	}
+	if c.Log == nil {
+		c.Log = io.Discard
+	}
+	return nil
+}
+
+func (c *Config) requestsFor(e Endpoint) int {
+	if n := c.PerEndpoint[e]; n > 0 {
+		return n
+	}
+	return c.Requests
+}
+
+// Run runs the phases and returns the report. It fails only when the run cannot start (bad configuration,
+// the marked copy for detection cannot be made); failed requests are counted in the report.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	if err := cfg.defaults(); err != nil {
+		return nil, err
+	}
+	rep := &Report{Started: time.Now().UTC(), Targets: cfg.Targets, Clients: cfg.Clients,
+		GOMAXPROCS: runtime.GOMAXPROCS(0), NumCPU: runtime.NumCPU()}
+	rep.Host, _ = os.Hostname()
+	if cfg.Image == nil {
+		img, err := PhotoJPEG(DefaultImageSide, DefaultImageSide, 1)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Image, cfg.ImageName = img, "generated-1024x1024.jpg"
+	}
+	rep.Image = *describeImage(cfg.ImageName, cfg.Image)
+
+	client := &fasthttp.Client{
+		Name:                     "filigrane-bench",
+		MaxConnsPerHost:          cfg.Clients + 4,
+		ReadTimeout:              cfg.Timeout,
+		WriteTimeout:             cfg.Timeout,
+		MaxIdleConnDuration:      time.Minute,
+		DisablePathNormalizing:   true,
+		NoDefaultUserAgentHeader: false,
+	}
+	defer client.CloseIdleConnections()
+
+	bodies := map[Endpoint]*requestBody{}
+	needs := func(e Endpoint) bool {
+		for _, x := range cfg.Endpoints {
+			if x == e {
+				return true
+			}
+		}
+		return false
+	}
+	embedBody, err := multipartBody(cfg.Image, cfg.ImageName, cfg.Data)
+	if err != nil {
+		return nil, err
+	}
+	bodies[EndpointEmbed] = embedBody
+	detectInput, detectName := cfg.Image, cfg.ImageName
+	if needs(EndpointDetect) || cfg.CodecBaseline {
+		if !cfg.DetectOriginal {
+			fmt.Fprintf(cfg.Log, "bench api: embedding once on %s for the detection input\n", cfg.Targets[0])
+			marked, err := embedOnce(client, cfg, embedBody)
+			if err != nil {
+				return nil, fmt.Errorf("make the marked copy for detection (use --detect-original to detect the unmarked image): %w", err)
+			}
+			detectInput, detectName = marked, "marked.png"
+		}
+		rep.DetectInput = describeImage(detectName, detectInput)
+		if bodies[EndpointDetect], err = multipartBody(detectInput, detectName, ""); err != nil {
+			return nil, err
+		}
+	}
+
+	if cfg.CodecBaseline {
+		fmt.Fprintf(cfg.Log, "bench api: codec baseline, %d runs each\n", cfg.BaselineRuns)
+		b, err := MeasureCodec(ctx, cfg.CodecKey, cfg.Image, cfg.Data, detectInput, cfg.BaselineRuns)
+		if err != nil {
+			return nil, fmt.Errorf("codec baseline: %w", err)
+		}
+		rep.Baseline = b
+	}
+
+	for _, e := range cfg.Endpoints {
+		if err := ctx.Err(); err != nil {
+			return rep, err
+		}
+		ph := phase{cfg: &cfg, client: client, endpoint: e, body: bodies[e]}
+		if cfg.Warmup > 0 {
+			fmt.Fprintf(cfg.Log, "bench api: %s: warm-up %s\n", e, cfg.Warmup)
+			ph.run(ctx, cfg.Warmup, 0)
+		}
+		n := cfg.requestsFor(e)
+		if n > 0 {
+			fmt.Fprintf(cfg.Log, "bench api: %s: %d requests, %d clients, %d targets\n", e, n, cfg.Clients, len(cfg.Targets))
+		} else {
+			fmt.Fprintf(cfg.Log, "bench api: %s: %s, %d clients, %d targets\n", e, cfg.Duration, cfg.Clients, len(cfg.Targets))
+		}
+		er := ph.run(ctx, cfg.Duration, n)
+		rep.Endpoints = append(rep.Endpoints, er)
+	}
+	rep.computeOverhead()
+	return rep, nil
+}
+
+type requestBody struct {
+	contentType string
+	data        []byte
+}
+
+func multipartBody(file []byte, name, data string) (*requestBody, error) {
+	var buf bytes.Buffer
+	mw := multipart.NewWriter(&buf)
+	if data != "" {
+		if err := mw.WriteField("data", data); err != nil {
+			return nil, fmt.Errorf("build multipart body: %w", err)
+		}
+	}
+	fw, err := mw.CreateFormFile("file", name)
+	if err != nil {
+		return nil, fmt.Errorf("build multipart body: %w", err)
+	}
+	if _, err := fw.Write(file); err != nil {
+		return nil, fmt.Errorf("build multipart body: %w", err)
+	}
+	if err := mw.Close(); err != nil {
+		return nil, fmt.Errorf("build multipart body: %w", err)
+	}
+	return &requestBody{contentType: mw.FormDataContentType(), data: buf.Bytes()}, nil
+}
+
+// embedOnce runs one synchronous embed on the first target and returns the marked PNG.
+func embedOnce(client *fasthttp.Client, cfg Config, body *requestBody) ([]byte, error) {
+	req, res := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+	defer fasthttp.ReleaseRequest(req)
+	defer fasthttp.ReleaseResponse(res)
+	prepare(req, cfg.Targets[0], cfg.Key, EndpointEmbed, body)
+	if err := client.DoTimeout(req, res, cfg.Timeout); err != nil {
+		return nil, fmt.Errorf("POST %s: %w", EndpointEmbed.path(), err)
+	}
+	if res.StatusCode() != 200 || !bytes.HasPrefix(res.Header.ContentType(), []byte("image/png")) {
+		return nil, fmt.Errorf("POST %s answered %d %s: %s", EndpointEmbed.path(), res.StatusCode(),
+			res.Header.ContentType(), snippet(res.Body()))
+	}
+	return append([]byte(nil), res.Body()...), nil
+}
+
+func prepare(req *fasthttp.Request, target, key string, e Endpoint, body *requestBody) {
+	req.Reset()
+	req.SetRequestURI(target + e.path())
+	req.Header.SetMethod(e.method())
+	req.Header.Set("X-API-Key", key)
+	if body != nil && e != EndpointAuth {
+		req.Header.SetContentType(body.contentType)
+		// The body is shared by all clients and never written to, so no copy is needed.
+		req.SetBodyRaw(body.data)
+	}
+}
+
+// phase runs one endpoint with cfg.Clients clients.
+type phase struct {
+	cfg      *Config
+	client   *fasthttp.Client
+	endpoint Endpoint
+	body     *requestBody
+}
+
+// clientStats is one client's tally; clients merge theirs at the end so that the hot path takes no lock.
+type clientStats struct {
+	hist      Histogram
+	requests  int
+	successes int
+	failures  map[string]int
+	samples   map[string]string
+}
+
+func (s *clientStats) fail(key, sample string) {
+	if s.failures == nil {
+		s.failures, s.samples = map[string]int{}, map[string]string{}
+	}
+	s.failures[key]++
+	if _, ok := s.samples[key]; !ok {
+		s.samples[key] = sample
+	}
+}
+
+// run sends requests until d has passed (n == 0) or n requests were sent, and reports on them. Requests in
+// flight when the time is up finish and count; the phase's elapsed time runs until the last one ends.
+func (p *phase) run(ctx context.Context, d time.Duration, n int) EndpointReport {
+	var issued, rr atomic.Int64
+	stats := make([]clientStats, p.cfg.Clients)
+	start := time.Now()
+	deadline := start.Add(d)
+	var wg sync.WaitGroup
+	for i := range stats {
+		wg.Add(1)
+		go func(st *clientStats) {
+			defer wg.Done()
+			req, res := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+			defer fasthttp.ReleaseRequest(req)
+			defer fasthttp.ReleaseResponse(res)
+			for ctx.Err() == nil {
+				if n > 0 {
+					if issued.Add(1) > int64(n) {
+						return
+					}
+				} else if !time.Now().Before(deadline) {
+					return
+				}
+				target := p.cfg.Targets[int(rr.Add(1)-1)%len(p.cfg.Targets)]
+				prepare(req, target, p.cfg.Key, p.endpoint, p.body)
+				res.Reset()
+				t0 := time.Now()
+				err := p.client.DoTimeout(req, res, p.cfg.Timeout)
+				lat := time.Since(t0)
+				st.requests++
+				if key, sample, ok := classify(p.endpoint, res, err); ok {
+					st.successes++
+					// Latency percentiles are of successful requests: a fast 429 or a timeout would
+					// otherwise pull them away from the work being measured. Failures are counted apart.
+					st.hist.Record(lat)
+				} else {
+					st.fail(key, sample)
+					if err != nil {
+						// A refused or broken connection fails at once; pausing keeps a dead target from
+						// turning the client into a busy loop that starves the live ones of CPU.
+						time.Sleep(10 * time.Millisecond)
+					}
+				}
+			}
+		}(&stats[i])
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+
+	er := EndpointReport{Endpoint: p.endpoint, Method: p.endpoint.method(), Path: p.endpoint.path(),
+		Clients: p.cfg.Clients, Targets: len(p.cfg.Targets), ElapsedS: elapsed.Seconds()}
+	var hist Histogram
+	for i := range stats {
+		st := &stats[i]
+		hist.Merge(&st.hist)
+		er.Requests += st.requests
+		er.Successes += st.successes
+		for k, v := range st.failures {
+			if er.Failures == nil {
+				er.Failures, er.FailureSamples = map[string]int{}, map[string]string{}
+			}
+			er.Failures[k] += v
+			if _, ok := er.FailureSamples[k]; !ok {
+				er.FailureSamples[k] = st.samples[k]
+			}
+			if strings.HasPrefix(k, "429") {
+				er.Status429 += v
+			} else {
+				er.OtherErrors += v
+			}
+		}
+	}
+	if s := elapsed.Seconds(); s > 0 {
+		er.Throughput = float64(er.Requests) / s
+		er.SuccessThroughput = float64(er.Successes) / s
+	}
+	er.Latency = latencyOf(&hist)
+	return er
+}
+
+// classify says whether a response is the endpoint's success, and otherwise names the failure: the status
+// and the problem code ("429 rate_limited", "429 concurrency_limit", "503 unavailable"), "202 accepted" for a
+// synchronous embed that outlived the server's sync wait, or "transport: ..." when no response came.
+func classify(e Endpoint, res *fasthttp.Response, err error) (key, sample string, ok bool) {
+	if err != nil {
+		return "transport: " + transportKind(err), err.Error(), false
+	}
+	status := res.StatusCode()
+	if status == 200 {
+		// A cheap look at the body, so that a proxy's or a stub's 200 is not counted as the real answer.
+		switch {
+		case e == EndpointEmbed && !bytes.HasPrefix(res.Header.ContentType(), []byte("image/png")):
+			return "200 not image/png", string(res.Header.ContentType()), false
+		case e == EndpointAuth && !bytes.Contains(res.Body(), []byte(`"key_id"`)):
+			return "200 without key_id", snippet(res.Body()), false
+		case e == EndpointDetect && !bytes.Contains(res.Body(), []byte(`"watermarked"`)):
+			return "200 without watermarked", snippet(res.Body()), false
+		}
+		return "", "", true
+	}
+	key = strconv.Itoa(status)
+	if status == 202 {
+		key += " accepted (sync wait exceeded)"
+	} else {
+		var prob struct {
+			Code string `json:"code"`
+		}
+		if json.Unmarshal(res.Body(), &prob) == nil && prob.Code != "" {
+			key += " " + prob.Code
+		}
+	}
+	return key, snippet(res.Body()), false
+}
+
+func transportKind(err error) string {
+	var ne net.Error
+	switch {
+	case errors.Is(err, fasthttp.ErrTimeout), errors.As(err, &ne) && ne.Timeout():
+		return "timeout"
+	case errors.Is(err, fasthttp.ErrConnectionClosed):
+		return "connection closed"
+	case strings.Contains(err.Error(), "connection refused"):
+		return "connection refused"
+	}
+	return "other"
+}
+
+func snippet(b []byte) string {
+	const max = 300
+	s := string(b)
+	if len(s) > max {
+		s = s[:max] + "..."
+	}
+	if !strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 && r != '\n' && r != '\t' }) {
+		return s
+	}
+	return fmt.Sprintf("(%d bytes of binary)", len(b))
+}
