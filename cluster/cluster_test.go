@@ -356,6 +356,8 @@ func TestStartFailures(t *testing.T) {
 		}},
 		"advertise without port": {NodeName: "x", Registry: cluster.NewRegistry(), AdvertiseHost: "10.0.0.1"},
 		"gossip key length":      {NodeName: "x", Registry: cluster.NewRegistry(), GossipKey: []byte("short")},
+		"probe timeout": {NodeName: "x", Registry: cluster.NewRegistry(),
+			FailureDetection: cluster.FailureDetection{ProbeInterval: time.Second, ProbeTimeout: 2 * time.Second}},
 	} {
 		// These fail validation before anything starts (no remote, so no
 		// gRPC race with the fixture).
