@@ -355,6 +355,7 @@ func TestStartFailures(t *testing.T) {
 			cluster.NewKind("k", actor.PropsFromFunc(func(actor.Context) {})),
 		}},
 		"advertise without port": {NodeName: "x", Registry: cluster.NewRegistry(), AdvertiseHost: "10.0.0.1"},
+		"unspecified host":       {NodeName: "x", Registry: cluster.NewRegistry(), Host: "0.0.0.0"},
 		"gossip key length":      {NodeName: "x", Registry: cluster.NewRegistry(), GossipKey: []byte("short")},
 		"probe timeout": {NodeName: "x", Registry: cluster.NewRegistry(),
 			FailureDetection: cluster.FailureDetection{ProbeInterval: time.Second, ProbeTimeout: 2 * time.Second}},

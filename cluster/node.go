@@ -116,6 +116,10 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if cfg.Host == "" {
 		cfg.Host = "127.0.0.1"
 	}
+	if ip := net.ParseIP(cfg.Host); ip != nil && ip.IsUnspecified() && cfg.AdvertiseHost == "" {
+		// protoactor would advertise "0.0.0.0:port" as this node's address.
+		return nil, fmt.Errorf("cluster: start: host %s needs an advertise host", cfg.Host)
+	}
 	if cfg.AdvertiseHost != "" && cfg.RemotePort == 0 {
 		return nil, errors.New("cluster: start: an advertise host needs a fixed remote port")
 	}
@@ -278,8 +282,10 @@ func (n *Node) Members() []Member { return n.provider.Members() }
 func (n *Node) SetCapacity(free int) error { return n.provider.SetCapacity(free) }
 
 // Blocked is closed when the cluster has blocked this node's id (it was
-// declared dead and came back, or its heartbeat expired). The node will not
-// receive work again; stop it and start a new one.
+// declared dead and came back; with ActorGossipInterval set, also when its
+// protoactor heartbeat expired). Peers route nothing to it any more; stop it
+// and start a new one (in practice: exit and let the supervisor restart the
+// process).
 func (n *Node) Blocked() <-chan struct{} { return n.blocked }
 
 // ErrNoActivation: no member could activate the identity (no member hosts
