@@ -3,10 +3,10 @@
 // rotated. It knows nothing of HTTP, actors or credits.
 //
 // The design, its parameters and the false-positive arithmetic are documented in docs/codec.md. In short: the id
-// is framed with a version, a magic word and a CRC-32 (304 bits), coded with a tail-biting K=7 rate-1/3
-// convolutional code (912 bits), spread with keyed ±1 chips over a 128×128-waxel tile (20% of the waxels carry a
-// keyed pilot), and the tile is repeated over the luma of the image, shaped by a JND mask and scaled to a PSNR
-// target. The detector recovers the tile lattice (scale, rotation) from the autocorrelation of the whitened
+// is framed with a version, a magic word and a CRC-32 (304 bits), coded with a tail-biting K=9 rate-1/3
+// convolutional code (912 bits), spread with keyed ±1 chips over a 128×128-waxel tile (12.5% of the waxels carry
+// a keyed pilot), and the tile is repeated over the luma of the image, shaped by a JND mask, with per-bit
+// amplitudes from informed embedding, and scaled to a PSNR target. The detector recovers the tile lattice (scale, rotation) from the autocorrelation of the whitened
 // image, flips and offsets from the pilot, refines the geometry per tile, folds all tiles into one, and decodes
 // with a soft-input BCJR decoder. Only a word that passes the 48 check bits is reported as watermarked.
 package codec

@@ -72,6 +72,8 @@ func TestExplore(t *testing.T) {
 			}
 			imgs = append(imgs, img)
 		}
+	} else if os.Getenv("FILIGRANE_BIG") != "" {
+		imgs = append(imgs, naturalImage(4000, 3000, 200), naturalImage(3000, 2000, 201))
 	} else {
 		for i := 0; i < 6; i++ {
 			imgs = append(imgs, naturalImage(1024, 1024, uint64(100+i)))
