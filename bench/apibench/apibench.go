@@ -215,14 +215,25 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	rep := &Report{Started: time.Now().UTC(), Targets: cfg.Targets, Clients: cfg.Clients,
 		GOMAXPROCS: runtime.GOMAXPROCS(0), NumCPU: runtime.NumCPU()}
 	rep.Host, _ = os.Hostname()
-	if cfg.Image == nil {
+	needs := func(e Endpoint) bool {
+		for _, x := range cfg.Endpoints {
+			if x == e {
+				return true
+			}
+		}
+		return false
+	}
+	needImage := needs(EndpointEmbed) || needs(EndpointDetect) || cfg.CodecBaseline
+	if cfg.Image == nil && needImage {
 		img, err := PhotoJPEG(DefaultImageSide, DefaultImageSide, 1)
 		if err != nil {
 			return nil, err
 		}
-		cfg.Image, cfg.ImageName = img, "generated-1024x1024.jpg"
+		cfg.Image, cfg.ImageName = img, fmt.Sprintf("generated-%dx%d.jpg", DefaultImageSide, DefaultImageSide)
 	}
-	rep.Image = *describeImage(cfg.ImageName, cfg.Image)
+	if needImage {
+		rep.Image = describeImage(cfg.ImageName, cfg.Image)
+	}
 
 	client := &fasthttp.Client{
 		Name:                     "filigrane-bench",
@@ -236,21 +247,17 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	defer client.CloseIdleConnections()
 
 	bodies := map[Endpoint]*requestBody{}
-	needs := func(e Endpoint) bool {
-		for _, x := range cfg.Endpoints {
-			if x == e {
-				return true
-			}
+	var embedBody *requestBody
+	if needImage {
+		var err error
+		if embedBody, err = multipartBody(cfg.Image, cfg.ImageName, cfg.Data); err != nil {
+			return nil, err
 		}
-		return false
+		bodies[EndpointEmbed] = embedBody
 	}
-	embedBody, err := multipartBody(cfg.Image, cfg.ImageName, cfg.Data)
-	if err != nil {
-		return nil, err
-	}
-	bodies[EndpointEmbed] = embedBody
 	detectInput, detectName := cfg.Image, cfg.ImageName
 	if needs(EndpointDetect) || cfg.CodecBaseline {
+		var err error
 		if !cfg.DetectOriginal {
 			fmt.Fprintf(cfg.Log, "bench api: embedding once on %s for the detection input\n", cfg.Targets[0])
 			marked, err := embedOnce(client, cfg, embedBody)
@@ -293,6 +300,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		rep.Endpoints = append(rep.Endpoints, er)
 	}
 	rep.computeOverhead()
+	for _, e := range rep.Endpoints {
+		if e.Failures["429 rate_limited"] > 0 {
+			rep.Notes = append(rep.Notes, "the plan's per-minute request limit answered 429: run the node with "+
+				"`filigrane serve --plans bench/apibench/plans-unlimited.json` (or use --spawn 1) to measure the service, not the limiter")
+			break
+		}
+	}
 	return rep, nil
 }
 

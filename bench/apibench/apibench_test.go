@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"filigrane/actors"
 )
 
 func TestHistogramQuantiles(t *testing.T) {
@@ -49,6 +51,31 @@ func TestParseRequests(t *testing.T) {
 	}
 	if _, _, err := ParseRequests("bogus=3"); err == nil {
 		t.Fatal("unknown endpoint accepted")
+	}
+}
+
+// TestPlanCatalogFile keeps plans-unlimited.json (documented for `filigrane serve --plans`) equal to what
+// --spawn uses, and checks that the node's catalog loader accepts it with the business plan's limits lifted.
+func TestPlanCatalogFile(t *testing.T) {
+	want, err := PlanCatalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile("plans-unlimited.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("plans-unlimited.json differs from PlanCatalog():\n%s", want)
+	}
+	cat, err := actors.LoadCatalog("plans-unlimited.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, ok := cat.Plan("business")
+	if !ok || p.RequestsPerMinute != UnlimitedRequestsPerMinute || p.Concurrency != UnlimitedConcurrency || !p.GPU ||
+		!p.HasFormat("image") {
+		t.Fatalf("business plan %+v", p)
 	}
 }
 

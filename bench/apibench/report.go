@@ -24,7 +24,7 @@ type Report struct {
 	// Spawned is the number of in-process nodes the harness started (0: external targets).
 	Spawned     int              `json:"spawned_nodes"`
 	Clients     int              `json:"clients"`
-	Image       ImageInfo        `json:"image"`
+	Image       *ImageInfo       `json:"image,omitempty"`
 	DetectInput *ImageInfo       `json:"detect_input,omitempty"`
 	Baseline    *Baseline        `json:"codec_baseline,omitempty"`
 	Endpoints   []EndpointReport `json:"endpoints"`
@@ -147,11 +147,13 @@ func (r *Report) WriteMarkdown(w io.Writer) {
 	}
 	fmt.Fprintf(w, "%s; %d clients; %d CPUs (GOMAXPROCS %d) shared by clients and server; started %s.\n\n",
 		where, r.Clients, r.NumCPU, r.GOMAXPROCS, r.Started.Format(time.RFC3339))
-	fmt.Fprintf(w, "Image: %s.", r.Image)
-	if r.DetectInput != nil {
-		fmt.Fprintf(w, " Detection input: %s.", *r.DetectInput)
+	if r.Image != nil {
+		fmt.Fprintf(w, "Image: %s.", *r.Image)
+		if r.DetectInput != nil {
+			fmt.Fprintf(w, " Detection input: %s.", *r.DetectInput)
+		}
+		fmt.Fprintf(w, "\n\n")
 	}
-	fmt.Fprintf(w, "\n\n")
 	fmt.Fprintln(w, "| endpoint | requests | ok | 429 | other errors | req/s | ok/s | p50 ms | p95 ms | p99 ms | max ms |")
 	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, e := range r.Endpoints {

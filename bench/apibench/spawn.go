@@ -62,7 +62,8 @@ func (s *Spawned) Targets() []string {
 }
 
 // PlanCatalog returns the JSON plan catalog that lifts the business plan's limits (the format of
-// `filigrane serve --plans`).
+// `filigrane serve --plans`). bench/apibench/plans-unlimited.json is the same catalog as a file, for benchmarks
+// against `filigrane serve`; a test keeps the two equal.
 func PlanCatalog() ([]byte, error) {
 	type plan struct {
 		Name              string   `json:"name"`
