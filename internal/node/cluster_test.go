@@ -1,0 +1,320 @@
+package node_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"filigrane/actors"
+	"filigrane/cluster/clustertest"
+	"filigrane/internal/admin"
+	"filigrane/internal/clock"
+	"filigrane/internal/node"
+	"filigrane/persistence/s3test"
+)
+
+// buildBinary builds cmd/filigrane once for the multi-process tests.
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "filigrane")
+	out, err := exec.Command("go", "build", "-o", bin, "filigrane/cmd/filigrane").CombinedOutput()
+	if err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// clusterFixture is three filigrane processes on 127.0.0.1 sharing a versitygw bucket.
+type clusterFixture struct {
+	procs  *clustertest.Processes
+	s3     *node.S3Config
+	orgID  string
+	secret string
+}
+
+func (c *clusterFixture) base(i int) string {
+	return "http://127.0.0.1:" + strconv.Itoa(c.procs.List[i].Ports[0])
+}
+
+// storage opens the cluster's shared store from the test process, as `filigrane admin --s3-endpoint` does.
+func (c *clusterFixture) admin(t *testing.T, fn func(admin.Admin)) {
+	t.Helper()
+	st, err := node.OpenStorage(context.Background(), t.TempDir(), c.s3, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	fn(admin.Admin{Store: st.Store, Clock: clock.System{}, Catalog: actors.DefaultCatalog()})
+}
+
+func startCluster(t *testing.T, n int) *clusterFixture {
+	t.Helper()
+	bin := buildBinary(t)
+	srv := s3test.Start(t)
+	c := &clusterFixture{s3: &node.S3Config{Endpoint: "http://" + srv.Endpoint, Bucket: srv.NewBucket(t),
+		AccessKey: srv.AccessKey, SecretKey: srv.SecretKey, Region: srv.Region}}
+	c.admin(t, func(a admin.Admin) {
+		ctx := context.Background()
+		st, err := a.CreateOrg(ctx, "Acme", "business", 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := a.AddMember(ctx, st.ID, "ops", actors.RoleOwner)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.secret, _, err = a.CreateKey(ctx, actors.NewKeySpec{OrgID: st.ID, MemberID: m, Scopes: actors.AllScopes()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.orgID = st.ID
+	})
+	dirs := make([]string, n)
+	for i := range dirs {
+		dirs[i] = t.TempDir()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	procs, err := clustertest.StartProcesses(ctx, clustertest.ProcessConfig{
+		Binary: bin, N: n, Ports: 4,
+		Args: func(i int, ports [][]int) []string {
+			p := ports[i]
+			args := []string{"serve", "--data", dirs[i], "--node-name", fmt.Sprintf("n%d", i),
+				"--listen", fmt.Sprintf("127.0.0.1:%d", p[0]), "--upload-listen", fmt.Sprintf("127.0.0.1:%d", p[1]),
+				"--cluster-bind", fmt.Sprintf("127.0.0.1:%d", p[2]), "--remote-port", strconv.Itoa(p[3]),
+				"--s3-endpoint", c.s3.Endpoint, "--s3-bucket", c.s3.Bucket, "--s3-access-key", c.s3.AccessKey,
+				"--s3-secret-key", c.s3.SecretKey, "--workers", "1", "--log-format", "json", "--log-level", "warn"}
+			if i > 0 {
+				args = append(args, "--join", fmt.Sprintf("127.0.0.1:%d", ports[0][2]))
+			}
+			return args
+		},
+		Ready: clustertest.ReadyHTTP(0, "/healthz"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.procs = procs
+	t.Cleanup(procs.KillAll)
+	for i := 0; i < n; i++ {
+		c.waitMembers(t, i, n)
+	}
+	return c
+}
+
+func (c *clusterFixture) waitMembers(t *testing.T, i, want int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var h struct {
+			Members int `json:"members"`
+		}
+		res, err := http.Get(c.base(i) + "/healthz")
+		if err == nil {
+			json.NewDecoder(res.Body).Decode(&h)
+			res.Body.Close()
+			if h.Members == want {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("node %d sees %d members, want %d\n%s", i, h.Members, want, c.procs.List[i].Tail(20))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// activeOrgActors reads a node's filigrane_actors_active{kind="org"} gauge.
+func activeOrgActors(t *testing.T, base string) int {
+	t.Helper()
+	res, err := http.Get(base + "/metrics")
+	if err != nil {
+		return -1
+	}
+	defer res.Body.Close()
+	sc := bufio.NewScanner(res.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), `filigrane_actors_active{kind="org"} `); ok {
+			n, _ := strconv.ParseFloat(v, 64)
+			return int(n)
+		}
+	}
+	return 0
+}
+
+// TestClusterNodeLoss runs three processes on shared object storage: every node answers for the same data,
+// the node hosting the organization's actor is killed with SIGKILL while 200 credit operations are in flight
+// from retrying clients, and afterwards the balance is exactly what the clients saw succeed, with no operation
+// applied twice. The killed node then restarts on its data directory, rejoins, and takes a share of new
+// actor placements.
+func TestClusterNodeLoss(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process cluster test")
+	}
+	c := startCluster(t, 3)
+
+	// (a) Every node sees the same organization and key.
+	for i := 0; i < 3; i++ {
+		r := call(t, "GET", c.base(i)+"/auth/api-key", c.secret, nil)
+		if r.status != 200 || !strings.Contains(string(r.body), c.orgID) {
+			t.Fatalf("node %d: %d %s", i, r.status, r.body)
+		}
+	}
+	host := -1
+	for i := 0; i < 3; i++ {
+		if activeOrgActors(t, c.base(i)) == 1 {
+			host = i
+		}
+	}
+	if host < 0 {
+		t.Fatal("no node reports the organization's actor")
+	}
+
+	// (b) 200 synchronous detections, 1 credit each, each with its own Idempotency-Key; clients retry the
+	// same key on any node until it succeeds.
+	img := photo(t, 320, 240, 11)
+	ct, body := form(t, img, "probe.jpg", "")
+	var succeeded atomic.Int64
+	var killed atomic.Bool
+	alive := func(i int) bool { return !(killed.Load() && i == host) }
+	ops := make(chan int, 200)
+	for i := 0; i < 200; i++ {
+		ops <- i
+	}
+	close(ops)
+	var wg sync.WaitGroup
+	var killedAt, firstAfterKill atomic.Int64
+	started := time.Now()
+	errs := make(chan error, 8)
+	client := &http.Client{Timeout: 30 * time.Second}
+	for w := 0; w < 8; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			target := w
+			for op := range ops {
+				deadline := time.Now().Add(90 * time.Second)
+				for {
+					target = (target + 1) % 3
+					if !alive(target) {
+						continue
+					}
+					req, _ := http.NewRequest("POST", c.base(target)+"/watermarks/images/detect", bytes.NewReader(body))
+					req.Header.Set("Content-Type", ct)
+					req.Header.Set("X-API-Key", c.secret)
+					req.Header.Set("Idempotency-Key", fmt.Sprintf("credit-op-%03d", op))
+					res, err := client.Do(req)
+					if err == nil {
+						res.Body.Close()
+						if res.StatusCode == 200 {
+							if succeeded.Add(1) == 60 {
+								killedAt.Store(time.Now().UnixNano())
+								killed.Store(true)
+								c.procs.List[host].Kill()
+							} else if killed.Load() && op%8 == 0 {
+								firstAfterKill.CompareAndSwap(0, time.Now().UnixNano())
+							}
+							break
+						}
+						if res.StatusCode < 500 && res.StatusCode != 429 {
+							errs <- fmt.Errorf("op %d: status %d", op, res.StatusCode)
+							return
+						}
+					}
+					if time.Now().After(deadline) {
+						errs <- fmt.Errorf("op %d never succeeded (last error %v)", op, err)
+						return
+					}
+					time.Sleep(20 * time.Millisecond)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if !killed.Load() {
+		t.Fatal("the organization's host was never killed")
+	}
+	seen := succeeded.Load()
+	t.Logf("200 credit operations in %v; node %d killed after 60 successes; operations succeeded again %v after the kill",
+		time.Since(started).Round(time.Millisecond), host, time.Duration(firstAfterKill.Load()-killedAt.Load()).Round(time.Millisecond))
+	c.admin(t, func(a admin.Admin) {
+		st, entries, err := a.Balance(context.Background(), c.orgID, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Balance != 1000-seen || st.Held() != 0 || len(st.Slots) != 0 {
+			t.Fatalf("balance %d held %d slots %d; clients saw %d successes", st.Balance, st.Held(), len(st.Slots), seen)
+		}
+		charges := map[string]int{}
+		for _, e := range entries {
+			if e.Kind == "charge" {
+				charges[e.Operation]++
+			}
+		}
+		if int64(len(charges)) != seen {
+			t.Fatalf("%d operations charged, clients saw %d", len(charges), seen)
+		}
+		for op, n := range charges {
+			if n != 1 {
+				t.Fatalf("%s charged %d times", op, n)
+			}
+		}
+	})
+
+	// (c) The killed node restarts on its data directory and rejoins.
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := c.procs.List[host].Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		c.waitMembers(t, i, 3)
+	}
+	if r := call(t, "GET", c.base(host)+"/auth/api-key", c.secret, nil); r.status != 200 {
+		t.Fatalf("restarted node: %d %s", r.status, r.body)
+	}
+
+	// (d) New organizations are placed across all three nodes, the restarted one included.
+	var secrets []string
+	c.admin(t, func(a admin.Admin) {
+		ctx := context.Background()
+		for i := 0; i < 30; i++ {
+			st, err := a.CreateOrg(ctx, fmt.Sprintf("org-%d", i), "growth", 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m, _ := a.AddMember(ctx, st.ID, "o", actors.RoleOwner)
+			s, _, err := a.CreateKey(ctx, actors.NewKeySpec{OrgID: st.ID, MemberID: m, Scopes: actors.AllScopes()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			secrets = append(secrets, s)
+		}
+	})
+	for i, s := range secrets {
+		if r := call(t, "GET", c.base(i%3)+"/auth/api-key", s, nil); r.status != 200 {
+			t.Fatalf("org %d: %d %s", i, r.status, r.body)
+		}
+	}
+	if n := activeOrgActors(t, c.base(host)); n < 1 {
+		t.Fatalf("the rejoined node hosts %d of 30 new organizations", n)
+	}
+}
