@@ -153,3 +153,20 @@ func TestDetectReducedLargeImage(t *testing.T) {
 		t.Fatalf("reduced detection failed: %+v", d)
 	}
 }
+
+func TestConcurrentUse(t *testing.T) {
+	c := testCodec(t)
+	img, _, err := c.Embed(naturalImage(512, 512, 12), ID{5}, EmbedOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan Detection, 4)
+	for i := 0; i < 4; i++ {
+		go func() { done <- c.Detect(img) }()
+	}
+	for i := 0; i < 4; i++ {
+		if d := <-done; !d.Watermarked {
+			t.Fatal("concurrent detection failed")
+		}
+	}
+}
