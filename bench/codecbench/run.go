@@ -43,7 +43,10 @@ type Config struct {
 	Workers        int // images processed concurrently; 0 means 1
 	Seed           uint64
 	Speed          bool // time 1 MP and 12 MP embeds and detects one at a time
-	Log            io.Writer
+	// SpeedImage, if set, supplies the w x h images of the speed measurement and describes them; by default they
+	// are cut from the largest source (photos preferred) or generated.
+	SpeedImage func(w, h int) (*image.NRGBA, string)
+	Log        io.Writer
 }
 
 // Report is everything a run measured; it is written out as report.json.
@@ -239,7 +242,11 @@ func Run(ctx context.Context, cfg Config, sources []Source) (*Report, error) {
 
 	if cfg.Speed {
 		cfg.logf("speed: 1 MP and 12 MP, one at a time")
-		rep.Speed = measureSpeed(ctx, c, cfg.PSNR, sources)
+		pick := cfg.SpeedImage
+		if pick == nil {
+			pick = func(w, h int) (*image.NRGBA, string) { return SpeedImage(sources, w, h) }
+		}
+		rep.Speed = measureSpeed(ctx, c, cfg.PSNR, pick)
 	}
 	rep.Duration = time.Since(rep.Started).Round(time.Second).String()
 	return rep, nil

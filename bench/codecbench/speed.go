@@ -63,12 +63,22 @@ func Texture(w, h int, seed uint64) *image.NRGBA {
 
 func clampByte(v float64) uint8 { return uint8(max(0, min(255, math.Round(v)))) }
 
-// speedImage returns a w x h image cut from the largest corpus photo when it is big enough, else a Texture.
-func speedImage(sources []Source, w, h int) (*image.NRGBA, string) {
+// SpeedImage returns a w x h centre crop of the largest source that is big enough, preferring photos, or a
+// Texture when none is.
+func SpeedImage(sources []Source, w, h int) (*image.NRGBA, string) {
 	var best *Source
+	better := func(s, than *Source) bool {
+		if than == nil {
+			return true
+		}
+		if (s.Kind == "photo") != (than.Kind == "photo") {
+			return s.Kind == "photo"
+		}
+		return s.Width*s.Height > than.Width*than.Height
+	}
 	for i := range sources {
 		s := &sources[i]
-		if s.Kind == "photo" && s.Width >= w && s.Height >= h && (best == nil || s.Width*s.Height > best.Width*best.Height) {
+		if s.Width >= w && s.Height >= h && better(s, best) {
 			best = s
 		}
 	}
@@ -83,13 +93,13 @@ func speedImage(sources []Source, w, h int) (*image.NRGBA, string) {
 }
 
 // measureSpeed times embed and detect at 1 MP and 12 MP, three runs each, one at a time, and keeps the median.
-func measureSpeed(ctx context.Context, c *codec.Codec, psnr float64, sources []Source) []SpeedResult {
+func measureSpeed(ctx context.Context, c *codec.Codec, psnr float64, pick func(w, h int) (*image.NRGBA, string)) []SpeedResult {
 	var out []SpeedResult
 	for _, size := range []struct {
 		label string
 		w, h  int
 	}{{"1 MP", 1155, 866}, {"12 MP", 4000, 3000}} {
-		img, content := speedImage(sources, size.w, size.h)
+		img, content := pick(size.w, size.h)
 		var embeds, detects []float64
 		id := codec.ID{0xA5, 0x5A}
 		for run := 0; run < 3 && ctx.Err() == nil; run++ {

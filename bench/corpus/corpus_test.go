@@ -52,7 +52,8 @@ func TestLoadListsImagesBySize(t *testing.T) {
 
 func TestKind(t *testing.T) {
 	for name, want := range map[string]string{
-		"usr/share/backgrounds/mate/abstract/Elephants_5640x3172.jpg": KindPhoto,
+		"usr/share/backgrounds/mate/abstract/Elephants_5640x3172.jpg": KindGraphic,
+		"usr/share/backgrounds/mate/nature/Wood.jpg":                  KindPhoto,
 		"usr/share/backgrounds/mate/abstract/Flow.png":                KindGraphic,
 		"usr/share/doc/opencv-doc/examples/data/chessboard.png":       KindGraphic,
 		"usr/share/doc/opencv-doc/examples/data/aloeL.jpg":            KindPhoto,

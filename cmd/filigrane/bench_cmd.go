@@ -142,6 +142,9 @@ func runBenchCodec(ctx context.Context, args []string, stdout, stderr io.Writer)
 			return 1
 		}
 		sources = selectSources(photos, *maxImages, *small)
+		// Speed is measured on crops of the largest corpus image, whether or not the selection includes it.
+		all := selectSources(photos, 0, 0)
+		cfg.SpeedImage = func(w, h int) (*image.NRGBA, string) { return codecbench.SpeedImage(all, w, h) }
 	}
 	fmt.Fprintf(stderr, "bench codec: %d images, %d attacks, %d false-positive probes, %d workers\n",
 		len(sources), len(cfg.Attacks), cfg.FalsePositives, cfg.Workers)
