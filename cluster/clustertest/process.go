@@ -112,6 +112,7 @@ type Process struct {
 
 	mu      sync.Mutex
 	cmd     *exec.Cmd
+	stdin   io.WriteCloser
 	lines   []string
 	dropped int           // lines trimmed from the front of lines
 	changed chan struct{} // closed and replaced when a line arrives
@@ -182,8 +183,13 @@ func (p *Process) start() error {
 		return fmt.Errorf("clustertest: process %d: %w", p.Index, err)
 	}
 	cmd.Stderr = cmd.Stdout // one ordered stream
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return fmt.Errorf("clustertest: process %d: %w", p.Index, err)
+	}
 	p.mu.Lock()
 	p.cmd = cmd
+	p.stdin = stdin
 	p.changed = make(chan struct{})
 	p.exited = make(chan struct{})
 	p.exitErr = nil
@@ -257,6 +263,27 @@ func (p *Process) WaitLine(ctx context.Context, re *regexp.Regexp) (string, erro
 			return "", fmt.Errorf("process %d: waiting for a line matching %q: %w", p.Index, re, ctx.Err())
 		}
 	}
+}
+
+// Send writes a line to the process's standard input (for test binaries
+// that take commands there).
+func (p *Process) Send(line string) error {
+	p.mu.Lock()
+	w := p.stdin
+	p.mu.Unlock()
+	if _, err := io.WriteString(w, line+"\n"); err != nil {
+		return fmt.Errorf("clustertest: process %d: send: %w", p.Index, err)
+	}
+	return nil
+}
+
+// Ask sends a command line and waits for the first output line matching re
+// (give the command a unique token and match it in re).
+func (p *Process) Ask(ctx context.Context, line string, re *regexp.Regexp) (string, error) {
+	if err := p.Send(line); err != nil {
+		return "", err
+	}
+	return p.WaitLine(ctx, re)
 }
 
 // Tail returns the last n output lines.
