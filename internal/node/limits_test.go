@@ -1,0 +1,53 @@
+package node_test
+
+import (
+	"bytes"
+	"encoding/binary"
+	"hash/crc32"
+	"testing"
+)
+
+// pngHeader returns the start of a PNG that announces w x h pixels: enough for a header check, and far
+// too little to decode. A decompression bomb looks like this to a server that checks headers first.
+func pngHeader(w, h uint32) []byte {
+	var b bytes.Buffer
+	b.Write([]byte("\x89PNG\r\n\x1a\n"))
+	ihdr := make([]byte, 13)
+	binary.BigEndian.PutUint32(ihdr[0:], w)
+	binary.BigEndian.PutUint32(ihdr[4:], h)
+	ihdr[8], ihdr[9] = 8, 2 // 8-bit RGB
+	chunk := append([]byte("IHDR"), ihdr...)
+	binary.Write(&b, binary.BigEndian, uint32(13))
+	b.Write(chunk)
+	binary.Write(&b, binary.BigEndian, crc32.ChecksumIEEE(chunk))
+	b.Write(bytes.Repeat([]byte{0}, 64))
+	return b.Bytes()
+}
+
+func TestSizeAndPixelLimits(t *testing.T) {
+	f := newFixture(t)
+	cases := []struct {
+		name   string
+		url    string
+		file   []byte
+		data   string
+		status int
+		code   string
+	}{
+		{"41 megapixels", "/watermarks/images", pngHeader(8000, 5125), `{"a":1}`, 413, "image_too_large"},
+		{"41 megapixels, detect", "/watermarks/images/detect", pngHeader(8000, 5125), "", 413, "image_too_large"},
+		{"over 20 MB embed", "/watermarks/images", bytes.Repeat([]byte{1}, 20_000_001), `{"a":1}`, 413, "file_too_large"},
+	}
+	for _, c := range cases {
+		r := post(t, f.base+c.url, f.keyA, "", c.file, c.data)
+		if p := decodeProblem(t, r); r.status != c.status || p.Code != c.code {
+			t.Fatalf("%s: %d %+v", c.name, r.status, p)
+		}
+	}
+	if n := countBlobs(t, f); n != 0 {
+		t.Fatalf("refused files left %d blobs behind", n)
+	}
+	if bal, held := balance(t, f, f.orgA); bal != 150 || held != 0 {
+		t.Fatalf("refused requests moved credits: %d held %d", bal, held)
+	}
+}
