@@ -17,6 +17,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"filigrane/actors"
+	"filigrane/gpu"
 	"filigrane/internal/clock"
 	"filigrane/persistence"
 )
@@ -48,6 +49,8 @@ type Config struct {
 	MaxBodyBytes int
 	// ActorTimeout bounds each call to an actor made while serving a request. Default 10 s.
 	ActorTimeout time.Duration
+	// GPU is the node's accelerator state; nil means none.
+	GPU *gpu.Tracker
 	// Health, when set, adds node facts (name, cluster members) to GET /healthz.
 	Health func() map[string]any
 	// SyncWait is how long a synchronous embed waits before answering 202 with the receipt. Default 20 s
@@ -110,6 +113,7 @@ func (s *Server) routes() {
 	s.imageRoutes()
 	s.uploadRoutes()
 	s.assetRoutes()
+	s.gpuRoutes()
 	s.router.handle("GET", "/metrics", func(ctx *fasthttp.RequestCtx, _ map[string]string) { s.cfg.Metrics.serve(ctx) })
 	s.router.handle("GET", "/healthz", func(ctx *fasthttp.RequestCtx, _ map[string]string) {
 		body := map[string]any{}

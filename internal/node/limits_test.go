@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"hash/crc32"
+	"strings"
 	"testing"
 )
 
@@ -49,5 +50,28 @@ func TestSizeAndPixelLimits(t *testing.T) {
 	}
 	if bal, held := balance(t, f, f.orgA); bal != 150 || held != 0 {
 		t.Fatalf("refused requests moved credits: %d held %d", bal, held)
+	}
+}
+
+func TestGPUEndpoints(t *testing.T) {
+	f := newFixture(t)
+	r := call(t, "GET", f.base+"/accelerators/gpu", f.keyA, nil)
+	if r.status != 200 || string(r.body) != `{"accelerator":"gpu","status":"unavailable","warm_until":null,"ready_at":null}` {
+		t.Fatalf("status: %d %s", r.status, r.body)
+	}
+	if r := call(t, "POST", f.base+"/accelerators/gpu/wake", f.keyA, nil); r.status != 403 || decodeProblem(t, r).Code != "plan_forbidden" {
+		t.Fatalf("wake on a trial plan: %d %s", r.status, r.body)
+	}
+	if r := call(t, "POST", f.base+"/accelerators/gpu/wake", f.dev.Secret, nil); r.status != 200 {
+		t.Fatalf("wake on a GPU plan: %d %s", r.status, r.body)
+	}
+	if r := call(t, "POST", f.base+"/accelerators/gpu/wake", f.dev.Secret, strings.NewReader(`{"webhook_id":"wh_0123"}`)); r.status != 404 {
+		t.Fatalf("wake with an unknown webhook: %d %s", r.status, r.body)
+	}
+	if r := call(t, "POST", f.base+"/accelerators/gpu/wake", f.dev.Secret, strings.NewReader(`{"webhook_id":`)); r.status != 400 || decodeProblem(t, r).Code != "malformed_json" {
+		t.Fatalf("malformed wake body: %d %s", r.status, r.body)
+	}
+	if r := call(t, "GET", f.base+"/accelerators/gpu", f.keyNoScopes, nil); r.status != 403 {
+		t.Fatalf("assets-only key: %d", r.status)
 	}
 }

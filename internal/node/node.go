@@ -19,6 +19,7 @@ import (
 	"filigrane/actors"
 	"filigrane/cluster"
 	"filigrane/codec"
+	"filigrane/gpu"
 	apihttp "filigrane/http"
 	"filigrane/internal/admin"
 	"filigrane/internal/clock"
@@ -241,6 +242,7 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 		Store: store, Blobs: blobs, Caller: n.cluster, Media: media, Pool: n.pool,
 		Catalog: catalog, Clock: cfg.Clock, Logger: httpLog, Metrics: n.Metrics,
 		SyncWait: cfg.SyncWait, Health: n.health,
+		GPU: gpu.NewTracker(gpu.NewState(len(gpu.Devices()) > 0 && gpu.CodecAvailable(), 30*time.Second)),
 	})
 	if n.apiLn, err = net.Listen("tcp", cfg.APIAddr); err != nil {
 		return nil, fmt.Errorf("listen for the API on %s: %w", cfg.APIAddr, err)

@@ -1,0 +1,142 @@
+// Package gpu holds the accelerator's state machine (spec 3.6: ready, starting, idle, unavailable; a ready GPU
+// stays warm 15 minutes, work in progress keeps it longer, a wake call extends the 15 minutes) and device
+// discovery. CUDA kernels of the codec belong behind the `cuda` build tag; this build has none, so a node
+// reports `unavailable` and every gpu request falls back as the API says (503 for accelerator=gpu). Nothing
+// here is needed to build or test the rest of Filigrane.
+package gpu
+
+import (
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+)
+
+// Status is the accelerator status of spec 3.6.
+type Status string
+
+// Statuses.
+const (
+	StatusReady       Status = "ready"
+	StatusStarting    Status = "starting"
+	StatusIdle        Status = "idle"
+	StatusUnavailable Status = "unavailable"
+)
+
+// WarmFor is how long a ready GPU stays warm after a wake call or the end of its last work.
+const WarmFor = 15 * time.Minute
+
+// State is one accelerator's state: a pure machine driven by calls that carry the time (injected clock).
+type State struct {
+	Status    Status
+	ReadyAt   time.Time // when a starting GPU becomes ready
+	WarmUntil time.Time // when a ready GPU goes idle, unless work is running
+	Running   int       // work items in progress
+	startup   time.Duration
+}
+
+// NewState returns the state of an accelerator that takes startup to become ready; available false gives a
+// state that stays unavailable.
+func NewState(available bool, startup time.Duration) *State {
+	if !available {
+		return &State{Status: StatusUnavailable}
+	}
+	return &State{Status: StatusIdle, startup: startup}
+}
+
+// Tick applies what time decided: a starting GPU whose start-up is over becomes ready; a ready GPU with no
+// work past its warm time goes idle.
+func (s *State) Tick(now time.Time) {
+	switch s.Status {
+	case StatusStarting:
+		if !now.Before(s.ReadyAt) {
+			s.Status = StatusReady
+		}
+	case StatusReady:
+		if s.Running == 0 && !now.Before(s.WarmUntil) {
+			s.Status, s.WarmUntil = StatusIdle, time.Time{}
+		}
+	}
+}
+
+// Wake starts an idle GPU or extends a ready one's warm time by WarmFor from now.
+func (s *State) Wake(now time.Time) {
+	s.Tick(now)
+	switch s.Status {
+	case StatusIdle:
+		s.Status, s.ReadyAt = StatusStarting, now.Add(s.startup)
+		s.WarmUntil = s.ReadyAt.Add(WarmFor)
+	case StatusStarting:
+		s.WarmUntil = maxTime(s.WarmUntil, s.ReadyAt.Add(WarmFor))
+	case StatusReady:
+		s.WarmUntil = maxTime(s.WarmUntil, now.Add(WarmFor))
+	}
+}
+
+// Begin records work starting on the GPU; it keeps the GPU warm until End.
+func (s *State) Begin(now time.Time) bool {
+	s.Tick(now)
+	if s.Status != StatusReady {
+		return false
+	}
+	s.Running++
+	return true
+}
+
+// End records work finishing; the warm time runs WarmFor from the last end.
+func (s *State) End(now time.Time) {
+	if s.Running > 0 {
+		s.Running--
+	}
+	s.WarmUntil = maxTime(s.WarmUntil, now.Add(WarmFor))
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// Devices lists NVIDIA devices the kernel driver reports (/proc/driver/nvidia/gpus), without loading any
+// library. An empty list means no GPU.
+func Devices() []string {
+	entries, err := os.ReadDir("/proc/driver/nvidia/gpus")
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, e := range entries {
+		out = append(out, filepath.Base(e.Name()))
+	}
+	return out
+}
+
+// CodecAvailable reports whether this build carries a GPU codec path. It is false unless built with the
+// `cuda` tag, which no build has yet.
+func CodecAvailable() bool { return codecBuilt }
+
+// Tracker is a State shared by a node's request handlers.
+type Tracker struct {
+	mu    sync.Mutex
+	state *State
+}
+
+// NewTracker wraps a state.
+func NewTracker(s *State) *Tracker { return &Tracker{state: s} }
+
+// Snapshot ticks the state to now and returns a copy.
+func (t *Tracker) Snapshot(now time.Time) State {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.state.Tick(now)
+	return *t.state
+}
+
+// Wake wakes the GPU at now and returns the new state.
+func (t *Tracker) Wake(now time.Time) State {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.state.Wake(now)
+	return *t.state
+}

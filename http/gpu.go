@@ -1,0 +1,84 @@
+package http
+
+import (
+	"encoding/json"
+	"io"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"filigrane/actors"
+	"filigrane/gpu"
+)
+
+// maxWakeBody bounds the optional JSON body of a wake call.
+const maxWakeBody = 4 << 10
+
+func (s *Server) gpuRoutes() {
+	either := []string{actors.ScopeEmbed, actors.ScopeDetect}
+	s.router.handle("GET", "/accelerators/gpu", s.authed(either, s.gpuStatus))
+	s.router.handle("POST", "/accelerators/gpu/wake", s.authed(either, s.gpuWake))
+}
+
+// acceleratorStatus is spec 2.7.
+type acceleratorStatus struct {
+	Accelerator string  `json:"accelerator"`
+	Status      string  `json:"status"`
+	WarmUntil   *string `json:"warm_until"`
+	ReadyAt     *string `json:"ready_at"`
+}
+
+func renderGPU(st gpu.State) acceleratorStatus {
+	out := acceleratorStatus{Accelerator: "gpu", Status: string(st.Status)}
+	if st.Status == gpu.StatusReady || st.Status == gpu.StatusStarting {
+		w := st.WarmUntil.UTC().Format(time.RFC3339)
+		r := st.ReadyAt.UTC().Format(time.RFC3339)
+		out.WarmUntil, out.ReadyAt = &w, &r
+	}
+	return out
+}
+
+func (s *Server) gpuState() *gpu.Tracker {
+	if s.cfg.GPU == nil {
+		return gpu.NewTracker(gpu.NewState(false, 0))
+	}
+	return s.cfg.GPU
+}
+
+// gpuStatus reports the accelerator; it starts nothing and costs nothing.
+func (s *Server) gpuStatus(ctx *fasthttp.RequestCtx, p *principal, _ map[string]string) {
+	writeJSON(ctx, 200, renderGPU(s.gpuState().Snapshot(s.cfg.Clock.Now())))
+}
+
+// gpuWake wakes the accelerator for plans with GPU access; it costs no credits.
+func (s *Server) gpuWake(ctx *fasthttp.RequestCtx, p *principal, _ map[string]string) {
+	if !p.Plan.GPU {
+		writeProblem(ctx, CodeForbiddenPlan, "the "+p.Plan.Name+" plan does not include GPU processing")
+		return
+	}
+	var body struct {
+		WebhookID string `json:"webhook_id"`
+	}
+	raw, err := io.ReadAll(io.LimitReader(bodyReader(ctx), maxWakeBody+1))
+	if err != nil {
+		writeProblem(ctx, CodeBadRequest, "the body could not be read")
+		return
+	}
+	if len(raw) > maxWakeBody {
+		writeProblem(ctx, CodeTooLarge, "the body exceeds 4 KB")
+		return
+	}
+	if len(raw) > 0 {
+		dec := json.NewDecoder(bytesReader(raw))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&body); err != nil {
+			writeProblem(ctx, CodeMalformedJSON, "the body must be a JSON object {\"webhook_id\": ...}: "+err.Error())
+			return
+		}
+	}
+	if body.WebhookID != "" {
+		writeProblem(ctx, CodeWebhookNotFound, "webhook "+truncate(body.WebhookID, 64)+" does not exist or is disabled")
+		return
+	}
+	writeJSON(ctx, 200, renderGPU(s.gpuState().Wake(s.cfg.Clock.Now())))
+}
