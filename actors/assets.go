@@ -15,8 +15,12 @@ import (
 // Storage keys of the asset library.
 const (
 	prefixAsset      = "asset/"    // asset/<asset_id> -> Asset
-	prefixAssetIndex = "assetidx/" // assetidx/<org_id>/<inverted created ns, 20 digits>/<asset_id> -> empty
+	prefixAssetIndex = "assetidx/" // assetidx/<org_id>/<inverted created ns, 20 digits>/<asset_id> -> "<kind>/<media_type>"
 	prefixWatermarks = "wmidx/"    // wmidx/<org_id>/<watermark_id>/<asset_id> -> empty
+	// prefixAssetWM lists an organization's assets of one watermark id newest first (the watermark_id filter).
+	prefixAssetWM = "assetwm/" // assetwm/<org_id>/<watermark_id>/<inverted created ns, 20 digits>/<asset_id> -> "<kind>/<media_type>"
+	// prefixAssetExpiry orders hosted files by the end of their retention, for the sweeper.
+	prefixAssetExpiry = "assetexp/" // assetexp/<file_expires_at unix seconds, 20 digits>/<asset_id> -> empty
 )
 
 // Asset kinds.
@@ -59,9 +63,11 @@ func AssetIDFor(requestID, kind string) string {
 	return "ast_" + hex.EncodeToString(sum[:16])
 }
 
-// Assets reads and writes asset records and their indexes.
+// Assets reads and writes asset records and their indexes. Blobs is needed only by the operations that delete
+// files (Delete, DeleteMany, ExpireFiles).
 type Assets struct {
 	Store persistence.Store
+	Blobs persistence.Blobs
 }
 
 func invertedTime(t time.Time) string {
@@ -69,25 +75,57 @@ func invertedTime(t time.Time) string {
 }
 
 // Create writes a new asset and its indexes. It is idempotent: an asset that exists already is left as it is
-// (it may have been renamed since), and missing index keys are added.
+// (it may have been renamed since), and missing index keys are added, unless the asset was deleted meanwhile:
+// a job re-applying its outcome after a crash must not bring a deleted asset back into the listings.
 func (a Assets) Create(ctx context.Context, as *Asset) error {
 	b, err := persistence.Marshal(as)
 	if err != nil {
 		return fmt.Errorf("encode asset %s: %w", as.ID, err)
 	}
-	if _, err := a.Store.CompareAndSet(ctx, []byte(prefixAsset+as.ID), persistence.NoVersion, b); err != nil && !errors.Is(err, persistence.ErrVersionMismatch) {
-		return fmt.Errorf("write asset %s: %w", as.ID, err)
+	if _, err := a.Store.CompareAndSet(ctx, []byte(prefixAsset+as.ID), persistence.NoVersion, b); err != nil {
+		if !errors.Is(err, persistence.ErrVersionMismatch) {
+			return fmt.Errorf("write asset %s: %w", as.ID, err)
+		}
+		cur, _, err := a.Get(ctx, as.ID)
+		if err != nil {
+			return err
+		}
+		if cur.DeletedAt != nil {
+			return nil
+		}
 	}
-	keys := []string{prefixAssetIndex + as.OrgID + "/" + invertedTime(as.CreatedAt) + "/" + as.ID}
-	if as.WatermarkID != "" {
-		keys = append(keys, prefixWatermarks+as.OrgID+"/"+as.WatermarkID+"/"+as.ID)
-	}
-	for _, k := range keys {
-		if _, err := a.Store.CompareAndSet(ctx, []byte(k), persistence.NoVersion, nil); err != nil && !errors.Is(err, persistence.ErrVersionMismatch) {
+	for _, e := range indexEntries(as) {
+		if _, err := a.Store.CompareAndSet(ctx, []byte(e.key), persistence.NoVersion, e.value); err != nil && !errors.Is(err, persistence.ErrVersionMismatch) {
 			return fmt.Errorf("index asset %s: %w", as.ID, err)
 		}
 	}
 	return nil
+}
+
+type indexEntry struct {
+	key   string
+	value []byte
+}
+
+// indexEntries are the index keys of an asset. The listing indexes carry kind and media type in their value so
+// that a filtered listing skips non-matching entries without loading their records.
+func indexEntries(as *Asset) []indexEntry {
+	tag := []byte(as.Kind + "/" + as.MediaType)
+	pos := invertedTime(as.CreatedAt) + "/" + as.ID
+	out := []indexEntry{{key: prefixAssetIndex + as.OrgID + "/" + pos, value: tag}}
+	if as.WatermarkID != "" {
+		out = append(out,
+			indexEntry{key: prefixWatermarks + as.OrgID + "/" + as.WatermarkID + "/" + as.ID},
+			indexEntry{key: prefixAssetWM + as.OrgID + "/" + as.WatermarkID + "/" + pos, value: tag})
+	}
+	if !as.FileExpiresAt.IsZero() {
+		out = append(out, indexEntry{key: expiryKey(as.FileExpiresAt, as.ID)})
+	}
+	return out
+}
+
+func expiryKey(at time.Time, id string) string {
+	return fmt.Sprintf("%s%020d/%s", prefixAssetExpiry, max(at.Unix(), 0), id)
 }
 
 // Get returns the asset with id, or persistence.ErrNotFound.

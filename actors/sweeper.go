@@ -24,7 +24,8 @@ func purgeKey(expires time.Time, requestID string) []byte {
 
 // Sweeper does the periodic work no message triggers: it ticks every active job (so that expired leases,
 // finished retry waits and deadlines are acted on even after the job's node died or the actor passivated),
-// and deletes files of results whose 24 hours are over. Time comes from the injected clock.
+// deletes files of results whose 24 hours are over, and deletes asset files whose retention ended (the asset
+// records stay). Time comes from the injected clock.
 type Sweeper struct {
 	Store  persistence.Store
 	Blobs  persistence.Blobs
@@ -33,7 +34,8 @@ type Sweeper struct {
 	Logger zerolog.Logger
 }
 
-// Sweep runs one pass and reports how many jobs it ticked and how many results it purged.
+// Sweep runs one pass and reports how many jobs it ticked and how many results and expired asset files it
+// purged.
 func (s Sweeper) Sweep(ctx context.Context) (ticked, purged int, err error) {
 	err = scanAll(ctx, s.Store, []byte(prefixActiveJob), func(it persistence.Item) error {
 		id := strings.TrimPrefix(string(it.Key), prefixActiveJob)
@@ -72,7 +74,15 @@ func (s Sweeper) Sweep(ctx context.Context) (ticked, purged int, err error) {
 	if errors.Is(err, errStopScan) {
 		err = nil
 	}
-	return ticked, purged, err
+	if err != nil {
+		return ticked, purged, err
+	}
+	expired, err := Assets{Store: s.Store, Blobs: s.Blobs}.ExpireFiles(ctx, now)
+	purged += expired
+	if err != nil {
+		return ticked, purged, fmt.Errorf("expire asset files: %w", err)
+	}
+	return ticked, purged, nil
 }
 
 // Run sweeps every interval until ctx ends.

@@ -49,6 +49,28 @@ var problemTable = map[Code]struct {
 	CodeWorkerLost:          {503, "Processing interrupted"},
 	CodeInternal:            {500, "Internal error"},
 	CodeUnavailable:         {503, "Service unavailable"},
+
+	// The asset library (spec 4.7).
+	CodeAssetNotFound:        {404, "Asset not found"},
+	CodeAssetVersionConflict: {409, "Asset version conflict"},
+	CodeAssetFileExpired:     {410, "Asset file expired"},
+	CodeInvalidCursor:        {422, "Invalid cursor"},
+	CodeRangeNotSatisfiable:  {416, "Range not satisfiable"},
+	CodeForbiddenRole:        {403, "Owner or admin role required"},
+
+	// Uploads (spec 4.3, 7).
+	CodeUploadNotReceived:  {409, "Upload not received"},
+	CodeUploadInUse:        {409, "Upload in use"},
+	CodeUploadConsumed:     {409, "Upload already used"},
+	CodeUploadRejected:     {409, "Upload rejected"},
+	CodeUploadExpired:      {410, "Upload expired"},
+	CodeUploadKind:         {422, "Upload created for another kind of request"},
+	CodeUploadReceived:     {409, "Upload file already received"},
+	CodeUploadSignature:    {403, "Invalid upload URL signature"},
+	CodeUploadURLExpired:   {403, "Upload URL expired"},
+	CodeUploadSizeMismatch: {400, "Body size differs from the declared size"},
+	CodeUploadAPIKey:       {400, "API key not accepted on upload URLs"},
+	CodeOriginNotAllowed:   {403, "Origin not allowed"},
 }
 
 // Error codes.
@@ -87,6 +109,28 @@ const (
 	CodeWorkerLost          Code = "worker_lost"
 	CodeInternal            Code = "internal_error"
 	CodeUnavailable         Code = "service_unavailable"
+
+	// The asset library.
+	CodeAssetNotFound        Code = "asset_not_found"
+	CodeAssetVersionConflict Code = "asset_version_conflict"
+	CodeAssetFileExpired     Code = "asset_file_expired"
+	CodeInvalidCursor        Code = "invalid_cursor"
+	CodeRangeNotSatisfiable  Code = "range_not_satisfiable"
+	CodeForbiddenRole        Code = "role_forbidden"
+
+	// Uploads.
+	CodeUploadNotReceived  Code = "upload_not_received"
+	CodeUploadInUse        Code = "upload_in_use"
+	CodeUploadConsumed     Code = "upload_consumed"
+	CodeUploadRejected     Code = "upload_rejected"
+	CodeUploadExpired      Code = "upload_expired"
+	CodeUploadKind         Code = "upload_kind_mismatch"
+	CodeUploadReceived     Code = "upload_already_received"
+	CodeUploadSignature    Code = "invalid_upload_signature"
+	CodeUploadURLExpired   Code = "upload_url_expired"
+	CodeUploadSizeMismatch Code = "upload_size_mismatch"
+	CodeUploadAPIKey       Code = "api_key_not_accepted"
+	CodeOriginNotAllowed   Code = "origin_not_allowed"
 )
 
 // Problem is an RFC 9457 problem body with the API's error code and the request id.

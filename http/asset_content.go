@@ -1,0 +1,129 @@
+package http
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"filigrane/actors"
+	"filigrane/persistence"
+)
+
+// errBadRange: the Range header is malformed or no part of it lies within the file (416).
+var errBadRange = errors.New("range not satisfiable")
+
+// parseByteRange reads a Range header against a file of size bytes. It returns whole=true when the file is
+// sent entire: no header, another unit, or several ranges (RFC 9110 lets a server ignore Range, and one range
+// is all a download resumer asks for). Otherwise it returns the single range [start, start+length).
+func parseByteRange(h string, size int64) (start, length int64, whole bool, err error) {
+	if h == "" {
+		return 0, size, true, nil
+	}
+	unit, spec, ok := strings.Cut(h, "=")
+	if !ok {
+		return 0, 0, false, errBadRange
+	}
+	if !strings.EqualFold(strings.TrimSpace(unit), "bytes") {
+		return 0, size, true, nil
+	}
+	if strings.Contains(spec, ",") {
+		return 0, size, true, nil
+	}
+	first, last, ok := strings.Cut(strings.TrimSpace(spec), "-")
+	if !ok {
+		return 0, 0, false, errBadRange
+	}
+	num := func(s string) (int64, bool) {
+		if s == "" || len(s) > 19 || strings.TrimLeft(s, "0123456789") != "" {
+			return 0, false
+		}
+		n, err := strconv.ParseInt(s, 10, 64)
+		return n, err == nil
+	}
+	if first == "" { // suffix range: the last n bytes
+		n, ok := num(last)
+		if !ok || n == 0 || size == 0 {
+			return 0, 0, false, errBadRange
+		}
+		n = min(n, size)
+		return size - n, n, false, nil
+	}
+	a, ok := num(first)
+	if !ok || a >= size {
+		return 0, 0, false, errBadRange
+	}
+	end := size - 1
+	if last != "" {
+		b, ok := num(last)
+		if !ok || b < a {
+			return 0, 0, false, errBadRange
+		}
+		end = min(b, size-1)
+	}
+	return a, end - a + 1, false, nil
+}
+
+// assetContent streams an asset's file: its MIME type, a safe attachment filename, and single byte ranges
+// (206) for resumed downloads. A deleted or unknown asset is 404; an asset whose hosted file expired is 410
+// asset_file_expired: the record is still there (spec 3.7), only its file is gone for good, which is what
+// 410 says and lets a client tell "wrong id" from "too late".
+func (s *Server) assetContent(ctx *fasthttp.RequestCtx, p *principal, params map[string]string) {
+	c, cancel := s.storeCtx()
+	defer cancel()
+	as, _, err := s.assets().Lookup(c, p.Key.OrgID, params["asset_id"])
+	if err != nil {
+		s.assetFailure(ctx, err)
+		return
+	}
+	if !as.FileAvailable(s.cfg.Clock.Now()) {
+		writeProblem(ctx, CodeAssetFileExpired, fmt.Sprintf("the file expired at %s; the record stays until deleted", as.FileExpiresAt.UTC().Format(time.RFC3339)))
+		return
+	}
+	h := &ctx.Response.Header
+	etag := `"` + as.SHA256 + `"`
+	h.Set("Accept-Ranges", "bytes")
+	h.Set("ETag", etag)
+	h.Set("Cache-Control", "private, no-store")
+	rangeHeader := string(ctx.Request.Header.Peek("Range"))
+	if ir := string(ctx.Request.Header.Peek("If-Range")); ir != "" && ir != etag {
+		rangeHeader = "" // the client's partial copy is of another file: send this one whole
+	}
+	start, length, whole, err := parseByteRange(rangeHeader, as.SizeBytes)
+	if err != nil {
+		h.Set("Content-Range", fmt.Sprintf("bytes */%d", as.SizeBytes))
+		writeProblem(ctx, CodeRangeNotSatisfiable, fmt.Sprintf("the range %q does not lie within the file's %d bytes", truncate(rangeHeader, 100), as.SizeBytes))
+		return
+	}
+	// The stream outlives this handler (fasthttp writes it afterwards), so it must not use the request's
+	// cancellable context; fasthttp closes it when the response is written or the connection drops.
+	body, err := s.cfg.Blobs.Get(context.WithoutCancel(c), as.BlobKey, start, length)
+	if errors.Is(err, persistence.ErrNotFound) {
+		writeProblem(ctx, CodeAssetFileExpired, "the file is no longer stored")
+		return
+	}
+	if err != nil {
+		s.unavailable(ctx, err)
+		return
+	}
+	name := actors.SafeFilename(as.Name)
+	if name == "" || strings.Trim(name, "._") == "" {
+		name = actors.SafeFilename(as.Filename)
+	}
+	if name == "" || strings.Trim(name, "._") == "" {
+		name = "asset"
+	}
+	h.Set("Content-Disposition", `attachment; filename="`+name+`"`)
+	status := 200
+	if !whole {
+		status = 206
+		h.Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", start, start+length-1, as.SizeBytes))
+	}
+	ctx.SetStatusCode(status)
+	ctx.SetContentType(as.ContentType)
+	ctx.SetBodyStream(body, int(length))
+}
