@@ -24,9 +24,9 @@
 //	go func() { <-node.Blocked(); /* stop and start a new node */ }()
 //	node.Stop(true)
 //
-// A virtual actor receives *cluster.ClusterInit (protoactor's, with its
-// identity; [Identity] returns it too) right after *actor.Started, then
-// pointers to the registered message types.
+// A virtual actor knows its identity from *actor.Started on ([Identity]), so
+// it can load its state there; protoactor's *cluster.ClusterInit follows,
+// then pointers to the registered message types.
 //
 // # Envelopes
 //

@@ -218,8 +218,15 @@ func newCounter(reg *cluster.Registry, node string) actor.Producer {
 
 func (c *counter) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		// The identity is known from the start (before ClusterInit), so
+		// state can be loaded here.
+		c.identity = cluster.Identity(ctx)
 	case *pcluster.ClusterInit:
-		c.identity = m.Identity.Identity
+		if m.Identity.Identity != c.identity {
+			// Replies carry it, and the tests check the identity in replies.
+			c.identity = fmt.Sprintf("mismatch: ClusterInit %q, Started %q", m.Identity.Identity, c.identity)
+		}
 	case *Hit:
 		switch m.Op {
 		case "silent":
@@ -229,7 +236,7 @@ func (c *counter) Receive(ctx actor.Context) {
 			return
 		}
 		c.n++
-		_ = cluster.Respond(ctx, c.reg, HitReply{Identity: cluster.Identity(ctx), Node: c.node, Count: c.n})
+		_ = cluster.Respond(ctx, c.reg, HitReply{Identity: c.identity, Node: c.node, Count: c.n})
 	}
 }
 
