@@ -159,6 +159,7 @@ func (a *orgActor) mutate(ctx actor.Context, orgID string, fn func(*OrgState, ti
 		return
 	}
 	next := a.state.Clone()
+	a.reapStaleHolds(next, a.deps.Clock.Now())
 	if err := fn(next, a.deps.Clock.Now()); err != nil {
 		a.deps.Respond(ctx, a.reply(codeOf(err), err.Error()))
 		return
@@ -180,6 +181,33 @@ func (a *orgActor) mutate(ctx actor.Context, orgID string, fn func(*OrgState, ti
 	}
 	a.state, a.version = next, v
 	a.deps.Respond(ctx, a.reply(CodeOK, ""))
+}
+
+// staleHoldAge is when a hold is surely orphaned: longer than any job may run (90 minutes for video) plus
+// margin. Holds of synchronous detections last seconds.
+const staleHoldAge = 3 * time.Hour
+
+// reapStaleHolds releases holds whose operation can no longer settle them: a crash between reserving and
+// creating the job record leaves a hold that no job owns. A hold is released only when no active job record
+// exists for it; a job that still runs keeps its hold.
+func (a *orgActor) reapStaleHolds(s *OrgState, now time.Time) {
+	for _, op := range s.HoldOps() {
+		if now.Sub(s.Holds[op].At) < staleHoldAge {
+			continue
+		}
+		sctx, cancel := a.storeCtx()
+		_, err := a.deps.Store.Get(sctx, []byte(prefixActiveJob+op))
+		cancel()
+		if !errors.Is(err, persistence.ErrNotFound) {
+			continue // active job, or storage trouble: leave it for the next time
+		}
+		s.ReleaseSlot(op)
+		if err := s.Release(op, now); err != nil {
+			a.deps.Logger.Warn().Err(err).Str("org", a.id).Str("op", op).Msg("release stale hold")
+			continue
+		}
+		a.deps.Logger.Warn().Str("org", a.id).Str("op", op).Msg("released a hold no job owns")
+	}
 }
 
 // admit checks membership and counts the request in a fixed one-minute window. The window lives in memory:

@@ -117,3 +117,22 @@ func TestOrgActorIdempotentCommands(t *testing.T) {
 		t.Fatalf("ledger = %q, want one grant, one reserve, one charge", kinds)
 	}
 }
+
+// TestOrgActorReleasesOrphanedHolds: a hold whose operation has no active job after the longest job deadline
+// (a crash between reserving and creating the job) is released at the organization's next command.
+func TestOrgActorReleasesOrphanedHolds(t *testing.T) {
+	f := newOrgFixture(t, 10)
+	a := f.system.Root.Spawn(actors.OrgProps(f.deps))
+	if r := f.ask(t, a, &actors.OrgReserve{OrgID: f.orgID, Op: "req_orphan", Credits: 4, Slot: true}); r.Code != actors.CodeOK || r.Held != 4 {
+		t.Fatalf("reserve: %+v", r)
+	}
+	f.deps.Clock.(*clock.Manual).Advance(2 * time.Hour)
+	if r := f.ask(t, a, &actors.OrgReserve{OrgID: f.orgID, Op: "req_young", Credits: 1}); r.Held != 5 {
+		t.Fatalf("a 2-hour-old hold was released: %+v", r)
+	}
+	f.deps.Clock.(*clock.Manual).Advance(time.Hour + time.Minute)
+	r := f.ask(t, a, &actors.OrgGrant{OrgID: f.orgID, Op: "g2", Credits: 1})
+	if r.Held != 1 || r.Slots != 0 || r.Balance != 11 {
+		t.Fatalf("orphaned hold kept: %+v", r)
+	}
+}
