@@ -2,8 +2,15 @@ package http
 
 import (
 	"context"
+	"errors"
+	"io"
+	"time"
 
+	"github.com/valyala/fasthttp"
+
+	"filigrane/actors"
 	"filigrane/actors/jobstate"
+	"filigrane/persistence"
 )
 
 // uploadOutcome is what became of a request that used an upload.
@@ -19,15 +26,224 @@ const (
 	uploadRejected
 )
 
+func (s *Server) uploads() actors.Uploads {
+	return actors.Uploads{Store: s.cfg.Store, Clock: s.cfg.Clock}
+}
+
 // claimUpload locks a received upload of the caller's organization for request reqID and returns its file.
-// STUB until issue 6 lands: every upload id is unknown.
+// The image endpoints call it; an embed needs an `image` upload, a detection a `detect` upload of an image.
 func (s *Server) claimUpload(c context.Context, p *principal, uploadID, reqID string, op jobstate.Operation) (*storedFile, *apiError) {
-	return nil, newAPIError(CodeNotFound, "upload %q is unknown", truncate(uploadID, 64))
+	return s.claimUploadFor(c, p, uploadID, reqID, op, actors.MediaImage)
 }
 
-// settleUpload records the outcome of a request that claimed an upload.
+// claimUploadFor is claimUpload for the endpoints of media.
+func (s *Server) claimUploadFor(c context.Context, p *principal, uploadID, reqID string, op jobstate.Operation, media actors.UploadMedia) (*storedFile, *apiError) {
+	if !actors.ValidUploadID(uploadID) {
+		return nil, newAPIError(CodeNotFound, "upload %q is unknown", truncate(uploadID, 64))
+	}
+	kind := actors.UploadDetect
+	if op == jobstate.OperationEmbed {
+		kind = actors.UploadKind(media)
+	}
+	u, err := s.uploads().Update(c, uploadID, func(u *actors.Upload, now time.Time) error {
+		if u.OrgID != p.Key.OrgID {
+			return actors.ErrUploadNotFound
+		}
+		return u.Claim(reqID, kind, media, now)
+	})
+	if err != nil {
+		return nil, s.uploadError(uploadID, err)
+	}
+	return &storedFile{Key: u.BlobKey, Info: persistence.BlobInfo{Size: u.Size, SHA256: u.SHA256},
+		Filename: u.Filename}, nil
+}
+
+// uploadError maps an upload state machine error to its problem.
+func (s *Server) uploadError(uploadID string, err error) *apiError {
+	switch {
+	case errors.Is(err, actors.ErrUploadNotFound):
+		return newAPIError(CodeNotFound, "upload %s is unknown", uploadID)
+	case errors.Is(err, actors.ErrUploadNotReceived):
+		return newAPIError(CodeUploadNotReceived, "upload %s has no file yet; finish the PUT to its URL, then retry", uploadID)
+	case errors.Is(err, actors.ErrUploadInUse):
+		return newAPIError(CodeUploadInUse, "upload %s is being used by another request", uploadID)
+	case errors.Is(err, actors.ErrUploadConsumed):
+		return newAPIError(CodeUploadConsumed, "upload %s was used by another request; create a new upload, or retry with the original Idempotency-Key", uploadID)
+	case errors.Is(err, actors.ErrUploadRejected):
+		return newAPIError(CodeUploadRejected, "upload %s was rejected (%v); create a new upload", uploadID, err)
+	case errors.Is(err, actors.ErrUploadExpired):
+		return newAPIError(CodeUploadExpired, "upload %s expired; uploads are kept 24 hours", uploadID)
+	case errors.Is(err, actors.ErrUploadKind):
+		return newAPIError(CodeUploadKind, "upload %s was created for another kind of request: %v", uploadID, err)
+	case errors.Is(err, actors.ErrUploadNotPending):
+		return newAPIError(CodeUploadReceived, "upload %s already received its file", uploadID)
+	}
+	s.cfg.Logger.Error().Err(err).Str("upload", uploadID).Msg("upload store")
+	return newAPIError(CodeUnavailable, "the upload could not be read or written in time; retry")
+}
+
+// settleUpload records the outcome of a request that claimed an upload. It cannot fail the request any more
+// (the answer is decided): an error is logged, and a lock left behind lapses with its lease.
 func (s *Server) settleUpload(c context.Context, p *principal, uploadID, reqID string, outcome uploadOutcome, aerr *apiError) {
+	_, err := s.uploads().Update(c, uploadID, func(u *actors.Upload, now time.Time) error {
+		switch outcome {
+		case uploadConsumed:
+			return u.Consume(reqID, now)
+		case uploadRejected:
+			code, detail := CodeInternal, "the file cannot be used"
+			if aerr != nil {
+				code, detail = aerr.code, aerr.detail
+			}
+			return u.Reject(reqID, string(code), detail)
+		default:
+			return u.Release(reqID)
+		}
+	})
+	if err != nil {
+		s.cfg.Logger.Error().Err(err).Str("upload", uploadID).Str("request", reqID).Int("outcome", int(outcome)).Msg("settle upload")
+	}
 }
 
-// uploadRoutes registers the upload endpoints on the API listener. STUB until issue 6 lands.
+// uploadRoutes registers the upload endpoints on the API listener. They need the upload host's signing
+// secret and public address, which Config does not carry, so NewUploadHost registers them on the API server
+// it is given (registerUploadAPI); an API server without an upload host has no upload endpoints.
 func (s *Server) uploadRoutes() {}
+
+// uploadAPI serves POST /uploads and GET /uploads/{upload_id} on the API listener.
+type uploadAPI struct {
+	s    *Server
+	sign uploadSigner
+}
+
+func (s *Server) registerUploadAPI(sign uploadSigner) {
+	a := &uploadAPI{s: s, sign: sign}
+	either := []string{actors.ScopeEmbed, actors.ScopeDetect}
+	s.router.handle("POST", "/uploads", s.authed(either, a.create))
+	s.router.handle("GET", "/uploads/{upload_id}", s.authed(either, a.get))
+}
+
+// uploadTarget is where and how to send the file.
+type uploadTarget struct {
+	Method    string `json:"method"`
+	URL       string `json:"url"`
+	ExpiresAt string `json:"expires_at"`
+}
+
+// uploadResource is the upload resource (spec 2.5). request_id and error appear once set.
+type uploadResource struct {
+	UploadID  string       `json:"upload_id"`
+	Status    string       `json:"status"`
+	Kind      string       `json:"kind"`
+	Filename  string       `json:"filename"`
+	Size      int64        `json:"size"`
+	CreatedAt string       `json:"created_at"`
+	ExpiresAt string       `json:"expires_at"`
+	Upload    uploadTarget `json:"upload"`
+	RequestID string       `json:"request_id,omitempty"`
+	Error     string       `json:"error,omitempty"`
+	ErrorCode string       `json:"error_code,omitempty"`
+}
+
+func renderUpload(sign uploadSigner, u *actors.Upload, now time.Time) uploadResource {
+	return uploadResource{
+		UploadID: u.ID, Status: string(u.StatusAt(now)), Kind: string(u.Kind), Filename: u.Filename, Size: u.Size,
+		CreatedAt: u.CreatedAt.UTC().Format(time.RFC3339), ExpiresAt: u.ExpiresAt.UTC().Format(time.RFC3339),
+		Upload:    uploadTarget{Method: "PUT", URL: sign.url(u), ExpiresAt: u.URLExpiresAt.UTC().Format(time.RFC3339)},
+		RequestID: u.RequestID, Error: u.Error, ErrorCode: u.ErrorCode,
+	}
+}
+
+// readSmallBody reads a request body of at most limit bytes, streamed or not.
+func readSmallBody(ctx *fasthttp.RequestCtx, limit int64) ([]byte, bool, error) {
+	var r io.Reader = ctx.RequestBodyStream()
+	if r == nil {
+		b := ctx.Request.Body()
+		return b, int64(len(b)) <= limit, nil
+	}
+	b, err := io.ReadAll(io.LimitReader(r, limit+1))
+	if err != nil {
+		return nil, false, err
+	}
+	return b, int64(len(b)) <= limit, nil
+}
+
+func (a *uploadAPI) create(ctx *fasthttp.RequestCtx, p *principal, _ map[string]string) {
+	if ct := string(ctx.Request.Header.ContentType()); ct != "" && !isJSONType(ct) {
+		ctx.SetConnectionClose()
+		writeProblem(ctx, CodeUnsupportedMedia, "send the body as application/json")
+		return
+	}
+	if cl := ctx.Request.Header.ContentLength(); cl > maxUploadRequestBody {
+		ctx.SetConnectionClose()
+		writeProblem(ctx, CodeTooLarge, "the body exceeds 64 KB")
+		return
+	}
+	body, ok, err := readSmallBody(ctx, maxUploadRequestBody)
+	if err != nil {
+		ctx.SetConnectionClose()
+		writeProblem(ctx, CodeBadRequest, "the body could not be read")
+		return
+	}
+	if !ok {
+		ctx.SetConnectionClose()
+		writeProblem(ctx, CodeTooLarge, "the body exceeds 64 KB")
+		return
+	}
+	req, aerr := parseUploadRequest(body)
+	if aerr != nil {
+		writeProblem(ctx, aerr.code, aerr.detail)
+		return
+	}
+	scope := actors.ScopeEmbed
+	if req.Kind == actors.UploadDetect {
+		scope = actors.ScopeDetect
+	}
+	if !p.Key.HasScope(scope) {
+		writeProblem(ctx, CodeForbiddenScope, "a "+string(req.Kind)+" upload needs the scope "+scope)
+		return
+	}
+	now := a.s.cfg.Clock.Now()
+	u, err := actors.NewUpload(actors.NewUploadID(), p.Key.OrgID, req.Kind, req.Filename, req.Size, now)
+	switch {
+	case errors.Is(err, actors.ErrUploadTooLarge):
+		writeProblem(ctx, CodeFileTooLarge, err.Error())
+		return
+	case err != nil:
+		writeProblem(ctx, CodeInvalidRequest, err.Error())
+		return
+	}
+	media := string(u.Media)
+	if !p.Plan.HasFormat(media) {
+		writeProblem(ctx, CodeForbiddenPlan, "the "+p.Plan.Name+" plan does not include "+media+" files")
+		return
+	}
+	c, cancel := context.WithTimeout(context.Background(), a.s.cfg.ActorTimeout)
+	defer cancel()
+	if err := a.s.uploads().Create(c, u); err != nil {
+		a.s.unavailable(ctx, err)
+		return
+	}
+	ctx.Response.Header.Set("Location", "/uploads/"+u.ID)
+	writeJSON(ctx, 201, renderUpload(a.sign, u, now))
+}
+
+func (a *uploadAPI) get(ctx *fasthttp.RequestCtx, p *principal, params map[string]string) {
+	id := params["upload_id"]
+	if !actors.ValidUploadID(id) {
+		writeProblem(ctx, CodeNotFound, "no such upload")
+		return
+	}
+	c, cancel := context.WithTimeout(context.Background(), a.s.cfg.ActorTimeout)
+	defer cancel()
+	u, _, err := a.s.uploads().Load(c, id)
+	if errors.Is(err, actors.ErrUploadNotFound) || (err == nil && u.OrgID != p.Key.OrgID) {
+		writeProblem(ctx, CodeNotFound, "no such upload")
+		return
+	}
+	if err != nil {
+		a.s.unavailable(ctx, err)
+		return
+	}
+	ctx.Response.Header.Set("Cache-Control", "no-store")
+	writeJSON(ctx, 200, renderUpload(a.sign, u, a.s.cfg.Clock.Now()))
+}

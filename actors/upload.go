@@ -1,0 +1,371 @@
+package actors
+
+import (
+	"errors"
+	"fmt"
+	"path"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+)
+
+// UploadKind is what an upload was created for (spec 4.3): embedding an image, document or video, or a
+// detection of any media.
+type UploadKind string
+
+// Upload kinds.
+const (
+	UploadImage    UploadKind = "image"
+	UploadDocument UploadKind = "document"
+	UploadVideo    UploadKind = "video"
+	UploadDetect   UploadKind = "detect"
+)
+
+// UploadMedia is the media an upload holds: the kind itself for embed uploads, the filename's extension for
+// detect uploads.
+type UploadMedia string
+
+// Upload media.
+const (
+	MediaImage    UploadMedia = "image"
+	MediaDocument UploadMedia = "document"
+	MediaVideo    UploadMedia = "video"
+)
+
+// UploadStatus is the status of an upload (spec 3.4).
+type UploadStatus string
+
+// Upload statuses.
+const (
+	UploadPending  UploadStatus = "pending"
+	UploadReceived UploadStatus = "received"
+	UploadConsumed UploadStatus = "consumed"
+	UploadRejected UploadStatus = "rejected"
+	UploadExpired  UploadStatus = "expired"
+)
+
+// Upload time limits (spec 8): the signed URL is valid 6 hours, the upload is kept 24 hours.
+const (
+	UploadURLValidity = 6 * time.Hour
+	UploadRetention   = 24 * time.Hour
+	// UploadClaimLease is how long a request holds an upload it claimed before another request may take it.
+	// It covers the longest request that settles an upload (a synchronous embed waits 20 s, a synchronous
+	// detection of a 95 MB image runs under the request's 5-minute budget) while still freeing an upload
+	// whose request died without settling.
+	UploadClaimLease = 6 * time.Minute
+	// maxUploadFilename bounds the declared filename in bytes.
+	maxUploadFilename = 255
+)
+
+// Errors of the upload state machine. The http package maps each to its status and problem code.
+var (
+	ErrUploadInvalid     = errors.New("invalid upload")
+	ErrUploadTooLarge    = errors.New("upload larger than its kind allows")
+	ErrUploadNotFound    = errors.New("no such upload")
+	ErrUploadExpired     = errors.New("upload expired")
+	ErrUploadNotPending  = errors.New("upload file already received")
+	ErrUploadNotReceived = errors.New("upload file not received yet")
+	ErrUploadInUse       = errors.New("upload in use by another request")
+	ErrUploadConsumed    = errors.New("upload used by another request")
+	ErrUploadRejected    = errors.New("upload rejected")
+	ErrUploadKind        = errors.New("upload created for another kind of request")
+	ErrUploadSize        = errors.New("file size differs from the declared size")
+)
+
+// uploadLimits are the largest files per kind and media, in bytes (spec 8: embed via upload images 50 MB,
+// PDFs 20 MB, video 20 MB; detect via upload 192 MB images, 64 MB PDFs, 100 MB video). MB is 10^6 bytes, as
+// for the direct limits.
+var uploadLimits = map[UploadKind]map[UploadMedia]int64{
+	UploadImage:    {MediaImage: 50_000_000},
+	UploadDocument: {MediaDocument: 20_000_000},
+	UploadVideo:    {MediaVideo: 20_000_000},
+	UploadDetect:   {MediaImage: 192_000_000, MediaDocument: 64_000_000, MediaVideo: 100_000_000},
+}
+
+// MaxUploadSize is the largest file any upload may declare; the upload host refuses larger bodies before
+// routing them.
+const MaxUploadSize = 192_000_000
+
+// UploadLimit is the largest file an upload of kind and media may hold.
+func UploadLimit(kind UploadKind, media UploadMedia) int64 { return uploadLimits[kind][media] }
+
+// detectExtensions maps filename extensions to the media a detect upload holds. A detect upload has no kind
+// of its own, and its size limit depends on the media, so it is decided up front from the name the client
+// declares; the endpoint that uses the upload must then be the one for that media.
+var detectExtensions = map[string]UploadMedia{
+	".jpg": MediaImage, ".jpeg": MediaImage, ".jpe": MediaImage, ".jfif": MediaImage, ".png": MediaImage,
+	".gif": MediaImage, ".webp": MediaImage, ".tif": MediaImage, ".tiff": MediaImage,
+	".pdf": MediaDocument,
+	".mp4": MediaVideo, ".m4v": MediaVideo, ".mov": MediaVideo,
+}
+
+// UploadLock is a request's claim on a received upload.
+type UploadLock struct {
+	RequestID string    `msgpack:"request_id"`
+	Until     time.Time `msgpack:"until"`
+}
+
+// Upload is the durable record of an upload (Store key upload/<upload_id>).
+type Upload struct {
+	ID           string       `msgpack:"id"`
+	OrgID        string       `msgpack:"org_id"`
+	Kind         UploadKind   `msgpack:"kind"`
+	Media        UploadMedia  `msgpack:"media"`
+	Filename     string       `msgpack:"filename"`
+	Size         int64        `msgpack:"size"`
+	Status       UploadStatus `msgpack:"status"`
+	CreatedAt    time.Time    `msgpack:"created_at"`
+	URLExpiresAt time.Time    `msgpack:"url_expires_at"`
+	// ExpiresAt is when an unused upload expires (created + 24 h).
+	ExpiresAt  time.Time  `msgpack:"expires_at"`
+	ReceivedAt *time.Time `msgpack:"received_at,omitempty"`
+	// BlobKey and SHA256 describe the received file.
+	BlobKey string `msgpack:"blob_key,omitempty"`
+	SHA256  string `msgpack:"sha256,omitempty"`
+	// Lock is set while a request uses the upload.
+	Lock *UploadLock `msgpack:"lock,omitempty"`
+	// RequestID is the request that consumed the upload.
+	RequestID  string     `msgpack:"request_id,omitempty"`
+	ConsumedAt *time.Time `msgpack:"consumed_at,omitempty"`
+	// ErrorCode and Error say why the upload was rejected: the problem a direct request with the file gets.
+	ErrorCode string `msgpack:"error_code,omitempty"`
+	Error     string `msgpack:"error,omitempty"`
+	// FileDeleted is set once the sweeper deleted the file (expired, rejected, or consumed without a job).
+	FileDeleted bool `msgpack:"file_deleted,omitempty"`
+	// Revision counts changes; a command that changes nothing leaves it, and the caller skips the write.
+	Revision uint64 `msgpack:"revision"`
+}
+
+// SchemaVersion implements persistence.Record.
+func (*Upload) SchemaVersion() uint16 { return 1 }
+
+// Clone returns a deep copy, so that a command can be tried on it and dropped on error.
+func (u *Upload) Clone() *Upload {
+	c := *u
+	if u.ReceivedAt != nil {
+		t := *u.ReceivedAt
+		c.ReceivedAt = &t
+	}
+	if u.ConsumedAt != nil {
+		t := *u.ConsumedAt
+		c.ConsumedAt = &t
+	}
+	if u.Lock != nil {
+		l := *u.Lock
+		c.Lock = &l
+	}
+	return &c
+}
+
+// NewUploadID returns a fresh upload id: upl_ and 32 hex characters.
+func NewUploadID() string { return newID("upl_", 16) }
+
+// ValidUploadID reports whether s has the form of an upload id, so that junk never reaches the Store.
+func ValidUploadID(s string) bool {
+	if len(s) != 4+32 || !strings.HasPrefix(s, "upl_") {
+		return false
+	}
+	for _, c := range s[4:] {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// ParseUploadKind validates a kind.
+func ParseUploadKind(s string) (UploadKind, error) {
+	switch k := UploadKind(s); k {
+	case UploadImage, UploadDocument, UploadVideo, UploadDetect:
+		return k, nil
+	}
+	return "", fmt.Errorf("%w: kind must be image, document, video or detect", ErrUploadInvalid)
+}
+
+// UploadMediaOf is the media an upload of kind named filename holds: the kind for embed uploads, the
+// filename's extension for detect uploads.
+func UploadMediaOf(kind UploadKind, filename string) (UploadMedia, error) {
+	switch kind {
+	case UploadImage:
+		return MediaImage, nil
+	case UploadDocument:
+		return MediaDocument, nil
+	case UploadVideo:
+		return MediaVideo, nil
+	case UploadDetect:
+		ext := strings.ToLower(path.Ext(filename))
+		if m, ok := detectExtensions[ext]; ok {
+			return m, nil
+		}
+		return "", fmt.Errorf("%w: a detect upload's filename needs the extension of an image (.jpg, .png, .webp, .gif, .tiff), a PDF (.pdf) or a video (.mp4, .mov, .m4v)", ErrUploadInvalid)
+	}
+	return "", fmt.Errorf("%w: unknown kind %q", ErrUploadInvalid, kind)
+}
+
+// validUploadFilename: non-empty, at most 255 bytes of valid UTF-8 without control characters or path
+// separators (the name is only a label and a source of the media type, never a path).
+func validUploadFilename(s string) error {
+	switch {
+	case strings.TrimSpace(s) == "":
+		return fmt.Errorf("%w: filename must not be empty", ErrUploadInvalid)
+	case len(s) > maxUploadFilename:
+		return fmt.Errorf("%w: filename exceeds %d bytes", ErrUploadInvalid, maxUploadFilename)
+	case !utf8.ValidString(s):
+		return fmt.Errorf("%w: filename is not valid UTF-8", ErrUploadInvalid)
+	case strings.ContainsAny(s, "/\\"):
+		return fmt.Errorf("%w: filename must not contain a path", ErrUploadInvalid)
+	}
+	for _, r := range s {
+		if unicode.IsControl(r) {
+			return fmt.Errorf("%w: filename contains a control character", ErrUploadInvalid)
+		}
+	}
+	return nil
+}
+
+// NewUpload checks a declared upload and returns its pending record. ErrUploadInvalid wraps bad fields,
+// ErrUploadTooLarge a size above the kind's limit.
+func NewUpload(id, orgID string, kind UploadKind, filename string, size int64, now time.Time) (*Upload, error) {
+	if _, err := ParseUploadKind(string(kind)); err != nil {
+		return nil, err
+	}
+	if err := validUploadFilename(filename); err != nil {
+		return nil, err
+	}
+	media, err := UploadMediaOf(kind, filename)
+	if err != nil {
+		return nil, err
+	}
+	if size <= 0 {
+		return nil, fmt.Errorf("%w: size must be a positive number of bytes", ErrUploadInvalid)
+	}
+	if limit := UploadLimit(kind, media); size > limit {
+		return nil, fmt.Errorf("%w: a %s upload of %s holds at most %d bytes", ErrUploadTooLarge, kind, media, limit)
+	}
+	return &Upload{
+		ID: id, OrgID: orgID, Kind: kind, Media: media, Filename: filename, Size: size, Status: UploadPending,
+		CreatedAt: now, URLExpiresAt: now.Add(UploadURLValidity), ExpiresAt: now.Add(UploadRetention), Revision: 1,
+	}, nil
+}
+
+// unused reports whether no request consumed the upload and it was not rejected.
+func (u *Upload) unused() bool { return u.Status == UploadPending || u.Status == UploadReceived }
+
+// StatusAt is the status a reader sees at now: an unused upload past its 24 hours is expired even before the
+// sweeper records it.
+func (u *Upload) StatusAt(now time.Time) UploadStatus {
+	if u.unused() && !now.Before(u.ExpiresAt) {
+		return UploadExpired
+	}
+	return u.Status
+}
+
+// Receive records the file of a pending upload.
+func (u *Upload) Receive(blobKey, sha256 string, size int64, now time.Time) error {
+	switch u.StatusAt(now) {
+	case UploadPending:
+	case UploadExpired:
+		return ErrUploadExpired
+	default:
+		return ErrUploadNotPending
+	}
+	if size != u.Size {
+		return fmt.Errorf("%w: received %d bytes, declared %d", ErrUploadSize, size, u.Size)
+	}
+	t := now
+	u.Status, u.BlobKey, u.SHA256, u.ReceivedAt = UploadReceived, blobKey, sha256, &t
+	u.Revision++
+	return nil
+}
+
+// Claim locks the upload for request requestID, which wants an upload of kind holding media. The request
+// that consumed the upload may claim it again (a replay with the same Idempotency-Key gets its original job);
+// that claim changes nothing.
+func (u *Upload) Claim(requestID string, kind UploadKind, media UploadMedia, now time.Time) error {
+	if u.Kind != kind || u.Media != media {
+		return fmt.Errorf("%w: this is a %s upload of %s", ErrUploadKind, u.Kind, u.Media)
+	}
+	switch u.StatusAt(now) {
+	case UploadPending:
+		return ErrUploadNotReceived
+	case UploadExpired:
+		return ErrUploadExpired
+	case UploadRejected:
+		return fmt.Errorf("%w: %s", ErrUploadRejected, u.Error)
+	case UploadConsumed:
+		if u.RequestID == requestID {
+			return nil
+		}
+		return ErrUploadConsumed
+	}
+	if u.Lock != nil && u.Lock.RequestID != requestID && now.Before(u.Lock.Until) {
+		return ErrUploadInUse
+	}
+	u.Lock = &UploadLock{RequestID: requestID, Until: now.Add(UploadClaimLease)}
+	u.Revision++
+	return nil
+}
+
+// Consume records that requestID used the upload. A repeat by the same request changes nothing. A request
+// whose lease lapsed still consumes a received upload: its job exists and owns the file.
+func (u *Upload) Consume(requestID string, now time.Time) error {
+	switch u.Status {
+	case UploadConsumed:
+		if u.RequestID == requestID {
+			return nil
+		}
+		return ErrUploadConsumed
+	case UploadReceived:
+	default:
+		return fmt.Errorf("%w: status %s", ErrUploadNotReceived, u.Status)
+	}
+	if u.Lock != nil && u.Lock.RequestID != requestID && now.Before(u.Lock.Until) {
+		return ErrUploadInUse
+	}
+	t := now
+	u.Status, u.RequestID, u.ConsumedAt, u.Lock = UploadConsumed, requestID, &t, nil
+	u.Revision++
+	return nil
+}
+
+// Release drops requestID's lock after a refusal that can be retried; the upload stays usable. Without that
+// lock there is nothing to release.
+func (u *Upload) Release(requestID string) error {
+	if u.Lock == nil || u.Lock.RequestID != requestID {
+		return nil
+	}
+	u.Lock = nil
+	u.Revision++
+	return nil
+}
+
+// Reject records that the file cannot be used, with the problem a direct request would get. Only the request
+// holding the lock on a received upload may reject it; anything else changes nothing (a failed replay of a
+// consumed upload does not undo its use).
+func (u *Upload) Reject(requestID, code, detail string) error {
+	if u.Status != UploadReceived || u.Lock == nil || u.Lock.RequestID != requestID {
+		return nil
+	}
+	u.Status, u.ErrorCode, u.Error, u.Lock = UploadRejected, code, detail, nil
+	u.Revision++
+	return nil
+}
+
+// Expire records that an unused upload passed its 24 hours.
+func (u *Upload) Expire(now time.Time) error {
+	if u.StatusAt(now) != UploadExpired || u.Status == UploadExpired {
+		return nil
+	}
+	u.Status, u.Lock = UploadExpired, nil
+	u.Revision++
+	return nil
+}
+
+// MarkFileDeleted records that the sweeper deleted the file.
+func (u *Upload) MarkFileDeleted() {
+	if !u.FileDeleted {
+		u.FileDeleted = true
+		u.Revision++
+	}
+}
