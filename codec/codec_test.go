@@ -170,3 +170,40 @@ func TestConcurrentUse(t *testing.T) {
 		}
 	}
 }
+
+func TestOddShapesDoNotPanic(t *testing.T) {
+	c := testCodec(t)
+	for _, r := range []image.Rectangle{
+		image.Rect(0, 0, 1, 1), image.Rect(0, 0, 65, 65), image.Rect(0, 0, 4000, 64), image.Rect(0, 0, 64, 3000),
+		image.Rect(0, 0, 300, 2500), image.Rect(-50, -70, 200, 180), image.Rect(10, 10, 129, 77),
+	} {
+		img := image.NewNRGBA(r)
+		for i := range img.Pix {
+			img.Pix[i] = uint8(i * 7 % 251)
+		}
+		if d := c.Detect(img); d.Watermarked || d.WatermarkID != nil || len(d.Units) != 1 {
+			t.Errorf("%v: %+v", r, d)
+		}
+	}
+	// A long strip and an offset origin embed and detect.
+	strip := naturalImage(2400, 300, 13)
+	out, _, err := c.Embed(strip, ID{8}, EmbedOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := c.Detect(out); !d.Watermarked || *d.WatermarkID != (ID{8}).String() {
+		t.Errorf("strip: %+v", d)
+	}
+	shifted := naturalImage(600, 500, 14)
+	shifted.Rect = shifted.Rect.Add(image.Pt(-40, 25))
+	out, _, err = c.Embed(shifted, ID{9}, EmbedOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Bounds() != shifted.Rect {
+		t.Fatalf("bounds %v want %v", out.Bounds(), shifted.Rect)
+	}
+	if d := c.Detect(out); !d.Watermarked || *d.WatermarkID != (ID{9}).String() {
+		t.Errorf("offset origin: %+v", d)
+	}
+}

@@ -12,6 +12,8 @@ const (
 	// of the 8×16384 orientations and offsets of an unmarked image rarely exceeds 5; a mark with a pilot this weak
 	// has a raw coded-bit error rate near 30%, beyond the code.
 	pilotGate = 5.0
+	// minWaxel is the smallest waxel, in pixels, a hypothesis may have: a mark downscaled below that is gone.
+	minWaxel = 0.8
 )
 
 // attempt is the outcome of decoding under one synchronisation hypothesis.
@@ -57,6 +59,9 @@ func (c *Codec) detectAttempt(y plane) attempt {
 // tryGeometry folds the image under the waxel map a0, finds flip/rotation and offset from the pilot, refines the
 // map on per-tile pilot offsets, then demodulates and decodes once.
 func (c *Codec) tryGeometry(pyr pyramid, a0 affine) attempt {
+	if a0.waxel() < minWaxel {
+		return attempt{} // finer than the pixels can carry; also keeps the sampled grid small
+	}
 	g := whiten(sampleGrid(pyr, a0))
 	if g.w == 0 {
 		return attempt{}

@@ -64,13 +64,15 @@ func TestExplore(t *testing.T) {
 				continue
 			}
 			b := img.Bounds()
-			if s := min(b.Dx(), b.Dy()); s < 1024 {
+			if s := min(b.Dx(), b.Dy()); s < 1024 && os.Getenv("FILIGRANE_NATIVE") == "" {
 				f := 1024.0 / float64(s)
 				dst := image.NewNRGBA(image.Rect(0, 0, int(float64(b.Dx())*f), int(float64(b.Dy())*f)))
 				xdraw.CatmullRom.Scale(dst, dst.Bounds(), img, b, xdraw.Src, nil)
 				img = dst
 			}
-			imgs = append(imgs, img)
+			if min(img.Bounds().Dx(), img.Bounds().Dy()) >= MinEmbedSide {
+				imgs = append(imgs, img)
+			}
 		}
 	} else if os.Getenv("FILIGRANE_BIG") != "" {
 		imgs = append(imgs, naturalImage(4000, 3000, 200), naturalImage(3000, 2000, 201))

@@ -81,7 +81,8 @@ func sampleGrid(pyr pyramid, a affine) waxelGrid {
 	g := waxelGrid{qx0: int(math.Floor(minX)) - 1, qy0: int(math.Floor(minY)) - 1}
 	g.w = int(math.Ceil(maxX)) + 1 - g.qx0
 	g.h = int(math.Ceil(maxY)) + 1 - g.qy0
-	if g.w <= 0 || g.h <= 0 || g.w*g.h > 1<<26 {
+	// More than 16M waxels (a 48 MP image at 2-pixel waxels needs 12M) means a degenerate hypothesis.
+	if g.w <= 0 || g.h <= 0 || g.w*g.h > 1<<24 {
 		return waxelGrid{}
 	}
 	g.val = make([]float32, g.w*g.h)
