@@ -1,7 +1,6 @@
 package http
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,8 +8,6 @@ import (
 	"mime"
 	"mime/multipart"
 	"strings"
-
-	"github.com/valyala/fasthttp"
 
 	"filigrane/persistence"
 )
@@ -78,15 +75,10 @@ func (l *limitedReader) Read(p []byte) (int, error) {
 // readMediaForm parses a multipart/form-data body as it arrives: the `file` part streams into blobs under
 // key (never held in memory), `data` and `upload_id` are read with small limits. On any error nothing stays
 // stored.
-func readMediaForm(ctx context.Context, rc *fasthttp.RequestCtx, blobs persistence.Blobs, key string, maxFile int64) (form *mediaForm, err error) {
-	ct := string(rc.Request.Header.ContentType())
-	mt, params, perr := mime.ParseMediaType(ct)
+func readMediaForm(ctx context.Context, contentType string, body io.Reader, blobs persistence.Blobs, key string, maxFile int64) (form *mediaForm, err error) {
+	mt, params, perr := mime.ParseMediaType(contentType)
 	if perr != nil || mt != "multipart/form-data" || params["boundary"] == "" {
 		return nil, newAPIError(CodeUnsupportedMedia, "send the request as multipart/form-data")
-	}
-	body := rc.RequestBodyStream()
-	if body == nil {
-		body = bytes.NewReader(rc.Request.Body())
 	}
 	mr := multipart.NewReader(body, params["boundary"])
 	form = &mediaForm{}

@@ -180,7 +180,7 @@ func (s *Server) acceptImageErr(c context.Context, ctx *fasthttp.RequestCtx, p *
 		limit = maxDirectDetectImage
 	}
 	key := "inputs/" + p.Key.OrgID + "/" + reqID + "/" + randomSuffix()
-	form, err := readMediaForm(c, ctx, s.cfg.Blobs, key, limit)
+	form, err := readMediaForm(c, string(ctx.Request.Header.ContentType()), bodyReader(ctx), s.cfg.Blobs, key, limit)
 	if err != nil {
 		var ae *apiError
 		if errors.As(err, &ae) {
