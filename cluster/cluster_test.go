@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -12,6 +14,8 @@ import (
 	"filigrane/cluster"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/hashicorp/memberlist"
+	"github.com/vmihailenco/msgpack/v5"
 )
 
 // TestRemoteRoundTrip proves a request/response round trip between two actor
@@ -407,5 +411,63 @@ func TestSendAndNamedActors(t *testing.T) {
 	}
 	if p := resp.(*Pong); p.N != 2 || p.From != "n2" {
 		t.Fatalf("named actor replied %+v", p)
+	}
+}
+
+// bogusMeta is a memberlist delegate that gossips metadata a node cannot use.
+type bogusMeta []byte
+
+func (b bogusMeta) NodeMeta(int) []byte           { return b }
+func (bogusMeta) NotifyMsg([]byte)                {}
+func (bogusMeta) GetBroadcasts(int, int) [][]byte { return nil }
+func (bogusMeta) LocalState(bool) []byte          { return nil }
+func (bogusMeta) MergeRemoteState([]byte, bool)   {}
+
+// TestForeignGossipMemberIgnored: a memberlist member whose metadata is not
+// a usable NodeMeta (another version, garbage) is kept out of the topology.
+func TestForeignGossipMemberIgnored(t *testing.T) {
+	_, nodes := liveCluster(t)
+	newer, _ := msgpack.Marshal(map[string]any{"v": cluster.MetaVersion + 1, "id": "x", "n": "future", "h": "127.0.0.1", "p": 1})
+	for name, meta := range map[string][]byte{"newer-version": newer, "garbage": []byte("not msgpack")} {
+		mc := memberlist.DefaultLocalConfig()
+		mc.Name = fmt.Sprintf("%s-%d", name, runSeq.Add(1))
+		mc.BindAddr, mc.BindPort, mc.AdvertisePort = "127.0.0.1", 0, 0
+		mc.Label = fmt.Sprintf("filigrane-test-n-%d", os.Getpid())
+		mc.Delegate = bogusMeta(meta)
+		mc.LogOutput = io.Discard
+		ml, err := memberlist.Create(mc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ml.Join([]string{nodes[0].GossipAddr()}); err != nil {
+			_ = ml.Shutdown()
+			t.Fatal(err)
+		}
+		eventually(t, 5*time.Second, "every node to notice and ignore "+mc.Name, func() bool {
+			for _, n := range nodes {
+				if _, ok := n.IgnoredMembers()[mc.Name]; !ok {
+					return false
+				}
+			}
+			return true
+		})
+		t.Logf("%s ignored: %s", name, nodes[1].IgnoredMembers()[mc.Name])
+		for _, n := range nodes {
+			if ms := n.Members(); len(ms) != len(nodes) {
+				t.Errorf("%s: %s lists %d members: %+v", name, n.Name(), len(ms), ms)
+			}
+		}
+		if err := ml.Leave(time.Second); err != nil {
+			t.Log(err)
+		}
+		_ = ml.Shutdown()
+		eventually(t, 5*time.Second, "the nodes to forget "+mc.Name, func() bool {
+			for _, n := range nodes {
+				if _, ok := n.IgnoredMembers()[mc.Name]; ok {
+					return false
+				}
+			}
+			return true
+		})
 	}
 }

@@ -278,6 +278,11 @@ func (n *Node) Join(ctx context.Context, addrs ...string) error {
 // Members lists the live members with their metadata, this node included.
 func (n *Node) Members() []Member { return n.provider.Members() }
 
+// IgnoredMembers lists gossip members kept out of the cluster because their
+// metadata is unusable (for example a node of an incompatible version), by
+// memberlist name, with the reason. Worth a warning on a status page.
+func (n *Node) IgnoredMembers() map[string]string { return n.provider.Ignored() }
+
 // SetCapacity gossips this node's free worker capacity. It does not block.
 func (n *Node) SetCapacity(free int) error { return n.provider.SetCapacity(free) }
 

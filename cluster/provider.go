@@ -137,6 +137,7 @@ type MemberlistProvider struct {
 	selfName string // memberlist name: "<NodeName>/<id>"
 	metaB    []byte
 	members  map[string]memberEntry // by memberlist name
+	ignored  map[string]string      // gossip members with unusable metadata: name -> why
 	// published is what the last publish gave protoactor (plus clients).
 	published []Member
 	// leftCh is closed (and replaced) when a publish drops a member.
@@ -201,6 +202,7 @@ func NewMemberlistProvider(cfg ProviderConfig) (*MemberlistProvider, error) {
 		cfg:      cfg,
 		log:      cfg.Logger.With().Str("component", "cluster-provider").Str("node", cfg.NodeName).Logger(),
 		members:  make(map[string]memberEntry),
+		ignored:  make(map[string]string),
 		notified: make(map[string]time.Time),
 		kick:     make(chan struct{}, 1),
 		exec:     make(chan func()),
@@ -409,6 +411,19 @@ func (p *MemberlistProvider) Members() []Member {
 		out[i] = m
 	}
 	p.mu.Unlock()
+	return out
+}
+
+// Ignored returns the gossip members that are kept out of the topology
+// because their metadata is unusable (another NodeMeta version, another
+// program on the gossip port), by memberlist name, with the reason.
+func (p *MemberlistProvider) Ignored() map[string]string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make(map[string]string, len(p.ignored))
+	for k, v := range p.ignored {
+		out[k] = v
+	}
 	return out
 }
 
@@ -652,12 +667,14 @@ func (p *MemberlistProvider) upsert(n *memberlist.Node) {
 	p.mu.Lock()
 	if err != nil {
 		delete(p.members, n.Name)
+		p.ignored[n.Name] = err.Error()
 		p.mu.Unlock()
 		p.log.Warn().Err(err).Str("member", n.Name).Msg("ignoring member with unusable metadata")
 		p.signal()
 		return
 	}
 	p.members[n.Name] = memberEntry{meta: meta, name: n.Name, addr: slices.Clone(n.Addr), port: n.Port}
+	delete(p.ignored, n.Name)
 	p.mu.Unlock()
 	p.signal()
 }
@@ -665,6 +682,7 @@ func (p *MemberlistProvider) upsert(n *memberlist.Node) {
 func (p *MemberlistProvider) remove(n *memberlist.Node) {
 	p.mu.Lock()
 	delete(p.members, n.Name)
+	delete(p.ignored, n.Name)
 	p.mu.Unlock()
 	p.signal()
 }
