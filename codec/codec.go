@@ -53,6 +53,8 @@ type Detection struct {
 	Units       []Unit  `json:"units"`
 	// Soft holds one log-likelihood ratio per payload bit (positive: bit 1); nil when no frame was synchronised.
 	Soft []float64 `json:"-"`
+	// coded holds the coded-bit LLRs behind Soft, which let Snap score whole codewords (in-process only).
+	coded []float64
 }
 
 // Codec embeds and detects with one deployment secret. It is immutable after New and safe for concurrent use.
@@ -152,7 +154,11 @@ func (c *Codec) Detect(img image.Image) Detection {
 }
 
 // Snap compares the soft decoded word of d against known ids and returns the closest one when it lies within
-// the safe distance documented in docs/codec.md.
+// the safe distance documented in docs/codec.md: first by correlating the coded-bit LLRs with each known id's
+// codeword (when d came from this process's Detect), then by the Hamming distance of the decoded id bits.
 func (c *Codec) Snap(d Detection, known []ID) (ID, bool) {
+	if id, ok := snapCoded(d.coded, known); ok {
+		return id, true
+	}
 	return snap(d.Soft, known)
 }

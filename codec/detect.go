@@ -91,7 +91,8 @@ func (at attempt) detection() Detection {
 	if !at.valid {
 		return emptyDetection()
 	}
-	d := Detection{Confidence: at.res.confidence, Soft: append([]float64(nil), at.res.infoLLR[:idBits]...)}
+	d := Detection{Confidence: at.res.confidence, Soft: append([]float64(nil), at.res.infoLLR[:idBits]...),
+		coded: append([]float64(nil), at.coded...)}
 	if at.res.ok {
 		d.Watermarked = true
 		s := at.res.id.String()

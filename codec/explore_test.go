@@ -82,8 +82,13 @@ func TestExplore(t *testing.T) {
 		}
 	}
 	rng := rand.New(rand.NewPCG(1, 1))
+	registry := make([]ID, 1000)
+	for i := range registry {
+		registry[i][0], registry[i][1], registry[i][2] = 0xee, byte(i), byte(i>>8)
+		registry[i][30] = byte(i * 7)
+	}
 	type stat struct {
-		ok, fp      int
+		ok, fp, snapped int
 		ber, maxBER float64
 		dt          time.Duration
 	}
@@ -112,6 +117,10 @@ func TestExplore(t *testing.T) {
 				stats[k].ok++
 			} else if d.Watermarked {
 				stats[k].fp++
+			} else if got, ok := c.Snap(d, append(registry, id)); ok && got == id {
+				stats[k].snapped++
+			} else if ok {
+				stats[k].fp++
 			}
 			errs := len(coded)
 			if at.valid {
@@ -137,7 +146,7 @@ func TestExplore(t *testing.T) {
 	for k, a := range attacks {
 		s := stats[k]
 		n := float64(len(imgs))
-		fmt.Printf("%-18s exact %2d/%d  wrong %d  BER mean %.3f max %.3f  detect %v\n", a.name, s.ok, len(imgs), s.fp,
+		fmt.Printf("%-18s exact %2d/%d  +snap %d  wrong %d  BER mean %.3f max %.3f  detect %v\n", a.name, s.ok, len(imgs), s.snapped, s.fp,
 			s.ber/n, s.maxBER, (s.dt / time.Duration(len(imgs))).Round(time.Millisecond))
 	}
 }

@@ -1,5 +1,7 @@
 package codec
 
+import "math"
+
 // SnapMaxDistance is the largest Hamming distance between the hard-decided soft word and a known id that Snap
 // accepts. For an unrelated id the 256 bits agree by chance, so P(distance <= 64) = P(Bin(256, 1/2) <= 64)
 // = 2.4e-16 per known id; with a registry of N ids the false-snap probability is at most N·2.4e-16 (1e6 ids:
@@ -36,6 +38,60 @@ func snap(soft []float64, known []ID) (ID, bool) {
 		}
 	}
 	if tie || bestD > SnapMaxDistance {
+		return ID{}, false
+	}
+	return best, true
+}
+
+// SnapMinZ is the codeword correlation, in standard deviations, that snapCoded requires. For an unrelated id the
+// codeword agrees with the received soft word at random, so the normalised correlation is about N(0, 1):
+// P(z >= 9) = 1.1e-19 per known id, N·1.1e-19 for a registry of N ids.
+const SnapMinZ = 9.0
+
+// snapCoded correlates coded-bit LLRs with the codeword of every known id and returns the best id when its
+// normalised correlation reaches SnapMinZ and no other id comes within 3 standard deviations of it. LLRs are
+// clipped at three times their RMS so that a few overconfident bits cannot carry the decision.
+func snapCoded(coded []float64, known []ID) (ID, bool) {
+	if len(coded) != codedBits || len(known) == 0 {
+		return ID{}, false
+	}
+	var ms float64
+	for _, v := range coded {
+		ms += v * v
+	}
+	if ms == 0 {
+		return ID{}, false
+	}
+	clip := 3 * math.Sqrt(ms/codedBits)
+	llr := make([]float64, codedBits)
+	var norm float64
+	for i, v := range coded {
+		llr[i] = math.Max(-clip, math.Min(clip, v))
+		norm += llr[i] * llr[i]
+	}
+	norm = math.Sqrt(norm)
+	best, bestZ, secondZ := ID{}, math.Inf(-1), math.Inf(-1)
+	for _, k := range known {
+		var s float64
+		for i, c := range convEncode(frameBits(k)) {
+			if c == 1 {
+				s += llr[i]
+			} else {
+				s -= llr[i]
+			}
+		}
+		z := s / norm
+		switch {
+		case z > bestZ:
+			if k != best {
+				secondZ = bestZ
+			}
+			best, bestZ = k, z
+		case z > secondZ && k != best:
+			secondZ = z
+		}
+	}
+	if bestZ < SnapMinZ || bestZ-secondZ < 3 {
 		return ID{}, false
 	}
 	return best, true

@@ -55,3 +55,38 @@ func TestSnapDistance(t *testing.T) {
 		t.Fatal("snapped on a tie")
 	}
 }
+
+func TestSnapCoded(t *testing.T) {
+	rng := rand.New(rand.NewPCG(21, 22))
+	known := make([]ID, 50)
+	for i := range known {
+		known[i] = randomID(rng)
+	}
+	target := known[17]
+	// A soft word with a 25% raw error rate: beyond the code, well within codeword correlation.
+	coded := convEncode(frameBits(target))
+	llr := make([]float64, len(coded))
+	for i, c := range coded {
+		v := 2*float64(c) - 1 + 1.5*rng.NormFloat64()
+		llr[i] = v
+	}
+	if r := decodeSoft(llr); r.ok {
+		t.Log("the code decoded it anyway")
+	}
+	if got, ok := snapCoded(llr, known); !ok || got != target {
+		t.Fatal("coded snap missed the id")
+	}
+	c := testCodec(t)
+	if got, ok := c.Snap(Detection{coded: llr}, known); !ok || got != target {
+		t.Fatal("Snap did not use the coded word")
+	}
+	// Pure noise snaps to nothing.
+	for trial := 0; trial < 20; trial++ {
+		for i := range llr {
+			llr[i] = rng.NormFloat64()
+		}
+		if _, ok := snapCoded(llr, known); ok {
+			t.Fatal("noise snapped")
+		}
+	}
+}
