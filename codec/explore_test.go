@@ -89,8 +89,8 @@ func TestExplore(t *testing.T) {
 	}
 	type stat struct {
 		ok, fp, snapped int
-		ber, maxBER float64
-		dt          time.Duration
+		ber, maxBER     float64
+		dt              time.Duration
 	}
 	attacks := robustnessAttacks()
 	stats := make([]stat, len(attacks))
