@@ -48,8 +48,11 @@ type Config struct {
 	// Roles and Capacity (free worker slots) are gossiped in node metadata.
 	Roles    []Role
 	Capacity int
-	// Logger receives the actor system's, remote's and gossip's logs.
-	Logger zerolog.Logger
+	// Logger receives the node's, protoactor's and memberlist's logs.
+	// protoactor logs below Warn only with VerboseActorLogs: at Info it
+	// writes several lines per member on every topology change.
+	Logger           zerolog.Logger
+	VerboseActorLogs bool
 	// Kinds this node hosts. Edge-only nodes host none.
 	Kinds []Kind
 	// Registry holds the message types; required.
@@ -191,7 +194,11 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if cfg.AdvertiseHost != "" {
 		ropts = append(ropts, remote.WithAdvertisedHost(net.JoinHostPort(cfg.AdvertiseHost, strconv.Itoa(cfg.RemotePort))))
 	}
-	n.system = actor.NewActorSystem(actor.WithLoggerFactory(LoggerFactory(cfg.Logger)))
+	actorLog := cfg.Logger.With().Str("component", "protoactor").Logger()
+	if !cfg.VerboseActorLogs && actorLog.GetLevel() < zerolog.WarnLevel {
+		actorLog = actorLog.Level(zerolog.WarnLevel)
+	}
+	n.system = actor.NewActorSystem(actor.WithLoggerFactory(LoggerFactory(actorLog)))
 	ccfg := pcluster.Configure(cfg.Label, provider, disthash.New(),
 		remote.Configure(cfg.Host, cfg.RemotePort, ropts...),
 		pcluster.WithKinds(kinds...),
