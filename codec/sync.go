@@ -275,6 +275,13 @@ func latticeCandidates(pyr pyramid, max int) []affine {
 		}
 	}
 	magnitudeAutocorrelation(buf, nw, nh)
+	if step := 8 >> level; step >= 2 && blocky(res, step) {
+		// JPEG block edges (staircases in smooth areas) make sharp autocorrelation peaks at every lag that is a
+		// multiple of the block size in both directions, and on a strongly compressed image they outnumber the
+		// tile lattice. Those lags are replaced by the mean of their four neighbours: the block peaks are one lag
+		// wide, the tile peaks are a waxel wide and survive.
+		inpaintGridLags(buf, nw, nh, step)
+	}
 	s := float64(min(p.w, p.h))
 	rmin, rmax := 0.2*s, 0.75*s
 	score := func(dx, dy int) float64 {
@@ -442,4 +449,42 @@ func overlapWeight(n, nPad, d int) float64 {
 		return 0
 	}
 	return 1 / math.Sqrt(float64(ov))
+}
+
+// blocky reports whether a residual plane shows block-coding artefacts on a grid of the given step: the mean
+// absolute difference across grid lines clearly exceeds that between other neighbouring pixels.
+func blocky(res plane, step int) bool {
+	var edge, inner float64
+	var ne, ni int
+	for y := 0; y < res.h; y++ {
+		row := res.pix[y*res.w : (y+1)*res.w]
+		for x := 1; x < res.w; x++ {
+			d := math.Abs(float64(row[x] - row[x-1]))
+			if x%step == 0 {
+				edge += d
+				ne++
+			} else {
+				inner += d
+				ni++
+			}
+		}
+	}
+	if ne == 0 || ni == 0 {
+		return false
+	}
+	return edge/float64(ne) > 1.1*inner/float64(ni)
+}
+
+// inpaintGridLags replaces the cyclic autocorrelation at lags that are multiples of step in both coordinates
+// (except lag 0) by the mean of the four axis neighbours.
+func inpaintGridLags(a []float64, w, h, step int) {
+	for y := 0; y < h; y += step {
+		for x := 0; x < w; x += step {
+			if x == 0 && y == 0 {
+				continue
+			}
+			n := a[y*w+mod(x-1, w)] + a[y*w+mod(x+1, w)] + a[mod(y-1, h)*w+x] + a[mod(y+1, h)*w+x]
+			a[y*w+x] = n / 4
+		}
+	}
 }
