@@ -199,8 +199,9 @@ func TestRequestErrors(t *testing.T) {
 
 func TestCapacityGossip(t *testing.T) {
 	_, nodes := liveCluster(t)
-	n1 := nodes[0]
+	n1, n3 := nodes[0], nodes[2]
 	want := 40 + int(runSeq.Add(1))
+	changed := n3.MembersChanged()
 	if err := n1.SetCapacity(want); err != nil {
 		t.Fatal(err)
 	}
@@ -222,6 +223,16 @@ func TestCapacityGossip(t *testing.T) {
 		return true
 	})
 	t.Logf("capacity update visible on all nodes after %v", d)
+	select {
+	case <-changed:
+	default:
+		t.Fatal("n3's MembersChanged channel not closed after n1's capacity changed")
+	}
+	select {
+	case <-n3.MembersChanged():
+		t.Fatal("a fresh MembersChanged channel is already closed")
+	default:
+	}
 }
 
 // TestFailover kills f3 (no leave, no goodbye: like a crash as far as the

@@ -285,6 +285,11 @@ func (n *Node) Join(ctx context.Context, addrs ...string) error {
 // Members lists the live members with their metadata, this node included.
 func (n *Node) Members() []Member { return n.provider.Members() }
 
+// MembersChanged returns a channel that is closed the next time Members()
+// changes (join, leave, capacity or other metadata). Take the channel, read
+// Members(), then wait on the channel: no change is missed.
+func (n *Node) MembersChanged() <-chan struct{} { return n.provider.Changed() }
+
 // IgnoredMembers lists gossip members kept out of the cluster because their
 // metadata is unusable (for example a node of an incompatible version), by
 // memberlist name, with the reason. Worth a warning on a status page.

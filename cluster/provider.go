@@ -141,9 +141,11 @@ type MemberlistProvider struct {
 	// published is what the last publish gave protoactor (plus clients).
 	published []Member
 	// leftCh is closed (and replaced) when a publish drops a member.
-	leftCh   chan struct{}
-	notified map[string]time.Time // last blocked notice sent, by member id
-	started  bool
+	leftCh chan struct{}
+	// changedCh is closed (and replaced) when a publish changes Members().
+	changedCh chan struct{}
+	notified  map[string]time.Time // last blocked notice sent, by member id
+	started   bool
 
 	kick         chan struct{}
 	exec         chan func() // runs on the publisher goroutine (tests)
@@ -199,16 +201,17 @@ func NewMemberlistProvider(cfg ProviderConfig) (*MemberlistProvider, error) {
 			cfg.FailureDetection.ProbeTimeout, cfg.FailureDetection.ProbeInterval)
 	}
 	return &MemberlistProvider{
-		cfg:      cfg,
-		log:      cfg.Logger.With().Str("component", "cluster-provider").Str("node", cfg.NodeName).Logger(),
-		members:  make(map[string]memberEntry),
-		ignored:  make(map[string]string),
-		notified: make(map[string]time.Time),
-		kick:     make(chan struct{}, 1),
-		exec:     make(chan func()),
-		leftCh:   make(chan struct{}),
-		capKick:  make(chan struct{}, 1),
-		stop:     make(chan struct{}),
+		cfg:       cfg,
+		log:       cfg.Logger.With().Str("component", "cluster-provider").Str("node", cfg.NodeName).Logger(),
+		members:   make(map[string]memberEntry),
+		ignored:   make(map[string]string),
+		notified:  make(map[string]time.Time),
+		kick:      make(chan struct{}, 1),
+		exec:      make(chan func()),
+		leftCh:    make(chan struct{}),
+		changedCh: make(chan struct{}),
+		capKick:   make(chan struct{}, 1),
+		stop:      make(chan struct{}),
 	}, nil
 }
 
@@ -476,11 +479,11 @@ func (p *MemberlistProvider) capacityLoop() {
 		case <-p.capKick:
 		}
 		// UpdateNode re-reads NodeMeta, so the latest capacity goes out even
-		// when several SetCapacity calls happened since the kick.
-		if err := p.ml.UpdateNode(time.Second); err != nil {
-			// Only a timeout waiting for the broadcast; the update is queued.
-			p.log.Debug().Err(err).Msg("capacity update broadcast slow")
-		}
+		// when several SetCapacity calls happened since the kick. It waits
+		// until the update has been retransmitted enough times (several
+		// gossip rounds); nothing here needs that, so the wait is short and
+		// its timeout (the update stays queued for gossip) is expected.
+		_ = p.ml.UpdateNode(10 * time.Millisecond)
 		select {
 		case <-p.stop:
 			return
@@ -615,6 +618,10 @@ func (p *MemberlistProvider) publish() {
 			break
 		}
 	}
+	if !slices.EqualFunc(p.published, snapshot, sameMember) {
+		close(p.changedCh)
+		p.changedCh = make(chan struct{})
+	}
 	p.published = snapshot
 	p.mu.Unlock()
 }
@@ -626,6 +633,20 @@ func (p *MemberlistProvider) hasMemberIDLocked(id string) bool {
 		}
 	}
 	return false
+}
+
+func sameMember(a, b Member) bool {
+	return a.ID == b.ID && a.Name == b.Name && a.Capacity == b.Capacity && a.Client == b.Client &&
+		a.Address() == b.Address() && a.GossipAddr == b.GossipAddr &&
+		slices.Equal(a.Roles, b.Roles) && slices.Equal(a.Kinds, b.Kinds)
+}
+
+// Changed returns a channel that is closed the next time Members() changes
+// (a member joins, leaves or changes its metadata, capacity included).
+func (p *MemberlistProvider) Changed() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.changedCh
 }
 
 // departures returns a channel that is closed the next time a member
