@@ -113,6 +113,10 @@ func (a Assets) List(ctx context.Context, orgID string, f AssetFilter, after str
 	if after != "" {
 		start = persistence.KeyAfter([]byte(prefix + after))
 	}
+	budget := a.ScanBudget
+	if budget <= 0 {
+		budget = maxListScan
+	}
 	var page AssetPage
 	var positions []string
 	scanned := 0
@@ -126,7 +130,7 @@ func (a Assets) List(ctx context.Context, orgID string, f AssetFilter, after str
 			pos := string(it.Key[len(prefix):])
 			scanned++
 			if len(it.Value) > 0 && !f.matchTag(it.Value) {
-				if scanned >= maxListScan {
+				if scanned >= budget {
 					return a.cut(page, positions, limit, pos), nil
 				}
 				continue
@@ -145,7 +149,7 @@ func (a Assets) List(ctx context.Context, orgID string, f AssetFilter, after str
 					return a.cut(page, positions, limit, ""), nil
 				}
 			}
-			if scanned >= maxListScan {
+			if scanned >= budget {
 				return a.cut(page, positions, limit, pos), nil
 			}
 		}

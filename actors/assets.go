@@ -68,6 +68,8 @@ func AssetIDFor(requestID, kind string) string {
 type Assets struct {
 	Store persistence.Store
 	Blobs persistence.Blobs
+	// ScanBudget bounds the index entries one List page may pass over; 0 means maxListScan. Tests lower it.
+	ScanBudget int
 }
 
 func invertedTime(t time.Time) string {
