@@ -57,11 +57,11 @@ func NewUploadHost(cfg Config, opts UploadHostOptions) (*Server, error) {
 	sign := uploadSigner{secret: opts.Secret, base: strings.TrimRight(opts.PublicURL, "/")}
 	s := &Server{cfg: cfg}
 	h := &uploadHost{s: s, sign: sign, origin: opts.WebsiteOrigin}
-	s.router.handle("GET", "/healthz", func(ctx *fasthttp.RequestCtx, _ map[string]string) {
+	s.router.handle("GET", "/healthz", noKey(func(ctx *fasthttp.RequestCtx, _ map[string]string) {
 		writeJSON(ctx, 200, map[string]string{"status": "ok"})
-	})
+	}))
 	s.router.handle("PUT", "/uploads/{upload_id}", h.guard(h.put))
-	s.router.handle("OPTIONS", "/uploads/{upload_id}", h.preflight)
+	s.router.handle("OPTIONS", "/uploads/{upload_id}", noKey(h.preflight))
 	s.srv = &fasthttp.Server{
 		Handler: s.serve, ErrorHandler: s.serveParseError, Name: "filigrane-upload",
 		ReadBufferSize: cfg.MaxHeaderBytes, ReadTimeout: 30 * time.Minute, WriteTimeout: time.Minute,
@@ -90,6 +90,19 @@ func (h *uploadHost) corsHeaders(ctx *fasthttp.RequestCtx) {
 	if o := string(ctx.Request.Header.Peek("Origin")); o != "" && h.origin != "" && o == h.origin {
 		ctx.Response.Header.Set("Access-Control-Allow-Origin", o)
 		ctx.Response.Header.Set("Access-Control-Expose-Headers", "X-Request-ID")
+	}
+}
+
+// noKey refuses a request that carries an API key: the upload host never takes one, and answering 400 (not
+// ignoring the header) tells the client that its key is being sent where it does not belong.
+func noKey(next handler) handler {
+	return func(ctx *fasthttp.RequestCtx, params map[string]string) {
+		if len(ctx.Request.Header.Peek(headerAPIKey)) > 0 {
+			ctx.SetConnectionClose()
+			writeProblem(ctx, CodeUploadAPIKey, "the upload host takes no API key; send the request without X-API-Key")
+			return
+		}
+		next(ctx, params)
 	}
 }
 

@@ -266,6 +266,10 @@ func TestUploadPut(t *testing.T) {
 	u := createUpload(t, f, key, "image", "p.jpg", len(img))
 	// The upload host takes no API key.
 	wantProblem(t, "PUT with an API key", putFile(t, u.Upload.URL, img, putOpts{header: map[string]string{"X-API-Key": key}}), 400, "api_key_not_accepted")
+	wantProblem(t, "upload host with an API key", call(t, "GET", "http://"+f.n.UploadAddr()+"/healthz", key, nil), 400, "api_key_not_accepted")
+	if r := call(t, "GET", "http://"+f.n.UploadAddr()+"/healthz", "", nil); r.status != 200 {
+		t.Fatalf("upload host health: %d", r.status)
+	}
 	r := putFile(t, u.Upload.URL, img, putOpts{})
 	if r.status != 200 {
 		t.Fatalf("PUT: %d %s", r.status, r.body)
