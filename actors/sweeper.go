@@ -82,6 +82,9 @@ func (s Sweeper) Sweep(ctx context.Context) (ticked, purged int, err error) {
 	if err != nil {
 		return ticked, purged, fmt.Errorf("expire asset files: %w", err)
 	}
+	if _, err := s.SweepUploads(ctx); err != nil { // uploads past their 24 hours (upload_sweep.go)
+		return ticked, purged, fmt.Errorf("sweep uploads: %w", err)
+	}
 	return ticked, purged, nil
 }
 
