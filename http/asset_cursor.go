@@ -48,7 +48,7 @@ func decodeCursor(orgID string, f actors.AssetFilter, cursor string) (string, bo
 	if len(cursor) > 256 {
 		return "", false
 	}
-	b, err := base64.RawURLEncoding.DecodeString(cursor)
+	b, err := base64.RawURLEncoding.Strict().DecodeString(cursor)
 	if err != nil || len(b) < 1+cursorTagLen || b[0] != cursorVersion {
 		return "", false
 	}

@@ -241,3 +241,47 @@ func TestAssetCursorBinding(t *testing.T) {
 		}
 	}
 }
+
+// FuzzParseByteRange checks that an accepted range always lies within the file.
+func FuzzParseByteRange(f *testing.F) {
+	for _, s := range []string{"bytes=0-99", "bytes=-10", "bytes=100-", "bytes=5-4", "bytes=0-1,2-3", "items=1-2", "bytes=-0", ""} {
+		f.Add(s, int64(1000))
+	}
+	f.Add("bytes=0-", int64(0))
+	f.Fuzz(func(t *testing.T, h string, size int64) {
+		if size < 0 {
+			size = -(size + 1)
+		}
+		start, length, whole, err := parseByteRange(h, size)
+		switch {
+		case err != nil:
+		case whole:
+			if start != 0 || length != size {
+				t.Fatalf("%q of %d: whole file as %d+%d", h, size, start, length)
+			}
+		case start < 0 || length < 1 || start > size-length:
+			t.Fatalf("%q of %d: range %d+%d outside the file", h, size, start, length)
+		}
+	})
+}
+
+// FuzzDecodeCursor checks that no input but a cursor this server made for the same organization and filters
+// yields a position, and that such a position is well formed.
+func FuzzDecodeCursor(f *testing.F) {
+	filter := actors.AssetFilter{Kind: actors.AssetWatermarked}
+	f.Add(encodeCursor("org_1", filter, "09223372036854775807/ast_0123456789abcdef0123456789abcdef"))
+	f.Add("AQ")
+	f.Add("")
+	f.Fuzz(func(t *testing.T, cursor string) {
+		pos, ok := decodeCursor("org_1", filter, cursor)
+		if !ok {
+			return
+		}
+		if !actors.ValidListPosition(pos) || encodeCursor("org_1", filter, pos) != cursor {
+			t.Fatalf("accepted %q as %q", cursor, pos)
+		}
+		if _, ok := decodeCursor("org_2", filter, cursor); ok {
+			t.Fatalf("%q accepted by two organizations", cursor)
+		}
+	})
+}
