@@ -344,6 +344,53 @@ func latticeCandidates(pyr pyramid, max int) []affine {
 		return float64(dx) + parabolicPeak(score(dx-1, dy), c, score(dx+1, dy)),
 			float64(dy) + parabolicPeak(score(dx, dy-1), c, score(dx, dy+1))
 	}
+	// latticeSum adds the (interpolated) autocorrelation at every point of the lattice with the given period and
+	// rotation inside the search radius: many peaks pin period and angle down far better than two.
+	interp := func(x, y float64) float64 {
+		x0, y0 := math.Floor(x), math.Floor(y)
+		fx, fy := x-x0, y-y0
+		ix, iy := int(x0), int(y0)
+		return (1-fy)*((1-fx)*at(ix, iy)+fx*at(ix+1, iy)) + fy*((1-fx)*at(ix, iy+1)+fx*at(ix+1, iy+1))
+	}
+	latticeSum := func(period, theta float64) float64 {
+		c, sn := math.Cos(theta), math.Sin(theta)
+		kmax := int(rmax/period) + 1
+		var sum float64
+		for k := -kmax; k <= kmax; k++ {
+			for l := -kmax; l <= kmax; l++ {
+				x := period * (float64(k)*c - float64(l)*sn)
+				y := period * (float64(k)*sn + float64(l)*c)
+				if y < 0 || (y == 0 && x <= 0) {
+					continue
+				}
+				if d2 := x*x + y*y; d2 < 0.25*period*period || d2 > rmax*rmax || y > float64(r) {
+					continue
+				}
+				sum += interp(x, y)
+			}
+		}
+		return sum
+	}
+	// refineLattice searches period (±2%) and rotation (±0.6°) for the largest lattice sum, coarse then fine.
+	refineLattice := func(period, theta float64) (float64, float64) {
+		best := latticeSum(period, theta)
+		bp, bt := period, theta
+		for _, st := range [][2]float64{{0.001, 0.0005}, {0.0002, 0.0001}} {
+			p0, t0 := bp, bt
+			for i := -20; i <= 20; i++ {
+				for j := -20; j <= 20; j++ {
+					if st[0] < 0.001 && (abs(i) > 5 || abs(j) > 5) {
+						continue
+					}
+					pp, tt := p0*(1+st[0]*float64(i)), t0+st[1]*float64(j)
+					if v := latticeSum(pp, tt); v > best {
+						best, bp, bt = v, pp, tt
+					}
+				}
+			}
+		}
+		return bp, reduceQuarter(bt)
+	}
 	type lattice struct {
 		period, theta, v float64
 	}
@@ -366,6 +413,7 @@ func latticeCandidates(pyr pyramid, max int) []affine {
 		t1 := math.Atan2(y1, x1)
 		t2 := math.Atan2(y2, x2) - math.Pi/2
 		theta := reduceQuarter(t1 + 0.5*reduceQuarter(t2-t1))
+		period, theta = refineLattice(period, theta)
 		lats = append(lats, lattice{period: period, theta: theta, v: pk.v + bv})
 	}
 	// Every lattice vector of the tile peaks, and with a circular (unpadded) transform the long ones are about as
