@@ -97,10 +97,13 @@ func startCluster(t *testing.T, n int) *clusterFixture {
 				"--cluster-bind", fmt.Sprintf("127.0.0.1:%d", p[2]), "--remote-port", strconv.Itoa(p[3]),
 				"--s3-endpoint", c.s3.Endpoint, "--s3-bucket", c.s3.Bucket, "--s3-access-key", c.s3.AccessKey,
 				"--s3-secret-key", c.s3.SecretKey, "--workers", "1", "--log-format", "json", "--log-level", "warn"}
-			if i > 0 {
-				args = append(args, "--join", fmt.Sprintf("127.0.0.1:%d", ports[0][2]))
+			// Every node lists every node, itself included, as operators do with a fixed seed list: a node
+			// restarted later (the first one too) finds the others again.
+			var seeds []string
+			for _, q := range ports {
+				seeds = append(seeds, fmt.Sprintf("127.0.0.1:%d", q[2]))
 			}
-			return args
+			return append(args, "--join", strings.Join(seeds, ","))
 		},
 		Ready: clustertest.ReadyHTTP(0, "/healthz"),
 	})
