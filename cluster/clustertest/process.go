@@ -344,6 +344,23 @@ func (p *Process) Stop(ctx context.Context) error {
 	}
 }
 
+// Pause stops the process with SIGSTOP (like a long GC pause or a frozen
+// VM: sockets stay open, nothing answers); Resume continues it.
+func (p *Process) Pause() error { return p.signal(syscall.SIGSTOP) }
+
+// Resume continues a paused process (SIGCONT).
+func (p *Process) Resume() error { return p.signal(syscall.SIGCONT) }
+
+func (p *Process) signal(sig os.Signal) error {
+	p.mu.Lock()
+	cmd := p.cmd
+	p.mu.Unlock()
+	if err := cmd.Process.Signal(sig); err != nil {
+		return fmt.Errorf("clustertest: signal %v to process %d: %w", sig, p.Index, err)
+	}
+	return nil
+}
+
 // Restart starts the process again with the same arguments and ports
 // (after it exited) and waits until it is ready.
 func (p *Process) Restart(ctx context.Context) error {

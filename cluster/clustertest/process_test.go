@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -67,10 +68,11 @@ func (c *counter) Receive(ctx actor.Context) {
 	}
 }
 
-// nodeMain is a minimal cluster node process: flags in, "READY" out,
-// commands on stdin ("hit <seq> <identity>", "members <seq>"), a graceful
-// stop on SIGTERM, exit status 3 when the cluster blocks it, and an exit
-// when stdin closes (the test process is gone).
+// nodeMain is a minimal cluster node process: flags in, "READY <generation>"
+// out, commands on stdin ("hit <seq> <identity>", "members <seq>"), a
+// graceful stop on SIGTERM, a restart of the node (new actor system, same
+// ports) when the cluster blocks it, and an exit when stdin closes (the test
+// process is gone).
 func nodeMain(args []string) int {
 	fs := flag.NewFlagSet("node", flag.ContinueOnError)
 	name := fs.String("name", "", "node name")
@@ -102,20 +104,30 @@ func nodeMain(args []string) int {
 	if *edge {
 		cfg.Roles, cfg.Kinds = []cluster.Role{cluster.RoleEdge}, nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	node, err := cluster.Start(ctx, cfg)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "start:", err)
-		return 1
-	}
 	var outMu sync.Mutex
 	say := func(format string, a ...any) {
 		outMu.Lock()
 		defer outMu.Unlock()
 		fmt.Printf(format+"\n", a...)
 	}
-	say("READY %s %s", node.ID(), node.GossipAddr())
+	var cur atomic.Pointer[cluster.Node]
+	generation := 0
+	start := func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		node, err := cluster.Start(ctx, cfg)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "start:", err)
+			return err
+		}
+		cur.Store(node)
+		generation++
+		say("READY %d %s %s", generation, node.ID(), node.GossipAddr())
+		return nil
+	}
+	if err := start(); err != nil {
+		return 1
+	}
 
 	stdinClosed := make(chan struct{})
 	go func() {
@@ -123,6 +135,7 @@ func nodeMain(args []string) int {
 		sc := bufio.NewScanner(os.Stdin)
 		for sc.Scan() {
 			f := strings.Fields(sc.Text())
+			node := cur.Load()
 			switch {
 			case len(f) == 3 && f[0] == "hit":
 				go func(seq, id string) {
@@ -151,20 +164,27 @@ func nodeMain(args []string) int {
 
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
-	select {
-	case <-sig:
-		if err := node.Stop(true); err != nil {
-			fmt.Fprintln(os.Stderr, "stop:", err)
+	for {
+		node := cur.Load()
+		select {
+		case <-sig:
+			if err := node.Stop(true); err != nil {
+				fmt.Fprintln(os.Stderr, "stop:", err)
+			}
+			say("STOPPED")
+			return 0
+		case <-node.Blocked():
+			// The cluster will not route to this id again: start over
+			// with a new actor system (same name and ports).
+			say("BLOCKED %d", generation)
+			_ = node.Stop(false)
+			if err := start(); err != nil {
+				return 3
+			}
+		case <-stdinClosed:
+			_ = node.Stop(false)
+			return 4
 		}
-		say("STOPPED")
-		return 0
-	case <-node.Blocked():
-		say("BLOCKED")
-		_ = node.Stop(false)
-		return 3
-	case <-stdinClosed:
-		_ = node.Stop(false)
-		return 4
 	}
 }
 
@@ -174,6 +194,9 @@ type edgeClient struct {
 	ctx context.Context
 	p   *clustertest.Process
 	seq int
+
+	slowest     time.Duration // slowest hit, for the log
+	slowestWhat string
 }
 
 func (e *edgeClient) next() string { e.seq++; return strconv.Itoa(e.seq) }
@@ -227,7 +250,14 @@ func (e *edgeClient) hitAsync(id string) func() (string, int) {
 	}
 }
 
-func (e *edgeClient) hit(id string) (string, int) { return e.hitAsync(id)() }
+func (e *edgeClient) hit(id string) (string, int) {
+	start := time.Now()
+	node, n := e.hitAsync(id)()
+	if d := time.Since(start); d > e.slowest {
+		e.slowest, e.slowestWhat = d, fmt.Sprintf("%s (answered by %s, count %d)", id, node, n)
+	}
+	return node, n
+}
 
 // TestProcessCluster runs three node processes and an edge process (all
 // this test binary), kills one node with SIGKILL, measures detection and the
@@ -355,6 +385,39 @@ func TestProcessCluster(t *testing.T) {
 		t.Fatalf("no identity went back to the restarted %s", victim)
 	}
 
+	// Freeze p1 (SIGSTOP, like a long GC pause or a stalled VM) until the
+	// others declare it dead, then let it go on: its old id is blocked, a
+	// peer tells it so, and it restarts its node under a new id.
+	pp := ps.List[1]
+	paused := time.Now()
+	if err := pp.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	edge.waitMembers(3)
+	t.Logf("p1 frozen: dropped after %v", time.Since(paused))
+	if err := pp.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	resumed := time.Now()
+	if _, err := pp.WaitLine(ctx, regexp.MustCompile(`^BLOCKED 1$`)); err != nil {
+		t.Fatalf("p1 was not told it is blocked: %v\n%s", err, pp.Tail(30))
+	}
+	blockedAfter := time.Since(resumed)
+	if _, err := pp.WaitLine(ctx, regexp.MustCompile(`^READY 2 `)); err != nil {
+		t.Fatalf("p1 did not restart its node: %v\n%s", err, pp.Tail(30))
+	}
+	edge.waitMembers(4)
+	t.Logf("p1 resumed: learned it was blocked after %v, back as a new member after %v", blockedAfter, time.Since(resumed))
+	for i := 0; i < 30; i++ {
+		edge.hit(fmt.Sprintf("proc-%d", i))
+	}
+	// Only the frozen node restarts: nobody else was declared dead.
+	for _, p := range []*clustertest.Process{ps.List[0], ps.List[2], ps.List[3]} {
+		if strings.Contains(p.Tail(1<<20), "BLOCKED") {
+			t.Errorf("process %d was blocked too:\n%s", p.Index, p.Tail(30))
+		}
+	}
+
 	// Graceful stop of p0 (the seed): the edge sees it leave without waiting
 	// for failure detection.
 	stopped := time.Now()
@@ -363,6 +426,7 @@ func TestProcessCluster(t *testing.T) {
 	}
 	edge.waitMembers(3)
 	t.Logf("SIGTERM of p0: process exited and the edge dropped it after %v", time.Since(stopped))
+	defer func() { t.Logf("slowest request: %v for %s", edge.slowest, edge.slowestWhat) }()
 	for i := 0; i < 30; i++ {
 		if node, _ := edge.hit(fmt.Sprintf("proc-%d", i)); node == "p0" {
 			t.Fatalf("proc-%d answered by stopped p0", i)
