@@ -1,0 +1,316 @@
+package codec
+
+import (
+	"math"
+	"slices"
+)
+
+const latticeMaxSide = 1100
+
+// latticeCandidates estimates the tile lattice (period and rotation) from the autocorrelation of the whitened
+// image (Kutter 1998): a tiled mark makes the autocorrelation peak at the tile period vectors. It returns up to
+// max maps from waxel coordinates to pixels, strongest first; the dihedral ambiguity is left to the pilot search.
+func latticeCandidates(pyr pyramid, max int) []affine {
+	// Work on the finest pyramid level whose short side is at most latticeMaxSide: coarser levels blur 2-pixel
+	// waxels away and lose the lattice on textured photos.
+	level := 0
+	for level+1 < len(pyr) && min(pyr[level].w, pyr[level].h) > latticeMaxSide {
+		level++
+	}
+	p := pyr[level]
+	if min(p.w, p.h) < 48 {
+		return nil
+	}
+
+	// Whiten: remove the local mean, equalise the local residual power, clip outliers.
+	blur := boxBlur(p, 1)
+	res := newPlane(p.w, p.h)
+	for i := range res.pix {
+		res.pix[i] = p.pix[i] - blur.pix[i]
+	}
+	sq := newPlane(p.w, p.h)
+	for i, v := range res.pix {
+		sq.pix[i] = v * v
+	}
+	ms := boxBlur(sq, 4)
+	nw, nh := nextPow2(p.w), nextPow2(p.h)
+	buf := make([]float64, nw*nh)
+	taper := func(i, n int) float64 {
+		edge := float64(n) * 0.06
+		d := math.Min(float64(i), float64(n-1-i))
+		if d >= edge {
+			return 1
+		}
+		return 0.5 - 0.5*math.Cos(math.Pi*d/edge)
+	}
+	for y := 0; y < p.h; y++ {
+		ty := taper(y, p.h)
+		for x := 0; x < p.w; x++ {
+			k := y*p.w + x
+			v := float64(res.pix[k]) / math.Sqrt(float64(ms.pix[k])+0.25)
+			v = math.Max(-3, math.Min(3, v))
+			buf[y*nw+x] = v * ty * taper(x, p.w)
+		}
+	}
+	magnitudeAutocorrelation(buf, nw, nh)
+	if step := 8 >> level; step >= 2 && blocky(res, step) {
+		// JPEG block edges (staircases in smooth areas) make sharp autocorrelation peaks at every lag that is a
+		// multiple of the block size in both directions, and on a strongly compressed image they outnumber the
+		// tile lattice. Those lags are replaced by the mean of their four neighbours: the block peaks are one lag
+		// wide, the tile peaks are a waxel wide and survive.
+		inpaintGridLags(buf, nw, nh, step)
+	}
+	s := float64(min(p.w, p.h))
+	rmin, rmax := 0.2*s, 0.75*s
+	score := func(dx, dy int) float64 {
+		return buf[mod(dy, nh)*nw+mod(dx, nw)] * overlapWeight(p.w, nw, dx) * overlapWeight(p.h, nh, dy)
+	}
+	type peak struct {
+		dx, dy int
+		v      float64
+	}
+	var peaks []peak
+	r := int(math.Ceil(rmax))
+	// Scores of the half plane dy >= -1 in a table (one extra row and column around the search area) so that the
+	// local-maximum test is table lookups: the search covers about a million lags on a 1 MP image.
+	cx := make([]float64, 2*r+3)
+	for i := range cx {
+		cx[i] = overlapWeight(p.w, nw, i-r-1)
+	}
+	tw := 2*r + 3
+	table := make([]float64, tw*(r+3))
+	for dy := -1; dy <= r+1; dy++ {
+		wy := overlapWeight(p.h, nh, dy)
+		row := table[(dy+1)*tw : (dy+2)*tw]
+		src := mod(dy, nh) * nw
+		for i := range row {
+			dx := i - r - 1
+			row[i] = buf[src+mod(dx, nw)] * cx[i] * wy
+		}
+	}
+	at := func(dx, dy int) float64 { return table[(dy+1)*tw+dx+r+1] }
+	for dy := 0; dy <= r; dy++ {
+		for dx := -r; dx <= r; dx++ {
+			if dy == 0 && dx <= 0 {
+				continue
+			}
+			d2 := float64(dx*dx + dy*dy)
+			if d2 < rmin*rmin || d2 > rmax*rmax || abs(dx) > p.w-16 || dy > p.h-16 {
+				continue
+			}
+			v := at(dx, dy)
+			if v > at(dx-1, dy) && v >= at(dx+1, dy) && v > at(dx, dy-1) && v >= at(dx, dy+1) &&
+				v > at(dx-1, dy-1) && v >= at(dx+1, dy+1) && v > at(dx+1, dy-1) && v >= at(dx-1, dy+1) {
+				peaks = append(peaks, peak{dx, dy, v})
+			}
+		}
+	}
+	slices.SortFunc(peaks, func(a, b peak) int {
+		if a.v > b.v {
+			return -1
+		}
+		if a.v < b.v {
+			return 1
+		}
+		return 0
+	})
+	if len(peaks) > 12 {
+		peaks = peaks[:12]
+	}
+	sub := func(dx, dy int) (float64, float64) {
+		c := score(dx, dy)
+		return float64(dx) + parabolicPeak(score(dx-1, dy), c, score(dx+1, dy)),
+			float64(dy) + parabolicPeak(score(dx, dy-1), c, score(dx, dy+1))
+	}
+	// latticeSum adds the (interpolated) autocorrelation at every point of the lattice with the given period and
+	// rotation inside the search radius: many peaks pin period and angle down far better than two.
+	interp := func(x, y float64) float64 {
+		x0, y0 := math.Floor(x), math.Floor(y)
+		fx, fy := x-x0, y-y0
+		ix, iy := int(x0), int(y0)
+		return (1-fy)*((1-fx)*at(ix, iy)+fx*at(ix+1, iy)) + fy*((1-fx)*at(ix, iy+1)+fx*at(ix+1, iy+1))
+	}
+	latticeSum := func(period, theta float64) float64 {
+		c, sn := math.Cos(theta), math.Sin(theta)
+		kmax := int(rmax/period) + 1
+		var sum float64
+		for k := -kmax; k <= kmax; k++ {
+			for l := -kmax; l <= kmax; l++ {
+				x := period * (float64(k)*c - float64(l)*sn)
+				y := period * (float64(k)*sn + float64(l)*c)
+				if y < 0 || (y == 0 && x <= 0) {
+					continue
+				}
+				if d2 := x*x + y*y; d2 < 0.25*period*period || d2 > rmax*rmax || y > float64(r) {
+					continue
+				}
+				sum += interp(x, y)
+			}
+		}
+		return sum
+	}
+	// refineLattice searches period (±2%) and rotation (±0.6°) for the largest lattice sum, coarse then fine.
+	refineLattice := func(period, theta float64) (float64, float64) {
+		best := latticeSum(period, theta)
+		bp, bt := period, theta
+		for _, st := range [][2]float64{{0.001, 0.0005}, {0.0002, 0.0001}} {
+			p0, t0 := bp, bt
+			for i := -20; i <= 20; i++ {
+				for j := -20; j <= 20; j++ {
+					if st[0] < 0.001 && (abs(i) > 5 || abs(j) > 5) {
+						continue
+					}
+					pp, tt := p0*(1+st[0]*float64(i)), t0+st[1]*float64(j)
+					if v := latticeSum(pp, tt); v > best {
+						best, bp, bt = v, pp, tt
+					}
+				}
+			}
+		}
+		return bp, reduceQuarter(bt)
+	}
+	type lattice struct {
+		period, theta, v float64
+	}
+	var lats []lattice
+	for _, pk := range peaks {
+		// The perpendicular period vector should also peak; look for it around rot90.
+		ex, ey := -pk.dy, pk.dx
+		rad := int(math.Max(2, 0.04*math.Hypot(float64(ex), float64(ey))))
+		bx, by, bv := ex, ey, math.Inf(-1)
+		for dy := ey - rad; dy <= ey+rad; dy++ {
+			for dx := ex - rad; dx <= ex+rad; dx++ {
+				if v := score(dx, dy); v > bv {
+					bx, by, bv = dx, dy, v
+				}
+			}
+		}
+		x1, y1 := sub(pk.dx, pk.dy)
+		x2, y2 := sub(bx, by)
+		period := (math.Hypot(x1, y1) + math.Hypot(x2, y2)) / 2
+		t1 := math.Atan2(y1, x1)
+		t2 := math.Atan2(y2, x2) - math.Pi/2
+		theta := reduceQuarter(t1 + 0.5*reduceQuarter(t2-t1))
+		period, theta = refineLattice(period, theta)
+		lats = append(lats, lattice{period: period, theta: theta, v: pk.v + bv})
+	}
+	// Every lattice vector of the tile peaks, and with a circular (unpadded) transform the long ones are about as
+	// strong as the fundamental. So among the lattices within half of the best score, the one with the shortest
+	// period comes first; weaker ones follow by score.
+	slices.SortFunc(lats, func(a, b lattice) int {
+		if a.v > b.v {
+			return -1
+		}
+		if a.v < b.v {
+			return 1
+		}
+		return 0
+	})
+	if len(lats) > 0 {
+		strong := 0
+		for strong < len(lats) && lats[strong].v >= 0.5*lats[0].v {
+			strong++
+		}
+		slices.SortStableFunc(lats[:strong], func(a, b lattice) int {
+			if a.period < b.period {
+				return -1
+			}
+			if a.period > b.period {
+				return 1
+			}
+			return 0
+		})
+	}
+	var out []affine
+	var kept []lattice
+	base := pyr[0]
+	for _, l := range lats {
+		dup := false
+		for _, k := range kept {
+			if math.Abs(l.period-k.period) < 0.02*k.period && math.Abs(reduceQuarter(l.theta-k.theta)) < 0.02 {
+				dup = true
+			}
+		}
+		if dup {
+			continue
+		}
+		kept = append(kept, l)
+		ws := l.period * math.Pow(2, float64(level)) / tileSide
+		cs, sn := math.Cos(l.theta), math.Sin(l.theta)
+		out = append(out, affine{m: [4]float64{ws * cs, -ws * sn, ws * sn, ws * cs},
+			tx: float64(base.w) / 2, ty: float64(base.h) / 2})
+		if len(out) == max {
+			break
+		}
+	}
+	return out
+}
+
+// reduceQuarter maps an angle to (-π/4, π/4].
+func reduceQuarter(t float64) float64 {
+	q := math.Pi / 2
+	t = math.Mod(t, q)
+	if t > q/2 {
+		t -= q
+	} else if t <= -q/2 {
+		t += q
+	}
+	return t
+}
+
+func abs(v int) int {
+	if v < 0 {
+		return -v
+	}
+	return v
+}
+
+// overlapWeight is 1/sqrt of the overlap of a side of length n, zero-padded to the transform length nPad, with
+// itself cyclically shifted by d: the direct overlap n-|d| plus what wraps around, |d|-(nPad-n). It puts long and
+// short lags on the same noise scale (with no padding every lag overlaps fully).
+func overlapWeight(n, nPad, d int) float64 {
+	d = abs(d)
+	ov := max(0, n-d) + max(0, d-(nPad-n))
+	if ov <= 0 {
+		return 0
+	}
+	return 1 / math.Sqrt(float64(ov))
+}
+
+// blocky reports whether a residual plane shows block-coding artefacts on a grid of the given step: the mean
+// absolute difference across grid lines clearly exceeds that between other neighbouring pixels.
+func blocky(res plane, step int) bool {
+	var edge, inner float64
+	var ne, ni int
+	for y := 0; y < res.h; y++ {
+		row := res.pix[y*res.w : (y+1)*res.w]
+		for x := 1; x < res.w; x++ {
+			d := math.Abs(float64(row[x] - row[x-1]))
+			if x%step == 0 {
+				edge += d
+				ne++
+			} else {
+				inner += d
+				ni++
+			}
+		}
+	}
+	if ne == 0 || ni == 0 {
+		return false
+	}
+	return edge/float64(ne) > 1.1*inner/float64(ni)
+}
+
+// inpaintGridLags replaces the cyclic autocorrelation at lags that are multiples of step in both coordinates
+// (except lag 0) by the mean of the four axis neighbours.
+func inpaintGridLags(a []float64, w, h, step int) {
+	for y := 0; y < h; y += step {
+		for x := 0; x < w; x += step {
+			if x == 0 && y == 0 {
+				continue
+			}
+			n := a[y*w+mod(x-1, w)] + a[y*w+mod(x+1, w)] + a[mod(y-1, h)*w+x] + a[mod(y+1, h)*w+x]
+			a[y*w+x] = n / 4
+		}
+	}
+}
