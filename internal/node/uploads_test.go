@@ -665,3 +665,77 @@ func TestUploadURLSurvivesRestart(t *testing.T) {
 		t.Fatalf("PUT after restart: %d %s", r.status, r.body)
 	}
 }
+
+// TestUploadSyncDetectTooLargeKeepsUpload: a synchronous detection answers files up to 95 MB; above that it
+// answers 413 and the upload stays usable for the async endpoint.
+func TestUploadSyncDetectTooLargeKeepsUpload(t *testing.T) {
+	f := newFixture(t)
+	key := f.dev.Secret
+	img := photo(t, 320, 240, 17)
+	const size = 96_000_000
+	u := createUpload(t, f, key, "detect", "big.jpg", size)
+	// A real JPEG followed by padding: the header probe reads a valid image, the file is above 95 MB.
+	req, _ := http.NewRequest("PUT", u.Upload.URL, io.MultiReader(bytes.NewReader(img), io.LimitReader(zeros{}, int64(size-len(img)))))
+	req.ContentLength = size
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != 200 {
+		t.Fatalf("PUT: %d", res.StatusCode)
+	}
+	wantProblem(t, "sync detection above 95 MB", postUpload(t, f.base+"/watermarks/images/detect", key, "", u.UploadID, ""), 413, "payload_too_large")
+	if g := getUpload(t, f, key, u.UploadID); g.Status != "received" {
+		t.Fatalf("after 413: %+v", g)
+	}
+	r := postUpload(t, f.base+"/watermarks/images/detect/async", key, "", u.UploadID, "")
+	if r.status != 202 {
+		t.Fatalf("async detection: %d %s", r.status, r.body)
+	}
+	if g := getUpload(t, f, key, u.UploadID); g.Status != "consumed" || g.RequestID != decodeReceipt(t, r).RequestID {
+		t.Fatalf("after async detection: %+v", g)
+	}
+	waitResult(t, f, key, decodeReceipt(t, r).ResultURL)
+}
+
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) {
+	clear(p)
+	return len(p), nil
+}
+
+// TestUploadConcurrentPuts: two PUTs of the same upload race; one is received, the other refused, and one
+// file stays stored.
+func TestUploadConcurrentPuts(t *testing.T) {
+	f := newFixture(t)
+	body := bytes.Repeat([]byte("0123456789abcdef"), 64<<10) // 1 MiB
+	u := createUpload(t, f, f.dev.Secret, "detect", "x.png", len(body))
+	var wg sync.WaitGroup
+	statuses := make([]int, 4)
+	for i := range statuses {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			statuses[i] = putFile(t, u.Upload.URL, body, putOpts{}).status
+		}()
+	}
+	wg.Wait()
+	ok := 0
+	for _, s := range statuses {
+		switch s {
+		case 200:
+			ok++
+		case 409:
+		default:
+			t.Fatalf("statuses %v", statuses)
+		}
+	}
+	if ok != 1 {
+		t.Fatalf("statuses %v: want exactly one 200", statuses)
+	}
+	if n := uploadFiles(t, f); n != 1 {
+		t.Fatalf("%d files stored, want 1", n)
+	}
+}
