@@ -70,7 +70,8 @@ func (s *Server) uploadError(uploadID string, err error) *apiError {
 	case errors.Is(err, actors.ErrUploadConsumed):
 		return newAPIError(CodeUploadConsumed, "upload %s was used by another request; create a new upload, or retry with the original Idempotency-Key", uploadID)
 	case errors.Is(err, actors.ErrUploadRejected):
-		return newAPIError(CodeUploadRejected, "upload %s was rejected (%v); create a new upload", uploadID, err)
+		// err reads "upload rejected: <the problem detail the using request got>".
+		return newAPIError(CodeUploadRejected, "upload %s cannot be used (%v); create a new upload", uploadID, err)
 	case errors.Is(err, actors.ErrUploadExpired):
 		return newAPIError(CodeUploadExpired, "upload %s expired; uploads are kept 24 hours", uploadID)
 	case errors.Is(err, actors.ErrUploadKind):
