@@ -98,7 +98,9 @@ func TestExplore(t *testing.T) {
 	for n, img := range imgs {
 		var id ID
 		id[0], id[31] = byte(n), 0x5a
-		marked, rep, err := c.Embed(img, id, EmbedOptions{})
+		var psnrOpt float64
+		fmt.Sscan(os.Getenv("FILIGRANE_PSNR"), &psnrOpt)
+		marked, rep, err := c.Embed(img, id, EmbedOptions{PSNR: psnrOpt})
 		if err != nil {
 			t.Fatal(err)
 		}
