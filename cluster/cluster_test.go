@@ -298,7 +298,8 @@ func TestFailover(t *testing.T) {
 		return len(f1.Members()) == 2 && len(f2.Members()) == 2
 	})
 	t.Logf("f3 killed (stop took %v); survivors dropped it after %v", stopTook, detect)
-	if detect > 4*time.Second {
+	// About 2 s is the design; the bound leaves room for a loaded machine.
+	if detect > 6*time.Second {
 		t.Errorf("failure detection took %v, want about 2 s", detect)
 	}
 

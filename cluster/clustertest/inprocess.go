@@ -1,6 +1,16 @@
-// Package clustertest helps tests run Filigrane clusters: several nodes in
-// one test process (StartNodes), or several processes of a binary on free
-// 127.0.0.1 ports (StartProcesses).
+// Package clustertest helps tests run Filigrane clusters.
+//
+// In one test process: StartNodes (one cluster) or StartClusters (several)
+// start cluster.Nodes on free 127.0.0.1 ports, in a way that keeps the race
+// detector quiet about protoactor's start-up (read StartNodes first).
+//
+// Across processes: StartProcesses starts N copies of a binary the test
+// already has (it builds nothing) with per-process free ports in their
+// flags, waits until each is ready (an output line, a TCP port or an HTTP
+// URL), captures their output (WaitLine, Tail), talks to them on stdin
+// (Send, Ask) and crashes, freezes, stops and restarts them (Kill,
+// Pause/Resume, Stop, Restart). A convenient binary is the test binary
+// itself with a switch in TestMain; see this package's process_test.go.
 package clustertest
 
 import (

@@ -178,6 +178,7 @@ func StartProcesses(ctx context.Context, cfg ProcessConfig) (*Processes, error) 
 func (p *Process) start() error {
 	cmd := exec.Command(p.cfg.Binary, p.args...)
 	cmd.Env = append(os.Environ(), p.cfg.Env...)
+	dieWithParent(cmd)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		return fmt.Errorf("clustertest: process %d: %w", p.Index, err)

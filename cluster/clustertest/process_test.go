@@ -363,7 +363,8 @@ func TestProcessCluster(t *testing.T) {
 	}
 	t.Logf("SIGKILL of %s: edge dropped it after %v; a request sent right after the kill was answered by %s after %v",
 		victim, detect, node, answered)
-	if detect > 5*time.Second {
+	// About 2 s is the design; the bound leaves room for a loaded machine.
+	if detect > 6*time.Second {
 		t.Errorf("failure detection took %v, want about 2 s", detect)
 	}
 
