@@ -33,6 +33,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	roles := fs.String("roles", envOr("FILIGRANE_ROLES", "edge,worker"), "node roles: edge (serves HTTP), worker (hosts actors, runs codec work), gpu")
 	workers := fs.Int("workers", 0, "codec workers (0: one per CPU)")
 	codecKeyFile := fs.String("codec-key-file", envOr("FILIGRANE_CODEC_KEY_FILE", ""), "file holding the watermark secret (else env FILIGRANE_CODEC_KEY, else the public development key)")
+	fs.StringVar(&cfg.PublicUploadURL, "public-upload-url", envOr("FILIGRANE_PUBLIC_UPLOAD_URL", ""), "base URL clients PUT signed uploads to (default: http:// + the upload listener)")
+	fs.StringVar(&cfg.WebsiteOrigin, "website-origin", envOr("FILIGRANE_WEBSITE_ORIGIN", ""), "the one browser origin allowed to PUT uploads (CORS); empty allows none")
+	uploadSecretFile := fs.String("upload-secret-file", envOr("FILIGRANE_UPLOAD_SECRET_FILE", ""), "file holding the upload URL signing secret (default: generated once and kept in the store)")
 	grace := fs.Duration("shutdown-grace", 30*time.Second, "how long in-flight requests may take to finish on shutdown")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -55,6 +58,14 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			return 2
 		}
 		cfg.Roles = append(cfg.Roles, role)
+	}
+	if *uploadSecretFile != "" {
+		secret, err := os.ReadFile(*uploadSecretFile)
+		if err != nil {
+			fmt.Fprintln(stderr, "filigrane serve: upload secret:", err)
+			return 2
+		}
+		cfg.UploadSecret = []byte(strings.TrimSpace(string(secret)))
 	}
 	switch {
 	case *codecKeyFile != "":
