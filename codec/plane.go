@@ -58,8 +58,9 @@ func buildPyramid(p plane, minSide int) pyramid {
 // running column sums and walks whole rows, which is cache-friendly.
 func boxBlur(src plane, r int) plane {
 	tmp := newPlane(src.w, src.h)
+	prefix := make([]float64, src.w+1)
 	for y := 0; y < src.h; y++ {
-		boxLine(src.pix[y*src.w:(y+1)*src.w], tmp.pix[y*src.w:(y+1)*src.w], 1, r)
+		boxLine(src.pix[y*src.w:(y+1)*src.w], tmp.pix[y*src.w:(y+1)*src.w], prefix, r)
 	}
 	out := newPlane(src.w, src.h)
 	sum := make([]float32, src.w)
@@ -88,21 +89,24 @@ func boxBlur(src plane, r int) plane {
 	return out
 }
 
-// boxLine writes the running mean of radius r of in to out (stride 1 in both).
-func boxLine(in, out []float32, _ int, r int) {
+// boxLine writes the mean of in over a window of radius r (clipped at the ends) to out, from prefix sums (scratch
+// of length len(in)+1); the interior, where the window is complete, multiplies by a constant reciprocal.
+func boxLine(in, out []float32, prefix []float64, r int) {
 	n := len(in)
-	var sum float64
-	lo, hi := 0, -1 // window [lo, hi]
-	for i := 0; i < n; i++ {
-		for hi < min(n-1, i+r) {
-			hi++
-			sum += float64(in[hi])
+	var s float64
+	for i, v := range in {
+		s += float64(v)
+		prefix[i+1] = s
+	}
+	inv := 1 / float64(2*r+1)
+	for i := range out {
+		lo, hi := i-r, i+r+1
+		if lo >= 0 && hi <= n {
+			out[i] = float32((prefix[hi] - prefix[lo]) * inv)
+			continue
 		}
-		for lo < i-r {
-			sum -= float64(in[lo])
-			lo++
-		}
-		out[i] = float32(sum / float64(hi-lo+1))
+		lo, hi = max(lo, 0), min(hi, n)
+		out[i] = float32((prefix[hi] - prefix[lo]) / float64(hi-lo))
 	}
 }
 
