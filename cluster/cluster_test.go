@@ -308,6 +308,11 @@ func TestFailover(t *testing.T) {
 		t.Fatalf("request in flight during the failure: %v (after %v)", res.err, res.d)
 	}
 	t.Logf("request sent to the dead owner answered by %s after %v", res.r.Node, res.d)
+	if st := f1.Stats(); st.OwnerLost == 0 || st.Retries == 0 {
+		t.Errorf("f1 stats after a failover: %+v, want owner-lost attempts and retries counted", st)
+	} else {
+		t.Logf("f1 stats: %+v", st)
+	}
 
 	for _, id := range onF3[1:] {
 		start := time.Now()

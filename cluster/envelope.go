@@ -328,10 +328,11 @@ func requestTimeout(ctx context.Context, def time.Duration) (time.Duration, erro
 	return def, nil
 }
 
-// decodeReply turns a raw reply into the caller's value: envelopes are
-// unwrapped, a Failure becomes the returned error, other values (protobuf
-// replies, local plain values) are returned as they are.
-func (r *Registry) decodeReply(resp any) (any, error) {
+// DecodeReply turns a raw reply (for example the result of an actor's own
+// ctx.RequestFuture) into the caller's value: envelopes are unwrapped, a
+// Failure becomes the returned error, other values (protobuf replies, local
+// plain values) are returned as they are.
+func (r *Registry) DecodeReply(resp any) (any, error) {
 	if a, ok := resp.(*anypb.Any); ok && IsEnvelope(a) {
 		v, err := r.Unwrap(a)
 		if err != nil {
@@ -377,7 +378,7 @@ func (r *Registry) RequestPID(ctx context.Context, sender actor.SenderContext, p
 	if rerr != nil {
 		return nil, fmt.Errorf("cluster: request %s: %w", pid, rerr)
 	}
-	v, err := r.decodeReply(resp)
+	v, err := r.DecodeReply(resp)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: request %s: %w", pid, err)
 	}

@@ -135,9 +135,9 @@ func TestFailureIsAlwaysRegistered(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = reg.decodeReply(a)
+	_, err = reg.DecodeReply(a)
 	var f *Failure
 	if !errors.As(err, &f) || f.Code != "c" || f.Message != "m" {
-		t.Fatalf("decodeReply(Failure) error = %v", err)
+		t.Fatalf("DecodeReply(Failure) error = %v", err)
 	}
 }

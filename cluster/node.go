@@ -7,6 +7,7 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -100,6 +101,8 @@ type Node struct {
 	cluster  *pcluster.Cluster
 	provider *MemberlistProvider
 	log      zerolog.Logger
+
+	stats nodeStats
 
 	blocked     chan struct{}
 	blockedOnce sync.Once
@@ -305,6 +308,28 @@ func (n *Node) SetCapacity(free int) error { return n.provider.SetCapacity(free)
 // process).
 func (n *Node) Blocked() <-chan struct{} { return n.blocked }
 
+// Stats counts what Request and Send went through since the node started.
+type Stats struct {
+	Requests  uint64 // Request calls
+	Retries   uint64 // attempts after the first (dead letter, lost owner, no activation yet)
+	OwnerLost uint64 // attempts ended because the owner left the topology mid-request
+	Failed    uint64 // Request calls that returned an error other than a Failure reply
+}
+
+type nodeStats struct {
+	requests, retries, ownerLost, failed atomic.Uint64
+}
+
+// Stats returns the request counters (for metrics).
+func (n *Node) Stats() Stats {
+	return Stats{
+		Requests:  n.stats.requests.Load(),
+		Retries:   n.stats.retries.Load(),
+		OwnerLost: n.stats.ownerLost.Load(),
+		Failed:    n.stats.failed.Load(),
+	}
+}
+
 // ErrNoActivation: no member could activate the identity (no member hosts
 // the kind, or its activation failed) before the request's deadline.
 var ErrNoActivation = errors.New("no activation for identity")
@@ -336,6 +361,16 @@ var errOwnerGone = errors.New("owner left the cluster")
 // fixed 5 s activation timeout) runs in a goroutine that is abandoned when
 // the request's deadline passes or the topology loses a member.
 func (n *Node) Request(ctx context.Context, identity, kind string, msg any) (any, error) {
+	n.stats.requests.Add(1)
+	v, err := n.request(ctx, identity, kind, msg)
+	var f *Failure
+	if err != nil && !errors.As(err, &f) {
+		n.stats.failed.Add(1)
+	}
+	return v, err
+}
+
+func (n *Node) request(ctx context.Context, identity, kind string, msg any) (any, error) {
 	timeout, err := requestTimeout(ctx, n.cfg.RequestTimeout)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: request %s/%s: %w", kind, identity, err)
@@ -350,6 +385,7 @@ func (n *Node) Request(ctx context.Context, identity, kind string, msg any) (any
 	var lastErr error
 	for attempt := 0; ; attempt++ {
 		if attempt > 0 {
+			n.stats.retries.Add(1)
 			// A lost owner needs the topology to change; a missing kind
 			// needs a member to join. Neither happens in microseconds.
 			d := min(time.Duration(attempt*attempt)*50*time.Millisecond, 500*time.Millisecond)
@@ -371,7 +407,7 @@ func (n *Node) Request(ctx context.Context, identity, kind string, msg any) (any
 		}
 		resp, err := n.ask(ctx, pid, a)
 		if err == nil {
-			v, err := n.reg.decodeReply(resp)
+			v, err := n.reg.DecodeReply(resp)
 			if err != nil {
 				return nil, fmt.Errorf("cluster: request %s/%s: %w", kind, identity, err)
 			}
@@ -384,6 +420,9 @@ func (n *Node) Request(ctx context.Context, identity, kind string, msg any) (any
 		case errors.Is(err, errOwnerGone), errors.Is(err, actor.ErrDeadLetter), errors.Is(err, remote.ErrDeadLetter),
 			errors.Is(err, actor.ErrTimeout), errors.Is(err, remote.ErrTimeout):
 			// Stale PID: the activation stopped, moved, or its node died.
+			if errors.Is(err, errOwnerGone) {
+				n.stats.ownerLost.Add(1)
+			}
 			n.cluster.PidCache.RemoveByValue(identity, kind, pid)
 			n.log.Debug().Err(err).Str("identity", identity).Str("kind", kind).Str("pid", pid.String()).
 				Int("attempt", attempt+1).Msg("request attempt failed, retrying")
