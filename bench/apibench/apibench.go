@@ -144,7 +144,7 @@ type Config struct {
 	Timeout time.Duration
 	// CodecBaseline times the codec alone on the same files, in this process, before the load phases.
 	CodecBaseline bool
-	// BaselineRuns is the number of sequential codec runs per operation (median reported); 0 means 5.
+	// BaselineRuns is the number of sequential codec runs per operation (median reported); 0 means 10.
 	BaselineRuns int
 	// CodecKey is the codec secret of the baseline; empty uses codec.DevelopmentKey. Timing does not depend
 	// on the key, but the detection result reported with the baseline does.
@@ -191,7 +191,7 @@ func (c *Config) defaults() error {
 		c.Timeout = 2 * time.Minute
 	}
 	if c.BaselineRuns <= 0 {
-		c.BaselineRuns = 5
+		c.BaselineRuns = 10
 	}
 	if c.Log == nil {
 		c.Log = io.Discard
