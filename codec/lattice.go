@@ -9,8 +9,8 @@ const latticeMaxSide = 1100
 
 // latticeCandidates estimates the tile lattice (period and rotation) from the autocorrelation of the whitened
 // image (Kutter 1998): a tiled mark makes the autocorrelation peak at the tile period vectors. It returns up to
-// max maps from waxel coordinates to pixels, strongest first; the dihedral ambiguity is left to the pilot search.
-func latticeCandidates(pyr pyramid, max int) []affine {
+// maxCandidates maps from waxel coordinates to pixels, strongest first; the dihedral ambiguity is left to the pilot search.
+func latticeCandidates(pyr pyramid, maxCandidates int) []affine {
 	// Work on the finest pyramid level whose short side is at most latticeMaxSide: coarser levels blur 2-pixel
 	// waxels away and lose the lattice on textured photos.
 	level := 0
@@ -43,13 +43,19 @@ func latticeCandidates(pyr pyramid, max int) []affine {
 		}
 		return 0.5 - 0.5*math.Cos(math.Pi*d/edge)
 	}
+	tx := make([]float32, p.w)
+	for x := range tx {
+		tx[x] = float32(taper(x, p.w))
+	}
 	for y := 0; y < p.h; y++ {
-		ty := taper(y, p.h)
-		for x := 0; x < p.w; x++ {
-			k := y*p.w + x
-			v := float64(res.pix[k]) / math.Sqrt(float64(ms.pix[k])+0.25)
-			v = math.Max(-3, math.Min(3, v))
-			buf[y*nw+x] = v * ty * taper(x, p.w)
+		ty := float32(taper(y, p.h))
+		rr := res.pix[y*p.w : (y+1)*p.w]
+		mr := ms.pix[y*p.w : (y+1)*p.w]
+		out := buf[y*nw : y*nw+p.w]
+		for x := range out {
+			v := rr[x] / float32(math.Sqrt(float64(mr[x]+0.25)))
+			v = max(-3, min(3, v))
+			out[x] = float64(v * ty * tx[x])
 		}
 	}
 	magnitudeAutocorrelation(buf, nw, nh)
@@ -64,10 +70,6 @@ func latticeCandidates(pyr pyramid, max int) []affine {
 	rmin, rmax := 0.2*s, 0.75*s
 	score := func(dx, dy int) float64 {
 		return buf[mod(dy, nh)*nw+mod(dx, nw)] * overlapWeight(p.w, nw, dx) * overlapWeight(p.h, nh, dy)
-	}
-	type peak struct {
-		dx, dy int
-		v      float64
 	}
 	var peaks []peak
 	r := int(math.Ceil(rmax))
@@ -101,7 +103,7 @@ func latticeCandidates(pyr pyramid, max int) []affine {
 			v := at(dx, dy)
 			if v > at(dx-1, dy) && v >= at(dx+1, dy) && v > at(dx, dy-1) && v >= at(dx, dy+1) &&
 				v > at(dx-1, dy-1) && v >= at(dx+1, dy+1) && v > at(dx+1, dy-1) && v >= at(dx-1, dy+1) {
-				peaks = append(peaks, peak{dx, dy, v})
+				peaks = keepTop(peaks, peak{dx, dy, v}, 12)
 			}
 		}
 	}
@@ -239,7 +241,7 @@ func latticeCandidates(pyr pyramid, max int) []affine {
 		cs, sn := math.Cos(l.theta), math.Sin(l.theta)
 		out = append(out, affine{m: [4]float64{ws * cs, -ws * sn, ws * sn, ws * cs},
 			tx: float64(base.w) / 2, ty: float64(base.h) / 2})
-		if len(out) == max {
+		if len(out) == maxCandidates {
 			break
 		}
 	}
@@ -313,4 +315,25 @@ func inpaintGridLags(a []float64, w, h, step int) {
 			a[y*w+x] = n / 4
 		}
 	}
+}
+
+type peak struct {
+	dx, dy int
+	v      float64
+}
+
+// keepTop inserts p into list (sorted by decreasing v) and keeps at most n entries.
+func keepTop(list []peak, p peak, n int) []peak {
+	if len(list) == n && p.v <= list[n-1].v {
+		return list
+	}
+	i := len(list)
+	for i > 0 && list[i-1].v < p.v {
+		i--
+	}
+	list = slices.Insert(list, i, p)
+	if len(list) > n {
+		list = list[:n]
+	}
+	return list
 }
