@@ -107,3 +107,25 @@ func BenchmarkEmbed40MP(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkEmbedLuma1080p is the per-frame cost of marking a 1920×1080 Y plane (video path), with and without
+// informed embedding.
+func BenchmarkEmbedLuma1080p(b *testing.B) {
+	b.Run("informed", func(b *testing.B) { benchEmbedLuma1080p(b, EmbedOptions{}) })
+	b.Run("uninformed", func(b *testing.B) { benchEmbedLuma1080p(b, EmbedOptions{Uninformed: true}) })
+}
+
+func benchEmbedLuma1080p(b *testing.B, opt EmbedOptions) {
+	c := testCodec(b)
+	y := lumaOf(benchImage(b, 1920, 1080))
+	pix := make([]uint8, len(y.pix))
+	b.ResetTimer()
+	for b.Loop() {
+		for i, v := range y.pix {
+			pix[i] = uint8(v)
+		}
+		if _, err := c.EmbedLuma8(pix, 1920, 1080, 1920, ID{1}, opt); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

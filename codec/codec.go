@@ -30,6 +30,9 @@ const (
 // EmbedOptions tune one embedding.
 type EmbedOptions struct {
 	PSNR float64 // target PSNR in dB; 0 means DefaultPSNR
+	// Uninformed skips informed embedding (per-bit amplitudes fitted to the host image): about 40% faster, for
+	// video frames where many marked frames are combined at detection, at the cost of robustness per frame.
+	Uninformed bool
 }
 
 // EmbedReport describes what Embed did.
@@ -83,7 +86,7 @@ func (c *Codec) Embed(img image.Image, id ID, opt EmbedOptions) (image.Image, Em
 	if img == nil {
 		return nil, EmbedReport{}, errors.New("codec: nil image")
 	}
-	r, gain, err := c.prepareEmbed(lumaOf(img), id, opt.PSNR)
+	r, gain, err := c.prepareEmbed(lumaOf(img), id, opt)
 	if err != nil {
 		return nil, EmbedReport{}, err
 	}

@@ -45,6 +45,14 @@ func TestEmbedDetectClean(t *testing.T) {
 	if got, ok := c.Snap(d, []ID{{1}, id}); !ok || got != id {
 		t.Fatal("snap did not return the decoded id")
 	}
+	// Without informed embedding the mark is still read.
+	fast, _, err := c.Embed(img, id, EmbedOptions{Uninformed: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := c.Detect(fast); !d.Watermarked || *d.WatermarkID != id.String() {
+		t.Fatalf("uninformed embedding not detected: %+v", d)
+	}
 	// Another key must not read the mark.
 	other, _ := New([]byte("another-deployment-key-000000000"))
 	if d := other.Detect(marked); d.Watermarked {

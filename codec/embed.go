@@ -80,12 +80,10 @@ func (r *renderer) energy() float64 {
 	return sum / float64(r.jnd.w*rows)
 }
 
-// prepareEmbed computes the JND, the tile pattern and the gain for one luma plane; mse is the target mean squared
-// error of the output in 8-bit units.
-func (c *Codec) prepareEmbed(y plane, id ID, psnr float64) (*renderer, float32, error) {
-	if psnr == 0 {
-		psnr = DefaultPSNR
-	}
+// prepareEmbed validates the options and computes the JND, the tile pattern (with informed amplitudes unless
+// opt.Uninformed) and the gain for one luma plane.
+func (c *Codec) prepareEmbed(y plane, id ID, opt EmbedOptions) (*renderer, float32, error) {
+	psnr := targetPSNR(opt)
 	if math.IsNaN(psnr) || psnr < MinPSNR || psnr > MaxPSNR {
 		return nil, 0, fmt.Errorf("codec: PSNR target %.2f dB outside %.0f..%.0f", psnr, MinPSNR, MaxPSNR)
 	}
@@ -104,7 +102,7 @@ func (c *Codec) prepareEmbed(y plane, id ID, psnr float64) (*renderer, float32, 
 		return nil, 0, errors.New("codec: image cannot carry a mark (zero masking energy)")
 	}
 	gain := float32(math.Sqrt(target / e))
-	if y.w*y.h <= informedMaxPixels {
+	if !opt.Uninformed && y.w*y.h <= informedMaxPixels {
 		amp := c.informedAmplitudes(y, r, gain, coded)
 		r.tile = c.layout.tilePattern(coded, amp)
 		if e = r.energy(); e <= 0 {

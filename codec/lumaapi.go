@@ -39,7 +39,7 @@ func (c *Codec) EmbedLuma(p LumaPlane, id ID, opt EmbedOptions) (EmbedReport, er
 	if err := p.check(); err != nil {
 		return EmbedReport{}, err
 	}
-	r, gain, err := c.prepareEmbed(p.toPlane(), id, opt.PSNR)
+	r, gain, err := c.prepareEmbed(p.toPlane(), id, opt)
 	if err != nil {
 		return EmbedReport{}, err
 	}
