@@ -36,6 +36,10 @@ func robustnessAttacks() []namedAttack {
 		{"resize2", func(i image.Image, _ *rand.Rand) image.Image { return attackResize(i, 2) }},
 		{"rot10", func(i image.Image, _ *rand.Rand) image.Image { return attackRotate(i, -10) }},
 		{"crop0.55", func(i image.Image, r *rand.Rand) image.Image { return attackCrop(i, 0.55, r.Float64(), r.Float64()) }},
+		{"rot90", func(i image.Image, _ *rand.Rand) image.Image { return attackRotate90(i) }},
+		{"rot90+flip+0.7x", func(i image.Image, _ *rand.Rand) image.Image {
+			return attackResize(attackFlip(attackRotate90(i)), 0.7)
+		}},
 		{"jpeg40+crop+b0.5", func(i image.Image, r *rand.Rand) image.Image {
 			return attackJPEG(attackLevels(attackCrop(i, 0.71, r.Float64(), r.Float64()), 0.5, 1), 40)
 		}},

@@ -151,6 +151,19 @@ func attackRotate(img image.Image, deg float64) image.Image {
 	return dst
 }
 
+// attackRotate90 rotates by 90° clockwise (width and height swap).
+func attackRotate90(img image.Image) image.Image {
+	src := toNRGBA(img)
+	b := src.Bounds()
+	dst := image.NewNRGBA(image.Rect(0, 0, b.Dy(), b.Dx()))
+	for y := 0; y < b.Dy(); y++ {
+		for x := 0; x < b.Dx(); x++ {
+			copy(dst.Pix[dst.PixOffset(b.Dy()-1-y, x):][:4], src.Pix[src.PixOffset(b.Min.X+x, b.Min.Y+y):][:4])
+		}
+	}
+	return dst
+}
+
 func attackFlip(img image.Image) image.Image {
 	src := toNRGBA(img)
 	b := src.Bounds()
