@@ -144,8 +144,10 @@ type Config struct {
 	Timeout time.Duration
 	// CodecBaseline times the codec alone on the same files, in this process, before the load phases.
 	CodecBaseline bool
-	// BaselineRuns is the number of sequential codec runs per operation (median reported); 0 means 10.
+	// BaselineRuns is the number of codec runs per operation and goroutine (median reported); 0 means 10.
 	BaselineRuns int
+	// BaselineParallel is the number of goroutines running the codec at once; 0 means 1 (the codec alone).
+	BaselineParallel int
 	// CodecKey is the codec secret of the baseline; empty uses codec.DevelopmentKey. Timing does not depend
 	// on the key, but the detection result reported with the baseline does.
 	CodecKey []byte
@@ -273,8 +275,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 
 	if cfg.CodecBaseline {
-		fmt.Fprintf(cfg.Log, "bench api: codec baseline, %d runs each\n", cfg.BaselineRuns)
-		b, err := MeasureCodec(ctx, cfg.CodecKey, cfg.Image, cfg.Data, detectInput, cfg.BaselineRuns)
+		fmt.Fprintf(cfg.Log, "bench api: codec baseline, %d runs each, %d at once\n", cfg.BaselineRuns, max(cfg.BaselineParallel, 1))
+		b, err := MeasureCodec(ctx, cfg.CodecKey, cfg.Image, cfg.Data, detectInput, cfg.BaselineRuns, cfg.BaselineParallel)
 		if err != nil {
 			return nil, fmt.Errorf("codec baseline: %w", err)
 		}

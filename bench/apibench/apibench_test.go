@@ -112,7 +112,7 @@ func TestRunAgainstSpawnedNode(t *testing.T) {
 		Targets: sp.Targets(), Key: sp.Key, Clients: 2, Image: img,
 		Endpoints:     []Endpoint{EndpointAuth, EndpointEmbed, EndpointDetect},
 		PerEndpoint:   map[Endpoint]int{EndpointAuth: 50, EndpointEmbed: 4, EndpointDetect: 3},
-		CodecBaseline: true, BaselineRuns: 1, Log: &log,
+		CodecBaseline: true, BaselineRuns: 1, BaselineParallel: 2, Log: &log,
 	})
 	if err != nil {
 		t.Fatalf("run: %v\n%s", err, log.String())

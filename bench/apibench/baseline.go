@@ -5,15 +5,20 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"filigrane/codec"
 	"filigrane/codec/imageio"
 )
 
-// Baseline is the codec-only time of the benchmark's files, measured in this process one run at a time.
+// Baseline is the codec-only time of the benchmark's files, measured in this process.
 type Baseline struct {
 	Runs int `json:"runs"`
+	// Parallel is the number of goroutines that ran the codec at once, each doing Runs runs. 1 is the codec
+	// alone; matching it to the clients shows what the codec costs when that many requests share the CPUs,
+	// so that CPU contention is not mistaken for service overhead.
+	Parallel int `json:"parallel"`
 	// Embed is decode + codec.Embed + PNG encode of the embed input, what a worker does minus storage.
 	Embed CodecTiming `json:"embed"`
 	// Detect is decode + codec.Detect of the detection input.
@@ -23,23 +28,22 @@ type Baseline struct {
 	Watermarked bool `json:"watermarked"`
 }
 
-// CodecTiming summarises sequential runs of one operation.
+// CodecTiming summarises the runs of one operation.
 type CodecTiming struct {
 	P50Ms float64 `json:"p50_ms"`
 	MinMs float64 `json:"min_ms"`
 	MaxMs float64 `json:"max_ms"`
 }
 
-// MeasureCodec times the codec alone: after one warm-up pass, runs sequential runs of decode + Embed + PNG encode on embedInput
-// (with the watermark id of data) and of decode + Detect on detectInput. The codec is single-threaded, like
-// one service worker, so these are directly comparable with one request's service latency.
-func MeasureCodec(ctx context.Context, key []byte, embedInput []byte, data string, detectInput []byte, runs int) (*Baseline, error) {
+// MeasureCodec times the codec alone: parallel goroutines each run, after one unrecorded warm-up pass, runs
+// passes of decode + Embed + PNG encode on embedInput (with the watermark id of data) and decode + Detect on
+// detectInput. The codec is single-threaded, like one service worker, so with parallel 1 these compare
+// directly with one request's service latency.
+func MeasureCodec(ctx context.Context, key []byte, embedInput []byte, data string, detectInput []byte, runs, parallel int) (*Baseline, error) {
 	if len(key) == 0 {
 		key = []byte(codec.DevelopmentKey)
 	}
-	if runs < 1 {
-		runs = 1
-	}
+	runs, parallel = max(runs, 1), max(parallel, 1)
 	cdc, err := codec.New(key)
 	if err != nil {
 		return nil, fmt.Errorf("codec key: %w", err)
@@ -48,47 +52,73 @@ func MeasureCodec(ctx context.Context, key []byte, embedInput []byte, data strin
 	if err != nil {
 		return nil, fmt.Errorf("watermark id of the embed data: %w", err)
 	}
+	type result struct {
+		embed, detect []time.Duration
+		watermarked   bool
+		err           error
+	}
+	results := make([]result, parallel)
+	var wg sync.WaitGroup
+	for g := range results {
+		wg.Add(1)
+		go func(r *result) {
+			defer wg.Done()
+			r.embed, r.detect, r.watermarked, r.err = codecRuns(ctx, cdc, id, embedInput, detectInput, runs)
+		}(&results[g])
+	}
+	wg.Wait()
+	b := &Baseline{Runs: runs, Parallel: parallel, Watermarked: true}
+	var embedTimes, detectTimes []time.Duration
+	for _, r := range results {
+		if r.err != nil {
+			return nil, r.err
+		}
+		embedTimes, detectTimes = append(embedTimes, r.embed...), append(detectTimes, r.detect...)
+		b.Watermarked = b.Watermarked && r.watermarked
+	}
+	b.Embed, b.Detect = timingOf(embedTimes), timingOf(detectTimes)
+	return b, nil
+}
+
+func codecRuns(ctx context.Context, cdc *codec.Codec, id codec.ID, embedInput, detectInput []byte, runs int) (
+	embedTimes, detectTimes []time.Duration, watermarked bool, err error) {
 	lim := imageio.Limits{MaxPixels: imageio.DefaultMaxPixels}
-	b := &Baseline{Runs: runs}
-	embedTimes := make([]time.Duration, 0, runs)
-	detectTimes := make([]time.Duration, 0, runs)
 	var png bytes.Buffer
-	// Run 0 is an unrecorded warm-up: the first pass pays for page faults on a fresh heap and cold caches,
+	// Pass -1 is an unrecorded warm-up: the first pass pays for page faults on a fresh heap and cold caches,
 	// which no request to a running service pays.
 	for i := -1; i < runs; i++ {
 		if err := ctx.Err(); err != nil {
-			return nil, err
+			return nil, nil, false, err
 		}
 		t0 := time.Now()
 		pic, err := imageio.DecodeBytes(embedInput, lim)
 		if err != nil {
-			return nil, fmt.Errorf("decode embed input: %w", err)
+			return nil, nil, false, fmt.Errorf("decode embed input: %w", err)
 		}
 		marked, _, err := cdc.Embed(pic.Image, id, codec.EmbedOptions{})
 		if err != nil {
-			return nil, fmt.Errorf("embed: %w", err)
+			return nil, nil, false, fmt.Errorf("embed: %w", err)
 		}
 		png.Reset()
 		if err := imageio.EncodePNG(&png, marked, pic.ICC); err != nil {
-			return nil, fmt.Errorf("encode PNG: %w", err)
+			return nil, nil, false, fmt.Errorf("encode PNG: %w", err)
 		}
 		embedTime := time.Since(t0)
 
 		t0 = time.Now()
 		dpic, err := imageio.DecodeBytes(detectInput, lim)
 		if err != nil {
-			return nil, fmt.Errorf("decode detection input: %w", err)
+			return nil, nil, false, fmt.Errorf("decode detection input: %w", err)
 		}
 		det := cdc.Detect(dpic.Image)
 		detectTime := time.Since(t0)
-		b.Watermarked = det.Watermarked
+		watermarked = det.Watermarked
 		if i >= 0 {
 			embedTimes = append(embedTimes, embedTime)
 			detectTimes = append(detectTimes, detectTime)
 		}
 	}
-	b.Embed, b.Detect = timingOf(embedTimes), timingOf(detectTimes)
-	return b, nil
+	return embedTimes, detectTimes, watermarked, nil
 }
 
 func timingOf(ds []time.Duration) CodecTiming {

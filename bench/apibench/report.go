@@ -177,7 +177,11 @@ func (r *Report) WriteMarkdown(w io.Writer) {
 		fmt.Fprintf(w, "\nFailures by status and problem code:\n\n%s\n", strings.Join(fails, "\n"))
 	}
 	if b := r.Baseline; b != nil {
-		fmt.Fprintf(w, "\nCodec alone in this process (%d sequential runs, median; single-threaded like one worker):\n\n", b.Runs)
+		if b.Parallel > 1 {
+			fmt.Fprintf(w, "\nCodec in this process, %d goroutines at once, %d runs each after a warm-up (median of all):\n\n", b.Parallel, b.Runs)
+		} else {
+			fmt.Fprintf(w, "\nCodec alone in this process (%d sequential runs after a warm-up, median; single-threaded like one worker):\n\n", b.Runs)
+		}
 		fmt.Fprintln(w, "| operation | codec p50 ms | codec min-max ms | service p50 ms | overhead p50 ms |")
 		fmt.Fprintln(w, "|---|---:|---:|---:|---:|")
 		row := func(name string, t CodecTiming, e Endpoint) {

@@ -50,7 +50,8 @@ func runBenchAPI(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		detectOrig  = fs.Bool("detect-original", false, "detect the unmarked image (default: a marked copy made by one embed request)")
 		timeout     = fs.Duration("timeout", 2*time.Minute, "limit of one request")
 		baseline    = fs.Bool("codec-baseline", false, "time decode+embed+PNG and decode+detect in this process to show the service overhead")
-		baseRuns    = fs.Int("baseline-runs", 10, "sequential codec runs per operation for --codec-baseline, after one warm-up (median reported)")
+		baseRuns    = fs.Int("baseline-runs", 10, "codec runs per operation (and goroutine) for --codec-baseline, after one warm-up (median reported)")
+		baseAtOnce  = fs.Int("baseline-parallel", 1, "codec runs at once for --codec-baseline (set it to --clients to separate CPU contention from service overhead)")
 		codecKey    = fs.String("key-file", "", "codec key file for the baseline and spawned nodes (default: $FILIGRANE_CODEC_KEY, else the development key)")
 		spawn       = fs.Int("spawn", 0, "start this many in-process nodes (only 1 for now) with a plan catalog lifting the rate limit, and test them")
 		workers     = fs.Int("workers", 0, "codec workers of a spawned node (0: one per CPU)")
@@ -80,7 +81,7 @@ func runBenchAPI(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	}
 	cfg := apibench.Config{Clients: *clients, Endpoints: eps, Requests: all, PerEndpoint: per, Duration: *duration,
 		Warmup: *warmup, Data: *data, DetectOriginal: *detectOrig, Timeout: *timeout, CodecBaseline: *baseline,
-		BaselineRuns: *baseRuns, Log: stderr}
+		BaselineRuns: *baseRuns, BaselineParallel: *baseAtOnce, Log: stderr}
 	if *imagePath != "" {
 		if cfg.Image, err = os.ReadFile(*imagePath); err != nil {
 			return fail(2, fmt.Errorf("read --image: %w", err))
