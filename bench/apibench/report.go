@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
@@ -208,10 +209,11 @@ func (i ImageInfo) String() string {
 }
 
 func fmtMs(v float64) string {
-	switch {
-	case v >= 100:
+	// An overhead can be negative when the codec's own run-to-run noise exceeds it.
+	switch a := math.Abs(v); {
+	case a >= 100:
 		return fmt.Sprintf("%.0f", v)
-	case v >= 10:
+	case a >= 10:
 		return fmt.Sprintf("%.1f", v)
 	}
 	return fmt.Sprintf("%.2f", v)
