@@ -72,8 +72,12 @@ func (c *Codec) tryGeometry(pyr pyramid, a0 affine) attempt {
 		return attempt{pilotZ: al.z}
 	}
 	a := al.aligned(a0)
-	a = c.refine(pyr, a, 2)
-	a = c.refine(pyr, a, 1)
+	// A second, finer pass only when the first one moved some block by more than a third of a waxel: the original
+	// geometry (re-encoded, cropped, flipped images) needs none, which saves a fold.
+	a, shift := c.refine(pyr, a, 2)
+	if shift > 0.33 {
+		a, _ = c.refine(pyr, a, 1)
+	}
 	g = whiten(sampleGrid(pyr, a))
 	if g.w == 0 {
 		return attempt{}

@@ -107,11 +107,11 @@ func (al alignment) aligned(a0 affine) affine {
 
 // refine measures the residual pilot offset in each tile-sized block of the image and fits an affine correction
 // by weighted least squares, which removes the small scale and rotation errors left by lattice estimation. radius
-// is the largest offset searched, in waxels.
-func (c *Codec) refine(pyr pyramid, a affine, radius int) affine {
+// is the largest offset searched, in waxels. It also returns the largest correction it applied, in waxels.
+func (c *Codec) refine(pyr pyramid, a affine, radius int) (affine, float64) {
 	g := whiten(sampleGrid(pyr, a))
 	if g.w == 0 {
-		return a
+		return a, 0
 	}
 	type meas struct{ cx, cy, dx, dy, w float64 }
 	var ms []meas
@@ -186,7 +186,7 @@ func (c *Codec) refine(pyr pyramid, a affine, radius int) affine {
 		}
 	}
 	if len(ms) == 0 {
-		return a
+		return a, 0
 	}
 	// Weighted centroid, then an affine fit around it when there are enough spread-out blocks.
 	var sw, mx, my, mdx, mdy float64
@@ -219,9 +219,15 @@ func (c *Codec) refine(pyr pyramid, a affine, radius int) affine {
 			}
 		}
 	}
-	// d(c) = E·(c - m) + md; new map p = A·(c + d(c)) + t.
+	// d(c) = E·(c - m) + md; new map p = A·(c + d(c)) + t. The largest correction over the measured blocks tells
+	// the caller whether another pass is worth it.
+	var shift float64
+	for _, m := range ms {
+		x, y := m.cx-mx, m.cy-my
+		shift = math.Max(shift, math.Hypot(e[0]*x+e[1]*y+mdx, e[2]*x+e[3]*y+mdy))
+	}
 	corr := [4]float64{1 + e[0], e[1], e[2], 1 + e[3]}
 	sx := mdx - (e[0]*mx + e[1]*my)
 	sy := mdy - (e[2]*mx + e[3]*my)
-	return a.compose(corr, sx, sy)
+	return a.compose(corr, sx, sy), shift
 }
