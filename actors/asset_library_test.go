@@ -251,4 +251,14 @@ func TestAssetExpireFiles(t *testing.T) {
 	if n, err := a.ExpireFiles(ctx, long.FileExpiresAt); err != nil || n != 1 || exists(long) {
 		t.Fatalf("after a year: %d %v", n, err)
 	}
+
+	// An expiry inside a second: a pass within that second but before the instant keeps the entry for later.
+	odd := putAsset(t, a, "org_x", 7, actors.AssetSource, "image", "", time.Hour+600*time.Millisecond)
+	at := odd.FileExpiresAt
+	if n, err := a.ExpireFiles(ctx, at.Add(-300*time.Millisecond)); err != nil || n != 0 || !exists(odd) {
+		t.Fatalf("within the second, before the instant: %d %v", n, err)
+	}
+	if n, err := a.ExpireFiles(ctx, at.Add(300*time.Millisecond)); err != nil || n != 1 || exists(odd) {
+		t.Fatalf("after the instant: %d %v", n, err)
+	}
 }

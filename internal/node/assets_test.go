@@ -310,6 +310,11 @@ func TestAssetContentAndRanges(t *testing.T) {
 		t.Fatalf("current If-Range: %d", r.status)
 	}
 
+	// HEAD answers the headers of the download without its body.
+	if h := call(t, "HEAD", base, key, nil); h.status != 200 || h.header.Get("Content-Length") != fmt.Sprint(size) || len(h.body) != 0 {
+		t.Fatalf("HEAD: %d %v", h.status, h.header)
+	}
+
 	// A renamed asset downloads under its new name, reduced to safe characters.
 	if r := assetSend(t, "PATCH", f.base+"/assets/"+e.out, key, `{"version":1,"name":"Été/../\"quoted\" photo.png"}`); r.status != 200 {
 		t.Fatalf("rename: %d %s", r.status, r.body)
@@ -511,10 +516,21 @@ func TestAssetPatch(t *testing.T) {
 	// Body limits and type.
 	huge := `{"version":5,"name":"x","metadata":{"k":"` + strings.Repeat("x", 70<<10) + `"}}`
 	assetProblem(t, "65 KB body", assetSend(t, "PATCH", u, key, huge), 413, "payload_too_large")
+	// The same without a Content-Length: the body streams in chunks and is cut at the limit.
+	chunked, _ := http.NewRequest("PATCH", u, io.MultiReader(strings.NewReader(huge)))
+	chunked.Header.Set("X-API-Key", key)
+	res, err := http.DefaultClient.Do(chunked)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != 413 {
+		t.Fatalf("chunked 70 KB body: %d", res.StatusCode)
+	}
 	req, _ := http.NewRequest("PATCH", u, strings.NewReader(`{"version":5,"name":"x"}`))
 	req.Header.Set("X-API-Key", key)
 	req.Header.Set("Content-Type", "text/plain")
-	res, err := http.DefaultClient.Do(req)
+	res, err = http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
