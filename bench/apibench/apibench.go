@@ -393,8 +393,10 @@ func (s *clientStats) fail(key, sample string) {
 	}
 }
 
-// run sends requests until d has passed (n == 0) or n requests were sent, and reports on them. Requests in
-// flight when the time is up finish and count; the phase's elapsed time runs until the last one ends.
+// run sends requests until d has passed (n == 0), n requests were sent or ctx ends, and reports on them.
+// Requests in flight when the time is up finish and count; the phase's elapsed time runs until the last one
+// ends. fasthttp takes no context, so a cancelled ctx stops new requests and those in flight end within
+// Config.Timeout (for the endpoints here, in well under a second unless the server is stuck).
 func (p *phase) run(ctx context.Context, d time.Duration, n int) EndpointReport {
 	var issued, rr atomic.Int64
 	stats := make([]clientStats, p.cfg.Clients)

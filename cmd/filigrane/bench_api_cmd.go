@@ -132,8 +132,13 @@ func runBenchAPI(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	}
 
 	rep, err := apibench.Run(ctx, cfg)
-	if err != nil {
+	interrupted := err != nil && rep != nil && ctx.Err() != nil
+	if err != nil && !interrupted {
 		return fail(1, err)
+	}
+	if interrupted {
+		// Ctrl-C: what was measured so far is still worth printing, marked as partial.
+		rep.Notes = append(rep.Notes, "interrupted: the last phase is partial and later phases did not run")
 	}
 	rep.Command = "filigrane bench api " + strings.Join(args, " ")
 	if *spawn > 0 {
@@ -146,6 +151,9 @@ func runBenchAPI(ctx context.Context, args []string, stdout, stderr io.Writer) i
 			return fail(1, err)
 		}
 		fmt.Fprintf(stdout, "\nwrote %s\n", *jsonOut)
+	}
+	if interrupted {
+		return fail(1, err)
 	}
 	for _, e := range rep.Endpoints {
 		if e.Successes == 0 {
