@@ -6,8 +6,8 @@ package codec
 const (
 	minDetectSide     = 64
 	detectMaxPixels   = 48 << 20 // larger images are box-reduced before analysis (bounded memory)
-	maxDecodeAttempts = 4
-	latticeHypotheses = maxDecodeAttempts - 1
+	maxDecodeAttempts = 5
+	latticeHypotheses = maxDecodeAttempts - 2 // after the nominal and the downscaled hypotheses
 	// pilotGate is the pilot z-score below which a hypothesis is dropped before refinement and decoding. The best
 	// of the 8×16384 orientations and offsets of an unmarked image rarely exceeds 5; a mark with a pilot this weak
 	// has a raw coded-bit error rate near 30%, beyond the code.
@@ -46,11 +46,21 @@ func (c *Codec) detectAttempt(y plane) attempt {
 	// The geometry Embed used for an image of this size comes first: it is exact when the image was not
 	// resized (re-encoded, brightened, flipped, or cropped below a 1024-pixel short side) and costs no lattice
 	// estimation.
-	if !try(nominalAffine(y.w, y.h)) {
-		for _, a := range latticeCandidates(pyr, latticeHypotheses) {
-			if try(a) {
-				break
-			}
+	if try(nominalAffine(y.w, y.h)) {
+		return best
+	}
+	// Second, an image downscaled (by any factor, without cropping) from an original with a short side of 1024
+	// pixels or more: resolution normalisation makes its waxel exactly shortSide/512 pixels now. This matters
+	// below a 1024-pixel short side, where it differs from the nominal 2 pixels, and it finds marks too weak for
+	// the lattice search (a half-size copy recompressed as JPEG).
+	if s := min(y.w, y.h); s < 1024 && float64(s)/512 >= minWaxel {
+		if try(scaledAffine(y.w, y.h, float64(s)/512)) {
+			return best
+		}
+	}
+	for _, a := range latticeCandidates(pyr, latticeHypotheses) {
+		if try(a) {
+			break
 		}
 	}
 	return best

@@ -36,6 +36,8 @@ func robustnessAttacks() []namedAttack {
 		{"resize2", func(i image.Image, _ *rand.Rand) image.Image { return attackResize(i, 2) }},
 		{"rot10", func(i image.Image, _ *rand.Rand) image.Image { return attackRotate(i, -10) }},
 		{"crop0.55", func(i image.Image, r *rand.Rand) image.Image { return attackCrop(i, 0.55, r.Float64(), r.Float64()) }},
+		{"0.5x+jpeg50", func(i image.Image, _ *rand.Rand) image.Image { return attackJPEG(attackResize(i, 0.5), 50) }},
+		{"rot5+jpeg60", func(i image.Image, _ *rand.Rand) image.Image { return attackJPEG(attackRotate(i, 5), 60) }},
 		{"rot90", func(i image.Image, _ *rand.Rand) image.Image { return attackRotate90(i) }},
 		{"rot90+flip+0.7x", func(i image.Image, _ *rand.Rand) image.Image {
 			return attackResize(attackFlip(attackRotate90(i)), 0.7)

@@ -41,8 +41,12 @@ func (a affine) compose(b [4]float64, sx, sy float64) affine {
 // nominalAffine is the geometry Embed uses for a w×h image: square waxels of waxelSize(w, h) pixels, tile grid
 // anchored at the top-left corner.
 func nominalAffine(w, h int) affine {
-	s := waxelSize(w, h)
-	return affine{m: [4]float64{s, 0, 0, s}, tx: -0.5, ty: -0.5}
+	return scaledAffine(w, h, waxelSize(w, h))
+}
+
+// scaledAffine is a grid of square waxels of ws pixels anchored at the top-left corner.
+func scaledAffine(w, h int, ws float64) affine {
+	return affine{m: [4]float64{ws, 0, 0, ws}, tx: -0.5, ty: -0.5}
 }
 
 // waxelSize is the resolution normalisation: a 1024-pixel short side or smaller gets 2-pixel waxels, larger images
