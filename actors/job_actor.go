@@ -103,14 +103,6 @@ func (a *jobActor) Receive(ctx actor.Context) {
 	}
 }
 
-func (a *jobActor) storeCtx() (context.Context, context.CancelFunc) {
-	d := a.deps.StoreTimeout
-	if d <= 0 {
-		d = 10 * time.Second
-	}
-	return context.WithTimeout(context.Background(), d)
-}
-
 // load reads the record once per activation; a missing record leaves rec nil.
 func (a *jobActor) load(ctx actor.Context, requestID string) bool {
 	if a.id == "" {
@@ -123,7 +115,7 @@ func (a *jobActor) load(ctx actor.Context, requestID string) bool {
 	if a.loaded {
 		return true
 	}
-	sctx, cancel := a.storeCtx()
+	sctx, cancel := a.deps.storeCtx()
 	defer cancel()
 	it, err := a.deps.Store.Get(sctx, jobKey(a.id))
 	switch {
@@ -162,28 +154,42 @@ func (a *jobActor) fail(ctx actor.Context, err error, what string) {
 	ctx.Poison(ctx.Self())
 }
 
-// save writes rec with compare-and-set. On a lost race it answers CodeRetry and stops the activation.
+// save writes rec with compare-and-set and answers the request itself when that fails: on a lost race with
+// CodeRetry (and the activation stops), otherwise CodeInternal.
 func (a *jobActor) save(ctx actor.Context, rec *jobstate.Record) bool {
+	err := a.write(ctx, rec)
+	switch {
+	case err == nil:
+		return true
+	case errors.Is(err, persistence.ErrVersionMismatch):
+		a.deps.Respond(ctx, &JobReply{Code: CodeRetry, Detail: "job state changed elsewhere; retry"})
+	default:
+		a.deps.Respond(ctx, &JobReply{Code: CodeInternal, Detail: "job state unavailable"})
+	}
+	return false
+}
+
+// write stores rec with compare-and-set. A lost race means another activation owns the job: this one stops.
+func (a *jobActor) write(ctx actor.Context, rec *jobstate.Record) error {
 	b, err := persistence.Marshal(rec)
 	if err != nil {
-		a.fail(ctx, err, "encode job")
-		return false
+		a.deps.Logger.Error().Err(err).Str("job", a.id).Msg("encode job")
+		return err
 	}
-	sctx, cancel := a.storeCtx()
+	sctx, cancel := a.deps.storeCtx()
 	defer cancel()
 	v, err := a.deps.Store.CompareAndSet(sctx, jobKey(a.id), a.version, b)
-	if errors.Is(err, persistence.ErrVersionMismatch) {
-		a.deps.Logger.Warn().Str("job", a.id).Msg("job written by another activation; stopping")
-		a.deps.Respond(ctx, &JobReply{Code: CodeRetry, Detail: "job state changed elsewhere; retry"})
-		ctx.Poison(ctx.Self())
-		return false
-	}
 	if err != nil {
-		a.fail(ctx, err, "save job")
-		return false
+		if errors.Is(err, persistence.ErrVersionMismatch) {
+			a.deps.Logger.Warn().Str("job", a.id).Msg("job written by another activation; stopping")
+		} else {
+			a.deps.Logger.Error().Err(err).Str("job", a.id).Msg("save job")
+		}
+		ctx.Poison(ctx.Self())
+		return err
 	}
 	a.rec, a.version = rec, v
-	return true
+	return nil
 }
 
 func (a *jobActor) submit(ctx actor.Context, msg *JobSubmit) {
@@ -205,7 +211,7 @@ func (a *jobActor) submit(ctx actor.Context, msg *JobSubmit) {
 		a.deps.Respond(ctx, &JobReply{Record: a.rec, Replayed: true})
 		return
 	}
-	cctx, cancel := a.storeCtx()
+	cctx, cancel := a.deps.storeCtx()
 	rep, err := a.deps.orgs().Reserve(cctx, OrgReserve{OrgID: spec.OrgID, Op: spec.RequestID, Credits: msg.Hold,
 		Slot: msg.Slot, Batch: msg.Batch})
 	cancel()
@@ -228,7 +234,7 @@ func (a *jobActor) submit(ctx actor.Context, msg *JobSubmit) {
 	if !a.save(ctx, rec) {
 		return
 	}
-	sctx, cancel := a.storeCtx()
+	sctx, cancel := a.deps.storeCtx()
 	_, err = a.deps.Store.CompareAndSet(sctx, []byte(prefixActiveJob+a.id), persistence.NoVersion, []byte(spec.OrgID))
 	cancel()
 	if err != nil && !errors.Is(err, persistence.ErrVersionMismatch) {
@@ -241,7 +247,7 @@ func (a *jobActor) submit(ctx actor.Context, msg *JobSubmit) {
 
 // releaseQuietly frees a hold whose job could not be created.
 func (a *jobActor) releaseQuietly(orgID, op string) {
-	cctx, cancel := a.storeCtx()
+	cctx, cancel := a.deps.storeCtx()
 	defer cancel()
 	if _, err := a.deps.orgs().Release(cctx, OrgRelease{OrgID: orgID, Op: op}); err != nil {
 		a.deps.Logger.Error().Err(err).Str("job", op).Msg("release credits of a refused job")
@@ -301,11 +307,12 @@ func (a *jobActor) settle(ctx actor.Context) {
 			}
 		}
 	}
-	if next.Settlement != a.rec.Settlement && !a.saveQuiet(ctx, next) {
+	// settle runs inside handlers that answer themselves, so a failed write only stops here.
+	if next.Settlement != a.rec.Settlement && a.write(ctx, next) != nil {
 		return
 	}
 	if a.rec.Committed() {
-		sctx, cancel := a.storeCtx()
+		sctx, cancel := a.deps.storeCtx()
 		if keys, at := a.purgeable(); keys != "" {
 			if _, err := a.deps.Store.CompareAndSet(sctx, purgeKey(at, a.id), persistence.NoVersion, []byte(keys)); err != nil && !errors.Is(err, persistence.ErrVersionMismatch) {
 				a.deps.Logger.Warn().Err(err).Str("job", a.id).Msg("index result for purging")
@@ -344,30 +351,10 @@ func (a *jobActor) activeVersion(ctx context.Context) persistence.Version {
 	return it.Version
 }
 
-// saveQuiet is save without an answer on failure: settle runs inside handlers that answer themselves.
-func (a *jobActor) saveQuiet(ctx actor.Context, rec *jobstate.Record) bool {
-	b, err := persistence.Marshal(rec)
-	if err != nil {
-		return false
-	}
-	sctx, cancel := a.storeCtx()
-	defer cancel()
-	v, err := a.deps.Store.CompareAndSet(sctx, jobKey(a.id), a.version, b)
-	if err != nil {
-		a.deps.Logger.Warn().Err(err).Str("job", a.id).Msg("save settled effects")
-		if errors.Is(err, persistence.ErrVersionMismatch) {
-			ctx.Poison(ctx.Self())
-		}
-		return false
-	}
-	a.rec, a.version = rec, v
-	return true
-}
-
 // perform carries out one settlement effect; each is idempotent, so a crash before MarkSettled is saved only
 // makes the next activation repeat it harmlessly.
 func (a *jobActor) perform(r *jobstate.Record, fx jobstate.Effect) error {
-	cctx, cancel := a.storeCtx()
+	cctx, cancel := a.deps.storeCtx()
 	defer cancel()
 	switch fx.Kind {
 	case jobstate.EffectChargeCredits:

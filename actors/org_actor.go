@@ -111,12 +111,13 @@ func (a *orgActor) Receive(ctx actor.Context) {
 	}
 }
 
-func (a *orgActor) storeCtx() (context.Context, context.CancelFunc) {
-	d := a.deps.StoreTimeout
-	if d <= 0 {
-		d = 10 * time.Second
+// storeCtx bounds one storage call made while an actor handles a message.
+func (d *Deps) storeCtx() (context.Context, context.CancelFunc) {
+	t := d.StoreTimeout
+	if t <= 0 {
+		t = 10 * time.Second
 	}
-	return context.WithTimeout(context.Background(), d)
+	return context.WithTimeout(context.Background(), t)
 }
 
 // load reads the record on first use. It answers and returns false when the caller must stop handling.
@@ -125,7 +126,7 @@ func (a *orgActor) load(ctx actor.Context, orgID string) bool {
 		a.id = orgID // activated without ClusterInit (tests spawning the actor directly)
 	}
 	if !a.loaded {
-		sctx, cancel := a.storeCtx()
+		sctx, cancel := a.deps.storeCtx()
 		st, v, err := Orgs{Store: a.deps.Store, Clock: a.deps.Clock}.Load(sctx, a.id)
 		cancel()
 		switch {
@@ -164,7 +165,7 @@ func (a *orgActor) mutate(ctx actor.Context, orgID string, fn func(*OrgState, ti
 		a.deps.Respond(ctx, a.reply(codeOf(err), err.Error()))
 		return
 	}
-	sctx, cancel := a.storeCtx()
+	sctx, cancel := a.deps.storeCtx()
 	v, err := Orgs{Store: a.deps.Store, Clock: a.deps.Clock}.Save(sctx, next, a.version)
 	cancel()
 	if err != nil {
@@ -195,7 +196,7 @@ func (a *orgActor) reapStaleHolds(s *OrgState, now time.Time) {
 		if now.Sub(s.Holds[op].At) < staleHoldAge {
 			continue
 		}
-		sctx, cancel := a.storeCtx()
+		sctx, cancel := a.deps.storeCtx()
 		_, err := a.deps.Store.Get(sctx, []byte(prefixActiveJob+op))
 		cancel()
 		if !errors.Is(err, persistence.ErrNotFound) {

@@ -270,13 +270,11 @@ func (s *Server) acceptFile(c context.Context, ctx *fasthttp.RequestCtx, p *prin
 		s.cfg.Logger.Error().Err(err).Str("job", reqID).Msg("submit job")
 		return newAPIError(CodeUnavailable, "the job could not be accepted in time; retry with the same Idempotency-Key")
 	}
+	if aerr := reserveRefusal(ctx, p, rep.Code, price); aerr != nil {
+		return aerr
+	}
 	switch rep.Code {
 	case actors.CodeOK:
-	case actors.CodeInsufficientCredits:
-		return newAPIError(CodeInsufficientCredits, "the organization has too few credits for this request (%d needed)", price)
-	case actors.CodeConcurrencyLimit:
-		ctx.Response.Header.Set("Retry-After", strconv.Itoa(retryAfterSeconds(p.Plan)))
-		return newAPIError(CodeConcurrencyLimit, "the %s plan runs %d jobs at once", p.Plan.Name, p.Plan.Concurrency)
 	case actors.CodeIdempotencyConflict:
 		return newAPIError(CodeIdempotencyConflict, "this Idempotency-Key was used with different inputs or options")
 	default:
@@ -460,14 +458,10 @@ func (s *Server) detectNow(c context.Context, ctx *fasthttp.RequestCtx, p *princ
 	if err != nil {
 		return newAPIError(CodeUnavailable, "could not reserve credits in time")
 	}
-	switch rep.Code {
-	case actors.CodeOK:
-	case actors.CodeInsufficientCredits:
-		return newAPIError(CodeInsufficientCredits, "the organization has too few credits for this request (%d needed)", price)
-	case actors.CodeConcurrencyLimit:
-		ctx.Response.Header.Set("Retry-After", strconv.Itoa(retryAfterSeconds(p.Plan)))
-		return newAPIError(CodeConcurrencyLimit, "the %s plan runs %d jobs at once", p.Plan.Name, p.Plan.Concurrency)
-	default:
+	if aerr := reserveRefusal(ctx, p, rep.Code, price); aerr != nil {
+		return aerr
+	}
+	if rep.Code != actors.CodeOK {
 		return newAPIError(CodeUnavailable, "could not reserve credits: %s", rep.Code)
 	}
 	settle := func(charge bool) {
@@ -497,6 +491,19 @@ func (s *Server) detectNow(c context.Context, ctx *fasthttp.RequestCtx, p *princ
 	settle(true)
 	ctx.Response.Header.Set("X-Service-Accelerator", string(jobstate.AcceleratorCPU))
 	writeJSON(ctx, 200, det)
+	return nil
+}
+
+// reserveRefusal answers the org actor's refusals to hold credits or a slot: 402, or 429 with the plan's
+// Retry-After. Other codes are the caller's to handle.
+func reserveRefusal(ctx *fasthttp.RequestCtx, p *principal, code string, price int64) *apiError {
+	switch code {
+	case actors.CodeInsufficientCredits:
+		return newAPIError(CodeInsufficientCredits, "the organization has too few credits for this request (%d needed)", price)
+	case actors.CodeConcurrencyLimit:
+		ctx.Response.Header.Set("Retry-After", strconv.Itoa(retryAfterSeconds(p.Plan)))
+		return newAPIError(CodeConcurrencyLimit, "the %s plan runs %d jobs at once", p.Plan.Name, p.Plan.Concurrency)
+	}
 	return nil
 }
 

@@ -178,6 +178,9 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	deps := &actors.Deps{
 		Store: store, Clock: cfg.Clock, Catalog: catalog, Logger: cfg.Logger.With().Str("component", "actors").Logger(),
 		Respond: func(ctx actor.Context, v any) {
+			if ctx.Sender() == nil {
+				return // a timer's self-sent tick waits for no answer
+			}
 			if err := cluster.Respond(ctx, reg, v); err != nil {
 				cfg.Logger.Error().Err(err).Msgf("respond with %T", v)
 			}
