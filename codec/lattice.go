@@ -33,6 +33,7 @@ func latticeCandidates(pyr pyramid, maxCandidates int) []affine {
 		sq.pix[i] = v * v
 	}
 	ms := boxBlur(sq, 4)
+
 	nw, nh := nextPow2(p.w), nextPow2(p.h)
 	buf := make([]float64, nw*nh)
 	taper := func(i, n int) float64 {
@@ -303,16 +304,28 @@ func blocky(res plane, step int) bool {
 	return edge/float64(ne) > 1.1*inner/float64(ni)
 }
 
-// inpaintGridLags replaces the cyclic autocorrelation at lags that are multiples of step in both coordinates
-// (except lag 0) by the mean of the four axis neighbours.
+// inpaintGridLags replaces the cyclic autocorrelation in the 3×3 lags around every multiple of step (both
+// coordinates; except around lag 0) by the mean of the ring of 16 lags around them: JPEG's block peaks are about
+// a lag wide, so their direct neighbours are raised too and would become local maxima themselves.
 func inpaintGridLags(a []float64, w, h, step int) {
 	for y := 0; y < h; y += step {
 		for x := 0; x < w; x += step {
 			if x == 0 && y == 0 {
 				continue
 			}
-			n := a[y*w+mod(x-1, w)] + a[y*w+mod(x+1, w)] + a[mod(y-1, h)*w+x] + a[mod(y+1, h)*w+x]
-			a[y*w+x] = n / 4
+			var ring float64
+			for d := -2; d <= 2; d++ {
+				ring += a[mod(y-2, h)*w+mod(x+d, w)] + a[mod(y+2, h)*w+mod(x+d, w)]
+				if d > -2 && d < 2 {
+					ring += a[mod(y+d, h)*w+mod(x-2, w)] + a[mod(y+d, h)*w+mod(x+2, w)]
+				}
+			}
+			ring /= 16
+			for dy := -1; dy <= 1; dy++ {
+				for dx := -1; dx <= 1; dx++ {
+					a[mod(y+dy, h)*w+mod(x+dx, w)] = ring
+				}
+			}
 		}
 	}
 }
