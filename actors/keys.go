@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"filigrane/internal/clock"
@@ -96,6 +97,49 @@ const keyPrefix = "fgk_"
 type Keys struct {
 	Store persistence.Store
 	Clock clock.Clock
+	// Cache, when set, keeps key records read by Authenticate for a short time. Cluster nodes use it because
+	// every request would otherwise read the key from object storage; a revocation then takes effect on
+	// other nodes within the cache's TTL.
+	Cache *KeyCache
+}
+
+// KeyCache remembers key records for a fixed time.
+type KeyCache struct {
+	ttl     time.Duration
+	mu      sync.Mutex
+	entries map[string]cachedKey
+}
+
+type cachedKey struct {
+	key     APIKey
+	fetched time.Time
+}
+
+// maxCachedKeys bounds the cache; past it the cache starts over rather than tracking recency.
+const maxCachedKeys = 100_000
+
+// NewKeyCache returns a cache whose entries live for ttl.
+func NewKeyCache(ttl time.Duration) *KeyCache {
+	return &KeyCache{ttl: ttl, entries: map[string]cachedKey{}}
+}
+
+func (c *KeyCache) get(id string, now time.Time) (APIKey, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.entries[id]
+	if !ok || now.Sub(e.fetched) >= c.ttl || now.Before(e.fetched) {
+		return APIKey{}, false
+	}
+	return e.key, true
+}
+
+func (c *KeyCache) put(key APIKey, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.entries) >= maxCachedKeys {
+		c.entries = map[string]cachedKey{}
+	}
+	c.entries[key.ID] = cachedKey{key: key, fetched: now}
 }
 
 // NewKeySpec describes a key to create.
@@ -164,18 +208,28 @@ func (k Keys) Authenticate(ctx context.Context, secret string) (APIKey, error) {
 	if !ok || len(id) != 16 {
 		return APIKey{}, ErrInvalidKey
 	}
-	key, _, err := k.Get(ctx, id)
-	if errors.Is(err, persistence.ErrNotFound) {
-		return APIKey{}, ErrInvalidKey
+	now := k.Clock.Now()
+	key, cached := APIKey{}, false
+	if k.Cache != nil {
+		key, cached = k.Cache.get(id, now)
 	}
-	if err != nil {
-		return APIKey{}, err
+	if !cached {
+		var err error
+		key, _, err = k.Get(ctx, id)
+		if errors.Is(err, persistence.ErrNotFound) {
+			return APIKey{}, ErrInvalidKey
+		}
+		if err != nil {
+			return APIKey{}, err
+		}
+		if k.Cache != nil {
+			k.Cache.put(key, now)
+		}
 	}
 	sum := sha256.Sum256([]byte(secret))
 	if subtle.ConstantTimeCompare(sum[:], key.SecretHash) != 1 {
 		return APIKey{}, ErrInvalidKey
 	}
-	now := k.Clock.Now()
 	if key.RevokedAt != nil || (key.ExpiresAt != nil && !now.Before(*key.ExpiresAt)) {
 		return APIKey{}, ErrInvalidKey
 	}

@@ -240,7 +240,7 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 
 	httpLog := cfg.Logger.With().Str("component", "http").Logger()
 	n.api = apihttp.New(apihttp.Config{
-		Keys:  actors.Keys{Store: store, Clock: cfg.Clock},
+		Keys:  actors.Keys{Store: store, Clock: cfg.Clock, Cache: keyCache(storage.Cluster)},
 		Orgs:  actors.OrgClient{Caller: n.cluster},
 		Store: store, Blobs: blobs, Caller: n.cluster, Media: media, Pool: n.pool,
 		Catalog: catalog, Clock: cfg.Clock, Logger: httpLog, Metrics: n.Metrics,
