@@ -6,7 +6,7 @@ package codec
 const (
 	minDetectSide     = 64
 	detectMaxPixels   = 48 << 20 // larger images are box-reduced before analysis (bounded memory)
-	maxDecodeAttempts = 5
+	maxDecodeAttempts = 6
 	latticeHypotheses = maxDecodeAttempts - 2 // after the nominal and the downscaled hypotheses
 	// pilotGate is the pilot z-score below which a hypothesis is dropped before refinement and decoding. The best
 	// of the 8×16384 orientations and offsets of an unmarked image rarely exceeds 5; a mark with a pilot this weak
@@ -58,7 +58,11 @@ func (c *Codec) detectAttempt(y plane) attempt {
 			return best
 		}
 	}
-	for _, a := range latticeCandidates(pyr, latticeHypotheses) {
+	expected := []float64{waxelSize(y.w, y.h)}
+	if s := min(y.w, y.h); s < 1024 {
+		expected = append(expected, float64(s)/512)
+	}
+	for _, a := range latticeCandidates(pyr, latticeHypotheses, expected) {
 		if try(a) {
 			break
 		}

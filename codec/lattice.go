@@ -10,7 +10,7 @@ const latticeMaxSide = 1100
 // latticeCandidates estimates the tile lattice (period and rotation) from the autocorrelation of the whitened
 // image (Kutter 1998): a tiled mark makes the autocorrelation peak at the tile period vectors. It returns up to
 // maxCandidates maps from waxel coordinates to pixels, strongest first; the dihedral ambiguity is left to the pilot search.
-func latticeCandidates(pyr pyramid, maxCandidates int) []affine {
+func latticeCandidates(pyr pyramid, maxCandidates int, expected []float64) []affine {
 	// Work on the finest pyramid level whose short side is at most latticeMaxSide: coarser levels blur 2-pixel
 	// waxels away and lose the lattice on textured photos.
 	level := 0
@@ -224,6 +224,32 @@ func latticeCandidates(pyr pyramid, maxCandidates int) []affine {
 			return 0
 		})
 	}
+	// Ring search: for each expected waxel size (the geometries Embed would have used if the image was only
+	// rotated, or downscaled and rotated), the best rotation on the circle of that period. A prior on the period
+	// finds the lattice where JPEG artefacts or texture push its peaks out of the strongest few.
+	half := func(x, y float64) float64 {
+		if y < 0 {
+			x, y = -x, -y
+		}
+		return interp(x, y)
+	}
+	var rings []lattice
+	for _, ws := range expected {
+		period := ws * tileSide / math.Pow(2, float64(level))
+		if period < rmin || period > rmax-2 {
+			continue
+		}
+		bestT, bestV := 0.0, math.Inf(-1)
+		for t := -math.Pi / 4; t < math.Pi/4; t += 0.5 / period {
+			c, sn := math.Cos(t), math.Sin(t)
+			if v := half(period*c, period*sn) + half(-period*sn, period*c); v > bestV {
+				bestT, bestV = t, v
+			}
+		}
+		pr, th := refineLattice(period, bestT)
+		rings = append(rings, lattice{period: pr, theta: th, v: bestV})
+	}
+	lats = append(rings, lats...)
 	var out []affine
 	var kept []lattice
 	base := pyr[0]
