@@ -307,7 +307,7 @@ func TestUploadSignedURL(t *testing.T) {
 		return p2.String()
 	}
 	bad := map[string]string{
-		"signature changed":   tamper(func(_ *url.URL, q url.Values) { s := q.Get("signature"); q.Set("signature", "0"+s[1:]) }),
+		"signature changed":   tamper(func(_ *url.URL, q url.Values) { q.Set("signature", flipFirst(q.Get("signature"))) }),
 		"signature missing":   tamper(func(_ *url.URL, q url.Values) { q.Del("signature") }),
 		"expiry extended":     tamper(func(_ *url.URL, q url.Values) { q.Set("expires", q.Get("expires")+"0") }),
 		"other upload":        tamper(func(p *url.URL, _ url.Values) { p.Path = "/uploads/" + other.UploadID }),
@@ -738,4 +738,13 @@ func TestUploadConcurrentPuts(t *testing.T) {
 	if n := uploadFiles(t, f); n != 1 {
 		t.Fatalf("%d files stored, want 1", n)
 	}
+}
+
+// flipFirst changes the first hex digit of s to another one (a fixed replacement would leave 1 in 16
+// signatures unchanged).
+func flipFirst(s string) string {
+	if s[0] == '0' {
+		return "1" + s[1:]
+	}
+	return "0" + s[1:]
 }
