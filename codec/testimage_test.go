@@ -3,7 +3,6 @@ package codec
 import (
 	"bytes"
 	"image"
-	"image/color"
 	"image/jpeg"
 	"math"
 	"math/rand/v2"
@@ -197,4 +196,3 @@ func attackLevels(img image.Image, brightness, contrast float64) image.Image {
 	return dst
 }
 
-var _ = color.Black
