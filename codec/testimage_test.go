@@ -195,4 +195,3 @@ func attackLevels(img image.Image, brightness, contrast float64) image.Image {
 	}
 	return dst
 }
-
