@@ -38,6 +38,13 @@ func robustnessAttacks() []namedAttack {
 		{"crop0.55", func(i image.Image, r *rand.Rand) image.Image { return attackCrop(i, 0.55, r.Float64(), r.Float64()) }},
 		{"0.5x+jpeg50", func(i image.Image, _ *rand.Rand) image.Image { return attackJPEG(attackResize(i, 0.5), 50) }},
 		{"rot5+jpeg60", func(i image.Image, _ *rand.Rand) image.Image { return attackJPEG(attackRotate(i, 5), 60) }},
+		{"crop0.71+rot3", func(i image.Image, r *rand.Rand) image.Image {
+			return attackRotate(attackCrop(i, 0.71, r.Float64(), r.Float64()), 3)
+		}},
+		{"0.75x+jpeg70", func(i image.Image, _ *rand.Rand) image.Image { return attackJPEG(attackResize(i, 0.75), 70) }},
+		{"crop0.8+1.3x", func(i image.Image, r *rand.Rand) image.Image {
+			return attackResize(attackCrop(i, 0.8, r.Float64(), r.Float64()), 1.3)
+		}},
 		{"rot90", func(i image.Image, _ *rand.Rand) image.Image { return attackRotate90(i) }},
 		{"rot90+flip+0.7x", func(i image.Image, _ *rand.Rand) image.Image {
 			return attackResize(attackFlip(attackRotate90(i)), 0.7)
