@@ -218,7 +218,7 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 		RemotePort: cfg.RemotePort,
 		Join:       cfg.Join,
 		Roles:      cfg.Roles,
-		Logger:     cfg.Logger.With().Str("component", "cluster").Logger(),
+		Logger:     cfg.Logger, // the cluster package names its own components
 		Registry:   reg,
 		Kinds:      kinds,
 		Capacity:   cfg.Workers,
