@@ -54,6 +54,14 @@ func decodeSoft(llr []float64) decodeResult {
 		}
 	}
 	id, ok := parseFrame(bits)
+	if !ok {
+		// The BCJR decision failed the frame check: let the CRC pick among the best few trellis paths.
+		for _, w := range listDecode(llr) {
+			if id, ok = parseFrame(w); ok {
+				break
+			}
+		}
+	}
 	var conf float64
 	for _, v := range info[:idBits] {
 		conf += math.Abs(math.Tanh(v / 2))
