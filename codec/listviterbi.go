@@ -126,4 +126,3 @@ func listDecode(llr []float64) [][]uint8 {
 	}
 	return words
 }
-
