@@ -2,6 +2,7 @@ package codec
 
 import (
 	"bytes"
+	"image"
 	"testing"
 )
 
@@ -45,6 +46,28 @@ func FuzzParseID(f *testing.F) {
 		}
 		if !bytes.EqualFold([]byte(id.String()), []byte(s)) {
 			t.Fatalf("%q parsed to %s", s, id)
+		}
+	})
+}
+
+// FuzzDetect feeds arbitrary small gray images to Detect: it must never panic and never report a mark.
+func FuzzDetect(f *testing.F) {
+	f.Add(uint16(70), uint16(90), []byte{0, 255, 17})
+	f.Add(uint16(300), uint16(64), []byte{128})
+	c, err := New([]byte("fuzz-key-0123456789abcdef"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, w, h uint16, seed []byte) {
+		w, h = w%400, h%400
+		img := image.NewGray(image.Rect(0, 0, int(w), int(h)))
+		if len(seed) > 0 {
+			for i := range img.Pix {
+				img.Pix[i] = seed[i%len(seed)] + uint8(i/len(seed))
+			}
+		}
+		if d := c.Detect(img); d.Watermarked || d.WatermarkID != nil || len(d.Units) != 1 {
+			t.Fatalf("%dx%d: %+v", w, h, d)
 		}
 	})
 }
