@@ -6,7 +6,7 @@ package codec
 const (
 	minDetectSide     = 64
 	detectMaxPixels   = 48 << 20 // larger images are box-reduced before analysis (bounded memory)
-	maxDecodeAttempts = 6
+	maxDecodeAttempts = 7
 	latticeHypotheses = maxDecodeAttempts - 2 // after the nominal and the downscaled hypotheses
 	// pilotGate is the pilot z-score below which a hypothesis is dropped before refinement and decoding. The best
 	// of the 8×16384 orientations and offsets of an unmarked image rarely exceeds 5; a mark with a pilot this weak

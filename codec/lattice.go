@@ -133,10 +133,11 @@ func latticeCandidates(pyr pyramid, maxCandidates int, expected []float64) []aff
 		ix, iy := int(x0), int(y0)
 		return (1-fy)*((1-fx)*at(ix, iy)+fx*at(ix+1, iy)) + fy*((1-fx)*at(ix, iy+1)+fx*at(ix+1, iy+1))
 	}
-	latticeSum := func(period, theta float64) float64 {
+	latticeScore := func(period, theta float64) (float64, int) {
 		c, sn := math.Cos(theta), math.Sin(theta)
 		kmax := int(rmax/period) + 1
 		var sum float64
+		n := 0
 		for k := -kmax; k <= kmax; k++ {
 			for l := -kmax; l <= kmax; l++ {
 				x := period * (float64(k)*c - float64(l)*sn)
@@ -148,8 +149,13 @@ func latticeCandidates(pyr pyramid, maxCandidates int, expected []float64) []aff
 					continue
 				}
 				sum += interp(x, y)
+				n++
 			}
 		}
+		return sum, n
+	}
+	latticeSum := func(period, theta float64) float64 {
+		sum, _ := latticeScore(period, theta)
 		return sum
 	}
 	// refineLattice searches period (±2%) and rotation (±0.6°) for the largest lattice sum, coarse then fine.
@@ -248,6 +254,24 @@ func latticeCandidates(pyr pyramid, maxCandidates int, expected []float64) []aff
 		}
 		pr, th := refineLattice(period, bestT)
 		rings = append(rings, lattice{period: pr, theta: th, v: bestV})
+	}
+	// Scale scan without rotation: every period from rmin to rmax in steps of 0.05% at rotations within ±0.3°,
+	// scored by the lattice sum over its point count's square root (the lattice's own z-score; multiples and
+	// fractions of the true period score lower). It finds images that were rescaled and cropped, whose period
+	// no prior predicts and whose peaks are too weak to stand out one by one.
+	bestZ, bestP, bestT := math.Inf(-1), 0.0, 0.0
+	for period := rmin; period <= rmax-2; period *= 1.0005 {
+		for _, t := range [...]float64{0, 0.0026, -0.0026, 0.0052, -0.0052} {
+			if sum, n := latticeScore(period, t); n > 0 {
+				if z := sum / math.Sqrt(float64(n)); z > bestZ {
+					bestZ, bestP, bestT = z, period, t
+				}
+			}
+		}
+	}
+	if bestP > 0 {
+		pr, th := refineLattice(bestP, bestT)
+		rings = append(rings, lattice{period: pr, theta: th, v: bestZ})
 	}
 	lats = append(rings, lats...)
 	var out []affine
