@@ -257,12 +257,13 @@ func latticeCandidates(pyr pyramid, maxCandidates int, expected []float64) []aff
 	}
 	// Scale scan without rotation: every period from rmin to rmax in steps of 0.05% at rotations within ±0.3°,
 	// scored by the lattice sum over its point count's square root (the lattice's own z-score; multiples and
-	// fractions of the true period score lower). It finds images that were rescaled and cropped, whose period
+	// fractions of the true period score lower). Periods with fewer than four lattice points in range are left to
+	// the peak search: their score is too noisy to compare. It finds images that were rescaled and cropped, whose period
 	// no prior predicts and whose peaks are too weak to stand out one by one.
 	bestZ, bestP, bestT := math.Inf(-1), 0.0, 0.0
 	for period := rmin; period <= rmax-2; period *= 1.0005 {
 		for _, t := range [...]float64{0, 0.0026, -0.0026, 0.0052, -0.0052} {
-			if sum, n := latticeScore(period, t); n > 0 {
+			if sum, n := latticeScore(period, t); n >= 4 {
 				if z := sum / math.Sqrt(float64(n)); z > bestZ {
 					bestZ, bestP, bestT = z, period, t
 				}
