@@ -54,7 +54,7 @@ func (c *Codec) detectAttempt(y plane) attempt {
 	// below a 1024-pixel short side, where it differs from the nominal 2 pixels, and it finds marks too weak for
 	// the lattice search (a half-size copy recompressed as JPEG).
 	if s := min(y.w, y.h); s < 1024 && float64(s)/512 >= minWaxel {
-		if try(scaledAffine(y.w, y.h, float64(s)/512)) {
+		if try(scaledAffine(float64(s) / 512)) {
 			return best
 		}
 	}

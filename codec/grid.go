@@ -41,11 +41,11 @@ func (a affine) compose(b [4]float64, sx, sy float64) affine {
 // nominalAffine is the geometry Embed uses for a w×h image: square waxels of waxelSize(w, h) pixels, tile grid
 // anchored at the top-left corner.
 func nominalAffine(w, h int) affine {
-	return scaledAffine(w, h, waxelSize(w, h))
+	return scaledAffine(waxelSize(w, h))
 }
 
 // scaledAffine is a grid of square waxels of ws pixels anchored at the top-left corner.
-func scaledAffine(w, h int, ws float64) affine {
+func scaledAffine(ws float64) affine {
 	return affine{m: [4]float64{ws, 0, 0, ws}, tx: -0.5, ty: -0.5}
 }
 

@@ -30,7 +30,7 @@ func IDFromJSON(data []byte) (ID, error) {
 	return ID(sha256.Sum256(canon)), nil
 }
 
-// bitsOf returns the 256 bits of id, MSB first, one per byte.
+// bits returns the 256 bits of id, MSB first, one per byte.
 func (id ID) bits() []uint8 {
 	b := make([]uint8, idBits)
 	for i := range b {
