@@ -6,10 +6,10 @@
 // is framed with a version, a magic word and a CRC-32 (304 bits), coded with a tail-biting K=9 rate-1/3
 // convolutional code (912 bits), spread with keyed ±1 chips over a 128×128-waxel tile (12.5% of the waxels carry
 // a keyed pilot), and the tile is repeated over the luma of the image, shaped by a JND mask, with per-bit
-// amplitudes from informed embedding, and scaled to a PSNR target. The detector recovers the tile lattice (scale, rotation) from the autocorrelation of the whitened
-// image, flips and offsets from the pilot, refines the geometry per tile, folds all tiles into one, and decodes
-// with a soft-input BCJR decoder, falling back to a CRC-aided list Viterbi decoder. Only a word that passes the
-// 48 check bits is reported as watermarked.
+// amplitudes from informed embedding, and scaled to a PSNR target. The detector recovers the tile lattice (scale,
+// rotation) from the autocorrelation of the whitened image, flips and offsets from the pilot, refines the
+// geometry per tile, folds all tiles into one, and decodes with a soft-input BCJR decoder, falling back to a
+// CRC-aided list Viterbi decoder. Only a word that passes the 48 check bits is reported as watermarked.
 package codec
 
 import (
