@@ -77,6 +77,24 @@ func TestSuiteRuns(t *testing.T) {
 	}
 }
 
+func TestWebPOnLargeImage(t *testing.T) {
+	if !FFmpegAvailable() {
+		t.Skip("no ffmpeg")
+	}
+	// Large enough that the encoder's output does not fit one write (the case that needs a seekable output).
+	src := gradient(1600, 1200)
+	out, err := WebP(src, 75)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Bounds() != src.Bounds() {
+		t.Fatalf("bounds %v", out.Bounds())
+	}
+	if c := out.NRGBAAt(800, 600); c.R < 110 || c.R > 145 {
+		t.Fatalf("centre %v", c)
+	}
+}
+
 func TestFilters(t *testing.T) {
 	img := image.NewNRGBA(image.Rect(0, 0, 9, 9))
 	for i := range img.Pix {

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"image"
 	"image/draw"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"time"
 
@@ -25,16 +27,27 @@ func WebP(img *image.NRGBA, q int) (*image.NRGBA, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	b := img.Bounds()
+	// The WebP muxer patches the RIFF size after writing, which a pipe does not allow: write to a file.
+	dir, err := os.MkdirTemp("", "filigrane-webp-")
+	if err != nil {
+		return nil, fmt.Errorf("webp q%d: %w", q, err)
+	}
+	defer os.RemoveAll(dir)
+	outPath := filepath.Join(dir, "out.webp")
 	cmd := exec.CommandContext(ctx, "ffmpeg", "-loglevel", "error", "-f", "rawvideo", "-pix_fmt", "rgba",
 		"-s", fmt.Sprintf("%dx%d", b.Dx(), b.Dy()), "-i", "pipe:0",
-		"-frames:v", "1", "-c:v", "libwebp", "-quality", strconv.Itoa(q), "-f", "webp", "pipe:1")
-	var out, errb bytes.Buffer
+		"-frames:v", "1", "-c:v", "libwebp", "-quality", strconv.Itoa(q), "-f", "webp", outPath)
+	var errb bytes.Buffer
 	cmd.Stdin = bytes.NewReader(img.Pix)
-	cmd.Stdout, cmd.Stderr = &out, &errb
+	cmd.Stderr = &errb
 	if err := cmd.Run(); err != nil {
 		return nil, fmt.Errorf("webp q%d: ffmpeg: %v: %s", q, err, bytes.TrimSpace(errb.Bytes()))
 	}
-	dec, err := webp.Decode(&out)
+	out, err := os.ReadFile(outPath)
+	if err != nil {
+		return nil, fmt.Errorf("webp q%d: %w", q, err)
+	}
+	dec, err := webp.Decode(bytes.NewReader(out))
 	if err != nil {
 		return nil, fmt.Errorf("webp q%d: %w", q, err)
 	}
