@@ -55,7 +55,7 @@ func runBenchCodec(ctx context.Context, args []string, stdout, stderr io.Writer)
 	fs.SetOutput(stderr)
 	var (
 		cacheDir  = fs.String("corpus", corpus.DefaultCacheDir(), "corpus cache directory (Debian packages are downloaded and extracted here once)")
-		outDir    = fs.String("out", "bench-out/codec", "directory for report.json, report.md and chart.png")
+		outDir    = fs.String("out", "bench/results/codec", "directory for report.json, report.md and chart.png")
 		quick     = fs.Bool("quick", false, "quick mode: one attack per family, 4 photos, 200 false-positive probes, no memory probe")
 		maxImages = fs.Int("max-images", 0, "use at most this many images of 1 MP or more (0: all)")
 		small     = fs.Int("small", 12, "also run this many photos under 1 MP (the 512-px regime), reported separately")
