@@ -28,7 +28,7 @@ func (r *Report) WriteChart(w io.Writer) error {
 	classes := r.classes()
 	const (
 		left, right, top = 190, 60, 50
-		barH, gap        = 9, 8
+		barH, gap        = 13, 8
 		plotW            = 560
 	)
 	groupH := barH*max(1, len(classes)) + gap
