@@ -5,6 +5,8 @@ import (
 	"image/color"
 	"image/draw"
 	"math"
+
+	"filigrane/codec/internal/pixel"
 )
 
 // toNRGBA returns a non-premultiplied 8-bit copy of img with the same bounds.
@@ -18,22 +20,7 @@ func toNRGBA(img image.Image) *image.NRGBA {
 		}
 	case *image.RGBA:
 		for y := b.Min.Y; y < b.Max.Y; y++ {
-			src := m.Pix[m.PixOffset(b.Min.X, y):]
-			out := dst.Pix[dst.PixOffset(b.Min.X, y):dst.PixOffset(b.Max.X, y)]
-			for i := 0; i < len(out); i += 4 {
-				a := src[i+3]
-				switch a {
-				case 0xff:
-					copy(out[i:i+4], src[i:i+4])
-				case 0:
-					// Fully transparent: colour is undefined; keep zeros.
-				default:
-					for k := 0; k < 3; k++ {
-						out[i+k] = uint8((uint32(src[i+k])*0xff + uint32(a)/2) / uint32(a))
-					}
-					out[i+3] = a
-				}
-			}
+			pixel.UnpremultiplyRow(dst.Pix[dst.PixOffset(b.Min.X, y):dst.PixOffset(b.Max.X, y)], m.Pix[m.PixOffset(b.Min.X, y):])
 		}
 	case *image.YCbCr, *image.Gray:
 		draw.Draw(dst, b, img, b.Min, draw.Src) // stdlib fast paths exist for these sources

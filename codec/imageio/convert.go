@@ -4,6 +4,8 @@ import (
 	"image"
 	"image/color"
 	"image/draw"
+
+	"filigrane/codec/internal/pixel"
 )
 
 // toCanonical converts a decoded image to *image.NRGBA (8 bits per channel) or *image.NRGBA64 (deeper inputs) with
@@ -65,22 +67,7 @@ func toNRGBA(img image.Image, canvas image.Rectangle) *image.NRGBA {
 		}
 	case *image.RGBA:
 		for y := r.Min.Y; y < r.Max.Y; y++ {
-			d := dst.Pix[dst.PixOffset(r.Min.X, y):]
-			s := m.Pix[m.PixOffset(r.Min.X, y):]
-			for x := 0; x < 4*r.Dx(); x += 4 {
-				a := s[x+3]
-				switch a {
-				case 255:
-					copy(d[x:x+4], s[x:x+4])
-				case 0:
-					// fully transparent: colour is undefined, leave zero
-				default:
-					for c := 0; c < 3; c++ {
-						d[x+c] = byte((int(s[x+c])*255 + int(a)/2) / int(a))
-					}
-					d[x+3] = a
-				}
-			}
+			pixel.UnpremultiplyRow(dst.Pix[dst.PixOffset(r.Min.X, y):dst.PixOffset(r.Max.X, y)], m.Pix[m.PixOffset(r.Min.X, y):])
 		}
 	default:
 		for y := r.Min.Y; y < r.Max.Y; y++ {
