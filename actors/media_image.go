@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"strings"
 
 	"filigrane/actors/jobstate"
@@ -203,16 +202,4 @@ func SafeFilename(s string) string {
 		}
 	}
 	return strings.Trim(b.String(), "_.")
-}
-
-// ReadAllLimited reads at most n bytes; more is an error.
-func ReadAllLimited(r io.Reader, n int64) ([]byte, error) {
-	b, err := io.ReadAll(io.LimitReader(r, n+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(b)) > n {
-		return nil, fmt.Errorf("more than %d bytes", n)
-	}
-	return b, nil
 }
