@@ -3,9 +3,12 @@ package imageio
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"image"
 	"io"
+
+	"golang.org/x/image/tiff"
 )
 
 // Cost is what the first bytes of a file tell about the memory of decoding it, so that a caller can reserve
@@ -19,6 +22,8 @@ type Cost struct {
 	Decode int64
 	// Analysis is the same for DecodeForAnalysis, which keeps the decoder's own pixel layout.
 	Analysis int64
+	// Deep is true when DecodeBytes will return NRGBA64 (or may: a TIFF's depth is not estimated).
+	Deep bool
 }
 
 // EstimateCost reads the header at the start of a file (head may be the first few kB or the whole file) and
@@ -39,13 +44,43 @@ func EstimateCost(head []byte) (Cost, error) {
 	w, h := int64(cfg.Width), int64(cfg.Height)
 	px := w * h
 	out, canonical := decoderBytes(f.name, head, w, h)
-	c := Cost{Format: f.name, Width: cfg.Width, Height: cfg.Height, Analysis: out}
+	c := Cost{Format: f.name, Width: cfg.Width, Height: cfg.Height, Analysis: out, Deep: canonical == 8}
 	// toCanonical copies unless the decoder already produced NRGBA; the orientation step copies again.
 	c.Decode = out + canonical*px
 	if m, _ := readMeta(f.name, head); m.orientation > 1 {
 		c.Decode += canonical * px
 	}
 	return c, nil
+}
+
+// EstimateCostAt is EstimateCost for a file read through r (size bytes), for when the header may lie past the
+// first bytes: a TIFF's IFD, which writers often put after the pixels, is read where it is with a few small
+// reads. Other formats are estimated from their first headBytes.
+func EstimateCostAt(r io.ReaderAt, size, headBytes int64) (Cost, error) {
+	head := make([]byte, min(size, headBytes))
+	if _, err := r.ReadAt(head, 0); err != nil && !errors.Is(err, io.EOF) {
+		return Cost{}, fmt.Errorf("imageio: reading the header: %w", err)
+	}
+	c, err := EstimateCost(head)
+	if err == nil || int64(len(head)) >= size || !errors.Is(err, ErrCorrupt) {
+		return c, err
+	}
+	f, serr := sniff(head)
+	if serr != nil || f.name != "tiff" {
+		return c, err
+	}
+	cfg, err := tiff.DecodeConfig(io.NewSectionReader(r, 0, size))
+	if err != nil {
+		return Cost{}, classify(f.name, "reading header", err)
+	}
+	if cfg.Width <= 0 || cfg.Height <= 0 {
+		return Cost{}, fmt.Errorf("imageio: tiff header gives %dx%d pixels: %w", cfg.Width, cfg.Height, ErrCorrupt)
+	}
+	px := int64(cfg.Width) * int64(cfg.Height)
+	out, canonical := decoderBytes("tiff", head, int64(cfg.Width), int64(cfg.Height))
+	// The orientation tag lives in the IFD too; assume the oriented copy.
+	return Cost{Format: "tiff", Width: cfg.Width, Height: cfg.Height, Analysis: out,
+		Decode: out + 2*canonical*px, Deep: canonical == 8}, nil
 }
 
 // decoderBytes estimates the bytes the format's decoder allocates for a w×h image, and the bytes per pixel of
