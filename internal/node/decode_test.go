@@ -1,0 +1,189 @@
+package node_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"hash/crc32"
+	"image"
+	"image/png"
+	"net"
+	"net/http"
+	"os"
+	"testing"
+	"time"
+
+	"filigrane/internal/node"
+)
+
+// grayPNG encodes a w×h gray image with a little texture (it compresses to a few dozen kB).
+func grayPNG(t *testing.T, w, h int) []byte {
+	t.Helper()
+	img := image.NewGray(image.Rect(0, 0, w, h))
+	for i := range img.Pix {
+		img.Pix[i] = byte(100 + i%7)
+	}
+	var b bytes.Buffer
+	if err := (&png.Encoder{CompressionLevel: png.BestSpeed}).Encode(&b, img); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+// pngHeader16 returns a PNG whose header announces w×h RGBA pixels of 16 bits with one empty IDAT.
+func pngHeader16(w, h uint32) []byte {
+	var b bytes.Buffer
+	b.WriteString("\x89PNG\r\n\x1a\n")
+	chunk := func(typ string, data []byte) {
+		binary.Write(&b, binary.BigEndian, uint32(len(data)))
+		c := append([]byte(typ), data...)
+		b.Write(c)
+		binary.Write(&b, binary.BigEndian, crc32.ChecksumIEEE(c))
+	}
+	ihdr := make([]byte, 13)
+	binary.BigEndian.PutUint32(ihdr, w)
+	binary.BigEndian.PutUint32(ihdr[4:], h)
+	ihdr[8], ihdr[9] = 16, 6
+	chunk("IHDR", ihdr)
+	chunk("IDAT", []byte{0x78, 0x9c, 0x03, 0x00, 0x00, 0x00, 0x00, 0x01})
+	chunk("IEND", nil)
+	return b.Bytes()
+}
+
+// manyScans returns the progressive fixture with its last scan repeated n more times.
+func manyScans(t *testing.T, n int) []byte {
+	t.Helper()
+	jpg, err := os.ReadFile("../../codec/imageio/testdata/progressive.jpg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sos, eoi := bytes.LastIndex(jpg, []byte{0xFF, 0xDA}), bytes.LastIndex(jpg, []byte{0xFF, 0xD9})
+	out := append([]byte(nil), jpg[:eoi]...)
+	for i := 0; i < n; i++ {
+		out = append(out, jpg[sos:eoi]...)
+	}
+	return append(out, 0xFF, 0xD9)
+}
+
+// TestDecodeBudgets runs synchronous detections on a node with a 600 MiB decode budget: each costly file gets
+// a clear answer within seconds, and only the detections that answered 200 are charged.
+func TestDecodeBudgets(t *testing.T) {
+	f := newFixture(t, func(c *node.Config) { c.DecodeMemory = 600 << 20 })
+	url := f.base + "/watermarks/images/detect"
+	bal0, _ := balance(t, f, f.orgA)
+	charged := int64(0)
+
+	// 5,000 repeated scans: refused from the marker walk, before any scan is decoded.
+	r := post(t, url, f.keyA, "", manyScans(t, 5000), "")
+	if p := decodeProblem(t, r); r.status != 422 || p.Code != "image_too_complex" {
+		t.Fatalf("many scans: %d %+v", r.status, p)
+	}
+
+	// 156250×256 (40 MP in a small PNG): the detector analyses its top-left 1024×256, so the estimate (and
+	// the real cost) fits the 600 MiB budget; uncropped, detection took 2.3 GB.
+	r = post(t, url, f.keyA, "", grayPNG(t, 156250, 256), "")
+	if r.status != 200 {
+		t.Fatalf("extreme aspect: %d %s", r.status, r.body)
+	}
+	charged++
+
+	// Detection is not limited to 40 MP.
+	r = post(t, url, f.keyA, "", grayPNG(t, 8200, 5000), "")
+	if r.status != 200 {
+		t.Fatalf("41 MP: %d %s", r.status, r.body)
+	}
+	charged++
+
+	// 190 MP of 16-bit RGBA needs more than the whole budget: 413 at once, nothing decoded.
+	r = post(t, url, f.keyA, "", pngHeader16(19000, 10000), "")
+	if p := decodeProblem(t, r); r.status != 413 || p.Code != "image_too_large" {
+		t.Fatalf("over the budget: %d %+v", r.status, p)
+	}
+
+	// The budget in use by other decodes: 503 decode_busy with Retry-After after a short wait.
+	release, err := f.n.DecodeBudget().Acquire(context.Background(), f.n.DecodeBudget().Capacity())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r = post(t, url, f.keyA, "", grayPNG(t, 512, 512), "")
+	release()
+	if p := decodeProblem(t, r); r.status != 503 || p.Code != "decode_busy" || r.header.Get("Retry-After") != "5" {
+		t.Fatalf("budget busy: %d %+v Retry-After %q", r.status, p, r.header.Get("Retry-After"))
+	}
+	// Every reservation was given back.
+	release, err = f.n.DecodeBudget().Acquire(context.Background(), f.n.DecodeBudget().Capacity())
+	if err != nil {
+		t.Fatal("budget not fully released:", err)
+	}
+	release()
+
+	if bal, held := balance(t, f, f.orgA); bal != bal0-charged || held != 0 {
+		t.Fatalf("balance %d held %d, want %d and 0", bal, held, bal0-charged)
+	}
+}
+
+// TestSyncDetectClientGoneNotCharged closes the connection while a synchronous detection waits for a CPU
+// token: the work is cancelled, the hold released, nothing charged.
+func TestSyncDetectClientGoneNotCharged(t *testing.T) {
+	f := newFixture(t, func(c *node.Config) { c.Workers = 1 })
+	bal0, _ := balance(t, f, f.orgA)
+	// Hold the node's one CPU token so that the detection waits after its credit is held.
+	rel, err := f.n.Pool().Acquire(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	releases := []func(){rel}
+	defer func() {
+		for _, rel := range releases {
+			rel()
+		}
+	}()
+
+	ct, body := form(t, photo(t, 320, 320, 3), "p.jpg", "")
+	req, _ := http.NewRequest("POST", f.base+"/watermarks/images/detect", bytes.NewReader(body))
+	req.Header.Set("Content-Type", ct)
+	req.Header.Set("X-API-Key", f.keyA)
+	conn, err := net.Dial("tcp", f.n.APIAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := bufio.NewWriter(conn)
+	if err := req.Write(w); err != nil {
+		t.Fatal(err)
+	}
+	w.Flush()
+	waitHeld(t, f, f.orgA, 1)
+	conn.Close()
+	waitHeld(t, f, f.orgA, 0)
+	if bal, _ := balance(t, f, f.orgA); bal != bal0 {
+		t.Fatalf("balance %d, want %d: a detection the client left was charged", bal, bal0)
+	}
+	// The tokens are free again for the next request, which is answered and charged.
+	for _, rel := range releases {
+		rel()
+	}
+	releases = nil
+	r := post(t, f.base+"/watermarks/images/detect", f.keyA, "", photo(t, 320, 320, 3), "")
+	if r.status != 200 {
+		t.Fatalf("next detection: %d %s", r.status, r.body)
+	}
+	if bal, held := balance(t, f, f.orgA); bal != bal0-1 || held != 0 {
+		t.Fatalf("balance %d held %d after one answered detection", bal, held)
+	}
+}
+
+// waitHeld polls the organization until it holds want credits, within a bounded time.
+func waitHeld(t *testing.T, f *fixture, org string, want int64) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if _, held := balance(t, f, org); held == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("organization never held %d credits", want)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
