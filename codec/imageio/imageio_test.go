@@ -680,7 +680,7 @@ func FuzzDecode(f *testing.F) {
 	if prog, err := os.ReadFile("testdata/progressive.jpg"); err == nil {
 		seeds = append(seeds, repeatLastScan(f, prog, 3), repeatLastScan(f, prog, MaxJPEGScans))
 	}
-	seeds = append(seeds, pngWithChunks(f, 40, 3))
+	seeds = append(seeds, pngWithChunks(f, 40, 3), scanBomb(64, 3), scanBomb(64, MaxJPEGScans))
 	for _, s := range seeds {
 		f.Add(s)
 		f.Add(s[:len(s)/2])
