@@ -203,3 +203,26 @@ func waitHeld(t *testing.T, f *fixture, org string, want int64) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestAsyncDetectWaitsForDecodeMemory: a job does not fail while the node's decode memory is in use: its
+// worker waits for it (renewing its lease) and the job succeeds on its first attempt once memory is free.
+func TestAsyncDetectWaitsForDecodeMemory(t *testing.T) {
+	f := newFixture(t)
+	b := f.n.DecodeBudget()
+	hold, err := b.Acquire(context.Background(), b.Capacity())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := post(t, f.base+"/watermarks/images/detect/async", f.keyA, "", photo(t, 320, 320, 4), "")
+	if r.status != 202 {
+		t.Fatalf("async detect: %d %s", r.status, r.body)
+	}
+	rc := waitStatus(t, f, decodeReceipt(t, r).StatusURL, "running")
+	hold()
+	if res := waitResult(t, f, f.keyA, rc.ResultURL); res.status != 200 {
+		t.Fatalf("result: %d %s", res.status, res.body)
+	}
+	if final := decodeReceipt(t, call(t, "GET", f.base+rc.StatusURL, f.keyA, nil)); final.Status != "succeeded" || final.Attempts != 1 {
+		t.Fatalf("job %+v, want succeeded on its first attempt", final)
+	}
+}
