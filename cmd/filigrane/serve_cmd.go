@@ -11,8 +11,8 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"filigrane/cluster"
 	"filigrane/actors"
+	"filigrane/cluster"
 	"filigrane/internal/node"
 )
 

@@ -41,6 +41,9 @@ func checkStructure(formatName string, data []byte) error {
 		}
 	case "png":
 		return checkPNGChunks(data)
+	case "gif":
+		_, err := gifFrames(data) // refuses past MaxGIFFrames
+		return err
 	case "tiff":
 		if n := tiffIFDCount(data, MaxTIFFIFDs); n > MaxTIFFIFDs {
 			return fmt.Errorf("imageio: tiff has more than %d IFDs: %w", MaxTIFFIFDs, ErrTooComplex)

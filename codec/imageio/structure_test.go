@@ -178,6 +178,9 @@ func TestGIFFrameLimit(t *testing.T) {
 	if _, err := DecodeBytes(data, Limits{}); !errors.Is(err, ErrTooComplex) {
 		t.Fatalf("%d frames: %v", MaxGIFFrames+1, err)
 	}
+	if _, _, err := DecodeForAnalysis(context.Background(), data, Limits{}); !errors.Is(err, ErrTooComplex) {
+		t.Fatalf("%d frames, analysis: %v", MaxGIFFrames+1, err)
+	}
 }
 
 // TestEstimateCoversDecode checks that the estimate from the first bytes bounds what decoding really allocates.
