@@ -81,7 +81,6 @@ func (m Media) Process(ctx context.Context, rec *jobstate.Record) (jobstate.Outp
 // stored is a stored file read whole under a decode-memory reservation.
 type stored struct {
 	data    []byte
-	cost    imageio.Cost
 	release func()
 }
 
@@ -122,7 +121,7 @@ func (m Media) load(ctx, waitCtx context.Context, key string, maxPixels int64, n
 		release()
 		return nil, &ProcessError{Code: CodeProcessingError, Detail: "input unavailable", Retryable: true}
 	}
-	return &stored{data: data, cost: cost, release: release}, nil
+	return &stored{data: data, release: release}, nil
 }
 
 // errBlobRead marks a failure to read the stored file (not the file's fault).

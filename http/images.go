@@ -222,7 +222,8 @@ func (s *Server) acceptFromUpload(c context.Context, ctx *fasthttp.RequestCtx, p
 		outcome = uploadRejected
 		switch aerr.code {
 		case CodeInsufficientCredits, CodeConcurrencyLimit, CodeRateLimited, CodeUnavailable, CodeTooLarge,
-			CodeIdempotencyConflict, CodeInvalidData, CodeInvalidAccelerator, CodeForbiddenPlan, CodeGPUUnavailable:
+			CodeIdempotencyConflict, CodeInvalidData, CodeInvalidAccelerator, CodeForbiddenPlan, CodeGPUUnavailable,
+			CodeDecodeBusy:
 			// Refusals about the request, not the file: the upload stays usable.
 			outcome = uploadReleased
 		}
