@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"hash/crc32"
 	"image"
 	"image/png"
@@ -225,4 +226,22 @@ func TestAsyncDetectWaitsForDecodeMemory(t *testing.T) {
 	if final := decodeReceipt(t, call(t, "GET", f.base+rc.StatusURL, f.keyA, nil)); final.Status != "succeeded" || final.Attempts != 1 {
 		t.Fatalf("job %+v, want succeeded on its first attempt", final)
 	}
+}
+
+// TestDetectUploadAbove40MP: an image of more than 40 megapixels sent through a detect upload is detected
+// synchronously (the 40 MP limit is embedding's), and a 201 MP one is refused from its header.
+func TestDetectUploadAbove40MP(t *testing.T) {
+	f := newFixture(t)
+	u := uploaded(t, f, f.keyA, "detect", "wide.png", grayPNG(t, 9000, 5000))
+	r := postUpload(t, f.base+"/watermarks/images/detect", f.keyA, "", u.UploadID, "")
+	var d detection
+	if r.status != 200 {
+		t.Fatalf("45 MP through an upload: %d %s", r.status, r.body)
+	}
+	if err := json.Unmarshal(r.body, &d); err != nil || d.Watermarked {
+		t.Fatalf("detection %s: %v", r.body, err)
+	}
+	u = uploaded(t, f, f.keyA, "detect", "huge.png", pngHeader(20100, 10000))
+	r = postUpload(t, f.base+"/watermarks/images/detect", f.keyA, "", u.UploadID, "")
+	wantProblem(t, "201 MP through an upload", r, 413, "image_too_large")
 }
