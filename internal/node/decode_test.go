@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"filigrane/actors"
 	"filigrane/internal/node"
 )
 
@@ -218,13 +219,32 @@ func TestAsyncDetectWaitsForDecodeMemory(t *testing.T) {
 	if r.status != 202 {
 		t.Fatalf("async detect: %d %s", r.status, r.body)
 	}
-	rc := waitStatus(t, f, decodeReceipt(t, r).StatusURL, "running")
+	rc := decodeReceipt(t, r)
+	// Poll the job actor rather than the API, whose rate limit (on the test's manual clock) polling would hit.
+	waitJob(t, f, rc.RequestID, "running")
 	hold()
-	if res := waitResult(t, f, f.keyA, rc.ResultURL); res.status != 200 {
+	waitJob(t, f, rc.RequestID, "succeeded")
+	if res := call(t, "GET", f.base+rc.ResultURL, f.keyA, nil); res.status != 200 {
 		t.Fatalf("result: %d %s", res.status, res.body)
 	}
 	if final := decodeReceipt(t, call(t, "GET", f.base+rc.StatusURL, f.keyA, nil)); final.Status != "succeeded" || final.Attempts != 1 {
 		t.Fatalf("job %+v, want succeeded on its first attempt", final)
+	}
+}
+
+// waitJob polls the job actor until the job has the status want, within a bounded time.
+func waitJob(t *testing.T, f *fixture, requestID, want string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		rep, err := actors.JobClient{Caller: f.n.Cluster()}.Get(context.Background(), f.orgA, requestID)
+		if err == nil && rep.Record != nil && string(rep.Record.Status) == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job %s never reached %s (%v %+v)", requestID, want, err, rep)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
