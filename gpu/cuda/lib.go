@@ -1,0 +1,110 @@
+package cuda
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"unsafe"
+
+	"github.com/ebitengine/purego"
+)
+
+// ErrLibraryNotFound means no candidate path of a library could be opened.
+var ErrLibraryNotFound = errors.New("library not found")
+
+// ErrSymbolNotFound means a library was opened but lacks a function this package needs: it is not the
+// expected library, or too old.
+var ErrSymbolNotFound = errors.New("symbol not found")
+
+// library is an opened shared object.
+type library struct {
+	path   string
+	handle uintptr
+}
+
+// openFirst opens the first loadable candidate. A candidate with a slash is a file path; a bare name is
+// resolved by the dynamic loader (LD_LIBRARY_PATH, the ld.so cache, the default directories). The error
+// lists every attempt and wraps ErrLibraryNotFound.
+func openFirst(what string, candidates []string) (library, error) {
+	var tried []string
+	for _, c := range candidates {
+		if c == "" {
+			continue
+		}
+		if strings.ContainsRune(c, '/') {
+			if _, err := os.Stat(c); err != nil {
+				tried = append(tried, fmt.Sprintf("%s: %v", c, errors.Unwrap(err)))
+				continue
+			}
+		}
+		h, err := purego.Dlopen(c, purego.RTLD_NOW|purego.RTLD_LOCAL)
+		if err != nil {
+			tried = append(tried, err.Error())
+			continue
+		}
+		return library{path: c, handle: h}, nil
+	}
+	return library{}, fmt.Errorf("load %s: %w (tried: %s)", what, ErrLibraryNotFound, strings.Join(tried, "; "))
+}
+
+// expandDirs returns name itself (for the loader's own search) followed by name in each directory.
+func expandDirs(names []string, dirs []string) []string {
+	out := append([]string(nil), names...)
+	for _, d := range dirs {
+		for _, n := range names {
+			out = append(out, filepath.Join(d, n))
+		}
+	}
+	return out
+}
+
+// binder resolves symbols into typed Go functions and remembers the first failure, so a constructor can
+// bind a whole table and check once. It never panics on a missing symbol (purego.RegisterLibFunc would).
+type binder struct {
+	lib library
+	err error
+}
+
+// bind resolves name into fptr (a pointer to a func variable).
+func (b *binder) bind(fptr any, name string) {
+	if b.err != nil {
+		return
+	}
+	sym, err := purego.Dlsym(b.lib.handle, name)
+	if err != nil || sym == 0 {
+		b.err = fmt.Errorf("%s: %s: %w", b.lib.path, name, ErrSymbolNotFound)
+		return
+	}
+	purego.RegisterFunc(fptr, sym)
+}
+
+// optional resolves name into fptr if present and reports whether it was.
+func (b *binder) optional(fptr any, name string) bool {
+	sym, err := purego.Dlsym(b.lib.handle, name)
+	if err != nil || sym == 0 {
+		return false
+	}
+	purego.RegisterFunc(fptr, sym)
+	return true
+}
+
+// goString copies a NUL-terminated C string; nil gives "".
+func goString(p *byte) string {
+	if p == nil {
+		return ""
+	}
+	n := 0
+	for *(*byte)(unsafe.Add(unsafe.Pointer(p), n)) != 0 {
+		n++
+	}
+	return string(unsafe.Slice(p, n))
+}
+
+// cString returns s as a NUL-terminated byte slice.
+func cString(s string) []byte {
+	b := make([]byte, len(s)+1)
+	copy(b, s)
+	return b
+}
