@@ -6,8 +6,6 @@
 package gpu
 
 import (
-	"os"
-	"path/filepath"
 	"sync"
 	"time"
 )
@@ -97,24 +95,6 @@ func maxTime(a, b time.Time) time.Time {
 	}
 	return b
 }
-
-// Devices lists NVIDIA devices the kernel driver reports (/proc/driver/nvidia/gpus), without loading any
-// library. An empty list means no GPU.
-func Devices() []string {
-	entries, err := os.ReadDir("/proc/driver/nvidia/gpus")
-	if err != nil {
-		return nil
-	}
-	var out []string
-	for _, e := range entries {
-		out = append(out, filepath.Base(e.Name()))
-	}
-	return out
-}
-
-// CodecAvailable reports whether this build carries a GPU codec path. It is false unless built with the
-// `cuda` tag, which no build has yet.
-func CodecAvailable() bool { return codecBuilt }
 
 // Tracker is a State shared by a node's request handlers.
 type Tracker struct {

@@ -11,8 +11,9 @@ import (
 	"github.com/ebitengine/purego"
 )
 
-// ErrLibraryNotFound means no candidate path of a library could be opened.
-var ErrLibraryNotFound = errors.New("library not found")
+// ErrLibraryNotFound means no candidate of a library could be opened: missing, or not a shared library for
+// this machine. The error lists each candidate with the dynamic loader's reason.
+var ErrLibraryNotFound = errors.New("no loadable library")
 
 // ErrSymbolNotFound means a library was opened but lacks a function this package needs: it is not the
 // expected library, or too old.
