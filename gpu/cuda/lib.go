@@ -3,6 +3,7 @@ package cuda
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -29,25 +30,39 @@ type library struct {
 // resolved by the dynamic loader (LD_LIBRARY_PATH, the ld.so cache, the default directories). The error
 // lists every attempt and wraps ErrLibraryNotFound.
 func openFirst(what string, candidates []string) (library, error) {
-	var tried []string
+	var reasons []string
+	absent := 0
 	for _, c := range candidates {
 		if c == "" {
 			continue
 		}
 		if strings.ContainsRune(c, '/') {
 			if _, err := os.Stat(c); err != nil {
-				tried = append(tried, fmt.Sprintf("%s: %v", c, errors.Unwrap(err)))
+				if errors.Is(err, fs.ErrNotExist) && len(reasons) > 0 {
+					absent++
+				} else {
+					reasons = append(reasons, fmt.Sprintf("%s: %v", c, errors.Unwrap(err)))
+				}
 				continue
 			}
 		}
 		h, err := purego.Dlopen(c, purego.RTLD_NOW|purego.RTLD_LOCAL)
 		if err != nil {
-			tried = append(tried, err.Error())
+			// "No such file" is said once, for the first candidate; other reasons (wrong architecture,
+			// not an ELF file, a missing dependency) each matter.
+			if len(reasons) > 0 && strings.Contains(err.Error(), "No such file") {
+				absent++
+			} else {
+				reasons = append(reasons, err.Error())
+			}
 			continue
 		}
 		return library{path: c, handle: h}, nil
 	}
-	return library{}, fmt.Errorf("load %s: %w (tried: %s)", what, ErrLibraryNotFound, strings.Join(tried, "; "))
+	if absent > 0 {
+		reasons = append(reasons, fmt.Sprintf("absent from %d other places searched", absent))
+	}
+	return library{}, fmt.Errorf("load %s: %w (%s)", what, ErrLibraryNotFound, strings.Join(reasons, "; "))
 }
 
 // expandDirs returns name itself (for the loader's own search) followed by name in each directory.
