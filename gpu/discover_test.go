@@ -18,6 +18,9 @@ import (
 // without a GPU. It needs a C compiler at test time only; the package itself never does.
 func fakeDriver(t *testing.T, defs ...string) string {
 	t.Helper()
+	if !cuda.LoaderBuilt {
+		t.Skip("built with the nogpu tag: no dynamic loader")
+	}
 	cc, err := exec.LookPath("cc")
 	if err != nil {
 		t.Skipf("no C compiler to build the fake driver library: %v", err)

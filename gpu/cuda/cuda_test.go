@@ -23,7 +23,24 @@ func TestLoadMissingLibraryGivesTheReason(t *testing.T) {
 	}
 }
 
+func needLoader(t *testing.T) {
+	t.Helper()
+	if !LoaderBuilt {
+		t.Skip("built with the nogpu tag: no dynamic loader")
+	}
+}
+
+func TestNoGPUBuildRefusesToLoad(t *testing.T) {
+	if LoaderBuilt {
+		t.Skip("this build has the dynamic loader (run with -tags nogpu)")
+	}
+	if _, err := Load("libc.so.6"); !errors.Is(err, ErrLibraryNotFound) || !strings.Contains(err.Error(), "nogpu") {
+		t.Fatalf("Load in a nogpu build = %v", err)
+	}
+}
+
 func TestFakeLibraryFileIsNotLoaded(t *testing.T) {
+	needLoader(t)
 	fake := filepath.Join(t.TempDir(), "libcuda.so.1")
 	if err := os.WriteFile(fake, []byte(strings.Repeat("not a shared library\n", 64)), 0o755); err != nil {
 		t.Fatal(err)
@@ -41,6 +58,7 @@ func TestFakeLibraryFileIsNotLoaded(t *testing.T) {
 // A real shared library without the CUDA symbols (the C library) is opened, then refused with the name of
 // the first missing function, without panicking.
 func TestLibraryWithoutCUDASymbols(t *testing.T) {
+	needLoader(t)
 	_, err := Load("libc.so.6")
 	if !errors.Is(err, ErrSymbolNotFound) || !strings.Contains(err.Error(), "cuGetErrorName") {
 		t.Fatalf("Load(libc) = %v, want ErrSymbolNotFound naming cuGetErrorName", err)

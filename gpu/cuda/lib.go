@@ -8,8 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 	"unsafe"
-
-	"github.com/ebitengine/purego"
 )
 
 // ErrLibraryNotFound means no candidate of a library could be opened: missing, or not a shared library for
@@ -46,7 +44,7 @@ func openFirst(what string, candidates []string) (library, error) {
 				continue
 			}
 		}
-		h, err := purego.Dlopen(c, purego.RTLD_NOW|purego.RTLD_LOCAL)
+		h, err := dlopen(c)
 		if err != nil {
 			// "No such file" is said once, for the first candidate; other reasons (wrong architecture,
 			// not an ELF file, a missing dependency) each matter.
@@ -88,21 +86,21 @@ func (b *binder) bind(fptr any, name string) {
 	if b.err != nil {
 		return
 	}
-	sym, err := purego.Dlsym(b.lib.handle, name)
+	sym, err := dlsym(b.lib.handle, name)
 	if err != nil || sym == 0 {
 		b.err = fmt.Errorf("%s: %s: %w", b.lib.path, name, ErrSymbolNotFound)
 		return
 	}
-	purego.RegisterFunc(fptr, sym)
+	register(fptr, sym)
 }
 
 // optional resolves name into fptr if present and reports whether it was.
 func (b *binder) optional(fptr any, name string) bool {
-	sym, err := purego.Dlsym(b.lib.handle, name)
+	sym, err := dlsym(b.lib.handle, name)
 	if err != nil || sym == 0 {
 		return false
 	}
-	purego.RegisterFunc(fptr, sym)
+	register(fptr, sym)
 	return true
 }
 
