@@ -146,12 +146,14 @@ func (n *NVRTC) Compile(ctx context.Context, src, name string, options ...string
 		return nil, "", fmt.Errorf("nvrtc: compile %s: %w", name, err)
 	}
 	csrc, cname := cString(src), cString(name)
+	// NVRTC's documentation does not promise to copy the source at creation: keep it alive until the
+	// program is destroyed (Go's heap does not move objects).
+	defer runtime.KeepAlive(cname)
+	defer runtime.KeepAlive(csrc)
 	var prog uintptr
 	if err := n.check("nvrtcCreateProgram", n.nvrtcCreateProgram(&prog, &csrc[0], &cname[0], 0, nil, nil)); err != nil {
 		return nil, "", err
 	}
-	runtime.KeepAlive(csrc)
-	runtime.KeepAlive(cname)
 	defer n.nvrtcDestroyProgram(&prog)
 
 	// Options are an array of C strings: Go memory holding Go pointers, pinned for the call.
