@@ -253,7 +253,7 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 		Store: store, Blobs: blobs, Caller: n.cluster, Media: media, Pool: n.pool,
 		Catalog: catalog, Clock: cfg.Clock, Logger: httpLog, Metrics: n.Metrics,
 		SyncWait: cfg.SyncWait, Health: n.health,
-		GPU: gpu.NewTracker(gpu.NewState(len(gpu.Devices()) > 0 && gpu.CodecAvailable(), 30*time.Second)),
+		GPU: gpu.NewTracker(gpu.NewState(gpu.CodecAvailable() && len(gpu.Devices()) > 0, 30*time.Second)),
 	})
 	if n.apiLn, err = net.Listen("tcp", cfg.APIAddr); err != nil {
 		return nil, fmt.Errorf("listen for the API on %s: %w", cfg.APIAddr, err)
