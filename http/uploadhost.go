@@ -256,7 +256,6 @@ func (h *uploadHost) putErr(c context.Context, ctx *fasthttp.RequestCtx, id stri
 	return nil
 }
 
-
 // isJSONType reports whether a Content-Type is JSON (application/json or a +json type).
 func isJSONType(ct string) bool {
 	mt, _, err := mime.ParseMediaType(ct)
