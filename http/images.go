@@ -436,11 +436,11 @@ func retryAfterSeconds(p actors.Plan) int {
 	return 2
 }
 
-// awaitAndAnswer waits up to the configured sync wait for the outcome; past that the caller gets the receipt and the job
-// goes on.
+// awaitAndAnswer waits for the outcome, as long as syncWait allows; past that the caller gets the receipt
+// and the job goes on.
 func (s *Server) awaitAndAnswer(c context.Context, ctx *fasthttp.RequestCtx, p *principal, rec *jobstate.Record) *apiError {
 	if !rec.Committed() {
-		wctx, cancel := context.WithTimeout(c, s.cfg.SyncWait)
+		wctx, cancel := context.WithTimeout(c, s.syncWait(c, rec))
 		rep, err := actors.JobClient{Caller: s.cfg.Caller}.Await(wctx, p.Key.OrgID, rec.RequestID)
 		cancel()
 		if err == nil && rep.Code == actors.CodeOK && rep.Record != nil {
@@ -454,6 +454,23 @@ func (s *Server) awaitAndAnswer(c context.Context, ctx *fasthttp.RequestCtx, p *
 		return nil
 	}
 	return s.writeResult(c, ctx, p, rec)
+}
+
+// syncWait is how long a synchronous request waits for its job. An embed answers 202 with the receipt after
+// the configured wait (spec: "over 20 s"); an image detection has no 202 in the spec ("never becomes a
+// job"), so a recorded one (sent with an Idempotency-Key) waits for its outcome until the request's own
+// budget nearly ends: after its node died, a replay waits while another worker finishes it.
+func (s *Server) syncWait(c context.Context, rec *jobstate.Record) time.Duration {
+	if rec.Operation != jobstate.OperationDetect || rec.Media != jobstate.MediaImage {
+		return s.cfg.SyncWait
+	}
+	const answerMargin = 5 * time.Second // left to write the answer
+	if deadline, ok := c.Deadline(); ok {
+		if d := time.Until(deadline) - answerMargin; d > s.cfg.SyncWait {
+			return d
+		}
+	}
+	return s.cfg.SyncWait
 }
 
 func (s *Server) writeReceipt(ctx *fasthttp.RequestCtx, p *principal, rec *jobstate.Record, status int) {
@@ -476,7 +493,10 @@ func (s *Server) writeResult(c context.Context, ctx *fasthttp.RequestCtx, p *pri
 	if deleted, err := s.outputDeleted(c, rec); err != nil || deleted {
 		return resultGone(rec, true)
 	}
-	body, err := s.cfg.Blobs.Get(c, out.BlobKey, 0, -1)
+	// The stream outlives this handler (fasthttp writes it afterwards), so it must not use the request's
+	// cancellable context: an S3 object read under it fails once the handler returns, and the client sees
+	// the connection close without an answer.
+	body, err := s.cfg.Blobs.Get(context.WithoutCancel(c), out.BlobKey, 0, -1)
 	if err != nil {
 		return newAPIError(CodeResultGone, "the result file is no longer stored")
 	}
