@@ -635,6 +635,9 @@ func (s *Server) detectNow(c context.Context, ctx *fasthttp.RequestCtx, p *princ
 	release()
 	if perr != nil {
 		settle(false)
+		if perr.Cause != nil {
+			s.cfg.Logger.Warn().Err(perr.Cause).Str("request", reqID).Str("code", perr.Code).Msg("synchronous detection failed")
+		}
 		return &apiError{code: failureStatus(perr.Code), detail: perr.Detail}
 	}
 	settle(true)
