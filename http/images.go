@@ -182,7 +182,11 @@ func (s *Server) probeImage(ctx context.Context, key string) (string, *apiError)
 	format, cfg, err := imageio.DecodeConfigBytes(head)
 	if err != nil {
 		s.cfg.Logger.Debug().Err(err).Str("blob", key).Msg("probe image")
-		return "", newAPIError(CodeInvalidImage, "%s", actors.ImageError(err).Detail)
+		detail := "the file is not an image we can read"
+		if perr := actors.ImageError(err); perr.Code == actors.CodeInvalidImage {
+			detail = perr.Detail
+		}
+		return "", newAPIError(CodeInvalidImage, "%s", detail)
 	}
 	if int64(cfg.Width)*int64(cfg.Height) > actors.MaxImagePixels {
 		return "", newAPIError(CodeImageTooLarge, "the image has %dx%d pixels; the limit is 40 megapixels", cfg.Width, cfg.Height)
