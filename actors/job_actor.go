@@ -225,7 +225,14 @@ func (a *jobActor) submit(ctx actor.Context, msg *JobSubmit) {
 		return
 	}
 	spec.CreditsHeld = msg.Hold
-	rec, err := jobstate.Accept(spec, a.deps.Clock.Now())
+	now := a.deps.Clock.Now()
+	rec, err := jobstate.Accept(spec, now)
+	var lease *jobstate.Lease
+	if err == nil && msg.ClaimAs != "" {
+		var l jobstate.Lease
+		l, err = rec.Claim(msg.ClaimAs, now, msg.Lease)
+		lease = &l
+	}
 	if err != nil {
 		a.releaseQuietly(spec.OrgID, spec.RequestID)
 		a.deps.Respond(ctx, &JobReply{Code: CodeInvalid, Detail: err.Error()})
@@ -242,7 +249,7 @@ func (a *jobActor) submit(ctx actor.Context, msg *JobSubmit) {
 		a.deps.Logger.Error().Err(err).Str("job", a.id).Msg("index active job")
 	}
 	a.settle(ctx)
-	a.deps.Respond(ctx, &JobReply{Record: a.rec})
+	a.deps.Respond(ctx, &JobReply{Record: a.rec, Lease: lease})
 }
 
 // releaseQuietly frees a hold whose job could not be created.

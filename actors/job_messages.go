@@ -27,6 +27,12 @@ type JobSubmit struct {
 	// Slot takes a concurrency slot; Batch marks it as a batch file's.
 	Slot  bool
 	Batch bool
+	// ClaimAs, when set, has the new job claimed by that worker under a lease of Lease in the same write
+	// that creates it, so no worker of the pool is offered it: the edge runs a synchronous detection sent
+	// with an Idempotency-Key itself, as a recorded job (docs/errors.md). A replay is answered as usual and
+	// claims nothing; the reply's Lease is set only for a job this submit created.
+	ClaimAs string
+	Lease   time.Duration
 }
 
 // JobGet reads a job of an organization.

@@ -90,7 +90,8 @@ type stored struct {
 func (m Media) load(ctx, waitCtx context.Context, key string, maxPixels int64, need func(imageio.Cost) int64) (*stored, *ProcessError) {
 	info, err := m.Blobs.Stat(ctx, key)
 	if err != nil {
-		return nil, &ProcessError{Code: CodeProcessingError, Detail: "input unavailable", Retryable: true}
+		return nil, &ProcessError{Code: CodeProcessingError, Detail: "the input file could not be read from storage; the attempt is retried",
+			Retryable: true, Cause: err}
 	}
 	cost, err := imageio.EstimateCostAt(blobReaderAt{ctx: ctx, blobs: m.Blobs, key: key}, info.Size, headBytes)
 	if err != nil {
@@ -194,17 +195,27 @@ func (m Media) decodeForDetection(ctx, waitCtx context.Context, key string) (ima
 	return img, st.release, nil
 }
 
-// ImageError maps an imageio error to the job error a client sees.
+// ImageError maps an imageio error to the job error a client sees. The detail is a sentence of ours: the
+// decoder's error reads as a Go error chain, and a read error can carry the blob store's keys and paths;
+// it stays in Cause, for the logs.
 func ImageError(err error) *ProcessError {
 	switch {
-	case errors.Is(err, imageio.ErrTooManyPixels), errors.Is(err, imageio.ErrTooLarge):
-		return &ProcessError{Code: CodeImageTooLarge, Detail: err.Error()}
+	case errors.Is(err, imageio.ErrTooManyPixels):
+		return &ProcessError{Code: CodeImageTooLarge, Cause: err,
+			Detail: "the image has more pixels than this request allows (40 megapixels to embed, 200 to detect)"}
 	case errors.Is(err, imageio.ErrTooComplex):
-		return &ProcessError{Code: CodeImageTooComplex, Detail: err.Error()}
-	case errors.Is(err, imageio.ErrUnsupportedFormat), errors.Is(err, imageio.ErrCorrupt):
-		return &ProcessError{Code: CodeInvalidImage, Detail: err.Error()}
+		return &ProcessError{Code: CodeImageTooComplex, Cause: err,
+			Detail: fmt.Sprintf("the image file has more structure than we decode (limits: %d JPEG scans, %d PNG chunks, %d TIFF directories, %d GIF frames)",
+				imageio.MaxJPEGScans, imageio.MaxPNGChunks, imageio.MaxTIFFIFDs, imageio.MaxGIFFrames)}
+	case errors.Is(err, imageio.ErrTooLarge):
+		return &ProcessError{Code: CodeImageTooLarge, Detail: "the image file is larger than this request allows", Cause: err}
+	case errors.Is(err, imageio.ErrUnsupportedFormat):
+		return &ProcessError{Code: CodeInvalidImage, Cause: err,
+			Detail: "the file is not an image in a supported format (JPEG, PNG, GIF, BMP, TIFF, WebP, PPM/PGM; no animation)"}
+	case errors.Is(err, imageio.ErrCorrupt):
+		return &ProcessError{Code: CodeInvalidImage, Detail: "the image is corrupt or truncated", Cause: err}
 	}
-	return &ProcessError{Code: CodeProcessingError, Detail: err.Error(), Retryable: true}
+	return &ProcessError{Code: CodeProcessingError, Detail: "the image could not be read; the attempt is retried", Retryable: true, Cause: err}
 }
 
 func (m Media) embed(ctx context.Context, rec *jobstate.Record, pic *imageio.Picture) (jobstate.Output, *ProcessError) {
@@ -215,16 +226,21 @@ func (m Media) embed(ctx context.Context, rec *jobstate.Record, pic *imageio.Pic
 	marked, _, err := m.Codec.Embed(pic.Image, id, codec.EmbedOptions{PSNR: m.PSNR})
 	if err != nil {
 		// The codec refuses images it cannot carry a mark in (too small); retrying cannot help.
-		return jobstate.Output{}, &ProcessError{Code: CodeInvalidImage, Detail: err.Error()}
+		detail := "the image cannot carry a watermark"
+		if errors.Is(err, codec.ErrTooSmall) {
+			detail = "the image is too small to carry a watermark (the short side needs at least 256 pixels)"
+		}
+		return jobstate.Output{}, &ProcessError{Code: CodeInvalidImage, Detail: detail, Cause: err}
 	}
 	var buf bytes.Buffer
 	if err := imageio.EncodePNG(&buf, marked, pic.ICC); err != nil {
-		return jobstate.Output{}, &ProcessError{Code: CodeProcessingError, Detail: "encode PNG: " + err.Error(), Retryable: true}
+		return jobstate.Output{}, &ProcessError{Code: CodeProcessingError, Detail: "the watermarked image could not be encoded", Retryable: true, Cause: err}
 	}
 	key := outputKey(rec, "watermarked.png")
 	info, err := m.Blobs.Put(ctx, key, &buf)
 	if err != nil {
-		return jobstate.Output{}, &ProcessError{Code: CodeProcessingError, Detail: "store output", Retryable: true}
+		return jobstate.Output{}, &ProcessError{Code: CodeProcessingError, Detail: "the result could not be stored; the attempt is retried",
+			Retryable: true, Cause: err}
 	}
 	return jobstate.Output{BlobKey: key, Size: info.Size, SHA256: info.SHA256, ContentType: "image/png",
 		Filename: OutputFilename(rec.Input.Filename, "png"), AssetID: AssetIDFor(rec.RequestID, AssetWatermarked),
@@ -235,16 +251,17 @@ func (m Media) embed(ctx context.Context, rec *jobstate.Record, pic *imageio.Pic
 func (m Media) detectJob(ctx context.Context, rec *jobstate.Record, img image.Image) (jobstate.Output, *ProcessError) {
 	det, err := m.DetectImage(ctx, rec.OrgID, img)
 	if err != nil {
-		return jobstate.Output{}, &ProcessError{Code: CodeProcessingError, Detail: err.Error(), Retryable: true}
+		return jobstate.Output{}, detectError(err)
 	}
 	body, err := json.Marshal(det)
 	if err != nil {
-		return jobstate.Output{}, &ProcessError{Code: CodeProcessingError, Detail: err.Error()}
+		return jobstate.Output{}, &ProcessError{Code: CodeProcessingError, Detail: "the detection result could not be encoded", Cause: err}
 	}
 	key := outputKey(rec, "detection.json")
 	info, err := m.Blobs.Put(ctx, key, bytes.NewReader(body))
 	if err != nil {
-		return jobstate.Output{}, &ProcessError{Code: CodeProcessingError, Detail: "store result", Retryable: true}
+		return jobstate.Output{}, &ProcessError{Code: CodeProcessingError, Detail: "the result could not be stored; the attempt is retried",
+			Retryable: true, Cause: err}
 	}
 	return jobstate.Output{BlobKey: key, Size: info.Size, SHA256: info.SHA256, ContentType: "application/json",
 		Filename: "detection.json", Charge: m.Catalog.Prices.Detect, Accelerator: jobstate.AcceleratorCPU}, nil
@@ -301,9 +318,15 @@ func (m Media) DetectStored(ctx context.Context, orgID, key string, budgetWait t
 	defer release()
 	det, err := m.DetectImage(ctx, orgID, img)
 	if err != nil {
-		return codec.Detection{}, &ProcessError{Code: CodeProcessingError, Detail: err.Error(), Retryable: true}
+		return codec.Detection{}, detectError(err)
 	}
 	return det, nil
+}
+
+// detectError is the client's view of a detection that could not finish (the store did not answer).
+func detectError(err error) *ProcessError {
+	return &ProcessError{Code: CodeProcessingError, Detail: "detection could not read the organization's issued watermarks; retry",
+		Retryable: true, Cause: err}
 }
 
 func outputKey(rec *jobstate.Record, name string) string {

@@ -241,7 +241,14 @@ func NewUpload(id, orgID string, kind UploadKind, filename string, size int64, n
 		return nil, fmt.Errorf("%w: size must be a positive number of bytes", ErrUploadInvalid)
 	}
 	if limit := UploadLimit(kind, media); size > limit {
-		return nil, fmt.Errorf("%w: a %s upload of %s holds at most %d bytes", ErrUploadTooLarge, kind, media, limit)
+		what := "an " + string(kind) + " upload"
+		if kind != UploadImage {
+			what = "a " + string(kind) + " upload"
+		}
+		if kind == UploadDetect {
+			what += " of " + string(media)
+		}
+		return nil, fmt.Errorf("%w: %s holds at most %d bytes", ErrUploadTooLarge, what, limit)
 	}
 	return &Upload{
 		ID: id, OrgID: orgID, Kind: kind, Media: media, Filename: filename, Size: size, Status: UploadPending,

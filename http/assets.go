@@ -303,7 +303,7 @@ func parseBulkDelete(body []byte) ([]string, *apiError) {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
-		return nil, newAPIError(CodeInvalidRequest, "send {\"asset_ids\": [...]} and no other field: %v", err)
+		return nil, newAPIError(CodeInvalidRequest, "send {\"asset_ids\": [...]} with a list of asset id strings and no other field")
 	}
 	if len(req.AssetIDs) < 1 || len(req.AssetIDs) > maxBulkDelete {
 		return nil, newAPIError(CodeInvalidRequest, "asset_ids must list 1 to %d ids", maxBulkDelete)

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"mime"
 	"strings"
@@ -242,7 +241,8 @@ func (h *uploadHost) putErr(c context.Context, ctx *fasthttp.RequestCtx, id stri
 		return newAPIError(CodeUploadSizeMismatch, "the body is shorter than the %d bytes upload %s declared", u.Size, id)
 	case err != nil:
 		s.cfg.Logger.Warn().Err(err).Str("upload", id).Msg("store upload")
-		return newAPIError(CodeBadRequest, "the body could not be received: %v", trimErr(err))
+		// The store's error names keys and paths: it stays in the log above.
+		return newAPIError(CodeBadRequest, "the body could not be received completely; send the file again")
 	}
 	u, err = uploads.Update(context.WithoutCancel(c), id, func(u *actors.Upload, now time.Time) error {
 		return u.Receive(key, info.SHA256, info.Size, now)
@@ -255,9 +255,6 @@ func (h *uploadHost) putErr(c context.Context, ctx *fasthttp.RequestCtx, id stri
 	writeJSON(ctx, 200, renderUpload(h.sign, u, s.cfg.Clock.Now()))
 	return nil
 }
-
-// trimErr shortens an error for a problem detail.
-func trimErr(err error) string { return truncate(fmt.Sprint(err), 200) }
 
 // isJSONType reports whether a Content-Type is JSON (application/json or a +json type).
 func isJSONType(ct string) bool {
