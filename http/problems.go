@@ -27,6 +27,7 @@ var problemTable = map[Code]struct {
 	CodeConflict:            {409, "Conflict"},
 	CodeGone:                {410, "Gone"},
 	CodeTooLarge:            {413, "Request too large"},
+	CodeRequestTimeout:      {408, "Request timeout"},
 	CodeHeadersTooLarge:     {431, "Request headers too large"},
 	CodeUnsupportedMedia:    {415, "Unsupported media type"},
 	CodeInvalidRequest:      {422, "Invalid request"},
@@ -87,6 +88,7 @@ const (
 	CodeConflict            Code = "conflict"
 	CodeGone                Code = "gone"
 	CodeTooLarge            Code = "payload_too_large"
+	CodeRequestTimeout      Code = "request_timeout"
 	CodeHeadersTooLarge     Code = "headers_too_large"
 	CodeUnsupportedMedia    Code = "unsupported_media_type"
 	CodeInvalidRequest      Code = "invalid_request"

@@ -62,15 +62,10 @@ func NewUploadHost(cfg Config, opts UploadHostOptions) (*Server, error) {
 	}))
 	s.router.handle("PUT", "/uploads/{upload_id}", h.guard(h.put))
 	s.router.handle("OPTIONS", "/uploads/{upload_id}", noKey(h.preflight))
-	s.srv = &fasthttp.Server{
-		Handler: s.serve, ErrorHandler: s.serveParseError, Name: "filigrane-upload",
-		ReadBufferSize: cfg.MaxHeaderBytes, ReadTimeout: 30 * time.Minute, WriteTimeout: time.Minute,
-		IdleTimeout: 2 * time.Minute, NoDefaultContentType: true, CloseOnShutdown: true,
-		// The file streams from the connection into the blob store; only this much is read ahead, so a
-		// 192 MB upload never sits in memory.
-		StreamRequestBody: true, MaxRequestBodySize: streamAhead, DisablePreParseMultipartForm: true,
-		Logger: fasthttpLogger{cfg.Logger},
-	}
+	s.cfg.Conns.defaults()
+	// The file streams from the connection into the blob store; only streamAhead is read ahead, so a 192 MB
+	// upload never sits in memory, and the body is bounded by its progress (Conns.BodyProgress).
+	s.srv = newFastServer(s, "filigrane-upload")
 	if opts.API != nil {
 		opts.API.registerUploadAPI(sign)
 	}
