@@ -347,7 +347,7 @@ func (s *Server) writeResult(c context.Context, ctx *fasthttp.RequestCtx, p *pri
 			return newAPIError(CodeResultGone, "the watermarked asset was deleted")
 		}
 	}
-	body, err := s.cfg.Blobs.Get(c, out.BlobKey, 0, -1)
+	body, err := s.openBlobBody(out.BlobKey, 0, -1)
 	if err != nil {
 		return newAPIError(CodeResultGone, "the result file is no longer stored")
 	}
@@ -361,7 +361,7 @@ func (s *Server) writeResult(c context.Context, ctx *fasthttp.RequestCtx, p *pri
 	}
 	ctx.SetStatusCode(200)
 	ctx.SetContentType(out.ContentType)
-	ctx.SetBodyStream(body, int(out.Size))
+	sendBlobBody(ctx, body, out.Size)
 	return nil
 }
 
