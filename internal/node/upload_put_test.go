@@ -135,7 +135,9 @@ func TestUploadDeadPutLeaseLapses(t *testing.T) {
 	u := createUpload(t, f, f.dev.Secret, "detect", "x.png", len(body))
 	// The record as a node that crashed mid-PUT leaves it.
 	if _, err := (actors.Uploads{Store: f.n.Store(), Clock: f.clk}).Update(context.Background(), u.UploadID,
-		func(up *actors.Upload, now time.Time) error { return up.BeginPut("crashed-node", now, actors.UploadPutLease) }); err != nil {
+		func(up *actors.Upload, now time.Time) error {
+			return up.BeginPut("crashed-node", now, actors.UploadPutLease)
+		}); err != nil {
 		t.Fatal(err)
 	}
 	wantProblem(t, "PUT during a dead PUT's lease", putFile(t, u.Upload.URL, body, putOpts{}), 409, "upload_in_use")
