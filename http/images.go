@@ -388,7 +388,7 @@ func failureStatus(code string) Code {
 func writeFailedJob(ctx *fasthttp.RequestCtx, rec *jobstate.Record) {
 	code := failureStatus(rec.ErrorCode)
 	entry := problemTable[code]
-	body, _ := json.Marshal(map[string]any{
+	body, _ := encodeJSON(map[string]any{
 		"type": problemTypeBase + string(code), "title": entry.Title, "status": "failed",
 		"detail": rec.ErrorDetail, "code": code, "error_code": rec.ErrorCode, "request_id": rec.RequestID,
 	})

@@ -1,6 +1,7 @@
 package http
 
 import (
+	"bytes"
 	"encoding/json"
 
 	"github.com/valyala/fasthttp"
@@ -157,16 +158,28 @@ func writeProblem(ctx *fasthttp.RequestCtx, code Code, detail string) {
 	}
 	p := Problem{Type: problemTypeBase + string(code), Title: entry.Title, Status: entry.Status, Detail: detail,
 		Code: code, RequestID: string(ctx.Response.Header.Peek(headerRequestID))}
-	body, _ := json.Marshal(p)
+	body, _ := encodeJSON(p)
 	ctx.Response.ResetBody()
 	ctx.SetStatusCode(entry.Status)
 	ctx.SetContentType("application/problem+json")
 	ctx.SetBody(body)
 }
 
+// encodeJSON encodes v as compact JSON without HTML escaping: upload URLs carry '&' in their query, and
+// clients copy them from responses (json.Marshal would write \u0026). Responses are never HTML.
+func encodeJSON(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+}
+
 // writeJSON answers status with v encoded as JSON.
 func writeJSON(ctx *fasthttp.RequestCtx, status int, v any) {
-	body, err := json.Marshal(v)
+	body, err := encodeJSON(v)
 	if err != nil {
 		writeProblem(ctx, CodeInternal, "could not encode the response")
 		return
