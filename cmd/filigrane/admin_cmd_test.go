@@ -82,3 +82,11 @@ func TestAdminWithoutStore(t *testing.T) {
 		t.Fatalf("admin created ./data: %v", err)
 	}
 }
+
+func TestServeRefusesMalformedLimits(t *testing.T) {
+	t.Setenv("FILIGRANE_HEADER_TIMEOUT", "ten seconds")
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), []string{"serve", "--data", t.TempDir()}, &out, &errb); code != 2 || !strings.Contains(errb.String(), "FILIGRANE_HEADER_TIMEOUT") {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+}

@@ -48,6 +48,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
+	if err := checkLimitEnv(); err != nil {
+		fmt.Fprintln(stderr, "filigrane serve:", err)
+		return 2
+	}
 	if *join != "" {
 		cfg.Join = strings.Split(*join, ",")
 	}
@@ -149,7 +153,28 @@ func fitConnsToFileLimit(cfg *node.Config, logger zerolog.Logger) {
 	}
 }
 
-// envInt reads an integer environment variable, def when unset or not a number.
+// checkLimitEnv refuses malformed limit variables, which envInt and envDuration would otherwise replace by
+// their defaults without a word.
+func checkLimitEnv() error {
+	for _, name := range []string{"FILIGRANE_MAX_CONNS", "FILIGRANE_MAX_CONNS_PER_IP"} {
+		if v := os.Getenv(name); v != "" {
+			if n, err := strconv.Atoi(v); err != nil || n < 0 {
+				return fmt.Errorf("%s=%q: want a whole number of connections", name, v)
+			}
+		}
+	}
+	for _, name := range []string{"FILIGRANE_HEADER_TIMEOUT", "FILIGRANE_BODY_TIMEOUT", "FILIGRANE_IDLE_TIMEOUT"} {
+		if v := os.Getenv(name); v != "" {
+			if d, err := time.ParseDuration(v); err != nil || d < 0 {
+				return fmt.Errorf("%s=%q: want a duration such as 10s", name, v)
+			}
+		}
+	}
+	return nil
+}
+
+// envInt reads an integer environment variable, def when unset or not a number (checkLimitEnv refuses
+// the latter).
 func envInt(name string, def int) int {
 	if v, err := strconv.Atoi(os.Getenv(name)); err == nil {
 		return v
@@ -157,7 +182,8 @@ func envInt(name string, def int) int {
 	return def
 }
 
-// envDuration reads a duration environment variable (e.g. 10s), def when unset or malformed.
+// envDuration reads a duration environment variable (e.g. 10s), def when unset or malformed (checkLimitEnv
+// refuses the latter).
 func envDuration(name string, def time.Duration) time.Duration {
 	if v, err := time.ParseDuration(os.Getenv(name)); err == nil {
 		return v
