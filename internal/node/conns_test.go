@@ -2,6 +2,7 @@ package node_test
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"io"
 	"net"
@@ -88,5 +89,48 @@ func TestSlowClientsCannotStopNode(t *testing.T) {
 		if resp.StatusCode != 200 || !strings.Contains(string(body), `"ok"`) {
 			t.Fatalf("%s: after the slow clients: %d %s", addr, resp.StatusCode, body)
 		}
+	}
+}
+
+// TestSlowBodyOutlivesHeaderTimeout: a PUT whose body keeps arriving is bounded by its progress, not by the
+// header timeout; the same PUT stalling past the progress timeout is cut off and stores nothing.
+func TestSlowBodyOutlivesHeaderTimeout(t *testing.T) {
+	const headerTimeout = 500 * time.Millisecond
+	f := newFixture(t, func(c *node.Config) {
+		c.Conns = apihttp.ConnLimits{HeaderTimeout: headerTimeout, BodyProgress: 3 * time.Second}
+	})
+	body := bytes.Repeat([]byte("slow"), 4<<10) // 16 KiB in 4 pieces
+	u := createUpload(t, f, f.dev.Secret, "detect", "x.png", len(body))
+	c := startPut(t, u.Upload.URL, len(body), body[:4<<10])
+	start := time.Now()
+	for i := 1; i < 4; i++ {
+		// The client's pace (not synchronisation): the whole body takes three header timeouts.
+		time.Sleep(headerTimeout)
+		if _, err := c.Write(body[i*4<<10 : (i+1)*4<<10]); err != nil {
+			t.Fatalf("piece %d after %s: %v", i, time.Since(start), err)
+		}
+	}
+	_ = c.SetReadDeadline(time.Now().Add(15 * time.Second))
+	res, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(res.Body)
+	if res.StatusCode != 200 {
+		t.Fatalf("slow PUT over %s: %d %s", time.Since(start), res.StatusCode, b)
+	}
+
+	// A body that stops: the server closes the connection at the progress timeout and keeps nothing.
+	u2 := createUpload(t, f, f.dev.Secret, "detect", "y.png", len(body))
+	before := uploadFiles(t, f)
+	c2 := startPut(t, u2.Upload.URL, len(body), body[:4<<10])
+	_ = c2.SetReadDeadline(time.Now().Add(20 * time.Second))
+	_, err = io.ReadAll(c2) // the server's answer, if any, then its close
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatal("a stalled body was not cut off")
+	}
+	waitPut(t, f, u2.UploadID, false)
+	if n := uploadFiles(t, f); n != before {
+		t.Fatalf("a stalled PUT left %d files (before: %d)", n, before)
 	}
 }
