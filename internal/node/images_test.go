@@ -14,6 +14,7 @@ import (
 	"math/rand/v2"
 	"mime/multipart"
 	"net/http"
+	"path"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -21,7 +22,9 @@ import (
 	"time"
 
 	"filigrane/actors"
+	"filigrane/actors/jobstate"
 	"filigrane/internal/node"
+	"filigrane/persistence"
 )
 
 // photo returns a JPEG of w x h with photo-like content: smooth gradients, blobs and fine noise.
@@ -140,20 +143,30 @@ func balance(t *testing.T, f *fixture, org string) (int64, int64) {
 	return rep.Balance, rep.Held
 }
 
-// waitResult polls a job's result URL until it is no longer 202, within a bounded time.
+// waitResult waits until a job is committed, then reads its result URL once. It watches the job record in
+// the node's store rather than polling the API: polls count against the plan's per-minute limit (20 on a
+// trial plan), whose window only moves with the test's manual clock.
 func waitResult(t *testing.T, f *fixture, key, resultURL string) response {
 	t.Helper()
+	id := path.Base(path.Dir(resultURL)) // .../jobs/<request_id>/result
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		r := call(t, "GET", f.base+resultURL, key, nil)
-		if r.status != 202 {
-			return r
+		it, err := f.n.Store().Get(context.Background(), []byte("job/"+id))
+		if err == nil {
+			var rec jobstate.Record
+			if err := persistence.Unmarshal(it.Value, &rec); err != nil {
+				t.Fatalf("job %s: %v", id, err)
+			}
+			if rec.Committed() {
+				break
+			}
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("job %s still pending", resultURL)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	return call(t, "GET", f.base+resultURL, key, nil)
 }
 
 func TestSyncEmbedThenDetect(t *testing.T) {
