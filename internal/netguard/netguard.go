@@ -6,6 +6,7 @@
 package netguard
 
 import (
+	"bytes"
 	"errors"
 	"io"
 	"net"
@@ -128,8 +129,10 @@ func (l *Listener) Accept() (net.Conn, error) {
 // maxRefusing bounds the refused connections being answered at once; past it they are closed unanswered.
 const maxRefusing = 64
 
-// refuse answers c with 503 and closes it, off the accept loop. The client's request is read and dropped
-// for a moment first: closing a socket with unread input resets it, and the client would lose the answer.
+// refuse answers c with 503 and closes it, off the accept loop. It reads the request's headers first (for a
+// second at most): an HTTP client takes an answer that arrives before its request for a broken connection.
+// It then reads and drops the rest for a moment, because closing a socket with unread input resets it and
+// the client would lose the answer.
 func (l *Listener) refuse(c net.Conn) {
 	select {
 	case l.refusing <- struct{}{}:
@@ -140,7 +143,9 @@ func (l *Listener) refuse(c net.Conn) {
 	go func() {
 		defer func() { <-l.refusing }()
 		defer c.Close()
-		_ = c.SetDeadline(time.Now().Add(time.Second))
+		_ = c.SetDeadline(time.Now().Add(refuseWait))
+		readHeaders(c)
+		_ = c.SetDeadline(time.Now().Add(refuseWait))
 		if _, err := c.Write(refusal); err != nil {
 			return
 		}
@@ -149,6 +154,24 @@ func (l *Listener) refuse(c net.Conn) {
 		}
 		_, _ = io.Copy(io.Discard, io.LimitReader(c, 64<<10))
 	}()
+}
+
+// refuseWait bounds each step of answering a refused connection.
+const refuseWait = time.Second
+
+// readHeaders reads from c until the end of a request's headers, 16 KiB, an error or the deadline.
+func readHeaders(c net.Conn) {
+	buf := make([]byte, 4096)
+	var tail []byte
+	for total := 0; total < 16<<10; {
+		n, err := c.Read(buf)
+		total += n
+		tail = append(tail, buf[:n]...)
+		if bytes.Contains(tail, []byte("\r\n\r\n")) || err != nil {
+			return
+		}
+		tail = tail[max(0, len(tail)-3):]
+	}
 }
 
 // Open returns the number of connections the listener holds open now.
