@@ -129,14 +129,20 @@ func (l *Listener) Accept() (net.Conn, error) {
 // maxRefusing bounds the refused connections being answered at once; past it they are closed unanswered.
 const maxRefusing = 64
 
-// refuse answers c with 503 and closes it, off the accept loop. It reads the request's headers first (for a
-// second at most): an HTTP client takes an answer that arrives before its request for a broken connection.
-// It then reads and drops the rest for a moment, because closing a socket with unread input resets it and
-// the client would lose the answer.
+// refuse answers c with 503 and closes it. An HTTP client takes an answer that arrives before its request
+// for a broken connection, and closing a socket with unread input resets it (the client loses the answer),
+// so the request's headers are read first and the rest dropped for a moment. That happens off the accept
+// loop, for maxRefusing connections at a time; past that (a flood), c gets what it already sent read, the
+// answer, and a close, without waiting: under a flood a real client's request is usually in by the time
+// its connection is accepted.
 func (l *Listener) refuse(c net.Conn) {
 	select {
 	case l.refusing <- struct{}{}:
 	default:
+		_ = c.SetDeadline(time.Now().Add(5 * time.Millisecond))
+		_, _ = c.Read(make([]byte, 16<<10))
+		_ = c.SetWriteDeadline(time.Now().Add(5 * time.Millisecond))
+		_, _ = c.Write(refusal)
 		_ = c.Close()
 		return
 	}
@@ -156,8 +162,8 @@ func (l *Listener) refuse(c net.Conn) {
 	}()
 }
 
-// refuseWait bounds each step of answering a refused connection.
-const refuseWait = time.Second
+// refuseWait bounds each step of answering a refused connection off the accept loop.
+const refuseWait = 250 * time.Millisecond
 
 // readHeaders reads from c until the end of a request's headers, 16 KiB, an error or the deadline.
 func readHeaders(c net.Conn) {
