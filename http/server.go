@@ -193,6 +193,11 @@ func (s *Server) Serve(ln net.Listener) error {
 				Msg("accept failed; waiting and accepting again")
 		}
 	}
+	name := "api"
+	if s.srv.Name == "filigrane-upload" {
+		name = "upload"
+	}
+	s.cfg.Metrics.watchListener(name, g)
 	return s.srv.Serve(g)
 }
 

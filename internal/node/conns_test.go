@@ -8,6 +8,8 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -88,6 +90,18 @@ func TestSlowClientsCannotStopNode(t *testing.T) {
 		resp.Body.Close()
 		if resp.StatusCode != 200 || !strings.Contains(string(body), `"ok"`) {
 			t.Fatalf("%s: after the slow clients: %d %s", addr, resp.StatusCode, body)
+		}
+	}
+	// Operators see the refusals.
+	m := call(t, "GET", "http://"+n.APIAddr()+"/metrics", "", nil)
+	for _, l := range []string{"api", "upload"} {
+		re := regexp.MustCompile(`filigrane_connections_refused_total\{listener="` + l + `"\} (\d+)`)
+		got := re.FindSubmatch(m.body)
+		if got == nil {
+			t.Fatalf("no refusal count for the %s listener in /metrics", l)
+		}
+		if v, _ := strconv.Atoi(string(got[1])); v < limit {
+			t.Fatalf("%s listener: %d refusals counted, want at least %d", l, v, limit)
 		}
 	}
 }
