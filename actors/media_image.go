@@ -6,7 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"image"
+	"io"
 	"strings"
+	"time"
 
 	"filigrane/actors/jobstate"
 	"filigrane/codec"
@@ -18,11 +21,24 @@ import (
 const (
 	CodeInvalidImage    = "invalid_image"
 	CodeImageTooLarge   = "image_too_large"
+	CodeImageTooComplex = "image_too_complex"
 	CodeProcessingError = "processing_error"
+	// CodeDecodeBusy: the node's decode memory stayed in use for the whole wait (synchronous detection only;
+	// jobs wait).
+	CodeDecodeBusy = "decode_busy"
 )
 
-// MaxImagePixels is the pixel limit of every image request (spec 8: 40 megapixels).
+// MaxImagePixels is the pixel limit of image embedding (spec 8: 40 megapixels).
 const MaxImagePixels = 40_000_000
+
+// MaxDetectPixels is the pixel limit of image detection. The spec sets none besides the file size (192 MB
+// through an upload); detection decodes into the decoder's own layout (a third of NRGBA for a JPEG), analyses
+// a region of bounded aspect ratio reduced to 48 MP (codec.DetectRegion, codec.Detect), and reserves its
+// memory in the decode budget, which refuses a file whose estimate exceeds the whole budget.
+const MaxDetectPixels = 200_000_000
+
+// headBytes is how much of a stored file is read to estimate the cost of decoding it.
+const headBytes = 2 << 20
 
 // maxDetectSnapIDs bounds how many issued ids a damaged detection is compared with.
 const maxDetectSnapIDs = 100_000
@@ -36,6 +52,8 @@ type Media struct {
 	Catalog Catalog
 	// PSNR is the embedding strength target; 0 means codec.DefaultPSNR.
 	PSNR float64
+	// Budget is the node's decode memory; nil leaves decodes unbounded (tools and tests).
+	Budget *DecodeBudget
 }
 
 // Process implements Processor for image jobs.
@@ -43,29 +61,137 @@ func (m Media) Process(ctx context.Context, rec *jobstate.Record) (jobstate.Outp
 	if rec.Media != jobstate.MediaImage {
 		return jobstate.Output{}, &ProcessError{Code: CodeProcessingError, Detail: "only images can be processed yet"}
 	}
-	pic, perr := m.decode(ctx, rec.Input.BlobKey)
+	if rec.Operation == jobstate.OperationEmbed {
+		// A job waits for decode memory as long as its context lives (the lease is renewed meanwhile).
+		pic, release, perr := m.decodeFull(ctx, ctx, rec.Input.BlobKey)
+		if perr != nil {
+			return jobstate.Output{}, perr
+		}
+		defer release()
+		return m.embed(ctx, rec, pic)
+	}
+	img, release, perr := m.decodeForDetection(ctx, ctx, rec.Input.BlobKey)
 	if perr != nil {
 		return jobstate.Output{}, perr
 	}
-	switch rec.Operation {
-	case jobstate.OperationEmbed:
-		return m.embed(ctx, rec, pic)
-	default:
-		return m.detectJob(ctx, rec, pic)
-	}
+	defer release()
+	return m.detectJob(ctx, rec, img)
 }
 
-func (m Media) decode(ctx context.Context, key string) (*imageio.Picture, *ProcessError) {
-	r, err := m.Blobs.Get(ctx, key, 0, -1)
+// stored is a stored file read whole under a decode-memory reservation.
+type stored struct {
+	data    []byte
+	release func()
+}
+
+// load estimates the cost of decoding the stored file from its first bytes, refuses it when it has more than
+// maxPixels, reserves need(cost) plus the file's size in the decode budget (waiting until waitCtx ends), and
+// reads the file. The caller must call release once the decoded image is no longer used.
+func (m Media) load(ctx, waitCtx context.Context, key string, maxPixels int64, need func(imageio.Cost) int64) (*stored, *ProcessError) {
+	info, err := m.Blobs.Stat(ctx, key)
 	if err != nil {
 		return nil, &ProcessError{Code: CodeProcessingError, Detail: "input unavailable", Retryable: true}
 	}
-	defer r.Close()
-	pic, err := imageio.Decode(r, imageio.Limits{MaxPixels: MaxImagePixels})
+	cost, err := imageio.EstimateCostAt(blobReaderAt{ctx: ctx, blobs: m.Blobs, key: key}, info.Size, headBytes)
 	if err != nil {
+		if errors.Is(err, errBlobRead) {
+			return nil, &ProcessError{Code: CodeProcessingError, Detail: "input unavailable", Retryable: true}
+		}
 		return nil, ImageError(err)
 	}
-	return pic, nil
+	if px := int64(cost.Width) * int64(cost.Height); px > maxPixels {
+		return nil, &ProcessError{Code: CodeImageTooLarge, Detail: fmt.Sprintf(
+			"the image has %dx%d pixels; the limit is %d megapixels", cost.Width, cost.Height, maxPixels/1_000_000)}
+	}
+	release := func() {}
+	if m.Budget != nil {
+		n := info.Size + need(cost)
+		release, err = m.Budget.Acquire(waitCtx, n)
+		switch {
+		case errors.Is(err, ErrDecodeTooLarge):
+			return nil, &ProcessError{Code: CodeImageTooLarge, Detail: fmt.Sprintf(
+				"decoding this %dx%d %s takes about %d MB, more than this node's decode budget of %d MB",
+				cost.Width, cost.Height, cost.Format, mb(n), mb(m.Budget.Capacity()))}
+		case err != nil:
+			return nil, &ProcessError{Code: CodeDecodeBusy, Detail: "the node's decode memory is in use; retry later", Retryable: true}
+		}
+	}
+	data, err := m.read(ctx, key, -1)
+	if err != nil {
+		release()
+		return nil, &ProcessError{Code: CodeProcessingError, Detail: "input unavailable", Retryable: true}
+	}
+	return &stored{data: data, release: release}, nil
+}
+
+// errBlobRead marks a failure to read the stored file (not the file's fault).
+var errBlobRead = errors.New("read stored file")
+
+// blobReaderAt reads a stored file by ranges, so that a header can be read where it lies without reading
+// the whole file.
+type blobReaderAt struct {
+	ctx   context.Context
+	blobs persistence.Blobs
+	key   string
+}
+
+func (b blobReaderAt) ReadAt(p []byte, off int64) (int, error) {
+	r, err := b.blobs.Get(b.ctx, b.key, off, int64(len(p)))
+	if err != nil {
+		return 0, fmt.Errorf("%w: %w", errBlobRead, err)
+	}
+	defer r.Close()
+	n, err := io.ReadFull(r, p)
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		err = io.EOF
+	} else if err != nil && !errors.Is(err, io.EOF) {
+		err = fmt.Errorf("%w: %w", errBlobRead, err)
+	}
+	return n, err
+}
+
+func (m Media) read(ctx context.Context, key string, n int64) ([]byte, error) {
+	r, err := m.Blobs.Get(ctx, key, 0, n)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	return io.ReadAll(r)
+}
+
+// decodeFull decodes a stored image for embedding: upright, NRGBA or NRGBA64, under the 40 MP limit, with
+// the embed's own memory reserved too.
+func (m Media) decodeFull(ctx, waitCtx context.Context, key string) (*imageio.Picture, func(), *ProcessError) {
+	st, perr := m.load(ctx, waitCtx, key, MaxImagePixels, func(c imageio.Cost) int64 {
+		return c.Decode + codec.EmbedMemory(c.Width, c.Height, c.Deep)
+	})
+	if perr != nil {
+		return nil, nil, perr
+	}
+	pic, err := imageio.DecodeBytesContext(ctx, st.data, imageio.Limits{MaxPixels: MaxImagePixels})
+	if err != nil {
+		st.release()
+		return nil, nil, ImageError(err)
+	}
+	return pic, st.release, nil
+}
+
+// decodeForDetection decodes a stored image for detection (MaxDetectPixels, the decoder's own layout), with
+// the detector's memory reserved too.
+func (m Media) decodeForDetection(ctx, waitCtx context.Context, key string) (image.Image, func(), *ProcessError) {
+	st, perr := m.load(ctx, waitCtx, key, MaxDetectPixels, func(c imageio.Cost) int64 {
+		r := codec.DetectRegion(image.Rect(0, 0, c.Width, c.Height))
+		return c.Analysis + codec.DetectMemory(r.Dx(), r.Dy())
+	})
+	if perr != nil {
+		return nil, nil, perr
+	}
+	img, _, err := imageio.DecodeForAnalysis(ctx, st.data, imageio.Limits{MaxPixels: MaxDetectPixels, MaxBytes: imageio.DefaultMaxBytes})
+	if err != nil {
+		st.release()
+		return nil, nil, ImageError(err)
+	}
+	return img, st.release, nil
 }
 
 // ImageError maps an imageio error to the job error a client sees.
@@ -73,6 +199,8 @@ func ImageError(err error) *ProcessError {
 	switch {
 	case errors.Is(err, imageio.ErrTooManyPixels), errors.Is(err, imageio.ErrTooLarge):
 		return &ProcessError{Code: CodeImageTooLarge, Detail: err.Error()}
+	case errors.Is(err, imageio.ErrTooComplex):
+		return &ProcessError{Code: CodeImageTooComplex, Detail: err.Error()}
 	case errors.Is(err, imageio.ErrUnsupportedFormat), errors.Is(err, imageio.ErrCorrupt):
 		return &ProcessError{Code: CodeInvalidImage, Detail: err.Error()}
 	}
@@ -104,8 +232,8 @@ func (m Media) embed(ctx context.Context, rec *jobstate.Record, pic *imageio.Pic
 		Charge: m.Catalog.Prices.ImageEmbed, Accelerator: jobstate.AcceleratorCPU}, nil
 }
 
-func (m Media) detectJob(ctx context.Context, rec *jobstate.Record, pic *imageio.Picture) (jobstate.Output, *ProcessError) {
-	det, err := m.DetectImage(ctx, rec.OrgID, pic)
+func (m Media) detectJob(ctx context.Context, rec *jobstate.Record, img image.Image) (jobstate.Output, *ProcessError) {
+	det, err := m.DetectImage(ctx, rec.OrgID, img)
 	if err != nil {
 		return jobstate.Output{}, &ProcessError{Code: CodeProcessingError, Detail: err.Error(), Retryable: true}
 	}
@@ -124,9 +252,20 @@ func (m Media) detectJob(ctx context.Context, rec *jobstate.Record, pic *imageio
 
 // DetectImage runs detection and, when the blind decode failed but left a soft word, snaps it to an id the
 // organization issued if one lies within the codec's safe distance (docs/codec.md). A snapped result is
-// reported as watermarked with that id.
-func (m Media) DetectImage(ctx context.Context, orgID string, pic *imageio.Picture) (codec.Detection, error) {
-	det := m.Codec.Detect(pic.Image)
+// reported as watermarked with that id. An image longer than codec.MaxDetectAspect times its short side is
+// analysed on its top-left region of that aspect (codec.DetectRegion), which bounds the detector's memory.
+func (m Media) DetectImage(ctx context.Context, orgID string, img image.Image) (codec.Detection, error) {
+	if r := codec.DetectRegion(img.Bounds()); r != img.Bounds() {
+		if sub, ok := img.(interface {
+			SubImage(image.Rectangle) image.Image
+		}); ok {
+			img = sub.SubImage(r)
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return codec.Detection{}, fmt.Errorf("detection not started: %w", err)
+	}
+	det := m.Codec.Detect(img)
 	if det.Watermarked || det.Soft == nil || m.Store == nil {
 		return det, nil
 	}
@@ -150,13 +289,17 @@ func (m Media) DetectImage(ctx context.Context, orgID string, pic *imageio.Pictu
 	return det, nil
 }
 
-// DetectStored decodes a stored image and detects; the edge's synchronous detection uses it.
-func (m Media) DetectStored(ctx context.Context, orgID, key string) (codec.Detection, *ProcessError) {
-	pic, perr := m.decode(ctx, key)
+// DetectStored decodes a stored image and detects; the edge's synchronous detection uses it. It waits at most
+// budgetWait for decode memory (then fails with CodeDecodeBusy); ctx cancels the work (a client that hung up).
+func (m Media) DetectStored(ctx context.Context, orgID, key string, budgetWait time.Duration) (codec.Detection, *ProcessError) {
+	wctx, cancel := context.WithTimeout(ctx, budgetWait)
+	defer cancel()
+	img, release, perr := m.decodeForDetection(ctx, wctx, key)
 	if perr != nil {
 		return codec.Detection{}, perr
 	}
-	det, err := m.DetectImage(ctx, orgID, pic)
+	defer release()
+	det, err := m.DetectImage(ctx, orgID, img)
 	if err != nil {
 		return codec.Detection{}, &ProcessError{Code: CodeProcessingError, Detail: err.Error(), Retryable: true}
 	}

@@ -129,8 +129,9 @@ func validateData(data []byte) (codec.ID, *apiError) {
 	return id, nil
 }
 
-// probeImage reads the stored file's header: format and pixel count, before any pixel is decoded.
-func (s *Server) probeImage(ctx context.Context, key string) (string, *apiError) {
+// probeImage reads the stored file's header: format and pixel count, before any pixel is decoded. maxPixels is
+// the operation's limit (embedding 40 MP, detection actors.MaxDetectPixels).
+func (s *Server) probeImage(ctx context.Context, key string, maxPixels int64) (string, *apiError) {
 	r, err := s.cfg.Blobs.Get(ctx, key, 0, probeBytes)
 	if err != nil {
 		return "", newAPIError(CodeUnavailable, "stored file unavailable")
@@ -144,8 +145,8 @@ func (s *Server) probeImage(ctx context.Context, key string) (string, *apiError)
 	if err != nil {
 		return "", newAPIError(CodeInvalidImage, "the file is not an image we can read: %v", err)
 	}
-	if int64(cfg.Width)*int64(cfg.Height) > actors.MaxImagePixels {
-		return "", newAPIError(CodeImageTooLarge, "the image has %dx%d pixels; the limit is 40 megapixels", cfg.Width, cfg.Height)
+	if int64(cfg.Width)*int64(cfg.Height) > maxPixels {
+		return "", newAPIError(CodeImageTooLarge, "the image has %dx%d pixels; the limit is %d megapixels", cfg.Width, cfg.Height, maxPixels/1_000_000)
 	}
 	if cfg.Width < 1 || cfg.Height < 1 {
 		return "", newAPIError(CodeInvalidImage, "the image has no pixels")
@@ -221,7 +222,8 @@ func (s *Server) acceptFromUpload(c context.Context, ctx *fasthttp.RequestCtx, p
 		outcome = uploadRejected
 		switch aerr.code {
 		case CodeInsufficientCredits, CodeConcurrencyLimit, CodeRateLimited, CodeUnavailable, CodeTooLarge,
-			CodeIdempotencyConflict, CodeInvalidData, CodeInvalidAccelerator, CodeForbiddenPlan, CodeGPUUnavailable:
+			CodeIdempotencyConflict, CodeInvalidData, CodeInvalidAccelerator, CodeForbiddenPlan, CodeGPUUnavailable,
+			CodeDecodeBusy:
 			// Refusals about the request, not the file: the upload stays usable.
 			outcome = uploadReleased
 		}
@@ -241,7 +243,11 @@ func (s *Server) acceptFile(c context.Context, ctx *fasthttp.RequestCtx, p *prin
 			return aerr
 		}
 	}
-	format, aerr := s.probeImage(c, file.Key)
+	maxPixels := int64(actors.MaxImagePixels)
+	if op == jobstate.OperationDetect {
+		maxPixels = actors.MaxDetectPixels
+	}
+	format, aerr := s.probeImage(c, file.Key, maxPixels)
 	if aerr != nil {
 		return aerr
 	}
@@ -372,6 +378,10 @@ func failureStatus(code string) Code {
 		return CodeInvalidImage
 	case actors.CodeImageTooLarge:
 		return CodeImageTooLarge
+	case actors.CodeImageTooComplex:
+		return CodeImageTooComplex
+	case actors.CodeDecodeBusy:
+		return CodeDecodeBusy
 	case jobstate.CodeDeadlineExceeded:
 		return CodeDeadlineExceeded
 	case jobstate.CodeWorkerLost:
@@ -450,8 +460,16 @@ func (s *Server) jobResult(ctx *fasthttp.RequestCtx, p *principal, params map[st
 	}
 }
 
+// syncDecodeWait is how long a synchronous detection waits for decode memory before answering 503
+// decode_busy; decodeBusyRetryAfter is the Retry-After of that answer, in seconds.
+const (
+	syncDecodeWait       = 2 * time.Second
+	decodeBusyRetryAfter = "5"
+)
+
 // detectNow runs a synchronous image detection: it never becomes a job. The credit is held and a
-// concurrency slot taken for the duration, then charged (or released when detection failed).
+// concurrency slot taken for the duration, then charged (or released when detection failed). When the client
+// closes the connection before the answer, the work is cancelled and the hold released: nothing is charged.
 func (s *Server) detectNow(c context.Context, ctx *fasthttp.RequestCtx, p *principal, reqID string, f *storedFile, price int64) *apiError {
 	orgs := s.cfg.Orgs
 	rep, err := orgs.Reserve(c, actors.OrgReserve{OrgID: p.Key.OrgID, Op: reqID, Credits: price, Slot: true})
@@ -477,15 +495,33 @@ func (s *Server) detectNow(c context.Context, ctx *fasthttp.RequestCtx, p *princ
 			s.cfg.Logger.Error().Err(err).Interface("reply", r).Str("request", reqID).Msg("settle synchronous detection")
 		}
 	}
+	// Watch the connection only once the hold exists: a reservation cut short by the cancel could be placed
+	// and never released.
+	c, stopWatch := watchDisconnect(c, ctx)
+	defer stopWatch()
+	gone := func() *apiError {
+		settle(false)
+		s.cfg.Logger.Info().Str("request", reqID).Msg("client closed the connection during synchronous detection; not charged")
+		return newAPIError(CodeUnavailable, "the client closed the connection")
+	}
 	release, err := s.cfg.Pool.Acquire(c)
 	if err != nil {
+		if clientGone(c) {
+			return gone()
+		}
 		settle(false)
 		return newAPIError(CodeUnavailable, "no worker became free in time")
 	}
-	det, perr := s.cfg.Media.DetectStored(c, p.Key.OrgID, f.Key)
+	det, perr := s.cfg.Media.DetectStored(c, p.Key.OrgID, f.Key, syncDecodeWait)
 	release()
+	if clientGone(c) {
+		return gone() // even when detection finished: the client never gets the answer
+	}
 	if perr != nil {
 		settle(false)
+		if perr.Code == actors.CodeDecodeBusy {
+			ctx.Response.Header.Set("Retry-After", decodeBusyRetryAfter)
+		}
 		return &apiError{code: failureStatus(perr.Code), detail: perr.Detail}
 	}
 	settle(true)

@@ -37,6 +37,8 @@ var problemTable = map[Code]struct {
 	CodeInvalidData:         {422, "Invalid data object"},
 	CodeInvalidImage:        {422, "Invalid image"},
 	CodeImageTooLarge:       {413, "Image too large"},
+	CodeImageTooComplex:     {422, "Image structure too complex"},
+	CodeDecodeBusy:          {503, "Decode capacity busy"},
 	CodeFileTooLarge:        {413, "File too large"},
 	CodeInvalidIdempotency:  {422, "Invalid Idempotency-Key"},
 	CodeInvalidAccelerator:  {422, "Invalid accelerator"},
@@ -98,6 +100,8 @@ const (
 	CodeInvalidData         Code = "invalid_data"
 	CodeInvalidImage        Code = "invalid_image"
 	CodeImageTooLarge       Code = "image_too_large"
+	CodeImageTooComplex     Code = "image_too_complex"
+	CodeDecodeBusy          Code = "decode_busy"
 	CodeFileTooLarge        Code = "file_too_large"
 	CodeInvalidIdempotency  Code = "invalid_idempotency_key"
 	CodeInvalidAccelerator  Code = "invalid_accelerator"

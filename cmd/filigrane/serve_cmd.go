@@ -12,6 +12,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"filigrane/actors"
 	"filigrane/cluster"
 	apihttp "filigrane/http"
 	"filigrane/internal/netguard"
@@ -35,6 +36,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	s3 := s3Flags(fs)
 	roles := fs.String("roles", envOr("FILIGRANE_ROLES", "edge,worker"), "node roles: edge (serves HTTP), worker (hosts actors, runs codec work), gpu")
 	workers := fs.Int("workers", 0, "codec workers (0: one per CPU)")
+	decodeMemory := fs.String("decode-memory", envOr("FILIGRANE_DECODE_MEMORY", ""), "memory for decoding images, shared by all decodes of this node, e.g. 4GiB (default: half the available memory)")
 	codecKeyFile := fs.String("codec-key-file", envOr("FILIGRANE_CODEC_KEY_FILE", ""), "file holding the watermark secret (else env FILIGRANE_CODEC_KEY, else the public development key)")
 	fs.StringVar(&cfg.PublicUploadURL, "public-upload-url", envOr("FILIGRANE_PUBLIC_UPLOAD_URL", ""), "base URL clients PUT signed uploads to (default: http:// + the upload listener)")
 	fs.StringVar(&cfg.WebsiteOrigin, "website-origin", envOr("FILIGRANE_WEBSITE_ORIGIN", ""), "the one browser origin allowed to PUT uploads (CORS); empty allows none")
@@ -63,6 +65,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	cfg.Logger = logger
 	cfg.S3 = s3()
 	cfg.Workers = *workers
+	if *decodeMemory != "" {
+		if cfg.DecodeMemory, err = actors.ParseByteSize(*decodeMemory); err != nil || cfg.DecodeMemory == 0 {
+			fmt.Fprintf(stderr, "filigrane serve: --decode-memory %q: want a size such as 4GiB\n", *decodeMemory)
+			return 2
+		}
+	}
 	for _, r := range strings.Split(*roles, ",") {
 		role := cluster.Role(strings.TrimSpace(r))
 		if role != cluster.RoleEdge && role != cluster.RoleWorker && role != cluster.RoleGPU {

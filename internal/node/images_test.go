@@ -14,7 +14,6 @@ import (
 	"math/rand/v2"
 	"mime/multipart"
 	"net/http"
-	"path"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -22,9 +21,7 @@ import (
 	"time"
 
 	"filigrane/actors"
-	"filigrane/actors/jobstate"
 	"filigrane/internal/node"
-	"filigrane/persistence"
 )
 
 // photo returns a JPEG of w x h with photo-like content: smooth gradients, blobs and fine noise.
@@ -143,28 +140,26 @@ func balance(t *testing.T, f *fixture, org string) (int64, int64) {
 	return rep.Balance, rep.Held
 }
 
-// waitResult waits until a job is committed, then reads its result URL once. It watches the job record in
-// the node's store rather than polling the API: polls count against the plan's per-minute limit (20 on a
-// trial plan), whose window only moves with the test's manual clock.
+// waitResult waits until the job behind resultURL has committed its outcome (the job actor answers an await
+// once the outcome is settled), then reads the result once through the API. Waiting on the actor, not by
+// polling the API, keeps the test off the plan's per-minute request limit.
 func waitResult(t *testing.T, f *fixture, key, resultURL string) response {
 	t.Helper()
-	id := path.Base(path.Dir(resultURL)) // .../jobs/<request_id>/result
-	deadline := time.Now().Add(60 * time.Second)
+	id := strings.TrimSuffix(strings.TrimPrefix(resultURL, "/watermarks/jobs/"), "/result")
+	ak, err := actors.Keys{Store: f.n.Store(), Clock: f.clk}.Authenticate(context.Background(), key)
+	if err != nil {
+		t.Fatalf("key of %s: %v", resultURL, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
 	for {
-		it, err := f.n.Store().Get(context.Background(), []byte("job/"+id))
-		if err == nil {
-			var rec jobstate.Record
-			if err := persistence.Unmarshal(it.Value, &rec); err != nil {
-				t.Fatalf("job %s: %v", id, err)
-			}
-			if rec.Committed() {
-				break
-			}
+		rep, err := actors.JobClient{Caller: f.n.Cluster()}.Await(ctx, ak.OrgID, id)
+		if err == nil && rep.Record != nil && rep.Record.Committed() {
+			break
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("job %s still pending", resultURL)
+		if ctx.Err() != nil {
+			t.Fatalf("job %s still pending: %v %+v", resultURL, err, rep)
 		}
-		time.Sleep(20 * time.Millisecond)
 	}
 	return call(t, "GET", f.base+resultURL, key, nil)
 }

@@ -46,6 +46,9 @@ type Config struct {
 	CodecKey []byte
 	// Workers is the number of codec workers; 0 means one per CPU.
 	Workers int
+	// DecodeMemory is the node's budget for decoding images, in bytes, shared by its workers and synchronous
+	// detections (actors.DecodeBudget); 0 means actors.DefaultDecodeMemory (half the available memory).
+	DecodeMemory int64
 	// LeaseDuration is a worker's lease on a job attempt; it is renewed at a third of its length. Default 30 s.
 	LeaseDuration time.Duration
 	// SyncWait is how long a synchronous embed waits before answering 202; 0 means 20 s.
@@ -94,6 +97,10 @@ type Node struct {
 	apiLn    net.Listener
 	uploadLn net.Listener
 	serveErr chan error
+
+	// decodeBudget is the memory of the node's image decodes.
+	decodeBudget *actors.DecodeBudget
+
 	// DevOrg is set when this start bootstrapped the development organization.
 	DevOrg  *admin.DevOrg
 	Metrics *apihttp.Metrics
@@ -175,7 +182,8 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	reg.MustRegister(actors.OrgMessages()...)
 	reg.MustRegister(actors.JobMessages()...)
 	caller := &actors.LateCaller{}
-	media := actors.Media{Blobs: blobs, Store: store, Codec: cdc, Catalog: catalog}
+	n.decodeBudget = actors.NewDecodeBudget(cfg.DecodeMemory)
+	media := actors.Media{Blobs: blobs, Store: store, Codec: cdc, Catalog: catalog, Budget: n.decodeBudget}
 	n.pool = actors.NewPool(caller, media, cfg.Logger.With().Str("component", "workers").Logger(), cfg.NodeName, cfg.Workers, cfg.LeaseDuration)
 	deps := &actors.Deps{
 		Store: store, Clock: cfg.Clock, Catalog: catalog, Logger: cfg.Logger.With().Str("component", "actors").Logger(),
@@ -288,6 +296,9 @@ func (n *Node) Store() persistence.Store { return n.store }
 
 // Blobs is the node's blob store.
 func (n *Node) Blobs() persistence.Blobs { return n.blobs }
+
+// DecodeBudget is the node's decode memory budget.
+func (n *Node) DecodeBudget() *actors.DecodeBudget { return n.decodeBudget }
 
 // Pool is the node's worker pool.
 func (n *Node) Pool() *actors.Pool { return n.pool }
