@@ -68,7 +68,7 @@ type ConnLimits struct {
 	MaxConns      int
 	MaxConnsPerIP int
 	// HeaderTimeout bounds the time from a request's first byte (or a new connection) to its complete
-	// headers and first 8 KiB of body. Default 10 s.
+	// headers. Default 10 s.
 	HeaderTimeout time.Duration
 	// BodyProgress bounds the wait for the next bytes of a request body or a response once the headers are
 	// in: a 190 MB upload over a slow link lives as long as it moves. Default 60 s.
@@ -118,8 +118,13 @@ func newFastServer(s *Server, name string) *fasthttp.Server {
 		DisablePreParseMultipartForm: true,
 		MaxRequestBodySize:           streamAhead,
 		ReadTimeout:                  l.HeaderTimeout,
-		WriteTimeout:                 l.BodyProgress,
-		IdleTimeout:                  l.IdleTimeout,
+		// Once the headers are in, the body's first bytes (read ahead before the handler runs) get a fresh
+		// window of BodyProgress instead of what is left of the header timeout.
+		HeaderReceived: func(*fasthttp.RequestHeader) fasthttp.RequestConfig {
+			return fasthttp.RequestConfig{ReadTimeout: l.BodyProgress}
+		},
+		WriteTimeout: l.BodyProgress,
+		IdleTimeout:  l.IdleTimeout,
 		// The listener refuses connections over MaxConns before fasthttp sees them; this is a backstop.
 		Concurrency:          l.MaxConns + 1,
 		NoDefaultContentType: true,

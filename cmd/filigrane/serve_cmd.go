@@ -43,7 +43,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	uploadSecretFile := fs.String("upload-secret-file", envOr("FILIGRANE_UPLOAD_SECRET_FILE", ""), "file holding the upload URL signing secret (default: generated once and kept in the store)")
 	fs.IntVar(&cfg.Conns.MaxConns, "max-conns", envInt("FILIGRANE_MAX_CONNS", netguard.DefaultMaxConns), "open connections per listener (API, upload host); more are answered 503")
 	fs.IntVar(&cfg.Conns.MaxConnsPerIP, "max-conns-per-ip", envInt("FILIGRANE_MAX_CONNS_PER_IP", netguard.DefaultMaxConnsPerIP), "open connections per client IP and listener; more are answered 503")
-	fs.DurationVar(&cfg.Conns.HeaderTimeout, "header-timeout", envDuration("FILIGRANE_HEADER_TIMEOUT", apihttp.DefaultHeaderTimeout), "time a request has to send its headers (and first 8 KiB of body); 408 after it")
+	fs.DurationVar(&cfg.Conns.HeaderTimeout, "header-timeout", envDuration("FILIGRANE_HEADER_TIMEOUT", apihttp.DefaultHeaderTimeout), "time a request has to send its headers; 408 after it")
 	fs.DurationVar(&cfg.Conns.BodyProgress, "body-timeout", envDuration("FILIGRANE_BODY_TIMEOUT", netguard.DefaultBodyProgress), "longest wait for the next bytes of a request body or response (progress, not total time)")
 	fs.DurationVar(&cfg.Conns.IdleTimeout, "idle-timeout", envDuration("FILIGRANE_IDLE_TIMEOUT", apihttp.DefaultIdleTimeout), "how long a keep-alive connection may wait for its next request")
 	grace := fs.Duration("shutdown-grace", 30*time.Second, "how long in-flight requests may take to finish on shutdown")
