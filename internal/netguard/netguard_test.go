@@ -132,7 +132,7 @@ func TestConnectionsOverTheLimitsAreRefused(t *testing.T) {
 // TestBodyIsBoundedByProgress: after BeginBody a read that keeps receiving bytes outlives the server's header
 // deadline, and a read that receives nothing ends after the progress timeout.
 func TestBodyIsBoundedByProgress(t *testing.T) {
-	const progress = 300 * time.Millisecond
+	const progress = time.Second
 	g := Wrap(listen(t), Limits{BodyProgress: progress})
 	client, err := net.Dial("tcp", g.Addr().String())
 	if err != nil {
@@ -149,16 +149,16 @@ func TestBodyIsBoundedByProgress(t *testing.T) {
 	_ = c.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
 	c.BeginBody()
 	go func() {
-		for range 8 {
+		for range 6 {
 			if _, err := client.Write([]byte("x")); err != nil {
 				return
 			}
-			time.Sleep(progress / 3) // the client's pace, not synchronisation: it sends 8 bytes over ~800 ms
+			time.Sleep(progress / 5) // the client's pace, not synchronisation: 6 bytes over ~1.2 s
 		}
 	}()
 	buf := make([]byte, 1)
 	start := time.Now()
-	for i := range 8 {
+	for i := range 6 {
 		if _, err := io.ReadFull(c, buf); err != nil {
 			t.Fatalf("byte %d after %s: %v", i, time.Since(start), err)
 		}
