@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"mime"
 	"strconv"
 	"strings"
 	"time"
@@ -215,11 +214,8 @@ func (s *Server) getAsset(ctx *fasthttp.RequestCtx, p *principal, params map[str
 
 // readAssetBody reads a small JSON body of at most maxAssetBodyBytes.
 func readAssetBody(ctx *fasthttp.RequestCtx) ([]byte, *apiError) {
-	if ct := ctx.Request.Header.ContentType(); len(ct) > 0 {
-		mt, _, err := mime.ParseMediaType(string(ct))
-		if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
-			return nil, newAPIError(CodeUnsupportedMedia, "send the body as application/json")
-		}
+	if !jsonBodyType(string(ctx.Request.Header.ContentType())) {
+		return nil, newAPIError(CodeUnsupportedMedia, "send the body as application/json")
 	}
 	if cl := ctx.Request.Header.ContentLength(); cl > maxAssetBodyBytes {
 		return nil, newAPIError(CodeTooLarge, "the body exceeds %d bytes", maxAssetBodyBytes)

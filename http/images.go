@@ -503,10 +503,7 @@ func (s *Server) writeResult(c context.Context, ctx *fasthttp.RequestCtx, p *pri
 	if deleted, err := s.outputDeleted(c, rec); err != nil || deleted {
 		return resultGone(rec, true)
 	}
-	// The stream outlives this handler (fasthttp writes it afterwards), so it must not use the request's
-	// cancellable context: an S3 object read under it fails once the handler returns, and the client sees
-	// the connection close without an answer.
-	body, err := s.cfg.Blobs.Get(context.WithoutCancel(c), out.BlobKey, 0, -1)
+	body, err := s.openBlobBody(out.BlobKey, 0, -1)
 	if err != nil {
 		return newAPIError(CodeResultGone, "the result file is no longer stored")
 	}
@@ -520,7 +517,7 @@ func (s *Server) writeResult(c context.Context, ctx *fasthttp.RequestCtx, p *pri
 	}
 	ctx.SetStatusCode(200)
 	ctx.SetContentType(out.ContentType)
-	ctx.SetBodyStream(body, int(out.Size))
+	sendBlobBody(ctx, body, out.Size)
 	return nil
 }
 
@@ -551,7 +548,7 @@ func failureStatus(code string) Code {
 func writeFailedJob(ctx *fasthttp.RequestCtx, rec *jobstate.Record) {
 	code := failureStatus(rec.ErrorCode)
 	entry := problemTable[code]
-	body, _ := json.Marshal(map[string]any{
+	body, _ := encodeJSON(map[string]any{
 		"type": problemTypeBase + string(code), "title": entry.Title, "status": "failed",
 		"detail": rec.ErrorDetail, "code": code, "error_code": rec.ErrorCode, "request_id": rec.RequestID,
 	})

@@ -1,6 +1,7 @@
 package http
 
 import (
+	"bytes"
 	"encoding/json"
 
 	"github.com/valyala/fasthttp"
@@ -27,6 +28,7 @@ var problemTable = map[Code]struct {
 	CodeConflict:            {409, "Conflict"},
 	CodeGone:                {410, "Gone"},
 	CodeTooLarge:            {413, "Request too large"},
+	CodeRequestTimeout:      {408, "Request timeout"},
 	CodeHeadersTooLarge:     {431, "Request headers too large"},
 	CodeUnsupportedMedia:    {415, "Unsupported media type"},
 	CodeInvalidRequest:      {422, "Invalid request"},
@@ -89,6 +91,7 @@ const (
 	CodeConflict            Code = "conflict"
 	CodeGone                Code = "gone"
 	CodeTooLarge            Code = "payload_too_large"
+	CodeRequestTimeout      Code = "request_timeout"
 	CodeHeadersTooLarge     Code = "headers_too_large"
 	CodeUnsupportedMedia    Code = "unsupported_media_type"
 	CodeInvalidRequest      Code = "invalid_request"
@@ -159,16 +162,28 @@ func writeProblem(ctx *fasthttp.RequestCtx, code Code, detail string) {
 	}
 	p := Problem{Type: problemTypeBase + string(code), Title: entry.Title, Status: entry.Status, Detail: detail,
 		Code: code, RequestID: string(ctx.Response.Header.Peek(headerRequestID))}
-	body, _ := json.Marshal(p)
+	body, _ := encodeJSON(p)
 	ctx.Response.ResetBody()
 	ctx.SetStatusCode(entry.Status)
 	ctx.SetContentType("application/problem+json")
 	ctx.SetBody(body)
 }
 
+// encodeJSON encodes v as compact JSON without HTML escaping: upload URLs carry '&' in their query, and
+// clients copy them from responses (json.Marshal would write \u0026). Responses are never HTML.
+func encodeJSON(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+}
+
 // writeJSON answers status with v encoded as JSON.
 func writeJSON(ctx *fasthttp.RequestCtx, status int, v any) {
-	body, err := json.Marshal(v)
+	body, err := encodeJSON(v)
 	if err != nil {
 		writeProblem(ctx, CodeInternal, "could not encode the response")
 		return

@@ -177,7 +177,7 @@ func readSmallBody(ctx *fasthttp.RequestCtx, limit int64) ([]byte, bool, error) 
 }
 
 func (a *uploadAPI) create(ctx *fasthttp.RequestCtx, p *principal, _ map[string]string) {
-	if ct := string(ctx.Request.Header.ContentType()); ct != "" && !isJSONType(ct) {
+	if !jsonBodyType(string(ctx.Request.Header.ContentType())) {
 		ctx.SetConnectionClose()
 		writeProblem(ctx, CodeUnsupportedMedia, "send the body as application/json")
 		return

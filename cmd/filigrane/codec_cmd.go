@@ -223,6 +223,7 @@ func codecEmbed(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
+		enc.SetEscapeHTML(false) // file paths may hold '&'
 		enc.SetIndent("", "  ")
 		_ = enc.Encode(map[string]any{"watermark_id": id.String(), "psnr": rep.PSNR, "output": out,
 			"width": pic.Width, "height": pic.Height, "input_format": pic.Format})
@@ -295,6 +296,7 @@ func codecDetect(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		d.Units = []codec.Unit{}
 	}
 	enc := json.NewEncoder(stdout)
+	enc.SetEscapeHTML(false)
 	enc.SetIndent("", "  ")
 	if err := enc.Encode(d); err != nil {
 		fmt.Fprintln(stderr, "filigrane codec detect:", err)

@@ -14,6 +14,7 @@ import (
 	"math/rand/v2"
 	"mime/multipart"
 	"net/http"
+	"path"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -145,7 +146,7 @@ func balance(t *testing.T, f *fixture, org string) (int64, int64) {
 // polling the API, keeps the test off the plan's per-minute request limit.
 func waitResult(t *testing.T, f *fixture, key, resultURL string) response {
 	t.Helper()
-	id := strings.TrimSuffix(strings.TrimPrefix(resultURL, "/watermarks/jobs/"), "/result")
+	id := path.Base(path.Dir(resultURL)) // /watermarks/jobs/<id>/result or /watermarks/detection-jobs/<id>/result
 	ak, err := actors.Keys{Store: f.n.Store(), Clock: f.clk}.Authenticate(context.Background(), key)
 	if err != nil {
 		t.Fatalf("key of %s: %v", resultURL, err)

@@ -69,6 +69,8 @@ type Config struct {
 	PublicUploadURL string
 	// WebsiteOrigin is the one browser origin allowed to PUT to upload URLs (CORS); empty: none.
 	WebsiteOrigin string
+	// Conns bounds the connections of each listener (API and upload host) and how long they may stall.
+	Conns apihttp.ConnLimits
 }
 
 // Layout names the parts of a data directory.
@@ -252,7 +254,7 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 		Orgs:  actors.OrgClient{Caller: n.cluster},
 		Store: store, Blobs: blobs, Caller: n.cluster, Media: media, Pool: n.pool,
 		Catalog: catalog, Clock: cfg.Clock, Logger: httpLog, Metrics: n.Metrics,
-		SyncWait: cfg.SyncWait, Health: n.health,
+		SyncWait: cfg.SyncWait, Health: n.health, Conns: cfg.Conns,
 		GPU: gpu.NewTracker(gpu.NewState(gpu.CodecAvailable() && len(gpu.Devices()) > 0, 30*time.Second)),
 	})
 	if n.apiLn, err = net.Listen("tcp", cfg.APIAddr); err != nil {
@@ -270,7 +272,7 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	if publicUpload == "" {
 		publicUpload = "http://" + n.uploadLn.Addr().String()
 	}
-	n.upload, err = apihttp.NewUploadHost(apihttp.Config{Store: store, Blobs: blobs, Clock: cfg.Clock, Logger: httpLog, Metrics: n.Metrics},
+	n.upload, err = apihttp.NewUploadHost(apihttp.Config{Store: store, Blobs: blobs, Clock: cfg.Clock, Logger: httpLog, Metrics: n.Metrics, Conns: cfg.Conns},
 		apihttp.UploadHostOptions{API: n.api, Secret: secret, PublicURL: publicUpload, WebsiteOrigin: cfg.WebsiteOrigin})
 	if err != nil {
 		return nil, err
