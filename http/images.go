@@ -19,6 +19,7 @@ import (
 	"filigrane/actors/jobstate"
 	"filigrane/codec"
 	"filigrane/codec/imageio"
+	"filigrane/internal/problem"
 	"filigrane/persistence"
 )
 
@@ -521,36 +522,14 @@ func (s *Server) writeResult(c context.Context, ctx *fasthttp.RequestCtx, p *pri
 	return nil
 }
 
-// failureStatus maps a failed job's error code to the HTTP status of its result and replays.
-func failureStatus(code string) Code {
-	switch code {
-	case actors.CodeInvalidImage:
-		return CodeInvalidImage
-	case actors.CodeImageTooLarge:
-		return CodeImageTooLarge
-	case actors.CodeImageTooComplex:
-		return CodeImageTooComplex
-	case actors.CodeDecodeBusy:
-		return CodeDecodeBusy
-	case jobstate.CodeDeadlineExceeded:
-		return CodeDeadlineExceeded
-	case jobstate.CodeWorkerLost:
-		return CodeWorkerLost
-	case jobstate.CodeCancelled:
-		return CodeCancelled
-	}
-	return CodeProcessingError
-}
-
 // writeFailedJob answers a finally failed job. Clients of this API poll the result and look for
 // "status": "failed" (DESIGN.md 5), so this problem body carries the job status in `status` and the HTTP
 // status only in the status line; it is the one problem body that departs from RFC 9457's numeric status.
 func writeFailedJob(ctx *fasthttp.RequestCtx, rec *jobstate.Record) {
-	code := failureStatus(rec.ErrorCode)
-	entry := problemTable[code]
+	entry := problem.ForJob(rec.ErrorCode) // the error table maps a job's error code to its status
 	body, _ := encodeJSON(map[string]any{
-		"type": problemTypeBase + string(code), "title": entry.Title, "status": "failed",
-		"detail": rec.ErrorDetail, "code": code, "error_code": rec.ErrorCode, "request_id": rec.RequestID,
+		"type": problemTypeBase + string(entry.Code), "title": entry.Title, "status": "failed",
+		"detail": rec.ErrorDetail, "code": entry.Code, "error_code": rec.ErrorCode, "request_id": rec.RequestID,
 	})
 	ctx.SetStatusCode(entry.Status)
 	ctx.SetContentType("application/problem+json")
@@ -675,7 +654,7 @@ func (s *Server) detectNow(c context.Context, ctx *fasthttp.RequestCtx, p *princ
 		if perr.Cause != nil {
 			s.cfg.Logger.Warn().Err(perr.Cause).Str("request", reqID).Str("code", perr.Code).Msg("synchronous detection failed")
 		}
-		return &apiError{code: failureStatus(perr.Code), detail: perr.Detail}
+		return &apiError{code: problem.ForJob(perr.Code).Code, detail: perr.Detail}
 	}
 	settle(true)
 	ctx.Response.Header.Set("X-Service-Accelerator", string(jobstate.AcceleratorCPU))
