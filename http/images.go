@@ -130,7 +130,7 @@ func (s *Server) parseJobOptions(p *principal, op jobstate.Operation, get func(s
 func (s *Server) gpuRefusal(c context.Context, ctx *fasthttp.RequestCtx, p *principal, op jobstate.Operation, idem, reqID string) *apiError {
 	if idem != "" {
 		rep, err := actors.JobClient{Caller: s.cfg.Caller}.Get(c, p.Key.OrgID, reqID)
-		if err == nil && rep.Code == actors.CodeOK && rep.Record != nil {
+		if err == nil && rep.Code == actors.ReplyOK && rep.Record != nil {
 			if err := rep.Record.OptionsConflict(op, jobstate.MediaImage, jobstate.AcceleratorGPU); err != nil {
 				return newAPIError(CodeIdempotencyConflict, "this Idempotency-Key was used with different inputs or options")
 			}
@@ -357,8 +357,8 @@ func (s *Server) acceptFile(c context.Context, ctx *fasthttp.RequestCtx, p *prin
 		return aerr
 	}
 	switch rep.Code {
-	case actors.CodeOK:
-	case actors.CodeIdempotencyConflict:
+	case actors.ReplyOK:
+	case actors.ReplyIdempotencyConflict:
 		return newAPIError(CodeIdempotencyConflict, "this Idempotency-Key was used with different inputs or options")
 	default:
 		s.cfg.Logger.Error().Str("job", reqID).Str("code", rep.Code).Str("detail", rep.Detail).Msg("submit job")
@@ -454,7 +454,7 @@ func (s *Server) awaitAndAnswer(c context.Context, ctx *fasthttp.RequestCtx, p *
 		wctx, cancel := context.WithTimeout(c, s.syncWait(c, rec))
 		rep, err := actors.JobClient{Caller: s.cfg.Caller}.Await(wctx, p.Key.OrgID, rec.RequestID)
 		cancel()
-		if err == nil && rep.Code == actors.CodeOK && rep.Record != nil {
+		if err == nil && rep.Code == actors.ReplyOK && rep.Record != nil {
 			rec = rep.Record
 		} else if rep2, err2 := (actors.JobClient{Caller: s.cfg.Caller}).Get(c, p.Key.OrgID, rec.RequestID); err2 == nil && rep2.Record != nil {
 			rec = rep2.Record
@@ -549,7 +549,7 @@ func (s *Server) loadJob(ctx *fasthttp.RequestCtx, p *principal, id string) (*jo
 		s.unavailable(ctx, err)
 		return nil, false
 	}
-	if rep.Code != actors.CodeOK || rep.Record == nil {
+	if rep.Code != actors.ReplyOK || rep.Record == nil {
 		writeProblem(ctx, CodeNotFound, "no such job")
 		return nil, false
 	}
@@ -608,7 +608,7 @@ func (s *Server) detectNow(c context.Context, ctx *fasthttp.RequestCtx, p *princ
 	if aerr := reserveRefusal(ctx, p, rep.Code, price); aerr != nil {
 		return aerr
 	}
-	if rep.Code != actors.CodeOK {
+	if rep.Code != actors.ReplyOK {
 		return newAPIError(CodeUnavailable, "could not reserve credits: %s", rep.Code)
 	}
 	settle := func(charge bool) {
@@ -620,7 +620,7 @@ func (s *Server) detectNow(c context.Context, ctx *fasthttp.RequestCtx, p *princ
 		} else {
 			r, err = orgs.Release(sctx, actors.OrgRelease{OrgID: p.Key.OrgID, Op: reqID})
 		}
-		if err != nil || r.Code != actors.CodeOK {
+		if err != nil || r.Code != actors.ReplyOK {
 			s.cfg.Logger.Error().Err(err).Interface("reply", r).Str("request", reqID).Msg("settle synchronous detection")
 		}
 	}
@@ -666,9 +666,9 @@ func (s *Server) detectNow(c context.Context, ctx *fasthttp.RequestCtx, p *princ
 // Retry-After. Other codes are the caller's to handle.
 func reserveRefusal(ctx *fasthttp.RequestCtx, p *principal, code string, price int64) *apiError {
 	switch code {
-	case actors.CodeInsufficientCredits:
+	case actors.ReplyInsufficientCredits:
 		return newAPIError(CodeInsufficientCredits, "the organization has too few credits for this request (%d needed)", price)
-	case actors.CodeConcurrencyLimit:
+	case actors.ReplyConcurrencyLimit:
 		ctx.Response.Header.Set("Retry-After", strconv.Itoa(retryAfterSeconds(p.Plan)))
 		return newAPIError(CodeConcurrencyLimit, "the %s plan runs %d jobs at once", p.Plan.Name, p.Plan.Concurrency)
 	}
