@@ -14,6 +14,8 @@ import (
 //go:embed errors.md.tmpl
 var docTemplate string
 
+//go:generate go test -run TestErrorsDocMatchesTable -update .
+
 // WriteDoc writes docs/errors.md: the template with the table's codes in use and its reserved codes.
 func WriteDoc(w io.Writer) error {
 	var inUse, reserved []Entry

@@ -32,7 +32,7 @@ func TestErrorsDocMatchesTable(t *testing.T) {
 	}
 	if !bytes.Equal(got, want.Bytes()) {
 		t.Fatalf("docs/errors.md differs from the error table (internal/problem); edit problem.go or "+
-			"errors.md.tmpl, then regenerate it with:\n  go test ./internal/problem -run TestErrorsDocMatchesTable -update\n%s",
+			"errors.md.tmpl, then regenerate it with:\n  go generate ./internal/problem\n%s",
 			firstDifference(got, want.Bytes()))
 	}
 }
