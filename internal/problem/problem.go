@@ -98,6 +98,7 @@ const (
 	ArchiveNotRequested Code = "archive_not_requested"
 	ArchiveTooLarge     Code = "archive_too_large"
 	ArchiveUnavailable  Code = "archive_unavailable"
+	ResultUnavailable   Code = "result_unavailable"
 )
 
 // reservedBatches marks the codes of the batch feature, which is not built yet.
@@ -167,6 +168,7 @@ var table = []Entry{
 	{Code: ArchiveNotRequested, Status: 409, Title: "Archive not requested", When: "the batch archive of a batch created without `archive: true`", Reserved: reservedBatches},
 	{Code: ArchiveTooLarge, Status: 409, Title: "Archive too large", When: "the batch's results exceed 1 GB", Reserved: reservedBatches},
 	{Code: ArchiveUnavailable, Status: 409, Title: "Archive unavailable", When: "no file of the batch succeeded, the batch was cancelled, or its zip could not be built", Reserved: reservedBatches},
+	{Code: ResultUnavailable, Status: 410, Title: "Result unavailable", When: "in a batch archive's `manifest.json`, the `error_code` of a file whose result was deleted before the zip was made", Reserved: reservedBatches},
 }
 
 // byCode indexes table; built once at initialisation and only read afterwards.
