@@ -14,7 +14,8 @@ import (
 // call sites short.
 type Code = problem.Code
 
-// Error codes (internal/problem has each one's status and title).
+// Error codes (internal/problem has each one's status and title). Codes only a failed job carries (worker_lost,
+// deadline_exceeded, cancelled) reach the HTTP layer through problem.ForJob and need no name here.
 const (
 	CodeBadRequest           = problem.BadRequest
 	CodeMalformedJSON        = problem.MalformedJSON
@@ -45,10 +46,7 @@ const (
 	CodeIdempotencyConflict  = problem.IdempotencyConflict
 	CodeGPUUnavailable       = problem.GPUUnavailable
 	CodeResultGone           = problem.ResultGone
-	CodeCancelled            = problem.Cancelled
 	CodeProcessingError      = problem.ProcessingError
-	CodeDeadlineExceeded     = problem.DeadlineExceeded
-	CodeWorkerLost           = problem.WorkerLost
 	CodeInternal             = problem.Internal
 	CodeUnavailable          = problem.Unavailable
 	CodeAssetNotFound        = problem.AssetNotFound
