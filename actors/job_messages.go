@@ -4,22 +4,23 @@ import (
 	"time"
 
 	"filigrane/actors/jobstate"
+	"filigrane/internal/problem"
 )
 
 // KindJob is the cluster kind of the job actor; its identity is the request id.
 const KindJob = "job"
 
-// Reply codes of the job actor beyond the org actor's.
+// Reply codes of the job actor beyond the org actor's (internal, like those; see ReplyOK).
 const (
-	CodeIdempotencyConflict = "idempotency_conflict"
-	CodeStaleLease          = "stale_lease"
-	CodeNotClaimable        = "not_claimable"
-	CodeInvalid             = "invalid"
+	ReplyIdempotencyConflict = string(problem.IdempotencyConflict)
+	ReplyStaleLease          = "stale_lease"
+	ReplyNotClaimable        = "not_claimable"
+	ReplyInvalid             = "invalid"
 )
 
 // JobSubmit accepts a request: on first delivery it reserves credits (and a slot) with the org actor and
 // creates the queued job; a repeat with the same fingerprint answers the existing job (Replayed), a different
-// fingerprint CodeIdempotencyConflict.
+// fingerprint ReplyIdempotencyConflict.
 type JobSubmit struct {
 	Spec jobstate.Spec
 	// Hold is the credits to reserve (3x the price for accelerator=gpu).

@@ -14,18 +14,19 @@ import (
 	"filigrane/actors/jobstate"
 	"filigrane/codec"
 	"filigrane/codec/imageio"
+	"filigrane/internal/problem"
 	"filigrane/persistence"
 )
 
-// Job error codes of image processing; the edge maps them to statuses (docs/errors.md).
+// Job error codes of image processing: the error table's (internal/problem), which gives each its status.
 const (
-	CodeInvalidImage    = "invalid_image"
-	CodeImageTooLarge   = "image_too_large"
-	CodeImageTooComplex = "image_too_complex"
-	CodeProcessingError = "processing_error"
-	// CodeDecodeBusy: the node's decode memory stayed in use for the whole wait (synchronous detection only;
-	// jobs wait).
-	CodeDecodeBusy = "decode_busy"
+	CodeInvalidImage    = string(problem.InvalidImage)
+	CodeImageTooLarge   = string(problem.ImageTooLarge)
+	CodeImageTooComplex = string(problem.ImageTooComplex)
+	CodeProcessingError = string(problem.ProcessingError)
+	// CodeDecodeBusy: the node's decode memory stayed in use for the whole wait (synchronous detection; a
+	// job waits, and ends with it only when every attempt found the memory in use).
+	CodeDecodeBusy = string(problem.DecodeBusy)
 )
 
 // MaxImagePixels is the pixel limit of image embedding (spec 8: 40 megapixels).

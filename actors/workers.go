@@ -129,7 +129,7 @@ func (p *Pool) call(ctx context.Context, requestID string, msg any) (*JobReply, 
 // attempt claims one job and runs it under a renewed lease.
 func (p *Pool) attempt(ctx context.Context, worker, requestID string) {
 	rep, err := p.call(ctx, requestID, &JobClaim{RequestID: requestID, WorkerID: worker, Lease: p.lease})
-	if err != nil || rep.Code != CodeOK || rep.Lease == nil {
+	if err != nil || rep.Code != ReplyOK || rep.Lease == nil {
 		if err != nil {
 			p.logger.Warn().Err(err).Str("job", requestID).Msg("claim")
 		}
@@ -178,7 +178,7 @@ func (p *Pool) RunClaimed(ctx context.Context, rec *jobstate.Record, lease jobst
 		msg = &JobSucceed{RequestID: requestID, Token: lease.Token, Output: out}
 	}
 	rep, err := p.call(ctx, requestID, msg)
-	if err != nil || rep.Code != CodeOK {
+	if err != nil || rep.Code != ReplyOK {
 		p.logger.Warn().Err(err).Str("job", requestID).Interface("reply", rep).Msg("report outcome")
 	}
 	if err != nil {
@@ -198,7 +198,7 @@ func (p *Pool) renew(ctx context.Context, cancel context.CancelFunc, requestID s
 			return
 		case <-t.C:
 			rep, err := p.call(ctx, requestID, &JobRenew{RequestID: requestID, Token: lease.Token})
-			if err == nil && rep.Code != CodeOK {
+			if err == nil && rep.Code != ReplyOK {
 				p.logger.Warn().Str("job", requestID).Str("code", rep.Code).Msg("lease lost; abandoning the attempt")
 				cancel()
 				return

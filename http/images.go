@@ -19,6 +19,7 @@ import (
 	"filigrane/actors/jobstate"
 	"filigrane/codec"
 	"filigrane/codec/imageio"
+	"filigrane/internal/problem"
 	"filigrane/persistence"
 )
 
@@ -129,7 +130,7 @@ func (s *Server) parseJobOptions(p *principal, op jobstate.Operation, get func(s
 func (s *Server) gpuRefusal(c context.Context, ctx *fasthttp.RequestCtx, p *principal, op jobstate.Operation, idem, reqID string) *apiError {
 	if idem != "" {
 		rep, err := actors.JobClient{Caller: s.cfg.Caller}.Get(c, p.Key.OrgID, reqID)
-		if err == nil && rep.Code == actors.CodeOK && rep.Record != nil {
+		if err == nil && rep.Code == actors.ReplyOK && rep.Record != nil {
 			if err := rep.Record.OptionsConflict(op, jobstate.MediaImage, jobstate.AcceleratorGPU); err != nil {
 				return newAPIError(CodeIdempotencyConflict, "this Idempotency-Key was used with different inputs or options")
 			}
@@ -356,8 +357,8 @@ func (s *Server) acceptFile(c context.Context, ctx *fasthttp.RequestCtx, p *prin
 		return aerr
 	}
 	switch rep.Code {
-	case actors.CodeOK:
-	case actors.CodeIdempotencyConflict:
+	case actors.ReplyOK:
+	case actors.ReplyIdempotencyConflict:
 		return newAPIError(CodeIdempotencyConflict, "this Idempotency-Key was used with different inputs or options")
 	default:
 		s.cfg.Logger.Error().Str("job", reqID).Str("code", rep.Code).Str("detail", rep.Detail).Msg("submit job")
@@ -453,7 +454,7 @@ func (s *Server) awaitAndAnswer(c context.Context, ctx *fasthttp.RequestCtx, p *
 		wctx, cancel := context.WithTimeout(c, s.syncWait(c, rec))
 		rep, err := actors.JobClient{Caller: s.cfg.Caller}.Await(wctx, p.Key.OrgID, rec.RequestID)
 		cancel()
-		if err == nil && rep.Code == actors.CodeOK && rep.Record != nil {
+		if err == nil && rep.Code == actors.ReplyOK && rep.Record != nil {
 			rec = rep.Record
 		} else if rep2, err2 := (actors.JobClient{Caller: s.cfg.Caller}).Get(c, p.Key.OrgID, rec.RequestID); err2 == nil && rep2.Record != nil {
 			rec = rep2.Record
@@ -521,36 +522,14 @@ func (s *Server) writeResult(c context.Context, ctx *fasthttp.RequestCtx, p *pri
 	return nil
 }
 
-// failureStatus maps a failed job's error code to the HTTP status of its result and replays.
-func failureStatus(code string) Code {
-	switch code {
-	case actors.CodeInvalidImage:
-		return CodeInvalidImage
-	case actors.CodeImageTooLarge:
-		return CodeImageTooLarge
-	case actors.CodeImageTooComplex:
-		return CodeImageTooComplex
-	case actors.CodeDecodeBusy:
-		return CodeDecodeBusy
-	case jobstate.CodeDeadlineExceeded:
-		return CodeDeadlineExceeded
-	case jobstate.CodeWorkerLost:
-		return CodeWorkerLost
-	case jobstate.CodeCancelled:
-		return CodeCancelled
-	}
-	return CodeProcessingError
-}
-
 // writeFailedJob answers a finally failed job. Clients of this API poll the result and look for
 // "status": "failed" (DESIGN.md 5), so this problem body carries the job status in `status` and the HTTP
 // status only in the status line; it is the one problem body that departs from RFC 9457's numeric status.
 func writeFailedJob(ctx *fasthttp.RequestCtx, rec *jobstate.Record) {
-	code := failureStatus(rec.ErrorCode)
-	entry := problemTable[code]
+	entry := problem.ForJob(rec.ErrorCode) // the error table maps a job's error code to its status
 	body, _ := encodeJSON(map[string]any{
-		"type": problemTypeBase + string(code), "title": entry.Title, "status": "failed",
-		"detail": rec.ErrorDetail, "code": code, "error_code": rec.ErrorCode, "request_id": rec.RequestID,
+		"type": problemTypeBase + string(entry.Code), "title": entry.Title, "status": "failed",
+		"detail": rec.ErrorDetail, "code": entry.Code, "error_code": rec.ErrorCode, "request_id": rec.RequestID,
 	})
 	ctx.SetStatusCode(entry.Status)
 	ctx.SetContentType("application/problem+json")
@@ -570,7 +549,7 @@ func (s *Server) loadJob(ctx *fasthttp.RequestCtx, p *principal, id string) (*jo
 		s.unavailable(ctx, err)
 		return nil, false
 	}
-	if rep.Code != actors.CodeOK || rep.Record == nil {
+	if rep.Code != actors.ReplyOK || rep.Record == nil {
 		writeProblem(ctx, CodeNotFound, "no such job")
 		return nil, false
 	}
@@ -629,7 +608,7 @@ func (s *Server) detectNow(c context.Context, ctx *fasthttp.RequestCtx, p *princ
 	if aerr := reserveRefusal(ctx, p, rep.Code, price); aerr != nil {
 		return aerr
 	}
-	if rep.Code != actors.CodeOK {
+	if rep.Code != actors.ReplyOK {
 		return newAPIError(CodeUnavailable, "could not reserve credits: %s", rep.Code)
 	}
 	settle := func(charge bool) {
@@ -641,7 +620,7 @@ func (s *Server) detectNow(c context.Context, ctx *fasthttp.RequestCtx, p *princ
 		} else {
 			r, err = orgs.Release(sctx, actors.OrgRelease{OrgID: p.Key.OrgID, Op: reqID})
 		}
-		if err != nil || r.Code != actors.CodeOK {
+		if err != nil || r.Code != actors.ReplyOK {
 			s.cfg.Logger.Error().Err(err).Interface("reply", r).Str("request", reqID).Msg("settle synchronous detection")
 		}
 	}
@@ -675,7 +654,7 @@ func (s *Server) detectNow(c context.Context, ctx *fasthttp.RequestCtx, p *princ
 		if perr.Cause != nil {
 			s.cfg.Logger.Warn().Err(perr.Cause).Str("request", reqID).Str("code", perr.Code).Msg("synchronous detection failed")
 		}
-		return &apiError{code: failureStatus(perr.Code), detail: perr.Detail}
+		return &apiError{code: problem.ForJob(perr.Code).Code, detail: perr.Detail}
 	}
 	settle(true)
 	ctx.Response.Header.Set("X-Service-Accelerator", string(jobstate.AcceleratorCPU))
@@ -687,9 +666,9 @@ func (s *Server) detectNow(c context.Context, ctx *fasthttp.RequestCtx, p *princ
 // Retry-After. Other codes are the caller's to handle.
 func reserveRefusal(ctx *fasthttp.RequestCtx, p *principal, code string, price int64) *apiError {
 	switch code {
-	case actors.CodeInsufficientCredits:
+	case actors.ReplyInsufficientCredits:
 		return newAPIError(CodeInsufficientCredits, "the organization has too few credits for this request (%d needed)", price)
-	case actors.CodeConcurrencyLimit:
+	case actors.ReplyConcurrencyLimit:
 		ctx.Response.Header.Set("Retry-After", strconv.Itoa(retryAfterSeconds(p.Plan)))
 		return newAPIError(CodeConcurrencyLimit, "the %s plan runs %d jobs at once", p.Plan.Name, p.Plan.Concurrency)
 	}

@@ -310,8 +310,8 @@ func (s *Server) authed(anyScope []string, h func(*fasthttp.RequestCtx, *princip
 			return
 		}
 		switch adm.Code {
-		case actors.CodeOK:
-		case actors.CodeUnknownMember, actors.CodeNotFound:
+		case actors.ReplyOK:
+		case actors.ReplyUnknownMember, actors.ReplyNotFound:
 			writeProblem(ctx, CodeForbiddenMember, "the key's member no longer belongs to the organization")
 			return
 		default:

@@ -135,7 +135,7 @@ type detection struct {
 func balance(t *testing.T, f *fixture, org string) (int64, int64) {
 	t.Helper()
 	rep, err := actors.OrgClient{Caller: f.n.Cluster()}.Get(context.Background(), org)
-	if err != nil || rep.Code != actors.CodeOK {
+	if err != nil || rep.Code != actors.ReplyOK {
 		t.Fatalf("balance: %v %+v", err, rep)
 	}
 	return rep.Balance, rep.Held
