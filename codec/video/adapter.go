@@ -300,6 +300,7 @@ func remuxArgs(src, dst string, info Info) []string {
 		"-map_metadata", "1", "-map_metadata:s:v:0", "1:s:" + strconv.Itoa(info.Video.Index), "-map_chapters", "1",
 		"-metadata:s:v:0", "rotate=" + strconv.Itoa(info.Video.Rotation), "-metadata:s:v:0", "encoder=",
 	}
+	args = append(args, timestampArgs(info.Video)...)
 	// Per-stream tags (language, handler, creation time) of the copied streams; a specifier that matches no
 	// stream is an error, hence the counts.
 	if info.Audio > 0 {
@@ -309,6 +310,27 @@ func remuxArgs(src, dst string, info Info) []string {
 		args = append(args, "-map_metadata:s:s", "1:s:s")
 	}
 	return append(args, "-movflags", "+faststart", "-f", info.Container, "-y", "file:"+dst)
+}
+
+// timestampArgs give the output video the source's time base and, for a constant frame rate, put every timestamp
+// back on the source's frame grid: the raw frames crossed Matroska, whose timestamps are whole milliseconds.
+// Variable-rate timing keeps the millisecond precision.
+func timestampArgs(v Stream) []string {
+	tb := v.TimeBase
+	if !tb.Valid() || tb.Num != 1 {
+		return nil
+	}
+	// The first filter only changes the time base (rounding to its ticks); the second, whose TB is then the
+	// source's, snaps to the frame grid anchored at the source's start time.
+	bsf := "setts=time_base=" + tb.String() + ":pts=PTS:dts=DTS"
+	if r := v.FrameRate; r.Valid() && !v.VFR() {
+		snap := func(ts string) string {
+			return fmt.Sprintf("round((%.9f+round((%s*TB-%.9f)*%d/%d)*%d/%d)*%d)", v.StartTime, ts, v.StartTime,
+				r.Num, r.Den, r.Den, r.Num, tb.Den)
+		}
+		bsf += ",setts=pts=" + snap("PTS") + ":dts=" + snap("DTS")
+	}
+	return []string{"-bsf:v", bsf, "-video_track_timescale", strconv.FormatInt(tb.Den, 10)}
 }
 
 func validPreset(p string) bool {
