@@ -100,6 +100,7 @@ func (t tools) probe(ctx context.Context, src string) (Info, error) {
 	}
 	p := t.newProc(ctx, "probe", t.ffprobe, "-v", "error", "-protocol_whitelist", "file", "-print_format", "json",
 		"-show_format", "-show_streams", "-i", "file:"+src)
+	p.redact = []string{src}
 	var out bytes.Buffer
 	p.cmd.Stdout = &limitWriter{w: &out, n: maxProbeJSON + 1}
 	if err := p.cmd.Start(); err != nil {
@@ -177,6 +178,7 @@ func (a *Adapter) Embed(ctx context.Context, src, dst string, id codec.ID, opt O
 	decode := t.newProc(pctx, "decode", t.ffmpeg, t.decodeArgs(src, v, f.pixFmt, "")...)
 	encode := t.newProc(pctx, "encode", t.ffmpeg, encodeArgs(v, f, opt)...)
 	remux := t.newProc(pctx, "remux", t.ffmpeg, remuxArgs(src, tmpName, info)...)
+	decode.redact, remux.redact = []string{src}, []string{src, tmpName}
 	decOut, err := decode.cmd.StdoutPipe()
 	if err != nil {
 		return EmbedReport{}, err

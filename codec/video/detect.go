@@ -43,6 +43,7 @@ func (a *Adapter) Detect(ctx context.Context, src string) (codec.Detection, erro
 	pctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	decode := t.newProc(pctx, "decode", t.ffmpeg, t.decodeArgs(src, v, "gray", vf)...)
+	decode.redact = []string{src}
 	out, err := decode.cmd.StdoutPipe()
 	if err != nil {
 		return codec.Detection{}, err

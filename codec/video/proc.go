@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,6 +20,7 @@ import (
 // for the failure reason.
 type proc struct {
 	stage  string
+	redact []string // file paths shown by name only in the failure reason
 	cmd    *exec.Cmd
 	stderr *tailBuffer
 }
@@ -57,8 +60,15 @@ func (p *proc) fail(ctx context.Context, err error) error {
 		return fmt.Errorf("video: %s stopped: %w", p.stage, ctxErr)
 	}
 	tail := p.stderr.tail(6)
+	for _, path := range p.redact {
+		tail = strings.ReplaceAll(tail, path, filepath.Base(path))
+	}
+	tail = ffmpegContext.ReplaceAllString(tail, "")
 	return &ToolError{Stage: p.stage, Kind: classify(p.stage, tail), Stderr: tail, Err: err}
 }
+
+// ffmpegContext matches the "[mov,mp4,... @ 0x55d98a8de1c0] " prefix of ffmpeg's log lines.
+var ffmpegContext = regexp.MustCompile(`\[[^\]]* @ 0x[0-9a-f]+\] `)
 
 // killed reports whether the process ended by a signal (ours, on cancellation) rather than exiting on its own.
 func (p *proc) killed() bool {
