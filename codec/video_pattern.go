@@ -43,7 +43,7 @@ func (c *Codec) NewVideoMarker(id ID, width, height int, opt EmbedOptions) (*Vid
 	for i := range ones.pix {
 		ones.pix[i] = 1
 	}
-	r := newRenderer(ones, waxelSize(width, height), c.layout.tilePattern(convEncode(frameBits(id)), nil))
+	r := newRenderer(ones, videoWaxel(width, height), c.layout.tilePattern(convEncode(frameBits(id)), nil))
 	m := &VideoMarker{w: width, h: height, hw: (width + 1) / 2, hh: (height + 1) / 2,
 		pat: make([]float32, width*height)}
 	for y := 0; y < height; y++ {
@@ -62,6 +62,20 @@ func (c *Codec) NewVideoMarker(id ID, width, height int, opt EmbedOptions) (*Vid
 	mse := 255 * 255 / math.Pow(10, (psnr+psnrAim)/10)
 	m.target = math.Max(mse-1.0/12, mse*0.5)
 	return m, nil
+}
+
+// videoWaxel is the waxel size of video frames of w×h pixels: larger than an image's of the same size (lower
+// spatial frequencies survive video coding at high CRF and downscaling better; averaging frames at detection
+// makes up for the fewer waxels per frame), but small enough that a frame's short side holds most of a tile.
+// It is constant over ranges of sizes, so a moderately cropped copy keeps the same grid.
+func videoWaxel(w, h int) float64 {
+	switch s := min(w, h); {
+	case s < 400:
+		return 2
+	case s < 720:
+		return 3
+	}
+	return 2 * waxelSize(w, h)
 }
 
 // MinVideoSide is the smallest short side NewVideoMarker accepts: one tile of 2-pixel waxels needs 256 pixels, and
@@ -165,8 +179,8 @@ func (m *VideoMarker) update() float32 {
 }
 
 // AnalyzeVideoLuma is AnalyzeLuma for a plane that is the mean of several frames of a marked video (or one frame):
-// it tries the frame's own waxel grid and the grid of a copy downscaled by half before the image detector's
-// lattice search.
+// it tries the waxel grids the marker would have used for this frame size, for twice it and for 1/0.8 of it (a
+// copy downscaled by half or cropped), before the image detector's lattice search.
 func (c *Codec) AnalyzeVideoLuma(p LumaPlane) FrameSoft {
 	if p.check() != nil || min(p.Width, p.Height) < minDetectSide {
 		return FrameSoft{}
@@ -174,7 +188,10 @@ func (c *Codec) AnalyzeVideoLuma(p LumaPlane) FrameSoft {
 	y := p.toPlane()
 	pyr := buildPyramid(y, 16)
 	var best attempt
-	for _, ws := range []float64{waxelSize(p.Width, p.Height), waxelSize(2*p.Width, 2*p.Height) / 2} {
+	// The grids of: this size; a copy downscaled by half; a copy cropped to 80% per side.
+	cw, ch := int(float64(p.Width)/0.8), int(float64(p.Height)/0.8)
+	for _, ws := range []float64{videoWaxel(p.Width, p.Height), videoWaxel(2*p.Width, 2*p.Height) / 2,
+		videoWaxel(cw, ch)} {
 		at := c.tryGeometry(pyr, scaledAffine(ws))
 		if at.valid && at.res.ok {
 			return FrameSoft{Coded: at.coded, PilotZ: at.pilotZ}

@@ -7,6 +7,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -145,4 +147,215 @@ func TestErrorsTyped(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "o.mp4")); !os.IsNotExist(err) {
 		t.Errorf("a failed embed left its output: %v", err)
 	}
+}
+
+// probeField returns one ffprobe value (ffprobe -show_entries ENTRY -of default=nw=1:nk=1) for the stream spec.
+func probeOut(t testing.TB, args ...string) string {
+	t.Helper()
+	out, err := exec.Command("ffprobe", append([]string{"-v", "error"}, args...)...).Output()
+	if err != nil {
+		t.Fatalf("ffprobe %v: %v", args, err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// TestEmbedKeepsStreamsAndTiming checks what a user sees in the output besides the mark: the same container,
+// audio packets bit-exact, the same frame count and timestamps, rotation, language and creation time kept, and
+// the mark still read after a re-encode at CRF 30.
+func TestEmbedKeepsStreamsAndTiming(t *testing.T) {
+	a := testAdapter(t)
+	dir := t.TempDir()
+	plain := filepath.Join(dir, "plain.mov")
+	makeClip(t, plain, "640x480", "30000/1001", "3")
+	src := filepath.Join(dir, "src.mov")
+	// Rotation is honoured only on stream copy (ffmpeg 5.1).
+	ffmpegRun(t, "-i", plain, "-c", "copy", "-metadata:s:v:0", "rotate=90", "-metadata:s:a:0", "language=fra",
+		"-metadata", "creation_time=2024-01-02T03:04:05Z", src)
+	dst := filepath.Join(dir, "out.mov")
+	id := testID(3)
+	rep, err := a.Embed(context.Background(), src, dst, id, Options{Preset: "veryfast"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.FrameCount != 90 || rep.Container != "mov" {
+		t.Errorf("report %+v, want 90 frames in mov", rep)
+	}
+	if got := probeOut(t, "-show_entries", "format_tags=major_brand", "-of", "default=nw=1:nk=1", dst); got != "qt" {
+		t.Errorf("output brand %q, want qt (MOV)", got)
+	}
+	audioMD5 := func(f string) string {
+		cmd := exec.Command("ffmpeg", "-v", "error", "-i", f, "-map", "0:a", "-c", "copy", "-f", "framemd5", "-")
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("framemd5 %s: %v", f, err)
+		}
+		return string(out)
+	}
+	if audioMD5(src) != audioMD5(dst) {
+		t.Error("audio packets differ between source and output")
+	}
+	pts := func(f string) string {
+		return probeOut(t, "-select_streams", "v:0", "-show_entries", "frame=pts_time", "-of", "csv=p=0", f)
+	}
+	if a, b := pts(src), pts(dst); a != b {
+		t.Errorf("video frame timestamps differ:\nsource %s\noutput %s", a, b)
+	}
+	for _, q := range [][]string{
+		{"-select_streams", "v:0", "-show_entries", "stream=nb_frames"},
+		{"-select_streams", "v:0", "-show_entries", "stream_side_data=rotation"},
+		{"-select_streams", "a:0", "-show_entries", "stream_tags=language"},
+		{"-show_entries", "format_tags=creation_time"},
+	} {
+		args := append(q, "-of", "default=nw=1:nk=1")
+		if a, b := probeOut(t, append(args, src)...), probeOut(t, append(args, dst)...); a != b || a == "" {
+			t.Errorf("%v: source %q, output %q", q, a, b)
+		}
+	}
+	d, err := a.Detect(context.Background(), dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	requireID(t, d, id, "output")
+	crf30 := filepath.Join(dir, "crf30.mp4")
+	ffmpegRun(t, "-i", dst, "-c:v", "libx264", "-preset", "veryfast", "-crf", "30", "-c:a", "copy", crf30)
+	if d, err = a.Detect(context.Background(), crf30); err != nil {
+		t.Fatal(err)
+	}
+	requireID(t, d, id, "x264 CRF 30 re-encode")
+}
+
+// TestEmbedDeepAndOddSources covers decoders and layouts other than 8-bit H.264: a 10-bit HEVC source stays
+// 10-bit, and a VP9 source with odd dimensions is padded to even ones.
+func TestEmbedDeepAndOddSources(t *testing.T) {
+	a := testAdapter(t)
+	dir := t.TempDir()
+	cases := []struct {
+		name, size string
+		enc        []string
+		depth      int
+		w, h       int
+	}{
+		{"hevc10.mp4", "384x288", []string{"-c:v", "libx265", "-preset", "ultrafast", "-pix_fmt", "yuv420p10le",
+			"-tag:v", "hvc1", "-x265-params", "log-level=error"}, 10, 384, 288},
+		{"vp9odd.mp4", "322x260", []string{"-vf", "scale=321:259", "-c:v", "libvpx-vp9", "-deadline", "realtime", "-cpu-used", "8",
+			"-b:v", "1M", "-pix_fmt", "yuv420p"}, 8, 322, 260},
+	}
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			src := filepath.Join(dir, c.name)
+			makeClip(t, src, c.size, "25", "2", c.enc...)
+			dst := filepath.Join(dir, "out-"+c.name)
+			id := testID(byte(10 + i))
+			rep, err := a.Embed(context.Background(), src, dst, id, Options{Preset: "ultrafast"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rep.BitDepth != c.depth || rep.Width != c.w || rep.Height != c.h || rep.FrameCount != 50 {
+				t.Errorf("report %+v", rep)
+			}
+			wantFmt := "yuv420p"
+			if c.depth == 10 {
+				wantFmt = "yuv420p10le"
+			}
+			got := probeOut(t, "-select_streams", "v:0", "-show_entries", "stream=codec_name,pix_fmt,width,height",
+				"-of", "csv=p=0", dst)
+			if want := "h264," + strconvItoa(c.w) + "," + strconvItoa(c.h) + "," + wantFmt; got != want {
+				t.Errorf("output stream %q, want %q", got, want)
+			}
+			d, err := a.Detect(context.Background(), dst)
+			if err != nil {
+				t.Fatal(err)
+			}
+			requireID(t, d, id, "output")
+		})
+	}
+}
+
+func strconvItoa(v int) string { return strconv.Itoa(v) }
+
+func TestProbeLimits(t *testing.T) {
+	a := testAdapter(t)
+	src := filepath.Join(t.TempDir(), "src.mp4")
+	makeClip(t, src, "320x256", "25", "2")
+	for _, c := range []struct {
+		lim  Limits
+		want error
+	}{
+		{Limits{MaxDuration: 1}, ErrTooLong},
+		{Limits{MaxWidth: 300}, ErrTooLarge},
+		{Limits{MaxPixels: 320 * 255}, ErrTooLarge},
+		{Limits{MaxFrames: 49}, ErrTooManyFrames},
+	} {
+		a.Limits = c.lim
+		if _, err := a.Probe(context.Background(), src); !errors.Is(err, c.want) {
+			t.Errorf("limits %+v: error %v, want %v", c.lim, err, c.want)
+		}
+	}
+	a.Limits = Limits{}
+	info, err := a.Probe(context.Background(), src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Video.Width != 320 || info.Video.Height != 256 || info.Video.Frames != 50 || info.Container != "mp4" ||
+		info.Audio != 1 {
+		t.Errorf("probe %+v", info)
+	}
+}
+
+// TestCancelKillsFFmpeg cancels an embedding while its ffmpeg processes run and requires that none survives.
+func TestCancelKillsFFmpeg(t *testing.T) {
+	a := testAdapter(t)
+	dir := t.TempDir()
+	src := filepath.Join(dir, "long.mp4")
+	makeClip(t, src, "640x480", "25", "20", "-c:v", "libx264", "-preset", "ultrafast", "-crf", "30")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := a.Embed(ctx, src, filepath.Join(dir, "out.mp4"), testID(4), Options{Preset: "veryslow"})
+		done <- err
+	}()
+	// Wait until the decoder and the remuxer run (their command lines name files in dir; the encoder's does not).
+	for len(ffmpegProcesses(t, dir)) < 2 {
+		select {
+		case err := <-done:
+			t.Fatalf("embedding ended before it could be cancelled: %v", err)
+		default:
+		}
+		runtime.Gosched()
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Errorf("error %v, want context.Canceled", err)
+	}
+	if left := ffmpegProcesses(t, dir); len(left) > 0 {
+		t.Errorf("ffmpeg processes left after cancel: %v", left)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+		t.Errorf("files left in the output directory: %v", entries)
+	}
+}
+
+// ffmpegProcesses lists the pids of live processes whose command line mentions dir.
+func ffmpegProcesses(t *testing.T, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pids []string
+	for _, e := range entries {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil || !bytes.Contains(cmdline, []byte(dir)) {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err == nil && bytes.Contains(stat, []byte(") Z ")) {
+			continue // a zombie is dead; its parent reaps it
+		}
+		pids = append(pids, e.Name())
+	}
+	return pids
 }
