@@ -3,11 +3,14 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"path/filepath"
 	"strings"
 
+	"filigrane/bench/corpus"
+	"filigrane/bench/videobench"
 	"filigrane/codec"
 	"filigrane/codec/video"
 )
@@ -69,5 +72,32 @@ func videoDetect(ctx context.Context, c *codec.Codec, in string, stdout, stderr 
 		fmt.Fprintln(stderr, "filigrane codec detect:", err)
 		return 1
 	}
+	return 0
+}
+
+// runBenchVideo is `filigrane bench video`: robustness, false positives and speed of the video adapter on real
+// clips (bench/videobench).
+func runBenchVideo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("filigrane bench video", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cacheDir := fs.String("corpus", corpus.DefaultCacheDir(), "corpus cache directory (Debian packages are downloaded and extracted here once)")
+	work := fs.String("work", filepath.Join(corpus.DefaultCacheDir(), "video"), "converted clips (kept) and scratch files")
+	outDir := fs.String("out", "bench/results/video", "directory for report.json and report.md")
+	excerpts := fs.Int("excerpts", 3, "marked 2-second excerpts per clip")
+	negatives := fs.Int("negatives", 108, "unmarked clips and excerpts for the false-positive count")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	rep, err := videobench.Run(ctx, videobench.Config{CorpusDir: *cacheDir, WorkDir: *work,
+		Key: []byte(codec.DevelopmentKey), Excerpts: *excerpts, Negatives: *negatives, Seed: 14, Log: stderr})
+	if err != nil {
+		fmt.Fprintln(stderr, "filigrane bench video:", err)
+		return 1
+	}
+	if err := rep.WriteFiles(*outDir); err != nil {
+		fmt.Fprintln(stderr, "filigrane bench video:", err)
+		return 1
+	}
+	fmt.Fprint(stdout, rep.Markdown())
 	return 0
 }
