@@ -14,6 +14,10 @@ import (
 // average): a scene cut is followed within a few frames, while frame-to-frame noise in the mask is averaged out.
 const videoMaskDecay = 0.75
 
+// videoMaskEvery is how often (in frames) the mask is recomputed; in between, frames reuse it. Halves the Go
+// stage's cost, and the smoothing above makes the mask change slowly anyway.
+const videoMaskEvery = 2
+
 // VideoMarker marks successive frames of one geometry with one id. It holds per-frame state (the smoothed mask)
 // and is not safe for concurrent use; one marker serves one video.
 type VideoMarker struct {
@@ -23,6 +27,8 @@ type VideoMarker struct {
 	pat2   []float32 // sum of pat² over each 2×2 block (hw×hh), for the gain
 	mask   []float32 // smoothed JND per 2×2 block, in 8-bit luma units
 	half   plane     // scratch: the frame reduced 2×2
+	gm     []float32 // scratch: gain × mask of the current frame
+	frame  int       // frames marked so far
 	gain   float32   // smoothed gain; 0 before the first frame
 	target float64   // mark MSE per pixel the gain aims at
 }
@@ -57,6 +63,7 @@ func (c *Codec) NewVideoMarker(id ID, width, height int, opt EmbedOptions) (*Vid
 		}
 	}
 	m.mask = make([]float32, m.hw*m.hh)
+	m.gm = make([]float32, m.hw*m.hh)
 	m.half = newPlane(m.hw, m.hh)
 	// Rounding to integer code values adds about 1/12 to the error of every sample; leave room for it.
 	mse := 255 * 255 / math.Pow(10, (psnr+psnrAim)/10)
@@ -87,19 +94,29 @@ func (m *VideoMarker) Mark8(pix []uint8, stride int) error {
 	if stride < m.w || len(pix) < (m.h-1)*stride+m.w {
 		return fmt.Errorf("codec: video frame buffer too short for %dx%d stride %d", m.w, m.h, stride)
 	}
-	m.reduce(func(y int, out []float32) {
-		for x, v := range pix[y*stride : y*stride+m.w] {
-			out[x] = float32(v)
-		}
-	})
-	g := m.update()
+	g := m.gain
+	if m.frame%videoMaskEvery == 0 {
+		m.reduce(func(y int, out []float32) {
+			for x, v := range pix[y*stride : y*stride+m.w] {
+				out[x] = float32(v)
+			}
+		})
+		g = m.update()
+	}
+	m.frame++
+	gm := m.scaledMask(g, 1)
 	for y := 0; y < m.h; y++ {
 		row := pix[y*stride : y*stride+m.w]
 		pat := m.pat[y*m.w : (y+1)*m.w]
-		mrow := m.mask[(y/2)*m.hw : (y/2+1)*m.hw]
+		grow := gm[(y/2)*m.hw : (y/2+1)*m.hw]
 		for x, v := range row {
-			d := max(-markCap, min(markCap, g*pat[x])) * mrow[x/2]
-			row[x] = uint8(max(0, min(255, float32(v)+d+0.5)))
+			f := float32(v) + pat[x]*grow[x>>1] + 0.5
+			if f < 0 {
+				f = 0
+			} else if f > 255 {
+				f = 255
+			}
+			row[x] = uint8(f)
 		}
 	}
 	return nil
@@ -114,25 +131,45 @@ func (m *VideoMarker) Mark16(pix []byte, strideBytes, bits int) error {
 	scale := float32(int(1) << (bits - 8))
 	maxV := float32(int(1)<<bits - 1)
 	inv := 1 / scale
-	m.reduce(func(y int, out []float32) {
-		row := pix[y*strideBytes : y*strideBytes+2*m.w]
-		for x := range out {
-			out[x] = float32(uint16(row[2*x])|uint16(row[2*x+1])<<8) * inv
-		}
-	})
-	g := m.update()
+	g := m.gain
+	if m.frame%videoMaskEvery == 0 {
+		m.reduce(func(y int, out []float32) {
+			row := pix[y*strideBytes : y*strideBytes+2*m.w]
+			for x := range out {
+				out[x] = float32(uint16(row[2*x])|uint16(row[2*x+1])<<8) * inv
+			}
+		})
+		g = m.update()
+	}
+	m.frame++
+	gm := m.scaledMask(g, scale)
 	for y := 0; y < m.h; y++ {
 		row := pix[y*strideBytes : y*strideBytes+2*m.w]
 		pat := m.pat[y*m.w : (y+1)*m.w]
-		mrow := m.mask[(y/2)*m.hw : (y/2+1)*m.hw]
+		grow := gm[(y/2)*m.hw : (y/2+1)*m.hw]
 		for x := 0; x < m.w; x++ {
 			v := float32(uint16(row[2*x]) | uint16(row[2*x+1])<<8)
-			d := max(-markCap, min(markCap, g*pat[x])) * mrow[x/2] * scale
-			o := uint16(max(0, min(maxV, v+d+0.5)))
+			f := v + pat[x]*grow[x>>1] + 0.5
+			if f < 0 {
+				f = 0
+			} else if f > maxV {
+				f = maxV
+			}
+			o := uint16(f)
 			row[2*x], row[2*x+1] = byte(o), byte(o>>8)
 		}
 	}
 	return nil
+}
+
+// scaledMask returns gain·mask·scale per 2×2 block. The mark's cap of markCap JNDs per pixel never binds: unit
+// pattern values are at most 1 and the gain stays far below markCap in the allowed PSNR range, and is clamped to it.
+func (m *VideoMarker) scaledMask(g, scale float32) []float32 {
+	g = min(g, markCap)
+	for i, v := range m.mask {
+		m.gm[i] = g * v * scale
+	}
+	return m.gm
 }
 
 // reduce fills m.half with the 2×2 means of the frame (edge samples repeated for odd sizes); rowAt writes frame
@@ -167,8 +204,6 @@ func (m *VideoMarker) update() float32 {
 	if e <= 0 {
 		return m.gain
 	}
-	// The cap at markCap JNDs is ignored here: unit-pattern values never exceed 1, so it only binds above a gain
-	// of markCap, far beyond the PSNR range.
 	g := float32(math.Sqrt(m.target / e))
 	if first {
 		m.gain = g
