@@ -95,6 +95,8 @@ func (a *Adapter) Probe(ctx context.Context, src string) (Info, error) {
 }
 
 func (t tools) probe(ctx context.Context, src string) (Info, error) {
+	ctx, cancel := context.WithTimeout(ctx, t.limits.Timeout)
+	defer cancel()
 	if !fileExists(src) {
 		return Info{}, fmt.Errorf("video: %s is not a regular file", src)
 	}
@@ -173,6 +175,8 @@ func (a *Adapter) Embed(ctx context.Context, src, dst string, id codec.ID, opt O
 		}
 	}()
 
+	ctx, stop := context.WithTimeout(ctx, t.limits.Timeout)
+	defer stop()
 	pctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	decode := t.newProc(pctx, "decode", t.ffmpeg, t.decodeArgs(src, v, f.pixFmt, "")...)

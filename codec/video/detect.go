@@ -40,6 +40,8 @@ func (a *Adapter) Detect(ctx context.Context, src string) (codec.Detection, erro
 		w, h = w/2, h/2
 		vf = fmt.Sprintf("scale=%d:%d:flags=area", w, h)
 	}
+	ctx, stop := context.WithTimeout(ctx, t.limits.Timeout)
+	defer stop()
 	pctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	decode := t.newProc(pctx, "decode", t.ffmpeg, t.decodeArgs(src, v, "gray", vf)...)

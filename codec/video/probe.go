@@ -6,6 +6,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Info is what ffprobe says about a file, reduced to what the adapter needs.
@@ -230,12 +231,13 @@ type Limits struct {
 	MaxWidth    int     // pixels, either orientation: the larger side
 	MaxPixels   int     // width × height of one frame
 	MaxFrames   int64
-	MemoryBytes uint64 // address-space limit of each ffmpeg process (Linux)
+	MemoryBytes uint64        // address-space limit of each ffmpeg process (Linux)
+	Timeout     time.Duration // wall-clock limit of one Probe, Embed or Detect, on top of the caller's context
 }
 
 // DefaultLimits allow ten minutes of up to 4K video.
 var DefaultLimits = Limits{MaxDuration: 600, MaxWidth: 4096, MaxPixels: 4096 * 2304, MaxFrames: 36000,
-	MemoryBytes: 3 << 30}
+	MemoryBytes: 3 << 30, Timeout: 90 * time.Minute}
 
 func (l Limits) withDefaults() Limits {
 	if l.MaxDuration <= 0 {
@@ -249,6 +251,9 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.MaxFrames <= 0 {
 		l.MaxFrames = DefaultLimits.MaxFrames
+	}
+	if l.Timeout <= 0 {
+		l.Timeout = DefaultLimits.Timeout
 	}
 	if l.MemoryBytes == 0 {
 		l.MemoryBytes = DefaultLimits.MemoryBytes

@@ -338,3 +338,46 @@ func ffmpegProcesses(t *testing.T, dir string) []string {
 	}
 	return pids
 }
+
+// TestEmbedKeepsVariableFrameRate embeds into a clip with irregular frame times: every frame comes out once, at
+// its time (to the millisecond: the raw frames cross Matroska).
+func TestEmbedKeepsVariableFrameRate(t *testing.T) {
+	a := testAdapter(t)
+	dir := t.TempDir()
+	src := filepath.Join(dir, "vfr.mp4")
+	makeClip(t, src, "320x256", "30", "3", "-vf", "select='not(eq(mod(n,5),1))*not(eq(mod(n,7),3))'",
+		"-fps_mode", "vfr", "-c:v", "libx264", "-preset", "ultrafast", "-crf", "20")
+	info, err := a.Probe(context.Background(), src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !info.Video.VFR() {
+		t.Fatalf("the test clip is not VFR: r %v avg %v", info.Video.FrameRate, info.Video.AvgFrameRate)
+	}
+	dst := filepath.Join(dir, "out.mp4")
+	rep, err := a.Embed(context.Background(), src, dst, testID(5), Options{Preset: "ultrafast"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	times := func(f string) []float64 {
+		var out []float64
+		for _, l := range strings.Fields(probeOut(t, "-select_streams", "v:0", "-show_entries", "frame=pts_time",
+			"-of", "csv=p=0", f)) {
+			v, err := strconv.ParseFloat(strings.TrimRight(l, ","), 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, v)
+		}
+		return out
+	}
+	a0, b0 := times(src), times(dst)
+	if len(a0) != len(b0) || int64(len(b0)) != rep.FrameCount {
+		t.Fatalf("%d frames in, %d out, report %d", len(a0), len(b0), rep.FrameCount)
+	}
+	for i := range a0 {
+		if d := a0[i] - b0[i]; d > 0.0011 || d < -0.0011 {
+			t.Fatalf("frame %d at %.6f s, source %.6f s", i, b0[i], a0[i])
+		}
+	}
+}
