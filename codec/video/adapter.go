@@ -302,7 +302,7 @@ func encodeArgs(v Stream, f frameFormat, opt Options) []string {
 // where ffmpeg honours the rotate tag, so rotation is set here.
 func remuxArgs(src, dst string, info Info) []string {
 	args := []string{"-nostdin", "-v", "error", "-protocol_whitelist", "file,pipe", "-f", "matroska",
-		"-i", "pipe:0", "-i", "file:" + src, "-copyts", "-map", "0:v:0", "-map", "1:a?", "-map", "1:s?", "-c", "copy",
+		"-i", "pipe:0", "-protocol_whitelist", "file", "-i", "file:" + src, "-copyts", "-map", "0:v:0", "-map", "1:a?", "-map", "1:s?", "-c", "copy",
 		"-map_metadata", "1", "-map_metadata:s:v:0", "1:s:" + strconv.Itoa(info.Video.Index), "-map_chapters", "1",
 		"-metadata:s:v:0", "rotate=" + strconv.Itoa(info.Video.Rotation), "-metadata:s:v:0", "encoder=",
 	}
