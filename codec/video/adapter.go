@@ -236,6 +236,9 @@ func (a *Adapter) Embed(ctx context.Context, src, dst string, id codec.ID, opt O
 	if rep.FrameCount == 0 {
 		return EmbedReport{}, fmt.Errorf("%w: no frame could be decoded", ErrTruncated)
 	}
+	if err := decode.checkComplete(rep.FrameCount, info); err != nil {
+		return EmbedReport{}, err
+	}
 	if err := os.Rename(tmpName, dst); err != nil {
 		return EmbedReport{}, fmt.Errorf("video: output: %w", err)
 	}

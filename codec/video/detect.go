@@ -74,6 +74,9 @@ func (a *Adapter) Detect(ctx context.Context, src string) (codec.Detection, erro
 	if acc.frames == 0 {
 		return codec.Detection{}, fmt.Errorf("%w: no frame could be decoded", ErrTruncated)
 	}
+	if err := decode.checkComplete(int64(acc.frames), info); err != nil {
+		return codec.Detection{}, err
+	}
 	return acc.result(), nil
 }
 

@@ -70,6 +70,23 @@ func (p *proc) fail(ctx context.Context, err error) error {
 // ffmpegContext matches the "[mov,mp4,... @ 0x55d98a8de1c0] " prefix of ffmpeg's log lines.
 var ffmpegContext = regexp.MustCompile(`\[[^\]]* @ 0x[0-9a-f]+\] `)
 
+// checkComplete fails with ErrTruncated when a decoder that exited cleanly still reported a cut file, or
+// delivered clearly fewer frames than the container announced: ffmpeg decodes what it can and exits 0.
+func (p *proc) checkComplete(frames int64, info Info) error {
+	tail := p.stderr.tail(6)
+	for _, path := range p.redact {
+		tail = strings.ReplaceAll(tail, path, filepath.Base(path))
+	}
+	tail = ffmpegContext.ReplaceAllString(tail, "")
+	if strings.Contains(tail, "partial file") {
+		return fmt.Errorf("%w: %s", ErrTruncated, tail)
+	}
+	if want := info.Video.Frames; want > 0 && frames < want*9/10-2 {
+		return fmt.Errorf("%w: %d of %d frames decoded", ErrTruncated, frames, want)
+	}
+	return nil
+}
+
 // killed reports whether the process ended by a signal (ours, on cancellation) rather than exiting on its own.
 func (p *proc) killed() bool {
 	st := p.cmd.ProcessState

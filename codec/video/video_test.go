@@ -100,10 +100,20 @@ func TestErrorsTyped(t *testing.T) {
 	if err := os.WriteFile(cut, data[:len(data)/2], 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// The same with the index in front (+faststart): ffprobe reads it, and the decoder meets the cut.
+	fast := filepath.Join(dir, "fast.mp4")
+	ffmpegRun(t, "-i", src, "-c", "copy", "-movflags", "+faststart", fast)
+	if data, err = os.ReadFile(fast); err != nil {
+		t.Fatal(err)
+	}
+	cutFast := filepath.Join(dir, "cutfast.mp4")
+	if err := os.WriteFile(cutFast, data[:len(data)/2], 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		file string
 		want error
-	}{{text, ErrNotVideo}, {audio, ErrNoVideoStream}, {cut, ErrTruncated}} {
+	}{{text, ErrNotVideo}, {audio, ErrNoVideoStream}, {cut, ErrTruncated}, {cutFast, ErrTruncated}} {
 		_, err := a.Embed(context.Background(), c.file, filepath.Join(dir, "o.mp4"), testID(2), Options{})
 		if !errors.Is(err, c.want) {
 			t.Errorf("embed %s: error %v, want %v", filepath.Base(c.file), err, c.want)
