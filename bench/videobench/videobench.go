@@ -68,6 +68,7 @@ type Config struct {
 	Excerpts  int // marked 2-second excerpts per clip
 	Negatives int // unmarked clips and excerpts to test
 	Seed      uint64
+	Only      string // when set, only clips whose name contains it
 	Log       io.Writer
 }
 
@@ -123,6 +124,9 @@ func prepareClips(ctx context.Context, cfg Config) ([]string, error) {
 	}
 	var out []string
 	for _, c := range clipSpecs() {
+		if cfg.Only != "" && !strings.Contains(c.name, cfg.Only) {
+			continue
+		}
 		dst := filepath.Join(dir, c.name)
 		if _, err := os.Stat(dst); err != nil {
 			fmt.Fprintf(cfg.Log, "videobench: converting %s\n", c.name)

@@ -85,11 +85,12 @@ func runBenchVideo(ctx context.Context, args []string, stdout, stderr io.Writer)
 	outDir := fs.String("out", "bench/results/video", "directory for report.json and report.md")
 	excerpts := fs.Int("excerpts", 3, "marked 2-second excerpts per clip")
 	negatives := fs.Int("negatives", 108, "unmarked clips and excerpts for the false-positive count")
+	only := fs.String("only", "", "only the clips whose name contains this")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	rep, err := videobench.Run(ctx, videobench.Config{CorpusDir: *cacheDir, WorkDir: *work,
-		Key: []byte(codec.DevelopmentKey), Excerpts: *excerpts, Negatives: *negatives, Seed: 14, Log: stderr})
+		Key: []byte(codec.DevelopmentKey), Excerpts: *excerpts, Negatives: *negatives, Seed: 14, Only: *only, Log: stderr})
 	if err != nil {
 		fmt.Fprintln(stderr, "filigrane bench video:", err)
 		return 1

@@ -179,7 +179,11 @@ func (a *Adapter) Embed(ctx context.Context, src, dst string, id codec.ID, opt O
 	defer stop()
 	pctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	decode := t.newProc(pctx, "decode", t.ffmpeg, t.decodeArgs(src, v, f.pixFmt, "")...)
+	decArgs := t.decodeArgs(src, v, f.pixFmt, "")
+	if f.bare {
+		decArgs = bareDecodeArgs(src, v, f)
+	}
+	decode := t.newProc(pctx, "decode", t.ffmpeg, decArgs...)
 	encode := t.newProc(pctx, "encode", t.ffmpeg, encodeArgs(v, f, opt)...)
 	remux := t.newProc(pctx, "remux", t.ffmpeg, remuxArgs(src, tmpName, info)...)
 	decode.redact, remux.redact = []string{src}, []string{src, tmpName}
@@ -212,12 +216,17 @@ func (a *Adapter) Embed(ctx context.Context, src, dst string, id codec.ID, opt O
 	if startErr != nil {
 		goErr = startErr
 	} else {
-		rep.FrameCount, goErr = walkMKV(decOut, encIn, f.size, t.limits.MaxFrames, func(pix []byte, _ int64) error {
+		mark := func(pix []byte, _ int64) error {
 			if f.bits == 8 {
 				return marker.Mark8(pix[:f.lumaSize], v.Width)
 			}
 			return marker.Mark16(pix[:f.lumaSize], 2*v.Width, f.bits)
-		})
+		}
+		if f.bare {
+			rep.FrameCount, goErr = walkRaw(decOut, encIn, f.size, t.limits.MaxFrames, mark)
+		} else {
+			rep.FrameCount, goErr = walkMKV(decOut, encIn, f.size, t.limits.MaxFrames, mark)
+		}
 		if goErr != nil {
 			goErr = fmt.Errorf("video: marking frames: %w", goErr)
 			if !errors.Is(goErr, syscall.EPIPE) {
@@ -239,6 +248,10 @@ func (a *Adapter) Embed(ctx context.Context, src, dst string, id codec.ID, opt O
 	if err := decode.checkComplete(rep.FrameCount, info); err != nil {
 		return EmbedReport{}, err
 	}
+	// CreateTemp makes the file private; the output is an ordinary media file.
+	if err := os.Chmod(tmpName, 0o644); err != nil {
+		return EmbedReport{}, fmt.Errorf("video: output: %w", err)
+	}
 	if err := os.Rename(tmpName, dst); err != nil {
 		return EmbedReport{}, fmt.Errorf("video: output: %w", err)
 	}
@@ -248,6 +261,10 @@ func (a *Adapter) Embed(ctx context.Context, src, dst string, id codec.ID, opt O
 
 // frameFormat is the raw layout of decoded frames.
 type frameFormat struct {
+	// bare: frames cross the pipes as bare raw video, without timestamps, because ffmpeg 5.1's Matroska muxer
+	// stores no raw format deeper than 8 bits (it declares them as RGB). Timing is then rebuilt from the frame
+	// rate: exact for constant rates, converted to the average rate for variable ones.
+	bare     bool
 	pixFmt   string
 	bits     int
 	lumaSize int // bytes of the Y plane
@@ -258,7 +275,7 @@ func newFrameFormat(v Stream) frameFormat {
 	w, h := v.Width, v.Height
 	cw, ch := (w+1)/2, (h+1)/2
 	if v.BitDepth > 8 {
-		return frameFormat{pixFmt: "yuv420p10le", bits: 10, lumaSize: 2 * w * h, size: 2 * (w*h + 2*cw*ch)}
+		return frameFormat{bare: true, pixFmt: "yuv420p10le", bits: 10, lumaSize: 2 * w * h, size: 2 * (w*h + 2*cw*ch)}
 	}
 	pf := "yuv420p"
 	if strings.HasPrefix(v.PixFmt, "yuvj") || v.ColorRange == "pc" {
@@ -277,15 +294,36 @@ func (t tools) decodeArgs(src string, v Stream, pixFmt, vf string) []string {
 	}
 	args = append(args, "-c:v", "rawvideo", "-pix_fmt", pixFmt, "-fps_mode", "passthrough",
 		"-write_crc32", "0")
-	if pixFmt != "yuv420p" && pixFmt != "yuvj420p" && pixFmt != "gray" {
-		args = append(args, "-allow_raw_vfw", "1") // Matroska stores other raw formats only in this mode
-	}
 	return append(args, "-f", "matroska", "pipe:1")
+}
+
+// rawRate is the frame rate of a bare raw stream: the base rate, or the average one for variable timing.
+func rawRate(v Stream) Rational {
+	if v.VFR() || !v.FrameRate.Valid() {
+		if v.AvgFrameRate.Valid() {
+			return v.AvgFrameRate
+		}
+		return Rational{25, 1}
+	}
+	return v.FrameRate
+}
+
+// bareDecodeArgs decode to bare raw frames at a constant rate (see frameFormat.bare).
+func bareDecodeArgs(src string, v Stream, f frameFormat) []string {
+	return []string{"-nostdin", "-v", "error", "-protocol_whitelist", "file,pipe", "-noautorotate",
+		"-i", "file:" + src, "-map", "0:" + strconv.Itoa(v.Index), "-an", "-sn", "-dn",
+		"-c:v", "rawvideo", "-pix_fmt", f.pixFmt, "-fps_mode", "cfr", "-r", rawRate(v).String(),
+		"-f", "rawvideo", "pipe:1"}
 }
 
 func encodeArgs(v Stream, f frameFormat, opt Options) []string {
 	args := []string{"-nostdin", "-v", "error", "-protocol_whitelist", "pipe", "-f", "matroska", "-i", "pipe:0",
 		"-map", "0:v:0", "-copyts"}
+	if f.bare {
+		args = []string{"-nostdin", "-v", "error", "-protocol_whitelist", "pipe", "-f", "rawvideo",
+			"-pix_fmt", f.pixFmt, "-s", fmt.Sprintf("%dx%d", v.Width, v.Height), "-framerate", rawRate(v).String(),
+			"-itsoffset", fmt.Sprintf("%.6f", v.StartTime), "-i", "pipe:0", "-map", "0:v:0", "-copyts"}
+	}
 	if v.Width%2 != 0 || v.Height%2 != 0 {
 		// 4:2:0 H.264 needs even sizes: repeat the last column or row.
 		args = append(args, "-vf", "pad=ceil(iw/2)*2:ceil(ih/2)*2,fillborders=right=1:bottom=1:mode=smear")

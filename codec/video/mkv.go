@@ -167,3 +167,27 @@ func readElementHeader(br *bufio.Reader, hdr []byte) (id uint32, size int64, n i
 	}
 	return id, v, il + sl, nil
 }
+
+// walkRaw is walkMKV for a bare raw stream: frames of frameSize bytes back to back, without timestamps (fn gets
+// -1 as the time).
+func walkRaw(r io.Reader, w io.Writer, frameSize int, maxFrames int64, fn frameFunc) (int64, error) {
+	buf := make([]byte, frameSize)
+	var frames int64
+	for {
+		if _, err := io.ReadFull(r, buf); err == io.EOF {
+			return frames, nil
+		} else if err != nil {
+			return frames, fmt.Errorf("video: raw stream cut in a frame: %w", err)
+		}
+		frames++
+		if frames > maxFrames {
+			return frames, fmt.Errorf("%w: more than %d frames decoded", ErrTooManyFrames, maxFrames)
+		}
+		if err := fn(buf, -1); err != nil {
+			return frames, err
+		}
+		if _, err := w.Write(buf); err != nil {
+			return frames, err
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
@@ -251,6 +252,16 @@ func TestEmbedDeepAndOddSources(t *testing.T) {
 			if want := "h264," + strconvItoa(c.w) + "," + strconvItoa(c.h) + "," + wantFmt; got != want {
 				t.Errorf("output stream %q, want %q", got, want)
 			}
+			ref := src
+			if c.name == "vp9odd.mp4" {
+				// The reference for a padded output is the source padded the same way by ffmpeg alone.
+				ref = filepath.Join(dir, "padded-"+c.name)
+				ffmpegRun(t, "-i", src, "-vf", "pad=ceil(iw/2)*2:ceil(ih/2)*2,fillborders=right=1:bottom=1:mode=smear",
+					"-c:v", "libx264", "-preset", "ultrafast", "-qp", "0", ref)
+			}
+			if p := psnrY(t, dst, ref); p < 36 {
+				t.Errorf("output luma PSNR %.1f dB against the source: the frames were damaged", p)
+			}
 			d, err := a.Detect(context.Background(), dst)
 			if err != nil {
 				t.Fatal(err)
@@ -390,4 +401,20 @@ func TestEmbedKeepsVariableFrameRate(t *testing.T) {
 			t.Fatalf("frame %d at %.6f s, source %.6f s", i, b0[i], a0[i])
 		}
 	}
+}
+
+// psnrY is ffmpeg's average luma PSNR of a against b.
+func psnrY(t *testing.T, a, b string) float64 {
+	t.Helper()
+	out, err := exec.Command("ffmpeg", "-nostdin", "-i", a, "-i", b, "-lavfi", "[0:v][1:v]psnr", "-f", "null",
+		"-").CombinedOutput()
+	if err != nil {
+		t.Fatalf("psnr: %v: %s", err, out)
+	}
+	m := regexp.MustCompile(`PSNR y:([0-9.]+)`).FindSubmatch(out)
+	if m == nil {
+		t.Fatalf("no PSNR in %s", out)
+	}
+	v, _ := strconv.ParseFloat(string(m[1]), 64)
+	return v
 }
