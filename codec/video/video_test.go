@@ -291,6 +291,12 @@ func TestProbeLimits(t *testing.T) {
 			t.Errorf("limits %+v: error %v, want %v", c.lim, err, c.want)
 		}
 	}
+	// The address-space limit reaches the tool: 16 MiB is too little to even load ffprobe's libraries.
+	a.Limits = Limits{MemoryBytes: 16 << 20}
+	var te *ToolError
+	if _, err := a.Probe(context.Background(), src); !errors.As(err, &te) || !errors.Is(err, ErrFFmpeg) {
+		t.Errorf("probe under a 16 MiB limit: error %v, want a ToolError of kind ErrFFmpeg", err)
+	}
 	a.Limits = Limits{}
 	info, err := a.Probe(context.Background(), src)
 	if err != nil {
