@@ -81,8 +81,12 @@ const (
 	// fetchers bounds concurrent GETs during a scan.
 	fetchers = 8
 
-	// readAttempts bounds how often a read is repeated when its body and ETag come from different versions.
-	// Each mismatch means a write landed during the read; several in a row mean a key rewritten without pause.
+	// createRounds bounds the rounds of a create that keeps meeting concurrent changes (about 0.5 s in all).
+	createRounds = 12
+
+	// readAttempts bounds how often a read is repeated when its body and ETag come from different versions
+	// (about 0.7 s of waiting in all). Each mismatch means a write landed during the read; many in a row mean
+	// a key rewritten without pause, or a server whose ETags are not MD5 digests.
 	readAttempts = 20
 
 	// internalMarker starts the names of the store's own objects under the prefix (the conditional-write
@@ -247,16 +251,25 @@ var errETagNotMD5 = errors.New("the object's ETag does not match the MD5 of its 
 // One response may carry the body of one version and the ETag of another (see the package comment); such a
 // read is repeated.
 func (s *Store) read(ctx context.Context, name string) ([]byte, string, error) {
-	for range readAttempts {
-		b, etag, err := s.readOnce(ctx, name)
+	var etag, sum string
+	for attempt := range readAttempts {
+		if attempt > 1 {
+			// A write is being published right now; give it a moment rather than spinning.
+			if err := sleepCtx(ctx, min(time.Millisecond<<(attempt-2), 50*time.Millisecond)); err != nil {
+				return nil, "", err
+			}
+		}
+		var b []byte
+		var err error
+		b, etag, err = s.readOnce(ctx, name)
 		if err != nil {
 			return nil, "", err
 		}
-		if sameETag(etag, md5Hex(b)) {
-			return b, md5Hex(b), nil
+		if sum = md5Hex(b); sameETag(etag, sum) {
+			return b, sum, nil
 		}
 	}
-	return nil, "", fmt.Errorf("read %s %d times: %w", name, readAttempts, errETagNotMD5)
+	return nil, "", fmt.Errorf("read %s %d times, last with ETag %s and body MD5 %s: %w", name, readAttempts, etag, sum, errETagNotMD5)
 }
 
 func (s *Store) readOnce(ctx context.Context, name string) ([]byte, string, error) {
@@ -381,9 +394,15 @@ func (s *Store) CompareAndSet(ctx context.Context, key []byte, expect persistenc
 // create writes data to name if the key does not exist: no object, or a tombstone. No condition here rests on
 // an unverified read: If-None-Match:* and If-Match:<TombstoneETag> are decided by the server alone.
 func (s *Store) create(ctx context.Context, name string, data []byte) (string, error) {
-	// Each round follows a concurrent change (the key was deleted, or the object removed, between two of our
-	// requests); a few rounds are plenty unless something deletes and re-creates the key nonstop.
-	for range 5 {
+	// Each round follows a concurrent change between two of our requests: the key was deleted, or the object
+	// was not readable yet (versitygw's sidecar mode answers 412 to If-None-Match:* and then 404 to a GET for
+	// a moment while another PUT publishes). Later rounds wait a little longer each.
+	for round := range createRounds {
+		if round > 0 {
+			if err := sleepCtx(ctx, min(time.Millisecond<<(round-1), 100*time.Millisecond)); err != nil {
+				return "", err
+			}
+		}
 		etag, err := s.put(ctx, name, data, "")
 		if err == nil {
 			return etag, nil
@@ -422,6 +441,17 @@ func (s *Store) create(ctx context.Context, name string, data []byte) (string, e
 		}
 	}
 	return "", errors.New("key keeps changing under a create; is something else deleting objects in the bucket?")
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }
 
 // Delete implements persistence.Store by writing a tombstone (see the package comment).

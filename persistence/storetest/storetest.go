@@ -449,8 +449,10 @@ func raceRounds(t *testing.T) int {
 func testRacingCreate(t *testing.T, s persistence.Store) {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	rounds, bad := raceRounds(t), 0
-	defer func() { t.Logf("racing create: %d rounds of %d racers, %d rounds without exactly 1 winner", rounds, racers, bad) }()
+	rounds, done, bad := raceRounds(t), 0, 0
+	defer func() {
+		t.Logf("racing create: %d of %d rounds run, %d racers each, %d rounds without exactly 1 winner", done, rounds, racers, bad)
+	}()
 	for round := range rounds {
 		key := []byte(fmt.Sprintf("race/create/%d", round))
 		if round%2 == 1 {
@@ -467,14 +469,17 @@ func testRacingCreate(t *testing.T, s persistence.Store) {
 		if _, ok := checkOneWinner(t, s, key, winners, round); !ok {
 			bad++
 		}
+		done++
 	}
 }
 
 func testRacingCAS(t *testing.T, s persistence.Store) {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	rounds, bad := raceRounds(t), 0
-	defer func() { t.Logf("racing compare-and-set: %d rounds of %d racers, %d rounds without exactly 1 winner", rounds, racers, bad) }()
+	rounds, done, bad := raceRounds(t), 0, 0
+	defer func() {
+		t.Logf("racing compare-and-set: %d of %d rounds run, %d racers each, %d rounds without exactly 1 winner", done, rounds, racers, bad)
+	}()
 	key := []byte("race/cas")
 	v := MustSet(t, s, string(key), persistence.NoVersion, "start")
 	for round := range rounds {
@@ -495,6 +500,7 @@ func testRacingCAS(t *testing.T, s persistence.Store) {
 		if v, ok = checkOneWinner(t, s, key, winners, round); !ok {
 			bad++
 		}
+		done++
 	}
 }
 
