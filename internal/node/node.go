@@ -273,7 +273,7 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 		}
 		if n.DevOrg == nil {
 			cfg.Logger.Info().Msg("the development organization was created on an earlier start; " +
-				"`filigrane admin org list` and `filigrane admin key create --org ORG --member MEMBER` make a new key")
+				"`filigrane admin key create` makes new keys (see docs/operations.md, The development key)")
 		}
 	}
 	n.serving = true
