@@ -11,9 +11,8 @@
 // another creator also wins. So the store never feeds an unverified read's ETag into a condition:
 //
 //   - Every ETag is the MD5 of the body (single-part PUTs; CheckConditionalWrites refuses a server that does
-//     otherwise),
-//     and every read checks MD5(body) == ETag and reads again on a mismatch. A version handed to a caller is
-//     always the ETag of the body it came with.
+//     otherwise), and every read checks MD5(body) == ETag and reads again, after a short pause, on a mismatch.
+//     A version handed to a caller is always the ETag of the body it came with.
 //
 //   - Unique values. Writing the same bytes twice would give the same version, and a writer holding a version
 //     from before would still win (ABA). Every value body therefore starts with a 16-byte header holding a
