@@ -171,6 +171,14 @@ func (s *Server) Pause(t testing.TB) {
 	if err := s.proc.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatalf("s3test: pause versitygw: %v", err)
 	}
+	// The signal is delivered asynchronously; return once every thread has stopped.
+	deadline := time.Now().Add(stopTimeout)
+	for !stopped(s.proc.Pid) {
+		if time.Now().After(deadline) {
+			t.Fatalf("s3test: versitygw (pid %d) not stopped %s after SIGSTOP", s.proc.Pid, stopTimeout)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // Resume continues a paused server.
