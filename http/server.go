@@ -54,6 +54,9 @@ type Config struct {
 	GPU *gpu.Tracker
 	// Health, when set, adds node facts (name, cluster members) to GET /healthz.
 	Health func() map[string]any
+	// Ready, when set, runs the checks of GET /readyz (storage reachable, cluster membership); ctx carries
+	// the probe's deadline.
+	Ready func(ctx context.Context) []ReadyCheck
 	// SyncWait is how long a synchronous embed waits before answering 202 with the receipt. Default 20 s
 	// (spec 8).
 	SyncWait time.Duration
@@ -182,6 +185,7 @@ func (s *Server) routes() {
 		body["status"] = "ok"
 		writeJSON(ctx, 200, body)
 	})
+	s.router.handle("GET", "/readyz", s.readyz)
 }
 
 // Serve answers requests on ln until Shutdown. ln is guarded by the connection limits; temporary accept

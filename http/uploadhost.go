@@ -60,6 +60,7 @@ func NewUploadHost(cfg Config, opts UploadHostOptions) (*Server, error) {
 	s.router.handle("GET", "/healthz", noKey(func(ctx *fasthttp.RequestCtx, _ map[string]string) {
 		writeJSON(ctx, 200, map[string]string{"status": "ok"})
 	}))
+	s.router.handle("GET", "/readyz", noKey(s.readyz))
 	s.router.handle("PUT", "/uploads/{upload_id}", h.guard(h.put))
 	s.router.handle("OPTIONS", "/uploads/{upload_id}", noKey(h.preflight))
 	s.cfg.Conns.defaults()

@@ -120,7 +120,11 @@ Try it:
 
     curl -s -H 'X-API-Key: %s' http://%s/auth/api-key
 
-`, d.OrgID, d.Secret, d.Secret, n.APIAddr())
+Lost it? Stop the node (or add --s3-endpoint ... in a cluster) and make a new one:
+
+    filigrane admin key create --org %s --member %s
+
+`, d.OrgID, d.Secret, d.Secret, n.APIAddr(), d.OrgID, d.MemberID)
 	}
 	waitErr := n.Wait(ctx)
 	if waitErr != nil {

@@ -96,6 +96,7 @@ type Node struct {
 	upload   *apihttp.Server
 	apiLn    net.Listener
 	uploadLn net.Listener
+	serving  bool // the listeners were handed to the servers, which close them on Shutdown
 	serveErr chan error
 
 	// decodeBudget is the memory of the node's image decodes.
@@ -154,9 +155,11 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 		return nil, fmt.Errorf("create data directory: %w", err)
 	}
 	n = &Node{cfg: cfg, serveErr: make(chan error, 2), Metrics: apihttp.NewMetrics()}
+	// Every error return sets n to nil, so the cleanup holds its own reference to the partly started node.
+	started := n
 	defer func() {
 		if err != nil {
-			n.Close(context.Background())
+			_ = started.Close(context.Background())
 		}
 	}()
 	storage, err := OpenStorage(ctx, cfg.DataDir, cfg.S3, cfg.Logger.With().Str("component", "pebble").Logger())
@@ -169,13 +172,6 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	cdc, err := codec.New(cfg.CodecKey)
 	if err != nil {
 		return nil, fmt.Errorf("codec key: %w", err)
-	}
-
-	if cfg.Bootstrap {
-		n.DevOrg, err = admin.Admin{Store: store, Clock: cfg.Clock, Catalog: catalog}.Bootstrap(ctx)
-		if err != nil {
-			return nil, err
-		}
 	}
 
 	reg := cluster.NewRegistry()
@@ -254,7 +250,7 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 		Orgs:  actors.OrgClient{Caller: n.cluster},
 		Store: store, Blobs: blobs, Caller: n.cluster, Media: media, Pool: n.pool,
 		Catalog: catalog, Clock: cfg.Clock, Logger: httpLog, Metrics: n.Metrics,
-		SyncWait: cfg.SyncWait, Health: n.health, Conns: cfg.Conns,
+		SyncWait: cfg.SyncWait, Health: n.health, Ready: n.ready, Conns: cfg.Conns,
 		GPU: gpu.NewTracker(gpu.NewState(gpu.CodecAvailable() && len(gpu.Devices()) > 0, 30*time.Second)),
 	})
 	if n.apiLn, err = net.Listen("tcp", cfg.APIAddr); err != nil {
@@ -272,11 +268,25 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	if publicUpload == "" {
 		publicUpload = "http://" + n.uploadLn.Addr().String()
 	}
-	n.upload, err = apihttp.NewUploadHost(apihttp.Config{Store: store, Blobs: blobs, Clock: cfg.Clock, Logger: httpLog, Metrics: n.Metrics, Conns: cfg.Conns},
+	n.upload, err = apihttp.NewUploadHost(apihttp.Config{Store: store, Blobs: blobs, Clock: cfg.Clock, Logger: httpLog, Metrics: n.Metrics,
+		Conns: cfg.Conns, Ready: n.ready},
 		apihttp.UploadHostOptions{API: n.api, Secret: secret, PublicURL: publicUpload, WebsiteOrigin: cfg.WebsiteOrigin})
 	if err != nil {
 		return nil, err
 	}
+	// The development organization comes last, after every step that can fail: a start that fails must not
+	// use up the one-time bootstrap, or the key it prints would be lost with it.
+	if cfg.Bootstrap {
+		n.DevOrg, err = admin.Admin{Store: store, Clock: cfg.Clock, Catalog: catalog}.Bootstrap(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if n.DevOrg == nil {
+			cfg.Logger.Info().Msg("the development organization was created on an earlier start; " +
+				"`filigrane admin key create` makes new keys (see docs/operations.md, The development key)")
+		}
+	}
+	n.serving = true
 	go func() { n.serveErr <- n.api.Serve(n.apiLn) }()
 	go func() { n.serveErr <- n.upload.Serve(n.uploadLn) }()
 	return n, nil
@@ -324,14 +334,22 @@ func (n *Node) Wait(ctx context.Context) error {
 }
 
 // Close stops the node in order: stop accepting requests and let in-flight ones finish (until ctx ends),
-// leave the cluster, then close the store so that Pebble shuts down cleanly.
+// leave the cluster, then close the store so that Pebble shuts down cleanly. It is safe on a node that
+// started only partly (Start calls it when a step fails) and on nil.
 func (n *Node) Close(ctx context.Context) error {
-	var errs []error
-	if n.api != nil && n.apiLn != nil {
-		errs = append(errs, n.api.Shutdown(ctx))
+	if n == nil {
+		return nil
 	}
-	if n.upload != nil && n.uploadLn != nil {
-		errs = append(errs, n.upload.Shutdown(ctx))
+	var errs []error
+	if n.serving {
+		errs = append(errs, n.api.Shutdown(ctx), n.upload.Shutdown(ctx))
+	} else {
+		// Bound but never served: nothing else closes them.
+		for _, ln := range []net.Listener{n.apiLn, n.uploadLn} {
+			if ln != nil {
+				_ = ln.Close()
+			}
+		}
 	}
 	if n.stopWork != nil {
 		n.stopWork()
