@@ -93,7 +93,7 @@ func SpeedImage(sources []Source, w, h int) (*image.NRGBA, string) {
 }
 
 // measureSpeed times embed and detect at 1 MP and 12 MP, three runs each, one at a time, and keeps the median.
-func measureSpeed(ctx context.Context, c *codec.Codec, psnr float64, pick func(w, h int) (*image.NRGBA, string)) []SpeedResult {
+func measureSpeed(ctx context.Context, c *codec.Codec, opt codec.EmbedOptions, pick func(w, h int) (*image.NRGBA, string)) []SpeedResult {
 	var out []SpeedResult
 	for _, size := range []struct {
 		label string
@@ -104,7 +104,7 @@ func measureSpeed(ctx context.Context, c *codec.Codec, psnr float64, pick func(w
 		id := codec.ID{0xA5, 0x5A}
 		for run := 0; run < 3 && ctx.Err() == nil; run++ {
 			t := time.Now()
-			marked, _, err := c.Embed(img, id, codec.EmbedOptions{PSNR: psnr})
+			marked, _, err := c.Embed(img, id, opt)
 			if err != nil {
 				break
 			}

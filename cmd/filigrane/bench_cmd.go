@@ -18,6 +18,7 @@ import (
 	"filigrane/bench/attack"
 	"filigrane/bench/codecbench"
 	"filigrane/bench/corpus"
+	"filigrane/bench/quality"
 	"filigrane/codec"
 	"filigrane/codec/imageio"
 )
@@ -57,12 +58,14 @@ func runBenchCodec(ctx context.Context, args []string, stdout, stderr io.Writer)
 		cacheDir  = fs.String("corpus", corpus.DefaultCacheDir(), "corpus cache directory (Debian packages are downloaded and extracted here once)")
 		outDir    = fs.String("out", "bench/results/codec", "directory for report.json, report.md and chart.png")
 		quick     = fs.Bool("quick", false, "quick mode: one attack per family, 4 photos, 200 false-positive probes, no memory probe")
-		maxImages = fs.Int("max-images", 0, "use at most this many images of 1 MP or more (0: all)")
+		maxImages = fs.Int("max-images", 0, "use at most this many images of 1 MP or more of each kind: photo, art, graphic (0: all)")
 		small     = fs.Int("small", 12, "also run this many photos under 1 MP (the 512-px regime), reported separately")
 		fps       = fs.Int("false-positives", 2000, "number of unmarked probes (crops and rescales of the corpus)")
 		workers   = fs.Int("workers", runtime.NumCPU(), "images processed concurrently")
 		seed      = fs.Uint64("seed", 1, "seed for crop offsets, noise and probes")
-		psnr      = fs.Float64("psnr", codec.DefaultPSNR, "embedding PSNR target in dB")
+		psnr      = fs.Float64("psnr", codec.DefaultPSNR, "embedding PSNR floor in dB")
+		strength  = fs.Float64("strength", codec.DefaultStrength, "perceptual embedding strength (mark amplitude in visibility thresholds)")
+		percept   = fs.Bool("butteraugli", true, "measure butteraugli of each marked image and of its JPEG q90 re-save (installs libjxl-devtools when missing)")
 		keyFile   = fs.String("key-file", "", "deployment key file (default: $FILIGRANE_CODEC_KEY, else the development key)")
 		speed     = fs.Bool("speed", true, "time 1 MP and 12 MP embed and detect one at a time")
 		memory    = fs.Bool("memory", true, "measure peak memory of a 40 MP embed and detect in a child process")
@@ -99,7 +102,8 @@ func runBenchCodec(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return 0
 	}
 
-	cfg := codecbench.Config{Key: key, PSNR: *psnr, Attacks: attack.Suite(), FalsePositives: *fps, Workers: *workers,
+	cfg := codecbench.Config{Key: key, PSNR: *psnr, Strength: *strength, Perceptual: *percept,
+		PanelDir: filepath.Join(*outDir, "flat"), Attacks: attack.Suite(), FalsePositives: *fps, Workers: *workers,
 		Seed: *seed, Speed: *speed, Log: stderr}
 	if *quick {
 		cfg.Attacks = attack.Quick()
@@ -145,6 +149,16 @@ func runBenchCodec(ctx context.Context, args []string, stdout, stderr io.Writer)
 		// Speed is measured on crops of the largest corpus image, whether or not the selection includes it.
 		all := selectSources(photos, 0, 0)
 		cfg.SpeedImage = func(w, h int) (*image.NRGBA, string) { return codecbench.SpeedImage(all, w, h) }
+	}
+	if cfg.Perceptual {
+		if err := corpus.EnsureTool(ctx, quality.ButteraugliTool, "libjxl-devtools", stderr); err != nil {
+			fmt.Fprintln(stderr, "filigrane bench codec:", err, "(or run with --butteraugli=false)")
+			return 1
+		}
+	}
+	if err := os.MkdirAll(cfg.PanelDir, 0o755); err != nil {
+		fmt.Fprintln(stderr, "filigrane bench codec:", err)
+		return 1
 	}
 	fmt.Fprintf(stderr, "bench codec: %d images, %d attacks, %d false-positive probes, %d workers\n",
 		len(sources), len(cfg.Attacks), cfg.FalsePositives, cfg.Workers)
@@ -209,26 +223,27 @@ func flagSet(fs *flag.FlagSet, name string) bool {
 // selectSources keeps the images of 1 MP or more (at most maxImages, spread over photos and graphics) and up to
 // small photos under 1 MP of at least 0.2 MP.
 func selectSources(photos []corpus.Photo, maxImages, small int) []codecbench.Source {
-	var big, tiny []corpus.Photo
+	var tiny []corpus.Photo
+	byKind := map[string][]corpus.Photo{}
 	for _, p := range photos {
 		kind := corpus.Kind(p.Name)
 		switch {
 		case p.Pixels() >= 1_000_000:
-			big = append(big, p)
+			byKind[kind] = append(byKind[kind], p)
 		case kind == corpus.KindPhoto && p.Pixels() >= 200_000:
 			tiny = append(tiny, p)
 		}
 	}
-	// Photos first, smallest first, so that a limited run covers the target class quickly.
-	sort.SliceStable(big, func(i, j int) bool {
-		ki, kj := corpus.Kind(big[i].Name) == corpus.KindPhoto, corpus.Kind(big[j].Name) == corpus.KindPhoto
-		if ki != kj {
-			return ki
+	// Per kind (photos, then art, then other graphics), smallest first, so that a limited run covers each class
+	// quickly.
+	var big []corpus.Photo
+	for _, kind := range []string{corpus.KindPhoto, corpus.KindArt, corpus.KindGraphic} {
+		list := byKind[kind]
+		sort.SliceStable(list, func(i, j int) bool { return list[i].Pixels() < list[j].Pixels() })
+		if maxImages > 0 && len(list) > maxImages {
+			list = list[:maxImages]
 		}
-		return big[i].Pixels() < big[j].Pixels()
-	})
-	if maxImages > 0 && len(big) > maxImages {
-		big = big[:maxImages]
+		big = append(big, list...)
 	}
 	if len(tiny) > small {
 		tiny = tiny[:small]
