@@ -69,7 +69,7 @@ func (o EmbedOptions) resolve() (strength, floor float64, err error) {
 
 // EmbedReport describes what Embed did.
 type EmbedReport struct {
-	PSNR     float64 // measured on the 8-bit RGB result
+	PSNR float64 // measured on the 8-bit RGB result
 	// Strength is the strength applied: the requested one, or (approximately) less where the PSNR floor limited it.
 	Strength float64
 }

@@ -3,8 +3,8 @@ package codec
 import (
 	"errors"
 	"image"
-	"math"
 	"image/color"
+	"math"
 	"testing"
 )
 
