@@ -11,6 +11,7 @@ import (
 	"filigrane/actors/jobstate"
 	"filigrane/codec"
 	"filigrane/codec/imageio"
+	"filigrane/codec/markfile"
 	"filigrane/persistence"
 )
 
@@ -34,7 +35,7 @@ type Media struct {
 	Store   persistence.Store
 	Codec   *codec.Codec
 	Catalog Catalog
-	// PSNR is the embedding strength target; 0 means codec.DefaultPSNR.
+	// PSNR is the embedding's PSNR floor; 0 means codec.DefaultPSNR.
 	PSNR float64
 }
 
@@ -84,17 +85,20 @@ func (m Media) embed(ctx context.Context, rec *jobstate.Record, pic *imageio.Pic
 	if err != nil {
 		return jobstate.Output{}, &ProcessError{Code: CodeProcessingError, Detail: "bad watermark id on the job"}
 	}
-	marked, _, err := m.Codec.Embed(pic.Image, id, codec.EmbedOptions{PSNR: m.PSNR})
-	if err != nil {
+	// markfile verifies that the mark reads back from the encoded file (retrying stronger) before it is stored.
+	res, err := markfile.Embed(ctx, m.Codec, pic, id, markfile.PNG, codec.EmbedOptions{PSNR: m.PSNR})
+	switch {
+	case errors.Is(err, markfile.ErrNotReadable):
+		return jobstate.Output{}, &ProcessError{Code: CodeInvalidImage, Detail: "this image cannot carry a readable mark: " + err.Error()}
+	case ctx.Err() != nil:
+		return jobstate.Output{}, &ProcessError{Code: CodeProcessingError, Detail: ctx.Err().Error(), Retryable: true}
+	case err != nil:
 		// The codec refuses images it cannot carry a mark in (too small); retrying cannot help.
 		return jobstate.Output{}, &ProcessError{Code: CodeInvalidImage, Detail: err.Error()}
 	}
-	var buf bytes.Buffer
-	if err := imageio.EncodePNG(&buf, marked, pic.ICC); err != nil {
-		return jobstate.Output{}, &ProcessError{Code: CodeProcessingError, Detail: "encode PNG: " + err.Error(), Retryable: true}
-	}
+	buf := bytes.NewReader(res.Data)
 	key := outputKey(rec, "watermarked.png")
-	info, err := m.Blobs.Put(ctx, key, &buf)
+	info, err := m.Blobs.Put(ctx, key, buf)
 	if err != nil {
 		return jobstate.Output{}, &ProcessError{Code: CodeProcessingError, Detail: "store output", Retryable: true}
 	}

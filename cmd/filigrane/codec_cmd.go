@@ -1,14 +1,12 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
-	"image"
 	"io"
 	"os"
 	"path/filepath"
@@ -16,6 +14,7 @@ import (
 
 	"filigrane/codec"
 	"filigrane/codec/imageio"
+	"filigrane/codec/markfile"
 )
 
 const codecUsage = `usage:
@@ -167,7 +166,8 @@ func parseData(arg string) (codec.ID, error) {
 func codecEmbed(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	f := newCodecFlags("embed", stderr)
 	data := f.fs.String("data", "", "the JSON object whose id is embedded (required; @FILE reads a file)")
-	psnr := f.fs.Float64("psnr", codec.DefaultPSNR, fmt.Sprintf("target PSNR in dB (%g to %g)", codec.MinPSNR, codec.MaxPSNR))
+	psnr := f.fs.Float64("psnr", codec.DefaultPSNR, fmt.Sprintf("minimum PSNR in dB (%g to %g)", codec.MinPSNR, codec.MaxPSNR))
+	strength := f.fs.Float64("strength", codec.DefaultStrength, fmt.Sprintf("perceptual strength: mark amplitude in visibility thresholds (%g to %g)", codec.MinStrength, codec.MaxStrength))
 	asJSON := f.fs.Bool("json", false, "print the result as JSON")
 	pos, err := parseInterleaved(f.fs, args)
 	if err != nil {
@@ -191,6 +191,10 @@ func codecEmbed(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		fmt.Fprintf(stderr, "filigrane codec embed: --psnr %g outside %g..%g\n", *psnr, codec.MinPSNR, codec.MaxPSNR)
 		return 2
 	}
+	if *strength < codec.MinStrength || *strength > codec.MaxStrength {
+		fmt.Fprintf(stderr, "filigrane codec embed: --strength %g outside %g..%g\n", *strength, codec.MinStrength, codec.MaxStrength)
+		return 2
+	}
 	if ext := strings.ToLower(filepath.Ext(out)); ext != ".png" {
 		fmt.Fprintf(stderr, "filigrane codec embed: the output is always PNG; name it *.png, not %q\n", out)
 		return 2
@@ -212,40 +216,38 @@ func codecEmbed(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		fmt.Fprintln(stderr, "filigrane codec embed:", err)
 		return 1
 	}
-	marked, rep, err := c.Embed(pic.Image, id, codec.EmbedOptions{PSNR: *psnr})
+	// The mark is verified on the encoded file before it is written (retrying stronger if it does not read back).
+	res, err := markfile.Embed(ctx, c, pic, id, markfile.PNG, codec.EmbedOptions{PSNR: *psnr, Strength: *strength})
 	if err != nil {
 		fmt.Fprintf(stderr, "filigrane codec embed: %s: %v\n", in, err)
 		return 1
 	}
-	if err := writePNGFile(out, marked, pic.ICC); err != nil {
+	rep := res.Report
+	if err := writeFileAtomic(out, res.Data); err != nil {
 		fmt.Fprintln(stderr, "filigrane codec embed:", err)
 		return 1
 	}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
-		_ = enc.Encode(map[string]any{"watermark_id": id.String(), "psnr": rep.PSNR, "output": out,
+		_ = enc.Encode(map[string]any{"watermark_id": id.String(), "psnr": rep.PSNR, "strength": rep.Strength,
+			"verified": true, "attempts": res.Attempts, "output": out,
 			"width": pic.Width, "height": pic.Height, "input_format": pic.Format})
 		return 0
 	}
-	fmt.Fprintf(stdout, "watermark_id: %s\npsnr: %.2f dB\n", id, rep.PSNR)
+	fmt.Fprintf(stdout, "watermark_id: %s\npsnr: %.2f dB\nstrength: %.2f\nverified: yes\n", id, rep.PSNR, rep.Strength)
 	return 0
 }
 
-// writePNGFile writes through a temporary file in the same directory and renames it, so a failed run never
+// writeFileAtomic writes through a temporary file in the same directory and renames it, so a failed run never
 // leaves a half-written OUT behind.
-func writePNGFile(path string, img image.Image, icc []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".filigrane-*.png")
+func writeFileAtomic(path string, data []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".filigrane-*"+filepath.Ext(path))
 	if err != nil {
 		return fmt.Errorf("creating output: %w", err)
 	}
 	defer os.Remove(tmp.Name()) // no-op after a successful rename
-	w := bufio.NewWriterSize(tmp, 1<<20)
-	if err := imageio.EncodePNG(w, img, icc); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := w.Flush(); err != nil {
+	if _, err := tmp.Write(data); err != nil {
 		tmp.Close()
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
