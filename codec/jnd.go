@@ -11,8 +11,8 @@ import "math"
 //  2. Erosion: the minimum over the 3×3 neighbouring blocks. Texture is dense and survives; an isolated edge or
 //     line is thinner than the window and disappears, so flat areas next to edges stay unmarked.
 //  3. A 5×5 box blur of the eroded activity, so the amplitude varies slowly (no visible mask contours).
-//  4. Amplitude = lum(bg) · (maskFloor + strength·maskSlope·activity), capped at strength·maskMax, where lum
-//     raises it in dark regions (the eye is less sensitive there) and bg is the block's mean luma.
+//  4. Amplitude = maskFloor + lum(bg)·strength·maskSlope·activity, capped at strength·maskMax, where lum raises
+//     it in dark textured regions (the eye is less sensitive there) and bg is the block's mean luma.
 //
 // The floor does not grow with the strength: it is what flat regions (skies, gradients, flat artwork) may carry
 // at any strength, about ±1 level at the pattern's peaks after rounding to 8 bits (the benchmark's flat-region
@@ -65,7 +65,7 @@ func newMask(y plane, ws, strength float64) *mask {
 	m.v = act.pix
 	s := float32(strength)
 	for k, a := range act.pix {
-		m.v[k] = min(s*maskMax, luminanceFactor(bg.pix[k])*(maskFloor+s*maskSlope*a))
+		m.v[k] = min(s*maskMax, maskFloor+luminanceFactor(bg.pix[k])*s*maskSlope*a)
 	}
 	return m
 }

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 
@@ -71,6 +72,7 @@ func runBenchCodec(ctx context.Context, args []string, stdout, stderr io.Writer)
 		memory    = fs.Bool("memory", true, "measure peak memory of a 40 MP embed and detect in a child process")
 		synthetic = fs.Int("synthetic", 0, "use this many generated images instead of the corpus (offline runs)")
 		noFetch   = fs.Bool("no-fetch", false, "do not download the corpus; fail if it is not cached")
+		kinds     = fs.String("kinds", "photo,art,graphic", "comma-separated image kinds of 1 MP or more to run (photo, art, graphic)")
 		only      = fs.String("attacks", "", "comma-separated attack names to run (default: the whole suite, or the quick one)")
 		probe     = fs.String("memory-probe", "", "internal: measure memory for a WxH image in this process and print JSON")
 	)
@@ -145,9 +147,9 @@ func runBenchCodec(ctx context.Context, args []string, stdout, stderr io.Writer)
 			fmt.Fprintln(stderr, "filigrane bench codec:", err)
 			return 1
 		}
-		sources = selectSources(photos, *maxImages, *small)
+		sources = selectSources(photos, *maxImages, *small, strings.Split(*kinds, ","))
 		// Speed is measured on crops of the largest corpus image, whether or not the selection includes it.
-		all := selectSources(photos, 0, 0)
+		all := selectSources(photos, 0, 0, []string{corpus.KindPhoto, corpus.KindArt, corpus.KindGraphic})
 		cfg.SpeedImage = func(w, h int) (*image.NRGBA, string) { return codecbench.SpeedImage(all, w, h) }
 	}
 	if cfg.Perceptual {
@@ -222,7 +224,7 @@ func flagSet(fs *flag.FlagSet, name string) bool {
 
 // selectSources keeps the images of 1 MP or more (at most maxImages, spread over photos and graphics) and up to
 // small photos under 1 MP of at least 0.2 MP.
-func selectSources(photos []corpus.Photo, maxImages, small int) []codecbench.Source {
+func selectSources(photos []corpus.Photo, maxImages, small int, kinds []string) []codecbench.Source {
 	var tiny []corpus.Photo
 	byKind := map[string][]corpus.Photo{}
 	for _, p := range photos {
@@ -238,6 +240,9 @@ func selectSources(photos []corpus.Photo, maxImages, small int) []codecbench.Sou
 	// quickly.
 	var big []corpus.Photo
 	for _, kind := range []string{corpus.KindPhoto, corpus.KindArt, corpus.KindGraphic} {
+		if !slices.Contains(kinds, kind) {
+			continue
+		}
 		list := byKind[kind]
 		sort.SliceStable(list, func(i, j int) bool { return list[i].Pixels() < list[j].Pixels() })
 		if maxImages > 0 && len(list) > maxImages {
