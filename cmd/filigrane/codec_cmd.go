@@ -18,13 +18,16 @@ import (
 )
 
 const codecUsage = `usage:
-  filigrane codec embed --data '{"k":"v"}' [--psnr 42] [--key-file F] IN OUT.png
+  filigrane codec embed --data '{"k":"v"}' [--strength 1] [--psnr 38] [--key-file F] IN OUT.png
   filigrane codec detect [--key-file F] IN
 
 embed marks IN with the watermark id of the JSON object given by --data (SHA-256 of its RFC 8785 canonical
 form; --data @FILE reads it from FILE) and writes OUT as PNG (the only output format; EXIF orientation is
 applied to the pixels, ICC profile, alpha and 16-bit depth are kept; of an animated GIF only the first frame is
-marked). It prints the watermark id and the measured PSNR.
+marked). --strength is perceptual (the mark's amplitude in units of the local visibility threshold: textured
+areas carry the mark, flat ones almost nothing); --psnr is a floor. The mark is read back from the encoded
+output before OUT is written; if it does not read back even at a higher strength, nothing is written and the
+exit status is 1. It prints the watermark id, the measured PSNR and the strength applied.
 
 detect prints the detection result as JSON: watermarked, confidence, watermark_id (null when nothing was
 recovered) and units.
