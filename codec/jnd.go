@@ -20,7 +20,7 @@ import "math"
 // interpolated bilinearly when the mark is rendered: ΔY = pattern · amplitude. Strength 1 is the default
 // operating point chosen on the benchmark's robustness/visibility curve (bench/README.md).
 const (
-	maskFloor = 0.8  // luma levels in perfectly flat regions
+	maskFloor = 0.6  // luma levels in perfectly flat regions
 	maskSlope = 0.3  // levels of mark per level/pixel of texture gradient, at strength 1
 	maskMax   = 12.0 // levels at strength 1, whatever the texture
 )
