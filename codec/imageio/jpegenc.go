@@ -117,9 +117,9 @@ var dctCos = func() [8][8]float32 {
 
 type jpegEncoder struct {
 	w, h   int
-	bw, bh int           // blocks per row and column
-	quant  [2][64]int32  // natural order
-	coef   [3][]int16    // per component, per block, 64 coefficients in zigzag order
+	bw, bh int          // blocks per row and column
+	quant  [2][64]int32 // natural order
+	coef   [3][]int16   // per component, per block, 64 coefficients in zigzag order
 	recipQ [2][64]float32
 }
 
