@@ -18,13 +18,13 @@ import (
 )
 
 const codecUsage = `usage:
-  filigrane codec embed --data '{"k":"v"}' [--strength 1] [--psnr 38] [--key-file F] IN OUT.png
+  filigrane codec embed --data '{"k":"v"}' [--strength 1] [--psnr 38] [--key-file F] IN OUT.png|OUT.jpg
   filigrane codec detect [--key-file F] IN
 
 embed marks IN with the watermark id of the JSON object given by --data (SHA-256 of its RFC 8785 canonical
-form; --data @FILE reads it from FILE) and writes OUT as PNG (the only output format; EXIF orientation is
-applied to the pixels, ICC profile, alpha and 16-bit depth are kept; of an animated GIF only the first frame is
-marked). --strength is perceptual (the mark's amplitude in units of the local visibility threshold: textured
+form; --data @FILE reads it from FILE) and writes OUT as PNG, or as JPEG (quality 95, 4:4:4 chroma) when OUT
+ends in .jpg or .jpeg. EXIF orientation is applied to the pixels and the ICC profile is kept; PNG also keeps
+alpha and 16-bit depth (JPEG refuses transparent images); of an animated GIF only the first frame is marked. --strength is perceptual (the mark's amplitude in units of the local visibility threshold: textured
 areas carry the mark, flat ones almost nothing); --psnr is a floor. The mark is read back from the encoded
 output before OUT is written; if it does not read back even at a higher strength, nothing is written and the
 exit status is 1. It prints the watermark id, the measured PSNR and the strength applied.
@@ -198,8 +198,9 @@ func codecEmbed(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		fmt.Fprintf(stderr, "filigrane codec embed: --strength %g outside %g..%g\n", *strength, codec.MinStrength, codec.MaxStrength)
 		return 2
 	}
-	if ext := strings.ToLower(filepath.Ext(out)); ext != ".png" {
-		fmt.Fprintf(stderr, "filigrane codec embed: the output is always PNG; name it *.png, not %q\n", out)
+	format, err := markfile.ParseFormat(strings.TrimPrefix(strings.ToLower(filepath.Ext(out)), "."))
+	if err != nil {
+		fmt.Fprintf(stderr, "filigrane codec embed: name the output *.png or *.jpg, not %q\n", out)
 		return 2
 	}
 	c, err := f.codec(stderr)
@@ -213,14 +214,14 @@ func codecEmbed(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return 1
 	}
 	if pic.Frames > 1 {
-		fmt.Fprintf(stderr, "filigrane codec embed: warning: %s has %d frames; only the first is marked and the output is a still PNG\n", in, pic.Frames)
+		fmt.Fprintf(stderr, "filigrane codec embed: warning: %s has %d frames; only the first is marked and the output is a still image\n", in, pic.Frames)
 	}
 	if err := ctx.Err(); err != nil {
 		fmt.Fprintln(stderr, "filigrane codec embed:", err)
 		return 1
 	}
 	// The mark is verified on the encoded file before it is written (retrying stronger if it does not read back).
-	res, err := markfile.Embed(ctx, c, pic, id, markfile.PNG, codec.EmbedOptions{PSNR: *psnr, Strength: *strength})
+	res, err := markfile.Embed(ctx, c, pic, id, format, codec.EmbedOptions{PSNR: *psnr, Strength: *strength})
 	if err != nil {
 		fmt.Fprintf(stderr, "filigrane codec embed: %s: %v\n", in, err)
 		return 1

@@ -25,20 +25,35 @@ type Format string
 
 // Output formats.
 const (
-	PNG Format = "png"
+	PNG  Format = "png"
+	JPEG Format = "jpeg" // baseline, 4:4:4 chroma, quality JPEGQuality, ICC kept
 )
+
+// JPEGQuality is the quality of JPEG output: high enough that the file looks like the PNG, with the mark well
+// above what the quantisation removes.
+const JPEGQuality = 95
 
 // ParseFormat accepts a format name as given by a user ("" means PNG).
 func ParseFormat(s string) (Format, error) {
 	switch s {
 	case "", "png":
 		return PNG, nil
+	case "jpeg", "jpg":
+		return JPEG, nil
 	}
-	return "", fmt.Errorf("markfile: unknown output format %q (supported: png)", s)
+	return "", fmt.Errorf("markfile: unknown output format %q (supported: png, jpeg)", s)
 }
 
 // Ext is the file name extension of the format, without the dot.
-func (f Format) Ext() string { return string(f) }
+func (f Format) Ext() string {
+	if f == JPEG {
+		return "jpg"
+	}
+	return string(f)
+}
+
+// ErrAlpha is returned for a JPEG output of an image with transparent pixels: JPEG has no alpha channel.
+var ErrAlpha = errors.New("markfile: JPEG output cannot keep transparency; use PNG")
 
 // ContentType is the media type of the format.
 func (f Format) ContentType() string { return "image/" + string(f) }
@@ -56,6 +71,9 @@ var retryFactors = []float64{1.6, 2.5}
 
 // Embed marks pic with id, encodes it in format f and verifies the mark on the decoded output.
 func Embed(ctx context.Context, c *codec.Codec, pic *imageio.Picture, id codec.ID, f Format, opt codec.EmbedOptions) (Result, error) {
+	if f == JPEG && pic.HasAlpha {
+		return Result{}, ErrAlpha
+	}
 	base := opt.Strength
 	if base == 0 {
 		base = codec.DefaultStrength
@@ -97,6 +115,10 @@ func encode(img image.Image, pic *imageio.Picture, f Format) ([]byte, error) {
 	switch f {
 	case PNG:
 		if err := imageio.EncodePNG(&buf, img, pic.ICC); err != nil {
+			return nil, err
+		}
+	case JPEG:
+		if err := imageio.EncodeJPEG(&buf, img, JPEGQuality, pic.ICC); err != nil {
 			return nil, err
 		}
 	default:

@@ -65,6 +65,26 @@ func TestEmbedReturnsVerifiedPNG(t *testing.T) {
 	}
 }
 
+// JPEG output (4:4:4, quality 95) carries the mark, as read back by a real decode, and refuses transparency.
+func TestEmbedReturnsVerifiedJPEG(t *testing.T) {
+	c := testCodec(t)
+	id, _ := codec.IDFromJSON([]byte(`{"file":2}`))
+	res, err := Embed(context.Background(), c, picture(t, 640, 480, 255), id, JPEG, codec.EmbedOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pic, err := imageio.DecodeBytes(res.Data, imageio.Limits{})
+	if err != nil || pic.Format != "jpeg" || res.Format.Ext() != "jpg" || res.Format.ContentType() != "image/jpeg" {
+		t.Fatalf("output: %v, format %q", err, pic.Format)
+	}
+	if d := c.Detect(pic.Image); !d.Watermarked || *d.WatermarkID != id.String() {
+		t.Fatalf("mark not read from the returned JPEG: %+v", d)
+	}
+	if _, err := Embed(context.Background(), c, picture(t, 640, 480, 128), id, JPEG, codec.EmbedOptions{}); !errors.Is(err, ErrAlpha) {
+		t.Fatalf("transparent image as JPEG: %v", err)
+	}
+}
+
 // An image that cannot hold a mark (every pixel transparent, which the codec leaves untouched) fails with
 // ErrNotReadable after the stronger retries, instead of being returned unmarked.
 func TestEmbedFailsWhenMarkDoesNotReadBack(t *testing.T) {
@@ -76,7 +96,7 @@ func TestEmbedFailsWhenMarkDoesNotReadBack(t *testing.T) {
 }
 
 func TestParseFormat(t *testing.T) {
-	for in, want := range map[string]Format{"": PNG, "png": PNG} {
+	for in, want := range map[string]Format{"": PNG, "png": PNG, "jpeg": JPEG, "jpg": JPEG} {
 		if f, err := ParseFormat(in); err != nil || f != want {
 			t.Errorf("%q: %v %v", in, f, err)
 		}
