@@ -18,12 +18,12 @@ import (
 )
 
 const codecUsage = `usage:
-  filigrane codec embed --data '{"k":"v"}' [--strength 1] [--psnr 38] [--key-file F] IN OUT.png|OUT.jpg
+  filigrane codec embed --data '{"k":"v"}' [--strength 1] [--psnr 38] [--key-file F] IN OUT.png|OUT.jpg|OUT.webp
   filigrane codec detect [--key-file F] IN
 
 embed marks IN with the watermark id of the JSON object given by --data (SHA-256 of its RFC 8785 canonical
-form; --data @FILE reads it from FILE) and writes OUT as PNG, or as JPEG (quality 95, 4:4:4 chroma) when OUT
-ends in .jpg or .jpeg. EXIF orientation is applied to the pixels and the ICC profile is kept; PNG also keeps
+form; --data @FILE reads it from FILE) and writes OUT as PNG, as JPEG (quality 95, 4:4:4 chroma) when OUT
+ends in .jpg or .jpeg, or as lossless WebP (8 bits per channel) when it ends in .webp. EXIF orientation is applied to the pixels and the ICC profile is kept; PNG also keeps
 alpha and 16-bit depth (JPEG refuses transparent images); of an animated GIF only the first frame is marked. --strength is perceptual (the mark's amplitude in units of the local visibility threshold: textured
 areas carry the mark, flat ones almost nothing); --psnr is a floor. The mark is read back from the encoded
 output before OUT is written; if it does not read back even at a higher strength, nothing is written and the
@@ -200,7 +200,7 @@ func codecEmbed(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	format, err := markfile.ParseFormat(strings.TrimPrefix(strings.ToLower(filepath.Ext(out)), "."))
 	if err != nil {
-		fmt.Fprintf(stderr, "filigrane codec embed: name the output *.png or *.jpg, not %q\n", out)
+		fmt.Fprintf(stderr, "filigrane codec embed: name the output *.png, *.jpg or *.webp, not %q\n", out)
 		return 2
 	}
 	c, err := f.codec(stderr)

@@ -81,7 +81,7 @@ func TestCodecCLIUsageErrors(t *testing.T) {
 		{"null", []string{"codec", "embed", "--data", "null", in, out}, 2, "JSON object"},
 		{"too big", []string{"codec", "embed", "--data", `{"a":"` + strings.Repeat("x", 9000) + `"}`, in, out}, 2, "more than"},
 		{"missing out", []string{"codec", "embed", "--data", `{"a":1}`, in}, 2, "want IN and OUT.png"},
-		{"unknown output format", []string{"codec", "embed", "--data", `{"a":1}`, in, filepath.Join(dir, "o.gif")}, 2, "*.png or *.jpg"},
+		{"unknown output format", []string{"codec", "embed", "--data", `{"a":1}`, in, filepath.Join(dir, "o.gif")}, 2, "*.png, *.jpg or *.webp"},
 		{"strength out of range", []string{"codec", "embed", "--data", `{"a":1}`, "--strength", "9", in, out}, 2, "--strength 9 outside"},
 		{"psnr too low", []string{"codec", "embed", "--data", `{"a":1}`, "--psnr", "20", in, out}, 2, "--psnr"},
 		{"short key", []string{"codec", "embed", "--key-file", shortKey, "--data", `{"a":1}`, in, out}, 2, "invalid key"},

@@ -73,3 +73,23 @@ func psnr(a *image.NRGBA, b image.Image) float64 {
 	}
 	return 10 * math.Log10(255*255*3*float64(r.Dx()*r.Dy())/se)
 }
+
+// Lossless WebP output decodes (through imageio's reader) to exactly the source pixels, with the ICC profile.
+func TestEncodeWebPLossless(t *testing.T) {
+	src := pattern(301, 157)
+	icc := fakeICC("RGB ", 3001)
+	for _, prof := range [][]byte{nil, icc} {
+		var buf bytes.Buffer
+		if err := EncodeWebP(&buf, src, prof); err != nil {
+			t.Fatal(err)
+		}
+		pic, err := DecodeBytes(buf.Bytes(), Limits{})
+		if err != nil || pic.Format != "webp" || !bytes.Equal(pic.ICC, prof) {
+			t.Fatalf("read back: %v, format %q, ICC %d bytes (want %d)", err, pic.Format, len(pic.ICC), len(prof))
+		}
+		got, ok := pic.Image.(*image.NRGBA)
+		if !ok || !bytes.Equal(got.Pix, src.Pix) {
+			t.Fatalf("pixels differ after a lossless round trip (%T)", pic.Image)
+		}
+	}
+}

@@ -27,6 +27,7 @@ type Format string
 const (
 	PNG  Format = "png"
 	JPEG Format = "jpeg" // baseline, 4:4:4 chroma, quality JPEGQuality, ICC kept
+	WebP Format = "webp" // lossless (VP8L), 8 bits per channel, alpha and ICC kept
 )
 
 // JPEGQuality is the quality of JPEG output: high enough that the file looks like the PNG, with the mark well
@@ -40,8 +41,10 @@ func ParseFormat(s string) (Format, error) {
 		return PNG, nil
 	case "jpeg", "jpg":
 		return JPEG, nil
+	case "webp":
+		return WebP, nil
 	}
-	return "", fmt.Errorf("markfile: unknown output format %q (supported: png, jpeg)", s)
+	return "", fmt.Errorf("markfile: unknown output format %q (supported: png, jpeg, webp)", s)
 }
 
 // Ext is the file name extension of the format, without the dot.
@@ -121,6 +124,10 @@ func encode(img image.Image, pic *imageio.Picture, f Format) ([]byte, error) {
 		if err := imageio.EncodeJPEG(&buf, img, JPEGQuality, pic.ICC); err != nil {
 			return nil, err
 		}
+	case WebP:
+		if err := imageio.EncodeWebP(&buf, img, pic.ICC); err != nil {
+			return nil, err
+		}
 	default:
 		return nil, fmt.Errorf("markfile: unknown output format %q", f)
 	}
@@ -129,7 +136,7 @@ func encode(img image.Image, pic *imageio.Picture, f Format) ([]byte, error) {
 
 // verify runs the detector on what a recipient of data decodes. PNG is lossless and written from the marked
 // pixels as they are (8 or 16 bits per channel), so the marked image itself is what it decodes to and is
-// checked without decoding the file again; lossy formats are decoded.
+// checked without decoding the file again; JPEG (lossy) and WebP (8 bits only) are decoded.
 func verify(c *codec.Codec, marked image.Image, data []byte, f Format, id codec.ID) (bool, error) {
 	img := marked
 	if f != PNG {

@@ -85,6 +85,23 @@ func TestEmbedReturnsVerifiedJPEG(t *testing.T) {
 	}
 }
 
+// Lossless WebP output carries the mark and keeps transparency.
+func TestEmbedReturnsVerifiedWebP(t *testing.T) {
+	c := testCodec(t)
+	id, _ := codec.IDFromJSON([]byte(`{"file":3}`))
+	res, err := Embed(context.Background(), c, picture(t, 640, 480, 200), id, WebP, codec.EmbedOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pic, err := imageio.DecodeBytes(res.Data, imageio.Limits{})
+	if err != nil || pic.Format != "webp" || !pic.HasAlpha {
+		t.Fatalf("output: %v, format %q, alpha %v", err, pic.Format, pic.HasAlpha)
+	}
+	if d := c.Detect(pic.Image); !d.Watermarked || *d.WatermarkID != id.String() {
+		t.Fatalf("mark not read from the returned WebP: %+v", d)
+	}
+}
+
 // An image that cannot hold a mark (every pixel transparent, which the codec leaves untouched) fails with
 // ErrNotReadable after the stronger retries, instead of being returned unmarked.
 func TestEmbedFailsWhenMarkDoesNotReadBack(t *testing.T) {
@@ -96,7 +113,7 @@ func TestEmbedFailsWhenMarkDoesNotReadBack(t *testing.T) {
 }
 
 func TestParseFormat(t *testing.T) {
-	for in, want := range map[string]Format{"": PNG, "png": PNG, "jpeg": JPEG, "jpg": JPEG} {
+	for in, want := range map[string]Format{"": PNG, "png": PNG, "jpeg": JPEG, "jpg": JPEG, "webp": WebP} {
 		if f, err := ParseFormat(in); err != nil || f != want {
 			t.Errorf("%q: %v %v", in, f, err)
 		}
