@@ -68,9 +68,28 @@ func (r *Report) CheckTargets() {
 		}
 	}
 	for _, m := range r.Memory {
-		if m.Op == "embed" {
+		big := m.Megapixels > 20
+		switch {
+		case m.Op == "embed" && big:
 			r.Targets = append(r.Targets, check(fmt.Sprintf("%.0f MP embed peak memory (RSS)", m.Megapixels), "< 1 GB",
-				fmt.Sprintf("%.0f MiB", float64(m.PeakRSSBytes)/(1<<20)), m.PeakRSSBytes > 0 && m.PeakRSSBytes < 1e9))
+				fmt.Sprintf("%.0f MiB", mib(m.PeakRSSBytes)), m.PeakRSSBytes > 0 && m.PeakRSSBytes < 1e9))
+		case strings.HasPrefix(m.Op, "e2e"):
+			limit, limitText := int64(1e9), "<= 1 GB"
+			if !big {
+				limit, limitText = 250e6, "<= 250 MB"
+			}
+			r.Targets = append(r.Targets, check(fmt.Sprintf("%.0f MP JPEG -> %s end to end, peak memory (RSS)", m.Megapixels,
+				strings.ToUpper(strings.TrimPrefix(m.Op, "e2e-"))), limitText, fmt.Sprintf("%.0f MiB", mib(m.PeakRSSBytes)),
+				m.PeakRSSBytes > 0 && m.PeakRSSBytes <= limit))
+			if !big {
+				lim := 1200.0
+				if m.Op == "e2e-png" {
+					lim = 1500
+				}
+				r.Targets = append(r.Targets, check(fmt.Sprintf("%.0f MP JPEG -> %s end to end, one core", m.Megapixels,
+					strings.ToUpper(strings.TrimPrefix(m.Op, "e2e-"))), fmt.Sprintf("<= %.1f s", lim/1000),
+					fmt.Sprintf("%.2f s", m.Ms/1000), m.Ms <= lim))
+			}
 		}
 	}
 }
@@ -135,7 +154,6 @@ func (r *Report) checkClass(class string) {
 	rate("exact id, screenshot chain", 0.98, "screenshot")
 	rate("exact id, crop 71% + brightness x0.5 + JPEG 40", 0.85, "crop0.71+bright0.5+jpeg40")
 }
-
 
 func pct(v float64) string { return fmt.Sprintf("%.1f", 100*v) }
 

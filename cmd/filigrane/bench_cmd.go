@@ -49,8 +49,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	return 2
 }
 
-// memoryProbeSize is the 40 MP image of the memory target (the service's pixel limit for direct requests).
-const memoryProbeSize = "7680x5200"
+// memoryProbeSizes are the 12 MP and 40 MP images of the memory targets (40 MP is the service's pixel limit for
+// direct requests).
+func memoryProbeSizes() []string { return []string{"4000x3000", "7680x5200"} }
 
 func runBenchCodec(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("filigrane bench codec", flag.ContinueOnError)
@@ -290,16 +291,21 @@ func memoryInChild(ctx context.Context, key []byte, psnr float64) ([]codecbench.
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.CommandContext(ctx, exe, "bench", "codec", "--memory-probe", memoryProbeSize, "--psnr", fmt.Sprint(psnr))
-	cmd.Env = append(os.Environ(), "FILIGRANE_CODEC_KEY="+string(key))
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Run(); err != nil {
-		return nil, fmt.Errorf("%v: %s", err, strings.TrimSpace(errb.String()))
+	var all []codecbench.MemoryResult
+	for _, size := range memoryProbeSizes() {
+		cmd := exec.CommandContext(ctx, exe, "bench", "codec", "--memory-probe", size, "--psnr", fmt.Sprint(psnr))
+		// One core: the targets are per core, and the peak memory must not depend on parallel garbage.
+		cmd.Env = append(os.Environ(), "FILIGRANE_CODEC_KEY="+string(key), "GOMAXPROCS=1")
+		var out, errb bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		if err := cmd.Run(); err != nil {
+			return all, fmt.Errorf("%s: %v: %s", size, err, strings.TrimSpace(errb.String()))
+		}
+		var res []codecbench.MemoryResult
+		if err := json.Unmarshal(out.Bytes(), &res); err != nil {
+			return all, fmt.Errorf("reading probe output: %w", err)
+		}
+		all = append(all, res...)
 	}
-	var res []codecbench.MemoryResult
-	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
-		return nil, fmt.Errorf("reading probe output: %w", err)
-	}
-	return res, nil
+	return all, nil
 }
