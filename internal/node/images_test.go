@@ -144,6 +144,9 @@ func balance(t *testing.T, f *fixture, org string) (int64, int64) {
 func waitResult(t *testing.T, f *fixture, key, resultURL string) response {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
+	// Back off: every poll counts against the plan's request rate (20 a minute on the fixture's frozen clock),
+	// and an embed that is verified after encoding can take a second on a busy machine.
+	pause := 20 * time.Millisecond
 	for {
 		r := call(t, "GET", f.base+resultURL, key, nil)
 		if r.status != 202 {
@@ -152,7 +155,8 @@ func waitResult(t *testing.T, f *fixture, key, resultURL string) response {
 		if time.Now().After(deadline) {
 			t.Fatalf("job %s still pending", resultURL)
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(pause)
+		pause = min(2*pause, 500*time.Millisecond)
 	}
 }
 
