@@ -161,8 +161,8 @@ func pct(v float64) string { return fmt.Sprintf("%.1f", 100*v) }
 func (r *Report) WriteMarkdown(w io.Writer) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Codec benchmark\n\n")
-	fmt.Fprintf(&b, "Run %s, %s, %d CPUs, %d workers, seed %d, target PSNR %.1f dB, took %s.\n",
-		r.Started.Format("2006-01-02 15:04 UTC"), r.GoVersion, r.CPUs, r.Workers, r.Seed, r.TargetPSNR, r.Duration)
+	fmt.Fprintf(&b, "Run %s, %s, %d CPUs, %d workers, seed %d, strength %.2f, PSNR floor %.1f dB, took %s.\n",
+		r.Started.Format("2006-01-02 15:04 UTC"), r.GoVersion, r.CPUs, r.Workers, r.Seed, r.Strength, r.TargetPSNR, r.Duration)
 	fmt.Fprintf(&b, "\nBuild: %s\n", r.Build)
 	if r.Command != "" {
 		fmt.Fprintf(&b, "\nCommand: `%s`\n", r.Command)
