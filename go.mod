@@ -3,6 +3,7 @@ module filigrane
 go 1.26.8
 
 require (
+	github.com/HugoSmits86/nativewebp v0.9.3
 	github.com/asynkron/protoactor-go v0.0.0-20240822202345-3c0e61ca19c9
 	github.com/cockroachdb/pebble/v2 v2.1.7
 	github.com/ebitengine/purego v0.11.3

@@ -15,6 +15,7 @@ import (
 	"filigrane/codec"
 	"filigrane/codec/imageio"
 	"filigrane/internal/problem"
+	"filigrane/codec/markfile"
 	"filigrane/persistence"
 )
 
@@ -51,7 +52,7 @@ type Media struct {
 	Store   persistence.Store
 	Codec   *codec.Codec
 	Catalog Catalog
-	// PSNR is the embedding strength target; 0 means codec.DefaultPSNR.
+	// PSNR is the embedding's PSNR floor; 0 means codec.DefaultPSNR.
 	PSNR float64
 	// Budget is the node's decode memory; nil leaves decodes unbounded (tools and tests).
 	Budget *DecodeBudget
@@ -224,8 +225,14 @@ func (m Media) embed(ctx context.Context, rec *jobstate.Record, pic *imageio.Pic
 	if err != nil {
 		return jobstate.Output{}, &ProcessError{Code: CodeProcessingError, Detail: "bad watermark id on the job"}
 	}
-	marked, _, err := m.Codec.Embed(pic.Image, id, codec.EmbedOptions{PSNR: m.PSNR})
-	if err != nil {
+	// markfile verifies that the mark reads back from the encoded file (retrying stronger) before it is stored.
+	res, err := markfile.Embed(ctx, m.Codec, pic, id, markfile.PNG, codec.EmbedOptions{PSNR: m.PSNR})
+	switch {
+	case errors.Is(err, markfile.ErrNotReadable):
+		return jobstate.Output{}, &ProcessError{Code: CodeInvalidImage, Detail: "this image cannot carry a readable mark: " + err.Error()}
+	case ctx.Err() != nil:
+		return jobstate.Output{}, &ProcessError{Code: CodeProcessingError, Detail: ctx.Err().Error(), Retryable: true}
+	case err != nil:
 		// The codec refuses images it cannot carry a mark in (too small); retrying cannot help.
 		detail := "the image cannot carry a watermark"
 		if errors.Is(err, codec.ErrTooSmall) {
@@ -233,12 +240,9 @@ func (m Media) embed(ctx context.Context, rec *jobstate.Record, pic *imageio.Pic
 		}
 		return jobstate.Output{}, &ProcessError{Code: CodeInvalidImage, Detail: detail, Cause: err}
 	}
-	var buf bytes.Buffer
-	if err := imageio.EncodePNG(&buf, marked, pic.ICC); err != nil {
-		return jobstate.Output{}, &ProcessError{Code: CodeProcessingError, Detail: "the watermarked image could not be encoded", Retryable: true, Cause: err}
-	}
+	buf := bytes.NewReader(res.Data)
 	key := outputKey(rec, "watermarked.png")
-	info, err := m.Blobs.Put(ctx, key, &buf)
+	info, err := m.Blobs.Put(ctx, key, buf)
 	if err != nil {
 		return jobstate.Output{}, &ProcessError{Code: CodeProcessingError, Detail: "the result could not be stored; the attempt is retried",
 			Retryable: true, Cause: err}

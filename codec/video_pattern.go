@@ -28,16 +28,20 @@ type VideoMarker struct {
 	mask   []float32 // smoothed JND per 2×2 block, in 8-bit luma units
 	half   plane     // scratch: the frame reduced 2×2
 	gm     []float32 // scratch: gain × mask of the current frame
+	jnd    []float32 // scratch: the perceptual mask of the current reduced frame
 	frame  int       // frames marked so far
 	gain   float32   // smoothed gain; 0 before the first frame
 	target float64   // mark MSE per pixel the gain aims at
 }
 
 // NewVideoMarker prepares the pattern of id for frames of width×height pixels (odd sizes allowed). The strength
-// is opt.PSNR (default DefaultPSNR) measured on each frame; opt.Uninformed is implied. Frames must have a short
+// is opt.PSNR (default DefaultVideoPSNR) measured on each frame; opt.Uninformed is implied. Frames must have a short
 // side of at least MinVideoSide pixels.
 func (c *Codec) NewVideoMarker(id ID, width, height int, opt EmbedOptions) (*VideoMarker, error) {
-	psnr := targetPSNR(opt)
+	psnr := opt.PSNR
+	if psnr == 0 {
+		psnr = DefaultVideoPSNR
+	}
 	if math.IsNaN(psnr) || psnr < MinPSNR || psnr > MaxPSNR {
 		return nil, fmt.Errorf("codec: PSNR target %.2f dB outside %.0f..%.0f", psnr, MinPSNR, MaxPSNR)
 	}
@@ -45,11 +49,14 @@ func (c *Codec) NewVideoMarker(id ID, width, height int, opt EmbedOptions) (*Vid
 		return nil, fmt.Errorf("%w: %dx%d, a video frame's short side must be at least %d pixels", ErrTooSmall,
 			width, height, MinVideoSide)
 	}
-	ones := newPlane(width, height)
-	for i := range ones.pix {
-		ones.pix[i] = 1
+	ws := videoWaxel(width, height)
+	ones := &mask{bs: maskBlock(ws)}
+	ones.w, ones.h = (width+ones.bs-1)/ones.bs, (height+ones.bs-1)/ones.bs
+	ones.v = make([]float32, ones.w*ones.h)
+	for i := range ones.v {
+		ones.v[i] = 1
 	}
-	r := newRenderer(ones, videoWaxel(width, height), c.layout.tilePattern(convEncode(frameBits(id)), nil))
+	r := newRenderer(ones, width, height, ws, c.layout.tilePattern(convEncode(frameBits(id)), nil))
 	m := &VideoMarker{w: width, h: height, hw: (width + 1) / 2, hh: (height + 1) / 2,
 		pat: make([]float32, width*height)}
 	for y := 0; y < height; y++ {
@@ -64,6 +71,7 @@ func (c *Codec) NewVideoMarker(id ID, width, height int, opt EmbedOptions) (*Vid
 	}
 	m.mask = make([]float32, m.hw*m.hh)
 	m.gm = make([]float32, m.hw*m.hh)
+	m.jnd = make([]float32, m.hw*m.hh)
 	m.half = newPlane(m.hw, m.hh)
 	// Rounding to integer code values adds about 1/12 to the error of every sample; leave room for it.
 	mse := 255 * 255 / math.Pow(10, (psnr+psnrAim)/10)
@@ -84,6 +92,11 @@ func videoWaxel(w, h int) float64 {
 	}
 	return 2 * waxelSize(w, h)
 }
+
+// DefaultVideoPSNR is the mark's strength per frame when EmbedOptions.PSNR is 0: video coding at the default CRF
+// and detection summing many frames were measured at this level (bench/README.md, "Video"); the image codec's
+// default is a perceptual strength with a lower PSNR floor, which does not transfer to re-encoded frames.
+const DefaultVideoPSNR = 42.0
 
 // MinVideoSide is the smallest short side NewVideoMarker accepts: one tile of 2-pixel waxels needs 256 pixels, and
 // combining frames at detection makes up for a partial tile down to half of that.
@@ -189,10 +202,15 @@ func (m *VideoMarker) reduce(rowAt func(y int, out []float32)) {
 
 // update folds the JND of the reduced frame into the smoothed mask and returns the frame's gain, itself smoothed.
 func (m *VideoMarker) update() float32 {
-	j := jndPlane(m.half)
+	// The image codec's perceptual mask of the reduced frame, per pixel of it (blocks of 2 reduced pixels).
+	mk := newMask(m.half, 1, DefaultStrength)
+	cx0, cx1, cf := mk.columns(m.hw)
+	for y := 0; y < m.hh; y++ {
+		mk.rowInto(y, cx0, cx1, cf, m.jnd[y*m.hw:(y+1)*m.hw])
+	}
 	first := m.gain == 0
 	var e float64
-	for i, v := range j.pix {
+	for i, v := range m.jnd {
 		if first {
 			m.mask[i] = v
 		} else {

@@ -35,8 +35,8 @@ func TestVideoMarkerStrengthAndSteadiness(t *testing.T) {
 			d := float64(frame[i]) - float64(host[i])
 			sse += d * d
 		}
-		if psnr := 10 * math.Log10(255*255/(sse/float64(w*h))); psnr < DefaultPSNR-0.5 || psnr > DefaultPSNR+1.5 {
-			t.Errorf("frame %d: PSNR %.2f dB, target %.0f", f, psnr, DefaultPSNR)
+		if psnr := 10 * math.Log10(255*255/(sse/float64(w*h))); psnr < DefaultVideoPSNR-0.5 || psnr > DefaultVideoPSNR+1.5 {
+			t.Errorf("frame %d: PSNR %.2f dB, target %.0f", f, psnr, DefaultVideoPSNR)
 		}
 		if prev != nil {
 			for i := range frame {
