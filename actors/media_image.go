@@ -14,8 +14,8 @@ import (
 	"filigrane/actors/jobstate"
 	"filigrane/codec"
 	"filigrane/codec/imageio"
-	"filigrane/internal/problem"
 	"filigrane/codec/markfile"
+	"filigrane/internal/problem"
 	"filigrane/persistence"
 )
 
