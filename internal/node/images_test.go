@@ -146,27 +146,10 @@ func balance(t *testing.T, f *fixture, org string) (int64, int64) {
 // polling the API, keeps the test off the plan's per-minute request limit.
 func waitResult(t *testing.T, f *fixture, key, resultURL string) response {
 	t.Helper()
-<<<<<<< HEAD
 	id := path.Base(path.Dir(resultURL)) // /watermarks/jobs/<id>/result or /watermarks/detection-jobs/<id>/result
 	ak, err := actors.Keys{Store: f.n.Store(), Clock: f.clk}.Authenticate(context.Background(), key)
 	if err != nil {
 		t.Fatalf("key of %s: %v", resultURL, err)
-=======
-	deadline := time.Now().Add(60 * time.Second)
-	// Back off: every poll counts against the plan's request rate (20 a minute on the fixture's frozen clock),
-	// and an embed that is verified after encoding can take a second on a busy machine.
-	pause := 20 * time.Millisecond
-	for {
-		r := call(t, "GET", f.base+resultURL, key, nil)
-		if r.status != 202 {
-			return r
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("job %s still pending", resultURL)
-		}
-		time.Sleep(pause)
-		pause = min(2*pause, 500*time.Millisecond)
->>>>>>> codec2
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
