@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"image"
 	"image/color"
 	"image/color/palette"
@@ -19,6 +18,8 @@ import (
 
 	"golang.org/x/image/bmp"
 	"golang.org/x/image/tiff"
+
+	"filigrane/codec/imageio/imageiotest"
 )
 
 // pattern returns a w x h test image: a horizontal gradient in red, a vertical one in green, a constant blue.
@@ -562,26 +563,6 @@ func TestAnimatedGIF(t *testing.T) {
 	}
 }
 
-// pngHeaderOnly returns a PNG that announces w x h pixels but holds one tiny IDAT.
-func pngHeaderOnly(w, h uint32) []byte {
-	var b bytes.Buffer
-	b.WriteString("\x89PNG\r\n\x1a\n")
-	chunk := func(typ string, data []byte) {
-		binary.Write(&b, binary.BigEndian, uint32(len(data)))
-		c := append([]byte(typ), data...)
-		b.Write(c)
-		binary.Write(&b, binary.BigEndian, crc32.ChecksumIEEE(c))
-	}
-	ihdr := make([]byte, 13)
-	binary.BigEndian.PutUint32(ihdr, w)
-	binary.BigEndian.PutUint32(ihdr[4:], h)
-	ihdr[8], ihdr[9] = 8, 2
-	chunk("IHDR", ihdr)
-	chunk("IDAT", []byte{0x78, 0x9c, 0x03, 0x00, 0x00, 0x00, 0x00, 0x01})
-	chunk("IEND", nil)
-	return b.Bytes()
-}
-
 func TestLimits(t *testing.T) {
 	small := pattern(20, 20)
 	inputs := map[string][]byte{
@@ -613,7 +594,7 @@ func TestLimits(t *testing.T) {
 	}
 
 	// A 60000 x 60000 PNG bomb (10.8 GB of pixels) in a few dozen bytes is refused without allocating.
-	bomb := pngHeaderOnly(60000, 60000)
+	bomb := imageiotest.PNGHeaderOnly(60000, 60000, 8, 2)
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
 	_, err := Decode(bytes.NewReader(bomb), Limits{})
@@ -668,7 +649,7 @@ func FuzzDecode(f *testing.F) {
 		writePNM(src, '6', 255), writePNM(src, '2', 65535),
 		withJPEGSegments(encodeWith(f, func(b *bytes.Buffer) error { return jpeg.Encode(b, src, nil) }),
 			jpegSegment(0xE1, exifOrientation(6, true)), jpegSegment(0xE2, append([]byte("ICC_PROFILE\x00\x01\x01"), fakeICC("RGB ", 140)...))),
-		pngHeaderOnly(1<<20, 1<<20),
+		imageiotest.PNGHeaderOnly(1<<20, 1<<20, 8, 2),
 		[]byte("GIF89a"), []byte("RIFF\x00\x00\x00\x00WEBPVP8X"), []byte("P6\n"), []byte("\xff\xd8\xff"),
 	}
 	for _, name := range []string{"lossless.webp", "lossy.webp", "lossy_alpha.webp", "cmyk.jpg"} {
@@ -680,7 +661,7 @@ func FuzzDecode(f *testing.F) {
 	if prog, err := os.ReadFile("testdata/progressive.jpg"); err == nil {
 		seeds = append(seeds, repeatLastScan(f, prog, 3), repeatLastScan(f, prog, MaxJPEGScans))
 	}
-	seeds = append(seeds, pngWithChunks(f, 40, 3), scanBomb(64, 3), scanBomb(64, MaxJPEGScans))
+	seeds = append(seeds, pngWithChunks(f, 40, 3), imageiotest.ScanBomb(64, 3), imageiotest.ScanBomb(64, MaxJPEGScans))
 	for _, s := range seeds {
 		f.Add(s)
 		f.Add(s[:len(s)/2])

@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"golang.org/x/image/tiff"
+
+	"filigrane/codec/imageio/imageiotest"
 )
 
 // repeatLastScan returns a progressive JPEG whose last scan (SOS segment and its entropy data) is repeated n
@@ -36,45 +38,12 @@ func repeatLastScan(t testing.TB, jpg []byte, n int) []byte {
 	return append(out, 0xFF, 0xD9)
 }
 
-// scanBomb builds a side×side gray progressive JPEG whose DC scan is followed by scans AC scans that each
-// skip every block with a few end-of-band runs: 18 bytes per scan, yet image/jpeg walks all blocks in each
-// (2048×2048 with 1000 scans: 26 kB, 9 s of CPU).
-func scanBomb(side, scans int) []byte {
-	var b bytes.Buffer
-	seg := func(m byte, p []byte) {
-		b.Write([]byte{0xFF, m, byte((len(p) + 2) >> 8), byte(len(p) + 2)})
-		b.Write(p)
-	}
-	b.Write([]byte{0xFF, 0xD8})
-	q := bytes.Repeat([]byte{1}, 65)
-	q[0] = 0
-	seg(0xDB, q)
-	seg(0xC2, []byte{8, byte(side >> 8), byte(side), byte(side >> 8), byte(side), 1, 1, 0x11, 0})
-	// One-symbol Huffman tables: DC category 0, and AC EOB run 0xE0 (a run of 2^14 plus 14 bits).
-	seg(0xC4, append([]byte{0x00, 1}, append(make([]byte, 15), 0x00)...))
-	seg(0xC4, append([]byte{0x10, 1}, append(make([]byte, 15), 0xE0)...))
-	blocks := (side / 8) * (side / 8)
-	seg(0xDA, []byte{1, 1, 0x00, 0, 0, 0})
-	b.Write(make([]byte, (blocks+7)/8)) // one zero bit (DC difference 0) per block
-	for s := 0; s < scans; s++ {
-		seg(0xDA, []byte{1, 1, 0x00, 1, 63, 0})
-		bits := 15 * ((blocks + 16383) / 16384) // runs of 16384 blocks: symbol bit + 14 zero bits
-		d := make([]byte, (bits+7)/8)
-		if r := bits % 8; r != 0 {
-			d[len(d)-1] = byte(0xFF >> r) // pad with ones
-		}
-		b.Write(d)
-	}
-	b.Write([]byte{0xFF, 0xD9})
-	return b.Bytes()
-}
-
 func TestJPEGScanBomb(t *testing.T) {
 	// The same file with 10 scans is a valid progressive JPEG and decodes.
-	if p, err := DecodeBytes(scanBomb(1024, 10), Limits{}); err != nil || p.Width != 1024 {
+	if p, err := DecodeBytes(imageiotest.ScanBomb(1024, 10), Limits{}); err != nil || p.Width != 1024 {
 		t.Fatalf("10 scans: %v", err)
 	}
-	bomb := scanBomb(2048, 5000)
+	bomb := imageiotest.ScanBomb(2048, 5000)
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
 	_, err := DecodeBytes(bomb, Limits{})

@@ -4,9 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/binary"
 	"encoding/json"
-	"hash/crc32"
 	"image"
 	"image/png"
 	"net"
@@ -15,6 +13,7 @@ import (
 	"time"
 
 	"filigrane/actors"
+	"filigrane/codec/imageio/imageiotest"
 	"filigrane/internal/node"
 )
 
@@ -32,58 +31,6 @@ func grayPNG(t *testing.T, w, h int) []byte {
 	return b.Bytes()
 }
 
-// pngHeader16 returns a PNG whose header announces w×h RGBA pixels of 16 bits with one empty IDAT.
-func pngHeader16(w, h uint32) []byte {
-	var b bytes.Buffer
-	b.WriteString("\x89PNG\r\n\x1a\n")
-	chunk := func(typ string, data []byte) {
-		binary.Write(&b, binary.BigEndian, uint32(len(data)))
-		c := append([]byte(typ), data...)
-		b.Write(c)
-		binary.Write(&b, binary.BigEndian, crc32.ChecksumIEEE(c))
-	}
-	ihdr := make([]byte, 13)
-	binary.BigEndian.PutUint32(ihdr, w)
-	binary.BigEndian.PutUint32(ihdr[4:], h)
-	ihdr[8], ihdr[9] = 16, 6
-	chunk("IHDR", ihdr)
-	chunk("IDAT", []byte{0x78, 0x9c, 0x03, 0x00, 0x00, 0x00, 0x00, 0x01})
-	chunk("IEND", nil)
-	return b.Bytes()
-}
-
-// scanBomb builds a side×side gray progressive JPEG with scans AC scans that each skip every block with a few
-// end-of-band runs (18 bytes a scan): image/jpeg walks all blocks in every scan, 9 s of CPU for 1000 scans
-// at 2048×2048. (codec/imageio's tests build the same file.)
-func scanBomb(side, scans int) []byte {
-	var b bytes.Buffer
-	seg := func(m byte, p []byte) {
-		b.Write([]byte{0xFF, m, byte((len(p) + 2) >> 8), byte(len(p) + 2)})
-		b.Write(p)
-	}
-	b.Write([]byte{0xFF, 0xD8})
-	q := bytes.Repeat([]byte{1}, 65)
-	q[0] = 0
-	seg(0xDB, q)
-	seg(0xC2, []byte{8, byte(side >> 8), byte(side), byte(side >> 8), byte(side), 1, 1, 0x11, 0})
-	seg(0xC4, append([]byte{0x00, 1}, append(make([]byte, 15), 0x00)...))
-	seg(0xC4, append([]byte{0x10, 1}, append(make([]byte, 15), 0xE0)...))
-	blocks := (side / 8) * (side / 8)
-	seg(0xDA, []byte{1, 1, 0x00, 0, 0, 0})
-	b.Write(make([]byte, (blocks+7)/8))
-	for s := 0; s < scans; s++ {
-		seg(0xDA, []byte{1, 1, 0x00, 1, 63, 0})
-		bits := 15 * ((blocks + 16383) / 16384)
-		d := make([]byte, (bits+7)/8)
-		if r := bits % 8; r != 0 {
-			d[len(d)-1] = byte(0xFF >> r)
-		}
-		b.Write(d)
-	}
-	b.Write([]byte{0xFF, 0xD9})
-	return b.Bytes()
-}
-
 // TestDecodeBudgets runs synchronous detections on a node with a 600 MiB decode budget: each costly file gets
 // a clear answer within seconds, and only the detections that answered 200 are charged.
 func TestDecodeBudgets(t *testing.T) {
@@ -93,7 +40,7 @@ func TestDecodeBudgets(t *testing.T) {
 	charged := int64(0)
 
 	// 5,000 scans (a 90 kB file): refused from the marker walk, before any scan is decoded.
-	r := post(t, url, f.keyA, "", scanBomb(2048, 5000), "")
+	r := post(t, url, f.keyA, "", imageiotest.ScanBomb(2048, 5000), "")
 	if p := decodeProblem(t, r); r.status != 422 || p.Code != "image_too_complex" {
 		t.Fatalf("many scans: %d %+v", r.status, p)
 	}
@@ -114,7 +61,7 @@ func TestDecodeBudgets(t *testing.T) {
 	charged++
 
 	// 190 MP of 16-bit RGBA needs more than the whole budget: 413 at once, nothing decoded.
-	r = post(t, url, f.keyA, "", pngHeader16(19000, 10000), "")
+	r = post(t, url, f.keyA, "", imageiotest.PNGHeaderOnly(19000, 10000, 16, 6), "")
 	if p := decodeProblem(t, r); r.status != 413 || p.Code != "image_too_large" {
 		t.Fatalf("over the budget: %d %+v", r.status, p)
 	}
