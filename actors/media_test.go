@@ -201,3 +201,12 @@ func (zeros) Read(p []byte) (int, error) {
 	clear(p)
 	return len(p), nil
 }
+
+// TestImagePixelLimitsMatchTable: the image decoder's bounds are the table's.
+func TestImagePixelLimitsMatchTable(t *testing.T) {
+	k, _ := mediakind.ByMedia(jobstate.MediaImage)
+	if k.MaxPixels(jobstate.OperationEmbed) != actors.MaxImagePixels || k.MaxPixels(jobstate.OperationDetect) != actors.MaxDetectPixels {
+		t.Fatalf("table %d/%d, decoder %d/%d", k.MaxPixels(jobstate.OperationEmbed), k.MaxPixels(jobstate.OperationDetect),
+			actors.MaxImagePixels, actors.MaxDetectPixels)
+	}
+}
