@@ -25,6 +25,7 @@ import (
 const benchUsage = `usage:
   filigrane bench codec [flags]   watermark quality, robustness, false positives, speed and memory
   filigrane bench api [flags]     load test of the HTTP API
+  filigrane bench video [flags]   video adapter: robustness on real clips, false positives, speed vs plain ffmpeg
 
 Run "filigrane bench codec -h" for its flags; bench/README.md explains the method.
 `
@@ -39,6 +40,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return runBenchCodec(ctx, args[1:], stdout, stderr)
 	case "api":
 		return runBenchAPI(ctx, args[1:], stdout, stderr)
+	case "video":
+		return runBenchVideo(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, benchUsage)
 		return 0

@@ -16,16 +16,22 @@ import (
 
 	"filigrane/codec"
 	"filigrane/codec/imageio"
+	"filigrane/codec/video"
 )
 
 const codecUsage = `usage:
   filigrane codec embed --data '{"k":"v"}' [--psnr 42] [--key-file F] IN OUT.png
+  filigrane codec embed --data '{"k":"v"}' [--psnr 42] [--crf 18] [--preset medium] IN.mp4|IN.mov OUT
   filigrane codec detect [--key-file F] IN
 
 embed marks IN with the watermark id of the JSON object given by --data (SHA-256 of its RFC 8785 canonical
 form; --data @FILE reads it from FILE) and writes OUT as PNG (the only output format; EXIF orientation is
 applied to the pixels, ICC profile, alpha and 16-bit depth are kept; of an animated GIF only the first frame is
 marked). It prints the watermark id and the measured PSNR.
+
+Video (.mp4, .mov, .m4v by extension): every frame is marked and re-encoded with x264 (--crf, --preset);
+OUT keeps the container, audio is copied, rotation and metadata are kept; ffmpeg and ffprobe must be installed
+(scripts/setup.sh). Video detection reports one unit per second of video.
 
 detect prints the detection result as JSON: watermarked, confidence, watermark_id (null when nothing was
 recovered) and units.
@@ -169,6 +175,8 @@ func codecEmbed(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	data := f.fs.String("data", "", "the JSON object whose id is embedded (required; @FILE reads a file)")
 	psnr := f.fs.Float64("psnr", codec.DefaultPSNR, fmt.Sprintf("target PSNR in dB (%g to %g)", codec.MinPSNR, codec.MaxPSNR))
 	asJSON := f.fs.Bool("json", false, "print the result as JSON")
+	crf := f.fs.Int("crf", video.DefaultCRF, "video only: x264 constant rate factor of the re-encode")
+	preset := f.fs.String("preset", video.DefaultPreset, "video only: x264 preset of the re-encode")
 	pos, err := parseInterleaved(f.fs, args)
 	if err != nil {
 		return 2
@@ -190,6 +198,15 @@ func codecEmbed(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if *psnr < codec.MinPSNR || *psnr > codec.MaxPSNR {
 		fmt.Fprintf(stderr, "filigrane codec embed: --psnr %g outside %g..%g\n", *psnr, codec.MinPSNR, codec.MaxPSNR)
 		return 2
+	}
+	if isVideoPath(in) {
+		c, err := f.codec(stderr)
+		if err != nil {
+			fmt.Fprintln(stderr, "filigrane codec embed:", err)
+			return 2
+		}
+		opt := video.Options{PSNR: *psnr, CRF: *crf, Preset: *preset}
+		return videoEmbed(ctx, c, in, out, id, opt, *asJSON, stdout, stderr)
 	}
 	if ext := strings.ToLower(filepath.Ext(out)); ext != ".png" {
 		fmt.Fprintf(stderr, "filigrane codec embed: the output is always PNG; name it *.png, not %q\n", out)
@@ -278,6 +295,9 @@ func codecDetect(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	if err != nil {
 		fmt.Fprintln(stderr, "filigrane codec detect:", err)
 		return 2
+	}
+	if isVideoPath(pos[0]) {
+		return videoDetect(ctx, c, pos[0], stdout, stderr)
 	}
 	pic, err := readPicture(pos[0], f.maxPixels)
 	if err != nil {
