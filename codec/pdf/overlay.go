@@ -1,0 +1,297 @@
+package pdf
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/pdfcpu/pdfcpu/pkg/pdfcpu/types"
+
+	"filigrane/codec"
+)
+
+// tileOversample is how many image pixels the overlay tile has per waxel: the codec renders its mark by bilinear
+// interpolation between waxel centres, and a 2× image keeps that shape (smoother, hence less visible, than one
+// flat square per waxel) while the whole tile stays a few kilobytes.
+const tileOversample = 2
+
+// overlayAlpha returns the soft mask of the overlay tile for id: the darkening, in 8-bit levels, that a black
+// image drawn through it applies to a white page, strength·(1−p)/2 for the codec's interpolated chip value p.
+// Darkening where the chip is negative and leaving the page alone where it is positive gives a pattern of
+// amplitude strength/2 around a uniform tint of strength/2 levels, which is what the detector correlates with.
+func overlayAlpha(c *codec.Codec, id codec.ID, strength float64) []byte {
+	t := c.OverlayTile(id)
+	const n = codec.TileSide * tileOversample
+	out := make([]byte, n*n)
+	wrap := func(i int) int { return ((i % codec.TileSide) + codec.TileSide) % codec.TileSide }
+	for py := 0; py < n; py++ {
+		v := (float64(py)+0.5)/tileOversample - 0.5
+		j0 := math.Floor(v)
+		fy := v - j0
+		r0 := t[wrap(int(j0))*codec.TileSide:]
+		r1 := t[wrap(int(j0)+1)*codec.TileSide:]
+		for px := 0; px < n; px++ {
+			u := (float64(px)+0.5)/tileOversample - 0.5
+			i0 := math.Floor(u)
+			fx := u - i0
+			a, b := wrap(int(i0)), wrap(int(i0)+1)
+			top := float64(r0[a]) + fx*float64(r0[b]-r0[a])
+			bot := float64(r1[a]) + fx*float64(r1[b]-r1[a])
+			p := max(-1, min(1, top+fy*(bot-top)))
+			out[py*n+px] = uint8(math.Round(strength * (1 - p) / 2))
+		}
+	}
+	return out
+}
+
+// overlayWriter adds the overlay objects to one document: one tile image (shared by all pages), one form
+// XObject per page size drawing the tile over the page, and per page a q/Q wrapper around the original content
+// followed by a call of the form.
+type overlayWriter struct {
+	d        *document
+	tile     types.IndirectRef
+	forms    map[[2]float64]formRef
+	prefix   types.IndirectRef
+	suffixes map[string]types.IndirectRef
+	resCopy  map[[2]int]resCopy // (original indirect resource dict, form) → its copy with the overlay form
+}
+
+type resCopy struct {
+	ref  types.IndirectRef
+	name string
+}
+
+type formRef struct {
+	ref   types.IndirectRef
+	tiles int
+}
+
+func newOverlayWriter(d *document, c *codec.Codec, id codec.ID, strength float64) (*overlayWriter, error) {
+	xt := d.ctx.XRefTable
+	const n = codec.TileSide * tileOversample
+	mask, err := xt.NewStreamDictForBuf(overlayAlpha(c, id, strength))
+	if err != nil {
+		return nil, err
+	}
+	imageDict(mask.Dict, n)
+	if err := mask.Encode(); err != nil {
+		return nil, fmt.Errorf("encode overlay mask: %w", err)
+	}
+	maskRef, err := xt.IndRefForNewObject(*mask)
+	if err != nil {
+		return nil, err
+	}
+	// The colour of the image is black everywhere: the soft mask alone carries the pattern.
+	img, err := xt.NewStreamDictForBuf(make([]byte, n*n))
+	if err != nil {
+		return nil, err
+	}
+	imageDict(img.Dict, n)
+	img.Dict["SMask"] = *maskRef
+	if err := img.Encode(); err != nil {
+		return nil, fmt.Errorf("encode overlay image: %w", err)
+	}
+	imgRef, err := xt.IndRefForNewObject(*img)
+	if err != nil {
+		return nil, err
+	}
+	prefix, err := xt.StreamDictIndRef([]byte("q\n"))
+	if err != nil {
+		return nil, err
+	}
+	return &overlayWriter{d: d, tile: *imgRef, forms: map[[2]float64]formRef{}, prefix: *prefix,
+		suffixes: map[string]types.IndirectRef{}, resCopy: map[[2]int]resCopy{}}, nil
+}
+
+func imageDict(d types.Dict, n int) {
+	d["Type"] = types.Name("XObject")
+	d["Subtype"] = types.Name("Image")
+	d["Width"] = types.Integer(n)
+	d["Height"] = types.Integer(n)
+	d["ColorSpace"] = types.Name("DeviceGray")
+	d["BitsPerComponent"] = types.Integer(8)
+}
+
+func num(v float64) string {
+	return strconv.FormatFloat(math.Round(v*10000)/10000, 'f', -1, 64)
+}
+
+// form returns the form XObject that draws the tile grid over a w×h page (origin at its lower-left corner).
+// The waxel is 1/512 of the short side and the grid starts at the top-left corner, where renderers start the
+// raster, so that a rendering presents the pattern exactly as the codec would have embedded it in the image.
+func (o *overlayWriter) form(w, h float64) (formRef, error) {
+	key := [2]float64{math.Round(w*1000) / 1000, math.Round(h*1000) / 1000}
+	if f, ok := o.forms[key]; ok {
+		return f, nil
+	}
+	ws := min(w, h) / codec.OverlayWaxelsPerShortSide
+	t := ws * codec.TileSide
+	nx, ny := int(math.Ceil(w/t-1e-9)), int(math.Ceil(h/t-1e-9))
+	var b strings.Builder
+	fmt.Fprintf(&b, "0 0 %s %s re W n\n", num(w), num(h))
+	for j := 0; j < ny; j++ {
+		for i := 0; i < nx; i++ {
+			fmt.Fprintf(&b, "q %s 0 0 %s %s %s cm /T Do Q\n", num(t), num(t), num(float64(i)*t), num(h-float64(j+1)*t))
+		}
+	}
+	xt := o.d.ctx.XRefTable
+	sd, err := xt.NewStreamDictForBuf([]byte(b.String()))
+	if err != nil {
+		return formRef{}, err
+	}
+	sd.Dict["Type"] = types.Name("XObject")
+	sd.Dict["Subtype"] = types.Name("Form")
+	sd.Dict["BBox"] = types.NewNumberArray(0, 0, w, h)
+	sd.Dict["Resources"] = types.Dict{"XObject": types.Dict{"T": o.tile}}
+	if err := sd.Encode(); err != nil {
+		return formRef{}, err
+	}
+	ref, err := xt.IndRefForNewObject(*sd)
+	if err != nil {
+		return formRef{}, err
+	}
+	f := formRef{ref: *ref, tiles: nx * ny}
+	o.forms[key] = f
+	return f, nil
+}
+
+// page adds the overlay to page p and returns what it drew.
+func (o *overlayWriter) page(p int) (PageUnit, error) {
+	xt := o.d.ctx.XRefTable
+	pd, _, attrs, err := xt.PageDict(p, false)
+	if err != nil || pd == nil {
+		return PageUnit{}, &Error{Code: CodeBroken, Reason: fmt.Sprintf("page %d cannot be read", p), Err: err}
+	}
+	box := visibleBox(attrs.MediaBox, attrs.CropBox)
+	if box == nil {
+		return PageUnit{}, refuse(CodeBroken, "page %d has no valid media box", p)
+	}
+	w, h := box.Width(), box.Height()
+	if max(w, h) > o.d.lim.MaxPageSide {
+		return PageUnit{}, refuse(CodeTooLarge, "page %d is %.0f×%.0f points, above the limit of %.0f", p, w, h, o.d.lim.MaxPageSide)
+	}
+	if min(w, h) < 36 {
+		return PageUnit{}, refuse(CodeTooLarge, "page %d is %.1f×%.1f points, too small to carry a mark", p, w, h)
+	}
+	f, err := o.form(w, h)
+	if err != nil {
+		return PageUnit{}, err
+	}
+	name, err := o.resources(pd, attrs.Resources, f.ref)
+	if err != nil {
+		return PageUnit{}, err
+	}
+	suffix, err := o.suffix(box.LL.X, box.LL.Y, name)
+	if err != nil {
+		return PageUnit{}, err
+	}
+	contents := types.Array{o.prefix}
+	if c, ok := pd["Contents"]; ok && c != nil {
+		obj, err := xt.Dereference(c)
+		if err != nil {
+			return PageUnit{}, &Error{Code: CodeBroken, Reason: fmt.Sprintf("page %d has unreadable content", p), Err: err}
+		}
+		switch v := obj.(type) {
+		case types.Array:
+			contents = append(contents, v...)
+		case types.StreamDict:
+			contents = append(contents, c)
+		case nil:
+		default:
+			return PageUnit{}, refuse(CodeBroken, "page %d has content of type %T", p, obj)
+		}
+	}
+	contents = append(contents, suffix)
+	pd["Contents"] = contents
+	return PageUnit{Index: p - 1, Width: w, Height: h, Tiles: f.tiles}, nil
+}
+
+// visibleBox is the crop box clipped to the media box, which is what viewers and renderers show.
+func visibleBox(media, crop *types.Rectangle) *types.Rectangle {
+	if media == nil {
+		return nil
+	}
+	r := *media
+	if r.LL.X > r.UR.X {
+		r.LL.X, r.UR.X = r.UR.X, r.LL.X
+	}
+	if r.LL.Y > r.UR.Y {
+		r.LL.Y, r.UR.Y = r.UR.Y, r.LL.Y
+	}
+	if crop != nil {
+		c := *crop
+		if c.LL.X > c.UR.X {
+			c.LL.X, c.UR.X = c.UR.X, c.LL.X
+		}
+		if c.LL.Y > c.UR.Y {
+			c.LL.Y, c.UR.Y = c.UR.Y, c.LL.Y
+		}
+		r.LL.X, r.LL.Y = max(r.LL.X, c.LL.X), max(r.LL.Y, c.LL.Y)
+		r.UR.X, r.UR.Y = min(r.UR.X, c.UR.X), min(r.UR.Y, c.UR.Y)
+	}
+	if !(r.Width() > 0 && r.Height() > 0) || math.IsInf(r.Width(), 0) || math.IsInf(r.Height(), 0) {
+		return nil
+	}
+	return &r
+}
+
+func (o *overlayWriter) suffix(x0, y0 float64, name string) (types.IndirectRef, error) {
+	s := fmt.Sprintf("\nQ\nq 1 0 0 1 %s %s cm /%s Do Q\n", num(x0), num(y0), name)
+	if r, ok := o.suffixes[s]; ok {
+		return r, nil
+	}
+	r, err := o.d.ctx.XRefTable.StreamDictIndRef([]byte(s))
+	if err != nil {
+		return types.IndirectRef{}, err
+	}
+	o.suffixes[s] = *r
+	return *r, nil
+}
+
+// resources gives the page its own resource dictionary: a shallow copy of the one it used (its own or inherited),
+// with the overlay form added to the XObjects under a name not taken. Pages that shared an indirect resource
+// dictionary share the copy. It returns the name.
+func (o *overlayWriter) resources(pd, inherited types.Dict, form types.IndirectRef) (string, error) {
+	xt := o.d.ctx.XRefTable
+	orig, own := pd["Resources"]
+	var src types.Dict
+	cacheKey := [2]int{-1, form.ObjectNumber.Value()}
+	if own {
+		if ref, ok := orig.(types.IndirectRef); ok {
+			cacheKey[0] = ref.ObjectNumber.Value()
+			if c, ok := o.resCopy[cacheKey]; ok {
+				pd["Resources"] = c.ref
+				return c.name, nil
+			}
+		}
+		src = o.d.dict(orig)
+	} else {
+		src = inherited
+	}
+	res := types.Dict{}
+	for k, v := range src {
+		res[k] = v
+	}
+	xobj := types.Dict{}
+	for k, v := range o.d.dict(res["XObject"]) {
+		xobj[k] = v
+	}
+	name := "Fg"
+	for i := 1; xobj[name] != nil; i++ {
+		name = "Fg" + strconv.Itoa(i)
+	}
+	xobj[name] = form
+	res["XObject"] = xobj
+	if cacheKey[0] >= 0 {
+		ref, err := xt.IndRefForNewObject(res)
+		if err != nil {
+			return "", err
+		}
+		o.resCopy[cacheKey] = resCopy{ref: *ref, name: name}
+		pd["Resources"] = *ref
+		return name, nil
+	}
+	pd["Resources"] = res
+	return name, nil
+}
