@@ -17,33 +17,57 @@ import (
 const tileOversample = 2
 
 // overlayAlpha returns the soft mask of the overlay tile for id: the darkening, in 8-bit levels, that a black
-// image drawn through it applies to a white page, strength·(1−p)/2 for the codec's interpolated chip value p.
-// Darkening where the chip is negative and leaving the page alone where it is positive gives a pattern of
-// amplitude strength/2 around a uniform tint of strength/2 levels, which is what the detector correlates with.
+// image drawn through it applies to a white page.
+//
+// The chips are first high-passed with the detector's own whitening kernel (each waxel minus the mean of its 8
+// neighbours, cyclically over the tile). The detector discards what that kernel removes, so the smooth part of a
+// random chip pattern costs visibility and buys nothing; removed, the pattern is fine-grained noise, which the
+// eye sees least. Then the values are interpolated bilinearly between waxel centres, as the codec renders its
+// mark, and mapped one-sided: strength·(1−q)/2 with q the filtered value scaled to ±1, so that the page is
+// darkened by 0 to strength levels, never lightened (nothing is lighter than paper).
 func overlayAlpha(c *codec.Codec, id codec.ID, strength float64) []byte {
-	t := c.OverlayTile(id)
-	const n = codec.TileSide * tileOversample
+	const side = codec.TileSide
+	chips := c.OverlayTile(id)
+	wrap := func(i int) int { return ((i % side) + side) % side }
+	t := make([]float64, len(chips))
+	for j := 0; j < side; j++ {
+		for i := 0; i < side; i++ {
+			var n float64
+			for dj := -1; dj <= 1; dj++ {
+				for di := -1; di <= 1; di++ {
+					if di != 0 || dj != 0 {
+						n += float64(chips[wrap(j+dj)*side+wrap(i+di)])
+					}
+				}
+			}
+			t[j*side+i] = (float64(chips[j*side+i]) - n/8) / highPassPeak
+		}
+	}
+	const n = side * tileOversample
 	out := make([]byte, n*n)
-	wrap := func(i int) int { return ((i % codec.TileSide) + codec.TileSide) % codec.TileSide }
 	for py := 0; py < n; py++ {
 		v := (float64(py)+0.5)/tileOversample - 0.5
 		j0 := math.Floor(v)
 		fy := v - j0
-		r0 := t[wrap(int(j0))*codec.TileSide:]
-		r1 := t[wrap(int(j0)+1)*codec.TileSide:]
+		r0 := t[wrap(int(j0))*side:]
+		r1 := t[wrap(int(j0)+1)*side:]
 		for px := 0; px < n; px++ {
 			u := (float64(px)+0.5)/tileOversample - 0.5
 			i0 := math.Floor(u)
 			fx := u - i0
 			a, b := wrap(int(i0)), wrap(int(i0)+1)
-			top := float64(r0[a]) + fx*float64(r0[b]-r0[a])
-			bot := float64(r1[a]) + fx*float64(r1[b]-r1[a])
-			p := max(-1, min(1, top+fy*(bot-top)))
-			out[py*n+px] = uint8(math.Round(strength * (1 - p) / 2))
+			top := r0[a] + fx*(r0[b]-r0[a])
+			bot := r1[a] + fx*(r1[b]-r1[a])
+			q := max(-1, min(1, top+fy*(bot-top)))
+			out[py*n+px] = uint8(math.Round(strength * (1 - q) / 2))
 		}
 	}
 	return out
 }
+
+// highPassPeak scales the high-passed chips (standard deviation 1.06, extremes ±2) so that values beyond ±1.5,
+// a few percent of the waxels, saturate rather than spend the darkening range on rare peaks.
+const highPassPeak = 1.5
 
 // overlayWriter adds the overlay objects to one document: one tile image (shared by all pages), one form
 // XObject per page size drawing the tile over the page, and per page a q/Q wrapper around the original content
