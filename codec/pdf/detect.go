@@ -195,7 +195,7 @@ func (a *Adapter) repair(ctx context.Context, src, dst string, lim Limits) error
 	rctx, cancel := context.WithTimeout(ctx, lim.ParseTimeout)
 	defer cancel()
 	script := fmt.Sprintf(`ulimit -v %d 2>/dev/null; exec "$0" "$@"`, max(lim.RenderMemory>>10, 64<<10))
-	cmd := exec.CommandContext(rctx, "/bin/sh", "-c", script, a.mutool(), "clean", "-q", src, dst)
+	cmd := exec.CommandContext(rctx, "/bin/sh", "-c", script, a.mutool(), "clean", src, dst)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = time.Second

@@ -52,10 +52,14 @@ func (a *Adapter) open(ctx context.Context, src string, forEmbed bool) (*documen
 	if err := sniff(src); err != nil {
 		return nil, err
 	}
+	if err := checkNesting(src, lim.MaxDepth); err != nil {
+		return nil, err
+	}
 	doc := &document{path: src, inBytes: st.Size(), lim: lim, codec: a.Codec}
-	pctx, perr := readContext(ctx, src, lim)
+	// Parse, refuse, validate; a file that fails to parse or validate gets one repair pass (MuPDF rebuilds broken
+	// cross-reference tables and streams) and is then read again from the start.
+	perr := doc.load(ctx, src, forEmbed)
 	if perr != nil && !isRefusal(perr) && ctx.Err() == nil {
-		// One repair pass: MuPDF rebuilds broken cross-reference tables and streams.
 		dir, err := os.MkdirTemp("", "filigrane-pdf-repair-")
 		if err != nil {
 			return nil, fmt.Errorf("pdf: repair: %w", err)
@@ -64,12 +68,11 @@ func (a *Adapter) open(ctx context.Context, src string, forEmbed bool) (*documen
 		fixed := filepath.Join(dir, "repaired.pdf")
 		if rerr := a.repair(ctx, src, fixed, lim); rerr == nil {
 			if st2, err := os.Stat(fixed); err == nil && st2.Size() <= 2*lim.MaxBytes {
-				if pctx2, err2 := readContext(ctx, fixed, lim); err2 == nil {
-					pctx, perr = pctx2, nil
+				doc.info = Info{}
+				if err2 := doc.load(ctx, fixed, forEmbed); err2 == nil || isRefusal(err2) {
+					perr = err2
 					doc.path = fixed
 					doc.info.Repaired = true
-				} else if isRefusal(err2) {
-					perr = err2
 				}
 			}
 		}
@@ -84,12 +87,29 @@ func (a *Adapter) open(ctx context.Context, src string, forEmbed bool) (*documen
 		}
 		return nil, &Error{Code: CodeBroken, Reason: "the PDF structure is broken and could not be repaired", Err: perr}
 	}
-	doc.ctx = pctx
-	if err := doc.inspect(forEmbed); err != nil {
-		doc.close()
-		return nil, err
-	}
 	return doc, nil
+}
+
+// load parses path into d, runs the refusal checks on the raw objects (before validation, which may rewrite or
+// reject exactly the parts the checks look at), then validates.
+func (d *document) load(ctx context.Context, path string, forEmbed bool) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("pdf: parser failure: %v", r)
+		}
+	}()
+	pctx, err := readContext(ctx, path, d.lim)
+	if err != nil {
+		return err
+	}
+	d.ctx = pctx
+	if err := d.inspect(forEmbed); err != nil {
+		return err
+	}
+	if err := safeValidate(pctx); err != nil {
+		return err
+	}
+	return nil
 }
 
 func isRefusal(err error) bool {
@@ -175,14 +195,10 @@ func readContext(ctx context.Context, path string, lim Limits) (*model.Context, 
 	if c.XRefTable.Encrypt != nil || c.XRefTable.E != nil {
 		return nil, refuse(CodeEncrypted, "the PDF is encrypted (even if it opens without a password, a rewrite would drop its protection); remove the encryption and send it again")
 	}
-	if c.XRefTable.Version() == model.V20 {
-		// pdfcpu reads PDF 2.0 as well; nothing to do, noted for clarity.
-		_ = c
-	}
 	return c, nil
 }
 
-// safeRead runs pdfcpu's reader and validator, turning a panic inside them into an error: hostile input must not
+// safeRead runs pdfcpu's reader, turning a panic inside them into an error: hostile input must not
 // bring the process down.
 func safeRead(ctx context.Context, f *os.File, conf *model.Configuration) (c *model.Context, err error) {
 	defer func() {
@@ -190,17 +206,21 @@ func safeRead(ctx context.Context, f *os.File, conf *model.Configuration) (c *mo
 			c, err = nil, fmt.Errorf("pdf: parser failure: %v", r)
 		}
 	}()
-	c, err = pdfcpu.ReadWithContext(ctx, f, conf)
-	if err != nil {
-		return nil, err
-	}
-	if c.XRefTable.Encrypt != nil {
-		return c, nil
-	}
+	return pdfcpu.ReadWithContext(ctx, f, conf)
+}
+
+// safeValidate runs pdfcpu's relaxed validation (which also completes the page tree and resource
+// information the writer relies on), turning a panic into an error.
+func safeValidate(c *model.Context) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("pdf: validator failure: %v", r)
+		}
+	}()
 	if err := api.ValidateContext(c); err != nil {
-		return nil, fmt.Errorf("validate: %w", err)
+		return fmt.Errorf("validate: %w", err)
 	}
-	return c, nil
+	return nil
 }
 
 func isLimitError(err error) bool {
@@ -212,8 +232,14 @@ func isLimitError(err error) bool {
 // inspect fills doc.info and refuses what must not be marked.
 func (d *document) inspect(forEmbed bool) error {
 	xt := d.ctx.XRefTable
+	if xt.Root == nil {
+		return errors.New("pdf: no document catalog")
+	}
 	if err := xt.EnsurePageCount(); err != nil {
-		return &Error{Code: CodeBroken, Reason: "the page tree is broken", Err: err}
+		if isLimitError(err) || errors.Is(err, model.ErrMaxRecursionDepthExceeded) {
+			return &Error{Code: CodeTooLarge, Reason: "the page tree exceeds a parsing budget (decoded stream size or nesting)", Err: err}
+		}
+		return fmt.Errorf("pdf: page tree: %w", err)
 	}
 	d.info.Pages = xt.PageCount
 	d.info.Version = xt.VersionString()
