@@ -70,14 +70,16 @@ type Result struct {
 	// False positives: unmarked pages and documents detected as marked.
 	FPPages, FPPagesN, FPDocs, FPDocsN int
 	// Speed.
-	EmbedPagesPerSec      float64
-	EmbedDoc              string
-	EmbedPages            int
-	DetectIntactMs        float64
-	DetectRenderPagesPerS float64
-	DetectRenderPages     int
-	SizeRatioMax          float64
-	SizeRatioMedian       float64
+	EmbedPagesPerSec           float64
+	EmbedPagesPerCPUSec        float64
+	DetectRenderPagesPerCPUSec float64
+	EmbedDoc                   string
+	EmbedPages                 int
+	DetectIntactMs             float64
+	DetectRenderPagesPerS      float64
+	DetectRenderPages          int
+	SizeRatioMax               float64
+	SizeRatioMedian            float64
 }
 
 // DocResult is one document's row.

@@ -141,15 +141,22 @@ func num(v float64) string {
 	return strconv.FormatFloat(math.Round(v*10000)/10000, 'f', -1, 64)
 }
 
+// minWaxelPt is the smallest waxel drawn, in points: 2 pixels at the 150 dpi detection rendering. The image
+// detector expects waxels of shortSide/512 pixels on images with a short side of 1024 pixels or more and of
+// 2 pixels below that, so pages with a short side under 491.5 points (A5, slides, cards) get 2-pixel waxels at
+// 150 dpi, which also survive rasterisation and JPEG far better than the sub-pixel waxels that 1/512 of their
+// short side would give.
+const minWaxelPt = 2 * 72.0 / 150
+
 // form returns the form XObject that draws the tile grid over a w×h page (origin at its lower-left corner).
-// The waxel is 1/512 of the short side and the grid starts at the top-left corner, where renderers start the
+// The waxel is 1/512 of the short side (at least minWaxelPt) and the grid starts at the top-left corner, where renderers start the
 // raster, so that a rendering presents the pattern exactly as the codec would have embedded it in the image.
 func (o *overlayWriter) form(w, h float64) (formRef, error) {
 	key := [2]float64{math.Round(w*1000) / 1000, math.Round(h*1000) / 1000}
 	if f, ok := o.forms[key]; ok {
 		return f, nil
 	}
-	ws := min(w, h) / codec.OverlayWaxelsPerShortSide
+	ws := max(min(w, h)/codec.OverlayWaxelsPerShortSide, minWaxelPt)
 	t := ws * codec.TileSide
 	nx, ny := int(math.Ceil(w/t-1e-9)), int(math.Ceil(h/t-1e-9))
 	var b strings.Builder
