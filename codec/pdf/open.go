@@ -91,7 +91,7 @@ func (a *Adapter) open(ctx context.Context, src string, forEmbed bool) (*documen
 }
 
 // load parses path into d, runs the refusal checks on the raw objects (before validation, which may rewrite or
-// reject exactly the parts the checks look at), then validates.
+// reject exactly the parts the checks look at), then, for embedding, validates (the writer relies on it).
 func (d *document) load(ctx context.Context, path string, forEmbed bool) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -106,10 +106,10 @@ func (d *document) load(ctx context.Context, path string, forEmbed bool) (err er
 	if err := d.inspect(forEmbed); err != nil {
 		return err
 	}
-	if err := safeValidate(pctx); err != nil {
-		return err
+	if !forEmbed {
+		return nil // detection reads the structural mark or renders with mutool: no pdfcpu writing follows
 	}
-	return nil
+	return safeValidate(pctx)
 }
 
 func isRefusal(err error) bool {
@@ -253,15 +253,17 @@ func (d *document) inspect(forEmbed bool) error {
 	if err != nil {
 		return &Error{Code: CodeBroken, Reason: "the document catalog is missing", Err: err}
 	}
-	d.info.Signed = d.signed(root)
-	d.info.XFA = d.xfa(root)
-	d.info.JavaScript = d.javascript(root)
 	if id, ok := d.structuralMark(root); ok {
 		d.info.Marked, d.info.MarkedID = true, id
 	}
 	if !forEmbed {
+		// Detection neither writes the file nor runs its scripts: the checks below (a walk over every page's
+		// annotations) would only cost time.
 		return nil
 	}
+	d.info.Signed = d.signed(root)
+	d.info.XFA = d.xfa(root)
+	d.info.JavaScript = d.javascript(root)
 	switch {
 	case d.info.Signed:
 		return refuse(CodeSigned, "the PDF is digitally signed; marking it rewrites the file, which would invalidate the signatures. Mark the unsigned document and sign afterwards")

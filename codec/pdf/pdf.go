@@ -173,9 +173,9 @@ const (
 
 // Info describes a PDF as Probe found it.
 type Info struct {
-	Pages      int
-	Version    string
-	Encrypted  bool
+	Pages   int
+	Version string
+	// Signed, XFA and JavaScript are what Embed refuses (Probe refuses them too, with the reason).
 	Signed     bool
 	XFA        bool
 	JavaScript bool
