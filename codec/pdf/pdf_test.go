@@ -457,3 +457,30 @@ func firstLinkURI(t *testing.T, c *model.Context) string {
 	}
 	return uri
 }
+
+func TestRotatedAndCroppedPagesAreDetected(t *testing.T) {
+	a := testAdapter(t)
+	ctx := context.Background()
+	for name, ext := range map[string]string{
+		"rotate90":  "/Rotate 90",
+		"rotate180": "/Rotate 180",
+		"cropbox":   "/CropBox [40 60 560 740]",
+		"small":     "/CropBox [100 100 400 350]",
+	} {
+		t.Run(name, func(t *testing.T) {
+			src := writeTemp(t, "in.pdf", makeDoc(docSpec{pages: 1, pageExt: ext}))
+			dst := filepath.Join(t.TempDir(), "out.pdf")
+			id := testID(name)
+			if _, err := a.Embed(ctx, src, dst, id, Options{}); err != nil {
+				t.Fatal(err)
+			}
+			d, err := a.DetectRendered(ctx, dst)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !d.Watermarked || *d.WatermarkID != id.String() {
+				t.Fatalf("not recovered: %+v", d.Units)
+			}
+		})
+	}
+}
