@@ -16,16 +16,21 @@ import (
 // flat square per waxel) while the whole tile stays a few kilobytes.
 const tileOversample = 2
 
-// overlayAlpha returns the soft mask of the overlay tile for id: the darkening, in 8-bit levels, that a black
-// image drawn through it applies to a white page.
+// overlayLevels is how many gray levels the overlay tile uses: at the default strength of 4 each step changes
+// the page by one 8-bit level, and few levels keep the tile a few kilobytes after Flate.
+const overlayLevels = 5
+
+// overlayGray returns the overlay tile for id: a gray image that is drawn over the page at the constant opacity
+// strength/255. Compositing gives page + strength·(c/255 − page/255) for tile value c: on white paper the page
+// darkens by strength·(1−q)/2 where q < 1, on black it lightens by strength·(1+q)/2, in between both, so the
+// pattern keeps its full swing on any background while white paper is never lightened.
 //
 // The chips are first high-passed with the detector's own whitening kernel (each waxel minus the mean of its 8
 // neighbours, cyclically over the tile). The detector discards what that kernel removes, so the smooth part of a
 // random chip pattern costs visibility and buys nothing; removed, the pattern is fine-grained noise, which the
 // eye sees least. Then the values are interpolated bilinearly between waxel centres, as the codec renders its
-// mark, and mapped one-sided: strength·(1−q)/2 with q the filtered value scaled to ±1, so that the page is
-// darkened by 0 to strength levels, never lightened (nothing is lighter than paper).
-func overlayAlpha(c *codec.Codec, id codec.ID, strength float64) []byte {
+// mark, and quantised to overlayLevels gray levels: c = 255·(1+q)/2 with q the filtered value scaled to ±1.
+func overlayGray(c *codec.Codec, id codec.ID) []byte {
 	const side = codec.TileSide
 	chips := c.OverlayTile(id)
 	wrap := func(i int) int { return ((i % side) + side) % side }
@@ -59,7 +64,8 @@ func overlayAlpha(c *codec.Codec, id codec.ID, strength float64) []byte {
 			top := r0[a] + fx*(r0[b]-r0[a])
 			bot := r1[a] + fx*(r1[b]-r1[a])
 			q := max(-1, min(1, top+fy*(bot-top)))
-			out[py*n+px] = uint8(math.Round(strength * (1 - q) / 2))
+			step := math.Round((1 + q) / 2 * (overlayLevels - 1))
+			out[py*n+px] = uint8(math.Round(step * 255 / (overlayLevels - 1)))
 		}
 	}
 	return out
@@ -75,6 +81,7 @@ const highPassPeak = 1.5
 type overlayWriter struct {
 	d        *document
 	tile     types.IndirectRef
+	gstate   types.IndirectRef // constant opacity strength/255
 	forms    map[[2]float64]formRef
 	prefix   types.IndirectRef
 	suffixes map[string]types.IndirectRef
@@ -94,25 +101,11 @@ type formRef struct {
 func newOverlayWriter(d *document, c *codec.Codec, id codec.ID, strength float64) (*overlayWriter, error) {
 	xt := d.ctx.XRefTable
 	const n = codec.TileSide * tileOversample
-	mask, err := xt.NewStreamDictForBuf(overlayAlpha(c, id, strength))
-	if err != nil {
-		return nil, err
-	}
-	imageDict(mask.Dict, n)
-	if err := mask.Encode(); err != nil {
-		return nil, fmt.Errorf("encode overlay mask: %w", err)
-	}
-	maskRef, err := xt.IndRefForNewObject(*mask)
-	if err != nil {
-		return nil, err
-	}
-	// The colour of the image is black everywhere: the soft mask alone carries the pattern.
-	img, err := xt.NewStreamDictForBuf(make([]byte, n*n))
+	img, err := xt.NewStreamDictForBuf(overlayGray(c, id))
 	if err != nil {
 		return nil, err
 	}
 	imageDict(img.Dict, n)
-	img.Dict["SMask"] = *maskRef
 	if err := img.Encode(); err != nil {
 		return nil, fmt.Errorf("encode overlay image: %w", err)
 	}
@@ -120,11 +113,16 @@ func newOverlayWriter(d *document, c *codec.Codec, id codec.ID, strength float64
 	if err != nil {
 		return nil, err
 	}
+	alpha := types.Float(strength / 255)
+	gs, err := xt.IndRefForNewObject(types.Dict{"Type": types.Name("ExtGState"), "ca": alpha, "CA": alpha})
+	if err != nil {
+		return nil, err
+	}
 	prefix, err := xt.StreamDictIndRef([]byte("q\n"))
 	if err != nil {
 		return nil, err
 	}
-	return &overlayWriter{d: d, tile: *imgRef, forms: map[[2]float64]formRef{}, prefix: *prefix,
+	return &overlayWriter{d: d, tile: *imgRef, gstate: *gs, forms: map[[2]float64]formRef{}, prefix: *prefix,
 		suffixes: map[string]types.IndirectRef{}, resCopy: map[[2]int]resCopy{}}, nil
 }
 
@@ -160,7 +158,7 @@ func (o *overlayWriter) form(w, h float64) (formRef, error) {
 	t := ws * codec.TileSide
 	nx, ny := int(math.Ceil(w/t-1e-9)), int(math.Ceil(h/t-1e-9))
 	var b strings.Builder
-	fmt.Fprintf(&b, "0 0 %s %s re W n\n", num(w), num(h))
+	fmt.Fprintf(&b, "0 0 %s %s re W n /A gs\n", num(w), num(h))
 	for j := 0; j < ny; j++ {
 		for i := 0; i < nx; i++ {
 			fmt.Fprintf(&b, "q %s 0 0 %s %s %s cm /T Do Q\n", num(t), num(t), num(float64(i)*t), num(h-float64(j+1)*t))
@@ -174,7 +172,7 @@ func (o *overlayWriter) form(w, h float64) (formRef, error) {
 	sd.Dict["Type"] = types.Name("XObject")
 	sd.Dict["Subtype"] = types.Name("Form")
 	sd.Dict["BBox"] = types.NewNumberArray(0, 0, w, h)
-	sd.Dict["Resources"] = types.Dict{"XObject": types.Dict{"T": o.tile}}
+	sd.Dict["Resources"] = types.Dict{"XObject": types.Dict{"T": o.tile}, "ExtGState": types.Dict{"A": o.gstate}}
 	if err := sd.Encode(); err != nil {
 		return formRef{}, err
 	}
