@@ -104,7 +104,7 @@ func Run(ctx context.Context, cfg Config, docs []Doc) (*Result, error) {
 		cfg.PagesPerDoc = 4
 	}
 	if cfg.FPPagesPerDoc == 0 {
-		cfg.FPPagesPerDoc = 12
+		cfg.FPPagesPerDoc = 16
 	}
 	a := &pdf.Adapter{Codec: c}
 	res := &Result{DocExact: map[string]*Tally{}, PageDense: map[string]*Tally{}, PageSparse: map[string]*Tally{}}
@@ -509,7 +509,9 @@ func Visual(ctx context.Context, orig, marked string, page int, out string) erro
 	if err != nil {
 		return err
 	}
-	w, h := a.Rect.Dx(), a.Rect.Dy()
+	// A band of 500 rows from the upper part of the page keeps the picture small enough to commit.
+	y0 := a.Rect.Dy() / 8
+	w, h := a.Rect.Dx(), min(500, a.Rect.Dy()-y0)
 	const gap = 8
 	canvas := image.NewGray(image.Rect(0, 0, 3*w+2*gap, h))
 	for i := range canvas.Pix {
@@ -517,9 +519,10 @@ func Visual(ctx context.Context, orig, marked string, page int, out string) erro
 	}
 	for y := 0; y < h; y++ {
 		for x := 0; x < w; x++ {
-			canvas.SetGray(x, y, a.GrayAt(x, y))
-			canvas.SetGray(w+gap+x, y, b.GrayAt(x, y))
-			d := 128 + 16*(int(b.GrayAt(x, y).Y)-int(a.GrayAt(x, y).Y))
+			ov, mv := a.GrayAt(x, y0+y), b.GrayAt(x, y0+y)
+			canvas.SetGray(x, y, ov)
+			canvas.SetGray(w+gap+x, y, mv)
+			d := 128 + 16*(int(mv.Y)-int(ov.Y))
 			canvas.SetGray(2*(w+gap)+x, y, color.Gray{Y: uint8(max(0, min(255, d)))})
 		}
 	}

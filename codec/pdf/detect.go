@@ -2,6 +2,7 @@ package pdf
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
@@ -9,6 +10,8 @@ import (
 	"os/exec"
 	"runtime"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -22,6 +25,9 @@ import (
 func (a *Adapter) Detect(ctx context.Context, src string) (codec.Detection, error) {
 	if a.Codec == nil {
 		return codec.Detection{}, errors.New("pdf: adapter without a codec")
+	}
+	if id, pages, ok := a.quickStructural(ctx, src); ok {
+		return structuralDetection(id, pages), nil
 	}
 	doc, err := a.open(ctx, src, false)
 	if err != nil {
@@ -45,6 +51,68 @@ func (a *Adapter) DetectRendered(ctx context.Context, src string) (codec.Detecti
 	}
 	defer doc.close()
 	return a.detectRendered(ctx, doc)
+}
+
+// quickStructural reads the structural mark and the page count without parsing the whole file: mutool loads
+// objects lazily, so this costs tens of milliseconds whatever the document's size. Anything unexpected (no
+// mutool, no mark, a MAC that does not verify, a page count out of bounds) answers false and the full path runs.
+func (a *Adapter) quickStructural(ctx context.Context, src string) (codec.ID, int, bool) {
+	lim := a.Limits.withDefaults()
+	if st, err := os.Stat(src); err != nil || !st.Mode().IsRegular() || st.Size() > lim.MaxBytes || sniff(src) != nil {
+		return codec.ID{}, 0, false
+	}
+	if _, err := exec.LookPath(a.mutool()); err != nil {
+		return codec.ID{}, 0, false
+	}
+	qctx, cancel := context.WithTimeout(ctx, lim.PageTimeout)
+	defer cancel()
+	script := fmt.Sprintf(`ulimit -v %d 2>/dev/null; exec "$0" "$@"`, max(lim.RenderMemory>>10, 64<<10))
+	cmd := exec.CommandContext(qctx, "/bin/sh", "-c", script, a.mutool(), "show", src, "trailer/Root/Pages/Count",
+		"trailer/Info/"+infoKey, "trailer/Root/PieceInfo/"+pieceKey+"/Private/ID",
+		"trailer/Root/PieceInfo/"+pieceKey+"/Private/MAC")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = time.Second
+	var out limitedBuffer
+	cmd.Stdout = &out
+	if err := cmd.Run(); err != nil {
+		return codec.ID{}, 0, false
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 4 {
+		return codec.ID{}, 0, false
+	}
+	pages, err := strconv.Atoi(strings.TrimSpace(lines[0]))
+	if err != nil || pages < 1 || pages > lim.MaxPages {
+		return codec.ID{}, 0, false
+	}
+	if rest, ok := strings.CutPrefix(showString(lines[1]), infoPrefix); ok {
+		if idHex, macHex, ok := strings.Cut(rest, ":"); ok {
+			if id, ok := verifyStructural(a.Codec, idHex, macHex); ok {
+				return id, pages, true
+			}
+		}
+	}
+	if id, ok := verifyStructural(a.Codec, showString(lines[2]), showString(lines[3])); ok {
+		return id, pages, true
+	}
+	return codec.ID{}, 0, false
+}
+
+// showString decodes a string as mutool show prints it: (literal) with backslash escapes, or <hex>.
+func showString(s string) string {
+	s = strings.TrimSpace(s)
+	switch {
+	case len(s) >= 2 && s[0] == '(' && s[len(s)-1] == ')':
+		return s[1 : len(s)-1] // the mark is hex digits and colons: no escapes to undo
+	case len(s) >= 2 && s[0] == '<' && s[len(s)-1] == '>':
+		b, err := hex.DecodeString(s[1 : len(s)-1])
+		if err != nil {
+			return ""
+		}
+		return string(b)
+	}
+	return ""
 }
 
 func structuralDetection(id codec.ID, pages int) codec.Detection {

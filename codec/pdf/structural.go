@@ -35,16 +35,7 @@ func (d *document) readStructural(root types.Dict, c *codec.Codec) (codec.ID, bo
 	if c == nil {
 		return codec.ID{}, false
 	}
-	verify := func(idHex, macHex string) (codec.ID, bool) {
-		idb, err1 := hex.DecodeString(idHex)
-		mac, err2 := hex.DecodeString(macHex)
-		if err1 != nil || err2 != nil || len(idb) != len(codec.ID{}) || len(mac) != macBytes {
-			return codec.ID{}, false
-		}
-		var id codec.ID
-		copy(id[:], idb)
-		return id, hmac.Equal(mac, structuralMAC(c, id))
-	}
+	verify := func(idHex, macHex string) (codec.ID, bool) { return verifyStructural(c, idHex, macHex) }
 	if pi := d.dict(root["PieceInfo"]); pi != nil {
 		if priv := d.dict(d.dict(pi[pieceKey])["Private"]); priv != nil {
 			if id, ok := verify(d.text(priv["ID"]), d.text(priv["MAC"])); ok {
@@ -65,6 +56,18 @@ func (d *document) readStructural(root types.Dict, c *codec.Codec) (codec.ID, bo
 		}
 	}
 	return codec.ID{}, false
+}
+
+// verifyStructural parses a hex id and MAC and checks the MAC under the deployment key.
+func verifyStructural(c *codec.Codec, idHex, macHex string) (codec.ID, bool) {
+	idb, err1 := hex.DecodeString(idHex)
+	mac, err2 := hex.DecodeString(macHex)
+	if c == nil || err1 != nil || err2 != nil || len(idb) != len(codec.ID{}) || len(mac) != macBytes {
+		return codec.ID{}, false
+	}
+	var id codec.ID
+	copy(id[:], idb)
+	return id, hmac.Equal(mac, structuralMAC(c, id))
 }
 
 func (d *document) text(o types.Object) string {
