@@ -101,7 +101,7 @@ type Limits struct {
 func DefaultLimits() Limits {
 	return Limits{
 		MaxBytes:        64 << 20,
-		MaxPages:        5000,
+		MaxPages:        10000,
 		MaxPageSide:     14400,
 		MaxDecodeBytes:  256 << 20,
 		MaxObjects:      2_000_000,
