@@ -16,21 +16,20 @@ import (
 // flat square per waxel) while the whole tile stays a few kilobytes.
 const tileOversample = 2
 
-// overlayLevels is how many gray levels the overlay tile uses: at the default strength of 4 each step changes
-// the page by one 8-bit level, and few levels keep the tile a few kilobytes after Flate.
-const overlayLevels = 5
-
-// overlayGray returns the overlay tile for id: a gray image that is drawn over the page at the constant opacity
-// strength/255. Compositing gives page + strength·(c/255 − page/255) for tile value c: on white paper the page
-// darkens by strength·(1−q)/2 where q < 1, on black it lightens by strength·(1+q)/2, in between both, so the
-// pattern keeps its full swing on any background while white paper is never lightened.
+// overlayMasks returns the two soft masks of the overlay tile for id, in 8-bit alpha levels: dark (under a
+// black image) and light (under a white image), dark = strength·(1−q)/2 and light = strength − dark, rounded.
+// Compositing gives page·(1 − dark/255) + (255 − page)·light/255: on white paper the page darkens by dark
+// levels and the white image does nothing; on black the page lightens by light levels; in between both act, so
+// the pattern keeps its swing on any background while white paper is never lightened. The soft masks carry the
+// levels as integers, which every renderer composites exactly (a constant opacity of a few 255ths does not
+// survive MuPDF's fixed-point arithmetic as well).
 //
 // The chips are first high-passed with the detector's own whitening kernel (each waxel minus the mean of its 8
 // neighbours, cyclically over the tile). The detector discards what that kernel removes, so the smooth part of a
 // random chip pattern costs visibility and buys nothing; removed, the pattern is fine-grained noise, which the
 // eye sees least. Then the values are interpolated bilinearly between waxel centres, as the codec renders its
-// mark, and quantised to overlayLevels gray levels: c = 255·(1+q)/2 with q the filtered value scaled to ±1.
-func overlayGray(c *codec.Codec, id codec.ID) []byte {
+// mark; q is the filtered value scaled to ±1.
+func overlayMasks(c *codec.Codec, id codec.ID, strength float64) (dark, light []byte) {
 	const side = codec.TileSide
 	chips := c.OverlayTile(id)
 	wrap := func(i int) int { return ((i % side) + side) % side }
@@ -49,7 +48,7 @@ func overlayGray(c *codec.Codec, id codec.ID) []byte {
 		}
 	}
 	const n = side * tileOversample
-	out := make([]byte, n*n)
+	dark, light = make([]byte, n*n), make([]byte, n*n)
 	for py := 0; py < n; py++ {
 		v := (float64(py)+0.5)/tileOversample - 0.5
 		j0 := math.Floor(v)
@@ -64,11 +63,12 @@ func overlayGray(c *codec.Codec, id codec.ID) []byte {
 			top := r0[a] + fx*(r0[b]-r0[a])
 			bot := r1[a] + fx*(r1[b]-r1[a])
 			q := max(-1, min(1, top+fy*(bot-top)))
-			step := math.Round((1 + q) / 2 * (overlayLevels - 1))
-			out[py*n+px] = uint8(math.Round(step * 255 / (overlayLevels - 1)))
+			d := math.Round(strength * (1 - q) / 2)
+			dark[py*n+px] = uint8(d)
+			light[py*n+px] = uint8(math.Round(strength) - d)
 		}
 	}
-	return out
+	return dark, light
 }
 
 // highPassPeak scales the high-passed chips (standard deviation 1.06, extremes ±2) so that values beyond ±1.5,
@@ -80,8 +80,8 @@ const highPassPeak = 1.5
 // followed by a call of the form.
 type overlayWriter struct {
 	d        *document
-	tile     types.IndirectRef
-	gstate   types.IndirectRef // constant opacity strength/255
+	dark     types.IndirectRef // black image under the dark mask
+	light    types.IndirectRef // white image under the light mask
 	forms    map[[2]float64]formRef
 	prefix   types.IndirectRef
 	suffixes map[string]types.IndirectRef
@@ -101,20 +101,12 @@ type formRef struct {
 func newOverlayWriter(d *document, c *codec.Codec, id codec.ID, strength float64) (*overlayWriter, error) {
 	xt := d.ctx.XRefTable
 	const n = codec.TileSide * tileOversample
-	img, err := xt.NewStreamDictForBuf(overlayGray(c, id))
+	dark, light := overlayMasks(c, id, strength)
+	darkRef, err := maskedImage(d, n, 0, dark)
 	if err != nil {
 		return nil, err
 	}
-	imageDict(img.Dict, n)
-	if err := img.Encode(); err != nil {
-		return nil, fmt.Errorf("encode overlay image: %w", err)
-	}
-	imgRef, err := xt.IndRefForNewObject(*img)
-	if err != nil {
-		return nil, err
-	}
-	alpha := types.Float(strength / 255)
-	gs, err := xt.IndRefForNewObject(types.Dict{"Type": types.Name("ExtGState"), "ca": alpha, "CA": alpha})
+	lightRef, err := maskedImage(d, n, 255, light)
 	if err != nil {
 		return nil, err
 	}
@@ -122,8 +114,43 @@ func newOverlayWriter(d *document, c *codec.Codec, id codec.ID, strength float64
 	if err != nil {
 		return nil, err
 	}
-	return &overlayWriter{d: d, tile: *imgRef, gstate: *gs, forms: map[[2]float64]formRef{}, prefix: *prefix,
+	return &overlayWriter{d: d, dark: darkRef, light: lightRef, forms: map[[2]float64]formRef{}, prefix: *prefix,
 		suffixes: map[string]types.IndirectRef{}, resCopy: map[[2]int]resCopy{}}, nil
+}
+
+// maskedImage adds an n×n image of one gray value drawn through the soft mask alpha.
+func maskedImage(d *document, n int, gray byte, alpha []byte) (types.IndirectRef, error) {
+	xt := d.ctx.XRefTable
+	mask, err := xt.NewStreamDictForBuf(alpha)
+	if err != nil {
+		return types.IndirectRef{}, err
+	}
+	imageDict(mask.Dict, n)
+	if err := mask.Encode(); err != nil {
+		return types.IndirectRef{}, fmt.Errorf("encode overlay mask: %w", err)
+	}
+	maskRef, err := xt.IndRefForNewObject(*mask)
+	if err != nil {
+		return types.IndirectRef{}, err
+	}
+	pix := make([]byte, n*n)
+	for i := range pix {
+		pix[i] = gray
+	}
+	img, err := xt.NewStreamDictForBuf(pix)
+	if err != nil {
+		return types.IndirectRef{}, err
+	}
+	imageDict(img.Dict, n)
+	img.Dict["SMask"] = *maskRef
+	if err := img.Encode(); err != nil {
+		return types.IndirectRef{}, fmt.Errorf("encode overlay image: %w", err)
+	}
+	ref, err := xt.IndRefForNewObject(*img)
+	if err != nil {
+		return types.IndirectRef{}, err
+	}
+	return *ref, nil
 }
 
 func imageDict(d types.Dict, n int) {
@@ -158,10 +185,10 @@ func (o *overlayWriter) form(w, h float64) (formRef, error) {
 	t := ws * codec.TileSide
 	nx, ny := int(math.Ceil(w/t-1e-9)), int(math.Ceil(h/t-1e-9))
 	var b strings.Builder
-	fmt.Fprintf(&b, "0 0 %s %s re W n /A gs\n", num(w), num(h))
+	fmt.Fprintf(&b, "0 0 %s %s re W n\n", num(w), num(h))
 	for j := 0; j < ny; j++ {
 		for i := 0; i < nx; i++ {
-			fmt.Fprintf(&b, "q %s 0 0 %s %s %s cm /T Do Q\n", num(t), num(t), num(float64(i)*t), num(h-float64(j+1)*t))
+			fmt.Fprintf(&b, "q %s 0 0 %s %s %s cm /D Do /L Do Q\n", num(t), num(t), num(float64(i)*t), num(h-float64(j+1)*t))
 		}
 	}
 	xt := o.d.ctx.XRefTable
@@ -172,7 +199,7 @@ func (o *overlayWriter) form(w, h float64) (formRef, error) {
 	sd.Dict["Type"] = types.Name("XObject")
 	sd.Dict["Subtype"] = types.Name("Form")
 	sd.Dict["BBox"] = types.NewNumberArray(0, 0, w, h)
-	sd.Dict["Resources"] = types.Dict{"XObject": types.Dict{"T": o.tile}, "ExtGState": types.Dict{"A": o.gstate}}
+	sd.Dict["Resources"] = types.Dict{"XObject": types.Dict{"D": o.dark, "L": o.light}}
 	if err := sd.Encode(); err != nil {
 		return formRef{}, err
 	}
