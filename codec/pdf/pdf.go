@@ -8,11 +8,12 @@
 //   - structural: the id and a MAC under the deployment key, kept in the catalog's /PieceInfo and the document
 //     information dictionary. It survives byte copies and re-saves (qpdf, mutool clean) and is read without
 //     rendering.
-//   - visual: a faint, key-dependent tile (the image codec's pilot and coded chips for the id) drawn over every
-//     page as a soft-masked black image, so that it darkens the page by at most a few levels. Its waxel is
-//     1/512 of the page's short side, so a rendering of the page at any resolution, or a screenshot of it,
-//     presents the pattern at the geometry the image detector tries first. It survives printing to PDF,
-//     rasterisation and JPEG compression of the page images.
+//   - visual: a faint, key-dependent tile (the image codec's pilot and coded chips for the id, high-passed)
+//     drawn over every page through two soft masks, a black image that darkens white paper by at most
+//     Options.Strength levels and a white one that lightens dark backgrounds by as much. Its waxel is 1/512 of
+//     the page's short side (2 pixels at 150 dpi on small pages), so a rendering of the page at any
+//     resolution, or a screenshot of it, presents the pattern at a geometry the image detector tries first. It
+//     survives printing to PDF, rasterisation and JPEG compression of the page images.
 //
 // Text, vectors, links, outlines, metadata and page geometry are kept: the page content is wrapped in q/Q and
 // the overlay is appended as one shared form XObject per page size.
