@@ -46,7 +46,9 @@ type SyncDetector struct {
 // SyncDetectRequest is one synchronous detection.
 type SyncDetectRequest struct {
 	OrgID, RequestID, BlobKey string
-	Credits                   int64
+	// Kind is the file's kind; images are decoded in memory, other kinds go through their adapter.
+	Kind    mediakind.Kind
+	Credits int64
 	// BudgetWait is how long the detection waits for decode memory before it fails with CodeDecodeBusy.
 	BudgetWait time.Duration
 	// Watch is called once the credits are held (a reservation cut short by a cancel could be placed and
@@ -106,7 +108,13 @@ func (d SyncDetector) Detect(ctx context.Context, req SyncDetectRequest) (codec.
 		settle(false)
 		return codec.Detection{}, &SyncDetectError{Unavailable: "no worker became free in time"}
 	}
-	det, perr := d.Media.DetectStored(c, req.OrgID, req.BlobKey, req.BudgetWait)
+	var det codec.Detection
+	var perr *ProcessError
+	if req.Kind.Media == jobstate.MediaImage {
+		det, perr = d.Media.DetectStored(c, req.OrgID, req.BlobKey, req.BudgetWait)
+	} else {
+		det, perr = d.Media.DetectStoredFile(c, req.Kind, req.OrgID, req.BlobKey)
+	}
 	release()
 	if req.Gone(c) {
 		return gone() // even when detection finished: the client never gets the answer

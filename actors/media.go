@@ -44,26 +44,81 @@ func (m Media) Supports(media jobstate.Media) bool {
 	return ok
 }
 
-// processFile copies the stored input to a temporary file bounded by the kind's limit, runs the adapter, and
-// streams the output back to the blob store. The temporary files are removed on every path.
-func (m Media) processFile(ctx context.Context, rec *jobstate.Record, kind mediakind.Kind, a mediakind.Adapter) (jobstate.Output, *ProcessError) {
+// withInput copies the stored file key to a temporary file bounded by the kind's limit of op and calls fn
+// with its path and the directory fn may write in. The directory is removed on every path.
+func (m Media) withInput(ctx context.Context, kind mediakind.Kind, op jobstate.Operation, key string, fn func(src, dir string) *ProcessError) *ProcessError {
 	dir, err := os.MkdirTemp(m.TempDir, "filigrane-job-")
 	if err != nil {
-		return jobstate.Output{}, retryable("no temporary space to process the file; the attempt is retried", err)
+		return retryable("no temporary space to process the file; the attempt is retried", err)
 	}
 	defer os.RemoveAll(dir)
 	src := filepath.Join(dir, "input"+kind.Extensions[0])
-	if perr := m.copyInput(ctx, rec.Input.BlobKey, src, kind.MaxInput(rec.Operation)); perr != nil {
-		return jobstate.Output{}, perr
+	if perr := m.copyInput(ctx, key, src, kind.MaxInput(op)); perr != nil {
+		return perr
 	}
-	if rec.Operation == jobstate.OperationDetect {
-		return m.detectFile(ctx, rec, a, src)
+	return fn(src, dir)
+}
+
+// ProbeStored probes a stored file of a file kind: the edge learns what limits, deadline and price need
+// before it accepts the request.
+func (m Media) ProbeStored(ctx context.Context, kind mediakind.Kind, op jobstate.Operation, key string) (mediakind.Info, *ProcessError) {
+	a, ok := m.Files[kind.Media]
+	if !ok {
+		return mediakind.Info{}, &ProcessError{Code: CodeProcessingError, Detail: fmt.Sprintf("this deployment cannot process %ss", kind.Noun)}
 	}
+	var info mediakind.Info
+	perr := m.withInput(ctx, kind, op, key, func(src, _ string) *ProcessError {
+		var err error
+		if info, err = a.Probe(ctx, src); err != nil {
+			return adapterError(ctx, kind, err)
+		}
+		return nil
+	})
+	return info, perr
+}
+
+// DetectStoredFile detects on a stored file of a file kind, snapping to the organization's issued ids; the
+// edge's synchronous detection of documents uses it.
+func (m Media) DetectStoredFile(ctx context.Context, kind mediakind.Kind, orgID, key string) (codec.Detection, *ProcessError) {
+	a, ok := m.Files[kind.Media]
+	if !ok {
+		return codec.Detection{}, &ProcessError{Code: CodeProcessingError, Detail: fmt.Sprintf("this deployment cannot process %ss", kind.Noun)}
+	}
+	var det codec.Detection
+	perr := m.withInput(ctx, kind, jobstate.OperationDetect, key, func(src, _ string) *ProcessError {
+		d, err := a.Detect(ctx, src)
+		if err != nil {
+			return adapterError(ctx, kind, err)
+		}
+		if det, err = m.snapIssued(ctx, orgID, d); err != nil {
+			return detectError(err)
+		}
+		return nil
+	})
+	return det, perr
+}
+
+// processFile runs the adapter on a temporary copy of the stored input and streams the output back to the
+// blob store.
+func (m Media) processFile(ctx context.Context, rec *jobstate.Record, kind mediakind.Kind, a mediakind.Adapter) (jobstate.Output, *ProcessError) {
+	var out jobstate.Output
+	perr := m.withInput(ctx, kind, rec.Operation, rec.Input.BlobKey, func(src, dir string) *ProcessError {
+		var perr *ProcessError
+		if rec.Operation == jobstate.OperationDetect {
+			out, perr = m.detectFile(ctx, rec, a, src)
+		} else {
+			out, perr = m.embedFile(ctx, rec, kind, a, src, filepath.Join(dir, "output."+kind.OutputExt))
+		}
+		return perr
+	})
+	return out, perr
+}
+
+func (m Media) embedFile(ctx context.Context, rec *jobstate.Record, kind mediakind.Kind, a mediakind.Adapter, src, dst string) (jobstate.Output, *ProcessError) {
 	id, err := codec.ParseID(rec.WatermarkID)
 	if err != nil {
 		return jobstate.Output{}, &ProcessError{Code: CodeProcessingError, Detail: "bad watermark id on the job"}
 	}
-	dst := filepath.Join(dir, "output."+kind.OutputExt)
 	rep, err := a.Embed(ctx, src, dst, id)
 	if err != nil {
 		return jobstate.Output{}, adapterError(ctx, kind, err)

@@ -16,6 +16,7 @@ import (
 
 	"filigrane/actors"
 	"filigrane/actors/jobstate"
+	"filigrane/actors/mediafiles"
 	"filigrane/actors/mediakind"
 	"filigrane/codec"
 	"filigrane/codec/imageio"
@@ -198,8 +199,18 @@ func (s *Server) probeImage(ctx context.Context, key string, maxPixels int64) (s
 // is decoded.
 func (s *Server) probe(ctx context.Context, kind mediakind.Kind, key string, op jobstate.Operation) (mediakind.Info, *apiError) {
 	if kind.Media != jobstate.MediaImage {
-		// No other kind has an adapter wired to the edge yet, so none of its routes is registered.
-		return mediakind.Info{}, newAPIError(CodeUnsupportedMedia, "%ss cannot be processed yet", kind.Noun)
+		// A file kind's probe reads the whole file through its adapter: a video's price depends on its
+		// duration, and a file the adapter refuses is refused before anything is charged.
+		info, perr := s.cfg.Media.ProbeStored(ctx, kind, op, key)
+		switch {
+		case perr == nil:
+			info.Frames = max(info.Frames, 1)
+			return info, nil
+		case perr.Retryable:
+			s.cfg.Logger.Warn().Err(perr.Cause).Str("blob", key).Msg("probe file")
+			return mediakind.Info{}, newAPIError(CodeUnavailable, "stored file unavailable")
+		}
+		return mediakind.Info{}, &apiError{code: failureStatus(perr.Code), detail: perr.Detail}
 	}
 	format, aerr := s.probeImage(ctx, key, kind.MaxPixels(op))
 	return mediakind.Info{Format: format, Frames: 1}, aerr
@@ -345,7 +356,7 @@ func (s *Server) acceptFile(c context.Context, ctx *fasthttp.RequestCtx, r accep
 			return false, newAPIError(CodeTooLarge, "synchronous detection answers files up to %d bytes; use the async endpoint", limit)
 		}
 		if idem == "" {
-			return false, s.detectNow(c, ctx, p, reqID, file, price)
+			return false, s.detectNow(c, ctx, p, r.kind, reqID, file, price)
 		}
 		// With an Idempotency-Key the detection is recorded, so that the key replays it and bills once: it
 		// becomes a job that this node claims at once and runs in the request (docs/errors.md).
@@ -550,6 +561,10 @@ func failureStatus(code string) Code {
 		return CodeImageTooComplex
 	case actors.CodeDecodeBusy:
 		return CodeDecodeBusy
+	case mediafiles.CodeInvalidVideo, mediafiles.CodeInvalidDocument:
+		return CodeUnsupportedMedia
+	case mediafiles.CodeVideoTooLarge, mediafiles.CodeDocumentTooLarge, actors.CodeFileTooLarge:
+		return CodeFileTooLarge
 	case jobstate.CodeDeadlineExceeded:
 		return CodeDeadlineExceeded
 	case jobstate.CodeWorkerLost:
@@ -638,10 +653,10 @@ const (
 // detectNow runs a synchronous detection that never becomes a job; actors.SyncDetector decides the credit
 // flow (held, then charged or released), this encodes its answer. When the client closes the connection
 // before the answer, the work is cancelled and the hold released: nothing is charged.
-func (s *Server) detectNow(c context.Context, ctx *fasthttp.RequestCtx, p *principal, reqID string, f *storedFile, price int64) *apiError {
+func (s *Server) detectNow(c context.Context, ctx *fasthttp.RequestCtx, p *principal, kind mediakind.Kind, reqID string, f *storedFile, price int64) *apiError {
 	d := actors.SyncDetector{Orgs: s.cfg.Orgs, Pool: s.cfg.Pool, Media: s.cfg.Media, Logger: s.cfg.Logger}
 	det, serr := d.Detect(c, actors.SyncDetectRequest{
-		OrgID: p.Key.OrgID, RequestID: reqID, BlobKey: f.Key, Credits: price, BudgetWait: syncDecodeWait,
+		OrgID: p.Key.OrgID, RequestID: reqID, BlobKey: f.Key, Kind: kind, Credits: price, BudgetWait: syncDecodeWait,
 		Watch: func(c context.Context) (context.Context, func()) { return watchDisconnect(c, ctx) },
 		Gone:  clientGone,
 	})

@@ -17,8 +17,13 @@ import (
 	"github.com/rs/zerolog"
 
 	"filigrane/actors"
+	"filigrane/actors/jobstate"
+	"filigrane/actors/mediafiles"
+	"filigrane/actors/mediakind"
 	"filigrane/cluster"
 	"filigrane/codec"
+	"filigrane/codec/pdf"
+	"filigrane/codec/video"
 	"filigrane/gpu"
 	apihttp "filigrane/http"
 	"filigrane/internal/admin"
@@ -183,7 +188,11 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	reg.MustRegister(actors.JobMessages()...)
 	caller := &actors.LateCaller{}
 	n.decodeBudget = actors.NewDecodeBudget(cfg.DecodeMemory)
-	media := actors.Media{Blobs: blobs, Store: store, Codec: cdc, Catalog: catalog, Budget: n.decodeBudget}
+	media := actors.Media{Blobs: blobs, Store: store, Codec: cdc, Catalog: catalog, Budget: n.decodeBudget,
+		Files: map[jobstate.Media]mediakind.Adapter{
+			jobstate.MediaVideo:    mediafiles.Video{A: &video.Adapter{Codec: cdc}},
+			jobstate.MediaDocument: mediafiles.PDF{A: &pdf.Adapter{Codec: cdc}},
+		}}
 	n.pool = actors.NewPool(caller, media, cfg.Logger.With().Str("component", "workers").Logger(), cfg.NodeName, cfg.Workers, cfg.LeaseDuration)
 	deps := &actors.Deps{
 		Store: store, Clock: cfg.Clock, Catalog: catalog, Logger: cfg.Logger.With().Str("component", "actors").Logger(),
