@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"filigrane/actors/jobstate"
 	"filigrane/actors/mediakind"
 	"filigrane/codec"
 	"filigrane/codec/pdf"
@@ -26,6 +27,13 @@ const (
 
 // Video is the adapter of the video kind.
 type Video struct{ A *video.Adapter }
+
+// NewVideo is the video adapter with the table's bounds of the video kind (ffmpeg and ffprobe from PATH).
+func NewVideo(c *codec.Codec) Video {
+	k, _ := mediakind.ByMedia(jobstate.MediaVideo)
+	return Video{A: &video.Adapter{Codec: c, Limits: video.Limits{
+		MaxDuration: k.Limits.MaxDuration.Seconds(), MaxFrames: k.Limits.MaxFrames}}}
+}
 
 func videoInfo(in video.Info) mediakind.Info {
 	format := strings.ToUpper(in.Container)
@@ -90,6 +98,13 @@ func videoError(err error) error {
 
 // PDF is the adapter of the document kind.
 type PDF struct{ A *pdf.Adapter }
+
+// NewPDF is the PDF adapter with the table's bounds of the document kind (mutool from PATH).
+func NewPDF(c *codec.Codec) PDF {
+	k, _ := mediakind.ByMedia(jobstate.MediaDocument)
+	return PDF{A: &pdf.Adapter{Codec: c, Limits: pdf.Limits{
+		MaxBytes: k.MaxInput(jobstate.OperationDetect), MaxPages: k.Limits.MaxPages}}}
+}
 
 // Probe opens the document and reads its page count.
 func (p PDF) Probe(ctx context.Context, src string) (mediakind.Info, error) {

@@ -38,6 +38,9 @@ type Limits struct {
 	DetectPixels int64
 	// MaxPages bounds a document's pages; 0: not a paged kind.
 	MaxPages int
+	// MaxFrames and MaxDuration bound a video; 0: not a timed kind.
+	MaxFrames   int64
+	MaxDuration time.Duration
 }
 
 // Info is what a probe learns of a file before it is processed: enough to check limits, set the deadline and
@@ -124,6 +127,8 @@ func Table() []Kind {
 				DirectEmbed: 20_000_000, UploadEmbed: 20_000_000,
 				DirectDetect: 40_000_000, UploadDetect: 100_000_000,
 				SyncDetect: 0, // video detection always runs as a job
+				// codec/video's bounds (ten minutes at up to 60 fps); the deadline reaches its 90-minute cap at 240 frames.
+				MaxFrames: 36_000, MaxDuration: 10 * time.Minute,
 			},
 			SyncWait: SyncWait, OutputMIME: "video/mp4", OutputExt: "mp4",
 		},
@@ -263,3 +268,40 @@ func (r *Refusal) Error() string {
 }
 
 func (r *Refusal) Unwrap() error { return r.Err }
+
+// LimitsMarkdown renders the table's limits and prices as the Markdown table of README.md ("Media kinds"),
+// so that the documentation is checked against the table (TestREADMEMatchesTable).
+func LimitsMarkdown() string {
+	mb := func(n int64) string {
+		if n == 0 {
+			return "—"
+		}
+		return fmt.Sprintf("%d MB", n/1_000_000)
+	}
+	var b strings.Builder
+	b.WriteString("| Kind | Routes | Extensions | Direct embed | Embed upload | Direct detect | Detect upload | Sync detect | Bound | Embed price | Output |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, k := range Table() {
+		sync := "up to " + mb(k.Limits.SyncDetect)
+		if !k.SyncDetect() {
+			sync = "always a job"
+		}
+		bound := "—"
+		switch {
+		case k.Limits.EmbedPixels > 0:
+			bound = fmt.Sprintf("%d MP embed, %d MP detect", k.Limits.EmbedPixels/1_000_000, k.Limits.DetectPixels/1_000_000)
+		case k.Limits.MaxPages > 0:
+			bound = fmt.Sprintf("%d pages", k.Limits.MaxPages)
+		case k.Limits.MaxFrames > 0:
+			bound = fmt.Sprintf("%d frames, %v", k.Limits.MaxFrames, k.Limits.MaxDuration)
+		}
+		price := "1 credit per file"
+		if k.Media == jobstate.MediaVideo {
+			price = "1 credit per started minute"
+		}
+		fmt.Fprintf(&b, "| %s | `%s` | %s | %s | %s | %s | %s | %s | %s | %s | `%s` |\n", k.Media, k.RoutePrefix,
+			strings.Join(k.Extensions, " "), mb(k.Limits.DirectEmbed), mb(k.Limits.UploadEmbed), mb(k.Limits.DirectDetect),
+			mb(k.Limits.UploadDetect), sync, bound, price, k.OutputMIME)
+	}
+	return b.String()
+}

@@ -22,8 +22,6 @@ import (
 	"filigrane/actors/mediakind"
 	"filigrane/cluster"
 	"filigrane/codec"
-	"filigrane/codec/pdf"
-	"filigrane/codec/video"
 	"filigrane/gpu"
 	apihttp "filigrane/http"
 	"filigrane/internal/admin"
@@ -190,8 +188,8 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	n.decodeBudget = actors.NewDecodeBudget(cfg.DecodeMemory)
 	media := actors.Media{Blobs: blobs, Store: store, Codec: cdc, Catalog: catalog, Budget: n.decodeBudget,
 		Files: map[jobstate.Media]mediakind.Adapter{
-			jobstate.MediaVideo:    mediafiles.Video{A: &video.Adapter{Codec: cdc}},
-			jobstate.MediaDocument: mediafiles.PDF{A: &pdf.Adapter{Codec: cdc}},
+			jobstate.MediaVideo:    mediafiles.NewVideo(cdc),
+			jobstate.MediaDocument: mediafiles.NewPDF(cdc),
 		}}
 	n.pool = actors.NewPool(caller, media, cfg.Logger.With().Str("component", "workers").Logger(), cfg.NodeName, cfg.Workers, cfg.LeaseDuration)
 	deps := &actors.Deps{
