@@ -140,3 +140,32 @@ func TestDocumentEmbedAndDetect(t *testing.T) {
 		t.Fatalf("balance %d held %d; want %d and nothing held", after, held, before-2)
 	}
 }
+
+// TestVideoDetectFromUpload: a detect upload named .mp4 is a video upload: /watermarks/videos/detect/async
+// uses it (an unmarked clip is reported unmarked), the document endpoint refuses it as another kind.
+func TestVideoDetectFromUpload(t *testing.T) {
+	if _, err := exec.LookPath("ffmpeg"); err != nil {
+		t.Fatal("ffmpeg is not installed (scripts/setup.sh installs it)")
+	}
+	f := newFixture(t)
+	key := f.dev.Secret
+	u := uploaded(t, f, key, "detect", "plain.mp4", tinyMP4(t))
+	wantProblem(t, "video upload at the document endpoint",
+		postUpload(t, f.base+"/watermarks/documents/detect/async", key, "", u.UploadID, ""), 422, "upload_kind_mismatch")
+	r := postUpload(t, f.base+"/watermarks/videos/detect/async", key, "", u.UploadID, "")
+	if r.status != 202 {
+		t.Fatalf("video detect from upload: %d %s", r.status, r.body)
+	}
+	rc := decodeReceipt(t, r)
+	if rc.StatusURL != "/watermarks/jobs/"+rc.RequestID || rc.Operation != "detect" || rc.Format != "MP4" || rc.Credits != 1 {
+		t.Fatalf("receipt %s", r.body)
+	}
+	res := waitResult(t, f, key, rc.ResultURL)
+	var det detection
+	if res.status != 200 || json.Unmarshal(res.body, &det) != nil || det.Watermarked || det.WatermarkID != nil {
+		t.Fatalf("detection of an unmarked clip: %d %s", res.status, res.body)
+	}
+	if g := getUpload(t, f, key, u.UploadID); g.Status != "consumed" || g.RequestID != rc.RequestID {
+		t.Fatalf("upload after use: %+v", g)
+	}
+}
