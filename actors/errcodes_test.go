@@ -4,13 +4,15 @@ import (
 	"testing"
 
 	"filigrane/actors/jobstate"
+	"filigrane/actors/mediafiles"
 	"filigrane/internal/problem"
 )
 
 // jobErrorCodes are the error codes a failed job can carry: those workers report (ProcessError) and those
 // the job state machine sets itself.
 var jobErrorCodes = []string{
-	CodeInvalidImage, CodeImageTooLarge, CodeImageTooComplex, CodeProcessingError, CodeDecodeBusy,
+	CodeInvalidImage, CodeImageTooLarge, CodeImageTooComplex, CodeProcessingError, CodeDecodeBusy, CodeFileTooLarge,
+	mediafiles.CodeInvalidVideo, mediafiles.CodeVideoTooLarge, mediafiles.CodeInvalidDocument, mediafiles.CodeDocumentTooLarge,
 	jobstate.CodeDeadlineExceeded, jobstate.CodeWorkerLost, jobstate.CodeCancelled,
 }
 

@@ -3,7 +3,6 @@ package actors
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"image"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"filigrane/actors/jobstate"
+	"filigrane/actors/mediakind"
 	"filigrane/codec"
 	"filigrane/codec/imageio"
 	"filigrane/codec/markfile"
@@ -56,13 +56,15 @@ type Media struct {
 	PSNR float64
 	// Budget is the node's decode memory; nil leaves decodes unbounded (tools and tests).
 	Budget *DecodeBudget
+	// Files are the adapters of the kinds processed as files on local disk (documents, videos), by media;
+	// a kind without one is refused. Images are decoded in memory (processImage).
+	Files map[jobstate.Media]mediakind.Adapter
+	// TempDir holds the files of file adapters while they work; "" is the system's.
+	TempDir string
 }
 
-// Process implements Processor for image jobs.
-func (m Media) Process(ctx context.Context, rec *jobstate.Record) (jobstate.Output, *ProcessError) {
-	if rec.Media != jobstate.MediaImage {
-		return jobstate.Output{}, &ProcessError{Code: CodeProcessingError, Detail: "only images can be processed yet"}
-	}
+// processImage runs an image job: decoded in memory under the decode budget.
+func (m Media) processImage(ctx context.Context, rec *jobstate.Record) (jobstate.Output, *ProcessError) {
 	if rec.Operation == jobstate.OperationEmbed {
 		// A job waits for decode memory as long as its context lives (the lease is renewed meanwhile).
 		pic, release, perr := m.decodeFull(ctx, ctx, rec.Input.BlobKey)
@@ -241,7 +243,7 @@ func (m Media) embed(ctx context.Context, rec *jobstate.Record, pic *imageio.Pic
 		return jobstate.Output{}, &ProcessError{Code: CodeInvalidImage, Detail: detail, Cause: err}
 	}
 	buf := bytes.NewReader(res.Data)
-	key := outputKey(rec, "watermarked.png")
+	key := OutputKey(rec, "watermarked.png")
 	info, err := m.Blobs.Put(ctx, key, buf)
 	if err != nil {
 		return jobstate.Output{}, &ProcessError{Code: CodeProcessingError, Detail: "the result could not be stored; the attempt is retried",
@@ -258,18 +260,7 @@ func (m Media) detectJob(ctx context.Context, rec *jobstate.Record, img image.Im
 	if err != nil {
 		return jobstate.Output{}, detectError(err)
 	}
-	body, err := json.Marshal(det)
-	if err != nil {
-		return jobstate.Output{}, &ProcessError{Code: CodeProcessingError, Detail: "the detection result could not be encoded", Cause: err}
-	}
-	key := outputKey(rec, "detection.json")
-	info, err := m.Blobs.Put(ctx, key, bytes.NewReader(body))
-	if err != nil {
-		return jobstate.Output{}, &ProcessError{Code: CodeProcessingError, Detail: "the result could not be stored; the attempt is retried",
-			Retryable: true, Cause: err}
-	}
-	return jobstate.Output{BlobKey: key, Size: info.Size, SHA256: info.SHA256, ContentType: "application/json",
-		Filename: "detection.json", Charge: m.Catalog.Prices.Detect, Accelerator: jobstate.AcceleratorCPU}, nil
+	return m.storeDetection(ctx, rec, det, m.Catalog.Prices.Detect)
 }
 
 // DetectImage runs detection and, when the blind decode failed but left a soft word, snaps it to an id the
@@ -287,7 +278,12 @@ func (m Media) DetectImage(ctx context.Context, orgID string, img image.Image) (
 	if err := ctx.Err(); err != nil {
 		return codec.Detection{}, fmt.Errorf("detection not started: %w", err)
 	}
-	det := m.Codec.Detect(img)
+	return m.snapIssued(ctx, orgID, m.Codec.Detect(img))
+}
+
+// snapIssued reports a detection whose blind decode failed but left a soft word as the organization's issued
+// id within the codec's safe distance, if there is one (docs/codec.md).
+func (m Media) snapIssued(ctx context.Context, orgID string, det codec.Detection) (codec.Detection, error) {
 	if det.Watermarked || det.Soft == nil || m.Store == nil {
 		return det, nil
 	}
@@ -334,7 +330,8 @@ func detectError(err error) *ProcessError {
 		Retryable: true, Cause: err}
 }
 
-func outputKey(rec *jobstate.Record, name string) string {
+// OutputKey is the blob key of a job's result file name.
+func OutputKey(rec *jobstate.Record, name string) string {
 	return "outputs/" + rec.OrgID + "/" + rec.RequestID + "/" + name
 }
 

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"time"
+
+	"filigrane/actors/mediakind"
 )
 
 // Plan is what an organization pays for: its limits, its formats and whether it may use a GPU.
@@ -36,16 +38,8 @@ func (p Plan) HasFormat(format string) bool {
 	return false
 }
 
-// Prices are credit costs per unit of work.
-type Prices struct {
-	ImageEmbed          int64 `json:"image_embed"`
-	DocumentEmbed       int64 `json:"document_embed"`
-	VideoEmbedPerMinute int64 `json:"video_embed_per_started_minute"`
-	Detect              int64 `json:"detect"`
-	// GPUHoldMultiplier multiplies the credits held for accelerator=gpu; the charge is the normal price when
-	// the work ran on a CPU.
-	GPUHoldMultiplier int64 `json:"gpu_hold_multiplier"`
-}
+// Prices are credit costs per unit of work; the media-kind table's price rules apply them.
+type Prices = mediakind.Rates
 
 // Catalog is the set of plans and prices of a deployment.
 type Catalog struct {

@@ -3,11 +3,13 @@ package actors
 import (
 	"errors"
 	"fmt"
-	"path"
 	"strings"
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"filigrane/actors/jobstate"
+	"filigrane/actors/mediakind"
 )
 
 // UploadKind is what an upload was created for (spec 4.3): embedding an image, document or video, or a
@@ -73,31 +75,23 @@ var (
 	ErrUploadSize        = errors.New("file size differs from the declared size")
 )
 
-// uploadLimits are the largest files per kind and media, in bytes (spec 8: embed via upload images 50 MB,
-// PDFs 20 MB, video 20 MB; detect via upload 192 MB images, 64 MB PDFs, 100 MB video). MB is 10^6 bytes, as
-// for the direct limits.
-var uploadLimits = map[UploadKind]map[UploadMedia]int64{
-	UploadImage:    {MediaImage: 50_000_000},
-	UploadDocument: {MediaDocument: 20_000_000},
-	UploadVideo:    {MediaVideo: 20_000_000},
-	UploadDetect:   {MediaImage: 192_000_000, MediaDocument: 64_000_000, MediaVideo: 100_000_000},
-}
-
 // MaxUploadSize is the largest file any upload may declare; the upload host refuses larger bodies before
 // routing them.
 const MaxUploadSize = 192_000_000
 
 // UploadLimit is the largest file an upload of kind and media may hold.
-func UploadLimit(kind UploadKind, media UploadMedia) int64 { return uploadLimits[kind][media] }
-
-// detectExtensions maps filename extensions to the media a detect upload holds. A detect upload has no kind
-// of its own, and its size limit depends on the media, so it is decided up front from the name the client
-// declares; the endpoint that uses the upload must then be the one for that media.
-var detectExtensions = map[string]UploadMedia{
-	".jpg": MediaImage, ".jpeg": MediaImage, ".jpe": MediaImage, ".jfif": MediaImage, ".png": MediaImage,
-	".gif": MediaImage, ".webp": MediaImage, ".tif": MediaImage, ".tiff": MediaImage,
-	".pdf": MediaDocument,
-	".mp4": MediaVideo, ".m4v": MediaVideo, ".mov": MediaVideo,
+// It reads the media-kind table: an embed upload holds its own kind's media only, a detect upload any kind's.
+func UploadLimit(kind UploadKind, media UploadMedia) int64 {
+	k, ok := mediakind.ByMedia(jobstate.Media(media))
+	switch {
+	case !ok:
+		return 0
+	case kind == UploadDetect:
+		return k.Limits.UploadDetect
+	case UploadMedia(kind) == media:
+		return k.Limits.UploadEmbed
+	}
+	return 0
 }
 
 // UploadLock is a request's claim on a received upload.
@@ -211,9 +205,11 @@ func UploadMediaOf(kind UploadKind, filename string) (UploadMedia, error) {
 	case UploadVideo:
 		return MediaVideo, nil
 	case UploadDetect:
-		ext := strings.ToLower(path.Ext(filename))
-		if m, ok := detectExtensions[ext]; ok {
-			return m, nil
+		// A detect upload has no kind of its own, and its size limit depends on the media, so it is decided up
+		// front from the name the client declares; the endpoint that uses the upload must then be the one for
+		// that media.
+		if k, ok := mediakind.ByFilename(filename); ok {
+			return UploadMedia(k.Media), nil
 		}
 		return "", fmt.Errorf("%w: a detect upload's filename needs the extension of an image (.jpg, .png, .webp, .gif, .tiff), a PDF (.pdf) or a video (.mp4, .mov, .m4v)", ErrUploadInvalid)
 	}

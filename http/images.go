@@ -2,7 +2,6 @@ package http
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -17,31 +16,32 @@ import (
 
 	"filigrane/actors"
 	"filigrane/actors/jobstate"
+	"filigrane/actors/mediakind"
 	"filigrane/codec"
 	"filigrane/codec/imageio"
 	"filigrane/internal/problem"
 	"filigrane/persistence"
 )
 
-// Limits of direct image requests. Embedding takes 20 MB (spec 8); detection is not given a direct limit by
-// the spec, we take 40 MB ("files over 40 MB are sent through an upload").
-const (
-	maxDirectEmbedImage  = 20_000_000
-	maxDirectDetectImage = 40_000_000
-	// maxSyncDetect is the largest file a synchronous detection answers in the request (spec 8: 95 MB).
-	maxSyncDetect = 95_000_000
-	// probeBytes is how much of a stored file is read to learn its format and dimensions from the header.
-	probeBytes = 2 << 20
-)
+// probeBytes is how much of a stored file is read to learn its format and dimensions from the header.
+const probeBytes = 2 << 20
 
-func (s *Server) imageRoutes() {
+// mediaRoutes registers the four endpoints of every kind of the media-kind table that this node's
+// processor has an adapter for (a kind without one answers 404), and the job endpoints.
+func (s *Server) mediaRoutes() {
 	embed := []string{actors.ScopeEmbed}
 	detect := []string{actors.ScopeDetect}
 	either := []string{actors.ScopeEmbed, actors.ScopeDetect}
-	s.router.handle("POST", "/watermarks/images", s.authed(embed, s.acceptImage(jobstate.OperationEmbed, false)))
-	s.router.handle("POST", "/watermarks/images/async", s.authed(embed, s.acceptImage(jobstate.OperationEmbed, true)))
-	s.router.handle("POST", "/watermarks/images/detect", s.authed(detect, s.acceptImage(jobstate.OperationDetect, false)))
-	s.router.handle("POST", "/watermarks/images/detect/async", s.authed(detect, s.acceptImage(jobstate.OperationDetect, true)))
+	for _, kind := range mediakind.Table() {
+		if !s.cfg.Media.Supports(kind.Media) {
+			continue
+		}
+		base := kind.RoutePrefix
+		s.router.handle("POST", base, s.authed(embed, s.acceptMedia(kind, jobstate.OperationEmbed, false)))
+		s.router.handle("POST", base+"/async", s.authed(embed, s.acceptMedia(kind, jobstate.OperationEmbed, true)))
+		s.router.handle("POST", base+"/detect", s.authed(detect, s.acceptMedia(kind, jobstate.OperationDetect, false)))
+		s.router.handle("POST", base+"/detect/async", s.authed(detect, s.acceptMedia(kind, jobstate.OperationDetect, true)))
+	}
 	for _, base := range []string{"/watermarks/jobs/{request_id}", "/watermarks/detection-jobs/{request_id}"} {
 		s.router.handle("GET", base, s.authed(either, s.jobStatus))
 		s.router.handle("GET", base+"/result", s.authed(either, s.jobResult))
@@ -59,11 +59,7 @@ func requestIDFor(orgID, idemKey string) string {
 	return "req_" + hex.EncodeToString(sum[:])
 }
 
-func randomSuffix() string {
-	b := make([]byte, 8)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
-}
+func randomSuffix() string { return actors.RandomToken() }
 
 // jobOptions are the validated options of an embed or detect request.
 type jobOptions struct {
@@ -94,7 +90,7 @@ func mergeJobOptions(query *fasthttp.Args, form map[string]string) (func(string)
 
 // parseJobOptions validates the options that get returns. accelerator=gpu passes (after the plan check):
 // whether a GPU can run it is decided later, after a reused Idempotency-Key had its say (gpuRefusal).
-func (s *Server) parseJobOptions(p *principal, op jobstate.Operation, get func(string) string) (jobOptions, *apiError) {
+func (s *Server) parseJobOptions(p *principal, kind mediakind.Kind, op jobstate.Operation, get func(string) string) (jobOptions, *apiError) {
 	acc, err := jobstate.ParseAccelerator(get("accelerator"))
 	if err != nil {
 		return jobOptions{}, newAPIError(CodeInvalidAccelerator, "accelerator must be cpu or gpu")
@@ -117,8 +113,8 @@ func (s *Server) parseJobOptions(p *principal, op jobstate.Operation, get func(s
 	if dest != "" {
 		return jobOptions{}, newAPIError(CodeStorageDestination, "storage destination %q is unknown or not verified", truncate(dest, 64))
 	}
-	if !p.Plan.HasFormat("image") {
-		return jobOptions{}, newAPIError(CodeForbiddenPlan, "the %s plan does not include images", p.Plan.Name)
+	if !p.Plan.HasFormat(string(kind.Media)) {
+		return jobOptions{}, newAPIError(CodeForbiddenPlan, "the %s plan does not include %ss", p.Plan.Name, kind.Noun)
 	}
 	return opts, nil
 }
@@ -127,11 +123,11 @@ func (s *Server) parseJobOptions(p *principal, op jobstate.Operation, get func(s
 // gpu_unavailable with Retry-After. A reused Idempotency-Key is answered first: the fingerprint includes
 // the accelerator, so the same key with another accelerator is 409 idempotency_conflict (spec 7) whatever
 // the GPU's state, and a client that retries 503 does not retry a request that can never succeed.
-func (s *Server) gpuRefusal(c context.Context, ctx *fasthttp.RequestCtx, p *principal, op jobstate.Operation, idem, reqID string) *apiError {
+func (s *Server) gpuRefusal(c context.Context, ctx *fasthttp.RequestCtx, p *principal, kind mediakind.Kind, op jobstate.Operation, idem, reqID string) *apiError {
 	if idem != "" {
 		rep, err := actors.JobClient{Caller: s.cfg.Caller}.Get(c, p.Key.OrgID, reqID)
 		if err == nil && rep.Code == actors.ReplyOK && rep.Record != nil {
-			if err := rep.Record.OptionsConflict(op, jobstate.MediaImage, jobstate.AcceleratorGPU); err != nil {
+			if err := rep.Record.OptionsConflict(op, kind.Media, jobstate.AcceleratorGPU); err != nil {
 				return newAPIError(CodeIdempotencyConflict, "this Idempotency-Key was used with different inputs or options")
 			}
 		}
@@ -199,39 +195,72 @@ func (s *Server) probeImage(ctx context.Context, key string, maxPixels int64) (s
 	return strings.ToUpper(format), nil
 }
 
-// acceptImage handles the four image endpoints.
-func (s *Server) acceptImage(op jobstate.Operation, async bool) func(*fasthttp.RequestCtx, *principal, map[string]string) {
+// probe reads what the limits, the deadline and the price need of a stored file of kind, before its content
+// is decoded.
+func (s *Server) probe(ctx context.Context, kind mediakind.Kind, key string, op jobstate.Operation) (mediakind.Info, *apiError) {
+	if kind.Media != jobstate.MediaImage {
+		// A file kind's probe reads the whole file through its adapter: a video's price depends on its
+		// duration, and a file the adapter refuses is refused before anything is charged.
+		info, perr := s.cfg.Media.ProbeStored(ctx, kind, op, key)
+		switch {
+		case perr == nil:
+			info.Frames = max(info.Frames, 1)
+			return info, nil
+		case perr.Retryable:
+			s.cfg.Logger.Warn().Err(perr.Cause).Str("blob", key).Msg("probe file")
+			return mediakind.Info{}, newAPIError(CodeUnavailable, "stored file unavailable")
+		}
+		return mediakind.Info{}, &apiError{code: problem.ForJob(perr.Code).Code, detail: perr.Detail}
+	}
+	format, aerr := s.probeImage(ctx, key, kind.MaxPixels(op))
+	return mediakind.Info{Format: format, Frames: 1}, aerr
+}
+
+// acceptMedia handles the four endpoints of a kind.
+func (s *Server) acceptMedia(kind mediakind.Kind, op jobstate.Operation, async bool) func(*fasthttp.RequestCtx, *principal, map[string]string) {
 	return func(ctx *fasthttp.RequestCtx, p *principal, _ map[string]string) {
 		c, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
-		if aerr := s.acceptImageErr(c, ctx, p, op, async); aerr != nil {
+		if aerr := s.acceptMediaErr(c, ctx, acceptRequest{p: p, kind: kind, op: op, async: async}); aerr != nil {
 			ctx.SetConnectionClose() // the body may be unread
 			writeProblem(ctx, aerr.code, aerr.detail)
 		}
 	}
 }
 
-func (s *Server) acceptImageErr(c context.Context, ctx *fasthttp.RequestCtx, p *principal, op jobstate.Operation, async bool) *apiError {
+// acceptRequest is one request to an endpoint of a kind, as it is parsed.
+type acceptRequest struct {
+	p     *principal
+	kind  mediakind.Kind
+	op    jobstate.Operation
+	async bool
+	opts  jobOptions
+	idem  string // the Idempotency-Key, if any
+	reqID string
+	form  *mediaForm
+	// file is the stored media: the form's file, or the claimed upload's.
+	file *storedFile
+}
+
+func (s *Server) acceptMediaErr(c context.Context, ctx *fasthttp.RequestCtx, r acceptRequest) *apiError {
+	p, op := r.p, r.op
 	query := ctx.QueryArgs()
-	opts, aerr := s.parseJobOptions(p, op, func(name string) string { return string(query.Peek(name)) })
+	var aerr *apiError
+	r.opts, aerr = s.parseJobOptions(p, r.kind, op, func(name string) string { return string(query.Peek(name)) })
 	if aerr != nil {
 		return aerr
 	}
-	idem := string(ctx.Request.Header.Peek("Idempotency-Key"))
-	if idem != "" && !jobstate.ValidIdempotencyKey(idem) {
+	r.idem = string(ctx.Request.Header.Peek("Idempotency-Key"))
+	if r.idem != "" && !jobstate.ValidIdempotencyKey(r.idem) {
 		return newAPIError(CodeInvalidIdempotency, "Idempotency-Key must be 8 to 128 letters, digits, hyphens or underscores")
 	}
-	reqID := requestIDFor(p.Key.OrgID, idem)
-	if opts.accelerator == jobstate.AcceleratorGPU {
+	r.reqID = requestIDFor(p.Key.OrgID, r.idem)
+	if r.opts.accelerator == jobstate.AcceleratorGPU {
 		// Refused before the body is read.
-		return s.gpuRefusal(c, ctx, p, op, idem, reqID)
+		return s.gpuRefusal(c, ctx, p, r.kind, op, r.idem, r.reqID)
 	}
-	limit := int64(maxDirectEmbedImage)
-	if op == jobstate.OperationDetect {
-		limit = maxDirectDetectImage
-	}
-	key := "inputs/" + p.Key.OrgID + "/" + reqID + "/" + randomSuffix()
-	form, err := readMediaForm(c, string(ctx.Request.Header.ContentType()), bodyReader(ctx), s.cfg.Blobs, key, limit)
+	key := actors.InputKey(p.Key.OrgID, r.reqID)
+	form, err := readMediaForm(c, string(ctx.Request.Header.ContentType()), bodyReader(ctx), s.cfg.Blobs, key, r.kind.DirectLimit(op))
 	if err != nil {
 		var ae *apiError
 		if errors.As(err, &ae) {
@@ -240,6 +269,7 @@ func (s *Server) acceptImageErr(c context.Context, ctx *fasthttp.RequestCtx, p *
 		s.cfg.Logger.Error().Err(err).Msg("read form")
 		return newAPIError(CodeUnavailable, "could not store the file")
 	}
+	r.form = form
 	keep := false
 	defer func() {
 		if !keep && form.File != nil {
@@ -251,11 +281,11 @@ func (s *Server) acceptImageErr(c context.Context, ctx *fasthttp.RequestCtx, p *
 		if aerr != nil {
 			return aerr
 		}
-		if opts, aerr = s.parseJobOptions(p, op, get); aerr != nil {
+		if r.opts, aerr = s.parseJobOptions(p, r.kind, op, get); aerr != nil {
 			return aerr
 		}
-		if opts.accelerator == jobstate.AcceleratorGPU {
-			return s.gpuRefusal(c, ctx, p, op, idem, reqID)
+		if r.opts.accelerator == jobstate.AcceleratorGPU {
+			return s.gpuRefusal(c, ctx, p, r.kind, op, r.idem, r.reqID)
 		}
 	}
 	switch {
@@ -264,22 +294,24 @@ func (s *Server) acceptImageErr(c context.Context, ctx *fasthttp.RequestCtx, p *
 	case form.File == nil && form.UploadID == "":
 		return newAPIError(CodeInvalidRequest, "send the media in the file field, or an upload_id")
 	case form.UploadID != "":
-		file, aerr := s.claimUpload(c, p, form.UploadID, reqID, op)
+		file, aerr := s.claimUploadFor(c, p, form.UploadID, r.reqID, op, actors.UploadMedia(r.kind.Media))
 		if aerr != nil {
 			return aerr
 		}
+		r.file = file
 		// The upload owns its file: whatever happens here, it is not deleted with the request.
-		return s.acceptFromUpload(c, ctx, p, op, async, opts, idem, reqID, form, file)
+		return s.acceptFromUpload(c, ctx, r)
 	}
-	return s.acceptFile(c, ctx, p, op, async, opts, idem, reqID, form, form.File, &keep)
+	r.file = form.File
+	keep, aerr = s.acceptFile(c, ctx, r)
+	return aerr
 }
 
 // acceptFromUpload runs the request on a claimed upload and records the outcome on the upload.
-func (s *Server) acceptFromUpload(c context.Context, ctx *fasthttp.RequestCtx, p *principal, op jobstate.Operation, async bool,
-	opts jobOptions, idem, reqID string, form *mediaForm, file *storedFile) *apiError {
-	kept := true
-	aerr := s.acceptFile(c, ctx, p, op, async, opts, idem, reqID, form, file, &kept)
-	if aerr != nil && aerr.code == CodeIdempotencyConflict && file.ConsumedByRequest {
+func (s *Server) acceptFromUpload(c context.Context, ctx *fasthttp.RequestCtx, r acceptRequest) *apiError {
+	p, form, reqID := r.p, r.form, r.reqID
+	_, aerr := s.acceptFile(c, ctx, r)
+	if aerr != nil && aerr.code == CodeIdempotencyConflict && r.file.ConsumedByRequest {
 		// The key names the request that used this upload, but the fields differ: that is another use of a
 		// used upload (spec 4.3: "any other reuse gives 409 upload_consumed"), sync or async alike.
 		aerr = newAPIError(CodeUploadConsumed, "upload %s was used by a request with other fields; an upload is used once: "+
@@ -300,45 +332,40 @@ func (s *Server) acceptFromUpload(c context.Context, ctx *fasthttp.RequestCtx, p
 	return aerr
 }
 
-// acceptFile validates the stored file and runs or queues the work. *keep tells the caller whether the file
+// acceptFile validates the stored file and runs or queues the work. keep tells the caller whether the file
 // must stay stored (a new job owns it).
-func (s *Server) acceptFile(c context.Context, ctx *fasthttp.RequestCtx, p *principal, op jobstate.Operation, async bool,
-	opts jobOptions, idem, reqID string, form *mediaForm, file *storedFile, keep *bool) *apiError {
+func (s *Server) acceptFile(c context.Context, ctx *fasthttp.RequestCtx, r acceptRequest) (keep bool, _ *apiError) {
+	p, op, async, opts, idem, reqID, file := r.p, r.op, r.async, r.opts, r.idem, r.reqID, r.file
 	var aerr *apiError
 	var wm codec.ID
 	if op == jobstate.OperationEmbed {
-		if wm, aerr = validateData(form.Data); aerr != nil {
-			return aerr
+		if wm, aerr = validateData(r.form.Data); aerr != nil {
+			return false, aerr
 		}
 	}
-	maxPixels := int64(actors.MaxImagePixels)
-	if op == jobstate.OperationDetect {
-		maxPixels = actors.MaxDetectPixels
-	}
-	format, aerr := s.probeImage(c, file.Key, maxPixels)
+	info, aerr := s.probe(c, r.kind, file.Key, op)
 	if aerr != nil {
-		return aerr
+		return false, aerr
 	}
-	price := s.cfg.Catalog.Prices.ImageEmbed
-	if op == jobstate.OperationDetect {
-		price = s.cfg.Catalog.Prices.Detect
-	}
-	syncDetect := op == jobstate.OperationDetect && !async
+	price := s.cfg.Catalog.PriceOf(r.kind, op, info)
+	// A kind without synchronous detection (video) runs a detection sent to /detect as a job, and answers
+	// like a synchronous embed.
+	syncDetect := op == jobstate.OperationDetect && !async && r.kind.SyncDetect()
 	if syncDetect {
-		if file.Info.Size > maxSyncDetect {
-			return newAPIError(CodeTooLarge, "synchronous detection answers files up to %d bytes; use the async endpoint", maxSyncDetect)
+		if limit := r.kind.Limits.SyncDetect; file.Info.Size > limit {
+			return false, newAPIError(CodeTooLarge, "synchronous detection answers files up to %d bytes; use the async endpoint", limit)
 		}
 		if idem == "" {
-			return s.detectNow(c, ctx, p, reqID, file, price)
+			return false, s.detectNow(c, ctx, p, r.kind, reqID, file, price)
 		}
 		// With an Idempotency-Key the detection is recorded, so that the key replays it and bills once: it
 		// becomes a job that this node claims at once and runs in the request (docs/errors.md).
 	}
 	spec := jobstate.Spec{
-		RequestID: reqID, OrgID: p.Key.OrgID, Operation: op, Media: jobstate.MediaImage, Format: format,
-		FrameCount: 1, AcceleratorRequested: opts.accelerator, WebhookID: opts.webhookID, IdempotencyKey: idem,
+		RequestID: reqID, OrgID: p.Key.OrgID, Operation: op, Media: r.kind.Media, Format: info.Format,
+		FrameCount: info.Frames, AcceleratorRequested: opts.accelerator, WebhookID: opts.webhookID, IdempotencyKey: idem,
 		Input: jobstate.Input{BlobKey: file.Key, SHA256: file.Info.SHA256, Size: file.Info.Size,
-			Filename: safeOrDefault(file.Filename), ContentType: "image/" + strings.ToLower(format)},
+			Filename: safeOrDefault(file.Filename, r.kind), ContentType: r.kind.ContentType(info.Format)},
 	}
 	if op == jobstate.OperationEmbed {
 		spec.WatermarkID = wm.String()
@@ -351,23 +378,23 @@ func (s *Server) acceptFile(c context.Context, ctx *fasthttp.RequestCtx, p *prin
 	rep, err := jobs.Submit(c, submit)
 	if err != nil {
 		s.cfg.Logger.Error().Err(err).Str("job", reqID).Msg("submit job")
-		return newAPIError(CodeUnavailable, "the job could not be accepted in time; retry with the same Idempotency-Key")
+		return false, newAPIError(CodeUnavailable, "the job could not be accepted in time; retry with the same Idempotency-Key")
 	}
 	if aerr := reserveRefusal(ctx, p, rep.Code, price); aerr != nil {
-		return aerr
+		return false, aerr
 	}
 	switch rep.Code {
 	case actors.ReplyOK:
 	case actors.ReplyIdempotencyConflict:
-		return newAPIError(CodeIdempotencyConflict, "this Idempotency-Key was used with different inputs or options")
+		return false, newAPIError(CodeIdempotencyConflict, "this Idempotency-Key was used with different inputs or options")
 	default:
 		s.cfg.Logger.Error().Str("job", reqID).Str("code", rep.Code).Str("detail", rep.Detail).Msg("submit job")
-		return newAPIError(CodeUnavailable, "the job could not be accepted; retry with the same Idempotency-Key")
+		return false, newAPIError(CodeUnavailable, "the job could not be accepted; retry with the same Idempotency-Key")
 	}
-	*keep = !rep.Replayed
+	keep = !rep.Replayed
 	rec := rep.Record
 	if rep.Replayed {
-		return s.answerReplay(c, ctx, p, rec, async)
+		return keep, s.answerReplay(c, ctx, p, rec, async)
 	}
 	if syncDetect && rep.Lease != nil {
 		// A retryable failure leaves the job to the pool; the wait below answers its outcome or the receipt.
@@ -377,9 +404,9 @@ func (s *Server) acceptFile(c context.Context, ctx *fasthttp.RequestCtx, p *prin
 	}
 	if async {
 		s.writeReceipt(ctx, p, rec, 202)
-		return nil
+		return keep, nil
 	}
-	return s.awaitAndAnswer(c, ctx, p, rec)
+	return keep, s.awaitAndAnswer(c, ctx, p, rec)
 }
 
 // answerReplay answers a request that named an existing job with the same Idempotency-Key and inputs, as
@@ -433,11 +460,11 @@ func resultGone(rec *jobstate.Record, deleted bool) *apiError {
 	return newAPIError(CodeResultGone, "the result expired at %s", rec.ResultExpiresAt.Format(time.RFC3339))
 }
 
-func safeOrDefault(name string) string {
+func safeOrDefault(name string, kind mediakind.Kind) string {
 	if n := actors.SafeFilename(name); n != "" {
 		return n
 	}
-	return "image"
+	return string(kind.Media)
 }
 
 func retryAfterSeconds(p actors.Plan) int {
@@ -467,12 +494,13 @@ func (s *Server) awaitAndAnswer(c context.Context, ctx *fasthttp.RequestCtx, p *
 	return s.writeResult(c, ctx, p, rec)
 }
 
-// syncWait is how long a synchronous request waits for its job. An embed answers 202 with the receipt after
-// the configured wait (spec: "over 20 s"); an image detection has no 202 in the spec ("never becomes a
-// job"), so a recorded one (sent with an Idempotency-Key) waits for its outcome until the request's own
-// budget nearly ends: after its node died, a replay waits while another worker finishes it.
+// syncWait is how long a synchronous request waits for its job. An embed, and a detection of a kind that
+// always detects in a job (video), answers 202 with the receipt after the configured wait (spec: "over
+// 20 s"); a synchronous detection of the other kinds has no 202 in the spec ("never becomes a job"), so a
+// recorded one (sent with an Idempotency-Key) waits for its outcome until the request's own budget nearly
+// ends: after its node died, a replay waits while another worker finishes it.
 func (s *Server) syncWait(c context.Context, rec *jobstate.Record) time.Duration {
-	if rec.Operation != jobstate.OperationDetect || rec.Media != jobstate.MediaImage {
+	if kind, ok := mediakind.ByMedia(rec.Media); rec.Operation != jobstate.OperationDetect || !ok || !kind.SyncDetect() {
 		return s.cfg.SyncWait
 	}
 	const answerMargin = 5 * time.Second // left to write the answer
@@ -596,67 +624,36 @@ const (
 	decodeBusyRetryAfter = "5"
 )
 
-// detectNow runs a synchronous image detection: it never becomes a job. The credit is held and a
-// concurrency slot taken for the duration, then charged (or released when detection failed). When the client
-// closes the connection before the answer, the work is cancelled and the hold released: nothing is charged.
-func (s *Server) detectNow(c context.Context, ctx *fasthttp.RequestCtx, p *principal, reqID string, f *storedFile, price int64) *apiError {
-	orgs := s.cfg.Orgs
-	rep, err := orgs.Reserve(c, actors.OrgReserve{OrgID: p.Key.OrgID, Op: reqID, Credits: price, Slot: true})
-	if err != nil {
-		return newAPIError(CodeUnavailable, "could not reserve credits in time")
-	}
-	if aerr := reserveRefusal(ctx, p, rep.Code, price); aerr != nil {
-		return aerr
-	}
-	if rep.Code != actors.ReplyOK {
-		return newAPIError(CodeUnavailable, "could not reserve credits: %s", rep.Code)
-	}
-	settle := func(charge bool) {
-		sctx := context.WithoutCancel(c)
-		var r *actors.OrgReply
-		var err error
-		if charge {
-			r, err = orgs.Charge(sctx, actors.OrgCharge{OrgID: p.Key.OrgID, Op: reqID, Credits: price})
-		} else {
-			r, err = orgs.Release(sctx, actors.OrgRelease{OrgID: p.Key.OrgID, Op: reqID})
+// detectNow runs a synchronous detection that never becomes a job; actors.SyncDetector decides the credit
+// flow (held, then charged or released), this encodes its answer. When the client closes the connection
+// before the answer, the work is cancelled and the hold released: nothing is charged.
+func (s *Server) detectNow(c context.Context, ctx *fasthttp.RequestCtx, p *principal, kind mediakind.Kind, reqID string, f *storedFile, price int64) *apiError {
+	d := actors.SyncDetector{Orgs: s.cfg.Orgs, Pool: s.cfg.Pool, Media: s.cfg.Media, Logger: s.cfg.Logger}
+	det, serr := d.Detect(c, actors.SyncDetectRequest{
+		OrgID: p.Key.OrgID, RequestID: reqID, BlobKey: f.Key, Kind: kind, Credits: price, BudgetWait: syncDecodeWait,
+		Watch: func(c context.Context) (context.Context, func()) { return watchDisconnect(c, ctx) },
+		Gone:  clientGone,
+	})
+	switch {
+	case serr == nil:
+	case serr.Reserve != "":
+		if aerr := reserveRefusal(ctx, p, serr.Reserve, price); aerr != nil {
+			return aerr
 		}
-		if err != nil || r.Code != actors.ReplyOK {
-			s.cfg.Logger.Error().Err(err).Interface("reply", r).Str("request", reqID).Msg("settle synchronous detection")
-		}
-	}
-	// Watch the connection only once the hold exists: a reservation cut short by the cancel could be placed
-	// and never released.
-	c, stopWatch := watchDisconnect(c, ctx)
-	defer stopWatch()
-	gone := func() *apiError {
-		settle(false)
-		s.cfg.Logger.Info().Str("request", reqID).Msg("client closed the connection during synchronous detection; not charged")
+		return newAPIError(CodeUnavailable, "could not reserve credits: %s", serr.Reserve)
+	case serr.Gone:
 		return newAPIError(CodeUnavailable, "the client closed the connection")
-	}
-	release, err := s.cfg.Pool.Acquire(c)
-	if err != nil {
-		if clientGone(c) {
-			return gone()
-		}
-		settle(false)
-		return newAPIError(CodeUnavailable, "no worker became free in time")
-	}
-	det, perr := s.cfg.Media.DetectStored(c, p.Key.OrgID, f.Key, syncDecodeWait)
-	release()
-	if clientGone(c) {
-		return gone() // even when detection finished: the client never gets the answer
-	}
-	if perr != nil {
-		settle(false)
-		if perr.Code == actors.CodeDecodeBusy {
+	case serr.Process != nil:
+		if serr.Process.Code == actors.CodeDecodeBusy {
 			ctx.Response.Header.Set("Retry-After", decodeBusyRetryAfter)
 		}
-		if perr.Cause != nil {
-			s.cfg.Logger.Warn().Err(perr.Cause).Str("request", reqID).Str("code", perr.Code).Msg("synchronous detection failed")
+		if serr.Process.Cause != nil {
+			s.cfg.Logger.Warn().Err(serr.Process.Cause).Str("request", reqID).Str("code", serr.Process.Code).Msg("synchronous detection failed")
 		}
-		return &apiError{code: problem.ForJob(perr.Code).Code, detail: perr.Detail}
+		return &apiError{code: problem.ForJob(serr.Process.Code).Code, detail: serr.Process.Detail}
+	default:
+		return newAPIError(CodeUnavailable, "%s", serr.Unavailable)
 	}
-	settle(true)
 	ctx.Response.Header.Set("X-Service-Accelerator", string(jobstate.AcceleratorCPU))
 	writeJSON(ctx, 200, det)
 	return nil

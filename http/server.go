@@ -172,7 +172,7 @@ const streamAhead = 64 << 10
 
 func (s *Server) routes() {
 	s.router.handle("GET", "/auth/api-key", s.authed(nil, s.getAPIKey))
-	s.imageRoutes()
+	s.mediaRoutes()
 	s.uploadRoutes()
 	s.assetRoutes()
 	s.gpuRoutes()

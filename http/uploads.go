@@ -32,13 +32,9 @@ func (s *Server) uploads() actors.Uploads {
 	return actors.Uploads{Store: s.cfg.Store, Clock: s.cfg.Clock}
 }
 
-// claimUpload locks a received upload of the caller's organization for request reqID and returns its file.
-// The image endpoints call it; an embed needs an `image` upload, a detection a `detect` upload of an image.
-func (s *Server) claimUpload(c context.Context, p *principal, uploadID, reqID string, op jobstate.Operation) (*storedFile, *apiError) {
-	return s.claimUploadFor(c, p, uploadID, reqID, op, actors.MediaImage)
-}
-
-// claimUploadFor is claimUpload for the endpoints of media.
+// claimUploadFor locks a received upload of the caller's organization for request reqID and returns its
+// file. The endpoints of a kind call it: an embed needs an upload of that kind, a detection a `detect` upload
+// of a file of that kind.
 func (s *Server) claimUploadFor(c context.Context, p *principal, uploadID, reqID string, op jobstate.Operation, media actors.UploadMedia) (*storedFile, *apiError) {
 	if !actors.ValidUploadID(uploadID) {
 		return nil, newAPIError(CodeNotFound, "upload %q is unknown", truncate(uploadID, 64))

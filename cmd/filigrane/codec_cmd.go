@@ -15,13 +15,15 @@ import (
 	"filigrane/codec"
 	"filigrane/codec/imageio"
 	"filigrane/codec/markfile"
+	"filigrane/codec/pdf"
 	"filigrane/codec/video"
 )
 
 const codecUsage = `usage:
   filigrane codec embed --data '{"k":"v"}' [--strength 1] [--psnr 38] [--key-file F] IN OUT.png|OUT.jpg|OUT.webp
   filigrane codec embed --data '{"k":"v"}' [--psnr 42] [--crf 18] [--preset medium] IN.mp4|IN.mov OUT
-  filigrane codec detect [--key-file F] IN
+  filigrane codec embed --data '{"k":"v"}' [--strength 4] [--key-file F] IN.pdf OUT.pdf
+  filigrane codec detect [--key-file F] [--rendered] IN
 
 embed marks IN with the watermark id of the JSON object given by --data (SHA-256 of its RFC 8785 canonical
 form; --data @FILE reads it from FILE) and writes OUT as PNG, as JPEG (quality 95, 4:4:4 chroma) when OUT
@@ -35,8 +37,14 @@ Video (.mp4, .mov, .m4v by extension): every frame is marked and re-encoded with
 OUT keeps the container, audio is copied, rotation and metadata are kept; ffmpeg and ffprobe must be installed
 (scripts/setup.sh). Video detection reports one unit per second of video.
 
+A PDF (chosen by the .pdf extension of IN) is written as a PDF: text, vectors, links, outlines and metadata
+are kept; the id is stored with a MAC in the document structure and drawn over every page as a faint pattern
+(--strength: its peak darkening on white, in 8-bit levels, 1 to 8). It prints the watermark id, the page count
+and the sizes. PDFs that are encrypted, signed, XFA forms or carry JavaScript are refused with the reason.
+
 detect prints the detection result as JSON: watermarked, confidence, watermark_id (null when nothing was
-recovered) and units.
+recovered) and units (for a PDF one per page). A PDF is detected from its structure when that is intact, else
+by rendering its pages with mutool (--rendered skips the structure).
 
 The key is read from --key-file, else from the environment variable FILIGRANE_CODEC_KEY, else the public
 development key is used (with a warning). Marks can only be detected with the key that embedded them.
@@ -175,8 +183,10 @@ func parseData(arg string) (codec.ID, error) {
 func codecEmbed(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	f := newCodecFlags("embed", stderr)
 	data := f.fs.String("data", "", "the JSON object whose id is embedded (required; @FILE reads a file)")
-	psnr := f.fs.Float64("psnr", codec.DefaultPSNR, fmt.Sprintf("minimum PSNR in dB (%g to %g)", codec.MinPSNR, codec.MaxPSNR))
-	strength := f.fs.Float64("strength", codec.DefaultStrength, fmt.Sprintf("perceptual strength: mark amplitude in visibility thresholds (%g to %g)", codec.MinStrength, codec.MaxStrength))
+	psnr := f.fs.Float64("psnr", codec.DefaultPSNR, fmt.Sprintf("images: minimum PSNR in dB (%g to %g)", codec.MinPSNR, codec.MaxPSNR))
+	strength := f.fs.Float64("strength", 0, fmt.Sprintf("images: perceptual strength, the mark amplitude in visibility thresholds (%g to %g, default %g); "+
+		"PDF: peak darkening of the page pattern in 8-bit levels (%g to %g, default %g)",
+		codec.MinStrength, codec.MaxStrength, codec.DefaultStrength, pdf.MinStrength, pdf.MaxStrength, pdf.DefaultStrength))
 	asJSON := f.fs.Bool("json", false, "print the result as JSON")
 	crf := f.fs.Int("crf", video.DefaultCRF, "video only: x264 constant rate factor of the re-encode")
 	preset := f.fs.String("preset", video.DefaultPreset, "video only: x264 preset of the re-encode")
@@ -197,6 +207,15 @@ func codecEmbed(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if err != nil {
 		fmt.Fprintln(stderr, "filigrane codec embed:", err)
 		return 2
+	}
+	if isPDF(in) {
+		if *strength == 0 {
+			*strength = pdf.DefaultStrength
+		}
+		return codecEmbedPDF(ctx, f, in, out, id, *strength, *asJSON, stdout, stderr)
+	}
+	if *strength == 0 {
+		*strength = codec.DefaultStrength
 	}
 	if *psnr < codec.MinPSNR || *psnr > codec.MaxPSNR {
 		fmt.Fprintf(stderr, "filigrane codec embed: --psnr %g outside %g..%g\n", *psnr, codec.MinPSNR, codec.MaxPSNR)
@@ -292,6 +311,7 @@ func writeFileAtomic(path string, data []byte) error {
 
 func codecDetect(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	f := newCodecFlags("detect", stderr)
+	rendered := f.fs.Bool("rendered", false, "PDF only: ignore the structural mark and detect on the rendered pages")
 	pos, err := parseInterleaved(f.fs, args)
 	if err != nil {
 		return 2
@@ -307,6 +327,9 @@ func codecDetect(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	}
 	if isVideoPath(pos[0]) {
 		return videoDetect(ctx, c, pos[0], stdout, stderr)
+	}
+	if isPDF(pos[0]) {
+		return codecDetectPDF(ctx, c, pos[0], *rendered, stdout, stderr)
 	}
 	pic, err := readPicture(pos[0], f.maxPixels)
 	if err != nil {

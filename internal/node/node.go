@@ -17,6 +17,9 @@ import (
 	"github.com/rs/zerolog"
 
 	"filigrane/actors"
+	"filigrane/actors/jobstate"
+	"filigrane/actors/mediafiles"
+	"filigrane/actors/mediakind"
 	"filigrane/cluster"
 	"filigrane/codec"
 	"filigrane/gpu"
@@ -179,7 +182,11 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	reg.MustRegister(actors.JobMessages()...)
 	caller := &actors.LateCaller{}
 	n.decodeBudget = actors.NewDecodeBudget(cfg.DecodeMemory)
-	media := actors.Media{Blobs: blobs, Store: store, Codec: cdc, Catalog: catalog, Budget: n.decodeBudget}
+	media := actors.Media{Blobs: blobs, Store: store, Codec: cdc, Catalog: catalog, Budget: n.decodeBudget,
+		Files: map[jobstate.Media]mediakind.Adapter{
+			jobstate.MediaVideo:    mediafiles.NewVideo(cdc),
+			jobstate.MediaDocument: mediafiles.NewPDF(cdc),
+		}}
 	n.pool = actors.NewPool(caller, media, cfg.Logger.With().Str("component", "workers").Logger(), cfg.NodeName, cfg.Workers, cfg.LeaseDuration)
 	deps := &actors.Deps{
 		Store: store, Clock: cfg.Clock, Catalog: catalog, Logger: cfg.Logger.With().Str("component", "actors").Logger(),

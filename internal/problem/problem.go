@@ -81,6 +81,10 @@ const (
 	ImageTooLarge       Code = "image_too_large"
 	ImageTooComplex     Code = "image_too_complex"
 	DecodeBusy          Code = "decode_busy"
+	InvalidVideo        Code = "invalid_video"
+	VideoTooLarge       Code = "video_too_large"
+	InvalidDocument     Code = "invalid_document"
+	DocumentTooLarge    Code = "document_too_large"
 	InvalidIdempotency  Code = "invalid_idempotency_key"
 	InvalidAccelerator  Code = "invalid_accelerator"
 	WebhookNotFound     Code = "webhook_not_found"
@@ -126,7 +130,7 @@ var table = []Entry{
 	{Code: Internal, Status: 500, Title: "Internal error", When: "a bug; the request id finds it in the logs"},
 	{Code: Unavailable, Status: 503, Title: "Service unavailable", When: "storage or an actor did not answer in time; retry after `Retry-After`", Retry: true},
 
-	{Code: FileTooLarge, Status: 413, Title: "File too large", When: "a file above its limit: a direct request's file, an upload declared above its kind's limit (`POST /uploads`), a PUT body longer than the declared size"},
+	{Code: FileTooLarge, Status: 413, Title: "File too large", When: "a file above its limit: a direct request's file, an upload declared above its kind's limit (`POST /uploads`), a PUT body longer than the declared size; for a job, a stored input larger than its kind's limit", Job: true},
 	{Code: UploadNotReceived, Status: 409, Title: "Upload not received", When: "the upload has no file yet; finish the PUT, then retry", Retry: true},
 	{Code: UploadInUse, Status: 409, Title: "Upload in use", When: "another request is using the upload right now: a job claimed it (the claim lapses after 6 minutes if it died), or another PUT is sending its file (that PUT's lease lapses 1 minute after its last progress)", Retry: true},
 	{Code: UploadConsumed, Status: 409, Title: "Upload already used", When: "another request used the upload, or the Idempotency-Key of the request that used it came with other fields; create a new upload, or repeat the original request unchanged"},
@@ -152,6 +156,10 @@ var table = []Entry{
 	{Code: ImageTooLarge, Status: 413, Title: "Image too large", When: "the image header announces more than 40 megapixels for embedding or 200 megapixels for detection (checked before decoding), or decoding it would take more memory than the node's whole decode budget (docs/operations.md, \"Decode budgets\")", Job: true},
 	{Code: ImageTooComplex, Status: 422, Title: "Image structure too complex", When: "the file's structure exceeds a decode limit, checked before any pixel is decoded: more than 100 JPEG scans, 100,000 PNG chunks or 16 MB of PNG ancillary chunks, 1,024 TIFF IFDs, or 10,000 GIF frames", Job: true},
 	{Code: DecodeBusy, Status: 503, Title: "Decode capacity busy", When: "a synchronous detection waited 2 s for decode memory that other decodes on the node held; retry after `Retry-After` (5 s). Jobs wait for memory instead, and end with it only when every attempt found the memory in use", Job: true, Retry: true},
+	{Code: InvalidVideo, Status: 422, Title: "Invalid video", When: "the file sent to `/watermarks/videos` is not an MP4 or MOV video we process: another format, no video stream, corrupt or truncated, or ffmpeg failed on it (`detail` gives the reason)", Job: true},
+	{Code: VideoTooLarge, Status: 413, Title: "Video too large", When: "the video's duration, frame size or frame count (read by ffprobe before decoding) is above the video limits", Job: true},
+	{Code: InvalidDocument, Status: 422, Title: "Invalid PDF", When: "the file sent to `/watermarks/documents` is not a PDF we process: another format, broken beyond repair, encrypted, digitally signed (a re-save would break the signature), an XFA form, or carrying JavaScript (`detail` says which)", Job: true},
+	{Code: DocumentTooLarge, Status: 413, Title: "PDF too large", When: "the PDF is above the page limit or its parse budgets (object nesting, decompressed stream sizes)", Job: true},
 	{Code: InvalidIdempotency, Status: 422, Title: "Invalid Idempotency-Key", When: "`Idempotency-Key` is not 8 to 128 letters, digits, hyphens or underscores"},
 	{Code: InvalidAccelerator, Status: 422, Title: "Invalid accelerator", When: "`accelerator` is not `cpu` or `gpu`"},
 	{Code: WebhookNotFound, Status: 404, Title: "Webhook not found", When: "the `webhook_id` names no enabled webhook endpoint (none can be created yet)"},

@@ -1,0 +1,144 @@
+package actors
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"filigrane/actors/jobstate"
+	"filigrane/actors/mediakind"
+	"filigrane/codec"
+)
+
+// InputKey is the blob key of a file sent in request reqID of orgID. The random part keeps two attempts of
+// one request (an idempotent replay and its original) from writing the same blob.
+func InputKey(orgID, reqID string) string {
+	return "inputs/" + orgID + "/" + reqID + "/" + RandomToken()
+}
+
+// RandomToken is 16 hex digits from the system's random source.
+func RandomToken() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// PriceOf is the credits held and charged for op on a file of kind described by info, at the catalog's
+// prices (the media-kind table's price rule).
+func (c Catalog) PriceOf(kind mediakind.Kind, op jobstate.Operation, info mediakind.Info) int64 {
+	return kind.Price(op, c.Prices, info)
+}
+
+// SyncDetector runs a synchronous detection that never becomes a job: the credits are held and a
+// concurrency slot taken for the duration, then charged, or released when detection failed or the client
+// left. The edge calls it; it decides the credit flow, the edge only encodes the answer.
+type SyncDetector struct {
+	Orgs   OrgClient
+	Pool   *Pool
+	Media  Media
+	Logger zerolog.Logger
+}
+
+// SyncDetectRequest is one synchronous detection.
+type SyncDetectRequest struct {
+	OrgID, RequestID, BlobKey string
+	// Kind is the file's kind; images are decoded in memory, other kinds go through their adapter.
+	Kind    mediakind.Kind
+	Credits int64
+	// BudgetWait is how long the detection waits for decode memory before it fails with CodeDecodeBusy.
+	BudgetWait time.Duration
+	// Watch is called once the credits are held (a reservation cut short by a cancel could be placed and
+	// never released): it returns the context the work runs under, cancelled when the client leaves, and
+	// its stop. Gone reports whether such a context was cancelled because the client left.
+	Watch func(context.Context) (context.Context, func())
+	Gone  func(context.Context) bool
+}
+
+// SyncDetectError says why a synchronous detection has no result. Exactly one field is set.
+type SyncDetectError struct {
+	// Reserve is the org actor's refusal to hold the credits or a slot (ReplyInsufficientCredits,
+	// ReplyConcurrencyLimit or another reply code).
+	Reserve string
+	// Gone: the client closed the connection; nothing was charged.
+	Gone bool
+	// Unavailable is a sentence for a 503: the org actor or the workers did not answer in time.
+	Unavailable string
+	// Process is the detection's own failure.
+	Process *ProcessError
+}
+
+// Detect runs req. The credits are charged if and only if it returns a detection.
+func (d SyncDetector) Detect(ctx context.Context, req SyncDetectRequest) (codec.Detection, *SyncDetectError) {
+	rep, err := d.Orgs.Reserve(ctx, OrgReserve{OrgID: req.OrgID, Op: req.RequestID, Credits: req.Credits, Slot: true})
+	if err != nil {
+		return codec.Detection{}, &SyncDetectError{Unavailable: "could not reserve credits in time"}
+	}
+	if rep.Code != ReplyOK {
+		return codec.Detection{}, &SyncDetectError{Reserve: rep.Code}
+	}
+	settle := func(charge bool) {
+		sctx := context.WithoutCancel(ctx)
+		var r *OrgReply
+		var err error
+		if charge {
+			r, err = d.Orgs.Charge(sctx, OrgCharge{OrgID: req.OrgID, Op: req.RequestID, Credits: req.Credits})
+		} else {
+			r, err = d.Orgs.Release(sctx, OrgRelease{OrgID: req.OrgID, Op: req.RequestID})
+		}
+		if err != nil || r.Code != ReplyOK {
+			d.Logger.Error().Err(err).Interface("reply", r).Str("request", req.RequestID).Msg("settle synchronous detection")
+		}
+	}
+	c, stopWatch := req.Watch(ctx)
+	defer stopWatch()
+	gone := func() (codec.Detection, *SyncDetectError) {
+		settle(false)
+		d.Logger.Info().Str("request", req.RequestID).Msg("client closed the connection during synchronous detection; not charged")
+		return codec.Detection{}, &SyncDetectError{Gone: true}
+	}
+	release, err := d.Pool.Acquire(c)
+	if err != nil {
+		if req.Gone(c) {
+			return gone()
+		}
+		settle(false)
+		return codec.Detection{}, &SyncDetectError{Unavailable: "no worker became free in time"}
+	}
+	var det codec.Detection
+	var perr *ProcessError
+	if req.Kind.Media == jobstate.MediaImage {
+		det, perr = d.Media.DetectStored(c, req.OrgID, req.BlobKey, req.BudgetWait)
+	} else {
+		det, perr = d.Media.DetectStoredFile(c, req.Kind, req.OrgID, req.BlobKey)
+	}
+	release()
+	if req.Gone(c) {
+		return gone() // even when detection finished: the client never gets the answer
+	}
+	if perr != nil {
+		settle(false)
+		if perr.Cause != nil {
+			d.Logger.Warn().Err(perr.Cause).Str("request", req.RequestID).Str("code", perr.Code).Msg("synchronous detection failed")
+		}
+		return codec.Detection{}, &SyncDetectError{Process: perr}
+	}
+	settle(true)
+	return det, nil
+}
+
+// String renders e for logs.
+func (e *SyncDetectError) String() string {
+	switch {
+	case e.Reserve != "":
+		return "reserve: " + e.Reserve
+	case e.Gone:
+		return "client gone"
+	case e.Process != nil:
+		return e.Process.Error()
+	}
+	return fmt.Sprintf("unavailable: %s", e.Unavailable)
+}

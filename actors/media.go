@@ -1,0 +1,209 @@
+package actors
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"filigrane/internal/problem"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"filigrane/actors/jobstate"
+	"filigrane/actors/mediakind"
+	"filigrane/codec"
+)
+
+// CodeFileTooLarge: the stored input is larger than its kind's limit (a job error code, docs/errors.md).
+const CodeFileTooLarge = string(problem.FileTooLarge)
+
+// Process implements Processor: it runs a job of any kind through its kind's adapter. Images are decoded in
+// memory (processImage); the kinds of Files run on local files (processFile).
+func (m Media) Process(ctx context.Context, rec *jobstate.Record) (jobstate.Output, *ProcessError) {
+	kind, ok := mediakind.ByMedia(rec.Media)
+	if !ok {
+		return jobstate.Output{}, &ProcessError{Code: CodeProcessingError, Detail: fmt.Sprintf("unknown media kind %q", rec.Media)}
+	}
+	if kind.Media == jobstate.MediaImage {
+		return m.processImage(ctx, rec)
+	}
+	a, ok := m.Files[kind.Media]
+	if !ok {
+		return jobstate.Output{}, &ProcessError{Code: CodeProcessingError, Detail: fmt.Sprintf("this deployment cannot process %ss", kind.Noun)}
+	}
+	return m.processFile(ctx, rec, kind, a)
+}
+
+// Supports reports whether m processes media: the edge registers the routes of the kinds it supports only.
+func (m Media) Supports(media jobstate.Media) bool {
+	if media == jobstate.MediaImage {
+		return true
+	}
+	_, ok := m.Files[media]
+	return ok
+}
+
+// withInput copies the stored file key to a temporary file bounded by the kind's limit of op and calls fn
+// with its path and the directory fn may write in. The directory is removed on every path.
+func (m Media) withInput(ctx context.Context, kind mediakind.Kind, op jobstate.Operation, key string, fn func(src, dir string) *ProcessError) *ProcessError {
+	dir, err := os.MkdirTemp(m.TempDir, "filigrane-job-")
+	if err != nil {
+		return retryable("no temporary space to process the file; the attempt is retried", err)
+	}
+	defer os.RemoveAll(dir)
+	src := filepath.Join(dir, "input"+kind.Extensions[0])
+	if perr := m.copyInput(ctx, key, src, kind.MaxInput(op)); perr != nil {
+		return perr
+	}
+	return fn(src, dir)
+}
+
+// ProbeStored probes a stored file of a file kind: the edge learns what limits, deadline and price need
+// before it accepts the request.
+func (m Media) ProbeStored(ctx context.Context, kind mediakind.Kind, op jobstate.Operation, key string) (mediakind.Info, *ProcessError) {
+	a, ok := m.Files[kind.Media]
+	if !ok {
+		return mediakind.Info{}, &ProcessError{Code: CodeProcessingError, Detail: fmt.Sprintf("this deployment cannot process %ss", kind.Noun)}
+	}
+	var info mediakind.Info
+	perr := m.withInput(ctx, kind, op, key, func(src, _ string) *ProcessError {
+		var err error
+		if info, err = a.Probe(ctx, src); err != nil {
+			return adapterError(ctx, kind, err)
+		}
+		return nil
+	})
+	return info, perr
+}
+
+// DetectStoredFile detects on a stored file of a file kind, snapping to the organization's issued ids; the
+// edge's synchronous detection of documents uses it.
+func (m Media) DetectStoredFile(ctx context.Context, kind mediakind.Kind, orgID, key string) (codec.Detection, *ProcessError) {
+	a, ok := m.Files[kind.Media]
+	if !ok {
+		return codec.Detection{}, &ProcessError{Code: CodeProcessingError, Detail: fmt.Sprintf("this deployment cannot process %ss", kind.Noun)}
+	}
+	var det codec.Detection
+	perr := m.withInput(ctx, kind, jobstate.OperationDetect, key, func(src, _ string) *ProcessError {
+		d, err := a.Detect(ctx, src)
+		if err != nil {
+			return adapterError(ctx, kind, err)
+		}
+		if det, err = m.snapIssued(ctx, orgID, d); err != nil {
+			return detectError(err)
+		}
+		return nil
+	})
+	return det, perr
+}
+
+// processFile runs the adapter on a temporary copy of the stored input and streams the output back to the
+// blob store.
+func (m Media) processFile(ctx context.Context, rec *jobstate.Record, kind mediakind.Kind, a mediakind.Adapter) (jobstate.Output, *ProcessError) {
+	var out jobstate.Output
+	perr := m.withInput(ctx, kind, rec.Operation, rec.Input.BlobKey, func(src, dir string) *ProcessError {
+		var perr *ProcessError
+		if rec.Operation == jobstate.OperationDetect {
+			out, perr = m.detectFile(ctx, rec, a, src)
+		} else {
+			out, perr = m.embedFile(ctx, rec, kind, a, src, filepath.Join(dir, "output."+kind.OutputExt))
+		}
+		return perr
+	})
+	return out, perr
+}
+
+func (m Media) embedFile(ctx context.Context, rec *jobstate.Record, kind mediakind.Kind, a mediakind.Adapter, src, dst string) (jobstate.Output, *ProcessError) {
+	id, err := codec.ParseID(rec.WatermarkID)
+	if err != nil {
+		return jobstate.Output{}, &ProcessError{Code: CodeProcessingError, Detail: "bad watermark id on the job"}
+	}
+	rep, err := a.Embed(ctx, src, dst, id)
+	if err != nil {
+		return jobstate.Output{}, adapterError(ctx, kind, err)
+	}
+	f, err := os.Open(dst)
+	if err != nil {
+		return jobstate.Output{}, retryable("the watermarked file could not be read back; the attempt is retried", err)
+	}
+	defer f.Close()
+	key := OutputKey(rec, "watermarked."+kind.OutputExt)
+	info, err := m.Blobs.Put(ctx, key, f)
+	if err != nil {
+		return jobstate.Output{}, retryable("the result could not be stored; the attempt is retried", err)
+	}
+	return jobstate.Output{BlobKey: key, Size: info.Size, SHA256: info.SHA256, ContentType: kind.OutputMIME,
+		Filename: OutputFilename(rec.Input.Filename, kind.OutputExt), AssetID: AssetIDFor(rec.RequestID, AssetWatermarked),
+		SourceAssetID: AssetIDFor(rec.RequestID, AssetSource), WatermarkID: rec.WatermarkID,
+		Charge: kind.Price(rec.Operation, m.Catalog.Prices, rep.Info), Accelerator: jobstate.AcceleratorCPU}, nil
+}
+
+func (m Media) detectFile(ctx context.Context, rec *jobstate.Record, a mediakind.Adapter, src string) (jobstate.Output, *ProcessError) {
+	kind, _ := mediakind.ByMedia(rec.Media)
+	det, err := a.Detect(ctx, src)
+	if err != nil {
+		return jobstate.Output{}, adapterError(ctx, kind, err)
+	}
+	if det, err = m.snapIssued(ctx, rec.OrgID, det); err != nil {
+		return jobstate.Output{}, detectError(err)
+	}
+	return m.storeDetection(ctx, rec, det, kind.Price(rec.Operation, m.Catalog.Prices, mediakind.Info{}))
+}
+
+// storeDetection stores a detection's JSON as the job's result.
+func (m Media) storeDetection(ctx context.Context, rec *jobstate.Record, det codec.Detection, charge int64) (jobstate.Output, *ProcessError) {
+	body, err := json.Marshal(det)
+	if err != nil {
+		return jobstate.Output{}, &ProcessError{Code: CodeProcessingError, Detail: "the detection result could not be encoded", Cause: err}
+	}
+	key := OutputKey(rec, "detection.json")
+	info, err := m.Blobs.Put(ctx, key, bytes.NewReader(body))
+	if err != nil {
+		return jobstate.Output{}, retryable("the result could not be stored; the attempt is retried", err)
+	}
+	return jobstate.Output{BlobKey: key, Size: info.Size, SHA256: info.SHA256, ContentType: "application/json",
+		Filename: "detection.json", Charge: charge, Accelerator: jobstate.AcceleratorCPU}, nil
+}
+
+// copyInput copies the stored file key to the local file dst, refusing it past limit bytes.
+func (m Media) copyInput(ctx context.Context, key, dst string, limit int64) *ProcessError {
+	r, err := m.Blobs.Get(ctx, key, 0, -1)
+	if err != nil {
+		return retryable("the input file could not be read from storage; the attempt is retried", err)
+	}
+	defer r.Close()
+	f, err := os.Create(dst)
+	if err != nil {
+		return retryable("no temporary space to process the file; the attempt is retried", err)
+	}
+	n, err := io.Copy(f, io.LimitReader(r, limit+1))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	switch {
+	case err != nil:
+		return retryable("the input file could not be copied for processing; the attempt is retried", err)
+	case n > limit:
+		return &ProcessError{Code: CodeFileTooLarge, Detail: fmt.Sprintf("the file is larger than this request allows (%d bytes)", limit)}
+	}
+	return nil
+}
+
+// adapterError is the client's view of an adapter's error: a refusal of the input fails the job with the
+// adapter's code, anything else is retried.
+func adapterError(ctx context.Context, kind mediakind.Kind, err error) *ProcessError {
+	var ref *mediakind.Refusal
+	if errors.As(err, &ref) {
+		return &ProcessError{Code: ref.Code, Detail: ref.Detail, Cause: err}
+	}
+	if ctx.Err() != nil {
+		return retryable("the attempt was interrupted; it is retried", err)
+	}
+	return retryable(fmt.Sprintf("the %s could not be processed; the attempt is retried", kind.Noun), err)
+}
+
+func retryable(detail string, cause error) *ProcessError {
+	return &ProcessError{Code: CodeProcessingError, Detail: detail, Retryable: true, Cause: cause}
+}

@@ -1,0 +1,212 @@
+package actors_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"filigrane/actors"
+	"filigrane/actors/jobstate"
+	"filigrane/actors/mediakind"
+	"filigrane/codec"
+	"filigrane/persistence/fsblobs"
+)
+
+// copyAdapter stands for a file-path codec adapter (codec/video, codec/pdf): it writes the input's bytes
+// behind a header to dst, refuses inputs starting with "bad", and reports the duration it was built with.
+// It records the paths it was given so that the test can check they are gone afterwards.
+type copyAdapter struct {
+	duration time.Duration
+	seen     *[]string
+}
+
+func (a copyAdapter) Probe(ctx context.Context, src string) (mediakind.Info, error) {
+	return mediakind.Info{Format: "MP4", Frames: 10, Duration: a.duration}, nil
+}
+
+func (a copyAdapter) Embed(ctx context.Context, src, dst string, id codec.ID) (mediakind.Report, error) {
+	*a.seen = append(*a.seen, src, dst)
+	in, err := os.ReadFile(src)
+	if err != nil {
+		return mediakind.Report{}, err
+	}
+	if bytes.HasPrefix(in, []byte("bad")) {
+		return mediakind.Report{}, &mediakind.Refusal{Code: "invalid_video", Detail: "not a video we can read"}
+	}
+	out := append([]byte("marked:"+id.String()+":"), in...)
+	if err := os.WriteFile(dst, out, 0o600); err != nil {
+		return mediakind.Report{}, err
+	}
+	info, _ := a.Probe(ctx, src)
+	return mediakind.Report{Info: info, Units: info.Frames, Bytes: int64(len(out))}, nil
+}
+
+func (a copyAdapter) Detect(ctx context.Context, src string) (codec.Detection, error) {
+	*a.seen = append(*a.seen, src)
+	in, err := os.ReadFile(src)
+	if err != nil {
+		return codec.Detection{}, err
+	}
+	id := string(bytes.SplitN(in, []byte(":"), 3)[1])
+	return codec.Detection{Watermarked: true, Confidence: 1, WatermarkID: &id, Units: []codec.Unit{{Index: 0, Watermarked: true}}}, nil
+}
+
+func videoJob(t *testing.T, op jobstate.Operation, key string, size int64) *jobstate.Record {
+	t.Helper()
+	s := jobstate.Spec{RequestID: "req_" + strings.Repeat("a", 64), OrgID: "org_1", Operation: op, Media: jobstate.MediaVideo,
+		Format: "MP4", FrameCount: 10, AcceleratorRequested: jobstate.AcceleratorCPU, CreditsHeld: 2,
+		Input: jobstate.Input{BlobKey: key, SHA256: strings.Repeat("b", 64), Size: size, Filename: "clip.mp4", ContentType: "video/mp4"}}
+	if op == jobstate.OperationEmbed {
+		s.WatermarkID = strings.Repeat("c", 64)
+	}
+	rec, err := jobstate.Accept(s, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rec
+}
+
+func newFileMedia(t *testing.T, a mediakind.Adapter) (actors.Media, string) {
+	t.Helper()
+	blobs, err := fsblobs.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmp := t.TempDir()
+	cat := actors.DefaultCatalog()
+	cat.Prices.VideoEmbedPerMinute = 3
+	return actors.Media{Blobs: blobs, Catalog: cat, TempDir: tmp,
+		Files: map[jobstate.Media]mediakind.Adapter{jobstate.MediaVideo: a}}, tmp
+}
+
+func assertEmptyDir(t *testing.T, dir string) {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ents) != 0 {
+		t.Fatalf("temporary files left behind: %v", ents)
+	}
+}
+
+// TestProcessFileEmbedAndDetect runs a video embed and a detection of its output through the generic
+// processor: the output is stored with the kind's MIME type and name, priced per started minute, and no
+// temporary file is left.
+func TestProcessFileEmbedAndDetect(t *testing.T) {
+	ctx := context.Background()
+	var seen []string
+	m, tmp := newFileMedia(t, copyAdapter{duration: 61 * time.Second, seen: &seen})
+	if _, err := m.Blobs.Put(ctx, "inputs/clip", strings.NewReader("frames")); err != nil {
+		t.Fatal(err)
+	}
+	out, perr := m.Process(ctx, videoJob(t, jobstate.OperationEmbed, "inputs/clip", 6))
+	if perr != nil {
+		t.Fatal(perr)
+	}
+	if out.ContentType != "video/mp4" || out.Filename != "clip-watermarked.mp4" || out.Charge != 6 {
+		t.Fatalf("output %+v; want video/mp4, clip-watermarked.mp4, 2 started minutes at 3 credits", out)
+	}
+	r, err := m.Blobs.Get(ctx, out.BlobKey, 0, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(r)
+	r.Close()
+	want := "marked:" + strings.Repeat("c", 64) + ":frames"
+	if string(body) != want || out.Size != int64(len(want)) {
+		t.Fatalf("stored %q (%d), want %q", body, out.Size, want)
+	}
+	assertEmptyDir(t, tmp)
+
+	det, perr := m.Process(ctx, videoJob(t, jobstate.OperationDetect, out.BlobKey, out.Size))
+	if perr != nil {
+		t.Fatal(perr)
+	}
+	if det.ContentType != "application/json" || det.Charge != m.Catalog.Prices.Detect {
+		t.Fatalf("detection output %+v", det)
+	}
+	r, err = m.Blobs.Get(ctx, det.BlobKey, 0, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got codec.Detection
+	if err := json.NewDecoder(r).Decode(&got); err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	if !got.Watermarked || got.WatermarkID == nil || *got.WatermarkID != strings.Repeat("c", 64) {
+		t.Fatalf("detection %+v", got)
+	}
+	assertEmptyDir(t, tmp)
+	for _, p := range seen {
+		if !strings.HasPrefix(p, tmp) {
+			t.Errorf("adapter got %s, outside the processor's temporary directory", p)
+		}
+	}
+}
+
+// TestProcessFileRefusals: a refused input fails the job with the adapter's code (not retried), an input
+// over the kind's limit fails with file_too_large before the adapter runs, a kind without adapter is refused;
+// no temporary file is left on any path.
+func TestProcessFileRefusals(t *testing.T) {
+	ctx := context.Background()
+	var seen []string
+	m, tmp := newFileMedia(t, copyAdapter{seen: &seen})
+	if _, err := m.Blobs.Put(ctx, "inputs/bad", strings.NewReader("bad bytes")); err != nil {
+		t.Fatal(err)
+	}
+	_, perr := m.Process(ctx, videoJob(t, jobstate.OperationEmbed, "inputs/bad", 9))
+	if perr == nil || perr.Code != "invalid_video" || perr.Retryable {
+		t.Fatalf("refused input: %+v", perr)
+	}
+	assertEmptyDir(t, tmp)
+
+	kind, _ := mediakind.ByMedia(jobstate.MediaVideo)
+	limit := kind.MaxInput(jobstate.OperationEmbed)
+	if _, err := m.Blobs.Put(ctx, "inputs/big", io.LimitReader(zeros{}, limit+1)); err != nil {
+		t.Fatal(err)
+	}
+	seen = seen[:0]
+	_, perr = m.Process(ctx, videoJob(t, jobstate.OperationEmbed, "inputs/big", limit+1))
+	if perr == nil || perr.Code != actors.CodeFileTooLarge || perr.Retryable || len(seen) != 0 {
+		t.Fatalf("over the limit: %+v (adapter saw %v)", perr, seen)
+	}
+	assertEmptyDir(t, tmp)
+
+	_, perr = m.Process(ctx, videoJob(t, jobstate.OperationEmbed, "inputs/missing", 1))
+	if perr == nil || !perr.Retryable {
+		t.Fatalf("missing input: %+v, want a retryable error", perr)
+	}
+	assertEmptyDir(t, tmp)
+
+	m.Files = nil
+	if m.Supports(jobstate.MediaVideo) || !m.Supports(jobstate.MediaImage) {
+		t.Fatal("Supports disagrees with the adapters")
+	}
+	_, perr = m.Process(ctx, videoJob(t, jobstate.OperationEmbed, "inputs/bad", 9))
+	if perr == nil || perr.Code != actors.CodeProcessingError {
+		t.Fatalf("no adapter: %+v", perr)
+	}
+}
+
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) {
+	clear(p)
+	return len(p), nil
+}
+
+// TestImagePixelLimitsMatchTable: the image decoder's bounds are the table's.
+func TestImagePixelLimitsMatchTable(t *testing.T) {
+	k, _ := mediakind.ByMedia(jobstate.MediaImage)
+	if k.MaxPixels(jobstate.OperationEmbed) != actors.MaxImagePixels || k.MaxPixels(jobstate.OperationDetect) != actors.MaxDetectPixels {
+		t.Fatalf("table %d/%d, decoder %d/%d", k.MaxPixels(jobstate.OperationEmbed), k.MaxPixels(jobstate.OperationDetect),
+			actors.MaxImagePixels, actors.MaxDetectPixels)
+	}
+}

@@ -1,0 +1,153 @@
+// Package mediafiles adapts the file-path codecs (codec/video, codec/pdf) to the media-kind table's Adapter
+// interface: it converts their probe results and reports to mediakind.Info and mediakind.Report, and their
+// errors caused by the input to *mediakind.Refusal with a job error code and a sentence of ours (the codecs'
+// own messages can carry temporary paths and tool output). It does no I/O of its own.
+package mediafiles
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+
+	"filigrane/actors/jobstate"
+	"filigrane/actors/mediakind"
+	"filigrane/codec"
+	"filigrane/codec/pdf"
+	"filigrane/codec/video"
+	"filigrane/internal/problem"
+)
+
+// Job error codes of videos and documents (docs/errors.md).
+const (
+	CodeInvalidVideo     = string(problem.InvalidVideo)
+	CodeVideoTooLarge    = string(problem.VideoTooLarge)
+	CodeInvalidDocument  = string(problem.InvalidDocument)
+	CodeDocumentTooLarge = string(problem.DocumentTooLarge)
+)
+
+// Video is the adapter of the video kind.
+type Video struct{ A *video.Adapter }
+
+// NewVideo is the video adapter with the table's bounds of the video kind (ffmpeg and ffprobe from PATH).
+func NewVideo(c *codec.Codec) Video {
+	k, _ := mediakind.ByMedia(jobstate.MediaVideo)
+	return Video{A: &video.Adapter{Codec: c, Limits: video.Limits{
+		MaxDuration: k.Limits.MaxDuration.Seconds(), MaxFrames: k.Limits.MaxFrames}}}
+}
+
+func videoInfo(in video.Info) mediakind.Info {
+	format := strings.ToUpper(in.Container)
+	if format == "" {
+		format = "MP4"
+	}
+	return mediakind.Info{Format: format, Width: in.Video.Width, Height: in.Video.Height, Frames: int(in.Video.Frames),
+		Duration: time.Duration(in.Duration * float64(time.Second))}
+}
+
+// Probe reads the container and the video stream.
+func (v Video) Probe(ctx context.Context, src string) (mediakind.Info, error) {
+	in, err := v.A.Probe(ctx, src)
+	if err != nil {
+		return mediakind.Info{}, videoError(err)
+	}
+	return videoInfo(in), nil
+}
+
+// Embed marks every frame with the default encoding options.
+func (v Video) Embed(ctx context.Context, src, dst string, id codec.ID) (mediakind.Report, error) {
+	rep, err := v.A.Embed(ctx, src, dst, id, video.Options{})
+	if err != nil {
+		return mediakind.Report{}, videoError(err)
+	}
+	info := mediakind.Info{Format: strings.ToUpper(rep.Container), Width: rep.Width, Height: rep.Height,
+		Frames: int(rep.FrameCount), Duration: time.Duration(rep.Duration * float64(time.Second))}
+	return mediakind.Report{Info: info, Units: int(rep.FrameCount)}, nil
+}
+
+// Detect reports one unit per second of video.
+func (v Video) Detect(ctx context.Context, src string) (codec.Detection, error) {
+	det, err := v.A.Detect(ctx, src)
+	if err != nil {
+		return codec.Detection{}, videoError(err)
+	}
+	return det, nil
+}
+
+func videoError(err error) error {
+	refuse := func(code, detail string) error { return &mediakind.Refusal{Code: code, Detail: detail, Err: err} }
+	switch {
+	case errors.Is(err, video.ErrNotVideo):
+		return refuse(CodeInvalidVideo, "the file is not a video in a supported container (MP4, MOV)")
+	case errors.Is(err, video.ErrNoVideoStream):
+		return refuse(CodeInvalidVideo, "the file has no video stream")
+	case errors.Is(err, video.ErrTruncated):
+		return refuse(CodeInvalidVideo, "the video is truncated or corrupt")
+	case errors.Is(err, video.ErrUnsupported):
+		return refuse(CodeInvalidVideo, "the video's encoding is not supported")
+	case errors.Is(err, video.ErrTooSmall):
+		return refuse(CodeInvalidVideo, "the video's frames are too small to carry a watermark")
+	case errors.Is(err, video.ErrTooLong):
+		return refuse(CodeVideoTooLarge, "the video is longer than we process")
+	case errors.Is(err, video.ErrTooLarge):
+		return refuse(CodeVideoTooLarge, "the video's frames are larger than we process")
+	case errors.Is(err, video.ErrTooManyFrames):
+		return refuse(CodeVideoTooLarge, "the video has more frames than we process")
+	}
+	return err
+}
+
+// PDF is the adapter of the document kind.
+type PDF struct{ A *pdf.Adapter }
+
+// NewPDF is the PDF adapter with the table's bounds of the document kind (mutool from PATH).
+func NewPDF(c *codec.Codec) PDF {
+	k, _ := mediakind.ByMedia(jobstate.MediaDocument)
+	return PDF{A: &pdf.Adapter{Codec: c, Limits: pdf.Limits{
+		MaxBytes: k.MaxInput(jobstate.OperationDetect), MaxPages: k.Limits.MaxPages}}}
+}
+
+// Probe opens the document and reads its page count.
+func (p PDF) Probe(ctx context.Context, src string) (mediakind.Info, error) {
+	in, err := p.A.Probe(ctx, src)
+	if err != nil {
+		return mediakind.Info{}, pdfError(err)
+	}
+	return mediakind.Info{Format: "PDF", Pages: in.Pages}, nil
+}
+
+// Embed marks the document with the default strength.
+func (p PDF) Embed(ctx context.Context, src, dst string, id codec.ID) (mediakind.Report, error) {
+	rep, err := p.A.Embed(ctx, src, dst, id, pdf.Options{})
+	if err != nil {
+		return mediakind.Report{}, pdfError(err)
+	}
+	return mediakind.Report{Info: mediakind.Info{Format: "PDF", Pages: rep.Pages}, Units: rep.Pages, Bytes: rep.OutBytes}, nil
+}
+
+// Detect reads the structural mark, else renders the pages.
+func (p PDF) Detect(ctx context.Context, src string) (codec.Detection, error) {
+	det, err := p.A.Detect(ctx, src)
+	if err != nil {
+		return codec.Detection{}, pdfError(err)
+	}
+	return det, nil
+}
+
+func pdfError(err error) error {
+	var pe *pdf.Error
+	if !errors.As(err, &pe) || pe.Code == pdf.CodeTool {
+		return err // the server's problem: retried
+	}
+	code := CodeInvalidDocument
+	if pe.Code == pdf.CodeTooLarge {
+		code = CodeDocumentTooLarge
+	}
+	// The adapter's reasons are sentences about the document, without paths.
+	return &mediakind.Refusal{Code: code, Detail: "the PDF cannot be watermarked: " + pe.Reason, Err: err}
+}
+
+var (
+	_ mediakind.Adapter = Video{}
+	_ mediakind.Adapter = PDF{}
+)

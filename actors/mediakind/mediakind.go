@@ -1,0 +1,307 @@
+// Package mediakind is the one table of the media kinds the service accepts (image, document, video): their
+// routes, extensions and MIME types, size and pixel/page limits per route, deadline, price rule, whether a
+// synchronous detection may answer in the request, and the output's MIME type. The HTTP routes, the upload
+// kinds, the limit checks, the prices and the processor read from it, so that adding a kind is a new row
+// plus an Adapter.
+//
+// It owns data and small pure functions only: it does no I/O, holds no mutable state and knows nothing of
+// HTTP or actors.
+package mediakind
+
+import (
+	"context"
+	"fmt"
+	"path"
+	"strings"
+	"time"
+
+	"filigrane/actors/jobstate"
+	"filigrane/codec"
+)
+
+// Limits are the bounds of one kind, per route (spec 8). A byte limit of 0 means the route is not offered.
+type Limits struct {
+	// DirectEmbed is the largest file sent in the embed request itself.
+	DirectEmbed int64
+	// UploadEmbed is the largest file of an embed upload (and of a batch member).
+	UploadEmbed int64
+	// DirectDetect is the largest file sent in a detection request itself ("files over 40 MB are sent
+	// through an upload").
+	DirectDetect int64
+	// UploadDetect is the largest file of a detect upload.
+	UploadDetect int64
+	// SyncDetect is the largest file a synchronous detection answers in the request; 0: detection of this
+	// kind always runs as a job.
+	SyncDetect int64
+	// EmbedPixels and DetectPixels bound an image's (or a frame's) pixels, per operation; 0: no pixel bound.
+	EmbedPixels  int64
+	DetectPixels int64
+	// MaxPages bounds a document's pages; 0: not a paged kind.
+	MaxPages int
+	// MaxFrames and MaxDuration bound a video; 0: not a timed kind.
+	MaxFrames   int64
+	MaxDuration time.Duration
+}
+
+// Info is what a probe learns of a file before it is processed: enough to check limits, set the deadline and
+// price the work.
+type Info struct {
+	Format   string // upper case, as recorded on the job (PNG, JPEG, PDF, MP4)
+	Width    int
+	Height   int
+	Pages    int           // documents
+	Frames   int           // videos; 1 for a still image
+	Duration time.Duration // videos
+}
+
+// Rates are the credit prices the price rules apply (the plan catalog's prices; DESIGN.md 5).
+type Rates struct {
+	ImageEmbed          int64 `json:"image_embed"`
+	DocumentEmbed       int64 `json:"document_embed"`
+	VideoEmbedPerMinute int64 `json:"video_embed_per_started_minute"`
+	Detect              int64 `json:"detect"`
+	// GPUHoldMultiplier multiplies the credits held for accelerator=gpu; the charge is the normal price when
+	// the work ran on a CPU.
+	GPUHoldMultiplier int64 `json:"gpu_hold_multiplier"`
+}
+
+// Kind is one row of the table.
+type Kind struct {
+	// Media is the kind's name on jobs, uploads, assets and plans.
+	Media jobstate.Media
+	// RoutePrefix is the path its requests are sent to; "/async", "/detect" and "/detect/async" follow it.
+	RoutePrefix string
+	// Extensions are the filename extensions (lower case, with the dot) that name a file of this kind, as a
+	// detect upload's filename does.
+	Extensions []string
+	// MIMETypes are the content types of files of this kind.
+	MIMETypes []string
+	Limits    Limits
+	// SyncWait is how long a synchronous embed waits for its job before answering 202 with the receipt; a
+	// synchronous detection of a kind with SyncDetect waits as long as its request's budget allows.
+	SyncWait time.Duration
+	// OutputMIME and OutputExt describe the watermarked file.
+	OutputMIME string
+	OutputExt  string
+	// Noun names one file of the kind in messages ("image", "PDF", "video").
+	Noun string
+}
+
+// SyncWait is the spec's wait of a synchronous request before it answers 202 (spec 8: 20 seconds).
+const SyncWait = 20 * time.Second
+
+// Table returns the kinds, image first. It is built on each call: callers may keep or change their copy.
+func Table() []Kind {
+	return []Kind{
+		{
+			Media: jobstate.MediaImage, RoutePrefix: "/watermarks/images", Noun: "image",
+			Extensions: []string{".jpg", ".jpeg", ".jpe", ".jfif", ".png", ".gif", ".webp", ".tif", ".tiff"},
+			MIMETypes:  []string{"image/jpeg", "image/png", "image/gif", "image/webp", "image/tiff", "image/bmp"},
+			Limits: Limits{
+				DirectEmbed: 20_000_000, UploadEmbed: 50_000_000,
+				DirectDetect: 40_000_000, UploadDetect: 192_000_000, SyncDetect: 95_000_000,
+				EmbedPixels: 40_000_000,
+				// Detection decodes into the decoder's own layout and analyses a region reduced to 48 MP; the
+				// spec sets no pixel bound besides the file size.
+				DetectPixels: 200_000_000,
+			},
+			SyncWait: SyncWait, OutputMIME: "image/png", OutputExt: "png",
+		},
+		{
+			Media: jobstate.MediaDocument, RoutePrefix: "/watermarks/documents", Noun: "PDF",
+			Extensions: []string{".pdf"},
+			MIMETypes:  []string{"application/pdf"},
+			Limits: Limits{
+				// The spec does not show a direct limit for PDFs; the upload's is taken.
+				DirectEmbed: 20_000_000, UploadEmbed: 20_000_000,
+				DirectDetect: 40_000_000, UploadDetect: 64_000_000, SyncDetect: 95_000_000,
+				MaxPages: 10_000,
+			},
+			SyncWait: SyncWait, OutputMIME: "application/pdf", OutputExt: "pdf",
+		},
+		{
+			Media: jobstate.MediaVideo, RoutePrefix: "/watermarks/videos", Noun: "video",
+			Extensions: []string{".mp4", ".m4v", ".mov"},
+			MIMETypes:  []string{"video/mp4", "video/quicktime"},
+			Limits: Limits{
+				DirectEmbed: 20_000_000, UploadEmbed: 20_000_000,
+				DirectDetect: 40_000_000, UploadDetect: 100_000_000,
+				SyncDetect: 0, // video detection always runs as a job
+				// codec/video's bounds (ten minutes at up to 60 fps); the deadline reaches its 90-minute cap at 240 frames.
+				MaxFrames: 36_000, MaxDuration: 10 * time.Minute,
+			},
+			SyncWait: SyncWait, OutputMIME: "video/mp4", OutputExt: "mp4",
+		},
+	}
+}
+
+// ByMedia returns the row of media.
+func ByMedia(m jobstate.Media) (Kind, bool) {
+	for _, k := range Table() {
+		if k.Media == m {
+			return k, true
+		}
+	}
+	return Kind{}, false
+}
+
+// ByFilename returns the row whose extensions include the filename's (case-insensitive).
+func ByFilename(name string) (Kind, bool) {
+	ext := strings.ToLower(path.Ext(name))
+	if ext == "" {
+		return Kind{}, false
+	}
+	for _, k := range Table() {
+		for _, e := range k.Extensions {
+			if e == ext {
+				return k, true
+			}
+		}
+	}
+	return Kind{}, false
+}
+
+// DirectLimit is the largest file a request of op sends in its body.
+func (k Kind) DirectLimit(op jobstate.Operation) int64 {
+	if op == jobstate.OperationDetect {
+		return k.Limits.DirectDetect
+	}
+	return k.Limits.DirectEmbed
+}
+
+// UploadLimit is the largest file an upload for op holds.
+func (k Kind) UploadLimit(op jobstate.Operation) int64 {
+	if op == jobstate.OperationDetect {
+		return k.Limits.UploadDetect
+	}
+	return k.Limits.UploadEmbed
+}
+
+// MaxInput is the largest input a job of op can have, by any route: what a processor copies at most.
+func (k Kind) MaxInput(op jobstate.Operation) int64 {
+	return max(k.DirectLimit(op), k.UploadLimit(op))
+}
+
+// MaxPixels is the pixel bound of op; 0 when the kind has none.
+func (k Kind) MaxPixels(op jobstate.Operation) int64 {
+	if op == jobstate.OperationDetect {
+		return k.Limits.DetectPixels
+	}
+	return k.Limits.EmbedPixels
+}
+
+// SyncDetect reports whether a synchronous detection of this kind may answer in the request.
+func (k Kind) SyncDetect() bool { return k.Limits.SyncDetect > 0 }
+
+// Deadline is how long a job of this kind may take from acceptance (spec 8): 30 minutes, and for video 15
+// seconds more per frame, at most 90 minutes.
+func (k Kind) Deadline(info Info) time.Duration { return jobstate.DeadlineFor(k.Media, info.Frames) }
+
+// Price is the credits op costs on a file described by info (DESIGN.md 5): an image or PDF embed costs its
+// rate per file, a video embed its rate per started minute (at least one), a detection the detect rate per
+// file whatever the kind.
+func (k Kind) Price(op jobstate.Operation, r Rates, info Info) int64 {
+	if op == jobstate.OperationDetect {
+		return r.Detect
+	}
+	switch k.Media {
+	case jobstate.MediaDocument:
+		return r.DocumentEmbed
+	case jobstate.MediaVideo:
+		return r.VideoEmbedPerMinute * StartedMinutes(info.Duration)
+	}
+	return r.ImageEmbed
+}
+
+// StartedMinutes counts the minutes d starts, at least one.
+func StartedMinutes(d time.Duration) int64 {
+	if d <= 0 {
+		return 1
+	}
+	return int64((d + time.Minute - 1) / time.Minute)
+}
+
+// ContentType is the content type recorded for an input of format (as Info.Format names it).
+func (k Kind) ContentType(format string) string {
+	switch k.Media {
+	case jobstate.MediaImage:
+		return "image/" + strings.ToLower(format)
+	case jobstate.MediaDocument:
+		return "application/pdf"
+	}
+	if strings.EqualFold(format, "MOV") {
+		return "video/quicktime"
+	}
+	return "video/mp4"
+}
+
+// Report is what an embed did, per unit (page, frame) where the codec reports units.
+type Report struct {
+	Info  Info
+	Units int
+	// Bytes is the size of the written output.
+	Bytes int64
+}
+
+// Adapter runs the codec on files of one kind, as paths on local disk: the processor copies the stored input
+// to a bounded temporary file and streams the output back. Errors the input causes are *Refusal; any other
+// error is the server's and the attempt is retried.
+type Adapter interface {
+	Probe(ctx context.Context, src string) (Info, error)
+	Embed(ctx context.Context, src, dst string, id codec.ID) (Report, error)
+	Detect(ctx context.Context, src string) (codec.Detection, error)
+}
+
+// Refusal is an error caused by the input: retrying cannot help, and the job fails with Code (a job error
+// code, docs/errors.md) and Detail (a sentence for the client).
+type Refusal struct {
+	Code   string
+	Detail string
+	Err    error
+}
+
+func (r *Refusal) Error() string {
+	if r.Err != nil {
+		return fmt.Sprintf("%s: %s: %v", r.Code, r.Detail, r.Err)
+	}
+	return r.Code + ": " + r.Detail
+}
+
+func (r *Refusal) Unwrap() error { return r.Err }
+
+// LimitsMarkdown renders the table's limits and prices as the Markdown table of README.md ("Media kinds"),
+// so that the documentation is checked against the table (TestREADMEMatchesTable).
+func LimitsMarkdown() string {
+	mb := func(n int64) string {
+		if n == 0 {
+			return "—"
+		}
+		return fmt.Sprintf("%d MB", n/1_000_000)
+	}
+	var b strings.Builder
+	b.WriteString("| Kind | Routes | Extensions | Direct embed | Embed upload | Direct detect | Detect upload | Sync detect | Bound | Embed price | Output |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, k := range Table() {
+		sync := "up to " + mb(k.Limits.SyncDetect)
+		if !k.SyncDetect() {
+			sync = "always a job"
+		}
+		bound := "—"
+		switch {
+		case k.Limits.EmbedPixels > 0:
+			bound = fmt.Sprintf("%d MP embed, %d MP detect", k.Limits.EmbedPixels/1_000_000, k.Limits.DetectPixels/1_000_000)
+		case k.Limits.MaxPages > 0:
+			bound = fmt.Sprintf("%d pages", k.Limits.MaxPages)
+		case k.Limits.MaxFrames > 0:
+			bound = fmt.Sprintf("%d frames, %v", k.Limits.MaxFrames, k.Limits.MaxDuration)
+		}
+		price := "1 credit per file"
+		if k.Media == jobstate.MediaVideo {
+			price = "1 credit per started minute"
+		}
+		fmt.Fprintf(&b, "| %s | `%s` | %s | %s | %s | %s | %s | %s | %s | %s | `%s` |\n", k.Media, k.RoutePrefix,
+			strings.Join(k.Extensions, " "), mb(k.Limits.DirectEmbed), mb(k.Limits.UploadEmbed), mb(k.Limits.DirectDetect),
+			mb(k.Limits.UploadDetect), sync, bound, price, k.OutputMIME)
+	}
+	return b.String()
+}

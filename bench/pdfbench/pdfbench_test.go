@@ -1,0 +1,84 @@
+package pdfbench
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+
+	"filigrane/codec"
+)
+
+// TestRun is the benchmark run, not a unit test: it needs the network once (apt-get download), qpdf, mutool,
+// Ghostscript and poppler-utils, and takes minutes. Run it with
+//
+//	FILIGRANE_PDF_BENCH=1 go test -run TestRun -timeout 60m -v ./bench/pdfbench
+//
+// It writes bench/results/pdf/report.md and bench/results/pdf/visual.png.
+func TestRun(t *testing.T) {
+	if os.Getenv("FILIGRANE_PDF_BENCH") == "" {
+		t.Skip("set FILIGRANE_PDF_BENCH=1 to run the PDF benchmark")
+	}
+	for _, tool := range []string{"qpdf", "mutool", "gs", "pdftocairo", "apt-get", "dpkg"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("%s is needed: %v", tool, err)
+		}
+	}
+	ctx := context.Background()
+	home, _ := os.UserHomeDir()
+	cache := filepath.Join(home, ".cache", "filigrane", "pdfcorpus")
+	if err := Fetch(ctx, cache, os.Stderr); err != nil {
+		t.Fatal(err)
+	}
+	var extra []string
+	if out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/pdfcpu/pdfcpu").Output(); err == nil {
+		extra = append(extra, filepath.Join(string(bytes.TrimSpace(out)), "pkg", "testdata"))
+	}
+	docs, err := Load(cache, extra...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if only := os.Getenv("FILIGRANE_PDF_BENCH_ONLY"); only != "" {
+		var keep []Doc
+		for _, d := range docs {
+			if d.Name == only {
+				keep = append(keep, d)
+			}
+		}
+		docs = keep
+	}
+	t.Logf("%d documents", len(docs))
+	outDir, _ := filepath.Abs(filepath.Join("..", "results", "pdf"))
+	work := t.TempDir()
+	if err := os.MkdirAll(outDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	strength, _ := strconv.ParseFloat(os.Getenv("FILIGRANE_PDF_STRENGTH"), 64)
+	cfg := Config{Key: []byte(codec.DevelopmentKey), Strength: strength, WorkDir: work, Log: os.Stderr}
+	res, err := Run(ctx, cfg, docs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range docs {
+		if d.Name == "octave.pdf" && os.Getenv("FILIGRANE_PDF_BENCH_NOSPEED") == "" {
+			if err := Speed(ctx, cfg.Key, d, work, 20, res); err != nil {
+				t.Errorf("speed: %v", err)
+			}
+		}
+		if d.Name == "libtasn1.pdf" {
+			dir := filepath.Join(work, "libtasn1")
+			if err := Visual(ctx, filepath.Join(dir, "orig.pdf"), filepath.Join(dir, "marked.pdf"), 2, filepath.Join(outDir, "visual.png")); err != nil {
+				t.Errorf("visual: %v", err)
+			}
+		}
+	}
+	var buf bytes.Buffer
+	res.Markdown(&buf)
+	os.Stdout.Write(buf.Bytes())
+	if err := os.WriteFile(filepath.Join(outDir, "report.md"), buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,104 @@
+package pdf
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/pdfcpu/pdfcpu/pkg/api"
+
+	"filigrane/codec"
+)
+
+// Embed marks src with id and writes the marked PDF to dst. dst is written to a temporary file next to it and
+// renamed into place, so a failure leaves no partial output. Inputs that must not be marked are refused with an
+// *Error before any work on the content.
+func (a *Adapter) Embed(ctx context.Context, src, dst string, id codec.ID, opt Options) (EmbedReport, error) {
+	if a.Codec == nil {
+		return EmbedReport{}, errors.New("pdf: adapter without a codec")
+	}
+	strength := opt.Strength
+	if strength == 0 {
+		strength = DefaultStrength
+	}
+	if math.IsNaN(strength) || strength < MinStrength || strength > MaxStrength {
+		return EmbedReport{}, fmt.Errorf("pdf: strength %.2f outside %.0f..%.0f", strength, MinStrength, MaxStrength)
+	}
+	doc, err := a.open(ctx, src, true)
+	if err != nil {
+		return EmbedReport{}, err
+	}
+	defer doc.close()
+	rep := EmbedReport{Pages: doc.info.Pages, InBytes: doc.inBytes, Strength: strength, Repaired: doc.info.Repaired,
+		Rewritten: true}
+	ow, err := newOverlayWriter(doc, a.Codec, id, strength)
+	if err != nil {
+		return EmbedReport{}, fmt.Errorf("pdf: overlay: %w", err)
+	}
+	for p := 1; p <= doc.info.Pages; p++ {
+		if p%64 == 0 && ctx.Err() != nil {
+			return EmbedReport{}, fmt.Errorf("pdf: embed: %w", ctx.Err())
+		}
+		u, err := ow.page(p)
+		if err != nil {
+			return EmbedReport{}, err
+		}
+		rep.Units = append(rep.Units, u)
+	}
+	if err := doc.writeStructural(a.Codec, id, time.Now()); err != nil {
+		return EmbedReport{}, fmt.Errorf("pdf: structural mark: %w", err)
+	}
+	n, err := writeAtomic(doc, dst)
+	if err != nil {
+		return EmbedReport{}, err
+	}
+	rep.OutBytes = n
+	return rep, nil
+}
+
+// writeAtomic writes the document to a temporary file in dst's directory and renames it to dst.
+func writeAtomic(doc *document, dst string) (int64, error) {
+	f, err := os.CreateTemp(filepath.Dir(dst), ".filigrane-pdf-*")
+	if err != nil {
+		return 0, fmt.Errorf("pdf: create output: %w", err)
+	}
+	tmp := f.Name()
+	ok := false
+	defer func() {
+		if !ok {
+			f.Close()
+			os.Remove(tmp)
+		}
+	}()
+	if err := safeWrite(doc, f); err != nil {
+		return 0, fmt.Errorf("pdf: write: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		return 0, fmt.Errorf("pdf: write: %w", err)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		return 0, fmt.Errorf("pdf: write: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return 0, fmt.Errorf("pdf: write: %w", err)
+	}
+	if err := os.Rename(tmp, dst); err != nil {
+		return 0, fmt.Errorf("pdf: write: %w", err)
+	}
+	ok = true
+	return st.Size(), nil
+}
+
+func safeWrite(doc *document, f *os.File) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("writer failure: %v", r)
+		}
+	}()
+	return api.WriteContext(doc.ctx, f)
+}

@@ -1,0 +1,353 @@
+package pdf
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/pdfcpu/pdfcpu/pkg/pdfcpu/types"
+
+	"filigrane/codec"
+)
+
+// tileOversample is how many image pixels the overlay tile has per waxel: the codec renders its mark by bilinear
+// interpolation between waxel centres, and a 2× image keeps that shape (smoother, hence less visible, than one
+// flat square per waxel) while the whole tile stays a few kilobytes.
+const tileOversample = 2
+
+// overlayMasks returns the two soft masks of the overlay tile for id, in 8-bit alpha levels: dark (under a
+// black image) and light (under a white image), dark = strength·(1−q)/2 and light = strength − dark, rounded.
+// Compositing gives page·(1 − dark/255) + (255 − page)·light/255: on white paper the page darkens by dark
+// levels and the white image does nothing; on black the page lightens by light levels; in between both act, so
+// the pattern keeps its swing on any background while white paper is never lightened. The soft masks carry the
+// levels as integers, which every renderer composites exactly (a constant opacity of a few 255ths does not
+// survive MuPDF's fixed-point arithmetic as well).
+//
+// The chips are first high-passed with the detector's own whitening kernel (each waxel minus the mean of its 8
+// neighbours, cyclically over the tile). The detector discards what that kernel removes, so the smooth part of a
+// random chip pattern costs visibility and buys nothing; removed, the pattern is fine-grained noise, which the
+// eye sees least. Then the values are interpolated bilinearly between waxel centres, as the codec renders its
+// mark; q is the filtered value scaled to ±1.
+func overlayMasks(c *codec.Codec, id codec.ID, strength float64) (dark, light []byte) {
+	const side = codec.TileSide
+	chips := c.OverlayTile(id)
+	wrap := func(i int) int { return ((i % side) + side) % side }
+	t := make([]float64, len(chips))
+	for j := 0; j < side; j++ {
+		for i := 0; i < side; i++ {
+			var n float64
+			for dj := -1; dj <= 1; dj++ {
+				for di := -1; di <= 1; di++ {
+					if di != 0 || dj != 0 {
+						n += float64(chips[wrap(j+dj)*side+wrap(i+di)])
+					}
+				}
+			}
+			t[j*side+i] = (float64(chips[j*side+i]) - n/8) / highPassPeak
+		}
+	}
+	const n = side * tileOversample
+	dark, light = make([]byte, n*n), make([]byte, n*n)
+	for py := 0; py < n; py++ {
+		v := (float64(py)+0.5)/tileOversample - 0.5
+		j0 := math.Floor(v)
+		fy := v - j0
+		r0 := t[wrap(int(j0))*side:]
+		r1 := t[wrap(int(j0)+1)*side:]
+		for px := 0; px < n; px++ {
+			u := (float64(px)+0.5)/tileOversample - 0.5
+			i0 := math.Floor(u)
+			fx := u - i0
+			a, b := wrap(int(i0)), wrap(int(i0)+1)
+			top := r0[a] + fx*(r0[b]-r0[a])
+			bot := r1[a] + fx*(r1[b]-r1[a])
+			q := max(-1, min(1, top+fy*(bot-top)))
+			d := math.Round(strength * (1 - q) / 2)
+			dark[py*n+px] = uint8(d)
+			light[py*n+px] = uint8(math.Round(strength) - d)
+		}
+	}
+	return dark, light
+}
+
+// highPassPeak scales the high-passed chips (standard deviation 1.06, extremes ±2) so that values beyond ±1.5,
+// a few percent of the waxels, saturate rather than spend the darkening range on rare peaks.
+const highPassPeak = 1.5
+
+// overlayWriter adds the overlay objects to one document: one tile image (shared by all pages), one form
+// XObject per page size drawing the tile over the page, and per page a q/Q wrapper around the original content
+// followed by a call of the form.
+type overlayWriter struct {
+	d        *document
+	dark     types.IndirectRef // black image under the dark mask
+	light    types.IndirectRef // white image under the light mask
+	forms    map[[2]float64]formRef
+	prefix   types.IndirectRef
+	suffixes map[string]types.IndirectRef
+	resCopy  map[[2]int]resCopy // (original indirect resource dict, form) → its copy with the overlay form
+}
+
+type resCopy struct {
+	ref  types.IndirectRef
+	name string
+}
+
+type formRef struct {
+	ref   types.IndirectRef
+	tiles int
+}
+
+func newOverlayWriter(d *document, c *codec.Codec, id codec.ID, strength float64) (*overlayWriter, error) {
+	xt := d.ctx.XRefTable
+	const n = codec.TileSide * tileOversample
+	dark, light := overlayMasks(c, id, strength)
+	darkRef, err := maskedImage(d, n, 0, dark)
+	if err != nil {
+		return nil, err
+	}
+	lightRef, err := maskedImage(d, n, 255, light)
+	if err != nil {
+		return nil, err
+	}
+	prefix, err := xt.StreamDictIndRef([]byte("q\n"))
+	if err != nil {
+		return nil, err
+	}
+	return &overlayWriter{d: d, dark: darkRef, light: lightRef, forms: map[[2]float64]formRef{}, prefix: *prefix,
+		suffixes: map[string]types.IndirectRef{}, resCopy: map[[2]int]resCopy{}}, nil
+}
+
+// maskedImage adds an n×n image of one gray value drawn through the soft mask alpha.
+func maskedImage(d *document, n int, gray byte, alpha []byte) (types.IndirectRef, error) {
+	xt := d.ctx.XRefTable
+	mask, err := xt.NewStreamDictForBuf(alpha)
+	if err != nil {
+		return types.IndirectRef{}, err
+	}
+	imageDict(mask.Dict, n)
+	if err := mask.Encode(); err != nil {
+		return types.IndirectRef{}, fmt.Errorf("encode overlay mask: %w", err)
+	}
+	maskRef, err := xt.IndRefForNewObject(*mask)
+	if err != nil {
+		return types.IndirectRef{}, err
+	}
+	pix := make([]byte, n*n)
+	for i := range pix {
+		pix[i] = gray
+	}
+	img, err := xt.NewStreamDictForBuf(pix)
+	if err != nil {
+		return types.IndirectRef{}, err
+	}
+	imageDict(img.Dict, n)
+	img.Dict["SMask"] = *maskRef
+	if err := img.Encode(); err != nil {
+		return types.IndirectRef{}, fmt.Errorf("encode overlay image: %w", err)
+	}
+	ref, err := xt.IndRefForNewObject(*img)
+	if err != nil {
+		return types.IndirectRef{}, err
+	}
+	return *ref, nil
+}
+
+func imageDict(d types.Dict, n int) {
+	d["Type"] = types.Name("XObject")
+	d["Subtype"] = types.Name("Image")
+	d["Width"] = types.Integer(n)
+	d["Height"] = types.Integer(n)
+	d["ColorSpace"] = types.Name("DeviceGray")
+	d["BitsPerComponent"] = types.Integer(8)
+}
+
+func num(v float64) string {
+	return strconv.FormatFloat(math.Round(v*10000)/10000, 'f', -1, 64)
+}
+
+// minWaxelPt is the smallest waxel drawn, in points: 2 pixels at the 150 dpi detection rendering. The image
+// detector expects waxels of shortSide/512 pixels on images with a short side of 1024 pixels or more and of
+// 2 pixels below that, so pages with a short side under 491.5 points (A5, slides, cards) get 2-pixel waxels at
+// 150 dpi, which also survive rasterisation and JPEG far better than the sub-pixel waxels that 1/512 of their
+// short side would give.
+const minWaxelPt = 2 * 72.0 / 150
+
+// form returns the form XObject that draws the tile grid over a w×h page (origin at its lower-left corner).
+// The waxel is 1/512 of the short side (at least minWaxelPt) and the grid starts at the top-left corner, where renderers start the
+// raster, so that a rendering presents the pattern exactly as the codec would have embedded it in the image.
+func (o *overlayWriter) form(w, h float64) (formRef, error) {
+	key := [2]float64{math.Round(w*1000) / 1000, math.Round(h*1000) / 1000}
+	if f, ok := o.forms[key]; ok {
+		return f, nil
+	}
+	ws := max(min(w, h)/codec.OverlayWaxelsPerShortSide, minWaxelPt)
+	t := ws * codec.TileSide
+	nx, ny := int(math.Ceil(w/t-1e-9)), int(math.Ceil(h/t-1e-9))
+	var b strings.Builder
+	fmt.Fprintf(&b, "0 0 %s %s re W n\n", num(w), num(h))
+	for j := 0; j < ny; j++ {
+		for i := 0; i < nx; i++ {
+			fmt.Fprintf(&b, "q %s 0 0 %s %s %s cm /D Do /L Do Q\n", num(t), num(t), num(float64(i)*t), num(h-float64(j+1)*t))
+		}
+	}
+	xt := o.d.ctx.XRefTable
+	sd, err := xt.NewStreamDictForBuf([]byte(b.String()))
+	if err != nil {
+		return formRef{}, err
+	}
+	sd.Dict["Type"] = types.Name("XObject")
+	sd.Dict["Subtype"] = types.Name("Form")
+	sd.Dict["BBox"] = types.NewNumberArray(0, 0, w, h)
+	sd.Dict["Resources"] = types.Dict{"XObject": types.Dict{"D": o.dark, "L": o.light}}
+	if err := sd.Encode(); err != nil {
+		return formRef{}, err
+	}
+	ref, err := xt.IndRefForNewObject(*sd)
+	if err != nil {
+		return formRef{}, err
+	}
+	f := formRef{ref: *ref, tiles: nx * ny}
+	o.forms[key] = f
+	return f, nil
+}
+
+// page adds the overlay to page p and returns what it drew.
+func (o *overlayWriter) page(p int) (PageUnit, error) {
+	xt := o.d.ctx.XRefTable
+	pd, _, attrs, err := xt.PageDict(p, false)
+	if err != nil || pd == nil {
+		return PageUnit{}, &Error{Code: CodeBroken, Reason: fmt.Sprintf("page %d cannot be read", p), Err: err}
+	}
+	box := visibleBox(attrs.MediaBox, attrs.CropBox)
+	if box == nil {
+		return PageUnit{}, refuse(CodeBroken, "page %d has no valid media box", p)
+	}
+	w, h := box.Width(), box.Height()
+	if max(w, h) > o.d.lim.MaxPageSide {
+		return PageUnit{}, refuse(CodeTooLarge, "page %d is %.0f×%.0f points, above the limit of %.0f", p, w, h, o.d.lim.MaxPageSide)
+	}
+	if min(w, h) < 36 {
+		return PageUnit{}, refuse(CodeTooLarge, "page %d is %.1f×%.1f points, too small to carry a mark", p, w, h)
+	}
+	f, err := o.form(w, h)
+	if err != nil {
+		return PageUnit{}, err
+	}
+	name, err := o.resources(pd, attrs.Resources, f.ref)
+	if err != nil {
+		return PageUnit{}, err
+	}
+	suffix, err := o.suffix(box.LL.X, box.LL.Y, name)
+	if err != nil {
+		return PageUnit{}, err
+	}
+	contents := types.Array{o.prefix}
+	if c, ok := pd["Contents"]; ok && c != nil {
+		obj, err := xt.Dereference(c)
+		if err != nil {
+			return PageUnit{}, &Error{Code: CodeBroken, Reason: fmt.Sprintf("page %d has unreadable content", p), Err: err}
+		}
+		switch v := obj.(type) {
+		case types.Array:
+			contents = append(contents, v...)
+		case types.StreamDict:
+			contents = append(contents, c)
+		case nil:
+		default:
+			return PageUnit{}, refuse(CodeBroken, "page %d has content of type %T", p, obj)
+		}
+	}
+	contents = append(contents, suffix)
+	pd["Contents"] = contents
+	return PageUnit{Index: p - 1, Width: w, Height: h, Tiles: f.tiles}, nil
+}
+
+// visibleBox is the crop box clipped to the media box, which is what viewers and renderers show.
+func visibleBox(media, crop *types.Rectangle) *types.Rectangle {
+	if media == nil {
+		return nil
+	}
+	r := *media
+	if r.LL.X > r.UR.X {
+		r.LL.X, r.UR.X = r.UR.X, r.LL.X
+	}
+	if r.LL.Y > r.UR.Y {
+		r.LL.Y, r.UR.Y = r.UR.Y, r.LL.Y
+	}
+	if crop != nil {
+		c := *crop
+		if c.LL.X > c.UR.X {
+			c.LL.X, c.UR.X = c.UR.X, c.LL.X
+		}
+		if c.LL.Y > c.UR.Y {
+			c.LL.Y, c.UR.Y = c.UR.Y, c.LL.Y
+		}
+		r.LL.X, r.LL.Y = max(r.LL.X, c.LL.X), max(r.LL.Y, c.LL.Y)
+		r.UR.X, r.UR.Y = min(r.UR.X, c.UR.X), min(r.UR.Y, c.UR.Y)
+	}
+	if !(r.Width() > 0 && r.Height() > 0) || math.IsInf(r.Width(), 0) || math.IsInf(r.Height(), 0) {
+		return nil
+	}
+	return &r
+}
+
+func (o *overlayWriter) suffix(x0, y0 float64, name string) (types.IndirectRef, error) {
+	s := fmt.Sprintf("\nQ\nq 1 0 0 1 %s %s cm /%s Do Q\n", num(x0), num(y0), name)
+	if r, ok := o.suffixes[s]; ok {
+		return r, nil
+	}
+	r, err := o.d.ctx.XRefTable.StreamDictIndRef([]byte(s))
+	if err != nil {
+		return types.IndirectRef{}, err
+	}
+	o.suffixes[s] = *r
+	return *r, nil
+}
+
+// resources gives the page its own resource dictionary: a shallow copy of the one it used (its own or inherited),
+// with the overlay form added to the XObjects under a name not taken. Pages that shared an indirect resource
+// dictionary share the copy. It returns the name.
+func (o *overlayWriter) resources(pd, inherited types.Dict, form types.IndirectRef) (string, error) {
+	xt := o.d.ctx.XRefTable
+	orig, own := pd["Resources"]
+	var src types.Dict
+	cacheKey := [2]int{-1, form.ObjectNumber.Value()}
+	if own {
+		if ref, ok := orig.(types.IndirectRef); ok {
+			cacheKey[0] = ref.ObjectNumber.Value()
+			if c, ok := o.resCopy[cacheKey]; ok {
+				pd["Resources"] = c.ref
+				return c.name, nil
+			}
+		}
+		src = o.d.dict(orig)
+	} else {
+		src = inherited
+	}
+	res := types.Dict{}
+	for k, v := range src {
+		res[k] = v
+	}
+	xobj := types.Dict{}
+	for k, v := range o.d.dict(res["XObject"]) {
+		xobj[k] = v
+	}
+	name := "Fg"
+	for i := 1; xobj[name] != nil; i++ {
+		name = "Fg" + strconv.Itoa(i)
+	}
+	xobj[name] = form
+	res["XObject"] = xobj
+	if cacheKey[0] >= 0 {
+		ref, err := xt.IndRefForNewObject(res)
+		if err != nil {
+			return "", err
+		}
+		o.resCopy[cacheKey] = resCopy{ref: *ref, name: name}
+		pd["Resources"] = *ref
+		return name, nil
+	}
+	pd["Resources"] = res
+	return name, nil
+}

@@ -1,0 +1,239 @@
+// Package pdf is the PDF media adapter of the watermark codec: it marks a PDF file with a watermark id and finds
+// the id again, files on disk in and out. It owns PDF parsing and writing (through pdfcpu), the refusal of PDFs
+// it must not or cannot mark, and page rendering for detection (through mutool as a limited subprocess). It must
+// not know about HTTP, jobs or credits: callers map its typed errors (*Error, Code) to their own answers.
+//
+// The mark has two layers, detected independently:
+//
+//   - structural: the id and a MAC under the deployment key, kept in the catalog's /PieceInfo and the document
+//     information dictionary. It survives byte copies and re-saves (qpdf, mutool clean) and is read without
+//     rendering.
+//   - visual: a faint, key-dependent tile (the image codec's pilot and coded chips for the id, high-passed)
+//     drawn over every page through two soft masks, a black image that darkens white paper by at most
+//     Options.Strength levels and a white one that lightens dark backgrounds by as much. Its waxel is 1/512 of
+//     the page's short side (2 pixels at 150 dpi on small pages), so a rendering of the page at any
+//     resolution, or a screenshot of it, presents the pattern at a geometry the image detector tries first. It
+//     survives printing to PDF, rasterisation and JPEG compression of the page images.
+//
+// Text, vectors, links, outlines, metadata and page geometry are kept: the page content is wrapped in q/Q and
+// the overlay is appended as one shared form XObject per page size.
+package pdf
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/pdfcpu/pdfcpu/pkg/api"
+
+	"filigrane/codec"
+)
+
+// Code names a refusal; HTTP callers answer them as 422 with the Error's reason.
+type Code string
+
+// Refusal codes.
+const (
+	CodeNotPDF     Code = "pdf_not_pdf"     // the bytes are not a PDF (maybe another format)
+	CodeEncrypted  Code = "pdf_encrypted"   // the PDF is encrypted
+	CodeSigned     Code = "pdf_signed"      // the PDF carries digital signatures a rewrite would break
+	CodeXFA        Code = "pdf_xfa"         // the PDF is an XFA form
+	CodeJavaScript Code = "pdf_javascript"  // the PDF carries JavaScript
+	CodeBroken     Code = "pdf_broken"      // the PDF could not be parsed, even after a repair pass
+	CodeTooLarge   Code = "pdf_too_large"   // file size, page count, page size or a parsing budget exceeded
+	CodeNoPages    Code = "pdf_no_pages"    // the document has no page
+	CodeRender     Code = "pdf_render"      // a page could not be rendered within its time and memory budget
+	CodeTool       Code = "pdf_tool_absent" // the renderer is not installed (a server problem, not the input's)
+)
+
+// Error is a typed refusal or failure with a reason a user can read.
+type Error struct {
+	Code   Code
+	Reason string
+	Err    error // underlying cause, may be nil
+}
+
+func (e *Error) Error() string {
+	if e.Err != nil {
+		return fmt.Sprintf("pdf: %s: %v", e.Reason, e.Err)
+	}
+	return "pdf: " + e.Reason
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Is makes errors.Is(err, &Error{Code: c}) match any Error with code c.
+func (e *Error) Is(target error) bool {
+	t, ok := target.(*Error)
+	return ok && t.Code == e.Code && t.Reason == "" && t.Err == nil
+}
+
+func refuse(code Code, format string, args ...any) *Error {
+	return &Error{Code: code, Reason: fmt.Sprintf(format, args...)}
+}
+
+// CodeOf returns the code of a typed error in err's chain, or "" when there is none.
+func CodeOf(err error) Code {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return ""
+}
+
+// Limits bound the work one file may cause. Zero fields take the defaults of DefaultLimits.
+type Limits struct {
+	MaxBytes        int64         // file size
+	MaxPages        int           // page count
+	MaxPageSide     float64       // longest page side in points (14400 is the PDF maximum of 200 inches)
+	MaxDecodeBytes  int64         // bytes one stream may decode to while parsing
+	MaxObjects      int           // objects in the cross-reference table
+	MaxDepth        int           // nesting of dictionaries, arrays and the page tree while parsing
+	ParseTimeout    time.Duration // whole parse (pdfcpu, cancelled through the context)
+	PageTimeout     time.Duration // rendering one page
+	RenderMemory    int64         // address-space limit of the renderer process, in bytes
+	RenderMaxPixels int           // pixels of one rendered page; larger pages are rendered at a lower resolution
+	RenderWorkers   int           // renderer processes in parallel (0: one per CPU, at most 4)
+}
+
+// DefaultLimits are the limits for uploads of up to 64 MB.
+func DefaultLimits() Limits {
+	return Limits{
+		MaxBytes:        64 << 20,
+		MaxPages:        10000,
+		MaxPageSide:     14400,
+		MaxDecodeBytes:  256 << 20,
+		MaxObjects:      2_000_000,
+		MaxDepth:        64,
+		ParseTimeout:    60 * time.Second,
+		PageTimeout:     10 * time.Second,
+		RenderMemory:    1 << 30,
+		RenderMaxPixels: 16 << 20,
+	}
+}
+
+func (l Limits) withDefaults() Limits {
+	d := DefaultLimits()
+	if l.MaxBytes > 0 {
+		d.MaxBytes = l.MaxBytes
+	}
+	if l.MaxPages > 0 {
+		d.MaxPages = l.MaxPages
+	}
+	if l.MaxPageSide > 0 {
+		d.MaxPageSide = l.MaxPageSide
+	}
+	if l.MaxDecodeBytes > 0 {
+		d.MaxDecodeBytes = l.MaxDecodeBytes
+	}
+	if l.MaxObjects > 0 {
+		d.MaxObjects = l.MaxObjects
+	}
+	if l.MaxDepth > 0 {
+		d.MaxDepth = l.MaxDepth
+	}
+	if l.ParseTimeout > 0 {
+		d.ParseTimeout = l.ParseTimeout
+	}
+	if l.PageTimeout > 0 {
+		d.PageTimeout = l.PageTimeout
+	}
+	if l.RenderMemory > 0 {
+		d.RenderMemory = l.RenderMemory
+	}
+	if l.RenderMaxPixels > 0 {
+		d.RenderMaxPixels = l.RenderMaxPixels
+	}
+	d.RenderWorkers = l.RenderWorkers
+	return d
+}
+
+// Adapter marks and detects PDFs with one codec. It holds no per-file state and is safe for concurrent use.
+type Adapter struct {
+	Codec  *codec.Codec
+	Mutool string // path of mutool; "" means "mutool" on PATH
+	Limits Limits
+	// RenderDPI is the resolution pages are rendered at for detection (0: 150).
+	RenderDPI float64
+}
+
+// Options tune one embedding.
+type Options struct {
+	// Strength is the peak darkening of the visual layer on a white page, in 8-bit levels (0: DefaultStrength).
+	Strength float64
+}
+
+// DefaultStrength is the visual layer's default peak darkening in 8-bit levels; MaxStrength bounds requests.
+const (
+	DefaultStrength = 4.0
+	MinStrength     = 1.0
+	MaxStrength     = 8.0
+)
+
+// Info describes a PDF as Probe found it.
+type Info struct {
+	Pages   int
+	Version string
+	// Signed, XFA and JavaScript are what Embed refuses (Probe refuses them too, with the reason).
+	Signed     bool
+	XFA        bool
+	JavaScript bool
+	Repaired   bool // the file parsed only after the repair pass
+	// Marked reports a valid structural mark; MarkedID is its id.
+	Marked   bool
+	MarkedID codec.ID
+}
+
+// PageUnit is what Embed did to one page.
+type PageUnit struct {
+	Index  int     `json:"index"`
+	Width  float64 `json:"width_pt"`  // crop box, in points
+	Height float64 `json:"height_pt"` //
+	Tiles  int     `json:"tiles"`     // tile copies drawn over the page
+}
+
+// EmbedReport describes one embedding.
+type EmbedReport struct {
+	Pages     int        `json:"pages"`
+	Units     []PageUnit `json:"units"`
+	InBytes   int64      `json:"in_bytes"`
+	OutBytes  int64      `json:"out_bytes"`
+	Strength  float64    `json:"strength"`
+	Repaired  bool       `json:"repaired"`
+	Rewritten bool       `json:"rewritten"`
+}
+
+func (a *Adapter) mutool() string {
+	if a.Mutool != "" {
+		return a.Mutool
+	}
+	return "mutool"
+}
+
+func (a *Adapter) dpi() float64 {
+	if a.RenderDPI > 0 {
+		return a.RenderDPI
+	}
+	return 150
+}
+
+// pdfcpu keeps a configuration directory under the user's home unless told not to; the service must not write
+// there, and the switch is process-global in pdfcpu, so it is flipped once here.
+var disableConfigDir sync.Once
+
+func init() {
+	disableConfigDir.Do(api.DisableConfigDir)
+}
+
+// Probe parses src and reports what it is, refusing (with a typed error) what Embed would refuse, before any
+// work on the content.
+func (a *Adapter) Probe(ctx context.Context, src string) (Info, error) {
+	doc, err := a.open(ctx, src, true)
+	if err != nil {
+		return Info{}, err
+	}
+	defer doc.close()
+	return doc.info, nil
+}

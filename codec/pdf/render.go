@@ -1,0 +1,179 @@
+package pdf
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os/exec"
+	"strconv"
+	"syscall"
+	"time"
+)
+
+// grayPage is one rendered page: 8-bit luma, row-major, no padding.
+type grayPage struct {
+	Pix           []uint8
+	Width, Height int
+}
+
+// renderer runs mutool draw on a page range and streams the pages as raw PGM on its stdout. The process gets a
+// time budget per page (a timer reset by every page that arrives), an address-space limit, and its own process
+// group so that a kill takes any child with it.
+type renderer struct {
+	mutool    string
+	dpi       float64
+	pageLimit time.Duration
+	memLimit  int64
+	maxPixels int
+}
+
+// errRenderTimeout marks a page that did not arrive within its budget.
+var errRenderTimeout = errors.New("page rendering exceeded its time budget")
+
+// render calls fn for each page of first..last (1-based) in order. A page the renderer skipped (it failed on
+// it) shows up as fewer pages: the caller counts what arrived.
+func (r renderer) render(ctx context.Context, path string, first, last int, fn func(page int, g grayPage)) error {
+	if _, err := exec.LookPath(r.mutool); err != nil {
+		return &Error{Code: CodeTool, Reason: "the PDF renderer (mutool) is not installed", Err: err}
+	}
+	args := []string{"draw", "-q", "-r", strconv.FormatFloat(r.dpi, 'f', 2, 64), "-c", "gray", "-F", "pgm", "-o", "-",
+		path, fmt.Sprintf("%d-%d", first, last)}
+	// ulimit -v bounds the renderer's memory (in KiB); exec keeps the shell out of the process tree.
+	script := fmt.Sprintf(`ulimit -v %d 2>/dev/null; exec "$0" "$@"`, max(r.memLimit>>10, 64<<10))
+	cmd := exec.Command("/bin/sh", append([]string{"-c", script, r.mutool}, args...)...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return fmt.Errorf("pdf: render: %w", err)
+	}
+	var stderr limitedBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("pdf: render: %w", err)
+	}
+	kill := func() {
+		if cmd.Process != nil {
+			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		}
+	}
+	timer := time.AfterFunc(r.pageLimit, kill)
+	stop := context.AfterFunc(ctx, kill)
+	timedOut := func() bool { return !timer.Stop() }
+
+	br := bufio.NewReaderSize(stdout, 1<<16)
+	page := first
+	var readErr error
+	for page <= last {
+		g, err := readPGM(br, r.maxPixels)
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				readErr = err
+			}
+			break
+		}
+		if timedOut() {
+			readErr = errRenderTimeout
+			break
+		}
+		fn(page, g)
+		page++
+		timer.Reset(r.pageLimit)
+	}
+	expired := timedOut()
+	stop()
+	if readErr != nil {
+		kill()
+	}
+	io.Copy(io.Discard, stdout)
+	werr := cmd.Wait()
+	switch {
+	case ctx.Err() != nil:
+		return fmt.Errorf("pdf: render: %w", ctx.Err())
+	case errors.Is(readErr, errRenderTimeout) || expired && page <= last:
+		return &Error{Code: CodeRender, Reason: fmt.Sprintf("page %d did not render within %s", page, r.pageLimit), Err: errRenderTimeout}
+	case readErr != nil:
+		return &Error{Code: CodeRender, Reason: fmt.Sprintf("page %d could not be rendered", page), Err: readErr}
+	case werr != nil && page <= last:
+		return &Error{Code: CodeRender, Reason: fmt.Sprintf("page %d could not be rendered (renderer: %s)", page, stderr.String()), Err: werr}
+	}
+	return nil
+}
+
+// readPGM reads one binary 8-bit PGM image, refusing sizes above maxPixels.
+func readPGM(br *bufio.Reader, maxPixels int) (grayPage, error) {
+	magic := make([]byte, 2)
+	if _, err := io.ReadFull(br, magic); err != nil {
+		if errors.Is(err, io.ErrUnexpectedEOF) {
+			return grayPage{}, fmt.Errorf("truncated PGM header")
+		}
+		return grayPage{}, err
+	}
+	if string(magic) != "P5" {
+		return grayPage{}, fmt.Errorf("renderer wrote %q, not a PGM", magic)
+	}
+	var v [3]int
+	for i := range v {
+		n, err := pgmInt(br)
+		if err != nil {
+			return grayPage{}, err
+		}
+		v[i] = n
+	}
+	// Exactly one whitespace byte separates the header from the samples.
+	if _, err := br.ReadByte(); err != nil {
+		return grayPage{}, err
+	}
+	w, h, maxv := v[0], v[1], v[2]
+	if w <= 0 || h <= 0 || maxv != 255 || w > math.MaxInt32/h || w*h > maxPixels {
+		return grayPage{}, fmt.Errorf("renderer wrote a %dx%d PGM with maximum %d", w, h, maxv)
+	}
+	pix := make([]uint8, w*h)
+	if _, err := io.ReadFull(br, pix); err != nil {
+		return grayPage{}, fmt.Errorf("truncated PGM: %w", err)
+	}
+	return grayPage{Pix: pix, Width: w, Height: h}, nil
+}
+
+func pgmInt(br *bufio.Reader) (int, error) {
+	n, digits := 0, 0
+	for {
+		c, err := br.ReadByte()
+		if err != nil {
+			return 0, fmt.Errorf("truncated PGM header")
+		}
+		switch {
+		case c >= '0' && c <= '9':
+			if digits >= 9 {
+				return 0, fmt.Errorf("PGM header number too long")
+			}
+			n = n*10 + int(c-'0')
+			digits++
+		case c == '#' && digits == 0:
+			if _, err := br.ReadSlice('\n'); err != nil {
+				return 0, fmt.Errorf("truncated PGM header")
+			}
+		case c == ' ' || c == '\n' || c == '\r' || c == '\t':
+			if digits > 0 {
+				br.UnreadByte()
+				return n, nil
+			}
+		default:
+			return 0, fmt.Errorf("bad PGM header byte %q", c)
+		}
+	}
+}
+
+// limitedBuffer keeps the first 2 KiB written to it (the renderer's error messages).
+type limitedBuffer struct{ b []byte }
+
+func (l *limitedBuffer) Write(p []byte) (int, error) {
+	if room := 2048 - len(l.b); room > 0 {
+		l.b = append(l.b, p[:min(room, len(p))]...)
+	}
+	return len(p), nil
+}
+
+func (l *limitedBuffer) String() string { return string(l.b) }

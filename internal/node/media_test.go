@@ -1,0 +1,171 @@
+package node_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+)
+
+// postFile sends file under filename with the data field (when not empty) to url.
+func postFile(t *testing.T, url, key string, file []byte, filename, data string) response {
+	t.Helper()
+	ct, body := form(t, file, filename, data)
+	req, _ := http.NewRequest("POST", url, bytes.NewReader(body))
+	req.Header.Set("Content-Type", ct)
+	req.Header.Set("X-API-Key", key)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("POST %s: %v", url, err)
+	}
+	defer res.Body.Close()
+	var b bytes.Buffer
+	b.ReadFrom(res.Body)
+	return response{status: res.StatusCode, header: res.Header, body: b.Bytes()}
+}
+
+// tinyMP4 makes a one-second 512x384 H.264 MP4 with ffmpeg's test pattern.
+func tinyMP4(t *testing.T) []byte {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "clip.mp4")
+	cmd := exec.Command("ffmpeg", "-v", "error", "-f", "lavfi", "-i", "testsrc=size=512x384:rate=10", "-t", "1",
+		"-pix_fmt", "yuv420p", "-c:v", "libx264", "-preset", "ultrafast", out)
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("ffmpeg: %v: %s", err, msg)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// tinyPDF writes a one-page Letter PDF with a line of text, its cross-reference table computed.
+func tinyPDF() []byte {
+	objs := []string{
+		"<< /Type /Catalog /Pages 2 0 R >>",
+		"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+		"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R /Resources << /Font << /F1 5 0 R >> >> >>",
+		"", // the content stream, below
+		"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+	}
+	content := "BT /F1 24 Tf 72 700 Td (Quarterly report) Tj ET"
+	objs[3] = fmt.Sprintf("<< /Length %d >>\nstream\n%s\nendstream", len(content), content)
+	var b bytes.Buffer
+	b.WriteString("%PDF-1.4\n")
+	offsets := make([]int, len(objs))
+	for i, o := range objs {
+		offsets[i] = b.Len()
+		fmt.Fprintf(&b, "%d 0 obj\n%s\nendobj\n", i+1, o)
+	}
+	xref := b.Len()
+	fmt.Fprintf(&b, "xref\n0 %d\n0000000000 65535 f \n", len(objs)+1)
+	for _, off := range offsets {
+		fmt.Fprintf(&b, "%010d 00000 n \n", off)
+	}
+	fmt.Fprintf(&b, "trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n", len(objs)+1, xref)
+	return b.Bytes()
+}
+
+// TestVideoEmbedAndDetectJobs round-trips a video through /watermarks/videos/async and
+// /watermarks/videos/detect/async: the receipt, the watermarked MP4, a detection that finds its id, and the
+// credits (one started minute, one detection).
+func TestVideoEmbedAndDetectJobs(t *testing.T) {
+	if _, err := exec.LookPath("ffmpeg"); err != nil {
+		t.Fatal("ffmpeg is not installed (scripts/setup.sh installs it)")
+	}
+	f := newFixture(t)
+	before, _ := balance(t, f, f.orgA)
+	r := postFile(t, f.base+"/watermarks/videos/async", f.keyA, tinyMP4(t), "clip.mp4", `{"film":1}`)
+	if r.status != 202 {
+		t.Fatalf("video embed: %d %s", r.status, r.body)
+	}
+	rc := decodeReceipt(t, r)
+	if rc.Operation != "embed" || rc.Format != "MP4" || rc.Credits != 1 {
+		t.Fatalf("receipt %s", r.body)
+	}
+	res := waitResult(t, f, f.keyA, rc.ResultURL)
+	wm := res.header.Get("X-Watermark-ID")
+	if res.status != 200 || res.header.Get("Content-Type") != "video/mp4" || wm == "" ||
+		res.header.Get("Content-Disposition") != `attachment; filename="clip-watermarked.mp4"` {
+		t.Fatalf("embed result: %d %v %.200s", res.status, res.header, res.body)
+	}
+
+	r = postFile(t, f.base+"/watermarks/videos/detect/async", f.keyA, res.body, "marked.mp4", "")
+	if r.status != 202 {
+		t.Fatalf("video detect: %d %s", r.status, r.body)
+	}
+	drc := decodeReceipt(t, r)
+	dres := waitResult(t, f, f.keyA, drc.ResultURL)
+	var det detection
+	if dres.status != 200 || json.Unmarshal(dres.body, &det) != nil {
+		t.Fatalf("detect result: %d %s", dres.status, dres.body)
+	}
+	if !det.Watermarked || det.WatermarkID == nil || *det.WatermarkID != wm {
+		t.Fatalf("detection %s; want watermark %s", dres.body, wm)
+	}
+	if after, held := balance(t, f, f.orgA); after != before-2 || held != 0 {
+		t.Fatalf("balance %d held %d; want %d and nothing held", after, held, before-2)
+	}
+}
+
+// TestDocumentEmbedAndDetect round-trips a PDF through /watermarks/documents and
+// /watermarks/documents/detect, both answering in the request.
+func TestDocumentEmbedAndDetect(t *testing.T) {
+	f := newFixture(t)
+	before, _ := balance(t, f, f.orgA)
+	r := postFile(t, f.base+"/watermarks/documents", f.keyA, tinyPDF(), "report.pdf", `{"doc":1}`)
+	wm := r.header.Get("X-Watermark-ID")
+	if r.status != 200 || r.header.Get("Content-Type") != "application/pdf" || wm == "" || !bytes.HasPrefix(r.body, []byte("%PDF")) {
+		t.Fatalf("document embed: %d %v %.200s", r.status, r.header, r.body)
+	}
+	d := postFile(t, f.base+"/watermarks/documents/detect", f.keyA, r.body, "marked.pdf", "")
+	var det detection
+	if d.status != 200 || json.Unmarshal(d.body, &det) != nil {
+		t.Fatalf("document detect: %d %s", d.status, d.body)
+	}
+	if !det.Watermarked || det.WatermarkID == nil || *det.WatermarkID != wm {
+		t.Fatalf("detection %s; want watermark %s", d.body, wm)
+	}
+	// A file that is not a PDF is refused before anything is charged.
+	bad := postFile(t, f.base+"/watermarks/documents", f.keyA, []byte("not a pdf at all"), "x.pdf", `{"doc":2}`)
+	if bad.status != 422 || !bytes.Contains(bad.body, []byte(`"code":"invalid_document"`)) {
+		t.Fatalf("not a PDF: %d %s", bad.status, bad.body)
+	}
+	if after, held := balance(t, f, f.orgA); after != before-2 || held != 0 {
+		t.Fatalf("balance %d held %d; want %d and nothing held", after, held, before-2)
+	}
+}
+
+// TestVideoDetectFromUpload: a detect upload named .mp4 is a video upload: /watermarks/videos/detect/async
+// uses it (an unmarked clip is reported unmarked), the document endpoint refuses it as another kind.
+func TestVideoDetectFromUpload(t *testing.T) {
+	if _, err := exec.LookPath("ffmpeg"); err != nil {
+		t.Fatal("ffmpeg is not installed (scripts/setup.sh installs it)")
+	}
+	f := newFixture(t)
+	key := f.dev.Secret
+	u := uploaded(t, f, key, "detect", "plain.mp4", tinyMP4(t))
+	wantProblem(t, "video upload at the document endpoint",
+		postUpload(t, f.base+"/watermarks/documents/detect/async", key, "", u.UploadID, ""), 422, "upload_kind_mismatch")
+	r := postUpload(t, f.base+"/watermarks/videos/detect/async", key, "", u.UploadID, "")
+	if r.status != 202 {
+		t.Fatalf("video detect from upload: %d %s", r.status, r.body)
+	}
+	rc := decodeReceipt(t, r)
+	if rc.StatusURL != "/watermarks/jobs/"+rc.RequestID || rc.Operation != "detect" || rc.Format != "MP4" || rc.Credits != 1 {
+		t.Fatalf("receipt %s", r.body)
+	}
+	res := waitResult(t, f, key, rc.ResultURL)
+	var det detection
+	if res.status != 200 || json.Unmarshal(res.body, &det) != nil || det.Watermarked || det.WatermarkID != nil {
+		t.Fatalf("detection of an unmarked clip: %d %s", res.status, res.body)
+	}
+	if g := getUpload(t, f, key, u.UploadID); g.Status != "consumed" || g.RequestID != rc.RequestID {
+		t.Fatalf("upload after use: %+v", g)
+	}
+}
