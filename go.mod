@@ -3,8 +3,10 @@ module filigrane
 go 1.26.8
 
 require (
+	github.com/HugoSmits86/nativewebp v0.9.3
 	github.com/asynkron/protoactor-go v0.0.0-20240822202345-3c0e61ca19c9
 	github.com/cockroachdb/pebble/v2 v2.1.7
+	github.com/ebitengine/purego v0.11.3
 	github.com/hashicorp/memberlist v0.7.0
 	github.com/minio/minio-go/v7 v7.4.1
 	github.com/prometheus/client_golang v1.24.1
@@ -13,6 +15,7 @@ require (
 	github.com/valyala/fasthttp v1.74.0
 	github.com/vmihailenco/msgpack/v5 v5.4.1
 	golang.org/x/image v0.47.0
+	golang.org/x/sync v0.24.0
 	google.golang.org/grpc v1.60.1
 	google.golang.org/protobuf v1.36.12
 )

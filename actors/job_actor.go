@@ -28,7 +28,7 @@ func JobProps(d *Deps) *actor.Props {
 // jobActor owns one job record. It runs the jobstate machine: it loads the record, applies a command with
 // the injected clock, writes the record with compare-and-set, and only then performs the effects the record
 // still owes (dispatch, wake-up, asset records, charge or refund) and answers. A failed compare-and-set
-// means another activation owns the job: it answers CodeRetry and stops.
+// means another activation owns the job: it answers ReplyRetry and stops.
 type jobActor struct {
 	deps    *Deps
 	id      string
@@ -109,7 +109,7 @@ func (a *jobActor) load(ctx actor.Context, requestID string) bool {
 		a.id = requestID
 	}
 	if requestID != a.id {
-		a.deps.Respond(ctx, &JobReply{Code: CodeNotFound})
+		a.deps.Respond(ctx, &JobReply{Code: ReplyNotFound})
 		return false
 	}
 	if a.loaded {
@@ -142,7 +142,7 @@ func (a *jobActor) loadFor(ctx actor.Context, requestID, orgID string) bool {
 		return false
 	}
 	if a.rec == nil || (orgID != "" && a.rec.OrgID != orgID) {
-		a.deps.Respond(ctx, &JobReply{Code: CodeNotFound})
+		a.deps.Respond(ctx, &JobReply{Code: ReplyNotFound})
 		return false
 	}
 	return true
@@ -150,21 +150,21 @@ func (a *jobActor) loadFor(ctx actor.Context, requestID, orgID string) bool {
 
 func (a *jobActor) fail(ctx actor.Context, err error, what string) {
 	a.deps.Logger.Error().Err(err).Str("job", a.id).Msg(what)
-	a.deps.Respond(ctx, &JobReply{Code: CodeInternal, Detail: "job state unavailable"})
+	a.deps.Respond(ctx, &JobReply{Code: ReplyInternal, Detail: "job state unavailable"})
 	ctx.Poison(ctx.Self())
 }
 
 // save writes rec with compare-and-set and answers the request itself when that fails: on a lost race with
-// CodeRetry (and the activation stops), otherwise CodeInternal.
+// ReplyRetry (and the activation stops), otherwise ReplyInternal.
 func (a *jobActor) save(ctx actor.Context, rec *jobstate.Record) bool {
 	err := a.write(ctx, rec)
 	switch {
 	case err == nil:
 		return true
 	case errors.Is(err, persistence.ErrVersionMismatch):
-		a.deps.Respond(ctx, &JobReply{Code: CodeRetry, Detail: "job state changed elsewhere; retry"})
+		a.deps.Respond(ctx, &JobReply{Code: ReplyRetry, Detail: "job state changed elsewhere; retry"})
 	default:
-		a.deps.Respond(ctx, &JobReply{Code: CodeInternal, Detail: "job state unavailable"})
+		a.deps.Respond(ctx, &JobReply{Code: ReplyInternal, Detail: "job state unavailable"})
 	}
 	return false
 }
@@ -205,7 +205,7 @@ func (a *jobActor) submit(ctx actor.Context, msg *JobSubmit) {
 			err = jobstate.ErrIdempotencyConflict
 		}
 		if err != nil {
-			a.deps.Respond(ctx, &JobReply{Code: CodeIdempotencyConflict, Detail: err.Error()})
+			a.deps.Respond(ctx, &JobReply{Code: ReplyIdempotencyConflict, Detail: err.Error()})
 			return
 		}
 		a.deps.Respond(ctx, &JobReply{Record: a.rec, Replayed: true})
@@ -217,18 +217,25 @@ func (a *jobActor) submit(ctx actor.Context, msg *JobSubmit) {
 	cancel()
 	if err != nil {
 		a.deps.Logger.Error().Err(err).Str("job", a.id).Msg("reserve credits")
-		a.deps.Respond(ctx, &JobReply{Code: CodeInternal, Detail: "could not reserve credits"})
+		a.deps.Respond(ctx, &JobReply{Code: ReplyInternal, Detail: "could not reserve credits"})
 		return
 	}
-	if rep.Code != CodeOK {
+	if rep.Code != ReplyOK {
 		a.deps.Respond(ctx, &JobReply{Code: rep.Code, Detail: rep.Detail})
 		return
 	}
 	spec.CreditsHeld = msg.Hold
-	rec, err := jobstate.Accept(spec, a.deps.Clock.Now())
+	now := a.deps.Clock.Now()
+	rec, err := jobstate.Accept(spec, now)
+	var lease *jobstate.Lease
+	if err == nil && msg.ClaimAs != "" {
+		var l jobstate.Lease
+		l, err = rec.Claim(msg.ClaimAs, now, msg.Lease)
+		lease = &l
+	}
 	if err != nil {
 		a.releaseQuietly(spec.OrgID, spec.RequestID)
-		a.deps.Respond(ctx, &JobReply{Code: CodeInvalid, Detail: err.Error()})
+		a.deps.Respond(ctx, &JobReply{Code: ReplyInvalid, Detail: err.Error()})
 		return
 	}
 	if !a.save(ctx, rec) {
@@ -242,7 +249,7 @@ func (a *jobActor) submit(ctx actor.Context, msg *JobSubmit) {
 		a.deps.Logger.Error().Err(err).Str("job", a.id).Msg("index active job")
 	}
 	a.settle(ctx)
-	a.deps.Respond(ctx, &JobReply{Record: a.rec})
+	a.deps.Respond(ctx, &JobReply{Record: a.rec, Lease: lease})
 }
 
 // releaseQuietly frees a hold whose job could not be created.
@@ -262,12 +269,12 @@ func (a *jobActor) command(ctx actor.Context, requestID string, fn func(*jobstat
 	next := a.rec.Clone()
 	err := fn(next, a.deps.Clock.Now())
 	if err != nil {
-		code := CodeInvalid
+		code := ReplyInvalid
 		switch {
 		case errors.Is(err, jobstate.ErrStaleLease), errors.Is(err, jobstate.ErrTerminal), errors.Is(err, jobstate.ErrDeadlineExceeded):
-			code = CodeStaleLease
+			code = ReplyStaleLease
 		case errors.Is(err, jobstate.ErrNotClaimable):
-			code = CodeNotClaimable
+			code = ReplyNotClaimable
 		}
 		a.settle(ctx) // a refused command still lets due effects (a dispatch after restart) happen
 		a.deps.Respond(ctx, &JobReply{Code: code, Detail: err.Error(), Record: a.rec})
@@ -377,7 +384,7 @@ func replyErr(rep *OrgReply, err error) error {
 	if err != nil {
 		return err
 	}
-	if rep.Code != CodeOK {
+	if rep.Code != ReplyOK {
 		return errors.New("org actor: " + rep.Code + ": " + rep.Detail)
 	}
 	return nil

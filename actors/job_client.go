@@ -20,11 +20,11 @@ func (c JobClient) call(ctx context.Context, requestID string, msg any) (*JobRep
 		if !ok {
 			return nil, fmt.Errorf("job %s: unexpected reply %T", requestID, r)
 		}
-		if rep.Code != CodeRetry {
+		if rep.Code != ReplyRetry {
 			return rep, nil
 		}
 	}
-	return &JobReply{Code: CodeRetry}, nil
+	return &JobReply{Code: ReplyRetry}, nil
 }
 
 // Submit accepts a request as a job (or answers the job an idempotent replay names).

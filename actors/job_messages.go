@@ -4,22 +4,23 @@ import (
 	"time"
 
 	"filigrane/actors/jobstate"
+	"filigrane/internal/problem"
 )
 
 // KindJob is the cluster kind of the job actor; its identity is the request id.
 const KindJob = "job"
 
-// Reply codes of the job actor beyond the org actor's.
+// Reply codes of the job actor beyond the org actor's (internal, like those; see ReplyOK).
 const (
-	CodeIdempotencyConflict = "idempotency_conflict"
-	CodeStaleLease          = "stale_lease"
-	CodeNotClaimable        = "not_claimable"
-	CodeInvalid             = "invalid"
+	ReplyIdempotencyConflict = string(problem.IdempotencyConflict)
+	ReplyStaleLease          = "stale_lease"
+	ReplyNotClaimable        = "not_claimable"
+	ReplyInvalid             = "invalid"
 )
 
 // JobSubmit accepts a request: on first delivery it reserves credits (and a slot) with the org actor and
 // creates the queued job; a repeat with the same fingerprint answers the existing job (Replayed), a different
-// fingerprint CodeIdempotencyConflict.
+// fingerprint ReplyIdempotencyConflict.
 type JobSubmit struct {
 	Spec jobstate.Spec
 	// Hold is the credits to reserve (3x the price for accelerator=gpu).
@@ -27,6 +28,12 @@ type JobSubmit struct {
 	// Slot takes a concurrency slot; Batch marks it as a batch file's.
 	Slot  bool
 	Batch bool
+	// ClaimAs, when set, has the new job claimed by that worker under a lease of Lease in the same write
+	// that creates it, so no worker of the pool is offered it: the edge runs a synchronous detection sent
+	// with an Idempotency-Key itself, as a recorded job (docs/errors.md). A replay is answered as usual and
+	// claims nothing; the reply's Lease is set only for a job this submit created.
+	ClaimAs string
+	Lease   time.Duration
 }
 
 // JobGet reads a job of an organization.

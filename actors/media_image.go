@@ -6,23 +6,41 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"image"
+	"io"
 	"strings"
+	"time"
 
 	"filigrane/actors/jobstate"
 	"filigrane/codec"
 	"filigrane/codec/imageio"
+	"filigrane/codec/markfile"
+	"filigrane/internal/problem"
 	"filigrane/persistence"
 )
 
-// Job error codes of image processing; the edge maps them to statuses (docs/errors.md).
+// Job error codes of image processing: the error table's (internal/problem), which gives each its status.
 const (
-	CodeInvalidImage    = "invalid_image"
-	CodeImageTooLarge   = "image_too_large"
-	CodeProcessingError = "processing_error"
+	CodeInvalidImage    = string(problem.InvalidImage)
+	CodeImageTooLarge   = string(problem.ImageTooLarge)
+	CodeImageTooComplex = string(problem.ImageTooComplex)
+	CodeProcessingError = string(problem.ProcessingError)
+	// CodeDecodeBusy: the node's decode memory stayed in use for the whole wait (synchronous detection; a
+	// job waits, and ends with it only when every attempt found the memory in use).
+	CodeDecodeBusy = string(problem.DecodeBusy)
 )
 
-// MaxImagePixels is the pixel limit of every image request (spec 8: 40 megapixels).
+// MaxImagePixels is the pixel limit of image embedding (spec 8: 40 megapixels).
 const MaxImagePixels = 40_000_000
+
+// MaxDetectPixels is the pixel limit of image detection. The spec sets none besides the file size (192 MB
+// through an upload); detection decodes into the decoder's own layout (a third of NRGBA for a JPEG), analyses
+// a region of bounded aspect ratio reduced to 48 MP (codec.DetectRegion, codec.Detect), and reserves its
+// memory in the decode budget, which refuses a file whose estimate exceeds the whole budget.
+const MaxDetectPixels = 200_000_000
+
+// headBytes is how much of a stored file is read to estimate the cost of decoding it.
+const headBytes = 2 << 20
 
 // maxDetectSnapIDs bounds how many issued ids a damaged detection is compared with.
 const maxDetectSnapIDs = 100_000
@@ -34,8 +52,10 @@ type Media struct {
 	Store   persistence.Store
 	Codec   *codec.Codec
 	Catalog Catalog
-	// PSNR is the embedding strength target; 0 means codec.DefaultPSNR.
+	// PSNR is the embedding's PSNR floor; 0 means codec.DefaultPSNR.
 	PSNR float64
+	// Budget is the node's decode memory; nil leaves decodes unbounded (tools and tests).
+	Budget *DecodeBudget
 }
 
 // Process implements Processor for image jobs.
@@ -43,40 +63,161 @@ func (m Media) Process(ctx context.Context, rec *jobstate.Record) (jobstate.Outp
 	if rec.Media != jobstate.MediaImage {
 		return jobstate.Output{}, &ProcessError{Code: CodeProcessingError, Detail: "only images can be processed yet"}
 	}
-	pic, perr := m.decode(ctx, rec.Input.BlobKey)
+	if rec.Operation == jobstate.OperationEmbed {
+		// A job waits for decode memory as long as its context lives (the lease is renewed meanwhile).
+		pic, release, perr := m.decodeFull(ctx, ctx, rec.Input.BlobKey)
+		if perr != nil {
+			return jobstate.Output{}, perr
+		}
+		defer release()
+		return m.embed(ctx, rec, pic)
+	}
+	img, release, perr := m.decodeForDetection(ctx, ctx, rec.Input.BlobKey)
 	if perr != nil {
 		return jobstate.Output{}, perr
 	}
-	switch rec.Operation {
-	case jobstate.OperationEmbed:
-		return m.embed(ctx, rec, pic)
-	default:
-		return m.detectJob(ctx, rec, pic)
-	}
+	defer release()
+	return m.detectJob(ctx, rec, img)
 }
 
-func (m Media) decode(ctx context.Context, key string) (*imageio.Picture, *ProcessError) {
-	r, err := m.Blobs.Get(ctx, key, 0, -1)
+// stored is a stored file read whole under a decode-memory reservation.
+type stored struct {
+	data    []byte
+	release func()
+}
+
+// load estimates the cost of decoding the stored file from its first bytes, refuses it when it has more than
+// maxPixels, reserves need(cost) plus the file's size in the decode budget (waiting until waitCtx ends), and
+// reads the file. The caller must call release once the decoded image is no longer used.
+func (m Media) load(ctx, waitCtx context.Context, key string, maxPixels int64, need func(imageio.Cost) int64) (*stored, *ProcessError) {
+	info, err := m.Blobs.Stat(ctx, key)
 	if err != nil {
-		return nil, &ProcessError{Code: CodeProcessingError, Detail: "input unavailable", Retryable: true}
+		return nil, &ProcessError{Code: CodeProcessingError, Detail: "the input file could not be read from storage; the attempt is retried",
+			Retryable: true, Cause: err}
 	}
-	defer r.Close()
-	pic, err := imageio.Decode(r, imageio.Limits{MaxPixels: MaxImagePixels})
+	cost, err := imageio.EstimateCostAt(blobReaderAt{ctx: ctx, blobs: m.Blobs, key: key}, info.Size, headBytes)
 	if err != nil {
+		if errors.Is(err, errBlobRead) {
+			return nil, &ProcessError{Code: CodeProcessingError, Detail: "input unavailable", Retryable: true}
+		}
 		return nil, ImageError(err)
 	}
-	return pic, nil
+	if px := int64(cost.Width) * int64(cost.Height); px > maxPixels {
+		return nil, &ProcessError{Code: CodeImageTooLarge, Detail: fmt.Sprintf(
+			"the image has %dx%d pixels; the limit is %d megapixels", cost.Width, cost.Height, maxPixels/1_000_000)}
+	}
+	release := func() {}
+	if m.Budget != nil {
+		n := info.Size + need(cost)
+		release, err = m.Budget.Acquire(waitCtx, n)
+		switch {
+		case errors.Is(err, ErrDecodeTooLarge):
+			return nil, &ProcessError{Code: CodeImageTooLarge, Detail: fmt.Sprintf(
+				"decoding this %dx%d %s takes about %d MB, more than this node's decode budget of %d MB",
+				cost.Width, cost.Height, cost.Format, mb(n), mb(m.Budget.Capacity()))}
+		case err != nil:
+			return nil, &ProcessError{Code: CodeDecodeBusy, Detail: "the node's decode memory is in use; retry later", Retryable: true}
+		}
+	}
+	data, err := m.read(ctx, key, -1)
+	if err != nil {
+		release()
+		return nil, &ProcessError{Code: CodeProcessingError, Detail: "input unavailable", Retryable: true}
+	}
+	return &stored{data: data, release: release}, nil
 }
 
-// ImageError maps an imageio error to the job error a client sees.
+// errBlobRead marks a failure to read the stored file (not the file's fault).
+var errBlobRead = errors.New("read stored file")
+
+// blobReaderAt reads a stored file by ranges, so that a header can be read where it lies without reading
+// the whole file.
+type blobReaderAt struct {
+	ctx   context.Context
+	blobs persistence.Blobs
+	key   string
+}
+
+func (b blobReaderAt) ReadAt(p []byte, off int64) (int, error) {
+	r, err := b.blobs.Get(b.ctx, b.key, off, int64(len(p)))
+	if err != nil {
+		return 0, fmt.Errorf("%w: %w", errBlobRead, err)
+	}
+	defer r.Close()
+	n, err := io.ReadFull(r, p)
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		err = io.EOF
+	} else if err != nil && !errors.Is(err, io.EOF) {
+		err = fmt.Errorf("%w: %w", errBlobRead, err)
+	}
+	return n, err
+}
+
+func (m Media) read(ctx context.Context, key string, n int64) ([]byte, error) {
+	r, err := m.Blobs.Get(ctx, key, 0, n)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	return io.ReadAll(r)
+}
+
+// decodeFull decodes a stored image for embedding: upright, NRGBA or NRGBA64, under the 40 MP limit, with
+// the embed's own memory reserved too.
+func (m Media) decodeFull(ctx, waitCtx context.Context, key string) (*imageio.Picture, func(), *ProcessError) {
+	st, perr := m.load(ctx, waitCtx, key, MaxImagePixels, func(c imageio.Cost) int64 {
+		return c.Decode + codec.EmbedMemory(c.Width, c.Height, c.Deep)
+	})
+	if perr != nil {
+		return nil, nil, perr
+	}
+	pic, err := imageio.DecodeBytesContext(ctx, st.data, imageio.Limits{MaxPixels: MaxImagePixels})
+	if err != nil {
+		st.release()
+		return nil, nil, ImageError(err)
+	}
+	return pic, st.release, nil
+}
+
+// decodeForDetection decodes a stored image for detection (MaxDetectPixels, the decoder's own layout), with
+// the detector's memory reserved too.
+func (m Media) decodeForDetection(ctx, waitCtx context.Context, key string) (image.Image, func(), *ProcessError) {
+	st, perr := m.load(ctx, waitCtx, key, MaxDetectPixels, func(c imageio.Cost) int64 {
+		r := codec.DetectRegion(image.Rect(0, 0, c.Width, c.Height))
+		return c.Analysis + codec.DetectMemory(r.Dx(), r.Dy())
+	})
+	if perr != nil {
+		return nil, nil, perr
+	}
+	img, _, err := imageio.DecodeForAnalysis(ctx, st.data, imageio.Limits{MaxPixels: MaxDetectPixels, MaxBytes: imageio.DefaultMaxBytes})
+	if err != nil {
+		st.release()
+		return nil, nil, ImageError(err)
+	}
+	return img, st.release, nil
+}
+
+// ImageError maps an imageio error to the job error a client sees. The detail is a sentence of ours: the
+// decoder's error reads as a Go error chain, and a read error can carry the blob store's keys and paths;
+// it stays in Cause, for the logs.
 func ImageError(err error) *ProcessError {
 	switch {
-	case errors.Is(err, imageio.ErrTooManyPixels), errors.Is(err, imageio.ErrTooLarge):
-		return &ProcessError{Code: CodeImageTooLarge, Detail: err.Error()}
-	case errors.Is(err, imageio.ErrUnsupportedFormat), errors.Is(err, imageio.ErrCorrupt):
-		return &ProcessError{Code: CodeInvalidImage, Detail: err.Error()}
+	case errors.Is(err, imageio.ErrTooManyPixels):
+		return &ProcessError{Code: CodeImageTooLarge, Cause: err,
+			Detail: "the image has more pixels than this request allows (40 megapixels to embed, 200 to detect)"}
+	case errors.Is(err, imageio.ErrTooComplex):
+		return &ProcessError{Code: CodeImageTooComplex, Cause: err,
+			Detail: fmt.Sprintf("the image file has more structure than we decode (limits: %d JPEG scans, %d PNG chunks, %d TIFF directories, %d GIF frames)",
+				imageio.MaxJPEGScans, imageio.MaxPNGChunks, imageio.MaxTIFFIFDs, imageio.MaxGIFFrames)}
+	case errors.Is(err, imageio.ErrTooLarge):
+		return &ProcessError{Code: CodeImageTooLarge, Detail: "the image file is larger than this request allows", Cause: err}
+	case errors.Is(err, imageio.ErrUnsupportedFormat):
+		return &ProcessError{Code: CodeInvalidImage, Cause: err,
+			Detail: "the file is not an image in a supported format (JPEG, PNG, GIF, BMP, TIFF, WebP, PPM/PGM; no animation)"}
+	case errors.Is(err, imageio.ErrCorrupt):
+		return &ProcessError{Code: CodeInvalidImage, Detail: "the image is corrupt or truncated", Cause: err}
 	}
-	return &ProcessError{Code: CodeProcessingError, Detail: err.Error(), Retryable: true}
+	return &ProcessError{Code: CodeProcessingError, Detail: "the image could not be read; the attempt is retried", Retryable: true, Cause: err}
 }
 
 func (m Media) embed(ctx context.Context, rec *jobstate.Record, pic *imageio.Picture) (jobstate.Output, *ProcessError) {
@@ -84,19 +225,27 @@ func (m Media) embed(ctx context.Context, rec *jobstate.Record, pic *imageio.Pic
 	if err != nil {
 		return jobstate.Output{}, &ProcessError{Code: CodeProcessingError, Detail: "bad watermark id on the job"}
 	}
-	marked, _, err := m.Codec.Embed(pic.Image, id, codec.EmbedOptions{PSNR: m.PSNR})
-	if err != nil {
+	// markfile verifies that the mark reads back from the encoded file (retrying stronger) before it is stored.
+	res, err := markfile.Embed(ctx, m.Codec, pic, id, markfile.PNG, codec.EmbedOptions{PSNR: m.PSNR})
+	switch {
+	case errors.Is(err, markfile.ErrNotReadable):
+		return jobstate.Output{}, &ProcessError{Code: CodeInvalidImage, Detail: "this image cannot carry a readable mark: " + err.Error()}
+	case ctx.Err() != nil:
+		return jobstate.Output{}, &ProcessError{Code: CodeProcessingError, Detail: ctx.Err().Error(), Retryable: true}
+	case err != nil:
 		// The codec refuses images it cannot carry a mark in (too small); retrying cannot help.
-		return jobstate.Output{}, &ProcessError{Code: CodeInvalidImage, Detail: err.Error()}
+		detail := "the image cannot carry a watermark"
+		if errors.Is(err, codec.ErrTooSmall) {
+			detail = "the image is too small to carry a watermark (the short side needs at least 256 pixels)"
+		}
+		return jobstate.Output{}, &ProcessError{Code: CodeInvalidImage, Detail: detail, Cause: err}
 	}
-	var buf bytes.Buffer
-	if err := imageio.EncodePNG(&buf, marked, pic.ICC); err != nil {
-		return jobstate.Output{}, &ProcessError{Code: CodeProcessingError, Detail: "encode PNG: " + err.Error(), Retryable: true}
-	}
+	buf := bytes.NewReader(res.Data)
 	key := outputKey(rec, "watermarked.png")
-	info, err := m.Blobs.Put(ctx, key, &buf)
+	info, err := m.Blobs.Put(ctx, key, buf)
 	if err != nil {
-		return jobstate.Output{}, &ProcessError{Code: CodeProcessingError, Detail: "store output", Retryable: true}
+		return jobstate.Output{}, &ProcessError{Code: CodeProcessingError, Detail: "the result could not be stored; the attempt is retried",
+			Retryable: true, Cause: err}
 	}
 	return jobstate.Output{BlobKey: key, Size: info.Size, SHA256: info.SHA256, ContentType: "image/png",
 		Filename: OutputFilename(rec.Input.Filename, "png"), AssetID: AssetIDFor(rec.RequestID, AssetWatermarked),
@@ -104,19 +253,20 @@ func (m Media) embed(ctx context.Context, rec *jobstate.Record, pic *imageio.Pic
 		Charge: m.Catalog.Prices.ImageEmbed, Accelerator: jobstate.AcceleratorCPU}, nil
 }
 
-func (m Media) detectJob(ctx context.Context, rec *jobstate.Record, pic *imageio.Picture) (jobstate.Output, *ProcessError) {
-	det, err := m.DetectImage(ctx, rec.OrgID, pic)
+func (m Media) detectJob(ctx context.Context, rec *jobstate.Record, img image.Image) (jobstate.Output, *ProcessError) {
+	det, err := m.DetectImage(ctx, rec.OrgID, img)
 	if err != nil {
-		return jobstate.Output{}, &ProcessError{Code: CodeProcessingError, Detail: err.Error(), Retryable: true}
+		return jobstate.Output{}, detectError(err)
 	}
 	body, err := json.Marshal(det)
 	if err != nil {
-		return jobstate.Output{}, &ProcessError{Code: CodeProcessingError, Detail: err.Error()}
+		return jobstate.Output{}, &ProcessError{Code: CodeProcessingError, Detail: "the detection result could not be encoded", Cause: err}
 	}
 	key := outputKey(rec, "detection.json")
 	info, err := m.Blobs.Put(ctx, key, bytes.NewReader(body))
 	if err != nil {
-		return jobstate.Output{}, &ProcessError{Code: CodeProcessingError, Detail: "store result", Retryable: true}
+		return jobstate.Output{}, &ProcessError{Code: CodeProcessingError, Detail: "the result could not be stored; the attempt is retried",
+			Retryable: true, Cause: err}
 	}
 	return jobstate.Output{BlobKey: key, Size: info.Size, SHA256: info.SHA256, ContentType: "application/json",
 		Filename: "detection.json", Charge: m.Catalog.Prices.Detect, Accelerator: jobstate.AcceleratorCPU}, nil
@@ -124,9 +274,20 @@ func (m Media) detectJob(ctx context.Context, rec *jobstate.Record, pic *imageio
 
 // DetectImage runs detection and, when the blind decode failed but left a soft word, snaps it to an id the
 // organization issued if one lies within the codec's safe distance (docs/codec.md). A snapped result is
-// reported as watermarked with that id.
-func (m Media) DetectImage(ctx context.Context, orgID string, pic *imageio.Picture) (codec.Detection, error) {
-	det := m.Codec.Detect(pic.Image)
+// reported as watermarked with that id. An image longer than codec.MaxDetectAspect times its short side is
+// analysed on its top-left region of that aspect (codec.DetectRegion), which bounds the detector's memory.
+func (m Media) DetectImage(ctx context.Context, orgID string, img image.Image) (codec.Detection, error) {
+	if r := codec.DetectRegion(img.Bounds()); r != img.Bounds() {
+		if sub, ok := img.(interface {
+			SubImage(image.Rectangle) image.Image
+		}); ok {
+			img = sub.SubImage(r)
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return codec.Detection{}, fmt.Errorf("detection not started: %w", err)
+	}
+	det := m.Codec.Detect(img)
 	if det.Watermarked || det.Soft == nil || m.Store == nil {
 		return det, nil
 	}
@@ -150,17 +311,27 @@ func (m Media) DetectImage(ctx context.Context, orgID string, pic *imageio.Pictu
 	return det, nil
 }
 
-// DetectStored decodes a stored image and detects; the edge's synchronous detection uses it.
-func (m Media) DetectStored(ctx context.Context, orgID, key string) (codec.Detection, *ProcessError) {
-	pic, perr := m.decode(ctx, key)
+// DetectStored decodes a stored image and detects; the edge's synchronous detection uses it. It waits at most
+// budgetWait for decode memory (then fails with CodeDecodeBusy); ctx cancels the work (a client that hung up).
+func (m Media) DetectStored(ctx context.Context, orgID, key string, budgetWait time.Duration) (codec.Detection, *ProcessError) {
+	wctx, cancel := context.WithTimeout(ctx, budgetWait)
+	defer cancel()
+	img, release, perr := m.decodeForDetection(ctx, wctx, key)
 	if perr != nil {
 		return codec.Detection{}, perr
 	}
-	det, err := m.DetectImage(ctx, orgID, pic)
+	defer release()
+	det, err := m.DetectImage(ctx, orgID, img)
 	if err != nil {
-		return codec.Detection{}, &ProcessError{Code: CodeProcessingError, Detail: err.Error(), Retryable: true}
+		return codec.Detection{}, detectError(err)
 	}
 	return det, nil
+}
+
+// detectError is the client's view of a detection that could not finish (the store did not answer).
+func detectError(err error) *ProcessError {
+	return &ProcessError{Code: CodeProcessingError, Detail: "detection could not read the organization's issued watermarks; retry",
+		Retryable: true, Cause: err}
 }
 
 func outputKey(rec *jobstate.Record, name string) string {

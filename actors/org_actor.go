@@ -50,7 +50,7 @@ func OrgProps(d *Deps) *actor.Props {
 
 // orgActor owns one organization's credits, concurrency slots and request window. Its durable state is
 // loaded on activation and written with compare-and-set before any reply: when the write finds another
-// version, another activation owns the organization, so this one answers CodeRetry and stops.
+// version, another activation owns the organization, so this one answers ReplyRetry and stops.
 type orgActor struct {
 	deps    *Deps
 	id      string
@@ -107,7 +107,7 @@ func (a *orgActor) Receive(ctx actor.Context) {
 		if !a.load(ctx, msg.OrgID) {
 			return
 		}
-		a.deps.Respond(ctx, a.reply(CodeOK, ""))
+		a.deps.Respond(ctx, a.reply(ReplyOK, ""))
 	}
 }
 
@@ -134,7 +134,7 @@ func (a *orgActor) load(ctx actor.Context, orgID string) bool {
 			a.state = nil
 		case err != nil:
 			a.deps.Logger.Error().Err(err).Str("org", a.id).Msg("load organization")
-			a.deps.Respond(ctx, &OrgReply{Code: CodeInternal, Detail: "organization state unavailable"})
+			a.deps.Respond(ctx, &OrgReply{Code: ReplyInternal, Detail: "organization state unavailable"})
 			ctx.Poison(ctx.Self())
 			return false
 		default:
@@ -143,7 +143,7 @@ func (a *orgActor) load(ctx actor.Context, orgID string) bool {
 		a.loaded = true
 	}
 	if a.state == nil || orgID != a.id {
-		a.deps.Respond(ctx, &OrgReply{Code: CodeNotFound})
+		a.deps.Respond(ctx, &OrgReply{Code: ReplyNotFound})
 		return false
 	}
 	return true
@@ -169,9 +169,9 @@ func (a *orgActor) mutate(ctx actor.Context, orgID string, fn func(*OrgState, ti
 	v, err := Orgs{Store: a.deps.Store, Clock: a.deps.Clock}.Save(sctx, next, a.version)
 	cancel()
 	if err != nil {
-		code := CodeInternal
+		code := ReplyInternal
 		if errors.Is(err, persistence.ErrVersionMismatch) {
-			code = CodeRetry
+			code = ReplyRetry
 			a.deps.Logger.Warn().Str("org", a.id).Msg("organization written by another activation; stopping")
 		} else {
 			a.deps.Logger.Error().Err(err).Str("org", a.id).Msg("save organization")
@@ -181,7 +181,7 @@ func (a *orgActor) mutate(ctx actor.Context, orgID string, fn func(*OrgState, ti
 		return
 	}
 	a.state, a.version = next, v
-	a.deps.Respond(ctx, a.reply(CodeOK, ""))
+	a.deps.Respond(ctx, a.reply(ReplyOK, ""))
 }
 
 // staleHoldAge is when a hold is surely orphaned: longer than any job may run (90 minutes for video) plus
@@ -219,7 +219,7 @@ func (a *orgActor) admit(ctx actor.Context, msg *OrgAdmit) {
 	}
 	m, ok := a.state.Member(msg.MemberID)
 	if !ok || m.RemovedAt != nil {
-		a.deps.Respond(ctx, &OrgAdmitReply{Code: CodeUnknownMember, Plan: a.state.Plan})
+		a.deps.Respond(ctx, &OrgAdmitReply{Code: ReplyUnknownMember, Plan: a.state.Plan})
 		return
 	}
 	plan, _ := a.deps.Catalog.Plan(a.state.Plan)
@@ -233,20 +233,20 @@ func (a *orgActor) admit(ctx actor.Context, msg *OrgAdmit) {
 	if allowed {
 		a.windowN++
 	}
-	a.deps.Respond(ctx, &OrgAdmitReply{Code: CodeOK, Role: m.Role, Plan: a.state.Plan, Allowed: allowed,
+	a.deps.Respond(ctx, &OrgAdmitReply{Code: ReplyOK, Role: m.Role, Plan: a.state.Plan, Allowed: allowed,
 		Limit: limit, Remaining: limit - a.windowN, ResetAt: a.windowEnd})
 }
 
 func codeOf(err error) string {
 	switch {
 	case errors.Is(err, ErrInsufficientCredits):
-		return CodeInsufficientCredits
+		return ReplyInsufficientCredits
 	case errors.Is(err, ErrConcurrencyLimit):
-		return CodeConcurrencyLimit
+		return ReplyConcurrencyLimit
 	case errors.Is(err, ErrOperationConflict):
-		return CodeConflict
+		return ReplyConflict
 	case errors.Is(err, ErrUnknownOperation):
-		return CodeUnknownOperation
+		return ReplyUnknownOperation
 	}
-	return CodeInternal
+	return ReplyInternal
 }

@@ -60,13 +60,13 @@ func TestOrgActorFencing(t *testing.T) {
 	f := newOrgFixture(t, 10)
 	a := f.system.Root.Spawn(actors.OrgProps(f.deps))
 	b := f.system.Root.Spawn(actors.OrgProps(f.deps))
-	if r := f.ask(t, b, &actors.OrgGet{OrgID: f.orgID}); r.Code != actors.CodeOK || r.Balance != 10 {
+	if r := f.ask(t, b, &actors.OrgGet{OrgID: f.orgID}); r.Code != actors.ReplyOK || r.Balance != 10 {
 		t.Fatalf("b loads: %+v", r)
 	}
-	if r := f.ask(t, a, &actors.OrgReserve{OrgID: f.orgID, Op: "req_a", Credits: 3}); r.Code != actors.CodeOK || r.Available != 7 {
+	if r := f.ask(t, a, &actors.OrgReserve{OrgID: f.orgID, Op: "req_a", Credits: 3}); r.Code != actors.ReplyOK || r.Available != 7 {
 		t.Fatalf("a reserves: %+v", r)
 	}
-	if r := f.ask(t, b, &actors.OrgReserve{OrgID: f.orgID, Op: "req_b", Credits: 4}); r.Code != actors.CodeRetry {
+	if r := f.ask(t, b, &actors.OrgReserve{OrgID: f.orgID, Op: "req_b", Credits: 4}); r.Code != actors.ReplyRetry {
 		t.Fatalf("stale activation b reserved: %+v", r)
 	}
 	st, _, err := f.admin.Balance(context.Background(), f.orgID, 10)
@@ -78,7 +78,7 @@ func TestOrgActorFencing(t *testing.T) {
 	}
 	// A fresh activation reloads and applies b's command.
 	c := f.system.Root.Spawn(actors.OrgProps(f.deps))
-	if r := f.ask(t, c, &actors.OrgReserve{OrgID: f.orgID, Op: "req_b", Credits: 4}); r.Code != actors.CodeOK || r.Available != 3 {
+	if r := f.ask(t, c, &actors.OrgReserve{OrgID: f.orgID, Op: "req_b", Credits: 4}); r.Code != actors.ReplyOK || r.Available != 3 {
 		t.Fatalf("fresh activation reserves: %+v", r)
 	}
 }
@@ -87,22 +87,22 @@ func TestOrgActorIdempotentCommands(t *testing.T) {
 	f := newOrgFixture(t, 5) // launch plan: 1 concurrency slot
 	a := f.system.Root.Spawn(actors.OrgProps(f.deps))
 	for i := 0; i < 3; i++ {
-		if r := f.ask(t, a, &actors.OrgReserve{OrgID: f.orgID, Op: "req_1", Credits: 2, Slot: true}); r.Code != actors.CodeOK || r.Available != 3 || r.Slots != 1 {
+		if r := f.ask(t, a, &actors.OrgReserve{OrgID: f.orgID, Op: "req_1", Credits: 2, Slot: true}); r.Code != actors.ReplyOK || r.Available != 3 || r.Slots != 1 {
 			t.Fatalf("reserve #%d: %+v", i, r)
 		}
 	}
-	if r := f.ask(t, a, &actors.OrgReserve{OrgID: f.orgID, Op: "req_2", Credits: 1, Slot: true}); r.Code != actors.CodeConcurrencyLimit || r.Available != 3 {
+	if r := f.ask(t, a, &actors.OrgReserve{OrgID: f.orgID, Op: "req_2", Credits: 1, Slot: true}); r.Code != actors.ReplyConcurrencyLimit || r.Available != 3 {
 		t.Fatalf("second job on a 1-slot plan: %+v", r)
 	}
 	for i := 0; i < 3; i++ {
-		if r := f.ask(t, a, &actors.OrgCharge{OrgID: f.orgID, Op: "req_1", Credits: 2}); r.Code != actors.CodeOK || r.Balance != 3 || r.Slots != 0 {
+		if r := f.ask(t, a, &actors.OrgCharge{OrgID: f.orgID, Op: "req_1", Credits: 2}); r.Code != actors.ReplyOK || r.Balance != 3 || r.Slots != 0 {
 			t.Fatalf("charge #%d: %+v", i, r)
 		}
 	}
-	if r := f.ask(t, a, &actors.OrgReserve{OrgID: f.orgID, Op: "req_3", Credits: 4}); r.Code != actors.CodeInsufficientCredits || r.Held != 0 {
+	if r := f.ask(t, a, &actors.OrgReserve{OrgID: f.orgID, Op: "req_3", Credits: 4}); r.Code != actors.ReplyInsufficientCredits || r.Held != 0 {
 		t.Fatalf("reserve beyond balance: %+v", r)
 	}
-	if r := f.ask(t, a, &actors.OrgGet{OrgID: "org_other"}); r.Code != actors.CodeNotFound {
+	if r := f.ask(t, a, &actors.OrgGet{OrgID: "org_other"}); r.Code != actors.ReplyNotFound {
 		t.Fatalf("another organization through this activation: %+v", r)
 	}
 	_, entries, err := f.admin.Balance(context.Background(), f.orgID, 100)
@@ -123,7 +123,7 @@ func TestOrgActorIdempotentCommands(t *testing.T) {
 func TestOrgActorReleasesOrphanedHolds(t *testing.T) {
 	f := newOrgFixture(t, 10)
 	a := f.system.Root.Spawn(actors.OrgProps(f.deps))
-	if r := f.ask(t, a, &actors.OrgReserve{OrgID: f.orgID, Op: "req_orphan", Credits: 4, Slot: true}); r.Code != actors.CodeOK || r.Held != 4 {
+	if r := f.ask(t, a, &actors.OrgReserve{OrgID: f.orgID, Op: "req_orphan", Credits: 4, Slot: true}); r.Code != actors.ReplyOK || r.Held != 4 {
 		t.Fatalf("reserve: %+v", r)
 	}
 	f.deps.Clock.(*clock.Manual).Advance(2 * time.Hour)

@@ -18,7 +18,7 @@ type OrgClient struct {
 	Caller Caller
 }
 
-// maxFencedRetries bounds how often a command is re-sent after the actor reported CodeRetry (it lost its
+// maxFencedRetries bounds how often a command is re-sent after the actor reported ReplyRetry (it lost its
 // record to another activation and stopped; the next send activates a fresh one that reloads).
 const maxFencedRetries = 3
 
@@ -32,11 +32,11 @@ func (c OrgClient) call(ctx context.Context, orgID string, msg any) (any, error)
 		last = reply
 		switch r := reply.(type) {
 		case *OrgReply:
-			if r.Code != CodeRetry {
+			if r.Code != ReplyRetry {
 				return r, nil
 			}
 		case *OrgAdmitReply:
-			if r.Code != CodeRetry {
+			if r.Code != ReplyRetry {
 				return r, nil
 			}
 		default:

@@ -1,23 +1,29 @@
 package actors
 
-import "time"
+import (
+	"time"
+
+	"filigrane/internal/problem"
+)
 
 // KindOrg is the cluster kind of the organization actor; its identity is the organization id.
 const KindOrg = "org"
 
-// Reply codes of the org actor. They cross the wire as strings; the HTTP layer maps them to statuses.
+// Reply codes of the org actor: how a command went, between actors and their callers. They cross the wire
+// as strings and are not API error codes; the HTTP layer decides which problem a reply becomes. The refusals a
+// client sees as such carry the error table's code (internal/problem).
 const (
-	CodeOK                  = ""
-	CodeNotFound            = "not_found"
-	CodeInsufficientCredits = "insufficient_credits"
-	CodeConcurrencyLimit    = "concurrency_limit"
-	CodeConflict            = "operation_conflict"
-	CodeUnknownOperation    = "unknown_operation"
-	CodeUnknownMember       = "unknown_member"
-	// CodeRetry means the actor lost ownership of its record (another activation wrote it) and stopped;
+	ReplyOK                  = ""
+	ReplyNotFound            = "not_found"
+	ReplyInsufficientCredits = string(problem.InsufficientCredits)
+	ReplyConcurrencyLimit    = string(problem.ConcurrencyLimit)
+	ReplyConflict            = "operation_conflict"
+	ReplyUnknownOperation    = "unknown_operation"
+	ReplyUnknownMember       = "unknown_member"
+	// ReplyRetry means the actor lost ownership of its record (another activation wrote it) and stopped;
 	// the command was not applied and can be sent again.
-	CodeRetry    = "retry"
-	CodeInternal = "internal"
+	ReplyRetry    = "retry"
+	ReplyInternal = "internal"
 )
 
 // OrgAdmit checks that the member may act for the organization and counts one request against the plan's

@@ -106,6 +106,17 @@ type UploadLock struct {
 	Until     time.Time `msgpack:"until"`
 }
 
+// UploadPut is the lease of the one PUT that is sending an upload's file. A second PUT is refused while it
+// holds; a PUT that died with its node (and never released it) stops holding once Until has passed.
+type UploadPut struct {
+	Token string    `msgpack:"token"`
+	Until time.Time `msgpack:"until"`
+}
+
+// UploadPutLease is how long a PUT's lease lasts after its last renewal; a PUT renews it while its body
+// moves.
+const UploadPutLease = time.Minute
+
 // Upload is the durable record of an upload (Store key upload/<upload_id>).
 type Upload struct {
 	ID           string       `msgpack:"id"`
@@ -125,6 +136,8 @@ type Upload struct {
 	SHA256  string `msgpack:"sha256,omitempty"`
 	// Lock is set while a request uses the upload.
 	Lock *UploadLock `msgpack:"lock,omitempty"`
+	// Put is set while a PUT sends the file.
+	Put *UploadPut `msgpack:"put,omitempty"`
 	// RequestID is the request that consumed the upload.
 	RequestID  string     `msgpack:"request_id,omitempty"`
 	ConsumedAt *time.Time `msgpack:"consumed_at,omitempty"`
@@ -154,6 +167,10 @@ func (u *Upload) Clone() *Upload {
 	if u.Lock != nil {
 		l := *u.Lock
 		c.Lock = &l
+	}
+	if u.Put != nil {
+		p := *u.Put
+		c.Put = &p
 	}
 	return &c
 }
@@ -241,7 +258,14 @@ func NewUpload(id, orgID string, kind UploadKind, filename string, size int64, n
 		return nil, fmt.Errorf("%w: size must be a positive number of bytes", ErrUploadInvalid)
 	}
 	if limit := UploadLimit(kind, media); size > limit {
-		return nil, fmt.Errorf("%w: a %s upload of %s holds at most %d bytes", ErrUploadTooLarge, kind, media, limit)
+		what := "an " + string(kind) + " upload"
+		if kind != UploadImage {
+			what = "a " + string(kind) + " upload"
+		}
+		if kind == UploadDetect {
+			what += " of " + string(media)
+		}
+		return nil, fmt.Errorf("%w: %s holds at most %d bytes", ErrUploadTooLarge, what, limit)
 	}
 	return &Upload{
 		ID: id, OrgID: orgID, Kind: kind, Media: media, Filename: filename, Size: size, Status: UploadPending,
@@ -274,9 +298,48 @@ func (u *Upload) Receive(blobKey, sha256 string, size int64, now time.Time) erro
 		return fmt.Errorf("%w: received %d bytes, declared %d", ErrUploadSize, size, u.Size)
 	}
 	t := now
-	u.Status, u.BlobKey, u.SHA256, u.ReceivedAt = UploadReceived, blobKey, sha256, &t
+	u.Status, u.BlobKey, u.SHA256, u.ReceivedAt, u.Put = UploadReceived, blobKey, sha256, &t, nil
 	u.Revision++
 	return nil
+}
+
+// ErrUploadPutLost: a PUT's lease lapsed and another PUT took the upload over.
+var ErrUploadPutLost = errors.New("upload PUT lease lost to another PUT")
+
+// BeginPut gives the PUT identified by token the right to send the file until now+lease. Another PUT's
+// live lease refuses it with ErrUploadInUse; a pending upload is required.
+func (u *Upload) BeginPut(token string, now time.Time, lease time.Duration) error {
+	switch u.StatusAt(now) {
+	case UploadPending:
+	case UploadExpired:
+		return ErrUploadExpired
+	default:
+		return ErrUploadNotPending
+	}
+	if u.Put != nil && u.Put.Token != token && now.Before(u.Put.Until) {
+		return ErrUploadInUse
+	}
+	u.Put = &UploadPut{Token: token, Until: now.Add(lease)}
+	u.Revision++
+	return nil
+}
+
+// RenewPut extends the lease of the PUT identified by token; ErrUploadPutLost when it no longer holds it.
+func (u *Upload) RenewPut(token string, now time.Time, lease time.Duration) error {
+	if u.Status != UploadPending || u.Put == nil || u.Put.Token != token {
+		return ErrUploadPutLost
+	}
+	u.Put.Until = now.Add(lease)
+	u.Revision++
+	return nil
+}
+
+// EndPut releases the lease of the PUT identified by token, if it still holds it.
+func (u *Upload) EndPut(token string) {
+	if u.Put != nil && u.Put.Token == token {
+		u.Put = nil
+		u.Revision++
+	}
 }
 
 // Claim locks the upload for request requestID, which wants an upload of kind holding media. The request

@@ -16,9 +16,13 @@ import (
 // ProcessError is how processing an attempt failed: Code becomes the job's error_code; Retryable attempts
 // are tried again from the original input.
 type ProcessError struct {
-	Code      string
+	Code string
+	// Detail is what the client is shown (the job's error detail): a readable sentence, never an internal
+	// path, blob key or Go error chain.
 	Detail    string
 	Retryable bool
+	// Cause is the underlying error, for the logs only.
+	Cause error
 }
 
 func (e *ProcessError) Error() string { return e.Code + ": " + e.Detail }
@@ -125,7 +129,7 @@ func (p *Pool) call(ctx context.Context, requestID string, msg any) (*JobReply, 
 // attempt claims one job and runs it under a renewed lease.
 func (p *Pool) attempt(ctx context.Context, worker, requestID string) {
 	rep, err := p.call(ctx, requestID, &JobClaim{RequestID: requestID, WorkerID: worker, Lease: p.lease})
-	if err != nil || rep.Code != CodeOK || rep.Lease == nil {
+	if err != nil || rep.Code != ReplyOK || rep.Lease == nil {
 		if err != nil {
 			p.logger.Warn().Err(err).Str("job", requestID).Msg("claim")
 		}
@@ -135,28 +139,52 @@ func (p *Pool) attempt(ctx context.Context, worker, requestID string) {
 	if p.OnClaim != nil && !p.OnClaim(ctx, requestID) {
 		return
 	}
+	p.RunClaimed(ctx, rep.Record, lease)
+}
+
+// EdgeWorkerID names a worker for one request that the edge runs itself (ClaimAs of JobSubmit); the name
+// is unique, so a claim by it is never mistaken for a duplicate of another worker's.
+func (p *Pool) EdgeWorkerID() string { return workerID(p.node, -1) }
+
+// Lease is how long the pool's claims last; a worker renews at a third of it.
+func (p *Pool) Lease() time.Duration { return p.lease }
+
+// RunClaimed runs an attempt the caller already claimed under lease: it takes a CPU token, renews the lease
+// while it works, and reports the outcome. It returns the job's answer to the report (whose Record is the
+// job after it), or nil when the attempt did not report: ctx ended, or the lease was lost and another
+// worker owns the attempt now.
+func (p *Pool) RunClaimed(ctx context.Context, rec *jobstate.Record, lease jobstate.Lease) *JobReply {
+	requestID := rec.RequestID
 	release, err := p.Acquire(ctx)
 	if err != nil {
-		return
+		return nil
 	}
 	defer release()
 	workCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	go p.renew(workCtx, stop, requestID, lease)
 
-	out, perr := p.processor.Process(workCtx, rep.Record)
+	out, perr := p.processor.Process(workCtx, rec)
 	if workCtx.Err() != nil && ctx.Err() == nil {
-		return // the lease was lost: another worker owns the job now and this result would be refused
+		return nil // the lease was lost: another worker owns the job now and this result would be refused
 	}
 	var msg any
 	if perr != nil {
+		if perr.Cause != nil {
+			p.logger.Warn().Err(perr.Cause).Str("job", requestID).Str("code", perr.Code).Msg("attempt failed")
+		}
 		msg = &JobFail{RequestID: requestID, Token: lease.Token, Code: perr.Code, Detail: perr.Detail, Retryable: perr.Retryable}
 	} else {
 		msg = &JobSucceed{RequestID: requestID, Token: lease.Token, Output: out}
 	}
-	if rep, err := p.call(ctx, requestID, msg); err != nil || rep.Code != CodeOK {
+	rep, err := p.call(ctx, requestID, msg)
+	if err != nil || rep.Code != ReplyOK {
 		p.logger.Warn().Err(err).Str("job", requestID).Interface("reply", rep).Msg("report outcome")
 	}
+	if err != nil {
+		return nil
+	}
+	return rep
 }
 
 // renew extends the lease at a third of its length until ctx ends; when the job refuses (lease lost) it
@@ -170,7 +198,7 @@ func (p *Pool) renew(ctx context.Context, cancel context.CancelFunc, requestID s
 			return
 		case <-t.C:
 			rep, err := p.call(ctx, requestID, &JobRenew{RequestID: requestID, Token: lease.Token})
-			if err == nil && rep.Code != CodeOK {
+			if err == nil && rep.Code != ReplyOK {
 				p.logger.Warn().Str("job", requestID).Str("code", rep.Code).Msg("lease lost; abandoning the attempt")
 				cancel()
 				return

@@ -94,6 +94,13 @@ func TestClusterMembersAndMetadata(t *testing.T) {
 			if m.HasRole(cluster.RoleEdge) != (m.Name == "n1") {
 				t.Fatalf("%s: member %s roles %v", n.Name(), m.Name, m.Roles)
 			}
+			wantGPUs := 0
+			if m.Name == "n2" { // the fixture gives n2 a GPU inventory
+				wantGPUs = 2
+			}
+			if m.GPUs != wantGPUs || (m.GPUMemory != 0) != (wantGPUs > 0) {
+				t.Fatalf("%s: member %s gossips %d GPUs, %d bytes; want %d GPUs", n.Name(), m.Name, m.GPUs, m.GPUMemory, wantGPUs)
+			}
 			if m.GossipAddr == "" || m.Address() == "" {
 				t.Fatalf("member without addresses: %+v", m)
 			}

@@ -158,7 +158,8 @@ func startFixture() (*fixture, error) {
 			}
 		}
 		cfgs[0].Roles = []cluster.Role{cluster.RoleEdge, cluster.RoleWorker}
-		if prefix == "f" { // the failover cluster gossips encrypted
+		cfgs[1].GPUs, cfgs[1].GPUMemory = 2, 2*85_520_809_984 // n2/f2 gossip a GPU inventory
+		if prefix == "f" {                                    // the failover cluster gossips encrypted
 			for i := range cfgs {
 				cfgs[i].GossipKey = []byte("0123456789abcdef0123456789abcdef")
 			}

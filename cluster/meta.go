@@ -59,6 +59,12 @@ type NodeMeta struct {
 	Kinds []string `msgpack:"k"`
 	// Capacity is the number of free worker slots, updated at runtime.
 	Capacity int `msgpack:"c"`
+	// GPUs is the number of CUDA devices the node found (gpu.Discover) and
+	// GPUMemory their total memory in bytes; both zero without a GPU. They
+	// describe hardware, not readiness: whether GPU work is accepted is the
+	// accelerator status (gpu.State).
+	GPUs      int    `msgpack:"g,omitempty"`
+	GPUMemory uint64 `msgpack:"gm,omitempty"`
 	// Client marks nodes that joined with StartClient: they see the cluster
 	// but host no kinds and are left out of protoactor's topology.
 	Client bool `msgpack:"cl,omitempty"`
@@ -96,6 +102,9 @@ func (m NodeMeta) Validate() error {
 	}
 	if m.Capacity < 0 {
 		return fmt.Errorf("node metadata with negative capacity %d", m.Capacity)
+	}
+	if m.GPUs < 0 || (m.GPUs == 0 && m.GPUMemory != 0) {
+		return fmt.Errorf("node metadata with %d GPUs and %d bytes of GPU memory", m.GPUs, m.GPUMemory)
 	}
 	return nil
 }

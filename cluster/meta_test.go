@@ -11,14 +11,16 @@ import (
 
 func sampleMeta() NodeMeta {
 	return NodeMeta{
-		Version:  MetaVersion,
-		ID:       "Vq3u8dJc2HqLZr4nKqG3bA", // shortuuid length, like ActorSystem.ID
-		Name:     "worker-1",
-		Roles:    []Role{RoleWorker, RoleGPU},
-		Host:     "10.0.0.12",
-		Port:     8090,
-		Kinds:    []string{"job", "batch", "upload", "prototopic"},
-		Capacity: 7,
+		Version:   MetaVersion,
+		ID:        "Vq3u8dJc2HqLZr4nKqG3bA", // shortuuid length, like ActorSystem.ID
+		Name:      "worker-1",
+		Roles:     []Role{RoleWorker, RoleGPU},
+		Host:      "10.0.0.12",
+		Port:      8090,
+		Kinds:     []string{"job", "batch", "upload", "prototopic"},
+		Capacity:  7,
+		GPUs:      2,
+		GPUMemory: 2 * 85_520_809_984, // two H100 80GB
 	}
 }
 
@@ -53,6 +55,7 @@ func TestMetaSizeLimit(t *testing.T) {
 	m.Name = strings.Repeat("n", 64)
 	m.Roles = []Role{RoleEdge, RoleWorker, RoleGPU}
 	m.Capacity = 1 << 20
+	m.GPUs, m.GPUMemory = 16, 16*150_754_820_096 // sixteen H200
 	b, err := EncodeMeta(m)
 	if err != nil {
 		t.Fatalf("realistic worst case refused: %v", err)
@@ -80,6 +83,8 @@ func TestMetaRejectsBadInput(t *testing.T) {
 		"port":     func(m *NodeMeta) { m.Port = 0 },
 		"role":     func(m *NodeMeta) { m.Roles = []Role{"chef"} },
 		"capacity": func(m *NodeMeta) { m.Capacity = -1 },
+		"gpus":     func(m *NodeMeta) { m.GPUs = -1 },
+		"gpu mem":  func(m *NodeMeta) { m.GPUs = 0 },
 	}
 	for name, mutate := range bad {
 		t.Run(name, func(t *testing.T) {
@@ -98,5 +103,37 @@ func TestMetaRejectsBadInput(t *testing.T) {
 		if _, err := DecodeMeta(raw); err == nil {
 			t.Fatalf("DecodeMeta(%s) accepted", name)
 		}
+	}
+}
+
+// Metadata without the GPU fields (a node from before they existed) decodes with zero GPUs, and a node that
+// does not know the fields still decodes metadata carrying them: the encoding version need not change.
+func TestMetaGPUFieldsAreCompatible(t *testing.T) {
+	type oldMeta struct {
+		Version  int      `msgpack:"v"`
+		ID       string   `msgpack:"id"`
+		Name     string   `msgpack:"n"`
+		Roles    []Role   `msgpack:"r"`
+		Host     string   `msgpack:"h"`
+		Port     int      `msgpack:"p"`
+		Kinds    []string `msgpack:"k"`
+		Capacity int      `msgpack:"c"`
+	}
+	m := sampleMeta()
+	raw, err := msgpack.Marshal(&oldMeta{m.Version, m.ID, m.Name, m.Roles, m.Host, m.Port, m.Kinds, m.Capacity})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := DecodeMeta(raw)
+	if err != nil || got.GPUs != 0 || got.GPUMemory != 0 || got.Capacity != m.Capacity {
+		t.Fatalf("old metadata: %+v, %v", got, err)
+	}
+	b, err := EncodeMeta(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var old oldMeta
+	if err := msgpack.Unmarshal(b, &old); err != nil || old.Name != m.Name || old.Capacity != m.Capacity {
+		t.Fatalf("an older node cannot read new metadata: %+v, %v", old, err)
 	}
 }

@@ -49,6 +49,10 @@ type Config struct {
 	// Roles and Capacity (free worker slots) are gossiped in node metadata.
 	Roles    []Role
 	Capacity int
+	// GPUs and GPUMemory (bytes) are the node's CUDA devices as gpu.Discover
+	// found them, gossiped in node metadata; zero without a GPU.
+	GPUs      int
+	GPUMemory uint64
 	// Logger receives the node's, protoactor's and memberlist's logs.
 	// protoactor logs below Warn only with VerboseActorLogs: at Info it
 	// writes several lines per member on every topology change.
@@ -173,6 +177,8 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		JoinTimeout:      joinTimeout,
 		Roles:            cfg.Roles,
 		Capacity:         cfg.Capacity,
+		GPUs:             cfg.GPUs,
+		GPUMemory:        cfg.GPUMemory,
 		Label:            cfg.Label,
 		FailureDetection: cfg.FailureDetection,
 		GossipKey:        cfg.GossipKey,

@@ -87,9 +87,11 @@ type ProviderConfig struct {
 	// JoinTimeout bounds the retries of Join when none of the addresses
 	// answers (default 10 s). The node fails to start after it.
 	JoinTimeout time.Duration
-	// Roles and Capacity go into the node's metadata.
-	Roles    []Role
-	Capacity int
+	// Roles, Capacity and the GPU inventory go into the node's metadata.
+	Roles     []Role
+	Capacity  int
+	GPUs      int
+	GPUMemory uint64
 	// Label separates clusters that share a network: memberlist drops
 	// packets with another label. Default "filigrane".
 	Label string
@@ -237,15 +239,17 @@ func (p *MemberlistProvider) start(c *pcluster.Cluster, client bool) error {
 		slices.Sort(kinds)
 	}
 	self := NodeMeta{
-		Version:  MetaVersion,
-		ID:       c.ActorSystem.ID,
-		Name:     p.cfg.NodeName,
-		Roles:    slices.Clone(p.cfg.Roles),
-		Host:     host,
-		Port:     port,
-		Kinds:    kinds,
-		Capacity: p.cfg.Capacity,
-		Client:   client,
+		Version:   MetaVersion,
+		ID:        c.ActorSystem.ID,
+		Name:      p.cfg.NodeName,
+		Roles:     slices.Clone(p.cfg.Roles),
+		Host:      host,
+		Port:      port,
+		Kinds:     kinds,
+		Capacity:  p.cfg.Capacity,
+		GPUs:      p.cfg.GPUs,
+		GPUMemory: p.cfg.GPUMemory,
+		Client:    client,
 	}
 	metaB, err := EncodeMeta(self)
 	if err != nil {

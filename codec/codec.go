@@ -14,6 +14,7 @@ package codec
 
 import (
 	"errors"
+	"fmt"
 	"image"
 	"math"
 )
@@ -21,24 +22,56 @@ import (
 // ID is a 256-bit watermark identifier: the SHA-256 of the RFC 8785 canonical form of the caller's data.
 type ID [32]byte
 
-// DefaultPSNR is the embedding strength target in dB; MinPSNR and MaxPSNR bound what callers may ask for.
+// Strength and PSNR bounds. The strength is perceptual: the mark's amplitude in units of the local visibility
+// threshold of the masking model (jnd.go), so the same strength is about equally (in)visible on a sky and on
+// grass, and flat regions carry almost nothing. PSNR is only a floor: on very textured images the masking model
+// would allow more energy than MinPSNR, and the gain is lowered there.
 const (
-	DefaultPSNR = 42.0
+	DefaultStrength = 1.0
+	MinStrength     = 0.25
+	MaxStrength     = 4.0
+	// DefaultPSNR is the PSNR floor used when EmbedOptions.PSNR is 0.
+	DefaultPSNR = 38.0
 	MinPSNR     = 38.0
 	MaxPSNR     = 48.0
 )
 
 // EmbedOptions tune one embedding.
 type EmbedOptions struct {
-	PSNR float64 // target PSNR in dB; 0 means DefaultPSNR
+	// Strength is the mark amplitude in units of the visibility threshold; 0 means DefaultStrength. Higher is
+	// more robust and more visible (bench/README.md has the trade-off curve).
+	Strength float64
+	// PSNR is the minimum PSNR in dB of the marked image (a floor on top of the perceptual strength); 0 means
+	// DefaultPSNR.
+	PSNR float64
 	// Uninformed skips informed embedding (per-bit amplitudes fitted to the host image): about 40% faster, for
 	// video frames where many marked frames are combined at detection, at the cost of robustness per frame.
 	Uninformed bool
 }
 
+// resolve applies the defaults and validates the options.
+func (o EmbedOptions) resolve() (strength, floor float64, err error) {
+	strength, floor = o.Strength, o.PSNR
+	if strength == 0 {
+		strength = DefaultStrength
+	}
+	if floor == 0 {
+		floor = DefaultPSNR
+	}
+	if math.IsNaN(strength) || strength < MinStrength || strength > MaxStrength {
+		return 0, 0, fmt.Errorf("codec: strength %.2f outside %g..%g", strength, MinStrength, MaxStrength)
+	}
+	if math.IsNaN(floor) || floor < MinPSNR || floor > MaxPSNR {
+		return 0, 0, fmt.Errorf("codec: PSNR floor %.2f dB outside %.0f..%.0f", floor, MinPSNR, MaxPSNR)
+	}
+	return strength, floor, nil
+}
+
 // EmbedReport describes what Embed did.
 type EmbedReport struct {
 	PSNR float64 // measured on the 8-bit RGB result
+	// Strength is the strength applied: the requested one, or (approximately) less where the PSNR floor limited it.
+	Strength float64
 }
 
 // Unit is the detection result of one image, page or frame group.
@@ -81,7 +114,7 @@ func New(key []byte) (*Codec, error) {
 
 // Embed returns a marked copy of img with the same bounds; alpha is kept untouched. The result is *image.NRGBA,
 // or *image.NRGBA64 when the input has more than 8 bits per channel. The mark changes luma only (the same amount
-// is added to R, G and B). It fails for a PSNR target outside MinPSNR..MaxPSNR and, with ErrTooSmall, for images
+// is added to R, G and B). It fails for a strength or PSNR floor outside their bounds and, with ErrTooSmall, for images
 // whose short side is below MinEmbedSide pixels.
 func (c *Codec) Embed(img image.Image, id ID, opt EmbedOptions) (image.Image, EmbedReport, error) {
 	if img == nil {
@@ -91,7 +124,7 @@ func (c *Codec) Embed(img image.Image, id ID, opt EmbedOptions) (image.Image, Em
 	if err != nil {
 		return nil, EmbedReport{}, err
 	}
-	target := targetPSNR(opt)
+	_, floor, _ := opt.resolve()
 	var apply func(g float32) float64
 	var out image.Image
 	if isDeep(img) {
@@ -113,32 +146,26 @@ func (c *Codec) Embed(img image.Image, id ID, opt EmbedOptions) (image.Image, Em
 		apply = func(g float32) float64 { return applyDelta8(dst, src, r, g) }
 		out = dst
 	}
-	psnr := correctGain(apply, gain, target)
-	return out, EmbedReport{PSNR: psnr}, nil
+	strength, _, _ := opt.resolve()
+	psnr, g := correctGain(apply, gain, floor)
+	return out, EmbedReport{PSNR: psnr, Strength: strength * float64(g)}, nil
 }
 
-// correctGain applies the mark and corrects the gain until the measured PSNR lies within [target, target+0.4]
-// dB: rounding, clipping at black and white, transparent pixels and the JND cap all move the real error away
-// from the closed-form estimate.
-func correctGain(apply func(g float32) float64, gain float32, target float64) float64 {
-	want := 255 * 255 / math.Pow(10, (target+psnrAim)/10)
+// correctGain applies the mark at gain and, while the measured PSNR is below floor (rounding, clipping and the
+// cap move the real error away from the estimate), lowers the gain and applies it again (at most 4 passes). It
+// returns the measured PSNR and the gain used.
+func correctGain(apply func(g float32) float64, gain float32, floor float64) (float64, float32) {
+	want := floorMSE(floor)
 	psnr := 0.0
 	for iter := 0; iter < 4; iter++ {
 		mse := apply(gain)
 		psnr = psnrFromMSE(mse)
-		if psnr >= target && psnr <= target+0.4 {
+		if psnr >= floor || mse <= 1.0/12 {
 			break
 		}
-		if mse <= 1.0/12 {
-			break // nothing left to scale: the image takes almost no mark (flat or clipped)
-		}
-		ratio := math.Sqrt(math.Max(want-1.0/12, want*0.5) / (mse - 1.0/12))
-		if psnr < target {
-			ratio *= 0.995
-		}
-		gain *= float32(ratio)
+		gain *= float32(0.995 * math.Sqrt(want/(mse-1.0/12)))
 	}
-	return psnr
+	return psnr, gain
 }
 
 // Detect looks for a mark in img. It is deterministic and never panics on odd input: images too small or too

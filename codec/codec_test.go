@@ -4,6 +4,7 @@ import (
 	"errors"
 	"image"
 	"image/color"
+	"math"
 	"testing"
 )
 
@@ -26,8 +27,8 @@ func TestEmbedDetectClean(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.PSNR < DefaultPSNR || rep.PSNR > DefaultPSNR+0.5 {
-		t.Fatalf("PSNR %.2f, want about %.0f", rep.PSNR, DefaultPSNR)
+	if rep.PSNR < MinPSNR || rep.Strength <= 0 || rep.Strength > DefaultStrength {
+		t.Fatalf("PSNR %.2f (floor %.0f), strength %.2f", rep.PSNR, MinPSNR, rep.Strength)
 	}
 	if _, ok := marked.(*image.NRGBA); !ok {
 		t.Fatalf("result is %T", marked)
@@ -90,6 +91,11 @@ func TestEmbedRejects(t *testing.T) {
 	for _, p := range []float64{37.9, 48.1, -1} {
 		if _, _, err := c.Embed(img, ID{}, EmbedOptions{PSNR: p}); err == nil {
 			t.Errorf("PSNR %.1f accepted", p)
+		}
+	}
+	for _, s := range []float64{0.2, 4.1, -1, math.NaN()} {
+		if _, _, err := c.Embed(img, ID{}, EmbedOptions{Strength: s}); err == nil {
+			t.Errorf("strength %.1f accepted", s)
 		}
 	}
 	if _, _, err := c.Embed(naturalImage(255, 400, 5), ID{}, EmbedOptions{}); !errors.Is(err, ErrTooSmall) {

@@ -32,7 +32,7 @@ func (p LumaPlane) toPlane() plane {
 	return out
 }
 
-// EmbedLuma adds the mark for id to a luma plane in place, clamping to 0..255. The PSNR target is met on the
+// EmbedLuma adds the mark for id to a luma plane in place, clamping to 0..255. The PSNR floor is checked on the
 // plane itself (unrounded). The geometry, masking and gain are exactly those of Embed, so an RGB image built
 // from the plane by adding the same change to R, G and B carries the same mark.
 func (c *Codec) EmbedLuma(p LumaPlane, id ID, opt EmbedOptions) (EmbedReport, error) {
@@ -60,7 +60,9 @@ func (c *Codec) EmbedLuma(p LumaPlane, id ID, opt EmbedOptions) (EmbedReport, er
 		}
 		return sse/float64(p.Width*p.Height) + 1.0/12 // as if rounded to 8 bits later
 	}
-	return EmbedReport{PSNR: correctGain(apply, gain, targetPSNR(opt))}, nil
+	strength, floor, _ := opt.resolve()
+	psnr, g := correctGain(apply, gain, floor)
+	return EmbedReport{PSNR: psnr, Strength: strength * float64(g)}, nil
 }
 
 // EmbedLuma8 is EmbedLuma for an 8-bit plane (for example the Y plane of a YUV 4:2:0 frame), rounded in place.
@@ -87,7 +89,8 @@ func (c *Codec) EmbedLuma8(pix []uint8, width, height, stride int, id ID, opt Em
 			pix[y*stride+x] = v
 		}
 	}
-	return EmbedReport{PSNR: psnrFromMSE(sse / float64(width*height))}, nil
+	rep.PSNR = psnrFromMSE(sse / float64(width*height))
+	return rep, nil
 }
 
 // DetectLuma is Detect for a luma plane.
@@ -151,11 +154,4 @@ func (c *Codec) CombineFrames(frames []FrameSoft) Detection {
 		return emptyDetection()
 	}
 	return attempt{coded: sum, res: decodeSoft(sum), valid: true}.detection()
-}
-
-func targetPSNR(opt EmbedOptions) float64 {
-	if opt.PSNR == 0 {
-		return DefaultPSNR
-	}
-	return opt.PSNR
 }

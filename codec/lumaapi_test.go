@@ -25,7 +25,9 @@ func TestLumaPlaneAPI(t *testing.T) {
 	for y := 0; y < 480; y++ {
 		copy(buf[y*stride:y*stride+640], g.Pix[y*640:(y+1)*640])
 	}
-	rep, err := c.EmbedLuma8(buf, 640, 480, stride, id, EmbedOptions{PSNR: 40})
+	// Strength 2: frames of a video are re-encoded hard (JPEG 30-40 here) and combined, so they are marked
+	// stronger than the still-image default.
+	rep, err := c.EmbedLuma8(buf, 640, 480, stride, id, EmbedOptions{PSNR: 40, Strength: 2})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,13 +1,36 @@
 // Package gpu holds the accelerator's state machine (spec 3.6: ready, starting, idle, unavailable; a ready GPU
 // stays warm 15 minutes, work in progress keeps it longer, a wake call extends the 15 minutes) and device
-// discovery. CUDA kernels of the codec belong behind the `cuda` build tag; this build has none, so a node
-// reports `unavailable` and every gpu request falls back as the API says (503 for accelerator=gpu). Nothing
-// here is needed to build or test the rest of Filigrane.
+// discovery. It must not be needed to build or test the rest of Filigrane, and it must not make a node
+// accept GPU work it cannot do.
+//
+// # One binary, GPU found at run time
+//
+// Nothing CUDA is linked at build time: no cgo, no toolkit, no build tag. Discover loads the NVIDIA driver
+// library (libcuda.so.1) through package gpu/cuda at run time, initialises it and lists the devices (name,
+// memory, compute capability), then looks for NVRTC (libnvrtc.so*) to compile kernels at run time. Without
+// NVRTC, kernels come from PTX embedded in the binary (the driver JIT-compiles PTX for the device), so a node
+// only needs the driver. On a machine without the driver Discover returns an error wrapping ErrUnavailable
+// that says why (disabled, no driver library, not a driver library, cuInit failed, zero devices); everything
+// else builds, tests and runs as usual.
+//
+// Environment: FILIGRANE_CUDA_LIBRARY and FILIGRANE_NVRTC_LIBRARY name the libraries' paths instead of
+// searching (cuda.DriverCandidates, cuda.NVRTCCandidates); FILIGRANE_GPU=off skips discovery entirely.
+// `filigrane gpu info [--smoke]` prints what Discover finds and can run the smoke kernel (Smoke).
+//
+// Build tags: `cuda` has no effect (kept so that `go build -tags cuda ./...` works for scripts that pass it;
+// the GPU path is in every build). `nogpu` removes the dynamic loader: a CGO_ENABLED=0 binary then stays
+// statically linked and Discover always reports the GPU unavailable. Without `nogpu`, a CGO_ENABLED=0
+// binary is dynamically linked against the C library (the loader comes from libc).
+//
+// # No codec path yet
+//
+// CodecAvailable is false in every build until the CUDA codec kernels exist, so a node reports its
+// accelerator `unavailable` even when Discover finds a device, and every gpu request falls back as the API
+// says (503 for accelerator=gpu). Devices and Discover still describe the hardware, for `gpu info` and the
+// cluster metadata (cluster.NodeMeta.GPUs and GPUMemory).
 package gpu
 
 import (
-	"os"
-	"path/filepath"
 	"sync"
 	"time"
 )
@@ -97,24 +120,6 @@ func maxTime(a, b time.Time) time.Time {
 	}
 	return b
 }
-
-// Devices lists NVIDIA devices the kernel driver reports (/proc/driver/nvidia/gpus), without loading any
-// library. An empty list means no GPU.
-func Devices() []string {
-	entries, err := os.ReadDir("/proc/driver/nvidia/gpus")
-	if err != nil {
-		return nil
-	}
-	var out []string
-	for _, e := range entries {
-		out = append(out, filepath.Base(e.Name()))
-	}
-	return out
-}
-
-// CodecAvailable reports whether this build carries a GPU codec path. It is false unless built with the
-// `cuda` tag, which no build has yet.
-func CodecAvailable() bool { return codecBuilt }
 
 // Tracker is a State shared by a node's request handlers.
 type Tracker struct {

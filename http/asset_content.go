@@ -1,7 +1,6 @@
 package http
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"strconv"
@@ -99,9 +98,7 @@ func (s *Server) assetContent(ctx *fasthttp.RequestCtx, p *principal, params map
 		writeProblem(ctx, CodeRangeNotSatisfiable, fmt.Sprintf("the range %q does not lie within the file's %d bytes", truncate(rangeHeader, 100), as.SizeBytes))
 		return
 	}
-	// The stream outlives this handler (fasthttp writes it afterwards), so it must not use the request's
-	// cancellable context; fasthttp closes it when the response is written or the connection drops.
-	body, err := s.cfg.Blobs.Get(context.WithoutCancel(c), as.BlobKey, start, length)
+	body, err := s.openBlobBody(as.BlobKey, start, length)
 	if errors.Is(err, persistence.ErrNotFound) {
 		writeProblem(ctx, CodeAssetFileExpired, "the file is no longer stored")
 		return
@@ -125,5 +122,5 @@ func (s *Server) assetContent(ctx *fasthttp.RequestCtx, p *principal, params map
 	}
 	ctx.SetStatusCode(status)
 	ctx.SetContentType(as.ContentType)
-	ctx.SetBodyStream(body, int(length))
+	sendBlobBody(ctx, body, length)
 }

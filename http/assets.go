@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"mime"
 	"strconv"
 	"strings"
 	"time"
@@ -215,11 +214,8 @@ func (s *Server) getAsset(ctx *fasthttp.RequestCtx, p *principal, params map[str
 
 // readAssetBody reads a small JSON body of at most maxAssetBodyBytes.
 func readAssetBody(ctx *fasthttp.RequestCtx) ([]byte, *apiError) {
-	if ct := ctx.Request.Header.ContentType(); len(ct) > 0 {
-		mt, _, err := mime.ParseMediaType(string(ct))
-		if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
-			return nil, newAPIError(CodeUnsupportedMedia, "send the body as application/json")
-		}
+	if !jsonBodyType(string(ctx.Request.Header.ContentType())) {
+		return nil, newAPIError(CodeUnsupportedMedia, "send the body as application/json")
 	}
 	if cl := ctx.Request.Header.ContentLength(); cl > maxAssetBodyBytes {
 		return nil, newAPIError(CodeTooLarge, "the body exceeds %d bytes", maxAssetBodyBytes)
@@ -303,7 +299,7 @@ func parseBulkDelete(body []byte) ([]string, *apiError) {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
-		return nil, newAPIError(CodeInvalidRequest, "send {\"asset_ids\": [...]} and no other field: %v", err)
+		return nil, newAPIError(CodeInvalidRequest, "send {\"asset_ids\": [...]} with a list of asset id strings and no other field")
 	}
 	if len(req.AssetIDs) < 1 || len(req.AssetIDs) > maxBulkDelete {
 		return nil, newAPIError(CodeInvalidRequest, "asset_ids must list 1 to %d ids", maxBulkDelete)

@@ -39,6 +39,8 @@ type storedFile struct {
 	Info        persistence.BlobInfo
 	Filename    string
 	ContentType string
+	// ConsumedByRequest: the file is an upload's that this request's id already consumed (a replay).
+	ConsumedByRequest bool
 }
 
 // mediaForm is a parsed embed or detect form.
@@ -46,6 +48,8 @@ type mediaForm struct {
 	File     *storedFile
 	Data     []byte // nil when absent
 	UploadID string
+	// Options holds the request options sent as form fields (jobOptionNames), by name.
+	Options map[string]string
 }
 
 // errFileTooLarge aborts a blob Put when the file part passes its limit; Put then leaves nothing behind.
@@ -96,7 +100,7 @@ func readMediaForm(ctx context.Context, contentType string, body io.Reader, blob
 			break
 		}
 		if err != nil {
-			return form, newAPIError(CodeBadRequest, "the multipart body is malformed: %v", err)
+			return form, errMalformedForm()
 		}
 		switch part.FormName() {
 		case "file":
@@ -109,7 +113,7 @@ func readMediaForm(ctx context.Context, contentType string, body io.Reader, blob
 			}
 			if err != nil {
 				if isMultipartErr(err) {
-					return form, newAPIError(CodeBadRequest, "the multipart body is malformed: %v", err)
+					return form, errMalformedForm()
 				}
 				return form, fmt.Errorf("store upload: %w", err)
 			}
@@ -120,7 +124,7 @@ func readMediaForm(ctx context.Context, contentType string, body io.Reader, blob
 		case "data":
 			b, err := io.ReadAll(io.LimitReader(part, maxDataBytes+1))
 			if err != nil {
-				return form, newAPIError(CodeBadRequest, "the multipart body is malformed: %v", err)
+				return form, errMalformedForm()
 			}
 			if len(b) > maxDataBytes {
 				return form, newAPIError(CodeInvalidData, "data exceeds %d bytes", maxDataBytes)
@@ -132,14 +136,32 @@ func readMediaForm(ctx context.Context, contentType string, body io.Reader, blob
 				return form, newAPIError(CodeInvalidRequest, "upload_id is malformed")
 			}
 			form.UploadID = strings.TrimSpace(string(b))
+		case "accelerator", "webhook_id", "storage_destination_id", "storage_key":
+			b, err := io.ReadAll(io.LimitReader(part, maxSmallField+1))
+			if err != nil || len(b) > maxSmallField {
+				return form, newAPIError(CodeInvalidRequest, "%s is malformed", part.FormName())
+			}
+			if form.Options == nil {
+				form.Options = map[string]string{}
+			}
+			if _, dup := form.Options[part.FormName()]; dup {
+				return form, newAPIError(CodeInvalidRequest, "%s is sent twice", part.FormName())
+			}
+			form.Options[part.FormName()] = strings.TrimSpace(string(b))
 		default:
 			// Unknown fields are read and ignored, so that clients sending extra metadata keep working.
 			if _, err := io.Copy(io.Discard, io.LimitReader(part, maxSmallField+1)); err != nil {
-				return form, newAPIError(CodeBadRequest, "the multipart body is malformed: %v", err)
+				return form, errMalformedForm()
 			}
 		}
 	}
 	return form, nil
+}
+
+// errMalformedForm is the answer to a body that breaks multipart framing. The parser's error is not quoted:
+// it can carry the blob store's wrapping (keys, paths) and reads as a Go error chain.
+func errMalformedForm() *apiError {
+	return newAPIError(CodeBadRequest, "the multipart body is malformed (check the boundary and that the body is complete)")
 }
 
 func isMultipartErr(err error) bool {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"mime/multipart"
+	"strings"
 	"testing"
 
 	"filigrane/persistence/fsblobs"
@@ -34,6 +35,9 @@ func FuzzReadMediaForm(f *testing.F) {
 	f.Add(ct, body[:len(body)/2])
 	f.Add("multipart/form-data; boundary=x", []byte("--x\r\nContent-Disposition: form-data; name=\"file\"\r\n\r\n"+string(bytes.Repeat([]byte("z"), 200))+"\r\n--x--\r\n"))
 	f.Add("text/plain", []byte("hello"))
+	ct3, body3 := multipartSeed(map[string]string{"accelerator": "gpu", "webhook_id": "wh_1", "storage_key": "k"}, []byte("file"))
+	f.Add(ct3, body3)
+	f.Add(ct3, body3[:len(body3)-20])
 	f.Fuzz(func(t *testing.T, contentType string, body []byte) {
 		root := t.TempDir()
 		blobs, err := fsblobs.Open(root)
@@ -45,6 +49,9 @@ func FuzzReadMediaForm(f *testing.F) {
 			var ae *apiError
 			if !errors.As(err, &ae) {
 				t.Fatalf("refusal without a problem code: %v", err)
+			}
+			if strings.Contains(ae.detail, "inputs/") || strings.Contains(ae.detail, root) {
+				t.Fatalf("refusal quotes the blob key or path: %q", ae.detail)
 			}
 			if _, serr := blobs.Stat(context.Background(), "inputs/o/r/x"); serr == nil {
 				t.Fatalf("refused form left its file stored (%v)", err)

@@ -72,7 +72,7 @@ func (s *Server) gpuWake(ctx *fasthttp.RequestCtx, p *principal, _ map[string]st
 		dec := json.NewDecoder(bytesReader(raw))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&body); err != nil {
-			writeProblem(ctx, CodeMalformedJSON, "the body must be a JSON object {\"webhook_id\": ...}: "+err.Error())
+			writeProblem(ctx, CodeMalformedJSON, "the body must be a JSON object {\"webhook_id\": ...} and no other field")
 			return
 		}
 	}

@@ -19,6 +19,8 @@ import (
 	"filigrane/actors/jobstate"
 	"filigrane/codec"
 	"filigrane/codec/imageio"
+	"filigrane/internal/problem"
+	"filigrane/persistence"
 )
 
 // Limits of direct image requests. Embedding takes 20 MB (spec 8); detection is not given a direct limit by
@@ -63,31 +65,49 @@ func randomSuffix() string {
 	return hex.EncodeToString(b)
 }
 
-// jobOptions are the validated query options of an embed or detect request.
+// jobOptions are the validated options of an embed or detect request.
 type jobOptions struct {
 	accelerator jobstate.Accelerator
 	webhookID   string
 }
 
-func (s *Server) parseJobOptions(ctx *fasthttp.RequestCtx, p *principal, op jobstate.Operation) (jobOptions, *apiError) {
-	args := ctx.QueryArgs()
-	acc, err := jobstate.ParseAccelerator(string(args.Peek("accelerator")))
+// jobOptionNames are the options an embed or detect request takes, as query parameters (spec 4.1) or as
+// form fields: some clients send every field in the body. Either place is honoured, never ignored.
+var jobOptionNames = []string{"accelerator", "webhook_id", "storage_destination_id", "storage_key"}
+
+// mergeJobOptions combines the query's options with the form's: an option may be sent in either place, and
+// sending it in both with different values is refused rather than one of them being silently dropped.
+func mergeJobOptions(query *fasthttp.Args, form map[string]string) (func(string) string, *apiError) {
+	merged := make(map[string]string, len(jobOptionNames))
+	for _, name := range jobOptionNames {
+		q, f := string(query.Peek(name)), form[name]
+		if q != "" && f != "" && q != f {
+			return nil, newAPIError(CodeInvalidRequest, "%s is sent in the query and in the form with different values; send it once", name)
+		}
+		if q == "" {
+			q = f
+		}
+		merged[name] = q
+	}
+	return func(name string) string { return merged[name] }, nil
+}
+
+// parseJobOptions validates the options that get returns. accelerator=gpu passes (after the plan check):
+// whether a GPU can run it is decided later, after a reused Idempotency-Key had its say (gpuRefusal).
+func (s *Server) parseJobOptions(p *principal, op jobstate.Operation, get func(string) string) (jobOptions, *apiError) {
+	acc, err := jobstate.ParseAccelerator(get("accelerator"))
 	if err != nil {
 		return jobOptions{}, newAPIError(CodeInvalidAccelerator, "accelerator must be cpu or gpu")
 	}
-	if acc == jobstate.AcceleratorGPU {
-		if !p.Plan.GPU {
-			return jobOptions{}, newAPIError(CodeForbiddenPlan, "the %s plan does not include GPU processing", p.Plan.Name)
-		}
-		ctx.Response.Header.Set("Retry-After", "30")
-		return jobOptions{}, newAPIError(CodeGPUUnavailable, "no GPU is available on this deployment; retry later or use accelerator=cpu")
+	if acc == jobstate.AcceleratorGPU && !p.Plan.GPU {
+		return jobOptions{}, newAPIError(CodeForbiddenPlan, "the %s plan does not include GPU processing", p.Plan.Name)
 	}
 	opts := jobOptions{accelerator: acc}
-	if wh := string(args.Peek("webhook_id")); wh != "" {
+	if wh := get("webhook_id"); wh != "" {
 		// Webhook endpoints cannot be created yet, so every id is unknown.
 		return jobOptions{}, newAPIError(CodeWebhookNotFound, "webhook %q does not exist or is disabled", truncate(wh, 64))
 	}
-	dest, key := string(args.Peek("storage_destination_id")), string(args.Peek("storage_key"))
+	dest, key := get("storage_destination_id"), get("storage_key")
 	if (dest != "" || key != "") && op != jobstate.OperationEmbed {
 		return jobOptions{}, newAPIError(CodeInvalidRequest, "storage_destination_id and storage_key apply to embedding only")
 	}
@@ -101,6 +121,23 @@ func (s *Server) parseJobOptions(ctx *fasthttp.RequestCtx, p *principal, op jobs
 		return jobOptions{}, newAPIError(CodeForbiddenPlan, "the %s plan does not include images", p.Plan.Name)
 	}
 	return opts, nil
+}
+
+// gpuRefusal answers a request for accelerator=gpu, which this deployment has no GPU path for: 503
+// gpu_unavailable with Retry-After. A reused Idempotency-Key is answered first: the fingerprint includes
+// the accelerator, so the same key with another accelerator is 409 idempotency_conflict (spec 7) whatever
+// the GPU's state, and a client that retries 503 does not retry a request that can never succeed.
+func (s *Server) gpuRefusal(c context.Context, ctx *fasthttp.RequestCtx, p *principal, op jobstate.Operation, idem, reqID string) *apiError {
+	if idem != "" {
+		rep, err := actors.JobClient{Caller: s.cfg.Caller}.Get(c, p.Key.OrgID, reqID)
+		if err == nil && rep.Code == actors.ReplyOK && rep.Record != nil {
+			if err := rep.Record.OptionsConflict(op, jobstate.MediaImage, jobstate.AcceleratorGPU); err != nil {
+				return newAPIError(CodeIdempotencyConflict, "this Idempotency-Key was used with different inputs or options")
+			}
+		}
+	}
+	ctx.Response.Header.Set("Retry-After", "30")
+	return newAPIError(CodeGPUUnavailable, "no GPU is available on this deployment; retry later or use accelerator=cpu")
 }
 
 func truncate(s string, n int) string {
@@ -124,13 +161,17 @@ func validateData(data []byte) (codec.ID, *apiError) {
 	}
 	id, err := codec.IDFromJSON(data)
 	if err != nil {
-		return codec.ID{}, newAPIError(CodeInvalidData, "data cannot be canonicalized: %v", err)
+		// The canonicalizer's own message says where and why ("offset 12: duplicate member name ..."); its
+		// package prefix means nothing to a client.
+		return codec.ID{}, newAPIError(CodeInvalidData, "data is not I-JSON (RFC 7493) and cannot be canonicalized: %s",
+			strings.TrimPrefix(err.Error(), "codec: canonical JSON: "))
 	}
 	return id, nil
 }
 
-// probeImage reads the stored file's header: format and pixel count, before any pixel is decoded.
-func (s *Server) probeImage(ctx context.Context, key string) (string, *apiError) {
+// probeImage reads the stored file's header: format and pixel count, before any pixel is decoded. maxPixels is
+// the operation's limit (embedding 40 MP, detection actors.MaxDetectPixels).
+func (s *Server) probeImage(ctx context.Context, key string, maxPixels int64) (string, *apiError) {
 	r, err := s.cfg.Blobs.Get(ctx, key, 0, probeBytes)
 	if err != nil {
 		return "", newAPIError(CodeUnavailable, "stored file unavailable")
@@ -142,10 +183,15 @@ func (s *Server) probeImage(ctx context.Context, key string) (string, *apiError)
 	}
 	format, cfg, err := imageio.DecodeConfigBytes(head)
 	if err != nil {
-		return "", newAPIError(CodeInvalidImage, "the file is not an image we can read: %v", err)
+		s.cfg.Logger.Debug().Err(err).Str("blob", key).Msg("probe image")
+		detail := "the file is not an image we can read"
+		if perr := actors.ImageError(err); perr.Code == actors.CodeInvalidImage {
+			detail = perr.Detail
+		}
+		return "", newAPIError(CodeInvalidImage, "%s", detail)
 	}
-	if int64(cfg.Width)*int64(cfg.Height) > actors.MaxImagePixels {
-		return "", newAPIError(CodeImageTooLarge, "the image has %dx%d pixels; the limit is 40 megapixels", cfg.Width, cfg.Height)
+	if int64(cfg.Width)*int64(cfg.Height) > maxPixels {
+		return "", newAPIError(CodeImageTooLarge, "the image has %dx%d pixels; the limit is %d megapixels", cfg.Width, cfg.Height, maxPixels/1_000_000)
 	}
 	if cfg.Width < 1 || cfg.Height < 1 {
 		return "", newAPIError(CodeInvalidImage, "the image has no pixels")
@@ -166,7 +212,8 @@ func (s *Server) acceptImage(op jobstate.Operation, async bool) func(*fasthttp.R
 }
 
 func (s *Server) acceptImageErr(c context.Context, ctx *fasthttp.RequestCtx, p *principal, op jobstate.Operation, async bool) *apiError {
-	opts, aerr := s.parseJobOptions(ctx, p, op)
+	query := ctx.QueryArgs()
+	opts, aerr := s.parseJobOptions(p, op, func(name string) string { return string(query.Peek(name)) })
 	if aerr != nil {
 		return aerr
 	}
@@ -175,6 +222,10 @@ func (s *Server) acceptImageErr(c context.Context, ctx *fasthttp.RequestCtx, p *
 		return newAPIError(CodeInvalidIdempotency, "Idempotency-Key must be 8 to 128 letters, digits, hyphens or underscores")
 	}
 	reqID := requestIDFor(p.Key.OrgID, idem)
+	if opts.accelerator == jobstate.AcceleratorGPU {
+		// Refused before the body is read.
+		return s.gpuRefusal(c, ctx, p, op, idem, reqID)
+	}
 	limit := int64(maxDirectEmbedImage)
 	if op == jobstate.OperationDetect {
 		limit = maxDirectDetectImage
@@ -195,6 +246,18 @@ func (s *Server) acceptImageErr(c context.Context, ctx *fasthttp.RequestCtx, p *
 			_ = s.cfg.Blobs.Delete(context.WithoutCancel(c), form.File.Key)
 		}
 	}()
+	if len(form.Options) > 0 {
+		get, aerr := mergeJobOptions(query, form.Options)
+		if aerr != nil {
+			return aerr
+		}
+		if opts, aerr = s.parseJobOptions(p, op, get); aerr != nil {
+			return aerr
+		}
+		if opts.accelerator == jobstate.AcceleratorGPU {
+			return s.gpuRefusal(c, ctx, p, op, idem, reqID)
+		}
+	}
 	switch {
 	case form.File != nil && form.UploadID != "":
 		return newAPIError(CodeInvalidRequest, "send either a file or an upload_id, not both")
@@ -216,12 +279,19 @@ func (s *Server) acceptFromUpload(c context.Context, ctx *fasthttp.RequestCtx, p
 	opts jobOptions, idem, reqID string, form *mediaForm, file *storedFile) *apiError {
 	kept := true
 	aerr := s.acceptFile(c, ctx, p, op, async, opts, idem, reqID, form, file, &kept)
+	if aerr != nil && aerr.code == CodeIdempotencyConflict && file.ConsumedByRequest {
+		// The key names the request that used this upload, but the fields differ: that is another use of a
+		// used upload (spec 4.3: "any other reuse gives 409 upload_consumed"), sync or async alike.
+		aerr = newAPIError(CodeUploadConsumed, "upload %s was used by a request with other fields; an upload is used once: "+
+			"repeat that request unchanged, or create a new upload", form.UploadID)
+	}
 	outcome := uploadConsumed
 	if aerr != nil {
 		outcome = uploadRejected
 		switch aerr.code {
 		case CodeInsufficientCredits, CodeConcurrencyLimit, CodeRateLimited, CodeUnavailable, CodeTooLarge,
-			CodeIdempotencyConflict, CodeInvalidData, CodeInvalidAccelerator, CodeForbiddenPlan, CodeGPUUnavailable:
+			CodeIdempotencyConflict, CodeInvalidData, CodeInvalidAccelerator, CodeForbiddenPlan, CodeGPUUnavailable,
+			CodeDecodeBusy:
 			// Refusals about the request, not the file: the upload stays usable.
 			outcome = uploadReleased
 		}
@@ -241,7 +311,11 @@ func (s *Server) acceptFile(c context.Context, ctx *fasthttp.RequestCtx, p *prin
 			return aerr
 		}
 	}
-	format, aerr := s.probeImage(c, file.Key)
+	maxPixels := int64(actors.MaxImagePixels)
+	if op == jobstate.OperationDetect {
+		maxPixels = actors.MaxDetectPixels
+	}
+	format, aerr := s.probeImage(c, file.Key, maxPixels)
 	if aerr != nil {
 		return aerr
 	}
@@ -249,11 +323,16 @@ func (s *Server) acceptFile(c context.Context, ctx *fasthttp.RequestCtx, p *prin
 	if op == jobstate.OperationDetect {
 		price = s.cfg.Catalog.Prices.Detect
 	}
-	if op == jobstate.OperationDetect && !async {
+	syncDetect := op == jobstate.OperationDetect && !async
+	if syncDetect {
 		if file.Info.Size > maxSyncDetect {
 			return newAPIError(CodeTooLarge, "synchronous detection answers files up to %d bytes; use the async endpoint", maxSyncDetect)
 		}
-		return s.detectNow(c, ctx, p, reqID, file, price)
+		if idem == "" {
+			return s.detectNow(c, ctx, p, reqID, file, price)
+		}
+		// With an Idempotency-Key the detection is recorded, so that the key replays it and bills once: it
+		// becomes a job that this node claims at once and runs in the request (docs/errors.md).
 	}
 	spec := jobstate.Spec{
 		RequestID: reqID, OrgID: p.Key.OrgID, Operation: op, Media: jobstate.MediaImage, Format: format,
@@ -265,7 +344,11 @@ func (s *Server) acceptFile(c context.Context, ctx *fasthttp.RequestCtx, p *prin
 		spec.WatermarkID = wm.String()
 	}
 	jobs := actors.JobClient{Caller: s.cfg.Caller}
-	rep, err := jobs.Submit(c, actors.JobSubmit{Spec: spec, Hold: price, Slot: true})
+	submit := actors.JobSubmit{Spec: spec, Hold: price, Slot: true}
+	if syncDetect {
+		submit.ClaimAs, submit.Lease = s.cfg.Pool.EdgeWorkerID(), s.cfg.Pool.Lease()
+	}
+	rep, err := jobs.Submit(c, submit)
 	if err != nil {
 		s.cfg.Logger.Error().Err(err).Str("job", reqID).Msg("submit job")
 		return newAPIError(CodeUnavailable, "the job could not be accepted in time; retry with the same Idempotency-Key")
@@ -274,8 +357,8 @@ func (s *Server) acceptFile(c context.Context, ctx *fasthttp.RequestCtx, p *prin
 		return aerr
 	}
 	switch rep.Code {
-	case actors.CodeOK:
-	case actors.CodeIdempotencyConflict:
+	case actors.ReplyOK:
+	case actors.ReplyIdempotencyConflict:
 		return newAPIError(CodeIdempotencyConflict, "this Idempotency-Key was used with different inputs or options")
 	default:
 		s.cfg.Logger.Error().Str("job", reqID).Str("code", rep.Code).Str("detail", rep.Detail).Msg("submit job")
@@ -283,11 +366,71 @@ func (s *Server) acceptFile(c context.Context, ctx *fasthttp.RequestCtx, p *prin
 	}
 	*keep = !rep.Replayed
 	rec := rep.Record
+	if rep.Replayed {
+		return s.answerReplay(c, ctx, p, rec, async)
+	}
+	if syncDetect && rep.Lease != nil {
+		// A retryable failure leaves the job to the pool; the wait below answers its outcome or the receipt.
+		if done := s.cfg.Pool.RunClaimed(c, rec, *rep.Lease); done != nil && done.Record != nil {
+			rec = done.Record
+		}
+	}
 	if async {
 		s.writeReceipt(ctx, p, rec, 202)
 		return nil
 	}
 	return s.awaitAndAnswer(c, ctx, p, rec)
+}
+
+// answerReplay answers a request that named an existing job with the same Idempotency-Key and inputs, as
+// jobstate.Record.ReplayAt decides: sync and async alike answer a final failure with its status and problem
+// body, and a result that is gone with 410; otherwise async answers the receipt and sync the result.
+func (s *Server) answerReplay(c context.Context, ctx *fasthttp.RequestCtx, p *principal, rec *jobstate.Record, async bool) *apiError {
+	deleted, err := s.outputDeleted(c, rec)
+	if err != nil {
+		s.cfg.Logger.Error().Err(err).Str("job", rec.RequestID).Msg("read the output asset of a replayed job")
+		return newAPIError(CodeUnavailable, "the job's result could not be checked in time; retry")
+	}
+	switch rec.ReplayAt(s.cfg.Clock.Now(), deleted) {
+	case jobstate.ReplayFailed:
+		writeFailedJob(ctx, rec)
+		return nil
+	case jobstate.ReplayGone:
+		return resultGone(rec, deleted)
+	case jobstate.ReplayPending:
+		if !async {
+			return s.awaitAndAnswer(c, ctx, p, rec)
+		}
+	case jobstate.ReplaySucceeded:
+		if !async {
+			return s.writeResult(c, ctx, p, rec)
+		}
+	}
+	s.writeReceipt(ctx, p, rec, 202)
+	return nil
+}
+
+// outputDeleted reports whether a succeeded embed's watermarked asset was deleted.
+func (s *Server) outputDeleted(c context.Context, rec *jobstate.Record) (bool, error) {
+	if rec.Status != jobstate.StatusSucceeded || rec.Operation != jobstate.OperationEmbed || rec.Output == nil {
+		return false, nil
+	}
+	as, _, err := actors.Assets{Store: s.cfg.Store}.Get(c, rec.Output.AssetID)
+	switch {
+	case errors.Is(err, persistence.ErrNotFound):
+		return true, nil
+	case err != nil:
+		return false, err
+	}
+	return as.DeletedAt != nil, nil
+}
+
+// resultGone is the 410 of a succeeded job whose result is no longer available.
+func resultGone(rec *jobstate.Record, deleted bool) *apiError {
+	if deleted {
+		return newAPIError(CodeResultGone, "the watermarked asset was deleted")
+	}
+	return newAPIError(CodeResultGone, "the result expired at %s", rec.ResultExpiresAt.Format(time.RFC3339))
 }
 
 func safeOrDefault(name string) string {
@@ -304,14 +447,14 @@ func retryAfterSeconds(p actors.Plan) int {
 	return 2
 }
 
-// awaitAndAnswer waits up to the configured sync wait for the outcome; past that the caller gets the receipt and the job
-// goes on.
+// awaitAndAnswer waits for the outcome, as long as syncWait allows; past that the caller gets the receipt
+// and the job goes on.
 func (s *Server) awaitAndAnswer(c context.Context, ctx *fasthttp.RequestCtx, p *principal, rec *jobstate.Record) *apiError {
 	if !rec.Committed() {
-		wctx, cancel := context.WithTimeout(c, s.cfg.SyncWait)
+		wctx, cancel := context.WithTimeout(c, s.syncWait(c, rec))
 		rep, err := actors.JobClient{Caller: s.cfg.Caller}.Await(wctx, p.Key.OrgID, rec.RequestID)
 		cancel()
-		if err == nil && rep.Code == actors.CodeOK && rep.Record != nil {
+		if err == nil && rep.Code == actors.ReplyOK && rep.Record != nil {
 			rec = rep.Record
 		} else if rep2, err2 := (actors.JobClient{Caller: s.cfg.Caller}).Get(c, p.Key.OrgID, rec.RequestID); err2 == nil && rep2.Record != nil {
 			rec = rep2.Record
@@ -322,6 +465,23 @@ func (s *Server) awaitAndAnswer(c context.Context, ctx *fasthttp.RequestCtx, p *
 		return nil
 	}
 	return s.writeResult(c, ctx, p, rec)
+}
+
+// syncWait is how long a synchronous request waits for its job. An embed answers 202 with the receipt after
+// the configured wait (spec: "over 20 s"); an image detection has no 202 in the spec ("never becomes a
+// job"), so a recorded one (sent with an Idempotency-Key) waits for its outcome until the request's own
+// budget nearly ends: after its node died, a replay waits while another worker finishes it.
+func (s *Server) syncWait(c context.Context, rec *jobstate.Record) time.Duration {
+	if rec.Operation != jobstate.OperationDetect || rec.Media != jobstate.MediaImage {
+		return s.cfg.SyncWait
+	}
+	const answerMargin = 5 * time.Second // left to write the answer
+	if deadline, ok := c.Deadline(); ok {
+		if d := time.Until(deadline) - answerMargin; d > s.cfg.SyncWait {
+			return d
+		}
+	}
+	return s.cfg.SyncWait
 }
 
 func (s *Server) writeReceipt(ctx *fasthttp.RequestCtx, p *principal, rec *jobstate.Record, status int) {
@@ -338,16 +498,13 @@ func (s *Server) writeResult(c context.Context, ctx *fasthttp.RequestCtx, p *pri
 		return nil
 	}
 	if !rec.ResultAvailable(now) {
-		return newAPIError(CodeResultGone, "the result expired at %s", rec.ResultExpiresAt.Format(time.RFC3339))
+		return resultGone(rec, false)
 	}
 	out := rec.Output
-	if rec.Operation == jobstate.OperationEmbed {
-		as, _, err := actors.Assets{Store: s.cfg.Store}.Get(c, out.AssetID)
-		if err != nil || as.DeletedAt != nil {
-			return newAPIError(CodeResultGone, "the watermarked asset was deleted")
-		}
+	if deleted, err := s.outputDeleted(c, rec); err != nil || deleted {
+		return resultGone(rec, true)
 	}
-	body, err := s.cfg.Blobs.Get(c, out.BlobKey, 0, -1)
+	body, err := s.openBlobBody(out.BlobKey, 0, -1)
 	if err != nil {
 		return newAPIError(CodeResultGone, "the result file is no longer stored")
 	}
@@ -361,36 +518,18 @@ func (s *Server) writeResult(c context.Context, ctx *fasthttp.RequestCtx, p *pri
 	}
 	ctx.SetStatusCode(200)
 	ctx.SetContentType(out.ContentType)
-	ctx.SetBodyStream(body, int(out.Size))
+	sendBlobBody(ctx, body, out.Size)
 	return nil
-}
-
-// failureStatus maps a failed job's error code to the HTTP status of its result and replays.
-func failureStatus(code string) Code {
-	switch code {
-	case actors.CodeInvalidImage:
-		return CodeInvalidImage
-	case actors.CodeImageTooLarge:
-		return CodeImageTooLarge
-	case jobstate.CodeDeadlineExceeded:
-		return CodeDeadlineExceeded
-	case jobstate.CodeWorkerLost:
-		return CodeWorkerLost
-	case jobstate.CodeCancelled:
-		return CodeCancelled
-	}
-	return CodeProcessingError
 }
 
 // writeFailedJob answers a finally failed job. Clients of this API poll the result and look for
 // "status": "failed" (DESIGN.md 5), so this problem body carries the job status in `status` and the HTTP
 // status only in the status line; it is the one problem body that departs from RFC 9457's numeric status.
 func writeFailedJob(ctx *fasthttp.RequestCtx, rec *jobstate.Record) {
-	code := failureStatus(rec.ErrorCode)
-	entry := problemTable[code]
-	body, _ := json.Marshal(map[string]any{
-		"type": problemTypeBase + string(code), "title": entry.Title, "status": "failed",
-		"detail": rec.ErrorDetail, "code": code, "error_code": rec.ErrorCode, "request_id": rec.RequestID,
+	entry := problem.ForJob(rec.ErrorCode) // the error table maps a job's error code to its status
+	body, _ := encodeJSON(map[string]any{
+		"type": problemTypeBase + string(entry.Code), "title": entry.Title, "status": "failed",
+		"detail": rec.ErrorDetail, "code": entry.Code, "error_code": rec.ErrorCode, "request_id": rec.RequestID,
 	})
 	ctx.SetStatusCode(entry.Status)
 	ctx.SetContentType("application/problem+json")
@@ -410,7 +549,7 @@ func (s *Server) loadJob(ctx *fasthttp.RequestCtx, p *principal, id string) (*jo
 		s.unavailable(ctx, err)
 		return nil, false
 	}
-	if rep.Code != actors.CodeOK || rep.Record == nil {
+	if rep.Code != actors.ReplyOK || rep.Record == nil {
 		writeProblem(ctx, CodeNotFound, "no such job")
 		return nil, false
 	}
@@ -450,8 +589,16 @@ func (s *Server) jobResult(ctx *fasthttp.RequestCtx, p *principal, params map[st
 	}
 }
 
+// syncDecodeWait is how long a synchronous detection waits for decode memory before answering 503
+// decode_busy; decodeBusyRetryAfter is the Retry-After of that answer, in seconds.
+const (
+	syncDecodeWait       = 2 * time.Second
+	decodeBusyRetryAfter = "5"
+)
+
 // detectNow runs a synchronous image detection: it never becomes a job. The credit is held and a
-// concurrency slot taken for the duration, then charged (or released when detection failed).
+// concurrency slot taken for the duration, then charged (or released when detection failed). When the client
+// closes the connection before the answer, the work is cancelled and the hold released: nothing is charged.
 func (s *Server) detectNow(c context.Context, ctx *fasthttp.RequestCtx, p *principal, reqID string, f *storedFile, price int64) *apiError {
 	orgs := s.cfg.Orgs
 	rep, err := orgs.Reserve(c, actors.OrgReserve{OrgID: p.Key.OrgID, Op: reqID, Credits: price, Slot: true})
@@ -461,7 +608,7 @@ func (s *Server) detectNow(c context.Context, ctx *fasthttp.RequestCtx, p *princ
 	if aerr := reserveRefusal(ctx, p, rep.Code, price); aerr != nil {
 		return aerr
 	}
-	if rep.Code != actors.CodeOK {
+	if rep.Code != actors.ReplyOK {
 		return newAPIError(CodeUnavailable, "could not reserve credits: %s", rep.Code)
 	}
 	settle := func(charge bool) {
@@ -473,20 +620,41 @@ func (s *Server) detectNow(c context.Context, ctx *fasthttp.RequestCtx, p *princ
 		} else {
 			r, err = orgs.Release(sctx, actors.OrgRelease{OrgID: p.Key.OrgID, Op: reqID})
 		}
-		if err != nil || r.Code != actors.CodeOK {
+		if err != nil || r.Code != actors.ReplyOK {
 			s.cfg.Logger.Error().Err(err).Interface("reply", r).Str("request", reqID).Msg("settle synchronous detection")
 		}
 	}
+	// Watch the connection only once the hold exists: a reservation cut short by the cancel could be placed
+	// and never released.
+	c, stopWatch := watchDisconnect(c, ctx)
+	defer stopWatch()
+	gone := func() *apiError {
+		settle(false)
+		s.cfg.Logger.Info().Str("request", reqID).Msg("client closed the connection during synchronous detection; not charged")
+		return newAPIError(CodeUnavailable, "the client closed the connection")
+	}
 	release, err := s.cfg.Pool.Acquire(c)
 	if err != nil {
+		if clientGone(c) {
+			return gone()
+		}
 		settle(false)
 		return newAPIError(CodeUnavailable, "no worker became free in time")
 	}
-	det, perr := s.cfg.Media.DetectStored(c, p.Key.OrgID, f.Key)
+	det, perr := s.cfg.Media.DetectStored(c, p.Key.OrgID, f.Key, syncDecodeWait)
 	release()
+	if clientGone(c) {
+		return gone() // even when detection finished: the client never gets the answer
+	}
 	if perr != nil {
 		settle(false)
-		return &apiError{code: failureStatus(perr.Code), detail: perr.Detail}
+		if perr.Code == actors.CodeDecodeBusy {
+			ctx.Response.Header.Set("Retry-After", decodeBusyRetryAfter)
+		}
+		if perr.Cause != nil {
+			s.cfg.Logger.Warn().Err(perr.Cause).Str("request", reqID).Str("code", perr.Code).Msg("synchronous detection failed")
+		}
+		return &apiError{code: problem.ForJob(perr.Code).Code, detail: perr.Detail}
 	}
 	settle(true)
 	ctx.Response.Header.Set("X-Service-Accelerator", string(jobstate.AcceleratorCPU))
@@ -498,9 +666,9 @@ func (s *Server) detectNow(c context.Context, ctx *fasthttp.RequestCtx, p *princ
 // Retry-After. Other codes are the caller's to handle.
 func reserveRefusal(ctx *fasthttp.RequestCtx, p *principal, code string, price int64) *apiError {
 	switch code {
-	case actors.CodeInsufficientCredits:
+	case actors.ReplyInsufficientCredits:
 		return newAPIError(CodeInsufficientCredits, "the organization has too few credits for this request (%d needed)", price)
-	case actors.CodeConcurrencyLimit:
+	case actors.ReplyConcurrencyLimit:
 		ctx.Response.Header.Set("Retry-After", strconv.Itoa(retryAfterSeconds(p.Plan)))
 		return newAPIError(CodeConcurrencyLimit, "the %s plan runs %d jobs at once", p.Plan.Name, p.Plan.Concurrency)
 	}

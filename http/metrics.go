@@ -8,6 +8,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/expfmt"
 	"github.com/valyala/fasthttp"
+
+	"filigrane/internal/netguard"
 )
 
 // Metrics are the node's Prometheus collectors. Each node has its own registry (no global state), served at
@@ -66,4 +68,22 @@ func (m *Metrics) serve(ctx *fasthttp.RequestCtx) {
 	}
 	ctx.SetContentType(string(expfmt.NewFormat(expfmt.TypeTextPlain)))
 	ctx.SetBody(buf.Bytes())
+}
+
+// watchListener exports a guarded listener's open and refused connections and its waited-out accept errors,
+// labelled with the listener's name. A second listener of the same name keeps the first one's series.
+func (m *Metrics) watchListener(name string, g *netguard.Listener) {
+	labels := prometheus.Labels{"listener": name}
+	for _, c := range []prometheus.Collector{
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "filigrane_connections_open", ConstLabels: labels,
+			Help: "Open connections of the listener."}, func() float64 { return float64(g.Open()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "filigrane_connections_refused_total", ConstLabels: labels,
+			Help: "Connections answered 503 and closed for being over the per-listener or per-IP limit."},
+			func() float64 { return float64(g.Refused.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "filigrane_accept_errors_total", ConstLabels: labels,
+			Help: "Temporary accept errors (such as running out of file descriptors) waited out."},
+			func() float64 { return float64(g.Errors.Load()) }),
+	} {
+		_ = m.Registry.Register(c) // AlreadyRegistered: keep the first listener's series
+	}
 }

@@ -1,136 +1,72 @@
 package http
 
 import (
+	"bytes"
 	"encoding/json"
+
+	"filigrane/internal/problem"
 
 	"github.com/valyala/fasthttp"
 )
 
-// Code is an error code of the API, sent in the `code` member of every problem body.
-type Code string
+// Code is an error code of the API, sent in the `code` member of every problem body. The codes, their
+// statuses, titles and documentation are one table in internal/problem; the names below keep the handlers'
+// call sites short.
+type Code = problem.Code
 
-// The error table: every code the API answers with, its status and its title. Keeping them in one place keeps
-// statuses consistent across handlers (the NATS server keeps its errors the same way).
-var problemTable = map[Code]struct {
-	Status int
-	Title  string
-}{
-	CodeBadRequest:          {400, "Bad request"},
-	CodeMalformedJSON:       {400, "Malformed JSON"},
-	CodeUnauthorized:        {401, "Missing or invalid API key"},
-	CodeInsufficientCredits: {402, "Insufficient credits"},
-	CodeForbiddenScope:      {403, "Missing scope"},
-	CodeForbiddenMember:     {403, "Not a member of the organization"},
-	CodeForbiddenPlan:       {403, "Not included in the plan"},
-	CodeNotFound:            {404, "Not found"},
-	CodeMethodNotAllowed:    {405, "Method not allowed"},
-	CodeConflict:            {409, "Conflict"},
-	CodeGone:                {410, "Gone"},
-	CodeTooLarge:            {413, "Request too large"},
-	CodeHeadersTooLarge:     {431, "Request headers too large"},
-	CodeUnsupportedMedia:    {415, "Unsupported media type"},
-	CodeInvalidRequest:      {422, "Invalid request"},
-	CodeRateLimited:         {429, "Too many requests"},
-	CodeConcurrencyLimit:    {429, "Plan concurrency limit reached"},
-	CodeInvalidData:         {422, "Invalid data object"},
-	CodeInvalidImage:        {422, "Invalid image"},
-	CodeImageTooLarge:       {413, "Image too large"},
-	CodeFileTooLarge:        {413, "File too large"},
-	CodeInvalidIdempotency:  {422, "Invalid Idempotency-Key"},
-	CodeInvalidAccelerator:  {422, "Invalid accelerator"},
-	CodeWebhookNotFound:     {404, "Webhook not found"},
-	CodeStorageDestination:  {422, "Storage destination not usable"},
-	CodeIdempotencyConflict: {409, "Idempotency-Key reused with different inputs"},
-	CodeGPUUnavailable:      {503, "GPU unavailable"},
-	CodeResultGone:          {410, "Result no longer available"},
-	CodeCancelled:           {409, "Cancelled"},
-	CodeProcessingError:     {500, "Processing failed"},
-	CodeDeadlineExceeded:    {503, "Processing deadline exceeded"},
-	CodeWorkerLost:          {503, "Processing interrupted"},
-	CodeInternal:            {500, "Internal error"},
-	CodeUnavailable:         {503, "Service unavailable"},
-
-	// The asset library (spec 4.7).
-	CodeAssetNotFound:        {404, "Asset not found"},
-	CodeAssetVersionConflict: {409, "Asset version conflict"},
-	CodeAssetFileExpired:     {410, "Asset file expired"},
-	CodeInvalidCursor:        {422, "Invalid cursor"},
-	CodeRangeNotSatisfiable:  {416, "Range not satisfiable"},
-	CodeForbiddenRole:        {403, "Owner or admin role required"},
-
-	// Uploads (spec 4.3, 7).
-	CodeUploadNotReceived:  {409, "Upload not received"},
-	CodeUploadInUse:        {409, "Upload in use"},
-	CodeUploadConsumed:     {409, "Upload already used"},
-	CodeUploadRejected:     {409, "Upload rejected"},
-	CodeUploadExpired:      {410, "Upload expired"},
-	CodeUploadKind:         {422, "Upload created for another kind of request"},
-	CodeUploadReceived:     {409, "Upload file already received"},
-	CodeUploadSignature:    {403, "Invalid upload URL signature"},
-	CodeUploadURLExpired:   {403, "Upload URL expired"},
-	CodeUploadSizeMismatch: {400, "Body size differs from the declared size"},
-	CodeUploadAPIKey:       {400, "API key not accepted on upload URLs"},
-	CodeOriginNotAllowed:   {403, "Origin not allowed"},
-}
-
-// Error codes.
+// Error codes (internal/problem has each one's status and title). Codes only a failed job carries (worker_lost,
+// deadline_exceeded, cancelled) reach the HTTP layer through problem.ForJob and need no name here.
 const (
-	CodeBadRequest          Code = "bad_request"
-	CodeMalformedJSON       Code = "malformed_json"
-	CodeUnauthorized        Code = "unauthorized"
-	CodeInsufficientCredits Code = "insufficient_credits"
-	CodeForbiddenScope      Code = "insufficient_scope"
-	CodeForbiddenMember     Code = "not_a_member"
-	CodeForbiddenPlan       Code = "plan_forbidden"
-	CodeNotFound            Code = "not_found"
-	CodeMethodNotAllowed    Code = "method_not_allowed"
-	CodeConflict            Code = "conflict"
-	CodeGone                Code = "gone"
-	CodeTooLarge            Code = "payload_too_large"
-	CodeHeadersTooLarge     Code = "headers_too_large"
-	CodeUnsupportedMedia    Code = "unsupported_media_type"
-	CodeInvalidRequest      Code = "invalid_request"
-	CodeRateLimited         Code = "rate_limited"
-	CodeConcurrencyLimit    Code = "concurrency_limit"
-	CodeInvalidData         Code = "invalid_data"
-	CodeInvalidImage        Code = "invalid_image"
-	CodeImageTooLarge       Code = "image_too_large"
-	CodeFileTooLarge        Code = "file_too_large"
-	CodeInvalidIdempotency  Code = "invalid_idempotency_key"
-	CodeInvalidAccelerator  Code = "invalid_accelerator"
-	CodeWebhookNotFound     Code = "webhook_not_found"
-	CodeStorageDestination  Code = "storage_destination_unusable"
-	CodeIdempotencyConflict Code = "idempotency_conflict"
-	CodeGPUUnavailable      Code = "gpu_unavailable"
-	CodeResultGone          Code = "result_gone"
-	CodeCancelled           Code = "cancelled"
-	CodeProcessingError     Code = "processing_error"
-	CodeDeadlineExceeded    Code = "deadline_exceeded"
-	CodeWorkerLost          Code = "worker_lost"
-	CodeInternal            Code = "internal_error"
-	CodeUnavailable         Code = "service_unavailable"
-
-	// The asset library.
-	CodeAssetNotFound        Code = "asset_not_found"
-	CodeAssetVersionConflict Code = "asset_version_conflict"
-	CodeAssetFileExpired     Code = "asset_file_expired"
-	CodeInvalidCursor        Code = "invalid_cursor"
-	CodeRangeNotSatisfiable  Code = "range_not_satisfiable"
-	CodeForbiddenRole        Code = "role_forbidden"
-
-	// Uploads.
-	CodeUploadNotReceived  Code = "upload_not_received"
-	CodeUploadInUse        Code = "upload_in_use"
-	CodeUploadConsumed     Code = "upload_consumed"
-	CodeUploadRejected     Code = "upload_rejected"
-	CodeUploadExpired      Code = "upload_expired"
-	CodeUploadKind         Code = "upload_kind_mismatch"
-	CodeUploadReceived     Code = "upload_already_received"
-	CodeUploadSignature    Code = "invalid_upload_signature"
-	CodeUploadURLExpired   Code = "upload_url_expired"
-	CodeUploadSizeMismatch Code = "upload_size_mismatch"
-	CodeUploadAPIKey       Code = "api_key_not_accepted"
-	CodeOriginNotAllowed   Code = "origin_not_allowed"
+	CodeBadRequest           = problem.BadRequest
+	CodeMalformedJSON        = problem.MalformedJSON
+	CodeUnauthorized         = problem.Unauthorized
+	CodeInsufficientCredits  = problem.InsufficientCredits
+	CodeForbiddenScope       = problem.ForbiddenScope
+	CodeForbiddenMember      = problem.ForbiddenMember
+	CodeForbiddenPlan        = problem.ForbiddenPlan
+	CodeNotFound             = problem.NotFound
+	CodeMethodNotAllowed     = problem.MethodNotAllowed
+	CodeTooLarge             = problem.TooLarge
+	CodeRequestTimeout       = problem.RequestTimeout
+	CodeHeadersTooLarge      = problem.HeadersTooLarge
+	CodeUnsupportedMedia     = problem.UnsupportedMedia
+	CodeInvalidRequest       = problem.InvalidRequest
+	CodeRateLimited          = problem.RateLimited
+	CodeConcurrencyLimit     = problem.ConcurrencyLimit
+	CodeInvalidData          = problem.InvalidData
+	CodeInvalidImage         = problem.InvalidImage
+	CodeImageTooLarge        = problem.ImageTooLarge
+	CodeImageTooComplex      = problem.ImageTooComplex
+	CodeDecodeBusy           = problem.DecodeBusy
+	CodeFileTooLarge         = problem.FileTooLarge
+	CodeInvalidIdempotency   = problem.InvalidIdempotency
+	CodeInvalidAccelerator   = problem.InvalidAccelerator
+	CodeWebhookNotFound      = problem.WebhookNotFound
+	CodeStorageDestination   = problem.StorageDestination
+	CodeIdempotencyConflict  = problem.IdempotencyConflict
+	CodeGPUUnavailable       = problem.GPUUnavailable
+	CodeResultGone           = problem.ResultGone
+	CodeProcessingError      = problem.ProcessingError
+	CodeInternal             = problem.Internal
+	CodeUnavailable          = problem.Unavailable
+	CodeAssetNotFound        = problem.AssetNotFound
+	CodeAssetVersionConflict = problem.AssetVersionConflict
+	CodeAssetFileExpired     = problem.AssetFileExpired
+	CodeInvalidCursor        = problem.InvalidCursor
+	CodeRangeNotSatisfiable  = problem.RangeNotSatisfiable
+	CodeForbiddenRole        = problem.ForbiddenRole
+	CodeUploadNotReceived    = problem.UploadNotReceived
+	CodeUploadInUse          = problem.UploadInUse
+	CodeUploadConsumed       = problem.UploadConsumed
+	CodeUploadRejected       = problem.UploadRejected
+	CodeUploadExpired        = problem.UploadExpired
+	CodeUploadKind           = problem.UploadKind
+	CodeUploadReceived       = problem.UploadReceived
+	CodeUploadSignature      = problem.UploadSignature
+	CodeUploadURLExpired     = problem.UploadURLExpired
+	CodeUploadSizeMismatch   = problem.UploadSizeMismatch
+	CodeUploadAPIKey         = problem.UploadAPIKey
+	CodeOriginNotAllowed     = problem.OriginNotAllowed
 )
 
 // Problem is an RFC 9457 problem body with the API's error code and the request id.
@@ -149,22 +85,35 @@ const problemTypeBase = "/problems/"
 
 // writeProblem answers with the problem for code. Headers already set on ctx (Retry-After, rate limits) stay.
 func writeProblem(ctx *fasthttp.RequestCtx, code Code, detail string) {
-	entry, ok := problemTable[code]
+	entry, ok := problem.Lookup(code)
 	if !ok {
-		code, entry = CodeInternal, problemTable[CodeInternal]
+		entry, _ = problem.Lookup(CodeInternal)
+		code = CodeInternal
 	}
 	p := Problem{Type: problemTypeBase + string(code), Title: entry.Title, Status: entry.Status, Detail: detail,
 		Code: code, RequestID: string(ctx.Response.Header.Peek(headerRequestID))}
-	body, _ := json.Marshal(p)
+	body, _ := encodeJSON(p)
 	ctx.Response.ResetBody()
 	ctx.SetStatusCode(entry.Status)
 	ctx.SetContentType("application/problem+json")
 	ctx.SetBody(body)
 }
 
+// encodeJSON encodes v as compact JSON without HTML escaping: upload URLs carry '&' in their query, and
+// clients copy them from responses (json.Marshal would write \u0026). Responses are never HTML.
+func encodeJSON(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+}
+
 // writeJSON answers status with v encoded as JSON.
 func writeJSON(ctx *fasthttp.RequestCtx, status int, v any) {
-	body, err := json.Marshal(v)
+	body, err := encodeJSON(v)
 	if err != nil {
 		writeProblem(ctx, CodeInternal, "could not encode the response")
 		return

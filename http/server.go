@@ -19,6 +19,7 @@ import (
 	"filigrane/actors"
 	"filigrane/gpu"
 	"filigrane/internal/clock"
+	"filigrane/internal/netguard"
 	"filigrane/persistence"
 )
 
@@ -53,9 +54,86 @@ type Config struct {
 	GPU *gpu.Tracker
 	// Health, when set, adds node facts (name, cluster members) to GET /healthz.
 	Health func() map[string]any
+	// Ready, when set, runs the checks of GET /readyz (storage reachable, cluster membership); ctx carries
+	// the probe's deadline.
+	Ready func(ctx context.Context) []ReadyCheck
 	// SyncWait is how long a synchronous embed waits before answering 202 with the receipt. Default 20 s
 	// (spec 8).
 	SyncWait time.Duration
+	// Conns bounds the listener's connections and how long they may stall (see ConnLimits).
+	Conns ConnLimits
+}
+
+// ConnLimits bound what one client can hold on a listener. Zero values take the defaults.
+type ConnLimits struct {
+	// MaxConns caps open connections per listener (default 4096); MaxConnsPerIP caps them per client
+	// address (default 256). A connection over either is answered 503 and closed at once.
+	MaxConns      int
+	MaxConnsPerIP int
+	// HeaderTimeout bounds the time from a request's first byte (or a new connection) to its complete
+	// headers. Default 10 s.
+	HeaderTimeout time.Duration
+	// BodyProgress bounds the wait for the next bytes of a request body or a response once the headers are
+	// in: a 190 MB upload over a slow link lives as long as it moves. Default 60 s.
+	BodyProgress time.Duration
+	// IdleTimeout bounds a keep-alive connection's wait for its next request. Default 60 s.
+	IdleTimeout time.Duration
+}
+
+// Defaults of ConnLimits.
+const (
+	DefaultHeaderTimeout = 10 * time.Second
+	DefaultIdleTimeout   = 60 * time.Second
+)
+
+func (l *ConnLimits) defaults() {
+	if l.MaxConns <= 0 {
+		l.MaxConns = netguard.DefaultMaxConns
+	}
+	if l.MaxConnsPerIP <= 0 {
+		l.MaxConnsPerIP = netguard.DefaultMaxConnsPerIP
+	}
+	if l.HeaderTimeout <= 0 {
+		l.HeaderTimeout = DefaultHeaderTimeout
+	}
+	if l.BodyProgress <= 0 {
+		l.BodyProgress = netguard.DefaultBodyProgress
+	}
+	if l.IdleTimeout <= 0 {
+		l.IdleTimeout = DefaultIdleTimeout
+	}
+}
+
+// newFastServer is the fasthttp server of both listeners. Its ReadTimeout is the header timeout: Serve wraps
+// the listener so that, once a handler runs, reads and writes are bounded by progress instead (fasthttp's
+// own timeouts measure total time, which would cut a large upload over a slow link).
+func newFastServer(s *Server, name string) *fasthttp.Server {
+	l := s.cfg.Conns
+	return &fasthttp.Server{
+		Handler:        s.serve,
+		ErrorHandler:   s.serveParseError,
+		Name:           name,
+		ReadBufferSize: s.cfg.MaxHeaderBytes,
+		// Bodies are streamed to handlers (multipart files and PUT bodies go straight to the blob store);
+		// only this much is read ahead. Multipart pre-parsing would spool files to temporary files behind
+		// our back.
+		StreamRequestBody:            true,
+		DisablePreParseMultipartForm: true,
+		MaxRequestBodySize:           streamAhead,
+		ReadTimeout:                  l.HeaderTimeout,
+		// Once the headers are in, the body's first bytes (read ahead before the handler runs) get a fresh
+		// window of BodyProgress instead of what is left of the header timeout.
+		HeaderReceived: func(*fasthttp.RequestHeader) fasthttp.RequestConfig {
+			return fasthttp.RequestConfig{ReadTimeout: l.BodyProgress}
+		},
+		WriteTimeout: l.BodyProgress,
+		IdleTimeout:  l.IdleTimeout,
+		// The listener refuses connections over MaxConns before fasthttp sees them; this is a backstop.
+		Concurrency:          l.MaxConns + 1,
+		NoDefaultContentType: true,
+		CloseOnShutdown:      true,
+		Logger:               fasthttpLogger{s.cfg.Logger},
+	}
 }
 
 // Server is the API listener.
@@ -84,24 +162,8 @@ func New(cfg Config) *Server {
 	}
 	s := &Server{cfg: cfg}
 	s.routes()
-	s.srv = &fasthttp.Server{
-		Handler:        s.serve,
-		ErrorHandler:   s.serveParseError,
-		Name:           "filigrane",
-		ReadBufferSize: cfg.MaxHeaderBytes,
-		// Bodies are streamed to handlers (multipart files go straight to the blob store); only this much is
-		// read ahead. Multipart pre-parsing would spool files to temporary files behind our back.
-		StreamRequestBody:             true,
-		DisablePreParseMultipartForm:  true,
-		MaxRequestBodySize:            streamAhead,
-		ReadTimeout:                   5 * time.Minute,
-		WriteTimeout:                  5 * time.Minute,
-		IdleTimeout:                   2 * time.Minute,
-		DisableHeaderNamesNormalizing: false,
-		NoDefaultContentType:          true,
-		CloseOnShutdown:               true,
-		Logger:                        fasthttpLogger{cfg.Logger},
-	}
+	s.cfg.Conns.defaults()
+	s.srv = newFastServer(s, "filigrane")
 	return s
 }
 
@@ -123,10 +185,30 @@ func (s *Server) routes() {
 		body["status"] = "ok"
 		writeJSON(ctx, 200, body)
 	})
+	s.router.handle("GET", "/readyz", s.readyz)
 }
 
-// Serve answers requests on ln until Shutdown.
-func (s *Server) Serve(ln net.Listener) error { return s.srv.Serve(ln) }
+// Serve answers requests on ln until Shutdown. ln is guarded by the connection limits; temporary accept
+// errors (out of file descriptors) are waited out, never returned.
+func (s *Server) Serve(ln net.Listener) error {
+	l := s.cfg.Conns
+	g := netguard.Wrap(ln, netguard.Limits{MaxConns: l.MaxConns, MaxConnsPerIP: l.MaxConnsPerIP, BodyProgress: l.BodyProgress})
+	var lastLog time.Time
+	g.OnTemporary = func(err error, backoff time.Duration) {
+		// One line a second at most: a descriptor flood must not become a log flood.
+		if now := time.Now(); now.Sub(lastLog) >= time.Second {
+			lastLog = now
+			s.cfg.Logger.Warn().Err(err).Dur("backoff", backoff).Str("listener", ln.Addr().String()).
+				Msg("accept failed; waiting and accepting again")
+		}
+	}
+	name := "api"
+	if s.srv.Name == "filigrane-upload" {
+		name = "upload"
+	}
+	s.cfg.Metrics.watchListener(name, g)
+	return s.srv.Serve(g)
+}
 
 // Shutdown stops accepting connections and waits for in-flight requests to finish or ctx to end.
 func (s *Server) Shutdown(ctx context.Context) error { return s.srv.ShutdownWithContext(ctx) }
@@ -144,6 +226,10 @@ func newRequestID() string {
 
 func (s *Server) serve(ctx *fasthttp.RequestCtx) {
 	start := time.Now()
+	// The headers are in: from here the body and the response are bounded by progress, not total time.
+	if gc, ok := ctx.Conn().(*netguard.Conn); ok {
+		gc.BeginBody()
+	}
 	ctx.Response.Header.Set(headerRequestID, newRequestID())
 	method := string(ctx.Method())
 	label := "unmatched"
@@ -179,6 +265,8 @@ func (s *Server) serveParseError(ctx *fasthttp.RequestCtx, err error) {
 	switch {
 	case errors.Is(err, fasthttp.ErrBodyTooLarge):
 		writeProblem(ctx, CodeTooLarge, fmt.Sprintf("the request body exceeds %d bytes", s.cfg.MaxBodyBytes))
+	case isTimeout(err):
+		writeProblem(ctx, CodeRequestTimeout, fmt.Sprintf("the request headers did not arrive within %s", s.cfg.Conns.HeaderTimeout))
 	case errors.As(err, &tooBig) || strings.Contains(err.Error(), "small read buffer"):
 		writeProblem(ctx, CodeHeadersTooLarge, fmt.Sprintf("the request headers exceed %d bytes", s.cfg.MaxHeaderBytes))
 	default:
@@ -186,6 +274,11 @@ func (s *Server) serveParseError(ctx *fasthttp.RequestCtx, err error) {
 	}
 	ctx.SetConnectionClose()
 	s.cfg.Metrics.observe("unparsed", "", ctx.Response.StatusCode(), 0)
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
 
 // principal is the authenticated caller of a request.
@@ -221,8 +314,8 @@ func (s *Server) authed(anyScope []string, h func(*fasthttp.RequestCtx, *princip
 			return
 		}
 		switch adm.Code {
-		case actors.CodeOK:
-		case actors.CodeUnknownMember, actors.CodeNotFound:
+		case actors.ReplyOK:
+		case actors.ReplyUnknownMember, actors.ReplyNotFound:
 			writeProblem(ctx, CodeForbiddenMember, "the key's member no longer belongs to the organization")
 			return
 		default:

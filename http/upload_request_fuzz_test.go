@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"filigrane/actors"
+	"filigrane/internal/problem"
 )
 
 // FuzzParseUploadRequest: the POST /uploads body parser never panics, answers only 400 or 422 problems, and
@@ -24,8 +25,8 @@ func FuzzParseUploadRequest(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		req, aerr := parseUploadRequest(body)
 		if aerr != nil {
-			if st := problemTable[aerr.code].Status; st != 400 && st != 422 {
-				t.Fatalf("status %d (%s) for %q", st, aerr.code, body)
+			if e, _ := problem.Lookup(aerr.code); e.Status != 400 && e.Status != 422 {
+				t.Fatalf("status %d (%s) for %q", e.Status, aerr.code, body)
 			}
 			return
 		}

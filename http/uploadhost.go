@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"mime"
 	"strings"
@@ -13,6 +12,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"filigrane/actors"
+	"filigrane/internal/clock"
 )
 
 // UploadHostOptions configure signed uploads. They live beside Config because the upload endpoints of the
@@ -60,17 +60,13 @@ func NewUploadHost(cfg Config, opts UploadHostOptions) (*Server, error) {
 	s.router.handle("GET", "/healthz", noKey(func(ctx *fasthttp.RequestCtx, _ map[string]string) {
 		writeJSON(ctx, 200, map[string]string{"status": "ok"})
 	}))
+	s.router.handle("GET", "/readyz", noKey(s.readyz))
 	s.router.handle("PUT", "/uploads/{upload_id}", h.guard(h.put))
 	s.router.handle("OPTIONS", "/uploads/{upload_id}", noKey(h.preflight))
-	s.srv = &fasthttp.Server{
-		Handler: s.serve, ErrorHandler: s.serveParseError, Name: "filigrane-upload",
-		ReadBufferSize: cfg.MaxHeaderBytes, ReadTimeout: 30 * time.Minute, WriteTimeout: time.Minute,
-		IdleTimeout: 2 * time.Minute, NoDefaultContentType: true, CloseOnShutdown: true,
-		// The file streams from the connection into the blob store; only this much is read ahead, so a
-		// 192 MB upload never sits in memory.
-		StreamRequestBody: true, MaxRequestBodySize: streamAhead, DisablePreParseMultipartForm: true,
-		Logger: fasthttpLogger{cfg.Logger},
-	}
+	s.cfg.Conns.defaults()
+	// The file streams from the connection into the blob store; only streamAhead is read ahead, so a 192 MB
+	// upload never sits in memory, and the body is bounded by its progress (Conns.BodyProgress).
+	s.srv = newFastServer(s, "filigrane-upload")
 	if opts.API != nil {
 		opts.API.registerUploadAPI(sign)
 	}
@@ -151,7 +147,9 @@ var (
 	errBodyLong  = errors.New("body longer than the declared size")
 )
 
-// exactReader passes exactly want bytes through and fails on fewer or more.
+// exactReader passes exactly want bytes through and fails on fewer or more. Bytes past want are never
+// passed on, so the stored copy (and its staging file) never exceeds the declared size, and the read that
+// sees the first extra byte fails at once.
 type exactReader struct {
 	r    io.Reader
 	want int64
@@ -159,7 +157,7 @@ type exactReader struct {
 }
 
 func (e *exactReader) Read(p []byte) (int, error) {
-	if e.n > e.want {
+	if e.n >= e.want+1 {
 		return 0, errBodyLong
 	}
 	// Ask for one byte past the declared size, so that a longer body is noticed.
@@ -170,11 +168,32 @@ func (e *exactReader) Read(p []byte) (int, error) {
 	e.n += int64(n)
 	switch {
 	case e.n > e.want:
-		return n, errBodyLong
+		return n - int(e.n-e.want), errBodyLong
 	case errors.Is(err, io.EOF) && e.n < e.want:
 		return n, errBodyShort
 	}
 	return n, err
+}
+
+// leasedReader renews a PUT's lease on its upload while the body moves: a PUT that stalls stops renewing
+// (and the connection's progress deadline ends it); a PUT whose node died stops holding the upload once
+// the lease runs out.
+type leasedReader struct {
+	r     io.Reader
+	clock clock.Clock
+	every time.Duration
+	last  time.Time
+	renew func() error
+}
+
+func (l *leasedReader) Read(p []byte) (int, error) {
+	if now := l.clock.Now(); now.Sub(l.last) >= l.every {
+		if err := l.renew(); err != nil {
+			return 0, err
+		}
+		l.last = now
+	}
+	return l.r.Read(p)
 }
 
 func (h *uploadHost) put(ctx *fasthttp.RequestCtx, id string) {
@@ -229,35 +248,71 @@ func (h *uploadHost) putErr(c context.Context, ctx *fasthttp.RequestCtx, id stri
 		}
 		return newAPIError(CodeUploadSizeMismatch, "the body has %d bytes; upload %s declared %d", cl, id, u.Size)
 	}
+	// One body at a time: the PUT takes a lease on the upload record (compare-and-set, so it holds across
+	// nodes). A second PUT is refused at once instead of streaming a copy that could only be thrown away.
+	token := randomSuffix()
+	if _, err := uploads.Update(c, id, func(u *actors.Upload, now time.Time) error {
+		return u.BeginPut(token, now, actors.UploadPutLease)
+	}); err != nil {
+		if errors.Is(err, actors.ErrUploadInUse) {
+			return newAPIError(CodeUploadInUse, "another PUT is sending the file of upload %s; wait for its answer", id)
+		}
+		return s.uploadError(id, err)
+	}
+	received := false
+	defer func() {
+		if !received { // a refused or broken body frees the upload for the next PUT at once
+			_, _ = uploads.Update(context.WithoutCancel(c), id, func(u *actors.Upload, _ time.Time) error {
+				u.EndPut(token)
+				return nil
+			})
+		}
+	}()
 	var body io.Reader = ctx.RequestBodyStream()
 	if body == nil {
 		body = bytes.NewReader(ctx.Request.Body())
 	}
+	body = &leasedReader{r: body, clock: s.cfg.Clock, every: actors.UploadPutLease / 3, last: s.cfg.Clock.Now(),
+		renew: func() error {
+			_, err := uploads.Update(c, id, func(u *actors.Upload, now time.Time) error {
+				return u.RenewPut(token, now, actors.UploadPutLease)
+			})
+			return err
+		}}
 	key := "uploads/" + u.OrgID + "/" + id + "/" + randomSuffix()
+	// Put removes what it staged when the body fails, so a broken PUT leaves nothing behind.
 	info, err := s.cfg.Blobs.Put(c, key, &exactReader{r: body, want: u.Size})
 	switch {
 	case errors.Is(err, errBodyLong):
 		return newAPIError(CodeFileTooLarge, "the body is longer than the %d bytes upload %s declared", u.Size, id)
 	case errors.Is(err, errBodyShort):
 		return newAPIError(CodeUploadSizeMismatch, "the body is shorter than the %d bytes upload %s declared", u.Size, id)
+	case errors.Is(err, actors.ErrUploadPutLost):
+		return newAPIError(CodeUploadInUse, "this PUT stalled and another PUT took over upload %s", id)
 	case err != nil:
 		s.cfg.Logger.Warn().Err(err).Str("upload", id).Msg("store upload")
-		return newAPIError(CodeBadRequest, "the body could not be received: %v", trimErr(err))
+		// The store's error names keys and paths: it stays in the log above.
+		return newAPIError(CodeBadRequest, "the body could not be received completely; send the file again")
 	}
 	u, err = uploads.Update(context.WithoutCancel(c), id, func(u *actors.Upload, now time.Time) error {
+		if u.Put == nil || u.Put.Token != token {
+			return actors.ErrUploadPutLost
+		}
 		return u.Receive(key, info.SHA256, info.Size, now)
 	})
 	if err != nil {
-		// Another PUT of the same upload won, or the upload expired meanwhile: this copy is not needed.
+		// The upload expired meanwhile, or this PUT's lease lapsed and another took over: this copy is not
+		// needed.
 		_ = s.cfg.Blobs.Delete(context.WithoutCancel(c), key)
+		if errors.Is(err, actors.ErrUploadPutLost) {
+			return newAPIError(CodeUploadInUse, "this PUT stalled and another PUT took over upload %s", id)
+		}
 		return s.uploadError(id, err)
 	}
+	received = true
 	writeJSON(ctx, 200, renderUpload(h.sign, u, s.cfg.Clock.Now()))
 	return nil
 }
-
-// trimErr shortens an error for a problem detail.
-func trimErr(err error) string { return truncate(fmt.Sprint(err), 200) }
 
 // isJSONType reports whether a Content-Type is JSON (application/json or a +json type).
 func isJSONType(ct string) bool {

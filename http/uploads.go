@@ -3,7 +3,9 @@ package http
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -45,17 +47,22 @@ func (s *Server) claimUploadFor(c context.Context, p *principal, uploadID, reqID
 	if op == jobstate.OperationEmbed {
 		kind = actors.UploadKind(media)
 	}
+	var found *actors.Upload
 	u, err := s.uploads().Update(c, uploadID, func(u *actors.Upload, now time.Time) error {
 		if u.OrgID != p.Key.OrgID {
 			return actors.ErrUploadNotFound
 		}
+		found = u
 		return u.Claim(reqID, kind, media, now)
 	})
+	if errors.Is(err, actors.ErrUploadKind) {
+		return nil, newAPIError(CodeUploadKind, "%s", uploadKindMessage(uploadID, found, kind, media))
+	}
 	if err != nil {
 		return nil, s.uploadError(uploadID, err)
 	}
 	return &storedFile{Key: u.BlobKey, Info: persistence.BlobInfo{Size: u.Size, SHA256: u.SHA256},
-		Filename: u.Filename}, nil
+		Filename: u.Filename, ConsumedByRequest: u.Status == actors.UploadConsumed && u.RequestID == reqID}, nil
 }
 
 // uploadError maps an upload state machine error to its problem.
@@ -71,11 +78,12 @@ func (s *Server) uploadError(uploadID string, err error) *apiError {
 		return newAPIError(CodeUploadConsumed, "upload %s was used by another request; create a new upload, or retry with the original Idempotency-Key", uploadID)
 	case errors.Is(err, actors.ErrUploadRejected):
 		// err reads "upload rejected: <the problem detail the using request got>".
-		return newAPIError(CodeUploadRejected, "upload %s cannot be used (%v); create a new upload", uploadID, err)
+		return newAPIError(CodeUploadRejected, "upload %s cannot be used: %s; create a new upload", uploadID,
+			strings.TrimPrefix(err.Error(), actors.ErrUploadRejected.Error()+": "))
 	case errors.Is(err, actors.ErrUploadExpired):
 		return newAPIError(CodeUploadExpired, "upload %s expired; uploads are kept 24 hours", uploadID)
 	case errors.Is(err, actors.ErrUploadKind):
-		return newAPIError(CodeUploadKind, "upload %s was created for another kind of request: %v", uploadID, err)
+		return newAPIError(CodeUploadKind, "upload %s was created for another kind of request", uploadID)
 	case errors.Is(err, actors.ErrUploadNotPending):
 		return newAPIError(CodeUploadReceived, "upload %s already received its file", uploadID)
 	}
@@ -169,7 +177,7 @@ func readSmallBody(ctx *fasthttp.RequestCtx, limit int64) ([]byte, bool, error) 
 }
 
 func (a *uploadAPI) create(ctx *fasthttp.RequestCtx, p *principal, _ map[string]string) {
-	if ct := string(ctx.Request.Header.ContentType()); ct != "" && !isJSONType(ct) {
+	if !jsonBodyType(string(ctx.Request.Header.ContentType())) {
 		ctx.SetConnectionClose()
 		writeProblem(ctx, CodeUnsupportedMedia, "send the body as application/json")
 		return
@@ -247,4 +255,28 @@ func (a *uploadAPI) get(ctx *fasthttp.RequestCtx, p *principal, params map[strin
 	}
 	ctx.Response.Header.Set("Cache-Control", "no-store")
 	writeJSON(ctx, 200, renderUpload(a.sign, u, a.s.cfg.Clock.Now()))
+}
+
+// uploadKindMessage says, in words, why an upload does not fit the endpoint: what it was created for and what
+// the endpoint needs.
+func uploadKindMessage(uploadID string, u *actors.Upload, kind actors.UploadKind, media actors.UploadMedia) string {
+	need := article(string(kind)) + " " + string(kind) + " upload"
+	if kind == actors.UploadDetect {
+		need = "a detect upload of " + article(string(media)) + " " + string(media)
+	}
+	have := "another kind of request"
+	if u != nil {
+		have = "embedding " + article(string(u.Kind)) + " " + string(u.Kind)
+		if u.Kind == actors.UploadDetect {
+			have = "detecting in " + article(string(u.Media)) + " " + string(u.Media)
+		}
+	}
+	return fmt.Sprintf("upload %s was created for %s; this endpoint needs %s", uploadID, have, need)
+}
+
+func article(word string) string {
+	if word != "" && strings.ContainsRune("aeiou", rune(word[0])) {
+		return "an"
+	}
+	return "a"
 }

@@ -8,6 +8,7 @@ import (
 	"hash"
 	"sort"
 	"strings"
+	"time"
 )
 
 // ValidIdempotencyKey reports whether key is 8 to 128 letters, digits, hyphens or underscores (spec 2.1);
@@ -110,4 +111,55 @@ func (r *Record) CheckReplay(fp Fingerprint) error {
 		return fmt.Errorf("job %s was created with another idempotency key: %w", r.RequestID, ErrIdempotencyConflict)
 	}
 	return fmt.Errorf("idempotency key %q of job %s: %w", fp.Key, r.RequestID, ErrIdempotencyConflict)
+}
+
+// Replay is how a replay of the request that created a job is answered: the same request sent again with
+// the same Idempotency-Key and inputs, on its sync or its async endpoint (spec 3.1, 7).
+type Replay int
+
+const (
+	// ReplayPending: the job has no committed outcome yet. Async answers 202 with the receipt; sync waits
+	// for the outcome like the first request did.
+	ReplayPending Replay = iota
+	// ReplaySucceeded: the result is available. Sync answers the result; async the 202 receipt, whose status
+	// says succeeded and whose result_url serves it.
+	ReplaySucceeded
+	// ReplayFailed: the job failed for good. Sync and async both answer the failure's status and problem
+	// body, so a client learns the same outcome whichever endpoint it retries on.
+	ReplayFailed
+	// ReplayGone: the job succeeded but its result is no longer available (expired after ResultRetention,
+	// or the watermarked asset was deleted): 410, sync or async. A 202 "succeeded" would send the client
+	// to a result URL that answers 410.
+	ReplayGone
+)
+
+// ReplayAt decides a replay at now. outputDeleted reports that the output of a succeeded job is gone (the
+// watermarked asset was deleted); the caller looks that up, the record cannot know it.
+func (r *Record) ReplayAt(now time.Time, outputDeleted bool) Replay {
+	switch {
+	case !r.Committed():
+		// A terminal job whose charge or refund is not settled yet is shown as pending (DESIGN.md rule 3).
+		return ReplayPending
+	case r.Status == StatusFailed:
+		return ReplayFailed
+	case outputDeleted || !r.ResultAvailable(now):
+		return ReplayGone
+	}
+	return ReplaySucceeded
+}
+
+// OptionsConflict reports, before the request's file is read, whether a request for op on media with
+// accelerator can possibly be a replay of the request that created r: a different operation, media or
+// accelerator is a conflict whatever the file and data are (spec 7: "including a different
+// accelerator"). The edge uses it to answer 409 ahead of refusals that depend on those options (a GPU that
+// is not available), so the answer to a reused key does not depend on the state of the deployment.
+func (r *Record) OptionsConflict(op Operation, media Media, accelerator Accelerator) error {
+	if accelerator == "" {
+		accelerator = AcceleratorCPU
+	}
+	if r.Operation != op || r.Media != media || r.AcceleratorRequested != accelerator {
+		return fmt.Errorf("job %s is a %s %s on %s, the request a %s %s on %s: %w", r.RequestID, r.Media,
+			r.Operation, r.AcceleratorRequested, media, op, accelerator, ErrIdempotencyConflict)
+	}
+	return nil
 }

@@ -27,14 +27,10 @@ type Receipt struct {
 	StorageKey           string       `json:"storage_key,omitempty"`
 }
 
-// StatusURL is the job's status path, relative to the base URL. Detection jobs live under
-// /watermarks/detection-jobs (DESIGN.md 5), embedding jobs under /watermarks/jobs.
-func (r *Record) StatusURL() string {
-	if r.Operation == OperationDetect {
-		return "/watermarks/detection-jobs/" + r.RequestID
-	}
-	return "/watermarks/jobs/" + r.RequestID
-}
+// StatusURL is the job's status path, relative to the base URL: /watermarks/jobs/{request_id} for every
+// job (spec 2.3). /watermarks/detection-jobs/{request_id} answers detection jobs too (DESIGN.md 5), but
+// receipts name only the spec's path, which is where clients poll.
+func (r *Record) StatusURL() string { return "/watermarks/jobs/" + r.RequestID }
 
 // ResultURL is the job's result path, relative to the base URL.
 func (r *Record) ResultURL() string { return r.StatusURL() + "/result" }

@@ -91,8 +91,8 @@ func TestReceiptFailedDetection(t *testing.T) {
 	m := receiptJSON(t, r)
 	id := r.RequestID
 	if m["status"] != "failed" || m["error_code"] != "invalid_media" || m["credits"] != 0.0 ||
-		m["operation"] != "detect" || m["status_url"] != "/watermarks/detection-jobs/"+id ||
-		m["result_url"] != "/watermarks/detection-jobs/"+id+"/result" || m["result_expires_at"] != nil ||
+		m["operation"] != "detect" || m["status_url"] != "/watermarks/jobs/"+id ||
+		m["result_url"] != "/watermarks/jobs/"+id+"/result" || m["result_expires_at"] != nil ||
 		m["accelerator"] != nil || m["asset_id"] != nil {
 		t.Fatalf("receipt %v", m)
 	}

@@ -299,7 +299,8 @@ func (r *Record) Tick(now time.Time) bool {
 	if r.Status == StatusRunning && !now.Before(r.Lease.ExpiresAt) {
 		l := r.Lease
 		r.endAttempt(AttemptError{Token: l.Token, Code: CodeWorkerLost, Retryable: true, At: now,
-			Detail: fmt.Sprintf("worker %s stopped renewing its lease on attempt %d", l.WorkerID, r.Attempts)}, now)
+			// The worker's name is internal (node and slot); the detail is shown to the client.
+			Detail: fmt.Sprintf("the worker running attempt %d stopped (its node may have failed)", r.Attempts)}, now)
 		r.changed()
 		return true
 	}

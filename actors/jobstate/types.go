@@ -3,6 +3,8 @@ package jobstate
 import (
 	"fmt"
 	"time"
+
+	"filigrane/internal/problem"
 )
 
 // Status is a job's status as the API shows it (spec 3.1).
@@ -144,11 +146,12 @@ type Settlement struct {
 	WebhookNotified  bool `msgpack:"webhook_notified"`
 }
 
-// Error codes this package sets on its own. Workers report their own codes through Fail.
+// Error codes this package sets on its own, from the error table (internal/problem). Workers report their
+// own codes through Fail.
 const (
-	CodeDeadlineExceeded = "deadline_exceeded"
-	CodeWorkerLost       = "worker_lost"
-	CodeCancelled        = "cancelled"
+	CodeDeadlineExceeded = string(problem.DeadlineExceeded)
+	CodeWorkerLost       = string(problem.WorkerLost)
+	CodeCancelled        = string(problem.Cancelled)
 )
 
 // Limits of the job lifecycle (spec 3.1 and 8).

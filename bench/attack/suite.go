@@ -40,6 +40,7 @@ func Suite() []Attack {
 		{"resize1.5", "resize", "1.5x per side, bicubic", pure(func(m *image.NRGBA) *image.NRGBA { return Scale(m, 1.5, Bicubic) })},
 		{"crop0.9", "crop", "keep 90% of each side at a random offset, not resized back", cropTo(0.9)},
 		{"crop0.71", "crop", "keep 71% of each side (half the area) at a random offset", cropTo(0.71)},
+		{"crop0.55", "crop", "keep 55% of each side (0.3 of the area) at a random offset", cropTo(0.55)},
 		{"crop0.5", "crop", "keep 50% of each side (a quarter of the area) at a random offset", cropTo(0.5)},
 		{"rot+2", "rotation", "2° counter-clockwise, same size, black corners, bilinear", pure(func(m *image.NRGBA) *image.NRGBA { return Rotate(m, 2) })},
 		{"rot-2", "rotation", "2° clockwise", pure(func(m *image.NRGBA) *image.NRGBA { return Rotate(m, -2) })},

@@ -14,9 +14,11 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
+	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -36,8 +38,14 @@ type Source struct {
 
 // Config parameterises a run.
 type Config struct {
-	Key            []byte
-	PSNR           float64 // embedding target; 0 means codec.DefaultPSNR
+	Key      []byte
+	PSNR     float64 // embedding PSNR floor; 0 means codec.DefaultPSNR
+	Strength float64 // perceptual embedding strength; 0 means codec.DefaultStrength
+	// Perceptual runs butteraugli (marked vs original, and a JPEG q90 re-save vs original) on every image; it
+	// needs quality.ButteraugliTool.
+	Perceptual bool
+	// PanelDir, if set, receives per image a PNG of its flattest region: original, marked, difference ×8.
+	PanelDir       string
 	Attacks        []attack.Attack
 	FalsePositives int // number of unmarked probes (crops and rescales of the sources) to run the detector on
 	Workers        int // images processed concurrently; 0 means 1
@@ -59,6 +67,7 @@ type Report struct {
 	Workers        int              `json:"workers"`
 	Seed           uint64           `json:"seed"`
 	TargetPSNR     float64          `json:"target_psnr"`
+	Strength       float64          `json:"strength"`
 	Images         []ImageResult    `json:"images"`
 	Attacks        []AttackResult   `json:"attacks"`
 	FalsePositives FalsePositives   `json:"false_positives"`
@@ -82,9 +91,17 @@ type ImageResult struct {
 	PSNR       float64 `json:"psnr"`       // measured here on 8-bit RGB
 	CodecPSNR  float64 `json:"codec_psnr"` // as reported by Embed
 	SSIM       float64 `json:"ssim"`       // luma
-	EmbedMs    float64 `json:"embed_ms"`
-	DetectMs   float64 `json:"detect_ms"` // clean image
-	Error      string  `json:"error,omitempty"`
+	Strength   float64 `json:"strength"`   // as reported by Embed (lowered where the PSNR floor limited it)
+	// Butteraugli of the marked image and of a JPEG q90 re-save (Go image/jpeg, 4:2:0), each against the original.
+	Butteraugli       *quality.Butteraugli `json:"butteraugli,omitempty"`
+	JPEG90Butteraugli *quality.Butteraugli `json:"jpeg90_butteraugli,omitempty"`
+	JPEG90PSNR        float64              `json:"jpeg90_psnr,omitempty"`
+	// FlatRMS is the RMS luma change (8-bit levels) over the flattest 10% of 32x32 blocks.
+	FlatRMS  float64 `json:"flat_rms"`
+	Panel    string  `json:"panel,omitempty"` // side-by-side PNG of the flattest region
+	EmbedMs  float64 `json:"embed_ms"`
+	DetectMs float64 `json:"detect_ms"` // clean image
+	Error    string  `json:"error,omitempty"`
 }
 
 // AttackResult aggregates one attack over the images of one class.
@@ -167,6 +184,9 @@ func Run(ctx context.Context, cfg Config, sources []Source) (*Report, error) {
 	if cfg.PSNR == 0 {
 		cfg.PSNR = codec.DefaultPSNR
 	}
+	if cfg.Strength == 0 {
+		cfg.Strength = codec.DefaultStrength
+	}
 	if cfg.Workers < 1 {
 		cfg.Workers = 1
 	}
@@ -178,7 +198,7 @@ func Run(ctx context.Context, cfg Config, sources []Source) (*Report, error) {
 		return nil, fmt.Errorf("codecbench: %w", err)
 	}
 	rep := &Report{Started: time.Now().UTC(), GoVersion: runtime.Version(), CPUs: runtime.NumCPU(),
-		Workers: cfg.Workers, Seed: cfg.Seed, TargetPSNR: cfg.PSNR, raw: map[string][]hit{}, Build: buildRevision()}
+		Workers: cfg.Workers, Seed: cfg.Seed, TargetPSNR: cfg.PSNR, Strength: cfg.Strength, raw: map[string][]hit{}, Build: buildRevision()}
 	probesPer := 0
 	if len(sources) > 0 && cfg.FalsePositives > 0 {
 		probesPer = (cfg.FalsePositives + len(sources) - 1) / len(sources)
@@ -246,7 +266,7 @@ func Run(ctx context.Context, cfg Config, sources []Source) (*Report, error) {
 		if pick == nil {
 			pick = func(w, h int) (*image.NRGBA, string) { return SpeedImage(sources, w, h) }
 		}
-		rep.Speed = measureSpeed(ctx, c, cfg.PSNR, pick)
+		rep.Speed = measureSpeed(ctx, c, codec.EmbedOptions{PSNR: cfg.PSNR, Strength: cfg.Strength}, pick)
 	}
 	rep.Duration = time.Since(rep.Started).Round(time.Second).String()
 	return rep, nil
@@ -322,17 +342,25 @@ func runImage(ctx context.Context, cfg *Config, c *codec.Codec, src Source, prob
 	id, _ := codec.IDFromJSON([]byte(fmt.Sprintf(`{"benchmark":%q}`, src.Name)))
 
 	t0 := time.Now()
-	markedImg, er, err := c.Embed(orig, id, codec.EmbedOptions{PSNR: cfg.PSNR})
+	markedImg, er, err := c.Embed(orig, id, codec.EmbedOptions{PSNR: cfg.PSNR, Strength: cfg.Strength})
 	res.EmbedMs = msSince(t0)
 	if err != nil {
 		res.Error = "embed: " + err.Error()
 		return res, hits, nil, 0
 	}
 	marked := toNRGBA(markedImg)
-	res.CodecPSNR = er.PSNR
+	res.CodecPSNR = finite(er.PSNR)
 	res.PSNR = finite(quality.PSNR(orig, marked))
 	res.SSIM = quality.SSIM(orig, marked)
-	cfg.logf("%s: %dx%d embed %.0f ms, PSNR %.2f dB, SSIM %.4f", src.Name, src.Width, src.Height, res.EmbedMs, res.PSNR, res.SSIM)
+	res.Strength = er.Strength
+	var corner image.Point
+	res.FlatRMS, corner = quality.FlatRMS(orig, marked)
+	if err := perceptual(ctx, cfg, &res, orig, marked, corner); err != nil {
+		res.Error = err.Error()
+	}
+	cfg.logf("%s: %dx%d embed %.0f ms, PSNR %.2f dB, SSIM %.4f, strength %.2f, flat RMS %.2f, butteraugli %v (JPEG q90 %v)",
+		src.Name, src.Width, src.Height, res.EmbedMs, res.PSNR, res.SSIM, res.Strength, res.FlatRMS, res.Butteraugli,
+		res.JPEG90Butteraugli)
 
 	for _, a := range cfg.Attacks {
 		if ctx.Err() != nil {
@@ -382,6 +410,54 @@ func runImage(ctx context.Context, cfg *Config, c *codec.Codec, src Source, prob
 	}
 	cfg.logf("%s: %d attacks, %d unmarked probes done", src.Name, len(cfg.Attacks), len(confs))
 	return res, hits, confs, fpHits
+}
+
+// perceptual measures butteraugli for the marked image and a JPEG q90 re-save, and writes the side-by-side panel
+// of the flattest region.
+func perceptual(ctx context.Context, cfg *Config, res *ImageResult, orig, marked *image.NRGBA, flat image.Point) error {
+	if cfg.PanelDir != "" {
+		const size = 192
+		c := flat.Add(image.Pt(quality.FlatBlock/2-size/2, quality.FlatBlock/2-size/2))
+		c.X = max(0, min(c.X, orig.Rect.Dx()-size))
+		c.Y = max(0, min(c.Y, orig.Rect.Dy()-size))
+		name := panelName(res.Name)
+		if err := quality.WritePNG(filepath.Join(cfg.PanelDir, name), quality.SideBySide(orig, marked, c, size, 8)); err != nil {
+			return err
+		}
+		res.Panel = name
+	}
+	if !cfg.Perceptual {
+		return nil
+	}
+	b, err := quality.ButteraugliDistance(ctx, orig, marked)
+	if err != nil {
+		return err
+	}
+	res.Butteraugli = &b
+	j, err := attack.JPEG(orig, 90)
+	if err != nil {
+		return fmt.Errorf("jpeg q90: %w", err)
+	}
+	j8 := toNRGBA(j)
+	res.JPEG90PSNR = finite(quality.PSNR(orig, j8))
+	jb, err := quality.ButteraugliDistance(ctx, orig, j8)
+	if err != nil {
+		return err
+	}
+	res.JPEG90Butteraugli = &jb
+	return nil
+}
+
+// panelName turns an image's corpus path into a flat file name.
+func panelName(name string) string {
+	var b strings.Builder
+	for _, r := range name {
+		if r == '/' || r == '\\' || r == ' ' {
+			r = '_'
+		}
+		b.WriteRune(r)
+	}
+	return b.String() + ".flat.png"
 }
 
 func msSince(t time.Time) float64 { return float64(time.Since(t).Microseconds()) / 1000 }

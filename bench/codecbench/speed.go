@@ -1,9 +1,13 @@
 package codecbench
 
 import (
+	"image/jpeg"
+
 	"bufio"
 	"bytes"
 	"context"
+	"filigrane/codec/imageio"
+	"filigrane/codec/markfile"
 	"fmt"
 	"image"
 	"math"
@@ -93,7 +97,7 @@ func SpeedImage(sources []Source, w, h int) (*image.NRGBA, string) {
 }
 
 // measureSpeed times embed and detect at 1 MP and 12 MP, three runs each, one at a time, and keeps the median.
-func measureSpeed(ctx context.Context, c *codec.Codec, psnr float64, pick func(w, h int) (*image.NRGBA, string)) []SpeedResult {
+func measureSpeed(ctx context.Context, c *codec.Codec, opt codec.EmbedOptions, pick func(w, h int) (*image.NRGBA, string)) []SpeedResult {
 	var out []SpeedResult
 	for _, size := range []struct {
 		label string
@@ -104,7 +108,7 @@ func measureSpeed(ctx context.Context, c *codec.Codec, psnr float64, pick func(w
 		id := codec.ID{0xA5, 0x5A}
 		for run := 0; run < 3 && ctx.Err() == nil; run++ {
 			t := time.Now()
-			marked, _, err := c.Embed(img, id, codec.EmbedOptions{PSNR: psnr})
+			marked, _, err := c.Embed(img, id, opt)
 			if err != nil {
 				break
 			}
@@ -148,8 +152,9 @@ type MemoryResult struct {
 	Note          string  `json:"note,omitempty"`
 }
 
-// MeasureMemory embeds into and then detects on a w x h synthetic image and reports the peak resident set size
-// of each step. Run it in a fresh process (filigrane bench codec does), because the peak RSS counter covers the
+// MeasureMemory embeds into and then detects on a w x h synthetic image, then runs the service's whole path
+// from a JPEG of it (decode, embed, verify, encode as JPEG and as PNG: "e2e-jpeg", "e2e-png"), and reports the
+// time and peak resident set size of each step. Run it in a fresh process (filigrane bench codec does), because the peak RSS counter covers the
 // whole process; it is reset through /proc/self/clear_refs before each step where the kernel allows that.
 func MeasureMemory(ctx context.Context, key []byte, psnr float64, w, h int) ([]MemoryResult, error) {
 	c, err := codec.New(key)
@@ -157,9 +162,14 @@ func MeasureMemory(ctx context.Context, key []byte, psnr float64, w, h int) ([]M
 		return nil, err
 	}
 	img := Texture(w, h, 40)
+	// The end-to-end steps start from a camera-like JPEG (image/jpeg q90, 4:2:0) of the same image.
+	var jpg bytes.Buffer
+	if err := jpeg.Encode(&jpg, img, &jpeg.Options{Quality: 90}); err != nil {
+		return nil, err
+	}
 	var out []MemoryResult
 	var marked image.Image
-	for _, op := range []string{"embed", "detect"} {
+	for _, op := range []string{"embed", "detect", "e2e-jpeg", "e2e-png"} {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
@@ -201,6 +211,16 @@ func MeasureMemory(ctx context.Context, key []byte, psnr float64, w, h int) ([]M
 			}
 			img = nil // only the marked image stays alive during detection
 			c.Detect(marked)
+		case "e2e-jpeg", "e2e-png":
+			marked = nil
+			f := markfile.JPEG
+			if op == "e2e-png" {
+				f = markfile.PNG
+			}
+			var pic *imageio.Picture
+			if pic, opErr = imageio.DecodeBytes(jpg.Bytes(), imageio.Limits{}); opErr == nil {
+				_, opErr = markfile.Embed(ctx, c, pic, codec.ID{1, 2, 3}, f, codec.EmbedOptions{PSNR: psnr})
+			}
 		}
 		ms := msSince(t)
 		close(stop)
@@ -208,8 +228,12 @@ func MeasureMemory(ctx context.Context, key []byte, psnr float64, w, h int) ([]M
 		if opErr != nil {
 			return out, fmt.Errorf("codecbench: %s at %dx%d: %w", op, w, h, opErr)
 		}
+		input := int64(w * h * 4)
+		if strings.HasPrefix(op, "e2e") {
+			input = int64(jpg.Len())
+		}
 		out = append(out, MemoryResult{Op: op, Width: w, Height: h, Megapixels: float64(w*h) / 1e6, Ms: ms,
-			PeakRSSBytes: procStatus("VmHWM"), StartRSSBytes: start, PeakHeapBytes: peak, InputBytes: int64(w * h * 4), Note: note})
+			PeakRSSBytes: procStatus("VmHWM"), StartRSSBytes: start, PeakHeapBytes: peak, InputBytes: input, Note: note})
 	}
 	return out, nil
 }

@@ -1,10 +1,11 @@
-// Package corpus fetches, caches and lists the real photographs that the codec benchmark runs on.
+// Package corpus fetches, caches and lists the real photographs and artwork that the codec benchmark runs on.
 //
 // The photos come from two Debian packages, which any Debian machine can download without credentials and whose
 // contents do not change within a release: opencv-doc (the sample images of OpenCV's examples, under
 // usr/share/doc/opencv-doc/examples/data) and mate-backgrounds (desktop wallpapers up to 5640x3172). Fetch runs
 // `apt-get download` and `dpkg -x` into a cache directory once; Load lists the images found there with their
-// sizes, read from the file headers.
+// sizes, read from the file headers. Smooth artwork comes from gnome-backgrounds (4096x4096 WebP wallpapers) and
+// desktop-base (boot and login backgrounds of Debian's themes).
 package corpus
 
 import (
@@ -22,13 +23,16 @@ import (
 	"filigrane/codec/imageio"
 )
 
-// Packages are the Debian packages the corpus is extracted from.
-var Packages = []string{"opencv-doc", "mate-backgrounds"}
+// Packages are the Debian packages the corpus is extracted from. gnome-backgrounds and desktop-base supply
+// smooth artwork (flat colours, gradients, soft shading: where a mark shows first).
+var Packages = []string{"opencv-doc", "mate-backgrounds", "gnome-backgrounds", "desktop-base"}
 
-// photoDirs are the directories, relative to the extraction root, that hold photographs.
+// photoDirs are the directories, relative to the extraction root, that hold images.
 var photoDirs = []string{
 	"usr/share/doc/opencv-doc/examples/data",
 	"usr/share/backgrounds",
+	"usr/share/desktop-base",
+	"usr/share/plymouth/themes",
 }
 
 // Photo is one image file of the corpus.
@@ -60,17 +64,30 @@ func DefaultCacheDir() string {
 // root is where the packages are extracted.
 func root(cacheDir string) string { return filepath.Join(cacheDir, "root") }
 
-// Fetch downloads and extracts the packages into cacheDir unless that was already done. Progress goes to log.
+// Fetch downloads and extracts the packages into cacheDir unless that was already done (the marker file lists
+// the packages extracted, so a cache made before a package was added gets just that one). Progress goes to log.
 func Fetch(ctx context.Context, cacheDir string, log io.Writer) error {
 	done := filepath.Join(cacheDir, ".extracted")
-	if _, err := os.Stat(done); err == nil {
+	have := map[string]bool{}
+	if b, err := os.ReadFile(done); err == nil {
+		for _, p := range strings.Fields(string(b)) {
+			have[p] = true
+		}
+	}
+	var missing []string
+	for _, pkg := range Packages {
+		if !have[pkg] {
+			missing = append(missing, pkg)
+		}
+	}
+	if len(missing) == 0 {
 		return nil
 	}
 	debs := filepath.Join(cacheDir, "debs")
 	if err := os.MkdirAll(debs, 0o755); err != nil {
 		return fmt.Errorf("corpus: %w", err)
 	}
-	for _, pkg := range Packages {
+	for _, pkg := range missing {
 		matches, _ := filepath.Glob(filepath.Join(debs, pkg+"_*.deb"))
 		if len(matches) == 0 {
 			fmt.Fprintf(log, "corpus: downloading %s\n", pkg)
@@ -154,6 +171,24 @@ func Load(ctx context.Context, cacheDir string, minPixels int64) ([]Photo, error
 	return photos, nil
 }
 
+// EnsureTool installs a Debian package with apt-get when the command it provides is not on the PATH (the
+// benchmark's butteraugli tool), the way Fetch downloads the corpus.
+func EnsureTool(ctx context.Context, command, pkg string, log io.Writer) error {
+	if _, err := exec.LookPath(command); err == nil {
+		return nil
+	}
+	fmt.Fprintf(log, "corpus: installing %s for %s\n", pkg, command)
+	cmd := exec.CommandContext(ctx, "apt-get", "install", "-y", "--no-install-recommends", pkg)
+	cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("corpus: apt-get install %s: %v: %s", pkg, err, lastLines(out, 3))
+	}
+	if _, err := exec.LookPath(command); err != nil {
+		return fmt.Errorf("corpus: %s installed but %s not found: %w", pkg, command, err)
+	}
+	return nil
+}
+
 // Kind tells photographs from graphics (renders, paintings, screenshots of UI, charts, test patterns), which
 // the report keeps apart because a mark hides far better in photographic texture. The corpus is fixed, so the
 // list was made by looking at the images: everything under mate/desktop and mate/abstract is a render or a
@@ -161,6 +196,10 @@ func Load(ctx context.Context, cacheDir string, minPixels int64) ([]Photo, error
 // twelve photographs, and the OpenCV samples are sorted by name below.
 func Kind(name string) string {
 	base := strings.ToLower(filepath.Base(name))
+	if strings.Contains(name, "backgrounds/gnome/") || strings.Contains(name, "share/desktop-base/") ||
+		strings.Contains(name, "share/plymouth/") {
+		return KindArt
+	}
 	if strings.Contains(name, "backgrounds/mate/desktop/") || strings.Contains(name, "backgrounds/mate/abstract/") {
 		return KindGraphic
 	}
@@ -179,4 +218,6 @@ func Kind(name string) string {
 const (
 	KindPhoto   = "photo"
 	KindGraphic = "graphic"
+	// KindArt is smooth artwork (gnome-backgrounds, desktop-base): flat colours and gradients.
+	KindArt = "art"
 )

@@ -40,7 +40,7 @@ func runAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs := flag.NewFlagSet("admin", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, adminUsage) }
-	dataDir := fs.String("data", "./data", "node data directory")
+	dataDir := fs.String("data", envOr("FILIGRANE_DATA", "./data"), "node data directory")
 	plans := fs.String("plans", "", "plan catalog file (JSON); defaults built in")
 	s3 := s3Flags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -67,6 +67,19 @@ func runAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		}
 		defer os.RemoveAll(tmp)
 		*dataDir = tmp
+	}
+	explicit := os.Getenv("FILIGRANE_DATA") != ""
+	fs.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "data" })
+	if s3cfg == nil && !explicit {
+		// Without --data, opening the default directory when it holds no store would create an empty one,
+		// and commands would then "succeed" on an organization no node serves. A named directory may be new:
+		// an operator can prepare organizations before a node's first start.
+		if _, err := os.Stat(node.Layout{Root: *dataDir}.StoreDir()); err != nil {
+			fmt.Fprintf(stderr, "filigrane admin: no Filigrane store in %s (%v).\n"+
+				"Name the stopped node's data directory with --data DIR (or FILIGRANE_DATA), or a cluster's shared store with --s3-endpoint.\n",
+				*dataDir, err)
+			return 1
+		}
 	}
 	storage, err := node.OpenStorage(ctx, *dataDir, s3cfg, zerolog.Nop())
 	if err != nil {

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -64,5 +65,28 @@ func TestAdminErrors(t *testing.T) {
 		if code := run(context.Background(), args, &out, &errb); code == 0 || errb.Len() == 0 {
 			t.Fatalf("filigrane %s: exit %d, stderr %q; want a failure with a message", strings.Join(args[3:], " "), code, errb.String())
 		}
+	}
+}
+
+// TestAdminWithoutStore: with no --data and no store in the default directory, admin says what is missing
+// and creates nothing.
+func TestAdminWithoutStore(t *testing.T) {
+	t.Chdir(t.TempDir())
+	t.Setenv("FILIGRANE_DATA", "")
+	var out, errb bytes.Buffer
+	code := run(context.Background(), []string{"admin", "org", "list"}, &out, &errb)
+	if code != 1 || !strings.Contains(errb.String(), "no Filigrane store in ./data") || !strings.Contains(errb.String(), "--data") {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	if _, err := os.Stat("data"); !os.IsNotExist(err) {
+		t.Fatalf("admin created ./data: %v", err)
+	}
+}
+
+func TestServeRefusesMalformedLimits(t *testing.T) {
+	t.Setenv("FILIGRANE_HEADER_TIMEOUT", "ten seconds")
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), []string{"serve", "--data", t.TempDir()}, &out, &errb); code != 2 || !strings.Contains(errb.String(), "FILIGRANE_HEADER_TIMEOUT") {
+		t.Fatalf("exit %d: %s", code, errb.String())
 	}
 }

@@ -12,12 +12,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 
 	"filigrane/bench/attack"
 	"filigrane/bench/codecbench"
 	"filigrane/bench/corpus"
+	"filigrane/bench/quality"
 	"filigrane/codec"
 	"filigrane/codec/imageio"
 )
@@ -25,6 +27,7 @@ import (
 const benchUsage = `usage:
   filigrane bench codec [flags]   watermark quality, robustness, false positives, speed and memory
   filigrane bench api [flags]     load test of the HTTP API
+  filigrane bench video [flags]   video adapter: robustness on real clips, false positives, speed vs plain ffmpeg
 
 Run "filigrane bench codec -h" for its flags; bench/README.md explains the method.
 `
@@ -39,6 +42,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return runBenchCodec(ctx, args[1:], stdout, stderr)
 	case "api":
 		return runBenchAPI(ctx, args[1:], stdout, stderr)
+	case "video":
+		return runBenchVideo(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, benchUsage)
 		return 0
@@ -47,8 +52,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	return 2
 }
 
-// memoryProbeSize is the 40 MP image of the memory target (the service's pixel limit for direct requests).
-const memoryProbeSize = "7680x5200"
+// memoryProbeSizes are the 12 MP and 40 MP images of the memory targets (40 MP is the service's pixel limit for
+// direct requests).
+func memoryProbeSizes() []string { return []string{"4000x3000", "7680x5200"} }
 
 func runBenchCodec(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("filigrane bench codec", flag.ContinueOnError)
@@ -57,17 +63,20 @@ func runBenchCodec(ctx context.Context, args []string, stdout, stderr io.Writer)
 		cacheDir  = fs.String("corpus", corpus.DefaultCacheDir(), "corpus cache directory (Debian packages are downloaded and extracted here once)")
 		outDir    = fs.String("out", "bench/results/codec", "directory for report.json, report.md and chart.png")
 		quick     = fs.Bool("quick", false, "quick mode: one attack per family, 4 photos, 200 false-positive probes, no memory probe")
-		maxImages = fs.Int("max-images", 0, "use at most this many images of 1 MP or more (0: all)")
+		maxImages = fs.Int("max-images", 0, "use at most this many images of 1 MP or more of each kind: photo, art, graphic (0: all)")
 		small     = fs.Int("small", 12, "also run this many photos under 1 MP (the 512-px regime), reported separately")
 		fps       = fs.Int("false-positives", 2000, "number of unmarked probes (crops and rescales of the corpus)")
 		workers   = fs.Int("workers", runtime.NumCPU(), "images processed concurrently")
 		seed      = fs.Uint64("seed", 1, "seed for crop offsets, noise and probes")
-		psnr      = fs.Float64("psnr", codec.DefaultPSNR, "embedding PSNR target in dB")
+		psnr      = fs.Float64("psnr", codec.DefaultPSNR, "embedding PSNR floor in dB")
+		strength  = fs.Float64("strength", codec.DefaultStrength, "perceptual embedding strength (mark amplitude in visibility thresholds)")
+		percept   = fs.Bool("butteraugli", true, "measure butteraugli of each marked image and of its JPEG q90 re-save (installs libjxl-devtools when missing)")
 		keyFile   = fs.String("key-file", "", "deployment key file (default: $FILIGRANE_CODEC_KEY, else the development key)")
 		speed     = fs.Bool("speed", true, "time 1 MP and 12 MP embed and detect one at a time")
 		memory    = fs.Bool("memory", true, "measure peak memory of a 40 MP embed and detect in a child process")
 		synthetic = fs.Int("synthetic", 0, "use this many generated images instead of the corpus (offline runs)")
 		noFetch   = fs.Bool("no-fetch", false, "do not download the corpus; fail if it is not cached")
+		kinds     = fs.String("kinds", "photo,art,graphic", "comma-separated image kinds of 1 MP or more to run (photo, art, graphic)")
 		only      = fs.String("attacks", "", "comma-separated attack names to run (default: the whole suite, or the quick one)")
 		probe     = fs.String("memory-probe", "", "internal: measure memory for a WxH image in this process and print JSON")
 	)
@@ -99,7 +108,8 @@ func runBenchCodec(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return 0
 	}
 
-	cfg := codecbench.Config{Key: key, PSNR: *psnr, Attacks: attack.Suite(), FalsePositives: *fps, Workers: *workers,
+	cfg := codecbench.Config{Key: key, PSNR: *psnr, Strength: *strength, Perceptual: *percept,
+		PanelDir: filepath.Join(*outDir, "flat"), Attacks: attack.Suite(), FalsePositives: *fps, Workers: *workers,
 		Seed: *seed, Speed: *speed, Log: stderr}
 	if *quick {
 		cfg.Attacks = attack.Quick()
@@ -141,10 +151,20 @@ func runBenchCodec(ctx context.Context, args []string, stdout, stderr io.Writer)
 			fmt.Fprintln(stderr, "filigrane bench codec:", err)
 			return 1
 		}
-		sources = selectSources(photos, *maxImages, *small)
+		sources = selectSources(photos, *maxImages, *small, strings.Split(*kinds, ","))
 		// Speed is measured on crops of the largest corpus image, whether or not the selection includes it.
-		all := selectSources(photos, 0, 0)
+		all := selectSources(photos, 0, 0, []string{corpus.KindPhoto, corpus.KindArt, corpus.KindGraphic})
 		cfg.SpeedImage = func(w, h int) (*image.NRGBA, string) { return codecbench.SpeedImage(all, w, h) }
+	}
+	if cfg.Perceptual {
+		if err := corpus.EnsureTool(ctx, quality.ButteraugliTool, "libjxl-devtools", stderr); err != nil {
+			fmt.Fprintln(stderr, "filigrane bench codec:", err, "(or run with --butteraugli=false)")
+			return 1
+		}
+	}
+	if err := os.MkdirAll(cfg.PanelDir, 0o755); err != nil {
+		fmt.Fprintln(stderr, "filigrane bench codec:", err)
+		return 1
 	}
 	fmt.Fprintf(stderr, "bench codec: %d images, %d attacks, %d false-positive probes, %d workers\n",
 		len(sources), len(cfg.Attacks), cfg.FalsePositives, cfg.Workers)
@@ -208,27 +228,31 @@ func flagSet(fs *flag.FlagSet, name string) bool {
 
 // selectSources keeps the images of 1 MP or more (at most maxImages, spread over photos and graphics) and up to
 // small photos under 1 MP of at least 0.2 MP.
-func selectSources(photos []corpus.Photo, maxImages, small int) []codecbench.Source {
-	var big, tiny []corpus.Photo
+func selectSources(photos []corpus.Photo, maxImages, small int, kinds []string) []codecbench.Source {
+	var tiny []corpus.Photo
+	byKind := map[string][]corpus.Photo{}
 	for _, p := range photos {
 		kind := corpus.Kind(p.Name)
 		switch {
 		case p.Pixels() >= 1_000_000:
-			big = append(big, p)
+			byKind[kind] = append(byKind[kind], p)
 		case kind == corpus.KindPhoto && p.Pixels() >= 200_000:
 			tiny = append(tiny, p)
 		}
 	}
-	// Photos first, smallest first, so that a limited run covers the target class quickly.
-	sort.SliceStable(big, func(i, j int) bool {
-		ki, kj := corpus.Kind(big[i].Name) == corpus.KindPhoto, corpus.Kind(big[j].Name) == corpus.KindPhoto
-		if ki != kj {
-			return ki
+	// Per kind (photos, then art, then other graphics), smallest first, so that a limited run covers each class
+	// quickly.
+	var big []corpus.Photo
+	for _, kind := range []string{corpus.KindPhoto, corpus.KindArt, corpus.KindGraphic} {
+		if !slices.Contains(kinds, kind) {
+			continue
 		}
-		return big[i].Pixels() < big[j].Pixels()
-	})
-	if maxImages > 0 && len(big) > maxImages {
-		big = big[:maxImages]
+		list := byKind[kind]
+		sort.SliceStable(list, func(i, j int) bool { return list[i].Pixels() < list[j].Pixels() })
+		if maxImages > 0 && len(list) > maxImages {
+			list = list[:maxImages]
+		}
+		big = append(big, list...)
 	}
 	if len(tiny) > small {
 		tiny = tiny[:small]
@@ -270,16 +294,21 @@ func memoryInChild(ctx context.Context, key []byte, psnr float64) ([]codecbench.
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.CommandContext(ctx, exe, "bench", "codec", "--memory-probe", memoryProbeSize, "--psnr", fmt.Sprint(psnr))
-	cmd.Env = append(os.Environ(), "FILIGRANE_CODEC_KEY="+string(key))
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Run(); err != nil {
-		return nil, fmt.Errorf("%v: %s", err, strings.TrimSpace(errb.String()))
+	var all []codecbench.MemoryResult
+	for _, size := range memoryProbeSizes() {
+		cmd := exec.CommandContext(ctx, exe, "bench", "codec", "--memory-probe", size, "--psnr", fmt.Sprint(psnr))
+		// One core: the targets are per core, and the peak memory must not depend on parallel garbage.
+		cmd.Env = append(os.Environ(), "FILIGRANE_CODEC_KEY="+string(key), "GOMAXPROCS=1")
+		var out, errb bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		if err := cmd.Run(); err != nil {
+			return all, fmt.Errorf("%s: %v: %s", size, err, strings.TrimSpace(errb.String()))
+		}
+		var res []codecbench.MemoryResult
+		if err := json.Unmarshal(out.Bytes(), &res); err != nil {
+			return all, fmt.Errorf("reading probe output: %w", err)
+		}
+		all = append(all, res...)
 	}
-	var res []codecbench.MemoryResult
-	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
-		return nil, fmt.Errorf("reading probe output: %w", err)
-	}
-	return res, nil
+	return all, nil
 }

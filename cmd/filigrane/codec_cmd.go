@@ -1,14 +1,12 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
-	"image"
 	"io"
 	"os"
 	"path/filepath"
@@ -16,22 +14,32 @@ import (
 
 	"filigrane/codec"
 	"filigrane/codec/imageio"
+	"filigrane/codec/markfile"
 	"filigrane/codec/pdf"
+	"filigrane/codec/video"
 )
 
 const codecUsage = `usage:
-  filigrane codec embed --data '{"k":"v"}' [--psnr 42] [--key-file F] IN OUT.png
-  filigrane codec embed --data '{"k":"v"}' [--strength 4] [--key-file F] IN.pdf OUT.pdf
+  filigrane codec embed --data '{"k":"v"}' [--strength 1] [--psnr 38] [--key-file F] IN OUT.png|OUT.jpg|OUT.webp
+  filigrane codec embed --data '{"k":"v"}' [--psnr 42] [--crf 18] [--preset medium] IN.mp4|IN.mov OUT
+  filigrane codec embed --data '{"k":"v"}' [--darkening 4] [--key-file F] IN.pdf OUT.pdf
   filigrane codec detect [--key-file F] [--rendered] IN
 
 embed marks IN with the watermark id of the JSON object given by --data (SHA-256 of its RFC 8785 canonical
-form; --data @FILE reads it from FILE) and writes OUT as PNG (the only output format; EXIF orientation is
-applied to the pixels, ICC profile, alpha and 16-bit depth are kept; of an animated GIF only the first frame is
-marked). It prints the watermark id and the measured PSNR.
+form; --data @FILE reads it from FILE) and writes OUT as PNG, as JPEG (quality 95, 4:4:4 chroma) when OUT
+ends in .jpg or .jpeg, or as lossless WebP (8 bits per channel) when it ends in .webp. EXIF orientation is applied to the pixels and the ICC profile is kept; PNG also keeps
+alpha and 16-bit depth (JPEG refuses transparent images); of an animated GIF only the first frame is marked. --strength is perceptual (the mark's amplitude in units of the local visibility threshold: textured
+areas carry the mark, flat ones almost nothing); --psnr is a floor. The mark is read back from the encoded
+output before OUT is written; if it does not read back even at a higher strength, nothing is written and the
+exit status is 1. It prints the watermark id, the measured PSNR and the strength applied.
+
+Video (.mp4, .mov, .m4v by extension): every frame is marked and re-encoded with x264 (--crf, --preset);
+OUT keeps the container, audio is copied, rotation and metadata are kept; ffmpeg and ffprobe must be installed
+(scripts/setup.sh). Video detection reports one unit per second of video.
 
 A PDF (chosen by the .pdf extension of IN) is written as a PDF: text, vectors, links, outlines and metadata
 are kept; the id is stored with a MAC in the document structure and drawn over every page as a faint pattern
-(--strength: its peak darkening on white, in 8-bit levels, 1 to 8). It prints the watermark id, the page count
+(--darkening: its peak darkening on white, in 8-bit levels, 1 to 8). It prints the watermark id, the page count
 and the sizes. PDFs that are encrypted, signed, XFA forms or carry JavaScript are refused with the reason.
 
 detect prints the detection result as JSON: watermarked, confidence, watermark_id (null when nothing was
@@ -175,9 +183,12 @@ func parseData(arg string) (codec.ID, error) {
 func codecEmbed(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	f := newCodecFlags("embed", stderr)
 	data := f.fs.String("data", "", "the JSON object whose id is embedded (required; @FILE reads a file)")
-	psnr := f.fs.Float64("psnr", codec.DefaultPSNR, fmt.Sprintf("target PSNR in dB (%g to %g)", codec.MinPSNR, codec.MaxPSNR))
-	strength := f.fs.Float64("strength", pdf.DefaultStrength, fmt.Sprintf("PDF only: peak darkening of the page pattern in 8-bit levels (%g to %g)", pdf.MinStrength, pdf.MaxStrength))
+	psnr := f.fs.Float64("psnr", codec.DefaultPSNR, fmt.Sprintf("minimum PSNR in dB (%g to %g)", codec.MinPSNR, codec.MaxPSNR))
+	strength := f.fs.Float64("strength", codec.DefaultStrength, fmt.Sprintf("perceptual strength: mark amplitude in visibility thresholds (%g to %g)", codec.MinStrength, codec.MaxStrength))
+	darkening := f.fs.Float64("darkening", pdf.DefaultStrength, fmt.Sprintf("PDF only: peak darkening of the page pattern on white, in 8-bit levels (%g to %g)", pdf.MinStrength, pdf.MaxStrength))
 	asJSON := f.fs.Bool("json", false, "print the result as JSON")
+	crf := f.fs.Int("crf", video.DefaultCRF, "video only: x264 constant rate factor of the re-encode")
+	preset := f.fs.String("preset", video.DefaultPreset, "video only: x264 preset of the re-encode")
 	pos, err := parseInterleaved(f.fs, args)
 	if err != nil {
 		return 2
@@ -197,14 +208,31 @@ func codecEmbed(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return 2
 	}
 	if isPDF(in) {
-		return codecEmbedPDF(ctx, f, in, out, id, *strength, *asJSON, stdout, stderr)
+		return codecEmbedPDF(ctx, f, in, out, id, *darkening, *asJSON, stdout, stderr)
 	}
 	if *psnr < codec.MinPSNR || *psnr > codec.MaxPSNR {
 		fmt.Fprintf(stderr, "filigrane codec embed: --psnr %g outside %g..%g\n", *psnr, codec.MinPSNR, codec.MaxPSNR)
 		return 2
 	}
-	if ext := strings.ToLower(filepath.Ext(out)); ext != ".png" {
-		fmt.Fprintf(stderr, "filigrane codec embed: the output is always PNG; name it *.png, not %q\n", out)
+	if *strength < codec.MinStrength || *strength > codec.MaxStrength {
+		fmt.Fprintf(stderr, "filigrane codec embed: --strength %g outside %g..%g\n", *strength, codec.MinStrength, codec.MaxStrength)
+		return 2
+	}
+	if isVideoPath(in) {
+		c, err := f.codec(stderr)
+		if err != nil {
+			fmt.Fprintln(stderr, "filigrane codec embed:", err)
+			return 2
+		}
+		opt := video.Options{CRF: *crf, Preset: *preset}
+		if flagSet(f.fs, "psnr") {
+			opt.PSNR = *psnr // else the video default, not the image floor
+		}
+		return videoEmbed(ctx, c, in, out, id, opt, *asJSON, stdout, stderr)
+	}
+	format, err := markfile.ParseFormat(strings.TrimPrefix(strings.ToLower(filepath.Ext(out)), "."))
+	if err != nil {
+		fmt.Fprintf(stderr, "filigrane codec embed: name the output *.png, *.jpg or *.webp, not %q\n", out)
 		return 2
 	}
 	c, err := f.codec(stderr)
@@ -218,46 +246,45 @@ func codecEmbed(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return 1
 	}
 	if pic.Frames > 1 {
-		fmt.Fprintf(stderr, "filigrane codec embed: warning: %s has %d frames; only the first is marked and the output is a still PNG\n", in, pic.Frames)
+		fmt.Fprintf(stderr, "filigrane codec embed: warning: %s has %d frames; only the first is marked and the output is a still image\n", in, pic.Frames)
 	}
 	if err := ctx.Err(); err != nil {
 		fmt.Fprintln(stderr, "filigrane codec embed:", err)
 		return 1
 	}
-	marked, rep, err := c.Embed(pic.Image, id, codec.EmbedOptions{PSNR: *psnr})
+	// The mark is verified on the encoded file before it is written (retrying stronger if it does not read back).
+	res, err := markfile.Embed(ctx, c, pic, id, format, codec.EmbedOptions{PSNR: *psnr, Strength: *strength})
 	if err != nil {
 		fmt.Fprintf(stderr, "filigrane codec embed: %s: %v\n", in, err)
 		return 1
 	}
-	if err := writePNGFile(out, marked, pic.ICC); err != nil {
+	rep := res.Report
+	if err := writeFileAtomic(out, res.Data); err != nil {
 		fmt.Fprintln(stderr, "filigrane codec embed:", err)
 		return 1
 	}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
+		enc.SetEscapeHTML(false) // file paths may hold '&'
 		enc.SetIndent("", "  ")
-		_ = enc.Encode(map[string]any{"watermark_id": id.String(), "psnr": rep.PSNR, "output": out,
+		_ = enc.Encode(map[string]any{"watermark_id": id.String(), "psnr": rep.PSNR, "strength": rep.Strength,
+			"verified": true, "attempts": res.Attempts, "output": out,
 			"width": pic.Width, "height": pic.Height, "input_format": pic.Format})
 		return 0
 	}
-	fmt.Fprintf(stdout, "watermark_id: %s\npsnr: %.2f dB\n", id, rep.PSNR)
+	fmt.Fprintf(stdout, "watermark_id: %s\npsnr: %.2f dB\nstrength: %.2f\nverified: yes\n", id, rep.PSNR, rep.Strength)
 	return 0
 }
 
-// writePNGFile writes through a temporary file in the same directory and renames it, so a failed run never
+// writeFileAtomic writes through a temporary file in the same directory and renames it, so a failed run never
 // leaves a half-written OUT behind.
-func writePNGFile(path string, img image.Image, icc []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".filigrane-*.png")
+func writeFileAtomic(path string, data []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".filigrane-*"+filepath.Ext(path))
 	if err != nil {
 		return fmt.Errorf("creating output: %w", err)
 	}
 	defer os.Remove(tmp.Name()) // no-op after a successful rename
-	w := bufio.NewWriterSize(tmp, 1<<20)
-	if err := imageio.EncodePNG(w, img, icc); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := w.Flush(); err != nil {
+	if _, err := tmp.Write(data); err != nil {
 		tmp.Close()
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
@@ -294,6 +321,9 @@ func codecDetect(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	if isPDF(pos[0]) {
 		return codecDetectPDF(ctx, c, pos[0], *rendered, stdout, stderr)
 	}
+	if isVideoPath(pos[0]) {
+		return videoDetect(ctx, c, pos[0], stdout, stderr)
+	}
 	pic, err := readPicture(pos[0], f.maxPixels)
 	if err != nil {
 		fmt.Fprintln(stderr, "filigrane codec detect:", err)
@@ -311,6 +341,7 @@ func codecDetect(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		d.Units = []codec.Unit{}
 	}
 	enc := json.NewEncoder(stdout)
+	enc.SetEscapeHTML(false)
 	enc.SetIndent("", "  ")
 	if err := enc.Encode(d); err != nil {
 		fmt.Fprintln(stderr, "filigrane codec detect:", err)

@@ -81,7 +81,8 @@ func TestCodecCLIUsageErrors(t *testing.T) {
 		{"null", []string{"codec", "embed", "--data", "null", in, out}, 2, "JSON object"},
 		{"too big", []string{"codec", "embed", "--data", `{"a":"` + strings.Repeat("x", 9000) + `"}`, in, out}, 2, "more than"},
 		{"missing out", []string{"codec", "embed", "--data", `{"a":1}`, in}, 2, "want IN and OUT.png"},
-		{"not png out", []string{"codec", "embed", "--data", `{"a":1}`, in, filepath.Join(dir, "o.jpg")}, 2, "always PNG"},
+		{"unknown output format", []string{"codec", "embed", "--data", `{"a":1}`, in, filepath.Join(dir, "o.gif")}, 2, "*.png, *.jpg or *.webp"},
+		{"strength out of range", []string{"codec", "embed", "--data", `{"a":1}`, "--strength", "9", in, out}, 2, "--strength 9 outside"},
 		{"psnr too low", []string{"codec", "embed", "--data", `{"a":1}`, "--psnr", "20", in, out}, 2, "--psnr"},
 		{"short key", []string{"codec", "embed", "--key-file", shortKey, "--data", `{"a":1}`, in, out}, 2, "invalid key"},
 		{"missing key file", []string{"codec", "detect", "--key-file", filepath.Join(dir, "nope"), in}, 2, "key file"},
@@ -186,6 +187,18 @@ func TestCodecCLIEmbedDetect(t *testing.T) {
 	}
 	if err := json.Unmarshal([]byte(stdout), &res); err != nil || res.WatermarkID != want.String() || res.PSNR < 39 {
 		t.Fatalf("embed --json: %v %+v", err, res)
+	}
+
+	// JPEG output: a real JPEG file from which the mark reads back.
+	outJPEG := filepath.Join(dir, "marked.jpg")
+	if code, _, stderr := runCLI(t, "codec", "embed", "--data", data, "--key-file", key, in, outJPEG); code != 0 {
+		t.Fatalf("embed to JPEG exit %d: %s", code, stderr)
+	}
+	if head, _ := os.ReadFile(outJPEG); len(head) < 3 || head[0] != 0xFF || head[1] != 0xD8 {
+		t.Fatal("OUT.jpg is not a JPEG file")
+	}
+	if d := detect("--key-file", key, outJPEG); !d.Watermarked || *d.WatermarkID != want.String() {
+		t.Fatalf("marked JPEG: %+v", d)
 	}
 }
 

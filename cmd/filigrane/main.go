@@ -1,5 +1,6 @@
 // Command filigrane is the one Filigrane binary: the server (serve), offline administration of a stopped node's
-// data directory (admin), the offline watermark codec (codec) and the benchmarks (bench).
+// data directory (admin), the offline watermark codec (codec), the benchmarks (bench) and
+// the GPU diagnostic (gpu).
 package main
 
 import (
@@ -18,6 +19,7 @@ commands:
   admin    administer a stopped node's data directory (organizations, members, keys, credits)
   codec    embed or detect a watermark in a local file
   bench    run a benchmark (api, codec)
+  gpu      show the GPUs this node can use (gpu info)
   version  print the version
 `
 
@@ -46,6 +48,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return runCodec(ctx, args[1:], stdout, stderr)
 	case "bench":
 		return runBench(ctx, args[1:], stdout, stderr)
+	case "gpu":
+		return runGPU(ctx, args[1:], stdout, stderr)
 	case "version", "--version", "-v":
 		fmt.Fprintln(stdout, "filigrane", version)
 		return 0

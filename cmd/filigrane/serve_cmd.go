@@ -6,12 +6,16 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
 
+	"filigrane/actors"
 	"filigrane/cluster"
+	apihttp "filigrane/http"
+	"filigrane/internal/netguard"
 	"filigrane/internal/node"
 )
 
@@ -32,12 +36,22 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	s3 := s3Flags(fs)
 	roles := fs.String("roles", envOr("FILIGRANE_ROLES", "edge,worker"), "node roles: edge (serves HTTP), worker (hosts actors, runs codec work), gpu")
 	workers := fs.Int("workers", 0, "codec workers (0: one per CPU)")
+	decodeMemory := fs.String("decode-memory", envOr("FILIGRANE_DECODE_MEMORY", ""), "memory for decoding images, shared by all decodes of this node, e.g. 4GiB (default: half the available memory)")
 	codecKeyFile := fs.String("codec-key-file", envOr("FILIGRANE_CODEC_KEY_FILE", ""), "file holding the watermark secret (else env FILIGRANE_CODEC_KEY, else the public development key)")
 	fs.StringVar(&cfg.PublicUploadURL, "public-upload-url", envOr("FILIGRANE_PUBLIC_UPLOAD_URL", ""), "base URL clients PUT signed uploads to (default: http:// + the upload listener)")
 	fs.StringVar(&cfg.WebsiteOrigin, "website-origin", envOr("FILIGRANE_WEBSITE_ORIGIN", ""), "the one browser origin allowed to PUT uploads (CORS); empty allows none")
 	uploadSecretFile := fs.String("upload-secret-file", envOr("FILIGRANE_UPLOAD_SECRET_FILE", ""), "file holding the upload URL signing secret (default: generated once and kept in the store)")
+	fs.IntVar(&cfg.Conns.MaxConns, "max-conns", envInt("FILIGRANE_MAX_CONNS", netguard.DefaultMaxConns), "open connections per listener (API, upload host); more are answered 503")
+	fs.IntVar(&cfg.Conns.MaxConnsPerIP, "max-conns-per-ip", envInt("FILIGRANE_MAX_CONNS_PER_IP", netguard.DefaultMaxConnsPerIP), "open connections per client IP and listener; more are answered 503")
+	fs.DurationVar(&cfg.Conns.HeaderTimeout, "header-timeout", envDuration("FILIGRANE_HEADER_TIMEOUT", apihttp.DefaultHeaderTimeout), "time a request has to send its headers; 408 after it")
+	fs.DurationVar(&cfg.Conns.BodyProgress, "body-timeout", envDuration("FILIGRANE_BODY_TIMEOUT", netguard.DefaultBodyProgress), "longest wait for the next bytes of a request body or response (progress, not total time)")
+	fs.DurationVar(&cfg.Conns.IdleTimeout, "idle-timeout", envDuration("FILIGRANE_IDLE_TIMEOUT", apihttp.DefaultIdleTimeout), "how long a keep-alive connection may wait for its next request")
 	grace := fs.Duration("shutdown-grace", 30*time.Second, "how long in-flight requests may take to finish on shutdown")
 	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if err := checkLimitEnv(); err != nil {
+		fmt.Fprintln(stderr, "filigrane serve:", err)
 		return 2
 	}
 	if *join != "" {
@@ -51,6 +65,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	cfg.Logger = logger
 	cfg.S3 = s3()
 	cfg.Workers = *workers
+	if *decodeMemory != "" {
+		if cfg.DecodeMemory, err = actors.ParseByteSize(*decodeMemory); err != nil || cfg.DecodeMemory == 0 {
+			fmt.Fprintf(stderr, "filigrane serve: --decode-memory %q: want a size such as 4GiB\n", *decodeMemory)
+			return 2
+		}
+	}
 	for _, r := range strings.Split(*roles, ",") {
 		role := cluster.Role(strings.TrimSpace(r))
 		if role != cluster.RoleEdge && role != cluster.RoleWorker && role != cluster.RoleGPU {
@@ -81,6 +101,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		logger.Warn().Msg("using the public development codec key: set FILIGRANE_CODEC_KEY or --codec-key-file in production")
 	}
 	cfg.Bootstrap = true
+	fitConnsToFileLimit(&cfg, logger)
 
 	n, err := node.Start(ctx, cfg)
 	if err != nil {
@@ -99,7 +120,11 @@ Try it:
 
     curl -s -H 'X-API-Key: %s' http://%s/auth/api-key
 
-`, d.OrgID, d.Secret, d.Secret, n.APIAddr())
+Lost it? Stop the node (or add --s3-endpoint ... in a cluster) and make a new one:
+
+    filigrane admin key create --org %s --member %s
+
+`, d.OrgID, d.Secret, d.Secret, n.APIAddr(), d.OrgID, d.MemberID)
 	}
 	waitErr := n.Wait(ctx)
 	if waitErr != nil {
@@ -118,6 +143,64 @@ Try it:
 		return 1
 	}
 	return 0
+}
+
+// fitConnsToFileLimit raises the open-file limit to its hard limit and, where even that is too low for the
+// connection limits of both listeners plus the store's own files, lowers the connection limits to fit: a
+// refused connection (503) is better than a failed accept.
+func fitConnsToFileLimit(cfg *node.Config, logger zerolog.Logger) {
+	soft, err := netguard.RaiseFileLimit()
+	if err != nil {
+		logger.Warn().Err(err).Msg("open-file limit")
+	}
+	const reserve = 512 // Pebble, blobs in flight, the cluster's sockets, ffmpeg pipes
+	if soft == 0 || cfg.Conns.MaxConns <= 0 {
+		return
+	}
+	if fit := (int64(soft) - reserve) / 2; fit < int64(cfg.Conns.MaxConns) {
+		fit = max(fit, 16)
+		logger.Warn().Uint64("open_file_limit", soft).Int("max_conns", cfg.Conns.MaxConns).Int64("lowered_to", fit).
+			Msg("the open-file limit is too low for --max-conns on both listeners; lowering it (raise the hard limit: ulimit -Hn)")
+		cfg.Conns.MaxConns = int(fit)
+	}
+}
+
+// checkLimitEnv refuses malformed limit variables, which envInt and envDuration would otherwise replace by
+// their defaults without a word.
+func checkLimitEnv() error {
+	for _, name := range []string{"FILIGRANE_MAX_CONNS", "FILIGRANE_MAX_CONNS_PER_IP"} {
+		if v := os.Getenv(name); v != "" {
+			if n, err := strconv.Atoi(v); err != nil || n < 0 {
+				return fmt.Errorf("%s=%q: want a whole number of connections", name, v)
+			}
+		}
+	}
+	for _, name := range []string{"FILIGRANE_HEADER_TIMEOUT", "FILIGRANE_BODY_TIMEOUT", "FILIGRANE_IDLE_TIMEOUT"} {
+		if v := os.Getenv(name); v != "" {
+			if d, err := time.ParseDuration(v); err != nil || d < 0 {
+				return fmt.Errorf("%s=%q: want a duration such as 10s", name, v)
+			}
+		}
+	}
+	return nil
+}
+
+// envInt reads an integer environment variable, def when unset or not a number (checkLimitEnv refuses
+// the latter).
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil {
+		return v
+	}
+	return def
+}
+
+// envDuration reads a duration environment variable (e.g. 10s), def when unset or malformed (checkLimitEnv
+// refuses the latter).
+func envDuration(name string, def time.Duration) time.Duration {
+	if v, err := time.ParseDuration(os.Getenv(name)); err == nil {
+		return v
+	}
+	return def
 }
 
 func envOr(name, def string) string {

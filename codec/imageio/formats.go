@@ -18,33 +18,29 @@ import (
 // The readers below are called directly rather than through image.Decode so that this package does not depend
 // on which decoders some other package registered.
 var (
-	jpegFormat = format{"jpeg",
-		func(b []byte) (image.Config, error) { return jpeg.DecodeConfig(bytes.NewReader(b)) },
-		func(b []byte) (image.Image, error) { return jpeg.Decode(bytes.NewReader(b)) }}
-	pngFormat = format{"png",
-		func(b []byte) (image.Config, error) { return png.DecodeConfig(bytes.NewReader(b)) },
-		func(b []byte) (image.Image, error) { return png.Decode(bytes.NewReader(b)) }}
-	gifFormat = format{"gif",
-		func(b []byte) (image.Config, error) { return gif.DecodeConfig(bytes.NewReader(b)) },
-		// gif.Decode stops after the first frame, so later frames cost neither time nor memory.
-		func(b []byte) (image.Image, error) { return gif.Decode(bytes.NewReader(b)) }}
-	bmpFormat = format{"bmp",
-		func(b []byte) (image.Config, error) { return bmp.DecodeConfig(bytes.NewReader(b)) },
-		func(b []byte) (image.Image, error) { return bmp.Decode(bytes.NewReader(b)) }}
-	tiffFormat = format{"tiff",
-		func(b []byte) (image.Config, error) { return tiff.DecodeConfig(bytes.NewReader(b)) },
-		func(b []byte) (image.Image, error) { return tiff.Decode(bytes.NewReader(b)) }}
-	webpFormat = format{"webp",
-		func(b []byte) (image.Config, error) { return webp.DecodeConfig(bytes.NewReader(b)) },
-		func(b []byte) (image.Image, error) { return webp.Decode(bytes.NewReader(b)) }}
-	pnmFormat = format{"pnm", pnmConfig, pnmDecode}
+	jpegFormat = readerFormat("jpeg", jpeg.DecodeConfig, jpeg.Decode)
+	pngFormat  = readerFormat("png", png.DecodeConfig, png.Decode)
+	// gif.Decode stops after the first frame, so later frames cost neither time nor memory.
+	gifFormat  = readerFormat("gif", gif.DecodeConfig, gif.Decode)
+	bmpFormat  = readerFormat("bmp", bmp.DecodeConfig, bmp.Decode)
+	tiffFormat = readerFormat("tiff", tiff.DecodeConfig, tiff.Decode)
+	webpFormat = readerFormat("webp", webp.DecodeConfig, webp.Decode)
+	pnmFormat  = format{name: "pnm", config: pnmConfig, decode: pnmDecode}
 )
+
+// readerFormat describes a format read by an io.Reader decoder.
+func readerFormat(name string, config func(io.Reader) (image.Config, error), decode func(io.Reader) (image.Image, error)) format {
+	return format{name: name,
+		config:       func(b []byte) (image.Config, error) { return config(bytes.NewReader(b)) },
+		decode:       func(b []byte) (image.Image, error) { return decode(bytes.NewReader(b)) },
+		decodeReader: decode}
+}
 
 // classify wraps a decoder error in ErrUnsupportedFormat or ErrCorrupt. Decoders report features they do not
 // implement with their own UnsupportedError types; everything else (bad structure, truncation) is corruption.
 func classify(formatName, what string, err error) error {
 	if errors.Is(err, ErrUnsupportedFormat) || errors.Is(err, ErrCorrupt) ||
-		errors.Is(err, ErrTooManyPixels) || errors.Is(err, ErrTooLarge) {
+		errors.Is(err, ErrTooManyPixels) || errors.Is(err, ErrTooLarge) || errors.Is(err, ErrTooComplex) {
 		return fmt.Errorf("imageio: %s %s: %w", formatName, what, err)
 	}
 	var (

@@ -15,12 +15,15 @@
 // Animated GIFs: only the first frame is decoded (and later marked); the output is a still PNG.
 // Picture.Frames reports how many frames the input had so callers can warn about it.
 //
-// Decompression bombs: the size of the file and the pixel count from the header are checked against Limits
-// before any pixel buffer is allocated.
+// Decompression bombs and costly structure: the size of the file and the pixel count from the header are checked
+// against Limits, and the file's structure against the structure limits (JPEG scans, PNG chunks, TIFF IFDs, GIF
+// frames; see MaxJPEGScans), before any pixel buffer is allocated. EstimateCost tells from a file's first bytes
+// how much memory decoding it takes, so that callers can budget memory before reading the whole file.
 package imageio
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"image"
@@ -28,7 +31,7 @@ import (
 )
 
 // Errors returned by Decode, always wrapped with detail; test with errors.Is. The HTTP layer maps the first two
-// to 422 and the last two to 413.
+// to 422 and the last two to 413; ErrTooComplex (structure.go) to 422.
 var (
 	// ErrUnsupportedFormat: the bytes are not an image format we read, or use a feature we do not support
 	// (animated WebP, 1-bit Netpbm, exotic TIFF compression...).
@@ -93,6 +96,8 @@ type format struct {
 	name   string
 	config func(data []byte) (image.Config, error)
 	decode func(data []byte) (image.Image, error)
+	// decodeReader, when set, is the same decoder reading from r, which lets a context stop it mid-file.
+	decodeReader func(r io.Reader) (image.Image, error)
 }
 
 // Decode reads one image file and returns it upright, converted to NRGBA or NRGBA64. It refuses files larger than
@@ -111,33 +116,23 @@ func Decode(r io.Reader, lim Limits) (*Picture, error) {
 
 // DecodeBytes is Decode for a file already in memory; lim.MaxBytes is checked against len(data).
 func DecodeBytes(data []byte, lim Limits) (*Picture, error) {
+	return DecodeBytesContext(context.Background(), data, lim)
+}
+
+// DecodeBytesContext is DecodeBytes that stops, with ctx's error, when ctx is done while the decoder reads.
+func DecodeBytesContext(ctx context.Context, data []byte, lim Limits) (*Picture, error) {
 	lim = lim.withDefaults()
-	if int64(len(data)) > lim.MaxBytes {
-		return nil, fmt.Errorf("imageio: file is larger than %d bytes: %w", lim.MaxBytes, ErrTooLarge)
-	}
-	f, err := sniff(data)
+	f, cfg, err := checkAll(data, lim)
 	if err != nil {
 		return nil, err
 	}
-	cfg, err := f.config(data)
-	if err != nil {
-		return nil, classify(f.name, "reading header", err)
-	}
-	if cfg.Width <= 0 || cfg.Height <= 0 {
-		return nil, fmt.Errorf("imageio: %s header gives %dx%d pixels: %w", f.name, cfg.Width, cfg.Height, ErrCorrupt)
-	}
-	if px := int64(cfg.Width) * int64(cfg.Height); px > lim.MaxPixels {
-		return nil, fmt.Errorf("imageio: %s is %dx%d = %d pixels, more than the limit of %d: %w",
-			f.name, cfg.Width, cfg.Height, px, lim.MaxPixels, ErrTooManyPixels)
-	}
-
 	meta, err := readMeta(f.name, data)
 	if err != nil {
 		return nil, err
 	}
-	img, err := f.decode(data)
+	img, err := f.decodeCtx(ctx, data)
 	if err != nil {
-		return nil, classify(f.name, "decoding", err)
+		return nil, err
 	}
 	// A decoder may return a frame smaller than, or offset within, the announced canvas (GIF); never larger.
 	if b := img.Bounds(); int64(b.Dx())*int64(b.Dy()) > lim.MaxPixels {

@@ -243,6 +243,9 @@ func gifFrames(data []byte) (int, error) {
 			i = skipSubBlocks(i + 2)
 		case 0x2C: // image descriptor
 			frames++
+			if frames > MaxGIFFrames {
+				return frames, fmt.Errorf("imageio: gif has more than %d frames: %w", MaxGIFFrames, ErrTooComplex)
+			}
 			if i+10 > len(data) {
 				return frames, nil
 			}

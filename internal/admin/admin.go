@@ -150,21 +150,35 @@ const devPlan = "business"
 
 // Bootstrap creates, on the first start of an empty data directory, a development organization on a plan
 // with GPU access, an owner member and an owner key with every scope. It returns nil when the directory was
-// already bootstrapped.
-func (a Admin) Bootstrap(ctx context.Context) (*DevOrg, error) {
+// already bootstrapped. A Bootstrap that fails releases its claim, so that the next start tries again.
+func (a Admin) Bootstrap(ctx context.Context) (dev *DevOrg, err error) {
 	const marker = "node/bootstrapped"
 	if _, ok := a.Catalog.Plan(devPlan); !ok {
 		return nil, fmt.Errorf("the plan catalog has no %q plan for the development organization", devPlan)
 	}
 	// The marker is claimed first, with a create-only write, so that of several cluster nodes starting on an
 	// empty store exactly one creates the development organization. A crash right after the claim leaves no
-	// development organization; `filigrane admin` creates organizations and keys then.
+	// development key; `filigrane admin key create` makes keys then.
 	stamp := []byte(a.Clock.Now().Format(time.RFC3339))
-	if _, err := a.Store.CompareAndSet(ctx, []byte(marker), persistence.NoVersion, stamp); errors.Is(err, persistence.ErrVersionMismatch) {
+	claim, err := a.Store.CompareAndSet(ctx, []byte(marker), persistence.NoVersion, stamp)
+	if errors.Is(err, persistence.ErrVersionMismatch) {
 		return nil, nil
 	} else if err != nil {
 		return nil, fmt.Errorf("claim bootstrap marker: %w", err)
 	}
+	defer func() {
+		if err == nil {
+			return
+		}
+		// The key was never shown: give the bootstrap back. An organization created before the failure stays,
+		// without a usable key; it is harmless.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if rerr := a.Store.Delete(rctx, []byte(marker), claim); rerr != nil {
+			err = fmt.Errorf("%w; releasing the bootstrap marker also failed (%v): create a key with "+
+				"`filigrane admin org list` and `filigrane admin key create`", err, rerr)
+		}
+	}()
 	st, err := a.CreateOrg(ctx, "Development", devPlan, devCredits)
 	if err != nil {
 		return nil, fmt.Errorf("create development organization: %w", err)

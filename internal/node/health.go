@@ -1,9 +1,15 @@
 package node
 
 import (
+	"context"
+	"errors"
+	"slices"
 	"time"
 
 	"filigrane/actors"
+	"filigrane/cluster"
+	apihttp "filigrane/http"
+	"filigrane/persistence"
 )
 
 // health is what GET /healthz adds to its status: the node's name, how many cluster members it sees and
@@ -21,4 +27,46 @@ func keyCache(cluster bool) *actors.KeyCache {
 		return nil
 	}
 	return actors.NewKeyCache(keyCacheTTL)
+}
+
+// readyProbeKey is read (never written) by the storage readiness check: a missing key answers as fast as any,
+// and the answer proves the store is reachable.
+const readyProbeKey = "node/ready-probe"
+
+// ready runs the /readyz checks: the storage round trip (records and files), and in cluster mode this
+// member's standing in the cluster. Errors are logged in full and reported in short: /readyz is public.
+func (n *Node) ready(ctx context.Context) []apihttp.ReadyCheck {
+	storage := func() error {
+		if _, err := n.store.Get(ctx, []byte(readyProbeKey)); err != nil && !errors.Is(err, persistence.ErrNotFound) {
+			return err
+		}
+		if _, err := n.blobs.Stat(ctx, readyProbeKey); err != nil && !errors.Is(err, persistence.ErrNotFound) {
+			return err
+		}
+		return nil
+	}
+	checks := []apihttp.ReadyCheck{{Name: "storage"}}
+	if err := storage(); err != nil {
+		n.cfg.Logger.Warn().Err(err).Msg("readiness: storage check failed")
+		checks[0].Err = errors.New("the record or blob store did not answer")
+		if errors.Is(err, context.DeadlineExceeded) {
+			checks[0].Err = errors.New("the record or blob store did not answer in time")
+		}
+	}
+	if n.storage.Cluster {
+		check := apihttp.ReadyCheck{Name: "cluster"}
+		select {
+		case <-n.cluster.Blocked():
+			check.Err = errors.New("the cluster declared this member dead; restart the node")
+		default:
+			if !slices.ContainsFunc(n.cluster.Members(), func(m cluster.Member) bool { return m.Self }) {
+				check.Err = errors.New("this node is not (yet) a member of the cluster")
+			}
+		}
+		if check.Err != nil {
+			n.cfg.Logger.Warn().Err(check.Err).Msg("readiness: cluster check failed")
+		}
+		checks = append(checks, check)
+	}
+	return checks
 }

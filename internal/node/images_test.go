@@ -14,6 +14,7 @@ import (
 	"math/rand/v2"
 	"mime/multipart"
 	"net/http"
+	"path"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -134,26 +135,34 @@ type detection struct {
 func balance(t *testing.T, f *fixture, org string) (int64, int64) {
 	t.Helper()
 	rep, err := actors.OrgClient{Caller: f.n.Cluster()}.Get(context.Background(), org)
-	if err != nil || rep.Code != actors.CodeOK {
+	if err != nil || rep.Code != actors.ReplyOK {
 		t.Fatalf("balance: %v %+v", err, rep)
 	}
 	return rep.Balance, rep.Held
 }
 
-// waitResult polls a job's result URL until it is no longer 202, within a bounded time.
+// waitResult waits until the job behind resultURL has committed its outcome (the job actor answers an await
+// once the outcome is settled), then reads the result once through the API. Waiting on the actor, not by
+// polling the API, keeps the test off the plan's per-minute request limit.
 func waitResult(t *testing.T, f *fixture, key, resultURL string) response {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		r := call(t, "GET", f.base+resultURL, key, nil)
-		if r.status != 202 {
-			return r
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("job %s still pending", resultURL)
-		}
-		time.Sleep(20 * time.Millisecond)
+	id := path.Base(path.Dir(resultURL)) // /watermarks/jobs/<id>/result or /watermarks/detection-jobs/<id>/result
+	ak, err := actors.Keys{Store: f.n.Store(), Clock: f.clk}.Authenticate(context.Background(), key)
+	if err != nil {
+		t.Fatalf("key of %s: %v", resultURL, err)
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for {
+		rep, err := actors.JobClient{Caller: f.n.Cluster()}.Await(ctx, ak.OrgID, id)
+		if err == nil && rep.Record != nil && rep.Record.Committed() {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("job %s still pending: %v %+v", resultURL, err, rep)
+		}
+	}
+	return call(t, "GET", f.base+resultURL, key, nil)
 }
 
 func TestSyncEmbedThenDetect(t *testing.T) {

@@ -46,6 +46,9 @@ type Config struct {
 	CodecKey []byte
 	// Workers is the number of codec workers; 0 means one per CPU.
 	Workers int
+	// DecodeMemory is the node's budget for decoding images, in bytes, shared by its workers and synchronous
+	// detections (actors.DecodeBudget); 0 means actors.DefaultDecodeMemory (half the available memory).
+	DecodeMemory int64
 	// LeaseDuration is a worker's lease on a job attempt; it is renewed at a third of its length. Default 30 s.
 	LeaseDuration time.Duration
 	// SyncWait is how long a synchronous embed waits before answering 202; 0 means 20 s.
@@ -66,6 +69,8 @@ type Config struct {
 	PublicUploadURL string
 	// WebsiteOrigin is the one browser origin allowed to PUT to upload URLs (CORS); empty: none.
 	WebsiteOrigin string
+	// Conns bounds the connections of each listener (API and upload host) and how long they may stall.
+	Conns apihttp.ConnLimits
 }
 
 // Layout names the parts of a data directory.
@@ -91,7 +96,12 @@ type Node struct {
 	upload   *apihttp.Server
 	apiLn    net.Listener
 	uploadLn net.Listener
+	serving  bool // the listeners were handed to the servers, which close them on Shutdown
 	serveErr chan error
+
+	// decodeBudget is the memory of the node's image decodes.
+	decodeBudget *actors.DecodeBudget
+
 	// DevOrg is set when this start bootstrapped the development organization.
 	DevOrg  *admin.DevOrg
 	Metrics *apihttp.Metrics
@@ -145,9 +155,11 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 		return nil, fmt.Errorf("create data directory: %w", err)
 	}
 	n = &Node{cfg: cfg, serveErr: make(chan error, 2), Metrics: apihttp.NewMetrics()}
+	// Every error return sets n to nil, so the cleanup holds its own reference to the partly started node.
+	started := n
 	defer func() {
 		if err != nil {
-			n.Close(context.Background())
+			_ = started.Close(context.Background())
 		}
 	}()
 	storage, err := OpenStorage(ctx, cfg.DataDir, cfg.S3, cfg.Logger.With().Str("component", "pebble").Logger())
@@ -162,18 +174,12 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 		return nil, fmt.Errorf("codec key: %w", err)
 	}
 
-	if cfg.Bootstrap {
-		n.DevOrg, err = admin.Admin{Store: store, Clock: cfg.Clock, Catalog: catalog}.Bootstrap(ctx)
-		if err != nil {
-			return nil, err
-		}
-	}
-
 	reg := cluster.NewRegistry()
 	reg.MustRegister(actors.OrgMessages()...)
 	reg.MustRegister(actors.JobMessages()...)
 	caller := &actors.LateCaller{}
-	media := actors.Media{Blobs: blobs, Store: store, Codec: cdc, Catalog: catalog}
+	n.decodeBudget = actors.NewDecodeBudget(cfg.DecodeMemory)
+	media := actors.Media{Blobs: blobs, Store: store, Codec: cdc, Catalog: catalog, Budget: n.decodeBudget}
 	n.pool = actors.NewPool(caller, media, cfg.Logger.With().Str("component", "workers").Logger(), cfg.NodeName, cfg.Workers, cfg.LeaseDuration)
 	deps := &actors.Deps{
 		Store: store, Clock: cfg.Clock, Catalog: catalog, Logger: cfg.Logger.With().Str("component", "actors").Logger(),
@@ -244,8 +250,8 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 		Orgs:  actors.OrgClient{Caller: n.cluster},
 		Store: store, Blobs: blobs, Caller: n.cluster, Media: media, Pool: n.pool,
 		Catalog: catalog, Clock: cfg.Clock, Logger: httpLog, Metrics: n.Metrics,
-		SyncWait: cfg.SyncWait, Health: n.health,
-		GPU: gpu.NewTracker(gpu.NewState(len(gpu.Devices()) > 0 && gpu.CodecAvailable(), 30*time.Second)),
+		SyncWait: cfg.SyncWait, Health: n.health, Ready: n.ready, Conns: cfg.Conns,
+		GPU: gpu.NewTracker(gpu.NewState(gpu.CodecAvailable() && len(gpu.Devices()) > 0, 30*time.Second)),
 	})
 	if n.apiLn, err = net.Listen("tcp", cfg.APIAddr); err != nil {
 		return nil, fmt.Errorf("listen for the API on %s: %w", cfg.APIAddr, err)
@@ -262,11 +268,25 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	if publicUpload == "" {
 		publicUpload = "http://" + n.uploadLn.Addr().String()
 	}
-	n.upload, err = apihttp.NewUploadHost(apihttp.Config{Store: store, Blobs: blobs, Clock: cfg.Clock, Logger: httpLog, Metrics: n.Metrics},
+	n.upload, err = apihttp.NewUploadHost(apihttp.Config{Store: store, Blobs: blobs, Clock: cfg.Clock, Logger: httpLog, Metrics: n.Metrics,
+		Conns: cfg.Conns, Ready: n.ready},
 		apihttp.UploadHostOptions{API: n.api, Secret: secret, PublicURL: publicUpload, WebsiteOrigin: cfg.WebsiteOrigin})
 	if err != nil {
 		return nil, err
 	}
+	// The development organization comes last, after every step that can fail: a start that fails must not
+	// use up the one-time bootstrap, or the key it prints would be lost with it.
+	if cfg.Bootstrap {
+		n.DevOrg, err = admin.Admin{Store: store, Clock: cfg.Clock, Catalog: catalog}.Bootstrap(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if n.DevOrg == nil {
+			cfg.Logger.Info().Msg("the development organization was created on an earlier start; " +
+				"`filigrane admin key create` makes new keys (see docs/operations.md, The development key)")
+		}
+	}
+	n.serving = true
 	go func() { n.serveErr <- n.api.Serve(n.apiLn) }()
 	go func() { n.serveErr <- n.upload.Serve(n.uploadLn) }()
 	return n, nil
@@ -286,6 +306,9 @@ func (n *Node) Store() persistence.Store { return n.store }
 
 // Blobs is the node's blob store.
 func (n *Node) Blobs() persistence.Blobs { return n.blobs }
+
+// DecodeBudget is the node's decode memory budget.
+func (n *Node) DecodeBudget() *actors.DecodeBudget { return n.decodeBudget }
 
 // Pool is the node's worker pool.
 func (n *Node) Pool() *actors.Pool { return n.pool }
@@ -311,14 +334,22 @@ func (n *Node) Wait(ctx context.Context) error {
 }
 
 // Close stops the node in order: stop accepting requests and let in-flight ones finish (until ctx ends),
-// leave the cluster, then close the store so that Pebble shuts down cleanly.
+// leave the cluster, then close the store so that Pebble shuts down cleanly. It is safe on a node that
+// started only partly (Start calls it when a step fails) and on nil.
 func (n *Node) Close(ctx context.Context) error {
-	var errs []error
-	if n.api != nil && n.apiLn != nil {
-		errs = append(errs, n.api.Shutdown(ctx))
+	if n == nil {
+		return nil
 	}
-	if n.upload != nil && n.uploadLn != nil {
-		errs = append(errs, n.upload.Shutdown(ctx))
+	var errs []error
+	if n.serving {
+		errs = append(errs, n.api.Shutdown(ctx), n.upload.Shutdown(ctx))
+	} else {
+		// Bound but never served: nothing else closes them.
+		for _, ln := range []net.Listener{n.apiLn, n.uploadLn} {
+			if ln != nil {
+				_ = ln.Close()
+			}
+		}
 	}
 	if n.stopWork != nil {
 		n.stopWork()

@@ -368,10 +368,10 @@ func TestRestartKeepsState(t *testing.T) {
 	dev := n.DevOrg
 	ctx := context.Background()
 	orgs := actors.OrgClient{Caller: n.Cluster()}
-	if r, err := orgs.Reserve(ctx, actors.OrgReserve{OrgID: dev.OrgID, Op: "req_1", Credits: 7}); err != nil || r.Code != actors.CodeOK {
+	if r, err := orgs.Reserve(ctx, actors.OrgReserve{OrgID: dev.OrgID, Op: "req_1", Credits: 7}); err != nil || r.Code != actors.ReplyOK {
 		t.Fatalf("reserve: %v %+v", err, r)
 	}
-	if r, err := orgs.Charge(ctx, actors.OrgCharge{OrgID: dev.OrgID, Op: "req_1", Credits: 7}); err != nil || r.Code != actors.CodeOK {
+	if r, err := orgs.Charge(ctx, actors.OrgCharge{OrgID: dev.OrgID, Op: "req_1", Credits: 7}); err != nil || r.Code != actors.ReplyOK {
 		t.Fatalf("charge: %v %+v", err, r)
 	}
 	stopNode(t, n)

@@ -51,7 +51,8 @@ func (s *Storage) Close() error {
 }
 
 // OpenStorage opens a node's storage: the data directory always, object storage when s3 is set. It checks at
-// start that the object store enforces conditional writes, since every actor's fencing depends on them.
+// start that the object store enforces conditional writes and gives MD5 ETags, since every actor's fencing
+// depends on them.
 func OpenStorage(ctx context.Context, dataDir string, s3 *S3Config, logger zerolog.Logger) (*Storage, error) {
 	layout := Layout{Root: dataDir}
 	local, err := pebblestore.Open(layout.StoreDir(), logger)
@@ -84,7 +85,7 @@ func OpenStorage(ctx context.Context, dataDir string, s3 *S3Config, logger zerol
 	}
 	if err := store.CheckConditionalWrites(ctx); err != nil {
 		local.Close()
-		return nil, fmt.Errorf("object storage at %s does not enforce conditional writes, which cluster mode needs: %w", s3.Endpoint, err)
+		return nil, fmt.Errorf("object storage at %s lacks what cluster mode needs (enforced conditional writes, MD5 ETags): %w", s3.Endpoint, err)
 	}
 	blobs, err := s3blobs.New(client, s3.Bucket, "blobs/")
 	if err != nil {

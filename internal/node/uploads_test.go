@@ -462,7 +462,7 @@ func TestUploadInsufficientCreditsKeepsUpload(t *testing.T) {
 	if g := getUpload(t, f, f.keyPoor, u.UploadID); g.Status != "received" || g.RequestID != "" {
 		t.Fatalf("after 402: %+v", g)
 	}
-	if rep, err := (actors.OrgClient{Caller: f.n.Cluster()}).Grant(context.Background(), actors.OrgGrant{OrgID: f.orgPoor, Op: "test-grant", Credits: 5}); err != nil || rep.Code != actors.CodeOK {
+	if rep, err := (actors.OrgClient{Caller: f.n.Cluster()}).Grant(context.Background(), actors.OrgGrant{OrgID: f.orgPoor, Op: "test-grant", Credits: 5}); err != nil || rep.Code != actors.ReplyOK {
 		t.Fatalf("grant: %v %+v", err, rep)
 	}
 	// A new request (another key) may use it now.

@@ -5,19 +5,29 @@
 // to create, If-Match:<etag> to replace. The server evaluates the condition and publishes the object atomically
 // (verified on versitygw's posix backend and on MinIO; AWS S3 documents the same semantics).
 //
-// Three details make the contract hold on object storage:
+// Reads are not snapshots. A GET (or HEAD) may return the body of one version with the ETag of another when a
+// write lands during the read (measured on versitygw's posix backend: it reads the ETag attribute and the file
+// separately). A create that HEADs a tombstone and then PUTs If-Match:<that ETag> can therefore win while
+// another creator also wins. So the store never feeds an unverified read's ETag into a condition:
 //
-//   - Unique versions. A single-part ETag is the MD5 of the body, so writing the same bytes twice would give the
-//     same version, and a writer holding a version from before would still win (ABA). Every object body
-//     therefore starts with a 16-byte header holding a random nonce: every write gets a fresh ETag.
+//   - Every ETag is the MD5 of the body (single-part PUTs; CheckConditionalWrites refuses a server that does
+//     otherwise), and every read checks MD5(body) == ETag and reads again, after a short pause, on a mismatch.
+//     A version handed to a caller is always the ETag of the body it came with.
 //
-//   - Deletes are tombstones. Plain DELETE cannot be made conditional through minio-go, and versitygw's
-//     conditional DELETE checks the ETag and then removes the file outside the lock that conditional PUTs take,
-//     so a create landing in between would be lost. Delete with an expected version is therefore a conditional
-//     PUT of a tombstone (a 15-byte body: a header with no value), atomic like any other write. Get, Scan and
-//     Delete treat a tombstone as a missing key, and a create-only write replaces a tombstone with If-Match on
-//     the tombstone's ETag. Scans skip tombstones by their size without reading them. Tombstones are never
-//     removed: a deleted key costs one tiny object for good.
+//   - Unique values. Writing the same bytes twice would give the same version, and a writer holding a version
+//     from before would still win (ABA). Every value body therefore starts with a 16-byte header holding a
+//     random nonce: every value write gets a fresh ETag, never equal to another version or to a tombstone's.
+//
+//   - Deletes are tombstones with one constant body. Plain DELETE cannot be made conditional through minio-go,
+//     and versitygw's conditional DELETE checks the ETag and then removes the file outside the lock that
+//     conditional PUTs take, so a create landing in between would be lost. Delete is therefore a conditional
+//     PUT (If-Match:<value's version>) of the tombstone, atomic like any other write. All tombstones have the
+//     same 15-byte body, so their ETag (TombstoneETag) is known without reading: a create is If-None-Match:*,
+//     and when an object exists, If-Match:<TombstoneETag>, which the server grants only while the key is
+//     deleted. Get, Scan and Delete treat a tombstone as a missing key; scans skip tombstones by their size
+//     without reading them. Tombstones are never removed: a deleted key costs one tiny object for good. (A
+//     tombstone with a random body, as written by earlier versions of the store, is replaced with If-Match on
+//     its verified ETag.)
 //
 //   - Order-preserving object names. Keys are arbitrary bytes; the object name is the key in lowercase hex
 //     (which sorts like the bytes), followed by "-" (which sorts below every hex digit, so a key sorts before
@@ -33,6 +43,7 @@ package s3store
 import (
 	"bytes"
 	"context"
+	"crypto/md5"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -68,6 +79,14 @@ const (
 
 	// fetchers bounds concurrent GETs during a scan.
 	fetchers = 8
+
+	// createRounds bounds the rounds of a create that keeps meeting concurrent changes (about 0.5 s in all).
+	createRounds = 12
+
+	// readAttempts bounds how often a read is repeated when its body and ETag come from different versions
+	// (about 0.7 s of waiting in all). Each mismatch means a write landed during the read; many in a row mean
+	// a key rewritten without pause, or a server whose ETags are not MD5 digests.
+	readAttempts = 20
 
 	// internalMarker starts the names of the store's own objects under the prefix (the conditional-write
 	// probe). Key names hold only hex digits, "/" and "-", so they never collide, and scans skip these.
@@ -155,13 +174,27 @@ func checkKey(key []byte) error {
 	return nil
 }
 
-func body(kind byte, value []byte) ([]byte, error) {
-	n := valueHeaderLen
-	if kind == kindTombstone {
-		n = tombstoneLen
-	}
-	b := make([]byte, n, n+len(value))
-	b[0], b[1] = magic, kind
+// tombstoneBody is the body of every tombstone this store writes. Its being constant is the point: its ETag is
+// known without reading (see the package comment).
+var tombstoneBody = []byte{magic, kindTombstone, 'f', 'i', 'l', 'i', 'g', 'r', 'a', 'n', 'e', '-', 'd', 'e', 'l'}
+
+// TombstoneETag is the ETag of tombstoneBody: the MD5 of the body, as S3 gives for single-part PUTs.
+var TombstoneETag = md5Hex(tombstoneBody)
+
+func md5Hex(b []byte) string {
+	sum := md5.Sum(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// sameETag compares ETags as servers spell them: quotes (minio-go strips them) and case do not matter.
+func sameETag(a, b string) bool {
+	return strings.EqualFold(strings.Trim(a, `"`), strings.Trim(b, `"`))
+}
+
+// valueBody returns a value's object body: the header with a fresh random nonce, then the value.
+func valueBody(value []byte) ([]byte, error) {
+	b := make([]byte, valueHeaderLen, valueHeaderLen+len(value))
+	b[0], b[1] = magic, kindValue
 	if _, err := rand.Read(b[2:]); err != nil {
 		return nil, err
 	}
@@ -209,8 +242,36 @@ func ctxErr(ctx context.Context, err error) error {
 	return err
 }
 
-// read GETs one object and returns its body and ETag, both from the same response.
+// errETagNotMD5 is a read whose body and ETag never matched: a key rewritten nonstop, or a server whose ETags
+// are not MD5 digests (which CheckConditionalWrites refuses at startup).
+var errETagNotMD5 = errors.New("the object's ETag does not match the MD5 of its body")
+
+// read GETs one object and returns its body and ETag, where the ETag is verified to be the MD5 of the body.
+// One response may carry the body of one version and the ETag of another (see the package comment); such a
+// read is repeated.
 func (s *Store) read(ctx context.Context, name string) ([]byte, string, error) {
+	var etag, sum string
+	for attempt := range readAttempts {
+		if attempt > 1 {
+			// A write is being published right now; give it a moment rather than spinning.
+			if err := sleepCtx(ctx, min(time.Millisecond<<(attempt-2), 50*time.Millisecond)); err != nil {
+				return nil, "", err
+			}
+		}
+		var b []byte
+		var err error
+		b, etag, err = s.readOnce(ctx, name)
+		if err != nil {
+			return nil, "", err
+		}
+		if sum = md5Hex(b); sameETag(etag, sum) {
+			return b, sum, nil
+		}
+	}
+	return nil, "", fmt.Errorf("read %s %d times, last with ETag %s and body MD5 %s: %w", name, readAttempts, etag, sum, errETagNotMD5)
+}
+
+func (s *Store) readOnce(ctx context.Context, name string) ([]byte, string, error) {
 	obj, err := s.client.GetObject(ctx, s.bucket, name, minio.GetObjectOptions{})
 	if err != nil {
 		return nil, "", err
@@ -253,7 +314,8 @@ func (s *Store) Get(ctx context.Context, key []byte) (persistence.Item, error) {
 	return persistence.Item{Key: bytes.Clone(key), Value: value, Version: persistence.Version(etag)}, nil
 }
 
-// put writes body to name under one condition: ifMatch == "" means If-None-Match:*, otherwise If-Match.
+// put writes body to name under one condition: ifMatch == "" means If-None-Match:*, otherwise If-Match. It
+// returns the new ETag, which must be the MD5 of data: versions are verified against bodies on every read.
 func (s *Store) put(ctx context.Context, name string, data []byte, ifMatch string) (string, error) {
 	opts := minio.PutObjectOptions{
 		ContentType: "application/octet-stream",
@@ -269,19 +331,29 @@ func (s *Store) put(ctx context.Context, name string, data []byte, ifMatch strin
 	if err != nil {
 		return "", err
 	}
-	return info.ETag, nil
+	want := md5Hex(data)
+	if !sameETag(info.ETag, want) {
+		return "", fmt.Errorf("the server answered a single-part PUT with ETag %q, not the MD5 of the body (%s): "+
+			"this store needs MD5 ETags (no SSE-KMS, no checksum-based ETags)", info.ETag, want)
+	}
+	return want, nil
 }
 
-// state HEADs name: exists is false for a missing object; tombstone tells a deleted key; etag is the ETag.
+// state reads name (verified, see read): exists is false for a missing object; tombstone tells a deleted key;
+// etag is the ETag of the body that was read.
 func (s *Store) state(ctx context.Context, name string) (exists, tombstone bool, etag string, err error) {
-	info, err := s.client.StatObject(ctx, s.bucket, name, minio.StatObjectOptions{})
+	b, etag, err := s.read(ctx, name)
 	if isNotFound(err) {
 		return false, false, "", nil
 	}
 	if err != nil {
 		return false, false, "", err
 	}
-	return true, info.Size == tombstoneLen, info.ETag, nil
+	_, tomb, err := parse(b)
+	if err != nil {
+		return false, false, "", err
+	}
+	return true, tomb, etag, nil
 }
 
 // CompareAndSet implements persistence.Store.
@@ -292,11 +364,15 @@ func (s *Store) CompareAndSet(ctx context.Context, key []byte, expect persistenc
 	if err := s.enter(ctx); err != nil {
 		return "", fmt.Errorf("s3store: compare-and-set %q: %w", key, err)
 	}
-	data, err := body(kindValue, value)
+	data, err := valueBody(value)
 	if err != nil {
 		return "", fmt.Errorf("s3store: compare-and-set %q: %w", key, err)
 	}
 	name := s.objectName(key)
+	if sameETag(string(expect), TombstoneETag) {
+		// Never a version of a value: Get does not hand it out, and If-Match on it would create the key.
+		return "", fmt.Errorf("s3store: compare-and-set %q: expected version %q: %w", key, expect, persistence.ErrVersionMismatch)
+	}
 	if expect != persistence.NoVersion {
 		etag, err := s.put(ctx, name, data, string(expect))
 		if isPreconditionFailed(err) || isNotFound(err) {
@@ -314,11 +390,18 @@ func (s *Store) CompareAndSet(ctx context.Context, key []byte, expect persistenc
 	return persistence.Version(etag), nil
 }
 
-// create writes data to name if the key does not exist: no object, or a tombstone.
+// create writes data to name if the key does not exist: no object, or a tombstone. No condition here rests on
+// an unverified read: If-None-Match:* and If-Match:<TombstoneETag> are decided by the server alone.
 func (s *Store) create(ctx context.Context, name string, data []byte) (string, error) {
-	// Each retry follows a concurrent change (the object vanished between our PUT and HEAD), which only a
-	// foreign deleter can cause; a few rounds are plenty.
-	for range 3 {
+	// Each round follows a concurrent change between two of our requests: the key was deleted, or the object
+	// was not readable yet (versitygw's sidecar mode answers 412 to If-None-Match:* and then 404 to a GET for
+	// a moment while another PUT publishes). Later rounds wait a little longer each.
+	for round := range createRounds {
+		if round > 0 {
+			if err := sleepCtx(ctx, min(time.Millisecond<<(round-1), 100*time.Millisecond)); err != nil {
+				return "", err
+			}
+		}
 		etag, err := s.put(ctx, name, data, "")
 		if err == nil {
 			return etag, nil
@@ -326,27 +409,48 @@ func (s *Store) create(ctx context.Context, name string, data []byte) (string, e
 		if !isPreconditionFailed(err) {
 			return "", ctxErr(ctx, err)
 		}
-		exists, tomb, tombETag, err := s.state(ctx, name)
+		// An object exists. Replace it if it is a tombstone: the server grants this only while it is one, so
+		// of several creators exactly one wins.
+		etag, err = s.put(ctx, name, data, TombstoneETag)
+		if err == nil {
+			return etag, nil
+		}
+		if !isPreconditionFailed(err) && !isNotFound(err) {
+			return "", ctxErr(ctx, err)
+		}
+		// Not a (constant) tombstone when the condition was evaluated: look at what is there now.
+		exists, tomb, etag, err := s.state(ctx, name)
 		if err != nil {
 			return "", ctxErr(ctx, err)
 		}
-		if !exists {
-			continue
-		}
-		if !tomb {
+		switch {
+		case !exists || sameETag(etag, TombstoneETag):
+			continue // removed, or deleted since: try again
+		case !tomb:
 			return "", fmt.Errorf("key exists: %w", persistence.ErrVersionMismatch)
 		}
-		// Replace the tombstone, conditionally: if another writer replaced it first, they won.
-		etag, err = s.put(ctx, name, data, tombETag)
-		if isPreconditionFailed(err) || isNotFound(err) {
-			return "", fmt.Errorf("key re-created concurrently: %w", persistence.ErrVersionMismatch)
+		// A tombstone with a body of its own (written by an earlier version of the store). Its ETag was
+		// verified against its body, which is unique, so If-Match names exactly that tombstone.
+		etag, err = s.put(ctx, name, data, etag)
+		if err == nil {
+			return etag, nil
 		}
-		if err != nil {
+		if !isPreconditionFailed(err) && !isNotFound(err) {
 			return "", ctxErr(ctx, err)
 		}
-		return etag, nil
 	}
 	return "", errors.New("key keeps changing under a create; is something else deleting objects in the bucket?")
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }
 
 // Delete implements persistence.Store by writing a tombstone (see the package comment).
@@ -368,11 +472,10 @@ func (s *Store) Delete(ctx context.Context, key []byte, expect persistence.Versi
 		}
 		return nil
 	}
-	data, err := body(kindTombstone, nil)
-	if err != nil {
-		return fmt.Errorf("s3store: delete %q: %w", key, err)
+	if sameETag(string(expect), TombstoneETag) {
+		return fmt.Errorf("s3store: delete %q: expected version %q: %w", key, expect, persistence.ErrVersionMismatch)
 	}
-	_, err = s.put(ctx, name, data, string(expect))
+	_, err := s.put(ctx, name, tombstoneBody, string(expect))
 	if isPreconditionFailed(err) || isNotFound(err) {
 		return fmt.Errorf("s3store: delete %q: expected version %q: %w", key, expect, persistence.ErrVersionMismatch)
 	}
@@ -517,9 +620,11 @@ func (s *Store) fetch(ctx context.Context, batch []pendingItem) ([]persistence.I
 	return items, nil
 }
 
-// CheckConditionalWrites verifies that the server enforces conditional PUTs on this bucket. Every guarantee of
-// the store rests on them, and a server without support may ignore If-None-Match and If-Match silently, so
-// call it once at startup. It writes, overwrites and removes one probe object under the prefix.
+// CheckConditionalWrites verifies that the server enforces conditional PUTs on this bucket and that its ETags
+// are the MD5 of the body. Every guarantee of the store rests on both: a server without support may ignore
+// If-None-Match and If-Match silently, and with other ETags (SSE-KMS, checksum-based ETags) neither reads can
+// be verified nor tombstones matched. Call it once at startup. It writes, overwrites and removes one probe
+// object under the prefix.
 func (s *Store) CheckConditionalWrites(ctx context.Context) error {
 	var rnd [8]byte
 	if _, err := rand.Read(rnd[:]); err != nil {
@@ -535,12 +640,18 @@ func (s *Store) CheckConditionalWrites(ctx context.Context) error {
 		return fmt.Errorf("s3store: check conditional writes on bucket %s: "+format, append([]any{s.bucket}, args...)...)
 	}
 	data := func() []byte {
-		b, _ := body(kindValue, []byte("probe"))
+		b, _ := valueBody([]byte("probe"))
 		return b
 	}
+	// put checks that the reply's ETag is the MD5 of the body.
 	etag, err := s.put(ctx, name, data(), "")
 	if err != nil {
 		return fail("create-only PUT of a new object: %w", ctxErr(ctx, err))
+	}
+	if _, etag2, err := s.readOnce(ctx, name); err != nil {
+		return fail("GET of the probe: %w", ctxErr(ctx, err))
+	} else if !sameETag(etag2, etag) {
+		return fail("GET gave ETag %q, want %q, the MD5 of the body: this store needs MD5 ETags (no SSE-KMS, no checksum-based ETags)", etag2, etag)
 	}
 	if _, err := s.put(ctx, name, data(), ""); !isPreconditionFailed(err) {
 		return fail("create-only PUT over an existing object gave %v, want 412 Precondition Failed: the server ignores If-None-Match", err)
@@ -548,8 +659,11 @@ func (s *Store) CheckConditionalWrites(ctx context.Context) error {
 	if _, err := s.put(ctx, name, data(), "0123456789abcdef0123456789abcdef"); !isPreconditionFailed(err) {
 		return fail("PUT with a wrong If-Match gave %v, want 412 Precondition Failed: the server ignores If-Match", err)
 	}
-	if _, err := s.put(ctx, name, data(), etag); err != nil {
+	if _, err := s.put(ctx, name, tombstoneBody, etag); err != nil {
 		return fail("PUT with the current ETag in If-Match: %w", ctxErr(ctx, err))
+	}
+	if _, err := s.put(ctx, name, data(), TombstoneETag); err != nil {
+		return fail("PUT with If-Match on a tombstone's ETag: %w", ctxErr(ctx, err))
 	}
 	return nil
 }

@@ -3,10 +3,13 @@ package s3store
 import (
 	"bytes"
 	"context"
+	crand "crypto/rand"
 	"errors"
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/minio/minio-go/v7"
@@ -90,8 +93,9 @@ func TestNamesSortLikeKeys(t *testing.T) {
 	}
 }
 
-// TestTombstones checks the object-storage specifics behind Delete: a deleted key is a tombstone object,
-// invisible to Get and Scan, and a create over it works.
+// TestTombstones checks the object-storage specifics behind Delete: a deleted key is a tombstone object with
+// the constant tombstone body (so its ETag is TombstoneETag), invisible to Get and Scan, and a create over it
+// works; the tombstone's ETag is never accepted as a caller's version.
 func TestTombstones(t *testing.T) {
 	srv := s3test.Start(t)
 	bucket := srv.NewBucket(t)
@@ -99,21 +103,76 @@ func TestTombstones(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if len(tombstoneBody) != tombstoneLen {
+		t.Fatalf("tombstone body is %d bytes, scans skip %d", len(tombstoneBody), tombstoneLen)
+	}
 	ctx := context.Background()
 	v := storetest.MustSet(t, s, "gone", persistence.NoVersion, "x")
 	if err := s.Delete(ctx, []byte("gone"), v); err != nil {
 		t.Fatal(err)
 	}
 	info, err := srv.Client().StatObject(ctx, bucket, s.objectName([]byte("gone")), minio.StatObjectOptions{})
-	if err != nil || info.Size != tombstoneLen {
-		t.Fatalf("tombstone object: size %d, %v", info.Size, err)
+	if err != nil || info.Size != tombstoneLen || info.ETag != TombstoneETag {
+		t.Fatalf("tombstone object: size %d, ETag %q, %v; want %d bytes, ETag %q", info.Size, info.ETag, err, tombstoneLen, TombstoneETag)
 	}
 	if _, err := s.Get(ctx, []byte("gone")); !errors.Is(err, persistence.ErrNotFound) {
 		t.Fatalf("Get(tombstone) = %v", err)
 	}
+	if _, err := s.CompareAndSet(ctx, []byte("gone"), persistence.Version(TombstoneETag), []byte("sneak")); !errors.Is(err, persistence.ErrVersionMismatch) {
+		t.Fatalf("CompareAndSet(deleted key, tombstone ETag) = %v, want ErrVersionMismatch", err)
+	}
+	if err := s.Delete(ctx, []byte("gone"), persistence.Version(TombstoneETag)); !errors.Is(err, persistence.ErrVersionMismatch) {
+		t.Fatalf("Delete(deleted key, tombstone ETag) = %v, want ErrVersionMismatch", err)
+	}
+	if _, err := s.Get(ctx, []byte("gone")); !errors.Is(err, persistence.ErrNotFound) {
+		t.Fatalf("Get after refused writes = %v, want ErrNotFound", err)
+	}
 	storetest.MustSet(t, s, "gone", persistence.NoVersion, "back")
 	if _, err := s.CompareAndSet(ctx, []byte(strings.Repeat("k", MaxKeyLen+1)), persistence.NoVersion, nil); !errors.Is(err, persistence.ErrInvalidKey) {
 		t.Fatalf("over-long key = %v, want ErrInvalidKey", err)
+	}
+}
+
+// TestOlderTombstones checks that tombstones with random bodies, as earlier versions of the store wrote them,
+// still read as deleted keys and are replaced by a create, exactly once among racing creators.
+func TestOlderTombstones(t *testing.T) {
+	srv := s3test.Start(t)
+	bucket := srv.NewBucket(t)
+	s, err := New(srv.Client(), bucket, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for round := range 5 {
+		key := []byte{'o', byte('0' + round)}
+		old := append([]byte{magic, kindTombstone}, make([]byte, tombstoneLen-2)...)
+		_, _ = crand.Read(old[2:])
+		if _, err := srv.Client().PutObject(ctx, bucket, s.objectName(key), bytes.NewReader(old), int64(len(old)),
+			minio.PutObjectOptions{DisableMultipart: true}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Get(ctx, key); !errors.Is(err, persistence.ErrNotFound) {
+			t.Fatalf("Get(older tombstone) = %v, want ErrNotFound", err)
+		}
+		var wg sync.WaitGroup
+		var wins atomic.Int32
+		for i := range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, err := s.CompareAndSet(ctx, key, persistence.NoVersion, []byte{byte(i)})
+				switch {
+				case err == nil:
+					wins.Add(1)
+				case !errors.Is(err, persistence.ErrVersionMismatch):
+					t.Errorf("racer %d: %v", i, err)
+				}
+			}()
+		}
+		wg.Wait()
+		if n := wins.Load(); n != 1 {
+			t.Fatalf("round %d: %d creators won over an older tombstone, want 1", round, n)
+		}
 	}
 }
 

@@ -47,6 +47,7 @@ type Server struct {
 
 	client  *minio.Client
 	buckets atomic.Int64
+	proc    *os.Process
 }
 
 // Binary returns the path of the versitygw binary, or "" when none is installed.
@@ -130,6 +131,7 @@ func start(t testing.TB, bin string) (*Server, error) {
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 	stop := func() {
+		_ = cmd.Process.Signal(syscall.SIGCONT) // a paused server would not act on SIGTERM
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		select {
 		case <-exited:
@@ -158,7 +160,33 @@ func start(t testing.TB, bin string) (*Server, error) {
 			t.Logf("versitygw output:\n%s", out.String())
 		}
 	})
-	return &Server{Endpoint: addr, AccessKey: accessKey, SecretKey: secretKey, Region: region, client: client}, nil
+	return &Server{Endpoint: addr, AccessKey: accessKey, SecretKey: secretKey, Region: region, client: client,
+		proc: cmd.Process}, nil
+}
+
+// Pause freezes the server process (SIGSTOP): the kernel still accepts connections but nothing answers, like
+// a hung or overloaded server. Resume undoes it; stopping at the end of the test resumes it first.
+func (s *Server) Pause(t testing.TB) {
+	t.Helper()
+	if err := s.proc.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatalf("s3test: pause versitygw: %v", err)
+	}
+	// The signal is delivered asynchronously; return once every thread has stopped.
+	deadline := time.Now().Add(stopTimeout)
+	for !stopped(s.proc.Pid) {
+		if time.Now().After(deadline) {
+			t.Fatalf("s3test: versitygw (pid %d) not stopped %s after SIGSTOP", s.proc.Pid, stopTimeout)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// Resume continues a paused server.
+func (s *Server) Resume(t testing.TB) {
+	t.Helper()
+	if err := s.proc.Signal(syscall.SIGCONT); err != nil {
+		t.Fatalf("s3test: resume versitygw: %v", err)
+	}
 }
 
 func freePort() (string, error) {

@@ -13,7 +13,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -422,15 +424,35 @@ func testContextCancelled(t *testing.T, s persistence.Store) {
 	expectValue(t, s, "c", "kept", v)
 }
 
-// racers is how many goroutines race per round; rounds how many rounds. Kept small: the race detector and
-// slow fsyncs multiply the cost.
+// racers is how many goroutines race per round; defaultRounds how many rounds. Kept small: the race detector
+// and slow fsyncs multiply the cost. RoundsEnv raises the number of rounds for a soak run, for example
+//
+//	FILIGRANE_RACE_ROUNDS=1000 go test -count=1 -run 'TestContract/Racing' ./persistence/s3store/
 const (
-	racers = 8
-	rounds = 5
+	racers        = 8
+	defaultRounds = 5
+	RoundsEnv     = "FILIGRANE_RACE_ROUNDS"
 )
 
+func raceRounds(t *testing.T) int {
+	v := os.Getenv(RoundsEnv)
+	if v == "" {
+		return defaultRounds
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 {
+		t.Fatalf("%s=%q: want a positive number of rounds", RoundsEnv, v)
+	}
+	return n
+}
+
 func testRacingCreate(t *testing.T, s persistence.Store) {
-	ctx := ctxFor(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	rounds, done, bad := raceRounds(t), 0, 0
+	defer func() {
+		t.Logf("racing create: %d of %d rounds run, %d racers each, %d rounds without exactly 1 winner", done, rounds, racers, bad)
+	}()
 	for round := range rounds {
 		key := []byte(fmt.Sprintf("race/create/%d", round))
 		if round%2 == 1 {
@@ -444,20 +466,41 @@ func testRacingCreate(t *testing.T, s persistence.Store) {
 		winners := race(t, func(i int) (persistence.Version, error) {
 			return s.CompareAndSet(ctx, key, persistence.NoVersion, []byte(fmt.Sprint(i)))
 		})
-		checkOneWinner(t, s, key, winners, round)
+		if _, ok := checkOneWinner(t, s, key, winners, round); !ok {
+			bad++
+		}
+		done++
 	}
 }
 
 func testRacingCAS(t *testing.T, s persistence.Store) {
-	ctx := ctxFor(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	rounds, done, bad := raceRounds(t), 0, 0
+	defer func() {
+		t.Logf("racing compare-and-set: %d of %d rounds run, %d racers each, %d rounds without exactly 1 winner", done, rounds, racers, bad)
+	}()
 	key := []byte("race/cas")
 	v := MustSet(t, s, string(key), persistence.NoVersion, "start")
 	for round := range rounds {
 		from := v
+		if round%2 == 1 {
+			// Race from a version read back with Get, as actors do after a restart, rather than one returned by
+			// a write: a read must hand out only a version that belongs to the value it returned.
+			it, err := s.Get(ctx, key)
+			if err != nil {
+				t.Fatalf("round %d: Get: %v", round, err)
+			}
+			from = it.Version
+		}
 		winners := race(t, func(i int) (persistence.Version, error) {
 			return s.CompareAndSet(ctx, key, from, []byte(fmt.Sprint(i)))
 		})
-		v = checkOneWinner(t, s, key, winners, round)
+		var ok bool
+		if v, ok = checkOneWinner(t, s, key, winners, round); !ok {
+			bad++
+		}
+		done++
 	}
 }
 
@@ -501,13 +544,20 @@ func race(t *testing.T, f func(i int) (persistence.Version, error)) []win {
 	return winners
 }
 
-func checkOneWinner(t *testing.T, s persistence.Store, key []byte, winners []win, round int) persistence.Version {
+// checkOneWinner reports a round without exactly one winner as a test error (the rounds go on, so that a soak
+// run counts them) and returns the key's version afterwards.
+func checkOneWinner(t *testing.T, s persistence.Store, key []byte, winners []win, round int) (persistence.Version, bool) {
 	t.Helper()
 	if len(winners) != 1 {
-		t.Fatalf("round %d: %d winners %v, want exactly 1", round, len(winners), winners)
+		t.Errorf("round %d: %d winners %v, want exactly 1", round, len(winners), winners)
+		it, err := s.Get(ctxFor(t), key)
+		if err != nil {
+			t.Fatalf("round %d: Get after the race: %v", round, err)
+		}
+		return it.Version, false
 	}
 	expectValue(t, s, string(key), fmt.Sprint(winners[0].racer), winners[0].version)
-	return winners[0].version
+	return winners[0].version, true
 }
 
 func testCloseThenUse(t *testing.T, s persistence.Store) {

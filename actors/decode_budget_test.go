@@ -1,0 +1,118 @@
+package actors_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"image"
+	"image/png"
+	"testing"
+	"time"
+
+	"filigrane/actors"
+	"filigrane/codec"
+	"filigrane/persistence/fsblobs"
+)
+
+func TestParseByteSize(t *testing.T) {
+	for in, want := range map[string]int64{"4GiB": 4 << 30, "512MiB": 512 << 20, "2G": 2 << 30, "750M": 750 << 20,
+		"1000000": 1_000_000, "3GB": 3_000_000_000, " 8 GiB ": 8 << 30} {
+		if got, err := actors.ParseByteSize(in); err != nil || got != want {
+			t.Errorf("%q: %d %v, want %d", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "GiB", "-1G", "4TB", "1.5G", "99999999999999999G"} {
+		if _, err := actors.ParseByteSize(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+func TestDecodeBudgetAcquire(t *testing.T) {
+	b := actors.NewDecodeBudget(100 << 20)
+	if _, err := b.Acquire(context.Background(), 101<<20); !errors.Is(err, actors.ErrDecodeTooLarge) {
+		t.Fatalf("more than the budget: %v", err)
+	}
+	r1, err := b.Acquire(context.Background(), 60<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	expired, cancel := context.WithDeadline(context.Background(), time.Unix(0, 0))
+	defer cancel()
+	if _, err := b.Acquire(expired, 60<<20); !errors.Is(err, actors.ErrDecodeBusy) {
+		t.Fatalf("while in use: %v", err)
+	}
+	r1()
+	r2, err := b.Acquire(context.Background(), 100<<20)
+	if err != nil {
+		t.Fatalf("after release: %v", err)
+	}
+	r2()
+	if actors.DefaultDecodeMemory() < actors.MinDecodeMemory {
+		t.Fatal("default budget below the minimum")
+	}
+}
+
+// TestDetectStoredWithinBudget runs the edge's synchronous detection on stored files with a small budget.
+func TestDetectStoredWithinBudget(t *testing.T) {
+	blobs, err := fsblobs.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cdc, err := codec.New([]byte(codec.DevelopmentKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	store := func(img image.Image) string {
+		var b bytes.Buffer
+		if err := png.Encode(&b, img); err != nil {
+			t.Fatal(err)
+		}
+		key := "inputs/test/" + time.Now().Format("150405.000000000")
+		if _, err := blobs.Put(ctx, key, &b); err != nil {
+			t.Fatal(err)
+		}
+		return key
+	}
+	budget := actors.NewDecodeBudget(64 << 20)
+	m := actors.Media{Blobs: blobs, Codec: cdc, Budget: budget}
+
+	// A 64000×256 strip: 16 MP, whose uncropped lattice search alone would take about 700 MB.
+	strip := store(image.NewGray(image.Rect(0, 0, 64000, 256)))
+	if _, perr := m.DetectStored(ctx, "org", strip, time.Second); perr != nil {
+		t.Fatalf("strip: %v", perr)
+	}
+	if codec.DetectMemory(64000, 256) < 256<<20 {
+		t.Fatal("the uncropped estimate should be far above the budget")
+	}
+
+	// A file needing more than the whole budget is refused as too large; one arriving while the budget is in
+	// use waits, then gets decode_busy.
+	big := store(image.NewNRGBA(image.Rect(0, 0, 4000, 3000)))
+	if _, perr := m.DetectStored(ctx, "org", big, time.Second); perr == nil || perr.Code != actors.CodeImageTooLarge {
+		t.Fatalf("over the budget: %v", perr)
+	}
+	hold, err := budget.Acquire(ctx, budget.Capacity())
+	if err != nil {
+		t.Fatal(err)
+	}
+	small := store(image.NewGray(image.Rect(0, 0, 300, 300)))
+	if _, perr := m.DetectStored(ctx, "org", small, 10*time.Millisecond); perr == nil || perr.Code != actors.CodeDecodeBusy || !perr.Retryable {
+		t.Fatalf("budget in use: %v", perr)
+	}
+	hold()
+
+	// A cancelled request stops before decoding.
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, perr := m.DetectStored(cctx, "org", small, time.Second); perr == nil {
+		t.Fatal("cancelled detection succeeded")
+	}
+	// Nothing stays reserved.
+	all, err := budget.Acquire(ctx, budget.Capacity())
+	if err != nil {
+		t.Fatal("budget not released:", err)
+	}
+	all()
+}

@@ -1,0 +1,237 @@
+package imageio
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"image"
+	"io"
+
+	"golang.org/x/image/tiff"
+)
+
+// Cost is what the first bytes of a file tell about the memory of decoding it, so that a caller can reserve
+// that memory (or refuse the file) before reading the rest.
+type Cost struct {
+	Format string // as in Picture.Format
+	// Width and Height are from the header, before orientation.
+	Width, Height int
+	// Decode is an upper estimate of the bytes DecodeBytes allocates at its peak (the decoder's own buffers,
+	// the canonical NRGBA copy and the oriented copy), not counting the encoded file itself.
+	Decode int64
+	// Analysis is the same for DecodeForAnalysis, which keeps the decoder's own pixel layout.
+	Analysis int64
+	// Deep is true when DecodeBytes will return NRGBA64 (or may: a TIFF's depth is not estimated).
+	Deep bool
+}
+
+// EstimateCost reads the header at the start of a file (head may be the first few kB or the whole file) and
+// estimates the memory decoding it takes. A JPEG's frame header may lie past a short head (behind large
+// metadata); the estimate then assumes the costliest layout (three full-resolution components, progressive).
+func EstimateCost(head []byte) (Cost, error) {
+	f, err := sniff(head)
+	if err != nil {
+		return Cost{}, err
+	}
+	cfg, err := f.config(head)
+	if err != nil {
+		return Cost{}, classify(f.name, "reading header", err)
+	}
+	if cfg.Width <= 0 || cfg.Height <= 0 {
+		return Cost{}, fmt.Errorf("imageio: %s header gives %dx%d pixels: %w", f.name, cfg.Width, cfg.Height, ErrCorrupt)
+	}
+	w, h := int64(cfg.Width), int64(cfg.Height)
+	px := w * h
+	out, canonical := decoderBytes(f.name, head, w, h)
+	c := Cost{Format: f.name, Width: cfg.Width, Height: cfg.Height, Analysis: out, Deep: canonical == 8}
+	// toCanonical copies unless the decoder already produced NRGBA; the orientation step copies again.
+	c.Decode = out + canonical*px
+	if m, _ := readMeta(f.name, head); m.orientation > 1 {
+		c.Decode += canonical * px
+	}
+	return c, nil
+}
+
+// EstimateCostAt is EstimateCost for a file read through r (size bytes), for when the header may lie past the
+// first bytes: a TIFF's IFD, which writers often put after the pixels, is read where it is with a few small
+// reads. Other formats are estimated from their first headBytes.
+func EstimateCostAt(r io.ReaderAt, size, headBytes int64) (Cost, error) {
+	head := make([]byte, min(size, headBytes))
+	if _, err := r.ReadAt(head, 0); err != nil && !errors.Is(err, io.EOF) {
+		return Cost{}, fmt.Errorf("imageio: reading the header: %w", err)
+	}
+	c, err := EstimateCost(head)
+	if err == nil || int64(len(head)) >= size || !errors.Is(err, ErrCorrupt) {
+		return c, err
+	}
+	f, serr := sniff(head)
+	if serr != nil || f.name != "tiff" {
+		return c, err
+	}
+	cfg, err := tiff.DecodeConfig(io.NewSectionReader(r, 0, size))
+	if err != nil {
+		return Cost{}, classify(f.name, "reading header", err)
+	}
+	if cfg.Width <= 0 || cfg.Height <= 0 {
+		return Cost{}, fmt.Errorf("imageio: tiff header gives %dx%d pixels: %w", cfg.Width, cfg.Height, ErrCorrupt)
+	}
+	px := int64(cfg.Width) * int64(cfg.Height)
+	out, canonical := decoderBytes("tiff", head, int64(cfg.Width), int64(cfg.Height))
+	// The orientation tag lives in the IFD too; assume the oriented copy.
+	return Cost{Format: "tiff", Width: cfg.Width, Height: cfg.Height, Analysis: out,
+		Decode: out + 2*canonical*px, Deep: canonical == 8}, nil
+}
+
+// decoderBytes estimates the bytes the format's decoder allocates for a w×h image, and the bytes per pixel of
+// the canonical layout (4 for NRGBA, 8 for NRGBA64).
+func decoderBytes(formatName string, head []byte, w, h int64) (int64, int64) {
+	px := w * h
+	switch formatName {
+	case "jpeg":
+		info := walkJPEG(head, MaxJPEGScans)
+		if !info.sof || len(info.comps) == 0 {
+			return 15 * px, 4 // 3 components and their progressive coefficients (4 bytes each)
+		}
+		hmax, vmax := 1, 1
+		for _, c := range info.comps {
+			hmax, vmax = max(hmax, c.h), max(vmax, c.v)
+		}
+		mcuX, mcuY := (w+8*int64(hmax)-1)/(8*int64(hmax)), (h+8*int64(vmax)-1)/(8*int64(vmax))
+		var samples int64
+		for _, c := range info.comps {
+			samples += mcuX * 8 * int64(c.h) * mcuY * 8 * int64(c.v)
+		}
+		n := samples
+		if len(info.comps) == 4 {
+			n += 4 * px // CMYK output besides the component planes
+		}
+		if info.progressive {
+			n += 4 * samples // one int32 coefficient per sample, kept across scans
+		}
+		return n, 4
+	case "png":
+		if len(head) < 29 {
+			return 8 * px, 8
+		}
+		depth, colorType, interlaced := head[24], head[25], head[28] != 0
+		var bpp, canonical int64 = 4, 4
+		switch {
+		case colorType == 3: // palette
+			bpp = 1
+		case colorType == 0 && depth == 16:
+			bpp, canonical = 2, 8
+		case colorType == 0:
+			bpp = 1
+		case depth == 16:
+			bpp, canonical = 8, 8
+		}
+		if interlaced {
+			bpp *= 2 // each pass is decoded into its own image, then copied into the whole
+		}
+		return bpp * px, canonical
+	case "gif":
+		return px, 4
+	case "bmp":
+		return 4 * px, 4
+	case "pnm":
+		hd, err := parsePNMHeader(head)
+		if err != nil {
+			return 8 * px, 8
+		}
+		var bpp int64 = 1
+		if hd.channels > 1 {
+			bpp = 4
+		}
+		if hd.maxval > 255 {
+			return 2 * bpp * px, 8
+		}
+		return bpp * px, 4
+	case "webp":
+		return 8 * px, 4 // lossless: the decoder's ARGB words and the NRGBA result
+	}
+	return 10 * px, 8 // tiff: up to 16 bits per channel, plus a decompressed strip or tile
+}
+
+// DecodeForAnalysis decodes one image file for analysis that reads luma only and does not care about
+// orientation (detection finds flips and rotations itself): the image keeps the decoder's own pixel layout
+// (*image.YCbCr for most JPEGs, *image.Gray, *image.RGBA, ...), which for a large JPEG takes a third of the
+// memory of NRGBA. The structure limits and lim apply as in DecodeBytes. ctx is checked while the decoder
+// reads, so a cancelled request stops decoding within a few kB.
+func DecodeForAnalysis(ctx context.Context, data []byte, lim Limits) (image.Image, string, error) {
+	f, _, err := checkAll(data, lim)
+	if err != nil {
+		return nil, "", err
+	}
+	img, err := f.decodeCtx(ctx, data)
+	if err != nil {
+		return nil, f.name, err
+	}
+	if b := img.Bounds(); int64(b.Dx())*int64(b.Dy()) > lim.withDefaults().MaxPixels {
+		return nil, f.name, fmt.Errorf("imageio: %s decoded to %v: %w", f.name, b, ErrTooManyPixels)
+	}
+	return img, f.name, nil
+}
+
+// checkAll runs every check DecodeBytes makes before decoding pixels: size, format, header dimensions, pixel
+// limit and structure limits.
+func checkAll(data []byte, lim Limits) (format, image.Config, error) {
+	lim = lim.withDefaults()
+	if int64(len(data)) > lim.MaxBytes {
+		return format{}, image.Config{}, fmt.Errorf("imageio: file is larger than %d bytes: %w", lim.MaxBytes, ErrTooLarge)
+	}
+	f, err := sniff(data)
+	if err != nil {
+		return format{}, image.Config{}, err
+	}
+	cfg, err := f.config(data)
+	if err != nil {
+		return format{}, image.Config{}, classify(f.name, "reading header", err)
+	}
+	if cfg.Width <= 0 || cfg.Height <= 0 {
+		return format{}, image.Config{}, fmt.Errorf("imageio: %s header gives %dx%d pixels: %w", f.name, cfg.Width, cfg.Height, ErrCorrupt)
+	}
+	if px := int64(cfg.Width) * int64(cfg.Height); px > lim.MaxPixels {
+		return format{}, image.Config{}, fmt.Errorf("imageio: %s is %dx%d = %d pixels, more than the limit of %d: %w",
+			f.name, cfg.Width, cfg.Height, px, lim.MaxPixels, ErrTooManyPixels)
+	}
+	if err := checkStructure(f.name, data); err != nil {
+		return format{}, image.Config{}, err
+	}
+	return f, cfg, nil
+}
+
+// decodeCtx decodes data with f, checking ctx on every read the decoder makes.
+func (f format) decodeCtx(ctx context.Context, data []byte) (image.Image, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("imageio: %s decoding: %w", f.name, err)
+	}
+	var img image.Image
+	var err error
+	if f.decodeReader != nil {
+		img, err = f.decodeReader(&ctxReader{ctx: ctx, r: bytes.NewReader(data)})
+	} else {
+		img, err = f.decode(data)
+	}
+	if cerr := ctx.Err(); cerr != nil {
+		return nil, fmt.Errorf("imageio: %s decoding: %w", f.name, cerr)
+	}
+	if err != nil {
+		return nil, classify(f.name, "decoding", err)
+	}
+	return img, nil
+}
+
+// ctxReader fails reads once ctx is done. It deliberately implements only Read (no ReadByte), so that decoders
+// read through their own buffers in blocks and the check runs every few kB rather than every byte.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c *ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
+}

@@ -1,0 +1,151 @@
+// Package markfile turns a decoded picture into a marked output file that is known to carry its mark: it embeds
+// with package codec, encodes with package imageio, and runs the detector on what a recipient would decode
+// before returning. A file whose mark does not read back is embedded again at a higher perceptual strength
+// (within codec.MaxStrength); if it still does not read back, the call fails with ErrNotReadable rather than
+// hand out an unmarked file as a success. It owns no I/O beyond the byte buffer it returns and knows nothing of
+// jobs, HTTP or storage.
+package markfile
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"image"
+
+	"filigrane/codec"
+	"filigrane/codec/imageio"
+)
+
+// ErrNotReadable is returned (wrapped) when no strength within the limits gives a file whose mark reads back.
+var ErrNotReadable = errors.New("markfile: the mark does not read back from the encoded file")
+
+// Format is an output file format.
+type Format string
+
+// Output formats.
+const (
+	PNG  Format = "png"
+	JPEG Format = "jpeg" // baseline, 4:4:4 chroma, quality JPEGQuality, ICC kept
+	WebP Format = "webp" // lossless (VP8L), 8 bits per channel, alpha and ICC kept
+)
+
+// JPEGQuality is the quality of JPEG output: high enough that the file looks like the PNG, with the mark well
+// above what the quantisation removes.
+const JPEGQuality = 95
+
+// ParseFormat accepts a format name as given by a user ("" means PNG).
+func ParseFormat(s string) (Format, error) {
+	switch s {
+	case "", "png":
+		return PNG, nil
+	case "jpeg", "jpg":
+		return JPEG, nil
+	case "webp":
+		return WebP, nil
+	}
+	return "", fmt.Errorf("markfile: unknown output format %q (supported: png, jpeg, webp)", s)
+}
+
+// Ext is the file name extension of the format, without the dot.
+func (f Format) Ext() string {
+	if f == JPEG {
+		return "jpg"
+	}
+	return string(f)
+}
+
+// ErrAlpha is returned for a JPEG output of an image with transparent pixels: JPEG has no alpha channel.
+var ErrAlpha = errors.New("markfile: JPEG output cannot keep transparency; use PNG")
+
+// ContentType is the media type of the format.
+func (f Format) ContentType() string { return "image/" + string(f) }
+
+// Result is a marked, verified file.
+type Result struct {
+	Data     []byte
+	Format   Format
+	Report   codec.EmbedReport
+	Attempts int // embeddings made: 1 unless the first did not read back
+}
+
+// retryFactors are the strength multipliers tried after the first embedding fails verification.
+var retryFactors = []float64{1.6, 2.5}
+
+// Embed marks pic with id, encodes it in format f and verifies the mark on the decoded output.
+func Embed(ctx context.Context, c *codec.Codec, pic *imageio.Picture, id codec.ID, f Format, opt codec.EmbedOptions) (Result, error) {
+	if f == JPEG && pic.HasAlpha {
+		return Result{}, ErrAlpha
+	}
+	base := opt.Strength
+	if base == 0 {
+		base = codec.DefaultStrength
+	}
+	strengths := []float64{base}
+	for _, k := range retryFactors {
+		if s := base * k; s <= codec.MaxStrength {
+			strengths = append(strengths, s)
+		} else if strengths[len(strengths)-1] < codec.MaxStrength {
+			strengths = append(strengths, codec.MaxStrength)
+		}
+	}
+	for i, s := range strengths {
+		if err := ctx.Err(); err != nil {
+			return Result{}, err
+		}
+		opt.Strength = s
+		marked, rep, err := c.Embed(pic.Image, id, opt)
+		if err != nil {
+			return Result{}, err
+		}
+		data, err := encode(marked, pic, f)
+		if err != nil {
+			return Result{}, err
+		}
+		ok, err := verify(c, marked, data, f, id)
+		if err != nil {
+			return Result{}, err
+		}
+		if ok {
+			return Result{Data: data, Format: f, Report: rep, Attempts: i + 1}, nil
+		}
+	}
+	return Result{}, fmt.Errorf("%w (tried strengths up to %.2f)", ErrNotReadable, strengths[len(strengths)-1])
+}
+
+func encode(img image.Image, pic *imageio.Picture, f Format) ([]byte, error) {
+	var buf bytes.Buffer
+	switch f {
+	case PNG:
+		if err := imageio.EncodePNG(&buf, img, pic.ICC); err != nil {
+			return nil, err
+		}
+	case JPEG:
+		if err := imageio.EncodeJPEG(&buf, img, JPEGQuality, pic.ICC); err != nil {
+			return nil, err
+		}
+	case WebP:
+		if err := imageio.EncodeWebP(&buf, img, pic.ICC); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, fmt.Errorf("markfile: unknown output format %q", f)
+	}
+	return buf.Bytes(), nil
+}
+
+// verify runs the detector on what a recipient of data decodes. PNG is lossless and written from the marked
+// pixels as they are (8 or 16 bits per channel), so the marked image itself is what it decodes to and is
+// checked without decoding the file again; JPEG (lossy) and WebP (8 bits only) are decoded.
+func verify(c *codec.Codec, marked image.Image, data []byte, f Format, id codec.ID) (bool, error) {
+	img := marked
+	if f != PNG {
+		pic, err := imageio.Decode(bytes.NewReader(data), imageio.Limits{})
+		if err != nil {
+			return false, fmt.Errorf("markfile: decoding the %s output: %w", f, err)
+		}
+		img = pic.Image
+	}
+	d := c.Detect(img)
+	return d.Watermarked && d.WatermarkID != nil && *d.WatermarkID == id.String(), nil
+}

@@ -1,0 +1,124 @@
+package markfile
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"image"
+	"image/color"
+	"image/png"
+	"math/rand/v2"
+	"testing"
+
+	"filigrane/codec"
+	"filigrane/codec/imageio"
+)
+
+func testCodec(t *testing.T) *codec.Codec {
+	t.Helper()
+	c, err := codec.New([]byte("markfile-test-key-0123456789abcd"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// picture returns a decoded picture of a textured w×h image, as imageio would hand it over.
+func picture(t *testing.T, w, h int, alpha uint8) *imageio.Picture {
+	t.Helper()
+	img := image.NewNRGBA(image.Rect(0, 0, w, h))
+	rng := rand.New(rand.NewPCG(1, uint64(w)))
+	for y := 0; y < h; y++ {
+		for x := 0; x < w; x++ {
+			v := uint8(60 + x*100/w + rng.IntN(60))
+			img.SetNRGBA(x, y, color.NRGBA{v, v / 2, 255 - v, alpha})
+		}
+	}
+	var buf bytes.Buffer
+	if err := png.Encode(&buf, img); err != nil {
+		t.Fatal(err)
+	}
+	pic, err := imageio.DecodeBytes(buf.Bytes(), imageio.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pic
+}
+
+// The returned file is a PNG from which the mark reads back after a real decode.
+func TestEmbedReturnsVerifiedPNG(t *testing.T) {
+	c := testCodec(t)
+	id, _ := codec.IDFromJSON([]byte(`{"file":1}`))
+	res, err := Embed(context.Background(), c, picture(t, 640, 480, 255), id, PNG, codec.EmbedOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Attempts != 1 || res.Format != PNG || res.Report.PSNR < codec.MinPSNR {
+		t.Fatalf("attempts %d, format %s, PSNR %.1f", res.Attempts, res.Format, res.Report.PSNR)
+	}
+	pic, err := imageio.DecodeBytes(res.Data, imageio.Limits{})
+	if err != nil || pic.Format != "png" {
+		t.Fatalf("output does not decode as PNG: %v", err)
+	}
+	if d := c.Detect(pic.Image); !d.Watermarked || *d.WatermarkID != id.String() {
+		t.Fatalf("mark not read from the returned file: %+v", d)
+	}
+}
+
+// JPEG output (4:4:4, quality 95) carries the mark, as read back by a real decode, and refuses transparency.
+func TestEmbedReturnsVerifiedJPEG(t *testing.T) {
+	c := testCodec(t)
+	id, _ := codec.IDFromJSON([]byte(`{"file":2}`))
+	res, err := Embed(context.Background(), c, picture(t, 640, 480, 255), id, JPEG, codec.EmbedOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pic, err := imageio.DecodeBytes(res.Data, imageio.Limits{})
+	if err != nil || pic.Format != "jpeg" || res.Format.Ext() != "jpg" || res.Format.ContentType() != "image/jpeg" {
+		t.Fatalf("output: %v, format %q", err, pic.Format)
+	}
+	if d := c.Detect(pic.Image); !d.Watermarked || *d.WatermarkID != id.String() {
+		t.Fatalf("mark not read from the returned JPEG: %+v", d)
+	}
+	if _, err := Embed(context.Background(), c, picture(t, 640, 480, 128), id, JPEG, codec.EmbedOptions{}); !errors.Is(err, ErrAlpha) {
+		t.Fatalf("transparent image as JPEG: %v", err)
+	}
+}
+
+// Lossless WebP output carries the mark and keeps transparency.
+func TestEmbedReturnsVerifiedWebP(t *testing.T) {
+	c := testCodec(t)
+	id, _ := codec.IDFromJSON([]byte(`{"file":3}`))
+	res, err := Embed(context.Background(), c, picture(t, 640, 480, 200), id, WebP, codec.EmbedOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pic, err := imageio.DecodeBytes(res.Data, imageio.Limits{})
+	if err != nil || pic.Format != "webp" || !pic.HasAlpha {
+		t.Fatalf("output: %v, format %q, alpha %v", err, pic.Format, pic.HasAlpha)
+	}
+	if d := c.Detect(pic.Image); !d.Watermarked || *d.WatermarkID != id.String() {
+		t.Fatalf("mark not read from the returned WebP: %+v", d)
+	}
+}
+
+// An image that cannot hold a mark (every pixel transparent, which the codec leaves untouched) fails with
+// ErrNotReadable after the stronger retries, instead of being returned unmarked.
+func TestEmbedFailsWhenMarkDoesNotReadBack(t *testing.T) {
+	c := testCodec(t)
+	_, err := Embed(context.Background(), c, picture(t, 512, 512, 0), codec.ID{9}, PNG, codec.EmbedOptions{})
+	if !errors.Is(err, ErrNotReadable) {
+		t.Fatalf("got %v, want ErrNotReadable", err)
+	}
+}
+
+func TestParseFormat(t *testing.T) {
+	for in, want := range map[string]Format{"": PNG, "png": PNG, "jpeg": JPEG, "jpg": JPEG, "webp": WebP} {
+		if f, err := ParseFormat(in); err != nil || f != want {
+			t.Errorf("%q: %v %v", in, f, err)
+		}
+	}
+	if _, err := ParseFormat("gif"); err == nil {
+		t.Error("gif accepted")
+	}
+}

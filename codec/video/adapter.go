@@ -1,0 +1,422 @@
+// Package video is the codec's media adapter for MP4 and MOV files: it probes a file with ffprobe, embeds a
+// watermark id into every frame's luma through an ffmpeg decode → Go → ffmpeg encode → ffmpeg remux pipeline,
+// and detects it by combining the soft output of many frames. Files go in and out on disk because ffmpeg needs
+// seekable files (the moov atom, +faststart).
+//
+// It owns the ffmpeg command lines, the resource limits put on them (limits checked from the probe before any
+// decoding, a time limit through the context, an address-space limit, no network, a process-group kill), and the
+// mapping of their failures to typed errors (errors.go). It must not know about HTTP, jobs, credits or storage:
+// callers map the errors to responses and keep the files.
+package video
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"filigrane/codec"
+)
+
+// Adapter runs the video pipeline with one codec. The zero values of its other fields are usable: tools from
+// PATH, DefaultLimits. It holds no state between calls and is safe for concurrent use.
+type Adapter struct {
+	Codec   *codec.Codec
+	FFmpeg  string // path or name of ffmpeg; "" means "ffmpeg" from PATH
+	FFprobe string // path or name of ffprobe; "" means "ffprobe" from PATH
+	Limits  Limits
+	// NoPrlimit runs the tools without the address-space limit even where prlimit exists.
+	NoPrlimit bool
+}
+
+// Options tune one embedding.
+type Options struct {
+	PSNR   float64 // mark strength per frame in dB; 0 means codec.DefaultVideoPSNR
+	CRF    int     // x264 constant rate factor; 0 means DefaultCRF
+	Preset string  // x264 preset; "" means DefaultPreset
+}
+
+// DefaultCRF and DefaultPreset make the re-encode visually transparent: CRF 18 is x264's customary "visually
+// lossless" point, and medium is ffmpeg's default preset.
+const (
+	DefaultCRF    = 18
+	DefaultPreset = "medium"
+)
+
+// EmbedReport describes a finished embedding.
+type EmbedReport struct {
+	FrameCount int64   `json:"frame_count"`
+	Duration   float64 `json:"duration"` // seconds, from the source's probe
+	Width      int     `json:"width"`    // of the output frames (odd sizes are padded to even)
+	Height     int     `json:"height"`
+	BitDepth   int     `json:"bit_depth"`
+	Container  string  `json:"container"` // "mp4" or "mov", the source's
+	VideoCodec string  `json:"video_codec"`
+	CRF        int     `json:"crf"`
+	Preset     string  `json:"preset"`
+}
+
+// tools are the resolved programs of one call.
+type tools struct {
+	ffmpeg, ffprobe, prlimit string
+	limits                   Limits
+}
+
+func (a *Adapter) tools() (tools, error) {
+	t := tools{limits: a.Limits.withDefaults()}
+	var err error
+	if t.ffmpeg, err = lookTool(a.FFmpeg, "ffmpeg"); err != nil {
+		return t, err
+	}
+	if t.ffprobe, err = lookTool(a.FFprobe, "ffprobe"); err != nil {
+		return t, err
+	}
+	if !a.NoPrlimit {
+		t.prlimit, _ = exec.LookPath("prlimit") // optional: without it the tools run unlimited in memory
+	}
+	return t, nil
+}
+
+// Probe runs ffprobe on src and checks the limits. Bad input comes back as ErrNotVideo, ErrNoVideoStream,
+// ErrTruncated or a limit error.
+func (a *Adapter) Probe(ctx context.Context, src string) (Info, error) {
+	t, err := a.tools()
+	if err != nil {
+		return Info{}, err
+	}
+	return t.probe(ctx, src)
+}
+
+func (t tools) probe(ctx context.Context, src string) (Info, error) {
+	ctx, cancel := context.WithTimeout(ctx, t.limits.Timeout)
+	defer cancel()
+	if !fileExists(src) {
+		return Info{}, fmt.Errorf("video: %s is not a regular file", src)
+	}
+	p := t.newProc(ctx, "probe", t.ffprobe, "-v", "error", "-protocol_whitelist", "file", "-print_format", "json",
+		"-show_format", "-show_streams", "-i", "file:"+src)
+	p.redact = []string{src}
+	var out bytes.Buffer
+	p.cmd.Stdout = &limitWriter{w: &out, n: maxProbeJSON + 1}
+	if err := p.cmd.Start(); err != nil {
+		return Info{}, &ToolError{Stage: "probe", Kind: ErrFFmpeg, Err: err}
+	}
+	if err := p.wait(ctx); err != nil {
+		var te *ToolError
+		if errors.As(err, &te) && te.Kind == ErrTruncated && !looksLikeISO(src) {
+			te.Kind = ErrNotVideo // "moov atom not found" in a file that never was an MP4
+		}
+		return Info{}, err
+	}
+	info, err := ParseProbe(out.Bytes())
+	if err != nil {
+		return info, err
+	}
+	return info, t.limits.Check(info)
+}
+
+// Embed marks every frame of src (MP4 or MOV) with id and writes dst in the same container: H.264 video, the
+// other streams copied, metadata and rotation kept. dst appears only when everything succeeded.
+func (a *Adapter) Embed(ctx context.Context, src, dst string, id codec.ID, opt Options) (EmbedReport, error) {
+	if a.Codec == nil {
+		return EmbedReport{}, errors.New("video: adapter without a codec")
+	}
+	t, err := a.tools()
+	if err != nil {
+		return EmbedReport{}, err
+	}
+	info, err := t.probe(ctx, src)
+	if err != nil {
+		return EmbedReport{}, err
+	}
+	if info.Container == "" {
+		return EmbedReport{}, fmt.Errorf("%w: container %s, embedding takes MP4 or MOV", ErrUnsupported,
+			info.FormatName)
+	}
+	v := info.Video
+	marker, err := a.Codec.NewVideoMarker(id, v.Width, v.Height, codec.EmbedOptions{PSNR: opt.PSNR})
+	if errors.Is(err, codec.ErrTooSmall) {
+		return EmbedReport{}, fmt.Errorf("%w: %dx%d, the short side must be at least %d pixels", ErrTooSmall,
+			v.Width, v.Height, codec.MinVideoSide)
+	}
+	if err != nil {
+		return EmbedReport{}, err
+	}
+	if opt.CRF == 0 {
+		opt.CRF = DefaultCRF
+	}
+	if opt.Preset == "" {
+		opt.Preset = DefaultPreset
+	}
+	if opt.CRF < 0 || opt.CRF > 51 || !validPreset(opt.Preset) {
+		return EmbedReport{}, fmt.Errorf("video: bad encoder options: crf %d, preset %q", opt.CRF, opt.Preset)
+	}
+	f := newFrameFormat(v)
+	rep := EmbedReport{Duration: info.Duration, Width: v.Width + v.Width%2, Height: v.Height + v.Height%2,
+		BitDepth: f.bits, Container: info.Container, VideoCodec: "h264", CRF: opt.CRF, Preset: opt.Preset}
+
+	tmp, err := os.CreateTemp(filepath.Dir(dst), ".filigrane-video-*."+info.Container)
+	if err != nil {
+		return EmbedReport{}, fmt.Errorf("video: output: %w", err)
+	}
+	tmpName := tmp.Name()
+	tmp.Close()
+	done := false
+	defer func() {
+		if !done {
+			os.Remove(tmpName)
+		}
+	}()
+
+	ctx, stop := context.WithTimeout(ctx, t.limits.Timeout)
+	defer stop()
+	pctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	decArgs := t.decodeArgs(src, v, f.pixFmt, "")
+	if f.bare {
+		decArgs = bareDecodeArgs(src, v, f)
+	}
+	decode := t.newProc(pctx, "decode", t.ffmpeg, decArgs...)
+	encode := t.newProc(pctx, "encode", t.ffmpeg, encodeArgs(v, f, opt)...)
+	remux := t.newProc(pctx, "remux", t.ffmpeg, remuxArgs(src, tmpName, info)...)
+	decode.redact, remux.redact = []string{src}, []string{src, tmpName}
+	decOut, err := decode.cmd.StdoutPipe()
+	if err != nil {
+		return EmbedReport{}, err
+	}
+	encIn, err := encode.cmd.StdinPipe()
+	if err != nil {
+		return EmbedReport{}, err
+	}
+	// The encoder's output goes straight into the remuxer, without passing through Go.
+	mr, mw, err := os.Pipe()
+	if err != nil {
+		return EmbedReport{}, err
+	}
+	encode.cmd.Stdout = mw
+	remux.cmd.Stdin = mr
+	var pl pipeline
+	startErr := pl.start(decode)
+	if startErr == nil {
+		startErr = pl.start(encode)
+	}
+	if startErr == nil {
+		startErr = pl.start(remux)
+	}
+	mw.Close() // the children hold their own copies
+	mr.Close()
+	var goErr error
+	if startErr != nil {
+		goErr = startErr
+	} else {
+		mark := func(pix []byte, _ int64) error {
+			if f.bits == 8 {
+				return marker.Mark8(pix[:f.lumaSize], v.Width)
+			}
+			return marker.Mark16(pix[:f.lumaSize], 2*v.Width, f.bits)
+		}
+		if f.bare {
+			rep.FrameCount, goErr = walkRaw(decOut, encIn, f.size, t.limits.MaxFrames, mark)
+		} else {
+			rep.FrameCount, goErr = walkMKV(decOut, encIn, f.size, t.limits.MaxFrames, mark)
+		}
+		if goErr != nil {
+			goErr = fmt.Errorf("video: marking frames: %w", goErr)
+			if !errors.Is(goErr, syscall.EPIPE) {
+				cancel() // the frames are wrong: stop the encoder before it sees a clean end of input
+			}
+			io.Copy(io.Discard, decOut) //nolint:errcheck // let the decoder finish or fail on its own
+		}
+	}
+	encIn.Close()
+	if err := pl.waitAll(pctx, cancel, goErr); err != nil {
+		if ctx.Err() != nil {
+			return EmbedReport{}, fmt.Errorf("video: embedding stopped: %w", ctx.Err())
+		}
+		return EmbedReport{}, err
+	}
+	if rep.FrameCount == 0 {
+		return EmbedReport{}, fmt.Errorf("%w: no frame could be decoded", ErrTruncated)
+	}
+	if err := decode.checkComplete(rep.FrameCount, info); err != nil {
+		return EmbedReport{}, err
+	}
+	// CreateTemp makes the file private; the output is an ordinary media file.
+	if err := os.Chmod(tmpName, 0o644); err != nil {
+		return EmbedReport{}, fmt.Errorf("video: output: %w", err)
+	}
+	if err := os.Rename(tmpName, dst); err != nil {
+		return EmbedReport{}, fmt.Errorf("video: output: %w", err)
+	}
+	done = true
+	return rep, nil
+}
+
+// frameFormat is the raw layout of decoded frames.
+type frameFormat struct {
+	// bare: frames cross the pipes as bare raw video, without timestamps, because ffmpeg 5.1's Matroska muxer
+	// stores no raw format deeper than 8 bits (it declares them as RGB). Timing is then rebuilt from the frame
+	// rate: exact for constant rates, converted to the average rate for variable ones.
+	bare     bool
+	pixFmt   string
+	bits     int
+	lumaSize int // bytes of the Y plane
+	size     int // bytes of the whole frame
+}
+
+func newFrameFormat(v Stream) frameFormat {
+	w, h := v.Width, v.Height
+	cw, ch := (w+1)/2, (h+1)/2
+	if v.BitDepth > 8 {
+		return frameFormat{bare: true, pixFmt: "yuv420p10le", bits: 10, lumaSize: 2 * w * h, size: 2 * (w*h + 2*cw*ch)}
+	}
+	pf := "yuv420p"
+	if strings.HasPrefix(v.PixFmt, "yuvj") || v.ColorRange == "pc" {
+		pf = "yuvj420p" // full range: same layout, no range conversion
+	}
+	return frameFormat{pixFmt: pf, bits: 8, lumaSize: w * h, size: w*h + 2*cw*ch}
+}
+
+// decodeArgs decodes the video stream to raw frames in Matroska on stdout, in stored orientation (the rotation is
+// written back as metadata) and with the source's timestamps. vf is an optional filter.
+func (t tools) decodeArgs(src string, v Stream, pixFmt, vf string) []string {
+	args := []string{"-nostdin", "-v", "error", "-protocol_whitelist", "file,pipe", "-noautorotate",
+		"-i", "file:" + src, "-map", "0:" + strconv.Itoa(v.Index), "-an", "-sn", "-dn", "-copyts"}
+	if vf != "" {
+		args = append(args, "-vf", vf)
+	}
+	args = append(args, "-c:v", "rawvideo", "-pix_fmt", pixFmt, "-fps_mode", "passthrough",
+		"-write_crc32", "0")
+	return append(args, "-f", "matroska", "pipe:1")
+}
+
+// rawRate is the frame rate of a bare raw stream: the base rate, or the average one for variable timing.
+func rawRate(v Stream) Rational {
+	if v.VFR() || !v.FrameRate.Valid() {
+		if v.AvgFrameRate.Valid() {
+			return v.AvgFrameRate
+		}
+		return Rational{25, 1}
+	}
+	return v.FrameRate
+}
+
+// bareDecodeArgs decode to bare raw frames at a constant rate (see frameFormat.bare).
+func bareDecodeArgs(src string, v Stream, f frameFormat) []string {
+	return []string{"-nostdin", "-v", "error", "-protocol_whitelist", "file,pipe", "-noautorotate",
+		"-i", "file:" + src, "-map", "0:" + strconv.Itoa(v.Index), "-an", "-sn", "-dn",
+		"-c:v", "rawvideo", "-pix_fmt", f.pixFmt, "-fps_mode", "cfr", "-r", rawRate(v).String(),
+		"-f", "rawvideo", "pipe:1"}
+}
+
+func encodeArgs(v Stream, f frameFormat, opt Options) []string {
+	args := []string{"-nostdin", "-v", "error", "-protocol_whitelist", "pipe", "-f", "matroska", "-i", "pipe:0",
+		"-map", "0:v:0", "-copyts"}
+	if f.bare {
+		args = []string{"-nostdin", "-v", "error", "-protocol_whitelist", "pipe", "-f", "rawvideo",
+			"-pix_fmt", f.pixFmt, "-s", fmt.Sprintf("%dx%d", v.Width, v.Height), "-framerate", rawRate(v).String(),
+			"-itsoffset", fmt.Sprintf("%.6f", v.StartTime), "-i", "pipe:0", "-map", "0:v:0", "-copyts"}
+	}
+	if v.Width%2 != 0 || v.Height%2 != 0 {
+		// 4:2:0 H.264 needs even sizes: repeat the last column or row.
+		args = append(args, "-vf", "pad=ceil(iw/2)*2:ceil(ih/2)*2,fillborders=right=1:bottom=1:mode=smear")
+	}
+	args = append(args, "-c:v", "libx264", "-preset", opt.Preset, "-crf", strconv.Itoa(opt.CRF),
+		"-pix_fmt", f.pixFmt, "-fps_mode", "passthrough")
+	for _, tag := range [][2]string{{"-color_range", v.ColorRange}, {"-colorspace", v.ColorSpace},
+		{"-color_trc", v.ColorTransfer}, {"-color_primaries", v.ColorPrimaries}} {
+		if tag[1] != "" && tag[1] != "unknown" && tag[1] != "reserved" {
+			args = append(args, tag[0], tag[1])
+		}
+	}
+	return append(args, "-f", "matroska", "pipe:1")
+}
+
+// remuxArgs puts the encoded video and the source's other streams into the output container. Stream copy is
+// where ffmpeg honours the rotate tag, so rotation is set here.
+func remuxArgs(src, dst string, info Info) []string {
+	args := []string{"-nostdin", "-v", "error", "-protocol_whitelist", "file,pipe", "-f", "matroska",
+		"-i", "pipe:0", "-protocol_whitelist", "file", "-i", "file:" + src, "-copyts", "-map", "0:v:0", "-map", "1:a?", "-map", "1:s?", "-c", "copy",
+		"-map_metadata", "1", "-map_metadata:s:v:0", "1:s:" + strconv.Itoa(info.Video.Index), "-map_chapters", "1",
+		"-metadata:s:v:0", "rotate=" + strconv.Itoa(info.Video.Rotation), "-metadata:s:v:0", "encoder=",
+	}
+	args = append(args, timestampArgs(info.Video)...)
+	// Per-stream tags (language, handler, creation time) of the copied streams; a specifier that matches no
+	// stream is an error, hence the counts.
+	if info.Audio > 0 {
+		args = append(args, "-map_metadata:s:a", "1:s:a")
+	}
+	if info.Subtitles > 0 {
+		args = append(args, "-map_metadata:s:s", "1:s:s")
+	}
+	return append(args, "-movflags", "+faststart", "-f", info.Container, "-y", "file:"+dst)
+}
+
+// timestampArgs give the output video the source's time base and, for a constant frame rate, put every timestamp
+// back on the source's frame grid: the raw frames crossed Matroska, whose timestamps are whole milliseconds.
+// Variable-rate timing keeps the millisecond precision.
+func timestampArgs(v Stream) []string {
+	tb := v.TimeBase
+	if !tb.Valid() || tb.Num != 1 {
+		return nil
+	}
+	// The first filter only changes the time base (rounding to its ticks); the second, whose TB is then the
+	// source's, snaps to the frame grid anchored at the source's start time.
+	bsf := "setts=time_base=" + tb.String() + ":pts=PTS:dts=DTS"
+	if r := v.FrameRate; r.Valid() && !v.VFR() {
+		snap := func(ts string) string {
+			return fmt.Sprintf("round((%.9f+round((%s*TB-%.9f)*%d/%d)*%d/%d)*%d)", v.StartTime, ts, v.StartTime,
+				r.Num, r.Den, r.Den, r.Num, tb.Den)
+		}
+		bsf += ",setts=pts=" + snap("PTS") + ":dts=" + snap("DTS")
+	}
+	return []string{"-bsf:v", bsf, "-video_track_timescale", strconv.FormatInt(tb.Den, 10)}
+}
+
+func validPreset(p string) bool {
+	switch p {
+	case "ultrafast", "superfast", "veryfast", "faster", "fast", "medium", "slow", "slower", "veryslow":
+		return true
+	}
+	return false
+}
+
+// limitWriter fails once more than n bytes were written.
+type limitWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (l *limitWriter) Write(b []byte) (int, error) {
+	if int64(len(b)) > l.n {
+		return 0, errors.New("video: tool output above its limit")
+	}
+	l.n -= int64(len(b))
+	return l.w.Write(b)
+}
+
+// looksLikeISO reports whether the file starts with an ISO base media box (ftyp, moov, mdat, ...), as every MP4 or
+// MOV does, truncated or not.
+func looksLikeISO(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	var b [8]byte
+	if _, err := io.ReadFull(f, b[:]); err != nil {
+		return false
+	}
+	switch string(b[4:8]) {
+	case "ftyp", "moov", "mdat", "free", "skip", "wide", "pnot":
+		return true
+	}
+	return false
+}

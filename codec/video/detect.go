@@ -1,0 +1,157 @@
+package video
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"filigrane/codec"
+)
+
+// SegmentSeconds is the length of a detection unit. Frames are averaged over a segment before analysis: the mark
+// is the same in every frame and adds up, while moving content and coding noise average out, and one analysis
+// per second instead of one per frame keeps detection cheaper than decoding.
+const SegmentSeconds = 1
+
+// detectMaxPixels is the frame size above which detection analyses frames reduced by half (bounded memory and
+// time; the mark's waxels of large frames span several pixels and survive the reduction).
+const detectMaxPixels = 2_300_000
+
+// Detect looks for a mark in the video stream of src. The result's units are the segments (seconds from the
+// start, unit index = second); the overall decision combines the soft bits of all segments, and when that does
+// not decode, of the mean of all frames. Detection.Soft and the codeword LLRs behind it are kept, so
+// Codec.Snap can match a short or damaged clip against the issued ids.
+func (a *Adapter) Detect(ctx context.Context, src string) (codec.Detection, error) {
+	if a.Codec == nil {
+		return codec.Detection{}, errors.New("video: adapter without a codec")
+	}
+	t, err := a.tools()
+	if err != nil {
+		return codec.Detection{}, err
+	}
+	info, err := t.probe(ctx, src)
+	if err != nil {
+		return codec.Detection{}, err
+	}
+	v := info.Video
+	w, h, vf := v.Width, v.Height, ""
+	if w*h > detectMaxPixels {
+		w, h = w/2, h/2
+		vf = fmt.Sprintf("scale=%d:%d:flags=area", w, h)
+	}
+	ctx, stop := context.WithTimeout(ctx, t.limits.Timeout)
+	defer stop()
+	pctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	decode := t.newProc(pctx, "decode", t.ffmpeg, t.decodeArgs(src, v, "gray", vf)...)
+	decode.redact = []string{src}
+	out, err := decode.cmd.StdoutPipe()
+	if err != nil {
+		return codec.Detection{}, err
+	}
+	var pl pipeline
+	if err := pl.start(decode); err != nil {
+		return codec.Detection{}, err
+	}
+	acc := newSegmenter(a.Codec, w, h)
+	_, goErr := walkMKV(out, nil, w*h, t.limits.MaxFrames, func(pix []byte, ms int64) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		acc.add(pix, ms)
+		return nil
+	})
+	if goErr != nil {
+		io.Copy(io.Discard, out) //nolint:errcheck // let the decoder finish or fail on its own
+	}
+	if err := pl.waitAll(pctx, cancel, goErr); err != nil {
+		if ctx.Err() != nil {
+			return codec.Detection{}, fmt.Errorf("video: detection stopped: %w", ctx.Err())
+		}
+		return codec.Detection{}, err
+	}
+	if acc.frames == 0 {
+		return codec.Detection{}, fmt.Errorf("%w: no frame could be decoded", ErrTruncated)
+	}
+	if err := decode.checkComplete(int64(acc.frames), info); err != nil {
+		return codec.Detection{}, err
+	}
+	return acc.result(), nil
+}
+
+// segmenter sums frames per segment and over the whole clip, and analyses each finished segment.
+type segmenter struct {
+	c          *codec.Codec
+	w, h       int
+	seg        []float32 // sum of the current segment's frames
+	all        []float32 // sum of all frames
+	segIndex   int64     // current segment (-1: none yet)
+	segFrames  int
+	frames     int
+	firstMS    int64
+	softs      []codec.FrameSoft
+	units      []codec.Unit
+	scratchOut []float32
+}
+
+func newSegmenter(c *codec.Codec, w, h int) *segmenter {
+	return &segmenter{c: c, w: w, h: h, seg: make([]float32, w*h), all: make([]float32, w*h), segIndex: -1,
+		scratchOut: make([]float32, w*h)}
+}
+
+func (s *segmenter) add(pix []byte, ms int64) {
+	if s.frames == 0 {
+		s.firstMS = ms
+	}
+	idx := (ms - s.firstMS) / (1000 * SegmentSeconds)
+	if idx < 0 {
+		idx = 0
+	}
+	if s.segIndex >= 0 && idx != s.segIndex && s.segFrames > 0 {
+		s.flush()
+	}
+	s.segIndex = idx
+	for i, v := range pix[:s.w*s.h] {
+		f := float32(v)
+		s.seg[i] += f
+		s.all[i] += f
+	}
+	s.segFrames++
+	s.frames++
+}
+
+// flush analyses the current segment and starts a new one.
+func (s *segmenter) flush() {
+	fs := s.analyze(s.seg, s.segFrames)
+	s.softs = append(s.softs, fs)
+	d := s.c.CombineFrames([]codec.FrameSoft{fs})
+	s.units = append(s.units, codec.Unit{Index: int(s.segIndex), Watermarked: d.Watermarked,
+		Confidence: d.Confidence, WatermarkID: d.WatermarkID})
+	clear(s.seg)
+	s.segFrames = 0
+}
+
+func (s *segmenter) analyze(sum []float32, n int) codec.FrameSoft {
+	inv := 1 / float32(n)
+	for i, v := range sum {
+		s.scratchOut[i] = v * inv
+	}
+	return s.c.AnalyzeVideoLuma(codec.LumaPlane{Pix: s.scratchOut, Width: s.w, Height: s.h, Stride: s.w})
+}
+
+// result combines the segments; when that fails, the mean of all frames gets one more decoding attempt (it
+// helps when no single segment synchronises).
+func (s *segmenter) result() codec.Detection {
+	if s.segFrames > 0 {
+		s.flush()
+	}
+	d := s.c.CombineFrames(s.softs)
+	if !d.Watermarked && len(s.softs) > 1 {
+		if whole := s.c.CombineFrames([]codec.FrameSoft{s.analyze(s.all, s.frames)}); whole.Watermarked {
+			d = whole
+		}
+	}
+	d.Units = s.units
+	return d
+}

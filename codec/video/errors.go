@@ -1,0 +1,53 @@
+package video
+
+import (
+	"errors"
+	"fmt"
+)
+
+// The kinds of failure a caller maps to a response (each a 422 problem code, or 413 for the limits). Every error
+// the adapter returns for bad input wraps exactly one of them; match with errors.Is.
+var (
+	ErrNotVideo      = errors.New("video: not a video file")
+	ErrNoVideoStream = errors.New("video: no video stream")
+	ErrTruncated     = errors.New("video: file is truncated or corrupt")
+	ErrUnsupported   = errors.New("video: unsupported video")
+	ErrTooLong       = errors.New("video: too long")
+	ErrTooLarge      = errors.New("video: frames too large")
+	ErrTooManyFrames = errors.New("video: too many frames")
+	ErrTooSmall      = errors.New("video: frames too small to carry a watermark")
+	ErrFFmpeg        = errors.New("video: ffmpeg failed")
+)
+
+// ToolError is a failed ffmpeg or ffprobe run: which stage, how it ended, and the tail of its stderr, which is
+// usually the only useful reason. It wraps a kind (ErrFFmpeg unless the stderr shows a more specific one) and
+// the process error.
+type ToolError struct {
+	Stage  string // "probe", "decode", "encode", "remux"
+	Kind   error
+	Stderr string // last lines of the tool's stderr
+	Err    error  // the exit status or start error
+}
+
+func (e *ToolError) Error() string {
+	msg := fmt.Sprintf("%v: %s: %v", e.Kind, e.Stage, e.Err)
+	if e.Stderr != "" {
+		msg += ": " + e.Stderr
+	}
+	return msg
+}
+
+// Unwrap returns both the kind and the process error, so errors.Is finds either.
+func (e *ToolError) Unwrap() []error { return []error{e.Kind, e.Err} }
+
+// Reason is the text a caller shows to the client: the kind and the tool's last words, without process details.
+func Reason(err error) string {
+	var te *ToolError
+	if errors.As(err, &te) {
+		if te.Stderr != "" {
+			return te.Kind.Error() + ": " + te.Stderr
+		}
+		return te.Kind.Error()
+	}
+	return err.Error()
+}

@@ -1,0 +1,278 @@
+package video
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Info is what ffprobe says about a file, reduced to what the adapter needs.
+type Info struct {
+	FormatName string  // ffprobe's format_name, e.g. "mov,mp4,m4a,3gp,3g2,mj2"
+	Container  string  // "mp4" or "mov" for the ISO family (by major brand), else ""
+	Duration   float64 // seconds (the container's, else the video stream's)
+	Size       int64   // bytes, as ffprobe reports them
+	Video      Stream  // the first video stream that is not a cover picture
+	Audio      int     // number of audio streams
+	Subtitles  int     // number of subtitle streams
+	Streams    int     // number of streams of any kind
+}
+
+// Stream describes the video stream.
+type Stream struct {
+	Index          int
+	Codec          string
+	Profile        string
+	Width, Height  int
+	PixFmt         string
+	BitDepth       int      // bits per luma sample (8 for yuv420p, 10 for yuv420p10le, ...)
+	FrameRate      Rational // r_frame_rate: the base rate (lowest rate that represents all timestamps)
+	AvgFrameRate   Rational
+	TimeBase       Rational
+	StartTime      float64
+	Duration       float64
+	Frames         int64 // nb_frames when the container states it, else duration × average rate (rounded up)
+	Rotation       int   // degrees from the display matrix (ffprobe's sign convention), 0 when none
+	ColorRange     string
+	ColorSpace     string
+	ColorTransfer  string
+	ColorPrimaries string
+}
+
+// VFR reports whether the stream's frame timing is variable: its average rate differs from its base rate.
+func (s Stream) VFR() bool {
+	return s.FrameRate.Valid() && s.AvgFrameRate.Valid() &&
+		math.Abs(s.FrameRate.Float()-s.AvgFrameRate.Float()) > 0.01*s.FrameRate.Float()
+}
+
+// Rational is a ratio of integers as ffprobe writes them ("30000/1001").
+type Rational struct{ Num, Den int64 }
+
+// Valid reports whether the ratio is positive and finite.
+func (r Rational) Valid() bool { return r.Num > 0 && r.Den > 0 }
+
+// Float is the ratio's value, 0 when invalid.
+func (r Rational) Float() float64 {
+	if !r.Valid() {
+		return 0
+	}
+	return float64(r.Num) / float64(r.Den)
+}
+
+func (r Rational) String() string { return fmt.Sprintf("%d/%d", r.Num, r.Den) }
+
+func parseRational(s string) Rational {
+	num, den, ok := strings.Cut(s, "/")
+	if !ok {
+		den = "1"
+	}
+	n, err1 := strconv.ParseInt(num, 10, 64)
+	d, err2 := strconv.ParseInt(den, 10, 64)
+	if err1 != nil || err2 != nil || n <= 0 || d <= 0 || n > 1<<31 || d > 1<<31 {
+		return Rational{}
+	}
+	return Rational{n, d}
+}
+
+// ffprobe's JSON, only the fields used. Numbers are strings in ffprobe's output.
+type probeJSON struct {
+	Streams []struct {
+		Index          int               `json:"index"`
+		CodecName      string            `json:"codec_name"`
+		CodecType      string            `json:"codec_type"`
+		Profile        string            `json:"profile"`
+		Width          int               `json:"width"`
+		Height         int               `json:"height"`
+		PixFmt         string            `json:"pix_fmt"`
+		RFrameRate     string            `json:"r_frame_rate"`
+		AvgFrameRate   string            `json:"avg_frame_rate"`
+		TimeBase       string            `json:"time_base"`
+		StartTime      string            `json:"start_time"`
+		Duration       string            `json:"duration"`
+		NbFrames       string            `json:"nb_frames"`
+		BitsPerRaw     string            `json:"bits_per_raw_sample"`
+		ColorRange     string            `json:"color_range"`
+		ColorSpace     string            `json:"color_space"`
+		ColorTransfer  string            `json:"color_transfer"`
+		ColorPrimaries string            `json:"color_primaries"`
+		Disposition    map[string]int    `json:"disposition"`
+		Tags           map[string]string `json:"tags"`
+		SideData       []struct {
+			Type     string   `json:"side_data_type"`
+			Rotation *float64 `json:"rotation"`
+		} `json:"side_data_list"`
+	} `json:"streams"`
+	Format *struct {
+		FormatName string            `json:"format_name"`
+		Duration   string            `json:"duration"`
+		Size       string            `json:"size"`
+		Tags       map[string]string `json:"tags"`
+	} `json:"format"`
+}
+
+// maxProbeJSON bounds the ffprobe output read (a file with thousands of streams or huge tags is refused).
+const maxProbeJSON = 4 << 20
+
+// ParseProbe turns ffprobe's JSON (-show_format -show_streams) into Info. It wraps ErrNotVideo when there is no
+// format section or the file is a still image, and ErrNoVideoStream when no stream is a moving picture.
+func ParseProbe(data []byte) (Info, error) {
+	if len(data) > maxProbeJSON {
+		return Info{}, fmt.Errorf("%w: probe output above %d bytes", ErrUnsupported, maxProbeJSON)
+	}
+	var p probeJSON
+	if err := json.Unmarshal(data, &p); err != nil {
+		return Info{}, fmt.Errorf("%w: unreadable probe output: %v", ErrNotVideo, err)
+	}
+	if p.Format == nil || p.Format.FormatName == "" {
+		return Info{}, fmt.Errorf("%w: no container format recognised", ErrNotVideo)
+	}
+	info := Info{FormatName: p.Format.FormatName, Streams: len(p.Streams)}
+	if isImageFormat(info.FormatName) {
+		return info, fmt.Errorf("%w: %s is a still image format", ErrNotVideo, info.FormatName)
+	}
+	if strings.Contains(info.FormatName, "mp4") || strings.HasPrefix(info.FormatName, "mov") {
+		info.Container = "mp4"
+		if strings.TrimSpace(p.Format.Tags["major_brand"]) == "qt" {
+			info.Container = "mov"
+		}
+	}
+	info.Duration = parseSeconds(p.Format.Duration)
+	info.Size, _ = strconv.ParseInt(p.Format.Size, 10, 64)
+	found := false
+	for _, s := range p.Streams {
+		switch s.CodecType {
+		case "audio":
+			info.Audio++
+			continue
+		case "subtitle":
+			info.Subtitles++
+			continue
+		case "video":
+		default:
+			continue
+		}
+		if found || s.Disposition["attached_pic"] == 1 || s.Disposition["still_image"] == 1 {
+			continue
+		}
+		found = true
+		v := Stream{Index: s.Index, Codec: s.CodecName, Profile: s.Profile, Width: s.Width, Height: s.Height,
+			PixFmt: s.PixFmt, FrameRate: parseRational(s.RFrameRate), AvgFrameRate: parseRational(s.AvgFrameRate),
+			TimeBase: parseRational(s.TimeBase), StartTime: parseSeconds(s.StartTime),
+			Duration: parseSeconds(s.Duration), ColorRange: s.ColorRange, ColorSpace: s.ColorSpace,
+			ColorTransfer: s.ColorTransfer, ColorPrimaries: s.ColorPrimaries}
+		v.BitDepth = pixFmtDepth(s.PixFmt)
+		if v.BitDepth == 0 {
+			if b, err := strconv.Atoi(s.BitsPerRaw); err == nil && b > 0 && b <= 16 {
+				v.BitDepth = b
+			}
+		}
+		for _, sd := range s.SideData {
+			if sd.Rotation != nil && !math.IsNaN(*sd.Rotation) && math.Abs(*sd.Rotation) <= 360 {
+				v.Rotation = int(math.Round(*sd.Rotation))
+			}
+		}
+		if n, err := strconv.ParseInt(s.NbFrames, 10, 64); err == nil && n > 0 {
+			v.Frames = n
+		}
+		info.Video = v
+	}
+	if !found {
+		return info, fmt.Errorf("%w: %d streams, none of them video", ErrNoVideoStream, len(p.Streams))
+	}
+	if info.Duration <= 0 {
+		info.Duration = info.Video.Duration
+	}
+	if info.Video.Frames == 0 && info.Video.AvgFrameRate.Valid() && info.Duration > 0 {
+		f := math.Ceil(info.Duration * info.Video.AvgFrameRate.Float())
+		info.Video.Frames = int64(min(f, math.MaxInt32))
+	}
+	if info.Video.Width <= 0 || info.Video.Height <= 0 {
+		return info, fmt.Errorf("%w: video stream without dimensions", ErrTruncated)
+	}
+	return info, nil
+}
+
+// isImageFormat reports ffprobe format names of still images (ffprobe reads a PNG as a one-frame video).
+func isImageFormat(name string) bool {
+	return strings.HasSuffix(name, "_pipe") || name == "image2" || name == "gif" || name == "webp" ||
+		name == "apng" || name == "tty" || name == "mpjpeg"
+}
+
+// pixFmtDepth returns the luma bit depth of the pixel formats the adapter decodes, 0 when unknown.
+func pixFmtDepth(f string) int {
+	switch {
+	case strings.Contains(f, "p10") || strings.HasSuffix(f, "10le") || strings.HasSuffix(f, "10be"):
+		return 10
+	case strings.Contains(f, "p12"):
+		return 12
+	case strings.Contains(f, "p16"):
+		return 16
+	case f == "":
+		return 0
+	}
+	return 8
+}
+
+func parseSeconds(s string) float64 {
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) || v < 0 || v > 1e9 {
+		return 0
+	}
+	return v
+}
+
+// Limits bound the work one file may cause; they are checked from the probe, before any frame is decoded.
+// Zero fields take the DefaultLimits values.
+type Limits struct {
+	MaxDuration float64 // seconds
+	MaxWidth    int     // pixels, either orientation: the larger side
+	MaxPixels   int     // width × height of one frame
+	MaxFrames   int64
+	MemoryBytes uint64        // address-space limit of each ffmpeg process (Linux)
+	Timeout     time.Duration // wall-clock limit of one Probe, Embed or Detect, on top of the caller's context
+}
+
+// DefaultLimits allow ten minutes of up to 4K video.
+var DefaultLimits = Limits{MaxDuration: 600, MaxWidth: 4096, MaxPixels: 4096 * 2304, MaxFrames: 36000,
+	MemoryBytes: 3 << 30, Timeout: 90 * time.Minute}
+
+func (l Limits) withDefaults() Limits {
+	if l.MaxDuration <= 0 {
+		l.MaxDuration = DefaultLimits.MaxDuration
+	}
+	if l.MaxWidth <= 0 {
+		l.MaxWidth = DefaultLimits.MaxWidth
+	}
+	if l.MaxPixels <= 0 {
+		l.MaxPixels = DefaultLimits.MaxPixels
+	}
+	if l.MaxFrames <= 0 {
+		l.MaxFrames = DefaultLimits.MaxFrames
+	}
+	if l.Timeout <= 0 {
+		l.Timeout = DefaultLimits.Timeout
+	}
+	if l.MemoryBytes == 0 {
+		l.MemoryBytes = DefaultLimits.MemoryBytes
+	}
+	return l
+}
+
+// Check compares the probe with the limits.
+func (l Limits) Check(info Info) error {
+	l = l.withDefaults()
+	v := info.Video
+	switch {
+	case info.Duration > l.MaxDuration:
+		return fmt.Errorf("%w: %.1f s, the limit is %.0f s", ErrTooLong, info.Duration, l.MaxDuration)
+	case max(v.Width, v.Height) > l.MaxWidth || v.Width*v.Height > l.MaxPixels:
+		return fmt.Errorf("%w: %dx%d, the limit is %d pixels per side and %d per frame", ErrTooLarge, v.Width,
+			v.Height, l.MaxWidth, l.MaxPixels)
+	case v.Frames > l.MaxFrames:
+		return fmt.Errorf("%w: %d frames, the limit is %d", ErrTooManyFrames, v.Frames, l.MaxFrames)
+	}
+	return nil
+}

@@ -1,0 +1,68 @@
+package video
+
+import (
+	"errors"
+	"testing"
+)
+
+const probeMOV = `{"streams":[{"index":0,"codec_name":"h264","codec_type":"video","profile":"High","width":640,
+"height":480,"pix_fmt":"yuv420p","r_frame_rate":"30000/1001","avg_frame_rate":"30000/1001","time_base":"1/30000",
+"start_time":"0.000000","duration":"3.003000","nb_frames":"90","disposition":{"attached_pic":0},
+"side_data_list":[{"side_data_type":"Display Matrix","rotation":90}]},
+{"index":1,"codec_name":"aac","codec_type":"audio","tags":{"language":"fra"}}],
+"format":{"format_name":"mov,mp4,m4a,3gp,3g2,mj2","duration":"3.003000","size":"123456",
+"tags":{"major_brand":"qt  "}}}`
+
+func TestParseProbe(t *testing.T) {
+	info, err := ParseProbe([]byte(probeMOV))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := info.Video
+	if info.Container != "mov" || v.Width != 640 || v.Height != 480 || v.Frames != 90 || v.Rotation != 90 ||
+		v.BitDepth != 8 || v.FrameRate != (Rational{30000, 1001}) || v.VFR() || info.Audio != 1 {
+		t.Errorf("parsed %+v", info)
+	}
+	for _, c := range []struct {
+		json string
+		want error
+	}{
+		{`{}`, ErrNotVideo},
+		{`not json`, ErrNotVideo},
+		{`{"streams":[{"codec_type":"video","width":10,"height":10}],"format":{"format_name":"png_pipe"}}`, ErrNotVideo},
+		{`{"streams":[{"codec_type":"audio"}],"format":{"format_name":"mov,mp4"}}`, ErrNoVideoStream},
+		{`{"streams":[{"codec_type":"video","disposition":{"attached_pic":1},"width":10,"height":10}],
+			"format":{"format_name":"mov,mp4"}}`, ErrNoVideoStream},
+		{`{"streams":[{"codec_type":"video"}],"format":{"format_name":"mov,mp4"}}`, ErrTruncated},
+	} {
+		if _, err := ParseProbe([]byte(c.json)); !errors.Is(err, c.want) {
+			t.Errorf("%s: error %v, want %v", c.json, err, c.want)
+		}
+	}
+}
+
+// FuzzParseProbe feeds arbitrary bytes as ffprobe output: ParseProbe must not panic, must return a kind for every
+// failure, and an accepted file must have positive dimensions and no negative counts.
+func FuzzParseProbe(f *testing.F) {
+	f.Add([]byte(probeMOV))
+	f.Add([]byte(`{"streams":[{"codec_type":"video","width":1,"height":1,"r_frame_rate":"0/0","nb_frames":"-5"}],
+		"format":{"format_name":"matroska,webm","duration":"nan"}}`))
+	f.Add([]byte(`{"streams":[{"codec_type":"video","width":99999999,"height":99999999,"avg_frame_rate":"1000000/1"}],
+		"format":{"format_name":"mov","duration":"1e300"}}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		info, err := ParseProbe(data)
+		if err != nil {
+			for _, k := range []error{ErrNotVideo, ErrNoVideoStream, ErrTruncated, ErrUnsupported} {
+				if errors.Is(err, k) {
+					return
+				}
+			}
+			t.Fatalf("untyped error %v", err)
+		}
+		v := info.Video
+		if v.Width <= 0 || v.Height <= 0 || v.Frames < 0 || info.Duration < 0 || info.Audio < 0 {
+			t.Fatalf("accepted %+v", info)
+		}
+		_ = DefaultLimits.Check(info)
+	})
+}

@@ -1,0 +1,426 @@
+package video
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+
+	"filigrane/codec"
+)
+
+// The tests run the real ffmpeg on short clips generated here (testsrc2 with a sine tone, small frames).
+
+func requireFFmpeg(t testing.TB) {
+	t.Helper()
+	for _, tool := range []string{"ffmpeg", "ffprobe"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("%s is not installed: run scripts/setup.sh (the video tests need the real ffmpeg)", tool)
+		}
+	}
+}
+
+func testAdapter(t testing.TB) *Adapter {
+	t.Helper()
+	requireFFmpeg(t)
+	c, err := codec.New([]byte("video adapter test key, 32 bytes"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &Adapter{Codec: c}
+}
+
+// ffmpegRun runs ffmpeg with args and fails the test with its stderr.
+func ffmpegRun(t testing.TB, args ...string) {
+	t.Helper()
+	cmd := exec.Command("ffmpeg", append([]string{"-nostdin", "-v", "error", "-y"}, args...)...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("ffmpeg %s: %v: %s", strings.Join(args, " "), err, stderr.String())
+	}
+}
+
+// makeClip writes a clip of testsrc2 and a sine tone: size like "384x288", seconds long, at rate fps, with extra
+// output args (codec, metadata) appended before the file name.
+func makeClip(t testing.TB, path, size, rate string, seconds string, extra ...string) {
+	t.Helper()
+	args := []string{"-f", "lavfi", "-i", "testsrc2=size=" + size + ":rate=" + rate + ":duration=" + seconds,
+		"-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000:duration=" + seconds}
+	if len(extra) == 0 {
+		extra = []string{"-c:v", "libx264", "-preset", "veryfast", "-crf", "20", "-pix_fmt", "yuv420p"}
+	}
+	args = append(args, extra...)
+	args = append(args, "-c:a", "aac", "-b:a", "96k", path)
+	ffmpegRun(t, args...)
+}
+
+func testID(b byte) codec.ID {
+	var id codec.ID
+	for i := range id {
+		id[i] = b ^ byte(i*37)
+	}
+	return id
+}
+
+func requireID(t *testing.T, d codec.Detection, id codec.ID, what string) {
+	t.Helper()
+	if !d.Watermarked || d.WatermarkID == nil || *d.WatermarkID != id.String() {
+		got := "nil"
+		if d.WatermarkID != nil {
+			got = *d.WatermarkID
+		}
+		t.Fatalf("%s: id not recovered: watermarked %v, confidence %.3f, id %s, units %+v", what, d.Watermarked,
+			d.Confidence, got, d.Units)
+	}
+}
+
+func TestErrorsTyped(t *testing.T) {
+	a := testAdapter(t)
+	dir := t.TempDir()
+	text := filepath.Join(dir, "notes.mp4")
+	if err := os.WriteFile(text, []byte("this is not a video at all\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	audio := filepath.Join(dir, "audio.mp4")
+	ffmpegRun(t, "-f", "lavfi", "-i", "sine=duration=1", "-c:a", "aac", audio)
+	src := filepath.Join(dir, "src.mp4")
+	makeClip(t, src, "320x256", "25", "2")
+	data, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut := filepath.Join(dir, "cut.mp4")
+	if err := os.WriteFile(cut, data[:len(data)/2], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// The same with the index in front (+faststart): ffprobe reads it, and the decoder meets the cut.
+	fast := filepath.Join(dir, "fast.mp4")
+	ffmpegRun(t, "-i", src, "-c", "copy", "-movflags", "+faststart", fast)
+	if data, err = os.ReadFile(fast); err != nil {
+		t.Fatal(err)
+	}
+	cutFast := filepath.Join(dir, "cutfast.mp4")
+	if err := os.WriteFile(cutFast, data[:len(data)/2], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		file string
+		want error
+	}{{text, ErrNotVideo}, {audio, ErrNoVideoStream}, {cut, ErrTruncated}, {cutFast, ErrTruncated}} {
+		_, err := a.Embed(context.Background(), c.file, filepath.Join(dir, "o.mp4"), testID(2), Options{})
+		if !errors.Is(err, c.want) {
+			t.Errorf("embed %s: error %v, want %v", filepath.Base(c.file), err, c.want)
+		}
+		_, err = a.Detect(context.Background(), c.file)
+		if !errors.Is(err, c.want) {
+			t.Errorf("detect %s: error %v, want %v", filepath.Base(c.file), err, c.want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "o.mp4")); !os.IsNotExist(err) {
+		t.Errorf("a failed embed left its output: %v", err)
+	}
+}
+
+// probeField returns one ffprobe value (ffprobe -show_entries ENTRY -of default=nw=1:nk=1) for the stream spec.
+func probeOut(t testing.TB, args ...string) string {
+	t.Helper()
+	out, err := exec.Command("ffprobe", append([]string{"-v", "error"}, args...)...).Output()
+	if err != nil {
+		t.Fatalf("ffprobe %v: %v", args, err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// TestEmbedKeepsStreamsAndTiming checks what a user sees in the output besides the mark: the same container,
+// audio packets bit-exact, the same frame count and timestamps, rotation, language and creation time kept, and
+// the mark still read after a re-encode at CRF 30.
+func TestEmbedKeepsStreamsAndTiming(t *testing.T) {
+	a := testAdapter(t)
+	dir := t.TempDir()
+	plain := filepath.Join(dir, "plain.mov")
+	makeClip(t, plain, "640x480", "30000/1001", "3")
+	src := filepath.Join(dir, "src.mov")
+	// Rotation is honoured only on stream copy (ffmpeg 5.1).
+	ffmpegRun(t, "-i", plain, "-c", "copy", "-metadata:s:v:0", "rotate=90", "-metadata:s:a:0", "language=fra",
+		"-metadata", "creation_time=2024-01-02T03:04:05Z", src)
+	dst := filepath.Join(dir, "out.mov")
+	id := testID(3)
+	rep, err := a.Embed(context.Background(), src, dst, id, Options{Preset: "ultrafast"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.FrameCount != 90 || rep.Container != "mov" {
+		t.Errorf("report %+v, want 90 frames in mov", rep)
+	}
+	if got := probeOut(t, "-show_entries", "format_tags=major_brand", "-of", "default=nw=1:nk=1", dst); got != "qt" {
+		t.Errorf("output brand %q, want qt (MOV)", got)
+	}
+	audioMD5 := func(f string) string {
+		cmd := exec.Command("ffmpeg", "-v", "error", "-i", f, "-map", "0:a", "-c", "copy", "-f", "framemd5", "-")
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("framemd5 %s: %v", f, err)
+		}
+		return string(out)
+	}
+	if audioMD5(src) != audioMD5(dst) {
+		t.Error("audio packets differ between source and output")
+	}
+	pts := func(f string) string {
+		return probeOut(t, "-select_streams", "v:0", "-show_entries", "frame=pts_time", "-of", "csv=p=0", f)
+	}
+	if a, b := pts(src), pts(dst); a != b {
+		t.Errorf("video frame timestamps differ:\nsource %s\noutput %s", a, b)
+	}
+	for _, q := range [][]string{
+		{"-select_streams", "v:0", "-show_entries", "stream=nb_frames"},
+		{"-select_streams", "v:0", "-show_entries", "stream_side_data=rotation"},
+		{"-select_streams", "a:0", "-show_entries", "stream_tags=language"},
+		{"-show_entries", "format_tags=creation_time"},
+	} {
+		args := append(q, "-of", "default=nw=1:nk=1")
+		if a, b := probeOut(t, append(args, src)...), probeOut(t, append(args, dst)...); a != b || a == "" {
+			t.Errorf("%v: source %q, output %q", q, a, b)
+		}
+	}
+	d, err := a.Detect(context.Background(), dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	requireID(t, d, id, "output")
+	if len(d.Units) != 3 {
+		t.Errorf("%d units, want one per second (3)", len(d.Units))
+	}
+	clean, err := a.Detect(context.Background(), src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if clean.Watermarked {
+		t.Errorf("unmarked source detected as watermarked: %+v", clean)
+	}
+	crf30 := filepath.Join(dir, "crf30.mp4")
+	ffmpegRun(t, "-i", dst, "-c:v", "libx264", "-preset", "veryfast", "-crf", "30", "-c:a", "copy", crf30)
+	if d, err = a.Detect(context.Background(), crf30); err != nil {
+		t.Fatal(err)
+	}
+	requireID(t, d, id, "x264 CRF 30 re-encode")
+}
+
+// TestEmbedDeepAndOddSources covers decoders and layouts other than 8-bit H.264: a 10-bit HEVC source stays
+// 10-bit, and a VP9 source with odd dimensions is padded to even ones.
+func TestEmbedDeepAndOddSources(t *testing.T) {
+	a := testAdapter(t)
+	dir := t.TempDir()
+	cases := []struct {
+		name, size string
+		enc        []string
+		depth      int
+		w, h       int
+	}{
+		{"hevc10.mp4", "384x288", []string{"-c:v", "libx265", "-preset", "ultrafast", "-pix_fmt", "yuv420p10le",
+			"-tag:v", "hvc1", "-x265-params", "log-level=error"}, 10, 384, 288},
+		{"vp9odd.mp4", "322x260", []string{"-vf", "scale=321:259", "-c:v", "libvpx-vp9", "-deadline", "realtime", "-cpu-used", "8",
+			"-b:v", "1M", "-pix_fmt", "yuv420p"}, 8, 322, 260},
+	}
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			src := filepath.Join(dir, c.name)
+			makeClip(t, src, c.size, "25", "2", c.enc...)
+			dst := filepath.Join(dir, "out-"+c.name)
+			id := testID(byte(10 + i))
+			rep, err := a.Embed(context.Background(), src, dst, id, Options{Preset: "ultrafast"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rep.BitDepth != c.depth || rep.Width != c.w || rep.Height != c.h || rep.FrameCount != 50 {
+				t.Errorf("report %+v", rep)
+			}
+			wantFmt := "yuv420p"
+			if c.depth == 10 {
+				wantFmt = "yuv420p10le"
+			}
+			got := probeOut(t, "-select_streams", "v:0", "-show_entries", "stream=codec_name,pix_fmt,width,height",
+				"-of", "csv=p=0", dst)
+			if want := "h264," + strconvItoa(c.w) + "," + strconvItoa(c.h) + "," + wantFmt; got != want {
+				t.Errorf("output stream %q, want %q", got, want)
+			}
+			ref := src
+			if c.name == "vp9odd.mp4" {
+				// The reference for a padded output is the source padded the same way by ffmpeg alone.
+				ref = filepath.Join(dir, "padded-"+c.name)
+				ffmpegRun(t, "-i", src, "-vf", "pad=ceil(iw/2)*2:ceil(ih/2)*2,fillborders=right=1:bottom=1:mode=smear",
+					"-c:v", "libx264", "-preset", "ultrafast", "-qp", "0", ref)
+			}
+			if p := psnrY(t, dst, ref); p < 36 {
+				t.Errorf("output luma PSNR %.1f dB against the source: the frames were damaged", p)
+			}
+			d, err := a.Detect(context.Background(), dst)
+			if err != nil {
+				t.Fatal(err)
+			}
+			requireID(t, d, id, "output")
+		})
+	}
+}
+
+func strconvItoa(v int) string { return strconv.Itoa(v) }
+
+func TestProbeLimits(t *testing.T) {
+	a := testAdapter(t)
+	src := filepath.Join(t.TempDir(), "src.mp4")
+	makeClip(t, src, "320x256", "25", "2")
+	for _, c := range []struct {
+		lim  Limits
+		want error
+	}{
+		{Limits{MaxDuration: 1}, ErrTooLong},
+		{Limits{MaxWidth: 300}, ErrTooLarge},
+		{Limits{MaxPixels: 320 * 255}, ErrTooLarge},
+		{Limits{MaxFrames: 49}, ErrTooManyFrames},
+	} {
+		a.Limits = c.lim
+		if _, err := a.Probe(context.Background(), src); !errors.Is(err, c.want) {
+			t.Errorf("limits %+v: error %v, want %v", c.lim, err, c.want)
+		}
+	}
+	// The address-space limit reaches the tool: 16 MiB is too little to even load ffprobe's libraries.
+	a.Limits = Limits{MemoryBytes: 16 << 20}
+	var te *ToolError
+	if _, err := a.Probe(context.Background(), src); !errors.As(err, &te) || !errors.Is(err, ErrFFmpeg) {
+		t.Errorf("probe under a 16 MiB limit: error %v, want a ToolError of kind ErrFFmpeg", err)
+	}
+	a.Limits = Limits{}
+	info, err := a.Probe(context.Background(), src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Video.Width != 320 || info.Video.Height != 256 || info.Video.Frames != 50 || info.Container != "mp4" ||
+		info.Audio != 1 {
+		t.Errorf("probe %+v", info)
+	}
+}
+
+// TestCancelKillsFFmpeg cancels an embedding while its ffmpeg processes run and requires that none survives.
+func TestCancelKillsFFmpeg(t *testing.T) {
+	a := testAdapter(t)
+	dir := t.TempDir()
+	src := filepath.Join(dir, "long.mp4")
+	makeClip(t, src, "640x480", "25", "20", "-c:v", "libx264", "-preset", "ultrafast", "-crf", "30")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := a.Embed(ctx, src, filepath.Join(dir, "out.mp4"), testID(4), Options{Preset: "veryslow"})
+		done <- err
+	}()
+	// Wait until the decoder and the remuxer run (their command lines name files in dir; the encoder's does not).
+	for len(ffmpegProcesses(t, dir)) < 2 {
+		select {
+		case err := <-done:
+			t.Fatalf("embedding ended before it could be cancelled: %v", err)
+		default:
+		}
+		runtime.Gosched()
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Errorf("error %v, want context.Canceled", err)
+	}
+	if left := ffmpegProcesses(t, dir); len(left) > 0 {
+		t.Errorf("ffmpeg processes left after cancel: %v", left)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+		t.Errorf("files left in the output directory: %v", entries)
+	}
+}
+
+// ffmpegProcesses lists the pids of live processes whose command line mentions dir.
+func ffmpegProcesses(t *testing.T, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pids []string
+	for _, e := range entries {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil || !bytes.Contains(cmdline, []byte(dir)) {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err == nil && bytes.Contains(stat, []byte(") Z ")) {
+			continue // a zombie is dead; its parent reaps it
+		}
+		pids = append(pids, e.Name())
+	}
+	return pids
+}
+
+// TestEmbedKeepsVariableFrameRate embeds into a clip with irregular frame times: every frame comes out once, at
+// its time (to the millisecond: the raw frames cross Matroska).
+func TestEmbedKeepsVariableFrameRate(t *testing.T) {
+	a := testAdapter(t)
+	dir := t.TempDir()
+	src := filepath.Join(dir, "vfr.mp4")
+	makeClip(t, src, "320x256", "30", "3", "-vf", "select='not(eq(mod(n,5),1))*not(eq(mod(n,7),3))'",
+		"-fps_mode", "vfr", "-c:v", "libx264", "-preset", "ultrafast", "-crf", "20")
+	info, err := a.Probe(context.Background(), src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !info.Video.VFR() {
+		t.Fatalf("the test clip is not VFR: r %v avg %v", info.Video.FrameRate, info.Video.AvgFrameRate)
+	}
+	dst := filepath.Join(dir, "out.mp4")
+	rep, err := a.Embed(context.Background(), src, dst, testID(5), Options{Preset: "ultrafast"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	times := func(f string) []float64 {
+		var out []float64
+		for _, l := range strings.Fields(probeOut(t, "-select_streams", "v:0", "-show_entries", "frame=pts_time",
+			"-of", "csv=p=0", f)) {
+			v, err := strconv.ParseFloat(strings.TrimRight(l, ","), 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, v)
+		}
+		return out
+	}
+	a0, b0 := times(src), times(dst)
+	if len(a0) != len(b0) || int64(len(b0)) != rep.FrameCount {
+		t.Fatalf("%d frames in, %d out, report %d", len(a0), len(b0), rep.FrameCount)
+	}
+	for i := range a0 {
+		if d := a0[i] - b0[i]; d > 0.0011 || d < -0.0011 {
+			t.Fatalf("frame %d at %.6f s, source %.6f s", i, b0[i], a0[i])
+		}
+	}
+}
+
+// psnrY is ffmpeg's average luma PSNR of a against b.
+func psnrY(t *testing.T, a, b string) float64 {
+	t.Helper()
+	out, err := exec.Command("ffmpeg", "-nostdin", "-i", a, "-i", b, "-lavfi", "[0:v][1:v]psnr", "-f", "null",
+		"-").CombinedOutput()
+	if err != nil {
+		t.Fatalf("psnr: %v: %s", err, out)
+	}
+	m := regexp.MustCompile(`PSNR y:([0-9.]+)`).FindSubmatch(out)
+	if m == nil {
+		t.Fatalf("no PSNR in %s", out)
+	}
+	v, _ := strconv.ParseFloat(string(m[1]), 64)
+	return v
+}

@@ -1,0 +1,81 @@
+package codec
+
+import (
+	"math"
+	"testing"
+)
+
+// TestVideoMarkerStrengthAndSteadiness marks the same frame repeatedly: each marked frame meets the PSNR target,
+// the mark is identical from frame to frame on static content (no flicker), and the frame-averaged analysis
+// decodes the id.
+func TestVideoMarkerStrengthAndSteadiness(t *testing.T) {
+	c := testCodec(t)
+	const w, h = 641, 361 // odd on purpose
+	img := naturalImage(w, h, 5)
+	host := make([]uint8, w*h)
+	for y := 0; y < h; y++ {
+		for x := 0; x < w; x++ {
+			host[y*w+x] = img.Pix[y*img.Stride+4*x+1]
+		}
+	}
+	var id ID
+	id[0], id[31] = 0x5a, 0xa5
+	m, err := c.NewVideoMarker(id, w, h, EmbedOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var prev []uint8
+	for f := 0; f < 4; f++ {
+		frame := append([]uint8(nil), host...)
+		if err := m.Mark8(frame, w); err != nil {
+			t.Fatal(err)
+		}
+		var sse float64
+		for i := range frame {
+			d := float64(frame[i]) - float64(host[i])
+			sse += d * d
+		}
+		if psnr := 10 * math.Log10(255*255/(sse/float64(w*h))); psnr < DefaultVideoPSNR-0.5 || psnr > DefaultVideoPSNR+1.5 {
+			t.Errorf("frame %d: PSNR %.2f dB, target %.0f", f, psnr, DefaultVideoPSNR)
+		}
+		if prev != nil {
+			for i := range frame {
+				if frame[i] != prev[i] {
+					t.Fatalf("frame %d differs from the previous one at pixel %d on static content", f, i)
+				}
+			}
+		}
+		prev = frame
+	}
+	pl := LumaPlane{Pix: make([]float32, w*h), Width: w, Height: h, Stride: w}
+	for i, v := range prev {
+		pl.Pix[i] = float32(v)
+	}
+	d := c.CombineFrames([]FrameSoft{c.AnalyzeVideoLuma(pl)})
+	if !d.Watermarked || *d.WatermarkID != id.String() {
+		t.Errorf("marked frame not decoded: %+v", d)
+	}
+	if _, err := c.NewVideoMarker(id, 300, 100, EmbedOptions{}); err == nil {
+		t.Error("a 100-pixel short side was accepted")
+	}
+}
+
+// BenchmarkVideoMarker720p is the Go stage's cost per 1280×720 frame (8-bit).
+func BenchmarkVideoMarker720p(b *testing.B) {
+	c := testCodec(b)
+	img := naturalImage(1280, 720, 3)
+	frame := make([]uint8, 1280*720)
+	for i := range frame {
+		frame[i] = img.Pix[4*i+1]
+	}
+	m, err := c.NewVideoMarker(ID{1}, 1280, 720, EmbedOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if err := m.Mark8(frame, 1280); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,302 @@
+// Package netguard protects a TCP listener from clients that hold connections without making progress: it
+// caps connections per listener and per client IP, keeps accepting through temporary errors (EMFILE and
+// friends), and turns read and write deadlines into progress deadlines once a request's headers are in. It
+// knows nothing about HTTP beyond the one status line it writes to a refused connection; it must not decide
+// anything about requests.
+package netguard
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// Limits bound a listener's connections. Zero values take the defaults below.
+type Limits struct {
+	// MaxConns caps open connections on the listener; a connection over it is answered 503 and closed.
+	MaxConns int
+	// MaxConnsPerIP caps open connections from one client address; over it: 503 and closed.
+	MaxConnsPerIP int
+	// BodyProgress is how long a request body read or a response write may wait for the next bytes once
+	// the request's headers are in (see Conn.BeginBody). A large upload over a slow link lives as long as
+	// bytes keep arriving.
+	BodyProgress time.Duration
+}
+
+// Defaults for Limits.
+const (
+	DefaultMaxConns      = 4096
+	DefaultMaxConnsPerIP = 256
+	DefaultBodyProgress  = 60 * time.Second
+)
+
+func (l *Limits) defaults() {
+	if l.MaxConns <= 0 {
+		l.MaxConns = DefaultMaxConns
+	}
+	if l.MaxConnsPerIP <= 0 {
+		l.MaxConnsPerIP = DefaultMaxConnsPerIP
+	}
+	if l.BodyProgress <= 0 {
+		l.BodyProgress = DefaultBodyProgress
+	}
+}
+
+// Listener wraps a net.Listener with Limits. Accept returns *Conn values.
+type Listener struct {
+	net.Listener
+	limits Limits
+	// Refused counts connections closed at once for being over a limit; Errors counts temporary accept
+	// errors that were waited out. Both are for metrics and tests.
+	Refused atomic.Int64
+	Errors  atomic.Int64
+	// OnTemporary, when set, is told about each temporary accept error (logging); it must not block.
+	OnTemporary func(err error, backoff time.Duration)
+	// sleep waits out a backoff; tests replace it.
+	sleep func(time.Duration)
+
+	refusing chan struct{}
+
+	mu    sync.Mutex
+	open  int
+	perIP map[string]int
+}
+
+// Wrap guards ln with limits.
+func Wrap(ln net.Listener, limits Limits) *Listener {
+	limits.defaults()
+	return &Listener{Listener: ln, limits: limits, sleep: time.Sleep, perIP: map[string]int{},
+		refusing: make(chan struct{}, maxRefusing)}
+}
+
+// Limits returns the listener's limits with defaults applied.
+func (l *Listener) Limits() Limits { return l.limits }
+
+// refusalBody and refusal are what a connection over a limit reads before it is closed: a complete HTTP
+// response, so that a client sees "busy, retry" instead of a reset.
+const refusalBody = `{"type":"/problems/unavailable","title":"Service unavailable","status":503,` +
+	`"detail":"too many open connections; retry shortly","code":"unavailable"}`
+
+var refusal = []byte("HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/problem+json\r\nRetry-After: 1\r\n" +
+	"Connection: close\r\nContent-Length: " + strconv.Itoa(len(refusalBody)) + "\r\n\r\n" + refusalBody)
+
+// maxBackoff bounds the wait after repeated temporary accept errors.
+const maxBackoff = time.Second
+
+// Accept waits for the next connection within the limits. Temporary errors (out of file descriptors, a
+// connection aborted before it was accepted, a timeout) are waited out with a growing backoff and never
+// returned: one client that exhausts descriptors must not end the listener.
+func (l *Listener) Accept() (net.Conn, error) {
+	backoff := time.Duration(0)
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			if !Temporary(err) {
+				return nil, err
+			}
+			l.Errors.Add(1)
+			backoff = min(max(2*backoff, 5*time.Millisecond), maxBackoff)
+			if l.OnTemporary != nil {
+				l.OnTemporary(err, backoff)
+			}
+			l.sleep(backoff)
+			continue
+		}
+		backoff = 0
+		ip := hostOf(c.RemoteAddr())
+		l.mu.Lock()
+		over := l.open >= l.limits.MaxConns || l.perIP[ip] >= l.limits.MaxConnsPerIP
+		if !over {
+			l.open++
+			l.perIP[ip]++
+		}
+		l.mu.Unlock()
+		if over {
+			l.Refused.Add(1)
+			l.refuse(c)
+			continue
+		}
+		return &Conn{Conn: c, ln: l, ip: ip, progress: l.limits.BodyProgress}, nil
+	}
+}
+
+// maxRefusing bounds the refused connections being answered at once; past it they are closed unanswered.
+const maxRefusing = 64
+
+// refuse answers c with 503 and closes it. An HTTP client takes an answer that arrives before its request
+// for a broken connection, and closing a socket with unread input resets it (the client loses the answer),
+// so the request's headers are read first and the rest dropped for a moment. That happens off the accept
+// loop, for maxRefusing connections at a time; past that (a flood), c gets what it already sent read, the
+// answer, and a close, without waiting: under a flood a real client's request is usually in by the time
+// its connection is accepted.
+func (l *Listener) refuse(c net.Conn) {
+	select {
+	case l.refusing <- struct{}{}:
+	default:
+		_ = c.SetDeadline(time.Now().Add(5 * time.Millisecond))
+		_, _ = c.Read(make([]byte, 16<<10))
+		_ = c.SetWriteDeadline(time.Now().Add(5 * time.Millisecond))
+		_, _ = c.Write(refusal)
+		_ = c.Close()
+		return
+	}
+	go func() {
+		defer func() { <-l.refusing }()
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(refuseWait))
+		readHeaders(c)
+		_ = c.SetDeadline(time.Now().Add(refuseWait))
+		if _, err := c.Write(refusal); err != nil {
+			return
+		}
+		if cw, ok := c.(interface{ CloseWrite() error }); ok {
+			_ = cw.CloseWrite()
+		}
+		_, _ = io.Copy(io.Discard, io.LimitReader(c, 64<<10))
+	}()
+}
+
+// refuseWait bounds each step of answering a refused connection off the accept loop.
+const refuseWait = 250 * time.Millisecond
+
+// readHeaders reads from c until the end of a request's headers, 16 KiB, an error or the deadline.
+func readHeaders(c net.Conn) {
+	buf := make([]byte, 4096)
+	var tail []byte
+	for total := 0; total < 16<<10; {
+		n, err := c.Read(buf)
+		total += n
+		tail = append(tail, buf[:n]...)
+		if bytes.Contains(tail, []byte("\r\n\r\n")) || err != nil {
+			return
+		}
+		tail = tail[max(0, len(tail)-3):]
+	}
+}
+
+// Open returns the number of connections the listener holds open now.
+func (l *Listener) Open() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.open
+}
+
+func (l *Listener) release(ip string) {
+	l.mu.Lock()
+	l.open--
+	if l.perIP[ip]--; l.perIP[ip] <= 0 {
+		delete(l.perIP, ip)
+	}
+	l.mu.Unlock()
+}
+
+// Temporary reports whether an accept error will likely pass: descriptor or buffer exhaustion, a connection
+// the peer aborted, a timeout. A closed listener is not temporary.
+func Temporary(err error) bool {
+	if errors.Is(err, net.ErrClosed) {
+		return false
+	}
+	for _, e := range []syscall.Errno{syscall.EMFILE, syscall.ENFILE, syscall.ENOBUFS, syscall.ENOMEM,
+		syscall.ECONNABORTED, syscall.ECONNRESET, syscall.EINTR, syscall.EAGAIN, syscall.EPROTO} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+func hostOf(a net.Addr) string {
+	if ta, ok := a.(*net.TCPAddr); ok {
+		return ta.IP.String()
+	}
+	host, _, err := net.SplitHostPort(a.String())
+	if err != nil {
+		return a.String()
+	}
+	return host
+}
+
+// Conn is an accepted connection. The server's own deadlines (header timeout, idle timeout) pass through
+// until BeginBody; from then on every read and write gets a fresh deadline of the body-progress timeout, so
+// that a body is bounded by its progress, not its total time. The next SetReadDeadline from the server (the
+// idle or header timeout of the next request) ends the body phase.
+type Conn struct {
+	net.Conn
+	ln       *Listener
+	ip       string
+	progress time.Duration
+	body     atomic.Bool
+	closed   atomic.Bool
+}
+
+// BeginBody switches the connection to progress deadlines for the rest of the current request.
+func (c *Conn) BeginBody() {
+	c.body.Store(true)
+	_ = c.Conn.SetReadDeadline(time.Now().Add(c.progress))
+	_ = c.Conn.SetWriteDeadline(time.Now().Add(c.progress))
+}
+
+// InBody reports whether the connection is in its body phase.
+func (c *Conn) InBody() bool { return c.body.Load() }
+
+// SetReadDeadline sets the server's deadline and ends the body phase: the server calls it before it reads
+// the next request's headers.
+func (c *Conn) SetReadDeadline(t time.Time) error {
+	c.body.Store(false)
+	return c.Conn.SetReadDeadline(t)
+}
+
+// SetWriteDeadline is ignored during the body phase, where each write sets its own.
+func (c *Conn) SetWriteDeadline(t time.Time) error {
+	if c.body.Load() {
+		return nil
+	}
+	return c.Conn.SetWriteDeadline(t)
+}
+
+// SetDeadline sets both deadlines through the two methods above.
+func (c *Conn) SetDeadline(t time.Time) error {
+	return errors.Join(c.SetReadDeadline(t), c.SetWriteDeadline(t))
+}
+
+func (c *Conn) Read(p []byte) (int, error) {
+	if c.body.Load() {
+		_ = c.Conn.SetReadDeadline(time.Now().Add(c.progress))
+	}
+	return c.Conn.Read(p)
+}
+
+func (c *Conn) Write(p []byte) (int, error) {
+	if !c.body.Load() {
+		return c.Conn.Write(p)
+	}
+	// Write in pieces so that each one's deadline measures progress, not the whole response.
+	const piece = 256 << 10
+	n := 0
+	for n < len(p) {
+		end := min(len(p), n+piece)
+		_ = c.Conn.SetWriteDeadline(time.Now().Add(c.progress))
+		m, err := c.Conn.Write(p[n:end])
+		n += m
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// Close closes the connection and gives its place back to the listener (once).
+func (c *Conn) Close() error {
+	err := c.Conn.Close()
+	if c.closed.CompareAndSwap(false, true) {
+		c.ln.release(c.ip)
+	}
+	return err
+}

@@ -1,0 +1,267 @@
+package node_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"hash/crc32"
+	"image"
+	"image/png"
+	"net"
+	"net/http"
+	"testing"
+	"time"
+
+	"filigrane/actors"
+	"filigrane/internal/node"
+)
+
+// grayPNG encodes a w×h gray image with a little texture (it compresses to a few dozen kB).
+func grayPNG(t *testing.T, w, h int) []byte {
+	t.Helper()
+	img := image.NewGray(image.Rect(0, 0, w, h))
+	for i := range img.Pix {
+		img.Pix[i] = byte(100 + i%7)
+	}
+	var b bytes.Buffer
+	if err := (&png.Encoder{CompressionLevel: png.BestSpeed}).Encode(&b, img); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+// pngHeader16 returns a PNG whose header announces w×h RGBA pixels of 16 bits with one empty IDAT.
+func pngHeader16(w, h uint32) []byte {
+	var b bytes.Buffer
+	b.WriteString("\x89PNG\r\n\x1a\n")
+	chunk := func(typ string, data []byte) {
+		binary.Write(&b, binary.BigEndian, uint32(len(data)))
+		c := append([]byte(typ), data...)
+		b.Write(c)
+		binary.Write(&b, binary.BigEndian, crc32.ChecksumIEEE(c))
+	}
+	ihdr := make([]byte, 13)
+	binary.BigEndian.PutUint32(ihdr, w)
+	binary.BigEndian.PutUint32(ihdr[4:], h)
+	ihdr[8], ihdr[9] = 16, 6
+	chunk("IHDR", ihdr)
+	chunk("IDAT", []byte{0x78, 0x9c, 0x03, 0x00, 0x00, 0x00, 0x00, 0x01})
+	chunk("IEND", nil)
+	return b.Bytes()
+}
+
+// scanBomb builds a side×side gray progressive JPEG with scans AC scans that each skip every block with a few
+// end-of-band runs (18 bytes a scan): image/jpeg walks all blocks in every scan, 9 s of CPU for 1000 scans
+// at 2048×2048. (codec/imageio's tests build the same file.)
+func scanBomb(side, scans int) []byte {
+	var b bytes.Buffer
+	seg := func(m byte, p []byte) {
+		b.Write([]byte{0xFF, m, byte((len(p) + 2) >> 8), byte(len(p) + 2)})
+		b.Write(p)
+	}
+	b.Write([]byte{0xFF, 0xD8})
+	q := bytes.Repeat([]byte{1}, 65)
+	q[0] = 0
+	seg(0xDB, q)
+	seg(0xC2, []byte{8, byte(side >> 8), byte(side), byte(side >> 8), byte(side), 1, 1, 0x11, 0})
+	seg(0xC4, append([]byte{0x00, 1}, append(make([]byte, 15), 0x00)...))
+	seg(0xC4, append([]byte{0x10, 1}, append(make([]byte, 15), 0xE0)...))
+	blocks := (side / 8) * (side / 8)
+	seg(0xDA, []byte{1, 1, 0x00, 0, 0, 0})
+	b.Write(make([]byte, (blocks+7)/8))
+	for s := 0; s < scans; s++ {
+		seg(0xDA, []byte{1, 1, 0x00, 1, 63, 0})
+		bits := 15 * ((blocks + 16383) / 16384)
+		d := make([]byte, (bits+7)/8)
+		if r := bits % 8; r != 0 {
+			d[len(d)-1] = byte(0xFF >> r)
+		}
+		b.Write(d)
+	}
+	b.Write([]byte{0xFF, 0xD9})
+	return b.Bytes()
+}
+
+// TestDecodeBudgets runs synchronous detections on a node with a 600 MiB decode budget: each costly file gets
+// a clear answer within seconds, and only the detections that answered 200 are charged.
+func TestDecodeBudgets(t *testing.T) {
+	f := newFixture(t, func(c *node.Config) { c.DecodeMemory = 600 << 20 })
+	url := f.base + "/watermarks/images/detect"
+	bal0, _ := balance(t, f, f.orgA)
+	charged := int64(0)
+
+	// 5,000 scans (a 90 kB file): refused from the marker walk, before any scan is decoded.
+	r := post(t, url, f.keyA, "", scanBomb(2048, 5000), "")
+	if p := decodeProblem(t, r); r.status != 422 || p.Code != "image_too_complex" {
+		t.Fatalf("many scans: %d %+v", r.status, p)
+	}
+
+	// 156250×256 (40 MP in a small PNG): the detector analyses its top-left 1024×256, so the estimate (and
+	// the real cost) fits the 600 MiB budget; uncropped, detection took 2.3 GB.
+	r = post(t, url, f.keyA, "", grayPNG(t, 156250, 256), "")
+	if r.status != 200 {
+		t.Fatalf("extreme aspect: %d %s", r.status, r.body)
+	}
+	charged++
+
+	// Detection is not limited to 40 MP.
+	r = post(t, url, f.keyA, "", grayPNG(t, 8200, 5000), "")
+	if r.status != 200 {
+		t.Fatalf("41 MP: %d %s", r.status, r.body)
+	}
+	charged++
+
+	// 190 MP of 16-bit RGBA needs more than the whole budget: 413 at once, nothing decoded.
+	r = post(t, url, f.keyA, "", pngHeader16(19000, 10000), "")
+	if p := decodeProblem(t, r); r.status != 413 || p.Code != "image_too_large" {
+		t.Fatalf("over the budget: %d %+v", r.status, p)
+	}
+
+	// The budget in use by other decodes: 503 decode_busy with Retry-After after a short wait.
+	release, err := f.n.DecodeBudget().Acquire(context.Background(), f.n.DecodeBudget().Capacity())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r = post(t, url, f.keyA, "", grayPNG(t, 512, 512), "")
+	release()
+	if p := decodeProblem(t, r); r.status != 503 || p.Code != "decode_busy" || r.header.Get("Retry-After") != "5" {
+		t.Fatalf("budget busy: %d %+v Retry-After %q", r.status, p, r.header.Get("Retry-After"))
+	}
+	// Every reservation was given back.
+	release, err = f.n.DecodeBudget().Acquire(context.Background(), f.n.DecodeBudget().Capacity())
+	if err != nil {
+		t.Fatal("budget not fully released:", err)
+	}
+	release()
+
+	if bal, held := balance(t, f, f.orgA); bal != bal0-charged || held != 0 {
+		t.Fatalf("balance %d held %d, want %d and 0", bal, held, bal0-charged)
+	}
+}
+
+// TestSyncDetectClientGoneNotCharged closes the connection while a synchronous detection waits for a CPU
+// token: the work is cancelled, the hold released, nothing charged.
+func TestSyncDetectClientGoneNotCharged(t *testing.T) {
+	f := newFixture(t, func(c *node.Config) { c.Workers = 1 })
+	bal0, _ := balance(t, f, f.orgA)
+	// Hold the node's one CPU token so that the detection waits after its credit is held.
+	rel, err := f.n.Pool().Acquire(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	releases := []func(){rel}
+	defer func() {
+		for _, rel := range releases {
+			rel()
+		}
+	}()
+
+	ct, body := form(t, photo(t, 320, 320, 3), "p.jpg", "")
+	req, _ := http.NewRequest("POST", f.base+"/watermarks/images/detect", bytes.NewReader(body))
+	req.Header.Set("Content-Type", ct)
+	req.Header.Set("X-API-Key", f.keyA)
+	conn, err := net.Dial("tcp", f.n.APIAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := bufio.NewWriter(conn)
+	if err := req.Write(w); err != nil {
+		t.Fatal(err)
+	}
+	w.Flush()
+	waitHeld(t, f, f.orgA, 1)
+	conn.Close()
+	waitHeld(t, f, f.orgA, 0)
+	if bal, _ := balance(t, f, f.orgA); bal != bal0 {
+		t.Fatalf("balance %d, want %d: a detection the client left was charged", bal, bal0)
+	}
+	// The tokens are free again for the next request, which is answered and charged.
+	for _, rel := range releases {
+		rel()
+	}
+	releases = nil
+	r := post(t, f.base+"/watermarks/images/detect", f.keyA, "", photo(t, 320, 320, 3), "")
+	if r.status != 200 {
+		t.Fatalf("next detection: %d %s", r.status, r.body)
+	}
+	if bal, held := balance(t, f, f.orgA); bal != bal0-1 || held != 0 {
+		t.Fatalf("balance %d held %d after one answered detection", bal, held)
+	}
+}
+
+// waitHeld polls the organization until it holds want credits, within a bounded time.
+func waitHeld(t *testing.T, f *fixture, org string, want int64) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if _, held := balance(t, f, org); held == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("organization never held %d credits", want)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestAsyncDetectWaitsForDecodeMemory: a job does not fail while the node's decode memory is in use: its
+// worker waits for it (renewing its lease) and the job succeeds on its first attempt once memory is free.
+func TestAsyncDetectWaitsForDecodeMemory(t *testing.T) {
+	f := newFixture(t)
+	b := f.n.DecodeBudget()
+	hold, err := b.Acquire(context.Background(), b.Capacity())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := post(t, f.base+"/watermarks/images/detect/async", f.keyA, "", photo(t, 320, 320, 4), "")
+	if r.status != 202 {
+		t.Fatalf("async detect: %d %s", r.status, r.body)
+	}
+	rc := decodeReceipt(t, r)
+	// Poll the job actor rather than the API, whose rate limit (on the test's manual clock) polling would hit.
+	waitJob(t, f, rc.RequestID, "running")
+	hold()
+	waitJob(t, f, rc.RequestID, "succeeded")
+	if res := call(t, "GET", f.base+rc.ResultURL, f.keyA, nil); res.status != 200 {
+		t.Fatalf("result: %d %s", res.status, res.body)
+	}
+	if final := decodeReceipt(t, call(t, "GET", f.base+rc.StatusURL, f.keyA, nil)); final.Status != "succeeded" || final.Attempts != 1 {
+		t.Fatalf("job %+v, want succeeded on its first attempt", final)
+	}
+}
+
+// waitJob polls the job actor until the job has the status want, within a bounded time.
+func waitJob(t *testing.T, f *fixture, requestID, want string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		rep, err := actors.JobClient{Caller: f.n.Cluster()}.Get(context.Background(), f.orgA, requestID)
+		if err == nil && rep.Record != nil && string(rep.Record.Status) == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job %s never reached %s (%v %+v)", requestID, want, err, rep)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestDetectUploadAbove40MP: an image of more than 40 megapixels sent through a detect upload is detected
+// synchronously (the 40 MP limit is embedding's), and a 201 MP one is refused from its header.
+func TestDetectUploadAbove40MP(t *testing.T) {
+	f := newFixture(t)
+	u := uploaded(t, f, f.keyA, "detect", "wide.png", grayPNG(t, 9000, 5000))
+	r := postUpload(t, f.base+"/watermarks/images/detect", f.keyA, "", u.UploadID, "")
+	var d detection
+	if r.status != 200 {
+		t.Fatalf("45 MP through an upload: %d %s", r.status, r.body)
+	}
+	if err := json.Unmarshal(r.body, &d); err != nil || d.Watermarked {
+		t.Fatalf("detection %s: %v", r.body, err)
+	}
+	u = uploaded(t, f, f.keyA, "detect", "huge.png", pngHeader(20100, 10000))
+	r = postUpload(t, f.base+"/watermarks/images/detect", f.keyA, "", u.UploadID, "")
+	wantProblem(t, "201 MP through an upload", r, 413, "image_too_large")
+}
