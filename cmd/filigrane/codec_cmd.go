@@ -22,7 +22,7 @@ import (
 const codecUsage = `usage:
   filigrane codec embed --data '{"k":"v"}' [--strength 1] [--psnr 38] [--key-file F] IN OUT.png|OUT.jpg|OUT.webp
   filigrane codec embed --data '{"k":"v"}' [--psnr 42] [--crf 18] [--preset medium] IN.mp4|IN.mov OUT
-  filigrane codec embed --data '{"k":"v"}' [--strength 4] [--key-file F] IN.pdf OUT.pdf
+  filigrane codec embed --data '{"k":"v"}' [--darkening 4] [--key-file F] IN.pdf OUT.pdf
   filigrane codec detect [--key-file F] [--rendered] IN
 
 embed marks IN with the watermark id of the JSON object given by --data (SHA-256 of its RFC 8785 canonical
@@ -39,7 +39,7 @@ OUT keeps the container, audio is copied, rotation and metadata are kept; ffmpeg
 
 A PDF (chosen by the .pdf extension of IN) is written as a PDF: text, vectors, links, outlines and metadata
 are kept; the id is stored with a MAC in the document structure and drawn over every page as a faint pattern
-(--strength: its peak darkening on white, in 8-bit levels, 1 to 8). It prints the watermark id, the page count
+(--darkening: its peak darkening on white, in 8-bit levels, 1 to 8). It prints the watermark id, the page count
 and the sizes. PDFs that are encrypted, signed, XFA forms or carry JavaScript are refused with the reason.
 
 detect prints the detection result as JSON: watermarked, confidence, watermark_id (null when nothing was
@@ -183,10 +183,9 @@ func parseData(arg string) (codec.ID, error) {
 func codecEmbed(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	f := newCodecFlags("embed", stderr)
 	data := f.fs.String("data", "", "the JSON object whose id is embedded (required; @FILE reads a file)")
-	psnr := f.fs.Float64("psnr", codec.DefaultPSNR, fmt.Sprintf("images: minimum PSNR in dB (%g to %g)", codec.MinPSNR, codec.MaxPSNR))
-	strength := f.fs.Float64("strength", 0, fmt.Sprintf("images: perceptual strength, the mark amplitude in visibility thresholds (%g to %g, default %g); "+
-		"PDF: peak darkening of the page pattern in 8-bit levels (%g to %g, default %g)",
-		codec.MinStrength, codec.MaxStrength, codec.DefaultStrength, pdf.MinStrength, pdf.MaxStrength, pdf.DefaultStrength))
+	psnr := f.fs.Float64("psnr", codec.DefaultPSNR, fmt.Sprintf("minimum PSNR in dB (%g to %g)", codec.MinPSNR, codec.MaxPSNR))
+	strength := f.fs.Float64("strength", codec.DefaultStrength, fmt.Sprintf("perceptual strength: mark amplitude in visibility thresholds (%g to %g)", codec.MinStrength, codec.MaxStrength))
+	darkening := f.fs.Float64("darkening", pdf.DefaultStrength, fmt.Sprintf("PDF only: peak darkening of the page pattern on white, in 8-bit levels (%g to %g)", pdf.MinStrength, pdf.MaxStrength))
 	asJSON := f.fs.Bool("json", false, "print the result as JSON")
 	crf := f.fs.Int("crf", video.DefaultCRF, "video only: x264 constant rate factor of the re-encode")
 	preset := f.fs.String("preset", video.DefaultPreset, "video only: x264 preset of the re-encode")
@@ -209,14 +208,9 @@ func codecEmbed(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return 2
 	}
 	if isPDF(in) {
-		if *strength == 0 {
-			*strength = pdf.DefaultStrength
-		}
-		return codecEmbedPDF(ctx, f, in, out, id, *strength, *asJSON, stdout, stderr)
+		return codecEmbedPDF(ctx, f, in, out, id, *darkening, *asJSON, stdout, stderr)
 	}
-	if *strength == 0 {
-		*strength = codec.DefaultStrength
-	}
+
 	if *psnr < codec.MinPSNR || *psnr > codec.MaxPSNR {
 		fmt.Fprintf(stderr, "filigrane codec embed: --psnr %g outside %g..%g\n", *psnr, codec.MinPSNR, codec.MaxPSNR)
 		return 2
@@ -325,11 +319,11 @@ func codecDetect(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		fmt.Fprintln(stderr, "filigrane codec detect:", err)
 		return 2
 	}
-	if isVideoPath(pos[0]) {
-		return videoDetect(ctx, c, pos[0], stdout, stderr)
-	}
 	if isPDF(pos[0]) {
 		return codecDetectPDF(ctx, c, pos[0], *rendered, stdout, stderr)
+	}
+	if isVideoPath(pos[0]) {
+		return videoDetect(ctx, c, pos[0], stdout, stderr)
 	}
 	pic, err := readPicture(pos[0], f.maxPixels)
 	if err != nil {

@@ -22,7 +22,7 @@ func codecEmbedPDF(ctx context.Context, f *codecFlags, in, out string, id codec.
 		return 2
 	}
 	if strength < pdf.MinStrength || strength > pdf.MaxStrength {
-		fmt.Fprintf(stderr, "filigrane codec embed: --strength %g outside %g..%g\n", strength, pdf.MinStrength, pdf.MaxStrength)
+		fmt.Fprintf(stderr, "filigrane codec embed: --darkening %g outside %g..%g\n", strength, pdf.MinStrength, pdf.MaxStrength)
 		return 2
 	}
 	c, err := f.codec(stderr)

@@ -67,8 +67,8 @@ func TestCodecCLIPDFRefusals(t *testing.T) {
 	if code != 2 || !strings.Contains(stderr, "name the output *.pdf") {
 		t.Fatalf("exit %d, stderr %q", code, stderr)
 	}
-	code, _, stderr = runCLI(t, "codec", "embed", "--data", `{"a":1}`, "--strength", "20", fake, filepath.Join(dir, "o.pdf"))
-	if code != 2 || !strings.Contains(stderr, "--strength") {
+	code, _, stderr = runCLI(t, "codec", "embed", "--data", `{"a":1}`, "--darkening", "20", fake, filepath.Join(dir, "o.pdf"))
+	if code != 2 || !strings.Contains(stderr, "--darkening") {
 		t.Fatalf("exit %d, stderr %q", code, stderr)
 	}
 }

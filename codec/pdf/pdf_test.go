@@ -417,7 +417,7 @@ func TestMissingRendererIsAServerError(t *testing.T) {
 	}
 }
 
-// The overlay costs a fixed amount per document (two soft-mask tiles, about 27 KB) and a few hundred bytes per
+// The overlay costs a fixed amount per document (two soft-mask tiles, a few KB each) and a few hundred bytes per
 // page (the wrapper streams and resource entries): the output stays within 2× of any document of 30 KB or more.
 func TestSizeGrowth(t *testing.T) {
 	a := testAdapter(t)
