@@ -201,7 +201,7 @@ func (s *Server) probeImage(ctx context.Context, key string, maxPixels int64) (s
 // acceptImage handles the four image endpoints.
 func (s *Server) acceptImage(op jobstate.Operation, async bool) func(*fasthttp.RequestCtx, *principal, map[string]string) {
 	return func(ctx *fasthttp.RequestCtx, p *principal, _ map[string]string) {
-		c, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		c, cancel := s.requestContext(5 * time.Minute)
 		defer cancel()
 		if aerr := s.acceptImageErr(c, ctx, p, op, async); aerr != nil {
 			ctx.SetConnectionClose() // the body may be unread
@@ -563,7 +563,7 @@ func (s *Server) loadJob(ctx *fasthttp.RequestCtx, p *principal, id string) (*jo
 		writeProblem(ctx, CodeNotFound, "no such job")
 		return nil, false
 	}
-	c, cancel := context.WithTimeout(context.Background(), s.cfg.ActorTimeout)
+	c, cancel := s.requestContext(s.cfg.ActorTimeout)
 	defer cancel()
 	rep, err := actors.JobClient{Caller: s.cfg.Caller}.Get(c, p.Key.OrgID, id)
 	if err != nil {
@@ -603,7 +603,7 @@ func (s *Server) jobResult(ctx *fasthttp.RequestCtx, p *principal, params map[st
 		s.writeReceipt(ctx, p, rec, 202)
 		return
 	}
-	c, cancel := context.WithTimeout(context.Background(), s.cfg.ActorTimeout)
+	c, cancel := s.requestContext(s.cfg.ActorTimeout)
 	defer cancel()
 	if aerr := s.writeResult(c, ctx, p, rec); aerr != nil {
 		writeProblem(ctx, aerr.code, aerr.detail)

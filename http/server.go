@@ -138,6 +138,7 @@ type Server struct {
 	cfg    Config
 	router router
 	srv    *fasthttp.Server
+	life   lifetime
 }
 
 // New builds the API server and its routes.
@@ -157,7 +158,7 @@ func New(cfg Config) *Server {
 	if cfg.Metrics == nil {
 		cfg.Metrics = NewMetrics()
 	}
-	s := &Server{cfg: cfg}
+	s := &Server{cfg: cfg, life: newLifetime()}
 	s.routes()
 	s.cfg.Conns.defaults()
 	s.srv = newFastServer(s, "filigrane")
@@ -206,8 +207,14 @@ func (s *Server) Serve(ln net.Listener) error {
 	return s.srv.Serve(g)
 }
 
-// Shutdown stops accepting connections and waits for in-flight requests to finish or ctx to end.
-func (s *Server) Shutdown(ctx context.Context) error { return s.srv.ShutdownWithContext(ctx) }
+// Shutdown stops accepting connections and waits for in-flight requests to finish or ctx to end. Then it
+// cancels the context of every request still running (and of every blob still streaming), so that they stop
+// their blocking calls instead of outliving the server.
+func (s *Server) Shutdown(ctx context.Context) error {
+	err := s.srv.ShutdownWithContext(ctx)
+	s.life.end()
+	return err
+}
 
 // Handler returns the request handler, for in-memory tests.
 func (s *Server) Handler() fasthttp.RequestHandler { return s.serve }
@@ -293,7 +300,7 @@ func (s *Server) authed(anyScope []string, h func(*fasthttp.RequestCtx, *princip
 			writeProblem(ctx, CodeUnauthorized, "send your API key in the X-API-Key header")
 			return
 		}
-		c, cancel := context.WithTimeout(context.Background(), s.cfg.ActorTimeout)
+		c, cancel := s.requestContext(s.cfg.ActorTimeout)
 		defer cancel()
 		key, err := s.cfg.Keys.Authenticate(c, secret)
 		if errors.Is(err, actors.ErrInvalidKey) {
