@@ -11,6 +11,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -139,6 +140,12 @@ type Server struct {
 	router router
 	srv    *fasthttp.Server
 	life   lifetime
+
+	// mu guards what Shutdown must close even when a Serve has not reached fasthttp yet: fasthttp's
+	// Shutdown does nothing to a listener it has not seen, which would then be served forever.
+	mu        sync.Mutex
+	shutDown  bool
+	listeners []net.Listener
 }
 
 // New builds the API server and its routes.
@@ -204,15 +211,43 @@ func (s *Server) Serve(ln net.Listener) error {
 		name = "upload"
 	}
 	s.cfg.Metrics.watchListener(name, g)
-	return s.srv.Serve(g)
+	s.mu.Lock()
+	if s.shutDown {
+		s.mu.Unlock()
+		_ = ln.Close()
+		return nil
+	}
+	s.listeners = append(s.listeners, g)
+	s.mu.Unlock()
+	err := s.srv.Serve(g)
+	if errors.Is(err, net.ErrClosed) && s.isShutDown() {
+		return nil
+	}
+	return err
+}
+
+func (s *Server) isShutDown() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.shutDown
 }
 
 // Shutdown stops accepting connections and waits for in-flight requests to finish or ctx to end. Then it
 // cancels the context of every request still running (and of every blob still streaming), so that they stop
 // their blocking calls instead of outliving the server.
 func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.shutDown = true
+	listeners := s.listeners
+	s.mu.Unlock()
+	for _, ln := range listeners {
+		_ = ln.Close() // a Serve that had not reached fasthttp's accept loop stops at once
+	}
 	err := s.srv.ShutdownWithContext(ctx)
 	s.life.end()
+	if errors.Is(err, net.ErrClosed) {
+		err = nil // fasthttp closing a listener closed above
+	}
 	return err
 }
 

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -392,5 +393,31 @@ func TestRestartKeepsState(t *testing.T) {
 	// A replayed charge after the restart moves nothing.
 	if r, err := (actors.OrgClient{Caller: n.Cluster()}).Charge(ctx, actors.OrgCharge{OrgID: dev.OrgID, Op: "req_1", Credits: 7}); err != nil || r.Balance != 1_000_000-7 {
 		t.Fatalf("replayed charge: %v %+v", err, r)
+	}
+}
+
+// TestCloseJoinsItsGoroutines: when Close returns, the sweeper, the workers and the listeners' goroutines
+// have returned; none is left running against a closed store. The sweeper ticks every millisecond so that it
+// is busy when Close begins.
+func TestCloseJoinsItsGoroutines(t *testing.T) {
+	clk := clock.NewManual(time.Date(2026, 5, 4, 10, 0, 0, 0, time.UTC))
+	n := startNode(t, t.TempDir(), clk, func(c *node.Config) { c.SweepInterval = time.Millisecond })
+	running := func() []string {
+		buf := make([]byte, 1<<20)
+		stacks := string(buf[:runtime.Stack(buf, true)])
+		var found []string
+		for _, fn := range []string{"filigrane/actors.Sweeper.Run", "filigrane/actors.(*Pool).work", "filigrane/internal/node.(*Node).serve"} {
+			if strings.Contains(stacks, fn) {
+				found = append(found, fn)
+			}
+		}
+		return found
+	}
+	if got := running(); len(got) != 3 {
+		t.Fatalf("before Close, running %v; want the sweeper, the workers and the listeners", got)
+	}
+	stopNode(t, n)
+	if got := running(); len(got) != 0 {
+		t.Fatalf("after Close returned, still running: %v", got)
 	}
 }
