@@ -217,13 +217,27 @@ func (s *Server) Serve(ln net.Listener) error {
 		_ = ln.Close()
 		return nil
 	}
-	s.listeners = append(s.listeners, g)
+	once := &closeOnce{Listener: g}
+	s.listeners = append(s.listeners, once)
 	s.mu.Unlock()
-	err := s.srv.Serve(g)
+	err := s.srv.Serve(once)
 	if errors.Is(err, net.ErrClosed) && s.isShutDown() {
 		return nil
 	}
 	return err
+}
+
+// closeOnce closes its listener once: Shutdown and fasthttp both close it, and a second Close of some
+// listeners (fasthttputil's in-memory one) fails with an error that is not net.ErrClosed.
+type closeOnce struct {
+	net.Listener
+	once sync.Once
+	err  error
+}
+
+func (c *closeOnce) Close() error {
+	c.once.Do(func() { c.err = c.Listener.Close() })
+	return c.err
 }
 
 func (s *Server) isShutDown() bool {
