@@ -422,7 +422,7 @@ func formatOfContentType(ct, fallback string) string {
 	return fallback
 }
 
-// FileRetention is how long an Etchv-hosted file of an organization on plan stays available: 30 days on a
+// FileRetention is how long a file hosted for an organization on plan stays available: 30 days on a
 // trial, a year otherwise (spec 8). The rule after a subscription ends needs billing state we do not keep.
 func FileRetention(c Catalog, plan string) time.Duration {
 	if p, ok := c.Plan(plan); ok && p.TrialDays > 0 {

@@ -10,16 +10,16 @@
 // # Using it
 //
 //	reg := cluster.NewRegistry()
-//	reg.MustRegister(actors.Reserve{}, actors.Reserved{}) // every message type, request and reply
+//	reg.MustRegister(actors.OrgMessages()...) // every message type, request and reply
 //	node, err := cluster.Start(ctx, cluster.Config{
 //		NodeName: "worker-1", Host: "10.0.0.5", RemotePort: 8091, GossipPort: 7946,
 //		Join:  []string{"10.0.0.4:7946"},
 //		Roles: []cluster.Role{cluster.RoleWorker}, Capacity: 4,
 //		Logger: zl, Registry: reg,
-//		Kinds: []cluster.Kind{cluster.NewKind("org", actor.PropsFromProducer(newOrg))},
+//		Kinds: []cluster.Kind{cluster.NewKind(actors.KindOrg, actor.PropsFromProducer(newOrg))},
 //	})
-//	reply, err := node.Request(ctx, orgID, "org", actors.Reserve{RequestID: rid, Credits: 3})
-//	res := reply.(*actors.Reserved)
+//	reply, err := node.Request(ctx, orgID, actors.KindOrg, actors.OrgReserve{OrgID: orgID, Op: rid, Credits: 3})
+//	res := reply.(*actors.OrgReply)
 //	...
 //	go func() { <-node.Blocked(); /* stop and start a new node */ }()
 //	node.Stop(true)
@@ -37,14 +37,14 @@
 // maps names to Go types; it is an ordinary value (no package-level state),
 // created once per process and shared by its nodes and actors. The default
 // wire name is "<last element of the package path>.<TypeName>"
-// ("actors.Reserve"); [Registry.RegisterName] sets another. Fields are
+// ("actors.OrgReserve"); [Registry.RegisterName] sets another. Fields are
 // encoded by name (or msgpack tag): adding a field is compatible with older
 // nodes (unknown fields are ignored, missing ones stay zero), renaming one
 // is not. Use concrete field types; an interface field decodes as a map.
 //
 // Incoming envelopes are unwrapped by [Registry.ReceiverMiddleware] (added to
 // every kind's props by [Start], and to any props passed through
-// [Registry.WithEnvelope]), so an actor sees *actors.Reserve, a pointer to
+// [Registry.WithEnvelope]), so an actor sees *actors.OrgReserve, a pointer to
 // the registered type, never an *anypb.Any. Messages that are not envelopes
 // (protoactor's system messages, *cluster.ClusterInit, local plain values)
 // pass through untouched. An envelope of an unknown type or with bad bytes
@@ -55,8 +55,8 @@
 //
 // Replies are wrapped explicitly with [Respond] (or [RespondFailure]):
 //
-//	case *actors.Reserve:
-//		if err := cluster.Respond(ctx, reg, actors.Reserved{...}); err != nil { ... }
+//	case *actors.OrgReserve:
+//		if err := cluster.Respond(ctx, reg, actors.OrgReply{...}); err != nil { ... }
 //
 // A sender middleware that wraps every outgoing message transparently was
 // rejected: a middleware cannot return an error, so a value of an

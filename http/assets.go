@@ -99,7 +99,7 @@ func renderAsset(as *actors.Asset, now time.Time, withMetadata bool) assetJSON {
 
 // storeCtx bounds the store calls of one asset request.
 func (s *Server) storeCtx() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.Background(), s.cfg.ActorTimeout)
+	return s.requestContext(s.cfg.ActorTimeout)
 }
 
 // assetFailure answers an error of the asset library.
@@ -335,7 +335,7 @@ func (s *Server) bulkDeleteAssets(ctx *fasthttp.RequestCtx, p *principal, _ map[
 		return
 	}
 	// Up to 50 deletions, each a few store writes and a file delete: more than one actor call's budget.
-	c, cancel := context.WithTimeout(context.Background(), 4*s.cfg.ActorTimeout)
+	c, cancel := s.requestContext(4 * s.cfg.ActorTimeout)
 	defer cancel()
 	if err := s.assets().DeleteMany(c, p.Key.OrgID, ids, s.cfg.Clock.Now()); err != nil {
 		s.assetFailure(ctx, err)

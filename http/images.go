@@ -219,7 +219,7 @@ func (s *Server) probe(ctx context.Context, kind mediakind.Kind, key string, op 
 // acceptMedia handles the four endpoints of a kind.
 func (s *Server) acceptMedia(kind mediakind.Kind, op jobstate.Operation, async bool) func(*fasthttp.RequestCtx, *principal, map[string]string) {
 	return func(ctx *fasthttp.RequestCtx, p *principal, _ map[string]string) {
-		c, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		c, cancel := s.requestContext(5 * time.Minute)
 		defer cancel()
 		if aerr := s.acceptMediaErr(c, ctx, acceptRequest{p: p, kind: kind, op: op, async: async}); aerr != nil {
 			ctx.SetConnectionClose() // the body may be unread
@@ -570,7 +570,7 @@ func (s *Server) loadJob(ctx *fasthttp.RequestCtx, p *principal, id string) (*jo
 		writeProblem(ctx, CodeNotFound, "no such job")
 		return nil, false
 	}
-	c, cancel := context.WithTimeout(context.Background(), s.cfg.ActorTimeout)
+	c, cancel := s.requestContext(s.cfg.ActorTimeout)
 	defer cancel()
 	rep, err := actors.JobClient{Caller: s.cfg.Caller}.Get(c, p.Key.OrgID, id)
 	if err != nil {
@@ -610,7 +610,7 @@ func (s *Server) jobResult(ctx *fasthttp.RequestCtx, p *principal, params map[st
 		s.writeReceipt(ctx, p, rec, 202)
 		return
 	}
-	c, cancel := context.WithTimeout(context.Background(), s.cfg.ActorTimeout)
+	c, cancel := s.requestContext(s.cfg.ActorTimeout)
 	defer cancel()
 	if aerr := s.writeResult(c, ctx, p, rec); aerr != nil {
 		writeProblem(ctx, aerr.code, aerr.detail)

@@ -11,6 +11,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -141,6 +142,13 @@ type Server struct {
 	cfg    Config
 	router router
 	srv    *fasthttp.Server
+	life   lifetime
+
+	// mu guards what Shutdown must close even when a Serve has not reached fasthttp yet: fasthttp's
+	// Shutdown does nothing to a listener it has not seen, which would then be served forever.
+	mu        sync.Mutex
+	shutDown  bool
+	listeners []net.Listener
 }
 
 // New builds the API server and its routes.
@@ -160,7 +168,7 @@ func New(cfg Config) *Server {
 	if cfg.Metrics == nil {
 		cfg.Metrics = NewMetrics()
 	}
-	s := &Server{cfg: cfg}
+	s := &Server{cfg: cfg, life: newLifetime()}
 	s.routes()
 	s.cfg.Conns.defaults()
 	s.srv = newFastServer(s, "filigrane")
@@ -207,11 +215,59 @@ func (s *Server) Serve(ln net.Listener) error {
 		name = "upload"
 	}
 	s.cfg.Metrics.watchListener(name, g)
-	return s.srv.Serve(g)
+	s.mu.Lock()
+	if s.shutDown {
+		s.mu.Unlock()
+		_ = ln.Close()
+		return nil
+	}
+	once := &closeOnce{Listener: g}
+	s.listeners = append(s.listeners, once)
+	s.mu.Unlock()
+	err := s.srv.Serve(once)
+	if errors.Is(err, net.ErrClosed) && s.isShutDown() {
+		return nil
+	}
+	return err
 }
 
-// Shutdown stops accepting connections and waits for in-flight requests to finish or ctx to end.
-func (s *Server) Shutdown(ctx context.Context) error { return s.srv.ShutdownWithContext(ctx) }
+// closeOnce closes its listener once: Shutdown and fasthttp both close it, and a second Close of some
+// listeners (fasthttputil's in-memory one) fails with an error that is not net.ErrClosed.
+type closeOnce struct {
+	net.Listener
+	once sync.Once
+	err  error
+}
+
+func (c *closeOnce) Close() error {
+	c.once.Do(func() { c.err = c.Listener.Close() })
+	return c.err
+}
+
+func (s *Server) isShutDown() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.shutDown
+}
+
+// Shutdown stops accepting connections and waits for in-flight requests to finish or ctx to end. Then it
+// cancels the context of every request still running (and of every blob still streaming), so that they stop
+// their blocking calls instead of outliving the server.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.shutDown = true
+	listeners := s.listeners
+	s.mu.Unlock()
+	for _, ln := range listeners {
+		_ = ln.Close() // a Serve that had not reached fasthttp's accept loop stops at once
+	}
+	err := s.srv.ShutdownWithContext(ctx)
+	s.life.end()
+	if errors.Is(err, net.ErrClosed) {
+		err = nil // fasthttp closing a listener closed above
+	}
+	return err
+}
 
 // Handler returns the request handler, for in-memory tests.
 func (s *Server) Handler() fasthttp.RequestHandler { return s.serve }
@@ -297,7 +353,7 @@ func (s *Server) authed(anyScope []string, h func(*fasthttp.RequestCtx, *princip
 			writeProblem(ctx, CodeUnauthorized, "send your API key in the X-API-Key header")
 			return
 		}
-		c, cancel := context.WithTimeout(context.Background(), s.cfg.ActorTimeout)
+		c, cancel := s.requestContext(s.cfg.ActorTimeout)
 		defer cancel()
 		key, err := s.cfg.Keys.Authenticate(c, secret)
 		if errors.Is(err, actors.ErrInvalidKey) {

@@ -17,11 +17,12 @@ const streamTimeout = 2 * time.Hour
 //
 // fasthttp writes a body stream after the handler has returned, when every context the handler made is
 // done: an S3 reader opened with one fails at its first read and the client gets headers and no body, or no
-// reply at all. So the reader gets its own context, detached from the request and bounded by streamTimeout,
-// and cancelled when fasthttp closes the body (response written or connection gone). Every response that
+// reply at all. So the reader gets its own context, detached from the request and bounded by streamTimeout
+// and the server's shutdown grace, and cancelled when fasthttp closes the body (response written or
+// connection gone). Every response that
 // streams a blob goes through here.
 func (s *Server) openBlobBody(key string, offset, length int64) (io.ReadCloser, error) {
-	c, cancel := context.WithTimeout(context.Background(), streamTimeout)
+	c, cancel := s.requestContext(streamTimeout)
 	r, err := s.cfg.Blobs.Get(c, key, offset, length)
 	if err != nil {
 		cancel()

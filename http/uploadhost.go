@@ -55,7 +55,7 @@ func NewUploadHost(cfg Config, opts UploadHostOptions) (*Server, error) {
 		cfg.ActorTimeout = 10 * time.Second
 	}
 	sign := uploadSigner{secret: opts.Secret, base: strings.TrimRight(opts.PublicURL, "/")}
-	s := &Server{cfg: cfg}
+	s := &Server{cfg: cfg, life: newLifetime()}
 	h := &uploadHost{s: s, sign: sign, origin: opts.WebsiteOrigin}
 	s.router.handle("GET", "/healthz", noKey(func(ctx *fasthttp.RequestCtx, _ map[string]string) {
 		writeJSON(ctx, 200, map[string]string{"status": "ok"})
@@ -197,7 +197,7 @@ func (l *leasedReader) Read(p []byte) (int, error) {
 }
 
 func (h *uploadHost) put(ctx *fasthttp.RequestCtx, id string) {
-	c, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	c, cancel := h.s.requestContext(30 * time.Minute)
 	defer cancel()
 	if aerr := h.putErr(c, ctx, id); aerr != nil {
 		ctx.SetConnectionClose() // the body may be unread

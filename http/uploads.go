@@ -222,7 +222,7 @@ func (a *uploadAPI) create(ctx *fasthttp.RequestCtx, p *principal, _ map[string]
 		writeProblem(ctx, CodeForbiddenPlan, "the "+p.Plan.Name+" plan does not include "+media+" files")
 		return
 	}
-	c, cancel := context.WithTimeout(context.Background(), a.s.cfg.ActorTimeout)
+	c, cancel := a.s.requestContext(a.s.cfg.ActorTimeout)
 	defer cancel()
 	if err := a.s.uploads().Create(c, u); err != nil {
 		a.s.unavailable(ctx, err)
@@ -238,7 +238,7 @@ func (a *uploadAPI) get(ctx *fasthttp.RequestCtx, p *principal, params map[strin
 		writeProblem(ctx, CodeNotFound, "no such upload")
 		return
 	}
-	c, cancel := context.WithTimeout(context.Background(), a.s.cfg.ActorTimeout)
+	c, cancel := a.s.requestContext(a.s.cfg.ActorTimeout)
 	defer cancel()
 	u, _, err := a.s.uploads().Load(c, id)
 	if errors.Is(err, actors.ErrUploadNotFound) || (err == nil && u.OrgID != p.Key.OrgID) {

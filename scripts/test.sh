@@ -10,4 +10,9 @@ if [ -n "$unformatted" ]; then
   echo "gofmt: these files need formatting:" >&2; echo "$unformatted" >&2; exit 1
 fi
 go vet ./...
-go test -count=1 -timeout 20m ./...
+# The packages with concurrency run once, under the race detector; the rest run once without it.
+race_pkgs=(./actors/... ./cluster/... ./http/... ./persistence/... ./internal/netguard/...)
+race_list=$(go list "${race_pkgs[@]}")
+other=$(go list ./... | grep -vxF -f <(echo "$race_list"))
+go test -race -count=1 -timeout 20m "${race_pkgs[@]}"
+go test -count=1 -timeout 20m $other

@@ -77,7 +77,7 @@ func Suite() []Attack {
 				}
 				return RandomCrop(m, 0.8, rng), nil
 			}},
-		{"crop0.71+bright0.5+jpeg40", "chain", "VideoSeal's combined attack: crop 71% per side, brightness x0.5, JPEG q40",
+		{"crop0.71+bright0.5+jpeg40", "chain", "combined attack: crop 71% per side, brightness x0.5, JPEG q40",
 			func(m *image.NRGBA, rng *rand.Rand) (*image.NRGBA, error) {
 				return JPEG(Brightness(RandomCrop(m, 0.71, rng), 0.5), 40)
 			}},

@@ -19,7 +19,7 @@ func fakeCUDA(t *testing.T) string {
 	}
 	cc, err := exec.LookPath("cc")
 	if err != nil {
-		t.Skipf("no C compiler to build the fake driver library: %v", err)
+		t.Fatalf("no C compiler (cc) to build the fake driver library: %v; install one (Debian: apt-get install gcc)", err)
 	}
 	out := filepath.Join(t.TempDir(), "libcuda.so.1")
 	src := filepath.Join("..", "..", "gpu", "testdata", "fakecuda.c")

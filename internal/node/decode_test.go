@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"image"
 	"image/png"
-	"net"
 	"net/http"
 	"testing"
 	"time"
@@ -109,10 +108,7 @@ func TestSyncDetectClientGoneNotCharged(t *testing.T) {
 	req, _ := http.NewRequest("POST", f.base+"/watermarks/images/detect", bytes.NewReader(body))
 	req.Header.Set("Content-Type", ct)
 	req.Header.Set("X-API-Key", f.keyA)
-	conn, err := net.Dial("tcp", f.n.APIAddr())
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn := dial(t, f.n.APIAddr())
 	w := bufio.NewWriter(conn)
 	if err := req.Write(w); err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -74,6 +75,10 @@ type Config struct {
 	WebsiteOrigin string
 	// Conns bounds the connections of each listener (API and upload host) and how long they may stall.
 	Conns apihttp.ConnLimits
+	// APIListener and UploadListener, when set, are used instead of listening on APIAddr and UploadAddr
+	// (tests hand in-memory listeners); the node closes them. PublicUploadURL is then required unless the
+	// upload listener's address is a host:port.
+	APIListener, UploadListener net.Listener
 }
 
 // Layout names the parts of a data directory.
@@ -101,6 +106,9 @@ type Node struct {
 	uploadLn net.Listener
 	serving  bool // the listeners were handed to the servers, which close them on Shutdown
 	serveErr chan error
+	// running joins the goroutines Start started besides the worker pool (the sweeper, the two listeners):
+	// Close returns only once they have returned.
+	running sync.WaitGroup
 
 	// decodeBudget is the memory of the node's image decodes.
 	decodeBudget *actors.DecodeBudget
@@ -163,6 +171,12 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	defer func() {
 		if err != nil {
 			_ = started.Close(context.Background())
+			// Listeners handed in are closed by their server's shutdown once served; these never were.
+			for _, ln := range []net.Listener{cfg.APIListener, cfg.UploadListener} {
+				if ln != nil {
+					_ = ln.Close()
+				}
+			}
 		}
 	}()
 	storage, err := OpenStorage(ctx, cfg.DataDir, cfg.S3, cfg.Logger.With().Str("component", "pebble").Logger())
@@ -248,7 +262,11 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	n.sweeper = actors.Sweeper{Store: store, Blobs: blobs, Caller: n.cluster, Clock: cfg.Clock,
 		Logger: cfg.Logger.With().Str("component", "sweeper").Logger()}
 	if cfg.SweepInterval > 0 {
-		go n.sweeper.Run(workCtx, cfg.SweepInterval)
+		n.running.Add(1)
+		go func() {
+			defer n.running.Done()
+			n.sweeper.Run(workCtx, cfg.SweepInterval)
+		}()
 	}
 
 	httpLog := cfg.Logger.With().Str("component", "http").Logger()
@@ -260,10 +278,10 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 		SyncWait: cfg.SyncWait, Health: n.health, Ready: n.ready, Conns: cfg.Conns,
 		GPU: gpu.NewTracker(gpu.NewState(gpu.CodecAvailable() && len(gpu.Devices()) > 0, 30*time.Second)),
 	})
-	if n.apiLn, err = net.Listen("tcp", cfg.APIAddr); err != nil {
+	if n.apiLn, err = listen(cfg.APIListener, cfg.APIAddr); err != nil {
 		return nil, fmt.Errorf("listen for the API on %s: %w", cfg.APIAddr, err)
 	}
-	if n.uploadLn, err = net.Listen("tcp", cfg.UploadAddr); err != nil {
+	if n.uploadLn, err = listen(cfg.UploadListener, cfg.UploadAddr); err != nil {
 		return nil, fmt.Errorf("listen for uploads on %s: %w", cfg.UploadAddr, err)
 	}
 	// The upload host is built once its listener is bound: the default public URL names the bound port.
@@ -294,9 +312,26 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 		}
 	}
 	n.serving = true
-	go func() { n.serveErr <- n.api.Serve(n.apiLn) }()
-	go func() { n.serveErr <- n.upload.Serve(n.uploadLn) }()
+	n.serve(n.api, n.apiLn)
+	n.serve(n.upload, n.uploadLn)
 	return n, nil
+}
+
+// listen is ln when the configuration hands one in, else a TCP listener on addr.
+func listen(ln net.Listener, addr string) (net.Listener, error) {
+	if ln != nil {
+		return ln, nil
+	}
+	return net.Listen("tcp", addr)
+}
+
+// serve runs srv on ln until Close shuts it down; Wait learns of a listener that fails before.
+func (n *Node) serve(srv *apihttp.Server, ln net.Listener) {
+	n.running.Add(1)
+	go func() {
+		defer n.running.Done()
+		n.serveErr <- srv.Serve(ln)
+	}()
 }
 
 // APIAddr is the address the API listens on.
@@ -340,9 +375,10 @@ func (n *Node) Wait(ctx context.Context) error {
 	}
 }
 
-// Close stops the node in order: stop accepting requests and let in-flight ones finish (until ctx ends),
-// leave the cluster, then close the store so that Pebble shuts down cleanly. It is safe on a node that
-// started only partly (Start calls it when a step fails) and on nil.
+// Close stops the node in order: stop accepting requests and let in-flight ones finish (until ctx ends), stop
+// the workers and the sweeper, leave the cluster, then close the store so that Pebble shuts down cleanly. It
+// returns only once every goroutine Start started has returned. It is safe on a node that started only partly
+// (Start calls it when a step fails) and on nil.
 func (n *Node) Close(ctx context.Context) error {
 	if n == nil {
 		return nil
@@ -362,6 +398,9 @@ func (n *Node) Close(ctx context.Context) error {
 		n.stopWork()
 		n.pool.Wait()
 	}
+	// The listeners' goroutines return once their server is shut down, the sweeper once stopWork ran; both
+	// happened above whenever the goroutines were started.
+	n.running.Wait()
 	if n.cluster != nil {
 		errs = append(errs, n.cluster.Stop(true))
 	}

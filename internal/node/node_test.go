@@ -6,8 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -21,7 +21,7 @@ import (
 	"filigrane/persistence/pebblestore"
 )
 
-// startNode starts a node on free loopback ports with dir as its data directory.
+// startNode starts a node on free loopback ports (inMemory: in memory) with dir as its data directory.
 // The background sweeper is off (SweepInterval < 0): tests move the clock and call Sweep themselves.
 func startNode(t *testing.T, dir string, clk clock.Clock, tweaks ...func(*node.Config)) *node.Node {
 	t.Helper()
@@ -129,15 +129,16 @@ func newFixture(t *testing.T, tweaks ...func(*node.Config)) *fixture {
 	t.Helper()
 	dir := t.TempDir()
 	clk := clock.NewManual(time.Date(2026, 5, 4, 10, 0, 30, 0, time.UTC))
-	n := startNode(t, dir, clk)
-	dev := n.DevOrg
-	if dev == nil || !strings.HasPrefix(dev.Secret, "fgk_") {
-		t.Fatalf("first start did not bootstrap a development key: %+v", dev)
-	}
-	stopNode(t, n)
-	f := &fixture{clk: clk, dev: dev, dataDir: dir}
+	f := &fixture{clk: clk, dataDir: dir}
+	// Everything is written offline, then the node starts once (TestRestartKeepsState covers a node's own
+	// bootstrap on its first start).
 	offline(t, dir, clk, func(a admin.Admin) {
 		ctx := context.Background()
+		dev, err := a.Bootstrap(ctx)
+		if err != nil || dev == nil || !strings.HasPrefix(dev.Secret, "fgk_") {
+			t.Fatalf("bootstrap did not create a development key: %+v %v", dev, err)
+		}
+		f.dev = dev
 		mk := func(name, plan string) (string, string) {
 			extra := int64(50)
 			if plan == "launch" {
@@ -192,7 +193,7 @@ func newFixture(t *testing.T, tweaks ...func(*node.Config)) *fixture {
 }
 
 func TestAPIKeyEndpoint(t *testing.T) {
-	f := newFixture(t)
+	f := newFixture(t, inMemory(t))
 	r := call(t, "GET", f.base+"/auth/api-key", f.keyA, nil)
 	if r.status != 200 {
 		t.Fatalf("status %d: %s", r.status, r.body)
@@ -230,7 +231,7 @@ func TestAPIKeyEndpoint(t *testing.T) {
 }
 
 func TestAuthenticationFailures(t *testing.T) {
-	f := newFixture(t)
+	f := newFixture(t, inMemory(t))
 	cases := []struct {
 		name, key string
 		status    int
@@ -262,7 +263,7 @@ func TestAuthenticationFailures(t *testing.T) {
 }
 
 func TestUnknownRoutesAndMethods(t *testing.T) {
-	f := newFixture(t)
+	f := newFixture(t, inMemory(t))
 	r := call(t, "GET", f.base+"/no/such/thing", f.keyA, nil)
 	if p := decodeProblem(t, r); r.status != 404 || p.Code != "not_found" {
 		t.Fatalf("unknown route: %d %+v", r.status, p)
@@ -274,7 +275,7 @@ func TestUnknownRoutesAndMethods(t *testing.T) {
 }
 
 func TestRateLimit(t *testing.T) {
-	f := newFixture(t) // orgA is on trial: 20 requests per minute
+	f := newFixture(t, inMemory(t)) // orgA is on trial: 20 requests per minute
 	// The clock stands at hh:mm:30, so the window resets in 30 s.
 	for i := 1; i <= 20; i++ {
 		r := call(t, "GET", f.base+"/auth/api-key", f.keyA, nil)
@@ -303,12 +304,8 @@ func TestRateLimit(t *testing.T) {
 }
 
 func TestOversizedHeadersAndBodies(t *testing.T) {
-	f := newFixture(t)
-	conn, err := net.Dial("tcp", f.n.APIAddr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	f := newFixture(t, inMemory(t))
+	conn := dial(t, f.n.APIAddr())
 	fmt.Fprintf(conn, "GET /auth/api-key HTTP/1.1\r\nHost: x\r\nX-Big: %s\r\n\r\n", strings.Repeat("a", 64<<10))
 	res, err := http.ReadResponse(bufioReader(conn), nil)
 	if err != nil {
@@ -320,11 +317,7 @@ func TestOversizedHeadersAndBodies(t *testing.T) {
 		t.Fatalf("oversized headers: %d %+v", r.status, p)
 	}
 	// A declared body above the limit is refused before it is read.
-	conn2, err := net.Dial("tcp", f.n.APIAddr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn2.Close()
+	conn2 := dial(t, f.n.APIAddr())
 	fmt.Fprintf(conn2, "POST /auth/api-key HTTP/1.1\r\nHost: x\r\nX-API-Key: %s\r\nContent-Length: %d\r\n\r\n", f.keyA, 64<<20)
 	conn2.Write(bytes.Repeat([]byte("x"), 100<<10)) // past what the server reads ahead before routing
 	res, err = http.ReadResponse(bufioReader(conn2), nil)
@@ -339,7 +332,7 @@ func TestOversizedHeadersAndBodies(t *testing.T) {
 }
 
 func TestMetrics(t *testing.T) {
-	f := newFixture(t)
+	f := newFixture(t, inMemory(t))
 	call(t, "GET", f.base+"/auth/api-key", f.keyA, nil)
 	call(t, "GET", f.base+"/auth/api-key", "", nil)
 	r := call(t, "GET", f.base+"/metrics", "", nil)
@@ -392,5 +385,31 @@ func TestRestartKeepsState(t *testing.T) {
 	// A replayed charge after the restart moves nothing.
 	if r, err := (actors.OrgClient{Caller: n.Cluster()}).Charge(ctx, actors.OrgCharge{OrgID: dev.OrgID, Op: "req_1", Credits: 7}); err != nil || r.Balance != 1_000_000-7 {
 		t.Fatalf("replayed charge: %v %+v", err, r)
+	}
+}
+
+// TestCloseJoinsItsGoroutines: when Close returns, the sweeper, the workers and the listeners' goroutines
+// have returned; none is left running against a closed store. The sweeper ticks every millisecond so that it
+// is busy when Close begins.
+func TestCloseJoinsItsGoroutines(t *testing.T) {
+	clk := clock.NewManual(time.Date(2026, 5, 4, 10, 0, 0, 0, time.UTC))
+	n := startNode(t, t.TempDir(), clk, func(c *node.Config) { c.SweepInterval = time.Millisecond })
+	running := func() []string {
+		buf := make([]byte, 1<<20)
+		stacks := string(buf[:runtime.Stack(buf, true)])
+		var found []string
+		for _, fn := range []string{"filigrane/actors.Sweeper.Run", "filigrane/actors.(*Pool).work", "filigrane/internal/node.(*Node).serve"} {
+			if strings.Contains(stacks, fn) {
+				found = append(found, fn)
+			}
+		}
+		return found
+	}
+	if got := running(); len(got) != 3 {
+		t.Fatalf("before Close, running %v; want the sweeper, the workers and the listeners", got)
+	}
+	stopNode(t, n)
+	if got := running(); len(got) != 0 {
+		t.Fatalf("after Close returned, still running: %v", got)
 	}
 }

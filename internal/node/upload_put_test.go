@@ -23,11 +23,7 @@ func startPut(t *testing.T, signed string, size int, first []byte) net.Conn {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := net.Dial("tcp", u.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
+	c := dial(t, u.Host)
 	head := fmt.Sprintf("PUT %s HTTP/1.1\r\nHost: %s\r\nContent-Type: image/png\r\nContent-Length: %d\r\n\r\n", u.RequestURI(), u.Host, size)
 	if _, err := c.Write(append([]byte(head), first...)); err != nil {
 		t.Fatal(err)

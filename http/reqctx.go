@@ -1,0 +1,31 @@
+package http
+
+import (
+	"context"
+	"time"
+)
+
+// lifetime is the part of a Server that every request's context descends from. It ends when Shutdown has
+// finished waiting: requests still running after the shutdown grace stop their blocking calls at once instead
+// of holding the process up, while requests that finish within the grace are not disturbed.
+//
+// fasthttp's RequestCtx is a context.Context too, but its Done closes when shutdown begins (and only then), so
+// it would cut every in-flight request as soon as the node starts draining; it carries no deadline either.
+type lifetime struct {
+	ctx context.Context
+	end context.CancelFunc
+}
+
+func newLifetime() lifetime {
+	// The root of every request context of this server; nothing above a server outlives it.
+	ctx, end := context.WithCancel(context.Background())
+	return lifetime{ctx: ctx, end: end}
+}
+
+// requestContext is the context of a handler's blocking calls: it ends after timeout, or when the server's
+// shutdown grace ends. Handlers that have read the whole request body also watch the connection
+// (watchDisconnect) to stop when the client leaves. Every handler builds its context here, never from
+// context.Background (TestNoBackgroundContextInHandlers enforces it).
+func (s *Server) requestContext(timeout time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(s.life.ctx, timeout)
+}
