@@ -1,7 +1,6 @@
 package http
 
 import (
-	"context"
 	"filigrane/internal/problem"
 	"strings"
 	"time"
@@ -26,7 +25,7 @@ const readyTimeout = 2 * time.Second
 func (s *Server) readyz(ctx *fasthttp.RequestCtx, _ map[string]string) {
 	var checks []ReadyCheck
 	if s.cfg.Ready != nil {
-		c, cancel := context.WithTimeout(context.Background(), readyTimeout)
+		c, cancel := s.requestContext(readyTimeout)
 		checks = s.cfg.Ready(c)
 		cancel()
 	}
