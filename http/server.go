@@ -149,6 +149,8 @@ type Server struct {
 	mu        sync.Mutex
 	shutDown  bool
 	listeners []net.Listener
+	// guards are the listeners' guards, whose lingering closes Shutdown cuts short and joins.
+	guards []*netguard.Listener
 }
 
 // New builds the API server and its routes.
@@ -223,6 +225,7 @@ func (s *Server) Serve(ln net.Listener) error {
 	}
 	once := &closeOnce{Listener: g}
 	s.listeners = append(s.listeners, once)
+	s.guards = append(s.guards, g)
 	s.mu.Unlock()
 	err := s.srv.Serve(once)
 	if errors.Is(err, net.ErrClosed) && s.isShutDown() {
@@ -256,13 +259,17 @@ func (s *Server) isShutDown() bool {
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	s.shutDown = true
-	listeners := s.listeners
+	listeners, guards := s.listeners, s.guards
 	s.mu.Unlock()
 	for _, ln := range listeners {
 		_ = ln.Close() // a Serve that had not reached fasthttp's accept loop stops at once
 	}
 	err := s.srv.ShutdownWithContext(ctx)
 	s.life.end()
+	for _, g := range guards {
+		g.EndLingering()
+		g.Wait()
+	}
 	if errors.Is(err, net.ErrClosed) {
 		err = nil // fasthttp closing a listener closed above
 	}
