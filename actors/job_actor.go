@@ -8,6 +8,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	pcluster "github.com/asynkron/protoactor-go/cluster"
 
+	"filigrane/actors/durable"
 	"filigrane/actors/jobstate"
 	"filigrane/persistence"
 )
@@ -32,9 +33,8 @@ func JobProps(d *Deps) *actor.Props {
 type jobActor struct {
 	deps    *Deps
 	id      string
-	rec     *jobstate.Record
-	version persistence.Version
-	loaded  bool
+	cell    *durable.Cell[jobstate.Record, *jobstate.Record]
+	rec     *jobstate.Record // the cell's record; nil when the job does not exist
 	waiters []*actor.PID
 	wake    *time.Timer
 	wakeAt  time.Time
@@ -112,27 +112,15 @@ func (a *jobActor) load(ctx actor.Context, requestID string) bool {
 		a.deps.Respond(ctx, &JobReply{Code: ReplyNotFound})
 		return false
 	}
-	if a.loaded {
-		return true
+	if a.cell == nil {
+		a.cell = &durable.Cell[jobstate.Record, *jobstate.Record]{Store: a.deps.Store, Key: jobKey(a.id), Timeout: a.deps.StoreTimeout}
 	}
-	sctx, cancel := a.deps.storeCtx()
-	defer cancel()
-	it, err := a.deps.Store.Get(sctx, jobKey(a.id))
-	switch {
-	case errors.Is(err, persistence.ErrNotFound):
-		a.rec = nil
-	case err != nil:
+	rec, err := a.cell.Load(context.Background())
+	if err != nil {
 		a.fail(ctx, err, "load job")
 		return false
-	default:
-		var rec jobstate.Record
-		if err := persistence.Unmarshal(it.Value, &rec); err != nil {
-			a.fail(ctx, err, "decode job")
-			return false
-		}
-		a.rec, a.version = &rec, it.Version
 	}
-	a.loaded = true
+	a.rec = rec
 	return true
 }
 
@@ -161,7 +149,7 @@ func (a *jobActor) save(ctx actor.Context, rec *jobstate.Record) bool {
 	switch {
 	case err == nil:
 		return true
-	case errors.Is(err, persistence.ErrVersionMismatch):
+	case durable.Fenced(err):
 		a.deps.Respond(ctx, &JobReply{Code: ReplyRetry, Detail: "job state changed elsewhere; retry"})
 	default:
 		a.deps.Respond(ctx, &JobReply{Code: ReplyInternal, Detail: "job state unavailable"})
@@ -171,24 +159,11 @@ func (a *jobActor) save(ctx actor.Context, rec *jobstate.Record) bool {
 
 // write stores rec with compare-and-set. A lost race means another activation owns the job: this one stops.
 func (a *jobActor) write(ctx actor.Context, rec *jobstate.Record) error {
-	b, err := persistence.Marshal(rec)
-	if err != nil {
-		a.deps.Logger.Error().Err(err).Str("job", a.id).Msg("encode job")
+	if err := a.cell.Save(context.Background(), rec); err != nil {
+		a.deps.saveFailed(ctx, err, KindJob, a.id)
 		return err
 	}
-	sctx, cancel := a.deps.storeCtx()
-	defer cancel()
-	v, err := a.deps.Store.CompareAndSet(sctx, jobKey(a.id), a.version, b)
-	if err != nil {
-		if errors.Is(err, persistence.ErrVersionMismatch) {
-			a.deps.Logger.Warn().Str("job", a.id).Msg("job written by another activation; stopping")
-		} else {
-			a.deps.Logger.Error().Err(err).Str("job", a.id).Msg("save job")
-		}
-		ctx.Poison(ctx.Self())
-		return err
-	}
-	a.rec, a.version = rec, v
+	a.rec = rec
 	return nil
 }
 
