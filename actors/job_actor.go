@@ -267,31 +267,43 @@ func (a *jobActor) command(ctx actor.Context, requestID string, fn func(*jobstat
 }
 
 // settle performs what the record still owes, marking each settled effect in the record, and tells waiters
-// once the outcome is committed.
+// once the outcome is committed. Announcements (webhook, storage, batch) become owed only once the commit
+// effects are settled, so a settle that commits the outcome goes round once more to hand them to the outbox.
+// The job stays in the active index until nothing is owed, so that after a crash the sweeper's tick
+// activates it again and the hand-over is repeated.
 func (a *jobActor) settle(ctx actor.Context) {
 	now := a.deps.Clock.Now()
-	next := a.rec.Clone()
-	for _, fx := range next.PendingEffects(now) {
-		switch fx.Kind {
-		case jobstate.EffectDispatch:
-			if a.deps.Dispatch != nil {
-				a.deps.Dispatch(a.id)
-			}
-		case jobstate.EffectScheduleWake:
-			a.scheduleWake(ctx, fx.At, now)
-		default:
-			if err := a.perform(next, fx); err != nil {
-				a.deps.Logger.Warn().Err(err).Str("job", a.id).Str("effect", string(fx.Kind)).Msg("effect not settled yet; the sweeper retries")
-				continue
-			}
-			if err := next.MarkSettled(fx.Kind); err != nil {
-				a.deps.Logger.Error().Err(err).Str("job", a.id).Msg("mark effect settled")
+	for round := 0; round < 2; round++ {
+		wasCommitted := a.rec.Committed()
+		next := a.rec.Clone()
+		for _, fx := range next.PendingEffects(now) {
+			switch fx.Kind {
+			case jobstate.EffectDispatch:
+				if a.deps.Dispatch != nil {
+					a.deps.Dispatch(a.id)
+				}
+			case jobstate.EffectScheduleWake:
+				a.scheduleWake(ctx, fx.At, now)
+			default:
+				if err := a.perform(next, fx); err != nil {
+					a.deps.Logger.Warn().Err(err).Str("job", a.id).Str("effect", string(fx.Kind)).Msg("effect not settled yet; the sweeper retries")
+					continue
+				}
+				if err := next.MarkSettled(fx.Kind); err != nil {
+					a.deps.Logger.Error().Err(err).Str("job", a.id).Msg("mark effect settled")
+				}
 			}
 		}
-	}
-	// settle runs inside handlers that answer themselves, so a failed write only stops here.
-	if next.Settlement != a.rec.Settlement && a.write(ctx, next) != nil {
-		return
+		if next.Settlement == a.rec.Settlement {
+			break
+		}
+		// settle runs inside handlers that answer themselves, so a failed write only stops here.
+		if a.write(ctx, next) != nil {
+			return
+		}
+		if wasCommitted || !a.rec.Committed() {
+			break
+		}
 	}
 	if a.rec.Committed() {
 		sctx, cancel := a.deps.storeCtx()
@@ -300,8 +312,10 @@ func (a *jobActor) settle(ctx actor.Context) {
 				a.deps.Logger.Warn().Err(err).Str("job", a.id).Msg("index result for purging")
 			}
 		}
-		if err := a.deps.Store.Delete(sctx, []byte(prefixActiveJob+a.id), a.activeVersion(sctx)); err != nil && !errors.Is(err, persistence.ErrVersionMismatch) {
-			a.deps.Logger.Warn().Err(err).Str("job", a.id).Msg("drop active job index")
+		if len(a.rec.PendingEffects(now)) == 0 {
+			if err := a.deps.Store.Delete(sctx, []byte(prefixActiveJob+a.id), a.activeVersion(sctx)); err != nil && !errors.Is(err, persistence.ErrVersionMismatch) {
+				a.deps.Logger.Warn().Err(err).Str("job", a.id).Msg("drop active job index")
+			}
 		}
 		cancel()
 		for _, w := range a.waiters {
@@ -348,9 +362,17 @@ func (a *jobActor) perform(r *jobstate.Record, fx jobstate.Effect) error {
 	case jobstate.EffectWriteAssets:
 		return a.writeAssets(cctx, r)
 	case jobstate.EffectNotifyWebhook, jobstate.EffectNotifyBatch, jobstate.EffectDeliverStorage:
-		// Requests naming webhooks, batches or storage destinations are refused at the edge until those
-		// exist, so no record owes these yet.
-		return errors.New("delivery of " + string(fx.Kind) + " is not implemented")
+		// Announcements go to the outbox (create-only by an id derived from the request id); its pass
+		// delivers them. The edge still refuses requests naming webhooks, batches or storage destinations
+		// until their handlers exist.
+		e, err := JobAnnouncement(r, fx.Kind)
+		if err != nil {
+			return err
+		}
+		if a.deps.Outbox.Store == nil {
+			return errors.New("no outbox on this node")
+		}
+		return a.deps.Outbox.Add(cctx, e)
 	}
 	return nil
 }

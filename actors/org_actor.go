@@ -10,6 +10,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"filigrane/actors/durable"
+	"filigrane/actors/outbox"
 	"filigrane/internal/clock"
 	"filigrane/persistence"
 )
@@ -34,6 +35,9 @@ type Deps struct {
 	Caller *LateCaller
 	// Dispatch hands a claimable job to this node's worker pool; it must not block.
 	Dispatch func(requestID string)
+	// Outbox takes the effects actors hand over after a commit (a job's announcements); the node's sweeper
+	// delivers them. With no Store set, hand-overs fail and the effects stay owed.
+	Outbox outbox.Outbox
 }
 
 func (d *Deps) orgs() OrgClient { return OrgClient{Caller: d.Caller} }

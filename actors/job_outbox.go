@@ -1,0 +1,36 @@
+package actors
+
+import (
+	"fmt"
+
+	"filigrane/actors/jobstate"
+	"filigrane/actors/outbox"
+)
+
+// Outbox kinds of the announcements a job's outcome causes (actors/outbox). The payload of each is the job's
+// request id: the handler reads the job record, which no longer changes once the outcome is committed, to
+// build the webhook event, the bucket upload or the batch notice. The effect's Key is the webhook, storage
+// destination or batch id, so that one endpoint's effects go out in order where possible.
+const (
+	OutboxJobWebhook = "job.webhook"
+	OutboxJobStorage = "job.storage"
+	OutboxJobBatch   = "job.batch"
+)
+
+// JobAnnouncement is the outbox effect of announcement k of the committed job r. Its id is derived from the
+// request id and the kind, so handing it over again after a crash never makes a second effect.
+func JobAnnouncement(r *jobstate.Record, k jobstate.EffectKind) (outbox.Effect, error) {
+	var kind, key string
+	switch k {
+	case jobstate.EffectNotifyWebhook:
+		kind, key = OutboxJobWebhook, r.WebhookID
+	case jobstate.EffectDeliverStorage:
+		kind, key = OutboxJobStorage, r.StorageDestinationID
+	case jobstate.EffectNotifyBatch:
+		kind, key = OutboxJobBatch, r.BatchID
+	default:
+		return outbox.Effect{}, fmt.Errorf("job %s: %s is not an announcement", r.RequestID, k)
+	}
+	return outbox.Effect{ID: outbox.EffectID("fx_", r.RequestID, kind), Kind: kind, Key: key,
+		Payload: []byte(r.RequestID), Created: r.CompletedAt}, nil
+}
