@@ -94,25 +94,20 @@ func (l Layout) BlobDir() string { return filepath.Join(l.Root, "blobs") }
 
 // Node is a running node.
 type Node struct {
-	cfg     Config
-	storage *Storage
-	store   persistence.Store
-	blobs   persistence.Blobs
-	pool    *actors.Pool
-	sweeper actors.Sweeper
-	// leased runs the sweeper's passes and the outbox delivery on whichever node holds the sweeper lease.
-	leased    *sweep.Sweeper
-	outbox    outbox.Outbox
-	outboxes  *outbox.Registry
-	deliverer outbox.Deliverer
-	stopWork  context.CancelFunc
-	cluster   *cluster.Node
-	api       *apihttp.Server
-	upload    *apihttp.Server
-	apiLn     net.Listener
-	uploadLn  net.Listener
-	serving   bool // the listeners were handed to the servers, which close them on Shutdown
-	serveErr  chan error
+	cfg      Config
+	storage  *Storage
+	store    persistence.Store
+	blobs    persistence.Blobs
+	pool     *actors.Pool
+	sweeper  actors.Sweeper
+	stopWork context.CancelFunc
+	cluster  *cluster.Node
+	api      *apihttp.Server
+	upload   *apihttp.Server
+	apiLn    net.Listener
+	uploadLn net.Listener
+	serving  bool // the listeners were handed to the servers, which close them on Shutdown
+	serveErr chan error
 	// running joins the goroutines Start started besides the worker pool (the sweeper, the two listeners):
 	// Close returns only once they have returned.
 	running sync.WaitGroup
@@ -123,6 +118,12 @@ type Node struct {
 	// DevOrg is set when this start bootstrapped the development organization.
 	DevOrg  *admin.DevOrg
 	Metrics *apihttp.Metrics
+
+	// leased runs the sweeper's passes and the outbox delivery on whichever node holds the sweeper lease.
+	leased    *sweep.Sweeper
+	outbox    outbox.Outbox
+	outboxes  *outbox.Registry
+	deliverer outbox.Deliverer
 }
 
 func (c *Config) defaults() {
