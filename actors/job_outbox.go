@@ -1,10 +1,13 @@
 package actors
 
 import (
+	"context"
 	"fmt"
 
+	"filigrane/actors/durable"
 	"filigrane/actors/jobstate"
 	"filigrane/actors/outbox"
+	"filigrane/persistence"
 )
 
 // Outbox kinds of the announcements a job's outcome causes (actors/outbox). The payload of each is the job's
@@ -33,4 +36,12 @@ func JobAnnouncement(r *jobstate.Record, k jobstate.EffectKind) (outbox.Effect, 
 	}
 	return outbox.Effect{ID: outbox.EffectID("fx_", r.RequestID, kind), Kind: kind, Key: key,
 		Payload: []byte(r.RequestID), Created: r.CompletedAt}, nil
+}
+
+// ReadJob reads the stored record of job requestID for an outbox handler of a job announcement (the payload
+// is the request id). It reads the Store directly, not through the job actor: a committed job's record no
+// longer changes. persistence.ErrNotFound (wrapped) when there is none.
+func ReadJob(ctx context.Context, store persistence.Store, requestID string) (*jobstate.Record, error) {
+	rec, _, err := durable.Read[jobstate.Record](ctx, store, jobKey(requestID))
+	return rec, err
 }

@@ -159,6 +159,9 @@ func TestJobAnnouncementSurvivesCrash(t *testing.T) {
 	if len(got) != 1 || string(got[0].Payload) != reqID || got[0].Key != webhookID || got[0].Kind != actors.OutboxJobWebhook {
 		t.Fatalf("delivered %+v", got)
 	}
+	if job, err := actors.ReadJob(ctx, store, string(got[0].Payload)); err != nil || job.Status != jobstate.StatusSucceeded || job.WebhookID != webhookID {
+		t.Fatalf("a handler reading the job: %v %+v", err, job)
+	}
 	if _, err := store.Get(ctx, []byte("jobs/active/"+reqID)); !errors.Is(err, persistence.ErrNotFound) {
 		t.Fatalf("active index after the hand-over: %v", err)
 	}
