@@ -243,6 +243,10 @@ func (d Deliverer) one(ctx context.Context, it persistence.Item, id string, now 
 	if att.Error != "" && ent.Effect.Key != "" {
 		blocked[order] = true
 	}
+	// The attempt happened: record it even when the pass is being stopped (shutdown, lost lease), so that a
+	// delivered effect is not delivered again for want of its record.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
 	// The new due key before the entry names it; the old one goes after.
 	if err := d.Outbox.create(ctx, dueKey(next.NextAt, id)); err != nil {
 		return err
