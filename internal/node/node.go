@@ -21,6 +21,8 @@ import (
 	"filigrane/actors/jobstate"
 	"filigrane/actors/mediafiles"
 	"filigrane/actors/mediakind"
+	"filigrane/actors/outbox"
+	"filigrane/actors/sweep"
 	"filigrane/cluster"
 	"filigrane/codec"
 	"filigrane/gpu"
@@ -116,6 +118,12 @@ type Node struct {
 	// DevOrg is set when this start bootstrapped the development organization.
 	DevOrg  *admin.DevOrg
 	Metrics *apihttp.Metrics
+
+	// leased runs the sweeper's passes and the outbox delivery on whichever node holds the sweeper lease.
+	leased    *sweep.Sweeper
+	outbox    outbox.Outbox
+	outboxes  *outbox.Registry
+	deliverer outbox.Deliverer
 }
 
 func (c *Config) defaults() {
@@ -202,6 +210,12 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 			jobstate.MediaDocument: mediafiles.NewPDF(cdc),
 		}}
 	n.pool = actors.NewPool(caller, media, cfg.Logger.With().Str("component", "workers").Logger(), cfg.NodeName, cfg.Workers, cfg.LeaseDuration)
+	// Handlers of outbox kinds (webhook events, bucket deliveries, batch notices) are registered on
+	// n.outboxes; effects of a kind no node handles go dead after outbox.DefaultSchedule.
+	n.outbox = outbox.Outbox{Store: store, Clock: cfg.Clock}
+	n.outboxes = outbox.NewRegistry()
+	n.deliverer = outbox.Deliverer{Outbox: n.outbox, Registry: n.outboxes,
+		Logger: cfg.Logger.With().Str("component", "outbox").Logger()}
 	deps := &actors.Deps{
 		Store: store, Clock: cfg.Clock, Catalog: catalog, Logger: cfg.Logger.With().Str("component", "actors").Logger(),
 		Respond: func(ctx actor.Context, v any) {
@@ -225,6 +239,7 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 		ActorDelta:   n.Metrics.ActorDelta,
 		Caller:       caller,
 		Dispatch:     n.pool.Dispatch,
+		Outbox:       n.outbox,
 	}
 	var kinds []cluster.Kind
 	worker := slices.Contains(cfg.Roles, cluster.RoleWorker)
@@ -261,11 +276,15 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	}
 	n.sweeper = actors.Sweeper{Store: store, Blobs: blobs, Caller: n.cluster, Clock: cfg.Clock,
 		Logger: cfg.Logger.With().Str("component", "sweeper").Logger()}
+	n.leased = sweep.New(sweep.Config{Store: store, Clock: cfg.Clock, Node: cfg.NodeName,
+		Logger: cfg.Logger.With().Str("component", "sweeper").Logger()})
+	n.sweeper.Register(n.leased)
+	n.leased.Register("outbox", func(ctx context.Context) error { _, err := n.deliverer.Pass(ctx); return err })
 	if cfg.SweepInterval > 0 {
 		n.running.Add(1)
 		go func() {
 			defer n.running.Done()
-			n.sweeper.Run(workCtx, cfg.SweepInterval)
+			n.leased.Run(workCtx, cfg.SweepInterval)
 		}()
 	}
 
@@ -355,10 +374,22 @@ func (n *Node) DecodeBudget() *actors.DecodeBudget { return n.decodeBudget }
 // Pool is the node's worker pool.
 func (n *Node) Pool() *actors.Pool { return n.pool }
 
-// Sweep runs one sweeper pass now (tests move the clock, then sweep).
+// Sweep runs every sweeper pass once now, lease or not (tests move the clock, then sweep): the job, result,
+// asset and upload passes, then the outbox delivery.
 func (n *Node) Sweep(ctx context.Context) (ticked, purged int, err error) {
-	return n.sweeper.Sweep(ctx)
+	ticked, purged, err = n.sweeper.Sweep(ctx)
+	if err != nil {
+		return ticked, purged, err
+	}
+	if _, err := n.deliverer.Pass(ctx); err != nil {
+		return ticked, purged, err
+	}
+	return ticked, purged, nil
 }
+
+// Outbox is the node's outbox and its handler registry (register handlers before effects of their kind are
+// due; tests read entries).
+func (n *Node) Outbox() (outbox.Outbox, *outbox.Registry) { return n.outbox, n.outboxes }
 
 // Cluster is the node's cluster member.
 func (n *Node) Cluster() *cluster.Node { return n.cluster }
