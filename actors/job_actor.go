@@ -100,6 +100,13 @@ func (a *jobActor) Receive(ctx actor.Context) {
 			r.Tick(now)
 			return nil
 		}, nil)
+	case *JobCancel:
+		a.command(ctx, msg.RequestID, func(r *jobstate.Record, now time.Time) error {
+			if r.Status.Terminal() {
+				return nil // it ended first (finished, or cancelled before): nothing to cancel
+			}
+			return r.Cancel(now)
+		}, nil)
 	}
 }
 
@@ -372,7 +379,15 @@ func (a *jobActor) perform(r *jobstate.Record, fx jobstate.Effect) error {
 		return replyErr(rep, err)
 	case jobstate.EffectWriteAssets:
 		return a.writeAssets(cctx, r)
-	case jobstate.EffectNotifyWebhook, jobstate.EffectNotifyBatch, jobstate.EffectDeliverStorage:
+	case jobstate.EffectNotifyBatch:
+		// A hint only, sent without waiting (the batch actor reads this job while it runs a command, so a
+		// blocking call here could wait on it); the batch's own polling of its items' records is what makes
+		// the outcome reach it after a crash.
+		if a.deps.NotifyBatch != nil {
+			a.deps.NotifyBatch(r.BatchID, r.RequestID)
+		}
+		return nil
+	case jobstate.EffectNotifyWebhook, jobstate.EffectDeliverStorage:
 		// Requests naming webhooks, batches or storage destinations are refused at the edge until those
 		// exist, so no record owes these yet.
 		return errors.New("delivery of " + string(fx.Kind) + " is not implemented")

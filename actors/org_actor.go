@@ -33,6 +33,9 @@ type Deps struct {
 	Caller *LateCaller
 	// Dispatch hands a claimable job to this node's worker pool; it must not block.
 	Dispatch func(requestID string)
+	// NotifyBatch tells a batch that one of its item jobs ended; it must not block (a hint, see
+	// jobActor.perform).
+	NotifyBatch func(batchID, requestID string)
 }
 
 func (d *Deps) orgs() OrgClient { return OrgClient{Caller: d.Caller} }

@@ -51,6 +51,19 @@ func (s Sweeper) Sweep(ctx context.Context) (ticked, purged int, err error) {
 	if err != nil {
 		return ticked, purged, err
 	}
+	// Started batches: a batch whose node died carries on from its record (batch_actor.go).
+	err = scanAll(ctx, s.Store, []byte(prefixActiveBatch), func(it persistence.Item) error {
+		id := strings.TrimPrefix(string(it.Key), prefixActiveBatch)
+		cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		defer cancel()
+		if _, err := s.Caller.Request(cctx, id, KindBatch, &BatchTick{BatchID: id}); err != nil {
+			s.Logger.Warn().Err(err).Str("batch", id).Msg("sweep: tick batch")
+		}
+		return nil
+	})
+	if err != nil {
+		return ticked, purged, err
+	}
 	now := s.Clock.Now()
 	end := []byte(fmt.Sprintf("%s%020d/", prefixPurge, now.Unix()+1))
 	err = scanAll(ctx, s.Store, []byte(prefixPurge), func(it persistence.Item) error {

@@ -1,0 +1,368 @@
+package node_test
+
+import (
+	"archive/zip"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"mime/multipart"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"filigrane/actors"
+	"filigrane/internal/admin"
+	"filigrane/internal/clock"
+	"filigrane/internal/node"
+)
+
+// batchFixture is a node with one organization on a plan of `plan` holding `credits` credits.
+type batchFixture struct {
+	n    *node.Node
+	base string
+	clk  *clock.Manual
+	key  string
+	org  string
+	dir  string
+}
+
+func newBatchFixture(t *testing.T, plan string, credits int64, tweaks ...func(*node.Config)) *batchFixture {
+	t.Helper()
+	f := &batchFixture{dir: t.TempDir(), clk: clock.NewManual(time.Date(2026, 5, 4, 10, 0, 30, 0, time.UTC))}
+	offline(t, f.dir, f.clk, func(a admin.Admin) {
+		ctx := context.Background()
+		st, err := a.CreateOrg(ctx, "Batcher", plan, credits)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := a.AddMember(ctx, st.ID, "owner", actors.RoleOwner)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.org = st.ID
+		if f.key, _, err = a.CreateKey(ctx, actors.NewKeySpec{OrgID: st.ID, MemberID: m, Scopes: actors.AllScopes()}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	f.n = startNode(t, f.dir, f.clk, append([]func(*node.Config){inMemory(t)}, tweaks...)...)
+	t.Cleanup(func() { stopNode(t, f.n) })
+	f.base = "http://" + f.n.APIAddr()
+	return f
+}
+
+type batchItemRes struct {
+	Index          int     `json:"index"`
+	Filename       string  `json:"filename"`
+	UploadID       string  `json:"upload_id"`
+	RequestID      *string `json:"request_id"`
+	Status         string  `json:"status"`
+	ErrorCode      *string `json:"error_code"`
+	Credits        *int64  `json:"credits"`
+	UploadReceived bool    `json:"upload_received"`
+	ResultURL      string  `json:"result_url"`
+	Upload         *struct {
+		Method, URL string
+		ExpiresAt   string `json:"expires_at"`
+	} `json:"upload"`
+}
+
+type batchRes struct {
+	BatchID         string           `json:"batch_id"`
+	Status          string           `json:"status"`
+	ItemCount       int              `json:"item_count"`
+	CancelRequested bool             `json:"cancel_requested"`
+	Counts          map[string]int   `json:"counts"`
+	Credits         map[string]int64 `json:"credits"`
+	ArchiveStatus   *string          `json:"archive_status"`
+	ArchiveURL      string           `json:"archive_url"`
+	Items           []batchItemRes   `json:"items"`
+}
+
+func sendBatch(t *testing.T, method, url, key, idem, body string) response {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("X-API-Key", key)
+	if idem != "" {
+		req.Header.Set("Idempotency-Key", idem)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, url, err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return response{status: res.StatusCode, header: res.Header, body: b}
+}
+
+func decodeBatch(t *testing.T, r response) batchRes {
+	t.Helper()
+	var b batchRes
+	if err := json.Unmarshal(r.body, &b); err != nil {
+		t.Fatalf("batch body %s: %v", r.body, err)
+	}
+	return b
+}
+
+func itemsJSON(names []string, sizes []int) string {
+	var parts []string
+	for i, n := range names {
+		parts = append(parts, fmt.Sprintf(`{"filename":%q,"size":%d,"data":{"order":%d}}`, n, sizes[i], i))
+	}
+	return strings.Join(parts, ",")
+}
+
+// waitBatch polls the batch until its status is one of want (the batch runs on the node's workers).
+func waitBatch(t *testing.T, f *batchFixture, id string, want ...string) batchRes {
+	t.Helper()
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		r := sendBatch(t, "GET", f.base+"/watermarks/batches/"+id, f.key, "", "")
+		if r.status != 200 {
+			t.Fatalf("GET batch: %d %s", r.status, r.body)
+		}
+		b := decodeBatch(t, r)
+		for _, w := range want {
+			if b.Status == w {
+				return b
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("batch still %s after 90 s: %s", b.Status, r.body)
+		}
+		time.Sleep(100 * time.Millisecond) // polling a condition with a deadline, as a client does
+	}
+}
+
+func TestBatchFromUploads(t *testing.T) {
+	f := newBatchFixture(t, "scale", 100)
+	a, b := photo(t, 320, 320, 1), photo(t, 300, 280, 2)
+	names, sizes := []string{"a.jpg", "b.jpg", "never.jpg"}, []int{len(a), len(b), 1000}
+	url := f.base + "/watermarks/batches"
+
+	// The whole request is checked first: one bad item, no batch.
+	r := sendBatch(t, "POST", url, f.key, "", `{"items":[`+itemsJSON(names, sizes)+`]}`)
+	if p := decodeProblem(t, r); r.status != 422 || p.Code != "invalid_idempotency_key" {
+		t.Fatalf("no key: %d %+v", r.status, p)
+	}
+	r = sendBatch(t, "POST", url, f.key, "batch-key-1", `{"items":[`+itemsJSON([]string{"a.jpg", "song.mp3"}, []int{10, 10})+`]}`)
+	if p := decodeProblem(t, r); r.status != 422 || p.Code != "unsupported_file_type" {
+		t.Fatalf("bad item: %d %+v", r.status, p)
+	}
+	r = sendBatch(t, "POST", url, f.key, "batch-key-1", `{"items":[`+itemsJSON([]string{"a.jpg", "big.png"}, []int{10, 50_000_001})+`]}`)
+	if p := decodeProblem(t, r); r.status != 413 || p.Code != "file_too_large" {
+		t.Fatalf("oversize item: %d %+v", r.status, p)
+	}
+	if r := sendBatch(t, "GET", url, f.key, "", ""); r.status != 200 || !strings.Contains(string(r.body), `"data":[]`) {
+		t.Fatalf("a refused request created a batch: %s", r.body)
+	}
+
+	body := `{"archive":true,"items":[` + itemsJSON(names, sizes) + `]}`
+	r = sendBatch(t, "POST", url, f.key, "batch-key-1", body)
+	if r.status != 201 {
+		t.Fatalf("create: %d %s", r.status, r.body)
+	}
+	draft := decodeBatch(t, r)
+	if !strings.HasPrefix(draft.BatchID, "bat_") || len(draft.BatchID) != 36 || draft.Status != "draft" || draft.ItemCount != 3 {
+		t.Fatalf("draft %+v", draft)
+	}
+	for i, it := range draft.Items {
+		if it.Upload == nil || it.Upload.Method != "PUT" || it.UploadReceived || it.RequestID != nil || it.Status != "pending" {
+			t.Fatalf("draft item %d: %+v", i, it)
+		}
+	}
+	f.clk.Advance(time.Second)
+	r = sendBatch(t, "POST", url, f.key, "batch-key-1", body)
+	replay := decodeBatch(t, r)
+	if r.status != 200 || replay.BatchID != draft.BatchID || replay.Items[0].Upload.URL == draft.Items[0].Upload.URL {
+		t.Fatalf("replay: %d, same batch %v, fresh URL %v", r.status, replay.BatchID == draft.BatchID, replay.Items[0].Upload.URL != draft.Items[0].Upload.URL)
+	}
+	r = sendBatch(t, "POST", url, f.key, "batch-key-1", `{"archive":true,"items":[`+itemsJSON(names[:2], sizes[:2])+`]}`)
+	if p := decodeProblem(t, r); r.status != 409 || p.Code != "idempotency_conflict" {
+		t.Fatalf("other items: %d %+v", r.status, p)
+	}
+	// The item uploads belong to the batch: a direct request cannot use them.
+	if r := putFile(t, replay.Items[0].Upload.URL, a, putOpts{}); r.status != 200 {
+		t.Fatalf("PUT item 0 (fresh URL): %d %s", r.status, r.body)
+	}
+	if r := putFile(t, draft.Items[1].Upload.URL, b, putOpts{}); r.status != 200 {
+		t.Fatalf("PUT item 1 (first URL): %d %s", r.status, r.body)
+	}
+	got := decodeBatch(t, sendBatch(t, "GET", url+"/"+draft.BatchID, f.key, "", ""))
+	if !got.Items[0].UploadReceived || got.Items[0].Upload != nil || got.Items[2].UploadReceived || got.Items[2].Upload == nil {
+		t.Fatalf("upload_received: %+v", got.Items)
+	}
+	if r := sendBatch(t, "GET", url+"/"+draft.BatchID+"/archive", f.key, "", ""); r.status != 409 || decodeProblem(t, r).Code != "batch_not_started" {
+		t.Fatalf("archive of a draft: %d %s", r.status, r.body)
+	}
+
+	r = sendBatch(t, "POST", url+"/"+draft.BatchID+"/start", f.key, "", "")
+	if r.status != 202 || decodeBatch(t, r).BatchID != draft.BatchID {
+		t.Fatalf("start: %d %s", r.status, r.body)
+	}
+	if r := sendBatch(t, "POST", url+"/"+draft.BatchID+"/start", f.key, "", ""); r.status != 200 {
+		t.Fatalf("second start: %d %s", r.status, r.body)
+	}
+	done := waitBatch(t, f, draft.BatchID, "completed", "failed")
+	if done.Status != "completed" || done.Counts["succeeded"] != 2 || done.Counts["rejected"] != 1 || done.Credits["charged"] != 2 {
+		t.Fatalf("ended: %s counts %v credits %v", done.Status, done.Counts, done.Credits)
+	}
+	if it := done.Items[2]; it.Status != "rejected" || it.ErrorCode == nil || *it.ErrorCode != "upload_not_received" || *it.Credits != 0 {
+		t.Fatalf("item never uploaded: %+v", it)
+	}
+	it := done.Items[0]
+	if it.Status != "succeeded" || it.RequestID == nil || *it.Credits != 1 {
+		t.Fatalf("item 0: %+v", it)
+	}
+	if r := call(t, "GET", f.base+it.ResultURL, f.key, nil); r.status != 200 || r.header.Get("Content-Type") != "image/png" {
+		t.Fatalf("item result: %d %s", r.status, r.header.Get("Content-Type"))
+	}
+	if *done.ArchiveStatus != "ready" {
+		t.Fatalf("archive status %v", *done.ArchiveStatus)
+	}
+	r = sendBatch(t, "GET", f.base+done.ArchiveURL, f.key, "", "")
+	if r.status != 200 || r.header.Get("Content-Type") != "application/zip" {
+		t.Fatalf("archive: %d %s", r.status, r.body)
+	}
+	zr, err := zip.NewReader(bytes.NewReader(r.body), int64(len(r.body)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var entries []string
+	for _, zf := range zr.File {
+		entries = append(entries, zf.Name)
+	}
+	if strings.Join(entries, ",") != "000-a-watermarked.png,001-b-watermarked.png,manifest.json" {
+		t.Fatalf("archive entries %v", entries)
+	}
+	mf, _ := zr.File[2].Open()
+	var manifest struct {
+		Files  []map[string]any `json:"files"`
+		Failed []map[string]any `json:"failed"`
+	}
+	if err := json.NewDecoder(mf).Decode(&manifest); err != nil || len(manifest.Files) != 2 || len(manifest.Failed) != 1 ||
+		manifest.Failed[0]["error_code"] != "upload_not_received" || manifest.Files[0]["request_id"] != *it.RequestID {
+		t.Fatalf("manifest %+v (%v)", manifest, err)
+	}
+	// The archive is kept 24 hours.
+	f.clk.Advance(24*time.Hour + time.Minute)
+	if r := sendBatch(t, "GET", f.base+done.ArchiveURL, f.key, "", ""); r.status != 410 || decodeProblem(t, r).Code != "archive_expired" {
+		t.Fatalf("archive after 24 h: %d %s", r.status, r.body)
+	}
+
+	// Listing: newest first, limit and the SDKs' `before`.
+	r2 := sendBatch(t, "POST", url, f.key, "batch-key-2", `{"items":[`+itemsJSON([]string{"x.png"}, []int{10})+`]}`)
+	second := decodeBatch(t, r2)
+	var page struct {
+		Data       []batchRes `json:"data"`
+		NextCursor *string    `json:"next_cursor"`
+	}
+	lr := sendBatch(t, "GET", url+"?limit=1", f.key, "", "")
+	if err := json.Unmarshal(lr.body, &page); err != nil || len(page.Data) != 1 || page.Data[0].BatchID != second.BatchID ||
+		page.NextCursor == nil || *page.NextCursor != second.BatchID || page.Data[0].Items != nil {
+		t.Fatalf("page 1: %s", lr.body)
+	}
+	lr = sendBatch(t, "GET", url+"?limit=1&before="+*page.NextCursor, f.key, "", "")
+	page.NextCursor = nil
+	if err := json.Unmarshal(lr.body, &page); err != nil || len(page.Data) != 1 || page.Data[0].BatchID != draft.BatchID || page.NextCursor != nil {
+		t.Fatalf("page 2: %s", lr.body)
+	}
+	if r := sendBatch(t, "GET", url+"?cursor=bat_"+strings.Repeat("0", 32), f.key, "", ""); r.status != 422 || decodeProblem(t, r).Code != "invalid_cursor" {
+		t.Fatalf("unknown cursor: %d %s", r.status, r.body)
+	}
+
+	// A draft cancelled: at once, nothing charged; starting it again changes nothing.
+	r = sendBatch(t, "POST", url+"/"+second.BatchID+"/cancel", f.key, "", "")
+	if c := decodeBatch(t, r); r.status != 200 || c.Status != "cancelled" || !c.CancelRequested {
+		t.Fatalf("cancel draft: %d %s", r.status, r.body)
+	}
+	if r := sendBatch(t, "POST", url+"/"+second.BatchID+"/start", f.key, "", ""); r.status != 200 || decodeBatch(t, r).Status != "cancelled" {
+		t.Fatalf("start after cancel: %d %s", r.status, r.body)
+	}
+	// A draft not started within 24 hours expires: 410.
+	r3 := sendBatch(t, "POST", url, f.key, "batch-key-3", `{"items":[`+itemsJSON([]string{"y.png"}, []int{10})+`]}`)
+	third := decodeBatch(t, r3)
+	f.clk.Advance(24 * time.Hour)
+	if r := sendBatch(t, "POST", url+"/"+third.BatchID+"/start", f.key, "", ""); r.status != 410 || decodeProblem(t, r).Code != "batch_expired" {
+		t.Fatalf("late start: %d %s", r.status, r.body)
+	}
+	if g := decodeBatch(t, sendBatch(t, "GET", url+"/"+third.BatchID, f.key, "", "")); g.Status != "expired" {
+		t.Fatalf("expired draft reads %s", g.Status)
+	}
+}
+
+func zipOf(t *testing.T, files map[string][]byte, order []string) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	w := zip.NewWriter(&b)
+	for _, n := range order {
+		fw, err := w.Create(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = fw.Write(files[n])
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+func postZip(t *testing.T, f *batchFixture, idem string, z []byte, manifest string) response {
+	t.Helper()
+	var body bytes.Buffer
+	mw := multipart.NewWriter(&body)
+	_ = mw.WriteField("manifest", manifest)
+	fw, _ := mw.CreateFormFile("archive", "batch.zip")
+	_, _ = fw.Write(z)
+	_ = mw.Close()
+	req, _ := http.NewRequest("POST", f.base+"/watermarks/batches/zip", &body)
+	req.Header.Set("Content-Type", mw.FormDataContentType())
+	req.Header.Set("X-API-Key", f.key)
+	req.Header.Set("Idempotency-Key", idem)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return response{status: res.StatusCode, header: res.Header, body: b}
+}
+
+func TestBatchFromZip(t *testing.T) {
+	f := newBatchFixture(t, "scale", 100)
+	files := map[string][]byte{"pics/one.jpg": photo(t, 300, 300, 3), "two.jpg": photo(t, 280, 300, 4), "__MACOSX/._two.jpg": []byte("fork")}
+	z := zipOf(t, files, []string{"pics/one.jpg", "two.jpg", "__MACOSX/._two.jpg"})
+	manifest := `{"archive":false,"items":[{"filename":"pics/one.jpg","data":{"n":1}},{"filename":"two.jpg","data":{"n":2}}]}`
+
+	bad := `{"items":[{"filename":"pics/one.jpg","data":{"n":1}}]}` // two.jpg is in the zip but not listed
+	if r := postZip(t, f, "zip-key-0001", z, bad); r.status != 422 || decodeProblem(t, r).Code != "invalid_zip" {
+		t.Fatalf("unlisted member: %d %s", r.status, r.body)
+	}
+	r := postZip(t, f, "zip-key-0001", z, manifest)
+	if r.status != 202 {
+		t.Fatalf("zip batch: %d %s", r.status, r.body)
+	}
+	first := decodeBatch(t, r)
+	if first.Status != "starting" && first.Status != "processing" {
+		t.Fatalf("zip batch status %s", first.Status)
+	}
+	if r := postZip(t, f, "zip-key-0001", z, manifest); r.status != 200 || decodeBatch(t, r).BatchID != first.BatchID {
+		t.Fatalf("zip replay: %d %s", r.status, r.body)
+	}
+	done := waitBatch(t, f, first.BatchID, "completed", "failed")
+	if done.Status != "completed" || done.Counts["succeeded"] != 2 || done.Credits["charged"] != 2 {
+		t.Fatalf("zip batch ended %s %v %v: %v", done.Status, done.Counts, done.Credits, done.Items)
+	}
+	if r := sendBatch(t, "GET", f.base+"/watermarks/batches/"+first.BatchID+"/archive", f.key, "", ""); r.status != 409 || decodeProblem(t, r).Code != "archive_not_requested" {
+		t.Fatalf("archive not requested: %d %s", r.status, r.body)
+	}
+}
