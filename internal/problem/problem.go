@@ -110,9 +110,6 @@ const (
 	ResultUnavailable   Code = "result_unavailable"
 )
 
-// reservedBatches marks the codes of the batch feature, which is not built yet.
-const reservedBatches = "batches"
-
 // table is the error table, in the order docs/errors.md lists it. It is never written after package
 // initialisation; read it through Lookup and All.
 var table = []Entry{
@@ -181,12 +178,12 @@ var table = []Entry{
 	{Code: ZipTooLarge, Status: 413, Title: "Batch zip too large", When: "the batch zip unpacks to more than 512 MB, holds a member compressed more than 100:1, or has a central directory above 1 MiB"},
 	{Code: BatchExpired, Status: 410, Title: "Batch expired", When: "the batch is a draft that was not started within 24 hours (start and archive)"},
 	{Code: ArchiveExpired, Status: 410, Title: "Batch archive expired", When: "the batch's results zip is older than 24 hours"},
-	{Code: Cancelled, Status: 409, Title: "Cancelled", When: "the job was cancelled (a file of a cancelled batch)", Job: true, Reserved: reservedBatches},
-	{Code: BatchNotStarted, Status: 409, Title: "Batch not started", When: "the batch archive of a batch that is still a draft", Reserved: reservedBatches},
-	{Code: ArchiveNotRequested, Status: 409, Title: "Archive not requested", When: "the batch archive of a batch created without `archive: true`", Reserved: reservedBatches},
-	{Code: ArchiveTooLarge, Status: 409, Title: "Archive too large", When: "the batch's results exceed 1 GB", Reserved: reservedBatches},
-	{Code: ArchiveUnavailable, Status: 409, Title: "Archive unavailable", When: "no file of the batch succeeded, the batch was cancelled, or its zip could not be built", Reserved: reservedBatches},
-	{Code: ResultUnavailable, Status: 410, Title: "Result unavailable", When: "in a batch archive's `manifest.json`, the `error_code` of a file whose result was deleted before the zip was made", Reserved: reservedBatches},
+	{Code: Cancelled, Status: 409, Title: "Cancelled", When: "the job was cancelled (a file of a cancelled batch)", Job: true},
+	{Code: BatchNotStarted, Status: 409, Title: "Batch not started", When: "the batch archive of a batch that is still a draft"},
+	{Code: ArchiveNotRequested, Status: 409, Title: "Archive not requested", When: "the batch archive of a batch created without `archive: true`"},
+	{Code: ArchiveTooLarge, Status: 409, Title: "Archive too large", When: "the batch's results exceed 1 GB"},
+	{Code: ArchiveUnavailable, Status: 409, Title: "Archive unavailable", When: "no file of the batch succeeded, the batch was cancelled, or its zip could not be built"},
+	{Code: ResultUnavailable, Status: 410, Title: "Result unavailable", When: "in a batch archive's `manifest.json`, the `error_code` of a file whose result was deleted before the zip was made"},
 }
 
 // byCode indexes table; built once at initialisation and only read afterwards.
