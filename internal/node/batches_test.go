@@ -366,3 +366,75 @@ func TestBatchFromZip(t *testing.T) {
 		t.Fatalf("archive not requested: %d %s", r.status, r.body)
 	}
 }
+
+func zipBatch(t *testing.T, f *batchFixture, idem string, n int) batchRes {
+	t.Helper()
+	files := map[string][]byte{}
+	var order, items []string
+	for i := 0; i < n; i++ {
+		name := fmt.Sprintf("p%02d.jpg", i)
+		files[name] = photo(t, 300, 260, uint64(40+i))
+		order = append(order, name)
+		items = append(items, fmt.Sprintf(`{"filename":%q,"data":{"i":%d}}`, name, i))
+	}
+	r := postZip(t, f, idem, zipOf(t, files, order), `{"items":[`+strings.Join(items, ",")+`]}`)
+	if r.status != 202 {
+		t.Fatalf("zip batch: %d %s", r.status, r.body)
+	}
+	return decodeBatch(t, r)
+}
+
+// TestBatchCreditsRunOut: an organization with 2 credits and a batch of 4 files: the first two run, the
+// other two are rejected with insufficient_credits, and the batch still ends (completed, 2 charged).
+func TestBatchCreditsRunOut(t *testing.T) {
+	f := newBatchFixture(t, "scale", 2)
+	b := zipBatch(t, f, "credits-batch-1", 4)
+	done := waitBatch(t, f, b.BatchID, "completed", "failed")
+	if done.Status != "completed" || done.Counts["succeeded"] != 2 || done.Counts["rejected"] != 2 || done.Credits["charged"] != 2 {
+		t.Fatalf("%s counts %v credits %v", done.Status, done.Counts, done.Credits)
+	}
+	for _, i := range []int{2, 3} {
+		if it := done.Items[i]; it.Status != "rejected" || *it.ErrorCode != "insufficient_credits" || it.RequestID != nil {
+			t.Fatalf("item %d: %+v", i, it)
+		}
+	}
+}
+
+// TestBatchCancelWhileRunning: a growth plan runs one batch file at a time (one of its two slots stays free
+// for direct requests); a cancel right after the start rejects the files not started with `cancelled`,
+// cancels or lets finish the running one, charges only succeeded files, and the batch ends `cancelled`. A
+// cancelled file's job result answers 409 cancelled.
+func TestBatchCancelWhileRunning(t *testing.T) {
+	f := newBatchFixture(t, "growth", 50)
+	b := zipBatch(t, f, "cancel-batch-1", 6)
+	r := sendBatch(t, "POST", f.base+"/watermarks/batches/"+b.BatchID+"/cancel", f.key, "", "")
+	if c := decodeBatch(t, r); r.status != 200 || !c.CancelRequested {
+		t.Fatalf("cancel: %d %s", r.status, r.body)
+	}
+	done := waitBatch(t, f, b.BatchID, "cancelled", "completed", "failed")
+	if done.Status != "cancelled" || !done.CancelRequested {
+		t.Fatalf("ended %s", done.Status)
+	}
+	var succeeded, rejected int
+	for _, it := range done.Items {
+		switch {
+		case it.Status == "succeeded":
+			succeeded++
+		case it.Status == "rejected" && *it.ErrorCode == "cancelled" && it.RequestID == nil:
+			rejected++
+		case it.Status == "failed" && *it.ErrorCode == "cancelled":
+			if r := call(t, "GET", f.base+it.ResultURL, f.key, nil); r.status != 409 || !strings.Contains(string(r.body), `"cancelled"`) {
+				t.Fatalf("result of a cancelled file: %d %s", r.status, r.body)
+			}
+		default:
+			t.Fatalf("item %d: %+v", it.Index, it)
+		}
+	}
+	if rejected < 4 || done.Credits["charged"] != int64(succeeded) || done.Credits["reserved"] != 0 {
+		t.Fatalf("rejected %d, succeeded %d, credits %v", rejected, succeeded, done.Credits)
+	}
+	// Cancelling an ended batch changes nothing.
+	if r := sendBatch(t, "POST", f.base+"/watermarks/batches/"+b.BatchID+"/cancel", f.key, "", ""); r.status != 200 || decodeBatch(t, r).Status != "cancelled" {
+		t.Fatalf("second cancel: %d %s", r.status, r.body)
+	}
+}
