@@ -92,15 +92,24 @@ func (a *batchActor) Receive(ctx actor.Context) {
 		a.deps.Respond(ctx, &BatchReply{Record: a.rec})
 		a.drive(ctx, "")
 	case *BatchItemDone:
-		if a.load(ctx, msg.BatchID) && a.rec != nil {
-			a.deps.Respond(ctx, &BatchReply{})
+		if !a.load(ctx, msg.BatchID) {
+			return
+		}
+		a.deps.Respond(ctx, &BatchReply{})
+		if a.rec != nil {
 			a.drive(ctx, msg.RequestID)
 		}
 	case *BatchTick:
-		if a.load(ctx, msg.BatchID) && a.rec != nil {
-			a.deps.Respond(ctx, &BatchReply{})
-			a.drive(ctx, "")
+		if !a.load(ctx, msg.BatchID) {
+			return
 		}
+		if a.rec == nil || a.rec.Removed {
+			// The sweeper drops index entries that name no live batch.
+			a.deps.Respond(ctx, &BatchReply{Code: ReplyNotFound})
+			return
+		}
+		a.deps.Respond(ctx, &BatchReply{})
+		a.drive(ctx, "")
 	case *batchArchived:
 		a.assembling = false
 		if a.rec == nil {
@@ -269,6 +278,11 @@ func (a *batchActor) create(ctx actor.Context, msg *BatchCreate) {
 		a.deps.Respond(ctx, &BatchReply{Code: ReplyInternal, Detail: "batch state unavailable"})
 		return
 	}
+	if _, err := a.deps.Store.CompareAndSet(sctx, batchDueKey(rec), persistence.NoVersion, nil); err != nil && !errors.Is(err, persistence.ErrVersionMismatch) {
+		a.deps.Logger.Error().Err(err).Str("batch", a.id).Msg("index batch retention")
+		a.deps.Respond(ctx, &BatchReply{Code: ReplyInternal, Detail: "batch state unavailable"})
+		return
+	}
 	if rec.Status.Started() {
 		a.markActive(sctx, rec)
 	}
@@ -328,6 +342,12 @@ func (a *batchActor) drive(ctx actor.Context, onlyJob string) {
 	}
 	c, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
+	if !a.deps.Clock.Now().Before(a.rec.RetainUntil()) {
+		a.removeIfDue(ctx, c)
+		if a.rec.Removed {
+			return
+		}
+	}
 	jobs := JobClient{Caller: a.deps.Caller}
 	for _, i := range a.rec.CancelJobs() {
 		if _, err := jobs.call(c, a.rec.Items[i].RequestID, &JobCancel{RequestID: a.rec.Items[i].RequestID}); err != nil {
@@ -362,6 +382,7 @@ func (a *batchActor) drive(ctx actor.Context, onlyJob string) {
 	}
 	if a.rec.Status.Ended() {
 		a.dropActive(c)
+		a.indexPurges(c)
 	}
 	if more {
 		ctx.Send(ctx.Self(), &BatchTick{BatchID: a.id})
@@ -383,4 +404,42 @@ func (a *batchActor) schedulePulse(ctx actor.Context) {
 	}
 	root, self, id := ctx.ActorSystem().Root, ctx.Self(), a.id
 	a.pulse = time.AfterFunc(a.env.Pulse, func() { root.Send(self, &BatchTick{BatchID: id}) })
+}
+
+// indexPurges lists the batch's own files for the sweeper's purge pass (jobs/purge): the archive when it
+// expires, the request zip of a zip batch 24 hours after the batch ended. Create-only, so repeats are harmless.
+func (a *batchActor) indexPurges(c context.Context) {
+	r := a.rec
+	put := func(at time.Time, suffix, key string) {
+		if key == "" {
+			return
+		}
+		if _, err := a.deps.Store.CompareAndSet(c, purgeKey(at, r.BatchID+suffix), persistence.NoVersion, []byte(key)); err != nil && !errors.Is(err, persistence.ErrVersionMismatch) {
+			a.deps.Logger.Warn().Err(err).Str("batch", a.id).Msg("index batch files for purging")
+		}
+	}
+	if r.ArchiveStatus == batchstate.ArchiveReady {
+		put(r.ArchiveExpiresAt, ".archive", r.ArchiveBlobKey)
+	}
+	put(r.CompletedAt.Add(batchstate.ArchiveRetention), ".zip", r.ZipBlobKey)
+}
+
+// removeIfDue reduces a batch past its 30 days to its tombstone (the key stays, answering 409 to a reuse)
+// and drops its list and retention entries.
+func (a *batchActor) removeIfDue(ctx actor.Context, c context.Context) {
+	old := a.rec
+	ok, _ := a.update(ctx, func(r *batchstate.Record, now time.Time) error {
+		r.Remove(now)
+		return nil
+	})
+	if !ok || !a.rec.Removed {
+		return
+	}
+	for _, key := range [][]byte{batchIndexKey(old), batchDueKey(old), []byte(prefixActiveBatch + a.id)} {
+		if it, err := a.deps.Store.Get(c, key); err == nil {
+			if err := a.deps.Store.Delete(c, key, it.Version); err != nil && !errors.Is(err, persistence.ErrVersionMismatch) {
+				a.deps.Logger.Warn().Err(err).Str("batch", a.id).Msg("drop batch index entry")
+			}
+		}
+	}
 }

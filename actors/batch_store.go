@@ -19,7 +19,14 @@ const (
 	prefixBatchIndex = "batchidx/"
 	// prefixActiveBatch holds the started batches the sweeper ticks: batches/active/<batch_id> -> org id.
 	prefixActiveBatch = "batches/active/"
+	// prefixBatchDue indexes batches by the end of their 30 days: batches/due/<unix seconds, 20 digits>/<batch_id>
+	// -> empty. The sweeper ticks those due; the actor reduces the record to its tombstone and drops the entry.
+	prefixBatchDue = "batches/due/"
 )
+
+func batchDueKey(r *batchstate.Record) []byte {
+	return []byte(fmt.Sprintf("%s%020d/%s", prefixBatchDue, r.RetainUntil().Unix(), r.BatchID))
+}
 
 func batchKey(id string) []byte { return []byte(prefixBatch + id) }
 

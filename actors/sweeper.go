@@ -51,20 +51,15 @@ func (s Sweeper) Sweep(ctx context.Context) (ticked, purged int, err error) {
 	if err != nil {
 		return ticked, purged, err
 	}
-	// Started batches: a batch whose node died carries on from its record (batch_actor.go).
-	err = scanAll(ctx, s.Store, []byte(prefixActiveBatch), func(it persistence.Item) error {
-		id := strings.TrimPrefix(string(it.Key), prefixActiveBatch)
-		cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-		defer cancel()
-		if _, err := s.Caller.Request(cctx, id, KindBatch, &BatchTick{BatchID: id}); err != nil {
-			s.Logger.Warn().Err(err).Str("batch", id).Msg("sweep: tick batch")
-		}
-		return nil
-	})
-	if err != nil {
+	now := s.Clock.Now()
+	// Started batches (a batch whose node died carries on from its record), then batches past their 30
+	// days (the actor reduces each to its tombstone).
+	if err := s.tickBatches(ctx, prefixActiveBatch, nil); err != nil {
 		return ticked, purged, err
 	}
-	now := s.Clock.Now()
+	if err := s.tickBatches(ctx, prefixBatchDue, []byte(fmt.Sprintf("%s%020d/", prefixBatchDue, now.Unix()+1))); err != nil {
+		return ticked, purged, err
+	}
 	end := []byte(fmt.Sprintf("%s%020d/", prefixPurge, now.Unix()+1))
 	err = scanAll(ctx, s.Store, []byte(prefixPurge), func(it persistence.Item) error {
 		if string(it.Key) >= string(end) {
@@ -99,6 +94,34 @@ func (s Sweeper) Sweep(ctx context.Context) (ticked, purged int, err error) {
 		return ticked, purged, fmt.Errorf("sweep uploads: %w", err)
 	}
 	return ticked, purged, nil
+}
+
+// tickBatches sends BatchTick to every batch named under prefix (keys before end, when set); an entry that
+// names no live batch is dropped.
+func (s Sweeper) tickBatches(ctx context.Context, prefix string, end []byte) error {
+	err := scanAll(ctx, s.Store, []byte(prefix), func(it persistence.Item) error {
+		if end != nil && string(it.Key) >= string(end) {
+			return errStopScan
+		}
+		id := string(it.Key[strings.LastIndexByte(string(it.Key), '/')+1:])
+		cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		defer cancel()
+		r, err := s.Caller.Request(cctx, id, KindBatch, &BatchTick{BatchID: id})
+		if err != nil {
+			s.Logger.Warn().Err(err).Str("batch", id).Msg("sweep: tick batch")
+			return nil
+		}
+		if rep, ok := r.(*BatchReply); ok && rep.Code == ReplyNotFound {
+			if err := s.Store.Delete(ctx, it.Key, it.Version); err != nil && !errors.Is(err, persistence.ErrVersionMismatch) {
+				s.Logger.Warn().Err(err).Str("batch", id).Msg("sweep: drop batch entry")
+			}
+		}
+		return nil
+	})
+	if errors.Is(err, errStopScan) {
+		return nil
+	}
+	return err
 }
 
 // Run sweeps every interval until ctx ends.

@@ -297,6 +297,21 @@ func TestBatchFromUploads(t *testing.T) {
 	if g := decodeBatch(t, sendBatch(t, "GET", url+"/"+third.BatchID, f.key, "", "")); g.Status != "expired" {
 		t.Fatalf("expired draft reads %s", g.Status)
 	}
+
+	// Records are kept 30 days; afterwards the batch reads 404 and its key answers 409 (spec 7).
+	f.clk.Advance(30 * 24 * time.Hour)
+	if _, _, err := f.n.Sweep(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if r := sendBatch(t, "GET", url+"/"+draft.BatchID, f.key, "", ""); r.status != 404 {
+		t.Fatalf("batch after 30 days: %d %s", r.status, r.body)
+	}
+	if r := sendBatch(t, "POST", url, f.key, "batch-key-1", body); r.status != 409 || decodeProblem(t, r).Code != "idempotency_conflict" {
+		t.Fatalf("key after 30 days: %d %s", r.status, r.body)
+	}
+	if r := sendBatch(t, "GET", url, f.key, "", ""); r.status != 200 || !strings.Contains(string(r.body), `"data":[]`) {
+		t.Fatalf("list after 30 days: %s", r.body)
+	}
 }
 
 func zipOf(t *testing.T, files map[string][]byte, order []string) []byte {
