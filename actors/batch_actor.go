@@ -363,12 +363,15 @@ func (a *batchActor) drive(ctx actor.Context, onlyJob string) {
 		}
 	}
 	more := false
+	// Submitting is bounded per message, by count and by wall time (a video's probe runs ffprobe), so that
+	// reads of the batch queued meanwhile are answered well within their timeout.
+	budget := time.Now().Add(2 * time.Second)
 	for n := 0; ; n++ {
 		i, ok := a.rec.NextPending()
 		if !ok {
 			break
 		}
-		if n == a.env.Step {
+		if n == a.env.Step || (n > 0 && time.Now().After(budget)) {
 			more = true
 			break
 		}
