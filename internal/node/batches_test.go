@@ -14,9 +14,11 @@ import (
 	"time"
 
 	"filigrane/actors"
+	"filigrane/actors/batchstate"
 	"filigrane/internal/admin"
 	"filigrane/internal/clock"
 	"filigrane/internal/node"
+	"filigrane/persistence"
 )
 
 // batchFixture is a node with one organization on a plan of `plan` holding `credits` credits.
@@ -452,4 +454,90 @@ func TestBatchCancelWhileRunning(t *testing.T) {
 	if r := sendBatch(t, "POST", f.base+"/watermarks/batches/"+b.BatchID+"/cancel", f.key, "", ""); r.status != 200 || decodeBatch(t, r).Status != "cancelled" {
 		t.Fatalf("second cancel: %d %s", r.status, r.body)
 	}
+}
+
+// TestBatchAssemblyResumesAfterCrash: a node that died while assembling leaves the batch record `assembling`
+// (the archive is written to a fresh key and recorded only once stored). The record is put back in exactly
+// that state on a stopped node's store; the restarted node's sweep resumes the batch, builds the archive and
+// completes it, and no item is charged again.
+func TestBatchAssemblyResumesAfterCrash(t *testing.T) {
+	f := newBatchFixture(t, "scale", 20)
+	files := map[string][]byte{"a.jpg": photo(t, 300, 300, 8), "b.jpg": photo(t, 300, 280, 9)}
+	r := postZip(t, f, "assemble-crash-1", zipOf(t, files, []string{"a.jpg", "b.jpg"}),
+		`{"archive":true,"items":[{"filename":"a.jpg","data":{"n":1}},{"filename":"b.jpg","data":{"n":2}}]}`)
+	if r.status != 202 {
+		t.Fatalf("zip batch: %d %s", r.status, r.body)
+	}
+	id := decodeBatch(t, r).BatchID
+	done := waitBatch(t, f, id, "completed", "failed")
+	if done.Status != "completed" || *done.ArchiveStatus != "ready" {
+		t.Fatalf("first run: %s %v", done.Status, done.ArchiveStatus)
+	}
+	stopNode(t, f.n)
+	var chargesBefore int
+	offline(t, f.dir, f.clk, func(a admin.Admin) {
+		ctx := context.Background()
+		it, err := a.Store.Get(ctx, []byte("batch/"+id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rec batchstate.Record
+		if err := persistence.Unmarshal(it.Value, &rec); err != nil {
+			t.Fatal(err)
+		}
+		// The state a crash during assembly leaves: no archive recorded, no event, still started.
+		rec.Status, rec.ArchiveStatus, rec.ArchiveBlobKey, rec.ArchiveSize = batchstate.StatusAssembling, batchstate.ArchiveAssembling, "", 0
+		rec.ArchiveExpiresAt, rec.CompletedAt, rec.Events = time.Time{}, time.Time{}, nil
+		b, err := persistence.Marshal(&rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.Store.CompareAndSet(ctx, []byte("batch/"+id), it.Version, b); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.Store.CompareAndSet(ctx, []byte("batches/active/"+id), persistence.NoVersion, []byte(f.org)); err != nil {
+			t.Fatal(err)
+		}
+		_, entries, err := a.Balance(ctx, f.org, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range entries {
+			if e.Kind == "charge" {
+				chargesBefore++
+			}
+		}
+	})
+	f.n = startNode(t, f.dir, f.clk, inMemory(t))
+	f.base = "http://" + f.n.APIAddr()
+	if g := decodeBatch(t, sendBatch(t, "GET", f.base+"/watermarks/batches/"+id, f.key, "", "")); g.Status != "assembling" {
+		t.Fatalf("after the restart the batch reads %s, want assembling", g.Status)
+	}
+	if _, _, err := f.n.Sweep(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	again := waitBatch(t, f, id, "completed", "failed")
+	if again.Status != "completed" || *again.ArchiveStatus != "ready" || again.Credits["charged"] != 2 {
+		t.Fatalf("resumed: %s %v %v", again.Status, again.ArchiveStatus, again.Credits)
+	}
+	if r := sendBatch(t, "GET", f.base+again.ArchiveURL, f.key, "", ""); r.status != 200 || !bytes.HasPrefix(r.body, []byte("PK")) {
+		t.Fatalf("archive after resuming: %d", r.status)
+	}
+	stopNode(t, f.n)
+	offline(t, f.dir, f.clk, func(a admin.Admin) {
+		_, entries, err := a.Balance(context.Background(), f.org, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, e := range entries {
+			if e.Kind == "charge" {
+				n++
+			}
+		}
+		if chargesBefore != 2 || n != 2 {
+			t.Fatalf("charges: %d before the crash, %d after; want 2 and 2", chargesBefore, n)
+		}
+	})
+	f.n = startNode(t, f.dir, f.clk, inMemory(t)) // the fixture's cleanup stops it
 }
