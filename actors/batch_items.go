@@ -43,7 +43,7 @@ func (a *batchActor) pollItem(ctx actor.Context, c context.Context, i int) bool 
 				ext = k.OutputExt
 			}
 			return r.Succeed(i, out.Charge, batchstate.Result{AssetID: out.AssetID, SourceAssetID: out.SourceAssetID,
-				BlobKey: out.BlobKey, Size: out.Size, ContentType: out.ContentType, Ext: ext}, now)
+				BlobKey: out.BlobKey, Size: out.Size, ContentType: out.ContentType, Ext: ext, ExpiresAt: job.ResultExpiresAt}, now)
 		default:
 			return r.Fail(i, job.ErrorCode, job.ErrorDetail, now)
 		}

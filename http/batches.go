@@ -485,6 +485,10 @@ func (b *batchAPI) view(c context.Context, rec *batchstate.Record, now time.Time
 			iv["request_id"] = it.RequestID
 			iv["status_url"] = "/watermarks/jobs/" + it.RequestID
 			iv["result_url"] = "/watermarks/jobs/" + it.RequestID + "/result"
+			iv["result_expires_at"] = nil
+			if it.Result != nil {
+				iv["result_expires_at"] = timeOrNil(it.Result.ExpiresAt)
+			}
 		}
 		if st == batchstate.StatusDraft && it.UploadID != "" {
 			u, _, err := uploads.Load(c, it.UploadID)

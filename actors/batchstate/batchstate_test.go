@@ -47,7 +47,8 @@ func started(t *testing.T, n int) *Record {
 
 func res(i int) Result {
 	return Result{AssetID: "ast_w" + string(rune('0'+i)), SourceAssetID: "ast_s" + string(rune('0'+i)),
-		BlobKey: "outputs/x/" + string(rune('0'+i)), Size: 10, ContentType: "image/png", Ext: "png"}
+		BlobKey: "outputs/x/" + string(rune('0'+i)), Size: 10, ContentType: "image/png", Ext: "png",
+		ExpiresAt: t0.Add(24 * time.Hour)}
 }
 
 func TestIDsAreDerivedAndWellFormed(t *testing.T) {
@@ -244,7 +245,9 @@ func TestItemsRunToCompletion(t *testing.T) {
 	}
 	// Late and repeated reports change nothing; a contradicting one is refused.
 	rev = r.Revision
-	if err := r.Succeed(0, 1, res(0), now); err != nil || r.Revision != rev {
+	again := res(0)
+	again.ExpiresAt = again.ExpiresAt.In(time.FixedZone("elsewhere", 3600)) // the same instant, read back elsewhere
+	if err := r.Succeed(0, 1, again, now); err != nil || r.Revision != rev {
 		t.Fatalf("repeated Succeed = %v", err)
 	}
 	if err := r.Fail(0, "worker_lost", "", now); !errors.Is(err, ErrTerminal) {
@@ -449,7 +452,7 @@ func TestRecordSurvivesStorage(t *testing.T) {
 	if err := back.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	if back.Items[0].Result == nil || *back.Items[0].Result != res(0) || back.Counts() != r.Counts() || !back.CreatedAt.Equal(r.CreatedAt) {
+	if back.Items[0].Result == nil || !sameResult(*back.Items[0].Result, res(0)) || back.Counts() != r.Counts() || !back.CreatedAt.Equal(r.CreatedAt) {
 		t.Fatalf("round trip lost state: %+v", back.Items[0])
 	}
 	c := r.Clone()

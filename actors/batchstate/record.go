@@ -174,6 +174,8 @@ type Result struct {
 	ContentType   string `msgpack:"content_type"`
 	// Ext is the output file's extension without the dot (png, pdf, mp4).
 	Ext string `msgpack:"ext"`
+	// ExpiresAt is when the job's result stops being downloadable (its result_expires_at).
+	ExpiresAt time.Time `msgpack:"expires_at"`
 }
 
 // Event is a batch event recorded with the write that ended the batch; Delivered is set once it was handed

@@ -215,7 +215,7 @@ func (r *Record) Succeed(index int, charge int64, res Result, now time.Time) err
 	if err != nil {
 		return err
 	}
-	if it.Status == ItemSucceeded && it.Charge == charge && *it.Result == res {
+	if it.Status == ItemSucceeded && it.Charge == charge && sameResult(*it.Result, res) {
 		return nil
 	}
 	if !it.Status.Active() {
@@ -229,6 +229,13 @@ func (r *Record) Succeed(index int, charge int64, res Result, now time.Time) err
 	r.changed()
 	r.maybeFinish(now)
 	return nil
+}
+
+// sameResult compares results, times by instant (a stored time may come back in another location).
+func sameResult(a, b Result) bool {
+	ta, tb := a.ExpiresAt, b.ExpiresAt
+	a.ExpiresAt, b.ExpiresAt = time.Time{}, time.Time{}
+	return a == b && ta.Equal(tb)
 }
 
 // Fail records that item index's job failed with code (its hold was refunded).
