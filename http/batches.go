@@ -490,11 +490,11 @@ func (b *batchAPI) view(c context.Context, rec *batchstate.Record, now time.Time
 				iv["result_expires_at"] = timeOrNil(it.Result.ExpiresAt)
 			}
 		}
-		if st == batchstate.StatusDraft && it.UploadID != "" {
+		if it.Status == batchstate.ItemPending && it.UploadID != "" && (st == batchstate.StatusDraft || st.Started()) {
 			u, _, err := uploads.Load(c, it.UploadID)
 			received := err == nil && u.Status != actors.UploadPending
 			iv["upload_received"] = received
-			if err == nil && !received {
+			if err == nil && !received && st == batchstate.StatusDraft {
 				exp := now.Add(actors.UploadURLValidity)
 				if d := rec.DraftExpiresAt(); exp.After(d) {
 					exp = d
