@@ -100,6 +100,13 @@ func (a *jobActor) Receive(ctx actor.Context) {
 			r.Tick(now)
 			return nil
 		}, nil)
+	case *JobCancel:
+		a.command(ctx, msg.RequestID, func(r *jobstate.Record, now time.Time) error {
+			if r.Status.Terminal() {
+				return nil // it ended first (finished, or cancelled before): nothing to cancel
+			}
+			return r.Cancel(now)
+		}, nil)
 	}
 }
 
@@ -361,10 +368,17 @@ func (a *jobActor) perform(r *jobstate.Record, fx jobstate.Effect) error {
 		return replyErr(rep, err)
 	case jobstate.EffectWriteAssets:
 		return a.writeAssets(cctx, r)
-	case jobstate.EffectNotifyWebhook, jobstate.EffectNotifyBatch, jobstate.EffectDeliverStorage:
+	case jobstate.EffectNotifyBatch:
+		// A hint only, sent without waiting (the batch actor reads this job while it runs a command, so a
+		// blocking call here could wait on it); the batch's own polling of its items' records is what makes
+		// the outcome reach it after a crash.
+		if a.deps.NotifyBatch != nil {
+			a.deps.NotifyBatch(r.BatchID, r.RequestID)
+		}
+		return nil
+	case jobstate.EffectNotifyWebhook, jobstate.EffectDeliverStorage:
 		// Announcements go to the outbox (create-only by an id derived from the request id); its pass
-		// delivers them. The edge still refuses requests naming webhooks, batches or storage destinations
-		// until their handlers exist.
+		// delivers them.
 		e, err := JobAnnouncement(r, fx.Kind)
 		if err != nil {
 			return err

@@ -38,6 +38,9 @@ type Deps struct {
 	// Outbox takes the effects actors hand over after a commit (a job's announcements); the node's sweeper
 	// delivers them. With no Store set, hand-overs fail and the effects stay owed.
 	Outbox outbox.Outbox
+	// NotifyBatch tells a batch that one of its item jobs ended; it must not block (a hint, see
+	// jobActor.perform).
+	NotifyBatch func(batchID, requestID string)
 }
 
 func (d *Deps) orgs() OrgClient { return OrgClient{Caller: d.Caller} }

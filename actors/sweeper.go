@@ -39,6 +39,7 @@ type Sweeper struct {
 // Register adds the sweeper's passes to the node's leased sweeper, in the order Sweep runs them.
 func (s Sweeper) Register(sw *sweep.Sweeper) {
 	sw.Register("jobs.tick", func(ctx context.Context) error { _, err := s.TickJobs(ctx); return err })
+	sw.Register("batches.tick", s.TickBatches)
 	sw.Register("jobs.purge", func(ctx context.Context) error { _, err := s.PurgeResults(ctx); return err })
 	sw.Register("assets.expire", func(ctx context.Context) error {
 		_, err := Assets{Store: s.Store, Blobs: s.Blobs}.ExpireFiles(ctx, s.Clock.Now())
@@ -52,6 +53,9 @@ func (s Sweeper) Register(sw *sweep.Sweeper) {
 func (s Sweeper) Sweep(ctx context.Context) (ticked, purged int, err error) {
 	ticked, err = s.TickJobs(ctx)
 	if err != nil {
+		return ticked, purged, err
+	}
+	if err := s.TickBatches(ctx); err != nil {
 		return ticked, purged, err
 	}
 	purged, err = s.PurgeResults(ctx)
@@ -111,6 +115,43 @@ func (s Sweeper) PurgeResults(ctx context.Context) (purged int, err error) {
 		err = nil
 	}
 	return purged, err
+}
+
+// TickBatches ticks started batches (a batch whose node died carries on from its record), then batches past
+// their 30 days (the actor reduces each to its tombstone).
+func (s Sweeper) TickBatches(ctx context.Context) error {
+	if err := s.tickBatches(ctx, prefixActiveBatch, nil); err != nil {
+		return err
+	}
+	return s.tickBatches(ctx, prefixBatchDue, []byte(fmt.Sprintf("%s%020d/", prefixBatchDue, s.Clock.Now().Unix()+1)))
+}
+
+// tickBatches sends BatchTick to every batch named under prefix (keys before end, when set); an entry that
+// names no live batch is dropped.
+func (s Sweeper) tickBatches(ctx context.Context, prefix string, end []byte) error {
+	err := scanAll(ctx, s.Store, []byte(prefix), func(it persistence.Item) error {
+		if end != nil && string(it.Key) >= string(end) {
+			return errStopScan
+		}
+		id := string(it.Key[strings.LastIndexByte(string(it.Key), '/')+1:])
+		cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		defer cancel()
+		r, err := s.Caller.Request(cctx, id, KindBatch, &BatchTick{BatchID: id})
+		if err != nil {
+			s.Logger.Warn().Err(err).Str("batch", id).Msg("sweep: tick batch")
+			return nil
+		}
+		if rep, ok := r.(*BatchReply); ok && rep.Code == ReplyNotFound {
+			if err := s.Store.Delete(ctx, it.Key, it.Version); err != nil && !errors.Is(err, persistence.ErrVersionMismatch) {
+				s.Logger.Warn().Err(err).Str("batch", id).Msg("sweep: drop batch entry")
+			}
+		}
+		return nil
+	})
+	if errors.Is(err, errStopScan) {
+		return nil
+	}
+	return err
 }
 
 var errStopScan = errors.New("stop scan")

@@ -46,8 +46,8 @@ type Config struct {
 	Metrics *Metrics
 	// MaxHeaderBytes bounds the request line plus headers (431 above it). Default 16 KiB.
 	MaxHeaderBytes int
-	// MaxBodyBytes bounds any request body (413 above it, before routing). Default 48 MiB: the largest direct
-	// request (a 40 MB detection) plus its form. Routes enforce their own, smaller limits while streaming.
+	// MaxBodyBytes bounds any request body (413 above it, before routing). Default 56 MiB: the largest direct
+	// request (a 55 MB batch zip) plus its form. Routes enforce their own, smaller limits while streaming.
 	MaxBodyBytes int
 	// ActorTimeout bounds each call to an actor made while serving a request. Default 10 s.
 	ActorTimeout time.Duration
@@ -159,7 +159,7 @@ func New(cfg Config) *Server {
 		cfg.MaxHeaderBytes = 16 << 10
 	}
 	if cfg.MaxBodyBytes <= 0 {
-		cfg.MaxBodyBytes = 48 << 20
+		cfg.MaxBodyBytes = 56 << 20
 	}
 	if cfg.ActorTimeout <= 0 {
 		cfg.ActorTimeout = 10 * time.Second

@@ -115,6 +115,9 @@ type Node struct {
 	// decodeBudget is the memory of the node's image decodes.
 	decodeBudget *actors.DecodeBudget
 
+	// batchNotices carries "an item job ended" hints to batch actors without blocking job actors.
+	batchNotices batchNotices
+
 	// DevOrg is set when this start bootstrapped the development organization.
 	DevOrg  *admin.DevOrg
 	Metrics *apihttp.Metrics
@@ -174,6 +177,7 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 		return nil, fmt.Errorf("create data directory: %w", err)
 	}
 	n = &Node{cfg: cfg, serveErr: make(chan error, 2), Metrics: apihttp.NewMetrics()}
+	n.batchNotices.init()
 	// Every error return sets n to nil, so the cleanup holds its own reference to the partly started node.
 	started := n
 	defer func() {
@@ -202,6 +206,7 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	reg := cluster.NewRegistry()
 	reg.MustRegister(actors.OrgMessages()...)
 	reg.MustRegister(actors.JobMessages()...)
+	reg.MustRegister(actors.BatchMessages()...)
 	caller := &actors.LateCaller{}
 	n.decodeBudget = actors.NewDecodeBudget(cfg.DecodeMemory)
 	media := actors.Media{Blobs: blobs, Store: store, Codec: cdc, Catalog: catalog, Budget: n.decodeBudget,
@@ -240,6 +245,7 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 		Caller:       caller,
 		Dispatch:     n.pool.Dispatch,
 		Outbox:       n.outbox,
+		NotifyBatch:  n.batchNotices.notify,
 	}
 	var kinds []cluster.Kind
 	worker := slices.Contains(cfg.Roles, cluster.RoleWorker)
@@ -247,6 +253,7 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 		kinds = []cluster.Kind{
 			cluster.NewKind(actors.KindOrg, actors.OrgProps(deps)),
 			cluster.NewKind(actors.KindJob, actors.JobProps(deps)),
+			cluster.NewKind(actors.KindBatch, actors.BatchProps(deps, &actors.BatchEnv{Media: media, Blobs: blobs})),
 		}
 	}
 	host, gossipPort, err := splitHostPort(cfg.ClusterBind)
@@ -274,6 +281,11 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	if worker {
 		n.pool.Run(workCtx)
 	}
+	n.running.Add(1)
+	go func() {
+		defer n.running.Done()
+		n.batchNotices.run(workCtx, actors.Caller(n.cluster))
+	}()
 	n.sweeper = actors.Sweeper{Store: store, Blobs: blobs, Caller: n.cluster, Clock: cfg.Clock,
 		Logger: cfg.Logger.With().Str("component", "sweeper").Logger()}
 	n.leased = sweep.New(sweep.Config{Store: store, Clock: cfg.Clock, Node: cfg.NodeName,
