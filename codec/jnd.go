@@ -29,17 +29,18 @@ const (
 // ±1-level pattern at the fine waxel's frequencies to nothing on a flat 8×8 block, while the coarse pattern's
 // energy sits in the DC and first AC coefficients, which gradients in the host dither through the quantiser.
 type maskProfile struct {
-	fineFloor   float32 // fine-layer amplitude (luma levels) in perfectly flat regions
+	fineFloor   float32 // fine-layer amplitude (luma levels) without texture, where there is no coarse layer
+	flatFine    float32 // fine-layer floor where the coarse layer is at full amplitude (perfectly flat)
 	coarseFloor float32 // coarse-layer amplitude in perfectly flat regions; 0: no coarse layer
 	coarseAct   float32 // activity (levels/pixel) at which the coarse layer has faded out
 }
 
 // profileV1 is the profile of the first perceptual codec (fine layer only): kept so that tests can make marks
 // the way earlier releases did and check that they are still read.
-var profileV1 = maskProfile{fineFloor: 0.6}
+var profileV1 = maskProfile{fineFloor: 0.6, flatFine: 0.6}
 
 // profileImage is the default for still images.
-var profileImage = maskProfile{fineFloor: 0.45, coarseFloor: 0.35, coarseAct: 2}
+var profileImage = maskProfile{fineFloor: 0.6, flatFine: 0.5, coarseFloor: 0.3, coarseAct: 0.5}
 
 // mask is a per-pixel visibility threshold (luma levels) stored on a grid of bs×bs-pixel blocks.
 type mask struct {
@@ -85,14 +86,19 @@ func newMaskProfile(y plane, ws, strength float64, pr maskProfile) *mask {
 	act = boxBlur(erode3(act), 2)
 	if pr.coarseFloor > 0 {
 		m.c = make([]float32, len(act.pix))
-		for k, a := range act.pix {
-			m.c[k] = pr.coarseFloor * max(0, 1-a/pr.coarseAct)
-		}
 	}
 	m.v = act.pix
 	s := float32(strength)
 	for k, a := range act.pix {
-		m.v[k] = min(s*maskMax, pr.fineFloor+luminanceFactor(bg.pix[k])*s*maskSlope*a)
+		floor := pr.fineFloor
+		if m.c != nil {
+			// flat is 1 on perfectly flat blocks and 0 from coarseAct on: the coarse layer takes over part of
+			// the fine floor there, and leaves textured regions (photo skies have grain) to the fine layer.
+			flat := max(0, 1-a/pr.coarseAct)
+			m.c[k] = pr.coarseFloor * flat
+			floor -= (pr.fineFloor - pr.flatFine) * flat
+		}
+		m.v[k] = min(s*maskMax, floor+luminanceFactor(bg.pix[k])*s*maskSlope*a)
 	}
 	return m
 }
