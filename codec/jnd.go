@@ -11,8 +11,10 @@ import "math"
 //  2. Erosion: the minimum over the 3×3 neighbouring blocks. Texture is dense and survives; an isolated edge or
 //     line is thinner than the window and disappears, so flat areas next to edges stay unmarked.
 //  3. A 5×5 box blur of the eroded activity, so the amplitude varies slowly (no visible mask contours).
-//  4. Amplitude = maskFloor + lum(bg)·strength·maskSlope·activity, capped at strength·maskMax, where lum raises
+//  4. Amplitude = floor + lum(bg)·strength·maskSlope·activity, capped at strength·maskMax, where lum raises
 //     it in dark textured regions (the eye is less sensitive there) and bg is the block's mean luma.
+//  5. On truly flat blocks (activity below maskProfile.coarseAct) a coarse layer takes part of the floor's
+//     budget (see maskProfile).
 //
 // The floor does not grow with the strength: it is what flat regions (skies, gradients, flat artwork) may carry
 // at any strength, about ±1 level at the pattern's peaks after rounding to 8 bits (the benchmark's flat-region
