@@ -92,7 +92,7 @@ func (r *renderer) row(y int, gain float32, out []float32) {
 		p = max(-markCap, min(markCap, p))
 		out[x] = p * r.thr[x]
 	}
-	if r.mask.c == nil {
+	if !r.mask.coarseRow(y) {
 		return
 	}
 	cws := coarseFactor * r.ws

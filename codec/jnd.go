@@ -50,6 +50,7 @@ type mask struct {
 	w, h int // blocks
 	v    []float32
 	c    []float32 // coarse-layer amplitude per block; nil without a coarse layer
+	cRow []bool    // per block row: some block of it has a coarse amplitude (rows without are skipped)
 }
 
 // maskBlock is the block size for an image whose waxel is ws pixels: one block per waxel, at least 2 pixels.
@@ -88,6 +89,7 @@ func newMaskProfile(y plane, ws, strength float64, pr maskProfile) *mask {
 	act = boxBlur(erode3(act), 2)
 	if pr.coarseFloor > 0 {
 		m.c = make([]float32, len(act.pix))
+		m.cRow = make([]bool, m.h)
 	}
 	m.v = act.pix
 	s := float32(strength)
@@ -98,6 +100,9 @@ func newMaskProfile(y plane, ws, strength float64, pr maskProfile) *mask {
 			// the fine floor there, and leaves textured regions (photo skies have grain) to the fine layer.
 			flat := max(0, 1-a/pr.coarseAct)
 			m.c[k] = pr.coarseFloor * flat
+			if flat > 0 {
+				m.cRow[k/m.w] = true
+			}
 			floor -= (pr.fineFloor - pr.flatFine) * flat
 		}
 		m.v[k] = min(s*maskMax, floor+luminanceFactor(bg.pix[k])*s*maskSlope*a)
@@ -149,6 +154,15 @@ func erode3(p plane) plane {
 // per-column block indices and weights cx0, cx1, cf precomputed by columns.
 func (m *mask) rowInto(y int, cx0, cx1 []int32, cf, out []float32) {
 	m.rowOf(m.v, y, cx0, cx1, cf, out)
+}
+
+// coarseRow reports whether image row y has any coarse amplitude (the block rows it interpolates between).
+func (m *mask) coarseRow(y int) bool {
+	if m.c == nil {
+		return false
+	}
+	j0 := int(math.Floor((float64(y)+0.5)/float64(m.bs) - 0.5))
+	return m.cRow[min(max(j0, 0), m.h-1)] || m.cRow[min(max(j0+1, 0), m.h-1)]
 }
 
 // rowOf is rowInto for any per-block array of the mask's grid (the fine or the coarse amplitude).
