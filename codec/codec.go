@@ -47,6 +47,8 @@ type EmbedOptions struct {
 	// Uninformed skips informed embedding (per-bit amplitudes fitted to the host image): about 40% faster, for
 	// video frames where many marked frames are combined at detection, at the cost of robustness per frame.
 	Uninformed bool
+	// profile replaces the flat-region profile of still images (tests: marks made the way earlier releases did).
+	profile *maskProfile
 }
 
 // resolve applies the defaults and validates the options.
@@ -120,7 +122,11 @@ func (c *Codec) Embed(img image.Image, id ID, opt EmbedOptions) (image.Image, Em
 	if img == nil {
 		return nil, EmbedReport{}, errors.New("codec: nil image")
 	}
-	r, gain, err := c.prepareEmbed(lumaOf(img), id, opt)
+	pr := profileImage
+	if opt.profile != nil {
+		pr = *opt.profile
+	}
+	r, gain, err := c.prepareEmbed(lumaOf(img), id, opt, pr)
 	if err != nil {
 		return nil, EmbedReport{}, err
 	}

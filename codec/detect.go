@@ -6,8 +6,9 @@ package codec
 const (
 	minDetectSide     = 64
 	detectMaxPixels   = 48 << 20 // larger images are box-reduced before analysis (bounded memory)
-	maxDecodeAttempts = 7
-	latticeHypotheses = maxDecodeAttempts - 2 // after the nominal and the downscaled hypotheses
+	maxDecodeAttempts = 9
+	// latticeHypotheses is what is left after the nominal, downscaled, coarse and combined fine+coarse attempts.
+	latticeHypotheses = maxDecodeAttempts - 4
 	// pilotGate is the pilot z-score below which a hypothesis is dropped before refinement and decoding. The best
 	// of the 8×16384 orientations and offsets of an unmarked image rarely exceeds 5; a mark with a pilot this weak
 	// has a raw coded-bit error rate near 30%, beyond the code.
@@ -35,18 +36,19 @@ func (c *Codec) detectAttempt(y plane) attempt {
 		return attempt{}
 	}
 	pyr := buildPyramid(y, 16)
-	var best attempt
-	try := func(a0 affine) bool {
-		at := c.tryGeometry(pyr, a0)
+	var best, nominal attempt
+	keep := func(at attempt) bool {
 		if at.valid && (!best.valid || at.res.ok || at.pilotZ > best.pilotZ) {
 			best = at
 		}
 		return at.res.ok
 	}
+	try := func(a0 affine) bool { return keep(c.tryGeometry(pyr, a0)) }
 	// The geometry Embed used for an image of this size comes first: it is exact when the image was not
 	// resized (re-encoded, brightened, flipped, or cropped below a 1024-pixel short side) and costs no lattice
 	// estimation.
-	if try(nominalAffine(y.w, y.h)) {
+	nominal = c.tryGeometry(pyr, nominalAffine(y.w, y.h))
+	if keep(nominal) {
 		return best
 	}
 	// Second, an image downscaled (by any factor, without cropping) from an original with a short side of 1024
@@ -55,6 +57,23 @@ func (c *Codec) detectAttempt(y plane) attempt {
 	// the lattice search (a half-size copy recompressed as JPEG).
 	if s := min(y.w, y.h); s < 1024 && float64(s)/512 >= minWaxel {
 		if try(scaledAffine(float64(s) / 512)) {
+			return best
+		}
+	}
+	// Third, the coarse layer that Embed adds on flat regions (the same tile at coarseFactor times the waxel):
+	// after strong JPEG compression it is often all that is left of a mark on flat artwork or skies.
+	coarse := c.tryGeometry(pyr, scaledAffine(coarseFactor*waxelSize(y.w, y.h)))
+	if keep(coarse) {
+		return best
+	}
+	// Fourth, both layers together: where each is read only in part (JPEG leaves the fine layer in textured
+	// regions and the coarse one in flat regions), their coded-bit LLRs add (independent noise, same bits).
+	if nominal.valid && coarse.valid {
+		sum := make([]float64, len(nominal.coded))
+		for i := range sum {
+			sum[i] = nominal.coded[i] + coarse.coded[i]
+		}
+		if keep(attempt{coded: sum, res: decodeSoft(sum), pilotZ: max(nominal.pilotZ, coarse.pilotZ), valid: true}) {
 			return best
 		}
 	}

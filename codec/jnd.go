@@ -11,8 +11,10 @@ import "math"
 //  2. Erosion: the minimum over the 3×3 neighbouring blocks. Texture is dense and survives; an isolated edge or
 //     line is thinner than the window and disappears, so flat areas next to edges stay unmarked.
 //  3. A 5×5 box blur of the eroded activity, so the amplitude varies slowly (no visible mask contours).
-//  4. Amplitude = maskFloor + lum(bg)·strength·maskSlope·activity, capped at strength·maskMax, where lum raises
+//  4. Amplitude = floor + lum(bg)·strength·maskSlope·activity, capped at strength·maskMax, where lum raises
 //     it in dark textured regions (the eye is less sensitive there) and bg is the block's mean luma.
+//  5. On truly flat blocks (activity below maskProfile.coarseAct) a coarse layer takes part of the floor's
+//     budget (see maskProfile).
 //
 // The floor does not grow with the strength: it is what flat regions (skies, gradients, flat artwork) may carry
 // at any strength, about ±1 level at the pattern's peaks after rounding to 8 bits (the benchmark's flat-region
@@ -20,23 +22,46 @@ import "math"
 // interpolated bilinearly when the mark is rendered: ΔY = pattern · amplitude. Strength 1 is the default
 // operating point chosen on the benchmark's robustness/visibility curve (bench/README.md).
 const (
-	maskFloor = 0.6  // luma levels in perfectly flat regions
 	maskSlope = 0.3  // levels of mark per level/pixel of texture gradient, at strength 1
 	maskMax   = 12.0 // levels at strength 1, whatever the texture
 )
+
+// maskProfile is how flat regions are marked. The fine layer is the tile at the nominal waxel; the coarse
+// layer (see coarseFactor) is the same tile at twice the waxel, only where the image is flat: JPEG quantises a
+// ±1-level pattern at the fine waxel's frequencies to nothing on a flat 8×8 block, while the coarse pattern's
+// energy sits in the DC and first AC coefficients, which gradients in the host dither through the quantiser.
+type maskProfile struct {
+	fineFloor   float32 // fine-layer amplitude (luma levels) without texture, where there is no coarse layer
+	flatFine    float32 // fine-layer floor where the coarse layer is at full amplitude (perfectly flat)
+	coarseFloor float32 // coarse-layer amplitude in perfectly flat regions; 0: no coarse layer
+	coarseAct   float32 // activity (levels/pixel) at which the coarse layer has faded out
+}
+
+// profileV1 is the profile of the first perceptual codec (fine layer only): kept so that tests can make marks
+// the way earlier releases did and check that they are still read.
+var profileV1 = maskProfile{fineFloor: 0.6, flatFine: 0.6}
+
+// profileImage is the default for still images.
+var profileImage = maskProfile{fineFloor: 0.6, flatFine: 0.5, coarseFloor: 0.3, coarseAct: 0.5}
 
 // mask is a per-pixel visibility threshold (luma levels) stored on a grid of bs×bs-pixel blocks.
 type mask struct {
 	bs   int
 	w, h int // blocks
 	v    []float32
+	c    []float32 // coarse-layer amplitude per block; nil without a coarse layer
+	cRow []bool    // per block row: some block of it has a coarse amplitude (rows without are skipped)
 }
 
 // maskBlock is the block size for an image whose waxel is ws pixels: one block per waxel, at least 2 pixels.
 func maskBlock(ws float64) int { return max(2, int(math.Round(ws))) }
 
-// newMask computes the mark amplitude of a luma plane for a mark of waxel ws at a perceptual strength.
-func newMask(y plane, ws, strength float64) *mask {
+// newMask computes the mark amplitude of a luma plane for a mark of waxel ws at a perceptual strength, with the
+// flat-region floor of the first codec and no coarse layer (video frames).
+func newMask(y plane, ws, strength float64) *mask { return newMaskProfile(y, ws, strength, profileV1) }
+
+// newMaskProfile is newMask with the flat-region profile pr.
+func newMaskProfile(y plane, ws, strength float64, pr maskProfile) *mask {
 	bs := maskBlock(ws)
 	m := &mask{bs: bs, w: (y.w + bs - 1) / bs, h: (y.h + bs - 1) / bs}
 	act := newPlane(m.w, m.h)
@@ -62,10 +87,25 @@ func newMask(y plane, ws, strength float64) *mask {
 		bg.pix[k] /= n
 	}
 	act = boxBlur(erode3(act), 2)
+	if pr.coarseFloor > 0 {
+		m.c = make([]float32, len(act.pix))
+		m.cRow = make([]bool, m.h)
+	}
 	m.v = act.pix
 	s := float32(strength)
 	for k, a := range act.pix {
-		m.v[k] = min(s*maskMax, maskFloor+luminanceFactor(bg.pix[k])*s*maskSlope*a)
+		floor := pr.fineFloor
+		if m.c != nil {
+			// flat is 1 on perfectly flat blocks and 0 from coarseAct on: the coarse layer takes over part of
+			// the fine floor there, and leaves textured regions (photo skies have grain) to the fine layer.
+			flat := max(0, 1-a/pr.coarseAct)
+			m.c[k] = pr.coarseFloor * flat
+			if flat > 0 {
+				m.cRow[k/m.w] = true
+			}
+			floor -= (pr.fineFloor - pr.flatFine) * flat
+		}
+		m.v[k] = min(s*maskMax, floor+luminanceFactor(bg.pix[k])*s*maskSlope*a)
 	}
 	return m
 }
@@ -113,11 +153,25 @@ func erode3(p plane) plane {
 // rowInto writes the per-pixel threshold of image row y (bilinear between block centres) into out, using the
 // per-column block indices and weights cx0, cx1, cf precomputed by columns.
 func (m *mask) rowInto(y int, cx0, cx1 []int32, cf, out []float32) {
+	m.rowOf(m.v, y, cx0, cx1, cf, out)
+}
+
+// coarseRow reports whether image row y has any coarse amplitude (the block rows it interpolates between).
+func (m *mask) coarseRow(y int) bool {
+	if m.c == nil {
+		return false
+	}
+	j0 := int(math.Floor((float64(y)+0.5)/float64(m.bs) - 0.5))
+	return m.cRow[min(max(j0, 0), m.h-1)] || m.cRow[min(max(j0+1, 0), m.h-1)]
+}
+
+// rowOf is rowInto for any per-block array of the mask's grid (the fine or the coarse amplitude).
+func (m *mask) rowOf(vals []float32, y int, cx0, cx1 []int32, cf, out []float32) {
 	v := (float64(y)+0.5)/float64(m.bs) - 0.5
 	j0 := int(math.Floor(v))
 	fy := float32(v - float64(j0))
-	r0 := m.v[min(max(j0, 0), m.h-1)*m.w:]
-	r1 := m.v[min(max(j0+1, 0), m.h-1)*m.w:]
+	r0 := vals[min(max(j0, 0), m.h-1)*m.w:]
+	r1 := vals[min(max(j0+1, 0), m.h-1)*m.w:]
 	for x := range out {
 		a, b := cx0[x], cx1[x]
 		top := r0[a] + cf[x]*(r0[b]-r0[a])

@@ -32,15 +32,15 @@ func TestMaskFollowsTexture(t *testing.T) {
 	row := make([]float32, w)
 	m.rowInto(64, x0, x1, f, row)
 	flat, texture := row[64], row[400]
-	if math.Abs(float64(flat-maskFloor)) > 0.01 {
-		t.Fatalf("flat threshold %.3f, want the floor %.2f", flat, maskFloor)
+	if math.Abs(float64(flat-profileV1.fineFloor)) > 0.01 {
+		t.Fatalf("flat threshold %.3f, want the floor %.2f", flat, profileV1.fineFloor)
 	}
 	if texture < 3*flat {
 		t.Fatalf("texture threshold %.3f not well above the flat one %.3f", texture, flat)
 	}
 	m.rowInto(192, x0, x1, f, row)
 	for _, x := range []int{118, 124, 132, 138} {
-		if row[x] > 2*maskFloor {
+		if row[x] > 2*profileV1.fineFloor {
 			t.Fatalf("threshold %.3f at x=%d, %d px from an edge between flat areas: the edge leaks", row[x], x, x-128)
 		}
 	}

@@ -153,8 +153,10 @@ type MemoryResult struct {
 }
 
 // MeasureMemory embeds into and then detects on a w x h synthetic image, then runs the service's whole path
-// from a JPEG of it (decode, embed, verify, encode as JPEG and as PNG: "e2e-jpeg", "e2e-png"), and reports the
-// time and peak resident set size of each step. Run it in a fresh process (filigrane bench codec does), because the peak RSS counter covers the
+// from a JPEG of it (decode, embed, verify, encode as JPEG and as PNG: "e2e-jpeg", "e2e-png") and, as the
+// baseline measured in the same process, the same decode and encode without the mark ("reencode-jpeg",
+// "reencode-png": what any service that re-saves the file pays), and reports the time and peak resident set
+// size of each step. Run it in a fresh process (filigrane bench codec does), because the peak RSS counter covers the
 // whole process; it is reset through /proc/self/clear_refs before each step where the kernel allows that.
 func MeasureMemory(ctx context.Context, key []byte, psnr float64, w, h int) ([]MemoryResult, error) {
 	c, err := codec.New(key)
@@ -169,7 +171,7 @@ func MeasureMemory(ctx context.Context, key []byte, psnr float64, w, h int) ([]M
 	}
 	var out []MemoryResult
 	var marked image.Image
-	for _, op := range []string{"embed", "detect", "e2e-jpeg", "e2e-png"} {
+	for _, op := range []string{"embed", "detect", "e2e-jpeg", "e2e-png", "reencode-jpeg", "reencode-png"} {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
@@ -221,6 +223,16 @@ func MeasureMemory(ctx context.Context, key []byte, psnr float64, w, h int) ([]M
 			if pic, opErr = imageio.DecodeBytes(jpg.Bytes(), imageio.Limits{}); opErr == nil {
 				_, opErr = markfile.Embed(ctx, c, pic, codec.ID{1, 2, 3}, f, codec.EmbedOptions{PSNR: psnr})
 			}
+		case "reencode-jpeg", "reencode-png":
+			var pic *imageio.Picture
+			if pic, opErr = imageio.DecodeBytes(jpg.Bytes(), imageio.Limits{}); opErr == nil {
+				var enc bytes.Buffer
+				if op == "reencode-png" {
+					opErr = imageio.EncodePNG(&enc, pic.Image, pic.ICC)
+				} else {
+					opErr = imageio.EncodeJPEG(&enc, pic.Image, markfile.JPEGQuality, pic.ICC)
+				}
+			}
 		}
 		ms := msSince(t)
 		close(stop)
@@ -229,7 +241,7 @@ func MeasureMemory(ctx context.Context, key []byte, psnr float64, w, h int) ([]M
 			return out, fmt.Errorf("codecbench: %s at %dx%d: %w", op, w, h, opErr)
 		}
 		input := int64(w * h * 4)
-		if strings.HasPrefix(op, "e2e") {
+		if strings.HasPrefix(op, "e2e") || strings.HasPrefix(op, "reencode") {
 			input = int64(jpg.Len())
 		}
 		out = append(out, MemoryResult{Op: op, Width: w, Height: h, Megapixels: float64(w*h) / 1e6, Ms: ms,
