@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"filigrane/actors/durable"
 	"filigrane/persistence"
 )
 
@@ -183,38 +184,39 @@ type AssetPatch struct {
 // Patch applies p to a live asset of orgID if p.Version is its current version, with compare-and-set on the
 // record: of concurrent edits naming the same version exactly one wins, the others get ErrAssetVersionConflict.
 func (a Assets) Patch(ctx context.Context, orgID, id string, p AssetPatch, now time.Time) (*Asset, error) {
+	if !ValidAssetID(id) {
+		return nil, ErrAssetNotFound
+	}
 	// A compare-and-set can also fail because of a write that did not change the edit version (none today,
 	// but a future background marker must not turn into spurious conflicts), so a mismatch re-reads and
 	// re-decides; the bound only guards against a livelock.
-	for attempt := 0; attempt < 5; attempt++ {
-		as, v, err := a.Lookup(ctx, orgID, id)
-		if err != nil {
-			return nil, err
+	as, err := durable.Update(ctx, a.Store, []byte(prefixAsset+id), 5, func(cur *Asset) (*Asset, error) {
+		if cur == nil || cur.OrgID != orgID || cur.DeletedAt != nil {
+			return nil, ErrAssetNotFound
 		}
-		if as.Version != p.Version {
+		if cur.Version != p.Version {
 			return nil, ErrAssetVersionConflict
 		}
+		next := *cur
 		if p.Name != nil {
-			as.Name = *p.Name
+			next.Name = *p.Name
 		}
 		if p.SetMetadata {
-			as.Metadata = p.Metadata
+			next.Metadata = p.Metadata
 		}
-		as.Version++
-		as.UpdatedAt = now
-		b, err := persistence.Marshal(as)
-		if err != nil {
-			return nil, fmt.Errorf("encode asset %s: %w", id, err)
-		}
-		_, err = a.Store.CompareAndSet(ctx, []byte(prefixAsset+id), v, b)
-		if err == nil {
-			return as, nil
-		}
-		if !errors.Is(err, persistence.ErrVersionMismatch) {
-			return nil, fmt.Errorf("write asset %s: %w", id, err)
-		}
+		next.Version++
+		next.UpdatedAt = now
+		return &next, nil
+	})
+	switch {
+	case errors.Is(err, ErrAssetNotFound), errors.Is(err, ErrAssetVersionConflict):
+		return nil, err
+	case errors.Is(err, persistence.ErrVersionMismatch):
+		return nil, ErrAssetVersionConflict
+	case err != nil:
+		return nil, fmt.Errorf("asset %s: %w", id, err)
 	}
-	return nil, ErrAssetVersionConflict
+	return as, nil
 }
 
 // Delete deletes an asset of orgID: the record is marked deleted with its name and metadata cleared (the
@@ -225,36 +227,29 @@ func (a Assets) Delete(ctx context.Context, orgID, id string, now time.Time) err
 	if !ValidAssetID(id) {
 		return ErrAssetNotFound
 	}
-	for attempt := 0; ; attempt++ {
-		as, v, err := a.Get(ctx, id)
-		if errors.Is(err, persistence.ErrNotFound) {
-			return ErrAssetNotFound
+	// An edit landing in between makes the compare-and-set retry: deleting wins over it.
+	as, err := durable.Update(ctx, a.Store, []byte(prefixAsset+id), 6, func(cur *Asset) (*Asset, error) {
+		if cur == nil || cur.OrgID != orgID {
+			return nil, ErrAssetNotFound
 		}
-		if err != nil {
-			return err
+		if cur.DeletedAt != nil {
+			return nil, nil // deleted already: repeat the cleanup only
 		}
-		if as.OrgID != orgID {
-			return ErrAssetNotFound
-		}
-		if as.DeletedAt == nil {
-			stamp := now
-			as.DeletedAt = &stamp
-			as.Name = ""
-			as.Metadata = nil
-			as.UpdatedAt = now
-			b, err := persistence.Marshal(as)
-			if err != nil {
-				return fmt.Errorf("encode asset %s: %w", id, err)
-			}
-			if _, err := a.Store.CompareAndSet(ctx, []byte(prefixAsset+id), v, b); err != nil {
-				if errors.Is(err, persistence.ErrVersionMismatch) && attempt < 5 {
-					continue // an edit landed in between; deleting wins over it
-				}
-				return fmt.Errorf("mark asset %s deleted: %w", id, err)
-			}
-		}
-		return a.dropFiles(ctx, as)
+		next := *cur
+		stamp := now
+		next.DeletedAt = &stamp
+		next.Name = ""
+		next.Metadata = nil
+		next.UpdatedAt = now
+		return &next, nil
+	})
+	if errors.Is(err, ErrAssetNotFound) {
+		return err
 	}
+	if err != nil {
+		return fmt.Errorf("mark asset %s deleted: %w", id, err)
+	}
+	return a.dropFiles(ctx, as)
 }
 
 // dropFiles removes a deleted asset's file and its index entries. The wmidx entry stays: it records that the

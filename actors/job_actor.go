@@ -8,6 +8,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	pcluster "github.com/asynkron/protoactor-go/cluster"
 
+	"filigrane/actors/durable"
 	"filigrane/actors/jobstate"
 	"filigrane/persistence"
 )
@@ -32,9 +33,8 @@ func JobProps(d *Deps) *actor.Props {
 type jobActor struct {
 	deps    *Deps
 	id      string
-	rec     *jobstate.Record
-	version persistence.Version
-	loaded  bool
+	cell    *durable.Cell[jobstate.Record, *jobstate.Record]
+	rec     *jobstate.Record // the cell's record; nil when the job does not exist
 	waiters []*actor.PID
 	wake    *time.Timer
 	wakeAt  time.Time
@@ -100,6 +100,13 @@ func (a *jobActor) Receive(ctx actor.Context) {
 			r.Tick(now)
 			return nil
 		}, nil)
+	case *JobCancel:
+		a.command(ctx, msg.RequestID, func(r *jobstate.Record, now time.Time) error {
+			if r.Status.Terminal() {
+				return nil // it ended first (finished, or cancelled before): nothing to cancel
+			}
+			return r.Cancel(now)
+		}, nil)
 	}
 }
 
@@ -112,27 +119,15 @@ func (a *jobActor) load(ctx actor.Context, requestID string) bool {
 		a.deps.Respond(ctx, &JobReply{Code: ReplyNotFound})
 		return false
 	}
-	if a.loaded {
-		return true
+	if a.cell == nil {
+		a.cell = &durable.Cell[jobstate.Record, *jobstate.Record]{Store: a.deps.Store, Key: jobKey(a.id), Timeout: a.deps.StoreTimeout}
 	}
-	sctx, cancel := a.deps.storeCtx()
-	defer cancel()
-	it, err := a.deps.Store.Get(sctx, jobKey(a.id))
-	switch {
-	case errors.Is(err, persistence.ErrNotFound):
-		a.rec = nil
-	case err != nil:
+	rec, err := a.cell.Load(context.Background())
+	if err != nil {
 		a.fail(ctx, err, "load job")
 		return false
-	default:
-		var rec jobstate.Record
-		if err := persistence.Unmarshal(it.Value, &rec); err != nil {
-			a.fail(ctx, err, "decode job")
-			return false
-		}
-		a.rec, a.version = &rec, it.Version
 	}
-	a.loaded = true
+	a.rec = rec
 	return true
 }
 
@@ -161,7 +156,7 @@ func (a *jobActor) save(ctx actor.Context, rec *jobstate.Record) bool {
 	switch {
 	case err == nil:
 		return true
-	case errors.Is(err, persistence.ErrVersionMismatch):
+	case durable.Fenced(err):
 		a.deps.Respond(ctx, &JobReply{Code: ReplyRetry, Detail: "job state changed elsewhere; retry"})
 	default:
 		a.deps.Respond(ctx, &JobReply{Code: ReplyInternal, Detail: "job state unavailable"})
@@ -171,24 +166,11 @@ func (a *jobActor) save(ctx actor.Context, rec *jobstate.Record) bool {
 
 // write stores rec with compare-and-set. A lost race means another activation owns the job: this one stops.
 func (a *jobActor) write(ctx actor.Context, rec *jobstate.Record) error {
-	b, err := persistence.Marshal(rec)
-	if err != nil {
-		a.deps.Logger.Error().Err(err).Str("job", a.id).Msg("encode job")
+	if err := a.cell.Save(context.Background(), rec); err != nil {
+		a.deps.saveFailed(ctx, err, KindJob, a.id)
 		return err
 	}
-	sctx, cancel := a.deps.storeCtx()
-	defer cancel()
-	v, err := a.deps.Store.CompareAndSet(sctx, jobKey(a.id), a.version, b)
-	if err != nil {
-		if errors.Is(err, persistence.ErrVersionMismatch) {
-			a.deps.Logger.Warn().Str("job", a.id).Msg("job written by another activation; stopping")
-		} else {
-			a.deps.Logger.Error().Err(err).Str("job", a.id).Msg("save job")
-		}
-		ctx.Poison(ctx.Self())
-		return err
-	}
-	a.rec, a.version = rec, v
+	a.rec = rec
 	return nil
 }
 
@@ -292,31 +274,43 @@ func (a *jobActor) command(ctx actor.Context, requestID string, fn func(*jobstat
 }
 
 // settle performs what the record still owes, marking each settled effect in the record, and tells waiters
-// once the outcome is committed.
+// once the outcome is committed. Announcements (webhook, storage, batch) become owed only once the commit
+// effects are settled, so a settle that commits the outcome goes round once more to hand them to the outbox.
+// The job stays in the active index until nothing is owed, so that after a crash the sweeper's tick
+// activates it again and the hand-over is repeated.
 func (a *jobActor) settle(ctx actor.Context) {
 	now := a.deps.Clock.Now()
-	next := a.rec.Clone()
-	for _, fx := range next.PendingEffects(now) {
-		switch fx.Kind {
-		case jobstate.EffectDispatch:
-			if a.deps.Dispatch != nil {
-				a.deps.Dispatch(a.id)
-			}
-		case jobstate.EffectScheduleWake:
-			a.scheduleWake(ctx, fx.At, now)
-		default:
-			if err := a.perform(next, fx); err != nil {
-				a.deps.Logger.Warn().Err(err).Str("job", a.id).Str("effect", string(fx.Kind)).Msg("effect not settled yet; the sweeper retries")
-				continue
-			}
-			if err := next.MarkSettled(fx.Kind); err != nil {
-				a.deps.Logger.Error().Err(err).Str("job", a.id).Msg("mark effect settled")
+	for round := 0; round < 2; round++ {
+		wasCommitted := a.rec.Committed()
+		next := a.rec.Clone()
+		for _, fx := range next.PendingEffects(now) {
+			switch fx.Kind {
+			case jobstate.EffectDispatch:
+				if a.deps.Dispatch != nil {
+					a.deps.Dispatch(a.id)
+				}
+			case jobstate.EffectScheduleWake:
+				a.scheduleWake(ctx, fx.At, now)
+			default:
+				if err := a.perform(next, fx); err != nil {
+					a.deps.Logger.Warn().Err(err).Str("job", a.id).Str("effect", string(fx.Kind)).Msg("effect not settled yet; the sweeper retries")
+					continue
+				}
+				if err := next.MarkSettled(fx.Kind); err != nil {
+					a.deps.Logger.Error().Err(err).Str("job", a.id).Msg("mark effect settled")
+				}
 			}
 		}
-	}
-	// settle runs inside handlers that answer themselves, so a failed write only stops here.
-	if next.Settlement != a.rec.Settlement && a.write(ctx, next) != nil {
-		return
+		if next.Settlement == a.rec.Settlement {
+			break
+		}
+		// settle runs inside handlers that answer themselves, so a failed write only stops here.
+		if a.write(ctx, next) != nil {
+			return
+		}
+		if wasCommitted || !a.rec.Committed() {
+			break
+		}
 	}
 	if a.rec.Committed() {
 		sctx, cancel := a.deps.storeCtx()
@@ -325,8 +319,10 @@ func (a *jobActor) settle(ctx actor.Context) {
 				a.deps.Logger.Warn().Err(err).Str("job", a.id).Msg("index result for purging")
 			}
 		}
-		if err := a.deps.Store.Delete(sctx, []byte(prefixActiveJob+a.id), a.activeVersion(sctx)); err != nil && !errors.Is(err, persistence.ErrVersionMismatch) {
-			a.deps.Logger.Warn().Err(err).Str("job", a.id).Msg("drop active job index")
+		if len(a.rec.PendingEffects(now)) == 0 {
+			if err := a.deps.Store.Delete(sctx, []byte(prefixActiveJob+a.id), a.activeVersion(sctx)); err != nil && !errors.Is(err, persistence.ErrVersionMismatch) {
+				a.deps.Logger.Warn().Err(err).Str("job", a.id).Msg("drop active job index")
+			}
 		}
 		cancel()
 		for _, w := range a.waiters {
@@ -372,10 +368,25 @@ func (a *jobActor) perform(r *jobstate.Record, fx jobstate.Effect) error {
 		return replyErr(rep, err)
 	case jobstate.EffectWriteAssets:
 		return a.writeAssets(cctx, r)
-	case jobstate.EffectNotifyWebhook, jobstate.EffectNotifyBatch, jobstate.EffectDeliverStorage:
-		// Requests naming webhooks, batches or storage destinations are refused at the edge until those
-		// exist, so no record owes these yet.
-		return errors.New("delivery of " + string(fx.Kind) + " is not implemented")
+	case jobstate.EffectNotifyBatch:
+		// A hint only, sent without waiting (the batch actor reads this job while it runs a command, so a
+		// blocking call here could wait on it); the batch's own polling of its items' records is what makes
+		// the outcome reach it after a crash.
+		if a.deps.NotifyBatch != nil {
+			a.deps.NotifyBatch(r.BatchID, r.RequestID)
+		}
+		return nil
+	case jobstate.EffectNotifyWebhook, jobstate.EffectDeliverStorage:
+		// Announcements go to the outbox (create-only by an id derived from the request id); its pass
+		// delivers them.
+		e, err := JobAnnouncement(r, fx.Kind)
+		if err != nil {
+			return err
+		}
+		if a.deps.Outbox.Store == nil {
+			return errors.New("no outbox on this node")
+		}
+		return a.deps.Outbox.Add(cctx, e)
 	}
 	return nil
 }

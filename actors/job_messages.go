@@ -82,6 +82,12 @@ type JobTick struct {
 	RequestID string
 }
 
+// JobCancel fails an active job with error_code "cancelled" (a file of a cancelled batch); its hold is
+// refunded and a worker's later report is refused. Cancelling an ended job changes nothing.
+type JobCancel struct {
+	RequestID string
+}
+
 // JobReply answers every job message.
 type JobReply struct {
 	Code     string
@@ -93,5 +99,5 @@ type JobReply struct {
 
 // JobMessages lists the job actor's message types, for registration with the wire codec.
 func JobMessages() []any {
-	return []any{JobSubmit{}, JobGet{}, JobAwait{}, JobClaim{}, JobRenew{}, JobSucceed{}, JobFail{}, JobTick{}, JobReply{}}
+	return []any{JobSubmit{}, JobGet{}, JobAwait{}, JobClaim{}, JobRenew{}, JobSucceed{}, JobFail{}, JobTick{}, JobCancel{}, JobReply{}}
 }

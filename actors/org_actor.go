@@ -9,6 +9,8 @@ import (
 	pcluster "github.com/asynkron/protoactor-go/cluster"
 	"github.com/rs/zerolog"
 
+	"filigrane/actors/durable"
+	"filigrane/actors/outbox"
 	"filigrane/internal/clock"
 	"filigrane/persistence"
 )
@@ -33,6 +35,12 @@ type Deps struct {
 	Caller *LateCaller
 	// Dispatch hands a claimable job to this node's worker pool; it must not block.
 	Dispatch func(requestID string)
+	// Outbox takes the effects actors hand over after a commit (a job's announcements); the node's sweeper
+	// delivers them. With no Store set, hand-overs fail and the effects stay owed.
+	Outbox outbox.Outbox
+	// NotifyBatch tells a batch that one of its item jobs ended; it must not block (a hint, see
+	// jobActor.perform).
+	NotifyBatch func(batchID, requestID string)
 }
 
 func (d *Deps) orgs() OrgClient { return OrgClient{Caller: d.Caller} }
@@ -52,11 +60,10 @@ func OrgProps(d *Deps) *actor.Props {
 // loaded on activation and written with compare-and-set before any reply: when the write finds another
 // version, another activation owns the organization, so this one answers ReplyRetry and stops.
 type orgActor struct {
-	deps    *Deps
-	id      string
-	state   *OrgState // nil when the organization does not exist
-	version persistence.Version
-	loaded  bool
+	deps  *Deps
+	id    string
+	cell  *durable.Cell[OrgState, *OrgState]
+	state *OrgState // the cell's record; nil when the organization does not exist
 
 	windowEnd time.Time
 	windowN   int
@@ -111,6 +118,19 @@ func (a *orgActor) Receive(ctx actor.Context) {
 	}
 }
 
+// saveFailed is what every durable actor does when writing its record failed: it logs and stops the
+// activation, and returns the reply code. ReplyRetry when another activation owns the identity (a fenced
+// compare-and-set: the caller re-sends and a fresh activation reloads), ReplyInternal otherwise.
+func (d *Deps) saveFailed(ctx actor.Context, err error, kind, id string) string {
+	ctx.Poison(ctx.Self())
+	if durable.Fenced(err) {
+		d.Logger.Warn().Str(kind, id).Msg(kind + " written by another activation; stopping")
+		return ReplyRetry
+	}
+	d.Logger.Error().Err(err).Str(kind, id).Msg("save " + kind)
+	return ReplyInternal
+}
+
 // storeCtx bounds one storage call made while an actor handles a message.
 func (d *Deps) storeCtx() (context.Context, context.CancelFunc) {
 	t := d.StoreTimeout
@@ -125,23 +145,17 @@ func (a *orgActor) load(ctx actor.Context, orgID string) bool {
 	if a.id == "" {
 		a.id = orgID // activated without ClusterInit (tests spawning the actor directly)
 	}
-	if !a.loaded {
-		sctx, cancel := a.deps.storeCtx()
-		st, v, err := Orgs{Store: a.deps.Store, Clock: a.deps.Clock}.Load(sctx, a.id)
-		cancel()
-		switch {
-		case errors.Is(err, persistence.ErrNotFound):
-			a.state = nil
-		case err != nil:
-			a.deps.Logger.Error().Err(err).Str("org", a.id).Msg("load organization")
-			a.deps.Respond(ctx, &OrgReply{Code: ReplyInternal, Detail: "organization state unavailable"})
-			ctx.Poison(ctx.Self())
-			return false
-		default:
-			a.state, a.version = st, v
-		}
-		a.loaded = true
+	if a.cell == nil {
+		a.cell = Orgs{Store: a.deps.Store, Clock: a.deps.Clock}.Cell(a.id, a.deps.StoreTimeout)
 	}
+	st, err := a.cell.Load(context.Background())
+	if err != nil {
+		a.deps.Logger.Error().Err(err).Str("org", a.id).Msg("load organization")
+		a.deps.Respond(ctx, &OrgReply{Code: ReplyInternal, Detail: "organization state unavailable"})
+		ctx.Poison(ctx.Self())
+		return false
+	}
+	a.state = st
 	if a.state == nil || orgID != a.id {
 		a.deps.Respond(ctx, &OrgReply{Code: ReplyNotFound})
 		return false
@@ -165,22 +179,12 @@ func (a *orgActor) mutate(ctx actor.Context, orgID string, fn func(*OrgState, ti
 		a.deps.Respond(ctx, a.reply(codeOf(err), err.Error()))
 		return
 	}
-	sctx, cancel := a.deps.storeCtx()
-	v, err := Orgs{Store: a.deps.Store, Clock: a.deps.Clock}.Save(sctx, next, a.version)
-	cancel()
-	if err != nil {
-		code := ReplyInternal
-		if errors.Is(err, persistence.ErrVersionMismatch) {
-			code = ReplyRetry
-			a.deps.Logger.Warn().Str("org", a.id).Msg("organization written by another activation; stopping")
-		} else {
-			a.deps.Logger.Error().Err(err).Str("org", a.id).Msg("save organization")
-		}
+	if err := a.cell.Save(context.Background(), next); err != nil {
+		code := a.deps.saveFailed(ctx, err, KindOrg, a.id)
 		a.deps.Respond(ctx, &OrgReply{Code: code, Detail: "organization state changed elsewhere; retry"})
-		ctx.Poison(ctx.Self())
 		return
 	}
-	a.state, a.version = next, v
+	a.state = next
 	a.deps.Respond(ctx, a.reply(ReplyOK, ""))
 }
 

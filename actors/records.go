@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
+	"filigrane/actors/durable"
 	"filigrane/internal/clock"
 	"filigrane/persistence"
 )
@@ -48,37 +50,43 @@ func orgKey(id string) []byte { return []byte(prefixOrg + id) }
 // Load returns the organization and the version it was read at. Journal entries left by a crash between the
 // record write and the ledger write are copied to the ledger now (idempotent).
 func (r Orgs) Load(ctx context.Context, id string) (*OrgState, persistence.Version, error) {
-	it, err := r.Store.Get(ctx, orgKey(id))
+	st, v, err := durable.Read[OrgState](ctx, r.Store, orgKey(id))
 	if err != nil {
-		return nil, "", fmt.Errorf("load organization %s: %w", id, err)
+		return nil, "", fmt.Errorf("organization %s: %w", id, err)
 	}
-	var st OrgState
-	if err := persistence.Unmarshal(it.Value, &st); err != nil {
-		return nil, "", fmt.Errorf("decode organization %s: %w", id, err)
-	}
-	st.ensureMaps()
-	if err := r.flushJournal(ctx, &st); err != nil {
+	if err := r.afterLoad(ctx, st); err != nil {
 		return nil, "", err
 	}
-	return &st, it.Version, nil
+	return st, v, nil
+}
+
+func (r Orgs) afterLoad(ctx context.Context, st *OrgState) error {
+	st.ensureMaps()
+	return r.flushJournal(ctx, st)
 }
 
 // Save writes st if the stored version is still expect, then copies its journal to ledger keys. On
 // persistence.ErrVersionMismatch another writer owns the organization and nothing was written.
 func (r Orgs) Save(ctx context.Context, st *OrgState, expect persistence.Version) (persistence.Version, error) {
 	st.Prune(r.Clock.Now())
-	b, err := persistence.Marshal(st)
+	v, err := durable.Write(ctx, r.Store, orgKey(st.ID), expect, st)
 	if err != nil {
-		return "", fmt.Errorf("encode organization %s: %w", st.ID, err)
-	}
-	v, err := r.Store.CompareAndSet(ctx, orgKey(st.ID), expect, b)
-	if err != nil {
-		return "", fmt.Errorf("save organization %s: %w", st.ID, err)
+		return "", fmt.Errorf("organization %s: %w", st.ID, err)
 	}
 	if err := r.flushJournal(ctx, st); err != nil {
 		return v, err
 	}
 	return v, nil
+}
+
+// Cell is the org actor's hold on organization id: loaded once per activation, written with compare-and-set,
+// the journal copied to the ledger after each load and write.
+func (r Orgs) Cell(id string, timeout time.Duration) *durable.Cell[OrgState, *OrgState] {
+	return &durable.Cell[OrgState, *OrgState]{Store: r.Store, Key: orgKey(id), Timeout: timeout,
+		AfterLoad:  r.afterLoad,
+		BeforeSave: func(st *OrgState) { st.Prune(r.Clock.Now()) },
+		AfterSave:  r.flushJournal,
+	}
 }
 
 // flushJournal writes each journal entry to its own ledger key (create-only, so a repeat is harmless) and
@@ -99,25 +107,32 @@ func (r Orgs) flushJournal(ctx context.Context, st *OrgState) error {
 }
 
 // Update loads the organization, applies fn and saves, retrying when another writer got there first. It is
-// for offline administration; actors hold their state and use Save.
+// for offline administration; actors hold their state in a Cell.
 func (r Orgs) Update(ctx context.Context, id string, fn func(*OrgState) error) (*OrgState, error) {
-	for attempt := 0; attempt < 5; attempt++ {
-		st, v, err := r.Load(ctx, id)
-		if err != nil {
+	st, err := durable.Update(ctx, r.Store, orgKey(id), 5, func(cur *OrgState) (*OrgState, error) {
+		if cur == nil {
+			return nil, fmt.Errorf("organization %s: %w", id, persistence.ErrNotFound)
+		}
+		// cur is this attempt's own fresh copy, so it is changed in place.
+		if err := r.afterLoad(ctx, cur); err != nil {
 			return nil, err
 		}
-		if err := fn(st); err != nil {
+		if err := fn(cur); err != nil {
 			return nil, err
 		}
-		if _, err := r.Save(ctx, st, v); err != nil {
-			if errors.Is(err, persistence.ErrVersionMismatch) {
-				continue
-			}
-			return nil, err
+		cur.Prune(r.Clock.Now())
+		return cur, nil
+	})
+	if err != nil {
+		if errors.Is(err, persistence.ErrVersionMismatch) {
+			return nil, fmt.Errorf("update organization %s: too much contention", id)
 		}
-		return st, nil
+		return nil, err
 	}
-	return nil, fmt.Errorf("update organization %s: too much contention", id)
+	if err := r.flushJournal(ctx, st); err != nil {
+		return nil, err
+	}
+	return st, nil
 }
 
 // Create writes a new organization; it fails if the id exists.

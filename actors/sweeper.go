@@ -9,6 +9,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"filigrane/actors/sweep"
 	"filigrane/internal/clock"
 	"filigrane/persistence"
 )
@@ -22,10 +23,11 @@ func purgeKey(expires time.Time, requestID string) []byte {
 	return []byte(fmt.Sprintf("%s%020d/%s", prefixPurge, expires.Unix(), requestID))
 }
 
-// Sweeper does the periodic work no message triggers: it ticks every active job (so that expired leases,
-// finished retry waits and deadlines are acted on even after the job's node died or the actor passivated),
-// deletes files of results whose 24 hours are over, and deletes asset files whose retention ended (the asset
-// records stay). Time comes from the injected clock.
+// Sweeper holds the periodic work no message triggers, as passes of the node's leased sweeper
+// (actors/sweep): it ticks every active job (so that expired leases, finished retry waits, deadlines and
+// unsent announcements are acted on even after the job's node died or the actor passivated), deletes files of
+// results whose 24 hours are over, deletes asset files whose retention ended (the asset records stay) and
+// expires uploads. Time comes from the injected clock. Every pass is idempotent.
 type Sweeper struct {
 	Store  persistence.Store
 	Blobs  persistence.Blobs
@@ -34,9 +36,45 @@ type Sweeper struct {
 	Logger zerolog.Logger
 }
 
-// Sweep runs one pass and reports how many jobs it ticked and how many results and expired asset files it
-// purged.
+// Register adds the sweeper's passes to the node's leased sweeper, in the order Sweep runs them.
+func (s Sweeper) Register(sw *sweep.Sweeper) {
+	sw.Register("jobs.tick", func(ctx context.Context) error { _, err := s.TickJobs(ctx); return err })
+	sw.Register("batches.tick", s.TickBatches)
+	sw.Register("jobs.purge", func(ctx context.Context) error { _, err := s.PurgeResults(ctx); return err })
+	sw.Register("assets.expire", func(ctx context.Context) error {
+		_, err := Assets{Store: s.Store, Blobs: s.Blobs}.ExpireFiles(ctx, s.Clock.Now())
+		return err
+	})
+	sw.Register("uploads", func(ctx context.Context) error { _, err := s.SweepUploads(ctx); return err })
+}
+
+// Sweep runs every pass once, now, and reports how many jobs it ticked and how many results and expired
+// asset files it purged (tests and manual sweeps).
 func (s Sweeper) Sweep(ctx context.Context) (ticked, purged int, err error) {
+	ticked, err = s.TickJobs(ctx)
+	if err != nil {
+		return ticked, purged, err
+	}
+	if err := s.TickBatches(ctx); err != nil {
+		return ticked, purged, err
+	}
+	purged, err = s.PurgeResults(ctx)
+	if err != nil {
+		return ticked, purged, err
+	}
+	expired, err := Assets{Store: s.Store, Blobs: s.Blobs}.ExpireFiles(ctx, s.Clock.Now())
+	purged += expired
+	if err != nil {
+		return ticked, purged, fmt.Errorf("expire asset files: %w", err)
+	}
+	if _, err := s.SweepUploads(ctx); err != nil { // uploads past their 24 hours (upload_sweep.go)
+		return ticked, purged, fmt.Errorf("sweep uploads: %w", err)
+	}
+	return ticked, purged, nil
+}
+
+// TickJobs sends JobTick to every job in the active index.
+func (s Sweeper) TickJobs(ctx context.Context) (ticked int, err error) {
 	err = scanAll(ctx, s.Store, []byte(prefixActiveJob), func(it persistence.Item) error {
 		id := strings.TrimPrefix(string(it.Key), prefixActiveJob)
 		cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
@@ -48,9 +86,11 @@ func (s Sweeper) Sweep(ctx context.Context) (ticked, purged int, err error) {
 		ticked++
 		return nil
 	})
-	if err != nil {
-		return ticked, purged, err
-	}
+	return ticked, err
+}
+
+// PurgeResults deletes the files of results whose purge time passed, and their index entries.
+func (s Sweeper) PurgeResults(ctx context.Context) (purged int, err error) {
 	now := s.Clock.Now()
 	end := []byte(fmt.Sprintf("%s%020d/", prefixPurge, now.Unix()+1))
 	err = scanAll(ctx, s.Store, []byte(prefixPurge), func(it persistence.Item) error {
@@ -74,34 +114,44 @@ func (s Sweeper) Sweep(ctx context.Context) (ticked, purged int, err error) {
 	if errors.Is(err, errStopScan) {
 		err = nil
 	}
-	if err != nil {
-		return ticked, purged, err
-	}
-	expired, err := Assets{Store: s.Store, Blobs: s.Blobs}.ExpireFiles(ctx, now)
-	purged += expired
-	if err != nil {
-		return ticked, purged, fmt.Errorf("expire asset files: %w", err)
-	}
-	if _, err := s.SweepUploads(ctx); err != nil { // uploads past their 24 hours (upload_sweep.go)
-		return ticked, purged, fmt.Errorf("sweep uploads: %w", err)
-	}
-	return ticked, purged, nil
+	return purged, err
 }
 
-// Run sweeps every interval until ctx ends.
-func (s Sweeper) Run(ctx context.Context, interval time.Duration) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if _, _, err := s.Sweep(ctx); err != nil && ctx.Err() == nil {
-				s.Logger.Warn().Err(err).Msg("sweep")
+// TickBatches ticks started batches (a batch whose node died carries on from its record), then batches past
+// their 30 days (the actor reduces each to its tombstone).
+func (s Sweeper) TickBatches(ctx context.Context) error {
+	if err := s.tickBatches(ctx, prefixActiveBatch, nil); err != nil {
+		return err
+	}
+	return s.tickBatches(ctx, prefixBatchDue, []byte(fmt.Sprintf("%s%020d/", prefixBatchDue, s.Clock.Now().Unix()+1)))
+}
+
+// tickBatches sends BatchTick to every batch named under prefix (keys before end, when set); an entry that
+// names no live batch is dropped.
+func (s Sweeper) tickBatches(ctx context.Context, prefix string, end []byte) error {
+	err := scanAll(ctx, s.Store, []byte(prefix), func(it persistence.Item) error {
+		if end != nil && string(it.Key) >= string(end) {
+			return errStopScan
+		}
+		id := string(it.Key[strings.LastIndexByte(string(it.Key), '/')+1:])
+		cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		defer cancel()
+		r, err := s.Caller.Request(cctx, id, KindBatch, &BatchTick{BatchID: id})
+		if err != nil {
+			s.Logger.Warn().Err(err).Str("batch", id).Msg("sweep: tick batch")
+			return nil
+		}
+		if rep, ok := r.(*BatchReply); ok && rep.Code == ReplyNotFound {
+			if err := s.Store.Delete(ctx, it.Key, it.Version); err != nil && !errors.Is(err, persistence.ErrVersionMismatch) {
+				s.Logger.Warn().Err(err).Str("batch", id).Msg("sweep: drop batch entry")
 			}
 		}
+		return nil
+	})
+	if errors.Is(err, errStopScan) {
+		return nil
 	}
+	return err
 }
 
 var errStopScan = errors.New("stop scan")

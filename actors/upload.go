@@ -138,6 +138,10 @@ type Upload struct {
 	// ErrorCode and Error say why the upload was rejected: the problem a direct request with the file gets.
 	ErrorCode string `msgpack:"error_code,omitempty"`
 	Error     string `msgpack:"error,omitempty"`
+	// BatchID and ForRequest are set on the upload of a batch item: only that item's job request may use it
+	// (spec 2.4: "valid only for that batch").
+	BatchID    string `msgpack:"batch_id,omitempty"`
+	ForRequest string `msgpack:"for_request,omitempty"`
 	// FileDeleted is set once the sweeper deleted the file (expired, rejected, or consumed without a job).
 	FileDeleted bool `msgpack:"file_deleted,omitempty"`
 	// Revision counts changes; a command that changes nothing leaves it, and the caller skips the write.
@@ -344,6 +348,9 @@ func (u *Upload) EndPut(token string) {
 func (u *Upload) Claim(requestID string, kind UploadKind, media UploadMedia, now time.Time) error {
 	if u.Kind != kind || u.Media != media {
 		return fmt.Errorf("%w: this is a %s upload of %s", ErrUploadKind, u.Kind, u.Media)
+	}
+	if u.ForRequest != "" && u.ForRequest != requestID {
+		return fmt.Errorf("%w: this upload belongs to an item of batch %s", ErrUploadKind, u.BatchID)
 	}
 	switch u.StatusAt(now) {
 	case UploadPending:

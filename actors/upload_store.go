@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"filigrane/actors/durable"
 	"filigrane/internal/clock"
 	"filigrane/persistence"
 )
@@ -39,65 +40,48 @@ const maxUploadRetries = 16
 
 // Create stores a new upload record (create-only) and indexes it for the sweeper at its expiry.
 func (r Uploads) Create(ctx context.Context, u *Upload) error {
-	b, err := persistence.Marshal(u)
-	if err != nil {
-		return fmt.Errorf("encode upload %s: %w", u.ID, err)
-	}
 	// The index entry first: an upload record without one would never be swept; an entry without a record is
 	// dropped by the sweeper.
 	if _, err := r.Store.CompareAndSet(ctx, uploadDueKey(u.ExpiresAt, u.ID), persistence.NoVersion, nil); err != nil && !errors.Is(err, persistence.ErrVersionMismatch) {
 		return fmt.Errorf("index upload %s: %w", u.ID, err)
 	}
-	if _, err := r.Store.CompareAndSet(ctx, uploadKey(u.ID), persistence.NoVersion, b); err != nil {
-		return fmt.Errorf("save upload %s: %w", u.ID, err)
+	if _, err := durable.Write(ctx, r.Store, uploadKey(u.ID), persistence.NoVersion, u); err != nil {
+		return fmt.Errorf("upload %s: %w", u.ID, err)
 	}
 	return nil
 }
 
 // Load returns the upload and the version it was read at; ErrUploadNotFound when there is none.
 func (r Uploads) Load(ctx context.Context, id string) (*Upload, persistence.Version, error) {
-	it, err := r.Store.Get(ctx, uploadKey(id))
+	u, v, err := durable.Read[Upload](ctx, r.Store, uploadKey(id))
 	if errors.Is(err, persistence.ErrNotFound) {
 		return nil, "", ErrUploadNotFound
 	}
 	if err != nil {
-		return nil, "", fmt.Errorf("load upload %s: %w", id, err)
+		return nil, "", fmt.Errorf("upload %s: %w", id, err)
 	}
-	var u Upload
-	if err := persistence.Unmarshal(it.Value, &u); err != nil {
-		return nil, "", fmt.Errorf("decode upload %s: %w", id, err)
-	}
-	return &u, it.Version, nil
+	return u, v, nil
 }
 
 // Update applies fn to a copy of the upload at the clock's time and writes it when fn changed it (its
 // Revision moved). On a compare-and-set conflict it reloads and applies fn again. An error from fn is
 // returned as is with the record as loaded, and nothing is written.
 func (r Uploads) Update(ctx context.Context, id string, fn func(u *Upload, now time.Time) error) (*Upload, error) {
-	for range maxUploadRetries {
-		cur, ver, err := r.Load(ctx, id)
-		if err != nil {
-			return nil, err
+	u, err := durable.Update(ctx, r.Store, uploadKey(id), maxUploadRetries, func(cur *Upload) (*Upload, error) {
+		if cur == nil {
+			return nil, ErrUploadNotFound
 		}
 		next := cur.Clone()
 		if err := fn(next, r.Clock.Now()); err != nil {
-			return cur, err
+			return nil, err
 		}
 		if next.Revision == cur.Revision {
-			return next, nil
-		}
-		b, err := persistence.Marshal(next)
-		if err != nil {
-			return nil, fmt.Errorf("encode upload %s: %w", id, err)
-		}
-		_, err = r.Store.CompareAndSet(ctx, uploadKey(id), ver, b)
-		if errors.Is(err, persistence.ErrVersionMismatch) {
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("save upload %s: %w", id, err)
+			return nil, nil
 		}
 		return next, nil
+	})
+	if err != nil && u == nil && !errors.Is(err, ErrUploadNotFound) {
+		return nil, fmt.Errorf("upload %s: %w", id, err)
 	}
-	return nil, fmt.Errorf("save upload %s: %d conflicting writers: %w", id, maxUploadRetries, persistence.ErrVersionMismatch)
+	return u, err
 }

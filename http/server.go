@@ -46,8 +46,8 @@ type Config struct {
 	Metrics *Metrics
 	// MaxHeaderBytes bounds the request line plus headers (431 above it). Default 16 KiB.
 	MaxHeaderBytes int
-	// MaxBodyBytes bounds any request body (413 above it, before routing). Default 48 MiB: the largest direct
-	// request (a 40 MB detection) plus its form. Routes enforce their own, smaller limits while streaming.
+	// MaxBodyBytes bounds any request body (413 above it, before routing). Default 56 MiB: the largest direct
+	// request (a 55 MB batch zip) plus its form. Routes enforce their own, smaller limits while streaming.
 	MaxBodyBytes int
 	// ActorTimeout bounds each call to an actor made while serving a request. Default 10 s.
 	ActorTimeout time.Duration
@@ -149,6 +149,8 @@ type Server struct {
 	mu        sync.Mutex
 	shutDown  bool
 	listeners []net.Listener
+	// guards are the listeners' guards, whose lingering closes Shutdown cuts short and joins.
+	guards []*netguard.Listener
 }
 
 // New builds the API server and its routes.
@@ -157,7 +159,7 @@ func New(cfg Config) *Server {
 		cfg.MaxHeaderBytes = 16 << 10
 	}
 	if cfg.MaxBodyBytes <= 0 {
-		cfg.MaxBodyBytes = 48 << 20
+		cfg.MaxBodyBytes = 56 << 20
 	}
 	if cfg.ActorTimeout <= 0 {
 		cfg.ActorTimeout = 10 * time.Second
@@ -223,6 +225,7 @@ func (s *Server) Serve(ln net.Listener) error {
 	}
 	once := &closeOnce{Listener: g}
 	s.listeners = append(s.listeners, once)
+	s.guards = append(s.guards, g)
 	s.mu.Unlock()
 	err := s.srv.Serve(once)
 	if errors.Is(err, net.ErrClosed) && s.isShutDown() {
@@ -256,13 +259,17 @@ func (s *Server) isShutDown() bool {
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	s.shutDown = true
-	listeners := s.listeners
+	listeners, guards := s.listeners, s.guards
 	s.mu.Unlock()
 	for _, ln := range listeners {
 		_ = ln.Close() // a Serve that had not reached fasthttp's accept loop stops at once
 	}
 	err := s.srv.ShutdownWithContext(ctx)
 	s.life.end()
+	for _, g := range guards {
+		g.EndLingering()
+		g.Wait()
+	}
 	if errors.Is(err, net.ErrClosed) {
 		err = nil // fasthttp closing a listener closed above
 	}

@@ -125,6 +125,7 @@ func (s *Server) registerUploadAPI(sign uploadSigner) {
 	either := []string{actors.ScopeEmbed, actors.ScopeDetect}
 	s.router.handle("POST", "/uploads", s.authed(either, a.create))
 	s.router.handle("GET", "/uploads/{upload_id}", s.authed(either, a.get))
+	s.batchRoutes(sign) // batches hand out signed upload URLs too (batches.go)
 }
 
 // uploadTarget is where and how to send the file.
@@ -256,6 +257,9 @@ func (a *uploadAPI) get(ctx *fasthttp.RequestCtx, p *principal, params map[strin
 // uploadKindMessage says, in words, why an upload does not fit the endpoint: what it was created for and what
 // the endpoint needs.
 func uploadKindMessage(uploadID string, u *actors.Upload, kind actors.UploadKind, media actors.UploadMedia) string {
+	if u != nil && u.BatchID != "" {
+		return "upload " + uploadID + " belongs to an item of batch " + u.BatchID + "; only that batch uses it"
+	}
 	need := article(string(kind)) + " " + string(kind) + " upload"
 	if kind == actors.UploadDetect {
 		need = "a detect upload of " + article(string(media)) + " " + string(media)

@@ -23,8 +23,11 @@ import (
 type Limits struct {
 	// DirectEmbed is the largest file sent in the embed request itself.
 	DirectEmbed int64
-	// UploadEmbed is the largest file of an embed upload (and of a batch member).
+	// UploadEmbed is the largest file of an embed upload.
 	UploadEmbed int64
+	// BatchMember is the largest file of a batch item: its signed upload, or its member of a batch zip
+	// (spec 8: "embed via upload or batch"; a zip member above it is refused with 413 before unpacking).
+	BatchMember int64
 	// DirectDetect is the largest file sent in a detection request itself ("files over 40 MB are sent
 	// through an upload").
 	DirectDetect int64
@@ -98,7 +101,7 @@ func Table() []Kind {
 			Extensions: []string{".jpg", ".jpeg", ".jpe", ".jfif", ".png", ".gif", ".webp", ".tif", ".tiff"},
 			MIMETypes:  []string{"image/jpeg", "image/png", "image/gif", "image/webp", "image/tiff", "image/bmp"},
 			Limits: Limits{
-				DirectEmbed: 20_000_000, UploadEmbed: 50_000_000,
+				DirectEmbed: 20_000_000, UploadEmbed: 50_000_000, BatchMember: 50_000_000,
 				DirectDetect: 40_000_000, UploadDetect: 192_000_000, SyncDetect: 95_000_000,
 				EmbedPixels: 40_000_000,
 				// Detection decodes into the decoder's own layout and analyses a region reduced to 48 MP; the
@@ -113,7 +116,7 @@ func Table() []Kind {
 			MIMETypes:  []string{"application/pdf"},
 			Limits: Limits{
 				// The spec does not show a direct limit for PDFs; the upload's is taken.
-				DirectEmbed: 20_000_000, UploadEmbed: 20_000_000,
+				DirectEmbed: 20_000_000, UploadEmbed: 20_000_000, BatchMember: 20_000_000,
 				DirectDetect: 40_000_000, UploadDetect: 64_000_000, SyncDetect: 95_000_000,
 				MaxPages: 10_000,
 			},
@@ -124,7 +127,7 @@ func Table() []Kind {
 			Extensions: []string{".mp4", ".m4v", ".mov"},
 			MIMETypes:  []string{"video/mp4", "video/quicktime"},
 			Limits: Limits{
-				DirectEmbed: 20_000_000, UploadEmbed: 20_000_000,
+				DirectEmbed: 20_000_000, UploadEmbed: 20_000_000, BatchMember: 20_000_000,
 				DirectDetect: 40_000_000, UploadDetect: 100_000_000,
 				SyncDetect: 0, // video detection always runs as a job
 				// codec/video's bounds (ten minutes at up to 60 fps); the deadline reaches its 90-minute cap at 240 frames.

@@ -45,6 +45,9 @@ func TestTableMatchesSpec(t *testing.T) {
 		if got := k.UploadLimit(jobstate.OperationEmbed); got != c.uploadEmbed {
 			t.Errorf("%s: upload embed %d, want %d", c.media, got, c.uploadEmbed)
 		}
+		if k.Limits.BatchMember != c.uploadEmbed {
+			t.Errorf("%s: batch member %d, want the embed-upload limit %d (spec 8: embed via upload or batch)", c.media, k.Limits.BatchMember, c.uploadEmbed)
+		}
 		if got := k.UploadLimit(jobstate.OperationDetect); got != c.uploadDetect {
 			t.Errorf("%s: upload detect %d, want %d", c.media, got, c.uploadDetect)
 		}

@@ -62,17 +62,22 @@ type Listener struct {
 	sleep func(time.Duration)
 
 	refusing chan struct{}
+	// goroutines counts what the listener runs beside the server (refusals, lingering closes); Wait joins them.
+	goroutines sync.WaitGroup
 
 	mu    sync.Mutex
 	open  int
 	perIP map[string]int
+	// lingering holds the connections in their lingering close; noLinger is set by EndLingering.
+	lingering map[*Conn]struct{}
+	noLinger  bool
 }
 
 // Wrap guards ln with limits.
 func Wrap(ln net.Listener, limits Limits) *Listener {
 	limits.defaults()
 	return &Listener{Listener: ln, limits: limits, sleep: time.Sleep, perIP: map[string]int{},
-		refusing: make(chan struct{}, maxRefusing)}
+		refusing: make(chan struct{}, maxRefusing), lingering: map[*Conn]struct{}{}}
 }
 
 // Limits returns the listener's limits with defaults applied.
@@ -146,7 +151,9 @@ func (l *Listener) refuse(c net.Conn) {
 		_ = c.Close()
 		return
 	}
+	l.goroutines.Add(1)
 	go func() {
+		defer l.goroutines.Done()
 		defer func() { <-l.refusing }()
 		defer c.Close()
 		_ = c.SetDeadline(time.Now().Add(refuseWait))
@@ -292,11 +299,110 @@ func (c *Conn) Write(p []byte) (int, error) {
 	return n, nil
 }
 
-// Close closes the connection and gives its place back to the listener (once).
+// Lingering close bounds: after the server closes a connection whose client may still be sending (an answer
+// given before the body was read), the connection reads and drops input until the client stops, for at most
+// lingerIdle without a byte and lingerMax in all.
+const (
+	lingerIdle = time.Second
+	lingerMax  = 3 * time.Second
+)
+
+// maxLingering caps the connections in their lingering close per listener.
+const maxLingering = 256
+
+// Close closes the connection and gives its place back to the listener (once). It closes in two steps, as
+// lingering close in other servers does: the sending side first (the client reads the whole answer and an
+// end of stream), then input is read and dropped for a bounded time before the socket is closed. Closing a
+// socket with unread input makes the kernel send a reset, and a client still sending its body then loses
+// the answer it was sent ("connection reset by peer" instead of, say, 409 upload_in_use). The place in the
+// limits is given back at once (the service is done with the connection); lingering connections are capped
+// by maxLingering instead, past which a close is immediate.
 func (c *Conn) Close() error {
-	err := c.Conn.Close()
-	if c.closed.CompareAndSwap(false, true) {
-		c.ln.release(c.ip)
+	if !c.closed.CompareAndSwap(false, true) {
+		return nil
 	}
-	return err
+	defer c.ln.release(c.ip)
+	cw, ok := c.Conn.(interface{ CloseWrite() error })
+	if !ok || !c.ln.startLinger(c) {
+		return c.Conn.Close()
+	}
+	if err := cw.CloseWrite(); err != nil {
+		// The peer is gone already (reset): nothing to linger for.
+		err = errors.Join(err, c.Conn.Close())
+		c.ln.endLinger(c)
+		return err
+	}
+	go func() {
+		defer c.ln.endLinger(c)
+		c.linger()
+		_ = c.Conn.Close()
+	}()
+	return nil
 }
+
+// linger reads and drops input until the client closes, goes quiet for lingerIdle, lingerMax passes, or
+// EndLingering cuts it short (by moving the read deadline into the past).
+func (c *Conn) linger() {
+	end := time.Now().Add(lingerMax)
+	buf := make([]byte, 32<<10)
+	for {
+		c.ln.mu.Lock()
+		cut := c.ln.noLinger
+		if !cut {
+			d := time.Now().Add(lingerIdle)
+			if d.After(end) {
+				d = end
+			}
+			_ = c.Conn.SetReadDeadline(d)
+		}
+		c.ln.mu.Unlock()
+		if cut {
+			return
+		}
+		if _, err := c.Conn.Read(buf); err != nil {
+			return
+		}
+	}
+}
+
+// startLinger registers c as lingering and counts its goroutine (endLinger ends both); it reports false once
+// EndLingering was called or maxLingering connections linger.
+func (l *Listener) startLinger(c *Conn) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.noLinger || len(l.lingering) >= maxLingering {
+		return false
+	}
+	l.lingering[c] = struct{}{}
+	l.goroutines.Add(1)
+	return true
+}
+
+func (l *Listener) endLinger(c *Conn) {
+	l.mu.Lock()
+	delete(l.lingering, c)
+	l.mu.Unlock()
+	l.goroutines.Done()
+}
+
+// Lingering returns the number of connections in their lingering close.
+func (l *Listener) Lingering() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.lingering)
+}
+
+// EndLingering cuts every lingering close short and makes later closes immediate: for shutdown, where the
+// process is about to go anyway.
+func (l *Listener) EndLingering() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.noLinger = true
+	for c := range l.lingering {
+		_ = c.Conn.SetReadDeadline(time.Unix(1, 0))
+	}
+}
+
+// Wait returns when every goroutine the listener started (refusals, lingering closes) has ended. Call it
+// after the server stopped using the listener; EndLingering first makes it quick.
+func (l *Listener) Wait() { l.goroutines.Wait() }

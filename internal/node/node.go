@@ -21,6 +21,8 @@ import (
 	"filigrane/actors/jobstate"
 	"filigrane/actors/mediafiles"
 	"filigrane/actors/mediakind"
+	"filigrane/actors/outbox"
+	"filigrane/actors/sweep"
 	"filigrane/cluster"
 	"filigrane/codec"
 	"filigrane/gpu"
@@ -113,9 +115,18 @@ type Node struct {
 	// decodeBudget is the memory of the node's image decodes.
 	decodeBudget *actors.DecodeBudget
 
+	// batchNotices carries "an item job ended" hints to batch actors without blocking job actors.
+	batchNotices batchNotices
+
 	// DevOrg is set when this start bootstrapped the development organization.
 	DevOrg  *admin.DevOrg
 	Metrics *apihttp.Metrics
+
+	// leased runs the sweeper's passes and the outbox delivery on whichever node holds the sweeper lease.
+	leased    *sweep.Sweeper
+	outbox    outbox.Outbox
+	outboxes  *outbox.Registry
+	deliverer outbox.Deliverer
 }
 
 func (c *Config) defaults() {
@@ -166,6 +177,7 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 		return nil, fmt.Errorf("create data directory: %w", err)
 	}
 	n = &Node{cfg: cfg, serveErr: make(chan error, 2), Metrics: apihttp.NewMetrics()}
+	n.batchNotices.init()
 	// Every error return sets n to nil, so the cleanup holds its own reference to the partly started node.
 	started := n
 	defer func() {
@@ -194,6 +206,7 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	reg := cluster.NewRegistry()
 	reg.MustRegister(actors.OrgMessages()...)
 	reg.MustRegister(actors.JobMessages()...)
+	reg.MustRegister(actors.BatchMessages()...)
 	caller := &actors.LateCaller{}
 	n.decodeBudget = actors.NewDecodeBudget(cfg.DecodeMemory)
 	media := actors.Media{Blobs: blobs, Store: store, Codec: cdc, Catalog: catalog, Budget: n.decodeBudget,
@@ -202,6 +215,12 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 			jobstate.MediaDocument: mediafiles.NewPDF(cdc),
 		}}
 	n.pool = actors.NewPool(caller, media, cfg.Logger.With().Str("component", "workers").Logger(), cfg.NodeName, cfg.Workers, cfg.LeaseDuration)
+	// Handlers of outbox kinds (webhook events, bucket deliveries, batch notices) are registered on
+	// n.outboxes; effects of a kind no node handles go dead after outbox.DefaultSchedule.
+	n.outbox = outbox.Outbox{Store: store, Clock: cfg.Clock}
+	n.outboxes = outbox.NewRegistry()
+	n.deliverer = outbox.Deliverer{Outbox: n.outbox, Registry: n.outboxes,
+		Logger: cfg.Logger.With().Str("component", "outbox").Logger()}
 	deps := &actors.Deps{
 		Store: store, Clock: cfg.Clock, Catalog: catalog, Logger: cfg.Logger.With().Str("component", "actors").Logger(),
 		Respond: func(ctx actor.Context, v any) {
@@ -225,6 +244,8 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 		ActorDelta:   n.Metrics.ActorDelta,
 		Caller:       caller,
 		Dispatch:     n.pool.Dispatch,
+		Outbox:       n.outbox,
+		NotifyBatch:  n.batchNotices.notify,
 	}
 	var kinds []cluster.Kind
 	worker := slices.Contains(cfg.Roles, cluster.RoleWorker)
@@ -232,6 +253,7 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 		kinds = []cluster.Kind{
 			cluster.NewKind(actors.KindOrg, actors.OrgProps(deps)),
 			cluster.NewKind(actors.KindJob, actors.JobProps(deps)),
+			cluster.NewKind(actors.KindBatch, actors.BatchProps(deps, &actors.BatchEnv{Media: media, Blobs: blobs})),
 		}
 	}
 	host, gossipPort, err := splitHostPort(cfg.ClusterBind)
@@ -259,13 +281,22 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	if worker {
 		n.pool.Run(workCtx)
 	}
+	n.running.Add(1)
+	go func() {
+		defer n.running.Done()
+		n.batchNotices.run(workCtx, actors.Caller(n.cluster))
+	}()
 	n.sweeper = actors.Sweeper{Store: store, Blobs: blobs, Caller: n.cluster, Clock: cfg.Clock,
 		Logger: cfg.Logger.With().Str("component", "sweeper").Logger()}
+	n.leased = sweep.New(sweep.Config{Store: store, Clock: cfg.Clock, Node: cfg.NodeName,
+		Logger: cfg.Logger.With().Str("component", "sweeper").Logger()})
+	n.sweeper.Register(n.leased)
+	n.leased.Register("outbox", func(ctx context.Context) error { _, err := n.deliverer.Pass(ctx); return err })
 	if cfg.SweepInterval > 0 {
 		n.running.Add(1)
 		go func() {
 			defer n.running.Done()
-			n.sweeper.Run(workCtx, cfg.SweepInterval)
+			n.leased.Run(workCtx, cfg.SweepInterval)
 		}()
 	}
 
@@ -355,10 +386,22 @@ func (n *Node) DecodeBudget() *actors.DecodeBudget { return n.decodeBudget }
 // Pool is the node's worker pool.
 func (n *Node) Pool() *actors.Pool { return n.pool }
 
-// Sweep runs one sweeper pass now (tests move the clock, then sweep).
+// Sweep runs every sweeper pass once now, lease or not (tests move the clock, then sweep): the job, result,
+// asset and upload passes, then the outbox delivery.
 func (n *Node) Sweep(ctx context.Context) (ticked, purged int, err error) {
-	return n.sweeper.Sweep(ctx)
+	ticked, purged, err = n.sweeper.Sweep(ctx)
+	if err != nil {
+		return ticked, purged, err
+	}
+	if _, err := n.deliverer.Pass(ctx); err != nil {
+		return ticked, purged, err
+	}
+	return ticked, purged, nil
 }
+
+// Outbox is the node's outbox and its handler registry (register handlers before effects of their kind are
+// due; tests read entries).
+func (n *Node) Outbox() (outbox.Outbox, *outbox.Registry) { return n.outbox, n.outboxes }
 
 // Cluster is the node's cluster member.
 func (n *Node) Cluster() *cluster.Node { return n.cluster }

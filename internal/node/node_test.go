@@ -398,7 +398,7 @@ func TestCloseJoinsItsGoroutines(t *testing.T) {
 		buf := make([]byte, 1<<20)
 		stacks := string(buf[:runtime.Stack(buf, true)])
 		var found []string
-		for _, fn := range []string{"filigrane/actors.Sweeper.Run", "filigrane/actors.(*Pool).work", "filigrane/internal/node.(*Node).serve"} {
+		for _, fn := range []string{"filigrane/actors/sweep.(*Sweeper).Run", "filigrane/actors.(*Pool).work", "filigrane/internal/node.(*Node).serve"} {
 			if strings.Contains(stacks, fn) {
 				found = append(found, fn)
 			}

@@ -97,16 +97,18 @@ const (
 	WorkerLost          Code = "worker_lost"
 	Cancelled           Code = "cancelled"
 
-	// Batches (spec 4.5, 7): not built yet.
+	// Batches (spec 4.4, 7, 8).
+	UnsupportedFileType Code = "unsupported_file_type"
+	InvalidZip          Code = "invalid_zip"
+	ZipTooLarge         Code = "zip_too_large"
+	BatchExpired        Code = "batch_expired"
+	ArchiveExpired      Code = "archive_expired"
 	BatchNotStarted     Code = "batch_not_started"
 	ArchiveNotRequested Code = "archive_not_requested"
 	ArchiveTooLarge     Code = "archive_too_large"
 	ArchiveUnavailable  Code = "archive_unavailable"
 	ResultUnavailable   Code = "result_unavailable"
 )
-
-// reservedBatches marks the codes of the batch feature, which is not built yet.
-const reservedBatches = "batches"
 
 // table is the error table, in the order docs/errors.md lists it. It is never written after package
 // initialisation; read it through Lookup and All.
@@ -171,12 +173,17 @@ var table = []Entry{
 	{Code: DeadlineExceeded, Status: 503, Title: "Processing deadline exceeded", When: "the job did not finish within its deadline (30 minutes for images)", Job: true},
 	{Code: WorkerLost, Status: 503, Title: "Processing interrupted", When: "the job's last attempt lost its worker (node died) and no attempt was left", Job: true},
 
-	{Code: Cancelled, Status: 409, Title: "Cancelled", When: "the job was cancelled (a file of a cancelled batch)", Job: true, Reserved: reservedBatches},
-	{Code: BatchNotStarted, Status: 409, Title: "Batch not started", When: "the batch archive of a batch that is still a draft", Reserved: reservedBatches},
-	{Code: ArchiveNotRequested, Status: 409, Title: "Archive not requested", When: "the batch archive of a batch created without `archive: true`", Reserved: reservedBatches},
-	{Code: ArchiveTooLarge, Status: 409, Title: "Archive too large", When: "the batch's results exceed 1 GB", Reserved: reservedBatches},
-	{Code: ArchiveUnavailable, Status: 409, Title: "Archive unavailable", When: "no file of the batch succeeded, the batch was cancelled, or its zip could not be built", Reserved: reservedBatches},
-	{Code: ResultUnavailable, Status: 410, Title: "Result unavailable", When: "in a batch archive's `manifest.json`, the `error_code` of a file whose result was deleted before the zip was made", Reserved: reservedBatches},
+	{Code: UnsupportedFileType, Status: 422, Title: "Unsupported file type", When: "a batch item's filename (or zip member) has no extension of a media kind we process (an image type, `pdf`, `mp4`, `m4v` or `mov`); nothing was created"},
+	{Code: InvalidZip, Status: 422, Title: "Invalid batch zip", When: "the batch zip or its manifest breaks a rule of spec 8: not a zip, a member path that is absolute or holds `..` or a backslash, an encrypted member, a compression method other than stored or deflate, the manifest and the zip not listing the same files once each, or a system entry (`__MACOSX/`, `.DS_Store`, `Thumbs.db`, `desktop.ini`) listed in the manifest; checked from the central directory before anything is unpacked"},
+	{Code: ZipTooLarge, Status: 413, Title: "Batch zip too large", When: "the batch zip unpacks to more than 512 MB, holds a member compressed more than 100:1, or has a central directory above 1 MiB"},
+	{Code: BatchExpired, Status: 410, Title: "Batch expired", When: "the batch is a draft that was not started within 24 hours (start and archive)"},
+	{Code: ArchiveExpired, Status: 410, Title: "Batch archive expired", When: "the batch's results zip is older than 24 hours"},
+	{Code: Cancelled, Status: 409, Title: "Cancelled", When: "the job was cancelled (a file of a cancelled batch)", Job: true},
+	{Code: BatchNotStarted, Status: 409, Title: "Batch not started", When: "the batch archive of a batch that is still a draft"},
+	{Code: ArchiveNotRequested, Status: 409, Title: "Archive not requested", When: "the batch archive of a batch created without `archive: true`"},
+	{Code: ArchiveTooLarge, Status: 409, Title: "Archive too large", When: "the batch's results exceed 1 GB"},
+	{Code: ArchiveUnavailable, Status: 409, Title: "Archive unavailable", When: "no file of the batch succeeded, the batch was cancelled, or its zip could not be built"},
+	{Code: ResultUnavailable, Status: 410, Title: "Result unavailable", When: "in a batch archive's `manifest.json`, the `error_code` of a file whose result was deleted before the zip was made"},
 }
 
 // byCode indexes table; built once at initialisation and only read afterwards.

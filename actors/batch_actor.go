@@ -1,0 +1,448 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	pcluster "github.com/asynkron/protoactor-go/cluster"
+
+	"filigrane/actors/batchstate"
+	"filigrane/persistence"
+)
+
+// BatchEnv is what the batch actor needs beyond Deps: the processor (to probe item files), the blob store
+// (zip members, archives) and the pace of its checks.
+type BatchEnv struct {
+	Media Media
+	Blobs persistence.Blobs
+	// Pulse is how often a started batch checks its items and submits pending ones on its own, in real
+	// time (items waiting for a slot freed by a direct request learn of it this way). Default 2 s.
+	Pulse time.Duration
+	// Step bounds the items submitted per message, so that reads of the batch are answered between steps.
+	// Default 10.
+	Step int
+}
+
+// BatchProps returns the props of the batch actor.
+func BatchProps(d *Deps, env *BatchEnv) *actor.Props {
+	if env.Pulse <= 0 {
+		env.Pulse = 2 * time.Second
+	}
+	if env.Step <= 0 {
+		env.Step = 10
+	}
+	return actor.PropsFromProducer(func() actor.Actor { return &batchActor{deps: d, env: env} })
+}
+
+// batchActor owns one batch record and runs the batchstate machine: it loads the record, applies a command
+// with the injected clock, writes it with compare-and-set and then does what the record asks for: submit
+// pending items as jobs (through the job actor, with the item's upload or zip member as input), read its
+// active items' jobs, cancel them, assemble the archive. A failed compare-and-set means another activation
+// owns the batch: it answers ReplyRetry and stops. Every step is idempotent: item jobs have derived request
+// ids and Idempotency-Keys, so a submit repeated after a crash is a replay, never a second job or charge.
+type batchActor struct {
+	deps    *Deps
+	env     *BatchEnv
+	id      string
+	rec     *batchstate.Record
+	version persistence.Version
+	loaded  bool
+
+	pulse      *time.Timer
+	assembling bool
+	zip        *zipSource // the opened request zip of a zip batch, kept for the activation
+}
+
+func (a *batchActor) Receive(ctx actor.Context) {
+	switch msg := ctx.Message().(type) {
+	case *actor.Started:
+		a.deps.actorDelta(KindBatch, 1)
+		ctx.SetReceiveTimeout(2 * time.Minute)
+	case *actor.Stopped:
+		a.deps.actorDelta(KindBatch, -1)
+		if a.pulse != nil {
+			a.pulse.Stop()
+		}
+	case *pcluster.ClusterInit:
+		a.id = msg.Identity.Identity
+	case *actor.ReceiveTimeout:
+		// A started batch stays active while it works; the sweeper re-activates one whose node died.
+		if a.rec == nil || !a.rec.Status.Started() {
+			ctx.Poison(ctx.Self())
+		}
+	case *BatchCreate:
+		a.create(ctx, msg)
+	case *BatchStart:
+		a.start(ctx, msg)
+	case *BatchGet:
+		if a.loadFor(ctx, msg.BatchID, msg.OrgID) {
+			a.deps.Respond(ctx, &BatchReply{Record: a.rec})
+		}
+	case *BatchCancel:
+		if !a.loadFor(ctx, msg.BatchID, msg.OrgID) {
+			return
+		}
+		next := a.rec.Clone()
+		next.Cancel(a.deps.Clock.Now())
+		if next.Revision != a.rec.Revision && !a.save(ctx, next) {
+			return
+		}
+		a.deps.Respond(ctx, &BatchReply{Record: a.rec})
+		a.drive(ctx, "")
+	case *BatchItemDone:
+		if !a.load(ctx, msg.BatchID) {
+			return
+		}
+		a.deps.Respond(ctx, &BatchReply{})
+		if a.rec != nil {
+			a.drive(ctx, msg.RequestID)
+		}
+	case *BatchTick:
+		if !a.load(ctx, msg.BatchID) {
+			return
+		}
+		if a.rec == nil || a.rec.Removed {
+			// The sweeper drops index entries that name no live batch.
+			a.deps.Respond(ctx, &BatchReply{Code: ReplyNotFound})
+			return
+		}
+		a.deps.Respond(ctx, &BatchReply{})
+		a.drive(ctx, "")
+	case *batchArchived:
+		a.assembling = false
+		if a.rec == nil {
+			return
+		}
+		next := a.rec.Clone()
+		if err := next.ArchiveDone(msg.outcome, msg.key, msg.size, a.deps.Clock.Now()); err != nil {
+			a.deps.Logger.Warn().Err(err).Str("batch", a.id).Msg("archive outcome refused")
+			return
+		}
+		if next.Revision != a.rec.Revision && a.write(ctx, next) != nil {
+			return
+		}
+		a.drive(ctx, "")
+	}
+}
+
+// load reads the record once per activation; a missing record leaves rec nil.
+func (a *batchActor) load(ctx actor.Context, batchID string) bool {
+	if a.id == "" {
+		a.id = batchID
+	}
+	if batchID != a.id {
+		a.deps.Respond(ctx, &BatchReply{Code: ReplyNotFound})
+		return false
+	}
+	if a.loaded {
+		return true
+	}
+	sctx, cancel := a.deps.storeCtx()
+	defer cancel()
+	rec, v, err := Batches{Store: a.deps.Store}.Load(sctx, a.id)
+	switch {
+	case errors.Is(err, persistence.ErrNotFound):
+		a.rec = nil
+	case err != nil:
+		a.deps.Logger.Error().Err(err).Str("batch", a.id).Msg("load batch")
+		a.deps.Respond(ctx, &BatchReply{Code: ReplyInternal, Detail: "batch state unavailable"})
+		ctx.Poison(ctx.Self())
+		return false
+	default:
+		if err := rec.Validate(); err != nil {
+			a.deps.Logger.Error().Err(err).Str("batch", a.id).Msg("invalid batch record")
+			a.deps.Respond(ctx, &BatchReply{Code: ReplyInternal, Detail: "batch state unavailable"})
+			ctx.Poison(ctx.Self())
+			return false
+		}
+		a.rec, a.version = rec, v
+	}
+	a.loaded = true
+	return true
+}
+
+// loadFor loads the record and answers not found when it does not exist, was removed or belongs to another
+// organization.
+func (a *batchActor) loadFor(ctx actor.Context, batchID, orgID string) bool {
+	if !a.load(ctx, batchID) {
+		return false
+	}
+	if a.rec == nil || a.rec.Removed || a.rec.OrgID != orgID {
+		a.deps.Respond(ctx, &BatchReply{Code: ReplyNotFound})
+		return false
+	}
+	return true
+}
+
+// save writes rec and answers the request itself when that fails.
+func (a *batchActor) save(ctx actor.Context, rec *batchstate.Record) bool {
+	err := a.write(ctx, rec)
+	switch {
+	case err == nil:
+		return true
+	case errors.Is(err, persistence.ErrVersionMismatch):
+		a.deps.Respond(ctx, &BatchReply{Code: ReplyRetry, Detail: "batch state changed elsewhere; retry"})
+	default:
+		a.deps.Respond(ctx, &BatchReply{Code: ReplyInternal, Detail: "batch state unavailable"})
+	}
+	return false
+}
+
+// write stores rec with compare-and-set. A lost race means another activation owns the batch: this one
+// stops.
+func (a *batchActor) write(ctx actor.Context, rec *batchstate.Record) error {
+	b, err := persistence.Marshal(rec)
+	if err != nil {
+		a.deps.Logger.Error().Err(err).Str("batch", a.id).Msg("encode batch")
+		return err
+	}
+	sctx, cancel := a.deps.storeCtx()
+	defer cancel()
+	v, err := a.deps.Store.CompareAndSet(sctx, batchKey(a.id), a.version, b)
+	if err != nil {
+		if errors.Is(err, persistence.ErrVersionMismatch) {
+			a.deps.Logger.Warn().Str("batch", a.id).Msg("batch written by another activation; stopping")
+		} else {
+			a.deps.Logger.Error().Err(err).Str("batch", a.id).Msg("save batch")
+		}
+		ctx.Poison(ctx.Self())
+		return err
+	}
+	a.rec, a.version = rec, v
+	return nil
+}
+
+// update applies fn to a copy of the record and writes it when it changed; false when the write failed
+// (the activation stops).
+func (a *batchActor) update(ctx actor.Context, fn func(r *batchstate.Record, now time.Time) error) (bool, error) {
+	next := a.rec.Clone()
+	if err := fn(next, a.deps.Clock.Now()); err != nil {
+		return true, err
+	}
+	if next.Revision == a.rec.Revision {
+		return true, nil
+	}
+	return a.write(ctx, next) == nil, nil
+}
+
+func (a *batchActor) create(ctx actor.Context, msg *BatchCreate) {
+	spec := msg.Spec
+	if !a.load(ctx, spec.BatchID) {
+		return
+	}
+	if a.rec != nil {
+		fp, err := spec.Fingerprint()
+		if err == nil && a.rec.OrgID == spec.OrgID {
+			err = a.rec.CheckReplay(fp)
+		} else if err == nil {
+			err = batchstate.ErrIdempotencyConflict
+		}
+		if err != nil {
+			a.deps.Respond(ctx, &BatchReply{Code: ReplyIdempotencyConflict, Detail: err.Error()})
+			return
+		}
+		a.deps.Respond(ctx, &BatchReply{Record: a.rec, Replayed: true})
+		return
+	}
+	now := a.deps.Clock.Now()
+	rec, err := batchstate.New(spec, now)
+	if err != nil {
+		a.deps.Respond(ctx, &BatchReply{Code: ReplyInvalid, Detail: err.Error()})
+		return
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if rec.Source == batchstate.SourceUploads {
+		// The uploads first (their ids are derived, so a repeat after a crash finds them): a record without
+		// its uploads would hand out URLs that answer 403.
+		uploads := Uploads{Store: a.deps.Store, Clock: a.deps.Clock}
+		for i := range rec.Items {
+			it := &rec.Items[i]
+			u, err := NewUpload(it.UploadID, rec.OrgID, UploadKind(it.Media), it.Filename, it.Size, now)
+			if err != nil {
+				a.deps.Respond(ctx, &BatchReply{Code: ReplyInvalid, Detail: err.Error()})
+				return
+			}
+			u.BatchID, u.ForRequest = rec.BatchID, it.RequestID
+			if err := uploads.Create(sctx, u); err != nil && !errors.Is(err, persistence.ErrVersionMismatch) {
+				a.deps.Logger.Error().Err(err).Str("batch", a.id).Msg("create item upload")
+				a.deps.Respond(ctx, &BatchReply{Code: ReplyInternal, Detail: "could not create the uploads"})
+				return
+			}
+		}
+	}
+	if _, err := a.deps.Store.CompareAndSet(sctx, batchIndexKey(rec), persistence.NoVersion, nil); err != nil && !errors.Is(err, persistence.ErrVersionMismatch) {
+		a.deps.Logger.Error().Err(err).Str("batch", a.id).Msg("index batch")
+		a.deps.Respond(ctx, &BatchReply{Code: ReplyInternal, Detail: "batch state unavailable"})
+		return
+	}
+	if _, err := a.deps.Store.CompareAndSet(sctx, batchDueKey(rec), persistence.NoVersion, nil); err != nil && !errors.Is(err, persistence.ErrVersionMismatch) {
+		a.deps.Logger.Error().Err(err).Str("batch", a.id).Msg("index batch retention")
+		a.deps.Respond(ctx, &BatchReply{Code: ReplyInternal, Detail: "batch state unavailable"})
+		return
+	}
+	if rec.Status.Started() {
+		a.markActive(sctx, rec)
+	}
+	if !a.save(ctx, rec) {
+		return
+	}
+	a.deps.Respond(ctx, &BatchReply{Record: a.rec})
+	a.drive(ctx, "")
+}
+
+func (a *batchActor) start(ctx actor.Context, msg *BatchStart) {
+	if !a.loadFor(ctx, msg.BatchID, msg.OrgID) {
+		return
+	}
+	next := a.rec.Clone()
+	started, err := next.Start(a.deps.Clock.Now())
+	if started {
+		// The index entry before the record: a started batch the sweeper cannot find would stall after a crash.
+		sctx, cancel := a.deps.storeCtx()
+		a.markActive(sctx, next)
+		cancel()
+	}
+	if next.Revision != a.rec.Revision && !a.save(ctx, next) {
+		return
+	}
+	if errors.Is(err, batchstate.ErrExpired) {
+		a.deps.Respond(ctx, &BatchReply{Code: ReplyExpired, Record: a.rec, Detail: err.Error()})
+		return
+	}
+	a.deps.Respond(ctx, &BatchReply{Record: a.rec, Started: started})
+	a.drive(ctx, "")
+}
+
+func (a *batchActor) markActive(ctx context.Context, rec *batchstate.Record) {
+	if _, err := a.deps.Store.CompareAndSet(ctx, []byte(prefixActiveBatch+rec.BatchID), persistence.NoVersion, []byte(rec.OrgID)); err != nil && !errors.Is(err, persistence.ErrVersionMismatch) {
+		a.deps.Logger.Error().Err(err).Str("batch", rec.BatchID).Msg("index active batch")
+	}
+}
+
+func (a *batchActor) dropActive(ctx context.Context) {
+	key := []byte(prefixActiveBatch + a.id)
+	it, err := a.deps.Store.Get(ctx, key)
+	if err != nil {
+		return
+	}
+	if err := a.deps.Store.Delete(ctx, key, it.Version); err != nil && !errors.Is(err, persistence.ErrVersionMismatch) {
+		a.deps.Logger.Warn().Err(err).Str("batch", a.id).Msg("drop active batch index")
+	}
+}
+
+// drive does what the record asks for now: cancel the jobs of a cancelled batch, read the active items'
+// jobs (only onlyJob's when set), submit up to Step pending items, start the archive, and keep a pulse while
+// the batch is started. Failures are logged and left to the next pulse or sweep.
+func (a *batchActor) drive(ctx actor.Context, onlyJob string) {
+	if a.rec == nil || a.rec.Removed {
+		return
+	}
+	c, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if !a.deps.Clock.Now().Before(a.rec.RetainUntil()) {
+		a.removeIfDue(ctx, c)
+		if a.rec.Removed {
+			return
+		}
+	}
+	jobs := JobClient{Caller: a.deps.Caller}
+	for _, i := range a.rec.CancelJobs() {
+		if _, err := jobs.call(c, a.rec.Items[i].RequestID, &JobCancel{RequestID: a.rec.Items[i].RequestID}); err != nil {
+			a.deps.Logger.Warn().Err(err).Str("batch", a.id).Int("item", i).Msg("cancel item job")
+		}
+	}
+	for _, i := range a.rec.ActiveItems() {
+		if onlyJob != "" && a.rec.Items[i].RequestID != onlyJob {
+			continue
+		}
+		if !a.pollItem(ctx, c, i) {
+			return
+		}
+	}
+	more := false
+	// Submitting is bounded per message, by count and by wall time (a video's probe runs ffprobe), so that
+	// reads of the batch queued meanwhile are answered well within their timeout.
+	budget := time.Now().Add(2 * time.Second)
+	for n := 0; ; n++ {
+		i, ok := a.rec.NextPending()
+		if !ok {
+			break
+		}
+		if n == a.env.Step || (n > 0 && time.Now().After(budget)) {
+			more = true
+			break
+		}
+		if !a.submitItem(ctx, c, i) {
+			break
+		}
+	}
+	if a.rec.Status == batchstate.StatusAssembling && !a.assembling {
+		a.assembling = true
+		a.startAssembly(ctx)
+	}
+	if a.rec.Status.Ended() {
+		a.dropActive(c)
+		a.indexPurges(c)
+	}
+	if more {
+		ctx.Send(ctx.Self(), &BatchTick{BatchID: a.id})
+	}
+	a.schedulePulse(ctx)
+}
+
+// schedulePulse keeps a started batch checking its items in real time.
+func (a *batchActor) schedulePulse(ctx actor.Context) {
+	if a.rec == nil || !a.rec.Status.Started() {
+		if a.pulse != nil {
+			a.pulse.Stop()
+			a.pulse = nil
+		}
+		return
+	}
+	if a.pulse != nil {
+		a.pulse.Stop()
+	}
+	root, self, id := ctx.ActorSystem().Root, ctx.Self(), a.id
+	a.pulse = time.AfterFunc(a.env.Pulse, func() { root.Send(self, &BatchTick{BatchID: id}) })
+}
+
+// indexPurges lists the batch's own files for the sweeper's purge pass (jobs/purge): the archive when it
+// expires, the request zip of a zip batch 24 hours after the batch ended. Create-only, so repeats are harmless.
+func (a *batchActor) indexPurges(c context.Context) {
+	r := a.rec
+	put := func(at time.Time, suffix, key string) {
+		if key == "" {
+			return
+		}
+		if _, err := a.deps.Store.CompareAndSet(c, purgeKey(at, r.BatchID+suffix), persistence.NoVersion, []byte(key)); err != nil && !errors.Is(err, persistence.ErrVersionMismatch) {
+			a.deps.Logger.Warn().Err(err).Str("batch", a.id).Msg("index batch files for purging")
+		}
+	}
+	if r.ArchiveStatus == batchstate.ArchiveReady {
+		put(r.ArchiveExpiresAt, ".archive", r.ArchiveBlobKey)
+	}
+	put(r.CompletedAt.Add(batchstate.ArchiveRetention), ".zip", r.ZipBlobKey)
+}
+
+// removeIfDue reduces a batch past its 30 days to its tombstone (the key stays, answering 409 to a reuse)
+// and drops its list and retention entries.
+func (a *batchActor) removeIfDue(ctx actor.Context, c context.Context) {
+	old := a.rec
+	ok, _ := a.update(ctx, func(r *batchstate.Record, now time.Time) error {
+		r.Remove(now)
+		return nil
+	})
+	if !ok || !a.rec.Removed {
+		return
+	}
+	for _, key := range [][]byte{batchIndexKey(old), batchDueKey(old), []byte(prefixActiveBatch + a.id)} {
+		if it, err := a.deps.Store.Get(c, key); err == nil {
+			if err := a.deps.Store.Delete(c, key, it.Version); err != nil && !errors.Is(err, persistence.ErrVersionMismatch) {
+				a.deps.Logger.Warn().Err(err).Str("batch", a.id).Msg("drop batch index entry")
+			}
+		}
+	}
+}

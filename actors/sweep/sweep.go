@@ -1,0 +1,249 @@
+// Package sweep runs the cluster's periodic work: one sweeper per node, of which only the holder of a lease
+// in the Store runs passes at a time.
+//
+// It owns the lease record and the loop: registered passes (ticking active jobs, purging expired results,
+// expiring asset files and uploads, delivering the outbox) run one after another, every interval, on the
+// node that holds the lease. It does not know what a pass does, and it is not what makes passes safe: every
+// pass is idempotent and correct when two nodes run it at once (a node whose lease lapsed mid-pass); the
+// lease only keeps the cluster from doing the same work N times over.
+//
+// The lease (Store key sweeper/lease) names its holder and an expiry read from the injected clock. The holder
+// renews it before every round, between passes and every third of its length while a pass runs; a holder
+// that cannot renew stops its pass. A node that dies keeps the lease until it expires, then the next node
+// whose round comes takes it over. A node that shuts down releases it at once.
+package sweep
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"filigrane/internal/clock"
+	"filigrane/persistence"
+)
+
+// LeaseKey is the Store key of the lease.
+const LeaseKey = "sweeper/lease"
+
+// Lease is the stored lease record.
+type Lease struct {
+	Holder string    `msgpack:"holder"`
+	Until  time.Time `msgpack:"until"`
+	// Since is when this holder took the lease over (renewals keep it).
+	Since time.Time `msgpack:"since"`
+}
+
+// SchemaVersion implements persistence.Record.
+func (*Lease) SchemaVersion() uint16 { return 1 }
+
+// Pass is one kind of periodic work. Run must be idempotent and return when ctx ends.
+type Pass struct {
+	Name string
+	Run  func(ctx context.Context) error
+}
+
+// Sweeper is one node's sweeper. Build it with New, Register passes before Run.
+type Sweeper struct {
+	store    persistence.Store
+	clock    clock.Clock
+	holder   string
+	leaseFor time.Duration
+	logger   zerolog.Logger
+
+	mu     sync.Mutex
+	passes []Pass
+}
+
+// Config configures a Sweeper.
+type Config struct {
+	Store persistence.Store
+	Clock clock.Clock
+	// Node names the node in the lease; a random suffix makes each start a distinct holder.
+	Node string
+	// Lease is how long a lease lasts after its last renewal; 0 means 30 s.
+	Lease  time.Duration
+	Logger zerolog.Logger
+}
+
+// New returns a sweeper with no passes.
+func New(cfg Config) *Sweeper {
+	lease := cfg.Lease
+	if lease <= 0 {
+		lease = 30 * time.Second
+	}
+	b := make([]byte, 6)
+	if _, err := rand.Read(b); err != nil {
+		panic(fmt.Sprintf("crypto/rand failed: %v", err)) // the OS has no randomness left: nothing is safe
+	}
+	return &Sweeper{store: cfg.Store, clock: cfg.Clock, holder: cfg.Node + "/" + hex.EncodeToString(b),
+		leaseFor: lease, logger: cfg.Logger}
+}
+
+// Holder is this sweeper's name in the lease.
+func (s *Sweeper) Holder() string { return s.holder }
+
+// Register adds a pass; passes run in registration order.
+func (s *Sweeper) Register(name string, run func(ctx context.Context) error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.passes = append(s.passes, Pass{Name: name, Run: run})
+}
+
+func (s *Sweeper) registered() []Pass {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Pass(nil), s.passes...)
+}
+
+// Acquire takes the lease when it is free or expired, or renews it when this sweeper holds it. It reports
+// whether this sweeper holds the lease now.
+func (s *Sweeper) Acquire(ctx context.Context) (bool, error) {
+	now := s.clock.Now()
+	next := &Lease{Holder: s.holder, Until: now.Add(s.leaseFor), Since: now}
+	expect := persistence.NoVersion
+	it, err := s.store.Get(ctx, []byte(LeaseKey))
+	switch {
+	case errors.Is(err, persistence.ErrNotFound):
+	case err != nil:
+		return false, fmt.Errorf("sweeper lease: %w", err)
+	default:
+		var cur Lease
+		if err := persistence.Unmarshal(it.Value, &cur); err != nil {
+			return false, fmt.Errorf("sweeper lease: %w", err)
+		}
+		if cur.Holder != s.holder && now.Before(cur.Until) {
+			return false, nil
+		}
+		if cur.Holder == s.holder {
+			next.Since = cur.Since
+		}
+		expect = it.Version
+	}
+	b, err := persistence.Marshal(next)
+	if err != nil {
+		return false, fmt.Errorf("sweeper lease: %w", err)
+	}
+	if _, err := s.store.CompareAndSet(ctx, []byte(LeaseKey), expect, b); err != nil {
+		if errors.Is(err, persistence.ErrVersionMismatch) {
+			return false, nil // another node took or renewed it first
+		}
+		return false, fmt.Errorf("sweeper lease: %w", err)
+	}
+	return true, nil
+}
+
+// Release gives the lease up if this sweeper holds it, so that another node takes over without waiting.
+func (s *Sweeper) Release(ctx context.Context) error {
+	it, err := s.store.Get(ctx, []byte(LeaseKey))
+	if errors.Is(err, persistence.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("sweeper lease: %w", err)
+	}
+	var cur Lease
+	if err := persistence.Unmarshal(it.Value, &cur); err != nil {
+		return fmt.Errorf("sweeper lease: %w", err)
+	}
+	if cur.Holder != s.holder {
+		return nil
+	}
+	if err := s.store.Delete(ctx, []byte(LeaseKey), it.Version); err != nil && !errors.Is(err, persistence.ErrVersionMismatch) {
+		return fmt.Errorf("sweeper lease: %w", err)
+	}
+	return nil
+}
+
+// RunOnce runs one round when this sweeper holds (or can take) the lease: every pass in order, the lease
+// renewed between passes and while they run. It reports whether it ran; a pass that fails is logged and the
+// round goes on with the next; the errors are joined. A lost lease stops the round.
+func (s *Sweeper) RunOnce(ctx context.Context) (bool, error) {
+	held, err := s.Acquire(ctx)
+	if err != nil || !held {
+		return false, err
+	}
+	rctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	// Renew while passes run, at a third of the lease, on the wall clock's cadence (the expiry itself is read
+	// from the injected clock).
+	var renewer sync.WaitGroup
+	renewer.Add(1)
+	go func() {
+		defer renewer.Done()
+		t := time.NewTicker(s.leaseFor / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-rctx.Done():
+				return
+			case <-t.C:
+				if held, err := s.Acquire(rctx); err != nil || !held {
+					cancel(fmt.Errorf("sweeper lease lost (%v)", err))
+					return
+				}
+			}
+		}
+	}()
+	defer renewer.Wait()
+	defer cancel(nil)
+	var errs []error
+	for i, p := range s.registered() {
+		if i > 0 {
+			if held, err := s.Acquire(rctx); err != nil || !held {
+				return true, errors.Join(append(errs, fmt.Errorf("sweeper lease lost before pass %s (%v)", p.Name, err))...)
+			}
+		}
+		if err := rctx.Err(); err != nil {
+			return true, errors.Join(append(errs, context.Cause(rctx))...)
+		}
+		if err := p.Run(rctx); err != nil {
+			if rctx.Err() != nil {
+				return true, errors.Join(append(errs, fmt.Errorf("pass %s: %w", p.Name, context.Cause(rctx)))...)
+			}
+			s.logger.Warn().Err(err).Str("pass", p.Name).Msg("sweep pass failed; it runs again next round")
+			errs = append(errs, fmt.Errorf("pass %s: %w", p.Name, err))
+		}
+	}
+	return true, errors.Join(errs...)
+}
+
+// RunAll runs every pass now without the lease (tests and manual sweeps: passes are safe to run twice).
+func (s *Sweeper) RunAll(ctx context.Context) error {
+	var errs []error
+	for _, p := range s.registered() {
+		if err := p.Run(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("pass %s: %w", p.Name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Run runs a round every interval until ctx ends, then releases the lease. The caller joins it (the node's
+// Close waits for Run to return).
+func (s *Sweeper) Run(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	defer func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := s.Release(rctx); err != nil {
+			s.logger.Warn().Err(err).Msg("release the sweeper lease")
+		}
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if _, err := s.RunOnce(ctx); err != nil && ctx.Err() == nil {
+				s.logger.Warn().Err(err).Msg("sweep")
+			}
+		}
+	}
+}

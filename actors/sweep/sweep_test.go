@@ -1,0 +1,132 @@
+package sweep_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"filigrane/actors/sweep"
+	"filigrane/internal/clock"
+	"filigrane/persistence"
+	"filigrane/persistence/pebblestore"
+)
+
+type node struct {
+	s     *sweep.Sweeper
+	ticks atomic.Int32
+}
+
+func newNode(store persistence.Store, clk clock.Clock, name string) *node {
+	n := &node{s: sweep.New(sweep.Config{Store: store, Clock: clk, Node: name, Lease: 30 * time.Second, Logger: zerolog.Nop()})}
+	n.s.Register("count", func(context.Context) error { n.ticks.Add(1); return nil })
+	return n
+}
+
+func (n *node) round(t *testing.T) bool {
+	t.Helper()
+	ran, err := n.s.RunOnce(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ran
+}
+
+func openStore(t *testing.T) persistence.Store {
+	t.Helper()
+	st, err := pebblestore.Open(t.TempDir(), zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+// TestLeaseTakeover: of two sweepers on one store only the lease holder runs passes; when it stops renewing
+// (its node died) the other takes over once the lease expired, not before; the old holder then runs nothing;
+// a released lease is taken at once.
+func TestLeaseTakeover(t *testing.T) {
+	store := openStore(t)
+	clk := clock.NewManual(time.Date(2026, 6, 1, 10, 0, 0, 0, time.UTC))
+	a, b := newNode(store, clk, "a"), newNode(store, clk, "b")
+	if !a.round(t) || b.round(t) {
+		t.Fatal("want a to take the free lease and b to be refused")
+	}
+	clk.Advance(20 * time.Second)
+	if !a.round(t) || b.round(t) {
+		t.Fatal("a renews; b still refused")
+	}
+	// a dies: it renews no more. Its lease runs 30 s from the last renewal.
+	clk.Advance(29 * time.Second)
+	if b.round(t) {
+		t.Fatal("b took the lease before it expired")
+	}
+	clk.Advance(time.Second)
+	if !b.round(t) {
+		t.Fatal("b did not take over the expired lease")
+	}
+	if a.round(t) {
+		t.Fatal("the old holder still runs passes")
+	}
+	if a.ticks.Load() != 2 || b.ticks.Load() != 1 {
+		t.Fatalf("passes run: a %d, b %d", a.ticks.Load(), b.ticks.Load())
+	}
+	if err := b.s.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if !a.round(t) {
+		t.Fatal("a released lease was not taken at once")
+	}
+}
+
+// TestLostLeaseStopsTheRound: when the holder cannot renew between passes (another node took the lease
+// while the first pass ran past its expiry), the rest of the round does not run.
+func TestLostLeaseStopsTheRound(t *testing.T) {
+	store := openStore(t)
+	clk := clock.NewManual(time.Date(2026, 6, 1, 10, 0, 0, 0, time.UTC))
+	a := sweep.New(sweep.Config{Store: store, Clock: clk, Node: "a", Lease: 30 * time.Second, Logger: zerolog.Nop()})
+	b := newNode(store, clk, "b")
+	second := false
+	a.Register("slow", func(ctx context.Context) error {
+		clk.Advance(31 * time.Second) // the pass outlives the lease...
+		if !b.round(t) {              // ...and b takes over meanwhile
+			t.Error("b could not take the expired lease")
+		}
+		return nil
+	})
+	a.Register("second", func(context.Context) error { second = true; return nil })
+	ran, err := a.RunOnce(context.Background())
+	if !ran || err == nil || second {
+		t.Fatalf("ran %v, err %v, second pass ran %v", ran, err, second)
+	}
+}
+
+// TestRunReleasesOnShutdown: Run returns when its context ends and gives the lease back.
+func TestRunReleasesOnShutdown(t *testing.T) {
+	store := openStore(t)
+	clk := clock.NewManual(time.Date(2026, 6, 1, 10, 0, 0, 0, time.UTC))
+	a := sweep.New(sweep.Config{Store: store, Clock: clk, Node: "a", Logger: zerolog.Nop()})
+	ran := make(chan struct{}, 1)
+	a.Register("signal", func(context.Context) error {
+		select {
+		case ran <- struct{}{}:
+		default:
+		}
+		return nil
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { a.Run(ctx, time.Millisecond); close(done) }()
+	<-ran
+	if _, err := store.Get(context.Background(), []byte(sweep.LeaseKey)); err != nil {
+		t.Fatalf("lease while running: %v", err)
+	}
+	cancel()
+	<-done
+	if _, err := store.Get(context.Background(), []byte(sweep.LeaseKey)); !errors.Is(err, persistence.ErrNotFound) {
+		t.Fatalf("lease after shutdown: %v", err)
+	}
+}
