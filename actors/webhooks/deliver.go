@@ -70,7 +70,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "filigrane_webhook_deliveries_total",
-			Help: "Webhook delivery attempts by outcome: delivered (2xx), failed (retried later), cancelled (endpoint gone or disabled).",
+			Help: "Webhook delivery attempts by outcome: delivered (2xx), failed (retried later), cancelled (endpoint gone or disabled), filtered (the endpoint takes other event types).",
 		}, []string{"outcome"}),
 		age: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "filigrane_webhook_queue_age_seconds",
@@ -118,6 +118,10 @@ func (d *Deliverer) Deliver(ctx context.Context, env Envelope, eventID string, c
 	case !ep.Enabled:
 		d.Metrics.outcome("cancelled")
 		return Attempt{}, fmt.Errorf("%w (endpoint %s is disabled)", ErrCancelled, env.EndpointID)
+	}
+	if !ep.Wants(env.Type) {
+		d.Metrics.outcome("filtered")
+		return Attempt{}, nil // the endpoint's event filter leaves this type out: nothing to send
 	}
 	att, err := d.Sender.Post(ctx, ep.URL, ep.Secrets(now), eventID, env.RequestID, env.Event, now)
 	if err != nil {
