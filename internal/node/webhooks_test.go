@@ -224,3 +224,47 @@ func TestWebhookDeliveryRetriesUntilSuccess(t *testing.T) {
 		t.Fatalf("deleted endpoint: %d", r.status)
 	}
 }
+
+// TestWebhookEndpointManagement: ten endpoints per organization, the secret shown only at creation and
+// rotation, unknown fields and bad URLs refused, other organizations see nothing.
+func TestWebhookEndpointManagement(t *testing.T) {
+	f := newFixture(t)
+	var first map[string]any
+	for i := range 10 {
+		r := jsonCall(t, "POST", f.base+"/webhooks", f.keyA, map[string]any{"url": "https://hooks.example.com/" + string(rune('a'+i))})
+		if r.status != 201 {
+			t.Fatalf("endpoint %d: %d %s", i+1, r.status, r.body)
+		}
+		if i == 0 {
+			json.Unmarshal(r.body, &first)
+		}
+	}
+	if r := jsonCall(t, "POST", f.base+"/webhooks", f.keyA, map[string]any{"url": "https://hooks.example.com/11"}); r.status != 422 {
+		t.Fatalf("11th endpoint: %d %s", r.status, r.body)
+	}
+	for _, bad := range []map[string]any{{"url": "ftp://x.example/"}, {"url": "https://u:p@x.example/"}, {"url": "https://x.example/", "events": []string{"nope"}}} {
+		if r := jsonCall(t, "POST", f.base+"/webhooks", f.keyA, bad); r.status != 422 {
+			t.Fatalf("bad endpoint %v: %d %s", bad, r.status, r.body)
+		}
+	}
+	id := first["id"].(string)
+	if r := jsonCall(t, "PATCH", f.base+"/webhooks/"+id, f.keyA, map[string]any{"secret": "x"}); r.status != 400 {
+		t.Fatalf("unknown field: %d %s", r.status, r.body)
+	}
+	if r := call(t, "GET", f.base+"/webhooks/"+id, f.keyA, nil); r.status != 200 || bytes.Contains(r.body, []byte("whsec_")) {
+		t.Fatalf("get shows the secret: %d %s", r.status, r.body)
+	}
+	if r := call(t, "GET", f.base+"/webhooks/"+id, f.keyExpiring, nil); r.status != 404 {
+		t.Fatalf("other organization reads the endpoint: %d", r.status)
+	}
+	rot := call(t, "POST", f.base+"/webhooks/"+id+"/rotate-secret", f.keyA, nil)
+	var rotated map[string]any
+	json.Unmarshal(rot.body, &rotated)
+	if rot.status != 200 || rotated["signing_secret"] == first["signing_secret"] || rotated["previous_secret_expires_at"] != "2026-05-05T10:00:30Z" {
+		t.Fatalf("rotate: %d %s", rot.status, rot.body)
+	}
+	f.clk.Advance(24 * time.Hour)
+	if r := call(t, "GET", f.base+"/webhooks/"+id, f.keyA, nil); !bytes.Contains(r.body, []byte(`"previous_secret_expires_at":null`)) {
+		t.Fatalf("overlap did not end after 24 h: %s", r.body)
+	}
+}

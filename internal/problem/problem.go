@@ -151,7 +151,7 @@ var table = []Entry{
 	{Code: AssetFileExpired, Status: 410, Title: "Asset file expired", When: "the asset's hosted file passed `file_expires_at`; the record stays until deleted"},
 	{Code: InvalidCursor, Status: 422, Title: "Invalid cursor", When: "a list cursor that is malformed or was made for other filters or another organization"},
 	{Code: RangeNotSatisfiable, Status: 416, Title: "Range not satisfiable", When: "a download `Range` that is malformed or lies outside the file (`Content-Range: bytes */<size>`)"},
-	{Code: ForbiddenRole, Status: 403, Title: "Owner or admin role required", When: "deleting assets needs an owner or admin member's key, besides the `assets:delete` scope"},
+	{Code: ForbiddenRole, Status: 403, Title: "Owner or admin role required", When: "deleting assets, and managing webhook endpoints, needs an owner or admin member's key, besides the `assets:delete` or `webhooks:write` scope"},
 
 	{Code: InvalidData, Status: 422, Title: "Invalid data object", When: "`data` is missing, not a JSON object, empty, or above 8 KB (8192 bytes)"},
 	{Code: InvalidImage, Status: 422, Title: "Invalid image", When: "the file is not an image we read (JPEG, PNG, GIF, BMP, TIFF, WebP, PPM/PGM), is corrupt, or is too small to carry a mark (short side under 256 px)", Job: true},
