@@ -234,8 +234,8 @@ func TestSenderOutcomes(t *testing.T) {
 	if err != nil || att.StatusCode != 204 {
 		t.Fatalf("204: %+v %v", att, err)
 	}
-	h := rc.got[0]
-	if whsign.VerifyEtchv(secret, h.Get, rc.bodies[0], now) != nil || whsign.VerifyStandard(secret, h.Get, rc.bodies[0], now) != nil ||
+	h, first := rc.at(0)
+	if whsign.VerifyEtchv(secret, h.Get, first, now) != nil || whsign.VerifyStandard(secret, h.Get, first, now) != nil ||
 		h.Get("X-Request-ID") != "req_1" || h.Get("Content-Type") != "application/json" || h.Get("X-Etchv-Event-ID") != "evt_x" {
 		t.Fatalf("headers %v", h)
 	}
@@ -249,14 +249,14 @@ func TestSenderOutcomes(t *testing.T) {
 	if att, err := s.Post(ctx, srv.URL, []string{secret}, "evt_x", "", body, now); err == nil || att.StatusCode != 0 || time.Since(started) > 5*time.Second {
 		t.Fatalf("hanging receiver: %+v %v after %s", att, err, time.Since(started))
 	}
-	if n := len(rc.got); n != 4 {
+	if n := rc.count(); n != 4 {
 		t.Fatalf("receiver saw %d requests, want 4 (the redirect must not be followed)", n)
 	}
 	strict := NewSender(&egress.Guard{}, time.Second)
 	if _, err := strict.Post(ctx, srv.URL, []string{secret}, "evt_x", "", body, now); !errors.Is(err, egress.ErrRefused) {
 		t.Fatalf("loopback receiver without the operator option: %v", err)
 	}
-	if len(rc.got) != 4 {
+	if rc.count() != 4 {
 		t.Fatal("a refused target was connected to")
 	}
 }
@@ -302,8 +302,8 @@ func TestDelivererEndpointState(t *testing.T) {
 	if got := counter(t, d.Metrics.deliveries.WithLabelValues("cancelled")); got != 2 {
 		t.Fatalf("cancelled count %v", got)
 	}
-	if len(rc.got) != 1 {
-		t.Fatalf("receiver got %d requests, want 1", len(rc.got))
+	if rc.count() != 1 {
+		t.Fatalf("receiver got %d requests, want 1", rc.count())
 	}
 }
 
@@ -314,4 +314,16 @@ func counter(t *testing.T, c prometheus.Counter) float64 {
 		t.Fatal(err)
 	}
 	return m.GetCounter().GetValue()
+}
+
+func (r *receiver) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.got)
+}
+
+func (r *receiver) at(i int) (http.Header, []byte) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.got[i], r.bodies[i]
 }
