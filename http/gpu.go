@@ -77,8 +77,11 @@ func (s *Server) gpuWake(ctx *fasthttp.RequestCtx, p *principal, _ map[string]st
 		}
 	}
 	if body.WebhookID != "" {
-		writeProblem(ctx, CodeWebhookNotFound, "webhook "+truncate(body.WebhookID, 64)+" does not exist or is disabled")
-		return
+		// The endpoint is checked; the accelerator.ready event itself is not sent yet (docs/webhooks.md).
+		if aerr := s.usableWebhook(p, body.WebhookID); aerr != nil {
+			writeProblem(ctx, aerr.code, aerr.detail)
+			return
+		}
 	}
 	writeJSON(ctx, 200, renderGPU(s.gpuState().Wake(s.cfg.Clock.Now())))
 }

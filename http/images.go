@@ -100,8 +100,10 @@ func (s *Server) parseJobOptions(p *principal, kind mediakind.Kind, op jobstate.
 	}
 	opts := jobOptions{accelerator: acc}
 	if wh := get("webhook_id"); wh != "" {
-		// Webhook endpoints cannot be created yet, so every id is unknown.
-		return jobOptions{}, newAPIError(CodeWebhookNotFound, "webhook %q does not exist or is disabled", truncate(wh, 64))
+		if aerr := s.usableWebhook(p, wh); aerr != nil {
+			return jobOptions{}, aerr
+		}
+		opts.webhookID = wh
 	}
 	dest, key := get("storage_destination_id"), get("storage_key")
 	if (dest != "" || key != "") && op != jobstate.OperationEmbed {

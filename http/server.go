@@ -18,6 +18,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"filigrane/actors"
+	"filigrane/actors/outbox"
 	"filigrane/gpu"
 	"filigrane/internal/clock"
 	"filigrane/internal/netguard"
@@ -44,6 +45,8 @@ type Config struct {
 	Clock   clock.Clock
 	Logger  zerolog.Logger
 	Metrics *Metrics
+	// Outbox holds webhook deliveries (the delivery log and redelivery read it).
+	Outbox outbox.Outbox
 	// MaxHeaderBytes bounds the request line plus headers (431 above it). Default 16 KiB.
 	MaxHeaderBytes int
 	// MaxBodyBytes bounds any request body (413 above it, before routing). Default 56 MiB: the largest direct
@@ -186,6 +189,7 @@ func (s *Server) routes() {
 	s.uploadRoutes()
 	s.assetRoutes()
 	s.gpuRoutes()
+	s.webhookRoutes()
 	s.router.handle("GET", "/metrics", func(ctx *fasthttp.RequestCtx, _ map[string]string) { s.cfg.Metrics.serve(ctx) })
 	s.router.handle("GET", "/healthz", func(ctx *fasthttp.RequestCtx, _ map[string]string) {
 		body := map[string]any{}

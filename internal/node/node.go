@@ -23,12 +23,14 @@ import (
 	"filigrane/actors/mediakind"
 	"filigrane/actors/outbox"
 	"filigrane/actors/sweep"
+	"filigrane/actors/webhooks"
 	"filigrane/cluster"
 	"filigrane/codec"
 	"filigrane/gpu"
 	apihttp "filigrane/http"
 	"filigrane/internal/admin"
 	"filigrane/internal/clock"
+	"filigrane/internal/egress"
 	"filigrane/persistence"
 )
 
@@ -77,6 +79,9 @@ type Config struct {
 	WebsiteOrigin string
 	// Conns bounds the connections of each listener (API and upload host) and how long they may stall.
 	Conns apihttp.ConnLimits
+	// EgressAllowPrivate lets webhook deliveries reach private, loopback and link-local addresses (for
+	// development and tests; cloud metadata stays refused). Off by default.
+	EgressAllowPrivate bool
 	// APIListener and UploadListener, when set, are used instead of listening on APIAddr and UploadAddr
 	// (tests hand in-memory listeners); the node closes them. PublicUploadURL is then required unless the
 	// upload listener's address is a host:port.
@@ -127,6 +132,8 @@ type Node struct {
 	outbox    outbox.Outbox
 	outboxes  *outbox.Registry
 	deliverer outbox.Deliverer
+	// webhookEndpoints reads and writes webhook endpoint records.
+	webhookEndpoints webhooks.Endpoints
 }
 
 func (c *Config) defaults() {
@@ -221,6 +228,10 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	n.outboxes = outbox.NewRegistry()
 	n.deliverer = outbox.Deliverer{Outbox: n.outbox, Registry: n.outboxes,
 		Logger: cfg.Logger.With().Str("component", "outbox").Logger()}
+	n.webhookEndpoints = webhooks.Endpoints{Store: store, Clock: cfg.Clock}
+	n.outboxes.MustRegister(actors.OutboxJobWebhook, webhooks.JobHandler(store, &webhooks.Deliverer{
+		Endpoints: n.webhookEndpoints, Clock: cfg.Clock, Metrics: webhooks.NewMetrics(n.Metrics.Registry),
+		Sender: webhooks.NewSender(&egress.Guard{AllowPrivate: cfg.EgressAllowPrivate}, 0)}))
 	deps := &actors.Deps{
 		Store: store, Clock: cfg.Clock, Catalog: catalog, Logger: cfg.Logger.With().Str("component", "actors").Logger(),
 		Respond: func(ctx actor.Context, v any) {
@@ -306,7 +317,7 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 		Orgs:  actors.OrgClient{Caller: n.cluster},
 		Store: store, Blobs: blobs, Caller: n.cluster, Media: media, Pool: n.pool,
 		Catalog: catalog, Clock: cfg.Clock, Logger: httpLog, Metrics: n.Metrics,
-		SyncWait: cfg.SyncWait, Health: n.health, Ready: n.ready, Conns: cfg.Conns,
+		Outbox: n.outbox, SyncWait: cfg.SyncWait, Health: n.health, Ready: n.ready, Conns: cfg.Conns,
 		GPU: gpu.NewTracker(gpu.NewState(gpu.CodecAvailable() && len(gpu.Devices()) > 0, 30*time.Second)),
 	})
 	if n.apiLn, err = listen(cfg.APIListener, cfg.APIAddr); err != nil {

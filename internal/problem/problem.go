@@ -151,7 +151,7 @@ var table = []Entry{
 	{Code: AssetFileExpired, Status: 410, Title: "Asset file expired", When: "the asset's hosted file passed `file_expires_at`; the record stays until deleted"},
 	{Code: InvalidCursor, Status: 422, Title: "Invalid cursor", When: "a list cursor that is malformed or was made for other filters or another organization"},
 	{Code: RangeNotSatisfiable, Status: 416, Title: "Range not satisfiable", When: "a download `Range` that is malformed or lies outside the file (`Content-Range: bytes */<size>`)"},
-	{Code: ForbiddenRole, Status: 403, Title: "Owner or admin role required", When: "deleting assets needs an owner or admin member's key, besides the `assets:delete` scope"},
+	{Code: ForbiddenRole, Status: 403, Title: "Owner or admin role required", When: "deleting assets, and managing webhook endpoints, needs an owner or admin member's key, besides the `assets:delete` or `webhooks:write` scope"},
 
 	{Code: InvalidData, Status: 422, Title: "Invalid data object", When: "`data` is missing, not a JSON object, empty, or above 8 KB (8192 bytes)"},
 	{Code: InvalidImage, Status: 422, Title: "Invalid image", When: "the file is not an image we read (JPEG, PNG, GIF, BMP, TIFF, WebP, PPM/PGM), is corrupt, or is too small to carry a mark (short side under 256 px)", Job: true},
@@ -164,7 +164,7 @@ var table = []Entry{
 	{Code: DocumentTooLarge, Status: 413, Title: "PDF too large", When: "the PDF is above the page limit or its parse budgets (object nesting, decompressed stream sizes)", Job: true},
 	{Code: InvalidIdempotency, Status: 422, Title: "Invalid Idempotency-Key", When: "`Idempotency-Key` is not 8 to 128 letters, digits, hyphens or underscores"},
 	{Code: InvalidAccelerator, Status: 422, Title: "Invalid accelerator", When: "`accelerator` is not `cpu` or `gpu`"},
-	{Code: WebhookNotFound, Status: 404, Title: "Webhook not found", When: "the `webhook_id` names no enabled webhook endpoint (none can be created yet)"},
+	{Code: WebhookNotFound, Status: 404, Title: "Webhook not found", When: "the `webhook_id` names no enabled webhook endpoint of the organization (unknown, deleted or disabled); nothing was created"},
 	{Code: StorageDestination, Status: 422, Title: "Storage destination not usable", When: "the `storage_destination_id` is unknown or unverified (none can be created yet)"},
 	{Code: IdempotencyConflict, Status: 409, Title: "Idempotency-Key reused with different inputs", When: "the `Idempotency-Key` was used before with another file, data or option"},
 	{Code: GPUUnavailable, Status: 503, Title: "GPU unavailable", When: "`accelerator=gpu` on a deployment without a GPU codec path; retry later or use `cpu` (`Retry-After`); a key already used with another accelerator gets 409 `idempotency_conflict` instead", Retry: true},

@@ -1,0 +1,47 @@
+package webhooks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"filigrane/actors"
+	"filigrane/actors/outbox"
+	"filigrane/persistence"
+)
+
+// JobHandler is the outbox handler of actors.OutboxJobWebhook: the job actor hands over the committed job's
+// request id (in the same settlement as its outcome); each attempt reads the job record (it no longer
+// changes), builds its final event (the same id and bytes every time) and posts it. A deleted or disabled
+// endpoint, or a job record that is gone, ends the delivery (outbox.Permanent).
+func JobHandler(store persistence.Store, d *Deliverer) outbox.Handler {
+	return outbox.Handler{
+		Schedule: Schedule,
+		Timeout:  AttemptTimeout + 5*1e9, // the post's own timeout plus the record reads
+		Deliver: func(ctx context.Context, e outbox.Effect, _ int) error {
+			rec, err := actors.ReadJob(ctx, store, string(e.Payload))
+			if errors.Is(err, persistence.ErrNotFound) {
+				return outbox.Permanent(fmt.Errorf("job %s is gone: %w", e.Payload, err))
+			}
+			if err != nil {
+				return err
+			}
+			ev, err := JobEvent(rec, nil)
+			if err != nil {
+				return outbox.Permanent(err)
+			}
+			env, _, err := NewEnvelope(rec.OrgID, rec.WebhookID, rec.RequestID, ev)
+			if err != nil {
+				return outbox.Permanent(err)
+			}
+			att, err := d.Deliver(ctx, env, ev.ID, e.Created)
+			if att.StatusCode != 0 {
+				outbox.Note(ctx, fmt.Sprintf("HTTP %d", att.StatusCode))
+			}
+			if errors.Is(err, ErrCancelled) {
+				return outbox.Permanent(err)
+			}
+			return err
+		},
+	}
+}
