@@ -53,6 +53,9 @@ type Config struct {
 	ActorTimeout time.Duration
 	// GPU is the node's accelerator state; nil means none.
 	GPU *gpu.Tracker
+	// GPUStrict answers accelerator=gpu with 503 gpu_unavailable and Retry-After when no GPU is ready,
+	// instead of running the work on the CPU at the normal charge (the default, which Etchv's SDKs expect).
+	GPUStrict bool
 	// Health, when set, adds node facts (name, cluster members) to GET /healthz.
 	Health func() map[string]any
 	// Ready, when set, runs the checks of GET /readyz (storage reachable, cluster membership); ctx carries

@@ -46,6 +46,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.DurationVar(&cfg.Conns.HeaderTimeout, "header-timeout", envDuration("FILIGRANE_HEADER_TIMEOUT", apihttp.DefaultHeaderTimeout), "time a request has to send its headers; 408 after it")
 	fs.DurationVar(&cfg.Conns.BodyProgress, "body-timeout", envDuration("FILIGRANE_BODY_TIMEOUT", netguard.DefaultBodyProgress), "longest wait for the next bytes of a request body or response (progress, not total time)")
 	fs.DurationVar(&cfg.Conns.IdleTimeout, "idle-timeout", envDuration("FILIGRANE_IDLE_TIMEOUT", apihttp.DefaultIdleTimeout), "how long a keep-alive connection may wait for its next request")
+	fs.BoolVar(&cfg.GPUStrict, "gpu-strict", envBool("FILIGRANE_GPU_STRICT"), "answer accelerator=gpu with 503 and Retry-After when no GPU is ready, instead of running it on the CPU at the normal charge")
 	grace := fs.Duration("shutdown-grace", 30*time.Second, "how long in-flight requests may take to finish on shutdown")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -182,7 +183,19 @@ func checkLimitEnv() error {
 			}
 		}
 	}
+	if v := os.Getenv("FILIGRANE_GPU_STRICT"); v != "" {
+		if _, err := strconv.ParseBool(v); err != nil {
+			return fmt.Errorf("FILIGRANE_GPU_STRICT=%q: want true or false", v)
+		}
+	}
 	return nil
+}
+
+// envBool reads a boolean environment variable, false when unset or malformed (checkLimitEnv refuses the
+// latter).
+func envBool(name string) bool {
+	v, _ := strconv.ParseBool(os.Getenv(name))
+	return v
 }
 
 // envInt reads an integer environment variable, def when unset or not a number (checkLimitEnv refuses

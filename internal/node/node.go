@@ -77,6 +77,8 @@ type Config struct {
 	WebsiteOrigin string
 	// Conns bounds the connections of each listener (API and upload host) and how long they may stall.
 	Conns apihttp.ConnLimits
+	// GPUStrict refuses accelerator=gpu with 503 when no GPU is ready instead of running it on the CPU.
+	GPUStrict bool
 	// APIListener and UploadListener, when set, are used instead of listening on APIAddr and UploadAddr
 	// (tests hand in-memory listeners); the node closes them. PublicUploadURL is then required unless the
 	// upload listener's address is a host:port.
@@ -307,7 +309,8 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 		Store: store, Blobs: blobs, Caller: n.cluster, Media: media, Pool: n.pool,
 		Catalog: catalog, Clock: cfg.Clock, Logger: httpLog, Metrics: n.Metrics,
 		SyncWait: cfg.SyncWait, Health: n.health, Ready: n.ready, Conns: cfg.Conns,
-		GPU: gpu.NewTracker(gpu.NewState(gpu.CodecAvailable() && len(gpu.Devices()) > 0, 30*time.Second)),
+		GPU:       gpu.NewTracker(gpu.NewState(gpu.CodecAvailable() && len(gpu.Devices()) > 0, 30*time.Second)),
+		GPUStrict: cfg.GPUStrict,
 	})
 	if n.apiLn, err = listen(cfg.APIListener, cfg.APIAddr); err != nil {
 		return nil, fmt.Errorf("listen for the API on %s: %w", cfg.APIAddr, err)
