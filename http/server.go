@@ -18,7 +18,6 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"filigrane/actors"
-	"filigrane/gpu"
 	"filigrane/internal/clock"
 	"filigrane/internal/netguard"
 	"filigrane/persistence"
@@ -51,8 +50,8 @@ type Config struct {
 	MaxBodyBytes int
 	// ActorTimeout bounds each call to an actor made while serving a request. Default 10 s.
 	ActorTimeout time.Duration
-	// GPU is the node's accelerator state; nil means none.
-	GPU *gpu.Tracker
+	// GPU is the node's accelerator state (a gpu.Fleet); nil means none.
+	GPU GPUState
 	// GPUStrict answers accelerator=gpu with 503 gpu_unavailable and Retry-After when no GPU is ready,
 	// instead of running the work on the CPU at the normal charge (the default, which Etchv's SDKs expect).
 	GPUStrict bool

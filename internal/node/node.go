@@ -97,6 +97,7 @@ func (l Layout) BlobDir() string { return filepath.Join(l.Root, "blobs") }
 // Node is a running node.
 type Node struct {
 	cfg      Config
+	gpus     *gpu.Fleet // this node's GPU devices (none without a usable device and codec path)
 	storage  *Storage
 	store    persistence.Store
 	blobs    persistence.Blobs
@@ -303,6 +304,11 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	}
 
 	httpLog := cfg.Logger.With().Str("component", "http").Logger()
+	devices := 0
+	if gpu.CodecAvailable() {
+		devices = len(gpu.Devices())
+	}
+	n.gpus = gpu.NewFleet(devices, 2*time.Second, cfg.Clock, gpu.CUDAOpener(gpu.OptionsFromEnv()))
 	n.api = apihttp.New(apihttp.Config{
 		Keys:  actors.Keys{Store: store, Clock: cfg.Clock, Cache: keyCache(storage.Cluster)},
 		Orgs:  actors.OrgClient{Caller: n.cluster},
@@ -449,6 +455,9 @@ func (n *Node) Close(ctx context.Context) error {
 	n.running.Wait()
 	if n.cluster != nil {
 		errs = append(errs, n.cluster.Stop(true))
+	}
+	if n.gpus != nil {
+		errs = append(errs, n.gpus.Close())
 	}
 	if n.storage != nil {
 		errs = append(errs, n.storage.Close())
