@@ -62,11 +62,18 @@ func TestGPUFallbackHoldsThreeChargesOneOnCPU(t *testing.T) {
 	if bal, held := balance(t, f, f.dev.OrgID); bal != before-2 || held != 0 {
 		t.Fatalf("after the sync run: balance %d held %d, want %d and 0", bal, held, before-2)
 	}
+	// A batch asking for the GPU is accepted too (its items hold 3x each when they start).
+	b := sendRaw(t, f.base+"/watermarks/batches", key, "gpu-batch-fallback-01", "application/json",
+		[]byte(`{"archive":false,"accelerator":"gpu","items":[{"filename":"a.png","size":100,"data":{"a":1}}]}`))
+	if b.status != 201 || !strings.Contains(string(b.body), `"accelerator":"gpu"`) {
+		t.Fatalf("gpu batch without strict mode: %d %s", b.status, b.body)
+	}
 }
 
-// With 2 credits left, a gpu request cannot hold its 3 (402) while a cpu request still runs.
+// With 2 credits left, a gpu request (embed, or synchronous detection) cannot hold its 3 (402) while a cpu
+// request still runs. On TCP: synchronous detection watches the connection.
 func TestGPUHoldNeedsThreeTimesThePrice(t *testing.T) {
-	f := newFixture(t, inMemory(t))
+	f := newFixture(t)
 	img := photo(t, 320, 320, 42)
 	// Only the development organization's plan has GPU access: drain it to 2 credits.
 	bal, _ := balance(t, f, f.dev.OrgID)
@@ -81,6 +88,13 @@ func TestGPUHoldNeedsThreeTimesThePrice(t *testing.T) {
 	}
 	if bal, held := balance(t, f, f.dev.OrgID); bal != 1 || held != 0 {
 		t.Fatalf("balance %d held %d, want 1 and 0", bal, held)
+	}
+	wantProblem(t, "gpu detection with 1 credit", post(t, f.base+"/watermarks/images/detect?accelerator=gpu", f.dev.Secret, "", img, ""), 402, "insufficient_credits")
+	if d := post(t, f.base+"/watermarks/images/detect", f.dev.Secret, "", img, ""); d.status != 200 || d.header.Get("X-Service-Accelerator") != "cpu" {
+		t.Fatalf("cpu detection with 1 credit: %d %s", d.status, d.body)
+	}
+	if bal, held := balance(t, f, f.dev.OrgID); bal != 0 || held != 0 {
+		t.Fatalf("after detection: balance %d held %d, want 0 and 0", bal, held)
 	}
 }
 
