@@ -60,7 +60,7 @@ func (f *Fleet) Snapshot(now time.Time) State {
 	return f.summaryLocked()
 }
 
-// Wake starts every idle device (its context opens in the background) and extends the warm time of the
+// Wake starts every idle device and retries one whose last open failed (its context opens in the background) and extends the warm time of the
 // ready and starting ones by WarmFor from now; it returns the fleet's state.
 func (f *Fleet) Wake(now time.Time) State {
 	f.mu.Lock()
@@ -69,7 +69,7 @@ func (f *Fleet) Wake(now time.Time) State {
 	for _, d := range f.devices {
 		was := d.state.Status
 		d.state.Wake(now)
-		if was == StatusIdle && d.state.Status == StatusStarting {
+		if was != StatusStarting && d.state.Status == StatusStarting {
 			f.opening.Add(1)
 			go f.openDevice(d)
 		}

@@ -122,6 +122,16 @@ func TestFleetOpenFailureAndSummary(t *testing.T) {
 	if _, ok := f.Begin(clk.Now()); !ok {
 		t.Fatal("a ready device takes several jobs")
 	}
+	// The next wake retries the failed device: both end up ready and work.
+	f.Wake(clk.Now())
+	g.gate <- nil
+	f.opening.Wait()
+	if g.opened.Load() != 2 {
+		t.Fatalf("the failed device was not opened again: %d opens", g.opened.Load())
+	}
+	if st := f.Snapshot(clk.Now()); st.Status != StatusReady || st.Running != 2 {
+		t.Fatalf("after the retry: %+v", st)
+	}
 	if NewFleet(0, 0, clk, g.open).Snapshot(clk.Now()).Status != StatusUnavailable {
 		t.Fatal("a fleet of no device is not unavailable")
 	}

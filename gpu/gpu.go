@@ -64,6 +64,8 @@ type State struct {
 	startup   time.Duration
 	// waitOpen: a starting device becomes ready when its context is open (Opened), not after startup.
 	waitOpen bool
+	// failed: unavailable because its last open failed; the next wake tries again.
+	failed bool
 }
 
 // NewState returns the state of an accelerator that takes startup to become ready; available false gives a
@@ -93,6 +95,9 @@ func (s *State) Tick(now time.Time) {
 // Wake starts an idle GPU or extends a ready one's warm time by WarmFor from now.
 func (s *State) Wake(now time.Time) {
 	s.Tick(now)
+	if s.failed {
+		s.Status, s.failed = StatusIdle, false
+	}
 	switch s.Status {
 	case StatusIdle:
 		s.Status, s.ReadyAt = StatusStarting, now.Add(s.startup)
@@ -114,10 +119,11 @@ func (s *State) Opened(now time.Time) {
 	s.WarmUntil = maxTime(s.WarmUntil, now.Add(WarmFor))
 }
 
-// Failed records that a starting device's context could not be opened: the device is unavailable.
+// Failed records that a starting device's context could not be opened: the device is unavailable until
+// the next wake tries again.
 func (s *State) Failed() {
 	if s.Status == StatusStarting {
-		s.Status, s.ReadyAt, s.WarmUntil = StatusUnavailable, time.Time{}, time.Time{}
+		s.Status, s.ReadyAt, s.WarmUntil, s.failed = StatusUnavailable, time.Time{}, time.Time{}, true
 	}
 }
 
