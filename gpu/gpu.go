@@ -32,8 +32,8 @@
 //
 // CodecAvailable is false in every build until the CUDA codec kernels exist, so a node reports its
 // accelerator `unavailable` even when Discover finds a device, and every gpu request falls back as the API
-// says (on the CPU at the normal charge, or 503 in strict mode). Devices and Discover still describe the hardware, for `gpu info` and the
-// cluster metadata (cluster.NodeMeta.GPUs and GPUMemory).
+// says (on the CPU at the normal charge, or 503 in strict mode). Devices and Discover still describe the
+// hardware, for `gpu info` and the cluster metadata (cluster.NodeMeta.GPUs and GPUMemory).
 package gpu
 
 import (
