@@ -47,8 +47,9 @@ type SyncDetector struct {
 type SyncDetectRequest struct {
 	OrgID, RequestID, BlobKey string
 	// Kind is the file's kind; images are decoded in memory, other kinds go through their adapter.
-	Kind    mediakind.Kind
-	Credits int64
+	Kind mediakind.Kind
+	// Credits is the charge; Hold, when above it, is what is reserved first (3x for accelerator=gpu).
+	Credits, Hold int64
 	// BudgetWait is how long the detection waits for decode memory before it fails with CodeDecodeBusy.
 	BudgetWait time.Duration
 	// Watch is called once the credits are held (a reservation cut short by a cancel could be placed and
@@ -73,7 +74,7 @@ type SyncDetectError struct {
 
 // Detect runs req. The credits are charged if and only if it returns a detection.
 func (d SyncDetector) Detect(ctx context.Context, req SyncDetectRequest) (codec.Detection, *SyncDetectError) {
-	rep, err := d.Orgs.Reserve(ctx, OrgReserve{OrgID: req.OrgID, Op: req.RequestID, Credits: req.Credits, Slot: true})
+	rep, err := d.Orgs.Reserve(ctx, OrgReserve{OrgID: req.OrgID, Op: req.RequestID, Credits: max(req.Hold, req.Credits), Slot: true})
 	if err != nil {
 		return codec.Detection{}, &SyncDetectError{Unavailable: "could not reserve credits in time"}
 	}

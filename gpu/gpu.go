@@ -22,12 +22,18 @@
 // statically linked and Discover always reports the GPU unavailable. Without `nogpu`, a CGO_ENABLED=0
 // binary is dynamically linked against the C library (the loader comes from libc).
 //
+// # Device owners
+//
+// Fleet owns a node's devices, one owner per device: its warm State and its CUDA context, opened through
+// gpu/cuda when the device is woken (CUDAOpener) and destroyed when the warm time runs out. A starting
+// device becomes ready only when its context is open; until then work runs on the CPU.
+//
 // # No codec path yet
 //
 // CodecAvailable is false in every build until the CUDA codec kernels exist, so a node reports its
 // accelerator `unavailable` even when Discover finds a device, and every gpu request falls back as the API
-// says (503 for accelerator=gpu). Devices and Discover still describe the hardware, for `gpu info` and the
-// cluster metadata (cluster.NodeMeta.GPUs and GPUMemory).
+// says (on the CPU at the normal charge, or 503 in strict mode). Devices and Discover still describe the
+// hardware, for `gpu info` and the cluster metadata (cluster.NodeMeta.GPUs and GPUMemory).
 package gpu
 
 import (
@@ -56,6 +62,10 @@ type State struct {
 	WarmUntil time.Time // when a ready GPU goes idle, unless work is running
 	Running   int       // work items in progress
 	startup   time.Duration
+	// waitOpen: a starting device becomes ready when its context is open (Opened), not after startup.
+	waitOpen bool
+	// failed: unavailable because its last open failed; the next wake tries again.
+	failed bool
 }
 
 // NewState returns the state of an accelerator that takes startup to become ready; available false gives a
@@ -72,7 +82,7 @@ func NewState(available bool, startup time.Duration) *State {
 func (s *State) Tick(now time.Time) {
 	switch s.Status {
 	case StatusStarting:
-		if !now.Before(s.ReadyAt) {
+		if !s.waitOpen && !now.Before(s.ReadyAt) {
 			s.Status = StatusReady
 		}
 	case StatusReady:
@@ -85,6 +95,9 @@ func (s *State) Tick(now time.Time) {
 // Wake starts an idle GPU or extends a ready one's warm time by WarmFor from now.
 func (s *State) Wake(now time.Time) {
 	s.Tick(now)
+	if s.failed {
+		s.Status, s.failed = StatusIdle, false
+	}
 	switch s.Status {
 	case StatusIdle:
 		s.Status, s.ReadyAt = StatusStarting, now.Add(s.startup)
@@ -93,6 +106,24 @@ func (s *State) Wake(now time.Time) {
 		s.WarmUntil = maxTime(s.WarmUntil, s.ReadyAt.Add(WarmFor))
 	case StatusReady:
 		s.WarmUntil = maxTime(s.WarmUntil, now.Add(WarmFor))
+	}
+}
+
+// Opened makes a starting device ready at now (its context is open); it stays warm WarmFor from now, or
+// longer if a wake asked for it.
+func (s *State) Opened(now time.Time) {
+	if s.Status != StatusStarting {
+		return
+	}
+	s.Status, s.ReadyAt = StatusReady, now
+	s.WarmUntil = maxTime(s.WarmUntil, now.Add(WarmFor))
+}
+
+// Failed records that a starting device's context could not be opened: the device is unavailable until
+// the next wake tries again.
+func (s *State) Failed() {
+	if s.Status == StatusStarting {
+		s.Status, s.ReadyAt, s.WarmUntil, s.failed = StatusUnavailable, time.Time{}, time.Time{}, true
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"filigrane/actors/batchinput"
 	"filigrane/actors/batchstate"
 	"filigrane/actors/jobstate"
+	"filigrane/gpu"
 	"filigrane/internal/problem"
 	"filigrane/persistence"
 )
@@ -54,7 +55,7 @@ func batchKey(ctx *fasthttp.RequestCtx) (string, *apiError) {
 }
 
 // checkOptions applies the plan and the deployment to a checked request: formats and GPU of the plan,
-// webhook endpoints and storage destinations (none can be created yet), and the GPU path (none yet).
+// webhook endpoints and storage destinations (none can be created yet), and strict GPU mode (otherwise gpu items run on the CPU when no GPU is ready).
 func (b *batchAPI) checkOptions(ctx *fasthttp.RequestCtx, p *principal, req *batchinput.Request) *apiError {
 	for i, it := range req.Items {
 		if !p.Plan.HasFormat(string(it.Kind.Media)) {
@@ -70,9 +71,9 @@ func (b *batchAPI) checkOptions(ctx *fasthttp.RequestCtx, p *principal, req *bat
 	if req.StorageDestinationID != "" {
 		return newAPIError(CodeStorageDestination, "storage destination %q is unknown or not verified", truncate(req.StorageDestinationID, 64))
 	}
-	if req.Accelerator == jobstate.AcceleratorGPU {
-		ctx.Response.Header.Set("Retry-After", "30")
-		return newAPIError(CodeGPUUnavailable, "no GPU is available on this deployment; retry later or use accelerator=cpu")
+	if req.Accelerator == jobstate.AcceleratorGPU && b.s.cfg.GPUStrict &&
+		b.s.gpuState().Snapshot(b.s.cfg.Clock.Now()).Status != gpu.StatusReady {
+		return b.s.gpuUnavailable(ctx)
 	}
 	return nil
 }

@@ -38,7 +38,14 @@ func renderGPU(st gpu.State) acceleratorStatus {
 	return out
 }
 
-func (s *Server) gpuState() *gpu.Tracker {
+// GPUState is what the edge needs of the node's GPU devices (gpu.Fleet, gpu.Tracker): read the state
+// without starting anything, and wake.
+type GPUState interface {
+	Snapshot(now time.Time) gpu.State
+	Wake(now time.Time) gpu.State
+}
+
+func (s *Server) gpuState() GPUState {
 	if s.cfg.GPU == nil {
 		return gpu.NewTracker(gpu.NewState(false, 0))
 	}

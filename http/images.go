@@ -19,6 +19,7 @@ import (
 	"filigrane/actors/mediakind"
 	"filigrane/codec"
 	"filigrane/codec/imageio"
+	"filigrane/gpu"
 	"filigrane/internal/problem"
 	"filigrane/persistence"
 )
@@ -89,7 +90,7 @@ func mergeJobOptions(query *fasthttp.Args, form map[string]string) (func(string)
 }
 
 // parseJobOptions validates the options that get returns. accelerator=gpu passes (after the plan check):
-// whether a GPU can run it is decided later, after a reused Idempotency-Key had its say (gpuRefusal).
+// whether a GPU runs it, the CPU does, or strict mode refuses it is decided later (gpuRefusal).
 func (s *Server) parseJobOptions(p *principal, kind mediakind.Kind, op jobstate.Operation, get func(string) string) (jobOptions, *apiError) {
 	acc, err := jobstate.ParseAccelerator(get("accelerator"))
 	if err != nil {
@@ -121,11 +122,17 @@ func (s *Server) parseJobOptions(p *principal, kind mediakind.Kind, op jobstate.
 	return opts, nil
 }
 
-// gpuRefusal answers a request for accelerator=gpu, which this deployment has no GPU path for: 503
-// gpu_unavailable with Retry-After. A reused Idempotency-Key is answered first: the fingerprint includes
-// the accelerator, so the same key with another accelerator is 409 idempotency_conflict (spec 7) whatever
-// the GPU's state, and a client that retries 503 does not retry a request that can never succeed.
+// gpuRefusal decides a request for accelerator=gpu when no GPU is ready to run it. By default the work runs
+// on the CPU (nil: the request goes on, 3x held and the normal price charged, X-Service-Accelerator: cpu),
+// which is what Etchv's SDKs expect: they retry a 503 on embeds until their deadline. In strict mode
+// (Config.GPUStrict) it is 503 gpu_unavailable with Retry-After. A reused Idempotency-Key is answered first:
+// the fingerprint includes the accelerator, so the same key with another accelerator is 409
+// idempotency_conflict (spec 7) whatever the GPU's state, and a client that retries 503 does not retry a
+// request that can never succeed. Without strict mode the job submission finds that conflict itself.
 func (s *Server) gpuRefusal(c context.Context, ctx *fasthttp.RequestCtx, p *principal, kind mediakind.Kind, op jobstate.Operation, idem, reqID string) *apiError {
+	if !s.cfg.GPUStrict || s.gpuState().Snapshot(s.cfg.Clock.Now()).Status == gpu.StatusReady {
+		return nil
+	}
 	if idem != "" {
 		rep, err := actors.JobClient{Caller: s.cfg.Caller}.Get(c, p.Key.OrgID, reqID)
 		if err == nil && rep.Code == actors.ReplyOK && rep.Record != nil {
@@ -134,8 +141,25 @@ func (s *Server) gpuRefusal(c context.Context, ctx *fasthttp.RequestCtx, p *prin
 			}
 		}
 	}
-	ctx.Response.Header.Set("Retry-After", "30")
-	return newAPIError(CodeGPUUnavailable, "no GPU is available on this deployment; retry later or use accelerator=cpu")
+	return s.gpuUnavailable(ctx)
+}
+
+// gpuUnavailable is strict mode's answer when no GPU is ready.
+func (s *Server) gpuUnavailable(ctx *fasthttp.RequestCtx) *apiError {
+	ctx.Response.Header.Set("Retry-After", gpuRetryAfter)
+	return newAPIError(CodeGPUUnavailable, "no GPU is ready on this deployment (strict GPU mode); retry later or use accelerator=cpu")
+}
+
+// gpuRetryAfter is the Retry-After of a strict-mode refusal: a woken GPU is ready well within it.
+const gpuRetryAfter = "30"
+
+// holdFor is the credits held for a request of price: GPUHoldMultiplier times it for accelerator=gpu (spec
+// 8), whatever then runs it; the charge is settled from what actually ran.
+func (s *Server) holdFor(acc jobstate.Accelerator, price int64) int64 {
+	if acc == jobstate.AcceleratorGPU && s.cfg.Catalog.Prices.GPUHoldMultiplier > 0 {
+		return price * s.cfg.Catalog.Prices.GPUHoldMultiplier
+	}
+	return price
 }
 
 func truncate(s string, n int) string {
@@ -258,8 +282,10 @@ func (s *Server) acceptMediaErr(c context.Context, ctx *fasthttp.RequestCtx, r a
 	}
 	r.reqID = requestIDFor(p.Key.OrgID, r.idem)
 	if r.opts.accelerator == jobstate.AcceleratorGPU {
-		// Refused before the body is read.
-		return s.gpuRefusal(c, ctx, p, r.kind, op, r.idem, r.reqID)
+		// In strict mode, refused before the body is read.
+		if aerr := s.gpuRefusal(c, ctx, p, r.kind, op, r.idem, r.reqID); aerr != nil {
+			return aerr
+		}
 	}
 	key := actors.InputKey(p.Key.OrgID, r.reqID)
 	form, err := readMediaForm(c, string(ctx.Request.Header.ContentType()), bodyReader(ctx), s.cfg.Blobs, key, r.kind.DirectLimit(op))
@@ -287,7 +313,9 @@ func (s *Server) acceptMediaErr(c context.Context, ctx *fasthttp.RequestCtx, r a
 			return aerr
 		}
 		if r.opts.accelerator == jobstate.AcceleratorGPU {
-			return s.gpuRefusal(c, ctx, p, r.kind, op, r.idem, r.reqID)
+			if aerr := s.gpuRefusal(c, ctx, p, r.kind, op, r.idem, r.reqID); aerr != nil {
+				return aerr
+			}
 		}
 	}
 	switch {
@@ -358,7 +386,7 @@ func (s *Server) acceptFile(c context.Context, ctx *fasthttp.RequestCtx, r accep
 			return false, newAPIError(CodeTooLarge, "synchronous detection answers files up to %d bytes; use the async endpoint", limit)
 		}
 		if idem == "" {
-			return false, s.detectNow(c, ctx, p, r.kind, reqID, file, price)
+			return false, s.detectNow(c, ctx, p, r.kind, reqID, file, price, s.holdFor(opts.accelerator, price))
 		}
 		// With an Idempotency-Key the detection is recorded, so that the key replays it and bills once: it
 		// becomes a job that this node claims at once and runs in the request (docs/errors.md).
@@ -373,7 +401,8 @@ func (s *Server) acceptFile(c context.Context, ctx *fasthttp.RequestCtx, r accep
 		spec.WatermarkID = wm.String()
 	}
 	jobs := actors.JobClient{Caller: s.cfg.Caller}
-	submit := actors.JobSubmit{Spec: spec, Hold: price, Slot: true}
+	hold := s.holdFor(opts.accelerator, price)
+	submit := actors.JobSubmit{Spec: spec, Hold: hold, Slot: true}
 	if syncDetect {
 		submit.ClaimAs, submit.Lease = s.cfg.Pool.EdgeWorkerID(), s.cfg.Pool.Lease()
 	}
@@ -382,7 +411,7 @@ func (s *Server) acceptFile(c context.Context, ctx *fasthttp.RequestCtx, r accep
 		s.cfg.Logger.Error().Err(err).Str("job", reqID).Msg("submit job")
 		return false, newAPIError(CodeUnavailable, "the job could not be accepted in time; retry with the same Idempotency-Key")
 	}
-	if aerr := reserveRefusal(ctx, p, rep.Code, price); aerr != nil {
+	if aerr := reserveRefusal(ctx, p, rep.Code, hold); aerr != nil {
 		return false, aerr
 	}
 	switch rep.Code {
@@ -629,17 +658,17 @@ const (
 // detectNow runs a synchronous detection that never becomes a job; actors.SyncDetector decides the credit
 // flow (held, then charged or released), this encodes its answer. When the client closes the connection
 // before the answer, the work is cancelled and the hold released: nothing is charged.
-func (s *Server) detectNow(c context.Context, ctx *fasthttp.RequestCtx, p *principal, kind mediakind.Kind, reqID string, f *storedFile, price int64) *apiError {
+func (s *Server) detectNow(c context.Context, ctx *fasthttp.RequestCtx, p *principal, kind mediakind.Kind, reqID string, f *storedFile, price, hold int64) *apiError {
 	d := actors.SyncDetector{Orgs: s.cfg.Orgs, Pool: s.cfg.Pool, Media: s.cfg.Media, Logger: s.cfg.Logger}
 	det, serr := d.Detect(c, actors.SyncDetectRequest{
-		OrgID: p.Key.OrgID, RequestID: reqID, BlobKey: f.Key, Kind: kind, Credits: price, BudgetWait: syncDecodeWait,
+		OrgID: p.Key.OrgID, RequestID: reqID, BlobKey: f.Key, Kind: kind, Credits: price, Hold: hold, BudgetWait: syncDecodeWait,
 		Watch: func(c context.Context) (context.Context, func()) { return watchDisconnect(c, ctx) },
 		Gone:  clientGone,
 	})
 	switch {
 	case serr == nil:
 	case serr.Reserve != "":
-		if aerr := reserveRefusal(ctx, p, serr.Reserve, price); aerr != nil {
+		if aerr := reserveRefusal(ctx, p, serr.Reserve, hold); aerr != nil {
 			return aerr
 		}
 		return newAPIError(CodeUnavailable, "could not reserve credits: %s", serr.Reserve)

@@ -19,7 +19,6 @@ import (
 
 	"filigrane/actors"
 	"filigrane/actors/outbox"
-	"filigrane/gpu"
 	"filigrane/internal/clock"
 	"filigrane/internal/netguard"
 	"filigrane/persistence"
@@ -54,8 +53,11 @@ type Config struct {
 	MaxBodyBytes int
 	// ActorTimeout bounds each call to an actor made while serving a request. Default 10 s.
 	ActorTimeout time.Duration
-	// GPU is the node's accelerator state; nil means none.
-	GPU *gpu.Tracker
+	// GPU is the node's accelerator state (a gpu.Fleet); nil means none.
+	GPU GPUState
+	// GPUStrict answers accelerator=gpu with 503 gpu_unavailable and Retry-After when no GPU is ready,
+	// instead of running the work on the CPU at the normal charge (the default, which Etchv's SDKs expect).
+	GPUStrict bool
 	// Health, when set, adds node facts (name, cluster members) to GET /healthz.
 	Health func() map[string]any
 	// Ready, when set, runs the checks of GET /readyz (storage reachable, cluster membership); ctx carries

@@ -47,6 +47,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.DurationVar(&cfg.Conns.BodyProgress, "body-timeout", envDuration("FILIGRANE_BODY_TIMEOUT", netguard.DefaultBodyProgress), "longest wait for the next bytes of a request body or response (progress, not total time)")
 	fs.BoolVar(&cfg.EgressAllowPrivate, "webhook-allow-private", envBool("FILIGRANE_WEBHOOK_ALLOW_PRIVATE"), "FOR DEVELOPMENT AND TESTS: let webhook deliveries reach private, loopback and link-local addresses (cloud metadata stays refused)")
 	fs.DurationVar(&cfg.Conns.IdleTimeout, "idle-timeout", envDuration("FILIGRANE_IDLE_TIMEOUT", apihttp.DefaultIdleTimeout), "how long a keep-alive connection may wait for its next request")
+	fs.BoolVar(&cfg.GPUStrict, "gpu-strict", envBool("FILIGRANE_GPU_STRICT"), "answer accelerator=gpu with 503 and Retry-After when no GPU is ready, instead of running it on the CPU at the normal charge")
 	grace := fs.Duration("shutdown-grace", 30*time.Second, "how long in-flight requests may take to finish on shutdown")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -183,7 +184,21 @@ func checkLimitEnv() error {
 			}
 		}
 	}
+	for _, name := range []string{"FILIGRANE_GPU_STRICT", "FILIGRANE_WEBHOOK_ALLOW_PRIVATE"} {
+		if v := os.Getenv(name); v != "" {
+			if _, err := strconv.ParseBool(v); err != nil {
+				return fmt.Errorf("%s=%q: want true or false", name, v)
+			}
+		}
+	}
 	return nil
+}
+
+// envBool reads a boolean environment variable, false when unset or malformed (checkLimitEnv refuses the
+// latter).
+func envBool(name string) bool {
+	v, _ := strconv.ParseBool(os.Getenv(name))
+	return v
 }
 
 // envInt reads an integer environment variable, def when unset or not a number (checkLimitEnv refuses
@@ -231,13 +246,4 @@ func newLogger(w io.Writer, level, format string) (zerolog.Logger, error) {
 		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.RFC3339}
 	}
 	return zerolog.New(w).Level(lvl).With().Timestamp().Logger(), nil
-}
-
-// envBool reads a boolean environment variable: true only for 1, true, yes (any case).
-func envBool(name string) bool {
-	switch strings.ToLower(os.Getenv(name)) {
-	case "1", "true", "yes":
-		return true
-	}
-	return false
 }

@@ -168,9 +168,9 @@ func TestAsyncReplayOfFailedRequest(t *testing.T) {
 }
 
 // (e) The idempotency fingerprint includes the accelerator: the same key with accelerator=gpu is 409
-// before any GPU refusal (503), whether the option comes in the query or in the form.
+// before strict GPU mode's refusal (503), whether the option comes in the query or in the form.
 func TestGPUReplayConflictBeforeUnavailable(t *testing.T) {
-	f := newFixture(t)
+	f := newFixture(t, inMemory(t), gpuStrict)
 	secret := f.dev.Secret // the development organization's business plan includes GPU processing
 	img := photo(t, 512, 512, 26)
 	if r := post(t, f.base+"/watermarks/images/async", secret, "gpu-conflict-01", img, `{"a":1}`); r.status != 202 {

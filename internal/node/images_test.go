@@ -334,7 +334,6 @@ func TestImageRequestErrors(t *testing.T) {
 		{"not an image", "/watermarks/images", f.keyA, `{"a":1}`, []byte("hello, this is text"), 422, "invalid_image"},
 		{"bad accelerator", "/watermarks/images?accelerator=tpu", f.keyA, `{"a":1}`, img, 422, "invalid_accelerator"},
 		{"gpu without GPU plan", "/watermarks/images?accelerator=gpu", f.keyA, `{"a":1}`, img, 403, "plan_forbidden"},
-		{"gpu on a GPU plan", "/watermarks/images?accelerator=gpu", f.dev.Secret, `{"a":1}`, img, 503, "gpu_unavailable"},
 		{"unknown webhook", "/watermarks/images/async?webhook_id=wh_00000000000000000000000000000000", f.keyA, `{"a":1}`, img, 404, "webhook_not_found"},
 		{"storage key alone", "/watermarks/images?storage_key=x", f.keyA, `{"a":1}`, img, 422, "invalid_request"},
 		{"detect scope only", "/watermarks/images", f.keyB, `{"a":1}`, img, 403, "insufficient_scope"},

@@ -82,6 +82,8 @@ type Config struct {
 	// EgressAllowPrivate lets webhook deliveries reach private, loopback and link-local addresses (for
 	// development and tests; cloud metadata stays refused). Off by default.
 	EgressAllowPrivate bool
+	// GPUStrict refuses accelerator=gpu with 503 when no GPU is ready instead of running it on the CPU.
+	GPUStrict bool
 	// APIListener and UploadListener, when set, are used instead of listening on APIAddr and UploadAddr
 	// (tests hand in-memory listeners); the node closes them. PublicUploadURL is then required unless the
 	// upload listener's address is a host:port.
@@ -100,6 +102,7 @@ func (l Layout) BlobDir() string { return filepath.Join(l.Root, "blobs") }
 // Node is a running node.
 type Node struct {
 	cfg      Config
+	gpus     *gpu.Fleet // this node's GPU devices (none without a usable device and codec path)
 	storage  *Storage
 	store    persistence.Store
 	blobs    persistence.Blobs
@@ -312,13 +315,19 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	}
 
 	httpLog := cfg.Logger.With().Str("component", "http").Logger()
+	devices := 0
+	if gpu.CodecAvailable() {
+		devices = len(gpu.Devices())
+	}
+	n.gpus = gpu.NewFleet(devices, 2*time.Second, cfg.Clock, gpu.CUDAOpener(gpu.OptionsFromEnv()))
 	n.api = apihttp.New(apihttp.Config{
 		Keys:  actors.Keys{Store: store, Clock: cfg.Clock, Cache: keyCache(storage.Cluster)},
 		Orgs:  actors.OrgClient{Caller: n.cluster},
 		Store: store, Blobs: blobs, Caller: n.cluster, Media: media, Pool: n.pool,
 		Catalog: catalog, Clock: cfg.Clock, Logger: httpLog, Metrics: n.Metrics,
 		Outbox: n.outbox, SyncWait: cfg.SyncWait, Health: n.health, Ready: n.ready, Conns: cfg.Conns,
-		GPU: gpu.NewTracker(gpu.NewState(gpu.CodecAvailable() && len(gpu.Devices()) > 0, 30*time.Second)),
+		GPU:       gpu.NewTracker(gpu.NewState(gpu.CodecAvailable() && len(gpu.Devices()) > 0, 30*time.Second)),
+		GPUStrict: cfg.GPUStrict,
 	})
 	if n.apiLn, err = listen(cfg.APIListener, cfg.APIAddr); err != nil {
 		return nil, fmt.Errorf("listen for the API on %s: %w", cfg.APIAddr, err)
@@ -457,6 +466,9 @@ func (n *Node) Close(ctx context.Context) error {
 	n.running.Wait()
 	if n.cluster != nil {
 		errs = append(errs, n.cluster.Stop(true))
+	}
+	if n.gpus != nil {
+		errs = append(errs, n.gpus.Close())
 	}
 	if n.storage != nil {
 		errs = append(errs, n.storage.Close())
