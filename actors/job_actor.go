@@ -77,7 +77,7 @@ func (a *jobActor) Receive(ctx actor.Context) {
 		var lease jobstate.Lease
 		a.command(ctx, msg.RequestID, func(r *jobstate.Record, now time.Time) error {
 			var err error
-			lease, err = r.Claim(msg.WorkerID, now, msg.Lease)
+			lease, err = r.ClaimOn(msg.WorkerID, WorkerNode(msg.WorkerID), now, msg.Lease)
 			return err
 		}, func(rep *JobReply) { rep.Lease = &lease })
 	case *JobRenew:
@@ -230,7 +230,7 @@ func (a *jobActor) submit(ctx actor.Context, msg *JobSubmit) {
 	var lease *jobstate.Lease
 	if err == nil && msg.ClaimAs != "" {
 		var l jobstate.Lease
-		l, err = rec.Claim(msg.ClaimAs, now, msg.Lease)
+		l, err = rec.ClaimOn(msg.ClaimAs, WorkerNode(msg.ClaimAs), now, msg.Lease)
 		lease = &l
 	}
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -98,6 +99,20 @@ func workerID(node string, i int) string {
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
 	return fmt.Sprintf("%s/w%d/%s", node, i, hex.EncodeToString(b))
+}
+
+// WorkerNode is the node name inside a worker id made by this package (node/w<slot>/<nonce>), or "" for an
+// id of another shape. The job records it for each attempt (jobstate.Record.AttemptNodes).
+func WorkerNode(id string) string {
+	i := strings.LastIndexByte(id, '/')
+	if i <= 0 {
+		return ""
+	}
+	j := strings.LastIndexByte(id[:i], '/')
+	if j <= 0 || !strings.HasPrefix(id[j+1:i], "w") {
+		return ""
+	}
+	return id[:j]
 }
 
 func (p *Pool) work(ctx context.Context, i int) {
