@@ -63,7 +63,7 @@ func TestHandBack(t *testing.T) {
 // claim without a node (or a duplicate claim) records none; a receipt before any claim has no node fields.
 func TestAttemptNodesBounded(t *testing.T) {
 	r := mustAccept(t, testSpec(), t0)
-	if b, _ := json.Marshal(r.Receipt()); (contains(b, `"node"`) || contains(b, `"attempt_nodes"`)) {
+	if b, _ := json.Marshal(r.Receipt()); contains(b, `"node"`) || contains(b, `"attempt_nodes"`) {
 		t.Fatalf("queued receipt names a node: %s", b)
 	}
 	now := claimAt
@@ -89,4 +89,3 @@ func TestAttemptNodesBounded(t *testing.T) {
 }
 
 func contains(b []byte, s string) bool { return strings.Contains(string(b), s) }
-
