@@ -300,7 +300,7 @@ func (a *jobActor) settle(ctx actor.Context) {
 		switch fx.Kind {
 		case jobstate.EffectDispatch:
 			if a.deps.Dispatch != nil {
-				a.deps.Dispatch(a.id)
+				a.deps.Dispatch(next)
 			}
 		case jobstate.EffectScheduleWake:
 			a.scheduleWake(ctx, fx.At, now)

@@ -9,6 +9,7 @@ import (
 	pcluster "github.com/asynkron/protoactor-go/cluster"
 	"github.com/rs/zerolog"
 
+	"filigrane/actors/jobstate"
 	"filigrane/internal/clock"
 	"filigrane/persistence"
 )
@@ -32,7 +33,7 @@ type Deps struct {
 	// Caller reaches other actors (the job actor asks the org actor); set once the cluster member started.
 	Caller *LateCaller
 	// Dispatch hands a claimable job to this node's worker pool; it must not block.
-	Dispatch func(requestID string)
+	Dispatch func(rec *jobstate.Record)
 }
 
 func (d *Deps) orgs() OrgClient { return OrgClient{Caller: d.Caller} }

@@ -12,6 +12,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"filigrane/actors/jobstate"
+	"filigrane/actors/mediakind"
 )
 
 // ProcessError is how processing an attempt failed: Code becomes the job's error_code; Retryable attempts
@@ -42,11 +43,13 @@ type Pool struct {
 	processor Processor
 	logger    zerolog.Logger
 	lease     time.Duration
-	queue     chan string
-	tokens    chan struct{}
-	node      string
-	workers   int
-	wg        sync.WaitGroup
+	queue     chan queued
+	// Metrics, when set, counts the pool's work per work class.
+	Metrics *WorkMetrics
+	tokens  chan struct{}
+	node    string
+	workers int
+	wg      sync.WaitGroup
 	// OnClaim, when set, is called after a worker claimed a job and before it processes it (tests use it to
 	// simulate a worker that dies mid-job).
 	OnClaim func(ctx context.Context, requestID string) bool
@@ -58,14 +61,27 @@ func NewPool(caller Caller, p Processor, logger zerolog.Logger, node string, n i
 		n = 1
 	}
 	return &Pool{caller: caller, processor: p, logger: logger, lease: lease, node: node, workers: n,
-		queue: make(chan string, 4096), tokens: make(chan struct{}, n)}
+		queue: make(chan queued, 4096), tokens: make(chan struct{}, n)}
+}
+
+// queued is a job waiting for a worker, with the work class it counts under.
+type queued struct {
+	id, class string
 }
 
 // Dispatch queues a job; it never blocks. A job dropped from a full queue stays claimable and the sweeper
 // dispatches it again.
-func (p *Pool) Dispatch(requestID string) {
+func (p *Pool) Dispatch(requestID string) { p.dispatch(requestID, string(mediakind.ClassCPU)) }
+
+// DispatchJob queues a claimable job like Dispatch, counted under its work class.
+func (p *Pool) DispatchJob(rec *jobstate.Record) {
+	p.dispatch(rec.RequestID, classOf(rec.Media, rec.AcceleratorRequested))
+}
+
+func (p *Pool) dispatch(requestID, class string) {
 	select {
-	case p.queue <- requestID:
+	case p.queue <- queued{id: requestID, class: class}:
+		p.Metrics.queue(class, 1)
 	default:
 		p.logger.Warn().Str("job", requestID).Msg("worker queue full; the sweeper will dispatch the job again")
 	}
@@ -121,8 +137,9 @@ func (p *Pool) work(ctx context.Context, i int) {
 		select {
 		case <-ctx.Done():
 			return
-		case req := <-p.queue:
-			p.attempt(ctx, id, req)
+		case q := <-p.queue:
+			p.Metrics.queue(q.class, -1)
+			p.attempt(ctx, id, q.id)
 		}
 	}
 }
@@ -175,6 +192,9 @@ func (p *Pool) RunClaimed(ctx context.Context, rec *jobstate.Record, lease jobst
 		return nil
 	}
 	defer release()
+	class, began, reported, ok := classOf(rec.Media, rec.AcceleratorRequested), time.Now(), false, false
+	p.Metrics.start(class)
+	defer func() { p.Metrics.end(class, reported, ok, time.Since(began)) }()
 	workCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	go p.renew(workCtx, stop, requestID, lease)
@@ -199,6 +219,7 @@ func (p *Pool) RunClaimed(ctx context.Context, rec *jobstate.Record, lease jobst
 	if err != nil {
 		return nil
 	}
+	reported, ok = true, perr == nil
 	return rep
 }
 

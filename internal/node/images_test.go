@@ -247,6 +247,16 @@ func TestAsyncEmbedJobLifecycle(t *testing.T) {
 	if done.Node != "test" || len(done.AttemptNodes) != 1 || done.AttemptNodes[0] != "test" || rc.Node != "" {
 		t.Fatalf("node fields: queued receipt %q, done %q %v", rc.Node, done.Node, done.AttemptNodes)
 	}
+	// The node's metrics count the attempt under its work class.
+	m := call(t, "GET", f.base+"/metrics", "", nil)
+	for _, want := range []string{`filigrane_work_completed_total{class="cpu",node="test"} 1`,
+		`filigrane_work_failed_total{class="cpu",node="test"} 0`, `filigrane_work_running{class="cpu",node="test"} 0`,
+		`filigrane_work_queued{class="cpu",node="test"} 0`, `filigrane_work_seconds_count{class="cpu",node="test"} 1`,
+		`filigrane_work_completed_total{class="cpu-long",node="test"} 0`} {
+		if !strings.Contains(string(m.body), want+"\n") {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
 	// Another organization cannot see the job; a key without the embed scope cannot read it.
 	if r := call(t, "GET", f.base+rc.StatusURL, f.keyB, nil); r.status != 404 {
 		t.Fatalf("other organization reads job: %d", r.status)

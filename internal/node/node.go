@@ -202,6 +202,7 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 			jobstate.MediaDocument: mediafiles.NewPDF(cdc),
 		}}
 	n.pool = actors.NewPool(caller, media, cfg.Logger.With().Str("component", "workers").Logger(), cfg.NodeName, cfg.Workers, cfg.LeaseDuration)
+	n.pool.Metrics = actors.NewWorkMetrics(n.Metrics.Registry, cfg.NodeName)
 	deps := &actors.Deps{
 		Store: store, Clock: cfg.Clock, Catalog: catalog, Logger: cfg.Logger.With().Str("component", "actors").Logger(),
 		Respond: func(ctx actor.Context, v any) {
@@ -224,7 +225,7 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 		StoreTimeout: 10 * time.Second,
 		ActorDelta:   n.Metrics.ActorDelta,
 		Caller:       caller,
-		Dispatch:     n.pool.Dispatch,
+		Dispatch:     n.pool.DispatchJob,
 	}
 	var kinds []cluster.Kind
 	worker := slices.Contains(cfg.Roles, cluster.RoleWorker)
