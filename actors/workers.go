@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -46,10 +47,14 @@ type Pool struct {
 	queue     chan queued
 	// Metrics, when set, counts the pool's work per work class.
 	Metrics *WorkMetrics
-	tokens  chan struct{}
-	node    string
-	workers int
-	wg      sync.WaitGroup
+	// OnChange, when set before the pool is used, is called whenever Free may have changed (a job queued,
+	// taken, started or ended); the node gossips the new value. It must not block.
+	OnChange func()
+	busy     atomic.Int64
+	tokens   chan struct{}
+	node     string
+	workers  int
+	wg       sync.WaitGroup
 	// OnClaim, when set, is called after a worker claimed a job and before it processes it (tests use it to
 	// simulate a worker that dies mid-job).
 	OnClaim func(ctx context.Context, requestID string) bool
@@ -78,7 +83,22 @@ func (p *Pool) DispatchJob(rec *jobstate.Record) {
 	p.dispatch(rec.RequestID, classOf(rec.Media, rec.AcceleratorRequested))
 }
 
+// Free is the pool's free worker slots: workers less the attempts running and the jobs waiting in its queue.
+func (p *Pool) Free() int {
+	return max(0, p.workers-int(p.busy.Load())-len(p.queue))
+}
+
+// Workers is the pool's number of workers.
+func (p *Pool) Workers() int { return p.workers }
+
+func (p *Pool) changed() {
+	if p.OnChange != nil {
+		p.OnChange()
+	}
+}
+
 func (p *Pool) dispatch(requestID, class string) {
+	defer p.changed()
 	select {
 	case p.queue <- queued{id: requestID, class: class}:
 		p.Metrics.queue(class, 1)
@@ -139,7 +159,10 @@ func (p *Pool) work(ctx context.Context, i int) {
 			return
 		case q := <-p.queue:
 			p.Metrics.queue(q.class, -1)
+			p.busy.Add(1) // from the queue to the end of the attempt, this worker is taken
 			p.attempt(ctx, id, q.id)
+			p.busy.Add(-1)
+			p.changed()
 		}
 	}
 }

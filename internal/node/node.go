@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -110,6 +111,9 @@ type Node struct {
 	// Close returns only once they have returned.
 	running sync.WaitGroup
 
+	// lastFree is the free worker slots last gossiped (-1: none yet).
+	lastFree atomic.Int64
+
 	// decodeBudget is the memory of the node's image decodes.
 	decodeBudget *actors.DecodeBudget
 
@@ -166,6 +170,7 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 		return nil, fmt.Errorf("create data directory: %w", err)
 	}
 	n = &Node{cfg: cfg, serveErr: make(chan error, 2), Metrics: apihttp.NewMetrics()}
+	n.lastFree.Store(-1)
 	// Every error return sets n to nil, so the cleanup holds its own reference to the partly started node.
 	started := n
 	defer func() {
@@ -258,6 +263,8 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	workCtx, stopWork := context.WithCancel(context.Background())
 	n.stopWork = stopWork
 	if worker {
+		n.pool.OnChange = n.advertiseFree
+		n.advertiseFree()
 		n.pool.Run(workCtx)
 	}
 	n.sweeper = actors.Sweeper{Store: store, Blobs: blobs, Caller: n.cluster, Clock: cfg.Clock,
@@ -316,6 +323,19 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	n.serve(n.api, n.apiLn)
 	n.serve(n.upload, n.uploadLn)
 	return n, nil
+}
+
+// advertiseFree gossips the pool's free slots. One pool runs both CPU classes for now, so both advertise the
+// same slots; the gpu class is not advertised (no GPU codec path). The cluster coalesces updates (at most one
+// every 100 ms), and an unchanged value is not sent again.
+func (n *Node) advertiseFree() {
+	free := n.pool.Free()
+	if n.lastFree.Swap(int64(free)) == int64(free) {
+		return
+	}
+	if err := n.cluster.SetFree(map[string]int{string(mediakind.ClassCPU): free, string(mediakind.ClassCPULong): free}); err != nil {
+		n.cfg.Logger.Warn().Err(err).Msg("advertise free worker slots")
+	}
 }
 
 // listen is ln when the configuration hands one in, else a TCP listener on addr.
