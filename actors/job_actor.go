@@ -77,7 +77,7 @@ func (a *jobActor) Receive(ctx actor.Context) {
 		var lease jobstate.Lease
 		a.command(ctx, msg.RequestID, func(r *jobstate.Record, now time.Time) error {
 			var err error
-			lease, err = r.Claim(msg.WorkerID, now, msg.Lease)
+			lease, err = r.ClaimOn(msg.WorkerID, WorkerNode(msg.WorkerID), now, msg.Lease)
 			return err
 		}, func(rep *JobReply) { rep.Lease = &lease })
 	case *JobRenew:
@@ -212,7 +212,7 @@ func (a *jobActor) submit(ctx actor.Context, msg *JobSubmit) {
 	var lease *jobstate.Lease
 	if err == nil && msg.ClaimAs != "" {
 		var l jobstate.Lease
-		l, err = rec.Claim(msg.ClaimAs, now, msg.Lease)
+		l, err = rec.ClaimOn(msg.ClaimAs, WorkerNode(msg.ClaimAs), now, msg.Lease)
 		lease = &l
 	}
 	if err != nil {
@@ -287,7 +287,7 @@ func (a *jobActor) settle(ctx actor.Context) {
 			switch fx.Kind {
 			case jobstate.EffectDispatch:
 				if a.deps.Dispatch != nil {
-					a.deps.Dispatch(a.id)
+					a.deps.Dispatch(next)
 				}
 			case jobstate.EffectScheduleWake:
 				a.scheduleWake(ctx, fx.At, now)

@@ -10,6 +10,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"filigrane/actors/durable"
+	"filigrane/actors/jobstate"
 	"filigrane/actors/outbox"
 	"filigrane/internal/clock"
 	"filigrane/persistence"
@@ -34,7 +35,7 @@ type Deps struct {
 	// Caller reaches other actors (the job actor asks the org actor); set once the cluster member started.
 	Caller *LateCaller
 	// Dispatch hands a claimable job to this node's worker pool; it must not block.
-	Dispatch func(requestID string)
+	Dispatch func(rec *jobstate.Record)
 	// Outbox takes the effects actors hand over after a commit (a job's announcements); the node's sweeper
 	// delivers them. With no Store set, hand-overs fail and the effects stay owed.
 	Outbox outbox.Outbox

@@ -5,12 +5,15 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
 
 	"filigrane/actors/jobstate"
+	"filigrane/actors/mediakind"
 )
 
 // ProcessError is how processing an attempt failed: Code becomes the job's error_code; Retryable attempts
@@ -41,11 +44,17 @@ type Pool struct {
 	processor Processor
 	logger    zerolog.Logger
 	lease     time.Duration
-	queue     chan string
-	tokens    chan struct{}
-	node      string
-	workers   int
-	wg        sync.WaitGroup
+	queue     chan queued
+	// Metrics, when set, counts the pool's work per work class.
+	Metrics *WorkMetrics
+	// OnChange, when set before the pool is used, is called whenever Free may have changed (a job queued,
+	// taken, started or ended); the node gossips the new value. It must not block.
+	OnChange func()
+	busy     atomic.Int64
+	tokens   chan struct{}
+	node     string
+	workers  int
+	wg       sync.WaitGroup
 	// OnClaim, when set, is called after a worker claimed a job and before it processes it (tests use it to
 	// simulate a worker that dies mid-job).
 	OnClaim func(ctx context.Context, requestID string) bool
@@ -57,14 +66,42 @@ func NewPool(caller Caller, p Processor, logger zerolog.Logger, node string, n i
 		n = 1
 	}
 	return &Pool{caller: caller, processor: p, logger: logger, lease: lease, node: node, workers: n,
-		queue: make(chan string, 4096), tokens: make(chan struct{}, n)}
+		queue: make(chan queued, 4096), tokens: make(chan struct{}, n)}
+}
+
+// queued is a job waiting for a worker, with the work class it counts under.
+type queued struct {
+	id, class string
 }
 
 // Dispatch queues a job; it never blocks. A job dropped from a full queue stays claimable and the sweeper
 // dispatches it again.
-func (p *Pool) Dispatch(requestID string) {
+func (p *Pool) Dispatch(requestID string) { p.dispatch(requestID, string(mediakind.ClassCPU)) }
+
+// DispatchJob queues a claimable job like Dispatch, counted under its work class.
+func (p *Pool) DispatchJob(rec *jobstate.Record) {
+	p.dispatch(rec.RequestID, classOf(rec.Media, rec.AcceleratorRequested))
+}
+
+// Free is the pool's free worker slots: workers less the attempts running and the jobs waiting in its queue.
+func (p *Pool) Free() int {
+	return max(0, p.workers-int(p.busy.Load())-len(p.queue))
+}
+
+// Workers is the pool's number of workers.
+func (p *Pool) Workers() int { return p.workers }
+
+func (p *Pool) changed() {
+	if p.OnChange != nil {
+		p.OnChange()
+	}
+}
+
+func (p *Pool) dispatch(requestID, class string) {
+	defer p.changed()
 	select {
-	case p.queue <- requestID:
+	case p.queue <- queued{id: requestID, class: class}:
+		p.Metrics.queue(class, 1)
 	default:
 		p.logger.Warn().Str("job", requestID).Msg("worker queue full; the sweeper will dispatch the job again")
 	}
@@ -100,14 +137,32 @@ func workerID(node string, i int) string {
 	return fmt.Sprintf("%s/w%d/%s", node, i, hex.EncodeToString(b))
 }
 
+// WorkerNode is the node name inside a worker id made by this package (node/w<slot>/<nonce>), or "" for an
+// id of another shape. The job records it for each attempt (jobstate.Record.AttemptNodes).
+func WorkerNode(id string) string {
+	i := strings.LastIndexByte(id, '/')
+	if i <= 0 {
+		return ""
+	}
+	j := strings.LastIndexByte(id[:i], '/')
+	if j <= 0 || !strings.HasPrefix(id[j+1:i], "w") {
+		return ""
+	}
+	return id[:j]
+}
+
 func (p *Pool) work(ctx context.Context, i int) {
 	id := workerID(p.node, i)
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case req := <-p.queue:
-			p.attempt(ctx, id, req)
+		case q := <-p.queue:
+			p.Metrics.queue(q.class, -1)
+			p.busy.Add(1) // from the queue to the end of the attempt, this worker is taken
+			p.attempt(ctx, id, q.id)
+			p.busy.Add(-1)
+			p.changed()
 		}
 	}
 }
@@ -160,6 +215,9 @@ func (p *Pool) RunClaimed(ctx context.Context, rec *jobstate.Record, lease jobst
 		return nil
 	}
 	defer release()
+	class, began, reported, ok := classOf(rec.Media, rec.AcceleratorRequested), time.Now(), false, false
+	p.Metrics.start(class)
+	defer func() { p.Metrics.end(class, reported, ok, time.Since(began)) }()
 	workCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	go p.renew(workCtx, stop, requestID, lease)
@@ -184,6 +242,7 @@ func (p *Pool) RunClaimed(ctx context.Context, rec *jobstate.Record, lease jobst
 	if err != nil {
 		return nil
 	}
+	reported, ok = true, perr == nil
 	return rep
 }
 

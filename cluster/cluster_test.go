@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"strings"
 	"sync/atomic"
@@ -202,6 +203,43 @@ func TestRequestErrors(t *testing.T) {
 	if _, err := n.Request(ctx, "errors-1", "counter", Hit{}); !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled context: error = %v", err)
 	}
+}
+
+// TestFreeGossip: free slots per work class reach every member, with Capacity their sum; a node that stops
+// running work (an empty map) is seen with no class.
+func TestFreeGossip(t *testing.T) {
+	_, nodes := liveCluster(t)
+	n2 := nodes[1]
+	k := int(runSeq.Add(1))
+	want := map[string]int{"cpu": k, "cpu-long": 1}
+	if err := n2.SetFree(want); err != nil {
+		t.Fatal(err)
+	}
+	if err := n2.SetFree(map[string]int{"cpu": -1}); err == nil {
+		t.Fatal("negative free slots accepted")
+	}
+	seen := func(free map[string]int, capacity int) func() bool {
+		return func() bool {
+			for _, n := range nodes {
+				ok := false
+				for _, m := range n.Members() {
+					if m.ID == n2.ID() && maps.Equal(m.Free, free) && m.Capacity == capacity {
+						ok = true
+					}
+				}
+				if !ok {
+					return false
+				}
+			}
+			return true
+		}
+	}
+	d := eventually(t, 5*time.Second, "every node to see n2's free slots", seen(want, k+1))
+	t.Logf("free slots visible on all nodes after %v", d)
+	if err := n2.SetFree(map[string]int{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "every node to see that n2 runs no class", seen(nil, 0))
 }
 
 func TestCapacityGossip(t *testing.T) {

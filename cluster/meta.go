@@ -40,6 +40,9 @@ const MetaVersion = 1
 // beyond it, so EncodeMeta refuses larger values.
 const MaxMetaSize = memberlist.MetaMaxSize
 
+// MaxClasses bounds NodeMeta.Free, so that the metadata stays small.
+const MaxClasses = 8
+
 // ErrMetaTooLarge is returned when encoded metadata exceeds MaxMetaSize.
 var ErrMetaTooLarge = errors.New("node metadata too large")
 
@@ -57,8 +60,14 @@ type NodeMeta struct {
 	Port int    `msgpack:"p"`
 	// Kinds are the cluster kinds this node hosts.
 	Kinds []string `msgpack:"k"`
-	// Capacity is the number of free worker slots, updated at runtime.
+	// Capacity is the number of free worker slots, updated at runtime: the
+	// sum of Free.
 	Capacity int `msgpack:"c"`
+	// Free is the free worker slots per work class ("cpu", "cpu-long",
+	// "gpu"), updated at runtime (SetFree). A class is present exactly when
+	// the node runs it, with 0 when all its slots are taken; a node that
+	// runs no work (edge only, or draining) has none.
+	Free map[string]int `msgpack:"f,omitempty"`
 	// GPUs is the number of CUDA devices the node found (gpu.Discover) and
 	// GPUMemory their total memory in bytes; both zero without a GPU. They
 	// describe hardware, not readiness: whether GPU work is accepted is the
@@ -102,6 +111,14 @@ func (m NodeMeta) Validate() error {
 	}
 	if m.Capacity < 0 {
 		return fmt.Errorf("node metadata with negative capacity %d", m.Capacity)
+	}
+	if len(m.Free) > MaxClasses {
+		return fmt.Errorf("node metadata with %d work classes, at most %d", len(m.Free), MaxClasses)
+	}
+	for c, n := range m.Free {
+		if c == "" || len(c) > 16 || n < 0 {
+			return fmt.Errorf("node metadata with work class %q of capacity %d", c, n)
+		}
 	}
 	if m.GPUs < 0 || (m.GPUs == 0 && m.GPUMemory != 0) {
 		return fmt.Errorf("node metadata with %d GPUs and %d bytes of GPU memory", m.GPUs, m.GPUMemory)

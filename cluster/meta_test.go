@@ -85,6 +85,14 @@ func TestMetaRejectsBadInput(t *testing.T) {
 		"capacity": func(m *NodeMeta) { m.Capacity = -1 },
 		"gpus":     func(m *NodeMeta) { m.GPUs = -1 },
 		"gpu mem":  func(m *NodeMeta) { m.GPUs = 0 },
+		"free":     func(m *NodeMeta) { m.Free = map[string]int{"cpu": -1} },
+		"class":    func(m *NodeMeta) { m.Free = map[string]int{"": 1} },
+		"long class": func(m *NodeMeta) {
+			m.Free = map[string]int{"a-class-name-too-long": 1}
+		},
+		"classes": func(m *NodeMeta) {
+			m.Free = map[string]int{"a": 1, "b": 1, "c": 1, "d": 1, "e": 1, "f": 1, "g": 1, "h": 1, "i": 1}
+		},
 	}
 	for name, mutate := range bad {
 		t.Run(name, func(t *testing.T) {

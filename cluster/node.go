@@ -49,6 +49,9 @@ type Config struct {
 	// Roles and Capacity (free worker slots) are gossiped in node metadata.
 	Roles    []Role
 	Capacity int
+	// Free is the free worker slots per work class at start (NodeMeta.Free);
+	// SetFree changes it. When set, Capacity is taken as its sum.
+	Free map[string]int
 	// GPUs and GPUMemory (bytes) are the node's CUDA devices as gpu.Discover
 	// found them, gossiped in node metadata; zero without a GPU.
 	GPUs      int
@@ -177,6 +180,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		JoinTimeout:      joinTimeout,
 		Roles:            cfg.Roles,
 		Capacity:         cfg.Capacity,
+		Free:             cfg.Free,
 		GPUs:             cfg.GPUs,
 		GPUMemory:        cfg.GPUMemory,
 		Label:            cfg.Label,
@@ -306,6 +310,11 @@ func (n *Node) IgnoredMembers() map[string]string { return n.provider.Ignored() 
 
 // SetCapacity gossips this node's free worker capacity. It does not block.
 func (n *Node) SetCapacity(free int) error { return n.provider.SetCapacity(free) }
+
+// SetFree gossips this node's free worker slots per work class (NodeMeta.Free;
+// Capacity becomes their sum). It does not block: updates are coalesced and
+// go out at most every 100 ms.
+func (n *Node) SetFree(free map[string]int) error { return n.provider.SetFree(free) }
 
 // Blocked is closed when the cluster has blocked this node's id (it was
 // declared dead and came back; with ActorGossipInterval set, also when its
@@ -547,6 +556,17 @@ func (n *Node) SpawnNamed(props *actor.Props, name string) (*actor.PID, error) {
 		return nil, fmt.Errorf("cluster: spawn %q: %w", name, err)
 	}
 	return pid, nil
+}
+
+// SendPID delivers msg to a plain actor by PID (for example a named
+// per-node actor) without waiting: at most once, unconfirmed.
+func (n *Node) SendPID(pid *actor.PID, msg any) error {
+	a, err := n.reg.Wrap(msg)
+	if err != nil {
+		return fmt.Errorf("cluster: send to %s: %w", pid, err)
+	}
+	n.system.Root.Send(pid, a)
+	return nil
 }
 
 // MemberPID is the PID of the actor spawned with SpawnNamed(…, name) on

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"slices"
 	"strconv"
@@ -88,8 +89,10 @@ type ProviderConfig struct {
 	// answers (default 10 s). The node fails to start after it.
 	JoinTimeout time.Duration
 	// Roles, Capacity and the GPU inventory go into the node's metadata.
-	Roles     []Role
-	Capacity  int
+	Roles    []Role
+	Capacity int
+	// Free is the free slots per work class at start (see NodeMeta.Free).
+	Free      map[string]int
 	GPUs      int
 	GPUMemory uint64
 	// Label separates clusters that share a network: memberlist drops
@@ -247,6 +250,7 @@ func (p *MemberlistProvider) start(c *pcluster.Cluster, client bool) error {
 		Port:      port,
 		Kinds:     kinds,
 		Capacity:  p.cfg.Capacity,
+		Free:      maps.Clone(p.cfg.Free),
 		GPUs:      p.cfg.GPUs,
 		GPUMemory: p.cfg.GPUMemory,
 		Client:    client,
@@ -414,6 +418,7 @@ func (p *MemberlistProvider) Members() []Member {
 	out := make([]Member, len(p.published))
 	for i, m := range p.published {
 		m.Roles = slices.Clone(m.Roles)
+		m.Free = maps.Clone(m.Free)
 		m.Kinds = slices.Clone(m.Kinds)
 		out[i] = m
 	}
@@ -450,14 +455,30 @@ func (p *MemberlistProvider) SetCapacity(n int) error {
 	if n < 0 {
 		return fmt.Errorf("cluster provider: negative capacity %d", n)
 	}
+	return p.setMeta(func(m *NodeMeta) { m.Capacity = n }, func(c *ProviderConfig) { c.Capacity = n })
+}
+
+// SetFree records the free worker slots per work class (Capacity becomes
+// their sum) and gossips them, coalesced like SetCapacity.
+func (p *MemberlistProvider) SetFree(free map[string]int) error {
+	total := 0
+	for _, n := range free {
+		total += n
+	}
+	free = maps.Clone(free)
+	return p.setMeta(func(m *NodeMeta) { m.Free, m.Capacity = free, total },
+		func(c *ProviderConfig) { c.Free, c.Capacity = free, total })
+}
+
+func (p *MemberlistProvider) setMeta(change func(*NodeMeta), before func(*ProviderConfig)) error {
 	p.mu.Lock()
 	if !p.started {
-		p.cfg.Capacity = n
+		before(&p.cfg)
 		p.mu.Unlock()
 		return nil
 	}
 	meta := p.self
-	meta.Capacity = n
+	change(&meta)
 	b, err := EncodeMeta(meta)
 	if err != nil {
 		p.mu.Unlock()
@@ -641,6 +662,7 @@ func (p *MemberlistProvider) hasMemberIDLocked(id string) bool {
 
 func sameMember(a, b Member) bool {
 	return a.ID == b.ID && a.Name == b.Name && a.Capacity == b.Capacity && a.Client == b.Client &&
+		maps.Equal(a.Free, b.Free) &&
 		a.Address() == b.Address() && a.GossipAddr == b.GossipAddr &&
 		slices.Equal(a.Roles, b.Roles) && slices.Equal(a.Kinds, b.Kinds)
 }

@@ -1,6 +1,9 @@
 package jobstate
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // Receipt is the job receipt of spec 2.3, as returned with 202 and by the status URL. Field names are the
 // spec's; nullable fields are pointers so that JSON shows null, and batch and storage fields are left out
@@ -25,6 +28,10 @@ type Receipt struct {
 	BatchID              string       `json:"batch_id,omitempty"`
 	StorageDestinationID string       `json:"storage_destination_id,omitempty"`
 	StorageKey           string       `json:"storage_key,omitempty"`
+	// Node and AttemptNodes are extensions (docs/operations.md, "Work classes and placement"): the node that
+	// claimed the latest attempt and every attempt's node, oldest first; absent before the first claim.
+	Node         string   `json:"node,omitempty"`
+	AttemptNodes []string `json:"attempt_nodes,omitempty"`
 }
 
 // StatusURL is the job's status path, relative to the base URL: /watermarks/jobs/{request_id} for every
@@ -55,6 +62,10 @@ func (r *Record) Receipt() Receipt {
 		WebhookID: optional(r.WebhookID), StatusURL: r.StatusURL(), ResultURL: r.ResultURL(),
 		AcceleratorRequested: r.AcceleratorRequested, BatchID: r.BatchID,
 		StorageDestinationID: r.StorageDestinationID, StorageKey: r.StorageKey,
+	}
+	if n := len(r.AttemptNodes); n > 0 {
+		rc.Node = r.AttemptNodes[n-1]
+		rc.AttemptNodes = slices.Clone(r.AttemptNodes)
 	}
 	switch r.Status {
 	case StatusSucceeded:

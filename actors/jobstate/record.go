@@ -2,6 +2,7 @@ package jobstate
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -47,6 +48,9 @@ type Record struct {
 	// NextAttemptAt is when a retrying job may be claimed again; zero unless retrying.
 	NextAttemptAt time.Time     `msgpack:"next_attempt_at"`
 	LastError     *AttemptError `msgpack:"last_error"`
+	// AttemptNodes names the node that claimed each attempt, oldest first (handed-back attempts included), at
+	// most MaxAttemptNodes: operators see where work ran (the receipt's `node` and `attempt_nodes`).
+	AttemptNodes []string `msgpack:"attempt_nodes,omitempty"`
 
 	// ErrorCode and ErrorDetail are set exactly when the job failed.
 	ErrorCode   string `msgpack:"error_code"`
@@ -240,6 +244,7 @@ func (r *Record) Clone() *Record {
 		o := *r.Output
 		c.Output = &o
 	}
+	c.AttemptNodes = slices.Clone(r.AttemptNodes)
 	return &c
 }
 
@@ -278,6 +283,9 @@ func (r *Record) Validate() error {
 	}
 	if r.Lease != nil && (r.Lease.Token != r.Epoch || r.Lease.WorkerID == "") {
 		return fail("lease token %d at epoch %d", r.Lease.Token, r.Epoch)
+	}
+	if len(r.AttemptNodes) > MaxAttemptNodes {
+		return fail("%d attempt nodes, at most %d", len(r.AttemptNodes), MaxAttemptNodes)
 	}
 	if r.Status == StatusQueued && r.Attempts != 0 {
 		return fail("queued after %d attempts", r.Attempts)

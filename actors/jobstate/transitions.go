@@ -2,6 +2,7 @@ package jobstate
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -41,6 +42,16 @@ func (r *Record) Claimable(now time.Time) bool {
 // name one worker incarnation (a restarted worker gets a new id), so a repeated Claim by the holder of the
 // live lease is a duplicate delivery: it returns the same lease and changes nothing.
 func (r *Record) Claim(workerID string, now time.Time, leaseDuration time.Duration) (Lease, error) {
+	return r.ClaimOn(workerID, "", now, leaseDuration)
+}
+
+// MaxAttemptNodes bounds Record.AttemptNodes: attempts handed back by draining nodes do not count toward
+// MaxAttempts, so the list keeps the latest ones only.
+const MaxAttemptNodes = 16
+
+// ClaimOn is Claim by a worker of node (recorded in AttemptNodes when the claim starts an attempt; "" records
+// nothing).
+func (r *Record) ClaimOn(workerID, node string, now time.Time, leaseDuration time.Duration) (Lease, error) {
 	if workerID == "" {
 		return Lease{}, fmt.Errorf("claim job %s: worker id is empty: %w", r.RequestID, ErrInvalid)
 	}
@@ -68,6 +79,12 @@ func (r *Record) Claim(workerID string, now time.Time, leaseDuration time.Durati
 		Duration: leaseDuration}
 	r.Status = StatusRunning
 	r.NextAttemptAt = time.Time{}
+	if node != "" {
+		r.AttemptNodes = append(r.AttemptNodes, node)
+		if n := len(r.AttemptNodes); n > MaxAttemptNodes {
+			r.AttemptNodes = slices.Delete(r.AttemptNodes, 0, n-MaxAttemptNodes)
+		}
+	}
 	if r.StartedAt.IsZero() {
 		r.StartedAt = now
 	}
@@ -209,6 +226,30 @@ func truncateDetail(s string) string {
 		n--
 	}
 	return s[:n]
+}
+
+// HandBack ends the current attempt without an outcome because its worker's node is shutting down (a
+// drain that ran out of time): the job is claimable again at once, and the attempt does not count toward
+// MaxAttempts (nothing went wrong with the job), so Attempts goes back by one: the job is queued again when
+// this was its first attempt, else retrying with no wait. The lease's holder must still hold it; a repeat
+// after the hand-back is refused as stale, like any command of a lease that ended.
+func (r *Record) HandBack(token Token, now time.Time) error {
+	now = now.UTC()
+	if err := r.checkLease(token, now); err != nil {
+		return fmt.Errorf("hand back job %s with lease %d: %w", r.RequestID, token, err)
+	}
+	r.Lease = nil
+	r.Attempts--
+	if r.Attempts == 0 {
+		r.Status = StatusQueued
+		r.NextAttemptAt = time.Time{}
+	} else {
+		// An earlier attempt ended retryably (that is how this one started), so LastError is set.
+		r.Status = StatusRetrying
+		r.NextAttemptAt = now
+	}
+	r.changed()
+	return nil
 }
 
 // Fail ends the current attempt with an error. The job goes to retrying when the error is retryable,

@@ -68,6 +68,24 @@ type Rates struct {
 	GPUHoldMultiplier int64 `json:"gpu_hold_multiplier"`
 }
 
+// Class is a work class: the pool of workers that runs a kind's jobs. Each node has a pool per class it
+// runs and advertises the free slots of each in its cluster metadata, so that work goes where there is room
+// for it and a long video never holds a slot that short images wait for.
+type Class string
+
+// Work classes.
+const (
+	// ClassCPU is short CPU work: images and documents (seconds).
+	ClassCPU Class = "cpu"
+	// ClassCPULong is long CPU work: videos (minutes), kept off the short pool.
+	ClassCPULong Class = "cpu-long"
+	// ClassGPU is work for an accelerator; only nodes with the gpu role and a device run it.
+	ClassGPU Class = "gpu"
+)
+
+// Classes lists the work classes in a fixed order.
+func Classes() []Class { return []Class{ClassCPU, ClassCPULong, ClassGPU} }
+
 // Kind is one row of the table.
 type Kind struct {
 	// Media is the kind's name on jobs, uploads, assets and plans.
@@ -88,6 +106,8 @@ type Kind struct {
 	OutputExt  string
 	// Noun names one file of the kind in messages ("image", "PDF", "video").
 	Noun string
+	// Class is the work class of the kind's jobs on a CPU (an accelerator=gpu job prefers ClassGPU).
+	Class Class
 }
 
 // SyncWait is the spec's wait of a synchronous request before it answers 202 (spec 8: 20 seconds).
@@ -108,7 +128,7 @@ func Table() []Kind {
 				// spec sets no pixel bound besides the file size.
 				DetectPixels: 200_000_000,
 			},
-			SyncWait: SyncWait, OutputMIME: "image/png", OutputExt: "png",
+			SyncWait: SyncWait, OutputMIME: "image/png", OutputExt: "png", Class: ClassCPU,
 		},
 		{
 			Media: jobstate.MediaDocument, RoutePrefix: "/watermarks/documents", Noun: "PDF",
@@ -120,7 +140,7 @@ func Table() []Kind {
 				DirectDetect: 40_000_000, UploadDetect: 64_000_000, SyncDetect: 95_000_000,
 				MaxPages: 10_000,
 			},
-			SyncWait: SyncWait, OutputMIME: "application/pdf", OutputExt: "pdf",
+			SyncWait: SyncWait, OutputMIME: "application/pdf", OutputExt: "pdf", Class: ClassCPU,
 		},
 		{
 			Media: jobstate.MediaVideo, RoutePrefix: "/watermarks/videos", Noun: "video",
@@ -133,7 +153,7 @@ func Table() []Kind {
 				// codec/video's bounds (ten minutes at up to 60 fps); the deadline reaches its 90-minute cap at 240 frames.
 				MaxFrames: 36_000, MaxDuration: 10 * time.Minute,
 			},
-			SyncWait: SyncWait, OutputMIME: "video/mp4", OutputExt: "mp4",
+			SyncWait: SyncWait, OutputMIME: "video/mp4", OutputExt: "mp4", Class: ClassCPULong,
 		},
 	}
 }
@@ -162,6 +182,20 @@ func ByFilename(name string) (Kind, bool) {
 		}
 	}
 	return Kind{}, false
+}
+
+// ClassesFor lists the work classes a job may run in, preferred first: an accelerator=gpu job prefers the
+// gpu class and falls back to its kind's CPU class (it is then charged the normal price, DESIGN.md 4); an
+// unknown media kind runs as short CPU work.
+func ClassesFor(m jobstate.Media, acc jobstate.Accelerator) []Class {
+	c := ClassCPU
+	if k, ok := ByMedia(m); ok && k.Class != "" {
+		c = k.Class
+	}
+	if acc == jobstate.AcceleratorGPU {
+		return []Class{ClassGPU, c}
+	}
+	return []Class{c}
 }
 
 // DirectLimit is the largest file a request of op sends in its body.
@@ -282,8 +316,8 @@ func LimitsMarkdown() string {
 		return fmt.Sprintf("%d MB", n/1_000_000)
 	}
 	var b strings.Builder
-	b.WriteString("| Kind | Routes | Extensions | Direct embed | Embed upload | Direct detect | Detect upload | Sync detect | Bound | Embed price | Output |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| Kind | Routes | Extensions | Direct embed | Embed upload | Direct detect | Detect upload | Sync detect | Bound | Embed price | Output | Work class |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, k := range Table() {
 		sync := "up to " + mb(k.Limits.SyncDetect)
 		if !k.SyncDetect() {
@@ -302,9 +336,9 @@ func LimitsMarkdown() string {
 		if k.Media == jobstate.MediaVideo {
 			price = "1 credit per started minute"
 		}
-		fmt.Fprintf(&b, "| %s | `%s` | %s | %s | %s | %s | %s | %s | %s | %s | `%s` |\n", k.Media, k.RoutePrefix,
+		fmt.Fprintf(&b, "| %s | `%s` | %s | %s | %s | %s | %s | %s | %s | %s | `%s` | `%s` |\n", k.Media, k.RoutePrefix,
 			strings.Join(k.Extensions, " "), mb(k.Limits.DirectEmbed), mb(k.Limits.UploadEmbed), mb(k.Limits.DirectDetect),
-			mb(k.Limits.UploadDetect), sync, bound, price, k.OutputMIME)
+			mb(k.Limits.UploadDetect), sync, bound, price, k.OutputMIME, k.Class)
 	}
 	return b.String()
 }

@@ -2,6 +2,7 @@ package mediakind_test
 
 import (
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -172,5 +173,31 @@ func TestREADMEMatchesTable(t *testing.T) {
 			return
 		}
 		t.Fatalf("README.md's media kinds table differs from the table; run FILIGRANE_UPDATE_README=1 go test ./actors/mediakind\ngot:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// TestWorkClasses: images and documents are short CPU work, videos long CPU work; accelerator=gpu prefers
+// the gpu class and falls back to the kind's CPU class.
+func TestWorkClasses(t *testing.T) {
+	cases := []struct {
+		media jobstate.Media
+		acc   jobstate.Accelerator
+		want  []mediakind.Class
+	}{
+		{jobstate.MediaImage, jobstate.AcceleratorCPU, []mediakind.Class{mediakind.ClassCPU}},
+		{jobstate.MediaDocument, "", []mediakind.Class{mediakind.ClassCPU}},
+		{jobstate.MediaVideo, jobstate.AcceleratorCPU, []mediakind.Class{mediakind.ClassCPULong}},
+		{jobstate.MediaVideo, jobstate.AcceleratorGPU, []mediakind.Class{mediakind.ClassGPU, mediakind.ClassCPULong}},
+		{jobstate.MediaImage, jobstate.AcceleratorGPU, []mediakind.Class{mediakind.ClassGPU, mediakind.ClassCPU}},
+	}
+	for _, c := range cases {
+		if got := mediakind.ClassesFor(c.media, c.acc); !slices.Equal(got, c.want) {
+			t.Errorf("%s/%s: %v, want %v", c.media, c.acc, got, c.want)
+		}
+	}
+	for _, k := range mediakind.Table() {
+		if !slices.Contains(mediakind.Classes(), k.Class) {
+			t.Errorf("%s has work class %q", k.Media, k.Class)
+		}
 	}
 }

@@ -101,18 +101,20 @@ func post(t *testing.T, url, key, idem string, file []byte, data string) respons
 }
 
 type receipt struct {
-	RequestID            string  `json:"request_id"`
-	Status               string  `json:"status"`
-	Operation            string  `json:"operation"`
-	Format               string  `json:"format"`
-	Credits              int64   `json:"credits"`
-	Attempts             int     `json:"attempts"`
-	AssetID              *string `json:"asset_id"`
-	StatusURL            string  `json:"status_url"`
-	ResultURL            string  `json:"result_url"`
-	ErrorCode            *string `json:"error_code"`
-	AcceleratorRequested string  `json:"accelerator_requested"`
-	Accelerator          *string `json:"accelerator"`
+	RequestID            string   `json:"request_id"`
+	Status               string   `json:"status"`
+	Operation            string   `json:"operation"`
+	Format               string   `json:"format"`
+	Credits              int64    `json:"credits"`
+	Attempts             int      `json:"attempts"`
+	AssetID              *string  `json:"asset_id"`
+	StatusURL            string   `json:"status_url"`
+	ResultURL            string   `json:"result_url"`
+	ErrorCode            *string  `json:"error_code"`
+	AcceleratorRequested string   `json:"accelerator_requested"`
+	Accelerator          *string  `json:"accelerator"`
+	Node                 string   `json:"node"`
+	AttemptNodes         []string `json:"attempt_nodes"`
 }
 
 func decodeReceipt(t *testing.T, r response) receipt {
@@ -240,6 +242,20 @@ func TestAsyncEmbedJobLifecycle(t *testing.T) {
 	done := decodeReceipt(t, st)
 	if st.status != 200 || done.Status != "succeeded" || done.Attempts != 1 || done.AssetID == nil || done.Accelerator == nil || *done.Accelerator != "cpu" {
 		t.Fatalf("status %d %s", st.status, st.body)
+	}
+	// The extension fields name the node that ran the attempt (the fixture's node is "test").
+	if done.Node != "test" || len(done.AttemptNodes) != 1 || done.AttemptNodes[0] != "test" || rc.Node != "" {
+		t.Fatalf("node fields: queued receipt %q, done %q %v", rc.Node, done.Node, done.AttemptNodes)
+	}
+	// The node's metrics count the attempt under its work class.
+	m := call(t, "GET", f.base+"/metrics", "", nil)
+	for _, want := range []string{`filigrane_work_completed_total{class="cpu",node="test"} 1`,
+		`filigrane_work_failed_total{class="cpu",node="test"} 0`, `filigrane_work_running{class="cpu",node="test"} 0`,
+		`filigrane_work_queued{class="cpu",node="test"} 0`, `filigrane_work_seconds_count{class="cpu",node="test"} 1`,
+		`filigrane_work_completed_total{class="cpu-long",node="test"} 0`} {
+		if !strings.Contains(string(m.body), want+"\n") {
+			t.Errorf("metrics lack %s", want)
+		}
 	}
 	// Another organization cannot see the job; a key without the embed scope cannot read it.
 	if r := call(t, "GET", f.base+rc.StatusURL, f.keyB, nil); r.status != 404 {

@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -120,6 +121,9 @@ type Node struct {
 	// Close returns only once they have returned.
 	running sync.WaitGroup
 
+	// lastFree is the free worker slots last gossiped (-1: none yet).
+	lastFree atomic.Int64
+
 	// decodeBudget is the memory of the node's image decodes.
 	decodeBudget *actors.DecodeBudget
 
@@ -188,6 +192,7 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	}
 	n = &Node{cfg: cfg, serveErr: make(chan error, 2), Metrics: apihttp.NewMetrics()}
 	n.batchNotices.init()
+	n.lastFree.Store(-1)
 	// Every error return sets n to nil, so the cleanup holds its own reference to the partly started node.
 	started := n
 	defer func() {
@@ -235,6 +240,7 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	n.outboxes.MustRegister(actors.OutboxJobWebhook, webhooks.JobHandler(store, &webhooks.Deliverer{
 		Endpoints: n.webhookEndpoints, Clock: cfg.Clock, Metrics: webhooks.NewMetrics(n.Metrics.Registry),
 		Sender: webhooks.NewSender(&egress.Guard{AllowPrivate: cfg.EgressAllowPrivate}, 0)}))
+	n.pool.Metrics = actors.NewWorkMetrics(n.Metrics.Registry, cfg.NodeName)
 	deps := &actors.Deps{
 		Store: store, Clock: cfg.Clock, Catalog: catalog, Logger: cfg.Logger.With().Str("component", "actors").Logger(),
 		Respond: func(ctx actor.Context, v any) {
@@ -257,7 +263,7 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 		StoreTimeout: 10 * time.Second,
 		ActorDelta:   n.Metrics.ActorDelta,
 		Caller:       caller,
-		Dispatch:     n.pool.Dispatch,
+		Dispatch:     n.pool.DispatchJob,
 		Outbox:       n.outbox,
 		NotifyBatch:  n.batchNotices.notify,
 	}
@@ -293,6 +299,8 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	workCtx, stopWork := context.WithCancel(context.Background())
 	n.stopWork = stopWork
 	if worker {
+		n.pool.OnChange = n.advertiseFree
+		n.advertiseFree()
 		n.pool.Run(workCtx)
 	}
 	n.running.Add(1)
@@ -366,6 +374,19 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	n.serve(n.api, n.apiLn)
 	n.serve(n.upload, n.uploadLn)
 	return n, nil
+}
+
+// advertiseFree gossips the pool's free slots. One pool runs both CPU classes for now, so both advertise the
+// same slots; the gpu class is not advertised (no GPU codec path). The cluster coalesces updates (at most one
+// every 100 ms), and an unchanged value is not sent again.
+func (n *Node) advertiseFree() {
+	free := n.pool.Free()
+	if n.lastFree.Swap(int64(free)) == int64(free) {
+		return
+	}
+	if err := n.cluster.SetFree(map[string]int{string(mediakind.ClassCPU): free, string(mediakind.ClassCPULong): free}); err != nil {
+		n.cfg.Logger.Warn().Err(err).Msg("advertise free worker slots")
+	}
 }
 
 // listen is ln when the configuration hands one in, else a TCP listener on addr.
