@@ -18,6 +18,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"filigrane/actors"
+	"filigrane/actors/storagedest"
 	"filigrane/gpu"
 	"filigrane/internal/clock"
 	"filigrane/internal/netguard"
@@ -63,6 +64,9 @@ type Config struct {
 	SyncWait time.Duration
 	// Conns bounds the listener's connections and how long they may stall (see ConnLimits).
 	Conns ConnLimits
+	// Storage is the organizations' storage destinations; nil: the storage routes are absent and every
+	// storage_destination_id is refused.
+	Storage *storagedest.Library
 }
 
 // ConnLimits bound what one client can hold on a listener. Zero values take the defaults.
@@ -186,6 +190,7 @@ func (s *Server) routes() {
 	s.uploadRoutes()
 	s.assetRoutes()
 	s.gpuRoutes()
+	s.storageRoutes()
 	s.router.handle("GET", "/metrics", func(ctx *fasthttp.RequestCtx, _ map[string]string) { s.cfg.Metrics.serve(ctx) })
 	s.router.handle("GET", "/healthz", func(ctx *fasthttp.RequestCtx, _ map[string]string) {
 		body := map[string]any{}

@@ -1,6 +1,10 @@
 package jobstate
 
-import "time"
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"time"
+)
 
 // Receipt is the job receipt of spec 2.3, as returned with 202 and by the status URL. Field names are the
 // spec's; nullable fields are pointers so that JSON shows null, and batch and storage fields are left out
@@ -25,6 +29,19 @@ type Receipt struct {
 	BatchID              string       `json:"batch_id,omitempty"`
 	StorageDestinationID string       `json:"storage_destination_id,omitempty"`
 	StorageKey           string       `json:"storage_key,omitempty"`
+	StorageProvider      string       `json:"storage_provider,omitempty"`
+	StorageDeliveryID    string       `json:"storage_delivery_id,omitempty"`
+}
+
+// StorageDeliveryID is the id of the delivery of the job's output to its storage destination: "std_" + the
+// SHA-256 of the request id, so the edge can name it (X-Storage-Delivery-ID) before the delivery exists, and a
+// replayed hand-over names the same delivery. Empty without a destination.
+func (r *Record) StorageDeliveryID() string {
+	if r.StorageDestinationID == "" {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(r.RequestID))
+	return "std_" + hex.EncodeToString(sum[:])
 }
 
 // StatusURL is the job's status path, relative to the base URL: /watermarks/jobs/{request_id} for every
@@ -55,6 +72,10 @@ func (r *Record) Receipt() Receipt {
 		WebhookID: optional(r.WebhookID), StatusURL: r.StatusURL(), ResultURL: r.ResultURL(),
 		AcceleratorRequested: r.AcceleratorRequested, BatchID: r.BatchID,
 		StorageDestinationID: r.StorageDestinationID, StorageKey: r.StorageKey,
+		StorageDeliveryID: r.StorageDeliveryID(),
+	}
+	if r.StorageDestinationID != "" {
+		rc.StorageProvider = "s3"
 	}
 	switch r.Status {
 	case StatusSucceeded:

@@ -407,21 +407,37 @@ func classify(step string, err error) *StepError {
 	}
 }
 
-// Put writes body under the destination's prefix + k with a conditional create (If-None-Match: *), and
-// returns the object's ETag as the server answered the write.
-func (l *Library) Put(ctx context.Context, d *Destination, k string, body io.Reader, size int64, contentType string) (string, error) {
+// Put writes body under the destination's prefix + k with a conditional create (If-None-Match: *) and
+// returns the object's ETag as the server answered the write. owner (the request id) is stored as the
+// object's user metadata: when the create is refused because the object exists, an object that carries the
+// same owner is this delivery's own earlier write (a node died before recording it), and Put returns its
+// ETag instead of failing; any other existing object is left alone and the error wraps ErrExists.
+func (l *Library) Put(ctx context.Context, d *Destination, k, owner string, body io.Reader, size int64, contentType string) (string, error) {
 	c, err := l.client(d)
 	if err != nil {
 		return "", &StepError{Step: "connect", Reason: err.Error(), Err: err}
 	}
-	opts := minio.PutObjectOptions{ContentType: contentType, DisableMultipart: size >= 0 && size <= 5<<30}
+	opts := minio.PutObjectOptions{ContentType: contentType, DisableMultipart: size >= 0 && size <= 5<<30,
+		UserMetadata: map[string]string{ownerMeta: owner}}
 	opts.SetMatchETagExcept("*")
 	info, err := c.PutObject(ctx, d.Bucket, d.ObjectKey(k), body, size, opts)
-	if err != nil {
-		return "", classify("write", err)
+	if err == nil {
+		return info.ETag, nil
 	}
-	return info.ETag, nil
+	se := classify("write", err)
+	if !errors.Is(se, ErrExists) {
+		return "", se
+	}
+	// Only read to recognise our own object; its ETag is reported, never used as a write condition.
+	st, serr := c.StatObject(ctx, d.Bucket, d.ObjectKey(k), minio.StatObjectOptions{})
+	if serr == nil && st.UserMetadata[ownerMeta] == owner && st.Size == size {
+		return st.ETag, nil
+	}
+	return "", se
 }
+
+// ownerMeta is the user metadata naming the request whose output an object is.
+const ownerMeta = "Filigrane-Request-Id"
 
 // Verify writes a probe object with a conditional create, reads it back, deletes it, and records the outcome
 // on the destination (verified_at on success, last_error naming the failed step otherwise).
@@ -472,4 +488,38 @@ func (l *Library) probe(ctx context.Context, d *Destination, now time.Time) *Ste
 		return classify("delete", err)
 	}
 	return nil
+}
+
+// MaxObjectKey bounds prefix + "/" + key, in bytes (S3 allows 1024; Etchv's SDKs check 800).
+const MaxObjectKey = 800
+
+// ValidKey checks a caller's storage_key: relative, no empty, "." or ".." segments, printable, and with the
+// destination's prefix at most MaxObjectKey bytes.
+func ValidKey(d *Destination, k string) error {
+	if k == "" || strings.HasPrefix(k, "/") {
+		return errors.New("must be a relative, non-empty key")
+	}
+	for _, seg := range strings.Split(k, "/") {
+		if seg == "" || seg == "." || seg == ".." {
+			return errors.New("must not have empty, '.' or '..' segments")
+		}
+	}
+	for _, r := range k {
+		if r < ' ' || r == 0x7f {
+			return errors.New("must not contain control characters")
+		}
+	}
+	if len(d.ObjectKey(k)) > MaxObjectKey {
+		return fmt.Errorf("prefix and key together exceed %d bytes", MaxObjectKey)
+	}
+	return nil
+}
+
+// DefaultKey is the object key of a result whose request named none: <request id>/<output filename>, so
+// that results never collide and a customer finds each by the request id of its receipt.
+func DefaultKey(requestID, filename string) string {
+	if filename == "" || strings.ContainsAny(filename, "/\\") || filename == "." || filename == ".." {
+		filename = "output"
+	}
+	return requestID + "/" + filename
 }

@@ -131,12 +131,17 @@ func TestVerifyAndPutAgainstRealS3(t *testing.T) {
 		t.Fatalf("probe left behind: %s (%v)", obj.Key, obj.Err)
 	}
 
-	etag, err := l.Put(ctx, d, "a/result.png", strings.NewReader("first"), 5, "image/png")
+	etag, err := l.Put(ctx, d, "a/result.png", "req_1", strings.NewReader("first"), 5, "image/png")
 	if err != nil || etag == "" {
 		t.Fatalf("put: %q, %v", etag, err)
 	}
-	// An existing object is never overwritten.
-	_, err = l.Put(ctx, d, "a/result.png", strings.NewReader("second"), 6, "image/png")
+	// The same delivery again (a node died before recording it) finds its own object: no second write.
+	again, err := l.Put(ctx, d, "a/result.png", "req_1", strings.NewReader("first"), 5, "image/png")
+	if err != nil || again != etag {
+		t.Fatalf("repeated put of the same delivery: %q, %v; want %q", again, err, etag)
+	}
+	// Another request's object is never overwritten.
+	_, err = l.Put(ctx, d, "a/result.png", "req_2", strings.NewReader("second"), 6, "image/png")
 	var step *StepError
 	if !errors.As(err, &step) || !errors.Is(err, ErrExists) || step.Step != "write" {
 		t.Fatalf("second put: %v, want write step with ErrExists", err)
