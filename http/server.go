@@ -18,6 +18,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"filigrane/actors"
+	"filigrane/actors/outbox"
 	"filigrane/actors/storagedest"
 	"filigrane/gpu"
 	"filigrane/internal/clock"
@@ -67,6 +68,8 @@ type Config struct {
 	// Storage is the organizations' storage destinations; nil: the storage routes are absent and every
 	// storage_destination_id is refused.
 	Storage *storagedest.Library
+	// Outbox holds storage deliveries; a retry re-enqueues one.
+	Outbox outbox.Outbox
 }
 
 // ConnLimits bound what one client can hold on a listener. Zero values take the defaults.
@@ -191,6 +194,7 @@ func (s *Server) routes() {
 	s.assetRoutes()
 	s.gpuRoutes()
 	s.storageRoutes()
+	s.storageDeliveryRoutes()
 	s.router.handle("GET", "/metrics", func(ctx *fasthttp.RequestCtx, _ map[string]string) { s.cfg.Metrics.serve(ctx) })
 	s.router.handle("GET", "/healthz", func(ctx *fasthttp.RequestCtx, _ map[string]string) {
 		body := map[string]any{}

@@ -9,6 +9,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"filigrane/actors"
+	"filigrane/actors/outbox"
 	"filigrane/actors/storagedest"
 )
 
@@ -220,4 +221,68 @@ func (s *Server) usableDestination(org, id, key string) *apiError {
 		}
 	}
 	return nil
+}
+
+// storageDeliveryRoutes: a delivery's state and the owner's "retry now".
+func (s *Server) storageDeliveryRoutes() {
+	if s.cfg.Storage == nil {
+		return
+	}
+	s.router.handle("GET", "/storage/deliveries/{delivery_id}", s.authed([]string{actors.ScopeStorageRead}, s.getDelivery))
+	s.router.handle("POST", "/storage/deliveries/{delivery_id}/retry", s.authed([]string{actors.ScopeStorageWrite}, s.retryDelivery))
+}
+
+func renderDelivery(d *storagedest.Delivery) map[string]any {
+	v := map[string]any{
+		"id": d.ID, "status": d.Status, "asset_id": strOrNil(d.AssetID), "request_id": d.RequestID,
+		"destination_id": d.DestinationID, "provider": "s3", "bucket": d.Bucket, "key": d.Key,
+		"uri": "s3://" + d.Bucket + "/" + d.Key, "etag": strOrNil(d.ETag), "attempts": d.Attempts,
+		"created_at": d.CreatedAt.UTC().Format(time.RFC3339), "completed_at": nil, "last_error": strOrNil(d.LastError),
+	}
+	if d.DeliveredAt != nil {
+		v["completed_at"] = d.DeliveredAt.UTC().Format(time.RFC3339)
+	}
+	return v
+}
+
+func (s *Server) orgDelivery(ctx *fasthttp.RequestCtx, p *principal, id string) *storagedest.Delivery {
+	c, cancel := s.storeCtx()
+	defer cancel()
+	d, err := s.cfg.Storage.GetDelivery(c, id)
+	if errors.Is(err, storagedest.ErrNotFound) || (err == nil && d.OrgID != p.Key.OrgID) {
+		writeProblem(ctx, CodeNotFound, "no such storage delivery (a delivery exists once its job succeeded and the first attempt ran)")
+		return nil
+	}
+	if err != nil {
+		s.unavailable(ctx, err)
+		return nil
+	}
+	return d
+}
+
+func (s *Server) getDelivery(ctx *fasthttp.RequestCtx, p *principal, params map[string]string) {
+	if d := s.orgDelivery(ctx, p, params["delivery_id"]); d != nil {
+		writeJSON(ctx, 200, renderDelivery(d))
+	}
+}
+
+// retryDelivery re-enqueues a delivery now (its outbox schedule starts over); a stored one is answered as is.
+func (s *Server) retryDelivery(ctx *fasthttp.RequestCtx, p *principal, params map[string]string) {
+	if !mayManageStorage(ctx, p) {
+		return
+	}
+	d := s.orgDelivery(ctx, p, params["delivery_id"])
+	if d == nil {
+		return
+	}
+	if d.Status != storagedest.DeliveryStored {
+		c, cancel := s.storeCtx()
+		defer cancel()
+		if _, err := s.cfg.Outbox.Redeliver(c, outbox.EffectID("fx_", d.RequestID, actors.OutboxJobStorage)); err != nil {
+			s.unavailable(ctx, err)
+			return
+		}
+		d.Status = storagedest.DeliveryRetrying
+	}
+	writeJSON(ctx, 202, renderDelivery(d))
 }

@@ -22,6 +22,7 @@ import (
 	"filigrane/actors/mediafiles"
 	"filigrane/actors/mediakind"
 	"filigrane/actors/outbox"
+	"filigrane/actors/storagedest"
 	"filigrane/actors/sweep"
 	"filigrane/cluster"
 	"filigrane/codec"
@@ -29,6 +30,7 @@ import (
 	apihttp "filigrane/http"
 	"filigrane/internal/admin"
 	"filigrane/internal/clock"
+	"filigrane/internal/egress"
 	"filigrane/persistence"
 )
 
@@ -81,6 +83,12 @@ type Config struct {
 	// (tests hand in-memory listeners); the node closes them. PublicUploadURL is then required unless the
 	// upload listener's address is a host:port.
 	APIListener, UploadListener net.Listener
+	// StorageSecretKey (32 bytes) seals the secrets of storage destinations at rest; empty: a key generated
+	// into the data directory (storage-secret.key), which suits one node; a cluster must configure one.
+	StorageSecretKey []byte
+	// AllowPrivateTargets lets customer endpoints (storage destinations) resolve to private and loopback
+	// addresses: a development option (internal/egress).
+	AllowPrivateTargets bool
 }
 
 // Layout names the parts of a data directory.
@@ -300,6 +308,15 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 		}()
 	}
 
+	sealer, err := storageSealer(cfg.DataDir, cfg.StorageSecretKey)
+	if err != nil {
+		return nil, fmt.Errorf("storage secret key: %w", err)
+	}
+	storageLib := &storagedest.Library{Store: store, Sealer: sealer, Guard: &egress.Guard{AllowPrivate: cfg.AllowPrivateTargets}}
+	sched := StorageSchedule()
+	sd := &storageDelivery{store: store, blobs: blobs, lib: storageLib, now: cfg.Clock.Now, schedule: sched}
+	n.outboxes.MustRegister(actors.OutboxJobStorage, outbox.Handler{Deliver: sd.deliver, Schedule: sched, Timeout: 10 * time.Minute})
+
 	httpLog := cfg.Logger.With().Str("component", "http").Logger()
 	n.api = apihttp.New(apihttp.Config{
 		Keys:  actors.Keys{Store: store, Clock: cfg.Clock, Cache: keyCache(storage.Cluster)},
@@ -307,6 +324,7 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 		Store: store, Blobs: blobs, Caller: n.cluster, Media: media, Pool: n.pool,
 		Catalog: catalog, Clock: cfg.Clock, Logger: httpLog, Metrics: n.Metrics,
 		SyncWait: cfg.SyncWait, Health: n.health, Ready: n.ready, Conns: cfg.Conns,
+		Storage: storageLib, Outbox: n.outbox,
 		GPU: gpu.NewTracker(gpu.NewState(gpu.CodecAvailable() && len(gpu.Devices()) > 0, 30*time.Second)),
 	})
 	if n.apiLn, err = listen(cfg.APIListener, cfg.APIAddr); err != nil {
