@@ -66,6 +66,8 @@ func randomSuffix() string { return actors.RandomToken() }
 type jobOptions struct {
 	accelerator jobstate.Accelerator
 	webhookID   string
+	storageDest string
+	storageKey  string
 }
 
 // jobOptionNames are the options an embed or detect request takes, as query parameters (spec 4.1) or as
@@ -114,7 +116,10 @@ func (s *Server) parseJobOptions(p *principal, kind mediakind.Kind, op jobstate.
 		return jobOptions{}, newAPIError(CodeInvalidRequest, "storage_key needs storage_destination_id")
 	}
 	if dest != "" {
-		return jobOptions{}, newAPIError(CodeStorageDestination, "storage destination %q is unknown or not verified", truncate(dest, 64))
+		if aerr := s.usableDestination(p.Key.OrgID, dest, key); aerr != nil {
+			return jobOptions{}, aerr
+		}
+		opts.storageDest, opts.storageKey = dest, key
 	}
 	if !p.Plan.HasFormat(string(kind.Media)) {
 		return jobOptions{}, newAPIError(CodeForbiddenPlan, "the %s plan does not include %ss", p.Plan.Name, kind.Noun)
@@ -394,6 +399,7 @@ func (s *Server) acceptFile(c context.Context, ctx *fasthttp.RequestCtx, r accep
 	spec := jobstate.Spec{
 		RequestID: reqID, OrgID: p.Key.OrgID, Operation: op, Media: r.kind.Media, Format: info.Format,
 		FrameCount: info.Frames, AcceleratorRequested: opts.accelerator, WebhookID: opts.webhookID, IdempotencyKey: idem,
+		StorageDestinationID: opts.storageDest, StorageKey: opts.storageKey,
 		Input: jobstate.Input{BlobKey: file.Key, SHA256: file.Info.SHA256, Size: file.Info.Size,
 			Filename: safeOrDefault(file.Filename, r.kind), ContentType: r.kind.ContentType(info.Format)},
 	}
@@ -573,6 +579,9 @@ func (s *Server) writeResult(c context.Context, ctx *fasthttp.RequestCtx, p *pri
 		h.Set("X-Watermark-ID", out.WatermarkID)
 		h.Set("X-Asset-ID", out.AssetID)
 		h.Set("X-Source-Asset-ID", out.SourceAssetID)
+		if id := rec.StorageDeliveryID(); id != "" {
+			h.Set("X-Storage-Delivery-ID", id)
+		}
 		h.Set("Content-Disposition", `attachment; filename="`+out.Filename+`"`)
 	}
 	ctx.SetStatusCode(200)

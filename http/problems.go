@@ -43,6 +43,9 @@ const (
 	CodeInvalidAccelerator   = problem.InvalidAccelerator
 	CodeWebhookNotFound      = problem.WebhookNotFound
 	CodeStorageDestination   = problem.StorageDestination
+	CodeStorageNotFound      = problem.StorageNotFound
+	CodeStorageLimit         = problem.StorageLimit
+	CodeStorageVerify        = problem.StorageVerify
 	CodeIdempotencyConflict  = problem.IdempotencyConflict
 	CodeGPUUnavailable       = problem.GPUUnavailable
 	CodeResultGone           = problem.ResultGone

@@ -19,6 +19,7 @@ import (
 
 	"filigrane/actors"
 	"filigrane/actors/outbox"
+	"filigrane/actors/storagedest"
 	"filigrane/internal/clock"
 	"filigrane/internal/netguard"
 	"filigrane/persistence"
@@ -44,7 +45,7 @@ type Config struct {
 	Clock   clock.Clock
 	Logger  zerolog.Logger
 	Metrics *Metrics
-	// Outbox holds webhook deliveries (the delivery log and redelivery read it).
+	// Outbox holds webhook and storage deliveries (delivery logs, redelivery and retry read it).
 	Outbox outbox.Outbox
 	// MaxHeaderBytes bounds the request line plus headers (431 above it). Default 16 KiB.
 	MaxHeaderBytes int
@@ -68,6 +69,9 @@ type Config struct {
 	SyncWait time.Duration
 	// Conns bounds the listener's connections and how long they may stall (see ConnLimits).
 	Conns ConnLimits
+	// Storage is the organizations' storage destinations; nil: the storage routes are absent and every
+	// storage_destination_id is refused.
+	Storage *storagedest.Library
 }
 
 // ConnLimits bound what one client can hold on a listener. Zero values take the defaults.
@@ -192,6 +196,8 @@ func (s *Server) routes() {
 	s.assetRoutes()
 	s.gpuRoutes()
 	s.webhookRoutes()
+	s.storageRoutes()
+	s.storageDeliveryRoutes()
 	s.router.handle("GET", "/metrics", func(ctx *fasthttp.RequestCtx, _ map[string]string) { s.cfg.Metrics.serve(ctx) })
 	s.router.handle("GET", "/healthz", func(ctx *fasthttp.RequestCtx, _ map[string]string) {
 		body := map[string]any{}

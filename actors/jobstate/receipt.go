@@ -1,6 +1,8 @@
 package jobstate
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"slices"
 	"time"
 )
@@ -30,8 +32,21 @@ type Receipt struct {
 	StorageKey           string       `json:"storage_key,omitempty"`
 	// Node and AttemptNodes are extensions (docs/operations.md, "Work classes and placement"): the node that
 	// claimed the latest attempt and every attempt's node, oldest first; absent before the first claim.
-	Node         string   `json:"node,omitempty"`
-	AttemptNodes []string `json:"attempt_nodes,omitempty"`
+	Node              string   `json:"node,omitempty"`
+	AttemptNodes      []string `json:"attempt_nodes,omitempty"`
+	StorageProvider   string   `json:"storage_provider,omitempty"`
+	StorageDeliveryID string   `json:"storage_delivery_id,omitempty"`
+}
+
+// StorageDeliveryID is the id of the delivery of the job's output to its storage destination: "std_" + the
+// SHA-256 of the request id, so the edge can name it (X-Storage-Delivery-ID) before the delivery exists, and a
+// replayed hand-over names the same delivery. Empty without a destination.
+func (r *Record) StorageDeliveryID() string {
+	if r.StorageDestinationID == "" {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(r.RequestID))
+	return "std_" + hex.EncodeToString(sum[:])
 }
 
 // StatusURL is the job's status path, relative to the base URL: /watermarks/jobs/{request_id} for every
@@ -62,6 +77,10 @@ func (r *Record) Receipt() Receipt {
 		WebhookID: optional(r.WebhookID), StatusURL: r.StatusURL(), ResultURL: r.ResultURL(),
 		AcceleratorRequested: r.AcceleratorRequested, BatchID: r.BatchID,
 		StorageDestinationID: r.StorageDestinationID, StorageKey: r.StorageKey,
+		StorageDeliveryID: r.StorageDeliveryID(),
+	}
+	if r.StorageDestinationID != "" {
+		rc.StorageProvider = "s3"
 	}
 	if n := len(r.AttemptNodes); n > 0 {
 		rc.Node = r.AttemptNodes[n-1]

@@ -76,6 +76,8 @@ func TestReceiptSucceeded(t *testing.T) {
 		"result_url": "/watermarks/jobs/" + s.RequestID + "/result", "error_code": nil,
 		"result_expires_at": "2026-01-02T00:01:01Z", "accelerator_requested": "gpu", "accelerator": "cpu",
 		"batch_id": s.BatchID, "storage_destination_id": "dst_1", "storage_key": "out/cat.png",
+		// std_ + SHA-256 of the request id: the edge names the delivery before it runs.
+		"storage_provider": "s3", "storage_delivery_id": "std_c9fe2a4eae93dc8ace2a2217f1534d18e9c2d881f4bc6b0f24e61e3795497004",
 	}
 	if !reflect.DeepEqual(m, want) {
 		t.Fatalf("receipt %v\nwant    %v", m, want)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/hex"
 	"flag"
 	"fmt"
 	"io"
@@ -40,12 +41,13 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	codecKeyFile := fs.String("codec-key-file", envOr("FILIGRANE_CODEC_KEY_FILE", ""), "file holding the watermark secret (else env FILIGRANE_CODEC_KEY, else the public development key)")
 	fs.StringVar(&cfg.PublicUploadURL, "public-upload-url", envOr("FILIGRANE_PUBLIC_UPLOAD_URL", ""), "base URL clients PUT signed uploads to (default: http:// + the upload listener)")
 	fs.StringVar(&cfg.WebsiteOrigin, "website-origin", envOr("FILIGRANE_WEBSITE_ORIGIN", ""), "the one browser origin allowed to PUT uploads (CORS); empty allows none")
+	storageKeyHex := fs.String("storage-secret-key", envOr("FILIGRANE_STORAGE_SECRET_KEY", ""), "64 hex characters (32 bytes) sealing storage destination credentials at rest (default: a key generated into the data directory; a cluster must set one)")
+	fs.BoolVar(&cfg.AllowPrivateTargets, "allow-private-targets", envBool("FILIGRANE_ALLOW_PRIVATE_TARGETS"), "FOR DEVELOPMENT AND TESTS: let webhook deliveries and storage destinations reach private, loopback and link-local addresses (cloud metadata stays refused)")
 	uploadSecretFile := fs.String("upload-secret-file", envOr("FILIGRANE_UPLOAD_SECRET_FILE", ""), "file holding the upload URL signing secret (default: generated once and kept in the store)")
 	fs.IntVar(&cfg.Conns.MaxConns, "max-conns", envInt("FILIGRANE_MAX_CONNS", netguard.DefaultMaxConns), "open connections per listener (API, upload host); more are answered 503")
 	fs.IntVar(&cfg.Conns.MaxConnsPerIP, "max-conns-per-ip", envInt("FILIGRANE_MAX_CONNS_PER_IP", netguard.DefaultMaxConnsPerIP), "open connections per client IP and listener; more are answered 503")
 	fs.DurationVar(&cfg.Conns.HeaderTimeout, "header-timeout", envDuration("FILIGRANE_HEADER_TIMEOUT", apihttp.DefaultHeaderTimeout), "time a request has to send its headers; 408 after it")
 	fs.DurationVar(&cfg.Conns.BodyProgress, "body-timeout", envDuration("FILIGRANE_BODY_TIMEOUT", netguard.DefaultBodyProgress), "longest wait for the next bytes of a request body or response (progress, not total time)")
-	fs.BoolVar(&cfg.EgressAllowPrivate, "webhook-allow-private", envBool("FILIGRANE_WEBHOOK_ALLOW_PRIVATE"), "FOR DEVELOPMENT AND TESTS: let webhook deliveries reach private, loopback and link-local addresses (cloud metadata stays refused)")
 	fs.DurationVar(&cfg.Conns.IdleTimeout, "idle-timeout", envDuration("FILIGRANE_IDLE_TIMEOUT", apihttp.DefaultIdleTimeout), "how long a keep-alive connection may wait for its next request")
 	fs.BoolVar(&cfg.GPUStrict, "gpu-strict", envBool("FILIGRANE_GPU_STRICT"), "answer accelerator=gpu with 503 and Retry-After when no GPU is ready, instead of running it on the CPU at the normal charge")
 	grace := fs.Duration("shutdown-grace", 30*time.Second, "how long in-flight requests may take to finish on shutdown")
@@ -101,6 +103,14 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		cfg.CodecKey = []byte(os.Getenv("FILIGRANE_CODEC_KEY"))
 	default:
 		logger.Warn().Msg("using the public development codec key: set FILIGRANE_CODEC_KEY or --codec-key-file in production")
+	}
+	if *storageKeyHex != "" {
+		k, err := hex.DecodeString(strings.TrimSpace(*storageKeyHex))
+		if err != nil || len(k) != 32 {
+			fmt.Fprintln(stderr, "filigrane serve: storage secret key: want 64 hex characters")
+			return 2
+		}
+		cfg.StorageSecretKey = k
 	}
 	cfg.Bootstrap = true
 	fitConnsToFileLimit(&cfg, logger)
@@ -184,7 +194,7 @@ func checkLimitEnv() error {
 			}
 		}
 	}
-	for _, name := range []string{"FILIGRANE_GPU_STRICT", "FILIGRANE_WEBHOOK_ALLOW_PRIVATE"} {
+	for _, name := range []string{"FILIGRANE_GPU_STRICT", "FILIGRANE_ALLOW_PRIVATE_TARGETS"} {
 		if v := os.Getenv(name); v != "" {
 			if _, err := strconv.ParseBool(v); err != nil {
 				return fmt.Errorf("%s=%q: want true or false", name, v)

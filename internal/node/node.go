@@ -23,6 +23,7 @@ import (
 	"filigrane/actors/mediafiles"
 	"filigrane/actors/mediakind"
 	"filigrane/actors/outbox"
+	"filigrane/actors/storagedest"
 	"filigrane/actors/sweep"
 	"filigrane/actors/webhooks"
 	"filigrane/cluster"
@@ -80,15 +81,19 @@ type Config struct {
 	WebsiteOrigin string
 	// Conns bounds the connections of each listener (API and upload host) and how long they may stall.
 	Conns apihttp.ConnLimits
-	// EgressAllowPrivate lets webhook deliveries reach private, loopback and link-local addresses (for
-	// development and tests; cloud metadata stays refused). Off by default.
-	EgressAllowPrivate bool
 	// GPUStrict refuses accelerator=gpu with 503 when no GPU is ready instead of running it on the CPU.
 	GPUStrict bool
 	// APIListener and UploadListener, when set, are used instead of listening on APIAddr and UploadAddr
 	// (tests hand in-memory listeners); the node closes them. PublicUploadURL is then required unless the
 	// upload listener's address is a host:port.
 	APIListener, UploadListener net.Listener
+	// StorageSecretKey (32 bytes) seals the secrets of storage destinations at rest; empty: a key generated
+	// into the data directory (storage-secret.key), which suits one node; a cluster must configure one.
+	StorageSecretKey []byte
+	// AllowPrivateTargets lets customer-chosen endpoints (webhook URLs, storage destinations) resolve to
+	// private, loopback and link-local addresses: a development and test option (internal/egress); cloud
+	// metadata stays refused. Off by default.
+	AllowPrivateTargets bool
 }
 
 // Layout names the parts of a data directory.
@@ -239,7 +244,7 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	n.webhookEndpoints = webhooks.Endpoints{Store: store, Clock: cfg.Clock}
 	n.outboxes.MustRegister(actors.OutboxJobWebhook, webhooks.JobHandler(store, &webhooks.Deliverer{
 		Endpoints: n.webhookEndpoints, Clock: cfg.Clock, Metrics: webhooks.NewMetrics(n.Metrics.Registry),
-		Sender: webhooks.NewSender(&egress.Guard{AllowPrivate: cfg.EgressAllowPrivate}, 0)}))
+		Sender: webhooks.NewSender(&egress.Guard{AllowPrivate: cfg.AllowPrivateTargets}, 0)}))
 	n.pool.Metrics = actors.NewWorkMetrics(n.Metrics.Registry, cfg.NodeName)
 	deps := &actors.Deps{
 		Store: store, Clock: cfg.Clock, Catalog: catalog, Logger: cfg.Logger.With().Str("component", "actors").Logger(),
@@ -322,6 +327,15 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 		}()
 	}
 
+	sealer, err := storageSealer(cfg.DataDir, cfg.StorageSecretKey)
+	if err != nil {
+		return nil, fmt.Errorf("storage secret key: %w", err)
+	}
+	storageLib := &storagedest.Library{Store: store, Sealer: sealer, Guard: &egress.Guard{AllowPrivate: cfg.AllowPrivateTargets}}
+	sched := StorageSchedule()
+	sd := &storageDelivery{store: store, blobs: blobs, lib: storageLib, now: cfg.Clock.Now, schedule: sched}
+	n.outboxes.MustRegister(actors.OutboxJobStorage, outbox.Handler{Deliver: sd.deliver, Schedule: sched, Timeout: 10 * time.Minute})
+
 	httpLog := cfg.Logger.With().Str("component", "http").Logger()
 	devices := 0
 	if gpu.CodecAvailable() {
@@ -334,6 +348,7 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 		Store: store, Blobs: blobs, Caller: n.cluster, Media: media, Pool: n.pool,
 		Catalog: catalog, Clock: cfg.Clock, Logger: httpLog, Metrics: n.Metrics,
 		Outbox: n.outbox, SyncWait: cfg.SyncWait, Health: n.health, Ready: n.ready, Conns: cfg.Conns,
+		Storage:   storageLib,
 		GPU:       gpu.NewTracker(gpu.NewState(gpu.CodecAvailable() && len(gpu.Devices()) > 0, 30*time.Second)),
 		GPUStrict: cfg.GPUStrict,
 	})

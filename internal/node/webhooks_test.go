@@ -66,7 +66,7 @@ func jsonCall(t *testing.T, method, url, key string, body any) response {
 // both schemes, the delivery log shows the three attempts, a manual redelivery sends it once more, and the
 // metrics count the outcomes. Unknown and disabled endpoints are refused before anything is created.
 func TestWebhookDeliveryRetriesUntilSuccess(t *testing.T) {
-	f := newFixture(t, func(c *node.Config) { c.EgressAllowPrivate = true })
+	f := newFixture(t, func(c *node.Config) { c.AllowPrivateTargets = true })
 	rc := &hookReceiver{script: []int{500, 0, 200}, stop: make(chan struct{})}
 	srv := httptest.NewServer(rc)
 	defer srv.Close()

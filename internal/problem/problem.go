@@ -89,6 +89,9 @@ const (
 	InvalidAccelerator  Code = "invalid_accelerator"
 	WebhookNotFound     Code = "webhook_not_found"
 	StorageDestination  Code = "storage_destination_unusable"
+	StorageNotFound     Code = "storage_destination_not_found"
+	StorageLimit        Code = "storage_destination_limit"
+	StorageVerify       Code = "storage_verification_failed"
 	IdempotencyConflict Code = "idempotency_conflict"
 	GPUUnavailable      Code = "gpu_unavailable"
 	ResultGone          Code = "result_gone"
@@ -165,7 +168,10 @@ var table = []Entry{
 	{Code: InvalidIdempotency, Status: 422, Title: "Invalid Idempotency-Key", When: "`Idempotency-Key` is not 8 to 128 letters, digits, hyphens or underscores"},
 	{Code: InvalidAccelerator, Status: 422, Title: "Invalid accelerator", When: "`accelerator` is not `cpu` or `gpu`"},
 	{Code: WebhookNotFound, Status: 404, Title: "Webhook not found", When: "the `webhook_id` names no enabled webhook endpoint of the organization (unknown, deleted or disabled); nothing was created"},
-	{Code: StorageDestination, Status: 422, Title: "Storage destination not usable", When: "the `storage_destination_id` is unknown or unverified (none can be created yet)"},
+	{Code: StorageDestination, Status: 422, Title: "Storage destination not usable", When: "the `storage_destination_id` is unknown, disabled, or not verified since its last change (`POST /storage/destinations/{id}/verify`)"},
+	{Code: StorageNotFound, Status: 404, Title: "Storage destination not found", When: "a storage destination id that is unknown or another organization's"},
+	{Code: StorageLimit, Status: 409, Title: "Too many storage destinations", When: "the organization already has 10 storage destinations; delete one first"},
+	{Code: StorageVerify, Status: 422, Title: "Storage destination verification failed", When: "the probe round trip (conditional create, read back, delete) failed; `detail` names the step and the missing permission, and the destination's `last_error` keeps it"},
 	{Code: IdempotencyConflict, Status: 409, Title: "Idempotency-Key reused with different inputs", When: "the `Idempotency-Key` was used before with another file, data or option"},
 	{Code: GPUUnavailable, Status: 503, Title: "GPU unavailable", When: "`accelerator=gpu` on a deployment without a GPU codec path; retry later or use `cpu` (`Retry-After`); a key already used with another accelerator gets 409 `idempotency_conflict` instead", Retry: true},
 	{Code: ResultGone, Status: 410, Title: "Result no longer available", When: "the job's result is older than 24 hours, or its watermarked asset was deleted; also a replay of that request, sync or async"},

@@ -1,0 +1,66 @@
+package storagedest
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"filigrane/actors/durable"
+	"filigrane/persistence"
+)
+
+// Delivery statuses (Etchv's names).
+const (
+	DeliveryRetrying = "retrying" // an attempt failed; the outbox tries again on the schedule
+	DeliveryStored   = "stored"   // the object is in the bucket
+	DeliveryFailed   = "failed"   // given up: permanent refusal, or the schedule ran out
+)
+
+// Delivery is the state of one job output's delivery (Store key storage/delivery/<delivery id>). The outbox
+// entry holds the attempt log; this record holds what the receipt, the asset and the customer read.
+type Delivery struct {
+	ID            string     `msgpack:"id"`
+	OrgID         string     `msgpack:"org_id"`
+	RequestID     string     `msgpack:"request_id"`
+	AssetID       string     `msgpack:"asset_id"`
+	DestinationID string     `msgpack:"destination_id"`
+	Bucket        string     `msgpack:"bucket"`
+	Key           string     `msgpack:"key"` // the full object key, prefix included
+	ETag          string     `msgpack:"etag,omitempty"`
+	Status        string     `msgpack:"status"`
+	Attempts      int        `msgpack:"attempts"`
+	LastError     string     `msgpack:"last_error,omitempty"`
+	CreatedAt     time.Time  `msgpack:"created_at"`
+	UpdatedAt     time.Time  `msgpack:"updated_at"`
+	DeliveredAt   *time.Time `msgpack:"delivered_at,omitempty"`
+}
+
+// SchemaVersion implements persistence.Record.
+func (*Delivery) SchemaVersion() uint16 { return 1 }
+
+func deliveryKey(id string) []byte { return []byte("storage/delivery/" + id) }
+
+// GetDelivery reads a delivery; ErrNotFound when there is none (yet).
+func (l *Library) GetDelivery(ctx context.Context, id string) (*Delivery, error) {
+	d, _, err := durable.Read[Delivery](ctx, l.Store, deliveryKey(id))
+	if errors.Is(err, persistence.ErrNotFound) {
+		return nil, ErrNotFound
+	}
+	return d, err
+}
+
+// RecordDelivery creates or updates the delivery record with fn (which gets a copy to change, seeded with
+// seed on the first write). A stored delivery never goes back to another status.
+func (l *Library) RecordDelivery(ctx context.Context, seed Delivery, fn func(d *Delivery)) (*Delivery, error) {
+	return durable.Update(ctx, l.Store, deliveryKey(seed.ID), 0, func(cur *Delivery) (*Delivery, error) {
+		next := seed
+		if cur != nil {
+			if cur.Status == DeliveryStored {
+				return nil, nil
+			}
+			next = *cur
+		}
+		fn(&next)
+		return &next, nil
+	})
+}

@@ -1,0 +1,525 @@
+// Package storagedest owns an organization's storage destinations: S3-compatible buckets of the customer's
+// own into which embedding results are delivered (spec 2.6, 4.1). It stores the destinations (at most
+// MaxPerOrg per organization, in one record per organization, so the limit and the names are checked in one
+// compare-and-set), seals their secret keys at rest with AES-GCM (Sealer), verifies a destination with a probe
+// round trip, and writes delivered objects with a conditional create.
+//
+// Every connection to a customer endpoint goes through an egress.Guard (no private, loopback or metadata
+// targets unless the operator's development option allows private ones). It must not decide what is
+// delivered when (the job outbox handler in internal/node does), and it never returns or logs a secret.
+//
+// Storage keys (docs/ARCHITECTURE.md):
+//
+//	storage/dst/<org id> -> Set (every destination of the organization)
+package storagedest
+
+import (
+	"bytes"
+	"context"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
+
+	"filigrane/actors/durable"
+	"filigrane/internal/egress"
+	"filigrane/persistence"
+)
+
+// MaxPerOrg bounds the destinations of one organization (spec: at most 10).
+const MaxPerOrg = 10
+
+// Errors of the management calls; the HTTP layer maps them to problem codes.
+var (
+	ErrNotFound = errors.New("storage destination not found")
+	ErrLimit    = fmt.Errorf("an organization has at most %d storage destinations", MaxPerOrg)
+	ErrInvalid  = errors.New("invalid storage destination")
+)
+
+// Destination is one stored destination. SealedSecret is the secret key sealed by a Sealer; it never leaves
+// this package in clear except to sign requests.
+type Destination struct {
+	ID           string     `msgpack:"id"`
+	Name         string     `msgpack:"name"`
+	Endpoint     string     `msgpack:"endpoint"` // host[:port]
+	Secure       bool       `msgpack:"secure"`   // https
+	Region       string     `msgpack:"region"`
+	Bucket       string     `msgpack:"bucket"`
+	Prefix       string     `msgpack:"prefix"`
+	PathStyle    bool       `msgpack:"path_style"`
+	AccessKey    string     `msgpack:"access_key"`
+	SealedSecret []byte     `msgpack:"sealed_secret"`
+	Enabled      bool       `msgpack:"enabled"`
+	CreatedAt    time.Time  `msgpack:"created_at"`
+	UpdatedAt    time.Time  `msgpack:"updated_at"`
+	VerifiedAt   *time.Time `msgpack:"verified_at,omitempty"`
+	LastError    string     `msgpack:"last_error,omitempty"`
+}
+
+// Usable reports whether a request may name the destination: enabled and verified since its last change.
+func (d *Destination) Usable() bool { return d.Enabled && d.VerifiedAt != nil }
+
+// Set is the stored record of one organization's destinations.
+type Set struct {
+	Destinations []Destination `msgpack:"destinations"`
+}
+
+// SchemaVersion implements persistence.Record.
+func (*Set) SchemaVersion() uint16 { return 1 }
+
+func (s *Set) find(id string) int {
+	for i := range s.Destinations {
+		if s.Destinations[i].ID == id {
+			return i
+		}
+	}
+	return -1
+}
+
+func (s *Set) clone() *Set {
+	if s == nil {
+		return &Set{}
+	}
+	return &Set{Destinations: append([]Destination(nil), s.Destinations...)}
+}
+
+func key(org string) []byte { return []byte("storage/dst/" + org) }
+
+// Sealer seals secrets with AES-256-GCM; the destination id is the additional data, so a sealed secret
+// copied onto another destination does not open.
+type Sealer struct{ aead cipher.AEAD }
+
+// NewSealer takes a 32-byte key.
+func NewSealer(k []byte) (*Sealer, error) {
+	if len(k) != 32 {
+		return nil, fmt.Errorf("storage secret key: want 32 bytes, got %d", len(k))
+	}
+	b, err := aes.NewCipher(k)
+	if err != nil {
+		return nil, err
+	}
+	g, err := cipher.NewGCM(b)
+	if err != nil {
+		return nil, err
+	}
+	return &Sealer{aead: g}, nil
+}
+
+// Seal returns nonce || ciphertext.
+func (s *Sealer) Seal(id, secret string) ([]byte, error) {
+	nonce := make([]byte, s.aead.NonceSize())
+	if _, err := rand.Read(nonce); err != nil {
+		return nil, err
+	}
+	return s.aead.Seal(nonce, nonce, []byte(secret), []byte(id)), nil
+}
+
+// Open reverses Seal.
+func (s *Sealer) Open(id string, sealed []byte) (string, error) {
+	n := s.aead.NonceSize()
+	if len(sealed) < n {
+		return "", errors.New("sealed secret too short")
+	}
+	p, err := s.aead.Open(nil, sealed[:n], sealed[n:], []byte(id))
+	if err != nil {
+		return "", fmt.Errorf("open the sealed secret of %s (wrong storage secret key?): %w", id, err)
+	}
+	return string(p), nil
+}
+
+// Library is the destinations of every organization in the Store, plus what it needs to reach buckets.
+type Library struct {
+	Store  persistence.Store
+	Sealer *Sealer
+	Guard  *egress.Guard
+}
+
+// Input is a create or update request, already parsed. Empty strings leave a field unchanged on update.
+type Input struct {
+	Name, Endpoint, Region, Bucket, Prefix, AccessKey, SecretKey string
+	Secure, PathStyle                                            *bool
+	Enabled                                                      *bool
+}
+
+// NewID returns "dst_" + 32 hex characters.
+func NewID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return "dst_" + hex.EncodeToString(b[:])
+}
+
+func validate(d *Destination) error {
+	switch {
+	case d.Endpoint == "" || strings.ContainsAny(d.Endpoint, "/ ?#@"):
+		return fmt.Errorf("%w: endpoint must be host or host:port (no scheme, path or user)", ErrInvalid)
+	case len(d.Bucket) < 3 || len(d.Bucket) > 63 || strings.ContainsAny(d.Bucket, "/ "):
+		return fmt.Errorf("%w: bucket must be 3 to 63 characters without '/' or spaces", ErrInvalid)
+	case len(d.Prefix) > 512 || strings.HasPrefix(d.Prefix, "/") || strings.Contains(d.Prefix, ".."):
+		return fmt.Errorf("%w: prefix must be at most 512 bytes, relative, without '..'", ErrInvalid)
+	case d.AccessKey == "" || len(d.SealedSecret) == 0:
+		return fmt.Errorf("%w: access_key and secret_key are required", ErrInvalid)
+	case len(d.Name) > 200 || len(d.Region) > 64 || len(d.AccessKey) > 256:
+		return fmt.Errorf("%w: name (200), region (64) or access_key (256) too long", ErrInvalid)
+	}
+	return nil
+}
+
+// List returns the organization's destinations in creation order.
+func (l *Library) List(ctx context.Context, org string) ([]Destination, error) {
+	set, _, err := durable.Read[Set](ctx, l.Store, key(org))
+	if errors.Is(err, persistence.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return set.Destinations, nil
+}
+
+// Get returns one destination; ErrNotFound when there is none.
+func (l *Library) Get(ctx context.Context, org, id string) (*Destination, error) {
+	ds, err := l.List(ctx, org)
+	if err != nil {
+		return nil, err
+	}
+	for i := range ds {
+		if ds[i].ID == id {
+			return &ds[i], nil
+		}
+	}
+	return nil, ErrNotFound
+}
+
+// Create stores a new destination (unverified).
+func (l *Library) Create(ctx context.Context, org string, in Input, now time.Time) (*Destination, error) {
+	d := Destination{ID: NewID(), Name: in.Name, Endpoint: in.Endpoint, Region: in.Region, Bucket: in.Bucket,
+		Prefix: strings.TrimSuffix(in.Prefix, "/"), AccessKey: in.AccessKey, Enabled: true, CreatedAt: now, UpdatedAt: now}
+	if in.Secure != nil {
+		d.Secure = *in.Secure
+	}
+	if in.PathStyle != nil {
+		d.PathStyle = *in.PathStyle
+	}
+	if in.Enabled != nil {
+		d.Enabled = *in.Enabled
+	}
+	if in.SecretKey != "" {
+		s, err := l.Sealer.Seal(d.ID, in.SecretKey)
+		if err != nil {
+			return nil, err
+		}
+		d.SealedSecret = s
+	}
+	if err := validate(&d); err != nil {
+		return nil, err
+	}
+	_, err := durable.Update(ctx, l.Store, key(org), 0, func(cur *Set) (*Set, error) {
+		if cur != nil && len(cur.Destinations) >= MaxPerOrg {
+			return nil, ErrLimit
+		}
+		next := cur.clone()
+		next.Destinations = append(next.Destinations, d)
+		return next, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &d, nil
+}
+
+// Update changes a destination. A change of where or how it connects clears its verification.
+func (l *Library) Update(ctx context.Context, org, id string, in Input, now time.Time) (*Destination, error) {
+	var out Destination
+	_, err := durable.Update(ctx, l.Store, key(org), 0, func(cur *Set) (*Set, error) {
+		i := -1
+		if cur != nil {
+			i = cur.find(id)
+		}
+		if i < 0 {
+			return nil, ErrNotFound
+		}
+		next := cur.clone()
+		d := next.Destinations[i]
+		before := d
+		set := func(dst *string, v string) {
+			if v != "" {
+				*dst = v
+			}
+		}
+		set(&d.Name, in.Name)
+		set(&d.Endpoint, in.Endpoint)
+		set(&d.Region, in.Region)
+		set(&d.Bucket, in.Bucket)
+		set(&d.AccessKey, in.AccessKey)
+		if in.Prefix != "" {
+			d.Prefix = strings.TrimSuffix(in.Prefix, "/")
+		}
+		if in.Secure != nil {
+			d.Secure = *in.Secure
+		}
+		if in.PathStyle != nil {
+			d.PathStyle = *in.PathStyle
+		}
+		if in.Enabled != nil {
+			d.Enabled = *in.Enabled
+		}
+		if in.SecretKey != "" {
+			s, err := l.Sealer.Seal(d.ID, in.SecretKey)
+			if err != nil {
+				return nil, err
+			}
+			d.SealedSecret = s
+		}
+		if err := validate(&d); err != nil {
+			return nil, err
+		}
+		if d.Endpoint != before.Endpoint || d.Region != before.Region || d.Bucket != before.Bucket ||
+			d.Prefix != before.Prefix || d.AccessKey != before.AccessKey || in.SecretKey != "" ||
+			d.Secure != before.Secure || d.PathStyle != before.PathStyle {
+			d.VerifiedAt = nil
+		}
+		d.UpdatedAt = now
+		next.Destinations[i] = d
+		out = d
+		return next, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// Delete removes a destination. Objects already delivered stay in the customer's bucket.
+func (l *Library) Delete(ctx context.Context, org, id string) error {
+	_, err := durable.Update(ctx, l.Store, key(org), 0, func(cur *Set) (*Set, error) {
+		i := -1
+		if cur != nil {
+			i = cur.find(id)
+		}
+		if i < 0 {
+			return nil, ErrNotFound
+		}
+		next := cur.clone()
+		next.Destinations = append(next.Destinations[:i:i], next.Destinations[i+1:]...)
+		return next, nil
+	})
+	return err
+}
+
+func (l *Library) record(ctx context.Context, org, id string, fn func(d *Destination)) (*Destination, error) {
+	var out Destination
+	_, err := durable.Update(ctx, l.Store, key(org), 0, func(cur *Set) (*Set, error) {
+		i := -1
+		if cur != nil {
+			i = cur.find(id)
+		}
+		if i < 0 {
+			return nil, ErrNotFound
+		}
+		next := cur.clone()
+		fn(&next.Destinations[i])
+		out = next.Destinations[i]
+		return next, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// client builds a minio client whose every connection goes through the egress guard.
+func (l *Library) client(d *Destination) (*minio.Client, error) {
+	secret, err := l.Sealer.Open(d.ID, d.SealedSecret)
+	if err != nil {
+		return nil, err
+	}
+	tr := &http.Transport{
+		DialContext:           l.Guard.DialContext,
+		Proxy:                 nil, // a proxy would dial the customer's host itself, past the guard
+		TLSHandshakeTimeout:   10 * time.Second,
+		ResponseHeaderTimeout: 30 * time.Second,
+		MaxIdleConnsPerHost:   2,
+		IdleConnTimeout:       30 * time.Second,
+	}
+	lookup := minio.BucketLookupDNS
+	if d.PathStyle {
+		lookup = minio.BucketLookupPath
+	}
+	return minio.New(d.Endpoint, &minio.Options{
+		Creds:        credentials.NewStaticV4(d.AccessKey, secret, ""),
+		Secure:       d.Secure,
+		Region:       d.Region,
+		BucketLookup: lookup,
+		Transport:    tr,
+		MaxRetries:   1, // the outbox retries on its schedule
+	})
+}
+
+// ObjectKey is prefix + "/" + k (k alone without a prefix).
+func (d *Destination) ObjectKey(k string) string {
+	if d.Prefix == "" {
+		return k
+	}
+	return d.Prefix + "/" + k
+}
+
+// StepError says which step of a bucket operation failed and why, in words a customer can act on.
+type StepError struct {
+	Step   string // "connect", "write", "read", "delete"
+	Reason string
+	Err    error
+}
+
+func (e *StepError) Error() string { return e.Step + ": " + e.Reason }
+func (e *StepError) Unwrap() error { return e.Err }
+
+// ErrExists is wrapped when a conditional create found an object under the key: it is never overwritten.
+var ErrExists = errors.New("an object already exists under this key")
+
+func classify(step string, err error) *StepError {
+	if errors.Is(err, egress.ErrRefused) {
+		return &StepError{Step: "connect", Reason: err.Error(), Err: err}
+	}
+	resp := minio.ToErrorResponse(err)
+	perm := map[string]string{"write": "s3:PutObject", "read": "s3:GetObject", "delete": "s3:DeleteObject"}[step]
+	switch {
+	case resp.StatusCode == 412 || resp.Code == "PreconditionFailed":
+		return &StepError{Step: step, Reason: ErrExists.Error() + " (conditional create refused; it is never overwritten)", Err: ErrExists}
+	case resp.Code == "InvalidAccessKeyId" || resp.Code == "SignatureDoesNotMatch":
+		return &StepError{Step: step, Reason: "the bucket refused the credentials (" + resp.Code + "): check access_key and secret_key", Err: err}
+	case resp.Code == "NoSuchBucket":
+		return &StepError{Step: step, Reason: "the bucket does not exist (NoSuchBucket)", Err: err}
+	case resp.StatusCode == 403 || resp.Code == "AccessDenied":
+		return &StepError{Step: step, Reason: "access denied: the credentials lack " + perm + " on this bucket and prefix", Err: err}
+	case resp.StatusCode == 0:
+		return &StepError{Step: "connect", Reason: "the endpoint could not be reached: " + err.Error(), Err: err}
+	default:
+		return &StepError{Step: step, Reason: fmt.Sprintf("%s failed: HTTP %d %s %s", step, resp.StatusCode, resp.Code, resp.Message), Err: err}
+	}
+}
+
+// Put writes body under the destination's prefix + k with a conditional create (If-None-Match: *) and
+// returns the object's ETag as the server answered the write. owner (the request id) is stored as the
+// object's user metadata: when the create is refused because the object exists, an object that carries the
+// same owner is this delivery's own earlier write (a node died before recording it), and Put returns its
+// ETag instead of failing; any other existing object is left alone and the error wraps ErrExists.
+func (l *Library) Put(ctx context.Context, d *Destination, k, owner string, body io.Reader, size int64, contentType string) (string, error) {
+	c, err := l.client(d)
+	if err != nil {
+		return "", &StepError{Step: "connect", Reason: err.Error(), Err: err}
+	}
+	opts := minio.PutObjectOptions{ContentType: contentType, DisableMultipart: size >= 0 && size <= 5<<30,
+		UserMetadata: map[string]string{ownerMeta: owner}}
+	opts.SetMatchETagExcept("*")
+	info, err := c.PutObject(ctx, d.Bucket, d.ObjectKey(k), body, size, opts)
+	if err == nil {
+		return info.ETag, nil
+	}
+	se := classify("write", err)
+	if !errors.Is(se, ErrExists) {
+		return "", se
+	}
+	// Only read to recognise our own object; its ETag is reported, never used as a write condition.
+	st, serr := c.StatObject(ctx, d.Bucket, d.ObjectKey(k), minio.StatObjectOptions{})
+	if serr == nil && st.UserMetadata[ownerMeta] == owner && st.Size == size {
+		return st.ETag, nil
+	}
+	return "", se
+}
+
+// ownerMeta is the user metadata naming the request whose output an object is.
+const ownerMeta = "Filigrane-Request-Id"
+
+// Verify writes a probe object with a conditional create, reads it back, deletes it, and records the outcome
+// on the destination (verified_at on success, last_error naming the failed step otherwise).
+func (l *Library) Verify(ctx context.Context, org, id string, now time.Time) (*Destination, *StepError, error) {
+	d, err := l.Get(ctx, org, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	se := l.probe(ctx, d, now)
+	d, err = l.record(ctx, org, id, func(x *Destination) {
+		if se == nil {
+			t := now
+			x.VerifiedAt, x.LastError = &t, ""
+		} else {
+			x.VerifiedAt, x.LastError = nil, se.Error()
+		}
+	})
+	return d, se, err
+}
+
+func (l *Library) probe(ctx context.Context, d *Destination, now time.Time) *StepError {
+	c, err := l.client(d)
+	if err != nil {
+		return &StepError{Step: "connect", Reason: err.Error(), Err: err}
+	}
+	var nonce [8]byte
+	_, _ = rand.Read(nonce[:])
+	k := d.ObjectKey(fmt.Sprintf(".filigrane-connection-%s-%s.txt", d.ID, hex.EncodeToString(nonce[:])))
+	body := []byte("Filigrane connection probe of " + d.ID + " at " + now.UTC().Format(time.RFC3339) + "\n")
+	opts := minio.PutObjectOptions{ContentType: "text/plain", DisableMultipart: true}
+	opts.SetMatchETagExcept("*")
+	if _, err := c.PutObject(ctx, d.Bucket, k, bytes.NewReader(body), int64(len(body)), opts); err != nil {
+		return classify("write", err)
+	}
+	obj, err := c.GetObject(ctx, d.Bucket, k, minio.GetObjectOptions{})
+	if err != nil {
+		return classify("read", err)
+	}
+	got, err := io.ReadAll(io.LimitReader(obj, int64(len(body))+1))
+	_ = obj.Close()
+	if err != nil {
+		return classify("read", err)
+	}
+	if !bytes.Equal(got, body) {
+		return &StepError{Step: "read", Reason: "the probe object read back differs from what was written"}
+	}
+	if err := c.RemoveObject(ctx, d.Bucket, k, minio.RemoveObjectOptions{}); err != nil {
+		return classify("delete", err)
+	}
+	return nil
+}
+
+// MaxObjectKey bounds prefix + "/" + key, in bytes (S3 allows 1024; Etchv's SDKs check 800).
+const MaxObjectKey = 800
+
+// ValidKey checks a caller's storage_key: relative, no empty, "." or ".." segments, printable, and with the
+// destination's prefix at most MaxObjectKey bytes.
+func ValidKey(d *Destination, k string) error {
+	if k == "" || strings.HasPrefix(k, "/") {
+		return errors.New("must be a relative, non-empty key")
+	}
+	for _, seg := range strings.Split(k, "/") {
+		if seg == "" || seg == "." || seg == ".." {
+			return errors.New("must not have empty, '.' or '..' segments")
+		}
+	}
+	for _, r := range k {
+		if r < ' ' || r == 0x7f {
+			return errors.New("must not contain control characters")
+		}
+	}
+	if len(d.ObjectKey(k)) > MaxObjectKey {
+		return fmt.Errorf("prefix and key together exceed %d bytes", MaxObjectKey)
+	}
+	return nil
+}
+
+// DefaultKey is the object key of a result whose request named none: <request id>/<output filename>, so
+// that results never collide and a customer finds each by the request id of its receipt.
+func DefaultKey(requestID, filename string) string {
+	if filename == "" || strings.ContainsAny(filename, "/\\") || filename == "." || filename == ".." {
+		filename = "output"
+	}
+	return requestID + "/" + filename
+}

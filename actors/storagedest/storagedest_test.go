@@ -1,0 +1,201 @@
+package storagedest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+	"github.com/rs/zerolog"
+
+	"filigrane/internal/egress"
+	"filigrane/persistence/pebblestore"
+	"filigrane/persistence/s3test"
+)
+
+var t0 = time.Date(2026, 11, 25, 8, 0, 0, 0, time.UTC)
+
+func newLib(t *testing.T, allowPrivate bool) *Library {
+	t.Helper()
+	st, err := pebblestore.Open(t.TempDir(), zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	s, err := NewSealer(bytes.Repeat([]byte{7}, 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &Library{Store: st, Sealer: s, Guard: &egress.Guard{AllowPrivate: allowPrivate}}
+}
+
+func yes() *bool { b := true; return &b }
+
+func input(srv *s3test.Server, bucket string) Input {
+	return Input{Name: "mine", Endpoint: srv.Endpoint, Region: srv.Region, Bucket: bucket, Prefix: "out",
+		AccessKey: srv.AccessKey, SecretKey: srv.SecretKey, PathStyle: yes()}
+}
+
+func TestSealerBindsSecretToDestination(t *testing.T) {
+	s, _ := NewSealer(bytes.Repeat([]byte{1}, 32))
+	sealed, err := s.Seal("dst_a", "top-secret")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(sealed, []byte("top-secret")) {
+		t.Fatal("sealed secret contains the clear text")
+	}
+	if got, err := s.Open("dst_a", sealed); err != nil || got != "top-secret" {
+		t.Fatalf("open = %q, %v", got, err)
+	}
+	if _, err := s.Open("dst_b", sealed); err == nil {
+		t.Fatal("a sealed secret opened under another destination id")
+	}
+	other, _ := NewSealer(bytes.Repeat([]byte{2}, 32))
+	if _, err := other.Open("dst_a", sealed); err == nil {
+		t.Fatal("a sealed secret opened under another key")
+	}
+}
+
+func TestCreateLimitUpdateDelete(t *testing.T) {
+	l := newLib(t, true)
+	ctx := context.Background()
+	in := Input{Endpoint: "s3.example.com", Bucket: "bucket", AccessKey: "AK", SecretKey: "SK"}
+	var first *Destination
+	for i := range MaxPerOrg {
+		d, err := l.Create(ctx, "org_1", in, t0)
+		if err != nil {
+			t.Fatalf("create %d: %v", i, err)
+		}
+		if first == nil {
+			first = d
+		}
+	}
+	if _, err := l.Create(ctx, "org_1", in, t0); !errors.Is(err, ErrLimit) {
+		t.Fatalf("11th create: %v, want ErrLimit", err)
+	}
+	if _, err := l.Create(ctx, "org_2", in, t0); err != nil {
+		t.Fatalf("another org is not limited by org_1: %v", err)
+	}
+	if _, err := l.Create(ctx, "org_1", Input{Endpoint: "http://x/y", Bucket: "bucket", AccessKey: "a", SecretKey: "b"}, t0); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("endpoint with scheme: %v, want ErrInvalid", err)
+	}
+	// A verified destination loses its verification when its credentials change.
+	now := t0
+	_, err := l.record(ctx, "org_1", first.ID, func(d *Destination) { d.VerifiedAt = &now })
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := l.Update(ctx, "org_1", first.ID, Input{Name: "renamed"}, t0)
+	if err != nil || d.VerifiedAt == nil || d.Name != "renamed" {
+		t.Fatalf("rename: %+v, %v; want still verified", d, err)
+	}
+	d, err = l.Update(ctx, "org_1", first.ID, Input{SecretKey: "new"}, t0)
+	if err != nil || d.VerifiedAt != nil {
+		t.Fatalf("new secret: %+v, %v; want unverified", d, err)
+	}
+	if err := l.Delete(ctx, "org_1", first.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Get(ctx, "org_1", first.ID); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("get after delete: %v", err)
+	}
+	if err := l.Delete(ctx, "org_1", first.ID); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("second delete: %v", err)
+	}
+}
+
+func TestVerifyAndPutAgainstRealS3(t *testing.T) {
+	srv := s3test.Start(t)
+	l := newLib(t, true)
+	ctx := context.Background()
+	bucket := srv.NewBucket(t)
+
+	d, err := l.Create(ctx, "org_1", input(srv, bucket), t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Usable() {
+		t.Fatal("a new destination is usable before verification")
+	}
+	d, se, err := l.Verify(ctx, "org_1", d.ID, t0)
+	if err != nil || se != nil || !d.Usable() {
+		t.Fatalf("verify: %+v step=%v err=%v", d, se, err)
+	}
+	// The probe is deleted again: the bucket is empty.
+	for obj := range srv.Client().ListObjects(ctx, bucket, minio.ListObjectsOptions{Recursive: true}) {
+		t.Fatalf("probe left behind: %s (%v)", obj.Key, obj.Err)
+	}
+
+	etag, err := l.Put(ctx, d, "a/result.png", "req_1", strings.NewReader("first"), 5, "image/png")
+	if err != nil || etag == "" {
+		t.Fatalf("put: %q, %v", etag, err)
+	}
+	// The same delivery again (a node died before recording it) finds its own object: no second write.
+	again, err := l.Put(ctx, d, "a/result.png", "req_1", strings.NewReader("first"), 5, "image/png")
+	if err != nil || again != etag {
+		t.Fatalf("repeated put of the same delivery: %q, %v; want %q", again, err, etag)
+	}
+	// Another request's object is never overwritten.
+	_, err = l.Put(ctx, d, "a/result.png", "req_2", strings.NewReader("second"), 6, "image/png")
+	var step *StepError
+	if !errors.As(err, &step) || !errors.Is(err, ErrExists) || step.Step != "write" {
+		t.Fatalf("second put: %v, want write step with ErrExists", err)
+	}
+	obj, err := srv.Client().GetObject(ctx, bucket, "out/a/result.png", minio.GetObjectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(obj)
+	if string(got) != "first" {
+		t.Fatalf("object = %q, want the first write kept", got)
+	}
+}
+
+func TestVerifyReportsWrongCredentials(t *testing.T) {
+	srv := s3test.Start(t)
+	l := newLib(t, true)
+	ctx := context.Background()
+	in := input(srv, srv.NewBucket(t))
+	in.SecretKey = "wrong-secret"
+	d, _ := l.Create(ctx, "org_1", in, t0)
+	d, se, err := l.Verify(ctx, "org_1", d.ID, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if se == nil || se.Step != "write" || !strings.Contains(se.Reason, "credentials") {
+		t.Fatalf("verify with a wrong secret: %v, want the write step naming the credentials", se)
+	}
+	if d.Usable() || !strings.Contains(d.LastError, "credentials") {
+		t.Fatalf("destination after a failed verify: %+v", d)
+	}
+
+	in = input(srv, "no-such-bucket-here")
+	d, _ = l.Create(ctx, "org_1", in, t0)
+	_, se, _ = l.Verify(ctx, "org_1", d.ID, t0)
+	if se == nil || !strings.Contains(se.Reason, "NoSuchBucket") {
+		t.Fatalf("verify of a missing bucket: %v", se)
+	}
+}
+
+func TestEgressGuardRefusesLoopbackWithoutDevelopmentOption(t *testing.T) {
+	srv := s3test.Start(t)
+	l := newLib(t, false)
+	ctx := context.Background()
+	bucket := srv.NewBucket(t)
+	d, _ := l.Create(ctx, "org_1", input(srv, bucket), t0)
+	_, se, err := l.Verify(ctx, "org_1", d.ID, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if se == nil || se.Step != "connect" || !errors.Is(se, egress.ErrRefused) {
+		t.Fatalf("verify of a loopback endpoint: %v, want a connect refusal", se)
+	}
+	for obj := range srv.Client().ListObjects(ctx, bucket, minio.ListObjectsOptions{Recursive: true}) {
+		t.Fatalf("an object reached the loopback bucket: %s", obj.Key)
+	}
+}
