@@ -25,6 +25,8 @@ const maxSmallField = 1 << 10
 type apiError struct {
 	code   Code
 	detail string
+	// limit is the limit that refused the request (a 429's concurrent jobs), 0 when none.
+	limit int
 }
 
 func (e *apiError) Error() string { return string(e.code) + ": " + e.detail }

@@ -404,7 +404,7 @@ func (s *Server) authed(anyScope []string, h func(*fasthttp.RequestCtx, *princip
 		h2.Set("X-RateLimit-Reset", strconv.Itoa(max(reset, 0)))
 		if !adm.Allowed {
 			h2.Set("Retry-After", strconv.Itoa(max(reset, 1)))
-			writeProblem(ctx, CodeRateLimited, fmt.Sprintf("the plan allows %d requests per minute", adm.Limit))
+			writeProblemLimit(ctx, CodeRateLimited, fmt.Sprintf("the plan allows %d requests per minute", adm.Limit), adm.Limit)
 			return
 		}
 		if len(anyScope) > 0 {
