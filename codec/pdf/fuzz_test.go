@@ -98,3 +98,32 @@ func FuzzReadPGM(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParse runs the parsing entry point alone (sniff, nesting pre-scan, pdfcpu read within the budgets, the
+// refusal checks and validation, as Probe does for an embed) on arbitrary bytes: nothing may panic or hang, and
+// every refusal must be typed. It is FuzzOpen without the embed step, fast enough for the long corpus run
+// (bench/README.md "PDF fuzzing").
+func FuzzParse(f *testing.F) {
+	for _, s := range fuzzSeeds() {
+		f.Add(s)
+	}
+	a := &Adapter{Mutool: "/nonexistent/mutool", Limits: Limits{MaxBytes: 1 << 20, MaxPages: 50,
+		MaxDecodeBytes: 4 << 20, MaxObjects: 10000, ParseTimeout: 5 * time.Second}}
+	src := filepath.Join(f.TempDir(), "in.pdf") // one file per fuzzing process: inputs run one at a time in it
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if err := os.WriteFile(src, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		doc, err := a.open(context.Background(), src, true)
+		if err != nil {
+			if CodeOf(err) == "" {
+				t.Fatalf("untyped refusal: %v", err)
+			}
+			return
+		}
+		if doc.info.Pages < 1 || doc.info.Pages > 50 {
+			t.Fatalf("accepted a document with %d pages (limit 50)", doc.info.Pages)
+		}
+		doc.close()
+	})
+}
