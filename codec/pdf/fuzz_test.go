@@ -10,16 +10,17 @@ import (
 	"time"
 
 	"filigrane/codec"
+	"filigrane/codec/pdf/pdftest"
 )
 
 // fuzzSeeds are generated documents, valid and precisely broken, for the fuzzers' seed corpus.
 func fuzzSeeds() [][]byte {
-	doc := makeDoc(docSpec{pages: 2})
+	doc := makeDoc(pdftest.Doc{Pages: 2})
 	return [][]byte{
 		doc,
-		makeDoc(docSpec{pages: 1, catalogExt: "/OpenAction << /S /JavaScript /JS (1) >>"}),
-		makeDoc(docSpec{pages: 1, catalogExt: "/AcroForm << /Fields [] /SigFlags 3 >>"}),
-		makeDoc(docSpec{pages: 1, mediaBox: "[0 0 100000 5]"}),
+		makeDoc(pdftest.Doc{Pages: 1, CatalogExt: "/OpenAction << /S /JavaScript /JS (1) >>"}),
+		makeDoc(pdftest.Doc{Pages: 1, CatalogExt: "/AcroForm << /Fields [] /SigFlags 3 >>"}),
+		makeDoc(pdftest.Doc{Pages: 1, MediaBox: "[0 0 100000 5]"}),
 		doc[:len(doc)/2],
 		bytes.Replace(doc, []byte("/Count 2"), []byte("/Count 99999999"), 1),
 		bytes.Replace(doc, []byte("/Kids ["), []byte("/Kids [2 0 R "), 1),
