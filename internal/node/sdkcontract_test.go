@@ -91,3 +91,18 @@ func TestSDKJobHeaders(t *testing.T) {
 		t.Fatalf("status: %d X-Request-ID %q, job %q", st.status, st.header.Get("X-Request-ID"), rc.RequestID)
 	}
 }
+
+// TestSDKURLEncodedUploadID: Etchv's Python SDK names an upload in an application/x-www-form-urlencoded body;
+// it is marked like the multipart form. A url-encoded form cannot carry a file (415).
+func TestSDKURLEncodedUploadID(t *testing.T) {
+	f := newFixture(t)
+	img := photo(t, 800, 600, 11)
+	u := uploaded(t, f, f.keyA, "image", "p.jpg", img)
+	body := []byte("upload_id=" + u.UploadID + "&data=%7B%22sdk%22%3A%22python%22%7D")
+	r := sendRaw(t, f.base+"/watermarks/images", f.keyA, "", "application/x-www-form-urlencoded", body)
+	if r.status != 200 || r.header.Get("X-Watermark-ID") == "" || len(r.body) == 0 {
+		t.Fatalf("url-encoded upload_id: %d %s", r.status, r.body)
+	}
+	r = sendRaw(t, f.base+"/watermarks/images", f.keyA, "", "application/x-www-form-urlencoded", []byte("file=abc"))
+	wantProblem(t, "url-encoded file", r, 415, "unsupported_media_type")
+}
