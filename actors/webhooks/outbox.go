@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"filigrane/actors"
+	"filigrane/actors/batchstate"
 	"filigrane/actors/outbox"
 	"filigrane/persistence"
 )
@@ -31,6 +33,52 @@ func JobHandler(store persistence.Store, d *Deliverer) outbox.Handler {
 				return outbox.Permanent(err)
 			}
 			env, _, err := NewEnvelope(rec.OrgID, rec.WebhookID, rec.RequestID, ev)
+			if err != nil {
+				return outbox.Permanent(err)
+			}
+			att, err := d.Deliver(ctx, env, ev.ID, e.Created)
+			if att.StatusCode != 0 {
+				outbox.Note(ctx, fmt.Sprintf("HTTP %d", att.StatusCode))
+			}
+			if errors.Is(err, ErrCancelled) {
+				return outbox.Permanent(err)
+			}
+			return err
+		},
+	}
+}
+
+// BatchHandler is the outbox handler of actors.OutboxBatchWebhook: the batch actor hands over the event id
+// (the effect id) with the batch id as payload after the write that ended the batch; each attempt reads the
+// ended record (it no longer changes), builds the event from it with BatchEvent (the batch without its
+// items) and posts it. A deleted or disabled endpoint, or a batch record that is gone, ends the delivery.
+func BatchHandler(store persistence.Store, d *Deliverer) outbox.Handler {
+	return outbox.Handler{
+		Schedule: Schedule,
+		Timeout:  AttemptTimeout + 5*1e9,
+		Deliver: func(ctx context.Context, e outbox.Effect, _ int) error {
+			rec, _, err := actors.Batches{Store: store}.Load(ctx, string(e.Payload))
+			if errors.Is(err, persistence.ErrNotFound) {
+				return outbox.Permanent(fmt.Errorf("batch %s is gone: %w", e.Payload, err))
+			}
+			if err != nil {
+				return err
+			}
+			var found *batchstate.Event
+			for i := range rec.Events {
+				if rec.Events[i].ID == e.ID {
+					found = &rec.Events[i]
+				}
+			}
+			if found == nil || rec.Removed || !rec.Status.Ended() {
+				return outbox.Permanent(fmt.Errorf("batch %s has no event %s", rec.BatchID, e.ID))
+			}
+			ev, err := BatchEvent(rec.BatchID, strings.TrimPrefix(found.Type, "watermark.batch."), found.At,
+				rec.Summary(found.At))
+			if err != nil {
+				return outbox.Permanent(err)
+			}
+			env, _, err := NewEnvelope(rec.OrgID, rec.WebhookID, "", ev)
 			if err != nil {
 				return outbox.Permanent(err)
 			}
