@@ -247,6 +247,7 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 		Sender: webhooks.NewSender(&egress.Guard{AllowPrivate: cfg.AllowPrivateTargets}, 0)}
 	n.outboxes.MustRegister(actors.OutboxJobWebhook, webhooks.JobHandler(store, hooks))
 	n.outboxes.MustRegister(actors.OutboxBatchWebhook, webhooks.BatchHandler(store, hooks))
+	n.outboxes.MustRegister(webhooks.EffectKind, webhooks.EnvelopeHandler(hooks))
 	n.pool.Metrics = actors.NewWorkMetrics(n.Metrics.Registry, cfg.NodeName)
 	deps := &actors.Deps{
 		Store: store, Clock: cfg.Clock, Catalog: catalog, Logger: cfg.Logger.With().Str("component", "actors").Logger(),
