@@ -246,9 +246,12 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	n.deliverer = outbox.Deliverer{Outbox: n.outbox, Registry: n.outboxes,
 		Logger: cfg.Logger.With().Str("component", "outbox").Logger()}
 	n.webhookEndpoints = webhooks.Endpoints{Store: store, Clock: cfg.Clock}
-	n.outboxes.MustRegister(actors.OutboxJobWebhook, webhooks.JobHandler(store, &webhooks.Deliverer{
+	hooks := &webhooks.Deliverer{
 		Endpoints: n.webhookEndpoints, Clock: cfg.Clock, Metrics: webhooks.NewMetrics(n.Metrics.Registry),
-		Sender: webhooks.NewSender(&egress.Guard{AllowPrivate: cfg.AllowPrivateTargets}, 0)}))
+		Sender: webhooks.NewSender(&egress.Guard{AllowPrivate: cfg.AllowPrivateTargets}, 0)}
+	n.outboxes.MustRegister(actors.OutboxJobWebhook, webhooks.JobHandler(store, hooks))
+	n.outboxes.MustRegister(actors.OutboxBatchWebhook, webhooks.BatchHandler(store, hooks))
+	n.outboxes.MustRegister(webhooks.EffectKind, webhooks.EnvelopeHandler(hooks))
 	n.pool.Metrics = actors.NewWorkMetrics(n.Metrics.Registry, cfg.NodeName)
 	deps := &actors.Deps{
 		Store: store, Clock: cfg.Clock, Catalog: catalog, Logger: cfg.Logger.With().Str("component", "actors").Logger(),
