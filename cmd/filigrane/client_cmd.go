@@ -410,6 +410,10 @@ func (o *clientOpts) mediaRequest(ctx context.Context, path, file, uploadID stri
 		return nil, fmt.Errorf("build request: %w", err)
 	}
 	req.Header.Set("Content-Type", mw.FormDataContentType())
+	// The server answers a multipart request without reading the bytes after the closing boundary (the
+	// writer's final CRLF) and then parses them as a next request on the connection (a 400 that a reused
+	// connection would deliver to the next call): one connection per multipart request avoids that.
+	req.Close = true
 	if idem != "" {
 		req.Header.Set("Idempotency-Key", idem)
 	}

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"archive/zip"
 	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -226,6 +228,118 @@ func TestClientCLIAgainstNode(t *testing.T) {
 		t.Setenv(envAPIKey, "")
 		if code, _, stderr := runCLI(t, "embed", photo, "--url", base); code != exitUsage || !strings.Contains(stderr, envAPIKey) {
 			t.Fatalf("no key: exit %d, stderr %q", code, stderr)
+		}
+	})
+}
+
+func TestClientCLIBatches(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a node")
+	}
+	base, key := spawnNode(t)
+	dir := t.TempDir()
+	folder := filepath.Join(dir, "in")
+	if err := os.Mkdir(folder, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for i, name := range []string{"a.jpg", "b.jpg"} {
+		writePhoto(t, filepath.Join(folder, name), 480, 360, uint64(20+i))
+	}
+	if err := os.WriteFile(filepath.Join(folder, "notes.txt"), []byte("skipped"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("FolderWithArchive", func(t *testing.T) {
+		out := filepath.Join(dir, "results.zip")
+		code, stdout, stderr := runCLI(t, "batches", "create", folder, "--archive", "--wait", "-o", out,
+			"--url", base, "--key", key, "--poll-max", "200ms", "--progress", "always")
+		if code != exitOK {
+			t.Fatalf("exit %d, stdout %q, stderr %q", code, stdout, stderr)
+		}
+		if !strings.Contains(stdout, "completed: 2 succeeded") || !strings.Contains(stdout, "archive "+out) ||
+			!strings.Contains(stderr, "skipping notes.txt") || !strings.Contains(stderr, "2/2") {
+			t.Fatalf("stdout %q, stderr %q", stdout, stderr)
+		}
+		zr, err := zip.OpenReader(out)
+		if err != nil {
+			t.Fatalf("result archive: %v", err)
+		}
+		defer zr.Close()
+		var marked int
+		for _, f := range zr.File {
+			if !strings.HasSuffix(f.Name, "-watermarked.png") {
+				continue
+			}
+			rc, err := f.Open()
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := io.ReadAll(rc)
+			rc.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := filepath.Join(dir, f.Name)
+			if err := os.WriteFile(p, b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if wm, _ := detectJSON(t, base, key, p); !wm {
+				t.Fatalf("%s of the archive carries no watermark", f.Name)
+			}
+			marked++
+		}
+		if marked != 2 {
+			t.Fatalf("archive holds %d watermarked files, want 2", marked)
+		}
+	})
+
+	t.Run("ZipJSON", func(t *testing.T) {
+		zpath := filepath.Join(dir, "in.zip")
+		zf, err := os.Create(zpath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		zw := zip.NewWriter(zf)
+		for _, name := range []string{"a.jpg", "b.jpg"} {
+			b, err := os.ReadFile(filepath.Join(folder, name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			w, err := zw.Create("pics/" + name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			w.Write(b)
+		}
+		if err := zw.Close(); err != nil {
+			t.Fatal(err)
+		}
+		zf.Close()
+		code, stdout, stderr := runCLI(t, "batches", "create", zpath, "--wait", "--json", "--quiet",
+			"--url", base, "--key", key, "--poll-max", "200ms", "--idempotency-key", "cli-zip-batch-1")
+		if code != exitOK {
+			t.Fatalf("exit %d, stdout %q, stderr %q", code, stdout, stderr)
+		}
+		var b batchView
+		if err := json.Unmarshal([]byte(stdout), &b); err != nil || b.Status != "completed" || b.Counts.Succeeded != 2 || len(b.Items) != 2 {
+			t.Fatalf("--json batch %q: %v", stdout, err)
+		}
+		if stderr != "" {
+			t.Fatalf("--quiet left stderr %q", stderr)
+		}
+		code, stdout, _ = runCLI(t, "batches", "get", b.BatchID, "--url", base, "--key", key)
+		if code != exitOK || !strings.Contains(stdout, b.BatchID+" completed") {
+			t.Fatalf("batches get: exit %d, %q", code, stdout)
+		}
+		// An unknown batch: the problem on stderr, exit 2.
+		code, _, stderr = runCLI(t, "batches", "get", "bat_"+strings.Repeat("0", 32), "--url", base, "--key", key)
+		if code != exitClient || !strings.Contains(stderr, "HTTP 404") {
+			t.Fatalf("unknown batch: exit %d, stderr %q", code, stderr)
+		}
+		// A malformed Idempotency-Key is refused before anything is sent.
+		code, _, stderr = runCLI(t, "batches", "create", zpath, "--url", base, "--key", key, "--idempotency-key", "short")
+		if code != exitUsage || !strings.Contains(stderr, "idempotency-key") {
+			t.Fatalf("bad Idempotency-Key: exit %d, stderr %q", code, stderr)
 		}
 	})
 }

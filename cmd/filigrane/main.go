@@ -26,6 +26,7 @@ API client (against a running server: $FILIGRANE_URL, key $FILIGRANE_API_KEY; do
   embed    embed a watermark in a file and save the result (signed upload with progress for large files)
   detect   detect a watermark in a file
   jobs     show or follow a job (jobs get REQUEST_ID [--wait])
+  batches  embed a folder or zip as a batch (batches create DIR|ZIP [--wait]; batches get BATCH_ID)
 `
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -61,6 +62,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return runDetect(ctx, args[1:], stdout, stderr)
 	case "jobs":
 		return runJobs(ctx, args[1:], stdout, stderr)
+	case "batches":
+		return runBatches(ctx, args[1:], stdout, stderr)
 	case "version", "--version", "-v":
 		fmt.Fprintln(stdout, "filigrane", version)
 		return 0
