@@ -410,9 +410,9 @@ func (o *clientOpts) mediaRequest(ctx context.Context, path, file, uploadID stri
 		return nil, fmt.Errorf("build request: %w", err)
 	}
 	req.Header.Set("Content-Type", mw.FormDataContentType())
-	// The server answers a multipart request without reading the bytes after the closing boundary (the
-	// writer's final CRLF) and then parses them as a next request on the connection (a 400 that a reused
-	// connection would deliver to the next call): one connection per multipart request avoids that.
+	// After a chunked multipart embed the server parses what is left of the body on the connection as a next
+	// request and answers it 400 (seen on main, Nov 2026); a reused connection would hand that 400 to the next
+	// call, so each streamed multipart request gets its own connection.
 	req.Close = true
 	if idem != "" {
 		req.Header.Set("Idempotency-Key", idem)
