@@ -343,3 +343,30 @@ func TestClientCLIBatches(t *testing.T) {
 		}
 	})
 }
+
+func TestClientCLIWebhooks(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a node")
+	}
+	base, key := spawnNode(t)
+	code, stdout, stderr := runCLI(t, "webhooks", "list", "--url", base, "--key", key)
+	if code != exitOK || !strings.Contains(stdout, "no webhook endpoints") {
+		t.Fatalf("empty list: exit %d, %q %q", code, stdout, stderr)
+	}
+	code, stdout, stderr = runCLI(t, "webhooks", "create", "https://hooks.example.test/in", "--events", "watermark.embed.succeeded",
+		"--description", "cli test", "--url", base, "--key", key)
+	m := regexp.MustCompile(`(?m)^(wh_[0-9a-f]{32})  https://hooks.example.test/in  enabled  watermark.embed.succeeded  "cli test"\nsigning_secret whsec_\S+`).FindStringSubmatch(stdout)
+	if code != exitOK || m == nil {
+		t.Fatalf("create: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	code, stdout, _ = runCLI(t, "webhooks", "list", "--url", base, "--key", key, "--json")
+	var list []webhookView
+	if code != exitOK || json.Unmarshal([]byte(stdout), &list) != nil || len(list) != 1 || list[0].ID != m[1] || list[0].SigningSecret != "" {
+		t.Fatalf("list --json: exit %d, %q", code, stdout)
+	}
+	// A refused URL: the problem's code on stderr, exit 2.
+	code, _, stderr = runCLI(t, "webhooks", "create", "ftp://nope", "--url", base, "--key", key)
+	if code != exitClient || !regexp.MustCompile(`^filigrane webhooks: [a-z_]+: .+\(HTTP 4\d\d`).MatchString(stderr) {
+		t.Fatalf("bad URL: exit %d, stderr %q", code, stderr)
+	}
+}

@@ -27,6 +27,7 @@ API client (against a running server: $FILIGRANE_URL, key $FILIGRANE_API_KEY; do
   detect   detect a watermark in a file
   jobs     show or follow a job (jobs get REQUEST_ID [--wait])
   batches  embed a folder or zip as a batch (batches create DIR|ZIP [--wait]; batches get BATCH_ID)
+  webhooks list or create webhook endpoints (webhooks list; webhooks create URL)
 `
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -64,6 +65,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return runJobs(ctx, args[1:], stdout, stderr)
 	case "batches":
 		return runBatches(ctx, args[1:], stdout, stderr)
+	case "webhooks":
+		return runWebhooks(ctx, args[1:], stdout, stderr)
 	case "version", "--version", "-v":
 		fmt.Fprintln(stdout, "filigrane", version)
 		return 0
