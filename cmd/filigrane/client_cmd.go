@@ -563,7 +563,7 @@ func embedCmd(ctx context.Context, args []string, o *clientOpts) error {
 	fs.Usage = func() { fmt.Fprint(o.stderr, embedUsage); fs.PrintDefaults() }
 	data := fs.String("data", "", `embed data, a JSON object (default: {"source":"<file name>"})`)
 	async := fs.Bool("async", false, "use the asynchronous endpoint: print the job receipt (add --wait to follow it)")
-	wait := fs.Bool("wait", false, "follow a job (async, or a sync embed the server turned into a job) and download its result")
+	wait := fs.Bool("wait", false, "with --async, follow the job and download its result (a sync embed that became a job is always followed)")
 	idem := fs.String("idempotency-key", "", "Idempotency-Key header (8 to 128 letters, digits, - or _)")
 	out := fs.String("o", "", "output file (default: NAME-watermarked.EXT in the current directory)")
 	forceUpload := fs.Bool("upload", false, "send the file through a signed upload even when it is small")
@@ -637,7 +637,9 @@ func embedCmd(ctx context.Context, args []string, o *clientOpts) error {
 	if err != nil {
 		return err
 	}
-	if !*wait {
+	// A synchronous embed the server turned into a job (past its 20 s wait) is followed: the user asked for
+	// the file. --async prints the receipt unless --wait is given too.
+	if *async && !*wait {
 		if o.jsonOut {
 			printRaw(o.stdout, body)
 		} else {

@@ -4,7 +4,10 @@ import (
 	"archive/zip"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -368,5 +371,37 @@ func TestClientCLIWebhooks(t *testing.T) {
 	code, _, stderr = runCLI(t, "webhooks", "create", "ftp://nope", "--url", base, "--key", key)
 	if code != exitClient || !regexp.MustCompile(`^filigrane webhooks: [a-z_]+: .+\(HTTP 4\d\d`).MatchString(stderr) {
 		t.Fatalf("bad URL: exit %d, stderr %q", code, stderr)
+	}
+}
+
+// TestClientExitCodesByStatus covers the classes a development node does not easily produce (402, 403, 429,
+// 503) with a local HTTP server answering problem bodies.
+func TestClientExitCodesByStatus(t *testing.T) {
+	cases := []struct {
+		status int
+		code   string
+		exit   int
+	}{
+		{400, "invalid_request", exitClient},
+		{401, "unauthorized", exitAuth},
+		{402, "insufficient_credits", exitCredits},
+		{403, "forbidden", exitAuth},
+		{404, "not_found", exitClient},
+		{429, "rate_limited", exitServer},
+		{500, "internal", exitServer},
+		{503, "unavailable", exitServer},
+	}
+	for _, c := range cases {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/problem+json")
+			w.WriteHeader(c.status)
+			fmt.Fprintf(w, `{"type":"/problems/%s","title":"t","status":%d,"detail":"detail of %s","code":%q,"request_id":"req_1"}`, c.code, c.status, c.code, c.code)
+		}))
+		code, stdout, stderr := runCLI(t, "jobs", "get", "req_1", "--url", srv.URL, "--key", "k", "--json")
+		srv.Close()
+		want := fmt.Sprintf("filigrane jobs: %s: detail of %s (HTTP %d, request req_1)\n", c.code, c.code, c.status)
+		if code != c.exit || stderr != want || !strings.Contains(stdout, `"code":"`+c.code+`"`) {
+			t.Errorf("HTTP %d: exit %d (want %d), stderr %q (want %q), stdout %q", c.status, code, c.exit, stderr, want, stdout)
+		}
 	}
 }
