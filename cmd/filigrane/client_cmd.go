@@ -567,6 +567,7 @@ func embedCmd(ctx context.Context, args []string, o *clientOpts) error {
 	idem := fs.String("idempotency-key", "", "Idempotency-Key header (8 to 128 letters, digits, - or _)")
 	out := fs.String("o", "", "output file (default: NAME-watermarked.EXT in the current directory)")
 	forceUpload := fs.Bool("upload", false, "send the file through a signed upload even when it is small")
+	directLimit := fs.Int64("direct-limit", 0, "largest file sent directly, in bytes; larger ones go through a signed upload (default: the kind's limit in this build's media-kind table; set it to the server's when that is configured otherwise)")
 	kindFlag := fs.String("kind", "", "media kind: image, document or video (default: from the extension)")
 	accel := fs.String("accelerator", "", "cpu (default) or gpu")
 	webhook := fs.String("webhook-id", "", "webhook endpoint that receives the job's final event (async)")
@@ -603,7 +604,11 @@ func embedCmd(ctx context.Context, args []string, o *clientOpts) error {
 		defer cancel()
 	}
 	var uploadID string
-	if *forceUpload || st.Size() > kind.DirectLimit(jobstate.OperationEmbed) {
+	limit := kind.DirectLimit(jobstate.OperationEmbed)
+	if *directLimit > 0 {
+		limit = *directLimit
+	}
+	if *forceUpload || st.Size() > limit {
 		o.info("uploading %s (%d bytes) through a signed upload", file, st.Size())
 		if uploadID, err = o.signedUpload(ctx, string(kind.Media), file, st.Size()); err != nil {
 			return err
@@ -744,6 +749,7 @@ func detectCmd(ctx context.Context, args []string, o *clientOpts) error {
 	wait := fs.Bool("wait", true, "follow a detection job to its result")
 	idem := fs.String("idempotency-key", "", "Idempotency-Key header")
 	forceUpload := fs.Bool("upload", false, "send the file through a signed upload even when it is small")
+	directLimit := fs.Int64("direct-limit", 0, "largest file sent directly, in bytes; larger ones go through a signed upload (default: the kind's limit in this build's media-kind table; set it to the server's when that is configured otherwise)")
 	kindFlag := fs.String("kind", "", "media kind: image, document or video (default: from the extension)")
 	accel := fs.String("accelerator", "", "cpu (default) or gpu")
 	pos, err := parseClientFlags(fs, o, args)
@@ -768,7 +774,11 @@ func detectCmd(ctx context.Context, args []string, o *clientOpts) error {
 		defer cancel()
 	}
 	var uploadID string
-	if *forceUpload || st.Size() > kind.DirectLimit(jobstate.OperationDetect) {
+	limit := kind.DirectLimit(jobstate.OperationDetect)
+	if *directLimit > 0 {
+		limit = *directLimit
+	}
+	if *forceUpload || st.Size() > limit {
 		o.info("uploading %s (%d bytes) through a signed upload", file, st.Size())
 		if uploadID, err = o.signedUpload(ctx, "detect", file, st.Size()); err != nil {
 			return err

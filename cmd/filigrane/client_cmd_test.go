@@ -135,6 +135,14 @@ func TestClientCLIAgainstNode(t *testing.T) {
 		if code != exitOK || strings.Contains(stderr, "100%") {
 			t.Fatalf("exit %d; a bar was drawn on a non-terminal stderr: %q", code, stderr)
 		}
+		// Over --direct-limit, the upload path is taken without --upload.
+		code, _, stderr = runCLI(t, "embed", photo, "--url", base, "--key", key, "-o", out, "--direct-limit", "1000")
+		if code != exitOK || !strings.Contains(stderr, "through a signed upload") {
+			t.Fatalf("over the direct limit: exit %d, stderr %q", code, stderr)
+		}
+		if wm, _ := detectJSON(t, base, key, out); !wm {
+			t.Fatal("output of the automatic upload path carries no watermark")
+		}
 		// The detect side of an upload (kind detect).
 		code, stdout, stderr = runCLI(t, "detect", out, "--url", base, "--key", key, "--upload", "--json", "--quiet")
 		if code != exitOK || !strings.Contains(stdout, `"watermarked":true`) || stderr != "" {
