@@ -7,6 +7,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -42,6 +44,7 @@ const (
 	defaultBaseURL  = "http://127.0.0.1:8080"
 	envAPIKey       = "FILIGRANE_API_KEY"
 	envBaseURL      = "FILIGRANE_URL"
+	envCACert       = "FILIGRANE_CA_CERT"
 	maxJSONResponse = 16 << 20
 )
 
@@ -62,6 +65,7 @@ func usageErr(format string, a ...any) error {
 // clientOpts are the flags every client subcommand takes.
 type clientOpts struct {
 	url, key   string
+	caCert     string
 	jsonOut    bool
 	quiet      bool
 	progress   string
@@ -75,6 +79,7 @@ type clientOpts struct {
 func (o *clientOpts) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.url, "url", "", "server base URL (default: $"+envBaseURL+", else "+defaultBaseURL+")")
 	fs.StringVar(&o.key, "key", "", "API key (default: $"+envAPIKey+")")
+	fs.StringVar(&o.caCert, "ca-cert", "", "PEM file of the CA that signed the server's certificates, for a server with a private CA (default: $"+envCACert+", else the system's roots)")
 	fs.BoolVar(&o.jsonOut, "json", false, "print the server's JSON (receipts, results, problems) for scripts")
 	fs.BoolVar(&o.quiet, "quiet", false, "no progress bar and no informational lines on stderr")
 	fs.StringVar(&o.progress, "progress", "auto", "upload progress bar on stderr: auto (when stderr is a terminal), always, never")
@@ -106,8 +111,24 @@ func (o *clientOpts) finish() error {
 	default:
 		return usageErr("--progress must be auto, always or never, not %q", o.progress)
 	}
+	if o.caCert == "" {
+		o.caCert = os.Getenv(envCACert)
+	}
 	if o.httpClient == nil {
 		o.httpClient = &http.Client{}
+		if o.caCert != "" {
+			pem, err := os.ReadFile(o.caCert)
+			if err != nil {
+				return usageErr("--ca-cert: %v", err)
+			}
+			pool := x509.NewCertPool()
+			if !pool.AppendCertsFromPEM(pem) {
+				return usageErr("--ca-cert: %s holds no PEM certificate", o.caCert)
+			}
+			tr := http.DefaultTransport.(*http.Transport).Clone()
+			tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+			o.httpClient = &http.Client{Transport: tr}
+		}
 	}
 	return nil
 }

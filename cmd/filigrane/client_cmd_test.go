@@ -4,6 +4,7 @@ import (
 	"archive/zip"
 	"context"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"io"
 	"net/http"
@@ -411,5 +412,29 @@ func TestClientExitCodesByStatus(t *testing.T) {
 		if code != c.exit || stderr != want || !strings.Contains(stdout, `"code":"`+c.code+`"`) {
 			t.Errorf("HTTP %d: exit %d (want %d), stderr %q (want %q), stdout %q", c.status, code, c.exit, stderr, want, stdout)
 		}
+	}
+}
+
+// TestClientCACert: a server whose certificate a private CA signed is reached with --ca-cert, and refused
+// (exit 6, network class) without it.
+func TestClientCACert(t *testing.T) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"request_id":"req_1","status":"succeeded","operation":"embed","credits":3}`)
+	}))
+	defer srv.Close()
+	ca := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, stderr := runCLI(t, "jobs", "get", "req_1", "--url", srv.URL, "--key", "k"); code != exitNetwork {
+		t.Fatalf("without --ca-cert: exit %d, stderr %q", code, stderr)
+	}
+	code, stdout, stderr := runCLI(t, "jobs", "get", "req_1", "--url", srv.URL, "--key", "k", "--ca-cert", ca)
+	if code != exitOK || !strings.Contains(stdout, "status       succeeded") {
+		t.Fatalf("with --ca-cert: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	if code, _, _ := runCLI(t, "jobs", "get", "req_1", "--url", srv.URL, "--key", "k", "--ca-cert", filepath.Join(t.TempDir(), "none.pem")); code != exitUsage {
+		t.Fatalf("missing CA file: exit %d, want %d", code, exitUsage)
 	}
 }
