@@ -183,6 +183,16 @@ func TestClientCLIAgainstNode(t *testing.T) {
 		if code != exitOK || !strings.Contains(stdout, "status       succeeded") {
 			t.Fatalf("jobs get: exit %d, %q", code, stdout)
 		}
+		// An async detection job, followed by jobs get --wait: the detection result is printed.
+		code, stdout, stderr = runCLI(t, "detect", out, "--url", base, "--key", key, "--async", "--wait=false", "--json")
+		var dr receipt
+		if code != exitOK || json.Unmarshal([]byte(stdout), &dr) != nil || dr.RequestID == "" {
+			t.Fatalf("detect --async: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+		}
+		code, stdout, stderr = runCLI(t, "jobs", "get", dr.RequestID, "--wait", "--json", "--url", base, "--key", key, "--poll-max", "200ms")
+		if code != exitOK || !strings.Contains(stdout, `"watermarked":true`) || !strings.Contains(stdout, m[1]) {
+			t.Fatalf("jobs get --wait of a detection job: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+		}
 		// embed --async --wait in one step.
 		out2 := filepath.Join(dir, "async2.png")
 		code, stdout, stderr = runCLI(t, "embed", photo, "--url", base, "--key", key, "--async", "--wait", "-o", out2, "--json", "--poll-max", "200ms")
