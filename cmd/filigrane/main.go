@@ -21,6 +21,13 @@ commands:
   bench    run a benchmark (api, codec)
   gpu      show the GPUs this node can use (gpu info)
   version  print the version
+
+API client (against a running server: $FILIGRANE_URL, key $FILIGRANE_API_KEY; docs/cli.md):
+  embed    embed a watermark in a file and save the result (signed upload with progress for large files)
+  detect   detect a watermark in a file
+  jobs     show or follow a job (jobs get REQUEST_ID [--wait])
+  batches  embed a folder or zip as a batch (batches create DIR|ZIP [--wait]; batches get BATCH_ID)
+  webhooks list or create webhook endpoints (webhooks list; webhooks create URL)
 `
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -50,6 +57,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return runBench(ctx, args[1:], stdout, stderr)
 	case "gpu":
 		return runGPU(ctx, args[1:], stdout, stderr)
+	case "embed":
+		return runEmbed(ctx, args[1:], stdout, stderr)
+	case "detect":
+		return runDetect(ctx, args[1:], stdout, stderr)
+	case "jobs":
+		return runJobs(ctx, args[1:], stdout, stderr)
+	case "batches":
+		return runBatches(ctx, args[1:], stdout, stderr)
+	case "webhooks":
+		return runWebhooks(ctx, args[1:], stdout, stderr)
 	case "version", "--version", "-v":
 		fmt.Fprintln(stdout, "filigrane", version)
 		return 0
