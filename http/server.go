@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strconv"
 	"strings"
@@ -339,6 +340,7 @@ func (s *Server) serve(ctx *fasthttp.RequestCtx) {
 	default:
 		writeProblem(ctx, CodeNotFound, "no such route")
 	}
+	finishBody(ctx)
 	status := ctx.Response.StatusCode()
 	s.cfg.Metrics.observe(label, method, status, time.Since(start))
 	ev := s.cfg.Logger.Debug()
@@ -347,6 +349,25 @@ func (s *Server) serve(ctx *fasthttp.RequestCtx) {
 	}
 	ev.Str("method", method).Str("route", label).Int("status", status).
 		Dur("took", time.Since(start)).Str("request_id", string(ctx.Response.Header.Peek(headerRequestID))).Msg("request")
+}
+
+// finishBody reads what the handler left of a streamed request body, so that the connection's next bytes are
+// the next request's: a multipart reader stops at the closing boundary, and a chunked body's last chunk and
+// trailer come after it (left unread, they were parsed as a request and answered 400). More than
+// maxDrainAfterForm left, or a read error, closes the connection instead; so does an answer already marked
+// to close (an early refusal does not read a large body).
+func finishBody(ctx *fasthttp.RequestCtx) {
+	if ctx.Response.ConnectionClose() {
+		return
+	}
+	r := ctx.RequestBodyStream()
+	if r == nil {
+		return
+	}
+	n, err := io.Copy(io.Discard, io.LimitReader(r, maxDrainAfterForm+1))
+	if err != nil || n > maxDrainAfterForm {
+		ctx.SetConnectionClose()
+	}
 }
 
 // serveParseError answers requests that fasthttp could not read (oversized headers or body, broken framing)
