@@ -3,7 +3,7 @@
 //
 // The document is written by hand next to the handlers it describes; it is kept true by tests, not by
 // generation: apicheck validates every response the HTTP tests see against it, a test walks the router's
-// routes and fails on one the document lacks, and docs/api.md is rendered from it (go generate). It must
+// routes and fails on one the document lacks, and the route table of docs/api.md is rendered from it (FILIGRANE_UPDATE_API_DOC=1 go test ./internal/apispec/apicheck). It must
 // not import the HTTP layer or any actor: it is data.
 package apispec
 
@@ -17,8 +17,6 @@ import (
 
 	"go.yaml.in/yaml/v3"
 )
-
-//go:generate go run ./gendoc -out ../../docs/api.md
 
 //go:embed openapi.yaml
 var openAPIYAML []byte
