@@ -12,6 +12,7 @@ import (
 	"filigrane/actors"
 	"filigrane/actors/jobstate"
 	"filigrane/actors/mediakind"
+	"filigrane/actors/storagedest"
 	"filigrane/internal/apispec"
 	"filigrane/internal/apispec/apicheck"
 	"filigrane/internal/clock"
@@ -22,7 +23,7 @@ import (
 func allRoutes(t *testing.T) []Route {
 	t.Helper()
 	files := map[jobstate.Media]mediakind.Adapter{jobstate.MediaDocument: nil, jobstate.MediaVideo: nil}
-	api := New(Config{Media: actors.Media{Files: files}, Clock: clock.System{}})
+	api := New(Config{Media: actors.Media{Files: files}, Clock: clock.System{}, Storage: &storagedest.Library{}}) // any non-nil library registers the storage routes
 	up, err := NewUploadHost(Config{Clock: clock.System{}}, UploadHostOptions{Secret: []byte("0123456789abcdef0123"), PublicURL: "http://u", API: api})
 	if err != nil {
 		t.Fatal(err)
