@@ -9,6 +9,7 @@ import (
 	"math"
 	"time"
 
+	"filigrane/actors/jobstate"
 	"filigrane/persistence"
 )
 
@@ -50,7 +51,10 @@ type Asset struct {
 	UpdatedAt     time.Time      `msgpack:"updated_at"`
 	FileExpiresAt time.Time      `msgpack:"file_expires_at"`
 	Metadata      map[string]any `msgpack:"metadata"`
-	DeletedAt     *time.Time     `msgpack:"deleted_at,omitempty"`
+	// Media is the pixel size, pages, frames and duration of the file, where they apply (added after the
+	// first records were written: zero on those).
+	Media     jobstate.MediaInfo `msgpack:"media,omitempty"`
+	DeletedAt *time.Time         `msgpack:"deleted_at,omitempty"`
 }
 
 // SchemaVersion is the layout version of stored assets.

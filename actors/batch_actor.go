@@ -200,6 +200,11 @@ func (a *batchActor) write(ctx actor.Context, rec *batchstate.Record) error {
 	}
 	sctx, cancel := a.deps.storeCtx()
 	defer cancel()
+	if len(rec.PendingEvents()) > 0 && (a.rec == nil || len(a.rec.PendingEvents()) == 0) {
+		// The active index entry before the record that carries new events (a draft cancelled before it
+		// started was never indexed): the sweeper's tick hands them over if this node dies first.
+		a.markActive(sctx, rec)
+	}
 	v, err := a.deps.Store.CompareAndSet(sctx, batchKey(a.id), a.version, b)
 	if err != nil {
 		if errors.Is(err, persistence.ErrVersionMismatch) {
@@ -384,7 +389,10 @@ func (a *batchActor) drive(ctx actor.Context, onlyJob string) {
 		a.startAssembly(ctx)
 	}
 	if a.rec.Status.Ended() {
-		a.dropActive(c)
+		// The active index entry keeps the sweeper ticking the batch until its events are handed over.
+		if a.handOver(ctx, c) {
+			a.dropActive(c)
+		}
 		a.indexPurges(c)
 	}
 	if more {

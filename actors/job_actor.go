@@ -413,12 +413,12 @@ func (a *jobActor) writeAssets(ctx context.Context, r *jobstate.Record) error {
 	source := &Asset{ID: out.SourceAssetID, OrgID: r.OrgID, Name: r.Input.Filename, Version: 1, Kind: AssetSource,
 		MediaType: string(r.Media), Format: r.Format, ContentType: r.Input.ContentType, SizeBytes: r.Input.Size,
 		SHA256: r.Input.SHA256, RequestID: r.RequestID, BlobKey: r.Input.BlobKey, Filename: r.Input.Filename,
-		CreatedAt: done, UpdatedAt: done, FileExpiresAt: done.Add(retention)}
+		CreatedAt: done, UpdatedAt: done, FileExpiresAt: done.Add(retention), Media: out.SourceMedia}
 	marked := &Asset{ID: out.AssetID, OrgID: r.OrgID, Name: out.Filename, Version: 1, Kind: AssetWatermarked,
 		ParentAssetID: out.SourceAssetID, MediaType: string(r.Media), Format: formatOfContentType(out.ContentType, r.Format),
 		ContentType: out.ContentType, SizeBytes: out.Size, SHA256: out.SHA256, RequestID: r.RequestID,
 		WatermarkID: out.WatermarkID, BlobKey: out.BlobKey, Filename: out.Filename,
-		CreatedAt: done, UpdatedAt: done, FileExpiresAt: done.Add(retention)}
+		CreatedAt: done, UpdatedAt: done, FileExpiresAt: done.Add(retention), Media: out.Media}
 	assets := Assets{Store: a.deps.Store}
 	if err := assets.Create(ctx, source); err != nil {
 		return err

@@ -137,7 +137,16 @@ func (m Media) embedFile(ctx context.Context, rec *jobstate.Record, kind mediaki
 	return jobstate.Output{BlobKey: key, Size: info.Size, SHA256: info.SHA256, ContentType: kind.OutputMIME,
 		Filename: OutputFilename(rec.Input.Filename, kind.OutputExt), AssetID: AssetIDFor(rec.RequestID, AssetWatermarked),
 		SourceAssetID: AssetIDFor(rec.RequestID, AssetSource), WatermarkID: rec.WatermarkID,
-		Charge: kind.Price(rec.Operation, m.Catalog.Prices, rep.Info), Accelerator: jobstate.AcceleratorCPU}, nil
+		Charge: kind.Price(rec.Operation, m.Catalog.Prices, rep.Info), Accelerator: jobstate.AcceleratorCPU,
+		Media: rep.Info.MediaInfo(), SourceMedia: sourceInfo(rep).MediaInfo()}, nil
+}
+
+// sourceInfo is the Info of an embed's input.
+func sourceInfo(rep mediakind.Report) mediakind.Info {
+	if rep.Source == (mediakind.Info{}) {
+		return rep.Info
+	}
+	return rep.Source
 }
 
 func (m Media) detectFile(ctx context.Context, rec *jobstate.Record, a mediakind.Adapter, src string) (jobstate.Output, *ProcessError) {

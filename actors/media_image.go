@@ -242,6 +242,8 @@ func (m Media) embed(ctx context.Context, rec *jobstate.Record, pic *imageio.Pic
 		}
 		return jobstate.Output{}, &ProcessError{Code: CodeInvalidImage, Detail: detail, Cause: err}
 	}
+	b := pic.Image.Bounds()
+	size := jobstate.MediaInfo{Width: b.Dx(), Height: b.Dy()}
 	buf := bytes.NewReader(res.Data)
 	key := OutputKey(rec, "watermarked.png")
 	info, err := m.Blobs.Put(ctx, key, buf)
@@ -252,7 +254,8 @@ func (m Media) embed(ctx context.Context, rec *jobstate.Record, pic *imageio.Pic
 	return jobstate.Output{BlobKey: key, Size: info.Size, SHA256: info.SHA256, ContentType: "image/png",
 		Filename: OutputFilename(rec.Input.Filename, "png"), AssetID: AssetIDFor(rec.RequestID, AssetWatermarked),
 		SourceAssetID: AssetIDFor(rec.RequestID, AssetSource), WatermarkID: rec.WatermarkID,
-		Charge: m.Catalog.Prices.ImageEmbed, Accelerator: jobstate.AcceleratorCPU}, nil
+		Charge: m.Catalog.Prices.ImageEmbed, Accelerator: jobstate.AcceleratorCPU,
+		Media: size, SourceMedia: size}, nil
 }
 
 func (m Media) detectJob(ctx context.Context, rec *jobstate.Record, img image.Image) (jobstate.Output, *ProcessError) {

@@ -62,6 +62,13 @@ type assetJSON struct {
 	FileExpiresAt *string `json:"file_expires_at"`
 	FileAvailable bool    `json:"file_available"`
 	DownloadURL   *string `json:"download_url"`
+	// The file's pixel size (images, video frames), pages (documents), frames and duration (videos): fields of
+	// ours beyond spec 2.6, omitted where they do not apply.
+	Width           *int     `json:"width,omitempty"`
+	Height          *int     `json:"height,omitempty"`
+	PageCount       *int     `json:"page_count,omitempty"`
+	FrameCount      *int64   `json:"frame_count,omitempty"`
+	DurationSeconds *float64 `json:"duration_seconds,omitempty"`
 	// Metadata is nil (omitted) in lists and with include_metadata=false, an object (possibly empty) otherwise.
 	Metadata any `json:"metadata,omitempty"`
 }
@@ -73,6 +80,14 @@ func optional(s string) *string {
 	return &s
 }
 
+// positive is n when above zero, else nil (an omitted field).
+func positive[T int | int64](n T) *T {
+	if n <= 0 {
+		return nil
+	}
+	return &n
+}
+
 func renderAsset(as *actors.Asset, now time.Time, withMetadata bool) assetJSON {
 	out := assetJSON{
 		ID: as.ID, Name: as.Name, Version: as.Version, Kind: as.Kind, ParentAssetID: optional(as.ParentAssetID),
@@ -80,6 +95,12 @@ func renderAsset(as *actors.Asset, now time.Time, withMetadata bool) assetJSON {
 		SHA256: as.SHA256, RequestID: as.RequestID, WatermarkID: optional(as.WatermarkID),
 		CreatedAt: as.CreatedAt.UTC().Format(time.RFC3339), UpdatedAt: as.UpdatedAt.UTC().Format(time.RFC3339),
 		FileAvailable: as.FileAvailable(now),
+	}
+	out.Width, out.Height, out.PageCount = positive(as.Media.Width), positive(as.Media.Height), positive(as.Media.Pages)
+	out.FrameCount = positive(as.Media.Frames)
+	if as.Media.DurationMS > 0 {
+		d := float64(as.Media.DurationMS) / 1000
+		out.DurationSeconds = &d
 	}
 	if !as.FileExpiresAt.IsZero() {
 		out.FileExpiresAt = optional(as.FileExpiresAt.UTC().Format(time.RFC3339))

@@ -55,7 +55,7 @@ func batchKey(ctx *fasthttp.RequestCtx) (string, *apiError) {
 }
 
 // checkOptions applies the plan and the deployment to a checked request: formats and GPU of the plan,
-// webhook endpoints and storage destinations (none can be created yet), and strict GPU mode (otherwise gpu items run on the CPU when no GPU is ready).
+// the webhook endpoint (enabled, of the organization), storage destinations (none accepted yet), and strict GPU mode (otherwise gpu items run on the CPU when no GPU is ready).
 func (b *batchAPI) checkOptions(ctx *fasthttp.RequestCtx, p *principal, req *batchinput.Request) *apiError {
 	for i, it := range req.Items {
 		if !p.Plan.HasFormat(string(it.Kind.Media)) {
@@ -66,7 +66,10 @@ func (b *batchAPI) checkOptions(ctx *fasthttp.RequestCtx, p *principal, req *bat
 		return newAPIError(CodeForbiddenPlan, "the %s plan does not include GPU processing", p.Plan.Name)
 	}
 	if req.WebhookID != "" {
-		return newAPIError(CodeWebhookNotFound, "webhook %q does not exist or is disabled", truncate(req.WebhookID, 64))
+		// The batch's final event goes to this endpoint (docs/webhooks.md): it must exist and be enabled now.
+		if aerr := b.s.usableWebhook(p, req.WebhookID); aerr != nil {
+			return aerr
+		}
 	}
 	if req.StorageDestinationID != "" {
 		return newAPIError(CodeStorageDestination, "storage destination %q is unknown or not verified", truncate(req.StorageDestinationID, 64))
@@ -119,6 +122,7 @@ func (b *batchAPI) create(ctx *fasthttp.RequestCtx, p *principal, _ map[string]s
 	spec := batchstate.Spec{
 		BatchID: batchstate.BatchIDFor(p.Key.OrgID, key), OrgID: p.Key.OrgID, Source: batchstate.SourceUploads,
 		Archive: req.Archive, Accelerator: req.Accelerator, IdempotencyKey: key, Items: req.Specs(),
+		WebhookID: req.WebhookID,
 	}
 	c, cancel := b.s.requestContext(2 * time.Minute)
 	defer cancel()
@@ -247,6 +251,7 @@ func (b *batchAPI) createZipErr(c context.Context, ctx *fasthttp.RequestCtx, p *
 	spec := batchstate.Spec{
 		BatchID: batchID, OrgID: p.Key.OrgID, Source: batchstate.SourceZip, Archive: req.Archive,
 		Accelerator: req.Accelerator, IdempotencyKey: key, Items: req.Specs(), ZipBlobKey: blobKey, ZipSHA256: stored.SHA256,
+		WebhookID: req.WebhookID,
 	}
 	rep, err := b.client().Create(c, spec)
 	if aerr := b.createReply(rep, err); aerr != nil {
@@ -445,25 +450,7 @@ func strOrNil(s string) *string {
 // fresh signed URL (6 hours, never past the draft's 24 hours) unless their file arrived.
 func (b *batchAPI) view(c context.Context, rec *batchstate.Record, now time.Time, items bool) map[string]any {
 	st := rec.StatusAt(now)
-	v := map[string]any{
-		"batch_id": rec.BatchID, "status": st, "item_count": len(rec.Items), "archive": rec.Archive,
-		"accelerator": rec.Accelerator, "webhook_id": strOrNil(rec.WebhookID),
-		"storage_destination_id": strOrNil(rec.StorageDestinationID), "counts": rec.Counts(), "credits": rec.Credits(),
-		"cancel_requested": rec.CancelRequested, "created_at": timeOrNil(rec.CreatedAt),
-		"started_at": timeOrNil(rec.StartedAt), "completed_at": timeOrNil(rec.CompletedAt),
-		"upload_expires_at": nil, "status_url": "/watermarks/batches/" + rec.BatchID,
-	}
-	if rec.Source == batchstate.SourceUploads {
-		v["upload_expires_at"] = timeOrNil(rec.DraftExpiresAt())
-	}
-	if st == batchstate.StatusExpired && rec.Status == batchstate.StatusDraft {
-		v["completed_at"] = timeOrNil(rec.DraftExpiresAt())
-	}
-	if rec.Archive {
-		v["archive_status"] = strOrNil(string(rec.ArchiveStatus))
-		v["archive_url"] = "/watermarks/batches/" + rec.BatchID + "/archive"
-		v["archive_expires_at"] = timeOrNil(rec.ArchiveExpiresAt)
-	}
+	v := rec.Summary(now)
 	if !items {
 		return v
 	}

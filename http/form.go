@@ -1,12 +1,14 @@
 package http
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"mime"
 	"mime/multipart"
+	"net/url"
 	"strings"
 
 	"filigrane/persistence"
@@ -25,6 +27,8 @@ const maxSmallField = 1 << 10
 type apiError struct {
 	code   Code
 	detail string
+	// limit is the limit that refused the request (a 429's concurrent jobs), 0 when none.
+	limit int
 }
 
 func (e *apiError) Error() string { return string(e.code) + ": " + e.detail }
@@ -81,6 +85,9 @@ func (l *limitedReader) Read(p []byte) (int, error) {
 // stored.
 func readMediaForm(ctx context.Context, contentType string, body io.Reader, blobs persistence.Blobs, key string, maxFile int64) (form *mediaForm, err error) {
 	mt, params, perr := mime.ParseMediaType(contentType)
+	if perr == nil && mt == "application/x-www-form-urlencoded" {
+		return readURLEncodedForm(body)
+	}
 	if perr != nil || mt != "multipart/form-data" || params["boundary"] == "" {
 		return nil, newAPIError(CodeUnsupportedMedia, "send the request as multipart/form-data")
 	}
@@ -154,6 +161,61 @@ func readMediaForm(ctx context.Context, contentType string, body io.Reader, blob
 				return form, errMalformedForm()
 			}
 		}
+	}
+	return form, nil
+}
+
+// maxURLEncodedForm bounds a url-encoded media form: the data field (8 KiB, up to three bytes encoded per
+// byte) and the small fields.
+const maxURLEncodedForm = 3*maxDataBytes + 8*maxSmallField
+
+// readURLEncodedForm reads a media form sent as application/x-www-form-urlencoded, as Etchv's Python SDK
+// sends a request that names an upload. It carries fields only: a file needs multipart. The same fields and
+// bounds as the multipart form apply.
+func readURLEncodedForm(body io.Reader) (*mediaForm, error) {
+	b, err := io.ReadAll(io.LimitReader(body, maxURLEncodedForm+1))
+	if err != nil {
+		return nil, errMalformedForm()
+	}
+	if len(b) > maxURLEncodedForm {
+		return nil, newAPIError(CodeInvalidRequest, "the url-encoded form exceeds %d bytes; send files as multipart/form-data", maxURLEncodedForm)
+	}
+	if bytes.Count(b, []byte("&")) >= maxFormParts {
+		return nil, newAPIError(CodeInvalidRequest, "the form has more than %d fields", maxFormParts)
+	}
+	values, err := url.ParseQuery(string(b))
+	if err != nil {
+		return nil, newAPIError(CodeBadRequest, "the url-encoded form is malformed")
+	}
+	form := &mediaForm{}
+	for name, vs := range values {
+		if len(vs) > 1 {
+			return nil, newAPIError(CodeInvalidRequest, "%s is sent twice", name)
+		}
+		v := vs[0]
+		switch name {
+		case "file":
+			return nil, newAPIError(CodeUnsupportedMedia, "send a file as multipart/form-data; a url-encoded form can only name an upload_id")
+		case "data":
+			if len(v) > maxDataBytes {
+				return nil, newAPIError(CodeInvalidData, "data exceeds %d bytes", maxDataBytes)
+			}
+			form.Data = []byte(v)
+		case "upload_id":
+			if len(v) > maxSmallField {
+				return nil, newAPIError(CodeInvalidRequest, "upload_id is malformed")
+			}
+			form.UploadID = strings.TrimSpace(v)
+		case "accelerator", "webhook_id", "storage_destination_id", "storage_key":
+			if len(v) > maxSmallField {
+				return nil, newAPIError(CodeInvalidRequest, "%s is malformed", name)
+			}
+			if form.Options == nil {
+				form.Options = map[string]string{}
+			}
+			form.Options[name] = strings.TrimSpace(v)
+		}
+		// Unknown fields are ignored, as in the multipart form.
 	}
 	return form, nil
 }

@@ -38,6 +38,8 @@ func FuzzReadMediaForm(f *testing.F) {
 	ct3, body3 := multipartSeed(map[string]string{"accelerator": "gpu", "webhook_id": "wh_1", "storage_key": "k"}, []byte("file"))
 	f.Add(ct3, body3)
 	f.Add(ct3, body3[:len(body3)-20])
+	f.Add("application/x-www-form-urlencoded", []byte("upload_id=upl_1&data=%7B%22a%22%3A1%7D"))
+	f.Add("application/x-www-form-urlencoded; charset=utf-8", []byte("upload_id=a&upload_id=b&file=x"))
 	f.Fuzz(func(t *testing.T, contentType string, body []byte) {
 		root := t.TempDir()
 		blobs, err := fsblobs.Open(root)

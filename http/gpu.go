@@ -1,13 +1,17 @@
 package http
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"io"
 	"time"
 
 	"github.com/valyala/fasthttp"
 
 	"filigrane/actors"
+	"filigrane/actors/webhooks"
 	"filigrane/gpu"
 )
 
@@ -84,11 +88,45 @@ func (s *Server) gpuWake(ctx *fasthttp.RequestCtx, p *principal, _ map[string]st
 		}
 	}
 	if body.WebhookID != "" {
-		// The endpoint is checked; the accelerator.ready event itself is not sent yet (docs/webhooks.md).
 		if aerr := s.usableWebhook(p, body.WebhookID); aerr != nil {
 			writeProblem(ctx, aerr.code, aerr.detail)
 			return
 		}
 	}
-	writeJSON(ctx, 200, renderGPU(s.gpuState().Wake(s.cfg.Clock.Now())))
+	now := s.cfg.Clock.Now()
+	st := renderGPU(s.gpuState().Wake(now))
+	if body.WebhookID != "" && st.Status == string(gpu.StatusReady) {
+		// Already ready: the accelerator.ready event is recorded at once. A GPU still starting sends none
+		// yet (docs/webhooks.md).
+		if aerr := s.recordAcceleratorReady(p, body.WebhookID, st, now); aerr != nil {
+			writeProblem(ctx, aerr.code, aerr.detail)
+			return
+		}
+	}
+	writeJSON(ctx, 200, st)
+}
+
+// recordAcceleratorReady hands the accelerator.ready event of this wake-up call to the outbox, which
+// delivers it to the endpoint. Each call is its own wake-up (a fresh id), so each gets its own event.
+func (s *Server) recordAcceleratorReady(p *principal, endpointID string, st acceleratorStatus, now time.Time) *apiError {
+	var raw [16]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return newAPIError(CodeUnavailable, "the wake-up could not be recorded; retry")
+	}
+	e, err := webhooks.AcceleratorReadyEffect(p.Key.OrgID, endpointID, webhooks.AcceleratorReady{
+		ID: "wake_" + hex.EncodeToString(raw[:]), Accelerator: st.Accelerator, Status: st.Status,
+		ReadyAt: st.ReadyAt, WarmUntil: st.WarmUntil}, now)
+	if err == nil && s.cfg.Outbox.Store == nil {
+		err = errors.New("no outbox on this node")
+	}
+	if err == nil {
+		c, cancel := s.requestContext(s.cfg.ActorTimeout)
+		defer cancel()
+		err = s.cfg.Outbox.Add(c, e)
+	}
+	if err != nil {
+		s.cfg.Logger.Error().Err(err).Msg("record accelerator.ready event")
+		return newAPIError(CodeUnavailable, "the accelerator.ready event could not be recorded; retry")
+	}
+	return nil
 }

@@ -254,7 +254,7 @@ func (s *Server) acceptMedia(kind mediakind.Kind, op jobstate.Operation, async b
 		defer cancel()
 		if aerr := s.acceptMediaErr(c, ctx, acceptRequest{p: p, kind: kind, op: op, async: async}); aerr != nil {
 			ctx.SetConnectionClose() // the body may be unread
-			writeProblem(ctx, aerr.code, aerr.detail)
+			writeAPIError(ctx, aerr)
 		}
 	}
 }
@@ -550,6 +550,7 @@ func (s *Server) syncWait(c context.Context, rec *jobstate.Record) time.Duration
 }
 
 func (s *Server) writeReceipt(ctx *fasthttp.RequestCtx, p *principal, rec *jobstate.Record, status int) {
+	setJobRequestID(ctx, rec.RequestID)
 	ctx.Response.Header.Set("Location", rec.StatusURL())
 	ctx.Response.Header.Set("Retry-After", strconv.Itoa(retryAfterSeconds(p.Plan)))
 	writeJSON(ctx, status, rec.Receipt())
@@ -558,6 +559,7 @@ func (s *Server) writeReceipt(ctx *fasthttp.RequestCtx, p *principal, rec *jobst
 // writeResult answers with a committed job's outcome: the file or detection JSON, or the failure.
 func (s *Server) writeResult(c context.Context, ctx *fasthttp.RequestCtx, p *principal, rec *jobstate.Record) *apiError {
 	now := s.cfg.Clock.Now()
+	setJobRequestID(ctx, rec.RequestID)
 	if rec.Status == jobstate.StatusFailed {
 		writeFailedJob(ctx, rec)
 		return nil
@@ -574,7 +576,7 @@ func (s *Server) writeResult(c context.Context, ctx *fasthttp.RequestCtx, p *pri
 		return newAPIError(CodeResultGone, "the result file is no longer stored")
 	}
 	h := &ctx.Response.Header
-	h.Set("X-Service-Accelerator", string(out.Accelerator))
+	setAccelerator(ctx, out.Accelerator)
 	if rec.Operation == jobstate.OperationEmbed {
 		h.Set("X-Watermark-ID", out.WatermarkID)
 		h.Set("X-Asset-ID", out.AssetID)
@@ -594,10 +596,12 @@ func (s *Server) writeResult(c context.Context, ctx *fasthttp.RequestCtx, p *pri
 // "status": "failed" (DESIGN.md 5), so this problem body carries the job status in `status` and the HTTP
 // status only in the status line; it is the one problem body that departs from RFC 9457's numeric status.
 func writeFailedJob(ctx *fasthttp.RequestCtx, rec *jobstate.Record) {
+	setJobRequestID(ctx, rec.RequestID)
 	entry := problem.ForJob(rec.ErrorCode) // the error table maps a job's error code to its status
 	body, _ := encodeJSON(map[string]any{
 		"type": problemTypeBase + string(entry.Code), "title": entry.Title, "status": "failed",
-		"detail": rec.ErrorDetail, "code": entry.Code, "error_code": rec.ErrorCode, "request_id": rec.RequestID,
+		"detail": problemDetail(ctx, entry.Code, rec.ErrorDetail, 0), "code": entry.Code, "error_code": rec.ErrorCode,
+		"request_id": rec.RequestID,
 	})
 	ctx.SetStatusCode(entry.Status)
 	ctx.SetContentType("application/problem+json")
@@ -694,7 +698,8 @@ func (s *Server) detectNow(c context.Context, ctx *fasthttp.RequestCtx, p *princ
 	default:
 		return newAPIError(CodeUnavailable, "%s", serr.Unavailable)
 	}
-	ctx.Response.Header.Set("X-Service-Accelerator", string(jobstate.AcceleratorCPU))
+	setJobRequestID(ctx, reqID)
+	setAccelerator(ctx, jobstate.AcceleratorCPU)
 	writeJSON(ctx, 200, det)
 	return nil
 }
@@ -707,9 +712,25 @@ func reserveRefusal(ctx *fasthttp.RequestCtx, p *principal, code string, price i
 		return newAPIError(CodeInsufficientCredits, "the organization has too few credits for this request (%d needed)", price)
 	case actors.ReplyConcurrencyLimit:
 		ctx.Response.Header.Set("Retry-After", strconv.Itoa(retryAfterSeconds(p.Plan)))
-		return newAPIError(CodeConcurrencyLimit, "the %s plan runs %d jobs at once", p.Plan.Name, p.Plan.Concurrency)
+		aerr := newAPIError(CodeConcurrencyLimit, "the %s plan runs %d jobs at once", p.Plan.Name, p.Plan.Concurrency)
+		aerr.limit = p.Plan.Concurrency
+		return aerr
 	}
 	return nil
+}
+
+// setJobRequestID makes a response about a job carry the job's request id in X-Request-ID, in place of the
+// id of the HTTP request: clients of this API (Etchv's SDKs among them) take the job's id from that header
+// on a synchronous result, and resume the job with it. The log line of the request then names the job too.
+func setJobRequestID(ctx *fasthttp.RequestCtx, requestID string) {
+	ctx.Response.Header.Set(headerRequestID, requestID)
+}
+
+// setAccelerator reports the processor that ran a job, under the spec's neutral header name and under the
+// name Etchv's SDKs read (they ignore the neutral one).
+func setAccelerator(ctx *fasthttp.RequestCtx, acc jobstate.Accelerator) {
+	ctx.Response.Header.Set("X-Service-Accelerator", string(acc))
+	ctx.Response.Header.Set("X-Etchv-Accelerator", string(acc))
 }
 
 // String renders an apiError for logs.

@@ -72,14 +72,46 @@ const (
 	CodeOriginNotAllowed     = problem.OriginNotAllowed
 )
 
-// Problem is an RFC 9457 problem body with the API's error code and the request id.
+// Problem is an RFC 9457 problem body with the API's error code and the request id. Detail is the string
+// RFC 9457 defines, or for Etchv's SDKs the object they read (problemDetail).
 type Problem struct {
 	Type      string `json:"type"`
 	Title     string `json:"title"`
 	Status    int    `json:"status"`
-	Detail    string `json:"detail,omitempty"`
+	Detail    any    `json:"detail,omitempty"`
 	Code      Code   `json:"code"`
 	RequestID string `json:"request_id,omitempty"`
+}
+
+// sdkDetail is the `detail` object Etchv's SDKs parse into their error types: Go's Error.Code, Message and
+// Limit, Python's EtchvError.code, message and limit.
+type sdkDetail struct {
+	Code    Code   `json:"code"`
+	Message string `json:"message"`
+	Limit   int    `json:"limit,omitempty"`
+}
+
+// etchvClient reports whether the request comes from one of Etchv's SDKs. They name themselves in
+// User-Agent (etchv-go/1.2.0, etchv-python/1.2.0, ...) and read an error's code only from a `detail` object.
+func etchvClient(ctx *fasthttp.RequestCtx) bool {
+	ua := ctx.Request.Header.UserAgent()
+	return len(ua) >= 6 && bytes.EqualFold(ua[:6], []byte("etchv-"))
+}
+
+// problemDetail is the `detail` member of a problem body. Every client gets RFC 9457's human-readable
+// string, except Etchv's SDKs, which get {code, message, limit}: that is the only place they look for a
+// machine code (the top-level `code` they ignore). Such a body is still a valid problem document (RFC 9457
+// section 3.1: a member of an unexpected type is ignored; type, title, status and code stay). limit is the
+// limit that applied (the plan's requests per minute or concurrent jobs), 0 when none. docs/errors.md
+// documents the two shapes.
+func problemDetail(ctx *fasthttp.RequestCtx, code Code, detail string, limit int) any {
+	if etchvClient(ctx) {
+		return sdkDetail{Code: code, Message: detail, Limit: limit}
+	}
+	if detail == "" {
+		return nil
+	}
+	return detail
 }
 
 // problemTypeBase prefixes the problem type URIs (relative to the base URL, as RFC 9457 allows); docs/errors.md
@@ -88,13 +120,24 @@ const problemTypeBase = "/problems/"
 
 // writeProblem answers with the problem for code. Headers already set on ctx (Retry-After, rate limits) stay.
 func writeProblem(ctx *fasthttp.RequestCtx, code Code, detail string) {
+	writeProblemLimit(ctx, code, detail, 0)
+}
+
+// writeAPIError answers with the problem of aerr.
+func writeAPIError(ctx *fasthttp.RequestCtx, aerr *apiError) {
+	writeProblemLimit(ctx, aerr.code, aerr.detail, aerr.limit)
+}
+
+// writeProblemLimit is writeProblem for a refusal by a limit (429): limit is the number that applied.
+func writeProblemLimit(ctx *fasthttp.RequestCtx, code Code, detail string, limit int) {
 	entry, ok := problem.Lookup(code)
 	if !ok {
 		entry, _ = problem.Lookup(CodeInternal)
 		code = CodeInternal
 	}
-	p := Problem{Type: problemTypeBase + string(code), Title: entry.Title, Status: entry.Status, Detail: detail,
-		Code: code, RequestID: string(ctx.Response.Header.Peek(headerRequestID))}
+	p := Problem{Type: problemTypeBase + string(code), Title: entry.Title, Status: entry.Status,
+		Detail: problemDetail(ctx, code, detail, limit), Code: code,
+		RequestID: string(ctx.Response.Header.Peek(headerRequestID))}
 	body, _ := encodeJSON(p)
 	ctx.Response.ResetBody()
 	ctx.SetStatusCode(entry.Status)

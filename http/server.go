@@ -5,6 +5,7 @@ package http
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -69,6 +70,9 @@ type Config struct {
 	SyncWait time.Duration
 	// Conns bounds the listener's connections and how long they may stall (see ConnLimits).
 	Conns ConnLimits
+	// TLS, when set, makes Serve answer HTTPS: TLS runs inside the connection guard (limits and deadlines
+	// apply to the encrypted connection; the handshake is bounded by the header timeout).
+	TLS *tls.Config
 	// Storage is the organizations' storage destinations; nil: the storage routes are absent and every
 	// storage_destination_id is refused.
 	Storage *storagedest.Library
@@ -236,7 +240,11 @@ func (s *Server) Serve(ln net.Listener) error {
 		_ = ln.Close()
 		return nil
 	}
-	once := &closeOnce{Listener: g}
+	var served net.Listener = g
+	if s.cfg.TLS != nil {
+		served = tls.NewListener(g, s.cfg.TLS)
+	}
+	once := &closeOnce{Listener: served}
 	s.listeners = append(s.listeners, once)
 	s.guards = append(s.guards, g)
 	s.mu.Unlock()
@@ -300,10 +308,19 @@ func newRequestID() string {
 	return "req_" + hex.EncodeToString(b)
 }
 
+// guardedConn finds the connection guard under c (under TLS, the encrypted connection's).
+func guardedConn(c net.Conn) (*netguard.Conn, bool) {
+	if tc, ok := c.(*tls.Conn); ok {
+		c = tc.NetConn()
+	}
+	gc, ok := c.(*netguard.Conn)
+	return gc, ok
+}
+
 func (s *Server) serve(ctx *fasthttp.RequestCtx) {
 	start := time.Now()
 	// The headers are in: from here the body and the response are bounded by progress, not total time.
-	if gc, ok := ctx.Conn().(*netguard.Conn); ok {
+	if gc, ok := guardedConn(ctx.Conn()); ok {
 		gc.BeginBody()
 	}
 	ctx.Response.Header.Set(headerRequestID, newRequestID())
@@ -405,7 +422,7 @@ func (s *Server) authed(anyScope []string, h func(*fasthttp.RequestCtx, *princip
 		h2.Set("X-RateLimit-Reset", strconv.Itoa(max(reset, 0)))
 		if !adm.Allowed {
 			h2.Set("Retry-After", strconv.Itoa(max(reset, 1)))
-			writeProblem(ctx, CodeRateLimited, fmt.Sprintf("the plan allows %d requests per minute", adm.Limit))
+			writeProblemLimit(ctx, CodeRateLimited, fmt.Sprintf("the plan allows %d requests per minute", adm.Limit), adm.Limit)
 			return
 		}
 		if len(anyScope) > 0 {

@@ -125,6 +125,20 @@ type Output struct {
 	// Charge is the actual price, at most the credits held (normal price when a GPU request ran on CPU).
 	Charge      int64       `msgpack:"charge"`
 	Accelerator Accelerator `msgpack:"accelerator"`
+	// Media and SourceMedia describe the watermarked file and its source for their asset records (an embed's
+	// only; a video's output frames can be a pixel larger than its source's, odd sizes being padded).
+	Media       MediaInfo `msgpack:"media"`
+	SourceMedia MediaInfo `msgpack:"source_media"`
+}
+
+// MediaInfo is what an asset record tells of its file beyond bytes and format: the pixel size of an image or
+// a video's frames, a document's pages, a video's frames and duration. Zero where it does not apply.
+type MediaInfo struct {
+	Width      int   `msgpack:"width,omitempty"`
+	Height     int   `msgpack:"height,omitempty"`
+	Pages      int   `msgpack:"pages,omitempty"`
+	Frames     int64 `msgpack:"frames,omitempty"`
+	DurationMS int64 `msgpack:"duration_ms,omitempty"`
 }
 
 // AttemptError is how the latest failed attempt ended; it stays on the record through later attempts.

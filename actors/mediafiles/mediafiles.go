@@ -62,7 +62,9 @@ func (v Video) Embed(ctx context.Context, src, dst string, id codec.ID) (mediaki
 	}
 	info := mediakind.Info{Format: strings.ToUpper(rep.Container), Width: rep.Width, Height: rep.Height,
 		Frames: int(rep.FrameCount), Duration: time.Duration(rep.Duration * float64(time.Second))}
-	return mediakind.Report{Info: info, Units: int(rep.FrameCount)}, nil
+	source := info
+	source.Width, source.Height = rep.SourceWidth, rep.SourceHeight
+	return mediakind.Report{Info: info, Source: source, Units: int(rep.FrameCount)}, nil
 }
 
 // Detect reports one unit per second of video.

@@ -57,6 +57,12 @@ type Info struct {
 	Duration time.Duration // videos
 }
 
+// MediaInfo is in's part of an asset record.
+func (in Info) MediaInfo() jobstate.MediaInfo {
+	return jobstate.MediaInfo{Width: in.Width, Height: in.Height, Pages: in.Pages, Frames: int64(in.Frames),
+		DurationMS: in.Duration.Milliseconds()}
+}
+
 // Rates are the credit prices the price rules apply (the plan catalog's prices; DESIGN.md 5).
 type Rates struct {
 	ImageEmbed          int64 `json:"image_embed"`
@@ -274,8 +280,11 @@ func (k Kind) ContentType(format string) string {
 
 // Report is what an embed did, per unit (page, frame) where the codec reports units.
 type Report struct {
-	Info  Info
-	Units int
+	Info Info // of the output
+	// Source is the input's Info where it differs from the output's in more than format (a video padded to
+	// even sizes); zero means "as Info".
+	Source Info
+	Units  int
 	// Bytes is the size of the written output.
 	Bytes int64
 }

@@ -476,7 +476,7 @@ func (p *phase) run(ctx context.Context, d time.Duration, n int) EndpointReport 
 }
 
 // classify says whether a response is the endpoint's success, and otherwise names the failure: the status
-// and the problem code ("429 rate_limited", "429 concurrency_limit", "503 unavailable"), "202 accepted" for a
+// and the problem code ("429 rate_limited", "429 concurrency_limited", "503 unavailable"), "202 accepted" for a
 // synchronous embed that outlived the server's sync wait, or "transport: ..." when no response came.
 func classify(e Endpoint, res *fasthttp.Response, err error) (key, sample string, ok bool) {
 	if err != nil {

@@ -39,6 +39,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	workers := fs.Int("workers", 0, "codec workers (0: one per CPU)")
 	decodeMemory := fs.String("decode-memory", envOr("FILIGRANE_DECODE_MEMORY", ""), "memory for decoding images, shared by all decodes of this node, e.g. 4GiB (default: half the available memory)")
 	codecKeyFile := fs.String("codec-key-file", envOr("FILIGRANE_CODEC_KEY_FILE", ""), "file holding the watermark secret (else env FILIGRANE_CODEC_KEY, else the public development key)")
+	fs.StringVar(&cfg.TLSCertFile, "tls-cert", envOr("FILIGRANE_TLS_CERT", ""), "PEM certificate (chain) for HTTPS on both listeners; with --tls-key")
+	fs.StringVar(&cfg.TLSKeyFile, "tls-key", envOr("FILIGRANE_TLS_KEY", ""), "PEM private key of --tls-cert")
 	fs.StringVar(&cfg.PublicUploadURL, "public-upload-url", envOr("FILIGRANE_PUBLIC_UPLOAD_URL", ""), "base URL clients PUT signed uploads to (default: http:// + the upload listener)")
 	fs.StringVar(&cfg.WebsiteOrigin, "website-origin", envOr("FILIGRANE_WEBSITE_ORIGIN", ""), "the one browser origin allowed to PUT uploads (CORS); empty allows none")
 	storageKeyHex := fs.String("storage-secret-key", envOr("FILIGRANE_STORAGE_SECRET_KEY", ""), "64 hex characters (32 bytes) sealing storage destination credentials at rest (default: a key generated into the data directory; a cluster must set one)")

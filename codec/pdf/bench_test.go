@@ -4,6 +4,8 @@ import (
 	"context"
 	"path/filepath"
 	"testing"
+
+	"filigrane/codec/pdf/pdftest"
 )
 
 // The benchmarks run on a generated 20-page text document; bench/pdfbench measures real documents.
@@ -13,7 +15,7 @@ import (
 func benchDoc(b *testing.B) (*Adapter, string, string) {
 	a := testAdapter(b)
 	a.Limits.RenderWorkers = 1
-	src := writeTemp(b, "in.pdf", makeDoc(docSpec{pages: 20}))
+	src := writeTemp(b, "in.pdf", makeDoc(pdftest.Doc{Pages: 20}))
 	marked := filepath.Join(b.TempDir(), "marked.pdf")
 	if _, err := a.Embed(context.Background(), src, marked, testID("bench"), Options{}); err != nil {
 		b.Fatal(err)

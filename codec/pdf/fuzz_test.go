@@ -10,16 +10,17 @@ import (
 	"time"
 
 	"filigrane/codec"
+	"filigrane/codec/pdf/pdftest"
 )
 
 // fuzzSeeds are generated documents, valid and precisely broken, for the fuzzers' seed corpus.
 func fuzzSeeds() [][]byte {
-	doc := makeDoc(docSpec{pages: 2})
+	doc := makeDoc(pdftest.Doc{Pages: 2})
 	return [][]byte{
 		doc,
-		makeDoc(docSpec{pages: 1, catalogExt: "/OpenAction << /S /JavaScript /JS (1) >>"}),
-		makeDoc(docSpec{pages: 1, catalogExt: "/AcroForm << /Fields [] /SigFlags 3 >>"}),
-		makeDoc(docSpec{pages: 1, mediaBox: "[0 0 100000 5]"}),
+		makeDoc(pdftest.Doc{Pages: 1, CatalogExt: "/OpenAction << /S /JavaScript /JS (1) >>"}),
+		makeDoc(pdftest.Doc{Pages: 1, CatalogExt: "/AcroForm << /Fields [] /SigFlags 3 >>"}),
+		makeDoc(pdftest.Doc{Pages: 1, MediaBox: "[0 0 100000 5]"}),
 		doc[:len(doc)/2],
 		bytes.Replace(doc, []byte("/Count 2"), []byte("/Count 99999999"), 1),
 		bytes.Replace(doc, []byte("/Kids ["), []byte("/Kids [2 0 R "), 1),
@@ -96,5 +97,34 @@ func FuzzReadPGM(f *testing.F) {
 		if err == nil && (g.Width*g.Height != len(g.Pix) || len(g.Pix) > 1<<16) {
 			t.Fatalf("bad page %dx%d with %d samples", g.Width, g.Height, len(g.Pix))
 		}
+	})
+}
+
+// FuzzParse runs the parsing entry point alone (sniff, nesting pre-scan, pdfcpu read within the budgets, the
+// refusal checks and validation, as Probe does for an embed) on arbitrary bytes: nothing may panic or hang, and
+// every refusal must be typed. It is FuzzOpen without the embed step, fast enough for the long corpus run
+// (bench/README.md "PDF fuzzing").
+func FuzzParse(f *testing.F) {
+	for _, s := range fuzzSeeds() {
+		f.Add(s)
+	}
+	a := &Adapter{Mutool: "/nonexistent/mutool", Limits: Limits{MaxBytes: 1 << 20, MaxPages: 50,
+		MaxDecodeBytes: 4 << 20, MaxObjects: 10000, ParseTimeout: 5 * time.Second}}
+	src := filepath.Join(f.TempDir(), "in.pdf") // one file per fuzzing process: inputs run one at a time in it
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if err := os.WriteFile(src, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		doc, err := a.open(context.Background(), src, true)
+		if err != nil {
+			if CodeOf(err) == "" {
+				t.Fatalf("untyped refusal: %v", err)
+			}
+			return
+		}
+		if doc.info.Pages < 1 || doc.info.Pages > 50 {
+			t.Fatalf("accepted a document with %d pages (limit 50)", doc.info.Pages)
+		}
+		doc.close()
 	})
 }

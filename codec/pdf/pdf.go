@@ -116,37 +116,21 @@ func DefaultLimits() Limits {
 
 func (l Limits) withDefaults() Limits {
 	d := DefaultLimits()
-	if l.MaxBytes > 0 {
-		d.MaxBytes = l.MaxBytes
+	return Limits{
+		MaxBytes: orDefault(l.MaxBytes, d.MaxBytes), MaxPages: orDefault(l.MaxPages, d.MaxPages),
+		MaxPageSide: orDefault(l.MaxPageSide, d.MaxPageSide), MaxDecodeBytes: orDefault(l.MaxDecodeBytes, d.MaxDecodeBytes),
+		MaxObjects: orDefault(l.MaxObjects, d.MaxObjects), MaxDepth: orDefault(l.MaxDepth, d.MaxDepth),
+		ParseTimeout: orDefault(l.ParseTimeout, d.ParseTimeout), PageTimeout: orDefault(l.PageTimeout, d.PageTimeout),
+		RenderMemory: orDefault(l.RenderMemory, d.RenderMemory), RenderMaxPixels: orDefault(l.RenderMaxPixels, d.RenderMaxPixels),
+		RenderWorkers: l.RenderWorkers,
 	}
-	if l.MaxPages > 0 {
-		d.MaxPages = l.MaxPages
+}
+
+// orDefault is v when set (above zero), else the default d.
+func orDefault[T int | int64 | float64 | time.Duration](v, d T) T {
+	if v > 0 {
+		return v
 	}
-	if l.MaxPageSide > 0 {
-		d.MaxPageSide = l.MaxPageSide
-	}
-	if l.MaxDecodeBytes > 0 {
-		d.MaxDecodeBytes = l.MaxDecodeBytes
-	}
-	if l.MaxObjects > 0 {
-		d.MaxObjects = l.MaxObjects
-	}
-	if l.MaxDepth > 0 {
-		d.MaxDepth = l.MaxDepth
-	}
-	if l.ParseTimeout > 0 {
-		d.ParseTimeout = l.ParseTimeout
-	}
-	if l.PageTimeout > 0 {
-		d.PageTimeout = l.PageTimeout
-	}
-	if l.RenderMemory > 0 {
-		d.RenderMemory = l.RenderMemory
-	}
-	if l.RenderMaxPixels > 0 {
-		d.RenderMaxPixels = l.RenderMaxPixels
-	}
-	d.RenderWorkers = l.RenderWorkers
 	return d
 }
 

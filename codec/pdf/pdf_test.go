@@ -17,6 +17,7 @@ import (
 	"github.com/pdfcpu/pdfcpu/pkg/pdfcpu/model"
 
 	"filigrane/codec"
+	"filigrane/codec/pdf/pdftest"
 )
 
 func testAdapter(t testing.TB) *Adapter {
@@ -34,7 +35,7 @@ func testAdapter(t testing.TB) *Adapter {
 func testID(s string) codec.ID { return codec.ID(sha256.Sum256([]byte(s))) }
 
 // extraNr is the object number of the k-th (from 1) extra object of a makeDoc document.
-func extraNr(pages, k int) int { return 6 + 3*pages + k }
+var extraNr = pdftest.ExtraObject
 
 // mutoolText extracts the text of a PDF as a reader would copy it.
 func mutoolText(t *testing.T, path string) string {
@@ -49,7 +50,7 @@ func mutoolText(t *testing.T, path string) string {
 func TestEmbedKeepsDocumentAndDetects(t *testing.T) {
 	a := testAdapter(t)
 	ctx := context.Background()
-	src := writeTemp(t, "in.pdf", makeDoc(docSpec{pages: 3}))
+	src := writeTemp(t, "in.pdf", makeDoc(pdftest.Doc{Pages: 3}))
 	dst := filepath.Join(t.TempDir(), "out.pdf")
 	id := testID("embed-keeps")
 	rep, err := a.Embed(ctx, src, dst, id, Options{})
@@ -122,7 +123,7 @@ func TestMarkSurvivesMutoolResaveAndPageExtraction(t *testing.T) {
 	a := testAdapter(t)
 	ctx := context.Background()
 	dir := t.TempDir()
-	src := writeTemp(t, "in.pdf", makeDoc(docSpec{pages: 2}))
+	src := writeTemp(t, "in.pdf", makeDoc(pdftest.Doc{Pages: 2}))
 	marked := filepath.Join(dir, "marked.pdf")
 	id := testID("resave")
 	if _, err := a.Embed(ctx, src, marked, id, Options{}); err != nil {
@@ -163,7 +164,7 @@ func TestScreenshotOfMarkedPageIsDetectedAsImage(t *testing.T) {
 	a := testAdapter(t)
 	ctx := context.Background()
 	dir := t.TempDir()
-	src := writeTemp(t, "in.pdf", makeDoc(docSpec{pages: 1}))
+	src := writeTemp(t, "in.pdf", makeDoc(pdftest.Doc{Pages: 1}))
 	marked := filepath.Join(dir, "marked.pdf")
 	id := testID("screenshot")
 	if _, err := a.Embed(ctx, src, marked, id, Options{}); err != nil {
@@ -186,7 +187,7 @@ func TestScreenshotOfMarkedPageIsDetectedAsImage(t *testing.T) {
 
 func TestUnmarkedPDFIsNotWatermarked(t *testing.T) {
 	a := testAdapter(t)
-	src := writeTemp(t, "in.pdf", makeDoc(docSpec{pages: 2}))
+	src := writeTemp(t, "in.pdf", makeDoc(pdftest.Doc{Pages: 2}))
 	d, err := a.Detect(context.Background(), src)
 	if err != nil {
 		t.Fatal(err)
@@ -205,7 +206,7 @@ func TestForgedStructuralMarkIsIgnored(t *testing.T) {
 	a := testAdapter(t)
 	id := testID("forged")
 	forged := fmt.Sprintf("/PieceInfo << /Filigrane << /LastModified (D:20260101000000Z) /Private << /ID (%s) /MAC (00112233445566778899aabbccddeeff) >> >> >>", id)
-	src := writeTemp(t, "in.pdf", makeDoc(docSpec{pages: 1, catalogExt: forged}))
+	src := writeTemp(t, "in.pdf", makeDoc(pdftest.Doc{Pages: 1, CatalogExt: forged}))
 	info, err := a.Probe(context.Background(), src)
 	if err != nil {
 		t.Fatal(err)
@@ -226,7 +227,7 @@ func TestRemarkReplacesStructuralID(t *testing.T) {
 	a := testAdapter(t)
 	ctx := context.Background()
 	dir := t.TempDir()
-	src := writeTemp(t, "in.pdf", makeDoc(docSpec{pages: 1}))
+	src := writeTemp(t, "in.pdf", makeDoc(pdftest.Doc{Pages: 1}))
 	first, second := filepath.Join(dir, "1.pdf"), filepath.Join(dir, "2.pdf")
 	if _, err := a.Embed(ctx, src, first, testID("one"), Options{}); err != nil {
 		t.Fatal(err)
@@ -256,26 +257,26 @@ func TestRefusals(t *testing.T) {
 		{"png", []byte("\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR"), Limits{}, CodeNotPDF},
 		{"empty", nil, Limits{}, CodeNotPDF},
 		{"html", []byte("<!DOCTYPE html><html><body>not a pdf</body></html>"), Limits{}, CodeNotPDF},
-		{"signed", makeDoc(docSpec{pages: n, catalogExt: fmt.Sprintf("/AcroForm << /Fields [%d 0 R] /SigFlags 3 >>", sigField),
-			extraObjs: []string{fmt.Sprintf("<< /FT /Sig /T (Signature1) /V %d 0 R >>", sigField+1),
+		{"signed", makeDoc(pdftest.Doc{Pages: n, CatalogExt: fmt.Sprintf("/AcroForm << /Fields [%d 0 R] /SigFlags 3 >>", sigField),
+			ExtraObjs: []string{fmt.Sprintf("<< /FT /Sig /T (Signature1) /V %d 0 R >>", sigField+1),
 				"<< /Type /Sig /Filter /Adobe.PPKLite /SubFilter /adbe.pkcs7.detached /ByteRange [0 1 2 3] /Contents <00> >>"}}),
 			Limits{}, CodeSigned},
-		{"xfa", makeDoc(docSpec{pages: n, catalogExt: fmt.Sprintf("/AcroForm << /Fields [] /XFA %d 0 R >>", extraNr(n, 1)),
-			extraObjs: []string{streamObj("", []byte("<xdp:xdp xmlns:xdp=\"http://ns.adobe.com/xdp/\"></xdp:xdp>"))}}),
+		{"xfa", makeDoc(pdftest.Doc{Pages: n, CatalogExt: fmt.Sprintf("/AcroForm << /Fields [] /XFA %d 0 R >>", extraNr(n, 1)),
+			ExtraObjs: []string{streamObj("", []byte("<xdp:xdp xmlns:xdp=\"http://ns.adobe.com/xdp/\"></xdp:xdp>"))}}),
 			Limits{}, CodeXFA},
-		{"javascript-openaction", makeDoc(docSpec{pages: n, catalogExt: "/OpenAction << /S /JavaScript /JS (app.alert\\('x'\\)) >>"}),
+		{"javascript-openaction", makeDoc(pdftest.Doc{Pages: n, CatalogExt: "/OpenAction << /S /JavaScript /JS (app.alert\\('x'\\)) >>"}),
 			Limits{}, CodeJavaScript},
-		{"javascript-names", makeDoc(docSpec{pages: n, catalogExt: fmt.Sprintf("/Names << /JavaScript << /Names [(a) %d 0 R] >> >>", extraNr(n, 1)),
-			extraObjs: []string{"<< /S /JavaScript /JS (1) >>"}}), Limits{}, CodeJavaScript},
-		{"javascript-page-aa", makeDoc(docSpec{pages: n, pageExt: "/AA << /O << /S /JavaScript /JS (1) >> >>"}),
+		{"javascript-names", makeDoc(pdftest.Doc{Pages: n, CatalogExt: fmt.Sprintf("/Names << /JavaScript << /Names [(a) %d 0 R] >> >>", extraNr(n, 1)),
+			ExtraObjs: []string{"<< /S /JavaScript /JS (1) >>"}}), Limits{}, CodeJavaScript},
+		{"javascript-page-aa", makeDoc(pdftest.Doc{Pages: n, PageExt: "/AA << /O << /S /JavaScript /JS (1) >> >>"}),
 			Limits{}, CodeJavaScript},
-		{"too-many-pages", makeDoc(docSpec{pages: 3}), Limits{MaxPages: 2}, CodeTooLarge},
-		{"too-big-file", makeDoc(docSpec{pages: 1}), Limits{MaxBytes: 1000}, CodeTooLarge},
-		{"page-too-large", makeDoc(docSpec{pages: 1, mediaBox: "[0 0 20000 20000]"}), Limits{}, CodeTooLarge},
+		{"too-many-pages", makeDoc(pdftest.Doc{Pages: 3}), Limits{MaxPages: 2}, CodeTooLarge},
+		{"too-big-file", makeDoc(pdftest.Doc{Pages: 1}), Limits{MaxBytes: 1000}, CodeTooLarge},
+		{"page-too-large", makeDoc(pdftest.Doc{Pages: 1, MediaBox: "[0 0 20000 20000]"}), Limits{}, CodeTooLarge},
 		{"broken-beyond-repair", append([]byte("%PDF-1.7\n"), bytes.Repeat([]byte("garbage \x00\x01 "), 200)...), Limits{}, CodeBroken},
 		{"no-pages", buildPDF([]string{"<< /Type /Catalog /Pages 2 0 R >>", "<< /Type /Pages /Kids [] /Count 0 >>"}, "/Root 1 0 R"),
 			Limits{}, CodeNoPages},
-		{"deep-nesting", makeDoc(docSpec{pages: 1, catalogExt: "/Deep " + strings.Repeat("[", 500) + strings.Repeat("]", 500)}),
+		{"deep-nesting", makeDoc(pdftest.Doc{Pages: 1, CatalogExt: "/Deep " + strings.Repeat("[", 500) + strings.Repeat("]", 500)}),
 			Limits{}, CodeTooLarge},
 		{"object-stream-bomb", objStmBomb(), Limits{MaxDecodeBytes: 1 << 20}, CodeTooLarge},
 	}
@@ -341,7 +342,7 @@ func objStmBomb() []byte {
 func TestEncryptedPDFIsRefused(t *testing.T) {
 	a := testAdapter(t)
 	dir := t.TempDir()
-	src := writeTemp(t, "in.pdf", makeDoc(docSpec{pages: 1}))
+	src := writeTemp(t, "in.pdf", makeDoc(pdftest.Doc{Pages: 1}))
 	for _, tc := range []struct{ name, user string }{{"user-password", "secret"}, {"owner-only", ""}} {
 		t.Run(tc.name, func(t *testing.T) {
 			enc := filepath.Join(dir, tc.name+".pdf")
@@ -362,7 +363,7 @@ func TestEncryptedPDFIsRefused(t *testing.T) {
 
 func TestBrokenXrefIsRepaired(t *testing.T) {
 	a := testAdapter(t)
-	data := makeDoc(docSpec{pages: 2})
+	data := makeDoc(pdftest.Doc{Pages: 2})
 	// Shift every cross-reference offset: the table points into the middle of objects.
 	i := bytes.Index(data, []byte("xref\n"))
 	broken := append([]byte(nil), data[:i]...)
@@ -392,7 +393,7 @@ func TestBrokenXrefIsRepaired(t *testing.T) {
 
 func TestRenderBudget(t *testing.T) {
 	a := testAdapter(t)
-	src := writeTemp(t, "in.pdf", makeDoc(docSpec{pages: 2}))
+	src := writeTemp(t, "in.pdf", makeDoc(pdftest.Doc{Pages: 2}))
 	a.Limits.PageTimeout = time.Nanosecond
 	_, err := a.DetectRendered(context.Background(), src)
 	if CodeOf(err) != CodeRender {
@@ -410,7 +411,7 @@ func TestRenderBudget(t *testing.T) {
 func TestMissingRendererIsAServerError(t *testing.T) {
 	a := testAdapter(t)
 	a.Mutool = filepath.Join(t.TempDir(), "no-mutool")
-	src := writeTemp(t, "in.pdf", makeDoc(docSpec{pages: 1}))
+	src := writeTemp(t, "in.pdf", makeDoc(pdftest.Doc{Pages: 1}))
 	_, err := a.DetectRendered(context.Background(), src)
 	if CodeOf(err) != CodeTool {
 		t.Fatalf("err = %v, want %s", err, CodeTool)
@@ -422,7 +423,7 @@ func TestMissingRendererIsAServerError(t *testing.T) {
 func TestSizeGrowth(t *testing.T) {
 	a := testAdapter(t)
 	for _, pages := range []int{1, 20, 200} {
-		src := writeTemp(t, "in.pdf", makeDoc(docSpec{pages: pages}))
+		src := writeTemp(t, "in.pdf", makeDoc(pdftest.Doc{Pages: pages}))
 		dst := filepath.Join(t.TempDir(), "out.pdf")
 		rep, err := a.Embed(context.Background(), src, dst, testID("size"), Options{})
 		if err != nil {
@@ -476,7 +477,7 @@ func TestRotatedAndCroppedPagesAreDetected(t *testing.T) {
 		"small":     "/CropBox [100 100 400 350]",
 	} {
 		t.Run(name, func(t *testing.T) {
-			src := writeTemp(t, "in.pdf", makeDoc(docSpec{pages: 1, pageExt: ext}))
+			src := writeTemp(t, "in.pdf", makeDoc(pdftest.Doc{Pages: 1, PageExt: ext}))
 			dst := filepath.Join(t.TempDir(), "out.pdf")
 			id := testID(name)
 			if _, err := a.Embed(ctx, src, dst, id, Options{}); err != nil {

@@ -56,11 +56,14 @@ type EmbedReport struct {
 	Duration   float64 `json:"duration"` // seconds, from the source's probe
 	Width      int     `json:"width"`    // of the output frames (odd sizes are padded to even)
 	Height     int     `json:"height"`
-	BitDepth   int     `json:"bit_depth"`
-	Container  string  `json:"container"` // "mp4" or "mov", the source's
-	VideoCodec string  `json:"video_codec"`
-	CRF        int     `json:"crf"`
-	Preset     string  `json:"preset"`
+	// SourceWidth and SourceHeight are the input's frame size.
+	SourceWidth  int    `json:"source_width"`
+	SourceHeight int    `json:"source_height"`
+	BitDepth     int    `json:"bit_depth"`
+	Container    string `json:"container"` // "mp4" or "mov", the source's
+	VideoCodec   string `json:"video_codec"`
+	CRF          int    `json:"crf"`
+	Preset       string `json:"preset"`
 }
 
 // tools are the resolved programs of one call.
@@ -160,6 +163,7 @@ func (a *Adapter) Embed(ctx context.Context, src, dst string, id codec.ID, opt O
 	}
 	f := newFrameFormat(v)
 	rep := EmbedReport{Duration: info.Duration, Width: v.Width + v.Width%2, Height: v.Height + v.Height%2,
+		SourceWidth: v.Width, SourceHeight: v.Height,
 		BitDepth: f.bits, Container: info.Container, VideoCodec: "h264", CRF: opt.CRF, Preset: opt.Preset}
 
 	tmp, err := os.CreateTemp(filepath.Dir(dst), ".filigrane-video-*."+info.Container)

@@ -240,25 +240,22 @@ var DefaultLimits = Limits{MaxDuration: 600, MaxWidth: 4096, MaxPixels: 4096 * 2
 	MemoryBytes: 3 << 30, Timeout: 90 * time.Minute}
 
 func (l Limits) withDefaults() Limits {
-	if l.MaxDuration <= 0 {
-		l.MaxDuration = DefaultLimits.MaxDuration
-	}
-	if l.MaxWidth <= 0 {
-		l.MaxWidth = DefaultLimits.MaxWidth
-	}
-	if l.MaxPixels <= 0 {
-		l.MaxPixels = DefaultLimits.MaxPixels
-	}
-	if l.MaxFrames <= 0 {
-		l.MaxFrames = DefaultLimits.MaxFrames
-	}
-	if l.Timeout <= 0 {
-		l.Timeout = DefaultLimits.Timeout
-	}
+	d := DefaultLimits
+	l.MaxDuration, l.MaxWidth = orDefault(l.MaxDuration, d.MaxDuration), orDefault(l.MaxWidth, d.MaxWidth)
+	l.MaxPixels, l.MaxFrames = orDefault(l.MaxPixels, d.MaxPixels), orDefault(l.MaxFrames, d.MaxFrames)
+	l.Timeout = orDefault(l.Timeout, d.Timeout)
 	if l.MemoryBytes == 0 {
-		l.MemoryBytes = DefaultLimits.MemoryBytes
+		l.MemoryBytes = d.MemoryBytes
 	}
 	return l
+}
+
+// orDefault is v when set (above zero), else the default d.
+func orDefault[T int | int64 | float64 | time.Duration](v, d T) T {
+	if v > 0 {
+		return v
+	}
+	return d
 }
 
 // Check compares the probe with the limits.

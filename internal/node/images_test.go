@@ -404,7 +404,7 @@ func TestInsufficientCreditsAndConcurrency(t *testing.T) {
 		t.Fatalf("two jobs on a 2-slot plan: %d %d", r1.status, r2.status)
 	}
 	r3 := post(t, f.base+"/watermarks/images/async", keyB, "", img, `{"n":3}`)
-	if p := decodeProblem(t, r3); r3.status != 429 || p.Code != "concurrency_limit" || r3.header.Get("Retry-After") != "2" {
+	if p := decodeProblem(t, r3); r3.status != 429 || p.Code != "concurrency_limited" || r3.header.Get("Retry-After") != "2" {
 		t.Fatalf("third job: %d %+v Retry-After %q", r3.status, p, r3.header.Get("Retry-After"))
 	}
 	_, held := balance(t, f, f.orgB)

@@ -3,12 +3,13 @@ package node_test
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"filigrane/codec/pdf/pdftest"
 )
 
 // postFile sends file under filename with the data field (when not empty) to url.
@@ -44,32 +45,8 @@ func tinyMP4(t *testing.T) []byte {
 	return b
 }
 
-// tinyPDF writes a one-page Letter PDF with a line of text, its cross-reference table computed.
-func tinyPDF() []byte {
-	objs := []string{
-		"<< /Type /Catalog /Pages 2 0 R >>",
-		"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
-		"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R /Resources << /Font << /F1 5 0 R >> >> >>",
-		"", // the content stream, below
-		"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
-	}
-	content := "BT /F1 24 Tf 72 700 Td (Quarterly report) Tj ET"
-	objs[3] = fmt.Sprintf("<< /Length %d >>\nstream\n%s\nendstream", len(content), content)
-	var b bytes.Buffer
-	b.WriteString("%PDF-1.4\n")
-	offsets := make([]int, len(objs))
-	for i, o := range objs {
-		offsets[i] = b.Len()
-		fmt.Fprintf(&b, "%d 0 obj\n%s\nendobj\n", i+1, o)
-	}
-	xref := b.Len()
-	fmt.Fprintf(&b, "xref\n0 %d\n0000000000 65535 f \n", len(objs)+1)
-	for _, off := range offsets {
-		fmt.Fprintf(&b, "%010d 00000 n \n", off)
-	}
-	fmt.Fprintf(&b, "trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n", len(objs)+1, xref)
-	return b.Bytes()
-}
+// tinyPDF is a one-page Letter PDF with text, an outline and a link.
+func tinyPDF() []byte { return pdftest.Make(pdftest.Doc{Pages: 1}) }
 
 // TestVideoEmbedAndDetectJobs round-trips a video through /watermarks/videos/async and
 // /watermarks/videos/detect/async: the receipt, the watermarked MP4, a detection that finds its id, and the

@@ -4,6 +4,7 @@ package node
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -74,8 +75,11 @@ type Config struct {
 	// UploadSecret keys the HMAC of signed upload URLs (at least 16 bytes); empty: a random secret kept in the
 	// Store under node/upload-secret, so that URLs stay valid across restarts.
 	UploadSecret []byte
+	// TLSCertFile and TLSKeyFile (PEM), when both set, make both listeners serve HTTPS (Etchv's SDKs refuse
+	// http:// upload URLs). Behind a TLS-terminating proxy leave them empty and set PublicUploadURL.
+	TLSCertFile, TLSKeyFile string
 	// PublicUploadURL is the base of signed upload URLs as clients reach the upload listener; empty:
-	// "http://" + the upload listener's address.
+	// "http://" (or "https://" with TLS) + the upload listener's address.
 	PublicUploadURL string
 	// WebsiteOrigin is the one browser origin allowed to PUT to upload URLs (CORS); empty: none.
 	WebsiteOrigin string
@@ -242,9 +246,12 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	n.deliverer = outbox.Deliverer{Outbox: n.outbox, Registry: n.outboxes,
 		Logger: cfg.Logger.With().Str("component", "outbox").Logger()}
 	n.webhookEndpoints = webhooks.Endpoints{Store: store, Clock: cfg.Clock}
-	n.outboxes.MustRegister(actors.OutboxJobWebhook, webhooks.JobHandler(store, &webhooks.Deliverer{
+	hooks := &webhooks.Deliverer{
 		Endpoints: n.webhookEndpoints, Clock: cfg.Clock, Metrics: webhooks.NewMetrics(n.Metrics.Registry),
-		Sender: webhooks.NewSender(&egress.Guard{AllowPrivate: cfg.AllowPrivateTargets}, 0)}))
+		Sender: webhooks.NewSender(&egress.Guard{AllowPrivate: cfg.AllowPrivateTargets}, 0)}
+	n.outboxes.MustRegister(actors.OutboxJobWebhook, webhooks.JobHandler(store, hooks))
+	n.outboxes.MustRegister(actors.OutboxBatchWebhook, webhooks.BatchHandler(store, hooks))
+	n.outboxes.MustRegister(webhooks.EffectKind, webhooks.EnvelopeHandler(hooks))
 	n.pool.Metrics = actors.NewWorkMetrics(n.Metrics.Registry, cfg.NodeName)
 	deps := &actors.Deps{
 		Store: store, Clock: cfg.Clock, Catalog: catalog, Logger: cfg.Logger.With().Str("component", "actors").Logger(),
@@ -342,6 +349,10 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 		devices = len(gpu.Devices())
 	}
 	n.gpus = gpu.NewFleet(devices, 2*time.Second, cfg.Clock, gpu.CUDAOpener(gpu.OptionsFromEnv()))
+	tlsConfig, err := loadTLS(cfg.TLSCertFile, cfg.TLSKeyFile)
+	if err != nil {
+		return nil, err
+	}
 	n.api = apihttp.New(apihttp.Config{
 		Keys:  actors.Keys{Store: store, Clock: cfg.Clock, Cache: keyCache(storage.Cluster)},
 		Orgs:  actors.OrgClient{Caller: n.cluster},
@@ -351,6 +362,7 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 		Storage:   storageLib,
 		GPU:       gpu.NewTracker(gpu.NewState(gpu.CodecAvailable() && len(gpu.Devices()) > 0, 30*time.Second)),
 		GPUStrict: cfg.GPUStrict,
+		TLS:       tlsConfig,
 	})
 	if n.apiLn, err = listen(cfg.APIListener, cfg.APIAddr); err != nil {
 		return nil, fmt.Errorf("listen for the API on %s: %w", cfg.APIAddr, err)
@@ -365,10 +377,14 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	}
 	publicUpload := cfg.PublicUploadURL
 	if publicUpload == "" {
-		publicUpload = "http://" + n.uploadLn.Addr().String()
+		scheme := "http://"
+		if tlsConfig != nil {
+			scheme = "https://"
+		}
+		publicUpload = scheme + n.uploadLn.Addr().String()
 	}
 	n.upload, err = apihttp.NewUploadHost(apihttp.Config{Store: store, Blobs: blobs, Clock: cfg.Clock, Logger: httpLog, Metrics: n.Metrics,
-		Conns: cfg.Conns, Ready: n.ready},
+		Conns: cfg.Conns, Ready: n.ready, TLS: tlsConfig},
 		apihttp.UploadHostOptions{API: n.api, Secret: secret, PublicURL: publicUpload, WebsiteOrigin: cfg.WebsiteOrigin})
 	if err != nil {
 		return nil, err
@@ -405,6 +421,22 @@ func (n *Node) advertiseFree() {
 }
 
 // listen is ln when the configuration hands one in, else a TCP listener on addr.
+// loadTLS reads the listeners' certificate and key; nil without them. One without the other is an error, not
+// a silent fallback to plain HTTP.
+func loadTLS(certFile, keyFile string) (*tls.Config, error) {
+	if certFile == "" && keyFile == "" {
+		return nil, nil
+	}
+	if certFile == "" || keyFile == "" {
+		return nil, errors.New("TLS needs both a certificate (--tls-cert) and its key (--tls-key)")
+	}
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("load the TLS certificate and key: %w", err)
+	}
+	return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, nil
+}
+
 func listen(ln net.Listener, addr string) (net.Listener, error) {
 	if ln != nil {
 		return ln, nil

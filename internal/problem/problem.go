@@ -48,7 +48,7 @@ const (
 	UnsupportedMedia    Code = "unsupported_media_type"
 	InvalidRequest      Code = "invalid_request"
 	RateLimited         Code = "rate_limited"
-	ConcurrencyLimit    Code = "concurrency_limit"
+	ConcurrencyLimit    Code = "concurrency_limited" // the name Etchv's docs and SDKs use
 	Internal            Code = "internal_error"
 	Unavailable         Code = "service_unavailable"
 

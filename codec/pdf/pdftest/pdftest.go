@@ -1,0 +1,103 @@
+// Package pdftest builds small PDF documents for tests: valid ones with text, an outline, a link and a title,
+// and precisely broken ones from object bodies. It writes the bytes by hand (with a correct cross-reference
+// table) so that tests do not depend on the writer under test; it holds no state and must not be used by
+// production code.
+package pdftest
+
+import (
+	"bytes"
+	"compress/zlib"
+	"fmt"
+	"strings"
+)
+
+// Build assembles a PDF from object bodies (object i+1 is objs[i]) with a correct cross-reference table and
+// the trailer entries given (e.g. "/Root 1 0 R"). Stream bodies come from Stream or Flate.
+func Build(objs []string, trailer string) []byte {
+	var b bytes.Buffer
+	b.WriteString("%PDF-1.7\n%\xe2\xe3\xcf\xd3\n")
+	offs := make([]int, len(objs))
+	for i, o := range objs {
+		offs[i] = b.Len()
+		fmt.Fprintf(&b, "%d 0 obj\n%s\nendobj\n", i+1, o)
+	}
+	xref := b.Len()
+	fmt.Fprintf(&b, "xref\n0 %d\n0000000000 65535 f \n", len(objs)+1)
+	for _, off := range offs {
+		fmt.Fprintf(&b, "%010d 00000 n \n", off)
+	}
+	fmt.Fprintf(&b, "trailer\n<< /Size %d %s >>\nstartxref\n%d\n%%%%EOF\n", len(objs)+1, trailer, xref)
+	return b.Bytes()
+}
+
+// Stream is the body of a stream object with the entries dict and the raw data.
+func Stream(dict string, data []byte) string {
+	return fmt.Sprintf("<< %s /Length %d >>\nstream\n%s\nendstream", dict, len(data), data)
+}
+
+// Flate is the body of a stream object holding data compressed with FlateDecode.
+func Flate(dict string, data []byte) string {
+	var z bytes.Buffer
+	w := zlib.NewWriter(&z)
+	w.Write(data)
+	w.Close()
+	return Stream(dict+" /Filter /FlateDecode", z.Bytes())
+}
+
+// Doc describes a generated document.
+type Doc struct {
+	Pages      int
+	CatalogExt string   // extra catalog entries
+	PageExt    string   // extra entries of every page
+	ExtraObjs  []string // objects appended after the pages' (numbered from ExtraObject(Pages, 1))
+	MediaBox   string   // "" means US Letter
+}
+
+// TextPage is the content of a page of text lines with a filled gray box and a stroked frame: text stays
+// selectable if the words can be extracted from a marked file.
+func TextPage(n int) string {
+	var s strings.Builder
+	s.WriteString("0.85 g 72 520 200 120 re f 0 g 1 w 60 60 492 672 re S\n")
+	fmt.Fprintf(&s, "BT /F1 18 Tf 72 720 Td (Filigrane test page %d) Tj ET\n", n)
+	for i := 0; i < 24; i++ {
+		fmt.Fprintf(&s, "BT /F1 11 Tf 72 %d Td (Line %d of page %d: the quick brown fox jumps over the lazy dog.) Tj ET\n", 690-18*i, i, n)
+	}
+	return s.String()
+}
+
+// firstPageObject is the object number of the first page's dictionary in a Make document.
+const firstPageObject = 7
+
+// ExtraObject is the number of the i-th (from 1) of the ExtraObjs of a document of pages pages.
+func ExtraObject(pages, i int) int { return firstPageObject + 3*pages + i - 1 }
+
+// Make builds a document with an outline, a link annotation on every page and a title. Objects: 1 catalog,
+// 2 pages, 3 font, 4 info, 5 outlines, 6 outline item, then per page its dictionary, content stream and link,
+// then ExtraObjs.
+func Make(spec Doc) []byte {
+	if spec.MediaBox == "" {
+		spec.MediaBox = "[0 0 612 792]"
+	}
+	kids := make([]string, spec.Pages)
+	var pageObjs []string
+	for p := 0; p < spec.Pages; p++ {
+		pageNr := firstPageObject + 3*p
+		kids[p] = fmt.Sprintf("%d 0 R", pageNr)
+		pageObjs = append(pageObjs,
+			fmt.Sprintf("<< /Type /Page /Parent 2 0 R /MediaBox %s /Resources << /Font << /F1 3 0 R >> >> /Contents %d 0 R /Annots [%d 0 R] %s >>",
+				spec.MediaBox, pageNr+1, pageNr+2, spec.PageExt),
+			Flate("", []byte(TextPage(p+1))),
+			"<< /Type /Annot /Subtype /Link /Rect [72 700 300 740] /Border [0 0 0] /A << /S /URI /URI (https://example.org/filigrane) >> >>")
+	}
+	objs := []string{
+		fmt.Sprintf("<< /Type /Catalog /Pages 2 0 R /Outlines 5 0 R %s >>", spec.CatalogExt),
+		fmt.Sprintf("<< /Type /Pages /Kids [%s] /Count %d >>", strings.Join(kids, " "), spec.Pages),
+		"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+		"<< /Title (Filigrane test document) /Author (pdf adapter tests) >>",
+		"<< /Type /Outlines /First 6 0 R /Last 6 0 R /Count 1 >>",
+		fmt.Sprintf("<< /Title (Chapter one) /Parent 5 0 R /Dest [%d 0 R /Fit] >>", firstPageObject),
+	}
+	objs = append(objs, pageObjs...)
+	objs = append(objs, spec.ExtraObjs...)
+	return Build(objs, "/Root 1 0 R /Info 4 0 R")
+}
