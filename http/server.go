@@ -203,6 +203,7 @@ func (s *Server) routes() {
 	s.webhookRoutes()
 	s.storageRoutes()
 	s.storageDeliveryRoutes()
+	s.contractRoutes()
 	s.router.handle("GET", "/metrics", func(ctx *fasthttp.RequestCtx, _ map[string]string) { s.cfg.Metrics.serve(ctx) })
 	s.router.handle("GET", "/healthz", func(ctx *fasthttp.RequestCtx, _ map[string]string) {
 		body := map[string]any{}

@@ -316,9 +316,9 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 		n.pool.Run(workCtx)
 	}
 	n.running.Add(1)
-	go func() {
-		defer n.running.Done()
-		n.batchNotices.run(workCtx, actors.Caller(n.cluster))
+	go func() { // started, not n: an error return below sets n to nil while this runs
+		defer started.running.Done()
+		started.batchNotices.run(workCtx, actors.Caller(started.cluster))
 	}()
 	n.sweeper = actors.Sweeper{Store: store, Blobs: blobs, Caller: n.cluster, Clock: cfg.Clock,
 		Logger: cfg.Logger.With().Str("component", "sweeper").Logger()}
@@ -329,8 +329,8 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	if cfg.SweepInterval > 0 {
 		n.running.Add(1)
 		go func() {
-			defer n.running.Done()
-			n.leased.Run(workCtx, cfg.SweepInterval)
+			defer started.running.Done()
+			started.leased.Run(workCtx, cfg.SweepInterval)
 		}()
 	}
 

@@ -13,6 +13,8 @@ import (
 
 	"github.com/valyala/fasthttp/fasthttputil"
 
+	"filigrane/internal/apispec/apicheck"
+
 	"filigrane/internal/node"
 )
 
@@ -42,6 +44,13 @@ func init() {
 		}
 		return tcp(ctx, network, addr)
 	}
+	// Every answer the tests read through the default client is checked against the OpenAPI document, so
+	// that the document cannot drift from the handlers: a mismatch fails the request with the reason.
+	chk, err := apicheck.New()
+	if err != nil {
+		panic(err)
+	}
+	http.DefaultClient.Transport = apicheck.Transport{Base: tr, Checker: chk}
 }
 
 // newInmemListener is an in-memory listener whose address, kind-N.inmem:80, reaches it from this package's
