@@ -133,7 +133,10 @@ func TestBatchSurvivesKill(t *testing.T) {
 	if done.ArchiveStatus == nil || *done.ArchiveStatus != "ready" {
 		t.Fatalf("archive %v", done.ArchiveStatus)
 	}
-	if err := procs.List[0].Stop(rctx); err != nil {
+	// A fresh bound for the stop: rctx (the restart's) may be spent by the polling above on a slow machine.
+	sctx, scancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer scancel()
+	if err := procs.List[0].Stop(sctx); err != nil {
 		t.Fatal(err)
 	}
 	offline(t, dir, clock.System{}, func(a admin.Admin) {
