@@ -127,3 +127,11 @@ type PilotPlan struct {
 	Sign     []float32
 	Index    [8][]int32
 }
+
+// PNGFilter is what a device may offer besides the codec's passes: the filter pass of a PNG encoder (image/png's:
+// per row the filter type with the least sum of absolute values, ties broken up, Paeth, none, sub, average),
+// on an NRGBA8 image. It returns the filtered rows (a filter-type byte, then the row's bytes: RGB when every
+// pixel is opaque, alpha false, else RGBA), ready for zlib.
+type PNGFilter interface {
+	FilterPNG(ctx context.Context, img Image) (rows []byte, alpha bool, err error)
+}

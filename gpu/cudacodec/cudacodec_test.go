@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"filigrane/codec"
+	"filigrane/codec/accel"
+	"filigrane/codec/imageio"
 	"filigrane/gpu/cuda"
 )
 
@@ -329,5 +331,43 @@ func TestPhaseTimes(t *testing.T) {
 		}
 		t.Logf("%s: %.2f ms in all, %.2f ms in device calls, %.2f ms on the host:%s", run.name, total.Seconds()*1000,
 			device.Seconds()*1000, (total-device).Seconds()*1000, line)
+	}
+}
+
+// TestPNGRowsMatchEncodePNG: a PNG written from the device's filtered rows is byte for byte the file
+// imageio.EncodePNG writes (opaque and translucent images, with an RGB ICC profile).
+func TestPNGRowsMatchEncodePNG(t *testing.T) {
+	d := openDevice(t)
+	icc := make([]byte, 132)
+	copy(icc[16:], "RGB ")
+	for _, tc := range []struct {
+		name  string
+		alpha bool
+		icc   []byte
+	}{{"opaque", false, nil}, {"translucent", true, nil}, {"opaque-icc", false, icc}} {
+		img := testImage(1001, 603, 9)
+		if !tc.alpha {
+			for i := 3; i < len(img.Pix); i += 4 {
+				img.Pix[i] = 255
+			}
+		}
+		var want, got bytes.Buffer
+		if err := imageio.EncodePNG(&want, img, tc.icc); err != nil {
+			t.Fatal(err)
+		}
+		rows, alpha, err := d.FilterPNG(context.Background(), accel.Image{Pix: img.Pix, Width: 1001, Height: 603,
+			Stride: img.Stride, Format: accel.NRGBA8})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if alpha != tc.alpha {
+			t.Fatalf("%s: alpha %v", tc.name, alpha)
+		}
+		if err := imageio.EncodePNGRows(&got, 1001, 603, alpha, rows, tc.icc); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(want.Bytes(), got.Bytes()) {
+			t.Errorf("%s: %d bytes from the device's rows, %d from EncodePNG, not the same file", tc.name, got.Len(), want.Len())
+		}
 	}
 }

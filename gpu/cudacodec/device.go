@@ -41,11 +41,11 @@ type Device struct {
 
 type kernels struct {
 	lumaNRGBA, lumaGray, copyRows, blockStats, markEnergy, markLuma, apply, half, sample, residual, boxRows,
-	boxCols, normalise, fold, pilotSums cuda.Function
+	boxCols, normalise, fold, pilotSums, opaqueCheck, pngFilter cuda.Function
 }
 
 // maxPooled bounds the idle arenas a Device keeps: about one per job that runs at once on a device.
-const maxPooled = 8
+const maxPooled = 16
 
 // New compiles the kernels with nv for c's device and loads them into c. It fails when NVRTC is missing or
 // cannot target the device; the caller then keeps the codec on the CPU.
@@ -91,6 +91,7 @@ func New(ctx context.Context, c *cuda.Context, nv *cuda.NVRTC) (*Device, error) 
 		{&d.k.apply, "apply_nrgba"}, {&d.k.half, "half_plane"}, {&d.k.sample, "sample_grid"},
 		{&d.k.residual, "whiten_residual"}, {&d.k.boxRows, "box_rows"}, {&d.k.boxCols, "box_cols"},
 		{&d.k.normalise, "whiten_normalise"}, {&d.k.fold, "fold_tile"}, {&d.k.pilotSums, "pilot_sums"},
+		{&d.k.opaqueCheck, "opaque_check"}, {&d.k.pngFilter, "png_filter"},
 	} {
 		if *f.fn, err = mod.Function(f.name); err != nil {
 			mod.Unload()
@@ -321,3 +322,45 @@ func (d *Device) traced(call string, start time.Time) {
 
 // tileMax is the largest tile side a plan may use (the codec's is 128).
 const tileMax = 128
+
+// Open loads the driver and NVRTC (paths "" search the usual places), opens a context on device index and
+// loads the kernels into it: for tools and benchmarks that hold a device outside a node (a node's gpu.Fleet
+// opens its devices itself). closeAll unloads the kernels and destroys the context.
+func Open(ctx context.Context, driverPath, nvrtcPath string, index int) (d *Device, closeAll func() error, err error) {
+	drv, err := cuda.Load(driverPath)
+	if err != nil {
+		return nil, nil, fmt.Errorf("cudacodec: %w", err)
+	}
+	if err := drv.Init(); err != nil {
+		return nil, nil, fmt.Errorf("cudacodec: %w", err)
+	}
+	dev, err := drv.Device(index)
+	if err != nil {
+		return nil, nil, fmt.Errorf("cudacodec: device %d: %w", index, err)
+	}
+	nv, err := cuda.LoadNVRTC(nvrtcPath)
+	if err != nil {
+		return nil, nil, fmt.Errorf("cudacodec: %w", err)
+	}
+	c, err := drv.NewContext(dev)
+	if err != nil {
+		return nil, nil, fmt.Errorf("cudacodec: device %d: %w", index, err)
+	}
+	if d, err = New(ctx, c, nv); err != nil {
+		c.Destroy()
+		return nil, nil, err
+	}
+	return d, func() error { return errors.Join(d.Close(), c.Destroy()) }, nil
+}
+
+// PooledBytes is the device and pinned host memory held by idle arenas: after one job of a size, the memory
+// such a job uses.
+func (d *Device) PooledBytes() (device, pinned int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, a := range d.pool {
+		device += a.devSize + a.gridCap
+		pinned += len(a.host.Bytes())
+	}
+	return device, pinned
+}

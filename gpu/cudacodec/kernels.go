@@ -327,4 +327,90 @@ extern "C" __global__ void pilot_sums(const double* acc, const int* pilot, const
 	}
 	sums[(size_t)d * n + s] = t;
 }
+
+extern "C" __global__ void opaque_check(const u8* pix, int w, int h, int stride, int* translucent)
+{
+	int x = blockIdx.x * blockDim.x + threadIdx.x;
+	int y = blockIdx.y;
+	if (x >= w || y >= h) return;
+	if (pix[(size_t)y * stride + 4 * x + 3] != 255) *translucent = 1;
+}
+
+__device__ __forceinline__ int abs8(u8 d) { return d < 128 ? (int)d : 256 - (int)d; }
+
+__device__ __forceinline__ u8 paeth(u8 a, u8 b, u8 c)
+{
+	// image/png's paeth: the predictor closest to a + b - c, ties to a, then b.
+	int pc = (int)c;
+	int pa = (int)b - pc;
+	int pb = (int)a - pc;
+	pc = abs(pa + pb);
+	pa = abs(pa);
+	pb = abs(pb);
+	if (pa <= pb && pa <= pc) return a;
+	if (pb <= pc) return b;
+	return c;
+}
+
+// png_byte returns byte i of the unfiltered row y (bpp 3 drops alpha).
+__device__ __forceinline__ u8 png_byte(const u8* pix, int stride, int y, int i, int bpp)
+{
+	if (y < 0) return 0;
+	const u8* row = pix + (size_t)y * stride;
+	return bpp == 4 ? row[i] : row[(i / 3) * 4 + i % 3];
+}
+
+// png_filtered computes the five PNG filters of byte i as image/png's encoder does.
+__device__ __forceinline__ void png_filters(const u8* pix, int stride, int y, int i, int bpp, u8 f[5])
+{
+	u8 cur = png_byte(pix, stride, y, i, bpp);
+	u8 up = png_byte(pix, stride, y - 1, i, bpp);
+	u8 left = i >= bpp ? png_byte(pix, stride, y, i - bpp, bpp) : 0;
+	u8 upLeft = i >= bpp ? png_byte(pix, stride, y - 1, i - bpp, bpp) : 0;
+	f[0] = cur;
+	f[1] = i >= bpp ? (u8)(cur - left) : cur;
+	f[2] = (u8)(cur - up);
+	f[3] = i >= bpp ? (u8)(cur - (u8)(((int)left + (int)up) / 2)) : (u8)(cur - up / 2);
+	f[4] = i >= bpp ? (u8)(cur - paeth(left, up, upLeft)) : (u8)(cur - up);
+}
+
+extern "C" __global__ void png_filter(const u8* pix, int w, int h, int stride, int bpp, u8* out)
+{
+	// image/png writeImage + filter: per row, the filter with the least sum of absolute values, ties in the
+	// order up, Paeth, none, sub, average; one block per row.
+	__shared__ long long sums[5][256];
+	int y = blockIdx.x;
+	int n = w * bpp;
+	long long s[5] = {0, 0, 0, 0, 0};
+	for (int i = threadIdx.x; i < n; i += blockDim.x) {
+		u8 f[5];
+		png_filters(pix, stride, y, i, bpp, f);
+		for (int k = 0; k < 5; k++) s[k] += abs8(f[k]);
+	}
+	for (int k = 0; k < 5; k++) sums[k][threadIdx.x] = s[k];
+	__syncthreads();
+	for (int step = blockDim.x / 2; step > 0; step >>= 1) {
+		if (threadIdx.x < step)
+			for (int k = 0; k < 5; k++) sums[k][threadIdx.x] += sums[k][threadIdx.x + step];
+		__syncthreads();
+	}
+	__shared__ int chosen;
+	if (threadIdx.x == 0) {
+		long long best = sums[2][0];
+		int ft = 2;
+		if (sums[4][0] < best) { best = sums[4][0]; ft = 4; }
+		if (sums[0][0] < best) { best = sums[0][0]; ft = 0; }
+		if (sums[1][0] < best) { best = sums[1][0]; ft = 1; }
+		if (sums[3][0] < best) { ft = 3; }
+		chosen = ft;
+		out[(size_t)y * (n + 1)] = (u8)ft;
+	}
+	__syncthreads();
+	int ft = chosen;
+	for (int i = threadIdx.x; i < n; i += blockDim.x) {
+		u8 f[5];
+		png_filters(pix, stride, y, i, bpp, f);
+		out[(size_t)y * (n + 1) + 1 + i] = f[ft];
+	}
+}
 `

@@ -233,7 +233,14 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	reg.MustRegister(actors.BatchMessages()...)
 	caller := &actors.LateCaller{}
 	n.decodeBudget = actors.NewDecodeBudget(cfg.DecodeMemory)
+	// The node's GPUs (none without a device and NVRTC): woken by the API, used by accelerator=gpu image jobs.
+	devices := 0
+	if gpu.CodecAvailable() {
+		devices = len(gpu.Devices())
+	}
+	n.gpus = gpu.NewFleet(devices, 2*time.Second, cfg.Clock, gpu.CUDAOpener(gpu.OptionsFromEnv()))
 	media := actors.Media{Blobs: blobs, Store: store, Codec: cdc, Catalog: catalog, Budget: n.decodeBudget,
+		GPUs: n.gpus, Clock: cfg.Clock,
 		Files: map[jobstate.Media]mediakind.Adapter{
 			jobstate.MediaVideo:    mediafiles.NewVideo(cdc),
 			jobstate.MediaDocument: mediafiles.NewPDF(cdc),
@@ -344,11 +351,6 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	n.outboxes.MustRegister(actors.OutboxJobStorage, outbox.Handler{Deliver: sd.deliver, Schedule: sched, Timeout: 10 * time.Minute})
 
 	httpLog := cfg.Logger.With().Str("component", "http").Logger()
-	devices := 0
-	if gpu.CodecAvailable() {
-		devices = len(gpu.Devices())
-	}
-	n.gpus = gpu.NewFleet(devices, 2*time.Second, cfg.Clock, gpu.CUDAOpener(gpu.OptionsFromEnv()))
 	tlsConfig, err := loadTLS(cfg.TLSCertFile, cfg.TLSKeyFile)
 	if err != nil {
 		return nil, err
@@ -360,7 +362,7 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 		Catalog: catalog, Clock: cfg.Clock, Logger: httpLog, Metrics: n.Metrics,
 		Outbox: n.outbox, SyncWait: cfg.SyncWait, Health: n.health, Ready: n.ready, Conns: cfg.Conns,
 		Storage:   storageLib,
-		GPU:       gpu.NewTracker(gpu.NewState(gpu.CodecAvailable() && len(gpu.Devices()) > 0, 30*time.Second)),
+		GPU:       n.gpus,
 		GPUStrict: cfg.GPUStrict,
 		TLS:       tlsConfig,
 	})
