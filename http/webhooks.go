@@ -379,7 +379,7 @@ func (s *Server) eventRebuilder(orgID string) func(string) (json.RawMessage, str
 		if err != nil || rec.OrgID != orgID {
 			return nil, "", false
 		}
-		ev, err := webhooks.JobEvent(rec, nil)
+		ev, err := webhooks.JobEvent(rec)
 		if err != nil {
 			return nil, "", false
 		}

@@ -30,7 +30,7 @@ func JobHandler(store persistence.Store, d *Deliverer) outbox.Handler {
 			if err != nil {
 				return err
 			}
-			ev, err := JobEvent(rec, nil)
+			ev, err := JobEvent(rec)
 			if err != nil {
 				return outbox.Permanent(err)
 			}
