@@ -249,9 +249,7 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	hooks := &webhooks.Deliverer{
 		Endpoints: n.webhookEndpoints, Clock: cfg.Clock, Metrics: webhooks.NewMetrics(n.Metrics.Registry),
 		Sender: webhooks.NewSender(&egress.Guard{AllowPrivate: cfg.AllowPrivateTargets}, 0)}
-	n.outboxes.MustRegister(actors.OutboxJobWebhook, webhooks.JobHandler(store, hooks))
-	n.outboxes.MustRegister(actors.OutboxBatchWebhook, webhooks.BatchHandler(store, hooks))
-	n.outboxes.MustRegister(webhooks.EffectKind, webhooks.EnvelopeHandler(hooks))
+	webhooks.RegisterHandlers(n.outboxes, store, hooks) // every webhook kind (webhooks.Kinds)
 	n.pool.Metrics = actors.NewWorkMetrics(n.Metrics.Registry, cfg.NodeName)
 	deps := &actors.Deps{
 		Store: store, Clock: cfg.Clock, Catalog: catalog, Logger: cfg.Logger.With().Str("component", "actors").Logger(),
