@@ -347,6 +347,16 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 		devices = len(gpu.Devices())
 	}
 	n.gpus = gpu.NewFleet(devices, 2*time.Second, cfg.Clock, gpu.CUDAOpener(gpu.OptionsFromEnv()))
+	// Wake-up calls with a webhook made while a device starts get accelerator.ready when it becomes ready.
+	wakeups := &webhooks.Wakeups{Outbox: n.outbox}
+	wakeLog := cfg.Logger.With().Str("component", "gpu").Logger()
+	n.gpus.OnReady(func(st gpu.State) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := wakeups.Ready(ctx, st.ReadyAt, st.WarmUntil, cfg.Clock.Now()); err != nil {
+			wakeLog.Warn().Err(err).Msg("hand over accelerator.ready events; kept for the next try")
+		}
+	})
 	tlsConfig, err := loadTLS(cfg.TLSCertFile, cfg.TLSKeyFile)
 	if err != nil {
 		return nil, err
@@ -360,6 +370,7 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 		Storage:   storageLib,
 		GPU:       gpu.NewTracker(gpu.NewState(gpu.CodecAvailable() && len(gpu.Devices()) > 0, 30*time.Second)),
 		GPUStrict: cfg.GPUStrict,
+		Wakeups:   wakeups,
 		TLS:       tlsConfig,
 	})
 	if n.apiLn, err = listen(cfg.APIListener, cfg.APIAddr); err != nil {
