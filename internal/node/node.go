@@ -87,6 +87,9 @@ type Config struct {
 	Conns apihttp.ConnLimits
 	// GPUStrict refuses accelerator=gpu with 503 when no GPU is ready instead of running it on the CPU.
 	GPUStrict bool
+	// GPUState, when set, is the accelerator state the API reports and wakes instead of the node's own
+	// (tests hand a gpu.Tracker driven by their clock).
+	GPUState apihttp.GPUState
 	// APIListener and UploadListener, when set, are used instead of listening on APIAddr and UploadAddr
 	// (tests hand in-memory listeners); the node closes them. PublicUploadURL is then required unless the
 	// upload listener's address is a host:port.
@@ -368,7 +371,7 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 		Catalog: catalog, Clock: cfg.Clock, Logger: httpLog, Metrics: n.Metrics,
 		Outbox: n.outbox, SyncWait: cfg.SyncWait, Health: n.health, Ready: n.ready, Conns: cfg.Conns,
 		Storage:   storageLib,
-		GPU:       gpu.NewTracker(gpu.NewState(gpu.CodecAvailable() && len(gpu.Devices()) > 0, 30*time.Second)),
+		GPU:       apiGPU(cfg.GPUState),
 		GPUStrict: cfg.GPUStrict,
 		Wakeups:   wakeups,
 		TLS:       tlsConfig,
@@ -563,4 +566,12 @@ func splitHostPort(addr string) (string, int, error) {
 		return "", 0, fmt.Errorf("port %q: %w", port, err)
 	}
 	return host, p, nil
+}
+
+// apiGPU is the accelerator state the API reports: the configured one, else this node's.
+func apiGPU(configured apihttp.GPUState) apihttp.GPUState {
+	if configured != nil {
+		return configured
+	}
+	return gpu.NewTracker(gpu.NewState(gpu.CodecAvailable() && len(gpu.Devices()) > 0, 30*time.Second))
 }
