@@ -271,6 +271,9 @@ type deliveryAttempt struct {
 func (s *Server) renderDelivery(orgID, endpointID string, ent *outbox.Entry) (deliveryJSON, bool) {
 	c, cancel := s.requestContext(s.cfg.ActorTimeout)
 	defer cancel()
+	if filteredOnly(ent) {
+		return deliveryJSON{}, false // the endpoint's event filter left it out: never sent, not a delivery
+	}
 	b, err := webhooks.Build(c, s.cfg.Store, ent.Effect)
 	if err != nil || b.Envelope.OrgID != orgID || b.Envelope.EndpointID != endpointID {
 		return deliveryJSON{}, false
@@ -306,6 +309,16 @@ func (s *Server) renderDelivery(orgID, endpointID string, ent *outbox.Entry) (de
 		d.History = append(d.History, h)
 	}
 	return d, true
+}
+
+// filteredOnly reports whether every attempt of ent found its event type filtered out by the endpoint.
+func filteredOnly(ent *outbox.Entry) bool {
+	for _, a := range ent.Attempts {
+		if a.Detail != webhooks.NoteFiltered {
+			return false
+		}
+	}
+	return len(ent.Attempts) > 0
 }
 
 // httpStatusOf reads the "HTTP 503" note the webhook handler leaves on an attempt.

@@ -14,6 +14,10 @@ import (
 	"filigrane/persistence"
 )
 
+// NoteFiltered is the attempt detail of an event the endpoint's filter left out (nothing was sent); the
+// delivery log does not list such events.
+const NoteFiltered = "filtered"
+
 // ErrGone: the effect's event can no longer be built (its job or batch record is gone, or its payload is
 // not an event): the delivery ends, and the delivery log leaves it out.
 var ErrGone = errors.New("webhooks: the event's cause is gone")
@@ -76,8 +80,11 @@ func Handler(store persistence.Store, d *Deliverer) outbox.Handler {
 				return err
 			}
 			att, err := d.Deliver(ctx, b.Envelope, b.EventID, e.Created)
-			if att.StatusCode != 0 {
+			switch {
+			case att.StatusCode != 0:
 				outbox.Note(ctx, fmt.Sprintf("HTTP %d", att.StatusCode))
+			case att.Filtered:
+				outbox.Note(ctx, NoteFiltered)
 			}
 			if errors.Is(err, ErrCancelled) {
 				return outbox.Permanent(err)
