@@ -172,8 +172,39 @@ func (m Media) storeDetection(ctx context.Context, rec *jobstate.Record, det cod
 	if err != nil {
 		return jobstate.Output{}, retryable("the result could not be stored; the attempt is retried", err)
 	}
+	summary, err := detectionSummary(det)
+	if err != nil {
+		return jobstate.Output{}, &ProcessError{Code: CodeProcessingError, Detail: "the detection result could not be encoded", Cause: err}
+	}
 	return jobstate.Output{BlobKey: key, Size: info.Size, SHA256: info.SHA256, ContentType: "application/json",
-		Filename: "detection.json", Charge: charge, Accelerator: jobstate.AcceleratorCPU}, nil
+		Filename: "detection.json", Detection: summary, Charge: charge, Accelerator: jobstate.AcceleratorCPU}, nil
+}
+
+// detectionSummary is the job record's copy of a detection's findings for its webhook event
+// (jobstate.Output.Detection): the result's fields with at most jobstate.MaxSummaryUnits units, and
+// units_total, the number of units in the whole result.
+func detectionSummary(det codec.Detection) (string, error) {
+	units := det.Units
+	if len(units) > jobstate.MaxSummaryUnits {
+		units = units[:jobstate.MaxSummaryUnits]
+	}
+	if units == nil {
+		units = []codec.Unit{}
+	}
+	b, err := json.Marshal(struct {
+		Watermarked bool         `json:"watermarked"`
+		Confidence  float64      `json:"confidence"`
+		WatermarkID *string      `json:"watermark_id"`
+		Units       []codec.Unit `json:"units"`
+		UnitsTotal  int          `json:"units_total"`
+	}{det.Watermarked, det.Confidence, det.WatermarkID, units, len(det.Units)})
+	if err != nil {
+		return "", err
+	}
+	if len(b) > jobstate.MaxDetectionSummary {
+		return "", fmt.Errorf("detection summary of %d bytes exceeds %d", len(b), jobstate.MaxDetectionSummary)
+	}
+	return string(b), nil
 }
 
 // copyInput copies the stored file key to the local file dst, refusing it past limit bytes.

@@ -32,6 +32,16 @@ type Fleet struct {
 	opening sync.WaitGroup
 	ctx     context.Context
 	cancel  context.CancelFunc
+	onReady func(State) // see OnReady
+}
+
+// OnReady sets fn, called each time a starting device becomes ready (its context opened) with the fleet's
+// state just after. It runs outside the fleet's lock on the goroutine that opened the context, so it may
+// read the fleet; it must not block for long (Close waits for it).
+func (f *Fleet) OnReady(fn func(State)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.onReady = fn
 }
 
 type device struct {
@@ -151,8 +161,9 @@ func (f *Fleet) openDevice(d *device) {
 	defer f.opening.Done()
 	c, err := f.open(f.ctx, d.index)
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	now := f.clk.Now()
+	var notify func(State)
+	var st State
 	switch {
 	case err != nil:
 		d.err = err
@@ -162,6 +173,11 @@ func (f *Fleet) openDevice(d *device) {
 	default:
 		d.ctx = c
 		d.state.Opened(now)
+		notify, st = f.onReady, f.summaryLocked()
+	}
+	f.mu.Unlock()
+	if notify != nil {
+		notify(st)
 	}
 }
 

@@ -22,6 +22,7 @@ import (
 	"filigrane/actors"
 	"filigrane/actors/outbox"
 	"filigrane/actors/storagedest"
+	"filigrane/actors/webhooks"
 	"filigrane/internal/clock"
 	"filigrane/internal/netguard"
 	"filigrane/persistence"
@@ -58,6 +59,9 @@ type Config struct {
 	ActorTimeout time.Duration
 	// GPU is the node's accelerator state (a gpu.Fleet); nil means none.
 	GPU GPUState
+	// Wakeups holds wake-up calls with a webhook made while the GPU was starting (accelerator.ready is sent
+	// when it becomes ready); nil: such calls get no event.
+	Wakeups *webhooks.Wakeups
 	// GPUStrict answers accelerator=gpu with 503 gpu_unavailable and Retry-After when no GPU is ready,
 	// instead of running the work on the CPU at the normal charge (the default, which Etchv's SDKs expect).
 	GPUStrict bool

@@ -87,6 +87,9 @@ type Config struct {
 	Conns apihttp.ConnLimits
 	// GPUStrict refuses accelerator=gpu with 503 when no GPU is ready instead of running it on the CPU.
 	GPUStrict bool
+	// GPUState, when set, is the accelerator state the API reports and wakes instead of the node's own
+	// (tests hand a gpu.Tracker driven by their clock).
+	GPUState apihttp.GPUState
 	// APIListener and UploadListener, when set, are used instead of listening on APIAddr and UploadAddr
 	// (tests hand in-memory listeners); the node closes them. PublicUploadURL is then required unless the
 	// upload listener's address is a host:port.
@@ -256,9 +259,7 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	hooks := &webhooks.Deliverer{
 		Endpoints: n.webhookEndpoints, Clock: cfg.Clock, Metrics: webhooks.NewMetrics(n.Metrics.Registry),
 		Sender: webhooks.NewSender(&egress.Guard{AllowPrivate: cfg.AllowPrivateTargets}, 0)}
-	n.outboxes.MustRegister(actors.OutboxJobWebhook, webhooks.JobHandler(store, hooks))
-	n.outboxes.MustRegister(actors.OutboxBatchWebhook, webhooks.BatchHandler(store, hooks))
-	n.outboxes.MustRegister(webhooks.EffectKind, webhooks.EnvelopeHandler(hooks))
+	webhooks.RegisterHandlers(n.outboxes, store, hooks) // every webhook kind (webhooks.Kinds)
 	n.pool.Metrics = actors.NewWorkMetrics(n.Metrics.Registry, cfg.NodeName)
 	deps := &actors.Deps{
 		Store: store, Clock: cfg.Clock, Catalog: catalog, Logger: cfg.Logger.With().Str("component", "actors").Logger(),
@@ -351,6 +352,16 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	n.outboxes.MustRegister(actors.OutboxJobStorage, outbox.Handler{Deliver: sd.deliver, Schedule: sched, Timeout: 10 * time.Minute})
 
 	httpLog := cfg.Logger.With().Str("component", "http").Logger()
+	// Wake-up calls with a webhook made while a device starts get accelerator.ready when it becomes ready.
+	wakeups := &webhooks.Wakeups{Outbox: n.outbox}
+	wakeLog := cfg.Logger.With().Str("component", "gpu").Logger()
+	n.gpus.OnReady(func(st gpu.State) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := wakeups.Ready(ctx, st.ReadyAt, st.WarmUntil, cfg.Clock.Now()); err != nil {
+			wakeLog.Warn().Err(err).Msg("hand over accelerator.ready events; kept for the next try")
+		}
+	})
 	tlsConfig, err := loadTLS(cfg.TLSCertFile, cfg.TLSKeyFile)
 	if err != nil {
 		return nil, err
@@ -362,8 +373,9 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 		Catalog: catalog, Clock: cfg.Clock, Logger: httpLog, Metrics: n.Metrics,
 		Outbox: n.outbox, SyncWait: cfg.SyncWait, Health: n.health, Ready: n.ready, Conns: cfg.Conns,
 		Storage:   storageLib,
-		GPU:       n.gpus,
+		GPU:       apiGPU(cfg.GPUState, n.gpus),
 		GPUStrict: cfg.GPUStrict,
+		Wakeups:   wakeups,
 		TLS:       tlsConfig,
 	})
 	if n.apiLn, err = listen(cfg.APIListener, cfg.APIAddr); err != nil {
@@ -556,4 +568,12 @@ func splitHostPort(addr string) (string, int, error) {
 		return "", 0, fmt.Errorf("port %q: %w", port, err)
 	}
 	return host, p, nil
+}
+
+// apiGPU is the accelerator state the API reports: the configured one (tests), else this node's devices.
+func apiGPU(configured apihttp.GPUState, fleet *gpu.Fleet) apihttp.GPUState {
+	if configured != nil {
+		return configured
+	}
+	return fleet
 }
