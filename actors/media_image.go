@@ -342,18 +342,28 @@ func (m Media) snapIssued(ctx context.Context, orgID string, det codec.Detection
 // DetectStored decodes a stored image and detects; the edge's synchronous detection uses it. It waits at most
 // budgetWait for decode memory (then fails with CodeDecodeBusy); ctx cancels the work (a client that hung up).
 func (m Media) DetectStored(ctx context.Context, orgID, key string, budgetWait time.Duration) (codec.Detection, *ProcessError) {
+	det, _, perr := m.detectStoredOn(ctx, jobstate.AcceleratorCPU, orgID, key, budgetWait)
+	return det, perr
+}
+
+// detectStoredOn is DetectStored on a ready GPU when acc asks for one (onGPU), and says where it ran.
+func (m Media) detectStoredOn(ctx context.Context, acc jobstate.Accelerator, orgID, key string, budgetWait time.Duration) (codec.Detection, jobstate.Accelerator, *ProcessError) {
 	wctx, cancel := context.WithTimeout(ctx, budgetWait)
 	defer cancel()
 	img, release, perr := m.decodeForDetection(ctx, wctx, key)
 	if perr != nil {
-		return codec.Detection{}, perr
+		return codec.Detection{}, jobstate.AcceleratorCPU, perr
 	}
 	defer release()
-	det, err := m.DetectImage(ctx, orgID, img)
+	var det codec.Detection
+	ran, err := m.onGPU(&jobstate.Record{AcceleratorRequested: acc}, func(dev accel.Device) (err error) {
+		det, err = m.detectImageOn(ctx, dev, orgID, img)
+		return err
+	})
 	if err != nil {
-		return codec.Detection{}, detectError(err)
+		return codec.Detection{}, ran, detectError(err)
 	}
-	return det, nil
+	return det, ran, nil
 }
 
 // detectError is the client's view of a detection that could not finish (the store did not answer).

@@ -391,7 +391,7 @@ func (s *Server) acceptFile(c context.Context, ctx *fasthttp.RequestCtx, r accep
 			return false, newAPIError(CodeTooLarge, "synchronous detection answers files up to %d bytes; use the async endpoint", limit)
 		}
 		if idem == "" {
-			return false, s.detectNow(c, ctx, p, r.kind, reqID, file, price, s.holdFor(opts.accelerator, price))
+			return false, s.detectNow(c, ctx, p, r.kind, reqID, file, opts.accelerator, price, s.holdFor(opts.accelerator, price))
 		}
 		// With an Idempotency-Key the detection is recorded, so that the key replays it and bills once: it
 		// becomes a job that this node claims at once and runs in the request (docs/errors.md).
@@ -671,10 +671,11 @@ const (
 // detectNow runs a synchronous detection that never becomes a job; actors.SyncDetector decides the credit
 // flow (held, then charged or released), this encodes its answer. When the client closes the connection
 // before the answer, the work is cancelled and the hold released: nothing is charged.
-func (s *Server) detectNow(c context.Context, ctx *fasthttp.RequestCtx, p *principal, kind mediakind.Kind, reqID string, f *storedFile, price, hold int64) *apiError {
+func (s *Server) detectNow(c context.Context, ctx *fasthttp.RequestCtx, p *principal, kind mediakind.Kind, reqID string, f *storedFile, acc jobstate.Accelerator, price, hold int64) *apiError {
 	d := actors.SyncDetector{Orgs: s.cfg.Orgs, Pool: s.cfg.Pool, Media: s.cfg.Media, Logger: s.cfg.Logger}
-	det, serr := d.Detect(c, actors.SyncDetectRequest{
+	det, ran, serr := d.Detect(c, actors.SyncDetectRequest{
 		OrgID: p.Key.OrgID, RequestID: reqID, BlobKey: f.Key, Kind: kind, Credits: price, Hold: hold, BudgetWait: syncDecodeWait,
+		Accelerator: acc,
 		Watch: func(c context.Context) (context.Context, func()) { return watchDisconnect(c, ctx) },
 		Gone:  clientGone,
 	})
@@ -699,7 +700,7 @@ func (s *Server) detectNow(c context.Context, ctx *fasthttp.RequestCtx, p *princ
 		return newAPIError(CodeUnavailable, "%s", serr.Unavailable)
 	}
 	setJobRequestID(ctx, reqID)
-	setAccelerator(ctx, jobstate.AcceleratorCPU)
+	setAccelerator(ctx, ran)
 	writeJSON(ctx, 200, det)
 	return nil
 }

@@ -11,8 +11,8 @@ import (
 
 // TestGPUEmbedAndDetectOnDevice runs accelerator=gpu work on a real GPU (issue 18 items 2-4): a wake opens the
 // device (its context and the codec's kernels) and the accelerator turns ready; a GPU embed answers
-// X-Service-Accelerator: gpu and is charged the GPU price (3×); the CPU detector reads its mark; an async GPU
-// detection reads it too. It skips, saying so, on machines without a GPU (CI); the `device` tool runs it.
+// X-Service-Accelerator: gpu and is charged the GPU price (3×); the CPU detector reads its mark; synchronous and
+// async GPU detections read it too (the synchronous one charged 3). It skips, saying so, on machines without a GPU (CI); the `device` tool runs it.
 func TestGPUEmbedAndDetectOnDevice(t *testing.T) {
 	if !gpu.CodecAvailable() || len(gpu.Devices()) == 0 {
 		t.Skip("no GPU with NVRTC here: the GPU path is tested on a machine with one (gpu/cudacodec tests and this test)")
@@ -52,6 +52,14 @@ func TestGPUEmbedAndDetectOnDevice(t *testing.T) {
 	d := post(t, f.base+"/watermarks/images/detect", key, "", s.body, "")
 	if d.status != 200 || !strings.Contains(string(d.body), s.header.Get("X-Watermark-ID")) {
 		t.Fatalf("CPU detection of the GPU's mark: %d %s", d.status, d.body)
+	}
+	before, _ = balance(t, f, f.dev.OrgID)
+	g := post(t, f.base+"/watermarks/images/detect?accelerator=gpu", key, "", s.body, "")
+	if g.status != 200 || g.header.Get("X-Service-Accelerator") != "gpu" || !strings.Contains(string(g.body), s.header.Get("X-Watermark-ID")) {
+		t.Fatalf("sync GPU detection: %d X-Service-Accelerator %q %s", g.status, g.header.Get("X-Service-Accelerator"), g.body)
+	}
+	if bal, held := balance(t, f, f.dev.OrgID); bal != before-3 || held != 0 {
+		t.Fatalf("after a sync GPU detection: balance %d held %d, want %d and 0", bal, held, before-3)
 	}
 	a := post(t, f.base+"/watermarks/images/detect/async?accelerator=gpu", key, "", s.body, "")
 	if a.status != 202 {
