@@ -1,7 +1,8 @@
 // Package mediafiles adapts the file-path codecs (codec/video, codec/pdf) to the media-kind table's Adapter
 // interface: it converts their probe results and reports to mediakind.Info and mediakind.Report, and their
 // errors caused by the input to *mediakind.Refusal with a job error code and a sentence of ours (the codecs'
-// own messages can carry temporary paths and tool output). It does no I/O of its own.
+// own messages can carry temporary paths and tool output), and a missing ffmpeg or mutool to
+// *mediakind.Unavailable. It does no I/O of its own.
 package mediafiles
 
 import (
@@ -76,9 +77,19 @@ func (v Video) Detect(ctx context.Context, src string) (codec.Detection, error) 
 	return det, nil
 }
 
+// Available reports whether ffmpeg and ffprobe are installed: every video operation needs both.
+func (v Video) Available(jobstate.Operation) error {
+	if err := v.A.CheckTools(); err != nil {
+		return videoError(err)
+	}
+	return nil
+}
+
 func videoError(err error) error {
 	refuse := func(code, detail string) error { return &mediakind.Refusal{Code: code, Detail: detail, Err: err} }
 	switch {
+	case errors.Is(err, video.ErrToolMissing):
+		return &mediakind.Unavailable{Detail: "this node cannot process videos now: ffmpeg is not installed; retry later", Err: err}
 	case errors.Is(err, video.ErrNotVideo):
 		return refuse(CodeInvalidVideo, "the file is not a video in a supported container (MP4, MOV)")
 	case errors.Is(err, video.ErrNoVideoStream):
@@ -136,10 +147,23 @@ func (p PDF) Detect(ctx context.Context, src string) (codec.Detection, error) {
 	return det, nil
 }
 
+// Available reports whether mutool is installed. Both operations need it: detection renders the pages of a
+// file without an intact structural mark, and embedding repairs broken cross-reference tables with it. Asking
+// for it up front keeps the answer the same for every PDF.
+func (p PDF) Available(jobstate.Operation) error {
+	if err := p.A.CheckRenderer(); err != nil {
+		return pdfError(err)
+	}
+	return nil
+}
+
 func pdfError(err error) error {
 	var pe *pdf.Error
-	if !errors.As(err, &pe) || pe.Code == pdf.CodeTool {
+	if !errors.As(err, &pe) {
 		return err // the server's problem: retried
+	}
+	if pe.Code == pdf.CodeTool {
+		return &mediakind.Unavailable{Detail: "this node cannot process PDFs now: mutool is not installed; retry later", Err: err}
 	}
 	code := CodeInvalidDocument
 	if pe.Code == pdf.CodeTooLarge {
@@ -152,4 +176,6 @@ func pdfError(err error) error {
 var (
 	_ mediakind.Adapter = Video{}
 	_ mediakind.Adapter = PDF{}
+	_ mediakind.Checker = Video{}
+	_ mediakind.Checker = PDF{}
 )

@@ -3,10 +3,12 @@ package node_test
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"filigrane/codec/pdf/pdftest"
@@ -144,5 +146,82 @@ func TestVideoDetectFromUpload(t *testing.T) {
 	}
 	if g := getUpload(t, f, key, u.UploadID); g.Status != "consumed" || g.RequestID != rc.RequestID {
 		t.Fatalf("upload after use: %+v", g)
+	}
+}
+
+// postMedia sends file as filename with data (when not empty) and an Idempotency-Key (when not empty).
+func postMedia(t *testing.T, url, key, idem string, file []byte, filename, data string) response {
+	t.Helper()
+	ct, body := form(t, file, filename, data)
+	req, _ := http.NewRequest("POST", url, bytes.NewReader(body))
+	req.Header.Set("Content-Type", ct)
+	req.Header.Set("X-API-Key", key)
+	if idem != "" {
+		req.Header.Set("Idempotency-Key", idem)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("POST %s: %v", url, err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatalf("POST %s: %v", url, err)
+	}
+	return response{status: res.StatusCode, header: res.Header, body: b}
+}
+
+// TestMediaProgramMissing: on a node where ffmpeg and mutool are not installed (PATH without them), every
+// video and document endpoint answers 503 media_unavailable with Retry-After before it stores or holds
+// anything; an upload named in such a request stays usable, and once the programs are back (no restart)
+// the same upload is processed. Images are not affected.
+func TestMediaProgramMissing(t *testing.T) {
+	clip := tinyMP4(t)
+	f := newFixture(t)
+	u := uploaded(t, f, f.keyA, "video", "clip.mp4", clip)
+	before, _ := balance(t, f, f.orgA)
+	path := os.Getenv("PATH")
+	t.Setenv("PATH", t.TempDir()) // an empty directory: no ffmpeg, ffprobe or mutool
+
+	for _, c := range []struct {
+		route, filename string
+		file            []byte
+		data            string
+	}{
+		{"/watermarks/videos", "clip.mp4", clip, `{"v":1}`},
+		{"/watermarks/videos/async", "clip.mp4", clip, `{"v":1}`},
+		{"/watermarks/videos/detect", "clip.mp4", clip, ""},
+		{"/watermarks/videos/detect/async", "clip.mp4", clip, ""},
+		{"/watermarks/documents", "report.pdf", tinyPDF(), `{"d":1}`},
+		{"/watermarks/documents/async", "report.pdf", tinyPDF(), `{"d":1}`},
+		{"/watermarks/documents/detect", "report.pdf", tinyPDF(), ""},
+		{"/watermarks/documents/detect/async", "report.pdf", tinyPDF(), ""},
+	} {
+		r := postMedia(t, f.base+c.route, f.keyA, "missing-"+strings.ReplaceAll(c.route[12:], "/", "-"), c.file, c.filename, c.data)
+		wantProblem(t, c.route+" without its program", r, 503, "media_unavailable")
+		if r.header.Get("Retry-After") != "60" || !bytes.Contains(r.body, []byte("not installed")) {
+			t.Fatalf("%s: Retry-After %q, body %s", c.route, r.header.Get("Retry-After"), r.body)
+		}
+	}
+	r := postUpload(t, f.base+"/watermarks/videos/async", f.keyA, "", u.UploadID, `{"v":2}`)
+	wantProblem(t, "video upload without ffmpeg", r, 503, "media_unavailable")
+	if g := getUpload(t, f, f.keyA, u.UploadID); g.Status != "received" {
+		t.Fatalf("upload after the refusal: %+v, want it still received", g)
+	}
+	if after, held := balance(t, f, f.orgA); after != before || held != 0 {
+		t.Fatalf("balance %d held %d after refusals; want %d, nothing held", after, held, before)
+	}
+	// Images need no external program.
+	if r := post(t, f.base+"/watermarks/images", f.keyA, "", photo(t, 320, 320, 4), `{"i":1}`); r.status != 200 {
+		t.Fatalf("image embed without ffmpeg: %d %s", r.status, r.body)
+	}
+
+	t.Setenv("PATH", path)
+	r = postUpload(t, f.base+"/watermarks/videos/async", f.keyA, "", u.UploadID, `{"v":2}`)
+	if r.status != 202 {
+		t.Fatalf("the same upload with ffmpeg back: %d %s", r.status, r.body)
+	}
+	if res := waitResult(t, f, f.keyA, decodeReceipt(t, r).ResultURL); res.status != 200 || res.header.Get("Content-Type") != "video/mp4" {
+		t.Fatalf("result: %d %v", res.status, res.header)
 	}
 }
