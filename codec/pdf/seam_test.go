@@ -66,7 +66,7 @@ func seamScore(t *testing.T, path string, dpi int) (float64, int, int) {
 // sizes whose tile edges fall between device pixels (A4, a 16:9 slide) and at one where they fall on pixel
 // edges at some resolutions (Letter). Abutting tile images gave lines of 2.2 levels (a pattern whose mean
 // darkening is about 1.1); the tiling pattern leaves MuPDF's one-pixel overlap of its cells, about 1.3 levels
-// at 150 dpi: smaller, not gone (docs/pdf.md).
+// at 150 dpi: smaller, not gone (bench/README.md, PDF "Visual check").
 func TestOverlayTileSeams(t *testing.T) {
 	a := testAdapter(t)
 	dir := t.TempDir()
