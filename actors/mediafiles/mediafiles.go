@@ -8,7 +8,9 @@ package mediafiles
 import (
 	"context"
 	"errors"
+	"os/exec"
 	"strings"
+	"syscall"
 	"time"
 
 	"filigrane/actors/jobstate"
@@ -25,6 +27,7 @@ const (
 	CodeVideoTooLarge    = string(problem.VideoTooLarge)
 	CodeInvalidDocument  = string(problem.InvalidDocument)
 	CodeDocumentTooLarge = string(problem.DocumentTooLarge)
+	CodeProcessingError  = string(problem.ProcessingError)
 )
 
 // Video is the adapter of the video kind.
@@ -107,7 +110,31 @@ func videoError(err error) error {
 	case errors.Is(err, video.ErrTooManyFrames):
 		return refuse(CodeVideoTooLarge, "the video has more frames than we process")
 	}
+	var te *video.ToolError
+	if errors.As(err, &te) && exitedOnItsOwn(te.Err) {
+		// ffmpeg ended with an error of its own (not killed): the same file would fail the same way on every
+		// attempt, so the job fails now, with ffmpeg's last words (paths reduced to file names) as the reason.
+		why := "ffmpeg failed"
+		if te.Stderr != "" {
+			why += ": " + te.Stderr
+		}
+		if te.Stage == "probe" || te.Stage == "decode" {
+			return refuse(CodeInvalidVideo, "the video could not be read ("+te.Stage+"): "+why)
+		}
+		return refuse(CodeProcessingError, "the watermarked video could not be written ("+te.Stage+"): "+why)
+	}
 	return err
+}
+
+// exitedOnItsOwn reports whether err is the exit status of a process that ended by itself with an error, as
+// opposed to one killed by a signal (the node's memory pressure, a stop) or one that never started.
+func exitedOnItsOwn(err error) bool {
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		return false
+	}
+	ws, ok := ee.Sys().(syscall.WaitStatus)
+	return ok && ws.Exited() && ws.ExitStatus() != 0
 }
 
 // PDF is the adapter of the document kind.
