@@ -48,6 +48,7 @@ const (
 	CodeStorageVerify        = problem.StorageVerify
 	CodeIdempotencyConflict  = problem.IdempotencyConflict
 	CodeGPUUnavailable       = problem.GPUUnavailable
+	CodeMediaUnavailable     = problem.MediaUnavailable
 	CodeResultGone           = problem.ResultGone
 	CodeProcessingError      = problem.ProcessingError
 	CodeInternal             = problem.Internal

@@ -85,6 +85,7 @@ const (
 	VideoTooLarge       Code = "video_too_large"
 	InvalidDocument     Code = "invalid_document"
 	DocumentTooLarge    Code = "document_too_large"
+	MediaUnavailable    Code = "media_unavailable"
 	InvalidIdempotency  Code = "invalid_idempotency_key"
 	InvalidAccelerator  Code = "invalid_accelerator"
 	WebhookNotFound     Code = "webhook_not_found"
@@ -165,6 +166,7 @@ var table = []Entry{
 	{Code: VideoTooLarge, Status: 413, Title: "Video too large", When: "the video's duration, frame size or frame count (read by ffprobe before decoding) is above the video limits", Job: true},
 	{Code: InvalidDocument, Status: 422, Title: "Invalid PDF", When: "the file sent to `/watermarks/documents` is not a PDF we process: another format, broken beyond repair, encrypted, digitally signed (a re-save would break the signature), an XFA form, or carrying JavaScript (`detail` says which)", Job: true},
 	{Code: DocumentTooLarge, Status: 413, Title: "PDF too large", When: "the PDF is above the page limit or its parse budgets (object nesting, decompressed stream sizes)", Job: true},
+	{Code: MediaUnavailable, Status: 503, Title: "Media processing unavailable", When: "the node that took the request cannot process its kind now: ffmpeg/ffprobe (videos) or mutool (PDFs) is not installed (`scripts/setup.sh` installs them). Answered with `Retry-After` before anything is stored, held or charged; a job that meets the same on its worker fails at once with this code, uncharged, without retries. A replay of an earlier request with its Idempotency-Key still answers that request", Job: true, Retry: true},
 	{Code: InvalidIdempotency, Status: 422, Title: "Invalid Idempotency-Key", When: "`Idempotency-Key` is not 8 to 128 letters, digits, hyphens or underscores"},
 	{Code: InvalidAccelerator, Status: 422, Title: "Invalid accelerator", When: "`accelerator` is not `cpu` or `gpu`"},
 	{Code: WebhookNotFound, Status: 404, Title: "Webhook not found", When: "the `webhook_id` names no enabled webhook endpoint of the organization (unknown, deleted or disabled); nothing was created"},
