@@ -269,7 +269,9 @@ var dummySalt = make([]byte, 16)
 // LockedError says until when an account is locked.
 type LockedError struct{ Until time.Time }
 
-func (e *LockedError) Error() string { return fmt.Sprintf("%v until %s", ErrLocked, e.Until.Format(time.RFC3339)) }
+func (e *LockedError) Error() string {
+	return fmt.Sprintf("%v until %s", ErrLocked, e.Until.Format(time.RFC3339))
+}
 func (e *LockedError) Unwrap() error { return ErrLocked }
 
 // SignIn checks an email and password and starts a session. It returns the session's secret (for the cookie
