@@ -138,7 +138,11 @@ Lost it? Stop the node (or add --s3-endpoint ... in a cluster) and make a new on
 
     filigrane admin key create --org %s --member %s
 
-`, d.OrgID, d.Secret, d.Secret, n.APIAddr(), d.OrgID, d.MemberID)
+The web console is at http://%s/console/ — sign in as %s with this password (shown once):
+
+    %s
+
+`, d.OrgID, d.Secret, d.Secret, n.APIAddr(), d.OrgID, d.MemberID, n.APIAddr(), d.ConsoleEmail, d.ConsolePassword)
 	}
 	waitErr := n.Wait(ctx)
 	if waitErr != nil {

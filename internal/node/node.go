@@ -31,6 +31,8 @@ import (
 	"filigrane/codec"
 	"filigrane/gpu"
 	apihttp "filigrane/http"
+	"filigrane/http/console"
+	"filigrane/internal/accounts"
 	"filigrane/internal/admin"
 	"filigrane/internal/clock"
 	"filigrane/internal/egress"
@@ -98,6 +100,9 @@ type Config struct {
 	// private, loopback and link-local addresses: a development and test option (internal/egress); cloud
 	// metadata stays refused. Off by default.
 	AllowPrivateTargets bool
+	// ConsoleSecureCookies marks the web console's cookies Secure on a plain-HTTP listener (TLS terminated by
+	// a proxy in front); under TLSCertFile they are Secure anyway.
+	ConsoleSecureCookies bool
 }
 
 // Layout names the parts of a data directory.
@@ -364,6 +369,12 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 		GPUStrict: cfg.GPUStrict,
 		TLS:       tlsConfig,
 	})
+	if err := n.api.MountConsole(console.Config{Accounts: accounts.New(store, cfg.Clock, accounts.Policy{}, 2),
+		Orgs: actors.Orgs{Store: store, Clock: cfg.Clock}, OrgCalls: actors.OrgClient{Caller: n.cluster},
+		Keys:    actors.Keys{Store: store, Clock: cfg.Clock, Cache: keyCache(storage.Cluster)},
+		Catalog: catalog, Clock: cfg.Clock, Logger: httpLog, SecureCookies: cfg.ConsoleSecureCookies}); err != nil {
+		return nil, fmt.Errorf("console: %w", err)
+	}
 	if n.apiLn, err = listen(cfg.APIListener, cfg.APIAddr); err != nil {
 		return nil, fmt.Errorf("listen for the API on %s: %w", cfg.APIAddr, err)
 	}

@@ -1,0 +1,235 @@
+// Filigrane console: the few pages that call the API (assets, mark, check) and the key page's copy button.
+// Every call goes to /console/api/<API path> with the session cookie and the CSRF token; the node runs the
+// API's own route for it. Values from the server are inserted with textContent, never as HTML.
+"use strict";
+(function () {
+  const csrf = (document.querySelector('meta[name="csrf-token"]') || {}).content || "";
+
+  function api(path, opts) {
+    opts = opts || {};
+    opts.credentials = "same-origin";
+    opts.headers = Object.assign({ "X-CSRF-Token": csrf }, opts.headers || {});
+    return fetch("/console/api" + path, opts);
+  }
+
+  function el(tag, attrs, text) {
+    const e = document.createElement(tag);
+    for (const k in attrs || {}) e.setAttribute(k, attrs[k]);
+    if (text !== undefined && text !== null) e.textContent = String(text);
+    return e;
+  }
+
+  async function problemText(resp) {
+    try {
+      const p = await resp.json();
+      return (p.title || "Error") + (p.detail ? ": " + p.detail : "") + (p.code ? " (" + p.code + ")" : "");
+    } catch (e) {
+      return "Error " + resp.status;
+    }
+  }
+
+  function kindOf(file) {
+    const t = (file.type || "").toLowerCase(), n = file.name.toLowerCase();
+    if (t === "application/pdf" || n.endsWith(".pdf")) return "documents";
+    if (t.startsWith("video/") || /\.(mp4|m4v|mov)$/.test(n)) return "videos";
+    return "images";
+  }
+
+  // Follows a 202 receipt until the job ends, then returns the result's response.
+  async function untilDone(resp, status) {
+    let receipt = await resp.json();
+    const id = receipt.request_id;
+    const base = receipt.operation === "detect" || receipt.type === "detection" ? "/watermarks/detection-jobs/" : "/watermarks/jobs/";
+    for (let i = 0; i < 600; i++) {
+      status.textContent = "Job " + id + " is " + (receipt.status || "queued") + "…";
+      await new Promise((r) => setTimeout(r, 2000));
+      const r = await api(base + id + "/result");
+      if (r.status !== 202) return r;
+      receipt = await r.json();
+    }
+    throw new Error("the job did not finish in time; find it later in Assets");
+  }
+
+  // --- keys: copy the new secret
+  const copy = document.getElementById("copy-secret");
+  if (copy) {
+    copy.addEventListener("click", async () => {
+      const input = document.getElementById("new-secret");
+      input.select();
+      try { await navigator.clipboard.writeText(input.value); copy.textContent = "Copied"; } catch (e) { copy.textContent = "Select and copy"; }
+    });
+  }
+
+  // --- assets
+  const assetTable = document.getElementById("assets");
+  if (assetTable) {
+    const body = assetTable.querySelector("tbody");
+    const status = document.getElementById("assets-status");
+    const more = document.getElementById("assets-more");
+    const filters = document.getElementById("asset-filters");
+    const mayDelete = ["owner", "admin"].includes(document.getElementById("main").dataset.role);
+    let cursor = null;
+
+    function query() {
+      const q = new URLSearchParams();
+      q.set("limit", "25");
+      for (const [k, v] of new FormData(filters)) if (v) q.set(k, v);
+      if (cursor) q.set("cursor", cursor);
+      return q.toString();
+    }
+
+    async function load(reset) {
+      if (reset) { cursor = null; body.textContent = ""; }
+      status.textContent = "Loading…";
+      const r = await api("/assets?" + query());
+      if (!r.ok) { status.textContent = await problemText(r); return; }
+      const page = await r.json();
+      for (const a of page.items) body.appendChild(row(a));
+      cursor = page.next_cursor;
+      more.hidden = !cursor;
+      status.textContent = body.children.length === 0 ? "No assets match." : body.children.length + " assets shown.";
+    }
+
+    function row(a) {
+      const tr = el("tr", { "data-asset-id": a.id });
+      const prev = el("td");
+      const content = "/console/api/assets/" + encodeURIComponent(a.id) + "/content";
+      if (a.media_type === "image") prev.appendChild(el("img", { class: "thumb", src: content, alt: "", loading: "lazy" }));
+      tr.appendChild(prev);
+      tr.appendChild(el("td", {}, a.name || a.filename || a.id));
+      tr.appendChild(el("td", {}, a.kind));
+      tr.appendChild(el("td", {}, a.media_type));
+      tr.appendChild(el("td", { class: "mono" }, a.watermark_id ? a.watermark_id.slice(0, 16) + "…" : "—"));
+      tr.appendChild(el("td", {}, (a.created_at || "").replace("T", " ").replace(/\..*|Z$/, "") + " UTC"));
+      const act = el("td");
+      const dl = el("a", { href: content, download: a.name || a.id }, "Download");
+      dl.setAttribute("aria-label", "Download " + (a.name || a.id));
+      act.appendChild(dl);
+      if (mayDelete) {
+        const del = el("button", { type: "button", class: "danger", "aria-label": "Delete " + (a.name || a.id) }, "Delete");
+        del.addEventListener("click", async () => {
+          if (!confirm("Delete " + (a.name || a.id) + "? Downloads stop at once.")) return;
+          const r = await api("/assets/" + encodeURIComponent(a.id), { method: "DELETE" });
+          if (r.ok) { tr.remove(); status.textContent = "Deleted."; } else status.textContent = await problemText(r);
+        });
+        act.append(" ", del);
+      }
+      tr.appendChild(act);
+      return tr;
+    }
+
+    filters.addEventListener("submit", (e) => { e.preventDefault(); load(true); });
+    more.addEventListener("click", () => load(false));
+    load(true);
+  }
+
+  // --- mark a file
+  const markForm = document.getElementById("mark-form");
+  if (markForm) {
+    const out = document.getElementById("mark-result");
+    markForm.addEventListener("submit", async (e) => {
+      e.preventDefault();
+      const file = document.getElementById("mark-file").files[0];
+      if (!file) return;
+      const fd = new FormData();
+      fd.append("data", document.getElementById("mark-data").value);
+      fd.append("file", file, file.name);
+      out.textContent = "";
+      const status = el("p", { role: "status" }, "Marking " + file.name + "…");
+      out.appendChild(status);
+      try {
+        let r = await api("/watermarks/" + kindOf(file), { method: "POST", body: fd });
+        if (r.status === 202) r = await untilDone(r, status);
+        if (!r.ok) { status.textContent = await problemText(r); status.className = "error"; return; }
+        const blob = await r.blob();
+        const url = URL.createObjectURL(blob);
+        status.textContent = "Marked.";
+        const dl = el("dl", { class: "card result", id: "mark-done" });
+        for (const [k, h] of [["Watermark id", "X-Watermark-ID"], ["Watermarked asset", "X-Asset-ID"], ["Source asset", "X-Source-Asset-ID"]]) {
+          dl.appendChild(el("dt", {}, k));
+          dl.appendChild(el("dd", { class: "mono", "data-field": h }, r.headers.get(h) || "—"));
+        }
+        out.appendChild(dl);
+        if (blob.type.startsWith("image/")) out.appendChild(el("img", { class: "preview", src: url, alt: "The watermarked " + file.name }));
+        const name = (file.name.replace(/\.[^.]*$/, "") || "file") + "-watermarked" + (blob.type === "image/png" ? ".png" : (file.name.match(/\.[^.]*$/) || [""])[0]);
+        const p = el("p");
+        p.appendChild(el("a", { href: url, download: name, id: "mark-download" }, "Download the watermarked file"));
+        out.appendChild(p);
+      } catch (err) {
+        status.textContent = "The request failed: " + err.message;
+        status.className = "error";
+      }
+    });
+  }
+
+  // --- check a file (drag and drop)
+  const drop = document.getElementById("drop");
+  if (drop) {
+    const input = document.getElementById("check-file");
+    const out = document.getElementById("check-result");
+
+    async function check(file) {
+      out.textContent = "";
+      const status = el("p", { role: "status" }, "Checking " + file.name + "…");
+      out.appendChild(status);
+      const fd = new FormData();
+      fd.append("file", file, file.name);
+      try {
+        let r = await api("/watermarks/" + kindOf(file) + "/detect", { method: "POST", body: fd });
+        if (r.status === 202) r = await untilDone(r, status);
+        if (!r.ok) { status.textContent = await problemText(r); status.className = "error"; return; }
+        show(file, await r.json(), status);
+      } catch (err) {
+        status.textContent = "The request failed: " + err.message;
+        status.className = "error";
+      }
+    }
+
+    function show(file, res, status) {
+      status.textContent = "Checked " + file.name + ".";
+      const card = el("div", { class: "card result", id: "check-done" });
+      card.appendChild(el("p", { class: "verdict " + (res.watermarked ? "yes" : "no"), id: "verdict" },
+        res.watermarked ? "Watermarked" : "No watermark found"));
+      const dl = el("dl");
+      dl.appendChild(el("dt", {}, "Watermark id"));
+      dl.appendChild(el("dd", { class: "mono", id: "check-wm" }, res.watermark_id || "—"));
+      dl.appendChild(el("dt", {}, "Confidence"));
+      dl.appendChild(el("dd", { id: "check-confidence" }, typeof res.confidence === "number" ? (res.confidence * 100).toFixed(1) + " %" : "—"));
+      card.appendChild(dl);
+      if (Array.isArray(res.units) && res.units.length) {
+        const wrap = el("div", { class: "scroll" });
+        const t = el("table", { id: "units" });
+        t.appendChild(el("caption", {}, "Per unit (page, frame group or image)"));
+        const head = el("tr");
+        for (const h of ["Unit", "Watermarked", "Confidence", "Watermark id"]) head.appendChild(el("th", { scope: "col" }, h));
+        t.appendChild(el("thead")).appendChild(head);
+        const tb = el("tbody");
+        for (const u of res.units) {
+          const tr = el("tr");
+          tr.appendChild(el("td", {}, u.index));
+          tr.appendChild(el("td", {}, u.watermarked ? "yes" : "no"));
+          tr.appendChild(el("td", {}, typeof u.confidence === "number" ? (u.confidence * 100).toFixed(1) + " %" : "—"));
+          tr.appendChild(el("td", { class: "mono" }, u.watermark_id || "—"));
+          tb.appendChild(tr);
+        }
+        t.appendChild(tb);
+        wrap.appendChild(t);
+        card.appendChild(wrap);
+      }
+      out.appendChild(card);
+    }
+
+    drop.addEventListener("click", () => input.click());
+    drop.addEventListener("keydown", (e) => {
+      if (e.key === "Enter" || e.key === " ") { e.preventDefault(); input.click(); }
+    });
+    drop.addEventListener("dragover", (e) => { e.preventDefault(); drop.classList.add("over"); });
+    drop.addEventListener("dragleave", () => drop.classList.remove("over"));
+    drop.addEventListener("drop", (e) => {
+      e.preventDefault();
+      drop.classList.remove("over");
+      if (e.dataTransfer.files.length) check(e.dataTransfer.files[0]);
+    });
+    input.addEventListener("change", () => { if (input.files.length) check(input.files[0]); });
+  }
+})();
