@@ -118,9 +118,13 @@
       return tr;
     }
 
-    filters.addEventListener("submit", (e) => { e.preventDefault(); load(true); });
+    // The filter form is a plain GET form: a filtered list has its own address (bookmark, share, back).
+    const params = new URLSearchParams(location.search);
+    for (const name of ["kind", "media_type", "watermark_id"]) {
+      if (params.has(name) && filters.elements[name]) filters.elements[name].value = params.get(name);
+    }
     more.addEventListener("click", () => load(false));
-    load(true);
+    load(true).then(() => { assetTable.dataset.loaded = "1"; });
   }
 
   // --- mark a file
