@@ -1,4 +1,4 @@
-package console_test
+package consolebrowser_test
 
 import (
 	"bytes"
