@@ -491,3 +491,33 @@ func (a *Accounts) List(ctx context.Context, limit int) ([]*User, error) {
 func NewPassword() string {
 	return base64.RawURLEncoding.EncodeToString(randomBytes(18))
 }
+
+// PurgeSessions deletes expired sessions (idle or past their absolute lifetime) among up to limit sessions
+// from start on (nil: the first), so that sessions abandoned without signing out do not pile up. It returns
+// where the next call should resume (nil after the last session) and how many it deleted. A session that is
+// written meanwhile (touched) is left alone: the delete is a compare-and-set on the version read.
+func (a *Accounts) PurgeSessions(ctx context.Context, start []byte, limit int) ([]byte, int, error) {
+	items, err := a.Store.Scan(ctx, []byte(prefixSession), start, max(limit, 1))
+	if err != nil {
+		return nil, 0, fmt.Errorf("scan sessions: %w", err)
+	}
+	now := a.Clock.Now()
+	deleted := 0
+	for _, it := range items {
+		var s Session
+		if err := persistence.Unmarshal(it.Value, &s); err != nil {
+			return nil, deleted, fmt.Errorf("decode %s: %w", it.Key, err)
+		}
+		if now.Sub(s.LastSeen) < a.Policy.IdleTimeout && now.Sub(s.CreatedAt) < a.Policy.AbsoluteTimeout {
+			continue
+		}
+		if err := a.Store.Delete(ctx, it.Key, it.Version); err != nil && !errors.Is(err, persistence.ErrVersionMismatch) {
+			return nil, deleted, fmt.Errorf("delete %s: %w", it.Key, err)
+		}
+		deleted++
+	}
+	if len(items) < max(limit, 1) {
+		return nil, deleted, nil
+	}
+	return persistence.KeyAfter(items[len(items)-1].Key), deleted, nil
+}

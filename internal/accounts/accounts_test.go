@@ -174,3 +174,49 @@ func TestDefaultHashIsArgon2id(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestPurgeSessions(t *testing.T) {
+	ctx := context.Background()
+	a, clk := newTestAccounts(t)
+	if _, err := a.CreateUser(ctx, "o@example.com", pw, "org_1", "mem_1"); err != nil {
+		t.Fatal(err)
+	}
+	var old []string
+	for i := 0; i < 5; i++ {
+		s, _, _, err := a.SignIn(ctx, "o@example.com", pw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		old = append(old, s)
+	}
+	clk.Advance(3 * time.Hour)
+	fresh, _, _, err := a.SignIn(ctx, "o@example.com", pw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Pages of two: the pass resumes where it stopped and ends with nil.
+	var start []byte
+	total, calls := 0, 0
+	for {
+		next, n, err := a.PurgeSessions(ctx, start, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		total += n
+		calls++
+		if next == nil {
+			break
+		}
+		start = next
+	}
+	if total != 5 || calls != 4 {
+		t.Fatalf("deleted %d in %d calls, want 5 in 4", total, calls)
+	}
+	items, err := a.Store.Scan(ctx, []byte(prefixSession), nil, 100)
+	if err != nil || len(items) != 1 {
+		t.Fatalf("sessions left: %d %v", len(items), err)
+	}
+	if _, _, err := a.Session(ctx, fresh); err != nil {
+		t.Fatalf("the live session: %v", err)
+	}
+}

@@ -369,12 +369,23 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 		GPUStrict: cfg.GPUStrict,
 		TLS:       tlsConfig,
 	})
-	if err := n.api.MountConsole(console.Config{Accounts: accounts.New(store, cfg.Clock, accounts.Policy{}, 2),
+	people := accounts.New(store, cfg.Clock, accounts.Policy{}, 2)
+	if err := n.api.MountConsole(console.Config{Accounts: people,
 		Orgs: actors.Orgs{Store: store, Clock: cfg.Clock}, OrgCalls: actors.OrgClient{Caller: n.cluster},
 		Keys:    actors.Keys{Store: store, Clock: cfg.Clock, Cache: keyCache(storage.Cluster)},
 		Catalog: catalog, Clock: cfg.Clock, Logger: httpLog, SecureCookies: cfg.ConsoleSecureCookies}); err != nil {
 		return nil, fmt.Errorf("console: %w", err)
 	}
+	// Sessions abandoned without signing out are deleted once expired, 500 a pass, resuming where the last
+	// pass stopped (only the lease holder runs passes, one at a time).
+	var sessionsFrom []byte
+	n.leased.Register("console.sessions", func(ctx context.Context) error {
+		next, _, err := people.PurgeSessions(ctx, sessionsFrom, 500)
+		if err == nil {
+			sessionsFrom = next
+		}
+		return err
+	})
 	if n.apiLn, err = listen(cfg.APIListener, cfg.APIAddr); err != nil {
 		return nil, fmt.Errorf("listen for the API on %s: %w", cfg.APIAddr, err)
 	}
