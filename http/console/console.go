@@ -72,6 +72,9 @@ type Config struct {
 	API func(ctx *fasthttp.RequestCtx, m Member, path string)
 	// Problem answers with a problem body of the API's one error table.
 	Problem func(ctx *fasthttp.RequestCtx, code problem.Code, detail string)
+	// Cluster lists the nodes this node sees (the cluster page, owners and admins only); nil: the page says
+	// there is no cluster information.
+	Cluster func() []ClusterNode
 	// SecureCookies marks cookies Secure even when this listener is plain HTTP (behind a TLS-terminating
 	// proxy). Under TLS they are Secure anyway.
 	SecureCookies bool
@@ -79,6 +82,17 @@ type Config struct {
 	SignInsPerMinute int
 	// Timeout bounds each request's storage and actor calls (default 10 s).
 	Timeout time.Duration
+}
+
+// ClusterNode is one node as the cluster page shows it.
+type ClusterNode struct {
+	Name     string
+	Roles    []string
+	Free     map[string]int
+	Capacity int
+	GPUs     int
+	Addr     string
+	Self     bool
 }
 
 // Console serves /console.
@@ -226,6 +240,16 @@ func (c *Console) route(r *request, method, rest string) {
 		c.render(r, "mark", 200, view{Title: "Mark a file", Nav: "mark"})
 	case rest == "/check" && get:
 		c.render(r, "check", 200, view{Title: "Check a file", Nav: "check"})
+	case rest == "/batches" && get:
+		c.render(r, "batches", 200, view{Title: "Batches", Nav: "batches"})
+	case rest == "/webhooks" && get:
+		c.render(r, "webhooks", 200, view{Title: "Webhooks", Nav: "webhooks"})
+	case rest == "/storage" && get:
+		c.render(r, "storage", 200, view{Title: "Storage destinations", Nav: "storage"})
+	case rest == "/gpu" && get:
+		c.render(r, "gpu", 200, view{Title: "GPU", Nav: "gpu"})
+	case rest == "/cluster" && get:
+		c.clusterPage(r)
 	case rest == "/account" && get:
 		c.render(r, "account", 200, view{Title: "Account", Nav: "account"})
 	case rest == "/account/password" && method == "POST":

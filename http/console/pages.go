@@ -295,3 +295,18 @@ func (c *Console) changePassword(r *request) {
 	r.session = s
 	c.render(r, "account", 200, view{Title: "Account", Nav: "account", Notice: "Password changed. Every other session was signed out."})
 }
+
+// clusterPage lists the cluster's nodes; owners and admins only (it shows the deployment, not the
+// organization).
+func (c *Console) clusterPage(r *request) {
+	if !r.admin() {
+		c.render(r, "error", 403, view{Title: "Cluster", Nav: "cluster", Error: "Only owners and admins see the cluster."})
+		return
+	}
+	var nodes []ClusterNode
+	if c.cfg.Cluster != nil {
+		nodes = c.cfg.Cluster()
+	}
+	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
+	c.render(r, "cluster", 200, view{Title: "Cluster", Nav: "cluster", Data: nodes})
+}

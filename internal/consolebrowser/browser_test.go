@@ -260,6 +260,32 @@ func TestConsoleInBrowser(t *testing.T) {
 	}
 	shot("06-check")
 
+	// The pages over the other API routes load and say what there is; the cluster page shows this node.
+	// waitText waits (in the page, on its DOM changes) until sel's text contains want.
+	waitText := func(sel, want string) {
+		t.Helper()
+		js := fmt.Sprintf(`((document.querySelector(%q) || {}).textContent || "").includes(%q)`, sel, want)
+		wctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		defer cancel()
+		if err := chromedp.Do(wctx, chromedp.Poll[chromedp.Void](js, chromedp.WithPollingMutation())); err != nil {
+			t.Fatalf("%s never showed %q: %v", sel, want, err)
+		}
+	}
+	for _, p := range []struct{ path, sel, want, shot string }{
+		{"/console/batches", "#batches-status", "No batches yet.", "10-batches"},
+		{"/console/webhooks", "#webhooks-status", "No endpoints yet.", "11-webhooks"},
+		{"/console/storage", "#storage-status", "No destinations yet.", "12-storage"},
+		{"/console/gpu", "#gpu-status", "unavailable", "13-gpu"},
+		{"/console/cluster", "#cluster tbody", "this node", "14-cluster"},
+	} {
+		do("open "+p.path, chromedp.Navigate(base+p.path), chromedp.WaitVisible(chromedp.CSS("#main")))
+		waitText(p.sel, p.want)
+		shot(p.shot)
+	}
+	do("wake the GPU", chromedp.Navigate(base+"/console/gpu"), chromedp.WaitVisible(chromedp.CSS("#gpu-wake")),
+		chromedp.Click(chromedp.CSS("#gpu-wake")))
+	waitText("#gpu-message", "Wake requested.")
+
 	// Phone layout: the same page in a narrow viewport.
 	do("phone viewport", chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2)), chromedp.Navigate(base+"/console/usage"),
 		chromedp.WaitVisible(chromedp.CSS("#available")))

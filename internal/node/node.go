@@ -373,7 +373,8 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	if err := n.api.MountConsole(console.Config{Accounts: people,
 		Orgs: actors.Orgs{Store: store, Clock: cfg.Clock}, OrgCalls: actors.OrgClient{Caller: n.cluster},
 		Keys:    actors.Keys{Store: store, Clock: cfg.Clock, Cache: keyCache(storage.Cluster)},
-		Catalog: catalog, Clock: cfg.Clock, Logger: httpLog, SecureCookies: cfg.ConsoleSecureCookies}); err != nil {
+		Catalog: catalog, Clock: cfg.Clock, Logger: httpLog, SecureCookies: cfg.ConsoleSecureCookies,
+		Cluster: n.consoleCluster}); err != nil {
 		return nil, fmt.Errorf("console: %w", err)
 	}
 	// Sessions abandoned without signing out are deleted once expired, 500 a pass, resuming where the last

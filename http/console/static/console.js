@@ -236,4 +236,206 @@
     });
     input.addEventListener("change", () => { if (input.files.length) check(input.files[0]); });
   }
+
+  const mayManage = ["owner", "admin"].includes((document.getElementById("main") || { dataset: {} }).dataset.role);
+  const shortTime = (t) => (t ? t.replace("T", " ").replace(/\..*|Z$/, "") + " UTC" : "—");
+
+  // --- batches
+  const batchTable = document.getElementById("batches");
+  if (batchTable) {
+    const body = batchTable.querySelector("tbody");
+    const status = document.getElementById("batches-status");
+    const more = document.getElementById("batches-more");
+    let cursor = null;
+    async function load() {
+      status.textContent = "Loading…";
+      const r = await api("/watermarks/batches?limit=20" + (cursor ? "&cursor=" + encodeURIComponent(cursor) : ""));
+      if (!r.ok) { status.textContent = await problemText(r); return; }
+      const page = await r.json();
+      for (const b of page.data) {
+        const tr = el("tr", { "data-batch-id": b.batch_id });
+        tr.appendChild(el("td", { class: "mono" }, b.batch_id));
+        tr.appendChild(el("td", {}, b.status));
+        tr.appendChild(el("td", {}, b.item_count));
+        tr.appendChild(el("td", {}, b.counts.succeeded));
+        tr.appendChild(el("td", {}, b.counts.failed));
+        tr.appendChild(el("td", {}, b.counts.in_progress));
+        tr.appendChild(el("td", {}, b.credits.charged));
+        tr.appendChild(el("td", {}, shortTime(b.created_at)));
+        const act = el("td");
+        if (b.archive && b.archive_status === "ready") {
+          act.appendChild(el("a", { href: "/console/api" + b.archive_url, download: b.batch_id + ".zip" }, "Download archive"));
+        }
+        if (["draft", "starting", "processing"].includes(b.status)) {
+          const cancel = el("button", { type: "button", class: "danger", "aria-label": "Cancel batch " + b.batch_id }, "Cancel");
+          cancel.addEventListener("click", async () => {
+            const r = await api("/watermarks/batches/" + encodeURIComponent(b.batch_id) + "/cancel", { method: "POST" });
+            status.textContent = r.ok ? "Cancel requested for " + b.batch_id + "." : await problemText(r);
+          });
+          act.append(" ", cancel);
+        }
+        tr.appendChild(act);
+        body.appendChild(tr);
+      }
+      cursor = page.next_cursor;
+      more.hidden = !cursor;
+      status.textContent = body.children.length === 0 ? "No batches yet." : body.children.length + " batches shown.";
+    }
+    more.addEventListener("click", load);
+    load();
+  }
+
+  // --- webhooks
+  const hookTable = document.getElementById("webhooks");
+  if (hookTable) {
+    const body = hookTable.querySelector("tbody");
+    const status = document.getElementById("webhooks-status");
+    const created = document.getElementById("webhook-created");
+    const deliveries = document.getElementById("deliveries");
+    async function showDeliveries(h) {
+      deliveries.textContent = "";
+      deliveries.appendChild(el("h2", {}, "Deliveries to " + h.url));
+      const r = await api("/webhooks/" + encodeURIComponent(h.id) + "/deliveries");
+      if (!r.ok) { deliveries.appendChild(el("p", { class: "error" }, await problemText(r))); return; }
+      const list = await r.json();
+      const items = Array.isArray(list) ? list : list.data || [];
+      if (!items.length) { deliveries.appendChild(el("p", {}, "No deliveries yet.")); return; }
+      const wrap = el("div", { class: "scroll" });
+      const t = el("table");
+      const head = el("tr");
+      for (const c of ["Event", "Status", "Attempts", "Created", ""]) head.appendChild(el("th", { scope: "col" }, c));
+      t.appendChild(el("thead")).appendChild(head);
+      const tb = el("tbody");
+      for (const d of items) {
+        const tr = el("tr");
+        tr.appendChild(el("td", { class: "mono" }, d.id));
+        tr.appendChild(el("td", {}, d.status));
+        tr.appendChild(el("td", {}, d.attempts));
+        tr.appendChild(el("td", {}, shortTime(d.created_at)));
+        const act = el("td");
+        if (mayManage) {
+          const again = el("button", { type: "button", "aria-label": "Redeliver " + d.id }, "Redeliver");
+          again.addEventListener("click", async () => {
+            const r = await api("/webhooks/" + encodeURIComponent(h.id) + "/deliveries/" + encodeURIComponent(d.id) + "/redeliver", { method: "POST" });
+            status.textContent = r.ok ? "Redelivery of " + d.id + " queued." : await problemText(r);
+          });
+          act.appendChild(again);
+        }
+        tr.appendChild(act);
+        tb.appendChild(tr);
+      }
+      t.appendChild(tb);
+      wrap.appendChild(t);
+      deliveries.appendChild(wrap);
+    }
+    async function load() {
+      body.textContent = "";
+      const r = await api("/webhooks");
+      if (!r.ok) { status.textContent = await problemText(r); return; }
+      const list = await r.json();
+      const items = Array.isArray(list) ? list : list.data || [];
+      for (const h of items) {
+        const tr = el("tr", { "data-webhook-id": h.id });
+        tr.appendChild(el("td", { class: "mono" }, h.url));
+        tr.appendChild(el("td", { class: "mono" }, h.id));
+        tr.appendChild(el("td", {}, h.enabled ? "yes" : "no"));
+        tr.appendChild(el("td", {}, shortTime(h.created_at)));
+        const act = el("td");
+        const show = el("button", { type: "button", "aria-label": "Deliveries to " + h.url }, "Deliveries");
+        show.addEventListener("click", () => showDeliveries(h));
+        act.appendChild(show);
+        if (mayManage) {
+          const del = el("button", { type: "button", class: "danger", "aria-label": "Delete endpoint " + h.url }, "Delete");
+          del.addEventListener("click", async () => {
+            if (!confirm("Delete the endpoint " + h.url + "?")) return;
+            const r = await api("/webhooks/" + encodeURIComponent(h.id), { method: "DELETE" });
+            if (r.ok) load(); else status.textContent = await problemText(r);
+          });
+          act.append(" ", del);
+        }
+        tr.appendChild(act);
+        body.appendChild(tr);
+      }
+      status.textContent = items.length ? items.length + " endpoints." : "No endpoints yet.";
+    }
+    const form = document.getElementById("webhook-form");
+    if (form) {
+      form.addEventListener("submit", async (e) => {
+        e.preventDefault();
+        const r = await api("/webhooks", { method: "POST", headers: { "Content-Type": "application/json" },
+          body: JSON.stringify({ url: form.elements.url.value, description: form.elements.description.value }) });
+        created.textContent = "";
+        if (!r.ok) { created.appendChild(el("p", { class: "error" }, await problemText(r))); return; }
+        const h = await r.json();
+        const card = el("div", { class: "card secret", id: "webhook-secret" });
+        card.appendChild(el("p", {}, "Endpoint added. Copy its signing secret now: it is shown once."));
+        const lbl = el("label", { for: "new-webhook-secret" }, "Signing secret");
+        card.appendChild(lbl);
+        card.appendChild(el("input", { id: "new-webhook-secret", class: "mono", readonly: "", value: h.signing_secret || "" }));
+        created.appendChild(card);
+        form.reset();
+        load();
+      });
+    }
+    load();
+  }
+
+  // --- storage destinations
+  const storeTable = document.getElementById("storage");
+  if (storeTable) {
+    const body = storeTable.querySelector("tbody");
+    const status = document.getElementById("storage-status");
+    async function load() {
+      body.textContent = "";
+      const r = await api("/storage/destinations");
+      if (!r.ok) { status.textContent = await problemText(r); return; }
+      const list = await r.json();
+      const items = Array.isArray(list) ? list : list.data || [];
+      for (const d of items) {
+        const tr = el("tr", { "data-destination-id": d.id });
+        tr.appendChild(el("td", {}, d.name || d.id));
+        tr.appendChild(el("td", { class: "mono" }, d.bucket + (d.prefix ? "/" + d.prefix : "")));
+        tr.appendChild(el("td", { class: "mono" }, d.endpoint));
+        tr.appendChild(el("td", {}, d.enabled ? "yes" : "no"));
+        tr.appendChild(el("td", {}, d.verified_at ? shortTime(d.verified_at) : "not verified"));
+        tr.appendChild(el("td", {}, d.last_error || "—"));
+        const act = el("td");
+        if (mayManage) {
+          const verify = el("button", { type: "button", "aria-label": "Verify " + (d.name || d.id) }, "Verify");
+          verify.addEventListener("click", async () => {
+            status.textContent = "Verifying " + (d.name || d.id) + "…";
+            const r = await api("/storage/destinations/" + encodeURIComponent(d.id) + "/verify", { method: "POST" });
+            status.textContent = r.ok ? "Verified." : await problemText(r);
+            load();
+          });
+          act.appendChild(verify);
+        }
+        tr.appendChild(act);
+        body.appendChild(tr);
+      }
+      if (!status.textContent || status.textContent === "Loading…") status.textContent = items.length ? items.length + " destinations." : "No destinations yet.";
+    }
+    status.textContent = "Loading…";
+    load();
+  }
+
+  // --- GPU
+  const gpuCard = document.getElementById("gpu-card");
+  if (gpuCard) {
+    const msg = document.getElementById("gpu-message");
+    function show(s) {
+      document.getElementById("gpu-status").textContent = s.status;
+      document.getElementById("gpu-warm").textContent = shortTime(s.warm_until);
+      document.getElementById("gpu-ready").textContent = shortTime(s.ready_at);
+    }
+    async function load() {
+      const r = await api("/accelerators/gpu");
+      if (r.ok) show(await r.json()); else msg.textContent = await problemText(r);
+    }
+    document.getElementById("gpu-wake").addEventListener("click", async () => {
+      const r = await api("/accelerators/gpu/wake", { method: "POST" });
+      if (r.ok) { show(await r.json()); msg.textContent = "Wake requested."; } else msg.textContent = await problemText(r);
+    });
+    load();
+  }
 })();
