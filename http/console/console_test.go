@@ -12,6 +12,8 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"filigrane/actors"
+	"filigrane/internal/admin"
 	"filigrane/internal/clock"
 	"filigrane/internal/node"
 )
@@ -254,5 +256,47 @@ func TestSignInLimits(t *testing.T) {
 	clk.Advance(time.Minute)
 	if r := c.signIn("nobody@example.com", "wrong password, sorry"); r.status != 401 {
 		t.Fatalf("next minute: %d", r.status)
+	}
+}
+
+// TestMemberRole: a member (not owner or admin) signs in; the role limits them as it limits their keys.
+func TestMemberRole(t *testing.T) {
+	n := startNode(t, clock.NewManual(time.Now()), nil)
+	adm := admin.Admin{Store: n.Store(), Clock: clock.System{}, Catalog: actors.DefaultCatalog()}
+	memberID, err := adm.AddMember(context.Background(), n.DevOrg.OrgID, "Mel", actors.RoleMember)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := adm.CreateUser(context.Background(), n.DevOrg.OrgID, memberID, "mel@example.com", "mel's long password"); err != nil {
+		t.Fatal(err)
+	}
+	c := &client{t: t, base: "http://" + n.APIAddr(), cookies: map[string]string{}}
+	if r := c.signIn("mel@example.com", "mel's long password"); r.status != 303 {
+		t.Fatalf("sign in: %d", r.status)
+	}
+	page := c.do("GET", "/console/keys", nil, nil)
+	token := csrfField.FindStringSubmatch(page.body)[1]
+	if strings.Contains(page.body, "/revoke") || strings.Contains(page.body, `href="/console/cluster"`) {
+		t.Fatal("a member is offered to revoke the owner's key or to see the cluster")
+	}
+	devKey := regexp.MustCompile(`data-key-id="([0-9a-f]{16})"`).FindStringSubmatch(page.body)
+	if devKey == nil {
+		t.Fatal("no key listed")
+	}
+	if r := c.do("POST", "/console/keys/"+devKey[1]+"/revoke", url.Values{"csrf": {token}}, nil); r.status != 403 {
+		t.Fatalf("member revokes the owner's key: %d", r.status)
+	}
+	if r := c.do("GET", "/console/cluster", nil, nil); r.status != 403 {
+		t.Fatalf("member opens the cluster page: %d", r.status)
+	}
+	if r := c.do("DELETE", "/console/api/assets/ast_00000000000000000000000000000000", nil, map[string]string{"X-CSRF-Token": token}); r.status != 403 || !strings.Contains(r.body, `"role_forbidden"`) {
+		t.Fatalf("member deletes an asset through the console: %d %s", r.status, r.body)
+	}
+	// A member removed from the organization is signed out at their next request.
+	if err := adm.RemoveMember(context.Background(), n.DevOrg.OrgID, memberID); err != nil {
+		t.Fatal(err)
+	}
+	if r := c.do("GET", "/console/usage", nil, nil); r.status != 303 {
+		t.Fatalf("removed member: %d", r.status)
 	}
 }
