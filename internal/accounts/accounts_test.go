@@ -3,6 +3,7 @@ package accounts
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -219,4 +220,27 @@ func TestPurgeSessions(t *testing.T) {
 	if _, _, err := a.Session(ctx, fresh); err != nil {
 		t.Fatalf("the live session: %v", err)
 	}
+}
+
+// FuzzNormaliseEmail: whatever a person types, an accepted email is bounded, lower-case, has one @ with text on
+// both sides, and normalising it again changes nothing (so the email index has one key per address).
+func FuzzNormaliseEmail(f *testing.F) {
+	for _, s := range []string{"a@b", " Owner@Example.COM ", "x", "@", "a@@b", "a b@c", "ä@ö.de", "a@b\n", strings.Repeat("a", 300) + "@b"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, in string) {
+		e, err := NormaliseEmail(in)
+		if err != nil {
+			if !errors.Is(err, ErrBadEmail) {
+				t.Fatalf("error %v is not ErrBadEmail", err)
+			}
+			return
+		}
+		if len(e) > MaxEmailLen || strings.Count(e, "@") != 1 || strings.HasPrefix(e, "@") || strings.HasSuffix(e, "@") || e != strings.ToLower(e) {
+			t.Fatalf("accepted %q as %q", in, e)
+		}
+		if again, err := NormaliseEmail(e); err != nil || again != e {
+			t.Fatalf("not idempotent: %q -> %q -> %q (%v)", in, e, again, err)
+		}
+	})
 }
