@@ -205,6 +205,10 @@ func (c *Console) Serve(ctx *fasthttp.RequestCtx) {
 		}
 		return
 	}
+	if token, ok := strings.CutPrefix(rest, "/invite/"); ok && !strings.Contains(token, "/") {
+		c.inviteRoute(ctx, token)
+		return
+	}
 	c2, cancel := c.cfg.Context(c.cfg.Timeout)
 	defer cancel()
 	r, ok := c.authenticate(ctx, c2, strings.HasPrefix(rest, "/api/"))
@@ -250,6 +254,10 @@ func (c *Console) route(r *request, method, rest string) {
 		c.render(r, "gpu", 200, view{Title: "GPU", Nav: "gpu"})
 	case rest == "/cluster" && get:
 		c.clusterPage(r)
+	case rest == "/members" && get:
+		c.membersPage(r, "", 200, "")
+	case rest == "/members/invite" && method == "POST":
+		c.invite(r)
 	case rest == "/account" && get:
 		c.render(r, "account", 200, view{Title: "Account", Nav: "account"})
 	case rest == "/account/password" && method == "POST":

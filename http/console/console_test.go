@@ -300,3 +300,53 @@ func TestMemberRole(t *testing.T) {
 		t.Fatalf("removed member: %d", r.status)
 	}
 }
+
+// TestInvitation: an owner invites someone by a one-time link; they choose a password, become a member with
+// the invited role and are signed in; the link works once.
+func TestInvitation(t *testing.T) {
+	n := startNode(t, clock.NewManual(time.Now()), nil)
+	owner := &client{t: t, base: "http://" + n.APIAddr(), cookies: map[string]string{}}
+	if r := owner.signIn(n.DevOrg.ConsoleEmail, n.DevOrg.ConsolePassword); r.status != 303 {
+		t.Fatalf("sign in: %d", r.status)
+	}
+	page := owner.do("GET", "/console/members", nil, nil)
+	token := csrfField.FindStringSubmatch(page.body)[1]
+	r := owner.do("POST", "/console/members/invite", url.Values{"csrf": {token}, "email": {"Ada@Example.com"}, "role": {"admin"}}, nil)
+	link := regexp.MustCompile(`value="http://[^/]+(/console/invite/[A-Za-z0-9_-]{43})"`).FindStringSubmatch(r.body)
+	if r.status != 201 || link == nil {
+		t.Fatalf("invite: %d", r.status)
+	}
+	if r := owner.do("POST", "/console/members/invite", url.Values{"csrf": {token}, "email": {n.DevOrg.ConsoleEmail}, "role": {"member"}}, nil); r.status != 409 {
+		t.Fatalf("inviting an existing user: %d", r.status)
+	}
+
+	ada := &client{t: t, base: owner.base, cookies: map[string]string{}}
+	form := ada.do("GET", link[1], nil, nil)
+	pre := csrfField.FindStringSubmatch(form.body)
+	if form.status != 200 || pre == nil || !strings.Contains(form.body, "ada@example.com") || !strings.Contains(form.body, "<strong>admin</strong>") {
+		t.Fatalf("invitation page: %d", form.status)
+	}
+	if r := ada.do("POST", link[1], url.Values{"csrf": {"forged"}, "password": {"ada's own password"}, "confirm": {"ada's own password"}}, nil); r.status != 403 {
+		t.Fatalf("accept with a forged token: %d", r.status)
+	}
+	if r := ada.do("POST", link[1], url.Values{"csrf": {pre[1]}, "password": {"ada's own password"}, "confirm": {"something else"}}, nil); r.status != 422 {
+		t.Fatalf("accept with mismatched passwords: %d", r.status)
+	}
+	pre = csrfField.FindStringSubmatch(ada.do("GET", link[1], nil, nil).body)
+	if r := ada.do("POST", link[1], url.Values{"csrf": {pre[1]}, "password": {"ada's own password"}, "confirm": {"ada's own password"}}, nil); r.status != 303 || ada.cookies["filigrane_session"] == "" {
+		t.Fatalf("accept: %d", r.status)
+	}
+	if r := ada.do("GET", "/console/members", nil, nil); r.status != 200 || !strings.Contains(r.body, "ada@example.com · Development (admin)") {
+		t.Fatalf("the new admin's members page: %d", r.status)
+	}
+	// Admins invite admins and members, not owners.
+	adaToken := csrfField.FindStringSubmatch(ada.do("GET", "/console/members", nil, nil).body)[1]
+	if r := ada.do("POST", "/console/members/invite", url.Values{"csrf": {adaToken}, "email": {"eve@example.com"}, "role": {"owner"}}, nil); r.status != 422 {
+		t.Fatalf("admin invites an owner: %d", r.status)
+	}
+	// The link worked once.
+	other := &client{t: t, base: owner.base, cookies: map[string]string{}}
+	if r := other.do("GET", link[1], nil, nil); r.status != 410 {
+		t.Fatalf("second use of the link: %d", r.status)
+	}
+}

@@ -38,9 +38,7 @@ func (c *Console) signIn(ctx *fasthttp.RequestCtx) {
 	if !ok {
 		return
 	}
-	cookie := ctx.Request.Header.Cookie(preSessionCookie)
-	field := form.Get(csrfField)
-	if len(cookie) == 0 || field == "" || subtle.ConstantTimeCompare(cookie, []byte(field)) != 1 {
+	if !c.preSessionTokenOK(ctx, form.Get(csrfField)) {
 		c.refuseCSRF(ctx, "/sign-in", "the form's security token is missing or wrong; reload the page and try again")
 		return
 	}
@@ -309,4 +307,11 @@ func (c *Console) clusterPage(r *request) {
 	}
 	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
 	c.render(r, "cluster", 200, view{Title: "Cluster", Nav: "cluster", Data: nodes})
+}
+
+// preSessionTokenOK checks the double-submit token of a form shown before any session: the field must equal
+// the pre-session cookie.
+func (c *Console) preSessionTokenOK(ctx *fasthttp.RequestCtx, field string) bool {
+	cookie := ctx.Request.Header.Cookie(preSessionCookie)
+	return len(cookie) > 0 && field != "" && subtle.ConstantTimeCompare(cookie, []byte(field)) == 1
 }

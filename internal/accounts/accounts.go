@@ -521,3 +521,87 @@ func (a *Accounts) PurgeSessions(ctx context.Context, start []byte, limit int) (
 	}
 	return persistence.KeyAfter(items[len(items)-1].Key), deleted, nil
 }
+
+// prefixInvite keys invitations by the SHA-256 of their one-time token.
+const prefixInvite = "account/invite/" // account/invite/<hex sha256 of the token> -> Invite
+
+// ErrNoInvite is returned for an invitation token that is unknown, used or expired.
+var ErrNoInvite = errors.New("accounts: no such invitation, or it was used or expired")
+
+// InviteTTL is how long an invitation link works.
+const InviteTTL = 7 * 24 * time.Hour
+
+// Invite is an invitation to join an organization with a role; the link's token is shown once, to the person
+// who invited, and works once.
+type Invite struct {
+	OrgID     string    `msgpack:"org_id"`
+	Email     string    `msgpack:"email"`
+	Role      string    `msgpack:"role"`
+	InvitedBy string    `msgpack:"invited_by"` // user id
+	CreatedAt time.Time `msgpack:"created_at"`
+	ExpiresAt time.Time `msgpack:"expires_at"`
+}
+
+// SchemaVersion is the layout version of stored invitations.
+func (*Invite) SchemaVersion() uint16 { return 1 }
+
+func inviteKey(token string) []byte {
+	sum := sha256.Sum256([]byte(token))
+	return []byte(prefixInvite + hex.EncodeToString(sum[:]))
+}
+
+// CreateInvite stores an invitation for email to join orgID as role and returns its one-time token. The
+// caller checks that the inviter may grant role. An email that already has a user is refused.
+func (a *Accounts) CreateInvite(ctx context.Context, orgID, email, role, invitedBy string) (string, *Invite, error) {
+	e, err := NormaliseEmail(email)
+	if err != nil {
+		return "", nil, err
+	}
+	if _, err := a.ByEmail(ctx, e); err == nil {
+		return "", nil, ErrEmailTaken
+	} else if !errors.Is(err, ErrNotFound) {
+		return "", nil, err
+	}
+	now := a.Clock.Now()
+	inv := &Invite{OrgID: orgID, Email: e, Role: role, InvitedBy: invitedBy, CreatedAt: now, ExpiresAt: now.Add(InviteTTL)}
+	token := base64.RawURLEncoding.EncodeToString(randomBytes(32))
+	if _, err := durable.Write(ctx, a.Store, inviteKey(token), persistence.NoVersion, inv); err != nil {
+		return "", nil, fmt.Errorf("store invitation: %w", err)
+	}
+	return token, inv, nil
+}
+
+// LookupInvite returns the live invitation of token.
+func (a *Accounts) LookupInvite(ctx context.Context, token string) (*Invite, persistence.Version, error) {
+	if token == "" || len(token) > 128 {
+		return nil, "", ErrNoInvite
+	}
+	inv, ver, err := durable.Read[Invite](ctx, a.Store, inviteKey(token))
+	if errors.Is(err, persistence.ErrNotFound) {
+		return nil, "", ErrNoInvite
+	}
+	if err != nil {
+		return nil, "", err
+	}
+	if !a.Clock.Now().Before(inv.ExpiresAt) {
+		_ = a.Store.Delete(ctx, inviteKey(token), ver)
+		return nil, "", ErrNoInvite
+	}
+	return inv, ver, nil
+}
+
+// ClaimInvite uses up the invitation of token: of two people presenting it at once, exactly one gets it (a
+// compare-and-set delete); the other gets ErrNoInvite.
+func (a *Accounts) ClaimInvite(ctx context.Context, token string) (*Invite, error) {
+	inv, ver, err := a.LookupInvite(ctx, token)
+	if err != nil {
+		return nil, err
+	}
+	if err := a.Store.Delete(ctx, inviteKey(token), ver); err != nil {
+		if errors.Is(err, persistence.ErrVersionMismatch) {
+			return nil, ErrNoInvite
+		}
+		return nil, fmt.Errorf("claim invitation: %w", err)
+	}
+	return inv, nil
+}

@@ -244,3 +244,36 @@ func FuzzNormaliseEmail(f *testing.F) {
 		}
 	})
 }
+
+func TestInvitations(t *testing.T) {
+	ctx := context.Background()
+	a, clk := newTestAccounts(t)
+	if _, err := a.CreateUser(ctx, "o@example.com", pw, "org_1", "mem_1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := a.CreateInvite(ctx, "org_1", "O@example.com", "member", "usr_x"); !errors.Is(err, ErrEmailTaken) {
+		t.Fatalf("invite an existing user: %v", err)
+	}
+	token, inv, err := a.CreateInvite(ctx, "org_1", "New@Example.com", "admin", "usr_x")
+	if err != nil || inv.Email != "new@example.com" || inv.Role != "admin" {
+		t.Fatalf("invite: %+v %v", inv, err)
+	}
+	if _, _, err := a.LookupInvite(ctx, token+"x"); !errors.Is(err, ErrNoInvite) {
+		t.Fatalf("wrong token: %v", err)
+	}
+	if got, err := a.ClaimInvite(ctx, token); err != nil || got.OrgID != "org_1" {
+		t.Fatalf("claim: %+v %v", got, err)
+	}
+	if _, err := a.ClaimInvite(ctx, token); !errors.Is(err, ErrNoInvite) {
+		t.Fatalf("second claim: %v", err)
+	}
+	// Expiry on the injected clock.
+	token, _, err = a.CreateInvite(ctx, "org_1", "later@example.com", "member", "usr_x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(InviteTTL)
+	if _, err := a.ClaimInvite(ctx, token); !errors.Is(err, ErrNoInvite) {
+		t.Fatalf("expired invitation: %v", err)
+	}
+}
