@@ -277,6 +277,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		{"/console/storage", "#storage-status", "No destinations yet.", "12-storage"},
 		{"/console/gpu", "#gpu-status", "unavailable", "13-gpu"},
 		{"/console/cluster", "#cluster tbody", "this node", "14-cluster"},
+		{"/console/members", "#members tbody", "Mallory", "15-members"},
 	} {
 		do("open "+p.path, chromedp.Navigate(base+p.path), chromedp.WaitVisible(chromedp.CSS("#main")))
 		waitText(p.sel, p.want)
