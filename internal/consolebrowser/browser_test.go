@@ -119,14 +119,16 @@ func TestConsoleInBrowser(t *testing.T) {
 	defer cancelA()
 	ctx, cancel := chromedp.NewContext(actx)
 	defer cancel()
-	ctx, cancelT := context.WithTimeout(ctx, 90*time.Second)
+	ctx, cancelT := context.WithTimeout(ctx, 180*time.Second) // generous: a loaded 2-core machine takes 75 s
 	defer cancelT()
 
+	began := time.Now()
 	do := func(step string, actions ...chromedp.Action[chromedp.Void]) {
 		t.Helper()
 		if err := chromedp.Do(ctx, actions...); err != nil {
 			t.Fatalf("%s: %v", step, err)
 		}
+		t.Logf("%6.1fs %s", time.Since(began).Seconds(), step)
 	}
 	text := func(sel string) string {
 		t.Helper()
@@ -286,6 +288,16 @@ func TestConsoleInBrowser(t *testing.T) {
 	do("wake the GPU", chromedp.Navigate(base+"/console/gpu"), chromedp.WaitVisible(chromedp.CSS("#gpu-wake")),
 		chromedp.Click(chromedp.CSS("#gpu-wake")))
 	waitText("#gpu-message", "Wake requested.")
+
+	// Usage after the work above: two credits charged today (mark and check), drawn in the chart.
+	do("usage after work", chromedp.Navigate(base+"/console/usage"), chromedp.WaitVisible(chromedp.CSS("#available")))
+	if got := text("#available"); got != "999998" {
+		t.Fatalf("available credits after a mark and a check: %q", got)
+	}
+	if tall, _ := chromedp.Run(ctx, chromedp.Evaluate[int](`[...document.querySelectorAll('.chart rect')].filter(r => r.getAttribute('height') !== '0.00').length`)); tall != 1 {
+		t.Fatalf("chart bars with use: %d, want today's", tall)
+	}
+	shot("16-usage-after-work")
 
 	// Phone layout: the same page in a narrow viewport.
 	do("phone viewport", chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2)), chromedp.Navigate(base+"/console/usage"),
