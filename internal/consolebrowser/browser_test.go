@@ -157,6 +157,16 @@ func TestConsoleInBrowser(t *testing.T) {
 		return s
 	}
 
+	// waitText waits (in the page, on its DOM changes) until sel's text contains want.
+	waitText := func(sel, want string) {
+		t.Helper()
+		js := fmt.Sprintf(`((document.querySelector(%q) || {}).textContent || "").includes(%q)`, sel, want)
+		wctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		defer cancel()
+		if err := chromedp.Do(wctx, chromedp.Poll[chromedp.Void](js, chromedp.WithPollingMutation())); err != nil {
+			t.Fatalf("%s never showed %q: %v", sel, want, err)
+		}
+	}
 	// Sign in: the console sends a signed-out visitor to the sign-in page.
 	do("open the console", chromedp.Navigate(base+"/console/"), chromedp.WaitVisible(chromedp.CSS("#signin-form")))
 	shot("01-sign-in")
@@ -230,6 +240,16 @@ func TestConsoleInBrowser(t *testing.T) {
 	if rows, _ := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll('#assets tbody tr').length`)); rows != 1 {
 		t.Fatalf("watermarked asset rows: %d", rows)
 	}
+	// Rename it and set its metadata from the list.
+	do("edit the asset", chromedp.Click(chromedp.CSS(`#assets tr[data-asset-id="`+assetID+`"] button[aria-expanded]`)),
+		chromedp.WaitVisible(chromedp.CSS("#name-"+assetID)),
+		chromedp.SetValue(chromedp.CSS("#name-"+assetID), "cover photo"),
+		chromedp.SetValue(chromedp.CSS("#meta-"+assetID), `{"campaign": "spring"}`),
+		chromedp.Click(chromedp.CSS(`#edit-`+assetID+` button[type="submit"]`)))
+	waitText("#edit-"+assetID+" [role=status]", "Saved.")
+	if st, body := apiGet(t, base+"/assets/"+assetID, secret, ""); st != 200 || !strings.Contains(body, `"name":"cover photo"`) || !strings.Contains(body, `"campaign":"spring"`) {
+		t.Fatalf("the edited asset: %d %s", st, body)
+	}
 	shot("05-assets")
 
 	// Check the watermarked file by dragging it onto the drop zone.
@@ -263,16 +283,6 @@ func TestConsoleInBrowser(t *testing.T) {
 	shot("06-check")
 
 	// The pages over the other API routes load and say what there is; the cluster page shows this node.
-	// waitText waits (in the page, on its DOM changes) until sel's text contains want.
-	waitText := func(sel, want string) {
-		t.Helper()
-		js := fmt.Sprintf(`((document.querySelector(%q) || {}).textContent || "").includes(%q)`, sel, want)
-		wctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-		defer cancel()
-		if err := chromedp.Do(wctx, chromedp.Poll[chromedp.Void](js, chromedp.WithPollingMutation())); err != nil {
-			t.Fatalf("%s never showed %q: %v", sel, want, err)
-		}
-	}
 	for _, p := range []struct{ path, sel, want, shot string }{
 		{"/console/batches", "#batches-status", "No batches yet.", "10-batches"},
 		{"/console/webhooks", "#webhooks-status", "No endpoints yet.", "11-webhooks"},

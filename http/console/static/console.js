@@ -105,6 +105,9 @@
       const dl = el("a", { href: content, download: a.name || a.id }, "Download");
       dl.setAttribute("aria-label", "Download " + (a.name || a.id));
       act.appendChild(dl);
+      const edit = el("button", { type: "button", "aria-label": "Edit name and metadata of " + (a.name || a.id), "aria-expanded": "false" }, "Edit");
+      edit.addEventListener("click", () => toggleEditor(tr, a, edit));
+      act.append(" ", edit);
       if (mayDelete) {
         const del = el("button", { type: "button", class: "danger", "aria-label": "Delete " + (a.name || a.id) }, "Delete");
         del.addEventListener("click", async () => {
@@ -116,6 +119,51 @@
       }
       tr.appendChild(act);
       return tr;
+    }
+
+    // toggleEditor opens (or closes) a row under the asset with its name and metadata, saved with PATCH at
+    // the version read (409 when someone changed it meanwhile).
+    async function toggleEditor(tr, a, button) {
+      const open = tr.nextElementSibling;
+      if (open && open.classList.contains("editor")) { open.remove(); button.setAttribute("aria-expanded", "false"); return; }
+      const r = await api("/assets/" + encodeURIComponent(a.id));
+      if (!r.ok) { status.textContent = await problemText(r); return; }
+      const full = await r.json();
+      const row = el("tr", { class: "editor" });
+      const cell = el("td", { colspan: "7" });
+      const form = el("form", { class: "card", id: "edit-" + a.id });
+      const nameId = "name-" + a.id, metaId = "meta-" + a.id;
+      const p1 = el("p");
+      p1.appendChild(el("label", { for: nameId }, "Name"));
+      p1.appendChild(el("input", { id: nameId, name: "name", maxlength: "255", value: full.name || "" }));
+      const p2 = el("p");
+      p2.appendChild(el("label", { for: metaId }, "Metadata (a JSON object)"));
+      const ta = el("textarea", { id: metaId, name: "metadata", rows: "4", class: "mono" });
+      ta.value = JSON.stringify(full.metadata || {}, null, 2);
+      p2.appendChild(ta);
+      const msg = el("p", { role: "status" });
+      const save = el("button", { type: "submit", class: "primary" }, "Save");
+      form.append(p1, p2, save, msg);
+      form.addEventListener("submit", async (e) => {
+        e.preventDefault();
+        let metadata;
+        try { metadata = JSON.parse(ta.value); } catch (err) { msg.textContent = "The metadata is not valid JSON."; return; }
+        const r = await api("/assets/" + encodeURIComponent(a.id), { method: "PATCH", headers: { "Content-Type": "application/json" },
+          body: JSON.stringify({ version: full.version, name: form.elements.name.value, metadata: metadata }) });
+        if (r.ok) {
+          const next = await r.json();
+          full.version = next.version;
+          tr.children[1].textContent = next.name || a.id;
+          msg.textContent = "Saved.";
+        } else {
+          msg.textContent = await problemText(r);
+        }
+      });
+      cell.appendChild(form);
+      row.appendChild(cell);
+      tr.after(row);
+      button.setAttribute("aria-expanded", "true");
+      document.getElementById(nameId).focus();
     }
 
     // The filter form is a plain GET form: a filtered list has its own address (bookmark, share, back).
