@@ -221,6 +221,11 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Fatalf("mark result: watermark %q asset %q", wmID, assetID)
 	}
 	shot("04-marked")
+	do("the mark's job", chromedp.Click(chromedp.CSS("#mark-job")), chromedp.WaitVisible(chromedp.CSS("#job-done")))
+	if job := text("#job-done"); !strings.Contains(job, "succeeded") || !strings.Contains(job, assetID) {
+		t.Fatalf("job page: %q", job)
+	}
+	shot("04-job")
 
 	// Find it in the assets, by the watermark id filter too.
 	do("list assets", chromedp.Navigate(base+"/console/assets"),

@@ -206,6 +206,11 @@
         const name = (file.name.replace(/\.[^.]*$/, "") || "file") + "-watermarked" + (blob.type === "image/png" ? ".png" : (file.name.match(/\.[^.]*$/) || [""])[0]);
         const p = el("p");
         p.appendChild(el("a", { href: url, download: name, id: "mark-download" }, "Download the watermarked file"));
+        const job = r.headers.get("X-Request-ID");
+        if (job) {
+          p.append(" · ");
+          p.appendChild(el("a", { href: "/console/jobs?request_id=" + encodeURIComponent(job), id: "mark-job" }, "The job"));
+        }
         out.appendChild(p);
       } catch (err) {
         status.textContent = "The request failed: " + err.message;
@@ -485,5 +490,37 @@
       if (r.ok) { show(await r.json()); msg.textContent = "Wake requested."; } else msg.textContent = await problemText(r);
     });
     load();
+  }
+
+  // --- job lookup
+  const jobForm = document.getElementById("job-form");
+  if (jobForm) {
+    const out = document.getElementById("job-result");
+    const id = new URLSearchParams(location.search).get("request_id");
+    if (id) {
+      jobForm.elements.request_id.value = id;
+      (async () => {
+        const r = await api("/watermarks/jobs/" + encodeURIComponent(id));
+        if (!r.ok) { out.appendChild(el("p", { class: "error" }, await problemText(r))); return; }
+        const job = await r.json();
+        const card = el("div", { class: "card result", id: "job-done" });
+        const dl = el("dl");
+        for (const [k, v] of [["Status", job.status], ["Operation", job.operation], ["Format", job.format], ["Credits", job.credits],
+          ["Attempts", job.attempts], ["Accelerator", job.accelerator], ["Watermarked asset", job.asset_id], ["Source asset", job.source_asset_id],
+          ["Result kept until", job.result_expires_at ? shortTime(job.result_expires_at) : null], ["Error", job.error_code]]) {
+          if (v === undefined || v === null || v === "") continue;
+          dl.appendChild(el("dt", {}, k));
+          dl.appendChild(el("dd", { class: k.endsWith("asset") ? "mono" : "" }, v));
+        }
+        card.appendChild(dl);
+        if (job.status === "succeeded") {
+          const p = el("p");
+          p.appendChild(el("a", { href: "/console/api/watermarks/jobs/" + encodeURIComponent(id) + "/result", id: "job-result-link" },
+            job.operation === "detect" ? "Open the detection result (JSON)" : "Download the result"));
+          card.appendChild(p);
+        }
+        out.appendChild(card);
+      })();
+    }
   }
 })();
