@@ -34,6 +34,7 @@ import (
 	"filigrane/internal/accounts"
 	"filigrane/internal/clock"
 	"filigrane/internal/problem"
+	"filigrane/persistence"
 )
 
 // Prefix is where the console is served.
@@ -283,6 +284,8 @@ func (c *Console) authenticate(ctx *fasthttp.RequestCtx, c2 context.Context, api
 				return &request{ctx: ctx, c: c2, session: s, user: u, org: org, role: m.Role}, true
 			}
 			err = accounts.ErrNoSession // the member left the organization: the account signs in no more
+		} else if errors.Is(oerr, persistence.ErrNotFound) {
+			err = accounts.ErrNoSession // the organization is gone
 		} else {
 			err = oerr
 		}
