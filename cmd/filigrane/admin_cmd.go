@@ -38,6 +38,8 @@ cluster runs (every write is a compare-and-set, so a running organization actor 
   user create --org ORG --member MEMBER --email EMAIL [--password-stdin]
                                                      create a web console user for a member; without
                                                      --password-stdin a password is generated and printed once
+  user password --email EMAIL [--password-stdin]     reset a console user's password (printed once when generated),
+                                                     unlock the account and end its sessions
   user list                                          list console users
 `
 
@@ -258,6 +260,28 @@ func adminCommand(ctx context.Context, a admin.Admin, cmd string, args []string,
 			return err
 		}
 		fmt.Fprintf(stdout, "console user %s (%s) created for member %s of %s\n", u.ID, u.Email, u.MemberID, u.OrgID)
+		if password == "" {
+			fmt.Fprintf(stdout, "password (shown once, store it now): %s\n", pw)
+		}
+	case "user password":
+		if err := need(*email, "email"); err != nil {
+			return err
+		}
+		password := ""
+		if *pwStdin {
+			line, err := bufio.NewReader(io.LimitReader(os.Stdin, 4096)).ReadString('\n')
+			if err != nil && !errors.Is(err, io.EOF) {
+				return fmt.Errorf("read the password: %w", err)
+			}
+			if password = strings.TrimRight(line, "\r\n"); password == "" {
+				return errors.New("--password-stdin read an empty password")
+			}
+		}
+		u, pw, err := a.ResetPassword(ctx, *email, password)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "password of %s (%s) reset; its sessions ended\n", u.Email, u.ID)
 		if password == "" {
 			fmt.Fprintf(stdout, "password (shown once, store it now): %s\n", pw)
 		}

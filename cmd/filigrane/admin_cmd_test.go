@@ -105,6 +105,10 @@ func TestAdminUserCreate(t *testing.T) {
 	if list := runOK(t, "admin", "--data", dir, "user", "list"); !strings.Contains(list, "alice@example.com") || strings.Contains(list, pw[1]) {
 		t.Fatalf("user list: %q", list)
 	}
+	out = runOK(t, "admin", "--data", dir, "user", "password", "--email", "alice@example.com")
+	if pw2 := regexp.MustCompile(`password \(shown once, store it now\): (\S{12,})`).FindStringSubmatch(out); pw2 == nil || pw2[1] == pw[1] {
+		t.Fatalf("user password: %q", out)
+	}
 	// The email is taken now; an unknown member has no user.
 	var o, e bytes.Buffer
 	if code := run(context.Background(), []string{"admin", "--data", dir, "user", "create", "--org", org, "--member", mem, "--email", "alice@example.com"}, &o, &e); code == 0 || !strings.Contains(e.String(), "email exists") {

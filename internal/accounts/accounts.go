@@ -605,3 +605,26 @@ func (a *Accounts) ClaimInvite(ctx context.Context, token string) (*Invite, erro
 	}
 	return inv, nil
 }
+
+// ResetPassword sets a new password without the current one (the operator's recovery), clears any lock and
+// ends every session of the user.
+func (a *Accounts) ResetPassword(ctx context.Context, email, password string) (*User, error) {
+	if err := CheckPassword(password); err != nil {
+		return nil, err
+	}
+	u, err := a.ByEmail(ctx, email)
+	if err != nil {
+		return nil, err
+	}
+	salt, params := randomBytes(16), a.params()
+	hash, err := a.hash(ctx, password, salt, params)
+	if err != nil {
+		return nil, err
+	}
+	return a.update(ctx, u.ID, func(c *User) {
+		c.Salt, c.Hash, c.Params = salt, hash, params
+		c.Epoch++
+		c.PasswordChangedAt = a.Clock.Now()
+		c.Failures, c.LockedUntil = nil, time.Time{}
+	})
+}

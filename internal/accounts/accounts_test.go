@@ -277,3 +277,30 @@ func TestInvitations(t *testing.T) {
 		t.Fatalf("expired invitation: %v", err)
 	}
 }
+
+func TestResetPassword(t *testing.T) {
+	ctx := context.Background()
+	a, _ := newTestAccounts(t)
+	if _, err := a.CreateUser(ctx, "o@example.com", pw, "org_1", "mem_1"); err != nil {
+		t.Fatal(err)
+	}
+	old, _, _, _ := a.SignIn(ctx, "o@example.com", pw)
+	for i := 0; i < 5; i++ {
+		_, _, _, _ = a.SignIn(ctx, "o@example.com", "wrong password!")
+	}
+	if _, _, _, err := a.SignIn(ctx, "o@example.com", pw); !errors.Is(err, ErrLocked) {
+		t.Fatalf("not locked: %v", err)
+	}
+	if _, err := a.ResetPassword(ctx, "O@example.com", "the operator's choice"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := a.Session(ctx, old); !errors.Is(err, ErrNoSession) {
+		t.Fatalf("session after a reset: %v", err)
+	}
+	if _, _, _, err := a.SignIn(ctx, "o@example.com", "the operator's choice"); err != nil {
+		t.Fatalf("after the reset (and unlock): %v", err)
+	}
+	if _, err := a.ResetPassword(ctx, "nobody@example.com", "the operator's choice"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("unknown email: %v", err)
+	}
+}

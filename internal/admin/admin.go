@@ -174,6 +174,16 @@ func (a Admin) CreateUser(ctx context.Context, orgID, memberID, email, password 
 	return u, password, nil
 }
 
+// ResetPassword sets a console user's password (an empty one gets a random password, returned to be shown
+// once), unlocks the account and ends its sessions.
+func (a Admin) ResetPassword(ctx context.Context, email, password string) (*accounts.User, string, error) {
+	if password == "" {
+		password = accounts.NewPassword()
+	}
+	u, err := a.accounts().ResetPassword(ctx, email, password)
+	return u, password, err
+}
+
 // ListUsers lists console users (up to limit).
 func (a Admin) ListUsers(ctx context.Context, limit int) ([]*accounts.User, error) {
 	return a.accounts().List(ctx, limit)
