@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"filigrane/actors"
+	"filigrane/internal/accounts"
 	"filigrane/internal/admin"
 	"filigrane/internal/clock"
 	"filigrane/internal/node"
@@ -90,10 +91,13 @@ func (c *client) signIn(email, pw string) reply {
 	return c.do("POST", "/console/sign-in", url.Values{"csrf": {tok}, "email": {email}, "password": {pw}}, nil)
 }
 
+// cheapHash keeps the many sign-ins of these tests fast; internal/accounts checks the default cost.
+var cheapHash = accounts.Argon2{Time: 1, MemKiB: 256, Threads: 1}
+
 func startNode(t *testing.T, clk clock.Clock, tweak func(*node.Config)) *node.Node {
 	t.Helper()
 	cfg := node.Config{DataDir: t.TempDir(), APIAddr: "127.0.0.1:0", UploadAddr: "127.0.0.1:0", NodeName: "console",
-		Logger: zerolog.Nop(), Clock: clk, Bootstrap: true, SweepInterval: -1}
+		Logger: zerolog.Nop(), Clock: clk, Bootstrap: true, SweepInterval: -1, ConsolePasswordCost: cheapHash}
 	if tweak != nil {
 		tweak(&cfg)
 	}
@@ -262,7 +266,7 @@ func TestSignInLimits(t *testing.T) {
 // TestMemberRole: a member (not owner or admin) signs in; the role limits them as it limits their keys.
 func TestMemberRole(t *testing.T) {
 	n := startNode(t, clock.NewManual(time.Now()), nil)
-	adm := admin.Admin{Store: n.Store(), Clock: clock.System{}, Catalog: actors.DefaultCatalog()}
+	adm := admin.Admin{Store: n.Store(), Clock: clock.System{}, Catalog: actors.DefaultCatalog(), PasswordCost: cheapHash}
 	memberID, err := adm.AddMember(context.Background(), n.DevOrg.OrgID, "Mel", actors.RoleMember)
 	if err != nil {
 		t.Fatal(err)

@@ -20,6 +20,9 @@ type Admin struct {
 	Store   persistence.Store
 	Clock   clock.Clock
 	Catalog actors.Catalog
+	// PasswordCost is the argon2id cost of console passwords it sets; zero: accounts.DefaultArgon2. Tests
+	// lower it.
+	PasswordCost accounts.Argon2
 }
 
 func (a Admin) orgs() actors.Orgs { return actors.Orgs{Store: a.Store, Clock: a.Clock} }
@@ -150,7 +153,11 @@ type DevOrg struct {
 const DevConsoleEmail = "owner@localhost"
 
 func (a Admin) accounts() *accounts.Accounts {
-	return accounts.New(a.Store, a.Clock, accounts.Policy{}, 1)
+	acc := accounts.New(a.Store, a.Clock, accounts.Policy{}, 1)
+	if a.PasswordCost.Time > 0 {
+		acc.Argon2 = a.PasswordCost
+	}
+	return acc
 }
 
 // CreateUser creates a console user for an active member of an organization. An empty password gets a
