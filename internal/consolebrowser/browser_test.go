@@ -20,7 +20,9 @@ import (
 
 	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 	"github.com/rs/zerolog"
 
 	"filigrane/actors"
@@ -267,6 +269,26 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	do("open the check page", chromedp.Navigate(base+"/console/check"), chromedp.WaitVisible(chromedp.CSS("#drop")))
+	// Keyboard: Enter on the focused drop zone opens the file chooser (intercepted here, so none shows).
+	wctx, cancelW := context.WithTimeout(ctx, 15*time.Second)
+	opened := chromedp.Events(wctx, page.FileChooserOpened)
+	if _, err := chromedp.Call(ctx, page.SetInterceptFileChooserDialog, page.SetInterceptFileChooserDialogParams{Enabled: true}); err != nil {
+		t.Fatal(err)
+	}
+	do("Enter on the drop zone", chromedp.SendKeys(chromedp.CSS("#drop"), kb.Enter))
+	for ev, err := range opened {
+		if err != nil {
+			t.Fatalf("no file chooser after Enter on the drop zone: %v", err)
+		}
+		if ev.Mode != page.FileChooserOpenedModeSelectSingle {
+			t.Fatalf("file chooser mode %s", ev.Mode)
+		}
+		break
+	}
+	cancelW()
+	if _, err := chromedp.Call(ctx, page.SetInterceptFileChooserDialog, page.SetInterceptFileChooserDialogParams{Enabled: false}); err != nil {
+		t.Fatal(err)
+	}
 	var at []float64
 	if err := json.Unmarshal([]byte(eval(`(async () => { const r = document.getElementById('drop').getBoundingClientRect();
 		return JSON.stringify([r.x + r.width / 2, r.y + r.height / 2]) })()`)), &at); err != nil || len(at) != 2 {
