@@ -31,6 +31,8 @@ import (
 	"filigrane/codec"
 	"filigrane/gpu"
 	apihttp "filigrane/http"
+	"filigrane/http/console"
+	"filigrane/internal/accounts"
 	"filigrane/internal/admin"
 	"filigrane/internal/clock"
 	"filigrane/internal/egress"
@@ -101,6 +103,13 @@ type Config struct {
 	// private, loopback and link-local addresses: a development and test option (internal/egress); cloud
 	// metadata stays refused. Off by default.
 	AllowPrivateTargets bool
+	// ConsoleSecureCookies marks the web console's cookies Secure on a plain-HTTP listener (TLS terminated by
+	// a proxy in front); under TLSCertFile they are Secure anyway.
+	ConsoleSecureCookies bool
+	// ConsolePasswordCost is the argon2id cost of console passwords set on this node (the development owner's
+	// included); zero: accounts.DefaultArgon2. Tests lower it: a default hash takes 0.5 s on a loaded
+	// 2-core machine, over 1 s under the race detector.
+	ConsolePasswordCost accounts.Argon2
 }
 
 // Layout names the parts of a data directory.
@@ -378,6 +387,27 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 		Wakeups:   wakeups,
 		TLS:       tlsConfig,
 	})
+	people := accounts.New(store, cfg.Clock, accounts.Policy{}, 2)
+	if cfg.ConsolePasswordCost.Time > 0 {
+		people.Argon2 = cfg.ConsolePasswordCost
+	}
+	if err := n.api.MountConsole(console.Config{Accounts: people,
+		Orgs: actors.Orgs{Store: store, Clock: cfg.Clock}, OrgCalls: actors.OrgClient{Caller: n.cluster},
+		Keys:    actors.Keys{Store: store, Clock: cfg.Clock, Cache: keyCache(storage.Cluster)},
+		Catalog: catalog, Clock: cfg.Clock, Logger: httpLog, SecureCookies: cfg.ConsoleSecureCookies,
+		Cluster: n.consoleCluster}); err != nil {
+		return nil, fmt.Errorf("console: %w", err)
+	}
+	// Sessions abandoned without signing out are deleted once expired, 500 a pass, resuming where the last
+	// pass stopped (only the lease holder runs passes, one at a time).
+	var sessionsFrom []byte
+	n.leased.Register("console.sessions", func(ctx context.Context) error {
+		next, _, err := people.PurgeSessions(ctx, sessionsFrom, 500)
+		if err == nil {
+			sessionsFrom = next
+		}
+		return err
+	})
 	if n.apiLn, err = listen(cfg.APIListener, cfg.APIAddr); err != nil {
 		return nil, fmt.Errorf("listen for the API on %s: %w", cfg.APIAddr, err)
 	}
@@ -406,7 +436,7 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	// The development organization comes last, after every step that can fail: a start that fails must not
 	// use up the one-time bootstrap, or the key it prints would be lost with it.
 	if cfg.Bootstrap {
-		n.DevOrg, err = admin.Admin{Store: store, Clock: cfg.Clock, Catalog: catalog}.Bootstrap(ctx)
+		n.DevOrg, err = admin.Admin{Store: store, Clock: cfg.Clock, Catalog: catalog, PasswordCost: cfg.ConsolePasswordCost}.Bootstrap(ctx)
 		if err != nil {
 			return nil, err
 		}

@@ -112,6 +112,10 @@ const (
 	ArchiveTooLarge     Code = "archive_too_large"
 	ArchiveUnavailable  Code = "archive_unavailable"
 	ResultUnavailable   Code = "result_unavailable"
+
+	// The web console's signed-in sessions (docs/console.md).
+	SessionRequired Code = "session_required"
+	CSRFFailed      Code = "csrf_failed"
 )
 
 // table is the error table, in the order docs/errors.md lists it. It is never written after package
@@ -192,6 +196,9 @@ var table = []Entry{
 	{Code: ArchiveTooLarge, Status: 409, Title: "Archive too large", When: "the batch's results exceed 1 GB"},
 	{Code: ArchiveUnavailable, Status: 409, Title: "Archive unavailable", When: "no file of the batch succeeded, the batch was cancelled, or its zip could not be built"},
 	{Code: ResultUnavailable, Status: 410, Title: "Result unavailable", When: "in a batch archive's `manifest.json`, the `error_code` of a file whose result was deleted before the zip was made"},
+
+	{Code: SessionRequired, Status: 401, Title: "Console session required", When: "a console call (`/console/...`) without a live signed-in session (missing, expired, signed out, or ended by a password change), or with an `X-API-Key` (the console never takes keys); an API route called with only a console session cookie answers 401 `unauthorized`"},
+	{Code: CSRFFailed, Status: 403, Title: "CSRF check failed", When: "a state-changing console request whose CSRF token (form field `csrf` or header `X-CSRF-Token`) is missing or not the session's, or whose `Origin` is another site; nothing was changed"},
 }
 
 // byCode indexes table; built once at initialisation and only read afterwards.
