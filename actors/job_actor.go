@@ -95,6 +95,10 @@ func (a *jobActor) Receive(ctx actor.Context) {
 		a.command(ctx, msg.RequestID, func(r *jobstate.Record, now time.Time) error {
 			return r.Fail(msg.Token, msg.Code, msg.Detail, msg.Retryable, now)
 		}, nil)
+	case *JobHandBack:
+		a.command(ctx, msg.RequestID, func(r *jobstate.Record, now time.Time) error {
+			return r.HandBack(msg.Token, now)
+		}, nil)
 	case *JobTick:
 		a.command(ctx, msg.RequestID, func(r *jobstate.Record, now time.Time) error {
 			r.Tick(now)

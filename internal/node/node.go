@@ -7,11 +7,11 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -55,8 +55,15 @@ type Config struct {
 	Bootstrap bool
 	// CodecKey is the deployment's watermark secret (at least 16 bytes); empty uses codec.DevelopmentKey.
 	CodecKey []byte
-	// Workers is the number of codec workers; 0 means one per CPU.
+	// Workers is the number of codec workers of the cpu class, and the CPU tokens shared by the CPU classes;
+	// 0 means one per CPU.
 	Workers int
+	// LongWorkers is the number of workers of the cpu-long class (videos); 0 means half of Workers, at least 1.
+	LongWorkers int
+	// DrainTimeout is how long Close lets running attempts finish after the node stopped taking work; those
+	// still running then are handed back to their job actors (not counted as attempts) for another node.
+	// 0 drains nothing: Close cuts running attempts short and their leases expire (tests, single nodes).
+	DrainTimeout time.Duration
 	// DecodeMemory is the node's budget for decoding images, in bytes, shared by its workers and synchronous
 	// detections (actors.DecodeBudget); 0 means actors.DefaultDecodeMemory (half the available memory).
 	DecodeMemory int64
@@ -66,8 +73,9 @@ type Config struct {
 	SyncWait time.Duration
 	// S3 is the cluster's shared object storage; nil runs a single node on the data directory alone.
 	S3 *S3Config
-	// Roles are gossiped to other nodes; a node without the worker role hosts no actors and runs no codec
-	// work. Default edge and worker.
+	// Roles are gossiped to other nodes and decide what the node does (NodeRoles): edge serves HTTP only; api
+	// serves HTTP and hosts actors; worker runs the cpu and cpu-long classes, cpu and cpu-long one each, gpu
+	// the gpu class (with a device); any role but edge hosts actors. Default DefaultRoles.
 	Roles []cluster.Role
 	// SweepInterval is how often the sweeper ticks active jobs and purges expired results; 0 means 5 s,
 	// a negative value disables the background sweeper (tests call Sweep).
@@ -116,7 +124,7 @@ type Node struct {
 	storage  *Storage
 	store    persistence.Store
 	blobs    persistence.Blobs
-	pool     *actors.Pool
+	pools    *actors.Pools
 	sweeper  actors.Sweeper
 	stopWork context.CancelFunc
 	cluster  *cluster.Node
@@ -130,8 +138,12 @@ type Node struct {
 	// Close returns only once they have returned.
 	running sync.WaitGroup
 
-	// lastFree is the free worker slots last gossiped (-1: none yet).
-	lastFree atomic.Int64
+	// dispatcher places claimable jobs by capacity; set once the cluster member started.
+	dispatcher atomic.Pointer[actors.Dispatcher]
+
+	// lastFree is the free worker slots per class last gossiped (nil: none yet).
+	freeMu   sync.Mutex
+	lastFree map[string]int
 
 	// decodeBudget is the memory of the node's image decodes.
 	decodeBudget *actors.DecodeBudget
@@ -181,7 +193,10 @@ func (c *Config) defaults() {
 		c.LeaseDuration = 30 * time.Second
 	}
 	if len(c.Roles) == 0 {
-		c.Roles = []cluster.Role{cluster.RoleEdge, cluster.RoleWorker}
+		c.Roles = DefaultRoles()
+	}
+	if c.LongWorkers <= 0 {
+		c.LongWorkers = max(1, c.Workers/2)
 	}
 	if c.SweepInterval == 0 {
 		c.SweepInterval = 5 * time.Second
@@ -201,7 +216,6 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	}
 	n = &Node{cfg: cfg, serveErr: make(chan error, 2), Metrics: apihttp.NewMetrics()}
 	n.batchNotices.init()
-	n.lastFree.Store(-1)
 	// Every error return sets n to nil, so the cleanup holds its own reference to the partly started node.
 	started := n
 	defer func() {
@@ -238,7 +252,17 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 			jobstate.MediaVideo:    mediafiles.NewVideo(cdc),
 			jobstate.MediaDocument: mediafiles.NewPDF(cdc),
 		}}
-	n.pool = actors.NewPool(caller, media, cfg.Logger.With().Str("component", "workers").Logger(), cfg.NodeName, cfg.Workers, cfg.LeaseDuration)
+	roles := NodeRoles(cfg.Roles)
+	workers := map[mediakind.Class]int{}
+	if roles.Classes[mediakind.ClassCPU] {
+		workers[mediakind.ClassCPU] = cfg.Workers
+	}
+	if roles.Classes[mediakind.ClassCPULong] {
+		workers[mediakind.ClassCPULong] = cfg.LongWorkers
+	}
+	if roles.Classes[mediakind.ClassGPU] && gpu.CodecAvailable() {
+		workers[mediakind.ClassGPU] = len(gpu.Devices())
+	}
 	// Handlers of outbox kinds (webhook events, bucket deliveries, batch notices) are registered on
 	// n.outboxes; effects of a kind no node handles go dead after outbox.DefaultSchedule.
 	n.outbox = outbox.Outbox{Store: store, Clock: cfg.Clock}
@@ -252,7 +276,9 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	n.outboxes.MustRegister(actors.OutboxJobWebhook, webhooks.JobHandler(store, hooks))
 	n.outboxes.MustRegister(actors.OutboxBatchWebhook, webhooks.BatchHandler(store, hooks))
 	n.outboxes.MustRegister(webhooks.EffectKind, webhooks.EnvelopeHandler(hooks))
-	n.pool.Metrics = actors.NewWorkMetrics(n.Metrics.Registry, cfg.NodeName)
+	n.pools = actors.NewPools(actors.PoolsConfig{Caller: caller, Processor: media, Node: cfg.NodeName, Lease: cfg.LeaseDuration,
+		Logger: cfg.Logger.With().Str("component", "workers").Logger(), Workers: workers, CPUTokens: cfg.Workers,
+		Metrics: actors.NewWorkMetrics(n.Metrics.Registry, cfg.NodeName)})
 	deps := &actors.Deps{
 		Store: store, Clock: cfg.Clock, Catalog: catalog, Logger: cfg.Logger.With().Str("component", "actors").Logger(),
 		Respond: func(ctx actor.Context, v any) {
@@ -275,12 +301,16 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 		StoreTimeout: 10 * time.Second,
 		ActorDelta:   n.Metrics.ActorDelta,
 		Caller:       caller,
-		Dispatch:     n.pool.DispatchJob,
-		Outbox:       n.outbox,
-		NotifyBatch:  n.batchNotices.notify,
+		Dispatch: func(rec *jobstate.Record) {
+			if d := n.dispatcher.Load(); d != nil {
+				d.Dispatch(rec)
+			} // else the member is still starting: the sweeper's next tick places the job
+		},
+		Outbox:      n.outbox,
+		NotifyBatch: n.batchNotices.notify,
 	}
 	var kinds []cluster.Kind
-	worker := slices.Contains(cfg.Roles, cluster.RoleWorker)
+	worker := roles.HostsActors
 	if worker {
 		kinds = []cluster.Kind{
 			cluster.NewKind(actors.KindOrg, actors.OrgProps(deps)),
@@ -302,19 +332,25 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 		Logger:     cfg.Logger, // the cluster package names its own components
 		Registry:   reg,
 		Kinds:      kinds,
-		Capacity:   cfg.Workers,
+		Free:       n.pools.Free(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("start cluster member: %w", err)
 	}
 	caller.Set(n.cluster)
+	if err := n.startPlacement(); err != nil {
+		return nil, err
+	}
 	workCtx, stopWork := context.WithCancel(context.Background())
 	n.stopWork = stopWork
-	if worker {
-		n.pool.OnChange = n.advertiseFree
-		n.advertiseFree()
-		n.pool.Run(workCtx)
-	}
+	n.pools.SetOnChange(n.advertiseFree)
+	n.advertiseFree()
+	n.pools.Run(workCtx)
+	n.running.Add(1)
+	go func() {
+		defer started.running.Done()
+		started.rebalance(workCtx)
+	}()
 	n.running.Add(1)
 	go func() { // started, not n: an error return below sets n to nil while this runs
 		defer started.running.Done()
@@ -356,7 +392,7 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	n.api = apihttp.New(apihttp.Config{
 		Keys:  actors.Keys{Store: store, Clock: cfg.Clock, Cache: keyCache(storage.Cluster)},
 		Orgs:  actors.OrgClient{Caller: n.cluster},
-		Store: store, Blobs: blobs, Caller: n.cluster, Media: media, Pool: n.pool,
+		Store: store, Blobs: blobs, Caller: n.cluster, Media: media, Pool: n.pools.Sync(),
 		Catalog: catalog, Clock: cfg.Clock, Logger: httpLog, Metrics: n.Metrics,
 		Outbox: n.outbox, SyncWait: cfg.SyncWait, Health: n.health, Ready: n.ready, Conns: cfg.Conns,
 		Storage:   storageLib,
@@ -407,15 +443,18 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	return n, nil
 }
 
-// advertiseFree gossips the pool's free slots. One pool runs both CPU classes for now, so both advertise the
-// same slots; the gpu class is not advertised (no GPU codec path). The cluster coalesces updates (at most one
-// every 100 ms), and an unchanged value is not sent again.
+// advertiseFree gossips the pools' free slots per class (none for a class the node does not run, or while
+// it drains). The cluster coalesces updates (at most one every 100 ms), and an unchanged value is not sent
+// again.
 func (n *Node) advertiseFree() {
-	free := n.pool.Free()
-	if n.lastFree.Swap(int64(free)) == int64(free) {
+	free := n.pools.Free()
+	n.freeMu.Lock()
+	defer n.freeMu.Unlock()
+	if n.lastFree != nil && maps.Equal(n.lastFree, free) {
 		return
 	}
-	if err := n.cluster.SetFree(map[string]int{string(mediakind.ClassCPU): free, string(mediakind.ClassCPULong): free}); err != nil {
+	n.lastFree = free
+	if err := n.cluster.SetFree(free); err != nil {
 		n.cfg.Logger.Warn().Err(err).Msg("advertise free worker slots")
 	}
 }
@@ -471,8 +510,11 @@ func (n *Node) Blobs() persistence.Blobs { return n.blobs }
 // DecodeBudget is the node's decode memory budget.
 func (n *Node) DecodeBudget() *actors.DecodeBudget { return n.decodeBudget }
 
-// Pool is the node's worker pool.
-func (n *Node) Pool() *actors.Pool { return n.pool }
+// Pool is the node's pool of the cpu class (the one the edge uses for synchronous work).
+func (n *Node) Pool() *actors.Pool { return n.pools.Sync() }
+
+// Pools is the node's worker pools, one per work class it runs.
+func (n *Node) Pools() *actors.Pools { return n.pools }
 
 // Sweep runs every sweeper pass once now, lease or not (tests move the clock, then sweep): the job, result,
 // asset and upload passes, then the outbox delivery.
@@ -515,6 +557,7 @@ func (n *Node) Close(ctx context.Context) error {
 		return nil
 	}
 	var errs []error
+	n.drain(ctx)
 	if n.serving {
 		errs = append(errs, n.api.Shutdown(ctx), n.upload.Shutdown(ctx))
 	} else {
@@ -527,7 +570,7 @@ func (n *Node) Close(ctx context.Context) error {
 	}
 	if n.stopWork != nil {
 		n.stopWork()
-		n.pool.Wait()
+		n.pools.Wait()
 	}
 	// The listeners' goroutines return once their server is shut down, the sweeper once stopWork ran; both
 	// happened above whenever the goroutines were started.

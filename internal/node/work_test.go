@@ -11,12 +11,12 @@ import (
 )
 
 // TestNodeAdvertisesFreeSlots: a worker node gossips its free slots per CPU work class in its member metadata
-// (one pool runs both CPU classes, so both show its slots); an edge-only node advertises none.
+// (a pool per class: --workers for cpu, half of it for cpu-long); an edge-only node advertises none.
 func TestNodeAdvertisesFreeSlots(t *testing.T) {
 	clk := clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	n := startNode(t, t.TempDir(), clk, func(c *node.Config) { c.Workers = 3 })
+	n := startNode(t, t.TempDir(), clk, func(c *node.Config) { c.Workers = 4 })
 	t.Cleanup(func() { n.Close(t.Context()) })
-	want := map[string]int{"cpu": 3, "cpu-long": 3}
+	want := map[string]int{"cpu": 4, "cpu-long": 2}
 	self := func(n *node.Node) cluster.Member {
 		for _, m := range n.Cluster().Members() {
 			if m.Self {
@@ -37,7 +37,7 @@ func TestNodeAdvertisesFreeSlots(t *testing.T) {
 			t.Fatalf("worker node advertises %v, want %v", self(n).Free, want)
 		}
 	}
-	if p := n.Pool(); p.Free() != 3 || p.Workers() != 3 {
+	if p := n.Pool(); p.Free() != 4 || p.Workers() != 4 {
 		t.Fatalf("pool free %d of %d", p.Free(), p.Workers())
 	}
 	edge := startNode(t, t.TempDir(), clk, func(c *node.Config) { c.Roles = []cluster.Role{cluster.RoleEdge} })
