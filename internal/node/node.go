@@ -245,6 +245,7 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	reg.MustRegister(actors.OrgMessages()...)
 	reg.MustRegister(actors.JobMessages()...)
 	reg.MustRegister(actors.BatchMessages()...)
+	reg.MustRegister(actors.WorkMessages()...)
 	caller := &actors.LateCaller{}
 	n.decodeBudget = actors.NewDecodeBudget(cfg.DecodeMemory)
 	media := actors.Media{Blobs: blobs, Store: store, Codec: cdc, Catalog: catalog, Budget: n.decodeBudget,
