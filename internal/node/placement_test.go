@@ -132,14 +132,17 @@ func metricSum(base, metric string, labels ...string) float64 {
 	return sum
 }
 
-// submitAsync submits n async embeds of distinct w×h photos through base and returns their request ids.
+// submitAsync submits n async embeds of one w×h photo (each with its own data, so each is its own job)
+// through base and returns their request ids.
 func submitAsync(t *testing.T, base, secret string, n, w, h int) []string {
 	t.Helper()
+	img := photo(t, w, h, 100)
 	var ids []string
 	for i := 0; i < n; i++ {
-		r := post(t, base+"/watermarks/images/async", secret, "", photo(t, w, h, uint64(100+i)), fmt.Sprintf(`{"i":%d}`, i))
+		r := post(t, base+"/watermarks/images/async", secret, "", img, fmt.Sprintf(`{"i":%d}`, i))
 		if r.status != 202 {
-			t.Fatalf("async embed %d: %d %s", i, r.status, r.body)
+			t.Errorf("async embed %d: %d %s", i, r.status, r.body)
+			return ids
 		}
 		ids = append(ids, decodeReceipt(t, r).RequestID)
 	}
@@ -214,13 +217,15 @@ func TestPlacementSkipsNodeWithoutCPURole(t *testing.T) {
 func TestDrainOnSIGTERM(t *testing.T) {
 	c := startPlaceCluster(t, [][]string{nil, {"--drain-timeout", "60s", "--log-level", "info"},
 		{"--drain-timeout", "1ms", "--log-level", "info"}})
-	ids := submitAsync(t, c.base(0), c.secret, 12, 1600, 1200)
+	submitted := make(chan []string, 1)
+	go func() { submitted <- submitAsync(t, c.base(0), c.secret, 16, 2000, 1500) }()
 	stopWhenRunning := func(i int) chan error {
 		name := fmt.Sprintf(`node="n%d"`, i)
 		deadline := time.Now().Add(2 * time.Minute)
 		for metricSum(c.base(i), "filigrane_work_running", name) < 1 {
 			if time.Now().After(deadline) {
-				t.Fatalf("n%d never ran an attempt", i)
+				t.Errorf("n%d never ran an attempt", i)
+				break
 			}
 			time.Sleep(20 * time.Millisecond) // polling the metrics endpoint
 		}
@@ -244,6 +249,10 @@ func TestDrainOnSIGTERM(t *testing.T) {
 	}
 	if tail := c.procs.List[2].Tail(200); !regexp.MustCompile(`handed back a job cut short by the drain`).MatchString(tail) {
 		t.Fatalf("n2 handed nothing back:\n%s", tail)
+	}
+	ids := <-submitted
+	if len(ids) != 16 {
+		t.Fatalf("%d of 16 jobs submitted", len(ids))
 	}
 	jobs := awaitJobs(t, c.base(0), c.secret, ids, 4*time.Minute)
 	handedBack := 0
