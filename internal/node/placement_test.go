@@ -295,3 +295,47 @@ func TestDrainOnSIGTERM(t *testing.T) {
 	})
 	t.Logf("%d jobs succeeded; %d handed back by n2", len(jobs), handedBack)
 }
+
+// TestJoiningNodeTakesWork: with work waiting in the queues of n0 and n1, a third node that (re)joins the
+// cluster runs an attempt within 5 s of being ready: it advertises free slots, and the waiting work moves to
+// it without waiting for the sweeper.
+func TestJoiningNodeTakesWork(t *testing.T) {
+	c := startPlaceCluster(t, [][]string{nil, nil, nil})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := c.procs.List[2].Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ids := submitAsync(t, c.base(0), c.secret, 16, 2000, 1500)
+	if len(ids) != 16 {
+		t.Fatalf("%d of 16 jobs submitted", len(ids))
+	}
+	if q := metricSum(c.base(0), "filigrane_work_queued") + metricSum(c.base(1), "filigrane_work_queued"); q < 2 {
+		t.Fatalf("only %v jobs waiting: no backlog for the joining node to take", q)
+	}
+	if err := c.procs.List[2].Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ready := time.Now()
+	for {
+		busy := metricSum(c.base(2), "filigrane_work_running", `node="n2"`) +
+			metricSum(c.base(2), "filigrane_work_completed_total", `node="n2"`)
+		if busy >= 1 {
+			break
+		}
+		if time.Since(ready) > 5*time.Second {
+			t.Fatalf("n2 took no work within 5 s of joining\n%s", c.procs.List[2].Tail(20))
+		}
+		time.Sleep(20 * time.Millisecond) // polling the metrics endpoint
+	}
+	took := time.Since(ready)
+	jobs := awaitJobs(t, c.base(0), c.secret, ids, 4*time.Minute)
+	on := map[string]int{}
+	for id, rc := range jobs {
+		if rc.Status != "succeeded" {
+			t.Fatalf("job %s: %s (%v)", id, rc.Status, rc.ErrorCode)
+		}
+		on[rc.Node]++
+	}
+	t.Logf("n2 ran its first attempt %v after it was ready; jobs ran %v", took.Round(time.Millisecond), on)
+}
