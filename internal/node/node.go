@@ -141,6 +141,9 @@ type Node struct {
 	// dispatcher places claimable jobs by capacity; set once the cluster member started.
 	dispatcher atomic.Pointer[actors.Dispatcher]
 
+	// endLife ends the actors' lifetime context (Deps.Lifetime).
+	endLife context.CancelFunc
+
 	// lastFree is the free worker slots per class last gossiped (nil: none yet).
 	freeMu   sync.Mutex
 	lastFree map[string]int
@@ -280,6 +283,9 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	n.pools = actors.NewPools(actors.PoolsConfig{Caller: caller, Processor: media, Node: cfg.NodeName, Lease: cfg.LeaseDuration,
 		Logger: cfg.Logger.With().Str("component", "workers").Logger(), Workers: workers, CPUTokens: cfg.Workers,
 		Metrics: actors.NewWorkMetrics(n.Metrics.Registry, cfg.NodeName)})
+	// The actors' storage calls end with the node (after its cluster member stopped them), not before.
+	life, endLife := context.WithCancel(context.WithoutCancel(ctx))
+	n.endLife = endLife
 	deps := &actors.Deps{
 		Store: store, Clock: cfg.Clock, Catalog: catalog, Logger: cfg.Logger.With().Str("component", "actors").Logger(),
 		Respond: func(ctx actor.Context, v any) {
@@ -309,6 +315,7 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 		},
 		Outbox:      n.outbox,
 		NotifyBatch: n.batchNotices.notify,
+		Lifetime:    life,
 	}
 	var kinds []cluster.Kind
 	worker := roles.HostsActors
@@ -578,6 +585,9 @@ func (n *Node) Close(ctx context.Context) error {
 	n.running.Wait()
 	if n.cluster != nil {
 		errs = append(errs, n.cluster.Stop(true))
+	}
+	if n.endLife != nil {
+		n.endLife()
 	}
 	if n.gpus != nil {
 		errs = append(errs, n.gpus.Close())
