@@ -2,6 +2,7 @@ package node_test
 
 import (
 	"maps"
+	"slices"
 	"testing"
 	"time"
 
@@ -44,5 +45,46 @@ func TestNodeAdvertisesFreeSlots(t *testing.T) {
 	t.Cleanup(func() { edge.Close(t.Context()) })
 	if f := self(edge).Free; len(f) != 0 {
 		t.Fatalf("edge-only node advertises %v", f)
+	}
+}
+
+// TestNodeRoles: which roles host actors and which work classes they run; an api node (actors, no work)
+// advertises no class and its edge claims no job itself.
+func TestNodeRoles(t *testing.T) {
+	cases := []struct {
+		roles   []cluster.Role
+		actors  bool
+		classes []string
+	}{
+		{[]cluster.Role{cluster.RoleEdge}, false, nil},
+		{[]cluster.Role{cluster.RoleAPI}, true, nil},
+		{[]cluster.Role{cluster.RoleEdge, cluster.RoleWorker}, true, []string{"cpu", "cpu-long"}},
+		{[]cluster.Role{cluster.RoleAPI, cluster.RoleCPU}, true, []string{"cpu"}},
+		{[]cluster.Role{cluster.RoleCPULong}, true, []string{"cpu-long"}},
+		{[]cluster.Role{cluster.RoleGPU}, true, []string{"gpu"}},
+	}
+	for _, c := range cases {
+		r := node.NodeRoles(c.roles)
+		var got []string
+		for cl, on := range r.Classes {
+			if on {
+				got = append(got, string(cl))
+			}
+		}
+		slices.Sort(got)
+		if r.HostsActors != c.actors || !slices.Equal(got, c.classes) {
+			t.Errorf("%v: actors %v classes %v; want %v %v", c.roles, r.HostsActors, got, c.actors, c.classes)
+		}
+	}
+	clk := clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	n := startNode(t, t.TempDir(), clk, func(c *node.Config) { c.Roles = []cluster.Role{cluster.RoleAPI} })
+	t.Cleanup(func() { n.Close(t.Context()) })
+	for _, m := range n.Cluster().Members() {
+		if m.Self && (len(m.Free) != 0 || !m.HasRole(cluster.RoleAPI)) {
+			t.Fatalf("api node gossips roles %v, free %v", m.Roles, m.Free)
+		}
+	}
+	if n.Pool().Takes() || len(n.Pools().Classes()) != 0 {
+		t.Fatal("an api node runs work")
 	}
 }
