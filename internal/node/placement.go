@@ -146,7 +146,7 @@ func (n *Node) drain(ctx context.Context) {
 	log.Warn().Int("running", n.pools.Running()).Msg("drain timeout: handing back the running attempts")
 	n.pools.HandBackRunning()
 	// The hand-backs go through the cluster, still up; they are bounded by the pool's call timeout.
-	hctx, cancel2 := context.WithTimeout(context.WithoutCancel(ctx), 20*time.Second)
+	hctx, cancel2 := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel2()
 	n.pools.AwaitIdle(hctx)
 }
