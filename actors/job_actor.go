@@ -95,6 +95,10 @@ func (a *jobActor) Receive(ctx actor.Context) {
 		a.command(ctx, msg.RequestID, func(r *jobstate.Record, now time.Time) error {
 			return r.Fail(msg.Token, msg.Code, msg.Detail, msg.Retryable, now)
 		}, nil)
+	case *JobHandBack:
+		a.command(ctx, msg.RequestID, func(r *jobstate.Record, now time.Time) error {
+			return r.HandBack(msg.Token, now)
+		}, nil)
 	case *JobTick:
 		a.command(ctx, msg.RequestID, func(r *jobstate.Record, now time.Time) error {
 			r.Tick(now)
@@ -122,7 +126,7 @@ func (a *jobActor) load(ctx actor.Context, requestID string) bool {
 	if a.cell == nil {
 		a.cell = &durable.Cell[jobstate.Record, *jobstate.Record]{Store: a.deps.Store, Key: jobKey(a.id), Timeout: a.deps.StoreTimeout}
 	}
-	rec, err := a.cell.Load(context.Background())
+	rec, err := a.cell.Load(a.deps.lifetime())
 	if err != nil {
 		a.fail(ctx, err, "load job")
 		return false
@@ -166,7 +170,7 @@ func (a *jobActor) save(ctx actor.Context, rec *jobstate.Record) bool {
 
 // write stores rec with compare-and-set. A lost race means another activation owns the job: this one stops.
 func (a *jobActor) write(ctx actor.Context, rec *jobstate.Record) error {
-	if err := a.cell.Save(context.Background(), rec); err != nil {
+	if err := a.cell.Save(a.deps.lifetime(), rec); err != nil {
 		a.deps.saveFailed(ctx, err, KindJob, a.id)
 		return err
 	}

@@ -77,6 +77,14 @@ type JobFail struct {
 	Retryable bool
 }
 
+// JobHandBack ends a worker's attempt without an outcome because its node is draining and ran out of time:
+// the attempt does not count, and the job is placed again at once (jobstate.Record.HandBack). A repeat, or a
+// hand-back of a lease that already ended, is refused as stale.
+type JobHandBack struct {
+	RequestID string
+	Token     jobstate.Token
+}
+
 // JobTick makes the job apply what time decided (lease expiry, retry wait, deadline) and re-dispatch.
 type JobTick struct {
 	RequestID string
@@ -99,5 +107,5 @@ type JobReply struct {
 
 // JobMessages lists the job actor's message types, for registration with the wire codec.
 func JobMessages() []any {
-	return []any{JobSubmit{}, JobGet{}, JobAwait{}, JobClaim{}, JobRenew{}, JobSucceed{}, JobFail{}, JobTick{}, JobCancel{}, JobReply{}}
+	return []any{JobSubmit{}, JobGet{}, JobAwait{}, JobClaim{}, JobRenew{}, JobSucceed{}, JobFail{}, JobTick{}, JobCancel{}, JobReply{}, JobHandBack{}}
 }

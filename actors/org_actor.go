@@ -42,6 +42,18 @@ type Deps struct {
 	// NotifyBatch tells a batch that one of its item jobs ended; it must not block (a hint, see
 	// jobActor.perform).
 	NotifyBatch func(batchID, requestID string)
+	// Lifetime is the node's lifetime: it ends once the node stopped its actors, and every storage call an
+	// actor makes derives from it (bounded by StoreTimeout), so that none outlives the node's store. Nil
+	// means a context that never ends (tests spawning actors directly).
+	Lifetime context.Context
+}
+
+// lifetime is Lifetime, or a context that never ends.
+func (d *Deps) lifetime() context.Context {
+	if d.Lifetime != nil {
+		return d.Lifetime
+	}
+	return context.Background()
 }
 
 func (d *Deps) orgs() OrgClient { return OrgClient{Caller: d.Caller} }
@@ -138,7 +150,7 @@ func (d *Deps) storeCtx() (context.Context, context.CancelFunc) {
 	if t <= 0 {
 		t = 10 * time.Second
 	}
-	return context.WithTimeout(context.Background(), t)
+	return context.WithTimeout(d.lifetime(), t)
 }
 
 // load reads the record on first use. It answers and returns false when the caller must stop handling.
@@ -149,7 +161,7 @@ func (a *orgActor) load(ctx actor.Context, orgID string) bool {
 	if a.cell == nil {
 		a.cell = Orgs{Store: a.deps.Store, Clock: a.deps.Clock}.Cell(a.id, a.deps.StoreTimeout)
 	}
-	st, err := a.cell.Load(context.Background())
+	st, err := a.cell.Load(a.deps.lifetime())
 	if err != nil {
 		a.deps.Logger.Error().Err(err).Str("org", a.id).Msg("load organization")
 		a.deps.Respond(ctx, &OrgReply{Code: ReplyInternal, Detail: "organization state unavailable"})
@@ -180,7 +192,7 @@ func (a *orgActor) mutate(ctx actor.Context, orgID string, fn func(*OrgState, ti
 		a.deps.Respond(ctx, a.reply(codeOf(err), err.Error()))
 		return
 	}
-	if err := a.cell.Save(context.Background(), next); err != nil {
+	if err := a.cell.Save(a.deps.lifetime(), next); err != nil {
 		code := a.deps.saveFailed(ctx, err, KindOrg, a.id)
 		a.deps.Respond(ctx, &OrgReply{Code: code, Detail: "organization state changed elsewhere; retry"})
 		return

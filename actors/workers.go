@@ -35,10 +35,11 @@ type Processor interface {
 	Process(ctx context.Context, rec *jobstate.Record) (jobstate.Output, *ProcessError)
 }
 
-// Pool is a node's workers. Jobs are dispatched to it by request id; a worker claims the job from its actor
-// under a lease, renews the lease while it works, and reports the outcome. The same CPU tokens bound
-// synchronous detection at the edge (Acquire), so that a node never runs more codec work than it has cores
-// for.
+// Pool is a node's workers of one work class (Pools holds a node's pools). Jobs are offered to it by
+// request id; a worker claims the job from its actor under a lease, renews the lease while it works, and
+// reports the outcome to the job actor wherever that runs. The CPU tokens it shares with the node's other CPU
+// pools bound synchronous detection at the edge too (Acquire), so that a node never runs more codec work than
+// it has cores for.
 type Pool struct {
 	caller    Caller
 	processor Processor
@@ -58,6 +59,20 @@ type Pool struct {
 	// OnClaim, when set, is called after a worker claimed a job and before it processes it (tests use it to
 	// simulate a worker that dies mid-job).
 	OnClaim func(ctx context.Context, requestID string) bool
+
+	// class, when set, is the work class every job of this pool counts under (a pool of Pools); "" counts each
+	// job under its own kind's class (NewPool).
+	class string
+	// mu guards waiting (the ids in queue, so that a job offered again while it waits is queued once),
+	// running and idle.
+	mu      sync.Mutex
+	waiting map[string]bool
+	running int
+	idle    chan struct{} // closed when running drops to 0
+	// draining refuses new offers (the node is shutting down); abandon ends running attempts with a hand-back.
+	draining   atomic.Bool
+	abandon    context.Context
+	abandonNow context.CancelFunc
 }
 
 // NewPool returns a pool of n workers.
@@ -65,8 +80,16 @@ func NewPool(caller Caller, p Processor, logger zerolog.Logger, node string, n i
 	if n < 1 {
 		n = 1
 	}
-	return &Pool{caller: caller, processor: p, logger: logger, lease: lease, node: node, workers: n,
-		queue: make(chan queued, 4096), tokens: make(chan struct{}, n)}
+	return newPool(caller, p, logger, node, "", n, lease, make(chan struct{}, n))
+}
+
+// newPool returns a pool of n workers (0: a pool that only lends tokens and runs attempts claimed by its
+// caller) taking tokens from tokens.
+func newPool(caller Caller, p Processor, logger zerolog.Logger, node, class string, n int, lease time.Duration, tokens chan struct{}) *Pool {
+	// The abandon context belongs to the pool, not to a request: it ends when the node's drain runs out of time.
+	abandon, abandonNow := context.WithCancel(context.Background())
+	return &Pool{caller: caller, processor: p, logger: logger, lease: lease, node: node, workers: n, class: class,
+		queue: make(chan queued, 4096), tokens: tokens, waiting: map[string]bool{}, abandon: abandon, abandonNow: abandonNow}
 }
 
 // queued is a job waiting for a worker, with the work class it counts under.
@@ -83,9 +106,116 @@ func (p *Pool) DispatchJob(rec *jobstate.Record) {
 	p.dispatch(rec.RequestID, classOf(rec.Media, rec.AcceleratorRequested))
 }
 
-// Free is the pool's free worker slots: workers less the attempts running and the jobs waiting in its queue.
+// Offer queues a job like Dispatch and reports whether the pool took it: a pool without workers or a
+// draining one takes nothing. A job already waiting in the queue is not queued twice.
+func (p *Pool) Offer(requestID string) bool {
+	class := p.class
+	if class == "" {
+		class = string(mediakind.ClassCPU)
+	}
+	return p.dispatch(requestID, class)
+}
+
+// Free is the pool's free worker slots: workers less the attempts running and the jobs waiting in its queue;
+// 0 while draining.
 func (p *Pool) Free() int {
+	if p.draining.Load() {
+		return 0
+	}
 	return max(0, p.workers-int(p.busy.Load())-len(p.queue))
+}
+
+// Waiting is the number of jobs in the pool's queue.
+func (p *Pool) Waiting() int { return len(p.queue) }
+
+// Takes reports whether the pool takes new work: it has workers and is not draining.
+func (p *Pool) Takes() bool { return p.workers > 0 && !p.draining.Load() }
+
+// TakeQueued removes up to n jobs from the queue, oldest first, and returns their request ids (to be placed
+// on another node).
+func (p *Pool) TakeQueued(n int) []string {
+	var ids []string
+	p.mu.Lock()
+loop:
+	for len(ids) < n {
+		select {
+		case q := <-p.queue:
+			delete(p.waiting, q.id)
+			p.Metrics.queue(q.class, -1)
+			ids = append(ids, q.id)
+		default:
+			break loop
+		}
+	}
+	p.mu.Unlock()
+	if len(ids) > 0 {
+		p.changed()
+	}
+	return ids
+}
+
+// BeginDrain makes the pool refuse new offers and advertise no free slot, and returns the jobs that were
+// waiting in its queue, for the caller to place elsewhere. Attempts already running go on.
+func (p *Pool) BeginDrain() []string {
+	p.draining.Store(true)
+	ids := p.TakeQueued(cap(p.queue))
+	p.changed()
+	return ids
+}
+
+// Draining reports whether BeginDrain was called.
+func (p *Pool) Draining() bool { return p.draining.Load() }
+
+// Running is the number of attempts running in the pool (those its workers took and those its callers
+// claimed themselves).
+func (p *Pool) Running() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.running
+}
+
+// Idle returns a channel that is closed once no attempt runs in the pool.
+func (p *Pool) Idle() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.idle == nil {
+		p.idle = make(chan struct{})
+		if p.running == 0 {
+			close(p.idle)
+		}
+	}
+	return p.idle
+}
+
+// HandBackRunning ends every running attempt by handing its job back to the job actor (not counted as an
+// attempt; another node takes it), for a drain that ran out of time. An attempt that finishes anyway still
+// reports its outcome.
+func (p *Pool) HandBackRunning() { p.abandonNow() }
+
+func (p *Pool) attemptStarted() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.running++
+	if p.idle != nil {
+		select {
+		case <-p.idle:
+			p.idle = nil // closed while idle: the next Idle makes a fresh one
+		default:
+		}
+	}
+}
+
+func (p *Pool) attemptEnded() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.running--
+	if p.running == 0 && p.idle != nil {
+		select {
+		case <-p.idle:
+		default:
+			close(p.idle)
+		}
+	}
 }
 
 // Workers is the pool's number of workers.
@@ -97,14 +227,30 @@ func (p *Pool) changed() {
 	}
 }
 
-func (p *Pool) dispatch(requestID, class string) {
+func (p *Pool) dispatch(requestID, class string) bool {
+	if !p.Takes() {
+		return false
+	}
+	if p.class != "" {
+		class = p.class
+	}
 	defer p.changed()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.draining.Load() {
+		return false // BeginDrain ran since the check above; its TakeQueued would miss this one
+	}
+	if p.waiting[requestID] {
+		return true // offered again while it waits (a sweeper tick): it is queued already
+	}
 	select {
 	case p.queue <- queued{id: requestID, class: class}:
+		p.waiting[requestID] = true
 		p.Metrics.queue(class, 1)
 	default:
 		p.logger.Warn().Str("job", requestID).Msg("worker queue full; the sweeper will dispatch the job again")
 	}
+	return true
 }
 
 // Acquire takes a CPU token for work done outside the pool; call release when done.
@@ -158,6 +304,9 @@ func (p *Pool) work(ctx context.Context, i int) {
 		case <-ctx.Done():
 			return
 		case q := <-p.queue:
+			p.mu.Lock()
+			delete(p.waiting, q.id)
+			p.mu.Unlock()
 			p.Metrics.queue(q.class, -1)
 			p.busy.Add(1) // from the queue to the end of the attempt, this worker is taken
 			p.attempt(ctx, id, q.id)
@@ -215,14 +364,24 @@ func (p *Pool) RunClaimed(ctx context.Context, rec *jobstate.Record, lease jobst
 		return nil
 	}
 	defer release()
+	p.attemptStarted()
+	defer p.attemptEnded()
 	class, began, reported, ok := classOf(rec.Media, rec.AcceleratorRequested), time.Now(), false, false
+	if p.class != "" {
+		class = p.class
+	}
 	p.Metrics.start(class)
 	defer func() { p.Metrics.end(class, reported, ok, time.Since(began)) }()
 	workCtx, stop := context.WithCancel(ctx)
 	defer stop()
+	defer context.AfterFunc(p.abandon, stop)()
 	go p.renew(workCtx, stop, requestID, lease)
 
 	out, perr := p.processor.Process(workCtx, rec)
+	if perr != nil && p.abandon.Err() != nil && ctx.Err() == nil {
+		p.handBack(ctx, requestID, lease) // the drain ran out of time: another node runs the job
+		return nil
+	}
 	if workCtx.Err() != nil && ctx.Err() == nil {
 		return nil // the lease was lost: another worker owns the job now and this result would be refused
 	}
@@ -244,6 +403,18 @@ func (p *Pool) RunClaimed(ctx context.Context, rec *jobstate.Record, lease jobst
 	}
 	reported, ok = true, perr == nil
 	return rep
+}
+
+// handBack returns an attempt that the node's drain cut short to the job actor, so that another node runs it
+// without counting an attempt. Should the message be lost, the lease expires and the job retries as after a
+// lost worker.
+func (p *Pool) handBack(ctx context.Context, requestID string, lease jobstate.Lease) {
+	rep, err := p.call(ctx, requestID, &JobHandBack{RequestID: requestID, Token: lease.Token})
+	if err != nil || rep.Code != ReplyOK {
+		p.logger.Warn().Err(err).Str("job", requestID).Interface("reply", rep).Msg("hand back a job cut short by the drain")
+		return
+	}
+	p.logger.Info().Str("job", requestID).Msg("handed back a job cut short by the drain")
 }
 
 // renew extends the lease at a third of its length until ctx ends; when the job refuses (lease lost) it

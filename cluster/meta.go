@@ -20,13 +20,21 @@ const (
 	RoleEdge Role = "edge"
 	// RoleWorker nodes host actors and run codec work on the CPU.
 	RoleWorker Role = "worker"
-	// RoleGPU nodes have an accelerator and host the GPU actors.
+	// RoleGPU nodes have an accelerator and host the GPU actors; with a device and the GPU codec they run
+	// work of the gpu class.
 	RoleGPU Role = "gpu"
+	// RoleAPI nodes serve HTTP and host actors, but run no codec work unless another role gives them a
+	// work class.
+	RoleAPI Role = "api"
+	// RoleCPU and RoleCPULong nodes host actors and run work of the cpu and cpu-long classes
+	// (actors/mediakind); RoleWorker is both.
+	RoleCPU     Role = "cpu"
+	RoleCPULong Role = "cpu-long"
 )
 
 func (r Role) valid() bool {
 	switch r {
-	case RoleEdge, RoleWorker, RoleGPU:
+	case RoleEdge, RoleWorker, RoleGPU, RoleAPI, RoleCPU, RoleCPULong:
 		return true
 	}
 	return false

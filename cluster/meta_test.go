@@ -53,8 +53,9 @@ func TestMetaSizeLimit(t *testing.T) {
 	// A realistic worst case still fits: long DNS host, long name, all roles.
 	m.Host = strings.Repeat("h", 120) + ".internal.example"
 	m.Name = strings.Repeat("n", 64)
-	m.Roles = []Role{RoleEdge, RoleWorker, RoleGPU}
+	m.Roles = []Role{RoleEdge, RoleAPI, RoleWorker, RoleCPU, RoleCPULong, RoleGPU}
 	m.Capacity = 1 << 20
+	m.Free = map[string]int{"cpu": 1 << 16, "cpu-long": 1 << 16, "gpu": 1 << 16}
 	m.GPUs, m.GPUMemory = 16, 16*150_754_820_096 // sixteen H200
 	b, err := EncodeMeta(m)
 	if err != nil {

@@ -435,7 +435,8 @@ func (s *Server) acceptFile(c context.Context, ctx *fasthttp.RequestCtx, r accep
 	jobs := actors.JobClient{Caller: s.cfg.Caller}
 	hold := s.holdFor(opts.accelerator, price)
 	submit := actors.JobSubmit{Spec: spec, Hold: hold, Slot: true}
-	if syncDetect {
+	if syncDetect && s.cfg.Pool.Takes() {
+		// A node that runs no cpu work (its roles) or is draining leaves the job to placement and waits.
 		submit.ClaimAs, submit.Lease = s.cfg.Pool.EdgeWorkerID(), s.cfg.Pool.Lease()
 	}
 	rep, err := jobs.Submit(c, submit)

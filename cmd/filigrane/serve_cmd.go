@@ -35,8 +35,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	level := fs.String("log-level", envOr("FILIGRANE_LOG_LEVEL", "info"), "log level: debug, info, warn, error")
 	format := fs.String("log-format", envOr("FILIGRANE_LOG_FORMAT", "auto"), "log format: auto (console on a terminal), json, console")
 	s3 := s3Flags(fs)
-	roles := fs.String("roles", envOr("FILIGRANE_ROLES", "edge,worker"), "node roles: edge (serves HTTP), worker (hosts actors, runs codec work), gpu")
-	workers := fs.Int("workers", 0, "codec workers (0: one per CPU)")
+	roles := fs.String("roles", envOr("FILIGRANE_ROLES", ""), "comma-separated node roles: api (serves HTTP, hosts actors), cpu, cpu-long, gpu (run that work class), worker (cpu and cpu-long), edge (serves HTTP only, hosts no actors); default: edge,worker, plus gpu with a usable GPU")
+	workers := fs.Int("workers", 0, "codec workers of the cpu class, and the CPU cores codec work may use (0: one per CPU)")
+	fs.IntVar(&cfg.LongWorkers, "long-workers", envInt("FILIGRANE_LONG_WORKERS", 0), "workers of the cpu-long class (videos; 0: half of --workers, at least 1)")
+	fs.DurationVar(&cfg.DrainTimeout, "drain-timeout", envDuration("FILIGRANE_DRAIN_TIMEOUT", 20*time.Second), "on SIGTERM, how long running work may finish before it is handed back to another node (0: cut it short)")
 	decodeMemory := fs.String("decode-memory", envOr("FILIGRANE_DECODE_MEMORY", ""), "memory for decoding images, shared by all decodes of this node, e.g. 4GiB (default: half the available memory)")
 	codecKeyFile := fs.String("codec-key-file", envOr("FILIGRANE_CODEC_KEY_FILE", ""), "file holding the watermark secret (else env FILIGRANE_CODEC_KEY, else the public development key)")
 	fs.StringVar(&cfg.TLSCertFile, "tls-cert", envOr("FILIGRANE_TLS_CERT", ""), "PEM certificate (chain) for HTTPS on both listeners; with --tls-key")
@@ -78,13 +80,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			return 2
 		}
 	}
-	for _, r := range strings.Split(*roles, ",") {
-		role := cluster.Role(strings.TrimSpace(r))
-		if role != cluster.RoleEdge && role != cluster.RoleWorker && role != cluster.RoleGPU {
-			fmt.Fprintf(stderr, "filigrane serve: unknown role %q (want edge, worker, gpu)\n", r)
-			return 2
-		}
-		cfg.Roles = append(cfg.Roles, role)
+	if cfg.Roles, err = parseRoles(*roles); err != nil {
+		fmt.Fprintln(stderr, "filigrane serve:", err)
+		return 2
 	}
 	if *uploadSecretFile != "" {
 		secret, err := os.ReadFile(*uploadSecretFile)
@@ -164,6 +162,24 @@ The web console is at http://%s/console/ — sign in as %s with this password (s
 	return 0
 }
 
+// parseRoles reads --roles; empty is the node's default (node.DefaultRoles).
+func parseRoles(s string) ([]cluster.Role, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	var roles []cluster.Role
+	for _, r := range strings.Split(s, ",") {
+		role := cluster.Role(strings.TrimSpace(r))
+		switch role {
+		case cluster.RoleEdge, cluster.RoleAPI, cluster.RoleWorker, cluster.RoleCPU, cluster.RoleCPULong, cluster.RoleGPU:
+			roles = append(roles, role)
+		default:
+			return nil, fmt.Errorf("unknown role %q (want api, cpu, cpu-long, gpu, worker or edge)", r)
+		}
+	}
+	return roles, nil
+}
+
 // fitConnsToFileLimit raises the open-file limit to its hard limit and, where even that is too low for the
 // connection limits of both listeners plus the store's own files, lowers the connection limits to fit: a
 // refused connection (503) is better than a failed accept.
@@ -187,14 +203,14 @@ func fitConnsToFileLimit(cfg *node.Config, logger zerolog.Logger) {
 // checkLimitEnv refuses malformed limit variables, which envInt and envDuration would otherwise replace by
 // their defaults without a word.
 func checkLimitEnv() error {
-	for _, name := range []string{"FILIGRANE_MAX_CONNS", "FILIGRANE_MAX_CONNS_PER_IP"} {
+	for _, name := range []string{"FILIGRANE_MAX_CONNS", "FILIGRANE_MAX_CONNS_PER_IP", "FILIGRANE_LONG_WORKERS"} {
 		if v := os.Getenv(name); v != "" {
 			if n, err := strconv.Atoi(v); err != nil || n < 0 {
 				return fmt.Errorf("%s=%q: want a whole number of connections", name, v)
 			}
 		}
 	}
-	for _, name := range []string{"FILIGRANE_HEADER_TIMEOUT", "FILIGRANE_BODY_TIMEOUT", "FILIGRANE_IDLE_TIMEOUT"} {
+	for _, name := range []string{"FILIGRANE_HEADER_TIMEOUT", "FILIGRANE_BODY_TIMEOUT", "FILIGRANE_IDLE_TIMEOUT", "FILIGRANE_DRAIN_TIMEOUT"} {
 		if v := os.Getenv(name); v != "" {
 			if d, err := time.ParseDuration(v); err != nil || d < 0 {
 				return fmt.Errorf("%s=%q: want a duration such as 10s", name, v)

@@ -7,11 +7,11 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -57,8 +57,15 @@ type Config struct {
 	Bootstrap bool
 	// CodecKey is the deployment's watermark secret (at least 16 bytes); empty uses codec.DevelopmentKey.
 	CodecKey []byte
-	// Workers is the number of codec workers; 0 means one per CPU.
+	// Workers is the number of codec workers of the cpu class, and the CPU tokens shared by the CPU classes;
+	// 0 means one per CPU.
 	Workers int
+	// LongWorkers is the number of workers of the cpu-long class (videos); 0 means half of Workers, at least 1.
+	LongWorkers int
+	// DrainTimeout is how long Close lets running attempts finish after the node stopped taking work; those
+	// still running then are handed back to their job actors (not counted as attempts) for another node.
+	// 0 drains nothing: Close cuts running attempts short and their leases expire (tests, single nodes).
+	DrainTimeout time.Duration
 	// DecodeMemory is the node's budget for decoding images, in bytes, shared by its workers and synchronous
 	// detections (actors.DecodeBudget); 0 means actors.DefaultDecodeMemory (half the available memory).
 	DecodeMemory int64
@@ -68,8 +75,9 @@ type Config struct {
 	SyncWait time.Duration
 	// S3 is the cluster's shared object storage; nil runs a single node on the data directory alone.
 	S3 *S3Config
-	// Roles are gossiped to other nodes; a node without the worker role hosts no actors and runs no codec
-	// work. Default edge and worker.
+	// Roles are gossiped to other nodes and decide what the node does (NodeRoles): edge serves HTTP only; api
+	// serves HTTP and hosts actors; worker runs the cpu and cpu-long classes, cpu and cpu-long one each, gpu
+	// the gpu class (with a device); any role but edge hosts actors. Default DefaultRoles.
 	Roles []cluster.Role
 	// SweepInterval is how often the sweeper ticks active jobs and purges expired results; 0 means 5 s,
 	// a negative value disables the background sweeper (tests call Sweep).
@@ -128,7 +136,7 @@ type Node struct {
 	storage  *Storage
 	store    persistence.Store
 	blobs    persistence.Blobs
-	pool     *actors.Pool
+	pools    *actors.Pools
 	sweeper  actors.Sweeper
 	stopWork context.CancelFunc
 	cluster  *cluster.Node
@@ -142,8 +150,15 @@ type Node struct {
 	// Close returns only once they have returned.
 	running sync.WaitGroup
 
-	// lastFree is the free worker slots last gossiped (-1: none yet).
-	lastFree atomic.Int64
+	// dispatcher places claimable jobs by capacity; set once the cluster member started.
+	dispatcher atomic.Pointer[actors.Dispatcher]
+
+	// endLife ends the actors' lifetime context (Deps.Lifetime).
+	endLife context.CancelFunc
+
+	// lastFree is the free worker slots per class last gossiped (nil: none yet).
+	freeMu   sync.Mutex
+	lastFree map[string]int
 
 	// decodeBudget is the memory of the node's image decodes.
 	decodeBudget *actors.DecodeBudget
@@ -193,7 +208,10 @@ func (c *Config) defaults() {
 		c.LeaseDuration = 30 * time.Second
 	}
 	if len(c.Roles) == 0 {
-		c.Roles = []cluster.Role{cluster.RoleEdge, cluster.RoleWorker}
+		c.Roles = DefaultRoles()
+	}
+	if c.LongWorkers <= 0 {
+		c.LongWorkers = max(1, c.Workers/2)
 	}
 	if c.SweepInterval == 0 {
 		c.SweepInterval = 5 * time.Second
@@ -213,7 +231,6 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	}
 	n = &Node{cfg: cfg, serveErr: make(chan error, 2), Metrics: apihttp.NewMetrics()}
 	n.batchNotices.init()
-	n.lastFree.Store(-1)
 	// Every error return sets n to nil, so the cleanup holds its own reference to the partly started node.
 	started := n
 	defer func() {
@@ -243,6 +260,7 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	reg.MustRegister(actors.OrgMessages()...)
 	reg.MustRegister(actors.JobMessages()...)
 	reg.MustRegister(actors.BatchMessages()...)
+	reg.MustRegister(actors.WorkMessages()...)
 	caller := &actors.LateCaller{}
 	n.decodeBudget = actors.NewDecodeBudget(cfg.DecodeMemory)
 	// The node's GPUs (none without a device and NVRTC): woken by the API, used by accelerator=gpu image jobs.
@@ -257,7 +275,17 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 			jobstate.MediaVideo:    mediafiles.NewVideo(cdc),
 			jobstate.MediaDocument: mediafiles.NewPDF(cdc),
 		}}
-	n.pool = actors.NewPool(caller, media, cfg.Logger.With().Str("component", "workers").Logger(), cfg.NodeName, cfg.Workers, cfg.LeaseDuration)
+	roles := NodeRoles(cfg.Roles)
+	workers := map[mediakind.Class]int{}
+	if roles.Classes[mediakind.ClassCPU] {
+		workers[mediakind.ClassCPU] = cfg.Workers
+	}
+	if roles.Classes[mediakind.ClassCPULong] {
+		workers[mediakind.ClassCPULong] = cfg.LongWorkers
+	}
+	if roles.Classes[mediakind.ClassGPU] && devices > 0 {
+		workers[mediakind.ClassGPU] = devices
+	}
 	// Handlers of outbox kinds (webhook events, bucket deliveries, batch notices) are registered on
 	// n.outboxes; effects of a kind no node handles go dead after outbox.DefaultSchedule.
 	n.outbox = outbox.Outbox{Store: store, Clock: cfg.Clock}
@@ -269,7 +297,12 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 		Endpoints: n.webhookEndpoints, Clock: cfg.Clock, Metrics: webhooks.NewMetrics(n.Metrics.Registry),
 		Sender: webhooks.NewSender(&egress.Guard{AllowPrivate: cfg.AllowPrivateTargets}, 0)}
 	webhooks.RegisterHandlers(n.outboxes, store, hooks) // every webhook kind (webhooks.Kinds)
-	n.pool.Metrics = actors.NewWorkMetrics(n.Metrics.Registry, cfg.NodeName)
+	n.pools = actors.NewPools(actors.PoolsConfig{Caller: caller, Processor: media, Node: cfg.NodeName, Lease: cfg.LeaseDuration,
+		Logger: cfg.Logger.With().Str("component", "workers").Logger(), Workers: workers, CPUTokens: cfg.Workers,
+		Metrics: actors.NewWorkMetrics(n.Metrics.Registry, cfg.NodeName)})
+	// The actors' storage calls end with the node (after its cluster member stopped them), not before.
+	life, endLife := context.WithCancel(context.WithoutCancel(ctx))
+	n.endLife = endLife
 	deps := &actors.Deps{
 		Store: store, Clock: cfg.Clock, Catalog: catalog, Logger: cfg.Logger.With().Str("component", "actors").Logger(),
 		Respond: func(ctx actor.Context, v any) {
@@ -292,12 +325,17 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 		StoreTimeout: 10 * time.Second,
 		ActorDelta:   n.Metrics.ActorDelta,
 		Caller:       caller,
-		Dispatch:     n.pool.DispatchJob,
-		Outbox:       n.outbox,
-		NotifyBatch:  n.batchNotices.notify,
+		Dispatch: func(rec *jobstate.Record) {
+			if d := n.dispatcher.Load(); d != nil {
+				d.Dispatch(rec)
+			} // else the member is still starting: the sweeper's next tick places the job
+		},
+		Outbox:      n.outbox,
+		NotifyBatch: n.batchNotices.notify,
+		Lifetime:    life,
 	}
 	var kinds []cluster.Kind
-	worker := slices.Contains(cfg.Roles, cluster.RoleWorker)
+	worker := roles.HostsActors
 	if worker {
 		kinds = []cluster.Kind{
 			cluster.NewKind(actors.KindOrg, actors.OrgProps(deps)),
@@ -319,19 +357,25 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 		Logger:     cfg.Logger, // the cluster package names its own components
 		Registry:   reg,
 		Kinds:      kinds,
-		Capacity:   cfg.Workers,
+		Free:       n.pools.Free(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("start cluster member: %w", err)
 	}
 	caller.Set(n.cluster)
+	if err := n.startPlacement(); err != nil {
+		return nil, err
+	}
 	workCtx, stopWork := context.WithCancel(context.Background())
 	n.stopWork = stopWork
-	if worker {
-		n.pool.OnChange = n.advertiseFree
-		n.advertiseFree()
-		n.pool.Run(workCtx)
-	}
+	n.pools.SetOnChange(n.advertiseFree)
+	n.advertiseFree()
+	n.pools.Run(workCtx)
+	n.running.Add(1)
+	go func() {
+		defer started.running.Done()
+		started.rebalance(workCtx)
+	}()
 	n.running.Add(1)
 	go func() { // started, not n: an error return below sets n to nil while this runs
 		defer started.running.Done()
@@ -378,7 +422,7 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	n.api = apihttp.New(apihttp.Config{
 		Keys:  actors.Keys{Store: store, Clock: cfg.Clock, Cache: keyCache(storage.Cluster)},
 		Orgs:  actors.OrgClient{Caller: n.cluster},
-		Store: store, Blobs: blobs, Caller: n.cluster, Media: media, Pool: n.pool,
+		Store: store, Blobs: blobs, Caller: n.cluster, Media: media, Pool: n.pools.Sync(),
 		Catalog: catalog, Clock: cfg.Clock, Logger: httpLog, Metrics: n.Metrics,
 		Outbox: n.outbox, SyncWait: cfg.SyncWait, Health: n.health, Ready: n.ready, Conns: cfg.Conns,
 		Storage:   storageLib,
@@ -451,15 +495,18 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	return n, nil
 }
 
-// advertiseFree gossips the pool's free slots. One pool runs both CPU classes for now, so both advertise the
-// same slots; the gpu class is not advertised (no GPU codec path). The cluster coalesces updates (at most one
-// every 100 ms), and an unchanged value is not sent again.
+// advertiseFree gossips the pools' free slots per class (none for a class the node does not run, or while
+// it drains). The cluster coalesces updates (at most one every 100 ms), and an unchanged value is not sent
+// again.
 func (n *Node) advertiseFree() {
-	free := n.pool.Free()
-	if n.lastFree.Swap(int64(free)) == int64(free) {
+	free := n.pools.Free()
+	n.freeMu.Lock()
+	defer n.freeMu.Unlock()
+	if n.lastFree != nil && maps.Equal(n.lastFree, free) {
 		return
 	}
-	if err := n.cluster.SetFree(map[string]int{string(mediakind.ClassCPU): free, string(mediakind.ClassCPULong): free}); err != nil {
+	n.lastFree = free
+	if err := n.cluster.SetFree(free); err != nil {
 		n.cfg.Logger.Warn().Err(err).Msg("advertise free worker slots")
 	}
 }
@@ -515,8 +562,11 @@ func (n *Node) Blobs() persistence.Blobs { return n.blobs }
 // DecodeBudget is the node's decode memory budget.
 func (n *Node) DecodeBudget() *actors.DecodeBudget { return n.decodeBudget }
 
-// Pool is the node's worker pool.
-func (n *Node) Pool() *actors.Pool { return n.pool }
+// Pool is the node's pool of the cpu class (the one the edge uses for synchronous work).
+func (n *Node) Pool() *actors.Pool { return n.pools.Sync() }
+
+// Pools is the node's worker pools, one per work class it runs.
+func (n *Node) Pools() *actors.Pools { return n.pools }
 
 // Sweep runs every sweeper pass once now, lease or not (tests move the clock, then sweep): the job, result,
 // asset and upload passes, then the outbox delivery.
@@ -559,6 +609,7 @@ func (n *Node) Close(ctx context.Context) error {
 		return nil
 	}
 	var errs []error
+	n.drain(ctx)
 	if n.serving {
 		errs = append(errs, n.api.Shutdown(ctx), n.upload.Shutdown(ctx))
 	} else {
@@ -571,13 +622,16 @@ func (n *Node) Close(ctx context.Context) error {
 	}
 	if n.stopWork != nil {
 		n.stopWork()
-		n.pool.Wait()
+		n.pools.Wait()
 	}
 	// The listeners' goroutines return once their server is shut down, the sweeper once stopWork ran; both
 	// happened above whenever the goroutines were started.
 	n.running.Wait()
 	if n.cluster != nil {
 		errs = append(errs, n.cluster.Stop(true))
+	}
+	if n.endLife != nil {
+		n.endLife()
 	}
 	if n.gpus != nil {
 		errs = append(errs, n.gpus.Close())

@@ -2,6 +2,7 @@ package node_test
 
 import (
 	"maps"
+	"slices"
 	"testing"
 	"time"
 
@@ -11,12 +12,12 @@ import (
 )
 
 // TestNodeAdvertisesFreeSlots: a worker node gossips its free slots per CPU work class in its member metadata
-// (one pool runs both CPU classes, so both show its slots); an edge-only node advertises none.
+// (a pool per class: --workers for cpu, half of it for cpu-long); an edge-only node advertises none.
 func TestNodeAdvertisesFreeSlots(t *testing.T) {
 	clk := clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	n := startNode(t, t.TempDir(), clk, func(c *node.Config) { c.Workers = 3 })
+	n := startNode(t, t.TempDir(), clk, func(c *node.Config) { c.Workers = 4 })
 	t.Cleanup(func() { n.Close(t.Context()) })
-	want := map[string]int{"cpu": 3, "cpu-long": 3}
+	want := map[string]int{"cpu": 4, "cpu-long": 2}
 	self := func(n *node.Node) cluster.Member {
 		for _, m := range n.Cluster().Members() {
 			if m.Self {
@@ -37,12 +38,53 @@ func TestNodeAdvertisesFreeSlots(t *testing.T) {
 			t.Fatalf("worker node advertises %v, want %v", self(n).Free, want)
 		}
 	}
-	if p := n.Pool(); p.Free() != 3 || p.Workers() != 3 {
+	if p := n.Pool(); p.Free() != 4 || p.Workers() != 4 {
 		t.Fatalf("pool free %d of %d", p.Free(), p.Workers())
 	}
 	edge := startNode(t, t.TempDir(), clk, func(c *node.Config) { c.Roles = []cluster.Role{cluster.RoleEdge} })
 	t.Cleanup(func() { edge.Close(t.Context()) })
 	if f := self(edge).Free; len(f) != 0 {
 		t.Fatalf("edge-only node advertises %v", f)
+	}
+}
+
+// TestNodeRoles: which roles host actors and which work classes they run; an api node (actors, no work)
+// advertises no class and its edge claims no job itself.
+func TestNodeRoles(t *testing.T) {
+	cases := []struct {
+		roles   []cluster.Role
+		actors  bool
+		classes []string
+	}{
+		{[]cluster.Role{cluster.RoleEdge}, false, nil},
+		{[]cluster.Role{cluster.RoleAPI}, true, nil},
+		{[]cluster.Role{cluster.RoleEdge, cluster.RoleWorker}, true, []string{"cpu", "cpu-long"}},
+		{[]cluster.Role{cluster.RoleAPI, cluster.RoleCPU}, true, []string{"cpu"}},
+		{[]cluster.Role{cluster.RoleCPULong}, true, []string{"cpu-long"}},
+		{[]cluster.Role{cluster.RoleGPU}, true, []string{"gpu"}},
+	}
+	for _, c := range cases {
+		r := node.NodeRoles(c.roles)
+		var got []string
+		for cl, on := range r.Classes {
+			if on {
+				got = append(got, string(cl))
+			}
+		}
+		slices.Sort(got)
+		if r.HostsActors != c.actors || !slices.Equal(got, c.classes) {
+			t.Errorf("%v: actors %v classes %v; want %v %v", c.roles, r.HostsActors, got, c.actors, c.classes)
+		}
+	}
+	clk := clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	n := startNode(t, t.TempDir(), clk, func(c *node.Config) { c.Roles = []cluster.Role{cluster.RoleAPI} })
+	t.Cleanup(func() { n.Close(t.Context()) })
+	for _, m := range n.Cluster().Members() {
+		if m.Self && (len(m.Free) != 0 || !m.HasRole(cluster.RoleAPI)) {
+			t.Fatalf("api node gossips roles %v, free %v", m.Roles, m.Free)
+		}
+	}
+	if n.Pool().Takes() || len(n.Pools().Classes()) != 0 {
+		t.Fatal("an api node runs work")
 	}
 }

@@ -1,0 +1,134 @@
+package actors
+
+import (
+	"context"
+	"maps"
+	"testing"
+
+	"github.com/rs/zerolog"
+
+	"filigrane/actors/jobstate"
+	"filigrane/actors/mediakind"
+	"filigrane/actors/placement"
+)
+
+func testPools(workers map[mediakind.Class]int) *Pools {
+	return NewPools(PoolsConfig{Logger: zerolog.Nop(), Node: "self", Lease: 30e9, Workers: workers, CPUTokens: 2})
+}
+
+// TestPoolsOfferAndDrain: a pool per class run, each advertising its own free slots; a job offered twice
+// while it waits is queued once; a class not run takes nothing; a drain returns the waiting jobs, advertises
+// nothing and refuses new offers.
+func TestPoolsOfferAndDrain(t *testing.T) {
+	ps := testPools(map[mediakind.Class]int{mediakind.ClassCPU: 2, mediakind.ClassCPULong: 1})
+	if f := ps.Free(); !maps.Equal(f, map[string]int{"cpu": 2, "cpu-long": 1}) {
+		t.Fatalf("free %v", f)
+	}
+	if !ps.Offer("req_a", mediakind.ClassCPU) || !ps.Offer("req_a", mediakind.ClassCPU) {
+		t.Fatal("offer refused")
+	}
+	if w := ps.Pool(mediakind.ClassCPU).Waiting(); w != 1 {
+		t.Fatalf("a job offered twice waits %d times", w)
+	}
+	if ps.Offer("req_b", mediakind.ClassGPU) {
+		t.Fatal("a node without a gpu pool took gpu work")
+	}
+	if f := ps.Free(); !maps.Equal(f, map[string]int{"cpu": 1, "cpu-long": 1}) {
+		t.Fatalf("free after one offer %v", f)
+	}
+	waiting := ps.BeginDrain()
+	if len(waiting) != 1 || len(waiting[mediakind.ClassCPU]) != 1 || waiting[mediakind.ClassCPU][0] != "req_a" {
+		t.Fatalf("drain returned %v", waiting)
+	}
+	if f := ps.Free(); len(f) != 0 {
+		t.Fatalf("a draining node advertises %v", f)
+	}
+	if ps.Offer("req_c", mediakind.ClassCPU) || ps.Sync().Takes() {
+		t.Fatal("a draining node took work")
+	}
+	select {
+	case <-ps.Pool(mediakind.ClassCPU).Idle():
+	default:
+		t.Fatal("a pool with nothing running is not idle")
+	}
+	if !ps.AwaitIdle(context.Background()) {
+		t.Fatal("AwaitIdle with nothing running")
+	}
+}
+
+// TestPoolsWithoutCPUClass: a node that runs no cpu class (--roles api) still lends its CPU tokens to the
+// edge's synchronous work, but its sync pool takes no jobs and it advertises no class.
+func TestPoolsWithoutCPUClass(t *testing.T) {
+	ps := testPools(nil)
+	if f := ps.Free(); len(f) != 0 {
+		t.Fatalf("free %v", f)
+	}
+	if ps.Sync().Takes() || ps.Sync().Offer("req_a") {
+		t.Fatal("the sync pool of an api-only node takes jobs")
+	}
+	release, err := ps.Sync().Acquire(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	release()
+}
+
+type sent struct {
+	node  string
+	offer WorkOffer
+}
+
+func testDispatcher(ps *Pools, members *[]placement.Node, out *[]sent) *Dispatcher {
+	return &Dispatcher{Self: "self", Pools: ps, Logger: zerolog.Nop(),
+		Members: func() []placement.Node { return *members },
+		Send: func(node string, o *WorkOffer) error {
+			*out = append(*out, sent{node, *o})
+			return nil
+		}}
+}
+
+// TestDispatcher: a job goes to the local pool while it has room, then to the member with the most free
+// slots; an offer this node cannot take is passed on at most MaxOfferHops times; Rebalance moves waiting
+// jobs to members that advertise free slots.
+func TestDispatcher(t *testing.T) {
+	ps := testPools(map[mediakind.Class]int{mediakind.ClassCPU: 1})
+	members := []placement.Node{{ID: "self", Free: map[string]int{"cpu": 0}}, {ID: "r1", Free: map[string]int{"cpu": 1}},
+		{ID: "r2", Free: map[string]int{"cpu": 3, "cpu-long": 1}}}
+	var out []sent
+	d := testDispatcher(ps, &members, &out)
+	image := func(id string) *jobstate.Record {
+		return &jobstate.Record{RequestID: id, Media: jobstate.MediaImage}
+	}
+	d.Dispatch(image("req_1")) // local has a free slot (its live figure, not the stale gossip)
+	if ps.Pool(mediakind.ClassCPU).Waiting() != 1 || len(out) != 0 {
+		t.Fatalf("first job: waiting %d, sent %v", ps.Pool(mediakind.ClassCPU).Waiting(), out)
+	}
+	d.Dispatch(image("req_2")) // local full now: most free slots
+	if len(out) != 1 || out[0].node != "r2" || out[0].offer.RequestID != "req_2" || out[0].offer.Classes[0] != "cpu" {
+		t.Fatalf("second job sent %v", out)
+	}
+	out = nil
+	d.Receive(&WorkOffer{RequestID: "req_v", Classes: []string{"cpu-long"}})
+	if len(out) != 1 || out[0].node != "r2" || out[0].offer.Hops != 1 {
+		t.Fatalf("cpu-long offer to a node without that class: sent %v", out)
+	}
+	out = nil
+	d.Receive(&WorkOffer{RequestID: "req_v", Classes: []string{"cpu-long"}, Hops: MaxOfferHops})
+	if len(out) != 0 {
+		t.Fatalf("an offer past its hops was passed on: %v", out)
+	}
+	// Two more wait locally (every member full), then r1 advertises a free slot: one moves.
+	members[1].Free["cpu"], members[2].Free["cpu"] = 0, 0
+	d.Dispatch(image("req_3"))
+	if out != nil || ps.Pool(mediakind.ClassCPU).Waiting() != 2 {
+		t.Fatalf("full cluster: sent %v, waiting %d", out, ps.Pool(mediakind.ClassCPU).Waiting())
+	}
+	members[1].Free["cpu"] = 1
+	if n := d.Rebalance(); n != 1 || len(out) != 1 || out[0].node != "r1" || out[0].offer.RequestID != "req_1" {
+		t.Fatalf("rebalance moved %d: %v", n, out)
+	}
+	// r1's gossip still says 1 free (it has not caught up): the last waiting job follows.
+	if d.Rebalance(); ps.Pool(mediakind.ClassCPU).Waiting() != 0 || len(out) != 2 || out[1].offer.RequestID != "req_3" {
+		t.Fatalf("second rebalance: waiting %d, sent %v", ps.Pool(mediakind.ClassCPU).Waiting(), out)
+	}
+}

@@ -1,0 +1,152 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"filigrane/actors"
+	"filigrane/actors/mediakind"
+	"filigrane/actors/placement"
+	"filigrane/cluster"
+	"filigrane/gpu"
+)
+
+// Roles is what a node's roles make it do.
+type Roles struct {
+	// HostsActors: the node hosts the org, job and batch actors (every role but edge does).
+	HostsActors bool
+	// Classes are the work classes the node runs.
+	Classes map[mediakind.Class]bool
+}
+
+// NodeRoles reads a role list: edge serves HTTP only; api serves HTTP and hosts actors; worker runs the cpu and
+// cpu-long classes; cpu, cpu-long and gpu run that class. Every node serves HTTP on its listeners whatever
+// its roles (edge and api say what it is for); only edge alone keeps a node free of actors.
+func NodeRoles(rs []cluster.Role) Roles {
+	r := Roles{Classes: map[mediakind.Class]bool{}}
+	for _, role := range rs {
+		switch role {
+		case cluster.RoleEdge:
+			continue
+		case cluster.RoleWorker:
+			r.Classes[mediakind.ClassCPU], r.Classes[mediakind.ClassCPULong] = true, true
+		case cluster.RoleCPU:
+			r.Classes[mediakind.ClassCPU] = true
+		case cluster.RoleCPULong:
+			r.Classes[mediakind.ClassCPULong] = true
+		case cluster.RoleGPU:
+			r.Classes[mediakind.ClassGPU] = true
+		}
+		r.HostsActors = true
+	}
+	return r
+}
+
+// DefaultRoles is everything this machine can do: serve HTTP, host actors, run both CPU classes, and the gpu
+// class when the GPU codec path and a device are present.
+func DefaultRoles() []cluster.Role {
+	rs := []cluster.Role{cluster.RoleEdge, cluster.RoleWorker}
+	if gpu.CodecAvailable() && len(gpu.Devices()) > 0 {
+		rs = append(rs, cluster.RoleGPU)
+	}
+	return rs
+}
+
+// startPlacement starts the node's workers actor (it receives the offers of other nodes) and the dispatcher
+// that places the jobs of the job actors hosted here.
+func (n *Node) startPlacement() error {
+	d := &actors.Dispatcher{
+		Self:    n.cluster.ID(),
+		Pools:   n.pools,
+		Members: n.placementMembers,
+		Send:    n.sendOffer,
+		Logger:  n.cfg.Logger.With().Str("component", "placement").Logger(),
+	}
+	_, err := n.cluster.SpawnNamed(actor.PropsFromFunc(func(c actor.Context) {
+		if o, ok := c.Message().(*actors.WorkOffer); ok {
+			d.Receive(o) // never blocks: it queues or sends on
+		}
+	}), actors.WorkersActor)
+	if err != nil {
+		return fmt.Errorf("start the workers actor: %w", err)
+	}
+	n.dispatcher.Store(d)
+	return nil
+}
+
+// placementMembers is the cluster's members as placement sees them.
+func (n *Node) placementMembers() []placement.Node {
+	ms := n.cluster.Members()
+	nodes := make([]placement.Node, 0, len(ms))
+	for _, m := range ms {
+		if !m.Client {
+			nodes = append(nodes, placement.Node{ID: m.ID, Free: m.Free})
+		}
+	}
+	return nodes
+}
+
+// sendOffer delivers an offer to the workers actor of the member with id.
+func (n *Node) sendOffer(id string, o *actors.WorkOffer) error {
+	for _, m := range n.cluster.Members() {
+		if m.ID == id {
+			return n.cluster.SendPID(cluster.MemberPID(m, actors.WorkersActor), o)
+		}
+	}
+	return fmt.Errorf("member %s left", id)
+}
+
+// rebalance moves waiting jobs to members that advertise free slots, whenever the members change (a node
+// joined, another finished work) and every second, until ctx ends.
+func (n *Node) rebalance(ctx context.Context) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		changed := n.cluster.MembersChanged()
+		select {
+		case <-ctx.Done():
+			return
+		case <-changed:
+		case <-t.C:
+		}
+		if d := n.dispatcher.Load(); d != nil {
+			d.Rebalance()
+		}
+	}
+}
+
+// drain stops taking work: the node advertises no free slot, refuses offers (passing them on), places the
+// jobs waiting in its queues on other nodes, lets running attempts finish for up to DrainTimeout (and no
+// longer than ctx), then hands back those still running, so that no job fails or counts an attempt because
+// this node stops. Nothing happens with DrainTimeout 0.
+func (n *Node) drain(ctx context.Context) {
+	d := n.dispatcher.Load()
+	if n.cfg.DrainTimeout <= 0 || d == nil {
+		return
+	}
+	log := n.cfg.Logger.With().Str("component", "placement").Logger()
+	waiting := n.pools.BeginDrain()
+	n.advertiseFree()
+	moved := 0
+	for c, ids := range waiting {
+		d.Replace(c, ids)
+		moved += len(ids)
+	}
+	log.Info().Int("waiting_moved", moved).Int("running", n.pools.Running()).Dur("timeout", n.cfg.DrainTimeout).
+		Msg("draining: taking no more work")
+	dctx, cancel := context.WithTimeout(ctx, n.cfg.DrainTimeout)
+	defer cancel()
+	if n.pools.AwaitIdle(dctx) {
+		log.Info().Msg("drained: no work running")
+		return
+	}
+	log.Warn().Int("running", n.pools.Running()).Msg("drain timeout: handing back the running attempts")
+	n.pools.HandBackRunning()
+	// The hand-backs go through the cluster, still up; they are bounded by the pool's call timeout.
+	hctx, cancel2 := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel2()
+	n.pools.AwaitIdle(hctx)
+}

@@ -1,0 +1,328 @@
+package node_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net/http"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"filigrane/actors"
+	"filigrane/cluster/clustertest"
+	"filigrane/internal/admin"
+	"filigrane/internal/node"
+	"filigrane/persistence/s3test"
+)
+
+// placeCluster is filigrane processes on 127.0.0.1 sharing a versitygw bucket, each with its own extra
+// arguments (roles, drain timeout), for the placement tests.
+type placeCluster struct {
+	procs  *clustertest.Processes
+	s3     *node.S3Config
+	orgID  string
+	secret string
+}
+
+func (c *placeCluster) base(i int) string {
+	return "http://127.0.0.1:" + strconv.Itoa(c.procs.List[i].Ports[0])
+}
+
+func (c *placeCluster) admin(t *testing.T, fn func(admin.Admin)) {
+	t.Helper()
+	(&clusterFixture{s3: c.s3}).admin(t, fn)
+}
+
+// startPlaceCluster starts len(extra) nodes named n0, n1, ... with one cpu worker each, plus extra[i].
+func startPlaceCluster(t *testing.T, extra [][]string) *placeCluster {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("multi-process cluster test")
+	}
+	bin := buildBinary(t)
+	srv := s3test.Start(t)
+	c := &placeCluster{s3: &node.S3Config{Endpoint: "http://" + srv.Endpoint, Bucket: srv.NewBucket(t),
+		AccessKey: srv.AccessKey, SecretKey: srv.SecretKey, Region: srv.Region}}
+	c.admin(t, func(a admin.Admin) {
+		ctx := context.Background()
+		st, err := a.CreateOrg(ctx, "Acme", "business", 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := a.AddMember(ctx, st.ID, "ops", actors.RoleOwner)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.secret, _, err = a.CreateKey(ctx, actors.NewKeySpec{OrgID: st.ID, MemberID: m, Scopes: actors.AllScopes()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.orgID = st.ID
+	})
+	n := len(extra)
+	dirs := make([]string, n)
+	for i := range dirs {
+		dirs[i] = t.TempDir()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	procs, err := clustertest.StartProcesses(ctx, clustertest.ProcessConfig{
+		Binary: bin, N: n, Ports: 4,
+		Args: func(i int, ports [][]int) []string {
+			p := ports[i]
+			args := []string{"serve", "--data", dirs[i], "--node-name", fmt.Sprintf("n%d", i),
+				"--listen", fmt.Sprintf("127.0.0.1:%d", p[0]), "--upload-listen", fmt.Sprintf("127.0.0.1:%d", p[1]),
+				"--cluster-bind", fmt.Sprintf("127.0.0.1:%d", p[2]), "--remote-port", strconv.Itoa(p[3]),
+				"--s3-endpoint", c.s3.Endpoint, "--s3-bucket", c.s3.Bucket, "--s3-access-key", c.s3.AccessKey,
+				"--s3-secret-key", c.s3.SecretKey, "--workers", "1", "--log-format", "json", "--log-level", "warn"}
+			var seeds []string
+			for _, q := range ports {
+				seeds = append(seeds, fmt.Sprintf("127.0.0.1:%d", q[2]))
+			}
+			args = append(args, "--join", strings.Join(seeds, ","))
+			return append(args, extra[i]...)
+		},
+		Ready: clustertest.ReadyHTTP(0, "/healthz"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.procs = procs
+	t.Cleanup(procs.KillAll)
+	f := &clusterFixture{procs: procs}
+	for i := 0; i < n; i++ {
+		f.waitMembers(t, i, n)
+	}
+	return c
+}
+
+// metricSum adds up a node's samples of metric whose labels contain every one of labels (e.g. `node="n1"`);
+// -1 when the node does not answer.
+func metricSum(base, metric string, labels ...string) float64 {
+	res, err := http.Get(base + "/metrics")
+	if err != nil {
+		return -1
+	}
+	defer res.Body.Close()
+	sum := 0.0
+	sc := bufio.NewScanner(res.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		rest, ok := strings.CutPrefix(line, metric+"{")
+		if !ok {
+			continue
+		}
+		lbl, val, ok := strings.Cut(rest, "} ")
+		if !ok {
+			continue
+		}
+		match := true
+		for _, l := range labels {
+			match = match && strings.Contains(lbl, l)
+		}
+		if v, err := strconv.ParseFloat(val, 64); err == nil && match {
+			sum += v
+		}
+	}
+	return sum
+}
+
+// submitAsync submits n async embeds of one w×h photo (each with its own data, so each is its own job)
+// through base and returns their request ids.
+func submitAsync(t *testing.T, base, secret string, n, w, h int) []string {
+	t.Helper()
+	img := photo(t, w, h, 100)
+	var ids []string
+	for i := 0; i < n; i++ {
+		r := post(t, base+"/watermarks/images/async", secret, "", img, fmt.Sprintf(`{"i":%d}`, i))
+		if r.status != 202 {
+			t.Errorf("async embed %d: %d %s", i, r.status, r.body)
+			return ids
+		}
+		ids = append(ids, decodeReceipt(t, r).RequestID)
+	}
+	return ids
+}
+
+// awaitJobs polls the jobs through base until every one has ended, and returns their receipts.
+func awaitJobs(t *testing.T, base, secret string, ids []string, within time.Duration) map[string]receipt {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	done := map[string]receipt{}
+	for len(done) < len(ids) {
+		for _, id := range ids {
+			if _, ok := done[id]; ok {
+				continue
+			}
+			r := call(t, "GET", base+"/watermarks/jobs/"+id, secret, nil)
+			if r.status != 200 {
+				continue // a member that just left may still be routed to for a moment
+			}
+			if rc := decodeReceipt(t, r); rc.Status == "succeeded" || rc.Status == "failed" {
+				done[id] = rc
+			}
+		}
+		if time.Now().After(deadline) {
+			for _, id := range ids {
+				if _, ok := done[id]; !ok {
+					r := call(t, "GET", base+"/watermarks/jobs/"+id, secret, nil)
+					t.Logf("pending: %d %s", r.status, r.body)
+				}
+			}
+			t.Fatalf("%d of %d jobs ended within %v", len(done), len(ids), within)
+		}
+		time.Sleep(100 * time.Millisecond) // polling an HTTP API: there is nothing to wait on
+	}
+	return done
+}
+
+// TestPlacementByRolesAndJoin: three processes, n0 with `--roles api` (serves HTTP, hosts actors, runs no
+// codec work). With n2 stopped, jobs submitted through n0 (their job actors on n0 and n1) wait for n1's one
+// worker; n2 then rejoins and runs an attempt within 5 s of being ready (it advertises free slots, and the
+// waiting work moves to it without waiting for the sweeper). Every job succeeds on n1 or n2: the job's node
+// and attempt nodes never name n0, n0's per-node work metrics stay at zero, n1's and n2's count every
+// attempt.
+func TestPlacementByRolesAndJoin(t *testing.T) {
+	c := startPlaceCluster(t, [][]string{{"--roles", "api"}, nil, nil})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := c.procs.List[2].Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	const jobs = 10
+	ids := submitAsync(t, c.base(0), c.secret, jobs, 1600, 1200)
+	if len(ids) != jobs {
+		t.Fatalf("%d of %d jobs submitted", len(ids), jobs)
+	}
+	if q := metricSum(c.base(1), "filigrane_work_queued"); q < 2 {
+		t.Fatalf("only %v jobs waiting on n1: no backlog for the joining node to take", q)
+	}
+	if err := c.procs.List[2].Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ready := time.Now()
+	for {
+		busy := metricSum(c.base(2), "filigrane_work_running", `node="n2"`) +
+			metricSum(c.base(2), "filigrane_work_completed_total", `node="n2"`)
+		if busy >= 1 {
+			break
+		}
+		if time.Since(ready) > 5*time.Second {
+			t.Fatalf("n2 took no work within 5 s of joining\n%s", c.procs.List[2].Tail(20))
+		}
+		time.Sleep(20 * time.Millisecond) // polling the metrics endpoint
+	}
+	took := time.Since(ready)
+	done := awaitJobs(t, c.base(0), c.secret, ids, 4*time.Minute)
+	ran := map[string]int{}
+	for id, rc := range done {
+		if rc.Status != "succeeded" {
+			t.Fatalf("job %s: %s (%v)", id, rc.Status, rc.ErrorCode)
+		}
+		if rc.Node != "n1" && rc.Node != "n2" || slices.Contains(rc.AttemptNodes, "n0") {
+			t.Fatalf("job %s ran on %q (attempts on %v); n0 runs no cpu work", id, rc.Node, rc.AttemptNodes)
+		}
+		ran[rc.Node]++
+	}
+	if n := metricSum(c.base(0), "filigrane_work_completed_total", `node="n0"`); n != 0 {
+		t.Fatalf("n0 reports %v completed attempts", n)
+	}
+	n1 := metricSum(c.base(1), "filigrane_work_completed_total", `node="n1"`, `class="cpu"`)
+	n2 := metricSum(c.base(2), "filigrane_work_completed_total", `node="n2"`, `class="cpu"`)
+	if int(n1) < ran["n1"] || int(n2) < ran["n2"] || ran["n2"] == 0 || n1+n2 < jobs {
+		t.Fatalf("completed attempts: n1 %v, n2 %v; jobs ran %v", n1, n2, ran)
+	}
+	t.Logf("n2 ran its first attempt %v after it was ready; jobs ran %v; n0 hosted %v job actors",
+		took.Round(time.Millisecond), ran, metricSum(c.base(0), "filigrane_actors_active", `kind="job"`))
+}
+
+// TestDrainOnSIGTERM: three processes, work submitted through n0. n1 (drain timeout 60 s) gets SIGTERM
+// while it runs an attempt and lets it finish; n2 (drain timeout 1 ms) gets SIGTERM while it runs one and
+// hands it back. Both exit cleanly; every job succeeds; the handed-back job ran again elsewhere without the
+// hand-back counting as an attempt; every job is charged exactly once and nothing stays held.
+func TestDrainOnSIGTERM(t *testing.T) {
+	c := startPlaceCluster(t, [][]string{nil, {"--drain-timeout", "60s", "--log-level", "info"},
+		{"--drain-timeout", "1ms", "--log-level", "info"}})
+	submitted := make(chan []string, 1)
+	go func() { submitted <- submitAsync(t, c.base(0), c.secret, 12, 1600, 1200) }()
+	stopWhenRunning := func(i int) chan error {
+		name := fmt.Sprintf(`node="n%d"`, i)
+		deadline := time.Now().Add(2 * time.Minute)
+		for metricSum(c.base(i), "filigrane_work_running", name) < 1 {
+			if time.Now().After(deadline) {
+				t.Errorf("n%d never ran an attempt", i)
+				break
+			}
+			time.Sleep(20 * time.Millisecond) // polling the metrics endpoint
+		}
+		done := make(chan error, 1)
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+			defer cancel()
+			done <- c.procs.List[i].Stop(ctx)
+		}()
+		return done
+	}
+	stop2 := stopWhenRunning(2)
+	stop1 := stopWhenRunning(1)
+	for i, ch := range map[int]chan error{1: stop1, 2: stop2} {
+		if err := <-ch; err != nil {
+			t.Fatalf("n%d: %v\n%s", i, err, c.procs.List[i].Tail(30))
+		}
+	}
+	if tail := c.procs.List[1].Tail(200); !regexp.MustCompile(`drained: no work running`).MatchString(tail) {
+		t.Fatalf("n1 did not let its work finish:\n%s", tail)
+	}
+	if tail := c.procs.List[2].Tail(200); !regexp.MustCompile(`handed back a job cut short by the drain`).MatchString(tail) {
+		t.Fatalf("n2 handed nothing back:\n%s", tail)
+	}
+	ids := <-submitted
+	if len(ids) != 12 {
+		t.Fatalf("%d of 12 jobs submitted", len(ids))
+	}
+	jobs := awaitJobs(t, c.base(0), c.secret, ids, 4*time.Minute)
+	handedBack := 0
+	var total int64
+	for id, rc := range jobs {
+		if rc.Status != "succeeded" {
+			t.Fatalf("job %s: %s (%v), attempts on %v", id, rc.Status, rc.ErrorCode, rc.AttemptNodes)
+		}
+		total += rc.Credits
+		if i := slices.Index(rc.AttemptNodes, "n2"); i >= 0 && i < len(rc.AttemptNodes)-1 {
+			handedBack++
+			if rc.Attempts != len(rc.AttemptNodes)-1 {
+				t.Fatalf("job %s: %d attempts counted for attempt nodes %v (the hand-back must not count)",
+					id, rc.Attempts, rc.AttemptNodes)
+			}
+		}
+	}
+	if handedBack == 0 {
+		t.Fatal("no job shows the attempt n2 handed back")
+	}
+	c.admin(t, func(a admin.Admin) {
+		st, entries, err := a.Balance(context.Background(), c.orgID, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		charges := map[string]int{}
+		for _, e := range entries {
+			if e.Kind == "charge" {
+				charges[e.Operation]++
+			}
+		}
+		for _, id := range ids {
+			if charges[id] != 1 {
+				t.Fatalf("job %s charged %d times", id, charges[id])
+			}
+		}
+		if st.Balance != 1000-total || st.Held() != 0 {
+			t.Fatalf("balance %d (want %d), held %d", st.Balance, 1000-total, st.Held())
+		}
+	})
+	t.Logf("%d jobs succeeded; %d handed back by n2", len(jobs), handedBack)
+}
