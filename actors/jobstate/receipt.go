@@ -45,7 +45,12 @@ func (r *Record) StorageDeliveryID() string {
 	if r.StorageDestinationID == "" {
 		return ""
 	}
-	sum := sha256.Sum256([]byte(r.RequestID))
+	return StorageDeliveryIDFor(r.RequestID)
+}
+
+// StorageDeliveryIDFor is the storage delivery id of the job requestID's output (Record.StorageDeliveryID).
+func StorageDeliveryIDFor(requestID string) string {
+	sum := sha256.Sum256([]byte(requestID))
 	return "std_" + hex.EncodeToString(sum[:])
 }
 
