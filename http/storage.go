@@ -9,6 +9,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"filigrane/actors"
+	"filigrane/actors/jobstate"
 	"filigrane/actors/outbox"
 	"filigrane/actors/storagedest"
 )
@@ -238,6 +239,7 @@ func renderDelivery(d *storagedest.Delivery) map[string]any {
 		"destination_id": d.DestinationID, "provider": "s3", "bucket": d.Bucket, "key": d.Key,
 		"uri": "s3://" + d.Bucket + "/" + d.Key, "etag": strOrNil(d.ETag), "attempts": d.Attempts,
 		"created_at": d.CreatedAt.UTC().Format(time.RFC3339), "completed_at": nil, "last_error": strOrNil(d.LastError),
+		"error_code": strOrNil(d.ErrorCode),
 	}
 	if d.DeliveredAt != nil {
 		v["completed_at"] = d.DeliveredAt.UTC().Format(time.RFC3339)
@@ -285,4 +287,62 @@ func (s *Server) retryDelivery(ctx *fasthttp.RequestCtx, p *principal, params ma
 		d.Status = storagedest.DeliveryRetrying
 	}
 	writeJSON(ctx, 202, renderDelivery(d))
+}
+
+// assetStorageJSON is the storage part of a watermarked asset delivered to a customer bucket (spec 2.6; the
+// names Etchv's SDKs read). Absent on every other asset.
+type assetStorageJSON struct {
+	StorageProvider      string  `json:"storage_provider,omitempty"`
+	StorageDestinationID *string `json:"storage_destination_id,omitempty"`
+	StorageDeliveryID    *string `json:"storage_delivery_id,omitempty"`
+	StorageStatus        string  `json:"storage_status,omitempty"`
+	StorageKey           *string `json:"storage_key,omitempty"`
+	StorageETag          *string `json:"storage_etag,omitempty"`
+	StorageDeliveredAt   *string `json:"storage_delivered_at,omitempty"`
+	StorageError         *string `json:"storage_error,omitempty"`
+	// StagingExpiresAt is until when the delivery can still be retried (null once stored); StagingDeletedAt
+	// stays null: the output is the asset's own hosted file, kept for the plan's retention (docs/storage.md).
+	StagingExpiresAt *string `json:"staging_expires_at,omitempty"`
+	StagingDeletedAt *string `json:"staging_deleted_at,omitempty"`
+}
+
+// storageStatus reads delivery id; before its first attempt there is no record and the status is "queued".
+// A store failure answers an empty status (the field is then left out) rather than failing the read.
+func (s *Server) storageStatus(id string) *storagedest.Delivery {
+	if s.cfg.Storage == nil {
+		return &storagedest.Delivery{ID: id}
+	}
+	c, cancel := s.storeCtx()
+	defer cancel()
+	d, err := s.cfg.Storage.GetDelivery(c, id)
+	switch {
+	case errors.Is(err, storagedest.ErrNotFound):
+		return &storagedest.Delivery{ID: id, Status: storagedest.DeliveryQueued}
+	case err != nil:
+		return &storagedest.Delivery{ID: id}
+	}
+	return d
+}
+
+// withStorage adds the storage fields of a watermarked asset whose job named a destination.
+func (s *Server) withStorage(out assetJSON, as *actors.Asset) assetJSON {
+	if as.StorageDestinationID == "" {
+		return out
+	}
+	id := jobstate.StorageDeliveryIDFor(as.RequestID)
+	d := s.storageStatus(id)
+	st := &out.assetStorageJSON
+	st.StorageProvider, st.StorageDestinationID, st.StorageDeliveryID = "s3", &as.StorageDestinationID, &id
+	st.StorageStatus, st.StorageKey, st.StorageETag, st.StorageError = d.Status, optional(d.Key), optional(d.ETag), optional(d.LastError)
+	if d.DeliveredAt != nil {
+		st.StorageDeliveredAt = optional(d.DeliveredAt.UTC().Format(time.RFC3339))
+	}
+	if d.Status != storagedest.DeliveryStored {
+		end := as.CreatedAt.Add(storagedest.StagingWindow)
+		if !as.FileExpiresAt.IsZero() && as.FileExpiresAt.Before(end) {
+			end = as.FileExpiresAt
+		}
+		st.StagingExpiresAt = optional(end.UTC().Format(time.RFC3339))
+	}
+	return out
 }

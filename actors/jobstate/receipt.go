@@ -36,6 +36,9 @@ type Receipt struct {
 	AttemptNodes      []string `json:"attempt_nodes,omitempty"`
 	StorageProvider   string   `json:"storage_provider,omitempty"`
 	StorageDeliveryID string   `json:"storage_delivery_id,omitempty"`
+	// StorageStatus is the delivery's status once the job succeeded (queued, retrying, stored, failed); the
+	// HTTP layer fills it from the delivery record, which this package does not read.
+	StorageStatus string `json:"storage_status,omitempty"`
 }
 
 // StorageDeliveryID is the id of the delivery of the job's output to its storage destination: "std_" + the

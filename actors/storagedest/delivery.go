@@ -11,6 +11,7 @@ import (
 
 // Delivery statuses (Etchv's names).
 const (
+	DeliveryQueued   = "queued"   // the job succeeded; the first attempt has not run yet (no record exists)
 	DeliveryRetrying = "retrying" // an attempt failed; the outbox tries again on the schedule
 	DeliveryStored   = "stored"   // the object is in the bucket
 	DeliveryFailed   = "failed"   // given up: permanent refusal, or the schedule ran out
@@ -30,6 +31,7 @@ type Delivery struct {
 	Status        string     `msgpack:"status"`
 	Attempts      int        `msgpack:"attempts"`
 	LastError     string     `msgpack:"last_error,omitempty"`
+	ErrorCode     string     `msgpack:"error_code,omitempty"` // a Code* value with LastError
 	CreatedAt     time.Time  `msgpack:"created_at"`
 	UpdatedAt     time.Time  `msgpack:"updated_at"`
 	DeliveredAt   *time.Time `msgpack:"delivered_at,omitempty"`
@@ -37,6 +39,10 @@ type Delivery struct {
 
 // SchemaVersion implements persistence.Record.
 func (*Delivery) SchemaVersion() uint16 { return 1 }
+
+// StagingWindow is how long after its job a delivery is retried (the outbox schedule of internal/node ends
+// within it); the output stays staged at least that long unless its asset is deleted.
+const StagingWindow = 30 * 24 * time.Hour
 
 func deliveryKey(id string) []byte { return []byte("storage/delivery/" + id) }
 

@@ -375,9 +375,23 @@ func (d *Destination) ObjectKey(k string) string {
 // StepError says which step of a bucket operation failed and why, in words a customer can act on.
 type StepError struct {
 	Step   string // "connect", "write", "read", "delete"
+	Code   string // a Code* value: the delivery's error_code (docs/storage.md)
 	Reason string
 	Err    error
 }
+
+// Delivery error codes (a failed delivery's error_code and its storage.delivery.failed event's).
+const (
+	CodeKeyConflict        = "object_key_conflict"           // an object exists under the key; never overwritten
+	CodeUnreachable        = "storage_unreachable"           // the endpoint could not be reached
+	CodeTargetRefused      = "storage_target_refused"        // the endpoint's address is refused (egress rules)
+	CodeCredentials        = "storage_credentials_rejected"  // wrong access key or secret
+	CodeAccessDenied       = "storage_access_denied"         // the credentials lack a permission
+	CodeBucketNotFound     = "storage_bucket_not_found"      // the bucket does not exist
+	CodeWriteFailed        = "storage_write_failed"          // any other refusal of the server
+	CodeDestinationDeleted = "storage_destination_not_found" // the destination was deleted before delivery
+	CodeResultUnavailable  = "result_unavailable"            // the staged output is gone (asset deleted or expired)
+)
 
 func (e *StepError) Error() string { return e.Step + ": " + e.Reason }
 func (e *StepError) Unwrap() error { return e.Err }
@@ -387,23 +401,23 @@ var ErrExists = errors.New("an object already exists under this key")
 
 func classify(step string, err error) *StepError {
 	if errors.Is(err, egress.ErrRefused) {
-		return &StepError{Step: "connect", Reason: err.Error(), Err: err}
+		return &StepError{Step: "connect", Code: CodeTargetRefused, Reason: err.Error(), Err: err}
 	}
 	resp := minio.ToErrorResponse(err)
 	perm := map[string]string{"write": "s3:PutObject", "read": "s3:GetObject", "delete": "s3:DeleteObject"}[step]
 	switch {
 	case resp.StatusCode == 412 || resp.Code == "PreconditionFailed":
-		return &StepError{Step: step, Reason: ErrExists.Error() + " (conditional create refused; it is never overwritten)", Err: ErrExists}
+		return &StepError{Step: step, Code: CodeKeyConflict, Reason: ErrExists.Error() + " (conditional create refused; it is never overwritten)", Err: ErrExists}
 	case resp.Code == "InvalidAccessKeyId" || resp.Code == "SignatureDoesNotMatch":
-		return &StepError{Step: step, Reason: "the bucket refused the credentials (" + resp.Code + "): check access_key and secret_key", Err: err}
+		return &StepError{Step: step, Code: CodeCredentials, Reason: "the bucket refused the credentials (" + resp.Code + "): check access_key and secret_key", Err: err}
 	case resp.Code == "NoSuchBucket":
-		return &StepError{Step: step, Reason: "the bucket does not exist (NoSuchBucket)", Err: err}
+		return &StepError{Step: step, Code: CodeBucketNotFound, Reason: "the bucket does not exist (NoSuchBucket)", Err: err}
 	case resp.StatusCode == 403 || resp.Code == "AccessDenied":
-		return &StepError{Step: step, Reason: "access denied: the credentials lack " + perm + " on this bucket and prefix", Err: err}
+		return &StepError{Step: step, Code: CodeAccessDenied, Reason: "access denied: the credentials lack " + perm + " on this bucket and prefix", Err: err}
 	case resp.StatusCode == 0:
-		return &StepError{Step: "connect", Reason: "the endpoint could not be reached: " + err.Error(), Err: err}
+		return &StepError{Step: "connect", Code: CodeUnreachable, Reason: "the endpoint could not be reached: " + err.Error(), Err: err}
 	default:
-		return &StepError{Step: step, Reason: fmt.Sprintf("%s failed: HTTP %d %s %s", step, resp.StatusCode, resp.Code, resp.Message), Err: err}
+		return &StepError{Step: step, Code: CodeWriteFailed, Reason: fmt.Sprintf("%s failed: HTTP %d %s %s", step, resp.StatusCode, resp.Code, resp.Message), Err: err}
 	}
 }
 
@@ -415,7 +429,7 @@ func classify(step string, err error) *StepError {
 func (l *Library) Put(ctx context.Context, d *Destination, k, owner string, body io.Reader, size int64, contentType string) (string, error) {
 	c, err := l.client(d)
 	if err != nil {
-		return "", &StepError{Step: "connect", Reason: err.Error(), Err: err}
+		return "", &StepError{Step: "connect", Code: CodeUnreachable, Reason: err.Error(), Err: err}
 	}
 	opts := minio.PutObjectOptions{ContentType: contentType, DisableMultipart: size >= 0 && size <= 5<<30,
 		UserMetadata: map[string]string{ownerMeta: owner}}
@@ -461,7 +475,7 @@ func (l *Library) Verify(ctx context.Context, org, id string, now time.Time) (*D
 func (l *Library) probe(ctx context.Context, d *Destination, now time.Time) *StepError {
 	c, err := l.client(d)
 	if err != nil {
-		return &StepError{Step: "connect", Reason: err.Error(), Err: err}
+		return &StepError{Step: "connect", Code: CodeUnreachable, Reason: err.Error(), Err: err}
 	}
 	var nonce [8]byte
 	_, _ = rand.Read(nonce[:])
@@ -482,7 +496,7 @@ func (l *Library) probe(ctx context.Context, d *Destination, now time.Time) *Ste
 		return classify("read", err)
 	}
 	if !bytes.Equal(got, body) {
-		return &StepError{Step: "read", Reason: "the probe object read back differs from what was written"}
+		return &StepError{Step: "read", Code: CodeWriteFailed, Reason: "the probe object read back differs from what was written"}
 	}
 	if err := c.RemoveObject(ctx, d.Bucket, k, minio.RemoveObjectOptions{}); err != nil {
 		return classify("delete", err)

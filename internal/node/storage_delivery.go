@@ -13,6 +13,7 @@ import (
 	"filigrane/actors/jobstate"
 	"filigrane/actors/outbox"
 	"filigrane/actors/storagedest"
+	"filigrane/actors/webhooks"
 	"filigrane/internal/egress"
 	"filigrane/persistence"
 )
@@ -71,13 +72,37 @@ func StorageSchedule() []time.Duration {
 }
 
 // storageDelivery delivers the job.storage outbox effects: the output of a succeeded embed into the
-// destination named by the job, with a conditional create, recorded in the delivery record.
+// destination named by the job, with a conditional create, recorded in the delivery record. Its final outcome
+// (stored, or failed for good) is announced as a storage.delivery.* event to the job's webhook, or for a batch
+// item to the batch's, through the webhooks outbox.
 type storageDelivery struct {
 	store    persistence.Store
 	blobs    persistence.Blobs
 	lib      *storagedest.Library
+	outbox   outbox.Outbox
 	now      func() time.Time
 	schedule []time.Duration
+}
+
+// codedError is a delivery failure with its error_code.
+type codedError struct {
+	code string
+	err  error
+}
+
+func (e *codedError) Error() string { return e.err.Error() }
+func (e *codedError) Unwrap() error { return e.err }
+
+func errorCode(err error) string {
+	var se *storagedest.StepError
+	var ce *codedError
+	switch {
+	case errors.As(err, &ce):
+		return ce.code
+	case errors.As(err, &se) && se.Code != "":
+		return se.Code
+	}
+	return storagedest.CodeWriteFailed
 }
 
 func (sd *storageDelivery) deliver(ctx context.Context, e outbox.Effect, attempt int) error {
@@ -103,12 +128,18 @@ func (sd *storageDelivery) deliver(ctx context.Context, e outbox.Effect, attempt
 		if permanent || attempt > len(sd.schedule) {
 			status = storagedest.DeliveryFailed
 		}
-		if _, rerr := sd.lib.RecordDelivery(ctx, seed, func(d *storagedest.Delivery) {
-			d.Status, d.LastError, d.Attempts, d.UpdatedAt = status, err.Error(), attempt, now
-		}); rerr != nil {
+		d, rerr := sd.lib.RecordDelivery(ctx, seed, func(d *storagedest.Delivery) {
+			d.Status, d.LastError, d.ErrorCode, d.Attempts, d.UpdatedAt = status, err.Error(), errorCode(err), attempt, now
+		})
+		if rerr != nil {
 			return fmt.Errorf("%v (and recording it: %w)", err, rerr)
 		}
 		outbox.Note(ctx, err.Error())
+		if status == storagedest.DeliveryFailed && d.Status == storagedest.DeliveryFailed {
+			if aerr := sd.announce(ctx, rec, d, now); aerr != nil {
+				return aerr // the next attempt fails the same way and announces again
+			}
+		}
 		if permanent {
 			return outbox.Permanent(err)
 		}
@@ -116,7 +147,7 @@ func (sd *storageDelivery) deliver(ctx context.Context, e outbox.Effect, attempt
 	}
 	dest, err := sd.lib.Get(ctx, rec.OrgID, rec.StorageDestinationID)
 	if errors.Is(err, storagedest.ErrNotFound) {
-		return fail(fmt.Errorf("storage destination %s was deleted", rec.StorageDestinationID), true)
+		return fail(&codedError{storagedest.CodeDestinationDeleted, fmt.Errorf("storage destination %s was deleted", rec.StorageDestinationID)}, true)
 	}
 	if err != nil {
 		return err
@@ -124,7 +155,7 @@ func (sd *storageDelivery) deliver(ctx context.Context, e outbox.Effect, attempt
 	seed.Bucket, seed.Key = dest.Bucket, dest.ObjectKey(key)
 	body, err := sd.blobs.Get(ctx, rec.Output.BlobKey, 0, -1)
 	if errors.Is(err, persistence.ErrNotFound) {
-		return fail(errors.New("the result is no longer staged (its retention passed)"), true)
+		return fail(&codedError{storagedest.CodeResultUnavailable, errors.New("the result is no longer staged (its asset was deleted or its file expired)")}, true)
 	}
 	if err != nil {
 		return err
@@ -136,10 +167,48 @@ func (sd *storageDelivery) deliver(ctx context.Context, e outbox.Effect, attempt
 		// reachable by waiting: both are final. Everything else (down, 5xx, credentials) may be fixed.
 		return fail(err, errors.Is(err, storagedest.ErrExists) || errors.Is(err, egress.ErrRefused))
 	}
-	_, err = sd.lib.RecordDelivery(ctx, seed, func(d *storagedest.Delivery) {
+	d, err := sd.lib.RecordDelivery(ctx, seed, func(d *storagedest.Delivery) {
 		t := now
-		d.Status, d.ETag, d.DeliveredAt, d.LastError, d.Attempts, d.UpdatedAt = storagedest.DeliveryStored, etag, &t, "", attempt, now
+		d.Status, d.ETag, d.DeliveredAt, d.LastError, d.ErrorCode, d.Attempts, d.UpdatedAt = storagedest.DeliveryStored, etag, &t, "", "", attempt, now
 		d.Bucket, d.Key = seed.Bucket, seed.Key
 	})
-	return err
+	if err != nil {
+		return err
+	}
+	// A re-run after a crash finds the delivery already stored and announces it again: same event id, one event.
+	return sd.announce(ctx, rec, d, now)
+}
+
+// announce hands the delivery's final event to the webhooks outbox: to the job's webhook, or a batch item's
+// batch's webhook; nothing when there is none.
+func (sd *storageDelivery) announce(ctx context.Context, rec *jobstate.Record, d *storagedest.Delivery, now time.Time) error {
+	endpoint := rec.WebhookID
+	if endpoint == "" && rec.BatchID != "" {
+		b, _, err := actors.Batches{Store: sd.store}.Load(ctx, rec.BatchID)
+		if err != nil && !errors.Is(err, persistence.ErrNotFound) {
+			return fmt.Errorf("read batch %s for its webhook: %w", rec.BatchID, err)
+		}
+		if err == nil {
+			endpoint = b.WebhookID
+		}
+	}
+	if endpoint == "" {
+		return nil
+	}
+	data := webhooks.StorageDelivery{DeliveryID: d.ID, AssetID: optionalString(d.AssetID), RequestID: d.RequestID,
+		DestinationID: d.DestinationID, Status: d.Status, ErrorCode: optionalString(d.ErrorCode),
+		Error: optionalString(d.LastError), URI: "s3://" + d.Bucket + "/" + d.Key, Key: d.Key,
+		ETag: optionalString(d.ETag), Attempts: d.Attempts}
+	fx, err := webhooks.StorageDeliveryEffect(rec.OrgID, endpoint, data, d.Status == storagedest.DeliveryStored, now)
+	if err != nil {
+		return err
+	}
+	return sd.outbox.Add(ctx, fx)
+}
+
+func optionalString(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }

@@ -1,0 +1,269 @@
+package node_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+
+	"filigrane/actors/batchstate"
+	"filigrane/internal/node"
+	"filigrane/persistence/s3test"
+)
+
+// verifiedDestination creates and verifies a destination on the S3 server (a fresh bucket) and returns its
+// id and bucket.
+func verifiedDestination(t *testing.T, base, key string, srv *s3test.Server, endpoint, prefix string) (string, string) {
+	t.Helper()
+	bucket := srv.NewBucket(t)
+	r, dst := jsonObject(t, "POST", base+"/storage/destinations", key, map[string]any{
+		"name": "results", "endpoint": endpoint, "region": srv.Region, "bucket": bucket, "prefix": prefix,
+		"path_style": true, "access_key_id": srv.AccessKey, "secret_access_key": srv.SecretKey})
+	if r.status != 201 {
+		t.Fatalf("create destination: %d %s", r.status, r.body)
+	}
+	id := dst["id"].(string)
+	if r = call(t, "POST", base+"/storage/destinations/"+id+"/verify", key, nil); r.status != 200 {
+		t.Fatalf("verify: %d %s", r.status, r.body)
+	}
+	return id, bucket
+}
+
+// readBucketObject reads one object of the customer bucket.
+func readBucketObject(t *testing.T, srv *s3test.Server, bucket, key string) []byte {
+	t.Helper()
+	obj, err := srv.Client().GetObject(context.Background(), bucket, key, minio.GetObjectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer obj.Close()
+	b, err := io.ReadAll(obj)
+	if err != nil {
+		t.Fatalf("read %s/%s: %v", bucket, key, err)
+	}
+	return b
+}
+
+// TestBatchDeliversToStorageDestination: a zip batch naming a verified destination delivers every item's
+// result into the customer bucket (one object per item under <prefix>/<request id>/<file name>, the same
+// bytes as the item's result), through each job's storage delivery; archive with a destination and an
+// unverified destination are refused before a batch exists.
+func TestBatchDeliversToStorageDestination(t *testing.T) {
+	srv := s3test.Start(t)
+	f := newBatchFixture(t, "scale", 100, func(c *node.Config) { c.AllowPrivateTargets = true })
+	ctx := context.Background()
+	id, bucket := verifiedDestination(t, f.base, f.key, srv, srv.Endpoint, "batches")
+
+	files := map[string][]byte{"one.jpg": photo(t, 300, 300, 21), "dir/two.jpg": photo(t, 280, 300, 22), "three.jpg": photo(t, 260, 300, 23)}
+	order := []string{"one.jpg", "dir/two.jpg", "three.jpg"}
+	z := zipOf(t, files, order)
+	items := `[{"filename":"one.jpg","data":{"n":1}},{"filename":"dir/two.jpg","data":{"n":2}},{"filename":"three.jpg","data":{"n":3}}]`
+
+	// archive + destination: refused whole (spec 4.4), nothing created.
+	r := postZip(t, f, "store-batch-0", z, `{"archive":true,"storage_destination_id":"`+id+`","items":`+items+`}`)
+	if p := decodeProblem(t, r); r.status != 422 || p.Code != "invalid_request" || !strings.Contains(p.Detail, "storage_destination_id") {
+		t.Fatalf("archive with a destination: %d %s", r.status, r.body)
+	}
+	// A destination that is not verified (here: another organization's id shape, unknown) is refused.
+	r = sendBatch(t, "POST", f.base+"/watermarks/batches", f.key, "store-batch-1",
+		`{"storage_destination_id":"dst_00000000000000000000000000000000","items":[`+itemsJSON([]string{"a.jpg"}, []int{100})+`]}`)
+	if p := decodeProblem(t, r); r.status != 422 || p.Code != "storage_destination_unusable" {
+		t.Fatalf("unknown destination: %d %s", r.status, r.body)
+	}
+	if r = sendBatch(t, "GET", f.base+"/watermarks/batches/"+batchstate.BatchIDFor(f.org, "store-batch-1"), f.key, "", ""); r.status != 404 {
+		t.Fatalf("a refused batch exists: %d %s", r.status, r.body)
+	}
+
+	r = postZip(t, f, "store-batch-2", z, `{"storage_destination_id":"`+id+`","items":`+items+`}`)
+	if r.status != 202 {
+		t.Fatalf("zip batch with a destination: %d %s", r.status, r.body)
+	}
+	b := decodeBatch(t, r)
+	done := waitBatch(t, f, b.BatchID, "completed", "failed")
+	if done.Status != "completed" || done.Counts["succeeded"] != 3 {
+		t.Fatalf("batch ended %s %v: %+v", done.Status, done.Counts, done.Items)
+	}
+	r, raw := jsonObject(t, "GET", f.base+"/watermarks/batches/"+b.BatchID, f.key, nil)
+	if raw["storage_destination_id"] != id {
+		t.Fatalf("batch storage_destination_id: %s", r.body)
+	}
+	rawItems, _ := raw["items"].([]any)
+	for i, it := range done.Items {
+		reqID := *it.RequestID
+		waitEffect(t, f.n, reqID)
+		delivery, _ := rawItems[i].(map[string]any)["storage_delivery_id"].(string)
+		if !strings.HasPrefix(delivery, "std_") {
+			t.Fatalf("item %d has no storage_delivery_id: %s", i, r.body)
+		}
+	}
+	if _, _, err := f.n.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i, it := range done.Items {
+		reqID := *it.RequestID
+		delivery := rawItems[i].(map[string]any)["storage_delivery_id"].(string)
+		r, del := jsonObject(t, "GET", f.base+"/storage/deliveries/"+delivery, f.key, nil)
+		wantKey, _ := del["key"].(string)
+		if r.status != 200 || del["status"] != "stored" || !strings.HasPrefix(wantKey, "batches/"+reqID+"/") || del["destination_id"] != id {
+			t.Fatalf("item %d delivery: %d %s (want a key under batches/%s/)", i, r.status, r.body, reqID)
+		}
+		res := call(t, "GET", f.base+"/watermarks/jobs/"+reqID+"/result", f.key, nil)
+		if res.status != 200 {
+			t.Fatalf("item %d result: %d %s", i, res.status, res.body)
+		}
+		if !bytes.Equal(readBucketObject(t, srv, bucket, wantKey), res.body) {
+			t.Fatalf("item %d: the object in the bucket differs from the item's result", i)
+		}
+	}
+}
+
+// storageEvents are the storage.delivery.* events the receiver got, decoded.
+func storageEvents(t *testing.T, rc *hookReceiver) []map[string]any {
+	t.Helper()
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	var out []map[string]any
+	for _, b := range rc.bodies {
+		var ev map[string]any
+		if err := json.Unmarshal(b, &ev); err != nil {
+			t.Fatalf("event body %s: %v", b, err)
+		}
+		if typ, _ := ev["type"].(string); strings.HasPrefix(typ, "storage.delivery.") {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+// TestStorageFieldsEventsAndLateRetry: an async embed names a destination whose endpoint is down and a
+// webhook. The asset and the receipt show the storage fields (queued, then retrying with the reason); a
+// retry more than a day later, after the endpoint came back, still finds the output staged and stores it
+// (the owner's "retry now"); the asset then shows stored with key and ETag, and the webhook got exactly one
+// storage.delivery.succeeded. A second result under the same key fails for good with
+// storage.delivery.failed, error_code object_key_conflict.
+func TestStorageFieldsEventsAndLateRetry(t *testing.T) {
+	srv := s3test.Start(t)
+	ep := newSwitchable(t, srv.Endpoint)
+	f := newFixture(t, func(c *node.Config) { c.AllowPrivateTargets = true })
+	ctx := context.Background()
+	rc := &hookReceiver{stop: make(chan struct{})}
+	hook := httptest.NewServer(rc)
+	defer hook.Close()
+	defer close(rc.stop)
+	r, wh := jsonObject(t, "POST", f.base+"/webhooks", f.keyA, map[string]any{"url": hook.URL + "/hook"})
+	if r.status != 201 {
+		t.Fatalf("create webhook: %d %s", r.status, r.body)
+	}
+	dst, bucket := verifiedDestination(t, f.base, f.keyA, srv, ep.addr, "")
+	sweep := func() {
+		t.Helper()
+		if _, _, err := f.n.Sweep(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	ep.down()
+	q := "?webhook_id=" + wh["id"].(string) + "&storage_destination_id=" + dst + "&storage_key=late/one.jpg"
+	r = post(t, f.base+"/watermarks/images/async"+q, f.keyA, "", photo(t, 400, 300, 31), `{"late":1}`)
+	if r.status != 202 {
+		t.Fatalf("async embed: %d %s", r.status, r.body)
+	}
+	rc0 := decodeReceipt(t, r)
+	result := waitResult(t, f, f.keyA, rc0.ResultURL)
+	if result.status != 200 {
+		t.Fatalf("result: %d %s", result.status, result.body)
+	}
+	delivery := result.header.Get("X-Storage-Delivery-ID")
+	_, job := jsonObject(t, "GET", f.base+rc0.StatusURL, f.keyA, nil)
+	assetID, _ := job["asset_id"].(string)
+	if job["storage_status"] != "queued" || job["storage_delivery_id"] != delivery || job["storage_provider"] != "s3" {
+		t.Fatalf("receipt before the first attempt: %v", job)
+	}
+	r, as := jsonObject(t, "GET", f.base+"/assets/"+assetID, f.keyA, nil)
+	created, _ := time.Parse(time.RFC3339, as["created_at"].(string))
+	if as["storage_status"] != "queued" || as["storage_delivery_id"] != delivery || as["storage_destination_id"] != dst ||
+		as["storage_provider"] != "s3" || as["staging_expires_at"] != created.Add(30*24*time.Hour).Format(time.RFC3339) {
+		t.Fatalf("asset before the first attempt: %s", r.body)
+	}
+	if _, src := jsonObject(t, "GET", f.base+"/assets/"+as["parent_asset_id"].(string), f.keyA, nil); src["storage_status"] != nil {
+		t.Fatalf("the source asset shows storage fields: %v", src)
+	}
+
+	waitEffect(t, f.n, rc0.RequestID)
+	sweep()
+	r, as = jsonObject(t, "GET", f.base+"/assets/"+assetID, f.keyA, nil)
+	if as["storage_status"] != "retrying" || !strings.HasPrefix(as["storage_error"].(string), "connect:") {
+		t.Fatalf("asset while the endpoint is down: %s", r.body)
+	}
+	if _, job = jsonObject(t, "GET", f.base+rc0.StatusURL, f.keyA, nil); job["storage_status"] != "retrying" {
+		t.Fatalf("receipt while retrying: %v", job)
+	}
+	_, del := jsonObject(t, "GET", f.base+"/storage/deliveries/"+delivery, f.keyA, nil)
+	if del["error_code"] != "storage_unreachable" {
+		t.Fatalf("delivery while down: %v", del)
+	}
+
+	f.clk.Advance(25 * time.Hour) // past the 24 h result retention: the staged output must still be there
+	sweep()
+	if _, del = jsonObject(t, "GET", f.base+"/storage/deliveries/"+delivery, f.keyA, nil); del["status"] != "retrying" || del["attempts"] != 2.0 {
+		t.Fatalf("second attempt, still down: %v", del)
+	}
+	if len(storageEvents(t, rc)) != 0 {
+		t.Fatal("a retrying delivery sent a storage event")
+	}
+	ep.up()
+	if r = call(t, "POST", f.base+"/storage/deliveries/"+delivery+"/retry", f.keyA, nil); r.status != 202 {
+		t.Fatalf("retry: %d %s", r.status, r.body)
+	}
+	sweep()
+	sweep() // the event handed over by the delivery goes out on this pass at the latest
+	r, as = jsonObject(t, "GET", f.base+"/assets/"+assetID, f.keyA, nil)
+	if as["storage_status"] != "stored" || as["storage_key"] != "late/one.jpg" || as["storage_etag"] == nil ||
+		as["storage_delivered_at"] == nil || as["staging_expires_at"] != nil || as["storage_error"] != nil {
+		t.Fatalf("asset once stored: %s", r.body)
+	}
+	if _, job = jsonObject(t, "GET", f.base+rc0.StatusURL, f.keyA, nil); job["storage_status"] != "stored" {
+		t.Fatalf("receipt once stored: %v", job)
+	}
+	if !bytes.Equal(readBucketObject(t, srv, bucket, "late/one.jpg"), result.body) {
+		t.Fatal("the stored object differs from the result")
+	}
+	evs := storageEvents(t, rc)
+	if len(evs) != 1 || evs[0]["type"] != "storage.delivery.succeeded" {
+		t.Fatalf("storage events: %v", evs)
+	}
+	data, _ := evs[0]["data"].(map[string]any)
+	if data["delivery_id"] != delivery || data["status"] != "stored" || data["asset_id"] != assetID ||
+		data["uri"] != "s3://"+bucket+"/late/one.jpg" || data["error_code"] != nil || data["destination_id"] != dst {
+		t.Fatalf("succeeded event data: %v", data)
+	}
+
+	// The same key again: never overwritten, failed for good, one failed event with its code.
+	r = post(t, f.base+"/watermarks/images/async"+q, f.keyA, "", photo(t, 400, 300, 32), `{"late":2}`)
+	if r.status != 202 {
+		t.Fatalf("second async embed: %d %s", r.status, r.body)
+	}
+	rc1 := decodeReceipt(t, r)
+	if res := waitResult(t, f, f.keyA, rc1.ResultURL); res.status != 200 {
+		t.Fatalf("second result: %d", res.status)
+	}
+	waitEffect(t, f.n, rc1.RequestID)
+	sweep()
+	sweep()
+	evs = storageEvents(t, rc)
+	if len(evs) != 2 || evs[1]["type"] != "storage.delivery.failed" {
+		t.Fatalf("storage events after a key conflict: %v", evs)
+	}
+	if data, _ = evs[1]["data"].(map[string]any); data["status"] != "failed" || data["error_code"] != "object_key_conflict" {
+		t.Fatalf("failed event data: %v", data)
+	}
+	if !bytes.Equal(readBucketObject(t, srv, bucket, "late/one.jpg"), result.body) {
+		t.Fatal("the first object was overwritten")
+	}
+}
