@@ -2,8 +2,10 @@ package http
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
+	"strconv"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -27,6 +29,7 @@ func (s *Server) storageRoutes() {
 	s.router.handle("PATCH", "/storage/destinations/{destination_id}", s.authed(write, s.updateDestination))
 	s.router.handle("DELETE", "/storage/destinations/{destination_id}", s.authed(write, s.deleteDestination))
 	s.router.handle("POST", "/storage/destinations/{destination_id}/verify", s.authed(write, s.verifyDestination))
+	s.router.handle("GET", "/storage/destinations/{destination_id}/deliveries", s.authed(read, s.listDestinationDeliveries))
 }
 
 // maxDestinationBody bounds a create or update body: a handful of short strings.
@@ -233,18 +236,50 @@ func (s *Server) storageDeliveryRoutes() {
 	s.router.handle("POST", "/storage/deliveries/{delivery_id}/retry", s.authed([]string{actors.ScopeStorageWrite}, s.retryDelivery))
 }
 
-func renderDelivery(d *storagedest.Delivery) map[string]any {
+// renderDelivery is the public shape of a delivery; ent (its outbox entry, when still kept) adds the attempt
+// history and the next attempt's time.
+func renderDelivery(d *storagedest.Delivery, ent *outbox.Entry) map[string]any {
+	uri := ""
+	if d.Bucket != "" {
+		uri = "s3://" + d.Bucket + "/" + d.Key
+	}
 	v := map[string]any{
 		"id": d.ID, "status": d.Status, "asset_id": strOrNil(d.AssetID), "request_id": d.RequestID,
 		"destination_id": d.DestinationID, "provider": "s3", "bucket": d.Bucket, "key": d.Key,
-		"uri": "s3://" + d.Bucket + "/" + d.Key, "etag": strOrNil(d.ETag), "attempts": d.Attempts,
+		"uri": uri, "public_url": nil, "etag": strOrNil(d.ETag), "attempts": d.Attempts,
 		"created_at": d.CreatedAt.UTC().Format(time.RFC3339), "completed_at": nil, "last_error": strOrNil(d.LastError),
-		"error_code": strOrNil(d.ErrorCode),
+		"error_code": strOrNil(d.ErrorCode), "next_attempt_at": nil,
 	}
 	if d.DeliveredAt != nil {
 		v["completed_at"] = d.DeliveredAt.UTC().Format(time.RFC3339)
 	}
+	history := []map[string]any{}
+	if ent != nil {
+		if ent.Status == outbox.StatusPending && d.Status != storagedest.DeliveryStored {
+			v["next_attempt_at"] = ent.NextAt.UTC().Format(time.RFC3339)
+		}
+		for _, a := range ent.Attempts {
+			st := storagedest.DeliveryStored
+			switch {
+			case a.Error != "" && a.Permanent:
+				st = storagedest.DeliveryFailed
+			case a.Error != "":
+				st = storagedest.DeliveryRetrying
+			}
+			history = append(history, map[string]any{"at": a.At.UTC().Format(time.RFC3339), "status": st, "error": strOrNil(a.Error)})
+		}
+	}
+	v["history"] = history
 	return v
+}
+
+// deliveryEntry is the outbox entry of the delivery of job requestID's output (nil once past its retention).
+func (s *Server) deliveryEntry(c context.Context, requestID string) *outbox.Entry {
+	ent, err := s.cfg.Outbox.Get(c, outbox.EffectID("fx_", requestID, actors.OutboxJobStorage))
+	if err != nil {
+		return nil
+	}
+	return ent
 }
 
 func (s *Server) orgDelivery(ctx *fasthttp.RequestCtx, p *principal, id string) *storagedest.Delivery {
@@ -264,7 +299,9 @@ func (s *Server) orgDelivery(ctx *fasthttp.RequestCtx, p *principal, id string) 
 
 func (s *Server) getDelivery(ctx *fasthttp.RequestCtx, p *principal, params map[string]string) {
 	if d := s.orgDelivery(ctx, p, params["delivery_id"]); d != nil {
-		writeJSON(ctx, 200, renderDelivery(d))
+		c, cancel := s.storeCtx()
+		defer cancel()
+		writeJSON(ctx, 200, renderDelivery(d, s.deliveryEntry(c, d.RequestID)))
 	}
 }
 
@@ -286,7 +323,9 @@ func (s *Server) retryDelivery(ctx *fasthttp.RequestCtx, p *principal, params ma
 		}
 		d.Status = storagedest.DeliveryRetrying
 	}
-	writeJSON(ctx, 202, renderDelivery(d))
+	c, cancel := s.storeCtx()
+	defer cancel()
+	writeJSON(ctx, 202, renderDelivery(d, s.deliveryEntry(c, d.RequestID)))
 }
 
 // assetStorageJSON is the storage part of a watermarked asset delivered to a customer bucket (spec 2.6; the
@@ -345,4 +384,89 @@ func (s *Server) withStorage(out assetJSON, as *actors.Asset) assetJSON {
 		st.StagingExpiresAt = optional(end.UTC().Format(time.RFC3339))
 	}
 	return out
+}
+
+// listDestinationDeliveries pages a destination's deliveries newest first: `{items, next_cursor}` (Etchv's
+// shape), `after` the last delivery id of the previous page, `limit` 1 to 100 (default 50). It walks the
+// outbox's per-destination index (entries are kept 30 days after their delivery ended), so queued deliveries
+// whose first attempt has not run are listed too.
+func (s *Server) listDestinationDeliveries(ctx *fasthttp.RequestCtx, p *principal, params map[string]string) {
+	args := ctx.QueryArgs()
+	limit := defaultDeliveryPage
+	if args.Has("limit") {
+		n, err := strconv.Atoi(string(args.Peek("limit")))
+		if err != nil || n < 1 || n > maxDeliveryPage {
+			writeProblem(ctx, CodeInvalidRequest, "limit must be an integer from 1 to 100")
+			return
+		}
+		limit = n
+	}
+	after := string(args.Peek("after"))
+	if after != "" && !validDeliveryID(after) {
+		writeProblem(ctx, CodeInvalidCursor, "after must be a delivery id (std_ and 64 hex characters) from a previous page")
+		return
+	}
+	c, cancel := s.storeCtx()
+	defer cancel()
+	dest, err := s.cfg.Storage.Get(c, p.Key.OrgID, params["destination_id"])
+	if err != nil {
+		s.storageFailure(ctx, err)
+		return
+	}
+	items, next := []map[string]any{}, (*string)(nil)
+	pos, skipping := "", after != ""
+	for scanned := 0; scanned < maxRedeliverScan; {
+		ents, np, err := s.cfg.Outbox.List(c, actors.OutboxJobStorage, dest.ID, pos, 200)
+		if err != nil {
+			s.unavailable(ctx, err)
+			return
+		}
+		scanned += len(ents)
+		for _, ent := range ents {
+			reqID := string(ent.Effect.Payload)
+			id := jobstate.StorageDeliveryIDFor(reqID)
+			if skipping {
+				skipping = id != after
+				continue
+			}
+			if len(items) == limit {
+				last := items[len(items)-1]["id"].(string)
+				next = &last
+				goto done
+			}
+			d, err := s.cfg.Storage.GetDelivery(c, id)
+			switch {
+			case errors.Is(err, storagedest.ErrNotFound):
+				d = &storagedest.Delivery{ID: id, OrgID: p.Key.OrgID, RequestID: reqID, DestinationID: dest.ID,
+					Status: storagedest.DeliveryQueued, CreatedAt: ent.Effect.Created}
+			case err != nil:
+				s.unavailable(ctx, err)
+				return
+			}
+			if d.OrgID != p.Key.OrgID {
+				continue
+			}
+			items = append(items, renderDelivery(d, ent))
+		}
+		if np == "" {
+			break
+		}
+		pos = np
+	}
+done:
+	ctx.Response.Header.Set("Cache-Control", "no-store")
+	writeJSON(ctx, 200, map[string]any{"items": items, "next_cursor": next})
+}
+
+// validDeliveryID reports whether id has the form of a delivery id: "std_" and 64 lowercase hex characters.
+func validDeliveryID(id string) bool {
+	if len(id) != 4+64 || id[:4] != "std_" {
+		return false
+	}
+	for _, c := range id[4:] {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
 }

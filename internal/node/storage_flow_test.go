@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http/httptest"
 	"strings"
@@ -12,7 +13,10 @@ import (
 
 	"github.com/minio/minio-go/v7"
 
+	"filigrane/actors"
 	"filigrane/actors/batchstate"
+	"filigrane/internal/admin"
+	"filigrane/internal/clock"
 	"filigrane/internal/node"
 	"filigrane/persistence/s3test"
 )
@@ -266,4 +270,209 @@ func TestStorageFieldsEventsAndLateRetry(t *testing.T) {
 	if !bytes.Equal(readBucketObject(t, srv, bucket, "late/one.jpg"), result.body) {
 		t.Fatal("the first object was overwritten")
 	}
+}
+
+// storageOrg is a node with one organization and three keys: an owner's, a plain member's (every scope),
+// and an owner's with only storage:read.
+type storageOrg struct {
+	n                     *node.Node
+	base                  string
+	clk                   *clock.Manual
+	owner, member, reader string
+}
+
+func newStorageOrg(t *testing.T) *storageOrg {
+	t.Helper()
+	dir := t.TempDir()
+	o := &storageOrg{clk: clock.NewManual(time.Date(2026, 5, 4, 10, 0, 30, 0, time.UTC))}
+	offline(t, dir, o.clk, func(a admin.Admin) {
+		ctx := context.Background()
+		st, err := a.CreateOrg(ctx, "Storer", "scale", 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		key := func(name string, role actors.Role, scopes []string) string {
+			m, err := a.AddMember(ctx, st.ID, name, role)
+			if err != nil {
+				t.Fatal(err)
+			}
+			k, _, err := a.CreateKey(ctx, actors.NewKeySpec{OrgID: st.ID, MemberID: m, Scopes: scopes})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return k
+		}
+		o.owner = key("owner", actors.RoleOwner, actors.AllScopes())
+		o.member = key("member", actors.RoleMember, actors.AllScopes())
+		o.reader = key("reader", actors.RoleOwner, []string{actors.ScopeStorageRead})
+	})
+	o.n = startNode(t, dir, o.clk, inMemory(t), func(c *node.Config) { c.AllowPrivateTargets = true })
+	t.Cleanup(func() { stopNode(t, o.n) })
+	o.base = "http://" + o.n.APIAddr()
+	return o
+}
+
+// TestStorageManagementHTTP: PATCH, DELETE, verify and retry through HTTP with their statuses and bodies
+// (roles, scopes, unknown ids, bad bodies, the 10-destination limit), and a destination's delivery list paged
+// newest first with a delivery-id cursor; a delivery to a destination deleted before its first attempt fails
+// with storage_destination_not_found.
+func TestStorageManagementHTTP(t *testing.T) {
+	srv := s3test.Start(t)
+	o := newStorageOrg(t)
+	ctx := context.Background()
+	bucket := srv.NewBucket(t)
+	create := map[string]any{"name": "mine", "endpoint": srv.Endpoint, "region": srv.Region, "bucket": bucket,
+		"path_style": true, "access_key_id": srv.AccessKey, "secret_access_key": "not-the-secret"}
+
+	wantProblem(t, "create by a member", jsonCall(t, "POST", o.base+"/storage/destinations", o.member, create), 403, "role_forbidden")
+	wantProblem(t, "create with storage:read only", jsonCall(t, "POST", o.base+"/storage/destinations", o.reader, create), 403, "insufficient_scope")
+	r, dst := jsonObject(t, "POST", o.base+"/storage/destinations", o.owner, create)
+	if r.status != 201 || r.header.Get("Location") != "/storage/destinations/"+dst["id"].(string) {
+		t.Fatalf("create: %d %s", r.status, r.body)
+	}
+	id := dst["id"].(string)
+	url := o.base + "/storage/destinations/" + id
+
+	// Verify with a wrong secret: 422 naming the step and the credentials, kept as last_error.
+	r = call(t, "POST", url+"/verify", o.owner, nil)
+	if p := decodeProblem(t, r); r.status != 422 || p.Code != "storage_verification_failed" || !strings.HasPrefix(p.Detail, "write:") || !strings.Contains(p.Detail, "credentials") {
+		t.Fatalf("verify with a wrong secret: %d %s", r.status, r.body)
+	}
+	if _, got := jsonObject(t, "GET", url, o.reader, nil); got["verified_at"] != nil || !strings.Contains(got["last_error"].(string), "credentials") {
+		t.Fatalf("after a failed verify: %v", got)
+	}
+	wantProblem(t, "verify by a member", call(t, "POST", url+"/verify", o.member, nil), 403, "role_forbidden")
+
+	// PATCH: bad bodies, a member, an unknown id; then the right secret, verify, a rename keeps the
+	// verification and a new prefix clears it.
+	wantProblem(t, "patch with an unknown field", jsonCall(t, "PATCH", url, o.owner, map[string]any{"colour": "red"}), 400, "malformed_json")
+	wantProblem(t, "patch with another provider", jsonCall(t, "PATCH", url, o.owner, map[string]any{"provider": "gcs"}), 422, "invalid_request")
+	wantProblem(t, "patch an invalid bucket", jsonCall(t, "PATCH", url, o.owner, map[string]any{"bucket": "a/b"}), 422, "invalid_request")
+	wantProblem(t, "patch by a member", jsonCall(t, "PATCH", url, o.member, map[string]any{"name": "x"}), 403, "role_forbidden")
+	wantProblem(t, "patch an unknown id", jsonCall(t, "PATCH", o.base+"/storage/destinations/dst_"+strings.Repeat("0", 32), o.owner, map[string]any{"name": "x"}), 404, "storage_destination_not_found")
+	r, got := jsonObject(t, "PATCH", url, o.owner, map[string]any{"secret_access_key": srv.SecretKey})
+	if r.status != 200 || bytes.Contains(r.body, []byte(srv.SecretKey)) {
+		t.Fatalf("patch the secret: %d %s", r.status, r.body)
+	}
+	if r, got = jsonObject(t, "POST", url+"/verify", o.owner, nil); r.status != 200 || got["verified_at"] == nil || got["last_error"] != nil {
+		t.Fatalf("verify: %d %s", r.status, r.body)
+	}
+	if r, got = jsonObject(t, "PATCH", url, o.owner, map[string]any{"name": "renamed"}); r.status != 200 || got["name"] != "renamed" || got["verified_at"] == nil {
+		t.Fatalf("rename: %d %s (verification must stay)", r.status, r.body)
+	}
+	if r, got = jsonObject(t, "PATCH", url, o.owner, map[string]any{"prefix": "p2"}); r.status != 200 || got["prefix"] != "p2" || got["verified_at"] != nil {
+		t.Fatalf("new prefix: %d %s (verification must clear)", r.status, r.body)
+	}
+	if r = call(t, "POST", url+"/verify", o.owner, nil); r.status != 200 {
+		t.Fatalf("verify again: %d %s", r.status, r.body)
+	}
+
+	// Three embeds to the destination; the delivery list pages newest first.
+	var deliveries []string // oldest first
+	for i := 0; i < 3; i++ {
+		r = post(t, o.base+"/watermarks/images?storage_destination_id="+id, o.owner, "", photo(t, 300, 260, uint64(50+i)), fmt.Sprintf(`{"i":%d}`, i))
+		if r.status != 200 {
+			t.Fatalf("embed %d: %d %s", i, r.status, r.body)
+		}
+		deliveries = append(deliveries, r.header.Get("X-Storage-Delivery-ID"))
+		o.clk.Advance(time.Second) // distinct creation times: a defined order
+	}
+	// The first delivery's effect may still be on its way to the outbox; wait until all three are listed.
+	deadline := time.Now().Add(20 * time.Second)
+	var page map[string]any
+	for {
+		r, page = jsonObject(t, "GET", url+"/deliveries", o.reader, nil)
+		if items, _ := page["items"].([]any); r.status == 200 && len(items) == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("deliveries never all listed: %d %s", r.status, r.body)
+		}
+		time.Sleep(10 * time.Millisecond) // polling a condition; the deadline bounds it
+	}
+	if first := page["items"].([]any)[0].(map[string]any); first["id"] != deliveries[2] || first["status"] != "queued" || page["next_cursor"] != nil {
+		t.Fatalf("list before the first pass: %s", r.body)
+	}
+	if _, _, err := o.n.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var seen []string
+	after := ""
+	for pages := 0; pages < 5; pages++ {
+		q := url + "/deliveries?limit=2"
+		if after != "" {
+			q += "&after=" + after
+		}
+		r, page = jsonObject(t, "GET", q, o.reader, nil)
+		if r.status != 200 {
+			t.Fatalf("list page: %d %s", r.status, r.body)
+		}
+		for _, it := range page["items"].([]any) {
+			m := it.(map[string]any)
+			if m["status"] != "stored" || len(m["history"].([]any)) != 1 || m["destination_id"] != id {
+				t.Fatalf("listed delivery: %v", m)
+			}
+			seen = append(seen, m["id"].(string))
+		}
+		next, _ := page["next_cursor"].(string)
+		if next == "" {
+			break
+		}
+		after = next
+	}
+	if len(seen) != 3 || seen[0] != deliveries[2] || seen[1] != deliveries[1] || seen[2] != deliveries[0] {
+		t.Fatalf("paged deliveries %v, want newest first %v", seen, deliveries)
+	}
+	wantProblem(t, "list with a bad cursor", call(t, "GET", url+"/deliveries?after=evt_1", o.reader, nil), 422, "invalid_cursor")
+	wantProblem(t, "list with limit 0", call(t, "GET", url+"/deliveries?limit=0", o.reader, nil), 422, "invalid_request")
+	wantProblem(t, "list of an unknown destination", call(t, "GET", o.base+"/storage/destinations/dst_"+strings.Repeat("1", 32)+"/deliveries", o.reader, nil), 404, "storage_destination_not_found")
+
+	// Retry: scope, role, unknown id; a stored delivery is answered as it is.
+	wantProblem(t, "retry with storage:read only", call(t, "POST", o.base+"/storage/deliveries/"+deliveries[0]+"/retry", o.reader, nil), 403, "insufficient_scope")
+	wantProblem(t, "retry by a member", call(t, "POST", o.base+"/storage/deliveries/"+deliveries[0]+"/retry", o.member, nil), 403, "role_forbidden")
+	wantProblem(t, "retry of an unknown delivery", call(t, "POST", o.base+"/storage/deliveries/std_"+strings.Repeat("a", 64)+"/retry", o.owner, nil), 404, "not_found")
+	if r, got = jsonObject(t, "POST", o.base+"/storage/deliveries/"+deliveries[0]+"/retry", o.owner, nil); r.status != 202 || got["status"] != "stored" {
+		t.Fatalf("retry of a stored delivery: %d %s", r.status, r.body)
+	}
+
+	// An embed whose destination is deleted before the first attempt: the delivery fails for good.
+	r = post(t, o.base+"/watermarks/images?storage_destination_id="+id, o.owner, "", photo(t, 300, 260, 60), `{"i":9}`)
+	if r.status != 200 {
+		t.Fatalf("embed: %d %s", r.status, r.body)
+	}
+	orphan := r.header.Get("X-Storage-Delivery-ID")
+	_, as := jsonObject(t, "GET", o.base+"/assets/"+r.header.Get("X-Asset-ID"), o.owner, nil)
+	waitEffect(t, o.n, as["request_id"].(string))
+	wantProblem(t, "delete by a member", call(t, "DELETE", url, o.member, nil), 403, "role_forbidden")
+	if r = call(t, "DELETE", url, o.owner, nil); r.status != 204 || len(r.body) != 0 {
+		t.Fatalf("delete: %d %s", r.status, r.body)
+	}
+	wantProblem(t, "get after delete", call(t, "GET", url, o.owner, nil), 404, "storage_destination_not_found")
+	wantProblem(t, "delete again", call(t, "DELETE", url, o.owner, nil), 404, "storage_destination_not_found")
+	if _, _, err := o.n.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r, got = jsonObject(t, "GET", o.base+"/storage/deliveries/"+orphan, o.owner, nil); got["status"] != "failed" || got["error_code"] != "storage_destination_not_found" {
+		t.Fatalf("delivery to a deleted destination: %d %s", r.status, r.body)
+	}
+	if got := readBucketObject(t, srv, bucket, "p2/"+deliveriesKey(t, o, deliveries[0])); len(got) == 0 {
+		t.Fatal("deleting the destination removed a delivered object")
+	}
+
+	// At most 10 destinations.
+	for i := 0; i < 10; i++ {
+		r = jsonCall(t, "POST", o.base+"/storage/destinations", o.owner, create)
+		if r.status != 201 {
+			t.Fatalf("destination %d: %d %s", i+1, r.status, r.body)
+		}
+	}
+	wantProblem(t, "an 11th destination", jsonCall(t, "POST", o.base+"/storage/destinations", o.owner, create), 409, "storage_destination_limit")
+}
+
+// deliveriesKey is the object key (without the prefix) of a stored delivery.
+func deliveriesKey(t *testing.T, o *storageOrg, id string) string {
+	t.Helper()
+	_, d := jsonObject(t, "GET", o.base+"/storage/deliveries/"+id, o.owner, nil)
+	k, _ := d["key"].(string)
+	return strings.TrimPrefix(k, "p2/")
 }
