@@ -199,27 +199,44 @@ func (l *Library) Get(ctx context.Context, org, id string) (*Destination, error)
 	return nil, ErrNotFound
 }
 
-// Create stores a new destination (unverified).
-func (l *Library) Create(ctx context.Context, org string, in Input, now time.Time) (*Destination, error) {
-	d := Destination{ID: NewID(), Name: in.Name, Endpoint: in.Endpoint, Region: in.Region, Bucket: in.Bucket,
-		Prefix: strings.TrimSuffix(in.Prefix, "/"), AccessKey: in.AccessKey, Enabled: true, CreatedAt: now, UpdatedAt: now}
-	if in.Secure != nil {
-		d.Secure = *in.Secure
+// apply sets the fields in sends on d (empty strings and nil flags leave a field as it is), seals a new
+// secret, and validates the result: the one place where create and update turn input into a destination.
+func (l *Library) apply(d *Destination, in Input) error {
+	set := func(dst *string, v string) {
+		if v != "" {
+			*dst = v
+		}
 	}
-	if in.PathStyle != nil {
-		d.PathStyle = *in.PathStyle
+	set(&d.Name, in.Name)
+	set(&d.Endpoint, in.Endpoint)
+	set(&d.Region, in.Region)
+	set(&d.Bucket, in.Bucket)
+	set(&d.AccessKey, in.AccessKey)
+	if in.Prefix != "" {
+		d.Prefix = strings.TrimSuffix(in.Prefix, "/")
 	}
-	if in.Enabled != nil {
-		d.Enabled = *in.Enabled
+	for _, f := range []struct {
+		dst *bool
+		v   *bool
+	}{{&d.Secure, in.Secure}, {&d.PathStyle, in.PathStyle}, {&d.Enabled, in.Enabled}} {
+		if f.v != nil {
+			*f.dst = *f.v
+		}
 	}
 	if in.SecretKey != "" {
-		s, err := l.Sealer.Seal(d.ID, in.SecretKey)
+		sealed, err := l.Sealer.Seal(d.ID, in.SecretKey)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		d.SealedSecret = s
+		d.SealedSecret = sealed
 	}
-	if err := validate(&d); err != nil {
+	return validate(d)
+}
+
+// Create stores a new destination (unverified).
+func (l *Library) Create(ctx context.Context, org string, in Input, now time.Time) (*Destination, error) {
+	d := Destination{ID: NewID(), Enabled: true, CreatedAt: now, UpdatedAt: now}
+	if err := l.apply(&d, in); err != nil {
 		return nil, err
 	}
 	_, err := durable.Update(ctx, l.Store, key(org), 0, func(cur *Set) (*Set, error) {
@@ -250,36 +267,7 @@ func (l *Library) Update(ctx context.Context, org, id string, in Input, now time
 		next := cur.clone()
 		d := next.Destinations[i]
 		before := d
-		set := func(dst *string, v string) {
-			if v != "" {
-				*dst = v
-			}
-		}
-		set(&d.Name, in.Name)
-		set(&d.Endpoint, in.Endpoint)
-		set(&d.Region, in.Region)
-		set(&d.Bucket, in.Bucket)
-		set(&d.AccessKey, in.AccessKey)
-		if in.Prefix != "" {
-			d.Prefix = strings.TrimSuffix(in.Prefix, "/")
-		}
-		if in.Secure != nil {
-			d.Secure = *in.Secure
-		}
-		if in.PathStyle != nil {
-			d.PathStyle = *in.PathStyle
-		}
-		if in.Enabled != nil {
-			d.Enabled = *in.Enabled
-		}
-		if in.SecretKey != "" {
-			s, err := l.Sealer.Seal(d.ID, in.SecretKey)
-			if err != nil {
-				return nil, err
-			}
-			d.SealedSecret = s
-		}
-		if err := validate(&d); err != nil {
+		if err := l.apply(&d, in); err != nil {
 			return nil, err
 		}
 		if d.Endpoint != before.Endpoint || d.Region != before.Region || d.Bucket != before.Bucket ||
