@@ -14,6 +14,7 @@ import (
 	"filigrane/actors/jobstate"
 	"filigrane/actors/outbox"
 	"filigrane/actors/storagedest"
+	"filigrane/persistence"
 )
 
 // storageRoutes registers the storage destination endpoints (spec 2.6; paths and shapes follow Etchv's
@@ -30,6 +31,7 @@ func (s *Server) storageRoutes() {
 	s.router.handle("DELETE", "/storage/destinations/{destination_id}", s.authed(write, s.deleteDestination))
 	s.router.handle("POST", "/storage/destinations/{destination_id}/verify", s.authed(write, s.verifyDestination))
 	s.router.handle("GET", "/storage/destinations/{destination_id}/deliveries", s.authed(read, s.listDestinationDeliveries))
+	s.router.handle("POST", "/storage/destinations/{destination_id}/deliveries", s.authed(write, s.moveToDestination))
 }
 
 // maxDestinationBody bounds a create or update body: a handful of short strings.
@@ -273,9 +275,17 @@ func renderDelivery(d *storagedest.Delivery, ent *outbox.Entry) map[string]any {
 	return v
 }
 
-// deliveryEntry is the outbox entry of the delivery of job requestID's output (nil once past its retention).
-func (s *Server) deliveryEntry(c context.Context, requestID string) *outbox.Entry {
-	ent, err := s.cfg.Outbox.Get(c, outbox.EffectID("fx_", requestID, actors.OutboxJobStorage))
+// effectOf is the outbox effect id of delivery d: a move's own, else derived from the job's request id.
+func effectOf(d *storagedest.Delivery) string {
+	if d.EffectID != "" {
+		return d.EffectID
+	}
+	return outbox.EffectID("fx_", d.RequestID, actors.OutboxJobStorage)
+}
+
+// deliveryEntry is the outbox entry of delivery d (nil once past its retention).
+func (s *Server) deliveryEntry(c context.Context, d *storagedest.Delivery) *outbox.Entry {
+	ent, err := s.cfg.Outbox.Get(c, effectOf(d))
 	if err != nil {
 		return nil
 	}
@@ -301,7 +311,7 @@ func (s *Server) getDelivery(ctx *fasthttp.RequestCtx, p *principal, params map[
 	if d := s.orgDelivery(ctx, p, params["delivery_id"]); d != nil {
 		c, cancel := s.storeCtx()
 		defer cancel()
-		writeJSON(ctx, 200, renderDelivery(d, s.deliveryEntry(c, d.RequestID)))
+		writeJSON(ctx, 200, renderDelivery(d, s.deliveryEntry(c, d)))
 	}
 }
 
@@ -317,7 +327,7 @@ func (s *Server) retryDelivery(ctx *fasthttp.RequestCtx, p *principal, params ma
 	if d.Status != storagedest.DeliveryStored {
 		c, cancel := s.storeCtx()
 		defer cancel()
-		if _, err := s.cfg.Outbox.Redeliver(c, outbox.EffectID("fx_", d.RequestID, actors.OutboxJobStorage)); err != nil {
+		if _, err := s.cfg.Outbox.Redeliver(c, effectOf(d)); err != nil {
 			s.unavailable(ctx, err)
 			return
 		}
@@ -325,7 +335,7 @@ func (s *Server) retryDelivery(ctx *fasthttp.RequestCtx, p *principal, params ma
 	}
 	c, cancel := s.storeCtx()
 	defer cancel()
-	writeJSON(ctx, 202, renderDelivery(d, s.deliveryEntry(c, d.RequestID)))
+	writeJSON(ctx, 202, renderDelivery(d, s.deliveryEntry(c, d)))
 }
 
 // assetStorageJSON is the storage part of a watermarked asset delivered to a customer bucket (spec 2.6; the
@@ -423,8 +433,13 @@ func (s *Server) listDestinationDeliveries(ctx *fasthttp.RequestCtx, p *principa
 		}
 		scanned += len(ents)
 		for _, ent := range ents {
-			reqID := string(ent.Effect.Payload)
-			id := jobstate.StorageDeliveryIDFor(reqID)
+			reqID, id := string(ent.Effect.Payload), ""
+			var m storagedest.Move
+			if len(reqID) > 0 && reqID[0] == '{' && json.Unmarshal(ent.Effect.Payload, &m) == nil {
+				reqID, id = "", m.DeliveryID
+			} else {
+				id = jobstate.StorageDeliveryIDFor(reqID)
+			}
 			if skipping {
 				skipping = id != after
 				continue
@@ -469,4 +484,84 @@ func validDeliveryID(id string) bool {
 		}
 	}
 	return true
+}
+
+// maxMoveBody bounds a move request: an asset id and a key.
+const maxMoveBody = 4 << 10
+
+// moveToDestination copies an earlier result (any asset of the organization whose file is still hosted) into
+// a verified destination: `{asset_id, key?}`, 202 with the delivery, which runs through the outbox like a
+// job's own (conditional create, retries). The same asset, destination and key again answer the same
+// delivery. Default key: <asset id>/<file name>.
+func (s *Server) moveToDestination(ctx *fasthttp.RequestCtx, p *principal, params map[string]string) {
+	if !mayManageStorage(ctx, p) {
+		return
+	}
+	body := ctx.PostBody()
+	if len(body) > maxMoveBody {
+		writeProblem(ctx, CodeTooLarge, "a move body is at most 4 KiB")
+		return
+	}
+	var req struct {
+		AssetID string `json:"asset_id"`
+		Key     string `json:"key"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		writeProblem(ctx, CodeMalformedJSON, "the body must be a JSON object {asset_id, key?}: "+err.Error())
+		return
+	}
+	if req.AssetID == "" {
+		writeProblem(ctx, CodeInvalidRequest, "asset_id is required")
+		return
+	}
+	dstID := params["destination_id"]
+	if aerr := s.usableDestination(p.Key.OrgID, dstID, req.Key); aerr != nil {
+		writeProblem(ctx, aerr.code, aerr.detail)
+		return
+	}
+	c, cancel := s.storeCtx()
+	defer cancel()
+	now := s.cfg.Clock.Now()
+	as, _, err := s.assets().Get(c, req.AssetID)
+	switch {
+	case errors.Is(err, persistence.ErrNotFound) || err == nil && (as.OrgID != p.Key.OrgID || as.DeletedAt != nil):
+		writeProblem(ctx, CodeAssetNotFound, "no such asset")
+		return
+	case err != nil:
+		s.unavailable(ctx, err)
+		return
+	case !as.FileAvailable(now):
+		writeProblem(ctx, CodeAssetFileExpired, "the asset's file is no longer hosted; nothing can be moved")
+		return
+	}
+	key := req.Key
+	if key == "" {
+		key = storagedest.DefaultMoveKey(as.ID, as.Filename)
+	}
+	m := storagedest.Move{DeliveryID: storagedest.MoveDeliveryID(as.ID, dstID, key), OrgID: p.Key.OrgID, AssetID: as.ID,
+		DestinationID: dstID, Key: key}
+	payload, err := json.Marshal(m)
+	if err != nil {
+		s.unavailable(ctx, err)
+		return
+	}
+	fx := outbox.Effect{ID: outbox.EffectID("fx_", m.DeliveryID, actors.OutboxJobStorage), Kind: actors.OutboxJobStorage,
+		Key: dstID, Payload: payload, Created: now}
+	// The effect first: a crash before the record leaves a delivery that makes its own record on its first
+	// attempt; the record (create-only) lets the delivery be read and retried before that.
+	if err := s.cfg.Outbox.Add(c, fx); err != nil {
+		s.unavailable(ctx, err)
+		return
+	}
+	d, err := s.cfg.Storage.RecordDelivery(c, storagedest.Delivery{ID: m.DeliveryID, OrgID: m.OrgID, RequestID: as.RequestID,
+		AssetID: as.ID, DestinationID: dstID, Status: storagedest.DeliveryQueued, CreatedAt: now, UpdatedAt: now, EffectID: fx.ID},
+		func(*storagedest.Delivery) {})
+	if err != nil {
+		s.unavailable(ctx, err)
+		return
+	}
+	ctx.Response.Header.Set("Location", "/storage/deliveries/"+d.ID)
+	writeJSON(ctx, 202, renderDelivery(d, s.deliveryEntry(c, d)))
 }

@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -105,7 +106,22 @@ func errorCode(err error) string {
 	return storagedest.CodeWriteFailed
 }
 
+// target is what one delivery writes where.
+type target struct {
+	seed        storagedest.Delivery // id, organization, request, asset, destination (and a move's effect id)
+	key         string               // under the destination's prefix
+	owner       string               // the object's owner metadata: recognises our own earlier write
+	blobKey     string
+	size        int64
+	contentType string
+	// announce sends the final event; nil when the delivery has none.
+	announce func(ctx context.Context, d *storagedest.Delivery, now time.Time) error
+}
+
 func (sd *storageDelivery) deliver(ctx context.Context, e outbox.Effect, attempt int) error {
+	if len(e.Payload) > 0 && e.Payload[0] == '{' {
+		return sd.deliverMove(ctx, e, attempt)
+	}
 	rec, err := actors.ReadJob(ctx, sd.store, string(e.Payload))
 	if errors.Is(err, persistence.ErrNotFound) {
 		return outbox.Permanent(fmt.Errorf("job %s no longer exists", e.Payload))
@@ -116,13 +132,46 @@ func (sd *storageDelivery) deliver(ctx context.Context, e outbox.Effect, attempt
 	if rec.Status != jobstate.StatusSucceeded || rec.StorageDestinationID == "" {
 		return outbox.Permanent(fmt.Errorf("job %s has no output to deliver", rec.RequestID))
 	}
-	now := sd.now()
-	seed := storagedest.Delivery{ID: rec.StorageDeliveryID(), OrgID: rec.OrgID, RequestID: rec.RequestID,
-		AssetID: rec.Output.AssetID, DestinationID: rec.StorageDestinationID, Status: storagedest.DeliveryRetrying, CreatedAt: now}
 	key := rec.StorageKey
 	if key == "" {
 		key = storagedest.DefaultKey(rec.RequestID, rec.Output.Filename)
 	}
+	return sd.run(ctx, attempt, target{
+		seed: storagedest.Delivery{ID: rec.StorageDeliveryID(), OrgID: rec.OrgID, RequestID: rec.RequestID,
+			AssetID: rec.Output.AssetID, DestinationID: rec.StorageDestinationID},
+		key: key, owner: rec.RequestID, blobKey: rec.Output.BlobKey, size: rec.Output.Size, contentType: rec.Output.ContentType,
+		announce: func(ctx context.Context, d *storagedest.Delivery, now time.Time) error {
+			return sd.announce(ctx, rec, d, now)
+		},
+	})
+}
+
+// deliverMove copies an asset's hosted file into a destination (POST /storage/destinations/{id}/deliveries).
+// A move sends no event: no webhook was named.
+func (sd *storageDelivery) deliverMove(ctx context.Context, e outbox.Effect, attempt int) error {
+	var m storagedest.Move
+	if err := json.Unmarshal(e.Payload, &m); err != nil {
+		return outbox.Permanent(fmt.Errorf("effect %s: move payload: %w", e.ID, err))
+	}
+	t := target{seed: storagedest.Delivery{ID: m.DeliveryID, OrgID: m.OrgID, AssetID: m.AssetID,
+		DestinationID: m.DestinationID, EffectID: e.ID}, key: m.Key, owner: m.AssetID}
+	as, _, err := actors.Assets{Store: sd.store}.Get(ctx, m.AssetID)
+	switch {
+	case errors.Is(err, persistence.ErrNotFound) || err == nil && (as.OrgID != m.OrgID || !as.FileAvailable(sd.now())):
+		t.blobKey = "" // the run fails it: result_unavailable
+	case err != nil:
+		return err
+	default:
+		t.seed.RequestID, t.blobKey, t.size, t.contentType = as.RequestID, as.BlobKey, as.SizeBytes, as.ContentType
+	}
+	return sd.run(ctx, attempt, t)
+}
+
+// run makes one attempt of delivery t and records its outcome.
+func (sd *storageDelivery) run(ctx context.Context, attempt int, t target) error {
+	now := sd.now()
+	seed := t.seed
+	seed.Status, seed.CreatedAt = storagedest.DeliveryRetrying, now
 	fail := func(err error, permanent bool) error {
 		status := storagedest.DeliveryRetrying
 		if permanent || attempt > len(sd.schedule) {
@@ -130,13 +179,16 @@ func (sd *storageDelivery) deliver(ctx context.Context, e outbox.Effect, attempt
 		}
 		d, rerr := sd.lib.RecordDelivery(ctx, seed, func(d *storagedest.Delivery) {
 			d.Status, d.LastError, d.ErrorCode, d.Attempts, d.UpdatedAt = status, err.Error(), errorCode(err), attempt, now
+			if d.Bucket == "" {
+				d.Bucket, d.Key = seed.Bucket, seed.Key
+			}
 		})
 		if rerr != nil {
 			return fmt.Errorf("%v (and recording it: %w)", err, rerr)
 		}
 		outbox.Note(ctx, err.Error())
-		if status == storagedest.DeliveryFailed && d.Status == storagedest.DeliveryFailed {
-			if aerr := sd.announce(ctx, rec, d, now); aerr != nil {
+		if status == storagedest.DeliveryFailed && d.Status == storagedest.DeliveryFailed && t.announce != nil {
+			if aerr := t.announce(ctx, d, now); aerr != nil {
 				return aerr // the next attempt fails the same way and announces again
 			}
 		}
@@ -145,23 +197,27 @@ func (sd *storageDelivery) deliver(ctx context.Context, e outbox.Effect, attempt
 		}
 		return err
 	}
-	dest, err := sd.lib.Get(ctx, rec.OrgID, rec.StorageDestinationID)
+	dest, err := sd.lib.Get(ctx, seed.OrgID, seed.DestinationID)
 	if errors.Is(err, storagedest.ErrNotFound) {
-		return fail(&codedError{storagedest.CodeDestinationDeleted, fmt.Errorf("storage destination %s was deleted", rec.StorageDestinationID)}, true)
+		return fail(&codedError{storagedest.CodeDestinationDeleted, fmt.Errorf("storage destination %s was deleted", seed.DestinationID)}, true)
 	}
 	if err != nil {
 		return err
 	}
-	seed.Bucket, seed.Key = dest.Bucket, dest.ObjectKey(key)
-	body, err := sd.blobs.Get(ctx, rec.Output.BlobKey, 0, -1)
+	seed.Bucket, seed.Key = dest.Bucket, dest.ObjectKey(t.key)
+	unstaged := &codedError{storagedest.CodeResultUnavailable, errors.New("the result is no longer staged (its asset was deleted or its file expired)")}
+	if t.blobKey == "" {
+		return fail(unstaged, true)
+	}
+	body, err := sd.blobs.Get(ctx, t.blobKey, 0, -1)
 	if errors.Is(err, persistence.ErrNotFound) {
-		return fail(&codedError{storagedest.CodeResultUnavailable, errors.New("the result is no longer staged (its asset was deleted or its file expired)")}, true)
+		return fail(unstaged, true)
 	}
 	if err != nil {
 		return err
 	}
 	defer func() { _ = body.Close() }()
-	etag, err := sd.lib.Put(ctx, dest, key, rec.RequestID, body, rec.Output.Size, rec.Output.ContentType)
+	etag, err := sd.lib.Put(ctx, dest, t.key, t.owner, body, t.size, t.contentType)
 	if err != nil {
 		// An existing object of someone else is never overwritten, and a refused target will not become
 		// reachable by waiting: both are final. Everything else (down, 5xx, credentials) may be fixed.
@@ -172,11 +228,11 @@ func (sd *storageDelivery) deliver(ctx context.Context, e outbox.Effect, attempt
 		d.Status, d.ETag, d.DeliveredAt, d.LastError, d.ErrorCode, d.Attempts, d.UpdatedAt = storagedest.DeliveryStored, etag, &t, "", "", attempt, now
 		d.Bucket, d.Key = seed.Bucket, seed.Key
 	})
-	if err != nil {
+	if err != nil || t.announce == nil {
 		return err
 	}
 	// A re-run after a crash finds the delivery already stored and announces it again: same event id, one event.
-	return sd.announce(ctx, rec, d, now)
+	return t.announce(ctx, d, now)
 }
 
 // announce hands the delivery's final event to the webhooks outbox: to the job's webhook, or a batch item's

@@ -476,3 +476,89 @@ func deliveriesKey(t *testing.T, o *storageOrg, id string) string {
 	k, _ := d["key"].(string)
 	return strings.TrimPrefix(k, "p2/")
 }
+
+// TestMoveEarlierResultToDestination: results of jobs that named no destination are copied into one later
+// (POST /storage/destinations/{id}/deliveries): refusals first (role, unknown asset, bad key, unverified
+// destination), then 202 queued, stored after the outbox pass with the asset's bytes, the same request again
+// answers the same delivery, a default key, and a move onto an existing key fails object_key_conflict and can
+// be retried by the owner.
+func TestMoveEarlierResultToDestination(t *testing.T) {
+	srv := s3test.Start(t)
+	o := newStorageOrg(t)
+	ctx := context.Background()
+	dst, bucket := verifiedDestination(t, o.base, o.owner, srv, srv.Endpoint, "moved")
+	r := post(t, o.base+"/watermarks/images", o.owner, "", photo(t, 300, 260, 70), `{"m":1}`)
+	if r.status != 200 {
+		t.Fatalf("embed: %d %s", r.status, r.body)
+	}
+	marked := r.header.Get("X-Asset-ID")
+	_, as := jsonObject(t, "GET", o.base+"/assets/"+marked, o.owner, nil)
+	source := as["parent_asset_id"].(string)
+	url := o.base + "/storage/destinations/" + dst + "/deliveries"
+
+	wantProblem(t, "move by a member", jsonCall(t, "POST", url, o.member, map[string]any{"asset_id": marked}), 403, "role_forbidden")
+	wantProblem(t, "move with storage:read", jsonCall(t, "POST", url, o.reader, map[string]any{"asset_id": marked}), 403, "insufficient_scope")
+	wantProblem(t, "move of an unknown asset", jsonCall(t, "POST", url, o.owner, map[string]any{"asset_id": "ast_" + strings.Repeat("0", 32)}), 404, "asset_not_found")
+	wantProblem(t, "move without an asset", jsonCall(t, "POST", url, o.owner, map[string]any{"key": "a"}), 422, "invalid_request")
+	wantProblem(t, "move with a bad key", jsonCall(t, "POST", url, o.owner, map[string]any{"asset_id": marked, "key": "../x"}), 422, "invalid_request")
+	wantProblem(t, "move with an unknown field", jsonCall(t, "POST", url, o.owner, map[string]any{"asset_id": marked, "to": 1}), 400, "malformed_json")
+	_, other := jsonObject(t, "POST", o.base+"/storage/destinations", o.owner, map[string]any{"endpoint": srv.Endpoint,
+		"bucket": bucket, "access_key_id": srv.AccessKey, "secret_access_key": srv.SecretKey})
+	wantProblem(t, "move to an unverified destination", jsonCall(t, "POST", o.base+"/storage/destinations/"+other["id"].(string)+"/deliveries", o.owner,
+		map[string]any{"asset_id": marked}), 422, "storage_destination_unusable")
+
+	r, del := jsonObject(t, "POST", url, o.owner, map[string]any{"asset_id": marked, "key": "x/one.jpg"})
+	id, _ := del["id"].(string)
+	if r.status != 202 || del["status"] != "queued" || !strings.HasPrefix(id, "std_") || r.header.Get("Location") != "/storage/deliveries/"+id {
+		t.Fatalf("move: %d %s", r.status, r.body)
+	}
+	if _, got := jsonObject(t, "GET", o.base+"/storage/deliveries/"+id, o.reader, nil); got["status"] != "queued" || got["asset_id"] != marked {
+		t.Fatalf("a queued move reads %v", got)
+	}
+	if _, _, err := o.n.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r, del = jsonObject(t, "GET", o.base+"/storage/deliveries/"+id, o.reader, nil)
+	if del["status"] != "stored" || del["key"] != "moved/x/one.jpg" || del["etag"] == nil {
+		t.Fatalf("move after the pass: %s", r.body)
+	}
+	content := call(t, "GET", o.base+"/assets/"+marked+"/content", o.owner, nil)
+	if content.status != 200 || !bytes.Equal(readBucketObject(t, srv, bucket, "moved/x/one.jpg"), content.body) {
+		t.Fatalf("moved object differs from the asset's file (%d)", content.status)
+	}
+	if r, again := jsonObject(t, "POST", url, o.owner, map[string]any{"asset_id": marked, "key": "x/one.jpg"}); r.status != 202 || again["id"] != id || again["status"] != "stored" {
+		t.Fatalf("the same move again: %d %s", r.status, r.body)
+	}
+
+	// The source with the default key, and the source onto the taken key: a conflict, retried by the owner.
+	r, def := jsonObject(t, "POST", url, o.owner, map[string]any{"asset_id": source})
+	r, clash := jsonObject(t, "POST", url, o.owner, map[string]any{"asset_id": source, "key": "x/one.jpg"})
+	if r.status != 202 {
+		t.Fatalf("second move: %d %s", r.status, r.body)
+	}
+	if _, _, err := o.n.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, got := jsonObject(t, "GET", o.base+"/storage/deliveries/"+def["id"].(string), o.reader, nil); got["status"] != "stored" || !strings.HasPrefix(got["key"].(string), "moved/"+source+"/") {
+		t.Fatalf("move with the default key: %v", got)
+	}
+	if _, got := jsonObject(t, "GET", o.base+"/storage/deliveries/"+clash["id"].(string), o.reader, nil); got["status"] != "failed" || got["error_code"] != "object_key_conflict" {
+		t.Fatalf("move onto a taken key: %v", got)
+	}
+	if r, got := jsonObject(t, "POST", o.base+"/storage/deliveries/"+clash["id"].(string)+"/retry", o.owner, nil); r.status != 202 || got["status"] != "retrying" {
+		t.Fatalf("retry of a failed move: %d %s", r.status, r.body)
+	}
+	if _, _, err := o.n.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, got := jsonObject(t, "GET", o.base+"/storage/deliveries/"+clash["id"].(string), o.reader, nil); got["status"] != "failed" || len(got["history"].([]any)) != 2 {
+		t.Fatalf("a retried conflicting move: %v", got)
+	}
+	if !bytes.Equal(readBucketObject(t, srv, bucket, "moved/x/one.jpg"), content.body) {
+		t.Fatal("a move overwrote an existing object")
+	}
+	_, page := jsonObject(t, "GET", url, o.reader, nil)
+	if items, _ := page["items"].([]any); len(items) != 3 {
+		t.Fatalf("the destination lists %d deliveries, want the 3 moves: %v", len(items), page)
+	}
+}
