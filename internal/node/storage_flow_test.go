@@ -562,3 +562,51 @@ func TestMoveEarlierResultToDestination(t *testing.T) {
 		t.Fatalf("the destination lists %d deliveries, want the 3 moves: %v", len(items), page)
 	}
 }
+
+// TestStorageBucketRefusingWrites: a bucket whose server only reads (versitygw --readonly on the same data).
+// Verifying against it fails at the write step naming s3:PutObject; a destination verified while the bucket
+// took writes, whose endpoint then starts refusing them, keeps the delivery retrying with
+// storage_access_denied (the customer can fix the permission), and once writes are allowed again the next
+// attempt stores the result.
+func TestStorageBucketRefusingWrites(t *testing.T) {
+	srv := s3test.Start(t)
+	ro := srv.ReadOnlyTwin(t)
+	o := newStorageOrg(t)
+	ctx := context.Background()
+	bucket := srv.NewBucket(t)
+	r, dst := jsonObject(t, "POST", o.base+"/storage/destinations", o.owner, map[string]any{"endpoint": ro.Endpoint,
+		"region": srv.Region, "bucket": bucket, "path_style": true, "access_key_id": srv.AccessKey, "secret_access_key": srv.SecretKey})
+	if r.status != 201 {
+		t.Fatalf("create: %d %s", r.status, r.body)
+	}
+	r = call(t, "POST", o.base+"/storage/destinations/"+dst["id"].(string)+"/verify", o.owner, nil)
+	if p := decodeProblem(t, r); r.status != 422 || p.Code != "storage_verification_failed" || !strings.HasPrefix(p.Detail, "write:") || !strings.Contains(p.Detail, "s3:PutObject") {
+		t.Fatalf("verify against a read-only bucket: %d %s", r.status, r.body)
+	}
+
+	ep := newSwitchable(t, srv.Endpoint)
+	id, _ := verifiedDestination(t, o.base, o.owner, srv, ep.addr, "w")
+	ep.retarget(ro.Endpoint) // the bucket stops taking writes after the verification
+	r = post(t, o.base+"/watermarks/images?storage_destination_id="+id, o.owner, "", photo(t, 300, 260, 80), `{"ro":1}`)
+	if r.status != 200 {
+		t.Fatalf("embed: %d %s", r.status, r.body)
+	}
+	delivery := r.header.Get("X-Storage-Delivery-ID")
+	_, as := jsonObject(t, "GET", o.base+"/assets/"+r.header.Get("X-Asset-ID"), o.owner, nil)
+	waitEffect(t, o.n, as["request_id"].(string))
+	if _, _, err := o.n.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r, del := jsonObject(t, "GET", o.base+"/storage/deliveries/"+delivery, o.owner, nil)
+	if del["status"] != "retrying" || del["error_code"] != "storage_access_denied" || !strings.Contains(del["last_error"].(string), "s3:PutObject") {
+		t.Fatalf("delivery to a bucket refusing writes: %s", r.body)
+	}
+	ep.retarget(srv.Endpoint)
+	o.clk.Advance(30 * time.Second)
+	if _, _, err := o.n.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r, del = jsonObject(t, "GET", o.base+"/storage/deliveries/"+delivery, o.owner, nil); del["status"] != "stored" {
+		t.Fatalf("delivery once writes are allowed: %s", r.body)
+	}
+}
