@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -236,6 +237,7 @@ func (s *Server) storageDeliveryRoutes() {
 	}
 	s.router.handle("GET", "/storage/deliveries/{delivery_id}", s.authed([]string{actors.ScopeStorageRead}, s.getDelivery))
 	s.router.handle("POST", "/storage/deliveries/{delivery_id}/retry", s.authed([]string{actors.ScopeStorageWrite}, s.retryDelivery))
+	s.router.handle("GET", "/storage/deliveries/{delivery_id}/content", s.authed([]string{actors.ScopeStorageRead}, s.deliveryContent))
 }
 
 // renderDelivery is the public shape of a delivery; ent (its outbox entry, when still kept) adds the attempt
@@ -564,4 +566,61 @@ func (s *Server) moveToDestination(ctx *fasthttp.RequestCtx, p *principal, param
 	}
 	ctx.Response.Header.Set("Location", "/storage/deliveries/"+d.ID)
 	writeJSON(ctx, 202, renderDelivery(d, s.deliveryEntry(c, d)))
+}
+
+// deliveryContent streams a stored delivery's object back from the customer's bucket, checked against what
+// was delivered: an object whose ETag differs (replaced in the bucket since) is refused rather than passed
+// off as the delivered result.
+func (s *Server) deliveryContent(ctx *fasthttp.RequestCtx, p *principal, params map[string]string) {
+	d := s.orgDelivery(ctx, p, params["delivery_id"])
+	if d == nil {
+		return
+	}
+	if d.Status != storagedest.DeliveryStored {
+		writeProblem(ctx, CodeStorageObjectGone, "the delivery is "+d.Status+", not stored: there is no object to read")
+		return
+	}
+	c, cancel := s.requestContext(streamTimeout)
+	dest, err := s.cfg.Storage.Get(c, p.Key.OrgID, d.DestinationID)
+	if err != nil {
+		cancel()
+		if errors.Is(err, storagedest.ErrNotFound) {
+			writeProblem(ctx, CodeStorageObjectGone, "the delivery's storage destination was deleted")
+			return
+		}
+		s.unavailable(ctx, err)
+		return
+	}
+	obj, err := s.cfg.Storage.Open(c, dest, d.Key)
+	var step *storagedest.StepError
+	switch {
+	case errors.Is(err, storagedest.ErrObjectGone):
+		cancel()
+		writeProblem(ctx, CodeStorageObjectGone, "the object "+d.Key+" is no longer in the bucket")
+		return
+	case errors.As(err, &step):
+		cancel()
+		ctx.Response.Header.Set("Retry-After", "30")
+		writeProblem(ctx, CodeUnavailable, "the bucket could not be read: "+step.Error())
+		return
+	case err != nil:
+		cancel()
+		s.unavailable(ctx, err)
+		return
+	}
+	if strings.Trim(obj.ETag, `"`) != strings.Trim(d.ETag, `"`) {
+		_ = obj.Body.Close()
+		cancel()
+		writeProblem(ctx, CodeStorageObjectGone, "the object "+d.Key+" changed in the bucket since it was delivered (its ETag differs)")
+		return
+	}
+	ctx.Response.Header.Set("ETag", `"`+strings.Trim(obj.ETag, `"`)+`"`)
+	ctx.Response.Header.Set("Cache-Control", "no-store")
+	ct := obj.ContentType
+	if ct == "" {
+		ct = "application/octet-stream"
+	}
+	ctx.SetContentType(ct)
+	ctx.SetStatusCode(200)
+	sendBlobBody(ctx, &blobBody{ReadCloser: obj.Body, cancel: cancel}, obj.Size)
 }

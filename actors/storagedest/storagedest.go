@@ -525,3 +525,35 @@ func DefaultKey(requestID, filename string) string {
 	}
 	return requestID + "/" + filename
 }
+
+// ErrObjectGone: the object under a delivered key no longer exists.
+var ErrObjectGone = errors.New("the object is no longer in the bucket")
+
+// Object is an open object of a destination.
+type Object struct {
+	Body        io.ReadCloser
+	Size        int64
+	ETag        string
+	ContentType string
+}
+
+// Open reads the object under objectKey (prefix included) of destination d: its body and what the bucket
+// says of it. ErrObjectGone (wrapped) when there is none; a *StepError of the read step otherwise.
+func (l *Library) Open(ctx context.Context, d *Destination, objectKey string) (*Object, error) {
+	c, err := l.client(d)
+	if err != nil {
+		return nil, &StepError{Step: "connect", Code: CodeUnreachable, Reason: err.Error(), Err: err}
+	}
+	obj, err := c.GetObject(ctx, d.Bucket, objectKey, minio.GetObjectOptions{})
+	if err == nil {
+		var st minio.ObjectInfo
+		if st, err = obj.Stat(); err == nil {
+			return &Object{Body: obj, Size: st.Size, ETag: st.ETag, ContentType: st.ContentType}, nil
+		}
+		_ = obj.Close()
+	}
+	if minio.ToErrorResponse(err).Code == "NoSuchKey" {
+		return nil, fmt.Errorf("%s: %w", objectKey, ErrObjectGone)
+	}
+	return nil, classify("read", err)
+}

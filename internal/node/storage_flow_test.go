@@ -610,3 +610,37 @@ func TestStorageBucketRefusingWrites(t *testing.T) {
 		t.Fatalf("delivery once writes are allowed: %s", r.body)
 	}
 }
+
+// TestStorageDeliveryContent: GET /storage/deliveries/{id}/content reads a stored object back from the
+// bucket with a storage:read key; a delivery that is not stored, an object replaced in the bucket since
+// (another ETag) and an object deleted there answer 410 storage_object_unavailable.
+func TestStorageDeliveryContent(t *testing.T) {
+	srv := s3test.Start(t)
+	o := newStorageOrg(t)
+	ctx := context.Background()
+	dst, bucket := verifiedDestination(t, o.base, o.owner, srv, srv.Endpoint, "")
+	r := post(t, o.base+"/watermarks/images?storage_key=c/one.jpg&storage_destination_id="+dst, o.owner, "", photo(t, 300, 260, 90), `{"c":1}`)
+	if r.status != 200 {
+		t.Fatalf("embed: %d %s", r.status, r.body)
+	}
+	result, delivery, ctype := r.body, r.header.Get("X-Storage-Delivery-ID"), r.header.Get("Content-Type")
+	url := o.base + "/storage/deliveries/" + delivery + "/content"
+	wantProblem(t, "content before delivery", call(t, "GET", url, o.reader, nil), 404, "not_found")
+	_, as := jsonObject(t, "GET", o.base+"/assets/"+r.header.Get("X-Asset-ID"), o.owner, nil)
+	waitEffect(t, o.n, as["request_id"].(string))
+	if _, _, err := o.n.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got := call(t, "GET", url, o.reader, nil)
+	if got.status != 200 || !bytes.Equal(got.body, result) || got.header.Get("Content-Type") != ctype || got.header.Get("ETag") == "" {
+		t.Fatalf("content: %d %q (%d bytes, want %d)", got.status, got.header, len(got.body), len(result))
+	}
+	if _, err := srv.Client().PutObject(ctx, bucket, "c/one.jpg", bytes.NewReader([]byte("replaced")), 8, minio.PutObjectOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	wantProblem(t, "content of a replaced object", call(t, "GET", url, o.reader, nil), 410, "storage_object_unavailable")
+	if err := srv.Client().RemoveObject(ctx, bucket, "c/one.jpg", minio.RemoveObjectOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	wantProblem(t, "content of a deleted object", call(t, "GET", url, o.reader, nil), 410, "storage_object_unavailable")
+}
