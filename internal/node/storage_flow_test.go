@@ -15,6 +15,8 @@ import (
 
 	"filigrane/actors"
 	"filigrane/actors/batchstate"
+	"filigrane/actors/jobstate"
+	"filigrane/actors/outbox"
 	"filigrane/internal/admin"
 	"filigrane/internal/clock"
 	"filigrane/internal/node"
@@ -644,3 +646,67 @@ func TestStorageDeliveryContent(t *testing.T) {
 	}
 	wantProblem(t, "content of a deleted object", call(t, "GET", url, o.reader, nil), 410, "storage_object_unavailable")
 }
+
+// TestStorageDeliveryGivesUpAfter30Days: a destination that stays down is retried on the schedule (the
+// webhook schedule, then every 8 h) for 30 days on the manual clock, the output staying staged all along
+// (a trial organization's file retention is exactly 30 days); after the last attempt the delivery is failed
+// with storage_unreachable, and the webhook gets one storage.delivery.failed.
+func TestStorageDeliveryGivesUpAfter30Days(t *testing.T) {
+	srv := s3test.Start(t)
+	ep := newSwitchable(t, srv.Endpoint)
+	f := newFixture(t, func(c *node.Config) { c.AllowPrivateTargets = true })
+	ctx := context.Background()
+	rc := &hookReceiver{stop: make(chan struct{})}
+	hook := httptest.NewServer(rc)
+	defer hook.Close()
+	defer close(rc.stop)
+	_, wh := jsonObject(t, "POST", f.base+"/webhooks", f.keyA, map[string]any{"url": hook.URL + "/hook"})
+	dst, _ := verifiedDestination(t, f.base, f.keyA, srv, ep.addr, "")
+	ep.down()
+	r := post(t, f.base+"/watermarks/images/async?webhook_id="+wh["id"].(string)+"&storage_destination_id="+dst, f.keyA, "", photo(t, 300, 260, 95), `{"d":30}`)
+	if r.status != 202 {
+		t.Fatalf("async embed: %d %s", r.status, r.body)
+	}
+	rc0 := decodeReceipt(t, r)
+	if res := waitResult(t, f, f.keyA, rc0.ResultURL); res.status != 200 {
+		t.Fatalf("result: %d", res.status)
+	}
+	waitEffect(t, f.n, rc0.RequestID)
+	ob, _ := f.n.Outbox()
+	fx := outbox.EffectID("fx_", rc0.RequestID, actors.OutboxJobStorage)
+	first := f.clk.Now()
+	schedule := node.StorageSchedule()
+	var del map[string]any
+	for i := 0; i <= len(schedule); i++ {
+		ent, err := ob.Get(ctx, fx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := ent.NextAt.Sub(f.clk.Now()); d > 0 {
+			f.clk.Advance(d) // exactly to the next attempt
+		}
+		if _, _, err := f.n.Sweep(ctx); err != nil {
+			t.Fatal(err)
+		}
+		_, del = jsonObject(t, "GET", f.base+"/storage/deliveries/"+jobstateDeliveryID(rc0.RequestID), f.keyA, nil)
+		want := "retrying"
+		if i == len(schedule) {
+			want = "failed"
+		}
+		if del["status"] != want || del["attempts"] != float64(i+1) || del["error_code"] != "storage_unreachable" {
+			t.Fatalf("attempt %d at +%v: %v, want %s", i+1, f.clk.Now().Sub(first), del, want)
+		}
+	}
+	if elapsed := f.clk.Now().Sub(first); elapsed > 30*24*time.Hour || elapsed < 29*24*time.Hour {
+		t.Fatalf("the last attempt came %v after the first, want within 30 days", elapsed)
+	}
+	if _, _, err := f.n.Sweep(ctx); err != nil { // the failed event, handed over by the last attempt
+		t.Fatal(err)
+	}
+	evs := storageEvents(t, rc)
+	if len(evs) != 1 || evs[0]["type"] != "storage.delivery.failed" || evs[0]["data"].(map[string]any)["error_code"] != "storage_unreachable" {
+		t.Fatalf("events after giving up: %v", evs)
+	}
+}
+
+func jobstateDeliveryID(requestID string) string { return jobstate.StorageDeliveryIDFor(requestID) }
