@@ -51,6 +51,11 @@ type destinationBody struct {
 	Enabled         *bool  `json:"enabled"`
 	AccessKeyID     string `json:"access_key_id"`
 	SecretAccessKey string `json:"secret_access_key"`
+	// Credentials is how Etchv's SDKs pass keys through: JSON text {"access_key_id", "secret_access_key"}.
+	Credentials *string `json:"credentials"`
+	// Visibility and RoleARN are Etchv's fields; only private buckets with access keys are served.
+	Visibility *string `json:"visibility"`
+	RoleARN    *string `json:"role_arn"`
 }
 
 func parseDestinationBody(ctx *fasthttp.RequestCtx) (storagedest.Input, *apiError) {
@@ -67,6 +72,27 @@ func parseDestinationBody(ctx *fasthttp.RequestCtx) (storagedest.Input, *apiErro
 	if b.Provider != "" && b.Provider != "s3" {
 		return storagedest.Input{}, newAPIError(CodeInvalidRequest, "provider must be s3 (any S3-compatible endpoint)")
 	}
+	if b.RoleARN != nil && *b.RoleARN != "" {
+		return storagedest.Input{}, newAPIError(CodeInvalidRequest, "role_arn is not supported: send access keys (credentials or access_key_id and secret_access_key)")
+	}
+	if b.Visibility != nil && *b.Visibility != "" && *b.Visibility != "private" {
+		return storagedest.Input{}, newAPIError(CodeInvalidRequest, "visibility must be private: objects are never made public (public_url is null)")
+	}
+	if b.Credentials != nil && *b.Credentials != "" {
+		if b.AccessKeyID != "" || b.SecretAccessKey != "" {
+			return storagedest.Input{}, newAPIError(CodeInvalidRequest, "send credentials or access_key_id and secret_access_key, not both")
+		}
+		var c struct {
+			AccessKeyID     string `json:"access_key_id"`
+			SecretAccessKey string `json:"secret_access_key"`
+		}
+		cd := json.NewDecoder(strings.NewReader(*b.Credentials))
+		cd.DisallowUnknownFields()
+		if err := cd.Decode(&c); err != nil || c.AccessKeyID == "" || c.SecretAccessKey == "" {
+			return storagedest.Input{}, newAPIError(CodeInvalidRequest, `credentials must be JSON text {"access_key_id": "...", "secret_access_key": "..."}`)
+		}
+		b.AccessKeyID, b.SecretAccessKey = c.AccessKeyID, c.SecretAccessKey
+	}
 	return storagedest.Input{Name: b.Name, Endpoint: b.Endpoint, Region: b.Region, Bucket: b.Bucket, Prefix: b.Prefix,
 		AccessKey: b.AccessKeyID, SecretKey: b.SecretAccessKey, Secure: b.Secure, PathStyle: b.PathStyle, Enabled: b.Enabled}, nil
 }
@@ -74,7 +100,7 @@ func parseDestinationBody(ctx *fasthttp.RequestCtx) (storagedest.Input, *apiErro
 // renderDestination is the public shape: no credentials, only whether it is usable.
 func renderDestination(d *storagedest.Destination) map[string]any {
 	v := map[string]any{
-		"id": d.ID, "name": d.Name, "provider": "s3", "endpoint": d.Endpoint, "secure": d.Secure, "region": d.Region,
+		"id": d.ID, "name": d.Name, "provider": "s3", "visibility": "private", "endpoint": d.Endpoint, "secure": d.Secure, "region": d.Region,
 		"bucket": d.Bucket, "prefix": d.Prefix, "path_style": d.PathStyle, "enabled": d.Enabled,
 		"verified_at": nil, "last_error": nil, "created_at": d.CreatedAt.UTC().Format(time.RFC3339),
 		"updated_at": d.UpdatedAt.UTC().Format(time.RFC3339),

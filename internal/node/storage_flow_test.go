@@ -714,3 +714,43 @@ func TestStorageDeliveryGivesUpAfter30Days(t *testing.T) {
 }
 
 func jobstateDeliveryID(requestID string) string { return jobstate.StorageDeliveryIDFor(requestID) }
+
+// TestStorageDestinationEtchvShape: a destination created the way Etchv's SDKs pass options through
+// (`credentials` as JSON text, `visibility`, `role_arn`) works; what cannot be served is refused clearly; a
+// PATCH of `{enabled, credentials}` clears the verification, and a disabled destination cannot be named.
+func TestStorageDestinationEtchvShape(t *testing.T) {
+	srv := s3test.Start(t)
+	o := newStorageOrg(t)
+	bucket := srv.NewBucket(t)
+	creds := fmt.Sprintf(`{"access_key_id":%q,"secret_access_key":%q}`, srv.AccessKey, srv.SecretKey)
+	body := func(extra map[string]any) map[string]any {
+		b := map[string]any{"name": "sdk", "provider": "s3", "bucket": bucket, "prefix": "etchv", "visibility": "private",
+			"region": srv.Region, "role_arn": nil, "endpoint": srv.Endpoint, "path_style": true, "credentials": creds}
+		for k, v := range extra {
+			b[k] = v
+		}
+		return b
+	}
+	url := o.base + "/storage/destinations"
+	wantProblem(t, "role_arn", jsonCall(t, "POST", url, o.owner, body(map[string]any{"role_arn": "arn:aws:iam::1:role/x"})), 422, "invalid_request")
+	wantProblem(t, "public visibility", jsonCall(t, "POST", url, o.owner, body(map[string]any{"visibility": "public"})), 422, "invalid_request")
+	wantProblem(t, "credentials not JSON", jsonCall(t, "POST", url, o.owner, body(map[string]any{"credentials": "key:secret"})), 422, "invalid_request")
+	wantProblem(t, "credentials and keys", jsonCall(t, "POST", url, o.owner, body(map[string]any{"access_key_id": srv.AccessKey})), 422, "invalid_request")
+	r, dst := jsonObject(t, "POST", url, o.owner, body(nil))
+	if r.status != 201 || dst["visibility"] != "private" || bytes.Contains(r.body, []byte(srv.SecretKey)) {
+		t.Fatalf("create the Etchv way: %d %s", r.status, r.body)
+	}
+	id := dst["id"].(string)
+	if r = call(t, "POST", url+"/"+id+"/verify", o.owner, nil); r.status != 200 {
+		t.Fatalf("verify with keys from credentials: %d %s", r.status, r.body)
+	}
+	r, got := jsonObject(t, "PATCH", url+"/"+id, o.owner, map[string]any{"enabled": false, "credentials": creds})
+	if r.status != 200 || got["enabled"] != false || got["verified_at"] != nil {
+		t.Fatalf("patch {enabled, credentials}: %d %s", r.status, r.body)
+	}
+	if r = call(t, "POST", url+"/"+id+"/verify", o.owner, nil); r.status != 200 {
+		t.Fatalf("verify again: %d %s", r.status, r.body)
+	}
+	r = post(t, o.base+"/watermarks/images?storage_destination_id="+id, o.owner, "", photo(t, 300, 260, 99), `{"e":1}`)
+	wantProblem(t, "embed to a disabled destination", r, 422, "storage_destination_unusable")
+}
