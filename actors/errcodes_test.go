@@ -11,7 +11,7 @@ import (
 // jobErrorCodes are the error codes a failed job can carry: those workers report (ProcessError) and those
 // the job state machine sets itself.
 var jobErrorCodes = []string{
-	CodeInvalidImage, CodeImageTooLarge, CodeImageTooComplex, CodeProcessingError, CodeDecodeBusy, CodeFileTooLarge,
+	CodeInvalidImage, CodeImageTooLarge, CodeImageTooComplex, CodeProcessingError, CodeDecodeBusy, CodeFileTooLarge, CodeMediaUnavailable,
 	mediafiles.CodeInvalidVideo, mediafiles.CodeVideoTooLarge, mediafiles.CodeInvalidDocument, mediafiles.CodeDocumentTooLarge,
 	jobstate.CodeDeadlineExceeded, jobstate.CodeWorkerLost, jobstate.CodeCancelled,
 }

@@ -50,6 +50,9 @@ type SyncDetectRequest struct {
 	Kind mediakind.Kind
 	// Credits is the charge; Hold, when above it, is what is reserved first (3x for accelerator=gpu).
 	Credits, Hold int64
+	// Accelerator is the one asked for: gpu runs an image's detection on a ready GPU, charged
+	// Media.chargeOn (the GPU price), else on the CPU at Credits.
+	Accelerator jobstate.Accelerator
 	// BudgetWait is how long the detection waits for decode memory before it fails with CodeDecodeBusy.
 	BudgetWait time.Duration
 	// Watch is called once the credits are held (a reservation cut short by a cancel could be placed and
@@ -72,21 +75,26 @@ type SyncDetectError struct {
 	Process *ProcessError
 }
 
-// Detect runs req. The credits are charged if and only if it returns a detection.
-func (d SyncDetector) Detect(ctx context.Context, req SyncDetectRequest) (codec.Detection, *SyncDetectError) {
+// Detect runs req and says where it ran. The credits are charged if and only if it returns a detection.
+func (d SyncDetector) Detect(ctx context.Context, req SyncDetectRequest) (codec.Detection, jobstate.Accelerator, *SyncDetectError) {
 	rep, err := d.Orgs.Reserve(ctx, OrgReserve{OrgID: req.OrgID, Op: req.RequestID, Credits: max(req.Hold, req.Credits), Slot: true})
 	if err != nil {
-		return codec.Detection{}, &SyncDetectError{Unavailable: "could not reserve credits in time"}
+		return codec.Detection{}, jobstate.AcceleratorCPU, &SyncDetectError{Unavailable: "could not reserve credits in time"}
 	}
 	if rep.Code != ReplyOK {
-		return codec.Detection{}, &SyncDetectError{Reserve: rep.Code}
+		return codec.Detection{}, jobstate.AcceleratorCPU, &SyncDetectError{Reserve: rep.Code}
 	}
+	acc := jobstate.AcceleratorCPU
 	settle := func(charge bool) {
 		sctx := context.WithoutCancel(ctx)
 		var r *OrgReply
 		var err error
 		if charge {
-			r, err = d.Orgs.Charge(sctx, OrgCharge{OrgID: req.OrgID, Op: req.RequestID, Credits: req.Credits})
+			credits := req.Credits
+			if acc == jobstate.AcceleratorGPU {
+				credits = d.Media.chargeOn(acc, req.Credits)
+			}
+			r, err = d.Orgs.Charge(sctx, OrgCharge{OrgID: req.OrgID, Op: req.RequestID, Credits: credits})
 		} else {
 			r, err = d.Orgs.Release(sctx, OrgRelease{OrgID: req.OrgID, Op: req.RequestID})
 		}
@@ -96,10 +104,10 @@ func (d SyncDetector) Detect(ctx context.Context, req SyncDetectRequest) (codec.
 	}
 	c, stopWatch := req.Watch(ctx)
 	defer stopWatch()
-	gone := func() (codec.Detection, *SyncDetectError) {
+	gone := func() (codec.Detection, jobstate.Accelerator, *SyncDetectError) {
 		settle(false)
 		d.Logger.Info().Str("request", req.RequestID).Msg("client closed the connection during synchronous detection; not charged")
-		return codec.Detection{}, &SyncDetectError{Gone: true}
+		return codec.Detection{}, jobstate.AcceleratorCPU, &SyncDetectError{Gone: true}
 	}
 	release, err := d.Pool.Acquire(c)
 	if err != nil {
@@ -107,12 +115,12 @@ func (d SyncDetector) Detect(ctx context.Context, req SyncDetectRequest) (codec.
 			return gone()
 		}
 		settle(false)
-		return codec.Detection{}, &SyncDetectError{Unavailable: "no worker became free in time"}
+		return codec.Detection{}, jobstate.AcceleratorCPU, &SyncDetectError{Unavailable: "no worker became free in time"}
 	}
 	var det codec.Detection
 	var perr *ProcessError
 	if req.Kind.Media == jobstate.MediaImage {
-		det, perr = d.Media.DetectStored(c, req.OrgID, req.BlobKey, req.BudgetWait)
+		det, acc, perr = d.Media.detectStoredOn(c, req.Accelerator, req.OrgID, req.BlobKey, req.BudgetWait)
 	} else {
 		det, perr = d.Media.DetectStoredFile(c, req.Kind, req.OrgID, req.BlobKey)
 	}
@@ -125,10 +133,10 @@ func (d SyncDetector) Detect(ctx context.Context, req SyncDetectRequest) (codec.
 		if perr.Cause != nil {
 			d.Logger.Warn().Err(perr.Cause).Str("request", req.RequestID).Str("code", perr.Code).Msg("synchronous detection failed")
 		}
-		return codec.Detection{}, &SyncDetectError{Process: perr}
+		return codec.Detection{}, jobstate.AcceleratorCPU, &SyncDetectError{Process: perr}
 	}
 	settle(true)
-	return det, nil
+	return det, acc, nil
 }
 
 // String renders e for logs.

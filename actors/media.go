@@ -16,8 +16,12 @@ import (
 	"filigrane/codec"
 )
 
-// CodeFileTooLarge: the stored input is larger than its kind's limit (a job error code, docs/errors.md).
-const CodeFileTooLarge = string(problem.FileTooLarge)
+// Job error codes of media processing (docs/errors.md): CodeFileTooLarge, the stored input is larger than its
+// kind's limit; CodeMediaUnavailable, a program the kind needs is not installed on the node.
+const (
+	CodeFileTooLarge     = string(problem.FileTooLarge)
+	CodeMediaUnavailable = string(problem.MediaUnavailable)
+)
 
 // Process implements Processor: it runs a job of any kind through its kind's adapter. Images are decoded in
 // memory (processImage); the kinds of Files run on local files (processFile).
@@ -43,6 +47,21 @@ func (m Media) Supports(media jobstate.Media) bool {
 	}
 	_, ok := m.Files[media]
 	return ok
+}
+
+// Available reports whether this node can run op on media now, before anything is stored or held: nil, or
+// a ProcessError with CodeMediaUnavailable naming the missing program.
+func (m Media) Available(media jobstate.Media, op jobstate.Operation) *ProcessError {
+	c, ok := m.Files[media].(mediakind.Checker)
+	if !ok {
+		return nil
+	}
+	err := c.Available(op)
+	var un *mediakind.Unavailable
+	if errors.As(err, &un) {
+		return &ProcessError{Code: CodeMediaUnavailable, Detail: un.Detail, Cause: err}
+	}
+	return nil // any other answer is no reason to refuse: the work itself will tell
 }
 
 // withInput copies the stored file key to a temporary file bounded by the kind's limit of op and calls fn
@@ -172,8 +191,39 @@ func (m Media) storeDetection(ctx context.Context, rec *jobstate.Record, det cod
 	if err != nil {
 		return jobstate.Output{}, retryable("the result could not be stored; the attempt is retried", err)
 	}
+	summary, err := detectionSummary(det)
+	if err != nil {
+		return jobstate.Output{}, &ProcessError{Code: CodeProcessingError, Detail: "the detection result could not be encoded", Cause: err}
+	}
 	return jobstate.Output{BlobKey: key, Size: info.Size, SHA256: info.SHA256, ContentType: "application/json",
-		Filename: "detection.json", Charge: charge, Accelerator: jobstate.AcceleratorCPU}, nil
+		Filename: "detection.json", Detection: summary, Charge: charge, Accelerator: jobstate.AcceleratorCPU}, nil
+}
+
+// detectionSummary is the job record's copy of a detection's findings for its webhook event
+// (jobstate.Output.Detection): the result's fields with at most jobstate.MaxSummaryUnits units, and
+// units_total, the number of units in the whole result.
+func detectionSummary(det codec.Detection) (string, error) {
+	units := det.Units
+	if len(units) > jobstate.MaxSummaryUnits {
+		units = units[:jobstate.MaxSummaryUnits]
+	}
+	if units == nil {
+		units = []codec.Unit{}
+	}
+	b, err := json.Marshal(struct {
+		Watermarked bool         `json:"watermarked"`
+		Confidence  float64      `json:"confidence"`
+		WatermarkID *string      `json:"watermark_id"`
+		Units       []codec.Unit `json:"units"`
+		UnitsTotal  int          `json:"units_total"`
+	}{det.Watermarked, det.Confidence, det.WatermarkID, units, len(det.Units)})
+	if err != nil {
+		return "", err
+	}
+	if len(b) > jobstate.MaxDetectionSummary {
+		return "", fmt.Errorf("detection summary of %d bytes exceeds %d", len(b), jobstate.MaxDetectionSummary)
+	}
+	return string(b), nil
 }
 
 // copyInput copies the stored file key to the local file dst, refusing it past limit bytes.
@@ -201,11 +251,16 @@ func (m Media) copyInput(ctx context.Context, key, dst string, limit int64) *Pro
 }
 
 // adapterError is the client's view of an adapter's error: a refusal of the input fails the job with the
-// adapter's code, anything else is retried.
+// adapter's code, a missing program fails it with media_unavailable (another attempt on this node would meet
+// the same), anything else is retried.
 func adapterError(ctx context.Context, kind mediakind.Kind, err error) *ProcessError {
 	var ref *mediakind.Refusal
 	if errors.As(err, &ref) {
 		return &ProcessError{Code: ref.Code, Detail: ref.Detail, Cause: err}
+	}
+	var un *mediakind.Unavailable
+	if errors.As(err, &un) {
+		return &ProcessError{Code: CodeMediaUnavailable, Detail: un.Detail, Cause: err}
 	}
 	if ctx.Err() != nil {
 		return retryable("the attempt was interrupted; it is retried", err)

@@ -13,8 +13,10 @@ import (
 	"filigrane/actors/jobstate"
 	"filigrane/actors/mediakind"
 	"filigrane/codec"
+	"filigrane/codec/accel"
 	"filigrane/codec/imageio"
 	"filigrane/codec/markfile"
+	"filigrane/internal/clock"
 	"filigrane/internal/problem"
 	"filigrane/persistence"
 )
@@ -61,6 +63,10 @@ type Media struct {
 	Files map[jobstate.Media]mediakind.Adapter
 	// TempDir holds the files of file adapters while they work; "" is the system's.
 	TempDir string
+	// GPUs runs image work of accelerator=gpu jobs on a ready GPU (media_gpu.go); nil runs it on the CPU.
+	GPUs GPUs
+	// Clock times GPU work (the GPU stays warm from the end of its last work); nil is the system clock.
+	Clock clock.Clock
 }
 
 // processImage runs an image job: decoded in memory under the decode budget.
@@ -228,7 +234,11 @@ func (m Media) embed(ctx context.Context, rec *jobstate.Record, pic *imageio.Pic
 		return jobstate.Output{}, &ProcessError{Code: CodeProcessingError, Detail: "bad watermark id on the job"}
 	}
 	// markfile verifies that the mark reads back from the encoded file (retrying stronger) before it is stored.
-	res, err := markfile.Embed(ctx, m.Codec, pic, id, markfile.PNG, codec.EmbedOptions{PSNR: m.PSNR})
+	var res markfile.Result
+	acc, err := m.onGPU(rec, func(dev accel.Device) (err error) {
+		res, err = markfile.EmbedOn(ctx, m.Codec, dev, pic, id, markfile.PNG, codec.EmbedOptions{PSNR: m.PSNR})
+		return err
+	})
 	switch {
 	case errors.Is(err, markfile.ErrNotReadable):
 		return jobstate.Output{}, &ProcessError{Code: CodeInvalidImage, Detail: "this image cannot carry a readable mark: " + err.Error()}
@@ -254,16 +264,22 @@ func (m Media) embed(ctx context.Context, rec *jobstate.Record, pic *imageio.Pic
 	return jobstate.Output{BlobKey: key, Size: info.Size, SHA256: info.SHA256, ContentType: "image/png",
 		Filename: OutputFilename(rec.Input.Filename, "png"), AssetID: AssetIDFor(rec.RequestID, AssetWatermarked),
 		SourceAssetID: AssetIDFor(rec.RequestID, AssetSource), WatermarkID: rec.WatermarkID,
-		Charge: m.Catalog.Prices.ImageEmbed, Accelerator: jobstate.AcceleratorCPU,
+		Charge: m.chargeOn(acc, m.Catalog.Prices.ImageEmbed), Accelerator: acc,
 		Media: size, SourceMedia: size}, nil
 }
 
 func (m Media) detectJob(ctx context.Context, rec *jobstate.Record, img image.Image) (jobstate.Output, *ProcessError) {
-	det, err := m.DetectImage(ctx, rec.OrgID, img)
+	var det codec.Detection
+	acc, err := m.onGPU(rec, func(dev accel.Device) (err error) {
+		det, err = m.detectImageOn(ctx, dev, rec.OrgID, img)
+		return err
+	})
 	if err != nil {
 		return jobstate.Output{}, detectError(err)
 	}
-	return m.storeDetection(ctx, rec, det, m.Catalog.Prices.Detect)
+	out, perr := m.storeDetection(ctx, rec, det, m.chargeOn(acc, m.Catalog.Prices.Detect))
+	out.Accelerator = acc
+	return out, perr
 }
 
 // DetectImage runs detection and, when the blind decode failed but left a soft word, snaps it to an id the
@@ -271,6 +287,12 @@ func (m Media) detectJob(ctx context.Context, rec *jobstate.Record, img image.Im
 // reported as watermarked with that id. An image longer than codec.MaxDetectAspect times its short side is
 // analysed on its top-left region of that aspect (codec.DetectRegion), which bounds the detector's memory.
 func (m Media) DetectImage(ctx context.Context, orgID string, img image.Image) (codec.Detection, error) {
+	return m.detectImageOn(ctx, nil, orgID, img)
+}
+
+// detectImageOn is DetectImage with the codec's passes on dev (nil: the CPU); a device failure wraps
+// codec.ErrDevice.
+func (m Media) detectImageOn(ctx context.Context, dev accel.Device, orgID string, img image.Image) (codec.Detection, error) {
 	if r := codec.DetectRegion(img.Bounds()); r != img.Bounds() {
 		if sub, ok := img.(interface {
 			SubImage(image.Rectangle) image.Image
@@ -281,7 +303,14 @@ func (m Media) DetectImage(ctx context.Context, orgID string, img image.Image) (
 	if err := ctx.Err(); err != nil {
 		return codec.Detection{}, fmt.Errorf("detection not started: %w", err)
 	}
-	return m.snapIssued(ctx, orgID, m.Codec.Detect(img))
+	if dev == nil {
+		return m.snapIssued(ctx, orgID, m.Codec.Detect(img))
+	}
+	det, err := m.Codec.DetectOn(ctx, dev, img)
+	if err != nil {
+		return codec.Detection{}, err
+	}
+	return m.snapIssued(ctx, orgID, det)
 }
 
 // snapIssued reports a detection whose blind decode failed but left a soft word as the organization's issued
@@ -313,18 +342,28 @@ func (m Media) snapIssued(ctx context.Context, orgID string, det codec.Detection
 // DetectStored decodes a stored image and detects; the edge's synchronous detection uses it. It waits at most
 // budgetWait for decode memory (then fails with CodeDecodeBusy); ctx cancels the work (a client that hung up).
 func (m Media) DetectStored(ctx context.Context, orgID, key string, budgetWait time.Duration) (codec.Detection, *ProcessError) {
+	det, _, perr := m.detectStoredOn(ctx, jobstate.AcceleratorCPU, orgID, key, budgetWait)
+	return det, perr
+}
+
+// detectStoredOn is DetectStored on a ready GPU when acc asks for one (onGPU), and says where it ran.
+func (m Media) detectStoredOn(ctx context.Context, acc jobstate.Accelerator, orgID, key string, budgetWait time.Duration) (codec.Detection, jobstate.Accelerator, *ProcessError) {
 	wctx, cancel := context.WithTimeout(ctx, budgetWait)
 	defer cancel()
 	img, release, perr := m.decodeForDetection(ctx, wctx, key)
 	if perr != nil {
-		return codec.Detection{}, perr
+		return codec.Detection{}, jobstate.AcceleratorCPU, perr
 	}
 	defer release()
-	det, err := m.DetectImage(ctx, orgID, img)
+	var det codec.Detection
+	ran, err := m.onGPU(&jobstate.Record{AcceleratorRequested: acc}, func(dev accel.Device) (err error) {
+		det, err = m.detectImageOn(ctx, dev, orgID, img)
+		return err
+	})
 	if err != nil {
-		return codec.Detection{}, detectError(err)
+		return codec.Detection{}, ran, detectError(err)
 	}
-	return det, nil
+	return det, ran, nil
 }
 
 // detectError is the client's view of a detection that could not finish (the store did not answer).

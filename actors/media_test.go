@@ -6,12 +6,14 @@ import (
 	"encoding/json"
 	"io"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
 	"filigrane/actors"
 	"filigrane/actors/jobstate"
+	"filigrane/actors/mediafiles"
 	"filigrane/actors/mediakind"
 	"filigrane/codec"
 	"filigrane/persistence/fsblobs"
@@ -208,5 +210,55 @@ func TestImagePixelLimitsMatchTable(t *testing.T) {
 	if k.MaxPixels(jobstate.OperationEmbed) != actors.MaxImagePixels || k.MaxPixels(jobstate.OperationDetect) != actors.MaxDetectPixels {
 		t.Fatalf("table %d/%d, decoder %d/%d", k.MaxPixels(jobstate.OperationEmbed), k.MaxPixels(jobstate.OperationDetect),
 			actors.MaxImagePixels, actors.MaxDetectPixels)
+	}
+}
+
+// TestMissingProgramFailsTheJobAtOnce: with ffmpeg or mutool absent (the real adapters pointed at a path
+// that does not exist), the edge's check and the job both answer media_unavailable, which is not retried: the
+// job fails once, and its held credits are released as for any failure.
+func TestMissingProgramFailsTheJobAtOnce(t *testing.T) {
+	ctx := context.Background()
+	missing := t.TempDir() + "/not-installed"
+	cdc, err := codec.New([]byte(codec.DevelopmentKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	vid := mediafiles.NewVideo(cdc)
+	vid.A.FFmpeg, vid.A.FFprobe = missing, missing
+	doc := mediafiles.NewPDF(cdc)
+	doc.A.Mutool = missing
+	m, tmp := newFileMedia(t, vid)
+	m.Files[jobstate.MediaDocument] = doc
+	for _, media := range []jobstate.Media{jobstate.MediaVideo, jobstate.MediaDocument} {
+		for _, op := range []jobstate.Operation{jobstate.OperationEmbed, jobstate.OperationDetect} {
+			perr := m.Available(media, op)
+			if perr == nil || perr.Code != actors.CodeMediaUnavailable || perr.Retryable || !strings.Contains(perr.Detail, "not installed") {
+				t.Errorf("%s %s: Available = %+v, want media_unavailable", media, op, perr)
+			}
+		}
+	}
+	if _, err := m.Blobs.Put(ctx, "inputs/clip", strings.NewReader("frames")); err != nil {
+		t.Fatal(err)
+	}
+	for _, op := range []jobstate.Operation{jobstate.OperationEmbed, jobstate.OperationDetect} {
+		_, perr := m.Process(ctx, videoJob(t, op, "inputs/clip", 6))
+		if perr == nil || perr.Code != actors.CodeMediaUnavailable || perr.Retryable || !strings.Contains(perr.Detail, "ffmpeg is not installed") {
+			t.Fatalf("video %s without ffmpeg: %+v, want media_unavailable, not retried", op, perr)
+		}
+	}
+	assertEmptyDir(t, tmp)
+
+	// The same adapters with the programs installed are available.
+	if _, err := exec.LookPath("ffmpeg"); err != nil {
+		t.Fatal("ffmpeg is not installed (scripts/setup.sh installs it)")
+	}
+	if _, err := exec.LookPath("mutool"); err != nil {
+		t.Fatal("mutool is not installed (scripts/setup.sh installs it)")
+	}
+	vid.A.FFmpeg, vid.A.FFprobe, doc.A.Mutool = "", "", ""
+	for _, media := range []jobstate.Media{jobstate.MediaVideo, jobstate.MediaDocument} {
+		if perr := m.Available(media, jobstate.OperationDetect); perr != nil {
+			t.Errorf("%s with its program installed: %+v", media, perr)
+		}
 	}
 }

@@ -17,6 +17,8 @@ import (
 	"fmt"
 	"image"
 	"math"
+
+	"filigrane/codec/accel"
 )
 
 // ID is a 256-bit watermark identifier: the SHA-256 of the RFC 8785 canonical form of the caller's data.
@@ -98,9 +100,10 @@ type Detection struct {
 
 // Codec embeds and detects with one deployment secret. It is immutable after New and safe for concurrent use.
 type Codec struct {
-	key      []byte
-	layout   *layout
-	pilotFFT []complex128
+	key       []byte
+	layout    *layout
+	pilotFFT  []complex128
+	pilotPlan *accel.PilotPlan // the pilot search's tables for devices (DetectOn)
 }
 
 // New returns a codec keyed by the deployment secret (at least 16 bytes).
@@ -111,6 +114,7 @@ func New(key []byte) (*Codec, error) {
 	c := &Codec{key: append([]byte(nil), key...)}
 	c.layout = newLayout(c.key)
 	c.pilotFFT = c.layout.pilotSpectrum()
+	c.pilotPlan = c.layout.newPilotPlan()
 	return c, nil
 }
 

@@ -52,7 +52,7 @@ func TestCoarseLayerAloneIsRead(t *testing.T) {
 	}
 	y := lumaOf(marked)
 	pyr := buildPyramid(y, 16)
-	if at := c.tryGeometry(pyr, nominalAffine(w, h)); at.res.ok {
+	if at := c.tryGeometry(cpuSampler{c: c, pyr: pyr}, nominalAffine(w, h)); at.res.ok {
 		t.Fatalf("the fine geometry read a mark that only the coarse layer should carry")
 	}
 	for name, m := range map[string]image.Image{"clean": marked, "jpeg75": attackJPEG(marked, 75)} {

@@ -63,23 +63,31 @@ func convDecode(llr []float64) []float64 {
 	steps := n + 2*convWrap
 	index := func(t int) int { return ((t-convWrap)%n + n) % n }
 
-	// Branch metric table per register value for one step: sum of +-llr/2.
-	var outs [2 * convStates][3]uint8
-	for r := range outs {
-		outs[r] = convOutputs(uint32(r))
+	// Branch metric per register value for one step: the sum of ±llr/2 over its three coded bits. A register's
+	// three bits are one of 8 patterns: the step's 8 sums are computed once (adding k = 0, 1, 2 in order, so
+	// every metric is the value the per-register sum gives) and looked up by pattern.
+	var pattern [2 * convStates]uint8
+	for r := range pattern {
+		o := convOutputs(uint32(r))
+		pattern[r] = o[0] | o[1]<<1 | o[2]<<2
 	}
-	gamma := func(t int, r int) float64 {
+	gammas := func(t int, g *[2 * convStates]float64) {
 		i := 3 * index(t)
-		o := outs[r]
-		var g float64
-		for k := 0; k < 3; k++ {
-			if o[k] == 1 {
-				g += llr[i+k] / 2
-			} else {
-				g -= llr[i+k] / 2
+		var sums [8]float64
+		for p := range sums {
+			var v float64
+			for k := 0; k < 3; k++ {
+				if p>>k&1 == 1 {
+					v += llr[i+k] / 2
+				} else {
+					v -= llr[i+k] / 2
+				}
 			}
+			sums[p] = v
 		}
-		return g
+		for r, p := range pattern {
+			g[r] = sums[p]
+		}
 	}
 
 	alpha := make([]float64, (steps+1)*convStates)
@@ -90,9 +98,7 @@ func convDecode(llr []float64) []float64 {
 			next[s] = math.Inf(-1)
 		}
 		var g [2 * convStates]float64
-		for r := range g {
-			g[r] = gamma(t, r)
-		}
+		gammas(t, &g)
 		for s := 0; s < convStates; s++ {
 			for u := 0; u < 2; u++ {
 				r := u<<(convK-1) | s
@@ -109,9 +115,7 @@ func convDecode(llr []float64) []float64 {
 	out := make([]float64, n)
 	for t := steps - 1; t >= 0; t-- {
 		var g [2 * convStates]float64
-		for r := range g {
-			g[r] = gamma(t, r)
-		}
+		gammas(t, &g)
 		cur := alpha[t*convStates : (t+1)*convStates]
 		inBlock := t >= convWrap && t < convWrap+n
 		best := [2]float64{math.Inf(-1), math.Inf(-1)}

@@ -36,6 +36,39 @@ func (c *Codec) detectAttempt(y plane) attempt {
 		return attempt{}
 	}
 	pyr := buildPyramid(y, 16)
+	return c.searchAttempts(y.w, y.h, cpuSampler{c: c, pyr: pyr}, func() pyramid { return pyr })
+}
+
+// sampler is what an attempt needs from the image: the whitened waxel grid under a geometry, its fold, and the
+// pilot alignment of a fold. The CPU computes them from a pyramid; a device (device.go) on its own copy.
+type sampler interface {
+	whitened(a affine) waxelGrid
+	folded(a affine) ([]float64, bool) // fold(whiten(sampleGrid)); false when the grid is empty
+	align(acc []float64) alignment
+}
+
+type cpuSampler struct {
+	c   *Codec
+	pyr pyramid
+}
+
+func (s cpuSampler) whitened(a affine) waxelGrid { return whiten(sampleGrid(s.pyr, a)) }
+
+func (s cpuSampler) folded(a affine) ([]float64, bool) {
+	g := whiten(sampleGrid(s.pyr, a))
+	if g.w == 0 {
+		return nil, false
+	}
+	acc, _ := fold(g)
+	return acc, true
+}
+
+func (s cpuSampler) align(acc []float64) alignment { return s.c.searchDihedral(acc) }
+
+// searchAttempts tries the synchronisation hypotheses in order on a w×h image and returns the first attempt
+// that decodes, else the one with the strongest pilot. pyramidOf gives the host pyramid for the lattice
+// estimation, the last and rarest stage.
+func (c *Codec) searchAttempts(w, h int, s sampler, pyramidOf func() pyramid) attempt {
 	var best, nominal attempt
 	keep := func(at attempt) bool {
 		if at.valid && (!best.valid || at.res.ok || at.pilotZ > best.pilotZ) {
@@ -43,11 +76,11 @@ func (c *Codec) detectAttempt(y plane) attempt {
 		}
 		return at.res.ok
 	}
-	try := func(a0 affine) bool { return keep(c.tryGeometry(pyr, a0)) }
+	try := func(a0 affine) bool { return keep(c.tryGeometry(s, a0)) }
 	// The geometry Embed used for an image of this size comes first: it is exact when the image was not
 	// resized (re-encoded, brightened, flipped, or cropped below a 1024-pixel short side) and costs no lattice
 	// estimation.
-	nominal = c.tryGeometry(pyr, nominalAffine(y.w, y.h))
+	nominal = c.tryGeometry(s, nominalAffine(w, h))
 	if keep(nominal) {
 		return best
 	}
@@ -55,14 +88,14 @@ func (c *Codec) detectAttempt(y plane) attempt {
 	// pixels or more: resolution normalisation makes its waxel exactly shortSide/512 pixels now. This matters
 	// below a 1024-pixel short side, where it differs from the nominal 2 pixels, and it finds marks too weak for
 	// the lattice search (a half-size copy recompressed as JPEG).
-	if s := min(y.w, y.h); s < 1024 && float64(s)/512 >= minWaxel {
-		if try(scaledAffine(float64(s) / 512)) {
+	if sh := min(w, h); sh < 1024 && float64(sh)/512 >= minWaxel {
+		if try(scaledAffine(float64(sh) / 512)) {
 			return best
 		}
 	}
 	// Third, the coarse layer that Embed adds on flat regions (the same tile at coarseFactor times the waxel):
 	// after strong JPEG compression it is often all that is left of a mark on flat artwork or skies.
-	coarse := c.tryGeometry(pyr, scaledAffine(coarseFactor*waxelSize(y.w, y.h)))
+	coarse := c.tryGeometry(s, scaledAffine(coarseFactor*waxelSize(w, h)))
 	if keep(coarse) {
 		return best
 	}
@@ -77,11 +110,11 @@ func (c *Codec) detectAttempt(y plane) attempt {
 			return best
 		}
 	}
-	expected := []float64{waxelSize(y.w, y.h)}
-	if s := min(y.w, y.h); s < 1024 {
-		expected = append(expected, float64(s)/512)
+	expected := []float64{waxelSize(w, h)}
+	if sh := min(w, h); sh < 1024 {
+		expected = append(expected, float64(sh)/512)
 	}
-	for _, a := range latticeCandidates(pyr, latticeHypotheses, expected) {
+	for _, a := range latticeCandidates(pyramidOf(), latticeHypotheses, expected) {
 		if try(a) {
 			break
 		}
@@ -91,31 +124,28 @@ func (c *Codec) detectAttempt(y plane) attempt {
 
 // tryGeometry folds the image under the waxel map a0, finds flip/rotation and offset from the pilot, refines the
 // map on per-tile pilot offsets, then demodulates and decodes once.
-func (c *Codec) tryGeometry(pyr pyramid, a0 affine) attempt {
+func (c *Codec) tryGeometry(s sampler, a0 affine) attempt {
 	if a0.waxel() < minWaxel {
 		return attempt{} // finer than the pixels can carry; also keeps the sampled grid small
 	}
-	g := whiten(sampleGrid(pyr, a0))
-	if g.w == 0 {
+	acc, ok := s.folded(a0)
+	if !ok {
 		return attempt{}
 	}
-	acc, _ := fold(g)
-	al := c.searchDihedral(acc)
+	al := s.align(acc)
 	if al.z < pilotGate {
 		return attempt{pilotZ: al.z}
 	}
 	a := al.aligned(a0)
 	// A second, finer pass only when the first one moved some block by more than a third of a waxel: the original
 	// geometry (re-encoded, cropped, flipped images) needs none, which saves a fold.
-	a, shift := c.refine(pyr, a, 2)
+	a, shift := c.refineOn(s.whitened(a), a, 2)
 	if shift > 0.33 {
-		a, _ = c.refine(pyr, a, 1)
+		a, _ = c.refineOn(s.whitened(a), a, 1)
 	}
-	g = whiten(sampleGrid(pyr, a))
-	if g.w == 0 {
+	if acc, ok = s.folded(a); !ok {
 		return attempt{}
 	}
-	acc, _ = fold(g)
 	sw := c.layout.demod(acc)
 	return attempt{coded: sw.llr, res: decodeSoft(sw.llr), pilotZ: sw.pilotZ, valid: true}
 }

@@ -77,11 +77,9 @@ func newRenderer(m *mask, w, h int, ws float64, tile []float32) *renderer {
 // row writes gain·pattern·threshold for image row y into out, with gain·pattern capped at markCap. It uses
 // scratch space of the renderer: one goroutine at a time.
 func (r *renderer) row(y int, gain float32, out []float32) {
-	v := (float64(y)+0.5)/r.ws - 0.5
-	j0 := math.Floor(v)
-	fy := float32(v - j0)
-	t0 := r.tile[mod(int(j0), tileSide)*tileSide:][:tileSide]
-	t1 := r.tile[mod(int(j0)+1, tileSide)*tileSide:][:tileSide]
+	o0, o1, fy := tileRow(y, r.ws)
+	t0 := r.tile[o0:][:tileSide]
+	t1 := r.tile[o1:][:tileSide]
 	r.mask.rowInto(y, r.mx0, r.mx1, r.mf, r.thr)
 	for x := range out {
 		a, b := r.xi0[x], r.xi1[x]
@@ -95,12 +93,9 @@ func (r *renderer) row(y int, gain float32, out []float32) {
 	if !r.mask.coarseRow(y) {
 		return
 	}
-	cws := coarseFactor * r.ws
-	v = (float64(y)+0.5)/cws - 0.5
-	j0 = math.Floor(v)
-	fy = float32(v - j0)
-	t0 = r.ctile[mod(int(j0), tileSide)*tileSide:][:tileSide]
-	t1 = r.ctile[mod(int(j0)+1, tileSide)*tileSide:][:tileSide]
+	o0, o1, fy = tileRow(y, coarseFactor*r.ws)
+	t0 = r.ctile[o0:][:tileSide]
+	t1 = r.ctile[o1:][:tileSide]
 	r.mask.rowOf(r.mask.c, y, r.mx0, r.mx1, r.mf, r.cthr)
 	for x := range out {
 		c := r.cthr[x]
@@ -115,6 +110,14 @@ func (r *renderer) row(y int, gain float32, out []float32) {
 		p = max(-markCap, min(markCap, p))
 		out[x] += p * c
 	}
+}
+
+// tileRow returns, for image row y and waxels of ws pixels, the offsets in the tile of the waxel rows above and
+// below the row's centre and the lower one's weight (bilinear interpolation between waxel centres).
+func tileRow(y int, ws float64) (o0, o1 int, fy float32) {
+	v := (float64(y)+0.5)/ws - 0.5
+	j0 := math.Floor(v)
+	return mod(int(j0), tileSide) * tileSide, mod(int(j0)+1, tileSide) * tileSide, float32(v - j0)
 }
 
 // energy returns the mean of (pattern·threshold)² at unit gain, which predicts the PSNR at a gain. Every fourth row

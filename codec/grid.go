@@ -64,40 +64,16 @@ type waxelGrid struct {
 // sampleGrid samples the image at every waxel centre that falls inside it, from the pyramid level where a waxel
 // spans 2 to 4 pixels (the box pyramid does the low-pass filtering).
 func sampleGrid(pyr pyramid, a affine) waxelGrid {
-	base := pyr[0]
-	level := 0
-	for level+1 < len(pyr) && a.waxel()/math.Pow(2, float64(level+1)) >= 2 {
-		level++
-	}
-	lp := pyr[level]
-	scale := math.Pow(2, float64(level))
-	inv, okInv := a.inverse()
-	if !okInv {
+	gm, ok := gridMapFor(pyr.dims(), a)
+	if !ok {
 		return waxelGrid{}
 	}
-	// Bounding box of the image in waxel coordinates.
-	minX, minY, maxX, maxY := math.Inf(1), math.Inf(1), math.Inf(-1), math.Inf(-1)
-	for _, c := range [4][2]float64{{-0.5, -0.5}, {float64(base.w) - 0.5, -0.5}, {-0.5, float64(base.h) - 0.5},
-		{float64(base.w) - 0.5, float64(base.h) - 0.5}} {
-		x, y := inv.apply(c[0], c[1])
-		minX, minY, maxX, maxY = math.Min(minX, x), math.Min(minY, y), math.Max(maxX, x), math.Max(maxY, y)
-	}
-	g := waxelGrid{qx0: int(math.Floor(minX)) - 1, qy0: int(math.Floor(minY)) - 1}
-	g.w = int(math.Ceil(maxX)) + 1 - g.qx0
-	g.h = int(math.Ceil(maxY)) + 1 - g.qy0
-	// More than 16M waxels (a 48 MP image at 2-pixel waxels needs 12M) means a degenerate hypothesis.
-	if g.w <= 0 || g.h <= 0 || g.w*g.h > 1<<24 {
-		return waxelGrid{}
-	}
+	g := waxelGrid{qx0: gm.qx0, qy0: gm.qy0, w: gm.w, h: gm.h}
 	g.val = make([]float32, g.w*g.h)
 	g.ok = make([]bool, g.w*g.h)
-	// Level coordinates: pl = (p + 0.5)/scale - 0.5, applied to the affine map.
-	la := affine{m: [4]float64{a.m[0] / scale, a.m[1] / scale, a.m[2] / scale, a.m[3] / scale},
-		tx: (a.tx+0.5)/scale - 0.5, ty: (a.ty+0.5)/scale - 0.5}
+	lp, la := pyr[gm.level], gm.la
 	for j := 0; j < g.h; j++ {
-		cy := float64(g.qy0+j) + 0.5
-		cx0 := float64(g.qx0) + 0.5
-		x, y := la.apply(cx0, cy)
+		x, y := gm.rowStart(j)
 		for i := 0; i < g.w; i++ {
 			if v, in := lp.at(x, y); in {
 				g.val[j*g.w+i] = v
@@ -108,6 +84,54 @@ func sampleGrid(pyr pyramid, a affine) waxelGrid {
 		}
 	}
 	return g
+}
+
+// gridMap is where sampleGrid samples: the pyramid level, the map from waxel centres to that level's pixel
+// coordinates, and the waxel rectangle that covers the image.
+type gridMap struct {
+	level    int
+	la       affine
+	qx0, qy0 int
+	w, h     int
+}
+
+// rowStart returns the level coordinates of the first waxel centre of grid row j; the next waxel of the row is
+// (la.m[0], la.m[2]) further (sampleGrid adds it, in that order, which devices must do too).
+func (gm gridMap) rowStart(j int) (float64, float64) {
+	return gm.la.apply(float64(gm.qx0)+0.5, float64(gm.qy0+j)+0.5)
+}
+
+// gridMapFor returns the sampling geometry of a on a pyramid with levels of the given sizes; false when a is
+// degenerate (not invertible, or more than 16M waxels).
+func gridMapFor(levels [][2]int, a affine) (gridMap, bool) {
+	base := levels[0]
+	level := 0
+	for level+1 < len(levels) && a.waxel()/math.Pow(2, float64(level+1)) >= 2 {
+		level++
+	}
+	scale := math.Pow(2, float64(level))
+	inv, okInv := a.inverse()
+	if !okInv {
+		return gridMap{}, false
+	}
+	// Bounding box of the image in waxel coordinates.
+	minX, minY, maxX, maxY := math.Inf(1), math.Inf(1), math.Inf(-1), math.Inf(-1)
+	for _, c := range [4][2]float64{{-0.5, -0.5}, {float64(base[0]) - 0.5, -0.5}, {-0.5, float64(base[1]) - 0.5},
+		{float64(base[0]) - 0.5, float64(base[1]) - 0.5}} {
+		x, y := inv.apply(c[0], c[1])
+		minX, minY, maxX, maxY = math.Min(minX, x), math.Min(minY, y), math.Max(maxX, x), math.Max(maxY, y)
+	}
+	gm := gridMap{level: level, qx0: int(math.Floor(minX)) - 1, qy0: int(math.Floor(minY)) - 1}
+	gm.w = int(math.Ceil(maxX)) + 1 - gm.qx0
+	gm.h = int(math.Ceil(maxY)) + 1 - gm.qy0
+	// More than 16M waxels (a 48 MP image at 2-pixel waxels needs 12M) means a degenerate hypothesis.
+	if gm.w <= 0 || gm.h <= 0 || gm.w*gm.h > 1<<24 {
+		return gridMap{}, false
+	}
+	// Level coordinates: pl = (p + 0.5)/scale - 0.5, applied to the affine map.
+	gm.la = affine{m: [4]float64{a.m[0] / scale, a.m[1] / scale, a.m[2] / scale, a.m[3] / scale},
+		tx: (a.tx+0.5)/scale - 0.5, ty: (a.ty+0.5)/scale - 0.5}
+	return gm, true
 }
 
 // whiten turns the sampled grid into a normalised residual: each waxel minus the mean of its 8 neighbours

@@ -22,10 +22,15 @@ const (
 func (c *Codec) bitCorrelations(y plane) []float64 {
 	pyr := buildPyramid(y, 16)
 	acc, _ := fold(whiten(sampleGrid(pyr, nominalAffine(y.w, y.h))))
+	return c.layout.bitSums(acc)
+}
+
+// bitSums returns the raw chip correlation per coded bit of a folded accumulator.
+func (l *layout) bitSums(acc []float64) []float64 {
 	out := make([]float64, codedBits)
 	for i, v := range acc {
-		if b := c.layout.bitOf[i]; b >= 0 {
-			out[b] += float64(c.layout.chip[i]) * v
+		if b := l.bitOf[i]; b >= 0 {
+			out[b] += float64(l.chip[i]) * v
 		}
 	}
 	return out
@@ -44,7 +49,12 @@ func (c *Codec) informedAmplitudes(y plane, r *renderer, gain float32, coded []u
 			dst[i] = max(0, min(255, src[i]+d))
 		}
 	}
-	withMark := c.bitCorrelations(marked)
+	return solveInformed(host, c.bitCorrelations(marked), coded)
+}
+
+// solveInformed returns the per-coded-bit amplitudes (mean square 1) from the chip correlations of the host image
+// alone and of the host with the mark at unit amplitudes.
+func solveInformed(host, withMark []float64, coded []uint8) []float32 {
 	// Per bit: signed host help h (positive when the host already pushes toward the bit's value) and the mark's
 	// response resp at amplitude 1, floored so that a bit the probe barely saw is not given infinite weight.
 	h := make([]float64, codedBits)

@@ -62,10 +62,25 @@ func newMask(y plane, ws, strength float64) *mask { return newMaskProfile(y, ws,
 
 // newMaskProfile is newMask with the flat-region profile pr.
 func newMaskProfile(y plane, ws, strength float64, pr maskProfile) *mask {
+	m := newMaskGrid(y.w, y.h, ws)
+	act, bg := blockStats(y, m)
+	m.finish(act, bg, strength, pr)
+	return m
+}
+
+// newMaskGrid returns an empty mask (its block grid only) for a w×h image with waxels of ws pixels.
+func newMaskGrid(w, h int, ws float64) *mask {
 	bs := maskBlock(ws)
-	m := &mask{bs: bs, w: (y.w + bs - 1) / bs, h: (y.h + bs - 1) / bs}
-	act := newPlane(m.w, m.h)
-	bg := newPlane(m.w, m.h)
+	return &mask{bs: bs, w: (w + bs - 1) / bs, h: (h + bs - 1) / bs}
+}
+
+// blockStats is step 1 of the masking model: per block of m's grid, the mean Sobel gradient magnitude (act) and
+// the mean luma (bg). A device that runs this pass must add in the same order (rows, then columns, within a block)
+// to give the same values.
+func blockStats(y plane, m *mask) (act, bg plane) {
+	bs := m.bs
+	act = newPlane(m.w, m.h)
+	bg = newPlane(m.w, m.h)
 	cnt := make([]float32, m.w*m.h)
 	for row := 0; row < y.h; row++ {
 		up := y.pix[max(row-1, 0)*y.w:]
@@ -86,6 +101,11 @@ func newMaskProfile(y plane, ws, strength float64, pr maskProfile) *mask {
 		act.pix[k] /= n
 		bg.pix[k] /= n
 	}
+	return act, bg
+}
+
+// finish is steps 2 to 5 of the masking model, on the block statistics of blockStats.
+func (m *mask) finish(act, bg plane, strength float64, pr maskProfile) {
 	act = boxBlur(erode3(act), 2)
 	if pr.coarseFloor > 0 {
 		m.c = make([]float32, len(act.pix))
@@ -107,7 +127,6 @@ func newMaskProfile(y plane, ws, strength float64, pr maskProfile) *mask {
 		}
 		m.v[k] = min(s*maskMax, floor+luminanceFactor(bg.pix[k])*s*maskSlope*a)
 	}
-	return m
 }
 
 // luminanceFactor raises the threshold in dark regions, where the eye needs a larger change to notice it
@@ -167,17 +186,24 @@ func (m *mask) coarseRow(y int) bool {
 
 // rowOf is rowInto for any per-block array of the mask's grid (the fine or the coarse amplitude).
 func (m *mask) rowOf(vals []float32, y int, cx0, cx1 []int32, cf, out []float32) {
-	v := (float64(y)+0.5)/float64(m.bs) - 0.5
-	j0 := int(math.Floor(v))
-	fy := float32(v - float64(j0))
-	r0 := vals[min(max(j0, 0), m.h-1)*m.w:]
-	r1 := vals[min(max(j0+1, 0), m.h-1)*m.w:]
+	o0, o1, fy := m.rowGeom(y)
+	r0 := vals[o0:]
+	r1 := vals[o1:]
 	for x := range out {
 		a, b := cx0[x], cx1[x]
 		top := r0[a] + cf[x]*(r0[b]-r0[a])
 		bot := r1[a] + cf[x]*(r1[b]-r1[a])
 		out[x] = top + fy*(bot-top)
 	}
+}
+
+// rowGeom returns, for image row y, the offsets of the block rows above and below it in the mask's arrays and
+// the lower one's weight.
+func (m *mask) rowGeom(y int) (o0, o1 int, fy float32) {
+	v := (float64(y)+0.5)/float64(m.bs) - 0.5
+	j0 := int(math.Floor(v))
+	fy = float32(v - float64(j0))
+	return min(max(j0, 0), m.h-1) * m.w, min(max(j0+1, 0), m.h-1) * m.w, fy
 }
 
 // columns precomputes, for an image width, each column's left and right block and the right block's weight.

@@ -43,6 +43,25 @@ func (p plane) half() plane {
 // pyramid holds 2× box-downsampled copies of a plane; level i has pixels 2^i times larger than level 0.
 type pyramid []plane
 
+// dims returns the size of each level.
+func (pyr pyramid) dims() [][2]int {
+	d := make([][2]int, len(pyr))
+	for i, p := range pyr {
+		d[i] = [2]int{p.w, p.h}
+	}
+	return d
+}
+
+// pyramidDims returns the level sizes buildPyramid makes for a w×h plane.
+func pyramidDims(w, h, minSide int) [][2]int {
+	d := [][2]int{{w, h}}
+	for min(w, h)/2 >= minSide {
+		w, h = w/2, h/2
+		d = append(d, [2]int{w, h})
+	}
+	return d
+}
+
 func buildPyramid(p plane, minSide int) pyramid {
 	pyr := pyramid{p}
 	for {

@@ -33,35 +33,68 @@ type alignment struct {
 
 // searchDihedral correlates the accumulator, under each dihedral transform, with the pilot at every cyclic shift.
 func (c *Codec) searchDihedral(acc []float64) alignment {
-	var power float64
-	for _, v := range acc {
-		power += v * v
-	}
-	power /= float64(len(acc))
-	best := alignment{z: math.Inf(-1)}
-	if power <= 0 {
+	norm, ok := c.pilotNorm(acc)
+	if !ok {
 		return alignment{}
 	}
-	norm := math.Sqrt(float64(c.layout.pilotN) * power)
+	var sums [len(dihedral)][]float64
 	buf := make([]complex128, tileWaxels)
-	corr := make([]float64, tileWaxels)
-	for d, m := range dihedral {
-		// accD[u] = acc[D(u)], D(u) = M·(u+0.5) - 0.5.
-		for uy := 0; uy < tileSide; uy++ {
-			for ux := 0; ux < tileSide; ux++ {
-				cx, cy := float64(ux)+0.5, float64(uy)+0.5
-				dx := int(math.Round(m[0]*cx + m[1]*cy - 0.5))
-				dy := int(math.Round(m[2]*cx + m[3]*cy - 0.5))
-				buf[uy*tileSide+ux] = complex(acc[mod(dy, tileSide)*tileSide+mod(dx, tileSide)], 0)
-			}
+	for d := range dihedral {
+		// accD[u] = acc[D(u)]: dihedralIndex(d) lists D(u) for every u.
+		for u, k := range dihedralIndex(d) {
+			buf[u] = complex(acc[k], 0)
 		}
 		fft2(buf, tileSide, tileSide, false)
 		for i := range buf {
 			buf[i] *= c.pilotFFT[i]
 		}
 		fft2(buf, tileSide, tileSide, true)
+		sums[d] = make([]float64, tileWaxels)
 		for i := range buf {
-			corr[i] = real(buf[i]) / tileWaxels / norm
+			sums[d][i] = real(buf[i]) / tileWaxels
+		}
+	}
+	return pickAlignment(sums, norm)
+}
+
+// pilotNorm is the pilot correlation's standard deviation on an accumulator without a mark; false when the
+// accumulator is empty.
+func (c *Codec) pilotNorm(acc []float64) (float64, bool) {
+	var power float64
+	for _, v := range acc {
+		power += v * v
+	}
+	power /= float64(len(acc))
+	if power <= 0 {
+		return 0, false
+	}
+	return math.Sqrt(float64(c.layout.pilotN) * power), true
+}
+
+// dihedralIndex returns, for transform d, the accumulator index D(u) = M·(u+0.5) - 0.5 (mod the tile) of every
+// tile waxel u.
+func dihedralIndex(d int) []int32 {
+	m := dihedral[d]
+	idx := make([]int32, tileWaxels)
+	for uy := 0; uy < tileSide; uy++ {
+		for ux := 0; ux < tileSide; ux++ {
+			cx, cy := float64(ux)+0.5, float64(uy)+0.5
+			dx := int(math.Round(m[0]*cx + m[1]*cy - 0.5))
+			dy := int(math.Round(m[2]*cx + m[3]*cy - 0.5))
+			idx[uy*tileSide+ux] = int32(mod(dy, tileSide)*tileSide + mod(dx, tileSide))
+		}
+	}
+	return idx
+}
+
+// pickAlignment returns the best transform and shift from the cyclic pilot correlation sums of each transform
+// (sums[d][s] = Σ_u pilot[u]·accD[u+s]), divided by norm, with sub-waxel refinement of the peak.
+func pickAlignment(sums [len(dihedral)][]float64, norm float64) alignment {
+	best := alignment{z: math.Inf(-1)}
+	corr := make([]float64, tileWaxels)
+	for d := range dihedral {
+		for i, v := range sums[d] {
+			corr[i] = v / norm
 		}
 		k := 0
 		for i, v := range corr {
@@ -105,11 +138,11 @@ func (al alignment) aligned(a0 affine) affine {
 	return a0.compose(m, sx, sy)
 }
 
-// refine measures the residual pilot offset in each tile-sized block of the image and fits an affine correction
+// refineOn measures the residual pilot offset in each tile-sized block of the whitened grid g (sampled under a)
+// and fits an affine correction
 // by weighted least squares, which removes the small scale and rotation errors left by lattice estimation. radius
 // is the largest offset searched, in waxels. It also returns the largest correction it applied, in waxels.
-func (c *Codec) refine(pyr pyramid, a affine, radius int) (affine, float64) {
-	g := whiten(sampleGrid(pyr, a))
+func (c *Codec) refineOn(g waxelGrid, a affine, radius int) (affine, float64) {
 	if g.w == 0 {
 		return a, 0
 	}

@@ -245,7 +245,7 @@ func (c *Codec) AnalyzeVideoLuma(p LumaPlane) FrameSoft {
 	cw, ch := int(float64(p.Width)/0.8), int(float64(p.Height)/0.8)
 	for _, ws := range []float64{videoWaxel(p.Width, p.Height), videoWaxel(2*p.Width, 2*p.Height) / 2,
 		videoWaxel(cw, ch)} {
-		at := c.tryGeometry(pyr, scaledAffine(ws))
+		at := c.tryGeometry(cpuSampler{c: c, pyr: pyr}, scaledAffine(ws))
 		if at.valid && at.res.ok {
 			return FrameSoft{Coded: at.coded, PilotZ: at.pilotZ}
 		}

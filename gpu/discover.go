@@ -197,10 +197,15 @@ func Devices() []string {
 	return names
 }
 
-// codecBuilt is false: no CUDA codec path exists yet (the smoke kernel only proves the device works).
-const codecBuilt = false
-
-// CodecAvailable reports whether this binary has a GPU codec path. It is false in every build for now, so a
-// node reports the accelerator `unavailable` even where Discover finds a device: accepting accelerator=gpu
-// work that then runs on the CPU would charge GPU prices for CPU work. The `cuda` build tag changes nothing.
-func CodecAvailable() bool { return codecBuilt }
+// CodecAvailable reports whether this machine can run the GPU codec path: the driver finds a device (Devices)
+// and NVRTC, which compiles the codec's kernels (package gpu/cudacodec) when a device is woken, can be loaded.
+// Without NVRTC a node reports its accelerator unavailable: accepting accelerator=gpu work that would always run
+// on the CPU would hold GPU credits for nothing.
+func CodecAvailable() bool {
+	opts := OptionsFromEnv()
+	if opts.Disabled {
+		return false
+	}
+	_, err := cuda.LoadNVRTC(opts.NVRTCPath)
+	return err == nil
+}

@@ -2,11 +2,14 @@ package gpu
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
 
+	"filigrane/codec/accel"
 	"filigrane/gpu/cuda"
+	"filigrane/gpu/cudacodec"
 	"filigrane/internal/clock"
 )
 
@@ -29,6 +32,16 @@ type Fleet struct {
 	opening sync.WaitGroup
 	ctx     context.Context
 	cancel  context.CancelFunc
+	onReady func(State) // see OnReady
+}
+
+// OnReady sets fn, called each time a starting device becomes ready (its context opened) with the fleet's
+// state just after. It runs outside the fleet's lock on the goroutine that opened the context, so it may
+// read the fleet; it must not block for long (Close waits for it).
+func (f *Fleet) OnReady(fn func(State)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.onReady = fn
 }
 
 type device struct {
@@ -100,6 +113,32 @@ func (f *Fleet) End(index int, now time.Time) {
 	}
 }
 
+// CodecDevice is what a warm device's context offers when it carries the codec's kernels (CUDAOpener's
+// contexts do).
+type CodecDevice interface {
+	Codec() accel.Device
+}
+
+// Acquire takes a ready device whose context carries the codec's kernels for one piece of work, as Begin does,
+// and returns the kernels and the function that ends the work (End at the time given). False when none is
+// ready: the work then runs on the CPU.
+func (f *Fleet) Acquire(now time.Time) (accel.Device, func(end time.Time), bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.tickLocked(now)
+	for _, d := range f.devices {
+		cd, ok := d.ctx.(CodecDevice)
+		if !ok {
+			continue
+		}
+		if d.state.Begin(now) {
+			index := d.index
+			return cd.Codec(), func(end time.Time) { f.End(index, end) }, true
+		}
+	}
+	return nil, nil, false
+}
+
 // Close stops opening and destroys every open context.
 func (f *Fleet) Close() error {
 	f.cancel()
@@ -122,8 +161,9 @@ func (f *Fleet) openDevice(d *device) {
 	defer f.opening.Done()
 	c, err := f.open(f.ctx, d.index)
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	now := f.clk.Now()
+	var notify func(State)
+	var st State
 	switch {
 	case err != nil:
 		d.err = err
@@ -133,6 +173,11 @@ func (f *Fleet) openDevice(d *device) {
 	default:
 		d.ctx = c
 		d.state.Opened(now)
+		notify, st = f.onReady, f.summaryLocked()
+	}
+	f.mu.Unlock()
+	if notify != nil {
+		notify(st)
 	}
 }
 
@@ -165,15 +210,21 @@ func (f *Fleet) summaryLocked() State {
 	return out
 }
 
-// CUDAOpener opens a device's CUDA context through the driver that opts names (loaded once, on first use).
+// CUDAOpener opens a device's CUDA context through the driver that opts names (loaded once, on first use), and
+// compiles and loads the codec's kernels into it (package gpu/cudacodec, with NVRTC): a device is ready only
+// when it can run the codec.
 func CUDAOpener(opts Options) Opener {
 	var once sync.Once
 	var drv *cuda.Driver
+	var nv *cuda.NVRTC
 	var loadErr error
 	return func(ctx context.Context, index int) (DeviceContext, error) {
 		once.Do(func() {
 			if drv, loadErr = cuda.Load(opts.DriverPath); loadErr == nil {
 				loadErr = drv.Init()
+			}
+			if loadErr == nil {
+				nv, loadErr = cuda.LoadNVRTC(opts.NVRTCPath)
 			}
 		})
 		if loadErr != nil {
@@ -190,6 +241,28 @@ func CUDAOpener(opts Options) Opener {
 		if err != nil {
 			return nil, fmt.Errorf("gpu: device %d: %w", index, err)
 		}
-		return c, nil
+		kernels, err := cudacodec.New(ctx, c, nv)
+		if err != nil {
+			c.Destroy()
+			return nil, fmt.Errorf("gpu: device %d: %w", index, err)
+		}
+		return &warmDevice{ctx: c, codec: kernels}, nil
 	}
+}
+
+// warmDevice is an open device: its context and the codec's kernels loaded in it.
+type warmDevice struct {
+	ctx   *cuda.Context
+	codec *cudacodec.Device
+}
+
+func (w *warmDevice) Codec() accel.Device { return w.codec }
+
+// Destroy unloads the kernels and destroys the context (and the memory left in it).
+func (w *warmDevice) Destroy() error {
+	err := w.codec.Close()
+	if derr := w.ctx.Destroy(); derr != nil {
+		return errors.Join(err, derr)
+	}
+	return err
 }

@@ -150,3 +150,33 @@ func TestFleetCloseCancelsOpening(t *testing.T) {
 		t.Fatal("a context opened after Close")
 	}
 }
+
+// TestFleetOnReady: the hook runs once per device that becomes ready (its context opened), with the fleet's
+// ready state; a failed open and a wake of an already ready device do not call it.
+func TestFleetOnReady(t *testing.T) {
+	clk := clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	g := &gatedOpener{gate: make(chan error)}
+	f := NewFleet(1, 2*time.Second, clk, g.open)
+	defer f.Close()
+	var calls []State
+	f.OnReady(func(st State) { calls = append(calls, st) }) // read after opening.Wait: no race
+	f.Wake(clk.Now())
+	g.gate <- errors.New("no context")
+	f.opening.Wait()
+	if len(calls) != 0 {
+		t.Fatalf("hook called on a failed open: %+v", calls)
+	}
+	clk.Advance(time.Second)
+	f.Wake(clk.Now())
+	clk.Advance(3 * time.Second)
+	g.gate <- nil
+	f.opening.Wait()
+	if len(calls) != 1 || calls[0].Status != StatusReady || !calls[0].ReadyAt.Equal(clk.Now()) || !calls[0].WarmUntil.Equal(clk.Now().Add(WarmFor)) {
+		t.Fatalf("hook calls after the open: %+v", calls)
+	}
+	f.Wake(clk.Now())
+	f.opening.Wait()
+	if len(calls) != 1 {
+		t.Fatalf("a wake of a ready device called the hook: %+v", calls)
+	}
+}

@@ -24,15 +24,17 @@
 //
 // # Device owners
 //
-// Fleet owns a node's devices, one owner per device: its warm State and its CUDA context, opened through
-// gpu/cuda when the device is woken (CUDAOpener) and destroyed when the warm time runs out. A starting
-// device becomes ready only when its context is open; until then work runs on the CPU.
+// Fleet owns a node's devices, one owner per device: its warm State and its CUDA context with the codec's
+// kernels, opened through gpu/cuda and gpu/cudacodec when the device is woken (CUDAOpener) and destroyed when
+// the warm time runs out. A starting device becomes ready only when its context is open; until then work runs
+// on the CPU.
 //
-// # No codec path yet
+// # The codec path
 //
-// CodecAvailable is false in every build until the CUDA codec kernels exist, so a node reports its
-// accelerator `unavailable` even when Discover finds a device, and every gpu request falls back as the API
-// says (on the CPU at the normal charge, or 503 in strict mode). Devices and Discover still describe the
+// A device becomes ready only once the codec's kernels are compiled (NVRTC) and loaded into its context
+// (package gpu/cudacodec); Fleet.Acquire hands them to a job for one piece of work. CodecAvailable is true where
+// NVRTC is found; elsewhere the node reports its accelerator unavailable and every gpu request falls back as
+// the API says (on the CPU at the normal charge, or 503 in strict mode). Devices and Discover describe the
 // hardware, for `gpu info` and the cluster metadata (cluster.NodeMeta.GPUs and GPUMemory).
 package gpu
 

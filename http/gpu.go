@@ -58,7 +58,24 @@ func (s *Server) gpuState() GPUState {
 
 // gpuStatus reports the accelerator; it starts nothing and costs nothing.
 func (s *Server) gpuStatus(ctx *fasthttp.RequestCtx, p *principal, _ map[string]string) {
-	writeJSON(ctx, 200, renderGPU(s.gpuState().Snapshot(s.cfg.Clock.Now())))
+	now := s.cfg.Clock.Now()
+	st := s.gpuState().Snapshot(now)
+	s.flushWakeups(st, now)
+	writeJSON(ctx, 200, renderGPU(st))
+}
+
+// flushWakeups sends the accelerator.ready events of wake-up calls that waited for a starting GPU once this
+// node sees it ready. The device's own ready hook (gpu.Fleet.OnReady, wired by the node) does this when the
+// context opens; this catches a GPU state that becomes ready by time alone, and hand-overs that failed.
+func (s *Server) flushWakeups(st gpu.State, now time.Time) {
+	if s.cfg.Wakeups == nil || st.Status != gpu.StatusReady || s.cfg.Wakeups.Pending() == 0 {
+		return
+	}
+	c, cancel := s.requestContext(s.cfg.ActorTimeout)
+	defer cancel()
+	if err := s.cfg.Wakeups.Ready(c, st.ReadyAt, st.WarmUntil, now); err != nil {
+		s.cfg.Logger.Warn().Err(err).Msg("hand over accelerator.ready events; kept for the next try")
+	}
 }
 
 // gpuWake wakes the accelerator for plans with GPU access; it costs no credits.
@@ -94,27 +111,47 @@ func (s *Server) gpuWake(ctx *fasthttp.RequestCtx, p *principal, _ map[string]st
 		}
 	}
 	now := s.cfg.Clock.Now()
-	st := renderGPU(s.gpuState().Wake(now))
-	if body.WebhookID != "" && st.Status == string(gpu.StatusReady) {
-		// Already ready: the accelerator.ready event is recorded at once. A GPU still starting sends none
-		// yet (docs/webhooks.md).
+	state := s.gpuState().Wake(now)
+	s.flushWakeups(state, now)
+	st := renderGPU(state)
+	switch {
+	case body.WebhookID == "":
+	case st.Status == string(gpu.StatusReady):
+		// Already ready: the accelerator.ready event is recorded at once.
 		if aerr := s.recordAcceleratorReady(p, body.WebhookID, st, now); aerr != nil {
 			writeProblem(ctx, aerr.code, aerr.detail)
 			return
 		}
+	case st.Status == string(gpu.StatusStarting) && s.cfg.Wakeups != nil:
+		// Starting: the call waits on this node until the GPU becomes ready (docs/webhooks.md).
+		id, err := newWakeID()
+		if err != nil {
+			writeProblem(ctx, CodeUnavailable, "the wake-up could not be recorded; retry")
+			return
+		}
+		s.cfg.Wakeups.Add(p.Key.OrgID, body.WebhookID, id, now)
 	}
 	writeJSON(ctx, 200, st)
+}
+
+// newWakeID names one wake-up call: each call is its own wake-up, so each gets its own event.
+func newWakeID() (string, error) {
+	var raw [16]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return "", err
+	}
+	return "wake_" + hex.EncodeToString(raw[:]), nil
 }
 
 // recordAcceleratorReady hands the accelerator.ready event of this wake-up call to the outbox, which
 // delivers it to the endpoint. Each call is its own wake-up (a fresh id), so each gets its own event.
 func (s *Server) recordAcceleratorReady(p *principal, endpointID string, st acceleratorStatus, now time.Time) *apiError {
-	var raw [16]byte
-	if _, err := rand.Read(raw[:]); err != nil {
+	id, err := newWakeID()
+	if err != nil {
 		return newAPIError(CodeUnavailable, "the wake-up could not be recorded; retry")
 	}
 	e, err := webhooks.AcceleratorReadyEffect(p.Key.OrgID, endpointID, webhooks.AcceleratorReady{
-		ID: "wake_" + hex.EncodeToString(raw[:]), Accelerator: st.Accelerator, Status: st.Status,
+		ID: id, Accelerator: st.Accelerator, Status: st.Status,
 		ReadyAt: st.ReadyAt, WarmUntil: st.WarmUntil}, now)
 	if err == nil && s.cfg.Outbox.Store == nil {
 		err = errors.New("no outbox on this node")

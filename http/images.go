@@ -149,6 +149,26 @@ func (s *Server) gpuRefusal(c context.Context, ctx *fasthttp.RequestCtx, p *prin
 	return s.gpuUnavailable(ctx)
 }
 
+// mediaRefusal answers 503 media_unavailable, before the body is read, when this node lacks a program the
+// kind needs (ffmpeg, mutool): nothing is stored, held or charged, and an upload named in the body stays
+// usable. A request whose Idempotency-Key names an existing job goes on: its replay needs no program.
+func (s *Server) mediaRefusal(c context.Context, p *principal, kind mediakind.Kind, op jobstate.Operation, idem, reqID string) *apiError {
+	perr := s.cfg.Media.Available(kind.Media, op)
+	if perr == nil {
+		return nil
+	}
+	if idem != "" {
+		rep, err := actors.JobClient{Caller: s.cfg.Caller}.Get(c, p.Key.OrgID, reqID)
+		if err == nil && rep.Code == actors.ReplyOK && rep.Record != nil {
+			return nil
+		}
+	}
+	return newAPIError(CodeMediaUnavailable, "%s", perr.Detail)
+}
+
+// mediaRetryAfter is the Retry-After of media_unavailable, in seconds: installing a program takes minutes.
+const mediaRetryAfter = "60"
+
 // gpuUnavailable is strict mode's answer when no GPU is ready.
 func (s *Server) gpuUnavailable(ctx *fasthttp.RequestCtx) *apiError {
 	ctx.Response.Header.Set("Retry-After", gpuRetryAfter)
@@ -253,6 +273,9 @@ func (s *Server) acceptMedia(kind mediakind.Kind, op jobstate.Operation, async b
 		c, cancel := s.requestContext(5 * time.Minute)
 		defer cancel()
 		if aerr := s.acceptMediaErr(c, ctx, acceptRequest{p: p, kind: kind, op: op, async: async}); aerr != nil {
+			if aerr.code == CodeMediaUnavailable {
+				ctx.Response.Header.Set("Retry-After", mediaRetryAfter)
+			}
 			ctx.SetConnectionClose() // the body may be unread
 			writeAPIError(ctx, aerr)
 		}
@@ -286,6 +309,9 @@ func (s *Server) acceptMediaErr(c context.Context, ctx *fasthttp.RequestCtx, r a
 		return newAPIError(CodeInvalidIdempotency, "Idempotency-Key must be 8 to 128 letters, digits, hyphens or underscores")
 	}
 	r.reqID = requestIDFor(p.Key.OrgID, r.idem)
+	if aerr := s.mediaRefusal(c, p, r.kind, op, r.idem, r.reqID); aerr != nil {
+		return aerr
+	}
 	if r.opts.accelerator == jobstate.AcceleratorGPU {
 		// In strict mode, refused before the body is read.
 		if aerr := s.gpuRefusal(c, ctx, p, r.kind, op, r.idem, r.reqID); aerr != nil {
@@ -358,7 +384,7 @@ func (s *Server) acceptFromUpload(c context.Context, ctx *fasthttp.RequestCtx, r
 		switch aerr.code {
 		case CodeInsufficientCredits, CodeConcurrencyLimit, CodeRateLimited, CodeUnavailable, CodeTooLarge,
 			CodeIdempotencyConflict, CodeInvalidData, CodeInvalidAccelerator, CodeForbiddenPlan, CodeGPUUnavailable,
-			CodeDecodeBusy:
+			CodeDecodeBusy, CodeMediaUnavailable:
 			// Refusals about the request, not the file: the upload stays usable.
 			outcome = uploadReleased
 		}
@@ -391,7 +417,7 @@ func (s *Server) acceptFile(c context.Context, ctx *fasthttp.RequestCtx, r accep
 			return false, newAPIError(CodeTooLarge, "synchronous detection answers files up to %d bytes; use the async endpoint", limit)
 		}
 		if idem == "" {
-			return false, s.detectNow(c, ctx, p, r.kind, reqID, file, price, s.holdFor(opts.accelerator, price))
+			return false, s.detectNow(c, ctx, p, r.kind, reqID, file, opts.accelerator, price, s.holdFor(opts.accelerator, price))
 		}
 		// With an Idempotency-Key the detection is recorded, so that the key replays it and bills once: it
 		// becomes a job that this node claims at once and runs in the request (docs/errors.md).
@@ -675,10 +701,11 @@ const (
 // detectNow runs a synchronous detection that never becomes a job; actors.SyncDetector decides the credit
 // flow (held, then charged or released), this encodes its answer. When the client closes the connection
 // before the answer, the work is cancelled and the hold released: nothing is charged.
-func (s *Server) detectNow(c context.Context, ctx *fasthttp.RequestCtx, p *principal, kind mediakind.Kind, reqID string, f *storedFile, price, hold int64) *apiError {
+func (s *Server) detectNow(c context.Context, ctx *fasthttp.RequestCtx, p *principal, kind mediakind.Kind, reqID string, f *storedFile, acc jobstate.Accelerator, price, hold int64) *apiError {
 	d := actors.SyncDetector{Orgs: s.cfg.Orgs, Pool: s.cfg.Pool, Media: s.cfg.Media, Logger: s.cfg.Logger}
-	det, serr := d.Detect(c, actors.SyncDetectRequest{
+	det, ran, serr := d.Detect(c, actors.SyncDetectRequest{
 		OrgID: p.Key.OrgID, RequestID: reqID, BlobKey: f.Key, Kind: kind, Credits: price, Hold: hold, BudgetWait: syncDecodeWait,
+		Accelerator: acc,
 		Watch: func(c context.Context) (context.Context, func()) { return watchDisconnect(c, ctx) },
 		Gone:  clientGone,
 	})
@@ -703,7 +730,7 @@ func (s *Server) detectNow(c context.Context, ctx *fasthttp.RequestCtx, p *princ
 		return newAPIError(CodeUnavailable, "%s", serr.Unavailable)
 	}
 	setJobRequestID(ctx, reqID)
-	setAccelerator(ctx, jobstate.AcceleratorCPU)
+	setAccelerator(ctx, ran)
 	writeJSON(ctx, 200, det)
 	return nil
 }

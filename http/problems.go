@@ -49,6 +49,7 @@ const (
 	CodeStorageObjectGone    = problem.StorageObjectGone
 	CodeIdempotencyConflict  = problem.IdempotencyConflict
 	CodeGPUUnavailable       = problem.GPUUnavailable
+	CodeMediaUnavailable     = problem.MediaUnavailable
 	CodeResultGone           = problem.ResultGone
 	CodeProcessingError      = problem.ProcessingError
 	CodeInternal             = problem.Internal

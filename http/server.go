@@ -22,6 +22,8 @@ import (
 	"filigrane/actors"
 	"filigrane/actors/outbox"
 	"filigrane/actors/storagedest"
+	"filigrane/actors/webhooks"
+	"filigrane/http/console"
 	"filigrane/internal/clock"
 	"filigrane/internal/netguard"
 	"filigrane/persistence"
@@ -58,6 +60,9 @@ type Config struct {
 	ActorTimeout time.Duration
 	// GPU is the node's accelerator state (a gpu.Fleet); nil means none.
 	GPU GPUState
+	// Wakeups holds wake-up calls with a webhook made while the GPU was starting (accelerator.ready is sent
+	// when it becomes ready); nil: such calls get no event.
+	Wakeups *webhooks.Wakeups
 	// GPUStrict answers accelerator=gpu with 503 gpu_unavailable and Retry-After when no GPU is ready,
 	// instead of running the work on the CPU at the normal charge (the default, which Etchv's SDKs expect).
 	GPUStrict bool
@@ -165,6 +170,8 @@ type Server struct {
 	listeners []net.Listener
 	// guards are the listeners' guards, whose lingering closes Shutdown cuts short and joins.
 	guards []*netguard.Listener
+	// console is the web console under /console; nil until MountConsole.
+	console *console.Console
 }
 
 // New builds the API server and its routes.
@@ -332,6 +339,8 @@ func (s *Server) serve(ctx *fasthttp.RequestCtx) {
 	case ctx.Request.Header.ContentLength() > s.cfg.MaxBodyBytes:
 		ctx.SetConnectionClose()
 		writeProblem(ctx, CodeTooLarge, fmt.Sprintf("the request body exceeds %d bytes; send larger files through an upload", s.cfg.MaxBodyBytes))
+	case s.console != nil && console.Handles(string(ctx.Path())):
+		label = s.serveConsole(ctx)
 	case rt != nil:
 		label = rt.pattern
 		rt.h(ctx, params)
@@ -406,20 +415,10 @@ type principal struct {
 // the key needs at least one of anyScope when it is not empty.
 func (s *Server) authed(anyScope []string, h func(*fasthttp.RequestCtx, *principal, map[string]string)) handler {
 	return func(ctx *fasthttp.RequestCtx, params map[string]string) {
-		secret := string(ctx.Request.Header.Peek(headerAPIKey))
-		if secret == "" {
-			writeProblem(ctx, CodeUnauthorized, "send your API key in the X-API-Key header")
-			return
-		}
 		c, cancel := s.requestContext(s.cfg.ActorTimeout)
 		defer cancel()
-		key, err := s.cfg.Keys.Authenticate(c, secret)
-		if errors.Is(err, actors.ErrInvalidKey) {
-			writeProblem(ctx, CodeUnauthorized, "the API key is invalid, expired or revoked")
-			return
-		}
-		if err != nil {
-			s.unavailable(ctx, err)
+		key, ok := s.authenticate(c, ctx)
+		if !ok {
 			return
 		}
 		adm, err := s.cfg.Orgs.Admit(c, key.OrgID, key.MemberID)
@@ -459,6 +458,29 @@ func (s *Server) authed(anyScope []string, h func(*fasthttp.RequestCtx, *princip
 		plan, _ := s.cfg.Catalog.Plan(adm.Plan)
 		h(ctx, &principal{Key: key, Role: adm.Role, Plan: plan}, params)
 	}
+}
+
+// authenticate finds the request's key: its X-API-Key, or the signed-in member of a console call (see
+// console_mount.go). false means it answered.
+func (s *Server) authenticate(c context.Context, ctx *fasthttp.RequestCtx) (actors.APIKey, bool) {
+	if key, ok := consoleKey(ctx); ok {
+		return key, true
+	}
+	secret := string(ctx.Request.Header.Peek(headerAPIKey))
+	if secret == "" {
+		writeProblem(ctx, CodeUnauthorized, missingKeyDetail(ctx))
+		return actors.APIKey{}, false
+	}
+	key, err := s.cfg.Keys.Authenticate(c, secret)
+	if errors.Is(err, actors.ErrInvalidKey) {
+		writeProblem(ctx, CodeUnauthorized, "the API key is invalid, expired or revoked")
+		return actors.APIKey{}, false
+	}
+	if err != nil {
+		s.unavailable(ctx, err)
+		return actors.APIKey{}, false
+	}
+	return key, true
 }
 
 // unavailable answers 503 when a dependency (storage, an actor) did not answer in time.

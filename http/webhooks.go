@@ -1,6 +1,7 @@
 package http
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"strconv"
@@ -247,8 +248,9 @@ func (s *Server) rotateWebhook(ctx *fasthttp.RequestCtx, p *principal, params ma
 
 // deliveryJSON is one event's delivery to an endpoint (Etchv's delivery shape).
 type deliveryJSON struct {
-	ID            string            `json:"id"`
-	RequestID     string            `json:"request_id"`
+	ID string `json:"id"`
+	// RequestID is the job's request id; null for events that no job caused (batch, accelerator).
+	RequestID     *string           `json:"request_id"`
 	Status        string            `json:"status"`
 	Attempts      int               `json:"attempts"`
 	CreatedAt     string            `json:"created_at"`
@@ -264,15 +266,23 @@ type deliveryAttempt struct {
 	Error      *string `json:"error"`
 }
 
-// renderDelivery turns an outbox entry of a job webhook into a delivery; ok is false when the job is gone.
-func (s *Server) renderDelivery(ent *outbox.Entry, rebuild func(string) (json.RawMessage, string, bool)) (deliveryJSON, bool) {
-	reqID := string(ent.Effect.Payload)
-	body, evtID, ok := rebuild(reqID)
-	if !ok {
+// renderDelivery turns an outbox entry of any webhook kind into a delivery of endpoint endpointID of orgID;
+// ok is false when its event can no longer be built (its job or batch is gone) or is not this endpoint's.
+func (s *Server) renderDelivery(orgID, endpointID string, ent *outbox.Entry) (deliveryJSON, bool) {
+	c, cancel := s.requestContext(s.cfg.ActorTimeout)
+	defer cancel()
+	if filteredOnly(ent) {
+		return deliveryJSON{}, false // the endpoint's event filter left it out: never sent, not a delivery
+	}
+	b, err := webhooks.Build(c, s.cfg.Store, ent.Effect)
+	if err != nil || b.Envelope.OrgID != orgID || b.Envelope.EndpointID != endpointID {
 		return deliveryJSON{}, false
 	}
-	d := deliveryJSON{ID: evtID, RequestID: reqID, Attempts: ent.Total, Payload: body,
+	d := deliveryJSON{ID: b.EventID, Attempts: ent.Total, Payload: b.Envelope.Event,
 		CreatedAt: ent.Effect.Created.UTC().Format(time.RFC3339), History: []deliveryAttempt{}}
+	if b.Envelope.RequestID != "" {
+		d.RequestID = optional(b.Envelope.RequestID)
+	}
 	switch {
 	case ent.Status == outbox.StatusDelivered:
 		d.Status = "delivered"
@@ -301,6 +311,16 @@ func (s *Server) renderDelivery(ent *outbox.Entry, rebuild func(string) (json.Ra
 	return d, true
 }
 
+// filteredOnly reports whether every attempt of ent found its event type filtered out by the endpoint.
+func filteredOnly(ent *outbox.Entry) bool {
+	for _, a := range ent.Attempts {
+		if a.Detail != webhooks.NoteFiltered {
+			return false
+		}
+	}
+	return len(ent.Attempts) > 0
+}
+
 // httpStatusOf reads the "HTTP 503" note the webhook handler leaves on an attempt.
 func httpStatusOf(detail string) (int, bool) {
 	if len(detail) != 8 || detail[:5] != "HTTP " {
@@ -308,6 +328,30 @@ func httpStatusOf(detail string) (int, bool) {
 	}
 	n, err := strconv.Atoi(detail[5:])
 	return n, err == nil
+}
+
+// eachDelivery calls fn with the deliveries of endpoint ep of orgID, newest first, over every webhook kind
+// (webhooks.Kinds: job, batch and accelerator events alike), until fn returns false. It reads at most
+// maxRedeliverScan outbox entries (deliveries are kept 30 days).
+func (s *Server) eachDelivery(c context.Context, orgID, ep string, fn func(*outbox.Entry, deliveryJSON) bool) error {
+	pos := ""
+	for scanned := 0; scanned < maxRedeliverScan; {
+		ents, np, err := s.cfg.Outbox.ListKinds(c, webhooks.Kinds(), ep, pos, 200)
+		if err != nil {
+			return err
+		}
+		scanned += len(ents)
+		for _, ent := range ents {
+			if d, ok := s.renderDelivery(orgID, ep, ent); ok && !fn(ent, d) {
+				return nil
+			}
+		}
+		if np == "" {
+			return nil
+		}
+		pos = np
+	}
+	return nil
 }
 
 func (s *Server) listDeliveries(ctx *fasthttp.RequestCtx, p *principal, params map[string]string) {
@@ -332,63 +376,27 @@ func (s *Server) listDeliveries(ctx *fasthttp.RequestCtx, p *principal, params m
 		s.webhookFailure(ctx, err)
 		return
 	}
-	rebuild := s.eventRebuilder(p.Key.OrgID)
-	pos, data, next := "", []deliveryJSON{}, (*string)(nil)
+	data, next := []deliveryJSON{}, (*string)(nil)
 	skipping := after != ""
-	// Pages of the outbox's per-endpoint index, newest first; `after` is the last event id of the previous
-	// page, found by walking from the start (bounded: deliveries are kept 30 days).
-	for scanned := 0; scanned < maxRedeliverScan; {
-		ents, np, err := s.cfg.Outbox.List(c, actors.OutboxJobWebhook, params["id"], pos, 200)
-		if err != nil {
-			s.unavailable(ctx, err)
-			return
+	// `after` is the last event id of the previous page, found by walking from the newest.
+	err := s.eachDelivery(c, p.Key.OrgID, params["id"], func(_ *outbox.Entry, d deliveryJSON) bool {
+		if skipping {
+			skipping = d.ID != after
+			return true
 		}
-		scanned += len(ents)
-		for _, ent := range ents {
-			d, ok := s.renderDelivery(ent, rebuild)
-			if !ok {
-				continue
-			}
-			if skipping {
-				skipping = d.ID != after
-				continue
-			}
-			if len(data) == limit {
-				next = optional(data[len(data)-1].ID)
-				goto done
-			}
-			data = append(data, d)
+		if len(data) == limit {
+			next = optional(data[len(data)-1].ID)
+			return false
 		}
-		if np == "" {
-			break
-		}
-		pos = np
+		data = append(data, d)
+		return true
+	})
+	if err != nil {
+		s.unavailable(ctx, err)
+		return
 	}
-done:
 	ctx.Response.Header.Set("Cache-Control", "no-store")
 	writeJSON(ctx, 200, map[string]any{"data": data, "next_cursor": next})
-}
-
-// eventRebuilder returns a function that rebuilds the event body and id of a job of orgID (the same bytes
-// the handler sends); false when the job is gone or belongs to another organization.
-func (s *Server) eventRebuilder(orgID string) func(string) (json.RawMessage, string, bool) {
-	return func(reqID string) (json.RawMessage, string, bool) {
-		cctx, cancel := s.requestContext(s.cfg.ActorTimeout)
-		defer cancel()
-		rec, err := actors.ReadJob(cctx, s.cfg.Store, reqID)
-		if err != nil || rec.OrgID != orgID {
-			return nil, "", false
-		}
-		ev, err := webhooks.JobEvent(rec, nil)
-		if err != nil {
-			return nil, "", false
-		}
-		body, err := json.Marshal(ev)
-		if err != nil {
-			return nil, "", false
-		}
-		return body, ev.ID, true
-	}
 }
 
 func (s *Server) redeliver(ctx *fasthttp.RequestCtx, p *principal, params map[string]string) {
@@ -408,33 +416,26 @@ func (s *Server) redeliver(ctx *fasthttp.RequestCtx, p *principal, params map[st
 		writeProblem(ctx, CodeWebhookNotFound, "the endpoint is disabled; enable it before redelivering")
 		return
 	}
-	rebuild := s.eventRebuilder(p.Key.OrgID)
-	pos := ""
-	for scanned := 0; scanned < maxRedeliverScan; {
-		ents, np, err := s.cfg.Outbox.List(c, actors.OutboxJobWebhook, ep.ID, pos, 200)
-		if err != nil {
-			s.unavailable(ctx, err)
-			return
+	var found *outbox.Entry
+	err = s.eachDelivery(c, p.Key.OrgID, ep.ID, func(ent *outbox.Entry, d deliveryJSON) bool {
+		if d.ID == evt {
+			found = ent
 		}
-		scanned += len(ents)
-		for _, ent := range ents {
-			d, ok := s.renderDelivery(ent, rebuild)
-			if !ok || d.ID != evt {
-				continue
-			}
-			again, err := s.cfg.Outbox.Redeliver(c, ent.Effect.ID)
-			if err != nil {
-				s.unavailable(ctx, err)
-				return
-			}
-			d, _ = s.renderDelivery(again, rebuild)
-			writeJSON(ctx, 202, d)
-			return
-		}
-		if np == "" {
-			break
-		}
-		pos = np
+		return found == nil
+	})
+	if err != nil {
+		s.unavailable(ctx, err)
+		return
 	}
-	writeProblem(ctx, CodeNotFound, "no delivery of that event to this endpoint")
+	if found == nil {
+		writeProblem(ctx, CodeNotFound, "no delivery of that event to this endpoint")
+		return
+	}
+	again, err := s.cfg.Outbox.Redeliver(c, found.Effect.ID)
+	if err != nil {
+		s.unavailable(ctx, err)
+		return
+	}
+	d, _ := s.renderDelivery(p.Key.OrgID, ep.ID, again)
+	writeJSON(ctx, 202, d)
 }

@@ -1,12 +1,20 @@
 #!/usr/bin/env bash
 # Installs what Filigrane needs on a Debian machine when it is missing: ffmpeg/ffprobe (video), mutool (PDF
-# rasterization) and, with --s3, the versitygw S3 server used by the cluster tests. Safe to run repeatedly.
+# rasterization), curl and jq (the README's examples) and, with --s3 (the test setup), the versitygw S3 server
+# used by the cluster tests and headless Chromium for the console's browser test. Safe to run repeatedly.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 need_apt=()
 command -v ffmpeg >/dev/null 2>&1 || need_apt+=(ffmpeg)
 command -v mutool >/dev/null 2>&1 || need_apt+=(mupdf-tools)
+# curl and jq: the README's walk-through uses them, and TestREADMEMediaRoundTrip runs its PDF/video block.
+command -v curl >/dev/null 2>&1 || need_apt+=(curl)
+command -v jq >/dev/null 2>&1 || need_apt+=(jq)
+# The test setup (--s3) also needs headless Chromium for the web console's browser test (http/console).
+if [ "${1:-}" = "--s3" ] && ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1; then
+  need_apt+=(chromium fonts-dejavu-core)
+fi
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "setup: installing ${need_apt[*]}" >&2
   SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo

@@ -191,11 +191,16 @@ func (r *Record) validOutput(o Output) error {
 			return bad("an embed needs two distinct asset ids, got %q and %q", o.AssetID, o.SourceAssetID)
 		case o.WatermarkID != r.WatermarkID:
 			return bad("watermark id %q differs from the one fixed at acceptance", o.WatermarkID)
+		case o.Detection != "":
+			return bad("an embed carries no detection summary")
 		}
 		return nil
 	}
 	if o.AssetID != "" || o.SourceAssetID != "" || o.WatermarkID != "" {
 		return bad("a detection creates no assets and carries no watermark id")
+	}
+	if len(o.Detection) > MaxDetectionSummary {
+		return bad("detection summary of %d bytes exceeds %d", len(o.Detection), MaxDetectionSummary)
 	}
 	return nil
 }

@@ -122,6 +122,10 @@ type Output struct {
 	// WatermarkID must repeat the record's watermark id for an embed (a guard against a worker marking with
 	// anything else) and be empty for detection, whose findings live in the result blob.
 	WatermarkID string `msgpack:"watermark_id"`
+	// Detection is a detection's findings as compact JSON (see DetectionSummary), kept on the record so that
+	// the job's webhook event carries them with the same bytes on every attempt and redelivery, even after
+	// the result file expired. Empty for an embed. A string, not a struct, so that Output stays comparable.
+	Detection string `msgpack:"detection,omitempty"`
 	// Charge is the actual price, at most the credits held (normal price when a GPU request ran on CPU).
 	Charge      int64       `msgpack:"charge"`
 	Accelerator Accelerator `msgpack:"accelerator"`
@@ -184,4 +188,12 @@ const (
 	FirstBackoff = 2 * time.Second
 	// maxDetail bounds a stored error detail (worker messages can quote whole ffmpeg logs).
 	maxDetail = 1024
+)
+
+// Detection summary bounds (Output.Detection): a webhook event carries at most MaxSummaryUnits units (a PDF
+// has up to 10,000 pages; the whole result stays at result_url), and the summary at most MaxDetectionSummary
+// bytes of JSON.
+const (
+	MaxSummaryUnits     = 100
+	MaxDetectionSummary = 32 << 10
 )

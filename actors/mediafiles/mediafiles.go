@@ -1,13 +1,16 @@
 // Package mediafiles adapts the file-path codecs (codec/video, codec/pdf) to the media-kind table's Adapter
 // interface: it converts their probe results and reports to mediakind.Info and mediakind.Report, and their
 // errors caused by the input to *mediakind.Refusal with a job error code and a sentence of ours (the codecs'
-// own messages can carry temporary paths and tool output). It does no I/O of its own.
+// own messages can carry temporary paths and tool output), and a missing ffmpeg or mutool to
+// *mediakind.Unavailable. It does no I/O of its own.
 package mediafiles
 
 import (
 	"context"
 	"errors"
+	"os/exec"
 	"strings"
+	"syscall"
 	"time"
 
 	"filigrane/actors/jobstate"
@@ -24,6 +27,7 @@ const (
 	CodeVideoTooLarge    = string(problem.VideoTooLarge)
 	CodeInvalidDocument  = string(problem.InvalidDocument)
 	CodeDocumentTooLarge = string(problem.DocumentTooLarge)
+	CodeProcessingError  = string(problem.ProcessingError)
 )
 
 // Video is the adapter of the video kind.
@@ -76,9 +80,19 @@ func (v Video) Detect(ctx context.Context, src string) (codec.Detection, error) 
 	return det, nil
 }
 
+// Available reports whether ffmpeg and ffprobe are installed: every video operation needs both.
+func (v Video) Available(jobstate.Operation) error {
+	if err := v.A.CheckTools(); err != nil {
+		return videoError(err)
+	}
+	return nil
+}
+
 func videoError(err error) error {
 	refuse := func(code, detail string) error { return &mediakind.Refusal{Code: code, Detail: detail, Err: err} }
 	switch {
+	case errors.Is(err, video.ErrToolMissing):
+		return &mediakind.Unavailable{Detail: "this node cannot process videos now: ffmpeg is not installed; retry later", Err: err}
 	case errors.Is(err, video.ErrNotVideo):
 		return refuse(CodeInvalidVideo, "the file is not a video in a supported container (MP4, MOV)")
 	case errors.Is(err, video.ErrNoVideoStream):
@@ -96,7 +110,31 @@ func videoError(err error) error {
 	case errors.Is(err, video.ErrTooManyFrames):
 		return refuse(CodeVideoTooLarge, "the video has more frames than we process")
 	}
+	var te *video.ToolError
+	if errors.As(err, &te) && exitedOnItsOwn(te.Err) {
+		// ffmpeg ended with an error of its own (not killed): the same file would fail the same way on every
+		// attempt, so the job fails now, with ffmpeg's last words (paths reduced to file names) as the reason.
+		why := "ffmpeg failed"
+		if te.Stderr != "" {
+			why += ": " + te.Stderr
+		}
+		if te.Stage == "probe" || te.Stage == "decode" {
+			return refuse(CodeInvalidVideo, "the video could not be read ("+te.Stage+"): "+why)
+		}
+		return refuse(CodeProcessingError, "the watermarked video could not be written ("+te.Stage+"): "+why)
+	}
 	return err
+}
+
+// exitedOnItsOwn reports whether err is the exit status of a process that ended by itself with an error, as
+// opposed to one killed by a signal (the node's memory pressure, a stop) or one that never started.
+func exitedOnItsOwn(err error) bool {
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		return false
+	}
+	ws, ok := ee.Sys().(syscall.WaitStatus)
+	return ok && ws.Exited() && ws.ExitStatus() != 0
 }
 
 // PDF is the adapter of the document kind.
@@ -136,10 +174,23 @@ func (p PDF) Detect(ctx context.Context, src string) (codec.Detection, error) {
 	return det, nil
 }
 
+// Available reports whether mutool is installed. Both operations need it: detection renders the pages of a
+// file without an intact structural mark, and embedding repairs broken cross-reference tables with it. Asking
+// for it up front keeps the answer the same for every PDF.
+func (p PDF) Available(jobstate.Operation) error {
+	if err := p.A.CheckRenderer(); err != nil {
+		return pdfError(err)
+	}
+	return nil
+}
+
 func pdfError(err error) error {
 	var pe *pdf.Error
-	if !errors.As(err, &pe) || pe.Code == pdf.CodeTool {
+	if !errors.As(err, &pe) {
 		return err // the server's problem: retried
+	}
+	if pe.Code == pdf.CodeTool {
+		return &mediakind.Unavailable{Detail: "this node cannot process PDFs now: mutool is not installed; retry later", Err: err}
 	}
 	code := CodeInvalidDocument
 	if pe.Code == pdf.CodeTooLarge {
@@ -152,4 +203,6 @@ func pdfError(err error) error {
 var (
 	_ mediakind.Adapter = Video{}
 	_ mediakind.Adapter = PDF{}
+	_ mediakind.Checker = Video{}
+	_ mediakind.Checker = PDF{}
 )

@@ -50,3 +50,41 @@ func TestRefusalsOfWrongFiles(t *testing.T) {
 		}
 	}
 }
+
+// TestFFmpegFailureFailsAtOnceWithItsReason: ffmpeg exiting with an error while reading the file is a refusal
+// of the file (invalid_video), and while writing the output a processing_error, both with ffmpeg's last words
+// as the reason, so that the job fails once with it instead of being retried into a generic message. A tool
+// killed by a signal is not the file's fault and stays retryable.
+func TestFFmpegFailureFailsAtOnceWithItsReason(t *testing.T) {
+	exited := exec.Command("sh", "-c", "exit 1").Run()
+	killed := exec.Command("sh", "-c", "kill -9 $$").Run()
+	if exited == nil || killed == nil {
+		t.Fatal("the shell did not fail as asked")
+	}
+	const tail = "Invalid NAL unit size (1234 > 99); Error splitting the input into NAL units."
+	cases := []struct {
+		stage string
+		cause error
+		code  string // "" means not a refusal
+	}{
+		{"probe", exited, mediafiles.CodeInvalidVideo},
+		{"decode", exited, mediafiles.CodeInvalidVideo},
+		{"encode", exited, mediafiles.CodeProcessingError},
+		{"remux", exited, mediafiles.CodeProcessingError},
+		{"decode", killed, ""},
+	}
+	for _, c := range cases {
+		err := mediafiles.VideoError(&video.ToolError{Stage: c.stage, Kind: video.ErrFFmpeg, Stderr: tail, Err: c.cause})
+		var ref *mediakind.Refusal
+		got := errors.As(err, &ref)
+		if c.code == "" {
+			if got {
+				t.Errorf("%s killed: refusal %+v, want an error that is retried", c.stage, ref)
+			}
+			continue
+		}
+		if !got || ref.Code != c.code || !strings.Contains(ref.Detail, tail) || !strings.Contains(ref.Detail, c.stage) {
+			t.Errorf("%s exited 1: %v, want a %s refusal naming the stage and ffmpeg's words", c.stage, err, c.code)
+		}
+	}
+}

@@ -315,6 +315,31 @@ func (r *Refusal) Error() string {
 
 func (r *Refusal) Unwrap() error { return r.Err }
 
+// Unavailable is an error of the deployment, not of the input: a program the kind needs (ffmpeg and ffprobe
+// for videos, mutool to render PDF pages) is not installed on this node. Another attempt on the same node
+// cannot help and the client is not at fault: the job fails at once, uncharged, with the media_unavailable
+// code, and the edge answers that code with 503 before it accepts a request (Checker).
+type Unavailable struct {
+	Detail string // a sentence for the client, naming the missing program
+	Err    error
+}
+
+func (u *Unavailable) Error() string {
+	if u.Err != nil {
+		return fmt.Sprintf("%s: %v", u.Detail, u.Err)
+	}
+	return u.Detail
+}
+
+func (u *Unavailable) Unwrap() error { return u.Err }
+
+// Checker is implemented by the adapters that run external programs. Available reports, cheaply and without
+// touching a file, whether op can run on this node now: nil, or an *Unavailable. Checked per request, so
+// that installing the program needs no restart.
+type Checker interface {
+	Available(op jobstate.Operation) error
+}
+
 // LimitsMarkdown renders the table's limits and prices as the Markdown table of README.md ("Media kinds"),
 // so that the documentation is checked against the table (TestREADMEMatchesTable).
 func LimitsMarkdown() string {

@@ -42,6 +42,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -172,8 +173,12 @@ func dueKey(at time.Time, id string) []byte {
 
 func keyPrefix(kind, key string) string { return prefixKey + kind + "/" + key + "/" }
 
-func keyIndex(e Effect) []byte {
-	return []byte(fmt.Sprintf("%s%020d/%s", keyPrefix(e.Kind, e.Key), math.MaxInt64-e.Created.UnixNano(), e.ID))
+func keyIndex(e Effect) []byte { return []byte(keyPrefix(e.Kind, e.Key) + e.position()) }
+
+// position is the effect's place in its key's listing: newest first, then by id. Positions of different
+// kinds compare the same way, so listings of several kinds merge (ListKinds).
+func (e Effect) position() string {
+	return fmt.Sprintf("%020d/%s", math.MaxInt64-e.Created.UnixNano(), e.ID)
 }
 
 // DefaultRetention is how long delivered and dead entries stay readable.
@@ -301,6 +306,30 @@ func (o Outbox) List(ctx context.Context, kind, key, after string, limit int) ([
 		next = strings.TrimPrefix(string(items[len(items)-1].Key), prefix)
 	}
 	return out, next, nil
+}
+
+// ListKinds is List over several kinds with the same ordering key, merged: up to limit entries newest first,
+// starting after position after, and the position to continue from ("" at the end).
+func (o Outbox) ListKinds(ctx context.Context, kinds []string, key, after string, limit int) ([]*Entry, string, error) {
+	var all []*Entry
+	more := false
+	for _, kind := range kinds {
+		ents, next, err := o.List(ctx, kind, key, after, limit)
+		if err != nil {
+			return nil, "", err
+		}
+		all = append(all, ents...)
+		more = more || next != ""
+	}
+	slices.SortFunc(all, func(a, b *Entry) int { return strings.Compare(a.Effect.position(), b.Effect.position()) })
+	if len(all) > limit {
+		all, more = all[:limit], true
+	}
+	next := ""
+	if more && len(all) > 0 {
+		next = all[len(all)-1].Effect.position()
+	}
+	return all, next, nil
 }
 
 // Redeliver enqueues effect id again now: a pending entry is made due at once, a delivered or dead one

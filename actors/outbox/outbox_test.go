@@ -373,3 +373,44 @@ func BenchmarkHandOverAndDeliver(b *testing.B) {
 		}
 	}
 }
+
+// TestListKindsMerges: entries of several kinds with one key list as one sequence, newest first, paged with
+// the positions ListKinds returns; every entry comes exactly once and other keys stay out.
+func TestListKindsMerges(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	var want []string // newest first
+	for i := range 7 {
+		e := effect(string(rune('a'+i)), "whk_1")
+		e.Kind = []string{"test.kind", "other.kind", "third.kind"}[i%3]
+		e.Created = t0.Add(time.Duration(i) * time.Second)
+		if err := f.ob.Add(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+		want = append([]string{e.ID}, want...)
+	}
+	stranger := effect("z", "whk_2")
+	stranger.Created = t0.Add(time.Hour)
+	if err := f.ob.Add(ctx, stranger); err != nil {
+		t.Fatal(err)
+	}
+	kinds := []string{"test.kind", "other.kind", "third.kind"}
+	var got []string
+	pos := ""
+	for page := 0; ; page++ {
+		list, next, err := f.ob.ListKinds(ctx, kinds, "whk_1", pos, 3)
+		if err != nil || len(list) > 3 || page > 5 {
+			t.Fatalf("page %d: %v %d entries", page, err, len(list))
+		}
+		for _, e := range list {
+			got = append(got, e.Effect.ID)
+		}
+		if next == "" {
+			break
+		}
+		pos = next
+	}
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("merged listing %v, want %v", got, want)
+	}
+}

@@ -40,7 +40,7 @@ func TestAcceleratorReadyDelivery(t *testing.T) {
 	if e.ID != again.ID || e.Kind != EffectKind || e.Key != ep.ID || e.Validate() != nil {
 		t.Fatalf("effect %+v / %+v", e, again)
 	}
-	h := EnvelopeHandler(d)
+	h := Handler(openStore(t), d)
 	if err := h.Deliver(ctx, e, 1); err != nil {
 		t.Fatal(err)
 	}

@@ -121,7 +121,7 @@ func (d *Deliverer) Deliver(ctx context.Context, env Envelope, eventID string, c
 	}
 	if !ep.Wants(env.Type) {
 		d.Metrics.outcome("filtered")
-		return Attempt{}, nil // the endpoint's event filter leaves this type out: nothing to send
+		return Attempt{Filtered: true}, nil // the endpoint's event filter leaves this type out: nothing to send
 	}
 	att, err := d.Sender.Post(ctx, ep.URL, ep.Secrets(now), eventID, env.RequestID, env.Event, now)
 	if err != nil {

@@ -100,10 +100,11 @@ func JobEventType(r *jobstate.Record) string {
 	return ""
 }
 
-// JobEvent builds the final event of an ended job. result is a succeeded detection's result JSON (nil
-// otherwise): its watermark_id is the event's, and it is carried whole under `result`. Only facts fixed by the
-// terminal record go in, so a rebuild after a crash makes the same body.
-func JobEvent(r *jobstate.Record, result json.RawMessage) (Event, error) {
+// JobEvent builds the final event of an ended job from its record alone (the record no longer changes, so a
+// rebuild after a crash or for a redelivery makes the same bytes). A succeeded detection carries its
+// findings under `result` (the record's summary: watermarked, confidence, watermark_id, at most
+// jobstate.MaxSummaryUnits units and units_total) and their watermark_id as the event's.
+func JobEvent(r *jobstate.Record) (Event, error) {
 	t := JobEventType(r)
 	if t == "" {
 		return Event{}, fmt.Errorf("job %s is %s: it has no final event yet", r.RequestID, r.Status)
@@ -113,12 +114,13 @@ func JobEvent(r *jobstate.Record, result json.RawMessage) (Event, error) {
 	case r.Operation == jobstate.OperationEmbed && r.Status == jobstate.StatusSucceeded:
 		wm := r.WatermarkID
 		d.WatermarkID = &wm
-	case r.Operation == jobstate.OperationDetect && len(result) > 0:
+	case r.Operation == jobstate.OperationDetect && r.Output != nil && r.Output.Detection != "":
+		result := json.RawMessage(r.Output.Detection)
 		var found struct {
 			WatermarkID *string `json:"watermark_id"`
 		}
 		if err := json.Unmarshal(result, &found); err != nil {
-			return Event{}, fmt.Errorf("job %s: detection result is not JSON: %w", r.RequestID, err)
+			return Event{}, fmt.Errorf("job %s: detection summary is not JSON: %w", r.RequestID, err)
 		}
 		d.WatermarkID, d.Result = found.WatermarkID, result
 	}

@@ -53,6 +53,8 @@ func NewSender(guard *egress.Guard, timeout time.Duration) *Sender {
 type Attempt struct {
 	StatusCode int // 0 when no answer came
 	Duration   time.Duration
+	// Filtered: nothing was sent, the endpoint's event filter leaves this event type out.
+	Filtered bool
 }
 
 // ErrStatus is wrapped by the error of an attempt that got an answer other than 2xx.

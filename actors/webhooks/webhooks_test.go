@@ -132,11 +132,11 @@ func succeededEmbed() *jobstate.Record {
 // type, api_version and created_at; job events carry the receipt and watermark id, detection events the result.
 func TestEventShapes(t *testing.T) {
 	rec := succeededEmbed()
-	ev, err := JobEvent(rec, nil)
+	ev, err := JobEvent(rec)
 	if err != nil {
 		t.Fatal(err)
 	}
-	again, _ := JobEvent(rec, nil)
+	again, _ := JobEvent(rec)
 	b1, _ := json.Marshal(ev)
 	b2, _ := json.Marshal(again)
 	if string(b1) != string(b2) || !ValidEventID(ev.ID) || ev.Type != EventEmbedSucceeded {
@@ -151,21 +151,22 @@ func TestEventShapes(t *testing.T) {
 	}
 	failed := *rec
 	failed.Status, failed.Output, failed.ErrorCode = jobstate.StatusFailed, nil, "invalid_image"
-	fev, _ := JobEvent(&failed, nil)
+	fev, _ := JobEvent(&failed)
 	if fev.Type != EventEmbedFailed || fev.ID == ev.ID || !strings.Contains(string(fev.Data), `"error_code":"invalid_image"`) {
 		t.Fatalf("failed embed event %+v %s", fev, fev.Data)
 	}
 	det := *rec
 	det.Operation, det.WatermarkID = jobstate.OperationDetect, ""
-	det.Output = &jobstate.Output{Accelerator: "cpu", Charge: 1}
-	dev, err := JobEvent(&det, json.RawMessage(`{"watermarked":true,"confidence":0.97,"watermark_id":"`+strings.Repeat("cd", 32)+`","units":[]}`))
+	det.Output = &jobstate.Output{Accelerator: "cpu", Charge: 1,
+		Detection: `{"watermarked":true,"confidence":0.97,"watermark_id":"` + strings.Repeat("cd", 32) + `","units":[],"units_total":0}`}
+	dev, err := JobEvent(&det)
 	if err != nil || dev.Type != EventDetectSucceeded || !strings.Contains(string(dev.Data), `"result":{"watermarked":true`) ||
 		!strings.Contains(string(dev.Data), `"watermark_id":"`+strings.Repeat("cd", 32)) {
 		t.Fatalf("detect event %s %v", dev.Data, err)
 	}
 	running := *rec
 	running.Status = jobstate.StatusRunning
-	if _, err := JobEvent(&running, nil); err == nil {
+	if _, err := JobEvent(&running); err == nil {
 		t.Fatal("an active job has no final event")
 	}
 	bev, err := BatchEvent("bat_1", "completed", t0, map[string]any{"batch_id": "bat_1", "counts": map[string]int{"succeeded": 2}})
@@ -225,7 +226,9 @@ func TestSenderOutcomes(t *testing.T) {
 	srv := httptest.NewServer(rc)
 	defer srv.Close()
 	defer close(rc.release)
-	s := NewSender(&egress.Guard{AllowPrivate: true}, 300*time.Millisecond)
+	// Answering receivers get a generous timeout (the machine may be loaded); the hanging one a short one.
+	s := NewSender(&egress.Guard{AllowPrivate: true}, 10*time.Second)
+	short := NewSender(&egress.Guard{AllowPrivate: true}, 300*time.Millisecond)
 	secret, _ := whsign.NewSecret()
 	body := []byte(`{"id":"evt_x","type":"watermark.embed.succeeded"}`)
 	now := time.Now()
@@ -246,7 +249,7 @@ func TestSenderOutcomes(t *testing.T) {
 		t.Fatalf("302: %+v %v", att, err)
 	}
 	started := time.Now()
-	if att, err := s.Post(ctx, srv.URL, []string{secret}, "evt_x", "", body, now); err == nil || att.StatusCode != 0 || time.Since(started) > 5*time.Second {
+	if att, err := short.Post(ctx, srv.URL, []string{secret}, "evt_x", "", body, now); err == nil || att.StatusCode != 0 || time.Since(started) > 5*time.Second {
 		t.Fatalf("hanging receiver: %+v %v after %s", att, err, time.Since(started))
 	}
 	if n := rc.count(); n != 4 {
@@ -276,7 +279,7 @@ func TestDelivererEndpointState(t *testing.T) {
 	}
 	reg := prometheus.NewRegistry()
 	d := &Deliverer{Endpoints: eps, Sender: NewSender(&egress.Guard{AllowPrivate: true}, time.Second), Clock: clk, Metrics: NewMetrics(reg)}
-	ev, _ := JobEvent(succeededEmbed(), nil)
+	ev, _ := JobEvent(succeededEmbed())
 	env, payload, err := NewEnvelope("org_a", ep.ID, "req_1", ev)
 	if err != nil {
 		t.Fatal(err)

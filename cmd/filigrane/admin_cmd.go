@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"flag"
@@ -34,6 +35,12 @@ cluster runs (every write is a compare-and-set, so a running organization actor 
   key revoke --key KEY_ID                            revoke a key
   credits grant --org ORG --amount N [--op ID]       add credits (idempotent by --op)
   credits show --org ORG [--ledger N]                balance, holds and the last N ledger entries
+  user create --org ORG --member MEMBER --email EMAIL [--password-stdin]
+                                                     create a web console user for a member; without
+                                                     --password-stdin a password is generated and printed once
+  user password --email EMAIL [--password-stdin]     reset a console user's password (printed once when generated),
+                                                     unlock the account and end its sessions
+  user list                                          list console users
 `
 
 func runAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -113,6 +120,8 @@ func adminCommand(ctx context.Context, a admin.Admin, cmd string, args []string,
 	amount := fs.Int64("amount", 0, "credits")
 	op := fs.String("op", "", "operation id (makes a grant idempotent)")
 	ledger := fs.Int("ledger", 20, "ledger entries to show")
+	email := fs.String("email", "", "console user's email")
+	pwStdin := fs.Bool("password-stdin", false, "read the console user's password from the first line of standard input")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -230,6 +239,61 @@ func adminCommand(ctx context.Context, a admin.Admin, cmd string, args []string,
 		fmt.Fprintln(tw, "SEQ\tAT\tKIND\tAMOUNT\tBALANCE\tHELD\tOPERATION")
 		for _, e := range entries {
 			fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%d\t%s\n", e.Seq, e.At.Format(time.RFC3339), e.Kind, e.Amount, e.Balance, e.Held, e.Operation)
+		}
+		return tw.Flush()
+	case "user create":
+		if err := errors.Join(need(*org, "org"), need(*member, "member"), need(*email, "email")); err != nil {
+			return err
+		}
+		password := ""
+		if *pwStdin {
+			line, err := bufio.NewReader(io.LimitReader(os.Stdin, 4096)).ReadString('\n')
+			if err != nil && !errors.Is(err, io.EOF) {
+				return fmt.Errorf("read the password: %w", err)
+			}
+			if password = strings.TrimRight(line, "\r\n"); password == "" {
+				return errors.New("--password-stdin read an empty password")
+			}
+		}
+		u, pw, err := a.CreateUser(ctx, *org, *member, *email, password)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "console user %s (%s) created for member %s of %s\n", u.ID, u.Email, u.MemberID, u.OrgID)
+		if password == "" {
+			fmt.Fprintf(stdout, "password (shown once, store it now): %s\n", pw)
+		}
+	case "user password":
+		if err := need(*email, "email"); err != nil {
+			return err
+		}
+		password := ""
+		if *pwStdin {
+			line, err := bufio.NewReader(io.LimitReader(os.Stdin, 4096)).ReadString('\n')
+			if err != nil && !errors.Is(err, io.EOF) {
+				return fmt.Errorf("read the password: %w", err)
+			}
+			if password = strings.TrimRight(line, "\r\n"); password == "" {
+				return errors.New("--password-stdin read an empty password")
+			}
+		}
+		u, pw, err := a.ResetPassword(ctx, *email, password)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "password of %s (%s) reset; its sessions ended\n", u.Email, u.ID)
+		if password == "" {
+			fmt.Fprintf(stdout, "password (shown once, store it now): %s\n", pw)
+		}
+	case "user list":
+		users, err := a.ListUsers(ctx, 10000)
+		if err != nil {
+			return err
+		}
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "USER\tEMAIL\tORG\tMEMBER\tCREATED")
+		for _, u := range users {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", u.ID, u.Email, u.OrgID, u.MemberID, u.CreatedAt.Format(time.RFC3339))
 		}
 		return tw.Flush()
 	default:

@@ -90,3 +90,31 @@ func TestServeRefusesMalformedLimits(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
 }
+
+func TestAdminUserCreate(t *testing.T) {
+	dir := t.TempDir()
+	out := runOK(t, "admin", "--data", dir, "org", "create", "--name", "Acme", "--plan", "growth")
+	org := regexp.MustCompile(`org_[0-9a-f]{16}`).FindString(out)
+	out = runOK(t, "admin", "--data", dir, "member", "add", "--org", org, "--name", "Alice", "--role", "owner")
+	mem := regexp.MustCompile(`mem_[0-9a-f]{16}`).FindString(out)
+	out = runOK(t, "admin", "--data", dir, "user", "create", "--org", org, "--member", mem, "--email", "Alice@Example.com")
+	pw := regexp.MustCompile(`password \(shown once, store it now\): (\S{12,})`).FindStringSubmatch(out)
+	if pw == nil || !strings.Contains(out, "alice@example.com") {
+		t.Fatalf("user create: %q", out)
+	}
+	if list := runOK(t, "admin", "--data", dir, "user", "list"); !strings.Contains(list, "alice@example.com") || strings.Contains(list, pw[1]) {
+		t.Fatalf("user list: %q", list)
+	}
+	out = runOK(t, "admin", "--data", dir, "user", "password", "--email", "alice@example.com")
+	if pw2 := regexp.MustCompile(`password \(shown once, store it now\): (\S{12,})`).FindStringSubmatch(out); pw2 == nil || pw2[1] == pw[1] {
+		t.Fatalf("user password: %q", out)
+	}
+	// The email is taken now; an unknown member has no user.
+	var o, e bytes.Buffer
+	if code := run(context.Background(), []string{"admin", "--data", dir, "user", "create", "--org", org, "--member", mem, "--email", "alice@example.com"}, &o, &e); code == 0 || !strings.Contains(e.String(), "email exists") {
+		t.Fatalf("second user with one email: exit %d %q", code, e.String())
+	}
+	if code := run(context.Background(), []string{"admin", "--data", dir, "user", "create", "--org", org, "--member", "mem_0000000000000000", "--email", "b@example.com"}, &o, &e); code == 0 {
+		t.Fatal("a user for an unknown member was created")
+	}
+}

@@ -135,12 +135,12 @@ func writeGPUReport(w io.Writer, rep gpuReport) {
 	if inv.NVRTCPath != "" {
 		fmt.Fprintf(w, "nvrtc:    %s (%s)\n", inv.NVRTCPath, inv.NVRTCVersion)
 	} else {
-		fmt.Fprintf(w, "nvrtc:    missing, kernels use the PTX built into the binary: %s\n", inv.NVRTCMissing)
+		fmt.Fprintf(w, "nvrtc:    missing (the smoke kernel uses the PTX built into the binary): %s\n", inv.NVRTCMissing)
 	}
 	if rep.CodecAvailable {
-		fmt.Fprintln(w, "codec:    GPU codec path built in")
+		fmt.Fprintln(w, "codec:    GPU codec path available: its kernels are compiled by NVRTC when a device is woken")
 	} else {
-		fmt.Fprintln(w, "codec:    no GPU codec path in this build: the node reports its accelerator unavailable")
+		fmt.Fprintln(w, "codec:    no GPU codec path without NVRTC: the node reports its accelerator unavailable")
 	}
 	for _, o := range rep.Smoke {
 		if o.Passed {

@@ -41,7 +41,7 @@ func TestGPUInfoListsDevices(t *testing.T) {
 		"(CUDA 12.4)",
 		"device 0: Fake GPU 0, 8.0 GiB, compute 9.0, 132 SMs",
 		"device 1: Fake GPU 1, 8.0 GiB, compute 9.0, 132 SMs",
-		"nvrtc:    missing, kernels use the PTX built into the binary",
+		"nvrtc:    missing (the smoke kernel uses the PTX built into the binary)",
 		"node reports its accelerator unavailable",
 	} {
 		if !strings.Contains(out, want) {

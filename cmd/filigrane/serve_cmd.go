@@ -51,6 +51,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.DurationVar(&cfg.Conns.HeaderTimeout, "header-timeout", envDuration("FILIGRANE_HEADER_TIMEOUT", apihttp.DefaultHeaderTimeout), "time a request has to send its headers; 408 after it")
 	fs.DurationVar(&cfg.Conns.BodyProgress, "body-timeout", envDuration("FILIGRANE_BODY_TIMEOUT", netguard.DefaultBodyProgress), "longest wait for the next bytes of a request body or response (progress, not total time)")
 	fs.DurationVar(&cfg.Conns.IdleTimeout, "idle-timeout", envDuration("FILIGRANE_IDLE_TIMEOUT", apihttp.DefaultIdleTimeout), "how long a keep-alive connection may wait for its next request")
+	fs.BoolVar(&cfg.ConsoleSecureCookies, "console-secure-cookies", envBool("FILIGRANE_CONSOLE_SECURE_COOKIES"), "mark the web console's cookies Secure on a plain-HTTP listener (TLS terminated by a proxy in front); under --tls-cert they are Secure anyway")
 	fs.BoolVar(&cfg.GPUStrict, "gpu-strict", envBool("FILIGRANE_GPU_STRICT"), "answer accelerator=gpu with 503 and Retry-After when no GPU is ready, instead of running it on the CPU at the normal charge")
 	grace := fs.Duration("shutdown-grace", 30*time.Second, "how long in-flight requests may take to finish on shutdown")
 	if err := fs.Parse(args); err != nil {
@@ -138,7 +139,11 @@ Lost it? Stop the node (or add --s3-endpoint ... in a cluster) and make a new on
 
     filigrane admin key create --org %s --member %s
 
-`, d.OrgID, d.Secret, d.Secret, n.APIAddr(), d.OrgID, d.MemberID)
+The web console is at http://%s/console/ — sign in as %s with this password (shown once):
+
+    %s
+
+`, d.OrgID, d.Secret, d.Secret, n.APIAddr(), d.OrgID, d.MemberID, n.APIAddr(), d.ConsoleEmail, d.ConsolePassword)
 	}
 	waitErr := n.Wait(ctx)
 	if waitErr != nil {
@@ -196,7 +201,7 @@ func checkLimitEnv() error {
 			}
 		}
 	}
-	for _, name := range []string{"FILIGRANE_GPU_STRICT", "FILIGRANE_ALLOW_PRIVATE_TARGETS"} {
+	for _, name := range []string{"FILIGRANE_GPU_STRICT", "FILIGRANE_ALLOW_PRIVATE_TARGETS", "FILIGRANE_CONSOLE_SECURE_COOKIES"} {
 		if v := os.Getenv(name); v != "" {
 			if _, err := strconv.ParseBool(v); err != nil {
 				return fmt.Errorf("%s=%q: want true or false", name, v)

@@ -14,6 +14,7 @@ import (
 	"image"
 
 	"filigrane/codec"
+	"filigrane/codec/accel"
 	"filigrane/codec/imageio"
 )
 
@@ -74,6 +75,12 @@ var retryFactors = []float64{1.6, 2.5}
 
 // Embed marks pic with id, encodes it in format f and verifies the mark on the decoded output.
 func Embed(ctx context.Context, c *codec.Codec, pic *imageio.Picture, id codec.ID, f Format, opt codec.EmbedOptions) (Result, error) {
+	return EmbedOn(ctx, c, nil, pic, id, f, opt)
+}
+
+// EmbedOn is Embed with the codec's passes (the embedding and the read-back check) on dev, or on the CPU when
+// dev is nil. A device failure is returned wrapping codec.ErrDevice: the caller may run Embed instead.
+func EmbedOn(ctx context.Context, c *codec.Codec, dev accel.Device, pic *imageio.Picture, id codec.ID, f Format, opt codec.EmbedOptions) (Result, error) {
 	if f == JPEG && pic.HasAlpha {
 		return Result{}, ErrAlpha
 	}
@@ -94,15 +101,22 @@ func Embed(ctx context.Context, c *codec.Codec, pic *imageio.Picture, id codec.I
 			return Result{}, err
 		}
 		opt.Strength = s
-		marked, rep, err := c.Embed(pic.Image, id, opt)
+		var marked image.Image
+		var rep codec.EmbedReport
+		var err error
+		if dev != nil {
+			marked, rep, err = c.EmbedOn(ctx, dev, pic.Image, id, opt)
+		} else {
+			marked, rep, err = c.Embed(pic.Image, id, opt)
+		}
 		if err != nil {
 			return Result{}, err
 		}
-		data, err := encode(marked, pic, f)
+		data, err := encode(ctx, dev, marked, pic, f)
 		if err != nil {
 			return Result{}, err
 		}
-		ok, err := verify(c, marked, data, f, id)
+		ok, err := verify(ctx, c, dev, marked, data, f, id)
 		if err != nil {
 			return Result{}, err
 		}
@@ -113,10 +127,25 @@ func Embed(ctx context.Context, c *codec.Codec, pic *imageio.Picture, id codec.I
 	return Result{}, fmt.Errorf("%w (tried strengths up to %.2f)", ErrNotReadable, strengths[len(strengths)-1])
 }
 
-func encode(img image.Image, pic *imageio.Picture, f Format) ([]byte, error) {
+func encode(ctx context.Context, dev accel.Device, img image.Image, pic *imageio.Picture, f Format) ([]byte, error) {
 	var buf bytes.Buffer
 	switch f {
 	case PNG:
+		// A device that filters PNG rows does the encoder's costliest pass; the file is the same.
+		if pf, ok := dev.(accel.PNGFilter); ok && imageio.PNGRowsFit(pic.ICC) {
+			if m, ok := img.(*image.NRGBA); ok {
+				b := m.Bounds()
+				rows, alpha, err := pf.FilterPNG(ctx, accel.Image{Pix: m.Pix[m.PixOffset(b.Min.X, b.Min.Y):],
+					Width: b.Dx(), Height: b.Dy(), Stride: m.Stride, Format: accel.NRGBA8})
+				if err != nil {
+					return nil, fmt.Errorf("%w: PNG filter: %w", codec.ErrDevice, err)
+				}
+				if err := imageio.EncodePNGRows(&buf, b.Dx(), b.Dy(), alpha, rows, pic.ICC); err != nil {
+					return nil, err
+				}
+				return buf.Bytes(), nil
+			}
+		}
 		if err := imageio.EncodePNG(&buf, img, pic.ICC); err != nil {
 			return nil, err
 		}
@@ -137,7 +166,7 @@ func encode(img image.Image, pic *imageio.Picture, f Format) ([]byte, error) {
 // verify runs the detector on what a recipient of data decodes. PNG is lossless and written from the marked
 // pixels as they are (8 or 16 bits per channel), so the marked image itself is what it decodes to and is
 // checked without decoding the file again; JPEG (lossy) and WebP (8 bits only) are decoded.
-func verify(c *codec.Codec, marked image.Image, data []byte, f Format, id codec.ID) (bool, error) {
+func verify(ctx context.Context, c *codec.Codec, dev accel.Device, marked image.Image, data []byte, f Format, id codec.ID) (bool, error) {
 	img := marked
 	if f != PNG {
 		pic, err := imageio.Decode(bytes.NewReader(data), imageio.Limits{})
@@ -146,6 +175,14 @@ func verify(c *codec.Codec, marked image.Image, data []byte, f Format, id codec.
 		}
 		img = pic.Image
 	}
-	d := c.Detect(img)
+	var d codec.Detection
+	if dev != nil {
+		var err error
+		if d, err = c.DetectOn(ctx, dev, img); err != nil {
+			return false, err
+		}
+	} else {
+		d = c.Detect(img)
+	}
 	return d.Watermarked && d.WatermarkID != nil && *d.WatermarkID == id.String(), nil
 }

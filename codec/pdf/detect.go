@@ -257,7 +257,7 @@ func combine(c *codec.Codec, units []codec.Unit, softs []codec.FrameSoft) codec.
 
 // repair rewrites src with mutool clean, which rebuilds broken cross-reference tables, within the parse budget.
 func (a *Adapter) repair(ctx context.Context, src, dst string, lim Limits) error {
-	if _, err := exec.LookPath(a.mutool()); err != nil {
+	if err := a.CheckRenderer(); err != nil {
 		return err
 	}
 	rctx, cancel := context.WithTimeout(ctx, lim.ParseTimeout)
@@ -272,6 +272,15 @@ func (a *Adapter) repair(ctx context.Context, src, dst string, lim Limits) error
 	if err := cmd.Run(); err != nil {
 		os.Remove(dst)
 		return fmt.Errorf("mutool clean: %w: %s", err, out.String())
+	}
+	return nil
+}
+
+// CheckRenderer reports whether mutool can be found, without running it: nil, or an *Error with CodeTool.
+// Rendering pages for detection and the repair pass of a broken file need it.
+func (a *Adapter) CheckRenderer() error {
+	if _, err := exec.LookPath(a.mutool()); err != nil {
+		return &Error{Code: CodeTool, Reason: "the PDF renderer (mutool) is not installed", Err: err}
 	}
 	return nil
 }

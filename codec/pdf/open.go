@@ -66,7 +66,13 @@ func (a *Adapter) open(ctx context.Context, src string, forEmbed bool) (*documen
 		}
 		doc.tmpDir = dir
 		fixed := filepath.Join(dir, "repaired.pdf")
-		if rerr := a.repair(ctx, src, fixed, lim); rerr == nil {
+		rerr := a.repair(ctx, src, fixed, lim)
+		if CodeOf(rerr) == CodeTool {
+			// Without the repairer the file's fate is unknown: the deployment's failure, not a broken file.
+			doc.close()
+			return nil, rerr
+		}
+		if rerr == nil {
 			if st2, err := os.Stat(fixed); err == nil && st2.Size() <= 2*lim.MaxBytes {
 				doc.info = Info{}
 				if err2 := doc.load(ctx, fixed, forEmbed); err2 == nil || isRefusal(err2) {

@@ -36,8 +36,8 @@ var errRenderTimeout = errors.New("page rendering exceeded its time budget")
 // render calls fn for each page of first..last (1-based) in order. A page the renderer skipped (it failed on
 // it) shows up as fewer pages: the caller counts what arrived.
 func (r renderer) render(ctx context.Context, path string, first, last int, fn func(page int, g grayPage)) error {
-	if _, err := exec.LookPath(r.mutool); err != nil {
-		return &Error{Code: CodeTool, Reason: "the PDF renderer (mutool) is not installed", Err: err}
+	if err := (&Adapter{Mutool: r.mutool}).CheckRenderer(); err != nil {
+		return err
 	}
 	args := []string{"draw", "-q", "-r", strconv.FormatFloat(r.dpi, 'f', 2, 64), "-c", "gray", "-F", "pgm", "-o", "-",
 		path, fmt.Sprintf("%d-%d", first, last)}

@@ -87,6 +87,13 @@ func (a *Adapter) tools() (tools, error) {
 	return t, nil
 }
 
+// CheckTools reports whether ffmpeg and ffprobe can be found, without running them: nil, or an error wrapping
+// ErrToolMissing. Every call of Probe, Embed and Detect needs both.
+func (a *Adapter) CheckTools() error {
+	_, err := a.tools()
+	return err
+}
+
 // Probe runs ffprobe on src and checks the limits. Bad input comes back as ErrNotVideo, ErrNoVideoStream,
 // ErrTruncated or a limit error.
 func (a *Adapter) Probe(ctx context.Context, src string) (Info, error) {

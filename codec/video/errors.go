@@ -17,6 +17,8 @@ var (
 	ErrTooManyFrames = errors.New("video: too many frames")
 	ErrTooSmall      = errors.New("video: frames too small to carry a watermark")
 	ErrFFmpeg        = errors.New("video: ffmpeg failed")
+	// ErrToolMissing is the deployment's fault, not the input's: ffmpeg or ffprobe is not installed.
+	ErrToolMissing = errors.New("video: ffmpeg or ffprobe is not installed")
 )
 
 // ToolError is a failed ffmpeg or ffprobe run: which stage, how it ended, and the tail of its stderr, which is

@@ -210,7 +210,7 @@ func lookTool(name, def string) (string, error) {
 	}
 	p, err := exec.LookPath(name)
 	if err != nil {
-		return "", fmt.Errorf("video: %s not found (run scripts/setup.sh): %w", name, err)
+		return "", fmt.Errorf("%w: %s not found (run scripts/setup.sh): %w", ErrToolMissing, name, err)
 	}
 	return p, nil
 }

@@ -122,6 +122,37 @@ func (c *Context) CopyFromDeviceAsync(dst *HostBuffer, src DevicePtr, s *Stream)
 	})
 }
 
+// CopyRangeToDeviceAsync queues a copy of n bytes of src from offset off to dst on s.
+func (c *Context) CopyRangeToDeviceAsync(dst DevicePtr, src *HostBuffer, off, n int, s *Stream) error {
+	if off < 0 || n < 0 || off+n > src.n {
+		return fmt.Errorf("cuda: copy to device: range %d+%d outside a %d-byte host buffer", off, n, src.n)
+	}
+	if n == 0 {
+		return nil
+	}
+	return c.do(func() error {
+		return c.d.check("cuMemcpyHtoDAsync_v2", c.d.cuMemcpyHtoDAsync(dst, unsafe.Add(src.p, off), uintptr(n), s.h))
+	})
+}
+
+// CopyRangeFromDeviceAsync queues a copy of n bytes from src into dst at offset off on s.
+func (c *Context) CopyRangeFromDeviceAsync(dst *HostBuffer, off, n int, src DevicePtr, s *Stream) error {
+	if off < 0 || n < 0 || off+n > dst.n {
+		return fmt.Errorf("cuda: copy from device: range %d+%d outside a %d-byte host buffer", off, n, dst.n)
+	}
+	if n == 0 {
+		return nil
+	}
+	return c.do(func() error {
+		return c.d.check("cuMemcpyDtoHAsync_v2", c.d.cuMemcpyDtoHAsync(unsafe.Add(dst.p, off), src, uintptr(n), s.h))
+	})
+}
+
+// ComputeCapability is the compute capability of the context's device.
+func (c *Context) ComputeCapability() (major, minor int, err error) {
+	return c.d.ComputeCapability(c.dev)
+}
+
 // Stream is a CUDA stream: work queued on it runs in order, asynchronously to the host.
 type Stream struct {
 	c *Context

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"filigrane/actors"
+	"filigrane/internal/accounts"
 	"filigrane/internal/clock"
 	"filigrane/persistence"
 )
@@ -19,6 +20,9 @@ type Admin struct {
 	Store   persistence.Store
 	Clock   clock.Clock
 	Catalog actors.Catalog
+	// PasswordCost is the argon2id cost of console passwords it sets; zero: accounts.DefaultArgon2. Tests
+	// lower it.
+	PasswordCost accounts.Argon2
 }
 
 func (a Admin) orgs() actors.Orgs { return actors.Orgs{Store: a.Store, Clock: a.Clock} }
@@ -140,6 +144,56 @@ func (a Admin) Balance(ctx context.Context, orgID string, limit int) (*actors.Or
 // DevOrg is what Bootstrap created.
 type DevOrg struct {
 	OrgID, MemberID, Secret string
+	// ConsoleEmail and ConsolePassword sign the owner in to the web console (/console); the password is shown
+	// once, like the key.
+	ConsoleEmail, ConsolePassword string
+}
+
+// DevConsoleEmail is the development owner's console sign-in.
+const DevConsoleEmail = "owner@localhost"
+
+func (a Admin) accounts() *accounts.Accounts {
+	acc := accounts.New(a.Store, a.Clock, accounts.Policy{}, 1)
+	if a.PasswordCost.Time > 0 {
+		acc.Argon2 = a.PasswordCost
+	}
+	return acc
+}
+
+// CreateUser creates a console user for an active member of an organization. An empty password gets a
+// random one; the password used is returned (to be shown once).
+func (a Admin) CreateUser(ctx context.Context, orgID, memberID, email, password string) (*accounts.User, string, error) {
+	st, _, err := a.orgs().Load(ctx, orgID)
+	if err != nil {
+		return nil, "", err
+	}
+	m, ok := st.Member(memberID)
+	if !ok || m.RemovedAt != nil {
+		return nil, "", fmt.Errorf("organization %s has no active member %s: %w", orgID, memberID, actors.ErrUnknownMember)
+	}
+	if password == "" {
+		password = accounts.NewPassword()
+	}
+	u, err := a.accounts().CreateUser(ctx, email, password, orgID, memberID)
+	if err != nil {
+		return nil, "", err
+	}
+	return u, password, nil
+}
+
+// ResetPassword sets a console user's password (an empty one gets a random password, returned to be shown
+// once), unlocks the account and ends its sessions.
+func (a Admin) ResetPassword(ctx context.Context, email, password string) (*accounts.User, string, error) {
+	if password == "" {
+		password = accounts.NewPassword()
+	}
+	u, err := a.accounts().ResetPassword(ctx, email, password)
+	return u, password, err
+}
+
+// ListUsers lists console users (up to limit).
+func (a Admin) ListUsers(ctx context.Context, limit int) ([]*accounts.User, error) {
+	return a.accounts().List(ctx, limit)
 }
 
 // devCredits is the development organization's starting balance: ample for any local test.
@@ -192,5 +246,9 @@ func (a Admin) Bootstrap(ctx context.Context) (dev *DevOrg, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("create development key: %w", err)
 	}
-	return &DevOrg{OrgID: st.ID, MemberID: memberID, Secret: secret}, nil
+	_, password, err := a.CreateUser(ctx, st.ID, memberID, DevConsoleEmail, "")
+	if err != nil {
+		return nil, fmt.Errorf("create development console owner: %w", err)
+	}
+	return &DevOrg{OrgID: st.ID, MemberID: memberID, Secret: secret, ConsoleEmail: DevConsoleEmail, ConsolePassword: password}, nil
 }

@@ -69,10 +69,56 @@ func TestBatchWebhookEvents(t *testing.T) {
 		}
 		f.clk.Advance(time.Hour)
 	}
+	if n := rc.count(); n != 2 {
+		t.Fatalf("receiver saw %d events, want 2 (completed, cancelled)", n)
+	}
+	// The endpoint's delivery log lists batch events too (request_id null), and any of them can be
+	// redelivered: the receiver gets the same body once more.
+	dl := call(t, "GET", f.base+"/webhooks/"+id+"/deliveries", f.key, nil)
+	var page struct {
+		Data []struct {
+			ID        string          `json:"id"`
+			RequestID *string         `json:"request_id"`
+			Status    string          `json:"status"`
+			Attempts  int             `json:"attempts"`
+			Payload   json.RawMessage `json:"payload"`
+		} `json:"data"`
+		NextCursor *string `json:"next_cursor"`
+	}
+	if err := json.Unmarshal(dl.body, &page); err != nil || dl.status != 200 || len(page.Data) != 2 || page.NextCursor != nil {
+		t.Fatalf("deliveries: %d %s", dl.status, dl.body)
+	}
+	types := map[string]string{}
+	for _, d := range page.Data {
+		var ev struct{ ID, Type string }
+		_ = json.Unmarshal(d.Payload, &ev)
+		if d.RequestID != nil || d.Status != "delivered" || d.Attempts != 1 || ev.ID != d.ID {
+			t.Fatalf("batch delivery %s", dl.body)
+		}
+		types[ev.Type] = d.ID
+	}
+	if len(types) != 2 || types["watermark.batch.cancelled"] == "" || types["watermark.batch.completed"] == "" {
+		t.Fatalf("delivery log types %v", types)
+	}
+	if r := call(t, "GET", f.base+"/webhooks/"+id+"/deliveries?limit=1", f.key, nil); r.status != 200 || !strings.Contains(string(r.body), `"next_cursor":"`+page.Data[0].ID+`"`) {
+		t.Fatalf("first page of one: %d %s", r.status, r.body)
+	}
+	if r := call(t, "GET", f.base+"/webhooks/"+id+"/deliveries?limit=1&after="+page.Data[0].ID, f.key, nil); r.status != 200 ||
+		!strings.Contains(string(r.body), `"id":"`+page.Data[1].ID+`"`) || !strings.Contains(string(r.body), `"next_cursor":null`) {
+		t.Fatalf("second page of one: %d %s", r.status, r.body)
+	}
+	cancelled := types["watermark.batch.cancelled"]
+	if r := call(t, "POST", f.base+"/webhooks/"+id+"/deliveries/"+cancelled+"/redeliver", f.key, nil); r.status != 202 ||
+		!strings.Contains(string(r.body), `"status":"queued"`) {
+		t.Fatalf("redeliver a batch event: %d %s", r.status, r.body)
+	}
+	if _, _, err := f.n.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
-	if len(rc.bodies) != 2 {
-		t.Fatalf("receiver saw %d events, want 2 (completed, cancelled): %q", len(rc.bodies), rc.bodies)
+	if len(rc.bodies) != 3 || !strings.Contains(string(rc.bodies[2]), `"id":"`+cancelled+`"`) || rc.headers[2].Get("webhook-id") != cancelled {
+		t.Fatalf("receiver saw %d events after the redelivery, want 3 (the last the cancelled one again)", len(rc.bodies))
 	}
 	byType := map[string]map[string]any{}
 	for i, b := range rc.bodies {

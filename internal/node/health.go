@@ -9,6 +9,7 @@ import (
 	"filigrane/actors"
 	"filigrane/cluster"
 	apihttp "filigrane/http"
+	"filigrane/http/console"
 	"filigrane/persistence"
 )
 
@@ -69,4 +70,19 @@ func (n *Node) ready(ctx context.Context) []apihttp.ReadyCheck {
 		checks = append(checks, check)
 	}
 	return checks
+}
+
+// consoleCluster is the web console's view of the cluster: every member with its roles and free slots.
+func (n *Node) consoleCluster() []console.ClusterNode {
+	members := n.cluster.Members()
+	out := make([]console.ClusterNode, 0, len(members))
+	for _, m := range members {
+		roles := make([]string, 0, len(m.Roles))
+		for _, r := range m.Roles {
+			roles = append(roles, string(r))
+		}
+		out = append(out, console.ClusterNode{Name: m.Name, Roles: roles, Free: m.Free, Capacity: m.Capacity,
+			GPUs: m.GPUs, Addr: m.GossipAddr, Self: m.Self})
+	}
+	return out
 }

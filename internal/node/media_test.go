@@ -3,10 +3,12 @@ package node_test
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"filigrane/codec/pdf/pdftest"
@@ -144,5 +146,243 @@ func TestVideoDetectFromUpload(t *testing.T) {
 	}
 	if g := getUpload(t, f, key, u.UploadID); g.Status != "consumed" || g.RequestID != rc.RequestID {
 		t.Fatalf("upload after use: %+v", g)
+	}
+}
+
+// postMedia sends file as filename with data (when not empty) and an Idempotency-Key (when not empty).
+func postMedia(t *testing.T, url, key, idem string, file []byte, filename, data string) response {
+	t.Helper()
+	ct, body := form(t, file, filename, data)
+	req, _ := http.NewRequest("POST", url, bytes.NewReader(body))
+	req.Header.Set("Content-Type", ct)
+	req.Header.Set("X-API-Key", key)
+	if idem != "" {
+		req.Header.Set("Idempotency-Key", idem)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("POST %s: %v", url, err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatalf("POST %s: %v", url, err)
+	}
+	return response{status: res.StatusCode, header: res.Header, body: b}
+}
+
+// TestMediaProgramMissing: on a node where ffmpeg and mutool are not installed (PATH without them), every
+// video and document endpoint answers 503 media_unavailable with Retry-After before it stores or holds
+// anything; an upload named in such a request stays usable, and once the programs are back (no restart)
+// the same upload is processed. Images are not affected.
+func TestMediaProgramMissing(t *testing.T) {
+	clip := tinyMP4(t)
+	f := newFixture(t)
+	u := uploaded(t, f, f.keyA, "video", "clip.mp4", clip)
+	before, _ := balance(t, f, f.orgA)
+	path := os.Getenv("PATH")
+	t.Setenv("PATH", t.TempDir()) // an empty directory: no ffmpeg, ffprobe or mutool
+
+	for _, c := range []struct {
+		route, filename string
+		file            []byte
+		data            string
+	}{
+		{"/watermarks/videos", "clip.mp4", clip, `{"v":1}`},
+		{"/watermarks/videos/async", "clip.mp4", clip, `{"v":1}`},
+		{"/watermarks/videos/detect", "clip.mp4", clip, ""},
+		{"/watermarks/videos/detect/async", "clip.mp4", clip, ""},
+		{"/watermarks/documents", "report.pdf", tinyPDF(), `{"d":1}`},
+		{"/watermarks/documents/async", "report.pdf", tinyPDF(), `{"d":1}`},
+		{"/watermarks/documents/detect", "report.pdf", tinyPDF(), ""},
+		{"/watermarks/documents/detect/async", "report.pdf", tinyPDF(), ""},
+	} {
+		r := postMedia(t, f.base+c.route, f.keyA, "missing-"+strings.ReplaceAll(c.route[12:], "/", "-"), c.file, c.filename, c.data)
+		wantProblem(t, c.route+" without its program", r, 503, "media_unavailable")
+		if r.header.Get("Retry-After") != "60" || !bytes.Contains(r.body, []byte("not installed")) {
+			t.Fatalf("%s: Retry-After %q, body %s", c.route, r.header.Get("Retry-After"), r.body)
+		}
+	}
+	r := postUpload(t, f.base+"/watermarks/videos/async", f.keyA, "", u.UploadID, `{"v":2}`)
+	wantProblem(t, "video upload without ffmpeg", r, 503, "media_unavailable")
+	if g := getUpload(t, f, f.keyA, u.UploadID); g.Status != "received" {
+		t.Fatalf("upload after the refusal: %+v, want it still received", g)
+	}
+	if after, held := balance(t, f, f.orgA); after != before || held != 0 {
+		t.Fatalf("balance %d held %d after refusals; want %d, nothing held", after, held, before)
+	}
+	// Images need no external program.
+	if r := post(t, f.base+"/watermarks/images", f.keyA, "", photo(t, 320, 320, 4), `{"i":1}`); r.status != 200 {
+		t.Fatalf("image embed without ffmpeg: %d %s", r.status, r.body)
+	}
+
+	t.Setenv("PATH", path)
+	r = postUpload(t, f.base+"/watermarks/videos/async", f.keyA, "", u.UploadID, `{"v":2}`)
+	if r.status != 202 {
+		t.Fatalf("the same upload with ffmpeg back: %d %s", r.status, r.body)
+	}
+	if res := waitResult(t, f, f.keyA, decodeReceipt(t, r).ResultURL); res.status != 200 || res.header.Get("Content-Type") != "video/mp4" {
+		t.Fatalf("result: %d %v", res.status, res.header)
+	}
+}
+
+// assetMedia is what an asset record says about its file's media (our extension fields; absent where they do
+// not apply, so pointers tell absent from zero).
+type assetMedia struct {
+	MediaType       string   `json:"media_type"`
+	Format          string   `json:"format"`
+	ContentType     string   `json:"content_type"`
+	Kind            string   `json:"kind"`
+	Width           *int     `json:"width"`
+	Height          *int     `json:"height"`
+	PageCount       *int     `json:"page_count"`
+	FrameCount      *int64   `json:"frame_count"`
+	DurationSeconds *float64 `json:"duration_seconds"`
+}
+
+func getAssetMedia(t *testing.T, f *fixture, key, id string) assetMedia {
+	t.Helper()
+	r := call(t, "GET", f.base+"/assets/"+id, key, nil)
+	var a assetMedia
+	if r.status != 200 || json.Unmarshal(r.body, &a) != nil {
+		t.Fatalf("asset %s: %d %s", id, r.status, r.body)
+	}
+	return a
+}
+
+// TestDocumentIdempotencyUploadsAndRecords: PDFs get what images get. A synchronous embed replayed with its
+// Idempotency-Key answers the same marked file and charges once, and the key with other data is 409; an
+// embed and a synchronous detection by upload_id work, and a used upload is consumed; a keyed synchronous
+// detection replays its result; both asset records are documents with their page count and no pixel,
+// frame or duration fields.
+func TestDocumentIdempotencyUploadsAndRecords(t *testing.T) {
+	f := newFixture(t)
+	key := f.keyA
+	before, _ := balance(t, f, f.orgA)
+	doc := pdftest.Make(pdftest.Doc{Pages: 3})
+
+	r := postMedia(t, f.base+"/watermarks/documents", key, "doc-order-1", doc, "contract.pdf", `{"contract":1}`)
+	wm, out, src := r.header.Get("X-Watermark-ID"), r.header.Get("X-Asset-ID"), r.header.Get("X-Source-Asset-ID")
+	if r.status != 200 || wm == "" || out == "" || src == "" || !bytes.HasPrefix(r.body, []byte("%PDF")) {
+		t.Fatalf("keyed document embed: %d %v %.200s", r.status, r.header, r.body)
+	}
+	again := postMedia(t, f.base+"/watermarks/documents", key, "doc-order-1", doc, "contract.pdf", `{"contract":1}`)
+	if again.status != 200 || !bytes.Equal(again.body, r.body) || again.header.Get("X-Asset-ID") != out ||
+		again.header.Get("X-Request-ID") != r.header.Get("X-Request-ID") {
+		t.Fatalf("replay: %d %v (same body %v)", again.status, again.header, bytes.Equal(again.body, r.body))
+	}
+	wantProblem(t, "same key, other data",
+		postMedia(t, f.base+"/watermarks/documents", key, "doc-order-1", doc, "contract.pdf", `{"contract":2}`), 409, "idempotency_conflict")
+
+	for id, kind := range map[string]string{out: "watermarked", src: "source"} {
+		a := getAssetMedia(t, f, key, id)
+		if a.Kind != kind || a.MediaType != "document" || a.Format != "PDF" || a.ContentType != "application/pdf" ||
+			a.PageCount == nil || *a.PageCount != 3 || a.Width != nil || a.Height != nil || a.FrameCount != nil || a.DurationSeconds != nil {
+			t.Fatalf("%s asset record %+v; want a 3-page PDF document without pixel, frame or duration fields", kind, a)
+		}
+	}
+
+	// Embed by upload_id; the upload is then consumed.
+	u := uploaded(t, f, key, "document", "handbook.pdf", doc)
+	byUpload := postUpload(t, f.base+"/watermarks/documents", key, "", u.UploadID, `{"handbook":1}`)
+	if byUpload.status != 200 || !bytes.HasPrefix(byUpload.body, []byte("%PDF")) || byUpload.header.Get("X-Watermark-ID") == "" {
+		t.Fatalf("embed by upload: %d %v", byUpload.status, byUpload.header)
+	}
+	if g := getUpload(t, f, key, u.UploadID); g.Status != "consumed" {
+		t.Fatalf("upload after use: %+v", g)
+	}
+	wantProblem(t, "used upload", postUpload(t, f.base+"/watermarks/documents", key, "", u.UploadID, `{"handbook":2}`), 409, "upload_consumed")
+
+	// Synchronous detection by upload_id, and with a key (recorded, replayed, charged once).
+	d := uploaded(t, f, key, "detect", "received.pdf", r.body)
+	det := postUpload(t, f.base+"/watermarks/documents/detect", key, "", d.UploadID, "")
+	var got detection
+	if det.status != 200 || json.Unmarshal(det.body, &got) != nil || !got.Watermarked || got.WatermarkID == nil || *got.WatermarkID != wm {
+		t.Fatalf("detect by upload: %d %s; want %s", det.status, det.body, wm)
+	}
+	k1 := postMedia(t, f.base+"/watermarks/documents/detect", key, "doc-check-1", byUpload.body, "h.pdf", "")
+	k2 := postMedia(t, f.base+"/watermarks/documents/detect", key, "doc-check-1", byUpload.body, "h.pdf", "")
+	if k1.status != 200 || k2.status != 200 || !bytes.Equal(k1.body, k2.body) || !bytes.Contains(k1.body, []byte(byUpload.header.Get("X-Watermark-ID"))) {
+		t.Fatalf("keyed detection and replay: %d %s / %d %s", k1.status, k1.body, k2.status, k2.body)
+	}
+	// Charged: the keyed embed once, the upload embed, the detection by upload, the keyed detection once.
+	if after, held := balance(t, f, f.orgA); after != before-4 || held != 0 {
+		t.Fatalf("balance %d held %d; want %d and nothing held", after, held, before-4)
+	}
+}
+
+// finished is the outcome of a request that may answer in the request or with a job receipt (a synchronous
+// request past 20 s, a loaded machine): the result either way.
+func finished(t *testing.T, f *fixture, key string, r response) response {
+	t.Helper()
+	if r.status == 202 {
+		return waitResult(t, f, key, decodeReceipt(t, r).ResultURL)
+	}
+	return r
+}
+
+// TestVideoIdempotencyUploadsAndRecords: videos get what images get. An async embed replayed with its
+// Idempotency-Key answers the same job and charges once, the key with other data is 409; both asset records
+// are videos with the clip's frame size, frame count and duration and no page count; a synchronous embed and
+// a detection by upload_id work and consume their uploads; a keyed detection replays its result.
+func TestVideoIdempotencyUploadsAndRecords(t *testing.T) {
+	if _, err := exec.LookPath("ffmpeg"); err != nil {
+		t.Fatal("ffmpeg is not installed (scripts/setup.sh installs it)")
+	}
+	clip := tinyMP4(t) // 512x384, 10 frames in 1 s
+	f := newFixture(t)
+	key := f.keyA
+	before, _ := balance(t, f, f.orgA)
+
+	r := postMedia(t, f.base+"/watermarks/videos/async", key, "film-order-1", clip, "trailer.mp4", `{"film":1}`)
+	if r.status != 202 {
+		t.Fatalf("keyed video embed: %d %s", r.status, r.body)
+	}
+	rc := decodeReceipt(t, r)
+	again := postMedia(t, f.base+"/watermarks/videos/async", key, "film-order-1", clip, "trailer.mp4", `{"film":1}`)
+	if again.status != 202 && again.status != 200 || decodeReceipt(t, again).RequestID != rc.RequestID {
+		t.Fatalf("replay: %d %s; want the receipt of %s", again.status, again.body, rc.RequestID)
+	}
+	wantProblem(t, "same key, other data",
+		postMedia(t, f.base+"/watermarks/videos/async", key, "film-order-1", clip, "trailer.mp4", `{"film":2}`), 409, "idempotency_conflict")
+	res := waitResult(t, f, key, rc.ResultURL)
+	wm, out, src := res.header.Get("X-Watermark-ID"), res.header.Get("X-Asset-ID"), res.header.Get("X-Source-Asset-ID")
+	if res.status != 200 || wm == "" || out == "" || src == "" {
+		t.Fatalf("embed result: %d %v", res.status, res.header)
+	}
+	for id, kind := range map[string]string{out: "watermarked", src: "source"} {
+		a := getAssetMedia(t, f, key, id)
+		if a.Kind != kind || a.MediaType != "video" || a.Format != "MP4" || a.ContentType != "video/mp4" ||
+			a.Width == nil || *a.Width != 512 || a.Height == nil || *a.Height != 384 || a.FrameCount == nil || *a.FrameCount != 10 ||
+			a.DurationSeconds == nil || *a.DurationSeconds < 0.95 || *a.DurationSeconds > 1.05 || a.PageCount != nil {
+			t.Fatalf("%s asset record %+v; want a 512x384 MP4 video of 10 frames and 1 s, without page count", kind, a)
+		}
+	}
+
+	// A synchronous embed by upload_id; the upload is then consumed.
+	u := uploaded(t, f, key, "video", "teaser.mp4", clip)
+	byUpload := finished(t, f, key, postUpload(t, f.base+"/watermarks/videos", key, "", u.UploadID, `{"teaser":1}`))
+	if byUpload.status != 200 || byUpload.header.Get("Content-Type") != "video/mp4" || byUpload.header.Get("X-Watermark-ID") == "" {
+		t.Fatalf("embed by upload: %d %v %.200s", byUpload.status, byUpload.header, byUpload.body)
+	}
+	if g := getUpload(t, f, key, u.UploadID); g.Status != "consumed" {
+		t.Fatalf("upload after use: %+v", g)
+	}
+	wantProblem(t, "used upload", postUpload(t, f.base+"/watermarks/videos", key, "", u.UploadID, `{"teaser":2}`), 409, "upload_consumed")
+
+	// Detection of the first output by upload_id with a key: the replay answers the same result, charged once.
+	d := uploaded(t, f, key, "detect", "seen.mp4", res.body)
+	k1 := finished(t, f, key, postUpload(t, f.base+"/watermarks/videos/detect", key, "film-check-1", d.UploadID, ""))
+	k2 := finished(t, f, key, postUpload(t, f.base+"/watermarks/videos/detect", key, "film-check-1", d.UploadID, ""))
+	var got detection
+	if k1.status != 200 || json.Unmarshal(k1.body, &got) != nil || !got.Watermarked || got.WatermarkID == nil || *got.WatermarkID != wm {
+		t.Fatalf("detection by upload: %d %s; want %s", k1.status, k1.body, wm)
+	}
+	if k2.status != 200 || !bytes.Equal(k1.body, k2.body) {
+		t.Fatalf("keyed detection replay: %d %s, first %s", k2.status, k2.body, k1.body)
+	}
+	// Charged: the keyed embed once (one started minute), the upload embed, the detection once.
+	if after, held := balance(t, f, f.orgA); after != before-3 || held != 0 {
+		t.Fatalf("balance %d held %d; want %d and nothing held", after, held, before-3)
 	}
 }

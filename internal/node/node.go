@@ -31,6 +31,8 @@ import (
 	"filigrane/codec"
 	"filigrane/gpu"
 	apihttp "filigrane/http"
+	"filigrane/http/console"
+	"filigrane/internal/accounts"
 	"filigrane/internal/admin"
 	"filigrane/internal/clock"
 	"filigrane/internal/egress"
@@ -87,6 +89,9 @@ type Config struct {
 	Conns apihttp.ConnLimits
 	// GPUStrict refuses accelerator=gpu with 503 when no GPU is ready instead of running it on the CPU.
 	GPUStrict bool
+	// GPUState, when set, is the accelerator state the API reports and wakes instead of the node's own
+	// (tests hand a gpu.Tracker driven by their clock).
+	GPUState apihttp.GPUState
 	// APIListener and UploadListener, when set, are used instead of listening on APIAddr and UploadAddr
 	// (tests hand in-memory listeners); the node closes them. PublicUploadURL is then required unless the
 	// upload listener's address is a host:port.
@@ -98,6 +103,13 @@ type Config struct {
 	// private, loopback and link-local addresses: a development and test option (internal/egress); cloud
 	// metadata stays refused. Off by default.
 	AllowPrivateTargets bool
+	// ConsoleSecureCookies marks the web console's cookies Secure on a plain-HTTP listener (TLS terminated by
+	// a proxy in front); under TLSCertFile they are Secure anyway.
+	ConsoleSecureCookies bool
+	// ConsolePasswordCost is the argon2id cost of console passwords set on this node (the development owner's
+	// included); zero: accounts.DefaultArgon2. Tests lower it: a default hash takes 0.5 s on a loaded
+	// 2-core machine, over 1 s under the race detector.
+	ConsolePasswordCost accounts.Argon2
 }
 
 // Layout names the parts of a data directory.
@@ -233,7 +245,14 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	reg.MustRegister(actors.BatchMessages()...)
 	caller := &actors.LateCaller{}
 	n.decodeBudget = actors.NewDecodeBudget(cfg.DecodeMemory)
+	// The node's GPUs (none without a device and NVRTC): woken by the API, used by accelerator=gpu image jobs.
+	devices := 0
+	if gpu.CodecAvailable() {
+		devices = len(gpu.Devices())
+	}
+	n.gpus = gpu.NewFleet(devices, 2*time.Second, cfg.Clock, gpu.CUDAOpener(gpu.OptionsFromEnv()))
 	media := actors.Media{Blobs: blobs, Store: store, Codec: cdc, Catalog: catalog, Budget: n.decodeBudget,
+		GPUs: n.gpus, Clock: cfg.Clock,
 		Files: map[jobstate.Media]mediakind.Adapter{
 			jobstate.MediaVideo:    mediafiles.NewVideo(cdc),
 			jobstate.MediaDocument: mediafiles.NewPDF(cdc),
@@ -249,9 +268,7 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	hooks := &webhooks.Deliverer{
 		Endpoints: n.webhookEndpoints, Clock: cfg.Clock, Metrics: webhooks.NewMetrics(n.Metrics.Registry),
 		Sender: webhooks.NewSender(&egress.Guard{AllowPrivate: cfg.AllowPrivateTargets}, 0)}
-	n.outboxes.MustRegister(actors.OutboxJobWebhook, webhooks.JobHandler(store, hooks))
-	n.outboxes.MustRegister(actors.OutboxBatchWebhook, webhooks.BatchHandler(store, hooks))
-	n.outboxes.MustRegister(webhooks.EffectKind, webhooks.EnvelopeHandler(hooks))
+	webhooks.RegisterHandlers(n.outboxes, store, hooks) // every webhook kind (webhooks.Kinds)
 	n.pool.Metrics = actors.NewWorkMetrics(n.Metrics.Registry, cfg.NodeName)
 	deps := &actors.Deps{
 		Store: store, Clock: cfg.Clock, Catalog: catalog, Logger: cfg.Logger.With().Str("component", "actors").Logger(),
@@ -344,11 +361,16 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	n.outboxes.MustRegister(actors.OutboxJobStorage, outbox.Handler{Deliver: sd.deliver, Schedule: sched, Timeout: 10 * time.Minute})
 
 	httpLog := cfg.Logger.With().Str("component", "http").Logger()
-	devices := 0
-	if gpu.CodecAvailable() {
-		devices = len(gpu.Devices())
-	}
-	n.gpus = gpu.NewFleet(devices, 2*time.Second, cfg.Clock, gpu.CUDAOpener(gpu.OptionsFromEnv()))
+	// Wake-up calls with a webhook made while a device starts get accelerator.ready when it becomes ready.
+	wakeups := &webhooks.Wakeups{Outbox: n.outbox}
+	wakeLog := cfg.Logger.With().Str("component", "gpu").Logger()
+	n.gpus.OnReady(func(st gpu.State) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := wakeups.Ready(ctx, st.ReadyAt, st.WarmUntil, cfg.Clock.Now()); err != nil {
+			wakeLog.Warn().Err(err).Msg("hand over accelerator.ready events; kept for the next try")
+		}
+	})
 	tlsConfig, err := loadTLS(cfg.TLSCertFile, cfg.TLSKeyFile)
 	if err != nil {
 		return nil, err
@@ -360,9 +382,31 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 		Catalog: catalog, Clock: cfg.Clock, Logger: httpLog, Metrics: n.Metrics,
 		Outbox: n.outbox, SyncWait: cfg.SyncWait, Health: n.health, Ready: n.ready, Conns: cfg.Conns,
 		Storage:   storageLib,
-		GPU:       gpu.NewTracker(gpu.NewState(gpu.CodecAvailable() && len(gpu.Devices()) > 0, 30*time.Second)),
+		GPU:       apiGPU(cfg.GPUState, n.gpus),
 		GPUStrict: cfg.GPUStrict,
+		Wakeups:   wakeups,
 		TLS:       tlsConfig,
+	})
+	people := accounts.New(store, cfg.Clock, accounts.Policy{}, 2)
+	if cfg.ConsolePasswordCost.Time > 0 {
+		people.Argon2 = cfg.ConsolePasswordCost
+	}
+	if err := n.api.MountConsole(console.Config{Accounts: people,
+		Orgs: actors.Orgs{Store: store, Clock: cfg.Clock}, OrgCalls: actors.OrgClient{Caller: n.cluster},
+		Keys:    actors.Keys{Store: store, Clock: cfg.Clock, Cache: keyCache(storage.Cluster)},
+		Catalog: catalog, Clock: cfg.Clock, Logger: httpLog, SecureCookies: cfg.ConsoleSecureCookies,
+		Cluster: n.consoleCluster}); err != nil {
+		return nil, fmt.Errorf("console: %w", err)
+	}
+	// Sessions abandoned without signing out are deleted once expired, 500 a pass, resuming where the last
+	// pass stopped (only the lease holder runs passes, one at a time).
+	var sessionsFrom []byte
+	n.leased.Register("console.sessions", func(ctx context.Context) error {
+		next, _, err := people.PurgeSessions(ctx, sessionsFrom, 500)
+		if err == nil {
+			sessionsFrom = next
+		}
+		return err
 	})
 	if n.apiLn, err = listen(cfg.APIListener, cfg.APIAddr); err != nil {
 		return nil, fmt.Errorf("listen for the API on %s: %w", cfg.APIAddr, err)
@@ -392,7 +436,7 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	// The development organization comes last, after every step that can fail: a start that fails must not
 	// use up the one-time bootstrap, or the key it prints would be lost with it.
 	if cfg.Bootstrap {
-		n.DevOrg, err = admin.Admin{Store: store, Clock: cfg.Clock, Catalog: catalog}.Bootstrap(ctx)
+		n.DevOrg, err = admin.Admin{Store: store, Clock: cfg.Clock, Catalog: catalog, PasswordCost: cfg.ConsolePasswordCost}.Bootstrap(ctx)
 		if err != nil {
 			return nil, err
 		}
@@ -554,4 +598,12 @@ func splitHostPort(addr string) (string, int, error) {
 		return "", 0, fmt.Errorf("port %q: %w", port, err)
 	}
 	return host, p, nil
+}
+
+// apiGPU is the accelerator state the API reports: the configured one (tests), else this node's devices.
+func apiGPU(configured apihttp.GPUState, fleet *gpu.Fleet) apihttp.GPUState {
+	if configured != nil {
+		return configured
+	}
+	return fleet
 }

@@ -85,6 +85,7 @@ const (
 	VideoTooLarge       Code = "video_too_large"
 	InvalidDocument     Code = "invalid_document"
 	DocumentTooLarge    Code = "document_too_large"
+	MediaUnavailable    Code = "media_unavailable"
 	InvalidIdempotency  Code = "invalid_idempotency_key"
 	InvalidAccelerator  Code = "invalid_accelerator"
 	WebhookNotFound     Code = "webhook_not_found"
@@ -112,6 +113,10 @@ const (
 	ArchiveTooLarge     Code = "archive_too_large"
 	ArchiveUnavailable  Code = "archive_unavailable"
 	ResultUnavailable   Code = "result_unavailable"
+
+	// The web console's signed-in sessions (docs/console.md).
+	SessionRequired Code = "session_required"
+	CSRFFailed      Code = "csrf_failed"
 )
 
 // table is the error table, in the order docs/errors.md lists it. It is never written after package
@@ -166,6 +171,7 @@ var table = []Entry{
 	{Code: VideoTooLarge, Status: 413, Title: "Video too large", When: "the video's duration, frame size or frame count (read by ffprobe before decoding) is above the video limits", Job: true},
 	{Code: InvalidDocument, Status: 422, Title: "Invalid PDF", When: "the file sent to `/watermarks/documents` is not a PDF we process: another format, broken beyond repair, encrypted, digitally signed (a re-save would break the signature), an XFA form, or carrying JavaScript (`detail` says which)", Job: true},
 	{Code: DocumentTooLarge, Status: 413, Title: "PDF too large", When: "the PDF is above the page limit or its parse budgets (object nesting, decompressed stream sizes)", Job: true},
+	{Code: MediaUnavailable, Status: 503, Title: "Media processing unavailable", When: "the node that took the request cannot process its kind now: ffmpeg/ffprobe (videos) or mutool (PDFs) is not installed (`scripts/setup.sh` installs them). Answered with `Retry-After` before anything is stored, held or charged; a job that meets the same on its worker fails at once with this code, uncharged, without retries. A replay of an earlier request with its Idempotency-Key still answers that request", Job: true, Retry: true},
 	{Code: InvalidIdempotency, Status: 422, Title: "Invalid Idempotency-Key", When: "`Idempotency-Key` is not 8 to 128 letters, digits, hyphens or underscores"},
 	{Code: InvalidAccelerator, Status: 422, Title: "Invalid accelerator", When: "`accelerator` is not `cpu` or `gpu`"},
 	{Code: WebhookNotFound, Status: 404, Title: "Webhook not found", When: "the `webhook_id` names no enabled webhook endpoint of the organization (unknown, deleted or disabled); nothing was created"},
@@ -192,6 +198,9 @@ var table = []Entry{
 	{Code: ArchiveTooLarge, Status: 409, Title: "Archive too large", When: "the batch's results exceed 1 GB"},
 	{Code: ArchiveUnavailable, Status: 409, Title: "Archive unavailable", When: "no file of the batch succeeded, the batch was cancelled, or its zip could not be built"},
 	{Code: ResultUnavailable, Status: 410, Title: "Result unavailable", When: "in a batch archive's `manifest.json`, the `error_code` of a file whose result was deleted before the zip was made"},
+
+	{Code: SessionRequired, Status: 401, Title: "Console session required", When: "a console call (`/console/...`) without a live signed-in session (missing, expired, signed out, or ended by a password change), or with an `X-API-Key` (the console never takes keys); an API route called with only a console session cookie answers 401 `unauthorized`"},
+	{Code: CSRFFailed, Status: 403, Title: "CSRF check failed", When: "a state-changing console request whose CSRF token (form field `csrf` or header `X-CSRF-Token`) is missing or not the session's, or whose `Origin` is another site; nothing was changed"},
 }
 
 // byCode indexes table; built once at initialisation and only read afterwards.

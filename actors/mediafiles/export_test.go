@@ -1,0 +1,4 @@
+package mediafiles
+
+// VideoError is videoError, for the tests.
+var VideoError = videoError

@@ -1,0 +1,137 @@
+// Package accel is the contract between the watermark codec and a device that runs the codec's per-pixel passes
+// (a GPU, package gpu/cudacodec). The codec keeps every decision on the host: the mask's finishing steps, the gain
+// and its correction, informed amplitudes, synchronisation, refinement and decoding. A device only computes, over
+// whole images, the values the plans below define, with the same floating-point operations in the same order as
+// the codec's CPU code (float32 products and sums, no fused multiply-add), so that both paths give the same mark.
+//
+// It holds types only: no device code, no codec parameters beyond what a plan carries, no state.
+package accel
+
+import "context"
+
+// Format is the pixel format of an Image.
+type Format int
+
+// Formats a device loads.
+const (
+	// NRGBA8 is 8-bit non-premultiplied R, G, B, A (image.NRGBA's layout); its luma is
+	// 0.299·R + 0.587·G + 0.114·B in float32, products rounded before the sums, summed left to right.
+	NRGBA8 Format = iota + 1
+	// Gray8 is an 8-bit luma plane (image.Gray, or the Y plane of image.YCbCr); its luma is the byte.
+	Gray8
+)
+
+// Image is host pixels to load: Height rows of Width pixels, Stride bytes apart.
+type Image struct {
+	Pix                   []byte
+	Width, Height, Stride int
+	Format                Format
+}
+
+// Device loads images; it is safe for concurrent use (each Surface has its own stream and memory).
+type Device interface {
+	Load(ctx context.Context, img Image) (Surface, error)
+}
+
+// Surface is one image on a device: its pixels, its luma, the analysis plane and pyramid that Grid samples, and
+// (for NRGBA8 images) an output copy that Apply writes. A Surface is used by one goroutine at a time; Close
+// releases its device memory.
+type Surface interface {
+	// BlockStats returns, per block of bs×bs pixels on a bw×bh grid (the last row and column of blocks may be
+	// cut by the image border), the mean Sobel gradient magnitude of the luma and the mean luma. Within a block,
+	// sums run over rows, then columns, in order; the magnitude is float32(√float64(gx²+gy²)).
+	BlockStats(ctx context.Context, bs, bw, bh int) (act, bg []float32, err error)
+	// SetMark uploads the plan that defines the mark d(x, y) at unit gain.
+	SetMark(ctx context.Context, p *MarkPlan) error
+	// MarkEnergy returns, for each image row y with y%4 == 0 in order, Σ_x d(x, y)² at gain 1 (float64 sums).
+	MarkEnergy(ctx context.Context) ([]float64, error)
+	// Analyse sets the plane that Grid samples, the luma (gain 0) or max(0, min(255, luma + d(x, y) at gain)),
+	// and builds its pyramid of levels (each level the 2×2 box average of the one before, 0.25·(((a+b)+c)+d),
+	// sizes rounded down).
+	Analyse(ctx context.Context, gain float32, levels int) error
+	// Grid samples the analysis pyramid at every waxel centre of g (bilinear, as the codec's plane.at), whitens
+	// the samples (8-neighbour residual, divided by the root of the 9×9 mean square plus 0.25, clipped to ±3)
+	// and folds them into a tile accumulator. With cells it also returns the whitened grid.
+	Grid(ctx context.Context, g *GridPlan, cells bool) (*GridResult, error)
+	// PilotSums returns, for each dihedral transform d of p, the cyclic correlation sums
+	// S[d][s] = Σ_u pilot[u]·acc[Index[d][(u+s) mod tile]] of the accumulator of the last Grid call.
+	PilotSums(ctx context.Context, p *PilotPlan) ([8][]float64, error)
+	// Apply writes the loaded image plus d(x, y) at gain to the output copy (the same amount added to R, G and
+	// B, rounded half up and clamped to 0..255; pixels with alpha 0 untouched) and returns Σ of the squared
+	// error of each row, in order. NRGBA8 surfaces only.
+	Apply(ctx context.Context, gain float32) (rowSSE []int64, err error)
+	// Read copies the output image to dst (Height rows of Width·4 bytes, Stride apart). NRGBA8 surfaces only.
+	Read(ctx context.Context, dst []byte, stride int) error
+	Close() error
+}
+
+// MarkPlan defines the mark at unit gain: d(x, y) = fine(x, y) + coarse(x, y), where
+//
+//	t(x, y)    = bilinear(Tile; Row0/Row1/RowF[y], Col0/Col1/ColF[x])   (top = t0[a] + f·(t0[b]−t0[a]), ...)
+//	p          = max(−Cap, min(Cap, gain·t))
+//	fine(x, y) = p · bilinear(Mask; MRow0/MRow1/MRowF[y], MCol0/MCol1/MColF[x])
+//
+// and coarse the same with CoarseTile, the C* columns and rows and the Coarse amplitudes (added only on rows with
+// CRowOn[y] and where the interpolated amplitude is not 0). Row offsets are indices of the row's first element.
+type MarkPlan struct {
+	Width, Height int
+	Cap           float32
+	TileSide      int
+
+	Tile         []float32
+	Col0, Col1   []int32
+	ColF         []float32
+	Row0, Row1   []int32
+	RowF         []float32
+	Mask         []float32
+	MCol0, MCol1 []int32
+	MColF        []float32
+	MRow0, MRow1 []int32
+	MRowF        []float32
+	CoarseTile   []float32 // nil: no coarse layer
+	Coarse       []float32
+	CCol0, CCol1 []int32
+	CColF        []float32
+	CRow0, CRow1 []int32
+	CRowF        []float32
+	CRowOn       []uint8
+}
+
+// GridPlan is where Grid samples: pyramid Level, and the waxel rectangle QX0..QX0+W, QY0..QY0+H whose centres map
+// to level pixel coordinates by (x, y) = M·(q + 0.5) + (TX, TY). Row j starts at (Start[2j], Start[2j+1]) (the
+// codec computes them) and each next waxel of the row is (M[0], M[2]) further, added in float64 as the codec does.
+type GridPlan struct {
+	Level    int
+	M        [4]float64
+	TX, TY   float64
+	Start    []float64
+	QX0, QY0 int
+	W, H     int
+	TileSide int
+}
+
+// GridResult is what Grid returns: the folded accumulator (TileSide² float64 sums over the grid, row-major
+// order of the grid) and, when asked, the whitened grid (Val, with OK false where a waxel has no full
+// neighbourhood inside the image).
+type GridResult struct {
+	Acc []float64
+	Val []float32
+	OK  []bool
+}
+
+// PilotPlan is the pilot and the dihedral index tables for PilotSums: Pilot lists the tile indices u with a
+// pilot chip and Sign its value; Index[d][v] is the accumulator index of waxel v under transform d.
+type PilotPlan struct {
+	TileSide int
+	Pilot    []int32
+	Sign     []float32
+	Index    [8][]int32
+}
+
+// PNGFilter is what a device may offer besides the codec's passes: the filter pass of a PNG encoder (image/png's:
+// per row the filter type with the least sum of absolute values, ties broken up, Paeth, none, sub, average),
+// on an NRGBA8 image. It returns the filtered rows (a filter-type byte, then the row's bytes: RGB when every
+// pixel is opaque, alpha false, else RGBA), ready for zlib.
+type PNGFilter interface {
+	FilterPNG(ctx context.Context, img Image) (rows []byte, alpha bool, err error)
+}

@@ -1,0 +1,373 @@
+package cudacodec
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"image"
+	"image/jpeg"
+	"math/rand/v2"
+	"os"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"filigrane/codec"
+	"filigrane/codec/accel"
+	"filigrane/codec/imageio"
+	"filigrane/gpu/cuda"
+)
+
+// openDevice compiles the kernels on the first GPU, or skips the test with the reason when this machine has
+// none (CI and development machines: the GPU path is exercised where `device` lends one).
+func openDevice(t testing.TB) *Device {
+	t.Helper()
+	drv, err := cuda.Load(os.Getenv("FILIGRANE_CUDA_LIBRARY"))
+	if err != nil {
+		t.Skipf("no GPU here, GPU path not tested: %v", err)
+	}
+	if err := drv.Init(); err != nil {
+		t.Skipf("no GPU here, GPU path not tested: %v", err)
+	}
+	dev, err := drv.Device(0)
+	if err != nil {
+		t.Skipf("no GPU here, GPU path not tested: %v", err)
+	}
+	c, err := drv.NewContext(dev)
+	if err != nil {
+		t.Fatalf("a GPU is present but its context cannot be created: %v", err)
+	}
+	t.Cleanup(func() { c.Destroy() })
+	nv, err := cuda.LoadNVRTC(os.Getenv("FILIGRANE_NVRTC_LIBRARY"))
+	if err != nil {
+		t.Fatalf("a GPU is present but NVRTC is not: %v", err)
+	}
+	d, err := New(context.Background(), c, nv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := d.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return d
+}
+
+func testCodec(t testing.TB) *codec.Codec {
+	c, err := codec.New([]byte("gpu-test-key-0123456789"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// testImage is a photo-like image with the regions the codec treats differently: texture, a smooth gradient
+// (sky), a flat block (coarse layer), a saturated corner (clamping) and a transparent strip (alpha 0).
+func testImage(w, h int, seed uint64) *image.NRGBA {
+	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	img := image.NewNRGBA(image.Rect(0, 0, w, h))
+	const cell = 16
+	gw, gh := w/cell+2, h/cell+2
+	grid := make([]float64, gw*gh)
+	for i := range grid {
+		grid[i] = rng.Float64()
+	}
+	for y := 0; y < h; y++ {
+		row := img.Pix[y*img.Stride:]
+		for x := 0; x < w; x++ {
+			var r, g, b float64
+			switch {
+			case y < h/4: // sky: a smooth gradient
+				r, g, b = 90+60*float64(x)/float64(w), 140+40*float64(y)/float64(h), 220
+			case x < w/5: // flat artwork
+				r, g, b = 200, 180, 90
+			case x > w-w/10 && y > h-h/10: // saturated
+				r, g, b = 255, 255, 255
+			default: // texture: bilinear value noise plus grain
+				fx, fy := float64(x)/cell, float64(y)/cell
+				x0, y0 := int(fx), int(fy)
+				tx, ty := fx-float64(x0), fy-float64(y0)
+				a := grid[y0*gw+x0] + tx*(grid[y0*gw+x0+1]-grid[y0*gw+x0])
+				c := grid[(y0+1)*gw+x0] + tx*(grid[(y0+1)*gw+x0+1]-grid[(y0+1)*gw+x0])
+				v := a + ty*(c-a)
+				n := float64(rng.IntN(24))
+				r, g, b = 40+170*v+n, 60+120*v+n, 30+90*(1-v)+n
+			}
+			i := 4 * x
+			row[i], row[i+1], row[i+2], row[i+3] = uint8(min(r, 255)), uint8(min(g, 255)), uint8(min(b, 255)), 255
+			if x >= w/2 && x < w/2+8 && y < h/3 {
+				row[i+3] = 0
+			}
+		}
+	}
+	return img
+}
+
+// compare counts the samples where a and b differ and the largest difference.
+func compare(a, b *image.NRGBA) (diff int, maxDiff int) {
+	for i := range a.Pix {
+		d := int(a.Pix[i]) - int(b.Pix[i])
+		if d != 0 {
+			diff++
+			maxDiff = max(maxDiff, max(d, -d))
+		}
+	}
+	return diff, maxDiff
+}
+
+func TestEmbedMatchesCPU(t *testing.T) {
+	d := openDevice(t)
+	c := testCodec(t)
+	ctx := context.Background()
+	for _, size := range [][2]int{{640, 480}, {1500, 1100}, {4000, 3000}} {
+		t.Run(fmt.Sprintf("%dx%d", size[0], size[1]), func(t *testing.T) {
+			img := testImage(size[0], size[1], uint64(size[0]))
+			id := codec.ID{7, 1, 2}
+			want, wrep, err := c.Embed(img, id, codec.EmbedOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, grep, err := c.EmbedOn(ctx, d, img, id, codec.EmbedOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			diff, maxDiff := compare(want.(*image.NRGBA), got.(*image.NRGBA))
+			t.Logf("CPU PSNR %.3f dB, GPU %.3f dB; %d of %d samples differ, by at most %d", wrep.PSNR, grep.PSNR,
+				diff, len(img.Pix), maxDiff)
+			if maxDiff > 1 {
+				t.Errorf("GPU pixels differ from the CPU's by up to %d levels (want at most 1)", maxDiff)
+			}
+			if diff*1000 > len(img.Pix) {
+				t.Errorf("%d of %d samples differ from the CPU's (want under 0.1%%)", diff, len(img.Pix))
+			}
+			det := c.Detect(got)
+			if !det.Watermarked || *det.WatermarkID != id.String() {
+				t.Fatalf("the CPU detector does not read the GPU's mark: %+v", det)
+			}
+			// The GPU detector reads both marks, and a JPEG copy, as the CPU does.
+			var buf bytes.Buffer
+			if err := jpeg.Encode(&buf, got, &jpeg.Options{Quality: 80}); err != nil {
+				t.Fatal(err)
+			}
+			jpg, err := jpeg.Decode(&buf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for name, m := range map[string]image.Image{"cpu-marked": want, "gpu-marked": got, "jpeg-80": jpg} {
+				gd, err := c.DetectOn(ctx, d, m)
+				if err != nil {
+					t.Fatal(err)
+				}
+				cd := c.Detect(m)
+				if gd.Watermarked != cd.Watermarked || gd.Confidence-cd.Confidence > 1e-6 || cd.Confidence-gd.Confidence > 1e-6 {
+					t.Errorf("%s: GPU detection %v (%.6f), CPU %v (%.6f)", name, gd.Watermarked, gd.Confidence,
+						cd.Watermarked, cd.Confidence)
+				}
+				if !gd.Watermarked || *gd.WatermarkID != id.String() {
+					t.Errorf("%s: GPU detector did not read the id", name)
+				}
+			}
+		})
+	}
+}
+
+func TestDetectUnmarkedAndRotated(t *testing.T) {
+	d := openDevice(t)
+	c := testCodec(t)
+	ctx := context.Background()
+	img := testImage(1200, 900, 3)
+	gd, err := c.DetectOn(ctx, d, img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gd.Watermarked {
+		t.Fatalf("unmarked image reported marked: %+v", gd)
+	}
+	// Upside down: the pilot search on the device must find the dihedral transform.
+	marked, _, err := c.EmbedOn(ctx, d, img, codec.ID{9}, codec.EmbedOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := marked.(*image.NRGBA)
+	b := m.Bounds()
+	flipped := image.NewNRGBA(b)
+	for y := 0; y < b.Dy(); y++ {
+		for x := 0; x < b.Dx(); x++ {
+			copy(flipped.Pix[flipped.PixOffset(b.Dx()-1-x, b.Dy()-1-y):][:4], m.Pix[m.PixOffset(x, y):][:4])
+		}
+	}
+	gd, err = c.DetectOn(ctx, d, flipped)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !gd.Watermarked || *gd.WatermarkID != (codec.ID{9}).String() {
+		t.Fatalf("rotated by 180°: not read on the GPU: %+v", gd)
+	}
+}
+
+// TestConcurrentJobsShareTheDevice runs several embeddings at once (one stream each) and checks each result is
+// the one a lone run gives.
+func TestConcurrentJobsShareTheDevice(t *testing.T) {
+	d := openDevice(t)
+	c := testCodec(t)
+	ctx := context.Background()
+	img := testImage(1024, 768, 5)
+	want, _, err := c.EmbedOn(ctx, d, img, codec.ID{1}, codec.EmbedOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got, _, err := c.EmbedOn(ctx, d, img, codec.ID{1}, codec.EmbedOptions{})
+			if err != nil {
+				errs <- err
+				return
+			}
+			if diff, _ := compare(want.(*image.NRGBA), got.(*image.NRGBA)); diff != 0 {
+				errs <- fmt.Errorf("job %d: %d samples differ from a lone run", i, diff)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
+
+// BenchmarkCodec12MP compares the codec core on one CPU core with the GPU path at 12 MP (the image already
+// decoded, the result not encoded): `go test -run '^$' -bench Codec12MP -cpu 1 ./gpu/cudacodec`.
+func BenchmarkCodec12MP(b *testing.B) {
+	img := testImage(4000, 3000, 12)
+	c := testCodec(b)
+	ctx := context.Background()
+	id := codec.ID{3}
+	marked, _, err := c.Embed(img, id, codec.EmbedOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("embed/cpu", func(b *testing.B) {
+		for b.Loop() {
+			if _, _, err := c.Embed(img, id, codec.EmbedOptions{}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("detect/cpu", func(b *testing.B) {
+		for b.Loop() {
+			if !c.Detect(marked).Watermarked {
+				b.Fatal("not detected")
+			}
+		}
+	})
+	d := openDevice(b)
+	b.Run("embed/gpu", func(b *testing.B) {
+		for b.Loop() {
+			if _, _, err := c.EmbedOn(ctx, d, img, id, codec.EmbedOptions{}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("detect/gpu", func(b *testing.B) {
+		for b.Loop() {
+			det, err := c.DetectOn(ctx, d, marked)
+			if err != nil || !det.Watermarked {
+				b.Fatal("not detected", err)
+			}
+		}
+	})
+	_ = runtime.NumCPU
+}
+
+// TestPhaseTimes logs where the GPU path's time goes at 12 MP (per Surface call, work included), for the
+// figures in bench/README.md: `go test -run PhaseTimes -v ./gpu/cudacodec` on a machine with a GPU.
+func TestPhaseTimes(t *testing.T) {
+	d := openDevice(t)
+	c := testCodec(t)
+	ctx := context.Background()
+	img := testImage(4000, 3000, 12)
+	marked, _, err := c.EmbedOn(ctx, d, img, codec.ID{3}, codec.EmbedOptions{}) // warm the pool
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := jpeg.Encode(&buf, marked, &jpeg.Options{Quality: 90}); err != nil {
+		t.Fatal(err)
+	}
+	jpg, err := jpeg.Decode(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, run := range []struct {
+		name string
+		f    func() error
+	}{
+		{"embed", func() error { _, _, err := c.EmbedOn(ctx, d, img, codec.ID{3}, codec.EmbedOptions{}); return err }},
+		{"detect-nrgba", func() error { _, err := c.DetectOn(ctx, d, marked); return err }},
+		{"detect-ycbcr", func() error { _, err := c.DetectOn(ctx, d, jpg); return err }},
+	} {
+		calls := map[string]time.Duration{}
+		counts := map[string]int{}
+		d.trace = func(call string, dur time.Duration) { calls[call] += dur; counts[call]++ }
+		start := time.Now()
+		if err := run.f(); err != nil {
+			t.Fatal(err)
+		}
+		total := time.Since(start)
+		d.trace = nil
+		var device time.Duration
+		line := ""
+		for _, k := range []string{"Load", "BlockStats", "SetMark", "MarkEnergy", "Analyse", "Grid", "PilotSums", "Apply", "Read"} {
+			if counts[k] > 0 {
+				line += fmt.Sprintf(" %s %d× %.2f ms;", k, counts[k], calls[k].Seconds()*1000)
+				device += calls[k]
+			}
+		}
+		t.Logf("%s: %.2f ms in all, %.2f ms in device calls, %.2f ms on the host:%s", run.name, total.Seconds()*1000,
+			device.Seconds()*1000, (total-device).Seconds()*1000, line)
+	}
+}
+
+// TestPNGRowsMatchEncodePNG: a PNG written from the device's filtered rows is byte for byte the file
+// imageio.EncodePNG writes (opaque and translucent images, with an RGB ICC profile).
+func TestPNGRowsMatchEncodePNG(t *testing.T) {
+	d := openDevice(t)
+	icc := make([]byte, 132)
+	copy(icc[16:], "RGB ")
+	for _, tc := range []struct {
+		name  string
+		alpha bool
+		icc   []byte
+	}{{"opaque", false, nil}, {"translucent", true, nil}, {"opaque-icc", false, icc}} {
+		img := testImage(1001, 603, 9)
+		if !tc.alpha {
+			for i := 3; i < len(img.Pix); i += 4 {
+				img.Pix[i] = 255
+			}
+		}
+		var want, got bytes.Buffer
+		if err := imageio.EncodePNG(&want, img, tc.icc); err != nil {
+			t.Fatal(err)
+		}
+		rows, alpha, err := d.FilterPNG(context.Background(), accel.Image{Pix: img.Pix, Width: 1001, Height: 603,
+			Stride: img.Stride, Format: accel.NRGBA8})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if alpha != tc.alpha {
+			t.Fatalf("%s: alpha %v", tc.name, alpha)
+		}
+		if err := imageio.EncodePNGRows(&got, 1001, 603, alpha, rows, tc.icc); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(want.Bytes(), got.Bytes()) {
+			t.Errorf("%s: %d bytes from the device's rows, %d from EncodePNG, not the same file", tc.name, got.Len(), want.Len())
+		}
+	}
+}

@@ -1,0 +1,366 @@
+// Package cudacodec runs the watermark codec's per-pixel passes on an NVIDIA GPU: it implements the
+// codec/accel contract (Device, Surface) with CUDA kernels compiled at run time by NVRTC and launched through
+// the driver bindings of gpu/cuda, with no cgo and no toolkit at build time.
+//
+// It owns the kernels (kernels.go), their compilation and loading into one CUDA context, and each loaded image's
+// device memory, pinned staging buffer and stream. Images on different Surfaces run on different streams, so
+// several jobs share a device. It must not decide anything the codec decides (the codec drives every pass and
+// keeps the results' meaning) nor own the context's lifetime (package gpu's Fleet opens and destroys it).
+package cudacodec
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+	"unsafe"
+
+	"filigrane/codec/accel"
+	"filigrane/gpu/cuda"
+)
+
+// Device is the codec's kernels loaded in one CUDA context. It is safe for concurrent use: each Load gets its
+// own memory and stream (pooled, so steady work allocates nothing).
+type Device struct {
+	c        *cuda.Context
+	mod      *cuda.Module
+	k        kernels
+	compiler string
+
+	// trace, when set (tests and benchmarks), receives each Surface call's duration, work done and waited for.
+	trace func(call string, d time.Duration)
+
+	mu     sync.Mutex
+	pool   []*arena // idle arenas, reused by later Loads
+	pilots map[*accel.PilotPlan]cuda.DevicePtr
+	closed bool
+}
+
+type kernels struct {
+	lumaNRGBA, lumaGray, copyRows, blockStats, markEnergy, markLuma, apply, half, sample, residual, boxRows,
+	boxCols, normalise, fold, pilotSums, opaqueCheck, pngFilter cuda.Function
+}
+
+// maxPooled bounds the idle arenas a Device keeps: about one per job that runs at once on a device.
+const maxPooled = 16
+
+// New compiles the kernels with nv for c's device and loads them into c. It fails when NVRTC is missing or
+// cannot target the device; the caller then keeps the codec on the CPU.
+func New(ctx context.Context, c *cuda.Context, nv *cuda.NVRTC) (*Device, error) {
+	if nv == nil {
+		return nil, errors.New("cudacodec: no NVRTC: the codec kernels are compiled at run time")
+	}
+	major, minor, err := c.ComputeCapability()
+	if err != nil {
+		return nil, fmt.Errorf("cudacodec: %w", err)
+	}
+	arch := major*10 + minor
+	if archs, ok := nv.SupportedArchs(); ok {
+		best := 0
+		for _, a := range archs {
+			if a <= arch {
+				best = a
+			}
+		}
+		if best == 0 {
+			return nil, fmt.Errorf("cudacodec: NVRTC cannot target compute capability %d.%d", major, minor)
+		}
+		arch = best
+	}
+	ptx, log, err := nv.Compile(ctx, kernelSource, "codec.cu", fmt.Sprintf("--gpu-architecture=compute_%d", arch),
+		"--fmad=false")
+	if err != nil {
+		return nil, fmt.Errorf("cudacodec: compile kernels: %w (log: %s)", err, log)
+	}
+	mod, err := c.LoadModule(ptx)
+	if err != nil {
+		return nil, fmt.Errorf("cudacodec: load kernels: %w", err)
+	}
+	d := &Device{c: c, mod: mod, pilots: map[*accel.PilotPlan]cuda.DevicePtr{}}
+	nmaj, nmin, _ := nv.Version()
+	d.compiler = fmt.Sprintf("nvrtc %d.%d (compute_%d)", nmaj, nmin, arch)
+	for _, f := range []struct {
+		fn   *cuda.Function
+		name string
+	}{
+		{&d.k.lumaNRGBA, "luma_nrgba"}, {&d.k.lumaGray, "luma_gray"}, {&d.k.copyRows, "copy_rows"},
+		{&d.k.blockStats, "block_stats"}, {&d.k.markEnergy, "mark_energy"}, {&d.k.markLuma, "mark_luma"},
+		{&d.k.apply, "apply_nrgba"}, {&d.k.half, "half_plane"}, {&d.k.sample, "sample_grid"},
+		{&d.k.residual, "whiten_residual"}, {&d.k.boxRows, "box_rows"}, {&d.k.boxCols, "box_cols"},
+		{&d.k.normalise, "whiten_normalise"}, {&d.k.fold, "fold_tile"}, {&d.k.pilotSums, "pilot_sums"},
+		{&d.k.opaqueCheck, "opaque_check"}, {&d.k.pngFilter, "png_filter"},
+	} {
+		if *f.fn, err = mod.Function(f.name); err != nil {
+			mod.Unload()
+			return nil, fmt.Errorf("cudacodec: %w", err)
+		}
+	}
+	return d, nil
+}
+
+// Compiler says how the kernels were built, for logs and `gpu info`.
+func (d *Device) Compiler() string { return d.compiler }
+
+// Close frees the pooled memory and unloads the kernels. Surfaces still open must be closed first.
+func (d *Device) Close() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return nil
+	}
+	d.closed = true
+	var errs []error
+	for _, a := range d.pool {
+		errs = append(errs, a.free(d.c))
+	}
+	d.pool = nil
+	for _, p := range d.pilots {
+		errs = append(errs, d.c.Free(p))
+	}
+	errs = append(errs, d.mod.Unload())
+	return errors.Join(errs...)
+}
+
+// arena is one job's device memory (one allocation, carved by the Surface), pinned staging buffer and stream.
+type arena struct {
+	dev     cuda.DevicePtr
+	devSize int
+	grid    cuda.DevicePtr // the waxel grid's scratch, grown on demand
+	gridCap int            // waxels
+	host    *cuda.HostBuffer
+	stream  *cuda.Stream
+}
+
+func (a *arena) free(c *cuda.Context) error {
+	var errs []error
+	if a.dev != 0 {
+		errs = append(errs, c.Free(a.dev))
+	}
+	if a.grid != 0 {
+		errs = append(errs, c.Free(a.grid))
+	}
+	if a.host != nil {
+		errs = append(errs, a.host.Free())
+	}
+	if a.stream != nil {
+		errs = append(errs, a.stream.Destroy())
+	}
+	return errors.Join(errs...)
+}
+
+// takeArena returns a pooled arena with at least devSize device bytes and hostSize pinned bytes, or a new one.
+func (d *Device) takeArena(devSize, hostSize int) (*arena, error) {
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return nil, errors.New("cudacodec: device closed")
+	}
+	best := -1
+	for i, a := range d.pool {
+		if a.devSize >= devSize && a.host.Bytes() != nil && len(a.host.Bytes()) >= hostSize &&
+			(best < 0 || a.devSize < d.pool[best].devSize) {
+			best = i
+		}
+	}
+	if best >= 0 {
+		a := d.pool[best]
+		d.pool = append(d.pool[:best], d.pool[best+1:]...)
+		d.mu.Unlock()
+		return a, nil
+	}
+	d.mu.Unlock()
+	a := &arena{devSize: devSize}
+	var err error
+	if a.dev, err = d.c.Alloc(devSize); err != nil {
+		return nil, fmt.Errorf("cudacodec: %w", err)
+	}
+	if a.host, err = d.c.AllocHost(hostSize); err != nil {
+		a.free(d.c)
+		return nil, fmt.Errorf("cudacodec: %w", err)
+	}
+	if a.stream, err = d.c.NewStream(); err != nil {
+		a.free(d.c)
+		return nil, fmt.Errorf("cudacodec: %w", err)
+	}
+	return a, nil
+}
+
+func (d *Device) giveArena(a *arena) error {
+	d.mu.Lock()
+	if !d.closed && len(d.pool) < maxPooled {
+		d.pool = append(d.pool, a)
+		d.mu.Unlock()
+		return nil
+	}
+	d.mu.Unlock()
+	return a.free(d.c)
+}
+
+// pilotTables returns the pilot plan's tables on the device, uploaded once per plan.
+func (d *Device) pilotTables(p *accel.PilotPlan) (cuda.DevicePtr, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if ptr, ok := d.pilots[p]; ok {
+		return ptr, nil
+	}
+	n := p.TileSide * p.TileSide
+	buf := make([]byte, 0, 8*len(p.Pilot)+4*8*n)
+	buf = appendInt32s(buf, p.Pilot)
+	buf = appendFloat32s(buf, p.Sign)
+	for _, idx := range p.Index {
+		if len(idx) != n {
+			return 0, fmt.Errorf("cudacodec: pilot plan index of %d entries, want %d", len(idx), n)
+		}
+		buf = appendInt32s(buf, idx)
+	}
+	ptr, err := d.c.Alloc(len(buf))
+	if err != nil {
+		return 0, fmt.Errorf("cudacodec: %w", err)
+	}
+	if err := d.c.CopyToDevice(ptr, buf); err != nil {
+		d.c.Free(ptr)
+		return 0, fmt.Errorf("cudacodec: %w", err)
+	}
+	d.pilots[p] = ptr
+	return ptr, nil
+}
+
+func appendInt32s(b []byte, v []int32) []byte {
+	for _, x := range v {
+		b = binary.LittleEndian.AppendUint32(b, uint32(x))
+	}
+	return b
+}
+
+func appendFloat32s(b []byte, v []float32) []byte {
+	for _, x := range v {
+		b = binary.LittleEndian.AppendUint32(b, math.Float32bits(x))
+	}
+	return b
+}
+
+// bytesOf views a slice of fixed-size numbers as bytes (little-endian hosts only, as CUDA hosts are).
+func bytesOf[T int32 | float32 | float64 | int64 | uint8](v []T) []byte {
+	if len(v) == 0 {
+		return nil
+	}
+	var z T
+	return unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), len(v)*int(unsafe.Sizeof(z)))
+}
+
+const align = 256
+
+func roundUp(n int) int { return (n + align - 1) / align * align }
+
+// Load copies img to the device and computes its luma.
+func (d *Device) Load(ctx context.Context, img accel.Image) (accel.Surface, error) {
+	defer d.traced("Load", time.Now())
+	w, h := img.Width, img.Height
+	if w <= 0 || h <= 0 {
+		return nil, fmt.Errorf("cudacodec: load: empty %dx%d image", w, h)
+	}
+	bpp := 4
+	if img.Format == accel.Gray8 {
+		bpp = 1
+	} else if img.Format != accel.NRGBA8 {
+		return nil, fmt.Errorf("cudacodec: load: unknown format %d", img.Format)
+	}
+	if img.Stride < w*bpp || len(img.Pix) < (h-1)*img.Stride+w*bpp {
+		return nil, fmt.Errorf("cudacodec: load: %d bytes with stride %d do not hold a %dx%d image", len(img.Pix),
+			img.Stride, w, h)
+	}
+	s := &surface{d: d, w: w, h: h, bpp: bpp, format: img.Format}
+	s.layout()
+	// Staging holds the image, the largest plan, the nominal grid's download (5 bytes a waxel, at most one per
+	// 4 pixels) or the pilot sums, whichever is largest.
+	host := max(w*h*bpp, s.planBytes, 8*8*tileMax*tileMax, w*h*5/4+1<<20)
+	a, err := d.takeArena(s.size, host)
+	if err != nil {
+		return nil, err
+	}
+	s.a = a
+	s.base = a.dev
+	// Upload the pixels packed (stride w·bpp on the device) through the pinned buffer.
+	hb := a.host.Bytes()
+	rowBytes := w * bpp
+	for y := 0; y < h; y++ {
+		copy(hb[y*rowBytes:(y+1)*rowBytes], img.Pix[y*img.Stride:])
+	}
+	if err := d.c.CopyRangeToDeviceAsync(s.at(s.offPix), a.host, 0, w*h*bpp, a.stream); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("cudacodec: upload: %w", err)
+	}
+	grid := cuda.Dim3{X: uint32((w + 255) / 256), Y: uint32(h), Z: 1}
+	block := cuda.Dim3{X: 256, Y: 1, Z: 1}
+	if img.Format == accel.NRGBA8 {
+		err = d.k.lumaNRGBA.Launch(grid, block, 0, a.stream, s.at(s.offPix), int32(w), int32(h), int32(w*4), s.at(s.offLuma))
+		if err == nil {
+			err = d.k.copyRows.Launch(cuda.Dim3{X: uint32((w*4 + 255) / 256), Y: uint32(h), Z: 1}, block, 0, a.stream,
+				s.at(s.offPix), s.at(s.offOut), int32(w*4), int32(h), int32(w*4))
+		}
+	} else {
+		err = d.k.lumaGray.Launch(grid, block, 0, a.stream, s.at(s.offPix), int32(w), int32(h), int32(w), s.at(s.offLuma))
+	}
+	if err == nil {
+		err = a.stream.Synchronize(ctx)
+	}
+	if err != nil {
+		s.Close()
+		return nil, fmt.Errorf("cudacodec: luma: %w", err)
+	}
+	return s, nil
+}
+
+func (d *Device) traced(call string, start time.Time) {
+	if d.trace != nil {
+		d.trace(call, time.Since(start))
+	}
+}
+
+// tileMax is the largest tile side a plan may use (the codec's is 128).
+const tileMax = 128
+
+// Open loads the driver and NVRTC (paths "" search the usual places), opens a context on device index and
+// loads the kernels into it: for tools and benchmarks that hold a device outside a node (a node's gpu.Fleet
+// opens its devices itself). closeAll unloads the kernels and destroys the context.
+func Open(ctx context.Context, driverPath, nvrtcPath string, index int) (d *Device, closeAll func() error, err error) {
+	drv, err := cuda.Load(driverPath)
+	if err != nil {
+		return nil, nil, fmt.Errorf("cudacodec: %w", err)
+	}
+	if err := drv.Init(); err != nil {
+		return nil, nil, fmt.Errorf("cudacodec: %w", err)
+	}
+	dev, err := drv.Device(index)
+	if err != nil {
+		return nil, nil, fmt.Errorf("cudacodec: device %d: %w", index, err)
+	}
+	nv, err := cuda.LoadNVRTC(nvrtcPath)
+	if err != nil {
+		return nil, nil, fmt.Errorf("cudacodec: %w", err)
+	}
+	c, err := drv.NewContext(dev)
+	if err != nil {
+		return nil, nil, fmt.Errorf("cudacodec: device %d: %w", index, err)
+	}
+	if d, err = New(ctx, c, nv); err != nil {
+		c.Destroy()
+		return nil, nil, err
+	}
+	return d, func() error { return errors.Join(d.Close(), c.Destroy()) }, nil
+}
+
+// PooledBytes is the device and pinned host memory held by idle arenas: after one job of a size, the memory
+// such a job uses.
+func (d *Device) PooledBytes() (device, pinned int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, a := range d.pool {
+		device += a.devSize + a.gridCap
+		pinned += len(a.host.Bytes())
+	}
+	return device, pinned
+}

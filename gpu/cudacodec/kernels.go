@@ -1,0 +1,416 @@
+package cudacodec
+
+// kernelSource is the CUDA C of the codec's per-pixel passes, compiled at run time by NVRTC with --fmad=false:
+// each kernel does the float32 and float64 operations of the codec's Go code (package codec, files named in the
+// comments) in the same order, so results agree bit for bit where the order of a sum is kept (everything but the
+// float64 row sums of mark_energy, which the codec adds in another order: a last-bit difference in the gain at
+// most). Work that the Go code does sequentially along a row or a column (the waxel sampling, the box filter's
+// running sums) runs one thread per row or column for the same reason.
+const kernelSource = `
+typedef unsigned char u8;
+
+extern "C" __global__ void luma_nrgba(const u8* pix, int w, int h, int stride, float* y)
+{
+	// luma.go lumaRow: lumaR*R + lumaG*G + lumaB*B in float32.
+	int x = blockIdx.x * blockDim.x + threadIdx.x;
+	int row = blockIdx.y;
+	if (x >= w || row >= h) return;
+	const u8* p = pix + (size_t)row * stride + 4 * x;
+	y[(size_t)row * w + x] = 0.299f * (float)p[0] + 0.587f * (float)p[1] + 0.114f * (float)p[2];
+}
+
+extern "C" __global__ void luma_gray(const u8* pix, int w, int h, int stride, float* y)
+{
+	int x = blockIdx.x * blockDim.x + threadIdx.x;
+	int row = blockIdx.y;
+	if (x >= w || row >= h) return;
+	y[(size_t)row * w + x] = (float)pix[(size_t)row * stride + x];
+}
+
+extern "C" __global__ void copy_rows(const u8* src, u8* dst, int rowBytes, int h, int stride)
+{
+	int x = blockIdx.x * blockDim.x + threadIdx.x;
+	int row = blockIdx.y;
+	if (x >= rowBytes || row >= h) return;
+	dst[(size_t)row * stride + x] = src[(size_t)row * stride + x];
+}
+
+extern "C" __global__ void block_stats(const float* y, int w, int h, int bs, int bw, int bh, float* act, float* bg)
+{
+	// jnd.go blockStats: Sobel magnitude and luma summed over the block's rows, then columns.
+	int k = blockIdx.x * blockDim.x + threadIdx.x;
+	if (k >= bw * bh) return;
+	int bx = k % bw, by = k / bw;
+	float a = 0.0f, s = 0.0f, n = 0.0f;
+	int rowEnd = min(h, (by + 1) * bs), xEnd = min(w, (bx + 1) * bs);
+	for (int row = by * bs; row < rowEnd; row++) {
+		const float* up = y + (size_t)max(row - 1, 0) * w;
+		const float* mid = y + (size_t)row * w;
+		const float* down = y + (size_t)min(row + 1, h - 1) * w;
+		for (int x = bx * bs; x < xEnd; x++) {
+			int xl = max(x - 1, 0), xr = min(x + 1, w - 1);
+			float gx = (up[xr] - up[xl] + 2.0f * (mid[xr] - mid[xl]) + down[xr] - down[xl]) / 8.0f;
+			float gy = (down[xl] - up[xl] + 2.0f * (down[x] - up[x]) + down[xr] - up[xr]) / 8.0f;
+			a += (float)sqrt((double)(gx * gx + gy * gy));
+			s += mid[x];
+			n += 1.0f;
+		}
+	}
+	act[k] = a / n;
+	bg[k] = s / n;
+}
+
+struct MarkPlan {
+	const float* tile; const int* col0; const int* col1; const float* colf;
+	const int* row0; const int* row1; const float* rowf;
+	const float* mask; const int* mcol0; const int* mcol1; const float* mcolf;
+	const int* mrow0; const int* mrow1; const float* mrowf;
+	const float* ctile; const float* coarse; const int* ccol0; const int* ccol1; const float* ccolf;
+	const int* crow0; const int* crow1; const float* crowf; const u8* crowon;
+	float cap; int hasCoarse;
+};
+
+__device__ __forceinline__ float lerp2(const float* r0, const float* r1, int a, int b, float fx, float fy)
+{
+	float top = r0[a] + fx * (r0[b] - r0[a]);
+	float bot = r1[a] + fx * (r1[b] - r1[a]);
+	return top + fy * (bot - top);
+}
+
+// mark_at is embed.go renderer.row for one pixel.
+__device__ __forceinline__ float mark_at(const MarkPlan* p, int x, int y, float gain)
+{
+	int a = p->col0[x], b = p->col1[x];
+	float t = lerp2(p->tile + p->row0[y], p->tile + p->row1[y], a, b, p->colf[x], p->rowf[y]);
+	float q = gain * t;
+	q = fmaxf(-p->cap, fminf(p->cap, q));
+	int ma = p->mcol0[x], mb = p->mcol1[x];
+	float thr = lerp2(p->mask + p->mrow0[y], p->mask + p->mrow1[y], ma, mb, p->mcolf[x], p->mrowf[y]);
+	float out = q * thr;
+	if (p->hasCoarse && p->crowon[y]) {
+		float c = lerp2(p->coarse + p->mrow0[y], p->coarse + p->mrow1[y], ma, mb, p->mcolf[x], p->mrowf[y]);
+		if (c != 0.0f) {
+			int ca = p->ccol0[x], cb = p->ccol1[x];
+			float ct = lerp2(p->ctile + p->crow0[y], p->ctile + p->crow1[y], ca, cb, p->ccolf[x], p->crowf[y]);
+			float cq = gain * ct;
+			cq = fmaxf(-p->cap, fminf(p->cap, cq));
+			out += cq * c;
+		}
+	}
+	return out;
+}
+
+extern "C" __global__ void mark_energy(const MarkPlan* p, int w, double* rowSums)
+{
+	// One block per row y = 4·blockIdx.x: Σ d² at gain 1 (embed.go renderer.energy).
+	__shared__ double part[256];
+	int y = 4 * blockIdx.x;
+	double s = 0.0;
+	for (int x = threadIdx.x; x < w; x += blockDim.x) {
+		double v = (double)mark_at(p, x, y, 1.0f);
+		s += v * v;
+	}
+	part[threadIdx.x] = s;
+	__syncthreads();
+	for (int k = blockDim.x / 2; k > 0; k >>= 1) {
+		if (threadIdx.x < k) part[threadIdx.x] += part[threadIdx.x + k];
+		__syncthreads();
+	}
+	if (threadIdx.x == 0) rowSums[blockIdx.x] = part[0];
+}
+
+extern "C" __global__ void mark_luma(const MarkPlan* p, const float* luma, float* out, int w, int h, float gain)
+{
+	// informed.go informedAmplitudes: max(0, min(255, luma + d)).
+	int x = blockIdx.x * blockDim.x + threadIdx.x;
+	int y = blockIdx.y;
+	if (x >= w || y >= h) return;
+	size_t i = (size_t)y * w + x;
+	out[i] = fmaxf(0.0f, fminf(255.0f, luma[i] + mark_at(p, x, y, gain)));
+}
+
+extern "C" __global__ void apply_nrgba(const MarkPlan* p, const u8* src, u8* dst, int w, int stride, float gain, long long* rowSSE)
+{
+	// raster.go applyDelta8: one block per row.
+	__shared__ long long part[256];
+	int y = blockIdx.x;
+	const u8* s = src + (size_t)y * stride;
+	u8* d = dst + (size_t)y * stride;
+	long long e2 = 0;
+	for (int x = threadIdx.x; x < w; x += blockDim.x) {
+		int i = 4 * x;
+		if (s[i + 3] == 0) continue;
+		float add = mark_at(p, x, y, gain);
+		for (int k = 0; k < 3; k++) {
+			float v = (float)s[i + k] + add;
+			u8 o;
+			if (v <= 0.0f) o = 0;
+			else if (v >= 255.0f) o = 255;
+			else o = (u8)(v + 0.5f);
+			d[i + k] = o;
+			long long e = (long long)o - (long long)s[i + k];
+			e2 += e * e;
+		}
+	}
+	part[threadIdx.x] = e2;
+	__syncthreads();
+	for (int k = blockDim.x / 2; k > 0; k >>= 1) {
+		if (threadIdx.x < k) part[threadIdx.x] += part[threadIdx.x + k];
+		__syncthreads();
+	}
+	if (threadIdx.x == 0) rowSSE[y] = part[0];
+}
+
+extern "C" __global__ void half_plane(const float* src, int sw, float* dst, int dw, int dh)
+{
+	// plane.go half.
+	int x = blockIdx.x * blockDim.x + threadIdx.x;
+	int y = blockIdx.y;
+	if (x >= dw || y >= dh) return;
+	const float* a = src + (size_t)(2 * y) * sw;
+	const float* b = src + (size_t)(2 * y + 1) * sw;
+	dst[(size_t)y * dw + x] = 0.25f * (a[2 * x] + a[2 * x + 1] + b[2 * x] + b[2 * x + 1]);
+}
+
+extern "C" __global__ void sample_grid(const float* lp, int lw, int lh, const double* start, double m0, double m2,
+	int gw, int gh, float* val, u8* ok)
+{
+	// grid.go sampleGrid, one thread per grid row (the row's coordinates are accumulated as the Go code does).
+	int j = blockIdx.x * blockDim.x + threadIdx.x;
+	if (j >= gh) return;
+	double x = start[2 * j], y = start[2 * j + 1];
+	double xmax = (double)(lw - 1), ymax = (double)(lh - 1);
+	for (int i = 0; i < gw; i++) {
+		size_t k = (size_t)j * gw + i;
+		if (x < 0.0 || y < 0.0 || x > xmax || y > ymax) {
+			val[k] = 0.0f;
+			ok[k] = 0;
+		} else {
+			int x0 = (int)x, y0 = (int)y;
+			float fx = (float)(x - (double)x0), fy = (float)(y - (double)y0);
+			int x1 = min(x0 + 1, lw - 1), y1 = min(y0 + 1, lh - 1);
+			const float* r0 = lp + (size_t)y0 * lw;
+			const float* r1 = lp + (size_t)y1 * lw;
+			float top = r0[x0] + fx * (r0[x1] - r0[x0]);
+			float bot = r1[x0] + fx * (r1[x1] - r1[x0]);
+			val[k] = top + fy * (bot - top);
+			ok[k] = 1;
+		}
+		x += m0;
+		y += m2;
+	}
+}
+
+extern "C" __global__ void whiten_residual(const float* val, const u8* ok, int gw, int gh, float* res, u8* rok,
+	float* sq, float* cnt)
+{
+	// grid.go whiten, first loop: waxel minus the mean of its 8 neighbours.
+	int i = blockIdx.x * blockDim.x + threadIdx.x;
+	int j = blockIdx.y;
+	if (i >= gw || j >= gh) return;
+	size_t k = (size_t)j * gw + i;
+	res[k] = 0.0f;
+	rok[k] = 0;
+	sq[k] = 0.0f;
+	cnt[k] = 0.0f;
+	if (i < 1 || j < 1 || i >= gw - 1 || j >= gh - 1) return;
+	if (!(ok[k] && ok[k - 1] && ok[k + 1] && ok[k - gw] && ok[k + gw] && ok[k - gw - 1] && ok[k - gw + 1] &&
+		ok[k + gw - 1] && ok[k + gw + 1])) return;
+	float n = val[k - 1] + val[k + 1] + val[k - gw] + val[k + gw] + val[k - gw - 1] + val[k - gw + 1] +
+		val[k + gw - 1] + val[k + gw + 1];
+	float r = val[k] - n / 8.0f;
+	res[k] = r;
+	rok[k] = 1;
+	sq[k] = r * r;
+	cnt[k] = 1.0f;
+}
+
+extern "C" __global__ void box_rows(const float* in, float* out, double* prefix, int w, int h, int r)
+{
+	// plane.go boxLine, one thread per row.
+	int y = blockIdx.x * blockDim.x + threadIdx.x;
+	if (y >= h) return;
+	const float* src = in + (size_t)y * w;
+	float* dst = out + (size_t)y * w;
+	double* pre = prefix + (size_t)y * (w + 1);
+	double s = 0.0;
+	pre[0] = 0.0;
+	for (int i = 0; i < w; i++) {
+		s += (double)src[i];
+		pre[i + 1] = s;
+	}
+	double inv = 1.0 / (double)(2 * r + 1);
+	for (int i = 0; i < w; i++) {
+		int lo = i - r, hi = i + r + 1;
+		if (lo >= 0 && hi <= w) {
+			dst[i] = (float)((pre[hi] - pre[lo]) * inv);
+			continue;
+		}
+		lo = max(lo, 0);
+		hi = min(hi, w);
+		dst[i] = (float)((pre[hi] - pre[lo]) / (double)(hi - lo));
+	}
+}
+
+extern "C" __global__ void box_cols(const float* tmp, float* out, int w, int h, int r)
+{
+	// plane.go boxBlur's vertical pass, one thread per column with the same running sum.
+	int x = blockIdx.x * blockDim.x + threadIdx.x;
+	if (x >= w) return;
+	float sum = 0.0f;
+	int top = 0, bottom = -1;
+	for (int y = 0; y < h; y++) {
+		while (bottom < min(h - 1, y + r)) {
+			bottom++;
+			sum += tmp[(size_t)bottom * w + x];
+		}
+		while (top < y - r) {
+			sum -= tmp[(size_t)top * w + x];
+			top++;
+		}
+		float inv = 1.0f / (float)(bottom - top + 1);
+		out[(size_t)y * w + x] = sum * inv;
+	}
+}
+
+extern "C" __global__ void whiten_normalise(const float* res, const u8* rok, const float* msq, const float* mcnt,
+	int n, float* val, u8* ok)
+{
+	// grid.go whiten, last loop.
+	int k = blockIdx.x * blockDim.x + threadIdx.x;
+	if (k >= n) return;
+	if (!rok[k]) {
+		val[k] = 0.0f;
+		ok[k] = 0;
+		return;
+	}
+	float ms = msq[k] / fmaxf(mcnt[k], 1e-6f);
+	float x = res[k] / (float)sqrt((double)ms + 0.25);
+	val[k] = fmaxf(-3.0f, fminf(3.0f, x));
+	ok[k] = 1;
+}
+
+extern "C" __global__ void fold_tile(const float* val, const u8* ok, int gw, int gh, int qx0, int qy0, int side, double* acc)
+{
+	// grid.go fold: one thread per tile waxel, adding its grid waxels in the Go code's order (rows, then columns).
+	int t = blockIdx.x * blockDim.x + threadIdx.x;
+	if (t >= side * side) return;
+	int tx = t % side, ty = t / side;
+	int j0 = ((ty - qy0) % side + side) % side;
+	int i0 = ((tx - qx0) % side + side) % side;
+	double s = 0.0;
+	for (int j = j0; j < gh; j += side) {
+		for (int i = i0; i < gw; i += side) {
+			size_t k = (size_t)j * gw + i;
+			if (ok[k]) s += (double)val[k];
+		}
+	}
+	acc[t] = s;
+}
+
+extern "C" __global__ void pilot_sums(const double* acc, const int* pilot, const float* sign, int np,
+	const int* index, int side, double* sums)
+{
+	// sync.go searchDihedral, as a direct cyclic correlation: sums[d][s] = Σ_u pilot[u]·acc[Index[d][u+s]].
+	int s = blockIdx.x * blockDim.x + threadIdx.x;
+	int d = blockIdx.y;
+	int n = side * side;
+	if (s >= n) return;
+	int sx = s % side, sy = s / side;
+	const int* idx = index + (size_t)d * n;
+	double t = 0.0;
+	for (int p = 0; p < np; p++) {
+		int u = pilot[p];
+		int ux = u % side, uy = u / side;
+		int v = ((uy + sy) % side) * side + (ux + sx) % side;
+		t += (double)sign[p] * acc[idx[v]];
+	}
+	sums[(size_t)d * n + s] = t;
+}
+
+extern "C" __global__ void opaque_check(const u8* pix, int w, int h, int stride, int* translucent)
+{
+	int x = blockIdx.x * blockDim.x + threadIdx.x;
+	int y = blockIdx.y;
+	if (x >= w || y >= h) return;
+	if (pix[(size_t)y * stride + 4 * x + 3] != 255) *translucent = 1;
+}
+
+__device__ __forceinline__ int abs8(u8 d) { return d < 128 ? (int)d : 256 - (int)d; }
+
+__device__ __forceinline__ u8 paeth(u8 a, u8 b, u8 c)
+{
+	// image/png's paeth: the predictor closest to a + b - c, ties to a, then b.
+	int pc = (int)c;
+	int pa = (int)b - pc;
+	int pb = (int)a - pc;
+	pc = abs(pa + pb);
+	pa = abs(pa);
+	pb = abs(pb);
+	if (pa <= pb && pa <= pc) return a;
+	if (pb <= pc) return b;
+	return c;
+}
+
+// png_byte returns byte i of the unfiltered row y (bpp 3 drops alpha).
+__device__ __forceinline__ u8 png_byte(const u8* pix, int stride, int y, int i, int bpp)
+{
+	if (y < 0) return 0;
+	const u8* row = pix + (size_t)y * stride;
+	return bpp == 4 ? row[i] : row[(i / 3) * 4 + i % 3];
+}
+
+// png_filtered computes the five PNG filters of byte i as image/png's encoder does.
+__device__ __forceinline__ void png_filters(const u8* pix, int stride, int y, int i, int bpp, u8 f[5])
+{
+	u8 cur = png_byte(pix, stride, y, i, bpp);
+	u8 up = png_byte(pix, stride, y - 1, i, bpp);
+	u8 left = i >= bpp ? png_byte(pix, stride, y, i - bpp, bpp) : 0;
+	u8 upLeft = i >= bpp ? png_byte(pix, stride, y - 1, i - bpp, bpp) : 0;
+	f[0] = cur;
+	f[1] = i >= bpp ? (u8)(cur - left) : cur;
+	f[2] = (u8)(cur - up);
+	f[3] = i >= bpp ? (u8)(cur - (u8)(((int)left + (int)up) / 2)) : (u8)(cur - up / 2);
+	f[4] = i >= bpp ? (u8)(cur - paeth(left, up, upLeft)) : (u8)(cur - up);
+}
+
+extern "C" __global__ void png_filter(const u8* pix, int w, int h, int stride, int bpp, u8* out)
+{
+	// image/png writeImage + filter: per row, the filter with the least sum of absolute values, ties in the
+	// order up, Paeth, none, sub, average; one block per row.
+	__shared__ long long sums[5][256];
+	int y = blockIdx.x;
+	int n = w * bpp;
+	long long s[5] = {0, 0, 0, 0, 0};
+	for (int i = threadIdx.x; i < n; i += blockDim.x) {
+		u8 f[5];
+		png_filters(pix, stride, y, i, bpp, f);
+		for (int k = 0; k < 5; k++) s[k] += abs8(f[k]);
+	}
+	for (int k = 0; k < 5; k++) sums[k][threadIdx.x] = s[k];
+	__syncthreads();
+	for (int step = blockDim.x / 2; step > 0; step >>= 1) {
+		if (threadIdx.x < step)
+			for (int k = 0; k < 5; k++) sums[k][threadIdx.x] += sums[k][threadIdx.x + step];
+		__syncthreads();
+	}
+	__shared__ int chosen;
+	if (threadIdx.x == 0) {
+		long long best = sums[2][0];
+		int ft = 2;
+		if (sums[4][0] < best) { best = sums[4][0]; ft = 4; }
+		if (sums[0][0] < best) { best = sums[0][0]; ft = 0; }
+		if (sums[1][0] < best) { best = sums[1][0]; ft = 1; }
+		if (sums[3][0] < best) { ft = 3; }
+		chosen = ft;
+		out[(size_t)y * (n + 1)] = (u8)ft;
+	}
+	__syncthreads();
+	int ft = chosen;
+	for (int i = threadIdx.x; i < n; i += blockDim.x) {
+		u8 f[5];
+		png_filters(pix, stride, y, i, bpp, f);
+		out[(size_t)y * (n + 1) + 1 + i] = f[ft];
+	}
+}
+`

@@ -1,0 +1,541 @@
+package cudacodec
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"time"
+	"unsafe"
+
+	"filigrane/codec/accel"
+	"filigrane/gpu/cuda"
+)
+
+// surface is one loaded image (accel.Surface). Its arena is carved into fixed regions at Load (layout); the
+// waxel grid's scratch is a second allocation grown to the largest grid asked for.
+type surface struct {
+	d      *Device
+	a      *arena
+	base   cuda.DevicePtr
+	w, h   int
+	bpp    int
+	format accel.Format
+
+	offPix, offOut, offLuma, offAct, offBg, offPlan, offRows, offAcc, offSums int
+	levels                                                                    []level
+	planBytes, size                                                           int
+
+	hasPlan  bool
+	gridLast *accel.GridPlan // the plan of the last Grid call (PilotSums reads its accumulator)
+}
+
+type level struct {
+	off  int
+	w, h int
+}
+
+func (s *surface) at(off int) cuda.DevicePtr { return s.base + cuda.DevicePtr(off) }
+
+// layout carves the arena: pixels, output copy, luma, the analysis pyramid, block statistics, the mark plan,
+// row sums, the tile accumulator and the pilot sums.
+func (s *surface) layout() {
+	w, h := s.w, s.h
+	off := 0
+	take := func(n int) int {
+		o := off
+		off += roundUp(max(n, 1))
+		return o
+	}
+	s.offPix = take(w * h * s.bpp)
+	if s.format == accel.NRGBA8 {
+		s.offOut = take(w * h * 4)
+	}
+	s.offLuma = take(w * h * 4)
+	lw, lh := w, h
+	for {
+		s.levels = append(s.levels, level{off: take(lw * lh * 4), w: lw, h: lh})
+		if min(lw, lh)/2 < 1 {
+			break
+		}
+		lw, lh = lw/2, lh/2
+	}
+	blocks := ((w + 1) / 2) * ((h + 1) / 2) // blocks are at least 2×2 pixels
+	s.offAct = take(blocks * 4)
+	s.offBg = take(blocks * 4)
+	s.planBytes = roundUp(planStructBytes) + 2*roundUp(tileMax*tileMax*4) + 2*roundUp(blocks*4) + 9*roundUp(w*4) +
+		9*roundUp(h*4) + roundUp(h)
+	s.offPlan = take(s.planBytes)
+	s.offRows = take(h * 8)
+	s.offAcc = take(tileMax * tileMax * 8)
+	s.offSums = take(8 * tileMax * tileMax * 8)
+	s.size = off
+}
+
+// planStructBytes is the size of the kernels' struct MarkPlan: 23 pointers, a float and an int.
+const planStructBytes = 23*8 + 4 + 4
+
+var block256 = cuda.Dim3{X: 256, Y: 1, Z: 1}
+
+func blocksOf(n int) uint32 { return uint32((n + 255) / 256) }
+
+// part is one host↔device copy of a batch.
+type part struct {
+	dev  cuda.DevicePtr
+	host []byte
+}
+
+// upload copies the parts to the device through the pinned buffer (or synchronously when they do not fit),
+// and waits for the copies.
+func (s *surface) upload(ctx context.Context, parts ...part) error {
+	total := 0
+	for _, p := range parts {
+		total += roundUp(len(p.host))
+	}
+	hb := s.a.host.Bytes()
+	if total > len(hb) {
+		if err := s.a.stream.Synchronize(ctx); err != nil {
+			return err
+		}
+		for _, p := range parts {
+			if err := s.d.c.CopyToDevice(p.dev, p.host); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	off := 0
+	for _, p := range parts {
+		copy(hb[off:], p.host)
+		if err := s.d.c.CopyRangeToDeviceAsync(p.dev, s.a.host, off, len(p.host), s.a.stream); err != nil {
+			return err
+		}
+		off += roundUp(len(p.host))
+	}
+	return s.a.stream.Synchronize(ctx)
+}
+
+// download waits for the stream's work and copies the parts to the host.
+func (s *surface) download(ctx context.Context, parts ...part) error {
+	total := 0
+	for _, p := range parts {
+		total += roundUp(len(p.host))
+	}
+	hb := s.a.host.Bytes()
+	if total > len(hb) {
+		if err := s.a.stream.Synchronize(ctx); err != nil {
+			return err
+		}
+		for _, p := range parts {
+			if err := s.d.c.CopyFromDevice(p.host, p.dev); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	off := 0
+	for _, p := range parts {
+		if err := s.d.c.CopyRangeFromDeviceAsync(s.a.host, off, len(p.host), p.dev, s.a.stream); err != nil {
+			return err
+		}
+		off += roundUp(len(p.host))
+	}
+	if err := s.a.stream.Synchronize(ctx); err != nil {
+		return err
+	}
+	off = 0
+	for _, p := range parts {
+		copy(p.host, hb[off:off+len(p.host)])
+		off += roundUp(len(p.host))
+	}
+	return nil
+}
+
+func (s *surface) BlockStats(ctx context.Context, bs, bw, bh int) (act, bg []float32, err error) {
+	defer s.d.traced("BlockStats", time.Now())
+	if bs < 2 || bw != (s.w+bs-1)/bs || bh != (s.h+bs-1)/bs {
+		return nil, nil, fmt.Errorf("cudacodec: block statistics: %dx%d blocks of %d do not tile a %dx%d image", bw,
+			bh, bs, s.w, s.h)
+	}
+	n := bw * bh
+	if err := s.d.k.blockStats.Launch(cuda.Dim3{X: blocksOf(n), Y: 1, Z: 1}, block256, 0, s.a.stream,
+		s.at(s.offLuma), int32(s.w), int32(s.h), int32(bs), int32(bw), int32(bh), s.at(s.offAct), s.at(s.offBg)); err != nil {
+		return nil, nil, fmt.Errorf("cudacodec: block statistics: %w", err)
+	}
+	act, bg = make([]float32, n), make([]float32, n)
+	if err := s.download(ctx, part{s.at(s.offAct), bytesOf(act)}, part{s.at(s.offBg), bytesOf(bg)}); err != nil {
+		return nil, nil, fmt.Errorf("cudacodec: block statistics: %w", err)
+	}
+	return act, bg, nil
+}
+
+func (s *surface) SetMark(ctx context.Context, p *accel.MarkPlan) error {
+	defer s.d.traced("SetMark", time.Now())
+	if err := s.checkPlan(p); err != nil {
+		return err
+	}
+	off := s.offPlan + roundUp(planStructBytes)
+	var parts []part
+	var ptrs [23]cuda.DevicePtr
+	add := func(i int, b []byte) {
+		if b == nil {
+			return
+		}
+		ptrs[i] = s.at(off)
+		parts = append(parts, part{s.at(off), b})
+		off += roundUp(len(b))
+	}
+	add(0, bytesOf(p.Tile))
+	add(1, bytesOf(p.Col0))
+	add(2, bytesOf(p.Col1))
+	add(3, bytesOf(p.ColF))
+	add(4, bytesOf(p.Row0))
+	add(5, bytesOf(p.Row1))
+	add(6, bytesOf(p.RowF))
+	add(7, bytesOf(p.Mask))
+	add(8, bytesOf(p.MCol0))
+	add(9, bytesOf(p.MCol1))
+	add(10, bytesOf(p.MColF))
+	add(11, bytesOf(p.MRow0))
+	add(12, bytesOf(p.MRow1))
+	add(13, bytesOf(p.MRowF))
+	coarse := p.CoarseTile != nil
+	if coarse {
+		add(14, bytesOf(p.CoarseTile))
+		add(15, bytesOf(p.Coarse))
+		add(16, bytesOf(p.CCol0))
+		add(17, bytesOf(p.CCol1))
+		add(18, bytesOf(p.CColF))
+		add(19, bytesOf(p.CRow0))
+		add(20, bytesOf(p.CRow1))
+		add(21, bytesOf(p.CRowF))
+		add(22, bytesOf(p.CRowOn))
+	}
+	if off > s.offPlan+s.planBytes {
+		return fmt.Errorf("cudacodec: mark plan of %d bytes exceeds its %d-byte region", off-s.offPlan, s.planBytes)
+	}
+	st := make([]byte, 0, planStructBytes)
+	for _, ptr := range ptrs {
+		st = binary.LittleEndian.AppendUint64(st, uint64(ptr))
+	}
+	st = binary.LittleEndian.AppendUint32(st, math.Float32bits(p.Cap))
+	hasCoarse := uint32(0)
+	if coarse {
+		hasCoarse = 1
+	}
+	st = binary.LittleEndian.AppendUint32(st, hasCoarse)
+	parts = append(parts, part{s.at(s.offPlan), st})
+	if err := s.upload(ctx, parts...); err != nil {
+		return fmt.Errorf("cudacodec: mark plan: %w", err)
+	}
+	s.hasPlan = true
+	return nil
+}
+
+// checkPlan refuses a plan whose arrays do not fit the image, so no kernel reads outside them.
+func (s *surface) checkPlan(p *accel.MarkPlan) error {
+	bad := func(what string) error { return fmt.Errorf("cudacodec: mark plan: %s", what) }
+	if p.Width != s.w || p.Height != s.h {
+		return bad(fmt.Sprintf("for %dx%d on a %dx%d image", p.Width, p.Height, s.w, s.h))
+	}
+	if p.TileSide <= 0 || p.TileSide > tileMax || len(p.Tile) != p.TileSide*p.TileSide {
+		return bad("tile size")
+	}
+	tn, mn := int32(len(p.Tile)), int32(len(p.Mask))
+	cols := func(a, b []int32, f []float32, limit int32) bool {
+		if len(a) != s.w || len(b) != s.w || len(f) != s.w {
+			return false
+		}
+		for i := range a {
+			if a[i] < 0 || b[i] < 0 || a[i] >= limit || b[i] >= limit {
+				return false
+			}
+		}
+		return true
+	}
+	rows := func(a, b []int32, f []float32, rowLen, n int32) bool {
+		if len(a) != s.h || len(b) != s.h || len(f) != s.h {
+			return false
+		}
+		for i := range a {
+			if a[i] < 0 || b[i] < 0 || a[i]+rowLen > n || b[i]+rowLen > n {
+				return false
+			}
+		}
+		return true
+	}
+	ts := int32(p.TileSide)
+	if len(p.Mask) > ((s.w+1)/2)*((s.h+1)/2) || len(p.Mask) == 0 {
+		return bad("mask size")
+	}
+	maskW := int32(0)
+	for _, c := range p.MCol1 {
+		maskW = max(maskW, c+1)
+	}
+	if !cols(p.Col0, p.Col1, p.ColF, ts) || !rows(p.Row0, p.Row1, p.RowF, ts, tn) ||
+		!cols(p.MCol0, p.MCol1, p.MColF, max(maskW, 1)) || !rows(p.MRow0, p.MRow1, p.MRowF, maskW, mn) {
+		return bad("column or row tables out of range")
+	}
+	if p.CoarseTile != nil {
+		if len(p.CoarseTile) != len(p.Tile) || len(p.Coarse) != len(p.Mask) || len(p.CRowOn) != s.h ||
+			!cols(p.CCol0, p.CCol1, p.CColF, ts) || !rows(p.CRow0, p.CRow1, p.CRowF, ts, tn) {
+			return bad("coarse layer tables out of range")
+		}
+	}
+	return nil
+}
+
+func (s *surface) MarkEnergy(ctx context.Context) ([]float64, error) {
+	defer s.d.traced("MarkEnergy", time.Now())
+	if !s.hasPlan {
+		return nil, fmt.Errorf("cudacodec: mark energy before SetMark")
+	}
+	n := (s.h + 3) / 4
+	if err := s.d.k.markEnergy.Launch(cuda.Dim3{X: uint32(n), Y: 1, Z: 1}, block256, 0, s.a.stream,
+		s.at(s.offPlan), int32(s.w), s.at(s.offRows)); err != nil {
+		return nil, fmt.Errorf("cudacodec: mark energy: %w", err)
+	}
+	rows := make([]float64, n)
+	if err := s.download(ctx, part{s.at(s.offRows), bytesOf(rows)}); err != nil {
+		return nil, fmt.Errorf("cudacodec: mark energy: %w", err)
+	}
+	return rows, nil
+}
+
+func (s *surface) Analyse(ctx context.Context, gain float32, levels int) error {
+	defer s.d.traced("Analyse", time.Now())
+	if levels < 1 || levels > len(s.levels) {
+		return fmt.Errorf("cudacodec: analyse: %d pyramid levels for a %dx%d image", levels, s.w, s.h)
+	}
+	l0 := s.levels[0]
+	var err error
+	if gain == 0 {
+		err = s.d.k.copyRows.Launch(cuda.Dim3{X: blocksOf(s.w * 4), Y: uint32(s.h), Z: 1}, block256, 0, s.a.stream,
+			s.at(s.offLuma), s.at(l0.off), int32(s.w*4), int32(s.h), int32(s.w*4))
+	} else {
+		if !s.hasPlan {
+			return fmt.Errorf("cudacodec: analyse with a mark before SetMark")
+		}
+		err = s.d.k.markLuma.Launch(cuda.Dim3{X: blocksOf(s.w), Y: uint32(s.h), Z: 1}, block256, 0, s.a.stream,
+			s.at(s.offPlan), s.at(s.offLuma), s.at(l0.off), int32(s.w), int32(s.h), gain)
+	}
+	for i := 1; i < levels && err == nil; i++ {
+		src, dst := s.levels[i-1], s.levels[i]
+		err = s.d.k.half.Launch(cuda.Dim3{X: blocksOf(dst.w), Y: uint32(dst.h), Z: 1}, block256, 0, s.a.stream,
+			s.at(src.off), int32(src.w), s.at(dst.off), int32(dst.w), int32(dst.h))
+	}
+	if err != nil {
+		return fmt.Errorf("cudacodec: analyse: %w", err)
+	}
+	return nil
+}
+
+// gridScratch returns the grid scratch regions for a W×H grid, growing the allocation when needed: sampled
+// values and flags, residuals and their flags, squares, counts, the box filter's rows and prefix sums, the
+// filtered squares and counts, the whitened values and flags, and the row starts.
+type gridRegions struct {
+	val, ok, res, rok, sq, cnt, tmp, prefix, msq, mcnt, wval, wok, start cuda.DevicePtr
+}
+
+func (s *surface) gridScratch(w, h int) (gridRegions, error) {
+	n := w * h
+	sizes := []int{4 * n, n, 4 * n, n, 4 * n, 4 * n, 4 * n, 8 * (n + h), 4 * n, 4 * n, 4 * n, n, 16 * h}
+	total := 0
+	for _, z := range sizes {
+		total += roundUp(z)
+	}
+	if total > s.a.gridCap {
+		if s.a.grid != 0 {
+			s.d.c.Free(s.a.grid)
+			s.a.grid, s.a.gridCap = 0, 0
+		}
+		p, err := s.d.c.Alloc(total)
+		if err != nil {
+			return gridRegions{}, err
+		}
+		s.a.grid, s.a.gridCap = p, total
+	}
+	var ptrs [13]cuda.DevicePtr
+	off := 0
+	for i, z := range sizes {
+		ptrs[i] = s.a.grid + cuda.DevicePtr(off)
+		off += roundUp(z)
+	}
+	return gridRegions{ptrs[0], ptrs[1], ptrs[2], ptrs[3], ptrs[4], ptrs[5], ptrs[6], ptrs[7], ptrs[8], ptrs[9],
+		ptrs[10], ptrs[11], ptrs[12]}, nil
+}
+
+// maxGridWaxels bounds a grid as the codec does (16M waxels).
+const maxGridWaxels = 1 << 24
+
+func (s *surface) Grid(ctx context.Context, g *accel.GridPlan, cells bool) (*accel.GridResult, error) {
+	defer s.d.traced("Grid", time.Now())
+	if g.Level < 0 || g.Level >= len(s.levels) || g.W <= 0 || g.H <= 0 || g.W*g.H > maxGridWaxels ||
+		len(g.Start) != 2*g.H || g.TileSide <= 0 || g.TileSide > tileMax {
+		return nil, fmt.Errorf("cudacodec: grid: bad plan (level %d, %dx%d)", g.Level, g.W, g.H)
+	}
+	r, err := s.gridScratch(g.W, g.H)
+	if err != nil {
+		return nil, fmt.Errorf("cudacodec: grid: %w", err)
+	}
+	if err := s.upload(ctx, part{r.start, bytesOf(g.Start)}); err != nil {
+		return nil, fmt.Errorf("cudacodec: grid: %w", err)
+	}
+	lv := s.levels[g.Level]
+	st := s.a.stream
+	k := s.d.k
+	n := g.W * g.H
+	rowsGrid := cuda.Dim3{X: blocksOf(g.W), Y: uint32(g.H), Z: 1}
+	launches := []func() error{
+		func() error {
+			return k.sample.Launch(cuda.Dim3{X: uint32((g.H + 127) / 128), Y: 1, Z: 1}, cuda.Dim3{X: 128, Y: 1, Z: 1}, 0, st,
+				s.at(lv.off), int32(lv.w), int32(lv.h), r.start, g.M[0], g.M[2], int32(g.W), int32(g.H), r.val, r.ok)
+		},
+		func() error {
+			return k.residual.Launch(rowsGrid, block256, 0, st, r.val, r.ok, int32(g.W), int32(g.H), r.res, r.rok, r.sq, r.cnt)
+		},
+		func() error {
+			return k.boxRows.Launch(cuda.Dim3{X: blocksOf(g.H), Y: 1, Z: 1}, block256, 0, st, r.sq, r.tmp, r.prefix,
+				int32(g.W), int32(g.H), int32(whitenRadius))
+		},
+		func() error {
+			return k.boxCols.Launch(cuda.Dim3{X: blocksOf(g.W), Y: 1, Z: 1}, block256, 0, st, r.tmp, r.msq, int32(g.W),
+				int32(g.H), int32(whitenRadius))
+		},
+		func() error {
+			return k.boxRows.Launch(cuda.Dim3{X: blocksOf(g.H), Y: 1, Z: 1}, block256, 0, st, r.cnt, r.tmp, r.prefix,
+				int32(g.W), int32(g.H), int32(whitenRadius))
+		},
+		func() error {
+			return k.boxCols.Launch(cuda.Dim3{X: blocksOf(g.W), Y: 1, Z: 1}, block256, 0, st, r.tmp, r.mcnt, int32(g.W),
+				int32(g.H), int32(whitenRadius))
+		},
+		func() error {
+			return k.normalise.Launch(cuda.Dim3{X: blocksOf(n), Y: 1, Z: 1}, block256, 0, st, r.res, r.rok, r.msq, r.mcnt,
+				int32(n), r.wval, r.wok)
+		},
+		func() error {
+			side := g.TileSide
+			return k.fold.Launch(cuda.Dim3{X: blocksOf(side * side), Y: 1, Z: 1}, block256, 0, st, r.wval, r.wok,
+				int32(g.W), int32(g.H), int32(g.QX0), int32(g.QY0), int32(side), s.at(s.offAcc))
+		},
+	}
+	for _, l := range launches {
+		if err := l(); err != nil {
+			return nil, fmt.Errorf("cudacodec: grid: %w", err)
+		}
+	}
+	res := &accel.GridResult{Acc: make([]float64, g.TileSide*g.TileSide)}
+	parts := []part{{s.at(s.offAcc), bytesOf(res.Acc)}}
+	var ok []uint8
+	if cells {
+		res.Val = make([]float32, n)
+		ok = make([]uint8, n)
+		parts = append(parts, part{r.wval, bytesOf(res.Val)}, part{r.wok, ok})
+	}
+	if err := s.download(ctx, parts...); err != nil {
+		return nil, fmt.Errorf("cudacodec: grid: %w", err)
+	}
+	if cells {
+		res.OK = unsafe.Slice((*bool)(unsafe.Pointer(&ok[0])), n) // the kernel writes 0 or 1 only
+	}
+	s.gridLast = g
+	return res, nil
+}
+
+// whitenRadius is the codec's whitening window radius (a 9×9 window).
+const whitenRadius = 4
+
+func (s *surface) PilotSums(ctx context.Context, p *accel.PilotPlan) ([8][]float64, error) {
+	defer s.d.traced("PilotSums", time.Now())
+	var out [8][]float64
+	if s.gridLast == nil || s.gridLast.TileSide != p.TileSide || len(p.Pilot) != len(p.Sign) {
+		return out, fmt.Errorf("cudacodec: pilot sums need a Grid of the same tile first")
+	}
+	n := p.TileSide * p.TileSide
+	for _, u := range p.Pilot {
+		if u < 0 || int(u) >= n {
+			return out, fmt.Errorf("cudacodec: pilot index %d outside the tile", u)
+		}
+	}
+	tables, err := s.d.pilotTables(p)
+	if err != nil {
+		return out, err
+	}
+	np := len(p.Pilot)
+	signs := tables + cuda.DevicePtr(4*np)
+	index := tables + cuda.DevicePtr(8*np)
+	if err := s.d.k.pilotSums.Launch(cuda.Dim3{X: blocksOf(n), Y: 8, Z: 1}, block256, 0, s.a.stream,
+		s.at(s.offAcc), tables, signs, int32(np), index, int32(p.TileSide), s.at(s.offSums)); err != nil {
+		return out, fmt.Errorf("cudacodec: pilot sums: %w", err)
+	}
+	all := make([]float64, 8*n)
+	if err := s.download(ctx, part{s.at(s.offSums), bytesOf(all)}); err != nil {
+		return out, fmt.Errorf("cudacodec: pilot sums: %w", err)
+	}
+	for d := range out {
+		out[d] = all[d*n : (d+1)*n]
+	}
+	return out, nil
+}
+
+func (s *surface) Apply(ctx context.Context, gain float32) ([]int64, error) {
+	defer s.d.traced("Apply", time.Now())
+	if s.format != accel.NRGBA8 || !s.hasPlan {
+		return nil, fmt.Errorf("cudacodec: apply needs an NRGBA8 image and a mark plan")
+	}
+	if err := s.d.k.apply.Launch(cuda.Dim3{X: uint32(s.h), Y: 1, Z: 1}, block256, 0, s.a.stream, s.at(s.offPlan),
+		s.at(s.offPix), s.at(s.offOut), int32(s.w), int32(s.w*4), gain, s.at(s.offRows)); err != nil {
+		return nil, fmt.Errorf("cudacodec: apply: %w", err)
+	}
+	rows := make([]int64, s.h)
+	if err := s.download(ctx, part{s.at(s.offRows), bytesOf(rows)}); err != nil {
+		return nil, fmt.Errorf("cudacodec: apply: %w", err)
+	}
+	return rows, nil
+}
+
+func (s *surface) Read(ctx context.Context, dst []byte, stride int) error {
+	defer s.d.traced("Read", time.Now())
+	if s.format != accel.NRGBA8 {
+		return fmt.Errorf("cudacodec: read needs an NRGBA8 image")
+	}
+	rowBytes := s.w * 4
+	if stride < rowBytes || len(dst) < (s.h-1)*stride+rowBytes {
+		return fmt.Errorf("cudacodec: read: %d bytes with stride %d cannot hold a %dx%d image", len(dst), stride, s.w, s.h)
+	}
+	if stride == rowBytes {
+		if err := s.download(ctx, part{s.at(s.offOut), dst[:s.h*rowBytes]}); err != nil {
+			return fmt.Errorf("cudacodec: read: %w", err)
+		}
+		return nil
+	}
+	buf := make([]byte, s.h*rowBytes)
+	if err := s.download(ctx, part{s.at(s.offOut), buf}); err != nil {
+		return fmt.Errorf("cudacodec: read: %w", err)
+	}
+	for y := 0; y < s.h; y++ {
+		copy(dst[y*stride:y*stride+rowBytes], buf[y*rowBytes:])
+	}
+	return nil
+}
+
+// Close waits for the surface's work and gives its memory back to the device's pool.
+func (s *surface) Close() error {
+	if s.a == nil {
+		return nil
+	}
+	a := s.a
+	s.a = nil
+	if err := a.stream.Synchronize(context.Background()); err != nil {
+		return fmt.Errorf("cudacodec: close: %w (memory freed)", errorsJoin(err, a.free(s.d.c)))
+	}
+	return s.d.giveArena(a)
+}
+
+func errorsJoin(a, b error) error {
+	if b == nil {
+		return a
+	}
+	return fmt.Errorf("%w; %w", a, b)
+}

@@ -1,0 +1,532 @@
+// Package console is the web console the node serves under /console: sign-in, usage and credits, API keys,
+// assets, marking a file and checking one by drag and drop. Pages are rendered on the server with
+// html/template; a small embedded script (static/console.js) calls the API's own routes under
+// /console/api/... with the session instead of an API key. Nothing is fetched from elsewhere (no CDN), so the
+// console works offline. docs/console.md explains the choices.
+//
+// It owns the session cookie, CSRF tokens, the per-address sign-in limit and the pages. It must not
+// implement API behaviour: /console/api/<path> runs the API's route for <path> (through Config.API), with the
+// signed-in member in place of a key, so the console and the SDKs see the same rules, limits and errors. It
+// stores nothing itself: accounts and sessions belong to internal/accounts.
+package console
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"embed"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"html/template"
+	"io"
+	"io/fs"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/valyala/fasthttp"
+
+	"filigrane/actors"
+	"filigrane/internal/accounts"
+	"filigrane/internal/clock"
+	"filigrane/internal/problem"
+	"filigrane/persistence"
+)
+
+// Prefix is where the console is served.
+const Prefix = "/console"
+
+// Cookie names. The session cookie holds the session secret; the pre-session cookie holds the CSRF token of
+// the sign-in form (double submit), before any session exists.
+const (
+	sessionCookie    = "filigrane_session"
+	preSessionCookie = "filigrane_signin"
+	csrfHeader       = "X-CSRF-Token"
+	csrfField        = "csrf"
+)
+
+// SessionCookie is the session cookie's name: the API answers a request that carries it instead of a key
+// with a clear 401 (spec 5.1: API endpoints take keys, never sessions).
+const SessionCookie = sessionCookie
+
+// Member is the signed-in person as the API's routes see them: an organization member.
+type Member struct {
+	UserID, OrgID, MemberID string
+}
+
+// Config is what the console needs.
+type Config struct {
+	Accounts *accounts.Accounts
+	Orgs     actors.Orgs
+	OrgCalls actors.OrgClient
+	Keys     actors.Keys
+	Catalog  actors.Catalog
+	Clock    clock.Clock
+	Logger   zerolog.Logger
+	// Context returns the context of a request's blocking calls (the server's request context).
+	Context func(timeout time.Duration) (context.Context, context.CancelFunc)
+	// API runs the API route of path (e.g. "/assets") for m and answers ctx as the API would.
+	API func(ctx *fasthttp.RequestCtx, m Member, path string)
+	// Problem answers with a problem body of the API's one error table.
+	Problem func(ctx *fasthttp.RequestCtx, code problem.Code, detail string)
+	// Cluster lists the nodes this node sees (the cluster page, owners and admins only); nil: the page says
+	// there is no cluster information.
+	Cluster func() []ClusterNode
+	// SecureCookies marks cookies Secure even when this listener is plain HTTP (behind a TLS-terminating
+	// proxy). Under TLS they are Secure anyway.
+	SecureCookies bool
+	// SignInsPerMinute bounds sign-in attempts per client address (default 10); past it: 429.
+	SignInsPerMinute int
+	// Timeout bounds each request's storage and actor calls (default 10 s).
+	Timeout time.Duration
+}
+
+// ClusterNode is one node as the cluster page shows it.
+type ClusterNode struct {
+	Name     string
+	Roles    []string
+	Free     map[string]int
+	Capacity int
+	GPUs     int
+	Addr     string
+	Self     bool
+}
+
+// Console serves /console.
+type Console struct {
+	cfg     Config
+	pages   map[string]*template.Template
+	static  fs.FS
+	limiter *limiter
+}
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+//go:embed static
+var staticFS embed.FS
+
+// New builds the console; it fails only on a broken template (a build defect).
+func New(cfg Config) (*Console, error) {
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 10 * time.Second
+	}
+	if cfg.SignInsPerMinute <= 0 {
+		cfg.SignInsPerMinute = 10
+	}
+	c := &Console{cfg: cfg, pages: map[string]*template.Template{},
+		limiter: newLimiter(cfg.SignInsPerMinute, time.Minute, cfg.Clock)}
+	funcs := template.FuncMap{"when": func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04 UTC") }}
+	names, err := fs.Glob(templateFS, "templates/*.html")
+	if err != nil {
+		return nil, err
+	}
+	for _, n := range names {
+		base := strings.TrimSuffix(strings.TrimPrefix(n, "templates/"), ".html")
+		if base == "layout" {
+			continue
+		}
+		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", n)
+		if err != nil {
+			return nil, fmt.Errorf("console template %s: %w", n, err)
+		}
+		c.pages[base] = t
+	}
+	c.static, err = fs.Sub(staticFS, "static")
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Handles reports whether path belongs to the console.
+func Handles(path string) bool { return path == Prefix || strings.HasPrefix(path, Prefix+"/") }
+
+// view is what a page template gets.
+type view struct {
+	Title   string
+	Nav     string
+	CSRF    string
+	User    *accounts.User
+	Role    actors.Role
+	OrgName string
+	Error   string
+	Notice  string
+	Data    any
+}
+
+// request is one signed-in request.
+type request struct {
+	ctx     *fasthttp.RequestCtx
+	c       context.Context
+	session *accounts.Session
+	user    *accounts.User
+	org     *actors.OrgState
+	role    actors.Role
+}
+
+func (r *request) admin() bool { return r.role == actors.RoleOwner || r.role == actors.RoleAdmin }
+
+// Serve answers a request under /console.
+func (c *Console) Serve(ctx *fasthttp.RequestCtx) {
+	h := &ctx.Response.Header
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "same-origin")
+	h.Set("X-Frame-Options", "DENY")
+	// Scripts, styles and images only from the node itself: no inline script can run even if a value ever
+	// escaped its template.
+	h.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' blob: data:; style-src 'self'; "+
+		"script-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'self'")
+	// Session endpoints refuse API keys (spec 5.1): a key is a machine credential, never a console login.
+	if len(ctx.Request.Header.Peek("X-API-Key")) > 0 {
+		c.cfg.Problem(ctx, problem.SessionRequired, "the console takes a signed-in session, never an API key; call the API's own routes with keys")
+		return
+	}
+	path := string(ctx.Path())
+	method := string(ctx.Method())
+	rest := strings.TrimPrefix(path, Prefix)
+	if strings.HasPrefix(rest, "/static/") {
+		c.serveStatic(ctx, strings.TrimPrefix(rest, "/static/"))
+		return
+	}
+	h.Set("Cache-Control", "no-store")
+	switch rest {
+	case "/sign-in":
+		switch method {
+		case "GET", "HEAD":
+			c.signInPage(ctx, "", 200)
+		case "POST":
+			c.signIn(ctx)
+		default:
+			c.methodNotAllowed(ctx, "GET, POST")
+		}
+		return
+	}
+	if token, ok := strings.CutPrefix(rest, "/invite/"); ok && !strings.Contains(token, "/") {
+		c.inviteRoute(ctx, token)
+		return
+	}
+	c2, cancel := c.cfg.Context(c.cfg.Timeout)
+	defer cancel()
+	r, ok := c.authenticate(ctx, c2, strings.HasPrefix(rest, "/api/"))
+	if !ok {
+		return
+	}
+	if method != "GET" && method != "HEAD" && !c.checkCSRF(ctx, r.session.CSRF, rest) {
+		return
+	}
+	if api, ok := strings.CutPrefix(rest, "/api"); ok && strings.HasPrefix(api, "/") {
+		c.cfg.API(ctx, Member{UserID: r.user.ID, OrgID: r.user.OrgID, MemberID: r.user.MemberID}, api)
+		return
+	}
+	c.route(r, method, rest)
+}
+
+func (c *Console) route(r *request, method, rest string) {
+	get := method == "GET" || method == "HEAD"
+	switch {
+	case rest == "" || rest == "/":
+		redirect(r.ctx, Prefix+"/usage")
+	case rest == "/usage" && get:
+		c.usagePage(r)
+	case rest == "/keys" && get:
+		c.keysPage(r, "", 200)
+	case rest == "/keys" && method == "POST":
+		c.createKey(r)
+	case strings.HasPrefix(rest, "/keys/") && strings.HasSuffix(rest, "/revoke") && method == "POST":
+		c.revokeKey(r, strings.TrimSuffix(strings.TrimPrefix(rest, "/keys/"), "/revoke"))
+	case rest == "/assets" && get:
+		c.render(r, "assets", 200, view{Title: "Assets", Nav: "assets"})
+	case rest == "/mark" && get:
+		c.render(r, "mark", 200, view{Title: "Mark a file", Nav: "mark"})
+	case rest == "/check" && get:
+		c.render(r, "check", 200, view{Title: "Check a file", Nav: "check"})
+	case rest == "/jobs" && get:
+		c.render(r, "jobs", 200, view{Title: "Jobs", Nav: "jobs"})
+	case rest == "/batches" && get:
+		c.render(r, "batches", 200, view{Title: "Batches", Nav: "batches"})
+	case rest == "/webhooks" && get:
+		c.render(r, "webhooks", 200, view{Title: "Webhooks", Nav: "webhooks"})
+	case rest == "/storage" && get:
+		c.render(r, "storage", 200, view{Title: "Storage destinations", Nav: "storage"})
+	case rest == "/gpu" && get:
+		c.render(r, "gpu", 200, view{Title: "GPU", Nav: "gpu"})
+	case rest == "/cluster" && get:
+		c.clusterPage(r)
+	case rest == "/members" && get:
+		c.membersPage(r, "", 200, "")
+	case rest == "/members/invite" && method == "POST":
+		c.invite(r)
+	case rest == "/account" && get:
+		c.render(r, "account", 200, view{Title: "Account", Nav: "account"})
+	case rest == "/account/password" && method == "POST":
+		c.changePassword(r)
+	case rest == "/sign-out" && method == "POST":
+		c.signOut(r)
+	default:
+		c.errorPage(r.ctx, 404, "There is no such page.")
+	}
+}
+
+// authenticate finds the request's session. Without one, pages redirect to the sign-in page and API calls
+// answer 401 session_required.
+func (c *Console) authenticate(ctx *fasthttp.RequestCtx, c2 context.Context, api bool) (*request, bool) {
+	secret := string(ctx.Request.Header.Cookie(sessionCookie))
+	s, u, err := c.cfg.Accounts.Session(c2, secret)
+	if err == nil {
+		org, _, oerr := c.cfg.Orgs.Load(c2, u.OrgID)
+		if oerr == nil {
+			if m, ok := org.Member(u.MemberID); ok && m.RemovedAt == nil {
+				return &request{ctx: ctx, c: c2, session: s, user: u, org: org, role: m.Role}, true
+			}
+			err = accounts.ErrNoSession // the member left the organization: the account signs in no more
+		} else if errors.Is(oerr, persistence.ErrNotFound) {
+			err = accounts.ErrNoSession // the organization is gone
+		} else {
+			err = oerr
+		}
+	}
+	if !errors.Is(err, accounts.ErrNoSession) {
+		c.cfg.Logger.Error().Err(err).Msg("console: session check failed")
+		if api {
+			ctx.Response.Header.Set("Retry-After", "2")
+			c.cfg.Problem(ctx, problem.Unavailable, "the session could not be checked; retry shortly")
+		} else {
+			c.errorPage(ctx, 503, "The session could not be checked. Try again in a moment.")
+		}
+		return nil, false
+	}
+	if secret != "" {
+		c.clearCookie(ctx, sessionCookie)
+	}
+	if api {
+		c.cfg.Problem(ctx, problem.SessionRequired, "sign in to the console first; the session is missing or expired")
+		return nil, false
+	}
+	redirect(ctx, Prefix+"/sign-in")
+	return nil, false
+}
+
+// checkCSRF refuses a state-changing request whose token does not match the session's, or that comes from
+// another site (Origin). Forms send the token as a field, scripts as the X-CSRF-Token header.
+func (c *Console) checkCSRF(ctx *fasthttp.RequestCtx, want, rest string) bool {
+	if !c.sameOrigin(ctx) {
+		c.refuseCSRF(ctx, rest, "the request came from another site")
+		return false
+	}
+	got := string(ctx.Request.Header.Peek(csrfHeader))
+	if got == "" && !strings.HasPrefix(rest, "/api/") {
+		form, ok := c.form(ctx)
+		if !ok {
+			return false
+		}
+		got = form.Get(csrfField)
+	}
+	if got == "" || subtle.ConstantTimeCompare([]byte(got), []byte(want)) != 1 {
+		c.refuseCSRF(ctx, rest, "the form's security token is missing or wrong; reload the page and try again")
+		return false
+	}
+	return true
+}
+
+func (c *Console) refuseCSRF(ctx *fasthttp.RequestCtx, rest, why string) {
+	ctx.SetConnectionClose() // the body may be unread
+	if strings.HasPrefix(rest, "/api/") {
+		c.cfg.Problem(ctx, problem.CSRFFailed, why)
+		return
+	}
+	c.errorPage(ctx, 403, "Refused: "+why+" (csrf_failed).")
+}
+
+// sameOrigin checks the Origin header when the browser sent one: it must name this host.
+func (c *Console) sameOrigin(ctx *fasthttp.RequestCtx) bool {
+	origin := string(ctx.Request.Header.Peek("Origin"))
+	if origin == "" {
+		return true // older browsers send none on same-origin requests; the token still decides
+	}
+	u, err := url.Parse(origin)
+	return err == nil && u.Host == string(ctx.Host())
+}
+
+// maxFormBytes bounds a console form body: the largest is the key form.
+const maxFormBytes = 16 << 10
+
+// form reads and parses the request's urlencoded form once (cached on the request); false means it answered.
+func (c *Console) form(ctx *fasthttp.RequestCtx) (url.Values, bool) {
+	if v, ok := ctx.UserValue("console.form").(url.Values); ok {
+		return v, true
+	}
+	if !strings.HasPrefix(string(ctx.Request.Header.ContentType()), "application/x-www-form-urlencoded") {
+		ctx.SetConnectionClose()
+		c.errorPage(ctx, 415, "The form was not sent as a form.")
+		return nil, false
+	}
+	if ctx.Request.Header.ContentLength() > maxFormBytes {
+		ctx.SetConnectionClose()
+		c.errorPage(ctx, 413, "The form is too large.")
+		return nil, false
+	}
+	var r io.Reader = ctx.RequestBodyStream()
+	if r == nil {
+		r = bytes.NewReader(ctx.Request.Body())
+	}
+	body, err := io.ReadAll(io.LimitReader(r, maxFormBytes+1))
+	if err != nil || len(body) > maxFormBytes {
+		ctx.SetConnectionClose()
+		c.errorPage(ctx, 413, "The form is too large.")
+		return nil, false
+	}
+	v, err := url.ParseQuery(string(body))
+	if err != nil {
+		c.errorPage(ctx, 400, "The form could not be read.")
+		return nil, false
+	}
+	ctx.SetUserValue("console.form", v)
+	return v, true
+}
+
+func redirect(ctx *fasthttp.RequestCtx, to string) {
+	ctx.Response.Header.Set("Location", to)
+	ctx.SetStatusCode(303)
+}
+
+func (c *Console) methodNotAllowed(ctx *fasthttp.RequestCtx, allow string) {
+	ctx.Response.Header.Set("Allow", allow)
+	c.errorPage(ctx, 405, "That method is not allowed here.")
+}
+
+func (c *Console) secure(ctx *fasthttp.RequestCtx) bool { return c.cfg.SecureCookies || ctx.IsTLS() }
+
+// setCookie sets an HttpOnly, SameSite=Lax cookie for the console's path (Secure under TLS). Lax, not
+// Strict: a person following a link to the console from elsewhere stays signed in; state-changing requests
+// need the CSRF token anyway.
+func (c *Console) setCookie(ctx *fasthttp.RequestCtx, name, value string, maxAge time.Duration) {
+	var ck fasthttp.Cookie
+	ck.SetKey(name)
+	ck.SetValue(value)
+	ck.SetPath(Prefix)
+	ck.SetHTTPOnly(true)
+	ck.SetSecure(c.secure(ctx))
+	ck.SetSameSite(fasthttp.CookieSameSiteLaxMode)
+	if maxAge > 0 {
+		ck.SetMaxAge(int(maxAge / time.Second))
+	}
+	ctx.Response.Header.SetCookie(&ck)
+}
+
+func (c *Console) clearCookie(ctx *fasthttp.RequestCtx, name string) {
+	var ck fasthttp.Cookie
+	ck.SetKey(name)
+	ck.SetPath(Prefix)
+	ck.SetHTTPOnly(true)
+	ck.SetSecure(c.secure(ctx))
+	ck.SetSameSite(fasthttp.CookieSameSiteLaxMode)
+	ck.SetExpire(fasthttp.CookieExpireDelete)
+	ctx.Response.Header.SetCookie(&ck)
+}
+
+func randomToken() string {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		panic(fmt.Sprintf("crypto/rand failed: %v", err))
+	}
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func (c *Console) render(r *request, page string, status int, v view) {
+	v.CSRF = r.session.CSRF
+	v.User = r.user
+	v.Role = r.role
+	v.OrgName = r.org.Name
+	c.renderPage(r.ctx, page, status, v)
+}
+
+func (c *Console) renderPage(ctx *fasthttp.RequestCtx, page string, status int, v view) {
+	t, ok := c.pages[page]
+	if !ok {
+		c.cfg.Logger.Error().Str("page", page).Msg("console: no such template")
+		ctx.SetStatusCode(500)
+		return
+	}
+	var buf bytes.Buffer
+	if err := t.Execute(&buf, v); err != nil {
+		c.cfg.Logger.Error().Err(err).Str("page", page).Msg("console: render failed")
+		ctx.SetStatusCode(500)
+		ctx.SetContentType("text/plain; charset=utf-8")
+		ctx.SetBodyString("the page could not be rendered")
+		return
+	}
+	ctx.SetStatusCode(status)
+	ctx.SetContentType("text/html; charset=utf-8")
+	ctx.SetBody(buf.Bytes())
+}
+
+func (c *Console) errorPage(ctx *fasthttp.RequestCtx, status int, msg string) {
+	c.renderPage(ctx, "error", status, view{Title: fmt.Sprintf("Error %d", status), Error: msg})
+}
+
+func (c *Console) serveStatic(ctx *fasthttp.RequestCtx, name string) {
+	if strings.Contains(name, "/") || strings.HasPrefix(name, ".") {
+		c.errorPage(ctx, 404, "There is no such file.")
+		return
+	}
+	b, err := fs.ReadFile(c.static, name)
+	if err != nil {
+		c.errorPage(ctx, 404, "There is no such file.")
+		return
+	}
+	switch {
+	case strings.HasSuffix(name, ".css"):
+		ctx.SetContentType("text/css; charset=utf-8")
+	case strings.HasSuffix(name, ".js"):
+		ctx.SetContentType("text/javascript; charset=utf-8")
+	case strings.HasSuffix(name, ".svg"):
+		ctx.SetContentType("image/svg+xml")
+	default:
+		ctx.SetContentType("application/octet-stream")
+	}
+	ctx.Response.Header.Set("Cache-Control", "public, max-age=300")
+	ctx.SetBody(b)
+}
+
+// limiter counts attempts per client address in fixed windows. It bounds its memory by starting over when it
+// tracks too many addresses (an attacker with that many addresses meets the per-account lockout instead).
+type limiter struct {
+	mu     sync.Mutex
+	max    int
+	window time.Duration
+	clk    clock.Clock
+	seen   map[string]*window
+}
+
+type window struct {
+	start time.Time
+	n     int
+}
+
+const maxTrackedAddrs = 100_000
+
+func newLimiter(max int, w time.Duration, clk clock.Clock) *limiter {
+	return &limiter{max: max, window: w, clk: clk, seen: map[string]*window{}}
+}
+
+// allow counts one attempt from addr and reports whether it is within the limit, and when the window resets.
+func (l *limiter) allow(addr string) (bool, time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.clk.Now()
+	w, ok := l.seen[addr]
+	if !ok || now.Sub(w.start) >= l.window || now.Before(w.start) {
+		if len(l.seen) >= maxTrackedAddrs {
+			l.seen = map[string]*window{}
+		}
+		w = &window{start: now}
+		l.seen[addr] = w
+	}
+	w.n++
+	return w.n <= l.max, w.start.Add(l.window).Sub(now)
+}

@@ -1,0 +1,356 @@
+package console_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"filigrane/actors"
+	"filigrane/internal/accounts"
+	"filigrane/internal/admin"
+	"filigrane/internal/clock"
+	"filigrane/internal/node"
+)
+
+// client talks to a node's console as a browser would, without following redirects.
+type client struct {
+	t       *testing.T
+	base    string
+	cookies map[string]string
+	origin  string
+}
+
+type reply struct {
+	status int
+	header http.Header
+	body   string
+}
+
+func (c *client) do(method, path string, form url.Values, hdr map[string]string) reply {
+	c.t.Helper()
+	var body io.Reader
+	if form != nil {
+		body = strings.NewReader(form.Encode())
+	}
+	req, err := http.NewRequest(method, c.base+path, body)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if form != nil {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	if c.origin != "" {
+		req.Header.Set("Origin", c.origin)
+	}
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	for k, v := range c.cookies {
+		req.AddCookie(&http.Cookie{Name: k, Value: v})
+	}
+	hc := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := hc.Do(req)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	for _, ck := range resp.Cookies() {
+		if ck.MaxAge < 0 || ck.Value == "" {
+			delete(c.cookies, ck.Name)
+		} else {
+			c.cookies[ck.Name] = ck.Value
+		}
+	}
+	return reply{resp.StatusCode, resp.Header, string(b)}
+}
+
+var csrfField = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
+
+// signInForm loads the sign-in page and returns its CSRF token.
+func (c *client) signInForm() string {
+	c.t.Helper()
+	r := c.do("GET", "/console/sign-in", nil, nil)
+	m := csrfField.FindStringSubmatch(r.body)
+	if r.status != 200 || m == nil {
+		c.t.Fatalf("sign-in page: %d", r.status)
+	}
+	return m[1]
+}
+
+func (c *client) signIn(email, pw string) reply {
+	c.t.Helper()
+	tok := c.signInForm()
+	return c.do("POST", "/console/sign-in", url.Values{"csrf": {tok}, "email": {email}, "password": {pw}}, nil)
+}
+
+// cheapHash keeps the many sign-ins of these tests fast; internal/accounts checks the default cost.
+var cheapHash = accounts.Argon2{Time: 1, MemKiB: 256, Threads: 1}
+
+func startNode(t *testing.T, clk clock.Clock, tweak func(*node.Config)) *node.Node {
+	t.Helper()
+	cfg := node.Config{DataDir: t.TempDir(), APIAddr: "127.0.0.1:0", UploadAddr: "127.0.0.1:0", NodeName: "console",
+		Logger: zerolog.Nop(), Clock: clk, Bootstrap: true, SweepInterval: -1, ConsolePasswordCost: cheapHash}
+	if tweak != nil {
+		tweak(&cfg)
+	}
+	n, err := node.Start(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		_ = n.Close(ctx)
+	})
+	return n
+}
+
+func TestSessionsCookiesAndCSRF(t *testing.T) {
+	clk := clock.NewManual(time.Now())
+	n := startNode(t, clk, nil)
+	dev := n.DevOrg
+	c := &client{t: t, base: "http://" + n.APIAddr(), cookies: map[string]string{}}
+
+	// Signed out: pages send to the sign-in page, console API calls answer 401 session_required.
+	if r := c.do("GET", "/console/keys", nil, nil); r.status != 303 || r.header.Get("Location") != "/console/sign-in" {
+		t.Fatalf("signed-out page: %d %s", r.status, r.header.Get("Location"))
+	}
+	if r := c.do("GET", "/console/api/assets", nil, nil); r.status != 401 || !strings.Contains(r.body, `"session_required"`) {
+		t.Fatalf("signed-out API call: %d %s", r.status, r.body)
+	}
+
+	// The sign-in form needs its token (double submit): without it nothing is checked.
+	c.signInForm()
+	if r := c.do("POST", "/console/sign-in", url.Values{"email": {dev.ConsoleEmail}, "password": {dev.ConsolePassword}}, nil); r.status != 403 || !strings.Contains(r.body, "csrf_failed") {
+		t.Fatalf("sign-in without token: %d", r.status)
+	}
+	if r := c.signIn(dev.ConsoleEmail, "not the password at all"); r.status != 401 || !strings.Contains(r.body, "Wrong email or password") {
+		t.Fatalf("wrong password: %d", r.status)
+	}
+
+	// A session id held before sign-in is worthless after it (rotation), and the new cookie is HttpOnly,
+	// SameSite=Lax, scoped to /console, not Secure on plain HTTP.
+	c.cookies["filigrane_session"] = "planted-by-someone-else"
+	tok := c.signInForm()
+	req := url.Values{"csrf": {tok}, "email": {dev.ConsoleEmail}, "password": {dev.ConsolePassword}}
+	r := c.do("POST", "/console/sign-in", req, nil)
+	if r.status != 303 || r.header.Get("Location") != "/console/usage" {
+		t.Fatalf("sign in: %d %s", r.status, r.body)
+	}
+	set := strings.Join(r.header.Values("Set-Cookie"), "\n")
+	if !regexp.MustCompile(`filigrane_session=[A-Za-z0-9_-]{43}; path=/console; HttpOnly; SameSite=Lax`).MatchString(set) || strings.Contains(set, "secure") {
+		t.Fatalf("session cookie: %s", set)
+	}
+	first := c.cookies["filigrane_session"]
+	if first == "planted-by-someone-else" {
+		t.Fatal("the planted session id was kept")
+	}
+
+	page := c.do("GET", "/console/keys", nil, nil)
+	m := csrfField.FindStringSubmatch(page.body)
+	if page.status != 200 || m == nil {
+		t.Fatalf("keys page: %d", page.status)
+	}
+	token := m[1]
+	if page.header.Get("Cache-Control") != "no-store" || !strings.Contains(page.header.Get("Content-Security-Policy"), "script-src 'self'") {
+		t.Fatalf("page headers: %v", page.header)
+	}
+	key := url.Values{"name": {"ci"}, "scope": {"watermarks:embed"}, "expires": {"30d"}}
+
+	// CSRF: no token, a wrong token, or another site's Origin are refused and create nothing.
+	if r := c.do("POST", "/console/keys", key, nil); r.status != 403 || !strings.Contains(r.body, "csrf_failed") {
+		t.Fatalf("form without token: %d", r.status)
+	}
+	key.Set("csrf", "x"+token[1:])
+	if r := c.do("POST", "/console/keys", key, nil); r.status != 403 {
+		t.Fatalf("form with a wrong token: %d", r.status)
+	}
+	key.Set("csrf", token)
+	c.origin = "http://evil.example"
+	if r := c.do("POST", "/console/keys", key, nil); r.status != 403 {
+		t.Fatalf("form from another origin: %d", r.status)
+	}
+	c.origin = ""
+	if r := c.do("DELETE", "/console/api/assets/ast_00000000000000000000000000000000", nil, map[string]string{"X-CSRF-Token": "forged"}); r.status != 403 || !strings.Contains(r.body, `"csrf_failed"`) {
+		t.Fatalf("API call with a forged token: %d %s", r.status, r.body)
+	}
+	if r := c.do("GET", "/console/keys", nil, nil); strings.Contains(r.body, ">ci<") {
+		t.Fatal("a refused form created a key")
+	}
+	r = c.do("POST", "/console/keys", key, nil)
+	secret := regexp.MustCompile(`value="(fgk_[^"]+)"`).FindStringSubmatch(r.body)
+	if r.status != 201 || secret == nil {
+		t.Fatalf("create key: %d", r.status)
+	}
+	// The API call with the right token runs the API's own route (and its answer: 404 for an unknown asset).
+	if r := c.do("DELETE", "/console/api/assets/ast_00000000000000000000000000000000", nil, map[string]string{"X-CSRF-Token": token}); r.status != 404 || !strings.Contains(r.body, `"asset_not_found"`) {
+		t.Fatalf("API call through the console: %d %s", r.status, r.body)
+	}
+
+	// Keys and sessions do not mix (spec 5.1).
+	if r := c.do("GET", "/console/api/assets", nil, map[string]string{"X-API-Key": secret[1]}); r.status != 401 || !strings.Contains(r.body, `"session_required"`) {
+		t.Fatalf("console call with a key: %d %s", r.status, r.body)
+	}
+	api := &client{t: t, base: c.base, cookies: map[string]string{"filigrane_session": first}}
+	if r := api.do("GET", "/assets", nil, nil); r.status != 401 || !strings.Contains(r.body, "never a console session") {
+		t.Fatalf("API route with a session cookie: %d %s", r.status, r.body)
+	}
+
+	// Idle expiry on the node's clock: used now and then the session lives; two idle hours end it.
+	clk.Advance(90 * time.Minute)
+	if r := c.do("GET", "/console/usage", nil, nil); r.status != 200 {
+		t.Fatalf("after 90 minutes: %d", r.status)
+	}
+	clk.Advance(2 * time.Hour)
+	if r := c.do("GET", "/console/usage", nil, nil); r.status != 303 {
+		t.Fatalf("after 2 idle hours: %d", r.status)
+	}
+	if _, ok := c.cookies["filigrane_session"]; ok {
+		t.Fatal("the expired session's cookie was not cleared")
+	}
+}
+
+func TestSignInLimits(t *testing.T) {
+	clk := clock.NewManual(time.Now())
+	n := startNode(t, clk, func(cfg *node.Config) { cfg.ConsoleSecureCookies = true })
+	c := &client{t: t, base: "http://" + n.APIAddr(), cookies: map[string]string{}}
+
+	// Five wrong passwords lock the account: 429 with Retry-After, and the right password is refused too.
+	for i := 1; i <= 4; i++ {
+		if r := c.signIn(n.DevOrg.ConsoleEmail, "wrong password, sorry"); r.status != 401 {
+			t.Fatalf("failure %d: %d", i, r.status)
+		}
+	}
+	r := c.signIn(n.DevOrg.ConsoleEmail, "wrong password, sorry")
+	if r.status != 429 || r.header.Get("Retry-After") != "900" || !strings.Contains(r.body, "locked") {
+		t.Fatalf("fifth failure: %d %q", r.status, r.header.Get("Retry-After"))
+	}
+	if r := c.signIn(n.DevOrg.ConsoleEmail, n.DevOrg.ConsolePassword); r.status != 429 {
+		t.Fatalf("right password while locked: %d", r.status)
+	}
+	clk.Advance(15 * time.Minute)
+	r = c.signIn(n.DevOrg.ConsoleEmail, n.DevOrg.ConsolePassword)
+	if r.status != 303 {
+		t.Fatalf("after the lock: %d", r.status)
+	}
+	// SecureCookies (TLS terminated in front): the session cookie is Secure.
+	if set := strings.Join(r.header.Values("Set-Cookie"), "\n"); !strings.Contains(set, "filigrane_session=") || !strings.Contains(set, "secure") {
+		t.Fatalf("cookie without Secure: %s", set)
+	}
+
+	// Per address: ten attempts a minute (the sign-in above was the first of this minute), then 429 whatever
+	// the account.
+	for i := 2; i <= 10; i++ {
+		if r := c.signIn("nobody@example.com", "wrong password, sorry"); r.status != 401 {
+			t.Fatalf("attempt %d: %d", i, r.status)
+		}
+	}
+	r = c.signIn("nobody@example.com", "wrong password, sorry")
+	if r.status != 429 || !strings.Contains(r.body, "Too many sign-in attempts") {
+		t.Fatalf("attempt 11: %d", r.status)
+	}
+	clk.Advance(time.Minute)
+	if r := c.signIn("nobody@example.com", "wrong password, sorry"); r.status != 401 {
+		t.Fatalf("next minute: %d", r.status)
+	}
+}
+
+// TestMemberRole: a member (not owner or admin) signs in; the role limits them as it limits their keys.
+func TestMemberRole(t *testing.T) {
+	n := startNode(t, clock.NewManual(time.Now()), nil)
+	adm := admin.Admin{Store: n.Store(), Clock: clock.System{}, Catalog: actors.DefaultCatalog(), PasswordCost: cheapHash}
+	memberID, err := adm.AddMember(context.Background(), n.DevOrg.OrgID, "Mel", actors.RoleMember)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := adm.CreateUser(context.Background(), n.DevOrg.OrgID, memberID, "mel@example.com", "mel's long password"); err != nil {
+		t.Fatal(err)
+	}
+	c := &client{t: t, base: "http://" + n.APIAddr(), cookies: map[string]string{}}
+	if r := c.signIn("mel@example.com", "mel's long password"); r.status != 303 {
+		t.Fatalf("sign in: %d", r.status)
+	}
+	page := c.do("GET", "/console/keys", nil, nil)
+	token := csrfField.FindStringSubmatch(page.body)[1]
+	if strings.Contains(page.body, "/revoke") || strings.Contains(page.body, `href="/console/cluster"`) {
+		t.Fatal("a member is offered to revoke the owner's key or to see the cluster")
+	}
+	devKey := regexp.MustCompile(`data-key-id="([0-9a-f]{16})"`).FindStringSubmatch(page.body)
+	if devKey == nil {
+		t.Fatal("no key listed")
+	}
+	if r := c.do("POST", "/console/keys/"+devKey[1]+"/revoke", url.Values{"csrf": {token}}, nil); r.status != 403 {
+		t.Fatalf("member revokes the owner's key: %d", r.status)
+	}
+	if r := c.do("GET", "/console/cluster", nil, nil); r.status != 403 {
+		t.Fatalf("member opens the cluster page: %d", r.status)
+	}
+	if r := c.do("DELETE", "/console/api/assets/ast_00000000000000000000000000000000", nil, map[string]string{"X-CSRF-Token": token}); r.status != 403 || !strings.Contains(r.body, `"role_forbidden"`) {
+		t.Fatalf("member deletes an asset through the console: %d %s", r.status, r.body)
+	}
+	// A member removed from the organization is signed out at their next request.
+	if err := adm.RemoveMember(context.Background(), n.DevOrg.OrgID, memberID); err != nil {
+		t.Fatal(err)
+	}
+	if r := c.do("GET", "/console/usage", nil, nil); r.status != 303 {
+		t.Fatalf("removed member: %d", r.status)
+	}
+}
+
+// TestInvitation: an owner invites someone by a one-time link; they choose a password, become a member with
+// the invited role and are signed in; the link works once.
+func TestInvitation(t *testing.T) {
+	n := startNode(t, clock.NewManual(time.Now()), nil)
+	owner := &client{t: t, base: "http://" + n.APIAddr(), cookies: map[string]string{}}
+	if r := owner.signIn(n.DevOrg.ConsoleEmail, n.DevOrg.ConsolePassword); r.status != 303 {
+		t.Fatalf("sign in: %d", r.status)
+	}
+	page := owner.do("GET", "/console/members", nil, nil)
+	token := csrfField.FindStringSubmatch(page.body)[1]
+	r := owner.do("POST", "/console/members/invite", url.Values{"csrf": {token}, "email": {"Ada@Example.com"}, "role": {"admin"}}, nil)
+	link := regexp.MustCompile(`value="http://[^/]+(/console/invite/[A-Za-z0-9_-]{43})"`).FindStringSubmatch(r.body)
+	if r.status != 201 || link == nil {
+		t.Fatalf("invite: %d", r.status)
+	}
+	if r := owner.do("POST", "/console/members/invite", url.Values{"csrf": {token}, "email": {n.DevOrg.ConsoleEmail}, "role": {"member"}}, nil); r.status != 409 {
+		t.Fatalf("inviting an existing user: %d", r.status)
+	}
+
+	ada := &client{t: t, base: owner.base, cookies: map[string]string{}}
+	form := ada.do("GET", link[1], nil, nil)
+	pre := csrfField.FindStringSubmatch(form.body)
+	if form.status != 200 || pre == nil || !strings.Contains(form.body, "ada@example.com") || !strings.Contains(form.body, "<strong>admin</strong>") {
+		t.Fatalf("invitation page: %d", form.status)
+	}
+	if r := ada.do("POST", link[1], url.Values{"csrf": {"forged"}, "password": {"ada's own password"}, "confirm": {"ada's own password"}}, nil); r.status != 403 {
+		t.Fatalf("accept with a forged token: %d", r.status)
+	}
+	if r := ada.do("POST", link[1], url.Values{"csrf": {pre[1]}, "password": {"ada's own password"}, "confirm": {"something else"}}, nil); r.status != 422 {
+		t.Fatalf("accept with mismatched passwords: %d", r.status)
+	}
+	pre = csrfField.FindStringSubmatch(ada.do("GET", link[1], nil, nil).body)
+	if r := ada.do("POST", link[1], url.Values{"csrf": {pre[1]}, "password": {"ada's own password"}, "confirm": {"ada's own password"}}, nil); r.status != 303 || ada.cookies["filigrane_session"] == "" {
+		t.Fatalf("accept: %d", r.status)
+	}
+	if r := ada.do("GET", "/console/members", nil, nil); r.status != 200 || !strings.Contains(r.body, "ada@example.com · Development (admin)") {
+		t.Fatalf("the new admin's members page: %d", r.status)
+	}
+	// Admins invite admins and members, not owners.
+	adaToken := csrfField.FindStringSubmatch(ada.do("GET", "/console/members", nil, nil).body)[1]
+	if r := ada.do("POST", "/console/members/invite", url.Values{"csrf": {adaToken}, "email": {"eve@example.com"}, "role": {"owner"}}, nil); r.status != 422 {
+		t.Fatalf("admin invites an owner: %d", r.status)
+	}
+	// The link worked once.
+	other := &client{t: t, base: owner.base, cookies: map[string]string{}}
+	if r := other.do("GET", link[1], nil, nil); r.status != 410 {
+		t.Fatalf("second use of the link: %d", r.status)
+	}
+}

@@ -1,0 +1,441 @@
+package consolebrowser_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"image"
+	"image/color"
+	"image/png"
+	"io"
+	"math"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/input"
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
+	"github.com/rs/zerolog"
+
+	"filigrane/actors"
+	"filigrane/internal/admin"
+	"filigrane/internal/clock"
+	"filigrane/internal/node"
+)
+
+// chromium finds the headless browser: FILIGRANE_CHROMIUM, else the Debian package's binary (installed by
+// scripts/setup.sh --s3, which `make test` runs).
+func chromium() string {
+	if p := os.Getenv("FILIGRANE_CHROMIUM"); p != "" {
+		return p
+	}
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "headless-shell"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	return ""
+}
+
+// screenshotDir is where the test's screenshots go: FILIGRANE_CONSOLE_SCREENSHOTS (kept), else a temporary
+// directory of the test.
+func screenshotDir(t *testing.T) string {
+	if d := os.Getenv("FILIGRANE_CONSOLE_SCREENSHOTS"); d != "" {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	return t.TempDir()
+}
+
+// texturedPNG draws a 512x512 image with smooth texture and edges: enough structure to carry a mark.
+func texturedPNG(t *testing.T, path string) {
+	img := image.NewNRGBA(image.Rect(0, 0, 512, 512))
+	for y := 0; y < 512; y++ {
+		for x := 0; x < 512; x++ {
+			fx, fy := float64(x), float64(y)
+			v := 128 + 50*math.Sin(fx/17)*math.Cos(fy/23) + 30*math.Sin((fx+fy)/41) + float64((x*7919+y*104729)%23) - 11
+			if (x/64+y/64)%2 == 0 {
+				v += 25
+			}
+			c := uint8(max(0, min(255, v)))
+			img.SetNRGBA(x, y, color.NRGBA{R: c, G: uint8(max(0, min(255, v*0.8+30))), B: uint8(255 - int(c)/2), A: 255})
+		}
+	}
+	var b bytes.Buffer
+	if err := png.Encode(&b, img); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestConsoleInBrowser drives the console in headless Chromium, as a person would: sign in, create a key,
+// mark an image, find it in the assets, check it by drag and drop, have a forged form and call refused
+// (CSRF), and lock an account with wrong passwords. One browser session for the whole walk; a screenshot
+// of each page.
+func TestConsoleInBrowser(t *testing.T) {
+	exe := chromium()
+	if exe == "" {
+		t.Skip("Chromium is not installed (Debian package chromium; scripts/setup.sh --s3 installs it): the browser test cannot run")
+	}
+	dir := t.TempDir()
+	n, err := node.Start(context.Background(), node.Config{DataDir: dir, APIAddr: "127.0.0.1:0", UploadAddr: "127.0.0.1:0",
+		NodeName: "console", Logger: zerolog.Nop(), Clock: clock.System{}, Bootstrap: true, SweepInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		_ = n.Close(ctx)
+	}()
+	base := "http://" + n.APIAddr()
+	dev := n.DevOrg
+	// A second person, a member, whose account the lockout check locks.
+	adm := admin.Admin{Store: n.Store(), Clock: clock.System{}, Catalog: actors.DefaultCatalog()}
+	memberID, err := adm.AddMember(context.Background(), dev.OrgID, "Mallory", actors.RoleMember)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := adm.CreateUser(context.Background(), dev.OrgID, memberID, "member@example.com", "member password 1"); err != nil {
+		t.Fatal(err)
+	}
+
+	shots := screenshotDir(t)
+	imgPath := filepath.Join(t.TempDir(), "photo.png")
+	texturedPNG(t, imgPath)
+
+	actx, cancelA := chromedp.NewExecAllocator(context.Background(), append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.WindowSize(1280, 900))...)
+	defer cancelA()
+	ctx, cancel := chromedp.NewContext(actx)
+	defer cancel()
+	ctx, cancelT := context.WithTimeout(ctx, 180*time.Second) // generous: a loaded 2-core machine takes 75 s
+	defer cancelT()
+
+	began := time.Now()
+	do := func(step string, actions ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		if err := chromedp.Do(ctx, actions...); err != nil {
+			t.Fatalf("%s: %v", step, err)
+		}
+		t.Logf("%6.1fs %s", time.Since(began).Seconds(), step)
+	}
+	text := func(sel string) string {
+		t.Helper()
+		s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
+		if err != nil {
+			t.Fatalf("text of %s: %v", sel, err)
+		}
+		return strings.TrimSpace(s)
+	}
+	shot := func(name string) {
+		t.Helper()
+		b, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+		if err != nil {
+			t.Fatalf("screenshot %s: %v", name, err)
+		}
+		if err := os.WriteFile(filepath.Join(shots, name+".png"), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eval := func(js string) string {
+		t.Helper()
+		s, err := chromedp.Run(ctx, chromedp.Evaluate[string](js, chromedp.EvalAwaitPromise))
+		if err != nil {
+			t.Fatalf("evaluate %s: %v", js, err)
+		}
+		return s
+	}
+
+	// waitText waits (in the page, on its DOM changes) until sel's text contains want.
+	waitText := func(sel, want string) {
+		t.Helper()
+		js := fmt.Sprintf(`((document.querySelector(%q) || {}).textContent || "").includes(%q)`, sel, want)
+		wctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		defer cancel()
+		if err := chromedp.Do(wctx, chromedp.Poll[chromedp.Void](js, chromedp.WithPollingMutation())); err != nil {
+			t.Fatalf("%s never showed %q: %v", sel, want, err)
+		}
+	}
+	// Sign in: the console sends a signed-out visitor to the sign-in page.
+	do("open the console", chromedp.Navigate(base+"/console/"), chromedp.WaitVisible(chromedp.CSS("#signin-form")))
+	shot("01-sign-in")
+	do("sign in",
+		chromedp.SendKeys(chromedp.CSS("#email"), dev.ConsoleEmail),
+		chromedp.SendKeys(chromedp.CSS("#password"), dev.ConsolePassword),
+		chromedp.Submit(chromedp.CSS("#signin-form")),
+		chromedp.WaitVisible(chromedp.CSS("#available")))
+	if got := text("#available"); got != "1000000" {
+		t.Fatalf("available credits on the usage page: %q", got)
+	}
+	shot("02-usage")
+
+	// Create a key; its secret is shown once and works against the API.
+	do("create a key",
+		chromedp.Navigate(base+"/console/keys"), chromedp.WaitVisible(chromedp.CSS("#key-form")),
+		chromedp.SendKeys(chromedp.CSS("#key-name"), "browser test"),
+		chromedp.Submit(chromedp.CSS("#key-form")),
+		chromedp.WaitVisible(chromedp.CSS("#new-secret")))
+	secret, err := chromedp.Run(ctx, chromedp.Value(chromedp.CSS("#new-secret")))
+	if err != nil || !strings.HasPrefix(secret, "fgk_") {
+		t.Fatalf("new key secret %q: %v", secret, err)
+	}
+	shot("03-key-created")
+	if st, body := apiGet(t, base+"/auth/api-key", secret, ""); st != 200 || !strings.Contains(body, `"watermarks:embed"`) || strings.Contains(body, `"assets:delete"`) {
+		t.Fatalf("the console's key on the API: %d %s", st, body)
+	}
+	do("reload keys", chromedp.Navigate(base+"/console/keys"), chromedp.WaitVisible(chromedp.CSS("#keys")))
+	if n, _ := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll('#new-secret').length`)); n != 0 {
+		t.Fatal("the secret is shown again after a reload")
+	}
+	keysBefore := strings.Count(text("#keys tbody"), "active")
+
+	// Sessions and keys do not mix (spec 5.1): the session cookie opens no API route, a key no console route.
+	cookie := sessionCookie(t, ctx)
+	if st, body := apiGet(t, base+"/assets", "", cookie); st != 401 || !strings.Contains(body, "never a console session") {
+		t.Fatalf("API route with a session cookie: %d %s", st, body)
+	}
+	if st, body := apiGet(t, base+"/console/api/assets", secret, ""); st != 401 || !strings.Contains(body, `"session_required"`) {
+		t.Fatalf("console route with an API key: %d %s", st, body)
+	}
+
+	// Mark an image through the console.
+	do("mark an image",
+		chromedp.Navigate(base+"/console/mark"), chromedp.WaitVisible(chromedp.CSS("#mark-form")),
+		chromedp.SetUploadFiles(chromedp.CSS("#mark-file"), []string{imgPath}),
+		chromedp.Click(chromedp.CSS("#mark-submit")),
+		chromedp.WaitVisible(chromedp.CSS("#mark-done")))
+	wmID := text(`#mark-done [data-field="X-Watermark-ID"]`)
+	assetID := text(`#mark-done [data-field="X-Asset-ID"]`)
+	if len(wmID) != 64 || !strings.HasPrefix(assetID, "ast_") {
+		t.Fatalf("mark result: watermark %q asset %q", wmID, assetID)
+	}
+	shot("04-marked")
+	do("the mark's job", chromedp.Click(chromedp.CSS("#mark-job")), chromedp.WaitVisible(chromedp.CSS("#job-done")))
+	if job := text("#job-done"); !strings.Contains(job, "succeeded") || !strings.Contains(job, assetID) {
+		t.Fatalf("job page: %q", job)
+	}
+	shot("04-job")
+
+	// Find it in the assets, by the watermark id filter too.
+	do("list assets", chromedp.Navigate(base+"/console/assets"),
+		chromedp.WaitVisible(chromedp.CSS(`#assets tbody tr[data-asset-id="`+assetID+`"]`)))
+	if rows, _ := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll('#assets tbody tr').length`)); rows != 2 {
+		t.Fatalf("asset rows: %d, want the source and the watermarked image", rows)
+	}
+	// The mark on the old page is removed first, so that only the filtered page's finished list matches.
+	do("filter by kind and watermark id", chromedp.Evaluate[chromedp.Void](`document.getElementById('assets').removeAttribute('data-loaded')`),
+		chromedp.SetValue(chromedp.CSS("#f-kind"), "watermarked"),
+		chromedp.SetValue(chromedp.CSS("#f-wm"), wmID),
+		chromedp.Submit(chromedp.CSS("#asset-filters")),
+		chromedp.WaitVisible(chromedp.CSS(`#assets[data-loaded] tbody tr[data-asset-id="`+assetID+`"]`)))
+	if loc, _ := chromedp.Run(ctx, chromedp.Location()); !strings.Contains(loc, "kind=watermarked") {
+		t.Fatalf("the filtered list's address: %s", loc)
+	}
+	if rows, _ := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll('#assets tbody tr').length`)); rows != 1 {
+		t.Fatalf("watermarked asset rows: %d", rows)
+	}
+	// Rename it and set its metadata from the list.
+	do("edit the asset", chromedp.Click(chromedp.CSS(`#assets tr[data-asset-id="`+assetID+`"] button[aria-expanded]`)),
+		chromedp.WaitVisible(chromedp.CSS("#name-"+assetID)),
+		chromedp.SetValue(chromedp.CSS("#name-"+assetID), "cover photo"),
+		chromedp.SetValue(chromedp.CSS("#meta-"+assetID), `{"campaign": "spring"}`),
+		chromedp.Click(chromedp.CSS(`#edit-`+assetID+` button[type="submit"]`)))
+	waitText("#edit-"+assetID+" [role=status]", "Saved.")
+	if st, body := apiGet(t, base+"/assets/"+assetID, secret, ""); st != 200 || !strings.Contains(body, `"name":"cover photo"`) || !strings.Contains(body, `"campaign":"spring"`) {
+		t.Fatalf("the edited asset: %d %s", st, body)
+	}
+	shot("05-assets")
+
+	// Check the watermarked file by dragging it onto the drop zone.
+	marked := filepath.Join(t.TempDir(), "photo-watermarked.png")
+	st, body := apiGet(t, base+"/assets/"+assetID+"/content", secret, "")
+	if st != 200 {
+		t.Fatalf("download the marked file: %d", st)
+	}
+	if err := os.WriteFile(marked, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	do("open the check page", chromedp.Navigate(base+"/console/check"), chromedp.WaitVisible(chromedp.CSS("#drop")))
+	// Keyboard: Enter on the focused drop zone opens the file chooser (intercepted here, so none shows).
+	wctx, cancelW := context.WithTimeout(ctx, 15*time.Second)
+	opened := chromedp.Events(wctx, page.FileChooserOpened)
+	if _, err := chromedp.Call(ctx, page.SetInterceptFileChooserDialog, page.SetInterceptFileChooserDialogParams{Enabled: true}); err != nil {
+		t.Fatal(err)
+	}
+	do("Enter on the drop zone", chromedp.SendKeys(chromedp.CSS("#drop"), kb.Enter))
+	for ev, err := range opened {
+		if err != nil {
+			t.Fatalf("no file chooser after Enter on the drop zone: %v", err)
+		}
+		if ev.Mode != page.FileChooserOpenedModeSelectSingle {
+			t.Fatalf("file chooser mode %s", ev.Mode)
+		}
+		break
+	}
+	cancelW()
+	if _, err := chromedp.Call(ctx, page.SetInterceptFileChooserDialog, page.SetInterceptFileChooserDialogParams{Enabled: false}); err != nil {
+		t.Fatal(err)
+	}
+	var at []float64
+	if err := json.Unmarshal([]byte(eval(`(async () => { const r = document.getElementById('drop').getBoundingClientRect();
+		return JSON.stringify([r.x + r.width / 2, r.y + r.height / 2]) })()`)), &at); err != nil || len(at) != 2 {
+		t.Fatalf("drop zone position: %v", err)
+	}
+	data := &input.DragData{Items: []*input.DragDataItem{}, Files: []string{marked}, DragOperationsMask: 1}
+	for _, typ := range []input.DispatchDragEventType{input.DispatchDragEventTypeDragEnter, input.DispatchDragEventTypeDragOver, input.DispatchDragEventTypeDrop} {
+		if _, err := chromedp.Call(ctx, input.DispatchDragEvent, input.DispatchDragEventParams{Type: typ, X: at[0], Y: at[1], Data: data}); err != nil {
+			t.Fatalf("drag %s: %v", typ, err)
+		}
+	}
+	do("detection result", chromedp.WaitVisible(chromedp.CSS("#check-done")))
+	if v, got := text("#verdict"), text("#check-wm"); v != "Watermarked" || got != wmID {
+		t.Fatalf("drop check: %q %q, want Watermarked %s", v, got, wmID)
+	}
+	if rows, _ := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll('#units tbody tr').length`)); rows != 1 {
+		t.Fatalf("unit rows: %d", rows)
+	}
+	shot("06-check")
+
+	// The pages over the other API routes load and say what there is; the cluster page shows this node.
+	for _, p := range []struct{ path, sel, want, shot string }{
+		{"/console/batches", "#batches-status", "No batches yet.", "10-batches"},
+		{"/console/webhooks", "#webhooks-status", "No endpoints yet.", "11-webhooks"},
+		{"/console/storage", "#storage-status", "No destinations yet.", "12-storage"},
+		{"/console/gpu", "#gpu-status", "unavailable", "13-gpu"},
+		{"/console/cluster", "#cluster tbody", "this node", "14-cluster"},
+		{"/console/members", "#members tbody", "Mallory", "15-members"},
+	} {
+		do("open "+p.path, chromedp.Navigate(base+p.path), chromedp.WaitVisible(chromedp.CSS("#main")))
+		waitText(p.sel, p.want)
+		shot(p.shot)
+	}
+	do("wake the GPU", chromedp.Navigate(base+"/console/gpu"), chromedp.WaitVisible(chromedp.CSS("#gpu-wake")),
+		chromedp.Click(chromedp.CSS("#gpu-wake")))
+	waitText("#gpu-message", "Wake requested.")
+
+	// Usage after the work above: two credits charged today (mark and check), drawn in the chart.
+	do("usage after work", chromedp.Navigate(base+"/console/usage"), chromedp.WaitVisible(chromedp.CSS("#available")))
+	if got := text("#available"); got != "999998" {
+		t.Fatalf("available credits after a mark and a check: %q", got)
+	}
+	if tall, _ := chromedp.Run(ctx, chromedp.Evaluate[int](`[...document.querySelectorAll('.chart rect')].filter(r => r.getAttribute('height') !== '0.00').length`)); tall != 1 {
+		t.Fatalf("chart bars with use: %d, want today's", tall)
+	}
+	shot("16-usage-after-work")
+
+	// Phone layout: the same page in a narrow viewport.
+	do("phone viewport", chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2)), chromedp.Navigate(base+"/console/usage"),
+		chromedp.WaitVisible(chromedp.CSS("#available")))
+	if w, _ := chromedp.Run(ctx, chromedp.Evaluate[int](`document.documentElement.scrollWidth`)); w > 390 {
+		t.Fatalf("the usage page scrolls sideways on a phone: %d px wide", w)
+	}
+	shot("07-usage-phone")
+	do("laptop viewport", chromedp.EmulateViewport(1280, 900))
+
+	// CSRF: a form whose token was tampered with is refused and changes nothing; so is a script call.
+	do("forged key form",
+		chromedp.Navigate(base+"/console/keys"), chromedp.WaitVisible(chromedp.CSS("#key-form")),
+		chromedp.SetValue(chromedp.CSS(`#key-form input[name="csrf"]`), "forged"),
+		chromedp.SendKeys(chromedp.CSS("#key-name"), "forged"),
+		chromedp.Submit(chromedp.CSS("#key-form")),
+		chromedp.WaitVisible(chromedp.CSS("#page-error")))
+	if e := text("#page-error"); !strings.Contains(e, "csrf_failed") {
+		t.Fatalf("forged form: %q", e)
+	}
+	shot("08-csrf-refused")
+	do("back to keys", chromedp.Navigate(base+"/console/keys"), chromedp.WaitVisible(chromedp.CSS("#keys")))
+	if after := strings.Count(text("#keys tbody"), "active"); after != keysBefore {
+		t.Fatalf("a forged form created a key: %d active keys, were %d", after, keysBefore)
+	}
+	if got := eval(`fetch('/console/api/assets/` + assetID + `', {method: 'DELETE', headers: {'X-CSRF-Token': 'forged'}})
+		.then(async r => r.status + ' ' + (await r.json()).code)`); got != "403 csrf_failed" {
+		t.Fatalf("forged script call: %q", got)
+	}
+	if st, _ := apiGet(t, base+"/assets/"+assetID, secret, ""); st != 200 {
+		t.Fatalf("the asset after a forged delete: %d", st)
+	}
+
+	// Sign out: the cookie's session is gone on the server too.
+	do("sign out", chromedp.Click(chromedp.CSS(".who button")), chromedp.WaitVisible(chromedp.CSS("#signin-form")))
+	if st, _ := apiGet(t, base+"/console/api/assets", "", cookie); st != 401 {
+		t.Fatalf("the old session after sign-out: %d", st)
+	}
+
+	// Lockout: five wrong passwords lock the account; the right one is refused while it is locked.
+	signIn := func(email, pw string) string {
+		t.Helper()
+		do("sign in as "+email, chromedp.Navigate(base+"/console/sign-in"), chromedp.WaitVisible(chromedp.CSS("#signin-form")),
+			chromedp.SendKeys(chromedp.CSS("#email"), email), chromedp.SendKeys(chromedp.CSS("#password"), pw),
+			chromedp.Submit(chromedp.CSS("#signin-form")), chromedp.WaitVisible(chromedp.CSS("#page-error")))
+		return text("#page-error")
+	}
+	for i := 1; i <= 4; i++ {
+		if e := signIn("member@example.com", fmt.Sprintf("wrong password %d", i)); e != "Wrong email or password." {
+			t.Fatalf("wrong password %d: %q", i, e)
+		}
+	}
+	if e := signIn("member@example.com", "wrong password 5"); !strings.Contains(e, "locked") {
+		t.Fatalf("fifth wrong password: %q", e)
+	}
+	if e := signIn("member@example.com", "member password 1"); !strings.Contains(e, "locked") {
+		t.Fatalf("right password while locked: %q", e)
+	}
+	shot("09-locked")
+	t.Logf("screenshots in %s", shots)
+}
+
+func sessionCookie(t *testing.T, ctx context.Context) string {
+	t.Helper()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.cookie`))
+	if err == nil && strings.Contains(v, "filigrane_session") {
+		t.Fatal("the session cookie is readable from scripts: it must be HttpOnly")
+	}
+	res, err := chromedp.Call(ctx, network.GetCookies, network.GetCookiesParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range res.Cookies {
+		if c.Name == "filigrane_session" {
+			if !c.HTTPOnly || c.SameSite != "Lax" || c.Path != "/console" {
+				t.Fatalf("session cookie attributes: %+v", c)
+			}
+			return c.Value
+		}
+	}
+	t.Fatal("no session cookie")
+	return ""
+}
+
+func apiGet(t *testing.T, url, key, session string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest("GET", url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if key != "" {
+		req.Header.Set("X-API-Key", key)
+	}
+	if session != "" {
+		req.AddCookie(&http.Cookie{Name: "filigrane_session", Value: session})
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
