@@ -249,6 +249,17 @@ func TestStorageFieldsEventsAndLateRetry(t *testing.T) {
 		data["uri"] != "s3://"+bucket+"/late/one.jpg" || data["error_code"] != nil || data["destination_id"] != dst {
 		t.Fatalf("succeeded event data: %v", data)
 	}
+	// The event is in the endpoint's delivery log like every other event.
+	r, log := jsonObject(t, "GET", f.base+"/webhooks/"+wh["id"].(string)+"/deliveries", f.keyA, nil)
+	logged := false
+	for _, e := range log["data"].([]any) {
+		if p, _ := e.(map[string]any)["payload"].(map[string]any); p["type"] == "storage.delivery.succeeded" && p["id"] == evs[0]["id"] {
+			logged = true
+		}
+	}
+	if r.status != 200 || !logged {
+		t.Fatalf("the storage event is not in the delivery log: %d %s", r.status, r.body)
+	}
 
 	// The same key again: never overwritten, failed for good, one failed event with its code.
 	r = post(t, f.base+"/watermarks/images/async"+q, f.keyA, "", photo(t, 400, 300, 32), `{"late":2}`)
