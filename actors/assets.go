@@ -55,6 +55,9 @@ type Asset struct {
 	// first records were written: zero on those).
 	Media     jobstate.MediaInfo `msgpack:"media,omitempty"`
 	DeletedAt *time.Time         `msgpack:"deleted_at,omitempty"`
+	// StorageDestinationID is the customer storage destination the job delivered this output to (watermarked
+	// assets of jobs that named one); the delivery's state lives in its storage/delivery record.
+	StorageDestinationID string `msgpack:"storage_destination_id,omitempty"`
 }
 
 // SchemaVersion is the layout version of stored assets.

@@ -422,7 +422,8 @@ func (a *jobActor) writeAssets(ctx context.Context, r *jobstate.Record) error {
 		ParentAssetID: out.SourceAssetID, MediaType: string(r.Media), Format: formatOfContentType(out.ContentType, r.Format),
 		ContentType: out.ContentType, SizeBytes: out.Size, SHA256: out.SHA256, RequestID: r.RequestID,
 		WatermarkID: out.WatermarkID, BlobKey: out.BlobKey, Filename: out.Filename,
-		CreatedAt: done, UpdatedAt: done, FileExpiresAt: done.Add(retention), Media: out.Media}
+		CreatedAt: done, UpdatedAt: done, FileExpiresAt: done.Add(retention), Media: out.Media,
+		StorageDestinationID: r.StorageDestinationID}
 	assets := Assets{Store: a.deps.Store}
 	if err := assets.Create(ctx, source); err != nil {
 		return err

@@ -71,6 +71,7 @@ type assetJSON struct {
 	DurationSeconds *float64 `json:"duration_seconds,omitempty"`
 	// Metadata is nil (omitted) in lists and with include_metadata=false, an object (possibly empty) otherwise.
 	Metadata any `json:"metadata,omitempty"`
+	assetStorageJSON
 }
 
 func optional(s string) *string {
@@ -190,7 +191,7 @@ func (s *Server) listAssets(ctx *fasthttp.RequestCtx, p *principal, _ map[string
 	now := s.cfg.Clock.Now()
 	items := make([]assetJSON, 0, len(page.Assets))
 	for _, as := range page.Assets {
-		items = append(items, renderAsset(as, now, false))
+		items = append(items, s.withStorage(renderAsset(as, now, false), as))
 	}
 	var next *string
 	if page.Next != "" {
@@ -230,7 +231,7 @@ func (s *Server) getAsset(ctx *fasthttp.RequestCtx, p *principal, params map[str
 		return
 	}
 	ctx.Response.Header.Set("Cache-Control", "no-store")
-	writeJSON(ctx, 200, renderAsset(as, s.cfg.Clock.Now(), withMeta))
+	writeJSON(ctx, 200, s.withStorage(renderAsset(as, s.cfg.Clock.Now(), withMeta), as))
 }
 
 // readAssetBody reads a small JSON body of at most maxAssetBodyBytes.
@@ -284,7 +285,7 @@ func (s *Server) patchAsset(ctx *fasthttp.RequestCtx, p *principal, params map[s
 		return
 	}
 	ctx.Response.Header.Set("Cache-Control", "no-store")
-	writeJSON(ctx, 200, renderAsset(as, now, true))
+	writeJSON(ctx, 200, s.withStorage(renderAsset(as, now, true), as))
 }
 
 // mayDelete checks the role half of the delete permission (the scope half is checked by authed).

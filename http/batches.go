@@ -55,7 +55,7 @@ func batchKey(ctx *fasthttp.RequestCtx) (string, *apiError) {
 }
 
 // checkOptions applies the plan and the deployment to a checked request: formats and GPU of the plan,
-// the webhook endpoint (enabled, of the organization), storage destinations (none accepted yet), and strict GPU mode (otherwise gpu items run on the CPU when no GPU is ready).
+// the webhook endpoint (enabled, of the organization), the storage destination (verified, of the organization), and strict GPU mode (otherwise gpu items run on the CPU when no GPU is ready).
 func (b *batchAPI) checkOptions(ctx *fasthttp.RequestCtx, p *principal, req *batchinput.Request) *apiError {
 	for i, it := range req.Items {
 		if !p.Plan.HasFormat(string(it.Kind.Media)) {
@@ -72,7 +72,11 @@ func (b *batchAPI) checkOptions(ctx *fasthttp.RequestCtx, p *principal, req *bat
 		}
 	}
 	if req.StorageDestinationID != "" {
-		return newAPIError(CodeStorageDestination, "storage destination %q is unknown or not verified", truncate(req.StorageDestinationID, 64))
+		// Every item's result goes to this destination (each through its job's storage delivery): it must be
+		// this organization's, enabled and verified now. Items use the default key scheme.
+		if aerr := b.s.usableDestination(p.Key.OrgID, req.StorageDestinationID, ""); aerr != nil {
+			return aerr
+		}
 	}
 	if req.Accelerator == jobstate.AcceleratorGPU && b.s.cfg.GPUStrict &&
 		b.s.gpuState().Snapshot(b.s.cfg.Clock.Now()).Status != gpu.StatusReady {
@@ -122,7 +126,7 @@ func (b *batchAPI) create(ctx *fasthttp.RequestCtx, p *principal, _ map[string]s
 	spec := batchstate.Spec{
 		BatchID: batchstate.BatchIDFor(p.Key.OrgID, key), OrgID: p.Key.OrgID, Source: batchstate.SourceUploads,
 		Archive: req.Archive, Accelerator: req.Accelerator, IdempotencyKey: key, Items: req.Specs(),
-		WebhookID: req.WebhookID,
+		WebhookID: req.WebhookID, StorageDestinationID: req.StorageDestinationID,
 	}
 	c, cancel := b.s.requestContext(2 * time.Minute)
 	defer cancel()
@@ -251,7 +255,7 @@ func (b *batchAPI) createZipErr(c context.Context, ctx *fasthttp.RequestCtx, p *
 	spec := batchstate.Spec{
 		BatchID: batchID, OrgID: p.Key.OrgID, Source: batchstate.SourceZip, Archive: req.Archive,
 		Accelerator: req.Accelerator, IdempotencyKey: key, Items: req.Specs(), ZipBlobKey: blobKey, ZipSHA256: stored.SHA256,
-		WebhookID: req.WebhookID,
+		WebhookID: req.WebhookID, StorageDestinationID: req.StorageDestinationID,
 	}
 	rep, err := b.client().Create(c, spec)
 	if aerr := b.createReply(rep, err); aerr != nil {
@@ -473,6 +477,9 @@ func (b *batchAPI) view(c context.Context, rec *batchstate.Record, now time.Time
 			iv["request_id"] = it.RequestID
 			iv["status_url"] = "/watermarks/jobs/" + it.RequestID
 			iv["result_url"] = "/watermarks/jobs/" + it.RequestID + "/result"
+			if rec.StorageDestinationID != "" {
+				iv["storage_delivery_id"] = jobstate.StorageDeliveryIDFor(it.RequestID)
+			}
 			iv["result_expires_at"] = nil
 			if it.Result != nil {
 				iv["result_expires_at"] = timeOrNil(it.Result.ExpiresAt)

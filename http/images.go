@@ -580,7 +580,11 @@ func (s *Server) writeReceipt(ctx *fasthttp.RequestCtx, p *principal, rec *jobst
 	setJobRequestID(ctx, rec.RequestID)
 	ctx.Response.Header.Set("Location", rec.StatusURL())
 	ctx.Response.Header.Set("Retry-After", strconv.Itoa(retryAfterSeconds(p.Plan)))
-	writeJSON(ctx, status, rec.Receipt())
+	rc := rec.Receipt()
+	if rec.Status == jobstate.StatusSucceeded && rec.StorageDestinationID != "" {
+		rc.StorageStatus = s.storageStatus(rec.StorageDeliveryID()).Status
+	}
+	writeJSON(ctx, status, rc)
 }
 
 // writeResult answers with a committed job's outcome: the file or detection JSON, or the failure.

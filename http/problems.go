@@ -46,6 +46,7 @@ const (
 	CodeStorageNotFound      = problem.StorageNotFound
 	CodeStorageLimit         = problem.StorageLimit
 	CodeStorageVerify        = problem.StorageVerify
+	CodeStorageObjectGone    = problem.StorageObjectGone
 	CodeIdempotencyConflict  = problem.IdempotencyConflict
 	CodeGPUUnavailable       = problem.GPUUnavailable
 	CodeMediaUnavailable     = problem.MediaUnavailable

@@ -2,15 +2,20 @@ package http
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/valyala/fasthttp"
 
 	"filigrane/actors"
+	"filigrane/actors/jobstate"
 	"filigrane/actors/outbox"
 	"filigrane/actors/storagedest"
+	"filigrane/persistence"
 )
 
 // storageRoutes registers the storage destination endpoints (spec 2.6; paths and shapes follow Etchv's
@@ -26,6 +31,8 @@ func (s *Server) storageRoutes() {
 	s.router.handle("PATCH", "/storage/destinations/{destination_id}", s.authed(write, s.updateDestination))
 	s.router.handle("DELETE", "/storage/destinations/{destination_id}", s.authed(write, s.deleteDestination))
 	s.router.handle("POST", "/storage/destinations/{destination_id}/verify", s.authed(write, s.verifyDestination))
+	s.router.handle("GET", "/storage/destinations/{destination_id}/deliveries", s.authed(read, s.listDestinationDeliveries))
+	s.router.handle("POST", "/storage/destinations/{destination_id}/deliveries", s.authed(write, s.moveToDestination))
 }
 
 // maxDestinationBody bounds a create or update body: a handful of short strings.
@@ -44,6 +51,11 @@ type destinationBody struct {
 	Enabled         *bool  `json:"enabled"`
 	AccessKeyID     string `json:"access_key_id"`
 	SecretAccessKey string `json:"secret_access_key"`
+	// Credentials is how Etchv's SDKs pass keys through: JSON text {"access_key_id", "secret_access_key"}.
+	Credentials *string `json:"credentials"`
+	// Visibility and RoleARN are Etchv's fields; only private buckets with access keys are served.
+	Visibility *string `json:"visibility"`
+	RoleARN    *string `json:"role_arn"`
 }
 
 func parseDestinationBody(ctx *fasthttp.RequestCtx) (storagedest.Input, *apiError) {
@@ -60,6 +72,27 @@ func parseDestinationBody(ctx *fasthttp.RequestCtx) (storagedest.Input, *apiErro
 	if b.Provider != "" && b.Provider != "s3" {
 		return storagedest.Input{}, newAPIError(CodeInvalidRequest, "provider must be s3 (any S3-compatible endpoint)")
 	}
+	if b.RoleARN != nil && *b.RoleARN != "" {
+		return storagedest.Input{}, newAPIError(CodeInvalidRequest, "role_arn is not supported: send access keys (credentials or access_key_id and secret_access_key)")
+	}
+	if b.Visibility != nil && *b.Visibility != "" && *b.Visibility != "private" {
+		return storagedest.Input{}, newAPIError(CodeInvalidRequest, "visibility must be private: objects are never made public (public_url is null)")
+	}
+	if b.Credentials != nil && *b.Credentials != "" {
+		if b.AccessKeyID != "" || b.SecretAccessKey != "" {
+			return storagedest.Input{}, newAPIError(CodeInvalidRequest, "send credentials or access_key_id and secret_access_key, not both")
+		}
+		var c struct {
+			AccessKeyID     string `json:"access_key_id"`
+			SecretAccessKey string `json:"secret_access_key"`
+		}
+		cd := json.NewDecoder(strings.NewReader(*b.Credentials))
+		cd.DisallowUnknownFields()
+		if err := cd.Decode(&c); err != nil || c.AccessKeyID == "" || c.SecretAccessKey == "" {
+			return storagedest.Input{}, newAPIError(CodeInvalidRequest, `credentials must be JSON text {"access_key_id": "...", "secret_access_key": "..."}`)
+		}
+		b.AccessKeyID, b.SecretAccessKey = c.AccessKeyID, c.SecretAccessKey
+	}
 	return storagedest.Input{Name: b.Name, Endpoint: b.Endpoint, Region: b.Region, Bucket: b.Bucket, Prefix: b.Prefix,
 		AccessKey: b.AccessKeyID, SecretKey: b.SecretAccessKey, Secure: b.Secure, PathStyle: b.PathStyle, Enabled: b.Enabled}, nil
 }
@@ -67,7 +100,7 @@ func parseDestinationBody(ctx *fasthttp.RequestCtx) (storagedest.Input, *apiErro
 // renderDestination is the public shape: no credentials, only whether it is usable.
 func renderDestination(d *storagedest.Destination) map[string]any {
 	v := map[string]any{
-		"id": d.ID, "name": d.Name, "provider": "s3", "endpoint": d.Endpoint, "secure": d.Secure, "region": d.Region,
+		"id": d.ID, "name": d.Name, "provider": "s3", "visibility": "private", "endpoint": d.Endpoint, "secure": d.Secure, "region": d.Region,
 		"bucket": d.Bucket, "prefix": d.Prefix, "path_style": d.PathStyle, "enabled": d.Enabled,
 		"verified_at": nil, "last_error": nil, "created_at": d.CreatedAt.UTC().Format(time.RFC3339),
 		"updated_at": d.UpdatedAt.UTC().Format(time.RFC3339),
@@ -230,19 +263,61 @@ func (s *Server) storageDeliveryRoutes() {
 	}
 	s.router.handle("GET", "/storage/deliveries/{delivery_id}", s.authed([]string{actors.ScopeStorageRead}, s.getDelivery))
 	s.router.handle("POST", "/storage/deliveries/{delivery_id}/retry", s.authed([]string{actors.ScopeStorageWrite}, s.retryDelivery))
+	s.router.handle("GET", "/storage/deliveries/{delivery_id}/content", s.authed([]string{actors.ScopeStorageRead}, s.deliveryContent))
 }
 
-func renderDelivery(d *storagedest.Delivery) map[string]any {
+// renderDelivery is the public shape of a delivery; ent (its outbox entry, when still kept) adds the attempt
+// history and the next attempt's time.
+func renderDelivery(d *storagedest.Delivery, ent *outbox.Entry) map[string]any {
+	uri := ""
+	if d.Bucket != "" {
+		uri = "s3://" + d.Bucket + "/" + d.Key
+	}
 	v := map[string]any{
 		"id": d.ID, "status": d.Status, "asset_id": strOrNil(d.AssetID), "request_id": d.RequestID,
 		"destination_id": d.DestinationID, "provider": "s3", "bucket": d.Bucket, "key": d.Key,
-		"uri": "s3://" + d.Bucket + "/" + d.Key, "etag": strOrNil(d.ETag), "attempts": d.Attempts,
+		"uri": uri, "public_url": nil, "etag": strOrNil(d.ETag), "attempts": d.Attempts,
 		"created_at": d.CreatedAt.UTC().Format(time.RFC3339), "completed_at": nil, "last_error": strOrNil(d.LastError),
+		"error_code": strOrNil(d.ErrorCode), "next_attempt_at": nil,
 	}
 	if d.DeliveredAt != nil {
 		v["completed_at"] = d.DeliveredAt.UTC().Format(time.RFC3339)
 	}
+	history := []map[string]any{}
+	if ent != nil {
+		if ent.Status == outbox.StatusPending && d.Status != storagedest.DeliveryStored {
+			v["next_attempt_at"] = ent.NextAt.UTC().Format(time.RFC3339)
+		}
+		for _, a := range ent.Attempts {
+			st := storagedest.DeliveryStored
+			switch {
+			case a.Error != "" && a.Permanent:
+				st = storagedest.DeliveryFailed
+			case a.Error != "":
+				st = storagedest.DeliveryRetrying
+			}
+			history = append(history, map[string]any{"at": a.At.UTC().Format(time.RFC3339), "status": st, "error": strOrNil(a.Error)})
+		}
+	}
+	v["history"] = history
 	return v
+}
+
+// effectOf is the outbox effect id of delivery d: a move's own, else derived from the job's request id.
+func effectOf(d *storagedest.Delivery) string {
+	if d.EffectID != "" {
+		return d.EffectID
+	}
+	return outbox.EffectID("fx_", d.RequestID, actors.OutboxJobStorage)
+}
+
+// deliveryEntry is the outbox entry of delivery d (nil once past its retention).
+func (s *Server) deliveryEntry(c context.Context, d *storagedest.Delivery) *outbox.Entry {
+	ent, err := s.cfg.Outbox.Get(c, effectOf(d))
+	if err != nil {
+		return nil
+	}
+	return ent
 }
 
 func (s *Server) orgDelivery(ctx *fasthttp.RequestCtx, p *principal, id string) *storagedest.Delivery {
@@ -262,7 +337,9 @@ func (s *Server) orgDelivery(ctx *fasthttp.RequestCtx, p *principal, id string) 
 
 func (s *Server) getDelivery(ctx *fasthttp.RequestCtx, p *principal, params map[string]string) {
 	if d := s.orgDelivery(ctx, p, params["delivery_id"]); d != nil {
-		writeJSON(ctx, 200, renderDelivery(d))
+		c, cancel := s.storeCtx()
+		defer cancel()
+		writeJSON(ctx, 200, renderDelivery(d, s.deliveryEntry(c, d)))
 	}
 }
 
@@ -278,11 +355,298 @@ func (s *Server) retryDelivery(ctx *fasthttp.RequestCtx, p *principal, params ma
 	if d.Status != storagedest.DeliveryStored {
 		c, cancel := s.storeCtx()
 		defer cancel()
-		if _, err := s.cfg.Outbox.Redeliver(c, outbox.EffectID("fx_", d.RequestID, actors.OutboxJobStorage)); err != nil {
+		if _, err := s.cfg.Outbox.Redeliver(c, effectOf(d)); err != nil {
 			s.unavailable(ctx, err)
 			return
 		}
 		d.Status = storagedest.DeliveryRetrying
 	}
-	writeJSON(ctx, 202, renderDelivery(d))
+	c, cancel := s.storeCtx()
+	defer cancel()
+	writeJSON(ctx, 202, renderDelivery(d, s.deliveryEntry(c, d)))
+}
+
+// assetStorageJSON is the storage part of a watermarked asset delivered to a customer bucket (spec 2.6; the
+// names Etchv's SDKs read). Absent on every other asset.
+type assetStorageJSON struct {
+	StorageProvider      string  `json:"storage_provider,omitempty"`
+	StorageDestinationID *string `json:"storage_destination_id,omitempty"`
+	StorageDeliveryID    *string `json:"storage_delivery_id,omitempty"`
+	StorageStatus        string  `json:"storage_status,omitempty"`
+	StorageKey           *string `json:"storage_key,omitempty"`
+	StorageETag          *string `json:"storage_etag,omitempty"`
+	StorageDeliveredAt   *string `json:"storage_delivered_at,omitempty"`
+	StorageError         *string `json:"storage_error,omitempty"`
+	// StagingExpiresAt is until when the delivery can still be retried (null once stored); StagingDeletedAt
+	// stays null: the output is the asset's own hosted file, kept for the plan's retention (docs/storage.md).
+	StagingExpiresAt *string `json:"staging_expires_at,omitempty"`
+	StagingDeletedAt *string `json:"staging_deleted_at,omitempty"`
+}
+
+// storageStatus reads delivery id; before its first attempt there is no record and the status is "queued".
+// A store failure answers an empty status (the field is then left out) rather than failing the read.
+func (s *Server) storageStatus(id string) *storagedest.Delivery {
+	if s.cfg.Storage == nil {
+		return &storagedest.Delivery{ID: id}
+	}
+	c, cancel := s.storeCtx()
+	defer cancel()
+	d, err := s.cfg.Storage.GetDelivery(c, id)
+	switch {
+	case errors.Is(err, storagedest.ErrNotFound):
+		return &storagedest.Delivery{ID: id, Status: storagedest.DeliveryQueued}
+	case err != nil:
+		return &storagedest.Delivery{ID: id}
+	}
+	return d
+}
+
+// withStorage adds the storage fields of a watermarked asset whose job named a destination.
+func (s *Server) withStorage(out assetJSON, as *actors.Asset) assetJSON {
+	if as.StorageDestinationID == "" {
+		return out
+	}
+	id := jobstate.StorageDeliveryIDFor(as.RequestID)
+	d := s.storageStatus(id)
+	st := &out.assetStorageJSON
+	st.StorageProvider, st.StorageDestinationID, st.StorageDeliveryID = "s3", &as.StorageDestinationID, &id
+	st.StorageStatus, st.StorageKey, st.StorageETag, st.StorageError = d.Status, optional(d.Key), optional(d.ETag), optional(d.LastError)
+	if d.DeliveredAt != nil {
+		st.StorageDeliveredAt = optional(d.DeliveredAt.UTC().Format(time.RFC3339))
+	}
+	if d.Status != storagedest.DeliveryStored {
+		end := as.CreatedAt.Add(storagedest.StagingWindow)
+		if !as.FileExpiresAt.IsZero() && as.FileExpiresAt.Before(end) {
+			end = as.FileExpiresAt
+		}
+		st.StagingExpiresAt = optional(end.UTC().Format(time.RFC3339))
+	}
+	return out
+}
+
+// listDestinationDeliveries pages a destination's deliveries newest first: `{items, next_cursor}` (Etchv's
+// shape), `after` the last delivery id of the previous page, `limit` 1 to 100 (default 50). It walks the
+// outbox's per-destination index (entries are kept 30 days after their delivery ended), so queued deliveries
+// whose first attempt has not run are listed too.
+func (s *Server) listDestinationDeliveries(ctx *fasthttp.RequestCtx, p *principal, params map[string]string) {
+	args := ctx.QueryArgs()
+	limit := defaultDeliveryPage
+	if args.Has("limit") {
+		n, err := strconv.Atoi(string(args.Peek("limit")))
+		if err != nil || n < 1 || n > maxDeliveryPage {
+			writeProblem(ctx, CodeInvalidRequest, "limit must be an integer from 1 to 100")
+			return
+		}
+		limit = n
+	}
+	after := string(args.Peek("after"))
+	if after != "" && !validDeliveryID(after) {
+		writeProblem(ctx, CodeInvalidCursor, "after must be a delivery id (std_ and 64 hex characters) from a previous page")
+		return
+	}
+	c, cancel := s.storeCtx()
+	defer cancel()
+	dest, err := s.cfg.Storage.Get(c, p.Key.OrgID, params["destination_id"])
+	if err != nil {
+		s.storageFailure(ctx, err)
+		return
+	}
+	items, next := []map[string]any{}, (*string)(nil)
+	pos, skipping := "", after != ""
+	for scanned := 0; scanned < maxRedeliverScan; {
+		ents, np, err := s.cfg.Outbox.List(c, actors.OutboxJobStorage, dest.ID, pos, 200)
+		if err != nil {
+			s.unavailable(ctx, err)
+			return
+		}
+		scanned += len(ents)
+		for _, ent := range ents {
+			reqID, id := string(ent.Effect.Payload), ""
+			var m storagedest.Move
+			if len(reqID) > 0 && reqID[0] == '{' && json.Unmarshal(ent.Effect.Payload, &m) == nil {
+				reqID, id = "", m.DeliveryID
+			} else {
+				id = jobstate.StorageDeliveryIDFor(reqID)
+			}
+			if skipping {
+				skipping = id != after
+				continue
+			}
+			if len(items) == limit {
+				last := items[len(items)-1]["id"].(string)
+				next = &last
+				goto done
+			}
+			d, err := s.cfg.Storage.GetDelivery(c, id)
+			switch {
+			case errors.Is(err, storagedest.ErrNotFound):
+				d = &storagedest.Delivery{ID: id, OrgID: p.Key.OrgID, RequestID: reqID, DestinationID: dest.ID,
+					Status: storagedest.DeliveryQueued, CreatedAt: ent.Effect.Created}
+			case err != nil:
+				s.unavailable(ctx, err)
+				return
+			}
+			if d.OrgID != p.Key.OrgID {
+				continue
+			}
+			items = append(items, renderDelivery(d, ent))
+		}
+		if np == "" {
+			break
+		}
+		pos = np
+	}
+done:
+	ctx.Response.Header.Set("Cache-Control", "no-store")
+	writeJSON(ctx, 200, map[string]any{"items": items, "next_cursor": next})
+}
+
+// validDeliveryID reports whether id has the form of a delivery id: "std_" and 64 lowercase hex characters.
+func validDeliveryID(id string) bool {
+	if len(id) != 4+64 || id[:4] != "std_" {
+		return false
+	}
+	for _, c := range id[4:] {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// maxMoveBody bounds a move request: an asset id and a key.
+const maxMoveBody = 4 << 10
+
+// moveToDestination copies an earlier result (any asset of the organization whose file is still hosted) into
+// a verified destination: `{asset_id, key?}`, 202 with the delivery, which runs through the outbox like a
+// job's own (conditional create, retries). The same asset, destination and key again answer the same
+// delivery. Default key: <asset id>/<file name>.
+func (s *Server) moveToDestination(ctx *fasthttp.RequestCtx, p *principal, params map[string]string) {
+	if !mayManageStorage(ctx, p) {
+		return
+	}
+	body := ctx.PostBody()
+	if len(body) > maxMoveBody {
+		writeProblem(ctx, CodeTooLarge, "a move body is at most 4 KiB")
+		return
+	}
+	var req struct {
+		AssetID string `json:"asset_id"`
+		Key     string `json:"key"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		writeProblem(ctx, CodeMalformedJSON, "the body must be a JSON object {asset_id, key?}: "+err.Error())
+		return
+	}
+	if req.AssetID == "" {
+		writeProblem(ctx, CodeInvalidRequest, "asset_id is required")
+		return
+	}
+	dstID := params["destination_id"]
+	if aerr := s.usableDestination(p.Key.OrgID, dstID, req.Key); aerr != nil {
+		writeProblem(ctx, aerr.code, aerr.detail)
+		return
+	}
+	c, cancel := s.storeCtx()
+	defer cancel()
+	now := s.cfg.Clock.Now()
+	as, _, err := s.assets().Get(c, req.AssetID)
+	switch {
+	case errors.Is(err, persistence.ErrNotFound) || err == nil && (as.OrgID != p.Key.OrgID || as.DeletedAt != nil):
+		writeProblem(ctx, CodeAssetNotFound, "no such asset")
+		return
+	case err != nil:
+		s.unavailable(ctx, err)
+		return
+	case !as.FileAvailable(now):
+		writeProblem(ctx, CodeAssetFileExpired, "the asset's file is no longer hosted; nothing can be moved")
+		return
+	}
+	key := req.Key
+	if key == "" {
+		key = storagedest.DefaultMoveKey(as.ID, as.Filename)
+	}
+	m := storagedest.Move{DeliveryID: storagedest.MoveDeliveryID(as.ID, dstID, key), OrgID: p.Key.OrgID, AssetID: as.ID,
+		DestinationID: dstID, Key: key}
+	payload, err := json.Marshal(m)
+	if err != nil {
+		s.unavailable(ctx, err)
+		return
+	}
+	fx := outbox.Effect{ID: outbox.EffectID("fx_", m.DeliveryID, actors.OutboxJobStorage), Kind: actors.OutboxJobStorage,
+		Key: dstID, Payload: payload, Created: now}
+	// The effect first: a crash before the record leaves a delivery that makes its own record on its first
+	// attempt; the record (create-only) lets the delivery be read and retried before that.
+	if err := s.cfg.Outbox.Add(c, fx); err != nil {
+		s.unavailable(ctx, err)
+		return
+	}
+	d, err := s.cfg.Storage.RecordDelivery(c, storagedest.Delivery{ID: m.DeliveryID, OrgID: m.OrgID, RequestID: as.RequestID,
+		AssetID: as.ID, DestinationID: dstID, Status: storagedest.DeliveryQueued, CreatedAt: now, UpdatedAt: now, EffectID: fx.ID},
+		func(*storagedest.Delivery) {})
+	if err != nil {
+		s.unavailable(ctx, err)
+		return
+	}
+	ctx.Response.Header.Set("Location", "/storage/deliveries/"+d.ID)
+	writeJSON(ctx, 202, renderDelivery(d, s.deliveryEntry(c, d)))
+}
+
+// deliveryContent streams a stored delivery's object back from the customer's bucket, checked against what
+// was delivered: an object whose ETag differs (replaced in the bucket since) is refused rather than passed
+// off as the delivered result.
+func (s *Server) deliveryContent(ctx *fasthttp.RequestCtx, p *principal, params map[string]string) {
+	d := s.orgDelivery(ctx, p, params["delivery_id"])
+	if d == nil {
+		return
+	}
+	if d.Status != storagedest.DeliveryStored {
+		writeProblem(ctx, CodeStorageObjectGone, "the delivery is "+d.Status+", not stored: there is no object to read")
+		return
+	}
+	c, cancel := s.requestContext(streamTimeout)
+	dest, err := s.cfg.Storage.Get(c, p.Key.OrgID, d.DestinationID)
+	if err != nil {
+		cancel()
+		if errors.Is(err, storagedest.ErrNotFound) {
+			writeProblem(ctx, CodeStorageObjectGone, "the delivery's storage destination was deleted")
+			return
+		}
+		s.unavailable(ctx, err)
+		return
+	}
+	obj, err := s.cfg.Storage.Open(c, dest, d.Key)
+	var step *storagedest.StepError
+	switch {
+	case errors.Is(err, storagedest.ErrObjectGone):
+		cancel()
+		writeProblem(ctx, CodeStorageObjectGone, "the object "+d.Key+" is no longer in the bucket")
+		return
+	case errors.As(err, &step):
+		cancel()
+		ctx.Response.Header.Set("Retry-After", "30")
+		writeProblem(ctx, CodeUnavailable, "the bucket could not be read: "+step.Error())
+		return
+	case err != nil:
+		cancel()
+		s.unavailable(ctx, err)
+		return
+	}
+	if strings.Trim(obj.ETag, `"`) != strings.Trim(d.ETag, `"`) {
+		_ = obj.Body.Close()
+		cancel()
+		writeProblem(ctx, CodeStorageObjectGone, "the object "+d.Key+" changed in the bucket since it was delivered (its ETag differs)")
+		return
+	}
+	ctx.Response.Header.Set("ETag", `"`+strings.Trim(obj.ETag, `"`)+`"`)
+	ctx.Response.Header.Set("Cache-Control", "no-store")
+	ct := obj.ContentType
+	if ct == "" {
+		ct = "application/octet-stream"
+	}
+	ctx.SetContentType(ct)
+	ctx.SetStatusCode(200)
+	sendBlobBody(ctx, &blobBody{ReadCloser: obj.Body, cancel: cancel}, obj.Size)
 }

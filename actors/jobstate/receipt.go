@@ -36,6 +36,9 @@ type Receipt struct {
 	AttemptNodes      []string `json:"attempt_nodes,omitempty"`
 	StorageProvider   string   `json:"storage_provider,omitempty"`
 	StorageDeliveryID string   `json:"storage_delivery_id,omitempty"`
+	// StorageStatus is the delivery's status once the job succeeded (queued, retrying, stored, failed); the
+	// HTTP layer fills it from the delivery record, which this package does not read.
+	StorageStatus string `json:"storage_status,omitempty"`
 }
 
 // StorageDeliveryID is the id of the delivery of the job's output to its storage destination: "std_" + the
@@ -45,7 +48,12 @@ func (r *Record) StorageDeliveryID() string {
 	if r.StorageDestinationID == "" {
 		return ""
 	}
-	sum := sha256.Sum256([]byte(r.RequestID))
+	return StorageDeliveryIDFor(r.RequestID)
+}
+
+// StorageDeliveryIDFor is the storage delivery id of the job requestID's output (Record.StorageDeliveryID).
+func StorageDeliveryIDFor(requestID string) string {
+	sum := sha256.Sum256([]byte(requestID))
 	return "std_" + hex.EncodeToString(sum[:])
 }
 

@@ -199,27 +199,44 @@ func (l *Library) Get(ctx context.Context, org, id string) (*Destination, error)
 	return nil, ErrNotFound
 }
 
-// Create stores a new destination (unverified).
-func (l *Library) Create(ctx context.Context, org string, in Input, now time.Time) (*Destination, error) {
-	d := Destination{ID: NewID(), Name: in.Name, Endpoint: in.Endpoint, Region: in.Region, Bucket: in.Bucket,
-		Prefix: strings.TrimSuffix(in.Prefix, "/"), AccessKey: in.AccessKey, Enabled: true, CreatedAt: now, UpdatedAt: now}
-	if in.Secure != nil {
-		d.Secure = *in.Secure
+// apply sets the fields in sends on d (empty strings and nil flags leave a field as it is), seals a new
+// secret, and validates the result: the one place where create and update turn input into a destination.
+func (l *Library) apply(d *Destination, in Input) error {
+	set := func(dst *string, v string) {
+		if v != "" {
+			*dst = v
+		}
 	}
-	if in.PathStyle != nil {
-		d.PathStyle = *in.PathStyle
+	set(&d.Name, in.Name)
+	set(&d.Endpoint, in.Endpoint)
+	set(&d.Region, in.Region)
+	set(&d.Bucket, in.Bucket)
+	set(&d.AccessKey, in.AccessKey)
+	if in.Prefix != "" {
+		d.Prefix = strings.TrimSuffix(in.Prefix, "/")
 	}
-	if in.Enabled != nil {
-		d.Enabled = *in.Enabled
+	for _, f := range []struct {
+		dst *bool
+		v   *bool
+	}{{&d.Secure, in.Secure}, {&d.PathStyle, in.PathStyle}, {&d.Enabled, in.Enabled}} {
+		if f.v != nil {
+			*f.dst = *f.v
+		}
 	}
 	if in.SecretKey != "" {
-		s, err := l.Sealer.Seal(d.ID, in.SecretKey)
+		sealed, err := l.Sealer.Seal(d.ID, in.SecretKey)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		d.SealedSecret = s
+		d.SealedSecret = sealed
 	}
-	if err := validate(&d); err != nil {
+	return validate(d)
+}
+
+// Create stores a new destination (unverified).
+func (l *Library) Create(ctx context.Context, org string, in Input, now time.Time) (*Destination, error) {
+	d := Destination{ID: NewID(), Enabled: true, CreatedAt: now, UpdatedAt: now}
+	if err := l.apply(&d, in); err != nil {
 		return nil, err
 	}
 	_, err := durable.Update(ctx, l.Store, key(org), 0, func(cur *Set) (*Set, error) {
@@ -250,36 +267,7 @@ func (l *Library) Update(ctx context.Context, org, id string, in Input, now time
 		next := cur.clone()
 		d := next.Destinations[i]
 		before := d
-		set := func(dst *string, v string) {
-			if v != "" {
-				*dst = v
-			}
-		}
-		set(&d.Name, in.Name)
-		set(&d.Endpoint, in.Endpoint)
-		set(&d.Region, in.Region)
-		set(&d.Bucket, in.Bucket)
-		set(&d.AccessKey, in.AccessKey)
-		if in.Prefix != "" {
-			d.Prefix = strings.TrimSuffix(in.Prefix, "/")
-		}
-		if in.Secure != nil {
-			d.Secure = *in.Secure
-		}
-		if in.PathStyle != nil {
-			d.PathStyle = *in.PathStyle
-		}
-		if in.Enabled != nil {
-			d.Enabled = *in.Enabled
-		}
-		if in.SecretKey != "" {
-			s, err := l.Sealer.Seal(d.ID, in.SecretKey)
-			if err != nil {
-				return nil, err
-			}
-			d.SealedSecret = s
-		}
-		if err := validate(&d); err != nil {
+		if err := l.apply(&d, in); err != nil {
 			return nil, err
 		}
 		if d.Endpoint != before.Endpoint || d.Region != before.Region || d.Bucket != before.Bucket ||
@@ -375,9 +363,23 @@ func (d *Destination) ObjectKey(k string) string {
 // StepError says which step of a bucket operation failed and why, in words a customer can act on.
 type StepError struct {
 	Step   string // "connect", "write", "read", "delete"
+	Code   string // a Code* value: the delivery's error_code (docs/storage.md)
 	Reason string
 	Err    error
 }
+
+// Delivery error codes (a failed delivery's error_code and its storage.delivery.failed event's).
+const (
+	CodeKeyConflict        = "object_key_conflict"           // an object exists under the key; never overwritten
+	CodeUnreachable        = "storage_unreachable"           // the endpoint could not be reached
+	CodeTargetRefused      = "storage_target_refused"        // the endpoint's address is refused (egress rules)
+	CodeCredentials        = "storage_credentials_rejected"  // wrong access key or secret
+	CodeAccessDenied       = "storage_access_denied"         // the credentials lack a permission
+	CodeBucketNotFound     = "storage_bucket_not_found"      // the bucket does not exist
+	CodeWriteFailed        = "storage_write_failed"          // any other refusal of the server
+	CodeDestinationDeleted = "storage_destination_not_found" // the destination was deleted before delivery
+	CodeResultUnavailable  = "result_unavailable"            // the staged output is gone (asset deleted or expired)
+)
 
 func (e *StepError) Error() string { return e.Step + ": " + e.Reason }
 func (e *StepError) Unwrap() error { return e.Err }
@@ -387,23 +389,23 @@ var ErrExists = errors.New("an object already exists under this key")
 
 func classify(step string, err error) *StepError {
 	if errors.Is(err, egress.ErrRefused) {
-		return &StepError{Step: "connect", Reason: err.Error(), Err: err}
+		return &StepError{Step: "connect", Code: CodeTargetRefused, Reason: err.Error(), Err: err}
 	}
 	resp := minio.ToErrorResponse(err)
 	perm := map[string]string{"write": "s3:PutObject", "read": "s3:GetObject", "delete": "s3:DeleteObject"}[step]
 	switch {
 	case resp.StatusCode == 412 || resp.Code == "PreconditionFailed":
-		return &StepError{Step: step, Reason: ErrExists.Error() + " (conditional create refused; it is never overwritten)", Err: ErrExists}
+		return &StepError{Step: step, Code: CodeKeyConflict, Reason: ErrExists.Error() + " (conditional create refused; it is never overwritten)", Err: ErrExists}
 	case resp.Code == "InvalidAccessKeyId" || resp.Code == "SignatureDoesNotMatch":
-		return &StepError{Step: step, Reason: "the bucket refused the credentials (" + resp.Code + "): check access_key and secret_key", Err: err}
+		return &StepError{Step: step, Code: CodeCredentials, Reason: "the bucket refused the credentials (" + resp.Code + "): check access_key and secret_key", Err: err}
 	case resp.Code == "NoSuchBucket":
-		return &StepError{Step: step, Reason: "the bucket does not exist (NoSuchBucket)", Err: err}
+		return &StepError{Step: step, Code: CodeBucketNotFound, Reason: "the bucket does not exist (NoSuchBucket)", Err: err}
 	case resp.StatusCode == 403 || resp.Code == "AccessDenied":
-		return &StepError{Step: step, Reason: "access denied: the credentials lack " + perm + " on this bucket and prefix", Err: err}
+		return &StepError{Step: step, Code: CodeAccessDenied, Reason: "access denied: the credentials lack " + perm + " on this bucket and prefix", Err: err}
 	case resp.StatusCode == 0:
-		return &StepError{Step: "connect", Reason: "the endpoint could not be reached: " + err.Error(), Err: err}
+		return &StepError{Step: "connect", Code: CodeUnreachable, Reason: "the endpoint could not be reached: " + err.Error(), Err: err}
 	default:
-		return &StepError{Step: step, Reason: fmt.Sprintf("%s failed: HTTP %d %s %s", step, resp.StatusCode, resp.Code, resp.Message), Err: err}
+		return &StepError{Step: step, Code: CodeWriteFailed, Reason: fmt.Sprintf("%s failed: HTTP %d %s %s", step, resp.StatusCode, resp.Code, resp.Message), Err: err}
 	}
 }
 
@@ -415,7 +417,7 @@ func classify(step string, err error) *StepError {
 func (l *Library) Put(ctx context.Context, d *Destination, k, owner string, body io.Reader, size int64, contentType string) (string, error) {
 	c, err := l.client(d)
 	if err != nil {
-		return "", &StepError{Step: "connect", Reason: err.Error(), Err: err}
+		return "", &StepError{Step: "connect", Code: CodeUnreachable, Reason: err.Error(), Err: err}
 	}
 	opts := minio.PutObjectOptions{ContentType: contentType, DisableMultipart: size >= 0 && size <= 5<<30,
 		UserMetadata: map[string]string{ownerMeta: owner}}
@@ -461,7 +463,7 @@ func (l *Library) Verify(ctx context.Context, org, id string, now time.Time) (*D
 func (l *Library) probe(ctx context.Context, d *Destination, now time.Time) *StepError {
 	c, err := l.client(d)
 	if err != nil {
-		return &StepError{Step: "connect", Reason: err.Error(), Err: err}
+		return &StepError{Step: "connect", Code: CodeUnreachable, Reason: err.Error(), Err: err}
 	}
 	var nonce [8]byte
 	_, _ = rand.Read(nonce[:])
@@ -482,7 +484,7 @@ func (l *Library) probe(ctx context.Context, d *Destination, now time.Time) *Ste
 		return classify("read", err)
 	}
 	if !bytes.Equal(got, body) {
-		return &StepError{Step: "read", Reason: "the probe object read back differs from what was written"}
+		return &StepError{Step: "read", Code: CodeWriteFailed, Reason: "the probe object read back differs from what was written"}
 	}
 	if err := c.RemoveObject(ctx, d.Bucket, k, minio.RemoveObjectOptions{}); err != nil {
 		return classify("delete", err)
@@ -522,4 +524,36 @@ func DefaultKey(requestID, filename string) string {
 		filename = "output"
 	}
 	return requestID + "/" + filename
+}
+
+// ErrObjectGone: the object under a delivered key no longer exists.
+var ErrObjectGone = errors.New("the object is no longer in the bucket")
+
+// Object is an open object of a destination.
+type Object struct {
+	Body        io.ReadCloser
+	Size        int64
+	ETag        string
+	ContentType string
+}
+
+// Open reads the object under objectKey (prefix included) of destination d: its body and what the bucket
+// says of it. ErrObjectGone (wrapped) when there is none; a *StepError of the read step otherwise.
+func (l *Library) Open(ctx context.Context, d *Destination, objectKey string) (*Object, error) {
+	c, err := l.client(d)
+	if err != nil {
+		return nil, &StepError{Step: "connect", Code: CodeUnreachable, Reason: err.Error(), Err: err}
+	}
+	obj, err := c.GetObject(ctx, d.Bucket, objectKey, minio.GetObjectOptions{})
+	if err == nil {
+		var st minio.ObjectInfo
+		if st, err = obj.Stat(); err == nil {
+			return &Object{Body: obj, Size: st.Size, ETag: st.ETag, ContentType: st.ContentType}, nil
+		}
+		_ = obj.Close()
+	}
+	if minio.ToErrorResponse(err).Code == "NoSuchKey" {
+		return nil, fmt.Errorf("%s: %w", objectKey, ErrObjectGone)
+	}
+	return nil, classify("read", err)
 }

@@ -401,7 +401,7 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	}
 	storageLib := &storagedest.Library{Store: store, Sealer: sealer, Guard: &egress.Guard{AllowPrivate: cfg.AllowPrivateTargets}}
 	sched := StorageSchedule()
-	sd := &storageDelivery{store: store, blobs: blobs, lib: storageLib, now: cfg.Clock.Now, schedule: sched}
+	sd := &storageDelivery{store: store, blobs: blobs, lib: storageLib, outbox: n.outbox, now: cfg.Clock.Now, schedule: sched}
 	n.outboxes.MustRegister(actors.OutboxJobStorage, outbox.Handler{Deliver: sd.deliver, Schedule: sched, Timeout: 10 * time.Minute})
 
 	httpLog := cfg.Logger.With().Str("component", "http").Logger()

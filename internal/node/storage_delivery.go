@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"filigrane/actors/jobstate"
 	"filigrane/actors/outbox"
 	"filigrane/actors/storagedest"
+	"filigrane/actors/webhooks"
 	"filigrane/internal/egress"
 	"filigrane/persistence"
 )
@@ -71,16 +73,55 @@ func StorageSchedule() []time.Duration {
 }
 
 // storageDelivery delivers the job.storage outbox effects: the output of a succeeded embed into the
-// destination named by the job, with a conditional create, recorded in the delivery record.
+// destination named by the job, with a conditional create, recorded in the delivery record. Its final outcome
+// (stored, or failed for good) is announced as a storage.delivery.* event to the job's webhook, or for a batch
+// item to the batch's, through the webhooks outbox.
 type storageDelivery struct {
 	store    persistence.Store
 	blobs    persistence.Blobs
 	lib      *storagedest.Library
+	outbox   outbox.Outbox
 	now      func() time.Time
 	schedule []time.Duration
 }
 
+// codedError is a delivery failure with its error_code.
+type codedError struct {
+	code string
+	err  error
+}
+
+func (e *codedError) Error() string { return e.err.Error() }
+func (e *codedError) Unwrap() error { return e.err }
+
+func errorCode(err error) string {
+	var se *storagedest.StepError
+	var ce *codedError
+	switch {
+	case errors.As(err, &ce):
+		return ce.code
+	case errors.As(err, &se) && se.Code != "":
+		return se.Code
+	}
+	return storagedest.CodeWriteFailed
+}
+
+// target is what one delivery writes where.
+type target struct {
+	seed        storagedest.Delivery // id, organization, request, asset, destination (and a move's effect id)
+	key         string               // under the destination's prefix
+	owner       string               // the object's owner metadata: recognises our own earlier write
+	blobKey     string
+	size        int64
+	contentType string
+	// announce sends the final event; nil when the delivery has none.
+	announce func(ctx context.Context, d *storagedest.Delivery, now time.Time) error
+}
+
 func (sd *storageDelivery) deliver(ctx context.Context, e outbox.Effect, attempt int) error {
+	if len(e.Payload) > 0 && e.Payload[0] == '{' {
+		return sd.deliverMove(ctx, e, attempt)
+	}
 	rec, err := actors.ReadJob(ctx, sd.store, string(e.Payload))
 	if errors.Is(err, persistence.ErrNotFound) {
 		return outbox.Permanent(fmt.Errorf("job %s no longer exists", e.Payload))
@@ -91,55 +132,139 @@ func (sd *storageDelivery) deliver(ctx context.Context, e outbox.Effect, attempt
 	if rec.Status != jobstate.StatusSucceeded || rec.StorageDestinationID == "" {
 		return outbox.Permanent(fmt.Errorf("job %s has no output to deliver", rec.RequestID))
 	}
-	now := sd.now()
-	seed := storagedest.Delivery{ID: rec.StorageDeliveryID(), OrgID: rec.OrgID, RequestID: rec.RequestID,
-		AssetID: rec.Output.AssetID, DestinationID: rec.StorageDestinationID, Status: storagedest.DeliveryRetrying, CreatedAt: now}
 	key := rec.StorageKey
 	if key == "" {
 		key = storagedest.DefaultKey(rec.RequestID, rec.Output.Filename)
 	}
+	return sd.run(ctx, attempt, target{
+		seed: storagedest.Delivery{ID: rec.StorageDeliveryID(), OrgID: rec.OrgID, RequestID: rec.RequestID,
+			AssetID: rec.Output.AssetID, DestinationID: rec.StorageDestinationID},
+		key: key, owner: rec.RequestID, blobKey: rec.Output.BlobKey, size: rec.Output.Size, contentType: rec.Output.ContentType,
+		announce: func(ctx context.Context, d *storagedest.Delivery, now time.Time) error {
+			return sd.announce(ctx, rec, d, now)
+		},
+	})
+}
+
+// deliverMove copies an asset's hosted file into a destination (POST /storage/destinations/{id}/deliveries).
+// A move sends no event: no webhook was named.
+func (sd *storageDelivery) deliverMove(ctx context.Context, e outbox.Effect, attempt int) error {
+	var m storagedest.Move
+	if err := json.Unmarshal(e.Payload, &m); err != nil {
+		return outbox.Permanent(fmt.Errorf("effect %s: move payload: %w", e.ID, err))
+	}
+	t := target{seed: storagedest.Delivery{ID: m.DeliveryID, OrgID: m.OrgID, AssetID: m.AssetID,
+		DestinationID: m.DestinationID, EffectID: e.ID}, key: m.Key, owner: m.AssetID}
+	as, _, err := actors.Assets{Store: sd.store}.Get(ctx, m.AssetID)
+	switch {
+	case errors.Is(err, persistence.ErrNotFound) || err == nil && (as.OrgID != m.OrgID || !as.FileAvailable(sd.now())):
+		t.blobKey = "" // the run fails it: result_unavailable
+	case err != nil:
+		return err
+	default:
+		t.seed.RequestID, t.blobKey, t.size, t.contentType = as.RequestID, as.BlobKey, as.SizeBytes, as.ContentType
+	}
+	return sd.run(ctx, attempt, t)
+}
+
+// run makes one attempt of delivery t and records its outcome.
+func (sd *storageDelivery) run(ctx context.Context, attempt int, t target) error {
+	now := sd.now()
+	seed := t.seed
+	seed.Status, seed.CreatedAt = storagedest.DeliveryRetrying, now
 	fail := func(err error, permanent bool) error {
 		status := storagedest.DeliveryRetrying
 		if permanent || attempt > len(sd.schedule) {
 			status = storagedest.DeliveryFailed
 		}
-		if _, rerr := sd.lib.RecordDelivery(ctx, seed, func(d *storagedest.Delivery) {
-			d.Status, d.LastError, d.Attempts, d.UpdatedAt = status, err.Error(), attempt, now
-		}); rerr != nil {
+		d, rerr := sd.lib.RecordDelivery(ctx, seed, func(d *storagedest.Delivery) {
+			d.Status, d.LastError, d.ErrorCode, d.Attempts, d.UpdatedAt = status, err.Error(), errorCode(err), attempt, now
+			if d.Bucket == "" {
+				d.Bucket, d.Key = seed.Bucket, seed.Key
+			}
+		})
+		if rerr != nil {
 			return fmt.Errorf("%v (and recording it: %w)", err, rerr)
 		}
 		outbox.Note(ctx, err.Error())
+		if status == storagedest.DeliveryFailed && d.Status == storagedest.DeliveryFailed && t.announce != nil {
+			if aerr := t.announce(ctx, d, now); aerr != nil {
+				return aerr // the next attempt fails the same way and announces again
+			}
+		}
 		if permanent {
 			return outbox.Permanent(err)
 		}
 		return err
 	}
-	dest, err := sd.lib.Get(ctx, rec.OrgID, rec.StorageDestinationID)
+	dest, err := sd.lib.Get(ctx, seed.OrgID, seed.DestinationID)
 	if errors.Is(err, storagedest.ErrNotFound) {
-		return fail(fmt.Errorf("storage destination %s was deleted", rec.StorageDestinationID), true)
+		return fail(&codedError{storagedest.CodeDestinationDeleted, fmt.Errorf("storage destination %s was deleted", seed.DestinationID)}, true)
 	}
 	if err != nil {
 		return err
 	}
-	seed.Bucket, seed.Key = dest.Bucket, dest.ObjectKey(key)
-	body, err := sd.blobs.Get(ctx, rec.Output.BlobKey, 0, -1)
+	seed.Bucket, seed.Key = dest.Bucket, dest.ObjectKey(t.key)
+	unstaged := &codedError{storagedest.CodeResultUnavailable, errors.New("the result is no longer staged (its asset was deleted or its file expired)")}
+	if t.blobKey == "" {
+		return fail(unstaged, true)
+	}
+	body, err := sd.blobs.Get(ctx, t.blobKey, 0, -1)
 	if errors.Is(err, persistence.ErrNotFound) {
-		return fail(errors.New("the result is no longer staged (its retention passed)"), true)
+		return fail(unstaged, true)
 	}
 	if err != nil {
 		return err
 	}
 	defer func() { _ = body.Close() }()
-	etag, err := sd.lib.Put(ctx, dest, key, rec.RequestID, body, rec.Output.Size, rec.Output.ContentType)
+	etag, err := sd.lib.Put(ctx, dest, t.key, t.owner, body, t.size, t.contentType)
 	if err != nil {
 		// An existing object of someone else is never overwritten, and a refused target will not become
 		// reachable by waiting: both are final. Everything else (down, 5xx, credentials) may be fixed.
 		return fail(err, errors.Is(err, storagedest.ErrExists) || errors.Is(err, egress.ErrRefused))
 	}
-	_, err = sd.lib.RecordDelivery(ctx, seed, func(d *storagedest.Delivery) {
+	d, err := sd.lib.RecordDelivery(ctx, seed, func(d *storagedest.Delivery) {
 		t := now
-		d.Status, d.ETag, d.DeliveredAt, d.LastError, d.Attempts, d.UpdatedAt = storagedest.DeliveryStored, etag, &t, "", attempt, now
+		d.Status, d.ETag, d.DeliveredAt, d.LastError, d.ErrorCode, d.Attempts, d.UpdatedAt = storagedest.DeliveryStored, etag, &t, "", "", attempt, now
 		d.Bucket, d.Key = seed.Bucket, seed.Key
 	})
-	return err
+	if err != nil || t.announce == nil {
+		return err
+	}
+	// A re-run after a crash finds the delivery already stored and announces it again: same event id, one event.
+	return t.announce(ctx, d, now)
+}
+
+// announce hands the delivery's final event to the webhooks outbox: to the job's webhook, or a batch item's
+// batch's webhook; nothing when there is none.
+func (sd *storageDelivery) announce(ctx context.Context, rec *jobstate.Record, d *storagedest.Delivery, now time.Time) error {
+	endpoint := rec.WebhookID
+	if endpoint == "" && rec.BatchID != "" {
+		b, _, err := actors.Batches{Store: sd.store}.Load(ctx, rec.BatchID)
+		if err != nil && !errors.Is(err, persistence.ErrNotFound) {
+			return fmt.Errorf("read batch %s for its webhook: %w", rec.BatchID, err)
+		}
+		if err == nil {
+			endpoint = b.WebhookID
+		}
+	}
+	if endpoint == "" {
+		return nil
+	}
+	data := webhooks.StorageDelivery{DeliveryID: d.ID, AssetID: optionalString(d.AssetID), RequestID: d.RequestID,
+		DestinationID: d.DestinationID, Status: d.Status, ErrorCode: optionalString(d.ErrorCode),
+		Error: optionalString(d.LastError), URI: "s3://" + d.Bucket + "/" + d.Key, Key: d.Key,
+		ETag: optionalString(d.ETag), Attempts: d.Attempts}
+	fx, err := webhooks.StorageDeliveryEffect(rec.OrgID, endpoint, data, d.Status == storagedest.DeliveryStored, now)
+	if err != nil {
+		return err
+	}
+	return sd.outbox.Add(ctx, fx)
+}
+
+func optionalString(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }

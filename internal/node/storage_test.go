@@ -52,7 +52,10 @@ func (s *switchable) serve(ln net.Listener) {
 			}
 			go func() {
 				defer c.Close()
-				u, err := net.Dial("tcp", s.target)
+				s.mu.Lock()
+				target := s.target
+				s.mu.Unlock()
+				u, err := net.Dial("tcp", target)
 				if err != nil {
 					return
 				}
@@ -62,6 +65,13 @@ func (s *switchable) serve(ln net.Listener) {
 			}()
 		}
 	}()
+}
+
+// retarget sends new connections to another server (open connections keep theirs).
+func (s *switchable) retarget(target string) {
+	s.mu.Lock()
+	s.target = target
+	s.mu.Unlock()
 }
 
 func (s *switchable) down() {

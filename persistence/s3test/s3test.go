@@ -48,6 +48,7 @@ type Server struct {
 	client  *minio.Client
 	buckets atomic.Int64
 	proc    *os.Process
+	base    string // the data directory (root, sidecar) a read-only twin shares
 }
 
 // Binary returns the path of the versitygw binary, or "" when none is installed.
@@ -90,7 +91,7 @@ func Start(t testing.TB) *Server {
 	// binds: a failed start is retried on a new port.
 	var lastErr error
 	for range 3 {
-		s, err := start(t, bin)
+		s, err := start(t, bin, t.TempDir(), false)
 		if err == nil {
 			return s
 		}
@@ -100,8 +101,23 @@ func Start(t testing.TB) *Server {
 	return nil
 }
 
-func start(t testing.TB, bin string) (*Server, error) {
-	base := t.TempDir()
+// ReadOnlyTwin starts a second versitygw with --readonly on this server's data: the same buckets and objects,
+// every write refused, as a bucket whose credentials may only read. It stops when the test ends.
+func (s *Server) ReadOnlyTwin(t testing.TB) *Server {
+	t.Helper()
+	var lastErr error
+	for range 3 {
+		twin, err := start(t, Binary(), s.base, true)
+		if err == nil {
+			return twin
+		}
+		lastErr = err
+	}
+	t.Fatalf("s3test: start a read-only versitygw: %v", lastErr)
+	return nil
+}
+
+func start(t testing.TB, bin, base string, readOnly bool) (*Server, error) {
 	root := filepath.Join(base, "root")
 	if err := os.MkdirAll(root, 0o750); err != nil {
 		return nil, err
@@ -110,7 +126,11 @@ func start(t testing.TB, bin string) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	args := []string{"--port", addr, "--quiet", "posix"}
+	args := []string{"--port", addr, "--quiet"}
+	if readOnly {
+		args = append(args, "--readonly")
+	}
+	args = append(args, "posix")
 	if os.Getenv("FILIGRANE_S3TEST_SIDECAR") != "" || !userXattrs(root) {
 		// Both paths must be absolute and the sidecar must be outside the root, or versitygw refuses them.
 		side := filepath.Join(base, "meta")
@@ -161,7 +181,7 @@ func start(t testing.TB, bin string) (*Server, error) {
 		}
 	})
 	return &Server{Endpoint: addr, AccessKey: accessKey, SecretKey: secretKey, Region: region, client: client,
-		proc: cmd.Process}, nil
+		proc: cmd.Process, base: base}, nil
 }
 
 // Pause freezes the server process (SIGSTOP): the kernel still accepts connections but nothing answers, like

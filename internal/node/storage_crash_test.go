@@ -1,0 +1,216 @@
+package node_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+
+	"filigrane/actors"
+	"filigrane/cluster/clustertest"
+	"filigrane/internal/admin"
+	"filigrane/internal/clock"
+	"filigrane/persistence/s3test"
+)
+
+// holdingProxy forwards TCP to an S3 server; while held, the server's answers are kept back (requests still
+// go through). It makes "the object is written but the node has not heard back yet" a state a test can stop
+// in, on reused keep-alive connections too.
+type holdingProxy struct {
+	addr   string
+	mu     sync.Mutex
+	cond   *sync.Cond
+	held   bool
+	closed bool
+}
+
+func newHoldingProxy(t *testing.T, target string) *holdingProxy {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &holdingProxy{addr: ln.Addr().String()}
+	p.cond = sync.NewCond(&p.mu)
+	t.Cleanup(func() {
+		_ = ln.Close()
+		p.mu.Lock()
+		p.closed = true
+		p.cond.Broadcast()
+		p.mu.Unlock()
+	})
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go p.serve(c, target)
+		}
+	}()
+	return p
+}
+
+func (p *holdingProxy) serve(c net.Conn, target string) {
+	defer c.Close()
+	u, err := net.Dial("tcp", target)
+	if err != nil {
+		return
+	}
+	defer u.Close()
+	go func() { _, _ = io.Copy(u, c); _ = u.(*net.TCPConn).CloseWrite() }()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := u.Read(buf)
+		if n > 0 {
+			p.mu.Lock()
+			for p.held && !p.closed {
+				p.cond.Wait()
+			}
+			p.mu.Unlock()
+			if _, werr := c.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (p *holdingProxy) hold(on bool) {
+	p.mu.Lock()
+	p.held = on
+	p.cond.Broadcast()
+	p.mu.Unlock()
+}
+
+// TestStorageDeliverySurvivesKill: a `filigrane serve` process delivers a result to a bucket and is killed
+// with SIGKILL after the bucket stored the object but before the node heard the answer (so before it could
+// record the delivery). Restarted on its data directory, it attempts the delivery again, recognises its own
+// object (conditional create refused, the object carries this request's id) and records it stored: exactly
+// one object, the result's bytes, the delivery's ETag the object's.
+func TestStorageDeliverySurvivesKill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process test")
+	}
+	srv := s3test.Start(t)
+	bucket := srv.NewBucket(t)
+	proxy := newHoldingProxy(t, srv.Endpoint)
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	var secret string
+	offline(t, dir, clock.System{}, func(a admin.Admin) {
+		ctx := context.Background()
+		st, err := a.CreateOrg(ctx, "Crash", "scale", 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, _ := a.AddMember(ctx, st.ID, "ops", actors.RoleOwner)
+		if secret, _, err = a.CreateKey(ctx, actors.NewKeySpec{OrgID: st.ID, MemberID: m, Scopes: actors.AllScopes()}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	start, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	procs, err := clustertest.StartProcesses(start, clustertest.ProcessConfig{
+		Binary: bin, N: 1, Ports: 4,
+		Args: func(i int, ports [][]int) []string {
+			p := ports[i]
+			return []string{"serve", "--data", dir, "--node-name", "solo",
+				"--listen", fmt.Sprintf("127.0.0.1:%d", p[0]), "--upload-listen", fmt.Sprintf("127.0.0.1:%d", p[1]),
+				"--cluster-bind", fmt.Sprintf("127.0.0.1:%d", p[2]), "--remote-port", strconv.Itoa(p[3]),
+				"--workers", "1", "--allow-private-targets", "--log-format", "json", "--log-level", "warn"}
+		},
+		Ready: clustertest.ReadyHTTP(0, "/healthz"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(procs.KillAll)
+	base := "http://127.0.0.1:" + strconv.Itoa(procs.List[0].Ports[0])
+
+	r, dst := jsonObject(t, "POST", base+"/storage/destinations", secret, map[string]any{
+		"endpoint": proxy.addr, "region": srv.Region, "bucket": bucket, "path_style": true,
+		"access_key_id": srv.AccessKey, "secret_access_key": srv.SecretKey})
+	if r.status != 201 {
+		t.Fatalf("create destination: %d %s", r.status, r.body)
+	}
+	if r = call(t, "POST", base+"/storage/destinations/"+dst["id"].(string)+"/verify", secret, nil); r.status != 200 {
+		t.Fatalf("verify: %d %s", r.status, r.body)
+	}
+
+	proxy.hold(true)
+	r = post(t, base+"/watermarks/images?storage_key=crash/one.jpg&storage_destination_id="+dst["id"].(string), secret, "", photo(t, 400, 300, 77), `{"crash":1}`)
+	if r.status != 200 {
+		t.Fatalf("embed: %d %s", r.status, r.body)
+	}
+	result, delivery := r.body, r.header.Get("X-Storage-Delivery-ID")
+	ctx := context.Background()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if _, err := srv.Client().StatObject(ctx, bucket, "crash/one.jpg", minio.StatObjectOptions{}); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the delivery never reached the bucket\n%s", procs.List[0].Tail(30))
+		}
+		time.Sleep(20 * time.Millisecond) // polling the bucket; the deadline bounds it
+	}
+	if r = call(t, "GET", base+"/storage/deliveries/"+delivery, secret, nil); r.status != 404 {
+		t.Fatalf("the delivery was recorded before the node heard the bucket's answer: %d %s", r.status, r.body)
+	}
+	if err := procs.List[0].Kill(); err != nil {
+		t.Fatal(err)
+	}
+	proxy.hold(false)
+	rctx, rcancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer rcancel()
+	if err := procs.List[0].Restart(rctx); err != nil {
+		t.Fatal(err)
+	}
+	var del map[string]any
+	deadline = time.Now().Add(90 * time.Second) // the next sweep (5 s), or the dead node's lease (30 s) first
+	for {
+		var got response
+		got, del = jsonObject(t, "GET", base+"/storage/deliveries/"+delivery, secret, nil)
+		if got.status == 200 && del["status"] != "retrying" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("delivery after the restart: %d %s\n%s", got.status, got.body, procs.List[0].Tail(30))
+		}
+		time.Sleep(100 * time.Millisecond) // polling a condition; the deadline bounds it
+	}
+	var objects []minio.ObjectInfo
+	for obj := range srv.Client().ListObjects(ctx, bucket, minio.ListObjectsOptions{Recursive: true}) {
+		if obj.Err != nil {
+			t.Fatal(obj.Err)
+		}
+		objects = append(objects, obj)
+	}
+	if del["status"] != "stored" || len(objects) != 1 || objects[0].Key != "crash/one.jpg" {
+		b, _ := json.Marshal(del)
+		t.Fatalf("after the restart: delivery %s, objects %v", b, objects)
+	}
+	if etag, _ := del["etag"].(string); etag == "" || trimQuotes(etag) != trimQuotes(objects[0].ETag) {
+		t.Fatalf("delivery etag %v, object's %q", del["etag"], objects[0].ETag)
+	}
+	if !bytes.Equal(readBucketObject(t, srv, bucket, "crash/one.jpg"), result) {
+		t.Fatal("the object differs from the result")
+	}
+	sctx, scancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer scancel()
+	if err := procs.List[0].Stop(sctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func trimQuotes(s string) string { return string(bytes.Trim([]byte(s), `"`)) }
