@@ -579,8 +579,9 @@ func (s *Server) writeResult(c context.Context, ctx *fasthttp.RequestCtx, p *pri
 	setAccelerator(ctx, out.Accelerator)
 	if rec.Operation == jobstate.OperationEmbed {
 		h.Set("X-Watermark-ID", out.WatermarkID)
-		h.Set("X-Asset-ID", out.AssetID)
-		h.Set("X-Source-Asset-ID", out.SourceAssetID)
+		marked, source := rec.OutputAssetIDs()
+		h.Set("X-Asset-ID", marked)
+		h.Set("X-Source-Asset-ID", source)
 		if id := rec.StorageDeliveryID(); id != "" {
 			h.Set("X-Storage-Delivery-ID", id)
 		}

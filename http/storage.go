@@ -9,6 +9,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"filigrane/actors"
+	"filigrane/actors/assetid"
 	"filigrane/actors/outbox"
 	"filigrane/actors/storagedest"
 )
@@ -234,7 +235,7 @@ func (s *Server) storageDeliveryRoutes() {
 
 func renderDelivery(d *storagedest.Delivery) map[string]any {
 	v := map[string]any{
-		"id": d.ID, "status": d.Status, "asset_id": strOrNil(d.AssetID), "request_id": d.RequestID,
+		"id": d.ID, "status": d.Status, "asset_id": strOrNil(assetid.Canonical(d.AssetID, d.RequestID, assetid.KindWatermarked)), "request_id": d.RequestID,
 		"destination_id": d.DestinationID, "provider": "s3", "bucket": d.Bucket, "key": d.Key,
 		"uri": "s3://" + d.Bucket + "/" + d.Key, "etag": strOrNil(d.ETag), "attempts": d.Attempts,
 		"created_at": d.CreatedAt.UTC().Format(time.RFC3339), "completed_at": nil, "last_error": strOrNil(d.LastError),

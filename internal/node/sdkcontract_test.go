@@ -2,10 +2,17 @@ package node_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
+	"regexp"
+	"strings"
 	"testing"
+	"time"
+
+	"filigrane/actors"
+	"filigrane/actors/assetid"
 )
 
 // sdkCall sends a request as one of Etchv's SDKs does: it names itself in User-Agent.
@@ -105,4 +112,98 @@ func TestSDKURLEncodedUploadID(t *testing.T) {
 	}
 	r = sendRaw(t, f.base+"/watermarks/images", f.keyA, "", "application/x-www-form-urlencoded", []byte("file=abc"))
 	wantProblem(t, "url-encoded file", r, 415, "unsupported_media_type")
+}
+
+// sdkAssetID is the form Etchv's SDKs check before any asset call (Go assets.go, Python _asset_path).
+var sdkAssetID = regexp.MustCompile(`^ast_[a-f0-9]{64}$`)
+
+// TestSDKAssetIDs: every asset id the API hands out has the SDKs' form (sync headers, receipt, asset record,
+// listing, download), and the asset routes take it. An asset stored by an earlier version under its 32-digit
+// id answers to both forms and shows the full one.
+func TestSDKAssetIDs(t *testing.T) {
+	f := newFixture(t)
+	e := assetEmbed(t, f, f.keyA, 41, `{"sdk":"ids"}`)
+	if !sdkAssetID.MatchString(e.out) || !sdkAssetID.MatchString(e.src) {
+		t.Fatalf("sync embed asset ids %q %q", e.out, e.src)
+	}
+	v, r := getAsset(t, f, f.keyA, e.out)
+	if r.status != 200 || v.ID != e.out || v.ParentAssetID == nil || *v.ParentAssetID != e.src ||
+		v.DownloadURL == nil || *v.DownloadURL != "/assets/"+e.out+"/content" {
+		t.Fatalf("asset: %d %s", r.status, r.body)
+	}
+	st := call(t, "GET", f.base+"/watermarks/jobs/"+v.RequestID, f.keyA, nil)
+	rc := decodeReceipt(t, st)
+	if st.status != 200 || rc.AssetID == nil || *rc.AssetID != e.out || rc.SourceAssetID == nil || *rc.SourceAssetID != e.src {
+		t.Fatalf("receipt: %d %s", st.status, st.body)
+	}
+	c := call(t, "GET", f.base+"/assets/"+e.out+"/content", f.keyA, nil)
+	if c.status != 200 || c.header.Get("X-Asset-ID") != e.out || !bytes.Equal(c.body, e.body) {
+		t.Fatalf("content: %d X-Asset-ID %q", c.status, c.header.Get("X-Asset-ID"))
+	}
+	if r := assetSend(t, "PATCH", f.base+"/assets/"+e.src, f.keyA, `{"version":1,"name":"src"}`); r.status != 200 {
+		t.Fatalf("patch: %d %s", r.status, r.body)
+	}
+
+	// An asset of an earlier version, stored under the short id (written into the node's store as it was).
+	req := "req_" + strings.Repeat("e", 64)
+	full := actors.AssetIDFor(req, actors.AssetWatermarked)
+	short := full[:assetid.LegacyLen]
+	ctx := context.Background()
+	info, err := f.n.Blobs().Put(ctx, "assets/legacy.png", bytes.NewReader(e.body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := f.clk.Now().Add(-time.Hour)
+	old := &actors.Asset{ID: short, OrgID: f.orgA, Name: "old.png", Version: 1, Kind: actors.AssetWatermarked,
+		ParentAssetID: actors.AssetIDFor(req, actors.AssetSource)[:assetid.LegacyLen], MediaType: "image", Format: "PNG",
+		ContentType: "image/png", SizeBytes: info.Size, SHA256: info.SHA256, RequestID: req, WatermarkID: e.wm,
+		BlobKey: "assets/legacy.png", Filename: "old.png", CreatedAt: at, UpdatedAt: at}
+	if err := (actors.Assets{Store: f.n.Store(), Blobs: f.n.Blobs()}).Create(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{short, full} {
+		v, r := getAsset(t, f, f.keyA, id)
+		if r.status != 200 || v.ID != full || v.ParentAssetID == nil || !sdkAssetID.MatchString(*v.ParentAssetID) {
+			t.Fatalf("legacy asset by %s: %d %s", id, r.status, r.body)
+		}
+		c := call(t, "GET", f.base+"/assets/"+id+"/content", f.keyA, nil)
+		if c.status != 200 || c.header.Get("X-Asset-ID") != full {
+			t.Fatalf("legacy content by %s: %d X-Asset-ID %q", id, c.status, c.header.Get("X-Asset-ID"))
+		}
+		_, r = getAsset(t, f, f.dev.Secret, id)
+		assetProblem(t, "other organization", r, 404, "asset_not_found")
+	}
+	l, r := listAssets(t, f, f.keyA, "limit=100")
+	if r.status != 200 || len(l.Items) != 3 {
+		t.Fatalf("list: %d %s", r.status, r.body)
+	}
+	for _, it := range l.Items {
+		if !sdkAssetID.MatchString(it.ID) {
+			t.Fatalf("listed id %q", it.ID)
+		}
+	}
+	if r := assetSend(t, "PATCH", f.base+"/assets/"+short, f.keyA, `{"version":1,"name":"renamed"}`); r.status != 200 {
+		t.Fatalf("patch by short id: %d %s", r.status, r.body)
+	}
+	if v, _ := getAsset(t, f, f.keyA, full); v.Name != "renamed" || v.Version != 2 {
+		t.Fatalf("after patch by short id, the full id reads %+v", v)
+	}
+	if r := call(t, "DELETE", f.base+"/assets/"+full, f.dev.Secret, nil); r.status != 404 {
+		t.Fatalf("another organization's key deletes: %d", r.status)
+	}
+	if r := call(t, "DELETE", f.base+"/assets/"+full, f.keyA, nil); r.status != 204 {
+		t.Fatalf("delete by full id: %d %s", r.status, r.body)
+	}
+	for _, id := range []string{short, full} {
+		_, r := getAsset(t, f, f.keyA, id)
+		assetProblem(t, "deleted legacy asset", r, 404, "asset_not_found")
+	}
+	if assetBlobExists(t, f, "assets/legacy.png") {
+		t.Fatal("the deleted legacy asset's file stays")
+	}
+	// Garbage of either length never reaches the store.
+	for _, id := range []string{"ast_" + strings.Repeat("g", 64), short + "0", "ast_" + strings.Repeat("0", 48)} {
+		_, r := getAsset(t, f, f.keyA, id)
+		assetProblem(t, id, r, 404, "asset_not_found")
+	}
 }
