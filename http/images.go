@@ -293,7 +293,7 @@ func (s *Server) acceptMediaErr(c context.Context, ctx *fasthttp.RequestCtx, r a
 		}
 	}
 	key := actors.InputKey(p.Key.OrgID, r.reqID)
-	form, err := readMediaForm(c, string(ctx.Request.Header.ContentType()), bodyReader(ctx), s.cfg.Blobs, key, r.kind.DirectLimit(op))
+	form, err := readMediaForm(c, string(ctx.Request.Header.ContentType()), bodyReader(ctx), s.cfg.Blobs, key, s.directLimit(r.kind, op))
 	if err != nil {
 		var ae *apiError
 		if errors.As(err, &ae) {
@@ -472,6 +472,16 @@ func (s *Server) answerReplay(c context.Context, ctx *fasthttp.RequestCtx, p *pr
 	}
 	s.writeReceipt(ctx, p, rec, 202)
 	return nil
+}
+
+// directLimit is the largest file a request of op for kind carries in its body: the media-kind table's,
+// lowered by Config.MaxDirectEmbed for embeds.
+func (s *Server) directLimit(kind mediakind.Kind, op jobstate.Operation) int64 {
+	limit := kind.DirectLimit(op)
+	if op == jobstate.OperationEmbed && s.cfg.MaxDirectEmbed > 0 {
+		limit = min(limit, s.cfg.MaxDirectEmbed)
+	}
+	return limit
 }
 
 // outputDeleted reports whether a succeeded embed's watermarked asset was deleted.

@@ -52,6 +52,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.DurationVar(&cfg.Conns.BodyProgress, "body-timeout", envDuration("FILIGRANE_BODY_TIMEOUT", netguard.DefaultBodyProgress), "longest wait for the next bytes of a request body or response (progress, not total time)")
 	fs.DurationVar(&cfg.Conns.IdleTimeout, "idle-timeout", envDuration("FILIGRANE_IDLE_TIMEOUT", apihttp.DefaultIdleTimeout), "how long a keep-alive connection may wait for its next request")
 	fs.BoolVar(&cfg.GPUStrict, "gpu-strict", envBool("FILIGRANE_GPU_STRICT"), "answer accelerator=gpu with 503 and Retry-After when no GPU is ready, instead of running it on the CPU at the normal charge")
+	maxDirectEmbed := fs.String("max-direct-embed", envOr("FILIGRANE_MAX_DIRECT_EMBED", ""), "lower the largest file an embed request carries itself (default: the media-kind table's, 40 MB for images; 20MB holds to the spec)")
 	grace := fs.Duration("shutdown-grace", 30*time.Second, "how long in-flight requests may take to finish on shutdown")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -74,6 +75,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if *decodeMemory != "" {
 		if cfg.DecodeMemory, err = actors.ParseByteSize(*decodeMemory); err != nil || cfg.DecodeMemory == 0 {
 			fmt.Fprintf(stderr, "filigrane serve: --decode-memory %q: want a size such as 4GiB\n", *decodeMemory)
+			return 2
+		}
+	}
+	if *maxDirectEmbed != "" {
+		if cfg.MaxDirectEmbed, err = actors.ParseByteSize(*maxDirectEmbed); err != nil || cfg.MaxDirectEmbed == 0 {
+			fmt.Fprintf(stderr, "filigrane serve: --max-direct-embed %q: want a size such as 20MB\n", *maxDirectEmbed)
 			return 2
 		}
 	}

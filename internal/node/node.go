@@ -87,6 +87,8 @@ type Config struct {
 	Conns apihttp.ConnLimits
 	// GPUStrict refuses accelerator=gpu with 503 when no GPU is ready instead of running it on the CPU.
 	GPUStrict bool
+	// MaxDirectEmbed, when above 0, lowers the largest file of a direct embed request (apihttp.Config).
+	MaxDirectEmbed int64
 	// APIListener and UploadListener, when set, are used instead of listening on APIAddr and UploadAddr
 	// (tests hand in-memory listeners); the node closes them. PublicUploadURL is then required unless the
 	// upload listener's address is a host:port.
@@ -363,6 +365,8 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 		GPU:       gpu.NewTracker(gpu.NewState(gpu.CodecAvailable() && len(gpu.Devices()) > 0, 30*time.Second)),
 		GPUStrict: cfg.GPUStrict,
 		TLS:       tlsConfig,
+		// Lowers the direct embed limit (e.g. to the spec's 20 MB).
+		MaxDirectEmbed: cfg.MaxDirectEmbed,
 	})
 	if n.apiLn, err = listen(cfg.APIListener, cfg.APIAddr); err != nil {
 		return nil, fmt.Errorf("listen for the API on %s: %w", cfg.APIAddr, err)

@@ -4,7 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"image"
+	"image/color"
+	"image/png"
 	"io"
+	"math"
 	"net/http"
 	"regexp"
 	"strings"
@@ -13,6 +17,7 @@ import (
 
 	"filigrane/actors"
 	"filigrane/actors/assetid"
+	"filigrane/internal/node"
 )
 
 // sdkCall sends a request as one of Etchv's SDKs does: it names itself in User-Agent.
@@ -205,5 +210,52 @@ func TestSDKAssetIDs(t *testing.T) {
 	for _, id := range []string{"ast_" + strings.Repeat("g", 64), short + "0", "ast_" + strings.Repeat("0", 48)} {
 		_, r := getAsset(t, f, f.keyA, id)
 		assetProblem(t, id, r, 404, "asset_not_found")
+	}
+}
+
+// bigPNG is an opaque w x h 16-bit PNG stored without compression: 6 bytes a pixel, so a few megapixels (far
+// below the 40 MP embed bound) make a file of tens of MB, as a camera's large PNG or TIFF does.
+func bigPNG(t *testing.T, w, h int) []byte {
+	t.Helper()
+	m := image.NewNRGBA64(image.Rect(0, 0, w, h))
+	for y := 0; y < h; y++ {
+		for x := 0; x < w; x++ {
+			v := uint16(32768 + 20000*math.Sin(float64(x)/97) + 9000*math.Cos(float64(y)/53+float64(x)/211))
+			m.SetNRGBA64(x, y, color.NRGBA64{R: v, G: 65535 - v, B: uint16(x * 65535 / w), A: 65535})
+		}
+	}
+	var b bytes.Buffer
+	if err := (&png.Encoder{CompressionLevel: png.NoCompression}).Encode(&b, m); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+// TestSDKDirectEmbedUpTo40MB: Etchv's SDKs send files up to 40 MB in the embed request itself; a 39 MB image
+// embeds directly, a 41 MB one is 413 file_too_large (the SDKs send those through an upload). A node set to the
+// spec's 20 MB (MaxDirectEmbed) refuses the 39 MB one.
+func TestSDKDirectEmbedUpTo40MB(t *testing.T) {
+	f := newFixture(t)
+	big := bigPNG(t, 2560, 2535)
+	if len(big) < 38_500_000 || len(big) > 39_500_000 {
+		t.Fatalf("test image of %d bytes, want about 39 MB", len(big))
+	}
+	ct, body := form(t, big, "large.png", `{"sdk":"direct"}`)
+	r := sdkCall(t, "POST", f.base+"/watermarks/images", f.keyA, "etchv-go/1.2.0", ct, body)
+	if r.status != 200 || len(r.header.Get("X-Watermark-ID")) != 64 || r.header.Get("Content-Type") != "image/png" {
+		t.Fatalf("39 MB direct embed: %d %.300s", r.status, r.body)
+	}
+	src := r.header.Get("X-Source-Asset-ID")
+	if v, gr := getAsset(t, f, f.keyA, src); gr.status != 200 || v.SizeBytes != int64(len(big)) {
+		t.Fatalf("source asset of the 39 MB embed: %d %s", gr.status, gr.body)
+	}
+	r = post(t, f.base+"/watermarks/images", f.keyA, "", bigPNG(t, 2560, 2670), `{"sdk":"direct"}`)
+	wantProblem(t, "41 MB direct embed", r, 413, "file_too_large")
+
+	strict := newFixture(t, func(c *node.Config) { c.MaxDirectEmbed = 20_000_000 })
+	r = post(t, strict.base+"/watermarks/images", strict.keyA, "", big, `{"sdk":"direct"}`)
+	wantProblem(t, "39 MB direct embed on a 20 MB node", r, 413, "file_too_large")
+	if n := countBlobs(t, strict); n != 0 {
+		t.Fatalf("the refused file left %d blobs", n)
 	}
 }
