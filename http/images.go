@@ -561,7 +561,7 @@ func (s *Server) syncWait(c context.Context, rec *jobstate.Record) time.Duration
 
 func (s *Server) writeReceipt(ctx *fasthttp.RequestCtx, p *principal, rec *jobstate.Record, status int) {
 	setJobRequestID(ctx, rec.RequestID)
-	ctx.Response.Header.Set("Location", rec.StatusURL())
+	s.setLocation(ctx, rec.StatusURL())
 	ctx.Response.Header.Set("Retry-After", strconv.Itoa(retryAfterSeconds(p.Plan)))
 	writeJSON(ctx, status, rec.Receipt())
 }

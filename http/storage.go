@@ -146,7 +146,7 @@ func (s *Server) createDestination(ctx *fasthttp.RequestCtx, p *principal, _ map
 		s.storageFailure(ctx, err)
 		return
 	}
-	ctx.Response.Header.Set("Location", "/storage/destinations/"+d.ID)
+	s.setLocation(ctx, "/storage/destinations/"+d.ID)
 	writeJSON(ctx, 201, renderDestination(d))
 }
 

@@ -41,6 +41,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	codecKeyFile := fs.String("codec-key-file", envOr("FILIGRANE_CODEC_KEY_FILE", ""), "file holding the watermark secret (else env FILIGRANE_CODEC_KEY, else the public development key)")
 	fs.StringVar(&cfg.TLSCertFile, "tls-cert", envOr("FILIGRANE_TLS_CERT", ""), "PEM certificate (chain) for HTTPS on both listeners; with --tls-key")
 	fs.StringVar(&cfg.TLSKeyFile, "tls-key", envOr("FILIGRANE_TLS_KEY", ""), "PEM private key of --tls-cert")
+	fs.StringVar(&cfg.PublicURL, "public-url", envOr("FILIGRANE_PUBLIC_URL", ""), "base URL clients reach the API at behind a proxy, e.g. https://api.example.com (Location headers are absolute under it)")
 	fs.StringVar(&cfg.PublicUploadURL, "public-upload-url", envOr("FILIGRANE_PUBLIC_UPLOAD_URL", ""), "base URL clients PUT signed uploads to (default: http:// + the upload listener)")
 	fs.StringVar(&cfg.WebsiteOrigin, "website-origin", envOr("FILIGRANE_WEBSITE_ORIGIN", ""), "the one browser origin allowed to PUT uploads (CORS); empty allows none")
 	storageKeyHex := fs.String("storage-secret-key", envOr("FILIGRANE_STORAGE_SECRET_KEY", ""), "64 hex characters (32 bytes) sealing storage destination credentials at rest (default: a key generated into the data directory; a cluster must set one)")
@@ -139,13 +140,13 @@ Development organization %s created with an owner key (all scopes). The key is s
 
 Try it:
 
-    curl -s -H 'X-API-Key: %s' http://%s/auth/api-key
+    curl -s -H 'X-API-Key: %s' %s/auth/api-key
 
 Lost it? Stop the node (or add --s3-endpoint ... in a cluster) and make a new one:
 
     filigrane admin key create --org %s --member %s
 
-`, d.OrgID, d.Secret, d.Secret, n.APIAddr(), d.OrgID, d.MemberID)
+`, d.OrgID, d.Secret, d.Secret, apiBase(cfg, n.APIAddr()), d.OrgID, d.MemberID)
 	}
 	waitErr := n.Wait(ctx)
 	if waitErr != nil {
@@ -265,4 +266,15 @@ func newLogger(w io.Writer, level, format string) (zerolog.Logger, error) {
 		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.RFC3339}
 	}
 	return zerolog.New(w).Level(lvl).With().Timestamp().Logger(), nil
+}
+
+// apiBase is the URL to show for the node's API: the public URL behind a proxy, else the listener's address.
+func apiBase(cfg node.Config, addr string) string {
+	switch {
+	case cfg.PublicURL != "":
+		return strings.TrimRight(cfg.PublicURL, "/")
+	case cfg.TLSCertFile != "":
+		return "https://" + addr
+	}
+	return "http://" + addr
 }

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -89,6 +90,9 @@ type Config struct {
 	GPUStrict bool
 	// MaxDirectEmbed, when above 0, lowers the largest file of a direct embed request (apihttp.Config).
 	MaxDirectEmbed int64
+	// PublicURL is the base URL clients reach the API at behind a proxy: Location headers are absolute under it
+	// (apihttp.Config). Empty: relative Location.
+	PublicURL string
 	// APIListener and UploadListener, when set, are used instead of listening on APIAddr and UploadAddr
 	// (tests hand in-memory listeners); the node closes them. PublicUploadURL is then required unless the
 	// upload listener's address is a host:port.
@@ -355,6 +359,12 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	if err != nil {
 		return nil, err
 	}
+	publicURL := ""
+	if cfg.PublicURL != "" {
+		if publicURL, err = apihttp.ParsePublicURL(cfg.PublicURL); err != nil {
+			return nil, err
+		}
+	}
 	n.api = apihttp.New(apihttp.Config{
 		Keys:  actors.Keys{Store: store, Clock: cfg.Clock, Cache: keyCache(storage.Cluster)},
 		Orgs:  actors.OrgClient{Caller: n.cluster},
@@ -367,6 +377,7 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 		TLS:       tlsConfig,
 		// Lowers the direct embed limit (e.g. to the spec's 20 MB).
 		MaxDirectEmbed: cfg.MaxDirectEmbed,
+		PublicURL:      publicURL,
 	})
 	if n.apiLn, err = listen(cfg.APIListener, cfg.APIAddr); err != nil {
 		return nil, fmt.Errorf("listen for the API on %s: %w", cfg.APIAddr, err)
@@ -386,6 +397,10 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 			scheme = "https://"
 		}
 		publicUpload = scheme + n.uploadLn.Addr().String()
+		if strings.HasPrefix(publicURL, "https://") && tlsConfig == nil {
+			// Behind a TLS proxy the upload host needs its own public https URL: Etchv's SDKs refuse http ones.
+			cfg.Logger.Warn().Str("upload_url", publicUpload).Msg("--public-url is https but signed upload URLs are http: set --public-upload-url to the proxy's address of the upload host")
+		}
 	}
 	n.upload, err = apihttp.NewUploadHost(apihttp.Config{Store: store, Blobs: blobs, Clock: cfg.Clock, Logger: httpLog, Metrics: n.Metrics,
 		Conns: cfg.Conns, Ready: n.ready, TLS: tlsConfig},
