@@ -56,3 +56,25 @@ func TestCanonical(t *testing.T) {
 		}
 	}
 }
+
+// FuzzAssetID: whatever a path names, Valid accepts only the two forms, and Legacy and Canonical keep a
+// valid id valid (they never make garbage out of an id, nor an id out of garbage).
+func FuzzAssetID(f *testing.F) {
+	full := For("req_1", KindWatermarked)
+	for _, s := range []string{full, full[:LegacyLen], "", "ast_", "ast_" + strings.Repeat("g", 64), full + "0", "AST_" + full[4:]} {
+		f.Add(s, "req_1")
+	}
+	f.Fuzz(func(t *testing.T, id, req string) {
+		ok := Valid(id)
+		if ok && len(id) != Len && len(id) != LegacyLen {
+			t.Fatalf("Valid(%q) with length %d", id, len(id))
+		}
+		if ok && !Valid(Legacy(id)) {
+			t.Fatalf("Legacy(%q) = %q is not valid", id, Legacy(id))
+		}
+		c := Canonical(id, req, KindSource)
+		if Valid(c) != ok || (c != id && !(IsLegacy(id) && c == For(req, KindSource))) {
+			t.Fatalf("Canonical(%q, %q) = %q", id, req, c)
+		}
+	})
+}
