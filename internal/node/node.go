@@ -84,15 +84,15 @@ type Config struct {
 	PublicUploadURL string
 	// WebsiteOrigin is the one browser origin allowed to PUT to upload URLs (CORS); empty: none.
 	WebsiteOrigin string
-	// Conns bounds the connections of each listener (API and upload host) and how long they may stall.
-	Conns apihttp.ConnLimits
-	// GPUStrict refuses accelerator=gpu with 503 when no GPU is ready instead of running it on the CPU.
-	GPUStrict bool
 	// MaxDirectEmbed, when above 0, lowers the largest file of a direct embed request (apihttp.Config).
 	MaxDirectEmbed int64
 	// PublicURL is the base URL clients reach the API at behind a proxy: Location headers are absolute under it
 	// (apihttp.Config). Empty: relative Location.
 	PublicURL string
+	// Conns bounds the connections of each listener (API and upload host) and how long they may stall.
+	Conns apihttp.ConnLimits
+	// GPUStrict refuses accelerator=gpu with 503 when no GPU is ready instead of running it on the CPU.
+	GPUStrict bool
 	// APIListener and UploadListener, when set, are used instead of listening on APIAddr and UploadAddr
 	// (tests hand in-memory listeners); the node closes them. PublicUploadURL is then required unless the
 	// upload listener's address is a host:port.
