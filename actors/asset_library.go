@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"filigrane/actors/assetid"
 	"filigrane/actors/durable"
 	"filigrane/persistence"
 )
@@ -20,18 +21,24 @@ var (
 	ErrAssetVersionConflict = errors.New("asset version conflict")
 )
 
-// ValidAssetID reports whether id has the form of an asset id ("ast_" + 32 lowercase hex), so that garbage in a
-// path never reaches the store.
-func ValidAssetID(id string) bool {
-	if len(id) != 36 || !strings.HasPrefix(id, "ast_") {
-		return false
+// ValidAssetID reports whether id has the form of an asset id ("ast_" + 64 lowercase hex, or the 32 of earlier
+// versions), so that garbage in a path never reaches the store.
+func ValidAssetID(id string) bool { return assetid.Valid(id) }
+
+// storedID is the id the record of asset id is stored under (id itself, or the short id of earlier versions
+// that a full id names), or ErrAssetNotFound.
+func (a Assets) storedID(ctx context.Context, id string) (string, error) {
+	if !ValidAssetID(id) {
+		return "", ErrAssetNotFound
 	}
-	for _, c := range id[4:] {
-		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
-			return false
-		}
+	as, _, err := a.Get(ctx, id)
+	if errors.Is(err, persistence.ErrNotFound) {
+		return "", ErrAssetNotFound
 	}
-	return true
+	if err != nil {
+		return "", err
+	}
+	return as.ID, nil
 }
 
 // FileAvailable reports whether the asset's hosted file can still be downloaded at now.
@@ -184,8 +191,9 @@ type AssetPatch struct {
 // Patch applies p to a live asset of orgID if p.Version is its current version, with compare-and-set on the
 // record: of concurrent edits naming the same version exactly one wins, the others get ErrAssetVersionConflict.
 func (a Assets) Patch(ctx context.Context, orgID, id string, p AssetPatch, now time.Time) (*Asset, error) {
-	if !ValidAssetID(id) {
-		return nil, ErrAssetNotFound
+	id, err := a.storedID(ctx, id)
+	if err != nil {
+		return nil, err
 	}
 	// A compare-and-set can also fail because of a write that did not change the edit version (none today,
 	// but a future background marker must not turn into spurious conflicts), so a mismatch re-reads and
@@ -224,8 +232,9 @@ func (a Assets) Patch(ctx context.Context, orgID, id string, p AssetPatch, now t
 // already deleted repeats the cleanup and succeeds, so a delete interrupted after its commit point is finished
 // by the retry. Unknown and other organizations' assets are ErrAssetNotFound.
 func (a Assets) Delete(ctx context.Context, orgID, id string, now time.Time) error {
-	if !ValidAssetID(id) {
-		return ErrAssetNotFound
+	id, err := a.storedID(ctx, id)
+	if err != nil {
+		return err
 	}
 	// An edit landing in between makes the compare-and-set retry: deleting wins over it.
 	as, err := durable.Update(ctx, a.Store, []byte(prefixAsset+id), 6, func(cur *Asset) (*Asset, error) {

@@ -2,13 +2,13 @@ package actors
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
+	"filigrane/actors/assetid"
 	"filigrane/actors/jobstate"
 	"filigrane/persistence"
 )
@@ -26,8 +26,8 @@ const (
 
 // Asset kinds.
 const (
-	AssetSource      = "source"
-	AssetWatermarked = "watermarked"
+	AssetSource      = assetid.KindSource
+	AssetWatermarked = assetid.KindWatermarked
 )
 
 // Asset is an asset record (spec 2.6). The file lives in Blobs under BlobKey.
@@ -64,10 +64,16 @@ type Asset struct {
 func (*Asset) SchemaVersion() uint16 { return 1 }
 
 // AssetIDFor derives the id of a job's source or watermarked asset from the request id, so that a job
-// re-applying its outcome after a crash writes the very same records.
-func AssetIDFor(requestID, kind string) string {
-	sum := sha256.Sum256([]byte("filigrane/asset/" + kind + "/" + requestID))
-	return "ast_" + hex.EncodeToString(sum[:16])
+// re-applying its outcome after a crash writes the very same records (package assetid owns the form).
+func AssetIDFor(requestID, kind string) string { return assetid.For(requestID, kind) }
+
+// PublicID is the id the API shows for the asset: the full form also for a record stored under the short id
+// of earlier versions (ID stays the storage id, which the index keys name).
+func (as *Asset) PublicID() string { return assetid.Canonical(as.ID, as.RequestID, as.Kind) }
+
+// PublicParentID is ParentAssetID as the API shows it (see PublicID).
+func (as *Asset) PublicParentID() string {
+	return assetid.Canonical(as.ParentAssetID, as.RequestID, AssetSource)
 }
 
 // Assets reads and writes asset records and their indexes. Blobs is needed only by the operations that delete
@@ -137,8 +143,24 @@ func expiryKey(at time.Time, id string) string {
 	return fmt.Sprintf("%s%020d/%s", prefixAssetExpiry, max(at.Unix(), 0), id)
 }
 
-// Get returns the asset with id, or persistence.ErrNotFound.
+// Get returns the asset with id, or persistence.ErrNotFound. A full id whose asset was stored under the short
+// id of earlier versions finds that record (its ID is the short storage id).
 func (a Assets) Get(ctx context.Context, id string) (*Asset, persistence.Version, error) {
+	as, v, err := a.get(ctx, id)
+	if legacy := assetid.Legacy(id); legacy != id && errors.Is(err, persistence.ErrNotFound) {
+		old, oldV, oldErr := a.get(ctx, legacy)
+		switch {
+		case oldErr == nil && old.PublicID() == id:
+			return old, oldV, nil
+		case oldErr != nil && !errors.Is(oldErr, persistence.ErrNotFound):
+			return nil, "", oldErr
+		}
+	}
+	return as, v, err
+}
+
+// get reads the record stored under id.
+func (a Assets) get(ctx context.Context, id string) (*Asset, persistence.Version, error) {
 	it, err := a.Store.Get(ctx, []byte(prefixAsset+id))
 	if err != nil {
 		return nil, "", fmt.Errorf("load asset %s: %w", id, err)
@@ -162,8 +184,9 @@ func (a Assets) IssuedWatermarks(ctx context.Context, orgID string, limit int) (
 			return nil, fmt.Errorf("list watermarks of %s: %w", orgID, err)
 		}
 		for _, it := range items {
+			// <watermark_id>/<asset_id>, the asset id full or short.
 			wm := string(it.Key[len(prefix):])
-			if i := len(wm) - len("/ast_") - 32; i > 0 {
+			if i := strings.LastIndexByte(wm, '/'); i > 0 {
 				wm = wm[:i]
 			}
 			if len(out) == 0 || out[len(out)-1] != wm {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"filigrane/actors/assetid"
 	"filigrane/actors/batchinput"
 	"filigrane/actors/batchstate"
 	"filigrane/actors/jobstate"
@@ -359,7 +360,8 @@ func writeArchive(c context.Context, env *BatchEnv, deps *Deps, rec *batchstate.
 			failed = append(failed, e)
 			continue
 		}
-		e.Filename, e.WatermarkID, e.AssetID = batchstate.ArchiveName(it), it.WatermarkID, it.Result.AssetID
+		e.Filename, e.WatermarkID = batchstate.ArchiveName(it), it.WatermarkID
+		e.AssetID = assetid.Canonical(it.Result.AssetID, it.RequestID, AssetWatermarked)
 		as, _, err := assets.Get(c, it.Result.AssetID)
 		var body io.ReadCloser
 		if err == nil && as.DeletedAt == nil {

@@ -115,6 +115,7 @@ func (s *Server) assetContent(ctx *fasthttp.RequestCtx, p *principal, params map
 		name = "asset"
 	}
 	h.Set("Content-Disposition", `attachment; filename="`+name+`"`)
+	h.Set("X-Asset-ID", as.PublicID())
 	status := 200
 	if !whole {
 		status = 206

@@ -91,7 +91,7 @@ func positive[T int | int64](n T) *T {
 
 func renderAsset(as *actors.Asset, now time.Time, withMetadata bool) assetJSON {
 	out := assetJSON{
-		ID: as.ID, Name: as.Name, Version: as.Version, Kind: as.Kind, ParentAssetID: optional(as.ParentAssetID),
+		ID: as.PublicID(), Name: as.Name, Version: as.Version, Kind: as.Kind, ParentAssetID: optional(as.PublicParentID()),
 		MediaType: as.MediaType, Format: as.Format, ContentType: as.ContentType, SizeBytes: as.SizeBytes,
 		SHA256: as.SHA256, RequestID: as.RequestID, WatermarkID: optional(as.WatermarkID),
 		CreatedAt: as.CreatedAt.UTC().Format(time.RFC3339), UpdatedAt: as.UpdatedAt.UTC().Format(time.RFC3339),
@@ -107,7 +107,7 @@ func renderAsset(as *actors.Asset, now time.Time, withMetadata bool) assetJSON {
 		out.FileExpiresAt = optional(as.FileExpiresAt.UTC().Format(time.RFC3339))
 	}
 	if out.FileAvailable {
-		out.DownloadURL = optional("/assets/" + as.ID + "/content")
+		out.DownloadURL = optional("/assets/" + out.ID + "/content")
 	}
 	if withMetadata {
 		if as.Metadata != nil {

@@ -431,7 +431,7 @@ func (b *batchAPI) write(c context.Context, ctx *fasthttp.RequestCtx, p *princip
 	if rec.StatusAt(now).Started() {
 		ctx.Response.Header.Set("Retry-After", strconv.Itoa(retryAfterSeconds(p.Plan)))
 	}
-	ctx.Response.Header.Set("Location", "/watermarks/batches/"+rec.BatchID)
+	b.s.setLocation(ctx, "/watermarks/batches/"+rec.BatchID)
 	writeJSON(ctx, status, b.view(c, rec, now, items))
 }
 

@@ -319,7 +319,7 @@ func (s *Server) acceptMediaErr(c context.Context, ctx *fasthttp.RequestCtx, r a
 		}
 	}
 	key := actors.InputKey(p.Key.OrgID, r.reqID)
-	form, err := readMediaForm(c, string(ctx.Request.Header.ContentType()), bodyReader(ctx), s.cfg.Blobs, key, r.kind.DirectLimit(op))
+	form, err := readMediaForm(c, string(ctx.Request.Header.ContentType()), bodyReader(ctx), s.cfg.Blobs, key, s.directLimit(r.kind, op))
 	if err != nil {
 		var ae *apiError
 		if errors.As(err, &ae) {
@@ -501,6 +501,16 @@ func (s *Server) answerReplay(c context.Context, ctx *fasthttp.RequestCtx, p *pr
 	return nil
 }
 
+// directLimit is the largest file a request of op for kind carries in its body: the media-kind table's,
+// lowered by Config.MaxDirectEmbed for embeds.
+func (s *Server) directLimit(kind mediakind.Kind, op jobstate.Operation) int64 {
+	limit := kind.DirectLimit(op)
+	if op == jobstate.OperationEmbed && s.cfg.MaxDirectEmbed > 0 {
+		limit = min(limit, s.cfg.MaxDirectEmbed)
+	}
+	return limit
+}
+
 // outputDeleted reports whether a succeeded embed's watermarked asset was deleted.
 func (s *Server) outputDeleted(c context.Context, rec *jobstate.Record) (bool, error) {
 	if rec.Status != jobstate.StatusSucceeded || rec.Operation != jobstate.OperationEmbed || rec.Output == nil {
@@ -578,7 +588,7 @@ func (s *Server) syncWait(c context.Context, rec *jobstate.Record) time.Duration
 
 func (s *Server) writeReceipt(ctx *fasthttp.RequestCtx, p *principal, rec *jobstate.Record, status int) {
 	setJobRequestID(ctx, rec.RequestID)
-	ctx.Response.Header.Set("Location", rec.StatusURL())
+	s.setLocation(ctx, rec.StatusURL())
 	ctx.Response.Header.Set("Retry-After", strconv.Itoa(retryAfterSeconds(p.Plan)))
 	rc := rec.Receipt()
 	if rec.Status == jobstate.StatusSucceeded && rec.StorageDestinationID != "" {
@@ -610,8 +620,9 @@ func (s *Server) writeResult(c context.Context, ctx *fasthttp.RequestCtx, p *pri
 	setAccelerator(ctx, out.Accelerator)
 	if rec.Operation == jobstate.OperationEmbed {
 		h.Set("X-Watermark-ID", out.WatermarkID)
-		h.Set("X-Asset-ID", out.AssetID)
-		h.Set("X-Source-Asset-ID", out.SourceAssetID)
+		marked, source := rec.OutputAssetIDs()
+		h.Set("X-Asset-ID", marked)
+		h.Set("X-Source-Asset-ID", source)
 		if id := rec.StorageDeliveryID(); id != "" {
 			h.Set("X-Storage-Delivery-ID", id)
 		}
@@ -707,8 +718,8 @@ func (s *Server) detectNow(c context.Context, ctx *fasthttp.RequestCtx, p *princ
 	det, ran, serr := d.Detect(c, actors.SyncDetectRequest{
 		OrgID: p.Key.OrgID, RequestID: reqID, BlobKey: f.Key, Kind: kind, Credits: price, Hold: hold, BudgetWait: syncDecodeWait,
 		Accelerator: acc,
-		Watch: func(c context.Context) (context.Context, func()) { return watchDisconnect(c, ctx) },
-		Gone:  clientGone,
+		Watch:       func(c context.Context) (context.Context, func()) { return watchDisconnect(c, ctx) },
+		Gone:        clientGone,
 	})
 	switch {
 	case serr == nil:

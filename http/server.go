@@ -56,6 +56,13 @@ type Config struct {
 	// MaxBodyBytes bounds any request body (413 above it, before routing). Default 56 MiB: the largest direct
 	// request (a 55 MB batch zip) plus its form. Routes enforce their own, smaller limits while streaming.
 	MaxBodyBytes int
+	// PublicURL is the base URL clients reach the API at behind a proxy (ParsePublicURL's form, no trailing
+	// slash), e.g. https://api.example.com/filigrane: Location headers are absolute under it. Empty: Location
+	// is the resource's path.
+	PublicURL string
+	// MaxDirectEmbed, when above 0, lowers the largest file an embed request carries itself below the media-kind
+	// table's (40 MB for images, our extension for Etchv's SDKs): 20_000_000 holds to the spec's 20 MB.
+	MaxDirectEmbed int64
 	// ActorTimeout bounds each call to an actor made while serving a request. Default 10 s.
 	ActorTimeout time.Duration
 	// GPU is the node's accelerator state (a gpu.Fleet); nil means none.

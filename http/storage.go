@@ -12,6 +12,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"filigrane/actors"
+	"filigrane/actors/assetid"
 	"filigrane/actors/jobstate"
 	"filigrane/actors/outbox"
 	"filigrane/actors/storagedest"
@@ -178,7 +179,7 @@ func (s *Server) createDestination(ctx *fasthttp.RequestCtx, p *principal, _ map
 		s.storageFailure(ctx, err)
 		return
 	}
-	ctx.Response.Header.Set("Location", "/storage/destinations/"+d.ID)
+	s.setLocation(ctx, "/storage/destinations/"+d.ID)
 	writeJSON(ctx, 201, renderDestination(d))
 }
 
@@ -274,7 +275,7 @@ func renderDelivery(d *storagedest.Delivery, ent *outbox.Entry) map[string]any {
 		uri = "s3://" + d.Bucket + "/" + d.Key
 	}
 	v := map[string]any{
-		"id": d.ID, "status": d.Status, "asset_id": strOrNil(d.AssetID), "request_id": d.RequestID,
+		"id": d.ID, "status": d.Status, "asset_id": strOrNil(assetid.Canonical(d.AssetID, d.RequestID, assetid.KindWatermarked)), "request_id": d.RequestID,
 		"destination_id": d.DestinationID, "provider": "s3", "bucket": d.Bucket, "key": d.Key,
 		"uri": uri, "public_url": nil, "etag": strOrNil(d.ETag), "attempts": d.Attempts,
 		"created_at": d.CreatedAt.UTC().Format(time.RFC3339), "completed_at": nil, "last_error": strOrNil(d.LastError),

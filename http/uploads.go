@@ -229,7 +229,7 @@ func (a *uploadAPI) create(ctx *fasthttp.RequestCtx, p *principal, _ map[string]
 		a.s.unavailable(ctx, err)
 		return
 	}
-	ctx.Response.Header.Set("Location", "/uploads/"+u.ID)
+	a.s.setLocation(ctx, "/uploads/"+u.ID)
 	writeJSON(ctx, 201, renderUpload(a.sign, u, now))
 }
 

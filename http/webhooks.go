@@ -187,7 +187,7 @@ func (s *Server) createWebhook(ctx *fasthttp.RequestCtx, p *principal, _ map[str
 		return
 	}
 	ctx.Response.Header.Set("Cache-Control", "no-store")
-	ctx.Response.Header.Set("Location", "/webhooks/"+ep.ID)
+	s.setLocation(ctx, "/webhooks/"+ep.ID)
 	writeJSON(ctx, 201, s.renderWebhook(ep, true))
 }
 

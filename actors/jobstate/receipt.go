@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"slices"
 	"time"
+
+	"filigrane/actors/assetid"
 )
 
 // Receipt is the job receipt of spec 2.3, as returned with 202 and by the status URL. Field names are the
@@ -65,6 +67,16 @@ func (r *Record) StatusURL() string { return "/watermarks/jobs/" + r.RequestID }
 // ResultURL is the job's result path, relative to the base URL.
 func (r *Record) ResultURL() string { return r.StatusURL() + "/result" }
 
+// OutputAssetIDs are the ids of the watermarked and source assets of a succeeded embed as the API shows them:
+// the full form also where the output recorded the short ids of earlier versions. Empty without an output.
+func (r *Record) OutputAssetIDs() (marked, source string) {
+	if r.Output == nil {
+		return "", ""
+	}
+	return assetid.Canonical(r.Output.AssetID, r.RequestID, assetid.KindWatermarked),
+		assetid.Canonical(r.Output.SourceAssetID, r.RequestID, assetid.KindSource)
+}
+
 // Credits is the receipt's credits: the hold while the job is active, the actual charge once it succeeded,
 // and 0 once it failed (the hold was refunded).
 func (r *Record) Credits() int64 {
@@ -96,8 +108,9 @@ func (r *Record) Receipt() Receipt {
 	}
 	switch r.Status {
 	case StatusSucceeded:
-		rc.AssetID = optional(r.Output.AssetID)
-		rc.SourceAssetID = optional(r.Output.SourceAssetID)
+		marked, source := r.OutputAssetIDs()
+		rc.AssetID = optional(marked)
+		rc.SourceAssetID = optional(source)
 		ts := r.ResultExpiresAt.UTC().Format(time.RFC3339)
 		rc.ResultExpiresAt = &ts
 		a := r.Output.Accelerator

@@ -6,6 +6,8 @@ import (
 	"sort"
 	"testing"
 	"time"
+
+	"filigrane/actors/assetid"
 )
 
 func receiptJSON(t *testing.T, r *Record) map[string]any {
@@ -112,5 +114,23 @@ func TestReceiptRetrying(t *testing.T) {
 	// The attempt's error is history, not the job's error: error_code stays null until the job fails.
 	if m["status"] != "retrying" || m["error_code"] != nil || m["attempts"] != 1.0 || m["credits"] != 3.0 {
 		t.Fatalf("receipt %v", m)
+	}
+}
+
+// A job that succeeded before asset ids carried the whole hash recorded the short ids; its receipt shows the
+// full ones, the form the asset routes show and the SDKs accept.
+func TestReceiptShowsFullAssetIDsOfLegacyOutput(t *testing.T) {
+	s := testSpec()
+	r := mustAccept(t, s, t0)
+	l := mustClaim(t, r, "w", claimAt, lease30)
+	marked, source := assetid.For(s.RequestID, assetid.KindWatermarked), assetid.For(s.RequestID, assetid.KindSource)
+	out := testOutput()
+	out.AssetID, out.SourceAssetID = marked[:assetid.LegacyLen], source[:assetid.LegacyLen]
+	if err := r.Succeed(l.Token, out, claimAt.Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	m := receiptJSON(t, r)
+	if m["asset_id"] != marked || m["source_asset_id"] != source {
+		t.Fatalf("receipt asset ids %v %v, want %s %s", m["asset_id"], m["source_asset_id"], marked, source)
 	}
 }

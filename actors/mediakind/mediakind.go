@@ -127,7 +127,9 @@ func Table() []Kind {
 			Extensions: []string{".jpg", ".jpeg", ".jpe", ".jfif", ".png", ".gif", ".webp", ".tif", ".tiff"},
 			MIMETypes:  []string{"image/jpeg", "image/png", "image/gif", "image/webp", "image/tiff", "image/bmp"},
 			Limits: Limits{
-				DirectEmbed: 20_000_000, UploadEmbed: 50_000_000, BatchMember: 50_000_000,
+				// Direct embed: 40 MB, an extension of the spec's 20 MB (pixels stay at 40 MP): Etchv's SDKs send
+				// files up to 40 MB in the request itself. A node can hold to 20 MB (serve --max-direct-embed).
+				DirectEmbed: 40_000_000, UploadEmbed: 50_000_000, BatchMember: 50_000_000,
 				DirectDetect: 40_000_000, UploadDetect: 192_000_000, SyncDetect: 95_000_000,
 				EmbedPixels: 40_000_000,
 				// Detection decodes into the decoder's own layout and analyses a region reduced to 48 MP; the

@@ -31,7 +31,7 @@ func TestTableMatchesSpec(t *testing.T) {
 		embedPixels                            int64
 		outputMIME                             string
 	}{
-		{jobstate.MediaImage, "/watermarks/images", 20 * MB, 50 * MB, 192 * MB, true, 40 * MB, "image/png"},
+		{jobstate.MediaImage, "/watermarks/images", 40 * MB, 50 * MB, 192 * MB, true, 40 * MB, "image/png"},
 		{jobstate.MediaDocument, "/watermarks/documents", 20 * MB, 20 * MB, 64 * MB, true, 0, "application/pdf"},
 		{jobstate.MediaVideo, "/watermarks/videos", 20 * MB, 20 * MB, 100 * MB, false, 0, "video/mp4"},
 	}

@@ -5,7 +5,6 @@ package main
 
 import (
 	"archive/zip"
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -30,10 +29,12 @@ import (
 
 const batchesUsage = `usage: filigrane batches create DIR|ZIP [--data JSON] [--archive] [--wait] [-o OUT.zip] [--idempotency-key K]
        filigrane batches get BATCH_ID [--wait] [-o OUT.zip]
+       filigrane batches cancel BATCH_ID
 
 create embeds every media file of DIR (not recursive; files of no media kind are skipped) or every member of
 ZIP as one batch: a folder's files go through the batch's signed uploads, a zip is sent as it is. --wait
 follows the batch with a per-item progress display and, with --archive, downloads the result zip (-o).
+cancel stops a batch: items not yet started are cancelled, running ones finish (docs/batches.md).
 Exit codes: docs/cli.md (7 when the batch ends failed).
 
 flags:
@@ -85,13 +86,13 @@ func runBatches(ctx context.Context, args []string, stdout, stderr io.Writer) in
 }
 
 func batchesCmd(ctx context.Context, args []string, o *clientOpts) error {
-	if len(args) == 0 || (args[0] != "create" && args[0] != "get") {
+	if len(args) == 0 || (args[0] != "create" && args[0] != "get" && args[0] != "cancel") {
 		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
 			fmt.Fprint(o.stdout, batchesUsage)
 			return nil
 		}
 		fmt.Fprint(o.stderr, batchesUsage)
-		return usageErr("want: batches create DIR|ZIP, or batches get BATCH_ID")
+		return usageErr("want: batches create DIR|ZIP, batches get BATCH_ID or batches cancel BATCH_ID")
 	}
 	sub := args[0]
 	fs := flag.NewFlagSet("filigrane batches "+sub, flag.ContinueOnError)
@@ -106,22 +107,33 @@ func batchesCmd(ctx context.Context, args []string, o *clientOpts) error {
 	if err != nil {
 		return err
 	}
-	if len(pos) != 1 {
-		return usageErr("want exactly one argument, got %d (see filigrane batches -h)", len(pos))
+	arg, err := oneArg(pos, "argument")
+	if err != nil {
+		return err
 	}
-	if o.timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, o.timeout)
-		defer cancel()
-	}
+	ctx, cancel := o.deadline(ctx)
+	defer cancel()
 	var b batchView
 	var body []byte
-	if sub == "get" {
-		body, _, err = o.getJSON(ctx, "/watermarks/batches/"+url.PathEscape(pos[0]), &b)
+	switch sub {
+	case "get":
+		body, _, err = o.getJSON(ctx, "/watermarks/batches/"+url.PathEscape(arg), &b)
 		if err != nil {
 			return err
 		}
-	} else {
+	case "cancel":
+		body, _, err = o.sendJSON(ctx, http.MethodPost, "/watermarks/batches/"+url.PathEscape(arg)+"/cancel", "", nil, &b)
+		if err != nil {
+			return err
+		}
+		if o.jsonOut {
+			printRaw(o.stdout, body)
+		} else {
+			fmt.Fprintf(o.stdout, "batch %s %s: %d succeeded, %d failed, %d rejected, %d in progress\n", b.BatchID, b.Status,
+				b.Counts.Succeeded, b.Counts.Failed, b.Counts.Rejected, b.Counts.InProgress)
+		}
+		return nil
+	default:
 		if *data != "" {
 			var obj map[string]any
 			if err := json.Unmarshal([]byte(*data), &obj); err != nil || obj == nil {
@@ -137,14 +149,14 @@ func batchesCmd(ctx context.Context, args []string, o *clientOpts) error {
 			*idem = "cli-" + hex.EncodeToString(r[:])
 			o.info("Idempotency-Key %s (repeat with --idempotency-key to resume this batch)", *idem)
 		}
-		st, err := os.Stat(pos[0])
+		st, err := os.Stat(arg)
 		if err != nil {
 			return usageErr("%v", err)
 		}
 		if st.IsDir() {
-			b, body, err = o.batchFromDir(ctx, pos[0], *data, *archive, *idem)
+			b, body, err = o.batchFromDir(ctx, arg, *data, *archive, *idem)
 		} else {
-			b, body, err = o.batchFromZip(ctx, pos[0], *data, *archive, *idem)
+			b, body, err = o.batchFromZip(ctx, arg, *data, *archive, *idem)
 		}
 		if err != nil {
 			return err
@@ -201,24 +213,8 @@ func (o *clientOpts) batchFromDir(ctx context.Context, dir, data string, archive
 	if len(items) == 0 {
 		return batchView{}, nil, usageErr("%s holds no media file", dir)
 	}
-	reqBody, err := json.Marshal(map[string]any{"items": items, "archive": archive})
-	if err != nil {
-		return batchView{}, nil, fmt.Errorf("encode batch: %w", err)
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, o.url+"/watermarks/batches", bytes.NewReader(reqBody))
-	if err != nil {
-		return batchView{}, nil, fmt.Errorf("build request: %w", err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Idempotency-Key", idem)
-	resp, err := o.do(req, true)
-	if err != nil {
-		return batchView{}, nil, err
-	}
 	var b batchView
-	_, _, err = readJSON(resp, &b)
-	resp.Body.Close()
-	if err != nil {
+	if _, _, err := o.sendJSON(ctx, http.MethodPost, "/watermarks/batches", idem, map[string]any{"items": items, "archive": archive}, &b); err != nil {
 		return batchView{}, nil, err
 	}
 	var total int64
@@ -237,17 +233,8 @@ func (o *clientOpts) batchFromDir(ctx context.Context, dir, data string, archive
 	if bar != nil {
 		_ = bar.Finish()
 	}
-	sreq, err := http.NewRequestWithContext(ctx, http.MethodPost, o.url+"/watermarks/batches/"+url.PathEscape(b.BatchID)+"/start", nil)
-	if err != nil {
-		return batchView{}, nil, fmt.Errorf("build request: %w", err)
-	}
-	sresp, err := o.do(sreq, true)
-	if err != nil {
-		return batchView{}, nil, err
-	}
-	defer sresp.Body.Close()
 	var started batchView
-	body, _, err := readJSON(sresp, &started)
+	body, _, err := o.sendJSON(ctx, http.MethodPost, "/watermarks/batches/"+url.PathEscape(b.BatchID)+"/start", "", nil, &started)
 	return started, body, err
 }
 
@@ -398,16 +385,11 @@ func (o *clientOpts) followBatch(ctx context.Context, b batchView, out string) e
 	statusPath := "/watermarks/batches/" + url.PathEscape(b.BatchID)
 	bar := o.newBar(int64(max(b.ItemCount, 1)), "batch "+b.BatchID, false)
 	last := -1
-	var body []byte
-	for {
-		var cur batchView
-		var hdr http.Header
-		var err error
-		body, hdr, err = o.getJSON(ctx, statusPath, &cur)
-		if err != nil {
-			return err
+	body, err := o.pollUntil(ctx, "batch "+b.BatchID, statusPath, func(body []byte) (bool, error) {
+		b = batchView{}
+		if err := decodeAnswer(body, &b); err != nil {
+			return false, err
 		}
-		b = cur
 		if n := b.ended(); n != last {
 			last = n
 			if bar != nil {
@@ -417,21 +399,10 @@ func (o *clientOpts) followBatch(ctx context.Context, b batchView, out string) e
 					b.BatchID, b.Status, n, b.ItemCount, b.Counts.Succeeded, b.Counts.Failed, b.Counts.Rejected)
 			}
 		}
-		if b.final() {
-			break
-		}
-		pause := time.Second
-		if d, err := time.ParseDuration(hdr.Get("Retry-After") + "s"); err == nil && d > 0 {
-			pause = d
-		}
-		pause = min(pause, o.pollMax)
-		t := time.NewTimer(pause)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return &clientError{exit: exitNetwork, msg: fmt.Sprintf("waiting for batch %s: %v", b.BatchID, ctx.Err())}
-		case <-t.C:
-		}
+		return b.final(), nil
+	})
+	if err != nil {
+		return err
 	}
 	if bar != nil {
 		_ = bar.Finish()

@@ -24,7 +24,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
 
 	"filigrane/actors/jobstate"
@@ -273,16 +272,92 @@ func (o *clientOpts) do(req *http.Request, withKey bool) (*http.Response, error)
 }
 
 func (o *clientOpts) getJSON(ctx context.Context, path string, v any) ([]byte, http.Header, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, o.url+path, nil)
+	return o.sendJSON(ctx, http.MethodGet, path, "", nil, v)
+}
+
+// sendJSON sends a request with the key to path, in (nil: no body) as its JSON body and idem as its
+// Idempotency-Key (when not empty), and decodes a 2xx answer into out (nil: not decoded). It returns the
+// answer's bytes (none for 204) and headers. Every JSON call of the client goes through it, so that a refusal
+// is classified and printed in one place (do, statusError).
+func (o *clientOpts) sendJSON(ctx context.Context, method, path, idem string, in, out any) ([]byte, http.Header, error) {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return nil, nil, fmt.Errorf("encode request: %w", err)
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, o.url+path, body)
 	if err != nil {
 		return nil, nil, fmt.Errorf("build request: %w", err)
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if idem != "" {
+		req.Header.Set("Idempotency-Key", idem)
 	}
 	resp, err := o.do(req, true)
 	if err != nil {
 		return nil, nil, err
 	}
 	defer resp.Body.Close()
-	return readJSON(resp, v)
+	if resp.StatusCode == http.StatusNoContent {
+		return nil, resp.Header, nil
+	}
+	return readJSON(resp, out)
+}
+
+// deadline bounds ctx by --timeout.
+func (o *clientOpts) deadline(ctx context.Context) (context.Context, context.CancelFunc) {
+	if o.timeout > 0 {
+		return context.WithTimeout(ctx, o.timeout)
+	}
+	return context.WithCancel(ctx)
+}
+
+// oneArg is the single positional argument a subcommand takes, what naming it in the usage error.
+func oneArg(pos []string, what string) (string, error) {
+	if len(pos) != 1 {
+		return "", usageErr("want exactly one %s, got %d arguments", what, len(pos))
+	}
+	return pos[0], nil
+}
+
+// pollUntil GETs path until seen, given each answer's JSON, reports it final, pausing between polls as the
+// server's Retry-After says (1 s without one, at most --poll-max). It returns the last answer. Jobs and
+// batches are followed with it.
+func (o *clientOpts) pollUntil(ctx context.Context, what, path string, seen func(body []byte) (bool, error)) ([]byte, error) {
+	for {
+		body, hdr, err := o.getJSON(ctx, path, nil)
+		if err != nil {
+			return nil, err
+		}
+		final, err := seen(body)
+		if err != nil || final {
+			return body, err
+		}
+		pause := time.Second
+		if s, err := strconv.Atoi(hdr.Get("Retry-After")); err == nil && s > 0 {
+			pause = time.Duration(s) * time.Second
+		}
+		t := time.NewTimer(min(pause, o.pollMax))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, &clientError{exit: exitNetwork, msg: fmt.Sprintf("waiting for %s: %v", what, ctx.Err())}
+		case <-t.C:
+		}
+	}
+}
+
+// decodeAnswer decodes a 2xx answer's JSON into v, or says the server's answer is not what was expected.
+func decodeAnswer(body []byte, v any) error {
+	if err := json.Unmarshal(body, v); err != nil {
+		return &clientError{exit: exitServer, msg: fmt.Sprintf("the server's answer is not the expected JSON: %v", err)}
+	}
+	return nil
 }
 
 func readJSON(resp *http.Response, v any) ([]byte, http.Header, error) {
@@ -315,6 +390,75 @@ func kindOf(flagKind, file string) (mediakind.Kind, error) {
 	return k, nil
 }
 
+// mediaFlags are the flags of the commands that send one media file (embed, detect).
+type mediaFlags struct {
+	forceUpload *bool
+	directLimit *int64
+	kind        *string
+	accel       *string
+}
+
+func registerMediaFlags(fs *flag.FlagSet) mediaFlags {
+	return mediaFlags{
+		forceUpload: fs.Bool("upload", false, "send the file through a signed upload even when it is small"),
+		directLimit: fs.Int64("direct-limit", 0, "largest file sent directly, in bytes; larger ones go through a signed upload (default: the kind's limit in this build's media-kind table; set it to the server's when that is configured otherwise)"),
+		kind:        fs.String("kind", "", "media kind: image, document or video (default: from the extension)"),
+		accel:       fs.String("accelerator", "", "cpu (default) or gpu"),
+	}
+}
+
+// mediaInput is the file a media command sends: its kind, and its upload id when it went through a signed
+// upload.
+type mediaInput struct {
+	file     string
+	kind     mediakind.Kind
+	uploadID string
+}
+
+// prepare checks the one FILE argument and sends it through a signed upload when it is over the direct limit
+// of op (or --upload says so); uploadKind is the upload's kind ("detect" for detection).
+func (m mediaFlags) prepare(ctx context.Context, o *clientOpts, pos []string, op jobstate.Operation, uploadKind string) (mediaInput, error) {
+	file, err := oneArg(pos, "FILE")
+	if err != nil {
+		return mediaInput{}, err
+	}
+	kind, err := kindOf(*m.kind, file)
+	if err != nil {
+		return mediaInput{}, err
+	}
+	size, err := statFile(file)
+	if err != nil {
+		return mediaInput{}, err
+	}
+	in := mediaInput{file: file, kind: kind}
+	limit := kind.DirectLimit(op)
+	if *m.directLimit > 0 {
+		limit = *m.directLimit
+	}
+	if *m.forceUpload || size > limit {
+		if uploadKind == "" {
+			uploadKind = string(kind.Media)
+		}
+		o.info("uploading %s (%d bytes) through a signed upload", file, size)
+		if in.uploadID, err = o.signedUpload(ctx, uploadKind, file, size); err != nil {
+			return mediaInput{}, err
+		}
+	}
+	return in, nil
+}
+
+// statFile is the size of a regular file the client is to send.
+func statFile(file string) (int64, error) {
+	st, err := os.Stat(file)
+	if err != nil {
+		return 0, usageErr("%v", err)
+	}
+	if !st.Mode().IsRegular() {
+		return 0, usageErr("%s is not a regular file", file)
+	}
+	return st.Size(), nil
+}
+
 // upload is the part of the upload resource the client needs.
 type upload struct {
 	UploadID string `json:"upload_id"`
@@ -327,65 +471,17 @@ type upload struct {
 // signedUpload creates an upload of kind for the file and PUTs the file to its signed URL, with a progress bar
 // on stderr when showBar says so. It returns the upload id.
 func (o *clientOpts) signedUpload(ctx context.Context, kind, file string, size int64) (string, error) {
-	reqBody, err := json.Marshal(map[string]any{"kind": kind, "filename": filepath.Base(file), "size": size})
-	if err != nil {
-		return "", fmt.Errorf("encode upload request: %w", err)
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, o.url+"/uploads", bytes.NewReader(reqBody))
-	if err != nil {
-		return "", fmt.Errorf("build request: %w", err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := o.do(req, true)
-	if err != nil {
-		return "", err
-	}
 	var up upload
-	_, _, err = readJSON(resp, &up)
-	resp.Body.Close()
-	if err != nil {
+	if _, _, err := o.sendJSON(ctx, http.MethodPost, "/uploads", "", map[string]any{"kind": kind, "filename": filepath.Base(file), "size": size}, &up); err != nil {
 		return "", err
 	}
 	if up.UploadID == "" || up.Upload.URL == "" {
 		return "", &clientError{exit: exitServer, msg: "the upload resource has no upload_id or url"}
 	}
-	f, err := os.Open(file)
-	if err != nil {
-		return "", usageErr("open %s: %v", file, err)
-	}
-	defer f.Close()
-	var body io.Reader = f
-	var bar *progressbar.ProgressBar
-	if o.showBar() {
-		bar = progressbar.NewOptions64(size,
-			progressbar.OptionSetWriter(o.stderr),
-			progressbar.OptionSetDescription("uploading "+filepath.Base(file)),
-			progressbar.OptionShowBytes(true),
-			progressbar.OptionShowCount(),
-			progressbar.OptionSetPredictTime(true),
-			progressbar.OptionThrottle(100*time.Millisecond),
-			progressbar.OptionShowElapsedTimeOnFinish(),
-			progressbar.OptionOnCompletion(func() { fmt.Fprintln(o.stderr) }),
-		)
-		r := progressbar.NewReader(f, bar)
-		body = &r
-	}
-	method := up.Upload.Method
-	if method == "" {
-		method = http.MethodPut
-	}
-	put, err := http.NewRequestWithContext(ctx, method, up.Upload.URL, body)
-	if err != nil {
-		return "", fmt.Errorf("build upload request: %w", err)
-	}
-	put.ContentLength = size
-	// The signed URL carries its own authorization: the key is never sent to the upload host.
-	presp, err := o.do(put, false)
-	if err != nil {
+	bar := o.newBar(size, "uploading "+filepath.Base(file), true)
+	if err := o.putFile(ctx, up.Upload.Method, up.Upload.URL, file, bar); err != nil {
 		return "", err
 	}
-	io.Copy(io.Discard, io.LimitReader(presp.Body, 1<<20))
-	presp.Body.Close()
 	if bar != nil {
 		_ = bar.Finish()
 	}
@@ -471,31 +567,21 @@ func (o *clientOpts) waitJob(ctx context.Context, r receipt) (receipt, []byte, e
 	if path == "" {
 		path = "/watermarks/jobs/" + url.PathEscape(r.RequestID)
 	}
-	for {
-		var cur receipt
-		body, hdr, err := o.getJSON(ctx, path, &cur)
-		if err != nil {
-			return receipt{}, nil, err
+	var cur receipt
+	body, err := o.pollUntil(ctx, "job "+r.RequestID, path, func(body []byte) (bool, error) {
+		cur = receipt{}
+		if err := decodeAnswer(body, &cur); err != nil {
+			return false, err
 		}
-		if cur.final() {
-			return cur, body, nil
-		}
-		pause := time.Second
-		if s, err := strconv.Atoi(hdr.Get("Retry-After")); err == nil && s > 0 {
-			pause = time.Duration(s) * time.Second
-		}
-		pause = min(pause, o.pollMax)
-		if !o.quiet {
+		if !cur.final() && !o.quiet {
 			fmt.Fprintf(o.stderr, "job %s: %s\n", cur.RequestID, cur.Status)
 		}
-		t := time.NewTimer(pause)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return receipt{}, nil, &clientError{exit: exitNetwork, msg: fmt.Sprintf("waiting for job %s: %v", r.RequestID, ctx.Err())}
-		case <-t.C:
-		}
+		return cur.final(), nil
+	})
+	if err != nil {
+		return receipt{}, nil, err
 	}
+	return cur, body, nil
 }
 
 // jobFailed turns a final, unsuccessful status into an error with its error code.
@@ -587,54 +673,30 @@ func embedCmd(ctx context.Context, args []string, o *clientOpts) error {
 	wait := fs.Bool("wait", false, "with --async, follow the job and download its result (a sync embed that became a job is always followed)")
 	idem := fs.String("idempotency-key", "", "Idempotency-Key header (8 to 128 letters, digits, - or _)")
 	out := fs.String("o", "", "output file (default: NAME-watermarked.EXT in the current directory)")
-	forceUpload := fs.Bool("upload", false, "send the file through a signed upload even when it is small")
-	directLimit := fs.Int64("direct-limit", 0, "largest file sent directly, in bytes; larger ones go through a signed upload (default: the kind's limit in this build's media-kind table; set it to the server's when that is configured otherwise)")
-	kindFlag := fs.String("kind", "", "media kind: image, document or video (default: from the extension)")
-	accel := fs.String("accelerator", "", "cpu (default) or gpu")
+	media := registerMediaFlags(fs)
 	webhook := fs.String("webhook-id", "", "webhook endpoint that receives the job's final event (async)")
 	pos, err := parseClientFlags(fs, o, args)
 	if err != nil {
 		return err
 	}
-	if len(pos) != 1 {
-		return usageErr("want exactly one FILE, got %d arguments (see filigrane embed -h)", len(pos))
+	if *data != "" {
+		var obj map[string]any
+		if err := json.Unmarshal([]byte(*data), &obj); err != nil || obj == nil {
+			return usageErr("--data must be a JSON object")
+		}
 	}
-	file := pos[0]
-	kind, err := kindOf(*kindFlag, file)
+	ctx, cancel := o.deadline(ctx)
+	defer cancel()
+	in, err := media.prepare(ctx, o, pos, jobstate.OperationEmbed, "")
 	if err != nil {
 		return err
 	}
-	st, err := os.Stat(file)
-	if err != nil {
-		return usageErr("%v", err)
-	}
-	if !st.Mode().IsRegular() {
-		return usageErr("%s is not a regular file", file)
-	}
+	file, kind := in.file, in.kind
 	if *data == "" {
 		b, _ := json.Marshal(map[string]string{"source": filepath.Base(file)})
 		*data = string(b)
 	}
-	var obj map[string]any
-	if err := json.Unmarshal([]byte(*data), &obj); err != nil || obj == nil {
-		return usageErr("--data must be a JSON object")
-	}
-	if o.timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, o.timeout)
-		defer cancel()
-	}
-	var uploadID string
-	limit := kind.DirectLimit(jobstate.OperationEmbed)
-	if *directLimit > 0 {
-		limit = *directLimit
-	}
-	if *forceUpload || st.Size() > limit {
-		o.info("uploading %s (%d bytes) through a signed upload", file, st.Size())
-		if uploadID, err = o.signedUpload(ctx, string(kind.Media), file, st.Size()); err != nil {
-			return err
-		}
-	}
+	accel := media.accel
 	path := kind.RoutePrefix
 	if *async {
 		path += "/async"
@@ -649,7 +711,7 @@ func embedCmd(ctx context.Context, args []string, o *clientOpts) error {
 	if len(q) > 0 {
 		path += "?" + q.Encode()
 	}
-	resp, err := o.mediaRequest(ctx, path, file, uploadID, map[string]string{"data": *data}, *idem)
+	resp, err := o.mediaRequest(ctx, path, file, in.uploadID, map[string]string{"data": *data}, *idem)
 	if err != nil {
 		return err
 	}
@@ -666,17 +728,23 @@ func embedCmd(ctx context.Context, args []string, o *clientOpts) error {
 	// A synchronous embed the server turned into a job (past its 20 s wait) is followed: the user asked for
 	// the file. --async prints the receipt unless --wait is given too.
 	if *async && !*wait {
-		if o.jsonOut {
-			printRaw(o.stdout, body)
-		} else {
-			fmt.Fprintf(o.stdout, "job %s %s (credits %d)\nfollow it: filigrane jobs get %s --wait\n", r.RequestID, r.Status, r.Credits, r.RequestID)
-		}
+		o.printReceipt(r, body)
 		return nil
 	}
 	return o.followAndDownload(ctx, r, file, *out)
 }
 
-// followAndDownload waits for an embed job and saves its result.
+// printReceipt prints a job receipt (the server's JSON with --json) and how to follow the job.
+func (o *clientOpts) printReceipt(r receipt, body []byte) {
+	if o.jsonOut {
+		printRaw(o.stdout, body)
+		return
+	}
+	fmt.Fprintf(o.stdout, "job %s %s (credits %d)\nfollow it: filigrane jobs get %s --wait\n", r.RequestID, r.Status, r.Credits, r.RequestID)
+}
+
+// followAndDownload waits for a job and saves an embed's file (out, else a name from input) or prints a
+// detection's result.
 func (o *clientOpts) followAndDownload(ctx context.Context, r receipt, input, out string) error {
 	fin, body, err := o.waitJob(ctx, r)
 	if err != nil {
@@ -691,8 +759,7 @@ func (o *clientOpts) followAndDownload(ctx context.Context, r receipt, input, ou
 		if err != nil {
 			return err
 		}
-		printRaw(o.stdout, res)
-		return nil
+		return o.printDetection(res)
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, o.url+resultPath(fin), nil)
 	if err != nil {
@@ -769,42 +836,18 @@ func detectCmd(ctx context.Context, args []string, o *clientOpts) error {
 	async := fs.Bool("async", false, "use the asynchronous endpoint")
 	wait := fs.Bool("wait", true, "follow a detection job to its result")
 	idem := fs.String("idempotency-key", "", "Idempotency-Key header")
-	forceUpload := fs.Bool("upload", false, "send the file through a signed upload even when it is small")
-	directLimit := fs.Int64("direct-limit", 0, "largest file sent directly, in bytes; larger ones go through a signed upload (default: the kind's limit in this build's media-kind table; set it to the server's when that is configured otherwise)")
-	kindFlag := fs.String("kind", "", "media kind: image, document or video (default: from the extension)")
-	accel := fs.String("accelerator", "", "cpu (default) or gpu")
+	media := registerMediaFlags(fs)
 	pos, err := parseClientFlags(fs, o, args)
 	if err != nil {
 		return err
 	}
-	if len(pos) != 1 {
-		return usageErr("want exactly one FILE, got %d arguments (see filigrane detect -h)", len(pos))
-	}
-	file := pos[0]
-	kind, err := kindOf(*kindFlag, file)
+	ctx, cancel := o.deadline(ctx)
+	defer cancel()
+	in, err := media.prepare(ctx, o, pos, jobstate.OperationDetect, "detect")
 	if err != nil {
 		return err
 	}
-	st, err := os.Stat(file)
-	if err != nil {
-		return usageErr("%v", err)
-	}
-	if o.timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, o.timeout)
-		defer cancel()
-	}
-	var uploadID string
-	limit := kind.DirectLimit(jobstate.OperationDetect)
-	if *directLimit > 0 {
-		limit = *directLimit
-	}
-	if *forceUpload || st.Size() > limit {
-		o.info("uploading %s (%d bytes) through a signed upload", file, st.Size())
-		if uploadID, err = o.signedUpload(ctx, "detect", file, st.Size()); err != nil {
-			return err
-		}
-	}
+	file, kind, accel := in.file, in.kind, media.accel
 	path := kind.RoutePrefix + "/detect"
 	if *async {
 		path += "/async"
@@ -812,7 +855,7 @@ func detectCmd(ctx context.Context, args []string, o *clientOpts) error {
 	if *accel != "" {
 		path += "?accelerator=" + url.QueryEscape(*accel)
 	}
-	resp, err := o.mediaRequest(ctx, path, file, uploadID, nil, *idem)
+	resp, err := o.mediaRequest(ctx, path, file, in.uploadID, nil, *idem)
 	if err != nil {
 		return err
 	}
@@ -830,25 +873,10 @@ func detectCmd(ctx context.Context, args []string, o *clientOpts) error {
 		return err
 	}
 	if !*wait {
-		if o.jsonOut {
-			printRaw(o.stdout, body)
-		} else {
-			fmt.Fprintf(o.stdout, "job %s %s\nfollow it: filigrane jobs get %s --wait\n", r.RequestID, r.Status, r.RequestID)
-		}
+		o.printReceipt(r, body)
 		return nil
 	}
-	fin, fbody, err := o.waitJob(ctx, r)
-	if err != nil {
-		return err
-	}
-	if fin.Status != "succeeded" {
-		return jobFailed(fin, fbody)
-	}
-	res, _, err := o.getJSON(ctx, resultPath(fin), nil)
-	if err != nil {
-		return err
-	}
-	return o.printDetection(res)
+	return o.followAndDownload(ctx, r, file, "")
 }
 
 func (o *clientOpts) printDetection(body []byte) error {
@@ -901,15 +929,13 @@ func jobsCmd(ctx context.Context, args []string, o *clientOpts) error {
 	if err != nil {
 		return err
 	}
-	if len(pos) != 1 {
-		return usageErr("want exactly one REQUEST_ID, got %d arguments", len(pos))
+	id, err := oneArg(pos, "REQUEST_ID")
+	if err != nil {
+		return err
 	}
-	if o.timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, o.timeout)
-		defer cancel()
-	}
-	r := receipt{RequestID: pos[0], StatusURL: "/watermarks/jobs/" + url.PathEscape(pos[0])}
+	ctx, cancel := o.deadline(ctx)
+	defer cancel()
+	r := receipt{RequestID: id, StatusURL: "/watermarks/jobs/" + url.PathEscape(id)}
 	if !*wait {
 		var cur receipt
 		body, _, err := o.getJSON(ctx, r.StatusURL, &cur)
@@ -923,8 +949,7 @@ func jobsCmd(ctx context.Context, args []string, o *clientOpts) error {
 		}
 		return nil
 	}
-	input := pos[0]
-	return o.followAndDownload(ctx, r, input, *out)
+	return o.followAndDownload(ctx, r, id, *out)
 }
 
 func printStatus(w io.Writer, r receipt) {

@@ -364,6 +364,29 @@ func TestClientCLIBatches(t *testing.T) {
 			t.Fatalf("bad Idempotency-Key: exit %d, stderr %q", code, stderr)
 		}
 	})
+
+	t.Run("Cancel", func(t *testing.T) {
+		var b batchView
+		code, stdout, stderr := runCLI(t, "batches", "create", folder, "--json", "--quiet", "--url", base, "--key", key)
+		if code != exitOK || json.Unmarshal([]byte(stdout), &b) != nil || b.BatchID == "" {
+			t.Fatalf("create: exit %d, %q %q", code, stdout, stderr)
+		}
+		// Cancelling answers the batch as it is then (items already running finish); followed to its end, it
+		// ends cancelled (exit 7, the job-failed class), or completed when everything had finished first.
+		code, stdout, stderr = runCLI(t, "batches", "cancel", b.BatchID, "--url", base, "--key", key)
+		if code != exitOK || !regexp.MustCompile(`^batch `+b.BatchID+` (processing|cancelled|completed): \d+ succeeded`).MatchString(stdout) {
+			t.Fatalf("cancel: exit %d, %q %q", code, stdout, stderr)
+		}
+		var after batchView
+		code, stdout, _ = runCLI(t, "batches", "get", b.BatchID, "--wait", "--json", "--quiet", "--poll-max", "200ms", "--url", base, "--key", key)
+		if json.Unmarshal([]byte(stdout), &after) != nil || !(after.Status == "cancelled" && code == exitJobFailed || after.Status == "completed" && code == exitOK) {
+			t.Fatalf("after cancel: exit %d, %q", code, stdout)
+		}
+		code, _, stderr = runCLI(t, "batches", "cancel", "bat_"+strings.Repeat("0", 32), "--url", base, "--key", key)
+		if code != exitClient || !strings.Contains(stderr, "HTTP 404") {
+			t.Fatalf("cancel unknown: exit %d, %q", code, stderr)
+		}
+	})
 }
 
 func TestClientCLIWebhooks(t *testing.T) {
@@ -390,6 +413,33 @@ func TestClientCLIWebhooks(t *testing.T) {
 	code, _, stderr = runCLI(t, "webhooks", "create", "ftp://nope", "--url", base, "--key", key)
 	if code != exitClient || !regexp.MustCompile(`^filigrane webhooks: [a-z_]+: .+\(HTTP 4\d\d`).MatchString(stderr) {
 		t.Fatalf("bad URL: exit %d, stderr %q", code, stderr)
+	}
+	// update changes only the named fields.
+	id := m[1]
+	code, stdout, stderr = runCLI(t, "webhooks", "update", id, "--enabled", "false", "--new-url", "https://hooks.example.test/v2", "--url", base, "--key", key)
+	if code != exitOK || !strings.HasPrefix(stdout, id+"  https://hooks.example.test/v2  disabled  watermark.embed.succeeded  \"cli test\"") {
+		t.Fatalf("update: exit %d, %q %q", code, stdout, stderr)
+	}
+	if code, _, _ = runCLI(t, "webhooks", "update", id, "--url", base, "--key", key); code != exitUsage {
+		t.Fatalf("update with nothing to change: exit %d", code)
+	}
+	// rotate-secret shows a new secret once.
+	code, stdout, _ = runCLI(t, "webhooks", "rotate-secret", id, "--url", base, "--key", key)
+	rot := regexp.MustCompile(`signing_secret (whsec_\S+)`).FindStringSubmatch(stdout)
+	old := regexp.MustCompile(`signing_secret (whsec_\S+)`).FindStringSubmatch(m[0])
+	if code != exitOK || rot == nil || old == nil || rot[1] == old[1] {
+		t.Fatalf("rotate-secret: exit %d, %q", code, stdout)
+	}
+	// delete removes it; a second delete is the server's 404.
+	if code, stdout, _ = runCLI(t, "webhooks", "delete", id, "--url", base, "--key", key); code != exitOK || stdout != "deleted "+id+"\n" {
+		t.Fatalf("delete: exit %d, %q", code, stdout)
+	}
+	if code, _, stderr = runCLI(t, "webhooks", "delete", id, "--url", base, "--key", key); code != exitClient || !strings.Contains(stderr, "HTTP 404") {
+		t.Fatalf("delete again: exit %d, %q", code, stderr)
+	}
+	code, stdout, _ = runCLI(t, "webhooks", "list", "--url", base, "--key", key)
+	if code != exitOK || !strings.Contains(stdout, "no webhook endpoints") {
+		t.Fatalf("list after delete: exit %d, %q", code, stdout)
 	}
 }
 

@@ -1,23 +1,28 @@
 package main
 
-// `filigrane webhooks list|create`: the organization's webhook endpoints (docs/webhooks.md).
+// `filigrane webhooks list|create|update|delete|rotate-secret`: the organization's webhook endpoints
+// (docs/webhooks.md).
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
+	"strconv"
 	"strings"
 )
 
 const webhooksUsage = `usage: filigrane webhooks list [--json]
        filigrane webhooks create URL [--description TEXT] [--events TYPE,TYPE...] [--json]
+       filigrane webhooks update ID [--new-url URL] [--description TEXT] [--events TYPE,...] [--enabled true|false]
+       filigrane webhooks delete ID
+       filigrane webhooks rotate-secret ID
 
-list prints the webhook endpoints; create adds one and prints its signing secret (shown only this once).
-Exit codes: docs/cli.md.
+list prints the webhook endpoints; create adds one and prints its signing secret (shown only this once);
+update changes the named fields only; rotate-secret makes a new signing secret (shown only this once; the old
+one keeps signing for 24 hours). Exit codes: docs/cli.md.
 
 flags:
 `
@@ -38,29 +43,29 @@ func runWebhooks(ctx context.Context, args []string, stdout, stderr io.Writer) i
 }
 
 func webhooksCmd(ctx context.Context, args []string, o *clientOpts) error {
-	if len(args) == 0 || (args[0] != "list" && args[0] != "create") {
+	subs := map[string]bool{"list": true, "create": true, "update": true, "delete": true, "rotate-secret": true}
+	if len(args) == 0 || !subs[args[0]] {
 		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
 			fmt.Fprint(o.stdout, webhooksUsage)
 			return nil
 		}
 		fmt.Fprint(o.stderr, webhooksUsage)
-		return usageErr("want: webhooks list, or webhooks create URL")
+		return usageErr("want: webhooks list|create URL|update ID|delete ID|rotate-secret ID")
 	}
 	sub := args[0]
 	fs := flag.NewFlagSet("filigrane webhooks "+sub, flag.ContinueOnError)
 	fs.SetOutput(o.stderr)
 	fs.Usage = func() { fmt.Fprint(o.stderr, webhooksUsage); fs.PrintDefaults() }
-	desc := fs.String("description", "", "create: a description of the endpoint")
-	events := fs.String("events", "", "create: comma-separated event types it receives (default: every type)")
+	desc := fs.String("description", "", "create, update: a description of the endpoint")
+	events := fs.String("events", "", "create, update: comma-separated event types it receives (default: every type)")
+	newURL := fs.String("new-url", "", "update: the endpoint's new URL (--url is the server)")
+	enabled := fs.String("enabled", "", "update: true or false")
 	pos, err := parseClientFlags(fs, o, args[1:])
 	if err != nil {
 		return err
 	}
-	if o.timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, o.timeout)
-		defer cancel()
-	}
+	ctx, cancel := o.deadline(ctx)
+	defer cancel()
 	if sub == "list" {
 		if len(pos) != 0 {
 			return usageErr("webhooks list takes no argument")
@@ -82,41 +87,80 @@ func webhooksCmd(ctx context.Context, args []string, o *clientOpts) error {
 		}
 		return nil
 	}
-	if len(pos) != 1 {
-		return usageErr("want exactly one URL, got %d arguments", len(pos))
+	what := "ID"
+	if sub == "create" {
+		what = "URL"
 	}
-	req := map[string]any{"url": pos[0]}
-	if *desc != "" {
+	arg, err := oneArg(pos, what)
+	if err != nil {
+		return err
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	req := map[string]any{}
+	if set["description"] {
 		req["description"] = *desc
 	}
-	if *events != "" {
-		req["events"] = strings.Split(*events, ",")
+	if set["events"] {
+		req["events"] = []string{}
+		if *events != "" {
+			req["events"] = strings.Split(*events, ",")
+		}
 	}
-	b, err := json.Marshal(req)
-	if err != nil {
-		return fmt.Errorf("encode webhook: %w", err)
+	var method, path string
+	switch sub {
+	case "create":
+		method, path = http.MethodPost, "/webhooks"
+		req["url"] = arg
+	case "update":
+		method, path = http.MethodPatch, "/webhooks/"+url.PathEscape(arg)
+		if set["new-url"] {
+			req["url"] = *newURL
+		}
+		if set["enabled"] {
+			on, err := strconv.ParseBool(*enabled)
+			if err != nil {
+				return usageErr("--enabled must be true or false, not %q", *enabled)
+			}
+			req["enabled"] = on
+		}
+		if len(req) == 0 {
+			return usageErr("webhooks update needs at least one of --new-url, --description, --events, --enabled")
+		}
+	case "delete", "rotate-secret":
+		method, path = http.MethodDelete, "/webhooks/"+url.PathEscape(arg)
+		if sub == "rotate-secret" {
+			method, path = http.MethodPost, path+"/rotate-secret"
+		}
+		req = nil
 	}
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, o.url+"/webhooks", bytes.NewReader(b))
-	if err != nil {
-		return fmt.Errorf("build request: %w", err)
-	}
-	hreq.Header.Set("Content-Type", "application/json")
-	resp, err := o.do(hreq, true)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
 	var w webhookView
-	body, _, err := readJSON(resp, &w)
+	var in any
+	if req != nil {
+		in = req
+	}
+	var out any = &w
+	if sub == "delete" {
+		out = nil
+	}
+	body, _, err := o.sendJSON(ctx, method, path, "", in, out)
 	if err != nil {
 		return err
+	}
+	if sub == "delete" {
+		if !o.jsonOut {
+			fmt.Fprintf(o.stdout, "deleted %s\n", arg)
+		}
+		return nil
 	}
 	if o.jsonOut {
 		printRaw(o.stdout, body)
 		return nil
 	}
 	printWebhook(o.stdout, w)
-	fmt.Fprintf(o.stdout, "signing_secret %s (shown only now: keep it to verify deliveries)\n", w.SigningSecret)
+	if w.SigningSecret != "" {
+		fmt.Fprintf(o.stdout, "signing_secret %s (shown only now: keep it to verify deliveries)\n", w.SigningSecret)
+	}
 	return nil
 }
 

@@ -26,8 +26,10 @@ API client (against a running server: $FILIGRANE_URL, key $FILIGRANE_API_KEY; do
   embed    embed a watermark in a file and save the result (signed upload with progress for large files)
   detect   detect a watermark in a file
   jobs     show or follow a job (jobs get REQUEST_ID [--wait])
-  batches  embed a folder or zip as a batch (batches create DIR|ZIP [--wait]; batches get BATCH_ID)
-  webhooks list or create webhook endpoints (webhooks list; webhooks create URL)
+  batches  embed a folder or zip as a batch (batches create DIR|ZIP [--wait]; batches get|cancel BATCH_ID)
+  webhooks manage webhook endpoints (webhooks list; create URL; update|delete|rotate-secret ID)
+  assets   the asset library (assets list; assets get|download ASSET_ID; assets delete ASSET_ID...)
+  uploads  signed uploads (uploads create FILE; uploads get UPLOAD_ID)
 `
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -67,6 +69,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return runBatches(ctx, args[1:], stdout, stderr)
 	case "webhooks":
 		return runWebhooks(ctx, args[1:], stdout, stderr)
+	case "assets":
+		return runAssets(ctx, args[1:], stdout, stderr)
+	case "uploads":
+		return runUploads(ctx, args[1:], stdout, stderr)
 	case "version", "--version", "-v":
 		fmt.Fprintln(stdout, "filigrane", version)
 		return 0

@@ -43,6 +43,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	codecKeyFile := fs.String("codec-key-file", envOr("FILIGRANE_CODEC_KEY_FILE", ""), "file holding the watermark secret (else env FILIGRANE_CODEC_KEY, else the public development key)")
 	fs.StringVar(&cfg.TLSCertFile, "tls-cert", envOr("FILIGRANE_TLS_CERT", ""), "PEM certificate (chain) for HTTPS on both listeners; with --tls-key")
 	fs.StringVar(&cfg.TLSKeyFile, "tls-key", envOr("FILIGRANE_TLS_KEY", ""), "PEM private key of --tls-cert")
+	fs.StringVar(&cfg.PublicURL, "public-url", envOr("FILIGRANE_PUBLIC_URL", ""), "base URL clients reach the API at behind a proxy, e.g. https://api.example.com (Location headers are absolute under it)")
 	fs.StringVar(&cfg.PublicUploadURL, "public-upload-url", envOr("FILIGRANE_PUBLIC_UPLOAD_URL", ""), "base URL clients PUT signed uploads to (default: http:// + the upload listener)")
 	fs.StringVar(&cfg.WebsiteOrigin, "website-origin", envOr("FILIGRANE_WEBSITE_ORIGIN", ""), "the one browser origin allowed to PUT uploads (CORS); empty allows none")
 	storageKeyHex := fs.String("storage-secret-key", envOr("FILIGRANE_STORAGE_SECRET_KEY", ""), "64 hex characters (32 bytes) sealing storage destination credentials at rest (default: a key generated into the data directory; a cluster must set one)")
@@ -55,6 +56,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.DurationVar(&cfg.Conns.IdleTimeout, "idle-timeout", envDuration("FILIGRANE_IDLE_TIMEOUT", apihttp.DefaultIdleTimeout), "how long a keep-alive connection may wait for its next request")
 	fs.BoolVar(&cfg.ConsoleSecureCookies, "console-secure-cookies", envBool("FILIGRANE_CONSOLE_SECURE_COOKIES"), "mark the web console's cookies Secure on a plain-HTTP listener (TLS terminated by a proxy in front); under --tls-cert they are Secure anyway")
 	fs.BoolVar(&cfg.GPUStrict, "gpu-strict", envBool("FILIGRANE_GPU_STRICT"), "answer accelerator=gpu with 503 and Retry-After when no GPU is ready, instead of running it on the CPU at the normal charge")
+	maxDirectEmbed := fs.String("max-direct-embed", envOr("FILIGRANE_MAX_DIRECT_EMBED", ""), "lower the largest file an embed request carries itself (default: the media-kind table's, 40 MB for images; 20MB holds to the spec)")
 	grace := fs.Duration("shutdown-grace", 30*time.Second, "how long in-flight requests may take to finish on shutdown")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -77,6 +79,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if *decodeMemory != "" {
 		if cfg.DecodeMemory, err = actors.ParseByteSize(*decodeMemory); err != nil || cfg.DecodeMemory == 0 {
 			fmt.Fprintf(stderr, "filigrane serve: --decode-memory %q: want a size such as 4GiB\n", *decodeMemory)
+			return 2
+		}
+	}
+	if *maxDirectEmbed != "" {
+		if cfg.MaxDirectEmbed, err = actors.ParseByteSize(*maxDirectEmbed); err != nil || cfg.MaxDirectEmbed == 0 {
+			fmt.Fprintf(stderr, "filigrane serve: --max-direct-embed %q: want a size such as 20MB\n", *maxDirectEmbed)
 			return 2
 		}
 	}
@@ -131,17 +139,17 @@ Development organization %s created with an owner key (all scopes). The key is s
 
 Try it:
 
-    curl -s -H 'X-API-Key: %s' http://%s/auth/api-key
+    curl -s -H 'X-API-Key: %s' %s/auth/api-key
 
 Lost it? Stop the node (or add --s3-endpoint ... in a cluster) and make a new one:
 
     filigrane admin key create --org %s --member %s
 
-The web console is at http://%s/console/ — sign in as %s with this password (shown once):
+The web console is at %s/console/ — sign in as %s with this password (shown once):
 
     %s
 
-`, d.OrgID, d.Secret, d.Secret, n.APIAddr(), d.OrgID, d.MemberID, n.APIAddr(), d.ConsoleEmail, d.ConsolePassword)
+`, d.OrgID, d.Secret, d.Secret, apiBase(cfg, n.APIAddr()), d.OrgID, d.MemberID, apiBase(cfg, n.APIAddr()), d.ConsoleEmail, d.ConsolePassword)
 	}
 	waitErr := n.Wait(ctx)
 	if waitErr != nil {
@@ -279,4 +287,15 @@ func newLogger(w io.Writer, level, format string) (zerolog.Logger, error) {
 		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.RFC3339}
 	}
 	return zerolog.New(w).Level(lvl).With().Timestamp().Logger(), nil
+}
+
+// apiBase is the URL to show for the node's API: the public URL behind a proxy, else the listener's address.
+func apiBase(cfg node.Config, addr string) string {
+	switch {
+	case cfg.PublicURL != "":
+		return strings.TrimRight(cfg.PublicURL, "/")
+	case cfg.TLSCertFile != "":
+		return "https://" + addr
+	}
+	return "http://" + addr
 }

@@ -108,6 +108,7 @@ type receipt struct {
 	Credits              int64    `json:"credits"`
 	Attempts             int      `json:"attempts"`
 	AssetID              *string  `json:"asset_id"`
+	SourceAssetID        *string  `json:"source_asset_id"`
 	StatusURL            string   `json:"status_url"`
 	ResultURL            string   `json:"result_url"`
 	ErrorCode            *string  `json:"error_code"`

@@ -39,7 +39,7 @@ func TestSizeAndPixelLimits(t *testing.T) {
 	}{
 		{"41 megapixels", "/watermarks/images", pngHeader(8000, 5125), `{"a":1}`, 413, "image_too_large"},
 		{"201 megapixels, detect", "/watermarks/images/detect", pngHeader(20100, 10000), "", 413, "image_too_large"},
-		{"over 20 MB embed", "/watermarks/images", bytes.Repeat([]byte{1}, 20_000_001), `{"a":1}`, 413, "file_too_large"},
+		{"over 40 MB embed", "/watermarks/images", bytes.Repeat([]byte{1}, 40_000_001), `{"a":1}`, 413, "file_too_large"},
 	}
 	for _, c := range cases {
 		r := post(t, f.base+c.url, f.keyA, "", c.file, c.data)

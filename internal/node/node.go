@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -93,6 +94,11 @@ type Config struct {
 	PublicUploadURL string
 	// WebsiteOrigin is the one browser origin allowed to PUT to upload URLs (CORS); empty: none.
 	WebsiteOrigin string
+	// MaxDirectEmbed, when above 0, lowers the largest file of a direct embed request (apihttp.Config).
+	MaxDirectEmbed int64
+	// PublicURL is the base URL clients reach the API at behind a proxy: Location headers are absolute under it
+	// (apihttp.Config). Empty: relative Location.
+	PublicURL string
 	// Conns bounds the connections of each listener (API and upload host) and how long they may stall.
 	Conns apihttp.ConnLimits
 	// GPUStrict refuses accelerator=gpu with 503 when no GPU is ready instead of running it on the CPU.
@@ -419,6 +425,12 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	if err != nil {
 		return nil, err
 	}
+	publicURL := ""
+	if cfg.PublicURL != "" {
+		if publicURL, err = apihttp.ParsePublicURL(cfg.PublicURL); err != nil {
+			return nil, err
+		}
+	}
 	n.api = apihttp.New(apihttp.Config{
 		Keys:  actors.Keys{Store: store, Clock: cfg.Clock, Cache: keyCache(storage.Cluster)},
 		Orgs:  actors.OrgClient{Caller: n.cluster},
@@ -430,6 +442,9 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 		GPUStrict: cfg.GPUStrict,
 		Wakeups:   wakeups,
 		TLS:       tlsConfig,
+		// Lowers the direct embed limit (e.g. to the spec's 20 MB).
+		MaxDirectEmbed: cfg.MaxDirectEmbed,
+		PublicURL:      publicURL,
 	})
 	people := accounts.New(store, cfg.Clock, accounts.Policy{}, 2)
 	if cfg.ConsolePasswordCost.Time > 0 {
@@ -470,6 +485,10 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 			scheme = "https://"
 		}
 		publicUpload = scheme + n.uploadLn.Addr().String()
+		if strings.HasPrefix(publicURL, "https://") && tlsConfig == nil {
+			// Behind a TLS proxy the upload host needs its own public https URL: Etchv's SDKs refuse http ones.
+			cfg.Logger.Warn().Str("upload_url", publicUpload).Msg("--public-url is https but signed upload URLs are http: set --public-upload-url to the proxy's address of the upload host")
+		}
 	}
 	n.upload, err = apihttp.NewUploadHost(apihttp.Config{Store: store, Blobs: blobs, Clock: cfg.Clock, Logger: httpLog, Metrics: n.Metrics,
 		Conns: cfg.Conns, Ready: n.ready, TLS: tlsConfig},

@@ -1,0 +1,139 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// cliJSON runs the CLI with --json against base, expects exit 0 and decodes stdout into v.
+func cliJSON(t *testing.T, v any, base, key string, args ...string) {
+	t.Helper()
+	args = append(args, "--url", base, "--key", key, "--json")
+	code, stdout, stderr := runCLI(t, args...)
+	if code != exitOK {
+		t.Fatalf("%v: exit %d, stderr %q", args, code, stderr)
+	}
+	if err := json.Unmarshal([]byte(stdout), v); err != nil {
+		t.Fatalf("%v: stdout %q: %v", args, stdout, err)
+	}
+}
+
+// TestClientCLIAssetsAndUploads: the asset library and signed uploads from the CLI against a node: list
+// (one page, every page), get, download (the bytes the embed gave), delete one and several, and the refusals.
+func TestClientCLIAssetsAndUploads(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a node")
+	}
+	base, key := spawnNode(t)
+	dir := t.TempDir()
+	photo := filepath.Join(dir, "photo.jpg")
+	writePhoto(t, photo, 640, 480, 31)
+	var first, second embedResult
+	cliJSON(t, &first, base, key, "embed", photo, "-o", filepath.Join(dir, "one.png"), "--data", `{"n":1}`)
+	cliJSON(t, &second, base, key, "embed", photo, "-o", filepath.Join(dir, "two.png"), "--data", `{"n":2}`)
+	asset := regexp.MustCompile(`^ast_[0-9a-f]{64}$`)
+	for _, id := range []string{first.AssetID, first.SourceAssetID, second.AssetID, second.SourceAssetID} {
+		if !asset.MatchString(id) {
+			t.Fatalf("embed asset id %q", id)
+		}
+	}
+
+	// Newest first: the second embed's two assets (created together: either order), then the first's.
+	var page, next assetPage
+	cliJSON(t, &page, base, key, "assets", "list", "--limit", "1")
+	if len(page.Items) != 1 || page.NextCursor == nil {
+		t.Fatalf("first page %+v", page)
+	}
+	cliJSON(t, &next, base, key, "assets", "list", "--limit", "1", "--cursor", *page.NextCursor)
+	pair := map[string]bool{second.AssetID: true, second.SourceAssetID: true}
+	if len(next.Items) != 1 || !pair[page.Items[0].ID] || !pair[next.Items[0].ID] || page.Items[0].ID == next.Items[0].ID {
+		t.Fatalf("pages %+v then %+v, want the second embed's assets", page, next)
+	}
+	var all assetPage
+	cliJSON(t, &all, base, key, "assets", "list", "--limit", "1", "--all")
+	if len(all.Items) != 4 || all.NextCursor != nil {
+		t.Fatalf("--all: %+v", all)
+	}
+	var marked assetPage
+	cliJSON(t, &marked, base, key, "assets", "list", "--kind", "watermarked", "--watermark-id", first.WatermarkID)
+	if len(marked.Items) != 1 || marked.Items[0].ID != first.AssetID {
+		t.Fatalf("filtered list %+v", marked)
+	}
+	code, stdout, stderr := runCLI(t, "assets", "list", "--limit", "2", "--url", base, "--key", key)
+	if code != exitOK || !strings.Contains(stdout, second.AssetID) || !strings.Contains(stdout, "next page: --cursor ") {
+		t.Fatalf("human list: exit %d, %q %q", code, stdout, stderr)
+	}
+
+	var got assetView
+	cliJSON(t, &got, base, key, "assets", "get", first.AssetID)
+	if got.ID != first.AssetID || got.Kind != "watermarked" || got.WatermarkID == nil || *got.WatermarkID != first.WatermarkID {
+		t.Fatalf("get %+v", got)
+	}
+	dl := filepath.Join(dir, "dl.png")
+	code, _, stderr = runCLI(t, "assets", "download", first.AssetID, "-o", dl, "--url", base, "--key", key)
+	want, _ := os.ReadFile(filepath.Join(dir, "one.png"))
+	have, _ := os.ReadFile(dl)
+	if code != exitOK || len(want) == 0 || !bytes.Equal(have, want) {
+		t.Fatalf("download: exit %d, %d bytes (want the embed's %d), stderr %q", code, len(have), len(want), stderr)
+	}
+	// Without -o the file takes the server's name, in the current directory.
+	t.Chdir(dir)
+	code, stdout, _ = runCLI(t, "assets", "download", first.SourceAssetID, "--url", base, "--key", key)
+	src, _ := os.ReadFile(photo)
+	m := regexp.MustCompile(`^output (\S+) \(\d+ bytes\)\n$`).FindStringSubmatch(stdout)
+	if code != exitOK || m == nil {
+		t.Fatalf("download without -o: exit %d, %q", code, stdout)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, m[1])); err != nil || !bytes.Equal(b, src) || filepath.Base(m[1]) != m[1] {
+		t.Fatalf("downloaded source %s: %v (%d bytes, want %d)", m[1], err, len(b), len(src))
+	}
+
+	// Delete one, then two at once (all or none).
+	if code, stdout, stderr = runCLI(t, "assets", "delete", first.AssetID, "--url", base, "--key", key); code != exitOK || stdout != "deleted 1 asset(s)\n" {
+		t.Fatalf("delete: exit %d, %q %q", code, stdout, stderr)
+	}
+	code, _, stderr = runCLI(t, "assets", "get", first.AssetID, "--url", base, "--key", key)
+	if code != exitClient || !strings.Contains(stderr, "asset_not_found") {
+		t.Fatalf("get deleted: exit %d, %q", code, stderr)
+	}
+	code, _, stderr = runCLI(t, "assets", "delete", second.AssetID, "ast_"+strings.Repeat("0", 64), "--url", base, "--key", key)
+	if code != exitClient || !strings.Contains(stderr, "asset_not_found") {
+		t.Fatalf("bulk delete with an unknown id: exit %d, %q", code, stderr)
+	}
+	if code, _, stderr = runCLI(t, "assets", "delete", second.AssetID, second.SourceAssetID, "--url", base, "--key", key); code != exitOK {
+		t.Fatalf("bulk delete: exit %d, %q", code, stderr)
+	}
+	cliJSON(t, &all, base, key, "assets", "list", "--all")
+	if len(all.Items) != 1 || all.Items[0].ID != first.SourceAssetID {
+		t.Fatalf("left after deletes: %+v", all)
+	}
+	// Not an asset id: a usage error before any request.
+	if code, _, stderr = runCLI(t, "assets", "get", "ast_123", "--url", base, "--key", key); code != exitUsage {
+		t.Fatalf("bad id: exit %d, %q", code, stderr)
+	}
+
+	// Uploads: create sends the file through its signed URL; get shows it received.
+	var up uploadView
+	cliJSON(t, &up, base, key, "uploads", "create", photo, "--quiet")
+	if !strings.HasPrefix(up.UploadID, "upl_") || up.Status != "received" || up.Kind != "image" || up.Size != int64(len(src)) {
+		t.Fatalf("uploads create: %+v", up)
+	}
+	code, stdout, _ = runCLI(t, "uploads", "get", up.UploadID, "--url", base, "--key", key)
+	if code != exitOK || !strings.Contains(stdout, "status    received") {
+		t.Fatalf("uploads get: exit %d, %q", code, stdout)
+	}
+	cliJSON(t, &up, base, key, "uploads", "create", photo, "--kind", "detect", "--quiet")
+	if up.Kind != "detect" || up.Status != "received" {
+		t.Fatalf("detect upload: %+v", up)
+	}
+	notes := filepath.Join(dir, "notes.txt")
+	os.WriteFile(notes, []byte("x"), 0o600)
+	if code, _, _ = runCLI(t, "uploads", "create", notes, "--url", base, "--key", key); code != exitUsage {
+		t.Fatalf("upload of no media kind: exit %d", code)
+	}
+}
