@@ -286,14 +286,14 @@ func TestCapacityGossip(t *testing.T) {
 	}
 }
 
-// TestFailover forms the failover cluster (production failure detection),
+// TestFailover forms the failover cluster (clustertest.QuickDetection),
 // kills f3 (no leave, no goodbye: like a crash as far as the others can
 // tell), measures how long the survivors take to notice, checks that f3's
 // identities re-activate on a survivor, then checks the blocked notice and a
 // graceful stop. It takes the in-process cluster down, so it runs once per
-// test process. Its nodes run alone until this test joins them: the
-// production timings would declare a live node of a CPU-starved test process
-// dead, and the shorter they run the less likely that is.
+// test process. Its nodes run alone until this test joins them: the quicker
+// failure detection is, the likelier it declares a live node of a CPU-starved
+// test process dead, so it runs only while needed.
 func TestFailover(t *testing.T) {
 	f := getFixture(t)
 	f.mu.Lock()

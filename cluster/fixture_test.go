@@ -119,8 +119,8 @@ const (
 )
 
 // failoverDetection is the failure detection of the cluster TestFailover
-// crashes a node of: the production timings, whose ~2 s it measures.
-func failoverDetection() cluster.FailureDetection { return cluster.DefaultFailureDetection() }
+// crashes a node of.
+func failoverDetection() cluster.FailureDetection { return clustertest.QuickDetection() }
 
 func startFixture() (*fixture, error) {
 	// Starting nine actor systems under the race detector on a loaded
