@@ -364,7 +364,7 @@ func TestFailover(t *testing.T) {
 	detect := eventually(t, clustertest.DetectionBudget(fd, 3), "f1 and f2 to drop f3", func() bool {
 		return len(f1.Members()) == 2 && len(f2.Members()) == 2
 	})
-	t.Logf("f3 killed (stop took %v); survivors dropped it after %v (nominal for these timings: %v)",
+	t.Logf("f3 killed (stop took %v); survivors dropped it after %v (by the timings: at most %v)",
 		stopTook, detect, clustertest.DetectionTime(fd, 3))
 
 	res := <-inflight

@@ -35,8 +35,8 @@ func StableDetection() cluster.FailureDetection {
 // QuickDetection is the failure detection of test clusters that must notice
 // a crash: the fastest timings that kept live nodes alive on a loaded machine
 // (2 cores, the race detector, a load average near 20). A probe waits 500 ms
-// and a suspected node has 4 s to refute (nominal detection 6.1 s, measured
-// 5.7-7.2 s under that load). With the production timings (detection in
+// and a suspected node has 4 s to refute (in a cluster of 3, detection in at
+// most 6.1 s by the timings, measured 5.7-7.2 s under that load). With the production timings (detection in
 // about 2 s, a suspected node refuting within 1 s) nodes of the same starved
 // test process declared each other dead within seconds of forming the
 // cluster.
@@ -49,16 +49,17 @@ func QuickDetection() cluster.FailureDetection {
 	}
 }
 
-// DetectionTime is the nominal time memberlist takes, by its configuration,
-// to declare a crashed member of a cluster of members nodes dead on an idle
-// machine (timer and scheduling delays come on top): up to one ProbeInterval until the member is probed, one more for
+// DetectionTime is the longest memberlist takes, by its configuration, to
+// declare a crashed member of a cluster of members nodes dead on an idle
+// machine (give or take timer delays): up to one ProbeInterval until the member is probed, one more for
 // the failed probe (direct, indirect and TCP attempts all end within the
 // interval), the suspicion, and one GossipInterval for the death to reach
 // the others. The suspicion lasts SuspicionMult × ProbeInterval (× log10 of
 // the members from 10 on); when SuspicionMult - 2 independent confirmations
 // can be expected (members - 2 ≥ SuspicionMult - 2 ≥ 1) it starts at 6 times
 // that (memberlist's SuspicionMaxTimeoutMult) and shrinks as they come, so
-// the worst case is the 6 times. Zero fields take
+// the worst case is the 6 times (the usual case, with every survivor
+// confirming, is near the 1 time). Zero fields take
 // cluster.DefaultFailureDetection's values, as cluster.Start does.
 func DetectionTime(fd cluster.FailureDetection, members int) time.Duration {
 	d := cluster.DefaultFailureDetection()
