@@ -335,15 +335,20 @@ func startFailures(ctx context.Context, f *fixture) {
 	defer cancel()
 	// The probe must see this node's gRPC server (see grpcprobe) before
 	// Start gives up and stops it; Start blocks in the join meanwhile, so
-	// probe from a goroutine, retrying until the server listens.
+	// probe from a goroutine, retrying until the server listens. It gives
+	// up when Start returns: a server that is gone never answers, and
+	// retrying until the fixture's context ends would leave the rest of
+	// the fixture no time (a loaded machine can start the server late).
 	probed := make(chan error, 1)
+	pctx, pcancel := context.WithCancel(ctx)
+	defer pcancel()
 	go func() {
 		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(rport))
 		for {
-			wctx, wcancel := context.WithTimeout(ctx, 200*time.Millisecond)
+			wctx, wcancel := context.WithTimeout(pctx, 200*time.Millisecond)
 			err := probe.Wait(wctx, addr)
 			wcancel()
-			if err == nil || ctx.Err() != nil {
+			if err == nil || pctx.Err() != nil {
 				probed <- err
 				return
 			}
@@ -356,6 +361,7 @@ func startFailures(ctx context.Context, f *fixture) {
 		ServerOptions: []grpc.ServerOption{probe.ServerOption()},
 	})
 	f.joinTook = time.Since(start)
+	pcancel()
 	if perr := <-probed; perr != nil && err != nil {
 		err = fmt.Errorf("%w (and the probe failed: %v)", err, perr)
 	}
