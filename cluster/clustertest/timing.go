@@ -33,13 +33,13 @@ func StableDetection() cluster.FailureDetection {
 }
 
 // QuickDetection is the failure detection of test clusters that must notice
-// a crash: the fastest timings that kept live nodes alive on a loaded machine
-// (2 cores, the race detector, a load average near 20). A probe waits 500 ms
-// and a suspected node has 4 s to refute (in a cluster of 3, detection in at
-// most 6.1 s by the timings, measured 5.7-7.2 s under that load). With the production timings (detection in
-// about 2 s, a suspected node refuting within 1 s) nodes of the same starved
-// test process declared each other dead within seconds of forming the
-// cluster.
+// a crash, with timings that kept live nodes alive on a loaded machine (2
+// cores, the race detector, 4 busy loops, a load average near 20): a probe
+// waits 500 ms and a suspected node has 4 s to refute. In a cluster of 3 it
+// detects a crash in at most 6.1 s by the timings (measured 5.7-7.2 s under
+// that load). With the production timings (detection in about 2 s, a
+// suspected node refuting within 1 s) nodes of the same starved test process
+// declared each other dead within seconds of forming the cluster.
 func QuickDetection() cluster.FailureDetection {
 	return cluster.FailureDetection{
 		ProbeInterval:  time.Second,
