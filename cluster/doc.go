@@ -117,5 +117,9 @@
 // StartClusters), once per test binary, before the nodes do any work;
 // protoactor's remote start writes a gRPC global that running nodes read, a
 // data race for the race detector otherwise. Several processes:
-// clustertest.StartProcesses.
+// clustertest.StartProcesses. Test clusters do not use the production
+// failure detection: on a loaded test machine it declares live nodes dead.
+// They use clustertest.StableDetection where every node must stay alive and
+// clustertest.QuickDetection where a crash must be noticed, and bound their
+// waits by clustertest.DetectionBudget and LoadSlack.
 package cluster

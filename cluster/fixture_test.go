@@ -53,7 +53,10 @@ type fixture struct {
 
 	reg   *cluster.Registry
 	nodes []*cluster.Node // n1, n2, n3: one cluster over memberlist
-	// f1, f2, f3: another cluster, which TestFailover takes down.
+	// f1, f2, f3: another cluster, which TestFailover forms and takes
+	// down. They are started with the others (see clustertest.StartNodes)
+	// but each alone: TestFailover joins them, so that their fast failure
+	// detection only runs while that test needs it.
 	failover []*cluster.Node
 	// intruder has the failover cluster's label but not its gossip key.
 	intruder *cluster.Node
@@ -100,8 +103,29 @@ func getFixture(t *testing.T) *fixture {
 	return fx
 }
 
+// Bounds of the tests' waits (see clustertest.LoadSlack).
+const (
+	// requestTimeout is the nodes' RequestTimeout, the wait of a request
+	// without a deadline: far above any deadline a test gives plus
+	// LoadSlack, so that a call that ignores its context fails the bound.
+	requestTimeout = 2 * time.Minute
+	// callBudget is the deadline of a call that must succeed: it only
+	// turns a hang into a failure.
+	callBudget = 30 * time.Second
+	// gossipBudget bounds the spread of a metadata change: broadcast every
+	// GossipInterval, and a lost broadcast repaired by the next push/pull
+	// (every 15 s, provider.go).
+	gossipBudget = 15*time.Second + clustertest.LoadSlack
+)
+
+// failoverDetection is the failure detection of the cluster TestFailover
+// crashes a node of.
+func failoverDetection() cluster.FailureDetection { return clustertest.QuickDetection() }
+
 func startFixture() (*fixture, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	// Starting nine actor systems under the race detector on a loaded
+	// machine takes a while; this only turns a hang into a failure.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	start := time.Now()
 	f := &fixture{regA: cluster.NewRegistry(), regB: cluster.NewRegistry(), reg: cluster.NewRegistry()}
@@ -155,6 +179,9 @@ func startFixture() (*fixture, error) {
 				Kinds:    []cluster.Kind{cluster.NewKind("counter", actor.PropsFromProducer(newCounter(f.reg, name)))},
 				Registry: f.reg,
 				Label:    label,
+				// The routing cluster's nodes must all stay alive.
+				FailureDetection: clustertest.StableDetection(),
+				RequestTimeout:   requestTimeout,
 			}
 		}
 		cfgs[0].Roles = []cluster.Role{cluster.RoleEdge, cluster.RoleWorker}
@@ -162,17 +189,21 @@ func startFixture() (*fixture, error) {
 		if prefix == "f" {                                    // the failover cluster gossips encrypted
 			for i := range cfgs {
 				cfgs[i].GossipKey = []byte("0123456789abcdef0123456789abcdef")
+				cfgs[i].FailureDetection = failoverDetection()
 			}
 		}
 		return cfgs
 	}
-	intruder := cluster.Config{NodeName: "intruder", Registry: f.reg, Logger: testLogger(), Label: configs("f")[0].Label}
-	cs, err := clustertest.StartClusters(ctx, configs("n"), configs("f"), []cluster.Config{intruder})
+	intruder := cluster.Config{NodeName: "intruder", Registry: f.reg, Logger: testLogger(), Label: configs("f")[0].Label,
+		FailureDetection: clustertest.StableDetection()}
+	// f1, f2 and f3 start as three clusters of one; TestFailover joins them.
+	fs := configs("f")
+	cs, err := clustertest.StartClusters(ctx, configs("n"), fs[:1], fs[1:2], fs[2:], []cluster.Config{intruder})
 	if err != nil {
 		f.stopRemote()
 		return nil, err
 	}
-	f.nodes, f.failover, f.intruder = cs[0], cs[1], cs[2][0]
+	f.nodes, f.failover, f.intruder = cs[0], []*cluster.Node{cs[1][0], cs[2][0], cs[3][0]}, cs[4][0]
 	// The remote-only servers' later connections come after all starts.
 	for _, p := range probes {
 		p.Sync()
@@ -248,7 +279,8 @@ func ctxTimeout(t *testing.T, d time.Duration) context.Context {
 	return ctx
 }
 
-// eventually polls cond every 20 ms until it holds or d passes.
+// eventually polls cond every 20 ms until it holds or d passes (d bounds a
+// wait for something that must happen: see the budgets above).
 func eventually(t *testing.T, d time.Duration, what string, cond func() bool) time.Duration {
 	t.Helper()
 	start := time.Now()
@@ -260,6 +292,9 @@ func eventually(t *testing.T, d time.Duration, what string, cond func() bool) ti
 	}
 	return time.Since(start)
 }
+
+// joinDeadline is the context of the join to a dead address.
+const joinDeadline = 1500 * time.Millisecond
 
 // startFailures makes two starts that must fail, before any other system
 // starts (a remote start later in the binary would race in gRPC): a remote
@@ -296,19 +331,24 @@ func startFailures(ctx context.Context, f *fixture) {
 	}
 	rport := rl.Addr().(*net.TCPAddr).Port
 	rl.Close()
-	jctx, cancel := context.WithTimeout(ctx, 1500*time.Millisecond)
+	jctx, cancel := context.WithTimeout(ctx, joinDeadline)
 	defer cancel()
 	// The probe must see this node's gRPC server (see grpcprobe) before
 	// Start gives up and stops it; Start blocks in the join meanwhile, so
-	// probe from a goroutine, retrying until the server listens.
+	// probe from a goroutine, retrying until the server listens. It gives
+	// up when Start returns: a server that is gone never answers, and
+	// retrying until the fixture's context ends would leave the rest of
+	// the fixture no time (a loaded machine can start the server late).
 	probed := make(chan error, 1)
+	pctx, pcancel := context.WithCancel(ctx)
+	defer pcancel()
 	go func() {
 		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(rport))
 		for {
-			wctx, wcancel := context.WithTimeout(ctx, 200*time.Millisecond)
+			wctx, wcancel := context.WithTimeout(pctx, 200*time.Millisecond)
 			err := probe.Wait(wctx, addr)
 			wcancel()
-			if err == nil || ctx.Err() != nil {
+			if err == nil || pctx.Err() != nil {
 				probed <- err
 				return
 			}
@@ -321,6 +361,7 @@ func startFailures(ctx context.Context, f *fixture) {
 		ServerOptions: []grpc.ServerOption{probe.ServerOption()},
 	})
 	f.joinTook = time.Since(start)
+	pcancel()
 	if perr := <-probed; perr != nil && err != nil {
 		err = fmt.Errorf("%w (and the probe failed: %v)", err, perr)
 	}

@@ -80,6 +80,9 @@ func nodeMain(args []string) int {
 	gossipPort := fs.Int("gossip-port", 0, "memberlist port")
 	join := fs.String("join", "", "comma-separated gossip addresses")
 	edge := fs.Bool("edge", false, "edge node: hosts no kinds")
+	probeInterval := fs.Duration("probe-interval", 0, "failure detection: probe interval (0: production default)")
+	probeTimeout := fs.Duration("probe-timeout", 0, "failure detection: probe timeout (0: production default)")
+	suspicionMult := fs.Int("suspicion-mult", 0, "failure detection: suspicion multiplier (0: production default)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -100,6 +103,8 @@ func nodeMain(args []string) int {
 		Kinds: []cluster.Kind{cluster.NewKind("counter", actor.PropsFromProducer(func() actor.Actor {
 			return &counter{reg: reg, node: *name}
 		}))},
+		FailureDetection: cluster.FailureDetection{ProbeInterval: *probeInterval, ProbeTimeout: *probeTimeout,
+			SuspicionMult: *suspicionMult},
 	}
 	if *edge {
 		cfg.Roles, cfg.Kinds = []cluster.Role{cluster.RoleEdge}, nil
@@ -113,7 +118,7 @@ func nodeMain(args []string) int {
 	var cur atomic.Pointer[cluster.Node]
 	generation := 0
 	start := func() error {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), callBudget)
 		defer cancel()
 		node, err := cluster.Start(ctx, cfg)
 		if err != nil {
@@ -139,7 +144,7 @@ func nodeMain(args []string) int {
 			switch {
 			case len(f) == 3 && f[0] == "hit":
 				go func(seq, id string) {
-					rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
+					rctx, rcancel := context.WithTimeout(context.Background(), callBudget)
 					defer rcancel()
 					resp, err := node.Request(rctx, id, "counter", Hit{})
 					if err != nil {
@@ -188,6 +193,15 @@ func nodeMain(args []string) int {
 	}
 }
 
+// callBudget bounds a call that must succeed (a node's start, a request):
+// it only turns a hang into a failure.
+const callBudget = 60 * time.Second
+
+// detection is the failure detection of the test's nodes: it kills and
+// freezes nodes and must see them dropped, and on a loaded machine the
+// production timings would drop live nodes too (see QuickDetection).
+func detection() cluster.FailureDetection { return clustertest.QuickDetection() }
+
 // edgeClient drives the edge process through its stdin.
 type edgeClient struct {
 	t   *testing.T
@@ -214,12 +228,14 @@ func (e *edgeClient) members() int {
 }
 
 // waitMembers polls until the edge sees want members and returns how long
-// that took.
+// that took. A member may have to be declared dead first: the wait is
+// bounded by the failure detection's budget.
 func (e *edgeClient) waitMembers(want int) time.Duration {
 	e.t.Helper()
 	start := time.Now()
+	budget := clustertest.DetectionBudget(detection(), 4)
 	for e.members() != want {
-		if time.Since(start) > 15*time.Second {
+		if time.Since(start) > budget {
 			e.t.Fatalf("edge does not see %d members:\n%s", want, e.p.Tail(30))
 		}
 		time.Sleep(25 * time.Millisecond)
@@ -268,8 +284,11 @@ func TestProcessCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("multi-process test")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	// Only turns a hang into a failure: on a loaded machine the test takes
+	// several times its ~25 s.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
+	fd := detection()
 	var out io.Writer
 	if os.Getenv("FILIGRANE_TEST_LOG") != "" {
 		out = os.Stderr
@@ -286,7 +305,9 @@ func TestProcessCluster(t *testing.T) {
 				name = "edge"
 			}
 			args := []string{"-name", name,
-				"-remote-port", strconv.Itoa(ports[i][0]), "-gossip-port", strconv.Itoa(ports[i][1])}
+				"-remote-port", strconv.Itoa(ports[i][0]), "-gossip-port", strconv.Itoa(ports[i][1]),
+				"-probe-interval", fd.ProbeInterval.String(), "-probe-timeout", fd.ProbeTimeout.String(),
+				"-suspicion-mult", strconv.Itoa(fd.SuspicionMult)}
 			if i > 0 {
 				args = append(args, "-join", "127.0.0.1:"+strconv.Itoa(ports[0][1]))
 			}
@@ -336,9 +357,9 @@ func TestProcessCluster(t *testing.T) {
 	}
 	t.Logf("30 identities over %d processes: p0 %d, p1 %d, p2 %d", len(owners), len(owners["p0"]), len(owners["p1"]), len(owners["p2"]))
 
-	// Crash p2 (p1 if p2 owns nothing). The edge must drop it in about 2 s,
-	// and a request sent to it right after the kill must be answered by a
-	// survivor.
+	// Crash p2 (p1 if p2 owns nothing). The edge must drop it within the
+	// detection budget, and a request sent to it right after the kill must
+	// be answered by a survivor.
 	victim := "p2"
 	if len(owners[victim]) == 0 {
 		victim = "p1"
@@ -361,12 +382,8 @@ func TestProcessCluster(t *testing.T) {
 			t.Fatalf("%s after the kill: answered by %s with count %d, want a fresh activation on a survivor", id, node, n)
 		}
 	}
-	t.Logf("SIGKILL of %s: edge dropped it after %v; a request sent right after the kill was answered by %s after %v",
-		victim, detect, node, answered)
-	// About 2 s is the design; the bound leaves room for a loaded machine.
-	if detect > 6*time.Second {
-		t.Errorf("failure detection took %v, want about 2 s", detect)
-	}
+	t.Logf("SIGKILL of %s: edge dropped it after %v (by the timings: at most %v); a request sent right after the kill was answered by %s after %v",
+		victim, detect, clustertest.DetectionTime(fd, 4), node, answered)
 
 	// Restart it: a new actor system id under the same name and ports.
 	noRaces(vp)

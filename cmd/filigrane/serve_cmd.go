@@ -58,6 +58,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.BoolVar(&cfg.GPUStrict, "gpu-strict", envBool("FILIGRANE_GPU_STRICT"), "answer accelerator=gpu with 503 and Retry-After when no GPU is ready, instead of running it on the CPU at the normal charge")
 	maxDirectEmbed := fs.String("max-direct-embed", envOr("FILIGRANE_MAX_DIRECT_EMBED", ""), "lower the largest file an embed request carries itself (default: the media-kind table's, 40 MB for images; 20MB holds to the spec)")
 	grace := fs.Duration("shutdown-grace", 30*time.Second, "how long in-flight requests may take to finish on shutdown")
+	fd := cluster.DefaultFailureDetection()
+	fs.DurationVar(&cfg.FailureDetection.ProbeInterval, "cluster-probe-interval", envDuration("FILIGRANE_CLUSTER_PROBE_INTERVAL", fd.ProbeInterval), "failure detection: how often each node probes another member")
+	fs.DurationVar(&cfg.FailureDetection.ProbeTimeout, "cluster-probe-timeout", envDuration("FILIGRANE_CLUSTER_PROBE_TIMEOUT", fd.ProbeTimeout), "failure detection: how long a probe waits for its answer (less than the interval)")
+	fs.IntVar(&cfg.FailureDetection.SuspicionMult, "cluster-suspicion-mult", envInt("FILIGRANE_CLUSTER_SUSPICION_MULT", fd.SuspicionMult), "failure detection: a suspected member has this many probe intervals to refute before it is declared dead")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -223,6 +227,18 @@ func checkLimitEnv() error {
 			if d, err := time.ParseDuration(v); err != nil || d < 0 {
 				return fmt.Errorf("%s=%q: want a duration such as 10s", name, v)
 			}
+		}
+	}
+	for _, name := range []string{"FILIGRANE_CLUSTER_PROBE_INTERVAL", "FILIGRANE_CLUSTER_PROBE_TIMEOUT"} {
+		if v := os.Getenv(name); v != "" {
+			if d, err := time.ParseDuration(v); err != nil || d <= 0 {
+				return fmt.Errorf("%s=%q: want a duration such as 500ms", name, v)
+			}
+		}
+	}
+	if v := os.Getenv("FILIGRANE_CLUSTER_SUSPICION_MULT"); v != "" {
+		if n, err := strconv.Atoi(v); err != nil || n < 1 {
+			return fmt.Errorf("FILIGRANE_CLUSTER_SUSPICION_MULT=%q: want a whole number from 1", v)
 		}
 	}
 	for _, name := range []string{"FILIGRANE_GPU_STRICT", "FILIGRANE_ALLOW_PRIVATE_TARGETS", "FILIGRANE_CONSOLE_SECURE_COOKIES"} {

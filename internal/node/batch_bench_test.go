@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"filigrane/bench/batchbench"
+	"filigrane/cluster/clustertest"
 )
 
 // TestBatchBenchCluster measures bench/README.md's batch on three `filigrane serve` processes sharing a
@@ -22,7 +23,7 @@ func TestBatchBenchCluster(t *testing.T) {
 	if os.Getenv("FILIGRANE_BATCH_BENCH") == "" {
 		t.Skip("set FILIGRANE_BATCH_BENCH=1 to measure the three-node batch")
 	}
-	c := startCluster(t, 3)
+	c := startCluster(t, 3, clustertest.StableDetection())
 	const items = 100
 	file := batchbench.Image(1000, 1000, 1)
 	do := func(method, url string, body []byte, hdr map[string]string) (int, []byte) {

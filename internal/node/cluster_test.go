@@ -19,6 +19,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"filigrane/actors"
+	"filigrane/cluster"
 	"filigrane/cluster/clustertest"
 	"filigrane/internal/admin"
 	"filigrane/internal/clock"
@@ -40,6 +41,7 @@ func buildBinary(t *testing.T) string {
 // clusterFixture is three filigrane processes on 127.0.0.1 sharing a versitygw bucket.
 type clusterFixture struct {
 	procs  *clustertest.Processes
+	fd     cluster.FailureDetection // the nodes' failure detection
 	s3     *node.S3Config
 	orgID  string
 	secret string
@@ -60,11 +62,14 @@ func (c *clusterFixture) admin(t *testing.T, fn func(admin.Admin)) {
 	fn(admin.Admin{Store: st.Store, Clock: clock.System{}, Catalog: actors.DefaultCatalog()})
 }
 
-func startCluster(t *testing.T, n int) *clusterFixture {
+// startCluster starts n nodes with failure detection fd: clustertest.QuickDetection for a test that kills a node
+// and must see it dropped, clustertest.StableDetection for one that needs every node alive (the production
+// timings declare live nodes dead on a loaded test machine; see clustertest).
+func startCluster(t *testing.T, n int, fd cluster.FailureDetection) *clusterFixture {
 	t.Helper()
 	bin := buildBinary(t)
 	srv := s3test.Start(t)
-	c := &clusterFixture{s3: &node.S3Config{Endpoint: "http://" + srv.Endpoint, Bucket: srv.NewBucket(t),
+	c := &clusterFixture{fd: fd, s3: &node.S3Config{Endpoint: "http://" + srv.Endpoint, Bucket: srv.NewBucket(t),
 		AccessKey: srv.AccessKey, SecretKey: srv.SecretKey, Region: srv.Region}}
 	c.admin(t, func(a admin.Admin) {
 		ctx := context.Background()
@@ -86,7 +91,8 @@ func startCluster(t *testing.T, n int) *clusterFixture {
 	for i := range dirs {
 		dirs[i] = t.TempDir()
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	// Only turns a hang into a failure (three processes start on a possibly loaded machine).
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	procs, err := clustertest.StartProcesses(ctx, clustertest.ProcessConfig{
 		Binary: bin, N: n, Ports: 4,
@@ -96,7 +102,9 @@ func startCluster(t *testing.T, n int) *clusterFixture {
 				"--listen", fmt.Sprintf("127.0.0.1:%d", p[0]), "--upload-listen", fmt.Sprintf("127.0.0.1:%d", p[1]),
 				"--cluster-bind", fmt.Sprintf("127.0.0.1:%d", p[2]), "--remote-port", strconv.Itoa(p[3]),
 				"--s3-endpoint", c.s3.Endpoint, "--s3-bucket", c.s3.Bucket, "--s3-access-key", c.s3.AccessKey,
-				"--s3-secret-key", c.s3.SecretKey, "--workers", "1", "--log-format", "json", "--log-level", "warn"}
+				"--s3-secret-key", c.s3.SecretKey, "--workers", "1", "--log-format", "json", "--log-level", "warn",
+				"--cluster-probe-interval", fd.ProbeInterval.String(), "--cluster-probe-timeout", fd.ProbeTimeout.String(),
+				"--cluster-suspicion-mult", strconv.Itoa(fd.SuspicionMult)}
 			// Every node lists every node, itself included, as operators do with a fixed seed list: a node
 			// restarted later (the first one too) finds the others again.
 			var seeds []string
@@ -118,9 +126,11 @@ func startCluster(t *testing.T, n int) *clusterFixture {
 	return c
 }
 
+// waitMembers waits until node i sees want members: joins take a moment, and a killed member must first be
+// declared dead (DetectionBudget).
 func (c *clusterFixture) waitMembers(t *testing.T, i, want int) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(30*time.Second + clustertest.DetectionBudget(c.fd, len(c.procs.List)+1))
 	for {
 		var h struct {
 			Members int `json:"members"`
@@ -168,7 +178,7 @@ func TestClusterNodeLoss(t *testing.T) {
 	if testing.Short() {
 		t.Skip("multi-process cluster test")
 	}
-	c := startCluster(t, 3)
+	c := startCluster(t, 3, clustertest.QuickDetection())
 
 	// (a) Every node sees the same organization and key.
 	for i := 0; i < 3; i++ {
@@ -330,7 +340,7 @@ func TestClusterServesWhatItCharges(t *testing.T) {
 	if testing.Short() {
 		t.Skip("multi-process cluster test")
 	}
-	c := startCluster(t, 3)
+	c := startCluster(t, 3, clustertest.StableDetection())
 	for i := 0; i < 3; i++ {
 		img := photo(t, 640, 480, uint64(100+i))
 		r := post(t, c.base(i)+"/watermarks/images", c.secret, "", img, fmt.Sprintf(`{"through":"node %d"}`, i))

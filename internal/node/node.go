@@ -110,6 +110,8 @@ type Config struct {
 	// (tests hand in-memory listeners); the node closes them. PublicUploadURL is then required unless the
 	// upload listener's address is a host:port.
 	APIListener, UploadListener net.Listener
+	// FailureDetection is memberlist's timings; zero fields take cluster.DefaultFailureDetection.
+	FailureDetection cluster.FailureDetection
 	// StorageSecretKey (32 bytes) seals the secrets of storage destinations at rest; empty: a key generated
 	// into the data directory (storage-secret.key), which suits one node; a cluster must configure one.
 	StorageSecretKey []byte
@@ -364,6 +366,8 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 		Registry:   reg,
 		Kinds:      kinds,
 		Free:       n.pools.Free(),
+
+		FailureDetection: cfg.FailureDetection,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("start cluster member: %w", err)

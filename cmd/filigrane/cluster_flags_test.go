@@ -1,0 +1,40 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Malformed failure-detection settings stop serve with the variable's name instead of being read as the
+// default.
+func TestServeRefusesMalformedFailureDetection(t *testing.T) {
+	for name, v := range map[string]string{
+		"FILIGRANE_CLUSTER_PROBE_INTERVAL": "fast",
+		"FILIGRANE_CLUSTER_PROBE_TIMEOUT":  "-1s",
+		"FILIGRANE_CLUSTER_SUSPICION_MULT": "0",
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Setenv(name, v)
+			var out, errb bytes.Buffer
+			if code := run(context.Background(), []string{"serve", "--data", t.TempDir()}, &out, &errb); code != 2 || !strings.Contains(errb.String(), name) {
+				t.Fatalf("%s=%s: exit %d: %s", name, v, code, errb.String())
+			}
+		})
+	}
+}
+
+// The flags reach the cluster member: a probe timeout that is not shorter than the interval is refused at start.
+// (Were they ignored, serve would run until the context ends and exit 0.)
+func TestServeFailureDetectionFlags(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var out, errb bytes.Buffer
+	code := run(ctx, []string{"serve", "--data", t.TempDir(), "--listen", "127.0.0.1:0", "--upload-listen", "127.0.0.1:0",
+		"--cluster-probe-interval", "1s", "--cluster-probe-timeout", "2s"}, &out, &errb)
+	if code == 0 || !strings.Contains(errb.String(), "probe timeout") {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+}
