@@ -185,9 +185,12 @@ func (a *jobActor) submit(ctx actor.Context, msg *JobSubmit) {
 	}
 	if a.rec != nil {
 		fp, err := spec.Fingerprint()
-		if err == nil && a.rec.OrgID == spec.OrgID {
+		switch {
+		case err != nil:
+		case a.rec.IsRedelivery(spec):
+		case a.rec.OrgID == spec.OrgID:
 			err = a.rec.CheckReplay(fp)
-		} else if err == nil {
+		default:
 			err = jobstate.ErrIdempotencyConflict
 		}
 		if err != nil {

@@ -455,7 +455,9 @@ func (s *Server) acceptFile(c context.Context, ctx *fasthttp.RequestCtx, r accep
 		s.cfg.Logger.Error().Str("job", reqID).Str("code", rep.Code).Str("detail", rep.Detail).Msg("submit job")
 		return false, newAPIError(CodeUnavailable, "the job could not be accepted; retry with the same Idempotency-Key")
 	}
-	keep = !rep.Replayed
+	// A replay's job has its own input; a redelivered submission (jobstate.Record.IsRedelivery) is this very
+	// request, whose job reads the file just stored.
+	keep = !rep.Replayed || rep.Record != nil && rep.Record.Input.BlobKey == file.Key
 	rec := rep.Record
 	if rep.Replayed {
 		return keep, s.answerReplay(c, ctx, p, rec, async)

@@ -113,6 +113,20 @@ func (r *Record) CheckReplay(fp Fingerprint) error {
 	return fmt.Errorf("idempotency key %q of job %s: %w", fp.Key, r.RequestID, ErrIdempotencyConflict)
 }
 
+// IsRedelivery reports whether s is the request that created r delivered to the job actor again: a request
+// without an Idempotency-Key has a random request id of its own, so a second submission under that id is the
+// cluster retrying one message whose reply was lost (its host stopped or left between the commit and the
+// reply), never another client request. It is answered like a replay, not as a reused key (409).
+func (r *Record) IsRedelivery(s Spec) bool {
+	accel := s.AcceleratorRequested
+	if accel == "" {
+		accel = AcceleratorCPU // as Accept stores it
+	}
+	return s.IdempotencyKey == "" && r.Idempotency.IsZero() && r.OrgID == s.OrgID && r.BatchID == s.BatchID &&
+		r.Operation == s.Operation && r.Media == s.Media && r.Input.SHA256 == s.Input.SHA256 &&
+		r.WatermarkID == s.WatermarkID && r.AcceleratorRequested == accel
+}
+
 // Replay is how a replay of the request that created a job is answered: the same request sent again with
 // the same Idempotency-Key and inputs, on its sync or its async endpoint (spec 3.1, 7).
 type Replay int

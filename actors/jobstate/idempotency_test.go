@@ -161,3 +161,30 @@ func TestCheckReplay(t *testing.T) {
 		t.Fatalf("same file from an upload: %v", err)
 	}
 }
+
+func TestIsRedelivery(t *testing.T) {
+	s := testSpec()
+	s.IdempotencyKey = ""
+	s.AcceleratorRequested = ""
+	r := mustAccept(t, s, t0)
+	if !r.IsRedelivery(s) {
+		t.Fatal("the same keyless submission is not recognised as a redelivery")
+	}
+	other := s
+	other.Input.SHA256 = strings.Repeat("9", 64)
+	gpu := s
+	gpu.AcceleratorRequested = AcceleratorGPU
+	keyed := s
+	keyed.IdempotencyKey = "k-1"
+	org := s
+	org.OrgID = "org_" + strings.Repeat("7", 32)
+	for name, c := range map[string]Spec{"other file": other, "other accelerator": gpu, "with a key": keyed, "other org": org} {
+		if r.IsRedelivery(c) {
+			t.Errorf("%s: taken for a redelivery", name)
+		}
+	}
+	withKey := mustAccept(t, testSpec(), t0)
+	if withKey.IsRedelivery(s) {
+		t.Error("a job created with a key took a keyless submission for a redelivery")
+	}
+}

@@ -1,0 +1,69 @@
+package actors_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"filigrane/actors"
+	"filigrane/actors/jobstate"
+	"filigrane/internal/admin"
+	"filigrane/internal/clock"
+	"filigrane/persistence/pebblestore"
+
+	"github.com/rs/zerolog"
+)
+
+// TestKeylessSubmitRedelivered: a request without an Idempotency-Key is accepted by a job actor whose node
+// then stops before the reply reaches the caller, so the cluster delivers the same submission to the job's
+// new activation. That is the same request, not a reused key: it answers the job (Replayed), holds the
+// credits once, and only a submission with other inputs under that request id is a conflict.
+func TestKeylessSubmitRedelivered(t *testing.T) {
+	ctx := context.Background()
+	store, err := pebblestore.Open(t.TempDir(), zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	clk := clock.NewManual(time.Date(2026, 6, 1, 10, 0, 0, 0, time.UTC))
+	org, err := admin.Admin{Store: store, Clock: clk, Catalog: actors.DefaultCatalog()}.CreateOrg(ctx, "Acme", "launch", 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reqID := "req_" + strings.Repeat("c", 64)
+	spec := jobstate.Spec{RequestID: reqID, OrgID: org.ID, Operation: jobstate.OperationEmbed, Media: jobstate.MediaImage,
+		Format: "PNG", FrameCount: 1, WatermarkID: strings.Repeat("f", 64),
+		Input: jobstate.Input{BlobKey: "in/" + reqID, SHA256: strings.Repeat("b", 64), Size: 1234, Filename: "cat.png", ContentType: "image/png"}}
+
+	sys1, c1 := startSystem(t, store, store, clk)
+	first := c1.job(t, reqID, &actors.JobSubmit{Spec: spec, Hold: 3, Slot: true})
+	if first.Replayed || first.Record == nil {
+		t.Fatalf("first submission: %+v", first)
+	}
+	sys1.Shutdown() // the node stops; its reply is lost
+
+	sys2, c2 := startSystem(t, store, store, clk)
+	t.Cleanup(sys2.Shutdown)
+	again := c2.job(t, reqID, &actors.JobSubmit{Spec: spec, Hold: 3, Slot: true})
+	if !again.Replayed || again.Record == nil || again.Record.RequestID != reqID || again.Record.Revision != first.Record.Revision {
+		t.Fatalf("redelivered submission: %+v (want the job, replayed)", again)
+	}
+	v, err := c2.Request(ctx, org.ID, actors.KindOrg, &actors.OrgGet{OrgID: org.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep := v.(*actors.OrgReply); rep.Held != 3 {
+		t.Fatalf("held %d credits after a redelivered submission, want 3 (one hold)", rep.Held)
+	}
+
+	other := spec
+	other.Input.SHA256 = strings.Repeat("e", 64)
+	v, err = c2.Request(ctx, reqID, actors.KindJob, &actors.JobSubmit{Spec: other, Hold: 3, Slot: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep := v.(*actors.JobReply); rep.Code != actors.ReplyIdempotencyConflict {
+		t.Fatalf("another file under the same request id: %+v, want %s", rep, actors.ReplyIdempotencyConflict)
+	}
+}
