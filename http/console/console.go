@@ -81,6 +81,9 @@ type Config struct {
 	SecureCookies bool
 	// SignInsPerMinute bounds sign-in attempts per client address (default 10); past it: 429.
 	SignInsPerMinute int
+	// NewOrgPlan is the plan of organizations created from the console (default "launch": no credits until
+	// the operator grants some, so creating organizations cannot mint free credits).
+	NewOrgPlan string
 	// Timeout bounds each request's storage and actor calls (default 10 s).
 	Timeout time.Duration
 }
@@ -114,6 +117,9 @@ var staticFS embed.FS
 func New(cfg Config) (*Console, error) {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 10 * time.Second
+	}
+	if cfg.NewOrgPlan == "" {
+		cfg.NewOrgPlan = "launch"
 	}
 	if cfg.SignInsPerMinute <= 0 {
 		cfg.SignInsPerMinute = 10
@@ -154,9 +160,11 @@ type view struct {
 	User    *accounts.User
 	Role    actors.Role
 	OrgName string
-	Error   string
-	Notice  string
-	Data    any
+	// Orgs counts the user's organizations (the header offers to switch when there are several).
+	Orgs   int
+	Error  string
+	Notice string
+	Data   any
 }
 
 // request is one signed-in request.
@@ -165,11 +173,17 @@ type request struct {
 	c       context.Context
 	session *accounts.Session
 	user    *accounts.User
-	org     *actors.OrgState
-	role    actors.Role
+	// orgID and memberID are the membership the session works in; org is its record.
+	orgID, memberID string
+	org             *actors.OrgState
+	role            actors.Role
 }
 
 func (r *request) admin() bool { return r.role == actors.RoleOwner || r.role == actors.RoleAdmin }
+
+func (r *request) member() Member {
+	return Member{UserID: r.user.ID, OrgID: r.orgID, MemberID: r.memberID}
+}
 
 // Serve answers a request under /console.
 func (c *Console) Serve(ctx *fasthttp.RequestCtx) {
@@ -220,7 +234,7 @@ func (c *Console) Serve(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	if api, ok := strings.CutPrefix(rest, "/api"); ok && strings.HasPrefix(api, "/") {
-		c.cfg.API(ctx, Member{UserID: r.user.ID, OrgID: r.user.OrgID, MemberID: r.user.MemberID}, api)
+		c.cfg.API(ctx, r.member(), api)
 		return
 	}
 	c.route(r, method, rest)
@@ -261,6 +275,16 @@ func (c *Console) route(r *request, method, rest string) {
 		c.membersPage(r, "", 200, "")
 	case rest == "/members/invite" && method == "POST":
 		c.invite(r)
+	case strings.HasPrefix(rest, "/members/") && strings.HasSuffix(rest, "/role") && method == "POST":
+		c.changeRole(r, strings.TrimSuffix(strings.TrimPrefix(rest, "/members/"), "/role"))
+	case strings.HasPrefix(rest, "/members/") && strings.HasSuffix(rest, "/remove") && method == "POST":
+		c.removeMember(r, strings.TrimSuffix(strings.TrimPrefix(rest, "/members/"), "/remove"))
+	case rest == "/orgs" && get:
+		c.orgsPage(r, "", 200)
+	case rest == "/orgs" && method == "POST":
+		c.createOrg(r)
+	case rest == "/orgs/switch" && method == "POST":
+		c.switchOrg(r)
 	case rest == "/account" && get:
 		c.render(r, "account", 200, view{Title: "Account", Nav: "account"})
 	case rest == "/account/password" && method == "POST":
@@ -278,16 +302,10 @@ func (c *Console) authenticate(ctx *fasthttp.RequestCtx, c2 context.Context, api
 	secret := string(ctx.Request.Header.Cookie(sessionCookie))
 	s, u, err := c.cfg.Accounts.Session(c2, secret)
 	if err == nil {
-		org, _, oerr := c.cfg.Orgs.Load(c2, u.OrgID)
-		if oerr == nil {
-			if m, ok := org.Member(u.MemberID); ok && m.RemovedAt == nil {
-				return &request{ctx: ctx, c: c2, session: s, user: u, org: org, role: m.Role}, true
-			}
-			err = accounts.ErrNoSession // the member left the organization: the account signs in no more
-		} else if errors.Is(oerr, persistence.ErrNotFound) {
-			err = accounts.ErrNoSession // the organization is gone
-		} else {
-			err = oerr
+		var r *request
+		r, err = c.activeMembership(ctx, c2, secret, s, u)
+		if err == nil {
+			return r, true
 		}
 	}
 	if !errors.Is(err, accounts.ErrNoSession) {
@@ -309,6 +327,48 @@ func (c *Console) authenticate(ctx *fasthttp.RequestCtx, c2 context.Context, api
 	}
 	redirect(ctx, Prefix+"/sign-in")
 	return nil, false
+}
+
+// activeMembership finds the organization the session works in. When the member was removed from it (or it
+// is gone), the session moves to the user's first organization that still counts them; with none left it
+// ends (ErrNoSession): a person removed everywhere signs in no more.
+func (c *Console) activeMembership(ctx *fasthttp.RequestCtx, c2 context.Context, secret string, s *accounts.Session, u *accounts.User) (*request, error) {
+	try := func(m accounts.Membership) (*request, error) {
+		org, _, err := c.cfg.Orgs.Load(c2, m.OrgID)
+		if errors.Is(err, persistence.ErrNotFound) {
+			return nil, accounts.ErrNoSession
+		}
+		if err != nil {
+			return nil, err
+		}
+		mem, ok := org.Member(m.MemberID)
+		if !ok || mem.RemovedAt != nil {
+			return nil, accounts.ErrNoSession
+		}
+		return &request{ctx: ctx, c: c2, session: s, user: u, orgID: m.OrgID, memberID: m.MemberID, org: org, role: mem.Role}, nil
+	}
+	cur := s.Active(u)
+	r, err := try(cur)
+	if !errors.Is(err, accounts.ErrNoSession) {
+		return r, err
+	}
+	for _, m := range u.All() {
+		if m.OrgID == cur.OrgID {
+			continue
+		}
+		r, err := try(m)
+		if errors.Is(err, accounts.ErrNoSession) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if r.session, err = c.cfg.Accounts.SwitchOrg(c2, secret, m.OrgID); err != nil {
+			return nil, err
+		}
+		return r, nil
+	}
+	return nil, accounts.ErrNoSession
 }
 
 // checkCSRF refuses a state-changing request whose token does not match the session's, or that comes from
@@ -442,6 +502,7 @@ func (c *Console) render(r *request, page string, status int, v view) {
 	v.User = r.user
 	v.Role = r.role
 	v.OrgName = r.org.Name
+	v.Orgs = len(r.user.All())
 	c.renderPage(r.ctx, page, status, v)
 }
 
