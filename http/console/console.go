@@ -260,7 +260,7 @@ func (c *Console) route(r *request, method, rest string) {
 	case rest == "/check" && get:
 		c.render(r, "check", 200, view{Title: "Check a file", Nav: "check"})
 	case rest == "/jobs" && get:
-		c.render(r, "jobs", 200, view{Title: "Jobs", Nav: "jobs"})
+		c.jobsPage(r)
 	case rest == "/batches" && get:
 		c.render(r, "batches", 200, view{Title: "Batches", Nav: "batches"})
 	case rest == "/webhooks" && get:
