@@ -73,6 +73,11 @@ type Config struct {
 	API func(ctx *fasthttp.RequestCtx, m Member, path string)
 	// Problem answers with a problem body of the API's one error table.
 	Problem func(ctx *fasthttp.RequestCtx, code problem.Code, detail string)
+	// Thumbnail finds image asset assetID of m's organization and returns a tag of its file's content and a
+	// function that renders its thumbnail (a PNG of at most ThumbnailSize pixels a side, decoded within the
+	// node's decode budget). ErrNoThumbnail: no such image; ErrThumbnailBusy: no decode memory came free in
+	// time. Nil: the assets page shows no previews.
+	Thumbnail func(ctx context.Context, m Member, assetID string) (tag string, render func(context.Context) ([]byte, error), err error)
 	// Cluster lists the nodes this node sees (the cluster page, owners and admins only); nil: the page says
 	// there is no cluster information.
 	Cluster func() []ClusterNode
@@ -105,6 +110,7 @@ type Console struct {
 	pages   map[string]*template.Template
 	static  fs.FS
 	limiter *limiter
+	thumbs  *thumbs
 }
 
 //go:embed templates/*.html
@@ -125,7 +131,7 @@ func New(cfg Config) (*Console, error) {
 		cfg.SignInsPerMinute = 10
 	}
 	c := &Console{cfg: cfg, pages: map[string]*template.Template{},
-		limiter: newLimiter(cfg.SignInsPerMinute, time.Minute, cfg.Clock)}
+		limiter: newLimiter(cfg.SignInsPerMinute, time.Minute, cfg.Clock), thumbs: newThumbs()}
 	funcs := template.FuncMap{"when": func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04 UTC") }}
 	names, err := fs.Glob(templateFS, "templates/*.html")
 	if err != nil {
@@ -255,6 +261,8 @@ func (c *Console) route(r *request, method, rest string) {
 		c.revokeKey(r, strings.TrimSuffix(strings.TrimPrefix(rest, "/keys/"), "/revoke"))
 	case rest == "/assets" && get:
 		c.render(r, "assets", 200, view{Title: "Assets", Nav: "assets"})
+	case strings.HasPrefix(rest, "/thumbnails/") && get:
+		c.thumbnail(r, strings.TrimPrefix(rest, "/thumbnails/"))
 	case rest == "/mark" && get:
 		c.render(r, "mark", 200, view{Title: "Mark a file", Nav: "mark"})
 	case rest == "/check" && get:

@@ -94,7 +94,12 @@
       const tr = el("tr", { "data-asset-id": a.id });
       const prev = el("td");
       const content = "/console/api/assets/" + encodeURIComponent(a.id) + "/content";
-      if (a.media_type === "image") prev.appendChild(el("img", { class: "thumb", src: content, alt: "", loading: "lazy" }));
+      // A small preview made by the server (never the full file); a missing one leaves the cell empty.
+      if (a.media_type === "image") {
+        const img = el("img", { class: "thumb", src: "/console/thumbnails/" + encodeURIComponent(a.id), alt: "", loading: "lazy", width: "64", height: "64" });
+        img.addEventListener("error", () => img.remove());
+        prev.appendChild(img);
+      }
       tr.appendChild(prev);
       tr.appendChild(el("td", {}, a.name || a.filename || a.id));
       tr.appendChild(el("td", {}, a.kind));
