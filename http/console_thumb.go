@@ -119,4 +119,3 @@ func (s *Server) readBlob(ctx context.Context, key string, offset, length int64)
 	}
 	return b, nil
 }
-
