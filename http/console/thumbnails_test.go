@@ -63,6 +63,7 @@ func TestThumbnails(t *testing.T) {
 	resp.Body.Close()
 	source := resp.Header.Get("X-Source-Asset-ID")
 	marked := resp.Header.Get("X-Asset-ID")
+	firstJob := resp.Header.Get("X-Request-ID")
 	if resp.StatusCode != 200 || source == "" || marked == "" {
 		t.Fatalf("mark: %d source %q marked %q", resp.StatusCode, source, marked)
 	}
@@ -125,6 +126,13 @@ func TestThumbnails(t *testing.T) {
 	_, _ = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
 	tall := resp.Header.Get("X-Source-Asset-ID")
+	// Both marks are on the jobs page's recent list, newest first.
+	jobs := c.do("GET", "/console/jobs", nil, nil).body
+	secondJob := resp.Header.Get("X-Request-ID")
+	i, j := strings.Index(jobs, `data-request-id="`+secondJob+`"`), strings.Index(jobs, `data-request-id="`+firstJob+`"`)
+	if firstJob == "" || secondJob == "" || i < 0 || j < 0 || i > j {
+		t.Fatalf("recent jobs: %q at %d, %q at %d", secondJob, i, firstJob, j)
+	}
 	if resp.StatusCode != 200 || tall == "" {
 		t.Fatalf("mark: %d source %q", resp.StatusCode, tall)
 	}

@@ -3,6 +3,7 @@ package accounts
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -174,5 +175,49 @@ func TestMembershipsAndSwitch(t *testing.T) {
 	}
 	if _, err := a.SwitchOrg(ctx, secret, "org_1"); !errors.Is(err, ErrNoSession) {
 		t.Fatalf("switch after a password change: %v", err)
+	}
+}
+
+// TestOwnersDemotingEachOtherAtOnce: two owners demote each other at the same moment through the
+// organization record's compare-and-set update (as the console does); the rules run against what the
+// winning write left, so the organization keeps an owner and exactly one change is applied.
+func TestOwnersDemotingEachOtherAtOnce(t *testing.T) {
+	a, clk := newTestAccounts(t)
+	orgs := actors.Orgs{Store: a.Store, Clock: clk}
+	ctx := context.Background()
+	for round := 0; round < 20; round++ {
+		st := org(owner1, owner2, member1)
+		st.ID = fmt.Sprintf("org_race%d", round)
+		if err := orgs.Create(ctx, st); err != nil {
+			t.Fatal(err)
+		}
+		errs := make(chan error, 2)
+		start := make(chan struct{})
+		for _, p := range [][2]string{{"o1", "o2"}, {"o2", "o1"}} {
+			go func() {
+				<-start
+				_, err := orgs.Update(ctx, st.ID, func(s *actors.OrgState) error { return ChangeRole(s, p[0], p[1], actors.RoleMember) })
+				errs <- err
+			}()
+		}
+		close(start)
+		var ok, refused int
+		for range 2 {
+			switch err := <-errs; {
+			case err == nil:
+				ok++
+			case errors.Is(err, ErrRoleForbidden):
+				refused++
+			default:
+				t.Fatalf("round %d: %v", round, err)
+			}
+		}
+		got, _, err := orgs.Load(ctx, st.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok != 1 || refused != 1 || activeOwners(got.Members) != 1 {
+			t.Fatalf("round %d: %d applied, %d refused, %d owners left", round, ok, refused, activeOwners(got.Members))
+		}
 	}
 }
