@@ -1,13 +1,16 @@
 // Package console is the web console the node serves under /console: sign-in, usage and credits, API keys,
-// assets, marking a file and checking one by drag and drop. Pages are rendered on the server with
+// assets, marking a file and checking one by drag and drop, jobs, batches, webhooks, storage destinations, the
+// GPU, the cluster, members and organizations. Pages are rendered on the server with
 // html/template; a small embedded script (static/console.js) calls the API's own routes under
 // /console/api/... with the session instead of an API key. Nothing is fetched from elsewhere (no CDN), so the
 // console works offline. docs/console.md explains the choices.
 //
-// It owns the session cookie, CSRF tokens, the per-address sign-in limit and the pages. It must not
-// implement API behaviour: /console/api/<path> runs the API's route for <path> (through Config.API), with the
-// signed-in member in place of a key, so the console and the SDKs see the same rules, limits and errors. It
-// stores nothing itself: accounts and sessions belong to internal/accounts.
+// It owns the session cookie, CSRF tokens, the per-address sign-in limit, the pages, and the in-memory cache of
+// asset thumbnails. It must not implement API behaviour: /console/api/<path> runs the API's route for <path>
+// (through Config.API), with the signed-in member in place of a key, so the console and the SDKs see the same
+// rules, limits and errors. It stores nothing of its own: accounts and sessions belong to internal/accounts;
+// organization records (created, members invited, given roles, removed from the console) are written through
+// actors.Orgs under internal/accounts' rules, and the organization's actor is told to read them again.
 package console
 
 import (
@@ -166,11 +169,9 @@ type view struct {
 	User    *accounts.User
 	Role    actors.Role
 	OrgName string
-	// Orgs counts the user's organizations (the header offers to switch when there are several).
-	Orgs   int
-	Error  string
-	Notice string
-	Data   any
+	Error   string
+	Notice  string
+	Data    any
 }
 
 // request is one signed-in request.
@@ -510,7 +511,6 @@ func (c *Console) render(r *request, page string, status int, v view) {
 	v.User = r.user
 	v.Role = r.role
 	v.OrgName = r.org.Name
-	v.Orgs = len(r.user.All())
 	c.renderPage(r.ctx, page, status, v)
 }
 
