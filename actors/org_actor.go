@@ -128,6 +128,11 @@ func (a *orgActor) Receive(ctx actor.Context) {
 			return
 		}
 		a.deps.Respond(ctx, a.reply(ReplyOK, ""))
+	case *OrgRefresh:
+		// The next load makes a fresh cell and reads the record (handing over any pending effects again,
+		// which is idempotent). The request window stays: it is this activation's count.
+		a.cell, a.state = nil, nil
+		a.deps.Respond(ctx, &OrgReply{Code: ReplyOK})
 	}
 }
 

@@ -136,3 +136,58 @@ func TestOrgActorReleasesOrphanedHolds(t *testing.T) {
 		t.Fatalf("orphaned hold kept: %+v", r)
 	}
 }
+
+func (f *orgFixture) admit(t *testing.T, pid *actor.PID, memberID string) *actors.OrgAdmitReply {
+	t.Helper()
+	res, err := f.system.Root.RequestFuture(pid, &actors.OrgAdmit{OrgID: f.orgID, MemberID: memberID}, 5*time.Second).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, ok := res.(*actors.OrgAdmitReply)
+	if !ok {
+		t.Fatalf("reply %T", res)
+	}
+	return r
+}
+
+// TestOrgActorRefresh: a member's role changed and their removal written outside the actor (the console's
+// member administration) count at the next admission once the actor is told to refresh.
+func TestOrgActorRefresh(t *testing.T) {
+	f := newOrgFixture(t, 10)
+	ctx := context.Background()
+	memberID, err := f.admin.AddMember(ctx, f.orgID, "Mel", actors.RoleMember)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := f.system.Root.Spawn(actors.OrgProps(f.deps))
+	if r := f.admit(t, pid, memberID); r.Code != actors.ReplyOK || r.Role != actors.RoleMember {
+		t.Fatalf("admit: %+v", r)
+	}
+	if _, err := (actors.Orgs{Store: f.deps.Store, Clock: f.deps.Clock}).Update(ctx, f.orgID, func(st *actors.OrgState) error {
+		for i := range st.Members {
+			if st.Members[i].ID == memberID {
+				st.Members[i].Role = actors.RoleAdmin
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if r := f.ask(t, pid, &actors.OrgRefresh{OrgID: f.orgID}); r.Code != actors.ReplyOK {
+		t.Fatalf("refresh: %+v", r)
+	}
+	if r := f.admit(t, pid, memberID); r.Code != actors.ReplyOK || r.Role != actors.RoleAdmin {
+		t.Fatalf("admit after a role change: %+v", r)
+	}
+	if err := f.admin.RemoveMember(ctx, f.orgID, memberID); err != nil {
+		t.Fatal(err)
+	}
+	f.ask(t, pid, &actors.OrgRefresh{OrgID: f.orgID})
+	if r := f.admit(t, pid, memberID); r.Code != actors.ReplyUnknownMember {
+		t.Fatalf("admit after removal: %+v", r)
+	}
+	// Credits still move through the refreshed activation (it holds the current version).
+	if r := f.ask(t, pid, &actors.OrgReserve{OrgID: f.orgID, Op: "req_x", Credits: 2}); r.Code != actors.ReplyOK || r.Available != 8 {
+		t.Fatalf("reserve after refresh: %+v", r)
+	}
+}

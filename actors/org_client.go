@@ -93,6 +93,18 @@ func (c OrgClient) Grant(ctx context.Context, m OrgGrant) (*OrgReply, error) {
 	return c.command(ctx, m.OrgID, &m)
 }
 
+// Refresh makes the organization's actor read its record again (after a change made outside it).
+func (c OrgClient) Refresh(ctx context.Context, orgID string) error {
+	r, err := c.command(ctx, orgID, &OrgRefresh{OrgID: orgID})
+	if err != nil {
+		return err
+	}
+	if r.Code != ReplyOK {
+		return fmt.Errorf("org %s: refresh answered %s", orgID, r.Code)
+	}
+	return nil
+}
+
 // Get reads the balance.
 func (c OrgClient) Get(ctx context.Context, orgID string) (*OrgReply, error) {
 	return c.command(ctx, orgID, &OrgGet{OrgID: orgID})

@@ -78,6 +78,13 @@ type OrgGet struct {
 	OrgID string
 }
 
+// OrgRefresh tells the actor that the organization record was changed outside it (members added, removed or
+// given another role from the console): it drops the record it holds, so the next message reads it again and
+// admission sees the change at once rather than after the activation ends.
+type OrgRefresh struct {
+	OrgID string
+}
+
 // OrgReply answers every org command but OrgAdmit.
 type OrgReply struct {
 	Code      string
@@ -91,5 +98,5 @@ type OrgReply struct {
 
 // OrgMessages lists the org actor's message types, for registration with the wire codec.
 func OrgMessages() []any {
-	return []any{OrgAdmit{}, OrgAdmitReply{}, OrgReserve{}, OrgCharge{}, OrgRelease{}, OrgGrant{}, OrgGet{}, OrgReply{}}
+	return []any{OrgAdmit{}, OrgAdmitReply{}, OrgReserve{}, OrgCharge{}, OrgRelease{}, OrgGrant{}, OrgGet{}, OrgRefresh{}, OrgReply{}}
 }

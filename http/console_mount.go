@@ -20,6 +20,7 @@ func (s *Server) MountConsole(cfg console.Config) error {
 	cfg.API = s.serveAsMember
 	cfg.Problem = func(ctx *fasthttp.RequestCtx, code problem.Code, detail string) { writeProblem(ctx, code, detail) }
 	cfg.Context = s.requestContext
+	cfg.Thumbnail = s.consoleThumbnail
 	c, err := console.New(cfg)
 	if err != nil {
 		return err

@@ -1,13 +1,16 @@
 // Package console is the web console the node serves under /console: sign-in, usage and credits, API keys,
-// assets, marking a file and checking one by drag and drop. Pages are rendered on the server with
+// assets, marking a file and checking one by drag and drop, jobs, batches, webhooks, storage destinations, the
+// GPU, the cluster, members and organizations. Pages are rendered on the server with
 // html/template; a small embedded script (static/console.js) calls the API's own routes under
 // /console/api/... with the session instead of an API key. Nothing is fetched from elsewhere (no CDN), so the
 // console works offline. docs/console.md explains the choices.
 //
-// It owns the session cookie, CSRF tokens, the per-address sign-in limit and the pages. It must not
-// implement API behaviour: /console/api/<path> runs the API's route for <path> (through Config.API), with the
-// signed-in member in place of a key, so the console and the SDKs see the same rules, limits and errors. It
-// stores nothing itself: accounts and sessions belong to internal/accounts.
+// It owns the session cookie, CSRF tokens, the per-address sign-in limit, the pages, and the in-memory cache of
+// asset thumbnails. It must not implement API behaviour: /console/api/<path> runs the API's route for <path>
+// (through Config.API), with the signed-in member in place of a key, so the console and the SDKs see the same
+// rules, limits and errors. It stores nothing of its own: accounts and sessions belong to internal/accounts;
+// organization records (created, members invited, given roles, removed from the console) are written through
+// actors.Orgs under internal/accounts' rules, and the organization's actor is told to read them again.
 package console
 
 import (
@@ -73,6 +76,11 @@ type Config struct {
 	API func(ctx *fasthttp.RequestCtx, m Member, path string)
 	// Problem answers with a problem body of the API's one error table.
 	Problem func(ctx *fasthttp.RequestCtx, code problem.Code, detail string)
+	// Thumbnail finds image asset assetID of m's organization and returns a tag of its file's content and a
+	// function that renders its thumbnail (a PNG of at most ThumbnailSize pixels a side, decoded within the
+	// node's decode budget). ErrNoThumbnail: no such image; ErrThumbnailBusy: no decode memory came free in
+	// time. Nil: the assets page shows no previews.
+	Thumbnail func(ctx context.Context, m Member, assetID string) (tag string, render func(context.Context) ([]byte, error), err error)
 	// Cluster lists the nodes this node sees (the cluster page, owners and admins only); nil: the page says
 	// there is no cluster information.
 	Cluster func() []ClusterNode
@@ -81,6 +89,9 @@ type Config struct {
 	SecureCookies bool
 	// SignInsPerMinute bounds sign-in attempts per client address (default 10); past it: 429.
 	SignInsPerMinute int
+	// NewOrgPlan is the plan of organizations created from the console (default "launch": no credits until
+	// the operator grants some, so creating organizations cannot mint free credits).
+	NewOrgPlan string
 	// Timeout bounds each request's storage and actor calls (default 10 s).
 	Timeout time.Duration
 }
@@ -102,6 +113,7 @@ type Console struct {
 	pages   map[string]*template.Template
 	static  fs.FS
 	limiter *limiter
+	thumbs  *thumbs
 }
 
 //go:embed templates/*.html
@@ -115,11 +127,14 @@ func New(cfg Config) (*Console, error) {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 10 * time.Second
 	}
+	if cfg.NewOrgPlan == "" {
+		cfg.NewOrgPlan = "launch"
+	}
 	if cfg.SignInsPerMinute <= 0 {
 		cfg.SignInsPerMinute = 10
 	}
 	c := &Console{cfg: cfg, pages: map[string]*template.Template{},
-		limiter: newLimiter(cfg.SignInsPerMinute, time.Minute, cfg.Clock)}
+		limiter: newLimiter(cfg.SignInsPerMinute, time.Minute, cfg.Clock), thumbs: newThumbs()}
 	funcs := template.FuncMap{"when": func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04 UTC") }}
 	names, err := fs.Glob(templateFS, "templates/*.html")
 	if err != nil {
@@ -165,11 +180,17 @@ type request struct {
 	c       context.Context
 	session *accounts.Session
 	user    *accounts.User
-	org     *actors.OrgState
-	role    actors.Role
+	// orgID and memberID are the membership the session works in; org is its record.
+	orgID, memberID string
+	org             *actors.OrgState
+	role            actors.Role
 }
 
 func (r *request) admin() bool { return r.role == actors.RoleOwner || r.role == actors.RoleAdmin }
+
+func (r *request) member() Member {
+	return Member{UserID: r.user.ID, OrgID: r.orgID, MemberID: r.memberID}
+}
 
 // Serve answers a request under /console.
 func (c *Console) Serve(ctx *fasthttp.RequestCtx) {
@@ -220,7 +241,7 @@ func (c *Console) Serve(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	if api, ok := strings.CutPrefix(rest, "/api"); ok && strings.HasPrefix(api, "/") {
-		c.cfg.API(ctx, Member{UserID: r.user.ID, OrgID: r.user.OrgID, MemberID: r.user.MemberID}, api)
+		c.cfg.API(ctx, r.member(), api)
 		return
 	}
 	c.route(r, method, rest)
@@ -241,12 +262,14 @@ func (c *Console) route(r *request, method, rest string) {
 		c.revokeKey(r, strings.TrimSuffix(strings.TrimPrefix(rest, "/keys/"), "/revoke"))
 	case rest == "/assets" && get:
 		c.render(r, "assets", 200, view{Title: "Assets", Nav: "assets"})
+	case strings.HasPrefix(rest, "/thumbnails/") && get:
+		c.thumbnail(r, strings.TrimPrefix(rest, "/thumbnails/"))
 	case rest == "/mark" && get:
 		c.render(r, "mark", 200, view{Title: "Mark a file", Nav: "mark"})
 	case rest == "/check" && get:
 		c.render(r, "check", 200, view{Title: "Check a file", Nav: "check"})
 	case rest == "/jobs" && get:
-		c.render(r, "jobs", 200, view{Title: "Jobs", Nav: "jobs"})
+		c.jobsPage(r)
 	case rest == "/batches" && get:
 		c.render(r, "batches", 200, view{Title: "Batches", Nav: "batches"})
 	case rest == "/webhooks" && get:
@@ -261,6 +284,16 @@ func (c *Console) route(r *request, method, rest string) {
 		c.membersPage(r, "", 200, "")
 	case rest == "/members/invite" && method == "POST":
 		c.invite(r)
+	case strings.HasPrefix(rest, "/members/") && strings.HasSuffix(rest, "/role") && method == "POST":
+		c.changeRole(r, strings.TrimSuffix(strings.TrimPrefix(rest, "/members/"), "/role"))
+	case strings.HasPrefix(rest, "/members/") && strings.HasSuffix(rest, "/remove") && method == "POST":
+		c.removeMember(r, strings.TrimSuffix(strings.TrimPrefix(rest, "/members/"), "/remove"))
+	case rest == "/orgs" && get:
+		c.orgsPage(r, "", 200)
+	case rest == "/orgs" && method == "POST":
+		c.createOrg(r)
+	case rest == "/orgs/switch" && method == "POST":
+		c.switchOrg(r)
 	case rest == "/account" && get:
 		c.render(r, "account", 200, view{Title: "Account", Nav: "account"})
 	case rest == "/account/password" && method == "POST":
@@ -278,16 +311,10 @@ func (c *Console) authenticate(ctx *fasthttp.RequestCtx, c2 context.Context, api
 	secret := string(ctx.Request.Header.Cookie(sessionCookie))
 	s, u, err := c.cfg.Accounts.Session(c2, secret)
 	if err == nil {
-		org, _, oerr := c.cfg.Orgs.Load(c2, u.OrgID)
-		if oerr == nil {
-			if m, ok := org.Member(u.MemberID); ok && m.RemovedAt == nil {
-				return &request{ctx: ctx, c: c2, session: s, user: u, org: org, role: m.Role}, true
-			}
-			err = accounts.ErrNoSession // the member left the organization: the account signs in no more
-		} else if errors.Is(oerr, persistence.ErrNotFound) {
-			err = accounts.ErrNoSession // the organization is gone
-		} else {
-			err = oerr
+		var r *request
+		r, err = c.activeMembership(ctx, c2, secret, s, u)
+		if err == nil {
+			return r, true
 		}
 	}
 	if !errors.Is(err, accounts.ErrNoSession) {
@@ -309,6 +336,48 @@ func (c *Console) authenticate(ctx *fasthttp.RequestCtx, c2 context.Context, api
 	}
 	redirect(ctx, Prefix+"/sign-in")
 	return nil, false
+}
+
+// activeMembership finds the organization the session works in. When the member was removed from it (or it
+// is gone), the session moves to the user's first organization that still counts them; with none left it
+// ends (ErrNoSession): a person removed everywhere signs in no more.
+func (c *Console) activeMembership(ctx *fasthttp.RequestCtx, c2 context.Context, secret string, s *accounts.Session, u *accounts.User) (*request, error) {
+	try := func(m accounts.Membership) (*request, error) {
+		org, _, err := c.cfg.Orgs.Load(c2, m.OrgID)
+		if errors.Is(err, persistence.ErrNotFound) {
+			return nil, accounts.ErrNoSession
+		}
+		if err != nil {
+			return nil, err
+		}
+		mem, ok := org.Member(m.MemberID)
+		if !ok || mem.RemovedAt != nil {
+			return nil, accounts.ErrNoSession
+		}
+		return &request{ctx: ctx, c: c2, session: s, user: u, orgID: m.OrgID, memberID: m.MemberID, org: org, role: mem.Role}, nil
+	}
+	cur := s.Active(u)
+	r, err := try(cur)
+	if !errors.Is(err, accounts.ErrNoSession) {
+		return r, err
+	}
+	for _, m := range u.All() {
+		if m.OrgID == cur.OrgID {
+			continue
+		}
+		r, err := try(m)
+		if errors.Is(err, accounts.ErrNoSession) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if r.session, err = c.cfg.Accounts.SwitchOrg(c2, secret, m.OrgID); err != nil {
+			return nil, err
+		}
+		return r, nil
+	}
+	return nil, accounts.ErrNoSession
 }
 
 // checkCSRF refuses a state-changing request whose token does not match the session's, or that comes from

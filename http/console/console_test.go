@@ -340,7 +340,7 @@ func TestInvitation(t *testing.T) {
 	if r := ada.do("POST", link[1], url.Values{"csrf": {pre[1]}, "password": {"ada's own password"}, "confirm": {"ada's own password"}}, nil); r.status != 303 || ada.cookies["filigrane_session"] == "" {
 		t.Fatalf("accept: %d", r.status)
 	}
-	if r := ada.do("GET", "/console/members", nil, nil); r.status != 200 || !strings.Contains(r.body, "ada@example.com · Development (admin)") {
+	if r := ada.do("GET", "/console/members", nil, nil); r.status != 200 || !strings.Contains(r.body, `ada@example.com · <a href="/console/orgs" id="current-org" title="Switch or create an organization">Development</a> (admin)`) {
 		t.Fatalf("the new admin's members page: %d", r.status)
 	}
 	// Admins invite admins and members, not owners.
@@ -352,5 +352,183 @@ func TestInvitation(t *testing.T) {
 	other := &client{t: t, base: owner.base, cookies: map[string]string{}}
 	if r := other.do("GET", link[1], nil, nil); r.status != 410 {
 		t.Fatalf("second use of the link: %d", r.status)
+	}
+}
+
+// apiStatus calls the API itself with a key (not the console) and returns the status and body.
+func apiStatus(t *testing.T, n *node.Node, method, path, key string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, "http://"+n.APIAddr()+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("X-API-Key", key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// TestMemberRolesAndRemoval: an owner makes a member admin and removes them from the console; the change
+// counts for the member's API key and console session at once. The last owner can neither be demoted nor
+// leave; an admin cannot touch an owner.
+func TestMemberRolesAndRemoval(t *testing.T) {
+	n := startNode(t, clock.NewManual(time.Now()), nil)
+	ctx := context.Background()
+	adm := admin.Admin{Store: n.Store(), Clock: clock.System{}, Catalog: actors.DefaultCatalog(), PasswordCost: cheapHash}
+	org := n.DevOrg.OrgID
+	melID, err := adm.AddMember(ctx, org, "Mel", actors.RoleMember)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := adm.CreateUser(ctx, org, melID, "mel@example.com", "mel's long password"); err != nil {
+		t.Fatal(err)
+	}
+	melKey, _, err := adm.CreateKey(ctx, actors.NewKeySpec{OrgID: org, MemberID: melID, Name: "mel", Scopes: actors.AllScopes()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Deleting an asset needs owner or admin: a member's key is refused with role_forbidden, an admin's gets
+	// as far as "no such asset".
+	const deletePath = "/assets/ast_00000000000000000000000000000000"
+	if st, body := apiStatus(t, n, "DELETE", deletePath, melKey); st != 403 || !strings.Contains(body, "role_forbidden") {
+		t.Fatalf("member's key deletes: %d %s", st, body)
+	}
+
+	owner := &client{t: t, base: "http://" + n.APIAddr(), cookies: map[string]string{}}
+	if r := owner.signIn(n.DevOrg.ConsoleEmail, n.DevOrg.ConsolePassword); r.status != 303 {
+		t.Fatalf("sign in: %d", r.status)
+	}
+	page := owner.do("GET", "/console/members", nil, nil)
+	tok := csrfField.FindStringSubmatch(page.body)[1]
+	ownerID := n.DevOrg.MemberID
+	if strings.Contains(page.body, `action="/console/members/`+ownerID+`/remove"`) || strings.Contains(page.body, `id="role-`+ownerID+`"`) {
+		t.Fatal("the only owner is offered to leave or change their role")
+	}
+	if !strings.Contains(page.body, `id="role-`+melID+`"`) || !strings.Contains(page.body, `action="/console/members/`+melID+`/remove"`) {
+		t.Fatal("the owner is not offered to change Mel's role or remove Mel")
+	}
+	if r := owner.do("POST", "/console/members/"+ownerID+"/role", url.Values{"csrf": {tok}, "role": {"admin"}}, nil); r.status != 409 || !strings.Contains(r.body, "keeps at least one owner") {
+		t.Fatalf("the last owner demotes themselves: %d", r.status)
+	}
+	if r := owner.do("POST", "/console/members/"+ownerID+"/remove", url.Values{"csrf": {tok}}, nil); r.status != 409 {
+		t.Fatalf("the last owner leaves: %d", r.status)
+	}
+	if r := owner.do("POST", "/console/members/"+melID+"/role", url.Values{"role": {"admin"}}, nil); r.status != 403 {
+		t.Fatalf("role change without the CSRF token: %d", r.status)
+	}
+	if r := owner.do("POST", "/console/members/"+melID+"/role", url.Values{"csrf": {tok}, "role": {"root"}}, nil); r.status != 422 {
+		t.Fatalf("unknown role: %d", r.status)
+	}
+	if r := owner.do("POST", "/console/members/mem_nobody/role", url.Values{"csrf": {tok}, "role": {"admin"}}, nil); r.status != 404 {
+		t.Fatalf("unknown member: %d", r.status)
+	}
+	if r := owner.do("POST", "/console/members/"+melID+"/role", url.Values{"csrf": {tok}, "role": {"admin"}}, nil); r.status != 200 {
+		t.Fatalf("make Mel admin: %d", r.status)
+	}
+	// At once, without waiting for the organization's actor to go idle: Mel's key acts as an admin.
+	if st, body := apiStatus(t, n, "DELETE", deletePath, melKey); st != 404 || !strings.Contains(body, "asset_not_found") {
+		t.Fatalf("admin's key deletes a missing asset: %d %s", st, body)
+	}
+
+	mel := &client{t: t, base: owner.base, cookies: map[string]string{}}
+	if r := mel.signIn("mel@example.com", "mel's long password"); r.status != 303 {
+		t.Fatalf("Mel signs in: %d", r.status)
+	}
+	melPage := mel.do("GET", "/console/members", nil, nil)
+	melTok := csrfField.FindStringSubmatch(melPage.body)[1]
+	if !strings.Contains(melPage.body, "(admin)") || strings.Contains(melPage.body, `id="role-`+ownerID+`"`) {
+		t.Fatalf("Mel's members page as admin: %d", melPage.status)
+	}
+	if r := mel.do("POST", "/console/members/"+ownerID+"/role", url.Values{"csrf": {melTok}, "role": {"member"}}, nil); r.status != 403 {
+		t.Fatalf("an admin demotes the owner: %d", r.status)
+	}
+	if r := mel.do("POST", "/console/members/"+ownerID+"/remove", url.Values{"csrf": {melTok}}, nil); r.status != 403 {
+		t.Fatalf("an admin removes the owner: %d", r.status)
+	}
+
+	// Removed: Mel's key stops working and Mel's console session ends at its next request.
+	if r := owner.do("POST", "/console/members/"+melID+"/remove", url.Values{"csrf": {tok}}, nil); r.status != 200 || strings.Contains(r.body, `data-member-id="`+melID+`"`) {
+		t.Fatalf("remove Mel: %d", r.status)
+	}
+	if st, body := apiStatus(t, n, "DELETE", deletePath, melKey); st != 403 || strings.Contains(body, "asset_not_found") {
+		t.Fatalf("a removed member's key: %d %s", st, body)
+	}
+	if r := mel.do("GET", "/console/usage", nil, nil); r.status != 303 || r.header.Get("Location") != "/console/sign-in" {
+		t.Fatalf("removed member's session: %d", r.status)
+	}
+}
+
+// TestCreateAndSwitchOrganization: a signed-in person creates an organization (owner, no credits), works in
+// it, switches back; switching to someone else's organization is refused; a second owner can leave.
+func TestCreateAndSwitchOrganization(t *testing.T) {
+	n := startNode(t, clock.NewManual(time.Now()), nil)
+	c := &client{t: t, base: "http://" + n.APIAddr(), cookies: map[string]string{}}
+	if r := c.signIn(n.DevOrg.ConsoleEmail, n.DevOrg.ConsolePassword); r.status != 303 {
+		t.Fatalf("sign in: %d", r.status)
+	}
+	page := c.do("GET", "/console/orgs", nil, nil)
+	tok := csrfField.FindStringSubmatch(page.body)[1]
+	if page.status != 200 || !strings.Contains(page.body, "Development") || !strings.Contains(page.body, `<span class="tag">current</span>`) {
+		t.Fatalf("organizations page: %d", page.status)
+	}
+	if r := c.do("POST", "/console/orgs", url.Values{"name": {"Second"}}, nil); r.status != 403 {
+		t.Fatalf("create without the CSRF token: %d", r.status)
+	}
+	if r := c.do("POST", "/console/orgs", url.Values{"csrf": {tok}, "name": {"  "}}, nil); r.status != 422 {
+		t.Fatalf("blank name: %d", r.status)
+	}
+	if r := c.do("POST", "/console/orgs", url.Values{"csrf": {tok}, "name": {"Second Studio"}}, nil); r.status != 303 || r.header.Get("Location") != "/console/members" {
+		t.Fatalf("create: %d %s", r.status, r.header.Get("Location"))
+	}
+	members := c.do("GET", "/console/members", nil, nil)
+	if !strings.Contains(members.body, `id="current-org" title="Switch or create an organization">Second Studio</a> (owner)`) ||
+		!strings.Contains(members.body, n.DevOrg.ConsoleEmail) {
+		t.Fatalf("members of the new organization: %d", members.status)
+	}
+	secondID := regexp.MustCompile(`data-org-id="(org_[0-9a-f]+)"><td>Second Studio`).FindStringSubmatch(c.do("GET", "/console/orgs", nil, nil).body)
+	if secondID == nil {
+		t.Fatal("the new organization is not listed")
+	}
+	// It starts without credits: the usage page shows a zero balance.
+	if u := c.do("GET", "/console/usage", nil, nil); !regexp.MustCompile(`(?s)Balance.{0,80}>0<`).MatchString(u.body) {
+		t.Fatalf("usage of the new organization: %d", u.status)
+	}
+	// Keys made now belong to the new organization.
+	keys := c.do("GET", "/console/keys", nil, nil)
+	if strings.Contains(keys.body, "data-key-id") {
+		t.Fatal("the new organization lists the development organization's keys")
+	}
+	if r := c.do("POST", "/console/orgs/switch", url.Values{"csrf": {tok}, "org": {"org_0000000000000000"}}, nil); r.status != 404 {
+		t.Fatalf("switch to a stranger's organization: %d", r.status)
+	}
+	if r := c.do("POST", "/console/orgs/switch", url.Values{"csrf": {tok}, "org": {n.DevOrg.OrgID}}, nil); r.status != 303 {
+		t.Fatalf("switch back: %d", r.status)
+	}
+	if r := c.do("GET", "/console/keys", nil, nil); !strings.Contains(r.body, ">Development</a> (owner)") || !strings.Contains(r.body, "data-key-id") {
+		t.Fatalf("after switching back: %d", r.status)
+	}
+	// A fresh sign-in starts in the first organization.
+	other := &client{t: t, base: c.base, cookies: map[string]string{}}
+	if r := other.signIn(n.DevOrg.ConsoleEmail, n.DevOrg.ConsolePassword); r.status != 303 {
+		t.Fatal(r.status)
+	}
+	if r := other.do("GET", "/console/usage", nil, nil); !strings.Contains(r.body, ">Development</a>") {
+		t.Fatalf("fresh session: %d", r.status)
+	}
+	// Leaving the development organization (after making a second owner there) moves the session to the
+	// organization the person still belongs to.
+	adm := admin.Admin{Store: n.Store(), Clock: clock.System{}, Catalog: actors.DefaultCatalog(), PasswordCost: cheapHash}
+	if _, err := adm.AddMember(context.Background(), n.DevOrg.OrgID, "Other owner", actors.RoleOwner); err != nil {
+		t.Fatal(err)
+	}
+	if r := c.do("POST", "/console/members/"+n.DevOrg.MemberID+"/remove", url.Values{"csrf": {tok}}, nil); r.status != 303 || r.header.Get("Location") != "/console/orgs" {
+		t.Fatalf("leave: %d", r.status)
+	}
+	if r := c.do("GET", "/console/orgs", nil, nil); r.status != 200 || strings.Contains(r.body, ">Development<") || !strings.Contains(r.body, ">Second Studio</a> (owner)") {
+		t.Fatalf("after leaving: %d", r.status)
 	}
 }

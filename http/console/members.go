@@ -14,22 +14,43 @@ import (
 )
 
 type membersData struct {
-	Members   []actors.Member
+	Members   []memberRow
 	MayInvite bool
 	Owner     bool
 	Link      string
 }
 
+// memberRow is one member with what the signed-in person may do to them (accounts' rules): the roles they
+// may give (the current one first, so the form shows it selected) and whether they may remove them.
+type memberRow struct {
+	actors.Member
+	Self      bool
+	Roles     []actors.Role
+	MayRemove bool
+}
+
 func (c *Console) membersPage(r *request, msg string, status int, link string) {
-	var active []actors.Member
+	var rows []memberRow
 	for _, m := range r.org.Members {
-		if m.RemovedAt == nil {
-			active = append(active, m)
+		if m.RemovedAt != nil {
+			continue
 		}
+		row := memberRow{Member: m, Self: m.ID == r.memberID,
+			MayRemove: accounts.CheckRemoval(r.org.Members, r.memberID, m.ID) == nil}
+		var others []actors.Role
+		for _, to := range []actors.Role{actors.RoleOwner, actors.RoleAdmin, actors.RoleMember} {
+			if to != m.Role && accounts.CheckRoleChange(r.org.Members, r.memberID, m.ID, to) == nil {
+				others = append(others, to)
+			}
+		}
+		if len(others) > 0 {
+			row.Roles = append([]actors.Role{m.Role}, others...)
+		}
+		rows = append(rows, row)
 	}
-	sort.SliceStable(active, func(i, j int) bool { return active[i].AddedAt.Before(active[j].AddedAt) })
+	sort.SliceStable(rows, func(i, j int) bool { return rows[i].AddedAt.Before(rows[j].AddedAt) })
 	c.render(r, "members", status, view{Title: "Members", Nav: "members", Error: msg,
-		Data: membersData{Members: active, MayInvite: r.admin(), Owner: r.role == actors.RoleOwner, Link: link}})
+		Data: membersData{Members: rows, MayInvite: r.admin(), Owner: r.role == actors.RoleOwner, Link: link}})
 }
 
 // invite creates a one-time invitation link. Owners invite any role, admins admins and members.
@@ -47,7 +68,7 @@ func (c *Console) invite(r *request) {
 		c.membersPage(r, "Choose a role you may grant.", 422, "")
 		return
 	}
-	token, _, err := c.cfg.Accounts.CreateInvite(r.c, r.user.OrgID, form.Get("email"), string(role), r.user.ID)
+	token, _, err := c.cfg.Accounts.CreateInvite(r.c, r.orgID, form.Get("email"), string(role), r.user.ID)
 	switch {
 	case errors.Is(err, accounts.ErrBadEmail):
 		c.membersPage(r, "That is not an email address.", 422, "")
@@ -171,6 +192,9 @@ func (c *Console) acceptInvite(ctx *fasthttp.RequestCtx, token string) {
 	}); err != nil {
 		c.unavailablePage(ctx, err)
 		return
+	}
+	if err := c.cfg.OrgCalls.Refresh(c2, inv.OrgID); err != nil {
+		c.cfg.Logger.Warn().Err(err).Str("org", inv.OrgID).Msg("console: refresh the organization's actor")
 	}
 	if _, err := c.cfg.Accounts.CreateUser(c2, inv.Email, pw, inv.OrgID, memberID); err != nil {
 		if errors.Is(err, accounts.ErrEmailTaken) {

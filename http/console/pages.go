@@ -104,7 +104,7 @@ const chartDays = 30
 const ledgerShown = 1000
 
 func (c *Console) usagePage(r *request) {
-	bal, err := c.cfg.OrgCalls.Get(r.c, r.user.OrgID)
+	bal, err := c.cfg.OrgCalls.Get(r.c, r.orgID)
 	if err != nil {
 		c.cfg.Logger.Error().Err(err).Msg("console: balance")
 		c.errorPage(r.ctx, 503, "The balance could not be read. Try again in a moment.")
@@ -114,7 +114,7 @@ func (c *Console) usagePage(r *request) {
 	if r.org.Seq > ledgerShown {
 		from = r.org.Seq - ledgerShown + 1
 	}
-	entries, err := c.cfg.Orgs.Ledger(r.c, r.user.OrgID, from, ledgerShown)
+	entries, err := c.cfg.Orgs.Ledger(r.c, r.orgID, from, ledgerShown)
 	if err != nil {
 		c.cfg.Logger.Error().Err(err).Msg("console: ledger")
 		c.errorPage(r.ctx, 503, "The ledger could not be read. Try again in a moment.")
@@ -185,7 +185,7 @@ func (c *Console) keysPage(r *request, msg string, status int) {
 }
 
 func (c *Console) renderKeys(r *request, msg string, status int, created *createdKey) {
-	keys, err := c.cfg.Keys.List(r.c, r.user.OrgID)
+	keys, err := c.cfg.Keys.List(r.c, r.orgID)
 	if err != nil {
 		c.cfg.Logger.Error().Err(err).Msg("console: list keys")
 		c.errorPage(r.ctx, 503, "The keys could not be read. Try again in a moment.")
@@ -194,7 +194,7 @@ func (c *Console) renderKeys(r *request, msg string, status int, created *create
 	now := c.cfg.Clock.Now()
 	rows := make([]keyRow, 0, len(keys))
 	for _, k := range keys {
-		row := keyRow{APIKey: k, Status: "active", Mine: k.MemberID == r.user.MemberID}
+		row := keyRow{APIKey: k, Status: "active", Mine: k.MemberID == r.memberID}
 		switch {
 		case k.RevokedAt != nil:
 			row.Status = "revoked"
@@ -233,7 +233,7 @@ func (c *Console) createKey(r *request) {
 		c.keysPage(r, "Choose at least one scope.", 422)
 		return
 	}
-	spec := actors.NewKeySpec{OrgID: r.user.OrgID, MemberID: r.user.MemberID, Name: name, Scopes: scopes}
+	spec := actors.NewKeySpec{OrgID: r.orgID, MemberID: r.memberID, Name: name, Scopes: scopes}
 	if life > 0 {
 		t := c.cfg.Clock.Now().Add(life)
 		spec.ExpiresAt = &t
@@ -249,11 +249,11 @@ func (c *Console) createKey(r *request) {
 
 func (c *Console) revokeKey(r *request, id string) {
 	key, _, err := c.cfg.Keys.Get(r.c, id)
-	if err != nil || key.OrgID != r.user.OrgID {
+	if err != nil || key.OrgID != r.orgID {
 		c.keysPage(r, "There is no such key.", 404)
 		return
 	}
-	if key.MemberID != r.user.MemberID && !r.admin() {
+	if key.MemberID != r.memberID && !r.admin() {
 		c.keysPage(r, "Only owners and admins revoke other members' keys.", 403)
 		return
 	}

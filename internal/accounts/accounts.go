@@ -1,12 +1,14 @@
 // Package accounts owns the people who sign in to the web console: users (an email and an argon2id password
-// hash, each tied to one organization member), their sessions, and the sign-in lockout. Records live in the
-// node's Store (Pebble, or object storage in a cluster) and are written with compare-and-set through
+// hash, each a member of one organization or more), their sessions (each working in one of the user's
+// organizations), the sign-in lockout, invitations, and the rules of membership administration from the
+// console (rules.go: who may change whose role or remove whom; an organization keeps an owner). Records live
+// in the node's Store (Pebble, or object storage in a cluster) and are written with compare-and-set through
 // actors/durable, so every node of a cluster sees the same users and sessions.
 //
-// It must not know about HTTP, cookies or pages (package http/console does), and it does not decide what a
-// member may do in an organization (the organization record's role does). Session secrets and passwords are
-// never stored: a session is found by the SHA-256 of its secret (256 random bits), a password by its argon2id
-// hash.
+// It must not know about HTTP, cookies or pages (package http/console does). What a member's role lets their
+// keys and sessions do with the API is decided by the organization record and the API, not here. Session
+// secrets and passwords are never stored: a session is found by the SHA-256 of its secret (256 random bits),
+// a password by its argon2id hash.
 package accounts
 
 import (
@@ -96,12 +98,15 @@ type Argon2 struct {
 // DefaultArgon2 follows the current OWASP recommendation for argon2id (19 MiB, 2 passes, 1 lane).
 var DefaultArgon2 = Argon2{Time: 2, MemKiB: 19 * 1024, Threads: 1}
 
-// User is a console user: one person, one organization member.
+// User is a console user: one person, a member of one organization or more. OrgID and MemberID are the
+// membership the user was created with (a session starts there); Memberships are those added since
+// (organizations the user created in the console).
 type User struct {
-	ID       string `msgpack:"id"`
-	Email    string `msgpack:"email"`
-	OrgID    string `msgpack:"org_id"`
-	MemberID string `msgpack:"member_id"`
+	ID          string       `msgpack:"id"`
+	Email       string       `msgpack:"email"`
+	OrgID       string       `msgpack:"org_id"`
+	MemberID    string       `msgpack:"member_id"`
+	Memberships []Membership `msgpack:"memberships,omitempty"`
 
 	Hash   []byte `msgpack:"hash"`
 	Salt   []byte `msgpack:"salt"`
@@ -126,6 +131,10 @@ func (*User) SchemaVersion() uint16 { return 1 }
 type Session struct {
 	UserID string `msgpack:"user_id"`
 	Epoch  uint64 `msgpack:"epoch"`
+	// OrgID and MemberID are the membership the session works in (switched with SwitchOrg); empty: the
+	// user's first.
+	OrgID    string `msgpack:"org_id,omitempty"`
+	MemberID string `msgpack:"member_id,omitempty"`
 	// CSRF is the token every state-changing form and call of this session must carry.
 	CSRF      string    `msgpack:"csrf"`
 	CreatedAt time.Time `msgpack:"created_at"`

@@ -181,6 +181,16 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Fatalf("available credits on the usage page: %q", got)
 	}
 	shot("02-usage")
+	// Keyboard: the first Tab reaches the "skip to content" link, and Enter on it moves focus to the page's
+	// content, past the navigation.
+	do("Tab to the skip link", chromedp.KeyEvent(kb.Tab))
+	if got := eval(`document.activeElement.className + " " + document.activeElement.textContent`); got != "skip Skip to content" {
+		t.Fatalf("first Tab focuses %q, want the skip link", got)
+	}
+	do("Enter on the skip link", chromedp.KeyEvent(kb.Enter))
+	if got := eval(`document.activeElement.id`); got != "main" {
+		t.Fatalf("after Enter on the skip link the focus is on %q, want main", got)
+	}
 
 	// Create a key; its secret is shown once and works against the API.
 	do("create a key",
@@ -228,12 +238,31 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Fatalf("job page: %q", job)
 	}
 	shot("04-job")
+	// The jobs page lists it among the recent jobs with its status and a link to its result.
+	markReq := eval(`new URLSearchParams(location.search).get("request_id")`)
+	do("recent jobs", chromedp.Navigate(base+"/console/jobs"),
+		chromedp.WaitVisible(chromedp.CSS(`#recent-jobs tr[data-request-id="`+markReq+`"]`)))
+	waitText(`#recent-jobs tr[data-request-id="`+markReq+`"] .job-status`, "succeeded")
+	if got := eval(`document.querySelector('#recent-jobs tr[data-request-id="` + markReq + `"] .job-result a').getAttribute('href')`); got != "/console/api/watermarks/jobs/"+markReq+"/result" {
+		t.Fatalf("result link of the recent job: %q", got)
+	}
+	shot("17-jobs")
 
 	// Find it in the assets, by the watermark id filter too.
 	do("list assets", chromedp.Navigate(base+"/console/assets"),
 		chromedp.WaitVisible(chromedp.CSS(`#assets tbody tr[data-asset-id="`+assetID+`"]`)))
 	if rows, _ := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll('#assets tbody tr').length`)); rows != 2 {
 		t.Fatalf("asset rows: %d, want the source and the watermarked image", rows)
+	}
+	// Each image row shows a server-made thumbnail (160 px), not the full 512 px file.
+	thumbs := `[...document.querySelectorAll('#assets img.thumb')]`
+	wctx, cancelThumbs := context.WithTimeout(ctx, 15*time.Second)
+	if err := chromedp.Do(wctx, chromedp.Poll[chromedp.Void](thumbs+`.length === 2 && `+thumbs+`.every(i => i.complete && i.naturalWidth > 0)`)); err != nil {
+		t.Fatalf("thumbnails did not load: %v", err)
+	}
+	cancelThumbs()
+	if got := eval(thumbs + `.map(i => i.naturalWidth + "x" + i.naturalHeight + " " + i.getAttribute("src").split("/").slice(0, 3).join("/")).join(", ")`); got != "160x160 /console/thumbnails, 160x160 /console/thumbnails" {
+		t.Fatalf("thumbnails: %q", got)
 	}
 	// The mark on the old page is removed first, so that only the filtered page's finished list matches.
 	do("filter by kind and watermark id", chromedp.Evaluate[chromedp.Void](`document.getElementById('assets').removeAttribute('data-loaded')`),
@@ -322,6 +351,61 @@ func TestConsoleInBrowser(t *testing.T) {
 		waitText(p.sel, p.want)
 		shot(p.shot)
 	}
+	// Storage: add a destination from the console; its verification is tried (and refused here: the
+	// endpoint is a private address, which the node does not write to) and its deliveries listed.
+	do("add a storage destination", chromedp.Navigate(base+"/console/storage"), chromedp.WaitVisible(chromedp.CSS("#storage-new")),
+		chromedp.Click(chromedp.CSS("#storage-new summary")),
+		chromedp.SendKeys(chromedp.CSS("#st-name"), "results"),
+		chromedp.SendKeys(chromedp.CSS("#st-endpoint"), "127.0.0.1:9"),
+		chromedp.SendKeys(chromedp.CSS("#st-bucket"), "acme-results"),
+		chromedp.SendKeys(chromedp.CSS("#st-akid"), "AKIAEXAMPLE"),
+		chromedp.SendKeys(chromedp.CSS("#st-secret"), "not a real secret"),
+		chromedp.Click(chromedp.CSS(`#storage-form button[type="submit"]`)))
+	waitText("#storage-status", "Added results.")
+	waitText("#storage tbody", "not verified")
+	do("verify it", chromedp.Click(chromedp.CSS(`#storage button[aria-label="Verify results"]`)))
+	waitText("#storage-status", "storage_verification_failed")
+	do("its deliveries", chromedp.Click(chromedp.CSS(`#storage button[aria-label="Deliveries to results"]`)))
+	waitText("#storage-deliveries", "No deliveries yet.")
+	shot("12-storage-added")
+
+	// Members: the owner makes Mallory an admin; the role shows at once.
+	do("make Mallory admin", chromedp.Navigate(base+"/console/members"), chromedp.WaitVisible(chromedp.CSS("#role-"+memberID)),
+		chromedp.SetValue(chromedp.CSS("#role-"+memberID), "admin"),
+		chromedp.Click(chromedp.CSS(`tr[data-member-id="`+memberID+`"] form[action$="/role"] button`)),
+		chromedp.WaitVisible(chromedp.CSS("#role-"+memberID)))
+	if got := eval(`document.getElementById("role-` + memberID + `").value`); got != "admin" {
+		t.Fatalf("Mallory's role after the change: %q", got)
+	}
+	if n, _ := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll('#role-`+dev.MemberID+`, form[action="/console/members/`+dev.MemberID+`/remove"]').length`)); n != 0 {
+		t.Fatal("the only owner is offered to change their role or leave")
+	}
+	shot("15-members")
+	// On a phone the members table scrolls inside its box; the page does not scroll sideways.
+	do("members on a phone", chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2)), chromedp.Reload(),
+		chromedp.WaitVisible(chromedp.CSS("#members")))
+	if w, _ := chromedp.Run(ctx, chromedp.Evaluate[int](`document.documentElement.scrollWidth`)); w > 390 {
+		t.Fatalf("the members page scrolls sideways on a phone: %d px wide", w)
+	}
+	shot("19-members-phone")
+	do("laptop viewport again", chromedp.EmulateViewport(1280, 900))
+
+	// Organizations: create one (its owner, no credits), see it in the header, switch back.
+	do("create an organization", chromedp.Navigate(base+"/console/orgs"), chromedp.WaitVisible(chromedp.CSS("#org-form")),
+		chromedp.SendKeys(chromedp.CSS("#org-name"), "Studio Two"),
+		chromedp.Submit(chromedp.CSS("#org-form")),
+		chromedp.WaitVisible(chromedp.CSS("#members")))
+	if got := text("#current-org"); got != "Studio Two" {
+		t.Fatalf("organization after creating one: %q", got)
+	}
+	do("organizations", chromedp.Navigate(base+"/console/orgs"), chromedp.WaitVisible(chromedp.CSS("#orgs")))
+	shot("18-orgs")
+	do("switch back", chromedp.Click(chromedp.CSS(`#orgs button[aria-label="Switch to Development"]`)),
+		chromedp.WaitVisible(chromedp.CSS("#available")))
+	if got := text("#current-org"); got != "Development" {
+		t.Fatalf("organization after switching back: %q", got)
+	}
+
 	do("wake the GPU", chromedp.Navigate(base+"/console/gpu"), chromedp.WaitVisible(chromedp.CSS("#gpu-wake")),
 		chromedp.Click(chromedp.CSS("#gpu-wake")))
 	waitText("#gpu-message", "Wake requested.")

@@ -94,7 +94,12 @@
       const tr = el("tr", { "data-asset-id": a.id });
       const prev = el("td");
       const content = "/console/api/assets/" + encodeURIComponent(a.id) + "/content";
-      if (a.media_type === "image") prev.appendChild(el("img", { class: "thumb", src: content, alt: "", loading: "lazy" }));
+      // A small preview made by the server (never the full file); a missing one leaves the cell empty.
+      if (a.media_type === "image") {
+        const img = el("img", { class: "thumb", src: "/console/thumbnails/" + encodeURIComponent(a.id), alt: "", loading: "lazy", width: "64", height: "64" });
+        img.addEventListener("error", () => img.remove());
+        prev.appendChild(img);
+      }
       tr.appendChild(prev);
       tr.appendChild(el("td", {}, a.name || a.filename || a.id));
       tr.appendChild(el("td", {}, a.kind));
@@ -438,6 +443,34 @@
   if (storeTable) {
     const body = storeTable.querySelector("tbody");
     const status = document.getElementById("storage-status");
+    const deliveries = document.getElementById("storage-deliveries");
+    async function showDeliveries(d) {
+      deliveries.textContent = "";
+      deliveries.appendChild(el("h2", {}, "Deliveries to " + (d.name || d.id)));
+      const r = await api("/storage/destinations/" + encodeURIComponent(d.id) + "/deliveries?limit=50");
+      if (!r.ok) { deliveries.appendChild(el("p", { class: "error" }, await problemText(r))); return; }
+      const page = await r.json();
+      if (!page.items.length) { deliveries.appendChild(el("p", {}, "No deliveries yet.")); return; }
+      const wrap = el("div", { class: "scroll" });
+      const t = el("table", { id: "storage-delivery-list" });
+      const head = el("tr");
+      for (const c of ["Object", "Status", "Attempts", "Asset", "Created", "Error"]) head.appendChild(el("th", { scope: "col" }, c));
+      t.appendChild(el("thead")).appendChild(head);
+      const tb = el("tbody");
+      for (const x of page.items) {
+        const tr = el("tr", { "data-delivery-id": x.id });
+        tr.appendChild(el("td", { class: "mono" }, x.uri || x.key));
+        tr.appendChild(el("td", {}, x.status));
+        tr.appendChild(el("td", {}, x.attempts));
+        tr.appendChild(el("td", { class: "mono" }, x.asset_id || "—"));
+        tr.appendChild(el("td", { class: "when" }, shortTime(x.created_at)));
+        tr.appendChild(el("td", {}, x.last_error || x.error_code || "—"));
+        tb.appendChild(tr);
+      }
+      t.appendChild(tb);
+      wrap.appendChild(t);
+      deliveries.appendChild(wrap);
+    }
     async function load() {
       body.textContent = "";
       const r = await api("/storage/destinations");
@@ -453,6 +486,9 @@
         tr.appendChild(el("td", {}, d.verified_at ? shortTime(d.verified_at) : "not verified"));
         tr.appendChild(el("td", {}, d.last_error || "—"));
         const act = el("td");
+        const show = el("button", { type: "button", "aria-label": "Deliveries to " + (d.name || d.id) }, "Deliveries");
+        show.addEventListener("click", () => showDeliveries(d));
+        act.appendChild(show);
         if (mayManage) {
           const verify = el("button", { type: "button", "aria-label": "Verify " + (d.name || d.id) }, "Verify");
           verify.addEventListener("click", async () => {
@@ -461,12 +497,28 @@
             status.textContent = r.ok ? "Verified." : await problemText(r);
             load();
           });
-          act.appendChild(verify);
+          act.append(" ", verify);
         }
         tr.appendChild(act);
         body.appendChild(tr);
       }
       if (!status.textContent || status.textContent === "Loading…") status.textContent = items.length ? items.length + " destinations." : "No destinations yet.";
+    }
+    const form = document.getElementById("storage-form");
+    if (form) {
+      form.addEventListener("submit", async (e) => {
+        e.preventDefault();
+        const f = form.elements;
+        const dest = { name: f.name.value, provider: "s3", endpoint: f.endpoint.value, region: f.region.value, bucket: f.bucket.value,
+          prefix: f.prefix.value, secure: f.secure.checked, path_style: f.path_style.checked,
+          access_key_id: f.access_key_id.value, secret_access_key: f.secret_access_key.value };
+        const r = await api("/storage/destinations", { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(dest) });
+        if (!r.ok) { status.textContent = await problemText(r); return; }
+        const d = await r.json();
+        form.reset();
+        status.textContent = "Added " + (d.name || d.id) + ". Verify it before jobs name it.";
+        load();
+      });
     }
     status.textContent = "Loading…";
     load();
@@ -490,6 +542,27 @@
       if (r.ok) { show(await r.json()); msg.textContent = "Wake requested."; } else msg.textContent = await problemText(r);
     });
     load();
+  }
+
+  // --- recent jobs: each row's status and result link from the API's own job route
+  const recent = document.getElementById("recent-jobs");
+  if (recent) {
+    for (const tr of recent.querySelectorAll("tbody tr")) {
+      const id = tr.dataset.requestId;
+      (async () => {
+        const r = await api("/watermarks/jobs/" + encodeURIComponent(id));
+        const st = tr.querySelector(".job-status");
+        if (!r.ok) { st.textContent = r.status === 404 ? "no longer kept" : "unavailable"; tr.querySelector(".job-op").textContent = "—"; return; }
+        const job = await r.json();
+        tr.querySelector(".job-op").textContent = job.operation;
+        st.textContent = job.status + (job.error_code ? " (" + job.error_code + ")" : "");
+        st.className = "job-status status-" + job.status;
+        if (job.status === "succeeded") {
+          tr.querySelector(".job-result").appendChild(el("a", { href: "/console/api/watermarks/jobs/" + encodeURIComponent(id) + "/result",
+            "aria-label": "Result of " + id }, job.operation === "detect" ? "Detection result" : "Download"));
+        }
+      })();
+    }
   }
 
   // --- job lookup
