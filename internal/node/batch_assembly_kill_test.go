@@ -37,7 +37,9 @@ type gatedS3 struct {
 	heldOnce sync.Once
 }
 
-func newGatedS3(t *testing.T, target, gate string) *gatedS3 { return newGatedS3Method(t, target, "", gate) }
+func newGatedS3(t *testing.T, target, gate string) *gatedS3 {
+	return newGatedS3Method(t, target, "", gate)
+}
 
 // newGatedS3Method is newGatedS3 holding only requests of method ("" for any).
 func newGatedS3Method(t *testing.T, target, method, gate string) *gatedS3 {

@@ -118,7 +118,7 @@ type target struct {
 	blobKey     string
 	size        int64
 	contentType string
-	conflict    bool                 // a move of a result that belongs to another delivery: fails at once
+	conflict    bool // a move of a result that belongs to another delivery: fails at once
 	// announce sends the final event; nil when the delivery has none.
 	announce func(ctx context.Context, d *storagedest.Delivery, now time.Time) error
 }
