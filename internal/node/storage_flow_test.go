@@ -703,18 +703,21 @@ func TestStorageBucketRefusingWrites(t *testing.T) {
 }
 
 // TestStorageDeliveryContent: GET /storage/deliveries/{id}/content reads a stored object back from the
-// bucket with a storage:read key; a delivery that is not stored, an object replaced in the bucket since
-// (another ETag) and an object deleted there answer 410 storage_object_unavailable.
+// bucket with a storage:read key; so do the job's result and the asset's download once the hosted copy is
+// gone (503 naming the step while the bucket is down); a delivery that is not stored, an object replaced in
+// the bucket since (another ETag) and an object deleted there answer 410 storage_object_unavailable.
 func TestStorageDeliveryContent(t *testing.T) {
 	srv := s3test.Start(t)
+	ep := newSwitchable(t, srv.Endpoint)
 	o := newStorageOrg(t)
 	ctx := context.Background()
-	dst, bucket := verifiedDestination(t, o.base, o.owner, srv, srv.Endpoint, "")
+	dst, bucket := verifiedDestination(t, o.base, o.owner, srv, ep.addr, "")
 	r := post(t, o.base+"/watermarks/images?storage_key=c/one.jpg&storage_destination_id="+dst, o.owner, "", photo(t, 300, 260, 90), `{"c":1}`)
 	if r.status != 200 {
 		t.Fatalf("embed: %d %s", r.status, r.body)
 	}
 	result, delivery, ctype := r.body, r.header.Get("X-Storage-Delivery-ID"), r.header.Get("Content-Type")
+	assetURL, resultURL := o.base+"/assets/"+r.header.Get("X-Asset-ID")+"/content", o.base+"/watermarks/jobs/"+r.header.Get("X-Request-ID")+"/result"
 	url := o.base + "/storage/deliveries/" + delivery + "/content"
 	wantProblem(t, "content before delivery", call(t, "GET", url, o.reader, nil), 404, "not_found")
 	_, as := jsonObject(t, "GET", o.base+"/assets/"+r.header.Get("X-Asset-ID"), o.owner, nil)
@@ -726,10 +729,22 @@ func TestStorageDeliveryContent(t *testing.T) {
 	if got.status != 200 || !bytes.Equal(got.body, result) || got.header.Get("Content-Type") != ctype || got.header.Get("ETag") == "" {
 		t.Fatalf("content: %d %q (%d bytes, want %d)", got.status, got.header, len(got.body), len(result))
 	}
+	// The hosted copy is gone: the job's result (within its 24 h) and the asset's download read the bucket.
+	if got = call(t, "GET", resultURL, o.owner, nil); got.status != 200 || !bytes.Equal(got.body, result) || got.header.Get("X-Storage-Delivery-ID") != delivery {
+		t.Fatalf("the job's result once delivered: %d %q", got.status, got.header)
+	}
+	ep.down()
+	if got = call(t, "GET", assetURL, o.owner, nil); got.header.Get("Retry-After") != "30" {
+		t.Fatalf("the asset's download while the bucket is down: %d %q", got.status, got.header)
+	}
+	wantProblem(t, "the asset's download while the bucket is down", got, 503, "service_unavailable")
+	ep.up()
 	if _, err := srv.Client().PutObject(ctx, bucket, "c/one.jpg", bytes.NewReader([]byte("replaced")), 8, minio.PutObjectOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	wantProblem(t, "content of a replaced object", call(t, "GET", url, o.reader, nil), 410, "storage_object_unavailable")
+	wantProblem(t, "the asset's download of a replaced object", call(t, "GET", assetURL, o.owner, nil), 410, "storage_object_unavailable")
+	wantProblem(t, "the job's result of a replaced object", call(t, "GET", resultURL, o.owner, nil), 410, "storage_object_unavailable")
 	if err := srv.Client().RemoveObject(ctx, bucket, "c/one.jpg", minio.RemoveObjectOptions{}); err != nil {
 		t.Fatal(err)
 	}
