@@ -41,10 +41,89 @@ func (a Assets) storedID(ctx context.Context, id string) (string, error) {
 	return as.ID, nil
 }
 
-// FileAvailable reports whether the asset's hosted file can still be downloaded at now.
+// FileAvailable reports whether the asset's hosted file can still be downloaded here at now: not once its
+// staging ended (the file is then in the customer's bucket, Stored).
 func (as *Asset) FileAvailable(now time.Time) bool {
-	return as.DeletedAt == nil && as.BlobKey != "" && (as.FileExpiresAt.IsZero() || now.Before(as.FileExpiresAt))
+	return as.DeletedAt == nil && as.BlobKey != "" && as.StagingDeletedAt == nil &&
+		(as.FileExpiresAt.IsZero() || now.Before(as.FileExpiresAt))
 }
+
+// Stored reports whether the asset's file lives in a customer's bucket instead of here: its delivery stored
+// it and the hosted copy was removed (EndStaging).
+func (as *Asset) Stored() bool { return as.DeletedAt == nil && as.StagingDeletedAt != nil }
+
+// ErrAssetHasDestination: the result already belongs to another storage delivery (a result has one
+// destination and key).
+var ErrAssetHasDestination = errors.New("the result already has a storage destination")
+
+// ClaimDelivery makes delivery deliveryID to destinationID the destination of a live watermarked asset of
+// orgID whose file has none yet (a move of an earlier result). Claiming it again for the same delivery is a
+// no-op; an asset of another delivery is ErrAssetHasDestination, unknown, deleted and other organizations'
+// ones ErrAssetNotFound. The edit version is not changed: this is no user edit.
+func (a Assets) ClaimDelivery(ctx context.Context, orgID, id, destinationID, deliveryID string) (*Asset, error) {
+	id, err := a.storedID(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	as, err := durable.Update(ctx, a.Store, []byte(prefixAsset+id), 0, func(cur *Asset) (*Asset, error) {
+		switch {
+		case cur == nil || cur.OrgID != orgID || cur.DeletedAt != nil:
+			return nil, ErrAssetNotFound
+		case cur.DeliveryID() == deliveryID:
+			return nil, nil
+		case cur.DeliveryID() != "":
+			return nil, ErrAssetHasDestination
+		}
+		next := *cur
+		next.StorageDestinationID, next.StorageDeliveryID = destinationID, deliveryID
+		return &next, nil
+	})
+	if err != nil && !errors.Is(err, ErrAssetNotFound) && !errors.Is(err, ErrAssetHasDestination) {
+		return nil, fmt.Errorf("claim asset %s for delivery %s: %w", id, deliveryID, err)
+	}
+	return as, err
+}
+
+// EndStaging removes the hosted copy of an asset whose delivery deliveryID stored the file in the customer's
+// bucket: the record first (StagingDeletedAt set, FileExpiresAt cleared: the bucket's policy keeps the file
+// now), then the file and its expiry entry. The job's result is the same file, so it goes too. Repeating it
+// repeats only the removals, so a crash between the steps is finished by the next call. An asset that is
+// deleted, gone, or whose file belongs to another delivery is left alone (nil, nil).
+func (a Assets) EndStaging(ctx context.Context, id, deliveryID string, now time.Time) (*Asset, error) {
+	var expiry time.Time
+	as, err := durable.Update(ctx, a.Store, []byte(prefixAsset+id), 0, func(cur *Asset) (*Asset, error) {
+		switch {
+		case cur == nil || cur.DeletedAt != nil || cur.DeliveryID() != deliveryID:
+			return nil, errNoStaging
+		case cur.StagingDeletedAt != nil:
+			return nil, nil
+		}
+		next := *cur
+		stamp := now
+		expiry, next.StagingDeletedAt, next.FileExpiresAt = cur.FileExpiresAt, &stamp, time.Time{}
+		return &next, nil
+	})
+	switch {
+	case errors.Is(err, errNoStaging):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("end staging of asset %s: %w", id, err)
+	}
+	if as.BlobKey != "" {
+		if err := a.Blobs.Delete(ctx, as.BlobKey); err != nil {
+			return nil, fmt.Errorf("delete staged file of asset %s: %w", id, err)
+		}
+	}
+	if !expiry.IsZero() { // on a repeat the entry is left to the expiry pass, which drops stale entries
+		if err := deleteKey(ctx, a.Store, []byte(expiryKey(expiry, as.ID))); err != nil {
+			return nil, fmt.Errorf("drop expiry entry of asset %s: %w", id, err)
+		}
+	}
+	return as, nil
+}
+
+// errNoStaging: EndStaging found nothing of the delivery's to remove.
+var errNoStaging = errors.New("no staged file of this delivery")
 
 // Lookup returns a live asset of orgID. Deleted assets and other organizations' assets are ErrAssetNotFound,
 // exactly like unknown ids, so that a caller learns nothing about ids it does not own.

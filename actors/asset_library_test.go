@@ -262,3 +262,56 @@ func TestAssetExpireFiles(t *testing.T) {
 		t.Fatalf("after the instant: %d %v", n, err)
 	}
 }
+
+// TestAssetClaimAndEndStaging: a result is claimed by one delivery (the same again is a no-op, another is
+// ErrAssetHasDestination, a deleted asset ErrAssetNotFound); ending its staging for another delivery changes
+// nothing, for its own clears the file expiry, sets staging_deleted_at, removes the file and the expiry entry
+// and repeating it (a re-run after a crash) is harmless.
+func TestAssetClaimAndEndStaging(t *testing.T) {
+	a := newAssets(t)
+	ctx := context.Background()
+	as := putAsset(t, a, "org_x", 0, actors.AssetWatermarked, "image", "cc00000000000000000000000000000000000000000000000000000000000000", 30*24*time.Hour)
+	exists := func() bool {
+		_, err := a.Blobs.Stat(ctx, as.BlobKey)
+		return err == nil
+	}
+	if _, err := a.ClaimDelivery(ctx, "org_y", as.ID, "dst_1", "std_a"); !errors.Is(err, actors.ErrAssetNotFound) {
+		t.Fatalf("claim by another organization: %v", err)
+	}
+	if got, err := a.EndStaging(ctx, as.ID, "std_a", assetEpoch); err != nil || got != nil || !exists() {
+		t.Fatalf("end staging of an unclaimed asset: %v %v", got, err)
+	}
+	got, err := a.ClaimDelivery(ctx, "org_x", as.ID, "dst_1", "std_a")
+	if err != nil || got.DeliveryID() != "std_a" || got.StorageDestinationID != "dst_1" || got.Version != 1 {
+		t.Fatalf("claim: %+v %v", got, err)
+	}
+	if _, err := a.ClaimDelivery(ctx, "org_x", as.ID, "dst_1", "std_a"); err != nil {
+		t.Fatalf("the same claim again: %v", err)
+	}
+	if _, err := a.ClaimDelivery(ctx, "org_x", as.ID, "dst_2", "std_b"); !errors.Is(err, actors.ErrAssetHasDestination) {
+		t.Fatalf("a second claim: %v", err)
+	}
+	if got, err := a.EndStaging(ctx, as.ID, "std_b", assetEpoch); err != nil || got != nil || !exists() {
+		t.Fatalf("end staging for another delivery: %v %v", got, err)
+	}
+	at := assetEpoch.Add(time.Hour)
+	for range 2 {
+		got, err := a.EndStaging(ctx, as.ID, "std_a", at)
+		if err != nil || got == nil || exists() || !got.FileExpiresAt.IsZero() || got.StagingDeletedAt == nil || !got.StagingDeletedAt.Equal(at) {
+			t.Fatalf("end staging: %+v %v", got, err)
+		}
+	}
+	rec, _, err := a.Lookup(ctx, "org_x", as.ID)
+	if err != nil || !rec.Stored() || rec.FileAvailable(at) {
+		t.Fatalf("record after the staging ended: %+v %v", rec, err)
+	}
+	if left, err := a.Store.Scan(ctx, []byte("assetexp/"), []byte("assetexp/"), 10); err != nil || len(left) != 0 {
+		t.Fatalf("expiry entries after the staging ended: %d %v", len(left), err)
+	}
+	if err := a.Delete(ctx, "org_x", as.ID, at); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.ClaimDelivery(ctx, "org_x", as.ID, "dst_1", "std_a"); !errors.Is(err, actors.ErrAssetNotFound) {
+		t.Fatalf("claim of a deleted asset: %v", err)
+	}
+}

@@ -58,6 +58,24 @@ type Asset struct {
 	// StorageDestinationID is the customer storage destination the job delivered this output to (watermarked
 	// assets of jobs that named one); the delivery's state lives in its storage/delivery record.
 	StorageDestinationID string `msgpack:"storage_destination_id,omitempty"`
+	// StorageDeliveryID is the delivery of a result moved to a destination after its job ("move to my
+	// storage"); empty for a job's own delivery, whose id derives from the request id (DeliveryID).
+	StorageDeliveryID string `msgpack:"storage_delivery_id,omitempty"`
+	// StagingDeletedAt is when the hosted copy was removed because the delivery stored the file in the
+	// customer's bucket (EndStaging); FileExpiresAt is zero from then on: the bucket's policy keeps the file.
+	StagingDeletedAt *time.Time `msgpack:"staging_deleted_at,omitempty"`
+}
+
+// DeliveryID is the storage delivery the asset's file belongs to: a move's, else its job's own when the job
+// named a destination; empty when the file has no destination.
+func (as *Asset) DeliveryID() string {
+	switch {
+	case as.StorageDeliveryID != "":
+		return as.StorageDeliveryID
+	case as.StorageDestinationID != "":
+		return jobstate.StorageDeliveryIDFor(as.RequestID)
+	}
+	return ""
 }
 
 // SchemaVersion is the layout version of stored assets.

@@ -79,6 +79,10 @@ func (s *Server) assetContent(ctx *fasthttp.RequestCtx, p *principal, params map
 		s.assetFailure(ctx, err)
 		return
 	}
+	if as.Stored() {
+		s.storedAssetContent(ctx, p, as)
+		return
+	}
 	if !as.FileAvailable(s.cfg.Clock.Now()) {
 		writeProblem(ctx, CodeAssetFileExpired, fmt.Sprintf("the file expired at %s; the record stays until deleted", as.FileExpiresAt.UTC().Format(time.RFC3339)))
 		return
@@ -100,6 +104,13 @@ func (s *Server) assetContent(ctx *fasthttp.RequestCtx, p *principal, params map
 	}
 	body, err := s.openBlobBody(as.BlobKey, start, length)
 	if errors.Is(err, persistence.ErrNotFound) {
+		// Its delivery may have ended the staging since the record was read: then the bucket has it.
+		if cur, _, lerr := s.assets().Lookup(c, p.Key.OrgID, params["asset_id"]); lerr == nil && cur.Stored() {
+			h.Del("Accept-Ranges")
+			h.Del("Content-Range")
+			s.storedAssetContent(ctx, p, cur)
+			return
+		}
 		writeProblem(ctx, CodeAssetFileExpired, "the file is no longer stored")
 		return
 	}
@@ -107,15 +118,7 @@ func (s *Server) assetContent(ctx *fasthttp.RequestCtx, p *principal, params map
 		s.unavailable(ctx, err)
 		return
 	}
-	name := actors.SafeFilename(as.Name)
-	if name == "" || strings.Trim(name, "._") == "" {
-		name = actors.SafeFilename(as.Filename)
-	}
-	if name == "" || strings.Trim(name, "._") == "" {
-		name = "asset"
-	}
-	h.Set("Content-Disposition", `attachment; filename="`+name+`"`)
-	h.Set("X-Asset-ID", as.PublicID())
+	setAssetDownloadHeaders(ctx, as)
 	status := 200
 	if !whole {
 		status = 206
@@ -124,4 +127,37 @@ func (s *Server) assetContent(ctx *fasthttp.RequestCtx, p *principal, params map
 	ctx.SetStatusCode(status)
 	ctx.SetContentType(as.ContentType)
 	sendBlobBody(ctx, body, length)
+}
+
+// setAssetDownloadHeaders names the downloaded file (a safe attachment filename) and the asset.
+func setAssetDownloadHeaders(ctx *fasthttp.RequestCtx, as *actors.Asset) {
+	name := actors.SafeFilename(as.Name)
+	if name == "" || strings.Trim(name, "._") == "" {
+		name = actors.SafeFilename(as.Filename)
+	}
+	if name == "" || strings.Trim(name, "._") == "" {
+		name = "asset"
+	}
+	ctx.Response.Header.Set("Content-Disposition", `attachment; filename="`+name+`"`)
+	ctx.Response.Header.Set("X-Asset-ID", as.PublicID())
+}
+
+// storedAssetContent answers the content of an asset whose file its delivery stored in the customer's bucket
+// and whose hosted copy was then removed: the object read back from the bucket and checked against the
+// delivered ETag (openDelivered: 410 storage_object_unavailable when it is gone or changed there, 503 when
+// the bucket cannot be read). Always the whole file: a Range is ignored (RFC 9110 allows it) and
+// Accept-Ranges says none, since the bytes come through from the bucket.
+func (s *Server) storedAssetContent(ctx *fasthttp.RequestCtx, p *principal, as *actors.Asset) {
+	body, obj := s.openStoredAsset(ctx, p.Key.OrgID, as)
+	if body == nil {
+		return
+	}
+	h := &ctx.Response.Header
+	h.Set("Accept-Ranges", "none")
+	h.Set("ETag", `"`+as.SHA256+`"`)
+	h.Set("Cache-Control", "private, no-store")
+	setAssetDownloadHeaders(ctx, as)
+	ctx.SetStatusCode(200)
+	ctx.SetContentType(as.ContentType)
+	sendBlobBody(ctx, body, obj.Size)
 }

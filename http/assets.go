@@ -106,6 +106,11 @@ func renderAsset(as *actors.Asset, now time.Time, withMetadata bool) assetJSON {
 	if !as.FileExpiresAt.IsZero() {
 		out.FileExpiresAt = optional(as.FileExpiresAt.UTC().Format(time.RFC3339))
 	}
+	if as.Stored() {
+		// Delivered to the customer's bucket and no longer hosted here: downloads read the bucket
+		// (GET /assets/{id}/content), and the bucket's policy, not ours, decides how long it stays.
+		out.FileAvailable = true
+	}
 	if out.FileAvailable {
 		out.DownloadURL = optional("/assets/" + out.ID + "/content")
 	}

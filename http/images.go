@@ -614,9 +614,20 @@ func (s *Server) writeResult(c context.Context, ctx *fasthttp.RequestCtx, p *pri
 	if deleted, err := s.outputDeleted(c, rec); err != nil || deleted {
 		return resultGone(rec, true)
 	}
+	var body io.ReadCloser
 	body, err := s.openBlobBody(out.BlobKey, 0, -1)
 	if err != nil {
-		return newAPIError(CodeResultGone, "the result file is no longer stored")
+		// Once its delivery stored the result in the customer's bucket, the hosted copy is gone: the result
+		// is read back from there, like GET /storage/deliveries/{id}/content.
+		as, _, aerr := s.assets().Lookup(c, p.Key.OrgID, out.AssetID)
+		if aerr != nil || !as.Stored() {
+			return newAPIError(CodeResultGone, "the result file is no longer stored")
+		}
+		b, _ := s.openStoredAsset(ctx, p.Key.OrgID, as)
+		if b == nil {
+			return nil // answered
+		}
+		body = b
 	}
 	h := &ctx.Response.Header
 	setAccelerator(ctx, out.Accelerator)

@@ -47,6 +47,7 @@ const (
 	CodeStorageLimit         = problem.StorageLimit
 	CodeStorageVerify        = problem.StorageVerify
 	CodeStorageObjectGone    = problem.StorageObjectGone
+	CodeStorageConflict      = problem.StorageConflict
 	CodeIdempotencyConflict  = problem.IdempotencyConflict
 	CodeGPUUnavailable       = problem.GPUUnavailable
 	CodeMediaUnavailable     = problem.MediaUnavailable

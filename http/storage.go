@@ -378,8 +378,8 @@ type assetStorageJSON struct {
 	StorageETag          *string `json:"storage_etag,omitempty"`
 	StorageDeliveredAt   *string `json:"storage_delivered_at,omitempty"`
 	StorageError         *string `json:"storage_error,omitempty"`
-	// StagingExpiresAt is until when the delivery can still be retried (null once stored); StagingDeletedAt
-	// stays null: the output is the asset's own hosted file, kept for the plan's retention (docs/storage.md).
+	// StagingExpiresAt is until when the delivery can still be retried (absent once stored); StagingDeletedAt
+	// is when the hosted copy was removed after the delivery stored the file (docs/storage.md).
 	StagingExpiresAt *string `json:"staging_expires_at,omitempty"`
 	StagingDeletedAt *string `json:"staging_deleted_at,omitempty"`
 }
@@ -402,12 +402,13 @@ func (s *Server) storageStatus(id string) *storagedest.Delivery {
 	return d
 }
 
-// withStorage adds the storage fields of a watermarked asset whose job named a destination.
+// withStorage adds the storage fields of a watermarked asset whose job named a destination, or that was
+// moved to one.
 func (s *Server) withStorage(out assetJSON, as *actors.Asset) assetJSON {
-	if as.StorageDestinationID == "" {
+	id := as.DeliveryID()
+	if id == "" {
 		return out
 	}
-	id := jobstate.StorageDeliveryIDFor(as.RequestID)
 	d := s.storageStatus(id)
 	st := &out.assetStorageJSON
 	st.StorageProvider, st.StorageDestinationID, st.StorageDeliveryID = "s3", &as.StorageDestinationID, &id
@@ -421,6 +422,9 @@ func (s *Server) withStorage(out assetJSON, as *actors.Asset) assetJSON {
 			end = as.FileExpiresAt
 		}
 		st.StagingExpiresAt = optional(end.UTC().Format(time.RFC3339))
+	}
+	if as.StagingDeletedAt != nil {
+		st.StagingDeletedAt = optional(as.StagingDeletedAt.UTC().Format(time.RFC3339))
 	}
 	return out
 }
@@ -518,10 +522,12 @@ func validDeliveryID(id string) bool {
 // maxMoveBody bounds a move request: an asset id and a key.
 const maxMoveBody = 4 << 10
 
-// moveToDestination copies an earlier result (any asset of the organization whose file is still hosted) into
-// a verified destination: `{asset_id, key?}`, 202 with the delivery, which runs through the outbox like a
-// job's own (conditional create, retries). The same asset, destination and key again answer the same
-// delivery. Default key: <asset id>/<file name>.
+// moveToDestination moves an earlier result (a watermarked asset of the organization whose file is still
+// hosted and has no destination yet) into a verified destination: `{asset_id, key?}`, 202 with the delivery,
+// which runs through the outbox like a job's own (conditional create, retries, the hosted copy removed once
+// stored, the final event to the job's webhook). A result has one destination: the asset is claimed for the
+// delivery before it is queued, the same asset, destination and key again answer the same delivery, another
+// destination or key is 409 storage_destination_conflict. Default key: <asset id>/<file name>.
 func (s *Server) moveToDestination(ctx *fasthttp.RequestCtx, p *principal, params map[string]string) {
 	if !mayManageStorage(ctx, p) {
 		return
@@ -561,8 +567,8 @@ func (s *Server) moveToDestination(ctx *fasthttp.RequestCtx, p *principal, param
 	case err != nil:
 		s.unavailable(ctx, err)
 		return
-	case !as.FileAvailable(now):
-		writeProblem(ctx, CodeAssetFileExpired, "the asset's file is no longer hosted; nothing can be moved")
+	case as.Kind != actors.AssetWatermarked:
+		writeProblem(ctx, CodeInvalidRequest, "only watermarked results can be moved; original uploads stay hosted here")
 		return
 	}
 	key := req.Key
@@ -571,6 +577,26 @@ func (s *Server) moveToDestination(ctx *fasthttp.RequestCtx, p *principal, param
 	}
 	m := storagedest.Move{DeliveryID: storagedest.MoveDeliveryID(as.ID, dstID, key), OrgID: p.Key.OrgID, AssetID: as.ID,
 		DestinationID: dstID, Key: key}
+	switch cur := as.DeliveryID(); {
+	case cur != "" && cur != m.DeliveryID:
+		writeProblem(ctx, CodeStorageConflict, "the result already has a storage destination (delivery "+cur+"); a result has one destination and key")
+		return
+	case cur == "" && !as.FileAvailable(now):
+		writeProblem(ctx, CodeAssetFileExpired, "the asset's file is no longer hosted; nothing can be moved")
+		return
+	}
+	// The claim first: it makes the result this delivery's, so that two moves racing cannot both take it. A
+	// crash before the effect is added is finished by the same move again (the claim is then a no-op).
+	if _, err := s.assets().ClaimDelivery(c, p.Key.OrgID, as.ID, dstID, m.DeliveryID); errors.Is(err, actors.ErrAssetHasDestination) {
+		writeProblem(ctx, CodeStorageConflict, "the result already has a storage destination; a result has one destination and key")
+		return
+	} else if errors.Is(err, actors.ErrAssetNotFound) {
+		writeProblem(ctx, CodeAssetNotFound, "no such asset")
+		return
+	} else if err != nil {
+		s.unavailable(ctx, err)
+		return
+	}
 	payload, err := json.Marshal(m)
 	if err != nil {
 		s.unavailable(ctx, err)
@@ -595,50 +621,14 @@ func (s *Server) moveToDestination(ctx *fasthttp.RequestCtx, p *principal, param
 	writeJSON(ctx, 202, renderDelivery(d, s.deliveryEntry(c, d)))
 }
 
-// deliveryContent streams a stored delivery's object back from the customer's bucket, checked against what
-// was delivered: an object whose ETag differs (replaced in the bucket since) is refused rather than passed
-// off as the delivered result.
+// deliveryContent streams a stored delivery's object back from the customer's bucket (openDelivered).
 func (s *Server) deliveryContent(ctx *fasthttp.RequestCtx, p *principal, params map[string]string) {
 	d := s.orgDelivery(ctx, p, params["delivery_id"])
 	if d == nil {
 		return
 	}
-	if d.Status != storagedest.DeliveryStored {
-		writeProblem(ctx, CodeStorageObjectGone, "the delivery is "+d.Status+", not stored: there is no object to read")
-		return
-	}
-	c, cancel := s.requestContext(streamTimeout)
-	dest, err := s.cfg.Storage.Get(c, p.Key.OrgID, d.DestinationID)
-	if err != nil {
-		cancel()
-		if errors.Is(err, storagedest.ErrNotFound) {
-			writeProblem(ctx, CodeStorageObjectGone, "the delivery's storage destination was deleted")
-			return
-		}
-		s.unavailable(ctx, err)
-		return
-	}
-	obj, err := s.cfg.Storage.Open(c, dest, d.Key)
-	var step *storagedest.StepError
-	switch {
-	case errors.Is(err, storagedest.ErrObjectGone):
-		cancel()
-		writeProblem(ctx, CodeStorageObjectGone, "the object "+d.Key+" is no longer in the bucket")
-		return
-	case errors.As(err, &step):
-		cancel()
-		ctx.Response.Header.Set("Retry-After", "30")
-		writeProblem(ctx, CodeUnavailable, "the bucket could not be read: "+step.Error())
-		return
-	case err != nil:
-		cancel()
-		s.unavailable(ctx, err)
-		return
-	}
-	if strings.Trim(obj.ETag, `"`) != strings.Trim(d.ETag, `"`) {
-		_ = obj.Body.Close()
-		cancel()
-		writeProblem(ctx, CodeStorageObjectGone, "the object "+d.Key+" changed in the bucket since it was delivered (its ETag differs)")
+	body, obj := s.openDelivered(ctx, p.Key.OrgID, d)
+	if body == nil {
 		return
 	}
 	ctx.Response.Header.Set("ETag", `"`+strings.Trim(obj.ETag, `"`)+`"`)
@@ -649,5 +639,69 @@ func (s *Server) deliveryContent(ctx *fasthttp.RequestCtx, p *principal, params 
 	}
 	ctx.SetContentType(ct)
 	ctx.SetStatusCode(200)
-	sendBlobBody(ctx, &blobBody{ReadCloser: obj.Body, cancel: cancel}, obj.Size)
+	sendBlobBody(ctx, body, obj.Size)
+}
+
+// openDelivered opens the object of delivery d in its bucket for streaming, checked against what was
+// delivered: an object whose ETag differs (replaced in the bucket since) is refused rather than passed off as
+// the delivered result. It serves GET /storage/deliveries/{id}/content, and the asset's content and the job's
+// result once staging ended (the file is then only in the bucket). When it cannot, it writes the problem
+// (410 storage_object_unavailable, 503 naming the step) and returns nil.
+func (s *Server) openDelivered(ctx *fasthttp.RequestCtx, orgID string, d *storagedest.Delivery) (*blobBody, *storagedest.Object) {
+	if d.Status != storagedest.DeliveryStored {
+		writeProblem(ctx, CodeStorageObjectGone, "the delivery is "+d.Status+", not stored: there is no object to read")
+		return nil, nil
+	}
+	c, cancel := s.requestContext(streamTimeout)
+	dest, err := s.cfg.Storage.Get(c, orgID, d.DestinationID)
+	if err != nil {
+		cancel()
+		if errors.Is(err, storagedest.ErrNotFound) {
+			writeProblem(ctx, CodeStorageObjectGone, "the delivery's storage destination was deleted")
+			return nil, nil
+		}
+		s.unavailable(ctx, err)
+		return nil, nil
+	}
+	obj, err := s.cfg.Storage.Open(c, dest, d.Key)
+	var step *storagedest.StepError
+	switch {
+	case errors.Is(err, storagedest.ErrObjectGone):
+		cancel()
+		writeProblem(ctx, CodeStorageObjectGone, "the object "+d.Key+" is no longer in the bucket")
+		return nil, nil
+	case errors.As(err, &step):
+		cancel()
+		ctx.Response.Header.Set("Retry-After", "30")
+		writeProblem(ctx, CodeUnavailable, "the bucket could not be read: "+step.Error())
+		return nil, nil
+	case err != nil:
+		cancel()
+		s.unavailable(ctx, err)
+		return nil, nil
+	}
+	if strings.Trim(obj.ETag, `"`) != strings.Trim(d.ETag, `"`) {
+		_ = obj.Body.Close()
+		cancel()
+		writeProblem(ctx, CodeStorageObjectGone, "the object "+d.Key+" changed in the bucket since it was delivered (its ETag differs)")
+		return nil, nil
+	}
+	return &blobBody{ReadCloser: obj.Body, cancel: cancel}, obj
+}
+
+// openStoredAsset opens the bucket copy of an asset whose staging ended (openDelivered); nil after writing
+// the problem.
+func (s *Server) openStoredAsset(ctx *fasthttp.RequestCtx, orgID string, as *actors.Asset) (*blobBody, *storagedest.Object) {
+	if s.cfg.Storage == nil {
+		writeProblem(ctx, CodeStorageObjectGone, "the file is stored in a customer bucket and this node reads no storage destinations")
+		return nil, nil
+	}
+	c, cancel := s.storeCtx()
+	d, err := s.cfg.Storage.GetDelivery(c, as.DeliveryID())
+	cancel()
+	if err != nil {
+		s.unavailable(ctx, err) // a stored asset's delivery record exists: anything else is a storage failure
+		return nil, nil
+	}
+	return s.openDelivered(ctx, orgID, d)
 }

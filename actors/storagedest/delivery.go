@@ -67,7 +67,8 @@ func DefaultMoveKey(assetID, filename string) string { return DefaultKey(assetID
 func (*Delivery) SchemaVersion() uint16 { return 1 }
 
 // StagingWindow is how long after its job a delivery is retried (the outbox schedule of internal/node ends
-// within it); the output stays staged at least that long unless its asset is deleted.
+// within it); the output stays staged at least that long unless its asset is deleted or the delivery stored
+// it (then the staged copy is removed: actors.Assets.EndStaging).
 const StagingWindow = 30 * 24 * time.Hour
 
 func deliveryKey(id string) []byte { return []byte("storage/delivery/" + id) }

@@ -379,6 +379,8 @@ const (
 	CodeWriteFailed        = "storage_write_failed"          // any other refusal of the server
 	CodeDestinationDeleted = "storage_destination_not_found" // the destination was deleted before delivery
 	CodeResultUnavailable  = "result_unavailable"            // the staged output is gone (asset deleted or expired)
+	// CodeResultHasDestination: a moved result already belongs to another delivery (one destination per result).
+	CodeResultHasDestination = "storage_destination_conflict"
 )
 
 func (e *StepError) Error() string { return e.Step + ": " + e.Reason }

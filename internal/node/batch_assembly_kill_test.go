@@ -24,11 +24,13 @@ import (
 	"filigrane/persistence/s3test"
 )
 
-// gatedS3 is an HTTP proxy in front of the S3 server that holds every request whose path contains gate
-// until opened (or until the client goes away), and reports the first one it holds.
+// gatedS3 is an HTTP proxy in front of the S3 server that holds every request whose path contains gate (and
+// whose method is method, when set) until opened (or until the client goes away), and reports the first one
+// it holds.
 type gatedS3 struct {
 	url      string
 	gate     string
+	method   string
 	open     chan struct{}
 	openOnce sync.Once
 	held     chan struct{}
@@ -36,15 +38,20 @@ type gatedS3 struct {
 }
 
 func newGatedS3(t *testing.T, target, gate string) *gatedS3 {
+	return newGatedS3Method(t, target, "", gate)
+}
+
+// newGatedS3Method is newGatedS3 holding only requests of method ("" for any).
+func newGatedS3Method(t *testing.T, target, method, gate string) *gatedS3 {
 	u, err := url.Parse("http://" + target)
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := &gatedS3{gate: gate, open: make(chan struct{}), held: make(chan struct{})}
+	g := &gatedS3{gate: gate, method: method, open: make(chan struct{}), held: make(chan struct{})}
 	proxy := httputil.NewSingleHostReverseProxy(u) // keeps the client's Host header, which SigV4 signed
 	proxy.ErrorLog = log.New(io.Discard, "", 0)    // a held request whose node was killed ends in an error
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if strings.Contains(r.URL.Path, g.gate) {
+		if strings.Contains(r.URL.Path, g.gate) && (g.method == "" || r.Method == g.method) {
 			g.heldOnce.Do(func() { close(g.held) })
 			select {
 			case <-g.open:

@@ -18,6 +18,7 @@ import (
 	"filigrane/cluster/clustertest"
 	"filigrane/internal/admin"
 	"filigrane/internal/clock"
+	"filigrane/internal/node"
 	"filigrane/persistence/s3test"
 )
 
@@ -152,7 +153,7 @@ func TestStorageDeliverySurvivesKill(t *testing.T) {
 	if r.status != 200 {
 		t.Fatalf("embed: %d %s", r.status, r.body)
 	}
-	result, delivery := r.body, r.header.Get("X-Storage-Delivery-ID")
+	result, delivery, asset := r.body, r.header.Get("X-Storage-Delivery-ID"), r.header.Get("X-Asset-ID")
 	ctx := context.Background()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
@@ -166,6 +167,10 @@ func TestStorageDeliverySurvivesKill(t *testing.T) {
 	}
 	if r = call(t, "GET", base+"/storage/deliveries/"+delivery, secret, nil); r.status != 404 {
 		t.Fatalf("the delivery was recorded before the node heard the bucket's answer: %d %s", r.status, r.body)
+	}
+	// Never the reverse: until the delivery is recorded stored, the hosted copy stays.
+	if _, as := jsonObject(t, "GET", base+"/assets/"+asset, secret, nil); as["file_expires_at"] == nil || as["staging_deleted_at"] != nil {
+		t.Fatalf("the hosted copy ended before the delivery was recorded: %v", as)
 	}
 	if err := procs.List[0].Kill(); err != nil {
 		t.Fatal(err)
@@ -214,3 +219,133 @@ func TestStorageDeliverySurvivesKill(t *testing.T) {
 }
 
 func trimQuotes(s string) string { return string(bytes.Trim([]byte(s), `"`)) }
+
+// stagedCopies lists the cluster's hosted files (blobs/ in its bucket) whose bytes are want.
+func stagedCopies(t *testing.T, srv *s3test.Server, bucket string, want []byte) []string {
+	t.Helper()
+	var out []string
+	for obj := range srv.Client().ListObjects(context.Background(), bucket, minio.ListObjectsOptions{Prefix: "blobs/", Recursive: true}) {
+		if obj.Err != nil {
+			t.Fatal(obj.Err)
+		}
+		if obj.Size == int64(len(want)) && bytes.Equal(readBucketObject(t, srv, bucket, obj.Key), want) {
+			out = append(out, obj.Key)
+		}
+	}
+	return out
+}
+
+// TestStagingRemovalSurvivesKill: a `filigrane serve` process on object storage delivers a result to a
+// customer bucket; the removal of the hosted copy (the DELETE of its file) is held at the storage proxy, so
+// the node is killed with SIGKILL after the delivery was recorded stored and before the copy was removed
+// (checked: delivery stored, the asset says staging_deleted_at, the file still in the cluster's bucket).
+// Restarted, the node repeats the end of the delivery: the hosted copy is removed, the customer bucket holds
+// one object, and the asset's download reads it back from there.
+func TestStagingRemovalSurvivesKill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process test")
+	}
+	srv := s3test.Start(t)
+	gate := newGatedS3Method(t, srv.Endpoint, "DELETE", "/blobs/")
+	direct := &node.S3Config{Endpoint: "http://" + srv.Endpoint, Bucket: srv.NewBucket(t), AccessKey: srv.AccessKey,
+		SecretKey: srv.SecretKey, Region: srv.Region}
+	customer := srv.NewBucket(t)
+	c := &clusterFixture{s3: direct}
+	c.admin(t, func(a admin.Admin) {
+		ctx := context.Background()
+		st, err := a.CreateOrg(ctx, "Stager", "scale", 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, _ := a.AddMember(ctx, st.ID, "ops", actors.RoleOwner)
+		if c.secret, _, err = a.CreateKey(ctx, actors.NewKeySpec{OrgID: st.ID, MemberID: m, Scopes: actors.AllScopes()}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	start, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	procs, err := clustertest.StartProcesses(start, clustertest.ProcessConfig{
+		Binary: bin, N: 1, Ports: 4,
+		Args: func(i int, ports [][]int) []string {
+			p := ports[i]
+			return []string{"serve", "--data", dir, "--node-name", "solo",
+				"--listen", fmt.Sprintf("127.0.0.1:%d", p[0]), "--upload-listen", fmt.Sprintf("127.0.0.1:%d", p[1]),
+				"--cluster-bind", fmt.Sprintf("127.0.0.1:%d", p[2]), "--remote-port", strconv.Itoa(p[3]),
+				"--s3-endpoint", gate.url, "--s3-bucket", direct.Bucket, "--s3-access-key", direct.AccessKey,
+				"--s3-secret-key", direct.SecretKey, "--workers", "1", "--allow-private-targets",
+				"--log-format", "json", "--log-level", "warn"}
+		},
+		Ready: clustertest.ReadyHTTP(0, "/healthz"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.procs = procs
+	t.Cleanup(procs.KillAll)
+	base, secret := c.base(0), c.secret
+
+	r, dst := jsonObject(t, "POST", base+"/storage/destinations", secret, map[string]any{
+		"endpoint": srv.Endpoint, "region": srv.Region, "bucket": customer, "path_style": true,
+		"access_key_id": srv.AccessKey, "secret_access_key": srv.SecretKey})
+	if r.status != 201 {
+		t.Fatalf("create destination: %d %s", r.status, r.body)
+	}
+	if r = call(t, "POST", base+"/storage/destinations/"+dst["id"].(string)+"/verify", secret, nil); r.status != 200 {
+		t.Fatalf("verify: %d %s", r.status, r.body)
+	}
+	r = post(t, base+"/watermarks/images?storage_key=staged/one.jpg&storage_destination_id="+dst["id"].(string), secret, "", photo(t, 400, 300, 78), `{"stage":1}`)
+	if r.status != 200 {
+		t.Fatalf("embed: %d %s", r.status, r.body)
+	}
+	result, delivery, asset := r.body, r.header.Get("X-Storage-Delivery-ID"), r.header.Get("X-Asset-ID")
+	select {
+	case <-gate.held:
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("the hosted copy's removal never started\n%s", procs.List[0].Tail(30))
+	}
+	if _, del := jsonObject(t, "GET", base+"/storage/deliveries/"+delivery, secret, nil); del["status"] != "stored" {
+		t.Fatalf("while the removal is held the delivery is %v, want stored", del)
+	}
+	if _, as := jsonObject(t, "GET", base+"/assets/"+asset, secret, nil); as["staging_deleted_at"] == nil || as["file_expires_at"] != nil {
+		t.Fatalf("while the removal is held the asset is %v", as)
+	}
+	if staged := stagedCopies(t, srv, direct.Bucket, result); len(staged) != 1 {
+		t.Fatalf("while the removal is held the cluster holds %d copies of the result, want 1", len(staged))
+	}
+	if err := procs.List[0].Kill(); err != nil {
+		t.Fatal(err)
+	}
+	gate.release()
+	rctx, rcancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer rcancel()
+	if err := procs.List[0].Restart(rctx); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(90 * time.Second) // the next sweep (5 s), or the dead node's lease (30 s) first
+	for len(stagedCopies(t, srv, direct.Bucket, result)) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the hosted copy was never removed after the restart\n%s", procs.List[0].Tail(30))
+		}
+		time.Sleep(200 * time.Millisecond) // polling the bucket; the deadline bounds it
+	}
+	var objects []string
+	for obj := range srv.Client().ListObjects(context.Background(), customer, minio.ListObjectsOptions{Recursive: true}) {
+		if obj.Err != nil {
+			t.Fatal(obj.Err)
+		}
+		objects = append(objects, obj.Key)
+	}
+	if len(objects) != 1 || objects[0] != "staged/one.jpg" {
+		t.Fatalf("the customer bucket holds %v, want staged/one.jpg only", objects)
+	}
+	if got := call(t, "GET", base+"/assets/"+asset+"/content", secret, nil); got.status != 200 || !bytes.Equal(got.body, result) {
+		t.Fatalf("the asset's download after the restart: %d", got.status)
+	}
+	sctx, scancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer scancel()
+	if err := procs.List[0].Stop(sctx); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -72,10 +72,13 @@ func StorageSchedule() []time.Duration {
 	return s
 }
 
-// storageDelivery delivers the job.storage outbox effects: the output of a succeeded embed into the
-// destination named by the job, with a conditional create, recorded in the delivery record. Its final outcome
-// (stored, or failed for good) is announced as a storage.delivery.* event to the job's webhook, or for a batch
-// item to the batch's, through the webhooks outbox.
+// storageDelivery delivers the job.storage outbox effects: the output of a succeeded embed (or a result moved
+// later) into its destination, with a conditional create, recorded in the delivery record. Once the record
+// says stored, the hosted copy of the result is removed (Assets.EndStaging); an attempt that finds the
+// delivery stored already (a crash after the record) only repeats that removal and the event, so a kill
+// between the two still removes it, and the copy is never removed before the record says stored. The final
+// outcome (stored, or failed for good) is announced as a storage.delivery.* event to the webhook of the
+// result's job, or for a batch item to the batch's, through the webhooks outbox.
 type storageDelivery struct {
 	store    persistence.Store
 	blobs    persistence.Blobs
@@ -109,11 +112,13 @@ func errorCode(err error) string {
 // target is what one delivery writes where.
 type target struct {
 	seed        storagedest.Delivery // id, organization, request, asset, destination (and a move's effect id)
+	assetID     string               // the result whose hosted copy ends once stored; empty: none
 	key         string               // under the destination's prefix
 	owner       string               // the object's owner metadata: recognises our own earlier write
 	blobKey     string
 	size        int64
 	contentType string
+	conflict    bool // a move of a result that belongs to another delivery: fails at once
 	// announce sends the final event; nil when the delivery has none.
 	announce func(ctx context.Context, d *storagedest.Delivery, now time.Time) error
 }
@@ -140,29 +145,50 @@ func (sd *storageDelivery) deliver(ctx context.Context, e outbox.Effect, attempt
 		seed: storagedest.Delivery{ID: rec.StorageDeliveryID(), OrgID: rec.OrgID, RequestID: rec.RequestID,
 			AssetID: rec.Output.AssetID, DestinationID: rec.StorageDestinationID},
 		key: key, owner: rec.RequestID, blobKey: rec.Output.BlobKey, size: rec.Output.Size, contentType: rec.Output.ContentType,
+		assetID: rec.Output.AssetID,
 		announce: func(ctx context.Context, d *storagedest.Delivery, now time.Time) error {
 			return sd.announce(ctx, rec, d, now)
 		},
 	})
 }
 
-// deliverMove copies an asset's hosted file into a destination (POST /storage/destinations/{id}/deliveries).
-// A move sends no event: no webhook was named.
+// deliverMove moves an earlier result into a destination (POST /storage/destinations/{id}/deliveries): the
+// asset's hosted file is copied, and once stored the hosted copy goes, as for a job's own delivery. The move
+// claims the asset (the request did already; a move whose effect outlived a crash before its claim claims it
+// here), so a result has one destination. Its final event goes where its job's would: the job's webhook, or
+// its batch's.
 func (sd *storageDelivery) deliverMove(ctx context.Context, e outbox.Effect, attempt int) error {
 	var m storagedest.Move
 	if err := json.Unmarshal(e.Payload, &m); err != nil {
 		return outbox.Permanent(fmt.Errorf("effect %s: move payload: %w", e.ID, err))
 	}
 	t := target{seed: storagedest.Delivery{ID: m.DeliveryID, OrgID: m.OrgID, AssetID: m.AssetID,
-		DestinationID: m.DestinationID, EffectID: e.ID}, key: m.Key, owner: m.AssetID}
-	as, _, err := actors.Assets{Store: sd.store}.Get(ctx, m.AssetID)
+		DestinationID: m.DestinationID, EffectID: e.ID}, key: m.Key, owner: m.AssetID, assetID: m.AssetID}
+	assets := actors.Assets{Store: sd.store}
+	as, _, err := assets.Get(ctx, m.AssetID)
 	switch {
-	case errors.Is(err, persistence.ErrNotFound) || err == nil && (as.OrgID != m.OrgID || !as.FileAvailable(sd.now())):
-		t.blobKey = "" // the run fails it: result_unavailable
+	case errors.Is(err, persistence.ErrNotFound) || err == nil && as.OrgID != m.OrgID:
+		// the run fails it: result_unavailable
 	case err != nil:
 		return err
 	default:
-		t.seed.RequestID, t.blobKey, t.size, t.contentType = as.RequestID, as.BlobKey, as.SizeBytes, as.ContentType
+		t.seed.RequestID = as.RequestID
+		if rec, err := actors.ReadJob(ctx, sd.store, as.RequestID); err == nil {
+			t.announce = func(ctx context.Context, d *storagedest.Delivery, now time.Time) error {
+				return sd.announce(ctx, rec, d, now)
+			}
+		} else if !errors.Is(err, persistence.ErrNotFound) {
+			return err
+		}
+		if _, err := assets.ClaimDelivery(ctx, m.OrgID, m.AssetID, m.DestinationID, m.DeliveryID); errors.Is(err, actors.ErrAssetHasDestination) {
+			t.conflict = true
+			break
+		} else if err != nil && !errors.Is(err, actors.ErrAssetNotFound) {
+			return err
+		}
+		if as.FileAvailable(sd.now()) {
+			t.blobKey, t.size, t.contentType = as.BlobKey, as.SizeBytes, as.ContentType
+		}
 	}
 	return sd.run(ctx, attempt, t)
 }
@@ -197,6 +223,14 @@ func (sd *storageDelivery) run(ctx context.Context, attempt int, t target) error
 		}
 		return err
 	}
+	if cur, err := sd.lib.GetDelivery(ctx, seed.ID); err == nil && cur.Status == storagedest.DeliveryStored {
+		return sd.stored(ctx, t, cur, now)
+	} else if err != nil && !errors.Is(err, storagedest.ErrNotFound) {
+		return err
+	}
+	if t.conflict {
+		return fail(&codedError{storagedest.CodeResultHasDestination, errors.New("the result already has another storage destination (a result has one destination and key)")}, true)
+	}
 	dest, err := sd.lib.Get(ctx, seed.OrgID, seed.DestinationID)
 	if errors.Is(err, storagedest.ErrNotFound) {
 		return fail(&codedError{storagedest.CodeDestinationDeleted, fmt.Errorf("storage destination %s was deleted", seed.DestinationID)}, true)
@@ -205,7 +239,7 @@ func (sd *storageDelivery) run(ctx context.Context, attempt int, t target) error
 		return err
 	}
 	seed.Bucket, seed.Key = dest.Bucket, dest.ObjectKey(t.key)
-	unstaged := &codedError{storagedest.CodeResultUnavailable, errors.New("the result is no longer staged (its asset was deleted or its file expired)")}
+	unstaged := &codedError{storagedest.CodeResultUnavailable, errors.New("the result is no longer staged (its asset was deleted, its file expired or is stored elsewhere)")}
 	if t.blobKey == "" {
 		return fail(unstaged, true)
 	}
@@ -228,10 +262,24 @@ func (sd *storageDelivery) run(ctx context.Context, attempt int, t target) error
 		d.Status, d.ETag, d.DeliveredAt, d.LastError, d.ErrorCode, d.Attempts, d.UpdatedAt = storagedest.DeliveryStored, etag, &t, "", "", attempt, now
 		d.Bucket, d.Key = seed.Bucket, seed.Key
 	})
-	if err != nil || t.announce == nil {
+	if err != nil {
 		return err
 	}
-	// A re-run after a crash finds the delivery already stored and announces it again: same event id, one event.
+	return sd.stored(ctx, t, d, now)
+}
+
+// stored finishes a stored delivery: the result's hosted copy goes, then the event. A re-run after a crash
+// comes here again from the record: the removal repeats harmlessly and the event keeps its id (one event).
+// The event comes last so that a receiver reading the asset finds staging_deleted_at set.
+func (sd *storageDelivery) stored(ctx context.Context, t target, d *storagedest.Delivery, now time.Time) error {
+	if t.assetID != "" {
+		if _, err := (actors.Assets{Store: sd.store, Blobs: sd.blobs}).EndStaging(ctx, t.assetID, d.ID, now); err != nil {
+			return err
+		}
+	}
+	if t.announce == nil {
+		return nil
+	}
 	return t.announce(ctx, d, now)
 }
 

@@ -194,7 +194,8 @@ func TestStorageFieldsEventsAndLateRetry(t *testing.T) {
 	r, as := jsonObject(t, "GET", f.base+"/assets/"+assetID, f.keyA, nil)
 	created, _ := time.Parse(time.RFC3339, as["created_at"].(string))
 	if as["storage_status"] != "queued" || as["storage_delivery_id"] != delivery || as["storage_destination_id"] != dst ||
-		as["storage_provider"] != "s3" || as["staging_expires_at"] != created.Add(30*24*time.Hour).Format(time.RFC3339) {
+		as["storage_provider"] != "s3" || as["staging_expires_at"] != created.Add(30*24*time.Hour).Format(time.RFC3339) ||
+		as["file_expires_at"] == nil || as["staging_deleted_at"] != nil {
 		t.Fatalf("asset before the first attempt: %s", r.body)
 	}
 	if _, src := jsonObject(t, "GET", f.base+"/assets/"+as["parent_asset_id"].(string), f.keyA, nil); src["storage_status"] != nil {
@@ -231,8 +232,13 @@ func TestStorageFieldsEventsAndLateRetry(t *testing.T) {
 	sweep() // the event handed over by the delivery goes out on this pass at the latest
 	r, as = jsonObject(t, "GET", f.base+"/assets/"+assetID, f.keyA, nil)
 	if as["storage_status"] != "stored" || as["storage_key"] != "late/one.jpg" || as["storage_etag"] == nil ||
-		as["storage_delivered_at"] == nil || as["staging_expires_at"] != nil || as["storage_error"] != nil {
+		as["storage_delivered_at"] == nil || as["staging_expires_at"] != nil || as["storage_error"] != nil ||
+		as["file_expires_at"] != nil || as["staging_deleted_at"] != f.clk.Now().UTC().Format(time.RFC3339) || as["file_available"] != true {
 		t.Fatalf("asset once stored: %s", r.body)
+	}
+	// The hosted copy is gone; the asset's download reads the bucket.
+	if c := call(t, "GET", f.base+"/assets/"+assetID+"/content", f.keyA, nil); c.status != 200 || !bytes.Equal(c.body, result.body) || c.header.Get("Accept-Ranges") != "none" {
+		t.Fatalf("content of a stored asset: %d %v", c.status, c.header)
 	}
 	if _, job = jsonObject(t, "GET", f.base+rc0.StatusURL, f.keyA, nil); job["storage_status"] != "stored" {
 		t.Fatalf("receipt once stored: %v", job)
@@ -282,6 +288,12 @@ func TestStorageFieldsEventsAndLateRetry(t *testing.T) {
 	}
 	if !bytes.Equal(readBucketObject(t, srv, bucket, "late/one.jpg"), result.body) {
 		t.Fatal("the first object was overwritten")
+	}
+	// A failed delivery keeps the hosted copy.
+	_, job = jsonObject(t, "GET", f.base+rc1.StatusURL, f.keyA, nil)
+	if r, as = jsonObject(t, "GET", f.base+"/assets/"+job["asset_id"].(string), f.keyA, nil); as["storage_status"] != "failed" ||
+		as["file_expires_at"] == nil || as["staging_deleted_at"] != nil {
+		t.Fatalf("asset of a failed delivery: %s", r.body)
 	}
 }
 
@@ -490,23 +502,43 @@ func deliveriesKey(t *testing.T, o *storageOrg, id string) string {
 	return strings.TrimPrefix(k, "p2/")
 }
 
-// TestMoveEarlierResultToDestination: results of jobs that named no destination are copied into one later
-// (POST /storage/destinations/{id}/deliveries): refusals first (role, unknown asset, bad key, unverified
-// destination), then 202 queued, stored after the outbox pass with the asset's bytes, the same request again
-// answers the same delivery, a default key, and a move onto an existing key fails object_key_conflict and can
-// be retried by the owner.
+// TestMoveEarlierResultToDestination: a result of a job that named no destination is moved into one later
+// (POST /storage/destinations/{id}/deliveries): refusals first (role, scope, unknown asset, bad key, unverified
+// destination, an original upload), then 202 queued and the asset names the delivery; after the outbox pass
+// the object holds the result's bytes, the hosted copy is gone (file_expires_at null, staging_deleted_at set),
+// the asset's and the job's downloads read the bucket, and the job's webhook got storage.delivery.succeeded.
+// The same move again answers the same delivery; another key or destination, or a result whose job had its
+// own destination, is 409 storage_destination_conflict. A move onto an existing key fails object_key_conflict
+// (a failed event), can be retried by the owner, and keeps the hosted copy.
 func TestMoveEarlierResultToDestination(t *testing.T) {
 	srv := s3test.Start(t)
 	o := newStorageOrg(t)
 	ctx := context.Background()
+	rc := &hookReceiver{stop: make(chan struct{})}
+	hook := httptest.NewServer(rc)
+	defer hook.Close()
+	defer close(rc.stop)
+	r, wh := jsonObject(t, "POST", o.base+"/webhooks", o.owner, map[string]any{"url": hook.URL + "/hook"})
+	if r.status != 201 {
+		t.Fatalf("create webhook: %d %s", r.status, r.body)
+	}
+	sweep := func() {
+		t.Helper()
+		if _, _, err := o.n.Sweep(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
 	dst, bucket := verifiedDestination(t, o.base, o.owner, srv, srv.Endpoint, "moved")
-	r := post(t, o.base+"/watermarks/images", o.owner, "", photo(t, 300, 260, 70), `{"m":1}`)
+	r = post(t, o.base+"/watermarks/images?webhook_id="+wh["id"].(string), o.owner, "", photo(t, 300, 260, 70), `{"m":1}`)
 	if r.status != 200 {
 		t.Fatalf("embed: %d %s", r.status, r.body)
 	}
-	marked := r.header.Get("X-Asset-ID")
+	result, marked, reqID := r.body, r.header.Get("X-Asset-ID"), r.header.Get("X-Request-ID")
 	_, as := jsonObject(t, "GET", o.base+"/assets/"+marked, o.owner, nil)
 	source := as["parent_asset_id"].(string)
+	if as["file_expires_at"] == nil || as["storage_delivery_id"] != nil {
+		t.Fatalf("a hosted result before any move: %v", as)
+	}
 	url := o.base + "/storage/destinations/" + dst + "/deliveries"
 
 	wantProblem(t, "move by a member", jsonCall(t, "POST", url, o.member, map[string]any{"asset_id": marked}), 403, "role_forbidden")
@@ -515,6 +547,7 @@ func TestMoveEarlierResultToDestination(t *testing.T) {
 	wantProblem(t, "move without an asset", jsonCall(t, "POST", url, o.owner, map[string]any{"key": "a"}), 422, "invalid_request")
 	wantProblem(t, "move with a bad key", jsonCall(t, "POST", url, o.owner, map[string]any{"asset_id": marked, "key": "../x"}), 422, "invalid_request")
 	wantProblem(t, "move with an unknown field", jsonCall(t, "POST", url, o.owner, map[string]any{"asset_id": marked, "to": 1}), 400, "malformed_json")
+	wantProblem(t, "move of an original upload", jsonCall(t, "POST", url, o.owner, map[string]any{"asset_id": source}), 422, "invalid_request")
 	_, other := jsonObject(t, "POST", o.base+"/storage/destinations", o.owner, map[string]any{"endpoint": srv.Endpoint,
 		"bucket": bucket, "access_key_id": srv.AccessKey, "secret_access_key": srv.SecretKey})
 	wantProblem(t, "move to an unverified destination", jsonCall(t, "POST", o.base+"/storage/destinations/"+other["id"].(string)+"/deliveries", o.owner,
@@ -528,55 +561,96 @@ func TestMoveEarlierResultToDestination(t *testing.T) {
 	if _, got := jsonObject(t, "GET", o.base+"/storage/deliveries/"+id, o.reader, nil); got["status"] != "queued" || got["asset_id"] != marked {
 		t.Fatalf("a queued move reads %v", got)
 	}
-	if _, _, err := o.n.Sweep(ctx); err != nil {
-		t.Fatal(err)
+	if _, as = jsonObject(t, "GET", o.base+"/assets/"+marked, o.owner, nil); as["storage_delivery_id"] != id || as["storage_destination_id"] != dst ||
+		as["storage_status"] != "queued" || as["file_expires_at"] == nil || as["staging_deleted_at"] != nil {
+		t.Fatalf("the asset while its move is queued: %v", as)
 	}
+	wantProblem(t, "a second move with another key", jsonCall(t, "POST", url, o.owner, map[string]any{"asset_id": marked, "key": "x/two.jpg"}), 409, "storage_destination_conflict")
+	sweep()
+	sweep() // the event handed over by the delivery goes out on this pass at the latest
 	r, del = jsonObject(t, "GET", o.base+"/storage/deliveries/"+id, o.reader, nil)
 	if del["status"] != "stored" || del["key"] != "moved/x/one.jpg" || del["etag"] == nil {
 		t.Fatalf("move after the pass: %s", r.body)
 	}
+	if !bytes.Equal(readBucketObject(t, srv, bucket, "moved/x/one.jpg"), result) {
+		t.Fatal("the moved object differs from the result")
+	}
+	r, as = jsonObject(t, "GET", o.base+"/assets/"+marked, o.owner, nil)
+	if as["storage_status"] != "stored" || as["file_expires_at"] != nil || as["staging_deleted_at"] != o.clk.Now().UTC().Format(time.RFC3339) ||
+		as["file_available"] != true || as["download_url"] != "/assets/"+marked+"/content" || as["staging_expires_at"] != nil {
+		t.Fatalf("the asset once moved: %s", r.body)
+	}
 	content := call(t, "GET", o.base+"/assets/"+marked+"/content", o.owner, nil)
-	if content.status != 200 || !bytes.Equal(readBucketObject(t, srv, bucket, "moved/x/one.jpg"), content.body) {
-		t.Fatalf("moved object differs from the asset's file (%d)", content.status)
+	if content.status != 200 || !bytes.Equal(content.body, result) || content.header.Get("Accept-Ranges") != "none" || content.header.Get("X-Asset-ID") != marked {
+		t.Fatalf("the moved asset's content: %d %v", content.status, content.header)
+	}
+	if res := call(t, "GET", o.base+"/watermarks/jobs/"+reqID+"/result", o.owner, nil); res.status != 200 || !bytes.Equal(res.body, result) {
+		t.Fatalf("the job's result once moved: %d %s", res.status, res.header)
+	}
+	if _, src := jsonObject(t, "GET", o.base+"/assets/"+source, o.owner, nil); src["file_expires_at"] == nil || src["staging_deleted_at"] != nil {
+		t.Fatalf("the original upload lost its hosted file: %v", src)
+	}
+	evs := storageEvents(t, rc)
+	if len(evs) != 1 || evs[0]["type"] != "storage.delivery.succeeded" {
+		t.Fatalf("storage events of the move: %v", evs)
+	}
+	if data, _ := evs[0]["data"].(map[string]any); data["delivery_id"] != id || data["asset_id"] != marked || data["request_id"] != reqID || data["status"] != "stored" {
+		t.Fatalf("the move's event data: %v", data)
 	}
 	if r, again := jsonObject(t, "POST", url, o.owner, map[string]any{"asset_id": marked, "key": "x/one.jpg"}); r.status != 202 || again["id"] != id || again["status"] != "stored" {
 		t.Fatalf("the same move again: %d %s", r.status, r.body)
 	}
+	other2, _ := verifiedDestination(t, o.base, o.owner, srv, srv.Endpoint, "")
+	wantProblem(t, "a moved result to another destination", jsonCall(t, "POST", o.base+"/storage/destinations/"+other2+"/deliveries", o.owner,
+		map[string]any{"asset_id": marked, "key": "x/one.jpg"}), 409, "storage_destination_conflict")
+	r = post(t, o.base+"/watermarks/images?storage_destination_id="+dst, o.owner, "", photo(t, 300, 260, 72), `{"m":3}`)
+	if r.status != 200 {
+		t.Fatalf("embed with a destination: %d %s", r.status, r.body)
+	}
+	wantProblem(t, "a move of a result whose job named a destination", jsonCall(t, "POST", o.base+"/storage/destinations/"+other2+"/deliveries", o.owner,
+		map[string]any{"asset_id": r.header.Get("X-Asset-ID")}), 409, "storage_destination_conflict")
 
-	// The source with the default key, and the source onto the taken key: a conflict, retried by the owner.
-	r, def := jsonObject(t, "POST", url, o.owner, map[string]any{"asset_id": source})
-	r, clash := jsonObject(t, "POST", url, o.owner, map[string]any{"asset_id": source, "key": "x/one.jpg"})
+	// Another result onto the taken key: a conflict, failed for good (a failed event), retried by the owner;
+	// its hosted copy stays.
+	r = post(t, o.base+"/watermarks/images?webhook_id="+wh["id"].(string), o.owner, "", photo(t, 300, 260, 71), `{"m":2}`)
+	if r.status != 200 {
+		t.Fatalf("second embed: %d %s", r.status, r.body)
+	}
+	second := r.header.Get("X-Asset-ID")
+	r, clash := jsonObject(t, "POST", url, o.owner, map[string]any{"asset_id": second, "key": "x/one.jpg"})
 	if r.status != 202 {
 		t.Fatalf("second move: %d %s", r.status, r.body)
 	}
-	// Two passes: effects of one destination go in order, so when the conflicting move happens to come first
-	// its failure holds the other back until the next pass.
-	for range 2 {
-		if _, _, err := o.n.Sweep(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, got := jsonObject(t, "GET", o.base+"/storage/deliveries/"+def["id"].(string), o.reader, nil); got["status"] != "stored" || !strings.HasPrefix(got["key"].(string), "moved/"+source+"/") {
-		t.Fatalf("move with the default key: %v", got)
-	}
+	// Two passes: effects of one destination go in order, so the job's own delivery above may hold it back.
+	sweep()
+	sweep()
+	sweep()
 	if _, got := jsonObject(t, "GET", o.base+"/storage/deliveries/"+clash["id"].(string), o.reader, nil); got["status"] != "failed" || got["error_code"] != "object_key_conflict" {
 		t.Fatalf("move onto a taken key: %v", got)
+	}
+	if evs = storageEvents(t, rc); len(evs) != 2 || evs[1]["type"] != "storage.delivery.failed" {
+		t.Fatalf("storage events after a conflicting move: %v", evs)
 	}
 	if r, got := jsonObject(t, "POST", o.base+"/storage/deliveries/"+clash["id"].(string)+"/retry", o.owner, nil); r.status != 202 || got["status"] != "retrying" {
 		t.Fatalf("retry of a failed move: %d %s", r.status, r.body)
 	}
-	if _, _, err := o.n.Sweep(ctx); err != nil {
-		t.Fatal(err)
-	}
+	sweep()
 	if _, got := jsonObject(t, "GET", o.base+"/storage/deliveries/"+clash["id"].(string), o.reader, nil); got["status"] != "failed" || len(got["history"].([]any)) != 2 {
 		t.Fatalf("a retried conflicting move: %v", got)
 	}
-	if !bytes.Equal(readBucketObject(t, srv, bucket, "moved/x/one.jpg"), content.body) {
+	if !bytes.Equal(readBucketObject(t, srv, bucket, "moved/x/one.jpg"), result) {
 		t.Fatal("a move overwrote an existing object")
+	}
+	if _, got := jsonObject(t, "GET", o.base+"/assets/"+second, o.owner, nil); got["storage_status"] != "failed" || got["file_expires_at"] == nil ||
+		got["staging_deleted_at"] != nil || got["file_available"] != true {
+		t.Fatalf("a result whose move failed: %v", got)
+	}
+	if c := call(t, "GET", o.base+"/assets/"+second+"/content", o.owner, nil); c.status != 200 || c.header.Get("Accept-Ranges") != "bytes" {
+		t.Fatalf("the hosted content of a result whose move failed: %d", c.status)
 	}
 	_, page := jsonObject(t, "GET", url, o.reader, nil)
 	if items, _ := page["items"].([]any); len(items) != 3 {
-		t.Fatalf("the destination lists %d deliveries, want the 3 moves: %v", len(items), page)
+		t.Fatalf("the destination lists %d deliveries, want the 2 moves and the job's own: %v", len(items), page)
 	}
 }
 
@@ -629,18 +703,21 @@ func TestStorageBucketRefusingWrites(t *testing.T) {
 }
 
 // TestStorageDeliveryContent: GET /storage/deliveries/{id}/content reads a stored object back from the
-// bucket with a storage:read key; a delivery that is not stored, an object replaced in the bucket since
-// (another ETag) and an object deleted there answer 410 storage_object_unavailable.
+// bucket with a storage:read key; so do the job's result and the asset's download once the hosted copy is
+// gone (503 naming the step while the bucket is down); a delivery that is not stored, an object replaced in
+// the bucket since (another ETag) and an object deleted there answer 410 storage_object_unavailable.
 func TestStorageDeliveryContent(t *testing.T) {
 	srv := s3test.Start(t)
+	ep := newSwitchable(t, srv.Endpoint)
 	o := newStorageOrg(t)
 	ctx := context.Background()
-	dst, bucket := verifiedDestination(t, o.base, o.owner, srv, srv.Endpoint, "")
+	dst, bucket := verifiedDestination(t, o.base, o.owner, srv, ep.addr, "")
 	r := post(t, o.base+"/watermarks/images?storage_key=c/one.jpg&storage_destination_id="+dst, o.owner, "", photo(t, 300, 260, 90), `{"c":1}`)
 	if r.status != 200 {
 		t.Fatalf("embed: %d %s", r.status, r.body)
 	}
 	result, delivery, ctype := r.body, r.header.Get("X-Storage-Delivery-ID"), r.header.Get("Content-Type")
+	assetURL, resultURL := o.base+"/assets/"+r.header.Get("X-Asset-ID")+"/content", o.base+"/watermarks/jobs/"+r.header.Get("X-Request-ID")+"/result"
 	url := o.base + "/storage/deliveries/" + delivery + "/content"
 	wantProblem(t, "content before delivery", call(t, "GET", url, o.reader, nil), 404, "not_found")
 	_, as := jsonObject(t, "GET", o.base+"/assets/"+r.header.Get("X-Asset-ID"), o.owner, nil)
@@ -652,10 +729,22 @@ func TestStorageDeliveryContent(t *testing.T) {
 	if got.status != 200 || !bytes.Equal(got.body, result) || got.header.Get("Content-Type") != ctype || got.header.Get("ETag") == "" {
 		t.Fatalf("content: %d %q (%d bytes, want %d)", got.status, got.header, len(got.body), len(result))
 	}
+	// The hosted copy is gone: the job's result (within its 24 h) and the asset's download read the bucket.
+	if got = call(t, "GET", resultURL, o.owner, nil); got.status != 200 || !bytes.Equal(got.body, result) || got.header.Get("X-Storage-Delivery-ID") != delivery {
+		t.Fatalf("the job's result once delivered: %d %q", got.status, got.header)
+	}
+	ep.down()
+	if got = call(t, "GET", assetURL, o.owner, nil); got.header.Get("Retry-After") != "30" {
+		t.Fatalf("the asset's download while the bucket is down: %d %q", got.status, got.header)
+	}
+	wantProblem(t, "the asset's download while the bucket is down", got, 503, "service_unavailable")
+	ep.up()
 	if _, err := srv.Client().PutObject(ctx, bucket, "c/one.jpg", bytes.NewReader([]byte("replaced")), 8, minio.PutObjectOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	wantProblem(t, "content of a replaced object", call(t, "GET", url, o.reader, nil), 410, "storage_object_unavailable")
+	wantProblem(t, "the asset's download of a replaced object", call(t, "GET", assetURL, o.owner, nil), 410, "storage_object_unavailable")
+	wantProblem(t, "the job's result of a replaced object", call(t, "GET", resultURL, o.owner, nil), 410, "storage_object_unavailable")
 	if err := srv.Client().RemoveObject(ctx, bucket, "c/one.jpg", minio.RemoveObjectOptions{}); err != nil {
 		t.Fatal(err)
 	}

@@ -94,6 +94,7 @@ const (
 	StorageLimit        Code = "storage_destination_limit"
 	StorageVerify       Code = "storage_verification_failed"
 	StorageObjectGone   Code = "storage_object_unavailable"
+	StorageConflict     Code = "storage_destination_conflict"
 	IdempotencyConflict Code = "idempotency_conflict"
 	GPUUnavailable      Code = "gpu_unavailable"
 	ResultGone          Code = "result_gone"
@@ -179,7 +180,8 @@ var table = []Entry{
 	{Code: StorageNotFound, Status: 404, Title: "Storage destination not found", When: "a storage destination id that is unknown or another organization's"},
 	{Code: StorageLimit, Status: 409, Title: "Too many storage destinations", When: "the organization already has 10 storage destinations; delete one first"},
 	{Code: StorageVerify, Status: 422, Title: "Storage destination verification failed", When: "the probe round trip (conditional create, read back, delete) failed; `detail` names the step and the missing permission, and the destination's `last_error` keeps it"},
-	{Code: StorageObjectGone, Status: 410, Title: "Stored object unavailable", When: "`GET /storage/deliveries/{id}/content`: the delivery is not stored, its destination was deleted, or the object in the bucket is gone or changed since it was delivered (its ETag differs)"},
+	{Code: StorageObjectGone, Status: 410, Title: "Stored object unavailable", When: "`GET /storage/deliveries/{id}/content`, and `GET /assets/{id}/content` or a job's result once the file is stored in the customer's bucket (staging deleted): the delivery is not stored, its destination was deleted, or the object in the bucket is gone or changed since it was delivered (its ETag differs)"},
+	{Code: StorageConflict, Status: 409, Title: "Result already has a storage destination", When: "`POST /storage/destinations/{id}/deliveries`: the result already belongs to another delivery (its job's own, or a move to another destination or key); a result has one destination and key, so repeat the same move or retry that delivery"},
 	{Code: IdempotencyConflict, Status: 409, Title: "Idempotency-Key reused with different inputs", When: "the `Idempotency-Key` was used before with another file, data or option"},
 	{Code: GPUUnavailable, Status: 503, Title: "GPU unavailable", When: "`accelerator=gpu` on a deployment without a GPU codec path; retry later or use `cpu` (`Retry-After`); a key already used with another accelerator gets 409 `idempotency_conflict` instead", Retry: true},
 	{Code: ResultGone, Status: 410, Title: "Result no longer available", When: "the job's result is older than 24 hours, or its watermarked asset was deleted; also a replay of that request, sync or async"},
