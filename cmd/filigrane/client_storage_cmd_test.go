@@ -67,7 +67,7 @@ func TestClientCLIStorage(t *testing.T) {
 	}
 	dst := m[1]
 	code, stdout, stderr = cli("storage", "verify", dst)
-	if code != exitOK || !regexp.MustCompile(`^` + dst + `  "mine"  .*  enabled  verified \S+\n$`).MatchString(stdout) {
+	if code != exitOK || !regexp.MustCompile(`^`+dst+`  "mine"  .*  enabled  verified \S+\n$`).MatchString(stdout) {
 		t.Fatalf("verify: exit %d, %q %q", code, stdout, stderr)
 	}
 
