@@ -344,7 +344,7 @@ func main() {
 		}
 		return must(b.Status == "cancelled", "%+v", b)
 	})
-	c.check("Webhooks: Create, List, Update, ListDeliveries, Delete", func() error {
+	c.check("Webhooks: Create, List, Update, ListDeliveries, Redeliver, Delete", func() error {
 		w, err := client.CreateWebhook(ctx, "https://hooks.example.test/sdk-compat-go")
 		if err != nil {
 			return err
@@ -371,6 +371,33 @@ func main() {
 			return err
 		}
 		if _, err := client.ListWebhookDeliveries(ctx, w.ID, ""); err != nil {
+			return err
+		}
+		// An event for it: the host does not resolve, so the delivery is logged with a failed attempt.
+		if _, err := client.UpdateWebhook(ctx, w.ID, true); err != nil {
+			return err
+		}
+		job, err := client.SubmitEmbed(ctx, etchv.MediaImages, image, map[string]any{"sdk": "go", "check": "webhook"}, etchv.Options{WebhookID: w.ID})
+		if err != nil {
+			return err
+		}
+		if _, err := client.GetEmbedResult(ctx, job.RequestID); err != nil {
+			return err
+		}
+		var page *etchv.WebhookDeliveryPage
+		for i := 0; i < 120; i++ {
+			if page, err = client.ListWebhookDeliveries(ctx, w.ID, ""); err != nil {
+				return err
+			}
+			if len(page.Data) > 0 && page.Data[0].Attempts >= 1 {
+				break
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+		if err := must(len(page.Data) == 1 && page.Data[0].RequestID == job.RequestID && len(page.Data[0].History) >= 1, "deliveries %+v", page); err != nil {
+			return err
+		}
+		if err := client.RedeliverWebhook(ctx, w.ID, page.Data[0].ID); err != nil {
 			return err
 		}
 		if err := client.DeleteWebhook(ctx, w.ID); err != nil {
