@@ -97,14 +97,28 @@ func TestClientCLIStorage(t *testing.T) {
 	if !strings.Contains(stdout, "cli/moved/photo.jpg") {
 		t.Fatalf("stored delivery without its object key: %q", stdout)
 	}
+	// An embed that names the destination: its delivery id is printed, and the delivery gets stored.
+	code, stdout, stderr = cli("embed", photo, "--data", `{"cli":"storage-embed"}`, "-o", filepath.Join(dir, "marked2.jpg"),
+		"--storage-destination-id", dst, "--storage-key", "direct/photo.png", "--quiet")
+	de := regexp.MustCompile(`(?m)^delivery     (std_[0-9a-f]{64}) `).FindStringSubmatch(stdout)
+	if code != exitOK || de == nil {
+		t.Fatalf("embed to the destination: exit %d, %q %q", code, stdout, stderr)
+	}
+	eventually(t, "the embed's delivery stored", 60*time.Second, func() bool {
+		code, stdout, _ = cli("storage", "delivery", de[1])
+		return code == exitOK && strings.HasPrefix(stdout, de[1]+"  stored  ") && strings.Contains(stdout, "cli/direct/photo.png")
+	})
+	if code, _, _ = cli("embed", photo, "--storage-key", "k"); code != exitUsage {
+		t.Fatalf("--storage-key alone: exit %d", code)
+	}
 	code, stdout, _ = cli("storage", "deliveries", dst)
-	if code != exitOK || !strings.HasPrefix(stdout, std+"  stored  "+asset+" -> "+dst) {
+	if code != exitOK || !strings.Contains(stdout, std+"  stored  "+asset+" -> "+dst) || !strings.Contains(stdout, de[1]+"  stored  ") {
 		t.Fatalf("deliveries: exit %d, %q", code, stdout)
 	}
 	code, stdout, _ = cli("storage", "deliveries", dst, "--json")
 	var dp deliveryPage
-	if code != exitOK || json.Unmarshal([]byte(stdout), &dp) != nil || len(dp.Items) != 1 || dp.Items[0].ID != std {
-		t.Fatalf("deliveries --json: exit %d, %q", code, stdout)
+	if code != exitOK || json.Unmarshal([]byte(stdout), &dp) != nil || len(dp.Items) != 2 || dp.Items[0].ID != de[1] || dp.Items[1].ID != std {
+		t.Fatalf("deliveries --json (newest first): exit %d, %q", code, stdout)
 	}
 	// Retrying a stored delivery answers it as it is.
 	if code, stdout, _ = cli("storage", "retry", std); code != exitOK || !strings.HasPrefix(stdout, std+"  stored  ") {
