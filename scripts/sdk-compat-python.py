@@ -357,6 +357,21 @@ for label, path, embed, detect in (("document", pdf_path, "embed_document", "det
         d = getattr(client, detect)(r.image)
         must(d.watermarked and d.watermark_id == r.watermark_id, repr(d))
 
+    @check(f"submit_embed({label}s) with the default filename \"file\" + get_embed_result")
+    def _():
+        # submit_* name the part "file", without an extension: the server tells the format from the bytes.
+        rc = client.submit_embed(label + "s", data, {"sdk": "python", "check": "submit " + label})
+        r = client.get_embed_result(rc["request_id"])
+        must(HEX64.fullmatch(r.watermark_id) and r.request_id == rc["request_id"], f"{r.watermark_id} {r.request_id}")
+
+    @check(f"{embed} through an upload session (url-encoded upload_id)")
+    def _():
+        small = etchv.Etchv(api_key, base_url=base_url, timeout=120, large_file_threshold=1024)
+        r = getattr(small, embed)(data, {"sdk": "python", "check": "upload " + label})
+        d = getattr(small, detect)(r.image)
+        must(d.watermarked and d.watermark_id == r.watermark_id, repr(d))
+        small.close()
+
 client.close()
 print(f"{passed} passed, {failed} failed")
 sys.exit(1 if failed else 0)
