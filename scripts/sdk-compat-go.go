@@ -446,6 +446,29 @@ func main() {
 			}
 			return must(d.Watermarked && *d.WatermarkID == r.WatermarkID && assetID.MatchString(r.AssetID), "%+v", d)
 		})
+		c.check(m.name+" through an upload session (multipart upload_id)", func() error {
+			file, err := os.ReadFile(m.path)
+			if err != nil {
+				return err
+			}
+			small, err := etchv.New(apiKey, etchv.WithBaseURL(baseURL), etchv.WithLargeFileThreshold(1024))
+			if err != nil {
+				return err
+			}
+			embed, detect := small.EmbedDocument, small.DetectDocument
+			if m.path == videoPath {
+				embed, detect = small.EmbedVideo, small.DetectVideo
+			}
+			r, err := embed(ctx, file, map[string]any{"sdk": "go", "check": "upload " + m.name}, etchv.Options{})
+			if err != nil {
+				return err
+			}
+			d, err := detect(ctx, r.Bytes, etchv.Options{})
+			if err != nil {
+				return err
+			}
+			return must(d.Watermarked && *d.WatermarkID == r.WatermarkID, "%+v", d)
+		})
 	}
 	// The asset and storage methods live in files of the SDK that the 1.2.0 source this driver was written
 	// against does not carry; the Python driver calls the same routes.
