@@ -40,6 +40,9 @@ type SpawnConfig struct {
 	CodecKey []byte
 	// Log receives the nodes' warnings and errors; nil discards them.
 	Log io.Writer
+	// AllowPrivateTargets lets webhook URLs and storage destinations reach loopback addresses (the client
+	// tests deliver to a local S3 server), as `filigrane serve --allow-private-targets`.
+	AllowPrivateTargets bool
 }
 
 // Spawned is a set of running in-process nodes with the development key of the first.
@@ -129,6 +132,8 @@ func Spawn(ctx context.Context, cfg SpawnConfig) (s *Spawned, err error) {
 			Bootstrap:   i == 0,
 			Workers:     cfg.Workers,
 			CodecKey:    cfg.CodecKey,
+
+			AllowPrivateTargets: cfg.AllowPrivateTargets,
 		}
 		// Unreachable while Nodes is capped at 1; kept so that lifting the cap is the only change once
 		// nodes share storage.

@@ -222,9 +222,13 @@ func (o *clientOpts) batchFromDir(ctx context.Context, dir, data string, archive
 		total += it.Size
 	}
 	bar := o.newBar(total, fmt.Sprintf("uploading %d files", len(items)), true)
-	for _, it := range b.Items {
+	for n, it := range b.Items {
 		if it.Upload == nil || it.Index < 0 || it.Index >= len(paths) {
 			continue // received already (a repeated create), or nothing to send
+		}
+		if bar != nil {
+			// One bar over every byte (rate and time left for the whole batch), naming the file on its way.
+			bar.Describe(fmt.Sprintf("uploading %d/%d %s", n+1, len(b.Items), items[it.Index].Filename))
 		}
 		if err := o.putFile(ctx, it.Upload.Method, it.Upload.URL, paths[it.Index], bar); err != nil {
 			return batchView{}, nil, err
@@ -379,16 +383,34 @@ func (o *clientOpts) batchFromZip(ctx context.Context, file, data string, archiv
 	return b, body, err
 }
 
-// followBatch polls the batch until it ends, showing ended items out of all (a bar on a terminal, a line per
-// change otherwise), prints the per-item outcome and downloads the archive when one was asked for.
+// followBatch polls the batch until it ends, showing each item's state as it changes (one line per item and
+// change) and ended items out of all (a bar on a terminal, a line per change otherwise), prints the per-item
+// outcome and downloads the archive when one was asked for.
 func (o *clientOpts) followBatch(ctx context.Context, b batchView, out string) error {
 	statusPath := "/watermarks/batches/" + url.PathEscape(b.BatchID)
 	bar := o.newBar(int64(max(b.ItemCount, 1)), "batch "+b.BatchID, false)
 	last := -1
+	seen := map[int]string{}
 	body, err := o.pollUntil(ctx, "batch "+b.BatchID, statusPath, func(body []byte) (bool, error) {
 		b = batchView{}
 		if err := decodeAnswer(body, &b); err != nil {
 			return false, err
+		}
+		if !o.quiet {
+			for _, it := range b.Items {
+				if seen[it.Index] == it.Status {
+					continue
+				}
+				seen[it.Index] = it.Status
+				if bar != nil {
+					_ = bar.Clear() // the line goes above the bar, which redraws on its next update
+				}
+				line := fmt.Sprintf("  item %d %s: %s", it.Index, it.Filename, it.Status)
+				if it.ErrorCode != nil {
+					line += " (" + *it.ErrorCode + ")"
+				}
+				fmt.Fprintln(o.stderr, line)
+			}
 		}
 		if n := b.ended(); n != last {
 			last = n

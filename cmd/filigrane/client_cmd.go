@@ -635,8 +635,10 @@ type embedResult struct {
 	AssetID       string `json:"asset_id,omitempty"`
 	SourceAssetID string `json:"source_asset_id,omitempty"`
 	Accelerator   string `json:"accelerator,omitempty"`
-	Output        string `json:"output"`
-	Bytes         int64  `json:"bytes"`
+	// StorageDeliveryID is the delivery to the storage destination the embed named (docs/storage.md).
+	StorageDeliveryID string `json:"storage_delivery_id,omitempty"`
+	Output            string `json:"output"`
+	Bytes             int64  `json:"bytes"`
 }
 
 func printJSON(w io.Writer, v any) {
@@ -675,6 +677,8 @@ func embedCmd(ctx context.Context, args []string, o *clientOpts) error {
 	out := fs.String("o", "", "output file (default: NAME-watermarked.EXT in the current directory)")
 	media := registerMediaFlags(fs)
 	webhook := fs.String("webhook-id", "", "webhook endpoint that receives the job's final event (async)")
+	storageDst := fs.String("storage-destination-id", "", "also deliver the result to this verified storage destination (dst_..., docs/storage.md)")
+	storageKey := fs.String("storage-key", "", "with --storage-destination-id: the object key under its prefix")
 	pos, err := parseClientFlags(fs, o, args)
 	if err != nil {
 		return err
@@ -707,6 +711,15 @@ func embedCmd(ctx context.Context, args []string, o *clientOpts) error {
 	}
 	if *webhook != "" {
 		q.Set("webhook_id", *webhook)
+	}
+	if *storageKey != "" && *storageDst == "" {
+		return usageErr("--storage-key needs --storage-destination-id")
+	}
+	if *storageDst != "" {
+		q.Set("storage_destination_id", *storageDst)
+		if *storageKey != "" {
+			q.Set("storage_key", *storageKey)
+		}
 	}
 	if len(q) > 0 {
 		path += "?" + q.Encode()
@@ -791,7 +804,7 @@ func (o *clientOpts) saveEmbed(resp *http.Response, input, out, requestID string
 	res := embedResult{
 		RequestID: requestID, WatermarkID: resp.Header.Get("X-Watermark-ID"), AssetID: resp.Header.Get("X-Asset-ID"),
 		SourceAssetID: resp.Header.Get("X-Source-Asset-ID"), Accelerator: resp.Header.Get("X-Service-Accelerator"),
-		Output: out, Bytes: n,
+		StorageDeliveryID: resp.Header.Get("X-Storage-Delivery-ID"), Output: out, Bytes: n,
 	}
 	if res.RequestID == "" {
 		res.RequestID = resp.Header.Get("X-Request-ID")
@@ -803,6 +816,9 @@ func (o *clientOpts) saveEmbed(resp *http.Response, input, out, requestID string
 	fmt.Fprintf(o.stdout, "watermark_id %s\n", res.WatermarkID)
 	if res.AssetID != "" {
 		fmt.Fprintf(o.stdout, "asset_id     %s\n", res.AssetID)
+	}
+	if res.StorageDeliveryID != "" {
+		fmt.Fprintf(o.stdout, "delivery     %s (filigrane storage delivery %s)\n", res.StorageDeliveryID, res.StorageDeliveryID)
 	}
 	fmt.Fprintf(o.stdout, "output       %s (%d bytes)\n", out, n)
 	return nil

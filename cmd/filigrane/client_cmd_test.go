@@ -279,7 +279,9 @@ func TestClientCLIBatches(t *testing.T) {
 			t.Fatalf("exit %d, stdout %q, stderr %q", code, stdout, stderr)
 		}
 		if !strings.Contains(stdout, "completed: 2 succeeded") || !strings.Contains(stdout, "archive "+out) ||
-			!strings.Contains(stderr, "skipping notes.txt") || !strings.Contains(stderr, "2/2") {
+			!strings.Contains(stderr, "skipping notes.txt") || !strings.Contains(stderr, "2/2") ||
+			!strings.Contains(stderr, "  item 0 a.jpg: succeeded\n") || !strings.Contains(stderr, "  item 1 b.jpg: succeeded\n") ||
+			!strings.Contains(stderr, "uploading 2/2 b.jpg") {
 			t.Fatalf("stdout %q, stderr %q", stdout, stderr)
 		}
 		zr, err := zip.OpenReader(out)

@@ -1,7 +1,7 @@
 package main
 
-// `filigrane webhooks list|create|update|delete|rotate-secret`: the organization's webhook endpoints
-// (docs/webhooks.md).
+// `filigrane webhooks list|create|update|delete|rotate-secret|deliveries|redeliver`: the organization's
+// webhook endpoints and their delivery logs (docs/webhooks.md).
 
 import (
 	"context"
@@ -19,10 +19,13 @@ const webhooksUsage = `usage: filigrane webhooks list [--json]
        filigrane webhooks update ID [--new-url URL] [--description TEXT] [--events TYPE,...] [--enabled true|false]
        filigrane webhooks delete ID
        filigrane webhooks rotate-secret ID
+       filigrane webhooks deliveries ID [--limit N] [--after EVENT_ID] [--all]
+       filigrane webhooks redeliver ID EVENT_ID
 
 list prints the webhook endpoints; create adds one and prints its signing secret (shown only this once);
 update changes the named fields only; rotate-secret makes a new signing secret (shown only this once; the old
-one keeps signing for 24 hours). Exit codes: docs/cli.md.
+one keeps signing for 24 hours). deliveries prints an endpoint's delivery log, newest first (status, attempts,
+the last answer); redeliver queues one event again now, with the same id and body. Exit codes: docs/cli.md.
 
 flags:
 `
@@ -43,14 +46,15 @@ func runWebhooks(ctx context.Context, args []string, stdout, stderr io.Writer) i
 }
 
 func webhooksCmd(ctx context.Context, args []string, o *clientOpts) error {
-	subs := map[string]bool{"list": true, "create": true, "update": true, "delete": true, "rotate-secret": true}
+	subs := map[string]bool{"list": true, "create": true, "update": true, "delete": true, "rotate-secret": true,
+		"deliveries": true, "redeliver": true}
 	if len(args) == 0 || !subs[args[0]] {
 		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
 			fmt.Fprint(o.stdout, webhooksUsage)
 			return nil
 		}
 		fmt.Fprint(o.stderr, webhooksUsage)
-		return usageErr("want: webhooks list|create URL|update ID|delete ID|rotate-secret ID")
+		return usageErr("want: webhooks list|create URL|update ID|delete ID|rotate-secret ID|deliveries ID|redeliver ID EVENT_ID")
 	}
 	sub := args[0]
 	fs := flag.NewFlagSet("filigrane webhooks "+sub, flag.ContinueOnError)
@@ -60,12 +64,42 @@ func webhooksCmd(ctx context.Context, args []string, o *clientOpts) error {
 	events := fs.String("events", "", "create, update: comma-separated event types it receives (default: every type)")
 	newURL := fs.String("new-url", "", "update: the endpoint's new URL (--url is the server)")
 	enabled := fs.String("enabled", "", "update: true or false")
+	limit := fs.Int("limit", 0, "deliveries: deliveries per page, 1 to 100 (default: the server's, 50)")
+	after := fs.String("after", "", "deliveries: next_cursor of the previous page")
+	all := fs.Bool("all", false, "deliveries: follow next_cursor to the last page")
 	pos, err := parseClientFlags(fs, o, args[1:])
 	if err != nil {
 		return err
 	}
 	ctx, cancel := o.deadline(ctx)
 	defer cancel()
+	switch sub {
+	case "deliveries":
+		id, err := oneArg(pos, "ID")
+		if err != nil {
+			return err
+		}
+		q := url.Values{}
+		if *limit != 0 {
+			q.Set("limit", strconv.Itoa(*limit))
+		}
+		return o.listWebhookDeliveries(ctx, "/webhooks/"+url.PathEscape(id)+"/deliveries", q, *after, *all)
+	case "redeliver":
+		if len(pos) != 2 {
+			return usageErr("want: webhooks redeliver ID EVENT_ID")
+		}
+		var d webhookDeliveryView
+		body, _, err := o.sendJSON(ctx, http.MethodPost, "/webhooks/"+url.PathEscape(pos[0])+"/deliveries/"+url.PathEscape(pos[1])+"/redeliver", "", nil, &d)
+		if err != nil {
+			return err
+		}
+		if o.jsonOut {
+			printRaw(o.stdout, body)
+			return nil
+		}
+		printWebhookDelivery(o.stdout, d)
+		return nil
+	}
 	if sub == "list" {
 		if len(pos) != 0 {
 			return usageErr("webhooks list takes no argument")
@@ -176,6 +210,82 @@ func printWebhook(w io.Writer, v webhookView) {
 	fmt.Fprintf(w, "%s  %s  %s  %s", v.ID, v.URL, state, ev)
 	if v.Description != "" {
 		fmt.Fprintf(w, "  %q", v.Description)
+	}
+	fmt.Fprintln(w)
+}
+
+// webhookDeliveryView is the part of a delivery-log entry the client prints (docs/webhooks.md).
+type webhookDeliveryView struct {
+	ID      string `json:"id"`
+	Payload struct {
+		Type string `json:"type"`
+	} `json:"payload"`
+	Status        string  `json:"status"`
+	Attempts      int     `json:"attempts"`
+	NextAttemptAt *string `json:"next_attempt_at"`
+	History       []struct {
+		At         string  `json:"at"`
+		StatusCode *int    `json:"status_code"`
+		Error      *string `json:"error"`
+	} `json:"history"`
+}
+
+type webhookDeliveryPage struct {
+	Data       []webhookDeliveryView `json:"data"`
+	NextCursor *string               `json:"next_cursor"`
+}
+
+// listWebhookDeliveries prints one page of an endpoint's delivery log, or every page with all.
+func (o *clientOpts) listWebhookDeliveries(ctx context.Context, path string, q url.Values, after string, all bool) error {
+	for {
+		if after != "" {
+			q.Set("after", after)
+		}
+		p := path
+		if len(q) > 0 {
+			p += "?" + q.Encode()
+		}
+		var page webhookDeliveryPage
+		body, _, err := o.getJSON(ctx, p, &page)
+		if err != nil {
+			return err
+		}
+		if o.jsonOut {
+			printRaw(o.stdout, body)
+		} else {
+			for _, d := range page.Data {
+				printWebhookDelivery(o.stdout, d)
+			}
+		}
+		if page.NextCursor == nil || *page.NextCursor == "" {
+			if !o.jsonOut && len(page.Data) == 0 && after == "" {
+				fmt.Fprintln(o.stdout, "no deliveries")
+			}
+			return nil
+		}
+		if !all {
+			if !o.jsonOut {
+				fmt.Fprintf(o.stdout, "next page: --after %s\n", *page.NextCursor)
+			}
+			return nil
+		}
+		after = *page.NextCursor
+	}
+}
+
+func printWebhookDelivery(w io.Writer, d webhookDeliveryView) {
+	fmt.Fprintf(w, "%s  %s  %s  attempts %d", d.ID, d.Payload.Type, d.Status, d.Attempts)
+	if n := len(d.History); n > 0 {
+		last := d.History[n-1]
+		switch {
+		case last.StatusCode != nil:
+			fmt.Fprintf(w, "  last answer HTTP %d", *last.StatusCode)
+		case last.Error != nil:
+			fmt.Fprintf(w, "  last error: %s", *last.Error)
+		}
+	}
+	if d.NextAttemptAt != nil {
+		fmt.Fprintf(w, "  next attempt %s", *d.NextAttemptAt)
 	}
 	fmt.Fprintln(w)
 }

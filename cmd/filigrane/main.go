@@ -27,7 +27,10 @@ API client (against a running server: $FILIGRANE_URL, key $FILIGRANE_API_KEY; do
   detect   detect a watermark in a file
   jobs     show or follow a job (jobs get REQUEST_ID [--wait])
   batches  embed a folder or zip as a batch (batches create DIR|ZIP [--wait]; batches get|cancel BATCH_ID)
-  webhooks manage webhook endpoints (webhooks list; create URL; update|delete|rotate-secret ID)
+  webhooks manage webhook endpoints (webhooks list; create URL; update|delete|rotate-secret ID;
+           deliveries ID; redeliver ID EVENT_ID)
+  storage  storage destinations (storage list|create; get|update|verify|delete|deliveries DST_ID;
+           move DST_ID ASSET_ID; delivery|retry STD_ID)
   assets   the asset library (assets list; assets get|download ASSET_ID; assets delete ASSET_ID...)
   uploads  signed uploads (uploads create FILE; uploads get UPLOAD_ID)
 `
@@ -71,6 +74,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return runWebhooks(ctx, args[1:], stdout, stderr)
 	case "assets":
 		return runAssets(ctx, args[1:], stdout, stderr)
+	case "storage":
+		return runStorage(ctx, args[1:], stdout, stderr)
 	case "uploads":
 		return runUploads(ctx, args[1:], stdout, stderr)
 	case "version", "--version", "-v":

@@ -1,0 +1,195 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"filigrane/bench/apibench"
+	"filigrane/persistence/s3test"
+)
+
+// eventually runs try until it reports true or the deadline passes; the state it waits for is reached by the
+// node's own background work (a delivery attempt), which no request can wait for.
+func eventually(t *testing.T, what string, within time.Duration, try func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !try() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s", what, within)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestClientCLIStorage: against a node and a real S3 server (versitygw), the storage commands create a
+// destination (the secret from the environment, never echoed), verify it, move an earlier result into it,
+// show and list the delivery until it is stored, retry it, and delete the destination; a wrong secret fails
+// verification with the server's 422 and exit 2.
+func TestClientCLIStorage(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a node and an S3 server")
+	}
+	srv := s3test.Start(t)
+	bucket := srv.NewBucket(t)
+	ctx := context.Background()
+	s, err := apibench.Spawn(ctx, apibench.SpawnConfig{Nodes: 1, Workers: 2, AllowPrivateTargets: true})
+	if err != nil {
+		t.Fatalf("spawn node: %v", err)
+	}
+	t.Cleanup(func() { s.Close(context.WithoutCancel(ctx)) })
+	base, key := s.Targets()[0], s.Key
+	cli := func(args ...string) (int, string, string) {
+		t.Helper()
+		return runCLI(t, append(args, "--url", base, "--key", key)...)
+	}
+
+	code, stdout, stderr := cli("storage", "list")
+	if code != exitOK || stdout != "no storage destinations\n" {
+		t.Fatalf("empty list: exit %d, %q %q", code, stdout, stderr)
+	}
+	create := []string{"storage", "create", "--name", "mine", "--endpoint", srv.Endpoint, "--secure", "false", "--path-style", "true",
+		"--region", srv.Region, "--bucket", bucket, "--prefix", "cli", "--access-key-id", srv.AccessKey}
+	// Without the secret in the environment: a usage error, nothing sent.
+	t.Setenv(envStorageSecret, "")
+	if code, _, stderr = cli(create...); code != exitUsage || !strings.Contains(stderr, envStorageSecret) {
+		t.Fatalf("create without a secret: exit %d, %q", code, stderr)
+	}
+	t.Setenv(envStorageSecret, srv.SecretKey)
+	code, stdout, stderr = cli(create...)
+	m := regexp.MustCompile(`^(dst_[0-9a-f]{32})  "mine"  ` + regexp.QuoteMeta(srv.Endpoint+"/"+bucket+"/cli") + `  enabled  not verified\n$`).FindStringSubmatch(stdout)
+	if code != exitOK || m == nil || strings.Contains(stdout+stderr, srv.SecretKey) {
+		t.Fatalf("create: exit %d, %q %q", code, stdout, stderr)
+	}
+	dst := m[1]
+	code, stdout, stderr = cli("storage", "verify", dst)
+	if code != exitOK || !regexp.MustCompile(`^`+dst+`  "mine"  .*  enabled  verified \S+\n$`).MatchString(stdout) {
+		t.Fatalf("verify: exit %d, %q %q", code, stdout, stderr)
+	}
+
+	// An earlier result to move: embed a photo, take its watermarked asset.
+	dir := t.TempDir()
+	photo := filepath.Join(dir, "photo.jpg")
+	writePhoto(t, photo, 640, 480, 7)
+	if code, _, stderr = cli("embed", photo, "--data", `{"cli":"storage"}`, "-o", filepath.Join(dir, "marked.jpg"), "--quiet"); code != exitOK {
+		t.Fatalf("embed: exit %d, %q", code, stderr)
+	}
+	var page assetPage
+	cliJSON(t, &page, base, key, "assets", "list", "--kind", "watermarked")
+	if len(page.Items) != 1 {
+		t.Fatalf("assets: %+v", page)
+	}
+	asset := page.Items[0].ID
+	code, stdout, stderr = cli("storage", "move", dst, asset, "--storage-key", "moved/photo.jpg")
+	mv := regexp.MustCompile(`^(std_[0-9a-f]{64})  queued  ` + asset + ` -> ` + dst + `  attempts \d+`).FindStringSubmatch(stdout)
+	if code != exitOK || mv == nil {
+		t.Fatalf("move: exit %d, %q %q", code, stdout, stderr)
+	}
+	std := mv[1]
+	eventually(t, "delivery stored", 60*time.Second, func() bool {
+		code, stdout, _ = cli("storage", "delivery", std)
+		return code == exitOK && strings.HasPrefix(stdout, std+"  stored  ")
+	})
+	if !strings.Contains(stdout, "cli/moved/photo.jpg") {
+		t.Fatalf("stored delivery without its object key: %q", stdout)
+	}
+	// An embed that names the destination: its delivery id is printed, and the delivery gets stored.
+	code, stdout, stderr = cli("embed", photo, "--data", `{"cli":"storage-embed"}`, "-o", filepath.Join(dir, "marked2.jpg"),
+		"--storage-destination-id", dst, "--storage-key", "direct/photo.png", "--quiet")
+	de := regexp.MustCompile(`(?m)^delivery     (std_[0-9a-f]{64}) `).FindStringSubmatch(stdout)
+	if code != exitOK || de == nil {
+		t.Fatalf("embed to the destination: exit %d, %q %q", code, stdout, stderr)
+	}
+	eventually(t, "the embed's delivery stored", 60*time.Second, func() bool {
+		code, stdout, _ = cli("storage", "delivery", de[1])
+		return code == exitOK && strings.HasPrefix(stdout, de[1]+"  stored  ") && strings.Contains(stdout, "cli/direct/photo.png")
+	})
+	if code, _, _ = cli("embed", photo, "--storage-key", "k"); code != exitUsage {
+		t.Fatalf("--storage-key alone: exit %d", code)
+	}
+	code, stdout, _ = cli("storage", "deliveries", dst)
+	if code != exitOK || !strings.Contains(stdout, std+"  stored  "+asset+" -> "+dst) || !strings.Contains(stdout, de[1]+"  stored  ") {
+		t.Fatalf("deliveries: exit %d, %q", code, stdout)
+	}
+	code, stdout, _ = cli("storage", "deliveries", dst, "--json")
+	var dp deliveryPage
+	if code != exitOK || json.Unmarshal([]byte(stdout), &dp) != nil || len(dp.Items) != 2 || dp.Items[0].ID != de[1] || dp.Items[1].ID != std {
+		t.Fatalf("deliveries --json (newest first): exit %d, %q", code, stdout)
+	}
+	// Retrying a stored delivery answers it as it is.
+	if code, stdout, _ = cli("storage", "retry", std); code != exitOK || !strings.HasPrefix(stdout, std+"  stored  ") {
+		t.Fatalf("retry: exit %d, %q", code, stdout)
+	}
+
+	// A wrong secret: update clears the verification, verify fails with the server's 422.
+	t.Setenv(envStorageSecret, "not-the-secret")
+	if code, stdout, stderr = cli("storage", "update", dst, "--access-key-id", srv.AccessKey); code != exitOK || !strings.Contains(stdout, "not verified") {
+		t.Fatalf("update: exit %d, %q %q", code, stdout, stderr)
+	}
+	code, _, stderr = cli("storage", "verify", dst)
+	if code != exitClient || !strings.Contains(stderr, "storage_verification_failed") || !strings.Contains(stderr, "HTTP 422") {
+		t.Fatalf("verify with a wrong secret: exit %d, %q", code, stderr)
+	}
+	if code, _, _ = cli("storage", "update", dst); code != exitUsage {
+		t.Fatalf("update with nothing to change: exit %d", code)
+	}
+	if code, stdout, _ = cli("storage", "delete", dst); code != exitOK || stdout != "deleted "+dst+"\n" {
+		t.Fatalf("delete: exit %d, %q", code, stdout)
+	}
+	if code, _, stderr = cli("storage", "get", dst); code != exitClient || !strings.Contains(stderr, "HTTP 404") {
+		t.Fatalf("get after delete: exit %d, %q", code, stderr)
+	}
+}
+
+// TestClientCLIWebhookDeliveries: an async embed naming an endpoint whose host does not resolve leaves a
+// failed attempt in the endpoint's delivery log; `webhooks deliveries` shows it with the error, and
+// `webhooks redeliver` queues the event again.
+func TestClientCLIWebhookDeliveries(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a node")
+	}
+	base, key := spawnNode(t)
+	cli := func(args ...string) (int, string, string) {
+		t.Helper()
+		return runCLI(t, append(args, "--url", base, "--key", key)...)
+	}
+	code, stdout, stderr := cli("webhooks", "create", "https://hooks.example.test/in")
+	m := regexp.MustCompile(`(?m)^(wh_[0-9a-f]{32})  `).FindStringSubmatch(stdout)
+	if code != exitOK || m == nil {
+		t.Fatalf("create: exit %d, %q %q", code, stdout, stderr)
+	}
+	wh := m[1]
+	if code, stdout, _ = cli("webhooks", "deliveries", wh); code != exitOK || stdout != "no deliveries\n" {
+		t.Fatalf("empty log: exit %d, %q", code, stdout)
+	}
+	dir := t.TempDir()
+	photo := filepath.Join(dir, "photo.jpg")
+	writePhoto(t, photo, 640, 480, 9)
+	if code, _, stderr = cli("embed", photo, "--data", `{"cli":"webhook"}`, "--async", "--wait", "--webhook-id", wh,
+		"-o", filepath.Join(dir, "marked.jpg"), "--quiet"); code != exitOK {
+		t.Fatalf("embed: exit %d, %q", code, stderr)
+	}
+	line := regexp.MustCompile(`^(evt_[0-9a-f]{64})  watermark\.embed\.succeeded  (retrying|exhausted)  attempts [1-9]\d*  last error: .+\n$`)
+	var evt []string
+	eventually(t, "a failed delivery attempt in the log", 60*time.Second, func() bool {
+		code, stdout, _ = cli("webhooks", "deliveries", wh)
+		evt = line.FindStringSubmatch(stdout)
+		return code == exitOK && evt != nil
+	})
+	code, stdout, _ = cli("webhooks", "deliveries", wh, "--json")
+	var page webhookDeliveryPage
+	if code != exitOK || json.Unmarshal([]byte(stdout), &page) != nil || len(page.Data) != 1 || page.Data[0].ID != evt[1] {
+		t.Fatalf("deliveries --json: exit %d, %q", code, stdout)
+	}
+	code, stdout, stderr = cli("webhooks", "redeliver", wh, evt[1])
+	if code != exitOK || !strings.HasPrefix(stdout, evt[1]+"  watermark.embed.succeeded  ") {
+		t.Fatalf("redeliver: exit %d, %q %q", code, stdout, stderr)
+	}
+	if code, _, stderr = cli("webhooks", "redeliver", wh, "evt_"+strings.Repeat("0", 64)); code != exitClient || !strings.Contains(stderr, "HTTP 404") {
+		t.Fatalf("redeliver unknown: exit %d, %q", code, stderr)
+	}
+}
