@@ -1,18 +1,23 @@
 package main
 
-// `filigrane assets list|get|download|delete` (the asset library, spec 4.7) and `filigrane uploads
+// `filigrane assets list|get|update|download|delete` (the asset library, spec 4.7) and `filigrane uploads
 // create|get` (signed uploads, spec 4.3), against a running server.
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"mime"
 	"net/http"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"filigrane/actors"
 	"filigrane/actors/mediakind"
@@ -20,12 +25,17 @@ import (
 
 const assetsUsage = `usage: filigrane assets list [--limit N] [--cursor C] [--kind source|watermarked] [--media-type image|document|video] [--watermark-id HEX] [--all]
        filigrane assets get ASSET_ID
+       filigrane assets update ASSET_ID [--name N] [--metadata JSON | --metadata-file F] [--version V]
        filigrane assets download ASSET_ID [-o OUT]
        filigrane assets delete ASSET_ID [ASSET_ID...]
 
-list prints the organization's assets, newest first, one page (--all: every page); get prints one asset;
-download saves its file (-o, default the asset's file name here); delete deletes one asset, or up to 50 at
-once, all or none (an owner's or admin's key). Exit codes: docs/cli.md.
+list prints the organization's assets, newest first, one page (--all: every page); get prints one asset and
+its metadata; update renames an asset and/or replaces its metadata (PATCH, the API's rules) and prints it:
+with --version V the server refuses the edit (409 asset_version_conflict, exit 2) when the asset is no longer
+at version V; without --version the client first reads the asset's current version and edits that, so an edit
+made in between by someone else is overwritten. download saves its file (-o, default the asset's file name
+here); delete deletes one asset, or up to 50 at once, all or none (an owner's or admin's key). Exit codes:
+docs/cli.md.
 
 flags:
 `
@@ -41,7 +51,13 @@ type assetView struct {
 	WatermarkID *string `json:"watermark_id"`
 	CreatedAt   string  `json:"created_at"`
 	Available   bool    `json:"file_available"`
+	// Metadata is absent in lists; get and update answer it (an object, possibly empty).
+	Metadata json.RawMessage `json:"metadata,omitempty"`
 }
+
+// maxMetadataFile bounds what --metadata-file reads: far above the server's 8 KB of compacted metadata, so
+// that an indented file is the server's to judge, yet a wrong file (an image) is not sent whole.
+const maxMetadataFile = 1 << 20
 
 type assetPage struct {
 	Items      []assetView `json:"items"`
@@ -54,14 +70,14 @@ func runAssets(ctx context.Context, args []string, stdout, stderr io.Writer) int
 }
 
 func assetsCmd(ctx context.Context, args []string, o *clientOpts) error {
-	subs := map[string]bool{"list": true, "get": true, "download": true, "delete": true}
+	subs := map[string]bool{"list": true, "get": true, "update": true, "download": true, "delete": true}
 	if len(args) == 0 || !subs[args[0]] {
 		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
 			fmt.Fprint(o.stdout, assetsUsage)
 			return nil
 		}
 		fmt.Fprint(o.stderr, assetsUsage)
-		return usageErr("want: assets list|get ASSET_ID|download ASSET_ID|delete ASSET_ID...")
+		return usageErr("want: assets list|get ASSET_ID|update ASSET_ID|download ASSET_ID|delete ASSET_ID...")
 	}
 	sub := args[0]
 	fs := flag.NewFlagSet("filigrane assets "+sub, flag.ContinueOnError)
@@ -74,6 +90,10 @@ func assetsCmd(ctx context.Context, args []string, o *clientOpts) error {
 	wm := fs.String("watermark-id", "", "list: only the assets of this watermark id (64 hex)")
 	all := fs.Bool("all", false, "list: follow next_cursor to the last page")
 	out := fs.String("o", "", "download: output file (default: the asset's file name in the current directory)")
+	name := fs.String("name", "", "update: the asset's new name (1 to 200 printable characters)")
+	metadata := fs.String("metadata", "", "update: the new metadata, a JSON object that replaces the old one whole ('{}' clears it)")
+	metadataFile := fs.String("metadata-file", "", "update: read the new metadata from this file instead of --metadata")
+	version := fs.Int64("version", 0, "update: the version the edit applies to; the server refuses it when the asset changed since (default: read the current version first)")
 	pos, err := parseClientFlags(fs, o, args[1:])
 	if err != nil {
 		return err
@@ -124,6 +144,15 @@ func assetsCmd(ctx context.Context, args []string, o *clientOpts) error {
 	if !actors.ValidAssetID(id) {
 		return usageErr("%q is not an asset id (ast_ and 64 hex digits)", id)
 	}
+	if sub == "update" {
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		edit, err := assetEdit(set, *name, *metadata, *metadataFile, *version)
+		if err != nil {
+			return err
+		}
+		return o.updateAsset(ctx, id, edit)
+	}
 	if sub == "get" {
 		var a assetView
 		body, _, err := o.getJSON(ctx, "/assets/"+id, &a)
@@ -134,6 +163,7 @@ func assetsCmd(ctx context.Context, args []string, o *clientOpts) error {
 			printRaw(o.stdout, body)
 		} else {
 			printAsset(o.stdout, a)
+			printMetadata(o.stdout, a.Metadata)
 		}
 		return nil
 	}
@@ -165,6 +195,112 @@ func assetsCmd(ctx context.Context, args []string, o *clientOpts) error {
 		fmt.Fprintf(o.stdout, "output %s (%d bytes)\n", *out, n)
 	}
 	return nil
+}
+
+// assetPatch is the body of PATCH /assets/{id}; Version 0 means "read the current one first".
+type assetPatch struct {
+	Version  int64           `json:"version"`
+	Name     *string         `json:"name,omitempty"`
+	Metadata json.RawMessage `json:"metadata,omitempty"`
+}
+
+// assetEdit builds the edit from the update flags (set: the flags given). It checks only what the client
+// must know to build the request (something to change, one metadata source, JSON that parses, a positive
+// version); the name and metadata rules are the server's (422 invalid_request), so they live in one place.
+func assetEdit(set map[string]bool, name, metadata, metadataFile string, version int64) (assetPatch, error) {
+	var p assetPatch
+	if set["version"] {
+		if version < 1 {
+			return p, usageErr("--version must be a positive integer, not %d", version)
+		}
+		p.Version = version
+	}
+	if set["name"] {
+		p.Name = &name
+	}
+	if set["metadata"] && set["metadata-file"] {
+		return p, usageErr("give --metadata or --metadata-file, not both")
+	}
+	raw, from := []byte(metadata), "--metadata"
+	if set["metadata-file"] {
+		b, err := readSmallFile(metadataFile, maxMetadataFile)
+		if err != nil {
+			return p, usageErr("--metadata-file: %v", err)
+		}
+		raw, from = b, metadataFile
+	}
+	if set["metadata"] || set["metadata-file"] {
+		if !json.Valid(raw) {
+			return p, usageErr("%s is not valid JSON (the metadata is a JSON object, for example '{\"customer\":\"c-42\"}')", from)
+		}
+		p.Metadata = bytes.TrimSpace(raw)
+	}
+	if p.Name == nil && p.Metadata == nil {
+		return p, usageErr("assets update needs --name, --metadata or --metadata-file")
+	}
+	return p, nil
+}
+
+// readSmallFile reads path, refusing a file of more than limit bytes.
+func readSmallFile(path string, limit int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("%s is larger than %d bytes", path, limit)
+	}
+	return b, nil
+}
+
+// updateAsset sends the edit and prints the asset the server answers. Without a version it reads the asset's
+// current one first (said on stderr), which makes the edit apply over whatever the asset holds now.
+func (o *clientOpts) updateAsset(ctx context.Context, id string, edit assetPatch) error {
+	if edit.Version == 0 {
+		var cur assetView
+		if _, _, err := o.getJSON(ctx, "/assets/"+id+"?include_metadata=false", &cur); err != nil {
+			return err
+		}
+		if cur.Version < 1 {
+			return &clientError{exit: exitServer, msg: fmt.Sprintf("the server's asset %s has no version", id)}
+		}
+		edit.Version = cur.Version
+		o.info("editing version %d of %s, its current one (--version makes the server refuse an asset that changed since you read it)", cur.Version, id)
+	}
+	var a assetView
+	body, _, err := o.sendJSON(ctx, http.MethodPatch, "/assets/"+id, "", edit, &a)
+	var ce *clientError
+	if errors.As(err, &ce) && strings.HasPrefix(ce.msg, "asset_version_conflict:") {
+		ce.msg += fmt.Sprintf("; `filigrane assets get %s` shows its current version", id)
+	}
+	if err != nil {
+		return err
+	}
+	if o.jsonOut {
+		printRaw(o.stdout, body)
+		return nil
+	}
+	printAsset(o.stdout, a)
+	printMetadata(o.stdout, a.Metadata)
+	return nil
+}
+
+// printMetadata prints an asset's metadata, compacted, on the line under it (nothing when absent).
+func printMetadata(w io.Writer, m json.RawMessage) {
+	if len(m) == 0 {
+		return
+	}
+	var c bytes.Buffer
+	if json.Compact(&c, m) != nil {
+		c.Reset()
+		c.Write(m)
+	}
+	fmt.Fprintf(w, "  metadata %s\n", c.Bytes())
 }
 
 // listAssets prints one page of assets, or every page from cursor on with all.

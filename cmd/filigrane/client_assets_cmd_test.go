@@ -3,9 +3,11 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -135,5 +137,105 @@ func TestClientCLIAssetsAndUploads(t *testing.T) {
 	os.WriteFile(notes, []byte("x"), 0o600)
 	if code, _, _ = runCLI(t, "uploads", "create", notes, "--url", base, "--key", key); code != exitUsage {
 		t.Fatalf("upload of no media kind: exit %d", code)
+	}
+}
+
+// TestClientCLIAssetUpdate: `assets update` against a node: a rename and metadata with --version, the 409 of a
+// stale version (exit 2, the server's code and a hint, nothing changed), an edit that reads the current
+// version first, the server's 422 for metadata it refuses, and the usage errors found before any request.
+func TestClientCLIAssetUpdate(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a node")
+	}
+	base, key := spawnNode(t)
+	dir := t.TempDir()
+	photo := filepath.Join(dir, "photo.jpg")
+	writePhoto(t, photo, 400, 300, 7)
+	var emb embedResult
+	cliJSON(t, &emb, base, key, "embed", photo, "-o", filepath.Join(dir, "out.png"))
+	id := emb.AssetID
+	var before assetView
+	cliJSON(t, &before, base, key, "assets", "get", id)
+	v := before.Version
+	if v < 1 {
+		t.Fatalf("asset before the edit: %+v", before)
+	}
+
+	// With --version: the name and metadata change, the version moves on, and an integer beyond float64's
+	// exact range comes back as sent.
+	meta := `{"customer":"c-42","order":9007199254740993}`
+	var after assetView
+	cliJSON(t, &after, base, key, "assets", "update", id, "--name", "renamed.jpg", "--metadata", meta,
+		"--version", strconv.FormatInt(v, 10))
+	if after.ID != id || after.Name != "renamed.jpg" || after.Version != v+1 || string(after.Metadata) != meta {
+		t.Fatalf("update: %+v (metadata %s), want name renamed.jpg, version %d, metadata %s", after, after.Metadata, v+1, meta)
+	}
+
+	// The same stale version again: 409, exit 2, the problem's code and a hint; the asset is as it was.
+	code, stdout, stderr := runCLI(t, "assets", "update", id, "--name", "other.jpg", "--version", strconv.FormatInt(v, 10),
+		"--url", base, "--key", key)
+	if code != exitClient || stdout != "" ||
+		!regexp.MustCompile(`^filigrane assets: asset_version_conflict: .+ \(HTTP 409, request req_\w+\); `+
+			"`filigrane assets get "+id+"` shows its current version\n$").MatchString(stderr) {
+		t.Fatalf("stale version: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	code, stdout, _ = runCLI(t, "assets", "update", id, "--name", "other.jpg", "--version", strconv.FormatInt(v, 10),
+		"--url", base, "--key", key, "--json")
+	var prob problemBody
+	if code != exitClient || json.Unmarshal([]byte(stdout), &prob) != nil || prob.Code != "asset_version_conflict" || prob.Status != 409 {
+		t.Fatalf("stale version --json: exit %d, stdout %q", code, stdout)
+	}
+	var still assetView
+	cliJSON(t, &still, base, key, "assets", "get", id)
+	if still.Name != "renamed.jpg" || still.Version != v+1 || string(still.Metadata) != meta {
+		t.Fatalf("after refused edits: %+v (metadata %s)", still, still.Metadata)
+	}
+
+	// Without --version: the current version is read first (said on stderr), then edited; the human output
+	// is the asset's line and its metadata.
+	metaFile := filepath.Join(dir, "meta.json")
+	if err := os.WriteFile(metaFile, []byte("{\n  \"customer\": \"c-43\"\n}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr = runCLI(t, "assets", "update", id, "--metadata-file", metaFile, "--url", base, "--key", key)
+	wantInfo := fmt.Sprintf("editing version %d of %s, its current one", v+1, id)
+	if code != exitOK || !strings.HasPrefix(stdout, id+"  watermarked ") || !strings.Contains(stdout, fmt.Sprintf("  v%d  ", v+2)) ||
+		!strings.HasSuffix(stdout, "\"renamed.jpg\"\n  metadata {\"customer\":\"c-43\"}\n") || !strings.Contains(stderr, wantInfo) {
+		t.Fatalf("update without --version: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	code, stdout, _ = runCLI(t, "assets", "get", id, "--url", base, "--key", key)
+	if code != exitOK || !strings.HasSuffix(stdout, "\n  metadata {\"customer\":\"c-43\"}\n") {
+		t.Fatalf("get after update: exit %d, %q", code, stdout)
+	}
+
+	// The server's rules: metadata that is not an object, an empty name: 422 invalid_request, exit 2.
+	for _, args := range [][]string{{"--metadata", "[1,2]"}, {"--name", ""}, {"--metadata", `{"a.b":1}`}} {
+		code, _, stderr = runCLI(t, append([]string{"assets", "update", id, "--url", base, "--key", key}, args...)...)
+		if code != exitClient || !strings.Contains(stderr, "invalid_request: ") || !strings.Contains(stderr, "(HTTP 422") {
+			t.Fatalf("update %v: exit %d, stderr %q", args, code, stderr)
+		}
+	}
+	// An unknown asset: the version read answers 404.
+	code, _, stderr = runCLI(t, "assets", "update", "ast_"+strings.Repeat("0", 64), "--name", "x", "--url", base, "--key", key)
+	if code != exitClient || !strings.Contains(stderr, "asset_not_found") {
+		t.Fatalf("update of an unknown asset: exit %d, %q", code, stderr)
+	}
+	// Usage errors, before any request.
+	for _, args := range [][]string{
+		{},                                 // nothing to change
+		{"--metadata", "{", "--name", "x"}, // not JSON
+		{"--metadata", "{}", "--metadata-file", metaFile},       // two sources
+		{"--name", "x", "--version", "0"},                       // not a version
+		{"--metadata-file", filepath.Join(dir, "missing.json")}, // unreadable file
+	} {
+		code, _, stderr = runCLI(t, append([]string{"assets", "update", id, "--url", base, "--key", key}, args...)...)
+		if code != exitUsage {
+			t.Fatalf("update %v: exit %d, want %d; stderr %q", args, code, exitUsage, stderr)
+		}
+	}
+	var last assetView
+	cliJSON(t, &last, base, key, "assets", "get", id)
+	if last.Version != v+2 || last.Name != "renamed.jpg" {
+		t.Fatalf("refused edits changed the asset: %+v", last)
 	}
 }

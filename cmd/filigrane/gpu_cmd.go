@@ -21,7 +21,7 @@ and checks the result against Go. Environment: FILIGRANE_CUDA_LIBRARY (path to l
 FILIGRANE_NVRTC_LIBRARY (path to libnvrtc.so.*), FILIGRANE_GPU=off (report no GPU without loading anything).
 
 Exit status: 0 when a device is usable (and every smoke test passed), 1 when none is or a smoke test failed,
-2 for usage errors.
+2 for usage errors. The GPU of a running server (its state, waking it) is filigrane accelerator status|wake.
 `
 
 // gpuReport is what `gpu info --json` prints.
@@ -51,6 +51,11 @@ func runGPU(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, gpuUsage)
 		return 0
+	}
+	if args[0] == "status" || args[0] == "wake" {
+		// gpu is this machine's diagnostic; the server's GPU is another command (client_gpu_cmd.go).
+		fmt.Fprintf(stderr, "filigrane gpu: %q is not a gpu subcommand; the server's GPU is `filigrane accelerator %s`\n", args[0], args[0])
+		return 2
 	}
 	fmt.Fprintf(stderr, "filigrane gpu: unknown subcommand %q\n\n%s", args[0], gpuUsage)
 	return 2

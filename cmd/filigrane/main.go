@@ -19,7 +19,7 @@ commands:
   admin    administer a stopped node's data directory (organizations, members, keys, credits)
   codec    embed or detect a watermark in a local file
   bench    run a benchmark (api, codec)
-  gpu      show the GPUs this node can use (gpu info)
+  gpu      show the GPUs this machine can use (gpu info)
   version  print the version
 
 API client (against a running server: $FILIGRANE_URL, key $FILIGRANE_API_KEY; docs/cli.md):
@@ -31,8 +31,9 @@ API client (against a running server: $FILIGRANE_URL, key $FILIGRANE_API_KEY; do
            deliveries ID; redeliver ID EVENT_ID)
   storage  storage destinations (storage list|create; get|update|verify|delete|deliveries DST_ID;
            move DST_ID ASSET_ID; delivery|retry STD_ID)
-  assets   the asset library (assets list; assets get|download ASSET_ID; assets delete ASSET_ID...)
+  assets   the asset library (assets list; assets get|update|download ASSET_ID; assets delete ASSET_ID...)
   uploads  signed uploads (uploads create FILE; uploads get UPLOAD_ID)
+  accelerator  the server's GPU (accelerator status; accelerator wake [--webhook-id wh_...])
 `
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -78,6 +79,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return runStorage(ctx, args[1:], stdout, stderr)
 	case "uploads":
 		return runUploads(ctx, args[1:], stdout, stderr)
+	case "accelerator":
+		return runAccelerator(ctx, args[1:], stdout, stderr)
 	case "version", "--version", "-v":
 		fmt.Fprintln(stdout, "filigrane", version)
 		return 0
