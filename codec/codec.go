@@ -130,7 +130,7 @@ func (c *Codec) Embed(img image.Image, id ID, opt EmbedOptions) (image.Image, Em
 	if opt.profile != nil {
 		pr = *opt.profile
 	}
-	r, gain, err := c.prepareEmbed(lumaOf(img), id, opt, pr)
+	r, gain, err := c.prepareEmbed(imageRows(img), id, opt, pr)
 	if err != nil {
 		return nil, EmbedReport{}, err
 	}

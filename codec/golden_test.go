@@ -32,6 +32,7 @@ func TestEmbedGolden(t *testing.T) {
 	ycc := attackJPEG(naturalImage(1024, 768, 5), 90).(*image.YCbCr)
 	holes := withHoles(naturalImage(900, 700, 6)) // transparent and half-transparent pixels
 	deep := toDeep(flatArt(800, 600))
+	big := fastImage(2300, 2100) // waxels of 4.1 px: informed embedding folds at pyramid level 1
 
 	cases := []struct {
 		name string
@@ -44,6 +45,7 @@ func TestEmbedGolden(t *testing.T) {
 		{"ycbcr", ycc, "6702a96008ae51fe"},
 		{"holes", holes, "34d91e512ffd3f98"},
 		{"deep", deep, "7b00dc4dcb85a623"},
+		{"big", big, "11c795972d4ff7bc"},
 	}
 	for _, tc := range cases {
 		marked, rep, err := c.Embed(tc.img, id, EmbedOptions{})
