@@ -191,7 +191,7 @@ func (c *Codec) Detect(img image.Image) Detection {
 		f := int(math.Ceil(math.Sqrt(float64(px) / detectMaxPixels)))
 		return c.detectPlane(lumaReduced(img, f))
 	}
-	return c.detectPlane(lumaOf(img))
+	return c.detectRows(imageRows(img)).detection()
 }
 
 // Snap compares the soft decoded word of d against known ids and returns the closest one when it lies within

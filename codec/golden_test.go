@@ -8,6 +8,7 @@ import (
 	"image/color"
 	"math"
 	"runtime"
+	"slices"
 	"testing"
 )
 
@@ -142,4 +143,40 @@ func toDeep(img *image.NRGBA) *image.NRGBA64 {
 		}
 	}
 	return out
+}
+
+// TestDetectRowsMatchesPlane: Detect builds its pyramid from the image's rows and materialises the
+// full-resolution luma only when a hypothesis or the lattice search needs it; every result must be that of the
+// detector on the whole plane, at the nominal geometry, after the lattice search, on a downscale whose waxel
+// needs level 0, and on an unmarked image (every hypothesis).
+func TestDetectRowsMatchesPlane(t *testing.T) {
+	c := testCodec(t)
+	id, _ := IDFromJSON([]byte(`{"test":"rows"}`))
+	src := fastImage(2300, 2100)
+	marked, _, err := c.Embed(src, id, EmbedOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		img  image.Image
+		mark bool
+	}{
+		{"nominal", marked, true},
+		{"rotated", attackRotate(marked, 2), true},
+		{"half", attackResize(marked, 0.5), true},
+		{"crop", attackCrop(marked, 0.6, 0.3, 0.7), true},
+		{"unmarked", src, false},
+	} {
+		got := c.detectRows(imageRows(tc.img))
+		want := c.detectAttempt(lumaOf(tc.img))
+		if got.valid != want.valid || got.res.ok != want.res.ok || got.pilotZ != want.pilotZ ||
+			!slices.Equal(got.coded, want.coded) {
+			t.Errorf("%s: rows: valid %v ok %v z %.3f; plane: valid %v ok %v z %.3f", tc.name, got.valid, got.res.ok,
+				got.pilotZ, want.valid, want.res.ok, want.pilotZ)
+		}
+		if got.res.ok != tc.mark {
+			t.Errorf("%s: detected %v, want %v", tc.name, got.res.ok, tc.mark)
+		}
+	}
 }
