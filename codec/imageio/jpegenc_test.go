@@ -7,6 +7,7 @@ import (
 	"image"
 	"image/color"
 	"image/jpeg"
+	"io"
 	"math"
 	"math/rand/v2"
 	"runtime"
@@ -128,6 +129,20 @@ func TestEncodeJPEGGolden(t *testing.T) {
 		sum := sha256.Sum256(buf.Bytes())
 		if got := hex.EncodeToString(sum[:8]); got != tc.want {
 			t.Errorf("%s: file hash %s, want %s", tc.name, got, tc.want)
+		}
+	}
+}
+
+// BenchmarkEncodeJPEG12MP: go test ./codec/imageio/ -run x -bench EncodeJPEG12MP -cpu 1
+func BenchmarkEncodeJPEG12MP(b *testing.B) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	img := image.NewNRGBA(image.Rect(0, 0, 4000, 3000))
+	for i := range img.Pix {
+		img.Pix[i] = uint8(100 + (i/4)%4000/40 + rng.IntN(24))
+	}
+	for b.Loop() {
+		if err := EncodeJPEG(io.Discard, img, 95, nil); err != nil {
+			b.Fatal(err)
 		}
 	}
 }
