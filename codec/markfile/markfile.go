@@ -112,13 +112,24 @@ func EmbedOn(ctx context.Context, c *codec.Codec, dev accel.Device, pic *imageio
 		if err != nil {
 			return Result{}, err
 		}
-		data, err := encode(ctx, dev, marked, pic, f)
-		if err != nil {
-			return Result{}, err
+		// PNG is checked on the marked image before it is encoded, so that the detector's working set and the
+		// encoder's output buffer are not in memory at the same time (peak memory of the whole path).
+		var data []byte
+		ok := true
+		if f == PNG {
+			if ok, err = verify(ctx, c, dev, marked, nil, f, id); err != nil {
+				return Result{}, err
+			}
 		}
-		ok, err := verify(ctx, c, dev, marked, data, f, id)
-		if err != nil {
-			return Result{}, err
+		if ok {
+			if data, err = encode(ctx, dev, marked, pic, f); err != nil {
+				return Result{}, err
+			}
+			if f != PNG {
+				if ok, err = verify(ctx, c, dev, nil, data, f, id); err != nil {
+					return Result{}, err
+				}
+			}
 		}
 		if ok {
 			return Result{Data: data, Format: f, Report: rep, Attempts: i + 1}, nil
@@ -165,13 +176,24 @@ func encode(ctx context.Context, dev accel.Device, img image.Image, pic *imageio
 
 // verify runs the detector on what a recipient of data decodes. PNG is lossless and written from the marked
 // pixels as they are (8 or 16 bits per channel), so the marked image itself is what it decodes to and is
-// checked without decoding the file again; JPEG (lossy) and WebP (8 bits only) are decoded.
+// checked without decoding the file again; JPEG (lossy) and WebP (8 bits only) are decoded. A JPEG is read in
+// its decoded YCbCr form, converted to RGB row by row as the detector reads it (codec.DetectRGB): the same
+// result as on the NRGBA image imageio.Decode returns, without that image in memory.
 func verify(ctx context.Context, c *codec.Codec, dev accel.Device, marked image.Image, data []byte, f Format, id codec.ID) (bool, error) {
 	img := marked
 	if f != PNG {
-		pic, err := imageio.Decode(bytes.NewReader(data), imageio.Limits{})
+		rows, pic, err := imageio.DecodeRGBRows(ctx, data, imageio.Limits{})
 		if err != nil {
 			return false, fmt.Errorf("markfile: decoding the %s output: %w", f, err)
+		}
+		if rows != nil && dev == nil {
+			d := c.DetectRGB(rows.Width, rows.Height, rows.Row)
+			return d.Watermarked && d.WatermarkID != nil && *d.WatermarkID == id.String(), nil
+		}
+		if rows != nil {
+			if pic, err = imageio.DecodeBytesContext(ctx, data, imageio.Limits{}); err != nil {
+				return false, fmt.Errorf("markfile: decoding the %s output: %w", f, err)
+			}
 		}
 		img = pic.Image
 	}
