@@ -13,8 +13,9 @@ import (
 const (
 	informedMin = 0.5
 	informedMax = 2.0
-	// informedMaxPixels bounds the images that get informed embedding: it needs one more full-size plane, and
-	// images above 16 MP carry so many tiles that host interference averages out.
+	// informedMaxPixels bounds the images that get informed embedding: images above 16 MP carry so many tiles
+	// that host interference averages out. (It was also a memory bound when the folds needed full-size planes;
+	// moving it now would change the marks made on images above it.)
 	informedMaxPixels = 16 << 20
 )
 
