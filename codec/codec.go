@@ -130,7 +130,7 @@ func (c *Codec) Embed(img image.Image, id ID, opt EmbedOptions) (image.Image, Em
 	if opt.profile != nil {
 		pr = *opt.profile
 	}
-	r, gain, err := c.prepareEmbed(lumaOf(img), id, opt, pr)
+	r, gain, err := c.prepareEmbed(imageRows(img), id, opt, pr)
 	if err != nil {
 		return nil, EmbedReport{}, err
 	}
@@ -184,14 +184,35 @@ func (c *Codec) Detect(img image.Image) Detection {
 	if img == nil || img.Bounds().Empty() {
 		return emptyDetection()
 	}
-	b := img.Bounds()
-	if px := b.Dx() * b.Dy(); px > detectMaxPixels {
+	return c.detectSource(imageRows(img))
+}
+
+// DetectRGB is Detect for an opaque 8-bit RGB image of w×h pixels given row by row: row(y, rgb) writes row y,
+// 3 bytes per pixel, into rgb. The result is Detect's on the *image.NRGBA with those rows, without that image
+// in memory (a decoded JPEG can stay in its YCbCr form, package markfile's check of its JPEG output). Rows are
+// asked for in order, some more than once.
+func (c *Codec) DetectRGB(w, h int, row func(y int, rgb []uint8)) Detection {
+	if w <= 0 || h <= 0 {
+		return emptyDetection()
+	}
+	rgb := make([]uint8, 3*w)
+	return c.detectSource(rowSource{w: w, h: h, row: func(y int, out []float32) {
+		row(y, rgb)
+		for x := range out {
+			s := rgb[3*x : 3*x+3 : 3*x+3]
+			out[x] = lumaR*float32(s[0]) + lumaG*float32(s[1]) + lumaB*float32(s[2]) // lumaRow's NRGBA case
+		}
+	}})
+}
+
+func (c *Codec) detectSource(src rowSource) Detection {
+	if px := src.w * src.h; px > detectMaxPixels {
 		// Very large images are analysed at a reduced resolution. Their waxels span at least 2·f pixels (the
 		// waxel grows with the short side), so the mark survives the box averaging.
 		f := int(math.Ceil(math.Sqrt(float64(px) / detectMaxPixels)))
-		return c.detectPlane(lumaReduced(img, f))
+		return c.detectPlane(lumaReduced(src, f))
 	}
-	return c.detectPlane(lumaOf(img))
+	return c.detectRows(src).detection()
 }
 
 // Snap compares the soft decoded word of d against known ids and returns the closest one when it lies within

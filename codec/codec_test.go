@@ -163,7 +163,7 @@ func TestDetectReducedLargeImage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d := c.detectPlane(lumaReduced(marked, 2)); !d.Watermarked || *d.WatermarkID != (ID{3}).String() {
+	if d := c.detectPlane(lumaReduced(imageRows(marked), 2)); !d.Watermarked || *d.WatermarkID != (ID{3}).String() {
 		t.Fatalf("reduced detection failed: %+v", d)
 	}
 }

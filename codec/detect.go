@@ -47,15 +47,59 @@ type sampler interface {
 	align(acc []float64) alignment
 }
 
-type cpuSampler struct {
-	c   *Codec
-	pyr pyramid
+// detectRows is detectAttempt on a luma source that is read only as far as needed: the pyramid is built from
+// level 1 up without holding the full-resolution plane, which is materialised only when a hypothesis samples
+// level 0 (waxels under 4 pixels) or the lattice search works on it (short side up to latticeMaxSide). On a
+// 12 MP image at its own geometry that saves a 4-byte-per-pixel plane; the levels are those of buildPyramid bit
+// for bit, so the result is detectAttempt's.
+func (c *Codec) detectRows(y rowSource) attempt {
+	if min(y.w, y.h) < minDetectSide {
+		return attempt{}
+	}
+	dims := pyramidDims(y.w, y.h, 16)
+	if len(dims) == 1 {
+		return c.detectAttempt(y.materialize())
+	}
+	pyr := make(pyramid, len(dims))
+	pyr[0] = plane{w: y.w, h: y.h}
+	pyr[1] = y.halved().materialize()
+	for i := 2; i < len(pyr); i++ {
+		pyr[i] = pyr[i-1].half()
+	}
+	full := func() {
+		if pyr[0].pix == nil {
+			pyr[0] = y.materialize()
+		}
+	}
+	s := cpuSampler{c: c, pyr: pyr, full: full}
+	return c.searchAttempts(y.w, y.h, s, func() pyramid {
+		if latticeLevel(pyr) == 0 {
+			full()
+		}
+		return pyr
+	})
 }
 
-func (s cpuSampler) whitened(a affine) waxelGrid { return whiten(sampleGrid(s.pyr, a)) }
+// cpuSampler samples a pyramid. When full is set, level 0 may be missing (no pixels) until full is called.
+type cpuSampler struct {
+	c    *Codec
+	pyr  pyramid
+	full func()
+}
+
+func (s cpuSampler) sample(a affine) waxelGrid {
+	if s.full != nil {
+		if gm, ok := gridMapFor(s.pyr.dims(), a); ok && gm.level == 0 {
+			s.full()
+		}
+	}
+	return sampleGrid(s.pyr, a)
+}
+
+func (s cpuSampler) whitened(a affine) waxelGrid { return whiten(s.sample(a)) }
 
 func (s cpuSampler) folded(a affine) ([]float64, bool) {
-	g := whiten(sampleGrid(s.pyr, a))
+	g := whiten(s.sample(a))
 	if g.w == 0 {
 		return nil, false
 	}

@@ -139,9 +139,9 @@ func (r *renderer) energy() float64 {
 }
 
 // prepareEmbed validates the options and computes the mask, the tile pattern (with informed amplitudes unless
-// opt.Uninformed) and the gain for one luma plane: the perceptual strength, lowered only if the mark would
-// otherwise fall below the PSNR floor.
-func (c *Codec) prepareEmbed(y plane, id ID, opt EmbedOptions, pr maskProfile) (*renderer, float32, error) {
+// opt.Uninformed) and the gain for one luma plane, read row by row from y: the perceptual strength, lowered only
+// if the mark would otherwise fall below the PSNR floor.
+func (c *Codec) prepareEmbed(y rowSource, id ID, opt EmbedOptions, pr maskProfile) (*renderer, float32, error) {
 	strength, floor, err := opt.resolve()
 	if err != nil {
 		return nil, 0, err

@@ -13,15 +13,22 @@ import (
 const (
 	informedMin = 0.5
 	informedMax = 2.0
-	// informedMaxPixels bounds the images that get informed embedding: it needs one more full-size plane, and
-	// images above 16 MP carry so many tiles that host interference averages out.
+	// informedMaxPixels bounds the images that get informed embedding: images above 16 MP carry so many tiles
+	// that host interference averages out. (It was also a memory bound when the folds needed full-size planes;
+	// moving it now would change the marks made on images above it.)
 	informedMaxPixels = 16 << 20
 )
 
 // bitCorrelations folds a luma plane under the nominal geometry and returns the raw chip correlation per coded bit.
-func (c *Codec) bitCorrelations(y plane) []float64 {
-	pyr := buildPyramid(y, 16)
-	acc, _ := fold(whiten(sampleGrid(pyr, nominalAffine(y.w, y.h))))
+// Only the pyramid level that the fold samples is built (the detector's box pyramid, bit for bit), so an image
+// with waxels of 4 pixels or more is never held at full resolution.
+func (c *Codec) bitCorrelations(y rowSource) []float64 {
+	a := nominalAffine(y.w, y.h)
+	level := 0
+	if gm, ok := gridMapFor(pyramidDims(y.w, y.h, 16), a); ok {
+		level = gm.level
+	}
+	acc, _ := fold(whiten(sampleGrid(levelPyramid(y, 16, level), a)))
 	return c.layout.bitSums(acc)
 }
 
@@ -37,18 +44,16 @@ func (l *layout) bitSums(acc []float64) []float64 {
 }
 
 // informedAmplitudes returns per-coded-bit amplitudes (mean square 1) for the mark rendered by r at gain.
-func (c *Codec) informedAmplitudes(y plane, r *renderer, gain float32, coded []uint8) []float32 {
+func (c *Codec) informedAmplitudes(y rowSource, r *renderer, gain float32, coded []uint8) []float32 {
 	host := c.bitCorrelations(y)
-	marked := newPlane(y.w, y.h)
 	row := make([]float32, y.w)
-	for j := 0; j < y.h; j++ {
+	marked := rowSource{w: y.w, h: y.h, row: func(j int, dst []float32) {
+		y.row(j, dst)
 		r.row(j, gain, row)
-		src := y.pix[j*y.w : (j+1)*y.w]
-		dst := marked.pix[j*y.w : (j+1)*y.w]
 		for i, d := range row {
-			dst[i] = max(0, min(255, src[i]+d))
+			dst[i] = max(0, min(255, dst[i]+d))
 		}
-	}
+	}}
 	return solveInformed(host, c.bitCorrelations(marked), coded)
 }
 

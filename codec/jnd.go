@@ -58,10 +58,12 @@ func maskBlock(ws float64) int { return max(2, int(math.Round(ws))) }
 
 // newMask computes the mark amplitude of a luma plane for a mark of waxel ws at a perceptual strength, with the
 // flat-region floor of the first codec and no coarse layer (video frames).
-func newMask(y plane, ws, strength float64) *mask { return newMaskProfile(y, ws, strength, profileV1) }
+func newMask(y plane, ws, strength float64) *mask {
+	return newMaskProfile(planeRows(y), ws, strength, profileV1)
+}
 
 // newMaskProfile is newMask with the flat-region profile pr.
-func newMaskProfile(y plane, ws, strength float64, pr maskProfile) *mask {
+func newMaskProfile(y rowSource, ws, strength float64, pr maskProfile) *mask {
 	m := newMaskGrid(y.w, y.h, ws)
 	act, bg := blockStats(y, m)
 	m.finish(act, bg, strength, pr)
@@ -76,16 +78,21 @@ func newMaskGrid(w, h int, ws float64) *mask {
 
 // blockStats is step 1 of the masking model: per block of m's grid, the mean Sobel gradient magnitude (act) and
 // the mean luma (bg). A device that runs this pass must add in the same order (rows, then columns, within a block)
-// to give the same values.
-func blockStats(y plane, m *mask) (act, bg plane) {
+// to give the same values. It reads the rows in order and holds three of them.
+func blockStats(y rowSource, m *mask) (act, bg plane) {
 	bs := m.bs
 	act = newPlane(m.w, m.h)
 	bg = newPlane(m.w, m.h)
 	cnt := make([]float32, m.w*m.h)
+	up, mid, down := make([]float32, y.w), make([]float32, y.w), make([]float32, y.w)
+	y.row(0, mid)
+	copy(up, mid)
+	y.row(min(1, y.h-1), down)
 	for row := 0; row < y.h; row++ {
-		up := y.pix[max(row-1, 0)*y.w:]
-		mid := y.pix[row*y.w:]
-		down := y.pix[min(row+1, y.h-1)*y.w:]
+		if row > 0 {
+			up, mid, down = mid, down, up
+			y.row(min(row+1, y.h-1), down)
+		}
 		brow := (row / bs) * m.w
 		for x := 0; x < y.w; x++ {
 			xl, xr := max(x-1, 0), min(x+1, y.w-1)

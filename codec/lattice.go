@@ -7,16 +7,22 @@ import (
 
 const latticeMaxSide = 1100
 
+// latticeLevel is the pyramid level the lattice search works on.
+func latticeLevel(pyr pyramid) int {
+	level := 0
+	for level+1 < len(pyr) && min(pyr[level].w, pyr[level].h) > latticeMaxSide {
+		level++
+	}
+	return level
+}
+
 // latticeCandidates estimates the tile lattice (period and rotation) from the autocorrelation of the whitened
 // image (Kutter 1998): a tiled mark makes the autocorrelation peak at the tile period vectors. It returns up to
 // maxCandidates maps from waxel coordinates to pixels, strongest first; the dihedral ambiguity is left to the pilot search.
 func latticeCandidates(pyr pyramid, maxCandidates int, expected []float64) []affine {
 	// Work on the finest pyramid level whose short side is at most latticeMaxSide: coarser levels blur 2-pixel
 	// waxels away and lose the lattice on textured photos.
-	level := 0
-	for level+1 < len(pyr) && min(pyr[level].w, pyr[level].h) > latticeMaxSide {
-		level++
-	}
+	level := latticeLevel(pyr)
 	p := pyr[level]
 	if min(p.w, p.h) < 48 {
 		return nil

@@ -24,15 +24,14 @@ func lumaOf(img image.Image) plane {
 
 // lumaReduced returns the luma plane box-averaged by an integer factor f in both directions (dimensions rounded
 // down), without ever holding the full-resolution plane: detection on very large images stays within memory.
-func lumaReduced(img image.Image, f int) plane {
-	b := img.Bounds()
-	p := newPlane(b.Dx()/f, b.Dy()/f)
-	row := make([]float32, b.Dx())
+func lumaReduced(src rowSource, f int) plane {
+	p := newPlane(src.w/f, src.h/f)
+	row := make([]float32, src.w)
 	inv := 1 / float32(f*f)
 	for y := 0; y < p.h; y++ {
 		out := p.pix[y*p.w : (y+1)*p.w]
 		for k := 0; k < f; k++ {
-			lumaRow(img, b.Min.Y+y*f+k, row)
+			src.row(y*f+k, row)
 			for x := range out {
 				var s float32
 				for _, v := range row[x*f : x*f+f] {

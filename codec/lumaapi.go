@@ -39,7 +39,7 @@ func (c *Codec) EmbedLuma(p LumaPlane, id ID, opt EmbedOptions) (EmbedReport, er
 	if err := p.check(); err != nil {
 		return EmbedReport{}, err
 	}
-	r, gain, err := c.prepareEmbed(p.toPlane(), id, opt, profileV1) // video: the detector combines frames at the fine waxel
+	r, gain, err := c.prepareEmbed(planeRows(p.toPlane()), id, opt, profileV1) // video: the detector combines frames at the fine waxel
 	if err != nil {
 		return EmbedReport{}, err
 	}

@@ -237,10 +237,10 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 		}
 	}
 	if len(r.Memory) > 0 {
-		b.WriteString("\n## Memory (separate process, synthetic image)\n\n| op | pixels | time | peak RSS | RSS before | peak Go heap | input image |\n|---|---|---|---|---|---|---|\n")
+		b.WriteString("\n## Memory (separate process, synthetic image)\n\n| op | pixels | time | CPU time | peak RSS | RSS before | peak Go heap | input image |\n|---|---|---|---|---|---|---|---|\n")
 		for _, m := range r.Memory {
-			fmt.Fprintf(&b, "| %s | %dx%d (%.1f MP) | %.2f s | %.0f MiB | %.0f MiB | %.0f MiB | %.0f MiB |\n", m.Op, m.Width, m.Height, m.Megapixels,
-				m.Ms/1000, mib(m.PeakRSSBytes), mib(m.StartRSSBytes), float64(m.PeakHeapBytes)/(1<<20), mib(m.InputBytes))
+			fmt.Fprintf(&b, "| %s | %dx%d (%.1f MP) | %.2f s | %.2f s | %.0f MiB | %.0f MiB | %.0f MiB | %.0f MiB |\n", m.Op, m.Width, m.Height, m.Megapixels,
+				m.Ms/1000, m.CPUMs/1000, mib(m.PeakRSSBytes), mib(m.StartRSSBytes), float64(m.PeakHeapBytes)/(1<<20), mib(m.InputBytes))
 		}
 	}
 

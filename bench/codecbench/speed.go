@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"filigrane/bench/attack"
@@ -140,11 +141,15 @@ func median(v []float64) float64 {
 
 // MemoryResult is the peak memory of one operation on a large image, measured in a process of its own.
 type MemoryResult struct {
-	Op            string  `json:"op"`
-	Width         int     `json:"width"`
-	Height        int     `json:"height"`
-	Megapixels    float64 `json:"megapixels"`
-	Ms            float64 `json:"ms"`
+	Op         string  `json:"op"`
+	Width      int     `json:"width"`
+	Height     int     `json:"height"`
+	Megapixels float64 `json:"megapixels"`
+	Ms         float64 `json:"ms"`
+	// CPUMs is the process's user+system CPU time over the step. With GOMAXPROCS=1 it is the one-core cost of
+	// the step (plus the garbage collector and the heap sampler), and other processes on a loaded machine
+	// inflate it far less than the wall time Ms.
+	CPUMs         float64 `json:"cpu_ms,omitempty"`
 	PeakRSSBytes  int64   `json:"peak_rss_bytes"`  // VmHWM after resetting it before the operation
 	StartRSSBytes int64   `json:"start_rss_bytes"` // VmRSS before the operation (holds the input image)
 	PeakHeapBytes uint64  `json:"peak_heap_bytes"` // highest sampled Go heap in use
@@ -201,7 +206,7 @@ func MeasureMemory(ctx context.Context, key []byte, psnr float64, w, h int) ([]M
 				}
 			}
 		}()
-		t := time.Now()
+		t, cpu0 := time.Now(), cpuTime()
 		var opErr error
 		switch op {
 		case "embed":
@@ -234,7 +239,7 @@ func MeasureMemory(ctx context.Context, key []byte, psnr float64, w, h int) ([]M
 				}
 			}
 		}
-		ms := msSince(t)
+		ms, cpuMs := msSince(t), float64(cpuTime()-cpu0)/float64(time.Millisecond)
 		close(stop)
 		wg.Wait()
 		if opErr != nil {
@@ -244,10 +249,19 @@ func MeasureMemory(ctx context.Context, key []byte, psnr float64, w, h int) ([]M
 		if strings.HasPrefix(op, "e2e") || strings.HasPrefix(op, "reencode") {
 			input = int64(jpg.Len())
 		}
-		out = append(out, MemoryResult{Op: op, Width: w, Height: h, Megapixels: float64(w*h) / 1e6, Ms: ms,
+		out = append(out, MemoryResult{Op: op, Width: w, Height: h, Megapixels: float64(w*h) / 1e6, Ms: ms, CPUMs: cpuMs,
 			PeakRSSBytes: procStatus("VmHWM"), StartRSSBytes: start, PeakHeapBytes: peak, InputBytes: input, Note: note})
 	}
 	return out, nil
+}
+
+// cpuTime returns the user+system CPU time of this process so far; 0 where unavailable.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // procStatus reads a "kB" field of /proc/self/status in bytes; 0 where unavailable.

@@ -134,6 +134,11 @@ func DecodeBytesContext(ctx context.Context, data []byte, lim Limits) (*Picture,
 	if err != nil {
 		return nil, err
 	}
+	return picture(f, cfg, meta, img, lim)
+}
+
+// picture makes the Picture of a decoded image: bounds checked, converted to NRGBA or NRGBA64, made upright.
+func picture(f format, cfg image.Config, meta meta, img image.Image, lim Limits) (*Picture, error) {
 	// A decoder may return a frame smaller than, or offset within, the announced canvas (GIF); never larger.
 	if b := img.Bounds(); int64(b.Dx())*int64(b.Dy()) > lim.MaxPixels {
 		return nil, fmt.Errorf("imageio: %s decoded to %v: %w", f.name, b, ErrTooManyPixels)

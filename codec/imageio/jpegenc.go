@@ -7,6 +7,8 @@ import (
 	"image"
 	"io"
 	"math"
+	"math/bits"
+	"slices"
 	"sort"
 )
 
@@ -16,8 +18,9 @@ import (
 // not nil, the ICC profile in APP2 segments. The pixels are written upright and no EXIF is written, so the
 // orientation is the normal one. Alpha is dropped (JPEG has none): callers that must keep transparency use PNG.
 //
-// The quantised coefficients of the whole image are kept for the second (entropy-coding) pass: 6 bytes per
-// pixel.
+// The quantised coefficients of the whole image are kept for the second (entropy-coding) pass, with runs of
+// zeros stored as one entry (see runMark): at most 6 bytes per pixel, about half that on photographs at
+// quality 95, where most chroma coefficients are zero.
 func EncodeJPEG(w io.Writer, img image.Image, quality int, icc []byte) error {
 	b := img.Bounds()
 	if b.Empty() {
@@ -32,7 +35,7 @@ func EncodeJPEG(w io.Writer, img image.Image, quality int, icc []byte) error {
 	e := newJPEGEncoder(b.Dx(), b.Dy(), quality)
 	e.transform(img)
 	var stats [4][257]int64 // DC luma, AC luma, DC chroma, AC chroma
-	e.entropy(func(table int, sym uint8, _ uint16, _ uint8) { stats[table][sym]++ })
+	e.count(&stats)
 	var tables [4]huffTable
 	for i := range tables {
 		tables[i] = buildHuffman(stats[i][:])
@@ -42,13 +45,7 @@ func EncodeJPEG(w io.Writer, img image.Image, quality int, icc []byte) error {
 		return err
 	}
 	bits := &bitWriter{w: bw}
-	e.entropy(func(table int, sym uint8, extra uint16, n uint8) {
-		t := &tables[table]
-		bits.write(uint32(t.code[sym]), t.size[sym])
-		if n > 0 {
-			bits.write(uint32(extra), n)
-		}
-	})
+	e.write(bits, &tables)
 	bits.flush()
 	if bits.err != nil {
 		return fmt.Errorf("imageio: encoding JPEG: %w", bits.err)
@@ -119,7 +116,7 @@ type jpegEncoder struct {
 	w, h   int
 	bw, bh int          // blocks per row and column
 	quant  [2][64]int32 // natural order
-	coef   [3][]int16   // per component, per block, 64 coefficients in zigzag order
+	rows   [][]int16    // per block row, in scan order (per block Y, Cb, Cr): the DC, then the AC coefficients in zigzag order, zero runs as runMark+length
 	recipQ [2][64]float32
 }
 
@@ -136,56 +133,85 @@ func newJPEGEncoder(w, h, quality int) *jpegEncoder {
 			e.recipQ[t][i] = 1 / float32(v)
 		}
 	}
-	n := e.bw * e.bh * 64
-	for c := range e.coef {
-		e.coef[c] = make([]int16, n)
-	}
+	e.rows = make([][]int16, e.bh)
 	return e
 }
 
 // transform converts to YCbCr (JFIF, full range), runs the FDCT and quantises every block. Edge blocks repeat
-// the last row and column.
+// the last row and column. The colour conversion runs on whole rows of a block row first (planar, padded to
+// whole blocks), so that the block loop only gathers.
 func (e *jpegEncoder) transform(img image.Image) {
 	b := img.Bounds()
-	var rowBuf [8][]uint8 // RGB rows of the current block row
-	for i := range rowBuf {
-		rowBuf[i] = make([]uint8, 3*e.w)
+	rgb := make([]uint8, 3*e.w)
+	pw := e.bw * 8
+	var planes [3][8][]float32 // Y, Cb, Cr rows of the current block row
+	for c := range planes {
+		for i := range planes[c] {
+			planes[c][i] = make([]float32, pw)
+		}
 	}
 	var blk [3][64]float32
+	var out [64]int16
+	scratch := make([]int16, 0, e.bw*3*64)
 	for by := 0; by < e.bh; by++ {
+		scratch = scratch[:0]
 		for i := 0; i < 8; i++ {
-			y := min(by*8+i, e.h-1)
-			rgbRow(img, b.Min.X, b.Min.Y+y, rowBuf[i])
+			rgbRow(img, b.Min.X, b.Min.Y+min(by*8+i, e.h-1), rgb)
+			py, pcb, pcr := planes[0][i][:pw], planes[1][i][:pw], planes[2][i][:pw]
+			for x := 0; x < e.w; x++ {
+				r, g, bl := float32(rgb[3*x]), float32(rgb[3*x+1]), float32(rgb[3*x+2])
+				py[x] = 0.299*r + 0.587*g + 0.114*bl - 128
+				pcb[x] = -0.168736*r - 0.331264*g + 0.5*bl
+				pcr[x] = 0.5*r - 0.418688*g - 0.081312*bl
+			}
+			for x := e.w; x < pw; x++ {
+				py[x], pcb[x], pcr[x] = py[e.w-1], pcb[e.w-1], pcr[e.w-1]
+			}
 		}
 		for bx := 0; bx < e.bw; bx++ {
-			for j := 0; j < 8; j++ {
-				row := rowBuf[j]
-				for i := 0; i < 8; i++ {
-					x := min(bx*8+i, e.w-1)
-					r, g, bl := float32(row[3*x]), float32(row[3*x+1]), float32(row[3*x+2])
-					k := j*8 + i
-					blk[0][k] = 0.299*r + 0.587*g + 0.114*bl - 128
-					blk[1][k] = -0.168736*r - 0.331264*g + 0.5*bl
-					blk[2][k] = 0.5*r - 0.418688*g - 0.081312*bl
-				}
-			}
-			off := (by*e.bw + bx) * 64
 			for c := 0; c < 3; c++ {
+				for j := 0; j < 8; j++ {
+					copy(blk[c][j*8:j*8+8], planes[c][j][bx*8:bx*8+8])
+				}
 				t := min(c, 1)
 				fdct(&blk[c])
-				out := e.coef[c][off : off+64]
+				q := &e.recipQ[t]
 				for zi, ni := range zigzag {
-					v := blk[c][ni] * e.recipQ[t][ni]
+					v := blk[c][ni] * q[ni]
 					if v >= 0 {
 						out[zi] = int16(v + 0.5)
 					} else {
 						out[zi] = int16(v - 0.5)
 					}
 				}
+				scratch = append(scratch, out[0])
+				run := int16(0)
+				for _, v := range out[1:] {
+					if v == 0 {
+						run++
+						continue
+					}
+					if run > 0 {
+						scratch = append(scratch, runMark+run)
+						run = 0
+					}
+					scratch = append(scratch, v)
+				}
+				if run > 0 {
+					scratch = append(scratch, runMark+run)
+				}
 			}
 		}
+		e.rows[by] = slices.Clone(scratch)
 	}
 }
+
+// runMark+n (n = 1..63) stands for n zero coefficients in a row. Quantised coefficients of 8-bit samples stay
+// within ±2048, far from these values.
+const runMark = math.MinInt16
+
+// runLimit: entries below it are zero runs.
+const runLimit = runMark + 64
 
 // rgbRow writes the 8-bit RGB of image row y into out (3 bytes per pixel), compositing nothing: alpha is
 // ignored, as JPEG cannot carry it.
@@ -235,39 +261,88 @@ func fdct(b *[64]float32) {
 	}
 }
 
-// entropy walks the coefficients in scan order (interleaved Y, Cb, Cr blocks) and emits each Huffman symbol
-// with its table (0 DC luma, 1 AC luma, 2 DC chroma, 3 AC chroma) and its extra bits.
-func (e *jpegEncoder) entropy(emit func(table int, sym uint8, extra uint16, n uint8)) {
+// count and write walk the coefficients in scan order (interleaved Y, Cb, Cr blocks) and, per Huffman symbol
+// (tables: 0 DC luma, 1 AC luma, 2 DC chroma, 3 AC chroma), count it or write its code and its extra bits. They
+// are the same walk written twice, without a callback per symbol: the entropy passes are a third of the
+// encoder's time.
+func (e *jpegEncoder) count(stats *[4][257]int64) {
 	var pred [3]int
-	nb := e.bw * e.bh
-	for k := 0; k < nb; k++ {
-		for c := 0; c < 3; c++ {
-			blk := e.coef[c][k*64 : k*64+64]
-			dcT, acT := 0, 1
-			if c > 0 {
-				dcT, acT = 2, 3
-			}
-			d := int(blk[0]) - pred[c]
-			pred[c] = int(blk[0])
-			s, bits := magnitude(d)
-			emit(dcT, s, bits, s)
-			run := 0
-			for i := 1; i < 64; i++ {
-				v := int(blk[i])
-				if v == 0 {
-					run++
-					continue
+	for _, st := range e.rows {
+		for i := 0; i < len(st); {
+			for c := 0; c < 3; c++ {
+				dc, ac := &stats[0], &stats[1]
+				if c > 0 {
+					dc, ac = &stats[2], &stats[3]
 				}
-				for run > 15 {
-					emit(acT, 0xF0, 0, 0)
-					run -= 16
+				d := int(st[i]) - pred[c]
+				pred[c] = int(st[i])
+				i++
+				s, _ := magnitude(d)
+				dc[s]++
+				run := 0
+				for pos := 1; pos < 64; {
+					v := st[i]
+					i++
+					if v < runLimit {
+						n := int(v - runMark)
+						run += n
+						pos += n
+						continue
+					}
+					pos++
+					for run > 15 {
+						ac[0xF0]++
+						run -= 16
+					}
+					s, _ := magnitude(int(v))
+					ac[uint8(run<<4)|s]++
+					run = 0
 				}
-				s, bits := magnitude(v)
-				emit(acT, uint8(run<<4)|s, bits, s)
-				run = 0
+				if run > 0 {
+					ac[0x00]++
+				}
 			}
-			if run > 0 {
-				emit(acT, 0x00, 0, 0)
+		}
+	}
+}
+
+func (e *jpegEncoder) write(bits *bitWriter, tables *[4]huffTable) {
+	var pred [3]int
+	for _, st := range e.rows {
+		for i := 0; i < len(st); {
+			for c := 0; c < 3; c++ {
+				dc, ac := &tables[0], &tables[1]
+				if c > 0 {
+					dc, ac = &tables[2], &tables[3]
+				}
+				d := int(st[i]) - pred[c]
+				pred[c] = int(st[i])
+				i++
+				s, extra := magnitude(d)
+				bits.write(uint32(dc.code[s])<<s|uint32(extra)&(1<<s-1), dc.size[s]+s)
+				run := 0
+				for pos := 1; pos < 64; {
+					v := st[i]
+					i++
+					if v < runLimit {
+						n := int(v - runMark)
+						run += n
+						pos += n
+						continue
+					}
+					pos++
+					for run > 15 {
+						bits.write(uint32(ac.code[0xF0]), ac.size[0xF0])
+						run -= 16
+					}
+					s, extra := magnitude(int(v))
+					sym := uint8(run<<4) | s
+					bits.write(uint32(ac.code[sym])<<s|uint32(extra)&(1<<s-1), ac.size[sym]+s)
+					run = 0
+				}
+				if run > 0 {
+					bits.write(uint32(ac.code[0x00]), ac.size[0x00])
+				}
 			}
 		}
 	}
@@ -279,11 +354,7 @@ func magnitude(v int) (uint8, uint16) {
 	if a < 0 {
 		a = -a
 	}
-	var s uint8
-	for a > 0 {
-		s++
-		a >>= 1
-	}
+	s := uint8(bits.Len(uint(a)))
 	if v < 0 {
 		v += (1 << s) - 1
 	}
@@ -428,16 +499,17 @@ func writeJPEGHeaders(w *bufio.Writer, e *jpegEncoder, tables *[4]huffTable, icc
 	return nil
 }
 
-// bitWriter packs Huffman codes MSB first, stuffing a zero byte after every 0xFF.
+// bitWriter packs Huffman codes MSB first, stuffing a zero byte after every 0xFF. One write takes up to 32 bits
+// (a code and its extra bits together).
 type bitWriter struct {
 	w   *bufio.Writer
-	acc uint32
-	n   uint8
+	acc uint64
+	n   uint8 // bits pending in acc, below 8 between writes
 	err error
 }
 
 func (b *bitWriter) write(v uint32, n uint8) {
-	b.acc = b.acc<<n | v&(1<<n-1)
+	b.acc = b.acc<<n | uint64(v)&(1<<n-1)
 	b.n += n
 	for b.n >= 8 {
 		c := byte(b.acc >> (b.n - 8))

@@ -2,11 +2,15 @@ package imageio
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"image"
 	"image/color"
 	"image/jpeg"
+	"io"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"testing"
 )
 
@@ -90,6 +94,55 @@ func TestEncodeWebPLossless(t *testing.T) {
 		got, ok := pic.Image.(*image.NRGBA)
 		if !ok || !bytes.Equal(got.Pix, src.Pix) {
 			t.Fatalf("pixels differ after a lossless round trip (%T)", pic.Image)
+		}
+	}
+}
+
+// TestEncodeJPEGGolden pins the encoder's bytes (sizes that are not multiples of 8, 8 and 16-bit input, two
+// qualities), so that speed work on it cannot change the files it writes unnoticed.
+func TestEncodeJPEGGolden(t *testing.T) {
+	if runtime.GOARCH != "amd64" {
+		t.Skip("golden hashes are for amd64 (other architectures fuse multiply-adds)")
+	}
+	rng := rand.New(rand.NewPCG(7, 8))
+	src := image.NewNRGBA(image.Rect(0, 0, 203, 117))
+	deep := image.NewNRGBA64(image.Rect(0, 0, 203, 117))
+	for y := 0; y < 117; y++ {
+		for x := 0; x < 203; x++ {
+			c := color.NRGBA{uint8(x * 3), uint8(y * 2), uint8(128 + rng.IntN(40)), 255}
+			src.SetNRGBA(x, y, c)
+			deep.SetNRGBA64(x, y, color.NRGBA64{uint16(c.R)<<8 | uint16(x), uint16(c.G) << 8, uint16(c.B)<<8 | 0xff, 0xffff})
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		img  image.Image
+		q    int
+		want string
+	}{
+		{"q95", src, 95, "211cfff56ba4a1df"}, {"q40", src, 40, "7a45ec8c78635a2f"}, {"deep-q95", deep, 95, "476460ddfb4ddc29"},
+	} {
+		var buf bytes.Buffer
+		if err := EncodeJPEG(&buf, tc.img, tc.q, nil); err != nil {
+			t.Fatal(err)
+		}
+		sum := sha256.Sum256(buf.Bytes())
+		if got := hex.EncodeToString(sum[:8]); got != tc.want {
+			t.Errorf("%s: file hash %s, want %s", tc.name, got, tc.want)
+		}
+	}
+}
+
+// BenchmarkEncodeJPEG12MP: go test ./codec/imageio/ -run x -bench EncodeJPEG12MP -cpu 1
+func BenchmarkEncodeJPEG12MP(b *testing.B) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	img := image.NewNRGBA(image.Rect(0, 0, 4000, 3000))
+	for i := range img.Pix {
+		img.Pix[i] = uint8(100 + (i/4)%4000/40 + rng.IntN(24))
+	}
+	for b.Loop() {
+		if err := EncodeJPEG(io.Discard, img, 95, nil); err != nil {
+			b.Fatal(err)
 		}
 	}
 }

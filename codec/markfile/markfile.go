@@ -7,7 +7,6 @@
 package markfile
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -112,13 +111,24 @@ func EmbedOn(ctx context.Context, c *codec.Codec, dev accel.Device, pic *imageio
 		if err != nil {
 			return Result{}, err
 		}
-		data, err := encode(ctx, dev, marked, pic, f)
-		if err != nil {
-			return Result{}, err
+		// PNG is checked on the marked image before it is encoded, so that the detector's working set and the
+		// encoder's output buffer are not in memory at the same time (peak memory of the whole path).
+		var data []byte
+		ok := true
+		if f == PNG {
+			if ok, err = verify(ctx, c, dev, marked, nil, f, id); err != nil {
+				return Result{}, err
+			}
 		}
-		ok, err := verify(ctx, c, dev, marked, data, f, id)
-		if err != nil {
-			return Result{}, err
+		if ok {
+			if data, err = encode(ctx, dev, marked, pic, f); err != nil {
+				return Result{}, err
+			}
+			if f != PNG {
+				if ok, err = verify(ctx, c, dev, nil, data, f, id); err != nil {
+					return Result{}, err
+				}
+			}
 		}
 		if ok {
 			return Result{Data: data, Format: f, Report: rep, Attempts: i + 1}, nil
@@ -128,7 +138,7 @@ func EmbedOn(ctx context.Context, c *codec.Codec, dev accel.Device, pic *imageio
 }
 
 func encode(ctx context.Context, dev accel.Device, img image.Image, pic *imageio.Picture, f Format) ([]byte, error) {
-	var buf bytes.Buffer
+	var buf chunks
 	switch f {
 	case PNG:
 		// A device that filters PNG rows does the encoder's costliest pass; the file is the same.
@@ -143,7 +153,7 @@ func encode(ctx context.Context, dev accel.Device, img image.Image, pic *imageio
 				if err := imageio.EncodePNGRows(&buf, b.Dx(), b.Dy(), alpha, rows, pic.ICC); err != nil {
 					return nil, err
 				}
-				return buf.Bytes(), nil
+				return buf.bytes(), nil
 			}
 		}
 		if err := imageio.EncodePNG(&buf, img, pic.ICC); err != nil {
@@ -160,18 +170,65 @@ func encode(ctx context.Context, dev accel.Device, img image.Image, pic *imageio
 	default:
 		return nil, fmt.Errorf("markfile: unknown output format %q", f)
 	}
-	return buf.Bytes(), nil
+	return buf.bytes(), nil
+}
+
+// chunks collects an encoder's output in blocks of chunkSize and joins them once at the end: a growing
+// bytes.Buffer holds up to three times the file while it doubles and keeps up to twice its size afterwards; this
+// holds twice the file at the end and exactly the file afterwards (a 12 MP PNG is about 30 MB).
+type chunks struct {
+	full [][]byte
+	cur  []byte
+	n    int
+}
+
+const chunkSize = 1 << 20
+
+func (c *chunks) Write(p []byte) (int, error) {
+	n := len(p)
+	for len(p) > 0 {
+		if len(c.cur) == cap(c.cur) {
+			if c.cur != nil {
+				c.full = append(c.full, c.cur)
+			}
+			c.cur = make([]byte, 0, chunkSize)
+		}
+		k := min(len(p), cap(c.cur)-len(c.cur))
+		c.cur = append(c.cur, p[:k]...)
+		p = p[k:]
+	}
+	c.n += n
+	return n, nil
+}
+
+func (c *chunks) bytes() []byte {
+	out := make([]byte, 0, c.n)
+	for _, b := range c.full {
+		out = append(out, b...)
+	}
+	return append(out, c.cur...)
 }
 
 // verify runs the detector on what a recipient of data decodes. PNG is lossless and written from the marked
 // pixels as they are (8 or 16 bits per channel), so the marked image itself is what it decodes to and is
-// checked without decoding the file again; JPEG (lossy) and WebP (8 bits only) are decoded.
+// checked without decoding the file again; JPEG (lossy) and WebP (8 bits only) are decoded. A JPEG is read in
+// its decoded YCbCr form, converted to RGB row by row as the detector reads it (codec.DetectRGB): the same
+// result as on the NRGBA image imageio.Decode returns, without that image in memory.
 func verify(ctx context.Context, c *codec.Codec, dev accel.Device, marked image.Image, data []byte, f Format, id codec.ID) (bool, error) {
 	img := marked
 	if f != PNG {
-		pic, err := imageio.Decode(bytes.NewReader(data), imageio.Limits{})
+		rows, pic, err := imageio.DecodeRGBRows(ctx, data, imageio.Limits{})
 		if err != nil {
 			return false, fmt.Errorf("markfile: decoding the %s output: %w", f, err)
+		}
+		if rows != nil && dev == nil {
+			d := c.DetectRGB(rows.Width, rows.Height, rows.Row)
+			return d.Watermarked && d.WatermarkID != nil && *d.WatermarkID == id.String(), nil
+		}
+		if rows != nil {
+			if pic, err = imageio.DecodeBytesContext(ctx, data, imageio.Limits{}); err != nil {
+				return false, fmt.Errorf("markfile: decoding the %s output: %w", f, err)
+			}
 		}
 		img = pic.Image
 	}

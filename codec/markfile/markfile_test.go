@@ -122,3 +122,27 @@ func TestParseFormat(t *testing.T) {
 		t.Error("gif accepted")
 	}
 }
+
+// TestChunks: the encoder output collector gives back exactly what was written, across chunk boundaries.
+func TestChunks(t *testing.T) {
+	var c chunks
+	var want bytes.Buffer
+	rng := rand.New(rand.NewPCG(2, 3))
+	for _, n := range []int{0, 1, 100, chunkSize - 101, 1, chunkSize, 3*chunkSize + 7, 5} {
+		p := make([]byte, n)
+		for i := range p {
+			p[i] = byte(rng.IntN(256))
+		}
+		if k, err := c.Write(p); k != n || err != nil {
+			t.Fatalf("Write(%d) = %d, %v", n, k, err)
+		}
+		want.Write(p)
+	}
+	if got := c.bytes(); !bytes.Equal(got, want.Bytes()) || len(got) != cap(got) {
+		t.Fatalf("got %d bytes (cap %d), want %d", len(got), cap(got), want.Len())
+	}
+	var empty chunks
+	if got := empty.bytes(); len(got) != 0 {
+		t.Fatalf("empty: %d bytes", len(got))
+	}
+}

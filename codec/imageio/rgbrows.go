@@ -1,0 +1,52 @@
+package imageio
+
+import (
+	"context"
+	"image"
+	"image/color"
+)
+
+// RGBRows is a decoded opaque 8-bit image that is converted to RGB one row at a time, for a reader that needs
+// each row once or twice and not the image: a JPEG stays in its YCbCr form (1.5 to 3 bytes per pixel instead of
+// the 4 of the NRGBA image Decode returns).
+type RGBRows struct {
+	Width, Height int
+	ycc           *image.YCbCr
+}
+
+// Row writes row y (0 ≤ y < Height) as 8-bit RGB, 3 bytes per pixel, into rgb: byte for byte the R, G and B of
+// row y of the Picture.Image that DecodeBytesContext returns for the same file (image/draw's conversion uses
+// the same integer arithmetic as color.YCbCrToRGB).
+func (r *RGBRows) Row(y int, rgb []uint8) {
+	m := r.ycc
+	b := m.Rect
+	for x := 0; x < r.Width; x++ {
+		yi, ci := m.YOffset(b.Min.X+x, b.Min.Y+y), m.COffset(b.Min.X+x, b.Min.Y+y)
+		rgb[3*x], rgb[3*x+1], rgb[3*x+2] = color.YCbCrToRGB(m.Y[yi], m.Cb[ci], m.Cr[ci])
+	}
+}
+
+// DecodeRGBRows decodes data as DecodeBytesContext does, with the same limits and errors. Where that would
+// convert a decoded YCbCr image to NRGBA and change nothing else (a JPEG without EXIF rotation), it returns the
+// rows instead and a nil Picture; for any other file it returns the Picture and nil rows.
+func DecodeRGBRows(ctx context.Context, data []byte, lim Limits) (*RGBRows, *Picture, error) {
+	lim = lim.withDefaults()
+	f, cfg, err := checkAll(data, lim)
+	if err != nil {
+		return nil, nil, err
+	}
+	meta, err := readMeta(f.name, data)
+	if err != nil {
+		return nil, nil, err
+	}
+	img, err := f.decodeCtx(ctx, data)
+	if err != nil {
+		return nil, nil, err
+	}
+	if m, ok := img.(*image.YCbCr); ok && meta.orientation == 1 && m.Rect == image.Rect(0, 0, cfg.Width, cfg.Height) &&
+		int64(cfg.Width)*int64(cfg.Height) <= lim.MaxPixels {
+		return &RGBRows{Width: cfg.Width, Height: cfg.Height, ycc: m}, nil, nil
+	}
+	pic, err := picture(f, cfg, meta, img, lim)
+	return nil, pic, err
+}
