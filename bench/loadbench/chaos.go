@@ -112,14 +112,17 @@ type ActionReport struct {
 	Action string  `json:"action"`
 	Target string  `json:"target"`
 	Error  string  `json:"error,omitempty"`
-	// For kill: the jobs accepted and not ended when the process died, how many ended since, and the
-	// takeover time: from the kill until the last of them ended (so an upper bound: it includes the
-	// detection of the death, the re-run elsewhere and the poll interval).
-	JobsInFlight int      `json:"jobs_in_flight,omitempty"`
-	JobsEnded    int      `json:"jobs_ended,omitempty"`
+	// For kill and stop: the charged operations in flight on the cluster at that moment (any node's),
+	// how many ended since and how many of those succeeded, and the takeover time: from the action until
+	// the last of them ended. It is an upper bound of the time to resume the work elsewhere: it includes
+	// the death's detection, the retry on another node, the re-run and the client's poll interval.
+	OpsInFlight  int      `json:"ops_in_flight,omitempty"`
+	OpsEnded     int      `json:"ops_ended,omitempty"`
+	OpsSucceeded int      `json:"ops_succeeded,omitempty"`
 	TakeoverS    *float64 `json:"takeover_s,omitempty"`
-	// For restart and cont: from the action until the process serves again (a node: GET /auth/api-key
-	// answers 200 on it; the S3 server: a job status read, which loads the job from the store, answers).
+	// For restart and cont: from the action until the process serves again. A node: GET /auth/api-key
+	// answers 200 on it (after a restart, /healthz first). The S3 server: the first charged operation
+	// started after the action succeeds.
 	RecoveryS *float64 `json:"recovery_s,omitempty"`
 }
 
@@ -145,7 +148,7 @@ func RunChaos(ctx context.Context, cc ChaosConfig) (*Report, error) {
 	cfg.onStart = func(t time.Time) { started <- t }
 	type result struct {
 		actions []ActionReport
-		kills   []time.Time
+		at      []time.Time
 	}
 	resc := make(chan result, 1)
 	chaosCtx, cancel := context.WithCancel(ctx)
@@ -177,11 +180,7 @@ func RunChaos(ctx context.Context, cc ChaosConfig) (*Report, error) {
 				ar.RecoveryS = &s
 			}
 			res.actions = append(res.actions, ar)
-			if a.Kind == "kill" {
-				res.kills = append(res.kills, at)
-			} else {
-				res.kills = append(res.kills, time.Time{})
-			}
+			res.at = append(res.at, at)
 		}
 	}()
 	rep, err := Run(ctx, cfg)
@@ -201,25 +200,27 @@ func RunChaos(ctx context.Context, cc ChaosConfig) (*Report, error) {
 		ch.ChargedTwice, ch.CreditsEqual = rep.Credits.ChargedTwice, rep.Credits.Equal
 	}
 	for i := range ch.Actions {
-		if i >= len(res.kills) || res.kills[i].IsZero() || book == nil || ch.Actions[i].Target == "s3" {
+		ar := &ch.Actions[i]
+		if book == nil || ar.Error != "" || i >= len(res.at) {
 			continue
 		}
-		killAt := res.kills[i]
-		inflight := book.inFlightAt(killAt)
-		ar := &ch.Actions[i]
-		ar.JobsInFlight = len(inflight)
-		var last time.Time
-		for id := range inflight {
-			if end := book.endOf(id); !end.IsZero() {
-				ar.JobsEnded++
-				if end.After(last) {
-					last = end
-				}
+		at := res.at[i]
+		switch {
+		case ar.Action == "kill" || ar.Action == "stop":
+			n, ended, ok, last := book.opsAcross(at)
+			ar.OpsInFlight, ar.OpsEnded, ar.OpsSucceeded = n, ended, ok
+			if n > 0 && ended == n {
+				s := last.Sub(at).Seconds()
+				ar.TakeoverS = &s
 			}
-		}
-		if ar.JobsEnded == ar.JobsInFlight && ar.JobsInFlight > 0 {
-			s := last.Sub(killAt).Seconds()
-			ar.TakeoverS = &s
+		case ar.Target == "s3":
+			// The store's recovery is seen by the client: the first charged operation started after the
+			// restart that succeeds.
+			ar.RecoveryS = nil
+			if first := book.firstSuccessAfter(at); !first.IsZero() {
+				s := first.Sub(at).Seconds()
+				ar.RecoveryS = &s
+			}
 		}
 	}
 	if len(ch.Actions) < len(cc.Schedule) {
@@ -288,7 +289,7 @@ func (cc ChaosConfig) do(ctx context.Context, cfg Config, a Action, book *jobBoo
 func (c *ChaosReport) writeMarkdown(w io.Writer) {
 	fmt.Fprintf(w, "\nChaos schedule `%s`: **jobs lost %d, stuck %d, charged twice %d**, credits equal to successes: %v.\n\n",
 		c.Schedule, c.JobsLost, c.JobsStuck, c.ChargedTwice, c.CreditsEqual)
-	fmt.Fprintln(w, "| at s | action | target | jobs in flight | ended since | takeover s | recovery s | error |")
+	fmt.Fprintln(w, "| at s | action | target | ops in flight | ended since (ok) | takeover s | recovery s | error |")
 	fmt.Fprintln(w, "|---:|---|---|---:|---:|---:|---:|---|")
 	opt := func(v *float64) string {
 		if v == nil {
@@ -298,11 +299,11 @@ func (c *ChaosReport) writeMarkdown(w io.Writer) {
 	}
 	for _, a := range c.Actions {
 		inflight, ended := "-", "-"
-		if a.Action == "kill" && a.Target != "s3" {
-			inflight, ended = strconv.Itoa(a.JobsInFlight), strconv.Itoa(a.JobsEnded)
+		if a.Action == "kill" || a.Action == "stop" {
+			inflight, ended = strconv.Itoa(a.OpsInFlight), fmt.Sprintf("%d (%d)", a.OpsEnded, a.OpsSucceeded)
 		}
 		fmt.Fprintf(w, "| %.1f | %s | %s | %s | %s | %s | %s | %s |\n", a.AtS, a.Action, a.Target, inflight, ended,
 			opt(a.TakeoverS), opt(a.RecoveryS), a.Error)
 	}
-	fmt.Fprintln(w, "\nTakeover: from a kill until the last job in flight on the cluster at that moment ended (an upper bound: death detection, re-run elsewhere and one poll interval). Recovery: from restart or SIGCONT until the process serves (a node: GET /auth/api-key on it; the S3 server: a job status read).")
+	fmt.Fprintln(w, "\nTakeover: from a kill or SIGSTOP until the last charged operation in flight on the cluster at that moment ended (an upper bound of the time to resume the work elsewhere: death detection, retry on another node, re-run, one poll interval). Recovery: from restart or SIGCONT until the process serves (a node: GET /auth/api-key on it; the S3 server: the first charged operation started after it succeeds).")
 }

@@ -273,3 +273,18 @@ func WaitMembers(ctx context.Context, base string, want int) error {
 		}
 	}
 }
+
+// OrgOfKey asks a node which organization key belongs to (GET /auth/api-key).
+func OrgOfKey(ctx context.Context, base, key string) (string, error) {
+	var info struct {
+		OrganizationID string `json:"organization_id"`
+	}
+	status, err := newHTTPClient(1, 10*time.Second).getJSON(base+"/auth/api-key", key, &info)
+	if err != nil {
+		return "", fmt.Errorf("GET %s/auth/api-key: %w", base, err)
+	}
+	if status != 200 || info.OrganizationID == "" {
+		return "", fmt.Errorf("GET %s/auth/api-key answered %d", base, status)
+	}
+	return info.OrganizationID, ctx.Err()
+}

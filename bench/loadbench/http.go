@@ -60,7 +60,7 @@ func (r *response) failureKey() string {
 	return k
 }
 
-// do sends one request. keepBody copies the body out (the response is released on return).
+// do sends one request. keepBody copies a 200's body out (the response is released on return).
 func (h *httpClient) do(method, url, key, contentType string, body []byte, headers map[string]string, keepBody bool) (*response, error) {
 	req, res := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseRequest(req)
@@ -83,7 +83,8 @@ func (h *httpClient) do(method, url, key, contentType string, body []byte, heade
 	}
 	r := &response{status: res.StatusCode(), contentType: string(res.Header.ContentType()),
 		requestID: string(res.Header.Peek("X-Request-ID"))}
-	if keepBody || r.status >= 300 {
+	// A 200's body (a marked image) is dropped unless asked for; any other answer is read (receipts, problems).
+	if keepBody || r.status != 200 {
 		r.body = append([]byte(nil), res.Body()...)
 	}
 	return r, nil

@@ -17,7 +17,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/url"
 	"os"
 	"runtime"
@@ -271,6 +270,7 @@ func (r *runner) one(ctx context.Context, op Op, due time.Time) outcome {
 	a := &attempt{r: r, op: op, giveUp: time.Now().Add(r.cfg.RetryFor)}
 	if op.Charged() {
 		a.idem = fmt.Sprintf("%s-%d", r.runID, n)
+		r.jobs.opStarted(n, time.Now())
 	}
 	a.out.op = op
 	a.run(ctx)
@@ -284,13 +284,22 @@ func (r *runner) one(ctx context.Context, op Op, due time.Time) outcome {
 	if a.out.ok {
 		r.jobs.success(a.out.requestID, op)
 	}
+	if op.Charged() {
+		r.jobs.opEnded(n, a.out.end, a.out.ok)
+	}
 	r.rec.record(a.out)
 	return a.out
 }
 
+// pick returns the operation of arrival n: a pure function of the seed and n, so that a run's sequence does
+// not depend on scheduling. (A PCG seeded with n per arrival gives correlated first outputs for consecutive
+// n; a splitmix64 step decorrelates them.)
 func (r *runner) pick(n uint64) Op {
-	rng := rand.New(rand.NewPCG(r.cfg.Seed, n))
-	return r.cfg.Mix.pick(rng.IntN(r.cfg.Mix.total()))
+	z := r.cfg.Seed*0x9e3779b97f4a7c15 + (n+1)*0xbf58476d1ce4e5b9
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
+	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
+	z ^= z >> 31
+	return r.cfg.Mix.pick(int(z % uint64(r.cfg.Mix.total())))
 }
 
 // openLoop starts operations at cfg.Rate per second until cfg.Duration has passed. Arrivals are computed from

@@ -26,6 +26,13 @@ type jobBook struct {
 	jobs map[string]*jobEntry
 	ids  []string      // accepted, in order (status reads pick from them)
 	seen map[string]Op // charged operations seen succeeding, by request id
+	// ops are the charged operations, by sequence number: when each started and ended (chaos timings).
+	ops map[uint64]*opSpan
+}
+
+type opSpan struct {
+	start, end time.Time
+	ok         bool
 }
 
 type jobEntry struct {
@@ -34,7 +41,7 @@ type jobEntry struct {
 }
 
 func newJobBook() *jobBook {
-	return &jobBook{jobs: map[string]*jobEntry{}, seen: map[string]Op{}}
+	return &jobBook{jobs: map[string]*jobEntry{}, seen: map[string]Op{}, ops: map[uint64]*opSpan{}}
 }
 
 func (b *jobBook) accepted(id string, at time.Time) {
@@ -104,6 +111,56 @@ func (b *jobBook) terminalCount() int {
 		}
 	}
 	return n
+}
+
+func (b *jobBook) opStarted(n uint64, at time.Time) {
+	b.mu.Lock()
+	b.ops[n] = &opSpan{start: at}
+	b.mu.Unlock()
+}
+
+func (b *jobBook) opEnded(n uint64, at time.Time, ok bool) {
+	b.mu.Lock()
+	if o := b.ops[n]; o != nil {
+		o.end, o.ok = at, ok
+	}
+	b.mu.Unlock()
+}
+
+// opsAcross returns the charged operations started before t and not ended at t: how many, how many of them
+// ended (at all, and successfully), and when the last one ended.
+func (b *jobBook) opsAcross(t time.Time) (n, ended, ok int, last time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, o := range b.ops {
+		if !o.start.Before(t) || (!o.end.IsZero() && !o.end.After(t)) {
+			continue
+		}
+		n++
+		if !o.end.IsZero() {
+			ended++
+			if o.ok {
+				ok++
+			}
+			if o.end.After(last) {
+				last = o.end
+			}
+		}
+	}
+	return n, ended, ok, last
+}
+
+// firstSuccessAfter returns when the first charged operation started after t succeeded (zero: none did).
+func (b *jobBook) firstSuccessAfter(t time.Time) time.Time {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var first time.Time
+	for _, o := range b.ops {
+		if o.ok && o.start.After(t) && (first.IsZero() || o.end.Before(first)) {
+			first = o.end
+		}
+	}
+	return first
 }
 
 // endOf returns when job id was seen ended (zero: not seen).
