@@ -103,12 +103,16 @@ func StartLocal(ctx context.Context, cfg LocalConfig) (l *Local, err error) {
 			return nil, fmt.Errorf("create %s: %w", d, err)
 		}
 	}
-	// The sidecar keeps object metadata in files, so the server works on any filesystem (user extended
-	// attributes are not everywhere).
+	// versitygw keeps object metadata in user extended attributes, or, where the filesystem has none, in a
+	// sidecar directory (as persistence/s3test does).
+	gwArgs := []string{"posix", s3root}
+	if !s3test.UserXattrs(s3root) {
+		gwArgs = []string{"posix", "--sidecar", s3meta, s3root}
+	}
 	l.S3, err = clustertest.StartProcesses(ctx, clustertest.ProcessConfig{
 		Binary: gw, N: 1, Ports: 1,
 		Args: func(_ int, ports [][]int) []string {
-			return []string{"--port", "127.0.0.1:" + strconv.Itoa(ports[0][0]), "--quiet", "posix", "--sidecar", s3meta, s3root}
+			return append([]string{"--port", "127.0.0.1:" + strconv.Itoa(ports[0][0]), "--quiet"}, gwArgs...)
 		},
 		Env:    []string{"ROOT_ACCESS_KEY_ID=" + s3AccessKey, "ROOT_SECRET_ACCESS_KEY=" + s3SecretKey},
 		Ready:  clustertest.ReadyTCP(0),

@@ -135,6 +135,8 @@ type runner struct {
 	jobs       *jobBook
 	rec        *recorder
 	inFlight   atomic.Int64
+	giveUpMu   sync.Mutex
+	gaveUp     []*replay // charged requests with no answer known to the client (no receipt either)
 }
 
 // Run runs the load and returns the report. It fails only when the run cannot start; failed operations are
@@ -237,7 +239,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	r.finalCheck(ctx, rep)
 
 	if cfg.Ledger != nil {
-		c, err := r.credits(ctx, mark)
+		// Read even after an interrupt: the report of an interrupted run still says what was charged.
+		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		c, err := r.credits(lctx, mark)
+		cancel()
 		if err != nil {
 			rep.Notes = append(rep.Notes, "credit check: "+err.Error())
 		}
@@ -286,6 +291,11 @@ func (r *runner) one(ctx context.Context, op Op, due time.Time) outcome {
 	}
 	if op.Charged() {
 		r.jobs.opEnded(n, a.out.end, a.out.ok)
+		if !a.out.ok && strings.HasPrefix(a.out.failure, "gave up") && a.charged != nil && a.out.requestID == "" {
+			r.giveUpMu.Lock()
+			r.gaveUp = append(r.gaveUp, a.charged)
+			r.giveUpMu.Unlock()
+		}
 	}
 	r.rec.record(a.out)
 	return a.out
@@ -363,15 +373,53 @@ func (r *runner) closedLoop(ctx context.Context, start time.Time, wg *sync.WaitG
 	}
 }
 
-// finalCheck reads every accepted job that the run did not see end: 404 is a lost job, a job not finished a
-// stuck one. Jobs that end now count as successes or failures seen by the client.
+// finalCheck learns the outcome of everything the run left open, within one RetryFor (16 at a time): charged
+// requests given up without an answer are replayed, and every accepted job not seen ended is read: 404 is a
+// lost job, a job not finished a stuck one. What ends now counts as seen by the client (it can see it too).
 func (r *runner) finalCheck(ctx context.Context, rep *Report) {
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.RetryFor)
+	defer cancel()
+	var mu sync.Mutex // guards rep.Jobs
+	// A charged request that never got a final answer may still have been done: the client learns its
+	// outcome by sending it again with the same Idempotency-Key, which answers the stored result (or runs
+	// it now if the service never took it).
+	r.giveUpMu.Lock()
+	replays := r.gaveUp
+	r.giveUpMu.Unlock()
+	rep.Jobs.Replayed = len(replays)
+	parallel(len(replays), func(i int) {
+		rp := replays[i]
+		a := &attempt{r: r, op: rp.op, idem: rp.idem, giveUp: time.Now().Add(r.cfg.RetryFor)}
+		res, ok := a.send(ctx, "POST", rp.path, rp.body.ContentType, rp.body.Data, true)
+		success := false
+		switch {
+		case !ok:
+		case res.status == 200:
+			r.jobs.success(res.requestID, rp.op)
+			success = true
+		case res.status == 202:
+			a.accepted(ctx, res)
+			if a.out.ok {
+				r.jobs.success(a.out.requestID, rp.op)
+				success = true
+			}
+		}
+		if success {
+			mu.Lock()
+			rep.Jobs.ReplayedOK++
+			mu.Unlock()
+		}
+	})
+
 	open := r.jobs.open()
 	rep.Jobs.Accepted = r.jobs.count()
-	for _, id := range open {
+	parallel(len(open), func(i int) {
+		id := open[i]
 		a := &attempt{r: r, giveUp: time.Now().Add(r.cfg.RetryFor)}
 		var rc receipt
 		res, ok := a.send(ctx, "GET", "/watermarks/jobs/"+url.PathEscape(id), "", nil, true)
+		mu.Lock()
+		defer mu.Unlock()
 		switch {
 		case !ok:
 			rep.Jobs.Unchecked++
@@ -390,6 +438,22 @@ func (r *runner) finalCheck(ctx context.Context, rep *Report) {
 			rep.Jobs.Stuck++
 			rep.Jobs.StuckIDs = append(rep.Jobs.StuckIDs, id)
 		}
-	}
+	})
 	rep.Jobs.Terminal = r.jobs.terminalCount()
+}
+
+// parallel runs fn(0..n-1), 16 at a time.
+func parallel(n int, fn func(i int)) {
+	sem := make(chan struct{}, 16)
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			fn(i)
+		}()
+	}
+	wg.Wait()
 }

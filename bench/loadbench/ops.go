@@ -142,6 +142,16 @@ type attempt struct {
 	out     outcome
 	giveUp  time.Time
 	attempt int
+	// charged is the last charged request sent (path and body), for a replay of its Idempotency-Key.
+	charged *replay
+}
+
+// replay is a charged request whose outcome the client did not learn within its retry budget.
+type replay struct {
+	op   Op
+	idem string
+	path string
+	body *bodyParts
 }
 
 // retryable says whether a failure may be retried on another node: no answer, an overloaded or unavailable
@@ -181,6 +191,7 @@ func (a *attempt) send(ctx context.Context, method, path, ctype string, body []b
 	var hdr map[string]string
 	if a.idem != "" && method == "POST" && strings.HasPrefix(path, "/watermarks/") {
 		hdr = map[string]string{"Idempotency-Key": a.idem}
+		a.charged = &replay{op: a.op, idem: a.idem, path: path, body: &bodyParts{ContentType: ctype, Data: body}}
 	}
 	for {
 		res, err := a.r.http.do(method, a.next()+path, a.r.cfg.Key, ctype, body, hdr, keepBody)

@@ -83,6 +83,10 @@ type JobsReport struct {
 	Terminal int `json:"terminal"`
 	// EndedAfterRun is jobs first seen ended by the final check.
 	EndedAfterRun int `json:"ended_after_run"`
+	// Replayed is charged requests the client gave up on without an answer, sent again after the run with
+	// their Idempotency-Key to learn their outcome; ReplayedOK of them answered a success.
+	Replayed   int `json:"replayed"`
+	ReplayedOK int `json:"replayed_ok"`
 	// Lost is accepted jobs the service no longer knows (404); Stuck those not ended at the final check.
 	Lost      int      `json:"lost"`
 	Stuck     int      `json:"stuck"`
@@ -198,8 +202,8 @@ func (r *Report) WriteMarkdown(w io.Writer) {
 		fmt.Fprintf(w, "\nRetried answers (the operation went on on the next node):\n\n%s\n", strings.Join(retried, "\n"))
 	}
 	j := r.Jobs
-	fmt.Fprintf(w, "\nJobs: %d accepted, %d ended (%d first seen ended by the final check), **%d lost, %d stuck**, %d not checked.\n",
-		j.Accepted, j.Terminal, j.EndedAfterRun, j.Lost, j.Stuck, j.Unchecked)
+	fmt.Fprintf(w, "\nJobs: %d accepted, %d ended (%d first seen ended by the final check), **%d lost, %d stuck**, %d not checked. Requests given up without an answer and replayed with their Idempotency-Key after the run: %d (%d succeeded).\n",
+		j.Accepted, j.Terminal, j.EndedAfterRun, j.Lost, j.Stuck, j.Unchecked, j.Replayed, j.ReplayedOK)
 	if c := r.Credits; c != nil {
 		verdict := "equal"
 		if !c.Equal {
@@ -280,7 +284,7 @@ func (r *Report) WriteChart(w io.Writer) error {
 		for g := 0; g <= 4; g++ {
 			y := y0 + plotH - g*plotH/4
 			fill(left, y, left+plotW, y+1, colGrid)
-			text(4, y+4, fmt.Sprintf("%.4g%s", maxV*float64(g)/4, unit), color.Black)
+			text(4, y+4, axisLabel(maxV*float64(g)/4)+unit, color.Black)
 		}
 		for _, s := range series {
 			px, py := -1, -1
@@ -294,10 +298,11 @@ func (r *Report) WriteChart(w io.Writer) error {
 			}
 		}
 		if r.Chaos != nil {
-			for _, e := range r.Chaos.Actions {
+			for i, e := range r.Chaos.Actions {
 				x := xOf(e.AtS)
 				fill(x, y0, x+1, y0+plotH, colEvent)
-				text(x+2, y0+12, e.Action+" "+e.Target, colEvent)
+				// Labels step down so that close actions stay readable.
+				text(x+2, y0+12+(i%4)*13, e.Action+" "+e.Target, colEvent)
 			}
 		}
 	}
@@ -327,6 +332,13 @@ func (r *Report) WriteChart(w io.Writer) error {
 		return fmt.Errorf("loadbench: chart: %w", err)
 	}
 	return nil
+}
+
+func axisLabel(v float64) string {
+	if v >= 10 || v == math.Trunc(v) {
+		return fmt.Sprintf("%.0f", v)
+	}
+	return fmt.Sprintf("%.2g", v)
 }
 
 // niceMax rounds v up to 1, 2 or 5 times a power of ten (at least 1).
