@@ -335,10 +335,10 @@ func (r *Report) WriteChart(w io.Writer) error {
 }
 
 func axisLabel(v float64) string {
-	if v >= 10 || v == math.Trunc(v) {
+	if v == math.Trunc(v) {
 		return fmt.Sprintf("%.0f", v)
 	}
-	return fmt.Sprintf("%.2g", v)
+	return strings.TrimRight(fmt.Sprintf("%.2f", v), "0")
 }
 
 // niceMax rounds v up to 1, 2 or 5 times a power of ten (at least 1).
