@@ -315,6 +315,8 @@ type Progress struct {
 	LastP95    time.Duration
 	Late       int
 	Dropped    int
+	// Done is set on the last call, when no operation starts any more.
+	Done bool
 }
 
 // progress calls cfg.Progress every second until the returned stop is called.
@@ -325,11 +327,11 @@ func (r *runner) progress(ctx context.Context, start time.Time) (stop func()) {
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
-	emit := func(now time.Time) {
+	emit := func(now time.Time, done bool) {
 		ok, failed, lastOK, p95 := r.rec.snapshot(now)
 		r.cfg.Progress(Progress{Elapsed: now.Sub(start), Duration: r.cfg.Duration, OK: ok, Failed: failed,
 			InFlight: int(r.inFlight.Load()), LastOKPerS: lastOK, LastP95: p95,
-			Late: int(r.rec.late.Load()), Dropped: int(r.rec.dropped.Load())})
+			Late: int(r.rec.late.Load()), Dropped: int(r.rec.dropped.Load()), Done: done})
 	}
 	go func() {
 		defer wg.Done()
@@ -342,14 +344,14 @@ func (r *runner) progress(ctx context.Context, start time.Time) (stop func()) {
 			case <-ctx.Done():
 				return
 			case now := <-t.C:
-				emit(now)
+				emit(now, false)
 			}
 		}
 	}()
 	return func() {
 		close(done)
 		wg.Wait()
-		emit(time.Now())
+		emit(time.Now(), true)
 	}
 }
 

@@ -230,11 +230,15 @@ func progressDisplay(w io.Writer, mode string) func(loadbench.Progress) {
 		return func(p loadbench.Progress) {
 			bar.Describe(line(p))
 			_ = bar.Add(0)
+			if p.Done {
+				_ = bar.Finish()
+				fmt.Fprintln(w, "bench:", line(p))
+			}
 		}
 	}
 	var last time.Duration = -5 * time.Second
 	return func(p loadbench.Progress) {
-		if p.Elapsed-last >= 5*time.Second {
+		if p.Done || p.Elapsed-last >= 5*time.Second {
 			last = p.Elapsed
 			fmt.Fprintln(w, "bench:", line(p))
 		}

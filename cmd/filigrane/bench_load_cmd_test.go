@@ -184,3 +184,28 @@ func TestBenchChaosKillOneOfThree(t *testing.T) {
 		t.Errorf("report.md:\n%s", md)
 	}
 }
+
+// The live display: not on a terminal, a plain line every 5 s and a last one at the end; with "always", the
+// bar's line carries the counts; "never" shows nothing.
+func TestBenchLoadProgressDisplay(t *testing.T) {
+	var buf bytes.Buffer
+	show := progressDisplay(&buf, "auto")
+	for s := 1; s <= 7; s++ {
+		show(loadbench.Progress{Elapsed: time.Duration(s) * time.Second, Duration: 10 * time.Second, OK: s * 10})
+	}
+	show(loadbench.Progress{Elapsed: 7500 * time.Millisecond, Duration: 10 * time.Second, OK: 75, Failed: 1, Done: true})
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 3 || !strings.Contains(lines[0], "ok 10 ") || !strings.Contains(lines[1], "ok 60 ") ||
+		!strings.Contains(lines[2], "ok 75  failed 1") {
+		t.Fatalf("plain progress:\n%s", buf.String())
+	}
+	buf.Reset()
+	show = progressDisplay(&buf, "always")
+	show(loadbench.Progress{Elapsed: time.Second, Duration: 10 * time.Second, OK: 12, InFlight: 3, Done: true})
+	if !strings.Contains(buf.String(), "ok 12  failed 0  in flight 3") {
+		t.Fatalf("bar progress: %q", buf.String())
+	}
+	if progressDisplay(&buf, "never") != nil {
+		t.Fatal("never shows a display")
+	}
+}
