@@ -100,10 +100,11 @@ type ChaosReport struct {
 	Schedule string         `json:"schedule"`
 	Actions  []ActionReport `json:"actions"`
 	// JobsLost, JobsStuck and ChargedTwice repeat the report's counts: all must be 0.
-	JobsLost     int  `json:"jobs_lost"`
-	JobsStuck    int  `json:"jobs_stuck"`
-	ChargedTwice int  `json:"charged_twice"`
-	CreditsEqual bool `json:"credits_equal"`
+	JobsLost      int  `json:"jobs_lost"`
+	JobsStuck     int  `json:"jobs_stuck"`
+	JobsUnchecked int  `json:"jobs_unchecked"`
+	ChargedTwice  int  `json:"charged_twice"`
+	CreditsEqual  bool `json:"credits_equal"`
 }
 
 // ActionReport is one executed action.
@@ -195,7 +196,7 @@ func RunChaos(ctx context.Context, cc ChaosConfig) (*Report, error) {
 		sched = append(sched, a.String())
 	}
 	ch := &ChaosReport{Schedule: strings.Join(sched, ","), Actions: res.actions, JobsLost: rep.Jobs.Lost,
-		JobsStuck: rep.Jobs.Stuck}
+		JobsStuck: rep.Jobs.Stuck, JobsUnchecked: rep.Jobs.Unchecked}
 	if rep.Credits != nil {
 		ch.ChargedTwice, ch.CreditsEqual = rep.Credits.ChargedTwice, rep.Credits.Equal
 	}
@@ -287,8 +288,8 @@ func (cc ChaosConfig) do(ctx context.Context, cfg Config, a Action, book *jobBoo
 }
 
 func (c *ChaosReport) writeMarkdown(w io.Writer) {
-	fmt.Fprintf(w, "\nChaos schedule `%s`: **jobs lost %d, stuck %d, charged twice %d**, credits equal to successes: %v.\n\n",
-		c.Schedule, c.JobsLost, c.JobsStuck, c.ChargedTwice, c.CreditsEqual)
+	fmt.Fprintf(w, "\nChaos schedule `%s`: **jobs lost %d, stuck %d, charged twice %d**, not checked %d, credits equal to successes: %v.\n\n",
+		c.Schedule, c.JobsLost, c.JobsStuck, c.ChargedTwice, c.JobsUnchecked, c.CreditsEqual)
 	fmt.Fprintln(w, "| at s | action | target | ops in flight | ended since (ok) | takeover s | recovery s | error |")
 	fmt.Fprintln(w, "|---:|---|---|---:|---:|---:|---:|---|")
 	opt := func(v *float64) string {

@@ -87,7 +87,8 @@ type JobsReport struct {
 	// their Idempotency-Key to learn their outcome; ReplayedOK of them answered a success.
 	Replayed   int `json:"replayed"`
 	ReplayedOK int `json:"replayed_ok"`
-	// Lost is accepted jobs the service no longer knows (404); Stuck those not ended at the final check.
+	// Lost is accepted jobs the service no longer knows (404); Stuck those not ended at the final check;
+	// Unchecked those whose status could not be read then (the service kept failing).
 	Lost      int      `json:"lost"`
 	Stuck     int      `json:"stuck"`
 	Unchecked int      `json:"unchecked"`

@@ -185,10 +185,12 @@ func runBenchLoad(ctx context.Context, args []string, stdout, stderr io.Writer, 
 	}
 	rep.WriteMarkdown(stdout)
 	fmt.Fprintf(stderr, "%s: report in %s (report.json, report.md, chart.png)\n", name, *outDir)
-	bad := rep.Jobs.Lost > 0 || rep.Jobs.Stuck > 0 || (rep.Credits != nil && !rep.Credits.Equal)
-	if bad {
-		fmt.Fprintf(stderr, "%s: FAILED: lost %d, stuck %d jobs; credits equal to successes: %v\n", name, rep.Jobs.Lost,
-			rep.Jobs.Stuck, rep.Credits != nil && rep.Credits.Equal)
+	// A run fails when a job was lost or stuck, when the outcome of a job could not be read, or when the
+	// credits could be checked and did not match or could not be checked although the store was given.
+	creditsBad := cfg.Ledger != nil && (rep.Credits == nil || !rep.Credits.Equal)
+	if rep.Jobs.Lost > 0 || rep.Jobs.Stuck > 0 || rep.Jobs.Unchecked > 0 || creditsBad {
+		fmt.Fprintf(stderr, "%s: FAILED: jobs lost %d, stuck %d, not checked %d; credits checked and equal to successes: %v\n",
+			name, rep.Jobs.Lost, rep.Jobs.Stuck, rep.Jobs.Unchecked, rep.Credits != nil && rep.Credits.Equal)
 		return 1
 	}
 	return 0
