@@ -379,7 +379,7 @@ type bodyParts struct {
 func (r *runner) uploadBody(uploadID string) *bodyParts {
 	var buf bytes.Buffer
 	mw := multipart.NewWriter(&buf)
-	_ = mw.WriteField("data", r.cfg.Data)    // writes to a bytes.Buffer cannot fail
+	_ = mw.WriteField("data", r.cfg.Data) // writes to a bytes.Buffer cannot fail
 	_ = mw.WriteField("upload_id", uploadID)
 	_ = mw.Close()
 	return &bodyParts{ContentType: mw.FormDataContentType(), Data: buf.Bytes()}
