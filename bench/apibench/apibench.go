@@ -248,11 +248,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	defer client.CloseIdleConnections()
 
-	bodies := map[Endpoint]*requestBody{}
-	var embedBody *requestBody
+	bodies := map[Endpoint]*RequestBody{}
+	var embedBody *RequestBody
 	if needImage {
 		var err error
-		if embedBody, err = multipartBody(cfg.Image, cfg.ImageName, cfg.Data); err != nil {
+		if embedBody, err = MultipartBody(cfg.Image, cfg.ImageName, cfg.Data); err != nil {
 			return nil, err
 		}
 		bodies[EndpointEmbed] = embedBody
@@ -269,7 +269,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			detectInput, detectName = marked, "marked.png"
 		}
 		rep.DetectInput = describeImage(detectName, detectInput)
-		if bodies[EndpointDetect], err = multipartBody(detectInput, detectName, ""); err != nil {
+		if bodies[EndpointDetect], err = MultipartBody(detectInput, detectName, ""); err != nil {
 			return nil, err
 		}
 	}
@@ -312,12 +312,14 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	return rep, nil
 }
 
-type requestBody struct {
-	contentType string
-	data        []byte
+// RequestBody is a prepared request body, shared read-only by every client.
+type RequestBody struct {
+	ContentType string
+	Data        []byte
 }
 
-func multipartBody(file []byte, name, data string) (*requestBody, error) {
+// MultipartBody builds a multipart form with the optional data field and the file.
+func MultipartBody(file []byte, name, data string) (*RequestBody, error) {
 	var buf bytes.Buffer
 	mw := multipart.NewWriter(&buf)
 	if data != "" {
@@ -335,11 +337,11 @@ func multipartBody(file []byte, name, data string) (*requestBody, error) {
 	if err := mw.Close(); err != nil {
 		return nil, fmt.Errorf("build multipart body: %w", err)
 	}
-	return &requestBody{contentType: mw.FormDataContentType(), data: buf.Bytes()}, nil
+	return &RequestBody{ContentType: mw.FormDataContentType(), Data: buf.Bytes()}, nil
 }
 
 // embedOnce runs one synchronous embed on the first target and returns the marked PNG.
-func embedOnce(client *fasthttp.Client, cfg Config, body *requestBody) ([]byte, error) {
+func embedOnce(client *fasthttp.Client, cfg Config, body *RequestBody) ([]byte, error) {
 	req, res := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseRequest(req)
 	defer fasthttp.ReleaseResponse(res)
@@ -349,20 +351,20 @@ func embedOnce(client *fasthttp.Client, cfg Config, body *requestBody) ([]byte, 
 	}
 	if res.StatusCode() != 200 || !bytes.HasPrefix(res.Header.ContentType(), []byte("image/png")) {
 		return nil, fmt.Errorf("POST %s answered %d %s: %s", EndpointEmbed.path(), res.StatusCode(),
-			res.Header.ContentType(), snippet(res.Body()))
+			res.Header.ContentType(), Snippet(res.Body()))
 	}
 	return append([]byte(nil), res.Body()...), nil
 }
 
-func prepare(req *fasthttp.Request, target, key string, e Endpoint, body *requestBody) {
+func prepare(req *fasthttp.Request, target, key string, e Endpoint, body *RequestBody) {
 	req.Reset()
 	req.SetRequestURI(target + e.path())
 	req.Header.SetMethod(e.method())
 	req.Header.Set("X-API-Key", key)
 	if body != nil && e != EndpointAuth {
-		req.Header.SetContentType(body.contentType)
+		req.Header.SetContentType(body.ContentType)
 		// The body is shared by all clients and never written to, so no copy is needed.
-		req.SetBodyRaw(body.data)
+		req.SetBodyRaw(body.Data)
 	}
 }
 
@@ -371,7 +373,7 @@ type phase struct {
 	cfg      *Config
 	client   *fasthttp.Client
 	endpoint Endpoint
-	body     *requestBody
+	body     *RequestBody
 }
 
 // clientStats is one client's tally; clients merge theirs at the end so that the hot path takes no lock.
@@ -471,7 +473,7 @@ func (p *phase) run(ctx context.Context, d time.Duration, n int) EndpointReport 
 		er.Throughput = float64(er.Requests) / s
 		er.SuccessThroughput = float64(er.Successes) / s
 	}
-	er.Latency = latencyOf(&hist)
+	er.Latency = LatencyOf(&hist)
 	return er
 }
 
@@ -480,7 +482,7 @@ func (p *phase) run(ctx context.Context, d time.Duration, n int) EndpointReport 
 // synchronous embed that outlived the server's sync wait, or "transport: ..." when no response came.
 func classify(e Endpoint, res *fasthttp.Response, err error) (key, sample string, ok bool) {
 	if err != nil {
-		return "transport: " + transportKind(err), err.Error(), false
+		return "transport: " + TransportKind(err), err.Error(), false
 	}
 	status := res.StatusCode()
 	if status == 200 {
@@ -489,9 +491,9 @@ func classify(e Endpoint, res *fasthttp.Response, err error) (key, sample string
 		case e == EndpointEmbed && !bytes.HasPrefix(res.Header.ContentType(), []byte("image/png")):
 			return "200 not image/png", string(res.Header.ContentType()), false
 		case e == EndpointAuth && !bytes.Contains(res.Body(), []byte(`"key_id"`)):
-			return "200 without key_id", snippet(res.Body()), false
+			return "200 without key_id", Snippet(res.Body()), false
 		case e == EndpointDetect && !bytes.Contains(res.Body(), []byte(`"watermarked"`)):
-			return "200 without watermarked", snippet(res.Body()), false
+			return "200 without watermarked", Snippet(res.Body()), false
 		}
 		return "", "", true
 	}
@@ -506,10 +508,11 @@ func classify(e Endpoint, res *fasthttp.Response, err error) (key, sample string
 			key += " " + prob.Code
 		}
 	}
-	return key, snippet(res.Body()), false
+	return key, Snippet(res.Body()), false
 }
 
-func transportKind(err error) string {
+// TransportKind names a failure that left no response: timeout, connection closed, connection refused, other.
+func TransportKind(err error) string {
 	var ne net.Error
 	switch {
 	case errors.Is(err, fasthttp.ErrTimeout), errors.As(err, &ne) && ne.Timeout():
@@ -522,7 +525,8 @@ func transportKind(err error) string {
 	return "other"
 }
 
-func snippet(b []byte) string {
+// Snippet is the start of a response body for a report, or a note that it is binary.
+func Snippet(b []byte) string {
 	const max = 300
 	s := string(b)
 	if len(s) > max {

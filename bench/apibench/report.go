@@ -84,7 +84,8 @@ type Latency struct {
 	MeanMs float64 `json:"mean_ms"`
 }
 
-func latencyOf(h *Histogram) Latency {
+// LatencyOf returns h's percentiles in milliseconds.
+func LatencyOf(h *Histogram) Latency {
 	return Latency{P50Ms: ms(h.Quantile(0.50)), P95Ms: ms(h.Quantile(0.95)), P99Ms: ms(h.Quantile(0.99)),
 		MaxMs: ms(h.Max()), MeanMs: ms(h.Mean())}
 }

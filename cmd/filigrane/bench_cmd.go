@@ -26,7 +26,9 @@ import (
 
 const benchUsage = `usage:
   filigrane bench codec [flags]   watermark quality, robustness, false positives, speed and memory
-  filigrane bench api [flags]     load test of the HTTP API
+  filigrane bench api [flags]     load test of the HTTP API, one endpoint at a time
+  filigrane bench load [flags]    a mix of operations open- or closed-loop, on a local cluster or running nodes
+  filigrane bench chaos [flags]   the same load while nodes and the S3 server are killed, frozen and restarted
   filigrane bench video [flags]   video adapter: robustness on real clips, false positives, speed vs plain ffmpeg
 
 Run "filigrane bench codec -h" for its flags; bench/README.md explains the method.
@@ -44,6 +46,10 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return runBenchAPI(ctx, args[1:], stdout, stderr)
 	case "video":
 		return runBenchVideo(ctx, args[1:], stdout, stderr)
+	case "load":
+		return runBenchLoad(ctx, args[1:], stdout, stderr, false)
+	case "chaos":
+		return runBenchLoad(ctx, args[1:], stdout, stderr, true)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, benchUsage)
 		return 0

@@ -75,6 +75,10 @@ func Binary() string {
 	return ""
 }
 
+// UserXattrs reports whether dir's filesystem keeps user extended attributes, where versitygw's posix backend
+// keeps object metadata unless given --sidecar (for harnesses that start versitygw themselves).
+func UserXattrs(dir string) bool { return userXattrs(dir) }
+
 // Start starts versitygw on a free loopback port with its data in a temporary directory and stops it when the
 // test ends.
 func Start(t testing.TB) *Server {

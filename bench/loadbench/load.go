@@ -1,0 +1,459 @@
+// Package loadbench is the load and chaos harness of `filigrane bench load` and `filigrane bench chaos`: a mix
+// of user operations (synchronous and asynchronous embeds, detections, job status reads, signed uploads) sent
+// open-loop at a target rate or closed-loop by N clients to one or more nodes, with a report of throughput,
+// latency percentiles and failures by problem code, per operation and per second, and the credits the
+// organization's ledger charged compared with the successes the client saw. It can start a local cluster
+// (StartLocal: N node processes of this binary and versitygw) and, for chaos runs, kill, stop and restart
+// them on a schedule while counting lost, stuck and doubly charged jobs (RunChaos).
+//
+// It owns the generator, the accounting and the reports; the pieces it shares with `bench api` (histogram,
+// generated image, multipart bodies, plan catalog) live in bench/apibench. It never changes the service:
+// everything it learns comes through the API, except the ledger, read from the shared store as
+// `filigrane admin --s3-endpoint` does.
+package loadbench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"filigrane/bench/apibench"
+)
+
+// LateThreshold is how far behind its scheduled time an open-loop arrival may start before it counts as late
+// (the generator itself fell behind, so the offered rate was not the one asked for).
+const LateThreshold = 10 * time.Millisecond
+
+// Config is one load run.
+type Config struct {
+	// Targets are node base URLs; operations go round-robin and retry on the next node.
+	Targets []string
+	// Key is the API key (every scope the mix needs).
+	Key string
+	// Rate > 0 runs open-loop: arrivals at Rate per second whatever the answers take. Rate == 0 runs closed-loop
+	// with Clients clients, each with one operation in flight.
+	Rate    float64
+	Clients int
+	// Duration is how long operations start; the run then waits up to Drain for those in flight.
+	Duration time.Duration
+	Drain    time.Duration
+	// MaxInFlight bounds open-loop operations in flight; an arrival beyond it is dropped and counted.
+	MaxInFlight int
+	Mix         Mix
+	// Image is the file embedded (nil generates a 1024x1024 photo-like JPEG); Data the embed's data field.
+	Image     []byte
+	ImageName string
+	Data      string
+	// Timeout bounds one HTTP request; RetryFor one operation's retries (on any node) after failures that
+	// may pass (no answer, 429, 5xx).
+	Timeout  time.Duration
+	RetryFor time.Duration
+	// PollInterval is the pause between two status reads of a job being followed.
+	PollInterval time.Duration
+	// Seed makes the sequence of operations reproducible.
+	Seed uint64
+	// Ledger, when set, reads the organization's ledger before and after, for the credit check.
+	Ledger Ledger
+	// Progress is called about once a second with the run so far (nil: nothing).
+	Progress func(Progress)
+	// Log receives set-up lines (nil discards them).
+	Log io.Writer
+
+	// onBook and onStart tell a chaos run the run's job book and when the load starts.
+	onBook  func(*jobBook)
+	onStart func(time.Time)
+}
+
+func (c *Config) defaults() error {
+	if len(c.Targets) == 0 {
+		return errors.New("no target given")
+	}
+	for i, t := range c.Targets {
+		t = strings.TrimRight(strings.TrimSpace(t), "/")
+		u, err := url.Parse(t)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("target %q: want a base URL like http://127.0.0.1:8080", t)
+		}
+		c.Targets[i] = t
+	}
+	if c.Key == "" {
+		return errors.New("no API key given")
+	}
+	if c.Rate < 0 {
+		return errors.New("the rate must not be negative")
+	}
+	if c.Rate == 0 && c.Clients < 1 {
+		c.Clients = 1
+	}
+	if c.Duration <= 0 {
+		c.Duration = 10 * time.Second
+	}
+	if c.Drain <= 0 {
+		c.Drain = 2 * time.Minute
+	}
+	if c.MaxInFlight <= 0 {
+		c.MaxInFlight = 512
+	}
+	if c.Mix == nil {
+		c.Mix, _ = ParseMix(DefaultMix)
+	}
+	if c.Data == "" {
+		c.Data = `{"benchmark":"load"}`
+	}
+	if c.Timeout <= 0 {
+		c.Timeout = time.Minute
+	}
+	if c.RetryFor <= 0 {
+		c.RetryFor = time.Minute
+	}
+	if c.PollInterval <= 0 {
+		c.PollInterval = 250 * time.Millisecond
+	}
+	if c.Log == nil {
+		c.Log = io.Discard
+	}
+	return nil
+}
+
+// runner is one run's shared state.
+type runner struct {
+	cfg        Config
+	http       *httpClient
+	embedBody  *bodyParts
+	detectBody *bodyParts
+	runID      string
+	seq        atomic.Uint64
+	rr         atomic.Uint64
+	jobs       *jobBook
+	rec        *recorder
+	inFlight   atomic.Int64
+	giveUpMu   sync.Mutex
+	gaveUp     []*replay // charged requests with no answer known to the client (no receipt either)
+}
+
+// Run runs the load and returns the report. It fails only when the run cannot start; failed operations are
+// counted in the report.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	if err := cfg.defaults(); err != nil {
+		return nil, err
+	}
+	if cfg.Image == nil {
+		img, err := apibench.PhotoJPEG(apibench.DefaultImageSide, apibench.DefaultImageSide, 1)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Image, cfg.ImageName = img, fmt.Sprintf("generated-%dx%d.jpg", apibench.DefaultImageSide, apibench.DefaultImageSide)
+	}
+	if cfg.ImageName == "" {
+		cfg.ImageName = "bench.jpg"
+	}
+	conns := cfg.MaxInFlight + 8
+	if cfg.Rate == 0 {
+		conns = cfg.Clients + 8
+	}
+	r := &runner{cfg: cfg, http: newHTTPClient(conns, cfg.Timeout), jobs: newJobBook(),
+		runID: fmt.Sprintf("bench-%d", time.Now().UnixNano())}
+	defer r.http.c.CloseIdleConnections()
+	eb, err := apibench.MultipartBody(cfg.Image, cfg.ImageName, cfg.Data)
+	if err != nil {
+		return nil, err
+	}
+	r.embedBody = &bodyParts{ContentType: eb.ContentType, Data: eb.Data}
+
+	rep := &Report{Started: time.Now().UTC(), Targets: cfg.Targets, Rate: cfg.Rate, Clients: cfg.Clients,
+		Mix: cfg.Mix.String(), DurationS: cfg.Duration.Seconds(), NumCPU: runtime.NumCPU(), Image: cfg.ImageName,
+		ImageBytes: len(cfg.Image)}
+	if cfg.Rate > 0 {
+		rep.Mode, rep.Clients = "open", 0
+	} else {
+		rep.Mode = "closed"
+	}
+	rep.Host, _ = os.Hostname()
+
+	var mark LedgerMark
+	if cfg.Ledger != nil {
+		if mark, err = cfg.Ledger.Mark(ctx); err != nil {
+			return nil, fmt.Errorf("read the ledger before the run: %w", err)
+		}
+	}
+	// Set-up, recorded like any operation: the marked copy that detections send and a first job for status
+	// reads.
+	r.rec = newRecorder(time.Now())
+	fmt.Fprintf(cfg.Log, "bench load: set-up on %s: one embed (the detection input) and one async job (for status reads)\n", cfg.Targets[0])
+	marked, err := r.setupEmbed(ctx)
+	if err != nil {
+		return nil, err
+	}
+	db, err := apibench.MultipartBody(marked, "marked.png", "")
+	if err != nil {
+		return nil, err
+	}
+	r.detectBody = &bodyParts{ContentType: db.ContentType, Data: db.Data}
+	if o := r.one(ctx, OpEmbedAsync, time.Now()); !o.ok {
+		return nil, fmt.Errorf("set-up: an async embed failed: %s %s", o.failure, o.sample)
+	}
+
+	start := time.Now()
+	r.rec = newRecorder(start)
+	if cfg.onBook != nil {
+		cfg.onBook(r.jobs)
+	}
+	if cfg.onStart != nil {
+		cfg.onStart(start)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stopProgress := r.progress(runCtx, start)
+	var wg sync.WaitGroup
+	if cfg.Rate > 0 {
+		r.openLoop(runCtx, start, &wg)
+	} else {
+		r.closedLoop(runCtx, start, &wg)
+	}
+	issued := time.Now()
+	// Drain: operations in flight finish (or their retry budget ends); after Drain they are cancelled.
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(cfg.Drain):
+		fmt.Fprintf(cfg.Log, "bench load: %d operations still in flight after the %s drain; cancelling them\n", r.inFlight.Load(), cfg.Drain)
+		rep.Notes = append(rep.Notes, fmt.Sprintf("%d operations were still in flight %s after the last start and were cancelled", r.inFlight.Load(), cfg.Drain))
+		cancel()
+		<-done
+	}
+	stopProgress()
+	rep.ElapsedS = time.Since(start).Seconds()
+	rep.DrainS = time.Since(issued).Seconds()
+	r.rec.fill(rep)
+
+	// Final check of every job the service accepted: still unknown or not finished is a lost or stuck job.
+	r.finalCheck(ctx, rep)
+
+	if cfg.Ledger != nil {
+		// Read even after an interrupt: the report of an interrupted run still says what was charged.
+		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		c, err := r.credits(lctx, mark)
+		cancel()
+		if err != nil {
+			rep.Notes = append(rep.Notes, "credit check: "+err.Error())
+		}
+		rep.Credits = c
+	} else {
+		rep.Notes = append(rep.Notes, "credits were not checked: no access to the cluster's store (use --nodes, or --s3-* flags with --url)")
+	}
+	return rep, nil
+}
+
+// setupEmbed embeds the image once and returns the marked PNG.
+func (r *runner) setupEmbed(ctx context.Context) ([]byte, error) {
+	a := &attempt{r: r, op: OpEmbed, idem: r.runID + "-setup", giveUp: time.Now().Add(r.cfg.RetryFor)}
+	res, ok := a.send(ctx, "POST", "/watermarks/images", r.embedBody.ContentType, r.embedBody.Data, true)
+	if !ok || res.status != 200 || !strings.HasPrefix(res.contentType, "image/png") {
+		msg := a.out.failure
+		if res != nil {
+			msg = fmt.Sprintf("%d %s: %s", res.status, res.contentType, snippet(res.body))
+		}
+		return nil, fmt.Errorf("set-up: the first embed failed: %s", msg)
+	}
+	r.jobs.success(res.requestID, OpEmbed)
+	r.rec.record(outcome{op: OpEmbed, ok: true, requestID: res.requestID, retries: a.out.retries, end: time.Now()})
+	return res.body, nil
+}
+
+// one runs one operation that was due at due, and records it.
+func (r *runner) one(ctx context.Context, op Op, due time.Time) outcome {
+	n := r.seq.Add(1)
+	a := &attempt{r: r, op: op, giveUp: time.Now().Add(r.cfg.RetryFor)}
+	if op.Charged() {
+		a.idem = fmt.Sprintf("%s-%d", r.runID, n)
+		r.jobs.opStarted(n, time.Now())
+	}
+	a.out.op = op
+	a.run(ctx)
+	a.out.end = time.Now()
+	// Latency runs from when the operation was due, not when it started: an open-loop arrival that waited for
+	// the generator counts its wait (no coordinated omission).
+	a.out.latency = a.out.end.Sub(due)
+	if !a.out.ok && a.out.failure == "" {
+		a.out.failure = "unknown"
+	}
+	if a.out.ok {
+		r.jobs.success(a.out.requestID, op)
+	}
+	if op.Charged() {
+		r.jobs.opEnded(n, a.out.end, a.out.ok)
+		if !a.out.ok && strings.HasPrefix(a.out.failure, "gave up") && a.charged != nil && a.out.requestID == "" {
+			r.giveUpMu.Lock()
+			r.gaveUp = append(r.gaveUp, a.charged)
+			r.giveUpMu.Unlock()
+		}
+	}
+	r.rec.record(a.out)
+	return a.out
+}
+
+// pick returns the operation of arrival n: a pure function of the seed and n, so that a run's sequence does
+// not depend on scheduling. (A PCG seeded with n per arrival gives correlated first outputs for consecutive
+// n; a splitmix64 step decorrelates them.)
+func (r *runner) pick(n uint64) Op {
+	z := r.cfg.Seed*0x9e3779b97f4a7c15 + (n+1)*0xbf58476d1ce4e5b9
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
+	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
+	z ^= z >> 31
+	return r.cfg.Mix.pick(int(z % uint64(r.cfg.Mix.total())))
+}
+
+// openLoop starts operations at cfg.Rate per second until cfg.Duration has passed. Arrivals are computed from
+// the start time, so a generator that falls behind catches up (and counts those arrivals late) rather than
+// lowering the rate; an arrival finding MaxInFlight operations in flight is dropped.
+func (r *runner) openLoop(ctx context.Context, start time.Time, wg *sync.WaitGroup) {
+	interval := time.Duration(float64(time.Second) / r.cfg.Rate)
+	total := int64(r.cfg.Duration.Seconds() * r.cfg.Rate)
+	var i int64
+	for i < total && ctx.Err() == nil {
+		now := time.Now()
+		for ; i < total; i++ {
+			due := start.Add(time.Duration(i) * interval)
+			if due.After(now) {
+				break
+			}
+			if now.Sub(due) > LateThreshold {
+				r.rec.late.Add(1)
+			}
+			if r.inFlight.Load() >= int64(r.cfg.MaxInFlight) {
+				r.rec.dropped.Add(1)
+				continue
+			}
+			r.inFlight.Add(1)
+			wg.Add(1)
+			op := r.pick(uint64(i))
+			go func() {
+				defer wg.Done()
+				defer r.inFlight.Add(-1)
+				r.one(ctx, op, due)
+			}()
+		}
+		if i < total {
+			wait := time.Until(start.Add(time.Duration(i) * interval))
+			select {
+			case <-ctx.Done():
+			case <-time.After(max(wait, 0)):
+			}
+		}
+	}
+}
+
+// closedLoop runs cfg.Clients clients, each starting its next operation when the last one ended.
+func (r *runner) closedLoop(ctx context.Context, start time.Time, wg *sync.WaitGroup) {
+	deadline := start.Add(r.cfg.Duration)
+	var n atomic.Uint64
+	for c := 0; c < r.cfg.Clients; c++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil && time.Now().Before(deadline) {
+				r.inFlight.Add(1)
+				r.one(ctx, r.pick(n.Add(1)), time.Now())
+				r.inFlight.Add(-1)
+			}
+		}()
+	}
+	select {
+	case <-ctx.Done():
+	case <-time.After(time.Until(deadline)):
+	}
+}
+
+// finalCheck learns the outcome of everything the run left open, within one RetryFor (16 at a time): charged
+// requests given up without an answer are replayed, and every accepted job not seen ended is read: 404 is a
+// lost job, a job not finished a stuck one. What ends now counts as seen by the client (it can see it too).
+func (r *runner) finalCheck(ctx context.Context, rep *Report) {
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.RetryFor)
+	defer cancel()
+	var mu sync.Mutex // guards rep.Jobs
+	// A charged request that never got a final answer may still have been done: the client learns its
+	// outcome by sending it again with the same Idempotency-Key, which answers the stored result (or runs
+	// it now if the service never took it).
+	r.giveUpMu.Lock()
+	replays := r.gaveUp
+	r.giveUpMu.Unlock()
+	rep.Jobs.Replayed = len(replays)
+	parallel(len(replays), func(i int) {
+		rp := replays[i]
+		a := &attempt{r: r, op: rp.op, idem: rp.idem, giveUp: time.Now().Add(r.cfg.RetryFor)}
+		res, ok := a.send(ctx, "POST", rp.path, rp.body.ContentType, rp.body.Data, true)
+		success := false
+		switch {
+		case !ok:
+		case res.status == 200:
+			r.jobs.success(res.requestID, rp.op)
+			success = true
+		case res.status == 202:
+			a.accepted(ctx, res)
+			if a.out.ok {
+				r.jobs.success(a.out.requestID, rp.op)
+				success = true
+			}
+		}
+		if success {
+			mu.Lock()
+			rep.Jobs.ReplayedOK++
+			mu.Unlock()
+		}
+	})
+
+	open := r.jobs.open()
+	rep.Jobs.Accepted = r.jobs.count()
+	parallel(len(open), func(i int) {
+		id := open[i]
+		a := &attempt{r: r, giveUp: time.Now().Add(r.cfg.RetryFor)}
+		var rc receipt
+		res, ok := a.send(ctx, "GET", "/watermarks/jobs/"+url.PathEscape(id), "", nil, true)
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case !ok:
+			rep.Jobs.Unchecked++
+		case res.status == 404:
+			rep.Jobs.Lost++
+			rep.Jobs.LostIDs = append(rep.Jobs.LostIDs, id)
+		case res.status != 200 || jsonUnmarshal(res.body, &rc) != nil:
+			rep.Jobs.Unchecked++
+		case terminal(rc.Status):
+			r.jobs.ended(id, rc.Status, time.Now())
+			rep.Jobs.EndedAfterRun++
+			if rc.Status == "succeeded" {
+				r.jobs.lateSuccess(id)
+			}
+		default:
+			rep.Jobs.Stuck++
+			rep.Jobs.StuckIDs = append(rep.Jobs.StuckIDs, id)
+		}
+	})
+	rep.Jobs.Terminal = r.jobs.terminalCount()
+}
+
+// parallel runs fn(0..n-1), 16 at a time.
+func parallel(n int, fn func(i int)) {
+	sem := make(chan struct{}, 16)
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			fn(i)
+		}()
+	}
+	wg.Wait()
+}

@@ -1,0 +1,112 @@
+package loadbench
+
+import (
+	"image/png"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseMix(t *testing.T) {
+	m, err := ParseMix(" embed=2, status ,detect=0")
+	if err != nil || m[OpEmbed] != 2 || m[OpStatus] != 1 || m[OpDetect] != 0 || m.String() != "embed=2,status=1" {
+		t.Fatalf("%v %v", m, err)
+	}
+	for _, bad := range []string{"", "detect=0", "embed=x", "embed=-1", "resize=1"} {
+		if _, err := ParseMix(bad); err == nil {
+			t.Errorf("ParseMix(%q) accepted", bad)
+		}
+	}
+}
+
+// The operation sequence follows the weights (within a few percent over 20,000 arrivals) and is the same for
+// the same seed.
+func TestPickFollowsWeights(t *testing.T) {
+	m, _ := ParseMix("embed=1,status=3")
+	r := &runner{cfg: Config{Seed: 7, Mix: m}}
+	counts := map[Op]int{}
+	for n := uint64(0); n < 20000; n++ {
+		counts[r.pick(n)]++
+	}
+	if got := float64(counts[OpStatus]) / 20000; got < 0.72 || got > 0.78 || counts[OpEmbed]+counts[OpStatus] != 20000 {
+		t.Fatalf("status share %.3f, counts %v", got, counts)
+	}
+	r2 := &runner{cfg: Config{Seed: 7, Mix: m}}
+	for n := uint64(0); n < 100; n++ {
+		if r.pick(n) != r2.pick(n) {
+			t.Fatal("same seed, different sequence")
+		}
+	}
+}
+
+func TestParseSchedule(t *testing.T) {
+	s, err := ParseSchedule("9s:restart:node1, 5s:kill:node1,12s:stop:s3,14s:cont:s3", 3)
+	if err != nil || len(s) != 4 || s[0].Kind != "kill" || s[1].Kind != "restart" {
+		t.Fatalf("%v %v", s, err)
+	}
+	for _, bad := range []string{
+		"", "5s:kill", "x:kill:node1", "5s:explode:node1", "5s:kill:node3", "5s:kill:nodeX",
+		"5s:restart:node1",               // not killed
+		"5s:cont:s3",                     // not stopped
+		"5s:kill:node1,6s:kill:node1",    // killed twice
+		"5s:stop:node0,6s:restart:node0", // stopped, not killed
+	} {
+		if _, err := ParseSchedule(bad, 3); err == nil {
+			t.Errorf("ParseSchedule(%q) accepted", bad)
+		}
+	}
+	// A frozen process may be killed, then restarted.
+	if _, err := ParseSchedule("1s:stop:node0,2s:kill:node0,3s:restart:node0", 1); err != nil {
+		t.Error(err)
+	}
+}
+
+// The default schedule is one ParseSchedule accepts, for one node and for several.
+func TestDefaultSchedule(t *testing.T) {
+	for _, nodes := range []int{1, 3} {
+		var parts []string
+		for _, a := range DefaultSchedule(time.Minute, nodes) {
+			parts = append(parts, a.String())
+		}
+		s, err := ParseSchedule(strings.Join(parts, ","), nodes)
+		if err != nil || len(s) != len(parts) {
+			t.Fatalf("%d nodes: %v: %v", nodes, parts, err)
+		}
+		if s[len(s)-1].At >= time.Minute {
+			t.Errorf("%d nodes: last action at %s, after the run", nodes, s[len(s)-1].At)
+		}
+	}
+}
+
+// A report writes its three files; the chart is a PNG of the documented size, with chaos actions drawn.
+func TestReportFiles(t *testing.T) {
+	at := 1.5
+	rep := &Report{Mode: "open", Rate: 5, Mix: "embed=1", Targets: []string{"http://127.0.0.1:1"},
+		Ops:     []OpReport{{Op: OpEmbed, Count: 3, OK: 2, Failed: 1, Failures: map[string]int{"503 service_unavailable": 1}}},
+		Errors:  map[string]int{"503 service_unavailable": 1},
+		Credits: &Credits{ChargedOps: 2, ClientSuccesses: 2, Equal: true},
+		Series:  []SecondReport{{T: 0, OK: 1, P50Ms: 10, P95Ms: 20, P99Ms: 30}, {T: 1, OK: 1, Failed: 1, P50Ms: 12, P95Ms: 25, P99Ms: 40}},
+		Chaos:   &ChaosReport{Actions: []ActionReport{{AtS: 1, Action: "kill", Target: "node0", OpsInFlight: 1, OpsEnded: 1, OpsSucceeded: 1, TakeoverS: &at}}},
+	}
+	dir := t.TempDir()
+	if err := rep.WriteFiles(dir); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(filepath.Join(dir, "chart.png"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	img, err := png.Decode(f)
+	if err != nil || img.Bounds().Dx() != 820 {
+		t.Fatalf("chart: %v %v", err, img.Bounds())
+	}
+	md, _ := os.ReadFile(filepath.Join(dir, "report.md"))
+	for _, want := range []string{"## Chaos benchmark", "503 service_unavailable: 1", "| 1.0 | kill | node0 | 1 | 1 (1) | 1.50 |", "equal"} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("report.md lacks %q:\n%s", want, md)
+		}
+	}
+}

@@ -1,0 +1,396 @@
+package loadbench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"mime/multipart"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Op is one kind of user operation.
+type Op string
+
+// The operations of the mix. Every one but OpStatus costs credits; those carry an Idempotency-Key, so that a
+// retry after a lost answer (a killed node, a timeout) is the same operation and is charged once.
+const (
+	// OpEmbed is a synchronous image embed (POST /watermarks/images with the file): the marked PNG, or a
+	// receipt when the server's sync wait ran out, which is then polled to the end.
+	OpEmbed Op = "embed"
+	// OpEmbedAsync is POST /watermarks/images/async, then GET /watermarks/jobs/{id} until the job ends.
+	OpEmbedAsync Op = "embed_async"
+	// OpDetect is a synchronous detection (POST /watermarks/images/detect) of a marked copy.
+	OpDetect Op = "detect"
+	// OpStatus is GET /watermarks/jobs/{id} of a job this run created.
+	OpStatus Op = "status"
+	// OpUploadEmbed is a signed upload (POST /uploads, PUT the file to the signed URL) and a synchronous embed
+	// naming its upload_id.
+	OpUploadEmbed Op = "upload_embed"
+)
+
+// AllOps lists the operations in report order.
+var AllOps = []Op{OpEmbed, OpEmbedAsync, OpDetect, OpStatus, OpUploadEmbed}
+
+// Charged says whether the operation costs credits when it succeeds.
+func (o Op) Charged() bool { return o != OpStatus }
+
+// Mix is the relative weight of each operation.
+type Mix map[Op]int
+
+// DefaultMix is the mix of a run that names none: mostly status reads, as for a service whose clients poll,
+// and every charged kind.
+const DefaultMix = "embed=2,embed_async=2,detect=2,status=10,upload_embed=1"
+
+// ParseMix reads "embed=2,status=10" (an operation without a weight weighs 1).
+func ParseMix(s string) (Mix, error) {
+	m := Mix{}
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		name, w, hasW := strings.Cut(f, "=")
+		op := Op(strings.TrimSpace(name))
+		known := false
+		for _, o := range AllOps {
+			known = known || o == op
+		}
+		if !known {
+			return nil, fmt.Errorf("unknown operation %q (want embed, embed_async, detect, status, upload_embed)", op)
+		}
+		n := 1
+		if hasW {
+			var err error
+			if n, err = strconv.Atoi(strings.TrimSpace(w)); err != nil || n < 0 {
+				return nil, fmt.Errorf("weight of %s: %q is not a non-negative integer", op, w)
+			}
+		}
+		m[op] += n
+	}
+	total := 0
+	for _, n := range m {
+		total += n
+	}
+	if total == 0 {
+		return nil, fmt.Errorf("mix %q has no operation with a weight", s)
+	}
+	return m, nil
+}
+
+// String writes the mix in ParseMix's form, in report order.
+func (m Mix) String() string {
+	var parts []string
+	for _, o := range AllOps {
+		if m[o] > 0 {
+			parts = append(parts, fmt.Sprintf("%s=%d", o, m[o]))
+		}
+	}
+	return strings.Join(parts, ",")
+}
+
+// pick maps a uniform number in [0, total) to an operation.
+func (m Mix) pick(u int) Op {
+	for _, o := range AllOps {
+		if u < m[o] {
+			return o
+		}
+		u -= m[o]
+	}
+	return OpStatus
+}
+
+func (m Mix) total() int {
+	t := 0
+	for _, n := range m {
+		t += n
+	}
+	return t
+}
+
+// receipt is the part of a job receipt the harness reads.
+type receipt struct {
+	RequestID string `json:"request_id"`
+	Status    string `json:"status"`
+	ErrorCode string `json:"error_code"`
+	Attempts  int    `json:"attempts"`
+}
+
+func terminal(status string) bool { return status == "succeeded" || status == "failed" }
+
+// outcome is one finished operation.
+type outcome struct {
+	op        Op
+	ok        bool
+	failure   string // status and problem code, "transport: ...", or "gave up: ..."
+	sample    string
+	requestID string
+	retries   map[string]int // retried answers by failure key
+	end       time.Time
+	latency   time.Duration
+}
+
+// attempt is an operation in progress: the shared pieces and the retry policy.
+type attempt struct {
+	r       *runner
+	op      Op
+	idem    string
+	out     outcome
+	giveUp  time.Time
+	attempt int
+	// charged is the last charged request sent (path and body), for a replay of its Idempotency-Key.
+	charged *replay
+}
+
+// replay is a charged request whose outcome the client did not learn within its retry budget.
+type replay struct {
+	op   Op
+	idem string
+	path string
+	body *bodyParts
+}
+
+// retryable says whether a failure may be retried on another node: no answer, an overloaded or unavailable
+// node or store (429, 5xx). Every other answer is final.
+func retryable(status int) bool { return status == 429 || status >= 500 }
+
+// next returns the node for the next try, round-robin over the targets from a per-operation start.
+func (a *attempt) next() string {
+	t := a.r.cfg.Targets[(a.r.rr.Add(1)-1)%uint64(len(a.r.cfg.Targets))]
+	a.attempt++
+	return t
+}
+
+// again records a retryable failure and says whether to try again (after a short pause, so that a dead node
+// does not turn the operation into a busy loop).
+func (a *attempt) again(ctx context.Context, key string) bool {
+	if a.out.retries == nil {
+		a.out.retries = map[string]int{}
+	}
+	a.out.retries[key]++
+	if ctx.Err() != nil || time.Now().After(a.giveUp) {
+		a.out.failure = "gave up: " + key
+		return false
+	}
+	pause := time.Duration(min(a.attempt, 10)) * 20 * time.Millisecond
+	select {
+	case <-ctx.Done():
+		a.out.failure = "gave up: " + key
+		return false
+	case <-time.After(pause):
+		return true
+	}
+}
+
+// send tries a request on node after node until an answer that is not retryable, the retry budget or ctx ends.
+func (a *attempt) send(ctx context.Context, method, path, ctype string, body []byte, keepBody bool) (*response, bool) {
+	var hdr map[string]string
+	if a.idem != "" && method == "POST" && strings.HasPrefix(path, "/watermarks/") {
+		hdr = map[string]string{"Idempotency-Key": a.idem}
+		a.charged = &replay{op: a.op, idem: a.idem, path: path, body: &bodyParts{ContentType: ctype, Data: body}}
+	}
+	for {
+		res, err := a.r.http.do(method, a.next()+path, a.r.cfg.Key, ctype, body, hdr, keepBody)
+		if err != nil {
+			if a.again(ctx, transportKey(err)) {
+				continue
+			}
+			a.out.sample = err.Error()
+			return nil, false
+		}
+		if retryable(res.status) {
+			if a.again(ctx, res.failureKey()) {
+				continue
+			}
+			a.out.sample = snippet(res.body)
+			return res, false
+		}
+		return res, true
+	}
+}
+
+func (a *attempt) fail(res *response) {
+	a.out.failure, a.out.sample = res.failureKey(), snippet(res.body)
+}
+
+// run performs the operation.
+func (a *attempt) run(ctx context.Context) {
+	switch a.op {
+	case OpEmbed:
+		a.embed(ctx, a.r.embedBody)
+	case OpEmbedAsync:
+		res, ok := a.send(ctx, "POST", "/watermarks/images/async", a.r.embedBody.ContentType, a.r.embedBody.Data, true)
+		if !ok {
+			return
+		}
+		if res.status != 202 {
+			a.fail(res)
+			return
+		}
+		a.accepted(ctx, res)
+	case OpDetect:
+		res, ok := a.send(ctx, "POST", "/watermarks/images/detect", a.r.detectBody.ContentType, a.r.detectBody.Data, true)
+		if !ok {
+			return
+		}
+		switch {
+		case res.status == 200 && bytes.Contains(res.body, []byte(`"watermarked"`)):
+			a.out.ok, a.out.requestID = true, res.requestID
+		case res.status == 202:
+			a.accepted(ctx, res)
+		default:
+			a.fail(res)
+		}
+	case OpStatus:
+		id := a.r.jobs.sample(a.r.seq.Load())
+		res, ok := a.send(ctx, "GET", "/watermarks/jobs/"+url.PathEscape(id), "", nil, true)
+		if !ok {
+			return
+		}
+		if res.status == 200 && bytes.Contains(res.body, []byte(`"status"`)) {
+			a.out.ok = true
+		} else {
+			a.fail(res)
+		}
+	case OpUploadEmbed:
+		a.uploadEmbed(ctx)
+	}
+}
+
+// embed posts a synchronous embed and follows a receipt to the end.
+func (a *attempt) embed(ctx context.Context, body *bodyParts) {
+	res, ok := a.send(ctx, "POST", "/watermarks/images", body.ContentType, body.Data, false)
+	if !ok {
+		return
+	}
+	switch {
+	case res.status == 200 && strings.HasPrefix(res.contentType, "image/png"):
+		a.out.ok, a.out.requestID = true, res.requestID
+	case res.status == 202:
+		a.accepted(ctx, res)
+	default:
+		a.fail(res)
+	}
+}
+
+// uploadEmbed creates a signed upload, sends the file to it and embeds by upload_id. A retry after a lost
+// answer creates a new upload (uploads cost nothing); the embed keeps its Idempotency-Key.
+func (a *attempt) uploadEmbed(ctx context.Context) {
+	req, _ := json.Marshal(map[string]any{"kind": "image", "filename": a.r.cfg.ImageName, "size": len(a.r.cfg.Image)})
+	for {
+		res, ok := a.send(ctx, "POST", "/uploads", "application/json", req, true)
+		if !ok {
+			return
+		}
+		if res.status != 201 {
+			a.fail(res)
+			return
+		}
+		var up struct {
+			UploadID string `json:"upload_id"`
+			Upload   struct {
+				Method string `json:"method"`
+				URL    string `json:"url"`
+			} `json:"upload"`
+		}
+		if err := json.Unmarshal(res.body, &up); err != nil || up.UploadID == "" || up.Upload.URL == "" {
+			a.out.failure, a.out.sample = "201 without upload_id or url", snippet(res.body)
+			return
+		}
+		put, err := a.r.http.do(up.Upload.Method, up.Upload.URL, "", "application/octet-stream", a.r.cfg.Image, nil, false)
+		if err != nil || retryable(put.status) {
+			// The signed URL names one node's upload listener: when that node is gone, start over elsewhere.
+			key := ""
+			if err != nil {
+				key = transportKey(err)
+			} else {
+				key = "PUT " + put.failureKey()
+			}
+			if a.again(ctx, key) {
+				continue
+			}
+			return
+		}
+		if put.status/100 != 2 {
+			a.out.failure, a.out.sample = "PUT "+put.failureKey(), snippet(put.body)
+			return
+		}
+		a.embed(ctx, a.r.uploadBody(up.UploadID))
+		return
+	}
+}
+
+// accepted follows a job receipt: GET the job until it ends, on any node.
+func (a *attempt) accepted(ctx context.Context, res *response) {
+	var rc receipt
+	if err := json.Unmarshal(res.body, &rc); err != nil || rc.RequestID == "" {
+		a.out.failure, a.out.sample = "202 without request_id", snippet(res.body)
+		return
+	}
+	a.out.requestID = rc.RequestID
+	a.r.jobs.accepted(rc.RequestID, time.Now())
+	for !terminal(rc.Status) {
+		select {
+		case <-ctx.Done():
+			a.out.failure = "gave up: job not finished"
+			return
+		case <-time.After(a.r.cfg.PollInterval):
+		}
+		if time.Now().After(a.giveUp) {
+			a.out.failure = "gave up: job " + rc.Status
+			return
+		}
+		res, ok := a.send(ctx, "GET", "/watermarks/jobs/"+url.PathEscape(rc.RequestID), "", nil, true)
+		if !ok {
+			return
+		}
+		if res.status != 200 {
+			// A job the service accepted must stay known; a 404 here is a lost job, retried until the
+			// budget ends and then counted by the final check.
+			if a.again(ctx, "poll "+res.failureKey()) {
+				continue
+			}
+			return
+		}
+		if err := json.Unmarshal(res.body, &rc); err != nil {
+			a.out.failure, a.out.sample = "200 receipt not JSON", snippet(res.body)
+			return
+		}
+	}
+	a.r.jobs.ended(rc.RequestID, rc.Status, time.Now())
+	if rc.Status == "succeeded" {
+		a.out.ok = true
+	} else {
+		a.out.failure = "job failed " + rc.ErrorCode
+	}
+}
+
+// bodyParts is a prepared multipart body.
+type bodyParts struct {
+	ContentType string
+	Data        []byte
+}
+
+// uploadBody is the embed form naming an upload.
+func (r *runner) uploadBody(uploadID string) *bodyParts {
+	var buf bytes.Buffer
+	mw := multipart.NewWriter(&buf)
+	_ = mw.WriteField("data", r.cfg.Data) // writes to a bytes.Buffer cannot fail
+	_ = mw.WriteField("upload_id", uploadID)
+	_ = mw.Close()
+	return &bodyParts{ContentType: mw.FormDataContentType(), Data: buf.Bytes()}
+}
+
+// sortedKeys returns m's keys in order.
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

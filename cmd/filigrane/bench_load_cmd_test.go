@@ -1,0 +1,213 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"image/png"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"filigrane/bench/loadbench"
+	"filigrane/persistence/s3test"
+)
+
+// asMainEnv makes this test binary run as filigrane (main) instead of its tests: `bench load --nodes` starts
+// its nodes from its own executable, which in a test is the test binary.
+const asMainEnv = "FILIGRANE_TEST_BINARY_AS_MAIN"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(asMainEnv) == "1" {
+		main()
+	}
+	os.Exit(m.Run())
+}
+
+// benchCluster prepares a test that starts a local cluster: versitygw must be installed (a skip says why,
+// and with CI set it fails), and the nodes the command starts from this binary run main.
+func benchCluster(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts a multi-process cluster")
+	}
+	if s3test.Binary() == "" {
+		msg := "versitygw is not installed (scripts/setup.sh --s3)"
+		if ci := os.Getenv("CI"); ci != "" && ci != "false" && ci != "0" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg + "; with CI set this fails")
+	}
+	t.Setenv(asMainEnv, "1")
+}
+
+// runBenchCmd runs a bench command in this process and reads its report files. The tests pass --retry-for 2m:
+// they assert that no operation fails, not how fast one succeeds on a loaded machine.
+func runBenchCmd(t *testing.T, args ...string) (*loadbench.Report, string, string) {
+	t.Helper()
+	out := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	args = append(args, "--out", out, "--progress", "never", "--node-log", filepath.Join(out, "nodes.log"))
+	code := run(ctx, append([]string{"bench"}, args...), &stdout, &stderr)
+	if code != 0 {
+		logs, _ := os.ReadFile(filepath.Join(out, "nodes.log"))
+		t.Fatalf("exit %d\nstderr:\n%s\nstdout:\n%s\nnode output (tail):\n%s", code, stderr.String(), stdout.String(), tail(string(logs), 40))
+	}
+	b, err := os.ReadFile(filepath.Join(out, "report.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep loadbench.Report
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	md, err := os.ReadFile(filepath.Join(out, "report.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(filepath.Join(out, "chart.png"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	cfg, err := png.DecodeConfig(f)
+	if err != nil || cfg.Width < 400 || cfg.Height < 300 {
+		t.Fatalf("chart.png: %v %dx%d", err, cfg.Width, cfg.Height)
+	}
+	return &rep, string(md), stdout.String()
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+// checkAccounting asserts what every run must show: the counts add up, nothing failed, no job lost or stuck,
+// and the ledger charged exactly the operations the client saw succeed, each once.
+func checkAccounting(t *testing.T, rep *loadbench.Report) {
+	t.Helper()
+	sum := 0
+	for _, o := range rep.Ops {
+		if o.OK+o.Failed != o.Count {
+			t.Errorf("%s: %d ok + %d failed != %d", o.Op, o.OK, o.Failed, o.Count)
+		}
+		sum += o.Count
+	}
+	if sum != rep.Total.Count || rep.Total.OK+rep.Total.Failed != rep.Total.Count || rep.Total.Count == 0 {
+		t.Errorf("total %+v, operations sum to %d", rep.Total, sum)
+	}
+	if rep.Total.Failed != 0 || len(rep.Errors) != 0 {
+		t.Errorf("%d operations failed: %v", rep.Total.Failed, rep.Errors)
+	}
+	if rep.Jobs.Accepted == 0 || rep.Jobs.Terminal != rep.Jobs.Accepted || rep.Jobs.Lost != 0 || rep.Jobs.Stuck != 0 || rep.Jobs.Unchecked != 0 {
+		t.Errorf("jobs %+v", rep.Jobs)
+	}
+	c := rep.Credits
+	if c == nil {
+		t.Fatalf("no credit check in the report: %v", rep.Notes)
+	}
+	// Every operation of the run but status reads is charged once it succeeds; the set-up adds an embed
+	// and an async embed.
+	charged := 2
+	for _, o := range rep.Ops {
+		if o.Op.Charged() {
+			charged += o.OK
+		}
+	}
+	if !c.Equal || c.ChargedOps != c.ClientSuccesses || c.ChargedOps != charged || c.ChargedTwice != 0 ||
+		len(c.ChargedNotSeen) != 0 || len(c.SeenNotCharged) != 0 || c.ChargedCredits < int64(c.ChargedOps) || c.HeldAfter != c.HeldBefore {
+		t.Errorf("credits %+v; charged kinds of operations that succeeded (with the set-up's 2): %d", c, charged)
+	}
+}
+
+// bench load: 3 s open loop on one node process (and versitygw): every operation kind runs and succeeds,
+// the report's counts add up and the ledger charged exactly the successes.
+func TestBenchLoadOneNode(t *testing.T) {
+	benchCluster(t)
+	rep, md, stdout := runBenchCmd(t, "load", "--nodes", "1", "--rate", "6", "--duration", "3s", "--retry-for", "2m",
+		"--mix", "embed=1,embed_async=1,detect=1,status=2,upload_embed=1")
+	checkAccounting(t, rep)
+	if rep.Mode != "open" || rep.Rate != 6 || rep.LocalNodes != 1 || len(rep.Targets) != 1 {
+		t.Errorf("run description: mode %s rate %v nodes %d targets %v", rep.Mode, rep.Rate, rep.LocalNodes, rep.Targets)
+	}
+	// 18 arrivals at 6/s over 3 s, none dropped; set-up operations come on top.
+	if rep.Total.Dropped != 0 || rep.Total.Count < 18 {
+		t.Errorf("total %+v, want 18 arrivals and no drop", rep.Total)
+	}
+	for _, op := range loadbench.AllOps {
+		found := false
+		for _, o := range rep.Ops {
+			if o.Op == op && o.OK > 0 && o.Latency.P50Ms > 0 && o.Latency.P99Ms >= o.Latency.P50Ms {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("no successful %s in %+v", op, rep.Ops)
+		}
+	}
+	if len(rep.Series) < 3 {
+		t.Errorf("series has %d seconds", len(rep.Series))
+	}
+	for _, want := range []string{"| upload_embed |", "0 lost, 0 stuck", "equal; charged twice: 0"} {
+		if !strings.Contains(md, want) || !strings.Contains(stdout, want) {
+			t.Errorf("report.md or stdout lacks %q:\n%s", want, md)
+		}
+	}
+}
+
+// bench chaos: a closed loop of 4 clients on 3 node processes; node2 is killed (-9) 2 s in and restarted
+// 4 s later. No operation fails (each retries on another node with its Idempotency-Key), no job is lost,
+// stuck or charged twice, the operations in flight at the kill all end, and the restarted node serves again.
+func TestBenchChaosKillOneOfThree(t *testing.T) {
+	benchCluster(t)
+	rep, md, _ := runBenchCmd(t, "chaos", "--nodes", "3", "--clients", "4", "--duration", "10s", "--retry-for", "2m",
+		"--mix", "embed=2,embed_async=2,detect=2,status=1,upload_embed=1", "--schedule", "2s:kill:node2,6s:restart:node2")
+	checkAccounting(t, rep)
+	ch := rep.Chaos
+	if ch == nil || len(ch.Actions) != 2 {
+		t.Fatalf("chaos section %+v", ch)
+	}
+	kill, restart := ch.Actions[0], ch.Actions[1]
+	if kill.Action != "kill" || kill.Target != "node2" || kill.Error != "" || kill.OpsInFlight == 0 ||
+		kill.OpsEnded != kill.OpsInFlight || kill.OpsSucceeded != kill.OpsInFlight || kill.TakeoverS == nil {
+		t.Errorf("kill: %+v", kill)
+	}
+	if restart.Action != "restart" || restart.Error != "" || restart.RecoveryS == nil || *restart.RecoveryS <= 0 {
+		t.Errorf("restart: %+v", restart)
+	}
+	if ch.JobsLost != 0 || ch.JobsStuck != 0 || ch.ChargedTwice != 0 || !ch.CreditsEqual {
+		t.Errorf("chaos totals %+v", ch)
+	}
+	if !strings.Contains(md, "jobs lost 0, stuck 0, charged twice 0") {
+		t.Errorf("report.md:\n%s", md)
+	}
+}
+
+// The live display: not on a terminal, a plain line every 5 s and a last one at the end; with "always", the
+// bar's line carries the counts; "never" shows nothing.
+func TestBenchLoadProgressDisplay(t *testing.T) {
+	var buf bytes.Buffer
+	show := progressDisplay(&buf, "auto")
+	for s := 1; s <= 7; s++ {
+		show(loadbench.Progress{Elapsed: time.Duration(s) * time.Second, Duration: 10 * time.Second, OK: s * 10})
+	}
+	show(loadbench.Progress{Elapsed: 7500 * time.Millisecond, Duration: 10 * time.Second, OK: 75, Failed: 1, Done: true})
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 3 || !strings.Contains(lines[0], "ok 10 ") || !strings.Contains(lines[1], "ok 60 ") ||
+		!strings.Contains(lines[2], "ok 75  failed 1") {
+		t.Fatalf("plain progress:\n%s", buf.String())
+	}
+	buf.Reset()
+	show = progressDisplay(&buf, "always")
+	show(loadbench.Progress{Elapsed: time.Second, Duration: 10 * time.Second, OK: 12, InFlight: 3, Done: true})
+	if !strings.Contains(buf.String(), "ok 12  failed 0  in flight 3") {
+		t.Fatalf("bar progress: %q", buf.String())
+	}
+	if progressDisplay(&buf, "never") != nil {
+		t.Fatal("never shows a display")
+	}
+}
