@@ -37,13 +37,16 @@ const (
 	EndpointAuth   Endpoint = "auth"   // GET /auth/api-key
 	EndpointEmbed  Endpoint = "embed"  // POST /watermarks/images (synchronous, answers the marked PNG)
 	EndpointDetect Endpoint = "detect" // POST /watermarks/images/detect (synchronous, answers JSON)
+	// EndpointStatus is GET /watermarks/jobs/{request_id} of one job: a client polling a job's status, the
+	// most frequent request of asynchronous use. The job is an async embed made before the phases.
+	EndpointStatus Endpoint = "status"
 )
 
 // AllEndpoints lists every endpoint in the order phases run.
-var AllEndpoints = []Endpoint{EndpointAuth, EndpointEmbed, EndpointDetect}
+var AllEndpoints = []Endpoint{EndpointAuth, EndpointStatus, EndpointEmbed, EndpointDetect}
 
 func (e Endpoint) method() string {
-	if e == EndpointAuth {
+	if e == EndpointAuth || e == EndpointStatus {
 		return "GET"
 	}
 	return "POST"
@@ -55,6 +58,8 @@ func (e Endpoint) path() string {
 		return "/watermarks/images"
 	case EndpointDetect:
 		return "/watermarks/images/detect"
+	case EndpointStatus:
+		return "/watermarks/jobs/{request_id}"
 	}
 	return "/auth/api-key"
 }
@@ -68,9 +73,9 @@ func ParseEndpoints(s string) ([]Endpoint, error) {
 		switch e {
 		case "":
 			continue
-		case EndpointAuth, EndpointEmbed, EndpointDetect:
+		case EndpointAuth, EndpointEmbed, EndpointDetect, EndpointStatus:
 		default:
-			return nil, fmt.Errorf("unknown endpoint %q (want auth, embed, detect)", e)
+			return nil, fmt.Errorf("unknown endpoint %q (want auth, status, embed, detect)", e)
 		}
 		if !seen[e] {
 			seen[e] = true
@@ -153,6 +158,8 @@ type Config struct {
 	CodecKey []byte
 	// Log receives progress lines; nil discards them.
 	Log io.Writer
+
+	statusPath string // the status endpoint's path, with the request id of the job made for it
 }
 
 func (c *Config) defaults() error {
@@ -225,7 +232,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 		return false
 	}
-	needImage := needs(EndpointEmbed) || needs(EndpointDetect) || cfg.CodecBaseline
+	needImage := needs(EndpointEmbed) || needs(EndpointDetect) || needs(EndpointStatus) || cfg.CodecBaseline
 	if cfg.Image == nil && needImage {
 		img, err := PhotoJPEG(DefaultImageSide, DefaultImageSide, 1)
 		if err != nil {
@@ -272,6 +279,15 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		if bodies[EndpointDetect], err = multipartBody(detectInput, detectName, ""); err != nil {
 			return nil, err
 		}
+	}
+
+	if needs(EndpointStatus) {
+		fmt.Fprintf(cfg.Log, "bench api: submitting one async embed on %s for the status phase\n", cfg.Targets[0])
+		id, err := asyncJob(ctx, client, cfg, embedBody)
+		if err != nil {
+			return nil, fmt.Errorf("make the job whose status is read: %w", err)
+		}
+		cfg.statusPath = "/watermarks/jobs/" + id
 	}
 
 	if cfg.CodecBaseline {
@@ -343,7 +359,7 @@ func embedOnce(client *fasthttp.Client, cfg Config, body *requestBody) ([]byte, 
 	req, res := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseRequest(req)
 	defer fasthttp.ReleaseResponse(res)
-	prepare(req, cfg.Targets[0], cfg.Key, EndpointEmbed, body)
+	prepare(req, cfg.Targets[0], cfg.Key, EndpointEmbed, body, "")
 	if err := client.DoTimeout(req, res, cfg.Timeout); err != nil {
 		return nil, fmt.Errorf("POST %s: %w", EndpointEmbed.path(), err)
 	}
@@ -354,12 +370,55 @@ func embedOnce(client *fasthttp.Client, cfg Config, body *requestBody) ([]byte, 
 	return append([]byte(nil), res.Body()...), nil
 }
 
-func prepare(req *fasthttp.Request, target, key string, e Endpoint, body *requestBody) {
+// asyncJob submits one async embed on the first target and waits until the job has ended (a status poll
+// then reads a settled record, the steady state of a client that polls), returning its request id.
+func asyncJob(ctx context.Context, client *fasthttp.Client, cfg Config, body *requestBody) (string, error) {
+	req, res := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+	defer fasthttp.ReleaseRequest(req)
+	defer fasthttp.ReleaseResponse(res)
+	prepare(req, cfg.Targets[0], cfg.Key, EndpointEmbed, body, "/watermarks/images/async")
+	if err := client.DoTimeout(req, res, cfg.Timeout); err != nil {
+		return "", fmt.Errorf("POST /watermarks/images/async: %w", err)
+	}
+	var rc struct {
+		RequestID string `json:"request_id"`
+		Status    string `json:"status"`
+	}
+	if res.StatusCode() != 202 || json.Unmarshal(res.Body(), &rc) != nil || rc.RequestID == "" {
+		return "", fmt.Errorf("POST /watermarks/images/async answered %d: %s", res.StatusCode(), snippet(res.Body()))
+	}
+	deadline := time.Now().Add(cfg.Timeout)
+	for rc.Status != "succeeded" && rc.Status != "failed" {
+		if time.Now().After(deadline) {
+			return "", fmt.Errorf("job %s still %s after %v", rc.RequestID, rc.Status, cfg.Timeout)
+		}
+		select {
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-time.After(100 * time.Millisecond): // polling the public API: there is nothing to wait on
+		}
+		prepare(req, cfg.Targets[0], cfg.Key, EndpointStatus, nil, "/watermarks/jobs/"+rc.RequestID)
+		res.Reset()
+		if err := client.DoTimeout(req, res, cfg.Timeout); err != nil {
+			return "", fmt.Errorf("GET job %s: %w", rc.RequestID, err)
+		}
+		if res.StatusCode() != 200 || json.Unmarshal(res.Body(), &rc) != nil {
+			return "", fmt.Errorf("GET job %s answered %d: %s", rc.RequestID, res.StatusCode(), snippet(res.Body()))
+		}
+	}
+	return rc.RequestID, nil
+}
+
+// prepare sets req up for endpoint e on target; path, when not empty, replaces the endpoint's path.
+func prepare(req *fasthttp.Request, target, key string, e Endpoint, body *requestBody, path string) {
 	req.Reset()
-	req.SetRequestURI(target + e.path())
+	if path == "" {
+		path = e.path()
+	}
+	req.SetRequestURI(target + path)
 	req.Header.SetMethod(e.method())
 	req.Header.Set("X-API-Key", key)
-	if body != nil && e != EndpointAuth {
+	if body != nil && e.method() == "POST" {
 		req.Header.SetContentType(body.contentType)
 		// The body is shared by all clients and never written to, so no copy is needed.
 		req.SetBodyRaw(body.data)
@@ -419,7 +478,11 @@ func (p *phase) run(ctx context.Context, d time.Duration, n int) EndpointReport 
 					return
 				}
 				target := p.cfg.Targets[int(rr.Add(1)-1)%len(p.cfg.Targets)]
-				prepare(req, target, p.cfg.Key, p.endpoint, p.body)
+				path := ""
+				if p.endpoint == EndpointStatus {
+					path = p.cfg.statusPath
+				}
+				prepare(req, target, p.cfg.Key, p.endpoint, p.body, path)
 				res.Reset()
 				t0 := time.Now()
 				err := p.client.DoTimeout(req, res, p.cfg.Timeout)
@@ -492,6 +555,8 @@ func classify(e Endpoint, res *fasthttp.Response, err error) (key, sample string
 			return "200 without key_id", snippet(res.Body()), false
 		case e == EndpointDetect && !bytes.Contains(res.Body(), []byte(`"watermarked"`)):
 			return "200 without watermarked", snippet(res.Body()), false
+		case e == EndpointStatus && !bytes.Contains(res.Body(), []byte(`"request_id"`)):
+			return "200 without request_id", snippet(res.Body()), false
 		}
 		return "", "", true
 	}
