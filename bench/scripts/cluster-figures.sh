@@ -7,9 +7,13 @@
 #    one core by a cgroup (cpu.cfs_quota_us; skipped with a warning where cgroups cannot be made), 2 clients per
 #    node, and the CPU seconds every process (nodes and S3 server) spent per job: on separate machines a
 #    CPU-bound cluster scales by how well the CPU per job holds as nodes are added;
-#  - the service overhead over the codec (one client, one node, --codec-baseline);
+#  - the service overhead over the codec: CPU seconds of the node (and of the S3 server) per synchronous embed
+#    against the CPU seconds of `filigrane codec embed` (decode, embed, PNG, in-process verification: what a
+#    worker runs) on the same image, which the machine's load does not distort as it does wall time; and the
+#    wall-clock latency against the in-process codec baseline (--codec-baseline) for reference;
 #  - storage operations per job of each kind (filigrane_s3_requests_total, filigrane_store_operations_total
-#    summed over the nodes before and after each phase, divided by the successes);
+#    summed over the nodes before and after each phase, less the same cluster's idle rate over the phase's
+#    length, divided by the successes), writes broken down by record kind;
 #  - resident memory per node at rest and the highest seen under load.
 # Usage: bench/scripts/cluster-figures.sh [duration per phase, default 20s] [quota percent, default 50]
 set -euo pipefail
@@ -26,7 +30,7 @@ CG=/sys/fs/cgroup/cpu/filigrane-bench-$$
 cleanup() {
   kill "${NODES[@]}" "$VGPID" 2>/dev/null || true
   wait 2>/dev/null || true
-  for d in "$CG"/n*; do [ -d "$d" ] && rmdir "$d" 2>/dev/null; done
+  for d in "$CG"/n*; do [ -d "$d" ] && rmdir "$d" 2>/dev/null 2>&1; done
   [ -d "$CG" ] && rmdir "$CG" 2>/dev/null
   rm -rf "$W"
 }
@@ -36,8 +40,12 @@ if ! mkdir -p "$CG" 2>/dev/null; then
   CG=""
 fi
 PLANS=bench/apibench/plans-unlimited.json
+# A 1024x1024 photo-like JPEG (test pattern with film grain), the input of every phase and of the codec timing.
+IMG=$W/bench.jpg
+ffmpeg -loglevel error -f lavfi -i "testsrc2=s=1024x1024,noise=alls=12:allf=t" -frames:v 1 -q:v 3 "$IMG"
 TICK=$(getconf CLK_TCK)
 RUN=0
+IDLE=""
 wait_up() { for _ in $(seq 1 300); do curl -sf "$1/healthz" >/dev/null && return 0; sleep 0.1; done; echo "$1 not up" >&2; return 1; }
 members() { curl -s "$1/healthz" | jq -r .members; }
 urls() { local u=(); for i in $(seq 1 "$1"); do u+=("http://127.0.0.1:1838$i"); done; (IFS=,; echo "${u[*]}"); }
@@ -79,53 +87,77 @@ stop_nodes() { kill "${NODES[@]}" 2>/dev/null || true; wait "${NODES[@]}" 2>/dev
 snapshot() {
   for i in $(seq 1 "$1"); do curl -s "http://127.0.0.1:1838$i/metrics"; done |
     grep -E '^filigrane_(s3_requests|store_operations)_total' |
-    sed -E 's/^filigrane_s3_requests_total\{op="([a-z]+)"\}/s3_\1/; s/^filigrane_store_operations_total\{backend="([a-z0-9]+)",op="([a-z_]+)",store="([a-z]+)"\}/\3_\1_\2/' |
-    awk '{s[$1]+=$2} END {for (k in s) print k, s[k]}'
+    sed -E 's/^filigrane_s3_requests_total\{op="([a-z]+)"\}/s3_requests_\1/; s/^filigrane_store_operations_total\{backend="([a-z0-9]+)",op="([a-z_]+)",prefix="([a-z_-]*)",store="([a-z]+)"\}/\4_\1_\2 \4_\1_\2_\3/' |
+    awk '{ if (NF == 3) { s[$1]+=$3; if ($1 ~ /compare_and_set|delete/) s["  " $2]+=$3 } else s[$1]+=$2 }
+      END {for (k in s) print k, s[k]}' | sed 's/^  /write_/'
   local t=0 p
-  for p in "${NODES[@]}" "$VGPID"; do t=$((t + $(awk '{print $14+$15}' "/proc/$p/stat"))); done
-  echo "cpu_s $(echo "scale=3; $t/$TICK" | bc)"
+  for p in "${NODES[@]}"; do t=$((t + $(awk '{print $14+$15}' "/proc/$p/stat"))); done
+  echo "cpu_ms_nodes $((t * 1000 / TICK))"
+  echo "cpu_ms_s3server $(($(awk '{print $14+$15}' "/proc/$VGPID/stat") * 1000 / TICK))"
 }
 rss() { local s=0 p; for p in "${NODES[@]}"; do s=$((s + $(awk '/VmRSS/{print $2}' "/proc/$p/status"))); done; echo $((s / 1024 / ${#NODES[@]})); }
+
+# idle N: the counters' increase per second of an idle cluster (sweeper passes, lease renewals), over 10 s, into
+# IDLE; phases subtract it over their length so that few long jobs are not charged for the background.
+idle() {
+  local a b
+  a=$(snapshot "$1"); sleep 10; b=$(snapshot "$1")
+  IDLE=$(join <(echo "$a" | sort) <(echo "$b" | sort) | awk '{ printf "%s %.4f\n", $1, ($3-$2)/10 }')
+  echo "    idle: $(echo "$IDLE" | awk '$1 ~ /^s3_requests|^cpu/ && $2 > 0 { printf "%s %.2f/s  ", $1, $2 }')"
+}
 
 # phase LABEL N ENDPOINT CLIENTS [extra bench args]: runs one bench phase on all N nodes and prints its figures.
 phase() {
   local label=$1 n=$2 ep=$3 clients=$4; shift 4
-  local before after peak=0 pid r
+  local before after peak=0 pid r t0
   before=$(snapshot "$n")
+  t0=$(date +%s.%N)
   ( while :; do rss; sleep 0.5; done ) >"$W/rss" &
   pid=$!
   "$B" bench api --targets "$(urls "$n")" --key "$KEY" --endpoints "$ep" --clients "$clients" --duration "$DUR" \
-    --warmup 0 --json "$W/r.json" "$@" >"$W/r.md" 2>"$W/r.log" || { cat "$W/r.log" >&2; return 1; }
+    --warmup 0 --image "$IMG" --json "$W/r.json" "$@" >"$W/r.md" 2>"$W/r.log" || { cat "$W/r.log" >&2; return 1; }
   kill "$pid"; wait "$pid" 2>/dev/null || true
   peak=$(sort -n "$W/rss" | tail -1)
   after=$(snapshot "$n")
+  local secs; secs=$(echo "$(date +%s.%N) - $t0" | bc)
   r=$(jq -r '.endpoints[0] | "\(.successes) \(.success_throughput_rps) \(.latency.p50_ms) \(.other_errors + .status_429) \(.overhead_p50_ms // "")"' "$W/r.json")
   read -r ok tput p50 errs ovh <<<"$r"
   printf '%-28s nodes=%d clients=%-2d ok=%-6d errors=%-3d per_s=%.1f p50_ms=%.1f rss_peak_MiB=%s' "$label" "$n" "$clients" "$ok" "$errs" "$tput" "$p50" "$peak"
   [ -n "$ovh" ] && printf ' overhead_p50_ms=%s codec_p50_ms=%s' "$ovh" "$(jq -r '.endpoints[0].codec_p50_ms' "$W/r.json")"
   echo
-  join <(echo "$before" | sort) <(echo "$after" | sort) | awk -v ok="$ok" '
-    { d=$3-$2; if (d>0 && ok>0) printf "    %-32s %10.3f per request\n", $1, d/ok }'
+  join <(echo "$before" | sort) <(echo "$after" | sort) | join -a1 - <(echo "$IDLE" | sort) |
+    awk -v ok="$ok" -v secs="$secs" '{ d=$3-$2-($4+0)*secs; if (d>0.005*ok && ok>0) printf "    %-52s %9.2f per request\n", $1, d/ok }'
+}
+
+# codec_cpu: CPU milliseconds of one `filigrane codec embed` of IMG (median-free: the mean of 5 runs, after one).
+codec_cpu() {
+  "$B" codec embed "$IMG" "$W/c.png" --data '{"benchmark":"api"}' >/dev/null 2>&1
+  bash -c 'for i in 1 2 3 4 5; do "$0" codec embed "$1" "$2" --data "{\"benchmark\":\"api\"}" >/dev/null 2>&1; done
+    awk -v t="$3" "{ printf \"%d\", (\$16+\$17)*1000/t/5 }" /proc/$$/stat' "$B" "$IMG" "$W/c.png" "$TICK"
 }
 
 echo "== machine: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "-- filigrane codec embed of the same image: $(codec_cpu) CPU ms (mean of 5)"
 start_nodes 1 single
 echo "-- single-node mode (Pebble, all cores), at rest $(rss) MiB"
+idle 1
 phase "status single-node" 1 status 16
 phase "auth single-node" 1 auth 16
-phase "embed overhead single-node" 1 embed 1 --codec-baseline --baseline-runs 5
+phase "embed single-node" 1 embed 2 --codec-baseline --baseline-runs 5
 phase "detect single-node" 1 detect 2
 stop_nodes
 start_nodes 1 cluster
 echo "-- one node in cluster mode (versitygw, one worker, GOMAXPROCS=1, no quota), at rest $(rss) MiB"
+idle 1
 phase "status cluster" 1 status 16
 phase "auth cluster" 1 auth 16
-phase "embed overhead cluster" 1 embed 1 --codec-baseline --baseline-runs 5
+phase "embed cluster" 1 embed 2 --codec-baseline --baseline-runs 5
 phase "detect cluster" 1 detect 2
 stop_nodes
 for n in 1 2 3; do
   start_nodes "$n" cluster "$QUOTA"
   echo "-- cluster of $n, each node held to $QUOTA% of a core, at rest $(rss) MiB a node"
+  idle "$n"
   phase "embed scaling" "$n" embed $((2 * n))
   stop_nodes
 done

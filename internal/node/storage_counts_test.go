@@ -16,37 +16,39 @@ import (
 	"filigrane/persistence/s3test"
 )
 
-// counter is the value of the series of metric name whose labels are exactly labels (name=value pairs).
+// counter sums the series of metric name that carry every one of labels (name=value pairs).
 func counter(t *testing.T, reg *prometheus.Registry, name string, labels ...string) float64 {
 	t.Helper()
 	fams, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
+	sum := 0.0
 	for _, f := range fams {
 		if f.GetName() != name {
 			continue
 		}
-	series:
 		for _, m := range f.GetMetric() {
-			if len(m.GetLabel()) != len(labels) {
-				continue
-			}
+			has := map[string]bool{}
 			for _, l := range m.GetLabel() {
-				if !strings.Contains(strings.Join(labels, ","), l.GetName()+"="+l.GetValue()) {
-					continue series
-				}
+				has[l.GetName()+"="+l.GetValue()] = true
 			}
-			return m.GetCounter().GetValue()
+			match := true
+			for _, l := range labels {
+				match = match && has[l]
+			}
+			if match {
+				sum += m.GetCounter().GetValue()
+			}
 		}
 	}
-	return 0
+	return sum
 }
 
 // TestStorageOperationsCounted: a node's storage opened on a real S3 server counts each record call by
 // operation and every request the object store receives (a conditional record write is one PUT there, a blob
 // written and read back at least one PUT and one GET), and in single-node mode counts the calls on Pebble; counting
-// changes no result (a create-only write of an existing key still fails with a version mismatch).
+// counts each call under its key's first segment, and changes no result (a create-only write of an existing key still fails with a version mismatch).
 func TestStorageOperationsCounted(t *testing.T) {
 	ctx := context.Background()
 	srv := s3test.Start(t)
@@ -60,7 +62,7 @@ func TestStorageOperationsCounted(t *testing.T) {
 	defer st.Close()
 	puts := counter(t, reg, "filigrane_s3_requests_total", "op=put")
 	gets := counter(t, reg, "filigrane_s3_requests_total", "op=get")
-	if _, err := st.Store.CompareAndSet(ctx, []byte("k"), persistence.NoVersion, []byte("v")); err != nil {
+	if _, err := st.Store.CompareAndSet(ctx, []byte("job/k"), persistence.NoVersion, []byte("v")); err != nil {
 		t.Fatal(err)
 	}
 	if d := counter(t, reg, "filigrane_s3_requests_total", "op=put") - puts; d != 1 {
@@ -68,13 +70,13 @@ func TestStorageOperationsCounted(t *testing.T) {
 	}
 	puts = counter(t, reg, "filigrane_s3_requests_total", "op=put")
 	gets = counter(t, reg, "filigrane_s3_requests_total", "op=get")
-	if _, err := st.Store.CompareAndSet(ctx, []byte("k"), persistence.NoVersion, []byte("w")); !errors.Is(err, persistence.ErrVersionMismatch) {
+	if _, err := st.Store.CompareAndSet(ctx, []byte("job/k"), persistence.NoVersion, []byte("w")); !errors.Is(err, persistence.ErrVersionMismatch) {
 		t.Fatalf("second create-only write: %v, want a version mismatch", err)
 	}
-	if it, err := st.Store.Get(ctx, []byte("k")); err != nil || string(it.Value) != "v" {
+	if it, err := st.Store.Get(ctx, []byte("job/k")); err != nil || string(it.Value) != "v" {
 		t.Fatalf("get: %q %v", it.Value, err)
 	}
-	if got := counter(t, reg, "filigrane_store_operations_total", "store=records", "backend=s3", "op=compare_and_set"); got != 2 {
+	if got := counter(t, reg, "filigrane_store_operations_total", "store=records", "backend=s3", "op=compare_and_set", "prefix=job"); got != 2 {
 		t.Fatalf("%v compare-and-sets counted, want 2", got)
 	}
 	if got := counter(t, reg, "filigrane_store_operations_total", "store=records", "backend=s3", "op=get"); got != 1 {
@@ -107,10 +109,10 @@ func TestStorageOperationsCounted(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer single.Close()
-	if _, err := single.Store.CompareAndSet(ctx, []byte("k"), persistence.NoVersion, []byte("v")); err != nil {
+	if _, err := single.Store.CompareAndSet(ctx, []byte("job/k"), persistence.NoVersion, []byte("v")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := single.Store.Scan(ctx, []byte("k"), nil, 10); err != nil {
+	if _, err := single.Store.Scan(ctx, []byte("job/k"), nil, 10); err != nil {
 		t.Fatal(err)
 	}
 	if got := counter(t, reg2, "filigrane_store_operations_total", "store=records", "backend=pebble", "op=compare_and_set"); got != 1 {

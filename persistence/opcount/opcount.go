@@ -8,6 +8,7 @@
 package opcount
 
 import (
+	"bytes"
 	"context"
 	"net/http"
 	"strings"
@@ -27,8 +28,8 @@ type Metrics struct {
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		store: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "filigrane_store_operations_total",
-			Help: "Calls to a record store of this node, by store (records: the durable records; local: the node's own Pebble in cluster mode), backend (pebble, s3) and operation (get, compare_and_set, delete, scan)."},
-			[]string{"store", "backend", "op"}),
+			Help: "Calls to a record store of this node, by store (records: the durable records; local: the node's own Pebble in cluster mode), backend (pebble, s3), operation (get, compare_and_set, delete, scan) and key prefix (the key's first segment: job, org, asset, ...)."},
+			[]string{"store", "backend", "op", "prefix"}),
 		s3: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "filigrane_s3_requests_total",
 			Help: "HTTP requests this node sent to the object store (records and blobs, retries included), by operation (list, get, head, put, post, delete)."},
 			[]string{"op"}),
@@ -42,35 +43,40 @@ func Store(inner persistence.Store, m *Metrics, store, backend string) persisten
 	if m == nil {
 		return inner
 	}
-	s := &counted{Store: inner}
-	for _, op := range []string{"get", "compare_and_set", "delete", "scan"} {
-		s.ops = append(s.ops, m.store.WithLabelValues(store, backend, op))
-	}
-	return s
+	return &counted{Store: inner, m: m.store.MustCurryWith(prometheus.Labels{"store": store, "backend": backend})}
 }
 
 type counted struct {
 	persistence.Store
-	ops []prometheus.Counter // get, compare_and_set, delete, scan
+	m *prometheus.CounterVec // curried with store and backend: op, prefix remain
+}
+
+// Prefix is the label a key counts under: its first segment ("job" for job/req_...), the record kind. Keys
+// are the fixed words of docs/ARCHITECTURE.md's Storage keys table, so the label set stays small.
+func Prefix(key []byte) string {
+	if i := bytes.IndexByte(key, '/'); i >= 0 {
+		key = key[:i]
+	}
+	return string(key)
 }
 
 func (s *counted) Get(ctx context.Context, key []byte) (persistence.Item, error) {
-	s.ops[0].Inc()
+	s.m.WithLabelValues("get", Prefix(key)).Inc()
 	return s.Store.Get(ctx, key)
 }
 
 func (s *counted) CompareAndSet(ctx context.Context, key []byte, expect persistence.Version, value []byte) (persistence.Version, error) {
-	s.ops[1].Inc()
+	s.m.WithLabelValues("compare_and_set", Prefix(key)).Inc()
 	return s.Store.CompareAndSet(ctx, key, expect, value)
 }
 
 func (s *counted) Delete(ctx context.Context, key []byte, expect persistence.Version) error {
-	s.ops[2].Inc()
+	s.m.WithLabelValues("delete", Prefix(key)).Inc()
 	return s.Store.Delete(ctx, key, expect)
 }
 
 func (s *counted) Scan(ctx context.Context, prefix, start []byte, limit int) ([]persistence.Item, error) {
-	s.ops[3].Inc()
+	s.m.WithLabelValues("scan", Prefix(prefix)).Inc()
 	return s.Store.Scan(ctx, prefix, start, limit)
 }
 
