@@ -199,3 +199,22 @@ func TestFailuresCountedApart(t *testing.T) {
 		t.Errorf("round-robin: %d and %d requests", hits[0].Load(), hits[1].Load())
 	}
 }
+
+// TestCodecBaselineCPU: the codec baseline run alone reports the CPU time of an embed and a detection pass,
+// and leaves it out when several run at once (the process's CPU time would mix them).
+func TestCodecBaselineCPU(t *testing.T) {
+	img, err := PhotoJPEG(256, 256, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := MeasureCodec(context.Background(), nil, img, `{"a":1}`, img, 2, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.EmbedCPUMs <= 0 || b.DetectCPUMs <= 0 {
+		t.Fatalf("CPU per pass: embed %v ms, detect %v ms", b.EmbedCPUMs, b.DetectCPUMs)
+	}
+	if b2, err := MeasureCodec(context.Background(), nil, img, `{"a":1}`, img, 1, 2); err != nil || b2.EmbedCPUMs != 0 {
+		t.Fatalf("two at once: %v, embed CPU %v", err, b2.EmbedCPUMs)
+	}
+}
