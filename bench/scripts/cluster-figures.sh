@@ -102,7 +102,8 @@ rss() { local s=0 p; for p in "${NODES[@]}"; do s=$((s + $(awk '/VmRSS/{print $2
 idle() {
   local a b
   a=$(snapshot "$1"); sleep 10; b=$(snapshot "$1")
-  IDLE=$(join <(echo "$a" | sort) <(echo "$b" | sort) | awk '{ printf "%s %.4f\n", $1, ($3-$2)/10 }')
+  IDLE=$({ echo "$a" | sed 's/^/B /'; echo "$b" | sed 's/^/A /'; } |
+    awk '{ v[$1 " " $2]=$3; k[$2]=1 } END { for (n in k) printf "%s %.4f\n", n, (v["A " n]-v["B " n])/10 }')
   echo "    idle: $(echo "$IDLE" | awk '$1 ~ /^s3_requests|^cpu/ && $2 > 0 { printf "%s %.2f/s  ", $1, $2 }')"
 }
 
@@ -123,10 +124,14 @@ phase() {
   r=$(jq -r '.endpoints[0] | "\(.successes) \(.success_throughput_rps) \(.latency.p50_ms) \(.other_errors + .status_429) \(.overhead_p50_ms // "")"' "$W/r.json")
   read -r ok tput p50 errs ovh <<<"$r"
   printf '%-28s nodes=%d clients=%-2d ok=%-6d errors=%-3d per_s=%.1f p50_ms=%.1f rss_peak_MiB=%s' "$label" "$n" "$clients" "$ok" "$errs" "$tput" "$p50" "$peak"
-  [ -n "$ovh" ] && printf ' overhead_p50_ms=%s codec_p50_ms=%s' "$ovh" "$(jq -r '.endpoints[0].codec_p50_ms' "$W/r.json")"
+  [ -n "$ovh" ] && printf ' overhead_p50_ms=%.0f codec_p50_ms=%.0f codec_cpu_ms_embed=%.1f codec_cpu_ms_detect=%.1f' "$ovh" \
+    "$(jq -r '.endpoints[0].codec_p50_ms' "$W/r.json")" "$(jq -r '.codec_baseline.embed_cpu_ms' "$W/r.json")" \
+    "$(jq -r '.codec_baseline.detect_cpu_ms' "$W/r.json")"
   echo
-  join <(echo "$before" | sort) <(echo "$after" | sort) | join -a1 - <(echo "$IDLE" | sort) |
-    awk -v ok="$ok" -v secs="$secs" '{ d=$3-$2-($4+0)*secs; if (d>0.005*ok && ok>0) printf "    %-52s %9.2f per request\n", $1, d/ok }'
+  # A counter that first appears during the phase counts from 0.
+  { echo "$before" | sed 's/^/B /'; echo "$after" | sed 's/^/A /'; echo "$IDLE" | sed 's/^/I /'; } |
+    awk -v ok="$ok" -v secs="$secs" '{ v[$1 " " $2]=$3; k[$2]=1 }
+      END { for (n in k) { d=v["A " n]-v["B " n]-v["I " n]*secs; if (ok>0 && d>0.005*ok) printf "    %-52s %9.2f per request\n", n, d/ok } }' | sort
 }
 
 # codec_cpu: CPU milliseconds of one `filigrane codec embed` of IMG (median-free: the mean of 5 runs, after one).
