@@ -8,8 +8,10 @@
 // lease only keeps the cluster from doing the same work N times over.
 //
 // The lease (Store key sweeper/lease) names its holder and an expiry read from the injected clock. The holder
-// renews it before every round, between passes and every third of its length while a pass runs; a holder
-// that cannot renew stops its pass. A node that dies keeps the lease until it expires, then the next node
+// renews it before every round, between passes once a third of its length has passed since the last renewal
+// (so that an idle round of quick passes costs one write, not one per pass: on an object store each write is
+// a billed request), and every third of its length while a pass runs; a holder that cannot renew stops its
+// pass. A node that dies keeps the lease until it expires, then the next node
 // whose round comes takes it over. A node that shuts down releases it at once.
 package sweep
 
@@ -20,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -161,12 +164,23 @@ func (s *Sweeper) Release(ctx context.Context) error {
 }
 
 // RunOnce runs one round when this sweeper holds (or can take) the lease: every pass in order, the lease
-// renewed between passes and while they run. It reports whether it ran; a pass that fails is logged and the
+// renewed between passes (once a third of it has passed) and while they run. It reports whether it ran; a pass that fails is logged and the
 // round goes on with the next; the errors are joined. A lost lease stops the round.
 func (s *Sweeper) RunOnce(ctx context.Context) (bool, error) {
 	held, err := s.Acquire(ctx)
 	if err != nil || !held {
 		return false, err
+	}
+	// renewed is when the lease was last renewed (injected clock, Unix ns), by the round or by the renewer.
+	var renewed atomic.Int64
+	renewed.Store(s.clock.Now().UnixNano())
+	renew := func(ctx context.Context) (bool, error) {
+		now := s.clock.Now()
+		held, err := s.Acquire(ctx)
+		if held && err == nil {
+			renewed.Store(now.UnixNano())
+		}
+		return held, err
 	}
 	rctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -183,7 +197,7 @@ func (s *Sweeper) RunOnce(ctx context.Context) (bool, error) {
 			case <-rctx.Done():
 				return
 			case <-t.C:
-				if held, err := s.Acquire(rctx); err != nil || !held {
+				if held, err := renew(rctx); err != nil || !held {
 					cancel(fmt.Errorf("sweeper lease lost (%v)", err))
 					return
 				}
@@ -194,8 +208,10 @@ func (s *Sweeper) RunOnce(ctx context.Context) (bool, error) {
 	defer cancel(nil)
 	var errs []error
 	for i, p := range s.registered() {
-		if i > 0 {
-			if held, err := s.Acquire(rctx); err != nil || !held {
+		// A renewal between passes also checks that the lease is still ours; within a third of the lease
+		// since the last one nobody else can have taken it (it runs until then at least).
+		if i > 0 && s.clock.Now().Sub(time.Unix(0, renewed.Load())) >= s.leaseFor/3 {
+			if held, err := renew(rctx); err != nil || !held {
 				return true, errors.Join(append(errs, fmt.Errorf("sweeper lease lost before pass %s (%v)", p.Name, err))...)
 			}
 		}

@@ -130,3 +130,43 @@ func TestRunReleasesOnShutdown(t *testing.T) {
 		t.Fatalf("lease after shutdown: %v", err)
 	}
 }
+
+// leaseWrites counts the writes of the lease record on a real store.
+type leaseWrites struct {
+	persistence.Store
+	n atomic.Int32
+}
+
+func (s *leaseWrites) CompareAndSet(ctx context.Context, key []byte, expect persistence.Version, value []byte) (persistence.Version, error) {
+	if string(key) == sweep.LeaseKey {
+		s.n.Add(1)
+	}
+	return s.Store.CompareAndSet(ctx, key, expect, value)
+}
+
+// TestQuickRoundWritesTheLeaseOnce: a round of quick passes writes the lease once (each write is a billed
+// request on an object store); a pass that runs past a third of the lease makes the next boundary renew it.
+func TestQuickRoundWritesTheLeaseOnce(t *testing.T) {
+	store := &leaseWrites{Store: openStore(t)}
+	clk := clock.NewManual(time.Date(2026, 6, 1, 10, 0, 0, 0, time.UTC))
+	s := sweep.New(sweep.Config{Store: store, Clock: clk, Node: "a", Lease: 30 * time.Second, Logger: zerolog.Nop()})
+	ran := 0
+	for i := 0; i < 6; i++ {
+		s.Register("quick", func(context.Context) error { ran++; return nil })
+	}
+	if ok, err := s.RunOnce(context.Background()); !ok || err != nil || ran != 6 {
+		t.Fatalf("round: %v %v, %d passes ran", ok, err, ran)
+	}
+	if n := store.n.Load(); n != 1 {
+		t.Fatalf("a round of 6 quick passes wrote the lease %d times", n)
+	}
+	s.Register("slow", func(context.Context) error { clk.Advance(10 * time.Second); return nil })
+	s.Register("after", func(context.Context) error { return nil })
+	store.n.Store(0)
+	if ok, err := s.RunOnce(context.Background()); !ok || err != nil {
+		t.Fatalf("round: %v %v", ok, err)
+	}
+	if n := store.n.Load(); n != 2 {
+		t.Fatalf("a round with a pass of a third of the lease wrote the lease %d times, want 2", n)
+	}
+}

@@ -1,7 +1,7 @@
 // Package apibench load-tests Filigrane's HTTP API: a fixed number of concurrent clients send one kind of
-// request at a time (GET /auth/api-key, a synchronous image embed, a synchronous detection) to one or more
-// nodes, round-robin, for a duration or a request count, and the report gives per endpoint the counts (429s
-// apart from other failures), the throughput and latency percentiles. It can also time the codec alone on the
+// request at a time (GET /auth/api-key, GET of one job's status, a synchronous image embed, a synchronous
+// detection) to one or more nodes, round-robin, for a duration or a request count, and the report gives per
+// endpoint the counts (429s apart from other failures), the throughput and latency percentiles. It can also time the codec alone on the
 // same image in this process, so that the service's own overhead (upload, job, actors, storage, HTTP) shows,
 // and start in-process nodes to test against (Spawn).
 //
@@ -37,13 +37,16 @@ const (
 	EndpointAuth   Endpoint = "auth"   // GET /auth/api-key
 	EndpointEmbed  Endpoint = "embed"  // POST /watermarks/images (synchronous, answers the marked PNG)
 	EndpointDetect Endpoint = "detect" // POST /watermarks/images/detect (synchronous, answers JSON)
+	// EndpointStatus is GET /watermarks/jobs/{request_id} of one job: a client polling a job's status, the
+	// most frequent request of asynchronous use. The job is an async embed made before the phases.
+	EndpointStatus Endpoint = "status"
 )
 
 // AllEndpoints lists every endpoint in the order phases run.
-var AllEndpoints = []Endpoint{EndpointAuth, EndpointEmbed, EndpointDetect}
+var AllEndpoints = []Endpoint{EndpointAuth, EndpointStatus, EndpointEmbed, EndpointDetect}
 
 func (e Endpoint) method() string {
-	if e == EndpointAuth {
+	if e == EndpointAuth || e == EndpointStatus {
 		return "GET"
 	}
 	return "POST"
@@ -55,6 +58,8 @@ func (e Endpoint) path() string {
 		return "/watermarks/images"
 	case EndpointDetect:
 		return "/watermarks/images/detect"
+	case EndpointStatus:
+		return "/watermarks/jobs/{request_id}"
 	}
 	return "/auth/api-key"
 }
@@ -68,9 +73,9 @@ func ParseEndpoints(s string) ([]Endpoint, error) {
 		switch e {
 		case "":
 			continue
-		case EndpointAuth, EndpointEmbed, EndpointDetect:
+		case EndpointAuth, EndpointEmbed, EndpointDetect, EndpointStatus:
 		default:
-			return nil, fmt.Errorf("unknown endpoint %q (want auth, embed, detect)", e)
+			return nil, fmt.Errorf("unknown endpoint %q (want auth, status, embed, detect)", e)
 		}
 		if !seen[e] {
 			seen[e] = true
@@ -153,6 +158,8 @@ type Config struct {
 	CodecKey []byte
 	// Log receives progress lines; nil discards them.
 	Log io.Writer
+
+	statusPath string // the status endpoint's path, with the request id of the job made for it
 }
 
 func (c *Config) defaults() error {
@@ -225,7 +232,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 		return false
 	}
-	needImage := needs(EndpointEmbed) || needs(EndpointDetect) || cfg.CodecBaseline
+	needImage := needs(EndpointEmbed) || needs(EndpointDetect) || needs(EndpointStatus) || cfg.CodecBaseline
 	if cfg.Image == nil && needImage {
 		img, err := PhotoJPEG(DefaultImageSide, DefaultImageSide, 1)
 		if err != nil {
@@ -272,6 +279,15 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		if bodies[EndpointDetect], err = MultipartBody(detectInput, detectName, ""); err != nil {
 			return nil, err
 		}
+	}
+
+	if needs(EndpointStatus) {
+		fmt.Fprintf(cfg.Log, "bench api: submitting one async embed on %s for the status phase\n", cfg.Targets[0])
+		id, err := asyncJob(ctx, client, cfg, embedBody)
+		if err != nil {
+			return nil, fmt.Errorf("make the job whose status is read: %w", err)
+		}
+		cfg.statusPath = "/watermarks/jobs/" + id
 	}
 
 	if cfg.CodecBaseline {
@@ -345,7 +361,7 @@ func embedOnce(client *fasthttp.Client, cfg Config, body *RequestBody) ([]byte, 
 	req, res := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseRequest(req)
 	defer fasthttp.ReleaseResponse(res)
-	prepare(req, cfg.Targets[0], cfg.Key, EndpointEmbed, body)
+	prepare(req, cfg.Targets[0], cfg.Key, EndpointEmbed, body, "")
 	if err := client.DoTimeout(req, res, cfg.Timeout); err != nil {
 		return nil, fmt.Errorf("POST %s: %w", EndpointEmbed.path(), err)
 	}
@@ -356,12 +372,55 @@ func embedOnce(client *fasthttp.Client, cfg Config, body *RequestBody) ([]byte, 
 	return append([]byte(nil), res.Body()...), nil
 }
 
-func prepare(req *fasthttp.Request, target, key string, e Endpoint, body *RequestBody) {
+// asyncJob submits one async embed on the first target and waits until the job has ended (a status poll
+// then reads a settled record, the steady state of a client that polls), returning its request id.
+func asyncJob(ctx context.Context, client *fasthttp.Client, cfg Config, body *RequestBody) (string, error) {
+	req, res := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+	defer fasthttp.ReleaseRequest(req)
+	defer fasthttp.ReleaseResponse(res)
+	prepare(req, cfg.Targets[0], cfg.Key, EndpointEmbed, body, "/watermarks/images/async")
+	if err := client.DoTimeout(req, res, cfg.Timeout); err != nil {
+		return "", fmt.Errorf("POST /watermarks/images/async: %w", err)
+	}
+	var rc struct {
+		RequestID string `json:"request_id"`
+		Status    string `json:"status"`
+	}
+	if res.StatusCode() != 202 || json.Unmarshal(res.Body(), &rc) != nil || rc.RequestID == "" {
+		return "", fmt.Errorf("POST /watermarks/images/async answered %d: %s", res.StatusCode(), Snippet(res.Body()))
+	}
+	deadline := time.Now().Add(cfg.Timeout)
+	for rc.Status != "succeeded" && rc.Status != "failed" {
+		if time.Now().After(deadline) {
+			return "", fmt.Errorf("job %s still %s after %v", rc.RequestID, rc.Status, cfg.Timeout)
+		}
+		select {
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-time.After(100 * time.Millisecond): // polling the public API: there is nothing to wait on
+		}
+		prepare(req, cfg.Targets[0], cfg.Key, EndpointStatus, nil, "/watermarks/jobs/"+rc.RequestID)
+		res.Reset()
+		if err := client.DoTimeout(req, res, cfg.Timeout); err != nil {
+			return "", fmt.Errorf("GET job %s: %w", rc.RequestID, err)
+		}
+		if res.StatusCode() != 200 || json.Unmarshal(res.Body(), &rc) != nil {
+			return "", fmt.Errorf("GET job %s answered %d: %s", rc.RequestID, res.StatusCode(), Snippet(res.Body()))
+		}
+	}
+	return rc.RequestID, nil
+}
+
+// prepare sets req up for endpoint e on target; path, when not empty, replaces the endpoint's path.
+func prepare(req *fasthttp.Request, target, key string, e Endpoint, body *RequestBody, path string) {
 	req.Reset()
-	req.SetRequestURI(target + e.path())
+	if path == "" {
+		path = e.path()
+	}
+	req.SetRequestURI(target + path)
 	req.Header.SetMethod(e.method())
 	req.Header.Set("X-API-Key", key)
-	if body != nil && e != EndpointAuth {
+	if body != nil && e.method() == "POST" {
 		req.Header.SetContentType(body.ContentType)
 		// The body is shared by all clients and never written to, so no copy is needed.
 		req.SetBodyRaw(body.Data)
@@ -421,7 +480,11 @@ func (p *phase) run(ctx context.Context, d time.Duration, n int) EndpointReport 
 					return
 				}
 				target := p.cfg.Targets[int(rr.Add(1)-1)%len(p.cfg.Targets)]
-				prepare(req, target, p.cfg.Key, p.endpoint, p.body)
+				path := ""
+				if p.endpoint == EndpointStatus {
+					path = p.cfg.statusPath
+				}
+				prepare(req, target, p.cfg.Key, p.endpoint, p.body, path)
 				res.Reset()
 				t0 := time.Now()
 				err := p.client.DoTimeout(req, res, p.cfg.Timeout)
@@ -494,6 +557,8 @@ func classify(e Endpoint, res *fasthttp.Response, err error) (key, sample string
 			return "200 without key_id", Snippet(res.Body()), false
 		case e == EndpointDetect && !bytes.Contains(res.Body(), []byte(`"watermarked"`)):
 			return "200 without watermarked", Snippet(res.Body()), false
+		case e == EndpointStatus && !bytes.Contains(res.Body(), []byte(`"request_id"`)):
+			return "200 without request_id", Snippet(res.Body()), false
 		}
 		return "", "", true
 	}

@@ -86,7 +86,7 @@ func TestSpawnRefusesSeveralNodes(t *testing.T) {
 }
 
 // TestRunAgainstSpawnedNode runs the harness end to end on one in-process node: 50 key look-ups and a few
-// synchronous embeds and detections from 2 clients, with the codec baseline.
+// synchronous embeds and detections, 40 status reads of one async job, from 2 clients, with the codec baseline.
 func TestRunAgainstSpawnedNode(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a node and runs the codec")
@@ -110,15 +110,15 @@ func TestRunAgainstSpawnedNode(t *testing.T) {
 	var log bytes.Buffer
 	rep, err := Run(ctx, Config{
 		Targets: sp.Targets(), Key: sp.Key, Clients: 2, Image: img,
-		Endpoints:     []Endpoint{EndpointAuth, EndpointEmbed, EndpointDetect},
-		PerEndpoint:   map[Endpoint]int{EndpointAuth: 50, EndpointEmbed: 4, EndpointDetect: 3},
+		Endpoints:     []Endpoint{EndpointAuth, EndpointStatus, EndpointEmbed, EndpointDetect},
+		PerEndpoint:   map[Endpoint]int{EndpointAuth: 50, EndpointStatus: 40, EndpointEmbed: 4, EndpointDetect: 3},
 		CodecBaseline: true, BaselineRuns: 1, BaselineParallel: 2, Log: &log,
 	})
 	if err != nil {
 		t.Fatalf("run: %v\n%s", err, log.String())
 	}
-	want := map[Endpoint]int{EndpointAuth: 50, EndpointEmbed: 4, EndpointDetect: 3}
-	if len(rep.Endpoints) != 3 {
+	want := map[Endpoint]int{EndpointAuth: 50, EndpointStatus: 40, EndpointEmbed: 4, EndpointDetect: 3}
+	if len(rep.Endpoints) != 4 {
 		t.Fatalf("%d endpoint reports", len(rep.Endpoints))
 	}
 	for _, e := range rep.Endpoints {
@@ -140,7 +140,8 @@ func TestRunAgainstSpawnedNode(t *testing.T) {
 
 	var md bytes.Buffer
 	rep.WriteMarkdown(&md)
-	for _, s := range []string{"| auth `GET /auth/api-key` | 50 | 50 | 0 | 0 |", "overhead p50 ms"} {
+	for _, s := range []string{"| auth `GET /auth/api-key` | 50 | 50 | 0 | 0 |",
+		"| status `GET /watermarks/jobs/{request_id}` | 40 | 40 | 0 | 0 |", "overhead p50 ms"} {
 		if !strings.Contains(md.String(), s) {
 			t.Errorf("markdown lacks %q:\n%s", s, md.String())
 		}
@@ -150,7 +151,7 @@ func TestRunAgainstSpawnedNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	var back Report
-	if b, err := os.ReadFile(path); err != nil || json.Unmarshal(b, &back) != nil || len(back.Endpoints) != 3 {
+	if b, err := os.ReadFile(path); err != nil || json.Unmarshal(b, &back) != nil || len(back.Endpoints) != 4 {
 		t.Errorf("JSON report does not read back: %v", err)
 	}
 }
@@ -196,5 +197,24 @@ func TestFailuresCountedApart(t *testing.T) {
 	}
 	if hits[0].Load() != 15 || hits[1].Load() != 15 {
 		t.Errorf("round-robin: %d and %d requests", hits[0].Load(), hits[1].Load())
+	}
+}
+
+// TestCodecBaselineCPU: the codec baseline run alone reports the CPU time of an embed and a detection pass,
+// and leaves it out when several run at once (the process's CPU time would mix them).
+func TestCodecBaselineCPU(t *testing.T) {
+	img, err := PhotoJPEG(256, 256, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := MeasureCodec(context.Background(), nil, img, `{"a":1}`, img, 2, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.EmbedCPUMs <= 0 || b.DetectCPUMs <= 0 {
+		t.Fatalf("CPU per pass: embed %v ms, detect %v ms", b.EmbedCPUMs, b.DetectCPUMs)
+	}
+	if b2, err := MeasureCodec(context.Background(), nil, img, `{"a":1}`, img, 1, 2); err != nil || b2.EmbedCPUMs != 0 {
+		t.Fatalf("two at once: %v, embed CPU %v", err, b2.EmbedCPUMs)
 	}
 }

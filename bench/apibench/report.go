@@ -195,6 +195,9 @@ func (r *Report) WriteMarkdown(w io.Writer) {
 		}
 		row("embed: decode + Embed + PNG encode", b.Embed, EndpointEmbed)
 		row("detect: decode + Detect", b.Detect, EndpointDetect)
+		if b.EmbedCPUMs > 0 {
+			fmt.Fprintf(w, "\nCodec CPU time per pass (user + system): embed %s ms, detect %s ms.\n", fmtMs(b.EmbedCPUMs), fmtMs(b.DetectCPUMs))
+		}
 		fmt.Fprintf(w, "\nBaseline detection of the detection input: watermarked=%v.\n", b.Watermarked)
 	}
 	for _, n := range r.Notes {

@@ -15,12 +15,15 @@ import (
 
 const benchAPIUsage = `usage: filigrane bench api [flags]
 
-Load-tests the HTTP API: --clients concurrent clients send one endpoint's requests at a time (auth, then embed,
+Load-tests the HTTP API: --clients concurrent clients send one endpoint's requests at a time (auth, status, embed,
 then detect), round-robin over --targets, for --duration or --requests per endpoint, and report per endpoint
 the requests, successes, 429s, other errors by status, throughput and latency p50/p95/p99/max.
 
   filigrane bench api --spawn 1 --endpoints auth --clients 16 --duration 10s
   filigrane bench api --targets http://127.0.0.1:8080 --key $KEY --endpoints embed,detect --clients 2 --codec-baseline
+
+Endpoints: auth (GET /auth/api-key), status (GET /watermarks/jobs/{id} of one async embed made first),
+embed, detect.
 
 A development node limits the business plan to 1000 requests/minute: run it with "filigrane serve --plans FILE"
 and a catalog lifting requests_per_minute (bench/README.md), or 429s will dominate. --spawn starts a node in
@@ -42,7 +45,7 @@ func runBenchAPI(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		clients     = fs.Int("clients", 16, "concurrent clients")
 		duration    = fs.Duration("duration", 10*time.Second, "length of each endpoint's phase (when no --requests count applies)")
 		requests    = fs.String("requests", "", `requests per endpoint instead of --duration: "N", or "auth=500,embed=20"`)
-		endpoints   = fs.String("endpoints", "auth", "comma-separated endpoints, run one after another: auth, embed, detect")
+		endpoints   = fs.String("endpoints", "auth", "comma-separated endpoints, run one after another: auth, status, embed, detect")
 		imagePath   = fs.String("image", "", "image file to embed and detect (default: a generated 1024x1024 photo-like JPEG)")
 		jsonOut     = fs.String("json", "", "also write the report as JSON to this file")
 		warmup      = fs.Duration("warmup", time.Second, "unrecorded warm-up before each endpoint's phase (0: none)")

@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"path"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -257,6 +258,10 @@ func TestAsyncEmbedJobLifecycle(t *testing.T) {
 		if !strings.Contains(string(m.body), want+"\n") {
 			t.Errorf("metrics lack %s", want)
 		}
+	}
+	// The job's records were written to the node's store (single-node mode: Pebble), and counted by kind.
+	if !regexp.MustCompile(`filigrane_store_operations_total\{backend="pebble",op="compare_and_set",prefix="job",store="records"\} [1-9]`).Match(m.body) {
+		t.Errorf("metrics count no write of a job record:\n%s", m.body)
 	}
 	// Another organization cannot see the job; a key without the embed scope cannot read it.
 	if r := call(t, "GET", f.base+rc.StatusURL, f.keyB, nil); r.status != 404 {

@@ -38,6 +38,7 @@ import (
 	"filigrane/internal/clock"
 	"filigrane/internal/egress"
 	"filigrane/persistence"
+	"filigrane/persistence/opcount"
 )
 
 // Config is a node's configuration; zero values take the documented defaults.
@@ -252,7 +253,8 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 			}
 		}
 	}()
-	storage, err := OpenStorage(ctx, cfg.DataDir, cfg.S3, cfg.Logger.With().Str("component", "pebble").Logger())
+	storage, err := OpenCountedStorage(ctx, cfg.DataDir, cfg.S3, cfg.Logger.With().Str("component", "pebble").Logger(),
+		opcount.NewMetrics(n.Metrics.Registry))
 	if err != nil {
 		return nil, err
 	}

@@ -26,6 +26,8 @@ type placeCluster struct {
 	s3     *node.S3Config
 	orgID  string
 	secret string
+	// converged is how long from starting the processes until every node saw all of them as members.
+	converged time.Duration
 }
 
 func (c *placeCluster) base(i int) string {
@@ -70,6 +72,7 @@ func startPlaceCluster(t *testing.T, extra [][]string) *placeCluster {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
+	spawned := time.Now()
 	procs, err := clustertest.StartProcesses(ctx, clustertest.ProcessConfig{
 		Binary: bin, N: n, Ports: 4,
 		Args: func(i int, ports [][]int) []string {
@@ -97,6 +100,7 @@ func startPlaceCluster(t *testing.T, extra [][]string) *placeCluster {
 	for i := 0; i < n; i++ {
 		f.waitMembers(t, i, n)
 	}
+	c.converged = time.Since(spawned)
 	return c
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"filigrane/persistence"
 	"filigrane/persistence/fsblobs"
+	"filigrane/persistence/opcount"
 	"filigrane/persistence/pebblestore"
 	"filigrane/persistence/s3blobs"
 	"filigrane/persistence/s3store"
@@ -54,22 +55,29 @@ func (s *Storage) Close() error {
 // start that the object store enforces conditional writes and gives MD5 ETags, since every actor's fencing
 // depends on them.
 func OpenStorage(ctx context.Context, dataDir string, s3 *S3Config, logger zerolog.Logger) (*Storage, error) {
+	return OpenCountedStorage(ctx, dataDir, s3, logger, nil)
+}
+
+// OpenCountedStorage is OpenStorage with every store call and every object storage request counted in counts
+// (persistence/opcount; nil counts nothing): a node's metrics show what its jobs cost in storage operations.
+func OpenCountedStorage(ctx context.Context, dataDir string, s3 *S3Config, logger zerolog.Logger, counts *opcount.Metrics) (*Storage, error) {
 	layout := Layout{Root: dataDir}
-	local, err := pebblestore.Open(layout.StoreDir(), logger)
+	pebble, err := pebblestore.Open(layout.StoreDir(), logger)
 	if err != nil {
 		return nil, fmt.Errorf("open store in %s (is another node or an admin command using it?): %w", dataDir, err)
 	}
-	st := &Storage{Local: local}
 	if s3 == nil {
+		local := opcount.Store(pebble, counts, "records", "pebble")
 		blobs, err := fsblobs.Open(layout.BlobDir())
 		if err != nil {
 			local.Close()
 			return nil, fmt.Errorf("open blob store: %w", err)
 		}
-		st.Store, st.Blobs = local, blobs
-		return st, nil
+		return &Storage{Local: local, Store: local, Blobs: blobs}, nil
 	}
-	client, err := newS3Client(*s3)
+	local := opcount.Store(pebble, counts, "local", "pebble")
+	st := &Storage{Local: local}
+	client, err := newS3Client(*s3, counts)
 	if err != nil {
 		local.Close()
 		return nil, err
@@ -78,12 +86,13 @@ func OpenStorage(ctx context.Context, dataDir string, s3 *S3Config, logger zerol
 		local.Close()
 		return nil, err
 	}
-	store, err := s3store.New(client, s3.Bucket, "records/")
+	records, err := s3store.New(client, s3.Bucket, "records/")
 	if err != nil {
 		local.Close()
 		return nil, fmt.Errorf("object store records: %w", err)
 	}
-	if err := store.CheckConditionalWrites(ctx); err != nil {
+	store := opcount.Store(records, counts, "records", "s3")
+	if err := records.CheckConditionalWrites(ctx); err != nil {
 		local.Close()
 		return nil, fmt.Errorf("object storage at %s lacks what cluster mode needs (enforced conditional writes, MD5 ETags): %w", s3.Endpoint, err)
 	}
@@ -96,7 +105,7 @@ func OpenStorage(ctx context.Context, dataDir string, s3 *S3Config, logger zerol
 	return st, nil
 }
 
-func newS3Client(c S3Config) (*minio.Client, error) {
+func newS3Client(c S3Config, counts *opcount.Metrics) (*minio.Client, error) {
 	u, err := url.Parse(c.Endpoint)
 	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
 		return nil, fmt.Errorf("s3 endpoint %q: want http://host:port or https://host", c.Endpoint)
@@ -108,8 +117,13 @@ func newS3Client(c S3Config) (*minio.Client, error) {
 	if region == "" {
 		region = "us-east-1"
 	}
+	transport, err := minio.DefaultTransport(u.Scheme == "https")
+	if err != nil {
+		return nil, fmt.Errorf("s3 client transport: %w", err)
+	}
 	client, err := minio.New(u.Host, &minio.Options{
 		Creds: credentials.NewStaticV4(c.AccessKey, c.SecretKey, ""), Secure: u.Scheme == "https", Region: region,
+		Transport: opcount.Transport(transport, counts),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("s3 client: %w", err)

@@ -1,0 +1,100 @@
+package node_test
+
+import (
+	"fmt"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"filigrane/cluster"
+	"filigrane/cluster/clustertest"
+)
+
+// detectionArgs are the serve flags of failure detection fd.
+func detectionArgs(fd cluster.FailureDetection) []string {
+	return []string{"--cluster-probe-interval", fd.ProbeInterval.String(), "--cluster-probe-timeout",
+		fd.ProbeTimeout.String(), "--cluster-suspicion-mult", strconv.Itoa(fd.SuspicionMult)}
+}
+
+// starve keeps process p stopped (SIGSTOP) for stopped out of every stopped+running, as a node whose
+// machine gives it a fifth of a core would be, until the returned function is called (which leaves it
+// running). The process is really starved: its workers, its actors, its gossip and its HTTP all wait.
+func starve(t *testing.T, p *clustertest.Process, stopped, running time.Duration) (end func()) {
+	t.Helper()
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			if err := p.Pause(); err != nil {
+				t.Errorf("starve: %v", err)
+				return
+			}
+			select {
+			case <-done:
+			case <-time.After(stopped): // the duty cycle itself, not a wait for an event
+			}
+			if err := p.Resume(); err != nil {
+				t.Errorf("starve: %v", err)
+				return
+			}
+			select {
+			case <-done:
+				return
+			case <-time.After(running):
+			}
+		}
+	}()
+	var once sync.Once
+	end = func() {
+		once.Do(func() {
+			close(done)
+			wg.Wait()
+		})
+	}
+	t.Cleanup(end)
+	return end
+}
+
+// TestSlowNodeGetsLessWork: three processes with one cpu worker each; n2 is starved of CPU (stopped 80% of
+// the time with SIGSTOP, in 400 ms slices) while 15 async embeds are submitted through n0. Work is pulled by
+// free slots, so n2, which frees its slot five times more slowly, runs fewer attempts than each of the two
+// healthy nodes, and its waiting jobs move to them: the receipts' attempt nodes and each node's per-node work
+// metrics say so. Every job still succeeds, once.
+func TestSlowNodeGetsLessWork(t *testing.T) {
+	fd := detectionArgs(clustertest.StableDetection()) // a 400 ms pause must not look like a death
+	c := startPlaceCluster(t, [][]string{fd, fd, fd})
+	const jobs = 15
+	end := starve(t, c.procs.List[2], 400*time.Millisecond, 100*time.Millisecond)
+	ids := submitAsync(t, c.base(0), c.secret, jobs, 1600, 1200)
+	if len(ids) != jobs {
+		t.Fatalf("%d of %d jobs submitted", len(ids), jobs)
+	}
+	done := awaitJobs(t, c.base(0), c.secret, ids, 4*time.Minute)
+	end()
+	attempts := map[string]int{}
+	ran := map[string]int{}
+	for id, rc := range done {
+		if rc.Status != "succeeded" {
+			t.Fatalf("job %s: %s (%v), attempts on %v", id, rc.Status, rc.ErrorCode, rc.AttemptNodes)
+		}
+		for _, n := range rc.AttemptNodes {
+			attempts[n]++
+		}
+		ran[rc.Node]++
+	}
+	metrics := map[string]float64{}
+	for i := 0; i < 3; i++ {
+		name := fmt.Sprintf("n%d", i)
+		metrics[name] = metricSum(c.base(i), "filigrane_work_completed_total", `node="`+name+`"`)
+		if int(metrics[name]) != attempts[name] {
+			t.Errorf("%s: metrics count %v completed attempts, receipts %d", name, metrics[name], attempts[name])
+		}
+	}
+	t.Logf("jobs ran on %v; attempts %v; per-node completed attempts %v", ran, attempts, metrics)
+	if attempts["n2"] >= attempts["n0"] || attempts["n2"] >= attempts["n1"] {
+		t.Fatalf("the starved n2 ran %d attempts, the healthy n0 %d and n1 %d", attempts["n2"], attempts["n0"], attempts["n1"])
+	}
+}
