@@ -67,6 +67,7 @@ func (g *gatedS3) release() { g.openOnce.Do(func() { close(g.open) }) }
 // completes with the archive ready, the zip holds every result and the manifest, and each item was charged
 // exactly once.
 func TestBatchSurvivesKillDuringAssembly(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("multi-process test")
 	}

@@ -24,6 +24,7 @@ import (
 // checks that the batch finishes with every item succeeded, each item's job charged exactly once, and
 // nothing left held.
 func TestBatchSurvivesKill(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("multi-process test")
 	}

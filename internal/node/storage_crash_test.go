@@ -98,6 +98,7 @@ func (p *holdingProxy) hold(on bool) {
 // object (conditional create refused, the object carries this request's id) and records it stored: exactly
 // one object, the result's bytes, the delivery's ETag the object's.
 func TestStorageDeliverySurvivesKill(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("multi-process test")
 	}

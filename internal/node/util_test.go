@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -19,6 +20,16 @@ import (
 )
 
 func bufioReader(r io.Reader) *bufio.Reader { return bufio.NewReader(r) }
+
+// TestMain removes what the package's tests share across tests: the filigrane binary the multi-process
+// tests run (buildBinary).
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		_ = os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
 
 // Tests of the API's answers listen in memory (inMemory): no process boundary is under test there. Each
 // in-memory listener gets a host name of its own, which the default HTTP client (and dial) resolve to it.

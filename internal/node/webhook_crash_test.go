@@ -55,6 +55,7 @@ func (h *holdingReceiver) snapshot() ([]http.Header, [][]byte) {
 // signed validly in both schemes, and the delivery log shows it delivered. The receiver sees it twice in
 // all (at least once; the cut attempt was not recorded, so it is repeated, not lost).
 func TestWebhookSurvivesKillMidDelivery(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("multi-process test")
 	}
