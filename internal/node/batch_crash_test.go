@@ -49,10 +49,10 @@ func TestBatchSurvivesKill(t *testing.T) {
 		Binary: bin, N: 1, Ports: 4,
 		Args: func(i int, ports [][]int) []string {
 			p := ports[i]
-			return []string{"serve", "--data", dir, "--node-name", "solo",
+			return append([]string{"serve", "--data", dir, "--node-name", "solo",
 				"--listen", fmt.Sprintf("127.0.0.1:%d", p[0]), "--upload-listen", fmt.Sprintf("127.0.0.1:%d", p[1]),
 				"--cluster-bind", fmt.Sprintf("127.0.0.1:%d", p[2]), "--remote-port", strconv.Itoa(p[3]),
-				"--workers", "1", "--log-format", "json", "--log-level", "warn"}
+				"--workers", "1", "--log-format", "json", "--log-level", "warn"}, quickSweeper...)
 		},
 		Ready: clustertest.ReadyHTTP(0, "/healthz"),
 	})

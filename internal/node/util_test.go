@@ -21,6 +21,12 @@ import (
 
 func bufioReader(r io.Reader) *bufio.Reader { return bufio.NewReader(r) }
 
+// quickSweeper are the `filigrane serve` flags of crash tests that kill a node and restart it on its data
+// directory: the restarted node takes the dead one's sweeper lease over after 4 s instead of 30 s and sweeps
+// every second, so that what the sweeper repeats (owed deliveries, batch ticks) happens within seconds. The
+// behaviour under test is the same; only its waits are shorter.
+var quickSweeper = []string{"--sweep-interval", "1s", "--sweeper-lease", "4s"}
+
 // TestMain removes what the package's tests share across tests: the filigrane binary the multi-process
 // tests run (buildBinary).
 func TestMain(m *testing.M) {
