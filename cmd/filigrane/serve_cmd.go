@@ -57,6 +57,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.BoolVar(&cfg.ConsoleSecureCookies, "console-secure-cookies", envBool("FILIGRANE_CONSOLE_SECURE_COOKIES"), "mark the web console's cookies Secure on a plain-HTTP listener (TLS terminated by a proxy in front); under --tls-cert they are Secure anyway")
 	fs.BoolVar(&cfg.GPUStrict, "gpu-strict", envBool("FILIGRANE_GPU_STRICT"), "answer accelerator=gpu with 503 and Retry-After when no GPU is ready, instead of running it on the CPU at the normal charge")
 	maxDirectEmbed := fs.String("max-direct-embed", envOr("FILIGRANE_MAX_DIRECT_EMBED", ""), "lower the largest file an embed request carries itself (default: the media-kind table's, 40 MB for images; 20MB holds to the spec)")
+	fs.DurationVar(&cfg.LeaseDuration, "job-lease", 30*time.Second, "a worker's lease on a job attempt, renewed at a third of its length: how long the jobs a dead node was running wait before they are retried")
 	fs.DurationVar(&cfg.SweepInterval, "sweep-interval", 5*time.Second, "how often the sweeper ticks active jobs, delivers owed webhooks and bucket copies and purges expired data")
 	fs.DurationVar(&cfg.SweepLease, "sweeper-lease", 30*time.Second, "how long a dead node's sweeper lease keeps the others from sweeping (longer than --sweep-interval)")
 	grace := fs.Duration("shutdown-grace", 30*time.Second, "how long in-flight requests may take to finish on shutdown")

@@ -100,7 +100,7 @@ func TestBatchSurvivesKillDuringAssembly(t *testing.T) {
 				"--listen", fmt.Sprintf("127.0.0.1:%d", p[0]), "--upload-listen", fmt.Sprintf("127.0.0.1:%d", p[1]),
 				"--cluster-bind", fmt.Sprintf("127.0.0.1:%d", p[2]), "--remote-port", strconv.Itoa(p[3]),
 				"--s3-endpoint", gate.url, "--s3-bucket", direct.Bucket, "--s3-access-key", direct.AccessKey,
-				"--s3-secret-key", direct.SecretKey, "--workers", "1", "--log-format", "json", "--log-level", "warn"}, quickSweeper...)
+				"--s3-secret-key", direct.SecretKey, "--workers", "1", "--log-format", "json", "--log-level", "warn"}, quickRecovery...)
 		},
 		Ready: clustertest.ReadyHTTP(0, "/healthz"),
 	})
@@ -143,7 +143,7 @@ func TestBatchSurvivesKillDuringAssembly(t *testing.T) {
 		t.Fatal(err)
 	}
 	var done batchRes
-	deadline := time.Now().Add(2 * time.Minute) // the next sweep ticks the batch (1 s; 4 s if the dead node's lease must lapse: quickSweeper)
+	deadline := time.Now().Add(2 * time.Minute) // the next sweep ticks the batch (1 s; 4 s if the dead node's lease must lapse: quickRecovery)
 	for {
 		res := sendBatch(t, "GET", f.base+"/watermarks/batches/"+id, f.key, "", "")
 		if res.status == 200 {

@@ -128,7 +128,7 @@ func TestStorageDeliverySurvivesKill(t *testing.T) {
 			return append([]string{"serve", "--data", dir, "--node-name", "solo",
 				"--listen", fmt.Sprintf("127.0.0.1:%d", p[0]), "--upload-listen", fmt.Sprintf("127.0.0.1:%d", p[1]),
 				"--cluster-bind", fmt.Sprintf("127.0.0.1:%d", p[2]), "--remote-port", strconv.Itoa(p[3]),
-				"--workers", "1", "--allow-private-targets", "--log-format", "json", "--log-level", "warn"}, quickSweeper...)
+				"--workers", "1", "--allow-private-targets", "--log-format", "json", "--log-level", "warn"}, quickRecovery...)
 		},
 		Ready: clustertest.ReadyHTTP(0, "/healthz"),
 	})
@@ -178,7 +178,7 @@ func TestStorageDeliverySurvivesKill(t *testing.T) {
 		t.Fatal(err)
 	}
 	var del map[string]any
-	deadline = time.Now().Add(90 * time.Second) // the next sweep (1 s), or the dead node's lease (4 s) first (quickSweeper)
+	deadline = time.Now().Add(90 * time.Second) // the next sweep (1 s), or the dead node's lease (4 s) first (quickRecovery)
 	for {
 		var got response
 		got, del = jsonObject(t, "GET", base+"/storage/deliveries/"+delivery, secret, nil)

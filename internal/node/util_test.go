@@ -21,11 +21,12 @@ import (
 
 func bufioReader(r io.Reader) *bufio.Reader { return bufio.NewReader(r) }
 
-// quickSweeper are the `filigrane serve` flags of crash tests that kill a node and restart it on its data
-// directory: the restarted node takes the dead one's sweeper lease over after 4 s instead of 30 s and sweeps
-// every second, so that what the sweeper repeats (owed deliveries, batch ticks) happens within seconds. The
-// behaviour under test is the same; only its waits are shorter.
-var quickSweeper = []string{"--sweep-interval", "1s", "--sweeper-lease", "4s"}
+// quickRecovery are the `filigrane serve` flags of crash tests that kill a node and restart it on its data
+// directory: the restarted node takes the dead one's sweeper lease over after 4 s instead of 30 s, sweeps
+// every second, and retries the jobs the dead one was running once their 6 s lease (instead of 30 s) lapsed,
+// so that what the restarted node repeats (owed deliveries, batch ticks, attempts) happens within seconds.
+// The behaviour under test is the same; only its waits are shorter.
+var quickRecovery = []string{"--sweep-interval", "1s", "--sweeper-lease", "4s", "--job-lease", "6s"}
 
 // TestMain removes what the package's tests share across tests: the filigrane binary the multi-process
 // tests run (buildBinary).

@@ -86,7 +86,7 @@ func TestWebhookSurvivesKillMidDelivery(t *testing.T) {
 			return append([]string{"serve", "--data", dir, "--node-name", "solo",
 				"--listen", fmt.Sprintf("127.0.0.1:%d", p[0]), "--upload-listen", fmt.Sprintf("127.0.0.1:%d", p[1]),
 				"--cluster-bind", fmt.Sprintf("127.0.0.1:%d", p[2]), "--remote-port", strconv.Itoa(p[3]),
-				"--workers", "1", "--allow-private-targets", "--log-format", "json", "--log-level", "warn"}, quickSweeper...)
+				"--workers", "1", "--allow-private-targets", "--log-format", "json", "--log-level", "warn"}, quickRecovery...)
 		},
 		Ready: clustertest.ReadyHTTP(0, "/healthz"),
 	})
@@ -120,7 +120,7 @@ func TestWebhookSurvivesKillMidDelivery(t *testing.T) {
 	if err := procs.List[0].Restart(rctx); err != nil {
 		t.Fatal(err)
 	}
-	// The restarted node's sweeper takes the lease over once the dead holder's lapses (4 s: quickSweeper), then repeats the
+	// The restarted node's sweeper takes the lease over once the dead holder's lapses (4 s: quickRecovery), then repeats the
 	// cut attempt; the delivery log says when it succeeded.
 	var log struct {
 		Data []struct {
