@@ -195,8 +195,6 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("cluster: start: %w", err)
 	}
 	provider.startCtx = ctx
-	providerStarted := make(chan struct{})
-	provider.onStarted = func() { close(providerStarted) }
 	n.provider = provider
 
 	ropts := []remote.ConfigOption{}
@@ -228,7 +226,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		ccfg.GossipInterval = actorGossipOff
 	}
 	n.cluster = pcluster.New(n.system, ccfg)
-	if err := startMember(n.cluster, providerStarted); err != nil {
+	if err := startMember(n.cluster); err != nil {
 		n.abort()
 		return nil, fmt.Errorf("cluster: start %s: %w", cfg.NodeName, err)
 	}
@@ -237,31 +235,20 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	return n, nil
 }
 
-// startMember starts the protoactor member and returns once the provider has started and published the first
-// topology, or with protoactor's panic (listen failure, provider error) as an error. protoactor's StartMember
-// ends with a fixed one-second sleep after the provider started, to let the topology settle; the provider
-// publishes it synchronously instead (MemberlistProvider.start), so the sleep finishes on its own goroutine
-// and costs every node start (and every test node) nothing.
-func startMember(c *pcluster.Cluster, providerStarted <-chan struct{}) error {
-	failed := make(chan error, 1)
-	go func() {
-		defer func() {
-			if r := recover(); r != nil {
-				if e, ok := r.(error); ok {
-					failed <- e
-				} else {
-					failed <- fmt.Errorf("%v", r)
-				}
+// startMember turns protoactor's panics (listen failure, provider error)
+// into an error.
+func startMember(c *pcluster.Cluster) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			if e, ok := r.(error); ok {
+				err = e
+			} else {
+				err = fmt.Errorf("%v", r)
 			}
-		}()
-		c.StartMember()
+		}
 	}()
-	select {
-	case <-providerStarted:
-		return nil
-	case err := <-failed:
-		return err
-	}
+	c.StartMember()
+	return nil
 }
 
 // abort releases what a failed Start created.

@@ -134,8 +134,6 @@ type MemberlistProvider struct {
 
 	// startCtx, when set by Node, bounds and cancels the initial join.
 	startCtx context.Context
-	// onStarted, when set by Node, is called once start succeeded and the first topology is published.
-	onStarted func()
 
 	mu       sync.Mutex
 	cluster  *pcluster.Cluster
@@ -321,15 +319,8 @@ func (p *MemberlistProvider) start(c *pcluster.Cluster, client bool) error {
 			return err
 		}
 	}
-	// The first topology (this member and those the join found) reaches protoactor before start returns, so
-	// that the member can place and call actors at once; Node.Start relies on it instead of waiting out
-	// protoactor's fixed settle sleep (see startMember).
-	p.onPublisher(func() {})
 	p.log.Info().Str("gossip_addr", p.GossipAddr()).Str("id", self.ID).Bool("client", client).
 		Int("members", ml.NumMembers()).Msg("joined gossip")
-	if p.onStarted != nil {
-		p.onStarted()
-	}
 	return nil
 }
 
