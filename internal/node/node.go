@@ -228,13 +228,16 @@ func (c *Config) defaults() {
 	if c.SweepInterval == 0 {
 		c.SweepInterval = 5 * time.Second
 	}
+	if c.SweepLease == 0 {
+		c.SweepLease = 30 * time.Second
+	}
 }
 
 // Start opens the data directory, starts the cluster member and the listeners. On error everything already
 // started is stopped again.
 func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	cfg.defaults()
-	if cfg.SweepLease < 0 || (cfg.SweepLease > 0 && cfg.SweepInterval > 0 && cfg.SweepLease <= cfg.SweepInterval) {
+	if cfg.SweepLease < 0 || (cfg.SweepInterval > 0 && cfg.SweepLease <= cfg.SweepInterval) {
 		return nil, fmt.Errorf("sweeper lease %v: want longer than the sweep interval %v", cfg.SweepLease, cfg.SweepInterval)
 	}
 	catalog, err := actors.LoadCatalog(cfg.PlansFile)
