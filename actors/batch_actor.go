@@ -257,7 +257,7 @@ func (a *batchActor) create(ctx actor.Context, msg *BatchCreate) {
 		a.deps.Respond(ctx, &BatchReply{Code: ReplyInvalid, Detail: err.Error()})
 		return
 	}
-	sctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	sctx, cancel := context.WithTimeout(a.deps.lifetime(), 2*time.Minute)
 	defer cancel()
 	if rec.Source == batchstate.SourceUploads {
 		// The uploads first (their ids are derived, so a repeat after a crash finds them): a record without
@@ -345,7 +345,7 @@ func (a *batchActor) drive(ctx actor.Context, onlyJob string) {
 	if a.rec == nil || a.rec.Removed {
 		return
 	}
-	c, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	c, cancel := context.WithTimeout(a.deps.lifetime(), 2*time.Minute)
 	defer cancel()
 	if !a.deps.Clock.Now().Before(a.rec.RetainUntil()) {
 		a.removeIfDue(ctx, c)

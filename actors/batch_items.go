@@ -316,7 +316,9 @@ func (a *batchActor) startAssembly(ctx actor.Context) {
 const archiveEntryOverhead = 512
 
 func assembleArchive(env *BatchEnv, deps *Deps, rec *batchstate.Record) *batchArchived {
-	c, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	// Bounded by the node's lifetime too: a stopping node abandons the build as a crash would (its store is
+	// closing), and the batch's next activation builds it again.
+	c, cancel := context.WithTimeout(deps.lifetime(), 30*time.Minute)
 	defer cancel()
 	total := int64(64 << 10) // the manifest
 	for _, it := range rec.Items {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -393,9 +394,13 @@ func (ps *Processes) KillAll() {
 	}
 }
 
-// FreePorts returns n distinct 127.0.0.1 ports that were free for both TCP
-// and UDP a moment ago. (Another program can still take one before the
-// process binds it; tests on a shared machine accept that small risk.)
+// FreePorts returns n distinct 127.0.0.1 ports that were free for both TCP and UDP a moment ago, chosen at
+// random below the kernel's ephemeral range (net.ipv4.ip_local_port_range) where that range can be read.
+// The kernel gives ports of that range to every listen on port 0 and to every outgoing connection, so a port
+// picked there can be taken by another listener or connection before the process that was given it binds it:
+// with tests running in parallel (in-process nodes listening on port 0, clients connecting) a process of
+// TestPlacementByRolesAndJoin died on "address already in use". Below the range only another program that
+// picks ports itself can take one. Where the range cannot be read, the kernel's port 0 choice is used.
 func FreePorts(n int) ([]int, error) {
 	var held []io.Closer
 	defer func() {
@@ -403,13 +408,21 @@ func FreePorts(n int) ([]int, error) {
 			c.Close()
 		}
 	}()
+	low, high := pickRange()
 	ports := make([]int, 0, n)
 	for attempts := 0; len(ports) < n; attempts++ {
 		if attempts > 100*n {
 			return nil, fmt.Errorf("clustertest: could not find %d free ports", n)
 		}
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+		want := 0
+		if high > low {
+			want = low + rand.IntN(high-low)
+		}
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(want)))
 		if err != nil {
+			if want != 0 {
+				continue // taken
+			}
 			return nil, fmt.Errorf("clustertest: free port: %w", err)
 		}
 		port := l.Addr().(*net.TCPAddr).Port
@@ -422,4 +435,22 @@ func FreePorts(n int) ([]int, error) {
 		ports = append(ports, port)
 	}
 	return ports, nil
+}
+
+// pickRange is where FreePorts picks: from 10000 up to the start of the ephemeral range, or 0, 0 (let the
+// kernel choose) when the range cannot be read or leaves too little room below it.
+func pickRange() (low, high int) {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 0, 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 2 {
+		return 0, 0
+	}
+	ephemeral, err := strconv.Atoi(f[0])
+	if err != nil || ephemeral < 12000 {
+		return 0, 0
+	}
+	return 10000, ephemeral
 }

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/signal"
 	"regexp"
@@ -475,4 +476,33 @@ func classifyRaces(out string) (ours string, upstream int) {
 		}
 	}
 	return ours, upstream
+}
+
+// TestFreePortsOutsideEphemeralRange: FreePorts gives distinct ports that TCP and UDP can bind, below the
+// kernel's ephemeral range where it is readable, so that no listen on port 0 or outgoing connection of a
+// parallel test can take one before the process binds it.
+func TestFreePortsOutsideEphemeralRange(t *testing.T) {
+	ports, err := clustertest.FreePorts(40)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ephemeral := 0
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		ephemeral, _ = strconv.Atoi(strings.Fields(string(b))[0])
+	}
+	seen := map[int]bool{}
+	for _, p := range ports {
+		if seen[p] {
+			t.Fatalf("port %d given twice: %v", p, ports)
+		}
+		seen[p] = true
+		if ephemeral >= 12000 && (p < 10000 || p >= ephemeral) {
+			t.Fatalf("port %d is not in [10000, %d): the kernel may hand it to a listen on port 0", p, ephemeral)
+		}
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
+		if err != nil {
+			t.Fatalf("port %d: %v", p, err)
+		}
+		l.Close()
+	}
 }

@@ -38,3 +38,17 @@ func TestServeFailureDetectionFlags(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
 }
+
+// The sweeper flags reach the node: a lease that is not longer than the sweep interval (the holder would lose
+// it between its own rounds) is refused at start. (Were they ignored, serve would run until the context ends
+// and exit 0.)
+func TestServeSweeperFlags(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var out, errb bytes.Buffer
+	code := run(ctx, []string{"serve", "--data", t.TempDir(), "--listen", "127.0.0.1:0", "--upload-listen", "127.0.0.1:0",
+		"--sweep-interval", "5s", "--sweeper-lease", "5s"}, &out, &errb)
+	if code == 0 || !strings.Contains(errb.String(), "sweeper lease 5s: want longer than the sweep interval 5s") {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+}

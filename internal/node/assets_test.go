@@ -167,6 +167,7 @@ func assetMemberKey(t *testing.T, f *fixture) string {
 }
 
 func TestAssetRecordsAndGet(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	key := f.dev.Secret
 	e := assetEmbed(t, f, key, 1, `{"customer":"c-1"}`)
@@ -243,6 +244,7 @@ func TestAssetRecordsAndGet(t *testing.T) {
 }
 
 func TestAssetContentAndRanges(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	key := f.dev.Secret
 	e := assetEmbed(t, f, key, 3, `{"c":3}`)
@@ -325,6 +327,7 @@ func TestAssetContentAndRanges(t *testing.T) {
 }
 
 func TestAssetListPagingFiltersAndCursors(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	key := f.dev.Secret
 	// Six embeds, a second apart so that newest-first order is by time; two watermark ids.
@@ -442,6 +445,7 @@ func TestAssetListPagingFiltersAndCursors(t *testing.T) {
 }
 
 func TestAssetPatch(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	key := f.dev.Secret
 	e := assetEmbed(t, f, key, 4, `{"c":4}`)
@@ -547,6 +551,7 @@ func TestAssetPatch(t *testing.T) {
 }
 
 func TestAssetConcurrentPatchOneWins(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	key := f.dev.Secret
 	e := assetEmbed(t, f, key, 5, `{"c":5}`)
@@ -598,6 +603,7 @@ func TestAssetConcurrentPatchOneWins(t *testing.T) {
 }
 
 func TestAssetDelete(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	key := f.dev.Secret
 	idem := "asset-delete-replay"
@@ -670,6 +676,7 @@ func TestAssetDelete(t *testing.T) {
 }
 
 func TestAssetBulkDelete(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	key := f.dev.Secret
 	var ids []string
@@ -740,6 +747,7 @@ func TestAssetBulkDelete(t *testing.T) {
 }
 
 func TestAssetFileRetention(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	trial := assetEmbed(t, f, f.keyA, 40, `{"c":40}`) // 30 days
 	paid := assetEmbed(t, f, f.dev.Secret, 41, `{"c":41}`)

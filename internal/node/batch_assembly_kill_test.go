@@ -74,6 +74,7 @@ func (g *gatedS3) release() { g.openOnce.Do(func() { close(g.open) }) }
 // completes with the archive ready, the zip holds every result and the manifest, and each item was charged
 // exactly once.
 func TestBatchSurvivesKillDuringAssembly(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("multi-process test")
 	}
@@ -102,11 +103,11 @@ func TestBatchSurvivesKillDuringAssembly(t *testing.T) {
 		Binary: bin, N: 1, Ports: 4,
 		Args: func(i int, ports [][]int) []string {
 			p := ports[i]
-			return []string{"serve", "--data", dir, "--node-name", "solo",
+			return append([]string{"serve", "--data", dir, "--node-name", "solo",
 				"--listen", fmt.Sprintf("127.0.0.1:%d", p[0]), "--upload-listen", fmt.Sprintf("127.0.0.1:%d", p[1]),
 				"--cluster-bind", fmt.Sprintf("127.0.0.1:%d", p[2]), "--remote-port", strconv.Itoa(p[3]),
 				"--s3-endpoint", gate.url, "--s3-bucket", direct.Bucket, "--s3-access-key", direct.AccessKey,
-				"--s3-secret-key", direct.SecretKey, "--workers", "1", "--log-format", "json", "--log-level", "warn"}
+				"--s3-secret-key", direct.SecretKey, "--workers", "1", "--log-format", "json", "--log-level", "warn"}, quickRecovery...)
 		},
 		Ready: clustertest.ReadyHTTP(0, "/healthz"),
 	})
@@ -149,7 +150,7 @@ func TestBatchSurvivesKillDuringAssembly(t *testing.T) {
 		t.Fatal(err)
 	}
 	var done batchRes
-	deadline := time.Now().Add(2 * time.Minute) // the next sweep ticks the batch (5 s; 30 s if the dead node's lease must lapse)
+	deadline := time.Now().Add(2 * time.Minute) // the next sweep ticks the batch (1 s; 4 s if the dead node's lease must lapse: quickRecovery)
 	for {
 		res := sendBatch(t, "GET", f.base+"/watermarks/batches/"+id, f.key, "", "")
 		if res.status == 200 {

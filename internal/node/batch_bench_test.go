@@ -20,6 +20,7 @@ import (
 // versitygw bucket (one worker each): create through node 0, PUTs to its upload host, start, poll and
 // download the archive through node 1. Set FILIGRANE_BATCH_BENCH=1 to run it.
 func TestBatchBenchCluster(t *testing.T) {
+	t.Parallel()
 	if os.Getenv("FILIGRANE_BATCH_BENCH") == "" {
 		t.Skip("set FILIGRANE_BATCH_BENCH=1 to measure the three-node batch")
 	}

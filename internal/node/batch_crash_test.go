@@ -24,6 +24,7 @@ import (
 // checks that the batch finishes with every item succeeded, each item's job charged exactly once, and
 // nothing left held.
 func TestBatchSurvivesKill(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("multi-process test")
 	}
@@ -48,10 +49,10 @@ func TestBatchSurvivesKill(t *testing.T) {
 		Binary: bin, N: 1, Ports: 4,
 		Args: func(i int, ports [][]int) []string {
 			p := ports[i]
-			return []string{"serve", "--data", dir, "--node-name", "solo",
+			return append([]string{"serve", "--data", dir, "--node-name", "solo",
 				"--listen", fmt.Sprintf("127.0.0.1:%d", p[0]), "--upload-listen", fmt.Sprintf("127.0.0.1:%d", p[1]),
 				"--cluster-bind", fmt.Sprintf("127.0.0.1:%d", p[2]), "--remote-port", strconv.Itoa(p[3]),
-				"--workers", "1", "--log-format", "json", "--log-level", "warn"}
+				"--workers", "1", "--log-format", "json", "--log-level", "warn"}, quickRecovery...)
 		},
 		Ready: clustertest.ReadyHTTP(0, "/healthz"),
 	})

@@ -9,6 +9,7 @@ import (
 // place they look); a request naming itself `etchv-*` gets it there, with the same status and top-level code
 // as everyone else, for archive_not_requested (409) on a batch made without an archive.
 func TestBatchArchiveErrorsForSDKs(t *testing.T) {
+	t.Parallel()
 	f := newBatchFixture(t, "scale", 10)
 	b := zipBatch(t, f, "sdk-archive-1", 1)
 	done := waitBatch(t, f, b.BatchID, "completed", "failed")

@@ -17,6 +17,7 @@ import (
 // cancelled one exactly one watermark.batch.cancelled, and a batch without webhook sends nothing. Further
 // sweeps send nothing again. An unknown endpoint is refused with 404 before anything is created.
 func TestBatchWebhookEvents(t *testing.T) {
+	t.Parallel()
 	f := newBatchFixture(t, "growth", 50, func(c *node.Config) { c.AllowPrivateTargets = true })
 	rc := &hookReceiver{stop: make(chan struct{})}
 	srv := httptest.NewServer(rc)

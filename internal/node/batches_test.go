@@ -145,6 +145,7 @@ func waitBatch(t *testing.T, f *batchFixture, id string, want ...string) batchRe
 }
 
 func TestBatchFromUploads(t *testing.T) {
+	t.Parallel()
 	f := newBatchFixture(t, "scale", 100)
 	a, b := photo(t, 320, 320, 1), photo(t, 300, 280, 2)
 	names, sizes := []string{"a.jpg", "b.jpg", "never.jpg"}, []int{len(a), len(b), 1000}
@@ -355,6 +356,7 @@ func postZip(t *testing.T, f *batchFixture, idem string, z []byte, manifest stri
 }
 
 func TestBatchFromZip(t *testing.T) {
+	t.Parallel()
 	f := newBatchFixture(t, "scale", 100)
 	files := map[string][]byte{"pics/one.jpg": photo(t, 300, 300, 3), "two.jpg": photo(t, 280, 300, 4), "__MACOSX/._two.jpg": []byte("fork")}
 	z := zipOf(t, files, []string{"pics/one.jpg", "two.jpg", "__MACOSX/._two.jpg"})
@@ -404,6 +406,7 @@ func zipBatch(t *testing.T, f *batchFixture, idem string, n int) batchRes {
 // TestBatchCreditsRunOut: an organization with 2 credits and a batch of 4 files: the first two run, the
 // other two are rejected with insufficient_credits, and the batch still ends (completed, 2 charged).
 func TestBatchCreditsRunOut(t *testing.T) {
+	t.Parallel()
 	f := newBatchFixture(t, "scale", 2)
 	b := zipBatch(t, f, "credits-batch-1", 4)
 	done := waitBatch(t, f, b.BatchID, "completed", "failed")
@@ -422,6 +425,7 @@ func TestBatchCreditsRunOut(t *testing.T) {
 // cancels or lets finish the running one, charges only succeeded files, and the batch ends `cancelled`. A
 // cancelled file's job result answers 409 cancelled.
 func TestBatchCancelWhileRunning(t *testing.T) {
+	t.Parallel()
 	f := newBatchFixture(t, "growth", 50)
 	b := zipBatch(t, f, "cancel-batch-1", 6)
 	r := sendBatch(t, "POST", f.base+"/watermarks/batches/"+b.BatchID+"/cancel", f.key, "", "")
@@ -461,6 +465,7 @@ func TestBatchCancelWhileRunning(t *testing.T) {
 // that state on a stopped node's store; the restarted node's sweep resumes the batch, builds the archive and
 // completes it, and no item is charged again.
 func TestBatchAssemblyResumesAfterCrash(t *testing.T) {
+	t.Parallel()
 	f := newBatchFixture(t, "scale", 20)
 	files := map[string][]byte{"a.jpg": photo(t, 300, 300, 8), "b.jpg": photo(t, 300, 280, 9)}
 	r := postZip(t, f, "assemble-crash-1", zipOf(t, files, []string{"a.jpg", "b.jpg"}),

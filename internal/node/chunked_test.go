@@ -14,6 +14,7 @@ import (
 // keep-alive connection is answered as itself. Before the fix the sync embed left the chunked trailer
 // unread and the server answered the next request with 400 bad_request (a desynchronised connection).
 func TestChunkedFormThenNextRequest(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	img := photo(t, 800, 600, 13)
 	ct, body := form(t, img, "p.jpg", `{"a":1}`)

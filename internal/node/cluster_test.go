@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -27,16 +28,35 @@ import (
 	"filigrane/persistence/s3test"
 )
 
-// buildBinary builds cmd/filigrane once for the multi-process tests.
+// buildBinary returns cmd/filigrane built for the multi-process tests: built once per test binary (the link
+// alone costs seconds of CPU) into a directory TestMain removes.
 func buildBinary(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "filigrane")
-	out, err := exec.Command("go", "build", "-o", bin, "filigrane/cmd/filigrane").CombinedOutput()
-	if err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
+	binOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "filigrane-node-test-bin-")
+		if err != nil {
+			binErr = err
+			return
+		}
+		binDir = dir
+		bin := filepath.Join(dir, "filigrane")
+		if out, err := exec.Command("go", "build", "-o", bin, "filigrane/cmd/filigrane").CombinedOutput(); err != nil {
+			binErr = fmt.Errorf("%v\n%s", err, out)
+			return
+		}
+		binPath = bin
+	})
+	if binErr != nil {
+		t.Fatalf("build: %v", binErr)
 	}
-	return bin
+	return binPath
 }
+
+var (
+	binOnce         sync.Once
+	binDir, binPath string
+	binErr          error
+)
 
 // clusterFixture is three filigrane processes on 127.0.0.1 sharing a versitygw bucket.
 type clusterFixture struct {
@@ -174,6 +194,10 @@ func activeOrgActors(t *testing.T, base string) int {
 // from retrying clients, and afterwards the balance is exactly what the clients saw succeed, with no operation
 // applied twice. The killed node then restarts on its data directory, rejoins, and takes a share of new
 // actor placements.
+//
+// Not parallel: its nodes must notice a crash within seconds (QuickDetection) while 8 clients retry, so it
+// runs alone; with eight other tests beside it on a loaded 2-core machine an operation found no live owner
+// within its 90 s.
 func TestClusterNodeLoss(t *testing.T) {
 	if testing.Short() {
 		t.Skip("multi-process cluster test")
@@ -337,6 +361,7 @@ func TestClusterNodeLoss(t *testing.T) {
 // the bytes. Every one of these responses streams an S3 object after the handler has returned; a reader tied
 // to the request's context gave empty replies for charged work.
 func TestClusterServesWhatItCharges(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("multi-process cluster test")
 	}

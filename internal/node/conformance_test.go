@@ -67,6 +67,7 @@ func failureBody(t *testing.T, r response) map[string]any {
 // (a) A synchronous detection sent with an Idempotency-Key is recorded: the key replays the same answer and
 // bills once, and the same key with another file or on another operation is 409.
 func TestSyncDetectIdempotencyKey(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	marked := post(t, f.base+"/watermarks/images", f.dev.Secret, "", photo(t, 640, 480, 21), `{"order":1}`)
 	if marked.status != 200 {
@@ -121,6 +122,7 @@ func TestSyncDetectIdempotencyKey(t *testing.T) {
 // (b) An async replay of a request whose output asset was deleted, or whose result expired, is 410, like
 // the result URL; not 202 "succeeded" pointing at a result that is gone.
 func TestAsyncReplayAfterResultGone(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	img := photo(t, 512, 384, 24)
 	r := post(t, f.base+"/watermarks/images/async", f.dev.Secret, "deleted-asset-01", img, `{"a":1}`)
@@ -151,6 +153,7 @@ func TestAsyncReplayAfterResultGone(t *testing.T) {
 // (c) An async replay of a request that failed for good answers the failure's status and problem body,
 // exactly as the sync replay does.
 func TestAsyncReplayOfFailedRequest(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	img := photo(t, 600, 400, 25)
 	broken := append([]byte(nil), img[:len(img)/3]...) // the header survives; the scan data is cut
@@ -170,6 +173,7 @@ func TestAsyncReplayOfFailedRequest(t *testing.T) {
 // (e) The idempotency fingerprint includes the accelerator: the same key with accelerator=gpu is 409
 // before strict GPU mode's refusal (503), whether the option comes in the query or in the form.
 func TestGPUReplayConflictBeforeUnavailable(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, inMemory(t), gpuStrict)
 	secret := f.dev.Secret // the development organization's business plan includes GPU processing
 	img := photo(t, 512, 512, 26)
@@ -193,6 +197,7 @@ func TestGPUReplayConflictBeforeUnavailable(t *testing.T) {
 // (f) Detection receipts name the spec's /watermarks/jobs/{id} in status_url, result_url and Location; the
 // detection-jobs path keeps answering.
 func TestDetectionReceiptURLs(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	r := post(t, f.base+"/watermarks/images/detect/async", f.dev.Secret, "", photo(t, 512, 512, 27), "")
 	rc := decodeReceipt(t, r)
@@ -216,6 +221,7 @@ func TestDetectionReceiptURLs(t *testing.T) {
 // (g) The same key with other data on the upload that key's request consumed is another use of a used
 // upload: 409 upload_consumed, on the sync and the async endpoint; the unchanged replay gets its job.
 func TestUploadSameKeyOtherData(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	u := uploaded(t, f, f.dev.Secret, "image", "big.png", photo(t, 700, 500, 28))
 	first := postUpload(t, f.base+"/watermarks/images/async", f.dev.Secret, "upload-key-0001", u.UploadID, `{"a":1}`)
@@ -239,6 +245,7 @@ func TestUploadSameKeyOtherData(t *testing.T) {
 // (h) Problem details are readable sentences: no blob keys, file paths or Go error chains; the webhook and
 // storage options are honoured as form fields, never ignored.
 func TestProblemDetailsAndFormOptions(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	img := photo(t, 512, 512, 29)
 	leaks := func(what string, r response) {

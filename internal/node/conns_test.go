@@ -23,6 +23,7 @@ import (
 // new client must still be answered (503 while the listener is full), the slow connections must be closed by
 // the server at the header timeout, and the node must go on answering on both listeners.
 func TestSlowClientsCannotStopNode(t *testing.T) {
+	t.Parallel()
 	const limit = 8
 	clk := clock.NewManual(time.Date(2026, 5, 4, 10, 0, 0, 0, time.UTC))
 	n := startNode(t, t.TempDir(), clk, func(c *node.Config) {
@@ -109,6 +110,7 @@ func TestSlowClientsCannotStopNode(t *testing.T) {
 // TestSlowBodyOutlivesHeaderTimeout: a PUT whose body keeps arriving is bounded by its progress, not by the
 // header timeout; the same PUT stalling past the progress timeout is cut off and stores nothing.
 func TestSlowBodyOutlivesHeaderTimeout(t *testing.T) {
+	t.Parallel()
 	const headerTimeout = 500 * time.Millisecond
 	f := newFixture(t, func(c *node.Config) {
 		c.Conns = apihttp.ConnLimits{HeaderTimeout: headerTimeout, BodyProgress: 3 * time.Second}

@@ -33,6 +33,7 @@ func grayPNG(t *testing.T, w, h int) []byte {
 // TestDecodeBudgets runs synchronous detections on a node with a 600 MiB decode budget: each costly file gets
 // a clear answer within seconds, and only the detections that answered 200 are charged.
 func TestDecodeBudgets(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, func(c *node.Config) { c.DecodeMemory = 600 << 20 })
 	url := f.base + "/watermarks/images/detect"
 	bal0, _ := balance(t, f, f.orgA)
@@ -90,6 +91,7 @@ func TestDecodeBudgets(t *testing.T) {
 // TestSyncDetectClientGoneNotCharged closes the connection while a synchronous detection waits for a CPU
 // token: the work is cancelled, the hold released, nothing charged.
 func TestSyncDetectClientGoneNotCharged(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, func(c *node.Config) { c.Workers = 1 })
 	bal0, _ := balance(t, f, f.orgA)
 	// Hold the node's one CPU token so that the detection waits after its credit is held.
@@ -152,6 +154,7 @@ func waitHeld(t *testing.T, f *fixture, org string, want int64) {
 // TestAsyncDetectWaitsForDecodeMemory: a job does not fail while the node's decode memory is in use: its
 // worker waits for it (renewing its lease) and the job succeeds on its first attempt once memory is free.
 func TestAsyncDetectWaitsForDecodeMemory(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	b := f.n.DecodeBudget()
 	hold, err := b.Acquire(context.Background(), b.Capacity())
@@ -194,6 +197,7 @@ func waitJob(t *testing.T, f *fixture, requestID, want string) {
 // TestDetectUploadAbove40MP: an image of more than 40 megapixels sent through a detect upload is detected
 // synchronously (the 40 MP limit is embedding's), and a 201 MP one is refused from its header.
 func TestDetectUploadAbove40MP(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	u := uploaded(t, f, f.keyA, "detect", "wide.png", grayPNG(t, 9000, 5000))
 	r := postUpload(t, f.base+"/watermarks/images/detect", f.keyA, "", u.UploadID, "")

@@ -14,6 +14,7 @@ import (
 // X-Service-Accelerator: gpu and is charged the GPU price (3×); the CPU detector reads its mark; synchronous and
 // async GPU detections read it too (the synchronous one charged 3). It skips, saying so, on machines without a GPU (CI); the `device` tool runs it.
 func TestGPUEmbedAndDetectOnDevice(t *testing.T) {
+	t.Parallel()
 	if !gpu.CodecAvailable() || len(gpu.Devices()) == 0 {
 		t.Skip("no GPU with NVRTC here: the GPU path is tested on a machine with one (gpu/cudacodec tests and this test)")
 	}

@@ -16,6 +16,7 @@ import (
 func gpuStrict(c *node.Config) { c.GPUStrict = true }
 
 func TestGPUFallbackHoldsThreeChargesOneOnCPU(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, inMemory(t))
 	key := f.dev.Secret
 	img := photo(t, 320, 320, 41)
@@ -73,6 +74,7 @@ func TestGPUFallbackHoldsThreeChargesOneOnCPU(t *testing.T) {
 // With 2 credits left, a gpu request (embed, or synchronous detection) cannot hold its 3 (402) while a cpu
 // request still runs. On TCP: synchronous detection watches the connection.
 func TestGPUHoldNeedsThreeTimesThePrice(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	img := photo(t, 320, 320, 42)
 	// Only the development organization's plan has GPU access: drain it to 2 credits.
@@ -113,6 +115,7 @@ func drain(t *testing.T, f *fixture, org string, n int64) {
 
 // The same Idempotency-Key with another accelerator is 409 in either direction, without strict mode.
 func TestGPUKeyWithOtherAcceleratorConflicts(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, inMemory(t))
 	key := f.dev.Secret
 	img := photo(t, 320, 320, 43)
@@ -137,6 +140,7 @@ func TestGPUKeyWithOtherAcceleratorConflicts(t *testing.T) {
 // Strict mode: no GPU is ready, so accelerator=gpu is 503 gpu_unavailable with Retry-After, nothing is
 // held, and cpu requests are untouched; a batch with accelerator gpu is refused the same way.
 func TestGPUStrictModeRefuses(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, inMemory(t), gpuStrict)
 	key := f.dev.Secret
 	img := photo(t, 320, 320, 44)

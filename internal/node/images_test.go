@@ -170,6 +170,7 @@ func waitResult(t *testing.T, f *fixture, key, resultURL string) response {
 }
 
 func TestSyncEmbedThenDetect(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	img := photo(t, 1024, 768, 1)
 	data := `{"customer": "c-42", "order": 7}`
@@ -220,6 +221,7 @@ func TestSyncEmbedThenDetect(t *testing.T) {
 }
 
 func TestAsyncEmbedJobLifecycle(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	img := photo(t, 800, 600, 2)
 	r := post(t, f.base+"/watermarks/images/async", f.keyA, "", img, `{"a":1}`)
@@ -275,6 +277,7 @@ func TestAsyncEmbedJobLifecycle(t *testing.T) {
 }
 
 func TestIdempotentEmbed(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	img := photo(t, 640, 480, 3)
 	before, _ := balance(t, f, f.orgA)
@@ -305,6 +308,7 @@ func TestIdempotentEmbed(t *testing.T) {
 }
 
 func TestConcurrentDuplicatesRunOnce(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	// The development organization is on the business plan: 1000 requests per minute fit 50 requests.
 	secret, org := f.dev.Secret, f.dev.OrgID
@@ -339,6 +343,7 @@ func TestConcurrentDuplicatesRunOnce(t *testing.T) {
 }
 
 func TestImageRequestErrors(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	img := photo(t, 400, 300, 5)
 	cases := []struct {
@@ -390,6 +395,7 @@ func countBlobs(t *testing.T, f *fixture) int {
 }
 
 func TestInsufficientCreditsAndConcurrency(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	img := photo(t, 320, 320, 6)
 	// orgB (growth: 2 slots, one kept for direct requests) has 50 credits; a worker that never finishes
@@ -442,6 +448,7 @@ func countFiles(t *testing.T, root, dir string) int {
 // TestWorkerLostMidJob: the first worker claims the job and dies (it never renews or reports). Once its lease
 // expires the job is retried from the original input, succeeds once and is charged once.
 func TestWorkerLostMidJob(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	var mu sync.Mutex
 	claims := 0
@@ -501,6 +508,7 @@ func waitStatus(t *testing.T, f *fixture, statusURL, want string) receipt {
 // TestSyncEmbedBecomesJob: a synchronous embed that outlasts the sync wait answers 202 with the receipt, and
 // the job goes on to succeed.
 func TestSyncEmbedBecomesJob(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, func(c *node.Config) { c.SyncWait = 200 * time.Millisecond })
 	gate := make(chan struct{})
 	f.n.Pool().OnClaim = func(ctx context.Context, id string) bool {
@@ -524,6 +532,7 @@ func TestSyncEmbedBecomesJob(t *testing.T) {
 // TestFailedJobReplaysFailure: a file whose header is fine but whose pixels are broken fails the job for good
 // (no retry helps), the hold is refunded, and a replay with the same key answers the same failure.
 func TestFailedJobReplaysFailure(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	img := photo(t, 600, 400, 9)
 	broken := append([]byte(nil), img[:len(img)/3]...) // the header survives; the scan data is cut

@@ -28,6 +28,7 @@ func pngHeader(w, h uint32) []byte {
 }
 
 func TestSizeAndPixelLimits(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	cases := []struct {
 		name   string
@@ -56,6 +57,7 @@ func TestSizeAndPixelLimits(t *testing.T) {
 }
 
 func TestGPUEndpoints(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	r := call(t, "GET", f.base+"/accelerators/gpu", f.keyA, nil)
 	want := `{"accelerator":"gpu","status":"unavailable","warm_until":null,"ready_at":null}`

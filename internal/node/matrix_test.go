@@ -10,6 +10,7 @@ import (
 // key get 401, a key without the route's scope 403, and another organization's key 404 for a resource
 // that exists. The route list must grow with the router: a route missing here is a route nobody checked.
 func TestAccessMatrix(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	// Resources of organization A: a job with its two assets, and an upload.
 	emb := post(t, f.base+"/watermarks/images", f.keyA, "", photo(t, 320, 320, 21), `{"m":1}`)

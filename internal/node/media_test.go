@@ -54,6 +54,7 @@ func tinyPDF() []byte { return pdftest.Make(pdftest.Doc{Pages: 1}) }
 // /watermarks/videos/detect/async: the receipt, the watermarked MP4, a detection that finds its id, and the
 // credits (one started minute, one detection).
 func TestVideoEmbedAndDetectJobs(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("ffmpeg"); err != nil {
 		t.Fatal("ffmpeg is not installed (scripts/setup.sh installs it)")
 	}
@@ -95,6 +96,7 @@ func TestVideoEmbedAndDetectJobs(t *testing.T) {
 // TestDocumentEmbedAndDetect round-trips a PDF through /watermarks/documents and
 // /watermarks/documents/detect, both answering in the request.
 func TestDocumentEmbedAndDetect(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	before, _ := balance(t, f, f.orgA)
 	r := postFile(t, f.base+"/watermarks/documents", f.keyA, tinyPDF(), "report.pdf", `{"doc":1}`)
@@ -123,6 +125,7 @@ func TestDocumentEmbedAndDetect(t *testing.T) {
 // TestVideoDetectFromUpload: a detect upload named .mp4 is a video upload: /watermarks/videos/detect/async
 // uses it (an unmarked clip is reported unmarked), the document endpoint refuses it as another kind.
 func TestVideoDetectFromUpload(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("ffmpeg"); err != nil {
 		t.Fatal("ffmpeg is not installed (scripts/setup.sh installs it)")
 	}
@@ -256,6 +259,7 @@ func getAssetMedia(t *testing.T, f *fixture, key, id string) assetMedia {
 // detection replays its result; both asset records are documents with their page count and no pixel,
 // frame or duration fields.
 func TestDocumentIdempotencyUploadsAndRecords(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	key := f.keyA
 	before, _ := balance(t, f, f.orgA)
@@ -326,6 +330,7 @@ func finished(t *testing.T, f *fixture, key string, r response) response {
 // are videos with the clip's frame size, frame count and duration and no page count; a synchronous embed and
 // a detection by upload_id work and consume their uploads; a keyed detection replays its result.
 func TestVideoIdempotencyUploadsAndRecords(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("ffmpeg"); err != nil {
 		t.Fatal("ffmpeg is not installed (scripts/setup.sh installs it)")
 	}

@@ -84,6 +84,10 @@ type Config struct {
 	// SweepInterval is how often the sweeper ticks active jobs and purges expired results; 0 means 5 s,
 	// a negative value disables the background sweeper (tests call Sweep).
 	SweepInterval time.Duration
+	// SweepLease is how long the sweeper's lease (one node of a cluster sweeps at a time) lasts after its
+	// last renewal, so how long a dead holder keeps the others from sweeping; 0 means 30 s. It must be longer
+	// than SweepInterval (the holder renews once a round). Tests that kill and restart a node shorten it.
+	SweepLease time.Duration
 	// UploadSecret keys the HMAC of signed upload URLs (at least 16 bytes); empty: a random secret kept in the
 	// Store under node/upload-secret, so that URLs stay valid across restarts.
 	UploadSecret []byte
@@ -225,12 +229,18 @@ func (c *Config) defaults() {
 	if c.SweepInterval == 0 {
 		c.SweepInterval = 5 * time.Second
 	}
+	if c.SweepLease == 0 {
+		c.SweepLease = 30 * time.Second
+	}
 }
 
 // Start opens the data directory, starts the cluster member and the listeners. On error everything already
 // started is stopped again.
 func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	cfg.defaults()
+	if cfg.SweepLease < 0 || (cfg.SweepInterval > 0 && cfg.SweepLease <= cfg.SweepInterval) {
+		return nil, fmt.Errorf("sweeper lease %v: want longer than the sweep interval %v", cfg.SweepLease, cfg.SweepInterval)
+	}
 	catalog, err := actors.LoadCatalog(cfg.PlansFile)
 	if err != nil {
 		return nil, err
@@ -395,7 +405,7 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	}()
 	n.sweeper = actors.Sweeper{Store: store, Blobs: blobs, Caller: n.cluster, Clock: cfg.Clock,
 		Logger: cfg.Logger.With().Str("component", "sweeper").Logger()}
-	n.leased = sweep.New(sweep.Config{Store: store, Clock: cfg.Clock, Node: cfg.NodeName,
+	n.leased = sweep.New(sweep.Config{Store: store, Clock: cfg.Clock, Node: cfg.NodeName, Lease: cfg.SweepLease,
 		Logger: cfg.Logger.With().Str("component", "sweeper").Logger()})
 	n.sweeper.Register(n.leased)
 	n.leased.Register("outbox", func(ctx context.Context) error { _, err := n.deliverer.Pass(ctx); return err })

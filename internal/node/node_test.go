@@ -193,6 +193,7 @@ func newFixture(t *testing.T, tweaks ...func(*node.Config)) *fixture {
 }
 
 func TestAPIKeyEndpoint(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, inMemory(t))
 	r := call(t, "GET", f.base+"/auth/api-key", f.keyA, nil)
 	if r.status != 200 {
@@ -231,6 +232,7 @@ func TestAPIKeyEndpoint(t *testing.T) {
 }
 
 func TestAuthenticationFailures(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, inMemory(t))
 	cases := []struct {
 		name, key string
@@ -263,6 +265,7 @@ func TestAuthenticationFailures(t *testing.T) {
 }
 
 func TestUnknownRoutesAndMethods(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, inMemory(t))
 	r := call(t, "GET", f.base+"/no/such/thing", f.keyA, nil)
 	if p := decodeProblem(t, r); r.status != 404 || p.Code != "not_found" {
@@ -275,6 +278,7 @@ func TestUnknownRoutesAndMethods(t *testing.T) {
 }
 
 func TestRateLimit(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, inMemory(t)) // orgA is on trial: 20 requests per minute
 	// The clock stands at hh:mm:30, so the window resets in 30 s.
 	for i := 1; i <= 20; i++ {
@@ -304,6 +308,7 @@ func TestRateLimit(t *testing.T) {
 }
 
 func TestOversizedHeadersAndBodies(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, inMemory(t))
 	conn := dial(t, f.n.APIAddr())
 	fmt.Fprintf(conn, "GET /auth/api-key HTTP/1.1\r\nHost: x\r\nX-Big: %s\r\n\r\n", strings.Repeat("a", 64<<10))
@@ -332,6 +337,7 @@ func TestOversizedHeadersAndBodies(t *testing.T) {
 }
 
 func TestMetrics(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, inMemory(t))
 	call(t, "GET", f.base+"/auth/api-key", f.keyA, nil)
 	call(t, "GET", f.base+"/auth/api-key", "", nil)
@@ -355,6 +361,7 @@ func TestMetrics(t *testing.T) {
 // TestRestartKeepsState stops a node and starts it again on the same data directory: organizations, keys and
 // balances are intact and the development organization is not created twice.
 func TestRestartKeepsState(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	clk := clock.NewManual(time.Date(2026, 5, 4, 10, 0, 0, 0, time.UTC))
 	n := startNode(t, dir, clk)
@@ -391,6 +398,8 @@ func TestRestartKeepsState(t *testing.T) {
 // TestCloseJoinsItsGoroutines: when Close returns, the sweeper, the workers and the listeners' goroutines
 // have returned; none is left running against a closed store. The sweeper ticks every millisecond so that it
 // is busy when Close begins.
+//
+// Not parallel: it reads every goroutine of the test process, and other tests' nodes have the same ones.
 func TestCloseJoinsItsGoroutines(t *testing.T) {
 	clk := clock.NewManual(time.Date(2026, 5, 4, 10, 0, 0, 0, time.UTC))
 	n := startNode(t, t.TempDir(), clk, func(c *node.Config) { c.SweepInterval = time.Millisecond })

@@ -15,6 +15,7 @@ import (
 // before delivering it (no handler for its kind there) is delivered by the next start's background sweeper,
 // which holds the sweeper lease while it runs and gives it back on Close.
 func TestOutboxSurvivesRestartAndBackgroundSweepDelivers(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	clk := clock.NewManual(time.Date(2026, 6, 1, 10, 0, 0, 0, time.UTC))
 	ctx := context.Background()

@@ -192,6 +192,7 @@ func awaitJobs(t *testing.T, base, secret string, ids []string, within time.Dura
 // and attempt nodes never name n0, n0's per-node work metrics stay at zero, n1's and n2's count every
 // attempt.
 func TestPlacementByRolesAndJoin(t *testing.T) {
+	t.Parallel()
 	c := startPlaceCluster(t, [][]string{{"--roles", "api"}, nil, nil})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -250,6 +251,7 @@ func TestPlacementByRolesAndJoin(t *testing.T) {
 // hands it back. Both exit cleanly; every job succeeds; the handed-back job ran again elsewhere without the
 // hand-back counting as an attempt; every job is charged exactly once and nothing stays held.
 func TestDrainOnSIGTERM(t *testing.T) {
+	t.Parallel()
 	c := startPlaceCluster(t, [][]string{nil, {"--drain-timeout", "60s", "--log-level", "info"},
 		{"--drain-timeout", "1ms", "--log-level", "info"}})
 	submitted := make(chan []string, 1)

@@ -14,6 +14,7 @@ import (
 // under --public-url (a relative one would resolve against the request's URL and lose the prefix); bodies keep
 // the spec's relative URLs, which clients append to their base URL.
 func TestPublicURLLocations(t *testing.T) {
+	t.Parallel()
 	const public = "https://api.example.com/filigrane"
 	f := newFixture(t, func(c *node.Config) { c.PublicURL = public + "/" })
 	r := post(t, f.base+"/watermarks/images/async", f.keyA, "public-url-1", photo(t, 320, 240, 3), `{"a":1}`)

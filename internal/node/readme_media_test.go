@@ -58,6 +58,7 @@ func shownOutput(block string) []*regexp.Regexp {
 // against a node, as a reader would paste it: every output the block shows in its comments must appear, in
 // order, and the ids found are the SHA-256 of the data objects sent.
 func TestREADMEMediaRoundTrip(t *testing.T) {
+	t.Parallel()
 	for _, tool := range []string{"bash", "curl", "jq", "mutool", "ffmpeg", "ffprobe"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Fatalf("%s is not installed (scripts/setup.sh installs it)", tool)

@@ -44,6 +44,7 @@ func sdkCall(t *testing.T, method, url, key, userAgent, contentType string, body
 // ({code, message, limit}); every other client gets RFC 9457's string detail. Both bodies keep type, title,
 // status and the top-level code.
 func TestSDKErrorDetailShapes(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	ct, body := form(t, []byte("not an image"), "x.png", "")
 	for _, ua := range []string{"etchv-go/1.2.0", "etchv-python/1.2.0", "curl/8.5.0"} {
@@ -81,6 +82,7 @@ func TestSDKErrorDetailShapes(t *testing.T) {
 // TestSDKJobHeaders: a job's responses carry the job's request id in X-Request-ID (the SDKs read the job's
 // id from it) and the accelerator also as X-Etchv-Accelerator.
 func TestSDKJobHeaders(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	img := photo(t, 800, 600, 5)
 	r := post(t, f.base+"/watermarks/images/async", f.keyA, "sdk-headers-1", img, `{"a":1}`)
@@ -107,6 +109,7 @@ func TestSDKJobHeaders(t *testing.T) {
 // TestSDKURLEncodedUploadID: Etchv's Python SDK names an upload in an application/x-www-form-urlencoded body;
 // it is marked like the multipart form. A url-encoded form cannot carry a file (415).
 func TestSDKURLEncodedUploadID(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	img := photo(t, 800, 600, 11)
 	u := uploaded(t, f, f.keyA, "image", "p.jpg", img)
@@ -126,6 +129,7 @@ var sdkAssetID = regexp.MustCompile(`^ast_[a-f0-9]{64}$`)
 // listing, download), and the asset routes take it. An asset stored by an earlier version under its 32-digit
 // id answers to both forms and shows the full one.
 func TestSDKAssetIDs(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	e := assetEmbed(t, f, f.keyA, 41, `{"sdk":"ids"}`)
 	if !sdkAssetID.MatchString(e.out) || !sdkAssetID.MatchString(e.src) {
@@ -237,6 +241,7 @@ func bigPNG(t *testing.T, w, h int) []byte {
 // embeds directly, a 41 MB one is 413 file_too_large (the SDKs send those through an upload). A node set to the
 // spec's 20 MB (MaxDirectEmbed) refuses the 39 MB one.
 func TestSDKDirectEmbedUpTo40MB(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	big := bigPNG(t, 2560, 1900)
 	if len(big) < 38_500_000 || len(big) > 39_500_000 {

@@ -35,6 +35,7 @@ func freeAddr(t *testing.T) string {
 // in cluster mode, an empty bucket). The start fails with an error rather than a panic, releases what it had
 // bound, and leaves the development bootstrap unused: the next start creates the development key, which works.
 func TestFailedStartKeepsBootstrap(t *testing.T) {
+	t.Parallel()
 	for _, mode := range []string{"single", "cluster"} {
 		t.Run(mode, func(t *testing.T) {
 			dir := t.TempDir()
@@ -79,6 +80,7 @@ func TestFailedStartKeepsBootstrap(t *testing.T) {
 }
 
 func TestCloseNilNode(t *testing.T) {
+	t.Parallel()
 	var n *node.Node
 	if err := n.Close(context.Background()); err != nil {
 		t.Fatalf("Close on nil = %v", err)
@@ -111,6 +113,7 @@ func getReady(t *testing.T, url string) readiness {
 // check ok; with the storage server frozen (SIGSTOP) it is 503 service_unavailable naming the storage check,
 // within its 2 s budget, while /healthz (liveness) stays 200; with the server back it is 200 again.
 func TestReadiness(t *testing.T) {
+	t.Parallel()
 	srv := s3test.Start(t)
 	clk := clock.NewManual(time.Date(2026, 5, 4, 10, 0, 0, 0, time.UTC))
 	n := startNode(t, t.TempDir(), clk, func(c *node.Config) { c.S3 = s3Config(t, srv) })

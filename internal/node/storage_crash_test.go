@@ -99,6 +99,7 @@ func (p *holdingProxy) hold(on bool) {
 // object (conditional create refused, the object carries this request's id) and records it stored: exactly
 // one object, the result's bytes, the delivery's ETag the object's.
 func TestStorageDeliverySurvivesKill(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("multi-process test")
 	}
@@ -125,10 +126,10 @@ func TestStorageDeliverySurvivesKill(t *testing.T) {
 		Binary: bin, N: 1, Ports: 4,
 		Args: func(i int, ports [][]int) []string {
 			p := ports[i]
-			return []string{"serve", "--data", dir, "--node-name", "solo",
+			return append([]string{"serve", "--data", dir, "--node-name", "solo",
 				"--listen", fmt.Sprintf("127.0.0.1:%d", p[0]), "--upload-listen", fmt.Sprintf("127.0.0.1:%d", p[1]),
 				"--cluster-bind", fmt.Sprintf("127.0.0.1:%d", p[2]), "--remote-port", strconv.Itoa(p[3]),
-				"--workers", "1", "--allow-private-targets", "--log-format", "json", "--log-level", "warn"}
+				"--workers", "1", "--allow-private-targets", "--log-format", "json", "--log-level", "warn"}, quickRecovery...)
 		},
 		Ready: clustertest.ReadyHTTP(0, "/healthz"),
 	})
@@ -182,7 +183,7 @@ func TestStorageDeliverySurvivesKill(t *testing.T) {
 		t.Fatal(err)
 	}
 	var del map[string]any
-	deadline = time.Now().Add(90 * time.Second) // the next sweep (5 s), or the dead node's lease (30 s) first
+	deadline = time.Now().Add(90 * time.Second) // the next sweep (1 s), or the dead node's lease (4 s) first (quickRecovery)
 	for {
 		var got response
 		got, del = jsonObject(t, "GET", base+"/storage/deliveries/"+delivery, secret, nil)

@@ -61,6 +61,7 @@ func readBucketObject(t *testing.T, srv *s3test.Server, bucket, key string) []by
 // bytes as the item's result), through each job's storage delivery; archive with a destination and an
 // unverified destination are refused before a batch exists.
 func TestBatchDeliversToStorageDestination(t *testing.T) {
+	t.Parallel()
 	srv := s3test.Start(t)
 	f := newBatchFixture(t, "scale", 100, func(c *node.Config) { c.AllowPrivateTargets = true })
 	ctx := context.Background()
@@ -154,6 +155,7 @@ func storageEvents(t *testing.T, rc *hookReceiver) []map[string]any {
 // storage.delivery.succeeded. A second result under the same key fails for good with
 // storage.delivery.failed, error_code object_key_conflict.
 func TestStorageFieldsEventsAndLateRetry(t *testing.T) {
+	t.Parallel()
 	srv := s3test.Start(t)
 	ep := newSwitchable(t, srv.Endpoint)
 	f := newFixture(t, func(c *node.Config) { c.AllowPrivateTargets = true })
@@ -342,6 +344,7 @@ func newStorageOrg(t *testing.T) *storageOrg {
 // newest first with a delivery-id cursor; a delivery to a destination deleted before its first attempt fails
 // with storage_destination_not_found.
 func TestStorageManagementHTTP(t *testing.T) {
+	t.Parallel()
 	srv := s3test.Start(t)
 	o := newStorageOrg(t)
 	ctx := context.Background()
@@ -511,6 +514,7 @@ func deliveriesKey(t *testing.T, o *storageOrg, id string) string {
 // own destination, is 409 storage_destination_conflict. A move onto an existing key fails object_key_conflict
 // (a failed event), can be retried by the owner, and keeps the hosted copy.
 func TestMoveEarlierResultToDestination(t *testing.T) {
+	t.Parallel()
 	srv := s3test.Start(t)
 	o := newStorageOrg(t)
 	ctx := context.Background()
@@ -660,6 +664,7 @@ func TestMoveEarlierResultToDestination(t *testing.T) {
 // storage_access_denied (the customer can fix the permission), and once writes are allowed again the next
 // attempt stores the result.
 func TestStorageBucketRefusingWrites(t *testing.T) {
+	t.Parallel()
 	srv := s3test.Start(t)
 	ro := srv.ReadOnlyTwin(t)
 	o := newStorageOrg(t)
@@ -707,6 +712,7 @@ func TestStorageBucketRefusingWrites(t *testing.T) {
 // gone (503 naming the step while the bucket is down); a delivery that is not stored, an object replaced in
 // the bucket since (another ETag) and an object deleted there answer 410 storage_object_unavailable.
 func TestStorageDeliveryContent(t *testing.T) {
+	t.Parallel()
 	srv := s3test.Start(t)
 	ep := newSwitchable(t, srv.Endpoint)
 	o := newStorageOrg(t)
@@ -756,6 +762,7 @@ func TestStorageDeliveryContent(t *testing.T) {
 // (a trial organization's file retention is exactly 30 days); after the last attempt the delivery is failed
 // with storage_unreachable, and the webhook gets one storage.delivery.failed.
 func TestStorageDeliveryGivesUpAfter30Days(t *testing.T) {
+	t.Parallel()
 	srv := s3test.Start(t)
 	ep := newSwitchable(t, srv.Endpoint)
 	f := newFixture(t, func(c *node.Config) { c.AllowPrivateTargets = true })
@@ -819,6 +826,7 @@ func jobstateDeliveryID(requestID string) string { return jobstate.StorageDelive
 // (`credentials` as JSON text, `visibility`, `role_arn`) works; what cannot be served is refused clearly; a
 // PATCH of `{enabled, credentials}` clears the verification, and a disabled destination cannot be named.
 func TestStorageDestinationEtchvShape(t *testing.T) {
+	t.Parallel()
 	srv := s3test.Start(t)
 	o := newStorageOrg(t)
 	bucket := srv.NewBucket(t)

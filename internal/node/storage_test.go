@@ -135,6 +135,7 @@ func waitEffect(t *testing.T, n *node.Node, requestID string) {
 // schedule (manual clock) and lands once it is back, with the storage fields readable; a second result under
 // the same key does not overwrite the first; deleting the asset leaves the customer's object in place.
 func TestStorageDestinationDelivery(t *testing.T) {
+	t.Parallel()
 	srv := s3test.Start(t)
 	bucket := srv.NewBucket(t)
 	ep := newSwitchable(t, srv.Endpoint)
@@ -261,6 +262,7 @@ func TestStorageDestinationDelivery(t *testing.T) {
 // TestStorageDestinationRefusesLoopbackByDefault: without the development option, a destination on a
 // loopback address fails verification at the connect step (SSRF guard) and stays unusable.
 func TestStorageDestinationRefusesLoopbackByDefault(t *testing.T) {
+	t.Parallel()
 	srv := s3test.Start(t)
 	f := newFixture(t)
 	r, dst := jsonObject(t, "POST", f.base+"/storage/destinations", f.keyA, map[string]any{

@@ -65,6 +65,7 @@ func throwawayCA(t *testing.T, dir string) (certFile, keyFile string, client *ht
 // (Etchv's SDKs refuse http:// ones), a file PUT over TLS is received and then marked, and plain HTTP to
 // the TLS port gets no answer.
 func TestTLSListeners(t *testing.T) {
+	t.Parallel()
 	certFile, keyFile, client := throwawayCA(t, t.TempDir())
 	f := newFixture(t, func(c *node.Config) { c.TLSCertFile, c.TLSKeyFile = certFile, keyFile })
 	base := "https://" + f.n.APIAddr()

@@ -57,6 +57,7 @@ func waitPut(t *testing.T, f *fixture, id string, want bool) {
 // TestUploadOnePutAtATime: while one PUT streams its body, a second PUT to the same URL is refused at once
 // with 409 upload_in_use and stores nothing; the first PUT then completes.
 func TestUploadOnePutAtATime(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	body := bytes.Repeat([]byte("0123456789abcdef"), 16<<10) // 256 KiB
 	u := createUpload(t, f, f.dev.Secret, "detect", "x.png", len(body))
@@ -106,6 +107,7 @@ func TestUploadOnePutAtATime(t *testing.T) {
 // TestUploadBrokenPutLeavesNothing: a PUT whose client goes away mid-body leaves no file behind and frees
 // the upload for the next PUT at once.
 func TestUploadBrokenPutLeavesNothing(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	body := bytes.Repeat([]byte{7}, 300<<10)
 	u := createUpload(t, f, f.dev.Secret, "detect", "x.png", len(body))
@@ -126,6 +128,7 @@ func TestUploadBrokenPutLeavesNothing(t *testing.T) {
 
 // TestUploadDeadPutLeaseLapses: a PUT whose node died holds the upload only until its lease runs out.
 func TestUploadDeadPutLeaseLapses(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	body := bytes.Repeat([]byte{9}, 4096)
 	u := createUpload(t, f, f.dev.Secret, "detect", "x.png", len(body))

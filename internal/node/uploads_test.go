@@ -170,6 +170,7 @@ func uploadFiles(t *testing.T, f *fixture) int {
 }
 
 func TestUploadCreate(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	key := f.dev.Secret
 	now := f.clk.Now()
@@ -260,6 +261,7 @@ func TestUploadCreate(t *testing.T) {
 }
 
 func TestUploadPut(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	key := f.dev.Secret
 	img := photo(t, 320, 240, 11)
@@ -289,6 +291,7 @@ func TestUploadPut(t *testing.T) {
 }
 
 func TestUploadSignedURL(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	key := f.dev.Secret
 	body := bytes.Repeat([]byte{7}, 1000)
@@ -333,6 +336,7 @@ func TestUploadSignedURL(t *testing.T) {
 }
 
 func TestUploadWrongSize(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	key := f.dev.Secret
 	body := bytes.Repeat([]byte("abcdefgh"), 4096) // 32 KiB
@@ -361,6 +365,7 @@ func TestUploadWrongSize(t *testing.T) {
 }
 
 func TestUploadEmbedAsyncAndReuse(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	key := f.dev.Secret
 	img := photo(t, 640, 480, 12)
@@ -409,6 +414,7 @@ func TestUploadEmbedAsyncAndReuse(t *testing.T) {
 }
 
 func TestUploadStatesOnUse(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	key := f.dev.Secret
 	img := photo(t, 400, 300, 13)
@@ -455,6 +461,7 @@ func TestUploadStatesOnUse(t *testing.T) {
 }
 
 func TestUploadInsufficientCreditsKeepsUpload(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	img := photo(t, 400, 300, 14)
 	u := uploaded(t, f, f.keyPoor, "image", "p.jpg", img)
@@ -484,6 +491,7 @@ func TestUploadInsufficientCreditsKeepsUpload(t *testing.T) {
 // upload until the test releases its job (its sync wait is far longer than the test), not for a fixed time a
 // loaded machine could spend before the second request is answered.
 func TestUploadInUse(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, func(c *node.Config) { c.SyncWait = 2 * time.Minute })
 	key := f.dev.Secret
 	release := make(chan struct{})
@@ -530,6 +538,7 @@ func TestUploadInUse(t *testing.T) {
 }
 
 func TestUploadExpiryAndSweep(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	key := f.dev.Secret
 	img := photo(t, 640, 480, 16)
@@ -591,6 +600,7 @@ func TestUploadExpiryAndSweep(t *testing.T) {
 }
 
 func TestUploadCORS(t *testing.T) {
+	t.Parallel()
 	const site = "https://app.example.com"
 	f := newFixture(t, func(c *node.Config) { c.WebsiteOrigin = site })
 	key := f.dev.Secret
@@ -632,6 +642,7 @@ func TestUploadCORS(t *testing.T) {
 }
 
 func TestUploadCORSWithoutOrigin(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t) // no website origin configured: no browser may upload
 	u := createUpload(t, f, f.dev.Secret, "detect", "x.png", 10)
 	req, _ := http.NewRequest("OPTIONS", u.Upload.URL, nil)
@@ -649,6 +660,7 @@ func TestUploadCORSWithoutOrigin(t *testing.T) {
 
 // TestUploadURLSurvivesRestart: the signing secret is kept in the data directory.
 func TestUploadURLSurvivesRestart(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	clk := clock.NewManual(time.Date(2026, 5, 4, 10, 0, 0, 0, time.UTC))
 	n := startNode(t, dir, clk)
@@ -670,6 +682,7 @@ func TestUploadURLSurvivesRestart(t *testing.T) {
 // TestUploadSyncDetectTooLargeKeepsUpload: a synchronous detection answers files up to 95 MB; above that it
 // answers 413 and the upload stays usable for the async endpoint.
 func TestUploadSyncDetectTooLargeKeepsUpload(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	key := f.dev.Secret
 	img := photo(t, 320, 240, 17)
@@ -710,6 +723,7 @@ func (zeros) Read(p []byte) (int, error) {
 // TestUploadConcurrentPuts: two PUTs of the same upload race; one is received, the other refused, and one
 // file stays stored.
 func TestUploadConcurrentPuts(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	body := bytes.Repeat([]byte("0123456789abcdef"), 64<<10) // 1 MiB
 	u := createUpload(t, f, f.dev.Secret, "detect", "x.png", len(body))

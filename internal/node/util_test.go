@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -19,6 +20,23 @@ import (
 )
 
 func bufioReader(r io.Reader) *bufio.Reader { return bufio.NewReader(r) }
+
+// quickRecovery are the `filigrane serve` flags of crash tests that kill a node and restart it on its data
+// directory: the restarted node takes the dead one's sweeper lease over after 4 s instead of 30 s, sweeps
+// every second, and retries the jobs the dead one was running once their 6 s lease (instead of 30 s) lapsed,
+// so that what the restarted node repeats (owed deliveries, batch ticks, attempts) happens within seconds.
+// The behaviour under test is the same; only its waits are shorter.
+var quickRecovery = []string{"--sweep-interval", "1s", "--sweeper-lease", "4s", "--job-lease", "6s"}
+
+// TestMain removes what the package's tests share across tests: the filigrane binary the multi-process
+// tests run (buildBinary).
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		_ = os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
 
 // Tests of the API's answers listen in memory (inMemory): no process boundary is under test there. Each
 // in-memory listener gets a host name of its own, which the default HTTP client (and dial) resolve to it.

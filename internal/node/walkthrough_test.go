@@ -32,6 +32,7 @@ func sendTyped(t *testing.T, method, url, key, contentType, body string) respons
 // arrive as application/json, with no type, or with curl's default form type; upload URLs in JSON answers
 // keep their '&' so that they can be copied (no \u0026); other types are still refused.
 func TestREADMEWalkthroughBodies(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	const curlDefault = "application/x-www-form-urlencoded"
 	for _, ct := range []string{"application/json", "", curlDefault} {

@@ -55,6 +55,7 @@ func (h *holdingReceiver) snapshot() ([]http.Header, [][]byte) {
 // signed validly in both schemes, and the delivery log shows it delivered. The receiver sees it twice in
 // all (at least once; the cut attempt was not recorded, so it is repeated, not lost).
 func TestWebhookSurvivesKillMidDelivery(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("multi-process test")
 	}
@@ -82,10 +83,10 @@ func TestWebhookSurvivesKillMidDelivery(t *testing.T) {
 		Binary: bin, N: 1, Ports: 4,
 		Args: func(i int, ports [][]int) []string {
 			p := ports[i]
-			return []string{"serve", "--data", dir, "--node-name", "solo",
+			return append([]string{"serve", "--data", dir, "--node-name", "solo",
 				"--listen", fmt.Sprintf("127.0.0.1:%d", p[0]), "--upload-listen", fmt.Sprintf("127.0.0.1:%d", p[1]),
 				"--cluster-bind", fmt.Sprintf("127.0.0.1:%d", p[2]), "--remote-port", strconv.Itoa(p[3]),
-				"--workers", "1", "--allow-private-targets", "--log-format", "json", "--log-level", "warn"}
+				"--workers", "1", "--allow-private-targets", "--log-format", "json", "--log-level", "warn"}, quickRecovery...)
 		},
 		Ready: clustertest.ReadyHTTP(0, "/healthz"),
 	})
@@ -119,7 +120,7 @@ func TestWebhookSurvivesKillMidDelivery(t *testing.T) {
 	if err := procs.List[0].Restart(rctx); err != nil {
 		t.Fatal(err)
 	}
-	// The restarted node's sweeper takes the lease over once the dead holder's lapses (30 s), then repeats the
+	// The restarted node's sweeper takes the lease over once the dead holder's lapses (4 s: quickRecovery), then repeats the
 	// cut attempt; the delivery log says when it succeeded.
 	var log struct {
 		Data []struct {

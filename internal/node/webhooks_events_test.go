@@ -18,6 +18,7 @@ import (
 // and later sweeps send nothing more. An endpoint whose filter leaves a type out receives nothing and lists
 // nothing.
 func TestJobEventsOncePerJob(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, func(c *node.Config) { c.AllowPrivateTargets = true })
 	all := &hookReceiver{stop: make(chan struct{})}
 	only := &hookReceiver{stop: make(chan struct{})}

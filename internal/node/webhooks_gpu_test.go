@@ -17,6 +17,7 @@ import (
 // accelerator.ready arrives, with ready_at the moment it became ready. A wake call that finds it ready sends
 // its own event at once. Both are listed in the endpoint's delivery log (request_id null).
 func TestAcceleratorReadyAfterStart(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, func(c *node.Config) {
 		c.AllowPrivateTargets = true
 		c.GPUState = gpu.NewTracker(gpu.NewState(true, 30*time.Second))

@@ -47,6 +47,7 @@ func webhookRoleKeys(t *testing.T, f *fixture) (member, adminKey, readOnly, noWe
 // write route and changes nothing; it still reads (webhooks:read). An owner's key with webhooks:read only is
 // refused 403 insufficient_scope on writes; a key without webhooks:read cannot even list. An admin manages.
 func TestWebhookManagementRolesAndScopes(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	member, adminKey, readOnly, noWebhooks := webhookRoleKeys(t, f)
 	owner := f.dev.Secret

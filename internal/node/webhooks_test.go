@@ -66,6 +66,7 @@ func jsonCall(t *testing.T, method, url, key string, body any) response {
 // both schemes, the delivery log shows the three attempts, a manual redelivery sends it once more, and the
 // metrics count the outcomes. Unknown and disabled endpoints are refused before anything is created.
 func TestWebhookDeliveryRetriesUntilSuccess(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, func(c *node.Config) { c.AllowPrivateTargets = true })
 	rc := &hookReceiver{script: []int{500, 0, 200}, stop: make(chan struct{})}
 	srv := httptest.NewServer(rc)
@@ -228,6 +229,7 @@ func TestWebhookDeliveryRetriesUntilSuccess(t *testing.T) {
 // TestWebhookEndpointManagement: ten endpoints per organization, the secret shown only at creation and
 // rotation, unknown fields and bad URLs refused, other organizations see nothing.
 func TestWebhookEndpointManagement(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	var first map[string]any
 	for i := range 10 {

@@ -14,6 +14,7 @@ import (
 // TestNodeAdvertisesFreeSlots: a worker node gossips its free slots per CPU work class in its member metadata
 // (a pool per class: --workers for cpu, half of it for cpu-long); an edge-only node advertises none.
 func TestNodeAdvertisesFreeSlots(t *testing.T) {
+	t.Parallel()
 	clk := clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	n := startNode(t, t.TempDir(), clk, func(c *node.Config) { c.Workers = 4 })
 	t.Cleanup(func() { n.Close(t.Context()) })
@@ -51,6 +52,7 @@ func TestNodeAdvertisesFreeSlots(t *testing.T) {
 // TestNodeRoles: which roles host actors and which work classes they run; an api node (actors, no work)
 // advertises no class and its edge claims no job itself.
 func TestNodeRoles(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		roles   []cluster.Role
 		actors  bool
