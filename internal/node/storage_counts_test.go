@@ -50,6 +50,7 @@ func counter(t *testing.T, reg *prometheus.Registry, name string, labels ...stri
 // written and read back at least one PUT and one GET), and in single-node mode counts the calls on Pebble; counting
 // counts each call under its key's first segment, and changes no result (a create-only write of an existing key still fails with a version mismatch).
 func TestStorageOperationsCounted(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	srv := s3test.Start(t)
 	reg := prometheus.NewRegistry()
