@@ -351,6 +351,21 @@ func (c *Console) joinExisting(ctx *fasthttp.RequestCtx, c2 context.Context, inv
 		return
 	}
 	if _, err := c.cfg.Accounts.AddMembership(c2, u.ID, accounts.Membership{OrgID: inv.OrgID, MemberID: memberID}); err != nil {
+		// The account took another organization meanwhile (a race with CheckJoin): the member just added
+		// is marked removed again, so the organization does not count someone who cannot reach it.
+		if errors.Is(err, accounts.ErrTooManyOrgs) {
+			if _, uerr := c.cfg.Orgs.Update(c2, inv.OrgID, func(st *actors.OrgState) error {
+				for i := range st.Members {
+					if st.Members[i].ID == memberID && st.Members[i].RemovedAt == nil {
+						now := c.cfg.Clock.Now()
+						st.Members[i].RemovedAt = &now
+					}
+				}
+				return nil
+			}); uerr != nil {
+				c.cfg.Logger.Error().Err(uerr).Str("org", inv.OrgID).Msg("console: undo a member whose account is full")
+			}
+		}
 		if !c.joinAllowed(ctx, err) {
 			return
 		}
