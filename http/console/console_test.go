@@ -2,6 +2,7 @@ package console_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -652,5 +653,27 @@ func TestInviteExistingAccount(t *testing.T) {
 	}
 	if r := eve.do("GET", "/console/members", nil, nil); !strings.Contains(r.body, ">Studio</a> (member)") {
 		t.Fatalf("Eve's members page: %d", r.status)
+	}
+
+	// At 20 organizations Eve cannot join a 21st: 409, and the link stays unused.
+	eveTok := csrfField.FindStringSubmatch(eve.do("GET", "/console/orgs", nil, nil).body)[1]
+	for i := 3; i <= accounts.MaxMemberships; i++ {
+		if r := eve.do("POST", "/console/orgs", url.Values{"csrf": {eveTok}, "name": {fmt.Sprintf("Eve %d", i)}}, nil); r.status != 303 {
+			t.Fatalf("Eve creates organization %d: %d", i, r.status)
+		}
+	}
+	if r := owner.do("POST", "/console/orgs", url.Values{"csrf": {tok}, "name": {"Third"}}, nil); r.status != 303 {
+		t.Fatalf("create Third: %d", r.status)
+	}
+	thirdLink := invite("eve@example.com", "member")
+	pre = csrfField.FindStringSubmatch(eve.do("GET", thirdLink, nil, nil).body)
+	if r := eve.do("POST", thirdLink, url.Values{"csrf": {pre[1]}}, nil); r.status != 409 || !strings.Contains(r.body, "20 organizations") {
+		t.Fatalf("Eve joins a 21st organization: %d", r.status)
+	}
+	if r := eve.do("GET", thirdLink, nil, nil); r.status != 200 {
+		t.Fatalf("the refused link afterwards: %d", r.status)
+	}
+	if r := owner.do("GET", "/console/members", nil, nil); strings.Contains(r.body, "eve@example.com") {
+		t.Fatal("Third lists Eve")
 	}
 }
