@@ -2,6 +2,7 @@ package console_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -530,5 +531,149 @@ func TestCreateAndSwitchOrganization(t *testing.T) {
 	}
 	if r := c.do("GET", "/console/orgs", nil, nil); r.status != 200 || strings.Contains(r.body, ">Development<") || !strings.Contains(r.body, ">Second Studio</a> (owner)") {
 		t.Fatalf("after leaving: %d", r.status)
+	}
+}
+
+// TestInviteExistingAccount: a person who already has an account is invited into another organization. Ada,
+// signed out, opens the link, signs in with her password and is a member of both organizations, working in the
+// new one, where her new key acts with the invited role at once. Eve, signed in as herself, cannot use Ada's
+// link, and joins with her own link by its button alone. A used link answers 410.
+func TestInviteExistingAccount(t *testing.T) {
+	n := startNode(t, clock.NewManual(time.Now()), nil)
+	ctx := context.Background()
+	adm := admin.Admin{Store: n.Store(), Clock: clock.System{}, Catalog: actors.DefaultCatalog(), PasswordCost: cheapHash}
+	dev := n.DevOrg.OrgID
+	for _, p := range []struct{ name, email, pw string }{{"Ada", "ada@example.com", "ada's long password"}, {"Eve", "eve@example.com", "eve's long password"}} {
+		id, err := adm.AddMember(ctx, dev, p.name, actors.RoleMember)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := adm.CreateUser(ctx, dev, id, p.email, p.pw); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// The owner creates Studio (the session switches to it) and invites Ada as admin, Eve as member.
+	owner := &client{t: t, base: "http://" + n.APIAddr(), cookies: map[string]string{}}
+	if r := owner.signIn(n.DevOrg.ConsoleEmail, n.DevOrg.ConsolePassword); r.status != 303 {
+		t.Fatalf("sign in: %d", r.status)
+	}
+	tok := csrfField.FindStringSubmatch(owner.do("GET", "/console/orgs", nil, nil).body)[1]
+	if r := owner.do("POST", "/console/orgs", url.Values{"csrf": {tok}, "name": {"Studio"}}, nil); r.status != 303 {
+		t.Fatalf("create Studio: %d", r.status)
+	}
+	linkRE := regexp.MustCompile(`value="http://[^/]+(/console/invite/[A-Za-z0-9_-]{43})"`)
+	invite := func(email, role string) string {
+		t.Helper()
+		r := owner.do("POST", "/console/members/invite", url.Values{"csrf": {tok}, "email": {email}, "role": {role}}, nil)
+		link := linkRE.FindStringSubmatch(r.body)
+		if r.status != 201 || link == nil {
+			t.Fatalf("invite %s: %d", email, r.status)
+		}
+		return link[1]
+	}
+	adaLink, eveLink := invite("Ada@Example.com", "admin"), invite("eve@example.com", "member")
+	// Studio's actor is running (its owner's key used) before Ada joins, so "at once" below needs the refresh.
+	r := owner.do("POST", "/console/keys", url.Values{"csrf": {tok}, "name": {"owner"}, "scope": {"assets:read"}, "expires": {"30d"}}, nil)
+	ownerKey := regexp.MustCompile(`value="(fgk_[^"]+)"`).FindStringSubmatch(r.body)
+	if r.status != 201 || ownerKey == nil {
+		t.Fatalf("the owner creates a key in Studio: %d", r.status)
+	}
+	if st, body := apiStatus(t, n, "GET", "/assets", ownerKey[1]); st != 200 {
+		t.Fatalf("the owner's Studio key: %d %s", st, body)
+	}
+	if r := owner.do("POST", "/console/members/invite", url.Values{"csrf": {tok}, "email": {n.DevOrg.ConsoleEmail}, "role": {"member"}}, nil); r.status != 409 || !strings.Contains(r.body, "a member of the organization already") {
+		t.Fatalf("inviting a member of Studio: %d", r.status)
+	}
+
+	// Eve, signed in as herself, cannot use Ada's link: neither the page nor a posted form (the link stays usable).
+	eve := &client{t: t, base: owner.base, cookies: map[string]string{}}
+	if r := eve.signIn("eve@example.com", "eve's long password"); r.status != 303 {
+		t.Fatalf("Eve signs in: %d", r.status)
+	}
+	if r := eve.do("GET", adaLink, nil, nil); r.status != 403 || !strings.Contains(r.body, "signed in as eve@example.com") || !strings.Contains(r.body, "for ada@example.com") {
+		t.Fatalf("Eve opens Ada's link: %d", r.status)
+	}
+	eve.cookies["filigrane_signin"] = "eve-double-submit-token"
+	if r := eve.do("POST", adaLink, url.Values{"csrf": {"eve-double-submit-token"}, "password": {"eve's long password"}}, nil); r.status != 403 {
+		t.Fatalf("Eve posts Ada's link: %d", r.status)
+	}
+
+	// Ada, signed out, is asked for her password (not a new one); a wrong one is refused.
+	ada := &client{t: t, base: owner.base, cookies: map[string]string{}}
+	page := ada.do("GET", adaLink, nil, nil)
+	pre := csrfField.FindStringSubmatch(page.body)
+	if page.status != 200 || pre == nil || !strings.Contains(page.body, "sign in with its password") || strings.Contains(page.body, `name="confirm"`) ||
+		!strings.Contains(page.body, "<strong>Studio</strong> as <strong>admin</strong>") {
+		t.Fatalf("Ada's invitation page: %d", page.status)
+	}
+	if r := ada.do("POST", adaLink, url.Values{"csrf": {pre[1]}, "password": {"not ada's password"}}, nil); r.status != 401 || ada.cookies["filigrane_session"] != "" {
+		t.Fatalf("wrong password: %d", r.status)
+	}
+	pre = csrfField.FindStringSubmatch(ada.do("GET", adaLink, nil, nil).body)
+	if r := ada.do("POST", adaLink, url.Values{"csrf": {pre[1]}, "password": {"ada's long password"}}, nil); r.status != 303 || r.header.Get("Location") != "/console/usage" || ada.cookies["filigrane_session"] == "" {
+		t.Fatalf("Ada accepts: %d", r.status)
+	}
+	// Member of both, working in Studio as admin.
+	orgs := ada.do("GET", "/console/orgs", nil, nil)
+	if !strings.Contains(orgs.body, ">Studio</a> (admin)") || !strings.Contains(orgs.body, "<td>Development") || !strings.Contains(orgs.body, "<td>Studio") {
+		t.Fatalf("Ada's organizations: %d", orgs.status)
+	}
+	// Her key of Studio acts as an admin at once: deleting a missing asset gets as far as "no such asset".
+	adaTok := csrfField.FindStringSubmatch(ada.do("GET", "/console/keys", nil, nil).body)[1]
+	r = ada.do("POST", "/console/keys", url.Values{"csrf": {adaTok}, "name": {"studio"}, "scope": {"assets:read", "assets:delete"}, "expires": {"30d"}}, nil)
+	secret := regexp.MustCompile(`value="(fgk_[^"]+)"`).FindStringSubmatch(r.body)
+	if r.status != 201 || secret == nil {
+		t.Fatalf("Ada creates a key in Studio: %d", r.status)
+	}
+	if st, body := apiStatus(t, n, "DELETE", "/assets/ast_00000000000000000000000000000000", secret[1]); st != 404 || !strings.Contains(body, "asset_not_found") {
+		t.Fatalf("Ada's Studio key: %d %s", st, body)
+	}
+	if r := owner.do("GET", "/console/members", nil, nil); !strings.Contains(r.body, "ada@example.com") {
+		t.Fatal("Studio's members do not list Ada")
+	}
+
+	// The link worked once.
+	if r := (&client{t: t, base: owner.base, cookies: map[string]string{}}).do("GET", adaLink, nil, nil); r.status != 410 {
+		t.Fatalf("second use of Ada's link: %d", r.status)
+	}
+	ada.cookies["filigrane_signin"] = "ada-double-submit-token"
+	if r := ada.do("POST", adaLink, url.Values{"csrf": {"ada-double-submit-token"}}, nil); r.status != 410 {
+		t.Fatalf("Ada posts her used link: %d", r.status)
+	}
+
+	// Eve, signed in as herself, joins with her own link by its button; her session moves to Studio.
+	page = eve.do("GET", eveLink, nil, nil)
+	pre = csrfField.FindStringSubmatch(page.body)
+	if page.status != 200 || pre == nil || !strings.Contains(page.body, "You are signed in with this email") || strings.Contains(page.body, `name="password"`) {
+		t.Fatalf("Eve's invitation page: %d", page.status)
+	}
+	if r := eve.do("POST", eveLink, url.Values{"csrf": {pre[1]}}, nil); r.status != 303 {
+		t.Fatalf("Eve accepts: %d", r.status)
+	}
+	if r := eve.do("GET", "/console/members", nil, nil); !strings.Contains(r.body, ">Studio</a> (member)") {
+		t.Fatalf("Eve's members page: %d", r.status)
+	}
+
+	// At 20 organizations Eve cannot join a 21st: 409, and the link stays unused.
+	eveTok := csrfField.FindStringSubmatch(eve.do("GET", "/console/orgs", nil, nil).body)[1]
+	for i := 3; i <= accounts.MaxMemberships; i++ {
+		if r := eve.do("POST", "/console/orgs", url.Values{"csrf": {eveTok}, "name": {fmt.Sprintf("Eve %d", i)}}, nil); r.status != 303 {
+			t.Fatalf("Eve creates organization %d: %d", i, r.status)
+		}
+	}
+	if r := owner.do("POST", "/console/orgs", url.Values{"csrf": {tok}, "name": {"Third"}}, nil); r.status != 303 {
+		t.Fatalf("create Third: %d", r.status)
+	}
+	thirdLink := invite("eve@example.com", "member")
+	pre = csrfField.FindStringSubmatch(eve.do("GET", thirdLink, nil, nil).body)
+	if r := eve.do("POST", thirdLink, url.Values{"csrf": {pre[1]}}, nil); r.status != 409 || !strings.Contains(r.body, "20 organizations") {
+		t.Fatalf("Eve joins a 21st organization: %d", r.status)
+	}
+	if r := eve.do("GET", thirdLink, nil, nil); r.status != 200 {
+		t.Fatalf("the refused link afterwards: %d", r.status)
+	}
+	if r := owner.do("GET", "/console/members", nil, nil); strings.Contains(r.body, "eve@example.com") {
+		t.Fatal("Third lists Eve")
 	}
 }

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sort"
@@ -68,13 +69,28 @@ func (c *Console) invite(r *request) {
 		c.membersPage(r, "Choose a role you may grant.", 422, "")
 		return
 	}
-	token, _, err := c.cfg.Accounts.CreateInvite(r.c, r.orgID, form.Get("email"), string(role), r.user.ID)
+	email, err := accounts.NormaliseEmail(form.Get("email"))
+	if err != nil {
+		c.membersPage(r, "That is not an email address.", 422, "")
+		return
+	}
+	// A person who has an account already may be invited too (they accept by signing in), unless they are
+	// a member here already.
+	existing, err := c.cfg.Accounts.ByEmail(r.c, email)
+	switch {
+	case err == nil:
+		if accounts.CheckInviteExisting(existing, r.orgID, r.org.Members) != nil {
+			c.membersPage(r, "This person is a member of the organization already.", 409, "")
+			return
+		}
+	case !errors.Is(err, accounts.ErrNotFound):
+		c.unavailablePage(r.ctx, err)
+		return
+	}
+	token, _, err := c.cfg.Accounts.CreateInvite(r.c, r.orgID, email, string(role), r.user.ID)
 	switch {
 	case errors.Is(err, accounts.ErrBadEmail):
 		c.membersPage(r, "That is not an email address.", 422, "")
-		return
-	case errors.Is(err, accounts.ErrEmailTaken):
-		c.membersPage(r, "Someone with this email has an account already.", 409, "")
 		return
 	case err != nil:
 		c.cfg.Logger.Error().Err(err).Msg("console: invite")
@@ -90,6 +106,30 @@ func (c *Console) invite(r *request) {
 
 type inviteData struct {
 	Token, OrgName, Role, Email string
+	// Existing: the email has an account, so the page asks for its password (not a new one); SignedIn: the
+	// browser's session is that account's, so joining needs only the button.
+	Existing, SignedIn bool
+}
+
+// inviteeSession returns the browser's session and its user, if it presents a live one.
+func (c *Console) inviteeSession(ctx *fasthttp.RequestCtx, c2 context.Context) (string, *accounts.User, error) {
+	secret := string(ctx.Request.Header.Cookie(sessionCookie))
+	if secret == "" {
+		return "", nil, nil
+	}
+	_, u, err := c.cfg.Accounts.Session(c2, secret)
+	if errors.Is(err, accounts.ErrNoSession) {
+		return "", nil, nil
+	}
+	if err != nil {
+		return "", nil, err
+	}
+	return secret, u, nil
+}
+
+// wrongAccount answers a browser signed in as someone other than the invited email.
+func (c *Console) wrongAccount(ctx *fasthttp.RequestCtx, u *accounts.User, inv *accounts.Invite) {
+	c.errorPage(ctx, 403, fmt.Sprintf("You are signed in as %s, but this invitation is for %s. Sign out, then open the link again.", u.Email, inv.Email))
 }
 
 // invitePage and acceptInvite serve the invitation link: no session yet, so the form carries a pre-session
@@ -116,6 +156,15 @@ func (c *Console) inviteRoute(ctx *fasthttp.RequestCtx, token string) {
 		c.errorPage(ctx, 503, "The invitation could not be read. Try again in a moment.")
 		return
 	}
+	secret, u, err := c.inviteeSession(ctx, c2)
+	if err != nil {
+		c.unavailablePage(ctx, err)
+		return
+	}
+	if secret != "" && u.Email != inv.Email {
+		c.wrongAccount(ctx, u, inv)
+		return
+	}
 	c.renderInvite(ctx, inv, token, "", 200)
 }
 
@@ -126,10 +175,16 @@ func (c *Console) renderInvite(ctx *fasthttp.RequestCtx, inv *accounts.Invite, t
 	if org, _, err := c.cfg.Orgs.Load(c2, inv.OrgID); err == nil {
 		name = org.Name
 	}
+	data := inviteData{Token: token, OrgName: name, Role: inv.Role, Email: inv.Email}
+	if _, err := c.cfg.Accounts.ByEmail(c2, inv.Email); err == nil {
+		data.Existing = true
+		if secret, u, err := c.inviteeSession(ctx, c2); err == nil && secret != "" && u.Email == inv.Email {
+			data.SignedIn = true
+		}
+	}
 	pre := randomToken()
 	c.setCookie(ctx, preSessionCookie, pre, 30*time.Minute)
-	c.renderPage(ctx, "invite", status, view{Title: "Join " + name, CSRF: pre, Error: msg,
-		Data: inviteData{Token: token, OrgName: name, Role: inv.Role, Email: inv.Email}})
+	c.renderPage(ctx, "invite", status, view{Title: "Join " + name, CSRF: pre, Error: msg, Data: data})
 }
 
 func (c *Console) acceptInvite(ctx *fasthttp.RequestCtx, token string) {
@@ -159,6 +214,14 @@ func (c *Console) acceptInvite(ctx *fasthttp.RequestCtx, token string) {
 		return
 	}
 	if err != nil {
+		c.unavailablePage(ctx, err)
+		return
+	}
+	switch u, err := c.cfg.Accounts.ByEmail(c2, inv.Email); {
+	case err == nil:
+		c.joinExisting(ctx, c2, inv, token, form.Get("password"), u)
+		return
+	case !errors.Is(err, accounts.ErrNotFound):
 		c.unavailablePage(ctx, err)
 		return
 	}
@@ -212,6 +275,127 @@ func (c *Console) acceptInvite(ctx *fasthttp.RequestCtx, token string) {
 	c.clearCookie(ctx, preSessionCookie)
 	c.setCookie(ctx, sessionCookie, secret, 0)
 	redirect(ctx, Prefix+"/usage")
+}
+
+// joinExisting accepts an invitation for an email that has an account: the browser's session if it is that
+// account's, else a sign-in with the account's password (a session of another email is refused: the link is
+// not theirs). Then, in this order: the rules (CheckJoin: not a member already, at most MaxMemberships), the
+// claim (one use), the member in the organization's record, the membership in the account, the
+// organization's actor told (so the member's keys work at once), and the session switched to the
+// organization.
+func (c *Console) joinExisting(ctx *fasthttp.RequestCtx, c2 context.Context, inv *accounts.Invite, token, pw string, u *accounts.User) {
+	secret, su, err := c.inviteeSession(ctx, c2)
+	if err != nil {
+		c.unavailablePage(ctx, err)
+		return
+	}
+	switch {
+	case secret != "" && su.Email != inv.Email:
+		c.wrongAccount(ctx, su, inv)
+		return
+	case secret != "":
+		u = su
+	default:
+		var locked *accounts.LockedError
+		secret, _, u, err = c.cfg.Accounts.SignIn(c2, inv.Email, pw)
+		switch {
+		case errors.As(err, &locked):
+			wait := int(locked.Until.Sub(c.cfg.Clock.Now()).Seconds() + 0.999)
+			ctx.Response.Header.Set("Retry-After", strconv.Itoa(max(wait, 1)))
+			c.renderInvite(ctx, inv, token, fmt.Sprintf("This account is locked after repeated failed sign-ins. Try again in %d minutes.", (wait+59)/60), 429)
+			return
+		case errors.Is(err, accounts.ErrBadCredentials):
+			c.renderInvite(ctx, inv, token, "Wrong password.", 401)
+			return
+		case err != nil:
+			c.unavailablePage(ctx, err)
+			return
+		}
+		// Signed in from here on, whatever happens to the invitation.
+		c.setCookie(ctx, sessionCookie, secret, 0)
+	}
+	org, _, err := c.cfg.Orgs.Load(c2, inv.OrgID)
+	if err != nil {
+		c.unavailablePage(ctx, err)
+		return
+	}
+	if !c.joinAllowed(ctx, accounts.CheckJoin(inv, u, org.Members)) {
+		return
+	}
+	inv, err = c.cfg.Accounts.ClaimInvite(c2, token)
+	if errors.Is(err, accounts.ErrNoInvite) {
+		c.errorPage(ctx, 410, "This invitation link was used already, or it expired. Ask for a new one.")
+		return
+	}
+	if err != nil {
+		c.unavailablePage(ctx, err)
+		return
+	}
+	role, err := actors.ParseRole(inv.Role)
+	if err != nil {
+		c.unavailablePage(ctx, err)
+		return
+	}
+	memberID := actors.NewMemberID()
+	if _, err := c.cfg.Orgs.Update(c2, inv.OrgID, func(st *actors.OrgState) error {
+		// Again inside the compare-and-set: two links for the same person cannot make two members.
+		if err := accounts.CheckInviteExisting(u, inv.OrgID, st.Members); err != nil {
+			return err
+		}
+		return st.AddMember(memberID, inv.Email, role, c.cfg.Clock.Now())
+	}); err != nil {
+		if !c.joinAllowed(ctx, err) {
+			return
+		}
+		c.unavailablePage(ctx, err)
+		return
+	}
+	if _, err := c.cfg.Accounts.AddMembership(c2, u.ID, accounts.Membership{OrgID: inv.OrgID, MemberID: memberID}); err != nil {
+		// The account took another organization meanwhile (a race with CheckJoin): the member just added
+		// is marked removed again, so the organization does not count someone who cannot reach it.
+		if errors.Is(err, accounts.ErrTooManyOrgs) {
+			if _, uerr := c.cfg.Orgs.Update(c2, inv.OrgID, func(st *actors.OrgState) error {
+				for i := range st.Members {
+					if st.Members[i].ID == memberID && st.Members[i].RemovedAt == nil {
+						now := c.cfg.Clock.Now()
+						st.Members[i].RemovedAt = &now
+					}
+				}
+				return nil
+			}); uerr != nil {
+				c.cfg.Logger.Error().Err(uerr).Str("org", inv.OrgID).Msg("console: undo a member whose account is full")
+			}
+		}
+		if !c.joinAllowed(ctx, err) {
+			return
+		}
+		c.unavailablePage(ctx, err)
+		return
+	}
+	if err := c.cfg.OrgCalls.Refresh(c2, inv.OrgID); err != nil {
+		c.cfg.Logger.Warn().Err(err).Str("org", inv.OrgID).Msg("console: refresh the organization's actor")
+	}
+	if _, err := c.cfg.Accounts.SwitchOrg(c2, secret, inv.OrgID); err != nil {
+		c.unavailablePage(ctx, err)
+		return
+	}
+	c.clearCookie(ctx, preSessionCookie)
+	redirect(ctx, Prefix+"/usage")
+}
+
+// joinAllowed answers a refusal of CheckJoin (and reports false), or reports true for nil and other errors.
+func (c *Console) joinAllowed(ctx *fasthttp.RequestCtx, err error) bool {
+	switch {
+	case errors.Is(err, accounts.ErrAlreadyMember):
+		c.errorPage(ctx, 409, "You are a member of this organization already.")
+	case errors.Is(err, accounts.ErrTooManyOrgs):
+		c.errorPage(ctx, 409, fmt.Sprintf("You belong to %d organizations, the most one person may. Leave one, then open the link again.", accounts.MaxMemberships))
+	case errors.Is(err, accounts.ErrWrongAccount):
+		c.errorPage(ctx, 403, "This invitation is for another email.")
+	default:
+		return true
+	}
+	return false
 }
 
 func (c *Console) unavailablePage(ctx *fasthttp.RequestCtx, err error) {

@@ -560,15 +560,11 @@ func inviteKey(token string) []byte {
 }
 
 // CreateInvite stores an invitation for email to join orgID as role and returns its one-time token. The
-// caller checks that the inviter may grant role. An email that already has a user is refused.
+// caller checks that the inviter may grant role, and that a person who already has an account is not an active
+// member of orgID (CheckInviteExisting); such a person accepts it by signing in (CheckJoin).
 func (a *Accounts) CreateInvite(ctx context.Context, orgID, email, role, invitedBy string) (string, *Invite, error) {
 	e, err := NormaliseEmail(email)
 	if err != nil {
-		return "", nil, err
-	}
-	if _, err := a.ByEmail(ctx, e); err == nil {
-		return "", nil, ErrEmailTaken
-	} else if !errors.Is(err, ErrNotFound) {
 		return "", nil, err
 	}
 	now := a.Clock.Now()

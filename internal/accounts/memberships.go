@@ -59,7 +59,8 @@ func (s *Session) Active(u *User) Membership {
 }
 
 // AddMembership records that the user is member memberID of orgID (after the organization record says so).
-// Adding a membership the user has is a no-op; past MaxMemberships: ErrTooManyOrgs.
+// Adding a membership the user has is a no-op; a membership of orgID under another member id (the person was
+// removed and invited again) is replaced; past MaxMemberships: ErrTooManyOrgs.
 func (a *Accounts) AddMembership(ctx context.Context, userID string, m Membership) (*User, error) {
 	if m.OrgID == "" || m.MemberID == "" {
 		return nil, errors.New("accounts: a membership needs an organization and a member")
@@ -67,7 +68,10 @@ func (a *Accounts) AddMembership(ctx context.Context, userID string, m Membershi
 	var tooMany bool
 	u, err := a.update(ctx, userID, func(u *User) {
 		tooMany = false
-		if _, ok := u.In(m.OrgID); ok {
+		if cur, ok := u.In(m.OrgID); ok {
+			if cur.MemberID != m.MemberID {
+				replaceMembership(u, m)
+			}
 			return
 		}
 		if len(u.All()) >= MaxMemberships {
@@ -119,4 +123,18 @@ func (a *Accounts) SwitchOrg(ctx context.Context, secret, orgID string) (*Sessio
 		return nil, fmt.Errorf("switch organization: %w", err)
 	}
 	return next, nil
+}
+
+// replaceMembership makes m the user's membership of m.OrgID.
+func replaceMembership(u *User, m Membership) {
+	if u.OrgID == m.OrgID {
+		u.MemberID = m.MemberID
+	}
+	ms := append([]Membership(nil), u.Memberships...)
+	for i := range ms {
+		if ms[i].OrgID == m.OrgID {
+			ms[i].MemberID = m.MemberID
+		}
+	}
+	u.Memberships = ms
 }

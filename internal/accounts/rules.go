@@ -27,7 +27,37 @@ var (
 	ErrLastOwner     = errors.New("accounts: an organization keeps at least one owner")
 	ErrNoSuchMember  = errors.New("accounts: no such member in the organization")
 	ErrBadOrgName    = errors.New("accounts: an organization name has 1 to 100 characters, no control characters")
+	ErrAlreadyMember = errors.New("accounts: the person is a member of the organization already")
+	ErrWrongAccount  = errors.New("accounts: the invitation is for another email")
 )
+
+// CheckInviteExisting says whether a person who already has account u may be invited into the organization
+// whose members are members: not when they are an active member there already.
+func CheckInviteExisting(u *User, orgID string, members []actors.Member) error {
+	if m, ok := u.In(orgID); ok {
+		if _, ok := active(members, m.MemberID); ok {
+			return ErrAlreadyMember
+		}
+	}
+	return nil
+}
+
+// CheckJoin says whether account u (signed in, or having just signed in) may accept invitation inv into the
+// organization whose members are members: the invitation must be for u's email (someone signed in as another
+// email cannot use the link), u must not be an active member there already, and u must stay within
+// MaxMemberships (a membership of the organization from which u was removed is replaced, not added).
+func CheckJoin(inv *Invite, u *User, members []actors.Member) error {
+	if u.Email != inv.Email {
+		return ErrWrongAccount
+	}
+	if err := CheckInviteExisting(u, inv.OrgID, members); err != nil {
+		return err
+	}
+	if _, ok := u.In(inv.OrgID); ok {
+		return nil
+	}
+	return u.CanAddMembership()
+}
 
 // MaxOrgNameLen bounds an organization's name, in characters.
 const MaxOrgNameLen = 100

@@ -221,3 +221,61 @@ func TestOwnersDemotingEachOtherAtOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestJoinRules: who may accept an invitation with an account they already have.
+func TestJoinRules(t *testing.T) {
+	ada := &User{ID: "usr_ada", Email: "ada@example.com", OrgID: "org_home", MemberID: "h1"}
+	inv := &Invite{OrgID: "org_1", Email: "ada@example.com", Role: "member"}
+	full := &User{ID: "usr_full", Email: "ada@example.com", OrgID: "org_home", MemberID: "h1"}
+	for i := 1; i < MaxMemberships; i++ {
+		full.Memberships = append(full.Memberships, Membership{OrgID: fmt.Sprintf("org_x%d", i), MemberID: "x"})
+	}
+	nearlyFull := &User{ID: "usr_nf", Email: "ada@example.com", OrgID: "org_home", MemberID: "h1", Memberships: full.Memberships[1:]}
+	// Removed from org_1 once (member x1, removed), then invited again.
+	removed := &User{ID: "usr_r", Email: "ada@example.com", OrgID: "org_home", MemberID: "h1",
+		Memberships: append(append([]Membership(nil), full.Memberships[1:]...), Membership{OrgID: "org_1", MemberID: "x1"})}
+	inOrg := &User{ID: "usr_in", Email: "ada@example.com", OrgID: "org_1", MemberID: "m1"}
+	for _, tc := range []struct {
+		name    string
+		u       *User
+		members []actors.Member
+		want    error
+	}{
+		{"a person of another organization joins", ada, []actors.Member{owner1}, nil},
+		{"another email cannot use the link", &User{ID: "usr_eve", Email: "eve@example.com", OrgID: "org_home", MemberID: "h1"}, []actors.Member{owner1}, ErrWrongAccount},
+		{"an active member already", inOrg, []actors.Member{owner1, member1}, ErrAlreadyMember},
+		{"twenty organizations already", full, []actors.Member{owner1}, ErrTooManyOrgs},
+		{"nineteen organizations: one more", nearlyFull, []actors.Member{owner1}, nil},
+		{"removed once, invited again (replaces, even at twenty)", removed, []actors.Member{owner1, exOwner}, nil},
+	} {
+		if err := CheckJoin(inv, tc.u, tc.members); !errors.Is(err, tc.want) {
+			t.Errorf("%s: got %v, want %v", tc.name, err, tc.want)
+		}
+	}
+	if err := CheckInviteExisting(inOrg, "org_1", []actors.Member{owner1, member1}); !errors.Is(err, ErrAlreadyMember) {
+		t.Errorf("invite an active member: %v", err)
+	}
+	if err := CheckInviteExisting(ada, "org_1", []actors.Member{owner1}); err != nil {
+		t.Errorf("invite a person of another organization: %v", err)
+	}
+}
+
+// TestAddMembershipReplacesRemoved: a person removed from an organization and invited again gets the new
+// member id there, not a second membership.
+func TestAddMembershipReplacesRemoved(t *testing.T) {
+	ctx := context.Background()
+	a, _ := newTestAccounts(t)
+	u, err := a.CreateUser(ctx, "ada@example.com", pw, "org_home", "h1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u, err = a.AddMembership(ctx, u.ID, Membership{OrgID: "org_1", MemberID: "x1"}); err != nil {
+		t.Fatal(err)
+	}
+	if u, err = a.AddMembership(ctx, u.ID, Membership{OrgID: "org_1", MemberID: "m2"}); err != nil {
+		t.Fatal(err)
+	}
+	if m, _ := u.In("org_1"); m.MemberID != "m2" || len(u.All()) != 2 {
+		t.Fatalf("memberships after the second invitation: %+v", u.All())
+	}
+}
