@@ -6,9 +6,10 @@ package codec
 const (
 	minDetectSide     = 64
 	detectMaxPixels   = 48 << 20 // larger images are box-reduced before analysis (bounded memory)
-	maxDecodeAttempts = 9
-	// latticeHypotheses is what is left after the nominal, downscaled, coarse and combined fine+coarse attempts.
-	latticeHypotheses = maxDecodeAttempts - 4
+	maxDecodeAttempts = 11
+	// latticeHypotheses is what is left after the nominal, downscaled, coarse and combined fine+coarse attempts
+	// and the coarse and combined attempts at the best lattice geometry.
+	latticeHypotheses = maxDecodeAttempts - 6
 	// pilotGate is the pilot z-score below which a hypothesis is dropped before refinement and decoding. The best
 	// of the 8×16384 orientations and offsets of an unmarked image rarely exceeds 5; a mark with a pilot this weak
 	// has a raw coded-bit error rate near 30%, beyond the code.
@@ -158,9 +159,38 @@ func (c *Codec) searchAttempts(w, h int, s sampler, pyramidOf func() pyramid) at
 	if sh := min(w, h); sh < 1024 {
 		expected = append(expected, float64(sh)/512)
 	}
+	// The lattice candidate whose pilot was strongest without decoding: the coarse layer at four times its
+	// waxel is tried next (the rescaled-and-cropped flat artwork of a screenshot, where JPEG left too little of
+	// the fine layer but the lattice search found its geometry from it; the coarse period, four tiles, is beyond
+	// the lattice search's lags).
+	var fine attempt
+	var fineMap affine
 	for _, a := range latticeCandidates(pyramidOf(), latticeHypotheses, expected) {
-		if try(a) {
-			break
+		at := c.tryGeometry(s, a)
+		if keep(at) {
+			return best
+		}
+		if at.valid && (!fine.valid || at.pilotZ > fine.pilotZ) {
+			fine, fineMap = at, a
+		}
+	}
+	if fine.valid {
+		cm := fineMap
+		for i := range cm.m {
+			cm.m[i] *= coarseFactor
+		}
+		// Same anchor: the embedder's coarse grid is its fine grid with waxel coordinates scaled by the factor;
+		// the pilot search finds the coarse tile's own offset and orientation.
+		lc := c.tryGeometry(s, cm)
+		if keep(lc) {
+			return best
+		}
+		if lc.valid {
+			sum := make([]float64, len(fine.coded))
+			for i := range sum {
+				sum[i] = fine.coded[i] + lc.coded[i]
+			}
+			keep(attempt{coded: sum, res: decodeSoft(sum), pilotZ: max(fine.pilotZ, lc.pilotZ), valid: true})
 		}
 	}
 	return best
