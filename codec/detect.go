@@ -7,9 +7,9 @@ const (
 	minDetectSide   = 64
 	detectMaxPixels = 48 << 20 // larger images are box-reduced before analysis (bounded memory)
 	// The count: nominal, downscaled, coarse and the fine+coarse sum; each lattice hypothesis at its own scale
-	// and, if its pilot was weak, once more at the best of the probed scales; twice the coarse layer and its sum
-	// at the best lattice geometry (after each of those two passes).
-	maxDecodeAttempts = 4 + 2*latticeHypotheses + 4
+	// and the scale scan's once more at the best of the probed scales; twice the coarse layer and its sum at the
+	// best lattice geometry (after each of those two passes).
+	maxDecodeAttempts = 4 + latticeHypotheses + 1 + 4
 	latticeHypotheses = 5
 	// pilotGate is the pilot z-score below which a hypothesis is dropped before refinement and decoding. The best
 	// of the 8×16384 orientations and offsets of an unmarked image rarely exceeds 5; a mark with a pilot this weak
@@ -23,9 +23,10 @@ const (
 	probeBelow = 8.0
 )
 
-// latticeScaleProbes are the relative scale corrections tried on a lattice candidate whose pilot is weak: ±0.9% in
-// steps of 0.3%, so that the scale left is within 0.15% (under a waxel of drift across a 1100-pixel lattice level).
-var latticeScaleProbes = [...]float64{-0.003, 0.003, -0.006, 0.006, -0.009, 0.009}
+// latticeScaleProbes are the relative scale corrections tried on the scale scan's lattice candidate when its pilot
+// is weak: ±0.6% in steps of 0.3%, so that an estimate up to 0.75% off is left within 0.15% (under a waxel of
+// drift across a 1100-pixel lattice level). The screenshot chain's estimates were up to 0.55% off.
+var latticeScaleProbes = [...]float64{-0.003, 0.003, -0.006, 0.006}
 
 // attempt is the outcome of decoding under one synchronisation hypothesis.
 type attempt struct {
@@ -169,10 +170,12 @@ func (c *Codec) searchAttempts(w, h int, s sampler, pyramidOf func() pyramid) at
 	if sh := min(w, h); sh < 1024 {
 		expected = append(expected, float64(sh)/512)
 	}
-	// Each lattice candidate at its estimated scale first; if none decodes, those whose pilot stayed below
-	// probeBelow again at the scales of latticeScaleProbes (tryScaled), which costs six folds each and so is
-	// left to the images the first pass did not read (the unmarked ones pay it).
-	cands := latticeCandidates(pyramidOf(), latticeHypotheses, expected)
+	// Each lattice candidate at its estimated scale first; if none decodes, the scale scan's candidate, if its
+	// pilot stayed below probeBelow, again at the scales of latticeScaleProbes (tryScaled). That costs four folds
+	// and so is left to the images the first pass did not read (the unmarked ones pay it), and to the one
+	// candidate whose period no prior predicts: a ring candidate's period is exact when the image was only
+	// rotated, and the peak pairs' periods agree with the scan's when the mark is there.
+	cands, scan := latticeCandidates(pyramidOf(), latticeHypotheses, expected)
 	var fine attempt // the lattice attempt with the strongest pilot that did not decode
 	lattice := func(a affine, scales []float64) (attempt, bool) {
 		at := c.tryScaled(s, a, scales)
@@ -212,21 +215,19 @@ func (c *Codec) searchAttempts(w, h int, s sampler, pyramidOf func() pyramid) at
 		}
 		return keep(attempt{coded: sum, res: decodeSoft(sum), pilotZ: max(fine.pilotZ, lc.pilotZ), valid: true})
 	}
-	weak := cands[:0:0]
-	for _, a := range cands {
+	probe := false
+	for i, a := range cands {
 		at, ok := lattice(a, []float64{0})
 		if ok {
 			return best
 		}
-		if at.pilotZ < probeBelow {
-			weak = append(weak, a)
-		}
+		probe = probe || (i == scan && at.pilotZ < probeBelow)
 	}
 	if coarseFollow() {
 		return best
 	}
-	for _, a := range weak {
-		if _, ok := lattice(a, latticeScaleProbes[:]); ok {
+	if probe {
+		if _, ok := lattice(cands[scan], latticeScaleProbes[:]); ok {
 			return best
 		}
 	}
