@@ -4,18 +4,29 @@ package codec
 // maxDecodeAttempts bounds how many synchronisation hypotheses are decoded per image, which bounds the
 // false-positive rate (docs/codec.md).
 const (
-	minDetectSide     = 64
-	detectMaxPixels   = 48 << 20 // larger images are box-reduced before analysis (bounded memory)
-	maxDecodeAttempts = 9
-	// latticeHypotheses is what is left after the nominal, downscaled, coarse and combined fine+coarse attempts.
-	latticeHypotheses = maxDecodeAttempts - 4
+	minDetectSide   = 64
+	detectMaxPixels = 48 << 20 // larger images are box-reduced before analysis (bounded memory)
+	// The count: nominal, downscaled, coarse and the fine+coarse sum; each lattice hypothesis at its own scale
+	// and the scale scan's once more at the best of the probed scales; twice the coarse layer and its sum at the
+	// best lattice geometry (after each of those two passes).
+	maxDecodeAttempts = 4 + latticeHypotheses + 1 + 4
+	latticeHypotheses = 5
 	// pilotGate is the pilot z-score below which a hypothesis is dropped before refinement and decoding. The best
 	// of the 8×16384 orientations and offsets of an unmarked image rarely exceeds 5; a mark with a pilot this weak
 	// has a raw coded-bit error rate near 30%, beyond the code.
 	pilotGate = 5.0
 	// minWaxel is the smallest waxel, in pixels, a hypothesis may have: a mark downscaled below that is gone.
 	minWaxel = 0.8
+	// probeBelow is the pilot z-score below which a lattice hypothesis that did not decode is tried again at
+	// slightly different scales (tryScaled): a correct lattice reads 10 or more; a pilot just above the gate is
+	// often a slightly wrong scale.
+	probeBelow = 8.0
 )
+
+// latticeScaleProbes are the relative scale corrections tried on the scale scan's lattice candidate when its pilot
+// is weak: ±0.6% in steps of 0.3%, so that an estimate up to 0.75% off is left within 0.15% (under a waxel of
+// drift across a 1100-pixel lattice level). The screenshot chain's estimates were up to 0.55% off.
+var latticeScaleProbes = [...]float64{-0.003, 0.003, -0.006, 0.006}
 
 // attempt is the outcome of decoding under one synchronisation hypothesis.
 type attempt struct {
@@ -23,6 +34,7 @@ type attempt struct {
 	res    decodeResult
 	pilotZ float64
 	valid  bool
+	geom   affine // the waxel map whose fold gave the pilot alignment (before alignment and refinement)
 }
 
 // detectPlane runs the whole detector on a luma plane.
@@ -158,40 +170,120 @@ func (c *Codec) searchAttempts(w, h int, s sampler, pyramidOf func() pyramid) at
 	if sh := min(w, h); sh < 1024 {
 		expected = append(expected, float64(sh)/512)
 	}
-	for _, a := range latticeCandidates(pyramidOf(), latticeHypotheses, expected) {
-		if try(a) {
-			break
+	// Each lattice candidate at its estimated scale first; if none decodes, the scale scan's candidate, if its
+	// pilot stayed below probeBelow, again at the scales of latticeScaleProbes (tryScaled). That costs four folds
+	// and so is left to the images the first pass did not read (the unmarked ones pay it), and to the one
+	// candidate whose period no prior predicts: a ring candidate's period is exact when the image was only
+	// rotated, and the peak pairs' periods agree with the scan's when the mark is there.
+	cands, scan := latticeCandidates(pyramidOf(), latticeHypotheses, expected)
+	var fine attempt // the lattice attempt with the strongest pilot that did not decode
+	lattice := func(a affine, scales []float64) (attempt, bool) {
+		at := c.tryScaled(s, a, scales)
+		if keep(at) {
+			return at, true
+		}
+		if at.valid && (!fine.valid || at.pilotZ > fine.pilotZ) {
+			fine = at
+		}
+		return at, false
+	}
+	// The coarse layer at four times the waxel of the strongest lattice attempt that did not decode, alone then
+	// summed with it (the rescaled-and-cropped flat artwork of a screenshot, where JPEG left too little of the
+	// fine layer but the lattice search found its geometry from it; the coarse period, four tiles, is beyond the
+	// lattice's lags). The embedder's coarse grid is its fine grid with waxel coordinates scaled by the factor,
+	// same anchor; the pilot search finds the coarse tile's own offset and orientation.
+	var followed affine
+	coarseFollow := func() bool {
+		if !fine.valid || fine.geom == followed {
+			return false
+		}
+		followed = fine.geom
+		cm := fine.geom
+		for i := range cm.m {
+			cm.m[i] *= coarseFactor
+		}
+		lc := c.tryGeometry(s, cm)
+		if keep(lc) {
+			return true
+		}
+		if !lc.valid {
+			return false
+		}
+		sum := make([]float64, len(fine.coded))
+		for i := range sum {
+			sum[i] = fine.coded[i] + lc.coded[i]
+		}
+		return keep(attempt{coded: sum, res: decodeSoft(sum), pilotZ: max(fine.pilotZ, lc.pilotZ), valid: true})
+	}
+	probe := false
+	for i, a := range cands {
+		at, ok := lattice(a, []float64{0})
+		if ok {
+			return best
+		}
+		probe = probe || (i == scan && at.pilotZ < probeBelow)
+	}
+	if coarseFollow() {
+		return best
+	}
+	if probe {
+		if _, ok := lattice(cands[scan], latticeScaleProbes[:]); ok {
+			return best
 		}
 	}
+	coarseFollow()
 	return best
 }
 
 // tryGeometry folds the image under the waxel map a0, finds flip/rotation and offset from the pilot, refines the
 // map on per-tile pilot offsets, then demodulates and decodes once.
 func (c *Codec) tryGeometry(s sampler, a0 affine) attempt {
-	if a0.waxel() < minWaxel {
-		return attempt{} // finer than the pixels can carry; also keeps the sampled grid small
+	return c.tryScaled(s, a0, []float64{0})
+}
+
+// tryScaled is tryGeometry on the strongest pilot among a0 rescaled about its anchor by each factor 1+f of
+// scales. The lattice estimate of a rescaled image can be off by half a percent (JPEG's block grid and the
+// resampling's own periodicity bias the autocorrelation peaks), which smears the fold by a few waxels across the
+// image; the pilot itself tells which scale is right. Only one decode follows whatever the number of scales.
+func (c *Codec) tryScaled(s sampler, a0 affine, scales []float64) attempt {
+	var al alignment
+	var geom affine
+	found := false
+	for _, f := range scales {
+		a := a0
+		for i := range a.m {
+			a.m[i] *= 1 + f
+		}
+		if a.waxel() < minWaxel {
+			continue // finer than the pixels can carry; also keeps the sampled grid small
+		}
+		acc, ok := s.folded(a)
+		if !ok {
+			continue
+		}
+		if alp := s.align(acc); !found || alp.z > al.z {
+			al, geom, found = alp, a, true
+		}
 	}
-	acc, ok := s.folded(a0)
-	if !ok {
+	if !found {
 		return attempt{}
 	}
-	al := s.align(acc)
 	if al.z < pilotGate {
-		return attempt{pilotZ: al.z}
+		return attempt{pilotZ: al.z, geom: geom}
 	}
-	a := al.aligned(a0)
+	a := al.aligned(geom)
 	// A second, finer pass only when the first one moved some block by more than a third of a waxel: the original
 	// geometry (re-encoded, cropped, flipped images) needs none, which saves a fold.
 	a, shift := c.refineOn(s.whitened(a), a, 2)
 	if shift > 0.33 {
 		a, _ = c.refineOn(s.whitened(a), a, 1)
 	}
-	if acc, ok = s.folded(a); !ok {
+	acc, ok := s.folded(a)
+	if !ok {
 		return attempt{}
 	}
 	sw := c.layout.demod(acc)
-	return attempt{coded: sw.llr, res: decodeSoft(sw.llr), pilotZ: sw.pilotZ, valid: true}
+	return attempt{coded: sw.llr, res: decodeSoft(sw.llr), pilotZ: sw.pilotZ, valid: true, geom: geom}
 }
 
 func emptyDetection() Detection {

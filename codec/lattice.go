@@ -19,13 +19,16 @@ func latticeLevel(pyr pyramid) int {
 // latticeCandidates estimates the tile lattice (period and rotation) from the autocorrelation of the whitened
 // image (Kutter 1998): a tiled mark makes the autocorrelation peak at the tile period vectors. It returns up to
 // maxCandidates maps from waxel coordinates to pixels, strongest first; the dihedral ambiguity is left to the pilot search.
-func latticeCandidates(pyr pyramid, maxCandidates int, expected []float64) []affine {
+// scan is the index in that list of the scale scan's lattice (or of the candidate it duplicates), -1 if none: the
+// one whose period no prior predicted, worth probing at nearby scales (tryScaled).
+func latticeCandidates(pyr pyramid, maxCandidates int, expected []float64) (out []affine, scan int) {
+	scan = -1
 	// Work on the finest pyramid level whose short side is at most latticeMaxSide: coarser levels blur 2-pixel
 	// waxels away and lose the lattice on textured photos.
 	level := latticeLevel(pyr)
 	p := pyr[level]
 	if min(p.w, p.h) < 48 {
-		return nil
+		return nil, -1
 	}
 
 	// Whiten: remove the local mean, equalise the local residual power, clip outliers.
@@ -186,6 +189,7 @@ func latticeCandidates(pyr pyramid, maxCandidates int, expected []float64) []aff
 	}
 	type lattice struct {
 		period, theta, v float64
+		scan             bool // from the scale scan
 	}
 	var lats []lattice
 	for _, pk := range peaks {
@@ -278,21 +282,26 @@ func latticeCandidates(pyr pyramid, maxCandidates int, expected []float64) []aff
 	}
 	if bestP > 0 {
 		pr, th := refineLattice(bestP, bestT)
-		rings = append(rings, lattice{period: pr, theta: th, v: bestZ})
+		rings = append(rings, lattice{period: pr, theta: th, v: bestZ, scan: true})
 	}
 	lats = append(rings, lats...)
-	var out []affine
 	var kept []lattice
 	base := pyr[0]
 	for _, l := range lats {
-		dup := false
-		for _, k := range kept {
+		dup := -1
+		for i, k := range kept {
 			if math.Abs(l.period-k.period) < 0.02*k.period && math.Abs(reduceQuarter(l.theta-k.theta)) < 0.02 {
-				dup = true
+				dup = i
 			}
 		}
-		if dup {
+		if dup >= 0 {
+			if l.scan {
+				scan = dup
+			}
 			continue
+		}
+		if l.scan {
+			scan = len(out)
 		}
 		kept = append(kept, l)
 		ws := l.period * math.Pow(2, float64(level)) / tileSide
@@ -303,7 +312,7 @@ func latticeCandidates(pyr pyramid, maxCandidates int, expected []float64) []aff
 			break
 		}
 	}
-	return out
+	return out, scan
 }
 
 // reduceQuarter maps an angle to (-π/4, π/4].
