@@ -197,6 +197,14 @@ func (a *jobActor) submit(ctx actor.Context, msg *JobSubmit) {
 			a.deps.Respond(ctx, &JobReply{Code: ReplyIdempotencyConflict, Detail: err.Error()})
 			return
 		}
+		if !a.rec.Status.Terminal() {
+			// A replay or a redelivery often follows the end of the activation that accepted the job (the
+			// reason the caller retried), which may have ended after the record's commit and before its entry
+			// in the active index or its dispatch: repeat both (each is idempotent), or the job would stay
+			// queued with no sweeper tick ever reaching it.
+			a.indexActive(a.rec.OrgID)
+			a.settle(ctx)
+		}
 		a.deps.Respond(ctx, &JobReply{Record: a.rec, Replayed: true})
 		return
 	}
@@ -230,15 +238,21 @@ func (a *jobActor) submit(ctx actor.Context, msg *JobSubmit) {
 	if !a.save(ctx, rec) {
 		return
 	}
+	a.indexActive(spec.OrgID)
+	a.settle(ctx)
+	a.deps.Respond(ctx, &JobReply{Record: a.rec, Lease: lease})
+}
+
+// indexActive creates the job's entry in the active index (create-only: an existing entry is kept), which is
+// how the sweeper's ticks find a job whose activation ended.
+func (a *jobActor) indexActive(orgID string) {
 	sctx, cancel := a.deps.storeCtx()
-	_, err = a.deps.Store.CompareAndSet(sctx, []byte(prefixActiveJob+a.id), persistence.NoVersion, []byte(spec.OrgID))
+	_, err := a.deps.Store.CompareAndSet(sctx, []byte(prefixActiveJob+a.id), persistence.NoVersion, []byte(orgID))
 	cancel()
 	if err != nil && !errors.Is(err, persistence.ErrVersionMismatch) {
 		// The sweeper would not find this job after a crash; the deadline still needs a tick, so report it.
 		a.deps.Logger.Error().Err(err).Str("job", a.id).Msg("index active job")
 	}
-	a.settle(ctx)
-	a.deps.Respond(ctx, &JobReply{Record: a.rec, Lease: lease})
 }
 
 // releaseQuietly frees a hold whose job could not be created.

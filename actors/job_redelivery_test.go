@@ -42,12 +42,23 @@ func TestKeylessSubmitRedelivered(t *testing.T) {
 		t.Fatalf("first submission: %+v", first)
 	}
 	sys1.Shutdown() // the node stops; its reply is lost
+	// ... and it stopped after the record's commit and before the job's entry in the active index.
+	it, err := store.Get(ctx, []byte("jobs/active/"+reqID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Delete(ctx, it.Key, it.Version); err != nil {
+		t.Fatal(err)
+	}
 
 	sys2, c2 := startSystem(t, store, store, clk)
 	t.Cleanup(sys2.Shutdown)
 	again := c2.job(t, reqID, &actors.JobSubmit{Spec: spec, Hold: 3, Slot: true})
 	if !again.Replayed || again.Record == nil || again.Record.RequestID != reqID || again.Record.Revision != first.Record.Revision {
 		t.Fatalf("redelivered submission: %+v (want the job, replayed)", again)
+	}
+	if _, err := store.Get(ctx, []byte("jobs/active/"+reqID)); err != nil {
+		t.Fatalf("the redelivered submission left the queued job out of the active index (no sweeper tick would reach it): %v", err)
 	}
 	v, err := c2.Request(ctx, org.ID, actors.KindOrg, &actors.OrgGet{OrgID: org.ID})
 	if err != nil {
