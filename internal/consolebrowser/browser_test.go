@@ -169,6 +169,23 @@ func TestConsoleInBrowser(t *testing.T) {
 			t.Fatalf("%s never showed %q: %v", sel, want, err)
 		}
 	}
+	// waitNavigated waits until a form's navigation has landed on a page whose path ends with suffix and that
+	// page has loaded: an element check alone can match the page the form was submitted from. Evaluations
+	// that fail while the old page is torn down are asked again.
+	waitNavigated := func(suffix string) {
+		t.Helper()
+		js := fmt.Sprintf(`location.pathname.endsWith(%q) && document.readyState === "complete"`, suffix)
+		deadline := time.Now().Add(15 * time.Second)
+		for {
+			if ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](js)); err == nil && ok {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the page never reached a path ending with %s", suffix)
+			}
+			time.Sleep(50 * time.Millisecond) // polling the browser: a navigation offers nothing to wait on here
+		}
+	}
 	// Sign in: the console sends a signed-out visitor to the sign-in page.
 	do("open the console", chromedp.Navigate(base+"/console/"), chromedp.WaitVisible(chromedp.CSS("#signin-form")))
 	shot("01-sign-in")
@@ -372,8 +389,9 @@ func TestConsoleInBrowser(t *testing.T) {
 	// Members: the owner makes Mallory an admin; the role shows at once.
 	do("make Mallory admin", chromedp.Navigate(base+"/console/members"), chromedp.WaitVisible(chromedp.CSS("#role-"+memberID)),
 		chromedp.SetValue(chromedp.CSS("#role-"+memberID), "admin"),
-		chromedp.Click(chromedp.CSS(`tr[data-member-id="`+memberID+`"] form[action$="/role"] button`)),
-		chromedp.WaitVisible(chromedp.CSS("#role-"+memberID)))
+		chromedp.Click(chromedp.CSS(`tr[data-member-id="`+memberID+`"] form[action$="/role"] button`)))
+	waitNavigated("/role")
+	do("the members page after the change", chromedp.WaitVisible(chromedp.CSS("#role-"+memberID)))
 	if got := eval(`document.getElementById("role-` + memberID + `").value`); got != "admin" {
 		t.Fatalf("Mallory's role after the change: %q", got)
 	}
