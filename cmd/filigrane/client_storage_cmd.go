@@ -236,30 +236,21 @@ func destinationFields(set map[string]bool, v map[string]string, create bool) (m
 }
 
 func (o *clientOpts) destinationCall(ctx context.Context, method, path string, req map[string]any) error {
-	var d destinationView
-	var in any
-	if req != nil {
-		in = req
-	}
-	body, _, err := o.sendJSON(ctx, method, path, "", in, &d)
-	if err != nil {
-		return err
-	}
-	if o.jsonOut {
-		printRaw(o.stdout, body)
-		return nil
-	}
-	printDestination(o.stdout, d)
-	return nil
+	return sendAndPrint(ctx, o, method, path, req, printDestination)
 }
 
 func (o *clientOpts) deliveryCall(ctx context.Context, method, path string, req map[string]any) error {
-	var d deliveryView
+	return sendAndPrint(ctx, o, method, path, req, printDelivery)
+}
+
+// sendAndPrint sends req (none when nil) and prints the answer as T, or raw with --json.
+func sendAndPrint[T any](ctx context.Context, o *clientOpts, method, path string, req map[string]any, print func(io.Writer, T)) error {
+	var v T
 	var in any
 	if req != nil {
 		in = req
 	}
-	body, _, err := o.sendJSON(ctx, method, path, "", in, &d)
+	body, _, err := o.sendJSON(ctx, method, path, "", in, &v)
 	if err != nil {
 		return err
 	}
@@ -267,7 +258,7 @@ func (o *clientOpts) deliveryCall(ctx context.Context, method, path string, req 
 		printRaw(o.stdout, body)
 		return nil
 	}
-	printDelivery(o.stdout, d)
+	print(o.stdout, v)
 	return nil
 }
 
