@@ -69,6 +69,7 @@ type Registry struct {
 	mu     sync.RWMutex
 	byName map[string]reflect.Type
 	byType map[reflect.Type]string
+	copier localCopier // plans for replies to callers on this node (localcopy.go)
 }
 
 // NewRegistry returns a Registry that already knows Failure.
@@ -281,10 +282,19 @@ func (r *Registry) WithEnvelope(props *actor.Props) *actor.Props {
 	return props.Clone(actor.WithReceiverMiddleware(r.ReceiverMiddleware()))
 }
 
-// Respond wraps v and sends it to the sender of the message being handled.
+// Respond wraps v and sends it to the sender of the message being handled. A sender on this node gets a
+// deep copy instead of an envelope when v's type allows one (LocalCopy): the same value, without the cost
+// of encoding and decoding it.
 func Respond(ctx actor.Context, reg *Registry, v any) error {
-	if ctx.Sender() == nil {
+	sender := ctx.Sender()
+	if sender == nil {
 		return fmt.Errorf("cluster: respond %T: %w", v, ErrNoSender)
+	}
+	if sender.Address == ctx.ActorSystem().Address() {
+		if c, ok := reg.LocalCopy(v); ok {
+			ctx.Respond(c)
+			return nil
+		}
 	}
 	a, err := reg.Wrap(v)
 	if err != nil {

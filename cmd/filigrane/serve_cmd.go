@@ -60,6 +60,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.DurationVar(&cfg.LeaseDuration, "job-lease", 30*time.Second, "a worker's lease on a job attempt, renewed at a third of its length: how long the jobs a dead node was running wait before they are retried")
 	fs.DurationVar(&cfg.SweepInterval, "sweep-interval", 5*time.Second, "how often the sweeper ticks active jobs, delivers owed webhooks and bucket copies and purges expired data")
 	fs.DurationVar(&cfg.SweepLease, "sweeper-lease", 30*time.Second, "how long a dead node's sweeper lease keeps the others from sweeping (longer than --sweep-interval)")
+	debugListen := fs.String("debug-listen", envOr("FILIGRANE_DEBUG_LISTEN", ""), "address serving Go's runtime profiles at /debug/pprof/ (no authentication: loopback or a private interface; empty: off)")
 	grace := fs.Duration("shutdown-grace", 30*time.Second, "how long in-flight requests may take to finish on shutdown")
 	fd := cluster.DefaultFailureDetection()
 	fs.DurationVar(&cfg.FailureDetection.ProbeInterval, "cluster-probe-interval", envDuration("FILIGRANE_CLUSTER_PROBE_INTERVAL", fd.ProbeInterval), "failure detection: how often each node probes another member")
@@ -130,6 +131,14 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	cfg.Bootstrap = true
 	fitConnsToFileLimit(&cfg, logger)
+	if *debugListen != "" {
+		addr, err := startDebugListener(ctx, *debugListen, logger)
+		if err != nil {
+			fmt.Fprintln(stderr, "filigrane serve: --debug-listen:", err)
+			return 2
+		}
+		logger.Info().Str("debug", addr).Msg("profiles served at /debug/pprof/")
+	}
 
 	n, err := node.Start(ctx, cfg)
 	if err != nil {

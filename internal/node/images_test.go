@@ -251,15 +251,29 @@ func TestAsyncEmbedJobLifecycle(t *testing.T) {
 	if done.Node != "test" || len(done.AttemptNodes) != 1 || done.AttemptNodes[0] != "test" || rc.Node != "" {
 		t.Fatalf("node fields: queued receipt %q, done %q %v", rc.Node, done.Node, done.AttemptNodes)
 	}
-	// The node's metrics count the attempt under its work class.
-	m := call(t, "GET", f.base+"/metrics", "", nil)
-	for _, want := range []string{`filigrane_work_completed_total{class="cpu",node="test"} 1`,
+	// The node's metrics count the attempt under its work class. The worker counts it once the job actor
+	// has answered its report, which can be just after the result became visible to the client: the
+	// metrics are read again until they show it (or a deadline passes).
+	wantMetrics := []string{`filigrane_work_completed_total{class="cpu",node="test"} 1`,
 		`filigrane_work_failed_total{class="cpu",node="test"} 0`, `filigrane_work_running{class="cpu",node="test"} 0`,
 		`filigrane_work_queued{class="cpu",node="test"} 0`, `filigrane_work_seconds_count{class="cpu",node="test"} 1`,
-		`filigrane_work_completed_total{class="cpu-long",node="test"} 0`} {
-		if !strings.Contains(string(m.body), want+"\n") {
-			t.Errorf("metrics lack %s", want)
+		`filigrane_work_completed_total{class="cpu-long",node="test"} 0`}
+	var m response
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		m = call(t, "GET", f.base+"/metrics", "", nil)
+		missing := 0
+		for _, want := range wantMetrics {
+			if !strings.Contains(string(m.body), want+"\n") {
+				missing++
+				if time.Now().After(deadline) {
+					t.Errorf("metrics lack %s", want)
+				}
+			}
 		}
+		if missing == 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond) // poll interval of the bounded re-read above, not a synchronisation
 	}
 	// The job's records were written to the node's store (single-node mode: Pebble), and counted by kind.
 	if !regexp.MustCompile(`filigrane_store_operations_total\{backend="pebble",op="compare_and_set",prefix="job",store="records"\} [1-9]`).Match(m.body) {
