@@ -136,6 +136,21 @@ func metricSum(base, metric string, labels ...string) float64 {
 	return sum
 }
 
+// settledMetricSum is metricSum once every node has counted the attempts whose outcomes the client already
+// saw: a worker counts an attempt when the job actor has answered its report, which can come just after
+// the job's status shows the outcome. It reads the metric again until want(sum) holds or 30 s pass, and
+// returns the last sum.
+func settledMetricSum(base, metric string, want func(float64) bool, labels ...string) float64 {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		v := metricSum(base, metric, labels...)
+		if want(v) || time.Now().After(deadline) {
+			return v
+		}
+		time.Sleep(20 * time.Millisecond) // polling the metrics endpoint
+	}
+}
+
 // submitAsync submits n async embeds of one w×h photo (each with its own data, so each is its own job)
 // through base and returns their request ids.
 func submitAsync(t *testing.T, base, secret string, n, w, h int) []string {
@@ -237,8 +252,10 @@ func TestPlacementByRolesAndJoin(t *testing.T) {
 	if n := metricSum(c.base(0), "filigrane_work_completed_total", `node="n0"`); n != 0 {
 		t.Fatalf("n0 reports %v completed attempts", n)
 	}
-	n1 := metricSum(c.base(1), "filigrane_work_completed_total", `node="n1"`, `class="cpu"`)
-	n2 := metricSum(c.base(2), "filigrane_work_completed_total", `node="n2"`, `class="cpu"`)
+	n1 := settledMetricSum(c.base(1), "filigrane_work_completed_total", func(v float64) bool { return int(v) >= ran["n1"] },
+		`node="n1"`, `class="cpu"`)
+	n2 := settledMetricSum(c.base(2), "filigrane_work_completed_total", func(v float64) bool { return int(v) >= ran["n2"] },
+		`node="n2"`, `class="cpu"`)
 	if int(n1) < ran["n1"] || int(n2) < ran["n2"] || ran["n2"] == 0 || n1+n2 < jobs {
 		t.Fatalf("completed attempts: n1 %v, n2 %v; jobs ran %v", n1, n2, ran)
 	}

@@ -88,7 +88,8 @@ func TestSlowNodeGetsLessWork(t *testing.T) {
 	metrics := map[string]float64{}
 	for i := 0; i < 3; i++ {
 		name := fmt.Sprintf("n%d", i)
-		metrics[name] = metricSum(c.base(i), "filigrane_work_completed_total", `node="`+name+`"`)
+		metrics[name] = settledMetricSum(c.base(i), "filigrane_work_completed_total",
+			func(v float64) bool { return int(v) == attempts[name] }, `node="`+name+`"`)
 		if int(metrics[name]) != attempts[name] {
 			t.Errorf("%s: metrics count %v completed attempts, receipts %d", name, metrics[name], attempts[name])
 		}
