@@ -155,7 +155,9 @@ func waitResult(t *testing.T, f *fixture, key, resultURL string) response {
 	if err != nil {
 		t.Fatalf("key of %s: %v", resultURL, err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	// A bound for a job that never ends, not for a slow one: a 5 MP embed took over 60 s of wall time on a
+	// machine running 17 times more work than it has cores (TestSDKDirectEmbedUpTo40MB).
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	for {
 		rep, err := actors.JobClient{Caller: f.n.Cluster()}.Await(ctx, ak.OrgID, id)
