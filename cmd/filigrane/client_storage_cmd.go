@@ -194,7 +194,9 @@ func storageCmd(ctx context.Context, args []string, o *clientOpts) error {
 		if *limit != 0 {
 			q.Set("limit", strconv.Itoa(*limit))
 		}
-		return o.listDeliveries(ctx, dst+"/deliveries", q, *after, *all)
+		return listPages(ctx, o, dst+"/deliveries", q, *after, *all, func(p *deliveryPage) ([]deliveryView, *string) {
+			return p.Items, p.NextCursor
+		}, printDelivery)
 	case "delivery":
 		return o.deliveryCall(ctx, http.MethodGet, "/storage/deliveries/"+url.PathEscape(id), nil)
 	default: // retry
@@ -260,44 +262,6 @@ func sendAndPrint[T any](ctx context.Context, o *clientOpts, method, path string
 	}
 	print(o.stdout, v)
 	return nil
-}
-
-// listDeliveries prints one page of a destination's deliveries, or every page with all.
-func (o *clientOpts) listDeliveries(ctx context.Context, path string, q url.Values, after string, all bool) error {
-	for {
-		if after != "" {
-			q.Set("after", after)
-		}
-		var page deliveryPage
-		p := path
-		if len(q) > 0 {
-			p += "?" + q.Encode()
-		}
-		body, _, err := o.getJSON(ctx, p, &page)
-		if err != nil {
-			return err
-		}
-		if o.jsonOut {
-			printRaw(o.stdout, body)
-		} else {
-			for _, d := range page.Items {
-				printDelivery(o.stdout, d)
-			}
-		}
-		if page.NextCursor == nil || *page.NextCursor == "" {
-			if !o.jsonOut && len(page.Items) == 0 && after == "" {
-				fmt.Fprintln(o.stdout, "no deliveries")
-			}
-			return nil
-		}
-		if !all {
-			if !o.jsonOut {
-				fmt.Fprintf(o.stdout, "next page: --after %s\n", *page.NextCursor)
-			}
-			return nil
-		}
-		after = *page.NextCursor
-	}
 }
 
 func printDestination(w io.Writer, d destinationView) {

@@ -83,7 +83,8 @@ func webhooksCmd(ctx context.Context, args []string, o *clientOpts) error {
 		if *limit != 0 {
 			q.Set("limit", strconv.Itoa(*limit))
 		}
-		return o.listWebhookDeliveries(ctx, "/webhooks/"+url.PathEscape(id)+"/deliveries", q, *after, *all)
+		return listPages(ctx, o, "/webhooks/"+url.PathEscape(id)+"/deliveries", q, *after, *all,
+			func(p *webhookDeliveryPage) ([]webhookDeliveryView, *string) { return p.Data, p.NextCursor }, printWebhookDelivery)
 	case "redeliver":
 		if len(pos) != 2 {
 			return usageErr("want: webhooks redeliver ID EVENT_ID")
@@ -233,44 +234,6 @@ type webhookDeliveryView struct {
 type webhookDeliveryPage struct {
 	Data       []webhookDeliveryView `json:"data"`
 	NextCursor *string               `json:"next_cursor"`
-}
-
-// listWebhookDeliveries prints one page of an endpoint's delivery log, or every page with all.
-func (o *clientOpts) listWebhookDeliveries(ctx context.Context, path string, q url.Values, after string, all bool) error {
-	for {
-		if after != "" {
-			q.Set("after", after)
-		}
-		p := path
-		if len(q) > 0 {
-			p += "?" + q.Encode()
-		}
-		var page webhookDeliveryPage
-		body, _, err := o.getJSON(ctx, p, &page)
-		if err != nil {
-			return err
-		}
-		if o.jsonOut {
-			printRaw(o.stdout, body)
-		} else {
-			for _, d := range page.Data {
-				printWebhookDelivery(o.stdout, d)
-			}
-		}
-		if page.NextCursor == nil || *page.NextCursor == "" {
-			if !o.jsonOut && len(page.Data) == 0 && after == "" {
-				fmt.Fprintln(o.stdout, "no deliveries")
-			}
-			return nil
-		}
-		if !all {
-			if !o.jsonOut {
-				fmt.Fprintf(o.stdout, "next page: --after %s\n", *page.NextCursor)
-			}
-			return nil
-		}
-		after = *page.NextCursor
-	}
 }
 
 func printWebhookDelivery(w io.Writer, d webhookDeliveryView) {
