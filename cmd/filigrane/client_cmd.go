@@ -928,17 +928,10 @@ func runJobs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 }
 
 func jobsCmd(ctx context.Context, args []string, o *clientOpts) error {
-	if len(args) == 0 || args[0] != "get" {
-		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
-			fmt.Fprint(o.stdout, jobsUsage)
-			return nil
-		}
-		fmt.Fprint(o.stderr, jobsUsage)
-		return usageErr("want: jobs get REQUEST_ID")
+	_, fs, err := subcommand(o, "jobs", jobsUsage, "want: jobs get REQUEST_ID", args, "get")
+	if fs == nil {
+		return err
 	}
-	fs := flag.NewFlagSet("filigrane jobs get", flag.ContinueOnError)
-	fs.SetOutput(o.stderr)
-	fs.Usage = func() { fmt.Fprint(o.stderr, jobsUsage); fs.PrintDefaults() }
 	wait := fs.Bool("wait", false, "follow the job until it is final, then download or print its result")
 	out := fs.String("o", "", "with --wait, where an embed job's file goes (default: REQUEST_ID-watermarked.EXT)")
 	pos, err := parseClientFlags(fs, o, args[1:])

@@ -208,3 +208,23 @@ func TestClientCLIWebhookDeliveries(t *testing.T) {
 		t.Fatalf("redeliver unknown: exit %d, %q", code, stderr)
 	}
 }
+
+// TestClientCLIGroupHelp: each client command group prints its usage to stdout for help (exit 0), and to
+// stderr with a usage error naming its subcommands for no subcommand or an unknown one (exit 2); nothing is
+// sent (no server is given).
+func TestClientCLIGroupHelp(t *testing.T) {
+	for group, usage := range map[string]string{"assets": assetsUsage, "uploads": uploadsUsage, "batches": batchesUsage,
+		"jobs": jobsUsage, "accelerator": acceleratorUsage, "storage": storageUsage, "webhooks": webhooksUsage} {
+		for _, help := range []string{"help", "--help", "-h"} {
+			if code, stdout, stderr := runCLI(t, group, help); code != exitOK || stdout != usage || stderr != "" {
+				t.Errorf("%s %s: exit %d, stdout %q, stderr %q", group, help, code, stdout, stderr)
+			}
+		}
+		for _, args := range [][]string{{group}, {group, "bogus"}} {
+			code, stdout, stderr := runCLI(t, args...)
+			if code != exitUsage || stdout != "" || !strings.HasPrefix(stderr, usage) || !strings.Contains(stderr, "want: "+group+" ") {
+				t.Errorf("%q: exit %d, stdout %q, stderr %q", args, code, stdout, stderr)
+			}
+		}
+	}
+}

@@ -46,20 +46,10 @@ func runWebhooks(ctx context.Context, args []string, stdout, stderr io.Writer) i
 }
 
 func webhooksCmd(ctx context.Context, args []string, o *clientOpts) error {
-	subs := map[string]bool{"list": true, "create": true, "update": true, "delete": true, "rotate-secret": true,
-		"deliveries": true, "redeliver": true}
-	if len(args) == 0 || !subs[args[0]] {
-		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
-			fmt.Fprint(o.stdout, webhooksUsage)
-			return nil
-		}
-		fmt.Fprint(o.stderr, webhooksUsage)
-		return usageErr("want: webhooks list|create URL|update ID|delete ID|rotate-secret ID|deliveries ID|redeliver ID EVENT_ID")
+	sub, fs, err := subcommand(o, "webhooks", webhooksUsage, "want: webhooks list|create URL|update ID|delete ID|rotate-secret ID|deliveries ID|redeliver ID EVENT_ID", args, "list", "create", "update", "delete", "rotate-secret", "deliveries", "redeliver")
+	if fs == nil {
+		return err
 	}
-	sub := args[0]
-	fs := flag.NewFlagSet("filigrane webhooks "+sub, flag.ContinueOnError)
-	fs.SetOutput(o.stderr)
-	fs.Usage = func() { fmt.Fprint(o.stderr, webhooksUsage); fs.PrintDefaults() }
 	desc := fs.String("description", "", "create, update: a description of the endpoint")
 	events := fs.String("events", "", "create, update: comma-separated event types it receives (default: every type)")
 	newURL := fs.String("new-url", "", "update: the endpoint's new URL (--url is the server)")
@@ -89,38 +79,13 @@ func webhooksCmd(ctx context.Context, args []string, o *clientOpts) error {
 		if len(pos) != 2 {
 			return usageErr("want: webhooks redeliver ID EVENT_ID")
 		}
-		var d webhookDeliveryView
-		body, _, err := o.sendJSON(ctx, http.MethodPost, "/webhooks/"+url.PathEscape(pos[0])+"/deliveries/"+url.PathEscape(pos[1])+"/redeliver", "", nil, &d)
-		if err != nil {
-			return err
-		}
-		if o.jsonOut {
-			printRaw(o.stdout, body)
-			return nil
-		}
-		printWebhookDelivery(o.stdout, d)
-		return nil
+		return sendAndPrint(ctx, o, http.MethodPost, "/webhooks/"+url.PathEscape(pos[0])+"/deliveries/"+url.PathEscape(pos[1])+"/redeliver", nil, printWebhookDelivery)
 	}
 	if sub == "list" {
 		if len(pos) != 0 {
 			return usageErr("webhooks list takes no argument")
 		}
-		var list []webhookView
-		body, _, err := o.getJSON(ctx, "/webhooks", &list)
-		if err != nil {
-			return err
-		}
-		if o.jsonOut {
-			printRaw(o.stdout, body)
-			return nil
-		}
-		if len(list) == 0 {
-			fmt.Fprintln(o.stdout, "no webhook endpoints")
-		}
-		for _, w := range list {
-			printWebhook(o.stdout, w)
-		}
-		return nil
+		return listAndPrint(ctx, o, "/webhooks", "no webhook endpoints", printWebhook)
 	}
 	what := "ID"
 	if sub == "create" {
