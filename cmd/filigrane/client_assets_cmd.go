@@ -158,11 +158,7 @@ func assetsCmd(ctx context.Context, args []string, o *clientOpts) error {
 		}
 		return nil
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, o.url+"/assets/"+id+"/content", nil)
-	if err != nil {
-		return fmt.Errorf("build request: %w", err)
-	}
-	resp, err := o.do(req, true)
+	resp, err := o.getFile(ctx, "/assets/"+id+"/content")
 	if err != nil {
 		return err
 	}

@@ -425,11 +425,7 @@ func (o *clientOpts) followBatch(ctx context.Context, b batchView, out string) e
 		if out == "" {
 			out = b.BatchID + ".zip"
 		}
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, o.url+b.ArchiveURL, nil)
-		if err != nil {
-			return fmt.Errorf("build request: %w", err)
-		}
-		resp, err := o.do(req, true)
+		resp, err := o.getFile(ctx, b.ArchiveURL)
 		if err != nil {
 			return err
 		}

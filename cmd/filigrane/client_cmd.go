@@ -271,6 +271,16 @@ func (o *clientOpts) do(req *http.Request, withKey bool) (*http.Response, error)
 	return resp, nil
 }
 
+// getFile sends a GET with the key to path and returns the 2xx answer, whose body (a file: a result, an
+// asset's content, an archive) the caller reads and closes.
+func (o *clientOpts) getFile(ctx context.Context, path string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, o.url+path, nil)
+	if err != nil {
+		return nil, fmt.Errorf("build request: %w", err)
+	}
+	return o.do(req, true)
+}
+
 func (o *clientOpts) getJSON(ctx context.Context, path string, v any) ([]byte, http.Header, error) {
 	return o.sendJSON(ctx, http.MethodGet, path, "", nil, v)
 }
@@ -774,11 +784,7 @@ func (o *clientOpts) followAndDownload(ctx context.Context, r receipt, input, ou
 		}
 		return o.printDetection(res)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, o.url+resultPath(fin), nil)
-	if err != nil {
-		return fmt.Errorf("build request: %w", err)
-	}
-	resp, err := o.do(req, true)
+	resp, err := o.getFile(ctx, resultPath(fin))
 	if err != nil {
 		return err
 	}
