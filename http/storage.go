@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"strconv"
 	"strings"
 	"time"
 
@@ -434,19 +433,8 @@ func (s *Server) withStorage(out assetJSON, as *actors.Asset) assetJSON {
 // outbox's per-destination index (entries are kept 30 days after their delivery ended), so queued deliveries
 // whose first attempt has not run are listed too.
 func (s *Server) listDestinationDeliveries(ctx *fasthttp.RequestCtx, p *principal, params map[string]string) {
-	args := ctx.QueryArgs()
-	limit := defaultDeliveryPage
-	if args.Has("limit") {
-		n, err := strconv.Atoi(string(args.Peek("limit")))
-		if err != nil || n < 1 || n > maxDeliveryPage {
-			writeProblem(ctx, CodeInvalidRequest, "limit must be an integer from 1 to 100")
-			return
-		}
-		limit = n
-	}
-	after := string(args.Peek("after"))
-	if after != "" && !validDeliveryID(after) {
-		writeProblem(ctx, CodeInvalidCursor, "after must be a delivery id (std_ and 64 hex characters) from a previous page")
+	limit, after, ok := deliveryPageArgs(ctx, validDeliveryID, "a delivery id (std_ and 64 hex characters)")
+	if !ok {
 		return
 	}
 	c, cancel := s.storeCtx()

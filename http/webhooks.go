@@ -354,20 +354,31 @@ func (s *Server) eachDelivery(c context.Context, orgID, ep string, fn func(*outb
 	return nil
 }
 
-func (s *Server) listDeliveries(ctx *fasthttp.RequestCtx, p *principal, params map[string]string) {
+// deliveryPageArgs reads the query of a delivery log's page (a webhook endpoint's, a storage destination's):
+// limit, 1 to maxDeliveryPage (default defaultDeliveryPage), and after, the last id of the previous page, which
+// valid checks (idWant says what it must be). A bad one is answered with its problem and ok is false.
+func deliveryPageArgs(ctx *fasthttp.RequestCtx, valid func(string) bool, idWant string) (limit int, after string, ok bool) {
 	args := ctx.QueryArgs()
-	limit := defaultDeliveryPage
+	limit = defaultDeliveryPage
 	if args.Has("limit") {
 		n, err := strconv.Atoi(string(args.Peek("limit")))
 		if err != nil || n < 1 || n > maxDeliveryPage {
 			writeProblem(ctx, CodeInvalidRequest, "limit must be an integer from 1 to 100")
-			return
+			return 0, "", false
 		}
 		limit = n
 	}
-	after := string(args.Peek("after"))
-	if after != "" && !webhooks.ValidEventID(after) {
-		writeProblem(ctx, CodeInvalidCursor, "after must be an event id (evt_ and 64 hex characters) from a previous page")
+	after = string(args.Peek("after"))
+	if after != "" && !valid(after) {
+		writeProblem(ctx, CodeInvalidCursor, "after must be "+idWant+" from a previous page")
+		return 0, "", false
+	}
+	return limit, after, true
+}
+
+func (s *Server) listDeliveries(ctx *fasthttp.RequestCtx, p *principal, params map[string]string) {
+	limit, after, ok := deliveryPageArgs(ctx, webhooks.ValidEventID, "an event id (evt_ and 64 hex characters)")
+	if !ok {
 		return
 	}
 	c, cancel := s.storeCtx()

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"filigrane/actors/jobstate"
 	"filigrane/persistence"
@@ -280,6 +281,38 @@ func TestNoSuccessFailsTheBatch(t *testing.T) {
 	_ = r.Fail(0, "invalid_image", "x", now)
 	if r.Status != StatusFailed || r.Events[0].Type != EventFailed {
 		t.Fatalf("batch %s events %+v; want failed with watermark.batch.failed", r.Status, r.Events)
+	}
+}
+
+// TestItemErrorsAreChecked: an item's error code has the API's spelling (else ErrInvalid, the item unchanged),
+// and its detail is stored as valid UTF-8 of at most 1024 bytes, like a job's.
+func TestItemErrorsAreChecked(t *testing.T) {
+	r := started(t, 3)
+	now := t0.Add(2 * time.Hour)
+	for _, code := range []string{"", "Bad-Code", strings.Repeat("x", 65)} {
+		if err := r.Reject(0, code, "", now); !errors.Is(err, ErrInvalid) || r.Items[0].Status != ItemPending {
+			t.Fatalf("reject with code %q: %v, item %s", code, err, r.Items[0].Status)
+		}
+	}
+	if err := r.RejectFrom(0, "not ok", "", now); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("reject from with a bad code: %v", err)
+	}
+	long := strings.Repeat("é", 700) + "\xff" // 1401 bytes, one invalid
+	if err := r.Reject(0, CodeUploadNotReceived, long, now); err != nil {
+		t.Fatal(err)
+	}
+	_ = r.Accept(1, 1, now)
+	if err := r.Fail(1, "Bad", "x", now); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("fail with a bad code: %v", err)
+	}
+	if err := r.Fail(1, "invalid_image", long, now); err != nil {
+		t.Fatal(err)
+	}
+	for _, i := range []int{0, 1} {
+		d := r.Items[i].ErrorDetail
+		if len(d) > 1024 || len(d) < 1022 || !utf8.ValidString(d) || !strings.HasPrefix(long, d) {
+			t.Errorf("item %d detail: %d bytes, valid %v", i, len(d), utf8.ValidString(d))
+		}
 	}
 }
 

@@ -325,19 +325,6 @@ func field(h hash.Hash, s string) {
 	h.Write([]byte(s))
 }
 
-func validHex(s string, n int) bool {
-	if len(s) != n {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return false
-		}
-	}
-	return true
-}
-
 func (s Spec) validate() error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("batch %s: %s: %w", s.BatchID, fmt.Sprintf(format, args...), ErrInvalid)
@@ -348,7 +335,7 @@ func (s Spec) validate() error {
 	if s.Source != SourceUploads && s.Source != SourceZip {
 		return bad("source %q", s.Source)
 	}
-	if s.Source == SourceZip && (s.ZipBlobKey == "" || !validHex(s.ZipSHA256, 64)) {
+	if s.Source == SourceZip && (s.ZipBlobKey == "" || !jobstate.ValidHex(s.ZipSHA256, 64)) {
 		return bad("a zip batch needs its stored zip")
 	}
 	if _, err := jobstate.ParseAccelerator(string(s.Accelerator)); err != nil {
@@ -375,7 +362,7 @@ func (s Spec) validate() error {
 		if s.Source == SourceUploads && it.Size <= 0 {
 			return bad("item %d: size %d", i, it.Size)
 		}
-		if !validHex(it.WatermarkID, 64) {
+		if !jobstate.ValidHex(it.WatermarkID, 64) {
 			return bad("item %d: watermark id %q", i, it.WatermarkID)
 		}
 	}

@@ -6,7 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
-	"unicode/utf8"
+
+	"filigrane/actors/jobstate"
 )
 
 // StatusAt is the status a reader sees at now: a draft past its 24 hours is expired even before Tick
@@ -156,7 +157,7 @@ func (r *Record) Reject(index int, code, detail string, now time.Time) error {
 	if it.Status != ItemPending || !r.Status.Started() {
 		return fmt.Errorf("reject item %d of batch %s: item %s: %w", index, r.BatchID, it.Status, ErrState)
 	}
-	if !validCode(code) {
+	if !jobstate.ValidCode(code) {
 		return fmt.Errorf("reject item %d: code %q: %w", index, code, ErrInvalid)
 	}
 	r.rejectItem(index, code, detail, now)
@@ -170,7 +171,7 @@ func (r *Record) RejectFrom(index int, code, detail string, now time.Time) error
 	if _, err := r.item("reject", index); err != nil {
 		return err
 	}
-	if !validCode(code) {
+	if !jobstate.ValidCode(code) {
 		return fmt.Errorf("reject items from %d: code %q: %w", index, code, ErrInvalid)
 	}
 	if !r.Status.Started() {
@@ -187,7 +188,7 @@ func (r *Record) RejectFrom(index int, code, detail string, now time.Time) error
 
 func (r *Record) rejectItem(i int, code, detail string, now time.Time) {
 	it := &r.Items[i]
-	it.Status, it.ErrorCode, it.ErrorDetail, it.Held, it.Charge = ItemRejected, code, truncate(detail), 0, 0
+	it.Status, it.ErrorCode, it.ErrorDetail, it.Held, it.Charge = ItemRejected, code, jobstate.TruncateDetail(detail), 0, 0
 	r.decide()
 	r.changed()
 }
@@ -250,10 +251,10 @@ func (r *Record) Fail(index int, code, detail string, now time.Time) error {
 	if !it.Status.Active() {
 		return fmt.Errorf("fail item %d of batch %s: item %s: %w", index, r.BatchID, it.Status, ErrTerminal)
 	}
-	if !validCode(code) {
+	if !jobstate.ValidCode(code) {
 		return fmt.Errorf("fail item %d: code %q: %w", index, code, ErrInvalid)
 	}
-	it.Status, it.ErrorCode, it.ErrorDetail, it.Charge = ItemFailed, code, truncate(detail), 0
+	it.Status, it.ErrorCode, it.ErrorDetail, it.Charge = ItemFailed, code, jobstate.TruncateDetail(detail), 0
 	r.changed()
 	r.maybeFinish(now)
 	return nil
@@ -454,31 +455,4 @@ func ArchiveName(it *Item) string {
 		ext = it.Result.Ext
 	}
 	return fmt.Sprintf("%03d-%s-watermarked.%s", it.Index, base, ext)
-}
-
-func validCode(code string) bool {
-	if code == "" || len(code) > 64 {
-		return false
-	}
-	for i := 0; i < len(code); i++ {
-		c := code[i]
-		if (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '_' {
-			return false
-		}
-	}
-	return true
-}
-
-const maxDetail = 1024
-
-func truncate(s string) string {
-	s = strings.ToValidUTF8(s, "\uFFFD")
-	if len(s) <= maxDetail {
-		return s
-	}
-	n := maxDetail
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
 }

@@ -188,7 +188,7 @@ func (s Spec) validate() error {
 	if s.Input.BlobKey == "" {
 		return fmt.Errorf("input blob key is empty: %w", ErrInvalid)
 	}
-	if !validHex(s.Input.SHA256, 64) {
+	if !ValidHex(s.Input.SHA256, 64) {
 		return fmt.Errorf("input sha256 %q is not 64 lowercase hex: %w", s.Input.SHA256, ErrInvalid)
 	}
 	if s.Input.Size <= 0 {
@@ -196,7 +196,7 @@ func (s Spec) validate() error {
 	}
 	switch s.Operation {
 	case OperationEmbed:
-		if !validHex(s.WatermarkID, 64) {
+		if !ValidHex(s.WatermarkID, 64) {
 			return fmt.Errorf("watermark id %q is not 64 lowercase hex: %w", s.WatermarkID, ErrInvalid)
 		}
 	case OperationDetect:
@@ -212,11 +212,11 @@ func ValidRequestID(id string) bool { return validPrefixedHex(id, "req_", 64) }
 
 func validPrefixedHex(s, prefix string, n int) bool {
 	rest, ok := strings.CutPrefix(s, prefix)
-	return ok && validHex(rest, n)
+	return ok && ValidHex(rest, n)
 }
 
-// validHex accepts exactly n lowercase hex digits; ids and digests have one spelling so they compare as strings.
-func validHex(s string, n int) bool {
+// ValidHex accepts exactly n lowercase hex digits; ids and digests have one spelling so they compare as strings.
+func ValidHex(s string, n int) bool {
 	if len(s) != n {
 		return false
 	}

@@ -176,7 +176,7 @@ func (r *Record) validOutput(o Output) error {
 		return bad("blob key is empty")
 	case o.Size <= 0:
 		return bad("size %d", o.Size)
-	case !validHex(o.SHA256, 64):
+	case !ValidHex(o.SHA256, 64):
 		return bad("sha256 %q is not 64 lowercase hex", o.SHA256)
 	case o.ContentType == "":
 		return bad("content type is empty")
@@ -205,8 +205,8 @@ func (r *Record) validOutput(o Output) error {
 	return nil
 }
 
-// validCode accepts error codes as the API shows them: 1 to 64 of lowercase letters, digits and underscores.
-func validCode(code string) bool {
+// ValidCode accepts error codes as the API shows them: 1 to 64 of lowercase letters, digits and underscores.
+func ValidCode(code string) bool {
 	if code == "" || len(code) > 64 {
 		return false
 	}
@@ -219,9 +219,9 @@ func validCode(code string) bool {
 	return true
 }
 
-// truncateDetail makes a worker's message safe to store and show: valid UTF-8 (it ends up in JSON), at most
-// maxDetail bytes, cut at a rune boundary.
-func truncateDetail(s string) string {
+// TruncateDetail makes a worker's message safe to store and show: valid UTF-8 (it ends up in JSON), at most
+// maxDetail bytes, cut at a rune boundary. Batch items keep their details the same way.
+func TruncateDetail(s string) string {
 	s = strings.ToValidUTF8(s, "\uFFFD")
 	if len(s) <= maxDetail {
 		return s
@@ -262,11 +262,11 @@ func (r *Record) HandBack(token Token, now time.Time) error {
 // A repeated Fail for an attempt that already failed the same way is a no-op.
 func (r *Record) Fail(token Token, code, detail string, retryable bool, now time.Time) error {
 	now = now.UTC()
-	if !validCode(code) {
+	if !ValidCode(code) {
 		return fmt.Errorf("fail job %s with lease %d: error code %q is not 1 to 64 of [a-z0-9_]: %w",
 			r.RequestID, token, code, ErrInvalid)
 	}
-	detail = truncateDetail(detail)
+	detail = TruncateDetail(detail)
 	if e := r.LastError; e != nil && e.Token == token && e.Code == code && e.Detail == detail &&
 		e.Retryable == retryable && (r.Lease == nil || r.Lease.Token != token) {
 		return nil // duplicate delivery of the Fail that ended this attempt
@@ -310,7 +310,7 @@ func (r *Record) Cancel(now time.Time) error {
 // cancel, an input that vanished from the blob store). Aborting again with the same code is a no-op.
 func (r *Record) Abort(code, detail string, now time.Time) error {
 	now = now.UTC()
-	if !validCode(code) {
+	if !ValidCode(code) {
 		return fmt.Errorf("abort job %s: error code %q is not 1 to 64 of [a-z0-9_]: %w", r.RequestID, code, ErrInvalid)
 	}
 	if r.Status == StatusFailed && r.ErrorCode == code {
@@ -319,7 +319,7 @@ func (r *Record) Abort(code, detail string, now time.Time) error {
 	if r.Status.Terminal() {
 		return fmt.Errorf("abort job %s with %s: job %s: %w", r.RequestID, code, r.Status, ErrTerminal)
 	}
-	r.finishFailed(code, truncateDetail(detail), now)
+	r.finishFailed(code, TruncateDetail(detail), now)
 	r.changed()
 	return nil
 }

@@ -256,19 +256,11 @@ func (l *Library) Create(ctx context.Context, org string, in Input, now time.Tim
 // Update changes a destination. A change of where or how it connects clears its verification.
 func (l *Library) Update(ctx context.Context, org, id string, in Input, now time.Time) (*Destination, error) {
 	var out Destination
-	_, err := durable.Update(ctx, l.Store, key(org), 0, func(cur *Set) (*Set, error) {
-		i := -1
-		if cur != nil {
-			i = cur.find(id)
-		}
-		if i < 0 {
-			return nil, ErrNotFound
-		}
-		next := cur.clone()
+	err := l.edit(ctx, org, id, func(next *Set, i int) error {
 		d := next.Destinations[i]
 		before := d
 		if err := l.apply(&d, in); err != nil {
-			return nil, err
+			return err
 		}
 		if d.Endpoint != before.Endpoint || d.Region != before.Region || d.Bucket != before.Bucket ||
 			d.Prefix != before.Prefix || d.AccessKey != before.AccessKey || in.SecretKey != "" ||
@@ -278,7 +270,7 @@ func (l *Library) Update(ctx context.Context, org, id string, in Input, now time
 		d.UpdatedAt = now
 		next.Destinations[i] = d
 		out = d
-		return next, nil
+		return nil
 	})
 	if err != nil {
 		return nil, err
@@ -288,40 +280,44 @@ func (l *Library) Update(ctx context.Context, org, id string, in Input, now time
 
 // Delete removes a destination. Objects already delivered stay in the customer's bucket.
 func (l *Library) Delete(ctx context.Context, org, id string) error {
-	_, err := durable.Update(ctx, l.Store, key(org), 0, func(cur *Set) (*Set, error) {
-		i := -1
-		if cur != nil {
-			i = cur.find(id)
-		}
-		if i < 0 {
-			return nil, ErrNotFound
-		}
-		next := cur.clone()
+	return l.edit(ctx, org, id, func(next *Set, i int) error {
 		next.Destinations = append(next.Destinations[:i:i], next.Destinations[i+1:]...)
-		return next, nil
+		return nil
 	})
-	return err
 }
 
 func (l *Library) record(ctx context.Context, org, id string, fn func(d *Destination)) (*Destination, error) {
 	var out Destination
-	_, err := durable.Update(ctx, l.Store, key(org), 0, func(cur *Set) (*Set, error) {
-		i := -1
-		if cur != nil {
-			i = cur.find(id)
-		}
-		if i < 0 {
-			return nil, ErrNotFound
-		}
-		next := cur.clone()
+	err := l.edit(ctx, org, id, func(next *Set, i int) error {
 		fn(&next.Destinations[i])
 		out = next.Destinations[i]
-		return next, nil
+		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
 	return &out, nil
+}
+
+// edit changes destination id of org in one compare-and-set of the organization's set: fn gets a copy of the
+// set and the destination's index in it, and may be called again when another writer won the race. A
+// destination that is not there is ErrNotFound; an error of fn changes nothing.
+func (l *Library) edit(ctx context.Context, org, id string, fn func(next *Set, i int) error) error {
+	_, err := durable.Update(ctx, l.Store, key(org), 0, func(cur *Set) (*Set, error) {
+		i := -1
+		if cur != nil {
+			i = cur.find(id)
+		}
+		if i < 0 {
+			return nil, ErrNotFound
+		}
+		next := cur.clone()
+		if err := fn(next, i); err != nil {
+			return nil, err
+		}
+		return next, nil
+	})
+	return err
 }
 
 // client builds a minio client whose every connection goes through the egress guard.

@@ -98,6 +98,16 @@ func TestCreateLimitUpdateDelete(t *testing.T) {
 	if err != nil || d.VerifiedAt != nil {
 		t.Fatalf("new secret: %+v, %v; want unverified", d, err)
 	}
+	// A refused update changes nothing; another organization's id is not found.
+	if _, err := l.Update(ctx, "org_1", first.ID, Input{Name: "other", Endpoint: "http://x/y"}, t0); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("update with a bad endpoint: %v, want ErrInvalid", err)
+	}
+	if got, err := l.Get(ctx, "org_1", first.ID); err != nil || got.Name != "renamed" || got.Endpoint != in.Endpoint {
+		t.Fatalf("after a refused update: %+v, %v", got, err)
+	}
+	if _, err := l.Update(ctx, "org_2", first.ID, Input{Name: "x"}, t0); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("update through another organization: %v, want ErrNotFound", err)
+	}
 	if err := l.Delete(ctx, "org_1", first.ID); err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,6 @@ import (
 	"io"
 	"mime/multipart"
 	"net"
-	"net/url"
 	"os"
 	"runtime"
 	"strconv"
@@ -166,13 +165,8 @@ func (c *Config) defaults() error {
 	if len(c.Targets) == 0 {
 		return errors.New("no target given")
 	}
-	for i, t := range c.Targets {
-		t = strings.TrimRight(strings.TrimSpace(t), "/")
-		u, err := url.Parse(t)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return fmt.Errorf("target %q: want a base URL like http://127.0.0.1:8080", t)
-		}
-		c.Targets[i] = t
+	if err := NormalizeTargets(c.Targets); err != nil {
+		return err
 	}
 	if c.Key == "" {
 		return errors.New("no API key given")
@@ -244,15 +238,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		rep.Image = describeImage(cfg.ImageName, cfg.Image)
 	}
 
-	client := &fasthttp.Client{
-		Name:                     "filigrane-bench",
-		MaxConnsPerHost:          cfg.Clients + 4,
-		ReadTimeout:              cfg.Timeout,
-		WriteTimeout:             cfg.Timeout,
-		MaxIdleConnDuration:      time.Minute,
-		DisablePathNormalizing:   true,
-		NoDefaultUserAgentHeader: false,
-	}
+	client := NewClient("filigrane-bench", cfg.Clients+4, cfg.Timeout)
 	defer client.CloseIdleConnections()
 
 	bodies := map[Endpoint]*RequestBody{}

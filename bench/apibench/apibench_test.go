@@ -54,6 +54,20 @@ func TestParseRequests(t *testing.T) {
 	}
 }
 
+// TestNormalizeTargets: targets lose their spaces and trailing slashes; anything but an http(s) base URL is
+// refused with the target named.
+func TestNormalizeTargets(t *testing.T) {
+	ts := []string{" http://127.0.0.1:8080/ ", "https://node.example//"}
+	if err := NormalizeTargets(ts); err != nil || ts[0] != "http://127.0.0.1:8080" || ts[1] != "https://node.example" {
+		t.Fatalf("got %q, %v", ts, err)
+	}
+	for _, bad := range []string{"127.0.0.1:8080", "ftp://host", "http://", "http://a b"} {
+		if err := NormalizeTargets([]string{bad}); err == nil || !strings.Contains(err.Error(), "want a base URL") {
+			t.Errorf("%q: %v", bad, err)
+		}
+	}
+}
+
 // TestPlanCatalogFile keeps plans-unlimited.json (documented for `filigrane serve --plans`) equal to what
 // --spawn uses, and checks that the node's catalog loader accepts it with the business plan's limits lifted.
 func TestPlanCatalogFile(t *testing.T) {

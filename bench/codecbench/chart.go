@@ -2,15 +2,10 @@ package codecbench
 
 import (
 	"fmt"
-	"image"
 	"image/color"
-	"image/draw"
-	"image/png"
 	"io"
 
-	"golang.org/x/image/font"
-	"golang.org/x/image/font/basicfont"
-	"golang.org/x/image/math/fixed"
+	"filigrane/bench/canvas"
 )
 
 // targets are the exact-id rates the issue asks for, drawn as red ticks on the chart.
@@ -22,7 +17,7 @@ var chartTargets = map[string]float64{
 var palette = []color.RGBA{{0x2b, 0x6c, 0xb0, 255}, {0xe0, 0x8a, 0x1e, 255}, {0x3a, 0x9a, 0x4a, 255}, {0x8a, 0x4f, 0xb5, 255}}
 
 // WriteChart draws a horizontal bar chart of the exact-id rate per attack, one bar per class, with the
-// issue's targets as red ticks. It uses only image/draw and the fixed 7x13 bitmap font.
+// issue's targets as red ticks, on a bench/canvas.
 func (r *Report) WriteChart(w io.Writer) error {
 	names := r.attackNames()
 	classes := r.classes()
@@ -33,15 +28,8 @@ func (r *Report) WriteChart(w io.Writer) error {
 	)
 	groupH := barH*max(1, len(classes)) + gap
 	height := top + groupH*max(1, len(names)) + 40
-	img := image.NewRGBA(image.Rect(0, 0, left+plotW+right, height))
-	draw.Draw(img, img.Bounds(), image.White, image.Point{}, draw.Src)
-	text := func(x, y int, s string, c color.Color) {
-		d := font.Drawer{Dst: img, Src: image.NewUniform(c), Face: basicfont.Face7x13, Dot: fixed.P(x, y)}
-		d.DrawString(s)
-	}
-	fill := func(x0, y0, x1, y1 int, c color.Color) {
-		draw.Draw(img, image.Rect(x0, y0, x1, y1), image.NewUniform(c), image.Point{}, draw.Src)
-	}
+	cv := canvas.New(left+plotW+right, height)
+	text, fill := cv.Text, cv.Fill
 	text(10, 18, "Exact watermark id recovered (%), per attack; red tick = target", color.Black)
 	for i, c := range classes {
 		x := 10 + i*170
@@ -73,8 +61,8 @@ func (r *Report) WriteChart(w io.Writer) error {
 			fill(x-1, y-2, x+2, y+barH*len(classes)+1, color.RGBA{0xd0, 0x10, 0x10, 255})
 		}
 	}
-	if err := png.Encode(w, img); err != nil {
-		return fmt.Errorf("codecbench: chart: %w", err)
+	if err := cv.WritePNG(w); err != nil {
+		return fmt.Errorf("codecbench: %w", err)
 	}
 	return nil
 }

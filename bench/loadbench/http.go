@@ -19,17 +19,11 @@ type httpClient struct {
 }
 
 func newHTTPClient(conns int, timeout time.Duration) *httpClient {
-	return &httpClient{timeout: timeout, c: &fasthttp.Client{
-		Name:                   "filigrane-bench-load",
-		MaxConnsPerHost:        conns,
-		ReadTimeout:            timeout,
-		WriteTimeout:           timeout,
-		MaxIdleConnDuration:    time.Minute,
-		DisablePathNormalizing: true,
-		// A request that found no free connection waits for one instead of failing at once: the open-loop
-		// generator bounds what is in flight itself.
-		MaxConnWaitTimeout: timeout,
-	}}
+	c := apibench.NewClient("filigrane-bench-load", conns, timeout)
+	// A request that found no free connection waits for one instead of failing at once: the open-loop
+	// generator bounds what is in flight itself.
+	c.MaxConnWaitTimeout = timeout
+	return &httpClient{timeout: timeout, c: c}
 }
 
 // response is what the harness keeps of an answer.

@@ -76,13 +76,8 @@ func (c *Config) defaults() error {
 	if len(c.Targets) == 0 {
 		return errors.New("no target given")
 	}
-	for i, t := range c.Targets {
-		t = strings.TrimRight(strings.TrimSpace(t), "/")
-		u, err := url.Parse(t)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return fmt.Errorf("target %q: want a base URL like http://127.0.0.1:8080", t)
-		}
-		c.Targets[i] = t
+	if err := apibench.NormalizeTargets(c.Targets); err != nil {
+		return err
 	}
 	if c.Key == "" {
 		return errors.New("no API key given")

@@ -3,10 +3,7 @@ package loadbench
 import (
 	"encoding/json"
 	"fmt"
-	"image"
 	"image/color"
-	"image/draw"
-	"image/png"
 	"io"
 	"math"
 	"os"
@@ -14,11 +11,8 @@ import (
 	"strings"
 	"time"
 
-	"golang.org/x/image/font"
-	"golang.org/x/image/font/basicfont"
-	"golang.org/x/image/math/fixed"
-
 	"filigrane/bench/apibench"
+	"filigrane/bench/canvas"
 )
 
 // Report is a load run's outcome; its JSON form is report.json.
@@ -242,8 +236,8 @@ var (
 )
 
 // WriteChart draws two panels over the run's seconds: successes and failures per second, and the p50/p95/p99
-// latency of the successes that ended in each second, with chaos actions as vertical lines. It uses only
-// image/draw and the fixed 7x13 bitmap font, as bench/codecbench's chart.
+// latency of the successes that ended in each second, with chaos actions as vertical lines. It draws on a
+// bench/canvas, as bench/codecbench's chart.
 func (r *Report) WriteChart(w io.Writer) error {
 	const (
 		left, right, top = 70, 30, 40
@@ -251,25 +245,10 @@ func (r *Report) WriteChart(w io.Writer) error {
 		gap              = 60
 	)
 	height := top + 2*plotH + gap + 50
-	img := image.NewRGBA(image.Rect(0, 0, left+plotW+right, height))
-	draw.Draw(img, img.Bounds(), image.White, image.Point{}, draw.Src)
-	text := func(x, y int, s string, c color.Color) {
-		d := font.Drawer{Dst: img, Src: image.NewUniform(c), Face: basicfont.Face7x13, Dot: fixed.P(x, y)}
-		d.DrawString(s)
-	}
-	fill := func(x0, y0, x1, y1 int, c color.Color) {
-		draw.Draw(img, image.Rect(x0, y0, x1, y1), image.NewUniform(c), image.Point{}, draw.Src)
-	}
+	cv := canvas.New(left+plotW+right, height)
+	text, fill, line := cv.Text, cv.Fill, cv.Line
 	n := max(1, len(r.Series))
 	xOf := func(t float64) int { return left + int(t*float64(plotW)/float64(n)+0.5) }
-	line := func(x0, y0, x1, y1 int, c color.Color) {
-		steps := max(abs(x1-x0), abs(y1-y0), 1)
-		for s := 0; s <= steps; s++ {
-			x := x0 + (x1-x0)*s/steps
-			y := y0 + (y1-y0)*s/steps
-			fill(x, y, x+2, y+2, c)
-		}
-	}
 	panel := func(y0 int, title string, maxV float64, unit string, series []struct {
 		name string
 		c    color.Color
@@ -329,8 +308,8 @@ func (r *Report) WriteChart(w io.Writer) error {
 	for t := 0; t <= n; t += max(1, n/10) {
 		text(xOf(float64(t))-4, top+2*plotH+gap+16, fmt.Sprintf("%ds", t), color.Black)
 	}
-	if err := png.Encode(w, img); err != nil {
-		return fmt.Errorf("loadbench: chart: %w", err)
+	if err := cv.WritePNG(w); err != nil {
+		return fmt.Errorf("loadbench: %w", err)
 	}
 	return nil
 }
@@ -354,11 +333,4 @@ func niceMax(v float64) float64 {
 		}
 	}
 	return 10 * p
-}
-
-func abs(x int) int {
-	if x < 0 {
-		return -x
-	}
-	return x
 }

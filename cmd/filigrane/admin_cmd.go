@@ -247,12 +247,9 @@ func adminCommand(ctx context.Context, a admin.Admin, cmd string, args []string,
 		}
 		password := ""
 		if *pwStdin {
-			line, err := bufio.NewReader(io.LimitReader(os.Stdin, 4096)).ReadString('\n')
-			if err != nil && !errors.Is(err, io.EOF) {
-				return fmt.Errorf("read the password: %w", err)
-			}
-			if password = strings.TrimRight(line, "\r\n"); password == "" {
-				return errors.New("--password-stdin read an empty password")
+			var err error
+			if password, err = readPassword(os.Stdin); err != nil {
+				return err
 			}
 		}
 		u, pw, err := a.CreateUser(ctx, *org, *member, *email, password)
@@ -269,12 +266,9 @@ func adminCommand(ctx context.Context, a admin.Admin, cmd string, args []string,
 		}
 		password := ""
 		if *pwStdin {
-			line, err := bufio.NewReader(io.LimitReader(os.Stdin, 4096)).ReadString('\n')
-			if err != nil && !errors.Is(err, io.EOF) {
-				return fmt.Errorf("read the password: %w", err)
-			}
-			if password = strings.TrimRight(line, "\r\n"); password == "" {
-				return errors.New("--password-stdin read an empty password")
+			var err error
+			if password, err = readPassword(os.Stdin); err != nil {
+				return err
 			}
 		}
 		u, pw, err := a.ResetPassword(ctx, *email, password)
@@ -308,4 +302,18 @@ func timeOrDash(t *time.Time) string {
 		return "-"
 	}
 	return t.Format(time.RFC3339)
+}
+
+// readPassword reads the password of --password-stdin: the first line of r (at most 4 KiB), without its line
+// ending. An empty one is refused: a generated password is asked for by leaving the flag out.
+func readPassword(r io.Reader) (string, error) {
+	line, err := bufio.NewReader(io.LimitReader(r, 4096)).ReadString('\n')
+	if err != nil && !errors.Is(err, io.EOF) {
+		return "", fmt.Errorf("read the password: %w", err)
+	}
+	password := strings.TrimRight(line, "\r\n")
+	if password == "" {
+		return "", errors.New("--password-stdin read an empty password")
+	}
+	return password, nil
 }

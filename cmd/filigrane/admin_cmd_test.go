@@ -118,3 +118,17 @@ func TestAdminUserCreate(t *testing.T) {
 		t.Fatal("a user for an unknown member was created")
 	}
 }
+
+// TestReadPassword: --password-stdin takes the first line without its ending, and refuses an empty one.
+func TestReadPassword(t *testing.T) {
+	for in, want := range map[string]string{"s3cret pass\n": "s3cret pass", "s3cret\r\nsecond line\n": "s3cret", "no newline": "no newline"} {
+		if got, err := readPassword(strings.NewReader(in)); err != nil || got != want {
+			t.Errorf("%q: %q, %v; want %q", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "\n", "\r\n"} {
+		if _, err := readPassword(strings.NewReader(in)); err == nil || !strings.Contains(err.Error(), "empty password") {
+			t.Errorf("%q: %v, want the empty password refused", in, err)
+		}
+	}
+}

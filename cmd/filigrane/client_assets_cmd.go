@@ -70,19 +70,10 @@ func runAssets(ctx context.Context, args []string, stdout, stderr io.Writer) int
 }
 
 func assetsCmd(ctx context.Context, args []string, o *clientOpts) error {
-	subs := map[string]bool{"list": true, "get": true, "update": true, "download": true, "delete": true}
-	if len(args) == 0 || !subs[args[0]] {
-		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
-			fmt.Fprint(o.stdout, assetsUsage)
-			return nil
-		}
-		fmt.Fprint(o.stderr, assetsUsage)
-		return usageErr("want: assets list|get ASSET_ID|update ASSET_ID|download ASSET_ID|delete ASSET_ID...")
+	sub, fs, err := subcommand(o, "assets", assetsUsage, "want: assets list|get ASSET_ID|update ASSET_ID|download ASSET_ID|delete ASSET_ID...", args, "list", "get", "update", "download", "delete")
+	if fs == nil {
+		return err
 	}
-	sub := args[0]
-	fs := flag.NewFlagSet("filigrane assets "+sub, flag.ContinueOnError)
-	fs.SetOutput(o.stderr)
-	fs.Usage = func() { fmt.Fprint(o.stderr, assetsUsage); fs.PrintDefaults() }
 	limit := fs.Int("limit", 0, "list: assets per page, 1 to 100 (default: the server's, 25)")
 	cursor := fs.String("cursor", "", "list: next_cursor of the previous page")
 	kind := fs.String("kind", "", "list: source or watermarked")
@@ -167,11 +158,7 @@ func assetsCmd(ctx context.Context, args []string, o *clientOpts) error {
 		}
 		return nil
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, o.url+"/assets/"+id+"/content", nil)
-	if err != nil {
-		return fmt.Errorf("build request: %w", err)
-	}
-	resp, err := o.do(req, true)
+	resp, err := o.getFile(ctx, "/assets/"+id+"/content")
 	if err != nil {
 		return err
 	}
@@ -377,18 +364,10 @@ func runUploads(ctx context.Context, args []string, stdout, stderr io.Writer) in
 }
 
 func uploadsCmd(ctx context.Context, args []string, o *clientOpts) error {
-	if len(args) == 0 || (args[0] != "create" && args[0] != "get") {
-		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
-			fmt.Fprint(o.stdout, uploadsUsage)
-			return nil
-		}
-		fmt.Fprint(o.stderr, uploadsUsage)
-		return usageErr("want: uploads create FILE, or uploads get UPLOAD_ID")
+	sub, fs, err := subcommand(o, "uploads", uploadsUsage, "want: uploads create FILE, or uploads get UPLOAD_ID", args, "create", "get")
+	if fs == nil {
+		return err
 	}
-	sub := args[0]
-	fs := flag.NewFlagSet("filigrane uploads "+sub, flag.ContinueOnError)
-	fs.SetOutput(o.stderr)
-	fs.Usage = func() { fmt.Fprint(o.stderr, uploadsUsage); fs.PrintDefaults() }
 	kindFlag := fs.String("kind", "", "create: image, document, video, or detect for a file to detect (default: the media kind of the file's extension)")
 	pos, err := parseClientFlags(fs, o, args[1:])
 	if err != nil {

@@ -9,7 +9,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"mime/multipart"
@@ -86,18 +85,10 @@ func runBatches(ctx context.Context, args []string, stdout, stderr io.Writer) in
 }
 
 func batchesCmd(ctx context.Context, args []string, o *clientOpts) error {
-	if len(args) == 0 || (args[0] != "create" && args[0] != "get" && args[0] != "cancel") {
-		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
-			fmt.Fprint(o.stdout, batchesUsage)
-			return nil
-		}
-		fmt.Fprint(o.stderr, batchesUsage)
-		return usageErr("want: batches create DIR|ZIP, batches get BATCH_ID or batches cancel BATCH_ID")
+	sub, fs, err := subcommand(o, "batches", batchesUsage, "want: batches create DIR|ZIP, batches get BATCH_ID or batches cancel BATCH_ID", args, "create", "get", "cancel")
+	if fs == nil {
+		return err
 	}
-	sub := args[0]
-	fs := flag.NewFlagSet("filigrane batches "+sub, flag.ContinueOnError)
-	fs.SetOutput(o.stderr)
-	fs.Usage = func() { fmt.Fprint(o.stderr, batchesUsage); fs.PrintDefaults() }
 	data := fs.String("data", "", `embed data of every item, a JSON object (default: {"source":"<file name>"} per item)`)
 	archive := fs.Bool("archive", false, "ask the server for a zip of the results (downloaded with --wait)")
 	wait := fs.Bool("wait", false, "follow the batch to its end with a per-item progress display")
@@ -434,11 +425,7 @@ func (o *clientOpts) followBatch(ctx context.Context, b batchView, out string) e
 		if out == "" {
 			out = b.BatchID + ".zip"
 		}
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, o.url+b.ArchiveURL, nil)
-		if err != nil {
-			return fmt.Errorf("build request: %w", err)
-		}
-		resp, err := o.do(req, true)
+		resp, err := o.getFile(ctx, b.ArchiveURL)
 		if err != nil {
 			return err
 		}

@@ -271,6 +271,16 @@ func (o *clientOpts) do(req *http.Request, withKey bool) (*http.Response, error)
 	return resp, nil
 }
 
+// getFile sends a GET with the key to path and returns the 2xx answer, whose body (a file: a result, an
+// asset's content, an archive) the caller reads and closes.
+func (o *clientOpts) getFile(ctx context.Context, path string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, o.url+path, nil)
+	if err != nil {
+		return nil, fmt.Errorf("build request: %w", err)
+	}
+	return o.do(req, true)
+}
+
 func (o *clientOpts) getJSON(ctx context.Context, path string, v any) ([]byte, http.Header, error) {
 	return o.sendJSON(ctx, http.MethodGet, path, "", nil, v)
 }
@@ -774,11 +784,7 @@ func (o *clientOpts) followAndDownload(ctx context.Context, r receipt, input, ou
 		}
 		return o.printDetection(res)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, o.url+resultPath(fin), nil)
-	if err != nil {
-		return fmt.Errorf("build request: %w", err)
-	}
-	resp, err := o.do(req, true)
+	resp, err := o.getFile(ctx, resultPath(fin))
 	if err != nil {
 		return err
 	}
@@ -928,17 +934,10 @@ func runJobs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 }
 
 func jobsCmd(ctx context.Context, args []string, o *clientOpts) error {
-	if len(args) == 0 || args[0] != "get" {
-		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
-			fmt.Fprint(o.stdout, jobsUsage)
-			return nil
-		}
-		fmt.Fprint(o.stderr, jobsUsage)
-		return usageErr("want: jobs get REQUEST_ID")
+	_, fs, err := subcommand(o, "jobs", jobsUsage, "want: jobs get REQUEST_ID", args, "get")
+	if fs == nil {
+		return err
 	}
-	fs := flag.NewFlagSet("filigrane jobs get", flag.ContinueOnError)
-	fs.SetOutput(o.stderr)
-	fs.Usage = func() { fmt.Fprint(o.stderr, jobsUsage); fs.PrintDefaults() }
 	wait := fs.Bool("wait", false, "follow the job until it is final, then download or print its result")
 	out := fs.String("o", "", "with --wait, where an embed job's file goes (default: REQUEST_ID-watermarked.EXT)")
 	pos, err := parseClientFlags(fs, o, args[1:])

@@ -8,7 +8,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -42,18 +41,10 @@ func runAccelerator(ctx context.Context, args []string, stdout, stderr io.Writer
 }
 
 func acceleratorCmd(ctx context.Context, args []string, o *clientOpts) error {
-	if len(args) == 0 || (args[0] != "status" && args[0] != "wake") {
-		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
-			fmt.Fprint(o.stdout, acceleratorUsage)
-			return nil
-		}
-		fmt.Fprint(o.stderr, acceleratorUsage)
-		return usageErr("want: accelerator status, or accelerator wake [--webhook-id wh_...]")
+	sub, fs, err := subcommand(o, "accelerator", acceleratorUsage, "want: accelerator status, or accelerator wake [--webhook-id wh_...]", args, "status", "wake")
+	if fs == nil {
+		return err
 	}
-	sub := args[0]
-	fs := flag.NewFlagSet("filigrane accelerator "+sub, flag.ContinueOnError)
-	fs.SetOutput(o.stderr)
-	fs.Usage = func() { fmt.Fprint(o.stderr, acceleratorUsage); fs.PrintDefaults() }
 	webhook := fs.String("webhook-id", "", "wake: the webhook endpoint that receives accelerator.ready once the GPU is ready")
 	pos, err := parseClientFlags(fs, o, args[1:])
 	if err != nil {

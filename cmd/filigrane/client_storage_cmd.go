@@ -76,20 +76,10 @@ func runStorage(ctx context.Context, args []string, stdout, stderr io.Writer) in
 }
 
 func storageCmd(ctx context.Context, args []string, o *clientOpts) error {
-	subs := map[string]bool{"list": true, "get": true, "create": true, "update": true, "verify": true, "delete": true,
-		"deliveries": true, "move": true, "delivery": true, "retry": true}
-	if len(args) == 0 || !subs[args[0]] {
-		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
-			fmt.Fprint(o.stdout, storageUsage)
-			return nil
-		}
-		fmt.Fprint(o.stderr, storageUsage)
-		return usageErr("want: storage list|get|create|update|verify|delete|deliveries|move|delivery|retry")
+	sub, fs, err := subcommand(o, "storage", storageUsage, "want: storage list|get|create|update|verify|delete|deliveries|move|delivery|retry", args, "list", "get", "create", "update", "verify", "delete", "deliveries", "move", "delivery", "retry")
+	if fs == nil {
+		return err
 	}
-	sub := args[0]
-	fs := flag.NewFlagSet("filigrane storage "+sub, flag.ContinueOnError)
-	fs.SetOutput(o.stderr)
-	fs.Usage = func() { fmt.Fprint(o.stderr, storageUsage); fs.PrintDefaults() }
 	// create/update fields; update sends only the flags given.
 	name := fs.String("name", "", "create, update: the destination's name")
 	endpoint := fs.String("endpoint", "", "create, update: the S3 server, host[:port]")
@@ -118,22 +108,7 @@ func storageCmd(ctx context.Context, args []string, o *clientOpts) error {
 		if len(pos) != 0 {
 			return usageErr("storage list takes no argument")
 		}
-		var list []destinationView
-		body, _, err := o.getJSON(ctx, "/storage/destinations", &list)
-		if err != nil {
-			return err
-		}
-		if o.jsonOut {
-			printRaw(o.stdout, body)
-			return nil
-		}
-		if len(list) == 0 {
-			fmt.Fprintln(o.stdout, "no storage destinations")
-		}
-		for _, d := range list {
-			printDestination(o.stdout, d)
-		}
-		return nil
+		return listAndPrint(ctx, o, "/storage/destinations", "no storage destinations", printDestination)
 	case "create":
 		if len(pos) != 0 {
 			return usageErr("storage create takes flags only (--name, --endpoint, --bucket, --access-key-id)")
@@ -194,7 +169,9 @@ func storageCmd(ctx context.Context, args []string, o *clientOpts) error {
 		if *limit != 0 {
 			q.Set("limit", strconv.Itoa(*limit))
 		}
-		return o.listDeliveries(ctx, dst+"/deliveries", q, *after, *all)
+		return listPages(ctx, o, dst+"/deliveries", q, *after, *all, func(p *deliveryPage) ([]deliveryView, *string) {
+			return p.Items, p.NextCursor
+		}, printDelivery)
 	case "delivery":
 		return o.deliveryCall(ctx, http.MethodGet, "/storage/deliveries/"+url.PathEscape(id), nil)
 	default: // retry
@@ -260,44 +237,6 @@ func sendAndPrint[T any](ctx context.Context, o *clientOpts, method, path string
 	}
 	print(o.stdout, v)
 	return nil
-}
-
-// listDeliveries prints one page of a destination's deliveries, or every page with all.
-func (o *clientOpts) listDeliveries(ctx context.Context, path string, q url.Values, after string, all bool) error {
-	for {
-		if after != "" {
-			q.Set("after", after)
-		}
-		var page deliveryPage
-		p := path
-		if len(q) > 0 {
-			p += "?" + q.Encode()
-		}
-		body, _, err := o.getJSON(ctx, p, &page)
-		if err != nil {
-			return err
-		}
-		if o.jsonOut {
-			printRaw(o.stdout, body)
-		} else {
-			for _, d := range page.Items {
-				printDelivery(o.stdout, d)
-			}
-		}
-		if page.NextCursor == nil || *page.NextCursor == "" {
-			if !o.jsonOut && len(page.Items) == 0 && after == "" {
-				fmt.Fprintln(o.stdout, "no deliveries")
-			}
-			return nil
-		}
-		if !all {
-			if !o.jsonOut {
-				fmt.Fprintf(o.stdout, "next page: --after %s\n", *page.NextCursor)
-			}
-			return nil
-		}
-		after = *page.NextCursor
-	}
 }
 
 func printDestination(w io.Writer, d destinationView) {

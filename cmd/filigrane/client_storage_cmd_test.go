@@ -120,6 +120,21 @@ func TestClientCLIStorage(t *testing.T) {
 	if code != exitOK || json.Unmarshal([]byte(stdout), &dp) != nil || len(dp.Items) != 2 || dp.Items[0].ID != de[1] || dp.Items[1].ID != std {
 		t.Fatalf("deliveries --json (newest first): exit %d, %q", code, stdout)
 	}
+	// Paged one at a time: the first page names the flag for the next; --after takes it; --all walks both.
+	code, stdout, _ = cli("storage", "deliveries", dst, "--limit", "1")
+	next := regexp.MustCompile(`(?m)^next page: --after (\S+)\n$`).FindStringSubmatch(stdout)
+	if code != exitOK || !strings.HasPrefix(stdout, de[1]+"  stored  ") || strings.Contains(stdout, std) || next == nil {
+		t.Fatalf("deliveries --limit 1: exit %d, %q", code, stdout)
+	}
+	code, stdout, _ = cli("storage", "deliveries", dst, "--limit", "1", "--after", next[1])
+	if code != exitOK || !strings.HasPrefix(stdout, std+"  stored  ") || strings.Contains(stdout, de[1]) {
+		t.Fatalf("deliveries --after: exit %d, %q", code, stdout)
+	}
+	code, stdout, _ = cli("storage", "deliveries", dst, "--limit", "1", "--all")
+	if lines := strings.Split(strings.TrimSuffix(stdout, "\n"), "\n"); code != exitOK || len(lines) != 2 ||
+		!strings.HasPrefix(lines[0], de[1]+"  stored  ") || !strings.HasPrefix(lines[1], std+"  stored  ") {
+		t.Fatalf("deliveries --all: exit %d, %q", code, stdout)
+	}
 	// Retrying a stored delivery answers it as it is.
 	if code, stdout, _ = cli("storage", "retry", std); code != exitOK || !strings.HasPrefix(stdout, std+"  stored  ") {
 		t.Fatalf("retry: exit %d, %q", code, stdout)
@@ -191,5 +206,25 @@ func TestClientCLIWebhookDeliveries(t *testing.T) {
 	}
 	if code, _, stderr = cli("webhooks", "redeliver", wh, "evt_"+strings.Repeat("0", 64)); code != exitClient || !strings.Contains(stderr, "HTTP 404") {
 		t.Fatalf("redeliver unknown: exit %d, %q", code, stderr)
+	}
+}
+
+// TestClientCLIGroupHelp: each client command group prints its usage to stdout for help (exit 0), and to
+// stderr with a usage error naming its subcommands for no subcommand or an unknown one (exit 2); nothing is
+// sent (no server is given).
+func TestClientCLIGroupHelp(t *testing.T) {
+	for group, usage := range map[string]string{"assets": assetsUsage, "uploads": uploadsUsage, "batches": batchesUsage,
+		"jobs": jobsUsage, "accelerator": acceleratorUsage, "storage": storageUsage, "webhooks": webhooksUsage} {
+		for _, help := range []string{"help", "--help", "-h"} {
+			if code, stdout, stderr := runCLI(t, group, help); code != exitOK || stdout != usage || stderr != "" {
+				t.Errorf("%s %s: exit %d, stdout %q, stderr %q", group, help, code, stdout, stderr)
+			}
+		}
+		for _, args := range [][]string{{group}, {group, "bogus"}} {
+			code, stdout, stderr := runCLI(t, args...)
+			if code != exitUsage || stdout != "" || !strings.HasPrefix(stderr, usage) || !strings.Contains(stderr, "want: "+group+" ") {
+				t.Errorf("%q: exit %d, stdout %q, stderr %q", args, code, stdout, stderr)
+			}
+		}
 	}
 }

@@ -46,20 +46,10 @@ func runWebhooks(ctx context.Context, args []string, stdout, stderr io.Writer) i
 }
 
 func webhooksCmd(ctx context.Context, args []string, o *clientOpts) error {
-	subs := map[string]bool{"list": true, "create": true, "update": true, "delete": true, "rotate-secret": true,
-		"deliveries": true, "redeliver": true}
-	if len(args) == 0 || !subs[args[0]] {
-		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
-			fmt.Fprint(o.stdout, webhooksUsage)
-			return nil
-		}
-		fmt.Fprint(o.stderr, webhooksUsage)
-		return usageErr("want: webhooks list|create URL|update ID|delete ID|rotate-secret ID|deliveries ID|redeliver ID EVENT_ID")
+	sub, fs, err := subcommand(o, "webhooks", webhooksUsage, "want: webhooks list|create URL|update ID|delete ID|rotate-secret ID|deliveries ID|redeliver ID EVENT_ID", args, "list", "create", "update", "delete", "rotate-secret", "deliveries", "redeliver")
+	if fs == nil {
+		return err
 	}
-	sub := args[0]
-	fs := flag.NewFlagSet("filigrane webhooks "+sub, flag.ContinueOnError)
-	fs.SetOutput(o.stderr)
-	fs.Usage = func() { fmt.Fprint(o.stderr, webhooksUsage); fs.PrintDefaults() }
 	desc := fs.String("description", "", "create, update: a description of the endpoint")
 	events := fs.String("events", "", "create, update: comma-separated event types it receives (default: every type)")
 	newURL := fs.String("new-url", "", "update: the endpoint's new URL (--url is the server)")
@@ -83,43 +73,19 @@ func webhooksCmd(ctx context.Context, args []string, o *clientOpts) error {
 		if *limit != 0 {
 			q.Set("limit", strconv.Itoa(*limit))
 		}
-		return o.listWebhookDeliveries(ctx, "/webhooks/"+url.PathEscape(id)+"/deliveries", q, *after, *all)
+		return listPages(ctx, o, "/webhooks/"+url.PathEscape(id)+"/deliveries", q, *after, *all,
+			func(p *webhookDeliveryPage) ([]webhookDeliveryView, *string) { return p.Data, p.NextCursor }, printWebhookDelivery)
 	case "redeliver":
 		if len(pos) != 2 {
 			return usageErr("want: webhooks redeliver ID EVENT_ID")
 		}
-		var d webhookDeliveryView
-		body, _, err := o.sendJSON(ctx, http.MethodPost, "/webhooks/"+url.PathEscape(pos[0])+"/deliveries/"+url.PathEscape(pos[1])+"/redeliver", "", nil, &d)
-		if err != nil {
-			return err
-		}
-		if o.jsonOut {
-			printRaw(o.stdout, body)
-			return nil
-		}
-		printWebhookDelivery(o.stdout, d)
-		return nil
+		return sendAndPrint(ctx, o, http.MethodPost, "/webhooks/"+url.PathEscape(pos[0])+"/deliveries/"+url.PathEscape(pos[1])+"/redeliver", nil, printWebhookDelivery)
 	}
 	if sub == "list" {
 		if len(pos) != 0 {
 			return usageErr("webhooks list takes no argument")
 		}
-		var list []webhookView
-		body, _, err := o.getJSON(ctx, "/webhooks", &list)
-		if err != nil {
-			return err
-		}
-		if o.jsonOut {
-			printRaw(o.stdout, body)
-			return nil
-		}
-		if len(list) == 0 {
-			fmt.Fprintln(o.stdout, "no webhook endpoints")
-		}
-		for _, w := range list {
-			printWebhook(o.stdout, w)
-		}
-		return nil
+		return listAndPrint(ctx, o, "/webhooks", "no webhook endpoints", printWebhook)
 	}
 	what := "ID"
 	if sub == "create" {
@@ -233,44 +199,6 @@ type webhookDeliveryView struct {
 type webhookDeliveryPage struct {
 	Data       []webhookDeliveryView `json:"data"`
 	NextCursor *string               `json:"next_cursor"`
-}
-
-// listWebhookDeliveries prints one page of an endpoint's delivery log, or every page with all.
-func (o *clientOpts) listWebhookDeliveries(ctx context.Context, path string, q url.Values, after string, all bool) error {
-	for {
-		if after != "" {
-			q.Set("after", after)
-		}
-		p := path
-		if len(q) > 0 {
-			p += "?" + q.Encode()
-		}
-		var page webhookDeliveryPage
-		body, _, err := o.getJSON(ctx, p, &page)
-		if err != nil {
-			return err
-		}
-		if o.jsonOut {
-			printRaw(o.stdout, body)
-		} else {
-			for _, d := range page.Data {
-				printWebhookDelivery(o.stdout, d)
-			}
-		}
-		if page.NextCursor == nil || *page.NextCursor == "" {
-			if !o.jsonOut && len(page.Data) == 0 && after == "" {
-				fmt.Fprintln(o.stdout, "no deliveries")
-			}
-			return nil
-		}
-		if !all {
-			if !o.jsonOut {
-				fmt.Fprintf(o.stdout, "next page: --after %s\n", *page.NextCursor)
-			}
-			return nil
-		}
-		after = *page.NextCursor
-	}
 }
 
 func printWebhookDelivery(w io.Writer, d webhookDeliveryView) {

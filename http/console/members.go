@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strconv"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -148,7 +147,7 @@ func (c *Console) inviteRoute(ctx *fasthttp.RequestCtx, token string) {
 	}
 	inv, _, err := c.cfg.Accounts.LookupInvite(c2, token)
 	if errors.Is(err, accounts.ErrNoInvite) {
-		c.errorPage(ctx, 410, "This invitation link was used already, or it expired. Ask for a new one.")
+		c.inviteGone(ctx)
 		return
 	}
 	if err != nil {
@@ -188,29 +187,17 @@ func (c *Console) renderInvite(ctx *fasthttp.RequestCtx, inv *accounts.Invite, t
 }
 
 func (c *Console) acceptInvite(ctx *fasthttp.RequestCtx, token string) {
-	if !c.sameOrigin(ctx) {
-		c.refuseCSRF(ctx, "/invite", "the request came from another site")
-		return
-	}
-	if ok, wait := c.limiter.allow(ctx.RemoteIP().String()); !ok {
-		ctx.SetConnectionClose()
-		ctx.Response.Header.Set("Retry-After", strconv.Itoa(int(wait.Seconds()+0.999)))
+	form, ok := c.preSessionForm(ctx, "/invite", func(int) {
 		c.errorPage(ctx, 429, "Too many attempts from your address. Wait a minute.")
-		return
-	}
-	form, ok := c.form(ctx)
+	})
 	if !ok {
-		return
-	}
-	if !c.preSessionTokenOK(ctx, form.Get(csrfField)) {
-		c.refuseCSRF(ctx, "/invite", "the form's security token is missing or wrong; reload the page and try again")
 		return
 	}
 	c2, cancel := c.cfg.Context(c.cfg.Timeout)
 	defer cancel()
 	inv, _, err := c.cfg.Accounts.LookupInvite(c2, token)
 	if errors.Is(err, accounts.ErrNoInvite) {
-		c.errorPage(ctx, 410, "This invitation link was used already, or it expired. Ask for a new one.")
+		c.inviteGone(ctx)
 		return
 	}
 	if err != nil {
@@ -235,18 +222,8 @@ func (c *Console) acceptInvite(ctx *fasthttp.RequestCtx, token string) {
 		return
 	}
 	// Claimed first (one use, even when two people click at once), then the member, then the account.
-	inv, err = c.cfg.Accounts.ClaimInvite(c2, token)
-	if errors.Is(err, accounts.ErrNoInvite) {
-		c.errorPage(ctx, 410, "This invitation link was used already, or it expired. Ask for a new one.")
-		return
-	}
-	if err != nil {
-		c.unavailablePage(ctx, err)
-		return
-	}
-	role, err := actors.ParseRole(inv.Role)
-	if err != nil {
-		c.unavailablePage(ctx, err)
+	inv, role, ok := c.claimInvite(ctx, c2, token)
+	if !ok {
 		return
 	}
 	memberID := actors.NewMemberID()
@@ -256,9 +233,7 @@ func (c *Console) acceptInvite(ctx *fasthttp.RequestCtx, token string) {
 		c.unavailablePage(ctx, err)
 		return
 	}
-	if err := c.cfg.OrgCalls.Refresh(c2, inv.OrgID); err != nil {
-		c.cfg.Logger.Warn().Err(err).Str("org", inv.OrgID).Msg("console: refresh the organization's actor")
-	}
+	c.refresh(c2, inv.OrgID)
 	if _, err := c.cfg.Accounts.CreateUser(c2, inv.Email, pw, inv.OrgID, memberID); err != nil {
 		if errors.Is(err, accounts.ErrEmailTaken) {
 			c.errorPage(ctx, 409, "Someone with this email has an account already.")
@@ -300,9 +275,7 @@ func (c *Console) joinExisting(ctx *fasthttp.RequestCtx, c2 context.Context, inv
 		secret, _, u, err = c.cfg.Accounts.SignIn(c2, inv.Email, pw)
 		switch {
 		case errors.As(err, &locked):
-			wait := int(locked.Until.Sub(c.cfg.Clock.Now()).Seconds() + 0.999)
-			ctx.Response.Header.Set("Retry-After", strconv.Itoa(max(wait, 1)))
-			c.renderInvite(ctx, inv, token, fmt.Sprintf("This account is locked after repeated failed sign-ins. Try again in %d minutes.", (wait+59)/60), 429)
+			c.renderInvite(ctx, inv, token, c.lockedMessage(ctx, locked), 429)
 			return
 		case errors.Is(err, accounts.ErrBadCredentials):
 			c.renderInvite(ctx, inv, token, "Wrong password.", 401)
@@ -322,18 +295,8 @@ func (c *Console) joinExisting(ctx *fasthttp.RequestCtx, c2 context.Context, inv
 	if !c.joinAllowed(ctx, accounts.CheckJoin(inv, u, org.Members)) {
 		return
 	}
-	inv, err = c.cfg.Accounts.ClaimInvite(c2, token)
-	if errors.Is(err, accounts.ErrNoInvite) {
-		c.errorPage(ctx, 410, "This invitation link was used already, or it expired. Ask for a new one.")
-		return
-	}
-	if err != nil {
-		c.unavailablePage(ctx, err)
-		return
-	}
-	role, err := actors.ParseRole(inv.Role)
-	if err != nil {
-		c.unavailablePage(ctx, err)
+	inv, role, ok := c.claimInvite(ctx, c2, token)
+	if !ok {
 		return
 	}
 	memberID := actors.NewMemberID()
@@ -372,15 +335,38 @@ func (c *Console) joinExisting(ctx *fasthttp.RequestCtx, c2 context.Context, inv
 		c.unavailablePage(ctx, err)
 		return
 	}
-	if err := c.cfg.OrgCalls.Refresh(c2, inv.OrgID); err != nil {
-		c.cfg.Logger.Warn().Err(err).Str("org", inv.OrgID).Msg("console: refresh the organization's actor")
-	}
+	c.refresh(c2, inv.OrgID)
 	if _, err := c.cfg.Accounts.SwitchOrg(c2, secret, inv.OrgID); err != nil {
 		c.unavailablePage(ctx, err)
 		return
 	}
 	c.clearCookie(ctx, preSessionCookie)
 	redirect(ctx, Prefix+"/usage")
+}
+
+// inviteGone answers an invitation link that was claimed already or expired.
+func (c *Console) inviteGone(ctx *fasthttp.RequestCtx) {
+	c.errorPage(ctx, 410, "This invitation link was used already, or it expired. Ask for a new one.")
+}
+
+// claimInvite claims the invitation (one use, even when two people click at once) and returns it with the
+// role it grants, or answers the page (410 when it was claimed already or expired) and reports false.
+func (c *Console) claimInvite(ctx *fasthttp.RequestCtx, c2 context.Context, token string) (*accounts.Invite, actors.Role, bool) {
+	inv, err := c.cfg.Accounts.ClaimInvite(c2, token)
+	if errors.Is(err, accounts.ErrNoInvite) {
+		c.inviteGone(ctx)
+		return nil, "", false
+	}
+	if err != nil {
+		c.unavailablePage(ctx, err)
+		return nil, "", false
+	}
+	role, err := actors.ParseRole(inv.Role)
+	if err != nil {
+		c.unavailablePage(ctx, err)
+		return nil, "", false
+	}
+	return inv, role, true
 }
 
 // joinAllowed answers a refusal of CheckJoin (and reports false), or reports true for nil and other errors.

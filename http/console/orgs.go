@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"errors"
 	"sort"
 
@@ -144,7 +145,7 @@ func (c *Console) changeRole(r *request, memberID string) {
 	if c.memberChangeRefused(r, err) {
 		return
 	}
-	c.refresh(r, r.orgID)
+	c.refresh(r.c, r.orgID)
 	r.org = st
 	if m, ok := st.Member(r.memberID); ok {
 		r.role = m.Role // the person may have changed their own role
@@ -161,7 +162,7 @@ func (c *Console) removeMember(r *request, memberID string) {
 	if c.memberChangeRefused(r, err) {
 		return
 	}
-	c.refresh(r, r.orgID)
+	c.refresh(r.c, r.orgID)
 	if memberID == r.memberID {
 		redirect(r.ctx, Prefix+"/orgs") // the session moves to another organization, or ends
 		return
@@ -190,8 +191,8 @@ func (c *Console) memberChangeRefused(r *request, err error) bool {
 // refresh tells the organization's actor that its record changed here, so the change counts at the next
 // admission of a key or console call. A failure is logged: the change is saved, and the actor reads it when
 // its activation ends (idle) or its next write finds the record changed.
-func (c *Console) refresh(r *request, orgID string) {
-	if err := c.cfg.OrgCalls.Refresh(r.c, orgID); err != nil {
+func (c *Console) refresh(ctx context.Context, orgID string) {
+	if err := c.cfg.OrgCalls.Refresh(ctx, orgID); err != nil {
 		c.cfg.Logger.Warn().Err(err).Str("org", orgID).Msg("console: refresh the organization's actor")
 	}
 }

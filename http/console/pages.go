@@ -4,6 +4,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"net/url"
 	"sort"
 	"strconv"
 	"strings"
@@ -22,24 +23,46 @@ func (c *Console) signInPage(ctx *fasthttp.RequestCtx, msg string, status int) {
 	c.renderPage(ctx, "signin", status, view{Title: "Sign in", CSRF: token, Error: msg})
 }
 
-func (c *Console) signIn(ctx *fasthttp.RequestCtx) {
+// preSessionForm reads a form posted without a session (sign-in, an invitation's): it must come from this
+// site, within the per-address attempt limit, and carry the pre-session token (double submit). Otherwise it
+// answers (tooMany answers the limit, after the connection close and Retry-After are set, with the seconds to
+// wait) and reports false.
+func (c *Console) preSessionForm(ctx *fasthttp.RequestCtx, path string, tooMany func(wait int)) (url.Values, bool) {
 	if !c.sameOrigin(ctx) {
-		c.refuseCSRF(ctx, "/sign-in", "the request came from another site")
-		return
+		c.refuseCSRF(ctx, path, "the request came from another site")
+		return nil, false
 	}
-	ok, wait := c.limiter.allow(ctx.RemoteIP().String())
-	if !ok {
+	if ok, wait := c.limiter.allow(ctx.RemoteIP().String()); !ok {
+		secs := int(wait.Seconds() + 0.999)
 		ctx.SetConnectionClose()
-		ctx.Response.Header.Set("Retry-After", strconv.Itoa(int(wait.Seconds()+0.999)))
-		c.signInPage(ctx, fmt.Sprintf("Too many sign-in attempts from your address. Wait %d seconds.", int(wait.Seconds()+0.999)), 429)
-		return
+		ctx.Response.Header.Set("Retry-After", strconv.Itoa(secs))
+		tooMany(secs)
+		return nil, false
 	}
 	form, ok := c.form(ctx)
 	if !ok {
-		return
+		return nil, false
 	}
 	if !c.preSessionTokenOK(ctx, form.Get(csrfField)) {
-		c.refuseCSRF(ctx, "/sign-in", "the form's security token is missing or wrong; reload the page and try again")
+		c.refuseCSRF(ctx, path, "the form's security token is missing or wrong; reload the page and try again")
+		return nil, false
+	}
+	return form, true
+}
+
+// lockedMessage sets Retry-After for an account locked after failed sign-ins and returns the sentence that
+// says how long to wait.
+func (c *Console) lockedMessage(ctx *fasthttp.RequestCtx, locked *accounts.LockedError) string {
+	wait := int(locked.Until.Sub(c.cfg.Clock.Now()).Seconds() + 0.999)
+	ctx.Response.Header.Set("Retry-After", strconv.Itoa(max(wait, 1)))
+	return fmt.Sprintf("This account is locked after repeated failed sign-ins. Try again in %d minutes.", (wait+59)/60)
+}
+
+func (c *Console) signIn(ctx *fasthttp.RequestCtx) {
+	form, ok := c.preSessionForm(ctx, "/sign-in", func(wait int) {
+		c.signInPage(ctx, fmt.Sprintf("Too many sign-in attempts from your address. Wait %d seconds.", wait), 429)
+	})
+	if !ok {
 		return
 	}
 	c2, cancel := c.cfg.Context(c.cfg.Timeout)
@@ -53,9 +76,7 @@ func (c *Console) signIn(ctx *fasthttp.RequestCtx) {
 	var locked *accounts.LockedError
 	switch {
 	case errors.As(err, &locked):
-		wait := int(locked.Until.Sub(c.cfg.Clock.Now()).Seconds() + 0.999)
-		ctx.Response.Header.Set("Retry-After", strconv.Itoa(max(wait, 1)))
-		c.signInPage(ctx, fmt.Sprintf("This account is locked after repeated failed sign-ins. Try again in %d minutes.", (wait+59)/60), 429)
+		c.signInPage(ctx, c.lockedMessage(ctx, locked), 429)
 		return
 	case errors.Is(err, accounts.ErrBadCredentials):
 		c.signInPage(ctx, "Wrong email or password.", 401)

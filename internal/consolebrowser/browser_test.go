@@ -169,31 +169,31 @@ func TestConsoleInBrowser(t *testing.T) {
 			t.Fatalf("%s never showed %q: %v", sel, want, err)
 		}
 	}
-	// waitNavigated waits until a form's navigation has landed on a page whose path ends with suffix and that
-	// page has loaded: an element check alone can match the page the form was submitted from. Evaluations
-	// that fail while the old page is torn down are asked again.
-	waitNavigated := func(suffix string) {
+	// navigateBy runs actions that send a form or follow a link, waits until the page they lead to has loaded
+	// (the navigation's own load, which chromedp.RunResponse follows from its start) and fails unless that
+	// page answered status. Waiting for an element instead can match the page the form was sent from, and
+	// whatever runs next (a screenshot) then meets the navigation half-way.
+	navigateBy := func(step string, status int64, actions ...chromedp.Action[chromedp.Void]) {
 		t.Helper()
-		js := fmt.Sprintf(`location.pathname.endsWith(%q) && document.readyState === "complete"`, suffix)
-		deadline := time.Now().Add(15 * time.Second)
-		for {
-			if ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](js)); err == nil && ok {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("the page never reached a path ending with %s", suffix)
-			}
-			time.Sleep(50 * time.Millisecond) // polling the browser: a navigation offers nothing to wait on here
+		nctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		resp, err := chromedp.RunResponse(nctx, actions...)
+		if err != nil {
+			t.Fatalf("%s: %v", step, err)
 		}
+		if resp == nil || resp.Status != status {
+			t.Fatalf("%s: the new page answered %+v, want HTTP %d", step, resp, status)
+		}
+		t.Logf("%6.1fs %s", time.Since(began).Seconds(), step)
 	}
 	// Sign in: the console sends a signed-out visitor to the sign-in page.
 	do("open the console", chromedp.Navigate(base+"/console/"), chromedp.WaitVisible(chromedp.CSS("#signin-form")))
 	shot("01-sign-in")
-	do("sign in",
+	do("fill in the sign-in form",
 		chromedp.SendKeys(chromedp.CSS("#email"), dev.ConsoleEmail),
-		chromedp.SendKeys(chromedp.CSS("#password"), dev.ConsolePassword),
-		chromedp.Submit(chromedp.CSS("#signin-form")),
-		chromedp.WaitVisible(chromedp.CSS("#available")))
+		chromedp.SendKeys(chromedp.CSS("#password"), dev.ConsolePassword))
+	navigateBy("sign in", 200, chromedp.Submit(chromedp.CSS("#signin-form")))
+	do("the usage page", chromedp.WaitVisible(chromedp.CSS("#available")))
 	if got := text("#available"); got != "1000000" {
 		t.Fatalf("available credits on the usage page: %q", got)
 	}
@@ -210,11 +210,11 @@ func TestConsoleInBrowser(t *testing.T) {
 	}
 
 	// Create a key; its secret is shown once and works against the API.
-	do("create a key",
+	do("fill in the key form",
 		chromedp.Navigate(base+"/console/keys"), chromedp.WaitVisible(chromedp.CSS("#key-form")),
-		chromedp.SendKeys(chromedp.CSS("#key-name"), "browser test"),
-		chromedp.Submit(chromedp.CSS("#key-form")),
-		chromedp.WaitVisible(chromedp.CSS("#new-secret")))
+		chromedp.SendKeys(chromedp.CSS("#key-name"), "browser test"))
+	navigateBy("create a key", 201, chromedp.Submit(chromedp.CSS("#key-form")))
+	do("the created key", chromedp.WaitVisible(chromedp.CSS("#new-secret")))
 	secret, err := chromedp.Run(ctx, chromedp.Value(chromedp.CSS("#new-secret")))
 	if err != nil || !strings.HasPrefix(secret, "fgk_") {
 		t.Fatalf("new key secret %q: %v", secret, err)
@@ -250,7 +250,8 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Fatalf("mark result: watermark %q asset %q", wmID, assetID)
 	}
 	shot("04-marked")
-	do("the mark's job", chromedp.Click(chromedp.CSS("#mark-job")), chromedp.WaitVisible(chromedp.CSS("#job-done")))
+	navigateBy("follow the mark's job link", 200, chromedp.Click(chromedp.CSS("#mark-job")))
+	do("the mark's job", chromedp.WaitVisible(chromedp.CSS("#job-done")))
 	if job := text("#job-done"); !strings.Contains(job, "succeeded") || !strings.Contains(job, assetID) {
 		t.Fatalf("job page: %q", job)
 	}
@@ -281,12 +282,9 @@ func TestConsoleInBrowser(t *testing.T) {
 	if got := eval(thumbs + `.map(i => i.naturalWidth + "x" + i.naturalHeight + " " + i.getAttribute("src").split("/").slice(0, 3).join("/")).join(", ")`); got != "160x160 /console/thumbnails, 160x160 /console/thumbnails" {
 		t.Fatalf("thumbnails: %q", got)
 	}
-	// The mark on the old page is removed first, so that only the filtered page's finished list matches.
-	do("filter by kind and watermark id", chromedp.Evaluate[chromedp.Void](`document.getElementById('assets').removeAttribute('data-loaded')`),
-		chromedp.SetValue(chromedp.CSS("#f-kind"), "watermarked"),
-		chromedp.SetValue(chromedp.CSS("#f-wm"), wmID),
-		chromedp.Submit(chromedp.CSS("#asset-filters")),
-		chromedp.WaitVisible(chromedp.CSS(`#assets[data-loaded] tbody tr[data-asset-id="`+assetID+`"]`)))
+	do("set the filters", chromedp.SetValue(chromedp.CSS("#f-kind"), "watermarked"), chromedp.SetValue(chromedp.CSS("#f-wm"), wmID))
+	navigateBy("filter by kind and watermark id", 200, chromedp.Submit(chromedp.CSS("#asset-filters")))
+	do("the filtered list", chromedp.WaitVisible(chromedp.CSS(`#assets[data-loaded] tbody tr[data-asset-id="`+assetID+`"]`)))
 	if loc, _ := chromedp.Run(ctx, chromedp.Location()); !strings.Contains(loc, "kind=watermarked") {
 		t.Fatalf("the filtered list's address: %s", loc)
 	}
@@ -387,10 +385,9 @@ func TestConsoleInBrowser(t *testing.T) {
 	shot("12-storage-added")
 
 	// Members: the owner makes Mallory an admin; the role shows at once.
-	do("make Mallory admin", chromedp.Navigate(base+"/console/members"), chromedp.WaitVisible(chromedp.CSS("#role-"+memberID)),
-		chromedp.SetValue(chromedp.CSS("#role-"+memberID), "admin"),
-		chromedp.Click(chromedp.CSS(`tr[data-member-id="`+memberID+`"] form[action$="/role"] button`)))
-	waitNavigated("/role")
+	do("choose admin for Mallory", chromedp.Navigate(base+"/console/members"), chromedp.WaitVisible(chromedp.CSS("#role-"+memberID)),
+		chromedp.SetValue(chromedp.CSS("#role-"+memberID), "admin"))
+	navigateBy("make Mallory admin", 200, chromedp.Click(chromedp.CSS(`tr[data-member-id="`+memberID+`"] form[action$="/role"] button`)))
 	do("the members page after the change", chromedp.WaitVisible(chromedp.CSS("#role-"+memberID)))
 	if got := eval(`document.getElementById("role-` + memberID + `").value`); got != "admin" {
 		t.Fatalf("Mallory's role after the change: %q", got)
@@ -409,17 +406,17 @@ func TestConsoleInBrowser(t *testing.T) {
 	do("laptop viewport again", chromedp.EmulateViewport(1280, 900))
 
 	// Organizations: create one (its owner, no credits), see it in the header, switch back.
-	do("create an organization", chromedp.Navigate(base+"/console/orgs"), chromedp.WaitVisible(chromedp.CSS("#org-form")),
-		chromedp.SendKeys(chromedp.CSS("#org-name"), "Studio Two"),
-		chromedp.Submit(chromedp.CSS("#org-form")),
-		chromedp.WaitVisible(chromedp.CSS("#members")))
+	do("name an organization", chromedp.Navigate(base+"/console/orgs"), chromedp.WaitVisible(chromedp.CSS("#org-form")),
+		chromedp.SendKeys(chromedp.CSS("#org-name"), "Studio Two"))
+	navigateBy("create an organization", 200, chromedp.Submit(chromedp.CSS("#org-form")))
+	do("the new organization's members", chromedp.WaitVisible(chromedp.CSS("#members")))
 	if got := text("#current-org"); got != "Studio Two" {
 		t.Fatalf("organization after creating one: %q", got)
 	}
 	do("organizations", chromedp.Navigate(base+"/console/orgs"), chromedp.WaitVisible(chromedp.CSS("#orgs")))
 	shot("18-orgs")
-	do("switch back", chromedp.Click(chromedp.CSS(`#orgs button[aria-label="Switch to Development"]`)),
-		chromedp.WaitVisible(chromedp.CSS("#available")))
+	navigateBy("switch back", 200, chromedp.Click(chromedp.CSS(`#orgs button[aria-label="Switch to Development"]`)))
+	do("the usage page", chromedp.WaitVisible(chromedp.CSS("#available")))
 	if got := text("#current-org"); got != "Development" {
 		t.Fatalf("organization after switching back: %q", got)
 	}
@@ -448,12 +445,12 @@ func TestConsoleInBrowser(t *testing.T) {
 	do("laptop viewport", chromedp.EmulateViewport(1280, 900))
 
 	// CSRF: a form whose token was tampered with is refused and changes nothing; so is a script call.
-	do("forged key form",
+	do("forge the key form",
 		chromedp.Navigate(base+"/console/keys"), chromedp.WaitVisible(chromedp.CSS("#key-form")),
 		chromedp.SetValue(chromedp.CSS(`#key-form input[name="csrf"]`), "forged"),
-		chromedp.SendKeys(chromedp.CSS("#key-name"), "forged"),
-		chromedp.Submit(chromedp.CSS("#key-form")),
-		chromedp.WaitVisible(chromedp.CSS("#page-error")))
+		chromedp.SendKeys(chromedp.CSS("#key-name"), "forged"))
+	navigateBy("send the forged key form", 403, chromedp.Submit(chromedp.CSS("#key-form")))
+	do("the refusal", chromedp.WaitVisible(chromedp.CSS("#page-error")))
 	if e := text("#page-error"); !strings.Contains(e, "csrf_failed") {
 		t.Fatalf("forged form: %q", e)
 	}
@@ -471,28 +468,30 @@ func TestConsoleInBrowser(t *testing.T) {
 	}
 
 	// Sign out: the cookie's session is gone on the server too.
-	do("sign out", chromedp.Click(chromedp.CSS(".who button")), chromedp.WaitVisible(chromedp.CSS("#signin-form")))
+	navigateBy("sign out", 200, chromedp.Click(chromedp.CSS(".who button")))
+	do("the sign-in page", chromedp.WaitVisible(chromedp.CSS("#signin-form")))
 	if st, _ := apiGet(t, base+"/console/api/assets", "", cookie); st != 401 {
 		t.Fatalf("the old session after sign-out: %d", st)
 	}
 
 	// Lockout: five wrong passwords lock the account; the right one is refused while it is locked.
-	signIn := func(email, pw string) string {
+	signIn := func(email, pw string, status int64) string {
 		t.Helper()
-		do("sign in as "+email, chromedp.Navigate(base+"/console/sign-in"), chromedp.WaitVisible(chromedp.CSS("#signin-form")),
-			chromedp.SendKeys(chromedp.CSS("#email"), email), chromedp.SendKeys(chromedp.CSS("#password"), pw),
-			chromedp.Submit(chromedp.CSS("#signin-form")), chromedp.WaitVisible(chromedp.CSS("#page-error")))
+		do("fill in the sign-in form as "+email, chromedp.Navigate(base+"/console/sign-in"), chromedp.WaitVisible(chromedp.CSS("#signin-form")),
+			chromedp.SendKeys(chromedp.CSS("#email"), email), chromedp.SendKeys(chromedp.CSS("#password"), pw))
+		navigateBy("sign in as "+email, status, chromedp.Submit(chromedp.CSS("#signin-form")))
+		do("the sign-in error", chromedp.WaitVisible(chromedp.CSS("#page-error")))
 		return text("#page-error")
 	}
 	for i := 1; i <= 4; i++ {
-		if e := signIn("member@example.com", fmt.Sprintf("wrong password %d", i)); e != "Wrong email or password." {
+		if e := signIn("member@example.com", fmt.Sprintf("wrong password %d", i), 401); e != "Wrong email or password." {
 			t.Fatalf("wrong password %d: %q", i, e)
 		}
 	}
-	if e := signIn("member@example.com", "wrong password 5"); !strings.Contains(e, "locked") {
+	if e := signIn("member@example.com", "wrong password 5", 429); !strings.Contains(e, "locked") {
 		t.Fatalf("fifth wrong password: %q", e)
 	}
-	if e := signIn("member@example.com", "member password 1"); !strings.Contains(e, "locked") {
+	if e := signIn("member@example.com", "member password 1", 429); !strings.Contains(e, "locked") {
 		t.Fatalf("right password while locked: %q", e)
 	}
 	shot("09-locked")

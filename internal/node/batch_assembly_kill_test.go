@@ -5,68 +5,14 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
-	"log"
-	"net/http"
-	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
-	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"filigrane/actors"
-	"filigrane/cluster/clustertest"
 	"filigrane/internal/admin"
 	"filigrane/internal/node"
 	"filigrane/persistence/s3test"
 )
-
-// gatedS3 is an HTTP proxy in front of the S3 server that holds every request whose path contains gate (and
-// whose method is method, when set) until opened (or until the client goes away), and reports the first one
-// it holds.
-type gatedS3 struct {
-	url      string
-	gate     string
-	method   string
-	open     chan struct{}
-	openOnce sync.Once
-	held     chan struct{}
-	heldOnce sync.Once
-}
-
-func newGatedS3(t *testing.T, target, gate string) *gatedS3 {
-	return newGatedS3Method(t, target, "", gate)
-}
-
-// newGatedS3Method is newGatedS3 holding only requests of method ("" for any).
-func newGatedS3Method(t *testing.T, target, method, gate string) *gatedS3 {
-	u, err := url.Parse("http://" + target)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := &gatedS3{gate: gate, method: method, open: make(chan struct{}), held: make(chan struct{})}
-	proxy := httputil.NewSingleHostReverseProxy(u) // keeps the client's Host header, which SigV4 signed
-	proxy.ErrorLog = log.New(io.Discard, "", 0)    // a held request whose node was killed ends in an error
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if strings.Contains(r.URL.Path, g.gate) && (g.method == "" || r.Method == g.method) {
-			g.heldOnce.Do(func() { close(g.held) })
-			select {
-			case <-g.open:
-			case <-r.Context().Done():
-				return
-			}
-		}
-		proxy.ServeHTTP(w, r)
-	}))
-	t.Cleanup(func() { g.release(); srv.Close() })
-	g.url = srv.URL
-	return g
-}
-
-func (g *gatedS3) release() { g.openOnce.Do(func() { close(g.open) }) }
 
 // TestBatchSurvivesKillDuringAssembly: a single `filigrane serve` process on object storage runs a 4-item
 // archive batch; the upload of the archive is held at the storage proxy, so the node is killed with SIGKILL
@@ -83,40 +29,9 @@ func TestBatchSurvivesKillDuringAssembly(t *testing.T) {
 	direct := &node.S3Config{Endpoint: "http://" + srv.Endpoint, Bucket: srv.NewBucket(t), AccessKey: srv.AccessKey,
 		SecretKey: srv.SecretKey, Region: srv.Region}
 	c := &clusterFixture{s3: direct}
-	c.admin(t, func(a admin.Admin) {
-		ctx := context.Background()
-		st, err := a.CreateOrg(ctx, "Assembler", "scale", 100)
-		if err != nil {
-			t.Fatal(err)
-		}
-		m, _ := a.AddMember(ctx, st.ID, "ops", actors.RoleOwner)
-		if c.secret, _, err = a.CreateKey(ctx, actors.NewKeySpec{OrgID: st.ID, MemberID: m, Scopes: actors.AllScopes()}); err != nil {
-			t.Fatal(err)
-		}
-		c.orgID = st.ID
-	})
-	bin := buildBinary(t)
-	dir := t.TempDir()
-	start, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	procs, err := clustertest.StartProcesses(start, clustertest.ProcessConfig{
-		Binary: bin, N: 1, Ports: 4,
-		Args: func(i int, ports [][]int) []string {
-			p := ports[i]
-			return append([]string{"serve", "--data", dir, "--node-name", "solo",
-				"--listen", fmt.Sprintf("127.0.0.1:%d", p[0]), "--upload-listen", fmt.Sprintf("127.0.0.1:%d", p[1]),
-				"--cluster-bind", fmt.Sprintf("127.0.0.1:%d", p[2]), "--remote-port", strconv.Itoa(p[3]),
-				"--s3-endpoint", gate.url, "--s3-bucket", direct.Bucket, "--s3-access-key", direct.AccessKey,
-				"--s3-secret-key", direct.SecretKey, "--workers", "1", "--log-format", "json", "--log-level", "warn"}, quickRecovery...)
-		},
-		Ready: clustertest.ReadyHTTP(0, "/healthz"),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.procs = procs
-	t.Cleanup(procs.KillAll)
-	f := &batchFixture{base: c.base(0), key: c.secret}
+	c.admin(t, func(a admin.Admin) { c.orgID, c.secret = newOwnerKey(t, a, "Assembler") })
+	procs, base := startSolo(t, t.TempDir(), append(s3Flags(gate.url, direct), quickRecovery...)...)
+	f := &batchFixture{base: base, key: c.secret}
 
 	const n = 4
 	files := map[string][]byte{}
@@ -187,23 +102,8 @@ func TestBatchSurvivesKillDuringAssembly(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.admin(t, func(a admin.Admin) {
-		st, entries, err := a.Balance(context.Background(), c.orgID, 1000)
-		if err != nil {
-			t.Fatal(err)
-		}
-		charges := map[string]int{}
-		for _, e := range entries {
-			if e.Kind == "charge" {
-				charges[e.Operation]++
-			}
-		}
-		if len(charges) != n || st.Held() != 0 {
-			t.Fatalf("%d operations charged (want %d), %d held", len(charges), n, st.Held())
-		}
-		for op, k := range charges {
-			if k != 1 {
-				t.Fatalf("%s charged %d times", op, k)
-			}
+		if _, charged := ledgerSettled(t, a, c.orgID); len(charged) != n {
+			t.Fatalf("%d operations charged, want %d", len(charged), n)
 		}
 	})
 }

@@ -8,13 +8,10 @@ import (
 	"io"
 	"mime/multipart"
 	"net/http"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"filigrane/actors"
-	"filigrane/cluster/clustertest"
 	"filigrane/internal/admin"
 	"filigrane/internal/clock"
 )
@@ -28,39 +25,10 @@ func TestBatchSurvivesKill(t *testing.T) {
 	if testing.Short() {
 		t.Skip("multi-process test")
 	}
-	bin := buildBinary(t)
 	dir := t.TempDir()
 	var orgID, secret string
-	offline(t, dir, clock.System{}, func(a admin.Admin) {
-		ctx := context.Background()
-		st, err := a.CreateOrg(ctx, "Crash", "scale", 100)
-		if err != nil {
-			t.Fatal(err)
-		}
-		m, _ := a.AddMember(ctx, st.ID, "ops", actors.RoleOwner)
-		if secret, _, err = a.CreateKey(ctx, actors.NewKeySpec{OrgID: st.ID, MemberID: m, Scopes: actors.AllScopes()}); err != nil {
-			t.Fatal(err)
-		}
-		orgID = st.ID
-	})
-	start, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	procs, err := clustertest.StartProcesses(start, clustertest.ProcessConfig{
-		Binary: bin, N: 1, Ports: 4,
-		Args: func(i int, ports [][]int) []string {
-			p := ports[i]
-			return append([]string{"serve", "--data", dir, "--node-name", "solo",
-				"--listen", fmt.Sprintf("127.0.0.1:%d", p[0]), "--upload-listen", fmt.Sprintf("127.0.0.1:%d", p[1]),
-				"--cluster-bind", fmt.Sprintf("127.0.0.1:%d", p[2]), "--remote-port", strconv.Itoa(p[3]),
-				"--workers", "1", "--log-format", "json", "--log-level", "warn"}, quickRecovery...)
-		},
-		Ready: clustertest.ReadyHTTP(0, "/healthz"),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(procs.KillAll)
-	base := "http://127.0.0.1:" + strconv.Itoa(procs.List[0].Ports[0])
+	offline(t, dir, clock.System{}, func(a admin.Admin) { orgID, secret = newOwnerKey(t, a, "Crash") })
+	procs, base := startSolo(t, dir, quickRecovery...)
 
 	const n = 12
 	files := map[string][]byte{}
@@ -141,26 +109,12 @@ func TestBatchSurvivesKill(t *testing.T) {
 		t.Fatal(err)
 	}
 	offline(t, dir, clock.System{}, func(a admin.Admin) {
-		st, entries, err := a.Balance(context.Background(), orgID, 10000)
-		if err != nil {
-			t.Fatal(err)
-		}
-		charges := map[string]int{}
-		for _, e := range entries {
-			if e.Kind == "charge" {
-				charges[e.Operation]++
-			}
-		}
-		if len(charges) != n || st.Held() != 0 || len(st.Slots) != 0 {
-			t.Fatalf("%d operations charged (want %d), %d held, %d slots", len(charges), n, st.Held(), len(st.Slots))
-		}
-		for op, c := range charges {
-			if c != 1 {
-				t.Fatalf("%s charged %d times", op, c)
-			}
+		st, charged := ledgerSettled(t, a, orgID)
+		if len(charged) != n || len(st.Slots) != 0 {
+			t.Fatalf("%d operations charged (want %d), %d slots", len(charged), n, len(st.Slots))
 		}
 		for _, it := range done.Items {
-			if it.RequestID == nil || charges[*it.RequestID] != 1 {
+			if it.RequestID == nil || !charged[*it.RequestID] {
 				t.Fatalf("item %d (%v) not charged exactly once", it.Index, it.RequestID)
 			}
 		}

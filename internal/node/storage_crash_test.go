@@ -4,18 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/minio/minio-go/v7"
 
-	"filigrane/actors"
-	"filigrane/cluster/clustertest"
 	"filigrane/internal/admin"
 	"filigrane/internal/clock"
 	"filigrane/internal/node"
@@ -106,38 +102,10 @@ func TestStorageDeliverySurvivesKill(t *testing.T) {
 	srv := s3test.Start(t)
 	bucket := srv.NewBucket(t)
 	proxy := newHoldingProxy(t, srv.Endpoint)
-	bin := buildBinary(t)
 	dir := t.TempDir()
 	var secret string
-	offline(t, dir, clock.System{}, func(a admin.Admin) {
-		ctx := context.Background()
-		st, err := a.CreateOrg(ctx, "Crash", "scale", 100)
-		if err != nil {
-			t.Fatal(err)
-		}
-		m, _ := a.AddMember(ctx, st.ID, "ops", actors.RoleOwner)
-		if secret, _, err = a.CreateKey(ctx, actors.NewKeySpec{OrgID: st.ID, MemberID: m, Scopes: actors.AllScopes()}); err != nil {
-			t.Fatal(err)
-		}
-	})
-	start, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	procs, err := clustertest.StartProcesses(start, clustertest.ProcessConfig{
-		Binary: bin, N: 1, Ports: 4,
-		Args: func(i int, ports [][]int) []string {
-			p := ports[i]
-			return append([]string{"serve", "--data", dir, "--node-name", "solo",
-				"--listen", fmt.Sprintf("127.0.0.1:%d", p[0]), "--upload-listen", fmt.Sprintf("127.0.0.1:%d", p[1]),
-				"--cluster-bind", fmt.Sprintf("127.0.0.1:%d", p[2]), "--remote-port", strconv.Itoa(p[3]),
-				"--workers", "1", "--allow-private-targets", "--log-format", "json", "--log-level", "warn"}, quickRecovery...)
-		},
-		Ready: clustertest.ReadyHTTP(0, "/healthz"),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(procs.KillAll)
-	base := "http://127.0.0.1:" + strconv.Itoa(procs.List[0].Ports[0])
+	offline(t, dir, clock.System{}, func(a admin.Admin) { _, secret = newOwnerKey(t, a, "Crash") })
+	procs, base := startSolo(t, dir, append([]string{"--allow-private-targets"}, quickRecovery...)...)
 
 	r, dst := jsonObject(t, "POST", base+"/storage/destinations", secret, map[string]any{
 		"endpoint": proxy.addr, "region": srv.Region, "bucket": bucket, "path_style": true,
@@ -251,41 +219,9 @@ func TestStagingRemovalSurvivesKill(t *testing.T) {
 	direct := &node.S3Config{Endpoint: "http://" + srv.Endpoint, Bucket: srv.NewBucket(t), AccessKey: srv.AccessKey,
 		SecretKey: srv.SecretKey, Region: srv.Region}
 	customer := srv.NewBucket(t)
-	c := &clusterFixture{s3: direct}
-	c.admin(t, func(a admin.Admin) {
-		ctx := context.Background()
-		st, err := a.CreateOrg(ctx, "Stager", "scale", 100)
-		if err != nil {
-			t.Fatal(err)
-		}
-		m, _ := a.AddMember(ctx, st.ID, "ops", actors.RoleOwner)
-		if c.secret, _, err = a.CreateKey(ctx, actors.NewKeySpec{OrgID: st.ID, MemberID: m, Scopes: actors.AllScopes()}); err != nil {
-			t.Fatal(err)
-		}
-	})
-	bin := buildBinary(t)
-	dir := t.TempDir()
-	start, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	procs, err := clustertest.StartProcesses(start, clustertest.ProcessConfig{
-		Binary: bin, N: 1, Ports: 4,
-		Args: func(i int, ports [][]int) []string {
-			p := ports[i]
-			return []string{"serve", "--data", dir, "--node-name", "solo",
-				"--listen", fmt.Sprintf("127.0.0.1:%d", p[0]), "--upload-listen", fmt.Sprintf("127.0.0.1:%d", p[1]),
-				"--cluster-bind", fmt.Sprintf("127.0.0.1:%d", p[2]), "--remote-port", strconv.Itoa(p[3]),
-				"--s3-endpoint", gate.url, "--s3-bucket", direct.Bucket, "--s3-access-key", direct.AccessKey,
-				"--s3-secret-key", direct.SecretKey, "--workers", "1", "--allow-private-targets",
-				"--log-format", "json", "--log-level", "warn"}
-		},
-		Ready: clustertest.ReadyHTTP(0, "/healthz"),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.procs = procs
-	t.Cleanup(procs.KillAll)
-	base, secret := c.base(0), c.secret
+	var secret string
+	(&clusterFixture{s3: direct}).admin(t, func(a admin.Admin) { _, secret = newOwnerKey(t, a, "Stager") })
+	procs, base := startSolo(t, t.TempDir(), append(s3Flags(gate.url, direct), "--allow-private-targets")...)
 
 	r, dst := jsonObject(t, "POST", base+"/storage/destinations", secret, map[string]any{
 		"endpoint": srv.Endpoint, "region": srv.Region, "bucket": customer, "path_style": true,

@@ -3,7 +3,6 @@ package node_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -12,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"filigrane/actors"
-	"filigrane/cluster/clustertest"
 	"filigrane/internal/admin"
 	"filigrane/internal/clock"
 	"filigrane/internal/whsign"
@@ -59,42 +56,14 @@ func TestWebhookSurvivesKillMidDelivery(t *testing.T) {
 	if testing.Short() {
 		t.Skip("multi-process test")
 	}
-	bin := buildBinary(t)
 	dir := t.TempDir()
 	var secret string
-	offline(t, dir, clock.System{}, func(a admin.Admin) {
-		ctx := context.Background()
-		st, err := a.CreateOrg(ctx, "Hooks", "scale", 100)
-		if err != nil {
-			t.Fatal(err)
-		}
-		m, _ := a.AddMember(ctx, st.ID, "ops", actors.RoleOwner)
-		if secret, _, err = a.CreateKey(ctx, actors.NewKeySpec{OrgID: st.ID, MemberID: m, Scopes: actors.AllScopes()}); err != nil {
-			t.Fatal(err)
-		}
-	})
+	offline(t, dir, clock.System{}, func(a admin.Admin) { _, secret = newOwnerKey(t, a, "Hooks") })
 	rc := &holdingReceiver{held: make(chan struct{})}
 	srv := httptest.NewServer(rc)
 	defer srv.Close()
 
-	start, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	procs, err := clustertest.StartProcesses(start, clustertest.ProcessConfig{
-		Binary: bin, N: 1, Ports: 4,
-		Args: func(i int, ports [][]int) []string {
-			p := ports[i]
-			return append([]string{"serve", "--data", dir, "--node-name", "solo",
-				"--listen", fmt.Sprintf("127.0.0.1:%d", p[0]), "--upload-listen", fmt.Sprintf("127.0.0.1:%d", p[1]),
-				"--cluster-bind", fmt.Sprintf("127.0.0.1:%d", p[2]), "--remote-port", strconv.Itoa(p[3]),
-				"--workers", "1", "--allow-private-targets", "--log-format", "json", "--log-level", "warn"}, quickRecovery...)
-		},
-		Ready: clustertest.ReadyHTTP(0, "/healthz"),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(procs.KillAll)
-	base := "http://127.0.0.1:" + strconv.Itoa(procs.List[0].Ports[0])
+	procs, base := startSolo(t, dir, append([]string{"--allow-private-targets"}, quickRecovery...)...)
 
 	r := jsonCall(t, "POST", base+"/webhooks", secret, map[string]any{"url": srv.URL + "/hook"})
 	if r.status != 201 {

@@ -195,6 +195,9 @@ func TestWebhookDeliveryRetriesUntilSuccess(t *testing.T) {
 	if r := call(t, "GET", f.base+"/webhooks/"+ep.ID+"/deliveries?after="+evtID, f.keyA, nil); r.status != 200 || !bytes.Contains(r.body, []byte(`"data":[]`)) {
 		t.Fatalf("page after the last event: %d %s", r.status, r.body)
 	}
+	// A cursor that is no event id, or a limit out of range, is refused (the storage log's checks are the same).
+	wantProblem(t, "deliveries after a delivery id", call(t, "GET", f.base+"/webhooks/"+ep.ID+"/deliveries?after=std_1", f.keyA, nil), 422, "invalid_cursor")
+	wantProblem(t, "deliveries with limit 101", call(t, "GET", f.base+"/webhooks/"+ep.ID+"/deliveries?limit=101", f.keyA, nil), 422, "invalid_request")
 
 	rd := call(t, "POST", f.base+"/webhooks/"+ep.ID+"/deliveries/"+evtID+"/redeliver", f.keyA, nil)
 	if rd.status != 202 {

@@ -1,0 +1,150 @@
+package node_test
+
+// Helpers of the kill tests: one `filigrane serve` process killed with SIGKILL at a chosen point and
+// restarted on its data directory, its object storage reached through a proxy that can hold a request, and
+// the ledger read afterwards to show that the work settled (each operation charged once, nothing held).
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"filigrane/actors"
+	"filigrane/cluster/clustertest"
+	"filigrane/internal/admin"
+	"filigrane/internal/node"
+)
+
+// gatedS3 is an HTTP proxy in front of the S3 server that holds every request whose path contains gate (and
+// whose method is method, when set) until opened (or until the client goes away), and reports the first one
+// it holds.
+type gatedS3 struct {
+	url      string
+	gate     string
+	method   string
+	open     chan struct{}
+	openOnce sync.Once
+	held     chan struct{}
+	heldOnce sync.Once
+}
+
+func newGatedS3(t *testing.T, target, gate string) *gatedS3 {
+	return newGatedS3Method(t, target, "", gate)
+}
+
+// newGatedS3Method is newGatedS3 holding only requests of method ("" for any).
+func newGatedS3Method(t *testing.T, target, method, gate string) *gatedS3 {
+	u, err := url.Parse("http://" + target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &gatedS3{gate: gate, method: method, open: make(chan struct{}), held: make(chan struct{})}
+	proxy := httputil.NewSingleHostReverseProxy(u) // keeps the client's Host header, which SigV4 signed
+	proxy.ErrorLog = log.New(io.Discard, "", 0)    // a held request whose node was killed ends in an error
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.Contains(r.URL.Path, g.gate) && (g.method == "" || r.Method == g.method) {
+			g.heldOnce.Do(func() { close(g.held) })
+			select {
+			case <-g.open:
+			case <-r.Context().Done():
+				return
+			}
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(func() { g.release(); srv.Close() })
+	g.url = srv.URL
+	return g
+}
+
+func (g *gatedS3) release() { g.openOnce.Do(func() { close(g.open) }) }
+
+// startSolo starts one `filigrane serve` process, named solo, on the data directory dir with one worker and
+// JSON logs at warn, extra flags after those, and returns it with its API's base URL. It is killed when the
+// test ends.
+func startSolo(t *testing.T, dir string, extra ...string) (*clustertest.Processes, string) {
+	t.Helper()
+	bin := buildBinary(t)
+	start, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	procs, err := clustertest.StartProcesses(start, clustertest.ProcessConfig{
+		Binary: bin, N: 1, Ports: 4,
+		Args: func(i int, ports [][]int) []string {
+			p := ports[i]
+			return append([]string{"serve", "--data", dir, "--node-name", "solo",
+				"--listen", fmt.Sprintf("127.0.0.1:%d", p[0]), "--upload-listen", fmt.Sprintf("127.0.0.1:%d", p[1]),
+				"--cluster-bind", fmt.Sprintf("127.0.0.1:%d", p[2]), "--remote-port", strconv.Itoa(p[3]),
+				"--workers", "1", "--log-format", "json", "--log-level", "warn"}, extra...)
+		},
+		Ready: clustertest.ReadyHTTP(0, "/healthz"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(procs.KillAll)
+	return procs, "http://127.0.0.1:" + strconv.Itoa(procs.List[0].Ports[0])
+}
+
+// s3Flags are the serve flags that keep a node's records and files in s3's bucket, reached at endpoint (a
+// gatedS3's URL, or s3's own endpoint).
+func s3Flags(endpoint string, s3 *node.S3Config) []string {
+	return []string{"--s3-endpoint", endpoint, "--s3-bucket", s3.Bucket, "--s3-access-key", s3.AccessKey,
+		"--s3-secret-key", s3.SecretKey}
+}
+
+// newOwnerKey creates an organization named name on the scale plan with 100 credits, and a key with every
+// scope for an owner of it.
+func newOwnerKey(t *testing.T, a admin.Admin, name string) (orgID, secret string) {
+	t.Helper()
+	ctx := context.Background()
+	st, err := a.CreateOrg(ctx, name, "scale", 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := a.AddMember(ctx, st.ID, "ops", actors.RoleOwner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if secret, _, err = a.CreateKey(ctx, actors.NewKeySpec{OrgID: st.ID, MemberID: m, Scopes: actors.AllScopes()}); err != nil {
+		t.Fatal(err)
+	}
+	return st.ID, secret
+}
+
+// ledgerSettled reads the organization's ledger once its work is over and fails the test when an operation
+// was charged more than once or credits are still held. It returns the organization's state, for checks of
+// the balance, and the operations charged, for checks of which and how many.
+func ledgerSettled(t *testing.T, a admin.Admin, orgID string) (*actors.OrgState, map[string]bool) {
+	t.Helper()
+	st, entries, err := a.Balance(context.Background(), orgID, 10000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	charges := map[string]int{}
+	for _, e := range entries {
+		if e.Kind == "charge" {
+			charges[e.Operation]++
+		}
+	}
+	charged := map[string]bool{}
+	for op, k := range charges {
+		if k != 1 {
+			t.Fatalf("%s charged %d times", op, k)
+		}
+		charged[op] = true
+	}
+	if st.Held() != 0 {
+		t.Fatalf("%d credits still held after the work ended (%d operations charged)", st.Held(), len(charged))
+	}
+	return st, charged
+}
