@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -100,6 +101,14 @@ func (a *jobActor) Receive(ctx actor.Context) {
 			return r.HandBack(msg.Token, now)
 		}, nil)
 	case *JobTick:
+		if !a.load(ctx, msg.RequestID) {
+			return // answered
+		}
+		if a.rec == nil {
+			a.dropOrphanEntry() // the sweeper found an entry whose submission never committed its record
+			a.deps.Respond(ctx, &JobReply{Code: ReplyNotFound})
+			return
+		}
 		a.command(ctx, msg.RequestID, func(r *jobstate.Record, now time.Time) error {
 			r.Tick(now)
 			return nil
@@ -202,7 +211,9 @@ func (a *jobActor) submit(ctx actor.Context, msg *JobSubmit) {
 			// reason the caller retried), which may have ended after the record's commit and before its entry
 			// in the active index or its dispatch: repeat both (each is idempotent), or the job would stay
 			// queued with no sweeper tick ever reaching it.
-			a.indexActive(a.rec.OrgID)
+			if err := a.indexActive(a.rec.OrgID); err != nil {
+				a.deps.Logger.Error().Err(err).Str("job", a.id).Msg("index active job")
+			}
 			a.settle(ctx)
 		}
 		a.deps.Respond(ctx, &JobReply{Record: a.rec, Replayed: true})
@@ -235,23 +246,45 @@ func (a *jobActor) submit(ctx actor.Context, msg *JobSubmit) {
 		a.deps.Respond(ctx, &JobReply{Code: ReplyInvalid, Detail: err.Error()})
 		return
 	}
+	// The active-index entry is written before the record: a job whose entry could not be written would never
+	// be ticked after its activation ended (a lost worker's lease would never expire, the deadline never
+	// pass), so such a submission is refused with no job created. Its hold is kept, not released: a retry
+	// under the same request id (an Idempotency-Key) reserves again, which finds the hold, whereas after a
+	// release it would find the operation settled and run unheld; without a retry the organization's
+	// stale-hold reaper frees it, as after a crash between the two writes. An entry whose record commit
+	// then fails names no job; the sweeper's tick drops it (JobTick above).
+	if err := a.indexActive(spec.OrgID); err != nil {
+		a.deps.Logger.Error().Err(err).Str("job", a.id).Msg("index active job")
+		a.deps.Respond(ctx, &JobReply{Code: ReplyInternal, Detail: "job state unavailable"})
+		return
+	}
 	if !a.save(ctx, rec) {
 		return
 	}
-	a.indexActive(spec.OrgID)
 	a.settle(ctx)
 	a.deps.Respond(ctx, &JobReply{Record: a.rec, Lease: lease})
 }
 
 // indexActive creates the job's entry in the active index (create-only: an existing entry is kept), which is
 // how the sweeper's ticks find a job whose activation ended.
-func (a *jobActor) indexActive(orgID string) {
+func (a *jobActor) indexActive(orgID string) error {
 	sctx, cancel := a.deps.storeCtx()
 	_, err := a.deps.Store.CompareAndSet(sctx, []byte(prefixActiveJob+a.id), persistence.NoVersion, []byte(orgID))
 	cancel()
 	if err != nil && !errors.Is(err, persistence.ErrVersionMismatch) {
-		// The sweeper would not find this job after a crash; the deadline still needs a tick, so report it.
-		a.deps.Logger.Error().Err(err).Str("job", a.id).Msg("index active job")
+		return fmt.Errorf("index active job %s: %w", a.id, err)
+	}
+	return nil
+}
+
+// dropOrphanEntry removes the active-index entry of a job that has no record: its submission wrote the
+// entry and then failed (or its node died) before the record's commit. The hold of such a submission is
+// released by the organization's stale-hold reaper once no entry names it.
+func (a *jobActor) dropOrphanEntry() {
+	sctx, cancel := a.deps.storeCtx()
+	defer cancel()
+	if err := a.deps.Store.Delete(sctx, []byte(prefixActiveJob+a.id), a.activeVersion(sctx)); err != nil && !errors.Is(err, persistence.ErrVersionMismatch) {
+		a.deps.Logger.Warn().Err(err).Str("job", a.id).Msg("drop the active-index entry of a job without a record")
 	}
 }
 

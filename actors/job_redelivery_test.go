@@ -2,6 +2,7 @@ package actors_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"filigrane/actors/jobstate"
 	"filigrane/internal/admin"
 	"filigrane/internal/clock"
+	"filigrane/persistence"
 	"filigrane/persistence/pebblestore"
 
 	"github.com/rs/zerolog"
@@ -76,5 +78,96 @@ func TestKeylessSubmitRedelivered(t *testing.T) {
 	}
 	if rep := v.(*actors.JobReply); rep.Code != actors.ReplyIdempotencyConflict {
 		t.Fatalf("another file under the same request id: %+v, want %s", rep, actors.ReplyIdempotencyConflict)
+	}
+}
+
+// indexFailingStore is a real store whose writes to the active job index fail, as an object store's do when
+// it is unreachable for a moment.
+type indexFailingStore struct {
+	persistence.Store
+	fail bool
+}
+
+func (s *indexFailingStore) CompareAndSet(ctx context.Context, key []byte, expect persistence.Version, value []byte) (persistence.Version, error) {
+	if s.fail && strings.HasPrefix(string(key), "jobs/active/") {
+		return persistence.NoVersion, errors.New("storage unavailable")
+	}
+	return s.Store.CompareAndSet(ctx, key, expect, value)
+}
+
+// TestSubmitRefusedWhenTheActiveIndexFails: a job whose active-index entry cannot be written would never be
+// ticked after its activation ended (a lost worker's lease never expiring, its deadline never passing), so the
+// submission is refused with no job created (its hold kept for the retry); the client's retry then succeeds
+// on the same hold. An
+// entry left by a submission that failed before its record was committed is dropped by the sweeper's tick.
+func TestSubmitRefusedWhenTheActiveIndexFails(t *testing.T) {
+	ctx := context.Background()
+	pebble, err := pebblestore.Open(t.TempDir(), zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pebble.Close() })
+	store := &indexFailingStore{Store: pebble, fail: true}
+	clk := clock.NewManual(time.Date(2026, 6, 1, 10, 0, 0, 0, time.UTC))
+	org, err := admin.Admin{Store: store, Clock: clk, Catalog: actors.DefaultCatalog()}.CreateOrg(ctx, "Acme", "launch", 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reqID := "req_" + strings.Repeat("d", 64)
+	spec := jobstate.Spec{RequestID: reqID, OrgID: org.ID, Operation: jobstate.OperationEmbed, Media: jobstate.MediaImage,
+		Format: "PNG", FrameCount: 1, WatermarkID: strings.Repeat("f", 64),
+		Input: jobstate.Input{BlobKey: "in/" + reqID, SHA256: strings.Repeat("b", 64), Size: 1234, Filename: "cat.png", ContentType: "image/png"}}
+	sys, c := startSystem(t, store, store, clk)
+	t.Cleanup(sys.Shutdown)
+	held := func() int64 {
+		v, err := c.Request(ctx, org.ID, actors.KindOrg, &actors.OrgGet{OrgID: org.ID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v.(*actors.OrgReply).Held
+	}
+
+	v, err := c.Request(ctx, reqID, actors.KindJob, &actors.JobSubmit{Spec: spec, Hold: 3, Slot: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep := v.(*actors.JobReply); rep.Code != actors.ReplyInternal || rep.Record != nil {
+		t.Fatalf("submission with the active index failing: %+v, want %s and no job", rep, actors.ReplyInternal)
+	}
+	if _, err := pebble.Get(ctx, []byte("job/"+reqID)); !errors.Is(err, persistence.ErrNotFound) {
+		t.Fatalf("a refused submission left a job record: %v", err)
+	}
+	// The hold stays for the retry (a released operation would be settled, and a retry would run unheld);
+	// without a retry the stale-hold reaper frees it.
+	if h := held(); h != 3 {
+		t.Fatalf("a refused submission holds %d credits, want its 3 kept for the retry", h)
+	}
+
+	store.fail = false
+	again := c.job(t, reqID, &actors.JobSubmit{Spec: spec, Hold: 3, Slot: true})
+	if again.Record == nil || again.Replayed {
+		t.Fatalf("the retried submission: %+v", again)
+	}
+	if _, err := pebble.Get(ctx, []byte("jobs/active/"+reqID)); err != nil {
+		t.Fatalf("the accepted job is not in the active index: %v", err)
+	}
+	if h := held(); h != 3 {
+		t.Fatalf("held %d credits after the retry, want 3 (one hold)", h)
+	}
+
+	// An entry whose submission never committed its record (its node died between the two writes).
+	orphan := "req_" + strings.Repeat("e", 64)
+	if _, err := pebble.CompareAndSet(ctx, []byte("jobs/active/"+orphan), persistence.NoVersion, []byte(org.ID)); err != nil {
+		t.Fatal(err)
+	}
+	v, err = c.Request(ctx, orphan, actors.KindJob, &actors.JobTick{RequestID: orphan})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep := v.(*actors.JobReply); rep.Code != actors.ReplyNotFound {
+		t.Fatalf("tick of a job without a record: %+v", rep)
+	}
+	if _, err := pebble.Get(ctx, []byte("jobs/active/"+orphan)); !errors.Is(err, persistence.ErrNotFound) {
+		t.Fatalf("the tick left the entry of a job without a record: %v", err)
 	}
 }
