@@ -45,11 +45,13 @@ import (
 	"context"
 	"crypto/md5"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -83,6 +85,10 @@ const (
 	// createRounds bounds the rounds of a create that keeps meeting concurrent changes (about 0.5 s in all).
 	createRounds = 12
 
+	// settleRounds bounds the repair rounds of one read (see settle): each follows a change of the object
+	// between the mismatching reads and the repair.
+	settleRounds = 3
+
 	// readAttempts bounds how often a read is repeated when its body and ETag come from different versions
 	// (about 0.7 s of waiting in all). Each mismatch means a write landed during the read; many in a row mean
 	// a key rewritten without pause, or a server whose ETags are not MD5 digests.
@@ -100,6 +106,10 @@ type Store struct {
 	bucket string
 	prefix string
 	closed atomic.Bool
+
+	onRepair func(Repair)
+	mateMu   sync.Mutex
+	mates    map[byte]string // barrier object by lock shard
 }
 
 var _ persistence.Store = (*Store)(nil)
@@ -242,33 +252,161 @@ func ctxErr(ctx context.Context, err error) error {
 	return err
 }
 
-// errETagNotMD5 is a read whose body and ETag never matched: a key rewritten nonstop, or a server whose ETags
-// are not MD5 digests (which CheckConditionalWrites refuses at startup).
+// errETagNotMD5 is a read whose body and ETag never matched, not even after a repair was tried: a key rewritten
+// nonstop, or a server whose ETags are not MD5 digests (which CheckConditionalWrites refuses at startup).
 var errETagNotMD5 = errors.New("the object's ETag does not match the MD5 of its body")
 
 // read GETs one object and returns its body and ETag, where the ETag is verified to be the MD5 of the body.
 // One response may carry the body of one version and the ETag of another (see the package comment); such a
-// read is repeated.
+// read is repeated. A mismatch that outlasts the repeats may be a torn object, which settle repairs.
 func (s *Store) read(ctx context.Context, name string) ([]byte, string, error) {
 	var etag, sum string
+	for round := range settleRounds {
+		var b []byte
+		var ok bool
+		var err error
+		b, etag, ok, err = s.readVerified(ctx, name)
+		if err != nil || ok {
+			return b, etag, err
+		}
+		sum = md5Hex(b)
+		if round == settleRounds-1 {
+			break
+		}
+		b, etag, ok, err = s.settle(ctx, name, etag)
+		if err != nil || ok {
+			return b, etag, err
+		}
+		// The object changed meanwhile: it was not torn, or another store repaired it; read it afresh.
+	}
+	return nil, "", fmt.Errorf("read %s, last with ETag %s and body MD5 %s: %w", name, etag, sum, errETagNotMD5)
+}
+
+// readVerified reads name up to readAttempts times until its body and ETag agree (ok: etag is the body's MD5);
+// otherwise it returns the last body with its disagreeing ETag.
+func (s *Store) readVerified(ctx context.Context, name string) (b []byte, etag string, ok bool, err error) {
 	for attempt := range readAttempts {
 		if attempt > 1 {
 			// A write is being published right now; give it a moment rather than spinning.
 			if err := sleepCtx(ctx, min(time.Millisecond<<(attempt-2), 50*time.Millisecond)); err != nil {
-				return nil, "", err
+				return nil, "", false, err
 			}
 		}
-		var b []byte
-		var err error
 		b, etag, err = s.readOnce(ctx, name)
 		if err != nil {
-			return nil, "", err
+			return nil, "", false, err
 		}
-		if sum = md5Hex(b); sameETag(etag, sum) {
-			return b, sum, nil
+		if sum := md5Hex(b); sameETag(etag, sum) {
+			return b, sum, true, nil
 		}
 	}
-	return nil, "", fmt.Errorf("read %s %d times, last with ETag %s and body MD5 %s: %w", name, readAttempts, etag, sum, errETagNotMD5)
+	return b, etag, false, nil
+}
+
+// settle handles an object whose body and ETag kept disagreeing: etag is the ETag the server kept giving.
+//
+// That is either a write being published right now (slowly), or a torn object: versitygw in sidecar mode
+// stores a PUT's new ETag in its metadata directory and only then renames the new body into place, so a kill
+// -9 in between leaves the old body with the ETag of a body that was never published, for good. The server
+// evaluates If-Match against that ETag, so no caller holding the body's real version can ever write the key
+// again, and no read ever verifies: without repair, every operation on the key fails forever.
+//
+// The two cases are told apart by waiting out the server's publish lock (barrier): a PUT that stored the ETag
+// publishes its body before it releases the lock. If the same mismatch is still there afterwards, the write
+// that stored etag is dead, and its caller never got an answer, so it never took its write for done: the body
+// on disk is the key's last written state. settle then writes that state back (a value with a fresh nonce, or
+// the constant tombstone) with If-Match on the ETag the server holds. The server arbitrates that write like
+// any other: among several stores repairing the same key one wins and the others read again, and a caller
+// holding the body's old version gets ErrVersionMismatch and re-reads, as after any concurrent write.
+//
+// ok reports a verified body and ETag (b, etag); !ok with no error means the object changed meanwhile.
+func (s *Store) settle(ctx context.Context, name, stale string) (b []byte, etag string, ok bool, err error) {
+	if err := s.barrier(ctx, name); err != nil {
+		return nil, "", false, fmt.Errorf("wait for writes in progress on %s: %w", name, err)
+	}
+	b, etag, err = s.readOnce(ctx, name)
+	if err != nil {
+		return nil, "", false, err
+	}
+	if sum := md5Hex(b); sameETag(etag, sum) {
+		return b, sum, true, nil
+	}
+	if !sameETag(etag, stale) {
+		return nil, "", false, nil
+	}
+	value, tomb, err := parse(b)
+	if err != nil {
+		return nil, "", false, err
+	}
+	repaired := tombstoneBody
+	if !tomb {
+		if repaired, err = valueBody(value); err != nil {
+			return nil, "", false, err
+		}
+	}
+	etag, err = s.put(ctx, name, repaired, stale)
+	if isPreconditionFailed(err) || isNotFound(err) {
+		return nil, "", false, nil // another store repaired it, or wrote it with the stale ETag's holder gone
+	}
+	if err != nil {
+		return nil, "", false, fmt.Errorf("repair torn object %s (ETag %s kept without its body): %w", name, stale, err)
+	}
+	s.repaired(Repair{Object: name, StaleETag: strings.Trim(stale, `"`), Tombstone: tomb})
+	return repaired, etag, true, nil
+}
+
+// Repair describes one torn object the store repaired (see settle), for the owner's logs and metrics.
+type Repair struct {
+	// Object is the object's name in the bucket.
+	Object string
+	// StaleETag is the ETag the server had kept without its body.
+	StaleETag string
+	// Tombstone is set when the key was deleted (the repair wrote the tombstone back).
+	Tombstone bool
+}
+
+// OnRepair sets a function called after each repair of a torn object (nil: none). Repairs are rare and worth
+// a warning: they mean the object storage lost a write it had half done (see docs/storage.md). Set it before
+// the store is used.
+func (s *Store) OnRepair(f func(Repair)) { s.onRepair = f }
+
+func (s *Store) repaired(r Repair) {
+	if s.onRepair != nil {
+		s.onRepair(r)
+	}
+}
+
+// barrier returns once every PUT that was publishing name when it was called has published. versitygw's posix
+// backend holds a publish lock from a PUT's condition check to the rename of its body, one lock per shard of
+// object names (the first byte of the name's SHA-256, across gateway processes too); an unconditional PUT of
+// another object of the same shard takes that lock, so its answer comes after every such publish. On servers
+// that publish atomically (no torn objects) the barrier is a harmless empty PUT. The barrier objects live
+// under the store's internal marker, one per shard at most, and scans skip them.
+func (s *Store) barrier(ctx context.Context, name string) error {
+	_, err := s.client.PutObject(ctx, s.bucket, s.lockMate(name), bytes.NewReader(nil), 0,
+		minio.PutObjectOptions{ContentType: "application/octet-stream", DisableMultipart: true})
+	return ctxErr(ctx, err)
+}
+
+// lockMate returns the barrier object of name's lock shard: the first internal name, in a fixed sequence, whose
+// SHA-256 starts with the same byte as name's. Every store computes the same names.
+func (s *Store) lockMate(name string) string {
+	shard := sha256.Sum256([]byte(name))
+	s.mateMu.Lock()
+	defer s.mateMu.Unlock()
+	if s.mates == nil {
+		s.mates = make(map[byte]string)
+	}
+	if m, ok := s.mates[shard[0]]; ok {
+		return m
+	}
+	for i := 0; ; i++ {
+		m := s.prefix + internalMarker + "publish-" + strconv.Itoa(i)
+		if sum := sha256.Sum256([]byte(m)); sum[0] == shard[0] {
+			s.mates[shard[0]] = m
+			return m
+		}
+	}
 }
 
 func (s *Store) readOnce(ctx context.Context, name string) ([]byte, string, error) {
