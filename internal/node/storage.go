@@ -91,6 +91,11 @@ func OpenCountedStorage(ctx context.Context, dataDir string, s3 *S3Config, logge
 		local.Close()
 		return nil, fmt.Errorf("object store records: %w", err)
 	}
+	records.OnRepair(func(r s3store.Repair) {
+		logger.Warn().Str("object", r.Object).Str("stale_etag", r.StaleETag).Bool("deleted", r.Tombstone).
+			Msg("repaired a torn record: the object storage had kept a write's ETag without its body (a crash of versitygw with --sidecar metadata?); the record keeps its last complete state, see docs/storage.md")
+		counts.Repaired("records")
+	})
 	store := opcount.Store(records, counts, "records", "s3")
 	if err := records.CheckConditionalWrites(ctx); err != nil {
 		local.Close()

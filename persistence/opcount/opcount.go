@@ -20,8 +20,9 @@ import (
 
 // Metrics holds the counters. A nil *Metrics counts nothing.
 type Metrics struct {
-	store *prometheus.CounterVec
-	s3    *prometheus.CounterVec
+	store   *prometheus.CounterVec
+	s3      *prometheus.CounterVec
+	repairs *prometheus.CounterVec
 }
 
 // NewMetrics registers the storage counters in reg.
@@ -33,9 +34,19 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		s3: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "filigrane_s3_requests_total",
 			Help: "HTTP requests this node sent to the object store (records and blobs, retries included), by operation (list, get, head, put, post, delete)."},
 			[]string{"op"}),
+		repairs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "filigrane_store_repairs_total",
+			Help: "Torn objects this node repaired in a record store, by store: objects whose ETag the object storage kept without the body, as a crash of versitygw with sidecar metadata leaves them (docs/storage.md). Any increase means the storage lost a half-done write."},
+			[]string{"store"}),
 	}
-	reg.MustRegister(m.store, m.s3)
+	reg.MustRegister(m.store, m.s3, m.repairs)
 	return m
+}
+
+// Repaired counts one repaired torn object of store (a no-op on nil).
+func (m *Metrics) Repaired(store string) {
+	if m != nil {
+		m.repairs.WithLabelValues(store).Inc()
+	}
 }
 
 // Store wraps inner so that each call counts under store and backend; with m nil it returns inner.

@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"filigrane/persistence/opcount"
 )
 
@@ -32,4 +34,30 @@ func TestOpAndPrefix(t *testing.T) {
 			t.Errorf("Prefix(%q) = %q, want %q", key, got, want)
 		}
 	}
+}
+
+// TestRepaired: repairs of torn objects show in filigrane_store_repairs_total by store; nil metrics count
+// nothing and do not panic.
+func TestRepaired(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := opcount.NewMetrics(reg)
+	m.Repaired("records")
+	m.Repaired("records")
+	var none *opcount.Metrics
+	none.Repaired("records")
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "filigrane_store_repairs_total" {
+			continue
+		}
+		ms := mf.GetMetric()
+		if len(ms) != 1 || ms[0].GetLabel()[0].GetValue() != "records" || ms[0].GetCounter().GetValue() != 2 {
+			t.Fatalf("filigrane_store_repairs_total = %v, want one series {store=records} at 2", ms)
+		}
+		return
+	}
+	t.Fatal("filigrane_store_repairs_total not registered")
 }
