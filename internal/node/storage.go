@@ -91,10 +91,15 @@ func OpenCountedStorage(ctx context.Context, dataDir string, s3 *S3Config, logge
 		local.Close()
 		return nil, fmt.Errorf("object store records: %w", err)
 	}
-	records.OnRepair(func(r s3store.Repair) {
-		logger.Warn().Str("object", r.Object).Str("stale_etag", r.StaleETag).Bool("deleted", r.Tombstone).
-			Msg("repaired a torn record: the object storage had kept a write's ETag without its body (a crash of versitygw with --sidecar metadata?); the record keeps its last complete state, see docs/storage.md")
-		counts.Repaired("records")
+	records.OnTorn(func(t s3store.Torn) {
+		if t.Repaired {
+			logger.Warn().Str("object", t.Object).Str("stale_etag", t.StaleETag).Bool("deleted", t.Tombstone).
+				Msg("repaired a torn record: the object storage had kept a write's ETag without its body (a crash of versitygw with --sidecar metadata?); the record keeps its last complete state (docs/operations.md, Object storage)")
+		} else {
+			logger.Error().Str("object", t.Object).
+				Msg("torn record: the object storage keeps an ETag without a body for this key and creates of it fail; remove the stale metadata (docs/operations.md, Object storage)")
+		}
+		counts.Torn("records", t.Repaired)
 	})
 	store := opcount.Store(records, counts, "records", "s3")
 	if err := records.CheckConditionalWrites(ctx); err != nil {

@@ -36,28 +36,29 @@ func TestOpAndPrefix(t *testing.T) {
 	}
 }
 
-// TestRepaired: repairs of torn objects show in filigrane_store_repairs_total by store; nil metrics count
+// TestTorn: torn objects show in filigrane_store_torn_objects_total by store and outcome; nil metrics count
 // nothing and do not panic.
-func TestRepaired(t *testing.T) {
+func TestTorn(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := opcount.NewMetrics(reg)
-	m.Repaired("records")
-	m.Repaired("records")
+	m.Torn("records", true)
+	m.Torn("records", true)
 	var none *opcount.Metrics
-	none.Repaired("records")
+	none.Torn("records", true)
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, mf := range mfs {
-		if mf.GetName() != "filigrane_store_repairs_total" {
+		if mf.GetName() != "filigrane_store_torn_objects_total" {
 			continue
 		}
 		ms := mf.GetMetric()
-		if len(ms) != 1 || ms[0].GetLabel()[0].GetValue() != "records" || ms[0].GetCounter().GetValue() != 2 {
-			t.Fatalf("filigrane_store_repairs_total = %v, want one series {store=records} at 2", ms)
+		if len(ms) != 1 || ms[0].GetCounter().GetValue() != 2 || len(ms[0].GetLabel()) != 2 ||
+			ms[0].GetLabel()[0].GetValue() != "repaired" || ms[0].GetLabel()[1].GetValue() != "records" {
+			t.Fatalf("filigrane_store_torn_objects_total = %v, want one series {outcome=repaired, store=records} at 2", ms)
 		}
 		return
 	}
-	t.Fatal("filigrane_store_repairs_total not registered")
+	t.Fatal("filigrane_store_torn_objects_total not registered")
 }

@@ -51,6 +51,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -89,6 +90,13 @@ const (
 	// between the mismatching reads and the repair.
 	settleRounds = 3
 
+	// ghostRounds is how many times a create meets an ETag without a body, each after waiting out the publish
+	// lock, before it takes the object for torn (ErrTornObject).
+	ghostRounds = 3
+
+	// maxUnanswered bounds the object names whose unanswered PUTs the store remembers (remember).
+	maxUnanswered = 4096
+
 	// readAttempts bounds how often a read is repeated when its body and ETag come from different versions
 	// (about 0.7 s of waiting in all). Each mismatch means a write landed during the read; many in a row mean
 	// a key rewritten without pause, or a server whose ETags are not MD5 digests.
@@ -107,9 +115,12 @@ type Store struct {
 	prefix string
 	closed atomic.Bool
 
-	onRepair func(Repair)
-	mateMu   sync.Mutex
-	mates    map[byte]string // barrier object by lock shard
+	onTorn func(Torn)
+	mateMu sync.Mutex
+	mates  map[byte]string // barrier object by lock shard
+
+	unknownMu sync.Mutex
+	unknown   map[string][]string // object name -> ETags of PUTs to it whose outcome is unknown (remember)
 }
 
 var _ persistence.Store = (*Store)(nil)
@@ -351,28 +362,31 @@ func (s *Store) settle(ctx context.Context, name, stale string) (b []byte, etag 
 	if err != nil {
 		return nil, "", false, fmt.Errorf("repair torn object %s (ETag %s kept without its body): %w", name, stale, err)
 	}
-	s.repaired(Repair{Object: name, StaleETag: strings.Trim(stale, `"`), Tombstone: tomb})
+	s.reportTorn(Torn{Object: name, StaleETag: strings.Trim(stale, `"`), Tombstone: tomb, Repaired: true})
 	return repaired, etag, true, nil
 }
 
-// Repair describes one torn object the store repaired (see settle), for the owner's logs and metrics.
-type Repair struct {
+// Torn describes one torn object the store met (see settle and ErrTornObject), for the owner's logs and
+// metrics.
+type Torn struct {
 	// Object is the object's name in the bucket.
 	Object string
-	// StaleETag is the ETag the server had kept without its body.
+	// StaleETag is the ETag the server had kept without its body ("" when unknown).
 	StaleETag string
 	// Tombstone is set when the key was deleted (the repair wrote the tombstone back).
 	Tombstone bool
+	// Repaired is set when the store repaired the object; otherwise a create failed with ErrTornObject.
+	Repaired bool
 }
 
-// OnRepair sets a function called after each repair of a torn object (nil: none). Repairs are rare and worth
-// a warning: they mean the object storage lost a write it had half done (see docs/storage.md). Set it before
-// the store is used.
-func (s *Store) OnRepair(f func(Repair)) { s.onRepair = f }
+// OnTorn sets a function called for each torn object the store repaired or had to refuse (nil: none). Either
+// is rare and worth a warning: the object storage lost a write it had half done (docs/operations.md, "Object
+// storage"). Set it before the store is used.
+func (s *Store) OnTorn(f func(Torn)) { s.onTorn = f }
 
-func (s *Store) repaired(r Repair) {
-	if s.onRepair != nil {
-		s.onRepair(r)
+func (s *Store) reportTorn(t Torn) {
+	if s.onTorn != nil {
+		s.onTorn(t)
 	}
 }
 
@@ -466,10 +480,14 @@ func (s *Store) put(ctx context.Context, name string, data []byte, ifMatch strin
 		opts.SetMatchETag(ifMatch)
 	}
 	info, err := s.client.PutObject(ctx, s.bucket, name, bytes.NewReader(data), int64(len(data)), opts)
+	want := md5Hex(data)
 	if err != nil {
+		if _, status := errCode(err); status == 0 || status >= 500 {
+			s.remember(name, want)
+		}
 		return "", err
 	}
-	want := md5Hex(data)
+	s.settled(name)
 	if !sameETag(info.ETag, want) {
 		return "", fmt.Errorf("the server answered a single-part PUT with ETag %q, not the MD5 of the body (%s): "+
 			"this store needs MD5 ETags (no SSE-KMS, no checksum-based ETags)", info.ETag, want)
@@ -534,6 +552,7 @@ func (s *Store) create(ctx context.Context, name string, data []byte) (string, e
 	// Each round follows a concurrent change between two of our requests: the key was deleted, or the object
 	// was not readable yet (versitygw's sidecar mode answers 412 to If-None-Match:* and then 404 to a GET for
 	// a moment while another PUT publishes). Later rounds wait a little longer each.
+	ghosts := 0
 	for round := range createRounds {
 		if round > 0 {
 			if err := sleepCtx(ctx, min(time.Millisecond<<(round-1), 100*time.Millisecond)); err != nil {
@@ -562,8 +581,18 @@ func (s *Store) create(ctx context.Context, name string, data []byte) (string, e
 			return "", ctxErr(ctx, err)
 		}
 		switch {
-		case !exists || sameETag(etag, TombstoneETag):
-			continue // removed, or deleted since: try again
+		case !exists:
+			// An ETag without a body: a PUT publishing right now, or one torn by a crash (see settle). Wait
+			// out the publish lock; a ghost that outlasts several waits is torn.
+			if ghosts++; ghosts == ghostRounds {
+				return s.createOverGhost(ctx, name, data)
+			}
+			if err := s.barrier(ctx, name); err != nil {
+				return "", fmt.Errorf("wait for writes in progress on %s: %w", name, err)
+			}
+			continue
+		case sameETag(etag, TombstoneETag):
+			continue // deleted since: try again
 		case !tomb:
 			return "", fmt.Errorf("key exists: %w", persistence.ErrVersionMismatch)
 		}
@@ -578,6 +607,66 @@ func (s *Store) create(ctx context.Context, name string, data []byte) (string, e
 		}
 	}
 	return "", errors.New("key keeps changing under a create; is something else deleting objects in the bucket?")
+}
+
+// ErrTornObject is a key the object storage holds an ETag for but no body: a create that a crash of the server
+// cut off after it stored the new ETag and before it published the body (versitygw with --sidecar metadata).
+// The key reads as missing, yet the server refuses every create (it compares If-None-Match and If-Match with
+// that ETag), and only the write that was cut off knows the ETag. The store repairs it when this process made
+// that write; otherwise creates of the key fail with this error until an operator removes the stale
+// metadata (docs/operations.md, "Object storage").
+var ErrTornObject = errors.New("the object storage keeps an ETag for this key without a body (a write torn by a crash of the storage server)")
+
+// createOverGhost creates name over an ETag that the server keeps without a body: with If-Match on the ETag of
+// one of this store's own writes to name whose outcome it never learnt, the only ETags a torn create can have
+// left that anyone knows. If-Match on such an ETag succeeds only while the server still holds exactly it.
+func (s *Store) createOverGhost(ctx context.Context, name string, data []byte) (string, error) {
+	for _, stale := range s.unanswered(name) {
+		etag, err := s.put(ctx, name, data, stale)
+		if err == nil {
+			s.reportTorn(Torn{Object: name, StaleETag: stale, Repaired: true})
+			return etag, nil
+		}
+		if !isPreconditionFailed(err) && !isNotFound(err) {
+			return "", ctxErr(ctx, err)
+		}
+	}
+	s.reportTorn(Torn{Object: name})
+	return "", fmt.Errorf("object %s: %w; creates of this key fail until the stale metadata is removed (docs/operations.md)", name, ErrTornObject)
+}
+
+// remember notes the ETag of a PUT to name whose outcome is unknown (no answer, or a server error): if a
+// crash tore it, it is the ETag the server kept (see createOverGhost).
+func (s *Store) remember(name, etag string) {
+	s.unknownMu.Lock()
+	defer s.unknownMu.Unlock()
+	if s.unknown == nil {
+		s.unknown = make(map[string][]string)
+	}
+	if _, ok := s.unknown[name]; !ok && len(s.unknown) >= maxUnanswered {
+		for k := range s.unknown { // forget one: torn creates are rare, and this is only a chance to repair
+			delete(s.unknown, k)
+			break
+		}
+	}
+	l := append(s.unknown[name], etag)
+	if len(l) > 4 {
+		l = l[len(l)-4:]
+	}
+	s.unknown[name] = l
+}
+
+// settled forgets the unanswered PUTs to name once a PUT to it succeeded: the server holds another ETag now.
+func (s *Store) settled(name string) {
+	s.unknownMu.Lock()
+	defer s.unknownMu.Unlock()
+	delete(s.unknown, name)
+}
+
+func (s *Store) unanswered(name string) []string {
+	s.unknownMu.Lock()
+	defer s.unknownMu.Unlock()
+	return slices.Clone(s.unknown[name])
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) error {

@@ -216,8 +216,14 @@ func TestTornObjects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var repairs atomic.Int32
-	s.OnRepair(func(Repair) { repairs.Add(1) })
+	var repairs, refusals atomic.Int32
+	s.OnTorn(func(tr Torn) {
+		if tr.Repaired {
+			repairs.Add(1)
+		} else {
+			refusals.Add(1)
+		}
+	})
 	// oneRepair checks that the store reported exactly one repair since the last check.
 	oneRepair := func() {
 		t.Helper()
@@ -335,6 +341,35 @@ func TestTornObjects(t *testing.T) {
 		consistent("job/2")
 		oneRepair()
 		storetest.MustSet(t, s, "job/2", persistence.NoVersion, "created")
+	})
+
+	t.Run("CreateNeverPublished", func(t *testing.T) {
+		// A create cut off inside its commit: an ETag with no object at all. The key reads as missing, and the
+		// server refuses every create; nobody but the cut-off writer knows the ETag.
+		lost, err := valueBody([]byte("never published"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := s.objectName([]byte("job/3"))
+		srv.TearETag(t, bucket, name, md5Hex(lost))
+		if _, err := s.Get(ctx, []byte("job/3")); !errors.Is(err, persistence.ErrNotFound) {
+			t.Fatalf("Get(ETag without object) = %v, want ErrNotFound", err)
+		}
+		_, err = s.CompareAndSet(ctx, []byte("job/3"), persistence.NoVersion, []byte("x"))
+		if !errors.Is(err, ErrTornObject) || !strings.Contains(err.Error(), "docs/operations.md") {
+			t.Fatalf("create over an ETag without object = %v, want ErrTornObject naming the operator docs", err)
+		}
+		if n := refusals.Swap(0); n != 1 {
+			t.Errorf("%d refusals reported, want 1", n)
+		}
+		// The store that made the cut-off write knows its ETag (its PUT got no answer) and repairs the key.
+		s.remember(name, md5Hex(lost))
+		v := storetest.MustSet(t, s, "job/3", persistence.NoVersion, "created")
+		if it, err := s.Get(ctx, []byte("job/3")); err != nil || string(it.Value) != "created" || it.Version != v {
+			t.Fatalf("Get after the repairing create = %q %q, %v", it.Value, it.Version, err)
+		}
+		consistent("job/3")
+		oneRepair()
 	})
 
 	t.Run("Scan", func(t *testing.T) {
