@@ -36,6 +36,13 @@
 //     of a sibling entry, a server that lists by walking sorted directories returns the same order as S3's
 //     byte order. Keys are limited to MaxKeyLen bytes so that names stay within S3's 1024.
 //
+//   - Torn objects. versitygw with --sidecar metadata stores a PUT's new ETag before it publishes the body, so
+//     a crash in between leaves the old body with an ETag that belongs to no body, or an ETag and no object;
+//     the server then compares every condition with that ETag. A read whose mismatch outlasts the server's
+//     publish lock writes the body's state back with If-Match on the held ETag (settle); a create that meets
+//     an ETag without an object repairs it only with the ETag of its own unanswered PUT, and otherwise fails
+//     with ErrTornObject. OnTorn reports both.
+//
 // Scans list names in order and then GET each value (concurrently, a few at a time); a scan is not a snapshot:
 // an item reflects the key's state when its value was read, and keys deleted meanwhile are left out.
 package s3store
