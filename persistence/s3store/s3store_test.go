@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	crand "crypto/rand"
+	"crypto/sha256"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -385,4 +387,25 @@ func TestTornObjects(t *testing.T) {
 		}
 		oneRepair()
 	})
+}
+
+// TestLockMate: the barrier object of a name falls in the same publish-lock shard of versitygw's posix backend
+// (the first byte of the name's SHA-256), is an internal name that scans skip, and there is one per shard.
+func TestLockMate(t *testing.T) {
+	s := &Store{prefix: "records/"}
+	mates := map[string]bool{}
+	for i := range 5000 {
+		name := s.objectName([]byte(fmt.Sprintf("job/req_%d", i)))
+		m := s.lockMate(name)
+		if sha256.Sum256([]byte(m))[0] != sha256.Sum256([]byte(name))[0] {
+			t.Fatalf("lockMate(%q) = %q, another shard", name, m)
+		}
+		if !strings.HasPrefix(m, s.prefix+internalMarker) {
+			t.Fatalf("lockMate(%q) = %q, not an internal name", name, m)
+		}
+		mates[m] = true
+	}
+	if len(mates) > 256 {
+		t.Fatalf("%d barrier objects, want one per shard at most", len(mates))
+	}
 }
