@@ -50,6 +50,9 @@ type LocalConfig struct {
 	Workers int
 	// Detection is the nodes' failure detection; zero fields keep the node's defaults.
 	Detection cluster.FailureDetection
+	// S3Sidecar makes versitygw keep object metadata in a sidecar directory even where the filesystem has user
+	// extended attributes: the mode whose kill -9 tears objects (docs/storage.md), for chaos runs against it.
+	S3Sidecar bool
 	// Dir holds the nodes' data and the S3 server's files; empty makes (and Close removes) a temporary one.
 	Dir string
 	// Output receives every process's output lines, prefixed with its index (nil discards them).
@@ -106,7 +109,7 @@ func StartLocal(ctx context.Context, cfg LocalConfig) (l *Local, err error) {
 	// versitygw keeps object metadata in user extended attributes, or, where the filesystem has none, in a
 	// sidecar directory (as persistence/s3test does).
 	gwArgs := []string{"posix", s3root}
-	if !s3test.UserXattrs(s3root) {
+	if cfg.S3Sidecar || !s3test.UserXattrs(s3root) {
 		gwArgs = []string{"posix", "--sidecar", s3meta, s3root}
 	}
 	l.S3, err = clustertest.StartProcesses(ctx, clustertest.ProcessConfig{

@@ -263,7 +263,7 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 			}
 		}
 	}()
-	storage, err := OpenCountedStorage(ctx, cfg.DataDir, cfg.S3, cfg.Logger.With().Str("component", "pebble").Logger(),
+	storage, err := OpenCountedStorage(ctx, cfg.DataDir, cfg.S3, cfg.Logger,
 		opcount.NewMetrics(n.Metrics.Registry))
 	if err != nil {
 		return nil, err

@@ -62,7 +62,7 @@ func OpenStorage(ctx context.Context, dataDir string, s3 *S3Config, logger zerol
 // (persistence/opcount; nil counts nothing): a node's metrics show what its jobs cost in storage operations.
 func OpenCountedStorage(ctx context.Context, dataDir string, s3 *S3Config, logger zerolog.Logger, counts *opcount.Metrics) (*Storage, error) {
 	layout := Layout{Root: dataDir}
-	pebble, err := pebblestore.Open(layout.StoreDir(), logger)
+	pebble, err := pebblestore.Open(layout.StoreDir(), logger.With().Str("component", "pebble").Logger())
 	if err != nil {
 		return nil, fmt.Errorf("open store in %s (is another node or an admin command using it?): %w", dataDir, err)
 	}
@@ -91,6 +91,17 @@ func OpenCountedStorage(ctx context.Context, dataDir string, s3 *S3Config, logge
 		local.Close()
 		return nil, fmt.Errorf("object store records: %w", err)
 	}
+	storeLog := logger.With().Str("component", "s3store").Logger()
+	records.OnTorn(func(t s3store.Torn) {
+		if t.Repaired {
+			storeLog.Warn().Str("object", t.Object).Str("stale_etag", t.StaleETag).Bool("deleted", t.Tombstone).
+				Msg("repaired a torn record: the object storage had kept a write's ETag without its body (a crash of versitygw with --sidecar metadata?); the record keeps its last complete state (docs/operations.md, Object storage)")
+		} else {
+			storeLog.Error().Str("object", t.Object).
+				Msg("torn record: the object storage keeps an ETag without a body for this key and creates of it fail; remove the stale metadata (docs/operations.md, Object storage)")
+		}
+		counts.Torn("records", t.Repaired)
+	})
 	store := opcount.Store(records, counts, "records", "s3")
 	if err := records.CheckConditionalWrites(ctx); err != nil {
 		local.Close()

@@ -22,6 +22,7 @@ import (
 type Metrics struct {
 	store *prometheus.CounterVec
 	s3    *prometheus.CounterVec
+	torn  *prometheus.CounterVec
 }
 
 // NewMetrics registers the storage counters in reg.
@@ -33,9 +34,23 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		s3: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "filigrane_s3_requests_total",
 			Help: "HTTP requests this node sent to the object store (records and blobs, retries included), by operation (list, get, head, put, post, delete)."},
 			[]string{"op"}),
+		torn: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "filigrane_store_torn_objects_total",
+			Help: "Torn objects this node met in a record store, by store and outcome (repaired, or refused: a create failed until an operator acts): objects whose ETag the object storage kept without the body, as a crash of versitygw with sidecar metadata leaves them (docs/operations.md, Object storage). Any increase means the storage lost a half-done write."},
+			[]string{"store", "outcome"}),
 	}
-	reg.MustRegister(m.store, m.s3)
+	reg.MustRegister(m.store, m.s3, m.torn)
 	return m
+}
+
+// Torn counts one torn object of store, repaired or refused (a no-op on nil).
+func (m *Metrics) Torn(store string, repaired bool) {
+	if m != nil {
+		outcome := "refused"
+		if repaired {
+			outcome = "repaired"
+		}
+		m.torn.WithLabelValues(store, outcome).Inc()
+	}
 }
 
 // Store wraps inner so that each call counts under store and backend; with m nil it returns inner.

@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"filigrane/persistence/opcount"
 )
 
@@ -32,4 +34,31 @@ func TestOpAndPrefix(t *testing.T) {
 			t.Errorf("Prefix(%q) = %q, want %q", key, got, want)
 		}
 	}
+}
+
+// TestTorn: torn objects show in filigrane_store_torn_objects_total by store and outcome; nil metrics count
+// nothing and do not panic.
+func TestTorn(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := opcount.NewMetrics(reg)
+	m.Torn("records", true)
+	m.Torn("records", true)
+	var none *opcount.Metrics
+	none.Torn("records", true)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "filigrane_store_torn_objects_total" {
+			continue
+		}
+		ms := mf.GetMetric()
+		if len(ms) != 1 || ms[0].GetCounter().GetValue() != 2 || len(ms[0].GetLabel()) != 2 ||
+			ms[0].GetLabel()[0].GetValue() != "repaired" || ms[0].GetLabel()[1].GetValue() != "records" {
+			t.Fatalf("filigrane_store_torn_objects_total = %v, want one series {outcome=repaired, store=records} at 2", ms)
+		}
+		return
+	}
+	t.Fatal("filigrane_store_torn_objects_total not registered")
 }

@@ -36,6 +36,13 @@
 //     of a sibling entry, a server that lists by walking sorted directories returns the same order as S3's
 //     byte order. Keys are limited to MaxKeyLen bytes so that names stay within S3's 1024.
 //
+//   - Torn objects. versitygw with --sidecar metadata stores a PUT's new ETag before it publishes the body, so
+//     a crash in between leaves the old body with an ETag that belongs to no body, or an ETag and no object;
+//     the server then compares every condition with that ETag. A read whose mismatch outlasts the server's
+//     publish lock writes the body's state back with If-Match on the held ETag (settle); a create that meets
+//     an ETag without an object repairs it only with the ETag of its own unanswered PUT, and otherwise fails
+//     with ErrTornObject. OnTorn reports both.
+//
 // Scans list names in order and then GET each value (concurrently, a few at a time); a scan is not a snapshot:
 // an item reflects the key's state when its value was read, and keys deleted meanwhile are left out.
 package s3store
@@ -45,11 +52,14 @@ import (
 	"context"
 	"crypto/md5"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -83,6 +93,17 @@ const (
 	// createRounds bounds the rounds of a create that keeps meeting concurrent changes (about 0.5 s in all).
 	createRounds = 12
 
+	// settleRounds bounds the repair rounds of one read (see settle): each follows a change of the object
+	// between the mismatching reads and the repair.
+	settleRounds = 3
+
+	// ghostRounds is how many times a create meets an ETag without a body, each after waiting out the publish
+	// lock, before it takes the object for torn (ErrTornObject).
+	ghostRounds = 3
+
+	// maxUnanswered bounds the object names whose unanswered PUTs the store remembers (remember).
+	maxUnanswered = 4096
+
 	// readAttempts bounds how often a read is repeated when its body and ETag come from different versions
 	// (about 0.7 s of waiting in all). Each mismatch means a write landed during the read; many in a row mean
 	// a key rewritten without pause, or a server whose ETags are not MD5 digests.
@@ -100,6 +121,13 @@ type Store struct {
 	bucket string
 	prefix string
 	closed atomic.Bool
+
+	onTorn func(Torn)
+	mateMu sync.Mutex
+	mates  map[byte]string // barrier object by lock shard
+
+	unknownMu sync.Mutex
+	unknown   map[string][]string // object name -> ETags of PUTs to it whose outcome is unknown (remember)
 }
 
 var _ persistence.Store = (*Store)(nil)
@@ -242,33 +270,164 @@ func ctxErr(ctx context.Context, err error) error {
 	return err
 }
 
-// errETagNotMD5 is a read whose body and ETag never matched: a key rewritten nonstop, or a server whose ETags
-// are not MD5 digests (which CheckConditionalWrites refuses at startup).
+// errETagNotMD5 is a read whose body and ETag never matched, not even after a repair was tried: a key rewritten
+// nonstop, or a server whose ETags are not MD5 digests (which CheckConditionalWrites refuses at startup).
 var errETagNotMD5 = errors.New("the object's ETag does not match the MD5 of its body")
 
 // read GETs one object and returns its body and ETag, where the ETag is verified to be the MD5 of the body.
 // One response may carry the body of one version and the ETag of another (see the package comment); such a
-// read is repeated.
+// read is repeated. A mismatch that outlasts the repeats may be a torn object, which settle repairs.
 func (s *Store) read(ctx context.Context, name string) ([]byte, string, error) {
 	var etag, sum string
+	for round := range settleRounds {
+		var b []byte
+		var ok bool
+		var err error
+		b, etag, ok, err = s.readVerified(ctx, name)
+		if err != nil || ok {
+			return b, etag, err
+		}
+		sum = md5Hex(b)
+		if round == settleRounds-1 {
+			break
+		}
+		b, etag, ok, err = s.settle(ctx, name, etag)
+		if err != nil || ok {
+			return b, etag, err
+		}
+		// The object changed meanwhile: it was not torn, or another store repaired it; read it afresh.
+	}
+	return nil, "", fmt.Errorf("read %s, last with ETag %s and body MD5 %s: %w", name, etag, sum, errETagNotMD5)
+}
+
+// readVerified reads name up to readAttempts times until its body and ETag agree (ok: etag is the body's MD5);
+// otherwise it returns the last body with its disagreeing ETag.
+func (s *Store) readVerified(ctx context.Context, name string) (b []byte, etag string, ok bool, err error) {
 	for attempt := range readAttempts {
 		if attempt > 1 {
 			// A write is being published right now; give it a moment rather than spinning.
 			if err := sleepCtx(ctx, min(time.Millisecond<<(attempt-2), 50*time.Millisecond)); err != nil {
-				return nil, "", err
+				return nil, "", false, err
 			}
 		}
-		var b []byte
-		var err error
 		b, etag, err = s.readOnce(ctx, name)
 		if err != nil {
-			return nil, "", err
+			return nil, "", false, err
 		}
-		if sum = md5Hex(b); sameETag(etag, sum) {
-			return b, sum, nil
+		if sum := md5Hex(b); sameETag(etag, sum) {
+			return b, sum, true, nil
 		}
 	}
-	return nil, "", fmt.Errorf("read %s %d times, last with ETag %s and body MD5 %s: %w", name, readAttempts, etag, sum, errETagNotMD5)
+	return b, etag, false, nil
+}
+
+// settle handles an object whose body and ETag kept disagreeing: etag is the ETag the server kept giving.
+//
+// That is either a write being published right now (slowly), or a torn object: versitygw in sidecar mode
+// stores a PUT's new ETag in its metadata directory and only then renames the new body into place, so a kill
+// -9 in between leaves the old body with the ETag of a body that was never published, for good. The server
+// evaluates If-Match against that ETag, so no caller holding the body's real version can ever write the key
+// again, and no read ever verifies: without repair, every operation on the key fails forever.
+//
+// The two cases are told apart by waiting out the server's publish lock (barrier): a PUT that stored the ETag
+// publishes its body before it releases the lock. If the same mismatch is still there afterwards, the write
+// that stored etag is dead, and its caller never got an answer, so it never took its write for done: the body
+// on disk is the key's last written state. settle then writes that state back (a value with a fresh nonce, or
+// the constant tombstone) with If-Match on the ETag the server holds. The server arbitrates that write like
+// any other: among several stores repairing the same key one wins and the others read again, and a caller
+// holding the body's old version gets ErrVersionMismatch and re-reads, as after any concurrent write.
+//
+// ok reports a verified body and ETag (b, etag); !ok with no error means the object changed meanwhile.
+func (s *Store) settle(ctx context.Context, name, stale string) (b []byte, etag string, ok bool, err error) {
+	if err := s.barrier(ctx, name); err != nil {
+		return nil, "", false, fmt.Errorf("wait for writes in progress on %s: %w", name, err)
+	}
+	b, etag, err = s.readOnce(ctx, name)
+	if err != nil {
+		return nil, "", false, err
+	}
+	if sum := md5Hex(b); sameETag(etag, sum) {
+		return b, sum, true, nil
+	}
+	if !sameETag(etag, stale) {
+		return nil, "", false, nil
+	}
+	value, tomb, err := parse(b)
+	if err != nil {
+		return nil, "", false, err
+	}
+	repaired := tombstoneBody
+	if !tomb {
+		if repaired, err = valueBody(value); err != nil {
+			return nil, "", false, err
+		}
+	}
+	etag, err = s.put(ctx, name, repaired, stale)
+	if isPreconditionFailed(err) || isNotFound(err) {
+		return nil, "", false, nil // another store repaired it, or wrote it with the stale ETag's holder gone
+	}
+	if err != nil {
+		return nil, "", false, fmt.Errorf("repair torn object %s (ETag %s kept without its body): %w", name, stale, err)
+	}
+	s.reportTorn(Torn{Object: name, StaleETag: strings.Trim(stale, `"`), Tombstone: tomb, Repaired: true})
+	return repaired, etag, true, nil
+}
+
+// Torn describes one torn object the store met (see settle and ErrTornObject), for the owner's logs and
+// metrics.
+type Torn struct {
+	// Object is the object's name in the bucket.
+	Object string
+	// StaleETag is the ETag the server had kept without its body ("" when unknown).
+	StaleETag string
+	// Tombstone is set when the key was deleted (the repair wrote the tombstone back).
+	Tombstone bool
+	// Repaired is set when the store repaired the object; otherwise a create failed with ErrTornObject.
+	Repaired bool
+}
+
+// OnTorn sets a function called for each torn object the store repaired or had to refuse (nil: none). Either
+// is rare and worth a warning: the object storage lost a write it had half done (docs/operations.md, "Object
+// storage"). Set it before the store is used.
+func (s *Store) OnTorn(f func(Torn)) { s.onTorn = f }
+
+func (s *Store) reportTorn(t Torn) {
+	if s.onTorn != nil {
+		s.onTorn(t)
+	}
+}
+
+// barrier returns once every PUT that was publishing name when it was called has published. versitygw's posix
+// backend holds a publish lock from a PUT's condition check to the rename of its body, one lock per shard of
+// object names (the first byte of the name's SHA-256, across gateway processes too); an unconditional PUT of
+// another object of the same shard takes that lock, so its answer comes after every such publish. On servers
+// that publish atomically (no torn objects) the barrier is a harmless empty PUT. The barrier objects live
+// under the store's internal marker, one per shard at most, and scans skip them.
+func (s *Store) barrier(ctx context.Context, name string) error {
+	_, err := s.client.PutObject(ctx, s.bucket, s.lockMate(name), bytes.NewReader(nil), 0,
+		minio.PutObjectOptions{ContentType: "application/octet-stream", DisableMultipart: true})
+	return ctxErr(ctx, err)
+}
+
+// lockMate returns the barrier object of name's lock shard: the first internal name, in a fixed sequence, whose
+// SHA-256 starts with the same byte as name's. Every store computes the same names.
+func (s *Store) lockMate(name string) string {
+	shard := sha256.Sum256([]byte(name))
+	s.mateMu.Lock()
+	defer s.mateMu.Unlock()
+	if s.mates == nil {
+		s.mates = make(map[byte]string)
+	}
+	if m, ok := s.mates[shard[0]]; ok {
+		return m
+	}
+	for i := 0; ; i++ {
+		m := s.prefix + internalMarker + "publish-" + strconv.Itoa(i)
+		if sum := sha256.Sum256([]byte(m)); sum[0] == shard[0] {
+			s.mates[shard[0]] = m
+			return m
+		}
+	}
 }
 
 func (s *Store) readOnce(ctx context.Context, name string) ([]byte, string, error) {
@@ -328,10 +487,14 @@ func (s *Store) put(ctx context.Context, name string, data []byte, ifMatch strin
 		opts.SetMatchETag(ifMatch)
 	}
 	info, err := s.client.PutObject(ctx, s.bucket, name, bytes.NewReader(data), int64(len(data)), opts)
+	want := md5Hex(data)
 	if err != nil {
+		if _, status := errCode(err); status == 0 || status >= 500 {
+			s.remember(name, want)
+		}
 		return "", err
 	}
-	want := md5Hex(data)
+	s.settled(name)
 	if !sameETag(info.ETag, want) {
 		return "", fmt.Errorf("the server answered a single-part PUT with ETag %q, not the MD5 of the body (%s): "+
 			"this store needs MD5 ETags (no SSE-KMS, no checksum-based ETags)", info.ETag, want)
@@ -396,6 +559,7 @@ func (s *Store) create(ctx context.Context, name string, data []byte) (string, e
 	// Each round follows a concurrent change between two of our requests: the key was deleted, or the object
 	// was not readable yet (versitygw's sidecar mode answers 412 to If-None-Match:* and then 404 to a GET for
 	// a moment while another PUT publishes). Later rounds wait a little longer each.
+	ghosts := 0
 	for round := range createRounds {
 		if round > 0 {
 			if err := sleepCtx(ctx, min(time.Millisecond<<(round-1), 100*time.Millisecond)); err != nil {
@@ -424,8 +588,18 @@ func (s *Store) create(ctx context.Context, name string, data []byte) (string, e
 			return "", ctxErr(ctx, err)
 		}
 		switch {
-		case !exists || sameETag(etag, TombstoneETag):
-			continue // removed, or deleted since: try again
+		case !exists:
+			// An ETag without a body: a PUT publishing right now, or one torn by a crash (see settle). Wait
+			// out the publish lock; a ghost that outlasts several waits is torn.
+			if ghosts++; ghosts == ghostRounds {
+				return s.createOverGhost(ctx, name, data)
+			}
+			if err := s.barrier(ctx, name); err != nil {
+				return "", fmt.Errorf("wait for writes in progress on %s: %w", name, err)
+			}
+			continue
+		case sameETag(etag, TombstoneETag):
+			continue // deleted since: try again
 		case !tomb:
 			return "", fmt.Errorf("key exists: %w", persistence.ErrVersionMismatch)
 		}
@@ -440,6 +614,66 @@ func (s *Store) create(ctx context.Context, name string, data []byte) (string, e
 		}
 	}
 	return "", errors.New("key keeps changing under a create; is something else deleting objects in the bucket?")
+}
+
+// ErrTornObject is a key the object storage holds an ETag for but no body: a create that a crash of the server
+// cut off after it stored the new ETag and before it published the body (versitygw with --sidecar metadata).
+// The key reads as missing, yet the server refuses every create (it compares If-None-Match and If-Match with
+// that ETag), and only the write that was cut off knows the ETag. The store repairs it when this process made
+// that write; otherwise creates of the key fail with this error until an operator removes the stale
+// metadata (docs/operations.md, "Object storage").
+var ErrTornObject = errors.New("the object storage keeps an ETag for this key without a body (a write torn by a crash of the storage server)")
+
+// createOverGhost creates name over an ETag that the server keeps without a body: with If-Match on the ETag of
+// one of this store's own writes to name whose outcome it never learnt, the only ETags a torn create can have
+// left that anyone knows. If-Match on such an ETag succeeds only while the server still holds exactly it.
+func (s *Store) createOverGhost(ctx context.Context, name string, data []byte) (string, error) {
+	for _, stale := range s.unanswered(name) {
+		etag, err := s.put(ctx, name, data, stale)
+		if err == nil {
+			s.reportTorn(Torn{Object: name, StaleETag: stale, Repaired: true})
+			return etag, nil
+		}
+		if !isPreconditionFailed(err) && !isNotFound(err) {
+			return "", ctxErr(ctx, err)
+		}
+	}
+	s.reportTorn(Torn{Object: name})
+	return "", fmt.Errorf("object %s: %w; creates of this key fail until the stale metadata is removed (docs/operations.md)", name, ErrTornObject)
+}
+
+// remember notes the ETag of a PUT to name whose outcome is unknown (no answer, or a server error): if a
+// crash tore it, it is the ETag the server kept (see createOverGhost).
+func (s *Store) remember(name, etag string) {
+	s.unknownMu.Lock()
+	defer s.unknownMu.Unlock()
+	if s.unknown == nil {
+		s.unknown = make(map[string][]string)
+	}
+	if _, ok := s.unknown[name]; !ok && len(s.unknown) >= maxUnanswered {
+		for k := range s.unknown { // forget one: torn creates are rare, and this is only a chance to repair
+			delete(s.unknown, k)
+			break
+		}
+	}
+	l := append(s.unknown[name], etag)
+	if len(l) > 4 {
+		l = l[len(l)-4:]
+	}
+	s.unknown[name] = l
+}
+
+// settled forgets the unanswered PUTs to name once a PUT to it succeeded: the server holds another ETag now.
+func (s *Store) settled(name string) {
+	s.unknownMu.Lock()
+	defer s.unknownMu.Unlock()
+	delete(s.unknown, name)
+}
+
+func (s *Store) unanswered(name string) []string {
+	s.unknownMu.Lock()
+	defer s.unknownMu.Unlock()
+	return slices.Clone(s.unknown[name])
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) error {

@@ -49,6 +49,7 @@ type Server struct {
 	buckets atomic.Int64
 	proc    *os.Process
 	base    string // the data directory (root, sidecar) a read-only twin shares
+	sidecar string // the sidecar metadata directory, "" when metadata is in extended attributes
 }
 
 // Binary returns the path of the versitygw binary, or "" when none is installed.
@@ -83,6 +84,18 @@ func UserXattrs(dir string) bool { return userXattrs(dir) }
 // test ends.
 func Start(t testing.TB) *Server {
 	t.Helper()
+	return startFresh(t, os.Getenv("FILIGRANE_S3TEST_SIDECAR") != "")
+}
+
+// StartSidecar is Start with object metadata in a sidecar directory whatever the filesystem offers: the mode
+// whose crashes leave torn objects (see TearETag).
+func StartSidecar(t testing.TB) *Server {
+	t.Helper()
+	return startFresh(t, true)
+}
+
+func startFresh(t testing.TB, sidecar bool) *Server {
+	t.Helper()
 	bin := Binary()
 	if bin == "" {
 		msg := "versitygw not found on PATH, in $FILIGRANE_TOOLS or in ~/.cache/filigrane/bin; install it with `scripts/setup.sh --s3`"
@@ -95,7 +108,7 @@ func Start(t testing.TB) *Server {
 	// binds: a failed start is retried on a new port.
 	var lastErr error
 	for range 3 {
-		s, err := start(t, bin, t.TempDir(), false)
+		s, err := start(t, bin, t.TempDir(), false, sidecar)
 		if err == nil {
 			return s
 		}
@@ -111,7 +124,7 @@ func (s *Server) ReadOnlyTwin(t testing.TB) *Server {
 	t.Helper()
 	var lastErr error
 	for range 3 {
-		twin, err := start(t, Binary(), s.base, true)
+		twin, err := start(t, Binary(), s.base, true, s.sidecar != "")
 		if err == nil {
 			return twin
 		}
@@ -121,7 +134,7 @@ func (s *Server) ReadOnlyTwin(t testing.TB) *Server {
 	return nil
 }
 
-func start(t testing.TB, bin, base string, readOnly bool) (*Server, error) {
+func start(t testing.TB, bin, base string, readOnly, sidecar bool) (*Server, error) {
 	root := filepath.Join(base, "root")
 	if err := os.MkdirAll(root, 0o750); err != nil {
 		return nil, err
@@ -135,9 +148,10 @@ func start(t testing.TB, bin, base string, readOnly bool) (*Server, error) {
 		args = append(args, "--readonly")
 	}
 	args = append(args, "posix")
-	if os.Getenv("FILIGRANE_S3TEST_SIDECAR") != "" || !userXattrs(root) {
+	side := ""
+	if sidecar || !userXattrs(root) {
 		// Both paths must be absolute and the sidecar must be outside the root, or versitygw refuses them.
-		side := filepath.Join(base, "meta")
+		side = filepath.Join(base, "meta")
 		if err := os.MkdirAll(side, 0o750); err != nil {
 			return nil, err
 		}
@@ -185,7 +199,28 @@ func start(t testing.TB, bin, base string, readOnly bool) (*Server, error) {
 		}
 	})
 	return &Server{Endpoint: addr, AccessKey: accessKey, SecretKey: secretKey, Region: region, client: client,
-		proc: cmd.Process, base: base}, nil
+		proc: cmd.Process, base: base, sidecar: side}, nil
+}
+
+// TearETag leaves object in the state a kill -9 of versitygw in sidecar mode leaves it in when the kill lands
+// inside a PUT's commit: the PUT has stored the new ETag in the sidecar directory (a file renamed into place)
+// but not yet linked the new body over the old one, so the old body stays with an ETag that belongs to a body
+// that was never published (or, when the object did not exist, an ETag with no object at all). The server
+// then compares If-Match with that ETag for good. Only a server from StartSidecar can be torn this way; in
+// extended-attribute mode the ETag travels with the file and a PUT publishes both in one rename.
+func (s *Server) TearETag(t testing.TB, bucket, object, etag string) {
+	t.Helper()
+	if s.sidecar == "" {
+		t.Fatal("s3test: TearETag needs a server from StartSidecar")
+	}
+	dir := filepath.Join(s.sidecar, bucket, filepath.FromSlash(object), "meta")
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		t.Fatalf("s3test: tear %s/%s: %v", bucket, object, err)
+	}
+	// versitygw stores the ETag quoted, as S3 spells it on the wire.
+	if err := os.WriteFile(filepath.Join(dir, "etag"), []byte(`"`+strings.Trim(etag, `"`)+`"`), 0o640); err != nil {
+		t.Fatalf("s3test: tear %s/%s: %v", bucket, object, err)
+	}
 }
 
 // Pause freezes the server process (SIGSTOP): the kernel still accepts connections but nothing answers, like
