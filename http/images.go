@@ -442,7 +442,7 @@ func (s *Server) acceptFile(c context.Context, ctx *fasthttp.RequestCtx, r accep
 	rep, err := jobs.Submit(c, submit)
 	if err != nil {
 		s.cfg.Logger.Error().Err(err).Str("job", reqID).Msg("submit job")
-		return false, newAPIError(CodeUnavailable, "the job could not be accepted in time; retry with the same Idempotency-Key")
+		return s.jobUsesInput(c, p.Key.OrgID, reqID, file.Key), newAPIError(CodeUnavailable, "the job could not be accepted in time; retry with the same Idempotency-Key")
 	}
 	if aerr := reserveRefusal(ctx, p, rep.Code, hold); aerr != nil {
 		return false, aerr
@@ -453,7 +453,7 @@ func (s *Server) acceptFile(c context.Context, ctx *fasthttp.RequestCtx, r accep
 		return false, newAPIError(CodeIdempotencyConflict, "this Idempotency-Key was used with different inputs or options")
 	default:
 		s.cfg.Logger.Error().Str("job", reqID).Str("code", rep.Code).Str("detail", rep.Detail).Msg("submit job")
-		return false, newAPIError(CodeUnavailable, "the job could not be accepted; retry with the same Idempotency-Key")
+		return s.jobUsesInput(c, p.Key.OrgID, reqID, file.Key), newAPIError(CodeUnavailable, "the job could not be accepted; retry with the same Idempotency-Key")
 	}
 	// A replay's job has its own input; a redelivered submission (jobstate.Record.IsRedelivery) is this very
 	// request, whose job reads the file just stored.
@@ -511,6 +511,25 @@ func (s *Server) directLimit(kind mediakind.Kind, op jobstate.Operation) int64 {
 		limit = min(limit, s.cfg.MaxDirectEmbed)
 	}
 	return limit
+}
+
+// jobUsesInput tells, after a submission whose outcome is unknown (no answer in time, or a storage failure
+// whose write may still have landed), whether the job exists and reads the file just stored: then the file
+// must stay, or every attempt of that job would fail on a missing input. When the job cannot be asked, the
+// file is kept too: an orphaned input is a file nobody reads (nothing sweeps such files today:
+// docs/operations.md, "Object storage"), a deleted one breaks a job the client was charged for.
+func (s *Server) jobUsesInput(c context.Context, orgID, reqID, key string) bool {
+	qctx, cancel := context.WithTimeout(context.WithoutCancel(c), 5*time.Second)
+	defer cancel()
+	rep, err := actors.JobClient{Caller: s.cfg.Caller}.Get(qctx, orgID, reqID)
+	if err != nil {
+		s.cfg.Logger.Warn().Err(err).Str("job", reqID).Msg("after a failed submission: cannot tell whether the job exists; keeping its input")
+		return true
+	}
+	if rep.Code == actors.ReplyNotFound {
+		return false
+	}
+	return rep.Record == nil || rep.Record.Input.BlobKey == key
 }
 
 // outputDeleted reports whether a succeeded embed's watermarked asset was deleted.
