@@ -66,7 +66,7 @@ func (a *Adapter) DetectRenderedStats(ctx context.Context, src string) (codec.De
 		return codec.Detection{}, DetectStats{}, err
 	}
 	defer doc.close()
-	return a.detectRenderedStats(ctx, doc)
+	return a.detectRenderedStats(ctx, doc, aloneBudget)
 }
 
 // quickStructural reads the structural mark and the page count without parsing the whole file: mutool loads
@@ -181,17 +181,19 @@ type DetectStats struct {
 	Pages    int // pages rendered
 	Alone    int // pages decoded on their own (blind decodes, 126 checked words each at most)
 	Analysed int // pages analysed at the overlay geometry only (no decision of their own)
+	Synced   int // pages whose pilot synchronised (their soft output is summed and kept for the codeword test)
 	Combined int // decodes of the summed soft outputs (9 checked words each at most)
 	Matched  int // pages reported watermarked by the codeword test against a decoded id, not by their own decode
 }
 
-// alone reports whether page i (from 0) of a document of pages pages is decoded on its own: every page up to
-// aloneBudget pages, else the first page of each of aloneBudget equal runs (the first page included).
-func alone(i, pages int) bool {
-	if pages <= aloneBudget {
+// alone reports whether page i (from 0) of a document of pages pages is decoded on its own under a budget of
+// budget pages (aloneBudget; benchmarks pass more for a baseline): every page up to budget pages, else the first
+// page of each of budget equal runs (the first page included).
+func alone(i, pages, budget int) bool {
+	if pages <= budget {
 		return true
 	}
-	return i == 0 || i*aloneBudget/pages != (i-1)*aloneBudget/pages
+	return i == 0 || i*budget/pages != (i-1)*budget/pages
 }
 
 // overlayWaxel is the waxel, in pixels, that the overlay of a page presents in a w×h rendering at dpi: 1/512 of
@@ -202,11 +204,11 @@ func overlayWaxel(w, h int, dpi float64) float64 {
 }
 
 func (a *Adapter) detectRendered(ctx context.Context, doc *document) (codec.Detection, error) {
-	d, _, err := a.detectRenderedStats(ctx, doc)
+	d, _, err := a.detectRenderedStats(ctx, doc, aloneBudget)
 	return d, err
 }
 
-func (a *Adapter) detectRenderedStats(ctx context.Context, doc *document) (codec.Detection, DetectStats, error) {
+func (a *Adapter) detectRenderedStats(ctx context.Context, doc *document, budget int) (codec.Detection, DetectStats, error) {
 	pages := doc.info.Pages
 	r := renderer{mutool: a.mutool(), dpi: a.renderDPI(doc), pageLimit: doc.lim.PageTimeout,
 		memLimit: doc.lim.RenderMemory, maxPixels: doc.lim.RenderMaxPixels + doc.lim.RenderMaxPixels/8}
@@ -239,7 +241,7 @@ func (a *Adapter) detectRenderedStats(ctx context.Context, doc *document) (codec
 				lp := codec.LumaPlane{Pix: toFloat(g.Pix), Width: g.Width, Height: g.Height, Stride: g.Width}
 				var soft codec.FrameSoft
 				st.Pages++
-				if alone(i, pages) {
+				if alone(i, pages, budget) {
 					det, s := a.Codec.DetectLumaSoft(lp)
 					u := det.Units[0]
 					u.Index = i
@@ -254,6 +256,7 @@ func (a *Adapter) detectRenderedStats(ctx context.Context, doc *document) (codec
 					return
 				}
 				softs[i] = quantise(soft.Coded)
+				st.Synced++
 				if sums[w].Coded == nil {
 					sums[w].Coded = make([]float64, len(soft.Coded))
 				}
@@ -275,8 +278,9 @@ func (a *Adapter) detectRenderedStats(ctx context.Context, doc *document) (codec
 		st.Pages += s.Pages
 		st.Alone += s.Alone
 		st.Analysed += s.Analysed
+		st.Synced += s.Synced
 	}
-	d := combine(a.Codec, units, softs, sums, &st)
+	d := combine(a.Codec, units, softs, sums, budget, &st)
 	return d, st, nil
 }
 
@@ -348,7 +352,7 @@ func pageMatch(q pageSoft, ids []codec.ID) (codec.ID, float64, bool) {
 // confident), else one decode of the summed soft outputs of the pages that synchronised. Then every page that
 // did not decode to an id of its own is tested against the document's ids (pageMatch), so that pages not
 // decoded alone, and damaged pages of a marked document, report the id they carry.
-func combine(c *codec.Codec, units []codec.Unit, softs []pageSoft, sums []codec.FrameSoft, st *DetectStats) codec.Detection {
+func combine(c *codec.Codec, units []codec.Unit, softs []pageSoft, sums []codec.FrameSoft, budget int, st *DetectStats) codec.Detection {
 	d := codec.Detection{}
 	type vote struct {
 		n    int
@@ -388,7 +392,7 @@ func combine(c *codec.Codec, units []codec.Unit, softs []pageSoft, sums []codec.
 		for i, s := range softs {
 			if s != nil {
 				synced++
-				aloneOnly = aloneOnly && alone(i, len(softs))
+				aloneOnly = aloneOnly && alone(i, len(softs), budget)
 			}
 		}
 		// One synchronised page decoded alone already failed its own decode; its sum is the same word.

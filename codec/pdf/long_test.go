@@ -35,7 +35,7 @@ func TestLongUnmarkedPDFBoundsBlindDecodes(t *testing.T) {
 			st, pages, aloneBudget)
 	}
 	// The budget is spread over the document: the first and the last run each have a page decoded alone.
-	if !alone(0, pages) || !alone(pages-3, pages) && !alone(pages-2, pages) && !alone(pages-1, pages) {
+	if !alone(0, pages, aloneBudget) || !alone(pages-3, pages, aloneBudget) && !alone(pages-2, pages, aloneBudget) && !alone(pages-1, pages, aloneBudget) {
 		t.Errorf("pages decoded alone are not spread to both ends")
 	}
 }
@@ -65,7 +65,7 @@ func TestLongMarkedPDFReportsEveryPage(t *testing.T) {
 	}
 	for i, u := range d.Units {
 		if u.Index != i || !u.Watermarked || u.WatermarkID == nil || *u.WatermarkID != want || !(u.Confidence > 0.3 && u.Confidence <= 1) {
-			t.Fatalf("unit %d (alone %v): %+v", i, alone(i, pages), u)
+			t.Fatalf("unit %d (alone %v): %+v", i, alone(i, pages, aloneBudget), u)
 		}
 	}
 }
