@@ -46,3 +46,20 @@ func (c *Codec) DetectLumaSoft(p LumaPlane) (Detection, FrameSoft) {
 	}
 	return at.detection(), fs
 }
+
+// AnalyzeLumaAt is AnalyzeLuma under one synchronisation hypothesis only: square waxels of waxel pixels anchored
+// at the top-left corner (the geometry an overlay drawn at a known scale presents), with the pilot search for
+// orientation and offset and the refinement, but no other geometry and no choice among decodes. Adapters that
+// must bound how many words they check per file use it for the units they do not decode on their own: the soft
+// output is chosen by the pilot alone, so summing it into CombineFrames adds no search over decoded words.
+func (c *Codec) AnalyzeLumaAt(p LumaPlane, waxel float64) FrameSoft {
+	if p.check() != nil || min(p.Width, p.Height) < minDetectSide || !(waxel >= minWaxel) {
+		return FrameSoft{}
+	}
+	pyr := buildPyramid(p.toPlane(), 16)
+	at := c.tryGeometry(cpuSampler{c: c, pyr: pyr}, scaledAffine(waxel))
+	if !at.valid {
+		return FrameSoft{}
+	}
+	return FrameSoft{Coded: at.coded, PilotZ: at.pilotZ}
+}

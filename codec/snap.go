@@ -52,35 +52,13 @@ const SnapMinZ = 9.0
 // normalised correlation reaches SnapMinZ and no other id comes within 3 standard deviations of it. LLRs are
 // clipped at three times their RMS so that a few overconfident bits cannot carry the decision.
 func snapCoded(coded []float64, known []ID) (ID, bool) {
-	if len(coded) != codedBits || len(known) == 0 {
+	llr, norm := clippedLLR(coded)
+	if llr == nil || len(known) == 0 {
 		return ID{}, false
 	}
-	var ms float64
-	for _, v := range coded {
-		ms += v * v
-	}
-	if ms == 0 {
-		return ID{}, false
-	}
-	clip := 3 * math.Sqrt(ms/codedBits)
-	llr := make([]float64, codedBits)
-	var norm float64
-	for i, v := range coded {
-		llr[i] = math.Max(-clip, math.Min(clip, v))
-		norm += llr[i] * llr[i]
-	}
-	norm = math.Sqrt(norm)
 	best, bestZ, secondZ := ID{}, math.Inf(-1), math.Inf(-1)
 	for _, k := range known {
-		var s float64
-		for i, c := range convEncode(frameBits(k)) {
-			if c == 1 {
-				s += llr[i]
-			} else {
-				s -= llr[i]
-			}
-		}
-		z := s / norm
+		z := codewordScore(llr, norm, k)
 		switch {
 		case z > bestZ:
 			if k != best {
@@ -95,6 +73,53 @@ func snapCoded(coded []float64, known []ID) (ID, bool) {
 		return ID{}, false
 	}
 	return best, true
+}
+
+// CodewordZ is the normalised correlation, in standard deviations, of coded-bit LLRs (a FrameSoft's Coded) with
+// the codeword of id: the statistic snapCoded compares with SnapMinZ. It is about N(0, 1) for an unrelated id and
+// grows with the square root of the coded bits for the id that was embedded; 0 when coded is not a soft word.
+// It decodes nothing, so testing one id costs one comparison in the false-positive budget, not a decode.
+func CodewordZ(coded []float64, id ID) float64 {
+	llr, norm := clippedLLR(coded)
+	if llr == nil {
+		return 0
+	}
+	return codewordScore(llr, norm, id)
+}
+
+// clippedLLR clips coded-bit LLRs at three times their RMS, so that a few overconfident bits cannot carry a
+// decision, and returns them with their Euclidean norm; nil when coded is not a non-zero soft word.
+func clippedLLR(coded []float64) ([]float64, float64) {
+	if len(coded) != codedBits {
+		return nil, 0
+	}
+	var ms float64
+	for _, v := range coded {
+		ms += v * v
+	}
+	if ms == 0 {
+		return nil, 0
+	}
+	clip := 3 * math.Sqrt(ms/codedBits)
+	llr := make([]float64, codedBits)
+	var norm float64
+	for i, v := range coded {
+		llr[i] = math.Max(-clip, math.Min(clip, v))
+		norm += llr[i] * llr[i]
+	}
+	return llr, math.Sqrt(norm)
+}
+
+func codewordScore(llr []float64, norm float64, id ID) float64 {
+	var s float64
+	for i, c := range convEncode(frameBits(id)) {
+		if c == 1 {
+			s += llr[i]
+		} else {
+			s -= llr[i]
+		}
+	}
+	return s / norm
 }
 
 func popcount8(b byte) int {

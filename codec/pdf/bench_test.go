@@ -3,8 +3,10 @@ package pdf
 import (
 	"context"
 	"path/filepath"
+	"syscall"
 	"testing"
 
+	"filigrane/codec"
 	"filigrane/codec/pdf/pdftest"
 )
 
@@ -51,4 +53,69 @@ func BenchmarkDetectRendered20Pages(b *testing.B) {
 		}
 	}
 	b.ReportMetric(20*float64(b.N)/b.Elapsed().Seconds(), "pages/s")
+}
+
+// BenchmarkDetectRendered300Pages measures detection by rendering of a 300-page document (300×350-point pages of
+// text, 625×729 pixels at 150 dpi), unmarked and marked, under the decode budget ("budget": at most aloneBudget
+// pages decoded alone) and, as the same-run baseline, with every page decoded alone ("every-page", the rule
+// before the budget). cpu-s/op counts this process and its renderer children (getrusage), which the load of a
+// shared machine inflates less than the wall time.
+//
+//	go test -run '^$' -bench DetectRendered300Pages -benchtime 1x ./codec/pdf
+func BenchmarkDetectRendered300Pages(b *testing.B) {
+	const pages = 300
+	a := testAdapter(b)
+	a.Limits.RenderWorkers = 1
+	ctx := context.Background()
+	src := writeTemp(b, "in.pdf", makeDoc(pdftest.Doc{Pages: pages, MediaBox: "[0 400 300 750]"}))
+	marked := filepath.Join(b.TempDir(), "marked.pdf")
+	id := testID("bench300")
+	if _, err := a.Embed(ctx, src, marked, id, Options{}); err != nil {
+		b.Fatal(err)
+	}
+	for _, file := range []struct {
+		name, path string
+		marked     bool
+	}{{"unmarked", src, false}, {"marked", marked, true}} {
+		for _, rule := range []struct {
+			name   string
+			budget int
+		}{{"budget", aloneBudget}, {"every-page", pages}} {
+			b.Run(file.name+"/"+rule.name, func(b *testing.B) {
+				cpu0 := cpuSeconds()
+				var st DetectStats
+				for b.Loop() {
+					doc, err := a.open(ctx, file.path, false)
+					if err != nil {
+						b.Fatal(err)
+					}
+					var d codec.Detection
+					d, st, err = a.detectRenderedStats(ctx, doc, rule.budget)
+					doc.close()
+					if err != nil || d.Watermarked != file.marked {
+						b.Fatalf("watermarked %v, want %v (%v)", d.Watermarked, file.marked, err)
+					}
+					if file.marked {
+						for _, u := range d.Units {
+							if !u.Watermarked || *u.WatermarkID != id.String() {
+								b.Fatalf("unit %+v", u)
+							}
+						}
+					}
+				}
+				b.ReportMetric((cpuSeconds()-cpu0)/float64(b.N), "cpu-s/op")
+				b.ReportMetric(float64(st.Alone), "alone")
+				b.ReportMetric(float64(st.Combined), "combined")
+			})
+		}
+	}
+}
+
+// cpuSeconds is the user and system time of this process and of its waited-for children.
+func cpuSeconds() float64 {
+	var self, kids syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &self)
+	syscall.Getrusage(syscall.RUSAGE_CHILDREN, &kids)
+	sec := func(t syscall.Timeval) float64 { return float64(t.Sec) + float64(t.Usec)/1e6 }
+	return sec(self.Utime) + sec(self.Stime) + sec(kids.Utime) + sec(kids.Stime)
 }

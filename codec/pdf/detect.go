@@ -20,8 +20,10 @@ import (
 )
 
 // Detect looks for the mark in src: it reads the structural layer and, when that is missing or does not verify,
-// renders every page and runs the image detector on it. The result has one unit per page (index from 0) and a
-// combined verdict: the id most pages decoded, else the decode of the pages' soft outputs summed.
+// renders every page and runs the image detector on it (on its own for at most aloneBudget pages, see there).
+// The result has one unit per page (index from 0) and a combined verdict: the id most pages decoded, else the
+// decode of the pages' soft outputs summed; pages that did not decode on their own report the document's id
+// when their soft output matches its codeword (pageMatch).
 func (a *Adapter) Detect(ctx context.Context, src string) (codec.Detection, error) {
 	if a.Codec == nil {
 		return codec.Detection{}, errors.New("pdf: adapter without a codec")
@@ -51,6 +53,20 @@ func (a *Adapter) DetectRendered(ctx context.Context, src string) (codec.Detecti
 	}
 	defer doc.close()
 	return a.detectRendered(ctx, doc)
+}
+
+// DetectRenderedStats is DetectRendered that also reports how the pages were decoded (the false-positive
+// budget's counts), for tests and benchmarks.
+func (a *Adapter) DetectRenderedStats(ctx context.Context, src string) (codec.Detection, DetectStats, error) {
+	if a.Codec == nil {
+		return codec.Detection{}, DetectStats{}, errors.New("pdf: adapter without a codec")
+	}
+	doc, err := a.open(ctx, src, false)
+	if err != nil {
+		return codec.Detection{}, DetectStats{}, err
+	}
+	defer doc.close()
+	return a.detectRenderedStats(ctx, doc, aloneBudget)
 }
 
 // quickStructural reads the structural mark and the page count without parsing the whole file: mutool loads
@@ -144,7 +160,55 @@ func (a *Adapter) renderDPI(doc *document) float64 {
 	return dpi
 }
 
+// Page decodes and the false-positive bound (docs/codec.md, section 5). A page decoded on its own is a blind
+// image decode: up to 14 synchronisation hypotheses, each checking up to 9 words against the frame check, so
+// 126 · 2^-48 = 4.5e-13 per page. A document may have up to 10,000 pages, so at most aloneBudget pages are
+// decoded on their own (all of them up to that count, else aloneBudget pages spread evenly over the document);
+// every other page is analysed under the one geometry the overlay has on it (Codec.AnalyzeLumaAt: soft output
+// chosen by the pilot alone, no decision), and contributes through the combined decode of all synchronised
+// pages' soft outputs (one decode, 9 words) and through the codeword test of pageMatch against the ids the
+// document decoded to. Per document, whatever its length:
+//
+//	P(false positive) ≤ 200 · 126 · 2^-48 + 9 · 2^-48 = 8.96e-11 ≤ 1e-10.
+const aloneBudget = 200
+
+// maxMatchIDs bounds how many of the document's decoded ids each page is compared with (the most voted first).
+const maxMatchIDs = 8
+
+// DetectStats counts the work of one detection by rendering, for tests and benchmarks: it is what the
+// false-positive bound above is about.
+type DetectStats struct {
+	Pages    int // pages rendered
+	Alone    int // pages decoded on their own (blind decodes, 126 checked words each at most)
+	Analysed int // pages analysed at the overlay geometry only (no decision of their own)
+	Synced   int // pages whose pilot synchronised (their soft output is summed and kept for the codeword test)
+	Combined int // decodes of the summed soft outputs (9 checked words each at most)
+	Matched  int // pages reported watermarked by the codeword test against a decoded id, not by their own decode
+}
+
+// alone reports whether page i (from 0) of a document of pages pages is decoded on its own under a budget of
+// budget pages (aloneBudget; benchmarks pass more for a baseline): every page up to budget pages, else the first
+// page of each of budget equal runs (the first page included).
+func alone(i, pages, budget int) bool {
+	if pages <= budget {
+		return true
+	}
+	return i == 0 || i*budget/pages != (i-1)*budget/pages
+}
+
+// overlayWaxel is the waxel, in pixels, that the overlay of a page presents in a w×h rendering at dpi: 1/512 of
+// the short side, at least minWaxelPt (overlayWriter.form). At 150 dpi it is the image detector's nominal
+// geometry.
+func overlayWaxel(w, h int, dpi float64) float64 {
+	return max(float64(min(w, h))/codec.OverlayWaxelsPerShortSide, minWaxelPt*dpi/72)
+}
+
 func (a *Adapter) detectRendered(ctx context.Context, doc *document) (codec.Detection, error) {
+	d, _, err := a.detectRenderedStats(ctx, doc, aloneBudget)
+	return d, err
+}
+
+func (a *Adapter) detectRenderedStats(ctx context.Context, doc *document, budget int) (codec.Detection, DetectStats, error) {
 	pages := doc.info.Pages
 	r := renderer{mutool: a.mutool(), dpi: a.renderDPI(doc), pageLimit: doc.lim.PageTimeout,
 		memLimit: doc.lim.RenderMemory, maxPixels: doc.lim.RenderMaxPixels + doc.lim.RenderMaxPixels/8}
@@ -154,13 +218,15 @@ func (a *Adapter) detectRendered(ctx context.Context, doc *document) (codec.Dete
 	}
 	workers = max(1, min(workers, pages))
 	units := make([]codec.Unit, pages)
-	softs := make([]codec.FrameSoft, pages)
+	softs := make([]pageSoft, pages)
 	for i := range units {
 		units[i] = codec.Unit{Index: i}
 	}
 	per := (pages + workers - 1) / workers
 	var wg sync.WaitGroup
 	errs := make([]error, workers)
+	sums := make([]codec.FrameSoft, workers) // per worker: the sum of its pages' soft outputs
+	stats := make([]DetectStats, workers)
 	for w := 0; w < workers; w++ {
 		first, last := w*per+1, min(pages, (w+1)*per)
 		if first > last {
@@ -169,23 +235,53 @@ func (a *Adapter) detectRendered(ctx context.Context, doc *document) (codec.Dete
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			st := &stats[w]
 			errs[w] = r.render(ctx, doc.path, first, last, func(page int, g grayPage) {
-				det, soft := a.Codec.DetectLumaSoft(codec.LumaPlane{Pix: toFloat(g.Pix), Width: g.Width,
-					Height: g.Height, Stride: g.Width})
-				u := det.Units[0]
-				u.Index = page - 1
-				units[page-1] = u
-				softs[page-1] = soft
+				i := page - 1
+				lp := codec.LumaPlane{Pix: toFloat(g.Pix), Width: g.Width, Height: g.Height, Stride: g.Width}
+				var soft codec.FrameSoft
+				st.Pages++
+				if alone(i, pages, budget) {
+					det, s := a.Codec.DetectLumaSoft(lp)
+					u := det.Units[0]
+					u.Index = i
+					units[i] = u
+					soft = s
+					st.Alone++
+				} else {
+					soft = a.Codec.AnalyzeLumaAt(lp, overlayWaxel(g.Width, g.Height, r.dpi))
+					st.Analysed++
+				}
+				if soft.Coded == nil {
+					return
+				}
+				softs[i] = quantise(soft.Coded)
+				st.Synced++
+				if sums[w].Coded == nil {
+					sums[w].Coded = make([]float64, len(soft.Coded))
+				}
+				for k, v := range soft.Coded {
+					sums[w].Coded[k] += v
+				}
+				sums[w].PilotZ = max(sums[w].PilotZ, soft.PilotZ)
 			})
 		}()
 	}
 	wg.Wait()
 	for _, err := range errs {
 		if err != nil {
-			return codec.Detection{}, err
+			return codec.Detection{}, DetectStats{}, err
 		}
 	}
-	return combine(a.Codec, units, softs), nil
+	var st DetectStats
+	for _, s := range stats {
+		st.Pages += s.Pages
+		st.Alone += s.Alone
+		st.Analysed += s.Analysed
+		st.Synced += s.Synced
+	}
+	d := combine(a.Codec, units, softs, sums, budget, &st)
+	return d, st, nil
 }
 
 func toFloat(p []uint8) []float32 {
@@ -196,10 +292,68 @@ func toFloat(p []uint8) []float32 {
 	return f
 }
 
+// pageSoft is a page's coded-bit LLRs kept for the codeword test, quantised to 8 bits over ±4 times their RMS
+// (the test clips at 3 times the RMS, so nothing it uses is lost but the rounding): 912 bytes a page instead of
+// 7 KB, which matters at 10,000 pages. nil when the page did not synchronise.
+type pageSoft []int8
+
+func quantise(coded []float64) pageSoft {
+	var ms float64
+	for _, v := range coded {
+		ms += v * v
+	}
+	if ms == 0 {
+		return nil
+	}
+	scale := 127 / (4 * math.Sqrt(ms/float64(len(coded))))
+	q := make(pageSoft, len(coded))
+	for i, v := range coded {
+		q[i] = int8(max(-127, min(127, math.Round(v*scale))))
+	}
+	return q
+}
+
+func (q pageSoft) coded() []float64 {
+	f := make([]float64, len(q))
+	for i, v := range q {
+		f[i] = float64(v)
+	}
+	return f
+}
+
+// pageMatch is the codeword test of one page against the ids the document decoded to (at most maxMatchIDs): the
+// best id whose codeword correlates with the page's soft output at codec.SnapMinZ or more, with no other id
+// within 3 of it (as codec.Snap). For a page that does not carry an id the correlation is about N(0, 1), so a
+// document of 10,000 pages attributes a page wrongly with probability at most 10,000 · 8 · Q(9) = 9e-15; and
+// it is only asked once the document has decoded, so it adds nothing to the document's false-positive bound.
+// The confidence is the cosine between the page's clipped soft word and the codeword (z / √912).
+func pageMatch(q pageSoft, ids []codec.ID) (codec.ID, float64, bool) {
+	if q == nil || len(ids) == 0 {
+		return codec.ID{}, 0, false
+	}
+	coded := q.coded()
+	best, bestZ, secondZ := codec.ID{}, math.Inf(-1), math.Inf(-1)
+	for _, id := range ids {
+		z := codec.CodewordZ(coded, id)
+		switch {
+		case z > bestZ:
+			best, bestZ, secondZ = id, z, bestZ
+		case z > secondZ:
+			secondZ = z
+		}
+	}
+	if bestZ < codec.SnapMinZ || bestZ-secondZ < 3 {
+		return codec.ID{}, 0, false
+	}
+	return best, min(1, bestZ/math.Sqrt(float64(len(q)))), true
+}
+
 // combine forms the document verdict from the pages: the id decoded by the most pages (ties: the most
-// confident), else one decode of the summed soft outputs of the pages whose pilot synchronised.
-func combine(c *codec.Codec, units []codec.Unit, softs []codec.FrameSoft) codec.Detection {
-	d := codec.Detection{Units: units}
+// confident), else one decode of the summed soft outputs of the pages that synchronised. Then every page that
+// did not decode to an id of its own is tested against the document's ids (pageMatch), so that pages not
+// decoded alone, and damaged pages of a marked document, report the id they carry.
+func combine(c *codec.Codec, units []codec.Unit, softs []pageSoft, sums []codec.FrameSoft, budget int, st *DetectStats) codec.Detection {
+	d := codec.Detection{}
 	type vote struct {
 		n    int
 		conf float64
@@ -216,42 +370,66 @@ func combine(c *codec.Codec, units []codec.Unit, softs []codec.FrameSoft) codec.
 			v.conf = max(v.conf, u.Confidence)
 		}
 	}
+	var found []string
 	if len(votes) > 0 {
-		ids := make([]string, 0, len(votes))
 		for id := range votes {
-			ids = append(ids, id)
+			found = append(found, id)
 		}
-		sort.Slice(ids, func(i, j int) bool {
-			a, b := votes[ids[i]], votes[ids[j]]
+		sort.Slice(found, func(i, j int) bool {
+			a, b := votes[found[i]], votes[found[j]]
 			if a.n != b.n {
 				return a.n > b.n
 			}
 			if a.conf != b.conf {
 				return a.conf > b.conf
 			}
-			return ids[i] < ids[j]
+			return found[i] < found[j]
 		})
-		best := ids[0]
+		best := found[0]
 		d.Watermarked, d.Confidence, d.WatermarkID = true, votes[best].conf, &best
-		return d
-	}
-	var synced []codec.FrameSoft
-	for _, s := range softs {
-		if s.Coded != nil {
-			synced = append(synced, s)
+	} else {
+		synced, aloneOnly := 0, true
+		for i, s := range softs {
+			if s != nil {
+				synced++
+				aloneOnly = aloneOnly && alone(i, len(softs), budget)
+			}
+		}
+		// One synchronised page decoded alone already failed its own decode; its sum is the same word.
+		if synced >= 2 || synced == 1 && !aloneOnly {
+			comb := c.CombineFrames(sums)
+			st.Combined++
+			if comb.Watermarked {
+				d = comb
+				found = []string{*comb.WatermarkID}
+			} else {
+				d.Confidence = comb.Confidence
+				d.Soft = comb.Soft
+			}
+		}
+		if !d.Watermarked {
+			for _, u := range units {
+				d.Confidence = max(d.Confidence, u.Confidence)
+			}
 		}
 	}
-	if len(synced) >= 2 {
-		comb := c.CombineFrames(synced)
-		if comb.Watermarked {
-			d.Watermarked, d.Confidence, d.WatermarkID = true, comb.Confidence, comb.WatermarkID
-			return d
+	var ids []codec.ID
+	for _, s := range found[:min(len(found), maxMatchIDs)] {
+		if id, err := codec.ParseID(s); err == nil {
+			ids = append(ids, id)
 		}
-		d.Confidence = comb.Confidence
 	}
-	for _, u := range units {
-		d.Confidence = max(d.Confidence, u.Confidence)
+	for i := range units {
+		if units[i].Watermarked {
+			continue
+		}
+		if id, conf, ok := pageMatch(softs[i], ids); ok {
+			s := id.String()
+			units[i] = codec.Unit{Index: i, Watermarked: true, Confidence: conf, WatermarkID: &s}
+			st.Matched++
+		}
 	}
+	d.Units = units
 	return d
 }
 

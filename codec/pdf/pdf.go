@@ -15,6 +15,10 @@
 //     resolution, or a screenshot of it, presents the pattern at a geometry the image detector tries first. It
 //     survives printing to PDF, rasterisation and JPEG compression of the page images.
 //
+// Detection decodes at most aloneBudget pages of a document on their own (a blind decode each, which is what the
+// false-positive bound counts); the other pages are analysed at the overlay's known geometry and contribute
+// through one combined decode and a codeword test against the document's ids (detect.go, docs/codec.md).
+//
 // Text, vectors, links, outlines, metadata and page geometry are kept: the page content is wrapped in q/Q and
 // the overlay is appended as one shared form XObject per page size.
 package pdf
