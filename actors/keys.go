@@ -97,9 +97,10 @@ const keyPrefix = "fgk_"
 type Keys struct {
 	Store persistence.Store
 	Clock clock.Clock
-	// Cache, when set, keeps key records read by Authenticate for a short time. Cluster nodes use it because
-	// every request would otherwise read the key from object storage; a revocation then takes effect on
-	// other nodes within the cache's TTL.
+	// Cache, when set, keeps key records read by Authenticate for a short time, so that a request does not
+	// read and decode its key record (from object storage in a cluster). Every write through Keys drops the
+	// key from the cache, so a revocation is immediate for the Keys sharing that cache; other nodes of a
+	// cluster see it within the cache's TTL. Share one cache between all the Keys of a process.
 	Cache *KeyCache
 }
 
@@ -108,6 +109,9 @@ type KeyCache struct {
 	ttl     time.Duration
 	mu      sync.Mutex
 	entries map[string]cachedKey
+	// writes counts the writes through Keys: a record read before a write is not cached after it, or a
+	// revocation racing with an authentication could leave the key usable for a TTL.
+	writes uint64
 }
 
 type cachedKey struct {
@@ -133,9 +137,28 @@ func (c *KeyCache) get(id string, now time.Time) (APIKey, bool) {
 	return e.key, true
 }
 
-func (c *KeyCache) put(key APIKey, now time.Time) {
+// generation is the write count to hand to put for a record read after this call.
+func (c *KeyCache) generation() uint64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return c.writes
+}
+
+// forget drops a key whose record is being written.
+func (c *KeyCache) forget(id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.writes++
+	delete(c.entries, id)
+}
+
+// put caches key, read when the write count was gen, unless a key was written since.
+func (c *KeyCache) put(key APIKey, now time.Time, gen uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.writes != gen {
+		return
+	}
 	if len(c.entries) >= maxCachedKeys {
 		c.entries = map[string]cachedKey{}
 	}
@@ -178,6 +201,12 @@ func (k Keys) put(ctx context.Context, key APIKey, expect persistence.Version) e
 	if err != nil {
 		return fmt.Errorf("encode key %s: %w", key.ID, err)
 	}
+	if k.Cache != nil {
+		// Before and after the write: a read that started before it must not be cached (generation), and
+		// whatever was cached is stale once it lands (a failed write may have landed too).
+		k.Cache.forget(key.ID)
+		defer k.Cache.forget(key.ID)
+	}
 	if _, err := k.Store.CompareAndSet(ctx, []byte(prefixAPIKey+key.ID), expect, b); err != nil {
 		return fmt.Errorf("store key %s: %w", key.ID, err)
 	}
@@ -209,9 +238,10 @@ func (k Keys) Authenticate(ctx context.Context, secret string) (APIKey, error) {
 		return APIKey{}, ErrInvalidKey
 	}
 	now := k.Clock.Now()
-	key, cached := APIKey{}, false
+	key, cached, gen := APIKey{}, false, uint64(0)
 	if k.Cache != nil {
 		key, cached = k.Cache.get(id, now)
+		gen = k.Cache.generation()
 	}
 	if !cached {
 		var err error
@@ -223,7 +253,7 @@ func (k Keys) Authenticate(ctx context.Context, secret string) (APIKey, error) {
 			return APIKey{}, err
 		}
 		if k.Cache != nil {
-			k.Cache.put(key, now)
+			k.Cache.put(key, now, gen)
 		}
 	}
 	sum := sha256.Sum256([]byte(secret))

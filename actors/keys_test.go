@@ -49,3 +49,47 @@ func TestKeyCacheRevocationDelay(t *testing.T) {
 		t.Fatalf("a wrong secret for a cached id: %v", err)
 	}
 }
+
+// TestKeyCacheWritesDropEntries: a revocation through the Keys that share a cache is immediate, and a record
+// read before a revocation is not cached after it (an authentication racing with the revocation).
+func TestKeyCacheWritesDropEntries(t *testing.T) {
+	store, err := pebblestore.Open(t.TempDir(), zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	clk := clock.NewManual(time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC))
+	keys := Keys{Store: store, Clock: clk, Cache: NewKeyCache(time.Minute)}
+	ctx := context.Background()
+	secret, key, err := keys.Create(ctx, NewKeySpec{OrgID: "org_1", MemberID: "mem_1", Scopes: []string{ScopeDetect}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := keys.Authenticate(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := keys.Revoke(ctx, key.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := keys.Authenticate(ctx, secret); !errors.Is(err, ErrInvalidKey) {
+		t.Fatalf("authenticate right after a revocation through the same cache: %v", err)
+	}
+
+	// The race: a record read (gen taken) before a write must not be cached after the write.
+	secret2, key2, err := keys.Create(ctx, NewKeySpec{OrgID: "org_1", MemberID: "mem_1", Scopes: []string{ScopeDetect}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gen := keys.Cache.generation()
+	before, _, err := keys.Get(ctx, key2.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := keys.Revoke(ctx, key2.ID); err != nil {
+		t.Fatal(err)
+	}
+	keys.Cache.put(before, clk.Now(), gen) // the racing authentication finishes after the revocation
+	if _, err := keys.Authenticate(ctx, secret2); !errors.Is(err, ErrInvalidKey) {
+		t.Fatalf("a record read before the revocation was cached after it: %v", err)
+	}
+}

@@ -447,8 +447,9 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 			return nil, err
 		}
 	}
+	keys := actors.Keys{Store: store, Clock: cfg.Clock, Cache: actors.NewKeyCache(keyCacheTTL)} // API and console share it
 	n.api = apihttp.New(apihttp.Config{
-		Keys:  actors.Keys{Store: store, Clock: cfg.Clock, Cache: keyCache(storage.Cluster)},
+		Keys:  keys,
 		Orgs:  actors.OrgClient{Caller: n.cluster},
 		Store: store, Blobs: blobs, Caller: n.cluster, Media: media, Pool: n.pools.Sync(),
 		Catalog: catalog, Clock: cfg.Clock, Logger: httpLog, Metrics: n.Metrics,
@@ -468,7 +469,7 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	}
 	if err := n.api.MountConsole(console.Config{Accounts: people,
 		Orgs: actors.Orgs{Store: store, Clock: cfg.Clock}, OrgCalls: actors.OrgClient{Caller: n.cluster},
-		Keys:    actors.Keys{Store: store, Clock: cfg.Clock, Cache: keyCache(storage.Cluster)},
+		Keys:    keys,
 		Catalog: catalog, Clock: cfg.Clock, Logger: httpLog, SecureCookies: cfg.ConsoleSecureCookies,
 		Cluster: n.consoleCluster}); err != nil {
 		return nil, fmt.Errorf("console: %w", err)
