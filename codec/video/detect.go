@@ -55,7 +55,7 @@ func (a *Adapter) Detect(ctx context.Context, src string) (codec.Detection, erro
 		return codec.Detection{}, err
 	}
 	acc := newSegmenter(a.Codec, w, h)
-	_, goErr := walkMKV(out, nil, w*h, t.limits.MaxFrames, func(pix []byte, ms int64) error {
+	_, goErr := walkMKV(out, nil, w*h, t.limits.MaxFrames, "", func(pix []byte, ms int64) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}

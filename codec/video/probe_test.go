@@ -2,6 +2,7 @@ package video
 
 import (
 	"errors"
+	"regexp"
 	"testing"
 )
 
@@ -49,6 +50,14 @@ func FuzzParseProbe(f *testing.F) {
 		"format":{"format_name":"matroska,webm","duration":"nan"}}`))
 	f.Add([]byte(`{"streams":[{"codec_type":"video","width":99999999,"height":99999999,"avg_frame_rate":"1000000/1"}],
 		"format":{"format_name":"mov","duration":"1e300"}}`))
+	f.Add([]byte(`{"streams":[{"codec_type":"video","width":64,"height":64,"pix_fmt":"yuv420p10le","side_data_list":[
+		{"side_data_type":"Mastering display metadata","red_x":"34000/50000","red_y":"16000/50000","green_x":"13250/50000",
+		"green_y":"34500/50000","blue_x":"7500/50000","blue_y":"3000/50000","white_point_x":"15635/50000",
+		"white_point_y":"16450/50000","min_luminance":"50/10000","max_luminance":"10000000/10000"},
+		{"side_data_type":"Content light level metadata","max_content":1000,"max_average":400}]}],
+		"format":{"format_name":"mov","duration":"1"}}`))
+	x264Values := regexp.MustCompile(`^(G\(\d+,\d+\)B\(\d+,\d+\)R\(\d+,\d+\)WP\(\d+,\d+\)L\(\d+,\d+\))?$`)
+	cllValues := regexp.MustCompile(`^(\d+,\d+)?$`)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		info, err := ParseProbe(data)
 		if err != nil {
@@ -63,6 +72,29 @@ func FuzzParseProbe(f *testing.F) {
 		if v.Width <= 0 || v.Height <= 0 || v.Frames < 0 || info.Duration < 0 || info.Audio < 0 {
 			t.Fatalf("accepted %+v", info)
 		}
+		// The HDR values go into ffmpeg's arguments: numbers in x264's syntax only.
+		if !x264Values.MatchString(v.MasteringDisplay) || !cllValues.MatchString(v.ContentLight) {
+			t.Fatalf("HDR metadata %q %q", v.MasteringDisplay, v.ContentLight)
+		}
 		_ = DefaultLimits.Check(info)
 	})
+}
+
+// TestParseProbeHDRMetadata: the container's mastering display and content light level side data come out in
+// x264's option syntax (chromaticity in 0.00002, luminance in 0.0001 cd/m²).
+func TestParseProbeHDRMetadata(t *testing.T) {
+	info, err := ParseProbe([]byte(`{"streams":[{"codec_type":"video","width":64,"height":64,"pix_fmt":"yuv420p10le",
+		"side_data_list":[{"side_data_type":"Mastering display metadata","red_x":"34000/50000","red_y":"16000/50000",
+		"green_x":"13250/50000","green_y":"34500/50000","blue_x":"7500/50000","blue_y":"3000/50000",
+		"white_point_x":"15635/50000","white_point_y":"16450/50000","min_luminance":"1/200",
+		"max_luminance":"1000/1"},{"side_data_type":"Content light level metadata","max_content":1000,
+		"max_average":400}]}],"format":{"format_name":"mov","duration":"1"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := info.Video
+	if v.MasteringDisplay != "G(13250,34500)B(7500,3000)R(34000,16000)WP(15635,16450)L(10000000,50)" ||
+		v.ContentLight != "1000,400" {
+		t.Fatalf("mastering display %q, content light %q", v.MasteringDisplay, v.ContentLight)
+	}
 }
