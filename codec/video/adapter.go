@@ -141,7 +141,7 @@ func (t tools) probe(ctx context.Context, src string) (Info, error) {
 	return info, nil
 }
 
-// probeFrameSideData reads the side data of the video stream's first frame into v (ParseFrameSideData).
+// probeFrameSideData reads the side data of the video stream's first frame into v (parseFrameSideData).
 func (t tools) probeFrameSideData(ctx context.Context, src string, v *Stream) error {
 	p := t.newProc(ctx, "probe", t.ffprobe, "-v", "error", "-protocol_whitelist", "file", "-print_format", "json",
 		"-select_streams", strconv.Itoa(v.Index), "-read_intervals", "%+#1", "-show_frames",
@@ -155,7 +155,7 @@ func (t tools) probeFrameSideData(ctx context.Context, src string, v *Stream) er
 	if err := p.wait(ctx); err != nil {
 		return err
 	}
-	return ParseFrameSideData(out.Bytes(), v)
+	return parseFrameSideData(out.Bytes(), v)
 }
 
 // Embed marks every frame of src (MP4 or MOV) with id and writes dst in the same container: H.264 video, the

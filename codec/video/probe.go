@@ -180,9 +180,9 @@ func scaled(r string, unit, limit int64) int64 {
 	return int64(v)
 }
 
-// ParseFrameSideData reads the HDR static metadata of the first frame from ffprobe's JSON (-show_frames with
+// parseFrameSideData reads the HDR static metadata of the first frame from ffprobe's JSON (-show_frames with
 // frame side data) into v, where the stream's own side data had none.
-func ParseFrameSideData(data []byte, v *Stream) error {
+func parseFrameSideData(data []byte, v *Stream) error {
 	var p struct {
 		Frames []struct {
 			SideData []sideData `json:"side_data_list"`

@@ -1,6 +1,7 @@
 package video
 
 import (
+	"bytes"
 	"errors"
 	"regexp"
 	"testing"
@@ -96,5 +97,50 @@ func TestParseProbeHDRMetadata(t *testing.T) {
 	if v.MasteringDisplay != "G(13250,34500)B(7500,3000)R(34000,16000)WP(15635,16450)L(10000000,50)" ||
 		v.ContentLight != "1000,400" {
 		t.Fatalf("mastering display %q, content light %q", v.MasteringDisplay, v.ContentLight)
+	}
+}
+
+// FuzzDeclareRawTrack: rewriting a track list never panics and never changes its length, whatever the bytes.
+func FuzzDeclareRawTrack(f *testing.F) {
+	// A track list as ffmpeg 5.1 writes it for 10-bit raw video in VFW mode (sizes shortened).
+	entry := []byte{0x86, 0x8F}
+	entry = append(entry, "V_MS/VFW/FOURCC"...)
+	entry = append(entry, 0xE0, 0x88, 0x2E, 0xB5, 0x24, 0x84, 0, 0, 0, 0)
+	entry = append(entry, 0x63, 0xA2, 0x84, 1, 2, 3, 4)
+	tracks := append([]byte{0xAE, 0x80 | byte(len(entry))}, entry...)
+	f.Add(tracks)
+	f.Add([]byte{0xAE, 0xFF, 0x86})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		n := len(b)
+		err := declareRawTrack(b, "Y3\x0b\x0a")
+		if len(b) != n {
+			t.Fatal("length changed")
+		}
+		if err == nil && bytes.Contains(b, []byte("V_MS/VFW")) && bytes.Equal(b, tracks) {
+			t.Fatal("VFW track left as it was")
+		}
+	})
+}
+
+// TestDeclareRawTrack: the VFW track becomes native uncompressed video with the pixel format's FourCC, at the same
+// size, the header replaced by a Void element.
+func TestDeclareRawTrack(t *testing.T) {
+	entry := []byte{0x86, 0x8F}
+	entry = append(entry, "V_MS/VFW/FOURCC"...)
+	entry = append(entry, 0xE0, 0x88, 0x2E, 0xB5, 0x24, 0x84, 0, 0, 0, 0)
+	entry = append(entry, 0x63, 0xA2, 0x84, 1, 2, 3, 4)
+	tracks := append([]byte{0xAE, 0x80 | byte(len(entry))}, entry...)
+	if err := declareRawTrack(tracks, "Y3\x0b\x0a"); err != nil {
+		t.Fatal(err)
+	}
+	want := []byte{0xAE, 0x80 | byte(len(entry)), 0x86, 0x8F}
+	want = append(want, "V_UNCOMPRESSED\x00"...)
+	want = append(want, 0xE0, 0x88, 0x2E, 0xB5, 0x24, 0x84, 'Y', '3', 0x0b, 0x0a)
+	want = append(want, 0xEC, 0x85, 0, 0, 0, 0, 0)
+	if !bytes.Equal(tracks, want) {
+		t.Fatalf("rewritten\n% x\nwant\n% x", tracks, want)
+	}
+	if err := declareRawTrack(tracks, "Y3\x0b\x0a"); err != nil {
+		t.Fatalf("a native track is refused: %v", err)
 	}
 }
