@@ -84,6 +84,11 @@ type Unit struct {
 	Watermarked bool    `json:"watermarked"`
 	Confidence  float64 `json:"confidence"`
 	WatermarkID *string `json:"watermark_id"`
+	// StartTime and EndTime are a video segment's span in seconds on the video's presentation timeline: the
+	// first frame's time and the time where the next segment starts (the last frame's end for the last one).
+	// Nil, and absent from JSON, for images and pages.
+	StartTime *float64 `json:"start_time,omitempty"`
+	EndTime   *float64 `json:"end_time,omitempty"`
 }
 
 // Detection is the result of Detect.

@@ -129,7 +129,33 @@ func (t tools) probe(ctx context.Context, src string) (Info, error) {
 	if err != nil {
 		return info, err
 	}
-	return info, t.limits.Check(info)
+	if err := t.limits.Check(info); err != nil {
+		return info, err
+	}
+	if info.Video.BitDepth > 8 && (info.Video.MasteringDisplay == "" || info.Video.ContentLight == "") {
+		// HDR static metadata usually travels in the first frame's SEI, not in the container.
+		if err := t.probeFrameSideData(ctx, src, &info.Video); err != nil {
+			return info, err
+		}
+	}
+	return info, nil
+}
+
+// probeFrameSideData reads the side data of the video stream's first frame into v (parseFrameSideData).
+func (t tools) probeFrameSideData(ctx context.Context, src string, v *Stream) error {
+	p := t.newProc(ctx, "probe", t.ffprobe, "-v", "error", "-protocol_whitelist", "file", "-print_format", "json",
+		"-select_streams", strconv.Itoa(v.Index), "-read_intervals", "%+#1", "-show_frames",
+		"-show_entries", "frame=side_data_list", "-i", "file:"+src)
+	p.redact = []string{src}
+	var out bytes.Buffer
+	p.cmd.Stdout = &limitWriter{w: &out, n: maxProbeJSON + 1}
+	if err := p.cmd.Start(); err != nil {
+		return &ToolError{Stage: "probe", Kind: ErrFFmpeg, Err: err}
+	}
+	if err := p.wait(ctx); err != nil {
+		return err
+	}
+	return parseFrameSideData(out.Bytes(), v)
 }
 
 // Embed marks every frame of src (MP4 or MOV) with id and writes dst in the same container: H.264 video, the
@@ -190,11 +216,7 @@ func (a *Adapter) Embed(ctx context.Context, src, dst string, id codec.ID, opt O
 	defer stop()
 	pctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	decArgs := t.decodeArgs(src, v, f.pixFmt, "")
-	if f.bare {
-		decArgs = bareDecodeArgs(src, v, f)
-	}
-	decode := t.newProc(pctx, "decode", t.ffmpeg, decArgs...)
+	decode := t.newProc(pctx, "decode", t.ffmpeg, t.decodeArgs(src, v, f.pixFmt, "")...)
 	encode := t.newProc(pctx, "encode", t.ffmpeg, encodeArgs(v, f, opt)...)
 	remux := t.newProc(pctx, "remux", t.ffmpeg, remuxArgs(src, tmpName, info)...)
 	decode.redact, remux.redact = []string{src}, []string{src, tmpName}
@@ -233,11 +255,7 @@ func (a *Adapter) Embed(ctx context.Context, src, dst string, id codec.ID, opt O
 			}
 			return marker.Mark16(pix[:f.lumaSize], 2*v.Width, f.bits)
 		}
-		if f.bare {
-			rep.FrameCount, goErr = walkRaw(decOut, encIn, f.size, t.limits.MaxFrames, mark)
-		} else {
-			rep.FrameCount, goErr = walkMKV(decOut, encIn, f.size, t.limits.MaxFrames, mark)
-		}
+		rep.FrameCount, goErr = walkMKV(decOut, encIn, f.size, t.limits.MaxFrames, f.rawTag, mark)
 		if goErr != nil {
 			goErr = fmt.Errorf("video: marking frames: %w", goErr)
 			if !errors.Is(goErr, syscall.EPIPE) {
@@ -272,10 +290,10 @@ func (a *Adapter) Embed(ctx context.Context, src, dst string, id codec.ID, opt O
 
 // frameFormat is the raw layout of decoded frames.
 type frameFormat struct {
-	// bare: frames cross the pipes as bare raw video, without timestamps, because ffmpeg 5.1's Matroska muxer
-	// stores no raw format deeper than 8 bits (it declares them as RGB). Timing is then rebuilt from the frame
-	// rate: exact for constant rates, converted to the average rate for variable ones.
-	bare     bool
+	// rawTag is the FourCC of a pixel format that ffmpeg 5.1's Matroska muxer stores only in VFW mode, declared
+	// as RGB (10-bit): the Go stage rewrites the track as native uncompressed video of this format before the
+	// encoder reads it (declareRawTrack), so deep frames keep their timestamps like 8-bit ones.
+	rawTag   string
 	pixFmt   string
 	bits     int
 	lumaSize int // bytes of the Y plane
@@ -286,7 +304,8 @@ func newFrameFormat(v Stream) frameFormat {
 	w, h := v.Width, v.Height
 	cw, ch := (w+1)/2, (h+1)/2
 	if v.BitDepth > 8 {
-		return frameFormat{bare: true, pixFmt: "yuv420p10le", bits: 10, lumaSize: 2 * w * h, size: 2 * (w*h + 2*cw*ch)}
+		return frameFormat{rawTag: "Y3\x0b\x0a", pixFmt: "yuv420p10le", bits: 10, lumaSize: 2 * w * h,
+			size: 2 * (w*h + 2*cw*ch)}
 	}
 	pf := "yuv420p"
 	if strings.HasPrefix(v.PixFmt, "yuvj") || v.ColorRange == "pc" {
@@ -304,43 +323,30 @@ func (t tools) decodeArgs(src string, v Stream, pixFmt, vf string) []string {
 		args = append(args, "-vf", vf)
 	}
 	args = append(args, "-c:v", "rawvideo", "-pix_fmt", pixFmt, "-fps_mode", "passthrough",
-		"-write_crc32", "0")
+		"-write_crc32", "0", "-allow_raw_vfw", "1")
 	return append(args, "-f", "matroska", "pipe:1")
-}
-
-// rawRate is the frame rate of a bare raw stream: the base rate, or the average one for variable timing.
-func rawRate(v Stream) Rational {
-	if v.VFR() || !v.FrameRate.Valid() {
-		if v.AvgFrameRate.Valid() {
-			return v.AvgFrameRate
-		}
-		return Rational{25, 1}
-	}
-	return v.FrameRate
-}
-
-// bareDecodeArgs decode to bare raw frames at a constant rate (see frameFormat.bare).
-func bareDecodeArgs(src string, v Stream, f frameFormat) []string {
-	return []string{"-nostdin", "-v", "error", "-protocol_whitelist", "file,pipe", "-noautorotate",
-		"-i", "file:" + src, "-map", "0:" + strconv.Itoa(v.Index), "-an", "-sn", "-dn",
-		"-c:v", "rawvideo", "-pix_fmt", f.pixFmt, "-fps_mode", "cfr", "-r", rawRate(v).String(),
-		"-f", "rawvideo", "pipe:1"}
 }
 
 func encodeArgs(v Stream, f frameFormat, opt Options) []string {
 	args := []string{"-nostdin", "-v", "error", "-protocol_whitelist", "pipe", "-f", "matroska", "-i", "pipe:0",
 		"-map", "0:v:0", "-copyts"}
-	if f.bare {
-		args = []string{"-nostdin", "-v", "error", "-protocol_whitelist", "pipe", "-f", "rawvideo",
-			"-pix_fmt", f.pixFmt, "-s", fmt.Sprintf("%dx%d", v.Width, v.Height), "-framerate", rawRate(v).String(),
-			"-itsoffset", fmt.Sprintf("%.6f", v.StartTime), "-i", "pipe:0", "-map", "0:v:0", "-copyts"}
-	}
 	if v.Width%2 != 0 || v.Height%2 != 0 {
 		// 4:2:0 H.264 needs even sizes: repeat the last column or row.
 		args = append(args, "-vf", "pad=ceil(iw/2)*2:ceil(ih/2)*2,fillborders=right=1:bottom=1:mode=smear")
 	}
 	args = append(args, "-c:v", "libx264", "-preset", opt.Preset, "-crf", strconv.Itoa(opt.CRF),
 		"-pix_fmt", f.pixFmt, "-fps_mode", "passthrough")
+	// HDR static metadata goes into x264's SEI (ffmpeg 5.1 passes no side data to libx264 itself).
+	var x264 []string
+	if v.MasteringDisplay != "" {
+		x264 = append(x264, "mastering-display="+v.MasteringDisplay)
+	}
+	if v.ContentLight != "" {
+		x264 = append(x264, "cll="+v.ContentLight)
+	}
+	if len(x264) > 0 {
+		args = append(args, "-x264-params", strings.Join(x264, ":"))
+	}
 	for _, tag := range [][2]string{{"-color_range", v.ColorRange}, {"-colorspace", v.ColorSpace},
 		{"-color_trc", v.ColorTransfer}, {"-color_primaries", v.ColorPrimaries}} {
 		if tag[1] != "" && tag[1] != "unknown" && tag[1] != "reserved" {

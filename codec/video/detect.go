@@ -18,8 +18,8 @@ const SegmentSeconds = 1
 // time; the mark's waxels of large frames span several pixels and survive the reduction).
 const detectMaxPixels = 2_300_000
 
-// Detect looks for a mark in the video stream of src. The result's units are the segments (seconds from the
-// start, unit index = second); the overall decision combines the soft bits of all segments, and when that does
+// Detect looks for a mark in the video stream of src. The result's units are the segments (one per second from
+// the first frame, in order, with their start and end times); the overall decision combines the soft bits of all segments, and when that does
 // not decode, of the mean of all frames. Detection.Soft and the codeword LLRs behind it are kept, so
 // Codec.Snap can match a short or damaged clip against the issued ids.
 func (a *Adapter) Detect(ctx context.Context, src string) (codec.Detection, error) {
@@ -55,7 +55,7 @@ func (a *Adapter) Detect(ctx context.Context, src string) (codec.Detection, erro
 		return codec.Detection{}, err
 	}
 	acc := newSegmenter(a.Codec, w, h)
-	_, goErr := walkMKV(out, nil, w*h, t.limits.MaxFrames, func(pix []byte, ms int64) error {
+	_, goErr := walkMKV(out, nil, w*h, t.limits.MaxFrames, "", func(pix []byte, ms int64) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
@@ -86,10 +86,13 @@ type segmenter struct {
 	w, h       int
 	seg        []float32 // sum of the current segment's frames
 	all        []float32 // sum of all frames
-	segIndex   int64     // current segment (-1: none yet)
+	segIndex   int64     // current segment's second from the first frame (-1: none yet)
 	segFrames  int
+	segStartMS int64 // time of the current segment's first frame
 	frames     int
 	firstMS    int64
+	lastMS     int64 // time of the latest frame
+	frameMS    int64 // interval between the latest two frames (the last frame's duration, as far as known)
 	softs      []codec.FrameSoft
 	units      []codec.Unit
 	scratchOut []float32
@@ -103,15 +106,21 @@ func newSegmenter(c *codec.Codec, w, h int) *segmenter {
 func (s *segmenter) add(pix []byte, ms int64) {
 	if s.frames == 0 {
 		s.firstMS = ms
+	} else if d := ms - s.lastMS; d > 0 {
+		s.frameMS = d
 	}
 	idx := (ms - s.firstMS) / (1000 * SegmentSeconds)
 	if idx < 0 {
 		idx = 0
 	}
 	if s.segIndex >= 0 && idx != s.segIndex && s.segFrames > 0 {
-		s.flush()
+		s.flush(ms)
+	}
+	if s.segFrames == 0 {
+		s.segStartMS = ms
 	}
 	s.segIndex = idx
+	s.lastMS = ms
 	for i, v := range pix[:s.w*s.h] {
 		f := float32(v)
 		s.seg[i] += f
@@ -121,16 +130,22 @@ func (s *segmenter) add(pix []byte, ms int64) {
 	s.frames++
 }
 
-// flush analyses the current segment and starts a new one.
-func (s *segmenter) flush() {
+// flush analyses the current segment, which ends at endMS, and starts a new one. Units are numbered by
+// position (spec: units[i].index == i): a second without frames (a gap in variable-rate timing) gets no unit.
+func (s *segmenter) flush(endMS int64) {
 	fs := s.analyze(s.seg, s.segFrames)
 	s.softs = append(s.softs, fs)
 	d := s.c.CombineFrames([]codec.FrameSoft{fs})
-	s.units = append(s.units, codec.Unit{Index: int(s.segIndex), Watermarked: d.Watermarked,
-		Confidence: d.Confidence, WatermarkID: d.WatermarkID})
+	start, end := seconds(s.segStartMS), seconds(max(endMS, s.segStartMS))
+	s.units = append(s.units, codec.Unit{Index: len(s.units), Watermarked: d.Watermarked,
+		Confidence: d.Confidence, WatermarkID: d.WatermarkID, StartTime: &start, EndTime: &end})
 	clear(s.seg)
 	s.segFrames = 0
 }
+
+// seconds converts a frame time in milliseconds to the units' seconds (a negative time, before the stream's
+// start, counts as 0).
+func seconds(ms int64) float64 { return float64(max(ms, 0)) / 1000 }
 
 func (s *segmenter) analyze(sum []float32, n int) codec.FrameSoft {
 	inv := 1 / float32(n)
@@ -144,7 +159,7 @@ func (s *segmenter) analyze(sum []float32, n int) codec.FrameSoft {
 // helps when no single segment synchronises).
 func (s *segmenter) result() codec.Detection {
 	if s.segFrames > 0 {
-		s.flush()
+		s.flush(s.lastMS + s.frameMS)
 	}
 	d := s.c.CombineFrames(s.softs)
 	if !d.Watermarked && len(s.softs) > 1 {

@@ -2,6 +2,7 @@ package video
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +16,13 @@ import (
 
 const (
 	ebmlSegment     = 0x18538067
+	ebmlTracks      = 0x1654AE6B
+	ebmlTrackEntry  = 0xAE
+	ebmlCodecID     = 0x86
+	ebmlCodecPriv   = 0x63A2
+	ebmlVideo       = 0xE0
+	ebmlColourSpace = 0x2EB524
+	ebmlVoid        = 0xEC
 	ebmlCluster     = 0x1F43B675
 	ebmlBlockGroup  = 0xA0
 	ebmlBlock       = 0xA1
@@ -29,8 +37,10 @@ const (
 type frameFunc func(pix []byte, ms int64) error
 
 // walkMKV reads Matroska from r, calls fn for every block of exactly frameSize bytes of pixels, and writes the
-// stream, with the edited pixels, to w (nil: nothing is written). It returns the number of frames.
-func walkMKV(r io.Reader, w io.Writer, frameSize int, maxFrames int64, fn frameFunc) (int64, error) {
+// stream, with the edited pixels, to w (nil: nothing is written). It returns the number of frames. A non-empty
+// rawTag is the FourCC of the frames' pixel format: a raw track the muxer stored in VFW mode is rewritten as
+// native uncompressed video of that format (see declareRawTrack).
+func walkMKV(r io.Reader, w io.Writer, frameSize int, maxFrames int64, rawTag string, fn frameFunc) (int64, error) {
 	br := bufio.NewReaderSize(r, 1<<16)
 	var hdr [12]byte
 	var buf []byte
@@ -52,6 +62,22 @@ func walkMKV(r io.Reader, w io.Writer, frameSize int, maxFrames int64, fn frameF
 		}
 		if err := write(hdr[:n]); err != nil {
 			return frames, err
+		}
+		if id == ebmlTracks && rawTag != "" {
+			if size == ebmlUnknownSize || size > maxCopiedElement {
+				return frames, fmt.Errorf("video: raw stream track list of %d bytes", size)
+			}
+			b := make([]byte, size)
+			if _, err := io.ReadFull(br, b); err != nil {
+				return frames, fmt.Errorf("video: raw stream cut in the track list: %w", err)
+			}
+			if err := declareRawTrack(b, rawTag); err != nil {
+				return frames, err
+			}
+			if err := write(b); err != nil {
+				return frames, err
+			}
+			continue
 		}
 		switch id {
 		case ebmlSegment, ebmlCluster, ebmlBlockGroup:
@@ -168,26 +194,88 @@ func readElementHeader(br *bufio.Reader, hdr []byte) (id uint32, size int64, n i
 	return id, v, il + sl, nil
 }
 
-// walkRaw is walkMKV for a bare raw stream: frames of frameSize bytes back to back, without timestamps (fn gets
-// -1 as the time).
-func walkRaw(r io.Reader, w io.Writer, frameSize int, maxFrames int64, fn frameFunc) (int64, error) {
-	buf := make([]byte, frameSize)
-	var frames int64
-	for {
-		if _, err := io.ReadFull(r, buf); err == io.EOF {
-			return frames, nil
-		} else if err != nil {
-			return frames, fmt.Errorf("video: raw stream cut in a frame: %w", err)
+// declareRawTrack rewrites, in place and at the same size, a Matroska track list whose raw video track ffmpeg's
+// muxer stored in VFW mode (CodecID V_MS/VFW/FOURCC with a BITMAPINFOHEADER that declares RGB): ffmpeg 5.1 stores
+// raw pixel formats deeper than 8 bits only that way (-allow_raw_vfw) and its demuxer then reads the frames as
+// RGB. The track becomes native uncompressed video (V_UNCOMPRESSED, NUL-padded to the old length), the header
+// becomes a Void element of the same size, and the ColourSpace element that the muxer writes for raw video gets
+// tag, the FourCC from which ffmpeg's raw decoder takes the pixel format. A track already native is left as it
+// is (muxers that store the format natively).
+func declareRawTrack(tracks []byte, tag string) error {
+	const vfw, native = "V_MS/VFW/FOURCC", "V_UNCOMPRESSED"
+	if len(tag) != 4 {
+		return fmt.Errorf("video: raw pixel format tag %q is not a FourCC", tag)
+	}
+	var codecID, codecPriv, colourSpace []byte // element contents (slices of tracks)
+	var privStart int                          // offset of the CodecPrivate element's header
+	var walk func(b []byte, base int) error
+	walk = func(b []byte, base int) error {
+		for p := 0; p < len(b); {
+			id, size, n, err := parseElementHeader(b[p:])
+			if err != nil {
+				return err
+			}
+			if size == ebmlUnknownSize || int64(len(b)-p-n) < size {
+				return errors.New("video: raw stream track list with an element past its end")
+			}
+			content := b[p+n : p+n+int(size)]
+			switch id {
+			case ebmlTrackEntry, ebmlVideo:
+				if err := walk(content, base+p+n); err != nil {
+					return err
+				}
+			case ebmlCodecID:
+				codecID = content
+			case ebmlCodecPriv:
+				codecPriv, privStart = content, base+p
+			case ebmlColourSpace:
+				colourSpace = content
+			}
+			p += n + int(size)
 		}
-		frames++
-		if frames > maxFrames {
-			return frames, fmt.Errorf("%w: more than %d frames decoded", ErrTooManyFrames, maxFrames)
-		}
-		if err := fn(buf, -1); err != nil {
-			return frames, err
-		}
-		if _, err := w.Write(buf); err != nil {
-			return frames, err
+		return nil
+	}
+	if err := walk(tracks, 0); err != nil {
+		return err
+	}
+	if string(bytes.TrimRight(codecID, "\x00")) == native && string(colourSpace) == tag {
+		return nil
+	}
+	if string(bytes.TrimRight(codecID, "\x00")) != vfw || len(codecID) < len(native) || len(colourSpace) != 4 ||
+		codecPriv == nil {
+		return fmt.Errorf("video: unexpected raw track layout from the decoder (codec %q)", codecID)
+	}
+	clear(codecID)
+	copy(codecID, native)
+	copy(colourSpace, tag)
+	// The Void element spans the CodecPrivate element, header included.
+	void := tracks[privStart : privStart+(len(codecPriv)+elementHeaderLen(tracks[privStart:]))]
+	clear(void)
+	void[0] = ebmlVoid
+	if n := len(void) - 2; n < 0x7F {
+		void[1] = 0x80 | byte(n)
+	} else {
+		n := len(void) - 9 // 8-byte size: 0x01 then 7 bytes
+		void[1] = 0x01
+		for i := range 7 {
+			void[8-i] = byte(n >> (8 * i))
 		}
 	}
+	return nil
+}
+
+// parseElementHeader reads an element id and data size from the start of b (as readElementHeader does from a
+// stream) and returns them with the header length.
+func parseElementHeader(b []byte) (id uint32, size int64, n int, err error) {
+	var hdr [12]byte
+	id, size, n, err = readElementHeader(bufio.NewReader(bytes.NewReader(b)), hdr[:])
+	if err == io.EOF {
+		err = io.ErrUnexpectedEOF
+	}
+	return id, size, n, err
+}
+
+func elementHeaderLen(b []byte) int {
+	_, _, n, _ := parseElementHeader(b)
+	return n
 }

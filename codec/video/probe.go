@@ -40,6 +40,11 @@ type Stream struct {
 	ColorSpace     string
 	ColorTransfer  string
 	ColorPrimaries string
+	// HDR static metadata, in x264's option syntax, empty when the stream has none: MasteringDisplay is
+	// "G(x,y)B(x,y)R(x,y)WP(x,y)L(max,min)" (chromaticity in 0.00002, luminance in 0.0001 cd/m²), ContentLight
+	// is "MaxCLL,MaxFALL" (cd/m²).
+	MasteringDisplay string
+	ContentLight     string
 }
 
 // VFR reports whether the stream's frame timing is variable: its average rate differs from its base rate.
@@ -100,10 +105,7 @@ type probeJSON struct {
 		ColorPrimaries string            `json:"color_primaries"`
 		Disposition    map[string]int    `json:"disposition"`
 		Tags           map[string]string `json:"tags"`
-		SideData       []struct {
-			Type     string   `json:"side_data_type"`
-			Rotation *float64 `json:"rotation"`
-		} `json:"side_data_list"`
+		SideData       []sideData        `json:"side_data_list"`
 	} `json:"streams"`
 	Format *struct {
 		FormatName string            `json:"format_name"`
@@ -111,6 +113,95 @@ type probeJSON struct {
 		Size       string            `json:"size"`
 		Tags       map[string]string `json:"tags"`
 	} `json:"format"`
+}
+
+// sideData is one entry of a stream's or a frame's side_data_list.
+type sideData struct {
+	Type     string   `json:"side_data_type"`
+	Rotation *float64 `json:"rotation"`
+	// Mastering display metadata: ratios as "34000/50000".
+	RedX         string `json:"red_x"`
+	RedY         string `json:"red_y"`
+	GreenX       string `json:"green_x"`
+	GreenY       string `json:"green_y"`
+	BlueX        string `json:"blue_x"`
+	BlueY        string `json:"blue_y"`
+	WhiteX       string `json:"white_point_x"`
+	WhiteY       string `json:"white_point_y"`
+	MinLuminance string `json:"min_luminance"`
+	MaxLuminance string `json:"max_luminance"`
+	// Content light level metadata.
+	MaxContent *int64 `json:"max_content"`
+	MaxAverage *int64 `json:"max_average"`
+}
+
+// hdrMetadata reads the mastering display and content light level entries of side data in x264's syntax (see
+// Stream.MasteringDisplay); an entry with a missing or out-of-range value is ignored.
+func hdrMetadata(list []sideData) (master, light string) {
+	for _, sd := range list {
+		switch sd.Type {
+		case "Mastering display metadata":
+			var v [10]int64
+			ok := true
+			for i, r := range []string{sd.GreenX, sd.GreenY, sd.BlueX, sd.BlueY, sd.RedX, sd.RedY, sd.WhiteX, sd.WhiteY} {
+				v[i] = scaled(r, 50000, 50000)
+				ok = ok && v[i] >= 0
+			}
+			v[8], v[9] = scaled(sd.MaxLuminance, 10000, math.MaxUint32), scaled(sd.MinLuminance, 10000, math.MaxUint32)
+			if ok && v[8] > 0 && v[9] >= 0 {
+				master = fmt.Sprintf("G(%d,%d)B(%d,%d)R(%d,%d)WP(%d,%d)L(%d,%d)", v[0], v[1], v[2], v[3], v[4], v[5],
+					v[6], v[7], v[8], v[9])
+			}
+		case "Content light level metadata":
+			if sd.MaxContent != nil && sd.MaxAverage != nil && *sd.MaxContent >= 0 && *sd.MaxContent <= 65535 &&
+				*sd.MaxAverage >= 0 && *sd.MaxAverage <= 65535 {
+				light = fmt.Sprintf("%d,%d", *sd.MaxContent, *sd.MaxAverage)
+			}
+		}
+	}
+	return master, light
+}
+
+// scaled is the ratio r ("34000/50000") times unit, rounded, or -1 when r is not a ratio in [0, limit/unit].
+func scaled(r string, unit, limit int64) int64 {
+	num, den, ok := strings.Cut(r, "/")
+	if !ok {
+		den = "1"
+	}
+	n, err1 := strconv.ParseInt(num, 10, 64)
+	d, err2 := strconv.ParseInt(den, 10, 64)
+	if err1 != nil || err2 != nil || n < 0 || d <= 0 {
+		return -1
+	}
+	v := math.Round(float64(n) / float64(d) * float64(unit))
+	if v > float64(limit) {
+		return -1
+	}
+	return int64(v)
+}
+
+// parseFrameSideData reads the HDR static metadata of the first frame from ffprobe's JSON (-show_frames with
+// frame side data) into v, where the stream's own side data had none.
+func parseFrameSideData(data []byte, v *Stream) error {
+	var p struct {
+		Frames []struct {
+			SideData []sideData `json:"side_data_list"`
+		} `json:"frames"`
+	}
+	if err := json.Unmarshal(data, &p); err != nil {
+		return fmt.Errorf("video: unreadable frame probe output: %w", err)
+	}
+	if len(p.Frames) == 0 {
+		return nil
+	}
+	master, light := hdrMetadata(p.Frames[0].SideData)
+	if v.MasteringDisplay == "" {
+		v.MasteringDisplay = master
+	}
+	if v.ContentLight == "" {
+		v.ContentLight = light
+	}
+	return nil
 }
 
 // maxProbeJSON bounds the ffprobe output read (a file with thousands of streams or huge tags is refused).
@@ -163,6 +254,7 @@ func ParseProbe(data []byte) (Info, error) {
 			TimeBase: parseRational(s.TimeBase), StartTime: parseSeconds(s.StartTime),
 			Duration: parseSeconds(s.Duration), ColorRange: s.ColorRange, ColorSpace: s.ColorSpace,
 			ColorTransfer: s.ColorTransfer, ColorPrimaries: s.ColorPrimaries}
+		v.MasteringDisplay, v.ContentLight = hdrMetadata(s.SideData)
 		v.BitDepth = pixFmtDepth(s.PixFmt)
 		if v.BitDepth == 0 {
 			if b, err := strconv.Atoi(s.BitsPerRaw); err == nil && b > 0 && b <= 16 {

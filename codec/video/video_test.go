@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -386,6 +387,13 @@ func TestEmbedKeepsVariableFrameRate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	requireSameFrameTimes(t, src, dst, rep.FrameCount)
+}
+
+// requireSameFrameTimes fails unless dst has as many video frames as src (and as the report says), each at the
+// source frame's presentation time to the millisecond (the raw frames cross Matroska).
+func requireSameFrameTimes(t *testing.T, src, dst string, reported int64) {
+	t.Helper()
 	times := func(f string) []float64 {
 		var out []float64
 		for _, l := range strings.Fields(probeOut(t, "-select_streams", "v:0", "-show_entries", "frame=pts_time",
@@ -399,8 +407,8 @@ func TestEmbedKeepsVariableFrameRate(t *testing.T) {
 		return out
 	}
 	a0, b0 := times(src), times(dst)
-	if len(a0) != len(b0) || int64(len(b0)) != rep.FrameCount {
-		t.Fatalf("%d frames in, %d out, report %d", len(a0), len(b0), rep.FrameCount)
+	if len(a0) != len(b0) || int64(len(b0)) != reported {
+		t.Fatalf("%d frames in, %d out, report %d", len(a0), len(b0), reported)
 	}
 	for i := range a0 {
 		if d := a0[i] - b0[i]; d > 0.0011 || d < -0.0011 {
@@ -423,4 +431,52 @@ func psnrY(t *testing.T, a, b string) float64 {
 	}
 	v, _ := strconv.ParseFloat(string(m[1]), 64)
 	return v
+}
+
+// TestDetectUnitsAreSegments: detection reports one unit per second of video that has frames, numbered by
+// position (index == i, as for pages), each with its span on the video's timeline. The clip has no frame
+// between 1 s and 2.2 s, so its second 1 has no unit and the first unit lasts until the next frame.
+func TestDetectUnitsAreSegments(t *testing.T) {
+	a := testAdapter(t)
+	dir := t.TempDir()
+	src := filepath.Join(dir, "gap.mp4")
+	makeClip(t, src, "320x256", "25", "4", "-vf", "select='not(between(t,1,2.2))'", "-fps_mode", "vfr",
+		"-c:v", "libx264", "-preset", "ultrafast", "-crf", "20")
+	dst := filepath.Join(dir, "out.mp4")
+	id := testID(7)
+	if _, err := a.Embed(context.Background(), src, dst, id, Options{Preset: "ultrafast"}); err != nil {
+		t.Fatal(err)
+	}
+	d, err := a.Detect(context.Background(), dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	requireID(t, d, id, "output")
+	want := [][2]float64{{0, 2.24}, {2.24, 3}, {3, 4}}
+	if len(d.Units) != len(want) {
+		t.Fatalf("%d units, want %d: %s", len(d.Units), len(want), unitsString(d.Units))
+	}
+	for i, u := range d.Units {
+		if u.Index != i || u.StartTime == nil || u.EndTime == nil ||
+			math.Abs(*u.StartTime-want[i][0]) > 0.0015 || math.Abs(*u.EndTime-want[i][1]) > 0.0015 {
+			t.Fatalf("unit %d: want index %d spanning %.3f-%.3f s: %s", i, i, want[i][0], want[i][1],
+				unitsString(d.Units))
+		}
+		if !u.Watermarked || u.WatermarkID == nil || *u.WatermarkID != id.String() {
+			t.Errorf("unit %d does not carry the id: %s", i, unitsString(d.Units))
+		}
+	}
+}
+
+func unitsString(us []codec.Unit) string {
+	var b strings.Builder
+	for _, u := range us {
+		b.WriteString("[" + strconv.Itoa(u.Index))
+		if u.StartTime != nil && u.EndTime != nil {
+			b.WriteString(" " + strconv.FormatFloat(*u.StartTime, 'f', 3, 64) + "-" +
+				strconv.FormatFloat(*u.EndTime, 'f', 3, 64))
+		}
+		b.WriteString(" " + strconv.FormatBool(u.Watermarked) + "] ")
+	}
+	return b.String()
 }

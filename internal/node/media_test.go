@@ -88,6 +88,20 @@ func TestVideoEmbedAndDetectJobs(t *testing.T) {
 	if !det.Watermarked || det.WatermarkID == nil || *det.WatermarkID != wm {
 		t.Fatalf("detection %s; want watermark %s", dres.body, wm)
 	}
+	// One unit per second of video, with its span: the 1-second clip at 10 fps is one unit from 0 to 1 s.
+	var segs struct {
+		Units []struct {
+			Index       int      `json:"index"`
+			Watermarked bool     `json:"watermarked"`
+			StartTime   *float64 `json:"start_time"`
+			EndTime     *float64 `json:"end_time"`
+		} `json:"units"`
+	}
+	if err := json.Unmarshal(dres.body, &segs); err != nil || len(segs.Units) != 1 || segs.Units[0].Index != 0 ||
+		!segs.Units[0].Watermarked || segs.Units[0].StartTime == nil || *segs.Units[0].StartTime != 0 ||
+		segs.Units[0].EndTime == nil || *segs.Units[0].EndTime != 1 {
+		t.Fatalf("detection units %s; want one watermarked unit from 0 to 1 s", dres.body)
+	}
 	if after, held := balance(t, f, f.orgA); after != before-2 || held != 0 {
 		t.Fatalf("balance %d held %d; want %d and nothing held", after, held, before-2)
 	}
