@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"filigrane/cluster"
 	"filigrane/cluster/clustertest"
 )
 
@@ -125,6 +126,10 @@ type ActionReport struct {
 	// answers 200 on it (after a restart, /healthz first). The S3 server: the first charged operation
 	// started after the action succeeds.
 	RecoveryS *float64 `json:"recovery_s,omitempty"`
+	// SelfExit: after SIGCONT the node found that the cluster had declared it dead while it was frozen, and
+	// exited (a node cannot serve again under a member id the cluster removed). The harness then starts it
+	// again, as a process supervisor would, and the recovery time includes that restart.
+	SelfExit bool `json:"self_exit,omitempty"`
 }
 
 // ChaosConfig is a chaos run: cfg's load against local's nodes while schedule runs.
@@ -174,10 +179,10 @@ func RunChaos(ctx context.Context, cc ChaosConfig) (*Report, error) {
 			at := time.Now()
 			fmt.Fprintf(cfg.Log, "bench chaos: %s %s\n", a.Kind, a.Target)
 			ar := ActionReport{AtS: at.Sub(t0).Seconds(), Action: a.Kind, Target: a.Target}
-			if err := cc.do(chaosCtx, cfg, a, book); err != nil {
+			if rec, err := cc.do(chaosCtx, cfg, a, book, &ar.SelfExit); err != nil {
 				ar.Error = err.Error()
 			} else if a.Kind == "restart" || a.Kind == "cont" {
-				s := time.Since(at).Seconds()
+				s := rec.Seconds()
 				ar.RecoveryS = &s
 			}
 			res.actions = append(res.actions, ar)
@@ -232,7 +237,7 @@ func RunChaos(ctx context.Context, cc ChaosConfig) (*Report, error) {
 }
 
 // do performs one action and, for restart and cont, waits until the process serves again.
-func (cc ChaosConfig) do(ctx context.Context, cfg Config, a Action, book *jobBook) error {
+func (cc ChaosConfig) do(ctx context.Context, cfg Config, a Action, book *jobBook, selfExit *bool) (recovery time.Duration, err error) {
 	var p *clustertest.Process
 	node := -1
 	if a.Target == "s3" {
@@ -243,20 +248,57 @@ func (cc ChaosConfig) do(ctx context.Context, cfg Config, a Action, book *jobBoo
 	}
 	rctx, cancel := context.WithTimeout(ctx, cc.RecoveryTimeout)
 	defer cancel()
+	began := time.Now()
 	switch a.Kind {
 	case "kill":
-		return p.Kill()
+		return 0, p.Kill()
 	case "stop":
-		return p.Pause()
+		return 0, p.Pause()
 	case "cont":
 		if err := p.Resume(); err != nil {
-			return err
+			return 0, err
 		}
 	case "restart":
 		if err := p.Restart(rctx); err != nil {
-			return err
+			return 0, err
 		}
 	}
+	if err := cc.awaitServing(rctx, cfg, a, node, book); err != nil {
+		return 0, err
+	}
+	recovery = time.Since(began)
+	if a.Kind != "cont" || node < 0 {
+		return recovery, nil
+	}
+	// A node frozen longer than the failure detection was declared dead. Once it runs again it learns so
+	// from the peers' probes and gossip, within a few probe intervals (plus what a loaded machine adds), and
+	// exits: it cannot serve again under a member id the cluster removed. Serving before that proves nothing,
+	// so the harness watches that long and restarts a node that exits, as a process supervisor (systemd's
+	// Restart=on-failure) would; the recovery then runs until the restarted node serves.
+	fd := cc.Local.detection
+	if fd.ProbeInterval <= 0 {
+		fd.ProbeInterval = cluster.DefaultFailureDetection().ProbeInterval
+	}
+	select {
+	case <-p.Exited():
+	case <-time.After(time.Until(began.Add(4*fd.ProbeInterval + clustertest.LoadSlack))):
+		return recovery, nil
+	case <-rctx.Done():
+		return recovery, nil
+	}
+	*selfExit = true
+	if err := p.Restart(rctx); err != nil {
+		return 0, fmt.Errorf("restart after the node exited on its own: %w", err)
+	}
+	if err := cc.awaitServing(rctx, cfg, a, node, book); err != nil {
+		return 0, err
+	}
+	return time.Since(began), nil
+}
+
+// awaitServing polls until the action's target serves: a node answers GET /auth/api-key, the S3 server lets
+// a node read a job.
+func (cc ChaosConfig) awaitServing(ctx context.Context, cfg Config, a Action, node int, book *jobBook) error {
 	c := newHTTPClient(2, 5*time.Second)
 	t := time.NewTicker(50 * time.Millisecond)
 	defer t.Stop()
@@ -280,7 +322,7 @@ func (cc ChaosConfig) do(ctx context.Context, cfg Config, a Action, book *jobBoo
 			return nil
 		}
 		select {
-		case <-rctx.Done():
+		case <-ctx.Done():
 			return fmt.Errorf("%s not serving %s after %s: last status %d, error %v", a.Target, a.Kind, cc.RecoveryTimeout, status, err)
 		case <-t.C:
 		}
@@ -290,7 +332,7 @@ func (cc ChaosConfig) do(ctx context.Context, cfg Config, a Action, book *jobBoo
 func (c *ChaosReport) writeMarkdown(w io.Writer) {
 	fmt.Fprintf(w, "\nChaos schedule `%s`: **jobs lost %d, stuck %d, charged twice %d**, not checked %d, credits equal to successes: %v.\n\n",
 		c.Schedule, c.JobsLost, c.JobsStuck, c.ChargedTwice, c.JobsUnchecked, c.CreditsEqual)
-	fmt.Fprintln(w, "| at s | action | target | ops in flight | ended since (ok) | takeover s | recovery s | error |")
+	fmt.Fprintln(w, "| at s | action | target | ops in flight | ended since (ok) | takeover s | recovery s | note |")
 	fmt.Fprintln(w, "|---:|---|---|---:|---:|---:|---:|---|")
 	opt := func(v *float64) string {
 		if v == nil {
@@ -303,8 +345,12 @@ func (c *ChaosReport) writeMarkdown(w io.Writer) {
 		if a.Action == "kill" || a.Action == "stop" {
 			inflight, ended = strconv.Itoa(a.OpsInFlight), fmt.Sprintf("%d (%d)", a.OpsEnded, a.OpsSucceeded)
 		}
+		note := a.Error
+		if a.SelfExit {
+			note = strings.TrimPrefix(note+"; the node had been declared dead, exited and was restarted", "; ")
+		}
 		fmt.Fprintf(w, "| %.1f | %s | %s | %s | %s | %s | %s | %s |\n", a.AtS, a.Action, a.Target, inflight, ended,
-			opt(a.TakeoverS), opt(a.RecoveryS), a.Error)
+			opt(a.TakeoverS), opt(a.RecoveryS), note)
 	}
 	fmt.Fprintln(w, "\nTakeover: from a kill or SIGSTOP until the last charged operation in flight on the cluster at that moment ended (an upper bound of the time to resume the work elsewhere: death detection, retry on another node, re-run, one poll interval). Recovery: from restart or SIGCONT until the process serves (a node: GET /auth/api-key on it; the S3 server: the first charged operation started after it succeeds).")
 }

@@ -69,6 +69,9 @@ type Local struct {
 	Key      string
 	dir      string
 	ownDir   bool
+	// detection is the nodes' failure detection (zero fields: the node's defaults), which bounds how long
+	// a continued node may take to learn that it was declared dead.
+	detection cluster.FailureDetection
 }
 
 // StartLocal starts the S3 server, creates the bucket and the organization in it (as `filigrane admin
@@ -87,7 +90,7 @@ func StartLocal(ctx context.Context, cfg LocalConfig) (l *Local, err error) {
 	if gw == "" {
 		return nil, errors.New("versitygw not found on PATH, in $FILIGRANE_TOOLS or in ~/.cache/filigrane/bin: install it with `scripts/setup.sh --s3`, or target running nodes with --url")
 	}
-	l = &Local{dir: cfg.Dir}
+	l = &Local{dir: cfg.Dir, detection: cfg.Detection}
 	if l.dir == "" {
 		if l.dir, err = os.MkdirTemp("", "filigrane-bench-load-"); err != nil {
 			return nil, fmt.Errorf("create temporary directory: %w", err)

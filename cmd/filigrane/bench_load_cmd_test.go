@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"filigrane/bench/loadbench"
+	"filigrane/cluster/clustertest"
 	"filigrane/persistence/s3test"
 )
 
@@ -184,6 +185,34 @@ func TestBenchChaosKillOneOfThree(t *testing.T) {
 	}
 	if !strings.Contains(md, "jobs lost 0, stuck 0, charged twice 0") {
 		t.Errorf("report.md:\n%s", md)
+	}
+}
+
+// bench chaos: node2 is frozen (SIGSTOP) longer than the cluster's failure detection (quick detection, the
+// chaos default: its budget for 3 members is about 16 s; frozen for twice that), so the others declare it dead; continued, it learns
+// so and exits, and the harness restarts it as a process supervisor would. The report says so, the node
+// serves again, and nothing is lost, stuck or charged twice.
+func TestBenchChaosFrozenNodeRestarted(t *testing.T) {
+	benchCluster(t)
+	// Twice the detection budget: memberlist's Lifeguard stretches the survivors' probe timeouts when their
+	// own machine is loaded (a run frozen for the budget + 2 s on a machine at load 20 was not declared dead).
+	freeze := 2 * clustertest.DetectionBudget(clustertest.QuickDetection(), 3)
+	cont := time.Second + freeze
+	rep, md, _ := runBenchCmd(t, "chaos", "--nodes", "3", "--clients", "2", "--duration", (cont + 15*time.Second).String(),
+		"--retry-for", "2m", "--mix", "embed=1,status=2", "--schedule", "1s:stop:node2,"+cont.String()+":cont:node2")
+	checkAccounting(t, rep)
+	ch := rep.Chaos
+	if ch == nil || len(ch.Actions) != 2 {
+		t.Fatalf("chaos section %+v", ch)
+	}
+	if c := ch.Actions[1]; c.Action != "cont" || c.Error != "" || !c.SelfExit || c.RecoveryS == nil || *c.RecoveryS <= 0 {
+		t.Errorf("cont of a node frozen for %s: %+v (want it restarted after exiting on its own)", freeze, c)
+	}
+	if ch.JobsLost != 0 || ch.JobsStuck != 0 || ch.ChargedTwice != 0 || !ch.CreditsEqual {
+		t.Errorf("chaos totals %+v", ch)
+	}
+	if !strings.Contains(md, "the node had been declared dead, exited and was restarted") {
+		t.Errorf("report.md does not say the node was restarted:\n%s", md)
 	}
 }
 
