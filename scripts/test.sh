@@ -10,27 +10,42 @@ if [ -n "$unformatted" ]; then
   echo "gofmt: these files need formatting:" >&2; echo "$unformatted" >&2; exit 1
 fi
 go vet ./...
-# The packages with concurrency run once, under the race detector; the rest run once without it. Three
-# `go test` commands run side by side: the race pass, internal/node (multi-process clusters and nodes: the
-# longest package, started first rather than after the packages that sort before it) and the rest. Most of
-# their time is tests waiting (processes starting, real timeouts, failure detection), so together they keep
-# 2 cores busy where one after the other left one idle. -parallel 4: internal/node's tests call t.Parallel and
-# mostly wait; more at once on 2 cores only stretches the timing-bound ones.
+# The packages with concurrency run once, under the race detector; the rest run once without it. Four
+# `go test` commands run side by side: the race pass, internal/node's parallel tests, internal/node's tests
+# that cannot call t.Parallel (node_seq) and the rest. Most of their time is tests waiting (processes starting,
+# real timeouts, failure detection), so together they keep 2 cores busy where one after the other left one
+# idle. In one process the node_seq tests ran one after the other before any parallel test started, adding
+# their time (about a third of the package's) to the longest pass; in a process of their own they still run one
+# at a time, beside the parallel ones. -parallel 4: internal/node's tests call t.Parallel and mostly wait;
+# more at once on 2 cores only stretches the timing-bound ones. Within a pass, go test starts packages in the
+# order given, so the longest (mostly sequential) packages come first.
 race_pkgs=(./actors/... ./cluster/... ./http/... ./persistence/... ./internal/netguard/...)
 race_list=$(go list "${race_pkgs[@]}")
+race_first=(filigrane/actors filigrane/http/console)
 node_pkg=filigrane/internal/node
-other=$(go list ./... | grep -vxF -f <(echo "$race_list") | grep -vxF "$node_pkg")
+node_seq='^(TestClusterNodeLoss|TestTwelveNodes|TestSlowNodeGetsLessWork|TestStagingRemovalSurvivesKill|TestMediaProgramMissing|TestCloseJoinsItsGoroutines)$'
+other_first=(filigrane/cmd/filigrane filigrane/codec filigrane/codec/video filigrane/internal/consolebrowser filigrane/codec/pdf)
+# first_then_rest LIST FIRST...: the FIRST packages that are in LIST, then the rest of LIST in its order.
+first_then_rest() {
+  local list=$1; shift
+  printf '%s\n' "$@" | grep -xF -f <(echo "$list") || true
+  echo "$list" | grep -vxF -f <(printf '%s\n' "$@") || true
+}
+race=$(first_then_rest "$race_list" "${race_first[@]}")
+other=$(first_then_rest "$(go list ./... | grep -vxF -f <(echo "$race_list") | grep -vxF "$node_pkg")" "${other_first[@]}")
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
-go test -count=1 -timeout 20m -parallel 4 "$node_pkg" >"$logs/node" 2>&1 &
+go test -count=1 -timeout 20m -parallel 4 -skip "$node_seq" "$node_pkg" >"$logs/node" 2>&1 &
 node_pid=$!
-go test -race -count=1 -timeout 20m "${race_pkgs[@]}" >"$logs/race" 2>&1 &
+go test -count=1 -timeout 20m -run "$node_seq" "$node_pkg" >"$logs/node-seq" 2>&1 &
+node_seq_pid=$!
+go test -race -count=1 -timeout 20m $race >"$logs/race" 2>&1 &
 race_pid=$!
 go test -count=1 -timeout 20m $other >"$logs/other" 2>&1 &
 other_pid=$!
 status=0
-for pid in "$node_pid" "$race_pid" "$other_pid"; do
+for pid in "$node_pid" "$node_seq_pid" "$race_pid" "$other_pid"; do
   wait "$pid" || status=1
 done
-cat "$logs/race" "$logs/other" "$logs/node"
+cat "$logs/race" "$logs/other" "$logs/node-seq" "$logs/node"
 exit "$status"

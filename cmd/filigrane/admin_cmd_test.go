@@ -19,6 +19,7 @@ func runOK(t *testing.T, args ...string) string {
 }
 
 func TestAdminLifecycle(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	out := runOK(t, "admin", "--data", dir, "org", "create", "--name", "Acme", "--plan", "growth", "--credits", "40")
 	org := regexp.MustCompile(`org_[0-9a-f]{16}`).FindString(out)
@@ -52,6 +53,7 @@ func TestAdminLifecycle(t *testing.T) {
 }
 
 func TestAdminErrors(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cases := [][]string{
 		{"admin", "--data", dir, "org", "create", "--name", "X", "--plan", "platinum"},
@@ -92,6 +94,7 @@ func TestServeRefusesMalformedLimits(t *testing.T) {
 }
 
 func TestAdminUserCreate(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	out := runOK(t, "admin", "--data", dir, "org", "create", "--name", "Acme", "--plan", "growth")
 	org := regexp.MustCompile(`org_[0-9a-f]{16}`).FindString(out)

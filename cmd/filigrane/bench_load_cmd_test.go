@@ -24,11 +24,17 @@ func TestMain(m *testing.M) {
 	if os.Getenv(asMainEnv) == "1" {
 		main()
 	}
+	// Every process this binary starts of itself (bench load's nodes, bench codec's memory probe) runs main.
+	// Set once here rather than with t.Setenv in the tests that start them, which would keep them from
+	// running in parallel.
+	if err := os.Setenv(asMainEnv, "1"); err != nil {
+		panic(err)
+	}
 	os.Exit(m.Run())
 }
 
 // benchCluster prepares a test that starts a local cluster: versitygw must be installed (a skip says why,
-// and with CI set it fails), and the nodes the command starts from this binary run main.
+// and with CI set it fails). The nodes the command starts from this binary run main (TestMain).
 func benchCluster(t *testing.T) {
 	t.Helper()
 	if testing.Short() {
@@ -41,7 +47,6 @@ func benchCluster(t *testing.T) {
 		}
 		t.Skip(msg + "; with CI set this fails")
 	}
-	t.Setenv(asMainEnv, "1")
 }
 
 // runBenchCmd runs a bench command in this process and reads its report files. The tests pass --retry-for 2m:
@@ -128,6 +133,7 @@ func checkAccounting(t *testing.T, rep *loadbench.Report) {
 // bench load: 3 s open loop on one node process (and versitygw): every operation kind runs and succeeds,
 // the report's counts add up and the ledger charged exactly the successes.
 func TestBenchLoadOneNode(t *testing.T) {
+	t.Parallel()
 	benchCluster(t)
 	rep, md, stdout := runBenchCmd(t, "load", "--nodes", "1", "--rate", "6", "--duration", "3s", "--retry-for", "2m",
 		"--mix", "embed=1,embed_async=1,detect=1,status=2,upload_embed=1")
@@ -164,6 +170,7 @@ func TestBenchLoadOneNode(t *testing.T) {
 // 4 s later. No operation fails (each retries on another node with its Idempotency-Key), no job is lost,
 // stuck or charged twice, the operations in flight at the kill all end, and the restarted node serves again.
 func TestBenchChaosKillOneOfThree(t *testing.T) {
+	t.Parallel()
 	benchCluster(t)
 	rep, md, _ := runBenchCmd(t, "chaos", "--nodes", "3", "--clients", "4", "--duration", "10s", "--retry-for", "2m",
 		"--mix", "embed=2,embed_async=2,detect=2,status=1,upload_embed=1", "--schedule", "2s:kill:node2,6s:restart:node2")
@@ -219,6 +226,7 @@ func TestBenchChaosFrozenNodeRestarted(t *testing.T) {
 // The live display: not on a terminal, a plain line every 5 s and a last one at the end; with "always", the
 // bar's line carries the counts; "never" shows nothing.
 func TestBenchLoadProgressDisplay(t *testing.T) {
+	t.Parallel()
 	var buf bytes.Buffer
 	show := progressDisplay(&buf, "auto")
 	for s := 1; s <= 7; s++ {

@@ -144,6 +144,7 @@ func TestClientCLIAssetsAndUploads(t *testing.T) {
 // stale version (exit 2, the server's code and a hint, nothing changed), an edit that reads the current
 // version first, the server's 422 for metadata it refuses, and the usage errors found before any request.
 func TestClientCLIAssetUpdate(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a node")
 	}

@@ -255,6 +255,7 @@ func TestClientCLIAgainstNode(t *testing.T) {
 }
 
 func TestClientCLIBatches(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a node")
 	}
@@ -392,6 +393,7 @@ func TestClientCLIBatches(t *testing.T) {
 }
 
 func TestClientCLIWebhooks(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a node")
 	}
@@ -448,6 +450,7 @@ func TestClientCLIWebhooks(t *testing.T) {
 // TestClientExitCodesByStatus covers the classes a development node does not easily produce (402, 403, 429,
 // 503) with a local HTTP server answering problem bodies.
 func TestClientExitCodesByStatus(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		status int
 		code   string
@@ -480,6 +483,7 @@ func TestClientExitCodesByStatus(t *testing.T) {
 // TestClientCACert: a server whose certificate a private CA signed is reached with --ca-cert, and refused
 // (exit 6, network class) without it.
 func TestClientCACert(t *testing.T) {
+	t.Parallel()
 	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprint(w, `{"request_id":"req_1","status":"succeeded","operation":"embed","credits":3}`)

@@ -73,6 +73,7 @@ func TestClientCLIAccelerator(t *testing.T) {
 // wake body the client sends, and a plan without GPU access (403, exit 3), with a local server answering
 // as the API does (internal/apispec/openapi.yaml, GPU and Problem responses).
 func TestClientAcceleratorStates(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	var got []string
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -164,6 +164,7 @@ func TestClientCLIStorage(t *testing.T) {
 // failed attempt in the endpoint's delivery log; `webhooks deliveries` shows it with the error, and
 // `webhooks redeliver` queues the event again.
 func TestClientCLIWebhookDeliveries(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a node")
 	}

@@ -29,6 +29,7 @@ func TestServeRefusesMalformedFailureDetection(t *testing.T) {
 // The flags reach the cluster member: a probe timeout that is not shorter than the interval is refused at start.
 // (Were they ignored, serve would run until the context ends and exit 0.)
 func TestServeFailureDetectionFlags(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var out, errb bytes.Buffer
@@ -43,6 +44,7 @@ func TestServeFailureDetectionFlags(t *testing.T) {
 // it between its own rounds) is refused at start. (Were they ignored, serve would run until the context ends
 // and exit 0.)
 func TestServeSweeperFlags(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var out, errb bytes.Buffer

@@ -57,6 +57,7 @@ func writeTestPNG(t *testing.T, path string, img image.Image) {
 }
 
 func TestCodecCLIUsageErrors(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	in := filepath.Join(dir, "in.png")
 	writeTestPNG(t, in, texture(64, 64, 1))
@@ -190,6 +191,7 @@ func TestCodecCLIEmbedDetect(t *testing.T) {
 }
 
 func TestBenchCodecCommand(t *testing.T) {
+	t.Parallel()
 	if code, _, stderr := runCLI(t, "bench"); code != 2 || !strings.Contains(stderr, "usage") {
 		t.Fatalf("bench without a benchmark: %d %q", code, stderr)
 	}

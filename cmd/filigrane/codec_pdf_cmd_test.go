@@ -14,6 +14,7 @@ import (
 )
 
 func TestCodecCLIPDFEmbedDetect(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("mutool"); err != nil {
 		t.Skip("mutool is not installed")
 	}
@@ -53,6 +54,7 @@ func TestCodecCLIPDFEmbedDetect(t *testing.T) {
 }
 
 func TestCodecCLIPDFRefusals(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	fake := filepath.Join(dir, "fake.pdf")
 	writeTestPNG(t, fake, texture(300, 300, 1))

@@ -14,6 +14,7 @@ import (
 // TestCodecCLIVideo embeds into an MP4 through the CLI, detects the id back, and reports a non-video file with a
 // clear message and exit status 1.
 func TestCodecCLIVideo(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("ffmpeg"); err != nil {
 		t.Fatal("ffmpeg is not installed: run scripts/setup.sh (the video CLI test needs the real ffmpeg)")
 	}
