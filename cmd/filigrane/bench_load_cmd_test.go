@@ -200,6 +200,7 @@ func TestBenchChaosKillOneOfThree(t *testing.T) {
 // so and exits, and the harness restarts it as a process supervisor would. The report says so, the node
 // serves again, and nothing is lost, stuck or charged twice.
 func TestBenchChaosFrozenNodeRestarted(t *testing.T) {
+	t.Parallel()
 	benchCluster(t)
 	// Twice the detection budget: memberlist's Lifeguard stretches the survivors' probe timeouts when their
 	// own machine is loaded (a run frozen for the budget + 2 s on a machine at load 20 was not declared dead).

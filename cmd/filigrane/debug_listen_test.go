@@ -14,6 +14,7 @@ import (
 // --debug-listen serves the runtime profiles on its own listener; an address that cannot be bound stops serve
 // with exit 2 before the node starts.
 func TestDebugListener(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	addr, err := startDebugListener(ctx, "127.0.0.1:0", zerolog.Nop())
