@@ -121,8 +121,9 @@ func (r *renderer) row(y int, gain float32, out []float32) {
 // weights of the coarse layer's rows (here) and columns (newRenderer) are snapped to 0 or 1, so each pixel takes
 // the value of the nearest coarse waxel: the layer is a mosaic of constant blocks of 4 waxels (8 pixels at 2-pixel
 // waxels, one JPEG block), which puts more of its energy into the block means that JPEG keeps. At the same
-// amplitude it carries about twice the energy of the bilinear layer, so profileImage lowers the amplitude from 0.3
-// to 0.2 levels (bench/README.md, issue 11 fifth pass).
+// amplitude it carries 9/4 of the bilinear layer's energy (interpolating independent ±1 waxels gives a mean square
+// of 4/9), so profileImage lowers the amplitude from 0.3 to 0.2 levels: about the same energy, which read the same
+// images after every attack at a slightly lower butteraugli distance (bench/README.md, issue 11 fifth pass).
 // The detector samples waxel centres, where both renderings have the waxel's full value, so it reads either.
 // The weights stay in the lerp's arithmetic (a weight of 1 gives t0 + 1·(t1 − t0)) so that the device kernels,
 // which receive these weights in the mark plan, compute the same values bit for bit.
