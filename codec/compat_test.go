@@ -7,26 +7,41 @@ import (
 	"testing"
 )
 
-// TestMarksOfEarlierReleasesStillRead makes marks the way the first perceptual codec did (fine layer only, flat
-// floor 0.6 levels: profileV1) and requires the current detector to read them after the attacks a user applies
-// most, so that adding the coarse layer and its detection hypotheses did not orphan marks already issued.
+// TestMarksOfEarlierReleasesStillRead makes marks the way earlier releases did and requires the current detector
+// to read them after the attacks a user applies most, so that changing the embedder did not orphan marks already
+// issued: the first perceptual codec (fine layer only, flat floor 0.6 levels: profileV1) on a photo-like image,
+// and the first coarse layer (bilinear, 0.3 levels: profileCoarseV1) on flat artwork.
 func TestMarksOfEarlierReleasesStillRead(t *testing.T) {
 	c := testCodec(t)
-	id, _ := IDFromJSON([]byte(`{"test":"compat-v1"}`))
-	old := profileV1
-	marked, _, err := c.Embed(naturalImage(1024, 768, 31), id, EmbedOptions{profile: &old})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rng := rand.New(rand.NewPCG(3, 1))
-	for name, img := range map[string]image.Image{
-		"clean":    marked,
-		"jpeg75":   attackJPEG(marked, 75),
-		"crop0.71": attackCrop(marked, 0.71, rng.Float64(), rng.Float64()),
-		"rot2":     attackRotate(marked, 2),
+	for _, tc := range []struct {
+		name    string
+		profile maskProfile
+		img     image.Image
+		jpeg    bool
+	}{
+		{"v1", profileV1, naturalImage(1024, 768, 31), true},
+		// Solid fills: JPEG 75 of this image was not read with this profile either (the detector is unchanged).
+		{"coarse-v1", profileCoarseV1, flatArt(1280, 800), false},
 	} {
-		if d := c.Detect(img); !d.Watermarked || *d.WatermarkID != id.String() {
-			t.Errorf("%s: a mark of the earlier profile was not read: %+v", name, d)
+		id, _ := IDFromJSON([]byte(`{"test":"compat-` + tc.name + `"}`))
+		pr := tc.profile
+		marked, _, err := c.Embed(tc.img, id, EmbedOptions{profile: &pr})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rng := rand.New(rand.NewPCG(3, 1))
+		attacked := map[string]image.Image{
+			"clean":    marked,
+			"crop0.71": attackCrop(marked, 0.71, rng.Float64(), rng.Float64()),
+			"rot2":     attackRotate(marked, 2),
+		}
+		if tc.jpeg {
+			attacked["jpeg75"] = attackJPEG(marked, 75)
+		}
+		for name, img := range attacked {
+			if d := c.Detect(img); !d.Watermarked || *d.WatermarkID != id.String() {
+				t.Errorf("%s, %s: a mark of the earlier profile was not read: %+v", tc.name, name, d)
+			}
 		}
 	}
 }
@@ -45,7 +60,8 @@ func TestCoarseLayerAloneIsRead(t *testing.T) {
 			img.SetNRGBA(x, y, color.NRGBA{uint8(40 + 120*u + 0.5), uint8(90 + 60*v + 0.5), uint8(150 + 50*u*v + 0.5), 255})
 		}
 	}
-	pr := maskProfile{coarseFloor: profileImage.coarseFloor * 2, coarseAct: profileImage.coarseAct}
+	// 0.6 levels: with no fine layer to dither the rounding to 8 bits, a weaker coarse layer rounds to nothing.
+	pr := maskProfile{coarseFloor: 0.6, coarseAct: profileImage.coarseAct}
 	marked, _, err := c.Embed(img, id, EmbedOptions{profile: &pr})
 	if err != nil {
 		t.Fatal(err)

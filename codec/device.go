@@ -163,7 +163,7 @@ func (r *renderer) plan() *accel.MarkPlan {
 	p.CoarseTile, p.Coarse, p.CCol0, p.CCol1, p.CColF = r.ctile, m.c, r.cx0, r.cx1, r.cxf
 	p.CRow0, p.CRow1, p.CRowF, p.CRowOn = make([]int32, r.h), make([]int32, r.h), make([]float32, r.h), make([]uint8, r.h)
 	for y := 0; y < r.h; y++ {
-		o0, o1, fy := tileRow(y, coarseFactor*r.ws)
+		o0, o1, fy := r.coarseRowGeom(y)
 		p.CRow0[y], p.CRow1[y], p.CRowF[y] = int32(o0), int32(o1), fy
 		if m.coarseRow(y) {
 			p.CRowOn[y] = 1

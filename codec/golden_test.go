@@ -40,12 +40,12 @@ func TestEmbedGolden(t *testing.T) {
 		img  image.Image
 		want string
 	}{
-		{"photo", photo, "cf128b0398e9bc48"},
-		{"wide", wide, "ecefc8b73cce1272"},
-		{"art", art, "a728fd7cd2f3f898"},
-		{"ycbcr", ycc, "6702a96008ae51fe"},
-		{"holes", holes, "34d91e512ffd3f98"},
-		{"deep", deep, "7b00dc4dcb85a623"},
+		{"photo", photo, "f0ec4693b8c15ba5"},
+		{"wide", wide, "ec9fb0a3f26a4846"},
+		{"art", art, "4ffb601236159f16"},
+		{"ycbcr", ycc, "aedc88311f5352e4"},
+		{"holes", holes, "299959600ce3afb6"},
+		{"deep", deep, "f0a037944e0ec7b9"},
 		{"big", big, "11c795972d4ff7bc"},
 	}
 	for _, tc := range cases {

@@ -27,7 +27,7 @@ const (
 )
 
 // maskProfile is how flat regions are marked. The fine layer is the tile at the nominal waxel; the coarse
-// layer (see coarseFactor) is the same tile at twice the waxel, only where the image is flat: JPEG quantises a
+// layer (see coarseFactor) is the same tile at four times the waxel, only where the image is flat: JPEG quantises a
 // ±1-level pattern at the fine waxel's frequencies to nothing on a flat 8×8 block, while the coarse pattern's
 // energy sits in the DC and first AC coefficients, which gradients in the host dither through the quantiser.
 type maskProfile struct {
@@ -35,22 +35,34 @@ type maskProfile struct {
 	flatFine    float32 // fine-layer floor where the coarse layer is at full amplitude (perfectly flat)
 	coarseFloor float32 // coarse-layer amplitude in perfectly flat regions; 0: no coarse layer
 	coarseAct   float32 // activity (levels/pixel) at which the coarse layer has faded out
+	// coarseSmooth renders the coarse layer with bilinear interpolation between waxel centres, as releases before
+	// the nearest-waxel coarse layer did (kept so that tests can make such marks); see renderer.coarseRowGeom.
+	coarseSmooth bool
 }
 
 // profileV1 is the profile of the first perceptual codec (fine layer only): kept so that tests can make marks
 // the way earlier releases did and check that they are still read.
 var profileV1 = maskProfile{fineFloor: 0.6, flatFine: 0.6}
 
-// profileImage is the default for still images.
-var profileImage = maskProfile{fineFloor: 0.6, flatFine: 0.5, coarseFloor: 0.3, coarseAct: 0.5}
+// profileCoarseV1 is the profile of the first codec with a coarse layer (bilinear, 0.3 levels): kept so that tests
+// can make its marks and check that they are still read.
+var profileCoarseV1 = maskProfile{fineFloor: 0.6, flatFine: 0.5, coarseFloor: 0.3, coarseAct: 0.5, coarseSmooth: true}
+
+// profileImage is the default for still images: the coarse layer is rendered nearest-waxel (each coarse waxel a
+// block of constant value) at 0.2 levels instead of profileCoarseV1's bilinear 0.3. Measured on the benchmark's
+// art (bench/README.md, issue 11 fifth pass): the same survival of every attack at a slightly lower butteraugli
+// distance; 0.15 was less visible still but lost JPEG 50/30 on one more artwork each and most of
+// TestScreenshotChainOnFlatArt.
+var profileImage = maskProfile{fineFloor: 0.6, flatFine: 0.5, coarseFloor: 0.2, coarseAct: 0.5}
 
 // mask is a per-pixel visibility threshold (luma levels) stored on a grid of bs×bs-pixel blocks.
 type mask struct {
-	bs   int
-	w, h int // blocks
-	v    []float32
-	c    []float32 // coarse-layer amplitude per block; nil without a coarse layer
-	cRow []bool    // per block row: some block of it has a coarse amplitude (rows without are skipped)
+	bs      int
+	w, h    int // blocks
+	v       []float32
+	c       []float32 // coarse-layer amplitude per block; nil without a coarse layer
+	cRow    []bool    // per block row: some block of it has a coarse amplitude (rows without are skipped)
+	cSmooth bool      // the coarse layer is interpolated bilinearly (maskProfile.coarseSmooth)
 }
 
 // maskBlock is the block size for an image whose waxel is ws pixels: one block per waxel, at least 2 pixels.
@@ -117,6 +129,7 @@ func (m *mask) finish(act, bg plane, strength float64, pr maskProfile) {
 	if pr.coarseFloor > 0 {
 		m.c = make([]float32, len(act.pix))
 		m.cRow = make([]bool, m.h)
+		m.cSmooth = pr.coarseSmooth
 	}
 	m.v = act.pix
 	s := float32(strength)

@@ -91,6 +91,8 @@ __device__ __forceinline__ float mark_at(const MarkPlan* p, int x, int y, float 
 		float c = lerp2(p->coarse + p->mrow0[y], p->coarse + p->mrow1[y], ma, mb, p->mcolf[x], p->mrowf[y]);
 		if (c != 0.0f) {
 			int ca = p->ccol0[x], cb = p->ccol1[x];
+			// The still-image coarse layer is nearest-waxel: its plan weights ccolf/crowf are 0 or 1
+			// (codec renderer.coarseRowGeom), and the same lerp picks one waxel as the CPU does.
 			float ct = lerp2(p->ctile + p->crow0[y], p->ctile + p->crow1[y], ca, cb, p->ccolf[x], p->crowf[y]);
 			float cq = gain * ct;
 			cq = fmaxf(-p->cap, fminf(p->cap, cq));
