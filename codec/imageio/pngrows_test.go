@@ -59,7 +59,7 @@ func TestEncodePNGRowsRoundTrip(t *testing.T) {
 	}
 }
 
-// pngTestImages: noise (photo-like after marking), a smooth ramp, a flat picture with a few edges, translucent
+// pngTestImages: noise (photo-like after marking), a large noisy picture with a flat band, a smooth ramp, a flat picture with a few edges, translucent
 // pixels, and widths of one and two pixels.
 func pngTestImages() map[string]*image.NRGBA {
 	rng := rand.New(rand.NewPCG(9, 10))
@@ -85,6 +85,12 @@ func pngTestImages() map[string]*image.NRGBA {
 		}),
 		"alpha": mk(57, 33, func(x, y int) color.NRGBA {
 			return color.NRGBA{uint8(x * 4), uint8(rng.IntN(256)), uint8(y * 7), uint8(x * y)}
+		}),
+		"large": mk(700, 330, func(x, y int) color.NRGBA { // over 600 KB of rows: many deflate blocks
+			if x > 500 {
+				return color.NRGBA{uint8(y), 20, 30, 255}
+			}
+			return color.NRGBA{uint8(x/3 + rng.IntN(9)), uint8(80 + y/2 + rng.IntN(9)), uint8(40 + rng.IntN(9)), 255}
 		}),
 		"w1": mk(1, 50, func(x, y int) color.NRGBA { return color.NRGBA{uint8(y * 5), uint8(rng.IntN(256)), 9, 255} }),
 		"w2": mk(2, 50, func(x, y int) color.NRGBA { return color.NRGBA{uint8(y * 5), uint8(rng.IntN(256)), 9, 255} }),
@@ -115,7 +121,7 @@ func pngImageData(t *testing.T, file []byte) []byte {
 
 // EncodePNG filters every row as image/png does (the same filter type and bytes, which the GPU's filter also
 // mirrors), writes files that decode to the source pixels, and EncodePNGRows writes the same file from those
-// rows, with and without an ICC profile.
+// rows (one Write of all rows rather than one per row), with and without an ICC profile.
 func TestEncodePNGFiltersAsImagePNG(t *testing.T) {
 	icc := fakeICC("RGB ", 900)
 	for name, img := range pngTestImages() {
