@@ -167,8 +167,13 @@ func (e *jpegEncoder) transform(img image.Image, stats *[4][257]int64) {
 	for by := 0; by < e.bh; by++ {
 		scratch = scratch[:0]
 		for i := 0; i < 8; i++ {
-			rgbRow(img, b.Min.X, b.Min.Y+min(by*8+i, e.h-1), rgb)
-			toYCbCr(rgb, planes[0][i][:pw], planes[1][i][:pw], planes[2][i][:pw])
+			y := b.Min.Y + min(by*8+i, e.h-1)
+			if m, ok := img.(*image.NRGBA); ok { // the usual case: converted in place, alpha skipped
+				toYCbCr(m.Pix[m.PixOffset(b.Min.X, y):][:4*e.w], 4, planes[0][i][:pw], planes[1][i][:pw], planes[2][i][:pw])
+				continue
+			}
+			rgbRow(img, b.Min.X, y, rgb)
+			toYCbCr(rgb, 3, planes[0][i][:pw], planes[1][i][:pw], planes[2][i][:pw])
 		}
 		for bx := 0; bx < e.bw; bx++ {
 			for c := 0; c < 3; c++ {
@@ -184,14 +189,14 @@ func (e *jpegEncoder) transform(img image.Image, stats *[4][257]int64) {
 	}
 }
 
-// toYCbCr converts a row of 8-bit RGB (3 bytes per pixel) to Y−128, Cb and Cr, and pads the rows past the
-// image's width with its last pixel.
-func toYCbCr(rgb []uint8, py, pcb, pcr []float32) {
+// toYCbCr converts a row of 8-bit RGB (step bytes per pixel: 3, or 4 with alpha last) to Y−128, Cb and Cr, and
+// pads the rows past the image's width with its last pixel.
+func toYCbCr(rgb []uint8, step int, py, pcb, pcr []float32) {
 	t := &yccTab
-	w := len(rgb) / 3
+	w := len(rgb) / step
 	py, pcb, pcr = py[:len(py)], pcb[:len(py)], pcr[:len(py)]
 	for x := 0; x < w; x++ {
-		p := rgb[3*x : 3*x+3 : 3*x+3]
+		p := rgb[step*x : step*x+3 : step*x+3]
 		r, g, bl := p[0], p[1], p[2]
 		py[x] = t[0][r] + t[1][g] + t[2][bl]
 		pcb[x] = t[3][r] + t[4][g] + t[5][bl]
