@@ -36,8 +36,9 @@ func EncodePNGRows(w io.Writer, width, height int, alpha bool, rows []byte, icc 
 		icc = nil // EncodePNG drops a profile whose colour space does not match RGB
 	}
 	rowLen := 1 + bpp*width
-	var sample []byte
-	for _, y := range sampleRows(height) {
+	ys := sampleRows(height)
+	sample := make([]byte, 0, len(ys)*rowLen)
+	for _, y := range ys {
 		sample = append(sample, rows[y*rowLen:(y+1)*rowLen]...)
 	}
 	return writePNG8(w, width, height, alpha, icc, deflateLevel(sample), func(zw io.Writer) error {
@@ -74,8 +75,9 @@ func encodeNRGBA(w io.Writer, m *image.NRGBA, icc []byte) error {
 	n := bpp * width
 	prev, cur, out := make([]byte, n), make([]byte, n), make([]byte, 1+n)
 	// The deflate mode is chosen from the filtered sample rows first (each needs its previous row).
-	var sample []byte
-	for _, y := range sampleRows(height) {
+	ys := sampleRows(height)
+	sample := make([]byte, 0, len(ys)*(1+n)) // sized once: append's growth would allocate it five times over
+	for _, y := range ys {
 		clear(prev)
 		if y > 0 {
 			row(y-1, prev)
