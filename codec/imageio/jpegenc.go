@@ -297,9 +297,9 @@ func fdct(b *[64]float32) {
 	}
 }
 
-// fdct8 is the 1-D scaled DCT of the 8 samples b[o], b[o+s], ..., b[o+7s]: output k is
-// 2·aanScale[k]·C(k)/2·Σ x·cos((2n+1)kπ/16) times 2 (C(0) = 1/√2, else 1), i.e. the 8-point DCT-II scaled so that
-// two passes give 8·aanScale[u]·aanScale[v] times the JPEG FDCT.
+// fdct8 is the 1-D scaled DCT of the 8 samples b[o], b[o+s], ..., b[o+7s], in place: output k is 2√2·aanScale[k]
+// times C(k)/2·Σₙ x[n]·cos((2n+1)kπ/16) (C(0) = 1/√2, else 1), so that the two passes give 8·aanScale[u]·aanScale[v]
+// times the JPEG FDCT.
 func fdct8(b *[64]float32, o, s int) {
 	const (
 		c4    = 0.707106781 // cos(4π/16)
