@@ -2,6 +2,7 @@ package imageio
 
 import (
 	"bufio"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"image"
@@ -33,9 +34,8 @@ func EncodeJPEG(w io.Writer, img image.Image, quality int, icc []byte) error {
 		return fmt.Errorf("imageio: encoding JPEG: quality %d outside 1..100", quality)
 	}
 	e := newJPEGEncoder(b.Dx(), b.Dy(), quality)
-	e.transform(img)
 	var stats [4][257]int64 // DC luma, AC luma, DC chroma, AC chroma
-	e.count(&stats)
+	e.transform(img, &stats)
 	var tables [4]huffTable
 	for i := range tables {
 		tables[i] = buildHuffman(stats[i][:])
@@ -44,7 +44,7 @@ func EncodeJPEG(w io.Writer, img image.Image, quality int, icc []byte) error {
 	if err := writeJPEGHeaders(bw, e, &tables, icc); err != nil {
 		return err
 	}
-	bits := &bitWriter{w: bw}
+	bits := &bitWriter{w: bw, buf: make([]byte, 0, bitBufSize+8)}
 	e.write(bits, &tables)
 	bits.flush()
 	if bits.err != nil {
@@ -97,27 +97,36 @@ var zigzag = func() [64]int {
 	return z
 }()
 
-// dctCos[u][x] = c(u)/2 · cos((2x+1)uπ/16), the 1-D DCT-II basis of the JPEG FDCT.
-var dctCos = func() [8][8]float32 {
-	var t [8][8]float32
-	for u := 0; u < 8; u++ {
-		c := 1.0
-		if u == 0 {
-			c = 1 / math.Sqrt2
-		}
-		for x := 0; x < 8; x++ {
-			t[u][x] = float32(c / 2 * math.Cos(float64(2*x+1)*float64(u)*math.Pi/16))
-		}
+// aanScale[k] = √2·cos(kπ/16) (1 for k = 0): the AAN forward DCT (fdct) returns coefficient (u, v) of the JPEG
+// FDCT multiplied by 8·aanScale[u]·aanScale[v]; the encoder divides that out together with the quantiser.
+var aanScale = func() [8]float64 {
+	var s [8]float64
+	s[0] = 1
+	for k := 1; k < 8; k++ {
+		s[k] = math.Sqrt2 * math.Cos(float64(k)*math.Pi/16)
+	}
+	return s
+}()
+
+// Colour conversion tables (JFIF, full range): Y−128, Cb and Cr of a pixel are the sums of three entries, one
+// per channel, so the conversion is nine loads and six additions instead of nine multiplications and three
+// integer-to-float conversions.
+var yccTab = func() (t [9][256]float32) {
+	for v := 0; v < 256; v++ {
+		f := float32(v)
+		t[0][v], t[1][v], t[2][v] = 0.299*f-128, 0.587*f, 0.114*f
+		t[3][v], t[4][v], t[5][v] = -0.168736*f, -0.331264*f, 0.5*f
+		t[6][v], t[7][v], t[8][v] = 0.5*f, -0.418688*f, -0.081312*f
 	}
 	return t
 }()
 
 type jpegEncoder struct {
 	w, h   int
-	bw, bh int          // blocks per row and column
-	quant  [2][64]int32 // natural order
-	rows   [][]int16    // per block row, in scan order (per block Y, Cb, Cr): the DC, then the AC coefficients in zigzag order, zero runs as runMark+length
-	recipQ [2][64]float32
+	bw, bh int            // blocks per row and column
+	quant  [2][64]int32   // natural order
+	rows   [][]int16      // per block row, in scan order (per block Y, Cb, Cr): the DC, then the AC coefficients in zigzag order, zero runs as runMark+length
+	scale  [2][64]float32 // zigzag order: 1/(quantiser · 8·aanScale[u]·aanScale[v]), what multiplies fdct's output
 }
 
 func newJPEGEncoder(w, h, quality int) *jpegEncoder {
@@ -128,19 +137,21 @@ func newJPEGEncoder(w, h, quality int) *jpegEncoder {
 	}
 	for t := 0; t < 2; t++ {
 		for i, q := range baseQuant[t] {
-			v := int32(min(255, max(1, (q*scale+50)/100)))
-			e.quant[t][i] = v
-			e.recipQ[t][i] = 1 / float32(v)
+			e.quant[t][i] = int32(min(255, max(1, (q*scale+50)/100)))
+		}
+		for zi, ni := range zigzag {
+			e.scale[t][zi] = float32(1 / (float64(e.quant[t][ni]) * 8 * aanScale[ni%8] * aanScale[ni/8]))
 		}
 	}
 	e.rows = make([][]int16, e.bh)
 	return e
 }
 
-// transform converts to YCbCr (JFIF, full range), runs the FDCT and quantises every block. Edge blocks repeat
+// transform converts to YCbCr (JFIF, full range), runs the FDCT, quantises every block and counts the Huffman
+// symbols of the whole image into stats (DC luma, AC luma, DC chroma, AC chroma). Edge blocks repeat
 // the last row and column. The colour conversion runs on whole rows of a block row first (planar, padded to
 // whole blocks), so that the block loop only gathers.
-func (e *jpegEncoder) transform(img image.Image) {
+func (e *jpegEncoder) transform(img image.Image, stats *[4][257]int64) {
 	b := img.Bounds()
 	rgb := make([]uint8, 3*e.w)
 	pw := e.bw * 8
@@ -150,60 +161,93 @@ func (e *jpegEncoder) transform(img image.Image) {
 			planes[c][i] = make([]float32, pw)
 		}
 	}
-	var blk [3][64]float32
-	var out [64]int16
+	var blk [64]float32
+	var pred [3]int
 	scratch := make([]int16, 0, e.bw*3*64)
 	for by := 0; by < e.bh; by++ {
 		scratch = scratch[:0]
 		for i := 0; i < 8; i++ {
-			rgbRow(img, b.Min.X, b.Min.Y+min(by*8+i, e.h-1), rgb)
-			py, pcb, pcr := planes[0][i][:pw], planes[1][i][:pw], planes[2][i][:pw]
-			for x := 0; x < e.w; x++ {
-				r, g, bl := float32(rgb[3*x]), float32(rgb[3*x+1]), float32(rgb[3*x+2])
-				py[x] = 0.299*r + 0.587*g + 0.114*bl - 128
-				pcb[x] = -0.168736*r - 0.331264*g + 0.5*bl
-				pcr[x] = 0.5*r - 0.418688*g - 0.081312*bl
+			y := b.Min.Y + min(by*8+i, e.h-1)
+			if m, ok := img.(*image.NRGBA); ok { // the usual case: converted in place, alpha skipped
+				toYCbCr(m.Pix[m.PixOffset(b.Min.X, y):][:4*e.w], 4, planes[0][i][:pw], planes[1][i][:pw], planes[2][i][:pw])
+				continue
 			}
-			for x := e.w; x < pw; x++ {
-				py[x], pcb[x], pcr[x] = py[e.w-1], pcb[e.w-1], pcr[e.w-1]
-			}
+			rgbRow(img, b.Min.X, y, rgb)
+			toYCbCr(rgb, 3, planes[0][i][:pw], planes[1][i][:pw], planes[2][i][:pw])
 		}
 		for bx := 0; bx < e.bw; bx++ {
 			for c := 0; c < 3; c++ {
 				for j := 0; j < 8; j++ {
-					copy(blk[c][j*8:j*8+8], planes[c][j][bx*8:bx*8+8])
+					copy(blk[j*8:j*8+8], planes[c][j][bx*8:bx*8+8])
 				}
+				fdct(&blk)
 				t := min(c, 1)
-				fdct(&blk[c])
-				q := &e.recipQ[t]
-				for zi, ni := range zigzag {
-					v := blk[c][ni] * q[ni]
-					if v >= 0 {
-						out[zi] = int16(v + 0.5)
-					} else {
-						out[zi] = int16(v - 0.5)
-					}
-				}
-				scratch = append(scratch, out[0])
-				run := int16(0)
-				for _, v := range out[1:] {
-					if v == 0 {
-						run++
-						continue
-					}
-					if run > 0 {
-						scratch = append(scratch, runMark+run)
-						run = 0
-					}
-					scratch = append(scratch, v)
-				}
-				if run > 0 {
-					scratch = append(scratch, runMark+run)
-				}
+				scratch = quantize(scratch, &blk, &e.scale[t], &pred[c], &stats[2*t], &stats[2*t+1])
 			}
 		}
 		e.rows[by] = slices.Clone(scratch)
 	}
+}
+
+// toYCbCr converts a row of 8-bit RGB (step bytes per pixel: 3, or 4 with alpha last) to Y−128, Cb and Cr, and
+// pads the rows past the image's width with its last pixel.
+func toYCbCr(rgb []uint8, step int, py, pcb, pcr []float32) {
+	t := &yccTab
+	w := len(rgb) / step
+	py, pcb, pcr = py[:len(py)], pcb[:len(py)], pcr[:len(py)]
+	for x := 0; x < w; x++ {
+		p := rgb[step*x : step*x+3 : step*x+3]
+		r, g, bl := p[0], p[1], p[2]
+		py[x] = t[0][r] + t[1][g] + t[2][bl]
+		pcb[x] = t[3][r] + t[4][g] + t[5][bl]
+		pcr[x] = t[6][r] + t[7][g] + t[8][bl]
+	}
+	for x := w; x < len(py); x++ {
+		py[x], pcb[x], pcr[x] = py[w-1], pcb[w-1], pcr[w-1]
+	}
+}
+
+// quantize divides fdct's output by the quantiser (scale, zigzag order: the factor folds in fdct's scaling),
+// rounds to the nearest integer (halves to even) and appends the block to dst: the DC, then the non-zero AC
+// coefficients in zigzag order with each run of zeros before one, and at the end, as one runMark entry. It
+// counts the block's Huffman symbols into dcStats and acStats (pred: the component's previous DC). The
+// non-zero coefficients are found through a bit mask, so a block of mostly zeros (most chroma blocks at quality
+// 95) costs little past the multiplications.
+func quantize(dst []int16, blk *[64]float32, scale *[64]float32, pred *int, dcStats, acStats *[257]int64) []int16 {
+	// Adding 1.5·2²³ leaves round(v) in the low bits of the float's mantissa (|v| < 2²² here: quantised
+	// coefficients of 8-bit samples stay within ±2048), without a float-to-integer conversion.
+	const magic = 1.5 * (1 << 23)
+	var out [64]int16
+	var nz uint64
+	for zi := 0; zi < 64; zi++ {
+		q := int16(math.Float32bits(blk[zigzag[zi]&63]*scale[zi] + magic))
+		out[zi] = q
+		nz |= uint64(uint16(q|-q)>>15) << zi // bit zi set when q ≠ 0
+	}
+	d := int(out[0]) - *pred
+	*pred = int(out[0])
+	dcStats[bits.Len(uint(max(d, -d)))]++
+	dst = append(dst, out[0])
+	last := 0 // zigzag index of the last coefficient written
+	for m := nz &^ 1; m != 0; m &= m - 1 {
+		zi := bits.TrailingZeros64(m)
+		run := zi - last - 1
+		if run > 0 {
+			dst = append(dst, runMark+int16(run))
+		}
+		for ; run > 15; run -= 16 {
+			acStats[0xF0]++ // ZRL: sixteen zeros
+		}
+		v := int(out[zi])
+		acStats[run<<4|bits.Len(uint(max(v, -v)))]++
+		dst = append(dst, out[zi])
+		last = zi
+	}
+	if last < 63 {
+		dst = append(dst, runMark+int16(63-last))
+		acStats[0x00]++ // EOB
+	}
+	return dst
 }
 
 // runMark+n (n = 1..63) stands for n zero coefficients in a row. Quantised coefficients of 8-bit samples stay
@@ -241,71 +285,54 @@ func rgbRow(img image.Image, x0, y int, out []uint8) {
 	}
 }
 
-// fdct is the separable 8×8 DCT-II of JPEG (orthonormal scaling: F(0,0) = 8·mean).
+// fdct is the separable 8×8 forward DCT by the factorisation of Arai, Agui and Nakajima (5 multiplications and
+// 29 additions per 8 samples), in place; coefficient (u, v) comes out multiplied by 8·aanScale[u]·aanScale[v]
+// (newJPEGEncoder folds that into the quantisation).
 func fdct(b *[64]float32) {
-	var tmp [64]float32
-	for y := 0; y < 8; y++ {
-		row := b[y*8 : y*8+8]
-		for u := 0; u < 8; u++ {
-			c := &dctCos[u]
-			tmp[y*8+u] = c[0]*row[0] + c[1]*row[1] + c[2]*row[2] + c[3]*row[3] + c[4]*row[4] + c[5]*row[5] +
-				c[6]*row[6] + c[7]*row[7]
-		}
+	for i := 0; i < 8; i++ {
+		fdct8(b, 8*i, 1)
 	}
-	for u := 0; u < 8; u++ {
-		for v := 0; v < 8; v++ {
-			c := &dctCos[v]
-			b[v*8+u] = c[0]*tmp[u] + c[1]*tmp[8+u] + c[2]*tmp[16+u] + c[3]*tmp[24+u] + c[4]*tmp[32+u] +
-				c[5]*tmp[40+u] + c[6]*tmp[48+u] + c[7]*tmp[56+u]
-		}
+	for i := 0; i < 8; i++ {
+		fdct8(b, i, 8)
 	}
 }
 
-// count and write walk the coefficients in scan order (interleaved Y, Cb, Cr blocks) and, per Huffman symbol
-// (tables: 0 DC luma, 1 AC luma, 2 DC chroma, 3 AC chroma), count it or write its code and its extra bits. They
-// are the same walk written twice, without a callback per symbol: the entropy passes are a third of the
-// encoder's time.
-func (e *jpegEncoder) count(stats *[4][257]int64) {
-	var pred [3]int
-	for _, st := range e.rows {
-		for i := 0; i < len(st); {
-			for c := 0; c < 3; c++ {
-				dc, ac := &stats[0], &stats[1]
-				if c > 0 {
-					dc, ac = &stats[2], &stats[3]
-				}
-				d := int(st[i]) - pred[c]
-				pred[c] = int(st[i])
-				i++
-				s, _ := magnitude(d)
-				dc[s]++
-				run := 0
-				for pos := 1; pos < 64; {
-					v := st[i]
-					i++
-					if v < runLimit {
-						n := int(v - runMark)
-						run += n
-						pos += n
-						continue
-					}
-					pos++
-					for run > 15 {
-						ac[0xF0]++
-						run -= 16
-					}
-					s, _ := magnitude(int(v))
-					ac[uint8(run<<4)|s]++
-					run = 0
-				}
-				if run > 0 {
-					ac[0x00]++
-				}
-			}
-		}
-	}
+// fdct8 is the 1-D scaled DCT of the 8 samples b[o], b[o+s], ..., b[o+7s], in place: output k is 2√2·aanScale[k]
+// times C(k)/2·Σₙ x[n]·cos((2n+1)kπ/16) (C(0) = 1/√2, else 1), so that the two passes give 8·aanScale[u]·aanScale[v]
+// times the JPEG FDCT.
+func fdct8(b *[64]float32, o, s int) {
+	const (
+		c4    = 0.707106781 // cos(4π/16)
+		c6s   = 0.382683433 // cos(6π/16)
+		c2mc6 = 0.541196100 // cos(2π/16) − cos(6π/16)
+		c2pc6 = 1.306562965 // cos(2π/16) + cos(6π/16)
+	)
+	d := b[o : o+7*s+1 : o+7*s+1]
+	d0, d1, d2, d3, d4, d5, d6, d7 := d[0], d[s], d[2*s], d[3*s], d[4*s], d[5*s], d[6*s], d[7*s]
+	s07, d07 := d0+d7, d0-d7
+	s16, d16 := d1+d6, d1-d6
+	s25, d25 := d2+d5, d2-d5
+	s34, d34 := d3+d4, d3-d4
+	// Even part.
+	e0, e3 := s07+s34, s07-s34
+	e1, e2 := s16+s25, s16-s25
+	d[0], d[4*s] = e0+e1, e0-e1
+	z := (e2 + e3) * c4
+	d[2*s], d[6*s] = e3+z, e3-z
+	// Odd part.
+	o0, o1, o2 := d34+d25, d25+d16, d16+d07
+	z5 := (o0 - o2) * c6s
+	z2 := c2mc6*o0 + z5
+	z4 := c2pc6*o2 + z5
+	z3 := o1 * c4
+	z11, z13 := d07+z3, d07-z3
+	d[5*s], d[3*s] = z13+z2, z13-z2
+	d[s], d[7*s] = z11+z4, z11-z4
 }
 
+// write walks the coefficients in scan order (interleaved Y, Cb, Cr blocks) and writes the code of each
+// Huffman symbol (tables: 0 DC luma, 1 AC luma, 2 DC chroma, 3 AC chroma) and its extra bits; quantize counted
+// the same symbols.
 func (e *jpegEncoder) write(bits *bitWriter, tables *[4]huffTable) {
 	var pred [3]int
 	for _, st := range e.rows {
@@ -319,46 +346,40 @@ func (e *jpegEncoder) write(bits *bitWriter, tables *[4]huffTable) {
 				pred[c] = int(st[i])
 				i++
 				s, extra := magnitude(d)
-				bits.write(uint32(dc.code[s])<<s|uint32(extra)&(1<<s-1), dc.size[s]+s)
-				run := 0
+				bits.write(uint64(dc.code[s])<<s|extra, uint(dc.size[s])+s)
+				run := uint(0)
 				for pos := 1; pos < 64; {
 					v := st[i]
 					i++
 					if v < runLimit {
-						n := int(v - runMark)
+						n := uint(v - runMark)
 						run += n
-						pos += n
+						pos += int(n)
 						continue
 					}
 					pos++
-					for run > 15 {
-						bits.write(uint32(ac.code[0xF0]), ac.size[0xF0])
-						run -= 16
+					for ; run > 15; run -= 16 {
+						bits.write(uint64(ac.code[0xF0]), uint(ac.size[0xF0]))
 					}
 					s, extra := magnitude(int(v))
-					sym := uint8(run<<4) | s
-					bits.write(uint32(ac.code[sym])<<s|uint32(extra)&(1<<s-1), ac.size[sym]+s)
+					sym := uint8(run<<4) | uint8(s)
+					bits.write(uint64(ac.code[sym])<<s|extra, uint(ac.size[sym])+s)
 					run = 0
 				}
 				if run > 0 {
-					bits.write(uint32(ac.code[0x00]), ac.size[0x00])
+					bits.write(uint64(ac.code[0x00]), uint(ac.size[0x00]))
 				}
 			}
 		}
 	}
 }
 
-// magnitude returns the JPEG size category of v and its extra bits (one's complement for negative values).
-func magnitude(v int) (uint8, uint16) {
-	a := v
-	if a < 0 {
-		a = -a
-	}
-	s := uint8(bits.Len(uint(a)))
-	if v < 0 {
-		v += (1 << s) - 1
-	}
-	return s, uint16(v)
+// magnitude returns the JPEG size category s of v and its s extra bits (one's complement for negative values),
+// without a branch.
+func magnitude(v int) (uint, uint64) {
+	sign := v >> 63 // -1 for negative v, else 0
+	s := uint(bits.Len(uint((v ^ sign) - sign)))
+	return s, uint64(v+sign) & (1<<s - 1)
 }
 
 // huffTable is a canonical Huffman code: BITS (codes per length 1..16), HUFFVAL, and the code of each symbol.
@@ -500,32 +521,70 @@ func writeJPEGHeaders(w *bufio.Writer, e *jpegEncoder, tables *[4]huffTable, icc
 }
 
 // bitWriter packs Huffman codes MSB first, stuffing a zero byte after every 0xFF. One write takes up to 32 bits
-// (a code and its extra bits together).
+// (a code and its extra bits together), with no bits set above them. Bits go out 32 at a time into its own buffer, byte by byte only when
+// one of the four bytes is 0xFF.
 type bitWriter struct {
-	w   *bufio.Writer
-	acc uint64
-	n   uint8 // bits pending in acc, below 8 between writes
+	w   io.Writer
+	buf []byte
+	acc uint64 // pending bits in the low n bits
+	n   uint   // below 32 between writes
 	err error
 }
 
-func (b *bitWriter) write(v uint32, n uint8) {
-	b.acc = b.acc<<n | uint64(v)&(1<<n-1)
+const bitBufSize = 1 << 16
+
+func (b *bitWriter) write(v uint64, n uint) {
+	b.acc = b.acc<<n | v
 	b.n += n
-	for b.n >= 8 {
-		c := byte(b.acc >> (b.n - 8))
-		b.n -= 8
-		if err := b.w.WriteByte(c); err != nil && b.err == nil {
-			b.err = err
-		}
-		if c == 0xFF {
-			b.w.WriteByte(0)
-		}
+	if b.n >= 32 {
+		b.put32()
 	}
 }
 
-// flush pads the last byte with one bits.
-func (b *bitWriter) flush() {
-	if b.n > 0 {
-		b.write(1<<(8-b.n)-1, 8-b.n)
+// put32 moves the oldest 32 pending bits to the buffer.
+func (b *bitWriter) put32() {
+	b.n -= 32
+	v := uint32(b.acc >> b.n)
+	if x := ^v; (x-0x01010101)&^x&0x80808080 == 0 { // no byte of v is 0xFF
+		b.buf = binary.BigEndian.AppendUint32(b.buf, v)
+	} else {
+		for sh := 24; sh >= 0; sh -= 8 {
+			c := byte(v >> sh)
+			b.buf = append(b.buf, c)
+			if c == 0xFF {
+				b.buf = append(b.buf, 0)
+			}
+		}
 	}
+	if len(b.buf) >= bitBufSize {
+		b.drain()
+	}
+}
+
+func (b *bitWriter) drain() {
+	if b.err == nil {
+		_, b.err = b.w.Write(b.buf)
+	}
+	b.buf = b.buf[:0]
+}
+
+// flush writes the pending bits, the last byte padded with one bits, and drains the buffer.
+func (b *bitWriter) flush() {
+	for b.n >= 8 {
+		b.n -= 8
+		c := byte(b.acc >> b.n)
+		b.buf = append(b.buf, c)
+		if c == 0xFF {
+			b.buf = append(b.buf, 0)
+		}
+	}
+	if b.n > 0 {
+		c := byte(b.acc<<(8-b.n)) | byte(1<<(8-b.n)-1)
+		b.buf = append(b.buf, c)
+		if c == 0xFF {
+			b.buf = append(b.buf, 0)
+		}
+		b.n = 0
+	}
+	b.drain()
 }
