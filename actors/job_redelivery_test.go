@@ -17,6 +17,21 @@ import (
 	"github.com/rs/zerolog"
 )
 
+// submitFixture creates an organization with 100 credits in store and returns a manual clock and the spec of
+// an image embed whose request id repeats letter.
+func submitFixture(t *testing.T, store persistence.Store, letter string) (*clock.Manual, *actors.OrgState, jobstate.Spec) {
+	t.Helper()
+	clk := clock.NewManual(time.Date(2026, 6, 1, 10, 0, 0, 0, time.UTC))
+	org, err := admin.Admin{Store: store, Clock: clk, Catalog: actors.DefaultCatalog()}.CreateOrg(context.Background(), "Acme", "launch", 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reqID := "req_" + strings.Repeat(letter, 64)
+	return clk, org, jobstate.Spec{RequestID: reqID, OrgID: org.ID, Operation: jobstate.OperationEmbed, Media: jobstate.MediaImage,
+		Format: "PNG", FrameCount: 1, WatermarkID: strings.Repeat("f", 64),
+		Input: jobstate.Input{BlobKey: "in/" + reqID, SHA256: strings.Repeat("b", 64), Size: 1234, Filename: "cat.png", ContentType: "image/png"}}
+}
+
 // TestKeylessSubmitRedelivered: a request without an Idempotency-Key is accepted by a job actor whose node
 // then stops before the reply reaches the caller, so the cluster delivers the same submission to the job's
 // new activation. That is the same request, not a reused key: it answers the job (Replayed), holds the
@@ -28,15 +43,8 @@ func TestKeylessSubmitRedelivered(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	clk := clock.NewManual(time.Date(2026, 6, 1, 10, 0, 0, 0, time.UTC))
-	org, err := admin.Admin{Store: store, Clock: clk, Catalog: actors.DefaultCatalog()}.CreateOrg(ctx, "Acme", "launch", 100)
-	if err != nil {
-		t.Fatal(err)
-	}
-	reqID := "req_" + strings.Repeat("c", 64)
-	spec := jobstate.Spec{RequestID: reqID, OrgID: org.ID, Operation: jobstate.OperationEmbed, Media: jobstate.MediaImage,
-		Format: "PNG", FrameCount: 1, WatermarkID: strings.Repeat("f", 64),
-		Input: jobstate.Input{BlobKey: "in/" + reqID, SHA256: strings.Repeat("b", 64), Size: 1234, Filename: "cat.png", ContentType: "image/png"}}
+	clk, org, spec := submitFixture(t, store, "c")
+	reqID := spec.RequestID
 
 	sys1, c1 := startSystem(t, store, store, clk)
 	first := c1.job(t, reqID, &actors.JobSubmit{Spec: spec, Hold: 3, Slot: true})
@@ -98,8 +106,7 @@ func (s *indexFailingStore) CompareAndSet(ctx context.Context, key []byte, expec
 // TestSubmitRefusedWhenTheActiveIndexFails: a job whose active-index entry cannot be written would never be
 // ticked after its activation ended (a lost worker's lease never expiring, its deadline never passing), so the
 // submission is refused with no job created (its hold kept for the retry); the client's retry then succeeds
-// on the same hold. An
-// entry left by a submission that failed before its record was committed is dropped by the sweeper's tick.
+// on the same hold. An entry left by a submission that failed before its record was committed is dropped by the sweeper's tick.
 func TestSubmitRefusedWhenTheActiveIndexFails(t *testing.T) {
 	ctx := context.Background()
 	pebble, err := pebblestore.Open(t.TempDir(), zerolog.Nop())
@@ -108,15 +115,8 @@ func TestSubmitRefusedWhenTheActiveIndexFails(t *testing.T) {
 	}
 	t.Cleanup(func() { pebble.Close() })
 	store := &indexFailingStore{Store: pebble, fail: true}
-	clk := clock.NewManual(time.Date(2026, 6, 1, 10, 0, 0, 0, time.UTC))
-	org, err := admin.Admin{Store: store, Clock: clk, Catalog: actors.DefaultCatalog()}.CreateOrg(ctx, "Acme", "launch", 100)
-	if err != nil {
-		t.Fatal(err)
-	}
-	reqID := "req_" + strings.Repeat("d", 64)
-	spec := jobstate.Spec{RequestID: reqID, OrgID: org.ID, Operation: jobstate.OperationEmbed, Media: jobstate.MediaImage,
-		Format: "PNG", FrameCount: 1, WatermarkID: strings.Repeat("f", 64),
-		Input: jobstate.Input{BlobKey: "in/" + reqID, SHA256: strings.Repeat("b", 64), Size: 1234, Filename: "cat.png", ContentType: "image/png"}}
+	clk, org, spec := submitFixture(t, store, "d")
+	reqID := spec.RequestID
 	sys, c := startSystem(t, store, store, clk)
 	t.Cleanup(sys.Shutdown)
 	held := func() int64 {
