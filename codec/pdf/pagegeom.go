@@ -1,0 +1,77 @@
+package pdf
+
+import (
+	"math"
+
+	"github.com/pdfcpu/pdfcpu/pkg/pdfcpu/types"
+)
+
+// pageView is a page as a renderer presents it: the visible box (visibleBox) turned clockwise by the page's
+// /Rotate and scaled by its /UserUnit. The overlay is drawn in this displayed space, so that its waxel grid
+// starts at the corner the rendering starts with (its top-left pixel) and its waxels have the size that the
+// displayed page's short side gives, whatever the page's origin, rotation and unit. A grid laid in the
+// unrotated page instead starts at another corner of the rendering, and unless the page's side is a whole
+// number of waxels there the waxels straddle the pixel grid by a fraction (half a waxel on a 180-point square
+// page turned by 180°: no pilot is found, TestRotatedSmallPagesAreDetected).
+type pageView struct {
+	W, H float64    // displayed size, in points (1/72 inch)
+	CM   [6]float64 // maps displayed points (origin at the displayed lower-left corner) to the page's user space
+}
+
+// newPageView is the view of a page whose visible box is box (normalised: LL below and left of UR), rotated by
+// rotate degrees (any multiple of 90, negative included; others are rounded to the nearest multiple of 90, as
+// MuPDF does) with a user unit of unit points (values that are not positive and finite mean 1).
+//
+// For an unrotated page with a unit of 1 the matrix is the translation to the box's lower-left corner, which is
+// what the overlay always drew: marked files of such pages keep their geometry.
+func newPageView(box types.Rectangle, rotate int, unit float64) pageView {
+	if !(unit > 0) || math.IsInf(unit, 0) {
+		unit = 1
+	}
+	rot := ((rotate%360+360)%360 + 45) / 90 % 4 * 90
+	x0, y0, w, h := box.LL.X, box.LL.Y, box.Width(), box.Height()
+	// (a b c d e f) maps displayed user-space (X, Y) to (a·X + c·Y + e, b·X + d·Y + f) on the page.
+	var m [6]float64
+	switch rot {
+	case 0:
+		m = [6]float64{1, 0, 0, 1, x0, y0}
+	case 90: // the page's left edge is displayed on top: X runs up the page, Y runs leftwards
+		m = [6]float64{0, 1, -1, 0, x0 + w, y0}
+		w, h = h, w
+	case 180:
+		m = [6]float64{-1, 0, 0, -1, x0 + w, y0 + h}
+	case 270: // the page's right edge is displayed on top: X runs down the page, Y runs rightwards
+		m = [6]float64{0, -1, 1, 0, x0, y0 + h}
+		w, h = h, w
+	}
+	// Displayed points are user units times unit: scale them down before the rotation.
+	for i := range 4 {
+		m[i] /= unit
+	}
+	return pageView{W: w * unit, H: h * unit, CM: m}
+}
+
+// pageUserUnit reads a page's /UserUnit (PDF 1.6; not inherited): 1 when absent or invalid.
+func pageUserUnit(d *document, pd types.Dict) float64 {
+	v, ok := pd["UserUnit"]
+	if !ok || v == nil {
+		return 1
+	}
+	obj, err := d.ctx.XRefTable.Dereference(v)
+	if err != nil {
+		return 1
+	}
+	var u float64
+	switch n := obj.(type) {
+	case types.Float:
+		u = n.Value()
+	case types.Integer:
+		u = float64(n.Value())
+	default:
+		return 1
+	}
+	if !(u > 0) || math.IsInf(u, 0) {
+		return 1
+	}
+	return u
+}
