@@ -297,7 +297,7 @@ func visibleBox(media, crop *types.Rectangle) *types.Rectangle {
 // suffix is the content stream that ends the page: it restores the graphics state of the page's start and draws
 // the overlay form through cm (pageView.CM).
 func (o *overlayWriter) suffix(cm [6]float64, name string) (types.IndirectRef, error) {
-	s := fmt.Sprintf("\nQ\nq %s %s %s %s %s %s cm /%s Do Q\n", num(cm[0]), num(cm[1]), num(cm[2]), num(cm[3]), num(cm[4]), num(cm[5]), name)
+	s := fmt.Sprintf("\nQ\nq %s %s %s %s %s %s cm /%s Do Q\n", cmNum(cm[0]), cmNum(cm[1]), cmNum(cm[2]), cmNum(cm[3]), cmNum(cm[4]), cmNum(cm[5]), name)
 	if r, ok := o.suffixes[s]; ok {
 		return r, nil
 	}
