@@ -149,3 +149,74 @@ func TestOffsetRotatedAndCroppedPagesAreDetected(t *testing.T) {
 		})
 	}
 }
+
+// Pages beyond the budget of pages decoded alone are analysed only at the geometry the overlay has in the
+// rendering (overlayWaxel, anchored at the top-left pixel, upright): on rotated and UserUnit pages they report
+// the id through the codeword test like any other page. Before, the analysed UserUnit pages were read at the
+// wrong waxel size and the rotated ones half a waxel off, and reported nothing.
+func TestAnalysedPagesOfRotatedAndUserUnitPages(t *testing.T) {
+	a := testAdapter(t)
+	ctx := context.Background()
+	for _, c := range []struct {
+		name, media, ext string
+		dx, dy           float64
+		content          string
+	}{
+		{"small-rotate180", "[50 500 230 680]", "/Rotate 180", 40, -20, textPage(1)},
+		{"userunit", "[0 0 306 396]", "/UserUnit 2", 0, 0, "0.5 0 0 0.5 0 0 cm\n" + textPage(1)},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			const pages = 4
+			src := writeTemp(t, "in.pdf", boxPages(pages, c.media, c.ext, "", c.dx, c.dy, c.content))
+			dst := filepath.Join(t.TempDir(), "out.pdf")
+			id := testID(c.name)
+			if _, err := a.Embed(ctx, src, dst, id, Options{}); err != nil {
+				t.Fatal(err)
+			}
+			doc, err := a.open(ctx, dst, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer doc.close()
+			d, st, err := a.detectRenderedStats(ctx, doc, 1) // page 1 decoded alone, the others analysed
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := id.String()
+			if !d.Watermarked || d.WatermarkID == nil || *d.WatermarkID != want {
+				t.Fatalf("document not detected (stats %+v): %+v", st, d.Units)
+			}
+			if st.Alone != 1 || st.Analysed != pages-1 || st.Matched != pages-1 {
+				t.Fatalf("stats %+v: want 1 page decoded alone, %d analysed and matched", st, pages-1)
+			}
+			for i, u := range d.Units {
+				if !u.Watermarked || u.WatermarkID == nil || *u.WatermarkID != want {
+					t.Errorf("unit %d: %+v", i, u)
+				}
+			}
+		})
+	}
+}
+
+// The render resolution is lowered for pages whose rendering would exceed RenderMaxPixels, counting their
+// /UserUnit: a 306×396-unit page with a unit of 2 is rendered at the size of a letter page. Before, the unit was
+// left out, the page rendered at 150 dpi (2.1 megapixels against a limit of 1) and detection failed with
+// "page 1 could not be rendered".
+func TestUserUnitPagesStayWithinTheRenderBudget(t *testing.T) {
+	a := testAdapter(t)
+	a.Limits.RenderMaxPixels = 1 << 20
+	ctx := context.Background()
+	src := writeTemp(t, "in.pdf", boxDoc("[0 0 306 396]", "/UserUnit 2", "", 0, 0, "0.5 0 0 0.5 0 0 cm\n"+textPage(1)))
+	dst := filepath.Join(t.TempDir(), "out.pdf")
+	id := testID("userunit-budget")
+	if _, err := a.Embed(ctx, src, dst, id, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	d, err := a.DetectRendered(ctx, dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !d.Watermarked || d.WatermarkID == nil || *d.WatermarkID != id.String() {
+		t.Fatalf("not detected at the lowered resolution: %+v", d.Units)
+	}
+}
