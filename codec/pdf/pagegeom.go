@@ -77,22 +77,72 @@ func pageUserUnit(d *document, pd types.Dict) float64 {
 	return u
 }
 
-// maxDisplayedArea is the largest displayed page area of the document, in square points (pageView: /UserUnit
-// included, which the page dimensions pdfcpu reports leave out), or 0 if no page has a valid box.
+// maxDisplayedArea bounds the largest displayed page area of the document, in square points: the page
+// dimensions pdfcpu reports (media box, rotation; one walk of the page tree) scaled by each page's /UserUnit,
+// which they leave out. 0 if the dimensions cannot be read. Asking pdfcpu for each page's dictionary instead
+// walks the tree once per page: 96 s for 10,000 pages.
 func maxDisplayedArea(d *document) float64 {
-	xt := d.ctx.XRefTable
+	dims, err := d.ctx.XRefTable.PageDims()
+	if err != nil {
+		return 0
+	}
+	units := pageUnits(d)
+	maxUnit := 1.0
+	for _, u := range units {
+		maxUnit = max(maxUnit, u)
+	}
 	area := 0.0
-	for p := 1; p <= xt.PageCount; p++ {
-		pd, _, attrs, err := xt.PageDict(p, false)
-		if err != nil || pd == nil || attrs == nil {
-			continue
+	for i, dim := range dims {
+		u := maxUnit // if the walk and pdfcpu disagree on the pages, the largest unit bounds every page
+		if len(units) == len(dims) {
+			u = units[i]
 		}
-		if box := visibleBox(attrs.MediaBox, attrs.CropBox); box != nil {
-			v := newPageView(*box, attrs.Rotate, pageUserUnit(d, pd))
-			area = max(area, v.W*v.H)
-		}
+		area = max(area, dim.Width*dim.Height*u*u)
 	}
 	return area
+}
+
+// pageUnits returns the /UserUnit of every page in page order (pageUserUnit), walking the page tree once. A
+// tree it cannot walk (a node visited twice, too deep, more leaves than pages) stops the walk early; the caller
+// then sees fewer units than pages.
+func pageUnits(d *document) []float64 {
+	xt := d.ctx.XRefTable
+	root, err := xt.Pages()
+	if err != nil || root == nil {
+		return nil
+	}
+	var units []float64
+	seen := map[int]bool{}
+	var walk func(o types.Object, depth int) bool
+	walk = func(o types.Object, depth int) bool {
+		if ref, ok := o.(types.IndirectRef); ok {
+			if seen[ref.ObjectNumber.Value()] {
+				return false
+			}
+			seen[ref.ObjectNumber.Value()] = true
+		}
+		node := d.dict(o)
+		if node == nil || depth > 64 || len(units) >= xt.PageCount {
+			return false
+		}
+		kids, isTree := node["Kids"]
+		if !isTree || d.name(node["Type"]) == "Page" {
+			units = append(units, pageUserUnit(d, node))
+			return true
+		}
+		arr, err := xt.DereferenceArray(kids)
+		if err != nil {
+			return false
+		}
+		for _, k := range arr {
+			if !walk(k, depth+1) {
+				return false
+			}
+		}
+		return true
+	}
+	walk(*root, 0)
+	return units
 }
 
 // cmNum writes a number of the overlay's placement matrix with 10 decimals (num keeps 4, which on a page with
