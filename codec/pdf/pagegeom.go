@@ -13,7 +13,7 @@ import (
 // displayed page's short side gives, whatever the page's origin, rotation and unit. A grid laid in the
 // unrotated page instead starts at another corner of the rendering, and unless the page's side is a whole
 // number of waxels there the waxels straddle the pixel grid by a fraction (half a waxel on a 180-point square
-// page turned by 180°: no pilot is found, TestRotatedSmallPagesAreDetected).
+// page turned by 180°: no pilot is found, TestOffsetRotatedAndCroppedPagesAreDetected).
 type pageView struct {
 	W, H float64    // displayed size, in points (1/72 inch)
 	CM   [6]float64 // maps displayed points (origin at the displayed lower-left corner) to the page's user space
