@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/pdfcpu/pdfcpu/pkg/api"
 )
 
 // boxDoc is a one-page document whose page dictionary has the media box media and the extra entries ext
@@ -218,5 +220,48 @@ func TestUserUnitPagesStayWithinTheRenderBudget(t *testing.T) {
 	}
 	if !d.Watermarked || d.WatermarkID == nil || *d.WatermarkID != id.String() {
 		t.Fatalf("not detected at the lowered resolution: %+v", d.Units)
+	}
+}
+
+// Files marked before the overlay was placed in the displayed page keep their placement where the geometry did
+// not change: an unrotated page with a unit of 1 ends with the same content stream as before, the overlay drawn
+// through the translation to its box's lower-left corner; a rotated page gets its rotation.
+func TestUnrotatedPlacementIsUnchanged(t *testing.T) {
+	a := testAdapter(t)
+	ctx := context.Background()
+	for _, c := range []struct{ media, ext, want string }{
+		{"[0 0 612 792]", "", "\nQ\nq 1 0 0 1 0 0 cm /Fg Do Q\n"},
+		{"[50 500 250 700]", "", "\nQ\nq 1 0 0 1 50 500 cm /Fg Do Q\n"},
+		{"[-30.5 -40.25 149.5 140]", "/CropBox [-20 -40.25 149.5 130]", "\nQ\nq 1 0 0 1 -20 -40.25 cm /Fg Do Q\n"},
+		{"[50 500 250 700]", "/Rotate 90", "\nQ\nq 0 1 -1 0 250 500 cm /Fg Do Q\n"},
+		{"[0 0 90 90]", "/UserUnit 2", "\nQ\nq 0.5 0 0 0.5 0 0 cm /Fg Do Q\n"},
+	} {
+		src := writeTemp(t, "in.pdf", boxDoc(c.media, c.ext, "", 0, 0, "0 g 10 10 20 20 re f"))
+		dst := filepath.Join(t.TempDir(), "out.pdf")
+		if _, err := a.Embed(ctx, src, dst, testID("placement"), Options{}); err != nil {
+			t.Fatal(err)
+		}
+		pc, err := api.ReadContextFile(dst)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pd, _, _, err := pc.XRefTable.PageDict(1, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		contents, err := pc.XRefTable.DereferenceArray(pd["Contents"])
+		if err != nil || len(contents) == 0 {
+			t.Fatalf("%s %s: page contents %v: %v", c.media, c.ext, pd["Contents"], err)
+		}
+		sd, _, err := pc.XRefTable.DereferenceStreamDict(contents[len(contents)-1])
+		if err != nil || sd == nil {
+			t.Fatalf("%s %s: last content stream: %v", c.media, c.ext, err)
+		}
+		if err := sd.Decode(); err != nil {
+			t.Fatal(err)
+		}
+		if got := string(sd.Content); got != c.want {
+			t.Errorf("%s %s: page ends with %q, want %q", c.media, c.ext, got, c.want)
+		}
 	}
 }
