@@ -144,15 +144,7 @@ func structuralDetection(id codec.ID, pages int) codec.Detection {
 // The visual layer's geometry follows the page size, so detection does not depend on the resolution.
 func (a *Adapter) renderDPI(doc *document) float64 {
 	dpi := a.dpi()
-	dims, err := doc.ctx.XRefTable.PageDims()
-	if err != nil {
-		return dpi
-	}
-	maxArea := 0.0
-	for _, d := range dims {
-		maxArea = max(maxArea, d.Width*d.Height)
-	}
-	if maxArea > 0 {
+	if maxArea := maxDisplayedArea(doc); maxArea > 0 {
 		if px := maxArea * (dpi / 72) * (dpi / 72); px > float64(doc.lim.RenderMaxPixels) {
 			dpi *= math.Sqrt(float64(doc.lim.RenderMaxPixels) / px)
 		}

@@ -223,10 +223,12 @@ func (o *overlayWriter) page(p int) (PageUnit, error) {
 	if box == nil {
 		return PageUnit{}, refuse(CodeBroken, "page %d has no valid media box", p)
 	}
-	w, h := box.Width(), box.Height()
-	if max(w, h) > o.d.lim.MaxPageSide {
-		return PageUnit{}, refuse(CodeTooLarge, "page %d is %.0f×%.0f points, above the limit of %.0f", p, w, h, o.d.lim.MaxPageSide)
+	if max(box.Width(), box.Height()) > o.d.lim.MaxPageSide {
+		return PageUnit{}, refuse(CodeTooLarge, "page %d is %.0f×%.0f units, above the limit of %.0f", p, box.Width(), box.Height(), o.d.lim.MaxPageSide)
 	}
+	// The overlay is drawn as the page is displayed (rotated, in points): see pageView.
+	view := newPageView(*box, attrs.Rotate, pageUserUnit(o.d, pd))
+	w, h := view.W, view.H
 	if min(w, h) < 36 {
 		return PageUnit{}, refuse(CodeTooLarge, "page %d is %.1f×%.1f points, too small to carry a mark", p, w, h)
 	}
@@ -238,7 +240,7 @@ func (o *overlayWriter) page(p int) (PageUnit, error) {
 	if err != nil {
 		return PageUnit{}, err
 	}
-	suffix, err := o.suffix(box.LL.X, box.LL.Y, name)
+	suffix, err := o.suffix(view.CM, name)
 	if err != nil {
 		return PageUnit{}, err
 	}
@@ -292,8 +294,10 @@ func visibleBox(media, crop *types.Rectangle) *types.Rectangle {
 	return &r
 }
 
-func (o *overlayWriter) suffix(x0, y0 float64, name string) (types.IndirectRef, error) {
-	s := fmt.Sprintf("\nQ\nq 1 0 0 1 %s %s cm /%s Do Q\n", num(x0), num(y0), name)
+// suffix is the content stream that ends the page: it restores the graphics state of the page's start and draws
+// the overlay form through cm (pageView.CM).
+func (o *overlayWriter) suffix(cm [6]float64, name string) (types.IndirectRef, error) {
+	s := fmt.Sprintf("\nQ\nq %s %s %s %s %s %s cm /%s Do Q\n", cmNum(cm[0]), cmNum(cm[1]), cmNum(cm[2]), cmNum(cm[3]), cmNum(cm[4]), cmNum(cm[5]), name)
 	if r, ok := o.suffixes[s]; ok {
 		return r, nil
 	}

@@ -177,7 +177,7 @@ type Info struct {
 // PageUnit is what Embed did to one page.
 type PageUnit struct {
 	Index  int     `json:"index"`
-	Width  float64 `json:"width_pt"`  // crop box, in points
+	Width  float64 `json:"width_pt"`  // the visible box as displayed (after /Rotate and /UserUnit), in points
 	Height float64 `json:"height_pt"` //
 	Tiles  int     `json:"tiles"`     // tile copies drawn over the page
 }
