@@ -75,17 +75,29 @@ func overlayMasks(c *codec.Codec, id codec.ID, strength float64) (dark, light []
 // a few percent of the waxels, saturate rather than spend the darkening range on rare peaks.
 const highPassPeak = 1.5
 
-// overlayWriter adds the overlay objects to one document: one tile image (shared by all pages), one form
-// XObject per page size drawing the tile over the page, and per page a q/Q wrapper around the original content
-// followed by a call of the form.
+// maxPageImagePixels bounds the overlay image of one page size (Options.PageImage; pixels, one per waxel). A
+// page whose waxel grid is larger (only very elongated pages reach it: the short side always has at most 512
+// waxels, so this allows an aspect ratio of 8:1) is drawn with the tile images instead, which keeps the mark
+// but shows faint lines at the tile edges in MuPDF renderings. It bounds the memory a renderer spends on the
+// overlay (four 8-bit images of this size: 8 MiB) and the output size.
+const maxPageImagePixels = 512 * 4096
+
+// overlayWriter adds the overlay objects to one document: per page size one form XObject that draws the mark
+// over the page, and per page a q/Q wrapper around the original content followed by a call of the form. The
+// form draws the tile images (two: dark and light, shared by every page) in a grid, or, with pageImage, one
+// image of the whole page's waxel grid: MuPDF draws abutting images with a one-pixel overlap at fractional
+// positions, so every tile edge shows as a line about twice as dark as the grain (bench/README.md), and one
+// image has no inner edges in any renderer (Options.PageImage says what it costs).
 type overlayWriter struct {
-	d        *document
-	dark     types.IndirectRef // black image under the dark mask
-	light    types.IndirectRef // white image under the light mask
-	forms    map[[2]float64]formRef
-	prefix   types.IndirectRef
-	suffixes map[string]types.IndirectRef
-	resCopy  map[[2]int]resCopy // (original indirect resource dict, form) → its copy with the overlay form
+	d          *document
+	pageImage  bool
+	dark       []byte // the tile's soft masks (overlayMasks)
+	light      []byte
+	tileImages *[2]types.IndirectRef // dark and light tile images, made on first use
+	forms      map[[2]float64]formRef
+	prefix     types.IndirectRef
+	suffixes   map[string]types.IndirectRef
+	resCopy    map[[2]int]resCopy // (original indirect resource dict, form) → its copy with the overlay form
 }
 
 type resCopy struct {
@@ -98,34 +110,54 @@ type formRef struct {
 	tiles int
 }
 
-func newOverlayWriter(d *document, c *codec.Codec, id codec.ID, strength float64) (*overlayWriter, error) {
-	xt := d.ctx.XRefTable
-	const n = codec.TileSide * tileOversample
+func newOverlayWriter(d *document, c *codec.Codec, id codec.ID, strength float64, pageImage bool) (*overlayWriter, error) {
 	dark, light := overlayMasks(c, id, strength)
-	darkRef, err := maskedImage(d, n, 0, dark)
+	prefix, err := d.ctx.XRefTable.StreamDictIndRef([]byte("q\n"))
 	if err != nil {
 		return nil, err
 	}
-	lightRef, err := maskedImage(d, n, 255, light)
-	if err != nil {
-		return nil, err
-	}
-	prefix, err := xt.StreamDictIndRef([]byte("q\n"))
-	if err != nil {
-		return nil, err
-	}
-	return &overlayWriter{d: d, dark: darkRef, light: lightRef, forms: map[[2]float64]formRef{}, prefix: *prefix,
+	return &overlayWriter{d: d, pageImage: pageImage, dark: dark, light: light, forms: map[[2]float64]formRef{}, prefix: *prefix,
 		suffixes: map[string]types.IndirectRef{}, resCopy: map[[2]int]resCopy{}}, nil
 }
 
-// maskedImage adds an n×n image of one gray value drawn through the soft mask alpha.
-func maskedImage(d *document, n int, gray byte, alpha []byte) (types.IndirectRef, error) {
+// images returns the dark and light images of a w×h-pixel mark: the tile's masks repeated from the top-left
+// corner and cut at w×h. The tile images are this with w = h = the tile side, made once per document.
+func (o *overlayWriter) images(w, h int) (dark, light types.IndirectRef, err error) {
+	const n = codec.TileSide * tileOversample
+	tiled := w == n && h == n
+	if tiled && o.tileImages != nil {
+		return o.tileImages[0], o.tileImages[1], nil
+	}
+	repeat := func(t []byte) []byte {
+		out := make([]byte, w*h)
+		for y := 0; y < h; y++ {
+			row := t[(y%n)*n : (y%n+1)*n]
+			for x := 0; x < w; x += n {
+				copy(out[y*w+x:(y+1)*w], row)
+			}
+		}
+		return out
+	}
+	if dark, err = maskedImage(o.d, w, h, 0, repeat(o.dark)); err != nil {
+		return
+	}
+	if light, err = maskedImage(o.d, w, h, 255, repeat(o.light)); err != nil {
+		return
+	}
+	if tiled {
+		o.tileImages = &[2]types.IndirectRef{dark, light}
+	}
+	return dark, light, nil
+}
+
+// maskedImage adds a w×h image of one gray value drawn through the soft mask alpha.
+func maskedImage(d *document, w, h int, gray byte, alpha []byte) (types.IndirectRef, error) {
 	xt := d.ctx.XRefTable
 	mask, err := xt.NewStreamDictForBuf(alpha)
 	if err != nil {
 		return types.IndirectRef{}, err
 	}
-	imageDict(mask.Dict, n)
+	imageDict(mask.Dict, w, h)
 	if err := mask.Encode(); err != nil {
 		return types.IndirectRef{}, fmt.Errorf("encode overlay mask: %w", err)
 	}
@@ -133,7 +165,7 @@ func maskedImage(d *document, n int, gray byte, alpha []byte) (types.IndirectRef
 	if err != nil {
 		return types.IndirectRef{}, err
 	}
-	pix := make([]byte, n*n)
+	pix := make([]byte, w*h)
 	for i := range pix {
 		pix[i] = gray
 	}
@@ -141,7 +173,7 @@ func maskedImage(d *document, n int, gray byte, alpha []byte) (types.IndirectRef
 	if err != nil {
 		return types.IndirectRef{}, err
 	}
-	imageDict(img.Dict, n)
+	imageDict(img.Dict, w, h)
 	img.Dict["SMask"] = *maskRef
 	if err := img.Encode(); err != nil {
 		return types.IndirectRef{}, fmt.Errorf("encode overlay image: %w", err)
@@ -153,11 +185,11 @@ func maskedImage(d *document, n int, gray byte, alpha []byte) (types.IndirectRef
 	return *ref, nil
 }
 
-func imageDict(d types.Dict, n int) {
+func imageDict(d types.Dict, w, h int) {
 	d["Type"] = types.Name("XObject")
 	d["Subtype"] = types.Name("Image")
-	d["Width"] = types.Integer(n)
-	d["Height"] = types.Integer(n)
+	d["Width"] = types.Integer(w)
+	d["Height"] = types.Integer(h)
 	d["ColorSpace"] = types.Name("DeviceGray")
 	d["BitsPerComponent"] = types.Integer(8)
 }
@@ -173,9 +205,12 @@ func num(v float64) string {
 // short side would give.
 const minWaxelPt = 2 * 72.0 / 150
 
-// form returns the form XObject that draws the tile grid over a w×h page (origin at its lower-left corner).
-// The waxel is 1/512 of the short side (at least minWaxelPt) and the grid starts at the top-left corner, where renderers start the
-// raster, so that a rendering presents the pattern exactly as the codec would have embedded it in the image.
+// form returns the form XObject that draws the mark over a w×h page (origin at its lower-left corner).
+// The waxel is 1/512 of the short side (at least minWaxelPt) and the grid starts at the top-left corner, where
+// renderers start the raster, so that a rendering presents the pattern exactly as the codec would have embedded
+// it in the image. The mark is the tile images in a grid or, with pageImage and up to maxPageImagePixels, one
+// image of whole waxels covering the page (its last row and column may reach past the page's edge, clipped):
+// the same pixels at the same places either way.
 func (o *overlayWriter) form(w, h float64) (formRef, error) {
 	key := [2]float64{math.Round(w*1000) / 1000, math.Round(h*1000) / 1000}
 	if f, ok := o.forms[key]; ok {
@@ -184,11 +219,27 @@ func (o *overlayWriter) form(w, h float64) (formRef, error) {
 	ws := max(min(w, h)/codec.OverlayWaxelsPerShortSide, minWaxelPt)
 	t := ws * codec.TileSide
 	nx, ny := int(math.Ceil(w/t-1e-9)), int(math.Ceil(h/t-1e-9))
+	px := int(math.Ceil(w/ws-1e-9)) * tileOversample
+	py := int(math.Ceil(h/ws-1e-9)) * tileOversample
 	var b strings.Builder
 	fmt.Fprintf(&b, "0 0 %s %s re W n\n", num(w), num(h))
-	for j := 0; j < ny; j++ {
-		for i := 0; i < nx; i++ {
-			fmt.Fprintf(&b, "q %s 0 0 %s %s %s cm /D Do /L Do Q\n", num(t), num(t), num(float64(i)*t), num(h-float64(j+1)*t))
+	var dark, light types.IndirectRef
+	var err error
+	if o.pageImage && px*py <= maxPageImagePixels {
+		if dark, light, err = o.images(px, py); err != nil {
+			return formRef{}, err
+		}
+		iw, ih := float64(px)/tileOversample*ws, float64(py)/tileOversample*ws
+		fmt.Fprintf(&b, "q %s 0 0 %s 0 %s cm /D Do /L Do Q\n", num(iw), num(ih), num(h-ih))
+	} else {
+		const n = codec.TileSide * tileOversample
+		if dark, light, err = o.images(n, n); err != nil {
+			return formRef{}, err
+		}
+		for j := 0; j < ny; j++ {
+			for i := 0; i < nx; i++ {
+				fmt.Fprintf(&b, "q %s 0 0 %s %s %s cm /D Do /L Do Q\n", num(t), num(t), num(float64(i)*t), num(h-float64(j+1)*t))
+			}
 		}
 	}
 	xt := o.d.ctx.XRefTable
@@ -199,7 +250,7 @@ func (o *overlayWriter) form(w, h float64) (formRef, error) {
 	sd.Dict["Type"] = types.Name("XObject")
 	sd.Dict["Subtype"] = types.Name("Form")
 	sd.Dict["BBox"] = types.NewNumberArray(0, 0, w, h)
-	sd.Dict["Resources"] = types.Dict{"XObject": types.Dict{"D": o.dark, "L": o.light}}
+	sd.Dict["Resources"] = types.Dict{"XObject": types.Dict{"D": dark, "L": light}}
 	if err := sd.Encode(); err != nil {
 		return formRef{}, err
 	}

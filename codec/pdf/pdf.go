@@ -147,6 +147,14 @@ type Adapter struct {
 type Options struct {
 	// Strength is the peak darkening of the visual layer on a white page, in 8-bit levels (0: DefaultStrength).
 	Strength float64
+	// PageImage draws the visual layer as one image per page size instead of a grid of abutting tile images.
+	// MuPDF draws abutting images with a one-pixel overlap at fractional positions, so with tiles every tile
+	// edge renders as a line about 2 levels darker than the grain (faintly visible on a white page when looked
+	// for); one image has no inner edges. The cost is the output size: about 60 KB per distinct page size
+	// instead of about 7 KB per document, so documents under about 60 KB can more than double. Off by default
+	// until the PDF benchmark has been run with it (bench/README.md). Pages whose waxel grid is above
+	// maxPageImagePixels get tiles either way.
+	PageImage bool
 }
 
 // DefaultStrength is the visual layer's default peak darkening in 8-bit levels; MaxStrength bounds requests.
@@ -175,7 +183,7 @@ type PageUnit struct {
 	Index  int     `json:"index"`
 	Width  float64 `json:"width_pt"`  // crop box, in points
 	Height float64 `json:"height_pt"` //
-	Tiles  int     `json:"tiles"`     // tile copies drawn over the page
+	Tiles  int     `json:"tiles"`     // copies of the mark's tile covering the page (drawn as tiles or as one page image)
 }
 
 // EmbedReport describes one embedding.
