@@ -17,6 +17,7 @@ import (
 //
 //	FILIGRANE_PDF_BENCH=1 go test -run TestRun -timeout 60m -v ./bench/pdfbench
 //
+// FILIGRANE_PDF_PAGE_IMAGE=1 marks with pdf.Options.PageImage (one overlay image per page size).
 // It writes bench/results/pdf/report.md and bench/results/pdf/visual.png.
 func TestRun(t *testing.T) {
 	if os.Getenv("FILIGRANE_PDF_BENCH") == "" {
@@ -57,7 +58,8 @@ func TestRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	strength, _ := strconv.ParseFloat(os.Getenv("FILIGRANE_PDF_STRENGTH"), 64)
-	cfg := Config{Key: []byte(codec.DevelopmentKey), Strength: strength, WorkDir: work, Log: os.Stderr}
+	cfg := Config{Key: []byte(codec.DevelopmentKey), Strength: strength, WorkDir: work, Log: os.Stderr,
+		PageImage: os.Getenv("FILIGRANE_PDF_PAGE_IMAGE") == "1"}
 	res, err := Run(ctx, cfg, docs)
 	if err != nil {
 		t.Fatal(err)
