@@ -13,7 +13,9 @@
 //     Options.Strength levels and a white one that lightens dark backgrounds by as much. Its waxel is 1/512 of
 //     the page's short side (2 pixels at 150 dpi on small pages), so a rendering of the page at any
 //     resolution, or a screenshot of it, presents the pattern at a geometry the image detector tries first. It
-//     survives printing to PDF, rasterisation and JPEG compression of the page images.
+//     survives printing to PDF, rasterisation and JPEG compression of the page images. The tile is drawn as
+//     abutting copies of two shared tile images (MuPDF renders their edges as faint lines) or, with
+//     Options.PageImage, as one image per page size (no lines; larger output).
 //
 // Text, vectors, links, outlines, metadata and page geometry are kept: the page content is wrapped in q/Q and
 // the overlay is appended as one shared form XObject per page size.
