@@ -85,7 +85,7 @@ const maxPageImagePixels = 512 * 4096
 // overlayWriter adds the overlay objects to one document: per page size one form XObject that draws the mark
 // over the page, and per page a q/Q wrapper around the original content followed by a call of the form. The
 // form draws the tile images (two: dark and light, shared by every page) in a grid, or, with pageImage, one
-// image of the whole page's waxel grid: MuPDF draws abutting images with a one-pixel overlap at fractional
+// image covering the page's whole waxel grid (shared by pages of nearly the same size, pageImageStep): MuPDF draws abutting images with a one-pixel overlap at fractional
 // positions, so every tile edge shows as a line about twice as dark as the grain (bench/README.md), and one
 // image has no inner edges in any renderer (Options.PageImage says what it costs).
 type overlayWriter struct {
@@ -93,7 +93,8 @@ type overlayWriter struct {
 	pageImage  bool
 	dark       []byte // the tile's soft masks (overlayMasks)
 	light      []byte
-	tileImages *[2]types.IndirectRef // dark and light tile images, made on first use
+	tiles      *markImage  // the tile images, made on first use
+	pageImages []markImage // the page images made so far
 	forms      map[[2]float64]formRef
 	prefix     types.IndirectRef
 	suffixes   map[string]types.IndirectRef
@@ -120,14 +121,58 @@ func newOverlayWriter(d *document, c *codec.Codec, id codec.ID, strength float64
 		suffixes: map[string]types.IndirectRef{}, resCopy: map[[2]int]resCopy{}}, nil
 }
 
-// images returns the dark and light images of a w×h-pixel mark: the tile's masks repeated from the top-left
-// corner and cut at w×h. The tile images are this with w = h = the tile side, made once per document.
-func (o *overlayWriter) images(w, h int) (dark, light types.IndirectRef, err error) {
-	const n = codec.TileSide * tileOversample
-	tiled := w == n && h == n
-	if tiled && o.tileImages != nil {
-		return o.tileImages[0], o.tileImages[1], nil
+// markImage is one pair of overlay images (dark and light) of w×h pixels.
+type markImage struct {
+	w, h        int
+	dark, light types.IndirectRef
+}
+
+// pageImageStep rounds the size of a page image up, in waxels, so that pages of nearly the same size (scans,
+// whose sizes vary by a few points from page to page) share one image rather than each adding tens of
+// kilobytes: a page is drawn with the smallest image made so far that covers its waxel grid and is at most
+// pageImageSlack times its size, the rest of the image lying past the page's edge, clipped.
+const (
+	pageImageStep  = 64
+	pageImageSlack = 2
+)
+
+// pageImageFor returns images covering a w×h-waxel grid (see pageImageStep).
+func (o *overlayWriter) pageImageFor(w, h int) (markImage, error) {
+	best := -1
+	for i, m := range o.pageImages {
+		if m.w >= w && m.h >= h && m.w*m.h <= pageImageSlack*w*h && (best < 0 || m.w*m.h < o.pageImages[best].w*o.pageImages[best].h) {
+			best = i
+		}
 	}
+	if best >= 0 {
+		return o.pageImages[best], nil
+	}
+	up := func(v int) int { return (v + pageImageStep - 1) / pageImageStep * pageImageStep }
+	m, err := o.images(up(w), up(h))
+	if err != nil {
+		return markImage{}, err
+	}
+	o.pageImages = append(o.pageImages, m)
+	return m, nil
+}
+
+// tileImages returns the tile images, made on first use and shared by every page drawn with tiles.
+func (o *overlayWriter) tileImages() (markImage, error) {
+	if o.tiles == nil {
+		const n = codec.TileSide * tileOversample
+		m, err := o.images(n, n)
+		if err != nil {
+			return markImage{}, err
+		}
+		o.tiles = &m
+	}
+	return *o.tiles, nil
+}
+
+// images adds the dark and light images of a w×h-pixel mark: the tile's masks repeated from the top-left
+// corner and cut at w×h.
+func (o *overlayWriter) images(w, h int) (markImage, error) {
+	const n = codec.TileSide * tileOversample
 	repeat := func(t []byte) []byte {
 		out := make([]byte, w*h)
 		for y := 0; y < h; y++ {
@@ -138,16 +183,15 @@ func (o *overlayWriter) images(w, h int) (dark, light types.IndirectRef, err err
 		}
 		return out
 	}
-	if dark, err = maskedImage(o.d, w, h, 0, repeat(o.dark)); err != nil {
-		return
+	m := markImage{w: w, h: h}
+	var err error
+	if m.dark, err = maskedImage(o.d, w, h, 0, repeat(o.dark)); err != nil {
+		return markImage{}, err
 	}
-	if light, err = maskedImage(o.d, w, h, 255, repeat(o.light)); err != nil {
-		return
+	if m.light, err = maskedImage(o.d, w, h, 255, repeat(o.light)); err != nil {
+		return markImage{}, err
 	}
-	if tiled {
-		o.tileImages = &[2]types.IndirectRef{dark, light}
-	}
-	return dark, light, nil
+	return m, nil
 }
 
 // maskedImage adds a w×h image of one gray value drawn through the soft mask alpha.
@@ -209,8 +253,8 @@ const minWaxelPt = 2 * 72.0 / 150
 // The waxel is 1/512 of the short side (at least minWaxelPt) and the grid starts at the top-left corner, where
 // renderers start the raster, so that a rendering presents the pattern exactly as the codec would have embedded
 // it in the image. The mark is the tile images in a grid or, with pageImage and up to maxPageImagePixels, one
-// image of whole waxels covering the page (its last row and column may reach past the page's edge, clipped):
-// the same pixels at the same places either way.
+// image of whole waxels covering the page from its top-left corner (what reaches past the page's edge is
+// clipped): the same pixels at the same places either way.
 func (o *overlayWriter) form(w, h float64) (formRef, error) {
 	key := [2]float64{math.Round(w*1000) / 1000, math.Round(h*1000) / 1000}
 	if f, ok := o.forms[key]; ok {
@@ -223,17 +267,16 @@ func (o *overlayWriter) form(w, h float64) (formRef, error) {
 	py := int(math.Ceil(h/ws-1e-9)) * tileOversample
 	var b strings.Builder
 	fmt.Fprintf(&b, "0 0 %s %s re W n\n", num(w), num(h))
-	var dark, light types.IndirectRef
+	var m markImage
 	var err error
 	if o.pageImage && px*py <= maxPageImagePixels {
-		if dark, light, err = o.images(px, py); err != nil {
+		if m, err = o.pageImageFor(px, py); err != nil {
 			return formRef{}, err
 		}
-		iw, ih := float64(px)/tileOversample*ws, float64(py)/tileOversample*ws
+		iw, ih := float64(m.w)/tileOversample*ws, float64(m.h)/tileOversample*ws
 		fmt.Fprintf(&b, "q %s 0 0 %s 0 %s cm /D Do /L Do Q\n", num(iw), num(ih), num(h-ih))
 	} else {
-		const n = codec.TileSide * tileOversample
-		if dark, light, err = o.images(n, n); err != nil {
+		if m, err = o.tileImages(); err != nil {
 			return formRef{}, err
 		}
 		for j := 0; j < ny; j++ {
@@ -250,7 +293,7 @@ func (o *overlayWriter) form(w, h float64) (formRef, error) {
 	sd.Dict["Type"] = types.Name("XObject")
 	sd.Dict["Subtype"] = types.Name("Form")
 	sd.Dict["BBox"] = types.NewNumberArray(0, 0, w, h)
-	sd.Dict["Resources"] = types.Dict{"XObject": types.Dict{"D": dark, "L": light}}
+	sd.Dict["Resources"] = types.Dict{"XObject": types.Dict{"D": m.dark, "L": m.light}}
 	if err := sd.Encode(); err != nil {
 		return formRef{}, err
 	}

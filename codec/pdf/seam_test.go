@@ -95,7 +95,7 @@ func TestOverlayHasNoTileLines(t *testing.T) {
 
 // TestElongatedPageFallsBackToTiles: a page whose waxel grid is above maxPageImagePixels (a 14400×491.5-point
 // banner: 15000×512 waxels) is drawn with the 128×128 tile images; a 3000×491.5-point one (3125×512) with one
-// image of its waxel grid. Either way the mark is there (the images carry it).
+// image covering its waxel grid (3136×512: whole pageImageSteps). Either way the mark is there (the images carry it).
 func TestElongatedPageFallsBackToTiles(t *testing.T) {
 	a := testAdapter(t)
 	for _, c := range []struct {
@@ -170,8 +170,53 @@ func TestPageImageOverlayIsDetected(t *testing.T) {
 	for _, m := range imageSize.FindAllStringSubmatch(string(out), -1) {
 		sizes[m[2]+"×"+m[1]]++
 	}
-	// Letter: waxel 612/512 pt, 512×663 waxels; the slide: the 2-pixel minimum waxel, 750×422.
-	if want := map[string]int{"512×663": 4, "750×422": 4}; fmt.Sprint(sizes) != fmt.Sprint(want) {
+	// Letter: waxel 612/512 pt, 512×663 waxels; the slide: the 2-pixel minimum waxel, 750×422; each rounded up
+	// to whole pageImageSteps.
+	if want := map[string]int{"512×704": 4, "768×448": 4}; fmt.Sprint(sizes) != fmt.Sprint(want) {
 		t.Errorf("overlay images %v, want %v (image and soft mask, dark and light, per page size)", sizes, want)
+	}
+}
+
+// TestPageImagesAreSharedAcrossNearSizes: the pages of a scan differ in size by a point or two; they share one
+// page image (the output grows by one image pair, not one per page), while a page of another shape gets its
+// own. The overlay's output cost is what this bounds: about 60 KB per image pair.
+func TestPageImagesAreSharedAcrossNearSizes(t *testing.T) {
+	a := testAdapter(t)
+	boxes := []string{"[0 0 595 842]", "[0 0 596.3 843.1]", "[0 0 594.2 840]", "[0 0 597 845.5]", "[0 0 842 595]"}
+	objs := []string{"<< /Type /Catalog /Pages 2 0 R >>", ""}
+	kids := ""
+	for i, b := range boxes {
+		kids += fmt.Sprintf("%d 0 R ", 3+i)
+		objs = append(objs, fmt.Sprintf("<< /Type /Page /Parent 2 0 R /MediaBox %s /Contents %d 0 R >>", b, 3+len(boxes)))
+	}
+	objs[1] = fmt.Sprintf("<< /Type /Pages /Kids [%s] /Count %d >>", kids, len(boxes))
+	objs = append(objs, pdftest.Stream("", []byte("\n")))
+	src := writeTemp(t, "scan.pdf", pdftest.Build(objs, "/Root 1 0 R"))
+	dst := filepath.Join(t.TempDir(), "marked.pdf")
+	rep, err := a.Embed(t.Context(), src, dst, testID("scan"), Options{PageImage: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.CommandContext(t.Context(), "mutool", "show", dst, "grep").Output()
+	if err != nil {
+		t.Fatalf("mutool show: %v", err)
+	}
+	sizes := map[string]int{}
+	for _, m := range imageSize.FindAllStringSubmatch(string(out), -1) {
+		sizes[m[2]+"×"+m[1]]++
+	}
+	t.Logf("%d → %d bytes, images %v", rep.InBytes, rep.OutBytes, sizes)
+	// Portrait A4-ish pages: 512 waxels across, 724-729 down, rounded to 768; landscape: 729×512 → 768×512.
+	if want := map[string]int{"512×768": 4, "768×512": 4}; fmt.Sprint(sizes) != fmt.Sprint(want) {
+		t.Errorf("overlay images %v, want %v", sizes, want)
+	}
+	d, err := a.DetectRendered(t.Context(), dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range d.Units {
+		if !u.Watermarked || u.WatermarkID == nil || *u.WatermarkID != testID("scan").String() {
+			t.Errorf("page %d: visual layer not recovered: %+v", u.Index, u)
+		}
 	}
 }
