@@ -121,6 +121,15 @@ func newOverlayWriter(d *document, c *codec.Codec, id codec.ID, strength float64
 		suffixes: map[string]types.IndirectRef{}, resCopy: map[[2]int]resCopy{}}, nil
 }
 
+// pageImageOver enlarges a page image by a tenth of a point (at most 0.2 pixels at 150 dpi; the grid stays
+// anchored at the top-left corner). MuPDF interpolates an image bilinearly when it magnifies it by at most
+// twice and samples it nearest-neighbour above that (observed in its output: the same 2-pixel waxels drawn at
+// exactly 2× rendered with two thirds of the pattern's amplitude, and lost the mark of VectorApple.pdf after
+// rasterising and JPEG q75). The minimum waxel is exactly 2 pixels at 150 dpi, the detection resolution, so
+// without this the overlay of small pages would be drawn at exactly 2×. The tile images never were: MuPDF
+// widens each tile to whole pixels, which puts them just above 2×.
+const pageImageOver = 0.1
+
 // markImage is one pair of overlay images (dark and light) of w×h pixels.
 type markImage struct {
 	w, h        int
@@ -273,7 +282,7 @@ func (o *overlayWriter) form(w, h float64) (formRef, error) {
 		if m, err = o.pageImageFor(px, py); err != nil {
 			return formRef{}, err
 		}
-		iw, ih := float64(m.w)/tileOversample*ws, float64(m.h)/tileOversample*ws
+		iw, ih := float64(m.w)/tileOversample*ws+pageImageOver, float64(m.h)/tileOversample*ws+pageImageOver
 		fmt.Fprintf(&b, "q %s 0 0 %s 0 %s cm /D Do /L Do Q\n", num(iw), num(ih), num(h-ih))
 	} else {
 		if m, err = o.tileImages(); err != nil {
