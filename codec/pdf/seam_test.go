@@ -220,3 +220,52 @@ func TestPageImagesAreSharedAcrossNearSizes(t *testing.T) {
 		}
 	}
 }
+
+// grainAmplitude renders page 1 of path with mutool at dpi, in gray, and returns the standard deviation of
+// its pixels: on a white page, the overlay's rendered amplitude.
+func grainAmplitude(t *testing.T, path string, dpi int) float64 {
+	t.Helper()
+	out, err := exec.CommandContext(t.Context(), "mutool", "draw", "-q", "-r", fmt.Sprint(dpi), "-c", "gray", "-F", "pgm",
+		"-o", "-", path, "1").Output()
+	if err != nil {
+		t.Fatalf("mutool draw: %v", err)
+	}
+	g, err := readPGM(bufioReader(out), 1<<26)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum, sq float64
+	for _, p := range g.Pix {
+		sum += float64(p)
+		sq += float64(p) * float64(p)
+	}
+	n := float64(len(g.Pix))
+	return math.Sqrt(sq/n - (sum/n)*(sum/n))
+}
+
+// TestPageImageKeepsTheGrainAmplitude: rendered by MuPDF at 150 dpi (the detection resolution) and 96 dpi (a
+// screenshot at 100%), the page image draws the pattern as strongly as the tiles do, on a small page whose
+// waxel is the 2-pixel minimum (300×245 pt, the size of VectorApple.pdf) and on Letter. Drawn at exactly 2×,
+// MuPDF interpolated the page image and the small page's grain fell to two thirds of the tiles' (0.91 against
+// 1.37 levels), which cost the mark after rasterising and JPEG q75 in the benchmark.
+func TestPageImageKeepsTheGrainAmplitude(t *testing.T) {
+	a := testAdapter(t)
+	dir := t.TempDir()
+	for _, box := range []string{"[0 0 300 245]", "[0 0 612 792]"} {
+		src := writeTemp(t, "white.pdf", whitePage(box))
+		tiles, image := filepath.Join(dir, "tiles.pdf"), filepath.Join(dir, "image.pdf")
+		if _, err := a.Embed(t.Context(), src, tiles, testID("grain"), Options{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.Embed(t.Context(), src, image, testID("grain"), Options{PageImage: true}); err != nil {
+			t.Fatal(err)
+		}
+		for _, dpi := range []int{150, 96} {
+			at, ai := grainAmplitude(t, tiles, dpi), grainAmplitude(t, image, dpi)
+			t.Logf("%s at %d dpi: grain %.3f levels with tiles, %.3f with the page image", box, dpi, at, ai)
+			if ai < 0.95*at {
+				t.Errorf("%s at %d dpi: the page image renders a grain of %.3f levels, below the tiles' %.3f", box, dpi, ai, at)
+			}
+		}
+	}
+}
