@@ -152,9 +152,9 @@ type Options struct {
 	// PageImage draws the visual layer as one image per page size instead of a grid of abutting tile images.
 	// MuPDF draws abutting images with a one-pixel overlap at fractional positions, so with tiles every tile
 	// edge renders as a line about 2 levels darker than the grain (faintly visible on a white page when looked
-	// for); one image has no inner edges. The cost is the output size: about 60 KB per distinct page size
-	// instead of about 7 KB per document, so documents under about 60 KB can more than double. Off by default
-	// until the PDF benchmark has been run with it (bench/README.md). Pages whose waxel grid is above
+	// for); one image has no inner edges. The PDF benchmark's robustness figures are the tiles' (bench/README.md);
+	// the cost is the output size: about 60 KB per page shape instead of about 7 KB per document, so documents
+	// under about 60 KB can more than double, which is why it is off by default. Pages whose waxel grid is above
 	// maxPageImagePixels get tiles either way.
 	PageImage bool
 }
