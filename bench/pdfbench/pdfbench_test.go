@@ -3,13 +3,16 @@ package pdfbench
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"testing"
 
 	"filigrane/codec"
+	"filigrane/codec/pdf"
 )
 
 // TestRun is the benchmark run, not a unit test: it needs the network once (apt-get download), qpdf, mutool,
@@ -17,6 +20,7 @@ import (
 //
 //	FILIGRANE_PDF_BENCH=1 go test -run TestRun -timeout 60m -v ./bench/pdfbench
 //
+// FILIGRANE_PDF_PAGE_IMAGE=1 marks with pdf.Options.PageImage (one overlay image per page size).
 // It writes bench/results/pdf/report.md and bench/results/pdf/visual.png.
 func TestRun(t *testing.T) {
 	if os.Getenv("FILIGRANE_PDF_BENCH") == "" {
@@ -57,7 +61,8 @@ func TestRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	strength, _ := strconv.ParseFloat(os.Getenv("FILIGRANE_PDF_STRENGTH"), 64)
-	cfg := Config{Key: []byte(codec.DevelopmentKey), Strength: strength, WorkDir: work, Log: os.Stderr}
+	cfg := Config{Key: []byte(codec.DevelopmentKey), Strength: strength, WorkDir: work, Log: os.Stderr,
+		PageImage: os.Getenv("FILIGRANE_PDF_PAGE_IMAGE") == "1"}
 	res, err := Run(ctx, cfg, docs)
 	if err != nil {
 		t.Fatal(err)
@@ -80,5 +85,53 @@ func TestRun(t *testing.T) {
 	os.Stdout.Write(buf.Bytes())
 	if err := os.WriteFile(filepath.Join(outDir, "report.md"), buf.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestOverlaySizes embeds every corpus document whole, with the tile overlay and with pdf.Options.PageImage,
+// and logs the output size of each against its input (the page image costs tens of kilobytes per page shape;
+// bench/README.md). It needs the corpus that TestRun downloads:
+//
+//	FILIGRANE_PDF_BENCH=1 go test -run TestOverlaySizes -v ./bench/pdfbench
+func TestOverlaySizes(t *testing.T) {
+	if os.Getenv("FILIGRANE_PDF_BENCH") == "" {
+		t.Skip("set FILIGRANE_PDF_BENCH=1 to run the PDF benchmark")
+	}
+	home, _ := os.UserHomeDir()
+	cache := filepath.Join(home, ".cache", "filigrane", "pdfcorpus")
+	if err := Fetch(t.Context(), cache, os.Stderr); err != nil {
+		t.Fatal(err)
+	}
+	var extra []string
+	if out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/pdfcpu/pdfcpu").Output(); err == nil {
+		extra = append(extra, filepath.Join(string(bytes.TrimSpace(out)), "pkg", "testdata"))
+	}
+	docs, err := Load(cache, extra...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := codec.New([]byte(codec.DevelopmentKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &pdf.Adapter{Codec: c}
+	dst := filepath.Join(t.TempDir(), "marked.pdf")
+	var ratios [2][]float64
+	for _, d := range docs {
+		line := fmt.Sprintf("%-24s", d.Name)
+		for i, pageImage := range []bool{false, true} {
+			rep, err := a.Embed(t.Context(), d.Path, dst, codec.ID{1}, pdf.Options{PageImage: pageImage})
+			if err != nil {
+				t.Fatalf("%s: %v", d.Name, err)
+			}
+			r := float64(rep.OutBytes) / float64(rep.InBytes)
+			ratios[i] = append(ratios[i], r)
+			line += fmt.Sprintf(" | %4d pages %8d → %8d (%.2f×)", rep.Pages, rep.InBytes, rep.OutBytes, r)
+		}
+		t.Log(line)
+	}
+	for i, name := range []string{"tiles", "page image"} {
+		sort.Float64s(ratios[i])
+		t.Logf("%s: median %.2f×, max %.2f×", name, ratios[i][len(ratios[i])/2], ratios[i][len(ratios[i])-1])
 	}
 }

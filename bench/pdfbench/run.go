@@ -31,6 +31,7 @@ import (
 type Config struct {
 	Key           []byte
 	Strength      float64 // 0: pdf.DefaultStrength
+	PageImage     bool    // pdf.Options.PageImage: one overlay image per page size instead of tiles
 	PagesPerDoc   int     // marked pages per document (spread over the document)
 	FPPagesPerDoc int     // unmarked pages per document for the false-positive count
 	WorkDir       string
@@ -159,7 +160,7 @@ func runDoc(ctx context.Context, a *pdf.Adapter, c *codec.Codec, cfg Config, d D
 	dr.Pages = len(pages)
 	marked := filepath.Join(dir, "marked.pdf")
 	t0 := time.Now()
-	rep, err := a.Embed(ctx, sub, marked, id, pdf.Options{Strength: cfg.Strength})
+	rep, err := a.Embed(ctx, sub, marked, id, pdf.Options{Strength: cfg.Strength, PageImage: cfg.PageImage})
 	dr.EmbedMs = float64(time.Since(t0).Microseconds()) / 1000
 	if err != nil {
 		dr.Err = err.Error()

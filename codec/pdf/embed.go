@@ -35,7 +35,7 @@ func (a *Adapter) Embed(ctx context.Context, src, dst string, id codec.ID, opt O
 	defer doc.close()
 	rep := EmbedReport{Pages: doc.info.Pages, InBytes: doc.inBytes, Strength: strength, Repaired: doc.info.Repaired,
 		Rewritten: true}
-	ow, err := newOverlayWriter(doc, a.Codec, id, strength)
+	ow, err := newOverlayWriter(doc, a.Codec, id, strength, opt.PageImage)
 	if err != nil {
 		return EmbedReport{}, fmt.Errorf("pdf: overlay: %w", err)
 	}

@@ -75,17 +75,30 @@ func overlayMasks(c *codec.Codec, id codec.ID, strength float64) (dark, light []
 // a few percent of the waxels, saturate rather than spend the darkening range on rare peaks.
 const highPassPeak = 1.5
 
-// overlayWriter adds the overlay objects to one document: one tile image (shared by all pages), one form
-// XObject per page size drawing the tile over the page, and per page a q/Q wrapper around the original content
-// followed by a call of the form.
+// maxPageImagePixels bounds the overlay image of one page size (Options.PageImage; pixels, one per waxel). A
+// page whose waxel grid is larger (only very elongated pages reach it: the short side always has at most 512
+// waxels, so this allows an aspect ratio of 8:1) is drawn with the tile images instead, which keeps the mark
+// but shows faint lines at the tile edges in MuPDF renderings. It bounds the memory a renderer spends on the
+// overlay (four 8-bit images of this size: 8 MiB) and the output size.
+const maxPageImagePixels = 512 * 4096
+
+// overlayWriter adds the overlay objects to one document: per page size one form XObject that draws the mark
+// over the page, and per page a q/Q wrapper around the original content followed by a call of the form. The
+// form draws the tile images (two: dark and light, shared by every page) in a grid, or, with pageImage, one
+// image covering the page's whole waxel grid (shared by pages of nearly the same size, pageImageStep): MuPDF draws abutting images with a one-pixel overlap at fractional
+// positions, so every tile edge shows as a line about twice as dark as the grain (bench/README.md), and one
+// image has no inner edges in any renderer (Options.PageImage says what it costs).
 type overlayWriter struct {
-	d        *document
-	dark     types.IndirectRef // black image under the dark mask
-	light    types.IndirectRef // white image under the light mask
-	forms    map[[2]float64]formRef
-	prefix   types.IndirectRef
-	suffixes map[string]types.IndirectRef
-	resCopy  map[[2]int]resCopy // (original indirect resource dict, form) → its copy with the overlay form
+	d          *document
+	pageImage  bool
+	dark       []byte // the tile's soft masks (overlayMasks)
+	light      []byte
+	tiles      *markImage  // the tile images, made on first use
+	pageImages []markImage // the page images made so far
+	forms      map[[2]float64]formRef
+	prefix     types.IndirectRef
+	suffixes   map[string]types.IndirectRef
+	resCopy    map[[2]int]resCopy // (original indirect resource dict, form) → its copy with the overlay form
 }
 
 type resCopy struct {
@@ -98,34 +111,106 @@ type formRef struct {
 	tiles int
 }
 
-func newOverlayWriter(d *document, c *codec.Codec, id codec.ID, strength float64) (*overlayWriter, error) {
-	xt := d.ctx.XRefTable
-	const n = codec.TileSide * tileOversample
+func newOverlayWriter(d *document, c *codec.Codec, id codec.ID, strength float64, pageImage bool) (*overlayWriter, error) {
 	dark, light := overlayMasks(c, id, strength)
-	darkRef, err := maskedImage(d, n, 0, dark)
+	prefix, err := d.ctx.XRefTable.StreamDictIndRef([]byte("q\n"))
 	if err != nil {
 		return nil, err
 	}
-	lightRef, err := maskedImage(d, n, 255, light)
-	if err != nil {
-		return nil, err
-	}
-	prefix, err := xt.StreamDictIndRef([]byte("q\n"))
-	if err != nil {
-		return nil, err
-	}
-	return &overlayWriter{d: d, dark: darkRef, light: lightRef, forms: map[[2]float64]formRef{}, prefix: *prefix,
+	return &overlayWriter{d: d, pageImage: pageImage, dark: dark, light: light, forms: map[[2]float64]formRef{}, prefix: *prefix,
 		suffixes: map[string]types.IndirectRef{}, resCopy: map[[2]int]resCopy{}}, nil
 }
 
-// maskedImage adds an n×n image of one gray value drawn through the soft mask alpha.
-func maskedImage(d *document, n int, gray byte, alpha []byte) (types.IndirectRef, error) {
+// pageImageOver enlarges a page image by a tenth of a point (at most 0.2 pixels at 150 dpi; the grid stays
+// anchored at the top-left corner). MuPDF interpolates an image bilinearly when it magnifies it by at most
+// twice and samples it nearest-neighbour above that (observed in its output: the same 2-pixel waxels drawn at
+// exactly 2× rendered with two thirds of the pattern's amplitude, and lost the mark of VectorApple.pdf after
+// rasterising and JPEG q75). The minimum waxel is exactly 2 pixels at 150 dpi, the detection resolution, so
+// without this the overlay of small pages would be drawn at exactly 2×. The tile images never were: MuPDF
+// widens each tile to whole pixels, which puts them just above 2×.
+const pageImageOver = 0.1
+
+// markImage is one pair of overlay images (dark and light) of w×h pixels.
+type markImage struct {
+	w, h        int
+	dark, light types.IndirectRef
+}
+
+// pageImageStep rounds the size of a page image up, in waxels, so that pages of nearly the same size (scans,
+// whose sizes vary by a few points from page to page) share one image rather than each adding tens of
+// kilobytes: a page is drawn with the smallest image made so far that covers its waxel grid and is at most
+// pageImageSlack times its size, the rest of the image lying past the page's edge, clipped.
+const (
+	pageImageStep  = 64
+	pageImageSlack = 2
+)
+
+// pageImageFor returns images covering a w×h-waxel grid (see pageImageStep).
+func (o *overlayWriter) pageImageFor(w, h int) (markImage, error) {
+	best := -1
+	for i, m := range o.pageImages {
+		if m.w >= w && m.h >= h && m.w*m.h <= pageImageSlack*w*h && (best < 0 || m.w*m.h < o.pageImages[best].w*o.pageImages[best].h) {
+			best = i
+		}
+	}
+	if best >= 0 {
+		return o.pageImages[best], nil
+	}
+	up := func(v int) int { return (v + pageImageStep - 1) / pageImageStep * pageImageStep }
+	m, err := o.images(up(w), up(h))
+	if err != nil {
+		return markImage{}, err
+	}
+	o.pageImages = append(o.pageImages, m)
+	return m, nil
+}
+
+// tileImages returns the tile images, made on first use and shared by every page drawn with tiles.
+func (o *overlayWriter) tileImages() (markImage, error) {
+	if o.tiles == nil {
+		const n = codec.TileSide * tileOversample
+		m, err := o.images(n, n)
+		if err != nil {
+			return markImage{}, err
+		}
+		o.tiles = &m
+	}
+	return *o.tiles, nil
+}
+
+// images adds the dark and light images of a w×h-pixel mark: the tile's masks repeated from the top-left
+// corner and cut at w×h.
+func (o *overlayWriter) images(w, h int) (markImage, error) {
+	const n = codec.TileSide * tileOversample
+	repeat := func(t []byte) []byte {
+		out := make([]byte, w*h)
+		for y := 0; y < h; y++ {
+			row := t[(y%n)*n : (y%n+1)*n]
+			for x := 0; x < w; x += n {
+				copy(out[y*w+x:(y+1)*w], row)
+			}
+		}
+		return out
+	}
+	m := markImage{w: w, h: h}
+	var err error
+	if m.dark, err = maskedImage(o.d, w, h, 0, repeat(o.dark)); err != nil {
+		return markImage{}, err
+	}
+	if m.light, err = maskedImage(o.d, w, h, 255, repeat(o.light)); err != nil {
+		return markImage{}, err
+	}
+	return m, nil
+}
+
+// maskedImage adds a w×h image of one gray value drawn through the soft mask alpha.
+func maskedImage(d *document, w, h int, gray byte, alpha []byte) (types.IndirectRef, error) {
 	xt := d.ctx.XRefTable
 	mask, err := xt.NewStreamDictForBuf(alpha)
 	if err != nil {
 		return types.IndirectRef{}, err
 	}
-	imageDict(mask.Dict, n)
+	imageDict(mask.Dict, w, h)
 	if err := mask.Encode(); err != nil {
 		return types.IndirectRef{}, fmt.Errorf("encode overlay mask: %w", err)
 	}
@@ -133,7 +218,7 @@ func maskedImage(d *document, n int, gray byte, alpha []byte) (types.IndirectRef
 	if err != nil {
 		return types.IndirectRef{}, err
 	}
-	pix := make([]byte, n*n)
+	pix := make([]byte, w*h)
 	for i := range pix {
 		pix[i] = gray
 	}
@@ -141,7 +226,7 @@ func maskedImage(d *document, n int, gray byte, alpha []byte) (types.IndirectRef
 	if err != nil {
 		return types.IndirectRef{}, err
 	}
-	imageDict(img.Dict, n)
+	imageDict(img.Dict, w, h)
 	img.Dict["SMask"] = *maskRef
 	if err := img.Encode(); err != nil {
 		return types.IndirectRef{}, fmt.Errorf("encode overlay image: %w", err)
@@ -153,11 +238,11 @@ func maskedImage(d *document, n int, gray byte, alpha []byte) (types.IndirectRef
 	return *ref, nil
 }
 
-func imageDict(d types.Dict, n int) {
+func imageDict(d types.Dict, w, h int) {
 	d["Type"] = types.Name("XObject")
 	d["Subtype"] = types.Name("Image")
-	d["Width"] = types.Integer(n)
-	d["Height"] = types.Integer(n)
+	d["Width"] = types.Integer(w)
+	d["Height"] = types.Integer(h)
 	d["ColorSpace"] = types.Name("DeviceGray")
 	d["BitsPerComponent"] = types.Integer(8)
 }
@@ -173,9 +258,12 @@ func num(v float64) string {
 // short side would give.
 const minWaxelPt = 2 * 72.0 / 150
 
-// form returns the form XObject that draws the tile grid over a w×h page (origin at its lower-left corner).
-// The waxel is 1/512 of the short side (at least minWaxelPt) and the grid starts at the top-left corner, where renderers start the
-// raster, so that a rendering presents the pattern exactly as the codec would have embedded it in the image.
+// form returns the form XObject that draws the mark over a w×h page (origin at its lower-left corner).
+// The waxel is 1/512 of the short side (at least minWaxelPt) and the grid starts at the top-left corner, where
+// renderers start the raster, so that a rendering presents the pattern exactly as the codec would have embedded
+// it in the image. The mark is the tile images in a grid or, with pageImage and up to maxPageImagePixels, one
+// image of whole waxels covering the page from its top-left corner (what reaches past the page's edge is
+// clipped): the same pixels at the same places either way.
 func (o *overlayWriter) form(w, h float64) (formRef, error) {
 	key := [2]float64{math.Round(w*1000) / 1000, math.Round(h*1000) / 1000}
 	if f, ok := o.forms[key]; ok {
@@ -184,11 +272,26 @@ func (o *overlayWriter) form(w, h float64) (formRef, error) {
 	ws := max(min(w, h)/codec.OverlayWaxelsPerShortSide, minWaxelPt)
 	t := ws * codec.TileSide
 	nx, ny := int(math.Ceil(w/t-1e-9)), int(math.Ceil(h/t-1e-9))
+	px := int(math.Ceil(w/ws-1e-9)) * tileOversample
+	py := int(math.Ceil(h/ws-1e-9)) * tileOversample
 	var b strings.Builder
 	fmt.Fprintf(&b, "0 0 %s %s re W n\n", num(w), num(h))
-	for j := 0; j < ny; j++ {
-		for i := 0; i < nx; i++ {
-			fmt.Fprintf(&b, "q %s 0 0 %s %s %s cm /D Do /L Do Q\n", num(t), num(t), num(float64(i)*t), num(h-float64(j+1)*t))
+	var m markImage
+	var err error
+	if o.pageImage && px*py <= maxPageImagePixels {
+		if m, err = o.pageImageFor(px, py); err != nil {
+			return formRef{}, err
+		}
+		iw, ih := float64(m.w)/tileOversample*ws+pageImageOver, float64(m.h)/tileOversample*ws+pageImageOver
+		fmt.Fprintf(&b, "q %s 0 0 %s 0 %s cm /D Do /L Do Q\n", num(iw), num(ih), num(h-ih))
+	} else {
+		if m, err = o.tileImages(); err != nil {
+			return formRef{}, err
+		}
+		for j := 0; j < ny; j++ {
+			for i := 0; i < nx; i++ {
+				fmt.Fprintf(&b, "q %s 0 0 %s %s %s cm /D Do /L Do Q\n", num(t), num(t), num(float64(i)*t), num(h-float64(j+1)*t))
+			}
 		}
 	}
 	xt := o.d.ctx.XRefTable
@@ -199,7 +302,7 @@ func (o *overlayWriter) form(w, h float64) (formRef, error) {
 	sd.Dict["Type"] = types.Name("XObject")
 	sd.Dict["Subtype"] = types.Name("Form")
 	sd.Dict["BBox"] = types.NewNumberArray(0, 0, w, h)
-	sd.Dict["Resources"] = types.Dict{"XObject": types.Dict{"D": o.dark, "L": o.light}}
+	sd.Dict["Resources"] = types.Dict{"XObject": types.Dict{"D": m.dark, "L": m.light}}
 	if err := sd.Encode(); err != nil {
 		return formRef{}, err
 	}
