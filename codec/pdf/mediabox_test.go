@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -39,16 +38,6 @@ func boxPages(pages int, media, ext, parent string, dx, dy float64, content stri
 	return buildPDF(objs, "/Root 1 0 R")
 }
 
-// renderPage renders page 1 of path as mutool does for detection (150 dpi, gray) and returns the PGM bytes.
-func renderPage(t *testing.T, path string) []byte {
-	t.Helper()
-	out, err := exec.Command("mutool", "draw", "-q", "-r", "150", "-c", "gray", "-F", "pgm", "-o", "-", path, "1").Output()
-	if err != nil {
-		t.Fatalf("mutool draw %s: %v", path, err)
-	}
-	return out
-}
-
 // The overlay is placed in the page as it is displayed: whatever the media box's origin (offset, negative,
 // corners given in reverse), the crop box, the /Rotate (also negative, above 360, inherited from the Pages
 // node) and the /UserUnit, a marked page of uniform gray renders to exactly the pixels of the same page marked
@@ -68,7 +57,7 @@ func TestOverlayRendersTheSameWhateverTheBoxes(t *testing.T) {
 		if _, err := a.Embed(ctx, src, dst, id, Options{}); err != nil {
 			t.Fatal(err)
 		}
-		return renderPage(t, dst)
+		return drawPage(t, dst, 150) // as detection renders it
 	}
 	// 180 points is 375 pixels at 150 dpi: an odd number of 2-pixel waxels and a half.
 	want := mark(t, boxDoc("[0 0 180 180]", "", "", 0, 0, gray))

@@ -170,15 +170,7 @@ func TestScreenshotOfMarkedPageIsDetectedAsImage(t *testing.T) {
 	if _, err := a.Embed(ctx, src, marked, id, Options{}); err != nil {
 		t.Fatal(err)
 	}
-	// 100% zoom: 96 pixels per inch.
-	out, err := exec.Command("mutool", "draw", "-q", "-r", "96", "-c", "gray", "-F", "pgm", "-o", "-", marked, "1").Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := readPGM(bufioReader(out), 1<<24)
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := drawGray(t, marked, 96) // 100% zoom: 96 pixels per inch
 	d := a.Codec.DetectLuma8(g.Pix, g.Width, g.Height, g.Width)
 	if !d.Watermarked || *d.WatermarkID != id.String() {
 		t.Fatalf("screenshot: %+v", d)

@@ -29,15 +29,7 @@ func whitePage(box string) []byte {
 // worst deviation and where it is.
 func lineScore(t *testing.T, path string, dpi int) (worst, mean float64, where string) {
 	t.Helper()
-	out, err := exec.CommandContext(t.Context(), "mutool", "draw", "-q", "-r", fmt.Sprint(dpi), "-c", "gray", "-F", "pgm",
-		"-o", "-", path, "1").Output()
-	if err != nil {
-		t.Fatalf("mutool draw: %v", err)
-	}
-	g, err := readPGM(bufioReader(out), 1<<26)
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := drawGray(t, path, dpi)
 	cols, rows := make([]float64, g.Width), make([]float64, g.Height)
 	for y := range g.Height {
 		for x := range g.Width {
@@ -225,15 +217,7 @@ func TestPageImagesAreSharedAcrossNearSizes(t *testing.T) {
 // its pixels: on a white page, the overlay's rendered amplitude.
 func grainAmplitude(t *testing.T, path string, dpi int) float64 {
 	t.Helper()
-	out, err := exec.CommandContext(t.Context(), "mutool", "draw", "-q", "-r", fmt.Sprint(dpi), "-c", "gray", "-F", "pgm",
-		"-o", "-", path, "1").Output()
-	if err != nil {
-		t.Fatalf("mutool draw: %v", err)
-	}
-	g, err := readPGM(bufioReader(out), 1<<26)
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := drawGray(t, path, dpi)
 	var sum, sq float64
 	for _, p := range g.Pix {
 		sum += float64(p)

@@ -3,7 +3,9 @@ package pdf
 import (
 	"bufio"
 	"bytes"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 
@@ -30,3 +32,25 @@ func writeTemp(t testing.TB, name string, data []byte) string {
 }
 
 func bufioReader(b []byte) *bufio.Reader { return bufio.NewReader(bytes.NewReader(b)) }
+
+// drawPage renders page 1 of path with mutool at dpi, in gray, and returns the PGM bytes (150 dpi is what
+// detection renders, 96 dpi a screenshot at 100% zoom).
+func drawPage(t *testing.T, path string, dpi int) []byte {
+	t.Helper()
+	out, err := exec.CommandContext(t.Context(), "mutool", "draw", "-q", "-r", fmt.Sprint(dpi), "-c", "gray", "-F", "pgm",
+		"-o", "-", path, "1").Output()
+	if err != nil {
+		t.Fatalf("mutool draw %s: %v", path, err)
+	}
+	return out
+}
+
+// drawGray is drawPage's image, decoded.
+func drawGray(t *testing.T, path string, dpi int) grayPage {
+	t.Helper()
+	g, err := readPGM(bufioReader(drawPage(t, path, dpi)), 1<<26)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
