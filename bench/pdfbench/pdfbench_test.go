@@ -22,19 +22,13 @@ import (
 //
 // FILIGRANE_PDF_PAGE_IMAGE=1 marks with pdf.Options.PageImage (one overlay image per page size).
 // It writes bench/results/pdf/report.md and bench/results/pdf/visual.png.
-func TestRun(t *testing.T) {
-	if os.Getenv("FILIGRANE_PDF_BENCH") == "" {
-		t.Skip("set FILIGRANE_PDF_BENCH=1 to run the PDF benchmark")
-	}
-	for _, tool := range []string{"qpdf", "mutool", "gs", "pdftocairo", "apt-get", "dpkg"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Fatalf("%s is needed: %v", tool, err)
-		}
-	}
-	ctx := context.Background()
+// corpus fetches (or reuses the cached copy of) the benchmark's PDFs, plus pdfcpu's own test files when the
+// module is in the module cache, and loads them.
+func corpus(t *testing.T) []Doc {
+	t.Helper()
 	home, _ := os.UserHomeDir()
 	cache := filepath.Join(home, ".cache", "filigrane", "pdfcorpus")
-	if err := Fetch(ctx, cache, os.Stderr); err != nil {
+	if err := Fetch(t.Context(), cache, os.Stderr); err != nil {
 		t.Fatal(err)
 	}
 	var extra []string
@@ -45,6 +39,20 @@ func TestRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return docs
+}
+
+func TestRun(t *testing.T) {
+	if os.Getenv("FILIGRANE_PDF_BENCH") == "" {
+		t.Skip("set FILIGRANE_PDF_BENCH=1 to run the PDF benchmark")
+	}
+	for _, tool := range []string{"qpdf", "mutool", "gs", "pdftocairo", "apt-get", "dpkg"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("%s is needed: %v", tool, err)
+		}
+	}
+	ctx := context.Background()
+	docs := corpus(t)
 	if only := os.Getenv("FILIGRANE_PDF_BENCH_ONLY"); only != "" {
 		var keep []Doc
 		for _, d := range docs {
@@ -97,19 +105,7 @@ func TestOverlaySizes(t *testing.T) {
 	if os.Getenv("FILIGRANE_PDF_BENCH") == "" {
 		t.Skip("set FILIGRANE_PDF_BENCH=1 to run the PDF benchmark")
 	}
-	home, _ := os.UserHomeDir()
-	cache := filepath.Join(home, ".cache", "filigrane", "pdfcorpus")
-	if err := Fetch(t.Context(), cache, os.Stderr); err != nil {
-		t.Fatal(err)
-	}
-	var extra []string
-	if out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/pdfcpu/pdfcpu").Output(); err == nil {
-		extra = append(extra, filepath.Join(string(bytes.TrimSpace(out)), "pkg", "testdata"))
-	}
-	docs, err := Load(cache, extra...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	docs := corpus(t)
 	c, err := codec.New([]byte(codec.DevelopmentKey))
 	if err != nil {
 		t.Fatal(err)
