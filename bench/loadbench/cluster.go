@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/minio/minio-go/v7"
@@ -168,13 +167,7 @@ func StartLocal(ctx context.Context, cfg LocalConfig) (l *Local, err error) {
 			if fd.SuspicionMult > 0 {
 				args = append(args, "--cluster-suspicion-mult", strconv.Itoa(fd.SuspicionMult))
 			}
-			// Every node lists every node, itself included: a node restarted later (the first too) finds
-			// the others again.
-			var seeds []string
-			for _, q := range ports {
-				seeds = append(seeds, fmt.Sprintf("127.0.0.1:%d", q[2]))
-			}
-			return append(args, "--join", strings.Join(seeds, ","))
+			return append(args, "--join", clustertest.SeedList(ports, 2))
 		},
 		Ready: clustertest.ReadyHTTP(0, "/healthz"),
 	})

@@ -45,6 +45,17 @@ type ProcessConfig struct {
 	Output io.Writer
 }
 
+// SeedList is the --join value that names every process's port number portIndex on 127.0.0.1, its own
+// included, as operators do with a fixed seed list: a process restarted later (the first one too) finds the
+// others again.
+func SeedList(ports [][]int, portIndex int) string {
+	seeds := make([]string, len(ports))
+	for i, q := range ports {
+		seeds[i] = fmt.Sprintf("127.0.0.1:%d", q[portIndex])
+	}
+	return strings.Join(seeds, ",")
+}
+
 // ReadyFunc waits until p is ready or ctx ends.
 type ReadyFunc func(ctx context.Context, p *Process) error
 

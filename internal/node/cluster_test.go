@@ -125,13 +125,7 @@ func startCluster(t *testing.T, n int, fd cluster.FailureDetection) *clusterFixt
 				"--s3-secret-key", c.s3.SecretKey, "--workers", "1", "--log-format", "json", "--log-level", "warn",
 				"--cluster-probe-interval", fd.ProbeInterval.String(), "--cluster-probe-timeout", fd.ProbeTimeout.String(),
 				"--cluster-suspicion-mult", strconv.Itoa(fd.SuspicionMult)}
-			// Every node lists every node, itself included, as operators do with a fixed seed list: a node
-			// restarted later (the first one too) finds the others again.
-			var seeds []string
-			for _, q := range ports {
-				seeds = append(seeds, fmt.Sprintf("127.0.0.1:%d", q[2]))
-			}
-			return append(args, "--join", strings.Join(seeds, ","))
+			return append(args, "--join", clustertest.SeedList(ports, 2))
 		},
 		Ready: clustertest.ReadyHTTP(0, "/healthz"),
 	})

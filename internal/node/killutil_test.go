@@ -148,3 +148,21 @@ func ledgerSettled(t *testing.T, a admin.Admin, orgID string) (*actors.OrgState,
 	}
 	return st, charged
 }
+
+// chargedEach reads organization orgID's ledger (through withAdmin, a fixture's admin method) once its work is
+// over and fails the test unless every job of ids was charged (each operation once, nothing held:
+// ledgerSettled) and the balance is the fixture's 1,000 credits less total.
+func chargedEach(t *testing.T, withAdmin func(*testing.T, func(admin.Admin)), orgID string, ids []string, total int64) {
+	t.Helper()
+	withAdmin(t, func(a admin.Admin) {
+		st, charged := ledgerSettled(t, a, orgID)
+		for _, id := range ids {
+			if !charged[id] {
+				t.Fatalf("job %s never charged", id)
+			}
+		}
+		if st.Balance != 1000-total {
+			t.Fatalf("balance %d, want %d", st.Balance, 1000-total)
+		}
+	})
+}

@@ -82,11 +82,7 @@ func startPlaceCluster(t *testing.T, extra [][]string) *placeCluster {
 				"--cluster-bind", fmt.Sprintf("127.0.0.1:%d", p[2]), "--remote-port", strconv.Itoa(p[3]),
 				"--s3-endpoint", c.s3.Endpoint, "--s3-bucket", c.s3.Bucket, "--s3-access-key", c.s3.AccessKey,
 				"--s3-secret-key", c.s3.SecretKey, "--workers", "1", "--log-format", "json", "--log-level", "warn"}
-			var seeds []string
-			for _, q := range ports {
-				seeds = append(seeds, fmt.Sprintf("127.0.0.1:%d", q[2]))
-			}
-			args = append(args, "--join", strings.Join(seeds, ","))
+			args = append(args, "--join", clustertest.SeedList(ports, 2))
 			return append(args, extra[i]...)
 		},
 		Ready: clustertest.ReadyHTTP(0, "/healthz"),
@@ -327,16 +323,6 @@ func TestDrainOnSIGTERM(t *testing.T) {
 	if handedBack == 0 {
 		t.Fatal("no job shows the attempt n2 handed back")
 	}
-	c.admin(t, func(a admin.Admin) {
-		st, charged := ledgerSettled(t, a, c.orgID)
-		for _, id := range ids {
-			if !charged[id] {
-				t.Fatalf("job %s never charged", id)
-			}
-		}
-		if st.Balance != 1000-total {
-			t.Fatalf("balance %d, want %d", st.Balance, 1000-total)
-		}
-	})
+	chargedEach(t, c.admin, c.orgID, ids, total)
 	t.Logf("%d jobs succeeded; %d handed back by n2", len(jobs), handedBack)
 }

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"filigrane/cluster/clustertest"
-	"filigrane/internal/admin"
 )
 
 // rssMiB is the resident memory of process pid in MiB, from /proc (0 where it cannot be read).
@@ -112,17 +111,7 @@ func TestTwelveNodes(t *testing.T) {
 	if takenOver == 0 {
 		t.Fatalf("no job shows an attempt on %s taken over by another node; attempts %v", killedName, ranOn)
 	}
-	c.admin(t, func(a admin.Admin) {
-		st, charged := ledgerSettled(t, a, c.orgID)
-		for _, id := range ids {
-			if !charged[id] {
-				t.Fatalf("job %s never charged", id)
-			}
-		}
-		if st.Balance != 1000-total {
-			t.Fatalf("balance %d, want %d", st.Balance, 1000-total)
-		}
-	})
+	chargedEach(t, c.admin, c.orgID, ids, total)
 	t.Logf("attempts per node %v; %s killed mid-attempt, dropped by the 11 others in %v (budget %v), %d attempt(s) taken over, all %d jobs done %v after the kill; resident memory with attempts running %.0f MiB a node",
 		ranOn, killedName, dropped.Round(time.Millisecond), clustertest.DetectionBudget(qd, n), takenOver, jobs,
 		time.Since(killed).Round(time.Millisecond), busy/n)
