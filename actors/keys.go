@@ -127,21 +127,15 @@ func NewKeyCache(ttl time.Duration) *KeyCache {
 	return &KeyCache{ttl: ttl, entries: map[string]cachedKey{}}
 }
 
-func (c *KeyCache) get(id string, now time.Time) (APIKey, bool) {
+// get returns the cached key, or false and the write count to hand to put for a record read after this call.
+func (c *KeyCache) get(id string, now time.Time) (APIKey, bool, uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, ok := c.entries[id]
 	if !ok || now.Sub(e.fetched) >= c.ttl || now.Before(e.fetched) {
-		return APIKey{}, false
+		return APIKey{}, false, c.writes
 	}
-	return e.key, true
-}
-
-// generation is the write count to hand to put for a record read after this call.
-func (c *KeyCache) generation() uint64 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.writes
+	return e.key, true, c.writes
 }
 
 // forget drops a key whose record is being written.
@@ -240,8 +234,7 @@ func (k Keys) Authenticate(ctx context.Context, secret string) (APIKey, error) {
 	now := k.Clock.Now()
 	key, cached, gen := APIKey{}, false, uint64(0)
 	if k.Cache != nil {
-		key, cached = k.Cache.get(id, now)
-		gen = k.Cache.generation()
+		key, cached, gen = k.Cache.get(id, now)
 	}
 	if !cached {
 		var err error

@@ -80,7 +80,7 @@ func TestKeyCacheWritesDropEntries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gen := keys.Cache.generation()
+	_, _, gen := keys.Cache.get(key2.ID, clk.Now())
 	before, _, err := keys.Get(ctx, key2.ID)
 	if err != nil {
 		t.Fatal(err)

@@ -207,7 +207,7 @@ func buildStructCopy(t reflect.Type, inProgress map[reflect.Type]*copyFunc) copy
 		if _, after, ok := strings.Cut(tag, ","); ok {
 			opts = after
 		}
-		if strings.Contains(opts, "inline") || strings.Contains(opts, "as_array") {
+		if hasOption(opts, "inline") || hasOption(opts, "as_array") {
 			return nil
 		}
 		c := buildCopy(f.Type, inProgress)
