@@ -219,7 +219,7 @@ func (a *jobActor) submit(ctx actor.Context, msg *JobSubmit) {
 		a.deps.Respond(ctx, &JobReply{Record: a.rec, Replayed: true})
 		return
 	}
-	cctx, cancel := a.deps.storeCtx()
+	cctx, cancel := a.deps.peerCtx()
 	rep, err := a.deps.orgs().Reserve(cctx, OrgReserve{OrgID: spec.OrgID, Op: spec.RequestID, Credits: msg.Hold,
 		Slot: msg.Slot, Batch: msg.Batch})
 	cancel()
@@ -290,7 +290,7 @@ func (a *jobActor) dropOrphanEntry() {
 
 // releaseQuietly frees a hold whose job could not be created.
 func (a *jobActor) releaseQuietly(orgID, op string) {
-	cctx, cancel := a.deps.storeCtx()
+	cctx, cancel := a.deps.peerCtx()
 	defer cancel()
 	if _, err := a.deps.orgs().Release(cctx, OrgRelease{OrgID: orgID, Op: op}); err != nil {
 		a.deps.Logger.Error().Err(err).Str("job", op).Msg("release credits of a refused job")
@@ -411,7 +411,8 @@ func (a *jobActor) activeVersion(ctx context.Context) persistence.Version {
 // perform carries out one settlement effect; each is idempotent, so a crash before MarkSettled is saved only
 // makes the next activation repeat it harmlessly.
 func (a *jobActor) perform(r *jobstate.Record, fx jobstate.Effect) error {
-	cctx, cancel := a.deps.storeCtx()
+	// Charges, releases and asset records ask the organization actor (a peer); the outbox is a storage call.
+	cctx, cancel := a.deps.peerCtx()
 	defer cancel()
 	switch fx.Kind {
 	case jobstate.EffectChargeCredits:
@@ -440,7 +441,9 @@ func (a *jobActor) perform(r *jobstate.Record, fx jobstate.Effect) error {
 		if a.deps.Outbox.Store == nil {
 			return errors.New("no outbox on this node")
 		}
-		return a.deps.Outbox.Add(cctx, e)
+		sctx, cancel := a.deps.storeCtx()
+		defer cancel()
+		return a.deps.Outbox.Add(sctx, e)
 	}
 	return nil
 }
@@ -455,7 +458,8 @@ func replyErr(rep *OrgReply, err error) error {
 	return nil
 }
 
-// writeAssets creates the source and watermarked asset records of a succeeded embed.
+// writeAssets creates the source and watermarked asset records of a succeeded embed; ctx bounds the question
+// to the organization actor (its plan sets the retention).
 func (a *jobActor) writeAssets(ctx context.Context, r *jobstate.Record) error {
 	rep, err := a.deps.orgs().Get(ctx, r.OrgID)
 	if err := replyErr(rep, err); err != nil {
@@ -474,11 +478,13 @@ func (a *jobActor) writeAssets(ctx context.Context, r *jobstate.Record) error {
 		WatermarkID: out.WatermarkID, BlobKey: out.BlobKey, Filename: out.Filename,
 		CreatedAt: done, UpdatedAt: done, FileExpiresAt: done.Add(retention), Media: out.Media,
 		StorageDestinationID: r.StorageDestinationID}
+	sctx, cancel := a.deps.storeCtx()
+	defer cancel()
 	assets := Assets{Store: a.deps.Store}
-	if err := assets.Create(ctx, source); err != nil {
+	if err := assets.Create(sctx, source); err != nil {
 		return err
 	}
-	return assets.Create(ctx, marked)
+	return assets.Create(sctx, marked)
 }
 
 func formatOfContentType(ct, fallback string) string {

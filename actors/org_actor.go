@@ -28,6 +28,11 @@ type Deps struct {
 	IdleTimeout time.Duration
 	// StoreTimeout bounds each storage call made while handling one message.
 	StoreTimeout time.Duration
+	// PeerTimeout bounds each request to another actor made while handling one message (a job actor asking
+	// the organization actor to hold, charge or release credits). It must outlast the cluster's failure
+	// detection: when the peer's node dies, its identity moves only once the survivors declare the node
+	// dead, and until then the request finds no answer. Zero means StoreTimeout.
+	PeerTimeout time.Duration
 	// ActorDelta, when set, is told when an actor of a kind starts (+1) and stops (-1), for metrics.
 	ActorDelta func(kind string, delta int)
 	// Reply sends a plain Go value to a saved requester (an answer given after the request's handler ended).
@@ -156,6 +161,14 @@ func (d *Deps) storeCtx() (context.Context, context.CancelFunc) {
 		t = 10 * time.Second
 	}
 	return context.WithTimeout(d.lifetime(), t)
+}
+
+// peerCtx bounds a request to another actor (PeerTimeout).
+func (d *Deps) peerCtx() (context.Context, context.CancelFunc) {
+	if d.PeerTimeout <= 0 {
+		return d.storeCtx()
+	}
+	return context.WithTimeout(d.lifetime(), d.PeerTimeout)
 }
 
 // load reads the record on first use. It answers and returns false when the caller must stop handling.

@@ -365,7 +365,7 @@ func TestFailover(t *testing.T) {
 		return len(f1.Members()) == 2 && len(f2.Members()) == 2
 	})
 	t.Logf("f3 killed (stop took %v); survivors dropped it after %v (by the timings: at most %v)",
-		stopTook, detect, clustertest.DetectionTime(fd, 3))
+		stopTook, detect, fd.DetectionTime(3))
 
 	res := <-inflight
 	if res.err != nil {

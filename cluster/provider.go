@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"net"
 	"slices"
 	"strconv"
@@ -51,6 +52,29 @@ func DefaultFailureDetection() FailureDetection {
 		SuspicionMult:  2,
 		GossipInterval: 100 * time.Millisecond,
 	}
+}
+
+// DetectionTime is about the longest the survivors of a cluster of members
+// nodes take to declare a crashed member dead on an idle machine (give or
+// take timer delays): up to one ProbeInterval until the member is probed, one
+// more for the failed direct, indirect and TCP probes (they fill the
+// interval), the suspicion, and one GossipInterval for the death to reach the
+// others. The suspicion lasts SuspicionMult × ProbeInterval (× log10 of the
+// members from 10 on); when SuspicionMult - 2 independent confirmations can
+// be expected (members - 2 ≥ SuspicionMult - 2 ≥ 1) it starts at 6 times that
+// (memberlist's SuspicionMaxTimeoutMult) and shrinks as they come, so the
+// worst case is the 6 times (the usual case, with every survivor confirming,
+// is near the 1 time). Zero fields take DefaultFailureDetection's values, as
+// Start does. Until then, a request to an actor the member hosted finds no
+// answer: a caller that must ride through a node's death waits this long.
+func (f FailureDetection) DetectionTime(members int) time.Duration {
+	f = f.withDefaults()
+	scale := math.Max(1, math.Log10(float64(max(1, members))))
+	suspicion := time.Duration(float64(time.Duration(f.SuspicionMult)*f.ProbeInterval) * scale)
+	if k := f.SuspicionMult - 2; k >= 1 && members-2 >= k {
+		suspicion *= 6
+	}
+	return 2*f.ProbeInterval + suspicion + f.GossipInterval
 }
 
 func (f FailureDetection) withDefaults() FailureDetection {

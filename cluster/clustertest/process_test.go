@@ -384,7 +384,7 @@ func TestProcessCluster(t *testing.T) {
 		}
 	}
 	t.Logf("SIGKILL of %s: edge dropped it after %v (by the timings: at most %v); a request sent right after the kill was answered by %s after %v",
-		victim, detect, clustertest.DetectionTime(fd, 4), node, answered)
+		victim, detect, fd.DetectionTime(4), node, answered)
 
 	// Restart it: a new actor system id under the same name and ports.
 	noRaces(vp)

@@ -1,7 +1,6 @@
 package clustertest
 
 import (
-	"math"
 	"time"
 
 	"filigrane/cluster"
@@ -51,41 +50,10 @@ func QuickDetection() cluster.FailureDetection {
 	}
 }
 
-// DetectionTime is the longest memberlist takes, by its configuration, to
-// declare a crashed member of a cluster of members nodes dead on an idle
-// machine (give or take timer delays): up to one ProbeInterval until the member is probed, one more for
-// the failed probe (direct, indirect and TCP attempts all end within the
-// interval), the suspicion, and one GossipInterval for the death to reach
-// the others. The suspicion lasts SuspicionMult × ProbeInterval (× log10 of
-// the members from 10 on); when SuspicionMult - 2 independent confirmations
-// can be expected (members - 2 ≥ SuspicionMult - 2 ≥ 1) it starts at 6 times
-// that (memberlist's SuspicionMaxTimeoutMult) and shrinks as they come, so
-// the worst case is the 6 times (the usual case, with every survivor
-// confirming, is near the 1 time). Zero fields take
-// cluster.DefaultFailureDetection's values, as cluster.Start does.
-func DetectionTime(fd cluster.FailureDetection, members int) time.Duration {
-	d := cluster.DefaultFailureDetection()
-	if fd.ProbeInterval <= 0 {
-		fd.ProbeInterval = d.ProbeInterval
-	}
-	if fd.SuspicionMult <= 0 {
-		fd.SuspicionMult = d.SuspicionMult
-	}
-	if fd.GossipInterval <= 0 {
-		fd.GossipInterval = d.GossipInterval
-	}
-	scale := math.Max(1, math.Log10(float64(max(1, members))))
-	suspicion := time.Duration(float64(time.Duration(fd.SuspicionMult)*fd.ProbeInterval) * scale)
-	if k := fd.SuspicionMult - 2; k >= 1 && members-2 >= k {
-		suspicion *= 6
-	}
-	return 2*fd.ProbeInterval + suspicion + fd.GossipInterval
-}
-
 // DetectionBudget is the longest a test waits for a crashed member to be
-// declared dead: DetectionTime plus LoadSlack (a loaded machine runs the
+// declared dead: cluster.FailureDetection.DetectionTime plus LoadSlack (a loaded machine runs the
 // timers late, and memberlist's Lifeguard stretches the probe timeouts of a
 // node that sees itself degraded).
 func DetectionBudget(fd cluster.FailureDetection, members int) time.Duration {
-	return DetectionTime(fd, members) + LoadSlack
+	return fd.DetectionTime(members) + LoadSlack
 }

@@ -41,6 +41,24 @@ import (
 	"filigrane/persistence/opcount"
 )
 
+const (
+	// storeTimeout bounds each storage call an actor makes while handling one message.
+	storeTimeout = 10 * time.Second
+	// peerTimeoutMembers is the cluster size the actors' wait for a peer allows for (failure detection's
+	// suspicion grows with log10 of the members).
+	peerTimeoutMembers = 100
+)
+
+// peerTimeout bounds a call to an actor that may live on another node: one made by an actor while it handles
+// a message (a job actor asking the organization actor to hold credits) or by the API while it serves a
+// request. When that node dies, its actors' identities move only once the survivors declare it dead, so the
+// wait covers failure detection in a cluster of up to peerTimeoutMembers nodes, plus a storage call of the
+// fresh activation; a shorter wait turned a node's death into 503s for requests that would have been served
+// (TestTwelveNodes saw one when its victim hosted the organization).
+func peerTimeout(fd cluster.FailureDetection) time.Duration {
+	return storeTimeout + fd.DetectionTime(peerTimeoutMembers)
+}
+
 // Config is a node's configuration; zero values take the documented defaults.
 type Config struct {
 	DataDir    string // default ./data
@@ -342,7 +360,8 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 			ctx.Send(to, wrapped)
 		},
 		IdleTimeout:  10 * time.Minute,
-		StoreTimeout: 10 * time.Second,
+		StoreTimeout: storeTimeout,
+		PeerTimeout:  peerTimeout(cfg.FailureDetection),
 		ActorDelta:   n.Metrics.ActorDelta,
 		Caller:       caller,
 		Dispatch: func(rec *jobstate.Record) {
@@ -449,9 +468,10 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	}
 	keys := actors.Keys{Store: store, Clock: cfg.Clock, Cache: actors.NewKeyCache(keyCacheTTL)} // API and console share it
 	n.api = apihttp.New(apihttp.Config{
-		Keys:  keys,
-		Orgs:  actors.OrgClient{Caller: n.cluster},
-		Store: store, Blobs: blobs, Caller: n.cluster, Media: media, Pool: n.pools.Sync(),
+		Keys:         keys,
+		Orgs:         actors.OrgClient{Caller: n.cluster},
+		ActorTimeout: peerTimeout(cfg.FailureDetection),
+		Store:        store, Blobs: blobs, Caller: n.cluster, Media: media, Pool: n.pools.Sync(),
 		Catalog: catalog, Clock: cfg.Clock, Logger: httpLog, Metrics: n.Metrics,
 		Outbox: n.outbox, SyncWait: cfg.SyncWait, Health: n.health, Ready: n.ready, Conns: cfg.Conns,
 		Storage:   storageLib,

@@ -92,6 +92,14 @@ func startPlaceCluster(t *testing.T, extra [][]string) *placeCluster {
 	}
 	c.procs = procs
 	t.Cleanup(procs.KillAll)
+	t.Cleanup(func() {
+		// The nodes log at warn: on a failure their last lines say what a 503 or a lost job cannot.
+		if t.Failed() {
+			for i, p := range procs.List {
+				t.Logf("n%d's last log lines:\n%s", i, p.Tail(30))
+			}
+		}
+	})
 	f := &clusterFixture{procs: procs}
 	for i := 0; i < n; i++ {
 		f.waitMembers(t, i, n)
