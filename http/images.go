@@ -524,12 +524,31 @@ func (s *Server) jobUsesInput(c context.Context, orgID, reqID, key string) bool 
 	rep, err := actors.JobClient{Caller: s.cfg.Caller}.Get(qctx, orgID, reqID)
 	if err != nil {
 		s.cfg.Logger.Warn().Err(err).Str("job", reqID).Msg("after a failed submission: cannot tell whether the job exists; keeping its input")
+		s.checkInputLater(c, orgID, reqID, key)
 		return true
 	}
 	if rep.Code == actors.ReplyNotFound {
 		return false
 	}
 	return rep.Record == nil || rep.Record.Input.BlobKey == key
+}
+
+// checkInputLater hands the outbox a check of an input file kept because nobody could tell whether its job
+// exists (actors.OutboxJobInput): without it, a file whose job was never created would stay stored for good.
+func (s *Server) checkInputLater(c context.Context, orgID, reqID, key string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(c), 5*time.Second)
+	defer cancel()
+	e, err := actors.InputCheck(orgID, reqID, key, s.cfg.Clock.Now())
+	if err == nil {
+		if s.cfg.Outbox.Store == nil {
+			err = errors.New("no outbox on this node")
+		} else {
+			err = s.cfg.Outbox.Add(ctx, e)
+		}
+	}
+	if err != nil {
+		s.cfg.Logger.Error().Err(err).Str("job", reqID).Str("blob", key).Msg("input kept with no later check: delete it by hand if no job reads it")
+	}
 }
 
 // outputDeleted reports whether a succeeded embed's watermarked asset was deleted.

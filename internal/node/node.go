@@ -335,6 +335,7 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 		Endpoints: n.webhookEndpoints, Clock: cfg.Clock, Metrics: webhooks.NewMetrics(n.Metrics.Registry),
 		Sender: webhooks.NewSender(&egress.Guard{AllowPrivate: cfg.AllowPrivateTargets}, 0)}
 	webhooks.RegisterHandlers(n.outboxes, store, hooks) // every webhook kind (webhooks.Kinds)
+	n.outboxes.MustRegister(actors.OutboxJobInput, actors.InputCheckHandler(caller, blobs))
 	n.pools = actors.NewPools(actors.PoolsConfig{Caller: caller, Processor: media, Node: cfg.NodeName, Lease: cfg.LeaseDuration,
 		Logger: cfg.Logger.With().Str("component", "workers").Logger(), Workers: workers, CPUTokens: cfg.Workers,
 		Metrics: actors.NewWorkMetrics(n.Metrics.Registry, cfg.NodeName)})
