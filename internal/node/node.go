@@ -47,6 +47,8 @@ const (
 	// peerTimeoutMembers is the cluster size the actors' wait for a peer allows for (failure detection's
 	// suspicion grows with log10 of the members).
 	peerTimeoutMembers = 100
+	// maxPeerWait caps the part of peerTimeout that waits out failure detection.
+	maxPeerWait = time.Minute
 )
 
 // peerTimeout bounds a call to an actor that may live on another node: one made by an actor while it handles
@@ -55,8 +57,10 @@ const (
 // wait covers failure detection in a cluster of up to peerTimeoutMembers nodes, plus a storage call of the
 // fresh activation; a shorter wait turned a node's death into 503s for requests that would have been served
 // (TestTwelveNodes saw one when its victim hosted the organization).
+// Detection slower than maxPeerWait (long suspicion timings) is not waited out: such a request answers 503
+// with Retry-After rather than hold its client for minutes.
 func peerTimeout(fd cluster.FailureDetection) time.Duration {
-	return storeTimeout + fd.DetectionTime(peerTimeoutMembers)
+	return storeTimeout + min(fd.DetectionTime(peerTimeoutMembers), maxPeerWait)
 }
 
 // Config is a node's configuration; zero values take the documented defaults.
