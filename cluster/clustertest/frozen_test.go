@@ -17,12 +17,14 @@ import (
 // burnEnv switches the test binary into a busy loop on one CPU (load beside the cluster).
 const burnEnv = "FILIGRANE_CLUSTERTEST_BURN"
 
-// burnersEnv sets how many busy-loop processes TestFrozenNodeDeclaredDeadUnderLoad starts beside its nodes
-// (default 0: in the suite the machine is loaded already; set it to show the bound at a chosen load).
+// burnersEnv sets how many busy-loop processes TestFrozenNodeDeclaredDeadUnderLoad starts beside its nodes,
+// and then each node also runs a goroutine that burns CPU and allocates (a node at work). Default 0: in the
+// suite the machine is loaded already and its CPU is the suite's bottleneck; set it to show the bound at a
+// chosen load (FILIGRANE_CLUSTERTEST_BURNERS=8 -count=5 for the figures in docs/operations.md).
 const burnersEnv = "FILIGRANE_CLUSTERTEST_BURNERS"
 
-// TestFrozenNodeDeclaredDeadUnderLoad: three node processes, each with a goroutine that burns CPU and
-// allocates (a node at work), optionally beside busy-loop processes. First a slow but live node (p1, stopped
+// TestFrozenNodeDeclaredDeadUnderLoad: three node processes, with burnersEnv busy at work beside busy-loop
+// processes, else beside whatever loads the machine. First a slow but live node (p1, stopped
 // for 500 ms of every second, 8 s long) must NOT be declared dead: nobody is blocked and everyone still sees
 // three members. Then a frozen node (p2, SIGSTOP) must be declared dead by both others within
 // DetectionBudget; continued, it learns that it is blocked and comes back under a new id, and the others are
@@ -35,7 +37,9 @@ func TestFrozenNodeDeclaredDeadUnderLoad(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	fd := detection()
+	busy := "0"
 	if n, _ := strconv.Atoi(os.Getenv(burnersEnv)); n > 0 {
+		busy = "1"
 		bs, err := clustertest.StartProcesses(ctx, clustertest.ProcessConfig{
 			Binary: os.Args[0], N: n, Env: []string{burnEnv + "=1"},
 			Args: func(int, [][]int) []string { return nil },
@@ -52,7 +56,7 @@ func TestFrozenNodeDeclaredDeadUnderLoad(t *testing.T) {
 				"-remote-port", strconv.Itoa(ports[i][0]), "-gossip-port", strconv.Itoa(ports[i][1]),
 				"-probe-interval", fd.ProbeInterval.String(), "-probe-timeout", fd.ProbeTimeout.String(),
 				"-suspicion-mult", strconv.Itoa(fd.SuspicionMult), "-join", clustertest.SeedList(ports, 1),
-				"-busy", "1"}
+				"-busy", busy}
 		},
 	})
 	if err != nil {
