@@ -263,11 +263,27 @@ func (cc ChaosConfig) do(ctx context.Context, cfg Config, a Action, book *jobBoo
 			return 0, err
 		}
 	}
-	if err := cc.awaitServing(rctx, cfg, a, node, book); err != nil {
+	continued := a.Kind == "cont" && node >= 0
+	serveCtx := rctx
+	if continued {
+		// A node the cluster declared dead while it was frozen exits as soon as it learns so, which can be
+		// before it answers a single request: stop waiting for it to serve once it has exited.
+		var stop context.CancelFunc
+		serveCtx, stop = context.WithCancel(rctx)
+		defer stop()
+		go func() {
+			select {
+			case <-p.Exited():
+				stop()
+			case <-serveCtx.Done():
+			}
+		}()
+	}
+	if err := cc.awaitServing(serveCtx, cfg, a, node, book); err != nil && !(continued && exited(p)) {
 		return 0, err
 	}
 	recovery = time.Since(began)
-	if a.Kind != "cont" || node < 0 {
+	if !continued {
 		return recovery, nil
 	}
 	// A node frozen longer than the failure detection was declared dead. Once it runs again it learns so
@@ -294,6 +310,16 @@ func (cc ChaosConfig) do(ctx context.Context, cfg Config, a Action, book *jobBoo
 		return 0, err
 	}
 	return time.Since(began), nil
+}
+
+// exited reports whether p's current run has ended.
+func exited(p *clustertest.Process) bool {
+	select {
+	case <-p.Exited():
+		return true
+	default:
+		return false
+	}
 }
 
 // awaitServing polls until the action's target serves: a node answers GET /auth/api-key, the S3 server lets

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -33,6 +34,9 @@ const helperEnv = "FILIGRANE_CLUSTERTEST_NODE"
 func TestMain(m *testing.M) {
 	if os.Getenv(helperEnv) == "1" {
 		os.Exit(nodeMain(os.Args[1:]))
+	}
+	if os.Getenv(burnEnv) == "1" {
+		os.Exit(burnMain())
 	}
 	os.Exit(m.Run())
 }
@@ -84,8 +88,12 @@ func nodeMain(args []string) int {
 	probeInterval := fs.Duration("probe-interval", 0, "failure detection: probe interval (0: production default)")
 	probeTimeout := fs.Duration("probe-timeout", 0, "failure detection: probe timeout (0: production default)")
 	suspicionMult := fs.Int("suspicion-mult", 0, "failure detection: suspicion multiplier (0: production default)")
+	busy := fs.Int("busy", 0, "goroutines that burn CPU and allocate inside the node process (a node at work)")
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	for range *busy {
+		go busyWork()
 	}
 	var joins []string
 	if *join != "" {
@@ -504,5 +512,39 @@ func TestFreePortsOutsideEphemeralRange(t *testing.T) {
 			t.Fatalf("port %d: %v", p, err)
 		}
 		l.Close()
+	}
+}
+
+// burnMain spins one CPU until stdin closes.
+func burnMain() int {
+	runtime.GOMAXPROCS(1)
+	fmt.Println("READY")
+	done := make(chan struct{})
+	go func() { _, _ = io.Copy(io.Discard, os.Stdin); close(done) }()
+	x := 0
+	for {
+		select {
+		case <-done:
+			return 0
+		default:
+		}
+		for i := 0; i < 1e6; i++ {
+			x += i
+		}
+	}
+}
+
+// busyWork burns CPU and allocates like a worker decoding images, forever.
+func busyWork() {
+	var keep [][]byte
+	for i := 0; ; i++ {
+		b := make([]byte, 1<<20)
+		for j := range b {
+			b[j] = byte(i + j)
+		}
+		keep = append(keep, b)
+		if len(keep) > 16 {
+			keep = keep[:0]
+		}
 	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/hex"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -175,7 +176,20 @@ The web console is at %s/console/ — sign in as %s with this password (shown on
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), *grace)
 	defer cancel()
+	cut := blocked(n)
+	if cut {
+		// The cluster declared this member dead while it could not answer (a frozen process, a paused VM):
+		// its actors live on other nodes now, and the others refuse its messages. Requests in flight here
+		// cannot reach an actor and running work cannot report or hand back its job (its lease expires and
+		// the job is retried elsewhere), so the drain and the grace would only hold the restart back, for
+		// up to --drain-timeout plus --shutdown-grace while clients still reach this node. Stop at once.
+		cancel()
+	}
 	if err := n.Close(sctx); err != nil {
+		if cut && errors.Is(err, context.Canceled) {
+			logger.Warn().Err(err).Msg("stopped without waiting for requests in flight (the cluster declared this member dead)")
+			return 1
+		}
 		logger.Error().Err(err).Msg("shutdown")
 		return 1
 	}
@@ -184,6 +198,20 @@ The web console is at %s/console/ — sign in as %s with this password (shown on
 		return 1
 	}
 	return 0
+}
+
+// blocked reports whether n stopped serving because the cluster blocked its member id.
+func blocked(n *node.Node) bool {
+	c := n.Cluster()
+	if c == nil {
+		return false
+	}
+	select {
+	case <-c.Blocked():
+		return true
+	default:
+		return false
+	}
 }
 
 // parseRoles reads --roles; empty is the node's default (node.DefaultRoles).

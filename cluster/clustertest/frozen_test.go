@@ -1,0 +1,176 @@
+package clustertest_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"filigrane/cluster/clustertest"
+)
+
+// burnEnv switches the test binary into a busy loop on one CPU (load beside the cluster).
+const burnEnv = "FILIGRANE_CLUSTERTEST_BURN"
+
+// burnersEnv sets how many busy-loop processes TestFrozenNodeDeclaredDeadUnderLoad starts beside its nodes,
+// and then each node also runs a goroutine that burns CPU and allocates (a node at work). Default 0: in the
+// suite the machine is loaded already and its CPU is the suite's bottleneck; set it to show the bound at a
+// chosen load (FILIGRANE_CLUSTERTEST_BURNERS=8 -count=5 for the figures in docs/operations.md).
+const burnersEnv = "FILIGRANE_CLUSTERTEST_BURNERS"
+
+// TestFrozenNodeDeclaredDeadUnderLoad: three node processes, with burnersEnv busy at work beside busy-loop
+// processes, else beside whatever loads the machine. First a slow but live node (p1, stopped
+// for 500 ms of every second, 8 s long) must NOT be declared dead: nobody is blocked and everyone still sees
+// three members. Then a frozen node (p2, SIGSTOP) must be declared dead by both others within
+// DetectionBudget; continued, it learns that it is blocked and comes back under a new id, and the others are
+// never blocked.
+func TestFrozenNodeDeclaredDeadUnderLoad(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process test")
+	}
+	// Only turns a hang into a failure.
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	fd := detection()
+	busy := "0"
+	if n, _ := strconv.Atoi(os.Getenv(burnersEnv)); n > 0 {
+		busy = "1"
+		bs, err := clustertest.StartProcesses(ctx, clustertest.ProcessConfig{
+			Binary: os.Args[0], N: n, Env: []string{burnEnv + "=1"},
+			Args: func(int, [][]int) []string { return nil },
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer bs.KillAll()
+	}
+	ps, err := clustertest.StartProcesses(ctx, clustertest.ProcessConfig{
+		Binary: os.Args[0], N: 3, Ports: 2, Env: []string{helperEnv + "=1"},
+		Args: func(i int, ports [][]int) []string {
+			return []string{"-name", fmt.Sprintf("p%d", i),
+				"-remote-port", strconv.Itoa(ports[i][0]), "-gossip-port", strconv.Itoa(ports[i][1]),
+				"-probe-interval", fd.ProbeInterval.String(), "-probe-timeout", fd.ProbeTimeout.String(),
+				"-suspicion-mult", strconv.Itoa(fd.SuspicionMult), "-join", clustertest.SeedList(ports, 1),
+				"-busy", busy}
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ps.KillAll()
+	seq := 0
+	members := func(p *clustertest.Process) int {
+		t.Helper()
+		seq++
+		s := strconv.Itoa(seq)
+		line, err := p.Ask(ctx, "members "+s, regexp.MustCompile(`^MEMBERS `+s+` `))
+		if err != nil {
+			t.Fatalf("process %d: %v\n%s", p.Index, err, p.Tail(30))
+		}
+		n, _ := strconv.Atoi(strings.Fields(line)[2])
+		return n
+	}
+	// waitMembers polls until every process in on sees want members and returns how long each took; the
+	// wait is bounded by the detection budget.
+	waitMembers := func(want int, on ...*clustertest.Process) []time.Duration {
+		t.Helper()
+		start := time.Now()
+		took := make([]time.Duration, len(on))
+		for left := len(on); left > 0; {
+			for i, p := range on {
+				if took[i] == 0 && members(p) == want {
+					took[i] = time.Since(start)
+					left--
+				}
+			}
+			if time.Since(start) > clustertest.DetectionBudget(fd, 3) {
+				t.Fatalf("members seen after %v: want %d on every one of %d processes (took %v)", time.Since(start), want, len(on), took)
+			}
+			time.Sleep(25 * time.Millisecond)
+		}
+		return took
+	}
+	noneBlocked := func(which ...*clustertest.Process) {
+		t.Helper()
+		for _, p := range which {
+			if strings.Contains(p.Tail(1<<20), "BLOCKED") {
+				t.Fatalf("process %d was declared dead and blocked:\n%s", p.Index, p.Tail(30))
+			}
+		}
+	}
+	p0, p1, p2 := ps.List[0], ps.List[1], ps.List[2]
+	waitMembers(3, p0, p1, p2)
+
+	// A slow but live node: stopped for 500 ms of every second, longer than the probe timeout each time,
+	// far shorter than the suspicion it must refute.
+	end := dutyCycle(t, p1, 500*time.Millisecond, 500*time.Millisecond)
+	slow := time.Now()
+	for time.Since(slow) < 8*time.Second {
+		if members(p0) != 3 || members(p2) != 3 {
+			end()
+			t.Fatalf("the slow node was dropped after %v", time.Since(slow))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	end()
+	noneBlocked(p0, p1, p2)
+
+	// A frozen node: declared dead by both others within the budget.
+	if err := p2.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	took := waitMembers(2, p0, p1)
+	t.Logf("frozen p2 dropped by p0 after %v, by p1 after %v (budget %v)", took[0], took[1], clustertest.DetectionBudget(fd, 3))
+	if err := p2.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	for _, re := range []string{`^BLOCKED 1$`, `^READY 2 `} {
+		if _, err := p2.WaitLine(ctx, regexp.MustCompile(re)); err != nil {
+			t.Fatalf("continued p2: no line %s: %v\n%s", re, err, p2.Tail(30))
+		}
+	}
+	waitMembers(3, p0, p1, p2)
+	noneBlocked(p0, p1)
+}
+
+// dutyCycle keeps p stopped (SIGSTOP) for stopped out of every stopped+running until end is called.
+func dutyCycle(t *testing.T, p *clustertest.Process, stopped, running time.Duration) (end func()) {
+	t.Helper()
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			if err := p.Pause(); err != nil {
+				t.Errorf("duty cycle: %v", err)
+				return
+			}
+			select {
+			case <-done:
+			case <-time.After(stopped): // the duty cycle itself, not a wait for an event
+			}
+			if err := p.Resume(); err != nil {
+				t.Errorf("duty cycle: %v", err)
+				return
+			}
+			select {
+			case <-done:
+				return
+			case <-time.After(running):
+			}
+		}
+	}()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			close(done)
+			wg.Wait()
+		})
+	}
+}
