@@ -130,7 +130,7 @@ func DecodeBytesContext(ctx context.Context, data []byte, lim Limits) (*Picture,
 	if err != nil {
 		return nil, err
 	}
-	img, err := f.decodeCtx(ctx, data)
+	img, err := f.decodeAs(ctx, data, jpegNRGBA)
 	if err != nil {
 		return nil, err
 	}

@@ -39,7 +39,7 @@ func DecodeRGBRows(ctx context.Context, data []byte, lim Limits) (*RGBRows, *Pic
 	if err != nil {
 		return nil, nil, err
 	}
-	img, err := f.decodeCtx(ctx, data)
+	img, err := f.decodeAs(ctx, data, jpegNative)
 	if err != nil {
 		return nil, nil, err
 	}

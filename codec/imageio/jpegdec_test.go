@@ -1,0 +1,229 @@
+package imageio
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"image"
+	"image/color"
+	"image/jpeg"
+	"math/rand/v2"
+	"os"
+	"testing"
+)
+
+// noisyPicture is a gradient with per-pixel noise of amplitude amp: photo-like, so that blocks carry AC
+// coefficients at every frequency.
+func noisyPicture(w, h, amp int, seed uint64) *image.NRGBA {
+	img := pattern(w, h)
+	r := rand.New(rand.NewPCG(seed, 1))
+	for i := range img.Pix {
+		if i%4 == 3 || amp == 0 {
+			continue
+		}
+		img.Pix[i] = uint8(min(255, max(0, int(img.Pix[i])+r.IntN(2*amp+1)-amp)))
+	}
+	return img
+}
+
+// fastJPEGCases are files the fast decoder must decode itself (no fallback), with what they exercise.
+func fastJPEGCases(t testing.TB) map[string][]byte {
+	t.Helper()
+	cases := map[string][]byte{}
+	for _, q := range []int{30, 90, 100} {
+		img := noisyPicture(61, 37, 40, uint64(q))
+		cases["image/jpeg 4:2:0 q"+itoa(q)] = encodeWith(t, func(b *bytes.Buffer) error { return jpeg.Encode(b, img, &jpeg.Options{Quality: q}) })
+	}
+	gray := image.NewGray(image.Rect(0, 0, 45, 29))
+	for i := range gray.Pix {
+		gray.Pix[i] = uint8(i * 7)
+	}
+	cases["image/jpeg grey"] = encodeWith(t, func(b *bytes.Buffer) error { return jpeg.Encode(b, gray, &jpeg.Options{Quality: 95}) })
+	cases["1x1"] = encodeWith(t, func(b *bytes.Buffer) error { return jpeg.Encode(b, noisyPicture(1, 1, 0, 1), nil) })
+	big := noisyPicture(200, 150, 60, 7)
+	cases["EncodeJPEG 4:4:4 q95"] = encodeWith(t, func(b *bytes.Buffer) error { return EncodeJPEG(b, big, 95, nil) })
+	cases["EncodeJPEG 4:4:4 q40 with ICC"] = encodeWith(t, func(b *bytes.Buffer) error { return EncodeJPEG(b, big, 40, fakeICC("RGB ", 3000)) })
+	// Saturated colours push the colour conversion to its clamps.
+	sat := image.NewNRGBA(image.Rect(0, 0, 32, 32))
+	for i := range sat.Pix {
+		sat.Pix[i] = []uint8{255, 0, 0, 255, 0, 255, 255, 255, 0, 0, 255, 255}[i%12]
+	}
+	cases["saturated"] = encodeWith(t, func(b *bytes.Buffer) error { return EncodeJPEG(b, sat, 100, nil) })
+	for _, pf := range []string{"420", "422", "444"} {
+		b, err := os.ReadFile("testdata/restart_" + pf + ".jpg")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cases["ffmpeg restart markers "+pf] = b
+	}
+	return cases
+}
+
+func itoa(i int) string { return string(rune('0'+i/100%10)) + string(rune('0'+i/10%10)) + string(rune('0'+i%10)) }
+
+// TestFastJPEGMatchesImageJPEG: on baseline files of every chroma layout it handles, with and without restart
+// markers, the fast decoder returns image/jpeg's image type and bounds and samples within ±1 of image/jpeg's,
+// and its NRGBA output is exactly the conversion of its own YCbCr (the conversion DecodeBytes used to make).
+func TestFastJPEGMatchesImageJPEG(t *testing.T) {
+	ctx := context.Background()
+	for name, data := range fastJPEGCases(t) {
+		want, err := jpeg.Decode(bytes.NewReader(data))
+		if err != nil {
+			t.Fatalf("%s: image/jpeg: %v", name, err)
+		}
+		got, err := decodeJPEGFast(ctx, data, jpegNative)
+		if err != nil {
+			t.Errorf("%s: fast decoder: %v", name, err)
+			continue
+		}
+		if d := maxSampleDiff(t, got, want); d > 1 {
+			t.Errorf("%s: samples differ from image/jpeg's by up to %d", name, d)
+		}
+		n, err := decodeJPEGFast(ctx, data, jpegNRGBA)
+		if err != nil {
+			t.Fatalf("%s: fast decoder to NRGBA: %v", name, err)
+		}
+		b := got.Bounds()
+		if conv := toNRGBA(got, image.Rect(0, 0, b.Dx(), b.Dy())); !bytes.Equal(conv.Pix, n.(*image.NRGBA).Pix) || n.Bounds() != conv.Bounds() {
+			t.Errorf("%s: NRGBA output is not the conversion of the YCbCr output", name)
+		}
+	}
+}
+
+// maxSampleDiff compares two images of the same type (*image.YCbCr with the same ratio, or *image.Gray) sample
+// by sample over their bounds.
+func maxSampleDiff(t *testing.T, got, want image.Image) int {
+	t.Helper()
+	if got.Bounds() != want.Bounds() {
+		t.Fatalf("bounds %v, image/jpeg %v", got.Bounds(), want.Bounds())
+	}
+	diff := 0
+	cmp := func(a, b uint8) {
+		diff = max(diff, int(a)-int(b), int(b)-int(a))
+	}
+	r := got.Bounds()
+	switch w := want.(type) {
+	case *image.YCbCr:
+		g, ok := got.(*image.YCbCr)
+		if !ok || g.SubsampleRatio != w.SubsampleRatio {
+			t.Fatalf("got %T, image/jpeg %T %v", got, want, w.SubsampleRatio)
+		}
+		for y := r.Min.Y; y < r.Max.Y; y++ {
+			for x := r.Min.X; x < r.Max.X; x++ {
+				cmp(g.Y[g.YOffset(x, y)], w.Y[w.YOffset(x, y)])
+				cmp(g.Cb[g.COffset(x, y)], w.Cb[w.COffset(x, y)])
+				cmp(g.Cr[g.COffset(x, y)], w.Cr[w.COffset(x, y)])
+			}
+		}
+	case *image.Gray:
+		g, ok := got.(*image.Gray)
+		if !ok {
+			t.Fatalf("got %T, image/jpeg %T", got, want)
+		}
+		for y := r.Min.Y; y < r.Max.Y; y++ {
+			for x := r.Min.X; x < r.Max.X; x++ {
+				cmp(g.GrayAt(x, y).Y, w.GrayAt(x, y).Y)
+			}
+		}
+	default:
+		t.Fatalf("image/jpeg gave %T", want)
+	}
+	return diff
+}
+
+// TestFastJPEGFallsBack: files outside the fast decoder's subset go to image/jpeg and decode as before.
+func TestFastJPEGFallsBack(t *testing.T) {
+	ctx := context.Background()
+	for _, name := range []string{"progressive.jpg", "cmyk.jpg"} {
+		data, err := os.ReadFile("testdata/" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := decodeJPEGFast(ctx, data, jpegNRGBA); !errors.Is(err, errJPEGFallback) {
+			t.Errorf("%s: fast decoder gave %v, want the fallback", name, err)
+		}
+		p, err := DecodeBytes(data, Limits{})
+		if err != nil || p.Width != 32 || p.Height != 16 {
+			t.Errorf("%s: DecodeBytes: %v", name, err)
+		}
+	}
+}
+
+// TestFastJPEGTruncatedAndCorrupt: every prefix of a file with restart markers, and the file with single bytes
+// changed, is accepted by DecodeBytes exactly when image/jpeg accepts it; what the fast decoder accepts decodes
+// within ±1 of image/jpeg.
+func TestFastJPEGTruncatedAndCorrupt(t *testing.T) {
+	data, err := os.ReadFile("testdata/restart_420.jpg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var variants [][]byte
+	for n := 0; n <= len(data); n++ {
+		variants = append(variants, data[:n])
+	}
+	r := rand.New(rand.NewPCG(3, 4))
+	for range 3000 {
+		v := bytes.Clone(data)
+		v[r.IntN(len(v))] = uint8(r.IntN(256))
+		variants = append(variants, v)
+	}
+	for _, v := range variants {
+		checkFastJPEGAgainstImageJPEG(t, v)
+	}
+}
+
+// checkFastJPEGAgainstImageJPEG fails t when the fast decoder accepts what image/jpeg refuses, decodes to
+// samples more than 1 away from image/jpeg's, or when DecodeBytes and image/jpeg disagree on accepting data.
+func checkFastJPEGAgainstImageJPEG(t *testing.T, data []byte) {
+	t.Helper()
+	want, werr := jpeg.Decode(bytes.NewReader(data))
+	got, gerr := decodeJPEGFast(context.Background(), data, jpegNative)
+	if gerr == nil {
+		if werr != nil {
+			t.Fatalf("fast decoder accepts a file image/jpeg refuses (%v): %x", werr, data)
+		}
+		if d := maxSampleDiff(t, got, want); d > 1 {
+			t.Fatalf("samples differ by %d from image/jpeg: %x", d, data)
+		}
+	} else if !errors.Is(gerr, errJPEGFallback) {
+		t.Fatalf("fast decoder: %v", gerr)
+	}
+	lim := Limits{MaxPixels: 1 << 20}
+	if _, _, err := checkAll(data, lim); err != nil || werr != nil {
+		return // refused before decoding, or by both
+	}
+	if _, err := DecodeBytes(data, lim); err != nil {
+		t.Fatalf("DecodeBytes refuses what image/jpeg accepts: %v", err)
+	}
+}
+
+// FuzzFastJPEG compares the fast decoder with image/jpeg on arbitrary bytes (seeded with the files it handles):
+// same accept/reject through DecodeBytes, samples within ±1 where the fast decoder decodes.
+func FuzzFastJPEG(f *testing.F) {
+	for _, data := range fastJPEGCases(f) {
+		if len(data) < 20000 {
+			f.Add(data)
+		}
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if _, cfg, err := checkAll(data, Limits{MaxPixels: 1 << 16}); err != nil || cfg.Width*cfg.Height > 1<<16 {
+			return // big headers cost time, not coverage
+		}
+		checkFastJPEGAgainstImageJPEG(t, data)
+	})
+}
+
+// TestFastJPEGCancel: a cancelled context stops the fast decoder with the context's error.
+func TestFastJPEGCancel(t *testing.T) {
+	data := fastJPEGCases(t)["EncodeJPEG 4:4:4 q95"]
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := decodeJPEGFast(ctx, data, jpegNRGBA); !errors.Is(err, context.Canceled) {
+		t.Fatalf("got %v, want context.Canceled", err)
+	}
+	if _, err := DecodeBytesContext(ctx, data, Limits{}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("DecodeBytesContext: got %v, want context.Canceled", err)
+	}
+}
+
+var _ = color.NRGBA{}
