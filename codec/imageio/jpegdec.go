@@ -358,6 +358,18 @@ func (d *jpegDecoder) sosSeg(seg []byte) error {
 // refill tops the bit buffer up to at least 57 bits. Past a marker or the end of the data it adds zero bits,
 // counted in pad.
 func (d *jpegDecoder) refill() {
+	// Fast path: the next 8 bytes hold no 0xFF (no stuffing, no marker): take as many whole bytes as fit.
+	if d.pad == 0 && d.pos+8 <= len(d.data) {
+		x := binary.BigEndian.Uint64(d.data[d.pos:])
+		if y := ^x; (y-0x0101010101010101)&^y&0x8080808080808080 == 0 {
+			nb := (64 - d.nbits) >> 3
+			shift := uint(64 - 8*nb)
+			d.acc |= x >> shift << shift >> d.nbits
+			d.nbits += 8 * nb
+			d.pos += nb
+			return
+		}
+	}
 	for d.nbits <= 56 {
 		var b byte
 		if d.pad == 0 && d.pos < len(d.data) {
@@ -446,11 +458,12 @@ func (d *jpegDecoder) block(ci int, blk *[64]float32, q *[64]uint16) (int, error
 			if k > 63 {
 				return 0, errJPEG
 			}
+			k &= 63 // known; tells the compiler the indexes below are in range
 			v := (e >> 16) * int32(q[k])
 			if v > maxDequant || v < -maxDequant {
 				return 0, errJPEG
 			}
-			blk[jpegUnzig[k]] = float32(v) * qs[k]
+			blk[jpegUnzig[k]&63] = float32(v) * qs[k]
 			last = k
 			k++
 			continue
@@ -477,11 +490,12 @@ func (d *jpegDecoder) block(ci int, blk *[64]float32, q *[64]uint16) (int, error
 		if k > 63 {
 			return 0, errJPEG
 		}
+		k &= 63
 		v := d.receive(size) * int32(q[k])
 		if v > maxDequant || v < -maxDequant {
 			return 0, errJPEG
 		}
-		blk[jpegUnzig[k]] = float32(v) * qs[k]
+		blk[jpegUnzig[k]&63] = float32(v) * qs[k]
 		last = k
 		k++
 	}
@@ -653,55 +667,65 @@ func clampSample(x float32) uint8 {
 }
 
 // idct8x8 is the separable inverse DCT of a prescaled block (Arai-Agui-Nakajima: 5 multiplications per 8
-// samples), level-shifted, rounded and clamped into dst.
+// samples), level-shifted, rounded and clamped into dst. The two passes are written out (no calls, constant
+// indexes) because this is the decoder's hottest loop.
 func idct8x8(b *[64]float32, dst []uint8, stride int) {
-	// Columns: most have no AC coefficient in a photo's high frequencies.
-	for u := 0; u < 8; u++ {
-		if b[8+u] == 0 && b[16+u] == 0 && b[24+u] == 0 && b[32+u] == 0 && b[40+u] == 0 && b[48+u] == 0 && b[56+u] == 0 {
-			v := b[u]
-			b[8+u], b[16+u], b[24+u], b[32+u], b[40+u], b[48+u], b[56+u] = v, v, v, v, v, v, v
-			continue
-		}
-		e0, e1, e2, e3 := idct1(b[u], b[8+u], b[16+u], b[24+u], b[32+u], b[40+u], b[48+u], b[56+u])
-		b[u], b[8+u], b[16+u], b[24+u], b[32+u], b[40+u], b[48+u], b[56+u] = e0[0], e1[0], e2[0], e3[0], e3[1], e2[1], e1[1], e0[1]
-	}
-	for y := 0; y < 8; y++ {
-		r := b[8*y : 8*y+8 : 8*y+8]
-		e0, e1, e2, e3 := idct1(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7])
-		o := dst[y*stride : y*stride+8 : y*stride+8]
-		o[0], o[7] = clampSample(e0[0]), clampSample(e0[1])
-		o[1], o[6] = clampSample(e1[0]), clampSample(e1[1])
-		o[2], o[5] = clampSample(e2[0]), clampSample(e2[1])
-		o[3], o[4] = clampSample(e3[0]), clampSample(e3[1])
-	}
-}
-
-// idct1 is one 8-point AAN inverse DCT; it returns the output pairs (0,7), (1,6), (2,5), (3,4).
-func idct1(i0, i1, i2, i3, i4, i5, i6, i7 float32) (p0, p1, p2, p3 [2]float32) {
 	const (
 		r2   = 1.414213562 // sqrt(2)
 		c2   = 1.847759065 // 2·cos(π/8)
 		c2m6 = 1.082392200 // 2·(cos(π/8) − cos(3π/8))
 		c2p6 = 2.613125930 // 2·(cos(π/8) + cos(3π/8))
 	)
-	// Even part.
-	t10, t11 := i0+i4, i0-i4
-	t13 := i2 + i6
-	t12 := (i2-i6)*r2 - t13
-	e0, e3 := t10+t13, t10-t13
-	e1, e2 := t11+t12, t11-t12
-	// Odd part.
-	z13, z10 := i5+i3, i5-i3
-	z11, z12 := i1+i7, i1-i7
-	o7 := z11 + z13
-	o11 := (z11 - z13) * r2
-	z5 := (z10 + z12) * c2
-	o10 := c2m6*z12 - z5
-	o12 := -c2p6*z10 + z5
-	o6 := o12 - o7
-	o5 := o11 - o6
-	o4 := o10 + o5
-	return [2]float32{e0 + o7, e0 - o7}, [2]float32{e1 + o6, e1 - o6}, [2]float32{e2 + o5, e2 - o5}, [2]float32{e3 - o4, e3 + o4}
+	// Columns: many have no AC coefficient (a photo's high vertical frequencies quantise to zero).
+	for u := 0; u < 8; u++ {
+		c := b[u:64:64]
+		i1, i2, i3, i4, i5, i6, i7 := c[8], c[16], c[24], c[32], c[40], c[48], c[56]
+		if i1 == 0 && i2 == 0 && i3 == 0 && i4 == 0 && i5 == 0 && i6 == 0 && i7 == 0 {
+			v := c[0]
+			c[8], c[16], c[24], c[32], c[40], c[48], c[56] = v, v, v, v, v, v, v
+			continue
+		}
+		i0 := c[0]
+		t10, t11 := i0+i4, i0-i4
+		t13 := i2 + i6
+		t12 := (i2-i6)*r2 - t13
+		e0, e3 := t10+t13, t10-t13
+		e1, e2 := t11+t12, t11-t12
+		z13, z10 := i5+i3, i5-i3
+		z11, z12 := i1+i7, i1-i7
+		o7 := z11 + z13
+		o11 := (z11 - z13) * r2
+		z5 := (z10 + z12) * c2
+		o6 := z5 - c2p6*z10 - o7
+		o5 := o11 - o6
+		o4 := c2m6*z12 - z5 + o5
+		c[0], c[56] = e0+o7, e0-o7
+		c[8], c[48] = e1+o6, e1-o6
+		c[16], c[40] = e2+o5, e2-o5
+		c[24], c[32] = e3-o4, e3+o4
+	}
+	for y := 0; y < 8; y++ {
+		r := b[8*y : 8*y+8 : 8*y+8]
+		i0, i1, i2, i3, i4, i5, i6, i7 := r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7]
+		t10, t11 := i0+i4, i0-i4
+		t13 := i2 + i6
+		t12 := (i2-i6)*r2 - t13
+		e0, e3 := t10+t13, t10-t13
+		e1, e2 := t11+t12, t11-t12
+		z13, z10 := i5+i3, i5-i3
+		z11, z12 := i1+i7, i1-i7
+		o7 := z11 + z13
+		o11 := (z11 - z13) * r2
+		z5 := (z10 + z12) * c2
+		o6 := z5 - c2p6*z10 - o7
+		o5 := o11 - o6
+		o4 := c2m6*z12 - z5 + o5
+		o := dst[y*stride : y*stride+8 : y*stride+8]
+		o[0], o[7] = clampSample(e0+o7), clampSample(e0-o7)
+		o[1], o[6] = clampSample(e1+o6), clampSample(e1-o6)
+		o[2], o[5] = clampSample(e2+o5), clampSample(e2-o5)
+		o[3], o[4] = clampSample(e3-o4), clampSample(e3+o4)
+	}
 }
 
 // YCbCr to RGB, the arithmetic of image/color.YCbCrToRGB (and so of image/draw's conversion) in tables:

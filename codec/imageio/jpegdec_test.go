@@ -5,10 +5,10 @@ import (
 	"context"
 	"errors"
 	"image"
-	"image/color"
 	"image/jpeg"
 	"math/rand/v2"
 	"os"
+	"strconv"
 	"testing"
 )
 
@@ -32,7 +32,7 @@ func fastJPEGCases(t testing.TB) map[string][]byte {
 	cases := map[string][]byte{}
 	for _, q := range []int{30, 90, 100} {
 		img := noisyPicture(61, 37, 40, uint64(q))
-		cases["image/jpeg 4:2:0 q"+itoa(q)] = encodeWith(t, func(b *bytes.Buffer) error { return jpeg.Encode(b, img, &jpeg.Options{Quality: q}) })
+		cases["image/jpeg 4:2:0 q"+strconv.Itoa(q)] = encodeWith(t, func(b *bytes.Buffer) error { return jpeg.Encode(b, img, &jpeg.Options{Quality: q}) })
 	}
 	gray := image.NewGray(image.Rect(0, 0, 45, 29))
 	for i := range gray.Pix {
@@ -58,8 +58,6 @@ func fastJPEGCases(t testing.TB) map[string][]byte {
 	}
 	return cases
 }
-
-func itoa(i int) string { return string(rune('0'+i/100%10)) + string(rune('0'+i/10%10)) + string(rune('0'+i%10)) }
 
 // TestFastJPEGMatchesImageJPEG: on baseline files of every chroma layout it handles, with and without restart
 // markers, the fast decoder returns image/jpeg's image type and bounds and samples within ±1 of image/jpeg's,
@@ -226,4 +224,38 @@ func TestFastJPEGCancel(t *testing.T) {
 	}
 }
 
-var _ = color.NRGBA{}
+// BenchmarkDecodeJPEG12MP: DecodeBytes of a 12 MP photo-like JPEG (image/jpeg q90 4:2:0, and this package's
+// q95 4:4:4 as markfile's read-back check decodes it), with the fast decoder and with image/jpeg plus the
+// conversion to NRGBA that DecodeBytes made before it.
+//
+//	go test ./codec/imageio -run x -bench DecodeJPEG12MP -cpu 1 -benchtime 5x
+func BenchmarkDecodeJPEG12MP(b *testing.B) {
+	img := noisyPicture(4000, 3000, 12, 1)
+	files := map[string][]byte{
+		"420q90": encodeWith(b, func(w *bytes.Buffer) error { return jpeg.Encode(w, img, &jpeg.Options{Quality: 90}) }),
+		"444q95": encodeWith(b, func(w *bytes.Buffer) error { return EncodeJPEG(w, img, 95, nil) }),
+	}
+	for _, name := range []string{"420q90", "444q95"} {
+		data := files[name]
+		b.Run(name+"/fast", func(b *testing.B) {
+			cpu := cpuTime()
+			for b.Loop() {
+				if _, err := DecodeBytes(data, Limits{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			reportCPU(b, cpu)
+		})
+		b.Run(name+"/image-jpeg", func(b *testing.B) {
+			cpu := cpuTime()
+			for b.Loop() {
+				m, err := jpeg.Decode(bytes.NewReader(data))
+				if err != nil {
+					b.Fatal(err)
+				}
+				toNRGBA(m, m.Bounds())
+			}
+			reportCPU(b, cpu)
+		})
+	}
+}
