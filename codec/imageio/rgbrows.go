@@ -20,6 +20,40 @@ type RGBRows struct {
 func (r *RGBRows) Row(y int, rgb []uint8) {
 	m := r.ycc
 	b := m.Rect
+	if b.Min == (image.Point{}) {
+		// The layouts the JPEG decoders produce, with ycc's table form of color.YCbCrToRGB.
+		yr := m.Y[y*m.YStride : y*m.YStride+r.Width]
+		rgb = rgb[:3*r.Width]
+		switch m.SubsampleRatio {
+		case image.YCbCrSubsampleRatio444, image.YCbCrSubsampleRatio440:
+			cy := y
+			if m.SubsampleRatio == image.YCbCrSubsampleRatio440 {
+				cy = y / 2
+			}
+			cb, cr := m.Cb[cy*m.CStride:cy*m.CStride+r.Width], m.Cr[cy*m.CStride:cy*m.CStride+r.Width]
+			for x, v := range yr {
+				yy := int32(v) * 0x10101
+				cbx, crx := cb[x], cr[x]
+				p := rgb[3*x : 3*x+3 : 3*x+3]
+				p[0], p[1], p[2] = clamp16(yy+ycc.crR[crx]), clamp16(yy+ycc.cbG[cbx]+ycc.crG[crx]), clamp16(yy+ycc.cbB[cbx])
+			}
+			return
+		case image.YCbCrSubsampleRatio420, image.YCbCrSubsampleRatio422:
+			cy := y
+			if m.SubsampleRatio == image.YCbCrSubsampleRatio420 {
+				cy = y / 2
+			}
+			cw := (r.Width + 1) / 2
+			cb, cr := m.Cb[cy*m.CStride:cy*m.CStride+cw], m.Cr[cy*m.CStride:cy*m.CStride+cw]
+			for x, v := range yr {
+				yy := int32(v) * 0x10101
+				cbx, crx := cb[x>>1], cr[x>>1]
+				p := rgb[3*x : 3*x+3 : 3*x+3]
+				p[0], p[1], p[2] = clamp16(yy+ycc.crR[crx]), clamp16(yy+ycc.cbG[cbx]+ycc.crG[crx]), clamp16(yy+ycc.cbB[cbx])
+			}
+			return
+		}
+	}
 	for x := 0; x < r.Width; x++ {
 		yi, ci := m.YOffset(b.Min.X+x, b.Min.Y+y), m.COffset(b.Min.X+x, b.Min.Y+y)
 		rgb[3*x], rgb[3*x+1], rgb[3*x+2] = color.YCbCrToRGB(m.Y[yi], m.Cb[ci], m.Cr[ci])
