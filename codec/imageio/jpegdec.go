@@ -105,7 +105,8 @@ func decodeJPEGFast(ctx context.Context, data []byte, out jpegOut) (image.Image,
 var errJPEG = errors.New("jpeg: fallback")
 
 // nextMarker finds the next marker at or after d.pos the way image/jpeg does between segments (bytes before a
-// 0xFF are skipped, "FF 00" is skipped, fill bytes are skipped) and returns it with d.pos after it.
+// 0xFF are skipped, "FF 00" is skipped, fill bytes before a marker are skipped) and returns it with d.pos after
+// it. Like image/jpeg it returns 0 for "FF FF 00" (fill bytes, then a zero), which no caller accepts.
 func (d *jpegDecoder) nextMarker() (uint8, error) {
 	for {
 		for d.pos < len(d.data) && d.data[d.pos] != 0xFF {
@@ -114,41 +115,53 @@ func (d *jpegDecoder) nextMarker() (uint8, error) {
 		if d.pos+1 >= len(d.data) {
 			return 0, errJPEG
 		}
-		d.pos++
-		m := d.data[d.pos]
+		m := d.data[d.pos+1]
+		d.pos += 2
+		if m == 0 {
+			continue
+		}
 		for m == 0xFF {
-			d.pos++
 			if d.pos >= len(d.data) {
 				return 0, errJPEG
 			}
 			m = d.data[d.pos]
+			d.pos++
 		}
-		d.pos++
-		if m != 0 {
-			return m, nil
-		}
+		return m, nil
 	}
 }
 
 func (d *jpegDecoder) decode(ctx context.Context, out jpegOut) (image.Image, error) {
+	if err := d.headers(); err != nil {
+		return nil, err
+	}
+	img, err := d.scan(ctx, out)
+	if err != nil {
+		return nil, err
+	}
+	return img, d.tail()
+}
+
+// headers reads the segments up to and including the start of the scan, leaving d.pos at its entropy-coded data.
+func (d *jpegDecoder) headers() error {
 	if len(d.data) < 2 || d.data[0] != 0xFF || d.data[1] != 0xD8 {
-		return nil, errJPEG
+		return errJPEG
 	}
 	d.pos = 2
 	for {
 		m, err := d.nextMarker()
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if m >= 0xD0 && m <= 0xD7 { // a stray restart marker: image/jpeg ignores it
 			continue
 		}
 		if m == 0xD9 || d.pos+2 > len(d.data) {
-			return nil, errJPEG // EOI before the scan, or truncated
+			return errJPEG // EOI before the scan, or truncated
 		}
 		n := int(binary.BigEndian.Uint16(d.data[d.pos:])) - 2
 		if n < 0 || d.pos+2+n > len(d.data) {
-			return nil, errJPEG
+			return errJPEG
 		}
 		seg := d.data[d.pos+2 : d.pos+2+n]
 		d.pos += 2 + n
@@ -161,27 +174,20 @@ func (d *jpegDecoder) decode(ctx context.Context, out jpegOut) (image.Image, err
 			err = d.dqtSeg(seg)
 		case m == 0xDD:
 			if len(seg) != 2 {
-				return nil, errJPEG
+				return errJPEG
 			}
 			d.ri = int(binary.BigEndian.Uint16(seg))
 		case m == 0xDA:
-			if err := d.sosSeg(seg); err != nil {
-				return nil, err
-			}
-			img, err := d.scan(ctx, out)
-			if err != nil {
-				return nil, err
-			}
-			return img, d.tail()
+			return d.sosSeg(seg)
 		case m == 0xEE: // Adobe: may declare RGB or YCCK; image/jpeg's business
-			return nil, errJPEG
+			return errJPEG
 		case m >= 0xE0 && m <= 0xEF, m == 0xFE:
 			// other application segments and comments: nothing for the pixels
 		default:
-			return nil, errJPEG
+			return errJPEG
 		}
 		if err != nil {
-			return nil, err
+			return err
 		}
 	}
 }
@@ -560,91 +566,137 @@ func (d *jpegDecoder) restartSync(expect uint8) error {
 	return errJPEG
 }
 
-func (d *jpegDecoder) scan(ctx context.Context, out jpegOut) (image.Image, error) {
+// jpegScan is a scan being decoded one MCU row at a time.
+type jpegScan struct {
+	mxx, myy int
+	planes   [3][]uint8 // per component: the whole image, or one MCU row when local
+	stride   [3]int
+	local    bool // planes hold the current MCU row only
+	skip     bool // entropy decoding only (a validation pass): no IDCT, no planes
+	mcu      int
+	expect   uint8 // next restart marker
+	blk      [64]float32
+}
+
+func (d *jpegDecoder) newScan() jpegScan {
 	h0, v0 := d.comps[0].h, d.comps[0].v
-	mxx, myy := (d.w+8*h0-1)/(8*h0), (d.h+8*v0-1)/(8*v0)
+	return jpegScan{mxx: (d.w + 8*h0 - 1) / (8 * h0), myy: (d.h + 8*v0 - 1) / (8 * v0), expect: 0xD0}
+}
+
+// localPlanes gives s planes for one MCU row.
+func (d *jpegDecoder) localPlanes(s *jpegScan) {
+	s.local = true
+	for i := 0; i < d.ncomp; i++ {
+		c := d.comps[i]
+		s.stride[i] = 8 * c.h * s.mxx
+		s.planes[i] = make([]uint8, s.stride[i]*8*c.v)
+	}
+}
+
+// ratio is the chroma subsampling of a three-component frame.
+func (d *jpegDecoder) ratio() image.YCbCrSubsampleRatio {
+	hr, vr := d.comps[0].h/d.comps[1].h, d.comps[0].v/d.comps[1].v
+	switch {
+	case hr == 2 && vr == 2:
+		return image.YCbCrSubsampleRatio420
+	case hr == 2:
+		return image.YCbCrSubsampleRatio422
+	case vr == 2:
+		return image.YCbCrSubsampleRatio440
+	}
+	return image.YCbCrSubsampleRatio444
+}
+
+func (d *jpegDecoder) scan(ctx context.Context, out jpegOut) (image.Image, error) {
+	s := d.newScan()
+	h0, v0 := d.comps[0].h, d.comps[0].v
 	// Planes: for the native layout, the whole image as image/jpeg allocates it; for NRGBA, one MCU row.
 	var (
-		img    image.Image
-		planes [3][]uint8
-		stride [3]int
-		nrgba  *image.NRGBA
+		img   image.Image
+		nrgba *image.NRGBA
 	)
-	full := image.Rect(0, 0, 8*h0*mxx, 8*v0*myy)
+	full := image.Rect(0, 0, 8*h0*s.mxx, 8*v0*s.myy)
 	bounds := image.Rect(0, 0, d.w, d.h)
 	switch {
 	case out == jpegNative && d.ncomp == 1:
 		g := image.NewGray(full)
-		planes[0], stride[0] = g.Pix, g.Stride
+		s.planes[0], s.stride[0] = g.Pix, g.Stride
 		img = g.SubImage(bounds)
 	case out == jpegNative:
-		ratio := map[[2]int]image.YCbCrSubsampleRatio{{1, 1}: image.YCbCrSubsampleRatio444,
-			{2, 1}: image.YCbCrSubsampleRatio422, {1, 2}: image.YCbCrSubsampleRatio440,
-			{2, 2}: image.YCbCrSubsampleRatio420}[[2]int{h0 / d.comps[1].h, v0 / d.comps[1].v}]
-		m := image.NewYCbCr(full, ratio)
-		planes = [3][]uint8{m.Y, m.Cb, m.Cr}
-		stride = [3]int{m.YStride, m.CStride, m.CStride}
+		m := image.NewYCbCr(full, d.ratio())
+		s.planes = [3][]uint8{m.Y, m.Cb, m.Cr}
+		s.stride = [3]int{m.YStride, m.CStride, m.CStride}
 		img = m.SubImage(bounds)
 	default:
 		nrgba = image.NewNRGBA(bounds)
 		img = nrgba
-		for i := 0; i < d.ncomp; i++ {
-			c := d.comps[i]
-			stride[i] = 8 * c.h * mxx
-			planes[i] = make([]uint8, stride[i]*8*c.v)
-		}
+		d.localPlanes(&s)
 	}
-	var blk [64]float32
-	mcu, expect := 0, uint8(0xD0)
-	for my := 0; my < myy; my++ {
+	for my := 0; my < s.myy; my++ {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		for mx := 0; mx < mxx; mx++ {
-			for _, ci := range d.order[:d.ncomp] {
-				c := &d.comps[ci]
-				q := &d.quant[c.tq]
-				for j := 0; j < c.h*c.v; j++ {
-					bx, by := c.h*mx+j%c.h, c.v*my+j/c.h
-					if out == jpegNRGBA {
-						by = j / c.h // rows of this MCU row only
-					}
-					last, err := d.block(ci, &blk, q)
-					if err != nil {
-						return nil, err
-					}
-					dst := planes[ci][8*(by*stride[ci]+bx):]
-					if last == 0 {
-						fillBlock(dst, stride[ci], blk[0])
-					} else {
-						idct8x8(&blk, dst, stride[ci])
-					}
-				}
-			}
-			mcu++
-			if d.ri > 0 && mcu%d.ri == 0 && mcu < mxx*myy {
-				if err := d.restartSync(expect); err != nil {
-					return nil, err
-				}
-				expect++
-				if expect > 0xD7 {
-					expect = 0xD0
-				}
-				d.dc = [3]int32{}
-			}
+		if err := d.mcuRow(&s, my); err != nil {
+			return nil, err
 		}
 		if nrgba != nil {
-			d.toNRGBARows(nrgba, &planes, &stride, my)
+			d.toNRGBARows(nrgba, &s.planes, &s.stride, my)
 		}
 	}
-	if d.nbits < d.pad {
-		return nil, errJPEG
+	return img, d.endScan()
+}
+
+// mcuRow decodes MCU row my (the next one in the data).
+func (d *jpegDecoder) mcuRow(s *jpegScan, my int) error {
+	for mx := 0; mx < s.mxx; mx++ {
+		for _, ci := range d.order[:d.ncomp] {
+			c := &d.comps[ci]
+			q := &d.quant[c.tq]
+			for j := 0; j < c.h*c.v; j++ {
+				last, err := d.block(ci, &s.blk, q)
+				if err != nil {
+					return err
+				}
+				if s.skip {
+					continue
+				}
+				bx, by := c.h*mx+j%c.h, c.v*my+j/c.h
+				if s.local {
+					by = j / c.h
+				}
+				dst := s.planes[ci][8*(by*s.stride[ci]+bx):]
+				if last == 0 {
+					fillBlock(dst, s.stride[ci], s.blk[0])
+				} else {
+					idct8x8(&s.blk, dst, s.stride[ci])
+				}
+			}
+		}
+		s.mcu++
+		if d.ri > 0 && s.mcu%d.ri == 0 && s.mcu < s.mxx*s.myy {
+			if err := d.restartSync(s.expect); err != nil {
+				return err
+			}
+			s.expect++
+			if s.expect > 0xD7 {
+				s.expect = 0xD0
+			}
+			d.dc = [3]int32{}
+		}
 	}
-	// Unread entropy bytes, up to the next marker, belong to the scan.
+	return nil
+}
+
+// endScan checks that the scan did not read past its data and moves to the marker that ends it (unread entropy
+// bytes before it belong to the scan).
+func (d *jpegDecoder) endScan() error {
+	if d.nbits < d.pad {
+		return errJPEG
+	}
 	for d.pos < len(d.data) && !(d.data[d.pos] == 0xFF && d.pos+1 < len(d.data) && d.data[d.pos+1] != 0) {
 		d.pos++
 	}
-	return img, nil
+	return nil
 }
 
 // fillBlock writes a block with a DC coefficient only: every sample is the same.
