@@ -862,3 +862,77 @@ func (f format) decodeAs(ctx context.Context, data []byte, out jpegOut) (image.I
 	}
 	return f.decodeCtx(ctx, data)
 }
+
+// jpegRows decodes a JPEG one MCU row at a time, on demand (RGBRows): the memory of one MCU row instead of the
+// image, for one more pass of entropy decoding (the check) and a full decode per pass over the rows.
+type jpegRows struct {
+	start  jpegDecoder // after the headers, where the scan begins
+	d      jpegDecoder
+	s      jpegScan
+	cur    int         // the MCU row in s.planes; -1 when none
+	mcuRow image.YCbCr // s.planes as an image, for the row conversion
+}
+
+// newJPEGRows reads the headers and decodes the entropy-coded data of the whole scan without reconstructing
+// pixels, so that what can fail fails here, with image/jpeg's verdict (errJPEGFallback sends the file to
+// image/jpeg, like decodeJPEGFast). Grey files are left to the other paths.
+func newJPEGRows(ctx context.Context, data []byte) (*jpegRows, error) {
+	d := jpegDecoder{data: data}
+	err := d.headers()
+	if err == nil && d.ncomp != 3 {
+		err = errJPEG
+	}
+	r := &jpegRows{start: d, cur: -1}
+	if err == nil {
+		s := d.newScan()
+		s.skip = true
+		for my := 0; my < s.myy && err == nil; my++ {
+			if err = ctx.Err(); err == nil {
+				err = d.mcuRow(&s, my)
+			}
+		}
+		if err == nil {
+			err = d.endScan()
+		}
+		if err == nil {
+			err = d.tail()
+		}
+	}
+	if err != nil {
+		if cerr := ctx.Err(); cerr != nil {
+			return nil, cerr
+		}
+		return nil, errJPEGFallback
+	}
+	r.d = r.start
+	r.s = r.d.newScan()
+	r.d.localPlanes(&r.s)
+	h0, v0 := d.comps[0].h, d.comps[0].v
+	r.mcuRow = image.YCbCr{Y: r.s.planes[0], Cb: r.s.planes[1], Cr: r.s.planes[2], YStride: r.s.stride[0],
+		CStride: r.s.stride[1], SubsampleRatio: d.ratio(), Rect: image.Rect(0, 0, 8*h0*r.s.mxx, 8*v0)}
+	return r, nil
+}
+
+// row converts pixel row y to RGB, decoding up to its MCU row (from the start of the scan when y lies above the
+// current one).
+func (r *jpegRows) row(y, width int, rgb []uint8) {
+	rows := 8 * r.start.comps[0].v
+	my := y / rows
+	if my < r.cur {
+		planes, stride := r.s.planes, r.s.stride
+		r.d = r.start
+		r.s = r.d.newScan()
+		r.s.planes, r.s.stride, r.s.local = planes, stride, true
+		r.cur = -1
+	}
+	for r.cur < my {
+		r.cur++
+		if err := r.d.mcuRow(&r.s, r.cur); err != nil {
+			// Unreachable: newJPEGRows decoded the same bytes without error. Zeros rather than stale pixels.
+			clear(r.mcuRow.Y)
+			clear(r.mcuRow.Cb)
+			clear(r.mcuRow.Cr)
+		}
+	}
+	yccRowRGB(&r.mcuRow, y-my*rows, width, rgb)
+}

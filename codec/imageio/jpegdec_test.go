@@ -259,3 +259,50 @@ func BenchmarkDecodeJPEG12MP(b *testing.B) {
 		})
 	}
 }
+
+// TestJPEGRowsOnDemand: RGBRows of a JPEG decoded MCU row by MCU row gives DecodeBytes' pixels when the rows are
+// read in order, again from the top, and out of order; a file whose last bytes of entropy data are cut off is
+// refused by DecodeRGBRows itself (not left to fail half-way through the rows), as image/jpeg refuses it.
+func TestJPEGRowsOnDemand(t *testing.T) {
+	ctx := context.Background()
+	for name, data := range fastJPEGCases(t) {
+		if name == "image/jpeg grey" {
+			continue
+		}
+		rows, pic, err := DecodeRGBRows(ctx, data, Limits{})
+		if err != nil || rows == nil || rows.lazy == nil || pic != nil {
+			t.Fatalf("%s: rows %v, picture %v, %v", name, rows != nil && rows.lazy != nil, pic != nil, err)
+		}
+		want, err := DecodeBytes(data, Limits{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := want.Image.(*image.NRGBA)
+		rgb := make([]uint8, 3*rows.Width)
+		order := make([]int, 0, 3*rows.Height)
+		for y := 0; y < rows.Height; y++ {
+			order = append(order, y)
+		}
+		order = append(order, order...)
+		for y := rows.Height - 1; y >= 0; y -= 7 {
+			order = append(order, y)
+		}
+		for _, y := range order {
+			rows.Row(y, rgb)
+			for x := 0; x < rows.Width; x++ {
+				p := m.Pix[m.PixOffset(x, y):]
+				if rgb[3*x] != p[0] || rgb[3*x+1] != p[1] || rgb[3*x+2] != p[2] {
+					t.Fatalf("%s: pixel %d,%d: rows %v, DecodeBytes %v", name, x, y, rgb[3*x:3*x+3], p[:3])
+				}
+			}
+		}
+	}
+	data := fastJPEGCases(t)["EncodeJPEG 4:4:4 q95"]
+	cut := append(bytes.Clone(data[:len(data)-40]), 0xFF, 0xD9)
+	if _, err := jpeg.Decode(bytes.NewReader(cut)); err == nil {
+		t.Fatal("image/jpeg accepts the cut file; the test needs one it refuses")
+	}
+	if _, _, err := DecodeRGBRows(ctx, cut, Limits{}); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("cut file: DecodeRGBRows gave %v, want ErrCorrupt", err)
+	}
+}

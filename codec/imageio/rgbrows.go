@@ -2,35 +2,49 @@ package imageio
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"image"
 	"image/color"
 )
 
 // RGBRows is a decoded opaque 8-bit image that is converted to RGB one row at a time, for a reader that needs
-// each row once or twice and not the image: a JPEG stays in its YCbCr form (1.5 to 3 bytes per pixel instead of
-// the 4 of the NRGBA image Decode returns).
+// each row once or twice and not the image. A baseline JPEG that the fast decoder handles is not held decoded
+// at all: its rows are decoded on demand, one MCU row (8 or 16 pixel rows) at a time, from the file, whose
+// entropy-coded data was checked whole before DecodeRGBRows returned; reading the rows again from the top
+// decodes the file again. Any other JPEG stays in its YCbCr form (1.5 to 3 bytes per pixel instead of the 4 of
+// the NRGBA image Decode returns). Row must not be called concurrently.
 type RGBRows struct {
 	Width, Height int
 	ycc           *image.YCbCr
+	lazy          *jpegRows
 }
 
 // Row writes row y (0 ≤ y < Height) as 8-bit RGB, 3 bytes per pixel, into rgb: byte for byte the R, G and B of
 // row y of the Picture.Image that DecodeBytesContext returns for the same file (image/draw's conversion uses
 // the same integer arithmetic as color.YCbCrToRGB).
 func (r *RGBRows) Row(y int, rgb []uint8) {
-	m := r.ycc
+	if r.lazy != nil {
+		r.lazy.row(y, r.Width, rgb)
+		return
+	}
+	yccRowRGB(r.ycc, y, r.Width, rgb)
+}
+
+// yccRowRGB converts row y (relative to m's bounds) of m, width pixels, to RGB.
+func yccRowRGB(m *image.YCbCr, y, width int, rgb []uint8) {
 	b := m.Rect
 	if b.Min == (image.Point{}) {
 		// The layouts the JPEG decoders produce, with ycc's table form of color.YCbCrToRGB.
-		yr := m.Y[y*m.YStride : y*m.YStride+r.Width]
-		rgb = rgb[:3*r.Width]
+		yr := m.Y[y*m.YStride : y*m.YStride+width]
+		rgb = rgb[:3*width]
 		switch m.SubsampleRatio {
 		case image.YCbCrSubsampleRatio444, image.YCbCrSubsampleRatio440:
 			cy := y
 			if m.SubsampleRatio == image.YCbCrSubsampleRatio440 {
 				cy = y / 2
 			}
-			cb, cr := m.Cb[cy*m.CStride:cy*m.CStride+r.Width], m.Cr[cy*m.CStride:cy*m.CStride+r.Width]
+			cb, cr := m.Cb[cy*m.CStride:cy*m.CStride+width], m.Cr[cy*m.CStride:cy*m.CStride+width]
 			for x, v := range yr {
 				yy := int32(v) * 0x10101
 				cbx, crx := cb[x], cr[x]
@@ -43,7 +57,7 @@ func (r *RGBRows) Row(y int, rgb []uint8) {
 			if m.SubsampleRatio == image.YCbCrSubsampleRatio420 {
 				cy = y / 2
 			}
-			cw := (r.Width + 1) / 2
+			cw := (width + 1) / 2
 			cb, cr := m.Cb[cy*m.CStride:cy*m.CStride+cw], m.Cr[cy*m.CStride:cy*m.CStride+cw]
 			for x, v := range yr {
 				yy := int32(v) * 0x10101
@@ -54,7 +68,7 @@ func (r *RGBRows) Row(y int, rgb []uint8) {
 			return
 		}
 	}
-	for x := 0; x < r.Width; x++ {
+	for x := 0; x < width; x++ {
 		yi, ci := m.YOffset(b.Min.X+x, b.Min.Y+y), m.COffset(b.Min.X+x, b.Min.Y+y)
 		rgb[3*x], rgb[3*x+1], rgb[3*x+2] = color.YCbCrToRGB(m.Y[yi], m.Cb[ci], m.Cr[ci])
 	}
@@ -72,6 +86,15 @@ func DecodeRGBRows(ctx context.Context, data []byte, lim Limits) (*RGBRows, *Pic
 	meta, err := readMeta(f.name, data)
 	if err != nil {
 		return nil, nil, err
+	}
+	if f.name == "jpeg" && meta.orientation == 1 {
+		lazy, err := newJPEGRows(ctx, data)
+		if err == nil {
+			return &RGBRows{Width: cfg.Width, Height: cfg.Height, lazy: lazy}, nil, nil
+		}
+		if !errors.Is(err, errJPEGFallback) {
+			return nil, nil, fmt.Errorf("imageio: jpeg decoding: %w", err)
+		}
 	}
 	img, err := f.decodeAs(ctx, data, jpegNative)
 	if err != nil {
