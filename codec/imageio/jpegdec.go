@@ -39,9 +39,10 @@ const (
 )
 
 // maxDequant bounds a dequantised coefficient. Samples of 8 bits give DCT coefficients of magnitude at most
-// 2048 (plus half a quantiser step of rounding); a larger one can only come from a crafted file, which
-// image/jpeg then decodes (its integer IDCT would overflow differently from this one).
-const maxDequant = 8192
+// 1024 (the DC of a flat block at 0 or 255; AC ones stay under 930), plus half a quantiser step of rounding; a
+// larger one can only come from a crafted file, which image/jpeg then decodes (its fixed-point IDCT overflows
+// differently from this float one: FuzzFastJPEG found pixels 255 apart with coefficients near 8192).
+const maxDequant = 2048
 
 type jpegHuff struct {
 	defined bool

@@ -171,7 +171,8 @@ func TestFastJPEGTruncatedAndCorrupt(t *testing.T) {
 }
 
 // checkFastJPEGAgainstImageJPEG fails t when the fast decoder accepts what image/jpeg refuses, decodes to
-// samples more than 1 away from image/jpeg's, or when DecodeBytes and image/jpeg disagree on accepting data.
+// samples more than 1 away from image/jpeg's, when DecodeBytes or DecodeRGBRows and image/jpeg disagree on
+// accepting data, or when the rows differ from DecodeBytes' pixels.
 func checkFastJPEGAgainstImageJPEG(t *testing.T, data []byte) {
 	t.Helper()
 	want, werr := jpeg.Decode(bytes.NewReader(data))
@@ -187,11 +188,32 @@ func checkFastJPEGAgainstImageJPEG(t *testing.T, data []byte) {
 		t.Fatalf("fast decoder: %v", gerr)
 	}
 	lim := Limits{MaxPixels: 1 << 20}
-	if _, _, err := checkAll(data, lim); err != nil || werr != nil {
-		return // refused before decoding, or by both
+	if _, _, err := checkAll(data, lim); err != nil {
+		return // refused before decoding
 	}
-	if _, err := DecodeBytes(data, lim); err != nil {
-		t.Fatalf("DecodeBytes refuses what image/jpeg accepts: %v", err)
+	rows, _, rerr := DecodeRGBRows(context.Background(), data, lim)
+	if werr != nil {
+		if rerr == nil {
+			t.Fatalf("DecodeRGBRows accepts a file image/jpeg refuses (%v): %x", werr, data)
+		}
+		return
+	}
+	pic, err := DecodeBytes(data, lim)
+	if err != nil || rerr != nil {
+		t.Fatalf("DecodeBytes (%v) or DecodeRGBRows (%v) refuses what image/jpeg accepts", err, rerr)
+	}
+	if rows == nil {
+		return
+	}
+	m := pic.Image.(*image.NRGBA)
+	rgb := make([]uint8, 3*rows.Width)
+	for y := 0; y < rows.Height; y++ {
+		rows.Row(y, rgb)
+		for x := 0; x < rows.Width; x++ {
+			if p := m.Pix[m.PixOffset(x, y):]; rgb[3*x] != p[0] || rgb[3*x+1] != p[1] || rgb[3*x+2] != p[2] {
+				t.Fatalf("RGBRows pixel %d,%d %v, DecodeBytes %v: %x", x, y, rgb[3*x:3*x+3], p[:3], data)
+			}
+		}
 	}
 }
 
