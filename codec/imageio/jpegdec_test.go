@@ -226,6 +226,9 @@ func FuzzFastJPEG(f *testing.F) {
 		}
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
+		if f, err := sniff(data); err != nil || f.name != "jpeg" {
+			return // other formats are FuzzDecode's
+		}
 		if _, cfg, err := checkAll(data, Limits{MaxPixels: 1 << 16}); err != nil || cfg.Width*cfg.Height > 1<<16 {
 			return // big headers cost time, not coverage
 		}
