@@ -157,7 +157,7 @@ func picture(f format, cfg image.Config, meta meta, img image.Image, lim Limits)
 		ICC:         meta.icc,
 		Width:       b.Dx(),
 		Height:      b.Dy(),
-		HasAlpha:    !isOpaque(out),
+		HasAlpha:    f.name != "jpeg" && !isOpaque(out), // JPEG has no alpha: no need to look
 		Depth:       depth,
 		Frames:      meta.frames,
 		Orientation: meta.orientation,

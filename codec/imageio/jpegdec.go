@@ -828,22 +828,16 @@ func (d *jpegDecoder) toNRGBARows(dst *image.NRGBA, planes *[3][]uint8, stride *
 			for x, v := range yr {
 				yy := int32(v) * 0x10101
 				b, r := cb[x], cr[x]
-				p := o[4*x : 4*x+4 : 4*x+4]
-				p[0] = clamp16(yy + ycc.crR[r])
-				p[1] = clamp16(yy + ycc.cbG[b] + ycc.crG[r])
-				p[2] = clamp16(yy + ycc.cbB[b])
-				p[3] = 0xFF
+				binary.LittleEndian.PutUint32(o[4*x:], uint32(clamp16(yy+ycc.crR[r]))|uint32(clamp16(yy+ycc.cbG[b]+ycc.crG[r]))<<8|
+					uint32(clamp16(yy+ycc.cbB[b]))<<16|0xFF<<24)
 			}
 			continue
 		}
 		for x, v := range yr {
 			yy := int32(v) * 0x10101
 			b, r := cb[x>>1], cr[x>>1]
-			p := o[4*x : 4*x+4 : 4*x+4]
-			p[0] = clamp16(yy + ycc.crR[r])
-			p[1] = clamp16(yy + ycc.cbG[b] + ycc.crG[r])
-			p[2] = clamp16(yy + ycc.cbB[b])
-			p[3] = 0xFF
+			binary.LittleEndian.PutUint32(o[4*x:], uint32(clamp16(yy+ycc.crR[r]))|uint32(clamp16(yy+ycc.cbG[b]+ycc.crG[r]))<<8|
+				uint32(clamp16(yy+ycc.cbB[b]))<<16|0xFF<<24)
 		}
 	}
 }
