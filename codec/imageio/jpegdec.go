@@ -17,7 +17,7 @@ import (
 // separable inverse DCT (Arai-Agui-Nakajima) that skips blocks without AC coefficients.
 //
 // It is a fast path, not a second opinion: anything else, and anything odd (progressive or arithmetic coding,
-// 12-bit samples, four components, an Adobe APP14 segment, RGB component ids, several scans, undefined tables,
+// 12-bit samples, four components, an Adobe APP14 segment that declares RGB, RGB component ids, several scans, undefined tables,
 // over-subscribed Huffman tables, coefficients out of the 8-bit range, a marker it does not expect, truncation,
 // ...) makes it give up with errJPEGFallback, and image/jpeg decodes the file instead, so what is accepted and
 // what is refused, and with which error, stays image/jpeg's. On the files it does decode, samples are within
@@ -180,8 +180,12 @@ func (d *jpegDecoder) headers() error {
 			d.ri = int(binary.BigEndian.Uint16(seg))
 		case m == 0xDA:
 			return d.sosSeg(seg)
-		case m == 0xEE: // Adobe: may declare RGB or YCCK; image/jpeg's business
-			return errJPEG
+		case m == 0xEE:
+			// Adobe (Photoshop writes it): transform 0 declares RGB samples, which image/jpeg reads as such
+			// unless there is a JFIF segment; leave those to it. Transform 1 is YCbCr, as without the segment.
+			if len(seg) >= 12 && string(seg[:5]) == "Adobe" && seg[11] == 0 {
+				return errJPEG
+			}
 		case m >= 0xE0 && m <= 0xEF, m == 0xFE:
 			// other application segments and comments: nothing for the pixels
 		default:

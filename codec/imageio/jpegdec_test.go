@@ -49,6 +49,9 @@ func fastJPEGCases(t testing.TB) map[string][]byte {
 		sat.Pix[i] = []uint8{255, 0, 0, 255, 0, 255, 255, 255, 0, 0, 255, 255}[i%12]
 	}
 	cases["saturated"] = encodeWith(t, func(b *bytes.Buffer) error { return EncodeJPEG(b, sat, 100, nil) })
+	// Photoshop's Adobe segment with transform 1 (YCbCr).
+	cases["Adobe APP14 YCbCr"] = withJPEGSegments(cases["image/jpeg 4:2:0 q90"],
+		jpegSegment(0xEE, []byte{'A', 'd', 'o', 'b', 'e', 0, 100, 0, 0, 0, 0, 1}))
 	for _, pf := range []string{"420", "422", "444"} {
 		b, err := os.ReadFile("testdata/restart_" + pf + ".jpg")
 		if err != nil {
@@ -129,7 +132,8 @@ func maxSampleDiff(t *testing.T, got, want image.Image) int {
 	return diff
 }
 
-// TestFastJPEGFallsBack: files outside the fast decoder's subset go to image/jpeg and decode as before.
+// TestFastJPEGFallsBack: files outside the fast decoder's subset (progressive, CMYK, RGB declared by an Adobe
+// segment) go to image/jpeg and decode as before.
 func TestFastJPEGFallsBack(t *testing.T) {
 	ctx := context.Background()
 	for _, name := range []string{"progressive.jpg", "cmyk.jpg"} {
@@ -144,6 +148,22 @@ func TestFastJPEGFallsBack(t *testing.T) {
 		if err != nil || p.Width != 32 || p.Height != 16 {
 			t.Errorf("%s: DecodeBytes: %v", name, err)
 		}
+	}
+	// An Adobe segment with transform 0 makes image/jpeg read the three components as R, G and B.
+	rgb := withJPEGSegments(fastJPEGCases(t)["image/jpeg 4:2:0 q90"], jpegSegment(0xEE, []byte{'A', 'd', 'o', 'b', 'e', 0, 100, 0, 0, 0, 0, 0}))
+	if _, err := decodeJPEGFast(ctx, rgb, jpegNRGBA); !errors.Is(err, errJPEGFallback) {
+		t.Errorf("Adobe RGB: fast decoder gave %v, want the fallback", err)
+	}
+	want, err := jpeg.Decode(bytes.NewReader(rgb))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := want.(*image.RGBA); !ok {
+		t.Fatalf("image/jpeg gave %T for the Adobe RGB file; the test needs RGB", want)
+	}
+	p, err := DecodeBytes(rgb, Limits{})
+	if err != nil || !bytes.Equal(p.Image.(*image.NRGBA).Pix, toNRGBA(want, want.Bounds()).Pix) {
+		t.Errorf("Adobe RGB: DecodeBytes differs from image/jpeg's RGB (%v)", err)
 	}
 }
 
