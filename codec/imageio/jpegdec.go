@@ -25,7 +25,8 @@ import (
 // integer arithmetic as image/color's, so the RGB pixels follow the samples.
 //
 // Costs are bounded like image/jpeg's: one scan, whose work is proportional to the MCU count given by the
-// frame header, which checkAll has already checked against the pixel limit; ctx is checked every MCU row.
+// frame header, which checkAll has already checked against the pixel limit; at most maxJPEGHuffTables table
+// builds; ctx is checked every MCU row.
 
 // errJPEGFallback: the fast decoder does not handle this file; image/jpeg decodes it.
 var errJPEGFallback = errors.New("imageio: jpeg: not handled by the fast decoder")
@@ -60,6 +61,9 @@ type jpegHuff struct {
 
 const jpegFastBits = 9
 
+// maxJPEGHuffTables bounds the Huffman tables a file may define before the fast decoder leaves it to image/jpeg.
+const maxJPEGHuffTables = 32
+
 type jpegComp struct {
 	id     uint8
 	h, v   int
@@ -78,6 +82,7 @@ type jpegDecoder struct {
 	qdefined    [4]bool
 	huff        [2][4]jpegHuff
 	ri          int
+	tablesBuilt int
 	sof         bool
 	scanStarted bool
 
@@ -287,6 +292,11 @@ func (d *jpegDecoder) dhtSeg(seg []byte) error {
 			total += counts[l]
 		}
 		if total == 0 || total > 256 || len(seg) < 17+total {
+			return errJPEG
+		}
+		// Building a table's lookups costs a few thousand operations; a file of nothing but tiny table
+		// definitions would multiply that by its size. Real files define 2 to 4 tables.
+		if d.tablesBuilt++; d.tablesBuilt > maxJPEGHuffTables {
 			return errJPEG
 		}
 		t := &d.huff[tc][th]

@@ -132,8 +132,8 @@ func maxSampleDiff(t *testing.T, got, want image.Image) int {
 	return diff
 }
 
-// TestFastJPEGFallsBack: files outside the fast decoder's subset (progressive, CMYK, RGB declared by an Adobe
-// segment) go to image/jpeg and decode as before.
+// TestFastJPEGFallsBack: files outside the fast decoder's subset (progressive, CMYK, more Huffman tables than
+// maxJPEGHuffTables, RGB declared by an Adobe segment) go to image/jpeg and decode as before.
 func TestFastJPEGFallsBack(t *testing.T) {
 	ctx := context.Background()
 	for _, name := range []string{"progressive.jpg", "cmyk.jpg"} {
@@ -148,6 +148,21 @@ func TestFastJPEGFallsBack(t *testing.T) {
 		if err != nil || p.Width != 32 || p.Height != 16 {
 			t.Errorf("%s: DecodeBytes: %v", name, err)
 		}
+	}
+	// More table definitions than a real file has: image/jpeg's business.
+	dht := encodeWith(t, func(b *bytes.Buffer) error { return jpeg.Encode(b, noisyPicture(16, 16, 9, 2), nil) })
+	i := bytes.Index(dht, []byte{0xFF, 0xC4})
+	n := int(dht[i+2])<<8 | int(dht[i+3])
+	var many []byte
+	for range maxJPEGHuffTables {
+		many = append(many, dht[i:i+2+n]...)
+	}
+	many = append(append(append([]byte(nil), dht[:i]...), many...), dht[i:]...)
+	if _, err := decodeJPEGFast(ctx, many, jpegNRGBA); !errors.Is(err, errJPEGFallback) {
+		t.Errorf("%d table definitions: fast decoder gave %v, want the fallback", maxJPEGHuffTables*4+4, err)
+	}
+	if _, err := DecodeBytes(many, Limits{}); err != nil {
+		t.Errorf("%d table definitions: DecodeBytes: %v", maxJPEGHuffTables*4+4, err)
 	}
 	// An Adobe segment with transform 0 makes image/jpeg read the three components as R, G and B.
 	rgb := withJPEGSegments(fastJPEGCases(t)["image/jpeg 4:2:0 q90"], jpegSegment(0xEE, []byte{'A', 'd', 'o', 'b', 'e', 0, 100, 0, 0, 0, 0, 0}))
