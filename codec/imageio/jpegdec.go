@@ -17,9 +17,9 @@ import (
 // separable inverse DCT (Arai-Agui-Nakajima) that skips blocks without AC coefficients.
 //
 // It is a fast path, not a second opinion: anything else, and anything odd (progressive or arithmetic coding,
-// 12-bit samples, four components, an Adobe APP14 segment that declares RGB, RGB component ids, several scans, undefined tables,
-// over-subscribed Huffman tables, coefficients out of the 8-bit range, a marker it does not expect, truncation,
-// ...) makes it give up with errJPEGFallback, and image/jpeg decodes the file instead, so what is accepted and
+// 12-bit samples, four components, an Adobe APP14 segment that declares RGB, RGB component ids, several scans,
+// undefined tables, over-subscribed Huffman tables, coefficients out of the 8-bit range, a marker it does not
+// expect, truncation, ...) makes it give up with errJPEGFallback, and image/jpeg decodes the file instead, so what is accepted and
 // what is refused, and with which error, stays image/jpeg's. On the files it does decode, samples are within
 // ±1 of image/jpeg's (its integer IDCT and this float one round differently); colour conversion is the same
 // integer arithmetic as image/color's, so the RGB pixels follow the samples.
@@ -45,6 +45,7 @@ const (
 // differently from this float one: FuzzFastJPEG found pixels 255 apart with coefficients near 8192).
 const maxDequant = 2048
 
+// jpegHuff is one Huffman table with its lookups.
 type jpegHuff struct {
 	defined bool
 	// fast maps the next 9 bits to (code length << 8 | symbol); a zero length means a longer code.
@@ -52,8 +53,8 @@ type jpegHuff struct {
 	// fastAC, for AC tables, maps the next 9 bits to a whole coefficient when the code and its extra bits fit
 	// in them: value << 16 | run << 8 | bits consumed; zero where they do not.
 	fastAC [1 << jpegFastBits]int32
-	// Canonical decoding of longer codes: maxCode[l] is the largest code of length l (+1, so 0 means none),
-	// delta[l] maps a code of length l to its index in vals.
+	// Canonical decoding of longer codes: the first l bits c are a code of length l (when no shorter code
+	// matched) if c < maxCode[l], one past the last code of that length; delta[l] maps c to its index in vals.
 	maxCode [18]uint32
 	delta   [17]int32
 	vals    [256]uint8
@@ -64,6 +65,7 @@ const jpegFastBits = 9
 // maxJPEGHuffTables bounds the Huffman tables a file may define before the fast decoder leaves it to image/jpeg.
 const maxJPEGHuffTables = 32
 
+// jpegComp is a component of the frame: its id, sampling factors, quantiser and (from the scan) Huffman tables.
 type jpegComp struct {
 	id     uint8
 	h, v   int
@@ -71,6 +73,8 @@ type jpegComp struct {
 	td, ta uint8
 }
 
+// jpegDecoder is the state of one decode: the file, the headers read so far, the bit reader and the DC
+// predictors.
 type jpegDecoder struct {
 	data        []byte
 	pos         int
@@ -84,7 +88,6 @@ type jpegDecoder struct {
 	ri          int
 	tablesBuilt int
 	sof         bool
-	scanStarted bool
 
 	// Bit reader: acc holds nbits bits, most significant first; the last pad of them are zeros made up past a
 	// marker or the end of data, and reading any of them is an error.
@@ -108,6 +111,7 @@ func decodeJPEGFast(ctx context.Context, data []byte, out jpegOut) (image.Image,
 	return img, nil
 }
 
+// errJPEG is the decoder's internal reason for giving up; decodeJPEGFast turns it into errJPEGFallback.
 var errJPEG = errors.New("jpeg: fallback")
 
 // nextMarker finds the next marker at or after d.pos the way image/jpeg does between segments (bytes before a
