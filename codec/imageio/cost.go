@@ -163,7 +163,7 @@ func DecodeForAnalysis(ctx context.Context, data []byte, lim Limits) (image.Imag
 	if err != nil {
 		return nil, "", err
 	}
-	img, err := f.decodeCtx(ctx, data)
+	img, err := f.decodeAs(ctx, data, jpegNative)
 	if err != nil {
 		return nil, f.name, err
 	}

@@ -2,7 +2,10 @@
 //
 // Accepted inputs: JPEG (baseline and progressive; CMYK and YCCK are converted to RGB), PNG (8 and 16 bit,
 // palette, gray, alpha), GIF (first frame only), BMP, TIFF (first image), WebP (lossy and lossless, still only)
-// and binary or ASCII Netpbm (P2, P3, P5, P6). Output is always PNG.
+// and binary or ASCII Netpbm (P2, P3, P5, P6). Output is always PNG. The common JPEGs (baseline, one scan,
+// grey or YCbCr up to 4:2:0) are decoded by this package's own decoder (jpegdec.go), straight into the layout the
+// caller wants; every other JPEG, and any file that decoder finds odd, is decoded by image/jpeg, so what is
+// accepted and refused is image/jpeg's either way (FuzzFastJPEG checks it).
 //
 // What survives the trip:
 //   - pixels, made upright: the EXIF orientation of a JPEG (APP1 Exif, tag 0x0112), and the Orientation tag of a
@@ -130,7 +133,7 @@ func DecodeBytesContext(ctx context.Context, data []byte, lim Limits) (*Picture,
 	if err != nil {
 		return nil, err
 	}
-	img, err := f.decodeCtx(ctx, data)
+	img, err := f.decodeAs(ctx, data, jpegNRGBA)
 	if err != nil {
 		return nil, err
 	}
@@ -157,7 +160,7 @@ func picture(f format, cfg image.Config, meta meta, img image.Image, lim Limits)
 		ICC:         meta.icc,
 		Width:       b.Dx(),
 		Height:      b.Dy(),
-		HasAlpha:    !isOpaque(out),
+		HasAlpha:    f.name != "jpeg" && !isOpaque(out), // JPEG has no alpha: no need to look
 		Depth:       depth,
 		Frames:      meta.frames,
 		Orientation: meta.orientation,

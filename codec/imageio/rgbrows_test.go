@@ -7,6 +7,7 @@ import (
 	"image/color"
 	"image/jpeg"
 	"math/rand/v2"
+	"os"
 	"testing"
 )
 
@@ -26,7 +27,11 @@ func TestDecodeRGBRows(t *testing.T) {
 	ctx := context.Background()
 	own := encodeWith(t, func(b *bytes.Buffer) error { return EncodeJPEG(b, src, 95, nil) })
 	std := encodeWith(t, func(b *bytes.Buffer) error { return jpeg.Encode(b, src, &jpeg.Options{Quality: 80}) })
-	for name, data := range map[string][]byte{"444": own, "420": std} {
+	r422, err := os.ReadFile("testdata/restart_422.jpg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, data := range map[string][]byte{"444": own, "420": std, "422 with restart markers": r422} {
 		rows, pic, err := DecodeRGBRows(ctx, data, Limits{})
 		if err != nil || rows == nil || pic != nil {
 			t.Fatalf("%s: rows %v, picture %v, %v", name, rows != nil, pic != nil, err)

@@ -1,6 +1,7 @@
 package imageio
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -71,8 +72,11 @@ func walkJPEG(data []byte, maxScans int) jpegInfo {
 	var info jpegInfo
 	i := 2 // after SOI
 	for i < len(data) {
-		for i < len(data) && data[i] != 0xFF {
-			i++
+		// Entropy-coded data is most of a file; IndexByte skips it many bytes at a time.
+		if k := bytes.IndexByte(data[i:], 0xFF); k >= 0 {
+			i += k
+		} else {
+			i = len(data)
 		}
 		for i < len(data) && data[i] == 0xFF {
 			i++

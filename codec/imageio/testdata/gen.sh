@@ -26,3 +26,9 @@ PY
 ffmpeg -loglevel error -y -i /tmp/filigrane-fixture.png -c:v libwebp -lossless 1 lossless.webp
 ffmpeg -loglevel error -y -i /tmp/filigrane-fixture.png -c:v libwebp -quality 90 lossy.webp
 ffmpeg -loglevel error -y -i /tmp/filigrane-fixture-alpha.png -c:v libwebp -quality 90 -pix_fmt yuva420p lossy_alpha.webp
+# Baseline JPEGs with restart markers (ffmpeg writes one restart interval per slice) in three chroma layouts, for
+# the fast JPEG decoder's comparison with image/jpeg: 61x37 so that the edge MCUs are partial.
+for pf in 420 422 444; do
+	ffmpeg -loglevel error -y -f lavfi -i testsrc2=size=61x37 -frames:v 1 -pix_fmt yuvj${pf}p -slices 3 -threads 3 \
+		-q:v 3 restart_$pf.jpg
+done
