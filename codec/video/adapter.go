@@ -64,6 +64,8 @@ type EmbedReport struct {
 	VideoCodec   string `json:"video_codec"`
 	CRF          int    `json:"crf"`
 	Preset       string `json:"preset"`
+	// Segments are the output's units: one per second of frames from the first, cut as Detect cuts them.
+	Segments []Segment `json:"segments"`
 }
 
 // tools are the resolved programs of one call.
@@ -249,13 +251,17 @@ func (a *Adapter) Embed(ctx context.Context, src, dst string, id codec.ID, opt O
 	if startErr != nil {
 		goErr = startErr
 	} else {
-		mark := func(pix []byte, _ int64) error {
+		tl := newTimeline()
+		mark := func(pix []byte, ms int64) error {
+			tl.add(ms)
 			if f.bits == 8 {
 				return marker.Mark8(pix[:f.lumaSize], v.Width)
 			}
 			return marker.Mark16(pix[:f.lumaSize], 2*v.Width, f.bits)
 		}
 		rep.FrameCount, goErr = walkMKV(decOut, encIn, f.size, t.limits.MaxFrames, f.rawTag, mark)
+		tl.finish()
+		rep.Segments = tl.segs
 		if goErr != nil {
 			goErr = fmt.Errorf("video: marking frames: %w", goErr)
 			if !errors.Is(goErr, syscall.EPIPE) {

@@ -435,7 +435,8 @@ func psnrY(t *testing.T, a, b string) float64 {
 
 // TestDetectUnitsAreSegments: detection reports one unit per second of video that has frames, numbered by
 // position (index == i, as for pages), each with its span on the video's timeline. The clip has no frame
-// between 1 s and 2.2 s, so its second 1 has no unit and the first unit lasts until the next frame.
+// between 1 s and 2.2 s, so its second 1 has no unit and the first unit lasts until the next frame. The embed
+// report's segments (the receipt's units) are the same spans, with their frame counts.
 func TestDetectUnitsAreSegments(t *testing.T) {
 	a := testAdapter(t)
 	dir := t.TempDir()
@@ -444,7 +445,8 @@ func TestDetectUnitsAreSegments(t *testing.T) {
 		"-c:v", "libx264", "-preset", "ultrafast", "-crf", "20")
 	dst := filepath.Join(dir, "out.mp4")
 	id := testID(7)
-	if _, err := a.Embed(context.Background(), src, dst, id, Options{Preset: "ultrafast"}); err != nil {
+	rep, err := a.Embed(context.Background(), src, dst, id, Options{Preset: "ultrafast"})
+	if err != nil {
 		t.Fatal(err)
 	}
 	d, err := a.Detect(context.Background(), dst)
@@ -453,6 +455,17 @@ func TestDetectUnitsAreSegments(t *testing.T) {
 	}
 	requireID(t, d, id, "output")
 	want := [][2]float64{{0, 2.24}, {2.24, 3}, {3, 4}}
+	wantFrames := []int{25, 19, 25} // 25 fps: frames before 1 s, from 2.24 s to 3 s, from 3 s to 4 s
+	if len(rep.Segments) != len(want) {
+		t.Fatalf("embed report: %d segments, want %d: %+v", len(rep.Segments), len(want), rep.Segments)
+	}
+	for i, sg := range rep.Segments {
+		if sg.Index != i || math.Abs(sg.StartTime-want[i][0]) > 0.0015 || math.Abs(sg.EndTime-want[i][1]) > 0.0015 ||
+			sg.Frames != wantFrames[i] {
+			t.Fatalf("embed segment %d: want index %d spanning %.3f-%.3f s with %d frames: %+v", i, i, want[i][0],
+				want[i][1], wantFrames[i], rep.Segments)
+		}
+	}
 	if len(d.Units) != len(want) {
 		t.Fatalf("%d units, want %d: %s", len(d.Units), len(want), unitsString(d.Units))
 	}
