@@ -84,6 +84,7 @@ func requireID(t *testing.T, d codec.Detection, id codec.ID, what string) {
 }
 
 func TestErrorsTyped(t *testing.T) {
+	t.Parallel()
 	a := testAdapter(t)
 	dir := t.TempDir()
 	text := filepath.Join(dir, "notes.mp4")
@@ -144,6 +145,7 @@ func probeOut(t testing.TB, args ...string) string {
 // audio packets bit-exact, the same frame count and timestamps, rotation, language and creation time kept, and
 // the mark still read after a re-encode at CRF 30.
 func TestEmbedKeepsStreamsAndTiming(t *testing.T) {
+	t.Parallel()
 	a := testAdapter(t)
 	dir := t.TempDir()
 	plain := filepath.Join(dir, "plain.mov")
@@ -218,6 +220,7 @@ func TestEmbedKeepsStreamsAndTiming(t *testing.T) {
 // TestEmbedDeepAndOddSources covers decoders and layouts other than 8-bit H.264: a 10-bit HEVC source stays
 // 10-bit, and a VP9 source with odd dimensions is padded to even ones.
 func TestEmbedDeepAndOddSources(t *testing.T) {
+	t.Parallel()
 	a := testAdapter(t)
 	dir := t.TempDir()
 	cases := []struct {
@@ -275,6 +278,7 @@ func TestEmbedDeepAndOddSources(t *testing.T) {
 func strconvItoa(v int) string { return strconv.Itoa(v) }
 
 func TestProbeLimits(t *testing.T) {
+	t.Parallel()
 	a := testAdapter(t)
 	src := filepath.Join(t.TempDir(), "src.mp4")
 	makeClip(t, src, "320x256", "25", "2")
@@ -311,6 +315,7 @@ func TestProbeLimits(t *testing.T) {
 
 // TestCancelKillsFFmpeg cancels an embedding while its ffmpeg processes run and requires that none survives.
 func TestCancelKillsFFmpeg(t *testing.T) {
+	t.Parallel()
 	a := testAdapter(t)
 	dir := t.TempDir()
 	src := filepath.Join(dir, "long.mp4")
@@ -370,6 +375,7 @@ func ffmpegProcesses(t *testing.T, dir string) []string {
 // TestEmbedKeepsVariableFrameRate embeds into a clip with irregular frame times: every frame comes out once, at
 // its time (to the millisecond: the raw frames cross Matroska).
 func TestEmbedKeepsVariableFrameRate(t *testing.T) {
+	t.Parallel()
 	a := testAdapter(t)
 	dir := t.TempDir()
 	src := filepath.Join(dir, "vfr.mp4")
@@ -438,6 +444,7 @@ func psnrY(t *testing.T, a, b string) float64 {
 // between 1 s and 2.2 s, so its second 1 has no unit and the first unit lasts until the next frame. The embed
 // report's segments (the receipt's units) are the same spans, with their frame counts.
 func TestDetectUnitsAreSegments(t *testing.T) {
+	t.Parallel()
 	a := testAdapter(t)
 	dir := t.TempDir()
 	src := filepath.Join(dir, "gap.mp4")
