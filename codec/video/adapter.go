@@ -1,7 +1,7 @@
 // Package video is the codec's media adapter for MP4 and MOV files: it probes a file with ffprobe, embeds a
-// watermark id into every frame's luma through an ffmpeg decode → Go → ffmpeg encode → ffmpeg remux pipeline,
-// and detects it by combining the soft output of many frames. Files go in and out on disk because ffmpeg needs
-// seekable files (the moov atom, +faststart).
+// watermark id into every frame's luma through an ffmpeg decode → Go → ffmpeg encode and mux pipeline (with a
+// separate stream-copy remux for rotated videos), and detects it by combining the soft output of many frames.
+// Files go in and out on disk because ffmpeg needs seekable files (the moov atom, +faststart).
 //
 // It owns the ffmpeg command lines, the resource limits put on them (limits checked from the probe before any
 // decoding, a time limit through the context, an address-space limit, no network, a process-group kill), and the

@@ -341,7 +341,7 @@ func TestCancelKillsFFmpeg(t *testing.T) {
 		_, err := a.Embed(ctx, src, filepath.Join(dir, "out.mp4"), testID(4), Options{Preset: "veryslow"})
 		done <- err
 	}()
-	// Wait until the decoder and the remuxer run (their command lines name files in dir; the encoder's does not).
+	// Wait until the decoder and the process that writes the output run (their command lines name files in dir).
 	for len(ffmpegProcesses(t, dir)) < 2 {
 		select {
 		case err := <-done:
