@@ -38,7 +38,7 @@ type Adapter struct {
 
 // Options tune one embedding.
 type Options struct {
-	PSNR   float64 // mark strength per frame in dB; 0 means codec.DefaultVideoPSNR
+	PSNR   float64 // mark strength per frame in dB; 0 means codec.DefaultVideoPSNRFor the frame size
 	CRF    int     // x264 constant rate factor; 0 means DefaultCRF
 	Preset string  // x264 preset; "" means DefaultPreset
 }
