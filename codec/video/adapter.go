@@ -65,7 +65,7 @@ type EmbedReport struct {
 	CRF          int    `json:"crf"`
 	Preset       string `json:"preset"`
 	// Segments are the output's units: one per second of frames from the first, cut as Detect cuts them.
-	Segments []Segment `json:"segments"`
+	Segments []Segment `json:"units"`
 }
 
 // tools are the resolved programs of one call.
