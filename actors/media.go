@@ -148,6 +148,10 @@ func (m Media) embedFile(ctx context.Context, rec *jobstate.Record, kind mediaki
 		return jobstate.Output{}, retryable("the watermarked file could not be read back; the attempt is retried", err)
 	}
 	defer f.Close()
+	// More units than a video of the longest duration has means timestamps that jump about (a crafted or
+	// broken file whose frames were still all marked): the receipt then goes without units rather than the
+	// embed failing.
+	units, _ := jobstate.EncodeEmbedUnits(rep.Segments)
 	key := OutputKey(rec, "watermarked."+kind.OutputExt)
 	info, err := m.Blobs.Put(ctx, key, f)
 	if err != nil {
@@ -157,7 +161,7 @@ func (m Media) embedFile(ctx context.Context, rec *jobstate.Record, kind mediaki
 		Filename: OutputFilename(rec.Input.Filename, kind.OutputExt), AssetID: AssetIDFor(rec.RequestID, AssetWatermarked),
 		SourceAssetID: AssetIDFor(rec.RequestID, AssetSource), WatermarkID: rec.WatermarkID,
 		Charge: kind.Price(rec.Operation, m.Catalog.Prices, rep.Info), Accelerator: jobstate.AcceleratorCPU,
-		Media: rep.Info.MediaInfo(), SourceMedia: sourceInfo(rep).MediaInfo()}, nil
+		Media: rep.Info.MediaInfo(), SourceMedia: sourceInfo(rep).MediaInfo(), Units: units}, nil
 }
 
 // sourceInfo is the Info of an embed's input.

@@ -2,6 +2,7 @@ package codec
 
 import (
 	"math"
+	"slices"
 	"testing"
 )
 
@@ -57,6 +58,51 @@ func TestVideoMarkerStrengthAndSteadiness(t *testing.T) {
 	}
 	if _, err := c.NewVideoMarker(id, 300, 100, EmbedOptions{}); err == nil {
 		t.Error("a 100-pixel short side was accepted")
+	}
+}
+
+// TestVideoMarkerSmallFrameStrength: a frame whose short side is under 256 pixels (less than one tile of 2-pixel
+// waxels) is marked by default exactly as at SmallVideoPSNR, a 256-pixel one as at DefaultVideoPSNR, and the small
+// frame's default mark is the stronger one (3 dB asked; rounding and clipping at black and white leave 1.5 on this
+// synthetic frame, 2.4 on a real 320x240 clip after x264).
+func TestVideoMarkerSmallFrameStrength(t *testing.T) {
+	c := testCodec(t)
+	mark := func(w, h int, psnr float64) (frame []uint8, got float64) {
+		img := naturalImage(w, h, 7)
+		host := make([]uint8, w*h)
+		for y := 0; y < h; y++ {
+			for x := 0; x < w; x++ {
+				host[y*w+x] = img.Pix[y*img.Stride+4*x+1]
+			}
+		}
+		m, err := c.NewVideoMarker(ID{3}, w, h, EmbedOptions{PSNR: psnr})
+		if err != nil {
+			t.Fatal(err)
+		}
+		frame = append([]uint8(nil), host...)
+		if err := m.Mark8(frame, w); err != nil {
+			t.Fatal(err)
+		}
+		var sse float64
+		for i := range frame {
+			d := float64(frame[i]) - float64(host[i])
+			sse += d * d
+		}
+		return frame, 10 * math.Log10(255*255/(sse/float64(w*h)))
+	}
+	for _, tc := range []struct {
+		w, h int
+		want float64
+	}{{320, 240, SmallVideoPSNR}, {352, 255, SmallVideoPSNR}, {341, 256, DefaultVideoPSNR}} {
+		def, _ := mark(tc.w, tc.h, 0)
+		if at, _ := mark(tc.w, tc.h, tc.want); !slices.Equal(def, at) {
+			t.Errorf("%dx%d: the default mark is not the one at %g dB", tc.w, tc.h, tc.want)
+		}
+	}
+	_, small := mark(320, 240, 0)
+	_, normal := mark(320, 240, DefaultVideoPSNR)
+	if d := normal - small; d < 1 || d > 4 {
+		t.Errorf("320x240: default mark at %.2f dB, at DefaultVideoPSNR %.2f dB: want 1 to 4 dB stronger", small, normal)
 	}
 }
 

@@ -38,6 +38,8 @@ type Receipt struct {
 	AttemptNodes      []string `json:"attempt_nodes,omitempty"`
 	StorageProvider   string   `json:"storage_provider,omitempty"`
 	StorageDeliveryID string   `json:"storage_delivery_id,omitempty"`
+	// Units are a succeeded video embed's units (one per second of frames), absent for every other job.
+	Units []EmbedUnit `json:"units,omitempty"`
 	// StorageStatus is the delivery's status once the job succeeded (queued, retrying, stored, failed); the
 	// HTTP layer fills it from the delivery record, which this package does not read.
 	StorageStatus string `json:"storage_status,omitempty"`
@@ -115,6 +117,7 @@ func (r *Record) Receipt() Receipt {
 		rc.ResultExpiresAt = &ts
 		a := r.Output.Accelerator
 		rc.Accelerator = &a
+		rc.Units = r.Output.EmbedUnits()
 	case StatusFailed:
 		rc.ErrorCode = optional(r.ErrorCode)
 	}

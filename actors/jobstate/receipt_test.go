@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"filigrane/actors/assetid"
+	"filigrane/persistence"
 )
 
 func receiptJSON(t *testing.T, r *Record) map[string]any {
@@ -132,5 +133,56 @@ func TestReceiptShowsFullAssetIDsOfLegacyOutput(t *testing.T) {
 	m := receiptJSON(t, r)
 	if m["asset_id"] != marked || m["source_asset_id"] != source {
 		t.Fatalf("receipt asset ids %v %v, want %s %s", m["asset_id"], m["source_asset_id"], marked, source)
+	}
+}
+
+// TestReceiptEmbedUnits: a succeeded video embed's receipt carries its units (one per second of frames) from
+// the stored record; a record stored without units (every other kind, and records written before embeds had
+// units) still loads and its receipt has no units field.
+func TestReceiptEmbedUnits(t *testing.T) {
+	units := []EmbedUnit{{Index: 0, StartTime: 0, EndTime: 1, Frames: 30}, {Index: 1, StartTime: 1, EndTime: 1.5, Frames: 15}}
+	enc, err := EncodeEmbedUnits(units)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name  string
+		units string
+		want  any
+	}{
+		{"video", enc, []any{
+			map[string]any{"index": 0.0, "start_time": 0.0, "end_time": 1.0, "frames": 30.0},
+			map[string]any{"index": 1.0, "start_time": 1.0, "end_time": 1.5, "frames": 15.0}}},
+		{"without units", "", nil},
+	} {
+		s := testSpec()
+		s.Media, s.Format, s.FrameCount = MediaVideo, "MP4", 45
+		r := mustAccept(t, s, t0)
+		l := mustClaim(t, r, "w", claimAt, lease30)
+		out := testOutput()
+		out.ContentType, out.Units = "video/mp4", c.units
+		if err := r.Succeed(l.Token, out, claimAt.Add(time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		b, err := persistence.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got Record
+		if err := persistence.Unmarshal(b, &got); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		m := receiptJSON(t, &got)
+		if u, ok := m["units"]; c.want == nil && ok || c.want != nil && !reflect.DeepEqual(u, c.want) {
+			t.Fatalf("%s: receipt units %v, want %v", c.name, u, c.want)
+		}
+	}
+	// A detection never carries embed units.
+	r := mustAccept(t, detectSpec(), t0)
+	l := mustClaim(t, r, "w", claimAt, lease30)
+	out := detectOutput()
+	out.Units = enc
+	if err := r.Succeed(l.Token, out, claimAt); err == nil {
+		t.Fatal("a detection output with embed units was accepted")
 	}
 }

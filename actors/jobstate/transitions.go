@@ -196,8 +196,8 @@ func (r *Record) validOutput(o Output) error {
 		}
 		return nil
 	}
-	if o.AssetID != "" || o.SourceAssetID != "" || o.WatermarkID != "" {
-		return bad("a detection creates no assets and carries no watermark id")
+	if o.AssetID != "" || o.SourceAssetID != "" || o.WatermarkID != "" || o.Units != "" {
+		return bad("a detection creates no assets and carries no watermark id or embed units")
 	}
 	if len(o.Detection) > MaxDetectionSummary {
 		return bad("detection summary of %d bytes exceeds %d", len(o.Detection), MaxDetectionSummary)

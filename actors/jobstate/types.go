@@ -1,6 +1,7 @@
 package jobstate
 
 import (
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -133,6 +134,50 @@ type Output struct {
 	// only; a video's output frames can be a pixel larger than its source's, odd sizes being padded).
 	Media       MediaInfo `msgpack:"media"`
 	SourceMedia MediaInfo `msgpack:"source_media"`
+	// Units are a video embed's units (one per second of frames) as the JSON array the receipt shows
+	// (EncodeEmbedUnits); empty for other embeds, for detection, and in records written before embeds had
+	// units. A string, not a slice, so that Output stays comparable.
+	Units string `msgpack:"units,omitempty"`
+}
+
+// EmbedUnit is one unit of an embed's receipt: a video's segment, its span on the video's timeline in seconds
+// and its frames (the same segments as the detection units of a video, codec/video.Segment).
+type EmbedUnit struct {
+	Index     int     `json:"index"`
+	StartTime float64 `json:"start_time"`
+	EndTime   float64 `json:"end_time"`
+	Frames    int     `json:"frames"`
+}
+
+// MaxEmbedUnits bounds the units an embed records: a video is at most 10 minutes, one unit per second (the
+// last one can start in the last second), with room to spare.
+const MaxEmbedUnits = 1000
+
+// EncodeEmbedUnits is Output.Units for units: "" for none, else their JSON array.
+func EncodeEmbedUnits(units []EmbedUnit) (string, error) {
+	if len(units) == 0 {
+		return "", nil
+	}
+	if len(units) > MaxEmbedUnits {
+		return "", fmt.Errorf("%d embed units, at most %d", len(units), MaxEmbedUnits)
+	}
+	b, err := json.Marshal(units)
+	if err != nil {
+		return "", fmt.Errorf("encode embed units: %w", err)
+	}
+	return string(b), nil
+}
+
+// EmbedUnits decodes Output.Units; nil when there are none (or, never expected, when they do not decode).
+func (o *Output) EmbedUnits() []EmbedUnit {
+	if o == nil || o.Units == "" {
+		return nil
+	}
+	var units []EmbedUnit
+	if json.Unmarshal([]byte(o.Units), &units) != nil {
+		return nil
+	}
+	return units
 }
 
 // MediaInfo is what an asset record tells of its file beyond bytes and format: the pixel size of an image or

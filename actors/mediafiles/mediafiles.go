@@ -68,7 +68,11 @@ func (v Video) Embed(ctx context.Context, src, dst string, id codec.ID) (mediaki
 		Frames: int(rep.FrameCount), Duration: time.Duration(rep.Duration * float64(time.Second))}
 	source := info
 	source.Width, source.Height = rep.SourceWidth, rep.SourceHeight
-	return mediakind.Report{Info: info, Source: source, Units: int(rep.FrameCount)}, nil
+	segs := make([]jobstate.EmbedUnit, len(rep.Segments))
+	for i, sg := range rep.Segments {
+		segs[i] = jobstate.EmbedUnit{Index: sg.Index, StartTime: sg.StartTime, EndTime: sg.EndTime, Frames: sg.Frames}
+	}
+	return mediakind.Report{Info: info, Source: source, Units: int(rep.FrameCount), Segments: segs}, nil
 }
 
 // Detect reports one unit per second of video.

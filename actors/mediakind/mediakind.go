@@ -287,6 +287,8 @@ type Report struct {
 	// even sizes); zero means "as Info".
 	Source Info
 	Units  int
+	// Segments are a video's units for the receipt (one per second of frames); nil for other kinds.
+	Segments []jobstate.EmbedUnit
 	// Bytes is the size of the written output.
 	Bytes int64
 }

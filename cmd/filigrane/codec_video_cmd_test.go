@@ -35,12 +35,18 @@ func TestCodecCLIVideo(t *testing.T) {
 	var rep struct {
 		WatermarkID string `json:"watermark_id"`
 		FrameCount  int64  `json:"frame_count"`
+		Units       []struct {
+			Index  int `json:"index"`
+			Frames int `json:"frames"`
+		} `json:"units"`
 	}
 	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
 		t.Fatalf("embed output %q: %v", stdout, err)
 	}
 	want, _ := codec.IDFromJSON([]byte(`{"video":1}`))
-	if rep.WatermarkID != want.String() || rep.FrameCount != 50 {
+	// One unit per second, as the receipt of a video embed shows them: 2 s at 25 fps.
+	if rep.WatermarkID != want.String() || rep.FrameCount != 50 || len(rep.Units) != 2 || rep.Units[1].Index != 1 ||
+		rep.Units[0].Frames != 25 || rep.Units[1].Frames != 25 {
 		t.Errorf("embed reported %+v", rep)
 	}
 	code, stdout, stderr = runCLI(t, "codec", "detect", dst)

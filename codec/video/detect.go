@@ -80,72 +80,48 @@ func (a *Adapter) Detect(ctx context.Context, src string) (codec.Detection, erro
 	return acc.result(), nil
 }
 
-// segmenter sums frames per segment and over the whole clip, and analyses each finished segment.
+// segmenter sums frames per segment (cut by a timeline) and over the whole clip, and analyses each finished
+// segment.
 type segmenter struct {
 	c          *codec.Codec
 	w, h       int
+	tl         *timeline
 	seg        []float32 // sum of the current segment's frames
 	all        []float32 // sum of all frames
-	segIndex   int64     // current segment's second from the first frame (-1: none yet)
-	segFrames  int
-	segStartMS int64 // time of the current segment's first frame
 	frames     int
-	firstMS    int64
-	lastMS     int64 // time of the latest frame
-	frameMS    int64 // interval between the latest two frames (the last frame's duration, as far as known)
 	softs      []codec.FrameSoft
 	units      []codec.Unit
 	scratchOut []float32
 }
 
 func newSegmenter(c *codec.Codec, w, h int) *segmenter {
-	return &segmenter{c: c, w: w, h: h, seg: make([]float32, w*h), all: make([]float32, w*h), segIndex: -1,
+	return &segmenter{c: c, w: w, h: h, tl: newTimeline(), seg: make([]float32, w*h), all: make([]float32, w*h),
 		scratchOut: make([]float32, w*h)}
 }
 
 func (s *segmenter) add(pix []byte, ms int64) {
-	if s.frames == 0 {
-		s.firstMS = ms
-	} else if d := ms - s.lastMS; d > 0 {
-		s.frameMS = d
+	if s.tl.add(ms) {
+		s.flush()
 	}
-	idx := (ms - s.firstMS) / (1000 * SegmentSeconds)
-	if idx < 0 {
-		idx = 0
-	}
-	if s.segIndex >= 0 && idx != s.segIndex && s.segFrames > 0 {
-		s.flush(ms)
-	}
-	if s.segFrames == 0 {
-		s.segStartMS = ms
-	}
-	s.segIndex = idx
-	s.lastMS = ms
 	for i, v := range pix[:s.w*s.h] {
 		f := float32(v)
 		s.seg[i] += f
 		s.all[i] += f
 	}
-	s.segFrames++
 	s.frames++
 }
 
-// flush analyses the current segment, which ends at endMS, and starts a new one. Units are numbered by
-// position (spec: units[i].index == i): a second without frames (a gap in variable-rate timing) gets no unit.
-func (s *segmenter) flush(endMS int64) {
-	fs := s.analyze(s.seg, s.segFrames)
+// flush analyses the segment the timeline just closed and starts a new sum.
+func (s *segmenter) flush() {
+	sg := s.tl.segs[len(s.tl.segs)-1]
+	fs := s.analyze(s.seg, sg.Frames)
 	s.softs = append(s.softs, fs)
 	d := s.c.CombineFrames([]codec.FrameSoft{fs})
-	start, end := seconds(s.segStartMS), seconds(max(endMS, s.segStartMS))
-	s.units = append(s.units, codec.Unit{Index: len(s.units), Watermarked: d.Watermarked,
+	start, end := sg.StartTime, sg.EndTime
+	s.units = append(s.units, codec.Unit{Index: sg.Index, Watermarked: d.Watermarked,
 		Confidence: d.Confidence, WatermarkID: d.WatermarkID, StartTime: &start, EndTime: &end})
 	clear(s.seg)
-	s.segFrames = 0
 }
-
-// seconds converts a frame time in milliseconds to the units' seconds (a negative time, before the stream's
-// start, counts as 0).
-func seconds(ms int64) float64 { return float64(max(ms, 0)) / 1000 }
 
 func (s *segmenter) analyze(sum []float32, n int) codec.FrameSoft {
 	inv := 1 / float32(n)
@@ -158,8 +134,8 @@ func (s *segmenter) analyze(sum []float32, n int) codec.FrameSoft {
 // result combines the segments; when that fails, the mean of all frames gets one more decoding attempt (it
 // helps when no single segment synchronises).
 func (s *segmenter) result() codec.Detection {
-	if s.segFrames > 0 {
-		s.flush(s.lastMS + s.frameMS)
+	if s.tl.finish() {
+		s.flush()
 	}
 	d := s.c.CombineFrames(s.softs)
 	if !d.Watermarked && len(s.softs) > 1 {

@@ -15,6 +15,7 @@ import (
 // same colour signalling and static metadata, so players still show it as HDR, with every frame at its time,
 // and carries the id.
 func TestEmbedKeepsHDRSignalling(t *testing.T) {
+	t.Parallel()
 	a := testAdapter(t)
 	dir := t.TempDir()
 	src := filepath.Join(dir, "hdr10.mp4")

@@ -16,6 +16,7 @@ const probeMOV = `{"streams":[{"index":0,"codec_name":"h264","codec_type":"video
 "tags":{"major_brand":"qt  "}}}`
 
 func TestParseProbe(t *testing.T) {
+	t.Parallel()
 	info, err := ParseProbe([]byte(probeMOV))
 	if err != nil {
 		t.Fatal(err)
@@ -84,6 +85,7 @@ func FuzzParseProbe(f *testing.F) {
 // TestParseProbeHDRMetadata: the container's mastering display and content light level side data come out in
 // x264's option syntax (chromaticity in 0.00002, luminance in 0.0001 cd/m²).
 func TestParseProbeHDRMetadata(t *testing.T) {
+	t.Parallel()
 	info, err := ParseProbe([]byte(`{"streams":[{"codec_type":"video","width":64,"height":64,"pix_fmt":"yuv420p10le",
 		"side_data_list":[{"side_data_type":"Mastering display metadata","red_x":"34000/50000","red_y":"16000/50000",
 		"green_x":"13250/50000","green_y":"34500/50000","blue_x":"7500/50000","blue_y":"3000/50000",
@@ -125,6 +127,7 @@ func FuzzDeclareRawTrack(f *testing.F) {
 // TestDeclareRawTrack: the VFW track becomes native uncompressed video with the pixel format's FourCC, at the same
 // size, the header replaced by a Void element.
 func TestDeclareRawTrack(t *testing.T) {
+	t.Parallel()
 	entry := []byte{0x86, 0x8F}
 	entry = append(entry, "V_MS/VFW/FOURCC"...)
 	entry = append(entry, 0xE0, 0x88, 0x2E, 0xB5, 0x24, 0x84, 0, 0, 0, 0)

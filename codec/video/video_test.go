@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -84,6 +85,7 @@ func requireID(t *testing.T, d codec.Detection, id codec.ID, what string) {
 }
 
 func TestErrorsTyped(t *testing.T) {
+	t.Parallel()
 	a := testAdapter(t)
 	dir := t.TempDir()
 	text := filepath.Join(dir, "notes.mp4")
@@ -142,16 +144,29 @@ func probeOut(t testing.TB, args ...string) string {
 
 // TestEmbedKeepsStreamsAndTiming checks what a user sees in the output besides the mark: the same container,
 // audio packets bit-exact, the same frame count and timestamps, rotation, language and creation time kept, and
-// the mark still read after a re-encode at CRF 30.
+// the mark still read after a re-encode at CRF 30. A rotated source goes through a separate remux process, one
+// without rotation is encoded and muxed by one process: both are checked.
 func TestEmbedKeepsStreamsAndTiming(t *testing.T) {
+	t.Parallel()
+	for _, rotate := range []string{"0", "90"} {
+		t.Run("rotate="+rotate, func(t *testing.T) {
+			t.Parallel()
+			testEmbedKeepsStreamsAndTiming(t, rotate)
+		})
+	}
+}
+
+func testEmbedKeepsStreamsAndTiming(t *testing.T, rotate string) {
 	a := testAdapter(t)
 	dir := t.TempDir()
 	plain := filepath.Join(dir, "plain.mov")
 	makeClip(t, plain, "640x480", "30000/1001", "3")
 	src := filepath.Join(dir, "src.mov")
-	// Rotation is honoured only on stream copy (ffmpeg 5.1).
-	ffmpegRun(t, "-i", plain, "-c", "copy", "-metadata:s:v:0", "rotate=90", "-metadata:s:a:0", "language=fra",
-		"-metadata", "creation_time=2024-01-02T03:04:05Z", src)
+	tags := []string{"-metadata:s:a:0", "language=fra", "-metadata", "creation_time=2024-01-02T03:04:05Z"}
+	if rotate != "0" {
+		tags = append(tags, "-metadata:s:v:0", "rotate="+rotate)
+	}
+	ffmpegRun(t, append(append([]string{"-i", plain, "-c", "copy"}, tags...), src)...)
 	dst := filepath.Join(dir, "out.mov")
 	id := testID(3)
 	rep, err := a.Embed(context.Background(), src, dst, id, Options{Preset: "ultrafast"})
@@ -188,7 +203,9 @@ func TestEmbedKeepsStreamsAndTiming(t *testing.T) {
 		{"-show_entries", "format_tags=creation_time"},
 	} {
 		args := append(q, "-of", "default=nw=1:nk=1")
-		if a, b := probeOut(t, append(args, src)...), probeOut(t, append(args, dst)...); a != b || a == "" {
+		a, b := probeOut(t, append(args, src)...), probeOut(t, append(args, dst)...)
+		noRotation := rotate == "0" && slices.Contains(q, "stream_side_data=rotation") // absent in both
+		if a != b || a == "" && !noRotation {
 			t.Errorf("%v: source %q, output %q", q, a, b)
 		}
 	}
@@ -218,6 +235,7 @@ func TestEmbedKeepsStreamsAndTiming(t *testing.T) {
 // TestEmbedDeepAndOddSources covers decoders and layouts other than 8-bit H.264: a 10-bit HEVC source stays
 // 10-bit, and a VP9 source with odd dimensions is padded to even ones.
 func TestEmbedDeepAndOddSources(t *testing.T) {
+	t.Parallel()
 	a := testAdapter(t)
 	dir := t.TempDir()
 	cases := []struct {
@@ -275,6 +293,7 @@ func TestEmbedDeepAndOddSources(t *testing.T) {
 func strconvItoa(v int) string { return strconv.Itoa(v) }
 
 func TestProbeLimits(t *testing.T) {
+	t.Parallel()
 	a := testAdapter(t)
 	src := filepath.Join(t.TempDir(), "src.mp4")
 	makeClip(t, src, "320x256", "25", "2")
@@ -311,6 +330,7 @@ func TestProbeLimits(t *testing.T) {
 
 // TestCancelKillsFFmpeg cancels an embedding while its ffmpeg processes run and requires that none survives.
 func TestCancelKillsFFmpeg(t *testing.T) {
+	t.Parallel()
 	a := testAdapter(t)
 	dir := t.TempDir()
 	src := filepath.Join(dir, "long.mp4")
@@ -321,7 +341,7 @@ func TestCancelKillsFFmpeg(t *testing.T) {
 		_, err := a.Embed(ctx, src, filepath.Join(dir, "out.mp4"), testID(4), Options{Preset: "veryslow"})
 		done <- err
 	}()
-	// Wait until the decoder and the remuxer run (their command lines name files in dir; the encoder's does not).
+	// Wait until the decoder and the process that writes the output run (their command lines name files in dir).
 	for len(ffmpegProcesses(t, dir)) < 2 {
 		select {
 		case err := <-done:
@@ -370,6 +390,7 @@ func ffmpegProcesses(t *testing.T, dir string) []string {
 // TestEmbedKeepsVariableFrameRate embeds into a clip with irregular frame times: every frame comes out once, at
 // its time (to the millisecond: the raw frames cross Matroska).
 func TestEmbedKeepsVariableFrameRate(t *testing.T) {
+	t.Parallel()
 	a := testAdapter(t)
 	dir := t.TempDir()
 	src := filepath.Join(dir, "vfr.mp4")
@@ -435,8 +456,10 @@ func psnrY(t *testing.T, a, b string) float64 {
 
 // TestDetectUnitsAreSegments: detection reports one unit per second of video that has frames, numbered by
 // position (index == i, as for pages), each with its span on the video's timeline. The clip has no frame
-// between 1 s and 2.2 s, so its second 1 has no unit and the first unit lasts until the next frame.
+// between 1 s and 2.2 s, so its second 1 has no unit and the first unit lasts until the next frame. The embed
+// report's segments (the receipt's units) are the same spans, with their frame counts.
 func TestDetectUnitsAreSegments(t *testing.T) {
+	t.Parallel()
 	a := testAdapter(t)
 	dir := t.TempDir()
 	src := filepath.Join(dir, "gap.mp4")
@@ -444,7 +467,8 @@ func TestDetectUnitsAreSegments(t *testing.T) {
 		"-c:v", "libx264", "-preset", "ultrafast", "-crf", "20")
 	dst := filepath.Join(dir, "out.mp4")
 	id := testID(7)
-	if _, err := a.Embed(context.Background(), src, dst, id, Options{Preset: "ultrafast"}); err != nil {
+	rep, err := a.Embed(context.Background(), src, dst, id, Options{Preset: "ultrafast"})
+	if err != nil {
 		t.Fatal(err)
 	}
 	d, err := a.Detect(context.Background(), dst)
@@ -453,6 +477,17 @@ func TestDetectUnitsAreSegments(t *testing.T) {
 	}
 	requireID(t, d, id, "output")
 	want := [][2]float64{{0, 2.24}, {2.24, 3}, {3, 4}}
+	wantFrames := []int{25, 19, 25} // 25 fps: frames before 1 s, from 2.24 s to 3 s, from 3 s to 4 s
+	if len(rep.Segments) != len(want) {
+		t.Fatalf("embed report: %d segments, want %d: %+v", len(rep.Segments), len(want), rep.Segments)
+	}
+	for i, sg := range rep.Segments {
+		if sg.Index != i || math.Abs(sg.StartTime-want[i][0]) > 0.0015 || math.Abs(sg.EndTime-want[i][1]) > 0.0015 ||
+			sg.Frames != wantFrames[i] {
+			t.Fatalf("embed segment %d: want index %d spanning %.3f-%.3f s with %d frames: %+v", i, i, want[i][0],
+				want[i][1], wantFrames[i], rep.Segments)
+		}
+	}
 	if len(d.Units) != len(want) {
 		t.Fatalf("%d units, want %d: %s", len(d.Units), len(want), unitsString(d.Units))
 	}

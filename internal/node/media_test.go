@@ -74,6 +74,22 @@ func TestVideoEmbedAndDetectJobs(t *testing.T) {
 		res.header.Get("Content-Disposition") != `attachment; filename="clip-watermarked.mp4"` {
 		t.Fatalf("embed result: %d %v %.200s", res.status, res.header, res.body)
 	}
+	// The succeeded embed's receipt lists its units: the 1-second clip at 10 fps is one second of 10 frames.
+	st := call(t, "GET", f.base+rc.StatusURL, f.keyA, nil)
+	var marked struct {
+		Status string `json:"status"`
+		Units  []struct {
+			Index     int     `json:"index"`
+			StartTime float64 `json:"start_time"`
+			EndTime   float64 `json:"end_time"`
+			Frames    int     `json:"frames"`
+		} `json:"units"`
+	}
+	if st.status != 200 || json.Unmarshal(st.body, &marked) != nil || marked.Status != "succeeded" ||
+		len(marked.Units) != 1 || marked.Units[0].Index != 0 || marked.Units[0].StartTime != 0 ||
+		marked.Units[0].EndTime != 1 || marked.Units[0].Frames != 10 {
+		t.Fatalf("embed receipt %d %s; want one unit of 10 frames from 0 to 1 s", st.status, st.body)
+	}
 
 	r = postFile(t, f.base+"/watermarks/videos/detect/async", f.keyA, res.body, "marked.mp4", "")
 	if r.status != 202 {
@@ -81,6 +97,10 @@ func TestVideoEmbedAndDetectJobs(t *testing.T) {
 	}
 	drc := decodeReceipt(t, r)
 	dres := waitResult(t, f, f.keyA, drc.ResultURL)
+	if st := call(t, "GET", f.base+drc.StatusURL, f.keyA, nil); st.status != 200 ||
+		bytes.Contains(st.body, []byte(`"units"`)) {
+		t.Fatalf("detection receipt %d %s; want no units", st.status, st.body)
+	}
 	var det detection
 	if dres.status != 200 || json.Unmarshal(dres.body, &det) != nil {
 		t.Fatalf("detect result: %d %s", dres.status, dres.body)
