@@ -61,7 +61,11 @@ func detectJSON(t *testing.T, base, key, file string) (watermarked bool, id stri
 	return r.Watermarked, id
 }
 
+// TestClientCLIAgainstNode: the client commands against one node, with the URL and key as flags. Parallel
+// (the checks that read the environment are TestClientCLIFromEnvironment's), so that its node's waits overlap
+// the other parallel tests'.
 func TestClientCLIAgainstNode(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a node")
 	}
@@ -92,26 +96,6 @@ func TestClientCLIAgainstNode(t *testing.T) {
 		code, stdout, _ = runCLI(t, "detect", out, "--url", base, "--key", key)
 		if code != exitOK || !strings.Contains(stdout, "watermarked  true") || !strings.Contains(stdout, m[1]) {
 			t.Fatalf("human detect: exit %d, %q", code, stdout)
-		}
-	})
-
-	t.Run("EnvKeyAndURLDefaultOutputJSON", func(t *testing.T) {
-		t.Setenv(envAPIKey, key)
-		t.Setenv(envBaseURL, base)
-		t.Chdir(dir)
-		code, stdout, stderr := runCLI(t, "embed", "photo.jpg", "--json")
-		if code != exitOK {
-			t.Fatalf("exit %d, stderr %q", code, stderr)
-		}
-		var r embedResult
-		if err := json.Unmarshal([]byte(stdout), &r); err != nil {
-			t.Fatalf("--json output %q: %v", stdout, err)
-		}
-		if r.Output != "photo-watermarked.png" || r.WatermarkID == "" || r.AssetID == "" || r.Bytes == 0 {
-			t.Fatalf("--json result %+v", r)
-		}
-		if wm, id := detectJSON(t, base, key, r.Output); !wm || id != r.WatermarkID {
-			t.Fatalf("detect default output: %v %q, want %q", wm, id, r.WatermarkID)
 		}
 	})
 
@@ -247,6 +231,42 @@ func TestClientCLIAgainstNode(t *testing.T) {
 				t.Errorf("%q: exit %d (want %d), stderr %q", args, code, exitUsage, stderr)
 			}
 		}
+	})
+}
+
+// TestClientCLIFromEnvironment: the key and URL from the environment, the default output name in the working
+// directory, and a usage error naming the variable when no key is given at all. Not parallel: it sets the
+// environment and the working directory.
+func TestClientCLIFromEnvironment(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a node")
+	}
+	base, key := spawnNode(t)
+	dir := t.TempDir()
+	photo := filepath.Join(dir, "photo.jpg")
+	writePhoto(t, photo, 640, 480, 7)
+
+	t.Run("EnvKeyAndURLDefaultOutputJSON", func(t *testing.T) {
+		t.Setenv(envAPIKey, key)
+		t.Setenv(envBaseURL, base)
+		t.Chdir(dir)
+		code, stdout, stderr := runCLI(t, "embed", "photo.jpg", "--json")
+		if code != exitOK {
+			t.Fatalf("exit %d, stderr %q", code, stderr)
+		}
+		var r embedResult
+		if err := json.Unmarshal([]byte(stdout), &r); err != nil {
+			t.Fatalf("--json output %q: %v", stdout, err)
+		}
+		if r.Output != "photo-watermarked.png" || r.WatermarkID == "" || r.AssetID == "" || r.Bytes == 0 {
+			t.Fatalf("--json result %+v", r)
+		}
+		if wm, id := detectJSON(t, base, key, r.Output); !wm || id != r.WatermarkID {
+			t.Fatalf("detect default output: %v %q, want %q", wm, id, r.WatermarkID)
+		}
+	})
+
+	t.Run("NoKeyIsAUsageError", func(t *testing.T) {
 		t.Setenv(envAPIKey, "")
 		if code, _, stderr := runCLI(t, "embed", photo, "--url", base); code != exitUsage || !strings.Contains(stderr, envAPIKey) {
 			t.Fatalf("no key: exit %d, stderr %q", code, stderr)

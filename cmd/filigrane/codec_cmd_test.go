@@ -105,7 +105,10 @@ func TestCodecCLIUsageErrors(t *testing.T) {
 	}
 }
 
+// TestCodecCLIEmbedDetect: embed and detect with the key from a file. Parallel (the key from the environment is
+// TestCodecCLIKeyFromEnvironment's).
 func TestCodecCLIEmbedDetect(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	in := filepath.Join(dir, "photo.png")
 	writeTestPNG(t, in, texture(768, 512, 3))
@@ -152,16 +155,6 @@ func TestCodecCLIEmbedDetect(t *testing.T) {
 	if d := detect("--key-file", key, in); d.Watermarked || d.WatermarkID != nil {
 		t.Fatalf("unmarked file detected: %+v", d)
 	}
-	// The same key from the environment; the development key must not read it.
-	t.Setenv("FILIGRANE_CODEC_KEY", "0123456789abcdef0123456789abcdef")
-	if d := detect(out); !d.Watermarked {
-		t.Fatal("key from the environment not used")
-	}
-	t.Setenv("FILIGRANE_CODEC_KEY", "")
-	if d := detect(out); d.Watermarked {
-		t.Fatal("a different key detected the mark")
-	}
-
 	// --data @FILE with flags after the positional arguments, and --json output.
 	dataFile := filepath.Join(dir, "data.json")
 	os.WriteFile(dataFile, []byte(`{"order": 42, "user": "alice"}`), 0o644) // same object, other key order
@@ -187,6 +180,40 @@ func TestCodecCLIEmbedDetect(t *testing.T) {
 	}
 	if d := detect("--key-file", key, outJPEG); !d.Watermarked || *d.WatermarkID != want.String() {
 		t.Fatalf("marked JPEG: %+v", d)
+	}
+}
+
+// TestCodecCLIKeyFromEnvironment: without --key-file, the key comes from FILIGRANE_CODEC_KEY; unset, the
+// development key is used, which does not read the mark. Not parallel: it sets the environment.
+func TestCodecCLIKeyFromEnvironment(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "photo.png")
+	writeTestPNG(t, in, texture(384, 256, 5))
+	key := filepath.Join(dir, "deploy.key")
+	if err := os.WriteFile(key, []byte("0123456789abcdef0123456789abcdef\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "marked.png")
+	if code, _, stderr := runCLI(t, "codec", "embed", "--data", `{"env":1}`, "--key-file", key, in, out); code != 0 {
+		t.Fatalf("embed exit %d: %s", code, stderr)
+	}
+	detect := func() codec.Detection {
+		t.Helper()
+		code, stdout, stderr := runCLI(t, "codec", "detect", out)
+		var d codec.Detection
+		if err := json.Unmarshal([]byte(stdout), &d); code != 0 || err != nil {
+			t.Fatalf("detect exit %d (%v): %s", code, err, stderr)
+		}
+		return d
+	}
+	want, _ := codec.IDFromJSON([]byte(`{"env":1}`))
+	t.Setenv("FILIGRANE_CODEC_KEY", "0123456789abcdef0123456789abcdef")
+	if d := detect(); !d.Watermarked || d.WatermarkID == nil || *d.WatermarkID != want.String() {
+		t.Fatalf("key from the environment not used: %+v", d)
+	}
+	t.Setenv("FILIGRANE_CODEC_KEY", "")
+	if d := detect(); d.Watermarked {
+		t.Fatal("a different key detected the mark")
 	}
 }
 

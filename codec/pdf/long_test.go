@@ -8,20 +8,52 @@ import (
 	"strings"
 	"testing"
 
+	"filigrane/codec"
 	"filigrane/codec/pdf/pdftest"
 )
 
 // A long unmarked document: however many pages, at most aloneBudget of them are decoded on their own, so the
-// document's false-positive bound holds (docs/codec.md, section 5). The pages are small (1 inch, 150×150 pixels
-// at 150 dpi) to keep the test cheap; each is still rendered and analysed.
+// document's false-positive bound holds (docs/codec.md, section 5). DetectRenderedStats applies aloneBudget:
+// checked on aloneBudget+100 pages of 24 points (50×50 pixels at 150 dpi), each rendered and counted, below the
+// detector's smallest side so that the count costs no blind decodes. The rule itself, with the blind decodes, the
+// analysis of the other pages and the combined decode, runs on pages that carry a mark's worth of pixels in
+// TestBudgetRuleOnUnmarkedPages.
 func TestLongUnmarkedPDFBoundsBlindDecodes(t *testing.T) {
 	a := testAdapter(t)
 	const pages = aloneBudget + 100
-	src := writeTemp(t, "long.pdf", makeDoc(pdftest.Doc{Pages: pages, MediaBox: "[0 0 72 72]"}))
+	src := writeTemp(t, "long.pdf", makeDoc(pdftest.Doc{Pages: pages, MediaBox: "[0 0 24 24]"}))
 	d, st, err := a.DetectRenderedStats(context.Background(), src)
 	if err != nil {
 		t.Fatal(err)
 	}
+	checkUnmarkedBudget(t, d, st, pages, aloneBudget)
+}
+
+// The budget rule on an unmarked document of pages of 1 inch (150×150 pixels at 150 dpi, each rendered, then
+// decoded blind or analysed at the overlay geometry), under a budget of 20 pages for 60: the rule is the one
+// DetectRenderedStats applies with aloneBudget, at a tenth of the blind decodes (200 blind decodes and 100
+// analyses of 150×150 pages took 14 CPU-seconds, the most of any test in the package).
+func TestBudgetRuleOnUnmarkedPages(t *testing.T) {
+	a := testAdapter(t)
+	ctx := context.Background()
+	const pages, budget = 60, 20
+	src := writeTemp(t, "long.pdf", makeDoc(pdftest.Doc{Pages: pages, MediaBox: "[0 0 72 72]"}))
+	doc, err := a.open(ctx, src, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer doc.close()
+	d, st, err := a.detectRenderedStats(ctx, doc, budget)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkUnmarkedBudget(t, d, st, pages, budget)
+}
+
+// checkUnmarkedBudget: an unmarked document of pages pages detected under budget reports every page unmarked,
+// decoded budget pages alone, spread to both ends, analysed the others and made at most one combined decode.
+func checkUnmarkedBudget(t *testing.T, d codec.Detection, st DetectStats, pages, budget int) {
+	t.Helper()
 	if d.Watermarked || d.WatermarkID != nil {
 		t.Fatalf("unmarked document reported watermarked: %+v", d)
 	}
@@ -33,29 +65,41 @@ func TestLongUnmarkedPDFBoundsBlindDecodes(t *testing.T) {
 			t.Fatalf("unit %d: %+v", i, u)
 		}
 	}
-	if st.Pages != pages || st.Alone != aloneBudget || st.Analysed != pages-aloneBudget || st.Combined > 1 {
+	if st.Pages != pages || st.Alone != budget || st.Analysed != pages-budget || st.Combined > 1 {
 		t.Fatalf("stats %+v: want %d pages, %d decoded alone, the rest analysed, at most one combined decode",
-			st, pages, aloneBudget)
+			st, pages, budget)
 	}
-	// The budget is spread over the document: the first and the last run each have a page decoded alone.
-	if !alone(0, pages, aloneBudget) || !alone(pages-3, pages, aloneBudget) && !alone(pages-2, pages, aloneBudget) && !alone(pages-1, pages, aloneBudget) {
+	// The budget is spread over the document: the first and the last run (of at most ⌈pages/budget⌉ pages) each
+	// have a page decoded alone.
+	last := false
+	for i := pages - (pages+budget-1)/budget; i < pages; i++ {
+		last = last || alone(i, pages, budget)
+	}
+	if !alone(0, pages, budget) || !last {
 		t.Errorf("pages decoded alone are not spread to both ends")
 	}
 }
 
 // A long marked document: the pages beyond the budget are not decoded alone, but still report the id (their
-// soft output matches the document's codeword), and the document's id is exact.
+// soft output matches the document's codeword), and the document's id is exact. Under a budget of 20 pages for
+// 60 (the rule DetectRenderedStats applies with aloneBudget, which TestLongUnmarkedPDFBoundsBlindDecodes checks
+// it does): two thirds of the pages are analysed only, as 40 of 240 were under aloneBudget.
 func TestLongMarkedPDFReportsEveryPage(t *testing.T) {
 	a := testAdapter(t)
 	ctx := context.Background()
-	const pages = aloneBudget + 40
+	const pages, budget = 60, 20
 	src := writeTemp(t, "long.pdf", makeDoc(pdftest.Doc{Pages: pages, MediaBox: "[0 0 144 144]"}))
 	marked := filepath.Join(t.TempDir(), "marked.pdf")
 	id := testID("long-marked")
 	if _, err := a.Embed(ctx, src, marked, id, Options{}); err != nil {
 		t.Fatal(err)
 	}
-	d, st, err := a.DetectRenderedStats(ctx, marked)
+	doc, err := a.open(ctx, marked, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer doc.close()
+	d, st, err := a.detectRenderedStats(ctx, doc, budget)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,12 +107,12 @@ func TestLongMarkedPDFReportsEveryPage(t *testing.T) {
 	if !d.Watermarked || d.WatermarkID == nil || *d.WatermarkID != want {
 		t.Fatalf("document: watermarked %v id %v, want %s", d.Watermarked, d.WatermarkID, want)
 	}
-	if st.Alone != aloneBudget || st.Analysed != pages-aloneBudget || st.Matched != pages-aloneBudget {
-		t.Fatalf("stats %+v: want %d decoded alone and %d analysed and matched", st, aloneBudget, pages-aloneBudget)
+	if st.Alone != budget || st.Analysed != pages-budget || st.Matched != pages-budget {
+		t.Fatalf("stats %+v: want %d decoded alone and %d analysed and matched", st, budget, pages-budget)
 	}
 	for i, u := range d.Units {
 		if u.Index != i || !u.Watermarked || u.WatermarkID == nil || *u.WatermarkID != want || !(u.Confidence > 0.3 && u.Confidence <= 1) {
-			t.Fatalf("unit %d (alone %v): %+v", i, alone(i, pages, aloneBudget), u)
+			t.Fatalf("unit %d (alone %v): %+v", i, alone(i, pages, budget), u)
 		}
 	}
 }
