@@ -19,6 +19,7 @@ import (
 	"io"
 	"net/url"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -157,7 +158,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	r := &runner{cfg: cfg, http: newHTTPClient(conns, cfg.Timeout), jobs: newJobBook(),
 		runID: fmt.Sprintf("bench-%d", time.Now().UnixNano())}
 	defer r.http.c.CloseIdleConnections()
-	eb, err := apibench.MultipartBody(cfg.Image, cfg.ImageName, cfg.Data)
+	eb, err := apibench.MultipartBody(cfg.Image, filepath.Base(cfg.ImageName), cfg.Data)
 	if err != nil {
 		return nil, err
 	}

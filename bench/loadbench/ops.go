@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"mime/multipart"
 	"net/url"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -280,7 +281,8 @@ func (a *attempt) embed(ctx context.Context, body *bodyParts) {
 // uploadEmbed creates a signed upload, sends the file to it and embeds by upload_id. A retry after a lost
 // answer creates a new upload (uploads cost nothing); the embed keeps its Idempotency-Key.
 func (a *attempt) uploadEmbed(ctx context.Context) {
-	req, _ := json.Marshal(map[string]any{"kind": "image", "filename": a.r.cfg.ImageName, "size": len(a.r.cfg.Image)})
+	// ImageName may be the --image path; an upload's filename is a name (a path is refused with 422).
+	req, _ := json.Marshal(map[string]any{"kind": "image", "filename": filepath.Base(a.r.cfg.ImageName), "size": len(a.r.cfg.Image)})
 	for {
 		res, ok := a.send(ctx, "POST", "/uploads", "application/json", req, true)
 		if !ok {
