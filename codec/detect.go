@@ -7,9 +7,9 @@ const (
 	minDetectSide   = 64
 	detectMaxPixels = 48 << 20 // larger images are box-reduced before analysis (bounded memory)
 	// The count: nominal, downscaled, coarse and the fine+coarse sum (or, when the fine layer did not pass the
-	// pilot gate, the coarse layer's pilot-weighted fold: one decode either way); each lattice hypothesis at its own scale
-	// and the scale scan's once more at the best of the probed scales; twice the coarse layer and its sum at the
-	// best lattice geometry (after each of those two passes).
+	// pilot gate, the coarse layer's pilot-weighted fold: one decode either way); each lattice hypothesis at its
+	// own scale and the scale scan's once more at the best of the probed scales; twice the coarse layer and its
+	// sum at the best lattice geometry (after each of those two passes).
 	maxDecodeAttempts = 4 + latticeHypotheses + 1 + 4
 	latticeHypotheses = 5
 	// pilotGate is the pilot z-score below which a hypothesis is dropped before refinement and decoding. The best

@@ -16,7 +16,7 @@ package codec
 //
 // Measured (bench/README.md, issue 11 sixth pass): on flat art after JPEG it raised the codeword correlation of
 // a patchy coarse layer by up to 1.7×, while on photos, where the fine layer survives evenly in the texture,
-// the noisy per-block weights cost 5-15%; so only the coarse hypothesis uses it.
+// the noisy per-block weights cost 5-20%; so only the coarse hypothesis uses it.
 const (
 	weightBlock = 16 // waxels per block side
 	weightReach = 1  // blocks of smoothing on each side
