@@ -6,9 +6,10 @@ package codec
 const (
 	minDetectSide   = 64
 	detectMaxPixels = 48 << 20 // larger images are box-reduced before analysis (bounded memory)
-	// The count: nominal, downscaled, coarse and the fine+coarse sum; each lattice hypothesis at its own scale
-	// and the scale scan's once more at the best of the probed scales; twice the coarse layer and its sum at the
-	// best lattice geometry (after each of those two passes).
+	// The count: nominal, downscaled, coarse and the fine+coarse sum (or, when the fine layer did not pass the
+	// pilot gate, the coarse layer's pilot-weighted fold: one decode either way); each lattice hypothesis at its
+	// own scale and the scale scan's once more at the best of the probed scales; twice the coarse layer and its
+	// sum at the best lattice geometry (after each of those two passes).
 	maxDecodeAttempts = 4 + latticeHypotheses + 1 + 4
 	latticeHypotheses = 5
 	// pilotGate is the pilot z-score below which a hypothesis is dropped before refinement and decoding. The best
@@ -35,6 +36,7 @@ type attempt struct {
 	pilotZ float64
 	valid  bool
 	geom   affine // the waxel map whose fold gave the pilot alignment (before alignment and refinement)
+	synced affine // the map after alignment and refinement, which the soft word was demodulated under
 }
 
 // detectPlane runs the whole detector on a luma plane.
@@ -165,6 +167,17 @@ func (c *Codec) searchAttempts(w, h int, s sampler, pyramidOf func() pyramid) at
 		if keep(attempt{coded: sum, res: decodeSoft(sum), pilotZ: max(nominal.pilotZ, coarse.pilotZ), valid: true}) {
 			return best
 		}
+	} else if coarse.valid {
+		// Or, when the fine layer is gone (JPEG on flat artwork), the coarse layer again with its blocks weighted
+		// by how much of it they carry (weighted.go): JPEG leaves it in patches, where a fill sits near a boundary
+		// of the DC quantiser. Its pilot z-score is biased by the weighting, so the attempt keeps the unweighted one.
+		if acc := c.layout.weightedFold(s.whitened(coarse.synced)); acc != nil {
+			sw := c.layout.demod(acc)
+			if keep(attempt{coded: sw.llr, res: decodeSoft(sw.llr), pilotZ: coarse.pilotZ, valid: true, geom: coarse.geom,
+				synced: coarse.synced}) {
+				return best
+			}
+		}
 	}
 	expected := []float64{waxelSize(w, h)}
 	if sh := min(w, h); sh < 1024 {
@@ -283,7 +296,7 @@ func (c *Codec) tryScaled(s sampler, a0 affine, scales []float64) attempt {
 		return attempt{}
 	}
 	sw := c.layout.demod(acc)
-	return attempt{coded: sw.llr, res: decodeSoft(sw.llr), pilotZ: sw.pilotZ, valid: true, geom: geom}
+	return attempt{coded: sw.llr, res: decodeSoft(sw.llr), pilotZ: sw.pilotZ, valid: true, geom: geom, synced: a}
 }
 
 func emptyDetection() Detection {
