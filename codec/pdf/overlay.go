@@ -89,16 +89,19 @@ const maxPageImagePixels = 512 * 4096
 // positions, so every tile edge shows as a line about twice as dark as the grain (bench/README.md), and one
 // image has no inner edges in any renderer (Options.PageImage says what it costs).
 type overlayWriter struct {
-	d          *document
-	pageImage  bool
-	dark       []byte // the tile's soft masks (overlayMasks)
-	light      []byte
-	tiles      *markImage  // the tile images, made on first use
-	pageImages []markImage // the page images made so far
-	forms      map[[2]float64]formRef
-	prefix     types.IndirectRef
-	suffixes   map[string]types.IndirectRef
-	resCopy    map[[2]int]resCopy // (original indirect resource dict, form) → its copy with the overlay form
+	d      *document
+	mode   overlayMode
+	budget int64 // bytes the page images may add (overlayAuto)
+	// pageImageBytes is what the page images made so far added (their encoded streams).
+	pageImageBytes int64
+	dark           []byte // the tile's soft masks (overlayMasks)
+	light          []byte
+	tiles          *markImage  // the tile images, made on first use
+	pageImages     []markImage // the page images made so far
+	forms          map[[2]float64]formRef
+	prefix         types.IndirectRef
+	suffixes       map[string]types.IndirectRef
+	resCopy        map[[2]int]resCopy // (original indirect resource dict, form) → its copy with the overlay form
 }
 
 type resCopy struct {
@@ -107,17 +110,40 @@ type resCopy struct {
 }
 
 type formRef struct {
-	ref   types.IndirectRef
-	tiles int
+	ref       types.IndirectRef
+	tiles     int
+	pageImage bool
 }
 
-func newOverlayWriter(d *document, c *codec.Codec, id codec.ID, strength float64, pageImage bool) (*overlayWriter, error) {
+// overlayMode says how the overlay is drawn: page images within the budget else tiles (the default), tiles
+// only, or page images whatever their size (Options.PageImage, Options.Tiles).
+type overlayMode int
+
+const (
+	overlayAuto overlayMode = iota
+	overlayTiles
+	overlayPageImages
+)
+
+// pageImageBudget is the rule of the default overlay: the page images of a document may add at most a
+// quarter of its input size; shapes met after that budget is spent (in page order) are drawn with tiles.
+//
+// Why a quarter: a pair of page images costs 30-90 KB per page shape (Letter and A4 about 60 KB, a 16:9 slide
+// about 70 KB; they are noise that Flate compresses only along the row, bench/README.md), against about 7 KB
+// for the tile images of a whole document, and real documents have one to a few shapes (all but one of the
+// benchmark corpus's 21 have one or two). A quarter keeps the growth the overlay adds within what a reader
+// would call small beside the 2× the issue allows, so the output of any document stays under 1.25× plus the
+// tiles' few kilobytes (which page images replace when every shape gets one), and gives page images to every
+// document of about 240 KB or more per shape: in the corpus, every document but the smallest few.
+func pageImageBudget(inBytes int64) int64 { return inBytes / 4 }
+
+func newOverlayWriter(d *document, c *codec.Codec, id codec.ID, strength float64, mode overlayMode, budget int64) (*overlayWriter, error) {
 	dark, light := overlayMasks(c, id, strength)
 	prefix, err := d.ctx.XRefTable.StreamDictIndRef([]byte("q\n"))
 	if err != nil {
 		return nil, err
 	}
-	return &overlayWriter{d: d, pageImage: pageImage, dark: dark, light: light, forms: map[[2]float64]formRef{}, prefix: *prefix,
+	return &overlayWriter{d: d, mode: mode, budget: budget, dark: dark, light: light, forms: map[[2]float64]formRef{}, prefix: *prefix,
 		suffixes: map[string]types.IndirectRef{}, resCopy: map[[2]int]resCopy{}}, nil
 }
 
@@ -145,8 +171,9 @@ const (
 	pageImageSlack = 2
 )
 
-// pageImageFor returns images covering a w×h-waxel grid (see pageImageStep).
-func (o *overlayWriter) pageImageFor(w, h int) (markImage, error) {
+// pageImageFor returns images covering a w×h-waxel grid (see pageImageStep), or false when new images would be
+// needed and their encoded size is beyond what is left of the budget (overlayAuto).
+func (o *overlayWriter) pageImageFor(w, h int) (markImage, bool, error) {
 	best := -1
 	for i, m := range o.pageImages {
 		if m.w >= w && m.h >= h && m.w*m.h <= pageImageSlack*w*h && (best < 0 || m.w*m.h < o.pageImages[best].w*o.pageImages[best].h) {
@@ -154,22 +181,27 @@ func (o *overlayWriter) pageImageFor(w, h int) (markImage, error) {
 		}
 	}
 	if best >= 0 {
-		return o.pageImages[best], nil
+		return o.pageImages[best], true, nil
 	}
 	up := func(v int) int { return (v + pageImageStep - 1) / pageImageStep * pageImageStep }
-	m, err := o.images(up(w), up(h))
-	if err != nil {
-		return markImage{}, err
+	var limit int64 = -1
+	if o.mode == overlayAuto {
+		limit = o.budget - o.pageImageBytes
 	}
+	m, cost, err := o.images(up(w), up(h), limit)
+	if err != nil || cost < 0 {
+		return markImage{}, false, err
+	}
+	o.pageImageBytes += cost
 	o.pageImages = append(o.pageImages, m)
-	return m, nil
+	return m, true, nil
 }
 
 // tileImages returns the tile images, made on first use and shared by every page drawn with tiles.
 func (o *overlayWriter) tileImages() (markImage, error) {
 	if o.tiles == nil {
 		const n = codec.TileSide * tileOversample
-		m, err := o.images(n, n)
+		m, _, err := o.images(n, n, -1)
 		if err != nil {
 			return markImage{}, err
 		}
@@ -179,8 +211,9 @@ func (o *overlayWriter) tileImages() (markImage, error) {
 }
 
 // images adds the dark and light images of a w×h-pixel mark: the tile's masks repeated from the top-left
-// corner and cut at w×h.
-func (o *overlayWriter) images(w, h int) (markImage, error) {
+// corner and cut at w×h. It returns the bytes of their encoded streams; with a limit of 0 or more, images whose
+// streams would take more than limit bytes are not added, and it returns -1.
+func (o *overlayWriter) images(w, h int, limit int64) (markImage, int64, error) {
 	const n = codec.TileSide * tileOversample
 	repeat := func(t []byte) []byte {
 		out := make([]byte, w*h)
@@ -192,31 +225,43 @@ func (o *overlayWriter) images(w, h int) (markImage, error) {
 		}
 		return out
 	}
+	dark, err := newMaskedImage(o.d, w, h, 0, repeat(o.dark))
+	if err != nil {
+		return markImage{}, 0, err
+	}
+	light, err := newMaskedImage(o.d, w, h, 255, repeat(o.light))
+	if err != nil {
+		return markImage{}, 0, err
+	}
+	cost := dark.size() + light.size()
+	if limit >= 0 && cost > limit {
+		return markImage{}, -1, nil
+	}
 	m := markImage{w: w, h: h}
-	var err error
-	if m.dark, err = maskedImage(o.d, w, h, 0, repeat(o.dark)); err != nil {
-		return markImage{}, err
+	if m.dark, err = dark.add(o.d); err != nil {
+		return markImage{}, 0, err
 	}
-	if m.light, err = maskedImage(o.d, w, h, 255, repeat(o.light)); err != nil {
-		return markImage{}, err
+	if m.light, err = light.add(o.d); err != nil {
+		return markImage{}, 0, err
 	}
-	return m, nil
+	return m, cost, nil
 }
 
-// maskedImage adds a w×h image of one gray value drawn through the soft mask alpha.
-func maskedImage(d *document, w, h int, gray byte, alpha []byte) (types.IndirectRef, error) {
+// maskedImage is a w×h image of one gray value drawn through a soft mask, encoded but not yet in the document.
+type maskedImage struct {
+	mask, img types.StreamDict
+}
+
+// newMaskedImage encodes a w×h image of one gray value drawn through the soft mask alpha.
+func newMaskedImage(d *document, w, h int, gray byte, alpha []byte) (maskedImage, error) {
 	xt := d.ctx.XRefTable
 	mask, err := xt.NewStreamDictForBuf(alpha)
 	if err != nil {
-		return types.IndirectRef{}, err
+		return maskedImage{}, err
 	}
 	imageDict(mask.Dict, w, h)
 	if err := mask.Encode(); err != nil {
-		return types.IndirectRef{}, fmt.Errorf("encode overlay mask: %w", err)
-	}
-	maskRef, err := xt.IndRefForNewObject(*mask)
-	if err != nil {
-		return types.IndirectRef{}, err
+		return maskedImage{}, fmt.Errorf("encode overlay mask: %w", err)
 	}
 	pix := make([]byte, w*h)
 	for i := range pix {
@@ -224,14 +269,27 @@ func maskedImage(d *document, w, h int, gray byte, alpha []byte) (types.Indirect
 	}
 	img, err := xt.NewStreamDictForBuf(pix)
 	if err != nil {
-		return types.IndirectRef{}, err
+		return maskedImage{}, err
 	}
 	imageDict(img.Dict, w, h)
-	img.Dict["SMask"] = *maskRef
 	if err := img.Encode(); err != nil {
-		return types.IndirectRef{}, fmt.Errorf("encode overlay image: %w", err)
+		return maskedImage{}, fmt.Errorf("encode overlay image: %w", err)
 	}
-	ref, err := xt.IndRefForNewObject(*img)
+	return maskedImage{mask: *mask, img: *img}, nil
+}
+
+// size is the bytes of the two encoded streams (their dictionaries add about 200 more).
+func (m maskedImage) size() int64 { return int64(len(m.mask.Raw) + len(m.img.Raw)) }
+
+// add puts the mask and the image into the document and returns the image's reference.
+func (m maskedImage) add(d *document) (types.IndirectRef, error) {
+	xt := d.ctx.XRefTable
+	maskRef, err := xt.IndRefForNewObject(m.mask)
+	if err != nil {
+		return types.IndirectRef{}, err
+	}
+	m.img.Dict["SMask"] = *maskRef
+	ref, err := xt.IndRefForNewObject(m.img)
 	if err != nil {
 		return types.IndirectRef{}, err
 	}
@@ -278,10 +336,13 @@ func (o *overlayWriter) form(w, h float64) (formRef, error) {
 	fmt.Fprintf(&b, "0 0 %s %s re W n\n", num(w), num(h))
 	var m markImage
 	var err error
-	if o.pageImage && px*py <= maxPageImagePixels {
-		if m, err = o.pageImageFor(px, py); err != nil {
+	pageImage := false
+	if o.mode != overlayTiles && px*py <= maxPageImagePixels {
+		if m, pageImage, err = o.pageImageFor(px, py); err != nil {
 			return formRef{}, err
 		}
+	}
+	if pageImage {
 		iw, ih := float64(m.w)/tileOversample*ws+pageImageOver, float64(m.h)/tileOversample*ws+pageImageOver
 		fmt.Fprintf(&b, "q %s 0 0 %s 0 %s cm /D Do /L Do Q\n", num(iw), num(ih), num(h-ih))
 	} else {
@@ -310,7 +371,7 @@ func (o *overlayWriter) form(w, h float64) (formRef, error) {
 	if err != nil {
 		return formRef{}, err
 	}
-	f := formRef{ref: *ref, tiles: nx * ny}
+	f := formRef{ref: *ref, tiles: nx * ny, pageImage: pageImage}
 	o.forms[key] = f
 	return f, nil
 }
@@ -318,7 +379,7 @@ func (o *overlayWriter) form(w, h float64) (formRef, error) {
 // page adds the overlay to page p and returns what it drew.
 func (o *overlayWriter) page(p int) (PageUnit, error) {
 	xt := o.d.ctx.XRefTable
-	pd, _, attrs, err := xt.PageDict(p, false)
+	pd, attrs, err := o.d.page(p)
 	if err != nil || pd == nil {
 		return PageUnit{}, &Error{Code: CodeBroken, Reason: fmt.Sprintf("page %d cannot be read", p), Err: err}
 	}
@@ -365,7 +426,7 @@ func (o *overlayWriter) page(p int) (PageUnit, error) {
 	}
 	contents = append(contents, suffix)
 	pd["Contents"] = contents
-	return PageUnit{Index: p - 1, Width: w, Height: h, Tiles: f.tiles}, nil
+	return PageUnit{Index: p - 1, Width: w, Height: h, Tiles: f.tiles, PageImage: f.pageImage}, nil
 }
 
 // visibleBox is the crop box clipped to the media box, which is what viewers and renderers show.
