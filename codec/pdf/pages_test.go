@@ -24,7 +24,7 @@ func nestedTree(rotate string) []byte {
 		"<< /Type /Page /Parent 3 0 R /Contents 10 0 R >>",
 		"<< /Type /Page /Parent 3 0 R /Contents 10 0 R /Rotate 180 /MediaBox [5 5 300 400] >>",
 		"<< /Type /Page /Parent 4 0 R /Contents 10 0 R /Resources 11 0 R >>",
-		"<< /Type /Page /Parent 4 0 R /Contents 10 0 R /Rotate "+rotate+" >>",
+		"<< /Type /Page /Parent 4 0 R /Contents 10 0 R /Rotate " + rotate + " >>",
 		"<< /Type /Page /Parent 2 0 R /Contents 10 0 R /CropBox [0 0 400 400] >>",
 		streamObj("", []byte("0.5 g 72 200 200 150 re f\n")),
 		"<< /Font << /F1 12 0 R >> /ProcSet [/PDF] >>",
