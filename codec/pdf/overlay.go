@@ -84,8 +84,9 @@ const maxPageImagePixels = 512 * 4096
 
 // overlayWriter adds the overlay objects to one document: per page size one form XObject that draws the mark
 // over the page, and per page a q/Q wrapper around the original content followed by a call of the form. The
-// form draws the tile images (two: dark and light, shared by every page) in a grid, or, with pageImage, one
-// image covering the page's whole waxel grid (shared by pages of nearly the same size, pageImageStep): MuPDF draws abutting images with a one-pixel overlap at fractional
+// form draws one image covering the page's whole waxel grid (shared by pages of nearly the same size,
+// pageImageStep) while the page images fit the budget (pageImageBudget), else the tile images (two: dark and
+// light, shared by every page) in a grid: MuPDF draws abutting images with a one-pixel overlap at fractional
 // positions, so every tile edge shows as a line about twice as dark as the grain (bench/README.md), and one
 // image has no inner edges in any renderer (Options.PageImage says what it costs).
 type overlayWriter struct {
