@@ -129,13 +129,13 @@ const (
 // pageImageBudget is the rule of the default overlay: the page images of a document may add at most a
 // quarter of its input size; shapes met after that budget is spent (in page order) are drawn with tiles.
 //
-// Why a quarter: a pair of page images costs 30-90 KB per page shape (Letter and A4 about 60 KB, a 16:9 slide
-// about 70 KB; they are noise that Flate compresses only along the row, bench/README.md), against about 7 KB
-// for the tile images of a whole document, and real documents have one to a few shapes (all but one of the
-// benchmark corpus's 21 have one or two). A quarter keeps the growth the overlay adds within what a reader
-// would call small beside the 2× the issue allows, so the output of any document stays under 1.25× plus the
-// tiles' few kilobytes (which page images replace when every shape gets one), and gives page images to every
-// document of about 240 KB or more per shape: in the corpus, every document but the smallest few.
+// Why a quarter: a pair of page images costs about 90 bytes per image row, 20-70 KB for common shapes (Letter
+// 64 KB, A4 70 KB, a 16:9 slide 44 KB: noise that Flate compresses only along the row, bench/README.md),
+// against about 12 KB for the tile images of a whole document, and real documents have one or two shapes (19
+// of the benchmark corpus's 21 have one). A quarter keeps the growth the images add small beside the 2× the
+// issue allows: any output stays under 1.25× its input plus the tiles' 12 KB and a few hundred bytes per page
+// (the tiles are not added when every shape gets an image), and every document of about 260 KB or more per
+// Letter shape loses the tile lines (13 of the corpus's 21 documents).
 func pageImageBudget(inBytes int64) int64 { return inBytes / 4 }
 
 func newOverlayWriter(d *document, c *codec.Codec, id codec.ID, strength float64, mode overlayMode, budget int64) (*overlayWriter, error) {

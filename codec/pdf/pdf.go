@@ -159,8 +159,8 @@ type Options struct {
 	// page shape; tiles are a grid of abutting copies of two shared tile images. MuPDF draws abutting images
 	// with a one-pixel overlap at fractional positions, so with tiles every tile edge renders as a line about 2
 	// levels darker than the grain (faintly visible on a white page when looked for); one image has no inner
-	// edges. Robustness is the same either way (bench/README.md); the cost is the output size: about 60 KB per
-	// page shape instead of about 7 KB per document. Pages whose waxel grid is above maxPageImagePixels get
+	// edges. Robustness is the same either way (bench/README.md); the cost is the output size: 20-70 KB per
+	// page shape instead of about 12 KB per document. Pages whose waxel grid is above maxPageImagePixels get
 	// tiles either way. Setting both is an error.
 	PageImage bool
 	Tiles     bool
