@@ -99,10 +99,14 @@ type overlayWriter struct {
 	light          []byte
 	tiles          *markImage  // the tile images, made on first use
 	pageImages     []markImage // the page images made so far
-	forms          map[[2]float64]formRef
-	prefix         types.IndirectRef
-	suffixes       map[string]types.IndirectRef
-	resCopy        map[[2]int]resCopy // (original indirect resource dict, form) → its copy with the overlay form
+	// refused are the sizes of page images the budget had no room for: an image at least as wide and as tall
+	// costs at least as much, so it is refused without being encoded (a scan of many sizes would otherwise
+	// encode an image for each).
+	refused  [][2]int
+	forms    map[[2]float64]formRef
+	prefix   types.IndirectRef
+	suffixes map[string]types.IndirectRef
+	resCopy  map[[2]int]resCopy // (original indirect resource dict, form) → its copy with the overlay form
 }
 
 type resCopy struct {
@@ -185,13 +189,23 @@ func (o *overlayWriter) pageImageFor(w, h int) (markImage, bool, error) {
 		return o.pageImages[best], true, nil
 	}
 	up := func(v int) int { return (v + pageImageStep - 1) / pageImageStep * pageImageStep }
+	w, h = up(w), up(h)
 	var limit int64 = -1
 	if o.mode == overlayAuto {
 		limit = o.budget - o.pageImageBytes
+		for _, r := range o.refused {
+			if w >= r[0] && h >= r[1] {
+				return markImage{}, false, nil
+			}
+		}
 	}
-	m, cost, err := o.images(up(w), up(h), limit)
-	if err != nil || cost < 0 {
+	m, cost, err := o.images(w, h, limit)
+	if err != nil {
 		return markImage{}, false, err
+	}
+	if cost < 0 {
+		o.refused = append(o.refused, [2]int{w, h})
+		return markImage{}, false, nil
 	}
 	o.pageImageBytes += cost
 	o.pageImages = append(o.pageImages, m)

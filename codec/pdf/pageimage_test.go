@@ -40,7 +40,8 @@ func paddedDoc(boxes []string, padBytes int) []byte {
 // shape while the images' encoded bytes stay within a quarter of its input size (pageImageBudget), and tiles
 // for the shapes beyond. A Letter page's image pair is about 64 KB: a 300 KB document gets it (and renders with
 // no tile lines), a 40 KB one gets tiles, and a 300 KB document of a Letter page and a 16:9 slide gets the
-// Letter image and tiles on the slide (both pairs would take about 120 KB of its 75 KB budget). Every page
+// Letter image and tiles on the slide (both pairs would take about 110 KB of its 75 KB budget); pages of near
+// sizes share one image, or all get tiles. Every page
 // gives the exact id from its rendering alone and no output is above twice its input.
 func TestDefaultOverlayFollowsTheByteBudget(t *testing.T) {
 	a := testAdapter(t)
@@ -54,6 +55,10 @@ func TestDefaultOverlayFollowsTheByteBudget(t *testing.T) {
 		{"large", []string{"[0 0 612 792]"}, 300 << 10, []bool{true}},
 		{"small", []string{"[0 0 612 792]"}, 40 << 10, []bool{false}},
 		{"two-shapes", []string{"[0 0 612 792]", "[0 0 720 405]"}, 300 << 10, []bool{true, false}},
+		// Scanned pages differ by a point or two: they share one image when it fits, and all get tiles when it
+		// does not.
+		{"scan", []string{"[0 0 595 842]", "[0 0 596.3 843.1]", "[0 0 594.2 840]"}, 300 << 10, []bool{true, true, true}},
+		{"small-scan", []string{"[0 0 595 842]", "[0 0 596.3 843.1]", "[0 0 594.2 840]"}, 40 << 10, []bool{false, false, false}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			src := writeTemp(t, "in.pdf", paddedDoc(c.boxes, c.pad))
