@@ -49,6 +49,9 @@ func (a *Adapter) Embed(ctx context.Context, src, dst string, id codec.ID, opt O
 	if err != nil {
 		return EmbedReport{}, fmt.Errorf("pdf: overlay: %w", err)
 	}
+	if err := ow.plan(doc.info.Pages); err != nil {
+		return EmbedReport{}, fmt.Errorf("pdf: overlay: %w", err)
+	}
 	for p := 1; p <= doc.info.Pages; p++ {
 		if p%64 == 0 && ctx.Err() != nil {
 			return EmbedReport{}, fmt.Errorf("pdf: embed: %w", ctx.Err())

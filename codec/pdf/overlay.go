@@ -3,9 +3,11 @@ package pdf
 import (
 	"fmt"
 	"math"
+	"sort"
 	"strconv"
 	"strings"
 
+	"github.com/pdfcpu/pdfcpu/pkg/pdfcpu/model"
 	"github.com/pdfcpu/pdfcpu/pkg/pdfcpu/types"
 
 	"filigrane/codec"
@@ -131,7 +133,8 @@ const (
 )
 
 // pageImageBudget is the rule of the default overlay: the page images of a document may add at most a
-// quarter of its input size; shapes met after that budget is spent (in page order) are drawn with tiles.
+// quarter of its input size; the sizes that cover the most pages get theirs first (plan), and the sizes left
+// when the budget is spent are drawn with tiles.
 //
 // Why a quarter: a pair of page images costs about 90 bytes per image row, 20-70 KB for common shapes (Letter
 // 64 KB, A4 70 KB, a 16:9 slide 44 KB: noise that Flate compresses only along the row, bench/README.md),
@@ -338,15 +341,13 @@ const minWaxelPt = 2 * 72.0 / 150
 // image of whole waxels covering the page from its top-left corner (what reaches past the page's edge is
 // clipped): the same pixels at the same places either way.
 func (o *overlayWriter) form(w, h float64) (formRef, error) {
-	key := [2]float64{math.Round(w*1000) / 1000, math.Round(h*1000) / 1000}
+	key := formKey(w, h)
 	if f, ok := o.forms[key]; ok {
 		return f, nil
 	}
-	ws := max(min(w, h)/codec.OverlayWaxelsPerShortSide, minWaxelPt)
+	ws, px, py := overlayGrid(w, h)
 	t := ws * codec.TileSide
 	nx, ny := int(math.Ceil(w/t-1e-9)), int(math.Ceil(h/t-1e-9))
-	px := int(math.Ceil(w/ws-1e-9)) * tileOversample
-	py := int(math.Ceil(h/ws-1e-9)) * tileOversample
 	var b strings.Builder
 	fmt.Fprintf(&b, "0 0 %s %s re W n\n", num(w), num(h))
 	var m markImage
@@ -391,26 +392,86 @@ func (o *overlayWriter) form(w, h float64) (formRef, error) {
 	return f, nil
 }
 
-// page adds the overlay to page p and returns what it drew.
-func (o *overlayWriter) page(p int) (PageUnit, error) {
-	xt := o.d.ctx.XRefTable
+// formKey identifies a page size among the forms (to a thousandth of a point).
+func formKey(w, h float64) [2]float64 {
+	return [2]float64{math.Round(w*1000) / 1000, math.Round(h*1000) / 1000}
+}
+
+// overlayGrid is the overlay's geometry on a displayed w×h-point page: the waxel in points and the waxel grid
+// covering the page, in image pixels.
+func overlayGrid(w, h float64) (ws float64, px, py int) {
+	ws = max(min(w, h)/codec.OverlayWaxelsPerShortSide, minWaxelPt)
+	return ws, int(math.Ceil(w/ws-1e-9)) * tileOversample, int(math.Ceil(h/ws-1e-9)) * tileOversample
+}
+
+// plan makes the forms of the document's page sizes before any page is drawn, the sizes of the most pages first
+// (pages counted per page-image size, so that the near sizes of a scan count together; ties in page order).
+// Under the budget (overlayAuto) the sizes that cover the most pages then get the page images: a cover or an
+// inserted plate of another size, met first, does not spend the budget the body's pages need. Pages that
+// cannot be read are left to page, which refuses them.
+func (o *overlayWriter) plan(pages int) error {
+	if o.mode != overlayAuto {
+		return nil
+	}
+	type size struct {
+		w, h  float64
+		group [2]int
+	}
+	var sizes []size
+	seen := map[[2]float64]bool{}
+	groupPages := map[[2]int]int{}
+	up := func(v int) int { return (v + pageImageStep - 1) / pageImageStep * pageImageStep }
+	for p := 1; p <= pages; p++ {
+		_, _, view, err := o.view(p)
+		if err != nil {
+			continue
+		}
+		_, px, py := overlayGrid(view.W, view.H)
+		g := [2]int{up(px), up(py)}
+		groupPages[g]++
+		if k := formKey(view.W, view.H); !seen[k] {
+			seen[k] = true
+			sizes = append(sizes, size{view.W, view.H, g})
+		}
+	}
+	sort.SliceStable(sizes, func(i, j int) bool { return groupPages[sizes[i].group] > groupPages[sizes[j].group] })
+	for _, sz := range sizes {
+		if _, err := o.form(sz.w, sz.h); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// view reads page p and how it is displayed, refusing a page that cannot carry the overlay.
+func (o *overlayWriter) view(p int) (types.Dict, *model.InheritedPageAttrs, pageView, error) {
 	pd, attrs, err := o.d.page(p)
 	if err != nil || pd == nil {
-		return PageUnit{}, &Error{Code: CodeBroken, Reason: fmt.Sprintf("page %d cannot be read", p), Err: err}
+		return nil, nil, pageView{}, &Error{Code: CodeBroken, Reason: fmt.Sprintf("page %d cannot be read", p), Err: err}
 	}
 	box := visibleBox(attrs.MediaBox, attrs.CropBox)
 	if box == nil {
-		return PageUnit{}, refuse(CodeBroken, "page %d has no valid media box", p)
+		return nil, nil, pageView{}, refuse(CodeBroken, "page %d has no valid media box", p)
 	}
 	if max(box.Width(), box.Height()) > o.d.lim.MaxPageSide {
-		return PageUnit{}, refuse(CodeTooLarge, "page %d is %.0f×%.0f units, above the limit of %.0f", p, box.Width(), box.Height(), o.d.lim.MaxPageSide)
+		return nil, nil, pageView{}, refuse(CodeTooLarge, "page %d is %.0f×%.0f units, above the limit of %.0f", p, box.Width(), box.Height(), o.d.lim.MaxPageSide)
 	}
 	// The overlay is drawn as the page is displayed (rotated, in points): see pageView.
 	view := newPageView(*box, attrs.Rotate, pageUserUnit(o.d, pd))
-	w, h := view.W, view.H
-	if min(w, h) < 36 {
-		return PageUnit{}, refuse(CodeTooLarge, "page %d is %.1f×%.1f points, too small to carry a mark", p, w, h)
+	if min(view.W, view.H) < 36 {
+		return nil, nil, pageView{}, refuse(CodeTooLarge, "page %d is %.1f×%.1f points, too small to carry a mark", p, view.W, view.H)
 	}
+	return pd, attrs, view, nil
+}
+
+// page adds the overlay to page p and returns what it drew.
+func (o *overlayWriter) page(p int) (PageUnit, error) {
+	xt := o.d.ctx.XRefTable
+	pd, attrs, view, err := o.view(p)
+	if err != nil {
+		return PageUnit{}, err
+	}
+	w, h := view.W, view.H
 	f, err := o.form(w, h)
 	if err != nil {
 		return PageUnit{}, err

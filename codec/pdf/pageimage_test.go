@@ -41,7 +41,8 @@ func paddedDoc(boxes []string, padBytes int) []byte {
 // for the shapes beyond. A Letter page's image pair is about 64 KB: a 300 KB document gets it (and renders with
 // no tile lines), a 40 KB one gets tiles, and a 300 KB document of a Letter page and a 16:9 slide gets the
 // Letter image and tiles on the slide (both pairs would take about 110 KB of its 75 KB budget); pages of near
-// sizes share one image, or all get tiles. Every page
+// sizes share one image, or all get tiles; a slide before three Letter pages does not take the budget from
+// them. Every page
 // gives the exact id from its rendering alone and no output is above twice its input.
 func TestDefaultOverlayFollowsTheByteBudget(t *testing.T) {
 	a := testAdapter(t)
@@ -55,6 +56,8 @@ func TestDefaultOverlayFollowsTheByteBudget(t *testing.T) {
 		{"large", []string{"[0 0 612 792]"}, 300 << 10, []bool{true}},
 		{"small", []string{"[0 0 612 792]"}, 40 << 10, []bool{false}},
 		{"two-shapes", []string{"[0 0 612 792]", "[0 0 720 405]"}, 300 << 10, []bool{true, false}},
+		// A cover of another size comes first: the size with the most pages gets the image (plan).
+		{"cover", []string{"[0 0 720 405]", "[0 0 612 792]", "[0 0 612 792]", "[0 0 612 792]"}, 300 << 10, []bool{false, true, true, true}},
 		// Scanned pages differ by a point or two: they share one image when it fits, and all get tiles when it
 		// does not.
 		{"scan", []string{"[0 0 595 842]", "[0 0 596.3 843.1]", "[0 0 594.2 840]"}, 300 << 10, []bool{true, true, true}},
