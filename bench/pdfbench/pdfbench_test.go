@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,7 +21,8 @@ import (
 //
 //	FILIGRANE_PDF_BENCH=1 go test -run TestRun -timeout 60m -v ./bench/pdfbench
 //
-// FILIGRANE_PDF_PAGE_IMAGE=1 marks with pdf.Options.PageImage (one overlay image per page size).
+// The overlay follows the default rule (page images within a byte budget, else tiles); FILIGRANE_PDF_OVERLAY=tiles
+// or =page-image forces one way (pdf.Options.Tiles, pdf.Options.PageImage).
 // It writes bench/results/pdf/report.md and bench/results/pdf/visual.png.
 // corpus fetches (or reuses the cached copy of) the benchmark's PDFs, plus pdfcpu's own test files when the
 // module is in the module cache, and loads them.
@@ -70,7 +72,7 @@ func TestRun(t *testing.T) {
 	}
 	strength, _ := strconv.ParseFloat(os.Getenv("FILIGRANE_PDF_STRENGTH"), 64)
 	cfg := Config{Key: []byte(codec.DevelopmentKey), Strength: strength, WorkDir: work, Log: os.Stderr,
-		PageImage: os.Getenv("FILIGRANE_PDF_PAGE_IMAGE") == "1"}
+		Overlay: os.Getenv("FILIGRANE_PDF_OVERLAY")}
 	res, err := Run(ctx, cfg, docs)
 	if err != nil {
 		t.Fatal(err)
@@ -96,9 +98,10 @@ func TestRun(t *testing.T) {
 	}
 }
 
-// TestOverlaySizes embeds every corpus document whole, with the tile overlay and with pdf.Options.PageImage,
-// and logs the output size of each against its input (the page image costs tens of kilobytes per page shape;
-// bench/README.md). It needs the corpus that TestRun downloads:
+// TestOverlaySizes embeds every corpus document whole three ways (tiles, pdf.Options.PageImage, and the default
+// rule) and logs the output size of each against its input, the page images' own bytes and the number of
+// distinct page shapes (the page image costs tens of kilobytes per page shape; bench/README.md). It needs the
+// corpus that TestRun downloads:
 //
 //	FILIGRANE_PDF_BENCH=1 go test -run TestOverlaySizes -v ./bench/pdfbench
 func TestOverlaySizes(t *testing.T) {
@@ -112,22 +115,39 @@ func TestOverlaySizes(t *testing.T) {
 	}
 	a := &pdf.Adapter{Codec: c}
 	dst := filepath.Join(t.TempDir(), "marked.pdf")
-	var ratios [2][]float64
+	modes := []struct {
+		name string
+		opt  pdf.Options
+	}{{"tiles", pdf.Options{Tiles: true}}, {"page image", pdf.Options{PageImage: true}}, {"default", pdf.Options{}}}
+	ratios := make([][]float64, len(modes))
 	for _, d := range docs {
 		line := fmt.Sprintf("%-24s", d.Name)
-		for i, pageImage := range []bool{false, true} {
-			rep, err := a.Embed(t.Context(), d.Path, dst, codec.ID{1}, pdf.Options{PageImage: pageImage})
+		for i, m := range modes {
+			rep, err := a.Embed(t.Context(), d.Path, dst, codec.ID{1}, m.opt)
 			if err != nil {
 				t.Fatalf("%s: %v", d.Name, err)
 			}
 			r := float64(rep.OutBytes) / float64(rep.InBytes)
 			ratios[i] = append(ratios[i], r)
-			line += fmt.Sprintf(" | %4d pages %8d → %8d (%.2f×)", rep.Pages, rep.InBytes, rep.OutBytes, r)
+			if i == 0 {
+				shapes := map[[2]int]bool{}
+				for _, u := range rep.Units {
+					shapes[[2]int{int(math.Round(u.Width)), int(math.Round(u.Height))}] = true
+				}
+				line += fmt.Sprintf(" %4d pages %2d shapes %8d |", rep.Pages, len(shapes), rep.InBytes)
+			}
+			images := 0
+			for _, u := range rep.Units {
+				if u.PageImage {
+					images++
+				}
+			}
+			line += fmt.Sprintf(" %s → %8d (%.2f×, images %d B on %d pages) |", m.name, rep.OutBytes, r, rep.PageImageBytes, images)
 		}
 		t.Log(line)
 	}
-	for i, name := range []string{"tiles", "page image"} {
+	for i, m := range modes {
 		sort.Float64s(ratios[i])
-		t.Logf("%s: median %.2f×, max %.2f×", name, ratios[i][len(ratios[i])/2], ratios[i][len(ratios[i])-1])
+		t.Logf("%s: median %.2f×, max %.2f×", m.name, ratios[i][len(ratios[i])/2], ratios[i][len(ratios[i])-1])
 	}
 }

@@ -31,7 +31,7 @@ import (
 type Config struct {
 	Key           []byte
 	Strength      float64 // 0: pdf.DefaultStrength
-	PageImage     bool    // pdf.Options.PageImage: one overlay image per page size instead of tiles
+	Overlay       string  // "" (the default rule), "tiles" or "page-image" (pdf.Options.Tiles, PageImage)
 	PagesPerDoc   int     // marked pages per document (spread over the document)
 	FPPagesPerDoc int     // unmarked pages per document for the false-positive count
 	WorkDir       string
@@ -91,6 +91,7 @@ type DocResult struct {
 	OutBytes   int64
 	EmbedMs    float64
 	DensePages int
+	Overlay    string            // how the overlay was drawn: "page images", "tiles" or "mixed"
 	Rendered   map[string]string // attack → "ok/n" pages from rendering
 	Err        string
 }
@@ -160,13 +161,15 @@ func runDoc(ctx context.Context, a *pdf.Adapter, c *codec.Codec, cfg Config, d D
 	dr.Pages = len(pages)
 	marked := filepath.Join(dir, "marked.pdf")
 	t0 := time.Now()
-	rep, err := a.Embed(ctx, sub, marked, id, pdf.Options{Strength: cfg.Strength, PageImage: cfg.PageImage})
+	rep, err := a.Embed(ctx, sub, marked, id, pdf.Options{Strength: cfg.Strength, PageImage: cfg.Overlay == "page-image",
+		Tiles: cfg.Overlay == "tiles"})
 	dr.EmbedMs = float64(time.Since(t0).Microseconds()) / 1000
 	if err != nil {
 		dr.Err = err.Error()
 		return dr
 	}
 	dr.OutBytes = rep.OutBytes
+	dr.Overlay = overlayOf(rep)
 	// Page classes from the original rendering.
 	dense := make([]bool, len(pages))
 	origPages, err := renderGray(ctx, sub, 150)
@@ -538,4 +541,21 @@ func Visual(ctx context.Context, orig, marked string, page int, out string) erro
 	}
 	defer f.Close()
 	return png.Encode(f, canvas)
+}
+
+// overlayOf says how an embedding drew the overlay: on every page one page image, on every page tiles, or both.
+func overlayOf(rep pdf.EmbedReport) string {
+	images := 0
+	for _, u := range rep.Units {
+		if u.PageImage {
+			images++
+		}
+	}
+	switch images {
+	case len(rep.Units):
+		return "page images"
+	case 0:
+		return "tiles"
+	}
+	return "mixed"
 }

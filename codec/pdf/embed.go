@@ -28,6 +28,9 @@ func (a *Adapter) Embed(ctx context.Context, src, dst string, id codec.ID, opt O
 	if math.IsNaN(strength) || strength < MinStrength || strength > MaxStrength {
 		return EmbedReport{}, fmt.Errorf("pdf: strength %.2f outside %.0f..%.0f", strength, MinStrength, MaxStrength)
 	}
+	if opt.PageImage && opt.Tiles {
+		return EmbedReport{}, errors.New("pdf: options PageImage and Tiles both set")
+	}
 	doc, err := a.open(ctx, src, true)
 	if err != nil {
 		return EmbedReport{}, err
@@ -35,8 +38,18 @@ func (a *Adapter) Embed(ctx context.Context, src, dst string, id codec.ID, opt O
 	defer doc.close()
 	rep := EmbedReport{Pages: doc.info.Pages, InBytes: doc.inBytes, Strength: strength, Repaired: doc.info.Repaired,
 		Rewritten: true}
-	ow, err := newOverlayWriter(doc, a.Codec, id, strength, opt.PageImage)
+	mode := overlayAuto
+	switch {
+	case opt.PageImage:
+		mode = overlayPageImages
+	case opt.Tiles:
+		mode = overlayTiles
+	}
+	ow, err := newOverlayWriter(doc, a.Codec, id, strength, mode, pageImageBudget(doc.inBytes))
 	if err != nil {
+		return EmbedReport{}, fmt.Errorf("pdf: overlay: %w", err)
+	}
+	if err := ow.plan(doc.info.Pages); err != nil {
 		return EmbedReport{}, fmt.Errorf("pdf: overlay: %w", err)
 	}
 	for p := 1; p <= doc.info.Pages; p++ {
@@ -49,6 +62,7 @@ func (a *Adapter) Embed(ctx context.Context, src, dst string, id codec.ID, opt O
 		}
 		rep.Units = append(rep.Units, u)
 	}
+	rep.PageImageBytes = ow.pageImageBytes
 	if err := doc.writeStructural(a.Codec, id, time.Now()); err != nil {
 		return EmbedReport{}, fmt.Errorf("pdf: structural mark: %w", err)
 	}

@@ -27,6 +27,10 @@ type document struct {
 	info    Info
 	lim     Limits
 	codec   *codec.Codec
+	// pageList is every page with its inherited attributes, from one walk of the page tree (page, pages.go);
+	// pageWalkFailed records a tree that walk could not read, which is then read page by page.
+	pageList       []pageRef
+	pageWalkFailed bool
 }
 
 func (d *document) close() {
@@ -109,12 +113,16 @@ func (d *document) load(ctx context.Context, path string, forEmbed bool) (err er
 		return err
 	}
 	d.ctx = pctx
+	d.forgetPages()
 	if err := d.inspect(forEmbed); err != nil {
 		return err
 	}
 	if !forEmbed {
 		return nil // detection reads the structural mark or renders with mutool: no pdfcpu writing follows
 	}
+	// Validation may replace objects it repairs (in the relaxed mode): the pages the refusal checks walked are
+	// walked again from the validated table.
+	defer d.forgetPages()
 	return safeValidate(pctx)
 }
 
@@ -361,7 +369,7 @@ func (d *document) javascript(root types.Dict) bool {
 	}
 	xt := d.ctx.XRefTable
 	for p := 1; p <= xt.PageCount; p++ {
-		pd, _, _, err := xt.PageDict(p, false)
+		pd, _, err := d.page(p)
 		if err != nil || pd == nil {
 			continue
 		}

@@ -3,9 +3,11 @@ package pdf
 import (
 	"fmt"
 	"math"
+	"sort"
 	"strconv"
 	"strings"
 
+	"github.com/pdfcpu/pdfcpu/pkg/pdfcpu/model"
 	"github.com/pdfcpu/pdfcpu/pkg/pdfcpu/types"
 
 	"filigrane/codec"
@@ -84,21 +86,29 @@ const maxPageImagePixels = 512 * 4096
 
 // overlayWriter adds the overlay objects to one document: per page size one form XObject that draws the mark
 // over the page, and per page a q/Q wrapper around the original content followed by a call of the form. The
-// form draws the tile images (two: dark and light, shared by every page) in a grid, or, with pageImage, one
-// image covering the page's whole waxel grid (shared by pages of nearly the same size, pageImageStep): MuPDF draws abutting images with a one-pixel overlap at fractional
+// form draws one image covering the page's whole waxel grid (shared by pages of nearly the same size,
+// pageImageStep) while the page images fit the budget (pageImageBudget), else the tile images (two: dark and
+// light, shared by every page) in a grid: MuPDF draws abutting images with a one-pixel overlap at fractional
 // positions, so every tile edge shows as a line about twice as dark as the grain (bench/README.md), and one
 // image has no inner edges in any renderer (Options.PageImage says what it costs).
 type overlayWriter struct {
-	d          *document
-	pageImage  bool
-	dark       []byte // the tile's soft masks (overlayMasks)
-	light      []byte
-	tiles      *markImage  // the tile images, made on first use
-	pageImages []markImage // the page images made so far
-	forms      map[[2]float64]formRef
-	prefix     types.IndirectRef
-	suffixes   map[string]types.IndirectRef
-	resCopy    map[[2]int]resCopy // (original indirect resource dict, form) → its copy with the overlay form
+	d      *document
+	mode   overlayMode
+	budget int64 // bytes the page images may add (overlayAuto)
+	// pageImageBytes is what the page images made so far added (their encoded streams).
+	pageImageBytes int64
+	dark           []byte // the tile's soft masks (overlayMasks)
+	light          []byte
+	tiles          *markImage  // the tile images, made on first use
+	pageImages     []markImage // the page images made so far
+	// refused are the sizes of page images the budget had no room for: an image at least as wide and as tall
+	// costs at least as much, so it is refused without being encoded (a scan of many sizes would otherwise
+	// encode an image for each).
+	refused  [][2]int
+	forms    map[[2]float64]formRef
+	prefix   types.IndirectRef
+	suffixes map[string]types.IndirectRef
+	resCopy  map[[2]int]resCopy // (original indirect resource dict, form) → its copy with the overlay form
 }
 
 type resCopy struct {
@@ -107,17 +117,41 @@ type resCopy struct {
 }
 
 type formRef struct {
-	ref   types.IndirectRef
-	tiles int
+	ref       types.IndirectRef
+	tiles     int
+	pageImage bool
 }
 
-func newOverlayWriter(d *document, c *codec.Codec, id codec.ID, strength float64, pageImage bool) (*overlayWriter, error) {
+// overlayMode says how the overlay is drawn: page images within the budget else tiles (the default), tiles
+// only, or page images whatever their size (Options.PageImage, Options.Tiles).
+type overlayMode int
+
+const (
+	overlayAuto overlayMode = iota
+	overlayTiles
+	overlayPageImages
+)
+
+// pageImageBudget is the rule of the default overlay: the page images of a document may add at most a
+// quarter of its input size; the sizes that cover the most pages get theirs first (plan), and the sizes left
+// when the budget is spent are drawn with tiles.
+//
+// Why a quarter: a pair of page images costs about 90 bytes per image row, 20-70 KB for common shapes (Letter
+// 64 KB, A4 70 KB, a 16:9 slide 44 KB: noise that Flate compresses only along the row, bench/README.md),
+// against about 12 KB for the tile images of a whole document, and real documents have one or two shapes (19
+// of the benchmark corpus's 21 have one). A quarter keeps the growth the images add small beside the 2× the
+// issue allows: any output stays under 1.25× its input plus the tiles' 12 KB and a few hundred bytes per page
+// (the tiles are not added when every shape gets an image), and every document of about 260 KB or more per
+// Letter shape loses the tile lines (13 of the corpus's 21 documents).
+func pageImageBudget(inBytes int64) int64 { return inBytes / 4 }
+
+func newOverlayWriter(d *document, c *codec.Codec, id codec.ID, strength float64, mode overlayMode, budget int64) (*overlayWriter, error) {
 	dark, light := overlayMasks(c, id, strength)
 	prefix, err := d.ctx.XRefTable.StreamDictIndRef([]byte("q\n"))
 	if err != nil {
 		return nil, err
 	}
-	return &overlayWriter{d: d, pageImage: pageImage, dark: dark, light: light, forms: map[[2]float64]formRef{}, prefix: *prefix,
+	return &overlayWriter{d: d, mode: mode, budget: budget, dark: dark, light: light, forms: map[[2]float64]formRef{}, prefix: *prefix,
 		suffixes: map[string]types.IndirectRef{}, resCopy: map[[2]int]resCopy{}}, nil
 }
 
@@ -145,8 +179,9 @@ const (
 	pageImageSlack = 2
 )
 
-// pageImageFor returns images covering a w×h-waxel grid (see pageImageStep).
-func (o *overlayWriter) pageImageFor(w, h int) (markImage, error) {
+// pageImageFor returns images covering a w×h-waxel grid (see pageImageStep), or false when new images would be
+// needed and their encoded size is beyond what is left of the budget (overlayAuto).
+func (o *overlayWriter) pageImageFor(w, h int) (markImage, bool, error) {
 	best := -1
 	for i, m := range o.pageImages {
 		if m.w >= w && m.h >= h && m.w*m.h <= pageImageSlack*w*h && (best < 0 || m.w*m.h < o.pageImages[best].w*o.pageImages[best].h) {
@@ -154,22 +189,37 @@ func (o *overlayWriter) pageImageFor(w, h int) (markImage, error) {
 		}
 	}
 	if best >= 0 {
-		return o.pageImages[best], nil
+		return o.pageImages[best], true, nil
 	}
 	up := func(v int) int { return (v + pageImageStep - 1) / pageImageStep * pageImageStep }
-	m, err := o.images(up(w), up(h))
-	if err != nil {
-		return markImage{}, err
+	w, h = up(w), up(h)
+	var limit int64 = -1
+	if o.mode == overlayAuto {
+		limit = o.budget - o.pageImageBytes
+		for _, r := range o.refused {
+			if w >= r[0] && h >= r[1] {
+				return markImage{}, false, nil
+			}
+		}
 	}
+	m, cost, err := o.images(w, h, limit)
+	if err != nil {
+		return markImage{}, false, err
+	}
+	if cost < 0 {
+		o.refused = append(o.refused, [2]int{w, h})
+		return markImage{}, false, nil
+	}
+	o.pageImageBytes += cost
 	o.pageImages = append(o.pageImages, m)
-	return m, nil
+	return m, true, nil
 }
 
 // tileImages returns the tile images, made on first use and shared by every page drawn with tiles.
 func (o *overlayWriter) tileImages() (markImage, error) {
 	if o.tiles == nil {
 		const n = codec.TileSide * tileOversample
-		m, err := o.images(n, n)
+		m, _, err := o.images(n, n, -1)
 		if err != nil {
 			return markImage{}, err
 		}
@@ -179,8 +229,9 @@ func (o *overlayWriter) tileImages() (markImage, error) {
 }
 
 // images adds the dark and light images of a w×h-pixel mark: the tile's masks repeated from the top-left
-// corner and cut at w×h.
-func (o *overlayWriter) images(w, h int) (markImage, error) {
+// corner and cut at w×h. It returns the bytes of their encoded streams; with a limit of 0 or more, images whose
+// streams would take more than limit bytes are not added, and it returns -1.
+func (o *overlayWriter) images(w, h int, limit int64) (markImage, int64, error) {
 	const n = codec.TileSide * tileOversample
 	repeat := func(t []byte) []byte {
 		out := make([]byte, w*h)
@@ -192,31 +243,43 @@ func (o *overlayWriter) images(w, h int) (markImage, error) {
 		}
 		return out
 	}
+	dark, err := newMaskedImage(o.d, w, h, 0, repeat(o.dark))
+	if err != nil {
+		return markImage{}, 0, err
+	}
+	light, err := newMaskedImage(o.d, w, h, 255, repeat(o.light))
+	if err != nil {
+		return markImage{}, 0, err
+	}
+	cost := dark.size() + light.size()
+	if limit >= 0 && cost > limit {
+		return markImage{}, -1, nil
+	}
 	m := markImage{w: w, h: h}
-	var err error
-	if m.dark, err = maskedImage(o.d, w, h, 0, repeat(o.dark)); err != nil {
-		return markImage{}, err
+	if m.dark, err = dark.add(o.d); err != nil {
+		return markImage{}, 0, err
 	}
-	if m.light, err = maskedImage(o.d, w, h, 255, repeat(o.light)); err != nil {
-		return markImage{}, err
+	if m.light, err = light.add(o.d); err != nil {
+		return markImage{}, 0, err
 	}
-	return m, nil
+	return m, cost, nil
 }
 
-// maskedImage adds a w×h image of one gray value drawn through the soft mask alpha.
-func maskedImage(d *document, w, h int, gray byte, alpha []byte) (types.IndirectRef, error) {
+// maskedImage is a w×h image of one gray value drawn through a soft mask, encoded but not yet in the document.
+type maskedImage struct {
+	mask, img types.StreamDict
+}
+
+// newMaskedImage encodes a w×h image of one gray value drawn through the soft mask alpha.
+func newMaskedImage(d *document, w, h int, gray byte, alpha []byte) (maskedImage, error) {
 	xt := d.ctx.XRefTable
 	mask, err := xt.NewStreamDictForBuf(alpha)
 	if err != nil {
-		return types.IndirectRef{}, err
+		return maskedImage{}, err
 	}
 	imageDict(mask.Dict, w, h)
 	if err := mask.Encode(); err != nil {
-		return types.IndirectRef{}, fmt.Errorf("encode overlay mask: %w", err)
-	}
-	maskRef, err := xt.IndRefForNewObject(*mask)
-	if err != nil {
-		return types.IndirectRef{}, err
+		return maskedImage{}, fmt.Errorf("encode overlay mask: %w", err)
 	}
 	pix := make([]byte, w*h)
 	for i := range pix {
@@ -224,14 +287,27 @@ func maskedImage(d *document, w, h int, gray byte, alpha []byte) (types.Indirect
 	}
 	img, err := xt.NewStreamDictForBuf(pix)
 	if err != nil {
-		return types.IndirectRef{}, err
+		return maskedImage{}, err
 	}
 	imageDict(img.Dict, w, h)
-	img.Dict["SMask"] = *maskRef
 	if err := img.Encode(); err != nil {
-		return types.IndirectRef{}, fmt.Errorf("encode overlay image: %w", err)
+		return maskedImage{}, fmt.Errorf("encode overlay image: %w", err)
 	}
-	ref, err := xt.IndRefForNewObject(*img)
+	return maskedImage{mask: *mask, img: *img}, nil
+}
+
+// size is the bytes of the two encoded streams (their dictionaries add about 200 more).
+func (m maskedImage) size() int64 { return int64(len(m.mask.Raw) + len(m.img.Raw)) }
+
+// add puts the mask and the image into the document and returns the image's reference.
+func (m maskedImage) add(d *document) (types.IndirectRef, error) {
+	xt := d.ctx.XRefTable
+	maskRef, err := xt.IndRefForNewObject(m.mask)
+	if err != nil {
+		return types.IndirectRef{}, err
+	}
+	m.img.Dict["SMask"] = *maskRef
+	ref, err := xt.IndRefForNewObject(m.img)
 	if err != nil {
 		return types.IndirectRef{}, err
 	}
@@ -265,23 +341,24 @@ const minWaxelPt = 2 * 72.0 / 150
 // image of whole waxels covering the page from its top-left corner (what reaches past the page's edge is
 // clipped): the same pixels at the same places either way.
 func (o *overlayWriter) form(w, h float64) (formRef, error) {
-	key := [2]float64{math.Round(w*1000) / 1000, math.Round(h*1000) / 1000}
+	key := formKey(w, h)
 	if f, ok := o.forms[key]; ok {
 		return f, nil
 	}
-	ws := max(min(w, h)/codec.OverlayWaxelsPerShortSide, minWaxelPt)
+	ws, px, py := overlayGrid(w, h)
 	t := ws * codec.TileSide
 	nx, ny := int(math.Ceil(w/t-1e-9)), int(math.Ceil(h/t-1e-9))
-	px := int(math.Ceil(w/ws-1e-9)) * tileOversample
-	py := int(math.Ceil(h/ws-1e-9)) * tileOversample
 	var b strings.Builder
 	fmt.Fprintf(&b, "0 0 %s %s re W n\n", num(w), num(h))
 	var m markImage
 	var err error
-	if o.pageImage && px*py <= maxPageImagePixels {
-		if m, err = o.pageImageFor(px, py); err != nil {
+	pageImage := false
+	if o.mode != overlayTiles && px*py <= maxPageImagePixels {
+		if m, pageImage, err = o.pageImageFor(px, py); err != nil {
 			return formRef{}, err
 		}
+	}
+	if pageImage {
 		iw, ih := float64(m.w)/tileOversample*ws+pageImageOver, float64(m.h)/tileOversample*ws+pageImageOver
 		fmt.Fprintf(&b, "q %s 0 0 %s 0 %s cm /D Do /L Do Q\n", num(iw), num(ih), num(h-ih))
 	} else {
@@ -310,31 +387,91 @@ func (o *overlayWriter) form(w, h float64) (formRef, error) {
 	if err != nil {
 		return formRef{}, err
 	}
-	f := formRef{ref: *ref, tiles: nx * ny}
+	f := formRef{ref: *ref, tiles: nx * ny, pageImage: pageImage}
 	o.forms[key] = f
 	return f, nil
+}
+
+// formKey identifies a page size among the forms (to a thousandth of a point).
+func formKey(w, h float64) [2]float64 {
+	return [2]float64{math.Round(w*1000) / 1000, math.Round(h*1000) / 1000}
+}
+
+// overlayGrid is the overlay's geometry on a displayed w×h-point page: the waxel in points and the waxel grid
+// covering the page, in image pixels.
+func overlayGrid(w, h float64) (ws float64, px, py int) {
+	ws = max(min(w, h)/codec.OverlayWaxelsPerShortSide, minWaxelPt)
+	return ws, int(math.Ceil(w/ws-1e-9)) * tileOversample, int(math.Ceil(h/ws-1e-9)) * tileOversample
+}
+
+// plan makes the forms of the document's page sizes before any page is drawn, the sizes of the most pages first
+// (pages counted per page-image size, so that the near sizes of a scan count together; ties in page order).
+// Under the budget (overlayAuto) the sizes that cover the most pages then get the page images: a cover or an
+// inserted plate of another size, met first, does not spend the budget the body's pages need. Pages that
+// cannot be read are left to page, which refuses them.
+func (o *overlayWriter) plan(pages int) error {
+	if o.mode != overlayAuto {
+		return nil
+	}
+	type size struct {
+		w, h  float64
+		group [2]int
+	}
+	var sizes []size
+	seen := map[[2]float64]bool{}
+	groupPages := map[[2]int]int{}
+	up := func(v int) int { return (v + pageImageStep - 1) / pageImageStep * pageImageStep }
+	for p := 1; p <= pages; p++ {
+		_, _, view, err := o.view(p)
+		if err != nil {
+			continue
+		}
+		_, px, py := overlayGrid(view.W, view.H)
+		g := [2]int{up(px), up(py)}
+		groupPages[g]++
+		if k := formKey(view.W, view.H); !seen[k] {
+			seen[k] = true
+			sizes = append(sizes, size{view.W, view.H, g})
+		}
+	}
+	sort.SliceStable(sizes, func(i, j int) bool { return groupPages[sizes[i].group] > groupPages[sizes[j].group] })
+	for _, sz := range sizes {
+		if _, err := o.form(sz.w, sz.h); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// view reads page p and how it is displayed, refusing a page that cannot carry the overlay.
+func (o *overlayWriter) view(p int) (types.Dict, *model.InheritedPageAttrs, pageView, error) {
+	pd, attrs, err := o.d.page(p)
+	if err != nil || pd == nil {
+		return nil, nil, pageView{}, &Error{Code: CodeBroken, Reason: fmt.Sprintf("page %d cannot be read", p), Err: err}
+	}
+	box := visibleBox(attrs.MediaBox, attrs.CropBox)
+	if box == nil {
+		return nil, nil, pageView{}, refuse(CodeBroken, "page %d has no valid media box", p)
+	}
+	if max(box.Width(), box.Height()) > o.d.lim.MaxPageSide {
+		return nil, nil, pageView{}, refuse(CodeTooLarge, "page %d is %.0f×%.0f units, above the limit of %.0f", p, box.Width(), box.Height(), o.d.lim.MaxPageSide)
+	}
+	// The overlay is drawn as the page is displayed (rotated, in points): see pageView.
+	view := newPageView(*box, attrs.Rotate, pageUserUnit(o.d, pd))
+	if min(view.W, view.H) < 36 {
+		return nil, nil, pageView{}, refuse(CodeTooLarge, "page %d is %.1f×%.1f points, too small to carry a mark", p, view.W, view.H)
+	}
+	return pd, attrs, view, nil
 }
 
 // page adds the overlay to page p and returns what it drew.
 func (o *overlayWriter) page(p int) (PageUnit, error) {
 	xt := o.d.ctx.XRefTable
-	pd, _, attrs, err := xt.PageDict(p, false)
-	if err != nil || pd == nil {
-		return PageUnit{}, &Error{Code: CodeBroken, Reason: fmt.Sprintf("page %d cannot be read", p), Err: err}
+	pd, attrs, view, err := o.view(p)
+	if err != nil {
+		return PageUnit{}, err
 	}
-	box := visibleBox(attrs.MediaBox, attrs.CropBox)
-	if box == nil {
-		return PageUnit{}, refuse(CodeBroken, "page %d has no valid media box", p)
-	}
-	if max(box.Width(), box.Height()) > o.d.lim.MaxPageSide {
-		return PageUnit{}, refuse(CodeTooLarge, "page %d is %.0f×%.0f units, above the limit of %.0f", p, box.Width(), box.Height(), o.d.lim.MaxPageSide)
-	}
-	// The overlay is drawn as the page is displayed (rotated, in points): see pageView.
-	view := newPageView(*box, attrs.Rotate, pageUserUnit(o.d, pd))
 	w, h := view.W, view.H
-	if min(w, h) < 36 {
-		return PageUnit{}, refuse(CodeTooLarge, "page %d is %.1f×%.1f points, too small to carry a mark", p, w, h)
-	}
 	f, err := o.form(w, h)
 	if err != nil {
 		return PageUnit{}, err
@@ -365,7 +502,7 @@ func (o *overlayWriter) page(p int) (PageUnit, error) {
 	}
 	contents = append(contents, suffix)
 	pd["Contents"] = contents
-	return PageUnit{Index: p - 1, Width: w, Height: h, Tiles: f.tiles}, nil
+	return PageUnit{Index: p - 1, Width: w, Height: h, Tiles: f.tiles, PageImage: f.pageImage}, nil
 }
 
 // visibleBox is the crop box clipped to the media box, which is what viewers and renderers show.

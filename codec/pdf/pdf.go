@@ -14,8 +14,9 @@
 //     the page's short side (2 pixels at 150 dpi on small pages), so a rendering of the page at any
 //     resolution, or a screenshot of it, presents the pattern at a geometry the image detector tries first. It
 //     survives printing to PDF, rasterisation and JPEG compression of the page images. The tile is drawn as
-//     abutting copies of two shared tile images (MuPDF renders their edges as faint lines) or, with
-//     Options.PageImage, as one image per page size (no lines; larger output).
+//     one image per page shape (no seams) while the images' bytes stay within a quarter of the input file's
+//     size, else as abutting copies of two shared tile images (MuPDF renders their edges as faint lines;
+//     pageImageBudget, Options.PageImage).
 //
 // Detection decodes at most aloneBudget pages of a document on their own (a blind decode each, which is what the
 // false-positive bound counts); the other pages are analysed at the overlay's known geometry and contribute
@@ -153,14 +154,16 @@ type Adapter struct {
 type Options struct {
 	// Strength is the peak darkening of the visual layer on a white page, in 8-bit levels (0: DefaultStrength).
 	Strength float64
-	// PageImage draws the visual layer as one image per page size instead of a grid of abutting tile images.
-	// MuPDF draws abutting images with a one-pixel overlap at fractional positions, so with tiles every tile
-	// edge renders as a line about 2 levels darker than the grain (faintly visible on a white page when looked
-	// for); one image has no inner edges. The PDF benchmark's robustness figures are the tiles' (bench/README.md);
-	// the cost is the output size: about 60 KB per page shape instead of about 7 KB per document, so documents
-	// under about 60 KB can more than double, which is why it is off by default. Pages whose waxel grid is above
-	// maxPageImagePixels get tiles either way.
+	// PageImage and Tiles force one way of drawing the visual layer; with neither (the default) the document
+	// gets page images within a byte budget and tiles beyond it (pageImageBudget). A page image is one image per
+	// page shape; tiles are a grid of abutting copies of two shared tile images. MuPDF draws abutting images
+	// with a one-pixel overlap at fractional positions, so with tiles every tile edge renders as a line about 2
+	// levels darker than the grain (faintly visible on a white page when looked for); one image has no inner
+	// edges. Robustness is the same either way (bench/README.md); the cost is the output size: 20-70 KB per
+	// page shape instead of about 12 KB per document. Pages whose waxel grid is above maxPageImagePixels get
+	// tiles either way. Setting both is an error.
 	PageImage bool
+	Tiles     bool
 }
 
 // DefaultStrength is the visual layer's default peak darkening in 8-bit levels; MaxStrength bounds requests.
@@ -190,6 +193,8 @@ type PageUnit struct {
 	Width  float64 `json:"width_pt"`  // the visible box as displayed (after /Rotate and /UserUnit), in points
 	Height float64 `json:"height_pt"` //
 	Tiles  int     `json:"tiles"`     // copies of the mark's tile covering the page (drawn as tiles or as one page image)
+	// PageImage reports that the page's overlay is one image (no seams) rather than a grid of tile images.
+	PageImage bool `json:"page_image"`
 }
 
 // EmbedReport describes one embedding.
@@ -201,6 +206,8 @@ type EmbedReport struct {
 	Strength  float64    `json:"strength"`
 	Repaired  bool       `json:"repaired"`
 	Rewritten bool       `json:"rewritten"`
+	// PageImageBytes is what the page images added to the file (their encoded streams; 0 with tiles only).
+	PageImageBytes int64 `json:"page_image_bytes"`
 }
 
 func (a *Adapter) mutool() string {

@@ -1,0 +1,184 @@
+package pdf
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// paddedDoc is a document of blank pages, one per media box, whose file size is padded by
+// about padBytes with a content stream of comments (stored uncompressed, invisible in any rendering): the file
+// size the page-image budget is a fraction of, without changing what the pages show.
+func paddedDoc(boxes []string, padBytes int) []byte {
+	rng := rand.New(rand.NewPCG(13, 13))
+	var pad strings.Builder
+	for pad.Len() < padBytes {
+		pad.WriteString("%")
+		for range 32 {
+			fmt.Fprintf(&pad, "%02x", rng.IntN(256))
+		}
+		pad.WriteString("\n")
+	}
+	objs := []string{"<< /Type /Catalog /Pages 2 0 R >>", "",
+		streamObj("", []byte("\n")),
+		streamObj("", []byte(pad.String())),
+	}
+	var kids []string
+	for _, b := range boxes {
+		kids = append(kids, fmt.Sprintf("%d 0 R", len(objs)+1))
+		objs = append(objs, "<< /Type /Page /Parent 2 0 R /MediaBox "+b+" /Contents [3 0 R 4 0 R] >>")
+	}
+	objs[1] = fmt.Sprintf("<< /Type /Pages /Kids [%s] /Count %d >>", strings.Join(kids, " "), len(boxes))
+	return buildPDF(objs, "/Root 1 0 R")
+}
+
+// TestDefaultOverlayFollowsTheByteBudget: with the default options a document gets one overlay image per page
+// shape while the images' encoded bytes stay within a quarter of its input size (pageImageBudget), and tiles
+// for the shapes beyond. A Letter page's image pair is about 64 KB: a 300 KB document gets it (and renders with
+// no tile lines), a 40 KB one gets tiles, and a 300 KB document of a Letter page and a 16:9 slide gets the
+// Letter image and tiles on the slide (both pairs would take about 110 KB of its 75 KB budget); pages of near
+// sizes share one image, or all get tiles; a slide before three Letter pages does not take the budget from
+// them. Every page
+// gives the exact id from its rendering alone and no output is above twice its input.
+func TestDefaultOverlayFollowsTheByteBudget(t *testing.T) {
+	a := testAdapter(t)
+	ctx := context.Background()
+	for _, c := range []struct {
+		name       string
+		boxes      []string
+		pad        int
+		pageImages []bool // per page: drawn with a page image
+	}{
+		{"large", []string{"[0 0 612 792]"}, 300 << 10, []bool{true}},
+		{"small", []string{"[0 0 612 792]"}, 40 << 10, []bool{false}},
+		{"two-shapes", []string{"[0 0 612 792]", "[0 0 720 405]"}, 300 << 10, []bool{true, false}},
+		// A cover of another size comes first: the size with the most pages gets the image (plan).
+		{"cover", []string{"[0 0 720 405]", "[0 0 612 792]", "[0 0 612 792]", "[0 0 612 792]"}, 300 << 10, []bool{false, true, true, true}},
+		// Scanned pages differ by a point or two: they share one image when it fits, and all get tiles when it
+		// does not.
+		{"scan", []string{"[0 0 595 842]", "[0 0 596.3 843.1]", "[0 0 594.2 840]"}, 300 << 10, []bool{true, true, true}},
+		{"small-scan", []string{"[0 0 595 842]", "[0 0 596.3 843.1]", "[0 0 594.2 840]"}, 40 << 10, []bool{false, false, false}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			src := writeTemp(t, "in.pdf", paddedDoc(c.boxes, c.pad))
+			dst := filepath.Join(t.TempDir(), "out.pdf")
+			id := testID(c.name)
+			rep, err := a.Embed(ctx, src, dst, id, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%d → %d bytes (%.2f×), page images %d bytes", rep.InBytes, rep.OutBytes, float64(rep.OutBytes)/float64(rep.InBytes), rep.PageImageBytes)
+			for i, u := range rep.Units {
+				if u.PageImage != c.pageImages[i] {
+					t.Errorf("page %d: page image %v, want %v", i+1, u.PageImage, c.pageImages[i])
+				}
+			}
+			if rep.PageImageBytes > pageImageBudget(rep.InBytes) {
+				t.Errorf("page images of %d bytes, above the budget of %d", rep.PageImageBytes, pageImageBudget(rep.InBytes))
+			}
+			if rep.OutBytes > 2*rep.InBytes {
+				t.Errorf("%d → %d bytes, more than 2×", rep.InBytes, rep.OutBytes)
+			}
+			if c.pageImages[0] {
+				// The measure of TestOverlayHasNoTileLines, whose tile overlay gives 2.2 levels here.
+				if worst, _, where := lineScore(t, dst, 150); worst > 0.8 {
+					t.Errorf("a line %.2f levels off the mean at %s", worst, where)
+				}
+			}
+			d, err := a.DetectRendered(ctx, dst)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, u := range d.Units {
+				if !u.Watermarked || u.WatermarkID == nil || *u.WatermarkID != id.String() {
+					t.Errorf("page %d: visual layer not recovered: %+v", u.Index+1, u)
+				}
+			}
+			if !d.Watermarked || d.WatermarkID == nil || *d.WatermarkID != id.String() {
+				t.Errorf("document: %+v", d)
+			}
+		})
+	}
+}
+
+// TestOptionsForceTheOverlay: Options.Tiles draws tiles and Options.PageImage page images whatever the budget
+// says; both at once is an error that writes nothing.
+func TestOptionsForceTheOverlay(t *testing.T) {
+	a := testAdapter(t)
+	ctx := context.Background()
+	large := writeTemp(t, "large.pdf", paddedDoc([]string{"[0 0 612 792]"}, 300<<10))
+	small := writeTemp(t, "small.pdf", paddedDoc([]string{"[0 0 612 792]"}, 1<<10))
+	dst := filepath.Join(t.TempDir(), "out.pdf")
+	for _, c := range []struct {
+		src       string
+		opt       Options
+		pageImage bool
+	}{{large, Options{Tiles: true}, false}, {small, Options{PageImage: true}, true}} {
+		rep, err := a.Embed(ctx, c.src, dst, testID("forced"), c.opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := rep.Units[0].PageImage; got != c.pageImage {
+			t.Errorf("%+v on %d bytes: page image %v, want %v", c.opt, rep.InBytes, got, c.pageImage)
+		}
+	}
+	both := filepath.Join(t.TempDir(), "both.pdf")
+	if _, err := a.Embed(ctx, large, both, testID("forced"), Options{Tiles: true, PageImage: true}); err == nil {
+		t.Fatal("Tiles and PageImage together were accepted")
+	}
+	if _, err := os.Stat(both); err == nil {
+		t.Error("an output was written")
+	}
+}
+
+// TestPageImageOnOffsetRotatedAndCroppedPages is TestOffsetRotatedAndCroppedPagesAreDetected with the overlay
+// drawn as one page image (Options.PageImage): the image is placed in the displayed page like the tiles, so
+// offset, rotated, cropped and UserUnit pages give the exact id from their rendering.
+func TestPageImageOnOffsetRotatedAndCroppedPages(t *testing.T) {
+	a := testAdapter(t)
+	ctx := context.Background()
+	text := textPage(1)
+	for _, c := range []struct {
+		name, media, ext string
+		dx, dy           float64
+		content          string
+	}{
+		{"offset", "[40 30 652 822]", "", 40, 30, text},
+		{"negative-origin", "[-300 -400 312 392]", "", -300, -400, text},
+		{"offset-cropbox", "[40 30 652 822]", "/CropBox [80 100 560 700]", 40, 30, text},
+		{"offset-rotate90", "[40 30 652 822]", "/Rotate 90", 40, 30, text},
+		{"offset-rotate180", "[40 30 652 822]", "/Rotate 180", 40, 30, text},
+		{"offset-rotate270", "[40 30 652 822]", "/Rotate 270", 40, 30, text},
+		{"rotate90-cropbox", "[40 30 652 822]", "/Rotate 90 /CropBox [100 200 500 600]", 40, 30, text},
+		{"small-offset", "[50 500 230 680]", "", 40, -20, text},
+		{"small-rotate90", "[50 500 230 680]", "/Rotate 90", 40, -20, text},
+		{"small-rotate180", "[50 500 230 680]", "/Rotate 180", 40, -20, text},
+		{"small-rotate270", "[50 500 230 680]", "/Rotate 270", 40, -20, text},
+		{"small-cropbox-rotate180", "[0 0 612 792]", "/CropBox [10 520 190 700] /Rotate 180", 0, 0, text},
+		{"userunit", "[0 0 306 396]", "/UserUnit 2", 0, 0, "0.5 0 0 0.5 0 0 cm\n" + text},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			src := writeTemp(t, "in.pdf", boxDoc(c.media, c.ext, "", c.dx, c.dy, c.content))
+			dst := filepath.Join(t.TempDir(), "out.pdf")
+			id := testID(c.name)
+			rep, err := a.Embed(ctx, src, dst, id, Options{PageImage: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !rep.Units[0].PageImage {
+				t.Fatalf("drawn with tiles: %+v", rep.Units[0])
+			}
+			d, err := a.DetectRendered(ctx, dst)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !d.Watermarked || d.WatermarkID == nil || *d.WatermarkID != id.String() {
+				t.Fatalf("not detected: %+v", d.Units)
+			}
+		})
+	}
+}
