@@ -68,7 +68,7 @@ func TestSlowNodeGetsLessWork(t *testing.T) {
 	c := startPlaceCluster(t, [][]string{fd, fd, fd})
 	const jobs = 15
 	end := starve(t, c.procs.List[2], 400*time.Millisecond, 100*time.Millisecond)
-	ids := submitAsync(t, c.base(0), c.secret, jobs, 1600, 1200)
+	ids := submitAsync(t, c.base(0), c.secret, jobs, 640, 480)
 	if len(ids) != jobs {
 		t.Fatalf("%d of %d jobs submitted", len(ids), jobs)
 	}
