@@ -195,6 +195,30 @@ func submitAsync(t *testing.T, base, secret string, n, w, h int) []string {
 	return ids
 }
 
+// submitAsyncAtOnce is submitAsync with the n requests sent at the same time, so that the jobs are placed by
+// the nodes' free slots rather than by how fast one node ends an attempt between two submissions. It returns
+// the request ids in no particular order.
+func submitAsyncAtOnce(t *testing.T, base, secret string, n, w, h int) []string {
+	t.Helper()
+	img := photo(t, w, h, 100)
+	answers := make(chan response, n)
+	for i := 0; i < n; i++ {
+		go func() {
+			answers <- post(t, base+"/watermarks/images/async", secret, "", img, fmt.Sprintf(`{"i":%d}`, i))
+		}()
+	}
+	var ids []string
+	for i := 0; i < n; i++ {
+		r := <-answers
+		if r.status != 202 {
+			t.Errorf("async embed: %d %s", r.status, r.body)
+			continue
+		}
+		ids = append(ids, decodeReceipt(t, r).RequestID)
+	}
+	return ids
+}
+
 // awaitJobs polls the jobs through base until every one has ended, and returns their receipts.
 func awaitJobs(t *testing.T, base, secret string, ids []string, within time.Duration) map[string]receipt {
 	t.Helper()
