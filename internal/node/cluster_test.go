@@ -29,10 +29,15 @@ import (
 )
 
 // buildBinary returns cmd/filigrane built for the multi-process tests: built once per test binary (the link
-// alone costs seconds of CPU) into a directory TestMain removes.
+// alone costs about 6 s of CPU) into a directory TestMain removes. scripts/test.sh, which runs the package in
+// two `go test` processes, builds it once for both and names it in FILIGRANE_TEST_BINARY.
 func buildBinary(t *testing.T) string {
 	t.Helper()
 	binOnce.Do(func() {
+		if bin := os.Getenv("FILIGRANE_TEST_BINARY"); bin != "" {
+			binPath = bin
+			return
+		}
 		dir, err := os.MkdirTemp("", "filigrane-node-test-bin-")
 		if err != nil {
 			binErr = err
