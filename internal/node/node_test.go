@@ -62,7 +62,7 @@ func offline(t *testing.T, dir string, clk clock.Clock, fn func(admin.Admin)) {
 
 // cheapHash is the argon2id cost of the console passwords the package's nodes and admin calls set (the
 // development owner's, made by every bootstrap): no test here signs in to the console, and the default cost
-// (19 MiB, 2 passes) took about 0.1 s of CPU per fixture.
+// (19 MiB, 2 passes) cost about 40 ms of CPU per fixture, a third of one.
 var cheapHash = accounts.Argon2{Time: 1, MemKiB: 64, Threads: 1}
 
 type response struct {
