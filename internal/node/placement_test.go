@@ -58,10 +58,11 @@ func startPlaceCluster(t *testing.T, extra [][]string) *placeCluster {
 	return startPlaceClusterGated(t, extra, false)
 }
 
-// startGatedPlaceCluster is startPlaceCluster with the nodes reaching the bucket through c.inputs, which holds
-// the workers' reads of job inputs (whole-object GETs of blobs/inputs/) until the test releases it: an attempt that started stays
-// running, with no CPU spent, for as long as the test needs it to (a backlog while a node joins, work running
-// when a node gets SIGTERM) instead of for as long as a large image takes to mark.
+// startGatedPlaceCluster is startPlaceCluster with the nodes reaching the bucket through c.inputs, which
+// holds the workers' reads of job inputs (whole-object GETs of blobs/inputs/) until the test releases it: an
+// attempt that started stays running, with no CPU spent, for as long as the test needs it to (a backlog
+// while a node joins, work running when a node gets SIGTERM) instead of for as long as a large image takes
+// to mark.
 func startGatedPlaceCluster(t *testing.T, extra [][]string) *placeCluster {
 	t.Helper()
 	return startPlaceClusterGated(t, extra, true)
