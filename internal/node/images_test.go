@@ -117,6 +117,8 @@ type receipt struct {
 	Accelerator          *string  `json:"accelerator"`
 	Node                 string   `json:"node"`
 	AttemptNodes         []string `json:"attempt_nodes"`
+	// raw is the receipt as the API sent it, for failure messages.
+	raw []byte
 }
 
 func decodeReceipt(t *testing.T, r response) receipt {
@@ -125,6 +127,7 @@ func decodeReceipt(t *testing.T, r response) receipt {
 	if err := json.Unmarshal(r.body, &rc); err != nil {
 		t.Fatalf("receipt %s: %v", r.body, err)
 	}
+	rc.raw = r.body
 	return rc
 }
 

@@ -26,12 +26,13 @@ import (
 )
 
 // gatedS3 is an HTTP proxy in front of the S3 server that holds every request whose path contains gate (and
-// whose method is method, when set) until opened (or until the client goes away), and reports the first one
-// it holds.
+// whose method is method, when set; that reads the whole object, when whole is set) until opened (or until
+// the client goes away), and reports the first one it holds.
 type gatedS3 struct {
 	url      string
 	gate     string
 	method   string
+	whole    bool
 	open     chan struct{}
 	openOnce sync.Once
 	held     chan struct{}
@@ -44,15 +45,26 @@ func newGatedS3(t *testing.T, target, gate string) *gatedS3 {
 
 // newGatedS3Method is newGatedS3 holding only requests of method ("" for any).
 func newGatedS3Method(t *testing.T, target, method, gate string) *gatedS3 {
+	return startGatedS3(t, target, &gatedS3{gate: gate, method: method})
+}
+
+// newGatedS3Reads is newGatedS3 holding only whole-object reads (GET without a Range header): a worker
+// reading a job's input, not the edge reading its header.
+func newGatedS3Reads(t *testing.T, target, gate string) *gatedS3 {
+	return startGatedS3(t, target, &gatedS3{gate: gate, method: "GET", whole: true})
+}
+
+func startGatedS3(t *testing.T, target string, g *gatedS3) *gatedS3 {
 	u, err := url.Parse("http://" + target)
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := &gatedS3{gate: gate, method: method, open: make(chan struct{}), held: make(chan struct{})}
+	g.open, g.held = make(chan struct{}), make(chan struct{})
 	proxy := httputil.NewSingleHostReverseProxy(u) // keeps the client's Host header, which SigV4 signed
 	proxy.ErrorLog = log.New(io.Discard, "", 0)    // a held request whose node was killed ends in an error
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if strings.Contains(r.URL.Path, g.gate) && (g.method == "" || r.Method == g.method) {
+		if strings.Contains(r.URL.Path, g.gate) && (g.method == "" || r.Method == g.method) &&
+			(!g.whole || r.Header.Get("Range") == "") {
 			g.heldOnce.Do(func() { close(g.held) })
 			select {
 			case <-g.open:

@@ -15,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"filigrane/actors"
+	"filigrane/internal/accounts"
 	"filigrane/internal/admin"
 	"filigrane/internal/clock"
 	"filigrane/internal/node"
@@ -27,7 +28,7 @@ func startNode(t *testing.T, dir string, clk clock.Clock, tweaks ...func(*node.C
 	t.Helper()
 	cfg := node.Config{
 		DataDir: dir, APIAddr: "127.0.0.1:0", UploadAddr: "127.0.0.1:0", NodeName: "test",
-		Logger: zerolog.Nop(), Clock: clk, Bootstrap: true, SweepInterval: -1,
+		Logger: zerolog.Nop(), Clock: clk, Bootstrap: true, SweepInterval: -1, ConsolePasswordCost: cheapHash,
 	}
 	for _, tw := range tweaks {
 		tw(&cfg)
@@ -56,8 +57,13 @@ func offline(t *testing.T, dir string, clk clock.Clock, fn func(admin.Admin)) {
 		t.Fatal(err)
 	}
 	defer store.Close()
-	fn(admin.Admin{Store: store, Clock: clk, Catalog: actors.DefaultCatalog()})
+	fn(admin.Admin{Store: store, Clock: clk, Catalog: actors.DefaultCatalog(), PasswordCost: cheapHash})
 }
+
+// cheapHash is the argon2id cost of the console passwords the package's nodes and admin calls set (the
+// development owner's, made by every bootstrap): no test here signs in to the console, and the default cost
+// (19 MiB, 2 passes) cost about 40 ms of CPU per fixture, a third of one.
+var cheapHash = accounts.Argon2{Time: 1, MemKiB: 64, Threads: 1}
 
 type response struct {
 	status int

@@ -3,6 +3,7 @@ package node_test
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"regexp"
@@ -28,10 +29,22 @@ type placeCluster struct {
 	secret string
 	// converged is how long from starting the processes until every node saw all of them as members.
 	converged time.Duration
+	// inputs, in a cluster started by startGatedPlaceCluster, holds every node's reads of job inputs until
+	// released.
+	inputs *gatedS3
 }
 
 func (c *placeCluster) base(i int) string {
 	return "http://127.0.0.1:" + strconv.Itoa(c.procs.List[i].Ports[0])
+}
+
+// tails is the last n log lines of every node, for failure messages.
+func (c *placeCluster) tails(n int) string {
+	var b strings.Builder
+	for i, p := range c.procs.List {
+		fmt.Fprintf(&b, "n%d:\n%s\n", i, p.Tail(n))
+	}
+	return b.String()
 }
 
 func (c *placeCluster) admin(t *testing.T, fn func(admin.Admin)) {
@@ -42,6 +55,21 @@ func (c *placeCluster) admin(t *testing.T, fn func(admin.Admin)) {
 // startPlaceCluster starts len(extra) nodes named n0, n1, ... with one cpu worker each, plus extra[i].
 func startPlaceCluster(t *testing.T, extra [][]string) *placeCluster {
 	t.Helper()
+	return startPlaceClusterGated(t, extra, false)
+}
+
+// startGatedPlaceCluster is startPlaceCluster with the nodes reaching the bucket through c.inputs, which
+// holds the workers' reads of job inputs (whole-object GETs of blobs/inputs/) until the test releases it: an
+// attempt that started stays running, with no CPU spent, for as long as the test needs it to (a backlog
+// while a node joins, work running when a node gets SIGTERM) instead of for as long as a large image takes
+// to mark.
+func startGatedPlaceCluster(t *testing.T, extra [][]string) *placeCluster {
+	t.Helper()
+	return startPlaceClusterGated(t, extra, true)
+}
+
+func startPlaceClusterGated(t *testing.T, extra [][]string, gated bool) *placeCluster {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("multi-process cluster test")
 	}
@@ -49,6 +77,11 @@ func startPlaceCluster(t *testing.T, extra [][]string) *placeCluster {
 	srv := s3test.Start(t)
 	c := &placeCluster{s3: &node.S3Config{Endpoint: "http://" + srv.Endpoint, Bucket: srv.NewBucket(t),
 		AccessKey: srv.AccessKey, SecretKey: srv.SecretKey, Region: srv.Region}}
+	endpoint := c.s3.Endpoint
+	if gated {
+		c.inputs = newGatedS3Reads(t, srv.Endpoint, "/blobs/inputs/")
+		endpoint = c.inputs.url
+	}
 	c.admin(t, func(a admin.Admin) {
 		ctx := context.Background()
 		st, err := a.CreateOrg(ctx, "Acme", "business", 1000)
@@ -80,9 +113,8 @@ func startPlaceCluster(t *testing.T, extra [][]string) *placeCluster {
 			args := []string{"serve", "--data", dirs[i], "--node-name", fmt.Sprintf("n%d", i),
 				"--listen", fmt.Sprintf("127.0.0.1:%d", p[0]), "--upload-listen", fmt.Sprintf("127.0.0.1:%d", p[1]),
 				"--cluster-bind", fmt.Sprintf("127.0.0.1:%d", p[2]), "--remote-port", strconv.Itoa(p[3]),
-				"--s3-endpoint", c.s3.Endpoint, "--s3-bucket", c.s3.Bucket, "--s3-access-key", c.s3.AccessKey,
-				"--s3-secret-key", c.s3.SecretKey, "--workers", "1", "--log-format", "json", "--log-level", "warn"}
-			args = append(args, "--join", clustertest.SeedList(ports, 2))
+				"--workers", "1", "--log-format", "json", "--log-level", "warn"}
+			args = append(append(args, s3Flags(endpoint, c.s3)...), "--join", clustertest.SeedList(ports, 2))
 			return append(args, extra[i]...)
 		},
 		Ready: clustertest.ReadyHTTP(0, "/healthz"),
@@ -172,6 +204,30 @@ func submitAsync(t *testing.T, base, secret string, n, w, h int) []string {
 	return ids
 }
 
+// submitAsyncAtOnce is submitAsync with the n requests sent at the same time, so that the jobs are placed by
+// the nodes' free slots rather than by how fast one node ends an attempt between two submissions. It returns
+// the request ids in no particular order.
+func submitAsyncAtOnce(t *testing.T, base, secret string, n, w, h int) []string {
+	t.Helper()
+	img := photo(t, w, h, 100)
+	answers := make(chan response, n)
+	for i := 0; i < n; i++ {
+		go func() {
+			answers <- post(t, base+"/watermarks/images/async", secret, "", img, fmt.Sprintf(`{"i":%d}`, i))
+		}()
+	}
+	var ids []string
+	for i := 0; i < n; i++ {
+		r := <-answers
+		if r.status != 202 {
+			t.Errorf("async embed: %d %s", r.status, r.body)
+			continue
+		}
+		ids = append(ids, decodeReceipt(t, r).RequestID)
+	}
+	return ids
+}
+
 // awaitJobs polls the jobs through base until every one has ended, and returns their receipts.
 func awaitJobs(t *testing.T, base, secret string, ids []string, within time.Duration) map[string]receipt {
 	t.Helper()
@@ -206,20 +262,20 @@ func awaitJobs(t *testing.T, base, secret string, ids []string, within time.Dura
 
 // TestPlacementByRolesAndJoin: three processes, n0 with `--roles api` (serves HTTP, hosts actors, runs no
 // codec work). With n2 stopped, jobs submitted through n0 (their job actors on n0 and n1) wait for n1's one
-// worker; n2 then rejoins and runs an attempt within 5 s of being ready (it advertises free slots, and the
-// waiting work moves to it without waiting for the sweeper). Every job succeeds on n1 or n2: the job's node
-// and attempt nodes never name n0, n0's per-node work metrics stay at zero, n1's and n2's count every
-// attempt.
+// worker, whose attempt is held at its input's read (the gated bucket) so that the backlog lasts; n2 then
+// rejoins and runs an attempt within 5 s of being ready (it advertises free slots, and the waiting work
+// moves to it without waiting for the sweeper). Every job succeeds on n1 or n2: the job's node and attempt
+// nodes never name n0, n0's per-node work metrics stay at zero, n1's and n2's count every attempt.
 func TestPlacementByRolesAndJoin(t *testing.T) {
 	t.Parallel()
-	c := startPlaceCluster(t, [][]string{{"--roles", "api"}, nil, nil})
+	c := startGatedPlaceCluster(t, [][]string{{"--roles", "api"}, nil, nil})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	if err := c.procs.List[2].Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
 	const jobs = 10
-	ids := submitAsync(t, c.base(0), c.secret, jobs, 1600, 1200)
+	ids := submitAsync(t, c.base(0), c.secret, jobs, 320, 320)
 	if len(ids) != jobs {
 		t.Fatalf("%d of %d jobs submitted", len(ids), jobs)
 	}
@@ -242,11 +298,12 @@ func TestPlacementByRolesAndJoin(t *testing.T) {
 		time.Sleep(20 * time.Millisecond) // polling the metrics endpoint
 	}
 	took := time.Since(ready)
+	c.inputs.release()
 	done := awaitJobs(t, c.base(0), c.secret, ids, 4*time.Minute)
 	ran := map[string]int{}
 	for id, rc := range done {
 		if rc.Status != "succeeded" {
-			t.Fatalf("job %s: %s (%v)", id, rc.Status, rc.ErrorCode)
+			t.Fatalf("job %s: %s\n%s", id, rc.raw, c.tails(20))
 		}
 		if rc.Node != "n1" && rc.Node != "n2" || slices.Contains(rc.AttemptNodes, "n0") {
 			t.Fatalf("job %s ran on %q (attempts on %v); n0 runs no cpu work", id, rc.Node, rc.AttemptNodes)
@@ -267,16 +324,17 @@ func TestPlacementByRolesAndJoin(t *testing.T) {
 		took.Round(time.Millisecond), ran, metricSum(c.base(0), "filigrane_actors_active", `kind="job"`))
 }
 
-// TestDrainOnSIGTERM: three processes, work submitted through n0. n1 (drain timeout 60 s) gets SIGTERM
-// while it runs an attempt and lets it finish; n2 (drain timeout 1 ms) gets SIGTERM while it runs one and
-// hands it back. Both exit cleanly; every job succeeds; the handed-back job ran again elsewhere without the
-// hand-back counting as an attempt; every job is charged exactly once and nothing stays held.
+// TestDrainOnSIGTERM: three processes, work submitted through n0, every attempt held at its input's read
+// (the gated bucket) until n1 and n2 are draining. n1 (drain timeout 60 s) gets SIGTERM while it runs an
+// attempt and lets it finish; n2 (drain timeout 1 ms) gets SIGTERM while it runs one and hands it back.
+// Both exit cleanly; every job succeeds; the handed-back job ran again elsewhere without the hand-back
+// counting as an attempt; every job is charged exactly once and nothing stays held.
 func TestDrainOnSIGTERM(t *testing.T) {
 	t.Parallel()
-	c := startPlaceCluster(t, [][]string{nil, {"--drain-timeout", "60s", "--log-level", "info"},
+	c := startGatedPlaceCluster(t, [][]string{nil, {"--drain-timeout", "60s", "--log-level", "info"},
 		{"--drain-timeout", "1ms", "--log-level", "info"}})
 	submitted := make(chan []string, 1)
-	go func() { submitted <- submitAsync(t, c.base(0), c.secret, 12, 1600, 1200) }()
+	go func() { submitted <- submitAsync(t, c.base(0), c.secret, 12, 320, 320) }()
 	stopWhenRunning := func(i int) chan error {
 		name := fmt.Sprintf(`node="n%d"`, i)
 		deadline := time.Now().Add(2 * time.Minute)
@@ -297,6 +355,15 @@ func TestDrainOnSIGTERM(t *testing.T) {
 	}
 	stop2 := stopWhenRunning(2)
 	stop1 := stopWhenRunning(1)
+	// n1's attempt finishes once n1 is draining with it running.
+	deadline := time.Now().Add(time.Minute)
+	for !drainingWithWork(c.procs.List[1].Tail(200)) {
+		if time.Now().After(deadline) {
+			t.Fatalf("n1 did not start draining with its attempt running:\n%s", c.procs.List[1].Tail(30))
+		}
+		time.Sleep(20 * time.Millisecond) // polling the process's log
+	}
+	c.inputs.release()
 	for i, ch := range map[int]chan error{1: stop1, 2: stop2} {
 		if err := <-ch; err != nil {
 			t.Fatalf("n%d: %v\n%s", i, err, c.procs.List[i].Tail(30))
@@ -317,7 +384,7 @@ func TestDrainOnSIGTERM(t *testing.T) {
 	var total int64
 	for id, rc := range jobs {
 		if rc.Status != "succeeded" {
-			t.Fatalf("job %s: %s (%v), attempts on %v", id, rc.Status, rc.ErrorCode, rc.AttemptNodes)
+			t.Fatalf("job %s: %s\n%s", id, rc.raw, c.tails(20))
 		}
 		total += rc.Credits
 		if i := slices.Index(rc.AttemptNodes, "n2"); i >= 0 && i < len(rc.AttemptNodes)-1 {
@@ -333,4 +400,19 @@ func TestDrainOnSIGTERM(t *testing.T) {
 	}
 	chargedEach(t, c.admin, c.orgID, ids, total)
 	t.Logf("%d jobs succeeded; %d handed back by n2", len(jobs), handedBack)
+}
+
+// drainingWithWork reports whether a node's JSON log (info level) shows that it began draining with at least
+// one attempt running.
+func drainingWithWork(log string) bool {
+	for _, line := range strings.Split(log, "\n") {
+		var e struct {
+			Message string `json:"message"`
+			Running int    `json:"running"`
+		}
+		if json.Unmarshal([]byte(line), &e) == nil && e.Message == "draining: taking no more work" && e.Running >= 1 {
+			return true
+		}
+	}
+	return false
 }

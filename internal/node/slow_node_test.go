@@ -59,16 +59,17 @@ func starve(t *testing.T, p *clustertest.Process, stopped, running time.Duration
 }
 
 // TestSlowNodeGetsLessWork: three processes with one cpu worker each; n2 is starved of CPU (stopped 80% of
-// the time with SIGSTOP, in 400 ms slices) while 15 async embeds are submitted through n0. Work is pulled by
-// free slots, so n2, which frees its slot five times more slowly, runs fewer attempts than each of the two
-// healthy nodes, and its waiting jobs move to them: the receipts' attempt nodes and each node's per-node work
-// metrics say so. Every job still succeeds, once.
+// the time with SIGSTOP, in 400 ms slices) while 15 async embeds of 640x480 images are submitted at once
+// through n0 (one after the other, small jobs would mostly run on n0, free again before the next came).
+// Work is pulled by free slots, so n2, which frees its slot five times more slowly, runs fewer attempts than
+// each of the two healthy nodes, and its waiting jobs move to them: the receipts' attempt nodes and each
+// node's per-node work metrics say so. Every job still succeeds, once.
 func TestSlowNodeGetsLessWork(t *testing.T) {
 	fd := detectionArgs(clustertest.StableDetection()) // a 400 ms pause must not look like a death
 	c := startPlaceCluster(t, [][]string{fd, fd, fd})
 	const jobs = 15
 	end := starve(t, c.procs.List[2], 400*time.Millisecond, 100*time.Millisecond)
-	ids := submitAsync(t, c.base(0), c.secret, jobs, 1600, 1200)
+	ids := submitAsyncAtOnce(t, c.base(0), c.secret, jobs, 640, 480)
 	if len(ids) != jobs {
 		t.Fatalf("%d of %d jobs submitted", len(ids), jobs)
 	}

@@ -211,6 +211,7 @@ func stagedCopies(t *testing.T, srv *s3test.Server, bucket string, want []byte) 
 // Restarted, the node repeats the end of the delivery: the hosted copy is removed, the customer bucket holds
 // one object, and the asset's download reads it back from there.
 func TestStagingRemovalSurvivesKill(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("multi-process test")
 	}
@@ -221,7 +222,7 @@ func TestStagingRemovalSurvivesKill(t *testing.T) {
 	customer := srv.NewBucket(t)
 	var secret string
 	(&clusterFixture{s3: direct}).admin(t, func(a admin.Admin) { _, secret = newOwnerKey(t, a, "Stager") })
-	procs, base := startSolo(t, t.TempDir(), append(s3Flags(gate.url, direct), "--allow-private-targets")...)
+	procs, base := startSolo(t, t.TempDir(), append(s3Flags(gate.url, direct), append([]string{"--allow-private-targets"}, quickRecovery...)...)...)
 
 	r, dst := jsonObject(t, "POST", base+"/storage/destinations", secret, map[string]any{
 		"endpoint": srv.Endpoint, "region": srv.Region, "bucket": customer, "path_style": true,
@@ -260,7 +261,9 @@ func TestStagingRemovalSurvivesKill(t *testing.T) {
 	if err := procs.List[0].Restart(rctx); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(90 * time.Second) // the next sweep (5 s), or the dead node's lease (30 s) first
+	// The restarted node repeats the removal at its first sweep (every second with quickRecovery) after the
+	// dead one's sweeper lease lapsed (4 s with quickRecovery, 30 s by default).
+	deadline := time.Now().Add(90 * time.Second)
 	for len(stagedCopies(t, srv, direct.Bucket, result)) != 0 {
 		if time.Now().After(deadline) {
 			t.Fatalf("the hosted copy was never removed after the restart\n%s", procs.List[0].Tail(30))
