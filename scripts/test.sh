@@ -28,7 +28,13 @@ export FILIGRANE_TEST_BINARY="$logs/filigrane"
 # more at once on 2 cores only stretches the timing-bound ones. Within a pass, go test starts packages in the
 # order given, so the longest (mostly sequential) packages come first.
 race_pkgs=(./actors/... ./cluster/... ./http/... ./persistence/... ./internal/netguard/...)
-race_list=$(go list "${race_pkgs[@]}")
+# Packages under those paths whose code and tests start no goroutine and share no memory (pure state
+# machines, tables, codecs of records) gain nothing from the race detector and cost its longer link and run:
+# they go to the plain pass.
+no_race=(filigrane/actors/assetid filigrane/actors/batchstate filigrane/actors/batchinput filigrane/actors/mediafiles
+  filigrane/actors/mediakind filigrane/actors/placement filigrane/actors/storagedest filigrane/actors/jobstate
+  filigrane/persistence filigrane/persistence/fsblobs filigrane/persistence/opcount)
+race_list=$(go list "${race_pkgs[@]}" | grep -vxF -f <(printf '%s\n' "${no_race[@]}"))
 race_first=(filigrane/actors filigrane/http/console)
 node_pkg=filigrane/internal/node
 node_seq='^(TestClusterNodeLoss|TestTwelveNodes|TestSlowNodeGetsLessWork|TestMediaProgramMissing|TestCloseJoinsItsGoroutines)$'

@@ -37,7 +37,8 @@ func TestTwelveNodes(t *testing.T) {
 	qd := clustertest.QuickDetection()
 	extra := make([][]string, n)
 	for i := range extra {
-		extra[i] = detectionArgs(qd)
+		// quickRecovery: the killed node's attempt is taken over once its 6 s lease lapses, not 30 s.
+		extra[i] = append(detectionArgs(qd), quickRecovery...)
 	}
 	c := startPlaceCluster(t, extra)
 	var rest float64
