@@ -11,8 +11,6 @@ import (
 	"filigrane/actors"
 	"filigrane/actors/outbox"
 	"filigrane/persistence"
-	"filigrane/persistence/fsblobs"
-	"filigrane/persistence/pebblestore"
 )
 
 // TestInputCheckDeletesFilesNoJobReads: a request that stored its file and could neither submit its job nor
@@ -21,22 +19,15 @@ import (
 // job was created for, and the file a replayed job does not read, and keeps the file its job reads.
 func TestInputCheckDeletesFilesNoJobReads(t *testing.T) {
 	ctx := context.Background()
-	store, err := pebblestore.Open(t.TempDir(), zerolog.Nop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
-	blobs, err := fsblobs.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	files := newAssets(t) // a store and a blob store under t.TempDir()
+	store, blobs := files.Store, files.Blobs
 	clk, org, spec := submitFixture(t, store, "a")
 	sys, c := startSystem(t, store, store, clk)
 	t.Cleanup(sys.Shutdown)
 	c.job(t, spec.RequestID, &actors.JobSubmit{Spec: spec, Hold: 3, Slot: true})
 
 	orphanReq := "req_" + strings.Repeat("9", 64)
-	files := map[string]struct {
+	inputs := map[string]struct {
 		reqID, key string
 		kept       bool
 	}{
@@ -48,7 +39,7 @@ func TestInputCheckDeletesFilesNoJobReads(t *testing.T) {
 	reg := outbox.NewRegistry()
 	reg.MustRegister(actors.OutboxJobInput, actors.InputCheckHandler(c, blobs))
 	pass := outbox.Deliverer{Outbox: ob, Registry: reg, Logger: zerolog.Nop()}
-	for _, f := range files {
+	for _, f := range inputs {
 		if _, err := blobs.Put(ctx, f.key, strings.NewReader("pixels")); err != nil {
 			t.Fatal(err)
 		}
@@ -70,7 +61,7 @@ func TestInputCheckDeletesFilesNoJobReads(t *testing.T) {
 	if _, err := pass.Pass(ctx); err != nil {
 		t.Fatal(err)
 	}
-	for name, f := range files {
+	for name, f := range inputs {
 		if !present(f.key) {
 			t.Fatalf("%s: the file was deleted by the first check, while its submission may still be in flight", name)
 		}
@@ -80,10 +71,10 @@ func TestInputCheckDeletesFilesNoJobReads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Delivered != len(files) {
-		t.Fatalf("second pass: %+v, want %d checks delivered", res, len(files))
+	if res.Delivered != len(inputs) {
+		t.Fatalf("second pass: %+v, want %d checks delivered", res, len(inputs))
 	}
-	for name, f := range files {
+	for name, f := range inputs {
 		if present(f.key) != f.kept {
 			t.Fatalf("%s: file present %v, want %v", name, present(f.key), f.kept)
 		}

@@ -46,12 +46,10 @@ func TestMarksOfEarlierReleasesStillRead(t *testing.T) {
 	}
 }
 
-// TestCoarseLayerAloneIsRead marks a smooth gradient with the fine layer's flat floor at zero, so that on its flat
-// parts only the coarse layer carries the mark, and requires the detector's coarse hypothesis to read it, clean
-// and after JPEG 75.
-func TestCoarseLayerAloneIsRead(t *testing.T) {
-	c := testCodec(t)
-	id, _ := IDFromJSON([]byte(`{"test":"coarse"}`))
+// coarseMarkedGradient is a smooth 1024x768 colour gradient, and a copy marked with id by the coarse layer
+// alone (the fine layer's flat floor at zero), so that on its flat parts only the coarse layer carries the mark.
+func coarseMarkedGradient(t *testing.T, c *Codec, id ID) (original *image.NRGBA, marked image.Image) {
+	t.Helper()
 	const w, h = 1024, 768
 	img := image.NewNRGBA(image.Rect(0, 0, w, h))
 	for y := 0; y < h; y++ {
@@ -66,9 +64,18 @@ func TestCoarseLayerAloneIsRead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	y := lumaOf(marked)
-	pyr := buildPyramid(y, 16)
-	if at := c.tryGeometry(cpuSampler{c: c, pyr: pyr}, nominalAffine(w, h)); at.res.ok {
+	return img, marked
+}
+
+// TestCoarseLayerAloneIsRead marks a smooth gradient with the fine layer's flat floor at zero, so that on its flat
+// parts only the coarse layer carries the mark, and requires the detector's coarse hypothesis to read it, clean
+// and after JPEG 75.
+func TestCoarseLayerAloneIsRead(t *testing.T) {
+	c := testCodec(t)
+	id, _ := IDFromJSON([]byte(`{"test":"coarse"}`))
+	img, marked := coarseMarkedGradient(t, c, id)
+	pyr := buildPyramid(lumaOf(marked), 16)
+	if at := c.tryGeometry(cpuSampler{c: c, pyr: pyr}, nominalAffine(img.Rect.Dx(), img.Rect.Dy())); at.res.ok {
 		t.Fatalf("the fine geometry read a mark that only the coarse layer should carry")
 	}
 	for name, m := range map[string]image.Image{"clean": marked, "jpeg75": attackJPEG(marked, 75)} {

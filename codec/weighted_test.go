@@ -2,7 +2,6 @@ package codec
 
 import (
 	"image"
-	"image/color"
 	"math/rand/v2"
 	"testing"
 )
@@ -16,19 +15,8 @@ import (
 func TestWeightedCoarseReadsPatchyMark(t *testing.T) {
 	c := testCodec(t)
 	id, _ := IDFromJSON([]byte(`{"test":"weighted"}`))
-	const w, h = 1024, 768
-	img := image.NewNRGBA(image.Rect(0, 0, w, h))
-	for y := 0; y < h; y++ {
-		for x := 0; x < w; x++ {
-			u, v := float64(x)/w, float64(y)/h
-			img.SetNRGBA(x, y, color.NRGBA{uint8(40 + 120*u + 0.5), uint8(90 + 60*v + 0.5), uint8(150 + 50*u*v + 0.5), 255})
-		}
-	}
-	pr := maskProfile{coarseFloor: 0.6, coarseAct: profileImage.coarseAct}
-	out, _, err := c.Embed(img, id, EmbedOptions{profile: &pr})
-	if err != nil {
-		t.Fatal(err)
-	}
+	img, out := coarseMarkedGradient(t, c, id)
+	w, h := img.Rect.Dx(), img.Rect.Dy()
 	patchy := out.(*image.NRGBA)
 	unmarked := image.NewNRGBA(img.Rect)
 	copy(unmarked.Pix, img.Pix)

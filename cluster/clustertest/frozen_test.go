@@ -7,7 +7,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -108,7 +107,8 @@ func TestFrozenNodeDeclaredDeadUnderLoad(t *testing.T) {
 
 	// A slow but live node: stopped for 500 ms of every second, longer than the probe timeout each time,
 	// far shorter than the suspicion it must refute.
-	end := dutyCycle(t, p1, 500*time.Millisecond, 500*time.Millisecond)
+	end := p1.Starve(500*time.Millisecond, 500*time.Millisecond)
+	t.Cleanup(func() { end() })
 	slow := time.Now()
 	for time.Since(slow) < 8*time.Second {
 		if members(p0) != 3 || members(p2) != 3 {
@@ -117,7 +117,9 @@ func TestFrozenNodeDeclaredDeadUnderLoad(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	end()
+	if err := end(); err != nil {
+		t.Fatal(err)
+	}
 	noneBlocked(p0, p1, p2)
 
 	// A frozen node: declared dead by both others within the budget.
@@ -136,41 +138,4 @@ func TestFrozenNodeDeclaredDeadUnderLoad(t *testing.T) {
 	}
 	waitMembers(3, p0, p1, p2)
 	noneBlocked(p0, p1)
-}
-
-// dutyCycle keeps p stopped (SIGSTOP) for stopped out of every stopped+running until end is called.
-func dutyCycle(t *testing.T, p *clustertest.Process, stopped, running time.Duration) (end func()) {
-	t.Helper()
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			if err := p.Pause(); err != nil {
-				t.Errorf("duty cycle: %v", err)
-				return
-			}
-			select {
-			case <-done:
-			case <-time.After(stopped): // the duty cycle itself, not a wait for an event
-			}
-			if err := p.Resume(); err != nil {
-				t.Errorf("duty cycle: %v", err)
-				return
-			}
-			select {
-			case <-done:
-				return
-			case <-time.After(running):
-			}
-		}
-	}()
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			close(done)
-			wg.Wait()
-		})
-	}
 }

@@ -364,6 +364,44 @@ func (p *Process) Pause() error { return p.signal(syscall.SIGSTOP) }
 // Resume continues a paused process (SIGCONT).
 func (p *Process) Resume() error { return p.signal(syscall.SIGCONT) }
 
+// Starve keeps the process stopped (SIGSTOP) for stopped out of every stopped+running, as a node whose machine
+// gives it a fraction of a core would be (its workers, actors, gossip and HTTP all wait), until end is called;
+// end leaves it running, may be called more than once, and returns the first signalling error.
+func (p *Process) Starve(stopped, running time.Duration) (end func() error) {
+	done := make(chan struct{})
+	ended := make(chan error, 1)
+	go func() {
+		var err error
+		defer func() { ended <- err }()
+		for {
+			if err = p.Pause(); err != nil {
+				return
+			}
+			select {
+			case <-done:
+			case <-time.After(stopped): // the duty cycle itself, not a wait for an event
+			}
+			if err = p.Resume(); err != nil {
+				return
+			}
+			select {
+			case <-done:
+				return
+			case <-time.After(running):
+			}
+		}
+	}()
+	var once sync.Once
+	var err error
+	return func() error {
+		once.Do(func() {
+			close(done)
+			err = <-ended
+		})
+		return err
+	}
+}
+
 func (p *Process) signal(sig os.Signal) error {
 	p.mu.Lock()
 	cmd := p.cmd

@@ -96,7 +96,8 @@ func TestOverlayRendersTheSameWhateverTheBoxes(t *testing.T) {
 }
 
 // Text pages seen through offset media boxes, crop boxes smaller than the media box, every /Rotate and a
-// /UserUnit are marked and detected with the exact id at the default strength, from the rendered pages alone.
+// /UserUnit are marked (with either overlay) and detected with the exact id at the default strength, from the
+// rendered pages alone.
 // The content moves with the box, so each page shows an ordinary page of text: the small pages show the
 // region [10 520 190 700] of a letter page of text (with the top-left gray box), the others a whole letter page.
 // Before, the rotated 180-point pages and the UserUnit page were not detected (no pilot found).
@@ -123,21 +124,32 @@ func TestOffsetRotatedAndCroppedPagesAreDetected(t *testing.T) {
 		{"small-cropbox-rotate180", "[0 0 612 792]", "/CropBox [10 520 190 700] /Rotate 180", 0, 0, text},
 		{"userunit", "[0 0 306 396]", "/UserUnit 2", 0, 0, "0.5 0 0 0.5 0 0 cm\n" + text},
 	} {
-		t.Run(c.name, func(t *testing.T) {
-			src := writeTemp(t, "in.pdf", boxDoc(c.media, c.ext, "", c.dx, c.dy, c.content))
-			dst := filepath.Join(t.TempDir(), "out.pdf")
-			id := testID(c.name)
-			if _, err := a.Embed(ctx, src, dst, id, Options{}); err != nil {
-				t.Fatal(err)
+		for _, pageImage := range []bool{false, true} {
+			// Both overlays are placed in the displayed page: tiles, and one image per page shape.
+			name := c.name + "/tiles"
+			if pageImage {
+				name = c.name + "/page-image"
 			}
-			d, err := a.DetectRendered(ctx, dst)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !d.Watermarked || d.WatermarkID == nil || *d.WatermarkID != id.String() {
-				t.Fatalf("not detected: %+v", d.Units)
-			}
-		})
+			t.Run(name, func(t *testing.T) {
+				src := writeTemp(t, "in.pdf", boxDoc(c.media, c.ext, "", c.dx, c.dy, c.content))
+				dst := filepath.Join(t.TempDir(), "out.pdf")
+				id := testID(c.name)
+				rep, err := a.Embed(ctx, src, dst, id, Options{Tiles: !pageImage, PageImage: pageImage})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if rep.Units[0].PageImage != pageImage {
+					t.Fatalf("page image %v, want %v: %+v", rep.Units[0].PageImage, pageImage, rep.Units[0])
+				}
+				d, err := a.DetectRendered(ctx, dst)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !d.Watermarked || d.WatermarkID == nil || *d.WatermarkID != id.String() {
+					t.Fatalf("not detected: %+v", d.Units)
+				}
+			})
+		}
 	}
 }
 

@@ -3,7 +3,6 @@ package node_test
 import (
 	"fmt"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,47 +16,6 @@ func detectionArgs(fd cluster.FailureDetection) []string {
 		fd.ProbeTimeout.String(), "--cluster-suspicion-mult", strconv.Itoa(fd.SuspicionMult)}
 }
 
-// starve keeps process p stopped (SIGSTOP) for stopped out of every stopped+running, as a node whose
-// machine gives it a fifth of a core would be, until the returned function is called (which leaves it
-// running). The process is really starved: its workers, its actors, its gossip and its HTTP all wait.
-func starve(t *testing.T, p *clustertest.Process, stopped, running time.Duration) (end func()) {
-	t.Helper()
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			if err := p.Pause(); err != nil {
-				t.Errorf("starve: %v", err)
-				return
-			}
-			select {
-			case <-done:
-			case <-time.After(stopped): // the duty cycle itself, not a wait for an event
-			}
-			if err := p.Resume(); err != nil {
-				t.Errorf("starve: %v", err)
-				return
-			}
-			select {
-			case <-done:
-				return
-			case <-time.After(running):
-			}
-		}
-	}()
-	var once sync.Once
-	end = func() {
-		once.Do(func() {
-			close(done)
-			wg.Wait()
-		})
-	}
-	t.Cleanup(end)
-	return end
-}
-
 // TestSlowNodeGetsLessWork: three processes with one cpu worker each; n2 is starved of CPU (stopped 80% of
 // the time with SIGSTOP, in 400 ms slices) while 15 async embeds of 640x480 images are submitted at once
 // through n0 (one after the other, small jobs would mostly run on n0, free again before the next came).
@@ -68,13 +26,17 @@ func TestSlowNodeGetsLessWork(t *testing.T) {
 	fd := detectionArgs(clustertest.StableDetection()) // a 400 ms pause must not look like a death
 	c := startPlaceCluster(t, [][]string{fd, fd, fd})
 	const jobs = 15
-	end := starve(t, c.procs.List[2], 400*time.Millisecond, 100*time.Millisecond)
+	// n2 gets a fifth of a core.
+	end := c.procs.List[2].Starve(400*time.Millisecond, 100*time.Millisecond)
+	t.Cleanup(func() { end() })
 	ids := submitAsyncAtOnce(t, c.base(0), c.secret, jobs, 640, 480)
 	if len(ids) != jobs {
 		t.Fatalf("%d of %d jobs submitted", len(ids), jobs)
 	}
 	done := awaitJobs(t, c.base(0), c.secret, ids, 4*time.Minute)
-	end()
+	if err := end(); err != nil {
+		t.Fatal(err)
+	}
 	attempts := map[string]int{}
 	ran := map[string]int{}
 	for id, rc := range done {
