@@ -210,6 +210,23 @@ func (c *Codec) DetectRGB(w, h int, row func(y int, rgb []uint8)) Detection {
 	}})
 }
 
+// DetectLumaRows is Detect for an image whose 8-bit luma plane of w×h samples is given row by row: row(y, luma)
+// writes row y into luma (length w). The result is Detect's on an *image.YCbCr or *image.Gray with that Y
+// plane, which Detect reads as it is (lumaRow), without the image in memory (package markfile's check of its
+// JPEG output decodes the luma only). Rows are asked for in order, some more than once.
+func (c *Codec) DetectLumaRows(w, h int, row func(y int, luma []uint8)) Detection {
+	if w <= 0 || h <= 0 {
+		return emptyDetection()
+	}
+	buf := make([]uint8, w)
+	return c.detectSource(rowSource{w: w, h: h, row: func(y int, out []float32) {
+		row(y, buf)
+		for x, v := range buf {
+			out[x] = float32(v) // lumaRow's YCbCr and Gray cases
+		}
+	}})
+}
+
 func (c *Codec) detectSource(src rowSource) Detection {
 	if px := src.w * src.h; px > detectMaxPixels {
 		// Very large images are analysed at a reduced resolution. Their waxels span at least 2·f pixels (the

@@ -206,3 +206,38 @@ func TestDetectRGBMatchesDetect(t *testing.T) {
 		}
 	}
 }
+
+// TestDetectLumaRowsMatchesDetect: detection on 8-bit luma rows is Detect's on the *image.YCbCr and the
+// *image.Gray with that Y plane (a decoded JPEG, as the service detects it), at the nominal geometry and after
+// a lattice search, coded-bit LLRs included.
+func TestDetectLumaRowsMatchesDetect(t *testing.T) {
+	c := testCodec(t)
+	id, _ := IDFromJSON([]byte(`{"test":"luma rows"}`))
+	marked, _, err := c.Embed(naturalImage(1100, 900, 4), id, EmbedOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, img := range map[string]image.Image{"nominal": marked, "rotated": attackRotate(marked, 2)} {
+		b := img.Bounds()
+		ycc := image.NewYCbCr(b, image.YCbCrSubsampleRatio420)
+		row := make([]float32, b.Dx())
+		for y := 0; y < b.Dy(); y++ {
+			lumaRow(img, b.Min.Y+y, row)
+			for x, v := range row {
+				ycc.Y[y*ycc.YStride+x] = uint8(v + 0.5)
+			}
+		}
+		for i := range ycc.Cb {
+			ycc.Cb[i], ycc.Cr[i] = uint8(i), uint8(255-i) // chroma that converts to colours far from grey
+		}
+		gray := &image.Gray{Pix: ycc.Y, Stride: ycc.YStride, Rect: b}
+		got := c.DetectLumaRows(b.Dx(), b.Dy(), func(y int, luma []uint8) { copy(luma, ycc.Y[y*ycc.YStride:]) })
+		for kind, want := range map[string]Detection{"YCbCr": c.Detect(ycc), "Gray": c.Detect(gray)} {
+			if !want.Watermarked || got.Watermarked != want.Watermarked || !slices.Equal(got.coded, want.coded) ||
+				!slices.Equal(got.Soft, want.Soft) || got.Confidence != want.Confidence {
+				t.Errorf("%s: DetectLumaRows %v, Detect on %s %v (soft outputs equal: %v)", name, got.Watermarked, kind,
+					want.Watermarked, slices.Equal(got.Soft, want.Soft))
+			}
+		}
+	}
+}

@@ -592,6 +592,7 @@ type jpegScan struct {
 	stride   [3]int
 	local    bool // planes hold the current MCU row only
 	skip     bool // entropy decoding only (a validation pass): no IDCT, no planes
+	lumaOnly bool // component 0 only is reconstructed (LumaRows): the chroma blocks are entropy-decoded and dropped
 	mcu      int
 	expect   uint8 // next restart marker
 	blk      [64]float32
@@ -676,7 +677,7 @@ func (d *jpegDecoder) mcuRow(s *jpegScan, my int) error {
 				if err != nil {
 					return err
 				}
-				if s.skip {
+				if s.skip || (s.lumaOnly && ci != 0) {
 					continue
 				}
 				bx, by := c.h*mx+j%c.h, c.v*my+j/c.h
@@ -929,13 +930,27 @@ func newJPEGRows(ctx context.Context, data []byte) (*jpegRows, error) {
 // row converts pixel row y to RGB, decoding up to its MCU row (from the start of the scan when y lies above the
 // current one).
 func (r *jpegRows) row(y, width int, rgb []uint8) {
+	ly := r.seek(y)
+	yccRowRGB(&r.mcuRow, ly, width, rgb)
+}
+
+// lumaRow copies the first len(out) Y samples of pixel row y into out; r must have been made with lumaOnly set
+// (the chroma planes are not reconstructed).
+func (r *jpegRows) lumaRow(y int, out []uint8) {
+	ly := r.seek(y)
+	copy(out, r.mcuRow.Y[ly*r.mcuRow.YStride:])
+}
+
+// seek decodes up to the MCU row of pixel row y (from the start of the scan when y lies above the current one)
+// and returns y's row within it.
+func (r *jpegRows) seek(y int) int {
 	rows := 8 * r.start.comps[0].v
 	my := y / rows
 	if my < r.cur {
-		planes, stride := r.s.planes, r.s.stride
+		planes, stride, lumaOnly := r.s.planes, r.s.stride, r.s.lumaOnly
 		r.d = r.start
 		r.s = r.d.newScan()
-		r.s.planes, r.s.stride, r.s.local = planes, stride, true
+		r.s.planes, r.s.stride, r.s.local, r.s.lumaOnly = planes, stride, true, lumaOnly
 		r.cur = -1
 	}
 	for r.cur < my {
@@ -947,5 +962,5 @@ func (r *jpegRows) row(y, width int, rgb []uint8) {
 			clear(r.mcuRow.Cr)
 		}
 	}
-	yccRowRGB(&r.mcuRow, y-my*rows, width, rgb)
+	return y - my*rows
 }

@@ -237,6 +237,7 @@ func checkFastJPEGAgainstImageJPEG(t *testing.T, data []byte) {
 	if err != nil || rerr != nil {
 		t.Fatalf("DecodeBytes (%v) or DecodeRGBRows (%v) refuses what image/jpeg accepts", err, rerr)
 	}
+	checkLumaRows(t, data, lim)
 	if rows == nil {
 		return
 	}
@@ -248,6 +249,47 @@ func checkFastJPEGAgainstImageJPEG(t *testing.T, data []byte) {
 			if p := m.Pix[m.PixOffset(x, y):]; rgb[3*x] != p[0] || rgb[3*x+1] != p[1] || rgb[3*x+2] != p[2] {
 				t.Fatalf("RGBRows pixel %d,%d %v, DecodeBytes %v: %x", x, y, rgb[3*x:3*x+3], p[:3], data)
 			}
+		}
+	}
+}
+
+// checkLumaRows fails t when DecodeLumaRows refuses a file that image/jpeg accepts, or when its rows differ from
+// the Y (or grey) plane of the image DecodeForAnalysis returns.
+func checkLumaRows(t *testing.T, data []byte, lim Limits) {
+	t.Helper()
+	rows, other, err := DecodeLumaRows(context.Background(), data, lim)
+	if err != nil {
+		t.Fatalf("DecodeLumaRows refuses what image/jpeg accepts (%v): %x", err, data)
+	}
+	img, _, err := DecodeForAnalysis(context.Background(), data, lim)
+	if err != nil {
+		t.Fatalf("DecodeForAnalysis refuses what image/jpeg accepts (%v): %x", err, data)
+	}
+	if rows == nil {
+		if other == nil {
+			t.Fatalf("DecodeLumaRows returned neither rows nor an image: %x", data)
+		}
+		return
+	}
+	b := img.Bounds()
+	var plane []uint8
+	var stride int
+	switch m := img.(type) {
+	case *image.YCbCr:
+		plane, stride = m.Y[m.YOffset(b.Min.X, b.Min.Y):], m.YStride
+	case *image.Gray:
+		plane, stride = m.Pix[m.PixOffset(b.Min.X, b.Min.Y):], m.Stride
+	default:
+		t.Fatalf("DecodeLumaRows gave rows of a %T: %x", img, data)
+	}
+	if rows.Width != b.Dx() || rows.Height != b.Dy() {
+		t.Fatalf("luma rows %dx%d, image %v: %x", rows.Width, rows.Height, b, data)
+	}
+	row := make([]uint8, rows.Width)
+	for y := 0; y < rows.Height; y++ {
+		rows.Row(y, row)
+		if !bytes.Equal(row, plane[y*stride:y*stride+rows.Width]) {
+			t.Fatalf("luma row %d differs from DecodeForAnalysis' Y plane: %x", y, data)
 		}
 	}
 }

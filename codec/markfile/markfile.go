@@ -209,37 +209,50 @@ func (c *chunks) bytes() []byte {
 	return append(out, c.cur...)
 }
 
-// verify runs the detector on what a recipient of data decodes. PNG is lossless and written from the marked
-// pixels as they are (8 or 16 bits per channel), so the marked image itself is what it decodes to and is
-// checked without decoding the file again; JPEG (lossy) and WebP (8 bits only) are decoded. A JPEG is read in
-// its decoded YCbCr form, converted to RGB row by row as the detector reads it (codec.DetectRGB): the same
-// result as on the NRGBA image imageio.Decode returns, without that image in memory.
+// verify reports whether the mark of id reads back from the output.
 func verify(ctx context.Context, c *codec.Codec, dev accel.Device, marked image.Image, data []byte, f Format, id codec.ID) (bool, error) {
-	img := marked
-	if f != PNG {
-		rows, pic, err := imageio.DecodeRGBRows(ctx, data, imageio.Limits{})
-		if err != nil {
-			return false, fmt.Errorf("markfile: decoding the %s output: %w", f, err)
-		}
-		if rows != nil && dev == nil {
-			d := c.DetectRGB(rows.Width, rows.Height, rows.Row)
-			return d.Watermarked && d.WatermarkID != nil && *d.WatermarkID == id.String(), nil
-		}
-		if rows != nil {
-			if pic, err = imageio.DecodeBytesContext(ctx, data, imageio.Limits{}); err != nil {
-				return false, fmt.Errorf("markfile: decoding the %s output: %w", f, err)
-			}
-		}
-		img = pic.Image
-	}
-	var d codec.Detection
-	if dev != nil {
-		var err error
-		if d, err = c.DetectOn(ctx, dev, img); err != nil {
-			return false, err
-		}
-	} else {
-		d = c.Detect(img)
+	d, err := readBack(ctx, c, dev, marked, data, f)
+	if err != nil {
+		return false, err
 	}
 	return d.Watermarked && d.WatermarkID != nil && *d.WatermarkID == id.String(), nil
+}
+
+// readBack runs the detector on the output as the service's detection reads a stored file (package actors:
+// imageio.DecodeForAnalysis, codec.DetectRegion, Codec.Detect; the service may then snap a near miss to an
+// issued id, which only accepts more). PNG is lossless and written from the marked pixels as they are (8 or 16
+// bits per channel), so the marked image itself is what it decodes to and is checked without decoding the file
+// again; JPEG (lossy) and WebP (8 bits only) are decoded. A JPEG decodes to YCbCr, of which the detector reads
+// the Y plane only, so the check decodes the luma alone, row by row as the detector reads it
+// (imageio.DecodeLumaRows, codec.DetectLumaRows): the same result as Detect on the decoded image, without its
+// chroma or the image in memory.
+func readBack(ctx context.Context, c *codec.Codec, dev accel.Device, marked image.Image, data []byte, f Format) (codec.Detection, error) {
+	img := marked
+	if f != PNG {
+		rows, dimg, err := imageio.DecodeLumaRows(ctx, data, imageio.Limits{})
+		if err != nil {
+			return codec.Detection{}, fmt.Errorf("markfile: decoding the %s output: %w", f, err)
+		}
+		if rows != nil && dev == nil {
+			r := codec.DetectRegion(image.Rect(0, 0, rows.Width, rows.Height))
+			return c.DetectLumaRows(r.Dx(), r.Dy(), rows.Row), nil
+		}
+		if rows != nil {
+			if dimg, _, err = imageio.DecodeForAnalysis(ctx, data, imageio.Limits{}); err != nil {
+				return codec.Detection{}, fmt.Errorf("markfile: decoding the %s output: %w", f, err)
+			}
+		}
+		img = dimg
+	}
+	if r := codec.DetectRegion(img.Bounds()); r != img.Bounds() {
+		if sub, ok := img.(interface {
+			SubImage(image.Rectangle) image.Image
+		}); ok {
+			img = sub.SubImage(r)
+		}
+	}
+	if dev != nil {
+		return c.DetectOn(ctx, dev, img)
+	}
+	return c.Detect(img), nil
 }

@@ -8,6 +8,7 @@ import (
 	"image/color"
 	"image/png"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"filigrane/codec"
@@ -82,6 +83,54 @@ func TestEmbedReturnsVerifiedJPEG(t *testing.T) {
 	}
 	if _, err := Embed(context.Background(), c, picture(t, 640, 480, 128), id, JPEG, codec.EmbedOptions{}); !errors.Is(err, ErrAlpha) {
 		t.Fatalf("transparent image as JPEG: %v", err)
+	}
+}
+
+// The check of a JPEG (luma decoded alone, row by row) gives exactly the detection the service makes on the
+// stored file: Detect on the image DecodeForAnalysis returns, cropped by DetectRegion. Checked on marks that read
+// back and marks too weak to (the verdict must agree both ways), and on an image longer than MaxDetectAspect.
+func TestJPEGCheckIsTheServiceDetection(t *testing.T) {
+	c := testCodec(t)
+	ctx := context.Background()
+	id, _ := codec.IDFromJSON([]byte(`{"file":4}`))
+	read, unread := 0, 0
+	for _, tc := range []struct {
+		w, h     int
+		strength float64
+		quality  int
+	}{{640, 480, 1, 95}, {600, 400, 0.25, 95}, {640, 480, 1, 30}, {2200, 300, 1, 95}} {
+		pic := picture(t, tc.w, tc.h, 255)
+		marked, _, err := c.Embed(pic.Image, id, codec.EmbedOptions{Strength: tc.strength})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var buf bytes.Buffer
+		if err := imageio.EncodeJPEG(&buf, marked, tc.quality, nil); err != nil {
+			t.Fatal(err)
+		}
+		got, err := readBack(ctx, c, nil, nil, buf.Bytes(), JPEG)
+		if err != nil {
+			t.Fatal(err)
+		}
+		img, _, err := imageio.DecodeForAnalysis(ctx, buf.Bytes(), imageio.Limits{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sub := img.(*image.YCbCr).SubImage(codec.DetectRegion(img.Bounds()))
+		want := c.Detect(sub)
+		if got.Watermarked != want.Watermarked || got.Confidence != want.Confidence || !slices.Equal(got.Soft, want.Soft) ||
+			(got.WatermarkID == nil) != (want.WatermarkID == nil) || (got.WatermarkID != nil && *got.WatermarkID != *want.WatermarkID) {
+			t.Errorf("%dx%d strength %g q%d: check %v %.6f, service detection %v %.6f", tc.w, tc.h, tc.strength,
+				tc.quality, got.Watermarked, got.Confidence, want.Watermarked, want.Confidence)
+		}
+		if want.Watermarked {
+			read++
+		} else {
+			unread++
+		}
+	}
+	if read == 0 || unread == 0 {
+		t.Fatalf("the cases must include marks that read back (%d) and marks that do not (%d)", read, unread)
 	}
 }
 
