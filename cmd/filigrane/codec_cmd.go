@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"image"
 	"io"
 	"os"
 	"path/filepath"
@@ -148,6 +149,28 @@ func readPicture(path string, maxPixels int64) (*imageio.Picture, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return pic, nil
+}
+
+// readForDetection decodes an image file the way the service's detection does (imageio.DecodeForAnalysis: the
+// decoder's own pixel layout, a JPEG's Y plane as it is, no EXIF rotation) and keeps the region the service
+// analyses (codec.DetectRegion), so that the command and the API read the same luma and give the same verdict.
+func readForDetection(ctx context.Context, path string, maxPixels int64) (image.Image, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	img, _, err := imageio.DecodeForAnalysis(ctx, data, imageio.Limits{MaxPixels: maxPixels})
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if r := codec.DetectRegion(img.Bounds()); r != img.Bounds() {
+		if sub, ok := img.(interface {
+			SubImage(image.Rectangle) image.Image
+		}); ok {
+			img = sub.SubImage(r)
+		}
+	}
+	return img, nil
 }
 
 // parseData validates the --data argument like the service does and returns its watermark id.
@@ -325,7 +348,7 @@ func codecDetect(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	if isVideoPath(pos[0]) {
 		return videoDetect(ctx, c, pos[0], stdout, stderr)
 	}
-	pic, err := readPicture(pos[0], f.maxPixels)
+	img, err := readForDetection(ctx, pos[0], f.maxPixels)
 	if err != nil {
 		fmt.Fprintln(stderr, "filigrane codec detect:", err)
 		return 1
@@ -334,7 +357,7 @@ func codecDetect(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		fmt.Fprintln(stderr, "filigrane codec detect:", err)
 		return 1
 	}
-	d := c.Detect(pic.Image)
+	d := c.Detect(img)
 	if !d.Watermarked {
 		d.WatermarkID = nil // the service's rule: no id unless the frame passed its checks
 	}
