@@ -476,7 +476,13 @@ func (n *Node) lookup(ctx context.Context, identity, kind string) (*actor.PID, e
 // deadline, or until pid's member leaves the topology.
 func (n *Node) ask(ctx context.Context, pid *actor.PID, a any) (any, error) {
 	gone := n.provider.departures() // before the membership check: no gap
-	if !n.hosts(pid.Address) {
+	// The owner is the member (by id, not by address) that held pid when the request left: a node killed
+	// and restarted on the same address is a new member with a new id, which never answers for the old
+	// one's activations, so a request the dead process took with it must be abandoned when the old id
+	// leaves even though the address is in the topology again.
+	local := pid.Address == n.system.Address()
+	owner, ok := n.provider.memberAt(pid.Address)
+	if !local && !ok {
 		return nil, errOwnerGone
 	}
 	dl, _ := ctx.Deadline() // always set by Request
@@ -504,18 +510,12 @@ func (n *Node) ask(ctx context.Context, pid *actor.PID, a any) (any, error) {
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		case <-gone:
-			if !n.hosts(pid.Address) {
+			if !local && !n.provider.hasMember(owner) {
 				return nil, errOwnerGone
 			}
 			gone = n.provider.departures()
 		}
 	}
-}
-
-// hosts reports whether the remote address belongs to this node or to a
-// member of the current topology.
-func (n *Node) hosts(addr string) bool {
-	return addr == n.system.Address() || n.provider.hasAddress(addr)
 }
 
 // Send delivers msg to the virtual actor kind/identity without waiting for

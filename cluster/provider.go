@@ -707,13 +707,26 @@ func (p *MemberlistProvider) departures() <-chan struct{} {
 	return p.leftCh
 }
 
-// hasAddress reports whether a member of the published topology has the
-// remote address addr.
-func (p *MemberlistProvider) hasAddress(addr string) bool {
+// memberAt returns the id of the member of the published topology whose
+// remote address is addr.
+func (p *MemberlistProvider) memberAt(addr string) (id string, ok bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, m := range p.published {
 		if m.Address() == addr {
+			return m.ID, true
+		}
+	}
+	return "", false
+}
+
+// hasMember reports whether the member with this id is in the published
+// topology.
+func (p *MemberlistProvider) hasMember(id string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, m := range p.published {
+		if m.ID == id {
 			return true
 		}
 	}
