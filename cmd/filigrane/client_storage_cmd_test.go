@@ -31,6 +31,7 @@ func eventually(t *testing.T, what string, within time.Duration, try func() bool
 // show and list the delivery until it is stored, retry it, and delete the destination; a wrong secret fails
 // verification with the server's 422 and exit 2.
 func TestClientCLIStorage(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a node and an S3 server")
 	}
@@ -47,6 +48,12 @@ func TestClientCLIStorage(t *testing.T) {
 		t.Helper()
 		return runCLI(t, append(args, "--url", base, "--key", key)...)
 	}
+	// The commands that read the secret from the environment run as a process of their own with it (this
+	// test binary runs main: TestMain), so this test sets no variable of its own process and runs in parallel.
+	cliWithSecret := func(secret string, args ...string) (int, string, string) {
+		t.Helper()
+		return runCLIProcess(t, []string{envStorageSecret + "=" + secret}, append(args, "--url", base, "--key", key)...)
+	}
 
 	code, stdout, stderr := cli("storage", "list")
 	if code != exitOK || stdout != "no storage destinations\n" {
@@ -55,12 +62,10 @@ func TestClientCLIStorage(t *testing.T) {
 	create := []string{"storage", "create", "--name", "mine", "--endpoint", srv.Endpoint, "--secure", "false", "--path-style", "true",
 		"--region", srv.Region, "--bucket", bucket, "--prefix", "cli", "--access-key-id", srv.AccessKey}
 	// Without the secret in the environment: a usage error, nothing sent.
-	t.Setenv(envStorageSecret, "")
-	if code, _, stderr = cli(create...); code != exitUsage || !strings.Contains(stderr, envStorageSecret) {
+	if code, _, stderr = cliWithSecret("", create...); code != exitUsage || !strings.Contains(stderr, envStorageSecret) {
 		t.Fatalf("create without a secret: exit %d, %q", code, stderr)
 	}
-	t.Setenv(envStorageSecret, srv.SecretKey)
-	code, stdout, stderr = cli(create...)
+	code, stdout, stderr = cliWithSecret(srv.SecretKey, create...)
 	m := regexp.MustCompile(`^(dst_[0-9a-f]{32})  "mine"  ` + regexp.QuoteMeta(srv.Endpoint+"/"+bucket+"/cli") + `  enabled  not verified\n$`).FindStringSubmatch(stdout)
 	if code != exitOK || m == nil || strings.Contains(stdout+stderr, srv.SecretKey) {
 		t.Fatalf("create: exit %d, %q %q", code, stdout, stderr)
@@ -141,8 +146,7 @@ func TestClientCLIStorage(t *testing.T) {
 	}
 
 	// A wrong secret: update clears the verification, verify fails with the server's 422.
-	t.Setenv(envStorageSecret, "not-the-secret")
-	if code, stdout, stderr = cli("storage", "update", dst, "--access-key-id", srv.AccessKey); code != exitOK || !strings.Contains(stdout, "not verified") {
+	if code, stdout, stderr = cliWithSecret("not-the-secret", "storage", "update", dst, "--access-key-id", srv.AccessKey); code != exitOK || !strings.Contains(stdout, "not verified") {
 		t.Fatalf("update: exit %d, %q %q", code, stdout, stderr)
 	}
 	code, _, stderr = cli("storage", "verify", dst)

@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"image"
 	"image/color"
 	"image/png"
 	"math"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -22,6 +24,30 @@ func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
 	var out, errb bytes.Buffer
 	code = run(context.Background(), args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+// runCLIProcess runs the binary as a process of its own (this test binary running main: TestMain) with env
+// added to this process's environment: for a command that reads a variable, in a test that must not set it
+// in its own process (t.Setenv would keep the test from running in parallel).
+func runCLIProcess(t *testing.T, env []string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	cmd := exec.CommandContext(t.Context(), exe, args...)
+	cmd.Env = append(os.Environ(), env...) // the last value of a name wins
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	var exit *exec.ExitError
+	switch err := cmd.Run(); {
+	case err == nil:
+	case errors.As(err, &exit):
+		code = exit.ExitCode()
+	default:
+		t.Fatalf("run %v: %v", args, err)
+	}
 	return code, out.String(), errb.String()
 }
 
