@@ -516,8 +516,8 @@ func (s *Server) directLimit(kind mediakind.Kind, op jobstate.Operation) int64 {
 // jobUsesInput tells, after a submission whose outcome is unknown (no answer in time, or a storage failure
 // whose write may still have landed), whether the job exists and reads the file just stored: then the file
 // must stay, or every attempt of that job would fail on a missing input. When the job cannot be asked, the
-// file is kept too: an orphaned input is a file nobody reads (nothing sweeps such files today:
-// docs/operations.md, "Object storage"), a deleted one breaks a job the client was charged for.
+// file is kept too (and checked again later through the outbox: checkInputLater): an orphaned input is a file
+// nobody reads, a deleted one breaks a job the client was charged for.
 func (s *Server) jobUsesInput(c context.Context, orgID, reqID, key string) bool {
 	qctx, cancel := context.WithTimeout(context.WithoutCancel(c), 5*time.Second)
 	defer cancel()
@@ -649,11 +649,18 @@ func (s *Server) writeResult(c context.Context, ctx *fasthttp.RequestCtx, p *pri
 		return resultGone(rec, false)
 	}
 	out := rec.Output
-	if deleted, err := s.outputDeleted(c, rec); err != nil || deleted {
+	deleted, err := s.outputDeleted(c, rec)
+	if err != nil {
+		// Not knowing is not gone: a 410 would tell the client to give up on a result it paid for (a node
+		// stopping mid-request cancels this read).
+		s.cfg.Logger.Error().Err(err).Str("job", rec.RequestID).Msg("read the output asset of a job's result")
+		return newAPIError(CodeUnavailable, "the job's result could not be checked in time; retry")
+	}
+	if deleted {
 		return resultGone(rec, true)
 	}
 	var body io.ReadCloser
-	body, err := s.openBlobBody(out.BlobKey, 0, -1)
+	body, err = s.openBlobBody(out.BlobKey, 0, -1)
 	if err != nil {
 		// Once its delivery stored the result in the customer's bucket, the hosted copy is gone: the result
 		// is read back from there, like GET /storage/deliveries/{id}/content.
