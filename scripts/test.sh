@@ -18,21 +18,15 @@ build_pid=$!
 go vet ./...
 wait "$build_pid"
 export FILIGRANE_TEST_BINARY="$logs/filigrane"
-# The packages with concurrency run once, under the race detector; the rest run once without it. Five
+# The packages with concurrency run once, under the race detector; the rest run once without it. Four
 # `go test` commands run side by side: the race pass, internal/node's parallel tests, internal/node's tests
-# that cannot call t.Parallel (node_seq), cmd/filigrane and the rest. Most of their time is tests waiting
-# (processes starting, real timeouts, failure detection), so together they keep 2 cores busy where one after
-# the other left one idle. In one process the node_seq tests ran one after the other before any parallel test
-# started, adding their time (about a third of the package's) to the longest pass; in a process of their own
-# they still run one at a time, beside the parallel ones. -parallel 8: internal/node's tests call t.Parallel
-# and mostly wait (the parallel pass used 0.7 of a core at -parallel 4: 59 CPU-s in 82 s on an idle 2-core
-# machine); at 8 the same CPU fits in 49 s, each test 6% longer on average, 46 s beside cmd/filigrane's pass.
-# cmd/filigrane's long tests (bench load and chaos on local clusters, the client CLI against a node) mostly
-# wait too: at go test's default -parallel (one per core) its longest, TestBenchChaosKillOneOfThree, started
-# 20 to 30 s after the package, behind the others; with -parallel 8 it starts after the package's few
-# sequential tests (about 9 s). A command of its own keeps the CPU-bound codec tests of the rest at one per
-# core. Within a pass, go test starts packages in the order given, so the longest (mostly sequential)
-# packages come first.
+# that cannot call t.Parallel (node_seq) and the rest. Most of their time is tests waiting (processes starting,
+# real timeouts, failure detection), so together they keep 2 cores busy where one after the other left one
+# idle. In one process the node_seq tests ran one after the other before any parallel test started, adding
+# their time (about a third of the package's) to the longest pass; in a process of their own they still run one
+# at a time, beside the parallel ones. -parallel 4: internal/node's tests call t.Parallel and mostly wait;
+# more at once on 2 cores only stretches the timing-bound ones. Within a pass, go test starts packages in the
+# order given, so the longest (mostly sequential) packages come first.
 race_pkgs=(./actors/... ./cluster/... ./http/... ./persistence/... ./internal/netguard/...)
 # Packages under those paths whose code and tests start no goroutine and share no memory (pure state
 # machines, tables, codecs of records) gain nothing from the race detector and cost its longer link and run:
@@ -43,9 +37,8 @@ no_race=(filigrane/actors/assetid filigrane/actors/batchstate filigrane/actors/b
 race_list=$(go list "${race_pkgs[@]}" | grep -vxF -f <(printf '%s\n' "${no_race[@]}"))
 race_first=(filigrane/actors filigrane/http/console)
 node_pkg=filigrane/internal/node
-cmd_pkg=filigrane/cmd/filigrane
 node_seq='^(TestClusterNodeLoss|TestTwelveNodes|TestSlowNodeGetsLessWork|TestMediaProgramMissing|TestCloseJoinsItsGoroutines)$'
-other_first=(filigrane/codec filigrane/codec/video filigrane/internal/consolebrowser filigrane/codec/pdf)
+other_first=(filigrane/cmd/filigrane filigrane/codec filigrane/codec/video filigrane/internal/consolebrowser filigrane/codec/pdf)
 # first_then_rest LIST FIRST...: the FIRST packages that are in LIST, then the rest of LIST in its order.
 first_then_rest() {
   local list=$1; shift
@@ -53,8 +46,8 @@ first_then_rest() {
   echo "$list" | grep -vxF -f <(printf '%s\n' "$@") || true
 }
 race=$(first_then_rest "$race_list" "${race_first[@]}")
-other=$(first_then_rest "$(go list ./... | grep -vxF -f <(echo "$race_list") | grep -vxF -e "$node_pkg" -e "$cmd_pkg")" "${other_first[@]}")
-go test -count=1 -timeout 20m -parallel 8 -skip "$node_seq" "$node_pkg" >"$logs/node" 2>&1 &
+other=$(first_then_rest "$(go list ./... | grep -vxF -f <(echo "$race_list") | grep -vxF "$node_pkg")" "${other_first[@]}")
+go test -count=1 -timeout 20m -parallel 4 -skip "$node_seq" "$node_pkg" >"$logs/node" 2>&1 &
 node_pid=$!
 go test -count=1 -timeout 20m -run "$node_seq" "$node_pkg" >"$logs/node-seq" 2>&1 &
 node_seq_pid=$!
@@ -62,11 +55,9 @@ go test -race -count=1 -timeout 20m $race >"$logs/race" 2>&1 &
 race_pid=$!
 go test -count=1 -timeout 20m $other >"$logs/other" 2>&1 &
 other_pid=$!
-go test -count=1 -timeout 20m -parallel 8 "$cmd_pkg" >"$logs/cmd" 2>&1 &
-cmd_pid=$!
 status=0
-for pid in "$node_pid" "$node_seq_pid" "$race_pid" "$other_pid" "$cmd_pid"; do
+for pid in "$node_pid" "$node_seq_pid" "$race_pid" "$other_pid"; do
   wait "$pid" || status=1
 done
-cat "$logs/race" "$logs/cmd" "$logs/other" "$logs/node-seq" "$logs/node"
+cat "$logs/race" "$logs/other" "$logs/node-seq" "$logs/node"
 exit "$status"
