@@ -192,24 +192,6 @@ func (c *Codec) Detect(img image.Image) Detection {
 	return c.detectSource(imageRows(img))
 }
 
-// DetectRGB is Detect for an opaque 8-bit RGB image of w×h pixels given row by row: row(y, rgb) writes row y,
-// 3 bytes per pixel, into rgb. The result is Detect's on the *image.NRGBA with those rows, without that image
-// in memory (a decoded JPEG can stay in its YCbCr form, package markfile's check of its JPEG output). Rows are
-// asked for in order, some more than once.
-func (c *Codec) DetectRGB(w, h int, row func(y int, rgb []uint8)) Detection {
-	if w <= 0 || h <= 0 {
-		return emptyDetection()
-	}
-	rgb := make([]uint8, 3*w)
-	return c.detectSource(rowSource{w: w, h: h, row: func(y int, out []float32) {
-		row(y, rgb)
-		for x := range out {
-			s := rgb[3*x : 3*x+3 : 3*x+3]
-			out[x] = lumaR*float32(s[0]) + lumaG*float32(s[1]) + lumaB*float32(s[2]) // lumaRow's NRGBA case
-		}
-	}})
-}
-
 // DetectLumaRows is Detect for an image whose 8-bit luma plane of w×h samples is given row by row: row(y, luma)
 // writes row y into luma (length w). The result is Detect's on an *image.YCbCr or *image.Gray with that Y
 // plane, which Detect reads as it is (lumaRow), without the image in memory (package markfile's check of its

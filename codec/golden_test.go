@@ -181,32 +181,6 @@ func TestDetectRowsMatchesPlane(t *testing.T) {
 	}
 }
 
-// TestDetectRGBMatchesDetect: detection on RGB rows is Detect's on the NRGBA image with those rows, at the
-// nominal geometry and after a lattice search.
-func TestDetectRGBMatchesDetect(t *testing.T) {
-	c := testCodec(t)
-	id, _ := IDFromJSON([]byte(`{"test":"rgb"}`))
-	marked, _, err := c.Embed(naturalImage(1100, 900, 4), id, EmbedOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for name, img := range map[string]*image.NRGBA{"nominal": marked.(*image.NRGBA),
-		"rotated": attackRotate(marked, 2).(*image.NRGBA)} {
-		want := c.Detect(img)
-		got := c.DetectRGB(img.Rect.Dx(), img.Rect.Dy(), func(y int, rgb []uint8) {
-			row := img.Pix[img.PixOffset(0, y):]
-			for x := 0; x < img.Rect.Dx(); x++ {
-				copy(rgb[3*x:3*x+3], row[4*x:4*x+3])
-			}
-		})
-		if !want.Watermarked || got.Watermarked != want.Watermarked || !slices.Equal(got.coded, want.coded) ||
-			!slices.Equal(got.Soft, want.Soft) {
-			t.Errorf("%s: DetectRGB %v, Detect %v (soft outputs equal: %v)", name, got.Watermarked, want.Watermarked,
-				slices.Equal(got.Soft, want.Soft))
-		}
-	}
-}
-
 // TestDetectLumaRowsMatchesDetect: detection on 8-bit luma rows is Detect's on the *image.YCbCr and the
 // *image.Gray with that Y plane (a decoded JPEG, as the service detects it), at the nominal geometry and after
 // a lattice search, coded-bit LLRs included.

@@ -877,7 +877,7 @@ func (f format) decodeAs(ctx context.Context, data []byte, out jpegOut) (image.I
 	return f.decodeCtx(ctx, data)
 }
 
-// jpegRows decodes a JPEG one MCU row at a time, on demand (RGBRows): the memory of one MCU row instead of the
+// jpegRows decodes a JPEG one MCU row at a time, on demand (DecodeLumaRows): the memory of one MCU row instead of the
 // image, for one more pass of entropy decoding (the check) and a full decode per pass over the rows.
 type jpegRows struct {
 	start  jpegDecoder // after the headers, where the scan begins
@@ -925,13 +925,6 @@ func newJPEGRows(ctx context.Context, data []byte) (*jpegRows, error) {
 	r.mcuRow = image.YCbCr{Y: r.s.planes[0], Cb: r.s.planes[1], Cr: r.s.planes[2], YStride: r.s.stride[0],
 		CStride: r.s.stride[1], SubsampleRatio: d.ratio(), Rect: image.Rect(0, 0, 8*h0*r.s.mxx, 8*v0)}
 	return r, nil
-}
-
-// row converts pixel row y to RGB, decoding up to its MCU row (from the start of the scan when y lies above the
-// current one).
-func (r *jpegRows) row(y, width int, rgb []uint8) {
-	ly := r.seek(y)
-	yccRowRGB(&r.mcuRow, ly, width, rgb)
 }
 
 // lumaRow copies the first len(out) Y samples of pixel row y into out; r must have been made with lumaOnly set

@@ -206,8 +206,8 @@ func TestFastJPEGTruncatedAndCorrupt(t *testing.T) {
 }
 
 // checkFastJPEGAgainstImageJPEG fails t when the fast decoder accepts what image/jpeg refuses, decodes to
-// samples more than 1 away from image/jpeg's, when DecodeBytes or DecodeRGBRows and image/jpeg disagree on
-// accepting data, or when the rows differ from DecodeBytes' pixels.
+// samples more than 1 away from image/jpeg's, when DecodeBytes or DecodeLumaRows and image/jpeg disagree on
+// accepting data, or when the luma rows differ from DecodeForAnalysis' Y plane (checkLumaRows).
 func checkFastJPEGAgainstImageJPEG(t *testing.T, data []byte) {
 	t.Helper()
 	want, werr := jpeg.Decode(bytes.NewReader(data))
@@ -226,31 +226,17 @@ func checkFastJPEGAgainstImageJPEG(t *testing.T, data []byte) {
 	if _, _, err := checkAll(data, lim); err != nil {
 		return // refused before decoding
 	}
-	rows, _, rerr := DecodeRGBRows(context.Background(), data, lim)
+	_, _, lerr := DecodeLumaRows(context.Background(), data, lim)
 	if werr != nil {
-		if rerr == nil {
-			t.Fatalf("DecodeRGBRows accepts a file image/jpeg refuses (%v): %x", werr, data)
+		if lerr == nil {
+			t.Fatalf("DecodeLumaRows accepts a file image/jpeg refuses (%v): %x", werr, data)
 		}
 		return
 	}
-	pic, err := DecodeBytes(data, lim)
-	if err != nil || rerr != nil {
-		t.Fatalf("DecodeBytes (%v) or DecodeRGBRows (%v) refuses what image/jpeg accepts", err, rerr)
+	if _, err := DecodeBytes(data, lim); err != nil {
+		t.Fatalf("DecodeBytes refuses what image/jpeg accepts (%v): %x", err, data)
 	}
 	checkLumaRows(t, data, lim)
-	if rows == nil {
-		return
-	}
-	m := pic.Image.(*image.NRGBA)
-	rgb := make([]uint8, 3*rows.Width)
-	for y := 0; y < rows.Height; y++ {
-		rows.Row(y, rgb)
-		for x := 0; x < rows.Width; x++ {
-			if p := m.Pix[m.PixOffset(x, y):]; rgb[3*x] != p[0] || rgb[3*x+1] != p[1] || rgb[3*x+2] != p[2] {
-				t.Fatalf("RGBRows pixel %d,%d %v, DecodeBytes %v: %x", x, y, rgb[3*x:3*x+3], p[:3], data)
-			}
-		}
-	}
 }
 
 // checkLumaRows fails t when DecodeLumaRows refuses a file that image/jpeg accepts, or when its rows differ from
@@ -359,52 +345,5 @@ func BenchmarkDecodeJPEG12MP(b *testing.B) {
 			}
 			reportCPU(b, cpu)
 		})
-	}
-}
-
-// TestJPEGRowsOnDemand: RGBRows of a JPEG decoded MCU row by MCU row gives DecodeBytes' pixels when the rows are
-// read in order, again from the top, and out of order; a file whose last bytes of entropy data are cut off is
-// refused by DecodeRGBRows itself (not left to fail half-way through the rows), as image/jpeg refuses it.
-func TestJPEGRowsOnDemand(t *testing.T) {
-	ctx := context.Background()
-	for name, data := range fastJPEGCases(t) {
-		if name == "image/jpeg grey" {
-			continue
-		}
-		rows, pic, err := DecodeRGBRows(ctx, data, Limits{})
-		if err != nil || rows == nil || rows.lazy == nil || pic != nil {
-			t.Fatalf("%s: rows %v, picture %v, %v", name, rows != nil && rows.lazy != nil, pic != nil, err)
-		}
-		want, err := DecodeBytes(data, Limits{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		m := want.Image.(*image.NRGBA)
-		rgb := make([]uint8, 3*rows.Width)
-		order := make([]int, 0, 3*rows.Height)
-		for y := 0; y < rows.Height; y++ {
-			order = append(order, y)
-		}
-		order = append(order, order...)
-		for y := rows.Height - 1; y >= 0; y -= 7 {
-			order = append(order, y)
-		}
-		for _, y := range order {
-			rows.Row(y, rgb)
-			for x := 0; x < rows.Width; x++ {
-				p := m.Pix[m.PixOffset(x, y):]
-				if rgb[3*x] != p[0] || rgb[3*x+1] != p[1] || rgb[3*x+2] != p[2] {
-					t.Fatalf("%s: pixel %d,%d: rows %v, DecodeBytes %v", name, x, y, rgb[3*x:3*x+3], p[:3])
-				}
-			}
-		}
-	}
-	data := fastJPEGCases(t)["EncodeJPEG 4:4:4 q95"]
-	cut := append(bytes.Clone(data[:len(data)-40]), 0xFF, 0xD9)
-	if _, err := jpeg.Decode(bytes.NewReader(cut)); err == nil {
-		t.Fatal("image/jpeg accepts the cut file; the test needs one it refuses")
-	}
-	if _, _, err := DecodeRGBRows(ctx, cut, Limits{}); !errors.Is(err, ErrCorrupt) {
-		t.Errorf("cut file: DecodeRGBRows gave %v, want ErrCorrupt", err)
 	}
 }
