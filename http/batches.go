@@ -414,8 +414,12 @@ func (b *batchAPI) archive(ctx *fasthttp.RequestCtx, p *principal, params map[st
 		writeProblem(ctx, problemArchiveExpired, "the archive expired at "+rec.ArchiveExpiresAt.UTC().Format(time.RFC3339)+"; archives are kept 24 hours")
 	default:
 		body, err := b.s.openBlobBody(rec.ArchiveBlobKey, 0, -1)
-		if err != nil {
+		if errors.Is(err, persistence.ErrNotFound) {
 			writeProblem(ctx, problemArchiveExpired, "the archive is no longer stored")
+			return
+		}
+		if err != nil { // not read is not gone: the client retries
+			b.s.unavailable(ctx, err)
 			return
 		}
 		ctx.Response.Header.Set("Content-Disposition", `attachment; filename="`+rec.BatchID+`.zip"`)

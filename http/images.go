@@ -661,11 +661,21 @@ func (s *Server) writeResult(c context.Context, ctx *fasthttp.RequestCtx, p *pri
 	}
 	var body io.ReadCloser
 	body, err = s.openBlobBody(out.BlobKey, 0, -1)
+	if err != nil && !errors.Is(err, persistence.ErrNotFound) {
+		// A read that failed is not a file that is gone (the store did not answer, or this node is stopping
+		// and cancelled the read): 410 would tell the client to give up on a result it was charged for.
+		s.cfg.Logger.Error().Err(err).Str("job", rec.RequestID).Msg("read a job's result file")
+		return newAPIError(CodeUnavailable, "the job's result could not be read in time; retry")
+	}
 	if err != nil {
 		// Once its delivery stored the result in the customer's bucket, the hosted copy is gone: the result
 		// is read back from there, like GET /storage/deliveries/{id}/content.
 		as, _, aerr := s.assets().Lookup(c, p.Key.OrgID, out.AssetID)
-		if aerr != nil || !as.Stored() {
+		switch {
+		case aerr != nil && !errors.Is(aerr, actors.ErrAssetNotFound):
+			s.cfg.Logger.Error().Err(aerr).Str("job", rec.RequestID).Msg("read the asset of a job's missing result file")
+			return newAPIError(CodeUnavailable, "the job's result could not be checked in time; retry")
+		case aerr != nil || !as.Stored():
 			return newAPIError(CodeResultGone, "the result file is no longer stored")
 		}
 		b, _ := s.openStoredAsset(ctx, p.Key.OrgID, as)
