@@ -77,8 +77,11 @@ func newCodec(t testing.TB) *codec.Codec {
 	return c
 }
 
-// embedJob is an embed job's work on one file: decode, embed (verified read-back, PNG out).
+// embedJob is an embed job's work on one file: decode, embed (verified read-back, PNG out). Like a job, it
+// runs under a deadline: the device waits then poll with the context instead of blocking in the driver.
 func embedJob(ctx context.Context, c *codec.Codec, dev accel.Device, data []byte, id codec.ID) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
 	pic, err := imageio.DecodeBytesContext(ctx, data, imageio.Limits{})
 	if err != nil {
 		return err

@@ -18,7 +18,7 @@ import (
 // match the written colour type (CMYK, Lab, ...) is left out for the same reason.
 //
 // 8-bit images are written by this package's encoder (filters chosen as image/png chooses them; deflate as
-// Huffman coding alone unless LZ77 at its fastest level does 10% better on a sample: see deflateLevel); the
+// Huffman coding alone unless LZ77 does 10% better on a sample: see chooseDeflate); the
 // others by image/png at its fastest level. The invisible mark is noise-like, so slower levels shrink a marked
 // photo by only a few percent while taking several times longer.
 func EncodePNG(w io.Writer, img image.Image, icc []byte) error {

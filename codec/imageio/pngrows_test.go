@@ -178,6 +178,34 @@ func TestEncodePNGSize(t *testing.T) {
 	}
 }
 
+// Each deflate mode is chosen where it pays: Huffman coding alone on noise (LZ77 gains under 10%), klauspost's
+// fast LZ77 where it compresses about as well as the standard library's BestSpeed (a ramp; photo on one side of
+// the large image), the standard library's on long runs (flat artwork), where klauspost's fast levels come out
+// larger. The file written is never larger than with the other LZ77 mode by more than the 3% allowed.
+func TestChooseDeflate(t *testing.T) {
+	imgs := pngTestImages()
+	for name, want := range map[string]deflateMode{"noise": huffmanOnly, "ramp": fastLZ, "large": fastLZ, "flat": runsLZ} {
+		var b bytes.Buffer
+		if err := EncodePNG(&b, imgs[name], nil); err != nil {
+			t.Fatal(err)
+		}
+		rows := pngImageData(t, b.Bytes())
+		if got := chooseDeflate(rows); got != want {
+			t.Errorf("%s: mode %d, want %d", name, got, want)
+		}
+		size := func(m deflateMode) int {
+			var c countWriter
+			zw := m.newWriter(&c)
+			zw.Write(rows)
+			zw.Close()
+			return c.n
+		}
+		if chosen, other := size(want), size(fastLZ+runsLZ-want); want != huffmanOnly && 100*chosen > 103*other {
+			t.Errorf("%s: %d bytes in the chosen mode, %d in the other LZ77 mode", name, chosen, other)
+		}
+	}
+}
+
 // BenchmarkEncodePNG12MP: go test ./codec/imageio/ -run x -bench EncodePNG12MP -cpu 1 (a photo-like ramp with
 // noise, as a marked photo is).
 func BenchmarkEncodePNG12MP(b *testing.B) {

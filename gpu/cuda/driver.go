@@ -219,13 +219,20 @@ func (d *Driver) ComputeCapability(dev Device) (major, minor int, err error) {
 	return major, minor, nil
 }
 
+// ctxSchedBlockingSync is CU_CTX_SCHED_BLOCKING_SYNC: a thread waiting in cuStreamSynchronize sleeps on a
+// synchronisation primitive. The default (CU_CTX_SCHED_AUTO) spins when the process has fewer contexts than
+// the machine has cores, so every job waiting for the device would burn a core that the other jobs' JPEG
+// decoding and deflate need.
+const ctxSchedBlockingSync = 0x04
+
 // NewContext creates a CUDA context on dev. The context is not left current on any thread; Context methods
-// push it around each call. Destroy it when done.
+// push it around each call. Threads that wait for the device sleep (ctxSchedBlockingSync). Destroy it when
+// done.
 func (d *Driver) NewContext(dev Device) (*Context, error) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	var h uintptr
-	if err := d.check("cuCtxCreate_v2", d.cuCtxCreate(&h, 0, dev)); err != nil {
+	if err := d.check("cuCtxCreate_v2", d.cuCtxCreate(&h, ctxSchedBlockingSync, dev)); err != nil {
 		return nil, err
 	}
 	// cuCtxCreate made it current on this thread; take it off so the thread carries no CUDA state.

@@ -286,9 +286,7 @@ func (d *Device) Load(ctx context.Context, img accel.Image) (accel.Surface, erro
 	// Upload the pixels packed (stride w·bpp on the device) through the pinned buffer.
 	hb := a.host.Bytes()
 	rowBytes := w * bpp
-	for y := 0; y < h; y++ {
-		copy(hb[y*rowBytes:(y+1)*rowBytes], img.Pix[y*img.Stride:])
-	}
+	copyRows(hb, rowBytes, img.Pix, img.Stride, rowBytes, h)
 	if err := d.c.CopyRangeToDeviceAsync(s.at(s.offPix), a.host, 0, w*h*bpp, a.stream); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("cudacodec: upload: %w", err)

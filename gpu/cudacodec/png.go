@@ -27,9 +27,7 @@ func (d *Device) FilterPNG(ctx context.Context, img accel.Image) (rows []byte, a
 	defer d.giveArena(a)
 	pix, out, flag := a.dev, a.dev+cuda.DevicePtr(roundUp(pixBytes)), a.dev+cuda.DevicePtr(roundUp(pixBytes)+roundUp(rowsMax))
 	hb := a.host.Bytes()
-	for y := 0; y < h; y++ {
-		copy(hb[y*4*w:(y+1)*4*w], img.Pix[y*img.Stride:])
-	}
+	copyRows(hb, 4*w, img.Pix, img.Stride, 4*w, h)
 	binary.LittleEndian.PutUint32(hb[pixBytes:], 0)
 	if err := d.c.CopyRangeToDeviceAsync(pix, a.host, 0, pixBytes, a.stream); err != nil {
 		return nil, false, fmt.Errorf("cudacodec: PNG filter: %w", err)
@@ -63,5 +61,7 @@ func (d *Device) FilterPNG(ctx context.Context, img accel.Image) (rows []byte, a
 	if err := a.stream.Synchronize(ctx); err != nil {
 		return nil, false, fmt.Errorf("cudacodec: PNG filter: %w", err)
 	}
-	return append([]byte(nil), hb[:n]...), alpha, nil
+	rows = make([]byte, n)
+	copyBytes(rows, hb[:n])
+	return rows, alpha, nil
 }

@@ -106,7 +106,7 @@ func (s *surface) upload(ctx context.Context, parts ...part) error {
 	}
 	off := 0
 	for _, p := range parts {
-		copy(hb[off:], p.host)
+		copyBytes(hb[off:], p.host)
 		if err := s.d.c.CopyRangeToDeviceAsync(p.dev, s.a.host, off, len(p.host), s.a.stream); err != nil {
 			return err
 		}
@@ -145,7 +145,7 @@ func (s *surface) download(ctx context.Context, parts ...part) error {
 	}
 	off = 0
 	for _, p := range parts {
-		copy(p.host, hb[off:off+len(p.host)])
+		copyBytes(p.host, hb[off:off+len(p.host)])
 		off += roundUp(len(p.host))
 	}
 	return nil
@@ -514,9 +514,7 @@ func (s *surface) Read(ctx context.Context, dst []byte, stride int) error {
 	if err := s.download(ctx, part{s.at(s.offOut), buf}); err != nil {
 		return fmt.Errorf("cudacodec: read: %w", err)
 	}
-	for y := 0; y < s.h; y++ {
-		copy(dst[y*stride:y*stride+rowBytes], buf[y*rowBytes:])
-	}
+	copyRows(dst, stride, buf, rowBytes, rowBytes, s.h)
 	return nil
 }
 
