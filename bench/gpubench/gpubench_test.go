@@ -132,6 +132,18 @@ func BenchmarkNodeThroughput12MP(b *testing.B) {
 		dev  accel.Device
 	}{{"cpu", nil}, {"gpu", d}} {
 		b.Run(fmt.Sprintf("%s-workers%d", run.name, workers), func(b *testing.B) {
+			// A warm node: one job per worker at once first, so the device's pool holds the arenas that
+			// many jobs at once need (a node keeps its device open while it is warm; the cold start is
+			// TestColdStartLatencyMemory's figure).
+			var warm sync.WaitGroup
+			for range workers {
+				warm.Go(func() {
+					if err := embedJob(context.Background(), c, run.dev, data, codec.ID{2}); err != nil {
+						b.Error(err)
+					}
+				})
+			}
+			warm.Wait()
 			var next atomic.Int64
 			var wg sync.WaitGroup
 			errs := make(chan error, workers)

@@ -44,8 +44,13 @@ type kernels struct {
 	boxCols, normalise, fold, pilotSums, opaqueCheck, pngFilter cuda.Function
 }
 
-// maxPooled bounds the idle arenas a Device keeps: about one per job that runs at once on a device.
-const maxPooled = 16
+// maxPooled bounds the idle arenas a Device keeps: three per job that runs at once on a device (the image,
+// the PNG filter pass and the read-back check each load one), for 16 jobs at once. An arena that does not fit
+// the pool is freed, and a job that finds none allocates one: both are driver calls that wait for the whole
+// device (cuMemFree, cuMemFreeHost) or take milliseconds (cuMemHostAlloc). With 16 kept, 16 concurrent jobs
+// spent over half of their driver time allocating and freeing arenas (gpubench NodeThroughput12MP, execution
+// trace on an H200). At 12 MP an arena is about 120 MiB of device memory and 50 MiB of pinned host memory.
+const maxPooled = 48
 
 // New compiles the kernels with nv for c's device and loads them into c. It fails when NVRTC is missing or
 // cannot target the device; the caller then keeps the codec on the CPU.

@@ -349,6 +349,9 @@ func (s *surface) gridScratch(w, h int) (gridRegions, error) {
 			s.d.c.Free(s.a.grid)
 			s.a.grid, s.a.gridCap = 0, 0
 		}
+		// Grown with headroom: the grids of one image differ in size from attempt to attempt, and each
+		// cuMemFree waits for the whole device, every other job's stream included.
+		total += total / 2
 		p, err := s.d.c.Alloc(total)
 		if err != nil {
 			return gridRegions{}, err
