@@ -110,7 +110,12 @@ func (a *jobActor) Receive(ctx actor.Context) {
 			return
 		}
 		a.command(ctx, msg.RequestID, func(r *jobstate.Record, now time.Time) error {
-			r.Tick(now)
+			// The sweeper ticks every active job every few seconds: a running attempt whose worker's cluster
+			// member left ends then, not when its lease runs out.
+			if !r.Tick(now) && r.Status == jobstate.StatusRunning && a.deps.Caller != nil &&
+				a.deps.Caller.HasLeft(WorkerMember(r.Lease.WorkerID)) {
+				r.WorkerGone(now)
+			}
 			return nil
 		}, nil)
 	case *JobCancel:

@@ -119,6 +119,17 @@ type LateCaller struct {
 // Set installs the caller.
 func (l *LateCaller) Set(c Caller) { l.c.Store(&c) }
 
+// HasLeft reports whether the installed caller's cluster saw the member with this id leave (cluster.Node's
+// HasLeft); false for "", before a caller is installed, or for a caller without a membership view.
+func (l *LateCaller) HasLeft(memberID string) bool {
+	c := l.c.Load()
+	if c == nil || memberID == "" {
+		return false
+	}
+	m, ok := (*c).(interface{ HasLeft(string) bool })
+	return ok && m.HasLeft(memberID)
+}
+
 // Request forwards to the installed caller.
 func (l *LateCaller) Request(ctx context.Context, identity, kind string, msg any) (any, error) {
 	c := l.c.Load()

@@ -68,6 +68,15 @@ func NewPools(cfg PoolsConfig) *Pools {
 	return ps
 }
 
+// SetMember names the node's cluster member in the ids of the workers started after it (call it before Run):
+// a job whose worker's member left the cluster ends the attempt without waiting for its lease.
+func (ps *Pools) SetMember(id string) {
+	for _, p := range ps.byClass {
+		p.member = id
+	}
+	ps.sync.member = id
+}
+
 // Pool is the pool of class c, or nil when the node does not run c.
 func (ps *Pools) Pool(c mediakind.Class) *Pool { return ps.byClass[c] }
 

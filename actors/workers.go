@@ -54,6 +54,7 @@ type Pool struct {
 	busy     atomic.Int64
 	tokens   chan struct{}
 	node     string
+	member   string // the node's cluster member id, in worker ids (Pools.SetMember)
 	workers  int
 	wg       sync.WaitGroup
 	// OnClaim, when set, is called after a worker claimed a job and before it processes it (tests use it to
@@ -277,10 +278,17 @@ func (p *Pool) Run(ctx context.Context) {
 // Wait blocks until every worker returned.
 func (p *Pool) Wait() { p.wg.Wait() }
 
-func workerID(node string, i int) string {
+// workerID names a worker: its node's name, its slot, and a nonce after the id of the node's cluster member
+// when it is known (node/w<slot>/<member>.<nonce>): a job whose worker's member left the cluster ends the
+// attempt without waiting for the lease (jobActor, JobTick).
+func workerID(node, member string, i int) string {
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
-	return fmt.Sprintf("%s/w%d/%s", node, i, hex.EncodeToString(b))
+	nonce := hex.EncodeToString(b)
+	if member != "" {
+		nonce = member + "." + nonce
+	}
+	return fmt.Sprintf("%s/w%d/%s", node, i, nonce)
 }
 
 // WorkerNode is the node name inside a worker id made by this package (node/w<slot>/<nonce>), or "" for an
@@ -297,8 +305,21 @@ func WorkerNode(id string) string {
 	return id[:j]
 }
 
+// WorkerMember is the cluster member id inside a worker id made by this package, or "" when it names none
+// (a worker of a pool started without one, or an id of another shape).
+func WorkerMember(id string) string {
+	if WorkerNode(id) == "" {
+		return ""
+	}
+	member, _, ok := strings.Cut(id[strings.LastIndexByte(id, '/')+1:], ".")
+	if !ok {
+		return ""
+	}
+	return member
+}
+
 func (p *Pool) work(ctx context.Context, i int) {
-	id := workerID(p.node, i)
+	id := workerID(p.node, p.member, i)
 	for {
 		select {
 		case <-ctx.Done():
@@ -348,7 +369,7 @@ func (p *Pool) attempt(ctx context.Context, worker, requestID string) {
 
 // EdgeWorkerID names a worker for one request that the edge runs itself (ClaimAs of JobSubmit); the name
 // is unique, so a claim by it is never mistaken for a duplicate of another worker's.
-func (p *Pool) EdgeWorkerID() string { return workerID(p.node, -1) }
+func (p *Pool) EdgeWorkerID() string { return workerID(p.node, p.member, -1) }
 
 // Lease is how long the pool's claims last; a worker renews at a third of it.
 func (p *Pool) Lease() time.Duration { return p.lease }

@@ -366,6 +366,12 @@ func TestFailover(t *testing.T) {
 	})
 	t.Logf("f3 killed (stop took %v); survivors dropped it after %v (by the timings: at most %v)",
 		stopTook, detect, fd.DetectionTime(3))
+	// The survivors remember that f3's member id left (job actors end the leases of its workers on it); a
+	// live member and an id never seen have not left.
+	if !f1.HasLeft(f3.ID()) || !f2.HasLeft(f3.ID()) || f1.HasLeft(f2.ID()) || f1.HasLeft("never-a-member") {
+		t.Fatalf("HasLeft after f3 died: f1 says f3 %v, f2 says f3 %v, f1 says f2 %v, f1 says an unknown id %v",
+			f1.HasLeft(f3.ID()), f2.HasLeft(f3.ID()), f1.HasLeft(f2.ID()), f1.HasLeft("never-a-member"))
+	}
 
 	res := <-inflight
 	if res.err != nil {
@@ -408,6 +414,9 @@ func TestFailover(t *testing.T) {
 	}
 	if ms := f1.Members(); len(ms) != 1 || !ms[0].Self {
 		t.Fatalf("f1 still lists blocked f2: %+v", ms)
+	}
+	if !f1.HasLeft(f2.ID()) {
+		t.Fatal("f1 does not count the member it blocked as left")
 	}
 
 	start = time.Now()

@@ -298,6 +298,11 @@ func (n *Node) Join(ctx context.Context, addrs ...string) error {
 // Members lists the live members with their metadata, this node included.
 func (n *Node) Members() []Member { return n.provider.Members() }
 
+// HasLeft reports whether the member with this id was in this node's view of the cluster and left it
+// (killed, stopped, or declared dead). A member id is never reused: a process restarted on the same name and
+// address is a new member. An id this node never saw, or saw over an hour ago, is not reported.
+func (n *Node) HasLeft(memberID string) bool { return n.provider.hasLeft(memberID) }
+
 // MembersChanged returns a channel that is closed the next time Members()
 // changes (join, leave, capacity or other metadata). Take the channel, read
 // Members(), then wait on the channel: no change is missed.

@@ -171,6 +171,10 @@ type MemberlistProvider struct {
 	published []Member
 	// leftCh is closed (and replaced) when a publish drops a member.
 	leftCh chan struct{}
+	// departed holds the ids of members a publish dropped, with when: a member id is never reused (a
+	// restarted process is a new member), so a departed id stays departed. Entries older than
+	// departedMemory are forgotten.
+	departed map[string]time.Time
 	// changedCh is closed (and replaced) when a publish changes Members().
 	changedCh chan struct{}
 	notified  map[string]time.Time // last blocked notice sent, by member id
@@ -238,6 +242,7 @@ func NewMemberlistProvider(cfg ProviderConfig) (*MemberlistProvider, error) {
 		kick:      make(chan struct{}, 1),
 		exec:      make(chan func()),
 		leftCh:    make(chan struct{}),
+		departed:  make(map[string]time.Time),
 		changedCh: make(chan struct{}),
 		capKick:   make(chan struct{}, 1),
 		stop:      make(chan struct{}),
@@ -660,11 +665,20 @@ func (p *MemberlistProvider) publish() {
 	for _, m := range snapshot {
 		still[m.ID] = true
 	}
+	dropped := false
 	for _, m := range p.published {
-		if !still[m.ID] {
-			close(p.leftCh)
-			p.leftCh = make(chan struct{})
-			break
+		if !still[m.ID] && !m.Self {
+			p.departed[m.ID] = now
+			dropped = true
+		}
+	}
+	if dropped {
+		close(p.leftCh)
+		p.leftCh = make(chan struct{})
+	}
+	for id, at := range p.departed {
+		if now.Sub(at) > departedMemory {
+			delete(p.departed, id)
 		}
 	}
 	if !slices.EqualFunc(p.published, snapshot, sameMember) {
@@ -705,6 +719,19 @@ func (p *MemberlistProvider) departures() <-chan struct{} {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.leftCh
+}
+
+// departedMemory is how long a departed member's id is remembered: far longer than any lease or request that
+// could name it (a worker's job lease is 30 s by default).
+const departedMemory = time.Hour
+
+// hasLeft reports whether the member with this id was in the published topology and was dropped from it
+// (within departedMemory).
+func (p *MemberlistProvider) hasLeft(id string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_, ok := p.departed[id]
+	return ok
 }
 
 // memberAt returns the id of the member of the published topology whose

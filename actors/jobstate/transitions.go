@@ -353,6 +353,23 @@ func (r *Record) Tick(now time.Time) bool {
 	return false
 }
 
+// WorkerGone ends the running attempt whose worker's cluster member left (killed, or declared dead), as the
+// lease's expiry would, without waiting for it: that worker can no longer renew, finish or hand back (a node
+// the cluster dropped exits as soon as it learns so), and a job would otherwise wait out the whole lease
+// (30 s by default) after the cluster already knew. The caller decides that the member left; the record
+// cannot know it. It reports whether the record changed: false unless the job is running.
+func (r *Record) WorkerGone(now time.Time) bool {
+	now = now.UTC()
+	if r.Status != StatusRunning {
+		return false
+	}
+	l := r.Lease
+	r.endAttempt(AttemptError{Token: l.Token, Code: CodeWorkerLost, Retryable: true, At: now,
+		Detail: fmt.Sprintf("the worker running attempt %d stopped (its node left the cluster)", r.Attempts)}, now)
+	r.changed()
+	return true
+}
+
 // NextWake is the next time at which the job needs attention without any message arriving: a lease expiry,
 // the end of a retry wait, or the deadline. ok is false for terminal records.
 func (r *Record) NextWake() (at time.Time, ok bool) {

@@ -369,6 +369,39 @@ func TestCrashedWorker(t *testing.T) {
 	}
 }
 
+// TestWorkerGone: the cluster reports that a running attempt's worker left (its member was dropped): the
+// attempt ends as at lease expiry (worker_lost, retryable, the same backoff) long before the lease would
+// have expired, the departed worker's late renewals are refused, and a job that is not running is unchanged.
+func TestWorkerGone(t *testing.T) {
+	r := mustAccept(t, testSpec(), t0)
+	old := mustClaim(t, r, "w1", claimAt, lease30)
+	gone := claimAt.Add(3 * time.Second)
+	if !r.WorkerGone(gone) {
+		t.Fatal("WorkerGone did not end the running attempt")
+	}
+	if r.Status != StatusRetrying || r.Attempts != 1 || r.LastError.Code != CodeWorkerLost || !r.LastError.Retryable ||
+		!r.NextAttemptAt.Equal(gone.Add(2*time.Second)) {
+		t.Fatalf("after the worker left: status %s attempts %d last %+v next %v", r.Status, r.Attempts, r.LastError, r.NextAttemptAt)
+	}
+	before := r.Clone()
+	if _, err := r.Renew(old.Token, gone.Add(time.Second)); !errors.Is(err, ErrStaleLease) {
+		t.Fatalf("renew by the departed worker: %v", err)
+	}
+	if r.WorkerGone(gone.Add(time.Second)) {
+		t.Fatal("WorkerGone changed a retrying job")
+	}
+	unchanged(t, "after the worker left", before, r)
+	next := mustClaim(t, r, "w2", r.NextAttemptAt, lease30)
+	if err := r.Succeed(next.Token, testOutput(), next.ClaimedAt.Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	before = r.Clone()
+	if r.WorkerGone(next.ClaimedAt.Add(2 * time.Second)) {
+		t.Fatal("WorkerGone changed a succeeded job")
+	}
+	unchanged(t, "succeeded", before, r)
+}
+
 // TestAttemptsExhausted: five failed attempts with growing waits, then failed with the last error; a sixth
 // claim is refused.
 func TestAttemptsExhausted(t *testing.T) {

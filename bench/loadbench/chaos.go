@@ -157,7 +157,10 @@ func RunChaos(ctx context.Context, cc ChaosConfig) (*Report, error) {
 		at      []time.Time
 	}
 	resc := make(chan result, 1)
-	chaosCtx, cancel := context.WithCancel(ctx)
+	// scheduleCtx ends with the load: no action starts after it. An action under way when the load ends runs
+	// to its end under ctx (its own RecoveryTimeout bounds it): a node restarted near the end of the load is
+	// still watched until it serves, rather than reported as not serving.
+	scheduleCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var book *jobBook
 	cfg.onBook = func(b *jobBook) { book = b }
@@ -167,19 +170,19 @@ func RunChaos(ctx context.Context, cc ChaosConfig) (*Report, error) {
 		var t0 time.Time
 		select {
 		case t0 = <-started:
-		case <-chaosCtx.Done():
+		case <-scheduleCtx.Done():
 			return
 		}
 		for _, a := range cc.Schedule {
 			select {
-			case <-chaosCtx.Done():
+			case <-scheduleCtx.Done():
 				return
 			case <-time.After(time.Until(t0.Add(a.At))):
 			}
 			at := time.Now()
 			fmt.Fprintf(cfg.Log, "bench chaos: %s %s\n", a.Kind, a.Target)
 			ar := ActionReport{AtS: at.Sub(t0).Seconds(), Action: a.Kind, Target: a.Target}
-			if rec, err := cc.do(chaosCtx, cfg, a, book, &ar.SelfExit); err != nil {
+			if rec, err := cc.do(ctx, cfg, a, book, &ar.SelfExit); err != nil {
 				ar.Error = err.Error()
 			} else if a.Kind == "restart" || a.Kind == "cont" {
 				s := rec.Seconds()

@@ -414,6 +414,7 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	}
 	workCtx, stopWork := context.WithCancel(context.Background())
 	n.stopWork = stopWork
+	n.pools.SetMember(n.cluster.ID())
 	n.pools.SetOnChange(n.advertiseFree)
 	n.advertiseFree()
 	n.pools.Run(workCtx)
