@@ -180,9 +180,6 @@ func TestBenchLoadOneNode(t *testing.T) {
 // bench chaos: a closed loop of 4 clients on 3 node processes; node2 is killed (-9) 2 s in and restarted
 // 4 s later. No operation fails (each retries on another node with its Idempotency-Key), no job is lost,
 // stuck or charged twice, the operations in flight at the kill all end, and the restarted node serves again.
-// The load ends half a second after the restart, before the node can serve (a node takes over a second to
-// start): the harness still watches the restart to its end (it used to stop with the load and report the
-// node as not serving).
 func TestBenchChaosKillOneOfThree(t *testing.T) {
 	t.Parallel()
 	benchCluster(t)
