@@ -2,8 +2,8 @@ package actors
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 )
 
@@ -111,13 +111,24 @@ func (c OrgClient) Get(ctx context.Context, orgID string) (*OrgReply, error) {
 }
 
 // LateCaller is a Caller whose target is set after construction: actor kinds are registered before the
-// cluster member that carries their requests exists.
+// cluster member that carries their requests exists. The zero value is ready to use.
 type LateCaller struct {
-	c atomic.Pointer[Caller]
+	c    atomic.Pointer[Caller]
+	once sync.Once
+	set  chan struct{} // closed by the first Set
 }
 
-// Set installs the caller.
-func (l *LateCaller) Set(c Caller) { l.c.Store(&c) }
+func (l *LateCaller) installed() chan struct{} {
+	l.once.Do(func() { l.set = make(chan struct{}) })
+	return l.set
+}
+
+// Set installs the caller. Requests waiting for one go on.
+func (l *LateCaller) Set(c Caller) {
+	if l.c.Swap(&c) == nil {
+		close(l.installed())
+	}
+}
 
 // HasLeft reports whether the installed caller's cluster saw the member with this id leave (cluster.Node's
 // HasLeft); false for "", before a caller is installed, or for a caller without a membership view.
@@ -130,11 +141,19 @@ func (l *LateCaller) HasLeft(memberID string) bool {
 	return ok && m.HasLeft(memberID)
 }
 
-// Request forwards to the installed caller.
+// Request forwards to the installed caller, waiting for one within ctx. The cluster hosts actors on a node
+// as soon as its member joins the topology, a moment before the member's start returns and the node installs
+// the caller (protoactor's start alone takes a second): an actor activated then (a job a restarted node took
+// over, asking the organization actor to hold credits) waits instead of failing its request.
 func (l *LateCaller) Request(ctx context.Context, identity, kind string, msg any) (any, error) {
 	c := l.c.Load()
 	if c == nil {
-		return nil, errors.New("actors: cluster member not started yet")
+		select {
+		case <-l.installed():
+			c = l.c.Load()
+		case <-ctx.Done():
+			return nil, fmt.Errorf("actors: cluster member not started yet: %w", ctx.Err())
+		}
 	}
 	return (*c).Request(ctx, identity, kind, msg)
 }

@@ -481,10 +481,14 @@ func (n *Node) lookup(ctx context.Context, identity, kind string) (*actor.PID, e
 // deadline, or until pid's member leaves the topology.
 func (n *Node) ask(ctx context.Context, pid *actor.PID, a any) (any, error) {
 	gone := n.provider.departures() // before the membership check: no gap
+	sent := time.Now()
 	// The owner is the member (by id, not by address) that held pid when the request left: a node killed
 	// and restarted on the same address is a new member with a new id, which never answers for the old
 	// one's activations, so a request the dead process took with it must be abandoned when the old id
-	// leaves even though the address is in the topology again.
+	// leaves even though the address is in the topology again. While both are in the topology, the address
+	// names either; a request to it is abandoned (and retried on a fresh lookup) when any member with that
+	// address leaves: requests are retried anyway when an owner leaves, and one the old process took would
+	// otherwise wait for its whole deadline (a minute for an actor's request to a peer).
 	local := pid.Address == n.system.Address()
 	owner, ok := n.provider.memberAt(pid.Address)
 	if !local && !ok {
@@ -515,7 +519,7 @@ func (n *Node) ask(ctx context.Context, pid *actor.PID, a any) (any, error) {
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		case <-gone:
-			if !local && !n.provider.hasMember(owner) {
+			if !local && (!n.provider.hasMember(owner) || n.provider.addressLeftSince(pid.Address, sent)) {
 				return nil, errOwnerGone
 			}
 			gone = n.provider.departures()

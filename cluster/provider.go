@@ -175,6 +175,10 @@ type MemberlistProvider struct {
 	// restarted process is a new member), so a departed id stays departed. Entries older than
 	// departedMemory are forgotten.
 	departed map[string]time.Time
+	// departedAddr is when a member with this remote address was last dropped: a process restarted on the
+	// same address joins as a new member while the old one is still in the topology, and a PID names an
+	// address, not a member.
+	departedAddr map[string]time.Time
 	// changedCh is closed (and replaced) when a publish changes Members().
 	changedCh chan struct{}
 	notified  map[string]time.Time // last blocked notice sent, by member id
@@ -234,18 +238,20 @@ func NewMemberlistProvider(cfg ProviderConfig) (*MemberlistProvider, error) {
 			cfg.FailureDetection.ProbeTimeout, cfg.FailureDetection.ProbeInterval)
 	}
 	return &MemberlistProvider{
-		cfg:       cfg,
-		log:       cfg.Logger.With().Str("component", "cluster-provider").Str("node", cfg.NodeName).Logger(),
-		members:   make(map[string]memberEntry),
-		ignored:   make(map[string]string),
-		notified:  make(map[string]time.Time),
-		kick:      make(chan struct{}, 1),
-		exec:      make(chan func()),
-		leftCh:    make(chan struct{}),
-		departed:  make(map[string]time.Time),
-		changedCh: make(chan struct{}),
-		capKick:   make(chan struct{}, 1),
-		stop:      make(chan struct{}),
+		cfg:      cfg,
+		log:      cfg.Logger.With().Str("component", "cluster-provider").Str("node", cfg.NodeName).Logger(),
+		members:  make(map[string]memberEntry),
+		ignored:  make(map[string]string),
+		notified: make(map[string]time.Time),
+		kick:     make(chan struct{}, 1),
+		exec:     make(chan func()),
+		leftCh:   make(chan struct{}),
+		departed: make(map[string]time.Time),
+
+		departedAddr: make(map[string]time.Time),
+		changedCh:    make(chan struct{}),
+		capKick:      make(chan struct{}, 1),
+		stop:         make(chan struct{}),
 	}, nil
 }
 
@@ -669,7 +675,13 @@ func (p *MemberlistProvider) publish() {
 	for _, m := range p.published {
 		if !still[m.ID] && !m.Self {
 			p.departed[m.ID] = now
+			p.departedAddr[m.Address()] = now
 			dropped = true
+		}
+	}
+	for addr, at := range p.departedAddr {
+		if now.Sub(at) > departedMemory {
+			delete(p.departedAddr, addr)
 		}
 	}
 	if dropped {
@@ -732,6 +744,15 @@ func (p *MemberlistProvider) hasLeft(id string) bool {
 	defer p.mu.Unlock()
 	_, ok := p.departed[id]
 	return ok
+}
+
+// addressLeftSince reports whether a member with remote address addr was dropped from the topology at or
+// after t.
+func (p *MemberlistProvider) addressLeftSince(addr string, t time.Time) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	at, ok := p.departedAddr[addr]
+	return ok && !at.Before(t)
 }
 
 // memberAt returns the id of the member of the published topology whose
