@@ -164,9 +164,11 @@ func newOverlayWriter(d *document, c *codec.Codec, id codec.ID, strength float64
 // widens each tile to whole pixels, which puts them just above 2×.
 const pageImageOver = 0.1
 
-// markImage is one pair of overlay images (dark and light) of w×h pixels.
+// markImage is one pair of overlay images (dark and light) covering w×h pixels of the page's waxel grid. A
+// transposed pair is stored with its rows along the page's columns (maskBytes says why) and drawn rotated.
 type markImage struct {
 	w, h        int
+	transposed  bool
 	dark, light types.IndirectRef
 }
 
@@ -229,25 +231,16 @@ func (o *overlayWriter) tileImages() (markImage, error) {
 }
 
 // images adds the dark and light images of a w×h-pixel mark: the tile's masks repeated from the top-left
-// corner and cut at w×h. It returns the bytes of their encoded streams; with a limit of 0 or more, images whose
-// streams would take more than limit bytes are not added, and it returns -1.
+// corner and cut at w×h, stored transposed when w > h (maskBytes). It returns the bytes of their encoded
+// streams; with a limit of 0 or more, images whose streams would take more than limit bytes are not added, and
+// it returns -1.
 func (o *overlayWriter) images(w, h int, limit int64) (markImage, int64, error) {
-	const n = codec.TileSide * tileOversample
-	repeat := func(t []byte) []byte {
-		out := make([]byte, w*h)
-		for y := 0; y < h; y++ {
-			row := t[(y%n)*n : (y%n+1)*n]
-			for x := 0; x < w; x += n {
-				copy(out[y*w+x:(y+1)*w], row)
-			}
-		}
-		return out
-	}
-	dark, err := newMaskedImage(o.d, w, h, 0, repeat(o.dark))
+	m := markImage{w: w, h: h, transposed: w > h}
+	dark, err := newMaskedImage(o.d, maskBytes(o.dark, w, h, m.transposed), 0)
 	if err != nil {
 		return markImage{}, 0, err
 	}
-	light, err := newMaskedImage(o.d, w, h, 255, repeat(o.light))
+	light, err := newMaskedImage(o.d, maskBytes(o.light, w, h, m.transposed), 1)
 	if err != nil {
 		return markImage{}, 0, err
 	}
@@ -255,7 +248,6 @@ func (o *overlayWriter) images(w, h int, limit int64) (markImage, int64, error) 
 	if limit >= 0 && cost > limit {
 		return markImage{}, -1, nil
 	}
-	m := markImage{w: w, h: h}
 	if m.dark, err = dark.add(o.d); err != nil {
 		return markImage{}, 0, err
 	}
@@ -265,35 +257,88 @@ func (o *overlayWriter) images(w, h int, limit int64) (markImage, int64, error) 
 	return m, cost, nil
 }
 
-// maskedImage is a w×h image of one gray value drawn through a soft mask, encoded but not yet in the document.
+// maskBits is the depth of the overlay's soft masks: their levels are 0..round(MaxStrength), which 4 bits hold,
+// and a Decode array maps them to the same alpha levels out of 255 as 8-bit samples would (maskDecodeMax).
+const maskBits = 4
+
+// maskDecodeMax is the Decode maximum of the 4-bit soft masks: sample 15 means alpha 15/255, so sample v is v
+// levels of 255, as the 8-bit masks were. MuPDF turns the Decode range into whole levels by truncation (×255),
+// so the value is written a hair above 15/255 to come out as exactly 15.
+const maskDecodeMax = 15.0/255 + 1e-6
+
+// mask is a w×h-pixel soft mask in stored order (see maskBytes).
+type mask struct {
+	w, h int // stored size
+	data []byte
+}
+
+// maskBytes repeats a tile mask (codec.TileSide² levels) over a w×h grid from its top-left corner and packs it
+// at maskBits per sample, rows padded to whole bytes. Transposed, the stored image has h columns and w rows:
+// its pixel (c, r) is the grid's (r, c). Why both: the page image is noise that Flate compresses only by
+// finding the tile's previous period, and it looks back at most 32 KiB; at 4 bits a stored row of at most 512
+// waxels (the page's short side, overlayGrid) is at most 256 bytes, so the tile's 128-row period fits the
+// window and every row after the first 128 costs almost nothing (Letter: about 6.6 KB per mask, against 32 KB
+// for 8-bit samples). Stored along the long side, the period would be beyond the window.
+func maskBytes(tile []byte, w, h int, transposed bool) mask {
+	const n = codec.TileSide * tileOversample
+	sw, sh := w, h
+	if transposed {
+		sw, sh = h, w
+	}
+	rowBytes := (sw*maskBits + 7) / 8
+	out := make([]byte, rowBytes*sh)
+	for r := 0; r < sh; r++ {
+		row := out[r*rowBytes : (r+1)*rowBytes]
+		for c := 0; c < sw; c++ {
+			x, y := c, r
+			if transposed {
+				x, y = r, c
+			}
+			v := tile[(y%n)*n+x%n]
+			if c%2 == 0 {
+				row[c/2] |= v << 4
+			} else {
+				row[c/2] |= v
+			}
+		}
+	}
+	return mask{w: sw, h: sh, data: out}
+}
+
+// maskedImage is an image of one gray value drawn through a soft mask, encoded but not yet in the document.
 type maskedImage struct {
 	mask, img types.StreamDict
 }
 
-// newMaskedImage encodes a w×h image of one gray value drawn through the soft mask alpha.
-func newMaskedImage(d *document, w, h int, gray byte, alpha []byte) (maskedImage, error) {
+// newMaskedImage encodes an image of the size of m, all black (white 0) or all white (white 1), drawn through
+// the soft mask m. The image itself is 1 bit deep: it is one value, and costs a few dozen bytes.
+func newMaskedImage(d *document, m mask, white byte) (maskedImage, error) {
 	xt := d.ctx.XRefTable
-	mask, err := xt.NewStreamDictForBuf(alpha)
+	sm, err := xt.NewStreamDictForBuf(m.data)
 	if err != nil {
 		return maskedImage{}, err
 	}
-	imageDict(mask.Dict, w, h)
-	if err := mask.Encode(); err != nil {
+	imageDict(sm.Dict, m.w, m.h, maskBits)
+	sm.Dict["Decode"] = types.NewNumberArray(0, maskDecodeMax)
+	if err := sm.Encode(); err != nil {
 		return maskedImage{}, fmt.Errorf("encode overlay mask: %w", err)
 	}
-	pix := make([]byte, w*h)
-	for i := range pix {
-		pix[i] = gray
+	rowBytes := (m.w + 7) / 8
+	pix := make([]byte, rowBytes*m.h)
+	if white == 1 {
+		for i := range pix {
+			pix[i] = 0xff
+		}
 	}
 	img, err := xt.NewStreamDictForBuf(pix)
 	if err != nil {
 		return maskedImage{}, err
 	}
-	imageDict(img.Dict, w, h)
+	imageDict(img.Dict, m.w, m.h, 1)
 	if err := img.Encode(); err != nil {
 		return maskedImage{}, fmt.Errorf("encode overlay image: %w", err)
 	}
-	return maskedImage{mask: *mask, img: *img}, nil
+	return maskedImage{mask: *sm, img: *img}, nil
 }
 
 // size is the bytes of the two encoded streams (their dictionaries add about 200 more).
@@ -314,13 +359,13 @@ func (m maskedImage) add(d *document) (types.IndirectRef, error) {
 	return *ref, nil
 }
 
-func imageDict(d types.Dict, w, h int) {
+func imageDict(d types.Dict, w, h, bits int) {
 	d["Type"] = types.Name("XObject")
 	d["Subtype"] = types.Name("Image")
 	d["Width"] = types.Integer(w)
 	d["Height"] = types.Integer(h)
 	d["ColorSpace"] = types.Name("DeviceGray")
-	d["BitsPerComponent"] = types.Integer(8)
+	d["BitsPerComponent"] = types.Integer(bits)
 }
 
 func num(v float64) string {
@@ -360,7 +405,13 @@ func (o *overlayWriter) form(w, h float64) (formRef, error) {
 	}
 	if pageImage {
 		iw, ih := float64(m.w)/tileOversample*ws+pageImageOver, float64(m.h)/tileOversample*ws+pageImageOver
-		fmt.Fprintf(&b, "q %s 0 0 %s 0 %s cm /D Do /L Do Q\n", num(iw), num(ih), num(h-ih))
+		if m.transposed {
+			// The stored image's rows are the grid's columns: its unit square turned so that its top-left
+			// pixel is the page's, its rows running left to right across the page.
+			fmt.Fprintf(&b, "q 0 %s %s 0 %s %s cm /D Do /L Do Q\n", num(-ih), num(-iw), num(iw), num(h))
+		} else {
+			fmt.Fprintf(&b, "q %s 0 0 %s 0 %s cm /D Do /L Do Q\n", num(iw), num(ih), num(h-ih))
+		}
 	} else {
 		if m, err = o.tileImages(); err != nil {
 			return formRef{}, err

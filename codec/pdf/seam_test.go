@@ -162,9 +162,9 @@ func TestPageImageOverlayIsDetected(t *testing.T) {
 	for _, m := range imageSize.FindAllStringSubmatch(string(out), -1) {
 		sizes[m[2]+"×"+m[1]]++
 	}
-	// Letter: waxel 612/512 pt, 512×663 waxels; the slide: the 2-pixel minimum waxel, 750×422; each rounded up
-	// to whole pageImageSteps.
-	if want := map[string]int{"512×704": 4, "768×448": 4}; fmt.Sprint(sizes) != fmt.Sprint(want) {
+	// Letter: waxel 612/512 pt, 512×663 waxels; the slide: the 2-pixel minimum waxel, 750×422, stored
+	// transposed (rows along its short side, maskBytes); each rounded up to whole pageImageSteps.
+	if want := map[string]int{"512×704": 4, "448×768": 4}; fmt.Sprint(sizes) != fmt.Sprint(want) {
 		t.Errorf("overlay images %v, want %v (image and soft mask, dark and light, per page size)", sizes, want)
 	}
 }
@@ -198,8 +198,9 @@ func TestPageImagesAreSharedAcrossNearSizes(t *testing.T) {
 		sizes[m[2]+"×"+m[1]]++
 	}
 	t.Logf("%d → %d bytes, images %v", rep.InBytes, rep.OutBytes, sizes)
-	// Portrait A4-ish pages: 512 waxels across, 724-729 down, rounded to 768; landscape: 729×512 → 768×512.
-	if want := map[string]int{"512×768": 4, "768×512": 4}; fmt.Sprint(sizes) != fmt.Sprint(want) {
+	// Portrait A4-ish pages: 512 waxels across, 724-729 down, rounded to 768; landscape: 729×512 → 768×512,
+	// stored transposed (maskBytes): two pairs of 512×768.
+	if want := map[string]int{"512×768": 8}; fmt.Sprint(sizes) != fmt.Sprint(want) {
 		t.Errorf("overlay images %v, want %v", sizes, want)
 	}
 	d, err := a.DetectRendered(t.Context(), dst)
