@@ -164,14 +164,14 @@ func TestPageImageOverlayIsDetected(t *testing.T) {
 	}
 	// Letter: waxel 612/512 pt, 512×663 waxels; the slide: the 2-pixel minimum waxel, 750×422, stored
 	// transposed (rows along its short side, maskBytes); each rounded up to whole pageImageSteps.
-	if want := map[string]int{"512×704": 4, "448×768": 4}; fmt.Sprint(sizes) != fmt.Sprint(want) {
-		t.Errorf("overlay images %v, want %v (image and soft mask, dark and light, per page size)", sizes, want)
+	if want := map[string]int{"512×704": 2, "448×768": 2}; fmt.Sprint(sizes) != fmt.Sprint(want) {
+		t.Errorf("overlay images %v, want %v (image and soft mask per page size)", sizes, want)
 	}
 }
 
 // TestPageImagesAreSharedAcrossNearSizes: the pages of a scan differ in size by a point or two; they share one
-// page image (the output grows by one image pair, not one per page), while a page of another shape gets its
-// own. The overlay's output cost is what this bounds: about 60 KB per image pair.
+// page image (the output grows by one image, not one per page), while a page of another shape gets its
+// own. The overlay's output cost is what this bounds: about 7 KB per image.
 func TestPageImagesAreSharedAcrossNearSizes(t *testing.T) {
 	a := testAdapter(t)
 	boxes := []string{"[0 0 595 842]", "[0 0 596.3 843.1]", "[0 0 594.2 840]", "[0 0 597 845.5]", "[0 0 842 595]"}
@@ -199,8 +199,8 @@ func TestPageImagesAreSharedAcrossNearSizes(t *testing.T) {
 	}
 	t.Logf("%d → %d bytes, images %v", rep.InBytes, rep.OutBytes, sizes)
 	// Portrait A4-ish pages: 512 waxels across, 724-729 down, rounded to 768; landscape: 729×512 → 768×512,
-	// stored transposed (maskBytes): two pairs of 512×768.
-	if want := map[string]int{"512×768": 8}; fmt.Sprint(sizes) != fmt.Sprint(want) {
+	// stored transposed (maskBytes): two images of 512×768, each with its soft mask.
+	if want := map[string]int{"512×768": 4}; fmt.Sprint(sizes) != fmt.Sprint(want) {
 		t.Errorf("overlay images %v, want %v", sizes, want)
 	}
 	d, err := a.DetectRendered(t.Context(), dst)
