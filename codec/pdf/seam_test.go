@@ -254,3 +254,37 @@ func TestPageImageKeepsTheGrainAmplitude(t *testing.T) {
 		}
 	}
 }
+
+// TestOverlayKeepsItsSwingOnDarkPages: the overlay image (one gray image under a constant soft mask,
+// overlayImage) renders the pattern on gray and black paper as strongly as on white (MuPDF, 150 dpi, Letter,
+// default strength): the grain's standard deviation on a 50% gray and a black page is at least 0.9 of the
+// white page's. With alpha L/255 and gray light/L (no +1), MuPDF's truncation rendered black pages with two
+// thirds of the white page's grain (0.99 against 1.43 levels).
+func TestOverlayKeepsItsSwingOnDarkPages(t *testing.T) {
+	a := testAdapter(t)
+	grain := map[string]float64{}
+	for _, bg := range []struct{ name, content string }{
+		{"white", "\n"}, {"gray", "0.5 g -10 -10 700 900 re f\n"}, {"black", "0 g -10 -10 700 900 re f\n"},
+	} {
+		src := writeTemp(t, "in.pdf", pdftest.Build([]string{
+			"<< /Type /Catalog /Pages 2 0 R >>",
+			"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+			"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R >>",
+			pdftest.Stream("", []byte(bg.content)),
+		}, "/Root 1 0 R"))
+		dst := filepath.Join(t.TempDir(), "marked.pdf")
+		if _, err := a.Embed(t.Context(), src, dst, testID("swing"), Options{PageImage: true}); err != nil {
+			t.Fatal(err)
+		}
+		grain[bg.name] = grainAmplitude(t, dst, 150)
+		t.Logf("%s page: grain %.3f levels", bg.name, grain[bg.name])
+	}
+	if grain["white"] < 1 {
+		t.Fatalf("white page: grain %.3f levels, the overlay is not drawn", grain["white"])
+	}
+	for _, bg := range []string{"gray", "black"} {
+		if grain[bg] < 0.9*grain["white"] {
+			t.Errorf("%s page: grain %.3f levels, below 0.9 of the white page's %.3f", bg, grain[bg], grain["white"])
+		}
+	}
+}
