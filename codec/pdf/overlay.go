@@ -240,7 +240,7 @@ func (o *overlayWriter) pageImageFor(w, h int, small bool) (markImage, bool, err
 			}
 		}
 	}
-	m, cost, err := o.images(w, h, limit)
+	m, cost, err := o.image(w, h, limit)
 	if err != nil {
 		return markImage{}, false, err
 	}
@@ -259,11 +259,11 @@ type refusal struct {
 	small bool
 }
 
-// tileImages returns the tile image, made on first use and shared by every page drawn with tiles.
-func (o *overlayWriter) tileImages() (markImage, error) {
+// tileImage returns the tile image, made on first use and shared by every page drawn with tiles.
+func (o *overlayWriter) tileImage() (markImage, error) {
 	if o.tiles == nil {
 		const n = codec.TileSide * tileOversample
-		m, _, err := o.images(n, n, -1)
+		m, _, err := o.image(n, n, -1)
 		if err != nil {
 			return markImage{}, err
 		}
@@ -272,10 +272,10 @@ func (o *overlayWriter) tileImages() (markImage, error) {
 	return *o.tiles, nil
 }
 
-// images adds the overlay image of a w×h-pixel mark: the tile repeated from the top-left corner and cut at
+// image adds the overlay image of a w×h-pixel mark: the tile repeated from the top-left corner and cut at
 // w×h, stored transposed when w > h (maskBytes). It returns the bytes of its encoded streams; with a limit of 0
 // or more, an image whose streams would take more than limit bytes is not added, and it returns -1.
-func (o *overlayWriter) images(w, h int, limit int64) (markImage, int64, error) {
+func (o *overlayWriter) image(w, h int, limit int64) (markImage, int64, error) {
 	m := markImage{w: w, h: h, transposed: w > h}
 	img, err := newOverlayImage(o.d, maskBytes(o.light, w, h, m.transposed), o.levels)
 	if err != nil {
@@ -461,7 +461,7 @@ func (o *overlayWriter) form(w, h float64) (formRef, error) {
 			fmt.Fprintf(&b, "q %s 0 0 %s 0 %s cm /M Do Q\n", num(iw), num(ih), num(h-ih))
 		}
 	} else {
-		if m, err = o.tileImages(); err != nil {
+		if m, err = o.tileImage(); err != nil {
 			return formRef{}, err
 		}
 		for j := 0; j < ny; j++ {
