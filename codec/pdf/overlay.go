@@ -159,9 +159,9 @@ func pageImageBudget(inBytes int64, pages int) int64 {
 // Why apart: at exactly 2 pixels a waxel, MuPDF draws one page image with a one-pixel slip halfway across it
 // (pageImageOver makes it sample rather than blur; it then widens the image to whole pixels, 2n+1 for n
 // samples), which leaves the far half of the page half a waxel off the near half; the tiles slip within each
-// tile instead. At the weakest strength on small, dense portrait pages (TestDamagedPagesReportTheDocumentID's
-// 300×350-point pages, and 250×330, 280×400) the page image gave 19 of 40 pages against the tiles' 26; larger
-// waxels (Letter, A4) and the landscape sizes measured gave the same with either. So small-waxel pages keep the
+// tile instead. At the weakest strength on small, dense pages (TestDamagedPagesReportTheDocumentID's 8 pages
+// of 300×350 points, and 250×330, 330×250, 280×400, 350×420) the page image gave 19 of 40 pages against the
+// tiles' 26 (3 of 8 against 7 on the first size); Letter gave 8 of 8 with either. So small-waxel pages keep the
 // tiles in small documents, as before, and get their image where a quarter of the input allows.
 func smallWaxelBudget(inBytes int64) int64 { return inBytes / 4 }
 
