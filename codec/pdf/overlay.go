@@ -347,12 +347,13 @@ func maskBytes(tile []byte, w, h int, transposed bool) mask {
 // indexed colour space whose lookup holds round(255·(l+1)/(L+1)). Compositing gives
 // page·(1 − (L+1)/255) + l + 1: white paper darkens by exactly dark levels, as before, and any other
 // background shows the same pattern, lighter by 1 − page/255 levels (black by one level). Why the +1 rather
-// than alpha L/255 and gray l/L, which is the two images term for term: MuPDF multiplies an image's gray by a
-// small soft-mask alpha with truncation, so on black the light levels 0..4 came out as 0, 1, 2, 2, 3
-// (rendered grain 0.99 against the two images' 1.22 levels at 150 dpi); with the +1 they come out as 0..4
-// (1.43, the white page's amplitude). Measured on white, 50% gray and black pages in MuPDF and poppler at 96
-// and 150 dpi: the grain's standard deviation is the two images' or more everywhere except MuPDF on gray at
-// 150 dpi (1.43 against 1.52 levels); on white at 150 dpi in MuPDF the rendering is identical.
+// than alpha L/255 and gray l/L, which is the two images term for term: with those, MuPDF rendered black
+// pages with a grain of 0.99 levels against the two images' 1.22 at 150 dpi (as if it truncated the product
+// of a gray and a small alpha); with the +1, 1.43, the white page's amplitude
+// (TestOverlayKeepsItsSwingOnDarkPages). Measured on white, 50% gray and black Letter pages in MuPDF and
+// poppler at 96 and 150 dpi: the grain's standard deviation is the two images' or more everywhere except
+// MuPDF on gray at 150 dpi (1.43 against 1.52 levels); on white at 150 dpi in MuPDF the rendering is
+// identical. Other strengths and a 20% gray: bench/README.md.
 type overlayImage struct {
 	mask, img types.StreamDict
 }
