@@ -140,7 +140,7 @@ const (
 // pageImageCap; the sizes that cover the most pages get theirs first (plan), and the sizes left when the budget
 // is spent are drawn with tiles.
 //
-// Why: a page image costs about 7 KB for common shapes (Letter 7.1 KB, a 16:9 slide 6.4 KB: the tile's
+// Why: a page image costs about 7 KB for common shapes (Letter 7.1 KB, a 16:9 slide 6.7 KB: the tile's
 // 4.3 KB of noise at 4 bits a sample, then Flate's matches of its period, maskBytes) against about 4.4 KB for
 // the tile image of a whole document, and real documents have one or two shapes (19 of the benchmark
 // corpus's 21 have one). So a one-page Letter or A4 text document of 10 KB gets its page image and stays under

@@ -41,7 +41,7 @@ func paddedDoc(boxes []string, padBytes int) []byte {
 // 3 KB, at most 64 KB, or a quarter of it if that is more; a quarter for pages at the minimum waxel,
 // smallWaxelBudget), and tiles for the shapes beyond. A Letter page's image is about 7 KB: a 300 KB and a 10 KB
 // document get it (and render with no tile lines), a 4 KB one gets tiles; a 15 KB document of a Letter page and
-// a 16:9 slide (a small-waxel page, whose 6.4 KB image is above a quarter of 15 KB) gets the Letter image and
+// a 16:9 slide (a small-waxel page, whose 6.7 KB image is above a quarter of 15 KB) gets the Letter image and
 // tiles on the slide, and so does one where the slide comes first, before three Letter pages; a 300 KB
 // document gets both images; pages of near sizes share one image, or all get tiles. Every page gives the exact
 // id from its rendering alone and no output of 10 KB or more is above twice its input.
