@@ -100,7 +100,7 @@ func TestRun(t *testing.T) {
 
 // TestOverlaySizes embeds every corpus document whole three ways (tiles, pdf.Options.PageImage, and the default
 // rule) and logs the output size of each against its input, the page images' own bytes and the number of
-// distinct page shapes (the page image costs tens of kilobytes per page shape; bench/README.md). It needs the
+// distinct page shapes (the page image costs about 7 KB per page shape; bench/README.md). It needs the
 // corpus that TestRun downloads:
 //
 //	FILIGRANE_PDF_BENCH=1 go test -run TestOverlaySizes -v ./bench/pdfbench

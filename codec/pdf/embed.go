@@ -45,7 +45,8 @@ func (a *Adapter) Embed(ctx context.Context, src, dst string, id codec.ID, opt O
 	case opt.Tiles:
 		mode = overlayTiles
 	}
-	ow, err := newOverlayWriter(doc, a.Codec, id, strength, mode, pageImageBudget(doc.inBytes))
+	ow, err := newOverlayWriter(doc, a.Codec, id, strength, mode, pageImageBudget(doc.inBytes, doc.info.Pages),
+		smallWaxelBudget(doc.inBytes))
 	if err != nil {
 		return EmbedReport{}, fmt.Errorf("pdf: overlay: %w", err)
 	}

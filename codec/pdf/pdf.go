@@ -9,14 +9,14 @@
 //     information dictionary. It survives byte copies and re-saves (qpdf, mutool clean) and is read without
 //     rendering.
 //   - visual: a faint, key-dependent tile (the image codec's pilot and coded chips for the id, high-passed)
-//     drawn over every page through two soft masks, a black image that darkens white paper by at most
-//     Options.Strength levels and a white one that lightens dark backgrounds by as much. Its waxel is 1/512 of
+//     drawn over every page as a gray image under a constant soft mask that darkens white paper by at most
+//     Options.Strength levels and lightens dark backgrounds by as much (overlayImage). Its waxel is 1/512 of
 //     the page's short side (2 pixels at 150 dpi on small pages), so a rendering of the page at any
 //     resolution, or a screenshot of it, presents the pattern at a geometry the image detector tries first. It
 //     survives printing to PDF, rasterisation and JPEG compression of the page images. The tile is drawn as
-//     one image per page shape (no seams) while the images' bytes stay within a quarter of the input file's
-//     size, else as abutting copies of two shared tile images (MuPDF renders their edges as faint lines;
-//     pageImageBudget, Options.PageImage).
+//     one image per page shape (no seams; about 7 KB each) while the images' bytes stay within a budget that
+//     keeps the output under twice the input, else as abutting copies of one shared tile image (MuPDF renders
+//     their edges as faint lines; pageImageBudget, Options.PageImage).
 //
 // Detection decodes at most aloneBudget pages of a document on their own (a blind decode each, which is what the
 // false-positive bound counts); the other pages are analysed at the overlay's known geometry and contribute
@@ -156,11 +156,12 @@ type Options struct {
 	Strength float64
 	// PageImage and Tiles force one way of drawing the visual layer; with neither (the default) the document
 	// gets page images within a byte budget and tiles beyond it (pageImageBudget). A page image is one image per
-	// page shape; tiles are a grid of abutting copies of two shared tile images. MuPDF draws abutting images
+	// page shape; tiles are a grid of abutting copies of one shared tile image. MuPDF draws abutting images
 	// with a one-pixel overlap at fractional positions, so with tiles every tile edge renders as a line about 2
 	// levels darker than the grain (faintly visible on a white page when looked for); one image has no inner
-	// edges. Robustness is the same either way (bench/README.md); the cost is the output size: 20-70 KB per
-	// page shape instead of about 12 KB per document. Pages whose waxel grid is above maxPageImagePixels get
+	// edges. Robustness measured the same either way in the benchmark (bench/README.md), except on pages at the
+	// minimum waxel at the weakest strength, where the tiles did better (smallWaxelBudget); the cost is the
+	// output size: 5-8 KB per page shape instead of about 4.4 KB per document. Pages whose waxel grid is above maxPageImagePixels get
 	// tiles either way. Setting both is an error.
 	PageImage bool
 	Tiles     bool

@@ -162,16 +162,16 @@ func TestPageImageOverlayIsDetected(t *testing.T) {
 	for _, m := range imageSize.FindAllStringSubmatch(string(out), -1) {
 		sizes[m[2]+"×"+m[1]]++
 	}
-	// Letter: waxel 612/512 pt, 512×663 waxels; the slide: the 2-pixel minimum waxel, 750×422; each rounded up
-	// to whole pageImageSteps.
-	if want := map[string]int{"512×704": 4, "768×448": 4}; fmt.Sprint(sizes) != fmt.Sprint(want) {
-		t.Errorf("overlay images %v, want %v (image and soft mask, dark and light, per page size)", sizes, want)
+	// Letter: waxel 612/512 pt, 512×663 waxels; the slide: the 2-pixel minimum waxel, 750×422, stored
+	// transposed (rows along its short side, maskBytes); each rounded up to whole pageImageSteps.
+	if want := map[string]int{"512×704": 2, "448×768": 2}; fmt.Sprint(sizes) != fmt.Sprint(want) {
+		t.Errorf("overlay images %v, want %v (image and soft mask per page size)", sizes, want)
 	}
 }
 
 // TestPageImagesAreSharedAcrossNearSizes: the pages of a scan differ in size by a point or two; they share one
-// page image (the output grows by one image pair, not one per page), while a page of another shape gets its
-// own. The overlay's output cost is what this bounds: about 60 KB per image pair.
+// page image (the output grows by one image, not one per page), while a page of another shape gets its
+// own. The overlay's output cost is what this bounds: about 7 KB per image.
 func TestPageImagesAreSharedAcrossNearSizes(t *testing.T) {
 	a := testAdapter(t)
 	boxes := []string{"[0 0 595 842]", "[0 0 596.3 843.1]", "[0 0 594.2 840]", "[0 0 597 845.5]", "[0 0 842 595]"}
@@ -198,8 +198,9 @@ func TestPageImagesAreSharedAcrossNearSizes(t *testing.T) {
 		sizes[m[2]+"×"+m[1]]++
 	}
 	t.Logf("%d → %d bytes, images %v", rep.InBytes, rep.OutBytes, sizes)
-	// Portrait A4-ish pages: 512 waxels across, 724-729 down, rounded to 768; landscape: 729×512 → 768×512.
-	if want := map[string]int{"512×768": 4, "768×512": 4}; fmt.Sprint(sizes) != fmt.Sprint(want) {
+	// Portrait A4-ish pages: 512 waxels across, 724-729 down, rounded to 768; landscape: 729×512 → 768×512,
+	// stored transposed (maskBytes): two images of 512×768, each with its soft mask.
+	if want := map[string]int{"512×768": 4}; fmt.Sprint(sizes) != fmt.Sprint(want) {
 		t.Errorf("overlay images %v, want %v", sizes, want)
 	}
 	d, err := a.DetectRendered(t.Context(), dst)
@@ -250,6 +251,40 @@ func TestPageImageKeepsTheGrainAmplitude(t *testing.T) {
 			if ai < 0.95*at {
 				t.Errorf("%s at %d dpi: the page image renders a grain of %.3f levels, below the tiles' %.3f", box, dpi, ai, at)
 			}
+		}
+	}
+}
+
+// TestOverlayKeepsItsSwingOnDarkPages: the overlay image (one gray image under a constant soft mask,
+// overlayImage) renders the pattern on gray and black paper as strongly as on white (MuPDF, 150 dpi, Letter,
+// default strength): the grain's standard deviation on a 50% gray and a black page is at least 0.9 of the
+// white page's. With alpha L/255 and gray light/L (no +1), MuPDF's truncation rendered black pages with two
+// thirds of the white page's grain (0.99 against 1.43 levels).
+func TestOverlayKeepsItsSwingOnDarkPages(t *testing.T) {
+	a := testAdapter(t)
+	grain := map[string]float64{}
+	for _, bg := range []struct{ name, content string }{
+		{"white", "\n"}, {"gray", "0.5 g -10 -10 700 900 re f\n"}, {"black", "0 g -10 -10 700 900 re f\n"},
+	} {
+		src := writeTemp(t, "in.pdf", pdftest.Build([]string{
+			"<< /Type /Catalog /Pages 2 0 R >>",
+			"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+			"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R >>",
+			pdftest.Stream("", []byte(bg.content)),
+		}, "/Root 1 0 R"))
+		dst := filepath.Join(t.TempDir(), "marked.pdf")
+		if _, err := a.Embed(t.Context(), src, dst, testID("swing"), Options{PageImage: true}); err != nil {
+			t.Fatal(err)
+		}
+		grain[bg.name] = grainAmplitude(t, dst, 150)
+		t.Logf("%s page: grain %.3f levels", bg.name, grain[bg.name])
+	}
+	if grain["white"] < 1 {
+		t.Fatalf("white page: grain %.3f levels, the overlay is not drawn", grain["white"])
+	}
+	for _, bg := range []string{"gray", "black"} {
+		if grain[bg] < 0.9*grain["white"] {
+			t.Errorf("%s page: grain %.3f levels, below 0.9 of the white page's %.3f", bg, grain[bg], grain["white"])
 		}
 	}
 }
