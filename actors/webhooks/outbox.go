@@ -70,7 +70,7 @@ func Build(ctx context.Context, store persistence.Store, e outbox.Effect) (Built
 func Handler(store persistence.Store, d *Deliverer) outbox.Handler {
 	return outbox.Handler{
 		Schedule: Schedule,
-		Timeout:  AttemptTimeout + 5*time.Second, // the post's own timeout plus the record reads
+		Timeout:  d.Sender.Timeout() + 5*time.Second, // the post's own timeout plus the record reads
 		Deliver: func(ctx context.Context, e outbox.Effect, _ int) error {
 			b, err := Build(ctx, store, e)
 			if errors.Is(err, ErrGone) {

@@ -13,8 +13,9 @@ import (
 	"filigrane/internal/whsign"
 )
 
-// Delivery limits (issue 16): one attempt waits at most AttemptTimeout for the receiver (connect, request,
-// response and body), reads at most MaxResponseBody bytes of its answer and never follows a redirect.
+// Delivery limits (issue 16): one attempt waits at most its sender's timeout (AttemptTimeout unless the
+// operator sets another) for the receiver (connect, request, response and body), reads at most
+// MaxResponseBody bytes of its answer and never follows a redirect.
 const (
 	AttemptTimeout  = 10 * time.Second
 	MaxResponseBody = 64 << 10
@@ -23,12 +24,14 @@ const (
 
 // Sender posts signed events. Build it with NewSender; it is safe for concurrent use.
 type Sender struct {
-	client *http.Client
+	client  *http.Client
+	timeout time.Duration
 }
 
 // NewSender returns a sender whose every connection goes through guard: the target is resolved and checked
 // at each attempt, and the connection is made to the checked address. Connections are not kept between
-// attempts, so a later attempt never rides on an earlier check.
+// attempts, so a later attempt never rides on an earlier check. timeout bounds each attempt; 0 or less means
+// AttemptTimeout.
 func NewSender(guard *egress.Guard, timeout time.Duration) *Sender {
 	if timeout <= 0 {
 		timeout = AttemptTimeout
@@ -41,13 +44,16 @@ func NewSender(guard *egress.Guard, timeout time.Duration) *Sender {
 		ResponseHeaderTimeout:  timeout,
 		MaxResponseHeaderBytes: 16 << 10,
 	}
-	return &Sender{client: &http.Client{
+	return &Sender{timeout: timeout, client: &http.Client{
 		Transport: tr,
 		Timeout:   timeout,
 		// A redirect is an answer like any other non-2xx: it is not followed (the target could be anywhere).
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}}
 }
+
+// Timeout is the longest one attempt waits for the receiver.
+func (s *Sender) Timeout() time.Duration { return s.timeout }
 
 // Attempt is the outcome of one POST.
 type Attempt struct {

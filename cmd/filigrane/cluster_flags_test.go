@@ -15,6 +15,7 @@ func TestServeRefusesMalformedFailureDetection(t *testing.T) {
 		"FILIGRANE_CLUSTER_PROBE_INTERVAL": "fast",
 		"FILIGRANE_CLUSTER_PROBE_TIMEOUT":  "-1s",
 		"FILIGRANE_CLUSTER_SUSPICION_MULT": "0",
+		"FILIGRANE_WEBHOOK_TIMEOUT":        "0s",
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Setenv(name, v)
@@ -23,6 +24,21 @@ func TestServeRefusesMalformedFailureDetection(t *testing.T) {
 				t.Fatalf("%s=%s: exit %d: %s", name, v, code, errb.String())
 			}
 		})
+	}
+}
+
+// A webhook attempt timeout of zero or less is refused with the flag's name before the node starts (it
+// would otherwise be read as the 10 s default). (Were it accepted, serve would run until the context ends.)
+func TestServeRefusesNonPositiveWebhookTimeout(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, v := range []string{"0s", "-1s"} {
+		var out, errb bytes.Buffer
+		code := run(ctx, []string{"serve", "--data", t.TempDir(), "--listen", "127.0.0.1:0", "--upload-listen", "127.0.0.1:0",
+			"--webhook-timeout", v}, &out, &errb)
+		if code != 2 || !strings.Contains(errb.String(), "--webhook-timeout") {
+			t.Fatalf("--webhook-timeout %s: exit %d: %s", v, code, errb.String())
+		}
 	}
 }
 

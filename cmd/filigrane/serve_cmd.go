@@ -15,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"filigrane/actors"
+	"filigrane/actors/webhooks"
 	"filigrane/cluster"
 	apihttp "filigrane/http"
 	"filigrane/internal/netguard"
@@ -49,6 +50,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.StringVar(&cfg.WebsiteOrigin, "website-origin", envOr("FILIGRANE_WEBSITE_ORIGIN", ""), "the one browser origin allowed to PUT uploads (CORS); empty allows none")
 	storageKeyHex := fs.String("storage-secret-key", envOr("FILIGRANE_STORAGE_SECRET_KEY", ""), "64 hex characters (32 bytes) sealing storage destination credentials at rest (default: a key generated into the data directory; a cluster must set one)")
 	fs.BoolVar(&cfg.AllowPrivateTargets, "allow-private-targets", envBool("FILIGRANE_ALLOW_PRIVATE_TARGETS"), "FOR DEVELOPMENT AND TESTS: let webhook deliveries and storage destinations reach private, loopback and link-local addresses (cloud metadata stays refused)")
+	fs.DurationVar(&cfg.WebhookAttemptTimeout, "webhook-timeout", envDuration("FILIGRANE_WEBHOOK_TIMEOUT", webhooks.AttemptTimeout), "longest wait of one webhook delivery attempt for the receiver (connect, request and answer); a slower attempt fails and is retried on the schedule")
 	uploadSecretFile := fs.String("upload-secret-file", envOr("FILIGRANE_UPLOAD_SECRET_FILE", ""), "file holding the upload URL signing secret (default: generated once and kept in the store)")
 	fs.IntVar(&cfg.Conns.MaxConns, "max-conns", envInt("FILIGRANE_MAX_CONNS", netguard.DefaultMaxConns), "open connections per listener (API, upload host); more are answered 503")
 	fs.IntVar(&cfg.Conns.MaxConnsPerIP, "max-conns-per-ip", envInt("FILIGRANE_MAX_CONNS_PER_IP", netguard.DefaultMaxConnsPerIP), "open connections per client IP and listener; more are answered 503")
@@ -96,6 +98,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			fmt.Fprintf(stderr, "filigrane serve: --max-direct-embed %q: want a size such as 20MB\n", *maxDirectEmbed)
 			return 2
 		}
+	}
+	if cfg.WebhookAttemptTimeout <= 0 {
+		fmt.Fprintf(stderr, "filigrane serve: --webhook-timeout %s: want a positive duration such as 10s\n", cfg.WebhookAttemptTimeout)
+		return 2
 	}
 	if cfg.Roles, err = parseRoles(*roles); err != nil {
 		fmt.Fprintln(stderr, "filigrane serve:", err)
@@ -269,7 +275,7 @@ func checkLimitEnv() error {
 			}
 		}
 	}
-	for _, name := range []string{"FILIGRANE_CLUSTER_PROBE_INTERVAL", "FILIGRANE_CLUSTER_PROBE_TIMEOUT"} {
+	for _, name := range []string{"FILIGRANE_CLUSTER_PROBE_INTERVAL", "FILIGRANE_CLUSTER_PROBE_TIMEOUT", "FILIGRANE_WEBHOOK_TIMEOUT"} {
 		if v := os.Getenv(name); v != "" {
 			if d, err := time.ParseDuration(v); err != nil || d <= 0 {
 				return fmt.Errorf("%s=%q: want a duration such as 500ms", name, v)

@@ -146,6 +146,9 @@ type Config struct {
 	// private, loopback and link-local addresses: a development and test option (internal/egress); cloud
 	// metadata stays refused. Off by default.
 	AllowPrivateTargets bool
+	// WebhookAttemptTimeout bounds one webhook delivery attempt (connect, request, answer); zero means
+	// webhooks.AttemptTimeout (10 s). An attempt that runs out fails and is retried on the schedule.
+	WebhookAttemptTimeout time.Duration
 	// ConsoleSecureCookies marks the web console's cookies Secure on a plain-HTTP listener (TLS terminated by
 	// a proxy in front); under TLSCertFile they are Secure anyway.
 	ConsoleSecureCookies bool
@@ -337,7 +340,7 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	n.webhookEndpoints = webhooks.Endpoints{Store: store, Clock: cfg.Clock}
 	hooks := &webhooks.Deliverer{
 		Endpoints: n.webhookEndpoints, Clock: cfg.Clock, Metrics: webhooks.NewMetrics(n.Metrics.Registry),
-		Sender: webhooks.NewSender(&egress.Guard{AllowPrivate: cfg.AllowPrivateTargets}, 0)}
+		Sender: webhooks.NewSender(&egress.Guard{AllowPrivate: cfg.AllowPrivateTargets}, cfg.WebhookAttemptTimeout)}
 	webhooks.RegisterHandlers(n.outboxes, store, hooks) // every webhook kind (webhooks.Kinds)
 	n.outboxes.MustRegister(actors.OutboxJobInput, actors.InputCheckHandler(caller, blobs))
 	n.pools = actors.NewPools(actors.PoolsConfig{Caller: caller, Processor: media, Node: cfg.NodeName, Lease: cfg.LeaseDuration,

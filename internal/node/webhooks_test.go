@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"filigrane/actors/webhooks"
 	"filigrane/internal/node"
 	"filigrane/internal/whsign"
 )
@@ -61,13 +62,15 @@ func jsonCall(t *testing.T, method, url, key string, body any) response {
 }
 
 // TestWebhookDeliveryRetriesUntilSuccess: an endpoint is created (secret shown once), an async embed names
-// it, and its final event reaches a receiver that answers 500, then does not answer (10 s timeout), then
-// 200, on the retry schedule (manual clock): the same event id and body every time, each attempt signed in
+// it, and its final event reaches a receiver that answers 500, then does not answer (the node's attempt
+// timeout, set to 1 s as --webhook-timeout would), then 200, on the retry schedule (manual clock): the same
+// event id and body every time, each attempt signed in
 // both schemes, the delivery log shows the three attempts, a manual redelivery sends it once more, and the
 // metrics count the outcomes. Unknown and disabled endpoints are refused before anything is created.
 func TestWebhookDeliveryRetriesUntilSuccess(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, func(c *node.Config) { c.AllowPrivateTargets = true })
+	const attemptTimeout = time.Second
+	f := newFixture(t, func(c *node.Config) { c.AllowPrivateTargets, c.WebhookAttemptTimeout = true, attemptTimeout })
 	rc := &hookReceiver{script: []int{500, 0, 200}, stop: make(chan struct{})}
 	srv := httptest.NewServer(rc)
 	defer srv.Close()
@@ -128,8 +131,9 @@ func TestWebhookDeliveryRetriesUntilSuccess(t *testing.T) {
 	f.clk.Advance(30 * time.Second) // attempt 2: no answer
 	started := time.Now()
 	f.n.Sweep(ctx)
-	if rc.count() != 2 || time.Since(started) > 30*time.Second {
-		t.Fatalf("second attempt: %d requests after %s", rc.count(), time.Since(started))
+	// The attempt waits the configured timeout, not the default one.
+	if took := time.Since(started); rc.count() != 2 || took < attemptTimeout || took >= webhooks.AttemptTimeout {
+		t.Fatalf("second attempt: %d requests after %s, want 2 after %s (the configured timeout)", rc.count(), took, attemptTimeout)
 	}
 	f.clk.Advance(2 * time.Minute) // attempt 3: 200
 	f.n.Sweep(ctx)
