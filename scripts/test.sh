@@ -60,7 +60,10 @@ other=$(first_then_rest "$(go list ./... | grep -vxF -f <(echo "$race_list") | g
 # node_test ARGS...: internal/node's test binary, run as go test runs it (in the package's directory).
 node_test() {
   echo "== $node_pkg $*"
-  (cd internal/node && exec "$logs/node.test" -test.paniconexit0 -test.timeout=20m "$@")
+  local start=$SECONDS rc=0
+  (cd internal/node && exec "$logs/node.test" -test.paniconexit0 -test.timeout=20m "$@") || rc=$?
+  echo "== $node_pkg: exit $rc after $((SECONDS - start)) s" # go test's "ok ... 12.3s" line, which a bare binary lacks
+  return "$rc"
 }
 node_test -test.parallel=4 -test.skip="$node_seq" >"$logs/node" 2>&1 &
 node_pid=$!
