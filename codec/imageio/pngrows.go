@@ -157,14 +157,7 @@ func (m deflateMode) newWriter(w io.Writer) io.WriteCloser {
 // faster one is taken unless the sample comes out over 3% larger with it. Measured on real images in
 // bench/README.md ("PNG output").
 func chooseDeflate(sample []byte) deflateMode {
-	size := func(m deflateMode) int {
-		var c countWriter
-		zw := m.newWriter(&c)
-		zw.Write(sample)
-		zw.Close()
-		return c.n
-	}
-	huffman, fast, runs := size(huffmanOnly), size(fastLZ), size(runsLZ)
+	huffman, fast, runs := deflatedSize(huffmanOnly, sample), deflatedSize(fastLZ, sample), deflatedSize(runsLZ, sample)
 	switch {
 	case 10*min(fast, runs) > 9*huffman:
 		return huffmanOnly
@@ -172,6 +165,15 @@ func chooseDeflate(sample []byte) deflateMode {
 		return fastLZ
 	}
 	return runsLZ
+}
+
+// deflatedSize is the size of b compressed in mode m.
+func deflatedSize(m deflateMode, b []byte) int {
+	var c countWriter
+	zw := m.newWriter(&c)
+	zw.Write(b)
+	zw.Close()
+	return c.n
 }
 
 type countWriter struct{ n int }

@@ -193,14 +193,7 @@ func TestChooseDeflate(t *testing.T) {
 		if got := chooseDeflate(rows); got != want {
 			t.Errorf("%s: mode %d, want %d", name, got, want)
 		}
-		size := func(m deflateMode) int {
-			var c countWriter
-			zw := m.newWriter(&c)
-			zw.Write(rows)
-			zw.Close()
-			return c.n
-		}
-		if chosen, other := size(want), size(fastLZ+runsLZ-want); want != huffmanOnly && 100*chosen > 103*other {
+		if chosen, other := deflatedSize(want, rows), deflatedSize(fastLZ+runsLZ-want, rows); want != huffmanOnly && 100*chosen > 103*other {
 			t.Errorf("%s: %d bytes in the chosen mode, %d in the other LZ77 mode", name, chosen, other)
 		}
 	}
