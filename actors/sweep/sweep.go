@@ -11,8 +11,9 @@
 // renews it before every round, between passes once a third of its length has passed since the last renewal
 // (so that an idle round of quick passes costs one write, not one per pass: on an object store each write is
 // a billed request), and every third of its length while a pass runs; a holder that cannot renew stops its
-// pass. A node that dies keeps the lease until it expires, then the next node
-// whose round comes takes it over. A node that shuts down releases it at once.
+// pass. A node that dies keeps the lease until it expires, then the next node whose round comes takes it
+// over, or sooner: the lease names the holder's cluster member, and a node that saw that member leave the
+// cluster (Config.HolderGone) takes it at once. A node that shuts down releases it at once.
 package sweep
 
 import (
@@ -40,6 +41,9 @@ type Lease struct {
 	Until  time.Time `msgpack:"until"`
 	// Since is when this holder took the lease over (renewals keep it).
 	Since time.Time `msgpack:"since"`
+	// Member is the holder's cluster member id ("" in leases written before it was recorded, or by a
+	// sweeper not in a cluster).
+	Member string `msgpack:"member,omitempty"`
 }
 
 // SchemaVersion implements persistence.Record.
@@ -58,6 +62,9 @@ type Sweeper struct {
 	holder   string
 	leaseFor time.Duration
 	logger   zerolog.Logger
+	// member and holderGone: Config's Member and HolderGone.
+	member     string
+	holderGone func(string) bool
 
 	mu     sync.Mutex
 	passes []Pass
@@ -72,6 +79,11 @@ type Config struct {
 	// Lease is how long a lease lasts after its last renewal; 0 means 30 s.
 	Lease  time.Duration
 	Logger zerolog.Logger
+	// Member is this node's cluster member id, recorded in the lease it holds.
+	Member string
+	// HolderGone reports whether the cluster member with this id left the cluster (cluster.Node.HasLeft):
+	// its lease is then taken over at once instead of when it expires. Nil: leases only expire.
+	HolderGone func(member string) bool
 }
 
 // New returns a sweeper with no passes.
@@ -85,7 +97,7 @@ func New(cfg Config) *Sweeper {
 		panic(fmt.Sprintf("crypto/rand failed: %v", err)) // the OS has no randomness left: nothing is safe
 	}
 	return &Sweeper{store: cfg.Store, clock: cfg.Clock, holder: cfg.Node + "/" + hex.EncodeToString(b),
-		leaseFor: lease, logger: cfg.Logger}
+		leaseFor: lease, logger: cfg.Logger, member: cfg.Member, holderGone: cfg.HolderGone}
 }
 
 // Holder is this sweeper's name in the lease.
@@ -108,7 +120,7 @@ func (s *Sweeper) registered() []Pass {
 // whether this sweeper holds the lease now.
 func (s *Sweeper) Acquire(ctx context.Context) (bool, error) {
 	now := s.clock.Now()
-	next := &Lease{Holder: s.holder, Until: now.Add(s.leaseFor), Since: now}
+	next := &Lease{Holder: s.holder, Until: now.Add(s.leaseFor), Since: now, Member: s.member}
 	expect := persistence.NoVersion
 	it, err := s.store.Get(ctx, []byte(LeaseKey))
 	switch {
@@ -120,7 +132,7 @@ func (s *Sweeper) Acquire(ctx context.Context) (bool, error) {
 		if err := persistence.Unmarshal(it.Value, &cur); err != nil {
 			return false, fmt.Errorf("sweeper lease: %w", err)
 		}
-		if cur.Holder != s.holder && now.Before(cur.Until) {
+		if cur.Holder != s.holder && now.Before(cur.Until) && !s.gone(cur.Member) {
 			return false, nil
 		}
 		if cur.Holder == s.holder {
@@ -139,6 +151,11 @@ func (s *Sweeper) Acquire(ctx context.Context) (bool, error) {
 		return false, fmt.Errorf("sweeper lease: %w", err)
 	}
 	return true, nil
+}
+
+// gone reports whether the holder's member is known to have left the cluster.
+func (s *Sweeper) gone(member string) bool {
+	return member != "" && s.holderGone != nil && s.holderGone(member)
 }
 
 // Release gives the lease up if this sweeper holds it, so that another node takes over without waiting.

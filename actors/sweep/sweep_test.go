@@ -170,3 +170,53 @@ func TestQuickRoundWritesTheLeaseOnce(t *testing.T) {
 		t.Fatalf("a round with a pass of a third of the lease wrote the lease %d times, want 2", n)
 	}
 }
+
+// TestLeaseOfADepartedMemberIsTakenAtOnce: the lease names its holder's cluster member; a node that saw that
+// member leave the cluster takes the lease over at once, long before it expires, while a node that did not
+// (or a lease that names no member) waits for the expiry.
+func TestLeaseOfADepartedMemberIsTakenAtOnce(t *testing.T) {
+	store := openStore(t)
+	clk := clock.NewManual(time.Date(2026, 6, 1, 10, 0, 0, 0, time.UTC))
+	left := map[string]bool{}
+	mk := func(name, member string, sees bool) *sweep.Sweeper {
+		cfg := sweep.Config{Store: store, Clock: clk, Node: name, Lease: 30 * time.Second, Logger: zerolog.Nop(), Member: member}
+		if sees {
+			cfg.HolderGone = func(m string) bool { return left[m] }
+		}
+		return sweep.New(cfg)
+	}
+	acquire := func(s *sweep.Sweeper) bool {
+		t.Helper()
+		ok, err := s.Acquire(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+	a, blind, b := mk("a", "member-a", true), mk("blind", "member-blind", false), mk("b", "member-b", true)
+	if !acquire(a) || acquire(b) || acquire(blind) {
+		t.Fatal("a takes the free lease; b and blind are refused while a is a member")
+	}
+	clk.Advance(2 * time.Second)
+	left["member-a"] = true // a's node was killed and the cluster dropped its member
+	if acquire(blind) {
+		t.Fatal("a node without a membership view took a live lease")
+	}
+	if !acquire(b) {
+		t.Fatal("b did not take over the lease of a member that left")
+	}
+	if acquire(a) {
+		t.Fatal("the departed holder took the lease back")
+	}
+	// A lease without a member (one written before members were recorded) waits for its expiry.
+	noMember := mk("old", "", true)
+	clk.Advance(31 * time.Second)
+	if !acquire(noMember) {
+		t.Fatal("the expired lease was not taken")
+	}
+	left[""] = true
+	clk.Advance(time.Second)
+	if acquire(b) {
+		t.Fatal("a lease naming no member was taken before it expired")
+	}
+}

@@ -62,7 +62,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	maxDirectEmbed := fs.String("max-direct-embed", envOr("FILIGRANE_MAX_DIRECT_EMBED", ""), "lower the largest file an embed request carries itself (default: the media-kind table's, 40 MB for images; 20MB holds to the spec)")
 	fs.DurationVar(&cfg.LeaseDuration, "job-lease", 30*time.Second, "a worker's lease on a job attempt, renewed at a third of its length: how long the jobs a dead node was running wait before they are retried")
 	fs.DurationVar(&cfg.SweepInterval, "sweep-interval", 5*time.Second, "how often the sweeper ticks active jobs, delivers owed webhooks and bucket copies and purges expired data")
-	fs.DurationVar(&cfg.SweepLease, "sweeper-lease", 30*time.Second, "how long a dead node's sweeper lease keeps the others from sweeping (longer than --sweep-interval)")
+	fs.DurationVar(&cfg.SweepLease, "sweeper-lease", 30*time.Second, "how long a dead node's sweeper lease keeps the others from sweeping when none saw its cluster member leave (longer than --sweep-interval)")
 	debugListen := fs.String("debug-listen", envOr("FILIGRANE_DEBUG_LISTEN", ""), "address serving Go's runtime profiles at /debug/pprof/ (no authentication: loopback or a private interface; empty: off)")
 	grace := fs.Duration("shutdown-grace", 30*time.Second, "how long in-flight requests may take to finish on shutdown")
 	fd := cluster.DefaultFailureDetection()
