@@ -194,12 +194,33 @@ func newOverlayWriter(d *document, c *codec.Codec, id codec.ID, strength float64
 // widens each tile to whole pixels, which puts them just above 2×.
 const pageImageOver = 0.1
 
+// minWaxelReach is how far the page image of a page at the minimum waxel reaches along the page's long side,
+// in page lengths; minWaxelMargin is how many waxels of the pattern it carries past the page's edge (the rest
+// is a constant level, clipped). Why: at exactly 2 pixels a waxel (150 dpi) MuPDF samples an image
+// nearest-neighbour only when it magnifies it by more than 2× along some axis, and it widens a magnified image
+// to whole pixels, 2n+1 for n samples, which slips the pattern by one pixel (half a waxel) halfway across it.
+// So the image is drawn at exactly 2 pixels a waxel across the page's short side (no slip there) and a tenth
+// of a point longer than its waxels along the long side (pageImageOver: sampled, not blurred), and reaches
+// three times the page's length along it, so that the slip falls past the page's edge, where nothing is
+// drawn. Measured in MuPDF's 150-dpi renderings of white pages (TestSmallPageImageKeepsItsGrid): with twice
+// the length the slip still fell inside some pages (at 94% of a 16:9 slide's width, 94% of a 300×350-point
+// page's height); with three times, every pixel of 18 small page shapes, landscape and portrait, is its
+// waxel's exact level. The reach past the page costs little: the rows there are a constant level, which
+// Flate stores in a few bytes each (maskBytes).
+const (
+	minWaxelReach  = 3
+	minWaxelMargin = 8
+)
+
 // markImage is one overlay image covering w×h pixels of the page's waxel grid (overlayImage). A transposed
 // image is stored with its rows along the page's columns (maskBytes says why) and drawn rotated.
 type markImage struct {
-	w, h       int
-	transposed bool
-	ref        types.IndirectRef
+	w, h int
+	// realW and realH are the part of the grid, from the top-left corner, that carries the pattern; beyond it
+	// the image is a constant level (minWaxelReach). A page is drawn with an image only if its grid lies within.
+	realW, realH int
+	transposed   bool
+	ref          types.IndirectRef
 }
 
 // pageImageStep rounds the size of a page image up, in waxels, so that pages of nearly the same size (scans,
@@ -211,13 +232,15 @@ const (
 	pageImageSlack = 2
 )
 
-// pageImageFor returns the image covering a w×h-waxel grid (see pageImageStep), or false when a new image
-// would be needed and its encoded size is beyond what is left of the budget (overlayAuto): of smallBudget for a
-// page at the minimum waxel (small), of budget otherwise.
-func (o *overlayWriter) pageImageFor(w, h int, small bool) (markImage, bool, error) {
+// pageImageFor returns the image covering a w×h-waxel grid (see pageImageStep) whose pattern covers the page's
+// pw×ph-waxel grid, or false when a new image would be needed and its encoded size is beyond what is left of
+// the budget (overlayAuto): of smallBudget for a page at the minimum waxel (small), of budget otherwise. For a
+// page at the minimum waxel the grid reaches minWaxelReach times the page's length along its long side.
+func (o *overlayWriter) pageImageFor(w, h, pw, ph int, small bool) (markImage, bool, error) {
 	best := -1
 	for i, m := range o.pageImages {
-		if m.w >= w && m.h >= h && m.w*m.h <= pageImageSlack*w*h && (best < 0 || m.w*m.h < o.pageImages[best].w*o.pageImages[best].h) {
+		if m.w >= w && m.h >= h && m.realW >= pw && m.realH >= ph && m.w*m.h <= pageImageSlack*w*h &&
+			(best < 0 || m.w*m.h < o.pageImages[best].w*o.pageImages[best].h) {
 			best = i
 		}
 	}
@@ -226,6 +249,9 @@ func (o *overlayWriter) pageImageFor(w, h int, small bool) (markImage, bool, err
 	}
 	up := func(v int) int { return (v + pageImageStep - 1) / pageImageStep * pageImageStep }
 	w, h = up(w), up(h)
+	// The pattern covers the page's grid and minWaxelMargin waxels past it, or the whole image when that is
+	// as large (a page's grid at full length: rw = w).
+	rw, rh := min(w, max(pw+minWaxelMargin, up(pw))), min(h, max(ph+minWaxelMargin, up(ph)))
 	var limit int64 = -1
 	if o.mode == overlayAuto {
 		limit = o.budget - o.pageImageBytes
@@ -235,17 +261,17 @@ func (o *overlayWriter) pageImageFor(w, h int, small bool) (markImage, bool, err
 		limit = max(limit, 0) // spent: every new image is refused (a negative limit would mean none)
 		for _, r := range o.refused {
 			// Refused under the full budget, refused under either; under the small one, only for small pages.
-			if w >= r.w && h >= r.h && (!r.small || small) {
+			if w >= r.w && h >= r.h && rw >= r.rw && rh >= r.rh && (!r.small || small) {
 				return markImage{}, false, nil
 			}
 		}
 	}
-	m, cost, err := o.image(w, h, limit)
+	m, cost, err := o.image(w, h, rw, rh, limit)
 	if err != nil {
 		return markImage{}, false, err
 	}
 	if cost < 0 {
-		o.refused = append(o.refused, refusal{w, h, small})
+		o.refused = append(o.refused, refusal{w, h, rw, rh, small})
 		return markImage{}, false, nil
 	}
 	o.pageImageBytes += cost
@@ -253,17 +279,18 @@ func (o *overlayWriter) pageImageFor(w, h int, small bool) (markImage, bool, err
 	return m, true, nil
 }
 
-// refusal is the size of a page image the budget had no room for, and whether under smallBudget.
+// refusal is the size of a page image the budget had no room for (and of its pattern), and whether under
+// smallBudget.
 type refusal struct {
-	w, h  int
-	small bool
+	w, h, rw, rh int
+	small        bool
 }
 
 // tileImage returns the tile image, made on first use and shared by every page drawn with tiles.
 func (o *overlayWriter) tileImage() (markImage, error) {
 	if o.tiles == nil {
 		const n = codec.TileSide * tileOversample
-		m, _, err := o.image(n, n, -1)
+		m, _, err := o.image(n, n, n, n, -1)
 		if err != nil {
 			return markImage{}, err
 		}
@@ -272,12 +299,13 @@ func (o *overlayWriter) tileImage() (markImage, error) {
 	return *o.tiles, nil
 }
 
-// image adds the overlay image of a w×h-pixel mark: the tile repeated from the top-left corner and cut at
-// w×h, stored transposed when w > h (maskBytes). It returns the bytes of its encoded streams; with a limit of 0
-// or more, an image whose streams would take more than limit bytes is not added, and it returns -1.
-func (o *overlayWriter) image(w, h int, limit int64) (markImage, int64, error) {
-	m := markImage{w: w, h: h, transposed: w > h}
-	img, err := newOverlayImage(o.d, maskBytes(o.light, w, h, m.transposed), o.levels)
+// image adds the overlay image of a w×h-pixel mark: the tile repeated from the top-left corner over its
+// rw×rh corner and a constant level beyond, stored transposed when w > h (maskBytes). It returns the bytes of
+// its encoded streams; with a limit of 0 or more, an image whose streams would take more than limit bytes is
+// not added, and it returns -1.
+func (o *overlayWriter) image(w, h, rw, rh int, limit int64) (markImage, int64, error) {
+	m := markImage{w: w, h: h, realW: rw, realH: rh, transposed: w > h}
+	img, err := newOverlayImage(o.d, maskBytes(o.light, w, h, rw, rh, m.transposed, byte(o.levels/2)), o.levels)
 	if err != nil {
 		return markImage{}, 0, err
 	}
@@ -313,7 +341,11 @@ type mask struct {
 // waxels (the page's short side, overlayGrid) is at most 256 bytes, so the tile's 128-row period fits the
 // window and every row after the first 128 costs almost nothing (Letter: about 6.6 KB, against 32 KB for one
 // 8-bit image). Stored along a long side of 768 waxels it would cost 17 KB.
-func maskBytes(tile []byte, w, h int, transposed bool) mask {
+//
+// Grid cells at or beyond column rw or row rh get the constant fill instead of the tile (minWaxelReach): the
+// rows of such an image past the pattern cost Flate a few bytes each, where pattern rows cost a match of at most
+// 258 bytes each, which for an image three times the page's length would be most of its size.
+func maskBytes(tile []byte, w, h, rw, rh int, transposed bool, fill byte) mask {
 	const n = codec.TileSide * tileOversample
 	sw, sh := w, h
 	if transposed {
@@ -328,7 +360,10 @@ func maskBytes(tile []byte, w, h int, transposed bool) mask {
 			if transposed {
 				x, y = r, c
 			}
-			v := tile[(y%n)*n+x%n]
+			v := fill
+			if x < rw && y < rh {
+				v = tile[(y%n)*n+x%n]
+			}
 			if c%2 == 0 {
 				row[c/2] |= v << 4
 			} else {
@@ -447,13 +482,25 @@ func (o *overlayWriter) form(w, h float64) (formRef, error) {
 	var m markImage
 	var err error
 	pageImage := false
-	if o.mode != overlayTiles && px*py <= maxPageImagePixels {
-		if m, pageImage, err = o.pageImageFor(px, py, ws <= minWaxelPt); err != nil {
+	// At the minimum waxel the image reaches minWaxelReach times the page's length along its long side, drawn
+	// a tenth of a point longer than its waxels along it and at exactly its waxels across.
+	small := ws <= minWaxelPt
+	gw, gh := px, py
+	ow, oh := pageImageOver, pageImageOver
+	if small {
+		if px > py {
+			gw, oh = minWaxelReach*px, 0
+		} else {
+			gh, ow = minWaxelReach*py, 0
+		}
+	}
+	if o.mode != overlayTiles && gw*gh <= maxPageImagePixels {
+		if m, pageImage, err = o.pageImageFor(gw, gh, px, py, small); err != nil {
 			return formRef{}, err
 		}
 	}
 	if pageImage {
-		iw, ih := float64(m.w)/tileOversample*ws+pageImageOver, float64(m.h)/tileOversample*ws+pageImageOver
+		iw, ih := float64(m.w)/tileOversample*ws+ow, float64(m.h)/tileOversample*ws+oh
 		if m.transposed {
 			// The stored image's rows are the grid's columns: its unit square turned so that its top-left
 			// pixel is the page's, its rows running left to right across the page.

@@ -1,0 +1,84 @@
+package pdf
+
+import (
+	"fmt"
+	"path/filepath"
+	"testing"
+
+	"filigrane/codec"
+	"filigrane/codec/pdf/pdftest"
+)
+
+// gridMatch renders page 1 of path with MuPDF at 150 dpi and returns the share of pixels whose darkening is
+// exactly the dark level of the waxel that the codec's grid (2 pixels a waxel from the top-left corner) puts
+// there, in each half of the page: left, right, top and bottom.
+func gridMatch(t *testing.T, a *Adapter, path string, id codec.ID) [4]float64 {
+	t.Helper()
+	dark, _ := overlayMasks(a.Codec, id, DefaultStrength)
+	g := drawGray(t, path, 150)
+	const n = codec.TileSide
+	var hits, counts [4]float64
+	for y := 1; y < g.Height-1; y++ {
+		for x := 1; x < g.Width-1; x++ {
+			ok := 0.0
+			if int(g.Pix[y*g.Width+x]) == 255-int(dark[(y/2%n)*n+x/2%n]) {
+				ok = 1
+			}
+			h, v := 0, 2
+			if x >= g.Width/2 {
+				h = 1
+			}
+			if y >= g.Height/2 {
+				v = 3
+			}
+			hits[h] += ok
+			counts[h]++
+			hits[v] += ok
+			counts[v]++
+		}
+	}
+	var share [4]float64
+	for i := range share {
+		share[i] = hits[i] / counts[i]
+	}
+	return share
+}
+
+// TestSmallPageImageKeepsItsGrid: on a page at the minimum waxel (short side under 491.5 points: 2 pixels a
+// waxel at 150 dpi), MuPDF's rendering of the page image puts every waxel's exact level on its 2×2 pixels, over
+// the whole page, portrait and landscape, /Rotate included. The page image drawn a tenth of a point larger
+// than its waxels both ways and no longer than the page (before 2026-11-27) slipped by one pixel halfway
+// across: about half the pixels of the far half were off (TestDamagedPagesReportTheDocumentID found 3 of 8 pages
+// against the tiles' 7). The tiles slip within each tile (about two thirds of the pixels exact).
+func TestSmallPageImageKeepsItsGrid(t *testing.T) {
+	a := testAdapter(t)
+	id := testID("grid")
+	pages := map[string][]byte{}
+	for _, s := range [][2]int{{100, 100}, {252, 144}, {144, 252}, {250, 330}, {330, 250}, {300, 350}, {350, 420},
+		{420, 595}, {595, 420}, {491, 491}, {480, 800}, {300, 900}, {900, 300}, {720, 405}, {405, 720}} {
+		box := fmt.Sprintf("[0 0 %d %d]", s[0], s[1])
+		pages[box] = whitePage(box)
+	}
+	pages["[0 0 405 720] /Rotate 90"] = pdftest.Build([]string{
+		"<< /Type /Catalog /Pages 2 0 R >>",
+		"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+		"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 405 720] /Rotate 90 /Contents 4 0 R >>",
+		pdftest.Stream("", []byte("\n")),
+	}, "/Root 1 0 R")
+	for name, pdf := range pages {
+		src := writeTemp(t, "white.pdf", pdf)
+		dst := filepath.Join(t.TempDir(), "marked.pdf")
+		rep, err := a.Embed(t.Context(), src, dst, id, Options{PageImage: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		share := gridMatch(t, a, dst, id)
+		t.Logf("%s: page image %d bytes; exact pixels: left %.3f, right %.3f, top %.3f, bottom %.3f", name, rep.PageImageBytes,
+			share[0], share[1], share[2], share[3])
+		for i, half := range []string{"left", "right", "top", "bottom"} {
+			if share[i] < 0.999 {
+				t.Errorf("%s: %.1f%% of the %s half's pixels off their waxel's level", name, 100*(1-share[i]), half)
+			}
+		}
+	}
+}
