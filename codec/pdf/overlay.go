@@ -95,8 +95,6 @@ type overlayWriter struct {
 	d      *document
 	mode   overlayMode
 	budget int64 // bytes the page images may add (overlayAuto)
-	// smallBudget bounds the page images of pages at the minimum waxel (smallWaxelBudget).
-	smallBudget int64
 	// pageImageBytes is what the page images made so far added (their encoded streams).
 	pageImageBytes int64
 	light          []byte      // the tile's light levels (overlayMasks), the overlay image's samples
@@ -154,17 +152,6 @@ func pageImageBudget(inBytes int64, pages int) int64 {
 	return max(inBytes/4, room)
 }
 
-// smallWaxelBudget bounds the page images of pages at the minimum waxel (short side under 491.5 points: A5,
-// slides, cards; 2 pixels at 150 dpi) to a quarter of the input, the rule for every page before 2026-11-27.
-// Why apart: at exactly 2 pixels a waxel, MuPDF draws one page image with a one-pixel slip halfway across it
-// (pageImageOver makes it sample rather than blur; it then widens the image to whole pixels, 2n+1 for n
-// samples), which leaves the far half of the page half a waxel off the near half; the tiles slip within each
-// tile instead. At the weakest strength on small, dense pages (TestDamagedPagesReportTheDocumentID's 8 pages
-// of 300×350 points, and 250×330, 330×250, 280×400, 350×420) the page image gave 19 of 40 pages against the
-// tiles' 26 (3 of 8 against 7 on the first size); Letter gave 8 of 8 with either. So small-waxel pages keep the
-// tiles in small documents, as before, and get their image where a quarter of the input allows.
-func smallWaxelBudget(inBytes int64) int64 { return inBytes / 4 }
-
 // pageImageReserve and pageImageReservePerPage are what the rest of the mark adds besides the page images
 // (measured: 1.8 KB for a one-page document: the structural layer, the overlay form, the page wrappers and
 // their cross-reference entries; about 100 bytes per further page), rounded up; pageImageCap bounds the budget
@@ -175,13 +162,13 @@ const (
 	pageImageCap            = 64 << 10
 )
 
-func newOverlayWriter(d *document, c *codec.Codec, id codec.ID, strength float64, mode overlayMode, budget, smallBudget int64) (*overlayWriter, error) {
+func newOverlayWriter(d *document, c *codec.Codec, id codec.ID, strength float64, mode overlayMode, budget int64) (*overlayWriter, error) {
 	_, light := overlayMasks(c, id, strength)
 	prefix, err := d.ctx.XRefTable.StreamDictIndRef([]byte("q\n"))
 	if err != nil {
 		return nil, err
 	}
-	return &overlayWriter{d: d, mode: mode, budget: budget, smallBudget: smallBudget, light: light, levels: int(math.Round(strength)), forms: map[[2]float64]formRef{}, prefix: *prefix,
+	return &overlayWriter{d: d, mode: mode, budget: budget, light: light, levels: int(math.Round(strength)), forms: map[[2]float64]formRef{}, prefix: *prefix,
 		suffixes: map[string]types.IndirectRef{}, resCopy: map[[2]int]resCopy{}}, nil
 }
 
@@ -234,9 +221,9 @@ const (
 
 // pageImageFor returns the image covering a w×h-waxel grid (see pageImageStep) whose pattern covers the page's
 // pw×ph-waxel grid, or false when a new image would be needed and its encoded size is beyond what is left of
-// the budget (overlayAuto): of smallBudget for a page at the minimum waxel (small), of budget otherwise. For a
-// page at the minimum waxel the grid reaches minWaxelReach times the page's length along its long side.
-func (o *overlayWriter) pageImageFor(w, h, pw, ph int, small bool) (markImage, bool, error) {
+// the budget (overlayAuto). For a page at the minimum waxel the grid reaches minWaxelReach times the page's
+// length along its long side.
+func (o *overlayWriter) pageImageFor(w, h, pw, ph int) (markImage, bool, error) {
 	best := -1
 	for i, m := range o.pageImages {
 		if m.w >= w && m.h >= h && m.realW >= pw && m.realH >= ph && m.w*m.h <= pageImageSlack*w*h &&
@@ -254,14 +241,9 @@ func (o *overlayWriter) pageImageFor(w, h, pw, ph int, small bool) (markImage, b
 	rw, rh := min(w, max(pw+minWaxelMargin, up(pw))), min(h, max(ph+minWaxelMargin, up(ph)))
 	var limit int64 = -1
 	if o.mode == overlayAuto {
-		limit = o.budget - o.pageImageBytes
-		if small {
-			limit = min(limit, o.smallBudget-o.pageImageBytes)
-		}
-		limit = max(limit, 0) // spent: every new image is refused (a negative limit would mean none)
+		limit = max(o.budget-o.pageImageBytes, 0) // spent: every new image is refused (a negative limit would mean none)
 		for _, r := range o.refused {
-			// Refused under the full budget, refused under either; under the small one, only for small pages.
-			if w >= r.w && h >= r.h && rw >= r.rw && rh >= r.rh && (!r.small || small) {
+			if w >= r.w && h >= r.h && rw >= r.rw && rh >= r.rh {
 				return markImage{}, false, nil
 			}
 		}
@@ -271,7 +253,7 @@ func (o *overlayWriter) pageImageFor(w, h, pw, ph int, small bool) (markImage, b
 		return markImage{}, false, err
 	}
 	if cost < 0 {
-		o.refused = append(o.refused, refusal{w, h, rw, rh, small})
+		o.refused = append(o.refused, refusal{w, h, rw, rh})
 		return markImage{}, false, nil
 	}
 	o.pageImageBytes += cost
@@ -279,12 +261,8 @@ func (o *overlayWriter) pageImageFor(w, h, pw, ph int, small bool) (markImage, b
 	return m, true, nil
 }
 
-// refusal is the size of a page image the budget had no room for (and of its pattern), and whether under
-// smallBudget.
-type refusal struct {
-	w, h, rw, rh int
-	small        bool
-}
+// refusal is the size of a page image the budget had no room for, and of its pattern.
+type refusal struct{ w, h, rw, rh int }
 
 // tileImage returns the tile image, made on first use and shared by every page drawn with tiles.
 func (o *overlayWriter) tileImage() (markImage, error) {
@@ -495,7 +473,7 @@ func (o *overlayWriter) form(w, h float64) (formRef, error) {
 		}
 	}
 	if o.mode != overlayTiles && gw*gh <= maxPageImagePixels {
-		if m, pageImage, err = o.pageImageFor(gw, gh, px, py, small); err != nil {
+		if m, pageImage, err = o.pageImageFor(gw, gh, px, py); err != nil {
 			return formRef{}, err
 		}
 	}

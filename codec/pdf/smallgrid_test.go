@@ -2,6 +2,7 @@ package pdf
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -81,4 +82,42 @@ func TestSmallPageImageKeepsItsGrid(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestSmallPagesPageImageAgainstTiles is the measurement behind minWaxelReach (FILIGRANE_PDF_MEASURE=1): at the
+// weakest strength, on 8 dense pages of each of five small sizes (the pages of
+// TestDamagedPagesReportTheDocumentID and four more), how many pages report the exact id from their rendering
+// with page images and with tiles.
+func TestSmallPagesPageImageAgainstTiles(t *testing.T) {
+	if os.Getenv("FILIGRANE_PDF_MEASURE") == "" {
+		t.Skip("set FILIGRANE_PDF_MEASURE=1 to run the measurement")
+	}
+	a := testAdapter(t)
+	id := testID("weak-pages")
+	total := map[string]int{}
+	for _, s := range [][2]float64{{300, 350}, {250, 330}, {330, 250}, {280, 400}, {350, 420}} {
+		src := writeTemp(t, "dense.pdf", variedDoc(8, s[0], s[1]))
+		for _, c := range []struct {
+			name string
+			opt  Options
+		}{{"page image", Options{Strength: MinStrength, PageImage: true}}, {"tiles", Options{Strength: MinStrength, Tiles: true}}} {
+			dst := filepath.Join(t.TempDir(), "marked.pdf")
+			if _, err := a.Embed(t.Context(), src, dst, id, c.opt); err != nil {
+				t.Fatal(err)
+			}
+			d, st, err := a.DetectRenderedStats(t.Context(), dst)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n := 0
+			for _, u := range d.Units {
+				if u.Watermarked && u.WatermarkID != nil && *u.WatermarkID == id.String() {
+					n++
+				}
+			}
+			total[c.name] += n
+			t.Logf("%.0f×%.0f %s: %d of 8 pages (%d by the codeword test)", s[0], s[1], c.name, n, st.Matched)
+		}
+	}
+	t.Logf("in all: page image %d of 40, tiles %d of 40", total["page image"], total["tiles"])
 }
