@@ -138,12 +138,15 @@ const (
 // pageImageCap; the sizes that cover the most pages get theirs first (plan), and the sizes left when the budget
 // is spent are drawn with tiles.
 //
-// Why: a page image costs about 7 KB for common shapes (Letter 7.1 KB, a 16:9 slide 6.7 KB: the tile's
-// 4.3 KB of noise at 4 bits a sample, then Flate's matches of its period, maskBytes) against about 4.4 KB for
-// the tile image of a whole document, and real documents have one or two shapes (19 of the benchmark
-// corpus's 21 have one). So a one-page Letter or A4 text document of 10 KB gets its page image and stays under
-// 2×, and every document of about 10 KB or more per shape of that size or larger loses the tile lines (smaller
-// pages: smallWaxelBudget, about 28 KB per shape). The cap keeps a small document of many
+// Why: a page image costs about 7 KB for common shapes (Letter 7.1 KB, a 16:9 slide 7.8 KB: the tile's
+// 4.3 KB of noise at 4 bits a sample, then Flate's matches of its period, maskBytes, and for pages at the
+// minimum waxel its constant reach past the page, minWaxelReach) against about 4.4 KB for the tile image of a
+// whole document, and real documents have one or two shapes (19 of the benchmark corpus's 21 have one). So a
+// one-page Letter or A4 text document of 10 KB gets its page image and stays under 2×, and every document of
+// about 10-12 KB or more per shape loses the tile lines (a 300×350-point page's image is 5.8 KB, an A5 page's
+// 7.4 KB). Under about 5.8 KB a document ends above 2× whatever the overlay: the tile image and the rest of
+// the mark add about 5.9 KB (the tile is 128×128 samples of noise that Flate cannot store in much less).
+// The cap keeps a small document of many
 // shapes (a scan of pages of many sizes) from doubling: beyond about nine shapes it gets tiles for the rest,
 // unless a quarter of its size allows more. A document whose budget runs out gets the tile image on top of its
 // page images, which can take a small one of several shapes a few kilobytes past 2×.
@@ -461,11 +464,12 @@ func (o *overlayWriter) form(w, h float64) (formRef, error) {
 	var err error
 	pageImage := false
 	// At the minimum waxel the image reaches minWaxelReach times the page's length along its long side, drawn
-	// a tenth of a point longer than its waxels along it and at exactly its waxels across.
-	small := ws <= minWaxelPt
+	// a tenth of a point longer than its waxels along it and at exactly its waxels across; a page too elongated
+	// for that within maxPageImagePixels (a 491.5-point strip over 1365 points long) keeps an image of its own
+	// length, a tenth of a point larger both ways, and its slip halfway along.
 	gw, gh := px, py
 	ow, oh := pageImageOver, pageImageOver
-	if small {
+	if ws <= minWaxelPt && minWaxelReach*px*py <= maxPageImagePixels {
 		if px > py {
 			gw, oh = minWaxelReach*px, 0
 		} else {
