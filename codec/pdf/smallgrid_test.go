@@ -1,8 +1,13 @@
 package pdf
 
 import (
+	"bytes"
 	"fmt"
+	"image"
+	"image/jpeg"
+	_ "image/png"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 
@@ -120,4 +125,55 @@ func TestSmallPagesPageImageAgainstTiles(t *testing.T) {
 		}
 	}
 	t.Logf("in all: page image %d of 40, tiles %d of 40", total["page image"], total["tiles"])
+}
+
+// TestSmallPageScreenshots is a measurement (FILIGRANE_PDF_MEASURE=1): one-page text documents of six small
+// page sizes (8 ids each, default strength, page images) rendered by MuPDF at 96 dpi (a screenshot at 100%),
+// saved as JPEG quality 85 and sent to the image detector; it counts the exact ids. At 96 dpi a waxel is 1.28
+// pixels, so this checks that the geometry of minWaxelReach (exact waxels across, three page lengths along)
+// costs nothing away from 150 dpi.
+func TestSmallPageScreenshots(t *testing.T) {
+	if os.Getenv("FILIGRANE_PDF_MEASURE") == "" {
+		t.Skip("set FILIGRANE_PDF_MEASURE=1 to run the measurement")
+	}
+	a := testAdapter(t)
+	total := 0
+	for _, s := range [][2]float64{{412.8, 624}, {300, 350}, {420, 595}, {720, 405}, {250, 330}, {480, 640}} {
+		got := 0
+		for k := range 8 {
+			id := testID(fmt.Sprint("shot", s, k))
+			src := writeTemp(t, "in.pdf", makeDoc(pdftest.Doc{Pages: 1, MediaBox: fmt.Sprintf("[0 0 %g %g]", s[0], s[1])}))
+			dst := filepath.Join(t.TempDir(), "marked.pdf")
+			if _, err := a.Embed(t.Context(), src, dst, id, Options{PageImage: true}); err != nil {
+				t.Fatal(err)
+			}
+			shot := filepath.Join(t.TempDir(), "shot.png")
+			if out, err := exec.CommandContext(t.Context(), "mutool", "draw", "-q", "-r", "96", "-o", shot, dst, "1").CombinedOutput(); err != nil {
+				t.Fatalf("mutool draw: %v: %s", err, out)
+			}
+			f, err := os.Open(shot)
+			if err != nil {
+				t.Fatal(err)
+			}
+			img, _, err := image.Decode(f)
+			f.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var buf bytes.Buffer
+			if err := jpeg.Encode(&buf, img, &jpeg.Options{Quality: 85}); err != nil {
+				t.Fatal(err)
+			}
+			jpg, err := jpeg.Decode(&buf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := a.Codec.Detect(jpg); d.Watermarked && d.WatermarkID != nil && *d.WatermarkID == id.String() {
+				got++
+			}
+		}
+		total += got
+		t.Logf("%g×%g points: %d of 8 screenshots give the exact id", s[0], s[1], got)
+	}
+	t.Logf("in all: %d of 48", total)
 }
