@@ -181,7 +181,8 @@ func newOverlayWriter(d *document, c *codec.Codec, id codec.ID, strength float64
 // exactly 2× rendered with two thirds of the pattern's amplitude, and lost the mark of VectorApple.pdf after
 // rasterising and JPEG q75). The minimum waxel is exactly 2 pixels at 150 dpi, the detection resolution, so
 // without this the overlay of small pages would be drawn at exactly 2×. The tile image never was: MuPDF
-// widens each tile to whole pixels, which puts them just above 2×.
+// widens each tile to whole pixels, which puts them just above 2×. MuPDF samples when either axis is above 2×,
+// so a small page's image is enlarged along its long side only (minWaxelReach).
 const pageImageOver = 0.1
 
 // minWaxelReach is how far the page image of a page at the minimum waxel reaches along the page's long side,
@@ -193,7 +194,7 @@ const pageImageOver = 0.1
 // of a point longer than its waxels along the long side (pageImageOver: sampled, not blurred), and reaches
 // three times the page's length along it, so that the slip falls past the page's edge, where nothing is
 // drawn. Measured in MuPDF's 150-dpi renderings of white pages (TestSmallPageImageKeepsItsGrid): with twice
-// the length the slip still fell inside some pages (at 94% of a 16:9 slide's width, 94% of a 300×350-point
+// the length the slip still fell inside some pages (at 91% of a 16:9 slide's width, 94% of a 300×350-point
 // page's height); with three times, every pixel of 18 small page shapes, landscape and portrait, is its
 // waxel's exact level. The reach past the page costs little: the rows there are a constant level, which
 // Flate stores in a few bytes each (maskBytes).
