@@ -52,9 +52,9 @@ func gridMatch(t *testing.T, a *Adapter, path string, id codec.ID) [4]float64 {
 
 // TestSmallPageImageKeepsItsGrid: on a page at the minimum waxel (short side under 491.5 points: 2 pixels a
 // waxel at 150 dpi), MuPDF's rendering of the page image puts every waxel's exact level on its 2×2 pixels, over
-// the whole page, portrait and landscape, /Rotate included. The page image drawn a tenth of a point larger
-// than its waxels both ways and no longer than the page (before 2026-11-27) slipped by one pixel halfway
-// across both ways: 58-67% of the far halves' pixels and 81-88% of the near halves' were exact on these pages
+// the whole page, portrait and landscape, /Rotate and an offset crop box included. The page image drawn a
+// tenth of a point larger than its waxels both ways and no longer than the page (before 2026-11-27) slipped by
+// one pixel halfway across both ways: 58-67% of the far halves' pixels and 81-88% of the near halves' were exact on these pages
 // (TestDamagedPagesReportTheDocumentID found 3 of 8 pages against the tiles' 7). The tiles slip within each
 // tile (45-81% of the pixels exact).
 func TestSmallPageImageKeepsItsGrid(t *testing.T) {
@@ -70,6 +70,12 @@ func TestSmallPageImageKeepsItsGrid(t *testing.T) {
 		"<< /Type /Catalog /Pages 2 0 R >>",
 		"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
 		"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 405 720] /Rotate 90 /Contents 4 0 R >>",
+		pdftest.Stream("", []byte("\n")),
+	}, "/Root 1 0 R")
+	pages["[0 0 612 792] cropped to 300×350 at (50.3, 100.7)"] = pdftest.Build([]string{
+		"<< /Type /Catalog /Pages 2 0 R >>",
+		"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+		"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /CropBox [50.3 100.7 350.3 450.7] /Contents 4 0 R >>",
 		pdftest.Stream("", []byte("\n")),
 	}, "/Root 1 0 R")
 	for name, pdf := range pages {
