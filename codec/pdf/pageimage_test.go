@@ -40,12 +40,13 @@ func paddedDoc(boxes []string, padBytes int) []byte {
 // shape while the images' encoded bytes stay within its budget (pageImageBudget: about its input size less
 // 3 KB, at most 64 KB, or a quarter of it if that is more), and tiles for the shapes beyond. A Letter page's
 // image is about 7 KB: a 300 KB and a 10 KB document get it (and render with no tile lines), a 4 KB one gets
-// tiles; so do pages at the minimum waxel (a 14 KB document of one 16:9 slide, 7.8 KB image, and a 10 KB one of
-// a 300×350-point page, 5.8 KB: until 2026-11-27 they kept tiles below about 28 KB); a 15 KB document of a
-// Letter page and a 16:9 slide gets the Letter image and tiles on the slide (both images are beyond its
-// budget), and so does one where the slide comes first, before three Letter pages; a 300 KB
-// document gets both images; pages of near sizes share one image, or all get tiles. Every page gives the exact
-// id from its rendering alone and no output of 10 KB or more is above twice its input.
+// tiles. Pages at the minimum waxel follow the same rule: a 14 KB document of one 16:9 slide (7.8 KB image) and
+// a 10 KB one of a 300×350-point page (5.8 KB) get their images (until 2026-11-27 such pages kept tiles below
+// about 28 KB). A 15 KB document of a Letter page and a 16:9 slide gets the Letter image and tiles on the
+// slide (the two images together are beyond its budget), and so does one where the slide comes first, before
+// three Letter pages; a 300 KB document gets both images; pages of near sizes share one image, or all get
+// tiles. Every page gives the exact id from its rendering alone and no output of 10 KB or more is above twice
+// its input.
 func TestDefaultOverlayFollowsTheByteBudget(t *testing.T) {
 	a := testAdapter(t)
 	ctx := context.Background()
