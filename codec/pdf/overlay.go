@@ -195,7 +195,7 @@ const pageImageOver = 0.1
 // three times the page's length along it, so that the slip falls past the page's edge, where nothing is
 // drawn. Measured in MuPDF's 150-dpi renderings of white pages (TestSmallPageImageKeepsItsGrid): with twice
 // the length the slip still fell inside some pages (at 91% of a 16:9 slide's width, 94% of a 300×350-point
-// page's height); with three times, every pixel of 16 small page shapes, landscape and portrait, is its
+// page's height); with three times, every pixel of 17 small pages, landscape and portrait, is its
 // waxel's exact level. The reach past the page costs little: the rows there are a constant level, which
 // Flate stores in a few bytes each (maskBytes).
 const (
