@@ -95,8 +95,6 @@ type overlayWriter struct {
 	d      *document
 	mode   overlayMode
 	budget int64 // bytes the page images may add (overlayAuto)
-	// smallBudget bounds the page images of pages at the minimum waxel (smallWaxelBudget).
-	smallBudget int64
 	// pageImageBytes is what the page images made so far added (their encoded streams).
 	pageImageBytes int64
 	light          []byte      // the tile's light levels (overlayMasks), the overlay image's samples
@@ -140,12 +138,15 @@ const (
 // pageImageCap; the sizes that cover the most pages get theirs first (plan), and the sizes left when the budget
 // is spent are drawn with tiles.
 //
-// Why: a page image costs about 7 KB for common shapes (Letter 7.1 KB, a 16:9 slide 6.7 KB: the tile's
-// 4.3 KB of noise at 4 bits a sample, then Flate's matches of its period, maskBytes) against about 4.4 KB for
-// the tile image of a whole document, and real documents have one or two shapes (19 of the benchmark
-// corpus's 21 have one). So a one-page Letter or A4 text document of 10 KB gets its page image and stays under
-// 2×, and every document of about 10 KB or more per shape of that size or larger loses the tile lines (smaller
-// pages: smallWaxelBudget, about 28 KB per shape). The cap keeps a small document of many
+// Why: a page image costs about 7 KB for common shapes (Letter 7.1 KB, a 16:9 slide 7.8 KB: the tile's
+// 4.3 KB of noise at 4 bits a sample, then Flate's matches of its period, maskBytes, and for pages at the
+// minimum waxel its constant reach past the page, minWaxelReach) against about 4.4 KB for the tile image of a
+// whole document, and real documents have one or two shapes (19 of the benchmark corpus's 21 have one). So a
+// one-page Letter or A4 text document of 10 KB gets its page image and stays under 2×, and every document of
+// about 10-12 KB or more per shape loses the tile lines (a 300×350-point page's image is 5.8 KB, an A5 page's
+// 7.4 KB). Under about 5.8 KB a document ends above 2× whatever the overlay: the tile image and the rest of
+// the mark add about 5.9 KB (the tile is 128×128 samples of noise that Flate cannot store in much less).
+// The cap keeps a small document of many
 // shapes (a scan of pages of many sizes) from doubling: beyond about nine shapes it gets tiles for the rest,
 // unless a quarter of its size allows more. A document whose budget runs out gets the tile image on top of its
 // page images, which can take a small one of several shapes a few kilobytes past 2×.
@@ -153,17 +154,6 @@ func pageImageBudget(inBytes int64, pages int) int64 {
 	room := min(inBytes-pageImageReserve-pageImageReservePerPage*int64(pages), pageImageCap)
 	return max(inBytes/4, room)
 }
-
-// smallWaxelBudget bounds the page images of pages at the minimum waxel (short side under 491.5 points: A5,
-// slides, cards; 2 pixels at 150 dpi) to a quarter of the input, the rule for every page before 2026-11-27.
-// Why apart: at exactly 2 pixels a waxel, MuPDF draws one page image with a one-pixel slip halfway across it
-// (pageImageOver makes it sample rather than blur; it then widens the image to whole pixels, 2n+1 for n
-// samples), which leaves the far half of the page half a waxel off the near half; the tiles slip within each
-// tile instead. At the weakest strength on small, dense pages (TestDamagedPagesReportTheDocumentID's 8 pages
-// of 300×350 points, and 250×330, 330×250, 280×400, 350×420) the page image gave 19 of 40 pages against the
-// tiles' 26 (3 of 8 against 7 on the first size); Letter gave 8 of 8 with either. So small-waxel pages keep the
-// tiles in small documents, as before, and get their image where a quarter of the input allows.
-func smallWaxelBudget(inBytes int64) int64 { return inBytes / 4 }
 
 // pageImageReserve and pageImageReservePerPage are what the rest of the mark adds besides the page images
 // (measured: 1.8 KB for a one-page document: the structural layer, the overlay form, the page wrappers and
@@ -175,13 +165,13 @@ const (
 	pageImageCap            = 64 << 10
 )
 
-func newOverlayWriter(d *document, c *codec.Codec, id codec.ID, strength float64, mode overlayMode, budget, smallBudget int64) (*overlayWriter, error) {
+func newOverlayWriter(d *document, c *codec.Codec, id codec.ID, strength float64, mode overlayMode, budget int64) (*overlayWriter, error) {
 	_, light := overlayMasks(c, id, strength)
 	prefix, err := d.ctx.XRefTable.StreamDictIndRef([]byte("q\n"))
 	if err != nil {
 		return nil, err
 	}
-	return &overlayWriter{d: d, mode: mode, budget: budget, smallBudget: smallBudget, light: light, levels: int(math.Round(strength)), forms: map[[2]float64]formRef{}, prefix: *prefix,
+	return &overlayWriter{d: d, mode: mode, budget: budget, light: light, levels: int(math.Round(strength)), forms: map[[2]float64]formRef{}, prefix: *prefix,
 		suffixes: map[string]types.IndirectRef{}, resCopy: map[[2]int]resCopy{}}, nil
 }
 
@@ -191,15 +181,37 @@ func newOverlayWriter(d *document, c *codec.Codec, id codec.ID, strength float64
 // exactly 2× rendered with two thirds of the pattern's amplitude, and lost the mark of VectorApple.pdf after
 // rasterising and JPEG q75). The minimum waxel is exactly 2 pixels at 150 dpi, the detection resolution, so
 // without this the overlay of small pages would be drawn at exactly 2×. The tile image never was: MuPDF
-// widens each tile to whole pixels, which puts them just above 2×.
+// widens each tile to whole pixels, which puts them just above 2×. MuPDF samples when either axis is above 2×,
+// so a small page's image is enlarged along its long side only (minWaxelReach).
 const pageImageOver = 0.1
+
+// minWaxelReach is how far the page image of a page at the minimum waxel reaches along the page's long side,
+// in page lengths; minWaxelMargin is how many waxels of the pattern it carries past the page's edge (the rest
+// is a constant level, clipped). Why: at exactly 2 pixels a waxel (150 dpi) MuPDF samples an image
+// nearest-neighbour only when it magnifies it by more than 2× along some axis, and it widens a magnified image
+// to whole pixels, 2n+1 for n samples, which slips the pattern by one pixel (half a waxel) halfway across it.
+// So the image is drawn at exactly 2 pixels a waxel across the page's short side (no slip there) and a tenth
+// of a point longer than its waxels along the long side (pageImageOver: sampled, not blurred), and reaches
+// three times the page's length along it, so that the slip falls past the page's edge, where nothing is
+// drawn. Measured in MuPDF's 150-dpi renderings of white pages (TestSmallPageImageKeepsItsGrid): with twice
+// the length the slip still fell inside some pages (at 91% of a 16:9 slide's width, 94% of a 300×350-point
+// page's height); with three times, every pixel of 17 small pages, landscape and portrait, is its
+// waxel's exact level. The reach past the page costs little: the rows there are a constant level, which
+// Flate stores in a few bytes each (maskBytes).
+const (
+	minWaxelReach  = 3
+	minWaxelMargin = 8
+)
 
 // markImage is one overlay image covering w×h pixels of the page's waxel grid (overlayImage). A transposed
 // image is stored with its rows along the page's columns (maskBytes says why) and drawn rotated.
 type markImage struct {
-	w, h       int
-	transposed bool
-	ref        types.IndirectRef
+	w, h int
+	// realW and realH are the part of the grid, from the top-left corner, that carries the pattern; beyond it
+	// the image is a constant level (minWaxelReach). A page is drawn with an image only if its grid lies within.
+	realW, realH int
+	transposed   bool
+	ref          types.IndirectRef
 }
 
 // pageImageStep rounds the size of a page image up, in waxels, so that pages of nearly the same size (scans,
@@ -211,13 +223,15 @@ const (
 	pageImageSlack = 2
 )
 
-// pageImageFor returns the image covering a w×h-waxel grid (see pageImageStep), or false when a new image
-// would be needed and its encoded size is beyond what is left of the budget (overlayAuto): of smallBudget for a
-// page at the minimum waxel (small), of budget otherwise.
-func (o *overlayWriter) pageImageFor(w, h int, small bool) (markImage, bool, error) {
+// pageImageFor returns the image covering a w×h-waxel grid (see pageImageStep) whose pattern covers the page's
+// pw×ph-waxel grid, or false when a new image would be needed and its encoded size is beyond what is left of
+// the budget (overlayAuto). For a page at the minimum waxel the grid reaches minWaxelReach times the page's
+// length along its long side.
+func (o *overlayWriter) pageImageFor(w, h, pw, ph int) (markImage, bool, error) {
 	best := -1
 	for i, m := range o.pageImages {
-		if m.w >= w && m.h >= h && m.w*m.h <= pageImageSlack*w*h && (best < 0 || m.w*m.h < o.pageImages[best].w*o.pageImages[best].h) {
+		if m.w >= w && m.h >= h && m.realW >= pw && m.realH >= ph && m.w*m.h <= pageImageSlack*w*h &&
+			(best < 0 || m.w*m.h < o.pageImages[best].w*o.pageImages[best].h) {
 			best = i
 		}
 	}
@@ -226,26 +240,24 @@ func (o *overlayWriter) pageImageFor(w, h int, small bool) (markImage, bool, err
 	}
 	up := func(v int) int { return (v + pageImageStep - 1) / pageImageStep * pageImageStep }
 	w, h = up(w), up(h)
+	// The pattern covers the page's grid and minWaxelMargin waxels past it, or the whole image when that is
+	// as large (a page's grid at full length: rw = w).
+	rw, rh := min(w, max(pw+minWaxelMargin, up(pw))), min(h, max(ph+minWaxelMargin, up(ph)))
 	var limit int64 = -1
 	if o.mode == overlayAuto {
-		limit = o.budget - o.pageImageBytes
-		if small {
-			limit = min(limit, o.smallBudget-o.pageImageBytes)
-		}
-		limit = max(limit, 0) // spent: every new image is refused (a negative limit would mean none)
+		limit = max(o.budget-o.pageImageBytes, 0) // spent: every new image is refused (a negative limit would mean none)
 		for _, r := range o.refused {
-			// Refused under the full budget, refused under either; under the small one, only for small pages.
-			if w >= r.w && h >= r.h && (!r.small || small) {
+			if w >= r.w && h >= r.h && rw >= r.rw && rh >= r.rh {
 				return markImage{}, false, nil
 			}
 		}
 	}
-	m, cost, err := o.image(w, h, limit)
+	m, cost, err := o.image(w, h, rw, rh, limit)
 	if err != nil {
 		return markImage{}, false, err
 	}
 	if cost < 0 {
-		o.refused = append(o.refused, refusal{w, h, small})
+		o.refused = append(o.refused, refusal{w, h, rw, rh})
 		return markImage{}, false, nil
 	}
 	o.pageImageBytes += cost
@@ -253,17 +265,14 @@ func (o *overlayWriter) pageImageFor(w, h int, small bool) (markImage, bool, err
 	return m, true, nil
 }
 
-// refusal is the size of a page image the budget had no room for, and whether under smallBudget.
-type refusal struct {
-	w, h  int
-	small bool
-}
+// refusal is the size of a page image the budget had no room for, and of its pattern.
+type refusal struct{ w, h, rw, rh int }
 
 // tileImage returns the tile image, made on first use and shared by every page drawn with tiles.
 func (o *overlayWriter) tileImage() (markImage, error) {
 	if o.tiles == nil {
 		const n = codec.TileSide * tileOversample
-		m, _, err := o.image(n, n, -1)
+		m, _, err := o.image(n, n, n, n, -1)
 		if err != nil {
 			return markImage{}, err
 		}
@@ -272,12 +281,13 @@ func (o *overlayWriter) tileImage() (markImage, error) {
 	return *o.tiles, nil
 }
 
-// image adds the overlay image of a w×h-pixel mark: the tile repeated from the top-left corner and cut at
-// w×h, stored transposed when w > h (maskBytes). It returns the bytes of its encoded streams; with a limit of 0
-// or more, an image whose streams would take more than limit bytes is not added, and it returns -1.
-func (o *overlayWriter) image(w, h int, limit int64) (markImage, int64, error) {
-	m := markImage{w: w, h: h, transposed: w > h}
-	img, err := newOverlayImage(o.d, maskBytes(o.light, w, h, m.transposed), o.levels)
+// image adds the overlay image of a w×h-pixel mark: the tile repeated from the top-left corner over its
+// rw×rh corner and a constant level beyond, stored transposed when w > h (maskBytes). It returns the bytes of
+// its encoded streams; with a limit of 0 or more, an image whose streams would take more than limit bytes is
+// not added, and it returns -1.
+func (o *overlayWriter) image(w, h, rw, rh int, limit int64) (markImage, int64, error) {
+	m := markImage{w: w, h: h, realW: rw, realH: rh, transposed: w > h}
+	img, err := newOverlayImage(o.d, maskBytes(o.light, w, h, rw, rh, m.transposed, byte(o.levels/2)), o.levels)
 	if err != nil {
 		return markImage{}, 0, err
 	}
@@ -313,7 +323,11 @@ type mask struct {
 // waxels (the page's short side, overlayGrid) is at most 256 bytes, so the tile's 128-row period fits the
 // window and every row after the first 128 costs almost nothing (Letter: about 6.6 KB, against 32 KB for one
 // 8-bit image). Stored along a long side of 768 waxels it would cost 17 KB.
-func maskBytes(tile []byte, w, h int, transposed bool) mask {
+//
+// Grid cells at or beyond column rw or row rh get the constant fill instead of the tile (minWaxelReach): the
+// rows of such an image past the pattern cost Flate a few bytes each, where pattern rows cost a match of at most
+// 258 bytes each, which for an image three times the page's length would be most of its size.
+func maskBytes(tile []byte, w, h, rw, rh int, transposed bool, fill byte) mask {
 	const n = codec.TileSide * tileOversample
 	sw, sh := w, h
 	if transposed {
@@ -328,7 +342,10 @@ func maskBytes(tile []byte, w, h int, transposed bool) mask {
 			if transposed {
 				x, y = r, c
 			}
-			v := tile[(y%n)*n+x%n]
+			v := fill
+			if x < rw && y < rh {
+				v = tile[(y%n)*n+x%n]
+			}
 			if c%2 == 0 {
 				row[c/2] |= v << 4
 			} else {
@@ -447,13 +464,26 @@ func (o *overlayWriter) form(w, h float64) (formRef, error) {
 	var m markImage
 	var err error
 	pageImage := false
-	if o.mode != overlayTiles && px*py <= maxPageImagePixels {
-		if m, pageImage, err = o.pageImageFor(px, py, ws <= minWaxelPt); err != nil {
+	// At the minimum waxel the image reaches minWaxelReach times the page's length along its long side, drawn
+	// a tenth of a point longer than its waxels along it and at exactly its waxels across; a page too elongated
+	// for that within maxPageImagePixels (a 491.5-point strip over about 1310 points long) keeps an image of its own
+	// length, a tenth of a point larger both ways, and its slip halfway along.
+	gw, gh := px, py
+	ow, oh := pageImageOver, pageImageOver
+	if ws <= minWaxelPt && minWaxelReach*px*py <= maxPageImagePixels {
+		if px > py {
+			gw, oh = minWaxelReach*px, 0
+		} else {
+			gh, ow = minWaxelReach*py, 0
+		}
+	}
+	if o.mode != overlayTiles && gw*gh <= maxPageImagePixels {
+		if m, pageImage, err = o.pageImageFor(gw, gh, px, py); err != nil {
 			return formRef{}, err
 		}
 	}
 	if pageImage {
-		iw, ih := float64(m.w)/tileOversample*ws+pageImageOver, float64(m.h)/tileOversample*ws+pageImageOver
+		iw, ih := float64(m.w)/tileOversample*ws+ow, float64(m.h)/tileOversample*ws+oh
 		if m.transposed {
 			// The stored image's rows are the grid's columns: its unit square turned so that its top-left
 			// pixel is the page's, its rows running left to right across the page.

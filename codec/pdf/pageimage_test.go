@@ -38,13 +38,15 @@ func paddedDoc(boxes []string, padBytes int) []byte {
 
 // TestDefaultOverlayFollowsTheByteBudget: with the default options a document gets one overlay image per page
 // shape while the images' encoded bytes stay within its budget (pageImageBudget: about its input size less
-// 3 KB, at most 64 KB, or a quarter of it if that is more; a quarter for pages at the minimum waxel,
-// smallWaxelBudget), and tiles for the shapes beyond. A Letter page's image is about 7 KB: a 300 KB and a 10 KB
-// document get it (and render with no tile lines), a 4 KB one gets tiles; a 15 KB document of a Letter page and
-// a 16:9 slide (a small-waxel page, whose 6.7 KB image is above a quarter of 15 KB) gets the Letter image and
-// tiles on the slide, and so does one where the slide comes first, before three Letter pages; a 300 KB
-// document gets both images; pages of near sizes share one image, or all get tiles. Every page gives the exact
-// id from its rendering alone and no output of 10 KB or more is above twice its input.
+// 3 KB, at most 64 KB, or a quarter of it if that is more), and tiles for the shapes beyond. A Letter page's
+// image is about 7 KB: a 300 KB and a 10 KB document get it (and render with no tile lines), a 4 KB one gets
+// tiles. Pages at the minimum waxel follow the same rule: a 14 KB document of one 16:9 slide (7.8 KB image) and
+// a 10 KB one of a 300×350-point page (5.8 KB) get their images (until 2026-11-27 such pages kept tiles below
+// about 28 KB). A 15 KB document of a Letter page and a 16:9 slide gets the Letter image and tiles on the
+// slide (the two images together are beyond its budget), and so does one where the slide comes first, before
+// three Letter pages; a 300 KB document gets both images; pages of near sizes share one image, or all get
+// tiles. Every page gives the exact id from its rendering alone and no output of 10 KB or more is above twice
+// its input.
 func TestDefaultOverlayFollowsTheByteBudget(t *testing.T) {
 	a := testAdapter(t)
 	ctx := context.Background()
@@ -57,6 +59,8 @@ func TestDefaultOverlayFollowsTheByteBudget(t *testing.T) {
 		{"large", []string{"[0 0 612 792]"}, 300 << 10, []bool{true}},
 		{"small", []string{"[0 0 612 792]"}, 10 << 10, []bool{true}},
 		{"tiny", []string{"[0 0 612 792]"}, 4 << 10, []bool{false}},
+		{"slide", []string{"[0 0 720 405]"}, 14 << 10, []bool{true}},
+		{"small-page", []string{"[0 0 300 350]"}, 10 << 10, []bool{true}},
 		{"two-shapes", []string{"[0 0 612 792]", "[0 0 720 405]"}, 14 << 10, []bool{true, false}},
 		{"two-shapes-large", []string{"[0 0 612 792]", "[0 0 720 405]"}, 300 << 10, []bool{true, true}},
 		// A cover of another size comes first: the size with the most pages gets the image (plan).

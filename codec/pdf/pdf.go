@@ -159,9 +159,9 @@ type Options struct {
 	// page shape; tiles are a grid of abutting copies of one shared tile image. MuPDF draws abutting images
 	// with a one-pixel overlap at fractional positions, so with tiles every tile edge renders as a line about 2
 	// levels darker than the grain (faintly visible on a white page when looked for); one image has no inner
-	// edges. Robustness measured the same either way in the benchmark (bench/README.md), except on pages at the
-	// minimum waxel at the weakest strength, where the tiles did better (smallWaxelBudget); the cost is the
-	// output size: 5-8 KB per page shape instead of about 4.4 KB per document. Pages whose waxel grid is above maxPageImagePixels get
+	// edges. Robustness measured the same either way in the benchmark (bench/README.md), and better with page
+	// images on small pages at the weakest strength (minWaxelReach); the cost is the output size: 4.5-9 KB per
+	// page shape instead of about 4.4 KB per document. Pages whose waxel grid is above maxPageImagePixels get
 	// tiles either way. Setting both is an error.
 	PageImage bool
 	Tiles     bool

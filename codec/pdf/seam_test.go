@@ -162,9 +162,10 @@ func TestPageImageOverlayIsDetected(t *testing.T) {
 	for _, m := range imageSize.FindAllStringSubmatch(string(out), -1) {
 		sizes[m[2]+"×"+m[1]]++
 	}
-	// Letter: waxel 612/512 pt, 512×663 waxels; the slide: the 2-pixel minimum waxel, 750×422, stored
-	// transposed (rows along its short side, maskBytes); each rounded up to whole pageImageSteps.
-	if want := map[string]int{"512×704": 2, "448×768": 2}; fmt.Sprint(sizes) != fmt.Sprint(want) {
+	// Letter: waxel 612/512 pt, 512×663 waxels; the slide: the 2-pixel minimum waxel, 750×422, reaching
+	// three times its width (minWaxelReach: 2250×422), stored transposed (rows along its short side,
+	// maskBytes); each rounded up to whole pageImageSteps.
+	if want := map[string]int{"512×704": 2, "448×2304": 2}; fmt.Sprint(sizes) != fmt.Sprint(want) {
 		t.Errorf("overlay images %v, want %v (image and soft mask per page size)", sizes, want)
 	}
 }
