@@ -113,7 +113,7 @@ func (a *jobActor) Receive(ctx actor.Context) {
 			// The sweeper ticks every active job every few seconds: a running attempt whose worker's cluster
 			// member left ends then, not when its lease runs out.
 			if !r.Tick(now) && r.Status == jobstate.StatusRunning && a.deps.Caller != nil &&
-				a.deps.Caller.HasLeft(WorkerMember(r.Lease.WorkerID)) {
+				a.deps.Caller.MemberGone(WorkerNode(r.Lease.WorkerID), WorkerMember(r.Lease.WorkerID)) {
 				r.WorkerGone(now)
 			}
 			return nil

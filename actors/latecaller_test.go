@@ -22,8 +22,8 @@ func (f callerFunc) Request(ctx context.Context, identity, kind string, msg any)
 func TestLateCallerWaitsForItsCaller(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var l LateCaller
-		if l.HasLeft("m1") {
-			t.Fatal("HasLeft without a caller")
+		if l.MemberGone("n1", "m1") {
+			t.Fatal("MemberGone without a caller")
 		}
 		short, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()

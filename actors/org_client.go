@@ -130,15 +130,18 @@ func (l *LateCaller) Set(c Caller) {
 	}
 }
 
-// HasLeft reports whether the installed caller's cluster saw the member with this id leave (cluster.Node's
-// HasLeft); false for "", before a caller is installed, or for a caller without a membership view.
-func (l *LateCaller) HasLeft(memberID string) bool {
+// MemberGone reports whether the installed caller's cluster knows the process that was member memberID of
+// the node named node to be gone (cluster.Node's Gone); false for "", before a caller is installed, or for a
+// caller without a membership view.
+func (l *LateCaller) MemberGone(node, memberID string) bool {
 	c := l.c.Load()
 	if c == nil || memberID == "" {
 		return false
 	}
-	m, ok := (*c).(interface{ HasLeft(string) bool })
-	return ok && m.HasLeft(memberID)
+	m, ok := (*c).(interface {
+		Gone(name, memberID string) bool
+	})
+	return ok && m.Gone(node, memberID)
 }
 
 // Request forwards to the installed caller, waiting for one within ctx. The cluster hosts actors on a node

@@ -372,6 +372,12 @@ func TestFailover(t *testing.T) {
 		t.Fatalf("HasLeft after f3 died: f1 says f3 %v, f2 says f3 %v, f1 says f2 %v, f1 says an unknown id %v",
 			f1.HasLeft(f3.ID()), f2.HasLeft(f3.ID()), f1.HasLeft(f2.ID()), f1.HasLeft("never-a-member"))
 	}
+	// Gone also covers a member this node never saw: one whose node is in the topology under another id
+	// (a node restarted under its name), but not a live member, nor an unknown id of a node not in the topology.
+	if !f1.Gone("f3", f3.ID()) || !f1.Gone("f2", "an-older-f2") || f1.Gone("f2", f2.ID()) || f1.Gone("f3", "an-older-f3") {
+		t.Fatalf("Gone after f3 died: f3 %v, an older f2 %v, live f2 %v, an unknown f3 %v", f1.Gone("f3", f3.ID()),
+			f1.Gone("f2", "an-older-f2"), f1.Gone("f2", f2.ID()), f1.Gone("f3", "an-older-f3"))
+	}
 
 	res := <-inflight
 	if res.err != nil {

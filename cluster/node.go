@@ -303,6 +303,26 @@ func (n *Node) Members() []Member { return n.provider.Members() }
 // address is a new member. An id this node never saw, or saw over an hour ago, is not reported.
 func (n *Node) HasLeft(memberID string) bool { return n.provider.hasLeft(memberID) }
 
+// Gone reports whether the process that was member memberID, of the node named name, is gone: this node saw
+// that member leave (HasLeft), or the member is not in the topology and the node's name is, under another
+// member id (a node restarted under its name is a new member: the old process was killed, or was declared
+// dead and exits as it learns so). The second rule covers a node that joined after the old member left, and
+// so never saw it leave: activations move to a restarted node as soon as it joins.
+func (n *Node) Gone(name, memberID string) bool {
+	if memberID == "" {
+		return false
+	}
+	if n.HasLeft(memberID) {
+		return true
+	}
+	present, replaced := false, false
+	for _, m := range n.provider.Members() {
+		present = present || m.ID == memberID
+		replaced = replaced || (name != "" && m.Name == name && m.ID != memberID)
+	}
+	return !present && replaced
+}
+
 // MembersChanged returns a channel that is closed the next time Members()
 // changes (join, leave, capacity or other metadata). Take the channel, read
 // Members(), then wait on the channel: no change is missed.

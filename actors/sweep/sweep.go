@@ -12,8 +12,8 @@
 // (so that an idle round of quick passes costs one write, not one per pass: on an object store each write is
 // a billed request), and every third of its length while a pass runs; a holder that cannot renew stops its
 // pass. A node that dies keeps the lease until it expires, then the next node whose round comes takes it
-// over, or sooner: the lease names the holder's cluster member, and a node that saw that member leave the
-// cluster (Config.HolderGone) takes it at once. A node that shuts down releases it at once.
+// over, or sooner: the lease names the holder's cluster member, and a node that knows that member's process
+// gone (Config.HolderGone) takes it at once. A node that shuts down releases it at once.
 package sweep
 
 import (
@@ -22,6 +22,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -64,7 +65,7 @@ type Sweeper struct {
 	logger   zerolog.Logger
 	// member and holderGone: Config's Member and HolderGone.
 	member     string
-	holderGone func(string) bool
+	holderGone func(node, member string) bool
 
 	mu     sync.Mutex
 	passes []Pass
@@ -81,9 +82,10 @@ type Config struct {
 	Logger zerolog.Logger
 	// Member is this node's cluster member id, recorded in the lease it holds.
 	Member string
-	// HolderGone reports whether the cluster member with this id left the cluster (cluster.Node.HasLeft):
-	// its lease is then taken over at once instead of when it expires. Nil: leases only expire.
-	HolderGone func(member string) bool
+	// HolderGone reports whether the process that was this cluster member of the named node is gone
+	// (cluster.Node.Gone): its lease is then taken over at once instead of when it expires. Nil: leases
+	// only expire.
+	HolderGone func(node, member string) bool
 }
 
 // New returns a sweeper with no passes.
@@ -132,7 +134,7 @@ func (s *Sweeper) Acquire(ctx context.Context) (bool, error) {
 		if err := persistence.Unmarshal(it.Value, &cur); err != nil {
 			return false, fmt.Errorf("sweeper lease: %w", err)
 		}
-		if cur.Holder != s.holder && now.Before(cur.Until) && !s.gone(cur.Member) {
+		if cur.Holder != s.holder && now.Before(cur.Until) && !s.gone(cur) {
 			return false, nil
 		}
 		if cur.Holder == s.holder {
@@ -153,9 +155,16 @@ func (s *Sweeper) Acquire(ctx context.Context) (bool, error) {
 	return true, nil
 }
 
-// gone reports whether the holder's member is known to have left the cluster.
-func (s *Sweeper) gone(member string) bool {
-	return member != "" && s.holderGone != nil && s.holderGone(member)
+// gone reports whether the holder of l is known to be gone (its node name is the holder up to its last '/').
+func (s *Sweeper) gone(l Lease) bool {
+	if l.Member == "" || s.holderGone == nil {
+		return false
+	}
+	node := l.Holder
+	if i := strings.LastIndexByte(node, '/'); i >= 0 {
+		node = node[:i]
+	}
+	return s.holderGone(node, l.Member)
 }
 
 // Release gives the lease up if this sweeper holds it, so that another node takes over without waiting.

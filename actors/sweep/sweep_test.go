@@ -3,6 +3,7 @@ package sweep_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -181,7 +182,12 @@ func TestLeaseOfADepartedMemberIsTakenAtOnce(t *testing.T) {
 	mk := func(name, member string, sees bool) *sweep.Sweeper {
 		cfg := sweep.Config{Store: store, Clock: clk, Node: name, Lease: 30 * time.Second, Logger: zerolog.Nop(), Member: member}
 		if sees {
-			cfg.HolderGone = func(m string) bool { return left[m] }
+			cfg.HolderGone = func(node, m string) bool {
+				if node != strings.TrimPrefix(m, "member-") {
+					t.Errorf("HolderGone asked about node %q for member %q", node, m)
+				}
+				return left[m]
+			}
 		}
 		return sweep.New(cfg)
 	}

@@ -434,7 +434,7 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	n.sweeper = actors.Sweeper{Store: store, Blobs: blobs, Caller: n.cluster, Clock: cfg.Clock,
 		Logger: cfg.Logger.With().Str("component", "sweeper").Logger()}
 	n.leased = sweep.New(sweep.Config{Store: store, Clock: cfg.Clock, Node: cfg.NodeName, Lease: cfg.SweepLease,
-		Logger: cfg.Logger.With().Str("component", "sweeper").Logger(), Member: n.cluster.ID(), HolderGone: n.cluster.HasLeft})
+		Logger: cfg.Logger.With().Str("component", "sweeper").Logger(), Member: n.cluster.ID(), HolderGone: n.cluster.Gone})
 	n.sweeper.Register(n.leased)
 	n.leased.Register("outbox", func(ctx context.Context) error { _, err := n.deliverer.Pass(ctx); return err })
 	if cfg.SweepInterval > 0 {
