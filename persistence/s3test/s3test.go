@@ -13,6 +13,8 @@ package s3test
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"net"
 	"os"
@@ -31,7 +33,6 @@ import (
 
 const (
 	accessKey = "filigrane-test"
-	secretKey = "filigrane-test-secret"
 	region    = "us-east-1"
 
 	startTimeout = 20 * time.Second
@@ -108,7 +109,7 @@ func startFresh(t testing.TB, sidecar bool) *Server {
 	// binds: a failed start is retried on a new port.
 	var lastErr error
 	for range 3 {
-		s, err := start(t, bin, t.TempDir(), false, sidecar)
+		s, err := start(t, bin, t.TempDir(), false, sidecar, newSecret())
 		if err == nil {
 			return s
 		}
@@ -124,7 +125,7 @@ func (s *Server) ReadOnlyTwin(t testing.TB) *Server {
 	t.Helper()
 	var lastErr error
 	for range 3 {
-		twin, err := start(t, Binary(), s.base, true, s.sidecar != "")
+		twin, err := start(t, Binary(), s.base, true, s.sidecar != "", s.SecretKey)
 		if err == nil {
 			return twin
 		}
@@ -134,7 +135,16 @@ func (s *Server) ReadOnlyTwin(t testing.TB) *Server {
 	return nil
 }
 
-func start(t testing.TB, bin, base string, readOnly, sidecar bool) (*Server, error) {
+// newSecret is a root secret key of its own for each server: the port is picked by binding :0 and releasing
+// it, so another test's versitygw can take it first, and only a request signed with this server's secret tells
+// the two apart (the access key stays the same: bucket ownership follows it, and a read-only twin shares it).
+func newSecret() string {
+	b := make([]byte, 12)
+	_, _ = rand.Read(b)
+	return "filigrane-test-" + hex.EncodeToString(b)
+}
+
+func start(t testing.TB, bin, base string, readOnly, sidecar bool, secretKey string) (*Server, error) {
 	root := filepath.Join(base, "root")
 	if err := os.MkdirAll(root, 0o750); err != nil {
 		return nil, err
@@ -143,6 +153,11 @@ func start(t testing.TB, bin, base string, readOnly, sidecar bool) (*Server, err
 	if err != nil {
 		return nil, err
 	}
+	return startAt(t, bin, base, root, addr, readOnly, sidecar, secretKey)
+}
+
+// startAt is start on a given address.
+func startAt(t testing.TB, bin, base, root, addr string, readOnly, sidecar bool, secretKey string) (*Server, error) {
 	args := []string{"--port", addr, "--quiet"}
 	if readOnly {
 		args = append(args, "--readonly")
@@ -190,6 +205,16 @@ func start(t testing.TB, bin, base string, readOnly, sidecar bool) (*Server, err
 	if err != nil {
 		stop()
 		return nil, err
+	}
+	// Whatever answered on addr may be another test's server that took the port before ours bound it (ours
+	// then exits on the failed bind, maybe after the dial above): only ours accepts this secret.
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	_, err = client.ListBuckets(ctx)
+	cancel()
+	if err != nil {
+		stop()
+		return nil, fmt.Errorf("the server on %s did not accept this server's secret (another process took the port?): %w; versitygw output:\n%s",
+			addr, err, out.String())
 	}
 	t.Logf("s3test: versitygw %s", strings.Join(args, " "))
 	t.Cleanup(func() {
