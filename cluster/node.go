@@ -309,18 +309,7 @@ func (n *Node) HasLeft(memberID string) bool { return n.provider.hasLeft(memberI
 // dead and exits as it learns so). The second rule covers a node that joined after the old member left, and
 // so never saw it leave: activations move to a restarted node as soon as it joins.
 func (n *Node) Gone(name, memberID string) bool {
-	if memberID == "" {
-		return false
-	}
-	if n.HasLeft(memberID) {
-		return true
-	}
-	present, replaced := false, false
-	for _, m := range n.provider.Members() {
-		present = present || m.ID == memberID
-		replaced = replaced || (name != "" && m.Name == name && m.ID != memberID)
-	}
-	return !present && replaced
+	return memberID != "" && n.provider.gone(name, memberID)
 }
 
 // MembersChanged returns a channel that is closed the next time Members()

@@ -171,14 +171,10 @@ type MemberlistProvider struct {
 	published []Member
 	// leftCh is closed (and replaced) when a publish drops a member.
 	leftCh chan struct{}
-	// departed holds the ids of members a publish dropped, with when: a member id is never reused (a
-	// restarted process is a new member), so a departed id stays departed. Entries older than
-	// departedMemory are forgotten.
-	departed map[string]time.Time
-	// departedAddr is when a member with this remote address was last dropped: a process restarted on the
-	// same address joins as a new member while the old one is still in the topology, and a PID names an
-	// address, not a member.
-	departedAddr map[string]time.Time
+	// departed holds the members a publish dropped, by id: a member id is never reused (a restarted
+	// process is a new member), so a departed id stays departed. Entries older than departedMemory are
+	// forgotten.
+	departed map[string]departure
 	// changedCh is closed (and replaced) when a publish changes Members().
 	changedCh chan struct{}
 	notified  map[string]time.Time // last blocked notice sent, by member id
@@ -238,20 +234,18 @@ func NewMemberlistProvider(cfg ProviderConfig) (*MemberlistProvider, error) {
 			cfg.FailureDetection.ProbeTimeout, cfg.FailureDetection.ProbeInterval)
 	}
 	return &MemberlistProvider{
-		cfg:      cfg,
-		log:      cfg.Logger.With().Str("component", "cluster-provider").Str("node", cfg.NodeName).Logger(),
-		members:  make(map[string]memberEntry),
-		ignored:  make(map[string]string),
-		notified: make(map[string]time.Time),
-		kick:     make(chan struct{}, 1),
-		exec:     make(chan func()),
-		leftCh:   make(chan struct{}),
-		departed: make(map[string]time.Time),
-
-		departedAddr: make(map[string]time.Time),
-		changedCh:    make(chan struct{}),
-		capKick:      make(chan struct{}, 1),
-		stop:         make(chan struct{}),
+		cfg:       cfg,
+		log:       cfg.Logger.With().Str("component", "cluster-provider").Str("node", cfg.NodeName).Logger(),
+		members:   make(map[string]memberEntry),
+		ignored:   make(map[string]string),
+		notified:  make(map[string]time.Time),
+		kick:      make(chan struct{}, 1),
+		exec:      make(chan func()),
+		leftCh:    make(chan struct{}),
+		departed:  make(map[string]departure),
+		changedCh: make(chan struct{}),
+		capKick:   make(chan struct{}, 1),
+		stop:      make(chan struct{}),
 	}, nil
 }
 
@@ -674,22 +668,16 @@ func (p *MemberlistProvider) publish() {
 	dropped := false
 	for _, m := range p.published {
 		if !still[m.ID] && !m.Self {
-			p.departed[m.ID] = now
-			p.departedAddr[m.Address()] = now
+			p.departed[m.ID] = departure{at: now, addr: m.Address()}
 			dropped = true
-		}
-	}
-	for addr, at := range p.departedAddr {
-		if now.Sub(at) > departedMemory {
-			delete(p.departedAddr, addr)
 		}
 	}
 	if dropped {
 		close(p.leftCh)
 		p.leftCh = make(chan struct{})
 	}
-	for id, at := range p.departed {
-		if now.Sub(at) > departedMemory {
+	for id, d := range p.departed {
+		if now.Sub(d.at) > departedMemory {
 			delete(p.departed, id)
 		}
 	}
@@ -737,6 +725,14 @@ func (p *MemberlistProvider) departures() <-chan struct{} {
 // could name it (a worker's job lease is 30 s by default).
 const departedMemory = time.Hour
 
+// departure is when a member was dropped from the published topology, and its remote address: a process
+// restarted on the same address joins as a new member while the old one is still in the topology, and a PID
+// names an address, not a member.
+type departure struct {
+	at   time.Time
+	addr string
+}
+
 // hasLeft reports whether the member with this id was in the published topology and was dropped from it
 // (within departedMemory).
 func (p *MemberlistProvider) hasLeft(id string) bool {
@@ -746,13 +742,35 @@ func (p *MemberlistProvider) hasLeft(id string) bool {
 	return ok
 }
 
+// gone is Node.Gone: the member left, or is not in the published topology while a member of the node named
+// name is.
+func (p *MemberlistProvider) gone(name, id string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, ok := p.departed[id]; ok {
+		return true
+	}
+	replaced := false
+	for _, m := range p.published {
+		if m.ID == id {
+			return false
+		}
+		replaced = replaced || (name != "" && m.Name == name)
+	}
+	return replaced
+}
+
 // addressLeftSince reports whether a member with remote address addr was dropped from the topology at or
 // after t.
 func (p *MemberlistProvider) addressLeftSince(addr string, t time.Time) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	at, ok := p.departedAddr[addr]
-	return ok && !at.Before(t)
+	for _, d := range p.departed {
+		if d.addr == addr && !d.at.Before(t) {
+			return true
+		}
+	}
+	return false
 }
 
 // memberAt returns the id of the member of the published topology whose
