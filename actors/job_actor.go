@@ -105,8 +105,10 @@ func (a *jobActor) Receive(ctx actor.Context) {
 			return // answered
 		}
 		if a.rec == nil {
-			a.dropOrphanEntry() // the sweeper found an entry whose submission never committed its record
-			a.deps.Respond(ctx, &JobReply{Code: ReplyNotFound})
+			// The sweeper found an entry whose submission never committed its record.
+			if a.voidOrphan(ctx) {
+				a.deps.Respond(ctx, &JobReply{Code: ReplyNotFound})
+			}
 			return
 		}
 		a.command(ctx, msg.RequestID, func(r *jobstate.Record, now time.Time) error {
@@ -138,12 +140,16 @@ func (a *jobActor) load(ctx actor.Context, requestID string) bool {
 		return false
 	}
 	if a.cell == nil {
-		a.cell = &durable.Cell[jobstate.Record, *jobstate.Record]{Store: a.deps.Store, Key: jobKey(a.id), Timeout: a.deps.StoreTimeout}
+		a.cell = &durable.Cell[jobstate.Record, *jobstate.Record]{Store: a.deps.Store, Key: jobKey(a.id),
+			Timeout: a.deps.StoreTimeout, Absent: (*jobstate.Record).IsVoid}
 	}
 	rec, err := a.cell.Load(a.deps.lifetime())
 	if err != nil {
 		a.fail(ctx, err, "load job")
 		return false
+	}
+	if rec.IsVoid() {
+		rec = nil // no job; a submission replaces the void record at its version
 	}
 	a.rec = rec
 	return true
@@ -257,7 +263,7 @@ func (a *jobActor) submit(ctx actor.Context, msg *JobSubmit) {
 	// under the same request id (an Idempotency-Key) reserves again, which finds the hold, whereas after a
 	// release it would find the operation settled and run unheld; without a retry the organization's
 	// stale-hold reaper frees it, as after a crash between the two writes. An entry whose record commit
-	// then fails names no job; the sweeper's tick drops it (JobTick above).
+	// then fails names no job; the sweeper's tick voids the job and drops the entry (voidOrphan).
 	if err := a.indexActive(spec.OrgID); err != nil {
 		a.deps.Logger.Error().Err(err).Str("job", a.id).Msg("index active job")
 		a.deps.Respond(ctx, &JobReply{Code: ReplyInternal, Detail: "job state unavailable"})
@@ -282,15 +288,28 @@ func (a *jobActor) indexActive(orgID string) error {
 	return nil
 }
 
-// dropOrphanEntry removes the active-index entry of a job that has no record: its submission wrote the
-// entry and then failed (or its node died) before the record's commit. The hold of such a submission is
-// released by the organization's stale-hold reaper once no entry names it.
-func (a *jobActor) dropOrphanEntry() {
+// voidOrphan retires the active-index entry of a job that has no record: its submission wrote the entry and
+// then failed (or its node died) before the record's commit, or its node is only paused (frozen, partitioned)
+// with the commit still to come. So the record's key is taken first with a void record (create-only): the
+// paused submission's late commit then fails (its caller retries and a new submission replaces the void
+// record) instead of creating a job whose entry is gone, which nothing would tick again. Only then is the
+// entry deleted. When the commit got there first, the void write is fenced: this activation answers retry
+// and stops, and the next tick reaches an activation that reads the job. The hold of the voided submission
+// is released by the organization's stale-hold reaper once no entry names it. It answers the request itself
+// unless it returns true.
+func (a *jobActor) voidOrphan(ctx actor.Context) bool {
+	if !a.cell.Held().IsVoid() {
+		if !a.save(ctx, jobstate.Void(a.id, a.deps.Clock.Now())) {
+			return false
+		}
+		a.rec = nil
+	}
 	sctx, cancel := a.deps.storeCtx()
 	defer cancel()
 	if err := a.deps.Store.Delete(sctx, []byte(prefixActiveJob+a.id), a.activeVersion(sctx)); err != nil && !errors.Is(err, persistence.ErrVersionMismatch) {
 		a.deps.Logger.Warn().Err(err).Str("job", a.id).Msg("drop the active-index entry of a job without a record")
 	}
+	return true
 }
 
 // releaseQuietly frees a hold whose job could not be created.

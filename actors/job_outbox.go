@@ -40,8 +40,11 @@ func JobAnnouncement(r *jobstate.Record, k jobstate.EffectKind) (outbox.Effect, 
 
 // ReadJob reads the stored record of job requestID for an outbox handler of a job announcement (the payload
 // is the request id). It reads the Store directly, not through the job actor: a committed job's record no
-// longer changes. persistence.ErrNotFound (wrapped) when there is none.
+// longer changes. persistence.ErrNotFound (wrapped) when there is none, or only a void record.
 func ReadJob(ctx context.Context, store persistence.Store, requestID string) (*jobstate.Record, error) {
 	rec, _, err := durable.Read[jobstate.Record](ctx, store, jobKey(requestID))
+	if err == nil && rec.IsVoid() {
+		return nil, fmt.Errorf("job %s was voided before it was created: %w", requestID, persistence.ErrNotFound)
+	}
 	return rec, err
 }

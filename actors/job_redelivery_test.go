@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"filigrane/actors"
+	"filigrane/actors/durable"
 	"filigrane/actors/jobstate"
 	"filigrane/internal/admin"
 	"filigrane/internal/clock"
@@ -169,5 +170,105 @@ func TestSubmitRefusedWhenTheActiveIndexFails(t *testing.T) {
 	}
 	if _, err := pebble.Get(ctx, []byte("jobs/active/"+orphan)); !errors.Is(err, persistence.ErrNotFound) {
 		t.Fatalf("the tick left the entry of a job without a record: %v", err)
+	}
+}
+
+// TestPausedSubmissionsLateCommit: during a partition (a frozen node) a second activation of a job can live
+// beside the one that accepted it, whose commit of the record is still to come. The second activation must
+// see the record once it is committed (not keep answering "no such job"), and the sweeper's tick of an entry
+// without a record must fence the late commit instead of dropping the entry under it: otherwise the job would
+// be created with nothing left to tick it, running for ever with its credits held.
+func TestPausedSubmissionsLateCommit(t *testing.T) {
+	ctx := context.Background()
+	store, err := pebblestore.Open(t.TempDir(), zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	clk, org, spec := submitFixture(t, store, "1")
+	sys, c := startSystem(t, store, store, clk)
+	t.Cleanup(sys.Shutdown)
+	ask := func(reqID string, msg any) *actors.JobReply {
+		t.Helper()
+		v, err := c.Request(ctx, reqID, actors.KindJob, msg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v.(*actors.JobReply)
+	}
+	entry := func(reqID string) bool {
+		t.Helper()
+		_, err := store.Get(ctx, []byte("jobs/active/"+reqID))
+		if err != nil && !errors.Is(err, persistence.ErrNotFound) {
+			t.Fatal(err)
+		}
+		return err == nil
+	}
+	// lateCommit is the paused activation's create-only write of the record, landing now.
+	lateCommit := func(s jobstate.Spec) error {
+		rec, err := jobstate.Accept(s, clk.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = durable.Write(ctx, store, []byte("job/"+s.RequestID), persistence.NoVersion, rec)
+		return err
+	}
+
+	// 1. A status read reaches the new activation before the commit, another one after it.
+	if _, err := store.CompareAndSet(ctx, []byte("jobs/active/"+spec.RequestID), persistence.NoVersion, []byte(org.ID)); err != nil {
+		t.Fatal(err)
+	}
+	if rep := ask(spec.RequestID, &actors.JobGet{RequestID: spec.RequestID, OrgID: org.ID}); rep.Code != actors.ReplyNotFound {
+		t.Fatalf("status read before the commit: %+v, want %s", rep, actors.ReplyNotFound)
+	}
+	if err := lateCommit(spec); err != nil {
+		t.Fatalf("the late commit with no void record in the way: %v", err)
+	}
+	if rep := ask(spec.RequestID, &actors.JobGet{RequestID: spec.RequestID, OrgID: org.ID}); rep.Record == nil || rep.Record.Status != jobstate.StatusQueued {
+		t.Fatalf("status read after the commit: %+v, want the queued job", rep)
+	}
+	if rep := ask(spec.RequestID, &actors.JobTick{RequestID: spec.RequestID}); rep.Record == nil {
+		t.Fatalf("tick after the commit: %+v, want the job", rep)
+	}
+	if !entry(spec.RequestID) {
+		t.Fatal("the tick dropped the active-index entry of a committed job")
+	}
+
+	// 2. The sweeper's tick comes first: the late commit is refused, and the client's retry creates the job.
+	_, _, other := submitFixture(t, store, "2")
+	other.OrgID = org.ID
+	if _, err := store.CompareAndSet(ctx, []byte("jobs/active/"+other.RequestID), persistence.NoVersion, []byte(org.ID)); err != nil {
+		t.Fatal(err)
+	}
+	if rep := ask(other.RequestID, &actors.JobGet{RequestID: other.RequestID, OrgID: org.ID}); rep.Code != actors.ReplyNotFound {
+		t.Fatalf("status read before the tick: %+v", rep)
+	}
+	if rep := ask(other.RequestID, &actors.JobTick{RequestID: other.RequestID}); rep.Code != actors.ReplyNotFound {
+		t.Fatalf("tick of an entry without a record: %+v, want %s", rep, actors.ReplyNotFound)
+	}
+	if entry(other.RequestID) {
+		t.Fatal("the tick kept the entry of a job without a record")
+	}
+	if err := lateCommit(other); !errors.Is(err, persistence.ErrVersionMismatch) {
+		t.Fatalf("the late commit after the tick: %v, want a version mismatch (fenced)", err)
+	}
+	if rep := ask(other.RequestID, &actors.JobGet{RequestID: other.RequestID, OrgID: org.ID}); rep.Code != actors.ReplyNotFound {
+		t.Fatalf("status read of a voided job: %+v, want %s", rep, actors.ReplyNotFound)
+	}
+	if _, err := actors.ReadJob(ctx, store, other.RequestID); !errors.Is(err, persistence.ErrNotFound) {
+		t.Fatalf("ReadJob of a voided job: %v, want not found", err)
+	}
+	if rep := ask(other.RequestID, &actors.JobTick{RequestID: other.RequestID}); rep.Code != actors.ReplyNotFound {
+		t.Fatalf("a second tick of the voided job: %+v", rep)
+	}
+	again := c.job(t, other.RequestID, &actors.JobSubmit{Spec: other, Hold: 3, Slot: true})
+	if again.Record == nil || again.Replayed || again.Record.Status != jobstate.StatusQueued {
+		t.Fatalf("the retried submission: %+v, want a new queued job", again)
+	}
+	if !entry(other.RequestID) {
+		t.Fatal("the retried submission is not in the active index")
+	}
+	if rep := ask(other.RequestID, &actors.JobGet{RequestID: other.RequestID, OrgID: org.ID}); rep.Record == nil || rep.Record.RequestID != other.RequestID {
+		t.Fatalf("status read of the retried job: %+v", rep)
 	}
 }

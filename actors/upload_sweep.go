@@ -108,12 +108,12 @@ func (s Sweeper) sweepUpload(ctx context.Context, uploads Uploads, id string, no
 	return nil
 }
 
-// jobOwns reports whether a job record exists for requestID.
+// jobOwns reports whether a job record (not a void one) exists for requestID.
 func (s Sweeper) jobOwns(ctx context.Context, requestID string) (bool, error) {
 	if requestID == "" {
 		return false, nil
 	}
-	_, err := s.Store.Get(ctx, jobKey(requestID))
+	_, err := ReadJob(ctx, s.Store, requestID)
 	if errors.Is(err, persistence.ErrNotFound) {
 		return false, nil
 	}

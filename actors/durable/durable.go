@@ -8,8 +8,9 @@
 //
 // Two shapes:
 //
-//   - Cell is one actor activation's hold on its record. Load reads it once per activation; Save writes a
-//     changed copy at the held version. A failed compare-and-set means another activation (or writer) owns
+//   - Cell is one actor activation's hold on its record. Load reads it once per activation (a missing record
+//     on every Load: another activation may be about to create it); Save writes a changed copy at the held
+//     version. A failed compare-and-set means another activation (or writer) owns
 //     the identity: Save returns ErrFenced and the cell refuses every later Save, so the actor answers
 //     "retry" and stops (the caller re-sends, a fresh activation reloads). Used by the org and job actors.
 //   - Update is load-apply-write with retries on conflict, for records written outside an actor by short,
@@ -130,6 +131,9 @@ type Cell[T any, P Ptr[T]] struct {
 	// OnHandOverError is told when handing effects over failed after the state was saved (Save still returns
 	// nil: the state change is committed, and the effects stay in the record for the next Save or activation).
 	OnHandOverError func(err error)
+	// Absent, when set, says which stored records stand for none (a tombstone): Load reads again while such
+	// a record is held, as it does while none is.
+	Absent func(rec P) bool
 
 	rec     P
 	version persistence.Version
@@ -146,9 +150,12 @@ func (c *Cell[T, P]) ctx(parent context.Context) (context.Context, context.Cance
 }
 
 // Load returns the held record, reading it on the first call of the activation; nil (and no error) when the
-// record does not exist yet. A failed read is not remembered: the next call reads again.
+// record does not exist yet. A failed read is not remembered: the next call reads again. Neither is a missing
+// (or Absent) record: during a partition two activations of one identity can live for a moment, and one that
+// found nothing must see the record the other creates, or it would keep answering "no such record" for a
+// record that exists (its own Save is fenced by the version either way).
 func (c *Cell[T, P]) Load(ctx context.Context) (P, error) {
-	if c.loaded {
+	if c.loaded && c.rec != nil && (c.Absent == nil || !c.Absent(c.rec)) {
 		return c.rec, nil
 	}
 	sctx, cancel := c.ctx(ctx)

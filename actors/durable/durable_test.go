@@ -67,6 +67,41 @@ func TestCellFencing(t *testing.T) {
 	}
 }
 
+// TestCellRereadsAMissingRecord: an activation that found no record (or only a record its Absent calls none)
+// sees the record another activation creates afterwards, and can then write on it; one that found a record
+// keeps it for its life.
+func TestCellRereadsAMissingRecord(t *testing.T) {
+	st := openStore(t)
+	ctx := context.Background()
+	absent := func(c *counter) bool { return c.N < 0 } // N < 0: a tombstone
+	a := &durable.Cell[counter, *counter]{Store: st, Key: key, Absent: absent}
+	b := &durable.Cell[counter, *counter]{Store: st, Key: key, Absent: absent}
+	if rec, err := b.Load(ctx); err != nil || rec != nil {
+		t.Fatalf("load of a missing record: %v %v", rec, err)
+	}
+	if err := a.Save(ctx, &counter{N: -1}); err != nil {
+		t.Fatal(err)
+	}
+	if rec, err := b.Load(ctx); err != nil || rec == nil || rec.N != -1 {
+		t.Fatalf("load after another activation created the record: %+v %v", rec, err)
+	}
+	if err := a.Save(ctx, &counter{N: 5}); err != nil {
+		t.Fatal(err)
+	}
+	if rec, err := b.Load(ctx); err != nil || rec == nil || rec.N != 5 {
+		t.Fatalf("load after another activation replaced a tombstone: %+v %v", rec, err)
+	}
+	if err := b.Save(ctx, &counter{N: 6}); err != nil {
+		t.Fatalf("save at the version read again: %v", err)
+	}
+	if rec, err := a.Load(ctx); err != nil || rec.N != 5 {
+		t.Fatalf("a present record is read once per activation: %+v %v", rec, err)
+	}
+	if err := a.Save(ctx, &counter{N: 7}); !errors.Is(err, durable.ErrFenced) {
+		t.Fatalf("save over another activation's write: %v, want fenced", err)
+	}
+}
+
 // TestUpdateRetriesOnConflict: concurrent writers each apply their increment exactly once.
 func TestUpdateRetriesOnConflict(t *testing.T) {
 	st := openStore(t)

@@ -63,7 +63,22 @@ type Record struct {
 	// Revision counts changes to this record; compare it before and after a command to know whether the
 	// record needs writing (idempotent repeats leave it alone).
 	Revision uint64 `msgpack:"revision"`
+
+	// VoidedAt is set, and nothing else but RequestID, on a void record (see Void).
+	VoidedAt time.Time `msgpack:"voided_at,omitempty"`
 }
+
+// Void returns the record that stands for "no job" under requestID: the job actor writes it (create-only)
+// when it finds an active-index entry whose submission never committed its record. Taking the key fences that
+// submission: if its activation is only paused (a frozen or partitioned node), its late create-only write of
+// the record fails instead of creating a job that nothing ticks any more. A void record reads as no job; a
+// later submission under the same request id replaces it.
+func Void(requestID string, now time.Time) *Record {
+	return &Record{RequestID: requestID, VoidedAt: now.UTC()}
+}
+
+// IsVoid reports whether r is a void record (see Void).
+func (r *Record) IsVoid() bool { return r != nil && !r.VoidedAt.IsZero() }
 
 // SchemaVersion is the layout version of stored job records.
 func (*Record) SchemaVersion() uint16 { return 1 }
