@@ -3,7 +3,10 @@
 package clustertest
 
 import (
+	"os"
 	"os/exec"
+	"strconv"
+	"strings"
 	"syscall"
 )
 
@@ -12,4 +15,43 @@ import (
 // ports.
 func dieWithParent(cmd *exec.Cmd) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+}
+
+// listensOn reports whether process pid holds a TCP socket listening on 127.0.0.1 (or any address) at port:
+// a readiness probe that only dialled the port could be answered by another test's process that took the port
+// between FreePorts' pick and this process's bind. ok is false when /proc cannot tell (no check then).
+func listensOn(pid, port int) (listening, ok bool) {
+	inodes := map[string]bool{}
+	for _, table := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		b, err := os.ReadFile(table)
+		if err != nil {
+			continue
+		}
+		ok = true
+		for _, line := range strings.Split(string(b), "\n")[1:] {
+			// sl local_address rem_address st tx_queue:rx_queue tr:tm->when retrnsmt uid timeout inode
+			f := strings.Fields(line)
+			if len(f) < 10 || f[3] != "0A" { // 0A: LISTEN
+				continue
+			}
+			_, hexPort, found := strings.Cut(f[1], ":")
+			if p, err := strconv.ParseUint(hexPort, 16, 16); !found || err != nil || int(p) != port {
+				continue
+			}
+			inodes["socket:["+f[9]+"]"] = true
+		}
+	}
+	if !ok {
+		return false, false
+	}
+	fds, err := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/fd")
+	if err != nil {
+		return false, true // the process is gone
+	}
+	for _, fd := range fds {
+		if target, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/fd/" + fd.Name()); err == nil && inodes[target] {
+			return true, true
+		}
+	}
+	return false, true
 }

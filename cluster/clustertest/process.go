@@ -68,25 +68,29 @@ func ReadyLine(re string) ReadyFunc {
 	}
 }
 
-// ReadyTCP waits until the process's port number portIndex accepts TCP.
+// ReadyTCP waits until the process's port number portIndex accepts TCP, on a socket the process itself
+// listens on (see ownsPort).
 func ReadyTCP(portIndex int) ReadyFunc {
 	return func(ctx context.Context, p *Process) error {
-		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(p.Ports[portIndex]))
+		port := p.Ports[portIndex]
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 		return poll(ctx, p, func() bool {
 			c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
 			if err != nil {
 				return false
 			}
 			c.Close()
-			return true
+			return p.ownsPort(port)
 		})
 	}
 }
 
-// ReadyHTTP waits until GET http://127.0.0.1:<port>/<path> answers 2xx.
+// ReadyHTTP waits until GET http://127.0.0.1:<port>/<path> answers 2xx, from a socket the process itself
+// listens on (see ownsPort).
 func ReadyHTTP(portIndex int, path string) ReadyFunc {
 	return func(ctx context.Context, p *Process) error {
-		url := "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(p.Ports[portIndex])) + "/" + strings.TrimPrefix(path, "/")
+		port := p.Ports[portIndex]
+		url := "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) + "/" + strings.TrimPrefix(path, "/")
 		client := &http.Client{Timeout: time.Second}
 		return poll(ctx, p, func() bool {
 			resp, err := client.Get(url)
@@ -94,9 +98,18 @@ func ReadyHTTP(portIndex int, path string) ReadyFunc {
 				return false
 			}
 			resp.Body.Close()
-			return resp.StatusCode/100 == 2
+			return resp.StatusCode/100 == 2 && p.ownsPort(port)
 		})
 	}
+}
+
+// ownsPort reports whether the process listens on port itself. FreePorts releases the ports it picks, so
+// another test's process can take one before this process binds it: this process then exits on the failed
+// bind, but a probe that only dialled the port would have found the other one ready and handed the test a
+// stranger. Where the system cannot tell (no /proc), it trusts the answer.
+func (p *Process) ownsPort(port int) bool {
+	listening, ok := listensOn(p.Pid(), port)
+	return listening || !ok
 }
 
 func poll(ctx context.Context, p *Process, ok func() bool) error {
@@ -147,6 +160,20 @@ func StartProcesses(ctx context.Context, cfg ProcessConfig) (*Processes, error) 
 	if cfg.Ready == nil {
 		cfg.Ready = ReadyLine("READY")
 	}
+	// A port picked by FreePorts can be taken by another test's process before ours binds it: ours then
+	// exits saying so, and the set starts again on other ports.
+	for attempt := 1; ; attempt++ {
+		ps, err := startProcesses(ctx, &cfg)
+		if err == nil || attempt == 3 || !errors.Is(err, errPortTaken) {
+			return ps, err
+		}
+	}
+}
+
+// errPortTaken marks a start that failed because a process could not bind one of its ports.
+var errPortTaken = errors.New("a port was taken before the process bound it")
+
+func startProcesses(ctx context.Context, cfg *ProcessConfig) (*Processes, error) {
 	ports, err := FreePorts(cfg.N * cfg.Ports)
 	if err != nil {
 		return nil, err
@@ -157,7 +184,7 @@ func StartProcesses(ctx context.Context, cfg ProcessConfig) (*Processes, error) 
 	}
 	ps := &Processes{}
 	for i := 0; i < cfg.N; i++ {
-		p := &Process{Index: i, Ports: all[i], cfg: &cfg, args: cfg.Args(i, all)}
+		p := &Process{Index: i, Ports: all[i], cfg: cfg, args: cfg.Args(i, all)}
 		if err := p.start(); err != nil {
 			ps.KillAll()
 			return nil, err
@@ -168,7 +195,11 @@ func StartProcesses(ctx context.Context, cfg ProcessConfig) (*Processes, error) 
 	for _, p := range ps.List {
 		go func(p *Process) {
 			if err := cfg.Ready(ctx, p); err != nil {
-				errs <- fmt.Errorf("clustertest: %w\n%s", err, p.Tail(30))
+				tail := p.Tail(30)
+				if strings.Contains(tail, "address already in use") {
+					err = fmt.Errorf("%w: %w", err, errPortTaken)
+				}
+				errs <- fmt.Errorf("clustertest: %w\n%s", err, tail)
 				return
 			}
 			errs <- nil

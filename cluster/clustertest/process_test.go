@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"regexp"
@@ -37,6 +38,9 @@ func TestMain(m *testing.M) {
 	}
 	if os.Getenv(burnEnv) == "1" {
 		os.Exit(burnMain())
+	}
+	if os.Getenv(httpEnv) == "1" {
+		os.Exit(httpMain(os.Args[1:]))
 	}
 	os.Exit(m.Run())
 }
@@ -546,5 +550,66 @@ func busyWork() {
 		if len(keep) > 16 {
 			keep = keep[:0]
 		}
+	}
+}
+
+// httpEnv switches the test binary into a small HTTP server on the port given as its argument, whose
+// /healthz names it, and which exits saying why when the port is taken.
+const httpEnv = "FILIGRANE_CLUSTERTEST_HTTP"
+
+func httpMain(args []string) int {
+	ln, err := net.Listen("tcp", "127.0.0.1:"+args[0])
+	if err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	return runServer(ln, "the process")
+}
+
+func runServer(ln net.Listener, name string) int {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, name) })
+	if err := http.Serve(ln, mux); err != nil {
+		fmt.Println(err)
+	}
+	return 1
+}
+
+// TestStartOnATakenPortStartsAgain: another process takes the port picked for ours before ours binds it (here
+// the test itself, answering /healthz). Ours exits on the failed bind; the readiness probe must not take the
+// stranger's answer for ours, and the start goes on with new ports.
+func TestStartOnATakenPortStartsAgain(t *testing.T) {
+	var strangerPort int
+	procs, err := clustertest.StartProcesses(context.Background(), clustertest.ProcessConfig{
+		Binary: os.Args[0], N: 1, Ports: 1, Env: []string{httpEnv + "=1"},
+		Args: func(i int, ports [][]int) []string {
+			if strangerPort == 0 {
+				strangerPort = ports[0][0]
+				ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(strangerPort))
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { ln.Close() })
+				go runServer(ln, "a stranger")
+			}
+			return []string{strconv.Itoa(ports[0][0])}
+		},
+		Ready: clustertest.ReadyHTTP(0, "/healthz"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(procs.KillAll)
+	p := procs.List[0]
+	if p.Ports[0] == strangerPort {
+		t.Fatalf("the process was handed the port the stranger holds (%d)", strangerPort)
+	}
+	res, err := http.Get("http://127.0.0.1:" + strconv.Itoa(p.Ports[0]) + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	if b, _ := io.ReadAll(res.Body); string(b) != "the process" {
+		t.Fatalf("the process's port answers %q", b)
 	}
 }
