@@ -209,6 +209,9 @@ type EmbedReport struct {
 	Rewritten bool       `json:"rewritten"`
 	// PageImageBytes is what the page images added to the file (their encoded streams; 0 with tiles only).
 	PageImageBytes int64 `json:"page_image_bytes"`
+	// OverlayBits is the sample depth of the visual layer's images: 4, or 1 for a document too small for the
+	// 4-bit overlay (binaryLevels).
+	OverlayBits int `json:"overlay_bits"`
 }
 
 func (a *Adapter) mutool() string {
