@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"image"
 	"image/jpeg"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -55,4 +57,108 @@ func rasterJPEG(t *testing.T, src string) string {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// textDoc is a one-page text-only document on a w×h-point page: lines of words in Helvetica, the content
+// compressed, a title in its information dictionary, as a word processor's export of a short letter or memo
+// would be (a few KB; no embedded font, no image).
+func textDoc(w, h float64, lines int) []byte {
+	top := fmt.Sprint(h - 30)
+	rng := rand.New(rand.NewPCG(uint64(lines), 7))
+	vocab := make([]string, 3000)
+	for i := range vocab {
+		w := make([]byte, 2+rng.IntN(8))
+		for j := range w {
+			w[j] = byte('a' + rng.IntN(26))
+		}
+		vocab[i] = string(w)
+	}
+	var c strings.Builder
+	lead := min(9, (h-60)/float64(max(lines, 1)))
+	fmt.Fprintf(&c, "BT /F1 %.2f Tf %.2f TL 30 %s Td\n", lead*0.8, lead, top)
+	for range lines {
+		var l []string
+		for range int(w/(5*lead)) + rng.IntN(4) {
+			l = append(l, vocab[rng.IntN(len(vocab))])
+		}
+		fmt.Fprintf(&c, "(%s) '\n", strings.Join(l, " "))
+	}
+	c.WriteString("ET\n")
+	return buildPDF([]string{
+		"<< /Type /Catalog /Pages 2 0 R >>",
+		"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+		fmt.Sprintf("<< /Type /Page /Parent 2 0 R /MediaBox [0 0 %g %g] /Resources << /Font << /F1 4 0 R >> >> /Contents 5 0 R >>", w, h),
+		"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding /WinAnsiEncoding >>",
+		flateObj("", []byte(c.String())),
+		"<< /Title (Memo) /Producer (a word processor) >>",
+	}, "/Root 1 0 R /Info 6 0 R")
+}
+
+// tinyFloor is the most the mark adds to a one-page document too small for 2× (binaryLevels): the binary tile
+// image (2.1 KB of noise: 128×128 independent chips at one bit each, which no lossless coding stores in much
+// less) and the rest of the mark (the structural layer, the soft mask, the form, the page's wrappers and the
+// cross-reference stream: about 1.4 KB). Measured: 3.4-3.5 KB on one-page documents of 0.5-4.5 KB.
+const tinyFloor = 3600
+
+// TestTinyTextDocumentStaysWithinTwice: one-page text-only documents of a few kilobytes (Letter, A5, a 16:9
+// slide) are marked within twice their size from about 3.6 KB up, drawn with binary levels (binaryLevels:
+// the tile, or from about 6.5 KB (Letter) the page image); below that the mark adds at most tinyFloor. The text stays
+// extractable, and the page's mark is found from its rendering alone as written, after a qpdf re-save and after
+// rasterising at 150 dpi and rebuilding the PDF from JPEG q75 page images; the re-saved file's structural layer
+// gives the id too. Before binary levels the tile image alone was 4.4 KB: a 4.7 KB document ended at 2.27×.
+func TestTinyTextDocumentStaysWithinTwice(t *testing.T) {
+	a := testAdapter(t)
+	for _, c := range []struct {
+		name      string
+		w, h      float64
+		lines     int
+		pageImage bool
+	}{
+		{"letter-1KB", 612, 792, 10, false},
+		{"letter-4KB", 612, 792, 60, false},
+		{"a5-4KB", 420, 595, 75, false},
+		{"slide-4KB", 720, 405, 50, false},
+		{"letter-8KB", 612, 792, 110, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			src := writeTemp(t, "in.pdf", textDoc(c.w, c.h, c.lines))
+			dst := filepath.Join(t.TempDir(), "marked.pdf")
+			id := testID("tiny/" + c.name)
+			rep, err := a.Embed(t.Context(), src, dst, id, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%d → %d bytes (%.2f×), %d-bit overlay, page image %v", rep.InBytes, rep.OutBytes,
+				float64(rep.OutBytes)/float64(rep.InBytes), rep.OverlayBits, rep.Units[0].PageImage)
+			if rep.OverlayBits != 1 || rep.Units[0].PageImage != c.pageImage {
+				t.Errorf("%d-bit overlay, page image %v: want binary levels, page image %v", rep.OverlayBits, rep.Units[0].PageImage, c.pageImage)
+			}
+			if rep.InBytes >= tinyFloor && rep.OutBytes > 2*rep.InBytes {
+				t.Errorf("%d → %d bytes: more than 2×", rep.InBytes, rep.OutBytes)
+			}
+			if g := rep.OutBytes - rep.InBytes; g > tinyFloor && !c.pageImage {
+				t.Errorf("the mark added %d bytes, more than %d", g, tinyFloor)
+			}
+			if txt := mutoolText(t, dst); !strings.Contains(txt, strings.Fields(mutoolText(t, src))[0]) {
+				t.Errorf("the marked file's text lost its first word: %.80q", txt)
+			}
+			resaved := filepath.Join(t.TempDir(), "resaved.pdf")
+			if out, err := exec.CommandContext(t.Context(), "qpdf", dst, resaved).CombinedOutput(); err != nil {
+				t.Fatalf("qpdf: %v: %s", err, out)
+			}
+			if d, err := a.Detect(t.Context(), resaved); err != nil || !d.Watermarked || d.WatermarkID == nil || *d.WatermarkID != id.String() {
+				t.Errorf("re-saved, structural layer: %+v, %v", d, err)
+			}
+			for name, f := range map[string]string{"as written": dst, "re-saved": resaved, "rasterised, JPEG q75": rasterJPEG(t, dst)} {
+				d, err := a.DetectRendered(t.Context(), f)
+				if err != nil {
+					t.Fatal(err)
+				}
+				u := d.Units[0]
+				if !u.Watermarked || u.WatermarkID == nil || *u.WatermarkID != id.String() {
+					t.Errorf("%s: the page's mark is not found: %+v", name, u)
+				}
+			}
+		})
+	}
 }
