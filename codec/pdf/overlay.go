@@ -175,13 +175,17 @@ const (
 	pageImageCap            = 64 << 10
 )
 
-func newOverlayWriter(d *document, c *codec.Codec, id codec.ID, strength float64, mode overlayMode, budget int64) (*overlayWriter, error) {
+func newOverlayWriter(d *document, c *codec.Codec, id codec.ID, strength float64, mode overlayMode, binary bool, budget int64) (*overlayWriter, error) {
 	q := overlayQ(c, id)
+	lv := fullLevels(q, strength)
+	if binary {
+		lv = binaryLevels(q, strength)
+	}
 	prefix, err := d.ctx.XRefTable.StreamDictIndRef([]byte("q\n"))
 	if err != nil {
 		return nil, err
 	}
-	return &overlayWriter{d: d, mode: mode, budget: budget, q: q, strength: strength, lv: fullLevels(q, strength), forms: map[[2]float64]formRef{}, prefix: *prefix,
+	return &overlayWriter{d: d, mode: mode, budget: budget, q: q, strength: strength, lv: lv, forms: map[[2]float64]formRef{}, prefix: *prefix,
 		suffixes: map[string]types.IndirectRef{}, resCopy: map[[2]int]resCopy{}}, nil
 }
 
@@ -316,28 +320,60 @@ func (o *overlayWriter) image(w, h, rw, rh int, limit int64) (markImage, int64, 
 const sampleBits = 4
 
 // binaryLevels are the tile's levels at one bit a sample, for documents too small for the 4-bit image
-// (tinyDocument): a waxel whose filtered chip is negative darkens white paper by binarySwing levels, the others
-// by none.
+// (chooseLevels): each waxel darkens white paper by the strength rounded or not at all, chosen by error
+// diffusion (diffuse) so that the local mean darkening follows the 4-bit levels' and the binary pattern's extra
+// error lies at the highest frequencies, where the eye sees least. The peak darkening is the strength, as with
+// 4 bits, and the image is half the size: about 2.1 KB of noise for the tile against 4.4 KB (docs/codec.md,
+// "Tiny documents", has the measurements).
 func binaryLevels(q []float64, strength float64) overlayLevels {
 	total := int(math.Round(strength))
-	b := binarySwing(strength)
-	lv := overlayLevels{samples: make([]byte, len(q)), light: []int{total - b, total}, total: total, bits: 1, fill: 1}
-	for i, v := range q {
-		if v >= 0 {
-			lv.samples[i] = 1
-		}
-	}
-	return lv
+	return overlayLevels{samples: diffuse(q), light: []int{0, total}, total: total, bits: 1, fill: 1}
 }
 
-// binarySwing is the darkening of a binary waxel: three quarters of the strength, at least one level. Why: the
-// 4-bit levels of strength 4 render with a grain (standard deviation) of 1.44 levels on a white Letter page
-// (MuPDF, 150 dpi), binary ones of 3 levels with 1.51 and of 4 levels with 2.01; at 3 levels every id was
-// recovered from 150-dpi JPEG q60 renderings and 96-dpi JPEG q85 screenshots of one-page text documents
-// (Letter, 300×350 points, a 16:9 slide; 4 ids each) with larger soft outputs than the 4-bit tile's, which
-// lost 3 of the 4 small pages' screenshots (docs/codec.md, "Tiny documents").
-func binarySwing(strength float64) int {
-	return max(1, int(math.Round(strength*3/4)))
+// diffuse quantises the tile's values q (−1..1, whose 4-bit levels darken by strength·(1−q)/2) to binary
+// samples, 0 for a waxel that darkens by the whole strength and 1 for one that does not, by Floyd–Steinberg error
+// diffusion (serpentine) of the darkening (1−q)/2 over the tile repeated 3×3, keeping the middle copy so that
+// the error carried in from its edges is the tile's own (the tile repeats over the page).
+func diffuse(q []float64) []byte {
+	const n = codec.TileSide * tileOversample
+	const m = 3 * n
+	target := make([]float64, m*m)
+	for y := 0; y < m; y++ {
+		for x := 0; x < m; x++ {
+			target[y*m+x] = (1 - q[(y%n)*n+x%n]) / 2
+		}
+	}
+	out := make([]byte, n*n)
+	for y := 0; y < m; y++ {
+		dir, x0, x1 := 1, 0, m
+		if y%2 == 1 {
+			dir, x0, x1 = -1, m-1, -1
+		}
+		for x := x0; x != x1; x += dir {
+			v := target[y*m+x]
+			var qv float64
+			if v >= 0.5 {
+				qv = 1
+			}
+			e := v - qv
+			if y >= n && y < 2*n && x >= n && x < 2*n && qv == 0 {
+				out[(y-n)*n+x-n] = 1
+			}
+			if xx := x + dir; xx >= 0 && xx < m {
+				target[y*m+xx] += e * 7 / 16
+			}
+			if y+1 < m {
+				if xx := x - dir; xx >= 0 && xx < m {
+					target[(y+1)*m+xx] += e * 3 / 16
+				}
+				target[(y+1)*m+x] += e * 5 / 16
+				if xx := x + dir; xx >= 0 && xx < m {
+					target[(y+1)*m+xx] += e * 1 / 16
+				}
+			}
+		}
+	}
+	return out
 }
 
 // overlayLevels is the overlay tile as image samples: samples holds one sample value per tile pixel, light[s]
@@ -639,7 +675,7 @@ func (o *overlayWriter) plan(pages int) error {
 		}
 	}
 	sort.SliceStable(sizes, func(i, j int) bool { return groupPages[sizes[i].group] > groupPages[sizes[j].group] })
-	if len(sizes) > 0 {
+	if len(sizes) > 0 && o.lv.bits != 1 {
 		if err := o.chooseLevels(sizes[0].w, sizes[0].h); err != nil {
 			return err
 		}

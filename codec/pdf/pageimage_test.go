@@ -116,7 +116,9 @@ func TestDefaultOverlayFollowsTheByteBudget(t *testing.T) {
 }
 
 // TestOptionsForceTheOverlay: Options.Tiles draws tiles and Options.PageImage page images whatever the budget
-// says; both at once is an error that writes nothing.
+// says, with 4-bit levels (a forced choice is not the budget's: a small document forced to page images keeps
+// 4 bits); Options.Binary draws binary levels on a large document too, and the page gives the exact id from its
+// rendering; Tiles and PageImage at once is an error that writes nothing.
 func TestOptionsForceTheOverlay(t *testing.T) {
 	a := testAdapter(t)
 	ctx := context.Background()
@@ -127,13 +129,29 @@ func TestOptionsForceTheOverlay(t *testing.T) {
 		src       string
 		opt       Options
 		pageImage bool
-	}{{large, Options{Tiles: true}, false}, {small, Options{PageImage: true}, true}} {
+		bits      int
+	}{
+		{large, Options{Tiles: true}, false, 4},
+		{small, Options{PageImage: true}, true, 4},
+		{small, Options{Tiles: true}, false, 4},
+		{large, Options{Binary: true}, true, 1},
+		{large, Options{Binary: true, Tiles: true}, false, 1},
+	} {
 		rep, err := a.Embed(ctx, c.src, dst, testID("forced"), c.opt)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := rep.Units[0].PageImage; got != c.pageImage {
-			t.Errorf("%+v on %d bytes: page image %v, want %v", c.opt, rep.InBytes, got, c.pageImage)
+		if got := rep.Units[0].PageImage; got != c.pageImage || rep.OverlayBits != c.bits {
+			t.Errorf("%+v on %d bytes: page image %v with %d bits, want %v with %d", c.opt, rep.InBytes, got, rep.OverlayBits, c.pageImage, c.bits)
+		}
+		if c.opt.Binary {
+			d, err := a.DetectRendered(ctx, dst)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if u := d.Units[0]; !u.Watermarked || u.WatermarkID == nil || *u.WatermarkID != testID("forced").String() {
+				t.Errorf("%+v: the page's mark is not found: %+v", c.opt, u)
+			}
 		}
 	}
 	both := filepath.Join(t.TempDir(), "both.pdf")

@@ -165,6 +165,12 @@ type Options struct {
 	// tiles either way. Setting both is an error.
 	PageImage bool
 	Tiles     bool
+	// Binary draws the visual layer with binary levels (one bit a sample, error-diffused: binaryLevels), which
+	// the default keeps for documents too small for the 4-bit images (chooseLevels). Half the bytes and more
+	// robust to screenshots (every small page's 96-dpi JPEG q85 screenshot in TestSmallPageScreenshots against
+	// about two thirds with 4 bits), but a grain with about 1.4 times the standard deviation and 1.3 times the
+	// low-frequency part of the 4-bit one (docs/codec.md, "Tiny documents"), so not the default.
+	Binary bool
 }
 
 // DefaultStrength is the visual layer's default peak darkening in 8-bit levels; MaxStrength bounds requests.
