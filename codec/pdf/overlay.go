@@ -154,8 +154,11 @@ const (
 // whole document, and real documents have one or two shapes (19 of the benchmark corpus's 21 have one). So a
 // one-page Letter or A4 text document of 10 KB gets its page image and stays under 2×, and every document of
 // about 10-12 KB or more per shape loses the tile lines (a 300×350-point page's image is 5.8 KB, an A5 page's
-// 7.4 KB). Under about 5.8 KB a document ends above 2× whatever the overlay: the tile image and the rest of
-// the mark add about 5.9 KB (the tile is 128×128 samples of noise that Flate cannot store in much less).
+// 7.4 KB). A document whose main shape's 4-bit image does not fit (one Letter page under about 10 KB) gets
+// binary levels instead (chooseLevels), whose images are 2.1 KB (the tile) to 3.6 KB, under the same budget;
+// under about 3.4 KB a one-page document ends above 2× whatever the overlay: the binary tile and the rest of
+// the mark add about 3.4 KB (the tile is 128×128 independent chips, which no coding stores in much less than
+// a bit each).
 // The cap keeps a small document of many
 // shapes (a scan of pages of many sizes) from doubling: beyond about nine shapes it gets tiles for the rest,
 // unless a quarter of its size allows more. A document whose budget runs out gets the tile image on top of its

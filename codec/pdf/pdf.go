@@ -16,7 +16,9 @@
 //     survives printing to PDF, rasterisation and JPEG compression of the page images. The tile is drawn as
 //     one image per page shape (no seams; about 7 KB each) while the images' bytes stay within a budget that
 //     keeps the output under twice the input, else as abutting copies of one shared tile image (MuPDF renders
-//     their edges as faint lines; pageImageBudget, Options.PageImage).
+//     their edges as faint lines; pageImageBudget, Options.PageImage). The images have 4-bit levels, or binary
+//     ones (error-diffused, half the bytes) in documents too small for the 4-bit image of their main page
+//     shape (binaryLevels, Options.Binary).
 //
 // Detection decodes at most aloneBudget pages of a document on their own (a blind decode each, which is what the
 // false-positive bound counts); the other pages are analysed at the overlay's known geometry and contribute

@@ -97,12 +97,12 @@ func textDoc(w, h float64, lines int) []byte {
 // tinyFloor is the most the mark adds to a one-page document too small for 2× (binaryLevels): the binary tile
 // image (2.1 KB of noise: 128×128 independent chips at one bit each, which no lossless coding stores in much
 // less) and the rest of the mark (the structural layer, the soft mask, the form, the page's wrappers and the
-// cross-reference stream: about 1.4 KB). Measured: 3.4-3.5 KB on one-page documents of 0.5-4.5 KB.
+// cross-reference stream: about 1.3-1.5 KB). Measured: 3.4-3.6 KB on one-page documents of 0.5-4.7 KB.
 const tinyFloor = 3600
 
 // TestTinyTextDocumentStaysWithinTwice: one-page text-only documents of a few kilobytes (Letter, A5, a 16:9
 // slide) are marked within twice their size from about 3.6 KB up, drawn with binary levels (binaryLevels:
-// the tile, or from about 6.5 KB (Letter) the page image); below that the mark adds at most tinyFloor. The text stays
+// the tile, or from about 6 KB (Letter) the page image); below that the mark adds at most tinyFloor. The text stays
 // extractable, and the page's mark is found from its rendering alone as written, after a qpdf re-save and after
 // rasterising at 150 dpi and rebuilding the PDF from JPEG q75 page images; the re-saved file's structural layer
 // gives the id too. Before binary levels the tile image alone was 4.4 KB: a 4.7 KB document ended at 2.27×.
