@@ -327,7 +327,7 @@ const sampleBits = 4
 // diffusion (diffuse) so that the local mean darkening follows the 4-bit levels' and the binary pattern's extra
 // error lies at the highest frequencies, where the eye sees least. The peak darkening is the strength, as with
 // 4 bits, and the image is half the size: about 2.1 KB of noise for the tile against 4.4 KB (docs/codec.md,
-// "Tiny documents", has the measurements).
+// "Tiny PDF documents", has the measurements, and what the binary grain costs).
 func binaryLevels(q []float64, strength float64) overlayLevels {
 	total := int(math.Round(strength))
 	return overlayLevels{samples: diffuse(q), light: []int{0, total}, total: total, bits: 1, fill: 1}
@@ -471,7 +471,8 @@ type overlayImage struct {
 	mask, img types.StreamDict
 }
 
-// newOverlayImage encodes the overlay image whose samples are the light levels m (0..levels).
+// newOverlayImage encodes the overlay image of samples m, sample value s standing for lv.light[s] light levels
+// (of lv.total).
 func newOverlayImage(d *document, m mask, lv overlayLevels) (overlayImage, error) {
 	xt := d.ctx.XRefTable
 	levels := lv.total
