@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"image"
 	"image/jpeg"
+	"math"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -160,5 +161,63 @@ func TestTinyTextDocumentStaysWithinTwice(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// blockStd is the standard deviation of the means of r×r-pixel blocks of g: the part of a grain the eye can
+// see at a distance, where single pixels blur together.
+func blockStd(g grayPage, r int) float64 {
+	var sum, sq, n float64
+	for y := 0; y+r <= g.Height; y += r {
+		for x := 0; x+r <= g.Width; x += r {
+			var s float64
+			for j := range r {
+				for i := range r {
+					s += float64(g.Pix[(y+j)*g.Width+x+i])
+				}
+			}
+			s /= float64(r * r)
+			sum += s
+			sq += s * s
+			n++
+		}
+	}
+	return math.Sqrt(sq/n - (sum/n)*(sum/n))
+}
+
+// TestBinaryLevelsKeepTheGrainFine: binary levels (error-diffused, binaryLevels) darken a white page by at
+// most the strength, as 4-bit levels do, and the low-frequency part of their grain (8×8-pixel block means of a
+// 96-dpi rendering, a screenshot at 100%) stays within 1.5 times the 4-bit one's (1.42× on Letter, 1.35× on
+// 300×350 points). Binary levels by the sign of the filtered chips, at three quarters of the strength
+// for the same overall grain, had 2.5 times the 4-bit low-frequency part.
+func TestBinaryLevelsKeepTheGrainFine(t *testing.T) {
+	a := testAdapter(t)
+	for _, box := range []string{"[0 0 612 792]", "[0 0 300 350]"} {
+		src := writeTemp(t, "white.pdf", whitePage(box))
+		var low [2]float64
+		for i, opt := range []Options{{PageImage: true}, {PageImage: true, Binary: true}} {
+			dst := filepath.Join(t.TempDir(), "marked.pdf")
+			rep, err := a.Embed(t.Context(), src, dst, testID("grain"), opt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := 4 - 3*i; rep.OverlayBits != want {
+				t.Fatalf("%+v: %d-bit overlay, want %d", opt, rep.OverlayBits, want)
+			}
+			g := drawGray(t, dst, 96)
+			for _, p := range g.Pix {
+				if int(p) < 255-DefaultStrength {
+					t.Fatalf("%s %+v: a pixel darkened to %d, beyond the strength of %d levels", box, opt, p, int(DefaultStrength))
+				}
+			}
+			low[i] = blockStd(g, 8)
+		}
+		t.Logf("%s: low-frequency grain %.3f levels with 4 bits, %.3f with binary levels", box, low[0], low[1])
+		if low[0] < 0.03 {
+			t.Fatalf("%s: low-frequency grain %.3f levels with 4 bits: the overlay is not drawn", box, low[0])
+		}
+		if low[1] > 1.5*low[0] {
+			t.Errorf("%s: the binary levels' low-frequency grain is %.3f levels, above 1.5 times the 4-bit %.3f", box, low[1], low[0])
+		}
 	}
 }
