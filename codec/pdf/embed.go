@@ -45,7 +45,7 @@ func (a *Adapter) Embed(ctx context.Context, src, dst string, id codec.ID, opt O
 	case opt.Tiles:
 		mode = overlayTiles
 	}
-	ow, err := newOverlayWriter(doc, a.Codec, id, strength, mode, pageImageBudget(doc.inBytes, doc.info.Pages))
+	ow, err := newOverlayWriter(doc, a.Codec, id, strength, mode, opt.Binary, pageImageBudget(doc.inBytes, doc.info.Pages))
 	if err != nil {
 		return EmbedReport{}, fmt.Errorf("pdf: overlay: %w", err)
 	}
@@ -63,6 +63,7 @@ func (a *Adapter) Embed(ctx context.Context, src, dst string, id codec.ID, opt O
 		rep.Units = append(rep.Units, u)
 	}
 	rep.PageImageBytes = ow.pageImageBytes
+	rep.OverlayBits = ow.lv.bits
 	if err := doc.writeStructural(a.Codec, id, time.Now()); err != nil {
 		return EmbedReport{}, fmt.Errorf("pdf: structural mark: %w", err)
 	}

@@ -32,6 +32,18 @@ const tileOversample = 1
 // eye sees least. Then the values are interpolated bilinearly between waxel centres, as the codec renders its
 // mark; q is the filtered value scaled to ±1.
 func overlayMasks(c *codec.Codec, id codec.ID, strength float64) (dark, light []byte) {
+	q := overlayQ(c, id)
+	dark, light = make([]byte, len(q)), make([]byte, len(q))
+	for i, v := range q {
+		d := math.Round(strength * (1 - v) / 2)
+		dark[i] = uint8(d)
+		light[i] = uint8(math.Round(strength) - d)
+	}
+	return dark, light
+}
+
+// overlayQ is the overlay tile's filtered chips, one value in −1..1 per image pixel (overlayMasks).
+func overlayQ(c *codec.Codec, id codec.ID) []float64 {
 	const side = codec.TileSide
 	chips := c.OverlayTile(id)
 	wrap := func(i int) int { return ((i % side) + side) % side }
@@ -50,7 +62,7 @@ func overlayMasks(c *codec.Codec, id codec.ID, strength float64) (dark, light []
 		}
 	}
 	const n = side * tileOversample
-	dark, light = make([]byte, n*n), make([]byte, n*n)
+	q := make([]float64, n*n)
 	for py := 0; py < n; py++ {
 		v := (float64(py)+0.5)/tileOversample - 0.5
 		j0 := math.Floor(v)
@@ -64,13 +76,10 @@ func overlayMasks(c *codec.Codec, id codec.ID, strength float64) (dark, light []
 			a, b := wrap(int(i0)), wrap(int(i0)+1)
 			top := r0[a] + fx*(r0[b]-r0[a])
 			bot := r1[a] + fx*(r1[b]-r1[a])
-			q := max(-1, min(1, top+fy*(bot-top)))
-			d := math.Round(strength * (1 - q) / 2)
-			dark[py*n+px] = uint8(d)
-			light[py*n+px] = uint8(math.Round(strength) - d)
+			q[py*n+px] = max(-1, min(1, top+fy*(bot-top)))
 		}
 	}
-	return dark, light
+	return q
 }
 
 // highPassPeak scales the high-passed chips (standard deviation 1.06, extremes ±2) so that values beyond ±1.5,
@@ -97,10 +106,11 @@ type overlayWriter struct {
 	budget int64 // bytes the page images may add (overlayAuto)
 	// pageImageBytes is what the page images made so far added (their encoded streams).
 	pageImageBytes int64
-	light          []byte      // the tile's light levels (overlayMasks), the overlay image's samples
-	levels         int         // the strength rounded: dark + light at every waxel (overlayImage)
-	tiles          *markImage  // the tile image, made on first use
-	pageImages     []markImage // the page images made so far
+	q              []float64     // the tile's filtered chips (overlayQ)
+	strength       float64       // Options.Strength
+	lv             overlayLevels // the tile's samples: 4-bit levels, or binary ones for tiny documents (binaryLevels)
+	tiles          *markImage    // the tile image, made on first use
+	pageImages     []markImage   // the page images made so far
 	// refused are the sizes of page images the budget had no room for: an image at least as wide and as tall
 	// costs at least as much, so it is refused without being encoded (a scan of many sizes would otherwise
 	// encode an image for each).
@@ -144,8 +154,11 @@ const (
 // whole document, and real documents have one or two shapes (19 of the benchmark corpus's 21 have one). So a
 // one-page Letter or A4 text document of 10 KB gets its page image and stays under 2×, and every document of
 // about 10-12 KB or more per shape loses the tile lines (a 300×350-point page's image is 5.8 KB, an A5 page's
-// 7.4 KB). Under about 5.8 KB a document ends above 2× whatever the overlay: the tile image and the rest of
-// the mark add about 5.9 KB (the tile is 128×128 samples of noise that Flate cannot store in much less).
+// 7.4 KB). A document whose main shape's 4-bit image does not fit (one Letter page under about 10 KB) gets
+// binary levels instead (chooseLevels), whose images are 2.1 KB (the tile) to 3.6 KB, under the same budget;
+// under about 3.4 KB a one-page document ends above 2× whatever the overlay: the binary tile and the rest of
+// the mark add about 3.4 KB (the tile is 128×128 independent chips, which no coding stores in much less than
+// a bit each).
 // The cap keeps a small document of many
 // shapes (a scan of pages of many sizes) from doubling: beyond about nine shapes it gets tiles for the rest,
 // unless a quarter of its size allows more. A document whose budget runs out gets the tile image on top of its
@@ -165,13 +178,17 @@ const (
 	pageImageCap            = 64 << 10
 )
 
-func newOverlayWriter(d *document, c *codec.Codec, id codec.ID, strength float64, mode overlayMode, budget int64) (*overlayWriter, error) {
-	_, light := overlayMasks(c, id, strength)
+func newOverlayWriter(d *document, c *codec.Codec, id codec.ID, strength float64, mode overlayMode, binary bool, budget int64) (*overlayWriter, error) {
+	q := overlayQ(c, id)
+	lv := fullLevels(q, strength)
+	if binary {
+		lv = binaryLevels(q, strength)
+	}
 	prefix, err := d.ctx.XRefTable.StreamDictIndRef([]byte("q\n"))
 	if err != nil {
 		return nil, err
 	}
-	return &overlayWriter{d: d, mode: mode, budget: budget, light: light, levels: int(math.Round(strength)), forms: map[[2]float64]formRef{}, prefix: *prefix,
+	return &overlayWriter{d: d, mode: mode, budget: budget, q: q, strength: strength, lv: lv, forms: map[[2]float64]formRef{}, prefix: *prefix,
 		suffixes: map[string]types.IndirectRef{}, resCopy: map[[2]int]resCopy{}}, nil
 }
 
@@ -287,7 +304,7 @@ func (o *overlayWriter) tileImage() (markImage, error) {
 // not added, and it returns -1.
 func (o *overlayWriter) image(w, h, rw, rh int, limit int64) (markImage, int64, error) {
 	m := markImage{w: w, h: h, realW: rw, realH: rh, transposed: w > h}
-	img, err := newOverlayImage(o.d, maskBytes(o.light, w, h, rw, rh, m.transposed, byte(o.levels/2)), o.levels)
+	img, err := newOverlayImage(o.d, maskBytes(o.lv, w, h, rw, rh, m.transposed), o.lv)
 	if err != nil {
 		return markImage{}, 0, err
 	}
@@ -301,9 +318,91 @@ func (o *overlayWriter) image(w, h, rw, rh int, limit int64) (markImage, int64, 
 	return m, cost, nil
 }
 
-// sampleBits is the depth of the overlay image and its soft mask: their samples are 0..round(MaxStrength),
-// which 4 bits hold.
+// sampleBits is the depth of the overlay image's soft mask and of its samples with full levels (fullLevels):
+// 0..round(MaxStrength), which 4 bits hold.
 const sampleBits = 4
+
+// binaryLevels are the tile's levels at one bit a sample, for documents too small for the 4-bit image
+// (chooseLevels): each waxel darkens white paper by the strength rounded or not at all, chosen by error
+// diffusion (diffuse) so that the local mean darkening follows the 4-bit levels' and the binary pattern's extra
+// error lies at the highest frequencies, where the eye sees least. The peak darkening is the strength, as with
+// 4 bits, and the image is half the size: about 2.1 KB of noise for the tile against 4.4 KB (docs/codec.md,
+// "Tiny PDF documents", has the measurements, and what the binary grain costs).
+func binaryLevels(q []float64, strength float64) overlayLevels {
+	total := int(math.Round(strength))
+	return overlayLevels{samples: diffuse(q), light: []int{0, total}, total: total, bits: 1, fill: 1}
+}
+
+// diffuse quantises the tile's values q (−1..1, whose 4-bit levels darken by strength·(1−q)/2) to binary
+// samples, 0 for a waxel that darkens by the whole strength and 1 for one that does not, by Floyd–Steinberg error
+// diffusion (serpentine) of the darkening (1−q)/2 over the tile repeated 3×3, keeping the middle copy so that
+// the error carried in from its edges is the tile's own (the tile repeats over the page).
+func diffuse(q []float64) []byte {
+	const n = codec.TileSide * tileOversample
+	const m = 3 * n
+	target := make([]float64, m*m)
+	for y := 0; y < m; y++ {
+		for x := 0; x < m; x++ {
+			target[y*m+x] = (1 - q[(y%n)*n+x%n]) / 2
+		}
+	}
+	out := make([]byte, n*n)
+	for y := 0; y < m; y++ {
+		dir, x0, x1 := 1, 0, m
+		if y%2 == 1 {
+			dir, x0, x1 = -1, m-1, -1
+		}
+		for x := x0; x != x1; x += dir {
+			v := target[y*m+x]
+			var qv float64
+			if v >= 0.5 {
+				qv = 1
+			}
+			e := v - qv
+			if y >= n && y < 2*n && x >= n && x < 2*n && qv == 0 {
+				out[(y-n)*n+x-n] = 1
+			}
+			if xx := x + dir; xx >= 0 && xx < m {
+				target[y*m+xx] += e * 7 / 16
+			}
+			if y+1 < m {
+				if xx := x - dir; xx >= 0 && xx < m {
+					target[(y+1)*m+xx] += e * 3 / 16
+				}
+				target[(y+1)*m+x] += e * 5 / 16
+				if xx := x + dir; xx >= 0 && xx < m {
+					target[(y+1)*m+xx] += e * 1 / 16
+				}
+			}
+		}
+	}
+	return out
+}
+
+// overlayLevels is the overlay tile as image samples: samples holds one sample value per tile pixel, light[s]
+// is the light levels that sample value s stands for (overlayImage), total the strength rounded (dark + light
+// at every waxel), bits the sample depth and fill the sample of the constant part past the pattern
+// (minWaxelReach; clipped, so any value).
+type overlayLevels struct {
+	samples []byte
+	light   []int
+	total   int
+	bits    int
+	fill    byte
+}
+
+// fullLevels are the tile's levels as overlayMasks rounds them, one 4-bit sample per pixel (the default).
+func fullLevels(q []float64, strength float64) overlayLevels {
+	total := int(math.Round(strength))
+	lv := overlayLevels{samples: make([]byte, len(q)), total: total, bits: sampleBits, fill: byte(total / 2)}
+	for l := 0; l <= total; l++ {
+		lv.light = append(lv.light, l)
+	}
+	for i, v := range q {
+		lv.samples[i] = byte(total - int(math.Round(strength*(1-v)/2)))
+	}
+	return lv
+}
 
 // maskDecodeMax is the Decode maximum of the 4-bit soft mask: sample 15 means alpha 15/255, so sample v is v
 // levels of 255, as an 8-bit mask's sample v would be. MuPDF turns the Decode range into whole levels by
@@ -327,13 +426,14 @@ type mask struct {
 // Grid cells at or beyond column rw or row rh get the constant fill instead of the tile (minWaxelReach): the
 // rows of such an image past the pattern cost Flate a few bytes each, where pattern rows cost a match of at most
 // 258 bytes each, which for an image three times the page's length would be most of its size.
-func maskBytes(tile []byte, w, h, rw, rh int, transposed bool, fill byte) mask {
+func maskBytes(lv overlayLevels, w, h, rw, rh int, transposed bool) mask {
 	const n = codec.TileSide * tileOversample
 	sw, sh := w, h
 	if transposed {
 		sw, sh = h, w
 	}
-	rowBytes := (sw*sampleBits + 7) / 8
+	perByte := 8 / lv.bits
+	rowBytes := (sw*lv.bits + 7) / 8
 	out := make([]byte, rowBytes*sh)
 	for r := 0; r < sh; r++ {
 		row := out[r*rowBytes : (r+1)*rowBytes]
@@ -342,15 +442,11 @@ func maskBytes(tile []byte, w, h, rw, rh int, transposed bool, fill byte) mask {
 			if transposed {
 				x, y = r, c
 			}
-			v := fill
+			v := lv.fill
 			if x < rw && y < rh {
-				v = tile[(y%n)*n+x%n]
+				v = lv.samples[(y%n)*n+x%n]
 			}
-			if c%2 == 0 {
-				row[c/2] |= v << 4
-			} else {
-				row[c/2] |= v
-			}
+			row[c/perByte] |= v << (8 - lv.bits*(c%perByte+1))
 		}
 	}
 	return mask{w: sw, h: sh, data: out}
@@ -375,10 +471,12 @@ type overlayImage struct {
 	mask, img types.StreamDict
 }
 
-// newOverlayImage encodes the overlay image whose samples are the light levels m (0..levels).
-func newOverlayImage(d *document, m mask, levels int) (overlayImage, error) {
+// newOverlayImage encodes the overlay image of samples m, sample value s standing for lv.light[s] light levels
+// (of lv.total).
+func newOverlayImage(d *document, m mask, lv overlayLevels) (overlayImage, error) {
 	xt := d.ctx.XRefTable
-	alpha := make([]byte, len(m.data))
+	levels := lv.total
+	alpha := make([]byte, (m.w*sampleBits+7)/8*m.h)
 	for i := range alpha {
 		alpha[i] = byte((levels+1)<<4 | (levels + 1))
 	}
@@ -396,12 +494,12 @@ func newOverlayImage(d *document, m mask, levels int) (overlayImage, error) {
 	if err != nil {
 		return overlayImage{}, err
 	}
-	imageDict(img.Dict, m.w, m.h, sampleBits)
-	lookup := make([]byte, levels+1)
-	for l := range lookup {
-		lookup[l] = byte(math.Round(255 * float64(l+1) / float64(levels+1)))
+	imageDict(img.Dict, m.w, m.h, lv.bits)
+	lookup := make([]byte, len(lv.light))
+	for s, l := range lv.light {
+		lookup[s] = byte(math.Round(255 * float64(l+1) / float64(levels+1)))
 	}
-	img.Dict["ColorSpace"] = types.Array{types.Name("Indexed"), types.Name("DeviceGray"), types.Integer(levels), types.NewHexLiteral(lookup)}
+	img.Dict["ColorSpace"] = types.Array{types.Name("Indexed"), types.Name("DeviceGray"), types.Integer(len(lookup) - 1), types.NewHexLiteral(lookup)}
 	if err := img.Encode(); err != nil {
 		return overlayImage{}, fmt.Errorf("encode overlay image: %w", err)
 	}
@@ -434,6 +532,15 @@ func imageDict(d types.Dict, w, h, bits int) {
 	d["BitsPerComponent"] = types.Integer(bits)
 }
 
+// pdfNumber is v as a PDF integer when it is one: pdfcpu writes reals with twelve decimals, which a document
+// of a few kilobytes notices.
+func pdfNumber(v float64) types.Object {
+	if v == math.Trunc(v) && math.Abs(v) < 1<<31 {
+		return types.Integer(int(v))
+	}
+	return types.Float(v)
+}
+
 func num(v float64) string {
 	return strconv.FormatFloat(math.Round(v*10000)/10000, 'f', -1, 64)
 }
@@ -464,19 +571,7 @@ func (o *overlayWriter) form(w, h float64) (formRef, error) {
 	var m markImage
 	var err error
 	pageImage := false
-	// At the minimum waxel the image reaches minWaxelReach times the page's length along its long side, drawn
-	// a tenth of a point longer than its waxels along it and at exactly its waxels across; a page too elongated
-	// for that within maxPageImagePixels (a 491.5-point strip over about 1310 points long) keeps an image of its own
-	// length, a tenth of a point larger both ways, and its slip halfway along.
-	gw, gh := px, py
-	ow, oh := pageImageOver, pageImageOver
-	if ws <= minWaxelPt && minWaxelReach*px*py <= maxPageImagePixels {
-		if px > py {
-			gw, oh = minWaxelReach*px, 0
-		} else {
-			gh, ow = minWaxelReach*py, 0
-		}
-	}
+	gw, gh, ow, oh := pageImageGrid(ws, px, py)
 	if o.mode != overlayTiles && gw*gh <= maxPageImagePixels {
 		if m, pageImage, err = o.pageImageFor(gw, gh, px, py); err != nil {
 			return formRef{}, err
@@ -508,7 +603,7 @@ func (o *overlayWriter) form(w, h float64) (formRef, error) {
 	}
 	sd.Dict["Type"] = types.Name("XObject")
 	sd.Dict["Subtype"] = types.Name("Form")
-	sd.Dict["BBox"] = types.NewNumberArray(0, 0, w, h)
+	sd.Dict["BBox"] = types.Array{types.Integer(0), types.Integer(0), pdfNumber(w), pdfNumber(h)}
 	sd.Dict["Resources"] = types.Dict{"XObject": types.Dict{"M": m.ref}}
 	if err := sd.Encode(); err != nil {
 		return formRef{}, err
@@ -520,6 +615,25 @@ func (o *overlayWriter) form(w, h float64) (formRef, error) {
 	f := formRef{ref: *ref, tiles: nx * ny, pageImage: pageImage}
 	o.forms[key] = f
 	return f, nil
+}
+
+// pageImageGrid is the grid of the page image of a page of px×py waxels of ws points, in waxels, and how much
+// longer than its waxels it is drawn each way, in points. At the minimum waxel the image reaches minWaxelReach
+// times the page's length along its long side, drawn a tenth of a point longer than its waxels along it and at
+// exactly its waxels across; a page too elongated for that within maxPageImagePixels (a 491.5-point strip over
+// about 1310 points long) keeps an image of its own length, a tenth of a point larger both ways, and its slip
+// halfway along.
+func pageImageGrid(ws float64, px, py int) (gw, gh int, ow, oh float64) {
+	gw, gh = px, py
+	ow, oh = pageImageOver, pageImageOver
+	if ws <= minWaxelPt && minWaxelReach*px*py <= maxPageImagePixels {
+		if px > py {
+			gw, oh = minWaxelReach*px, 0
+		} else {
+			gh, ow = minWaxelReach*py, 0
+		}
+	}
+	return gw, gh, ow, oh
 }
 
 // formKey identifies a page size among the forms (to a thousandth of a point).
@@ -565,10 +679,46 @@ func (o *overlayWriter) plan(pages int) error {
 		}
 	}
 	sort.SliceStable(sizes, func(i, j int) bool { return groupPages[sizes[i].group] > groupPages[sizes[j].group] })
+	if len(sizes) > 0 && o.lv.bits != 1 {
+		if err := o.chooseLevels(sizes[0].w, sizes[0].h); err != nil {
+			return err
+		}
+	}
 	for _, sz := range sizes {
 		if _, err := o.form(sz.w, sz.h); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// chooseLevels switches the document to binary levels (binaryLevels) when it is too small for the 4-bit
+// overlay of its main page size (w×h): when the budget has no room for that size's 4-bit page image, or, for a
+// page too elongated for a page image, for the 4-bit tile image. A 4-bit image it makes on the way is kept for
+// the forms.
+func (o *overlayWriter) chooseLevels(w, h float64) error {
+	ws, px, py := overlayGrid(w, h)
+	gw, gh, _, _ := pageImageGrid(ws, px, py)
+	fits := false
+	if gw*gh <= maxPageImagePixels {
+		_, ok, err := o.pageImageFor(gw, gh, px, py)
+		if err != nil {
+			return err
+		}
+		fits = ok
+	} else {
+		const n = codec.TileSide * tileOversample
+		m, cost, err := o.image(n, n, n, n, max(o.budget, 0))
+		if err != nil {
+			return err
+		}
+		if fits = cost >= 0; fits {
+			o.tiles = &m
+		}
+	}
+	if !fits {
+		o.lv = binaryLevels(o.q, o.strength)
+		o.refused = nil
 	}
 	return nil
 }

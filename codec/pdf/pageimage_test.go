@@ -39,14 +39,15 @@ func paddedDoc(boxes []string, padBytes int) []byte {
 // TestDefaultOverlayFollowsTheByteBudget: with the default options a document gets one overlay image per page
 // shape while the images' encoded bytes stay within its budget (pageImageBudget: about its input size less
 // 3 KB, at most 64 KB, or a quarter of it if that is more), and tiles for the shapes beyond. A Letter page's
-// image is about 7 KB: a 300 KB and a 10 KB document get it (and render with no tile lines), a 4 KB one gets
-// tiles. Pages at the minimum waxel follow the same rule: a 14 KB document of one 16:9 slide (7.8 KB image) and
+// image is about 7 KB: a 300 KB and a 10 KB document get it (and render with no tile lines); a document too
+// small for it gets binary levels (binaryLevels), whose Letter image (2.8 KB) a 6 KB one gets and a 4 KB one
+// does not (tiles). Pages at the minimum waxel follow the same rule: a 14 KB document of one 16:9 slide (7.8 KB image) and
 // a 10 KB one of a 300×350-point page (5.8 KB) get their images (until 2026-11-27 such pages kept tiles below
 // about 28 KB). A 15 KB document of a Letter page and a 16:9 slide gets the Letter image and tiles on the
 // slide (the two images together are beyond its budget), and so does one where the slide comes first, before
 // three Letter pages; a 300 KB document gets both images; pages of near sizes share one image, or all get
-// tiles. Every page gives the exact id from its rendering alone and no output of 10 KB or more is above twice
-// its input.
+// tiles. Every page gives the exact id from its rendering alone and no output of an input of tinyFloor or
+// more is above twice its input (before binary levels: of 10 KB or more).
 func TestDefaultOverlayFollowsTheByteBudget(t *testing.T) {
 	a := testAdapter(t)
 	ctx := context.Background()
@@ -59,6 +60,8 @@ func TestDefaultOverlayFollowsTheByteBudget(t *testing.T) {
 		{"large", []string{"[0 0 612 792]"}, 300 << 10, []bool{true}},
 		{"small", []string{"[0 0 612 792]"}, 10 << 10, []bool{true}},
 		{"tiny", []string{"[0 0 612 792]"}, 4 << 10, []bool{false}},
+		// Too small for the 4-bit image: binary levels (binaryLevels), whose Letter image (2.8 KB) fits.
+		{"tiny-image", []string{"[0 0 612 792]"}, 6 << 10, []bool{true}},
 		{"slide", []string{"[0 0 720 405]"}, 14 << 10, []bool{true}},
 		{"small-page", []string{"[0 0 300 350]"}, 10 << 10, []bool{true}},
 		{"two-shapes", []string{"[0 0 612 792]", "[0 0 720 405]"}, 14 << 10, []bool{true, false}},
@@ -87,7 +90,7 @@ func TestDefaultOverlayFollowsTheByteBudget(t *testing.T) {
 			if b := pageImageBudget(rep.InBytes, len(c.boxes)); rep.PageImageBytes > b {
 				t.Errorf("page images of %d bytes, above the budget of %d", rep.PageImageBytes, b)
 			}
-			if rep.InBytes >= 10<<10 && rep.OutBytes > 2*rep.InBytes {
+			if rep.InBytes >= tinyFloor && rep.OutBytes > 2*rep.InBytes {
 				t.Errorf("%d → %d bytes, more than 2×", rep.InBytes, rep.OutBytes)
 			}
 			if c.pageImages[0] {
@@ -113,7 +116,9 @@ func TestDefaultOverlayFollowsTheByteBudget(t *testing.T) {
 }
 
 // TestOptionsForceTheOverlay: Options.Tiles draws tiles and Options.PageImage page images whatever the budget
-// says; both at once is an error that writes nothing.
+// says, with 4-bit levels (a forced choice is not the budget's: a small document forced to page images keeps
+// 4 bits); Options.Binary draws binary levels on a large document too, and the page gives the exact id from its
+// rendering; Tiles and PageImage at once is an error that writes nothing.
 func TestOptionsForceTheOverlay(t *testing.T) {
 	a := testAdapter(t)
 	ctx := context.Background()
@@ -124,13 +129,29 @@ func TestOptionsForceTheOverlay(t *testing.T) {
 		src       string
 		opt       Options
 		pageImage bool
-	}{{large, Options{Tiles: true}, false}, {small, Options{PageImage: true}, true}} {
+		bits      int
+	}{
+		{large, Options{Tiles: true}, false, 4},
+		{small, Options{PageImage: true}, true, 4},
+		{small, Options{Tiles: true}, false, 4},
+		{large, Options{Binary: true}, true, 1},
+		{large, Options{Binary: true, Tiles: true}, false, 1},
+	} {
 		rep, err := a.Embed(ctx, c.src, dst, testID("forced"), c.opt)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := rep.Units[0].PageImage; got != c.pageImage {
-			t.Errorf("%+v on %d bytes: page image %v, want %v", c.opt, rep.InBytes, got, c.pageImage)
+		if got := rep.Units[0].PageImage; got != c.pageImage || rep.OverlayBits != c.bits {
+			t.Errorf("%+v on %d bytes: page image %v with %d bits, want %v with %d", c.opt, rep.InBytes, got, rep.OverlayBits, c.pageImage, c.bits)
+		}
+		if c.opt.Binary {
+			d, err := a.DetectRendered(ctx, dst)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if u := d.Units[0]; !u.Watermarked || u.WatermarkID == nil || *u.WatermarkID != testID("forced").String() {
+				t.Errorf("%+v: the page's mark is not found: %+v", c.opt, u)
+			}
 		}
 	}
 	both := filepath.Join(t.TempDir(), "both.pdf")

@@ -16,7 +16,9 @@
 //     survives printing to PDF, rasterisation and JPEG compression of the page images. The tile is drawn as
 //     one image per page shape (no seams; about 7 KB each) while the images' bytes stay within a budget that
 //     keeps the output under twice the input, else as abutting copies of one shared tile image (MuPDF renders
-//     their edges as faint lines; pageImageBudget, Options.PageImage).
+//     their edges as faint lines; pageImageBudget, Options.PageImage). The images have 4-bit levels, or binary
+//     ones (error-diffused, half the bytes) in documents too small for the 4-bit image of their main page
+//     shape (binaryLevels, Options.Binary).
 //
 // Detection decodes at most aloneBudget pages of a document on their own (a blind decode each, which is what the
 // false-positive bound counts); the other pages are analysed at the overlay's known geometry and contribute
@@ -165,6 +167,13 @@ type Options struct {
 	// tiles either way. Setting both is an error.
 	PageImage bool
 	Tiles     bool
+	// Binary draws the visual layer with binary levels (one bit a sample, error-diffused: binaryLevels), which
+	// the default keeps for documents too small for the 4-bit images (chooseLevels). Half the bytes and more
+	// robust to screenshots (56 of 56 96-dpi JPEG q85 screenshots of one-page documents of seven sizes give
+	// the exact id, against 41 with 4 bits), but a grain with about 1.4 times the standard deviation and
+	// 1.3-1.4 times the low-frequency part of the 4-bit one (TestBinaryLevelsKeepTheGrainFine; docs/codec.md,
+	// "Tiny PDF documents"), about the 4-bit grain at strength 5: so not the default.
+	Binary bool
 }
 
 // DefaultStrength is the visual layer's default peak darkening in 8-bit levels; MaxStrength bounds requests.
@@ -209,6 +218,9 @@ type EmbedReport struct {
 	Rewritten bool       `json:"rewritten"`
 	// PageImageBytes is what the page images added to the file (their encoded streams; 0 with tiles only).
 	PageImageBytes int64 `json:"page_image_bytes"`
+	// OverlayBits is the sample depth of the visual layer's images: 4, or 1 for a document too small for the
+	// 4-bit overlay (binaryLevels).
+	OverlayBits int `json:"overlay_bits"`
 }
 
 func (a *Adapter) mutool() string {

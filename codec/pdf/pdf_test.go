@@ -410,8 +410,9 @@ func TestMissingRendererIsAServerError(t *testing.T) {
 	}
 }
 
-// The overlay costs a fixed amount per document (two soft-mask tiles, a few KB each) and a few hundred bytes per
-// page (the wrapper streams and resource entries): the output stays within 2× of any document of 30 KB or more.
+// The overlay costs a fixed amount per document (one overlay image, a few KB) and a few hundred bytes per page
+// (the wrapper streams and resource entries): the output stays within 2× of any document of 30 KB or more
+// (TestTinyTextDocumentStaysWithinTwice: of one page from about 3.4 KB).
 func TestSizeGrowth(t *testing.T) {
 	a := testAdapter(t)
 	for _, pages := range []int{1, 20, 200} {

@@ -240,7 +240,7 @@ func TestPageImageKeepsTheGrainAmplitude(t *testing.T) {
 	for _, box := range []string{"[0 0 300 245]", "[0 0 612 792]"} {
 		src := writeTemp(t, "white.pdf", whitePage(box))
 		tiles, image := filepath.Join(dir, "tiles.pdf"), filepath.Join(dir, "image.pdf")
-		if _, err := a.Embed(t.Context(), src, tiles, testID("grain"), Options{}); err != nil {
+		if _, err := a.Embed(t.Context(), src, tiles, testID("grain"), Options{Tiles: true}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := a.Embed(t.Context(), src, image, testID("grain"), Options{PageImage: true}); err != nil {
