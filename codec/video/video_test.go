@@ -339,12 +339,14 @@ func TestProbeLimits(t *testing.T) {
 }
 
 // TestCancelKillsFFmpeg cancels an embedding while its ffmpeg processes run and requires that none survives.
+// The cancel comes as soon as both processes exist; a 5 s source encoded at x264's veryslow preset keeps them
+// running for several seconds past that (a 20 s source cost most of the test's CPU to make).
 func TestCancelKillsFFmpeg(t *testing.T) {
 	t.Parallel()
 	a := testAdapter(t)
 	dir := t.TempDir()
 	src := filepath.Join(dir, "long.mp4")
-	makeClip(t, src, "640x480", "25", "20", "-c:v", "libx264", "-preset", "ultrafast", "-crf", "30")
+	makeClip(t, src, "640x480", "25", "5", "-c:v", "libx264", "-preset", "ultrafast", "-crf", "30")
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
