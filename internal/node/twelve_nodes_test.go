@@ -84,11 +84,14 @@ func TestTwelveNodes(t *testing.T) {
 	if budget := clustertest.DetectionBudget(qd, n); dropped > budget {
 		t.Fatalf("the survivors dropped %s after %v, budget %v", killedName, dropped, budget)
 	}
-	c.inputs.release()
+	// Every job is submitted before any attempt may read its input, so that all 16 are placed while every
+	// slot that took one stays taken: released earlier, the last few ran on whichever nodes had just finished
+	// (the submissions whose job actors were on the victim wait out its detection).
 	ids := <-submitted
 	if len(ids) != jobs {
 		t.Fatalf("%d of %d jobs submitted", len(ids), jobs)
 	}
+	c.inputs.release()
 	done := awaitJobs(t, c.base(0), c.secret, ids, 3*time.Minute)
 	ranOn := map[string]int{}
 	takenOver := 0
