@@ -1,9 +1,7 @@
 package pdf
 
 import (
-	"bytes"
 	"fmt"
-	"image"
 	"image/jpeg"
 	_ "image/png"
 	"os"
@@ -158,20 +156,8 @@ func TestSmallPageScreenshots(t *testing.T) {
 			if out, err := exec.CommandContext(t.Context(), "mutool", "draw", "-q", "-r", "96", "-o", shot, dst, "1").CombinedOutput(); err != nil {
 				t.Fatalf("mutool draw: %v: %s", err, out)
 			}
-			f, err := os.Open(shot)
-			if err != nil {
-				t.Fatal(err)
-			}
-			img, _, err := image.Decode(f)
-			f.Close()
-			if err != nil {
-				t.Fatal(err)
-			}
-			var buf bytes.Buffer
-			if err := jpeg.Encode(&buf, img, &jpeg.Options{Quality: 85}); err != nil {
-				t.Fatal(err)
-			}
-			jpg, err := jpeg.Decode(&buf)
+			_, buf := jpegOfImageFile(t, shot, 85)
+			jpg, err := jpeg.Decode(buf)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -27,22 +27,11 @@ func rasterJPEG(t *testing.T, src string) string {
 	objs := []string{"<< /Type /Catalog /Pages 2 0 R >>", ""}
 	var kids string
 	for i := 1; ; i++ {
-		f, err := os.Open(fmt.Sprintf(pattern, i))
-		if os.IsNotExist(err) {
+		page := fmt.Sprintf(pattern, i)
+		if _, err := os.Stat(page); os.IsNotExist(err) {
 			break
 		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		img, _, err := image.Decode(f)
-		f.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var buf bytes.Buffer
-		if err := jpeg.Encode(&buf, img, &jpeg.Options{Quality: 75}); err != nil {
-			t.Fatal(err)
-		}
+		img, buf := jpegOfImageFile(t, page, 75)
 		b := img.Bounds()
 		w, h := float64(b.Dx())*72/150, float64(b.Dy())*72/150
 		n := len(objs) + 1
@@ -58,6 +47,25 @@ func rasterJPEG(t *testing.T, src string) string {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// jpegOfImageFile decodes the image file at path and encodes it as JPEG at quality q: the image and the JPEG.
+func jpegOfImageFile(t *testing.T, path string, q int) (image.Image, *bytes.Buffer) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, _, err := image.Decode(f)
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := jpeg.Encode(&buf, img, &jpeg.Options{Quality: q}); err != nil {
+		t.Fatal(err)
+	}
+	return img, &buf
 }
 
 // textDoc is a one-page text-only document on a w×h-point page: lines of words in Helvetica, the content
