@@ -367,6 +367,12 @@ var ErrNoActivation = errors.New("no activation for identity")
 // a request to it was in flight.
 var errOwnerGone = errors.New("owner left the cluster")
 
+// errOwnerMoved: the topology changed (a member joined, or one left) and the activation a request was sent
+// to now belongs to another member. disthash stops (poisons) such an activation; a message that reaches its
+// mailbox behind the poison is dropped without a dead letter, so the request would wait for its whole
+// deadline: it is sent again, to the new owner, instead.
+var errOwnerMoved = errors.New("the activation moved to another member")
+
 // Request sends msg to the virtual actor kind/identity (activating it on
 // its owner if needed) and returns the unwrapped reply. A Failure reply is
 // returned as the error.
@@ -434,7 +440,7 @@ func (n *Node) request(ctx context.Context, identity, kind string, msg any) (any
 			lastErr = err
 			continue
 		}
-		resp, err := n.ask(ctx, pid, a)
+		resp, err := n.ask(ctx, identity, kind, pid, a)
 		if err == nil {
 			v, err := n.reg.DecodeReply(resp)
 			if err != nil {
@@ -446,7 +452,7 @@ func (n *Node) request(ctx context.Context, identity, kind string, msg any) (any
 			continue // reported at the top of the loop
 		}
 		switch {
-		case errors.Is(err, errOwnerGone), errors.Is(err, actor.ErrDeadLetter), errors.Is(err, remote.ErrDeadLetter),
+		case errors.Is(err, errOwnerGone), errors.Is(err, errOwnerMoved), errors.Is(err, actor.ErrDeadLetter), errors.Is(err, remote.ErrDeadLetter),
 			errors.Is(err, actor.ErrTimeout), errors.Is(err, remote.ErrTimeout):
 			// Stale PID: the activation stopped, moved, or its node died.
 			if errors.Is(err, errOwnerGone) {
@@ -486,11 +492,22 @@ func (n *Node) lookup(ctx context.Context, identity, kind string) (*actor.PID, e
 	}
 }
 
-// ask sends the envelope to pid and waits for the reply, for ctx's
-// deadline, or until pid's member leaves the topology.
-func (n *Node) ask(ctx context.Context, pid *actor.PID, a any) (any, error) {
+// ask sends the envelope to pid, the activation of kind/identity, and waits for the reply, for ctx's
+// deadline, until pid's member leaves the topology, or until the topology gives the identity to a member
+// at another address (errOwnerMoved).
+func (n *Node) ask(ctx context.Context, identity, kind string, pid *actor.PID, a any) (any, error) {
 	gone := n.provider.departures() // before the membership check: no gap
+	changed := n.provider.Changed() // before the ownership check: no gap
 	sent := time.Now()
+	// A PID cached before a member joined names an activation that disthash is stopping: protoactor drops
+	// the cache entries of members that leave, not those of activations that move to a member that joins.
+	moved := func() bool {
+		owner := n.provider.ownerAddress(identity, kind)
+		return owner != "" && owner != pid.Address
+	}
+	if moved() {
+		return nil, errOwnerMoved
+	}
 	// The owner is the member (by id, not by address) that held pid when the request left: a node killed
 	// and restarted on the same address is a new member with a new id, which never answers for the old
 	// one's activations, so a request the dead process took with it must be abandoned when the old id
@@ -532,6 +549,11 @@ func (n *Node) ask(ctx context.Context, pid *actor.PID, a any) (any, error) {
 				return nil, errOwnerGone
 			}
 			gone = n.provider.departures()
+		case <-changed:
+			if moved() {
+				return nil, errOwnerMoved
+			}
+			changed = n.provider.Changed()
 		}
 	}
 }
