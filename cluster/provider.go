@@ -180,9 +180,9 @@ type MemberlistProvider struct {
 	// owners places identities over the published topology exactly as protoactor's disthash does (the
 	// rendezvous hash of the members' remote addresses, per kind), so that a request can tell that the
 	// activation it was sent to has been moved to another member.
-	owners *pcluster.Rendezvous
-	notified  map[string]time.Time // last blocked notice sent, by member id
-	started   bool
+	owners   *pcluster.Rendezvous
+	notified map[string]time.Time // last blocked notice sent, by member id
+	started  bool
 
 	kick         chan struct{}
 	exec         chan func() // runs on the publisher goroutine (tests)
