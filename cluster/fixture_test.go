@@ -75,11 +75,14 @@ type fixture struct {
 }
 
 // holdGate keeps a counter busy: Hit{Op: "hold"} on the node named node reports the counter's identity on
-// held and returns once release is closed; on other nodes it counts like Hit{}.
+// held and returns once release is closed; on other nodes it counts like Hit{}. Hit{Op: "drop-first"} is
+// counted but not answered the first time an activation gets it (a reply lost on the way), which it reports
+// on dropped, and answered after.
 type holdGate struct {
 	node    string
 	held    chan string
 	release chan struct{}
+	dropped chan string
 }
 
 var (
@@ -142,7 +145,7 @@ func startFixture() (*fixture, error) {
 	defer cancel()
 	start := time.Now()
 	f := &fixture{regA: cluster.NewRegistry(), regB: cluster.NewRegistry(), reg: cluster.NewRegistry(),
-		hold: &holdGate{node: "m1", held: make(chan string, 1), release: make(chan struct{})}}
+		hold: &holdGate{node: "m1", held: make(chan string, 1), release: make(chan struct{}), dropped: make(chan string, 1)}}
 	f.regA.MustRegister(Ping{}, Pong{}, Secret{}) // only A knows Secret
 	f.regB.MustRegister(Ping{}, Pong{})
 	f.reg.MustRegister(Ping{}, Pong{}, Hit{}, HitReply{})
@@ -259,6 +262,7 @@ type counter struct {
 	hold     *holdGate
 	identity string
 	n        int
+	dropped  bool
 }
 
 func newCounter(reg *cluster.Registry, node string, hold *holdGate) actor.Producer {
@@ -287,6 +291,13 @@ func (c *counter) Receive(ctx actor.Context) {
 			if c.hold != nil && c.node == c.hold.node {
 				c.hold.held <- c.identity
 				<-c.hold.release
+			}
+		case "drop-first":
+			if !c.dropped && c.hold != nil {
+				c.dropped = true
+				c.n++
+				c.hold.dropped <- c.identity
+				return
 			}
 		}
 		c.n++

@@ -125,3 +125,58 @@ func protoMember(t *testing.T, n *cluster.Node) *pcluster.Member {
 	}
 	return &pcluster.Member{Id: n.ID(), Host: host, Port: int32(p), Kinds: []string{"counter"}}
 }
+
+// A process killed and restarted on its address before the cluster dropped its previous incarnation: when
+// the peers drop that member they close their connections to the address, and a reply queued on one is lost
+// while the new process waits for it. The new process sees its previous incarnation leave; its requests in
+// flight then are sent again instead of waiting for their whole deadline (a chaos run's job actor on the
+// restarted node waited a minute for the organization actor's answer, the job and its sync embed with it).
+func TestRequestResentWhenThisAddressLeft(t *testing.T) {
+	f, nodes := liveCluster(t)
+	n1, n2 := nodes[0], nodes[1]
+	// An identity on n2.
+	id := ""
+	for i := 0; id == "" && i < 100; i++ {
+		c := "reset-" + strconv.Itoa(i)
+		resp, err := n1.Request(ctxTimeout(t, callBudget), c, "counter", Hit{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.(*HitReply).Node == n2.Name() {
+			id = c
+		}
+	}
+	if id == "" {
+		t.Fatal("no identity of 100 landed on n2")
+	}
+	type result struct {
+		r   *HitReply
+		err error
+		d   time.Duration
+	}
+	done := make(chan result, 1)
+	go func() {
+		start := time.Now()
+		resp, err := n1.Request(ctxTimeout(t, callBudget), id, "counter", Hit{Op: "drop-first"})
+		r, _ := resp.(*HitReply)
+		done <- result{r, err, time.Since(start)}
+	}()
+	select {
+	case <-f.hold.dropped: // the first reply is lost
+	case <-time.After(callBudget):
+		t.Fatal("the counter never got the command")
+	}
+	cluster.DepartForTest(n1, "an-earlier-n1", n1.Address())
+	select {
+	case res := <-done:
+		if res.err != nil {
+			t.Fatalf("request whose reply was lost: %v (after %v)", res.err, res.d)
+		}
+		if res.r.Node != n2.Name() || res.r.Count != 3 {
+			t.Fatalf("request whose reply was lost: %+v, want n2's counter at 3 (the command ran twice)", res.r)
+		}
+		t.Logf("request sent again and answered after %v", res.d)
+	case <-time.After(clustertest.LoadSlack):
+		t.Fatalf("request whose reply was lost still waiting %v after this node's address left; want it sent again", clustertest.LoadSlack)
+	}
+}

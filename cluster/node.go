@@ -373,6 +373,12 @@ var errOwnerGone = errors.New("owner left the cluster")
 // deadline: it is sent again, to the new owner, instead.
 var errOwnerMoved = errors.New("the activation moved to another member")
 
+// errReplyPathReset: a member at this node's own address left while a request to a peer was in flight (this
+// process restarted on the address before the cluster dropped its previous incarnation). Dropping that member,
+// every peer closes its connection to the address, and a reply queued there is lost: the request is sent again
+// rather than waiting for its whole deadline.
+var errReplyPathReset = errors.New("a member at this node's address left: the reply may be lost")
+
 // Request sends msg to the virtual actor kind/identity (activating it on
 // its owner if needed) and returns the unwrapped reply. A Failure reply is
 // returned as the error.
@@ -452,7 +458,7 @@ func (n *Node) request(ctx context.Context, identity, kind string, msg any) (any
 			continue // reported at the top of the loop
 		}
 		switch {
-		case errors.Is(err, errOwnerGone), errors.Is(err, errOwnerMoved), errors.Is(err, actor.ErrDeadLetter), errors.Is(err, remote.ErrDeadLetter),
+		case errors.Is(err, errOwnerGone), errors.Is(err, errOwnerMoved), errors.Is(err, errReplyPathReset), errors.Is(err, actor.ErrDeadLetter), errors.Is(err, remote.ErrDeadLetter),
 			errors.Is(err, actor.ErrTimeout), errors.Is(err, remote.ErrTimeout):
 			// Stale PID: the activation stopped, moved, or its node died.
 			if errors.Is(err, errOwnerGone) {
@@ -547,6 +553,9 @@ func (n *Node) ask(ctx context.Context, identity, kind string, pid *actor.PID, a
 		case <-gone:
 			if !local && (!n.provider.hasMember(owner) || n.provider.addressLeftSince(pid.Address, sent)) {
 				return nil, errOwnerGone
+			}
+			if !local && n.provider.addressLeftSince(n.system.Address(), sent) {
+				return nil, errReplyPathReset
 			}
 			gone = n.provider.departures()
 		case <-changed:
