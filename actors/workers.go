@@ -426,6 +426,12 @@ func (p *Pool) RunClaimed(ctx context.Context, rec *jobstate.Record, lease jobst
 	return rep
 }
 
+// leaseRefused reports whether a job's answer to a renewal says the worker's lease is gone: another worker
+// holds the job, or it ended. See renew for the answers that do not.
+func leaseRefused(code string) bool {
+	return code != ReplyOK && code != ReplyInternal && code != ReplyRetry
+}
+
 // handBack returns an attempt that the node's drain cut short to the job actor, so that another node runs it
 // without counting an attempt. Should the message be lost, the lease expires and the job retries as after a
 // lost worker.
@@ -440,6 +446,12 @@ func (p *Pool) handBack(ctx context.Context, requestID string, lease jobstate.Le
 
 // renew extends the lease at a third of its length until ctx ends; when the job refuses (lease lost) it
 // cancels the work.
+//
+// The job may also fail to renew without refusing: its record could not be saved (ReplyInternal: the object
+// storage is down or frozen) or its activation lost the record to another (ReplyRetry). Neither says the lease
+// is gone, so the attempt goes on and renews at the next tick; if the lease did expire meanwhile, that renewal
+// (or the outcome's report) is refused. Abandoning on them threw away every running job's work when the storage
+// stalled for longer than a store call's timeout, and each job then waited for its lease to expire.
 func (p *Pool) renew(ctx context.Context, cancel context.CancelFunc, requestID string, lease jobstate.Lease) {
 	t := time.NewTicker(p.lease / 3)
 	defer t.Stop()
@@ -449,10 +461,13 @@ func (p *Pool) renew(ctx context.Context, cancel context.CancelFunc, requestID s
 			return
 		case <-t.C:
 			rep, err := p.call(ctx, requestID, &JobRenew{RequestID: requestID, Token: lease.Token})
-			if err == nil && rep.Code != ReplyOK {
+			if err == nil && leaseRefused(rep.Code) {
 				p.logger.Warn().Str("job", requestID).Str("code", rep.Code).Msg("lease lost; abandoning the attempt")
 				cancel()
 				return
+			}
+			if err == nil && rep.Code != ReplyOK {
+				p.logger.Warn().Str("job", requestID).Str("code", rep.Code).Str("detail", rep.Detail).Msg("lease not renewed; the attempt goes on")
 			}
 		}
 	}
