@@ -17,22 +17,33 @@ import (
 )
 
 // jobWritesFrozen refuses writes of job records while frozen, as a stopped object storage server does (the
-// store's timeout ends each write), and counts the refusals on refused.
+// store's timeout ends each write), and reports each refusal on refused and each write it takes on saved.
 type jobWritesFrozen struct {
 	persistence.Store
-	frozen  atomic.Bool
-	refused chan struct{}
+	frozen         atomic.Bool
+	refused, saved chan struct{}
 }
 
 func (s *jobWritesFrozen) CompareAndSet(ctx context.Context, k []byte, expect persistence.Version, v []byte) (persistence.Version, error) {
-	if s.frozen.Load() && strings.HasPrefix(string(k), "job/") {
-		select {
-		case s.refused <- struct{}{}:
-		default:
-		}
+	if !strings.HasPrefix(string(k), "job/") {
+		return s.Store.CompareAndSet(ctx, k, expect, v)
+	}
+	if s.frozen.Load() {
+		notify(s.refused)
 		return "", errors.New("injected: s3store: compare-and-set: context deadline exceeded")
 	}
-	return s.Store.CompareAndSet(ctx, k, expect, v)
+	ver, err := s.Store.CompareAndSet(ctx, k, expect, v)
+	if err == nil {
+		notify(s.saved)
+	}
+	return ver, err
+}
+
+func notify(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
 }
 
 // gatedProcessor starts an attempt, reports it on started and returns out once finish is closed, or a
@@ -68,7 +79,7 @@ func TestAttemptRidesThroughARefusedRenewal(t *testing.T) {
 	clk, _, spec := submitFixture(t, store, "9")
 	spec.Operation, spec.AcceleratorRequested, spec.WatermarkID = jobstate.OperationDetect, jobstate.AcceleratorCPU, ""
 	reqID := spec.RequestID
-	frozen := &jobWritesFrozen{Store: store, refused: make(chan struct{}, 1)}
+	frozen := &jobWritesFrozen{Store: store, refused: make(chan struct{}, 1), saved: make(chan struct{}, 1)}
 	sys, c := startSystem(t, frozen, store, clk)
 	t.Cleanup(sys.Shutdown)
 
@@ -94,7 +105,21 @@ func TestAttemptRidesThroughARefusedRenewal(t *testing.T) {
 			t.Fatal("no renewal reached the job actor")
 		}
 	}
+	// The storage comes back; the attempt ends once a renewal was saved again. (A job actor whose save failed
+	// stops, and a message that reaches it while it stops is dropped: the outcome's report is sent to a
+	// fresh activation, as it is on a cluster once the stop has happened.)
+	select { // forget the writes made before the storage froze
+	case <-frozen.saved:
+	default:
+	}
 	frozen.frozen.Store(false)
+	select {
+	case <-frozen.saved:
+	case <-proc.cancelled:
+		t.Fatal("the attempt was abandoned after the storage came back")
+	case <-time.After(30 * time.Second):
+		t.Fatal("no renewal was saved after the storage came back")
+	}
 	close(proc.finish)
 
 	select {
