@@ -415,7 +415,7 @@ func (p *Pool) RunClaimed(ctx context.Context, rec *jobstate.Record, lease jobst
 	} else {
 		msg = &JobSucceed{RequestID: requestID, Token: lease.Token, Output: out}
 	}
-	rep, err := p.call(ctx, requestID, msg)
+	rep, err := p.report(ctx, workCtx, requestID, msg)
 	if err != nil || rep.Code != ReplyOK {
 		p.logger.Warn().Err(err).Str("job", requestID).Interface("reply", rep).Msg("report outcome")
 	}
@@ -424,6 +424,35 @@ func (p *Pool) RunClaimed(ctx context.Context, rec *jobstate.Record, lease jobst
 	}
 	reported, ok = true, perr == nil
 	return rep
+}
+
+// report sends an attempt's outcome to its job, and sends it again while the job could not record it
+// (ReplyInternal: its save failed; ReplyRetry: its activation found the record changed, as when a write that
+// timed out during a storage stall lands afterwards) or did not answer, for up to one lease length and as
+// long as the lease is held (leaseCtx: renew cancels it when the job refuses a renewal). The lease goes on
+// being renewed meanwhile. A resent outcome that was recorded after all is refused as stale, which changes
+// nothing. Before, such an answer threw the finished work away and the job waited for its lease to expire.
+func (p *Pool) report(ctx, leaseCtx context.Context, requestID string, msg any) (*JobReply, error) {
+	until := time.Now().Add(p.lease)
+	wait := 250 * time.Millisecond
+	for {
+		rep, err := p.call(ctx, requestID, msg)
+		if err == nil && rep.Code != ReplyInternal && rep.Code != ReplyRetry {
+			return rep, nil
+		}
+		if time.Now().Add(wait).After(until) {
+			return rep, err
+		}
+		p.logger.Warn().Err(err).Str("job", requestID).Interface("reply", rep).Msg("outcome not recorded; reporting it again")
+		select {
+		case <-ctx.Done():
+			return rep, err
+		case <-leaseCtx.Done():
+			return rep, err
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 2*time.Second)
+	}
 }
 
 // leaseRefused reports whether a job's answer to a renewal says the worker's lease is gone: another worker

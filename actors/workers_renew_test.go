@@ -136,3 +136,58 @@ func TestAttemptRidesThroughARefusedRenewal(t *testing.T) {
 	default:
 	}
 }
+
+// TestOutcomeReportedAgainAfterAStorageStall: the attempt ends while the object storage is frozen, so the job
+// actor cannot save the outcome and answers internal. The worker still holds the lease: it reports the outcome
+// again until the job records it. Before, it gave the finished work up and the job waited for its lease to
+// expire and ran again (the same chaos run: jobs ended 20 s after the storage came back).
+func TestOutcomeReportedAgainAfterAStorageStall(t *testing.T) {
+	store, err := pebblestore.Open(t.TempDir(), zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	clk, _, spec := submitFixture(t, store, "8")
+	spec.Operation, spec.AcceleratorRequested, spec.WatermarkID = jobstate.OperationDetect, jobstate.AcceleratorCPU, ""
+	reqID := spec.RequestID
+	frozen := &jobWritesFrozen{Store: store, refused: make(chan struct{}, 1), saved: make(chan struct{}, 1)}
+	sys, c := startSystem(t, frozen, store, clk)
+	t.Cleanup(sys.Shutdown)
+
+	const lease = time.Minute // no renewal during the test: the only job writes are the outcome's
+	sub := c.job(t, reqID, &actors.JobSubmit{Spec: spec, Hold: 3, ClaimAs: "w1", Lease: lease})
+	proc := &gatedProcessor{started: make(chan struct{}), finish: make(chan struct{}), cancelled: make(chan struct{}),
+		out: jobstate.Output{BlobKey: "out/" + reqID, Size: 20, SHA256: strings.Repeat("d", 64), ContentType: "application/json",
+			Filename: "detection.json", Charge: 1, Accelerator: jobstate.AcceleratorCPU}}
+	pool := actors.NewPool(c, proc, zerolog.Nop(), "n1", 1, lease)
+	done := make(chan *actors.JobReply, 1)
+	go func() { done <- pool.RunClaimed(context.Background(), sub.Record, *sub.Lease) }()
+	<-proc.started
+
+	frozen.frozen.Store(true)
+	close(proc.finish)
+	select {
+	case <-frozen.refused: // the outcome's save
+	case rep := <-done:
+		t.Fatalf("the attempt ended without the job saving its outcome: %+v", rep)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the outcome never reached the job")
+	}
+	frozen.frozen.Store(false)
+
+	select {
+	case rep := <-done:
+		if rep == nil || rep.Code != actors.ReplyOK || rep.Record.Status != jobstate.StatusSucceeded {
+			t.Fatalf("outcome reported after the storage came back: %+v, want the job succeeded", rep)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the attempt did not end")
+	}
+	v, err := c.Request(context.Background(), reqID, actors.KindJob, &actors.JobGet{RequestID: reqID, OrgID: spec.OrgID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := v.(*actors.JobReply).Record; r.Status != jobstate.StatusSucceeded || r.Attempts != 1 {
+		t.Fatalf("job after the stall: %s after %d attempt(s), want succeeded after 1", r.Status, r.Attempts)
+	}
+}
