@@ -77,12 +77,15 @@ type fixture struct {
 // holdGate keeps a counter busy: Hit{Op: "hold"} on the node named node reports the counter's identity on
 // held and returns once release is closed; on other nodes it counts like Hit{}. Hit{Op: "drop-first"} is
 // counted but not answered the first time an activation gets it (a reply lost on the way), which it reports
-// on dropped, and answered after.
+// on dropped, and answered after. Hit{Op: "block"} reports on blocked and is counted and answered once
+// resume is closed.
 type holdGate struct {
 	node    string
 	held    chan string
 	release chan struct{}
 	dropped chan string
+	blocked chan string
+	resume  chan struct{}
 }
 
 var (
@@ -145,7 +148,8 @@ func startFixture() (*fixture, error) {
 	defer cancel()
 	start := time.Now()
 	f := &fixture{regA: cluster.NewRegistry(), regB: cluster.NewRegistry(), reg: cluster.NewRegistry(),
-		hold: &holdGate{node: "m1", held: make(chan string, 1), release: make(chan struct{}), dropped: make(chan string, 1)}}
+		hold: &holdGate{node: "m1", held: make(chan string, 1), release: make(chan struct{}), dropped: make(chan string, 1),
+			blocked: make(chan string, 1), resume: make(chan struct{})}}
 	f.regA.MustRegister(Ping{}, Pong{}, Secret{}) // only A knows Secret
 	f.regB.MustRegister(Ping{}, Pong{})
 	f.reg.MustRegister(Ping{}, Pong{}, Hit{}, HitReply{})
@@ -291,6 +295,11 @@ func (c *counter) Receive(ctx actor.Context) {
 			if c.hold != nil && c.node == c.hold.node {
 				c.hold.held <- c.identity
 				<-c.hold.release
+			}
+		case "block":
+			if c.hold != nil {
+				c.hold.blocked <- c.identity
+				<-c.hold.resume
 			}
 		case "drop-first":
 			if !c.dropped && c.hold != nil {

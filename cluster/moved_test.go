@@ -1,6 +1,7 @@
 package cluster_test
 
 import (
+	"errors"
 	"net"
 	"strconv"
 	"testing"
@@ -9,6 +10,7 @@ import (
 	"filigrane/cluster"
 	"filigrane/cluster/clustertest"
 
+	"github.com/asynkron/protoactor-go/actor"
 	pcluster "github.com/asynkron/protoactor-go/cluster"
 )
 
@@ -178,5 +180,76 @@ func TestRequestResentWhenThisAddressLeft(t *testing.T) {
 		t.Logf("request sent again and answered after %v", res.d)
 	case <-time.After(clustertest.LoadSlack):
 		t.Fatalf("request whose reply was lost still waiting %v after this node's address left; want it sent again", clustertest.LoadSlack)
+	}
+}
+
+// An activation that stops itself (as the durable actors do after a failed save) or that disthash stops drops
+// the messages queued behind its stop, and protoactor answers them nothing (a PID that is gone gets a dead
+// letter; one that is stopping got silence), so a request among them waited for its whole deadline. It is
+// answered with the dead letter now, which Node.Request takes as a stale PID: it resolves again and re-sends.
+func TestRequestQueuedBehindAStopGetsADeadLetter(t *testing.T) {
+	f, nodes := liveCluster(t)
+	n1, n2 := nodes[0], nodes[1]
+	id := ""
+	for i := 0; id == "" && i < 100; i++ {
+		c := "stop-" + strconv.Itoa(i)
+		resp, err := n1.Request(ctxTimeout(t, callBudget), c, "counter", Hit{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.(*HitReply).Node == n2.Name() {
+			id = c
+		}
+	}
+	if id == "" {
+		t.Fatal("no identity of 100 landed on n2")
+	}
+	resumed := false
+	resume := func() {
+		if !resumed {
+			resumed = true
+			close(f.hold.resume)
+		}
+	}
+	t.Cleanup(resume)
+
+	// The counter is busy; its stop, then a request, wait in its mailbox in that order (both posted on n2,
+	// where a send enqueues before it returns).
+	blocked := make(chan error, 1)
+	go func() {
+		_, err := n1.Request(ctxTimeout(t, callBudget), id, "counter", Hit{Op: "block"})
+		blocked <- err
+	}()
+	select {
+	case <-f.hold.blocked:
+	case <-time.After(callBudget):
+		t.Fatal("the counter did not get the blocking command")
+	}
+	pid := n2.Cluster().Get(id, "counter")
+	if pid == nil {
+		t.Fatal("no activation of the counter on n2")
+	}
+	root := n2.System().Root
+	root.Poison(pid)
+	queued := root.RequestFuture(pid, &Hit{}, callBudget)
+	resume()
+	if err := <-blocked; err != nil {
+		t.Fatalf("blocking command: %v", err)
+	}
+	start := time.Now()
+	_, err := queued.Result()
+	if !errors.Is(err, actor.ErrDeadLetter) {
+		t.Fatalf("request queued behind the stop: %v after %v, want a dead letter", err, time.Since(start))
+	}
+	if took := time.Since(start); took > clustertest.LoadSlack {
+		t.Fatalf("dead letter for the request queued behind the stop came after %v, want at once", took)
+	}
+	// Node.Request re-sends after a dead letter: a fresh activation answers.
+	resp, err := n1.Request(ctxTimeout(t, callBudget), id, "counter", Hit{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := resp.(*HitReply); r.Count != 1 {
+		t.Fatalf("after the stop: %+v, want a fresh activation (count 1)", r)
 	}
 }

@@ -146,6 +146,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		cfg.Label = "filigrane"
 	}
 	seen := map[string]bool{}
+	system := new(atomic.Pointer[actor.ActorSystem]) // for the activations' mailboxes, set below
 	kinds := make([]*pcluster.Kind, 0, len(cfg.Kinds))
 	for _, k := range cfg.Kinds {
 		if k.Name == "" || k.Props == nil {
@@ -155,7 +156,8 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 			return nil, fmt.Errorf("cluster: start: kind %q registered twice", k.Name)
 		}
 		seen[k.Name] = true
-		kinds = append(kinds, pcluster.NewKind(k.Name, cfg.Registry.WithEnvelope(k.Props)))
+		props := cfg.Registry.WithEnvelope(k.Props).Configure(actor.WithMailbox(stopAwareMailbox(system)))
+		kinds = append(kinds, pcluster.NewKind(k.Name, props))
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("cluster: start: %w", err)
@@ -212,6 +214,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		actorLog = actorLog.Level(zerolog.WarnLevel)
 	}
 	n.system = actor.NewActorSystem(actor.WithLoggerFactory(LoggerFactory(actorLog)))
+	system.Store(n.system)
 	ccfg := pcluster.Configure(cfg.Label, provider, disthash.New(),
 		remote.Configure(cfg.Host, cfg.RemotePort, ropts...),
 		pcluster.WithKinds(kinds...),
