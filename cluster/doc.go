@@ -83,7 +83,10 @@
 // the stop is dropped without a dead letter), and when a member at this
 // node's own address leaves (this process restarted before the cluster
 // dropped its previous incarnation: the peers then close their connections
-// to the address, and a reply queued there is lost). Delivery is therefore
+// to the address, and a reply queued there is lost). An activation that
+// stops drops the messages queued behind its stop; its mailbox answers each
+// request among them with a dead letter (stopped.go), as protoactor does for
+// a PID that is gone, so that it is re-sent at once. Delivery is therefore
 // at-least-once. [Node.RequestPID] calls a plain actor by PID (for example a
 // named per-node actor found through member metadata).
 //
