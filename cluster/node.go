@@ -372,8 +372,8 @@ var errOwnerGone = errors.New("owner left the cluster")
 
 // errOwnerMoved: the topology changed (a member joined, or one left) and the activation a request was sent
 // to now belongs to another member. disthash stops (poisons) such an activation; a message that reaches its
-// mailbox behind the poison is dropped without a dead letter, so the request would wait for its whole
-// deadline: it is sent again, to the new owner, instead.
+// mailbox behind the poison gets a dead letter (stopped.go), but only once the activation has finished what
+// was queued ahead of it: the request is sent again, to the new owner, at once instead.
 var errOwnerMoved = errors.New("the activation moved to another member")
 
 // errReplyPathReset: a member at this node's own address left while a request to a peer was in flight (this
