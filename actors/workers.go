@@ -415,7 +415,7 @@ func (p *Pool) RunClaimed(ctx context.Context, rec *jobstate.Record, lease jobst
 	} else {
 		msg = &JobSucceed{RequestID: requestID, Token: lease.Token, Output: out}
 	}
-	rep, err := p.call(ctx, requestID, msg)
+	rep, err := p.report(ctx, workCtx, requestID, msg)
 	if err != nil || rep.Code != ReplyOK {
 		p.logger.Warn().Err(err).Str("job", requestID).Interface("reply", rep).Msg("report outcome")
 	}
@@ -424,6 +424,41 @@ func (p *Pool) RunClaimed(ctx context.Context, rec *jobstate.Record, lease jobst
 	}
 	reported, ok = true, perr == nil
 	return rep
+}
+
+// report sends an attempt's outcome to its job, and sends it again while the job could not record it
+// (ReplyInternal: its save failed; ReplyRetry: its activation found the record changed, as when a write that
+// timed out during a storage stall lands afterwards) or did not answer, for up to one lease length and as
+// long as the lease is held (leaseCtx: renew cancels it when the job refuses a renewal). The lease goes on
+// being renewed meanwhile. A resent outcome that was recorded after all is refused as stale, which changes
+// nothing. Before, such an answer threw the finished work away and the job waited for its lease to expire.
+func (p *Pool) report(ctx, leaseCtx context.Context, requestID string, msg any) (*JobReply, error) {
+	until := time.Now().Add(p.lease)
+	wait := 250 * time.Millisecond
+	for {
+		rep, err := p.call(ctx, requestID, msg)
+		if err == nil && rep.Code != ReplyInternal && rep.Code != ReplyRetry {
+			return rep, nil
+		}
+		if time.Now().Add(wait).After(until) {
+			return rep, err
+		}
+		p.logger.Warn().Err(err).Str("job", requestID).Interface("reply", rep).Msg("outcome not recorded; reporting it again")
+		select {
+		case <-ctx.Done():
+			return rep, err
+		case <-leaseCtx.Done():
+			return rep, err
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 2*time.Second)
+	}
+}
+
+// leaseRefused reports whether a job's answer to a renewal says the worker's lease is gone: another worker
+// holds the job, or it ended. See renew for the answers that do not.
+func leaseRefused(code string) bool {
+	return code != ReplyOK && code != ReplyInternal && code != ReplyRetry
 }
 
 // handBack returns an attempt that the node's drain cut short to the job actor, so that another node runs it
@@ -440,6 +475,12 @@ func (p *Pool) handBack(ctx context.Context, requestID string, lease jobstate.Le
 
 // renew extends the lease at a third of its length until ctx ends; when the job refuses (lease lost) it
 // cancels the work.
+//
+// The job may also fail to renew without refusing: its record could not be saved (ReplyInternal: the object
+// storage is down or frozen) or its activation lost the record to another (ReplyRetry). Neither says the lease
+// is gone, so the attempt goes on and renews at the next tick; if the lease did expire meanwhile, that renewal
+// (or the outcome's report) is refused. Abandoning on them threw away every running job's work when the storage
+// stalled for longer than a store call's timeout, and each job then waited for its lease to expire.
 func (p *Pool) renew(ctx context.Context, cancel context.CancelFunc, requestID string, lease jobstate.Lease) {
 	t := time.NewTicker(p.lease / 3)
 	defer t.Stop()
@@ -449,10 +490,13 @@ func (p *Pool) renew(ctx context.Context, cancel context.CancelFunc, requestID s
 			return
 		case <-t.C:
 			rep, err := p.call(ctx, requestID, &JobRenew{RequestID: requestID, Token: lease.Token})
-			if err == nil && rep.Code != ReplyOK {
+			if err == nil && leaseRefused(rep.Code) {
 				p.logger.Warn().Str("job", requestID).Str("code", rep.Code).Msg("lease lost; abandoning the attempt")
 				cancel()
 				return
+			}
+			if err == nil && rep.Code != ReplyOK {
+				p.logger.Warn().Str("job", requestID).Str("code", rep.Code).Str("detail", rep.Detail).Msg("lease not renewed; the attempt goes on")
 			}
 		}
 	}

@@ -76,7 +76,17 @@
 // ctx's deadline (Config.RequestTimeout when ctx has none), re-resolves the
 // identity and re-sends after a dead letter or when the owner leaves the
 // topology mid-request, and so fails over a request in flight to a crashed
-// node in about the failure-detection time. Delivery is therefore
+// node in about the failure-detection time. It also re-sends when the
+// topology gives the identity to a member at another address (a node that
+// joins, or rejoins after a restart, takes its activations back: disthash
+// stops the old activation, and a message that reaches its mailbox behind
+// the stop is dropped without a dead letter), and when a member at this
+// node's own address leaves (this process restarted before the cluster
+// dropped its previous incarnation: the peers then close their connections
+// to the address, and a reply queued there is lost). An activation that
+// stops drops the messages queued behind its stop; its mailbox answers each
+// request among them with a dead letter (stopped.go), as protoactor does for
+// a PID that is gone, so that it is re-sent at once. Delivery is therefore
 // at-least-once. [Node.RequestPID] calls a plain actor by PID (for example a
 // named per-node actor found through member metadata).
 //

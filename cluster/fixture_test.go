@@ -60,6 +60,10 @@ type fixture struct {
 	failover []*cluster.Node
 	// intruder has the failover cluster's label but not its gossip key.
 	intruder *cluster.Node
+	// m1, m2: two clusters of one that TestRequestFollowsActivationMovedByJoin joins, so that activations
+	// move to the member that joins; hold keeps one of m1's activations busy meanwhile.
+	moving []*cluster.Node
+	hold   *holdGate
 
 	// Errors of deliberately failing starts, made first (see startFailures).
 	portInUseErr, joinErr error
@@ -67,6 +71,21 @@ type fixture struct {
 
 	mu          sync.Mutex
 	failoverRan bool
+	movingRan   bool
+}
+
+// holdGate keeps a counter busy: Hit{Op: "hold"} on the node named node reports the counter's identity on
+// held and returns once release is closed; on other nodes it counts like Hit{}. Hit{Op: "drop-first"} is
+// counted but not answered the first time an activation gets it (a reply lost on the way), which it reports
+// on dropped, and answered after. Hit{Op: "block"} reports on blocked and is counted and answered once
+// resume is closed.
+type holdGate struct {
+	node    string
+	held    chan string
+	release chan struct{}
+	dropped chan string
+	blocked chan string
+	resume  chan struct{}
 }
 
 var (
@@ -78,7 +97,7 @@ var (
 func TestMain(m *testing.M) {
 	code := m.Run()
 	if fx != nil {
-		for _, n := range append(append(fx.nodes, fx.failover...), fx.intruder) {
+		for _, n := range append(append(append(fx.nodes, fx.failover...), fx.moving...), fx.intruder) {
 			_ = n.Stop(false)
 		}
 		fx.stopRemote()
@@ -128,7 +147,9 @@ func startFixture() (*fixture, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	start := time.Now()
-	f := &fixture{regA: cluster.NewRegistry(), regB: cluster.NewRegistry(), reg: cluster.NewRegistry()}
+	f := &fixture{regA: cluster.NewRegistry(), regB: cluster.NewRegistry(), reg: cluster.NewRegistry(),
+		hold: &holdGate{node: "m1", held: make(chan string, 1), release: make(chan struct{}), dropped: make(chan string, 1),
+			blocked: make(chan string, 1), resume: make(chan struct{})}}
 	f.regA.MustRegister(Ping{}, Pong{}, Secret{}) // only A knows Secret
 	f.regB.MustRegister(Ping{}, Pong{})
 	f.reg.MustRegister(Ping{}, Pong{}, Hit{}, HitReply{})
@@ -176,7 +197,7 @@ func startFixture() (*fixture, error) {
 				Roles:    []cluster.Role{cluster.RoleWorker},
 				Capacity: i,
 				Logger:   testLogger(),
-				Kinds:    []cluster.Kind{cluster.NewKind("counter", actor.PropsFromProducer(newCounter(f.reg, name)))},
+				Kinds:    []cluster.Kind{cluster.NewKind("counter", actor.PropsFromProducer(newCounter(f.reg, name, f.hold)))},
 				Registry: f.reg,
 				Label:    label,
 				// The routing cluster's nodes must all stay alive.
@@ -198,17 +219,19 @@ func startFixture() (*fixture, error) {
 		FailureDetection: clustertest.StableDetection()}
 	// f1, f2 and f3 start as three clusters of one; TestFailover joins them.
 	fs := configs("f")
-	cs, err := clustertest.StartClusters(ctx, configs("n"), fs[:1], fs[1:2], fs[2:], []cluster.Config{intruder})
+	ms := configs("m")
+	cs, err := clustertest.StartClusters(ctx, configs("n"), fs[:1], fs[1:2], fs[2:], []cluster.Config{intruder}, ms[:1], ms[1:2])
 	if err != nil {
 		f.stopRemote()
 		return nil, err
 	}
 	f.nodes, f.failover, f.intruder = cs[0], []*cluster.Node{cs[1][0], cs[2][0], cs[3][0]}, cs[4][0]
+	f.moving = []*cluster.Node{cs[5][0], cs[6][0]}
 	// The remote-only servers' later connections come after all starts.
 	for _, p := range probes {
 		p.Sync()
 	}
-	fmt.Fprintf(os.Stderr, "fixture: 2 remote systems, two 3-node clusters and a lone node started in %v\n", time.Since(start).Round(time.Millisecond))
+	fmt.Fprintf(os.Stderr, "fixture: 2 remote systems, two 3-node clusters and three lone nodes started in %v\n", time.Since(start).Round(time.Millisecond))
 	return f, nil
 }
 
@@ -240,12 +263,14 @@ func pingActor(reg *cluster.Registry, from string) actor.ReceiveFunc {
 type counter struct {
 	reg      *cluster.Registry
 	node     string
+	hold     *holdGate
 	identity string
 	n        int
+	dropped  bool
 }
 
-func newCounter(reg *cluster.Registry, node string) actor.Producer {
-	return func() actor.Actor { return &counter{reg: reg, node: node} }
+func newCounter(reg *cluster.Registry, node string, hold *holdGate) actor.Producer {
+	return func() actor.Actor { return &counter{reg: reg, node: node, hold: hold} }
 }
 
 func (c *counter) Receive(ctx actor.Context) {
@@ -266,6 +291,23 @@ func (c *counter) Receive(ctx actor.Context) {
 		case "fail":
 			_ = cluster.RespondFailure(ctx, c.reg, "nope", fmt.Errorf("counter %s refuses", c.identity))
 			return
+		case "hold":
+			if c.hold != nil && c.node == c.hold.node {
+				c.hold.held <- c.identity
+				<-c.hold.release
+			}
+		case "block":
+			if c.hold != nil {
+				c.hold.blocked <- c.identity
+				<-c.hold.resume
+			}
+		case "drop-first":
+			if !c.dropped && c.hold != nil {
+				c.dropped = true
+				c.n++
+				c.hold.dropped <- c.identity
+				return
+			}
 		}
 		c.n++
 		_ = cluster.Respond(ctx, c.reg, HitReply{Identity: c.identity, Node: c.node, Count: c.n})

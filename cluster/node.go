@@ -146,6 +146,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		cfg.Label = "filigrane"
 	}
 	seen := map[string]bool{}
+	system := new(atomic.Pointer[actor.ActorSystem]) // for the activations' mailboxes, set below
 	kinds := make([]*pcluster.Kind, 0, len(cfg.Kinds))
 	for _, k := range cfg.Kinds {
 		if k.Name == "" || k.Props == nil {
@@ -155,7 +156,8 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 			return nil, fmt.Errorf("cluster: start: kind %q registered twice", k.Name)
 		}
 		seen[k.Name] = true
-		kinds = append(kinds, pcluster.NewKind(k.Name, cfg.Registry.WithEnvelope(k.Props)))
+		props := cfg.Registry.WithEnvelope(k.Props).Configure(actor.WithMailbox(stopAwareMailbox(system)))
+		kinds = append(kinds, pcluster.NewKind(k.Name, props))
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("cluster: start: %w", err)
@@ -212,6 +214,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		actorLog = actorLog.Level(zerolog.WarnLevel)
 	}
 	n.system = actor.NewActorSystem(actor.WithLoggerFactory(LoggerFactory(actorLog)))
+	system.Store(n.system)
 	ccfg := pcluster.Configure(cfg.Label, provider, disthash.New(),
 		remote.Configure(cfg.Host, cfg.RemotePort, ropts...),
 		pcluster.WithKinds(kinds...),
@@ -367,6 +370,18 @@ var ErrNoActivation = errors.New("no activation for identity")
 // a request to it was in flight.
 var errOwnerGone = errors.New("owner left the cluster")
 
+// errOwnerMoved: the topology changed (a member joined, or one left) and the activation a request was sent
+// to now belongs to another member. disthash stops (poisons) such an activation; a message that reaches its
+// mailbox behind the poison gets a dead letter (stopped.go), but only once the activation has finished what
+// was queued ahead of it: the request is sent again, to the new owner, at once instead.
+var errOwnerMoved = errors.New("the activation moved to another member")
+
+// errReplyPathReset: a member at this node's own address left while a request to a peer was in flight (this
+// process restarted on the address before the cluster dropped its previous incarnation). Dropping that member,
+// every peer closes its connection to the address, and a reply queued there is lost: the request is sent again
+// rather than waiting for its whole deadline.
+var errReplyPathReset = errors.New("a member at this node's address left: the reply may be lost")
+
 // Request sends msg to the virtual actor kind/identity (activating it on
 // its owner if needed) and returns the unwrapped reply. A Failure reply is
 // returned as the error.
@@ -434,7 +449,7 @@ func (n *Node) request(ctx context.Context, identity, kind string, msg any) (any
 			lastErr = err
 			continue
 		}
-		resp, err := n.ask(ctx, pid, a)
+		resp, err := n.ask(ctx, identity, kind, pid, a)
 		if err == nil {
 			v, err := n.reg.DecodeReply(resp)
 			if err != nil {
@@ -446,7 +461,7 @@ func (n *Node) request(ctx context.Context, identity, kind string, msg any) (any
 			continue // reported at the top of the loop
 		}
 		switch {
-		case errors.Is(err, errOwnerGone), errors.Is(err, actor.ErrDeadLetter), errors.Is(err, remote.ErrDeadLetter),
+		case errors.Is(err, errOwnerGone), errors.Is(err, errOwnerMoved), errors.Is(err, errReplyPathReset), errors.Is(err, actor.ErrDeadLetter), errors.Is(err, remote.ErrDeadLetter),
 			errors.Is(err, actor.ErrTimeout), errors.Is(err, remote.ErrTimeout):
 			// Stale PID: the activation stopped, moved, or its node died.
 			if errors.Is(err, errOwnerGone) {
@@ -486,11 +501,22 @@ func (n *Node) lookup(ctx context.Context, identity, kind string) (*actor.PID, e
 	}
 }
 
-// ask sends the envelope to pid and waits for the reply, for ctx's
-// deadline, or until pid's member leaves the topology.
-func (n *Node) ask(ctx context.Context, pid *actor.PID, a any) (any, error) {
+// ask sends the envelope to pid, the activation of kind/identity, and waits for the reply, for ctx's
+// deadline, until pid's member leaves the topology, or until the topology gives the identity to a member
+// at another address (errOwnerMoved).
+func (n *Node) ask(ctx context.Context, identity, kind string, pid *actor.PID, a any) (any, error) {
 	gone := n.provider.departures() // before the membership check: no gap
+	changed := n.provider.Changed() // before the ownership check: no gap
 	sent := time.Now()
+	// A PID cached before a member joined names an activation that disthash is stopping: protoactor drops
+	// the cache entries of members that leave, not those of activations that move to a member that joins.
+	moved := func() bool {
+		owner := n.provider.ownerAddress(identity, kind)
+		return owner != "" && owner != pid.Address
+	}
+	if moved() {
+		return nil, errOwnerMoved
+	}
 	// The owner is the member (by id, not by address) that held pid when the request left: a node killed
 	// and restarted on the same address is a new member with a new id, which never answers for the old
 	// one's activations, so a request the dead process took with it must be abandoned when the old id
@@ -531,7 +557,15 @@ func (n *Node) ask(ctx context.Context, pid *actor.PID, a any) (any, error) {
 			if !local && (!n.provider.hasMember(owner) || n.provider.addressLeftSince(pid.Address, sent)) {
 				return nil, errOwnerGone
 			}
+			if !local && n.provider.addressLeftSince(n.system.Address(), sent) {
+				return nil, errReplyPathReset
+			}
 			gone = n.provider.departures()
+		case <-changed:
+			if moved() {
+				return nil, errOwnerMoved
+			}
+			changed = n.provider.Changed()
 		}
 	}
 }

@@ -177,8 +177,12 @@ type MemberlistProvider struct {
 	departed map[string]departure
 	// changedCh is closed (and replaced) when a publish changes Members().
 	changedCh chan struct{}
-	notified  map[string]time.Time // last blocked notice sent, by member id
-	started   bool
+	// owners places identities over the published topology exactly as protoactor's disthash does (the
+	// rendezvous hash of the members' remote addresses, per kind), so that a request can tell that the
+	// activation it was sent to has been moved to another member.
+	owners   *pcluster.Rendezvous
+	notified map[string]time.Time // last blocked notice sent, by member id
+	started  bool
 
 	kick         chan struct{}
 	exec         chan func() // runs on the publisher goroutine (tests)
@@ -682,6 +686,9 @@ func (p *MemberlistProvider) publish() {
 		}
 	}
 	if !slices.EqualFunc(p.published, snapshot, sameMember) {
+		rdv := pcluster.NewRendezvous()
+		rdv.UpdateMembers(members)
+		p.owners = rdv
 		close(p.changedCh)
 		p.changedCh = make(chan struct{})
 	}
@@ -711,6 +718,18 @@ func (p *MemberlistProvider) Changed() <-chan struct{} {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.changedCh
+}
+
+// ownerAddress returns the remote address of the member that owns the activation of kind/identity in the
+// published topology (protoactor's disthash placement over the same members), or "" when none is known.
+func (p *MemberlistProvider) ownerAddress(identity, kind string) string {
+	p.mu.Lock()
+	rdv := p.owners
+	p.mu.Unlock()
+	if rdv == nil {
+		return ""
+	}
+	return rdv.GetByClusterIdentity(&pcluster.ClusterIdentity{Identity: identity, Kind: kind})
 }
 
 // departures returns a channel that is closed the next time a member

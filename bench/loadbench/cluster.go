@@ -56,6 +56,9 @@ type LocalConfig struct {
 	Dir string
 	// Output receives every process's output lines, prefixed with its index (nil discards them).
 	Output io.Writer
+	// LogLevel is the nodes' --log-level; empty means warn. Debug logs every request with its status, route
+	// and time, which a chaos run's odd operation is traced by.
+	LogLevel string
 }
 
 // Local is a running local cluster with an organization of BenchCredits credits and an owner key.
@@ -148,6 +151,10 @@ func StartLocal(ctx context.Context, cfg LocalConfig) (l *Local, err error) {
 		return nil, fmt.Errorf("write plan catalog: %w", err)
 	}
 	fd := cfg.Detection
+	logLevel := cfg.LogLevel
+	if logLevel == "" {
+		logLevel = "warn"
+	}
 	l.Nodes, err = clustertest.StartProcesses(ctx, clustertest.ProcessConfig{
 		Binary: cfg.Binary, N: cfg.Nodes, Ports: 4, Env: cfg.Env, Output: cfg.Output,
 		Args: func(i int, ports [][]int) []string {
@@ -157,7 +164,7 @@ func StartLocal(ctx context.Context, cfg LocalConfig) (l *Local, err error) {
 				"--cluster-bind", fmt.Sprintf("127.0.0.1:%d", p[2]), "--remote-port", strconv.Itoa(p[3]),
 				"--s3-endpoint", l.S3Config.Endpoint, "--s3-bucket", s3Bucket, "--s3-access-key", s3AccessKey,
 				"--s3-secret-key", s3SecretKey, "--workers", strconv.Itoa(cfg.Workers), "--plans", plans,
-				"--log-format", "json", "--log-level", "warn"}
+				"--log-format", "json", "--log-level", logLevel}
 			if fd.ProbeInterval > 0 {
 				args = append(args, "--cluster-probe-interval", fd.ProbeInterval.String())
 			}

@@ -76,6 +76,7 @@ func runBenchLoad(ctx context.Context, args []string, stdout, stderr io.Writer, 
 		seed      = fs.Uint64("seed", 1, "seed of the operation sequence")
 		progress  = fs.String("progress", "auto", "live progress: auto (a bar on a terminal, a line every 5 s otherwise), always, never")
 		nodeLog   = fs.String("node-log", "", "write the local processes' output to this file")
+		nodeLevel = fs.String("node-log-level", "warn", "local nodes' --log-level (debug logs every request: route, status, time, request id)")
 		s3Sidecar = fs.Bool("s3-sidecar", false, "local S3 server (versitygw) keeps object metadata in a sidecar directory, not in extended attributes (the mode a kill -9 can tear; see docs/storage.md)")
 		detection = fs.String("detection", "", "local nodes' failure detection: production, quick (1 s probes, 4x suspicion) or stable (5 s, 6x); default stable for load, quick for chaos")
 		schedule  = fs.String("schedule", "", "chaos: AT:ACTION:TARGET,... with ACTION kill, stop, cont, restart and TARGET nodeN or s3 (default: kill and restart the last node, freeze node0, kill and restart S3)")
@@ -133,7 +134,7 @@ func runBenchLoad(ctx context.Context, args []string, stdout, stderr io.Writer, 
 		if err != nil {
 			return fail(1, fmt.Errorf("find this binary for the nodes: %w", err))
 		}
-		lc := loadbench.LocalConfig{Binary: bin, Nodes: *nodes, Workers: *workers, Detection: fd, S3Sidecar: *s3Sidecar}
+		lc := loadbench.LocalConfig{Binary: bin, Nodes: *nodes, Workers: *workers, Detection: fd, S3Sidecar: *s3Sidecar, LogLevel: *nodeLevel}
 		if *nodeLog != "" {
 			f, err := os.Create(*nodeLog)
 			if err != nil {
