@@ -12,6 +12,7 @@ import (
 
 	"filigrane/actors"
 	"filigrane/actors/jobstate"
+	"filigrane/internal/clock"
 	"filigrane/persistence"
 	"filigrane/persistence/pebblestore"
 )
@@ -64,26 +65,22 @@ func (p *gatedProcessor) Process(ctx context.Context, _ *jobstate.Record) (jobst
 	}
 }
 
-// TestAttemptRidesThroughARefusedRenewal: the object storage freezes while a worker runs a job, so the job
-// actor cannot save the lease's renewal and answers internal. That says nothing about the lease, which the
-// worker still holds; the attempt goes on, renews once the storage is back and reports its outcome. Before, the
-// worker took any answer but OK for a lost lease and abandoned the attempt: a chaos run with S3 stopped for 20 s
-// threw away the work of every running job, which then waited for its lease to expire and ran again (ending
-// 20 s after the storage came back).
-func TestAttemptRidesThroughARefusedRenewal(t *testing.T) {
+// startFrozenAttempt submits a detection whose request id repeats letter to a job actor on a store whose job
+// writes can be frozen, claimed by worker w1 under lease, and starts its attempt on a pool with a gated
+// processor: it returns once the processor runs. done receives RunClaimed's answer.
+func startFrozenAttempt(t *testing.T, letter string, lease time.Duration) (*clock.Manual, *localCaller, *jobWritesFrozen, *gatedProcessor, chan *actors.JobReply) {
+	t.Helper()
 	store, err := pebblestore.Open(t.TempDir(), zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	clk, _, spec := submitFixture(t, store, "9")
+	clk, _, spec := submitFixture(t, store, letter)
 	spec.Operation, spec.AcceleratorRequested, spec.WatermarkID = jobstate.OperationDetect, jobstate.AcceleratorCPU, ""
 	reqID := spec.RequestID
 	frozen := &jobWritesFrozen{Store: store, refused: make(chan struct{}, 1), saved: make(chan struct{}, 1)}
 	sys, c := startSystem(t, frozen, store, clk)
 	t.Cleanup(sys.Shutdown)
-
-	const lease = 300 * time.Millisecond // renewed every 100 ms
 	sub := c.job(t, reqID, &actors.JobSubmit{Spec: spec, Hold: 3, ClaimAs: "w1", Lease: lease})
 	proc := &gatedProcessor{started: make(chan struct{}), finish: make(chan struct{}), cancelled: make(chan struct{}),
 		out: jobstate.Output{BlobKey: "out/" + reqID, Size: 20, SHA256: strings.Repeat("d", 64), ContentType: "application/json",
@@ -92,6 +89,18 @@ func TestAttemptRidesThroughARefusedRenewal(t *testing.T) {
 	done := make(chan *actors.JobReply, 1)
 	go func() { done <- pool.RunClaimed(context.Background(), sub.Record, *sub.Lease) }()
 	<-proc.started
+	return clk, c, frozen, proc, done
+}
+
+// TestAttemptRidesThroughARefusedRenewal: the object storage freezes while a worker runs a job, so the job
+// actor cannot save the lease's renewal and answers internal. That says nothing about the lease, which the
+// worker still holds; the attempt goes on, renews once the storage is back and reports its outcome. Before, the
+// worker took any answer but OK for a lost lease and abandoned the attempt: a chaos run with S3 stopped for 20 s
+// threw away the work of every running job, which then waited for its lease to expire and ran again (ending
+// 20 s after the storage came back).
+func TestAttemptRidesThroughARefusedRenewal(t *testing.T) {
+	const lease = 300 * time.Millisecond // renewed every 100 ms
+	clk, _, frozen, proc, done := startFrozenAttempt(t, "9", lease)
 
 	frozen.frozen.Store(true)
 	clk.Advance(50 * time.Millisecond) // a renewal now moves the lease's end: the actor must save it
@@ -142,27 +151,9 @@ func TestAttemptRidesThroughARefusedRenewal(t *testing.T) {
 // again until the job records it. Before, it gave the finished work up and the job waited for its lease to
 // expire and ran again (the same chaos run: jobs ended 20 s after the storage came back).
 func TestOutcomeReportedAgainAfterAStorageStall(t *testing.T) {
-	store, err := pebblestore.Open(t.TempDir(), zerolog.Nop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
-	clk, _, spec := submitFixture(t, store, "8")
-	spec.Operation, spec.AcceleratorRequested, spec.WatermarkID = jobstate.OperationDetect, jobstate.AcceleratorCPU, ""
-	reqID := spec.RequestID
-	frozen := &jobWritesFrozen{Store: store, refused: make(chan struct{}, 1), saved: make(chan struct{}, 1)}
-	sys, c := startSystem(t, frozen, store, clk)
-	t.Cleanup(sys.Shutdown)
-
 	const lease = time.Minute // no renewal during the test: the only job writes are the outcome's
-	sub := c.job(t, reqID, &actors.JobSubmit{Spec: spec, Hold: 3, ClaimAs: "w1", Lease: lease})
-	proc := &gatedProcessor{started: make(chan struct{}), finish: make(chan struct{}), cancelled: make(chan struct{}),
-		out: jobstate.Output{BlobKey: "out/" + reqID, Size: 20, SHA256: strings.Repeat("d", 64), ContentType: "application/json",
-			Filename: "detection.json", Charge: 1, Accelerator: jobstate.AcceleratorCPU}}
-	pool := actors.NewPool(c, proc, zerolog.Nop(), "n1", 1, lease)
-	done := make(chan *actors.JobReply, 1)
-	go func() { done <- pool.RunClaimed(context.Background(), sub.Record, *sub.Lease) }()
-	<-proc.started
+	_, c, frozen, proc, done := startFrozenAttempt(t, "8", lease)
+	reqID := "req_" + strings.Repeat("8", 64)
 
 	frozen.frozen.Store(true)
 	close(proc.finish)
@@ -183,7 +174,7 @@ func TestOutcomeReportedAgainAfterAStorageStall(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the attempt did not end")
 	}
-	v, err := c.Request(context.Background(), reqID, actors.KindJob, &actors.JobGet{RequestID: reqID, OrgID: spec.OrgID})
+	v, err := c.Request(context.Background(), reqID, actors.KindJob, &actors.JobGet{RequestID: reqID})
 	if err != nil {
 		t.Fatal(err)
 	}
