@@ -136,21 +136,7 @@ func protoMember(t *testing.T, n *cluster.Node) *pcluster.Member {
 func TestRequestResentWhenThisAddressLeft(t *testing.T) {
 	f, nodes := liveCluster(t)
 	n1, n2 := nodes[0], nodes[1]
-	// An identity on n2.
-	id := ""
-	for i := 0; id == "" && i < 100; i++ {
-		c := "reset-" + strconv.Itoa(i)
-		resp, err := n1.Request(ctxTimeout(t, callBudget), c, "counter", Hit{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if resp.(*HitReply).Node == n2.Name() {
-			id = c
-		}
-	}
-	if id == "" {
-		t.Fatal("no identity of 100 landed on n2")
-	}
+	id := identityOn(t, n1, n2, "reset-")
 	type result struct {
 		r   *HitReply
 		err error
@@ -190,20 +176,7 @@ func TestRequestResentWhenThisAddressLeft(t *testing.T) {
 func TestRequestQueuedBehindAStopGetsADeadLetter(t *testing.T) {
 	f, nodes := liveCluster(t)
 	n1, n2 := nodes[0], nodes[1]
-	id := ""
-	for i := 0; id == "" && i < 100; i++ {
-		c := "stop-" + strconv.Itoa(i)
-		resp, err := n1.Request(ctxTimeout(t, callBudget), c, "counter", Hit{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if resp.(*HitReply).Node == n2.Name() {
-			id = c
-		}
-	}
-	if id == "" {
-		t.Fatal("no identity of 100 landed on n2")
-	}
+	id := identityOn(t, n1, n2, "stop-")
 	resumed := false
 	resume := func() {
 		if !resumed {
@@ -252,4 +225,22 @@ func TestRequestQueuedBehindAStopGetsADeadLetter(t *testing.T) {
 	if r := resp.(*HitReply); r.Count != 1 {
 		t.Fatalf("after the stop: %+v, want a fresh activation (count 1)", r)
 	}
+}
+
+// identityOn returns a counter identity (prefix and a number) whose activation lives on owner, asking through
+// from.
+func identityOn(t *testing.T, from, owner *cluster.Node, prefix string) string {
+	t.Helper()
+	for i := 0; i < 100; i++ {
+		id := prefix + strconv.Itoa(i)
+		resp, err := from.Request(ctxTimeout(t, callBudget), id, "counter", Hit{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.(*HitReply).Node == owner.Name() {
+			return id
+		}
+	}
+	t.Fatalf("no identity of 100 landed on %s", owner.Name())
+	return ""
 }
