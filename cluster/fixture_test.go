@@ -72,6 +72,7 @@ type fixture struct {
 	mu          sync.Mutex
 	failoverRan bool
 	movingRan   bool
+	ran         map[string]bool // tests that use one-shot parts of the fixture (onlyOnce)
 }
 
 // holdGate keeps a counter busy: Hit{Op: "hold"} on the node named node reports the counter's identity on

@@ -135,6 +135,7 @@ func protoMember(t *testing.T, n *cluster.Node) *pcluster.Member {
 // restarted node waited a minute for the organization actor's answer, the job and its sync embed with it).
 func TestRequestResentWhenThisAddressLeft(t *testing.T) {
 	f, nodes := liveCluster(t)
+	f.onlyOnce(t, "TestRequestResentWhenThisAddressLeft")
 	n1, n2 := nodes[0], nodes[1]
 	id := identityOn(t, n1, n2, "reset-")
 	type result struct {
@@ -175,6 +176,7 @@ func TestRequestResentWhenThisAddressLeft(t *testing.T) {
 // answered with the dead letter now, which Node.Request takes as a stale PID: it resolves again and re-sends.
 func TestRequestQueuedBehindAStopGetsADeadLetter(t *testing.T) {
 	f, nodes := liveCluster(t)
+	f.onlyOnce(t, "TestRequestQueuedBehindAStopGetsADeadLetter")
 	n1, n2 := nodes[0], nodes[1]
 	id := identityOn(t, n1, n2, "stop-")
 	resumed := false
@@ -243,4 +245,20 @@ func identityOn(t *testing.T, from, owner *cluster.Node, prefix string) string {
 	}
 	t.Fatalf("no identity of 100 landed on %s", owner.Name())
 	return ""
+}
+
+// onlyOnce skips a test that already ran in this process (go test -count=N): the hold gate's one-shot signals
+// (a dropped first reply, a resume) and the activations the first run left serve one run of it.
+func (f *fixture) onlyOnce(t *testing.T, test string) {
+	t.Helper()
+	f.mu.Lock()
+	ran := f.ran[test]
+	if f.ran == nil {
+		f.ran = map[string]bool{}
+	}
+	f.ran[test] = true
+	f.mu.Unlock()
+	if ran {
+		t.Skip("uses the shared fixture's one-shot hold gate, which an earlier run in this process used (go test -count=N)")
+	}
 }
