@@ -340,6 +340,16 @@ func (n *Node) SetFree(free map[string]int) error { return n.provider.SetFree(fr
 // process).
 func (n *Node) Blocked() <-chan struct{} { return n.blocked }
 
+// IsBlocked reports whether Blocked is closed already.
+func (n *Node) IsBlocked() bool {
+	select {
+	case <-n.blocked:
+		return true
+	default:
+		return false
+	}
+}
+
 // Stats counts what Request and Send went through since the node started.
 type Stats struct {
 	Requests  uint64 // Request calls

@@ -209,15 +209,7 @@ The web console is at %s/console/ — sign in as %s with this password (shown on
 // blocked reports whether n stopped serving because the cluster blocked its member id.
 func blocked(n *node.Node) bool {
 	c := n.Cluster()
-	if c == nil {
-		return false
-	}
-	select {
-	case <-c.Blocked():
-		return true
-	default:
-		return false
-	}
+	return c != nil && c.IsBlocked()
 }
 
 // parseRoles reads --roles; empty is the node's default (node.DefaultRoles).

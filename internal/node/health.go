@@ -50,13 +50,11 @@ func (n *Node) ready(ctx context.Context) []apihttp.ReadyCheck {
 	}
 	if n.storage.Cluster {
 		check := apihttp.ReadyCheck{Name: "cluster"}
-		select {
-		case <-n.cluster.Blocked():
+		switch {
+		case n.cluster.IsBlocked():
 			check.Err = errors.New("the cluster declared this member dead; restart the node")
-		default:
-			if !slices.ContainsFunc(n.cluster.Members(), func(m cluster.Member) bool { return m.Self }) {
-				check.Err = errors.New("this node is not (yet) a member of the cluster")
-			}
+		case !slices.ContainsFunc(n.cluster.Members(), func(m cluster.Member) bool { return m.Self }):
+			check.Err = errors.New("this node is not (yet) a member of the cluster")
 		}
 		if check.Err != nil {
 			n.cfg.Logger.Warn().Err(check.Err).Msg("readiness: cluster check failed")
