@@ -437,7 +437,7 @@ func (p *Pool) report(ctx, leaseCtx context.Context, requestID string, msg any) 
 	wait := 250 * time.Millisecond
 	for {
 		rep, err := p.call(ctx, requestID, msg)
-		if err == nil && rep.Code != ReplyInternal && rep.Code != ReplyRetry {
+		if err == nil && !notRecorded(rep.Code) {
 			return rep, nil
 		}
 		if time.Now().Add(wait).After(until) {
@@ -455,11 +455,13 @@ func (p *Pool) report(ctx, leaseCtx context.Context, requestID string, msg any) 
 	}
 }
 
+// notRecorded reports whether a job's answer says it could not record a command (ReplyInternal: its save
+// failed; ReplyRetry: its activation lost the record to another), which says nothing about the lease.
+func notRecorded(code string) bool { return code == ReplyInternal || code == ReplyRetry }
+
 // leaseRefused reports whether a job's answer to a renewal says the worker's lease is gone: another worker
 // holds the job, or it ended. See renew for the answers that do not.
-func leaseRefused(code string) bool {
-	return code != ReplyOK && code != ReplyInternal && code != ReplyRetry
-}
+func leaseRefused(code string) bool { return code != ReplyOK && !notRecorded(code) }
 
 // handBack returns an attempt that the node's drain cut short to the job actor, so that another node runs it
 // without counting an attempt. Should the message be lost, the lease expires and the job retries as after a
