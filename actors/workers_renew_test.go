@@ -65,10 +65,20 @@ func (p *gatedProcessor) Process(ctx context.Context, _ *jobstate.Record) (jobst
 	}
 }
 
+// frozenAttempt is an attempt started by startFrozenAttempt.
+type frozenAttempt struct {
+	reqID  string
+	clk    *clock.Manual
+	c      *localCaller
+	frozen *jobWritesFrozen
+	proc   *gatedProcessor
+	done   chan *actors.JobReply // RunClaimed's answer
+}
+
 // startFrozenAttempt submits a detection whose request id repeats letter to a job actor on a store whose job
 // writes can be frozen, claimed by worker w1 under lease, and starts its attempt on a pool with a gated
-// processor: it returns once the processor runs. done receives RunClaimed's answer.
-func startFrozenAttempt(t *testing.T, letter string, lease time.Duration) (*clock.Manual, *localCaller, *jobWritesFrozen, *gatedProcessor, chan *actors.JobReply) {
+// processor: it returns once the processor runs.
+func startFrozenAttempt(t *testing.T, letter string, lease time.Duration) frozenAttempt {
 	t.Helper()
 	store, err := pebblestore.Open(t.TempDir(), zerolog.Nop())
 	if err != nil {
@@ -89,7 +99,20 @@ func startFrozenAttempt(t *testing.T, letter string, lease time.Duration) (*cloc
 	done := make(chan *actors.JobReply, 1)
 	go func() { done <- pool.RunClaimed(context.Background(), sub.Record, *sub.Lease) }()
 	<-proc.started
-	return clk, c, frozen, proc, done
+	return frozenAttempt{reqID: reqID, clk: clk, c: c, frozen: frozen, proc: proc, done: done}
+}
+
+// awaitSucceeded waits for the attempt's answer and fails unless the job succeeded.
+func (a frozenAttempt) awaitSucceeded(t *testing.T) {
+	t.Helper()
+	select {
+	case rep := <-a.done:
+		if rep == nil || rep.Code != actors.ReplyOK || rep.Record.Status != jobstate.StatusSucceeded {
+			t.Fatalf("outcome reported after the storage came back: %+v, want the job succeeded", rep)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the attempt did not end")
+	}
 }
 
 // TestAttemptRidesThroughARefusedRenewal: the object storage freezes while a worker runs a job, so the job
@@ -100,7 +123,8 @@ func startFrozenAttempt(t *testing.T, letter string, lease time.Duration) (*cloc
 // 20 s after the storage came back).
 func TestAttemptRidesThroughARefusedRenewal(t *testing.T) {
 	const lease = 300 * time.Millisecond // renewed every 100 ms
-	clk, _, frozen, proc, done := startFrozenAttempt(t, "9", lease)
+	a := startFrozenAttempt(t, "9", lease)
+	clk, frozen, proc := a.clk, a.frozen, a.proc
 
 	frozen.frozen.Store(true)
 	clk.Advance(50 * time.Millisecond) // a renewal now moves the lease's end: the actor must save it
@@ -131,14 +155,7 @@ func TestAttemptRidesThroughARefusedRenewal(t *testing.T) {
 	}
 	close(proc.finish)
 
-	select {
-	case rep := <-done:
-		if rep == nil || rep.Code != actors.ReplyOK || rep.Record.Status != jobstate.StatusSucceeded {
-			t.Fatalf("outcome reported after the storage came back: %+v, want the job succeeded", rep)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("the attempt did not end")
-	}
+	a.awaitSucceeded(t)
 	select {
 	case <-proc.cancelled:
 		t.Fatal("the attempt was cancelled")
@@ -152,8 +169,8 @@ func TestAttemptRidesThroughARefusedRenewal(t *testing.T) {
 // expire and ran again (the same chaos run: jobs ended 20 s after the storage came back).
 func TestOutcomeReportedAgainAfterAStorageStall(t *testing.T) {
 	const lease = time.Minute // no renewal during the test: the only job writes are the outcome's
-	_, c, frozen, proc, done := startFrozenAttempt(t, "8", lease)
-	reqID := "req_" + strings.Repeat("8", 64)
+	a := startFrozenAttempt(t, "8", lease)
+	c, frozen, proc, done, reqID := a.c, a.frozen, a.proc, a.done, a.reqID
 
 	frozen.frozen.Store(true)
 	close(proc.finish)
@@ -166,14 +183,7 @@ func TestOutcomeReportedAgainAfterAStorageStall(t *testing.T) {
 	}
 	frozen.frozen.Store(false)
 
-	select {
-	case rep := <-done:
-		if rep == nil || rep.Code != actors.ReplyOK || rep.Record.Status != jobstate.StatusSucceeded {
-			t.Fatalf("outcome reported after the storage came back: %+v, want the job succeeded", rep)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("the attempt did not end")
-	}
+	a.awaitSucceeded(t)
 	v, err := c.Request(context.Background(), reqID, actors.KindJob, &actors.JobGet{RequestID: reqID})
 	if err != nil {
 		t.Fatal(err)
