@@ -35,12 +35,15 @@ func overlayMasks(c *codec.Codec, id codec.ID, strength float64) (dark, light []
 	q := overlayQ(c, id)
 	dark, light = make([]byte, len(q)), make([]byte, len(q))
 	for i, v := range q {
-		d := math.Round(strength * (1 - v) / 2)
+		d := darkLevels(strength, v)
 		dark[i] = uint8(d)
-		light[i] = uint8(math.Round(strength) - d)
+		light[i] = uint8(int(math.Round(strength)) - d)
 	}
 	return dark, light
 }
+
+// darkLevels is how many of the strength's levels a pixel of filtered value v (−1..1) darkens the paper by.
+func darkLevels(strength, v float64) int { return int(math.Round(strength * (1 - v) / 2)) }
 
 // overlayQ is the overlay tile's filtered chips, one value in −1..1 per image pixel (overlayMasks).
 func overlayQ(c *codec.Codec, id codec.ID) []float64 {
@@ -399,7 +402,7 @@ func fullLevels(q []float64, strength float64) overlayLevels {
 		lv.light = append(lv.light, l)
 	}
 	for i, v := range q {
-		lv.samples[i] = byte(total - int(math.Round(strength*(1-v)/2)))
+		lv.samples[i] = byte(total - darkLevels(strength, v))
 	}
 	return lv
 }
