@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"image"
-	"image/color"
 	"image/jpeg"
 	"image/png"
 	"io/fs"
@@ -36,18 +35,33 @@ func photo(t *testing.T, w, h int, seed uint64) []byte {
 	for i := 0; i < 12; i++ {
 		blobs = append(blobs, blob{r.Float64() * float64(w), r.Float64() * float64(h), 40 + r.Float64()*200, r.Float64() * 120, r.Float64() * 120, r.Float64() * 120})
 	}
+	// A blob's exp(-d²) is exp(-dx²)·exp(-dy²): one table of exp per blob and column, one exp per blob and
+	// row, instead of an exp and a hypot per blob and pixel (which made this fixture half of the package's CPU).
+	ex := make([][]float64, len(blobs))
+	for i, b := range blobs {
+		ex[i] = make([]float64, w)
+		for x := range ex[i] {
+			dx := (float64(x) - b.x) / b.rad
+			ex[i][x] = math.Exp(-dx * dx)
+		}
+	}
+	ey := make([]float64, len(blobs))
 	for y := 0; y < h; y++ {
+		for i, b := range blobs {
+			dy := (float64(y) - b.y) / b.rad
+			ey[i] = math.Exp(-dy * dy)
+		}
+		row := img.Pix[y*img.Stride : y*img.Stride+4*w]
 		for x := 0; x < w; x++ {
 			v := [3]float64{60 + 80*float64(x)/float64(w), 70 + 60*float64(y)/float64(h), 90}
-			for _, b := range blobs {
-				d := math.Hypot(float64(x)-b.x, float64(y)-b.y) / b.rad
-				f := math.Exp(-d * d)
+			for i, b := range blobs {
+				f := ex[i][x] * ey[i]
 				v[0] += f * b.cr
 				v[1] += f * b.cg
 				v[2] += f * b.cb
 			}
 			n := r.NormFloat64() * 6
-			img.Set(x, y, color.NRGBA{clamp(v[0] + n), clamp(v[1] + n), clamp(v[2] + n), 255})
+			row[4*x], row[4*x+1], row[4*x+2], row[4*x+3] = clamp(v[0]+n), clamp(v[1]+n), clamp(v[2]+n), 255
 		}
 	}
 	var buf bytes.Buffer
