@@ -79,8 +79,10 @@ type Picture struct {
 	Image image.Image
 	// Format is the input format: "jpeg", "png", "gif", "bmp", "tiff", "webp" or "pnm".
 	Format string
-	// ICC is the embedded ICC profile, nil when there was none (or it was dropped, see the package doc).
-	ICC []byte
+	// Metadata is what an output of Image keeps from the input: the ICC profile, nil when there was none (or
+	// it was dropped, see the package doc), and the EXIF normalised for Image (orientation 1, Image's size, no
+	// thumbnail; see exif.go), nil when there was none or it was dropped. Pass it to the encoders.
+	Metadata
 	// Width and Height are those of Image, i.e. after orientation.
 	Width, Height int
 	// HasAlpha is true when at least one pixel is not fully opaque.
@@ -92,6 +94,16 @@ type Picture struct {
 	Frames int
 	// Orientation is the EXIF orientation (1-8) that was applied to the pixels; 1 when there was none.
 	Orientation int
+}
+
+// Metadata is what the encoders write besides the pixels. The zero value writes none.
+type Metadata struct {
+	// ICC is an ICC profile. An encoder leaves out a profile whose colour space does not fit what it writes
+	// (see EncodePNG).
+	ICC []byte
+	// EXIF is a TIFF structure (without the "Exif\0\0" header of a JPEG APP1 segment) of at most MaxEXIFBytes,
+	// written as it is: Picture.EXIF, normalised when the input was decoded, is what callers pass.
+	EXIF []byte
 }
 
 // format describes one input format.
@@ -157,7 +169,7 @@ func picture(f format, cfg image.Config, meta meta, img image.Image, lim Limits)
 	return &Picture{
 		Image:       out,
 		Format:      f.name,
-		ICC:         meta.icc,
+		Metadata:    Metadata{ICC: meta.icc, EXIF: normalizeEXIF(meta.exif, b.Dx(), b.Dy())},
 		Width:       b.Dx(),
 		Height:      b.Dy(),
 		HasAlpha:    f.name != "jpeg" && !isOpaque(out), // JPEG has no alpha: no need to look

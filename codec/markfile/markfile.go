@@ -150,21 +150,21 @@ func encode(ctx context.Context, dev accel.Device, img image.Image, pic *imageio
 				if err != nil {
 					return nil, fmt.Errorf("%w: PNG filter: %w", codec.ErrDevice, err)
 				}
-				if err := imageio.EncodePNGRows(&buf, b.Dx(), b.Dy(), alpha, rows, pic.ICC); err != nil {
+				if err := imageio.EncodePNGRows(&buf, b.Dx(), b.Dy(), alpha, rows, pic.Metadata); err != nil {
 					return nil, err
 				}
 				return buf.bytes(), nil
 			}
 		}
-		if err := imageio.EncodePNG(&buf, img, pic.ICC); err != nil {
+		if err := imageio.EncodePNG(&buf, img, pic.Metadata); err != nil {
 			return nil, err
 		}
 	case JPEG:
-		if err := imageio.EncodeJPEG(&buf, img, JPEGQuality, pic.ICC); err != nil {
+		if err := imageio.EncodeJPEG(&buf, img, JPEGQuality, pic.Metadata); err != nil {
 			return nil, err
 		}
 	case WebP:
-		if err := imageio.EncodeWebP(&buf, img, pic.ICC); err != nil {
+		if err := imageio.EncodeWebP(&buf, img, pic.Metadata); err != nil {
 			return nil, err
 		}
 	default:
