@@ -101,6 +101,7 @@ type exifEntry struct {
 
 // exifIFD is one directory: its entries, and where its next-IFD offset is stored.
 type exifIFD struct {
+	off     int // where the directory starts; it ends at nextPos+4
 	entries []exifEntry
 	nextPos int
 	depth   int
@@ -157,7 +158,12 @@ func (w *exifWalk) ifd(off int64, depth int, image bool) (exifIFD, error) {
 	if n > maxEXIFEntries || off+2+12*n+4 > size {
 		return exifIFD{}, errBadEXIF
 	}
-	d := exifIFD{nextPos: int(off + 2 + 12*n), depth: depth, image: image}
+	d := exifIFD{off: int(off), nextPos: int(off + 2 + 12*n), depth: depth, image: image}
+	for _, o := range w.ifds { // directories that share bytes would be patched through each other
+		if d.off < o.nextPos+4 && o.off < d.nextPos+4 {
+			return exifIFD{}, errBadEXIF
+		}
+	}
 	var subs []int64
 	for k := int64(0); k < n; k++ {
 		pos := off + 2 + 12*k
@@ -301,8 +307,14 @@ func normalizeEXIF(exif []byte, width, height int) []byte {
 			}
 		}
 	}
-	if _, err := parseEXIF(b); err != nil {
+	// Check the result as a reader will see it.
+	if w, err = parseEXIF(b); err != nil || len(w.ifds) == 0 {
 		return nil
+	}
+	for _, e := range w.ifds[0].entries {
+		if v, ok := w.value(e, 0); e.tag == tagOrientation && (!ok || v != 1 || e.count != 1) {
+			return nil
+		}
 	}
 	if o, _ := tiffMeta(b, false); o != 1 {
 		return nil
