@@ -294,3 +294,44 @@ func ReadEXIF(t []byte) (EXIFInfo, error) {
 	}
 	return info, nil
 }
+
+// EXIFOf returns the EXIF payload of a JPEG (first APP1 "Exif" segment, without its header), PNG (eXIf chunk)
+// or WebP (EXIF chunk) file as it is stored, nil when there is none.
+func EXIFOf(file []byte) []byte {
+	switch {
+	case bytes.HasPrefix(file, []byte{0xFF, 0xD8}):
+		for i := 2; i+4 <= len(file) && file[i] == 0xFF && file[i+1] != 0xDA; {
+			n := int(binary.BigEndian.Uint16(file[i+2:]))
+			if i+2+n > len(file) {
+				return nil
+			}
+			if seg := file[i+4 : i+2+n]; file[i+1] == 0xE1 && bytes.HasPrefix(seg, []byte("Exif\x00\x00")) {
+				return seg[6:]
+			}
+			i += 2 + n
+		}
+	case bytes.HasPrefix(file, []byte("\x89PNG\r\n\x1a\n")):
+		for i := 8; i+12 <= len(file); {
+			n := int(binary.BigEndian.Uint32(file[i:]))
+			if i+12+n > len(file) {
+				return nil
+			}
+			if string(file[i+4:i+8]) == "eXIf" {
+				return file[i+8 : i+8+n]
+			}
+			i += 12 + n
+		}
+	case len(file) >= 12 && string(file[:4]) == "RIFF" && string(file[8:12]) == "WEBP":
+		for i := 12; i+8 <= len(file); {
+			n := int(binary.LittleEndian.Uint32(file[i+4:]))
+			if i+8+n > len(file) {
+				return nil
+			}
+			if string(file[i:i+4]) == "EXIF" {
+				return file[i+8 : i+8+n]
+			}
+			i += 8 + n + n&1
+		}
+	}
+	return nil
+}
