@@ -25,10 +25,11 @@ import (
 //     JPEG thumbnail, strip or tile those IFDs point at are zeroed; so is any other embedded JPEG stream (the
 //     previews some MakerNotes hold), found by its SOI marker.
 //
-// Anything structurally wrong (an unknown byte order, an offset or count outside the blob, an IFD reached
-// twice, more than maxEXIFEntries entries, more than maxEXIFIFDs IFDs or deeper than maxEXIFDepth, a SubIFDs
-// tag, whose image IFDs we do not scrub) drops the EXIF: bad metadata never fails an embed, and a blob we could
-// not check is never shipped. The result is checked again after patching.
+// Anything structurally wrong (an unknown byte order, an offset or count outside the blob, an IFD reached twice
+// or sharing bytes with another (a patch of one would change the other), more than maxEXIFEntries entries,
+// more than maxEXIFIFDs IFDs or deeper than maxEXIFDepth, a SubIFDs tag, whose image IFDs we do not scrub)
+// drops the EXIF: bad metadata never fails an embed, and a blob we could not check is never shipped. The result
+// is checked again after patching.
 
 // MaxEXIFBytes is the largest EXIF (TIFF structure) kept: what fits one JPEG APP1 segment behind its
 // "Exif\0\0" header (65533 bytes of payload). Larger EXIF is dropped for every output format, so a PNG, JPEG or
@@ -105,7 +106,8 @@ type exifIFD struct {
 	entries []exifEntry
 	nextPos int
 	depth   int
-	image   bool // IFD1 or later in IFD0's chain: describes a thumbnail
+	via     uint16 // the tag that points at it (tagExifIFD, ...); 0 for IFD0 and the IFDs chained after it
+	image   bool   // IFD1 or later in IFD0's chain, or below one: describes a thumbnail
 }
 
 // exifWalk reads the IFD tree of a TIFF structure and checks it.
@@ -135,7 +137,7 @@ func parseEXIF(b []byte) (*exifWalk, error) {
 		return nil, errBadEXIF // no IFD0
 	}
 	for image := false; next != 0; image = true {
-		d, err := w.ifd(next, 0, image)
+		d, err := w.ifd(next, 0, 0, image)
 		if err != nil {
 			return nil, err
 		}
@@ -144,8 +146,8 @@ func parseEXIF(b []byte) (*exifWalk, error) {
 	return w, nil
 }
 
-// ifd reads the directory at off, and the sub-IFDs it points at.
-func (w *exifWalk) ifd(off int64, depth int, image bool) (exifIFD, error) {
+// ifd reads the directory at off, which tag via points at, and the sub-IFDs it points at.
+func (w *exifWalk) ifd(off int64, depth int, via uint16, image bool) (exifIFD, error) {
 	if depth > maxEXIFDepth || len(w.ifds) >= maxEXIFIFDs || w.visited[off] {
 		return exifIFD{}, errBadEXIF
 	}
@@ -158,13 +160,13 @@ func (w *exifWalk) ifd(off int64, depth int, image bool) (exifIFD, error) {
 	if n > maxEXIFEntries || off+2+12*n+4 > size {
 		return exifIFD{}, errBadEXIF
 	}
-	d := exifIFD{off: int(off), nextPos: int(off + 2 + 12*n), depth: depth, image: image}
+	d := exifIFD{off: int(off), nextPos: int(off + 2 + 12*n), depth: depth, via: via, image: image}
 	for _, o := range w.ifds { // directories that share bytes would be patched through each other
 		if d.off < o.nextPos+4 && o.off < d.nextPos+4 {
 			return exifIFD{}, errBadEXIF
 		}
 	}
-	var subs []int64
+	var subs []exifEntry
 	for k := int64(0); k < n; k++ {
 		pos := off + 2 + 12*k
 		e := exifEntry{pos: int(pos), tag: w.bo.Uint16(w.b[pos:]), typ: w.bo.Uint16(w.b[pos+2:]),
@@ -179,7 +181,7 @@ func (w *exifWalk) ifd(off int64, depth int, image bool) (exifIFD, error) {
 			if (e.typ != typeLong && e.typ != typeIFD) || e.count != 1 {
 				return exifIFD{}, errBadEXIF
 			}
-			subs = append(subs, int64(w.bo.Uint32(w.b[pos+8:])))
+			subs = append(subs, e)
 		case tagSubIFDs:
 			return exifIFD{}, errBadEXIF
 		}
@@ -187,7 +189,7 @@ func (w *exifWalk) ifd(off int64, depth int, image bool) (exifIFD, error) {
 	}
 	w.ifds = append(w.ifds, d)
 	for _, s := range subs {
-		if _, err := w.ifd(s, depth+1, image); err != nil {
+		if _, err := w.ifd(int64(w.bo.Uint32(w.b[s.pos+8:])), depth+1, s.tag, image); err != nil {
 			return exifIFD{}, err
 		}
 	}
@@ -295,14 +297,14 @@ func normalizeEXIF(exif []byte, width, height int) []byte {
 	if w, err = parseEXIF(b); err != nil {
 		return nil
 	}
-	for _, d := range w.ifds {
+	for _, d := range w.ifds { // IFD0 (alone in its chain now) and its sub-IFDs
 		for _, e := range d.entries {
 			switch {
 			case d.depth == 0 && e.tag == tagOrientation:
 				w.setInt(e, 1, true)
-			case d.depth == 0 && e.tag == tagImageWidth, d.depth == 1 && e.tag == tagPixelXDimension:
+			case d.depth == 0 && e.tag == tagImageWidth, d.via == tagExifIFD && e.tag == tagPixelXDimension:
 				w.setInt(e, width, e.typ == typeShort)
-			case d.depth == 0 && e.tag == tagImageLength, d.depth == 1 && e.tag == tagPixelYDimension:
+			case d.depth == 0 && e.tag == tagImageLength, d.via == tagExifIFD && e.tag == tagPixelYDimension:
 				w.setInt(e, height, e.typ == typeShort)
 			}
 		}

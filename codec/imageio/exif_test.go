@@ -15,7 +15,8 @@ import (
 )
 
 // thumbnail is a JPEG-looking thumbnail whose body is recognisable in any file that still carries it.
-var thumbnail = append(append([]byte{0xFF, 0xD8, 0xFF, 0xE0}, bytes.Repeat([]byte("UNMARKED-THUMBNAIL:"), 40)...), 0xFF, 0xD9)
+var thumbnail = append(append([]byte{0xFF, 0xD8, 0xFF, 0xE0}, bytes.Repeat([]byte("UNMARKED-THUMBNAIL:"), 40)...),
+	0xFF, 0xD9)
 
 // makerNotePreview is a MakerNote holding a small JPEG preview that no IFD points at, between bytes that must
 // survive.
@@ -193,8 +194,9 @@ func TestNormalizeEXIFDropsMalformed(t *testing.T) {
 	}
 	// The control: the same structures, well formed, are kept.
 	for name, b := range map[string][]byte{
-		"good":                   good,
-		"just under the limit":   imageiotest.TIFF(false, &imageiotest.IFD{Entries: []imageiotest.Entry{{Tag: 0x927C, Undefined: make([]byte, MaxEXIFBytes-8-2-12-4-1)}}}),
+		"good": good,
+		"just under the limit": imageiotest.TIFF(false, &imageiotest.IFD{Entries: []imageiotest.Entry{
+			{Tag: 0x927C, Undefined: make([]byte, MaxEXIFBytes-8-2-12-4-1)}}}), // 65526 bytes: the value is padded to even
 		"deep as allowed":        imageiotest.TIFF(false, deepIFD(maxEXIFDepth)),
 		"thumbnail past the end": mod(func(b []byte) []byte { return b[:len(b)-len(thumbnail)/2] }),
 	} {
