@@ -111,7 +111,7 @@ func codecRuns(ctx context.Context, cdc *codec.Codec, id codec.ID, embedInput, d
 			return nil, nil, 0, 0, false, fmt.Errorf("embed: %w", err)
 		}
 		png.Reset()
-		if err := imageio.EncodePNG(&png, marked, pic.ICC); err != nil {
+		if err := imageio.EncodePNG(&png, marked, pic.Metadata); err != nil {
 			return nil, nil, 0, 0, false, fmt.Errorf("encode PNG: %w", err)
 		}
 		embedTime, c1 := time.Since(t0), processCPU()

@@ -46,9 +46,9 @@ func BenchmarkEndToEnd12MP(b *testing.B) {
 				}
 				var out bytes.Buffer
 				if f == markfile.PNG {
-					err = imageio.EncodePNG(&out, pic.Image, pic.ICC)
+					err = imageio.EncodePNG(&out, pic.Image, pic.Metadata)
 				} else {
-					err = imageio.EncodeJPEG(&out, pic.Image, markfile.JPEGQuality, pic.ICC)
+					err = imageio.EncodeJPEG(&out, pic.Image, markfile.JPEGQuality, pic.Metadata)
 				}
 				if err != nil {
 					b.Fatal(err)

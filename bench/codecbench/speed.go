@@ -233,9 +233,9 @@ func MeasureMemory(ctx context.Context, key []byte, psnr float64, w, h int) ([]M
 			if pic, opErr = imageio.DecodeBytes(jpg.Bytes(), imageio.Limits{}); opErr == nil {
 				var enc bytes.Buffer
 				if op == "reencode-png" {
-					opErr = imageio.EncodePNG(&enc, pic.Image, pic.ICC)
+					opErr = imageio.EncodePNG(&enc, pic.Image, pic.Metadata)
 				} else {
-					opErr = imageio.EncodeJPEG(&enc, pic.Image, markfile.JPEGQuality, pic.ICC)
+					opErr = imageio.EncodeJPEG(&enc, pic.Image, markfile.JPEGQuality, pic.Metadata)
 				}
 			}
 		}

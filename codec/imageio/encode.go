@@ -11,7 +11,8 @@ import (
 	"io"
 )
 
-// EncodePNG writes img as a PNG, with icc (if not nil) as an iCCP chunk. 8-bit images are written with 8 bits per
+// EncodePNG writes img as a PNG, with md.ICC (if not nil) as an iCCP chunk and md.EXIF (if not nil) as an eXIf
+// chunk, both before the image data. 8-bit images are written with 8 bits per
 // channel and deeper ones (NRGBA64, RGBA64, Gray16) with 16; an alpha channel is written only when some pixel is
 // not opaque. An opaque image whose pixels are all gray and whose profile is a GRAY profile is written as a
 // grayscale PNG, because PNG only allows a gray profile on a gray image; a profile whose colour space does not
@@ -21,10 +22,14 @@ import (
 // Huffman coding alone unless LZ77 does 10% better on a sample: see chooseDeflate); the
 // others by image/png at its fastest level. The invisible mark is noise-like, so slower levels shrink a marked
 // photo by only a few percent while taking several times longer.
-func EncodePNG(w io.Writer, img image.Image, icc []byte) error {
+func EncodePNG(w io.Writer, img image.Image, md Metadata) error {
 	if img.Bounds().Empty() {
 		return fmt.Errorf("imageio: encoding PNG: empty image")
 	}
+	if err := checkEXIF(md.EXIF); err != nil {
+		return fmt.Errorf("imageio: encoding PNG: %w", err)
+	}
+	icc := md.ICC
 	if len(icc) > 0 {
 		switch iccColorSpace(icc) {
 		case "GRAY":
@@ -41,17 +46,16 @@ func EncodePNG(w io.Writer, img image.Image, icc []byte) error {
 			icc = nil
 		}
 	}
+	md.ICC = icc
 	if m, ok := img.(*image.NRGBA); ok {
-		return encodeNRGBA(w, m, icc)
+		return encodeNRGBA(w, m, md)
 	}
 	out := w
-	var inj *iccInjector
-	if len(icc) > 0 {
-		chunk, err := iccpChunk(icc)
-		if err != nil {
-			return err
-		}
-		inj = &iccInjector{w: w, chunk: chunk}
+	var inj *chunkInjector
+	if chunks, err := pngMetaChunks(md); err != nil {
+		return err
+	} else if len(chunks) > 0 {
+		inj = &chunkInjector{w: w, chunks: chunks}
 		out = inj
 	}
 	enc := png.Encoder{CompressionLevel: png.BestSpeed}
@@ -111,6 +115,31 @@ func asGray(img image.Image) (image.Image, bool) {
 	return nil, false
 }
 
+// pngMetaChunks returns the complete chunks (length, type, data, CRC) that carry md: iCCP, then eXIf.
+func pngMetaChunks(md Metadata) ([]byte, error) {
+	var out []byte
+	if len(md.ICC) > 0 {
+		chunk, err := iccpChunk(md.ICC)
+		if err != nil {
+			return nil, err
+		}
+		out = chunk
+	}
+	if len(md.EXIF) > 0 {
+		out = pngChunk(out, "eXIf", md.EXIF)
+	}
+	return out, nil
+}
+
+// pngChunk appends a complete chunk (length, type, data, CRC) to dst.
+func pngChunk(dst []byte, typ string, data []byte) []byte {
+	dst = binary.BigEndian.AppendUint32(dst, uint32(len(data)))
+	start := len(dst)
+	dst = append(dst, typ...)
+	dst = append(dst, data...)
+	return binary.BigEndian.AppendUint32(dst, crc32.ChecksumIEEE(dst[start:]))
+}
+
 // iccpChunk builds a complete iCCP chunk (length, type, data, CRC) for a raw profile.
 func iccpChunk(icc []byte) ([]byte, error) {
 	var z bytes.Buffer
@@ -125,35 +154,30 @@ func iccpChunk(icc []byte) ([]byte, error) {
 	if err := zw.Close(); err != nil {
 		return nil, fmt.Errorf("imageio: compressing ICC profile: %w", err)
 	}
-	body := z.Bytes()
-	chunk := make([]byte, 0, len(body)+12)
-	chunk = binary.BigEndian.AppendUint32(chunk, uint32(len(body)))
-	chunk = append(chunk, "iCCP"...)
-	chunk = append(chunk, body...)
-	chunk = binary.BigEndian.AppendUint32(chunk, crc32.ChecksumIEEE(chunk[4:]))
-	return chunk, nil
+	return pngChunk(make([]byte, 0, z.Len()+12), "iCCP", z.Bytes()), nil
 }
 
-// pngHeaderLen is the PNG signature plus the IHDR chunk, which must come first; iCCP must precede PLTE and IDAT.
+// pngHeaderLen is the PNG signature plus the IHDR chunk, which must come first; iCCP and eXIf must precede PLTE
+// and IDAT.
 const pngHeaderLen = 8 + 4 + 4 + 13 + 4
 
-// iccInjector passes the encoder's output through and inserts the iCCP chunk right after IHDR, so the PNG is
-// streamed rather than buffered.
-type iccInjector struct {
-	w     io.Writer
-	chunk []byte
-	n     int // bytes passed through so far
-	done  bool
+// chunkInjector passes image/png's output through and inserts the metadata chunks right after IHDR, so the PNG
+// is streamed rather than buffered.
+type chunkInjector struct {
+	w      io.Writer
+	chunks []byte
+	n      int // bytes passed through so far
+	done   bool
 }
 
-func (j *iccInjector) Write(p []byte) (int, error) {
+func (j *chunkInjector) Write(p []byte) (int, error) {
 	written := 0
 	if !j.done && j.n+len(p) >= pngHeaderLen {
 		head := pngHeaderLen - j.n
 		if _, err := j.w.Write(p[:head]); err != nil {
 			return 0, err
 		}
-		if _, err := j.w.Write(j.chunk); err != nil {
+		if _, err := j.w.Write(j.chunks); err != nil {
 			return head, err
 		}
 		j.done = true

@@ -1,19 +1,26 @@
-// Package imageio decodes the image files that Filigrane accepts and encodes the PNG it returns.
+// Package imageio decodes the image files that Filigrane accepts and encodes the PNG, JPEG or WebP it returns.
 //
 // Accepted inputs: JPEG (baseline and progressive; CMYK and YCCK are converted to RGB), PNG (8 and 16 bit,
 // palette, gray, alpha), GIF (first frame only), BMP, TIFF (first image), WebP (lossy and lossless, still only)
-// and binary or ASCII Netpbm (P2, P3, P5, P6). Output is always PNG. The common JPEGs (baseline, one scan,
+// and binary or ASCII Netpbm (P2, P3, P5, P6). Output: PNG (EncodePNG, EncodePNGRows), JPEG (EncodeJPEG) or
+// lossless WebP (EncodeWebP), each with the Metadata a Picture carries. The common JPEGs (baseline, one scan,
 // grey or YCbCr up to 4:2:0) are decoded by this package's own decoder (jpegdec.go), straight into the layout the
 // caller wants; every other JPEG, and any file that decoder finds odd, is decoded by image/jpeg, so what is
 // accepted and refused is image/jpeg's either way (FuzzFastJPEG checks it).
 //
 // What survives the trip:
 //   - pixels, made upright: the EXIF orientation of a JPEG (APP1 Exif, tag 0x0112), and the Orientation tag of a
-//     TIFF, are applied to the pixels, because the output PNG carries no EXIF and a viewer would otherwise show
-//     the image sideways. (EXIF in PNG eXIf or WebP EXIF chunks is ignored: viewers disagree about honouring it.)
+//     TIFF, are applied to the pixels, so that the output needs no orientation and every viewer shows it the
+//     same way. (The orientation in PNG eXIf or WebP EXIF chunks is not applied: viewers disagree about
+//     honouring it; the output says 1, "as stored", which they all agree on.)
 //   - the alpha channel, and 16 bits per channel when the input had more than 8;
-//   - the ICC profile (JPEG APP2, PNG iCCP, WebP ICCP), written back as a PNG iCCP chunk. A CMYK profile is
-//     dropped when CMYK pixels are converted to RGB, since it no longer describes them.
+//   - the ICC profile (JPEG APP2, PNG iCCP, WebP ICCP), written back as a PNG iCCP chunk, JPEG APP2 or WebP
+//     ICCP. A CMYK profile is dropped when CMYK pixels are converted to RGB, since it no longer describes them.
+//   - the EXIF (the first JPEG APP1 Exif, PNG eXIf before the image data, WebP EXIF; not a TIFF's own tags),
+//     with its camera, date, copyright and GPS fields, written back as a JPEG APP1, PNG eXIf or WebP EXIF
+//     chunk. It is patched in place, never re-serialised (MakerNotes hold absolute offsets): orientation 1,
+//     the upright size, and the thumbnail unlinked and zeroed, since it is an unmarked copy of the picture.
+//     EXIF that is malformed or over MaxEXIFBytes (what one JPEG APP1 segment holds) is dropped; see exif.go.
 //
 // Animated GIFs: only the first frame is decoded (and later marked); the output is a still PNG.
 // Picture.Frames reports how many frames the input had so callers can warn about it.
@@ -79,8 +86,10 @@ type Picture struct {
 	Image image.Image
 	// Format is the input format: "jpeg", "png", "gif", "bmp", "tiff", "webp" or "pnm".
 	Format string
-	// ICC is the embedded ICC profile, nil when there was none (or it was dropped, see the package doc).
-	ICC []byte
+	// Metadata is what an output of Image keeps from the input: the ICC profile, nil when there was none (or
+	// it was dropped, see the package doc), and the EXIF normalised for Image (orientation 1, Image's size, no
+	// thumbnail; see exif.go), nil when there was none or it was dropped. Pass it to the encoders.
+	Metadata
 	// Width and Height are those of Image, i.e. after orientation.
 	Width, Height int
 	// HasAlpha is true when at least one pixel is not fully opaque.
@@ -92,6 +101,16 @@ type Picture struct {
 	Frames int
 	// Orientation is the EXIF orientation (1-8) that was applied to the pixels; 1 when there was none.
 	Orientation int
+}
+
+// Metadata is what the encoders write besides the pixels. The zero value writes none.
+type Metadata struct {
+	// ICC is an ICC profile. An encoder leaves out a profile whose colour space does not fit what it writes
+	// (see EncodePNG).
+	ICC []byte
+	// EXIF is a TIFF structure (without the "Exif\0\0" header of a JPEG APP1 segment) of at most MaxEXIFBytes,
+	// written as it is: Picture.EXIF, normalised when the input was decoded, is what callers pass.
+	EXIF []byte
 }
 
 // format describes one input format.
@@ -157,7 +176,7 @@ func picture(f format, cfg image.Config, meta meta, img image.Image, lim Limits)
 	return &Picture{
 		Image:       out,
 		Format:      f.name,
-		ICC:         meta.icc,
+		Metadata:    Metadata{ICC: meta.icc, EXIF: normalizeEXIF(meta.exif, b.Dx(), b.Dy())},
 		Width:       b.Dx(),
 		Height:      b.Dy(),
 		HasAlpha:    f.name != "jpeg" && !isOpaque(out), // JPEG has no alpha: no need to look

@@ -134,7 +134,7 @@ func TestRoundTripFormats(t *testing.T) {
 			}
 			// And through our PNG writer and back, losslessly.
 			var out bytes.Buffer
-			if err := EncodePNG(&out, p.Image, nil); err != nil {
+			if err := EncodePNG(&out, p.Image, Metadata{}); err != nil {
 				t.Fatal(err)
 			}
 			q, err := Decode(&out, Limits{})
@@ -186,7 +186,7 @@ func TestSixteenBitAndAlpha(t *testing.T) {
 		t.Fatal("16-bit pixels changed")
 	}
 	var out bytes.Buffer
-	if err := EncodePNG(&out, p.Image, nil); err != nil {
+	if err := EncodePNG(&out, p.Image, Metadata{}); err != nil {
 		t.Fatal(err)
 	}
 	back, err := png.Decode(&out)
@@ -474,7 +474,7 @@ func TestJPEGOrientationAndICC(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
-	if err := EncodePNG(&out, p.Image, p.ICC); err != nil {
+	if err := EncodePNG(&out, p.Image, p.Metadata); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := png.Decode(bytes.NewReader(out.Bytes())); err != nil {
@@ -500,7 +500,7 @@ func TestGrayProfileAndMismatch(t *testing.T) {
 	}
 	gicc := fakeICC("GRAY", 200)
 	var out bytes.Buffer
-	if err := EncodePNG(&out, p.Image, gicc); err != nil {
+	if err := EncodePNG(&out, p.Image, Metadata{ICC: gicc}); err != nil {
 		t.Fatal(err)
 	}
 	back, err := png.Decode(bytes.NewReader(out.Bytes()))
@@ -516,7 +516,7 @@ func TestGrayProfileAndMismatch(t *testing.T) {
 	}
 	// A gray profile on a colour image is dropped rather than written invalidly.
 	out.Reset()
-	if err := EncodePNG(&out, pattern(8, 8), gicc); err != nil {
+	if err := EncodePNG(&out, pattern(8, 8), Metadata{ICC: gicc}); err != nil {
 		t.Fatal(err)
 	}
 	if q, _ := Decode(&out, Limits{}); q.ICC != nil {
@@ -680,7 +680,7 @@ func FuzzDecode(f *testing.F) {
 		if b.Min != (image.Point{}) || b.Dx() != p.Width || b.Dy() != p.Height || int64(p.Width)*int64(p.Height) > maxPixels {
 			t.Fatalf("bad picture %v %dx%d", b, p.Width, p.Height)
 		}
-		if err := EncodePNG(discard{}, p.Image, p.ICC); err != nil {
+		if err := EncodePNG(discard{}, p.Image, p.Metadata); err != nil {
 			t.Fatalf("cannot encode what we decoded: %v", err)
 		}
 	})

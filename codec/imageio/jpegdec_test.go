@@ -41,14 +41,14 @@ func fastJPEGCases(t testing.TB) map[string][]byte {
 	cases["image/jpeg grey"] = encodeWith(t, func(b *bytes.Buffer) error { return jpeg.Encode(b, gray, &jpeg.Options{Quality: 95}) })
 	cases["1x1"] = encodeWith(t, func(b *bytes.Buffer) error { return jpeg.Encode(b, noisyPicture(1, 1, 0, 1), nil) })
 	big := noisyPicture(200, 150, 60, 7)
-	cases["EncodeJPEG 4:4:4 q95"] = encodeWith(t, func(b *bytes.Buffer) error { return EncodeJPEG(b, big, 95, nil) })
-	cases["EncodeJPEG 4:4:4 q40 with ICC"] = encodeWith(t, func(b *bytes.Buffer) error { return EncodeJPEG(b, big, 40, fakeICC("RGB ", 3000)) })
+	cases["EncodeJPEG 4:4:4 q95"] = encodeWith(t, func(b *bytes.Buffer) error { return EncodeJPEG(b, big, 95, Metadata{}) })
+	cases["EncodeJPEG 4:4:4 q40 with ICC"] = encodeWith(t, func(b *bytes.Buffer) error { return EncodeJPEG(b, big, 40, Metadata{ICC: fakeICC("RGB ", 3000)}) })
 	// Saturated colours push the colour conversion to its clamps.
 	sat := image.NewNRGBA(image.Rect(0, 0, 32, 32))
 	for i := range sat.Pix {
 		sat.Pix[i] = []uint8{255, 0, 0, 255, 0, 255, 255, 255, 0, 0, 255, 255}[i%12]
 	}
-	cases["saturated"] = encodeWith(t, func(b *bytes.Buffer) error { return EncodeJPEG(b, sat, 100, nil) })
+	cases["saturated"] = encodeWith(t, func(b *bytes.Buffer) error { return EncodeJPEG(b, sat, 100, Metadata{}) })
 	// Photoshop's Adobe segment with transform 1 (YCbCr).
 	cases["Adobe APP14 YCbCr"] = withJPEGSegments(cases["image/jpeg 4:2:0 q90"],
 		jpegSegment(0xEE, []byte{'A', 'd', 'o', 'b', 'e', 0, 100, 0, 0, 0, 0, 1}))
@@ -321,7 +321,7 @@ func BenchmarkDecodeJPEG12MP(b *testing.B) {
 	img := noisyPicture(4000, 3000, 12, 1)
 	files := map[string][]byte{
 		"420q90": encodeWith(b, func(w *bytes.Buffer) error { return jpeg.Encode(w, img, &jpeg.Options{Quality: 90}) }),
-		"444q95": encodeWith(b, func(w *bytes.Buffer) error { return EncodeJPEG(w, img, 95, nil) }),
+		"444q95": encodeWith(b, func(w *bytes.Buffer) error { return EncodeJPEG(w, img, 95, Metadata{}) }),
 	}
 	for _, name := range []string{"420q90", "444q95"} {
 		data := files[name]

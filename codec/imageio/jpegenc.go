@@ -15,14 +15,14 @@ import (
 
 // EncodeJPEG writes img as a baseline JPEG at quality 1..100 (the IJG scaling of the Annex K tables) with full
 // chroma resolution (4:4:4: the marked luma and colour edges are not smeared by subsampling, unlike
-// image/jpeg, which always writes 4:2:0), Huffman tables optimised for the image, a JFIF header and, when icc is
-// not nil, the ICC profile in APP2 segments. The pixels are written upright and no EXIF is written, so the
-// orientation is the normal one. Alpha is dropped (JPEG has none): callers that must keep transparency use PNG.
+// image/jpeg, which always writes 4:2:0), Huffman tables optimised for the image, a JFIF header, md.EXIF (when not
+// nil) in an APP1 "Exif" segment and md.ICC (when not nil) in APP2 segments. The pixels are written as they are:
+// EXIF that comes from a Picture says orientation 1. Alpha is dropped (JPEG has none): callers that must keep transparency use PNG.
 //
 // The quantised coefficients of the whole image are kept for the second (entropy-coding) pass, with runs of
 // zeros stored as one entry (see runMark): at most 6 bytes per pixel, about half that on photographs at
 // quality 95, where most chroma coefficients are zero.
-func EncodeJPEG(w io.Writer, img image.Image, quality int, icc []byte) error {
+func EncodeJPEG(w io.Writer, img image.Image, quality int, md Metadata) error {
 	b := img.Bounds()
 	if b.Empty() {
 		return errors.New("imageio: encoding JPEG: empty image")
@@ -33,6 +33,9 @@ func EncodeJPEG(w io.Writer, img image.Image, quality int, icc []byte) error {
 	if quality < 1 || quality > 100 {
 		return fmt.Errorf("imageio: encoding JPEG: quality %d outside 1..100", quality)
 	}
+	if err := checkEXIF(md.EXIF); err != nil {
+		return fmt.Errorf("imageio: encoding JPEG: %w", err)
+	}
 	e := newJPEGEncoder(b.Dx(), b.Dy(), quality)
 	var stats [4][257]int64 // DC luma, AC luma, DC chroma, AC chroma
 	e.transform(img, &stats)
@@ -41,7 +44,7 @@ func EncodeJPEG(w io.Writer, img image.Image, quality int, icc []byte) error {
 		tables[i] = buildHuffman(stats[i][:])
 	}
 	bw := bufio.NewWriterSize(w, 1<<16)
-	if err := writeJPEGHeaders(bw, e, &tables, icc); err != nil {
+	if err := writeJPEGHeaders(bw, e, &tables, md); err != nil {
 		return err
 	}
 	bits := &bitWriter{w: bw, buf: make([]byte, 0, bitBufSize+8)}
@@ -482,14 +485,19 @@ func buildHuffman(freq []int64) huffTable {
 	return t
 }
 
-func writeJPEGHeaders(w *bufio.Writer, e *jpegEncoder, tables *[4]huffTable, icc []byte) error {
+func writeJPEGHeaders(w *bufio.Writer, e *jpegEncoder, tables *[4]huffTable, md Metadata) error {
 	seg := func(marker byte, payload []byte) {
 		w.Write([]byte{0xFF, marker, byte((len(payload) + 2) >> 8), byte(len(payload) + 2)})
 		w.Write(payload)
 	}
 	w.Write([]byte{0xFF, 0xD8})
 	seg(0xE0, []byte{'J', 'F', 'I', 'F', 0, 1, 1, 0, 0, 1, 0, 1, 0, 0})
-	if len(icc) > 0 {
+	// JFIF wants its APP0 right after SOI and Exif its APP1; readers of either look through the APPn segments,
+	// and JFIF then Exif is the order libjpeg-based tools write.
+	if len(md.EXIF) > 0 {
+		seg(0xE1, append([]byte(exifHeader), md.EXIF...))
+	}
+	if icc := md.ICC; len(icc) > 0 {
 		const chunk = 65519 // 65533 - len("ICC_PROFILE\x00") - 2
 		n := (len(icc) + chunk - 1) / chunk
 		if n > 255 {

@@ -27,7 +27,7 @@ func TestEncodeJPEG444(t *testing.T) {
 		}
 		for _, q := range []int{95, 50} {
 			var buf bytes.Buffer
-			if err := EncodeJPEG(&buf, src, q, nil); err != nil {
+			if err := EncodeJPEG(&buf, src, q, Metadata{}); err != nil {
 				t.Fatal(err)
 			}
 			img, err := jpeg.Decode(bytes.NewReader(buf.Bytes()))
@@ -51,14 +51,14 @@ func TestEncodeJPEG444(t *testing.T) {
 	}
 	icc := fakeICC("RGB ", 70000) // needs two APP2 segments
 	var buf bytes.Buffer
-	if err := EncodeJPEG(&buf, pattern(300, 200), 95, icc); err != nil {
+	if err := EncodeJPEG(&buf, pattern(300, 200), 95, Metadata{ICC: icc}); err != nil {
 		t.Fatal(err)
 	}
 	pic, err := DecodeBytes(buf.Bytes(), Limits{})
 	if err != nil || pic.Format != "jpeg" || !bytes.Equal(pic.ICC, icc) || pic.Width != 300 {
 		t.Fatalf("imageio read back: %v, format %q, ICC %d bytes (want %d)", err, pic.Format, len(pic.ICC), len(icc))
 	}
-	if err := EncodeJPEG(&buf, pattern(10, 10), 0, nil); err == nil {
+	if err := EncodeJPEG(&buf, pattern(10, 10), 0, Metadata{}); err == nil {
 		t.Error("quality 0 accepted")
 	}
 }
@@ -84,7 +84,7 @@ func TestEncodeWebPLossless(t *testing.T) {
 	icc := fakeICC("RGB ", 3001)
 	for _, prof := range [][]byte{nil, icc} {
 		var buf bytes.Buffer
-		if err := EncodeWebP(&buf, src, prof); err != nil {
+		if err := EncodeWebP(&buf, src, Metadata{ICC: prof}); err != nil {
 			t.Fatal(err)
 		}
 		pic, err := DecodeBytes(buf.Bytes(), Limits{})
@@ -126,7 +126,7 @@ func TestEncodeJPEGGolden(t *testing.T) {
 		{"q95", src, 95, "4fbe2db9b45ffef4"}, {"q40", src, 40, "7a45ec8c78635a2f"}, {"deep-q95", deep, 95, "1c344eee31b7b713"},
 	} {
 		var buf bytes.Buffer
-		if err := EncodeJPEG(&buf, tc.img, tc.q, nil); err != nil {
+		if err := EncodeJPEG(&buf, tc.img, tc.q, Metadata{}); err != nil {
 			t.Fatal(err)
 		}
 		sum := sha256.Sum256(buf.Bytes())
@@ -145,7 +145,7 @@ func BenchmarkEncodeJPEG12MP(b *testing.B) {
 	}
 	cpu := cpuTime()
 	for b.Loop() {
-		if err := EncodeJPEG(io.Discard, img, 95, nil); err != nil {
+		if err := EncodeJPEG(io.Discard, img, 95, Metadata{}); err != nil {
 			b.Fatal(err)
 		}
 	}

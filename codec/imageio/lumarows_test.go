@@ -89,7 +89,7 @@ func TestLumaRows(t *testing.T) {
 		src.Pix[i] = uint8(i)
 	}
 	src.SetNRGBA(0, 0, color.NRGBA{1, 2, 3, 4})
-	pngData := encodeWith(t, func(b *bytes.Buffer) error { return EncodePNG(b, src, nil) })
+	pngData := encodeWith(t, func(b *bytes.Buffer) error { return EncodePNG(b, src, Metadata{}) })
 	rows, img, err := DecodeLumaRows(ctx, pngData, Limits{})
 	if err != nil || rows != nil || img == nil {
 		t.Fatalf("png: rows %v, image %v, %v", rows != nil, img != nil, err)

@@ -12,7 +12,8 @@ import (
 // meta is what Decode keeps besides the pixels.
 type meta struct {
 	icc         []byte
-	orientation int // EXIF/TIFF orientation 1-8
+	exif        []byte // the EXIF TIFF structure as found in the file (a slice of it), not yet normalised
+	orientation int    // EXIF/TIFF orientation 1-8
 	frames      int
 }
 
@@ -26,7 +27,7 @@ func iccColorSpace(icc []byte) string {
 	return string(icc[16:20])
 }
 
-// readMeta extracts the profile, orientation and frame count. Malformed metadata is ignored rather than refused,
+// readMeta extracts the profile, EXIF, orientation and frame count. Malformed metadata is ignored rather than refused,
 // as viewers do, except where it makes the file unusable (animated WebP, an ICC profile that inflates without
 // bound).
 func readMeta(formatName string, data []byte) (meta, error) {
@@ -36,11 +37,11 @@ func readMeta(formatName string, data []byte) (meta, error) {
 	case "jpeg":
 		m = jpegMeta(data)
 	case "png":
-		m.icc, err = pngICC(data)
+		m.icc, m.exif, err = pngMeta(data)
 	case "gif":
 		m.frames, err = gifFrames(data)
 	case "webp":
-		m.icc, err = webpMeta(data)
+		m.icc, m.exif, err = webpMeta(data)
 	case "tiff":
 		m.orientation, m.icc = tiffMeta(data, true)
 	}
@@ -50,7 +51,8 @@ func readMeta(formatName string, data []byte) (meta, error) {
 	return m, err
 }
 
-// jpegMeta walks the marker segments before the first scan: APP1 "Exif" for the orientation and APP2
+// jpegMeta walks the marker segments before the first scan: the first APP1 "Exif" for the EXIF and its
+// orientation, and APP2
 // "ICC_PROFILE" chunks (a profile over 64 kB is split across several, numbered from 1) for the profile.
 func jpegMeta(data []byte) meta {
 	m := meta{orientation: 1, frames: 1}
@@ -86,7 +88,8 @@ func jpegMeta(data []byte) meta {
 		switch {
 		case marker == 0xE1 && !exifSeen && bytes.HasPrefix(seg, []byte("Exif\x00\x00")):
 			exifSeen = true
-			m.orientation, _ = tiffMeta(seg[6:], false)
+			m.exif = seg[len(exifHeader):]
+			m.orientation, _ = tiffMeta(m.exif, false)
 		case marker == 0xE2 && bytes.HasPrefix(seg, []byte("ICC_PROFILE\x00")) && len(seg) >= 14:
 			seq, count := int(seg[12]), int(seg[13])
 			if total == -1 {
@@ -152,45 +155,61 @@ func tiffMeta(t []byte, wantICC bool) (orientation int, icc []byte) {
 	return
 }
 
-// pngICC returns the decompressed profile of the iCCP chunk, if any (it must precede the image data).
-func pngICC(data []byte) ([]byte, error) {
+// pngMeta returns the decompressed profile of the iCCP chunk and the body of the eXIf chunk, if any (both must
+// precede the image data; an eXIf after it is not read, as browsers do not read it either).
+func pngMeta(data []byte) (icc, exif []byte, err error) {
 	i := 8
 	for i+12 <= len(data) {
 		n := int(binary.BigEndian.Uint32(data[i:]))
 		typ := string(data[i+4 : i+8])
 		if n < 0 || n > len(data)-i-12 {
-			return nil, nil // truncated: the pixel decoder will report it
+			return icc, exif, nil // truncated: the pixel decoder will report it
 		}
 		body := data[i+8 : i+8+n]
 		switch typ {
 		case "iCCP":
-			name := bytes.IndexByte(body, 0)
-			if name < 1 || name+2 > len(body) || body[name+1] != 0 {
-				return nil, nil
+			if icc != nil {
+				break
 			}
-			zr, err := zlib.NewReader(bytes.NewReader(body[name+2:]))
-			if err != nil {
-				return nil, nil
+			if icc, err = inflateICCP(body); err != nil {
+				return nil, nil, err
 			}
-			icc, err := io.ReadAll(io.LimitReader(zr, maxICCBytes+1))
-			if err != nil {
-				return nil, nil
+		case "eXIf":
+			if exif == nil {
+				exif = trimEXIFHeader(body)
 			}
-			if len(icc) > maxICCBytes {
-				return nil, fmt.Errorf("imageio: png ICC profile inflates beyond %d bytes: %w", maxICCBytes, ErrCorrupt)
-			}
-			return icc, nil
 		case "IDAT", "IEND":
-			return nil, nil
+			return icc, exif, nil
 		}
 		i += 12 + n
 	}
-	return nil, nil
+	return icc, exif, nil
 }
 
-// webpMeta returns the ICCP chunk of an extended WebP, and refuses animations, which the decoder cannot read.
-func webpMeta(data []byte) ([]byte, error) {
-	var icc []byte
+// inflateICCP returns the profile of an iCCP chunk's body; nil when it is malformed, and an error when it
+// inflates beyond maxICCBytes.
+func inflateICCP(body []byte) ([]byte, error) {
+	name := bytes.IndexByte(body, 0)
+	if name < 1 || name+2 > len(body) || body[name+1] != 0 {
+		return nil, nil
+	}
+	zr, err := zlib.NewReader(bytes.NewReader(body[name+2:]))
+	if err != nil {
+		return nil, nil
+	}
+	icc, err := io.ReadAll(io.LimitReader(zr, maxICCBytes+1))
+	if err != nil {
+		return nil, nil
+	}
+	if len(icc) > maxICCBytes {
+		return nil, fmt.Errorf("imageio: png ICC profile inflates beyond %d bytes: %w", maxICCBytes, ErrCorrupt)
+	}
+	return icc, nil
+}
+
+// webpMeta returns the ICCP and EXIF chunks of an extended WebP, and refuses animations, which the decoder
+// cannot read.
+func webpMeta(data []byte) (icc, exif []byte, err error) {
 	i := 12
 	for i+8 <= len(data) {
 		id := string(data[i : i+4])
@@ -202,18 +221,22 @@ func webpMeta(data []byte) ([]byte, error) {
 		switch id {
 		case "VP8X":
 			if len(body) >= 1 && body[0]&0x02 != 0 {
-				return nil, fmt.Errorf("imageio: animated WebP is not supported: %w", ErrUnsupportedFormat)
+				return nil, nil, fmt.Errorf("imageio: animated WebP is not supported: %w", ErrUnsupportedFormat)
 			}
 		case "ICCP":
 			if n <= maxICCBytes {
 				icc = append([]byte(nil), body...)
 			}
+		case "EXIF":
+			if exif == nil {
+				exif = trimEXIFHeader(body)
+			}
 		case "ANIM", "ANMF":
-			return nil, fmt.Errorf("imageio: animated WebP is not supported: %w", ErrUnsupportedFormat)
+			return nil, nil, fmt.Errorf("imageio: animated WebP is not supported: %w", ErrUnsupportedFormat)
 		}
 		i += 8 + n + n&1 // chunks are padded to an even size
 	}
-	return icc, nil
+	return icc, exif, nil
 }
 
 // gifFrames counts the image descriptors of a GIF without decoding them.

@@ -20,9 +20,9 @@ func PNGRowsFit(icc []byte) bool { return iccColorSpace(icc) != "GRAY" }
 // EncodePNGRows writes an 8-bit PNG of width×height pixels, RGB (alpha false) or RGBA, from rows that are
 // already filtered (per row a filter-type byte and the row's bytes: what accel.PNGFilter gives). With the rows
 // EncodePNG's filter gives for the same image (image/png's choice of filter, which accel.PNGFilter mirrors), the
-// file is byte for byte the one EncodePNG writes: the same header, iCCP chunk, deflate mode (chosen from the same
-// sample rows) and 32 KiB IDAT chunks. Callers check PNGRowsFit first.
-func EncodePNGRows(w io.Writer, width, height int, alpha bool, rows []byte, icc []byte) error {
+// file is byte for byte the one EncodePNG writes: the same header, iCCP and eXIf chunks, deflate mode (chosen
+// from the same sample rows) and 32 KiB IDAT chunks. Callers check PNGRowsFit(md.ICC) first.
+func EncodePNGRows(w io.Writer, width, height int, alpha bool, rows []byte, md Metadata) error {
 	bpp := 3
 	if alpha {
 		bpp = 4
@@ -31,11 +31,14 @@ func EncodePNGRows(w io.Writer, width, height int, alpha bool, rows []byte, icc 
 		return fmt.Errorf("imageio: encoding PNG rows: %d bytes for %dx%d pixels of %d bytes", len(rows), width,
 			height, bpp)
 	}
-	if !PNGRowsFit(icc) {
+	if !PNGRowsFit(md.ICC) {
 		return errors.New("imageio: encoding PNG rows: a GRAY profile needs EncodePNG")
 	}
-	if iccColorSpace(icc) != "RGB " {
-		icc = nil // EncodePNG drops a profile whose colour space does not match RGB
+	if err := checkEXIF(md.EXIF); err != nil {
+		return fmt.Errorf("imageio: encoding PNG rows: %w", err)
+	}
+	if iccColorSpace(md.ICC) != "RGB " {
+		md.ICC = nil // EncodePNG drops a profile whose colour space does not match RGB
 	}
 	rowLen := 1 + bpp*width
 	ys := sampleRows(height)
@@ -43,7 +46,7 @@ func EncodePNGRows(w io.Writer, width, height int, alpha bool, rows []byte, icc 
 	for _, y := range ys {
 		sample = append(sample, rows[y*rowLen:(y+1)*rowLen]...)
 	}
-	return writePNG8(w, width, height, alpha, icc, chooseDeflate(sample), func(zw io.Writer) error {
+	return writePNG8(w, width, height, alpha, md, chooseDeflate(sample), func(zw io.Writer) error {
 		_, err := zw.Write(rows)
 		return err
 	})
@@ -52,7 +55,7 @@ func EncodePNGRows(w io.Writer, width, height int, alpha bool, rows []byte, icc 
 // encodeNRGBA writes an 8-bit image as EncodePNG does (RGB when it is opaque, else RGBA), filtering the rows as
 // image/png's encoder does and streaming them to the compressor: no more than a few rows are held besides the
 // image.
-func encodeNRGBA(w io.Writer, m *image.NRGBA, icc []byte) error {
+func encodeNRGBA(w io.Writer, m *image.NRGBA, md Metadata) error {
 	b := m.Bounds()
 	width, height := b.Dx(), b.Dy()
 	alpha := !isOpaque(m)
@@ -90,7 +93,7 @@ func encodeNRGBA(w io.Writer, m *image.NRGBA, icc []byte) error {
 	}
 	mode := chooseDeflate(sample)
 	sample = nil
-	return writePNG8(w, width, height, alpha, icc, mode, func(zw io.Writer) error {
+	return writePNG8(w, width, height, alpha, md, mode, func(zw io.Writer) error {
 		clear(prev)
 		for y := 0; y < height; y++ {
 			row(y, cur)
@@ -183,9 +186,9 @@ func (c *countWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// writePNG8 writes an 8-bit RGB or RGBA PNG: the signature, IHDR, the iCCP chunk when icc is not nil, the image
-// data that body writes (filtered rows) compressed at level in 32 KiB IDAT chunks, and IEND.
-func writePNG8(w io.Writer, width, height int, alpha bool, icc []byte, mode deflateMode, body func(zw io.Writer) error) error {
+// writePNG8 writes an 8-bit RGB or RGBA PNG: the signature, IHDR, the iCCP and eXIf chunks of md, the image data
+// that body writes (filtered rows) compressed in mode in 32 KiB IDAT chunks, and IEND.
+func writePNG8(w io.Writer, width, height int, alpha bool, md Metadata, mode deflateMode, body func(zw io.Writer) error) error {
 	cw := &chunkWriter{w: w}
 	if _, err := w.Write([]byte("\x89PNG\r\n\x1a\n")); err != nil {
 		return fmt.Errorf("imageio: encoding PNG: %w", err)
@@ -198,14 +201,12 @@ func writePNG8(w io.Writer, width, height int, alpha bool, icc []byte, mode defl
 		ihdr[9] = 6
 	}
 	cw.chunk(ihdr, "IHDR")
-	if len(icc) > 0 {
-		chunk, err := iccpChunk(icc)
-		if err != nil {
-			return err
-		}
-		if _, err := w.Write(chunk); err != nil {
-			return fmt.Errorf("imageio: encoding PNG: %w", err)
-		}
+	chunks, err := pngMetaChunks(md)
+	if err != nil {
+		return err
+	}
+	if _, err := w.Write(chunks); err != nil {
+		return fmt.Errorf("imageio: encoding PNG: %w", err)
 	}
 	bw := bufio.NewWriterSize(idatWriter{cw}, 1<<15)
 	zw := mode.newWriter(bw)

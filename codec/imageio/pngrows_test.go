@@ -36,7 +36,7 @@ func TestEncodePNGRowsRoundTrip(t *testing.T) {
 			}
 		}
 		var buf bytes.Buffer
-		if err := EncodePNGRows(&buf, w, h, alpha, rows, nil); err != nil {
+		if err := EncodePNGRows(&buf, w, h, alpha, rows, Metadata{}); err != nil {
 			t.Fatal(err)
 		}
 		got, err := png.Decode(&buf)
@@ -54,7 +54,7 @@ func TestEncodePNGRowsRoundTrip(t *testing.T) {
 			}
 		}
 	}
-	if err := EncodePNGRows(&bytes.Buffer{}, 4, 4, false, make([]byte, 10), nil); err == nil {
+	if err := EncodePNGRows(&bytes.Buffer{}, 4, 4, false, make([]byte, 10), Metadata{}); err == nil {
 		t.Fatal("rows of the wrong length were accepted")
 	}
 }
@@ -132,7 +132,7 @@ func TestEncodePNGFiltersAsImagePNG(t *testing.T) {
 		want := pngImageData(t, ref.Bytes())
 		for _, prof := range [][]byte{nil, icc} {
 			var got bytes.Buffer
-			if err := EncodePNG(&got, img, prof); err != nil {
+			if err := EncodePNG(&got, img, Metadata{ICC: prof}); err != nil {
 				t.Fatal(err)
 			}
 			if rows := pngImageData(t, got.Bytes()); !bytes.Equal(rows, want) {
@@ -146,7 +146,7 @@ func TestEncodePNGFiltersAsImagePNG(t *testing.T) {
 				t.Fatalf("%s: read back %T, ICC %d bytes (want %d): not the source", name, back.Image, len(back.ICC), len(prof))
 			}
 			var fromRows bytes.Buffer
-			if err := EncodePNGRows(&fromRows, img.Rect.Dx(), img.Rect.Dy(), !isOpaque(img), want, prof); err != nil {
+			if err := EncodePNGRows(&fromRows, img.Rect.Dx(), img.Rect.Dy(), !isOpaque(img), want, Metadata{ICC: prof}); err != nil {
 				t.Fatal(err)
 			}
 			if !bytes.Equal(fromRows.Bytes(), got.Bytes()) {
@@ -165,7 +165,7 @@ func TestEncodePNGSize(t *testing.T) {
 		if err := (&png.Encoder{CompressionLevel: png.BestSpeed}).Encode(&ref, imgs[name]); err != nil {
 			t.Fatal(err)
 		}
-		if err := EncodePNG(&got, imgs[name], nil); err != nil {
+		if err := EncodePNG(&got, imgs[name], Metadata{}); err != nil {
 			t.Fatal(err)
 		}
 		limit := ref.Len() * 11 / 10
@@ -186,7 +186,7 @@ func TestChooseDeflate(t *testing.T) {
 	imgs := pngTestImages()
 	for name, want := range map[string]deflateMode{"noise": huffmanOnly, "ramp": fastLZ, "large": fastLZ, "flat": runsLZ} {
 		var b bytes.Buffer
-		if err := EncodePNG(&b, imgs[name], nil); err != nil {
+		if err := EncodePNG(&b, imgs[name], Metadata{}); err != nil {
 			t.Fatal(err)
 		}
 		rows := pngImageData(t, b.Bytes())
@@ -212,7 +212,7 @@ func BenchmarkEncodePNG12MP(b *testing.B) {
 	}
 	cpu := cpuTime()
 	for b.Loop() {
-		if err := EncodePNG(io.Discard, img, nil); err != nil {
+		if err := EncodePNG(io.Discard, img, Metadata{}); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -25,10 +25,14 @@ type Format string
 
 // Output formats.
 const (
-	PNG  Format = "png"
-	JPEG Format = "jpeg" // baseline, 4:4:4 chroma, quality JPEGQuality, ICC kept
-	WebP Format = "webp" // lossless (VP8L), 8 bits per channel, alpha and ICC kept
+	PNG  Format = "png"  // 8 or 16 bits per channel, alpha, ICC and EXIF kept
+	JPEG Format = "jpeg" // baseline, 4:4:4 chroma, quality JPEGQuality, ICC and EXIF kept
+	WebP Format = "webp" // lossless (VP8L), 8 bits per channel, alpha, ICC and EXIF kept
 )
+
+// Every format keeps the picture's imageio.Metadata: the ICC profile and the EXIF that imageio normalised for
+// the upright picture (orientation 1, its size, no thumbnail). The mark does not change the picture's size, so
+// that EXIF is true of the marked output too.
 
 // JPEGQuality is the quality of JPEG output: high enough that the file looks like the PNG, with the mark well
 // above what the quantisation removes.
@@ -150,21 +154,21 @@ func encode(ctx context.Context, dev accel.Device, img image.Image, pic *imageio
 				if err != nil {
 					return nil, fmt.Errorf("%w: PNG filter: %w", codec.ErrDevice, err)
 				}
-				if err := imageio.EncodePNGRows(&buf, b.Dx(), b.Dy(), alpha, rows, pic.ICC); err != nil {
+				if err := imageio.EncodePNGRows(&buf, b.Dx(), b.Dy(), alpha, rows, pic.Metadata); err != nil {
 					return nil, err
 				}
 				return buf.bytes(), nil
 			}
 		}
-		if err := imageio.EncodePNG(&buf, img, pic.ICC); err != nil {
+		if err := imageio.EncodePNG(&buf, img, pic.Metadata); err != nil {
 			return nil, err
 		}
 	case JPEG:
-		if err := imageio.EncodeJPEG(&buf, img, JPEGQuality, pic.ICC); err != nil {
+		if err := imageio.EncodeJPEG(&buf, img, JPEGQuality, pic.Metadata); err != nil {
 			return nil, err
 		}
 	case WebP:
-		if err := imageio.EncodeWebP(&buf, img, pic.ICC); err != nil {
+		if err := imageio.EncodeWebP(&buf, img, pic.Metadata); err != nil {
 			return nil, err
 		}
 	default:

@@ -105,7 +105,7 @@ func TestJPEGCheckIsTheServiceDetection(t *testing.T) {
 			t.Fatal(err)
 		}
 		var buf bytes.Buffer
-		if err := imageio.EncodeJPEG(&buf, marked, tc.quality, nil); err != nil {
+		if err := imageio.EncodeJPEG(&buf, marked, tc.quality, imageio.Metadata{}); err != nil {
 			t.Fatal(err)
 		}
 		got, err := readBack(ctx, c, nil, nil, buf.Bytes(), JPEG)

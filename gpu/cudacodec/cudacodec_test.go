@@ -352,7 +352,7 @@ func TestPNGRowsMatchEncodePNG(t *testing.T) {
 			}
 		}
 		var want, got bytes.Buffer
-		if err := imageio.EncodePNG(&want, img, tc.icc); err != nil {
+		if err := imageio.EncodePNG(&want, img, imageio.Metadata{ICC: tc.icc}); err != nil {
 			t.Fatal(err)
 		}
 		rows, alpha, err := d.FilterPNG(context.Background(), accel.Image{Pix: img.Pix, Width: 1001, Height: 603,
@@ -363,7 +363,7 @@ func TestPNGRowsMatchEncodePNG(t *testing.T) {
 		if alpha != tc.alpha {
 			t.Fatalf("%s: alpha %v", tc.name, alpha)
 		}
-		if err := imageio.EncodePNGRows(&got, 1001, 603, alpha, rows, tc.icc); err != nil {
+		if err := imageio.EncodePNGRows(&got, 1001, 603, alpha, rows, imageio.Metadata{ICC: tc.icc}); err != nil {
 			t.Fatal(err)
 		}
 		if !bytes.Equal(want.Bytes(), got.Bytes()) {
