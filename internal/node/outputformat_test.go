@@ -185,7 +185,7 @@ func TestEmbedOutputFormatJPEG(t *testing.T) {
 }
 
 // TestEmbedOutputFormatWebPAsync: output_format=webp in the query of an async embed; the job's result is
-// served as image/webp, a WebP whose mark reads back.
+// served as image/webp, a WebP whose mark reads back. As a form field beside an upload_id, it is honoured too.
 func TestEmbedOutputFormatWebPAsync(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
@@ -212,5 +212,24 @@ func TestEmbedOutputFormatWebPAsync(t *testing.T) {
 	}
 	if format, ct := assetOf(t, f, res.header.Get("X-Asset-ID")); format != "WEBP" || ct != "image/webp" {
 		t.Fatalf("watermarked asset format %q content type %q", format, ct)
+	}
+
+	// Through an upload, the option as a form field: a bad value is refused before the upload is claimed (it
+	// stays usable), then webp is honoured.
+	u := uploaded(t, f, f.keyA, "image", "scan.jpg", photo(t, 600, 400, 13))
+	bad := postFields(t, f.base+"/watermarks/images", f.keyA, "", nil, "upload_id", u.UploadID, "data", `{"c":3}`,
+		"output_format", "tiff")
+	wantProblem(t, "output_format=tiff with an upload", bad, 422, "invalid_request")
+	if got := getUpload(t, f, f.keyA, u.UploadID); got.Status != "received" {
+		t.Fatalf("upload after a refused option: %+v", got)
+	}
+	good := postFields(t, f.base+"/watermarks/images", f.keyA, "", nil, "upload_id", u.UploadID, "data", `{"c":3}`,
+		"output_format", "webp")
+	if good.status != 200 || good.header.Get("Content-Type") != "image/webp" ||
+		good.header.Get("Content-Disposition") != `attachment; filename="scan-watermarked.webp"` {
+		t.Fatalf("embed of an upload as webp: %d %v", good.status, good.header)
+	}
+	if _, err := webp.Decode(bytes.NewReader(good.body)); err != nil {
+		t.Fatalf("upload's result is not a WebP: %v", err)
 	}
 }
