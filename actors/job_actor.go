@@ -511,9 +511,16 @@ func (a *jobActor) writeAssets(ctx context.Context, r *jobstate.Record) error {
 	return assets.Create(sctx, marked)
 }
 
+// formatOfContentType is the format label of an output of content type ct: an image embed's output has the
+// format it was asked for (output_format), which is not the input's; other kinds keep the input's label.
 func formatOfContentType(ct, fallback string) string {
-	if ct == "image/png" {
+	switch ct {
+	case "image/png":
 		return "PNG"
+	case "image/jpeg":
+		return "JPEG"
+	case "image/webp":
+		return "WEBP"
 	}
 	return fallback
 }

@@ -233,13 +233,22 @@ func (m Media) embed(ctx context.Context, rec *jobstate.Record, pic *imageio.Pic
 	if err != nil {
 		return jobstate.Output{}, &ProcessError{Code: CodeProcessingError, Detail: "bad watermark id on the job"}
 	}
+	format, err := markfile.ParseFormat(string(rec.OutputFormat.OrPNG()))
+	if err != nil {
+		return jobstate.Output{}, &ProcessError{Code: CodeProcessingError, Detail: "bad output format on the job", Cause: err}
+	}
 	// markfile verifies that the mark reads back from the encoded file (retrying stronger) before it is stored.
+	// On a GPU the embedding and the read-back run on the device and JPEG and WebP are encoded on the CPU.
 	var res markfile.Result
 	acc, err := m.onGPU(rec, func(dev accel.Device) (err error) {
-		res, err = markfile.EmbedOn(ctx, m.Codec, dev, pic, id, markfile.PNG, codec.EmbedOptions{PSNR: m.PSNR})
+		res, err = markfile.EmbedOn(ctx, m.Codec, dev, pic, id, format, codec.EmbedOptions{PSNR: m.PSNR})
 		return err
 	})
 	switch {
+	case errors.Is(err, markfile.ErrAlpha):
+		// Flattening would change the picture the client sent; the client picks png or webp instead.
+		return jobstate.Output{}, &ProcessError{Code: CodeInvalidImage, Cause: err,
+			Detail: "the image has transparent pixels, which JPEG cannot keep; ask for output_format png or webp"}
 	case errors.Is(err, markfile.ErrNotReadable):
 		return jobstate.Output{}, &ProcessError{Code: CodeInvalidImage, Detail: "this image cannot carry a readable mark: " + err.Error()}
 	case ctx.Err() != nil:
@@ -255,14 +264,14 @@ func (m Media) embed(ctx context.Context, rec *jobstate.Record, pic *imageio.Pic
 	b := pic.Image.Bounds()
 	size := jobstate.MediaInfo{Width: b.Dx(), Height: b.Dy()}
 	buf := bytes.NewReader(res.Data)
-	key := OutputKey(rec, "watermarked.png")
+	key := OutputKey(rec, "watermarked."+format.Ext())
 	info, err := m.Blobs.Put(ctx, key, buf)
 	if err != nil {
 		return jobstate.Output{}, &ProcessError{Code: CodeProcessingError, Detail: "the result could not be stored; the attempt is retried",
 			Retryable: true, Cause: err}
 	}
-	return jobstate.Output{BlobKey: key, Size: info.Size, SHA256: info.SHA256, ContentType: "image/png",
-		Filename: OutputFilename(rec.Input.Filename, "png"), AssetID: AssetIDFor(rec.RequestID, AssetWatermarked),
+	return jobstate.Output{BlobKey: key, Size: info.Size, SHA256: info.SHA256, ContentType: format.ContentType(),
+		Filename: OutputFilename(rec.Input.Filename, format.Ext()), AssetID: AssetIDFor(rec.RequestID, AssetWatermarked),
 		SourceAssetID: AssetIDFor(rec.RequestID, AssetSource), WatermarkID: rec.WatermarkID,
 		Charge: m.chargeOn(acc, m.Catalog.Prices.ImageEmbed), Accelerator: acc,
 		Media: size, SourceMedia: size}, nil

@@ -143,7 +143,7 @@ func readMediaForm(ctx context.Context, contentType string, body io.Reader, blob
 				return form, newAPIError(CodeInvalidRequest, "upload_id is malformed")
 			}
 			form.UploadID = strings.TrimSpace(string(b))
-		case "accelerator", "webhook_id", "storage_destination_id", "storage_key":
+		case "accelerator", "webhook_id", "storage_destination_id", "storage_key", "output_format":
 			b, err := io.ReadAll(io.LimitReader(part, maxSmallField+1))
 			if err != nil || len(b) > maxSmallField {
 				return form, newAPIError(CodeInvalidRequest, "%s is malformed", part.FormName())
@@ -206,7 +206,7 @@ func readURLEncodedForm(body io.Reader) (*mediaForm, error) {
 				return nil, newAPIError(CodeInvalidRequest, "upload_id is malformed")
 			}
 			form.UploadID = strings.TrimSpace(v)
-		case "accelerator", "webhook_id", "storage_destination_id", "storage_key":
+		case "accelerator", "webhook_id", "storage_destination_id", "storage_key", "output_format":
 			if len(v) > maxSmallField {
 				return nil, newAPIError(CodeInvalidRequest, "%s is malformed", name)
 			}

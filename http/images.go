@@ -68,11 +68,13 @@ type jobOptions struct {
 	webhookID   string
 	storageDest string
 	storageKey  string
+	// outputFormat is an image embed's output format; empty (PNG) for every other request.
+	outputFormat jobstate.OutputFormat
 }
 
 // jobOptionNames are the options an embed or detect request takes, as query parameters (spec 4.1) or as
 // form fields: some clients send every field in the body. Either place is honoured, never ignored.
-var jobOptionNames = []string{"accelerator", "webhook_id", "storage_destination_id", "storage_key"}
+var jobOptionNames = []string{"accelerator", "webhook_id", "storage_destination_id", "storage_key", "output_format"}
 
 // mergeJobOptions combines the query's options with the form's: an option may be sent in either place, and
 // sending it in both with different values is refused rather than one of them being silently dropped.
@@ -121,10 +123,38 @@ func (s *Server) parseJobOptions(p *principal, kind mediakind.Kind, op jobstate.
 		}
 		opts.storageDest, opts.storageKey = dest, key
 	}
+	if aerr := parseOutputFormat(kind, op, get("output_format"), &opts); aerr != nil {
+		return jobOptions{}, aerr
+	}
 	if !p.Plan.HasFormat(string(kind.Media)) {
 		return jobOptions{}, newAPIError(CodeForbiddenPlan, "the %s plan does not include %ss", p.Plan.Name, kind.Noun)
 	}
 	return opts, nil
+}
+
+// parseOutputFormat validates output_format: on an image embed png (the default, also when empty), jpeg (or
+// jpg) or webp, in any case. A document or video embed writes its one format, so only that format's name
+// (pdf, mp4) is accepted there, as a no-op; a detection writes no file and takes none.
+func parseOutputFormat(kind mediakind.Kind, op jobstate.Operation, v string, opts *jobOptions) *apiError {
+	if v == "" {
+		return nil
+	}
+	switch {
+	case op != jobstate.OperationEmbed:
+		return newAPIError(CodeInvalidRequest, "output_format applies to embedding only")
+	case kind.Media != jobstate.MediaImage:
+		if strings.EqualFold(v, kind.OutputExt) {
+			return nil
+		}
+		return newAPIError(CodeInvalidRequest, "output_format of a %s embed can only be %s; png, jpeg and webp apply to images",
+			kind.Noun, kind.OutputExt)
+	}
+	f, err := jobstate.ParseOutputFormat(v)
+	if err != nil {
+		return newAPIError(CodeInvalidRequest, "output_format must be png, jpeg or webp")
+	}
+	opts.outputFormat = f
+	return nil
 }
 
 // gpuRefusal decides a request for accelerator=gpu when no GPU is ready to run it. By default the work runs
@@ -425,7 +455,7 @@ func (s *Server) acceptFile(c context.Context, ctx *fasthttp.RequestCtx, r accep
 	spec := jobstate.Spec{
 		RequestID: reqID, OrgID: p.Key.OrgID, Operation: op, Media: r.kind.Media, Format: info.Format,
 		FrameCount: info.Frames, AcceleratorRequested: opts.accelerator, WebhookID: opts.webhookID, IdempotencyKey: idem,
-		StorageDestinationID: opts.storageDest, StorageKey: opts.storageKey,
+		StorageDestinationID: opts.storageDest, StorageKey: opts.storageKey, OutputFormat: opts.outputFormat,
 		Input: jobstate.Input{BlobKey: file.Key, SHA256: file.Info.SHA256, Size: file.Info.Size,
 			Filename: safeOrDefault(file.Filename, r.kind), ContentType: r.kind.ContentType(info.Format)},
 	}

@@ -21,6 +21,8 @@ func TestMergeJobOptions(t *testing.T) {
 			map[string]string{"storage_key": "a", "storage_destination_id": "dst_1"}},
 		{"accelerator=cpu", map[string]string{"accelerator": "cpu"}, map[string]string{"accelerator": "cpu"}},
 		{"accelerator=cpu", map[string]string{"accelerator": "gpu"}, nil},
+		{"", map[string]string{"output_format": "jpeg"}, map[string]string{"output_format": "jpeg"}},
+		{"output_format=webp", map[string]string{"output_format": "jpeg"}, nil},
 		{"webhook_id=wh_1", map[string]string{"webhook_id": "wh_2"}, nil},
 	}
 	for _, c := range cases {

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"hash"
+	"maps"
 	"sort"
 	"strings"
 	"time"
@@ -40,6 +41,9 @@ type FingerprintInput struct {
 	WebhookID            string
 	StorageDestinationID string
 	StorageKey           string
+	// OutputFormat is an image embed's output format; empty and png agree, and a PNG request fingerprints as
+	// it did before the option existed (records of that time keep matching their replays).
+	OutputFormat OutputFormat
 	// Extra holds options added after this list was written, by name; an absent and an empty map agree, so
 	// adding an option does not change the fingerprints of requests that do not use it.
 	Extra map[string]string
@@ -73,14 +77,24 @@ func NewFingerprint(key string, in FingerprintInput) (Fingerprint, error) {
 		in.StorageDestinationID, in.StorageKey} {
 		writeField(h, f)
 	}
-	names := make([]string, 0, len(in.Extra))
-	for name := range in.Extra {
+	extra := in.Extra
+	if f := in.OutputFormat.stored(); f != "" {
+		// Written as the extra option output_format: a new option that only changes the fingerprints of the
+		// requests that use it.
+		extra = maps.Clone(extra)
+		if extra == nil {
+			extra = map[string]string{}
+		}
+		extra["output_format"] = string(f)
+	}
+	names := make([]string, 0, len(extra))
+	for name := range extra {
 		names = append(names, name)
 	}
 	sort.Strings(names)
 	for _, name := range names {
 		writeField(h, name)
-		writeField(h, in.Extra[name])
+		writeField(h, extra[name])
 	}
 	return Fingerprint{Key: key, Hash: hex.EncodeToString(h.Sum(nil))}, nil
 }
@@ -124,7 +138,7 @@ func (r *Record) IsRedelivery(s Spec) bool {
 	}
 	return s.IdempotencyKey == "" && r.Idempotency.IsZero() && r.OrgID == s.OrgID && r.BatchID == s.BatchID &&
 		r.Operation == s.Operation && r.Media == s.Media && r.Input.SHA256 == s.Input.SHA256 &&
-		r.WatermarkID == s.WatermarkID && r.AcceleratorRequested == accel
+		r.WatermarkID == s.WatermarkID && r.AcceleratorRequested == accel && r.OutputFormat == s.OutputFormat.stored()
 }
 
 // Replay is how a replay of the request that created a job is answered: the same request sent again with

@@ -26,6 +26,8 @@ type Record struct {
 	BatchID              string `msgpack:"batch_id"`
 	StorageDestinationID string `msgpack:"storage_destination_id"`
 	StorageKey           string `msgpack:"storage_key"`
+	// OutputFormat is an image embed's output format; empty means PNG (and is all records before it had).
+	OutputFormat OutputFormat `msgpack:"output_format,omitempty"`
 
 	Input Input `msgpack:"input"`
 	// WatermarkID is the hex SHA-256 of the canonical data object, fixed at acceptance so that every attempt
@@ -98,7 +100,9 @@ type Spec struct {
 	BatchID              string
 	StorageDestinationID string
 	StorageKey           string
-	Input                Input
+	// OutputFormat is an image embed's output format; empty means PNG.
+	OutputFormat OutputFormat
+	Input        Input
 	// WatermarkID is the hex SHA-256 of the canonical data object (embed only).
 	WatermarkID string
 	// IdempotencyKey is the request's Idempotency-Key header; empty when absent.
@@ -112,7 +116,8 @@ func (s Spec) FingerprintInput() FingerprintInput {
 	return FingerprintInput{
 		Operation: s.Operation, Media: s.Media, FileSHA256: s.Input.SHA256, DataDigest: s.WatermarkID,
 		Accelerator: s.AcceleratorRequested, WebhookID: s.WebhookID,
-		StorageDestinationID: s.StorageDestinationID, StorageKey: s.StorageKey, Extra: s.ExtraOptions,
+		StorageDestinationID: s.StorageDestinationID, StorageKey: s.StorageKey, OutputFormat: s.OutputFormat,
+		Extra: s.ExtraOptions,
 	}
 }
 
@@ -155,7 +160,7 @@ func Accept(s Spec, now time.Time) (*Record, error) {
 		RequestID: s.RequestID, OrgID: s.OrgID, Status: StatusQueued, Operation: s.Operation, Media: s.Media,
 		Format: s.Format, FrameCount: s.FrameCount, AcceleratorRequested: accel, CreditsHeld: s.CreditsHeld,
 		WebhookID: s.WebhookID, BatchID: s.BatchID,
-		StorageDestinationID: s.StorageDestinationID, StorageKey: s.StorageKey,
+		StorageDestinationID: s.StorageDestinationID, StorageKey: s.StorageKey, OutputFormat: s.OutputFormat.stored(),
 		Input: s.Input, WatermarkID: s.WatermarkID, Idempotency: fp,
 		CreatedAt: now, Deadline: now.Add(DeadlineFor(s.Media, s.FrameCount)),
 		Revision: 1,
@@ -178,6 +183,13 @@ func (s Spec) validate() error {
 	}
 	if _, err := ParseAccelerator(string(s.AcceleratorRequested)); err != nil {
 		return err
+	}
+	if f, err := ParseOutputFormat(string(s.OutputFormat)); err != nil || f != s.OutputFormat.OrPNG() {
+		return fmt.Errorf("output format %q (want png, jpeg or webp): %w", s.OutputFormat, ErrInvalid)
+	}
+	if s.OutputFormat.stored() != "" && (s.Operation != OperationEmbed || s.Media != MediaImage) {
+		return fmt.Errorf("output format %s on a %s %s job: only image embeds choose one: %w", s.OutputFormat,
+			s.Media, s.Operation, ErrInvalid)
 	}
 	if s.Format == "" || len(s.Format) > 32 {
 		return fmt.Errorf("format label %q must be 1 to 32 bytes: %w", s.Format, ErrInvalid)
@@ -283,6 +295,9 @@ func (r *Record) Validate() error {
 	}
 	if r.AcceleratorRequested != AcceleratorCPU && r.AcceleratorRequested != AcceleratorGPU {
 		return fail("accelerator requested %q", r.AcceleratorRequested)
+	}
+	if f := r.OutputFormat; f != "" && (f != OutputJPEG && f != OutputWebP || r.Operation != OperationEmbed || r.Media != MediaImage) {
+		return fail("output format %q on a %s %s job", f, r.Media, r.Operation)
 	}
 	if r.CreatedAt.IsZero() || r.Deadline.IsZero() {
 		return fail("created_at %v, deadline %v", r.CreatedAt, r.Deadline)

@@ -3,6 +3,7 @@ package jobstate
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"filigrane/internal/problem"
@@ -83,6 +84,48 @@ func ParseAccelerator(s string) (Accelerator, error) {
 		return a, nil
 	}
 	return "", fmt.Errorf("unknown accelerator %q (want cpu or gpu): %w", s, ErrInvalid)
+}
+
+// OutputFormat is the file format of an image embed's output. The zero value is PNG, the default: records
+// written before the option existed read as PNG, and a PNG request fingerprints as it did before.
+type OutputFormat string
+
+// Output formats of image embeds (codec/markfile writes them).
+const (
+	OutputPNG  OutputFormat = "png"
+	OutputJPEG OutputFormat = "jpeg"
+	OutputWebP OutputFormat = "webp"
+)
+
+// ParseOutputFormat validates the output_format option, case-insensitively: empty and png are PNG, jpeg and
+// jpg are JPEG, webp is WebP.
+func ParseOutputFormat(s string) (OutputFormat, error) {
+	switch strings.ToLower(s) {
+	case "", "png":
+		return OutputPNG, nil
+	case "jpeg", "jpg":
+		return OutputJPEG, nil
+	case "webp":
+		return OutputWebP, nil
+	}
+	return "", fmt.Errorf("unknown output format %q (want png, jpeg or webp): %w", s, ErrInvalid)
+}
+
+// OrPNG is f with the zero value spelled png.
+func (f OutputFormat) OrPNG() OutputFormat {
+	if f == "" {
+		return OutputPNG
+	}
+	return f
+}
+
+// stored is how f is kept on a record and in a spec's fingerprint: empty for PNG, so that records and
+// fingerprints of PNG requests stay byte for byte what they were before the option existed.
+func (f OutputFormat) stored() OutputFormat {
+	if f == OutputPNG {
+		return ""
+	}
+	return f
 }
 
 // Token is a lease's fencing token: the record's epoch at the claim that granted the lease. Epochs increase on

@@ -689,6 +689,7 @@ func embedCmd(ctx context.Context, args []string, o *clientOpts) error {
 	webhook := fs.String("webhook-id", "", "webhook endpoint that receives the job's final event (async)")
 	storageDst := fs.String("storage-destination-id", "", "also deliver the result to this verified storage destination (dst_..., docs/storage.md)")
 	storageKey := fs.String("storage-key", "", "with --storage-destination-id: the object key under its prefix")
+	outFormat := fs.String("output-format", "", "image embeds: png (default), jpeg (quality 95, 4:4:4) or webp (lossless); the saved file's default name takes its extension")
 	pos, err := parseClientFlags(fs, o, args)
 	if err != nil {
 		return err
@@ -721,6 +722,10 @@ func embedCmd(ctx context.Context, args []string, o *clientOpts) error {
 	}
 	if *webhook != "" {
 		q.Set("webhook_id", *webhook)
+	}
+	if *outFormat != "" {
+		// The server checks the value (422 invalid_request), so that the client never disagrees with it.
+		q.Set("output_format", *outFormat)
 	}
 	if *storageKey != "" && *storageDst == "" {
 		return usageErr("--storage-key needs --storage-destination-id")

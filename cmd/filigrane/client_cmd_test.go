@@ -2,6 +2,7 @@ package main
 
 import (
 	"archive/zip"
+	"bytes"
 	"context"
 	"encoding/json"
 	"encoding/pem"
@@ -96,6 +97,28 @@ func TestClientCLIAgainstNode(t *testing.T) {
 		code, stdout, _ = runCLI(t, "detect", out, "--url", base, "--key", key)
 		if code != exitOK || !strings.Contains(stdout, "watermarked  true") || !strings.Contains(stdout, m[1]) {
 			t.Fatalf("human detect: exit %d, %q", code, stdout)
+		}
+	})
+
+	t.Run("OutputFormatJPEG", func(t *testing.T) {
+		out := filepath.Join(dir, "marked.jpg")
+		code, stdout, stderr := runCLI(t, "embed", photo, "--url", base, "--key", key, "--output-format", "jpeg", "--json", "-o", out)
+		if code != exitOK {
+			t.Fatalf("exit %d, stderr %q", code, stderr)
+		}
+		var r embedResult
+		if err := json.Unmarshal([]byte(stdout), &r); err != nil {
+			t.Fatalf("--json output %q: %v", stdout, err)
+		}
+		if b, err := os.ReadFile(out); err != nil || !bytes.HasPrefix(b, []byte{0xFF, 0xD8, 0xFF}) {
+			t.Fatalf("output %q (%v) is not a JPEG", out, err)
+		}
+		if wm, id := detectJSON(t, base, key, r.Output); !wm || id != r.WatermarkID {
+			t.Fatalf("detect the JPEG output: %v %q, want %q", wm, id, r.WatermarkID)
+		}
+		code, _, stderr = runCLI(t, "embed", photo, "--url", base, "--key", key, "--output-format", "gif", "-o", filepath.Join(dir, "x.gif"))
+		if code == exitOK || !strings.Contains(stderr, "output_format") {
+			t.Fatalf("--output-format gif: exit %d, stderr %q", code, stderr)
 		}
 	})
 

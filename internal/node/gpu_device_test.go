@@ -12,7 +12,8 @@ import (
 // TestGPUEmbedAndDetectOnDevice runs accelerator=gpu work on a real GPU (issue 18 items 2-4): a wake opens the
 // device (its context and the codec's kernels) and the accelerator turns ready; a GPU embed answers
 // X-Service-Accelerator: gpu and is charged the GPU price (3×); the CPU detector reads its mark; synchronous and
-// async GPU detections read it too (the synchronous one charged 3). It skips, saying so, on machines without a GPU (CI); the `device` tool runs it.
+// async GPU detections read it too (the synchronous one charged 3); a GPU embed with output_format=jpeg is a JPEG
+// whose mark the CPU reads. It skips, saying so, on machines without a GPU (CI); the `device` tool runs it.
 func TestGPUEmbedAndDetectOnDevice(t *testing.T) {
 	t.Parallel()
 	if !gpu.CodecAvailable() || len(gpu.Devices()) == 0 {
@@ -71,5 +72,15 @@ func TestGPUEmbedAndDetectOnDevice(t *testing.T) {
 	if res.status != 200 || res.header.Get("X-Service-Accelerator") != "gpu" ||
 		!strings.Contains(string(res.body), s.header.Get("X-Watermark-ID")) {
 		t.Fatalf("GPU detection: %d X-Service-Accelerator %q %s", res.status, res.header.Get("X-Service-Accelerator"), res.body)
+	}
+	// output_format on the GPU: the device embeds and checks the read-back, the CPU encodes the JPEG.
+	j := post(t, f.base+"/watermarks/images?accelerator=gpu&output_format=jpeg", key, "", img, `{"gpu":2}`)
+	if j.status != 200 || j.header.Get("X-Service-Accelerator") != "gpu" || j.header.Get("Content-Type") != "image/jpeg" {
+		t.Fatalf("sync gpu embed as jpeg: %d X-Service-Accelerator %q Content-Type %q %s", j.status,
+			j.header.Get("X-Service-Accelerator"), j.header.Get("Content-Type"), j.body)
+	}
+	if d := post(t, f.base+"/watermarks/images/detect", key, "", j.body, ""); d.status != 200 ||
+		!strings.Contains(string(d.body), j.header.Get("X-Watermark-ID")) {
+		t.Fatalf("CPU detection of the GPU's JPEG: %d %s", d.status, d.body)
 	}
 }
