@@ -31,7 +31,7 @@ import (
 type Config struct {
 	Key           []byte
 	Strength      float64 // 0: pdf.DefaultStrength
-	Overlay       string  // "" (the default rule), "tiles", "page-image" or "4bit" (pdf.Options.Tiles, PageImage, FourBit)
+	Overlay       string  // "" (the default rule), "tiles", "page-image" or "binary" (pdf.Options.Tiles, PageImage, Binary)
 	PagesPerDoc   int     // marked pages per document (spread over the document)
 	FPPagesPerDoc int     // unmarked pages per document for the false-positive count
 	WorkDir       string
@@ -162,7 +162,7 @@ func runDoc(ctx context.Context, a *pdf.Adapter, c *codec.Codec, cfg Config, d D
 	marked := filepath.Join(dir, "marked.pdf")
 	t0 := time.Now()
 	rep, err := a.Embed(ctx, sub, marked, id, pdf.Options{Strength: cfg.Strength, PageImage: cfg.Overlay == "page-image",
-		Tiles: cfg.Overlay == "tiles", FourBit: cfg.Overlay == "4bit"})
+		Tiles: cfg.Overlay == "tiles", Binary: cfg.Overlay == "binary"})
 	dr.EmbedMs = float64(time.Since(t0).Microseconds()) / 1000
 	if err != nil {
 		dr.Err = err.Error()

@@ -45,7 +45,7 @@ func (a *Adapter) Embed(ctx context.Context, src, dst string, id codec.ID, opt O
 	case opt.Tiles:
 		mode = overlayTiles
 	}
-	ow, err := newOverlayWriter(doc, a.Codec, id, strength, mode, !opt.FourBit, pageImageBudget(doc.inBytes, doc.info.Pages))
+	ow, err := newOverlayWriter(doc, a.Codec, id, strength, mode, opt.Binary, pageImageBudget(doc.inBytes, doc.info.Pages))
 	if err != nil {
 		return EmbedReport{}, fmt.Errorf("pdf: overlay: %w", err)
 	}

@@ -38,17 +38,16 @@ func paddedDoc(boxes []string, padBytes int) []byte {
 
 // TestDefaultOverlayFollowsTheByteBudget: with the default options a document gets one overlay image per page
 // shape while the images' encoded bytes stay within its budget (pageImageBudget: about its input size less
-// 3 KB, at most 64 KB, or a quarter of it if that is more), and tiles for the shapes beyond. The default levels
-// are binary (binaryLevels): a Letter page's image is about 2.8 KB, a 16:9 slide's 3.3 KB, so a 300 KB, a 10 KB
-// and a 6 KB document get it (and render with no tile lines) and a 4 KB one does not (tiles), and so do pages
-// at the minimum waxel (a 14 KB document of one 16:9 slide, a 10 KB one of a 300×350-point page). An 8 KB
-// document of a Letter page and a 16:9 slide gets the Letter image and tiles on the slide (the two images
-// together are beyond its budget), and so does one where the slide comes first, before three Letter pages; a
-// 14 KB one gets both images; pages of near sizes share one image, or all get tiles. With Options.FourBit the
-// images have 4-bit levels where they fit (a Letter image about 7 KB: a 14 KB document of a Letter page and a
-// slide gets the Letter image and tiles on the slide, the rule of the default until 2026-11-27). Every page
-// gives the exact id from its rendering alone and no output of an input of tinyFloor or more is above twice
-// its input.
+// 3 KB, at most 64 KB, or a quarter of it if that is more), and tiles for the shapes beyond. A Letter page's
+// image is about 7 KB: a 300 KB and a 10 KB document get it (and render with no tile lines); a document too
+// small for it gets binary levels (binaryLevels), whose Letter image (2.8 KB) a 6 KB one gets and a 4 KB one
+// does not (tiles). Pages at the minimum waxel follow the same rule: a 14 KB document of one 16:9 slide (7.8 KB image) and
+// a 10 KB one of a 300×350-point page (5.8 KB) get their images (until 2026-11-27 such pages kept tiles below
+// about 28 KB). A 15 KB document of a Letter page and a 16:9 slide gets the Letter image and tiles on the
+// slide (the two images together are beyond its budget), and so does one where the slide comes first, before
+// three Letter pages; a 300 KB document gets both images; pages of near sizes share one image, or all get
+// tiles. Every page gives the exact id from its rendering alone and no output of an input of tinyFloor or
+// more is above twice its input (before binary levels: of 10 KB or more).
 func TestDefaultOverlayFollowsTheByteBudget(t *testing.T) {
 	a := testAdapter(t)
 	ctx := context.Background()
@@ -57,30 +56,28 @@ func TestDefaultOverlayFollowsTheByteBudget(t *testing.T) {
 		boxes      []string
 		pad        int
 		pageImages []bool // per page: drawn with a page image
-		fourBit    bool
 	}{
-		{"large", []string{"[0 0 612 792]"}, 300 << 10, []bool{true}, false},
-		{"small", []string{"[0 0 612 792]"}, 10 << 10, []bool{true}, false},
-		{"tiny", []string{"[0 0 612 792]"}, 4 << 10, []bool{false}, false},
-		{"tiny-image", []string{"[0 0 612 792]"}, 6 << 10, []bool{true}, false},
-		{"slide", []string{"[0 0 720 405]"}, 14 << 10, []bool{true}, false},
-		{"small-page", []string{"[0 0 300 350]"}, 10 << 10, []bool{true}, false},
-		{"two-shapes", []string{"[0 0 612 792]", "[0 0 720 405]"}, 8 << 10, []bool{true, false}, false},
-		{"two-shapes-room", []string{"[0 0 612 792]", "[0 0 720 405]"}, 14 << 10, []bool{true, true}, false},
-		{"two-shapes-four-bit", []string{"[0 0 612 792]", "[0 0 720 405]"}, 14 << 10, []bool{true, false}, true},
-		{"two-shapes-large", []string{"[0 0 612 792]", "[0 0 720 405]"}, 300 << 10, []bool{true, true}, false},
+		{"large", []string{"[0 0 612 792]"}, 300 << 10, []bool{true}},
+		{"small", []string{"[0 0 612 792]"}, 10 << 10, []bool{true}},
+		{"tiny", []string{"[0 0 612 792]"}, 4 << 10, []bool{false}},
+		// Too small for the 4-bit image: binary levels (binaryLevels), whose Letter image (2.8 KB) fits.
+		{"tiny-image", []string{"[0 0 612 792]"}, 6 << 10, []bool{true}},
+		{"slide", []string{"[0 0 720 405]"}, 14 << 10, []bool{true}},
+		{"small-page", []string{"[0 0 300 350]"}, 10 << 10, []bool{true}},
+		{"two-shapes", []string{"[0 0 612 792]", "[0 0 720 405]"}, 14 << 10, []bool{true, false}},
+		{"two-shapes-large", []string{"[0 0 612 792]", "[0 0 720 405]"}, 300 << 10, []bool{true, true}},
 		// A cover of another size comes first: the size with the most pages gets the image (plan).
-		{"cover", []string{"[0 0 720 405]", "[0 0 612 792]", "[0 0 612 792]", "[0 0 612 792]"}, 8 << 10, []bool{false, true, true, true}, false},
+		{"cover", []string{"[0 0 720 405]", "[0 0 612 792]", "[0 0 612 792]", "[0 0 612 792]"}, 14 << 10, []bool{false, true, true, true}},
 		// Scanned pages differ by a point or two: they share one image when it fits, and all get tiles when it
 		// does not.
-		{"scan", []string{"[0 0 595 842]", "[0 0 596.3 843.1]", "[0 0 594.2 840]"}, 300 << 10, []bool{true, true, true}, false},
-		{"small-scan", []string{"[0 0 595 842]", "[0 0 596.3 843.1]", "[0 0 594.2 840]"}, 4 << 10, []bool{false, false, false}, false},
+		{"scan", []string{"[0 0 595 842]", "[0 0 596.3 843.1]", "[0 0 594.2 840]"}, 300 << 10, []bool{true, true, true}},
+		{"small-scan", []string{"[0 0 595 842]", "[0 0 596.3 843.1]", "[0 0 594.2 840]"}, 4 << 10, []bool{false, false, false}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			src := writeTemp(t, "in.pdf", paddedDoc(c.boxes, c.pad))
 			dst := filepath.Join(t.TempDir(), "out.pdf")
 			id := testID(c.name)
-			rep, err := a.Embed(ctx, src, dst, id, Options{FourBit: c.fourBit})
+			rep, err := a.Embed(ctx, src, dst, id, Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -119,9 +116,9 @@ func TestDefaultOverlayFollowsTheByteBudget(t *testing.T) {
 }
 
 // TestOptionsForceTheOverlay: Options.Tiles draws tiles and Options.PageImage page images whatever the budget
-// says; with Options.FourBit, 4-bit levels (a forced choice is not the budget's: a small document forced to
-// page images keeps 4 bits); by default binary levels, on a large document too, and the page gives the exact
-// id from its rendering; Tiles and PageImage at once is an error that writes nothing.
+// says, with 4-bit levels (a forced choice is not the budget's: a small document forced to page images keeps
+// 4 bits); Options.Binary draws binary levels on a large document too, and the page gives the exact id from its
+// rendering; Tiles and PageImage at once is an error that writes nothing.
 func TestOptionsForceTheOverlay(t *testing.T) {
 	a := testAdapter(t)
 	ctx := context.Background()
@@ -134,11 +131,11 @@ func TestOptionsForceTheOverlay(t *testing.T) {
 		pageImage bool
 		bits      int
 	}{
-		{large, Options{Tiles: true, FourBit: true}, false, 4},
-		{small, Options{PageImage: true, FourBit: true}, true, 4},
-		{small, Options{Tiles: true, FourBit: true}, false, 4},
-		{large, Options{}, true, 1},
-		{large, Options{Tiles: true}, false, 1},
+		{large, Options{Tiles: true}, false, 4},
+		{small, Options{PageImage: true}, true, 4},
+		{small, Options{Tiles: true}, false, 4},
+		{large, Options{Binary: true}, true, 1},
+		{large, Options{Binary: true, Tiles: true}, false, 1},
 	} {
 		rep, err := a.Embed(ctx, c.src, dst, testID("forced"), c.opt)
 		if err != nil {
@@ -147,7 +144,7 @@ func TestOptionsForceTheOverlay(t *testing.T) {
 		if got := rep.Units[0].PageImage; got != c.pageImage || rep.OverlayBits != c.bits {
 			t.Errorf("%+v on %d bytes: page image %v with %d bits, want %v with %d", c.opt, rep.InBytes, got, rep.OverlayBits, c.pageImage, c.bits)
 		}
-		if !c.opt.FourBit {
+		if c.opt.Binary {
 			d, err := a.DetectRendered(ctx, dst)
 			if err != nil {
 				t.Fatal(err)

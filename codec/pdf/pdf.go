@@ -16,8 +16,9 @@
 //     survives printing to PDF, rasterisation and JPEG compression of the page images. The tile is drawn as
 //     one image per page shape (no seams; about 7 KB each) while the images' bytes stay within a budget that
 //     keeps the output under twice the input, else as abutting copies of one shared tile image (MuPDF renders
-//     their edges as faint lines; pageImageBudget, Options.PageImage). The images have binary levels
-//     (error-diffused: binaryLevels), or, with Options.FourBit, 4-bit levels where the byte budget allows.
+//     their edges as faint lines; pageImageBudget, Options.PageImage). The images have 4-bit levels, or binary
+//     ones (error-diffused, half the bytes) in documents too small for the 4-bit image of their main page
+//     shape (binaryLevels, Options.Binary).
 //
 // Detection decodes at most aloneBudget pages of a document on their own (a blind decode each, which is what the
 // false-positive bound counts); the other pages are analysed at the overlay's known geometry and contribute
@@ -166,16 +167,13 @@ type Options struct {
 	// tiles either way. Setting both is an error.
 	PageImage bool
 	Tiles     bool
-	// FourBit draws the visual layer with 4-bit levels where the document's byte budget has room for the
-	// 4-bit image of its main page shape, and with binary levels otherwise (chooseLevels): the default until
-	// 2026-11-27. The default now draws binary levels everywhere (binaryLevels: one bit a sample,
-	// error-diffused): half the bytes (outputs at most 1.03× their input on the benchmark, against 1.12×) and
-	// more robust to screenshots (every 96-dpi JPEG q85 screenshot of the benchmark's pages gives the exact id,
-	// against 19 of 21 documents), for a grain with about 1.4 times the standard deviation, but at the highest
-	// frequencies: butteraugli (3-norm, page renderings against the unmarked ones, 21 documents' first pages)
-	// rates it 1.02-1.13 times the 4-bit overlay at 96 dpi and 1.07-1.21 times at 150 dpi, where the 4-bit
-	// overlay at strength 5, which reads the same screenshots, costs 1.2-1.34 times (docs/codec.md).
-	FourBit bool
+	// Binary draws the visual layer with binary levels (one bit a sample, error-diffused: binaryLevels), which
+	// the default keeps for documents too small for the 4-bit images (chooseLevels). Half the bytes and more
+	// robust to screenshots (56 of 56 96-dpi JPEG q85 screenshots of one-page documents of seven sizes give
+	// the exact id, against 41 with 4 bits), but a grain with about 1.4 times the standard deviation and
+	// 1.3-1.4 times the low-frequency part of the 4-bit one (TestBinaryLevelsKeepTheGrainFine; docs/codec.md,
+	// "Tiny PDF documents"), about the 4-bit grain at strength 5: so not the default.
+	Binary bool
 }
 
 // DefaultStrength is the visual layer's default peak darkening in 8-bit levels; MaxStrength bounds requests.

@@ -203,7 +203,7 @@ func TestBinaryLevelsKeepTheGrainFine(t *testing.T) {
 	for _, box := range []string{"[0 0 612 792]", "[0 0 300 350]"} {
 		src := writeTemp(t, "white.pdf", whitePage(box))
 		var low [2]float64
-		for i, opt := range []Options{{PageImage: true, FourBit: true}, {PageImage: true}} {
+		for i, opt := range []Options{{PageImage: true}, {PageImage: true, Binary: true}} {
 			dst := filepath.Join(t.TempDir(), "marked.pdf")
 			rep, err := a.Embed(t.Context(), src, dst, testID("grain"), opt)
 			if err != nil {
