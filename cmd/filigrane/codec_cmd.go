@@ -28,7 +28,8 @@ const codecUsage = `usage:
 
 embed marks IN with the watermark id of the JSON object given by --data (SHA-256 of its RFC 8785 canonical
 form; --data @FILE reads it from FILE) and writes OUT as PNG, as JPEG (quality 95, 4:4:4 chroma) when OUT
-ends in .jpg or .jpeg, or as lossless WebP (8 bits per channel) when it ends in .webp. EXIF orientation is applied to the pixels and the ICC profile is kept; PNG also keeps
+ends in .jpg or .jpeg, or as lossless WebP (8 bits per channel) when it ends in .webp. EXIF orientation is applied to the pixels; the ICC profile and the EXIF are kept (orientation 1, the output's
+size, no thumbnail: an unmarked copy would ship beside the mark); PNG also keeps
 alpha and 16-bit depth (JPEG refuses transparent images); of an animated GIF only the first frame is marked. --strength is perceptual (the mark's amplitude in units of the local visibility threshold: textured
 areas carry the mark, flat ones almost nothing); --psnr is a floor. The mark is read back from the encoded
 output before OUT is written; if it does not read back even at a higher strength, nothing is written and the
