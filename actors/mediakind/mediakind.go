@@ -107,9 +107,11 @@ type Kind struct {
 	// SyncWait is how long a synchronous embed waits for its job before answering 202 with the receipt; a
 	// synchronous detection of a kind with SyncDetect waits as long as its request's budget allows.
 	SyncWait time.Duration
-	// OutputMIME and OutputExt describe the watermarked file.
-	OutputMIME string
-	OutputExt  string
+	// OutputMIME and OutputExt describe the watermarked file by default; AltOutputMIME lists the other types a
+	// request may ask for (images: the output_format option, jobstate.OutputFormat).
+	OutputMIME    string
+	OutputExt     string
+	AltOutputMIME []string
 	// Noun names one file of the kind in messages ("image", "PDF", "video").
 	Noun string
 	// Class is the work class of the kind's jobs on a CPU (an accelerator=gpu job prefers ClassGPU).
@@ -137,6 +139,7 @@ func Table() []Kind {
 				DetectPixels: 200_000_000,
 			},
 			SyncWait: SyncWait, OutputMIME: "image/png", OutputExt: "png", Class: ClassCPU,
+			AltOutputMIME: []string{"image/jpeg", "image/webp"},
 		},
 		{
 			Media: jobstate.MediaDocument, RoutePrefix: "/watermarks/documents", Noun: "PDF",
@@ -374,9 +377,13 @@ func LimitsMarkdown() string {
 		if k.Media == jobstate.MediaVideo {
 			price = "1 credit per started minute"
 		}
-		fmt.Fprintf(&b, "| %s | `%s` | %s | %s | %s | %s | %s | %s | %s | %s | `%s` | `%s` |\n", k.Media, k.RoutePrefix,
+		output := "`" + k.OutputMIME + "`"
+		if len(k.AltOutputMIME) > 0 {
+			output += " (or `" + strings.Join(k.AltOutputMIME, "`, `") + "` by `output_format`)"
+		}
+		fmt.Fprintf(&b, "| %s | `%s` | %s | %s | %s | %s | %s | %s | %s | %s | %s | `%s` |\n", k.Media, k.RoutePrefix,
 			strings.Join(k.Extensions, " "), mb(k.Limits.DirectEmbed), mb(k.Limits.UploadEmbed), mb(k.Limits.DirectDetect),
-			mb(k.Limits.UploadDetect), sync, bound, price, k.OutputMIME, k.Class)
+			mb(k.Limits.UploadDetect), sync, bound, price, output, k.Class)
 	}
 	return b.String()
 }
