@@ -344,7 +344,7 @@ func assembleArchive(env *BatchEnv, deps *Deps, rec *batchstate.Record) *batchAr
 	return &batchArchived{outcome: batchstate.ArchiveReady, key: key, size: info.Size}
 }
 
-// writeArchive streams the zip: each result stored as it is (PNG, PDF and MP4 are compressed already), in
+// writeArchive streams the zip: each result stored as it is (PNG, JPEG, WebP, PDF and MP4 are compressed already), in
 // item order, then manifest.json. A result whose asset was deleted is listed as failed with
 // `result_unavailable`.
 func writeArchive(c context.Context, env *BatchEnv, deps *Deps, rec *batchstate.Record, w io.Writer) error {
