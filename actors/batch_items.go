@@ -18,6 +18,7 @@ import (
 	"filigrane/actors/jobstate"
 	"filigrane/actors/mediakind"
 	"filigrane/codec/imageio"
+	"filigrane/codec/markfile"
 	"filigrane/internal/problem"
 	"filigrane/persistence"
 )
@@ -39,10 +40,7 @@ func (a *batchActor) pollItem(ctx actor.Context, c context.Context, i int) bool 
 			return nil // its charge or refund is not settled yet; the next look sees it
 		case job.Status == jobstate.StatusSucceeded:
 			out := job.Output
-			ext := "png"
-			if k, ok := mediakind.ByMedia(job.Media); ok {
-				ext = k.OutputExt
-			}
+			ext := resultExt(job)
 			return r.Succeed(i, out.Charge, batchstate.Result{AssetID: out.AssetID, SourceAssetID: out.SourceAssetID,
 				BlobKey: out.BlobKey, Size: out.Size, ContentType: out.ContentType, Ext: ext, ExpiresAt: job.ResultExpiresAt}, now)
 		default:
@@ -130,6 +128,10 @@ func (a *batchActor) submitItem(ctx actor.Context, c context.Context, i int) boo
 		Format: info.Format, FrameCount: max(info.Frames, 1), AcceleratorRequested: rec.Accelerator, BatchID: rec.BatchID,
 		StorageDestinationID: rec.StorageDestinationID, IdempotencyKey: batchstate.ItemIdempotencyKey(rec.BatchID, i),
 		Input: input, WatermarkID: it.WatermarkID,
+	}
+	if kind.Media == jobstate.MediaImage {
+		// The batch's output_format is for its images; documents and videos keep their own format.
+		spec.OutputFormat = rec.OutputFormat
 	}
 	rep, err := JobClient{Caller: a.deps.Caller}.Submit(c, JobSubmit{Spec: spec, Hold: hold, Slot: true, Batch: true})
 	if err != nil {
@@ -342,7 +344,7 @@ func assembleArchive(env *BatchEnv, deps *Deps, rec *batchstate.Record) *batchAr
 	return &batchArchived{outcome: batchstate.ArchiveReady, key: key, size: info.Size}
 }
 
-// writeArchive streams the zip: each result stored as it is (PNG, PDF and MP4 are compressed already), in
+// writeArchive streams the zip: each result stored as it is (PNG, JPEG, WebP, PDF and MP4 are compressed already), in
 // item order, then manifest.json. A result whose asset was deleted is listed as failed with
 // `result_unavailable`.
 func writeArchive(c context.Context, env *BatchEnv, deps *Deps, rec *batchstate.Record, w io.Writer) error {
@@ -403,4 +405,18 @@ func writeArchive(c context.Context, env *BatchEnv, deps *Deps, rec *batchstate.
 		return err
 	}
 	return zw.Close()
+}
+
+// resultExt is the extension of a succeeded item job's output (the archive member's): an image's is that of
+// the format the job wrote (output_format: png, jpg or webp), other kinds' their one output format's.
+func resultExt(job *jobstate.Record) string {
+	if job.Media == jobstate.MediaImage {
+		if f, err := markfile.ParseFormat(string(job.OutputFormat.OrPNG())); err == nil {
+			return f.Ext()
+		}
+	}
+	if k, ok := mediakind.ByMedia(job.Media); ok {
+		return k.OutputExt
+	}
+	return "png"
 }

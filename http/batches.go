@@ -126,7 +126,7 @@ func (b *batchAPI) create(ctx *fasthttp.RequestCtx, p *principal, _ map[string]s
 	spec := batchstate.Spec{
 		BatchID: batchstate.BatchIDFor(p.Key.OrgID, key), OrgID: p.Key.OrgID, Source: batchstate.SourceUploads,
 		Archive: req.Archive, Accelerator: req.Accelerator, IdempotencyKey: key, Items: req.Specs(),
-		WebhookID: req.WebhookID, StorageDestinationID: req.StorageDestinationID,
+		WebhookID: req.WebhookID, StorageDestinationID: req.StorageDestinationID, OutputFormat: req.OutputFormat,
 	}
 	c, cancel := b.s.requestContext(2 * time.Minute)
 	defer cancel()
@@ -255,7 +255,7 @@ func (b *batchAPI) createZipErr(c context.Context, ctx *fasthttp.RequestCtx, p *
 	spec := batchstate.Spec{
 		BatchID: batchID, OrgID: p.Key.OrgID, Source: batchstate.SourceZip, Archive: req.Archive,
 		Accelerator: req.Accelerator, IdempotencyKey: key, Items: req.Specs(), ZipBlobKey: blobKey, ZipSHA256: stored.SHA256,
-		WebhookID: req.WebhookID, StorageDestinationID: req.StorageDestinationID,
+		WebhookID: req.WebhookID, StorageDestinationID: req.StorageDestinationID, OutputFormat: req.OutputFormat,
 	}
 	rep, err := b.client().Create(c, spec)
 	if aerr := b.createReply(rep, err); aerr != nil {

@@ -51,6 +51,9 @@ type Options struct {
 	Accelerator          jobstate.Accelerator
 	WebhookID            string
 	StorageDestinationID string
+	// OutputFormat is the format of the image items' results (png, jpeg or webp; PNG when absent); documents
+	// and videos keep their own format.
+	OutputFormat jobstate.OutputFormat
 }
 
 // Item is one checked item: its name, declared size (0 for zip items until the directory is read), media
@@ -90,6 +93,7 @@ type rawRequest struct {
 	WebhookID            *string   `json:"webhook_id"`
 	Accelerator          *string   `json:"accelerator"`
 	StorageDestinationID *string   `json:"storage_destination_id"`
+	OutputFormat         *string   `json:"output_format"`
 }
 
 // ParseCreate checks the JSON body of POST /watermarks/batches: every item has a filename whose extension
@@ -150,6 +154,16 @@ func parse(body []byte, zip bool) (*Request, *Error) {
 	}
 	if raw.StorageDestinationID != nil {
 		r.StorageDestinationID = *raw.StorageDestinationID
+	}
+	r.OutputFormat = jobstate.OutputPNG
+	if raw.OutputFormat != nil {
+		// The image embed's values and refusal (http/images.go); pdf and mp4 are not offered because the option
+		// is the batch's and applies to its image items only.
+		f, err := jobstate.ParseOutputFormat(*raw.OutputFormat)
+		if err != nil {
+			return nil, fail(problem.InvalidRequest, "output_format must be png, jpeg or webp (it applies to the batch's images; documents and videos keep their own format)")
+		}
+		r.OutputFormat = f
 	}
 	if r.Archive && r.StorageDestinationID != "" {
 		return nil, fail(problem.InvalidRequest, "archive cannot be combined with storage_destination_id")

@@ -35,6 +35,9 @@
 //   - Events (spec 6): `watermark.batch.completed` / `.failed` / `.cancelled` are recorded in the record in
 //     the same write that ends the batch (Events); the actor hands them to delivery and marks them. A
 //     cancelled draft sends none.
+//   - Output format: output_format (png, jpeg, webp) is the format of the image items' results only;
+//     documents and videos keep theirs. PNG is stored and fingerprinted as before the option existed (empty
+//     field, no fingerprint bytes), so records of older builds keep matching their replays.
 //   - Retention: a draft expires 24 h after creation; the record is kept 30 days from creation and then
 //     reduced to a tombstone (Removed) that keeps the key's fingerprint, so that reusing the key answers 409
 //     (spec 7: "batch key reused ... after batch records were removed").

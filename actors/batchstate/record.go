@@ -198,7 +198,11 @@ type Record struct {
 	Accelerator          jobstate.Accelerator `msgpack:"accelerator"`
 	WebhookID            string               `msgpack:"webhook_id"`
 	StorageDestinationID string               `msgpack:"storage_destination_id"`
-	Idempotency          jobstate.Fingerprint `msgpack:"idempotency"`
+	// OutputFormat is the file format of the image items' results (jpeg or webp); empty means PNG, as in
+	// every record written before the option existed (omitempty: a PNG batch's record keeps its old bytes).
+	// Documents and videos keep their own format.
+	OutputFormat jobstate.OutputFormat `msgpack:"output_format,omitempty"`
+	Idempotency  jobstate.Fingerprint  `msgpack:"idempotency"`
 
 	// ZipBlobKey is the stored request zip (zip batches); members are unpacked from it one at a time.
 	ZipBlobKey string `msgpack:"zip_blob_key"`
@@ -245,8 +249,10 @@ type Spec struct {
 	Accelerator          jobstate.Accelerator
 	WebhookID            string
 	StorageDestinationID string
-	IdempotencyKey       string
-	Items                []ItemSpec
+	// OutputFormat is the image items' output format (output_format); empty or png is PNG.
+	OutputFormat   jobstate.OutputFormat
+	IdempotencyKey string
+	Items          []ItemSpec
 	// ZipBlobKey and ZipSHA256 describe the stored zip of a zip batch; the digest is part of the fingerprint
 	// (spec 4.4: "same key and zip again: 200").
 	ZipBlobKey string
@@ -316,7 +322,22 @@ func (s Spec) Fingerprint() (jobstate.Fingerprint, error) {
 		field(h, string(it.Media))
 		field(h, strings.ToLower(it.WatermarkID))
 	}
+	// Added after the fields above, and only for another format than PNG: a PNG batch fingerprints as it did
+	// before the option existed, so its old record keeps matching its replays. The item count comes before
+	// the items, so these two fields cannot be mistaken for an item's.
+	if f := storedFormat(s.OutputFormat); f != "" {
+		field(h, "output_format")
+		field(h, string(f))
+	}
 	return jobstate.Fingerprint{Key: s.IdempotencyKey, Hash: hex.EncodeToString(h.Sum(nil))}, nil
+}
+
+// storedFormat is f as records and fingerprints keep it: empty for PNG (spelled or not).
+func storedFormat(f jobstate.OutputFormat) jobstate.OutputFormat {
+	if f.OrPNG() == jobstate.OutputPNG {
+		return ""
+	}
+	return f
 }
 
 func field(h hash.Hash, s string) {
@@ -340,6 +361,9 @@ func (s Spec) validate() error {
 	}
 	if _, err := jobstate.ParseAccelerator(string(s.Accelerator)); err != nil {
 		return bad("%v", err)
+	}
+	if f, err := jobstate.ParseOutputFormat(string(s.OutputFormat)); err != nil || f != s.OutputFormat.OrPNG() {
+		return bad("output format %q (want png, jpeg or webp)", s.OutputFormat)
 	}
 	if s.Archive && s.StorageDestinationID != "" {
 		return bad("archive cannot be combined with storage_destination_id")
@@ -387,7 +411,7 @@ func New(s Spec, now time.Time) (*Record, error) {
 	r := &Record{
 		BatchID: s.BatchID, OrgID: s.OrgID, Source: s.Source, Status: StatusDraft, Archive: s.Archive,
 		Accelerator: accel, WebhookID: s.WebhookID, StorageDestinationID: s.StorageDestinationID,
-		Idempotency: fp, ZipBlobKey: s.ZipBlobKey, CreatedAt: now, Revision: 1,
+		OutputFormat: storedFormat(s.OutputFormat), Idempotency: fp, ZipBlobKey: s.ZipBlobKey, CreatedAt: now, Revision: 1,
 		Items: make([]Item, len(s.Items)),
 	}
 	for i, it := range s.Items {
@@ -466,6 +490,9 @@ func (r *Record) Validate() error {
 		if r.Status.Ended() && r.Status != StatusExpired && r.Status != StatusCancelled && !it.Status.Ended() {
 			return fail("item %d %s in an ended batch", i, it.Status)
 		}
+	}
+	if f := r.OutputFormat; f != "" && f != jobstate.OutputJPEG && f != jobstate.OutputWebP {
+		return fail("output format %q", f)
 	}
 	if r.Status.Ended() == r.CompletedAt.IsZero() {
 		return fail("status %s with completed_at %v", r.Status, r.CompletedAt)

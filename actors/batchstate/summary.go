@@ -9,7 +9,7 @@ func (r *Record) Summary(now time.Time) map[string]any {
 	st := r.StatusAt(now)
 	v := map[string]any{
 		"batch_id": r.BatchID, "status": st, "item_count": len(r.Items), "archive": r.Archive,
-		"accelerator": r.Accelerator, "webhook_id": strOrNil(r.WebhookID),
+		"accelerator": r.Accelerator, "output_format": r.OutputFormat.OrPNG(), "webhook_id": strOrNil(r.WebhookID),
 		"storage_destination_id": strOrNil(r.StorageDestinationID), "counts": r.Counts(), "credits": r.Credits(),
 		"cancel_requested": r.CancelRequested, "created_at": timeOrNil(r.CreatedAt),
 		"started_at": timeOrNil(r.StartedAt), "completed_at": timeOrNil(r.CompletedAt),

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"mime/multipart"
 	"net/http"
 	"net/url"
@@ -26,7 +27,7 @@ import (
 	"filigrane/actors/mediakind"
 )
 
-const batchesUsage = `usage: filigrane batches create DIR|ZIP [--data JSON] [--archive] [--wait] [-o OUT.zip] [--idempotency-key K]
+const batchesUsage = `usage: filigrane batches create DIR|ZIP [--data JSON] [--archive] [--output-format F] [--wait] [-o OUT.zip] [--idempotency-key K]
        filigrane batches get BATCH_ID [--wait] [-o OUT.zip]
        filigrane batches cancel BATCH_ID
 
@@ -91,6 +92,7 @@ func batchesCmd(ctx context.Context, args []string, o *clientOpts) error {
 	}
 	data := fs.String("data", "", `embed data of every item, a JSON object (default: {"source":"<file name>"} per item)`)
 	archive := fs.Bool("archive", false, "ask the server for a zip of the results (downloaded with --wait)")
+	outFormat := fs.String("output-format", "", "format of the image results: png (default), jpeg or webp; documents and videos keep theirs")
 	wait := fs.Bool("wait", false, "follow the batch to its end with a per-item progress display")
 	out := fs.String("o", "", "with --wait and --archive, where the result zip goes (default: BATCH_ID.zip)")
 	idem := fs.String("idempotency-key", "", "Idempotency-Key of the batch (default: a fresh random one, printed on stderr)")
@@ -145,9 +147,9 @@ func batchesCmd(ctx context.Context, args []string, o *clientOpts) error {
 			return usageErr("%v", err)
 		}
 		if st.IsDir() {
-			b, body, err = o.batchFromDir(ctx, arg, *data, *archive, *idem)
+			b, body, err = o.batchFromDir(ctx, arg, *data, batchOptions(*archive, *outFormat), *idem)
 		} else {
-			b, body, err = o.batchFromZip(ctx, arg, *data, *archive, *idem)
+			b, body, err = o.batchFromZip(ctx, arg, *data, batchOptions(*archive, *outFormat), *idem)
 		}
 		if err != nil {
 			return err
@@ -164,6 +166,16 @@ func batchesCmd(ctx context.Context, args []string, o *clientOpts) error {
 	return o.followBatch(ctx, b, *out)
 }
 
+// batchOptions are the create body's (or manifest's) options; output_format is sent only when asked for, so
+// that the server's default applies and older servers, which refuse unknown fields, still take the batch.
+func batchOptions(archive bool, outFormat string) map[string]any {
+	m := map[string]any{"archive": archive}
+	if outFormat != "" {
+		m["output_format"] = outFormat
+	}
+	return m
+}
+
 // itemData is one item's data: --data, or {"source": name}.
 func itemData(data, name string) json.RawMessage {
 	if data != "" {
@@ -173,8 +185,15 @@ func itemData(data, name string) json.RawMessage {
 	return b
 }
 
+// withItems is the body of a create request: the options and the items.
+func withItems(opts map[string]any, items any) map[string]any {
+	body := maps.Clone(opts)
+	body["items"] = items
+	return body
+}
+
 // batchFromDir creates a batch of the folder's media files, PUTs each to its item's signed URL and starts it.
-func (o *clientOpts) batchFromDir(ctx context.Context, dir, data string, archive bool, idem string) (batchView, []byte, error) {
+func (o *clientOpts) batchFromDir(ctx context.Context, dir, data string, opts map[string]any, idem string) (batchView, []byte, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return batchView{}, nil, usageErr("read %s: %v", dir, err)
@@ -205,7 +224,7 @@ func (o *clientOpts) batchFromDir(ctx context.Context, dir, data string, archive
 		return batchView{}, nil, usageErr("%s holds no media file", dir)
 	}
 	var b batchView
-	if _, _, err := o.sendJSON(ctx, http.MethodPost, "/watermarks/batches", idem, map[string]any{"items": items, "archive": archive}, &b); err != nil {
+	if _, _, err := o.sendJSON(ctx, http.MethodPost, "/watermarks/batches", idem, withItems(opts, items), &b); err != nil {
 		return batchView{}, nil, err
 	}
 	var total int64
@@ -288,7 +307,7 @@ func (o *clientOpts) putFile(ctx context.Context, method, target, file string, b
 }
 
 // batchFromZip sends the zip with a manifest naming its media members.
-func (o *clientOpts) batchFromZip(ctx context.Context, file, data string, archive bool, idem string) (batchView, []byte, error) {
+func (o *clientOpts) batchFromZip(ctx context.Context, file, data string, opts map[string]any, idem string) (batchView, []byte, error) {
 	zr, err := zip.OpenReader(file)
 	if err != nil {
 		return batchView{}, nil, usageErr("open %s as a zip: %v", file, err)
@@ -312,7 +331,7 @@ func (o *clientOpts) batchFromZip(ctx context.Context, file, data string, archiv
 	if len(items) == 0 {
 		return batchView{}, nil, usageErr("%s holds no media file", file)
 	}
-	manifest, err := json.Marshal(map[string]any{"items": items, "archive": archive})
+	manifest, err := json.Marshal(withItems(opts, items))
 	if err != nil {
 		return batchView{}, nil, fmt.Errorf("encode manifest: %w", err)
 	}

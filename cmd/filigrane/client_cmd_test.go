@@ -361,6 +361,46 @@ func TestClientCLIBatches(t *testing.T) {
 		}
 	})
 
+	t.Run("OutputFormat", func(t *testing.T) {
+		// --output-format reaches the server: the archive holds WebP results that carry the mark.
+		out := filepath.Join(dir, "webp.zip")
+		code, stdout, stderr := runCLI(t, "batches", "create", folder, "--archive", "--output-format", "webp", "--wait",
+			"-o", out, "--url", base, "--key", key, "--poll-max", "200ms", "--quiet")
+		if code != exitOK || !strings.Contains(stdout, "completed: 2 succeeded") {
+			t.Fatalf("exit %d, stdout %q, stderr %q", code, stdout, stderr)
+		}
+		zr, err := zip.OpenReader(out)
+		if err != nil {
+			t.Fatalf("result archive: %v", err)
+		}
+		defer zr.Close()
+		var names []string
+		for _, f := range zr.File {
+			names = append(names, f.Name)
+		}
+		if strings.Join(names, ",") != "000-a-watermarked.webp,001-b-watermarked.webp,manifest.json" {
+			t.Fatalf("archive entries %v", names)
+		}
+		rc, err := zr.File[0].Open()
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(rc)
+		rc.Close()
+		p := filepath.Join(dir, zr.File[0].Name)
+		if err != nil || os.WriteFile(p, b, 0o600) != nil {
+			t.Fatalf("write %s: %v", p, err)
+		}
+		if wm, _ := detectJSON(t, base, key, p); !wm {
+			t.Fatalf("%s carries no watermark", zr.File[0].Name)
+		}
+		// A format the server does not know: its problem on stderr, nothing uploaded.
+		code, _, stderr = runCLI(t, "batches", "create", folder, "--output-format", "gif", "--url", base, "--key", key, "--quiet")
+		if code != exitClient || !strings.Contains(stderr, "output_format") {
+			t.Fatalf("--output-format gif: exit %d, stderr %q", code, stderr)
+		}
+	})
+
 	t.Run("ZipJSON", func(t *testing.T) {
 		zpath := filepath.Join(dir, "in.zip")
 		zf, err := os.Create(zpath)
