@@ -1,5 +1,5 @@
 // Package loadbench is the load and chaos harness of `filigrane bench load` and `filigrane bench chaos`: a mix
-// of user operations (synchronous and asynchronous embeds, detections, job status reads, signed uploads) sent
+// of user operations (synchronous and asynchronous embeds, detections, job status reads, signed uploads, batches) sent
 // open-loop at a target rate or closed-loop by N clients to one or more nodes, with a report of throughput,
 // latency percentiles and failures by problem code, per operation and per second, and the credits the
 // organization's ledger charged compared with the successes the client saw. It can start a local cluster
@@ -125,6 +125,7 @@ type runner struct {
 	http       *httpClient
 	embedBody  *bodyParts
 	detectBody *bodyParts
+	batchFile  []byte // each batch item's file
 	runID      string
 	seq        atomic.Uint64
 	rr         atomic.Uint64
@@ -163,6 +164,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	r.embedBody = &bodyParts{ContentType: eb.ContentType, Data: eb.Data}
+	if cfg.Mix[OpBatch] > 0 {
+		if r.batchFile, err = apibench.PhotoJPEG(BatchImageSide, BatchImageSide, 2); err != nil {
+			return nil, err
+		}
+	}
 
 	rep := &Report{Started: time.Now().UTC(), Targets: cfg.Targets, Rate: cfg.Rate, Clients: cfg.Clients,
 		Mix: cfg.Mix.String(), DurationS: cfg.Duration.Seconds(), NumCPU: runtime.NumCPU(), Image: cfg.ImageName,
@@ -282,7 +288,7 @@ func (r *runner) one(ctx context.Context, op Op, due time.Time) outcome {
 	if !a.out.ok && a.out.failure == "" {
 		a.out.failure = "unknown"
 	}
-	if a.out.ok {
+	if a.out.ok && op != OpBatch { // a batch books its items' successes itself
 		r.jobs.success(a.out.requestID, op)
 	}
 	if op.Charged() {
@@ -386,6 +392,10 @@ func (r *runner) finalCheck(ctx context.Context, rep *Report) {
 	parallel(len(replays), func(i int) {
 		rp := replays[i]
 		a := &attempt{r: r, op: rp.op, idem: rp.idem, giveUp: time.Now().Add(r.cfg.RetryFor)}
+		if rp.op == OpBatch {
+			r.resumeBatch(ctx, a, rep, &mu)
+			return
+		}
 		res, ok := a.send(ctx, "POST", rp.path, rp.body.ContentType, rp.body.Data, true)
 		success := false
 		switch {
@@ -436,6 +446,29 @@ func (r *runner) finalCheck(ctx context.Context, rep *Report) {
 		}
 	})
 	rep.Jobs.Terminal = r.jobs.terminalCount()
+	rep.Jobs.Batches, rep.Jobs.BatchesEnded = r.jobs.batchCounts()
+}
+
+// resumeBatch learns the outcome of a batch operation given up during the run, as its user would: the same
+// create request (same Idempotency-Key: the same batch, or a new one if the first never arrived), the files
+// the service has not received, start, and a wait for its end within one RetryFor. A batch the service no
+// longer knows counts as lost, one that does not end as stuck, one not reached as not checked.
+func (r *runner) resumeBatch(ctx context.Context, a *attempt, rep *Report, mu *sync.Mutex) {
+	out := a.batch(ctx)
+	mu.Lock()
+	defer mu.Unlock()
+	switch {
+	case a.out.ok:
+		rep.Jobs.ReplayedOK++
+	case out == batchLost:
+		rep.Jobs.Lost++
+		rep.Jobs.LostIDs = append(rep.Jobs.LostIDs, a.batchID)
+	case out == batchStuck:
+		rep.Jobs.Stuck++
+		rep.Jobs.StuckIDs = append(rep.Jobs.StuckIDs, a.batchID)
+	case out == batchOther && strings.HasPrefix(a.out.failure, "gave up"):
+		rep.Jobs.Unchecked++
+	}
 }
 
 // parallel runs fn(0..n-1), 16 at a time.

@@ -32,10 +32,14 @@ const (
 	// OpUploadEmbed is a signed upload (POST /uploads, PUT the file to the signed URL) and a synchronous embed
 	// naming its upload_id.
 	OpUploadEmbed Op = "upload_embed"
+	// OpBatch is a batch of BatchItems small images with an archive, as the CLI runs one: create it, PUT each
+	// file to its signed URL, start it, poll it to its end and download the archive (batch.go). Its items are
+	// charged, each by its own request id.
+	OpBatch Op = "batch"
 )
 
 // AllOps lists the operations in report order.
-var AllOps = []Op{OpEmbed, OpEmbedAsync, OpDetect, OpStatus, OpUploadEmbed}
+var AllOps = []Op{OpEmbed, OpEmbedAsync, OpDetect, OpStatus, OpUploadEmbed, OpBatch}
 
 // Charged says whether the operation costs credits when it succeeds.
 func (o Op) Charged() bool { return o != OpStatus }
@@ -62,7 +66,7 @@ func ParseMix(s string) (Mix, error) {
 			known = known || o == op
 		}
 		if !known {
-			return nil, fmt.Errorf("unknown operation %q (want embed, embed_async, detect, status, upload_embed)", op)
+			return nil, fmt.Errorf("unknown operation %q (want embed, embed_async, detect, status, upload_embed, batch)", op)
 		}
 		n := 1
 		if hasW {
@@ -145,6 +149,8 @@ type attempt struct {
 	attempt int
 	// charged is the last charged request sent (path and body), for a replay of its Idempotency-Key.
 	charged *replay
+	// batchID is the batch a batch operation created.
+	batchID string
 }
 
 // replay is a charged request whose outcome the client did not learn within its retry budget.
@@ -190,9 +196,13 @@ func (a *attempt) again(ctx context.Context, key string) bool {
 // send tries a request on node after node until an answer that is not retryable, the retry budget or ctx ends.
 func (a *attempt) send(ctx context.Context, method, path, ctype string, body []byte, keepBody bool) (*response, bool) {
 	var hdr map[string]string
-	if a.idem != "" && method == "POST" && strings.HasPrefix(path, "/watermarks/") {
+	// Charged requests carry the key: embeds, detections, batch creation. A batch's start and reads need none
+	// (a repeated start answers 200); a batch operation keeps its own replay (the whole batch, resumed).
+	if a.idem != "" && method == "POST" && strings.HasPrefix(path, "/watermarks/") && !strings.HasPrefix(path, "/watermarks/batches/") {
 		hdr = map[string]string{"Idempotency-Key": a.idem}
-		a.charged = &replay{op: a.op, idem: a.idem, path: path, body: &bodyParts{ContentType: ctype, Data: body}}
+		if a.op != OpBatch {
+			a.charged = &replay{op: a.op, idem: a.idem, path: path, body: &bodyParts{ContentType: ctype, Data: body}}
+		}
 	}
 	for {
 		res, err := a.r.http.do(method, a.next()+path, a.r.cfg.Key, ctype, body, hdr, keepBody)
@@ -259,6 +269,8 @@ func (a *attempt) run(ctx context.Context) {
 		}
 	case OpUploadEmbed:
 		a.uploadEmbed(ctx)
+	case OpBatch:
+		a.batch(ctx)
 	}
 }
 

@@ -28,6 +28,8 @@ type jobBook struct {
 	seen map[string]Op // charged operations seen succeeding, by request id
 	// ops are the charged operations, by sequence number: when each started and ended (chaos timings).
 	ops map[uint64]*opSpan
+	// batches are the batches the service created, by batch id.
+	batches map[string]*batchEntry
 }
 
 type opSpan struct {
@@ -41,7 +43,7 @@ type jobEntry struct {
 }
 
 func newJobBook() *jobBook {
-	return &jobBook{jobs: map[string]*jobEntry{}, seen: map[string]Op{}, ops: map[uint64]*opSpan{}}
+	return &jobBook{jobs: map[string]*jobEntry{}, seen: map[string]Op{}, ops: map[uint64]*opSpan{}, batches: map[string]*batchEntry{}}
 }
 
 func (b *jobBook) accepted(id string, at time.Time) {

@@ -88,6 +88,10 @@ type JobsReport struct {
 	Unchecked int      `json:"unchecked"`
 	LostIDs   []string `json:"lost_ids,omitempty"`
 	StuckIDs  []string `json:"stuck_ids,omitempty"`
+	// Batches is the batches the service created (batch operations), BatchesEnded those seen ended. Their
+	// accepted items are jobs above; a batch lost or stuck counts in Lost or Stuck with its batch id.
+	Batches      int `json:"batches,omitempty"`
+	BatchesEnded int `json:"batches_ended,omitempty"`
 }
 
 // Credits compares the organization's ledger with what the client saw.
@@ -199,6 +203,10 @@ func (r *Report) WriteMarkdown(w io.Writer) {
 	j := r.Jobs
 	fmt.Fprintf(w, "\nJobs: %d accepted, %d ended (%d first seen ended by the final check), **%d lost, %d stuck**, %d not checked. Requests given up without an answer and replayed with their Idempotency-Key after the run: %d (%d succeeded).\n",
 		j.Accepted, j.Terminal, j.EndedAfterRun, j.Lost, j.Stuck, j.Unchecked, j.Replayed, j.ReplayedOK)
+	if j.Batches > 0 {
+		fmt.Fprintf(w, "\nBatches: %d created, %d seen ended (their accepted items are counted among the jobs above; a batch lost or stuck counts there too).\n",
+			j.Batches, j.BatchesEnded)
+	}
 	if c := r.Credits; c != nil {
 		verdict := "equal"
 		if !c.Equal {
