@@ -116,7 +116,7 @@ func (a *attempt) batch(ctx context.Context) batchOutcome {
 			a.out.failure, a.out.sample = fmt.Sprintf("%d without batch_id or %d items", res.status, BatchItems), snippet(res.body)
 			return batchOther
 		}
-		created, a.batchID = true, b.BatchID
+		created, a.batchID, a.out.batchID = true, b.BatchID, b.BatchID
 		a.r.jobs.batchCreated(b.BatchID, a.idem)
 		if a.uploadItems(ctx, &b) {
 			break
@@ -230,11 +230,13 @@ func (a *attempt) followBatch(ctx context.Context, b *batchView) batchOutcome {
 // succeeded ones among the charged successes the client saw.
 func (a *attempt) bookItems(b *batchView) {
 	now := time.Now()
+	a.out.items = a.out.items[:0]
 	for _, it := range b.Items {
 		if it.RequestID == nil || *it.RequestID == "" {
 			continue
 		}
 		id := *it.RequestID
+		a.out.items = append(a.out.items, id)
 		a.r.jobs.accepted(id, now)
 		if terminal(it.Status) {
 			a.r.jobs.ended(id, it.Status, now)

@@ -279,7 +279,7 @@ func (r *runner) one(ctx context.Context, op Op, due time.Time) outcome {
 		a.idem = fmt.Sprintf("%s-%d", r.runID, n)
 		r.jobs.opStarted(n, time.Now())
 	}
-	a.out.op = op
+	a.out.op, a.out.start = op, time.Now()
 	a.run(ctx)
 	a.out.end = time.Now()
 	// Latency runs from when the operation was due, not when it started: an open-loop arrival that waited for

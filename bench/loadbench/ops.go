@@ -134,7 +134,10 @@ type outcome struct {
 	failure   string // status and problem code, "transport: ...", or "gave up: ..."
 	sample    string
 	requestID string
+	batchID   string         // a batch operation's batch
+	items     []string       // a batch's items' request ids
 	retries   map[string]int // retried answers by failure key
+	start     time.Time
 	end       time.Time
 	latency   time.Duration
 }

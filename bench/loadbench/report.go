@@ -41,7 +41,24 @@ type Report struct {
 	Credits  *Credits       `json:"credits,omitempty"`
 	Series   []SecondReport `json:"series"`
 	Chaos    *ChaosReport   `json:"chaos,omitempty"`
-	Notes    []string       `json:"notes,omitempty"`
+	// Slowest is the run's slowest operations (at most SlowestKept), slowest first: what a stall is traced
+	// from, in the nodes' logs by request or batch id.
+	Slowest []SlowOp `json:"slowest,omitempty"`
+	Notes   []string `json:"notes,omitempty"`
+}
+
+// SlowestKept is how many of the slowest operations a report names.
+const SlowestKept = 5
+
+// SlowOp is one operation of the slowest: its kind, the id the service gave it (a request id, or a batch id
+// and its items' request ids), when it started after the load began, how long it took and how it ended.
+type SlowOp struct {
+	Op      Op       `json:"op"`
+	ID      string   `json:"id,omitempty"`
+	Items   []string `json:"items,omitempty"`
+	StartS  float64  `json:"start_s"`
+	TookMs  float64  `json:"took_ms"`
+	Failure string   `json:"failure,omitempty"`
 }
 
 // TotalReport sums the operations.
@@ -217,6 +234,19 @@ func (r *Report) WriteMarkdown(w io.Writer) {
 	}
 	if c := r.Chaos; c != nil {
 		c.writeMarkdown(w)
+	}
+	if len(r.Slowest) > 0 {
+		fmt.Fprintf(w, "\nSlowest operations (start s after the load began, took s, id):\n\n")
+		for _, o := range r.Slowest {
+			line := fmt.Sprintf("* %s at %.1f s took %.1f s: %s", o.Op, o.StartS, o.TookMs/1000, o.ID)
+			if len(o.Items) > 0 {
+				line += " (items " + strings.Join(o.Items, ", ") + ")"
+			}
+			if o.Failure != "" {
+				line += "; " + o.Failure
+			}
+			fmt.Fprintln(w, line)
+		}
 	}
 	for _, n := range r.Notes {
 		fmt.Fprintf(w, "\nNote: %s\n", n)
