@@ -161,7 +161,7 @@ func (a *attempt) uploadItems(ctx context.Context, b *batchView) bool {
 			method = "PUT"
 		}
 		put, err := a.r.http.do(method, it.Upload.URL, "", "image/jpeg", a.r.batchFile, nil, false)
-		if err != nil || retryable(put.status) {
+		if err != nil || retryablePut(put) {
 			key := ""
 			if err != nil {
 				key = transportKey(err)

@@ -168,6 +168,13 @@ type replay struct {
 // node or store (429, 5xx). Every other answer is final.
 func retryable(status int) bool { return status == 429 || status >= 500 }
 
+// retryablePut says whether a PUT to a signed URL may be tried again: retryable, or 409 upload_in_use (an
+// earlier PUT of the same file, cut off by a failure, holds the upload until its lease lapses; the answer
+// says to wait for it).
+func retryablePut(put *response) bool {
+	return retryable(put.status) || put.status == 409 && put.problemCode() == "upload_in_use"
+}
+
 // next returns the node for the next try, round-robin over the targets from a per-operation start.
 func (a *attempt) next() string {
 	t := a.r.cfg.Targets[(a.r.rr.Add(1)-1)%uint64(len(a.r.cfg.Targets))]
@@ -319,7 +326,7 @@ func (a *attempt) uploadEmbed(ctx context.Context) {
 			return
 		}
 		put, err := a.r.http.do(up.Upload.Method, up.Upload.URL, "", "application/octet-stream", a.r.cfg.Image, nil, false)
-		if err != nil || retryable(put.status) {
+		if err != nil || retryablePut(put) {
 			// The signed URL names one node's upload listener: when that node is gone, start over elsewhere.
 			key := ""
 			if err != nil {
