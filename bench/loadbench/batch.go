@@ -173,6 +173,11 @@ func (a *attempt) uploadItems(ctx context.Context, b *batchView) bool {
 			}
 			return false
 		}
+		if put.status == 409 && put.problemCode() == "upload_already_received" {
+			// An earlier PUT of this file, whose answer was lost (or came after the batch listed the item
+			// without it), was received: the file is there.
+			continue
+		}
 		if put.status/100 != 2 {
 			a.out.failure, a.out.sample = "PUT "+put.failureKey(), snippet(put.body)
 			return false

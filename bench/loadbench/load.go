@@ -239,6 +239,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 
 	// Final check of every job the service accepted: still unknown or not finished is a lost or stuck job.
 	r.finalCheck(ctx, rep)
+	r.slowReceipts(ctx, rep)
 
 	if cfg.Ledger != nil {
 		// Read even after an interrupt: the report of an interrupted run still says what was charged.
@@ -468,6 +469,24 @@ func (r *runner) resumeBatch(ctx context.Context, a *attempt, rep *Report, mu *s
 		rep.Jobs.StuckIDs = append(rep.Jobs.StuckIDs, a.batchID)
 	case out == batchOther && strings.HasPrefix(a.out.failure, "gave up"):
 		rep.Jobs.Unchecked++
+	}
+}
+
+// slowReceipts reads the job receipts of the slowest operations (a request id, or a batch's items), once
+// each, for the report.
+func (r *runner) slowReceipts(ctx context.Context, rep *Report) {
+	for i := range rep.Slowest {
+		o := &rep.Slowest[i]
+		ids := o.Items
+		if len(ids) == 0 && strings.HasPrefix(o.ID, "req_") {
+			ids = []string{o.ID}
+		}
+		for _, id := range ids {
+			res, err := r.http.do("GET", r.cfg.Targets[0]+"/watermarks/jobs/"+url.PathEscape(id), r.cfg.Key, "", nil, nil, true)
+			if err == nil && res.status == 200 && ctx.Err() == nil {
+				o.Receipts = append(o.Receipts, res.body)
+			}
+		}
 	}
 }
 

@@ -59,6 +59,9 @@ type SlowOp struct {
 	StartS  float64  `json:"start_s"`
 	TookMs  float64  `json:"took_ms"`
 	Failure string   `json:"failure,omitempty"`
+	// Receipts are the job receipts of its request or items, read after the run (report.json only): their
+	// attempts and times say where the time went.
+	Receipts []json.RawMessage `json:"receipts,omitempty"`
 }
 
 // TotalReport sums the operations.
