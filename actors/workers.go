@@ -353,18 +353,44 @@ func (p *Pool) call(ctx context.Context, requestID string, msg any) (*JobReply, 
 
 // attempt claims one job and runs it under a renewed lease.
 func (p *Pool) attempt(ctx context.Context, worker, requestID string) {
-	rep, err := p.call(ctx, requestID, &JobClaim{RequestID: requestID, WorkerID: worker, Lease: p.lease})
-	if err != nil || rep.Code != ReplyOK || rep.Lease == nil {
-		if err != nil {
-			p.logger.Warn().Err(err).Str("job", requestID).Msg("claim")
-		}
-		return // not claimable (running elsewhere, ended, waiting to retry): nothing to do
+	rep, ok := p.claim(ctx, worker, requestID)
+	if !ok {
+		return
 	}
 	lease := *rep.Lease
 	if p.OnClaim != nil && !p.OnClaim(ctx, requestID) {
 		return
 	}
 	p.RunClaimed(ctx, rep.Record, lease)
+}
+
+// claim claims the job for worker. A claim the job could not record (notRecorded: its save failed, or its
+// activation lost the record to another) or that got no answer may have been written all the same: a write
+// that timed out while the object storage stalled lands once the storage runs again, leaving the job running
+// under this worker's lease with nobody working on it until the lease expires (the chaos runs with S3 frozen
+// saw jobs end on a second attempt 13-22 s after the storage came back). So the claim is sent again, as the
+// outcome's report is, for up to one lease length: a repeated claim by the lease's holder returns the same
+// lease, and a claim that was not written claims now. Any other answer is final (not claimable: running
+// elsewhere, ended, waiting to retry).
+func (p *Pool) claim(ctx context.Context, worker, requestID string) (*JobReply, bool) {
+	until := time.Now().Add(p.lease)
+	wait := 250 * time.Millisecond
+	for {
+		rep, err := p.call(ctx, requestID, &JobClaim{RequestID: requestID, WorkerID: worker, Lease: p.lease})
+		if err == nil && !notRecorded(rep.Code) {
+			return rep, rep.Code == ReplyOK && rep.Lease != nil
+		}
+		p.logger.Warn().Err(err).Str("job", requestID).Interface("reply", rep).Msg("claim not recorded; claiming again")
+		if time.Now().Add(wait).After(until) {
+			return nil, false
+		}
+		select {
+		case <-ctx.Done():
+			return nil, false
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 2*time.Second)
+	}
 }
 
 // EdgeWorkerID names a worker for one request that the edge runs itself (ClaimAs of JobSubmit); the name

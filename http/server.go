@@ -42,6 +42,10 @@ type Config struct {
 	Blobs persistence.Blobs
 	// Caller reaches the job actors.
 	Caller actors.Caller
+	// PutHolder (upload host) names this node's cluster member on the leases its PUTs take, and says which
+	// members are gone: another node's PUT whose member is gone does not hold the upload (zero: leases run
+	// to their end).
+	PutHolder actors.PutHolder
 	// Media runs synchronous detection; Pool bounds it by the node's CPU tokens.
 	Media   actors.Media
 	Pool    *actors.Pool

@@ -175,6 +175,22 @@ func (e *exactReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// clientBody is the client's body stream; it keeps the stream's read error, which tells a body that did not
+// arrive (the client's connection broke: 400, send it again) from a store that did not take what arrived
+// (503, retry).
+type clientBody struct {
+	r   io.Reader
+	err error
+}
+
+func (c *clientBody) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	if err != nil && !errors.Is(err, io.EOF) {
+		c.err = err
+	}
+	return n, err
+}
+
 // leasedReader renews a PUT's lease on its upload while the body moves: a PUT that stalls stops renewing
 // (and the connection's progress deadline ends it); a PUT whose node died stops holding the upload once
 // the lease runs out.
@@ -252,7 +268,7 @@ func (h *uploadHost) putErr(c context.Context, ctx *fasthttp.RequestCtx, id stri
 	// nodes). A second PUT is refused at once instead of streaming a copy that could only be thrown away.
 	token := randomSuffix()
 	if _, err := uploads.Update(c, id, func(u *actors.Upload, now time.Time) error {
-		return u.BeginPut(token, now, actors.UploadPutLease)
+		return u.BeginPutBy(token, s.cfg.PutHolder, now, actors.UploadPutLease)
 	}); err != nil {
 		if errors.Is(err, actors.ErrUploadInUse) {
 			return newAPIError(CodeUploadInUse, "another PUT is sending the file of upload %s; wait for its answer", id)
@@ -268,11 +284,12 @@ func (h *uploadHost) putErr(c context.Context, ctx *fasthttp.RequestCtx, id stri
 			})
 		}
 	}()
-	var body io.Reader = ctx.RequestBodyStream()
-	if body == nil {
-		body = bytes.NewReader(ctx.Request.Body())
+	var raw io.Reader = ctx.RequestBodyStream()
+	if raw == nil {
+		raw = bytes.NewReader(ctx.Request.Body())
 	}
-	body = &leasedReader{r: body, clock: s.cfg.Clock, every: actors.UploadPutLease / 3, last: s.cfg.Clock.Now(),
+	client := &clientBody{r: raw}
+	var body io.Reader = &leasedReader{r: client, clock: s.cfg.Clock, every: actors.UploadPutLease / 3, last: s.cfg.Clock.Now(),
 		renew: func() error {
 			_, err := uploads.Update(c, id, func(u *actors.Upload, now time.Time) error {
 				return u.RenewPut(token, now, actors.UploadPutLease)
@@ -289,10 +306,16 @@ func (h *uploadHost) putErr(c context.Context, ctx *fasthttp.RequestCtx, id stri
 		return newAPIError(CodeUploadSizeMismatch, "the body is shorter than the %d bytes upload %s declared", u.Size, id)
 	case errors.Is(err, actors.ErrUploadPutLost):
 		return newAPIError(CodeUploadInUse, "this PUT stalled and another PUT took over upload %s", id)
+	case err != nil && client.err != nil:
+		s.cfg.Logger.Warn().Err(err).Str("upload", id).Msg("receive upload body")
+		return newAPIError(CodeBadRequest, "the body could not be received completely; send the file again")
 	case err != nil:
+		// The body arrived intact as far as it was read: the store did not take it (down, or its lease could
+		// not be renewed). Not the client's fault: 503, and the same PUT again once the store answers.
 		s.cfg.Logger.Warn().Err(err).Str("upload", id).Msg("store upload")
 		// The store's error names keys and paths: it stays in the log above.
-		return newAPIError(CodeBadRequest, "the body could not be received completely; send the file again")
+		ctx.Response.Header.Set("Retry-After", "2")
+		return newAPIError(CodeUnavailable, "the file could not be stored in time; send it again")
 	}
 	u, err = uploads.Update(context.WithoutCancel(c), id, func(u *actors.Upload, now time.Time) error {
 		if u.Put == nil || u.Put.Token != token {

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"filigrane/cluster"
@@ -173,23 +174,55 @@ func RunChaos(ctx context.Context, cc ChaosConfig) (*Report, error) {
 		case <-scheduleCtx.Done():
 			return
 		}
-		for _, a := range cc.Schedule {
+		// Each action starts at its time; only an action on the same target waits for the one before it (a
+		// restart for its kill). A recovery being watched, such as a continued node's (several probe intervals),
+		// does not hold back the actions on other targets: it used to, and the default schedule's S3 kill ran
+		// after the load had ended (`bench chaos` with batches, 2026-11-27).
+		type slot struct {
+			ar  ActionReport
+			at  time.Time
+			ran bool
+		}
+		slots := make([]slot, len(cc.Schedule))
+		last := map[string]chan struct{}{} // target -> closed when its latest action ended
+		var logMu sync.Mutex
+		var wg sync.WaitGroup
+		defer func() {
+			wg.Wait()
+			for _, s := range slots {
+				if s.ran {
+					res.actions, res.at = append(res.actions, s.ar), append(res.at, s.at)
+				}
+			}
+		}()
+		for i, a := range cc.Schedule {
 			select {
 			case <-scheduleCtx.Done():
 				return
 			case <-time.After(time.Until(t0.Add(a.At))):
 			}
-			at := time.Now()
-			fmt.Fprintf(cfg.Log, "bench chaos: %s %s\n", a.Kind, a.Target)
-			ar := ActionReport{AtS: at.Sub(t0).Seconds(), Action: a.Kind, Target: a.Target}
-			if rec, err := cc.do(ctx, cfg, a, book, &ar.SelfExit); err != nil {
-				ar.Error = err.Error()
-			} else if a.Kind == "restart" || a.Kind == "cont" {
-				s := rec.Seconds()
-				ar.RecoveryS = &s
-			}
-			res.actions = append(res.actions, ar)
-			res.at = append(res.at, at)
+			before, done := last[a.Target], make(chan struct{})
+			last[a.Target] = done
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer close(done)
+				if before != nil {
+					<-before
+				}
+				at := time.Now()
+				logMu.Lock()
+				fmt.Fprintf(cfg.Log, "bench chaos: %s %s\n", a.Kind, a.Target)
+				logMu.Unlock()
+				ar := ActionReport{AtS: at.Sub(t0).Seconds(), Action: a.Kind, Target: a.Target}
+				if rec, err := cc.do(ctx, cfg, a, book, &ar.SelfExit); err != nil {
+					ar.Error = err.Error()
+				} else if a.Kind == "restart" || a.Kind == "cont" {
+					s := rec.Seconds()
+					ar.RecoveryS = &s
+				}
+				slots[i] = slot{ar: ar, at: at, ran: true}
+			}()
 		}
 	}()
 	rep, err := Run(ctx, cfg)

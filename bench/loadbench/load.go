@@ -1,5 +1,5 @@
 // Package loadbench is the load and chaos harness of `filigrane bench load` and `filigrane bench chaos`: a mix
-// of user operations (synchronous and asynchronous embeds, detections, job status reads, signed uploads) sent
+// of user operations (synchronous and asynchronous embeds, detections, job status reads, signed uploads, batches) sent
 // open-loop at a target rate or closed-loop by N clients to one or more nodes, with a report of throughput,
 // latency percentiles and failures by problem code, per operation and per second, and the credits the
 // organization's ledger charged compared with the successes the client saw. It can start a local cluster
@@ -125,6 +125,7 @@ type runner struct {
 	http       *httpClient
 	embedBody  *bodyParts
 	detectBody *bodyParts
+	batchFile  []byte // each batch item's file
 	runID      string
 	seq        atomic.Uint64
 	rr         atomic.Uint64
@@ -163,6 +164,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	r.embedBody = &bodyParts{ContentType: eb.ContentType, Data: eb.Data}
+	if cfg.Mix[OpBatch] > 0 {
+		if r.batchFile, err = apibench.PhotoJPEG(BatchImageSide, BatchImageSide, 2); err != nil {
+			return nil, err
+		}
+	}
 
 	rep := &Report{Started: time.Now().UTC(), Targets: cfg.Targets, Rate: cfg.Rate, Clients: cfg.Clients,
 		Mix: cfg.Mix.String(), DurationS: cfg.Duration.Seconds(), NumCPU: runtime.NumCPU(), Image: cfg.ImageName,
@@ -233,6 +239,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 
 	// Final check of every job the service accepted: still unknown or not finished is a lost or stuck job.
 	r.finalCheck(ctx, rep)
+	r.slowReceipts(ctx, rep)
 
 	if cfg.Ledger != nil {
 		// Read even after an interrupt: the report of an interrupted run still says what was charged.
@@ -273,7 +280,7 @@ func (r *runner) one(ctx context.Context, op Op, due time.Time) outcome {
 		a.idem = fmt.Sprintf("%s-%d", r.runID, n)
 		r.jobs.opStarted(n, time.Now())
 	}
-	a.out.op = op
+	a.out.op, a.out.start = op, time.Now()
 	a.run(ctx)
 	a.out.end = time.Now()
 	// Latency runs from when the operation was due, not when it started: an open-loop arrival that waited for
@@ -282,7 +289,7 @@ func (r *runner) one(ctx context.Context, op Op, due time.Time) outcome {
 	if !a.out.ok && a.out.failure == "" {
 		a.out.failure = "unknown"
 	}
-	if a.out.ok {
+	if a.out.ok && op != OpBatch { // a batch books its items' successes itself
 		r.jobs.success(a.out.requestID, op)
 	}
 	if op.Charged() {
@@ -386,6 +393,10 @@ func (r *runner) finalCheck(ctx context.Context, rep *Report) {
 	parallel(len(replays), func(i int) {
 		rp := replays[i]
 		a := &attempt{r: r, op: rp.op, idem: rp.idem, giveUp: time.Now().Add(r.cfg.RetryFor)}
+		if rp.op == OpBatch {
+			r.resumeBatch(ctx, a, rep, &mu)
+			return
+		}
 		res, ok := a.send(ctx, "POST", rp.path, rp.body.ContentType, rp.body.Data, true)
 		success := false
 		switch {
@@ -436,6 +447,47 @@ func (r *runner) finalCheck(ctx context.Context, rep *Report) {
 		}
 	})
 	rep.Jobs.Terminal = r.jobs.terminalCount()
+	rep.Jobs.Batches, rep.Jobs.BatchesEnded = r.jobs.batchCounts()
+}
+
+// resumeBatch learns the outcome of a batch operation given up during the run, as its user would: the same
+// create request (same Idempotency-Key: the same batch, or a new one if the first never arrived), the files
+// the service has not received, start, and a wait for its end within one RetryFor. A batch the service no
+// longer knows counts as lost, one that does not end as stuck, one not reached as not checked.
+func (r *runner) resumeBatch(ctx context.Context, a *attempt, rep *Report, mu *sync.Mutex) {
+	out := a.batch(ctx)
+	mu.Lock()
+	defer mu.Unlock()
+	switch {
+	case a.out.ok:
+		rep.Jobs.ReplayedOK++
+	case out == batchLost:
+		rep.Jobs.Lost++
+		rep.Jobs.LostIDs = append(rep.Jobs.LostIDs, a.batchID)
+	case out == batchStuck:
+		rep.Jobs.Stuck++
+		rep.Jobs.StuckIDs = append(rep.Jobs.StuckIDs, a.batchID)
+	case out == batchOther && strings.HasPrefix(a.out.failure, "gave up"):
+		rep.Jobs.Unchecked++
+	}
+}
+
+// slowReceipts reads the job receipts of the slowest operations (a request id, or a batch's items), once
+// each, for the report.
+func (r *runner) slowReceipts(ctx context.Context, rep *Report) {
+	for i := range rep.Slowest {
+		o := &rep.Slowest[i]
+		ids := o.Items
+		if len(ids) == 0 && strings.HasPrefix(o.ID, "req_") {
+			ids = []string{o.ID}
+		}
+		for _, id := range ids {
+			res, err := r.http.do("GET", r.cfg.Targets[0]+"/watermarks/jobs/"+url.PathEscape(id), r.cfg.Key, "", nil, nil, true)
+			if err == nil && res.status == 200 && ctx.Err() == nil {
+				o.Receipts = append(o.Receipts, res.body)
+			}
+		}
+	}
 }
 
 // parallel runs fn(0..n-1), 16 at a time.

@@ -1,6 +1,8 @@
 package loadbench
 
 import (
+	"archive/zip"
+	"bytes"
 	"image/png"
 	"os"
 	"path/filepath"
@@ -107,6 +109,44 @@ func TestReportFiles(t *testing.T) {
 	for _, want := range []string{"## Chaos benchmark", "503 service_unavailable: 1", "| 1.0 | kill | node0 | 1 | 1 (1) | 1.50 |", "equal"} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("report.md lacks %q:\n%s", want, md)
+		}
+	}
+}
+
+// A batch's archive passes the check only with one non-empty file per succeeded item under its documented
+// name and a manifest naming the same request ids and no failure.
+func TestCheckArchive(t *testing.T) {
+	items := []batchItemView{{Index: 0, Filename: "photo0.jpg"}, {Index: 1, Filename: "photo1.jpg"}}
+	succeeded := map[int]string{0: "req_a", 1: "req_b"}
+	build := func(files map[string]string, manifest string) []byte {
+		var b bytes.Buffer
+		zw := zip.NewWriter(&b)
+		for name, body := range files {
+			w, _ := zw.Create(name)
+			w.Write([]byte(body))
+		}
+		w, _ := zw.Create("manifest.json")
+		w.Write([]byte(manifest))
+		zw.Close()
+		return b.Bytes()
+	}
+	good := map[string]string{"000-photo0-watermarked.png": "x", "001-photo1-watermarked.png": "y"}
+	manifest := `{"batch_id":"bat_1","files":[{"index":0,"filename":"000-photo0-watermarked.png","request_id":"req_a"},` +
+		`{"index":1,"filename":"001-photo1-watermarked.png","request_id":"req_b"}],"failed":[]}`
+	if err := checkArchive(build(good, manifest), "bat_1", succeeded, items); err != nil {
+		t.Fatal(err)
+	}
+	for name, zipBody := range map[string][]byte{
+		"a file missing":     build(map[string]string{"000-photo0-watermarked.png": "x"}, manifest),
+		"an empty file":      build(map[string]string{"000-photo0-watermarked.png": "x", "001-photo1-watermarked.png": ""}, manifest),
+		"another batch":      build(good, strings.Replace(manifest, "bat_1", "bat_2", 1)),
+		"a wrong request id": build(good, strings.Replace(manifest, "req_b", "req_c", 1)),
+		"a failure listed":   build(good, strings.Replace(manifest, `"failed":[]`, `"failed":[{"index":1}]`, 1)),
+		"not a zip":          []byte("PK not really"),
+		"a file misnamed":    build(map[string]string{"000-photo0-watermarked.png": "x", "001-photo9-watermarked.png": "y"}, strings.ReplaceAll(manifest, "001-photo1", "001-photo9")),
+	} {
+		if err := checkArchive(zipBody, "bat_1", succeeded, items); err == nil {
+			t.Errorf("an archive with %s passed", name)
 		}
 	}
 }

@@ -32,10 +32,14 @@ const (
 	// OpUploadEmbed is a signed upload (POST /uploads, PUT the file to the signed URL) and a synchronous embed
 	// naming its upload_id.
 	OpUploadEmbed Op = "upload_embed"
+	// OpBatch is a batch of BatchItems small images with an archive, as the CLI runs one: create it, PUT each
+	// file to its signed URL, start it, poll it to its end and download the archive (batch.go). Its items are
+	// charged, each by its own request id.
+	OpBatch Op = "batch"
 )
 
 // AllOps lists the operations in report order.
-var AllOps = []Op{OpEmbed, OpEmbedAsync, OpDetect, OpStatus, OpUploadEmbed}
+var AllOps = []Op{OpEmbed, OpEmbedAsync, OpDetect, OpStatus, OpUploadEmbed, OpBatch}
 
 // Charged says whether the operation costs credits when it succeeds.
 func (o Op) Charged() bool { return o != OpStatus }
@@ -62,7 +66,7 @@ func ParseMix(s string) (Mix, error) {
 			known = known || o == op
 		}
 		if !known {
-			return nil, fmt.Errorf("unknown operation %q (want embed, embed_async, detect, status, upload_embed)", op)
+			return nil, fmt.Errorf("unknown operation %q (want embed, embed_async, detect, status, upload_embed, batch)", op)
 		}
 		n := 1
 		if hasW {
@@ -130,7 +134,10 @@ type outcome struct {
 	failure   string // status and problem code, "transport: ...", or "gave up: ..."
 	sample    string
 	requestID string
+	batchID   string         // a batch operation's batch
+	items     []string       // a batch's items' request ids
 	retries   map[string]int // retried answers by failure key
+	start     time.Time
 	end       time.Time
 	latency   time.Duration
 }
@@ -145,6 +152,8 @@ type attempt struct {
 	attempt int
 	// charged is the last charged request sent (path and body), for a replay of its Idempotency-Key.
 	charged *replay
+	// batchID is the batch a batch operation created.
+	batchID string
 }
 
 // replay is a charged request whose outcome the client did not learn within its retry budget.
@@ -158,6 +167,13 @@ type replay struct {
 // retryable says whether a failure may be retried on another node: no answer, an overloaded or unavailable
 // node or store (429, 5xx). Every other answer is final.
 func retryable(status int) bool { return status == 429 || status >= 500 }
+
+// retryablePut says whether a PUT to a signed URL may be tried again: retryable, or 409 upload_in_use (an
+// earlier PUT of the same file, cut off by a failure, holds the upload until its lease lapses; the answer
+// says to wait for it).
+func retryablePut(put *response) bool {
+	return retryable(put.status) || put.status == 409 && put.problemCode() == "upload_in_use"
+}
 
 // next returns the node for the next try, round-robin over the targets from a per-operation start.
 func (a *attempt) next() string {
@@ -190,9 +206,13 @@ func (a *attempt) again(ctx context.Context, key string) bool {
 // send tries a request on node after node until an answer that is not retryable, the retry budget or ctx ends.
 func (a *attempt) send(ctx context.Context, method, path, ctype string, body []byte, keepBody bool) (*response, bool) {
 	var hdr map[string]string
-	if a.idem != "" && method == "POST" && strings.HasPrefix(path, "/watermarks/") {
+	// Charged requests carry the key: embeds, detections, batch creation. A batch's start and reads need none
+	// (a repeated start answers 200); a batch operation keeps its own replay (the whole batch, resumed).
+	if a.idem != "" && method == "POST" && strings.HasPrefix(path, "/watermarks/") && !strings.HasPrefix(path, "/watermarks/batches/") {
 		hdr = map[string]string{"Idempotency-Key": a.idem}
-		a.charged = &replay{op: a.op, idem: a.idem, path: path, body: &bodyParts{ContentType: ctype, Data: body}}
+		if a.op != OpBatch {
+			a.charged = &replay{op: a.op, idem: a.idem, path: path, body: &bodyParts{ContentType: ctype, Data: body}}
+		}
 	}
 	for {
 		res, err := a.r.http.do(method, a.next()+path, a.r.cfg.Key, ctype, body, hdr, keepBody)
@@ -259,6 +279,8 @@ func (a *attempt) run(ctx context.Context) {
 		}
 	case OpUploadEmbed:
 		a.uploadEmbed(ctx)
+	case OpBatch:
+		a.batch(ctx)
 	}
 }
 
@@ -304,7 +326,7 @@ func (a *attempt) uploadEmbed(ctx context.Context) {
 			return
 		}
 		put, err := a.r.http.do(up.Upload.Method, up.Upload.URL, "", "application/octet-stream", a.r.cfg.Image, nil, false)
-		if err != nil || retryable(put.status) {
+		if err != nil || retryablePut(put) {
 			// The signed URL names one node's upload listener: when that node is gone, start over elsewhere.
 			key := ""
 			if err != nil {

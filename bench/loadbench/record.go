@@ -28,6 +28,8 @@ type jobBook struct {
 	seen map[string]Op // charged operations seen succeeding, by request id
 	// ops are the charged operations, by sequence number: when each started and ended (chaos timings).
 	ops map[uint64]*opSpan
+	// batches are the batches the service created, by batch id.
+	batches map[string]*batchEntry
 }
 
 type opSpan struct {
@@ -41,7 +43,7 @@ type jobEntry struct {
 }
 
 func newJobBook() *jobBook {
-	return &jobBook{jobs: map[string]*jobEntry{}, seen: map[string]Op{}, ops: map[uint64]*opSpan{}}
+	return &jobBook{jobs: map[string]*jobEntry{}, seen: map[string]Op{}, ops: map[uint64]*opSpan{}, batches: map[string]*batchEntry{}}
 }
 
 func (b *jobBook) accepted(id string, at time.Time) {
@@ -196,6 +198,7 @@ type recorder struct {
 	ops     map[Op]*opStats
 	seconds []*second
 	book    *jobBook
+	slowest []SlowOp // slowest first, at most SlowestKept
 }
 
 type opStats struct {
@@ -232,6 +235,7 @@ func (r *recorder) record(o outcome) {
 		r.seconds = append(r.seconds, &second{})
 	}
 	sec := r.seconds[i]
+	r.keepSlow(o)
 	if o.ok {
 		st.ok++
 		st.hist.Record(o.latency)
@@ -244,6 +248,21 @@ func (r *recorder) record(o outcome) {
 		}
 		sec.failed++
 	}
+}
+
+// keepSlow keeps o if it is among the SlowestKept slowest operations so far.
+func (r *recorder) keepSlow(o outcome) {
+	took := float64(o.latency) / float64(time.Millisecond)
+	if len(r.slowest) == SlowestKept && took <= r.slowest[SlowestKept-1].TookMs {
+		return
+	}
+	s := SlowOp{Op: o.op, ID: o.requestID, StartS: o.start.Sub(r.start).Seconds(), TookMs: took, Failure: o.failure}
+	if o.batchID != "" {
+		s.ID, s.Items = o.batchID, append([]string(nil), o.items...)
+	}
+	r.slowest = append(r.slowest, s)
+	sort.SliceStable(r.slowest, func(i, j int) bool { return r.slowest[i].TookMs > r.slowest[j].TookMs })
+	r.slowest = r.slowest[:min(len(r.slowest), SlowestKept)]
 }
 
 // snapshot returns the totals so far and the last complete second's successes and p95.
@@ -297,6 +316,7 @@ func (r *recorder) fill(rep *Report) {
 	if rep.ElapsedS > 0 {
 		rep.Total.OKPerS = float64(rep.Total.OK) / rep.ElapsedS
 	}
+	rep.Slowest = append([]SlowOp(nil), r.slowest...)
 	rep.Total.Late = int(r.late.Load())
 	rep.Total.Dropped = int(r.dropped.Load())
 	for i, s := range r.seconds {

@@ -41,7 +41,27 @@ type Report struct {
 	Credits  *Credits       `json:"credits,omitempty"`
 	Series   []SecondReport `json:"series"`
 	Chaos    *ChaosReport   `json:"chaos,omitempty"`
-	Notes    []string       `json:"notes,omitempty"`
+	// Slowest is the run's slowest operations (at most SlowestKept), slowest first: what a stall is traced
+	// from, in the nodes' logs by request or batch id.
+	Slowest []SlowOp `json:"slowest,omitempty"`
+	Notes   []string `json:"notes,omitempty"`
+}
+
+// SlowestKept is how many of the slowest operations a report names.
+const SlowestKept = 5
+
+// SlowOp is one operation of the slowest: its kind, the id the service gave it (a request id, or a batch id
+// and its items' request ids), when it started after the load began, how long it took and how it ended.
+type SlowOp struct {
+	Op      Op       `json:"op"`
+	ID      string   `json:"id,omitempty"`
+	Items   []string `json:"items,omitempty"`
+	StartS  float64  `json:"start_s"`
+	TookMs  float64  `json:"took_ms"`
+	Failure string   `json:"failure,omitempty"`
+	// Receipts are the job receipts of its request or items, read after the run (report.json only): their
+	// attempts and times say where the time went.
+	Receipts []json.RawMessage `json:"receipts,omitempty"`
 }
 
 // TotalReport sums the operations.
@@ -88,6 +108,10 @@ type JobsReport struct {
 	Unchecked int      `json:"unchecked"`
 	LostIDs   []string `json:"lost_ids,omitempty"`
 	StuckIDs  []string `json:"stuck_ids,omitempty"`
+	// Batches is the batches the service created (batch operations), BatchesEnded those seen ended. Their
+	// accepted items are jobs above; a batch lost or stuck counts in Lost or Stuck with its batch id.
+	Batches      int `json:"batches,omitempty"`
+	BatchesEnded int `json:"batches_ended,omitempty"`
 }
 
 // Credits compares the organization's ledger with what the client saw.
@@ -199,6 +223,10 @@ func (r *Report) WriteMarkdown(w io.Writer) {
 	j := r.Jobs
 	fmt.Fprintf(w, "\nJobs: %d accepted, %d ended (%d first seen ended by the final check), **%d lost, %d stuck**, %d not checked. Requests given up without an answer and replayed with their Idempotency-Key after the run: %d (%d succeeded).\n",
 		j.Accepted, j.Terminal, j.EndedAfterRun, j.Lost, j.Stuck, j.Unchecked, j.Replayed, j.ReplayedOK)
+	if j.Batches > 0 {
+		fmt.Fprintf(w, "\nBatches: %d created, %d seen ended (their accepted items are counted among the jobs above; a batch lost or stuck counts there too).\n",
+			j.Batches, j.BatchesEnded)
+	}
 	if c := r.Credits; c != nil {
 		verdict := "equal"
 		if !c.Equal {
@@ -209,6 +237,19 @@ func (r *Report) WriteMarkdown(w io.Writer) {
 	}
 	if c := r.Chaos; c != nil {
 		c.writeMarkdown(w)
+	}
+	if len(r.Slowest) > 0 {
+		fmt.Fprintf(w, "\nSlowest operations (start s after the load began, took s, id):\n\n")
+		for _, o := range r.Slowest {
+			line := fmt.Sprintf("* %s at %.1f s took %.1f s: %s", o.Op, o.StartS, o.TookMs/1000, o.ID)
+			if len(o.Items) > 0 {
+				line += " (items " + strings.Join(o.Items, ", ") + ")"
+			}
+			if o.Failure != "" {
+				line += "; " + o.Failure
+			}
+			fmt.Fprintln(w, line)
+		}
 	}
 	for _, n := range r.Notes {
 		fmt.Fprintf(w, "\nNote: %s\n", n)

@@ -22,7 +22,7 @@ const benchLoadUsage = `usage: filigrane bench load [flags]
        filigrane bench chaos [flags]
 
 load: sends a mix of operations (sync embed, async embed followed to the end, sync detect, job status reads,
-signed upload then embed) open-loop at --rate operations/s, or closed-loop with --clients clients, for
+signed upload then embed, batch of 3 small images with its archive) open-loop at --rate operations/s, or closed-loop with --clients clients, for
 --duration, and writes report.json, report.md and chart.png (throughput and p50/p95/p99 over time) to --out:
 counts, latency percentiles, failures by problem code, lost and stuck jobs, and the credits the ledger charged
 against the successes the client saw (they must be equal).
@@ -65,7 +65,7 @@ func runBenchLoad(ctx context.Context, args []string, stdout, stderr io.Writer, 
 		clients   = fs.Int("clients", 8, "closed loop: clients, each with one operation in flight")
 		duration  = fs.Duration("duration", 30*time.Second, "how long operations start")
 		drain     = fs.Duration("drain", 2*time.Minute, "after --duration, how long operations in flight may take to end")
-		mix       = fs.String("mix", loadbench.DefaultMix, "operation weights: embed, embed_async, detect, status, upload_embed")
+		mix       = fs.String("mix", loadbench.DefaultMix, "operation weights: embed, embed_async, detect, status, upload_embed, batch")
 		imagePath = fs.String("image", "", "image to embed (default: a generated 1024x1024 photo-like JPEG)")
 		outDir    = fs.String("out", defOut, "directory for report.json, report.md and chart.png")
 		timeout   = fs.Duration("timeout", time.Minute, "limit of one HTTP request")

@@ -127,11 +127,14 @@ func checkAccounting(t *testing.T, rep *loadbench.Report) {
 	if c == nil {
 		t.Fatalf("no credit check in the report: %v", rep.Notes)
 	}
-	// Every operation of the run but status reads is charged once it succeeds; the set-up adds an embed
-	// and an async embed.
+	// Every operation of the run but status reads is charged once it succeeds, a batch once per item; the
+	// set-up adds an embed and an async embed.
 	charged := 2
 	for _, o := range rep.Ops {
-		if o.Op.Charged() {
+		switch {
+		case o.Op == loadbench.OpBatch:
+			charged += o.OK * loadbench.BatchItems
+		case o.Op.Charged():
 			charged += o.OK
 		}
 	}
@@ -142,12 +145,13 @@ func checkAccounting(t *testing.T, rep *loadbench.Report) {
 }
 
 // bench load: 3 s open loop on one node process (and versitygw): every operation kind runs and succeeds,
-// the report's counts add up and the ledger charged exactly the successes.
+// the report's counts add up and the ledger charged exactly the successes (a batch's items each once: the
+// batch operation books its items' request ids, which the ledger charges).
 func TestBenchLoadOneNode(t *testing.T) {
 	t.Parallel()
 	benchCluster(t)
 	rep, md, stdout := runBenchCmd(t, "load", "--nodes", "1", "--rate", "6", "--duration", "3s", "--retry-for", "2m",
-		"--mix", "embed=1,embed_async=1,detect=1,status=2,upload_embed=1")
+		"--mix", "embed=1,embed_async=1,detect=1,status=2,upload_embed=1,batch=2")
 	checkAccounting(t, rep)
 	if rep.Mode != "open" || rep.Rate != 6 || rep.LocalNodes != 1 || len(rep.Targets) != 1 {
 		t.Errorf("run description: mode %s rate %v nodes %d targets %v", rep.Mode, rep.Rate, rep.LocalNodes, rep.Targets)
@@ -170,7 +174,12 @@ func TestBenchLoadOneNode(t *testing.T) {
 	if len(rep.Series) < 3 {
 		t.Errorf("series has %d seconds", len(rep.Series))
 	}
-	for _, want := range []string{"| upload_embed |", "0 lost, 0 stuck", "equal; charged twice: 0"} {
+	for _, o := range rep.Ops {
+		if o.Op == loadbench.OpBatch && (rep.Jobs.Batches != o.Count || rep.Jobs.BatchesEnded != o.Count) {
+			t.Errorf("%d batch operations, jobs report %+v", o.Count, rep.Jobs)
+		}
+	}
+	for _, want := range []string{"| upload_embed |", "| batch |", "0 lost, 0 stuck", "equal; charged twice: 0"} {
 		if !strings.Contains(md, want) || !strings.Contains(stdout, want) {
 			t.Errorf("report.md or stdout lacks %q:\n%s", want, md)
 		}

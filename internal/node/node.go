@@ -537,7 +537,9 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 		}
 	}
 	n.upload, err = apihttp.NewUploadHost(apihttp.Config{Store: store, Blobs: blobs, Clock: cfg.Clock, Logger: httpLog, Metrics: n.Metrics,
-		Conns: cfg.Conns, Ready: n.ready, TLS: tlsConfig},
+		Conns: cfg.Conns, Ready: n.ready, TLS: tlsConfig,
+		// A PUT's lease names this member, so that once it is gone another node's PUT of the file is taken.
+		PutHolder: actors.PutHolder{Node: cfg.NodeName, Member: n.cluster.ID(), Gone: n.cluster.Gone}},
 		apihttp.UploadHostOptions{API: n.api, Secret: secret, PublicURL: publicUpload, WebsiteOrigin: cfg.WebsiteOrigin})
 	if err != nil {
 		return nil, err
