@@ -162,12 +162,7 @@ func (a *attempt) uploadItems(ctx context.Context, b *batchView) bool {
 		}
 		put, err := a.r.http.do(method, it.Upload.URL, "", "image/jpeg", a.r.batchFile, nil, false)
 		if err != nil || retryablePut(put) {
-			key := ""
-			if err != nil {
-				key = transportKey(err)
-			} else {
-				key = "PUT " + put.failureKey()
-			}
+			key := putKey(put, err)
 			if !a.again(ctx, key) && err != nil {
 				a.out.sample = err.Error()
 			}

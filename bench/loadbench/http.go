@@ -100,3 +100,12 @@ func (h *httpClient) getJSON(url, key string, v any) (int, error) {
 
 // transportKey names a request that got no answer.
 func transportKey(err error) string { return "transport: " + apibench.TransportKind(err) }
+
+// putKey names a signed-URL PUT's failure for the retry budget (again): its transport error, or "PUT" and its
+// answer.
+func putKey(res *response, err error) string {
+	if err != nil {
+		return transportKey(err)
+	}
+	return "PUT " + res.failureKey()
+}

@@ -328,12 +328,7 @@ func (a *attempt) uploadEmbed(ctx context.Context) {
 		put, err := a.r.http.do(up.Upload.Method, up.Upload.URL, "", "application/octet-stream", a.r.cfg.Image, nil, false)
 		if err != nil || retryablePut(put) {
 			// The signed URL names one node's upload listener: when that node is gone, start over elsewhere.
-			key := ""
-			if err != nil {
-				key = transportKey(err)
-			} else {
-				key = "PUT " + put.failureKey()
-			}
+			key := putKey(put, err)
 			if a.again(ctx, key) {
 				continue
 			}

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"filigrane/internal/admin"
-	"filigrane/internal/node"
 	"filigrane/persistence/s3test"
 )
 
@@ -26,8 +25,7 @@ func TestBatchSurvivesKillDuringAssembly(t *testing.T) {
 	}
 	srv := s3test.Start(t)
 	gate := newGatedS3(t, srv.Endpoint, "/blobs/archives/")
-	direct := &node.S3Config{Endpoint: "http://" + srv.Endpoint, Bucket: srv.NewBucket(t), AccessKey: srv.AccessKey,
-		SecretKey: srv.SecretKey, Region: srv.Region}
+	direct := s3Config(t, srv)
 	c := &clusterFixture{s3: direct}
 	c.admin(t, func(a admin.Admin) { c.orgID, c.secret = newOwnerKey(t, a, "Assembler") })
 	procs, base := startSolo(t, t.TempDir(), append(s3Flags(gate.url, direct), quickRecovery...)...)

@@ -95,8 +95,7 @@ func startCluster(t *testing.T, n int, fd cluster.FailureDetection) *clusterFixt
 	t.Helper()
 	bin := buildBinary(t)
 	srv := s3test.Start(t)
-	c := &clusterFixture{fd: fd, s3: &node.S3Config{Endpoint: "http://" + srv.Endpoint, Bucket: srv.NewBucket(t),
-		AccessKey: srv.AccessKey, SecretKey: srv.SecretKey, Region: srv.Region}}
+	c := &clusterFixture{fd: fd, s3: s3Config(t, srv)}
 	c.admin(t, func(a admin.Admin) {
 		ctx := context.Background()
 		st, err := a.CreateOrg(ctx, "Acme", "business", 1000)

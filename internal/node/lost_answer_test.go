@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"filigrane/internal/admin"
-	"filigrane/internal/node"
 	"filigrane/persistence/s3test"
 )
 
@@ -51,8 +50,7 @@ func TestLostSubmitAnswerKeepsTheInput(t *testing.T) {
 		t.Skip("multi-process test")
 	}
 	srv := s3test.Start(t)
-	direct := &node.S3Config{Endpoint: "http://" + srv.Endpoint, Bucket: srv.NewBucket(t), AccessKey: srv.AccessKey,
-		SecretKey: srv.SecretKey, Region: srv.Region}
+	direct := s3Config(t, srv)
 	// Records are objects named by their hex-encoded keys under records/ (persistence/s3store).
 	endpoint, dropped := answerDroppingS3(t, srv.Endpoint, "/records/"+hex.EncodeToString([]byte("job/req_")))
 	var orgID, secret string

@@ -75,8 +75,7 @@ func startPlaceClusterGated(t *testing.T, extra [][]string, gated bool) *placeCl
 	}
 	bin := buildBinary(t)
 	srv := s3test.Start(t)
-	c := &placeCluster{s3: &node.S3Config{Endpoint: "http://" + srv.Endpoint, Bucket: srv.NewBucket(t),
-		AccessKey: srv.AccessKey, SecretKey: srv.SecretKey, Region: srv.Region}}
+	c := &placeCluster{s3: s3Config(t, srv)}
 	endpoint := c.s3.Endpoint
 	if gated {
 		c.inputs = newGatedS3Reads(t, srv.Endpoint, "/blobs/inputs/")

@@ -14,7 +14,6 @@ import (
 
 	"filigrane/internal/admin"
 	"filigrane/internal/clock"
-	"filigrane/internal/node"
 	"filigrane/persistence/s3test"
 )
 
@@ -217,8 +216,7 @@ func TestStagingRemovalSurvivesKill(t *testing.T) {
 	}
 	srv := s3test.Start(t)
 	gate := newGatedS3Method(t, srv.Endpoint, "DELETE", "/blobs/")
-	direct := &node.S3Config{Endpoint: "http://" + srv.Endpoint, Bucket: srv.NewBucket(t), AccessKey: srv.AccessKey,
-		SecretKey: srv.SecretKey, Region: srv.Region}
+	direct := s3Config(t, srv)
 	customer := srv.NewBucket(t)
 	var secret string
 	(&clusterFixture{s3: direct}).admin(t, func(a admin.Admin) { _, secret = newOwnerKey(t, a, "Stager") })

@@ -13,7 +13,6 @@ import (
 	"testing"
 
 	"filigrane/internal/admin"
-	"filigrane/internal/node"
 	"filigrane/persistence/s3test"
 )
 
@@ -53,8 +52,7 @@ func TestUploadPutStoreDownIsRetryable(t *testing.T) {
 		t.Skip("multi-process test")
 	}
 	srv := s3test.Start(t)
-	direct := &node.S3Config{Endpoint: "http://" + srv.Endpoint, Bucket: srv.NewBucket(t), AccessKey: srv.AccessKey,
-		SecretKey: srv.SecretKey, Region: srv.Region}
+	direct := s3Config(t, srv)
 	// Upload files are objects under uploads/ (their records are hex-encoded names under records/).
 	endpoint, refuse, refused := refusingS3(t, srv.Endpoint, "/uploads/")
 	var secret string
