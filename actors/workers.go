@@ -373,20 +373,30 @@ func (p *Pool) attempt(ctx context.Context, worker, requestID string) {
 // lease, and a claim that was not written claims now. Any other answer is final (not claimable: running
 // elsewhere, ended, waiting to retry).
 func (p *Pool) claim(ctx context.Context, worker, requestID string) (*JobReply, bool) {
+	rep, err := p.resend(ctx, nil, requestID, &JobClaim{RequestID: requestID, WorkerID: worker, Lease: p.lease}, "claim")
+	return rep, err == nil && rep.Code == ReplyOK && rep.Lease != nil
+}
+
+// resend sends msg to the job and sends it again while the job answers that it could not record it
+// (notRecorded) or does not answer, for up to one lease length (waits from 250 ms doubling to 2 s), until ctx
+// ends or stop closes (nil: never). It returns the last answer; what names the command in the log.
+func (p *Pool) resend(ctx context.Context, stop <-chan struct{}, requestID string, msg any, what string) (*JobReply, error) {
 	until := time.Now().Add(p.lease)
 	wait := 250 * time.Millisecond
 	for {
-		rep, err := p.call(ctx, requestID, &JobClaim{RequestID: requestID, WorkerID: worker, Lease: p.lease})
+		rep, err := p.call(ctx, requestID, msg)
 		if err == nil && !notRecorded(rep.Code) {
-			return rep, rep.Code == ReplyOK && rep.Lease != nil
+			return rep, nil
 		}
-		p.logger.Warn().Err(err).Str("job", requestID).Interface("reply", rep).Msg("claim not recorded; claiming again")
 		if time.Now().Add(wait).After(until) {
-			return nil, false
+			return rep, err
 		}
+		p.logger.Warn().Err(err).Str("job", requestID).Interface("reply", rep).Msgf("%s not recorded; sending it again", what)
 		select {
 		case <-ctx.Done():
-			return nil, false
+			return rep, err
+		case <-stop:
+			return rep, err
 		case <-time.After(wait):
 		}
 		wait = min(2*wait, 2*time.Second)
@@ -459,26 +469,7 @@ func (p *Pool) RunClaimed(ctx context.Context, rec *jobstate.Record, lease jobst
 // being renewed meanwhile. A resent outcome that was recorded after all is refused as stale, which changes
 // nothing. Before, such an answer threw the finished work away and the job waited for its lease to expire.
 func (p *Pool) report(ctx, leaseCtx context.Context, requestID string, msg any) (*JobReply, error) {
-	until := time.Now().Add(p.lease)
-	wait := 250 * time.Millisecond
-	for {
-		rep, err := p.call(ctx, requestID, msg)
-		if err == nil && !notRecorded(rep.Code) {
-			return rep, nil
-		}
-		if time.Now().Add(wait).After(until) {
-			return rep, err
-		}
-		p.logger.Warn().Err(err).Str("job", requestID).Interface("reply", rep).Msg("outcome not recorded; reporting it again")
-		select {
-		case <-ctx.Done():
-			return rep, err
-		case <-leaseCtx.Done():
-			return rep, err
-		case <-time.After(wait):
-		}
-		wait = min(2*wait, 2*time.Second)
-	}
+	return p.resend(ctx, leaseCtx.Done(), requestID, msg, "outcome")
 }
 
 // notRecorded reports whether a job's answer says it could not record a command (ReplyInternal: its save
