@@ -156,7 +156,10 @@ func StartLocal(ctx context.Context, cfg LocalConfig) (l *Local, err error) {
 		logLevel = "warn"
 	}
 	l.Nodes, err = clustertest.StartProcesses(ctx, clustertest.ProcessConfig{
-		Binary: cfg.Binary, N: cfg.Nodes, Ports: 4, Env: cfg.Env, Output: cfg.Output,
+		Binary: cfg.Binary, N: cfg.Nodes, Ports: 4, Output: cfg.Output,
+		// The run's webhook receiver listens on 127.0.0.1 (embed_webhook): a local benchmark cluster may
+		// deliver there, as `serve --allow-private-targets` allows in development.
+		Env: append([]string{"FILIGRANE_ALLOW_PRIVATE_TARGETS=1"}, cfg.Env...),
 		Args: func(i int, ports [][]int) []string {
 			p := ports[i]
 			args := []string{"serve", "--data", filepath.Join(l.dir, fmt.Sprintf("node%d", i)), "--node-name", fmt.Sprintf("node%d", i),
