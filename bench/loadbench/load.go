@@ -68,6 +68,9 @@ type Config struct {
 	// Log receives set-up lines (nil discards them).
 	Log io.Writer
 
+	// Dest is the storage destination of embed_storage operations (a local cluster gives one).
+	Dest *StorageDest
+
 	// webhooks is the receiver a chaos run started (its schedule may make it fail); nil: Run starts one when
 	// the mix has embed_webhook.
 	webhooks *webhookReceiver
@@ -141,6 +144,8 @@ type runner struct {
 	webhooks   *webhookReceiver
 	whMu       sync.Mutex
 	whJobs     map[string]time.Time // embed_webhook jobs -> when the client saw them end (zero: not seen)
+	destID     string               // the run's storage destination (embed_storage)
+	stJobs     map[string]bool      // embed_storage jobs (guarded by whMu)
 }
 
 // Run runs the load and returns the report. It fails only when the run cannot start; failed operations are
@@ -164,7 +169,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		conns = cfg.Clients + 8
 	}
 	r := &runner{cfg: cfg, http: newHTTPClient(conns, cfg.Timeout), jobs: newJobBook(),
-		runID: fmt.Sprintf("bench-%d", time.Now().UnixNano()), webhooks: cfg.webhooks, whJobs: map[string]time.Time{}}
+		runID: fmt.Sprintf("bench-%d", time.Now().UnixNano()), webhooks: cfg.webhooks, whJobs: map[string]time.Time{}, stJobs: map[string]bool{}}
 	defer r.http.c.CloseIdleConnections()
 	if cfg.Mix[OpEmbedWebhook] > 0 {
 		if r.webhooks == nil {
@@ -177,6 +182,14 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 		a := &attempt{r: r, giveUp: time.Now().Add(cfg.RetryFor)}
 		if err := r.webhooks.register(ctx, a); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.Mix[OpEmbedStorage] > 0 {
+		if cfg.Dest == nil {
+			return nil, errors.New("embed_storage needs a storage destination bucket (a local cluster: --nodes)")
+		}
+		if err := r.registerDest(ctx); err != nil {
 			return nil, err
 		}
 	}
@@ -263,6 +276,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	r.slowReceipts(ctx, rep)
 	if r.webhooks != nil {
 		rep.Webhooks = r.checkWebhooks(ctx, WebhookWait)
+	}
+	if r.destID != "" {
+		rep.Storage = r.checkStorage(ctx, WebhookWait)
 	}
 
 	if cfg.Ledger != nil {
@@ -436,6 +452,9 @@ func (r *runner) finalCheck(ctx context.Context, rep *Report) {
 			}
 			if rp.op == OpEmbedWebhook && a.out.requestID != "" {
 				r.webhookJob(a.out.requestID, time.Time{})
+			}
+			if rp.op == OpEmbedStorage && a.out.requestID != "" {
+				r.storageJob(a.out.requestID)
 			}
 		}
 		if success {

@@ -43,6 +43,8 @@ type Report struct {
 	Chaos    *ChaosReport   `json:"chaos,omitempty"`
 	// Webhooks is the check of the embed_webhook operations' events (nil without that operation).
 	Webhooks *WebhookReport `json:"webhooks,omitempty"`
+	// Storage is the check of the embed_storage operations' deliveries (nil without that operation).
+	Storage *StorageReport `json:"storage,omitempty"`
 	// Slowest is the run's slowest operations (at most SlowestKept), slowest first: what a stall is traced
 	// from, in the nodes' logs by request or batch id.
 	Slowest []SlowOp `json:"slowest,omitempty"`
@@ -227,6 +229,9 @@ func (r *Report) WriteMarkdown(w io.Writer) {
 		j.Accepted, j.Terminal, j.EndedAfterRun, j.Lost, j.Stuck, j.Unchecked, j.Replayed, j.ReplayedOK)
 	if r.Webhooks != nil {
 		r.Webhooks.writeMarkdown(w)
+	}
+	if r.Storage != nil {
+		r.Storage.writeMarkdown(w)
 	}
 	if j.Batches > 0 {
 		fmt.Fprintf(w, "\nBatches: %d created, %d seen ended (their accepted items are counted among the jobs above; a batch lost or stuck counts there too).\n",

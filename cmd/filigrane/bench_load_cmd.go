@@ -65,7 +65,7 @@ func runBenchLoad(ctx context.Context, args []string, stdout, stderr io.Writer, 
 		clients   = fs.Int("clients", 8, "closed loop: clients, each with one operation in flight")
 		duration  = fs.Duration("duration", 30*time.Second, "how long operations start")
 		drain     = fs.Duration("drain", 2*time.Minute, "after --duration, how long operations in flight may take to end")
-		mix       = fs.String("mix", loadbench.DefaultMix, "operation weights: embed, embed_async, detect, status, upload_embed, batch, embed_webhook")
+		mix       = fs.String("mix", loadbench.DefaultMix, "operation weights: embed, embed_async, detect, status, upload_embed, batch, embed_webhook, embed_storage")
 		imagePath = fs.String("image", "", "image to embed (default: a generated 1024x1024 photo-like JPEG)")
 		outDir    = fs.String("out", defOut, "directory for report.json, report.md and chart.png")
 		timeout   = fs.Duration("timeout", time.Minute, "limit of one HTTP request")
@@ -151,7 +151,7 @@ func runBenchLoad(ctx context.Context, args []string, stdout, stderr io.Writer, 
 			return fail(1, err)
 		}
 		defer local.Close()
-		cfg.Targets, cfg.Key = local.Targets(), local.Key
+		cfg.Targets, cfg.Key, cfg.Dest = local.Targets(), local.Key, local.Dest
 		cfg.Ledger = loadbench.StoreLedger{S3: local.S3Config, OrgID: local.OrgID}
 	} else {
 		cfg.Targets = strings.Split(*urls, ",")
@@ -193,6 +193,11 @@ func runBenchLoad(ctx context.Context, args []string, stdout, stderr io.Writer, 
 	if rep.Webhooks != nil && !rep.Webhooks.OK() {
 		fmt.Fprintf(stderr, "%s: FAILED: webhook events missing %d, mismatched %d, bad signatures %d, malformed %d\n",
 			name, rep.Webhooks.Missing, rep.Webhooks.Mismatched, rep.Webhooks.BadSignature, rep.Webhooks.Malformed)
+		return 1
+	}
+	if rep.Storage != nil && !rep.Storage.OK() {
+		fmt.Fprintf(stderr, "%s: FAILED: storage deliveries failed %d, pending %d, unreadable %d\n",
+			name, rep.Storage.Failed, rep.Storage.Pending, rep.Storage.Unreadable)
 		return 1
 	}
 	if rep.Jobs.Lost > 0 || rep.Jobs.Stuck > 0 || rep.Jobs.Unchecked > 0 || creditsBad {

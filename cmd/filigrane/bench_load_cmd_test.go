@@ -151,8 +151,15 @@ func TestBenchLoadOneNode(t *testing.T) {
 	t.Parallel()
 	benchCluster(t)
 	rep, md, stdout := runBenchCmd(t, "load", "--nodes", "1", "--rate", "6", "--duration", "3s", "--retry-for", "2m",
-		"--mix", "embed=1,embed_async=1,detect=1,status=2,upload_embed=1,batch=2,embed_webhook=1")
+		"--mix", "embed=1,embed_async=1,detect=1,status=2,upload_embed=1,batch=2,embed_webhook=1,embed_storage=1")
 	checkAccounting(t, rep)
+	// Each job of embed_webhook got its event, each result of embed_storage is in the destination bucket.
+	if w := rep.Webhooks; w == nil || w.Jobs == 0 || w.Delivered != w.Jobs || !w.OK() {
+		t.Errorf("webhook check %+v", w)
+	}
+	if st := rep.Storage; st == nil || st.Jobs == 0 || st.Stored != st.Jobs || !st.OK() {
+		t.Errorf("storage check %+v", st)
+	}
 	if rep.Mode != "open" || rep.Rate != 6 || rep.LocalNodes != 1 || len(rep.Targets) != 1 {
 		t.Errorf("run description: mode %s rate %v nodes %d targets %v", rep.Mode, rep.Rate, rep.LocalNodes, rep.Targets)
 	}
@@ -179,7 +186,7 @@ func TestBenchLoadOneNode(t *testing.T) {
 			t.Errorf("%d batch operations, jobs report %+v", o.Count, rep.Jobs)
 		}
 	}
-	for _, want := range []string{"| upload_embed |", "| batch |", "0 lost, 0 stuck", "equal; charged twice: 0"} {
+	for _, want := range []string{"| upload_embed |", "| batch |", "0 lost, 0 stuck", "equal; charged twice: 0", "(all delivered)", "(all stored)"} {
 		if !strings.Contains(md, want) || !strings.Contains(stdout, want) {
 			t.Errorf("report.md or stdout lacks %q:\n%s", want, md)
 		}
