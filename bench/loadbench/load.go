@@ -275,10 +275,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	r.finalCheck(ctx, rep)
 	r.slowReceipts(ctx, rep)
 	if r.webhooks != nil {
-		rep.Webhooks = r.checkWebhooks(ctx, WebhookWait)
+		rep.Webhooks = r.checkWebhooks(ctx, DeliveryWait)
 	}
 	if r.destID != "" {
-		rep.Storage = r.checkStorage(ctx, WebhookWait)
+		rep.Storage = r.checkStorage(ctx, DeliveryWait)
 	}
 
 	if cfg.Ledger != nil {

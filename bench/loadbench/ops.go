@@ -313,12 +313,9 @@ func (a *attempt) run(ctx context.Context) {
 		}
 		a.accepted(ctx, res)
 		if a.out.requestID != "" {
-			var ended time.Time
+			var ended time.Time // zero: the client did not see the job end (the final check reads it)
 			if a.out.ok || strings.HasPrefix(a.out.failure, "job failed") {
-				ended = a.out.end
-				if ended.IsZero() {
-					ended = time.Now()
-				}
+				ended = time.Now()
 			}
 			a.r.webhookJob(a.out.requestID, ended)
 		}

@@ -16,10 +16,11 @@ import (
 	"filigrane/internal/whsign"
 )
 
-// WebhookWait bounds how long the final check waits, after the jobs' check, for the events of the
-// embed_webhook operations' jobs: the outbox retries a failed delivery after 30 s and then 2 minutes
-// (docs/webhooks.md), so a receiver that failed for a while during the run still gets every event within it.
-const WebhookWait = 3 * time.Minute
+// DeliveryWait bounds how long the final check waits, after the jobs' check, for the events of the
+// embed_webhook operations' jobs and the embed_storage operations' deliveries: the outbox retries a failed
+// delivery after 30 s and then 2 minutes (docs/webhooks.md, docs/storage.md), so a receiver or bucket that
+// failed for a while during the run still gets everything within it.
+const DeliveryWait = 3 * time.Minute
 
 // WebhookTarget is the schedule target of the run's webhook receiver: `stop` makes it answer 500 to every
 // delivery (a customer endpoint that fails), `cont` makes it accept them again.
