@@ -193,15 +193,15 @@ func TestBenchLoadOneNode(t *testing.T) {
 	}
 }
 
-// bench chaos with embed_webhook: the run's receiver answers 500 for the first 7 s (more than one outbox pass
-// of 5 s), then accepts. Every job of the operation ends and its final event arrives, signed, naming the job's
+// bench chaos with embed_webhook: the run's receiver answers 500 for the first 9 s (an outbox pass runs every
+// 5 s, so one falls between 4 s and 9 s, when jobs have ended), then accepts. Every job of the operation ends and its final event arrives, signed, naming the job's
 // outcome, none missing; the deliveries refused while the receiver failed came again on the outbox's schedule
 // (30 s later), so some events arrived late and the refusals show in the report.
 func TestBenchChaosWebhookReceiverFails(t *testing.T) {
 	t.Parallel()
 	benchCluster(t)
-	rep, md, _ := runBenchCmd(t, "chaos", "--nodes", "1", "--clients", "2", "--duration", "8s", "--retry-for", "2m",
-		"--mix", "embed_webhook=3,status=1", "--schedule", "0s:stop:webhook,7s:cont:webhook")
+	rep, md, _ := runBenchCmd(t, "chaos", "--nodes", "1", "--clients", "2", "--duration", "10s", "--retry-for", "2m",
+		"--mix", "embed_webhook=3,status=1", "--schedule", "0s:stop:webhook,9s:cont:webhook")
 	checkAccounting(t, rep)
 	w := rep.Webhooks
 	if w == nil {
