@@ -98,9 +98,9 @@ func TestClaimWhoseAnswerWasLostStillRuns(t *testing.T) {
 // TestEdgeClaimWhoseAnswerWasLostIsReturned: a synchronous detection with an Idempotency-Key is submitted with
 // ClaimAs (the edge runs it itself), and the job's record, claimed by the edge's worker, is written but its save
 // reports a timeout (a frozen object storage that wrote it later), so the edge got internal and ran nothing:
-// the job is running under the edge's lease with nobody working on it. The edge's submission again (its own
-// retry, or the client's retry with the same key through the same node) must hand the lease back to that
-// worker, so it can run the attempt now. Before, the repeat answered the replayed record without a lease and
+// the job is running under the edge's lease with nobody working on it. The edge's submission again with the
+// same ClaimAs must hand the lease back to that worker, so it can run the attempt now; another claimant (a
+// client's retry is another request) gets none. Before, the repeat answered the replayed record without a lease and
 // the request waited on a job that nobody ran until the lease (30 s) ran out.
 func TestEdgeClaimWhoseAnswerWasLostIsReturned(t *testing.T) {
 	pebble, err := pebblestore.Open(t.TempDir(), zerolog.Nop())
@@ -137,7 +137,7 @@ func TestEdgeClaimWhoseAnswerWasLostIsReturned(t *testing.T) {
 	if again.Record.Attempts != 1 {
 		t.Errorf("attempts %d, want 1 (the same claim)", again.Record.Attempts)
 	}
-	// Another node's edge (another worker) gets the record without a lease: it waits for the outcome.
+	// Another request (another claimant) gets the record without a lease: it waits for the outcome.
 	other := *submit
 	other.ClaimAs = "n2/m2/edge"
 	if rep := c.job(t, reqID, &other); rep.Lease != nil {
