@@ -226,3 +226,30 @@ func TestWebhookReceiver(t *testing.T) {
 		t.Errorf("%+v", rep)
 	}
 }
+
+// The storage check reads each embed_storage job's receipt and its stored object on whichever node answers:
+// a dead node's turn moves on (a 5-node chaos run with a node left dead counted a fifth of the results
+// unreadable before). A stored result that reads back counts as stored, a failed delivery as failed.
+func TestStorageCheckSkipsDeadNode(t *testing.T) {
+	dead := httptest.NewServer(http.NotFoundHandler())
+	dead.Close()
+	live := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/watermarks/jobs/req_a":
+			rw.Write([]byte(`{"status":"succeeded","storage_status":"stored","storage_delivery_id":"std_a"}`))
+		case "/watermarks/jobs/req_b":
+			rw.Write([]byte(`{"status":"succeeded","storage_status":"failed","storage_delivery_id":"std_b"}`))
+		case "/storage/deliveries/std_a/content":
+			rw.Write([]byte("PNG"))
+		default:
+			http.NotFound(rw, r)
+		}
+	}))
+	defer live.Close()
+	r := &runner{cfg: Config{Targets: []string{dead.URL, live.URL}, Key: "k", RetryFor: 5 * time.Second, PollInterval: time.Millisecond},
+		http: newHTTPClient(4, time.Second), destID: "dst_1", stJobs: map[string]bool{"req_a": true, "req_b": true}}
+	rep := r.checkStorage(context.Background(), time.Second)
+	if rep.Jobs != 2 || rep.Stored != 1 || rep.Failed != 1 || rep.FailedIDs[0] != "req_b" || rep.Unreadable != 0 || rep.OK() {
+		t.Errorf("%+v", rep)
+	}
+}

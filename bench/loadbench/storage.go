@@ -126,9 +126,10 @@ func (r *runner) checkStorage(ctx context.Context, wait time.Duration) *StorageR
 		}
 		readable := false
 		if outcome == "stored" {
-			res, err := r.http.do("GET", r.cfg.Targets[i%len(r.cfg.Targets)]+"/storage/deliveries/"+url.PathEscape(st.StorageDelivery)+"/content",
-				r.cfg.Key, "", nil, nil, true)
-			readable = err == nil && res.status == 200 && len(res.body) > 0
+			// On any node that answers (a killed node's turn moves on to the next, as every read does).
+			a := &attempt{r: r, giveUp: time.Now().Add(r.cfg.RetryFor)}
+			res, ok := a.send(ctx, "GET", "/storage/deliveries/"+url.PathEscape(st.StorageDelivery)+"/content", "", nil, true)
+			readable = ok && res.status == 200 && len(res.body) > 0
 		}
 		mu.Lock()
 		defer mu.Unlock()
