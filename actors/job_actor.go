@@ -227,7 +227,20 @@ func (a *jobActor) submit(ctx actor.Context, msg *JobSubmit) {
 			}
 			a.settle(ctx)
 		}
-		a.deps.Respond(ctx, &JobReply{Record: a.rec, Replayed: true})
+		// An edge's claim (ClaimAs, unique to one request) whose record was written although the save reported
+		// a failure (a write that timed out while the object storage stalled and landed later) left the job
+		// running under that request's lease while the edge, answered internal, ran nothing. The edge's repeated
+		// submission with the same ClaimAs gets the lease back, as a worker's repeated claim does, so that it
+		// runs the attempt now instead of waiting for a lease nobody renews to expire. Any other submission
+		// (a client's retry is a new request, with another ClaimAs) gets none: it may not run a second attempt
+		// beside the holder's.
+		var lease *jobstate.Lease
+		if r := a.rec; msg.ClaimAs != "" && r.Status == jobstate.StatusRunning && r.Lease != nil &&
+			r.Lease.WorkerID == msg.ClaimAs && a.deps.Clock.Now().Before(r.Lease.ExpiresAt) {
+			l := *r.Lease
+			lease = &l
+		}
+		a.deps.Respond(ctx, &JobReply{Record: a.rec, Replayed: true, Lease: lease})
 		return
 	}
 	cctx, cancel := a.deps.peerCtx()

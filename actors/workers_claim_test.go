@@ -94,3 +94,53 @@ func TestClaimWhoseAnswerWasLostStillRuns(t *testing.T) {
 		time.Sleep(20 * time.Millisecond) // polls the job's state; the deadline bounds a broken actor
 	}
 }
+
+// TestEdgeClaimWhoseAnswerWasLostIsReturned: a synchronous detection with an Idempotency-Key is submitted with
+// ClaimAs (the edge runs it itself), and the job's record, claimed by the edge's worker, is written but its save
+// reports a timeout (a frozen object storage that wrote it later), so the edge got internal and ran nothing:
+// the job is running under the edge's lease with nobody working on it. The edge's submission again with the
+// same ClaimAs must hand the lease back to that worker, so it can run the attempt now; another claimant (a
+// client's retry is another request) gets none. Before, the repeat answered the replayed record without a lease and
+// the request waited on a job that nobody ran until the lease (30 s) ran out.
+func TestEdgeClaimWhoseAnswerWasLostIsReturned(t *testing.T) {
+	pebble, err := pebblestore.Open(t.TempDir(), zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pebble.Close() })
+	store := &jobWriteAnswerLost{Store: pebble, lost: make(chan struct{})}
+	clk, _, spec := submitFixture(t, store, "8")
+	spec.Operation, spec.AcceleratorRequested, spec.WatermarkID = jobstate.OperationDetect, jobstate.AcceleratorCPU, ""
+	spec.IdempotencyKey = "edge-claim-1"
+	reqID := spec.RequestID
+	sys, c := startSystem(t, store, store, clk)
+	t.Cleanup(sys.Shutdown)
+
+	const edge, lease = "n1/m1/edge", time.Hour
+	submit := &actors.JobSubmit{Spec: spec, Hold: 3, Slot: true, ClaimAs: edge, Lease: lease}
+	store.armed.Store(true)
+	v, err := c.Request(context.Background(), reqID, actors.KindJob, submit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep := v.(*actors.JobReply); rep.Code != actors.ReplyInternal {
+		t.Fatalf("first submission: %+v, want internal (its save reported a timeout)", rep)
+	}
+	got := c.job(t, reqID, &actors.JobGet{RequestID: reqID})
+	if got.Record.Status != jobstate.StatusRunning || got.Record.Lease == nil || got.Record.Lease.WorkerID != edge {
+		t.Fatalf("the claimed record did not land: %+v", got.Record)
+	}
+	again := c.job(t, reqID, submit)
+	if again.Lease == nil || again.Lease.WorkerID != edge || again.Lease.Token != got.Record.Lease.Token {
+		t.Fatalf("the edge's repeated submission got no lease (%+v): nobody runs the job until its lease expires", again.Lease)
+	}
+	if again.Record.Attempts != 1 {
+		t.Errorf("attempts %d, want 1 (the same claim)", again.Record.Attempts)
+	}
+	// Another request (another claimant) gets the record without a lease: it waits for the outcome.
+	other := *submit
+	other.ClaimAs = "n2/m2/edge"
+	if rep := c.job(t, reqID, &other); rep.Lease != nil {
+		t.Errorf("another edge got the lease %+v", rep.Lease)
+	}
+}

@@ -470,6 +470,25 @@ func (s *Server) acceptFile(c context.Context, ctx *fasthttp.RequestCtx, r accep
 		submit.ClaimAs, submit.Lease = s.cfg.Pool.EdgeWorkerID(), s.cfg.Pool.Lease()
 	}
 	rep, err := jobs.Submit(c, submit)
+	// A claimed submission whose answer says it was not recorded (internal) or that got none may have been
+	// written all the same (a store write that timed out and landed later): the job would then run under this
+	// request's lease (its ClaimAs is unique to the request) with nobody working on it, and a retry by the
+	// client, another claimant, would wait for that lease to expire. Submitting the same claim again finds the
+	// job and hands the lease back (or creates it now), for up to one lease length within the request, as a
+	// worker re-sends its claim.
+	until := time.Now().Add(submit.Lease)
+resubmit:
+	for wait := 250 * time.Millisecond; submit.ClaimAs != "" && (err != nil || rep.Code == actors.ReplyInternal) && time.Now().Add(wait).Before(until); wait = min(2*wait, 2*time.Second) {
+		s.cfg.Logger.Warn().Err(err).Str("job", reqID).Msg("claimed submission not recorded; submitting again")
+		t := time.NewTimer(wait)
+		select {
+		case <-c.Done():
+			t.Stop()
+			break resubmit
+		case <-t.C:
+		}
+		rep, err = jobs.Submit(c, submit)
+	}
 	if err != nil {
 		s.cfg.Logger.Error().Err(err).Str("job", reqID).Msg("submit job")
 		return s.jobUsesInput(c, p.Key.OrgID, reqID, file.Key), newAPIError(CodeUnavailable, "the job could not be accepted in time; retry with the same Idempotency-Key")
@@ -489,9 +508,11 @@ func (s *Server) acceptFile(c context.Context, ctx *fasthttp.RequestCtx, r accep
 	// request, whose job reads the file just stored.
 	keep = !rep.Replayed || rep.Record != nil && rep.Record.Input.BlobKey == file.Key
 	rec := rep.Record
-	if rep.Replayed {
+	if rep.Replayed && !(syncDetect && rep.Lease != nil) {
 		return keep, s.answerReplay(c, ctx, p, rec, async)
 	}
+	// A replay that hands back this request's own lease is its earlier submission, whose answer was lost
+	// (nobody runs it): run it now, as a fresh claim.
 	if syncDetect && rep.Lease != nil {
 		// A retryable failure leaves the job to the pool; the wait below answers its outcome or the receipt.
 		if done := s.cfg.Pool.RunClaimed(c, rec, *rep.Lease); done != nil && done.Record != nil {

@@ -22,7 +22,8 @@ type Action struct {
 	// Kind is kill (SIGKILL), stop (SIGSTOP), cont (SIGCONT) or restart (start a killed process again on its
 	// data and ports).
 	Kind string
-	// Target is "nodeN" (N from 0) or "s3".
+	// Target is "nodeN" (N from 0), "s3", or "webhook" (WebhookTarget: the run's webhook receiver, which
+	// stop makes answer 500 until cont).
 	Target string
 }
 
@@ -51,10 +52,13 @@ func ParseSchedule(s string, nodes int) ([]Action, error) {
 		default:
 			return nil, fmt.Errorf("schedule step %q: unknown action %q (want kill, stop, cont, restart)", f, a.Kind)
 		}
-		if a.Target != "s3" {
+		if a.Target == WebhookTarget && a.Kind != "stop" && a.Kind != "cont" {
+			return nil, fmt.Errorf("schedule step %q: the webhook receiver can only be stopped (answer 500) and continued", f)
+		}
+		if a.Target != "s3" && a.Target != WebhookTarget {
 			i, err := strconv.Atoi(strings.TrimPrefix(a.Target, "node"))
 			if !strings.HasPrefix(a.Target, "node") || err != nil || i < 0 || i >= nodes {
-				return nil, fmt.Errorf("schedule step %q: target %q is not s3 or node0..node%d", f, a.Target, nodes-1)
+				return nil, fmt.Errorf("schedule step %q: target %q is not s3, webhook or node0..node%d", f, a.Target, nodes-1)
 			}
 		}
 		out = append(out, a)
@@ -151,6 +155,20 @@ func RunChaos(ctx context.Context, cc ChaosConfig) (*Report, error) {
 	if cfg.Log == nil {
 		cfg.Log = io.Discard
 	}
+	for _, a := range cc.Schedule {
+		if a.Target != WebhookTarget || cfg.webhooks != nil {
+			continue
+		}
+		if cfg.Mix[OpEmbedWebhook] == 0 {
+			return nil, errNoReceiver
+		}
+		w, err := startWebhookReceiver()
+		if err != nil {
+			return nil, err
+		}
+		defer w.close()
+		cfg.webhooks = w
+	}
 	started := make(chan time.Time, 1)
 	cfg.onStart = func(t time.Time) { started <- t }
 	type result struct {
@@ -217,7 +235,7 @@ func RunChaos(ctx context.Context, cc ChaosConfig) (*Report, error) {
 				ar := ActionReport{AtS: at.Sub(t0).Seconds(), Action: a.Kind, Target: a.Target}
 				if rec, err := cc.do(ctx, cfg, a, book, &ar.SelfExit); err != nil {
 					ar.Error = err.Error()
-				} else if a.Kind == "restart" || a.Kind == "cont" {
+				} else if (a.Kind == "restart" || a.Kind == "cont") && a.Target != WebhookTarget {
 					s := rec.Seconds()
 					ar.RecoveryS = &s
 				}
@@ -243,7 +261,7 @@ func RunChaos(ctx context.Context, cc ChaosConfig) (*Report, error) {
 	}
 	for i := range ch.Actions {
 		ar := &ch.Actions[i]
-		if book == nil || ar.Error != "" || i >= len(res.at) {
+		if book == nil || ar.Error != "" || i >= len(res.at) || ar.Target == WebhookTarget {
 			continue
 		}
 		at := res.at[i]
@@ -274,6 +292,10 @@ func RunChaos(ctx context.Context, cc ChaosConfig) (*Report, error) {
 
 // do performs one action and, for restart and cont, waits until the process serves again.
 func (cc ChaosConfig) do(ctx context.Context, cfg Config, a Action, book *jobBook, selfExit *bool) (recovery time.Duration, err error) {
+	if a.Target == WebhookTarget {
+		cfg.webhooks.setFailing(a.Kind == "stop")
+		return 0, nil
+	}
 	var p *clustertest.Process
 	node := -1
 	if a.Target == "s3" {

@@ -2,6 +2,8 @@ package loadbench
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -29,7 +31,9 @@ const (
 	s3AccessKey = "filigrane-bench"
 	s3SecretKey = "filigrane-bench-secret"
 	s3Bucket    = "filigrane-bench"
-	s3Region    = "us-east-1"
+	// s3DestBucket is the customer bucket of embed_storage operations, on the same server.
+	s3DestBucket = "filigrane-bench-dest"
+	s3Region     = "us-east-1"
 )
 
 // BenchCredits is the balance of the organization a local cluster creates: far more than any run spends, so
@@ -67,10 +71,12 @@ type Local struct {
 	// S3 is the versitygw process (Kill, Pause, Restart like the nodes).
 	S3       *clustertest.Processes
 	S3Config *node.S3Config
-	OrgID    string
-	Key      string
-	dir      string
-	ownDir   bool
+	// Dest is a second bucket on the S3 server, for a storage destination (embed_storage).
+	Dest   *StorageDest
+	OrgID  string
+	Key    string
+	dir    string
+	ownDir bool
 	// detection is the nodes' failure detection (zero fields: the node's defaults), which bounds how long
 	// a continued node may take to learn that it was declared dead.
 	detection cluster.FailureDetection
@@ -136,8 +142,16 @@ func StartLocal(ctx context.Context, cfg LocalConfig) (l *Local, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("S3 client: %w", err)
 	}
-	if err := mc.MakeBucket(ctx, s3Bucket, minio.MakeBucketOptions{Region: s3Region}); err != nil {
-		return nil, fmt.Errorf("create bucket: %w", err)
+	for _, b := range []string{s3Bucket, s3DestBucket} {
+		if err := mc.MakeBucket(ctx, b, minio.MakeBucketOptions{Region: s3Region}); err != nil {
+			return nil, fmt.Errorf("create bucket %s: %w", b, err)
+		}
+	}
+	l.Dest = &StorageDest{Endpoint: endpoint, Region: s3Region, Bucket: s3DestBucket, AccessKey: s3AccessKey, SecretKey: s3SecretKey}
+	// Every node must open the destinations' sealed secrets: one sealing key for the cluster.
+	var sealKey [32]byte
+	if _, err := rand.Read(sealKey[:]); err != nil {
+		return nil, err
 	}
 	if err := l.createOrg(ctx); err != nil {
 		return nil, err
@@ -156,7 +170,11 @@ func StartLocal(ctx context.Context, cfg LocalConfig) (l *Local, err error) {
 		logLevel = "warn"
 	}
 	l.Nodes, err = clustertest.StartProcesses(ctx, clustertest.ProcessConfig{
-		Binary: cfg.Binary, N: cfg.Nodes, Ports: 4, Env: cfg.Env, Output: cfg.Output,
+		Binary: cfg.Binary, N: cfg.Nodes, Ports: 4, Output: cfg.Output,
+		// The run's webhook receiver listens on 127.0.0.1 (embed_webhook): a local benchmark cluster may
+		// deliver there, as `serve --allow-private-targets` allows in development.
+		// The same for a storage destination on the local S3 server (embed_storage).
+		Env: append([]string{"FILIGRANE_ALLOW_PRIVATE_TARGETS=1", "FILIGRANE_STORAGE_SECRET_KEY=" + hex.EncodeToString(sealKey[:])}, cfg.Env...),
 		Args: func(i int, ports [][]int) []string {
 			p := ports[i]
 			args := []string{"serve", "--data", filepath.Join(l.dir, fmt.Sprintf("node%d", i)), "--node-name", fmt.Sprintf("node%d", i),

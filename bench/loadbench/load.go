@@ -68,6 +68,13 @@ type Config struct {
 	// Log receives set-up lines (nil discards them).
 	Log io.Writer
 
+	// Dest is the storage destination of embed_storage operations (a local cluster gives one).
+	Dest *StorageDest
+
+	// webhooks is the receiver a chaos run started (its schedule may make it fail); nil: Run starts one when
+	// the mix has embed_webhook.
+	webhooks *webhookReceiver
+
 	// onBook and onStart tell a chaos run the run's job book and when the load starts.
 	onBook  func(*jobBook)
 	onStart func(time.Time)
@@ -134,6 +141,11 @@ type runner struct {
 	inFlight   atomic.Int64
 	giveUpMu   sync.Mutex
 	gaveUp     []*replay // charged requests with no answer known to the client (no receipt either)
+	webhooks   *webhookReceiver
+	whMu       sync.Mutex
+	whJobs     map[string]time.Time // embed_webhook jobs -> when the client saw them end (zero: not seen)
+	destID     string               // the run's storage destination (embed_storage)
+	stJobs     map[string]bool      // embed_storage jobs (guarded by whMu)
 }
 
 // Run runs the load and returns the report. It fails only when the run cannot start; failed operations are
@@ -157,8 +169,30 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		conns = cfg.Clients + 8
 	}
 	r := &runner{cfg: cfg, http: newHTTPClient(conns, cfg.Timeout), jobs: newJobBook(),
-		runID: fmt.Sprintf("bench-%d", time.Now().UnixNano())}
+		runID: fmt.Sprintf("bench-%d", time.Now().UnixNano()), webhooks: cfg.webhooks, whJobs: map[string]time.Time{}, stJobs: map[string]bool{}}
 	defer r.http.c.CloseIdleConnections()
+	if cfg.Mix[OpEmbedWebhook] > 0 {
+		if r.webhooks == nil {
+			w, err := startWebhookReceiver()
+			if err != nil {
+				return nil, err
+			}
+			defer w.close()
+			r.webhooks = w
+		}
+		a := &attempt{r: r, giveUp: time.Now().Add(cfg.RetryFor)}
+		if err := r.webhooks.register(ctx, a); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.Mix[OpEmbedStorage] > 0 {
+		if cfg.Dest == nil {
+			return nil, errors.New("embed_storage needs a storage destination bucket (a local cluster: --nodes)")
+		}
+		if err := r.registerDest(ctx); err != nil {
+			return nil, err
+		}
+	}
 	eb, err := apibench.MultipartBody(cfg.Image, filepath.Base(cfg.ImageName), cfg.Data)
 	if err != nil {
 		return nil, err
@@ -240,6 +274,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	// Final check of every job the service accepted: still unknown or not finished is a lost or stuck job.
 	r.finalCheck(ctx, rep)
 	r.slowReceipts(ctx, rep)
+	if r.webhooks != nil {
+		rep.Webhooks = r.checkWebhooks(ctx, DeliveryWait)
+	}
+	if r.destID != "" {
+		rep.Storage = r.checkStorage(ctx, DeliveryWait)
+	}
 
 	if cfg.Ledger != nil {
 		// Read even after an interrupt: the report of an interrupted run still says what was charged.
@@ -409,6 +449,12 @@ func (r *runner) finalCheck(ctx context.Context, rep *Report) {
 			if a.out.ok {
 				r.jobs.success(a.out.requestID, rp.op)
 				success = true
+			}
+			if rp.op == OpEmbedWebhook && a.out.requestID != "" {
+				r.webhookJob(a.out.requestID, time.Time{})
+			}
+			if rp.op == OpEmbedStorage && a.out.requestID != "" {
+				r.storageJob(a.out.requestID)
 			}
 		}
 		if success {

@@ -3,12 +3,18 @@ package loadbench
 import (
 	"archive/zip"
 	"bytes"
+	"context"
 	"image/png"
+	"net/http"
+	"net/http/httptest"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"filigrane/internal/whsign"
 )
 
 func TestParseMix(t *testing.T) {
@@ -44,8 +50,8 @@ func TestPickFollowsWeights(t *testing.T) {
 }
 
 func TestParseSchedule(t *testing.T) {
-	s, err := ParseSchedule("9s:restart:node1, 5s:kill:node1,12s:stop:s3,14s:cont:s3", 3)
-	if err != nil || len(s) != 4 || s[0].Kind != "kill" || s[1].Kind != "restart" {
+	s, err := ParseSchedule("9s:restart:node1, 5s:kill:node1,12s:stop:s3,14s:cont:s3,1s:stop:webhook,2s:cont:webhook", 3)
+	if err != nil || len(s) != 6 || s[0].Target != "webhook" || s[2].Kind != "kill" || s[3].Kind != "restart" {
 		t.Fatalf("%v %v", s, err)
 	}
 	for _, bad := range []string{
@@ -54,6 +60,7 @@ func TestParseSchedule(t *testing.T) {
 		"5s:cont:s3",                     // not stopped
 		"5s:kill:node1,6s:kill:node1",    // killed twice
 		"5s:stop:node0,6s:restart:node0", // stopped, not killed
+		"5s:kill:webhook",                // the receiver only fails and recovers
 	} {
 		if _, err := ParseSchedule(bad, 3); err == nil {
 			t.Errorf("ParseSchedule(%q) accepted", bad)
@@ -148,5 +155,101 @@ func TestCheckArchive(t *testing.T) {
 		if err := checkArchive(zipBody, "bat_1", succeeded, items); err == nil {
 			t.Errorf("an archive with %s passed", name)
 		}
+	}
+}
+
+// The webhook receiver records a delivery only when both signature schemes verify and the body's id is the
+// event id header; it answers 500 while failing; the check counts a job without an event as missing, one
+// whose event names another outcome as mismatched, and a repeat as a duplicate.
+func TestWebhookReceiver(t *testing.T) {
+	w, err := startWebhookReceiver()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.close()
+	secret, _ := whsign.NewSecret()
+	w.secret, w.id = secret, "wh_test"
+	post := func(id, body string, sign string) int {
+		hdrs, err := whsign.Sign([]string{sign}, id, time.Now(), []byte(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req, _ := http.NewRequest("POST", w.url, strings.NewReader(body))
+		for _, h := range hdrs {
+			req.Header.Set(h.Name, h.Value)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		return res.StatusCode
+	}
+	ev := func(id, typ, req, status string) string {
+		return `{"id":"` + id + `","type":"` + typ + `","data":{"request_id":"` + req + `","status":"` + status + `"}}`
+	}
+	other, _ := whsign.NewSecret()
+	if got := post("evt_1", ev("evt_1", "watermark.embed.succeeded", "req_a", "succeeded"), other); got != 400 {
+		t.Errorf("wrong secret: %d", got)
+	}
+	if got := post("evt_x", ev("evt_1", "watermark.embed.succeeded", "req_a", "succeeded"), secret); got != 400 {
+		t.Errorf("id header not the body's: %d", got)
+	}
+	w.setFailing(true)
+	if got := post("evt_1", ev("evt_1", "watermark.embed.succeeded", "req_a", "succeeded"), secret); got != 500 {
+		t.Errorf("failing: %d", got)
+	}
+	w.setFailing(false)
+	for range 2 {
+		if got := post("evt_1", ev("evt_1", "watermark.embed.succeeded", "req_a", "succeeded"), secret); got != 204 {
+			t.Errorf("good delivery: %d", got)
+		}
+	}
+	if got := post("evt_2", ev("evt_2", "watermark.embed.succeeded", "req_b", "succeeded"), secret); got != 204 {
+		t.Errorf("good delivery: %d", got)
+	}
+	// A job server: req_a succeeded, req_b failed (its event says succeeded), req_c succeeded (no event).
+	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		status := map[string]string{"req_a": "succeeded", "req_b": "failed", "req_c": "succeeded"}[path.Base(r.URL.Path)]
+		rw.Write([]byte(`{"request_id":"x","status":"` + status + `"}`))
+	}))
+	defer srv.Close()
+	r := &runner{cfg: Config{Targets: []string{srv.URL}, Key: "k", RetryFor: time.Second}, http: newHTTPClient(4, time.Second),
+		webhooks: w, whJobs: map[string]time.Time{}}
+	for _, id := range []string{"req_a", "req_b", "req_c"} {
+		r.webhookJob(id, time.Now())
+	}
+	rep := r.checkWebhooks(context.Background(), 0)
+	if rep.Jobs != 3 || rep.Delivered != 1 || rep.Missing != 1 || rep.MissingIDs[0] != "req_c" || rep.Mismatched != 1 ||
+		rep.MismatchedIDs[0] != "req_b" || rep.Duplicates != 1 || rep.Refused != 1 || rep.BadSignature != 1 ||
+		rep.Malformed != 1 || rep.Deliveries != 6 || rep.OK() {
+		t.Errorf("%+v", rep)
+	}
+}
+
+// The storage check reads each embed_storage job's receipt and its stored object on whichever node answers:
+// a dead node's turn moves on (a 5-node chaos run with a node left dead counted a fifth of the results
+// unreadable before). A stored result that reads back counts as stored, a failed delivery as failed.
+func TestStorageCheckSkipsDeadNode(t *testing.T) {
+	dead := httptest.NewServer(http.NotFoundHandler())
+	dead.Close()
+	live := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/watermarks/jobs/req_a":
+			rw.Write([]byte(`{"status":"succeeded","storage_status":"stored","storage_delivery_id":"std_a"}`))
+		case "/watermarks/jobs/req_b":
+			rw.Write([]byte(`{"status":"succeeded","storage_status":"failed","storage_delivery_id":"std_b"}`))
+		case "/storage/deliveries/std_a/content":
+			rw.Write([]byte("PNG"))
+		default:
+			http.NotFound(rw, r)
+		}
+	}))
+	defer live.Close()
+	r := &runner{cfg: Config{Targets: []string{dead.URL, live.URL}, Key: "k", RetryFor: 5 * time.Second, PollInterval: time.Millisecond},
+		http: newHTTPClient(4, time.Second), destID: "dst_1", stJobs: map[string]bool{"req_a": true, "req_b": true}}
+	rep := r.checkStorage(context.Background(), time.Second)
+	if rep.Jobs != 2 || rep.Stored != 1 || rep.Failed != 1 || rep.FailedIDs[0] != "req_b" || rep.Unreadable != 0 || rep.OK() {
+		t.Errorf("%+v", rep)
 	}
 }

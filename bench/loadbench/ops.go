@@ -36,10 +36,16 @@ const (
 	// file to its signed URL, start it, poll it to its end and download the archive (batch.go). Its items are
 	// charged, each by its own request id.
 	OpBatch Op = "batch"
+	// OpEmbedWebhook is OpEmbedAsync naming the run's webhook endpoint (webhook_id): the harness's receiver
+	// must get the job's final event (webhook.go). A retry with the same Idempotency-Key is the same job.
+	OpEmbedWebhook Op = "embed_webhook"
+	// OpEmbedStorage is OpEmbedAsync naming the run's storage destination (storage_destination_id): the
+	// result must end up stored in that bucket (storage.go).
+	OpEmbedStorage Op = "embed_storage"
 )
 
 // AllOps lists the operations in report order.
-var AllOps = []Op{OpEmbed, OpEmbedAsync, OpDetect, OpStatus, OpUploadEmbed, OpBatch}
+var AllOps = []Op{OpEmbed, OpEmbedAsync, OpDetect, OpStatus, OpUploadEmbed, OpBatch, OpEmbedWebhook, OpEmbedStorage}
 
 // Charged says whether the operation costs credits when it succeeds.
 func (o Op) Charged() bool { return o != OpStatus }
@@ -66,7 +72,7 @@ func ParseMix(s string) (Mix, error) {
 			known = known || o == op
 		}
 		if !known {
-			return nil, fmt.Errorf("unknown operation %q (want embed, embed_async, detect, status, upload_embed, batch)", op)
+			return nil, fmt.Errorf("unknown operation %q (want embed, embed_async, detect, status, upload_embed, batch, embed_webhook, embed_storage)", op)
 		}
 		n := 1
 		if hasW {
@@ -281,6 +287,38 @@ func (a *attempt) run(ctx context.Context) {
 		a.uploadEmbed(ctx)
 	case OpBatch:
 		a.batch(ctx)
+	case OpEmbedStorage:
+		path := "/watermarks/images/async?storage_destination_id=" + url.QueryEscape(a.r.destID)
+		res, ok := a.send(ctx, "POST", path, a.r.embedBody.ContentType, a.r.embedBody.Data, true)
+		if !ok {
+			return
+		}
+		if res.status != 202 {
+			a.fail(res)
+			return
+		}
+		a.accepted(ctx, res)
+		if a.out.requestID != "" {
+			a.r.storageJob(a.out.requestID)
+		}
+	case OpEmbedWebhook:
+		path := "/watermarks/images/async?webhook_id=" + url.QueryEscape(a.r.webhooks.id)
+		res, ok := a.send(ctx, "POST", path, a.r.embedBody.ContentType, a.r.embedBody.Data, true)
+		if !ok {
+			return
+		}
+		if res.status != 202 {
+			a.fail(res)
+			return
+		}
+		a.accepted(ctx, res)
+		if a.out.requestID != "" {
+			var ended time.Time // zero: the client did not see the job end (the final check reads it)
+			if a.out.ok || strings.HasPrefix(a.out.failure, "job failed") {
+				ended = time.Now()
+			}
+			a.r.webhookJob(a.out.requestID, ended)
+		}
 	}
 }
 

@@ -41,6 +41,10 @@ type Report struct {
 	Credits  *Credits       `json:"credits,omitempty"`
 	Series   []SecondReport `json:"series"`
 	Chaos    *ChaosReport   `json:"chaos,omitempty"`
+	// Webhooks is the check of the embed_webhook operations' events (nil without that operation).
+	Webhooks *WebhookReport `json:"webhooks,omitempty"`
+	// Storage is the check of the embed_storage operations' deliveries (nil without that operation).
+	Storage *StorageReport `json:"storage,omitempty"`
 	// Slowest is the run's slowest operations (at most SlowestKept), slowest first: what a stall is traced
 	// from, in the nodes' logs by request or batch id.
 	Slowest []SlowOp `json:"slowest,omitempty"`
@@ -223,6 +227,12 @@ func (r *Report) WriteMarkdown(w io.Writer) {
 	j := r.Jobs
 	fmt.Fprintf(w, "\nJobs: %d accepted, %d ended (%d first seen ended by the final check), **%d lost, %d stuck**, %d not checked. Requests given up without an answer and replayed with their Idempotency-Key after the run: %d (%d succeeded).\n",
 		j.Accepted, j.Terminal, j.EndedAfterRun, j.Lost, j.Stuck, j.Unchecked, j.Replayed, j.ReplayedOK)
+	if r.Webhooks != nil {
+		r.Webhooks.writeMarkdown(w)
+	}
+	if r.Storage != nil {
+		r.Storage.writeMarkdown(w)
+	}
 	if j.Batches > 0 {
 		fmt.Fprintf(w, "\nBatches: %d created, %d seen ended (their accepted items are counted among the jobs above; a batch lost or stuck counts there too).\n",
 			j.Batches, j.BatchesEnded)

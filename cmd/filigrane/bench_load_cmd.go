@@ -65,7 +65,7 @@ func runBenchLoad(ctx context.Context, args []string, stdout, stderr io.Writer, 
 		clients   = fs.Int("clients", 8, "closed loop: clients, each with one operation in flight")
 		duration  = fs.Duration("duration", 30*time.Second, "how long operations start")
 		drain     = fs.Duration("drain", 2*time.Minute, "after --duration, how long operations in flight may take to end")
-		mix       = fs.String("mix", loadbench.DefaultMix, "operation weights: embed, embed_async, detect, status, upload_embed, batch")
+		mix       = fs.String("mix", loadbench.DefaultMix, "operation weights: embed, embed_async, detect, status, upload_embed, batch, embed_webhook, embed_storage")
 		imagePath = fs.String("image", "", "image to embed (default: a generated 1024x1024 photo-like JPEG)")
 		outDir    = fs.String("out", defOut, "directory for report.json, report.md and chart.png")
 		timeout   = fs.Duration("timeout", time.Minute, "limit of one HTTP request")
@@ -79,7 +79,7 @@ func runBenchLoad(ctx context.Context, args []string, stdout, stderr io.Writer, 
 		nodeLevel = fs.String("node-log-level", "warn", "local nodes' --log-level (debug logs every request: route, status, time, request id)")
 		s3Sidecar = fs.Bool("s3-sidecar", false, "local S3 server (versitygw) keeps object metadata in a sidecar directory, not in extended attributes (the mode a kill -9 can tear; see docs/storage.md)")
 		detection = fs.String("detection", "", "local nodes' failure detection: production, quick (1 s probes, 4x suspicion) or stable (5 s, 6x); default stable for load, quick for chaos")
-		schedule  = fs.String("schedule", "", "chaos: AT:ACTION:TARGET,... with ACTION kill, stop, cont, restart and TARGET nodeN or s3 (default: kill and restart the last node, freeze node0, kill and restart S3)")
+		schedule  = fs.String("schedule", "", "chaos: AT:ACTION:TARGET,... with ACTION kill, stop, cont, restart and TARGET nodeN, s3 or webhook (the run's webhook receiver: stop answers 500, cont accepts again) (default: kill and restart the last node, freeze node0, kill and restart S3)")
 	)
 	s3cfg := s3Flags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -151,7 +151,7 @@ func runBenchLoad(ctx context.Context, args []string, stdout, stderr io.Writer, 
 			return fail(1, err)
 		}
 		defer local.Close()
-		cfg.Targets, cfg.Key = local.Targets(), local.Key
+		cfg.Targets, cfg.Key, cfg.Dest = local.Targets(), local.Key, local.Dest
 		cfg.Ledger = loadbench.StoreLedger{S3: local.S3Config, OrgID: local.OrgID}
 	} else {
 		cfg.Targets = strings.Split(*urls, ",")
@@ -190,6 +190,16 @@ func runBenchLoad(ctx context.Context, args []string, stdout, stderr io.Writer, 
 	// A run fails when a job was lost or stuck, when the outcome of a job could not be read, or when the
 	// credits could be checked and did not match or could not be checked although the store was given.
 	creditsBad := cfg.Ledger != nil && (rep.Credits == nil || !rep.Credits.Equal)
+	if rep.Webhooks != nil && !rep.Webhooks.OK() {
+		fmt.Fprintf(stderr, "%s: FAILED: webhook events missing %d, mismatched %d, bad signatures %d, malformed %d\n",
+			name, rep.Webhooks.Missing, rep.Webhooks.Mismatched, rep.Webhooks.BadSignature, rep.Webhooks.Malformed)
+		return 1
+	}
+	if rep.Storage != nil && !rep.Storage.OK() {
+		fmt.Fprintf(stderr, "%s: FAILED: storage deliveries failed %d, pending %d, unreadable %d\n",
+			name, rep.Storage.Failed, rep.Storage.Pending, rep.Storage.Unreadable)
+		return 1
+	}
 	if rep.Jobs.Lost > 0 || rep.Jobs.Stuck > 0 || rep.Jobs.Unchecked > 0 || creditsBad {
 		fmt.Fprintf(stderr, "%s: FAILED: jobs lost %d, stuck %d, not checked %d; credits checked and equal to successes: %v\n",
 			name, rep.Jobs.Lost, rep.Jobs.Stuck, rep.Jobs.Unchecked, rep.Credits != nil && rep.Credits.Equal)

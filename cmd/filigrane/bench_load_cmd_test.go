@@ -151,8 +151,15 @@ func TestBenchLoadOneNode(t *testing.T) {
 	t.Parallel()
 	benchCluster(t)
 	rep, md, stdout := runBenchCmd(t, "load", "--nodes", "1", "--rate", "6", "--duration", "3s", "--retry-for", "2m",
-		"--mix", "embed=1,embed_async=1,detect=1,status=2,upload_embed=1,batch=2")
+		"--mix", "embed=1,embed_async=1,detect=1,status=2,upload_embed=1,batch=2,embed_webhook=1,embed_storage=1")
 	checkAccounting(t, rep)
+	// Each job of embed_webhook got its event, each result of embed_storage is in the destination bucket.
+	if w := rep.Webhooks; w == nil || w.Jobs == 0 || w.Delivered != w.Jobs || !w.OK() {
+		t.Errorf("webhook check %+v", w)
+	}
+	if st := rep.Storage; st == nil || st.Jobs == 0 || st.Stored != st.Jobs || !st.OK() {
+		t.Errorf("storage check %+v", st)
+	}
 	if rep.Mode != "open" || rep.Rate != 6 || rep.LocalNodes != 1 || len(rep.Targets) != 1 {
 		t.Errorf("run description: mode %s rate %v nodes %d targets %v", rep.Mode, rep.Rate, rep.LocalNodes, rep.Targets)
 	}
@@ -179,10 +186,38 @@ func TestBenchLoadOneNode(t *testing.T) {
 			t.Errorf("%d batch operations, jobs report %+v", o.Count, rep.Jobs)
 		}
 	}
-	for _, want := range []string{"| upload_embed |", "| batch |", "0 lost, 0 stuck", "equal; charged twice: 0"} {
+	for _, want := range []string{"| upload_embed |", "| batch |", "0 lost, 0 stuck", "equal; charged twice: 0", "(all delivered)", "(all stored)"} {
 		if !strings.Contains(md, want) || !strings.Contains(stdout, want) {
 			t.Errorf("report.md or stdout lacks %q:\n%s", want, md)
 		}
+	}
+}
+
+// bench chaos with embed_webhook: the run's receiver answers 500 for the first 9 s (an outbox pass runs every
+// 5 s, so one falls between 4 s and 9 s, when jobs have ended), then accepts. Every job of the operation ends and its final event arrives, signed, naming the job's
+// outcome, none missing; the deliveries refused while the receiver failed came again on the outbox's schedule
+// (30 s later), so some events arrived late and the refusals show in the report.
+func TestBenchChaosWebhookReceiverFails(t *testing.T) {
+	t.Parallel()
+	benchCluster(t)
+	rep, md, _ := runBenchCmd(t, "chaos", "--nodes", "1", "--clients", "2", "--duration", "10s", "--retry-for", "2m",
+		"--mix", "embed_webhook=3,status=1", "--schedule", "0s:stop:webhook,9s:cont:webhook")
+	checkAccounting(t, rep)
+	w := rep.Webhooks
+	if w == nil {
+		t.Fatalf("no webhook check in the report: %v", rep.Notes)
+	}
+	if w.Jobs == 0 || w.Delivered != w.Jobs || w.Missing != 0 || w.Mismatched != 0 || w.NotEnded != 0 || !w.OK() {
+		t.Errorf("webhook events: %+v", w)
+	}
+	if w.BadSignature != 0 || w.Malformed != 0 {
+		t.Errorf("deliveries that did not verify: %+v", w)
+	}
+	if w.Refused == 0 || w.Late == 0 || w.MaxDelayS < 20 {
+		t.Errorf("the receiver's failure did not show: %+v", w)
+	}
+	if !strings.Contains(md, "0 missing, 0 mismatched** (all delivered)") {
+		t.Errorf("report.md:\n%s", md)
 	}
 }
 
