@@ -250,15 +250,7 @@ func (a *attempt) run(ctx context.Context) {
 	case OpEmbed:
 		a.embed(ctx, a.r.embedBody)
 	case OpEmbedAsync:
-		res, ok := a.send(ctx, "POST", "/watermarks/images/async", a.r.embedBody.ContentType, a.r.embedBody.Data, true)
-		if !ok {
-			return
-		}
-		if res.status != 202 {
-			a.fail(res)
-			return
-		}
-		a.accepted(ctx, res)
+		a.submitAsync(ctx, "/watermarks/images/async")
 	case OpDetect:
 		res, ok := a.send(ctx, "POST", "/watermarks/images/detect", a.r.detectBody.ContentType, a.r.detectBody.Data, true)
 		if !ok {
@@ -288,31 +280,13 @@ func (a *attempt) run(ctx context.Context) {
 	case OpBatch:
 		a.batch(ctx)
 	case OpEmbedStorage:
-		path := "/watermarks/images/async?storage_destination_id=" + url.QueryEscape(a.r.destID)
-		res, ok := a.send(ctx, "POST", path, a.r.embedBody.ContentType, a.r.embedBody.Data, true)
-		if !ok {
-			return
-		}
-		if res.status != 202 {
-			a.fail(res)
-			return
-		}
-		a.accepted(ctx, res)
-		if a.out.requestID != "" {
+		if a.submitAsync(ctx, "/watermarks/images/async?storage_destination_id="+url.QueryEscape(a.r.destID)) &&
+			a.out.requestID != "" {
 			a.r.storageJob(a.out.requestID)
 		}
 	case OpEmbedWebhook:
-		path := "/watermarks/images/async?webhook_id=" + url.QueryEscape(a.r.webhooks.id)
-		res, ok := a.send(ctx, "POST", path, a.r.embedBody.ContentType, a.r.embedBody.Data, true)
-		if !ok {
-			return
-		}
-		if res.status != 202 {
-			a.fail(res)
-			return
-		}
-		a.accepted(ctx, res)
-		if a.out.requestID != "" {
+		if a.submitAsync(ctx, "/watermarks/images/async?webhook_id="+url.QueryEscape(a.r.webhooks.id)) &&
+			a.out.requestID != "" {
 			var ended time.Time // zero: the client did not see the job end (the final check reads it)
 			if a.out.ok || strings.HasPrefix(a.out.failure, "job failed") {
 				ended = time.Now()
@@ -379,6 +353,21 @@ func (a *attempt) uploadEmbed(ctx context.Context) {
 		a.embed(ctx, a.r.uploadBody(up.UploadID))
 		return
 	}
+}
+
+// submitAsync sends the embed body to an asynchronous route (path, with its query) and books the job when it is
+// accepted (202); it reports whether it was.
+func (a *attempt) submitAsync(ctx context.Context, path string) bool {
+	res, ok := a.send(ctx, "POST", path, a.r.embedBody.ContentType, a.r.embedBody.Data, true)
+	if !ok {
+		return false
+	}
+	if res.status != 202 {
+		a.fail(res)
+		return false
+	}
+	a.accepted(ctx, res)
+	return true
 }
 
 // accepted follows a job receipt: GET the job until it ends, on any node.

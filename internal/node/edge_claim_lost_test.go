@@ -5,17 +5,12 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"io"
-	"log"
 	"net/http"
 	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"strings"
 	"sync/atomic"
 	"testing"
 
-	"filigrane/internal/admin"
-	"filigrane/internal/node"
 	"filigrane/persistence/s3test"
 )
 
@@ -24,16 +19,10 @@ import (
 // frozen storage server does with a request it took before it stopped. landed is closed once that write is
 // stored.
 func lateWritingS3(t *testing.T, target, match string) (endpoint string, armed *atomic.Bool, landed chan struct{}) {
-	u, err := url.Parse("http://" + target)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := httputil.NewSingleHostReverseProxy(u) // keeps the client's Host header, which SigV4 signed
-	proxy.ErrorLog = log.New(io.Discard, "", 0)
 	armed, landed = &atomic.Bool{}, make(chan struct{})
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	endpoint = s3Proxy(t, target, func(w http.ResponseWriter, r *http.Request, pass http.Handler) {
 		if r.Method != "PUT" || !strings.Contains(r.URL.Path, match) || !armed.CompareAndSwap(true, false) {
-			proxy.ServeHTTP(w, r)
+			pass.ServeHTTP(w, r)
 			return
 		}
 		body, err := io.ReadAll(r.Body)
@@ -45,14 +34,13 @@ func lateWritingS3(t *testing.T, target, match string) (endpoint string, armed *
 		late := r.Clone(t.Context())
 		late.Body, late.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
 		rec := httptest.NewRecorder()
-		proxy.ServeHTTP(rec, late)
+		pass.ServeHTTP(rec, late)
 		if rec.Code != 200 {
 			t.Errorf("the late write was refused: %d %s", rec.Code, rec.Body)
 		}
 		close(landed)
-	}))
-	t.Cleanup(srv.Close)
-	return srv.URL, armed, landed
+	})
+	return endpoint, armed, landed
 }
 
 // TestSyncDetectEdgeClaimLostRuns: a synchronous detection with an Idempotency-Key is recorded as a job that
@@ -67,13 +55,10 @@ func TestSyncDetectEdgeClaimLostRuns(t *testing.T) {
 		t.Skip("multi-process test")
 	}
 	srv := s3test.Start(t)
-	direct := &node.S3Config{Endpoint: "http://" + srv.Endpoint, Bucket: srv.NewBucket(t), AccessKey: srv.AccessKey,
-		SecretKey: srv.SecretKey, Region: srv.Region}
+	direct := s3Config(t, srv)
 	// Job records are objects named by the hex of their key, job/<request id>.
 	endpoint, armed, landed := lateWritingS3(t, srv.Endpoint, hex.EncodeToString([]byte("job/req_")))
-	var secret string
-	(&clusterFixture{s3: direct}).admin(t, func(a admin.Admin) { _, secret = newOwnerKey(t, a, "Edge claim") })
-	_, base := startSolo(t, t.TempDir(), s3Flags(endpoint, direct)...)
+	secret, base := soloBehind(t, direct, endpoint, "Edge claim")
 
 	img := photo(t, 400, 300, 31)
 	armed.Store(true)

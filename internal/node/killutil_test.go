@@ -114,6 +114,16 @@ func s3Flags(endpoint string, s3 *node.S3Config) []string {
 		"--s3-secret-key", s3.SecretKey}
 }
 
+// soloBehind starts one node process whose storage is direct's bucket reached through endpoint (a proxy the
+// test puts in front of the S3 server to hold, drop or refuse writes), with an owner key named name made
+// directly on the bucket first; it returns the key's secret and the node's API base URL.
+func soloBehind(t *testing.T, direct *node.S3Config, endpoint, name string) (secret, base string) {
+	t.Helper()
+	(&clusterFixture{s3: direct}).admin(t, func(a admin.Admin) { _, secret = newOwnerKey(t, a, name) })
+	_, base = startSolo(t, t.TempDir(), s3Flags(endpoint, direct)...)
+	return secret, base
+}
+
 // newOwnerKey creates an organization named name on the scale plan with 100 credits, and a key with every
 // scope for an owner of it.
 func newOwnerKey(t *testing.T, a admin.Admin, name string) (orgID, secret string) {

@@ -3,6 +3,8 @@ package node_test
 import (
 	"context"
 	"encoding/hex"
+	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -16,27 +18,36 @@ import (
 	"filigrane/persistence/s3test"
 )
 
-// answerDroppingS3 forwards every request to the S3 server but, for the first PUT whose path contains
-// match, never answers: the write lands and the node sees a timeout, as when a storage server or the
-// network between fails after the commit.
-func answerDroppingS3(t *testing.T, target, match string) (endpoint string, dropped *atomic.Bool) {
+// s3Proxy puts an HTTP server in front of the S3 server at target and returns its URL, the endpoint to give a
+// node: handle sees every request with pass, a reverse proxy to the server that keeps the client's Host header
+// (which SigV4 signed), and decides what becomes of it.
+func s3Proxy(t *testing.T, target string, handle func(w http.ResponseWriter, r *http.Request, pass http.Handler)) string {
 	u, err := url.Parse("http://" + target)
 	if err != nil {
 		t.Fatal(err)
 	}
 	proxy := httputil.NewSingleHostReverseProxy(u)
+	proxy.ErrorLog = log.New(io.Discard, "", 0)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { handle(w, r, proxy) }))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// answerDroppingS3 forwards every request to the S3 server but, for the first PUT whose path contains
+// match, never answers: the write lands and the node sees a timeout, as when a storage server or the
+// network between fails after the commit.
+func answerDroppingS3(t *testing.T, target, match string) (endpoint string, dropped *atomic.Bool) {
 	dropped = &atomic.Bool{}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	endpoint = s3Proxy(t, target, func(w http.ResponseWriter, r *http.Request, pass http.Handler) {
 		if r.Method == "PUT" && strings.Contains(r.URL.Path, match) && dropped.CompareAndSwap(false, true) {
 			rec := httptest.NewRecorder()
-			proxy.ServeHTTP(rec, r.WithContext(context.WithoutCancel(r.Context())))
+			pass.ServeHTTP(rec, r.WithContext(context.WithoutCancel(r.Context())))
 			<-r.Context().Done() // the write is done; its answer is lost
 			return
 		}
-		proxy.ServeHTTP(w, r)
-	}))
-	t.Cleanup(srv.Close)
-	return srv.URL, dropped
+		pass.ServeHTTP(w, r)
+	})
+	return endpoint, dropped
 }
 
 // TestLostSubmitAnswerKeepsTheInput: the job record of a synchronous embed is written but the storage's

@@ -2,31 +2,19 @@ package node_test
 
 import (
 	"fmt"
-	"io"
-	"log"
 	"net/http"
-	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"strings"
 	"sync/atomic"
 	"testing"
 
-	"filigrane/internal/admin"
 	"filigrane/persistence/s3test"
 )
 
 // refusingS3 is a proxy in front of the S3 server that, while refuse is set, drops the connection of every
 // PUT whose path contains match without an answer, as a storage server that was killed does; it counts them.
 func refusingS3(t *testing.T, target, match string) (endpoint string, refuse *atomic.Bool, refused *atomic.Int64) {
-	u, err := url.Parse("http://" + target)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := httputil.NewSingleHostReverseProxy(u) // keeps the client's Host header, which SigV4 signed
-	proxy.ErrorLog = log.New(io.Discard, "", 0)
 	refuse, refused = &atomic.Bool{}, &atomic.Int64{}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	endpoint = s3Proxy(t, target, func(w http.ResponseWriter, r *http.Request, pass http.Handler) {
 		if refuse.Load() && r.Method == "PUT" && strings.Contains(r.URL.Path, match) {
 			refused.Add(1)
 			conn, _, err := w.(http.Hijacker).Hijack()
@@ -35,10 +23,9 @@ func refusingS3(t *testing.T, target, match string) (endpoint string, refuse *at
 			}
 			return
 		}
-		proxy.ServeHTTP(w, r)
-	}))
-	t.Cleanup(srv.Close)
-	return srv.URL, refuse, refused
+		pass.ServeHTTP(w, r)
+	})
+	return endpoint, refuse, refused
 }
 
 // TestUploadPutStoreDownIsRetryable: a signed upload's PUT whose body arrived whole but that the storage did
@@ -55,9 +42,7 @@ func TestUploadPutStoreDownIsRetryable(t *testing.T) {
 	direct := s3Config(t, srv)
 	// Upload files are objects under uploads/ (their records are hex-encoded names under records/).
 	endpoint, refuse, refused := refusingS3(t, srv.Endpoint, "/uploads/")
-	var secret string
-	(&clusterFixture{s3: direct}).admin(t, func(a admin.Admin) { _, secret = newOwnerKey(t, a, "Store down") })
-	_, base := startSolo(t, t.TempDir(), s3Flags(endpoint, direct)...)
+	secret, base := soloBehind(t, direct, endpoint, "Store down")
 
 	img := photo(t, 400, 300, 17)
 	r := sendJSON(t, "POST", base+"/uploads", secret, fmt.Sprintf(`{"kind":"image","filename":"x.png","size":%d}`, len(img)))
