@@ -39,6 +39,16 @@ func (c *localCaller) Request(ctx context.Context, identity, kind string, msg an
 	return c.system.Root.RequestFuture(pid, msg, 5*time.Second).Result()
 }
 
+// gone waits until the activation of identity has stopped, if it is stopping (a durable actor stops itself
+// after a failed save). protoactor drops the messages that reach an actor behind its stop; the cluster answers
+// them with a dead letter and Node.Request re-sends (cluster/stopped.go), which this local caller does not, so
+// a test whose request follows a failed save waits for the failed activation to be gone first.
+func (c *localCaller) gone(t *testing.T, identity, kind string) {
+	t.Helper()
+	pid := actor.NewPID(c.system.Address(), kind+"_"+identity)
+	_ = c.system.Root.PoisonFuture(pid).Wait() // resolves when it terminates, or at once if it already has
+}
+
 // outboxDown fails writes under outbox/ while down: the node dies between the job's commit and the hand-over
 // of its announcement.
 type outboxDown struct {

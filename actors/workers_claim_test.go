@@ -126,6 +126,7 @@ func TestEdgeClaimWhoseAnswerWasLostIsReturned(t *testing.T) {
 	if rep := v.(*actors.JobReply); rep.Code != actors.ReplyInternal {
 		t.Fatalf("first submission: %+v, want internal (its save reported a timeout)", rep)
 	}
+	c.gone(t, reqID, actors.KindJob) // the activation whose save failed stops itself
 	got := c.job(t, reqID, &actors.JobGet{RequestID: reqID})
 	if got.Record.Status != jobstate.StatusRunning || got.Record.Lease == nil || got.Record.Lease.WorkerID != edge {
 		t.Fatalf("the claimed record did not land: %+v", got.Record)

@@ -2,12 +2,15 @@ package node_test
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"testing"
 	"time"
 
 	"filigrane/actors"
 	"filigrane/cluster/clustertest"
+	"filigrane/internal/admin"
+	"filigrane/internal/clock"
 )
 
 // TestUploadPutOfADeadNodeFreesTheUpload: a node is killed while its upload host receives an upload's file,
@@ -39,15 +42,28 @@ func TestUploadPutOfADeadNodeFreesTheUpload(t *testing.T) {
 		}
 		return decodeUpload(t, g).Upload.URL
 	}
-	// Node 1's PUT holds the upload: another PUT is refused. The deadline only bounds a broken server.
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		r = putFile(t, fresh(), body, putOpts{})
-		if r.status == 409 && decodeProblem(t, r).Code == "upload_in_use" {
-			break
+	// Node 1's PUT holds the upload once its lease is in the upload's record, read straight from the bucket
+	// (a PUT through node 2 sent before that would take the upload itself). The deadline only bounds a broken
+	// server.
+	c.admin(t, func(a admin.Admin) {
+		uploads := actors.Uploads{Store: a.Store, Clock: clock.System{}}
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			up, _, err := uploads.Load(context.Background(), u.UploadID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if up.Put != nil {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("node 1's PUT never took the upload's lease")
+			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("PUT while node 1 receives the file: %d %s, want 409 upload_in_use", r.status, r.body)
-		}
+	})
+	// Another PUT is refused while it holds it.
+	r = putFile(t, fresh(), body, putOpts{})
+	if r.status != 409 || decodeProblem(t, r).Code != "upload_in_use" {
+		t.Fatalf("PUT while node 1 receives the file: %d %s, want 409 upload_in_use", r.status, r.body)
 	}
 
 	if err := c.procs.List[1].Kill(); err != nil {
