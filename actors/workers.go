@@ -378,20 +378,32 @@ func (p *Pool) claim(ctx context.Context, worker, requestID string) (*JobReply, 
 }
 
 // resend sends msg to the job and sends it again while the job answers that it could not record it
-// (notRecorded) or does not answer, for up to one lease length (waits from 250 ms doubling to 2 s), until ctx
-// ends or stop closes (nil: never). It returns the last answer; what names the command in the log.
+// (notRecorded) or does not answer, for up to one lease length, until ctx ends or stop closes (nil: never).
+// It returns the last answer; what names the command in the log.
 func (p *Pool) resend(ctx context.Context, stop <-chan struct{}, requestID string, msg any, what string) (*JobReply, error) {
-	until := time.Now().Add(p.lease)
+	return Resend(ctx, stop, p.lease, p.logger.With().Str("job", requestID).Logger(), what,
+		func() (*JobReply, error) { return p.call(ctx, requestID, msg) },
+		func(rep *JobReply, err error) bool { return err != nil || notRecorded(rep.Code) })
+}
+
+// Resend calls send, and calls it again while unrecorded says that its answer (or the lack of one: err) leaves
+// open whether the command was recorded, for up to within (waits from 250 ms doubling to 2 s), until ctx ends
+// or stop closes (nil: never). It returns the last answer; logger and what name the command in the log. A
+// store write that timed out while the object storage stalled can land afterwards, so a worker's claim and
+// outcome, and an edge's claimed submission, are sent again rather than taken as refused.
+func Resend(ctx context.Context, stop <-chan struct{}, within time.Duration, logger zerolog.Logger, what string,
+	send func() (*JobReply, error), unrecorded func(*JobReply, error) bool) (*JobReply, error) {
+	until := time.Now().Add(within)
 	wait := 250 * time.Millisecond
 	for {
-		rep, err := p.call(ctx, requestID, msg)
-		if err == nil && !notRecorded(rep.Code) {
-			return rep, nil
+		rep, err := send()
+		if !unrecorded(rep, err) {
+			return rep, err
 		}
 		if time.Now().Add(wait).After(until) {
 			return rep, err
 		}
-		p.logger.Warn().Err(err).Str("job", requestID).Interface("reply", rep).Msgf("%s not recorded; sending it again", what)
+		logger.Warn().Err(err).Interface("reply", rep).Msgf("%s not recorded; sending it again", what)
 		select {
 		case <-ctx.Done():
 			return rep, err

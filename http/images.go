@@ -469,25 +469,20 @@ func (s *Server) acceptFile(c context.Context, ctx *fasthttp.RequestCtx, r accep
 		// A node that runs no cpu work (its roles) or is draining leaves the job to placement and waits.
 		submit.ClaimAs, submit.Lease = s.cfg.Pool.EdgeWorkerID(), s.cfg.Pool.Lease()
 	}
-	rep, err := jobs.Submit(c, submit)
 	// A claimed submission whose answer says it was not recorded (internal) or that got none may have been
 	// written all the same (a store write that timed out and landed later): the job would then run under this
 	// request's lease (its ClaimAs is unique to the request) with nobody working on it, and a retry by the
 	// client, another claimant, would wait for that lease to expire. Submitting the same claim again finds the
 	// job and hands the lease back (or creates it now), for up to one lease length within the request, as a
 	// worker re-sends its claim.
-	until := time.Now().Add(submit.Lease)
-resubmit:
-	for wait := 250 * time.Millisecond; submit.ClaimAs != "" && (err != nil || rep.Code == actors.ReplyInternal) && time.Now().Add(wait).Before(until); wait = min(2*wait, 2*time.Second) {
-		s.cfg.Logger.Warn().Err(err).Str("job", reqID).Msg("claimed submission not recorded; submitting again")
-		t := time.NewTimer(wait)
-		select {
-		case <-c.Done():
-			t.Stop()
-			break resubmit
-		case <-t.C:
-		}
-		rep, err = jobs.Submit(c, submit)
+	submitOnce := func() (*actors.JobReply, error) { return jobs.Submit(c, submit) }
+	var rep *actors.JobReply
+	var err error
+	if submit.ClaimAs != "" {
+		rep, err = actors.Resend(c, nil, submit.Lease, s.cfg.Logger.With().Str("job", reqID).Logger(), "claimed submission",
+			submitOnce, func(rep *actors.JobReply, err error) bool { return err != nil || rep.Code == actors.ReplyInternal })
+	} else {
+		rep, err = submitOnce()
 	}
 	if err != nil {
 		s.cfg.Logger.Error().Err(err).Str("job", reqID).Msg("submit job")
