@@ -18,7 +18,6 @@ import (
 	"filigrane/actors/jobstate"
 	"filigrane/actors/mediakind"
 	"filigrane/codec/imageio"
-	"filigrane/codec/markfile"
 	"filigrane/internal/problem"
 	"filigrane/persistence"
 )
@@ -411,7 +410,7 @@ func writeArchive(c context.Context, env *BatchEnv, deps *Deps, rec *batchstate.
 // the format the job wrote (output_format: png, jpg or webp), other kinds' their one output format's.
 func resultExt(job *jobstate.Record) string {
 	if job.Media == jobstate.MediaImage {
-		if f, err := markfile.ParseFormat(string(job.OutputFormat.OrPNG())); err == nil {
+		if f, err := imageOutputFormat(job); err == nil {
 			return f.Ext()
 		}
 	}

@@ -233,7 +233,7 @@ func (m Media) embed(ctx context.Context, rec *jobstate.Record, pic *imageio.Pic
 	if err != nil {
 		return jobstate.Output{}, &ProcessError{Code: CodeProcessingError, Detail: "bad watermark id on the job"}
 	}
-	format, err := markfile.ParseFormat(string(rec.OutputFormat.OrPNG()))
+	format, err := imageOutputFormat(rec)
 	if err != nil {
 		return jobstate.Output{}, &ProcessError{Code: CodeProcessingError, Detail: "bad output format on the job", Cause: err}
 	}
@@ -421,4 +421,9 @@ func SafeFilename(s string) string {
 		}
 	}
 	return strings.Trim(b.String(), "_.")
+}
+
+// imageOutputFormat is the file format an image embed job writes: its output_format, PNG when unset.
+func imageOutputFormat(rec *jobstate.Record) (markfile.Format, error) {
+	return markfile.ParseFormat(string(rec.OutputFormat.OrPNG()))
 }
