@@ -317,17 +317,12 @@ func (u *Upload) Receive(blobKey, sha256 string, size int64, now time.Time) erro
 // ErrUploadPutLost: a PUT's lease lapsed and another PUT took the upload over.
 var ErrUploadPutLost = errors.New("upload PUT lease lost to another PUT")
 
-// BeginPut gives the PUT identified by token the right to send the file until now+lease. Another PUT's
-// live lease refuses it with ErrUploadInUse; a pending upload is required.
-func (u *Upload) BeginPut(token string, now time.Time, lease time.Duration) error {
-	return u.BeginPutBy(token, PutHolder{}, now, lease)
-}
-
-// BeginPutBy is BeginPut by a PUT that holder's member runs. Another PUT's live lease refuses it unless that
+// BeginPut gives the PUT identified by token, which holder's member runs, the right to send the file until
+// now+lease; a pending upload is required. Another PUT's live lease refuses it with ErrUploadInUse unless that
 // PUT's member is gone: a node killed mid-body held the upload for a whole lease (a minute), and a client
 // retrying through another node got 409 upload_in_use meanwhile (`bench chaos` with batches, two of five
-// nodes killed: a batch waited 60 s).
-func (u *Upload) BeginPutBy(token string, holder PutHolder, now time.Time, lease time.Duration) error {
+// nodes killed: a batch waited 60 s). A zero holder names no member, and its lease runs to its end.
+func (u *Upload) BeginPut(token string, holder PutHolder, now time.Time, lease time.Duration) error {
 	switch u.StatusAt(now) {
 	case UploadPending:
 	case UploadExpired:

@@ -268,7 +268,7 @@ func (h *uploadHost) putErr(c context.Context, ctx *fasthttp.RequestCtx, id stri
 	// nodes). A second PUT is refused at once instead of streaming a copy that could only be thrown away.
 	token := randomSuffix()
 	if _, err := uploads.Update(c, id, func(u *actors.Upload, now time.Time) error {
-		return u.BeginPutBy(token, s.cfg.PutHolder, now, actors.UploadPutLease)
+		return u.BeginPut(token, s.cfg.PutHolder, now, actors.UploadPutLease)
 	}); err != nil {
 		if errors.Is(err, actors.ErrUploadInUse) {
 			return newAPIError(CodeUploadInUse, "another PUT is sending the file of upload %s; wait for its answer", id)

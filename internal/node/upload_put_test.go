@@ -135,7 +135,7 @@ func TestUploadDeadPutLeaseLapses(t *testing.T) {
 	// The record as a node that crashed mid-PUT leaves it.
 	if _, err := (actors.Uploads{Store: f.n.Store(), Clock: f.clk}).Update(context.Background(), u.UploadID,
 		func(up *actors.Upload, now time.Time) error {
-			return up.BeginPut("crashed-node", now, actors.UploadPutLease)
+			return up.BeginPut("crashed-node", actors.PutHolder{}, now, actors.UploadPutLease)
 		}); err != nil {
 		t.Fatal(err)
 	}
