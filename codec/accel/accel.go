@@ -135,3 +135,10 @@ type PilotPlan struct {
 type PNGFilter interface {
 	FilterPNG(ctx context.Context, img Image) (rows []byte, alpha bool, err error)
 }
+
+// PNGDeflater is what a device may offer beyond PNGFilter: the whole image data of a PNG, the filter pass as
+// PNGFilter's, then the filtered rows deflated in package codec/pardeflate's format (byte for byte
+// pardeflate.Compress of the rows), returned as the zlib stream for imageio.EncodePNGZlib.
+type PNGDeflater interface {
+	DeflatePNG(ctx context.Context, img Image) (z []byte, alpha bool, err error)
+}

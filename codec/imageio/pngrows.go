@@ -189,6 +189,50 @@ func (c *countWriter) Write(p []byte) (int, error) {
 // writePNG8 writes an 8-bit RGB or RGBA PNG: the signature, IHDR, the iCCP and eXIf chunks of md, the image data
 // that body writes (filtered rows) compressed in mode in 32 KiB IDAT chunks, and IEND.
 func writePNG8(w io.Writer, width, height int, alpha bool, md Metadata, mode deflateMode, body func(zw io.Writer) error) error {
+	return writePNG8Data(w, width, height, alpha, md, func(idat io.Writer) error {
+		bw := bufio.NewWriterSize(idat, 1<<15)
+		zw := mode.newWriter(bw)
+		if err := body(zw); err != nil {
+			return err
+		}
+		if err := zw.Close(); err != nil {
+			return err
+		}
+		return bw.Flush()
+	})
+}
+
+// EncodePNGZlib writes an 8-bit PNG of width×height pixels, RGB (alpha false) or RGBA, whose image data is the
+// zlib stream z of the filtered rows, compressed elsewhere (a device's deflate, package codec/pardeflate): the
+// same header, iCCP and eXIf chunks as EncodePNGRows, z in 32 KiB IDAT chunks. The stream is not checked here:
+// the caller vouches that it inflates to height rows of 1+bpp·width bytes. Callers check PNGRowsFit(md.ICC).
+func EncodePNGZlib(w io.Writer, width, height int, alpha bool, z []byte, md Metadata) error {
+	if width <= 0 || height <= 0 || len(z) < 6 {
+		return fmt.Errorf("imageio: encoding PNG: a %d-byte zlib stream for %dx%d pixels", len(z), width, height)
+	}
+	if !PNGRowsFit(md.ICC) {
+		return errors.New("imageio: encoding PNG: a GRAY profile needs EncodePNG")
+	}
+	if err := checkEXIF(md.EXIF); err != nil {
+		return fmt.Errorf("imageio: encoding PNG: %w", err)
+	}
+	if iccColorSpace(md.ICC) != "RGB " {
+		md.ICC = nil // as EncodePNGRows
+	}
+	return writePNG8Data(w, width, height, alpha, md, func(idat io.Writer) error {
+		for len(z) > 0 {
+			k := min(len(z), 1<<15)
+			if _, err := idat.Write(z[:k]); err != nil {
+				return err
+			}
+			z = z[k:]
+		}
+		return nil
+	})
+}
+
+// writePNG8Data writes the PNG around the image data that data writes to idat (each Write one IDAT chunk).
+func writePNG8Data(w io.Writer, width, height int, alpha bool, md Metadata, data func(idat io.Writer) error) error {
 	cw := &chunkWriter{w: w}
 	if _, err := w.Write([]byte("\x89PNG\r\n\x1a\n")); err != nil {
 		return fmt.Errorf("imageio: encoding PNG: %w", err)
@@ -208,15 +252,7 @@ func writePNG8(w io.Writer, width, height int, alpha bool, md Metadata, mode def
 	if _, err := w.Write(chunks); err != nil {
 		return fmt.Errorf("imageio: encoding PNG: %w", err)
 	}
-	bw := bufio.NewWriterSize(idatWriter{cw}, 1<<15)
-	zw := mode.newWriter(bw)
-	if err := body(zw); err != nil {
-		return fmt.Errorf("imageio: encoding PNG: %w", err)
-	}
-	if err := zw.Close(); err != nil {
-		return fmt.Errorf("imageio: encoding PNG: %w", err)
-	}
-	if err := bw.Flush(); err != nil {
+	if err := data(idatWriter{cw}); err != nil {
 		return fmt.Errorf("imageio: encoding PNG: %w", err)
 	}
 	cw.chunk(nil, "IEND")

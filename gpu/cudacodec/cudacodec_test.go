@@ -16,6 +16,7 @@ import (
 	"filigrane/codec"
 	"filigrane/codec/accel"
 	"filigrane/codec/imageio"
+	"filigrane/codec/pardeflate"
 	"filigrane/gpu/cuda"
 )
 
@@ -369,5 +370,140 @@ func TestPNGRowsMatchEncodePNG(t *testing.T) {
 		if !bytes.Equal(want.Bytes(), got.Bytes()) {
 			t.Errorf("%s: %d bytes from the device's rows, %d from EncodePNG, not the same file", tc.name, got.Len(), want.Len())
 		}
+	}
+}
+
+// TestDeflatePNGMatchesPardeflate: the device's PNG image data is byte for byte pardeflate.Compress of its
+// filtered rows (which TestPNGRowsMatchEncodePNG pins to image/png's), and the file written around it decodes to
+// the source pixels: opaque, translucent, flat artwork (long matches), tiny, 12 MP, and eight images deflated
+// at once on one device.
+func TestDeflatePNGMatchesPardeflate(t *testing.T) {
+	d := openDevice(t)
+	ctx := context.Background()
+	opaque := func(m *image.NRGBA) *image.NRGBA {
+		for i := 3; i < len(m.Pix); i += 4 {
+			m.Pix[i] = 255
+		}
+		return m
+	}
+	flat := image.NewNRGBA(image.Rect(0, 0, 1500, 900))
+	for y := 0; y < 900; y++ {
+		for x := 0; x < 1500; x++ {
+			i := flat.PixOffset(x, y)
+			v := uint8(40)
+			if (x/100+y/60)%2 == 0 {
+				v = 220
+			}
+			flat.Pix[i], flat.Pix[i+1], flat.Pix[i+2], flat.Pix[i+3] = v, v/2, 255-v, 255
+		}
+	}
+	check := func(name string, img *image.NRGBA) error {
+		a := accel.Image{Pix: img.Pix, Width: img.Rect.Dx(), Height: img.Rect.Dy(), Stride: img.Stride, Format: accel.NRGBA8}
+		rows, alpha, err := d.FilterPNG(ctx, a)
+		if err != nil {
+			return err
+		}
+		start := time.Now()
+		z, zalpha, err := d.DeflatePNG(ctx, a)
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		took := time.Since(start)
+		if zalpha != alpha {
+			return fmt.Errorf("%s: alpha %v from DeflatePNG, %v from FilterPNG", name, zalpha, alpha)
+		}
+		want := pardeflate.Compress(rows)
+		if !bytes.Equal(z, want) {
+			at := 0
+			for at < min(len(z), len(want)) && z[at] == want[at] {
+				at++
+			}
+			return fmt.Errorf("%s: %d bytes from the device, %d from pardeflate.Compress, first difference at %d", name,
+				len(z), len(want), at)
+		}
+		var file bytes.Buffer
+		if err := imageio.EncodePNGZlib(&file, a.Width, a.Height, alpha, z, imageio.Metadata{}); err != nil {
+			return err
+		}
+		back, err := imageio.DecodeBytes(file.Bytes(), imageio.Limits{})
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		if m, ok := back.Image.(*image.NRGBA); !ok || !bytes.Equal(m.Pix, img.Pix) {
+			return fmt.Errorf("%s: the file decodes to other pixels (%T)", name, back.Image)
+		}
+		t.Logf("%s: %d rows bytes -> %d (%.1f%%), DeflatePNG %.1f ms", name, len(rows), len(z),
+			100*float64(len(z))/float64(len(rows)), took.Seconds()*1000)
+		return nil
+	}
+	for _, tc := range []struct {
+		name string
+		img  *image.NRGBA
+	}{
+		{"opaque", opaque(testImage(1001, 603, 9))},
+		{"translucent", testImage(1001, 603, 10)},
+		{"flat", flat},
+		{"1x1", opaque(testImage(1, 1, 11))},
+		{"7x3", testImage(7, 3, 12)},
+		{"12MP", opaque(testImage(4000, 3000, 13))},
+	} {
+		if err := check(tc.name, tc.img); err != nil {
+			t.Error(err)
+		}
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for i := range 8 {
+		img := opaque(testImage(1200+40*i, 800, uint64(20+i)))
+		wg.Go(func() {
+			if err := check(fmt.Sprintf("concurrent-%d", i), img); err != nil {
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
+
+// TestDeflatePhaseTimes logs where DeflatePNG's time goes at 12 MP, alone and with 16 images at once (then the
+// deflate's own throughput in images per second): the filter pass (upload included), the match finder (with the
+// histograms' download), the host's codes and headers, the encoding (with the stream's download).
+func TestDeflatePhaseTimes(t *testing.T) {
+	d := openDevice(t)
+	ctx := context.Background()
+	img := testImage(4000, 3000, 14)
+	for i := 3; i < len(img.Pix); i += 4 {
+		img.Pix[i] = 255
+	}
+	a := accel.Image{Pix: img.Pix, Width: 4000, Height: 3000, Stride: img.Stride, Format: accel.NRGBA8}
+	var mu sync.Mutex
+	calls := map[string]time.Duration{}
+	for _, jobs := range []int{1, 1, 16, 16, 64} {
+		if _, _, err := d.DeflatePNG(ctx, a); err != nil { // warm the pool
+			t.Fatal(err)
+		}
+		clear(calls)
+		d.trace = func(call string, dur time.Duration) { mu.Lock(); calls[call] += dur; mu.Unlock() }
+		start := time.Now()
+		var wg sync.WaitGroup
+		for range jobs {
+			wg.Go(func() {
+				if _, _, err := d.DeflatePNG(ctx, a); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+		total := time.Since(start)
+		d.trace = nil
+		line := ""
+		for _, k := range []string{"filter", "tokens", "plans", "encode"} {
+			line += fmt.Sprintf(" %s %.1f ms;", k, calls["DeflatePNG."+k].Seconds()*1000/float64(jobs))
+		}
+		t.Logf("%d at once: %.1f ms in all (%.1f images/s), per image:%s", jobs, total.Seconds()*1000,
+			float64(jobs)/total.Seconds(), line)
 	}
 }

@@ -41,7 +41,7 @@ type Device struct {
 
 type kernels struct {
 	lumaNRGBA, lumaGray, copyRows, blockStats, markEnergy, markLuma, apply, half, sample, residual, boxRows,
-	boxCols, normalise, fold, pilotSums, opaqueCheck, pngFilter cuda.Function
+	boxCols, normalise, fold, pilotSums, opaqueCheck, pngFilter, zeroWords, deflateTokens, deflateEncode cuda.Function
 }
 
 // maxPooled bounds the idle arenas a Device keeps: three per job that runs at once on a device (the image,
@@ -75,7 +75,7 @@ func New(ctx context.Context, c *cuda.Context, nv *cuda.NVRTC) (*Device, error) 
 		}
 		arch = best
 	}
-	ptx, log, err := nv.Compile(ctx, kernelSource, "codec.cu", fmt.Sprintf("--gpu-architecture=compute_%d", arch),
+	ptx, log, err := nv.Compile(ctx, kernelSource+deflateSource, "codec.cu", fmt.Sprintf("--gpu-architecture=compute_%d", arch),
 		"--fmad=false")
 	if err != nil {
 		return nil, fmt.Errorf("cudacodec: compile kernels: %w (log: %s)", err, log)
@@ -96,7 +96,8 @@ func New(ctx context.Context, c *cuda.Context, nv *cuda.NVRTC) (*Device, error) 
 		{&d.k.apply, "apply_nrgba"}, {&d.k.half, "half_plane"}, {&d.k.sample, "sample_grid"},
 		{&d.k.residual, "whiten_residual"}, {&d.k.boxRows, "box_rows"}, {&d.k.boxCols, "box_cols"},
 		{&d.k.normalise, "whiten_normalise"}, {&d.k.fold, "fold_tile"}, {&d.k.pilotSums, "pilot_sums"},
-		{&d.k.opaqueCheck, "opaque_check"}, {&d.k.pngFilter, "png_filter"},
+		{&d.k.opaqueCheck, "opaque_check"}, {&d.k.pngFilter, "png_filter"}, {&d.k.zeroWords, "zero_words"},
+		{&d.k.deflateTokens, "deflate_tokens"}, {&d.k.deflateEncode, "deflate_encode"},
 	} {
 		if *f.fn, err = mod.Function(f.name); err != nil {
 			mod.Unload()

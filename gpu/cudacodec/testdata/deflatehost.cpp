@@ -1,0 +1,53 @@
+// deflatehost.cpp runs deflate_tokens and deflate_encode (included from the kernel source as codec.cu) on the
+// host over the rows in "rows" with the blocks' plans in "plans", and writes the histograms and Adler-32 parts
+// to "hist" and the deflate data to "out" (its size in the second argument). TestDeflateKernelsOnTheHost
+// compares them with pardeflate's.
+#include "cudahost.h"
+#include "codec.cu"
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+static std::vector<unsigned char> readAll(const char* path) {
+	std::vector<unsigned char> v;
+	FILE* f = fopen(path, "rb");
+	if (!f) { perror(path); exit(2); }
+	int c;
+	while ((c = fgetc(f)) != EOF) v.push_back((unsigned char)c);
+	fclose(f);
+	return v;
+}
+
+static void writeAll(const char* path, const void* p, size_t n) {
+	FILE* f = fopen(path, "wb");
+	if (!f || fwrite(p, 1, n, f) != n) { perror(path); exit(2); }
+	fclose(f);
+}
+
+int main(int argc, char** argv) {
+	if (argc != 3) return 2;
+	std::vector<unsigned char> rows = readAll("rows");
+	long long n = (long long)rows.size();
+	size_t size = strtoull(argv[1], 0, 10);
+	bool encode = argv[2][0] == '1';
+	std::vector<unsigned char> plans;
+	if (encode) plans = readAll("plans");
+	int nseg = (int)((n + PD_SEG - 1) / PD_SEG), nblocks = (nseg + PD_BLOCKSEGS - 1) / PD_BLOCKSEGS;
+	std::vector<unsigned> tokens((size_t)nseg * PD_SEG), counts(nseg), hist((size_t)nblocks * PD_BLOCKHISTWORDS + 2 * nseg);
+	blockDim.x = 1;
+	for (int s = 0; s < nseg; s++) {
+		blockIdx.x = s;
+		deflate_tokens(rows.data(), n, nseg, tokens.data(), counts.data(), hist.data(), hist.data() + (size_t)nblocks * PD_BLOCKHISTWORDS);
+	}
+	writeAll("hist", hist.data(), hist.size() * 4);
+	if (!encode) return 0;
+	std::vector<unsigned char> out(size + 64, 0xa5);
+	for (int b = 0; b < nblocks; b++) {
+		blockIdx.x = b;
+		deflate_encode(rows.data(), n, tokens.data(), counts.data(), (const unsigned*)plans.data(), nblocks, nseg, out.data());
+	}
+	for (size_t i = size; i < out.size(); i++)
+		if (out[i] != 0xa5) { fprintf(stderr, "wrote past the stream's end\n"); return 1; }
+	writeAll("out", out.data(), size);
+	return 0;
+}
