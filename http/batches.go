@@ -55,8 +55,10 @@ func batchKey(ctx *fasthttp.RequestCtx) (string, *apiError) {
 }
 
 // checkOptions applies the plan and the deployment to a checked request: formats and GPU of the plan,
-// the webhook endpoint (enabled, of the organization), the storage destination (verified, of the organization), and strict GPU mode (otherwise gpu items run on the CPU when no GPU is ready).
-func (b *batchAPI) checkOptions(ctx *fasthttp.RequestCtx, p *principal, req *batchinput.Request) *apiError {
+// the webhook endpoint (enabled, of the organization), the storage destination (verified, of the organization),
+// and strict GPU mode (otherwise gpu items run on the CPU when no GPU is ready) unless the batch of this key
+// exists.
+func (b *batchAPI) checkOptions(c context.Context, ctx *fasthttp.RequestCtx, p *principal, batchID string, req *batchinput.Request) *apiError {
 	for i, it := range req.Items {
 		if !p.Plan.HasFormat(string(it.Kind.Media)) {
 			return newAPIError(CodeForbiddenPlan, "items[%d]: the %s plan does not include %ss", i, p.Plan.Name, it.Kind.Noun)
@@ -79,10 +81,17 @@ func (b *batchAPI) checkOptions(ctx *fasthttp.RequestCtx, p *principal, req *bat
 		}
 	}
 	if req.Accelerator == jobstate.AcceleratorGPU && b.s.cfg.GPUStrict &&
-		b.s.gpuState().Snapshot(b.s.cfg.Clock.Now()).Status != gpu.StatusReady {
+		b.s.gpuState().Snapshot(b.s.cfg.Clock.Now()).Status != gpu.StatusReady && !b.exists(c, p.Key.OrgID, batchID) {
 		return b.s.gpuUnavailable(ctx)
 	}
 	return nil
+}
+
+// exists reports whether the batch of this key is there: strict GPU mode then lets its request go on, to be
+// answered by the batch (a replay runs nothing; other items or options are 409), as gpuRefusal does for jobs.
+func (b *batchAPI) exists(c context.Context, orgID, batchID string) bool {
+	rep, err := b.client().Get(c, orgID, batchID)
+	return err == nil && rep.Code == actors.ReplyOK && rep.Record != nil
 }
 
 func inputError(e *batchinput.Error) *apiError { return &apiError{code: e.Code, detail: e.Detail} }
@@ -119,17 +128,18 @@ func (b *batchAPI) create(ctx *fasthttp.RequestCtx, p *principal, _ map[string]s
 		fail(inputError(ierr))
 		return
 	}
-	if aerr := b.checkOptions(ctx, p, req); aerr != nil {
+	c, cancel := b.s.requestContext(2 * time.Minute)
+	defer cancel()
+	batchID := batchstate.BatchIDFor(p.Key.OrgID, key)
+	if aerr := b.checkOptions(c, ctx, p, batchID, req); aerr != nil {
 		fail(aerr)
 		return
 	}
 	spec := batchstate.Spec{
-		BatchID: batchstate.BatchIDFor(p.Key.OrgID, key), OrgID: p.Key.OrgID, Source: batchstate.SourceUploads,
+		BatchID: batchID, OrgID: p.Key.OrgID, Source: batchstate.SourceUploads,
 		Archive: req.Archive, Accelerator: req.Accelerator, IdempotencyKey: key, Items: req.Specs(),
 		WebhookID: req.WebhookID, StorageDestinationID: req.StorageDestinationID, OutputFormat: req.OutputFormat,
 	}
-	c, cancel := b.s.requestContext(2 * time.Minute)
-	defer cancel()
 	rep, err := b.client().Create(c, spec)
 	if aerr := b.createReply(rep, err); aerr != nil {
 		fail(aerr)
@@ -246,7 +256,7 @@ func (b *batchAPI) createZipErr(c context.Context, ctx *fasthttp.RequestCtx, p *
 	if ierr != nil {
 		return 0, nil, inputError(ierr)
 	}
-	if aerr := b.checkOptions(ctx, p, req); aerr != nil {
+	if aerr := b.checkOptions(c, ctx, p, batchID, req); aerr != nil {
 		return 0, nil, aerr
 	}
 	if _, ierr := batchinput.CheckZip(actors.NewBlobWindowReader(c, blobs, blobKey), stored.Size, req.Items); ierr != nil {

@@ -160,10 +160,12 @@ func parseOutputFormat(kind mediakind.Kind, op jobstate.Operation, v string, opt
 // gpuRefusal decides a request for accelerator=gpu when no GPU is ready to run it. By default the work runs
 // on the CPU (nil: the request goes on, 3x held and the normal price charged, X-Service-Accelerator: cpu),
 // which is what Etchv's SDKs expect: they retry a 503 on embeds until their deadline. In strict mode
-// (Config.GPUStrict) it is 503 gpu_unavailable with Retry-After. A reused Idempotency-Key is answered first:
-// the fingerprint includes the accelerator, so the same key with another accelerator is 409
-// idempotency_conflict (spec 7) whatever the GPU's state, and a client that retries 503 does not retry a
-// request that can never succeed. Without strict mode the job submission finds that conflict itself.
+// (Config.GPUStrict) it is 503 gpu_unavailable with Retry-After. A reused Idempotency-Key goes on whatever the
+// GPU's state, as in mediaRefusal: its job exists, so the submission answers it with the stored job (a replay
+// needs no GPU) or 409 idempotency_conflict (spec 7: the fingerprint includes the accelerator and the output
+// format, which the form may carry and this check, made before the body is read, cannot see), and a client that
+// retries 503 does not retry a request that can never succeed. When the options this check can see already
+// conflict, it answers 409 itself.
 func (s *Server) gpuRefusal(c context.Context, ctx *fasthttp.RequestCtx, p *principal, kind mediakind.Kind, op jobstate.Operation, idem, reqID string) *apiError {
 	if !s.cfg.GPUStrict || s.gpuState().Snapshot(s.cfg.Clock.Now()).Status == gpu.StatusReady {
 		return nil
@@ -174,6 +176,7 @@ func (s *Server) gpuRefusal(c context.Context, ctx *fasthttp.RequestCtx, p *prin
 			if err := rep.Record.OptionsConflict(op, kind.Media, jobstate.AcceleratorGPU); err != nil {
 				return newAPIError(CodeIdempotencyConflict, "this Idempotency-Key was used with different inputs or options")
 			}
+			return nil
 		}
 	}
 	return s.gpuUnavailable(ctx)

@@ -1,6 +1,7 @@
 package node_test
 
 import (
+	"bytes"
 	"context"
 	"strings"
 	"testing"
@@ -161,4 +162,45 @@ func TestGPUStrictModeRefuses(t *testing.T) {
 	if r := post(t, f.base+"/watermarks/images", key, "", img, `{"s":2}`); r.status != 200 || r.header.Get("X-Service-Accelerator") != "cpu" {
 		t.Fatalf("cpu request in strict mode: %d %s", r.status, r.body)
 	}
+}
+
+// A job and a batch made with accelerator=gpu (the job run on the CPU: no GPU here), then the node restarted in
+// strict mode with no GPU ready: the unchanged replays answer the stored job and batch, and the same key with
+// another output format (which only the form says) or other items is 409, not strict mode's 503 (nothing to run
+// on a GPU in either); a new key is 503.
+func TestGPUStrictModeAnswersReplaysOfGPUJobs(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, inMemory(t))
+	key := f.dev.Secret
+	img := photo(t, 320, 320, 45)
+	first := post(t, f.base+"/watermarks/images?accelerator=gpu", key, "gpu-strict-replay-01", img, `{"r":1}`)
+	if first.status != 200 {
+		t.Fatalf("gpu request: %d %s", first.status, first.body)
+	}
+	batch := func(name string) []byte {
+		return []byte(`{"archive":false,"accelerator":"gpu","items":[{"filename":"` + name + `","size":100,"data":{"a":1}}]}`)
+	}
+	if b := sendRaw(t, f.base+"/watermarks/batches", key, "gpu-strict-batch-01", "application/json", batch("a.png")); b.status != 201 {
+		t.Fatalf("gpu batch: %d %s", b.status, b.body)
+	}
+	stopNode(t, f.n)
+	f.n = startNode(t, f.dataDir, f.clk, inMemory(t), gpuStrict)
+	f.base = "http://" + f.n.APIAddr()
+	again := post(t, f.base+"/watermarks/images?accelerator=gpu", key, "gpu-strict-replay-01", img, `{"r":1}`)
+	if again.status != 200 || !bytes.Equal(again.body, first.body) {
+		t.Fatalf("replay in strict mode: %d %s, want the first answer", again.status, again.body)
+	}
+	wantProblem(t, "same key, another output format in the form",
+		postFields(t, f.base+"/watermarks/images?accelerator=gpu", key, "gpu-strict-replay-01", img, "data", `{"r":1}`,
+			"output_format", "webp"), 409, "idempotency_conflict")
+	wantProblem(t, "new key", post(t, f.base+"/watermarks/images?accelerator=gpu", key, "gpu-strict-replay-02", img, `{"r":1}`),
+		503, "gpu_unavailable")
+	// The same for batches: the replay is the batch, other items under its key are 409, a new key is 503.
+	if b := sendRaw(t, f.base+"/watermarks/batches", key, "gpu-strict-batch-01", "application/json", batch("a.png")); b.status != 200 {
+		t.Fatalf("gpu batch replay in strict mode: %d %s", b.status, b.body)
+	}
+	wantProblem(t, "batch key with other items",
+		sendRaw(t, f.base+"/watermarks/batches", key, "gpu-strict-batch-01", "application/json", batch("b.png")), 409, "idempotency_conflict")
+	wantProblem(t, "new batch key",
+		sendRaw(t, f.base+"/watermarks/batches", key, "gpu-strict-batch-02", "application/json", batch("a.png")), 503, "gpu_unavailable")
 }
