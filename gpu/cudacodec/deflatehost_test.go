@@ -109,3 +109,20 @@ func TestDeflateKernelsOnTheHost(t *testing.T) {
 		})
 	}
 }
+
+// TestDeflateCapacityHoldsIncompressibleRows: the device's output buffer holds the stream of rows that do not
+// compress at all (random bytes: every block coded as literals), so DeflatePNG's fallback to the host, for a
+// stream over the capacity, is for a case no input reaches.
+func TestDeflateCapacityHoldsIncompressibleRows(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	for _, n := range []int{1, 100, pardeflate.SegmentSize + 1, 3*pardeflate.SegmentSize*pardeflate.BlockSegments + 17} {
+		rows := make([]byte, n)
+		for i := range rows {
+			rows[i] = byte(rng.Uint32())
+		}
+		z := pardeflate.Compress(rows)
+		if data := len(z) - len(pardeflate.ZlibHeader) - 4; data > newDeflateLayout(n).outCap {
+			t.Errorf("%d random bytes deflate to %d, over the device's capacity of %d", n, data, newDeflateLayout(n).outCap)
+		}
+	}
+}
