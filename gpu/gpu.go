@@ -7,9 +7,9 @@
 //
 // Nothing CUDA is linked at build time: no cgo, no toolkit, no build tag. Discover loads the NVIDIA driver
 // library (libcuda.so.1) through package gpu/cuda at run time, initialises it and lists the devices (name,
-// memory, compute capability), then looks for NVRTC (libnvrtc.so*) to compile kernels at run time. Without
-// NVRTC, kernels come from PTX embedded in the binary (the driver JIT-compiles PTX for the device), so a node
-// only needs the driver. On a machine without the driver Discover returns an error wrapping ErrUnavailable
+// memory, compute capability), then looks for NVRTC (libnvrtc.so*) to compile kernels at run time. The codec's
+// kernels need NVRTC (a node without it reports its accelerator unavailable); the smoke kernel also comes as
+// PTX embedded in the binary, which the driver alone JIT-compiles. On a machine without the driver Discover returns an error wrapping ErrUnavailable
 // that says why (disabled, no driver library, not a driver library, cuInit failed, zero devices); everything
 // else builds, tests and runs as usual.
 //
