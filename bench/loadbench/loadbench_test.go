@@ -253,3 +253,18 @@ func TestStorageCheckSkipsDeadNode(t *testing.T) {
 		t.Errorf("%+v", rep)
 	}
 }
+
+// The credits check holds an embed_gpu job that ran on a CPU to a plain embed's price (three times it is held):
+// one charged at the held amount is reported; jobs that ran on a GPU, or were not charged, are not judged here.
+func TestGPUChargesOnCPU(t *testing.T) {
+	r := &runner{jobs: newJobBook()}
+	r.jobs.ranOn("req_gpu_ok", "cpu")
+	r.jobs.ranOn("req_gpu_triple", "cpu")
+	r.jobs.ranOn("req_gpu_on_gpu", "gpu")
+	seen := map[string]Op{"req_plain": OpEmbed, "req_gpu_ok": OpEmbedGPU, "req_gpu_triple": OpEmbedGPU, "req_gpu_on_gpu": OpEmbedGPU}
+	amounts := map[string]int64{"req_plain": 2, "req_gpu_ok": 2, "req_gpu_triple": 6, "req_gpu_on_gpu": 6}
+	checked, wrong := r.gpuCharges(seen, amounts)
+	if checked != 2 || len(wrong) != 1 || !strings.HasPrefix(wrong[0], "req_gpu_triple charged 6") {
+		t.Fatalf("checked %d, wrong %q: want 2 checked and req_gpu_triple reported", checked, wrong)
+	}
+}

@@ -42,10 +42,14 @@ const (
 	// OpEmbedStorage is OpEmbedAsync naming the run's storage destination (storage_destination_id): the
 	// result must end up stored in that bucket (storage.go).
 	OpEmbedStorage Op = "embed_storage"
+	// OpEmbedGPU is OpEmbedAsync with accelerator=gpu: three times the price is held while it runs, and a job
+	// that ran on a CPU (no GPU ready: a local cluster has none) must be charged the plain price, its hold
+	// released (the credits check).
+	OpEmbedGPU Op = "embed_gpu"
 )
 
 // AllOps lists the operations in report order.
-var AllOps = []Op{OpEmbed, OpEmbedAsync, OpDetect, OpStatus, OpUploadEmbed, OpBatch, OpEmbedWebhook, OpEmbedStorage}
+var AllOps = []Op{OpEmbed, OpEmbedAsync, OpDetect, OpStatus, OpUploadEmbed, OpBatch, OpEmbedWebhook, OpEmbedStorage, OpEmbedGPU}
 
 // Charged says whether the operation costs credits when it succeeds.
 func (o Op) Charged() bool { return o != OpStatus }
@@ -72,7 +76,7 @@ func ParseMix(s string) (Mix, error) {
 			known = known || o == op
 		}
 		if !known {
-			return nil, fmt.Errorf("unknown operation %q (want embed, embed_async, detect, status, upload_embed, batch, embed_webhook, embed_storage)", op)
+			return nil, fmt.Errorf("unknown operation %q (want embed, embed_async, detect, status, upload_embed, batch, embed_webhook, embed_storage, embed_gpu)", op)
 		}
 		n := 1
 		if hasW {
@@ -125,10 +129,11 @@ func (m Mix) total() int {
 
 // receipt is the part of a job receipt the harness reads.
 type receipt struct {
-	RequestID string `json:"request_id"`
-	Status    string `json:"status"`
-	ErrorCode string `json:"error_code"`
-	Attempts  int    `json:"attempts"`
+	RequestID   string `json:"request_id"`
+	Status      string `json:"status"`
+	ErrorCode   string `json:"error_code"`
+	Attempts    int    `json:"attempts"`
+	Accelerator string `json:"accelerator"`
 }
 
 func terminal(status string) bool { return status == "succeeded" || status == "failed" }
@@ -251,6 +256,8 @@ func (a *attempt) run(ctx context.Context) {
 		a.embed(ctx, a.r.embedBody)
 	case OpEmbedAsync:
 		a.submitAsync(ctx, "/watermarks/images/async")
+	case OpEmbedGPU:
+		a.submitAsync(ctx, "/watermarks/images/async?accelerator=gpu")
 	case OpDetect:
 		res, ok := a.send(ctx, "POST", "/watermarks/images/detect", a.r.detectBody.ContentType, a.r.detectBody.Data, true)
 		if !ok {
@@ -408,6 +415,9 @@ func (a *attempt) accepted(ctx context.Context, res *response) {
 		}
 	}
 	a.r.jobs.ended(rc.RequestID, rc.Status, time.Now())
+	if a.op == OpEmbedGPU {
+		a.r.jobs.ranOn(rc.RequestID, rc.Accelerator)
+	}
 	if rc.Status == "succeeded" {
 		a.out.ok = true
 	} else {

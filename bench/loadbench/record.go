@@ -30,6 +30,8 @@ type jobBook struct {
 	ops map[uint64]*opSpan
 	// batches are the batches the service created, by batch id.
 	batches map[string]*batchEntry
+	// accelerators are the accelerator that ran each embed_gpu job, by request id, from its final receipt.
+	accelerators map[string]string
 }
 
 type opSpan struct {
@@ -43,7 +45,15 @@ type jobEntry struct {
 }
 
 func newJobBook() *jobBook {
-	return &jobBook{jobs: map[string]*jobEntry{}, seen: map[string]Op{}, ops: map[uint64]*opSpan{}, batches: map[string]*batchEntry{}}
+	return &jobBook{jobs: map[string]*jobEntry{}, seen: map[string]Op{}, ops: map[uint64]*opSpan{}, batches: map[string]*batchEntry{},
+		accelerators: map[string]string{}}
+}
+
+// ranOn notes the accelerator an embed_gpu job's final receipt names.
+func (b *jobBook) ranOn(id, accelerator string) {
+	b.mu.Lock()
+	b.accelerators[id] = accelerator
+	b.mu.Unlock()
 }
 
 func (b *jobBook) accepted(id string, at time.Time) {
@@ -440,11 +450,13 @@ func (r *runner) credits(ctx context.Context, mark LedgerMark) (*Credits, error)
 	}
 	c := &Credits{HeldBefore: mark.Held, HeldAfter: now.Held, LedgerEntries: len(entries)}
 	charges := map[string]int{}
+	amounts := map[string]int64{}
 	for _, e := range entries {
 		if e.Kind != "charge" {
 			continue
 		}
 		charges[e.Operation]++
+		amounts[e.Operation] += e.Amount
 		c.ChargedCredits += e.Amount
 	}
 	c.ChargedOps = len(charges)
@@ -470,10 +482,41 @@ func (r *runner) credits(ctx context.Context, mark LedgerMark) (*Credits, error)
 	}
 	sort.Strings(c.ChargedNotSeen)
 	sort.Strings(c.SeenNotCharged)
-	c.Equal = c.ChargedOps == c.ClientSuccesses && len(c.ChargedNotSeen) == 0 && len(c.SeenNotCharged) == 0 && c.ChargedTwice == 0
+	c.GPUOnCPU, c.GPUChargedWrong = r.gpuCharges(seen, amounts)
+	c.Equal = c.ChargedOps == c.ClientSuccesses && len(c.ChargedNotSeen) == 0 && len(c.SeenNotCharged) == 0 &&
+		c.ChargedTwice == 0 && len(c.GPUChargedWrong) == 0
 	if !c.Equal {
-		return c, fmt.Errorf("the ledger charged %d operations, the client saw %d succeed (%d charged but not seen, %d seen but not charged, %d charged twice)",
-			c.ChargedOps, c.ClientSuccesses, len(c.ChargedNotSeen), len(c.SeenNotCharged), c.ChargedTwice)
+		return c, fmt.Errorf("the ledger charged %d operations, the client saw %d succeed (%d charged but not seen, %d seen but not charged, %d charged twice, %d gpu jobs run on a CPU not charged the plain price)",
+			c.ChargedOps, c.ClientSuccesses, len(c.ChargedNotSeen), len(c.SeenNotCharged), c.ChargedTwice, len(c.GPUChargedWrong))
 	}
 	return c, nil
+}
+
+// gpuCharges checks the embed_gpu jobs the client saw succeed on a CPU: each must be charged what a plain
+// image embed of the run was (the same image every time), not the three times held. It returns how many were
+// checked and those charged otherwise.
+func (r *runner) gpuCharges(seen map[string]Op, amounts map[string]int64) (checked int, wrong []string) {
+	var plain int64
+	for id, op := range seen {
+		if op == OpEmbed || op == OpEmbedAsync || op == OpEmbedWebhook || op == OpEmbedStorage {
+			if a, ok := amounts[id]; ok {
+				plain = a
+				break
+			}
+		}
+	}
+	r.jobs.mu.Lock()
+	defer r.jobs.mu.Unlock()
+	for id, op := range seen {
+		a, charged := amounts[id]
+		if op != OpEmbedGPU || !charged || r.jobs.accelerators[id] != "cpu" {
+			continue
+		}
+		checked++
+		if plain > 0 && a != plain {
+			wrong = append(wrong, fmt.Sprintf("%s charged %d, a plain embed %d", id, a, plain))
+		}
+	}
+	sort.Strings(wrong)
+	return checked, wrong
 }

@@ -131,6 +131,10 @@ type Credits struct {
 	SeenNotCharged  []string `json:"seen_not_charged,omitempty"`
 	HeldBefore      int64    `json:"held_before"`
 	HeldAfter       int64    `json:"held_after"`
+	// GPUOnCPU is the embed_gpu jobs seen succeeding on a CPU; GPUChargedWrong those not charged the plain
+	// price (three times it is held while they run).
+	GPUOnCPU        int      `json:"gpu_on_cpu,omitempty"`
+	GPUChargedWrong []string `json:"gpu_charged_wrong,omitempty"`
 	// Equal: every success charged once, nothing else charged.
 	Equal bool `json:"equal"`
 }
@@ -244,6 +248,9 @@ func (r *Report) WriteMarkdown(w io.Writer) {
 		}
 		fmt.Fprintf(w, "\nCredits: the ledger charged **%d operations** (%d credits), the client saw **%d succeed**: %s; charged twice: %d; charged but not seen: %d; seen but not charged: %d; credits held before %d, after %d.\n",
 			c.ChargedOps, c.ChargedCredits, c.ClientSuccesses, verdict, c.ChargedTwice, len(c.ChargedNotSeen), len(c.SeenNotCharged), c.HeldBefore, c.HeldAfter)
+		if c.GPUOnCPU > 0 || len(c.GPUChargedWrong) > 0 {
+			fmt.Fprintf(w, "accelerator=gpu jobs run on a CPU: %d, charged other than a plain embed: **%d**.\n", c.GPUOnCPU, len(c.GPUChargedWrong))
+		}
 	}
 	if c := r.Chaos; c != nil {
 		c.writeMarkdown(w)
