@@ -96,12 +96,26 @@ func (f *Fleet) Begin(now time.Time) (int, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.tickLocked(now)
-	for _, d := range f.devices {
-		if d.state.Begin(now) {
-			return d.index, true
-		}
+	if d := f.leastBusyLocked(func(*device) bool { return true }); d != nil && d.state.Begin(now) {
+		return d.index, true
 	}
 	return 0, false
+}
+
+// leastBusyLocked is the ready device that may take the work (ok) with the fewest pieces of work running, the
+// lowest index on a tie: work spreads over a node's devices instead of queueing on the first. The states are
+// as tickLocked left them at now.
+func (f *Fleet) leastBusyLocked(ok func(*device) bool) *device {
+	var best *device
+	for _, d := range f.devices {
+		if d.state.Status != StatusReady || !ok(d) {
+			continue
+		}
+		if best == nil || d.state.Running < best.state.Running {
+			best = d
+		}
+	}
+	return best
 }
 
 // End returns device index after its work; its warm time runs WarmFor from now.
@@ -126,17 +140,12 @@ func (f *Fleet) Acquire(now time.Time) (accel.Device, func(end time.Time), bool)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.tickLocked(now)
-	for _, d := range f.devices {
-		cd, ok := d.ctx.(CodecDevice)
-		if !ok {
-			continue
-		}
-		if d.state.Begin(now) {
-			index := d.index
-			return cd.Codec(), func(end time.Time) { f.End(index, end) }, true
-		}
+	d := f.leastBusyLocked(func(d *device) bool { _, ok := d.ctx.(CodecDevice); return ok })
+	if d == nil || !d.state.Begin(now) {
+		return nil, nil, false
 	}
-	return nil, nil, false
+	index := d.index
+	return d.ctx.(CodecDevice).Codec(), func(end time.Time) { f.End(index, end) }, true
 }
 
 // Close stops opening and destroys every open context.

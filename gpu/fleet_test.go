@@ -3,10 +3,12 @@ package gpu
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"filigrane/codec/accel"
 	"filigrane/internal/clock"
 )
 
@@ -178,5 +180,53 @@ func TestFleetOnReady(t *testing.T) {
 	f.opening.Wait()
 	if len(calls) != 1 {
 		t.Fatalf("a wake of a ready device called the hook: %+v", calls)
+	}
+}
+
+// codecContext is a fake context that carries "kernels": a device value naming its index.
+type codecContext struct {
+	fakeContext
+	dev accel.Device
+}
+
+func (c codecContext) Codec() accel.Device { return c.dev }
+
+type namedDevice int
+
+func (namedDevice) Load(context.Context, accel.Image) (accel.Surface, error) { return nil, nil }
+
+// Work spreads over a node's ready devices, the least busy first (lowest index on a tie), for Begin and
+// Acquire alike; a device that is not ready takes none.
+func TestFleetSpreadsWorkOverDevices(t *testing.T) {
+	clk := clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	var destroyed atomic.Int32
+	f := NewFleet(3, time.Second, clk, func(_ context.Context, index int) (DeviceContext, error) {
+		if index == 2 {
+			return nil, errors.New("device 2 is broken")
+		}
+		return codecContext{fakeContext{&destroyed}, namedDevice(index)}, nil
+	})
+	defer f.Close()
+	f.Wake(clk.Now())
+	f.opening.Wait()
+	var got []int
+	var ends []func(time.Time)
+	for range 4 {
+		dev, end, ok := f.Acquire(clk.Now())
+		if !ok {
+			t.Fatal("no device for work while two are ready")
+		}
+		got = append(got, int(dev.(namedDevice)))
+		ends = append(ends, end)
+	}
+	if want := []int{0, 1, 0, 1}; !slices.Equal(got, want) {
+		t.Fatalf("acquired devices %v, want %v", got, want)
+	}
+	ends[1](clk.Now()) // device 1 now runs one piece of work, device 0 two
+	if i, ok := f.Begin(clk.Now()); !ok || i != 1 {
+		t.Fatalf("began on device %d (%v), want 1, the least busy", i, ok)
+	}
+	if st := f.Snapshot(clk.Now()); st.Running != 4 {
+		t.Fatalf("running %d, want 4", st.Running)
 	}
 }
