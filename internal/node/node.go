@@ -86,6 +86,10 @@ type Config struct {
 	Workers int
 	// LongWorkers is the number of workers of the cpu-long class (videos); 0 means half of Workers, at least 1.
 	LongWorkers int
+	// GPUSlots is the workers of the gpu class per device; 0 means DefaultGPUSlots. A device runs many jobs at
+	// once (each on its own stream), and placement sends accelerator=gpu jobs to the gpu class first: with one
+	// slot a device, a cluster's GPU jobs beyond one a device went to CPU slots, often on nodes without a GPU.
+	GPUSlots int
 	// DrainTimeout is how long Close lets running attempts finish after the node stopped taking work; those
 	// still running then are handed back to their job actors (not counted as attempts) for another node.
 	// 0 drains nothing: Close cuts running attempts short and their leases expire (tests, single nodes).
@@ -251,6 +255,9 @@ func (c *Config) defaults() {
 	if c.LongWorkers <= 0 {
 		c.LongWorkers = max(1, c.Workers/2)
 	}
+	if c.GPUSlots <= 0 {
+		c.GPUSlots = DefaultGPUSlots
+	}
 	if c.SweepInterval == 0 {
 		c.SweepInterval = 5 * time.Second
 	}
@@ -329,7 +336,7 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 		workers[mediakind.ClassCPULong] = cfg.LongWorkers
 	}
 	if roles.Classes[mediakind.ClassGPU] && devices > 0 {
-		workers[mediakind.ClassGPU] = devices
+		workers[mediakind.ClassGPU] = devices * cfg.GPUSlots
 	}
 	// Handlers of outbox kinds (webhook events, bucket deliveries, batch notices) are registered on
 	// n.outboxes; effects of a kind no node handles go dead after outbox.DefaultSchedule.

@@ -45,6 +45,12 @@ func NodeRoles(rs []cluster.Role) Roles {
 	return r
 }
 
+// DefaultGPUSlots is the gpu class's workers per device by default. On an H200 a device ran 16 12 MP embed jobs
+// at once at 4.2 times the node's CPU throughput (bench/README.md, "GPU"); four keep a 40 MP job's ~2 GiB of
+// device memory each within a 16 GiB card, and the node's CPU workers take more of the node's GPU jobs when its
+// gpu slots are full (they use the device too).
+const DefaultGPUSlots = 4
+
 // DefaultRoles is everything this machine can do: serve HTTP, host actors, run both CPU classes, and the gpu
 // class when the GPU codec path and a device are present.
 func DefaultRoles() []cluster.Role {
