@@ -94,7 +94,14 @@ func (r *runner) batchCreateBody(idem string) []byte {
 // The operation succeeds when every item succeeded, the archive holds each and the batch's credits add up.
 // A retry of the create after a lost answer, or after a signed URL's node died, is the same batch (same key):
 // the service answers it with fresh upload URLs for the files it has not received.
-func (a *attempt) batch(ctx context.Context) batchOutcome {
+func (a *attempt) batch(ctx context.Context) batchOutcome { return a.runBatch(ctx, false) }
+
+// batchCancel is batch with a cancel right after the start. Its replay after the run (a batch given up) is a
+// plain batch: the cancel may never have arrived, and the batch then ends completed, which is also an end
+// this operation accepts.
+func (a *attempt) batchCancel(ctx context.Context) batchOutcome { return a.runBatch(ctx, true) }
+
+func (a *attempt) runBatch(ctx context.Context, cancel bool) batchOutcome {
 	a.charged = &replay{op: OpBatch, idem: a.idem}
 	body := a.r.batchCreateBody(a.idem)
 	var b batchView
@@ -141,12 +148,59 @@ func (a *attempt) batch(ctx context.Context) batchOutcome {
 			return batchOther
 		}
 	}
+	if cancel {
+		res, ok := a.send(ctx, "POST", "/watermarks/batches/"+url.PathEscape(b.BatchID)+"/cancel", "", nil, true)
+		if !ok {
+			return batchOther
+		}
+		switch res.status {
+		case 200:
+		case 404:
+			a.fail(res)
+			return batchLost
+		default:
+			a.fail(res)
+			return batchOther
+		}
+	}
 	out := a.followBatch(ctx, &b)
 	if out != batchDone || a.out.failure != "" {
 		return out
 	}
+	if cancel && b.Status == "cancelled" {
+		a.checkCancelled(&b)
+		return batchDone
+	}
 	a.checkBatch(ctx, &b)
 	return batchDone
+}
+
+// checkCancelled checks a batch that ended cancelled: every item succeeded (with its credits) or was rejected
+// or failed with error_code cancelled and charged nothing, nothing is still reserved, the batch's charge is
+// the succeeded items', and there is no archive. It sets a.out.ok, or the failure.
+func (a *attempt) checkCancelled(b *batchView) {
+	var charged int64
+	for _, it := range b.Items {
+		switch {
+		case it.Status == "succeeded" && it.RequestID != nil && it.Credits != nil && *it.Credits > 0:
+			charged += *it.Credits
+		case (it.Status == "failed" || it.Status == "rejected") && it.ErrorCode != nil && *it.ErrorCode == "cancelled" &&
+			(it.Credits == nil || *it.Credits == 0):
+		default:
+			a.out.failure, a.out.sample = "cancelled batch with an item "+it.Status, fmt.Sprintf("%+v", it)
+			return
+		}
+	}
+	if len(b.Items) != BatchItems || b.Credits.Reserved != 0 || b.Credits.Charged != charged {
+		a.out.failure, a.out.sample = "cancelled batch's credits do not add up", fmt.Sprintf("%d items, reserved %d, charged %d, items' charges %d",
+			len(b.Items), b.Credits.Reserved, b.Credits.Charged, charged)
+		return
+	}
+	if b.ArchiveStatus != nil && *b.ArchiveStatus != "empty" {
+		a.out.failure = "cancelled batch with archive_status " + *b.ArchiveStatus
+		return
+	}
+	a.out.ok = true
 }
 
 // uploadItems PUTs the file of every item that has an upload URL. It returns false after a failure that may
@@ -406,8 +460,9 @@ func (b *jobBook) batchEnded(id, status string) {
 	}
 }
 
-// batchCounts returns how many batches the service created and how many were seen ended.
-func (b *jobBook) batchCounts() (created, ended int) {
+// batchCounts returns how many batches the service created, how many were seen ended, and how many of those
+// ended cancelled.
+func (b *jobBook) batchCounts() (created, ended, cancelled int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for _, e := range b.batches {
@@ -415,8 +470,11 @@ func (b *jobBook) batchCounts() (created, ended int) {
 		if e.status != "" {
 			ended++
 		}
+		if e.status == "cancelled" {
+			cancelled++
+		}
 	}
-	return created, ended
+	return created, ended, cancelled
 }
 
 // openBatches returns the keys of the batches created and not seen ended (by batch id).

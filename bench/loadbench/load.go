@@ -198,7 +198,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	r.embedBody = &bodyParts{ContentType: eb.ContentType, Data: eb.Data}
-	if cfg.Mix[OpBatch] > 0 {
+	if cfg.Mix[OpBatch] > 0 || cfg.Mix[OpBatchCancel] > 0 {
 		if r.batchFile, err = apibench.PhotoJPEG(BatchImageSide, BatchImageSide, 2); err != nil {
 			return nil, err
 		}
@@ -329,7 +329,7 @@ func (r *runner) one(ctx context.Context, op Op, due time.Time) outcome {
 	if !a.out.ok && a.out.failure == "" {
 		a.out.failure = "unknown"
 	}
-	if a.out.ok && op != OpBatch { // a batch books its items' successes itself
+	if a.out.ok && !op.isBatch() { // a batch books its items' successes itself
 		r.jobs.success(a.out.requestID, op)
 	}
 	if op.Charged() {
@@ -493,7 +493,7 @@ func (r *runner) finalCheck(ctx context.Context, rep *Report) {
 		}
 	})
 	rep.Jobs.Terminal = r.jobs.terminalCount()
-	rep.Jobs.Batches, rep.Jobs.BatchesEnded = r.jobs.batchCounts()
+	rep.Jobs.Batches, rep.Jobs.BatchesEnded, rep.Jobs.BatchesCancelled = r.jobs.batchCounts()
 }
 
 // resumeBatch learns the outcome of a batch operation given up during the run, as its user would: the same

@@ -42,6 +42,10 @@ const (
 	// OpEmbedStorage is OpEmbedAsync naming the run's storage destination (storage_destination_id): the
 	// result must end up stored in that bucket (storage.go).
 	OpEmbedStorage Op = "embed_storage"
+	// OpBatchCancel is OpBatch cancelled right after its start (POST .../cancel): it must end cancelled, each
+	// item succeeded (charged) or rejected/failed with error_code cancelled (not charged), nothing left
+	// reserved; or completed, when the cancel came after the files were done (it then has no effect).
+	OpBatchCancel Op = "batch_cancel"
 	// OpEmbedGPU is OpEmbedAsync with accelerator=gpu: three times the price is held while it runs, and a job
 	// that ran on a CPU (no GPU ready: a local cluster has none) must be charged the plain price, its hold
 	// released (the credits check).
@@ -49,7 +53,11 @@ const (
 )
 
 // AllOps lists the operations in report order.
-var AllOps = []Op{OpEmbed, OpEmbedAsync, OpDetect, OpStatus, OpUploadEmbed, OpBatch, OpEmbedWebhook, OpEmbedStorage, OpEmbedGPU}
+var AllOps = []Op{OpEmbed, OpEmbedAsync, OpDetect, OpStatus, OpUploadEmbed, OpBatch, OpBatchCancel, OpEmbedWebhook,
+	OpEmbedStorage, OpEmbedGPU}
+
+// isBatch says whether the operation is a batch, which books its items' successes and keeps its own replay.
+func (o Op) isBatch() bool { return o == OpBatch || o == OpBatchCancel }
 
 // Charged says whether the operation costs credits when it succeeds.
 func (o Op) Charged() bool { return o != OpStatus }
@@ -76,7 +84,7 @@ func ParseMix(s string) (Mix, error) {
 			known = known || o == op
 		}
 		if !known {
-			return nil, fmt.Errorf("unknown operation %q (want embed, embed_async, detect, status, upload_embed, batch, embed_webhook, embed_storage, embed_gpu)", op)
+			return nil, fmt.Errorf("unknown operation %q (want embed, embed_async, detect, status, upload_embed, batch, batch_cancel, embed_webhook, embed_storage, embed_gpu)", op)
 		}
 		n := 1
 		if hasW {
@@ -221,7 +229,7 @@ func (a *attempt) send(ctx context.Context, method, path, ctype string, body []b
 	// (a repeated start answers 200); a batch operation keeps its own replay (the whole batch, resumed).
 	if a.idem != "" && method == "POST" && strings.HasPrefix(path, "/watermarks/") && !strings.HasPrefix(path, "/watermarks/batches/") {
 		hdr = map[string]string{"Idempotency-Key": a.idem}
-		if a.op != OpBatch {
+		if !a.op.isBatch() {
 			a.charged = &replay{op: a.op, idem: a.idem, path: path, body: &bodyParts{ContentType: ctype, Data: body}}
 		}
 	}
@@ -286,6 +294,8 @@ func (a *attempt) run(ctx context.Context) {
 		a.uploadEmbed(ctx)
 	case OpBatch:
 		a.batch(ctx)
+	case OpBatchCancel:
+		a.batchCancel(ctx)
 	case OpEmbedStorage:
 		if a.submitAsync(ctx, "/watermarks/images/async?storage_destination_id="+url.QueryEscape(a.r.destID)) &&
 			a.out.requestID != "" {

@@ -116,6 +116,8 @@ type JobsReport struct {
 	// accepted items are jobs above; a batch lost or stuck counts in Lost or Stuck with its batch id.
 	Batches      int `json:"batches,omitempty"`
 	BatchesEnded int `json:"batches_ended,omitempty"`
+	// BatchesCancelled is those that ended cancelled (batch_cancel operations whose cancel came in time).
+	BatchesCancelled int `json:"batches_cancelled,omitempty"`
 }
 
 // Credits compares the organization's ledger with what the client saw.
@@ -238,8 +240,8 @@ func (r *Report) WriteMarkdown(w io.Writer) {
 		r.Storage.writeMarkdown(w)
 	}
 	if j.Batches > 0 {
-		fmt.Fprintf(w, "\nBatches: %d created, %d seen ended (their accepted items are counted among the jobs above; a batch lost or stuck counts there too).\n",
-			j.Batches, j.BatchesEnded)
+		fmt.Fprintf(w, "\nBatches: %d created, %d seen ended, %d of them cancelled (their accepted items are counted among the jobs above; a batch lost or stuck counts there too).\n",
+			j.Batches, j.BatchesEnded, j.BatchesCancelled)
 	}
 	if c := r.Credits; c != nil {
 		verdict := "equal"
