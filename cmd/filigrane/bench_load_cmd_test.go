@@ -187,8 +187,9 @@ func TestBenchLoadOneNode(t *testing.T) {
 	if len(rep.Series) < 3 {
 		t.Errorf("series has %d seconds", len(rep.Series))
 	}
-	// Each batch operation created one batch, seen ended; the batch_cancel ones ended cancelled (the cancel comes
-	// right after the start, before three items can finish on one node).
+	// Each batch operation created one batch, seen ended; a batch_cancel one ends cancelled unless its three
+	// items were done before the cancel (it comes right after the start, so they rarely are; completed is an
+	// end the operation's own check accepts, so this only bounds the count).
 	batches, cancels := 0, 0
 	for _, o := range rep.Ops {
 		switch o.Op {
@@ -199,7 +200,7 @@ func TestBenchLoadOneNode(t *testing.T) {
 			cancels += o.Count
 		}
 	}
-	if rep.Jobs.Batches != batches || rep.Jobs.BatchesEnded != batches || rep.Jobs.BatchesCancelled != cancels {
+	if rep.Jobs.Batches != batches || rep.Jobs.BatchesEnded != batches || rep.Jobs.BatchesCancelled > cancels {
 		t.Errorf("%d batch operations (%d cancelled), jobs report %+v", batches, cancels, rep.Jobs)
 	}
 	for _, want := range []string{"| upload_embed |", "| batch |", "0 lost, 0 stuck", "equal; charged twice: 0", "(all delivered)", "(all stored)"} {
