@@ -564,7 +564,7 @@ func Compress(data []byte) []byte {
 		p, _ := PlanBlock(make([]uint32, BlockHistWords), true)
 		out := make([]byte, p.Size)
 		EncodeBlock(&p, 0, nil, nil, nil, out)
-		return appendTrailer(append(append([]byte{}, ZlibHeader...), out...), 1)
+		return AppendTrailer(append(append([]byte{}, ZlibHeader...), out...), 1)
 	}
 	tokens := make([]Token, nseg*SegmentSize)
 	counts := make([]uint32, nseg)
@@ -585,10 +585,8 @@ func Compress(data []byte) []byte {
 	for b := range plans {
 		EncodeBlock(&plans[b], b, data, tokens, counts, out)
 	}
-	return appendTrailer(append(append([]byte{}, ZlibHeader...), out...), CombineAdler(parts, n))
+	return AppendTrailer(append(append([]byte{}, ZlibHeader...), out...), CombineAdler(parts, n))
 }
 
-func appendTrailer(b []byte, adler uint32) []byte { return binary.BigEndian.AppendUint32(b, adler) }
-
 // AppendTrailer appends the zlib trailer (the Adler-32, big-endian).
-func AppendTrailer(b []byte, adler uint32) []byte { return appendTrailer(b, adler) }
+func AppendTrailer(b []byte, adler uint32) []byte { return binary.BigEndian.AppendUint32(b, adler) }
