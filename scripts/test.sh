@@ -18,12 +18,13 @@ trap 'rm -rf "$logs"' EXIT
 # says it is up to date, so a warm suite relinks only what changed (0.6 CPU-s for 19 unchanged packages). The
 # binaries are run as go test runs them: in the package's directory, PWD set, GOROOT/bin first in PATH, stdin
 # empty, -test.paniconexit0 and the timeout. One suite at a time per checkout (flock): a second one would
-# rewrite the binaries the first is running.
+# replace binaries the first has yet to run with those of the code it sees. The processes the suite starts do
+# not inherit the lock's descriptor (9>&-), so that one left running cannot hold it.
 bin=.cache/testbin
 mkdir -p "$bin/plain" "$bin/race"
 if command -v flock >/dev/null; then
   exec 9>"$bin/lock"
-  flock 9
+  flock -n 9 || { echo "test.sh: waiting for the suite already running in this checkout ($bin/lock)" >&2; flock 9; }
 fi
 # go vet ./... below checks every package with all its analyzers, so the test builds skip go test's own
 # vet subset (-vet=off). On a warm run both are cache hits (no measurable change); after an edit, the
@@ -42,7 +43,7 @@ export GOGC="${GOGC:-300}"
 # idle. In one process the node_seq tests ran one after the other before any parallel test started, adding
 # their time (about a third of the package's) to the longest pass; in a process of their own they still run one
 # at a time, beside the parallel ones. -parallel 4: internal/node's tests call t.Parallel and mostly wait;
-# more at once on 2 cores only stretches the timing-bound ones. Within a pass, go test starts packages in the
+# more at once on 2 cores only stretches the timing-bound ones. Within a pass, run_pass starts packages in the
 # order given, so the longest (mostly sequential) packages come first.
 race_pkgs=(./actors/... ./cluster/... ./http/... ./persistence/... ./internal/netguard/...)
 # Packages under those paths whose code and tests start no goroutine and share no memory (pure state
@@ -71,21 +72,21 @@ other=$(first_then_rest "$(echo "$tested" | grep -vxF -f <(echo "$race_list") | 
 # internal/node's multi-process tests run cmd/filigrane (FILIGRANE_TEST_BINARY): one build for both of its
 # passes, kept beside the test binaries so that a warm run does not link it again. The builds run beside
 # go vet.
-go build -ldflags='-s -w' -o "$bin/filigrane" ./cmd/filigrane &
+go build -ldflags='-s -w' -o "$bin/filigrane" ./cmd/filigrane 9>&- &
 build_pid=$!
 # shellcheck disable=SC2086 # the package lists are one import path a line
-go test -c "${buildflags[@]}" -o "$bin/plain/" $other "$node_pkg" >"$logs/build-plain" 2>&1 &
+go test -c "${buildflags[@]}" -o "$bin/plain/" $other "$node_pkg" >"$logs/build-plain" 2>&1 9>&- &
 plain_pid=$!
 # shellcheck disable=SC2086
-go test -race -c "${buildflags[@]}" -o "$bin/race/" $race >"$logs/build-race" 2>&1 &
+go test -race -c "${buildflags[@]}" -o "$bin/race/" $race >"$logs/build-race" 2>&1 9>&- &
 race_build_pid=$!
 build_status=0
-go vet ./... || build_status=1
+go vet ./... 9>&- || build_status=1
 for pid in "$build_pid" "$plain_pid" "$race_build_pid"; do
   wait "$pid" || build_status=1
 done
-# go test -c lists the packages without tests ("no test files"); a failed build says why.
-grep -v 'no test files' "$logs/build-plain" "$logs/build-race" >&2 || true
+# A failed build says why (the lines that name a package without tests are left out).
+grep -hv 'no test files' "$logs/build-plain" "$logs/build-race" >&2 || true
 [ "$build_status" = 0 ] || exit 1
 export FILIGRANE_TEST_BINARY=$PWD/$bin/filigrane
 goroot_bin=$(go env GOROOT)/bin
@@ -142,14 +143,14 @@ node_test() {
   return "$rc"
 }
 # shellcheck disable=SC2086
-run_pass race "$bin/race" $race >"$logs/race" 2>&1 &
+run_pass race "$bin/race" $race >"$logs/race" 2>&1 9>&- &
 race_pid=$!
 # shellcheck disable=SC2086
-run_pass other "$bin/plain" $other >"$logs/other" 2>&1 &
+run_pass other "$bin/plain" $other >"$logs/other" 2>&1 9>&- &
 other_pid=$!
-node_test node-par -test.parallel=4 -test.skip="$node_seq" >"$logs/node" 2>&1 &
+node_test node-par -test.parallel=4 -test.skip="$node_seq" >"$logs/node" 2>&1 9>&- &
 node_pid=$!
-node_test node-seq -test.run="$node_seq" >"$logs/node-seq" 2>&1 &
+node_test node-seq -test.run="$node_seq" >"$logs/node-seq" 2>&1 9>&- &
 node_seq_pid=$!
 status=0
 for pid in "$node_pid" "$node_seq_pid" "$race_pid" "$other_pid"; do
