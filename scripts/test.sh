@@ -126,7 +126,7 @@ run_test() {
 # whole output and the summary of one that failed. Exits 1 if any failed.
 run_pass() {
   local name=$1 dir=$2; shift 2
-  local i=0 pkg
+  local i=0 pkg start=$SECONDS
   mkdir -p "$logs/pass-$name"
   for pkg; do
     while [ "$(jobs -rp | wc -l)" -ge 2 ]; do wait -n || true; done
@@ -146,6 +146,7 @@ run_pass() {
     fi
     i=$((i + 1))
   done
+  echo "== $name pass: $((SECONDS - start)) s" # which pass is the suite's longest
   return "$status"
 }
 # node_test NAME ARGS...: internal/node's binary with ARGS, its output and summary (its two passes run the same
