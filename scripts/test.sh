@@ -11,28 +11,31 @@ if [ -n "$unformatted" ]; then
 fi
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
-# go vet ./... below checks every package with all its analyzers, so the test passes skip go test's own
+# Test binaries are linked into .cache/testbin (ignored by git) and run from there, not by `go test`: go test
+# links every package's test binary again on each run, cache or not (about 2.4 CPU-s for the big ones), which
+# was 60-65 CPU-s of a warm suite of about 225 before a single test ran (`go test -count=1 -run '^$' ./...` and
+# the race pass's packages alike: 38 + 28 CPU-s). `go test -c -o DIR/` leaves a binary alone when its build ID
+# says it is up to date, so a warm suite relinks only what changed (0.6 CPU-s for 19 unchanged packages). The
+# binaries are run as go test runs them: in the package's directory, PWD set, GOROOT/bin first in PATH, stdin
+# empty, -test.paniconexit0 and the timeout. One suite at a time per checkout (flock): a second one would
+# replace binaries the first has yet to run with those of the code it sees. The processes the suite starts do
+# not inherit the lock's descriptor (9>&-), so that one left running cannot hold it.
+bin=.cache/testbin
+mkdir -p "$bin/plain" "$bin/race"
+if command -v flock >/dev/null; then
+  exec 9>"$bin/lock"
+  flock -n 9 || { echo "test.sh: waiting for the suite already running in this checkout ($bin/lock)" >&2; flock 9; }
+fi
+# go vet ./... below checks every package with all its analyzers, so the test builds skip go test's own
 # vet subset (-vet=off). On a warm run both are cache hits (no measurable change); after an edit, the
-# changed packages are vetted once instead of twice.
-testflags=(-count=1 -timeout 20m -vet=off)
+# changed packages are vetted once instead of twice. Test binaries are linked without symbol table and DWARF
+# (-s -w, as go test links the binaries it runs; stack traces read the runtime's tables).
+buildflags=(-vet=off -ldflags='-s -w')
 # The suite is CPU-bound on 2 cores (its passes below run side by side), and its tests allocate big images:
 # the garbage collector at GOGC=300 instead of 100 cost 7-10% less CPU on codec and codec/pdf (same test
 # binaries alternated, `GOGC=N /usr/bin/time ./X.test`). No test measures the heap's size (two read TotalAlloc,
 # which the collector does not change); the nodes the tests start inherit it. An explicit GOGC still wins.
 export GOGC="${GOGC:-300}"
-# internal/node's multi-process tests run cmd/filigrane; both of its passes take this one build instead of
-# linking their own. It links beside go vet, without symbol table and DWARF (-s -w, as go test links its
-# own binaries; stack traces read the runtime's tables): 5.9 -> 3.5 CPU-s for the link.
-go build -ldflags='-s -w' -o "$logs/filigrane" ./cmd/filigrane &
-build_pid=$!
-# internal/node's two passes (below) run one test binary, linked once beside go vet (-s -w as go test links
-# its own), instead of a `go test` each linking it again: 2 x 3.1 -> 3.4 CPU-s.
-go test -c -vet=off -ldflags='-s -w' -o "$logs/node.test" ./internal/node &
-node_build_pid=$!
-go vet ./...
-wait "$build_pid"
-wait "$node_build_pid"
-export FILIGRANE_TEST_BINARY="$logs/filigrane"
 # The packages with concurrency run once, under the race detector; the rest run once without it. Four
 # passes run side by side: the race pass, internal/node's parallel tests, internal/node's tests
 # that cannot call t.Parallel (node_seq) and the rest. Most of their time is tests waiting (processes starting,
@@ -40,7 +43,7 @@ export FILIGRANE_TEST_BINARY="$logs/filigrane"
 # idle. In one process the node_seq tests ran one after the other before any parallel test started, adding
 # their time (about a third of the package's) to the longest pass; in a process of their own they still run one
 # at a time, beside the parallel ones. -parallel 4: internal/node's tests call t.Parallel and mostly wait;
-# more at once on 2 cores only stretches the timing-bound ones. Within a pass, go test starts packages in the
+# more at once on 2 cores only stretches the timing-bound ones. Within a pass, run_pass starts packages in the
 # order given, so the longest (mostly sequential) packages come first.
 race_pkgs=(./actors/... ./cluster/... ./http/... ./persistence/... ./internal/netguard/...)
 # Packages under those paths whose code and tests start no goroutine and share no memory (pure state
@@ -52,7 +55,21 @@ no_race=(filigrane/actors/assetid filigrane/actors/batchstate filigrane/actors/b
 race_list=$(go list "${race_pkgs[@]}" | grep -vxF -f <(printf '%s\n' "${no_race[@]}"))
 race_first=(filigrane/actors filigrane/http/console)
 node_pkg=filigrane/internal/node
-node_seq='^(TestClusterNodeLoss|TestTwelveNodes|TestSlowNodeGetsLessWork|TestMediaProgramMissing|TestCloseJoinsItsGoroutines)$'
+node_seq='TestClusterNodeLoss|TestTwelveNodes|TestSlowNodeGetsLessWork|TestMediaProgramMissing|TestCloseJoinsItsGoroutines'
+# (It had missed this one, which does not call t.Parallel either: the parallel pass's tests all waited the 7 s it
+# ran alone.)
+node_seq+='|TestUploadPutOfADeadNodeFreesTheUpload'
+# Parallel tests of internal/node that mostly wait on real time they cannot shorten from the test (minio-go's
+# retry back-off to a destination that is down, a store call's timeout behind a proxy holding it, slow
+# clients against the server's timeouts), 5-13 s each at under 0.6 CPU-s: they run in
+# node_seq's process, after its sequential tests (about 43 s), when it would otherwise sit idle while the
+# parallel pass, the suite's longest, still runs (91 s of a warm suite's 93.5 before; 84 with the first three).
+node_waiting='TestStorageDeliveryGivesUpAfter30Days|TestSyncDetectEdgeClaimLostRuns|TestLostSubmitAnswerKeepsTheInput'
+node_waiting+='|TestSlowBodyOutlivesHeaderTimeout|TestSlowClientsCannotStopNode'
+# Flags of one package's binary. cmd/filigrane's parallel tests mostly wait (bench chaos's failure detection and
+# webhook schedule: 27 s and 42 s of wall for 3 and 2.5 CPU-s; CLI tests against a node): two at a time (the
+# default on 2 cores) they held their pass's slot for 74 s; four at a time, about 50.
+declare -A pkg_flags=([filigrane/cmd/filigrane]=-test.parallel=4)
 other_first=(filigrane/cmd/filigrane filigrane/codec filigrane/codec/video filigrane/internal/consolebrowser filigrane/codec/pdf)
 # first_then_rest LIST FIRST...: the FIRST packages that are in LIST, then the rest of LIST in its order.
 first_then_rest() {
@@ -60,24 +77,97 @@ first_then_rest() {
   printf '%s\n' "$@" | grep -xF -f <(echo "$list") || true
   echo "$list" | grep -vxF -f <(printf '%s\n' "$@") || true
 }
+# Only packages with test files get a binary (go test -c writes none for the others; a binary left from a
+# package that has no tests any more is not run).
+tested=$(go list -f '{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}}{{end}}' ./...)
+race_list=$(echo "$race_list" | grep -xF -f <(echo "$tested") || true)
 race=$(first_then_rest "$race_list" "${race_first[@]}")
-other=$(first_then_rest "$(go list ./... | grep -vxF -f <(echo "$race_list") | grep -vxF "$node_pkg")" "${other_first[@]}")
-# node_test ARGS...: internal/node's test binary, run as go test runs it (in the package's directory).
-node_test() {
-  echo "== $node_pkg $*"
-  local start=$SECONDS rc=0
-  (cd internal/node && exec "$logs/node.test" -test.paniconexit0 -test.timeout=20m "$@") || rc=$?
-  echo "== $node_pkg: exit $rc after $((SECONDS - start)) s" # go test's "ok ... 12.3s" line, which a bare binary lacks
+other=$(first_then_rest "$(echo "$tested" | grep -vxF -f <(echo "$race_list") | grep -vxF "$node_pkg")" "${other_first[@]}")
+# internal/node's multi-process tests run cmd/filigrane (FILIGRANE_TEST_BINARY): one build for both of its
+# passes, kept beside the test binaries so that a warm run does not link it again. The builds run beside
+# go vet.
+go build -ldflags='-s -w' -o "$bin/filigrane" ./cmd/filigrane 9>&- &
+build_pid=$!
+# shellcheck disable=SC2086 # the package lists are one import path a line
+go test -c "${buildflags[@]}" -o "$bin/plain/" $other "$node_pkg" >"$logs/build-plain" 2>&1 9>&- &
+plain_pid=$!
+# shellcheck disable=SC2086
+go test -race -c "${buildflags[@]}" -o "$bin/race/" $race >"$logs/build-race" 2>&1 9>&- &
+race_build_pid=$!
+build_status=0
+go vet ./... 9>&- || build_status=1
+for pid in "$build_pid" "$plain_pid" "$race_build_pid"; do
+  wait "$pid" || build_status=1
+done
+# A failed build says why (the lines that name a package without tests are left out).
+grep -hv 'no test files' "$logs/build-plain" "$logs/build-race" >&2 || true
+[ "$build_status" = 0 ] || exit 1
+export FILIGRANE_TEST_BINARY=$PWD/$bin/filigrane
+goroot_bin=$(go env GOROOT)/bin
+# run_test DIR PKG LOG ARGS...: PKG's test binary from DIR, run as go test runs it, its output in LOG, then
+# go test's summary line (ok or FAIL, the package, the seconds) at LOG's end; exits as the binary did.
+run_test() {
+  local dir=$1 pkg=$2 log=$3; shift 3
+  local start=$EPOCHREALTIME rc=0 exe
+  exe=$PWD/$dir/${pkg##*/}.test
+  (cd "${pkg#filigrane/}" && PATH="$goroot_bin:$PATH" exec "$exe" -test.paniconexit0 -test.timeout=20m "$@") \
+    </dev/null >"$log" 2>&1 || rc=$?
+  local secs
+  secs=$(awk -v a="$start" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.3f", b - a }')
+  if [ "$rc" = 0 ]; then
+    printf 'ok  \t%s\t%ss\n' "$pkg" "$secs" >"$log.sum"
+  else
+    printf 'FAIL\t%s\t%ss (exit %s)\n' "$pkg" "$secs" "$rc" >"$log.sum"
+  fi
   return "$rc"
 }
-node_test -test.parallel=4 -test.skip="$node_seq" >"$logs/node" 2>&1 &
-node_pid=$!
-node_test -test.run="$node_seq" >"$logs/node-seq" 2>&1 &
-node_seq_pid=$!
-go test -race "${testflags[@]}" $race >"$logs/race" 2>&1 &
+# run_pass NAME DIR PKG...: the packages' binaries from DIR, two at a time (as go test -p 2 on 2 cores), started
+# in the order given; then, in that order, go test's report: the summary line of a package that passed, the
+# whole output and the summary of one that failed. Exits 1 if any failed.
+run_pass() {
+  local name=$1 dir=$2; shift 2
+  local i=0 pkg start=$SECONDS
+  mkdir -p "$logs/pass-$name"
+  for pkg; do
+    while [ "$(jobs -rp | wc -l)" -ge 2 ]; do wait -n || true; done
+    # shellcheck disable=SC2086 # the package's extra flags, if any, are words
+    run_test "$dir" "$pkg" "$logs/pass-$name/$i" ${pkg_flags[$pkg]:-} &
+    i=$((i + 1))
+  done
+  wait || true
+  local status=0
+  i=0
+  for pkg; do
+    if grep -q '^ok' "$logs/pass-$name/$i.sum" 2>/dev/null; then
+      cat "$logs/pass-$name/$i.sum"
+    else
+      status=1
+      cat "$logs/pass-$name/$i" "$logs/pass-$name/$i.sum" 2>/dev/null || printf 'FAIL\t%s\t(no result)\n' "$pkg"
+    fi
+    i=$((i + 1))
+  done
+  echo "== $name pass: $((SECONDS - start)) s" # which pass is the suite's longest
+  return "$status"
+}
+# node_test NAME ARGS...: internal/node's binary with ARGS, its output and summary (its two passes run the same
+# binary, the tests that cannot call t.Parallel apart from the others).
+node_test() {
+  local name=$1 rc=0; shift
+  echo "== $node_pkg $*"
+  run_test "$bin/plain" "$node_pkg" "$logs/$name.out" "$@" || rc=$?
+  cat "$logs/$name.out" "$logs/$name.out.sum"
+  return "$rc"
+}
+# shellcheck disable=SC2086
+run_pass race "$bin/race" $race >"$logs/race" 2>&1 9>&- &
 race_pid=$!
-go test "${testflags[@]}" $other >"$logs/other" 2>&1 &
+# shellcheck disable=SC2086
+run_pass other "$bin/plain" $other >"$logs/other" 2>&1 9>&- &
 other_pid=$!
+node_test node-par -test.parallel=4 -test.skip="^($node_seq|$node_waiting)\$" >"$logs/node" 2>&1 9>&- &
+node_pid=$!
+node_test node-seq -test.parallel=4 -test.run="^($node_seq|$node_waiting)\$" >"$logs/node-seq" 2>&1 9>&- &
+node_seq_pid=$!
 status=0
 for pid in "$node_pid" "$node_seq_pid" "$race_pid" "$other_pid"; do
   wait "$pid" || status=1

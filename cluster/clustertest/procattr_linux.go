@@ -3,10 +3,13 @@
 package clustertest
 
 import (
+	"errors"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 )
 
@@ -54,4 +57,36 @@ func listensOn(pid, port int) (listening, ok bool) {
 		}
 	}
 	return false, true
+}
+
+// portLocks holds, for the life of the test process, a lock on a file named after each port FreePorts gave
+// out: a restarted node binds its ports again, and in the moment between its exit and its restart's bind a
+// FreePorts pick elsewhere (another test of this process or another test binary of the suite) could take one
+// of them (bench chaos's frozen node restarted onto "address already in use", found by a warm suite run). The
+// locks are flock(2) locks, which conflict between separate opens even within one process.
+var portLocks struct {
+	sync.Mutex
+	files []*os.File
+}
+
+// reservePort locks port's file in the shared directory for the rest of this process's life, and reports
+// false if another FreePorts holds it. When the directory or file cannot be made there is no reservation
+// (true: the pick goes ahead as before).
+func reservePort(port int) bool {
+	dir := filepath.Join(os.TempDir(), "filigrane-clustertest-ports")
+	if err := os.MkdirAll(dir, 0o777); err != nil {
+		return true
+	}
+	f, err := os.OpenFile(filepath.Join(dir, strconv.Itoa(port)), os.O_CREATE|os.O_RDONLY, 0o666)
+	if err != nil {
+		return true
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return !errors.Is(err, syscall.EWOULDBLOCK)
+	}
+	portLocks.Lock()
+	portLocks.files = append(portLocks.files, f) // kept open: closing the file would release the lock
+	portLocks.Unlock()
+	return true
 }

@@ -480,7 +480,9 @@ func (ps *Processes) KillAll() {
 // picked there can be taken by another listener or connection before the process that was given it binds it:
 // with tests running in parallel (in-process nodes listening on port 0, clients connecting) a process of
 // TestPlacementByRolesAndJoin died on "address already in use". Below the range only another program that
-// picks ports itself can take one. Where the range cannot be read, the kernel's port 0 choice is used.
+// picks ports itself can take one. Where the range cannot be read, the kernel's port 0 choice is used. A port
+// once given out is not given out again while the process that got it runs, here or by another test binary
+// (reservePort): a node restarted on its ports finds them free.
 func FreePorts(n int) ([]int, error) {
 	var held []io.Closer
 	defer func() {
@@ -509,6 +511,11 @@ func FreePorts(n int) ([]int, error) {
 		u, err := net.ListenPacket("udp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 		if err != nil {
 			l.Close()
+			continue
+		}
+		if !reservePort(port) { // given out before, by this process or another, perhaps to a node now restarting
+			l.Close()
+			u.Close()
 			continue
 		}
 		held = append(held, l, u) // held until all are chosen: no duplicates

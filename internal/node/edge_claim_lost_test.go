@@ -17,14 +17,29 @@ import (
 // lateWritingS3 is a proxy in front of the S3 server that, once armed, holds the first PUT whose path contains
 // match until its client gives up (the store's call timed out), and only then writes it to the server, as a
 // frozen storage server does with a request it took before it stopped. landed is closed once that write is
-// stored.
+// stored. Later PUTs whose path contains match wait for it, as a server that resumes stores what it took in
+// the order it took it: the node's own write again after its timeout otherwise raced the held one's landing
+// (under load the node's won, and the late write was refused).
 func lateWritingS3(t *testing.T, target, match string) (endpoint string, armed *atomic.Bool, landed chan struct{}) {
 	armed, landed = &atomic.Bool{}, make(chan struct{})
+	var held atomic.Bool
 	endpoint = s3Proxy(t, target, func(w http.ResponseWriter, r *http.Request, pass http.Handler) {
-		if r.Method != "PUT" || !strings.Contains(r.URL.Path, match) || !armed.CompareAndSwap(true, false) {
+		if r.Method != "PUT" || !strings.Contains(r.URL.Path, match) {
 			pass.ServeHTTP(w, r)
 			return
 		}
+		if !armed.CompareAndSwap(true, false) {
+			if held.Load() {
+				select {
+				case <-landed:
+				case <-r.Context().Done():
+					return
+				}
+			}
+			pass.ServeHTTP(w, r)
+			return
+		}
+		held.Store(true)
 		body, err := io.ReadAll(r.Body)
 		if err != nil {
 			t.Errorf("read the held PUT: %v", err)
