@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -134,33 +135,14 @@ func (a *attempt) runBatch(ctx context.Context, cancel bool) batchOutcome {
 		// A signed URL's node did not take the file: ask again for the batch (fresh URLs) on another node.
 	}
 	if b.Status == "draft" {
-		res, ok := a.send(ctx, "POST", "/watermarks/batches/"+url.PathEscape(b.BatchID)+"/start", "", nil, true)
-		if !ok {
-			return batchOther
-		}
-		switch res.status {
-		case 200, 202: // 200: started already (a repeated start, or a resume)
-		case 404:
-			a.fail(res)
-			return batchLost
-		default:
-			a.fail(res)
-			return batchOther
+		// 200: started already (a repeated start, or a resume).
+		if out, ok := a.batchAction(ctx, b.BatchID, "start", 200, 202); !ok {
+			return out
 		}
 	}
 	if cancel {
-		res, ok := a.send(ctx, "POST", "/watermarks/batches/"+url.PathEscape(b.BatchID)+"/cancel", "", nil, true)
-		if !ok {
-			return batchOther
-		}
-		switch res.status {
-		case 200:
-		case 404:
-			a.fail(res)
-			return batchLost
-		default:
-			a.fail(res)
-			return batchOther
+		if out, ok := a.batchAction(ctx, b.BatchID, "cancel", 200); !ok {
+			return out
 		}
 	}
 	out := a.followBatch(ctx, &b)
@@ -173,6 +155,23 @@ func (a *attempt) runBatch(ctx context.Context, cancel bool) batchOutcome {
 	}
 	a.checkBatch(ctx, &b)
 	return batchDone
+}
+
+// batchAction POSTs the batch's action (start, cancel) and reports whether it answered one of the statuses
+// wanted; when not, how the operation ends (a 404 is a lost batch).
+func (a *attempt) batchAction(ctx context.Context, batchID, action string, want ...int) (batchOutcome, bool) {
+	res, ok := a.send(ctx, "POST", "/watermarks/batches/"+url.PathEscape(batchID)+"/"+action, "", nil, true)
+	if !ok {
+		return batchOther, false
+	}
+	if slices.Contains(want, res.status) {
+		return batchDone, true
+	}
+	a.fail(res)
+	if res.status == 404 {
+		return batchLost, false
+	}
+	return batchOther, false
 }
 
 // checkCancelled checks a batch that ended cancelled: every item succeeded (with its credits) or was rejected
