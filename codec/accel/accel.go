@@ -128,17 +128,11 @@ type PilotPlan struct {
 	Index    [8][]int32
 }
 
-// PNGFilter is what a device may offer besides the codec's passes: the filter pass of a PNG encoder (image/png's:
-// per row the filter type with the least sum of absolute values, ties broken up, Paeth, none, sub, average),
-// on an NRGBA8 image. It returns the filtered rows (a filter-type byte, then the row's bytes: RGB when every
-// pixel is opaque, alpha false, else RGBA), ready for zlib.
-type PNGFilter interface {
-	FilterPNG(ctx context.Context, img Image) (rows []byte, alpha bool, err error)
-}
-
-// PNGDeflater is what a device may offer beyond PNGFilter: the whole image data of a PNG, the filter pass as
-// PNGFilter's, then the filtered rows deflated in package codec/pardeflate's format (byte for byte
-// pardeflate.Compress of the rows), returned as the zlib stream for imageio.EncodePNGZlib.
+// PNGDeflater is what a device may offer besides the codec's passes: the whole image data of a PNG of an NRGBA8
+// image. Its filter pass is image/png's (per row the filter type with the least sum of absolute values, ties
+// broken up, Paeth, none, sub, average; RGB rows when every pixel is opaque, alpha false, else RGBA), then the
+// filtered rows are deflated in package codec/pardeflate's format (byte for byte pardeflate.Compress of the
+// rows), returned as the zlib stream for imageio.EncodePNGZlib.
 type PNGDeflater interface {
 	DeflatePNG(ctx context.Context, img Image) (z []byte, alpha bool, err error)
 }

@@ -346,7 +346,7 @@ func TestEXIFThroughEncoders(t *testing.T) {
 	}
 }
 
-// filteredRows filters an opaque NRGBA image's rows as image/png would (what accel.PNGFilter returns).
+// filteredRows filters an opaque NRGBA image's rows as image/png would (what the GPU's filter pass returns).
 func filteredRows(m *image.NRGBA) []byte {
 	b := m.Bounds()
 	n := 3 * b.Dx()

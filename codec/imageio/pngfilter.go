@@ -13,7 +13,7 @@ const (
 
 // filterRow writes into out (1+len(cur) bytes) the filter type and the filtered bytes of the row cur, given
 // prev, the unfiltered previous row (all zeros above the first row), with bpp bytes per pixel. It makes the
-// choice image/png's encoder makes, so that the file is the one image/png (and accel.PNGFilter) would give:
+// choice image/png's encoder makes, so that the file is the one image/png (and the GPU's filter pass) would give:
 // the filter with the least sum of absolute values of the filtered bytes (as signed bytes), ties going to the
 // first of Up, Paeth, None, Sub, Average. The four cheap sums are taken in one pass; Paeth, the costly one,
 // stops as soon as it cannot win.

@@ -18,8 +18,8 @@ import (
 func PNGRowsFit(icc []byte) bool { return iccColorSpace(icc) != "GRAY" }
 
 // EncodePNGRows writes an 8-bit PNG of width×height pixels, RGB (alpha false) or RGBA, from rows that are
-// already filtered (per row a filter-type byte and the row's bytes: what accel.PNGFilter gives). With the rows
-// EncodePNG's filter gives for the same image (image/png's choice of filter, which accel.PNGFilter mirrors), the
+// already filtered (per row a filter-type byte and the row's bytes: what the GPU's filter pass gives). With the
+// rows EncodePNG's filter gives for the same image (image/png's choice of filter, which the GPU's mirrors), the
 // file is byte for byte the one EncodePNG writes: the same header, iCCP and eXIf chunks, deflate mode (chosen
 // from the same sample rows) and 32 KiB IDAT chunks. Callers check PNGRowsFit(md.ICC) first.
 func EncodePNGRows(w io.Writer, width, height int, alpha bool, rows []byte, md Metadata) error {
@@ -31,14 +31,9 @@ func EncodePNGRows(w io.Writer, width, height int, alpha bool, rows []byte, md M
 		return fmt.Errorf("imageio: encoding PNG rows: %d bytes for %dx%d pixels of %d bytes", len(rows), width,
 			height, bpp)
 	}
-	if !PNGRowsFit(md.ICC) {
-		return errors.New("imageio: encoding PNG rows: a GRAY profile needs EncodePNG")
-	}
-	if err := checkEXIF(md.EXIF); err != nil {
+	md, err := rgbMetadata(md)
+	if err != nil {
 		return fmt.Errorf("imageio: encoding PNG rows: %w", err)
-	}
-	if iccColorSpace(md.ICC) != "RGB " {
-		md.ICC = nil // EncodePNG drops a profile whose colour space does not match RGB
 	}
 	rowLen := 1 + bpp*width
 	ys := sampleRows(height)
@@ -210,14 +205,9 @@ func EncodePNGZlib(w io.Writer, width, height int, alpha bool, z []byte, md Meta
 	if width <= 0 || height <= 0 || len(z) < 6 {
 		return fmt.Errorf("imageio: encoding PNG: a %d-byte zlib stream for %dx%d pixels", len(z), width, height)
 	}
-	if !PNGRowsFit(md.ICC) {
-		return errors.New("imageio: encoding PNG: a GRAY profile needs EncodePNG")
-	}
-	if err := checkEXIF(md.EXIF); err != nil {
+	md, err := rgbMetadata(md)
+	if err != nil {
 		return fmt.Errorf("imageio: encoding PNG: %w", err)
-	}
-	if iccColorSpace(md.ICC) != "RGB " {
-		md.ICC = nil // as EncodePNGRows
 	}
 	return writePNG8Data(w, width, height, alpha, md, func(idat io.Writer) error {
 		for len(z) > 0 {
@@ -229,6 +219,22 @@ func EncodePNGZlib(w io.Writer, width, height int, alpha bool, z []byte, md Meta
 		}
 		return nil
 	})
+}
+
+// rgbMetadata is md as EncodePNG writes it beside RGB or RGBA rows: refused with a GRAY profile (EncodePNG may
+// write that image as grayscale) or malformed EXIF, and without a profile of another colour space (EncodePNG
+// drops one that does not match RGB).
+func rgbMetadata(md Metadata) (Metadata, error) {
+	if !PNGRowsFit(md.ICC) {
+		return md, errors.New("a GRAY profile needs EncodePNG")
+	}
+	if err := checkEXIF(md.EXIF); err != nil {
+		return md, err
+	}
+	if iccColorSpace(md.ICC) != "RGB " {
+		md.ICC = nil
+	}
+	return md, nil
 }
 
 // writePNG8Data writes the PNG around the image data that data writes to idat (each Write one IDAT chunk).

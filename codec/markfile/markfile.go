@@ -169,35 +169,24 @@ func encode(ctx context.Context, dev accel.Device, img image.Image, pic *imageio
 	return buf.bytes(), nil
 }
 
-// encodePNGOn writes img as a PNG with the device's PNG passes into buf, when dev offers them and the image is an
-// 8-bit NRGBA one the rows can carry; done is false when it does not (EncodePNG then writes the file). A device
-// that deflates PNG image data does the encoder's whole work (the filter pass and the compression: on the host,
-// deflate was most of a GPU job's time); the file holds the same pixels, its stream in codec/pardeflate's format
-// (within about 1% of EncodePNG's size: bench/README.md). A device that only filters PNG rows does the costliest
-// pass of EncodePNG, and the file is the same.
+// encodePNGOn writes img as a PNG with the device's PNG pass into buf, when dev offers it and the image is an
+// 8-bit NRGBA one the rows can carry; done is false when it does not (EncodePNG then writes the file). The device
+// does the encoder's whole work (the filter pass and the compression: on the host, deflate was most of a GPU
+// job's time); the file holds the same pixels, its stream in codec/pardeflate's format (within about 1% of
+// EncodePNG's size: bench/README.md).
 func encodePNGOn(ctx context.Context, dev accel.Device, img image.Image, pic *imageio.Picture, buf *chunks) (done bool, err error) {
 	m, ok := img.(*image.NRGBA)
-	if !ok || dev == nil || !imageio.PNGRowsFit(pic.ICC) {
+	pd, deflates := dev.(accel.PNGDeflater)
+	if !ok || !deflates || !imageio.PNGRowsFit(pic.ICC) {
 		return false, nil
 	}
 	b := m.Bounds()
-	a := accel.Image{Pix: m.Pix[m.PixOffset(b.Min.X, b.Min.Y):], Width: b.Dx(), Height: b.Dy(), Stride: m.Stride,
-		Format: accel.NRGBA8}
-	if pd, ok := dev.(accel.PNGDeflater); ok {
-		z, alpha, err := pd.DeflatePNG(ctx, a)
-		if err != nil {
-			return true, fmt.Errorf("%w: PNG deflate: %w", codec.ErrDevice, err)
-		}
-		return true, imageio.EncodePNGZlib(buf, b.Dx(), b.Dy(), alpha, z, pic.Metadata)
+	z, alpha, err := pd.DeflatePNG(ctx, accel.Image{Pix: m.Pix[m.PixOffset(b.Min.X, b.Min.Y):], Width: b.Dx(),
+		Height: b.Dy(), Stride: m.Stride, Format: accel.NRGBA8})
+	if err != nil {
+		return true, fmt.Errorf("%w: PNG deflate: %w", codec.ErrDevice, err)
 	}
-	if pf, ok := dev.(accel.PNGFilter); ok {
-		rows, alpha, err := pf.FilterPNG(ctx, a)
-		if err != nil {
-			return true, fmt.Errorf("%w: PNG filter: %w", codec.ErrDevice, err)
-		}
-		return true, imageio.EncodePNGRows(buf, b.Dx(), b.Dy(), alpha, rows, pic.Metadata)
-	}
-	return false, nil
+	return true, imageio.EncodePNGZlib(buf, b.Dx(), b.Dy(), alpha, z, pic.Metadata)
 }
 
 // chunks collects an encoder's output in blocks of chunkSize and joins them once at the end: a growing

@@ -12,9 +12,9 @@ import (
 	"filigrane/gpu/cuda"
 )
 
-// FilterPNG implements accel.PNGFilter: the PNG filter pass of image/png's encoder (per row, the filter type
-// with the least sum of absolute values, ties in its order), on the device. alpha is false when every pixel is
-// opaque (the encoder then writes RGB).
+// FilterPNG is DeflatePNG's first pass alone, its rows downloaded (the tests check them against image/png's):
+// the PNG filter pass of image/png's encoder (per row, the filter type with the least sum of absolute values,
+// ties in its order), on the device. alpha is false when every pixel is opaque (the encoder then writes RGB).
 func (d *Device) FilterPNG(ctx context.Context, img accel.Image) (rows []byte, alpha bool, err error) {
 	defer d.traced("FilterPNG", time.Now())
 	f, err := d.filter(ctx, img, 0, 0)
