@@ -7,9 +7,7 @@ package pngbench
 
 import (
 	"bytes"
-	"compress/zlib"
 	"context"
-	"encoding/binary"
 	"image"
 	"io"
 	"os"
@@ -18,6 +16,7 @@ import (
 	"filigrane/bench/corpus"
 	"filigrane/codec"
 	"filigrane/codec/imageio"
+	"filigrane/codec/imageio/imageiotest"
 	"filigrane/codec/pardeflate"
 )
 
@@ -66,12 +65,7 @@ func TestParallelDeflateSize(t *testing.T) {
 		if err := imageio.EncodePNG(&file, marked, imageio.Metadata{}); err != nil {
 			t.Fatal(err)
 		}
-		z := imageData(t, file.Bytes())
-		r, err := zlib.NewReader(bytes.NewReader(z))
-		if err != nil {
-			t.Fatal(err)
-		}
-		rows, err := io.ReadAll(r)
+		z, rows, err := imageiotest.PNGImageData(file.Bytes())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -93,21 +87,4 @@ func TestParallelDeflateSize(t *testing.T) {
 	if all[1] > all[0]*103/100 {
 		t.Errorf("the parallel stream is %d bytes against EncodePNG's %d: over 3%% larger", all[1], all[0])
 	}
-}
-
-// imageData is the concatenated IDAT data of a PNG file.
-func imageData(t *testing.T, file []byte) []byte {
-	t.Helper()
-	var z []byte
-	for p := file[8:]; len(p) >= 12; {
-		n := int(binary.BigEndian.Uint32(p))
-		if 12+n > len(p) {
-			t.Fatal("truncated PNG chunk")
-		}
-		if string(p[4:8]) == "IDAT" {
-			z = append(z, p[8:8+n]...)
-		}
-		p = p[12+n:]
-	}
-	return z
 }

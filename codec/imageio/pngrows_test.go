@@ -2,8 +2,6 @@ package imageio
 
 import (
 	"bytes"
-	"compress/zlib"
-	"encoding/binary"
 	"image"
 	"image/color"
 	"image/png"
@@ -11,6 +9,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"filigrane/codec/imageio/imageiotest"
 	"filigrane/codec/pardeflate"
 )
 
@@ -102,23 +101,11 @@ func pngTestImages() map[string]*image.NRGBA {
 // pngImageData returns the decompressed image data (the filtered rows) of a PNG file.
 func pngImageData(t *testing.T, file []byte) []byte {
 	t.Helper()
-	var z []byte
-	for p := file[8:]; len(p) >= 12; {
-		n := int(binary.BigEndian.Uint32(p))
-		if string(p[4:8]) == "IDAT" {
-			z = append(z, p[8:8+n]...)
-		}
-		p = p[12+n:]
-	}
-	zr, err := zlib.NewReader(bytes.NewReader(z))
+	_, rows, err := imageiotest.PNGImageData(file)
 	if err != nil {
 		t.Fatal(err)
 	}
-	data, err := io.ReadAll(zr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return data
+	return rows
 }
 
 // EncodePNG filters every row as image/png does (the same filter type and bytes, which the GPU's filter also

@@ -2,17 +2,16 @@ package markfile
 
 import (
 	"bytes"
-	"compress/zlib"
 	"context"
 	"encoding/binary"
 	"errors"
 	"image"
-	"io"
 	"testing"
 
 	"filigrane/codec"
 	"filigrane/codec/accel"
 	"filigrane/codec/imageio"
+	"filigrane/codec/imageio/imageiotest"
 	"filigrane/codec/pardeflate"
 )
 
@@ -34,24 +33,9 @@ func (d *cpuPNGDevice) rows(img accel.Image) ([]byte, bool, error) {
 	if err := imageio.EncodePNG(&file, m, imageio.Metadata{}); err != nil {
 		return nil, false, err
 	}
-	var z []byte
-	alpha := false
-	for p := file.Bytes()[8:]; len(p) >= 12; {
-		n := int(binary.BigEndian.Uint32(p))
-		switch string(p[4:8]) {
-		case "IHDR":
-			alpha = p[8+9] == 6
-		case "IDAT":
-			z = append(z, p[8:8+n]...)
-		}
-		p = p[12+n:]
-	}
-	r, err := zlib.NewReader(bytes.NewReader(z))
-	if err != nil {
-		return nil, false, err
-	}
-	rows, err := io.ReadAll(r)
-	return rows, alpha, err
+	_, rows, err := imageiotest.PNGImageData(file.Bytes())
+	const colorType = 8 + 8 + 9 // the signature, IHDR's length and type, then width, height and bit depth
+	return rows, file.Bytes()[colorType] == 6, err
 }
 
 func (d *cpuPNGDevice) DeflatePNG(_ context.Context, img accel.Image) ([]byte, bool, error) {
