@@ -44,16 +44,25 @@ func verifiedDestination(t *testing.T, base, key string, srv *s3test.Server, end
 // readBucketObject reads one object of the customer bucket.
 func readBucketObject(t *testing.T, srv *s3test.Server, bucket, key string) []byte {
 	t.Helper()
-	obj, err := srv.Client().GetObject(context.Background(), bucket, key, minio.GetObjectOptions{})
+	b, err := readObject(srv, bucket, key)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return b
+}
+
+// readObject reads bucket/key whole; a missing key's error is minio's NoSuchKey response.
+func readObject(srv *s3test.Server, bucket, key string) ([]byte, error) {
+	obj, err := srv.Client().GetObject(context.Background(), bucket, key, minio.GetObjectOptions{})
+	if err != nil {
+		return nil, err
 	}
 	defer obj.Close()
 	b, err := io.ReadAll(obj)
 	if err != nil {
-		t.Fatalf("read %s/%s: %v", bucket, key, err)
+		return nil, fmt.Errorf("read %s/%s: %w", bucket, key, err)
 	}
-	return b
+	return b, nil
 }
 
 // TestBatchDeliversToStorageDestination: a zip batch naming a verified destination delivers every item's
