@@ -5,7 +5,7 @@ import "math"
 // Tail-biting convolutional code, constraint length 9, rate 1/3, generators 557, 663, 711 (octal; free distance
 // 18). Tail-biting (the encoder starts in the state its last eight input bits leave it in) costs no tail bits,
 // and the decoder treats the trellis as a circle. K=9 instead of the K=7 code (133, 171, 165) of the research
-// note: at a raw error rate of 16% it loses 4.5% of frames instead of 15.5% (TestFER), for a decoder that
+// note: at a raw error rate of 16% it loses 4.5% of frames instead of 15.5% (BenchmarkFER), for a decoder that
 // still takes about a millisecond.
 const (
 	convK      = 9

@@ -2,18 +2,20 @@ package codec
 
 import (
 	"fmt"
-	"math"
 	"math/rand/v2"
-	"os"
 	"testing"
 )
 
-// TestFER prints the frame error rate of the code against the raw hard-decision error rate on an AWGN channel
-// (the numbers behind the choice of K=9 in convcode.go). It runs only with FILIGRANE_EXPLORE=1.
-func TestFER(t *testing.T) {
-	if os.Getenv("FILIGRANE_EXPLORE") == "" {
-		t.Skip()
+// BenchmarkFER measures the frame error rate of the code against the raw hard-decision error rate on an AWGN
+// channel (the numbers behind the choice of K=9 in convcode.go), 200 frames per noise level, reported as
+// metrics (`go test -run '^$' -bench FER -benchtime 1x ./codec`).
+func BenchmarkFER(b *testing.B) {
+	for b.Loop() {
+		frameErrorRates(b)
 	}
+}
+
+func frameErrorRates(b *testing.B) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	for _, sigma := range []float64{0.8, 0.9, 1.0} {
 		fails := 0
@@ -34,7 +36,7 @@ func TestFER(t *testing.T) {
 				fails++
 			}
 		}
-		fmt.Printf("K=%d sigma %.2f rawBER %.3f FER %.3f\n", convK, sigma, ber/trials/codedBits, float64(fails)/trials)
+		b.ReportMetric(ber/trials/codedBits, fmt.Sprintf("rawBER@sigma%.2f", sigma))
+		b.ReportMetric(float64(fails)/trials, fmt.Sprintf("FER@sigma%.2f", sigma))
 	}
-	_ = math.Abs
 }

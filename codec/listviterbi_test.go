@@ -3,7 +3,6 @@ package codec
 import (
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"testing"
 )
 
@@ -26,10 +25,15 @@ func TestListDecodeClean(t *testing.T) {
 	}
 }
 
-func TestListFER(t *testing.T) {
-	if os.Getenv("FILIGRANE_EXPLORE") == "" {
-		t.Skip()
+// BenchmarkListFER measures how many of 200 noisy frames per noise level BCJR decodes, and how many with the
+// list decoder after it, reported as metrics (`go test -run '^$' -bench ListFER -benchtime 1x ./codec`).
+func BenchmarkListFER(b *testing.B) {
+	for b.Loop() {
+		listFrameRates(b)
 	}
+}
+
+func listFrameRates(b *testing.B) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	for _, sigma := range []float64{0.95, 1.0, 1.05} {
 		bcjr, list := 0, 0
@@ -55,6 +59,7 @@ func TestListFER(t *testing.T) {
 				}
 			}
 		}
-		fmt.Printf("sigma %.2f: BCJR %d/%d, with list %d/%d\n", sigma, bcjr, trials, list, trials)
+		b.ReportMetric(float64(bcjr)/trials, fmt.Sprintf("BCJR-ok@sigma%.2f", sigma))
+		b.ReportMetric(float64(list)/trials, fmt.Sprintf("list-ok@sigma%.2f", sigma))
 	}
 }

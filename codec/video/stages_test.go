@@ -11,27 +11,35 @@ import (
 	"filigrane/codec"
 )
 
-// TestStageCPU is a measurement, not a check: it runs only with FILIGRANE_VIDEO_STAGES set to an 8-bit MP4 or
-// MOV clip, and logs the CPU seconds (user+sys) of each part of the embedding pipeline run one at a time on
-// files, so that the pipeline's extra CPU over a plain x264 re-encode can be split (bench/README.md, "Video"):
-// the plain re-encode; decoding to raw Matroska; x264 on the unmarked raw frames; the Go stage (Mark8 on every
-// frame, frames in memory); x264 on the marked raw frames.
-func TestStageCPU(t *testing.T) {
+// BenchmarkStageCPU splits the embedding pipeline's extra CPU over a plain x264 re-encode (bench/README.md,
+// "Video"): it runs only with FILIGRANE_VIDEO_STAGES set to an 8-bit MP4 or MOV clip, and reports the CPU
+// seconds (user+sys) of each part run one at a time on files: the plain re-encode; decoding to raw Matroska;
+// x264 on the unmarked raw frames; the Go stage (Mark8 on every frame, frames in memory); x264 on the marked raw
+// frames.
+//
+//	FILIGRANE_VIDEO_STAGES=$PWD/megamind.mp4 go test -run '^$' -bench StageCPU -benchtime 1x ./codec/video
+func BenchmarkStageCPU(b *testing.B) {
 	src := os.Getenv("FILIGRANE_VIDEO_STAGES")
 	if src == "" {
-		t.Skip("set FILIGRANE_VIDEO_STAGES to a clip to measure")
+		b.Skip("set FILIGRANE_VIDEO_STAGES to a clip to measure")
 	}
-	a := testAdapter(t)
+	for b.Loop() {
+		stageCPU(b, src)
+	}
+}
+
+func stageCPU(b *testing.B, src string) {
+	a := testAdapter(b)
 	info, err := a.Probe(context.Background(), src)
 	if err != nil {
-		t.Fatal(err)
+		b.Fatal(err)
 	}
 	v := info.Video
 	f := newFrameFormat(v)
 	if f.bits != 8 {
-		t.Skip("8-bit clips only")
+		b.Skip("8-bit clips only")
 	}
-	dir := t.TempDir()
+	dir := b.TempDir()
 	children := func(run func()) float64 {
 		var r0, r1 syscall.Rusage
 		syscall.Getrusage(syscall.RUSAGE_CHILDREN, &r0) //nolint:errcheck
@@ -40,7 +48,7 @@ func TestStageCPU(t *testing.T) {
 		return cpuSeconds(r1) - cpuSeconds(r0)
 	}
 	ff := func(args ...string) func() {
-		return func() { ffmpegRun(t, args...) }
+		return func() { ffmpegRun(b, args...) }
 	}
 	x264 := []string{"-c:v", "libx264", "-preset", DefaultPreset, "-crf", "18", "-pix_fmt", f.pixFmt}
 	raw, marked := filepath.Join(dir, "raw.mkv"), filepath.Join(dir, "marked.mkv")
@@ -55,11 +63,11 @@ func TestStageCPU(t *testing.T) {
 
 	data, err := os.ReadFile(raw)
 	if err != nil {
-		t.Fatal(err)
+		b.Fatal(err)
 	}
 	m, err := a.Codec.NewVideoMarker(testID(1), v.Width, v.Height, codec.EmbedOptions{})
 	if err != nil {
-		t.Fatal(err)
+		b.Fatal(err)
 	}
 	var out bytes.Buffer
 	var s0, s1 syscall.Rusage
@@ -69,23 +77,30 @@ func TestStageCPU(t *testing.T) {
 	})
 	syscall.Getrusage(syscall.RUSAGE_SELF, &s1) //nolint:errcheck
 	if err != nil {
-		t.Fatal(err)
+		b.Fatal(err)
 	}
 	if err := os.WriteFile(marked, out.Bytes(), 0o600); err != nil {
-		t.Fatal(err)
+		b.Fatal(err)
 	}
 	encMarked := children(encode(marked, "enc-marked.mkv"))
 	size := func(f string) int64 {
 		st, err := os.Stat(f)
 		if err != nil {
-			t.Fatal(err)
+			b.Fatal(err)
 		}
 		return st.Size()
 	}
-	t.Logf("%s, %d frames %dx%d: plain x264 re-encode %.2f s; decode to raw Matroska %.2f s; x264 on raw frames "+
-		"%.2f s; Go stage (walk + Mark8, in memory) %.2f s; x264 on marked raw frames %.2f s (output %d vs %d bytes)",
-		filepath.Base(src), n, v.Width, v.Height, plain, dec, encRaw, cpuSeconds(s1)-cpuSeconds(s0), encMarked,
-		size(filepath.Join(dir, "enc-marked.mkv")), size(filepath.Join(dir, "enc-raw.mkv")))
+	for _, m := range []struct {
+		v    float64
+		unit string
+	}{
+		{plain, "plain-cpu-s"}, {dec, "decode-cpu-s"}, {encRaw, "x264-raw-cpu-s"},
+		{cpuSeconds(s1) - cpuSeconds(s0), "go-stage-cpu-s"}, {encMarked, "x264-marked-cpu-s"},
+		{float64(size(filepath.Join(dir, "enc-raw.mkv"))), "raw-out-bytes"},
+		{float64(size(filepath.Join(dir, "enc-marked.mkv"))), "marked-out-bytes"}, {float64(n), "frames"},
+	} {
+		b.ReportMetric(m.v, m.unit)
+	}
 }
 
 func cpuSeconds(r syscall.Rusage) float64 {
