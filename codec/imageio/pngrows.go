@@ -41,38 +41,84 @@ func EncodePNGRows(w io.Writer, width, height int, alpha bool, rows []byte, md M
 	for _, y := range ys {
 		sample = append(sample, rows[y*rowLen:(y+1)*rowLen]...)
 	}
-	return writePNG8(w, width, height, alpha, md, chooseDeflate(sample), func(zw io.Writer) error {
+	return writePNGRows(w, width, height, rgb8(alpha), md, chooseDeflate(sample), func(zw io.Writer) error {
 		_, err := zw.Write(rows)
 		return err
 	})
 }
 
-// encodeNRGBA writes an 8-bit image as EncodePNG does (RGB when it is opaque, else RGBA), filtering the rows as
-// image/png's encoder does and streaming them to the compressor: no more than a few rows are held besides the
-// image.
+// pngLayout is a PNG pixel layout: bit depth, colour type (0 gray, 2 RGB, 6 RGBA) and bytes a pixel.
+type pngLayout struct{ depth, colorType, bpp int }
+
+var (
+	layoutGray8  = pngLayout{8, 0, 1}
+	layoutGray16 = pngLayout{16, 0, 2}
+	layoutRGB8   = pngLayout{8, 2, 3}
+	layoutRGBA8  = pngLayout{8, 6, 4}
+	layoutRGB16  = pngLayout{16, 2, 6}
+	layoutRGBA16 = pngLayout{16, 6, 8}
+)
+
+// rgb8 is the 8-bit layout of RGB (alpha false) or RGBA rows.
+func rgb8(alpha bool) pngLayout {
+	if alpha {
+		return layoutRGBA8
+	}
+	return layoutRGB8
+}
+
+// encodeNRGBA writes an 8-bit image as EncodePNG does: RGB when it is opaque, else RGBA.
 func encodeNRGBA(w io.Writer, m *image.NRGBA, md Metadata) error {
 	b := m.Bounds()
-	width, height := b.Dx(), b.Dy()
-	alpha := !isOpaque(m)
-	bpp := 3
-	if alpha {
-		bpp = 4
+	width := b.Dx()
+	if !isOpaque(m) {
+		return encodeFiltered(w, width, b.Dy(), layoutRGBA8, md, func(y int, dst []byte) {
+			copy(dst, m.Pix[m.PixOffset(b.Min.X, b.Min.Y+y):][:4*width])
+		})
 	}
-	// row writes the unfiltered bytes of row y into dst (bpp·width bytes).
-	row := func(y int, dst []byte) {
+	return encodeFiltered(w, width, b.Dy(), layoutRGB8, md, func(y int, dst []byte) {
 		src := m.Pix[m.PixOffset(b.Min.X, b.Min.Y+y):][:4*width]
-		if alpha {
-			copy(dst, src)
-			return
-		}
 		dst = dst[:3*width]
 		for x := 0; x < width; x++ {
 			p := src[4*x : 4*x+3 : 4*x+3]
 			d := dst[3*x : 3*x+3 : 3*x+3]
 			d[0], d[1], d[2] = p[0], p[1], p[2]
 		}
+	})
+}
+
+// encodeNRGBA64 writes a 16-bit image as image/png's encoder lays it out: RGB when it is opaque, else RGBA, 16
+// bits a sample (NRGBA64's Pix is already big-endian RGBA, PNG's order).
+func encodeNRGBA64(w io.Writer, m *image.NRGBA64, md Metadata) error {
+	b := m.Bounds()
+	width := b.Dx()
+	if !m.Opaque() {
+		return encodeFiltered(w, width, b.Dy(), layoutRGBA16, md, func(y int, dst []byte) {
+			copy(dst, m.Pix[m.PixOffset(b.Min.X, b.Min.Y+y):][:8*width])
+		})
 	}
-	n := bpp * width
+	return encodeFiltered(w, width, b.Dy(), layoutRGB16, md, func(y int, dst []byte) {
+		src := m.Pix[m.PixOffset(b.Min.X, b.Min.Y+y):][:8*width]
+		dst = dst[:6*width]
+		for x := 0; x < width; x++ {
+			copy(dst[6*x:6*x+6], src[8*x:8*x+6])
+		}
+	})
+}
+
+// encodeGray writes an 8- or 16-bit grayscale image (what EncodePNG makes of a gray picture with a GRAY profile).
+func encodeGray(w io.Writer, pix []byte, stride int, r image.Rectangle, l pngLayout, md Metadata) error {
+	n := l.bpp * r.Dx()
+	return encodeFiltered(w, r.Dx(), r.Dy(), l, md, func(y int, dst []byte) {
+		copy(dst, pix[y*stride:][:n])
+	})
+}
+
+// encodeFiltered writes a PNG of width×height pixels in layout l whose unfiltered rows row(y, dst) gives
+// (l.bpp·width bytes), filtering them as image/png's encoder does and streaming them to the compressor: no more
+// than a few rows are held besides the image.
+func encodeFiltered(w io.Writer, width, height int, l pngLayout, md Metadata, row func(y int, dst []byte)) error {
+	n := l.bpp * width
 	prev, cur, out := make([]byte, n), make([]byte, n), make([]byte, 1+n)
 	// The deflate mode is chosen from the filtered sample rows first (each needs its previous row).
 	ys := sampleRows(height)
@@ -83,16 +129,16 @@ func encodeNRGBA(w io.Writer, m *image.NRGBA, md Metadata) error {
 			row(y-1, prev)
 		}
 		row(y, cur)
-		filterRow(out, cur, prev, bpp)
+		filterRow(out, cur, prev, l.bpp)
 		sample = append(sample, out...)
 	}
 	mode := chooseDeflate(sample)
 	sample = nil
-	return writePNG8(w, width, height, alpha, md, mode, func(zw io.Writer) error {
+	return writePNGRows(w, width, height, l, md, mode, func(zw io.Writer) error {
 		clear(prev)
 		for y := 0; y < height; y++ {
 			row(y, cur)
-			filterRow(out, cur, prev, bpp)
+			filterRow(out, cur, prev, l.bpp)
 			if _, err := zw.Write(out); err != nil {
 				return err
 			}
@@ -181,10 +227,10 @@ func (c *countWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// writePNG8 writes an 8-bit RGB or RGBA PNG: the signature, IHDR, the iCCP and eXIf chunks of md, the image data
+// writePNGRows writes a PNG in layout l: the signature, IHDR, the iCCP and eXIf chunks of md, the image data
 // that body writes (filtered rows) compressed in mode in 32 KiB IDAT chunks, and IEND.
-func writePNG8(w io.Writer, width, height int, alpha bool, md Metadata, mode deflateMode, body func(zw io.Writer) error) error {
-	return writePNG8Data(w, width, height, alpha, md, func(idat io.Writer) error {
+func writePNGRows(w io.Writer, width, height int, l pngLayout, md Metadata, mode deflateMode, body func(zw io.Writer) error) error {
+	return writePNGData(w, width, height, l, md, func(idat io.Writer) error {
 		bw := bufio.NewWriterSize(idat, 1<<15)
 		zw := mode.newWriter(bw)
 		if err := body(zw); err != nil {
@@ -209,7 +255,7 @@ func EncodePNGZlib(w io.Writer, width, height int, alpha bool, z []byte, md Meta
 	if err != nil {
 		return fmt.Errorf("imageio: encoding PNG: %w", err)
 	}
-	return writePNG8Data(w, width, height, alpha, md, func(idat io.Writer) error {
+	return writePNGData(w, width, height, rgb8(alpha), md, func(idat io.Writer) error {
 		for len(z) > 0 {
 			k := min(len(z), 1<<15)
 			if _, err := idat.Write(z[:k]); err != nil {
@@ -237,8 +283,9 @@ func rgbMetadata(md Metadata) (Metadata, error) {
 	return md, nil
 }
 
-// writePNG8Data writes the PNG around the image data that data writes to idat (each Write one IDAT chunk).
-func writePNG8Data(w io.Writer, width, height int, alpha bool, md Metadata, data func(idat io.Writer) error) error {
+// writePNGData writes the PNG in layout l around the image data that data writes to idat (each Write one IDAT
+// chunk).
+func writePNGData(w io.Writer, width, height int, l pngLayout, md Metadata, data func(idat io.Writer) error) error {
 	cw := &chunkWriter{w: w}
 	if _, err := w.Write([]byte("\x89PNG\r\n\x1a\n")); err != nil {
 		return fmt.Errorf("imageio: encoding PNG: %w", err)
@@ -246,10 +293,7 @@ func writePNG8Data(w io.Writer, width, height int, alpha bool, md Metadata, data
 	ihdr := make([]byte, 13)
 	binary.BigEndian.PutUint32(ihdr[0:], uint32(width))
 	binary.BigEndian.PutUint32(ihdr[4:], uint32(height))
-	ihdr[8], ihdr[9] = 8, 2
-	if alpha {
-		ihdr[9] = 6
-	}
+	ihdr[8], ihdr[9] = byte(l.depth), byte(l.colorType)
 	cw.chunk(ihdr, "IHDR")
 	chunks, err := pngMetaChunks(md)
 	if err != nil {
