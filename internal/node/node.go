@@ -328,16 +328,7 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 			jobstate.MediaDocument: mediafiles.NewPDF(cdc),
 		}}
 	roles := NodeRoles(cfg.Roles)
-	workers := map[mediakind.Class]int{}
-	if roles.Classes[mediakind.ClassCPU] {
-		workers[mediakind.ClassCPU] = cfg.Workers
-	}
-	if roles.Classes[mediakind.ClassCPULong] {
-		workers[mediakind.ClassCPULong] = cfg.LongWorkers
-	}
-	if roles.Classes[mediakind.ClassGPU] && devices > 0 {
-		workers[mediakind.ClassGPU] = devices * cfg.GPUSlots
-	}
+	workers := roles.Workers(cfg.Workers, cfg.LongWorkers, devices, cfg.GPUSlots)
 	// Handlers of outbox kinds (webhook events, bucket deliveries, batch notices) are registered on
 	// n.outboxes; effects of a kind no node handles go dead after outbox.DefaultSchedule.
 	n.outbox = outbox.Outbox{Store: store, Clock: cfg.Clock}

@@ -45,6 +45,22 @@ func NodeRoles(rs []cluster.Role) Roles {
 	return r
 }
 
+// Workers is the worker slots per work class a node with these roles runs: cpu and cpu-long as configured,
+// and gpuSlots a device of the gpu class when the node has devices (none without one, whatever its roles).
+func (r Roles) Workers(cpu, cpuLong, devices, gpuSlots int) map[mediakind.Class]int {
+	workers := map[mediakind.Class]int{}
+	if r.Classes[mediakind.ClassCPU] {
+		workers[mediakind.ClassCPU] = cpu
+	}
+	if r.Classes[mediakind.ClassCPULong] {
+		workers[mediakind.ClassCPULong] = cpuLong
+	}
+	if r.Classes[mediakind.ClassGPU] && devices > 0 {
+		workers[mediakind.ClassGPU] = devices * gpuSlots
+	}
+	return workers
+}
+
 // DefaultGPUSlots is the gpu class's workers per device by default. On an H200 a device ran 16 12 MP embed jobs
 // at once at 4.2 times the node's CPU throughput (bench/README.md, "GPU"); four keep a 40 MP job's ~2 GiB of
 // device memory each within a 16 GiB card, and the node's CPU workers take more of the node's GPU jobs when its

@@ -1,6 +1,7 @@
 package node_test
 
 import (
+	"filigrane/actors/mediakind"
 	"maps"
 	"slices"
 	"testing"
@@ -77,6 +78,23 @@ func TestNodeRoles(t *testing.T) {
 		if r.HostsActors != c.actors || !slices.Equal(got, c.classes) {
 			t.Errorf("%v: actors %v classes %v; want %v %v", c.roles, r.HostsActors, got, c.actors, c.classes)
 		}
+	}
+	// Worker slots: the gpu class gets --gpu-slots a device, and nothing on a node without a device.
+	worker := node.NodeRoles([]cluster.Role{cluster.RoleWorker, cluster.RoleGPU})
+	for _, c := range []struct {
+		devices, slots int
+		want           map[mediakind.Class]int
+	}{
+		{2, node.DefaultGPUSlots, map[mediakind.Class]int{mediakind.ClassCPU: 3, mediakind.ClassCPULong: 1, mediakind.ClassGPU: 8}},
+		{1, 16, map[mediakind.Class]int{mediakind.ClassCPU: 3, mediakind.ClassCPULong: 1, mediakind.ClassGPU: 16}},
+		{0, node.DefaultGPUSlots, map[mediakind.Class]int{mediakind.ClassCPU: 3, mediakind.ClassCPULong: 1}},
+	} {
+		if got := worker.Workers(3, 1, c.devices, c.slots); !maps.Equal(got, c.want) {
+			t.Errorf("%d devices, %d gpu slots: workers %v, want %v", c.devices, c.slots, got, c.want)
+		}
+	}
+	if got := node.NodeRoles([]cluster.Role{cluster.RoleCPU}).Workers(3, 1, 2, 4); !maps.Equal(got, map[mediakind.Class]int{mediakind.ClassCPU: 3}) {
+		t.Errorf("a cpu-only node with devices: workers %v", got)
 	}
 	clk := clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	n := startNode(t, t.TempDir(), clk, func(c *node.Config) { c.Roles = []cluster.Role{cluster.RoleAPI} })
