@@ -1,12 +1,12 @@
 package node_test
 
 import (
-	"filigrane/actors/mediakind"
 	"maps"
 	"slices"
 	"testing"
 	"time"
 
+	"filigrane/actors/mediakind"
 	"filigrane/cluster"
 	"filigrane/internal/clock"
 	"filigrane/internal/node"
