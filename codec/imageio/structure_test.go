@@ -154,6 +154,10 @@ func TestGIFFrameLimit(t *testing.T) {
 
 // TestEstimateCoversDecode checks that the estimate from the first bytes bounds what decoding really allocates.
 func TestEstimateCoversDecode(t *testing.T) {
+	if raceDetector {
+		// Under it x/image/tiff's analysis decode of this image allocates 2.9 MB instead of 1.9 MB.
+		t.Skip("the race detector's instrumented build allocates more than the production build the estimate is for")
+	}
 	src := pattern(600, 400)
 	prog, err := os.ReadFile("testdata/progressive.jpg")
 	if err != nil {
