@@ -3,10 +3,10 @@
 // Accepted inputs: JPEG (baseline and progressive; CMYK and YCCK are converted to RGB), PNG (8 and 16 bit,
 // palette, gray, alpha), GIF (first frame only), BMP, TIFF (first image), WebP (lossy and lossless, still only)
 // and binary or ASCII Netpbm (P2, P3, P5, P6). Output: PNG (EncodePNG, EncodePNGRows), JPEG (EncodeJPEG) or
-// lossless WebP (EncodeWebP), each with the Metadata a Picture carries (ICC, EXIF, XMP). The common JPEGs (baseline, one scan,
-// grey or YCbCr up to 4:2:0) are decoded by this package's own decoder (jpegdec.go), straight into the layout the
-// caller wants; every other JPEG, and any file that decoder finds odd, is decoded by image/jpeg, so what is
-// accepted and refused is image/jpeg's either way (FuzzFastJPEG checks it).
+// lossless WebP (EncodeWebP), each with the Metadata a Picture carries (ICC, EXIF, XMP). The common JPEGs
+// (baseline, one scan, grey or YCbCr up to 4:2:0) are decoded by this package's own decoder (jpegdec.go),
+// straight into the layout the caller wants; every other JPEG, and any file that decoder finds odd, is decoded
+// by image/jpeg, so what is accepted and refused is image/jpeg's either way (FuzzFastJPEG checks it).
 //
 // What survives the trip:
 //   - pixels, made upright: the EXIF orientation of a JPEG (APP1 Exif, tag 0x0112), and the Orientation tag of a

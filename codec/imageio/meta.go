@@ -28,9 +28,9 @@ func iccColorSpace(icc []byte) string {
 	return string(icc[16:20])
 }
 
-// readMeta extracts the profile, EXIF, XMP, orientation and frame count. Malformed metadata is ignored rather than refused,
-// as viewers do, except where it makes the file unusable (animated WebP, an ICC profile that inflates without
-// bound).
+// readMeta extracts the profile, EXIF, XMP, orientation and frame count. Malformed metadata is ignored rather
+// than refused, as viewers do, except where it makes the file unusable (animated WebP, an ICC profile that
+// inflates without bound).
 func readMeta(formatName string, data []byte) (meta, error) {
 	m := meta{orientation: 1, frames: 1}
 	var err error

@@ -287,7 +287,8 @@ func attrSpans(tag []byte) ([]xmlAttr, error) {
 }
 
 // attrEdits makes the edits of the attributes of the start tag tag, which starts at offset base of the packet.
-func attrEdits(tag []byte, base int, attrs []xml.Attr, width, height int, edit func(start, end int, repl string)) error {
+func attrEdits(tag []byte, base int, attrs []xml.Attr, width, height int,
+	edit func(start, end int, repl string)) error {
 	spans, err := attrSpans(tag)
 	if err != nil || len(spans) != len(attrs) {
 		return errBadXMP

@@ -123,7 +123,8 @@ func TestNormalizeXMPDropsMalformed(t *testing.T) {
 		"two roots":         good + "<x:xmpmeta xmlns:x=\"adobe:ns:meta/\"/>",
 		"text outside":      good + "trailing text",
 		// A thumbnail under a prefix that is not declared would escape the rules that go by namespace.
-		"undeclared prefix":           strings.Replace(good, "<dc:subject>", `<img:image>/9j/`+imageiotest.XMPThumbnailMark+`</img:image><dc:subject>`, 1),
+		"undeclared prefix": strings.Replace(good, "<dc:subject>",
+			`<img:image>/9j/`+imageiotest.XMPThumbnailMark+`</img:image><dc:subject>`, 1),
 		"undeclared attribute prefix": strings.Replace(good, "xmpRights:Marked=", "img:image=\"/9j/\" xmpRights:Marked=", 1),
 		"encoding":                    `<?xml version="1.0" encoding="ISO-8859-1"?>` + good[len(imageiotest.XMPPacketHead):],
 	}
@@ -201,8 +202,10 @@ func TestXMPThroughEncoders(t *testing.T) {
 				"jpeg":    encodeWith(t, func(b *bytes.Buffer) error { return EncodeJPEG(b, p.Image, 90, p.Metadata) }),
 				"png":     encodeWith(t, func(b *bytes.Buffer) error { return EncodePNG(b, p.Image, p.Metadata) }),
 				"pngrows": encodeWith(t, func(b *bytes.Buffer) error { return EncodePNGRows(b, w, h, false, rows, p.Metadata) }),
-				"pngzlib": encodeWith(t, func(b *bytes.Buffer) error { return EncodePNGZlib(b, w, h, false, z.Bytes(), p.Metadata) }),
-				"webp":    encodeWith(t, func(b *bytes.Buffer) error { return EncodeWebP(b, p.Image, p.Metadata) }),
+				"pngzlib": encodeWith(t, func(b *bytes.Buffer) error {
+					return EncodePNGZlib(b, w, h, false, z.Bytes(), p.Metadata)
+				}),
+				"webp": encodeWith(t, func(b *bytes.Buffer) error { return EncodeWebP(b, p.Image, p.Metadata) }),
 				"png-image/png": encodeWith(t, func(b *bytes.Buffer) error { // a type the own encoder does not take
 					return EncodePNG(b, image.NewRGBA(image.Rect(0, 0, w, h)), p.Metadata)
 				}),
@@ -294,7 +297,8 @@ func TestNormalizeXMPQuotesAndWhitespace(t *testing.T) {
 func FuzzNormalizeXMP(f *testing.F) {
 	f.Add(imageiotest.PhotoXMP(imageiotest.XMPPhoto{Orientation: 6, Width: 4000, Height: 3000}))
 	f.Add(imageiotest.PhotoXMP(imageiotest.XMPPhoto{Orientation: 8, Width: 1, Height: 2, OrientationElement: true}))
-	f.Add([]byte(`<x:xmpmeta xmlns:x='adobe:ns:meta/'><rdf:RDF xmlns:rdf='http://www.w3.org/1999/02/22-rdf-syntax-ns#'><rdf:Description xmlns:tiff='http://ns.adobe.com/tiff/1.0/' tiff:Orientation='3'/></rdf:RDF></x:xmpmeta>`))
+	f.Add([]byte(`<x:xmpmeta xmlns:x='adobe:ns:meta/'><rdf:RDF xmlns:rdf='http://www.w3.org/1999/02/22-rdf-syntax-ns#'>` +
+		`<rdf:Description xmlns:tiff='http://ns.adobe.com/tiff/1.0/' tiff:Orientation='3'/></rdf:RDF></x:xmpmeta>`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		out := normalizeXMP(b, 640, 480)
 		if out == nil {
