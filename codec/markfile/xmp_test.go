@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"hash/crc32"
+	"image/png"
 	"strconv"
 	"testing"
 
@@ -109,6 +110,15 @@ func TestEmbedKeepsXMP(t *testing.T) {
 				t.Errorf("output EXIF: %v", err)
 			} else if o, _ := info.Uint(info.IFD0, 0x0112); o != 1 {
 				t.Errorf("EXIF orientation %d", o)
+			}
+			// Outside readers take the file with the XMP in it: ffprobe (JPEG, and WebP's VP8X container with the
+			// XMP flag and chunk) still reads the EXIF; image/png checks every chunk's CRC.
+			if tc.out == "jpeg" || tc.out == "webp" {
+				if tags := ffprobeTags(t, data); tags["Make"] != "FiliCam" || tags["Orientation"] != "1" {
+					t.Errorf("ffprobe reads %v", tags)
+				}
+			} else if _, err := png.Decode(bytes.NewReader(data)); err != nil {
+				t.Errorf("image/png rejects the output: %v", err)
 			}
 		})
 	}
