@@ -289,6 +289,14 @@ func TestNormalizeXMPQuotesAndWhitespace(t *testing.T) {
 	if got := normalizeXMP([]byte(x), 640, 480); string(got) != want {
 		t.Fatalf("got\n%s\nwant\n%s", got, want)
 	}
+	// A byte order mark, an XML declaration and CRLF line ends around it are kept too.
+	for _, wrap := range [][2]string{{"\uFEFF", ""}, {`<?xml version="1.0" encoding="UTF-8"?>` + "\r\n", "\r\n"}} {
+		crlf := strings.ReplaceAll(x, "\n", "\r\n")
+		got := normalizeXMP([]byte(wrap[0]+crlf+wrap[1]), 640, 480)
+		if w := wrap[0] + strings.ReplaceAll(want, "\n", "\r\n") + wrap[1]; string(got) != w {
+			t.Errorf("got\n%q\nwant\n%q", got, w)
+		}
+	}
 }
 
 // FuzzNormalizeXMP: on any bytes, normalizeXMP does not panic and returns nil or a packet of at most
