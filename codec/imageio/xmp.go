@@ -36,9 +36,10 @@ import (
 // values is set is removed rather than set. Everything else (dc:rights, dc:creator, xmpRights:*, photoshop:*,
 // Iptc4xmpCore:*, crs:*, unknown namespaces, the xpacket wrapper and its padding) is kept byte for byte.
 //
-// A packet that is not valid UTF-8, not well-formed XML with exactly one root element and an rdf:RDF element,
-// that uses a prefix it does not declare, carries a DOCTYPE (entity declarations) or is larger than MaxXMPBytes,
-// before or after the edits, is dropped: bad metadata never fails an embed, and a packet we could not check is
+// Trailing NUL bytes, which some writers put after the packet, are left out. A packet that is not valid UTF-8,
+// not well-formed XML with exactly one root element and an rdf:RDF element, that uses a prefix it does not
+// declare, carries a DOCTYPE (entity declarations) or is larger than MaxXMPBytes, before or after the edits, is
+// dropped: bad metadata never fails an embed, and a packet we could not check is
 // never shipped. The result is checked again: normalising it once more must change nothing.
 
 // MaxXMPBytes is the largest XMP packet kept: what one JPEG APP1 segment holds behind its 29-byte
@@ -90,6 +91,9 @@ func xmpRule(n xml.Name, width, height int) (drop bool, value string, set bool) 
 // normalizeXMP returns a copy of the packet x made true of an upright width×height output and without
 // thumbnails, or nil when x is empty, too large or malformed (see the comment at the top of this file).
 func normalizeXMP(x []byte, width, height int) []byte {
+	// Some writers end the packet with a NUL, as if it were a C string; XML forbids the character and readers
+	// ignore it. It is left out.
+	x = bytes.TrimRight(x, "\x00")
 	if len(x) == 0 || len(x) > MaxXMPBytes || !utf8.Valid(x) {
 		return nil
 	}

@@ -289,6 +289,10 @@ func TestNormalizeXMPQuotesAndWhitespace(t *testing.T) {
 	if got := normalizeXMP([]byte(x), 640, 480); string(got) != want {
 		t.Fatalf("got\n%s\nwant\n%s", got, want)
 	}
+	// A NUL after the packet, as some writers end it, is left out; the packet is kept.
+	if got := normalizeXMP([]byte(x+"\x00\x00"), 640, 480); string(got) != want {
+		t.Errorf("with trailing NULs: got\n%q", got)
+	}
 	// A byte order mark, an XML declaration and CRLF line ends around it are kept too.
 	for _, wrap := range [][2]string{{"\uFEFF", ""}, {`<?xml version="1.0" encoding="UTF-8"?>` + "\r\n", "\r\n"}} {
 		crlf := strings.ReplaceAll(x, "\n", "\r\n")
