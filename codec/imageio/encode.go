@@ -11,8 +11,8 @@ import (
 	"io"
 )
 
-// EncodePNG writes img as a PNG, with md.ICC (if not nil) as an iCCP chunk and md.EXIF (if not nil) as an eXIf
-// chunk, both before the image data. 8-bit images are written with 8 bits per
+// EncodePNG writes img as a PNG, with md.ICC (if not nil) as an iCCP chunk, md.EXIF (if not nil) as an eXIf
+// chunk and md.XMP (if not nil) as an uncompressed iTXt "XML:com.adobe.xmp" chunk, all before the image data. 8-bit images are written with 8 bits per
 // channel and deeper ones (NRGBA64, RGBA64, Gray16) with 16; an alpha channel is written only when some pixel is
 // not opaque. An opaque image whose pixels are all gray and whose profile is a GRAY profile is written as a
 // grayscale PNG, because PNG only allows a gray profile on a gray image; a profile whose colour space does not
@@ -28,6 +28,9 @@ func EncodePNG(w io.Writer, img image.Image, md Metadata) error {
 		return fmt.Errorf("imageio: encoding PNG: empty image")
 	}
 	if err := checkEXIF(md.EXIF); err != nil {
+		return fmt.Errorf("imageio: encoding PNG: %w", err)
+	}
+	if err := checkXMP(md.XMP); err != nil {
 		return fmt.Errorf("imageio: encoding PNG: %w", err)
 	}
 	icc := md.ICC
@@ -127,7 +130,8 @@ func asGray(img image.Image) (image.Image, bool) {
 	return nil, false
 }
 
-// pngMetaChunks returns the complete chunks (length, type, data, CRC) that carry md: iCCP, then eXIf.
+// pngMetaChunks returns the complete chunks (length, type, data, CRC) that carry md: iCCP, eXIf, then the XMP
+// iTXt.
 func pngMetaChunks(md Metadata) ([]byte, error) {
 	var out []byte
 	if len(md.ICC) > 0 {
@@ -139,6 +143,9 @@ func pngMetaChunks(md Metadata) ([]byte, error) {
 	}
 	if len(md.EXIF) > 0 {
 		out = pngChunk(out, "eXIf", md.EXIF)
+	}
+	if len(md.XMP) > 0 {
+		out = pngChunk(out, "iTXt", pngXMPChunk(md.XMP))
 	}
 	return out, nil
 }

@@ -3,10 +3,10 @@
 // Accepted inputs: JPEG (baseline and progressive; CMYK and YCCK are converted to RGB), PNG (8 and 16 bit,
 // palette, gray, alpha), GIF (first frame only), BMP, TIFF (first image), WebP (lossy and lossless, still only)
 // and binary or ASCII Netpbm (P2, P3, P5, P6). Output: PNG (EncodePNG, EncodePNGRows), JPEG (EncodeJPEG) or
-// lossless WebP (EncodeWebP), each with the Metadata a Picture carries. The common JPEGs (baseline, one scan,
-// grey or YCbCr up to 4:2:0) are decoded by this package's own decoder (jpegdec.go), straight into the layout the
-// caller wants; every other JPEG, and any file that decoder finds odd, is decoded by image/jpeg, so what is
-// accepted and refused is image/jpeg's either way (FuzzFastJPEG checks it).
+// lossless WebP (EncodeWebP), each with the Metadata a Picture carries (ICC, EXIF, XMP). The common JPEGs
+// (baseline, one scan, grey or YCbCr up to 4:2:0) are decoded by this package's own decoder (jpegdec.go),
+// straight into the layout the caller wants; every other JPEG, and any file that decoder finds odd, is decoded
+// by image/jpeg, so what is accepted and refused is image/jpeg's either way (FuzzFastJPEG checks it).
 //
 // What survives the trip:
 //   - pixels, made upright: the EXIF orientation of a JPEG (APP1 Exif, tag 0x0112), and the Orientation tag of a
@@ -21,6 +21,13 @@
 //     chunk. It is patched in place, never re-serialised (MakerNotes hold absolute offsets): orientation 1,
 //     the upright size, and the thumbnail unlinked and zeroed, since it is an unmarked copy of the picture.
 //     EXIF that is malformed or over MaxEXIFBytes (what one JPEG APP1 segment holds) is dropped; see exif.go.
+//   - the XMP packet (the first JPEG APP1 XMP segment, not extended XMP; a PNG iTXt "XML:com.adobe.xmp" chunk,
+//     compressed or not, before or after the image data; WebP "XMP "; not from TIFF), with its rights, creator,
+//     captions, keywords and editing settings, written back as a JPEG APP1 after the Exif one, an uncompressed
+//     PNG iTXt chunk before the image data, or a WebP "XMP " chunk. It is edited by byte ranges, never
+//     re-serialised: xmp:Thumbnails and the xmpGImg namespace (base64 JPEG thumbnails) and
+//     xmpNote:HasExtendedXMP removed, tiff:Orientation 1, the tiff and exif pixel dimensions the upright size.
+//     XMP that is not well-formed, carries a DOCTYPE, or is over MaxXMPBytes is dropped; see xmp.go.
 //
 // Animated GIFs: only the first frame is decoded (and later marked); the output is a still PNG.
 // Picture.Frames reports how many frames the input had so callers can warn about it.
@@ -88,7 +95,8 @@ type Picture struct {
 	Format string
 	// Metadata is what an output of Image keeps from the input: the ICC profile, nil when there was none (or
 	// it was dropped, see the package doc), and the EXIF normalised for Image (orientation 1, Image's size, no
-	// thumbnail; see exif.go), nil when there was none or it was dropped. Pass it to the encoders.
+	// thumbnail; see exif.go), nil when there was none or it was dropped, and the XMP packet normalised the same
+	// way (see xmp.go). Pass it to the encoders.
 	Metadata
 	// Width and Height are those of Image, i.e. after orientation.
 	Width, Height int
@@ -111,6 +119,9 @@ type Metadata struct {
 	// EXIF is a TIFF structure (without the "Exif\0\0" header of a JPEG APP1 segment) of at most MaxEXIFBytes,
 	// written as it is: Picture.EXIF, normalised when the input was decoded, is what callers pass.
 	EXIF []byte
+	// XMP is an XMP packet (UTF-8 RDF/XML, without the header of a JPEG APP1 segment) of at most MaxXMPBytes,
+	// written as it is: Picture.XMP, normalised when the input was decoded, is what callers pass.
+	XMP []byte
 }
 
 // format describes one input format.
@@ -174,9 +185,10 @@ func picture(f format, cfg image.Config, meta meta, img image.Image, lim Limits)
 	out = orient(out, meta.orientation)
 	b := out.Bounds()
 	return &Picture{
-		Image:       out,
-		Format:      f.name,
-		Metadata:    Metadata{ICC: meta.icc, EXIF: normalizeEXIF(meta.exif, b.Dx(), b.Dy())},
+		Image:  out,
+		Format: f.name,
+		Metadata: Metadata{ICC: meta.icc, EXIF: normalizeEXIF(meta.exif, b.Dx(), b.Dy()),
+			XMP: normalizeXMP(meta.xmp, b.Dx(), b.Dy())},
 		Width:       b.Dx(),
 		Height:      b.Dy(),
 		HasAlpha:    f.name != "jpeg" && !isOpaque(out), // JPEG has no alpha: no need to look

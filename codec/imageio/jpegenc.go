@@ -16,7 +16,8 @@ import (
 // EncodeJPEG writes img as a baseline JPEG at quality 1..100 (the IJG scaling of the Annex K tables) with full
 // chroma resolution (4:4:4: the marked luma and colour edges are not smeared by subsampling, unlike
 // image/jpeg, which always writes 4:2:0), Huffman tables optimised for the image, a JFIF header, md.EXIF (when not
-// nil) in an APP1 "Exif" segment and md.ICC (when not nil) in APP2 segments. The pixels are written as they are:
+// nil) in an APP1 "Exif" segment, md.XMP (when not nil) in an APP1 XMP segment after it and md.ICC (when not
+// nil) in APP2 segments. The pixels are written as they are:
 // EXIF that comes from a Picture says orientation 1. Alpha is dropped (JPEG has none): callers that must keep transparency use PNG.
 //
 // The quantised coefficients of the whole image are kept for the second (entropy-coding) pass, with runs of
@@ -34,6 +35,9 @@ func EncodeJPEG(w io.Writer, img image.Image, quality int, md Metadata) error {
 		return fmt.Errorf("imageio: encoding JPEG: quality %d outside 1..100", quality)
 	}
 	if err := checkEXIF(md.EXIF); err != nil {
+		return fmt.Errorf("imageio: encoding JPEG: %w", err)
+	}
+	if err := checkXMP(md.XMP); err != nil {
 		return fmt.Errorf("imageio: encoding JPEG: %w", err)
 	}
 	e := newJPEGEncoder(b.Dx(), b.Dy(), quality)
@@ -496,6 +500,9 @@ func writeJPEGHeaders(w *bufio.Writer, e *jpegEncoder, tables *[4]huffTable, md 
 	// and JFIF then Exif is the order libjpeg-based tools write.
 	if len(md.EXIF) > 0 {
 		seg(0xE1, append([]byte(exifHeader), md.EXIF...))
+	}
+	if len(md.XMP) > 0 { // readers expect the Exif APP1 first when both are there
+		seg(0xE1, append([]byte(xmpJPEGHeader), md.XMP...))
 	}
 	if icc := md.ICC; len(icc) > 0 {
 		const chunk = 65519 // 65533 - len("ICC_PROFILE\x00") - 2

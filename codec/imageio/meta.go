@@ -13,6 +13,7 @@ import (
 type meta struct {
 	icc         []byte
 	exif        []byte // the EXIF TIFF structure as found in the file (a slice of it), not yet normalised
+	xmp         []byte // the XMP packet as found in the file, not yet normalised
 	orientation int    // EXIF/TIFF orientation 1-8
 	frames      int
 }
@@ -27,9 +28,9 @@ func iccColorSpace(icc []byte) string {
 	return string(icc[16:20])
 }
 
-// readMeta extracts the profile, EXIF, orientation and frame count. Malformed metadata is ignored rather than refused,
-// as viewers do, except where it makes the file unusable (animated WebP, an ICC profile that inflates without
-// bound).
+// readMeta extracts the profile, EXIF, XMP, orientation and frame count. Malformed metadata is ignored rather
+// than refused, as viewers do, except where it makes the file unusable (animated WebP, an ICC profile that
+// inflates without bound).
 func readMeta(formatName string, data []byte) (meta, error) {
 	m := meta{orientation: 1, frames: 1}
 	var err error
@@ -37,11 +38,11 @@ func readMeta(formatName string, data []byte) (meta, error) {
 	case "jpeg":
 		m = jpegMeta(data)
 	case "png":
-		m.icc, m.exif, err = pngMeta(data)
+		m.icc, m.exif, m.xmp, err = pngMeta(data)
 	case "gif":
 		m.frames, err = gifFrames(data)
 	case "webp":
-		m.icc, m.exif, err = webpMeta(data)
+		m.icc, m.exif, m.xmp, err = webpMeta(data)
 	case "tiff":
 		m.orientation, m.icc = tiffMeta(data, true)
 	}
@@ -52,7 +53,7 @@ func readMeta(formatName string, data []byte) (meta, error) {
 }
 
 // jpegMeta walks the marker segments before the first scan: the first APP1 "Exif" for the EXIF and its
-// orientation, and APP2
+// orientation, the first APP1 XMP packet (not the segments of extended XMP), and APP2
 // "ICC_PROFILE" chunks (a profile over 64 kB is split across several, numbered from 1) for the profile.
 func jpegMeta(data []byte) meta {
 	m := meta{orientation: 1, frames: 1}
@@ -90,6 +91,8 @@ func jpegMeta(data []byte) meta {
 			exifSeen = true
 			m.exif = seg[len(exifHeader):]
 			m.orientation, _ = tiffMeta(m.exif, false)
+		case marker == 0xE1 && m.xmp == nil && bytes.HasPrefix(seg, []byte(xmpJPEGHeader)):
+			m.xmp = seg[len(xmpJPEGHeader):]
 		case marker == 0xE2 && bytes.HasPrefix(seg, []byte("ICC_PROFILE\x00")) && len(seg) >= 14:
 			seq, count := int(seg[12]), int(seg[13])
 			if total == -1 {
@@ -156,34 +159,43 @@ func tiffMeta(t []byte, wantICC bool) (orientation int, icc []byte) {
 }
 
 // pngMeta returns the decompressed profile of the iCCP chunk and the body of the eXIf chunk, if any (both must
-// precede the image data; an eXIf after it is not read, as browsers do not read it either).
-func pngMeta(data []byte) (icc, exif []byte, err error) {
+// precede the image data; an eXIf after it is not read, as browsers do not read it either), and the packet of
+// the first XMP iTXt chunk, before or after the image data (writers put it either side, and its readers look
+// at both).
+func pngMeta(data []byte) (icc, exif, xmp []byte, err error) {
+	pastData := false
 	i := 8
 	for i+12 <= len(data) {
 		n := int(binary.BigEndian.Uint32(data[i:]))
 		typ := string(data[i+4 : i+8])
 		if n < 0 || n > len(data)-i-12 {
-			return icc, exif, nil // truncated: the pixel decoder will report it
+			return icc, exif, xmp, nil // truncated: the pixel decoder will report it
 		}
 		body := data[i+8 : i+8+n]
 		switch typ {
 		case "iCCP":
-			if icc != nil {
+			if icc != nil || pastData {
 				break
 			}
 			if icc, err = inflateICCP(body); err != nil {
-				return nil, nil, err
+				return nil, nil, nil, err
 			}
 		case "eXIf":
-			if exif == nil {
+			if exif == nil && !pastData {
 				exif = trimEXIFHeader(body)
 			}
-		case "IDAT", "IEND":
-			return icc, exif, nil
+		case "iTXt":
+			if xmp == nil {
+				xmp = pngXMP(body)
+			}
+		case "IDAT":
+			pastData = true
+		case "IEND":
+			return icc, exif, xmp, nil
 		}
 		i += 12 + n
 	}
-	return icc, exif, nil
+	return icc, exif, xmp, nil
 }
 
 // inflateICCP returns the profile of an iCCP chunk's body; nil when it is malformed, and an error when it
@@ -207,9 +219,9 @@ func inflateICCP(body []byte) ([]byte, error) {
 	return icc, nil
 }
 
-// webpMeta returns the ICCP and EXIF chunks of an extended WebP, and refuses animations, which the decoder
+// webpMeta returns the ICCP, EXIF and "XMP " chunks of an extended WebP, and refuses animations, which the decoder
 // cannot read.
-func webpMeta(data []byte) (icc, exif []byte, err error) {
+func webpMeta(data []byte) (icc, exif, xmp []byte, err error) {
 	i := 12
 	for i+8 <= len(data) {
 		id := string(data[i : i+4])
@@ -221,7 +233,7 @@ func webpMeta(data []byte) (icc, exif []byte, err error) {
 		switch id {
 		case "VP8X":
 			if len(body) >= 1 && body[0]&0x02 != 0 {
-				return nil, nil, fmt.Errorf("imageio: animated WebP is not supported: %w", ErrUnsupportedFormat)
+				return nil, nil, nil, fmt.Errorf("imageio: animated WebP is not supported: %w", ErrUnsupportedFormat)
 			}
 		case "ICCP":
 			if n <= maxICCBytes {
@@ -231,12 +243,16 @@ func webpMeta(data []byte) (icc, exif []byte, err error) {
 			if exif == nil {
 				exif = trimEXIFHeader(body)
 			}
+		case "XMP ":
+			if xmp == nil {
+				xmp = body
+			}
 		case "ANIM", "ANMF":
-			return nil, nil, fmt.Errorf("imageio: animated WebP is not supported: %w", ErrUnsupportedFormat)
+			return nil, nil, nil, fmt.Errorf("imageio: animated WebP is not supported: %w", ErrUnsupportedFormat)
 		}
 		i += 8 + n + n&1 // chunks are padded to an even size
 	}
-	return icc, exif, nil
+	return icc, exif, xmp, nil
 }
 
 // gifFrames counts the image descriptors of a GIF without decoding them.

@@ -227,7 +227,7 @@ func (c *countWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// writePNGRows writes a PNG in layout l: the signature, IHDR, the iCCP and eXIf chunks of md, the image data
+// writePNGRows writes a PNG in layout l: the signature, IHDR, the iCCP, eXIf and XMP iTXt chunks of md, the image data
 // that body writes (filtered rows) compressed in mode in 32 KiB IDAT chunks, and IEND.
 func writePNGRows(w io.Writer, width, height int, l pngLayout, md Metadata, mode deflateMode, body func(zw io.Writer) error) error {
 	return writePNGData(w, width, height, l, md, func(idat io.Writer) error {
@@ -245,7 +245,7 @@ func writePNGRows(w io.Writer, width, height int, l pngLayout, md Metadata, mode
 
 // EncodePNGZlib writes an 8-bit PNG of width×height pixels, RGB (alpha false) or RGBA, whose image data is the
 // zlib stream z of the filtered rows, compressed elsewhere (a device's deflate, package codec/pardeflate): the
-// same header, iCCP and eXIf chunks as EncodePNGRows, z in 32 KiB IDAT chunks. The stream is not checked here:
+// same header, iCCP, eXIf and XMP iTXt chunks as EncodePNGRows, z in 32 KiB IDAT chunks. The stream is not checked here:
 // the caller vouches that it inflates to height rows of 1+bpp·width bytes. Callers check PNGRowsFit(md.ICC).
 func EncodePNGZlib(w io.Writer, width, height int, alpha bool, z []byte, md Metadata) error {
 	if width <= 0 || height <= 0 || len(z) < 6 {
@@ -268,13 +268,16 @@ func EncodePNGZlib(w io.Writer, width, height int, alpha bool, z []byte, md Meta
 }
 
 // rgbMetadata is md as EncodePNG writes it beside RGB or RGBA rows: refused with a GRAY profile (EncodePNG may
-// write that image as grayscale) or malformed EXIF, and without a profile of another colour space (EncodePNG
+// write that image as grayscale), malformed EXIF or XMP over MaxXMPBytes, and without a profile of another colour space (EncodePNG
 // drops one that does not match RGB).
 func rgbMetadata(md Metadata) (Metadata, error) {
 	if !PNGRowsFit(md.ICC) {
 		return md, errors.New("a GRAY profile needs EncodePNG")
 	}
 	if err := checkEXIF(md.EXIF); err != nil {
+		return md, err
+	}
+	if err := checkXMP(md.XMP); err != nil {
 		return md, err
 	}
 	if iccColorSpace(md.ICC) != "RGB " {

@@ -12,8 +12,9 @@ import (
 )
 
 // EncodeWebP writes img as a lossless WebP (VP8L, 8 bits per channel, alpha kept). With metadata it is an
-// extended (VP8X) container: md.ICC (if not nil) in an ICCP chunk before the image data and md.EXIF (if not nil)
-// in an EXIF chunk after it, where the container specification puts them. The pixels are written as they are.
+// extended (VP8X) container: md.ICC (if not nil) in an ICCP chunk before the image data, md.EXIF (if not nil)
+// in an EXIF chunk and md.XMP (if not nil) in an "XMP " chunk after it, where the container specification puts
+// them. The pixels are written as they are.
 func EncodeWebP(w io.Writer, img image.Image, md Metadata) error {
 	b := img.Bounds()
 	if b.Empty() {
@@ -25,16 +26,19 @@ func EncodeWebP(w io.Writer, img image.Image, md Metadata) error {
 	if err := checkEXIF(md.EXIF); err != nil {
 		return fmt.Errorf("imageio: encoding WebP: %w", err)
 	}
+	if err := checkXMP(md.XMP); err != nil {
+		return fmt.Errorf("imageio: encoding WebP: %w", err)
+	}
 	var simple bytes.Buffer
 	if err := nativewebp.Encode(&simple, img, nil); err != nil {
 		return fmt.Errorf("imageio: encoding WebP: %w", err)
 	}
-	icc, exif := md.ICC, md.EXIF
-	if len(icc) == 0 && len(exif) == 0 {
+	icc, exif, xmp := md.ICC, md.EXIF, md.XMP
+	if len(icc) == 0 && len(exif) == 0 && len(xmp) == 0 {
 		_, err := w.Write(simple.Bytes())
 		return wrapWrite(err)
 	}
-	// Re-wrap the VP8L chunk: RIFF, VP8X (flags, canvas size), ICCP, VP8L, EXIF.
+	// Re-wrap the VP8L chunk: RIFF, VP8X (flags, canvas size), ICCP, VP8L, EXIF, XMP.
 	data := simple.Bytes()
 	if len(data) < 20 || string(data[0:4]) != "RIFF" || string(data[8:12]) != "WEBP" || string(data[12:16]) != "VP8L" {
 		return errors.New("imageio: encoding WebP: unexpected encoder output")
@@ -55,14 +59,17 @@ func EncodeWebP(w io.Writer, img image.Image, md Metadata) error {
 	if len(exif) > 0 {
 		flags |= 0x08
 	}
+	if len(xmp) > 0 {
+		flags |= 0x04
+	}
 	if alpha {
 		flags |= 0x10
 	}
 	x := []byte{'V', 'P', '8', 'X', 10, 0, 0, 0, flags, 0, 0, 0}
 	x = append(x, u24(b.Dx()-1)...)
 	x = append(x, u24(b.Dy()-1)...)
-	iccp, exifc := riffChunk("ICCP", icc), riffChunk("EXIF", exif)
-	size := 4 + len(x) + len(iccp) + len(vp8l) + len(exifc)
+	iccp, exifc, xmpc := riffChunk("ICCP", icc), riffChunk("EXIF", exif), riffChunk("XMP ", xmp)
+	size := 4 + len(x) + len(iccp) + len(vp8l) + len(exifc) + len(xmpc)
 	out.WriteString("RIFF")
 	out.Write(u32(size))
 	out.WriteString("WEBP")
@@ -70,6 +77,7 @@ func EncodeWebP(w io.Writer, img image.Image, md Metadata) error {
 	out.Write(iccp)
 	out.Write(vp8l)
 	out.Write(exifc)
+	out.Write(xmpc)
 	_, err := w.Write(out.Bytes())
 	return wrapWrite(err)
 }

@@ -25,14 +25,14 @@ type Format string
 
 // Output formats.
 const (
-	PNG  Format = "png"  // 8 or 16 bits per channel, alpha, ICC and EXIF kept
-	JPEG Format = "jpeg" // baseline, 4:4:4 chroma, quality JPEGQuality, ICC and EXIF kept
-	WebP Format = "webp" // lossless (VP8L), 8 bits per channel, alpha, ICC and EXIF kept
+	PNG  Format = "png"  // 8 or 16 bits per channel, alpha, ICC, EXIF and XMP kept
+	JPEG Format = "jpeg" // baseline, 4:4:4 chroma, quality JPEGQuality, ICC, EXIF and XMP kept
+	WebP Format = "webp" // lossless (VP8L), 8 bits per channel, alpha, ICC, EXIF and XMP kept
 )
 
-// Every format keeps the picture's imageio.Metadata: the ICC profile and the EXIF that imageio normalised for
-// the upright picture (orientation 1, its size, no thumbnail). The mark does not change the picture's size, so
-// that EXIF is true of the marked output too.
+// Every format keeps the picture's imageio.Metadata: the ICC profile, and the EXIF and XMP that imageio
+// normalised for the upright picture (orientation 1, its size, no thumbnail), on the device's PNG path too. The
+// mark does not change the picture's size, so that EXIF and XMP are true of the marked output too.
 
 // JPEGQuality is the quality of JPEG output: high enough that the file looks like the PNG, with the mark well
 // above what the quantisation removes.

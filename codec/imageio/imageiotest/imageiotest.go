@@ -1,6 +1,6 @@
 // Package imageiotest builds hostile and header-only image files for the tests and benchmarks of the decode
-// limits (codec/imageio, the node's HTTP tests, bench/decodebench), and EXIF (TIFF structures) for the tests of
-// the metadata that outputs keep, with a reader of its own to check them, and reads the image data of PNG files
+// limits (codec/imageio, the node's HTTP tests, bench/decodebench), and EXIF (TIFF structures) and XMP packets for
+// the tests of the metadata that outputs keep, with readers of its own to check them, and reads the image data of PNG files
 // (PNGImageData: the zlib stream and its filtered rows) for the encoders' tests. It only writes and reads bytes: it
 // must not import the decoder it is used to test.
 package imageiotest
