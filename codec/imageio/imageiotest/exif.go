@@ -298,26 +298,52 @@ func ReadEXIF(t []byte) (EXIFInfo, error) {
 // EXIFOf returns the EXIF payload of a JPEG (first APP1 "Exif" segment, without its header), PNG (eXIf chunk)
 // or WebP (EXIF chunk) file as it is stored, nil when there is none.
 func EXIFOf(file []byte) []byte {
+	var exif []byte
+	MetadataBlocks(file, func(kind string, body []byte) bool {
+		switch kind {
+		case "APP1":
+			if rest, ok := bytes.CutPrefix(body, []byte("Exif\x00\x00")); ok {
+				exif = rest
+				return false
+			}
+		case "eXIf", "EXIF":
+			exif = body
+			return false
+		}
+		return true
+	})
+	return exif
+}
+
+// MetadataBlocks calls yield with each block of a JPEG (each marker segment before the scan: kind "APP1",
+// "APP2", ... for APPn, else the marker in hex, the payload after the length), PNG (each chunk: its type and
+// data) or WebP (each RIFF chunk: its FourCC and data) file, in order, until yield returns false or the
+// structure ends or breaks off.
+func MetadataBlocks(file []byte, yield func(kind string, body []byte) bool) {
 	switch {
 	case bytes.HasPrefix(file, []byte{0xFF, 0xD8}):
 		for i := 2; i+4 <= len(file) && file[i] == 0xFF && file[i+1] != 0xDA; {
 			n := int(binary.BigEndian.Uint16(file[i+2:]))
-			if i+2+n > len(file) {
-				return nil
+			if n < 2 || i+2+n > len(file) {
+				return
 			}
-			if seg := file[i+4 : i+2+n]; file[i+1] == 0xE1 && bytes.HasPrefix(seg, []byte("Exif\x00\x00")) {
-				return seg[6:]
+			kind := fmt.Sprintf("%02X", file[i+1])
+			if file[i+1] >= 0xE0 && file[i+1] <= 0xEF {
+				kind = fmt.Sprintf("APP%d", file[i+1]-0xE0)
+			}
+			if !yield(kind, file[i+4:i+2+n]) {
+				return
 			}
 			i += 2 + n
 		}
 	case bytes.HasPrefix(file, []byte("\x89PNG\r\n\x1a\n")):
 		for i := 8; i+12 <= len(file); {
 			n := int(binary.BigEndian.Uint32(file[i:]))
-			if i+12+n > len(file) {
-				return nil
+			if n < 0 || i+12+n > len(file) {
+				return
 			}
-			if string(file[i+4:i+8]) == "eXIf" {
-				return file[i+8 : i+8+n]
+			if !yield(string(file[i+4:i+8]), file[i+8:i+8+n]) {
+				return
 			}
 			i += 12 + n
 		}
@@ -325,13 +351,12 @@ func EXIFOf(file []byte) []byte {
 		for i := 12; i+8 <= len(file); {
 			n := int(binary.LittleEndian.Uint32(file[i+4:]))
 			if i+8+n > len(file) {
-				return nil
+				return
 			}
-			if string(file[i:i+4]) == "EXIF" {
-				return file[i+8 : i+8+n]
+			if !yield(string(file[i:i+4]), file[i+8:i+8+n]) {
+				return
 			}
 			i += 8 + n + n&1
 		}
 	}
-	return nil
 }

@@ -2,7 +2,6 @@ package imageiotest
 
 import (
 	"bytes"
-	"encoding/binary"
 	"encoding/xml"
 	"errors"
 	"fmt"
@@ -122,47 +121,30 @@ func PhotoXMP(p XMPPhoto) []byte {
 // is stored, nil when there is none.
 func XMPOf(file []byte) []byte {
 	const jpegHeader, pngKeyword = "http://ns.adobe.com/xap/1.0/\x00", "XML:com.adobe.xmp\x00"
-	switch {
-	case bytes.HasPrefix(file, []byte{0xFF, 0xD8}):
-		for i := 2; i+4 <= len(file) && file[i] == 0xFF && file[i+1] != 0xDA; {
-			n := int(binary.BigEndian.Uint16(file[i+2:]))
-			if i+2+n > len(file) {
-				return nil
+	var xmp []byte
+	MetadataBlocks(file, func(kind string, body []byte) bool {
+		switch kind {
+		case "APP1":
+			if rest, ok := bytes.CutPrefix(body, []byte(jpegHeader)); ok {
+				xmp = rest
+				return false
 			}
-			if seg := file[i+4 : i+2+n]; file[i+1] == 0xE1 && bytes.HasPrefix(seg, []byte(jpegHeader)) {
-				return seg[len(jpegHeader):]
-			}
-			i += 2 + n
-		}
-	case bytes.HasPrefix(file, []byte("\x89PNG\r\n\x1a\n")):
-		for i := 8; i+12 <= len(file); {
-			n := int(binary.BigEndian.Uint32(file[i:]))
-			if i+12+n > len(file) {
-				return nil
-			}
-			body := file[i+8 : i+8+n]
-			if string(file[i+4:i+8]) == "iTXt" && bytes.HasPrefix(body, []byte(pngKeyword)) {
-				// compression flag and method 0, empty language tag and translated keyword
-				if rest, ok := bytes.CutPrefix(body[len(pngKeyword):], []byte{0, 0, 0, 0}); ok {
-					return rest
+		case "iTXt":
+			if rest, ok := bytes.CutPrefix(body, []byte(pngKeyword)); ok {
+				// compression flag and method 0, empty language tag and translated keyword; a compressed one is
+				// not read (nil)
+				if packet, ok := bytes.CutPrefix(rest, []byte{0, 0, 0, 0}); ok {
+					xmp = packet
 				}
-				return nil
+				return false
 			}
-			i += 12 + n
+		case "XMP ":
+			xmp = body
+			return false
 		}
-	case len(file) >= 12 && string(file[:4]) == "RIFF" && string(file[8:12]) == "WEBP":
-		for i := 12; i+8 <= len(file); {
-			n := int(binary.LittleEndian.Uint32(file[i+4:]))
-			if i+8+n > len(file) {
-				return nil
-			}
-			if string(file[i:i+4]) == "XMP " {
-				return file[i+8 : i+8+n]
-			}
-			i += 8 + n + n&1
-		}
-	}
-	return nil
+		return true
+	})
+	return xmp
 }
 
 // XMPProps reads the simple properties of an XMP packet, wherever they are, as a reader of the RDF shorthand
