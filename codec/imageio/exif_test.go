@@ -300,16 +300,8 @@ func TestEXIFThroughEncoders(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var wb bytes.Buffer
-		wb.WriteString("WEBP")
-		writeRIFFChunk(&wb, "VP8X", []byte{0x08, 0, 0, 0, 31, 0, 0, 15, 0, 0})
-		wb.Write(lossless[12:])
-		writeRIFFChunk(&wb, "EXIF", body)
-		var webp bytes.Buffer
-		webp.WriteString("RIFF")
-		binary.Write(&webp, binary.LittleEndian, uint32(wb.Len()))
-		webp.Write(wb.Bytes())
-		for name, data := range map[string][]byte{"png": withEXIF, "webp": webp.Bytes()} {
+		webp := extendedWebP(lossless, 0x08, 32, 16, "EXIF", body)
+		for name, data := range map[string][]byte{"png": withEXIF, "webp": webp} {
 			q, err := DecodeBytes(data, Limits{})
 			if err != nil {
 				t.Fatalf("%s input: %v", name, err)

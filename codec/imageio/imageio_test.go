@@ -341,6 +341,22 @@ func writeRIFFChunk(b *bytes.Buffer, id string, data []byte) {
 	}
 }
 
+// extendedWebP wraps the chunks of the simple lossless WebP lossless in a VP8X container of w×h pixels with
+// flags, followed by a metadata chunk (id, data).
+func extendedWebP(lossless []byte, flags byte, w, h int, id string, data []byte) []byte {
+	var wb bytes.Buffer
+	wb.WriteString("WEBP")
+	writeRIFFChunk(&wb, "VP8X", []byte{flags, 0, 0, 0, byte(w - 1), byte((w - 1) >> 8), byte((w - 1) >> 16),
+		byte(h - 1), byte((h - 1) >> 8), byte((h - 1) >> 16)})
+	wb.Write(lossless[12:])
+	writeRIFFChunk(&wb, id, data)
+	var webp bytes.Buffer
+	webp.WriteString("RIFF")
+	binary.Write(&webp, binary.LittleEndian, uint32(wb.Len()))
+	webp.Write(wb.Bytes())
+	return webp.Bytes()
+}
+
 func absInt(v int) int {
 	if v < 0 {
 		return -v

@@ -159,17 +159,9 @@ func xmpInputs(t *testing.T, src *image.NRGBA, x []byte) map[string][]byte {
 	late = append(late, plain[iend:]...)
 
 	lossless := encodeWith(t, func(b *bytes.Buffer) error { return EncodeWebP(b, src, Metadata{}) })
-	var wb bytes.Buffer
-	wb.WriteString("WEBP")
 	b := src.Bounds()
-	writeRIFFChunk(&wb, "VP8X", []byte{0x04, 0, 0, 0, byte(b.Dx() - 1), 0, 0, byte(b.Dy() - 1), 0, 0})
-	wb.Write(lossless[12:])
-	writeRIFFChunk(&wb, "XMP ", x)
-	var webp bytes.Buffer
-	webp.WriteString("RIFF")
-	binary.Write(&webp, binary.LittleEndian, uint32(wb.Len()))
-	webp.Write(wb.Bytes())
-	return map[string][]byte{"jpeg": jpg, "png": pngFile, "png-late-compressed": late, "webp": webp.Bytes()}
+	webp := extendedWebP(lossless, 0x04, b.Dx(), b.Dy(), "XMP ", x)
+	return map[string][]byte{"jpeg": jpg, "png": pngFile, "png-late-compressed": late, "webp": webp}
 }
 
 // A photo's XMP, from a JPEG (orientation 6 in the EXIF and the XMP), a PNG or a WebP, reaches every output
