@@ -837,6 +837,9 @@ func (s *Server) detectNow(c context.Context, ctx *fasthttp.RequestCtx, p *princ
 		Accelerator: acc,
 		Watch:       func(c context.Context) (context.Context, func()) { return watchDisconnect(c, ctx) },
 		Gone:        clientGone,
+		// The actor timeout outlasts failure detection: a charge whose organization actor's node died
+		// reaches its next activation.
+		SettleWithin: s.cfg.ActorTimeout,
 	})
 	switch {
 	case serr == nil:

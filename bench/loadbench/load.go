@@ -146,6 +146,8 @@ type runner struct {
 	whJobs     map[string]time.Time // embed_webhook jobs -> when the client saw them end (zero: not seen)
 	destID     string               // the run's storage destination (embed_storage)
 	stJobs     map[string]bool      // embed_storage jobs (guarded by whMu)
+	// unkeyedLost counts charged requests without an Idempotency-Key (detect_nokey) that got no answer.
+	unkeyedLost atomic.Int64
 }
 
 // Run runs the load and returns the report. It fails only when the run cannot start; failed operations are
@@ -317,7 +319,9 @@ func (r *runner) one(ctx context.Context, op Op, due time.Time) outcome {
 	n := r.seq.Add(1)
 	a := &attempt{r: r, op: op, giveUp: time.Now().Add(r.cfg.RetryFor)}
 	if op.Charged() {
-		a.idem = fmt.Sprintf("%s-%d", r.runID, n)
+		if op != OpDetectNoKey {
+			a.idem = fmt.Sprintf("%s-%d", r.runID, n)
+		}
 		r.jobs.opStarted(n, time.Now())
 	}
 	a.out.op, a.out.start = op, time.Now()

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"filigrane/actors"
 	"filigrane/internal/whsign"
 )
 
@@ -266,5 +267,46 @@ func TestGPUChargesOnCPU(t *testing.T) {
 	checked, wrong := r.gpuCharges(seen, amounts)
 	if checked != 2 || len(wrong) != 1 || !strings.HasPrefix(wrong[0], "req_gpu_triple charged 6") {
 		t.Fatalf("checked %d, wrong %q: want 2 checked and req_gpu_triple reported", checked, wrong)
+	}
+}
+
+// fixedLedger is a ledger whose entries since the run's mark and credits held now are given.
+type fixedLedger struct {
+	entries []actors.LedgerEntry
+	held    int64
+}
+
+func (l fixedLedger) Mark(context.Context) (LedgerMark, error) { return LedgerMark{}, nil }
+
+func (l fixedLedger) Since(context.Context, LedgerMark) ([]actors.LedgerEntry, LedgerMark, error) {
+	return l.entries, LedgerMark{Seq: uint64(len(l.entries)), Held: l.held}, nil
+}
+
+// The credits check fails when credits are still held after the run (a hold that outlived its operation:
+// a key-less synchronous detection on a killed node), and allows a charge the client did not see only for
+// as many key-less requests (detect_nokey) as lost their answer: those cannot be replayed, so their ids
+// stay unknown to the client.
+func TestCreditsHeldAfterAndKeylessLost(t *testing.T) {
+	charge := func(op string) actors.LedgerEntry { return actors.LedgerEntry{Operation: op, Kind: "charge", Amount: 1} }
+	for _, tc := range []struct {
+		name        string
+		held        int64
+		entries     []actors.LedgerEntry
+		unkeyedLost int64
+		equal       bool
+	}{
+		{"all seen, nothing held", 0, []actors.LedgerEntry{charge("req_a")}, 0, true},
+		{"a hold left", 1, []actors.LedgerEntry{charge("req_a")}, 0, false},
+		{"charge not seen, no key-less answer lost", 0, []actors.LedgerEntry{charge("req_a"), charge("req_x")}, 0, false},
+		{"charge not seen, one key-less answer lost", 0, []actors.LedgerEntry{charge("req_a"), charge("req_x")}, 1, true},
+		{"two charges not seen, one key-less answer lost", 0, []actors.LedgerEntry{charge("req_a"), charge("req_x"), charge("req_y")}, 1, false},
+	} {
+		r := &runner{jobs: newJobBook(), cfg: Config{Ledger: fixedLedger{entries: tc.entries, held: tc.held}}}
+		r.jobs.success("req_a", OpDetectNoKey)
+		r.unkeyedLost.Store(tc.unkeyedLost)
+		c, err := r.credits(context.Background(), LedgerMark{})
+		if c == nil || c.Equal != tc.equal || (err == nil) != tc.equal {
+			t.Errorf("%s: credits %+v, error %v; want equal %v", tc.name, c, err, tc.equal)
+		}
 	}
 }

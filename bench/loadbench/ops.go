@@ -27,6 +27,11 @@ const (
 	OpEmbedAsync Op = "embed_async"
 	// OpDetect is a synchronous detection (POST /watermarks/images/detect) of a marked copy.
 	OpDetect Op = "detect"
+	// OpDetectNoKey is OpDetect without an Idempotency-Key, as a client that sends none does: the service runs
+	// it in the request without a job record (actors.SyncDetector), charges it if and only if it answers the
+	// detection, and a retry after a lost answer is another operation. Its credit hold must not outlive the
+	// request, even when the node that took it dies (the credits check: nothing held after the run).
+	OpDetectNoKey Op = "detect_nokey"
 	// OpStatus is GET /watermarks/jobs/{id} of a job this run created.
 	OpStatus Op = "status"
 	// OpUploadEmbed is a signed upload (POST /uploads, PUT the file to the signed URL) and a synchronous embed
@@ -53,7 +58,7 @@ const (
 )
 
 // AllOps lists the operations in report order.
-var AllOps = []Op{OpEmbed, OpEmbedAsync, OpDetect, OpStatus, OpUploadEmbed, OpBatch, OpBatchCancel, OpEmbedWebhook,
+var AllOps = []Op{OpEmbed, OpEmbedAsync, OpDetect, OpDetectNoKey, OpStatus, OpUploadEmbed, OpBatch, OpBatchCancel, OpEmbedWebhook,
 	OpEmbedStorage, OpEmbedGPU}
 
 // isBatch says whether the operation is a batch, which books its items' successes and keeps its own replay.
@@ -84,7 +89,7 @@ func ParseMix(s string) (Mix, error) {
 			known = known || o == op
 		}
 		if !known {
-			return nil, fmt.Errorf("unknown operation %q (want embed, embed_async, detect, status, upload_embed, batch, batch_cancel, embed_webhook, embed_storage, embed_gpu)", op)
+			return nil, fmt.Errorf("unknown operation %q (want embed, embed_async, detect, detect_nokey, status, upload_embed, batch, batch_cancel, embed_webhook, embed_storage, embed_gpu)", op)
 		}
 		n := 1
 		if hasW {
@@ -236,6 +241,11 @@ func (a *attempt) send(ctx context.Context, method, path, ctype string, body []b
 	for {
 		res, err := a.r.http.do(method, a.next()+path, a.r.cfg.Key, ctype, body, hdr, keepBody)
 		if err != nil {
+			if a.idem == "" && a.op.Charged() {
+				// A charged request without a key whose answer was lost may have been charged, and cannot be
+				// replayed: the credits check allows that many charges the client did not see.
+				a.r.unkeyedLost.Add(1)
+			}
 			if a.again(ctx, transportKey(err)) {
 				continue
 			}
@@ -266,7 +276,7 @@ func (a *attempt) run(ctx context.Context) {
 		a.submitAsync(ctx, "/watermarks/images/async")
 	case OpEmbedGPU:
 		a.submitAsync(ctx, "/watermarks/images/async?accelerator=gpu")
-	case OpDetect:
+	case OpDetect, OpDetectNoKey:
 		res, ok := a.send(ctx, "POST", "/watermarks/images/detect", a.r.detectBody.ContentType, a.r.detectBody.Data, true)
 		if !ok {
 			return
