@@ -83,7 +83,10 @@ type SyncDetectError struct {
 
 // Detect runs req and says where it ran. The credits are charged if and only if it returns a detection.
 func (d SyncDetector) Detect(ctx context.Context, req SyncDetectRequest) (codec.Detection, jobstate.Accelerator, *SyncDetectError) {
-	rep, err := d.Orgs.Reserve(ctx, OrgReserve{OrgID: req.OrgID, Op: req.RequestID, Credits: max(req.Hold, req.Credits), Slot: true})
+	// The hold names this process: if it dies before settling, nothing else would (no job record), and the
+	// organization's actor releases the hold and slot once the cluster knows it gone.
+	rep, err := d.Orgs.Reserve(ctx, OrgReserve{OrgID: req.OrgID, Op: req.RequestID, Credits: max(req.Hold, req.Credits), Slot: true,
+		Holder: d.Pool.EdgeWorkerID()})
 	if err != nil {
 		return codec.Detection{}, jobstate.AcceleratorCPU, &SyncDetectError{Unavailable: "could not reserve credits in time"}
 	}
