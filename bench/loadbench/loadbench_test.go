@@ -287,7 +287,9 @@ func (l fixedLedger) Since(context.Context, LedgerMark) ([]actors.LedgerEntry, L
 // as many key-less requests (detect_nokey) as lost their answer: those cannot be replayed, so their ids
 // stay unknown to the client.
 func TestCreditsHeldAfterAndKeylessLost(t *testing.T) {
-	charge := func(op string) actors.LedgerEntry { return actors.LedgerEntry{Operation: op, Kind: "charge", Amount: 1} }
+	charge := func(op string) actors.LedgerEntry {
+		return actors.LedgerEntry{Operation: op, Kind: "charge", Amount: 1}
+	}
 	for _, tc := range []struct {
 		name        string
 		held        int64
@@ -308,5 +310,25 @@ func TestCreditsHeldAfterAndKeylessLost(t *testing.T) {
 		if c == nil || c.Equal != tc.equal || (err == nil) != tc.equal {
 			t.Errorf("%s: credits %+v, error %v; want equal %v", tc.name, c, err, tc.equal)
 		}
+	}
+}
+
+// Every operation is in the report order exactly once, standard or extra, and a mix may name an extra one.
+func TestOrderedOpsCoverStandardAndExtra(t *testing.T) {
+	seen := map[Op]int{}
+	for _, o := range orderedOps {
+		seen[o]++
+	}
+	for _, o := range append(append([]Op(nil), AllOps...), ExtraOps...) {
+		seen[o]--
+	}
+	for o, n := range seen {
+		if n != 0 {
+			t.Errorf("%s: %d more in orderedOps than in AllOps and ExtraOps", o, n)
+		}
+	}
+	m, err := ParseMix("detect_nokey=2,status=1")
+	if err != nil || m[OpDetectNoKey] != 2 || m.String() != "detect_nokey=2,status=1" || m.pick(0) != OpDetectNoKey || m.pick(2) != OpStatus {
+		t.Fatalf("mix %v, %v", m, err)
 	}
 }

@@ -57,9 +57,16 @@ const (
 	OpEmbedGPU Op = "embed_gpu"
 )
 
-// AllOps lists the operations in report order.
-var AllOps = []Op{OpEmbed, OpEmbedAsync, OpDetect, OpDetectNoKey, OpStatus, OpUploadEmbed, OpBatch, OpBatchCancel, OpEmbedWebhook,
+// AllOps lists the standard operations, in report order: every kind a full mix runs.
+var AllOps = []Op{OpEmbed, OpEmbedAsync, OpDetect, OpStatus, OpUploadEmbed, OpBatch, OpBatchCancel, OpEmbedWebhook,
 	OpEmbedStorage, OpEmbedGPU}
+
+// ExtraOps are operations a run has only when its mix names them (a client's variant of a standard one).
+var ExtraOps = []Op{OpDetectNoKey}
+
+// orderedOps is every operation, standard and extra, in report order (each extra after its kin).
+var orderedOps = []Op{OpEmbed, OpEmbedAsync, OpDetect, OpDetectNoKey, OpStatus, OpUploadEmbed, OpBatch, OpBatchCancel,
+	OpEmbedWebhook, OpEmbedStorage, OpEmbedGPU}
 
 // isBatch says whether the operation is a batch, which books its items' successes and keeps its own replay.
 func (o Op) isBatch() bool { return o == OpBatch || o == OpBatchCancel }
@@ -85,7 +92,7 @@ func ParseMix(s string) (Mix, error) {
 		name, w, hasW := strings.Cut(f, "=")
 		op := Op(strings.TrimSpace(name))
 		known := false
-		for _, o := range AllOps {
+		for _, o := range orderedOps {
 			known = known || o == op
 		}
 		if !known {
@@ -113,7 +120,7 @@ func ParseMix(s string) (Mix, error) {
 // String writes the mix in ParseMix's form, in report order.
 func (m Mix) String() string {
 	var parts []string
-	for _, o := range AllOps {
+	for _, o := range orderedOps {
 		if m[o] > 0 {
 			parts = append(parts, fmt.Sprintf("%s=%d", o, m[o]))
 		}
@@ -123,7 +130,7 @@ func (m Mix) String() string {
 
 // pick maps a uniform number in [0, total) to an operation.
 func (m Mix) pick(u int) Op {
-	for _, o := range AllOps {
+	for _, o := range orderedOps {
 		if u < m[o] {
 			return o
 		}

@@ -295,7 +295,7 @@ func (r *recorder) fill(rep *Report) {
 	defer r.mu.Unlock()
 	var all apibench.Histogram
 	rep.Errors = map[string]int{}
-	for _, op := range AllOps {
+	for _, op := range orderedOps {
 		st := r.ops[op]
 		if st == nil {
 			continue
