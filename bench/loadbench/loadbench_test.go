@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"filigrane/actors"
+	"filigrane/bench/apibench"
 	"filigrane/internal/whsign"
 )
 
@@ -330,5 +331,29 @@ func TestOrderedOpsCoverStandardAndExtra(t *testing.T) {
 	m, err := ParseMix("detect_nokey=2,status=1")
 	if err != nil || m[OpDetectNoKey] != 2 || m.String() != "detect_nokey=2,status=1" || m.pick(0) != OpDetectNoKey || m.pick(2) != OpStatus {
 		t.Fatalf("mix %v, %v", m, err)
+	}
+}
+
+// --concurrency sets the bench plan's concurrent jobs and keeps the rest of the plan (its lifted rate limit).
+func TestWithConcurrency(t *testing.T) {
+	cat, err := apibench.PlanCatalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := withConcurrency(cat, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "plans.json")
+	if err := os.WriteFile(path, out, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	plans, err := actors.LoadCatalog(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, ok := plans.Plan("business")
+	if !ok || p.Concurrency != 4 || p.RequestsPerMinute != apibench.UnlimitedRequestsPerMinute || !p.GPU {
+		t.Fatalf("plan %+v", p)
 	}
 }
