@@ -72,6 +72,15 @@ func TestParseSchedule(t *testing.T) {
 	if _, err := ParseSchedule("1s:stop:node0,2s:kill:node0,3s:restart:node0", 1); err != nil {
 		t.Error(err)
 	}
+	// A node terminated (SIGTERM: its graceful shutdown) is restarted like a killed one, and not terminated twice.
+	if s, err := ParseSchedule("1s:term:node0,2s:restart:node0,3s:term:node0", 1); err != nil || s[0].Kind != "term" {
+		t.Errorf("%v %v", s, err)
+	}
+	for _, bad := range []string{"1s:term:node0,2s:term:node0", "1s:term:node0,2s:cont:node0", "1s:term:webhook"} {
+		if _, err := ParseSchedule(bad, 1); err == nil {
+			t.Errorf("ParseSchedule(%q) accepted", bad)
+		}
+	}
 }
 
 // The default schedule is one ParseSchedule accepts, for one node and for several.
