@@ -297,6 +297,16 @@ func (l fixedLedger) Since(context.Context, LedgerMark) ([]actors.LedgerEntry, L
 // as many key-less requests (detect_nokey) as lost their answer: those cannot be replayed, so their ids
 // stay unknown to the client.
 func TestCreditsHeldAfterAndKeylessLost(t *testing.T) {
+	// req_job is a job of the service (a batch item, say) that the client never saw succeed; the others have
+	// no job record, as a key-less detection has none.
+	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/watermarks/jobs/req_job" {
+			rw.Write([]byte(`{"status":"succeeded","operation":"embed","batch_id":"bat_1","attempts":1}`))
+			return
+		}
+		http.NotFound(rw, r)
+	}))
+	defer srv.Close()
 	charge := func(op string) actors.LedgerEntry {
 		return actors.LedgerEntry{Operation: op, Kind: "charge", Amount: 1}
 	}
@@ -312,8 +322,10 @@ func TestCreditsHeldAfterAndKeylessLost(t *testing.T) {
 		{"charge not seen, no key-less answer lost", 0, []actors.LedgerEntry{charge("req_a"), charge("req_x")}, 0, false},
 		{"charge not seen, one key-less answer lost", 0, []actors.LedgerEntry{charge("req_a"), charge("req_x")}, 1, true},
 		{"two charges not seen, one key-less answer lost", 0, []actors.LedgerEntry{charge("req_a"), charge("req_x"), charge("req_y")}, 1, false},
+		{"a job's charge not seen, key-less answers lost", 0, []actors.LedgerEntry{charge("req_a"), charge("req_job")}, 3, false},
 	} {
-		r := &runner{jobs: newJobBook(), cfg: Config{Ledger: fixedLedger{entries: tc.entries, held: tc.held}}}
+		r := &runner{jobs: newJobBook(), http: newHTTPClient(4, time.Second),
+			cfg: Config{Ledger: fixedLedger{entries: tc.entries, held: tc.held}, Targets: []string{srv.URL}, Key: "k"}}
 		r.jobs.success("req_a", OpDetectNoKey)
 		r.unkeyedLost.Store(tc.unkeyedLost)
 		c, err := r.credits(context.Background(), LedgerMark{})

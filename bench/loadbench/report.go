@@ -139,8 +139,10 @@ type Credits struct {
 	GPUChargedWrong []string `json:"gpu_charged_wrong,omitempty"`
 	// UnkeyedLost is the charged requests without an Idempotency-Key (detect_nokey) that got no answer: each
 	// may have been charged without the client learning its id, so up to that many charges not seen are
-	// allowed.
+	// allowed, if the service has no job record of them (a job's charge is always one the client can see).
 	UnkeyedLost int `json:"unkeyed_lost,omitempty"`
+	// UnseenNotes describe the first charges not seen as the service knows them (a job record or none).
+	UnseenNotes []string `json:"unseen_notes,omitempty"`
 	// Equal: every success charged once, nothing else charged (but up to UnkeyedLost), and the credits held
 	// after the run are those held before it (no hold outlived its operation).
 	Equal bool `json:"equal"`
