@@ -84,6 +84,9 @@ func (a *batchActor) Receive(ctx actor.Context) {
 		if !a.loadFor(ctx, msg.BatchID, msg.OrgID) {
 			return
 		}
+		if !a.adoptSubmitted(ctx) {
+			return
+		}
 		next := a.rec.Clone()
 		next.Cancel(a.deps.Clock.Now())
 		if next.Revision != a.rec.Revision && !a.save(ctx, next) {
@@ -336,6 +339,45 @@ func (a *batchActor) dropActive(ctx context.Context) {
 	if err := a.deps.Store.Delete(ctx, key, it.Version); err != nil && !errors.Is(err, persistence.ErrVersionMismatch) {
 		a.deps.Logger.Warn().Err(err).Str("batch", a.id).Msg("drop active batch index")
 	}
+}
+
+// adoptSubmitted records as accepted the pending items whose job exists already, before a cancel rejects the
+// pending ones: an activation that submitted an item's job and stopped before it saved the acceptance (its
+// node shut down or died, or a fenced save) leaves the item pending while its job runs, and rejecting it as
+// cancelled would leave that job to run and be charged for an item the batch reports cancelled and never
+// charged. Accepted, its job is cancelled with the other active ones, or its outcome recorded if it ended.
+// Items are submitted in order, so the first pending item without a job ends the look. It reports false,
+// having answered, when the batch could not be saved; a job that cannot be read is left to chance (logged).
+func (a *batchActor) adoptSubmitted(ctx actor.Context) bool {
+	if a.rec.CancelRequested || (a.rec.Status != batchstate.StatusStarting && a.rec.Status != batchstate.StatusProcessing) {
+		return true
+	}
+	c, cancel := a.deps.peerCtx()
+	defer cancel()
+	jobs := JobClient{Caller: a.deps.Caller}
+	for i := range a.rec.Items {
+		it := a.rec.Items[i]
+		if it.Status != batchstate.ItemPending {
+			continue
+		}
+		rep, err := jobs.Get(c, a.rec.OrgID, it.RequestID)
+		if err != nil || rep.Code != ReplyOK || rep.Record == nil {
+			if err != nil || rep.Code != ReplyNotFound {
+				a.deps.Logger.Warn().Err(err).Interface("reply", rep).Str("batch", a.id).Int("item", i).
+					Msg("cancel: cannot tell whether a pending item's job exists")
+			}
+			return true
+		}
+		next := a.rec.Clone()
+		if err := next.Accept(i, rep.Record.CreditsHeld, a.deps.Clock.Now()); err != nil {
+			a.deps.Logger.Error().Err(err).Str("batch", a.id).Int("item", i).Msg("cancel: accept an item whose job exists")
+			return true
+		}
+		if next.Revision != a.rec.Revision && !a.save(ctx, next) {
+			return false
+		}
+	}
+	return true
 }
 
 // drive does what the record asks for now: cancel the jobs of a cancelled batch, read the active items'

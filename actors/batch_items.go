@@ -166,7 +166,33 @@ func (a *batchActor) submitItem(ctx actor.Context, c context.Context, i int) boo
 		a.deps.Logger.Error().Err(err).Str("batch", a.id).Int("item", i).Msg("accept item")
 		return false
 	}
+	if !ok {
+		a.undoOrphanedSubmit(c, i, it.RequestID)
+	}
 	return ok
+}
+
+// undoOrphanedSubmit runs after this activation submitted item i's job and could not save the acceptance:
+// another activation may own the batch now (a node that is shutting down still runs its activations while
+// the cluster hands their identities to others) and may have rejected the item meanwhile, as a cancel rejects
+// pending items, seeing no job to cancel. Such a job must not run on and be charged for an item the batch
+// reports rejected: when the batch's record now says so, the job is cancelled. A record still showing the
+// item pending or active needs nothing: its owner submits it again (the same job) or follows it.
+func (a *batchActor) undoOrphanedSubmit(c context.Context, i int, requestID string) {
+	rec, _, err := Batches{Store: a.deps.Store}.Load(c, a.id)
+	if err != nil {
+		a.deps.Logger.Warn().Err(err).Str("batch", a.id).Int("item", i).Msg("after a refused acceptance: cannot read the batch")
+		return
+	}
+	if i >= len(rec.Items) || rec.Items[i].Status != batchstate.ItemRejected {
+		return
+	}
+	if _, err := (JobClient{Caller: a.deps.Caller}).call(c, requestID, &JobCancel{RequestID: requestID}); err != nil {
+		a.deps.Logger.Warn().Err(err).Str("batch", a.id).Int("item", i).Msg("cancel the job of an item the batch rejected")
+		return
+	}
+	a.deps.Logger.Warn().Str("batch", a.id).Int("item", i).Str("job", requestID).
+		Msg("cancelled the job of an item another activation rejected meanwhile")
 }
 
 // probe reads what a job needs of an item's stored file (format, frames, duration for the price), refusing

@@ -60,6 +60,12 @@ type SyncDetectRequest struct {
 	// its stop. Gone reports whether such a context was cancelled because the client left.
 	Watch func(context.Context) (context.Context, func())
 	Gone  func(context.Context) bool
+	// SettleWithin is how long the charge (or release) is sent again while the organization's actor does not
+	// answer or could not record it; 0 is 10 s. It must outlast the cluster's failure detection (the edge
+	// passes its actor timeout): when the node hosting the organization's actor dies, the settlement waits
+	// until a survivor hosts it instead of leaving the detection answered but never charged and its hold
+	// (and concurrency slot) held.
+	SettleWithin time.Duration
 }
 
 // SyncDetectError says why a synchronous detection has no result. Exactly one field is set.
@@ -77,7 +83,10 @@ type SyncDetectError struct {
 
 // Detect runs req and says where it ran. The credits are charged if and only if it returns a detection.
 func (d SyncDetector) Detect(ctx context.Context, req SyncDetectRequest) (codec.Detection, jobstate.Accelerator, *SyncDetectError) {
-	rep, err := d.Orgs.Reserve(ctx, OrgReserve{OrgID: req.OrgID, Op: req.RequestID, Credits: max(req.Hold, req.Credits), Slot: true})
+	// The hold names this process: if it dies before settling, nothing else would (no job record), and the
+	// organization's actor releases the hold and slot once the cluster knows it gone.
+	rep, err := d.Orgs.Reserve(ctx, OrgReserve{OrgID: req.OrgID, Op: req.RequestID, Credits: max(req.Hold, req.Credits), Slot: true,
+		Holder: d.Pool.EdgeWorkerID()})
 	if err != nil {
 		return codec.Detection{}, jobstate.AcceleratorCPU, &SyncDetectError{Unavailable: "could not reserve credits in time"}
 	}
@@ -86,20 +95,44 @@ func (d SyncDetector) Detect(ctx context.Context, req SyncDetectRequest) (codec.
 	}
 	acc := jobstate.AcceleratorCPU
 	settle := func(charge bool) {
-		sctx := context.WithoutCancel(ctx)
-		var r *OrgReply
-		var err error
-		if charge {
+		within := req.SettleWithin
+		if within <= 0 {
+			within = 10 * time.Second
+		}
+		// The settlement outlives the client (a detection finished is charged even if it leaves now), but
+		// not the settle window: each send waits for the actor until the window's end (a request to an
+		// actor whose node died is re-sent once the cluster declares the node dead), and a send that got no
+		// answer, or an answer that the state could not be saved, is sent again: Charge and Release are
+		// idempotent by operation.
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), within)
+		defer cancel()
+		send := func() (*OrgReply, error) {
+			if !charge {
+				return d.Orgs.Release(sctx, OrgRelease{OrgID: req.OrgID, Op: req.RequestID})
+			}
 			credits := req.Credits
 			if acc == jobstate.AcceleratorGPU {
 				credits = d.Media.chargeOn(acc, req.Credits)
 			}
-			r, err = d.Orgs.Charge(sctx, OrgCharge{OrgID: req.OrgID, Op: req.RequestID, Credits: credits})
-		} else {
-			r, err = d.Orgs.Release(sctx, OrgRelease{OrgID: req.OrgID, Op: req.RequestID})
+			return d.Orgs.Charge(sctx, OrgCharge{OrgID: req.OrgID, Op: req.RequestID, Credits: credits})
 		}
-		if err != nil || r.Code != ReplyOK {
-			d.Logger.Error().Err(err).Interface("reply", r).Str("request", req.RequestID).Msg("settle synchronous detection")
+		wait := 250 * time.Millisecond
+		for {
+			r, err := send()
+			if err == nil && r.Code == ReplyOK {
+				return
+			}
+			unrecorded := err != nil || r.Code == ReplyInternal || r.Code == ReplyRetry
+			if !unrecorded || sctx.Err() != nil {
+				d.Logger.Error().Err(err).Interface("reply", r).Str("request", req.RequestID).Msg("settle synchronous detection")
+				return
+			}
+			d.Logger.Warn().Err(err).Interface("reply", r).Str("request", req.RequestID).Msg("settle synchronous detection: not recorded; sending it again")
+			select {
+			case <-sctx.Done():
+			case <-time.After(wait):
+			}
+			wait = min(2*wait, 2*time.Second)
 		}
 	}
 	c, stopWatch := req.Watch(ctx)

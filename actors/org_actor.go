@@ -114,6 +114,10 @@ func (a *orgActor) Receive(ctx actor.Context) {
 				s.ReleaseSlot(msg.Op)
 				return err
 			}
+			if h, ok := s.Holds[msg.Op]; ok && msg.Holder != "" {
+				h.Holder = msg.Holder
+				s.Holds[msg.Op] = h
+			}
 			return nil
 		})
 	case *OrgCharge:
@@ -224,11 +228,17 @@ func (a *orgActor) mutate(ctx actor.Context, orgID string, fn func(*OrgState, ti
 const staleHoldAge = 3 * time.Hour
 
 // reapStaleHolds releases holds whose operation can no longer settle them: a crash between reserving and
-// creating the job record leaves a hold that no job owns. A hold is released only when no active job record
-// exists for it; a job that still runs keeps its hold.
+// creating the job record leaves a hold that no job owns, and a synchronous detection's node killed before
+// it charged leaves a hold that only that process would have settled. A hold is released once it is older
+// than any job may run, or at once when its holder's process is known gone (Hold.Holder: nothing else
+// settles it, and a plan's concurrency slot is with it), and only when no active job record exists for it;
+// a job that still runs keeps its hold.
 func (a *orgActor) reapStaleHolds(s *OrgState, now time.Time) {
 	for _, op := range s.HoldOps() {
-		if now.Sub(s.Holds[op].At) < staleHoldAge {
+		h := s.Holds[op]
+		holderGone := h.Holder != "" && a.deps.Caller != nil &&
+			a.deps.Caller.MemberGone(WorkerNode(h.Holder), WorkerMember(h.Holder))
+		if !holderGone && now.Sub(h.At) < staleHoldAge {
 			continue
 		}
 		sctx, cancel := a.deps.storeCtx()
@@ -242,7 +252,8 @@ func (a *orgActor) reapStaleHolds(s *OrgState, now time.Time) {
 			a.deps.Logger.Warn().Err(err).Str("org", a.id).Str("op", op).Msg("release stale hold")
 			continue
 		}
-		a.deps.Logger.Warn().Str("org", a.id).Str("op", op).Msg("released a hold no job owns")
+		a.deps.Logger.Warn().Str("org", a.id).Str("op", op).Str("holder", h.Holder).Bool("holder_gone", holderGone).
+			Msg("released a hold no job owns")
 	}
 }
 

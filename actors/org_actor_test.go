@@ -191,3 +191,61 @@ func TestOrgActorRefresh(t *testing.T) {
 		t.Fatalf("reserve after refresh: %+v", r)
 	}
 }
+
+// goneCaller is a cluster view in which the members listed in gone have left; it carries no requests.
+type goneCaller struct{ gone map[string]bool }
+
+func (c goneCaller) Request(context.Context, string, string, any) (any, error) {
+	return nil, context.DeadlineExceeded
+}
+
+func (c goneCaller) Gone(name, memberID string) bool { return c.gone[name+"/"+memberID] }
+
+// TestOrgActorReleasesHoldsOfAGoneHolder: a synchronous detection without an Idempotency-Key holds credits
+// and a slot under its process's worker id and settles them itself; when that process is killed before it
+// settles (chaos run with detect_nokey, nodes killed), nothing else would. Its hold and slot are released at
+// the organization's next command once the cluster knows the process gone, while a hold of a live holder,
+// and a job's hold (no holder), stay. Before, they stayed for three hours (the stale-hold age), and on a
+// one-slot plan every request of the organization was refused 429 meanwhile.
+func TestOrgActorReleasesHoldsOfAGoneHolder(t *testing.T) {
+	f := newOrgFixture(t, 10) // launch plan: one concurrency slot
+	view := goneCaller{gone: map[string]bool{}}
+	f.deps.Caller = &actors.LateCaller{}
+	f.deps.Caller.Set(view)
+	a := f.system.Root.Spawn(actors.OrgProps(f.deps))
+	const killed, alive = "n1/w-1/m1.0a1b2c3d", "n2/w-1/m2.0e1f2a3b"
+	if r := f.ask(t, a, &actors.OrgReserve{OrgID: f.orgID, Op: "req_killed", Credits: 2, Slot: true, Holder: killed}); r.Code != actors.ReplyOK {
+		t.Fatalf("reserve: %+v", r)
+	}
+	if r := f.ask(t, a, &actors.OrgReserve{OrgID: f.orgID, Op: "req_other", Credits: 1, Slot: true, Holder: alive}); r.Code != actors.ReplyConcurrencyLimit {
+		t.Fatalf("second slot on a one-slot plan while the holder lives: %+v", r)
+	}
+	if r := f.ask(t, a, &actors.OrgReserve{OrgID: f.orgID, Op: "req_job", Credits: 3}); r.Code != actors.ReplyOK || r.Held != 5 {
+		t.Fatalf("a job's hold: %+v", r)
+	}
+	view.gone["n1/m1"] = true // n1's process m1 was killed (or declared dead)
+	r := f.ask(t, a, &actors.OrgReserve{OrgID: f.orgID, Op: "req_other", Credits: 1, Slot: true, Holder: alive})
+	if r.Code != actors.ReplyOK || r.Held != 4 || r.Slots != 1 {
+		t.Fatalf("after the holder died: %+v; want the slot free and 3 + 1 held", r)
+	}
+	view.gone["n2/m2"] = false
+	if r := f.ask(t, a, &actors.OrgGrant{OrgID: f.orgID, Op: "g2", Credits: 1}); r.Held != 4 || r.Slots != 1 {
+		t.Fatalf("a live holder's hold or a job's hold was released: %+v", r)
+	}
+	st, entries, err := f.admin.Balance(context.Background(), f.orgID, 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	released := 0
+	for _, e := range entries {
+		if e.Kind == "release" {
+			released++
+			if e.Operation != "req_killed" {
+				t.Errorf("released %s", e.Operation)
+			}
+		}
+	}
+	if released != 1 || st.Balance != 11 {
+		t.Fatalf("releases %d, balance %d; want req_killed's only, nothing charged", released, st.Balance)
+	}
+}

@@ -51,6 +51,12 @@ type OrgReserve struct {
 	Credits int64
 	Slot    bool // also take a concurrency slot
 	Batch   bool // the slot is for a batch file (plans with 2+ slots keep one for direct requests)
+	// Holder is the worker id (Pool.EdgeWorkerID) of the process that settles the operation itself within
+	// the request, with no record that anyone else would settle it from (a synchronous detection without an
+	// Idempotency-Key). Once the cluster knows that process gone (killed, or declared dead), the hold and
+	// slot are released at the organization's next command instead of after hours. Empty for jobs: their
+	// records settle their holds.
+	Holder string
 }
 
 // OrgCharge settles an operation's hold at the actual price and frees its slot. Idempotent by Op.

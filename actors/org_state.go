@@ -49,6 +49,9 @@ type Member struct {
 type Hold struct {
 	Amount int64     `msgpack:"amount"`
 	At     time.Time `msgpack:"at"`
+	// Holder is the worker id of the process that settles the hold in the request that took it (OrgReserve's
+	// Holder), or empty.
+	Holder string `msgpack:"holder,omitempty"`
 }
 
 // Settled remembers how an operation ended, so that a replayed command answers the same and moves no credit.

@@ -290,10 +290,23 @@ func (b *batchAPI) load(c context.Context, ctx *fasthttp.RequestCtx, p *principa
 		return nil, false
 	}
 	if rep.Code != actors.ReplyOK || rep.Record == nil {
-		writeProblem(ctx, CodeNotFound, "no such batch")
+		b.noRecord(ctx, rep)
 		return nil, false
 	}
 	return rep.Record, true
+}
+
+// noRecord answers a batch actor's reply without a record: 404 only when there is no such batch. A batch
+// whose state could not be read or saved (the object storage down or frozen: internal; another activation
+// writing it: retry) may well exist and go on, so it is 503 with Retry-After: a 404 there made a client give
+// up a batch whose start had landed, and whose items then ran and were charged (bench chaos, storage frozen
+// while a node shut down).
+func (b *batchAPI) noRecord(ctx *fasthttp.RequestCtx, rep *actors.BatchReply) {
+	if rep.Code == actors.ReplyNotFound || rep.Code == actors.ReplyOK {
+		writeProblem(ctx, CodeNotFound, "no such batch")
+		return
+	}
+	b.s.unavailable(ctx, fmt.Errorf("batch: %s (%s)", rep.Code, rep.Detail))
 }
 
 func (b *batchAPI) get(ctx *fasthttp.RequestCtx, p *principal, params map[string]string) {
@@ -321,7 +334,7 @@ func (b *batchAPI) start(ctx *fasthttp.RequestCtx, p *principal, params map[stri
 	case rep.Code == actors.ReplyExpired:
 		writeProblem(ctx, problemBatchExpired, "the draft was not started within 24 hours of its creation; create a new batch")
 	case rep.Code != actors.ReplyOK || rep.Record == nil:
-		writeProblem(ctx, CodeNotFound, "no such batch")
+		b.noRecord(ctx, rep)
 	case rep.Started:
 		b.write(c, ctx, p, rep.Record, 202, true)
 	default:
@@ -342,7 +355,7 @@ func (b *batchAPI) cancel(ctx *fasthttp.RequestCtx, p *principal, params map[str
 	case err != nil:
 		b.s.unavailable(ctx, err)
 	case rep.Code != actors.ReplyOK || rep.Record == nil:
-		writeProblem(ctx, CodeNotFound, "no such batch")
+		b.noRecord(ctx, rep)
 	default:
 		b.write(c, ctx, p, rep.Record, 200, true)
 	}

@@ -781,7 +781,13 @@ func (s *Server) loadJob(ctx *fasthttp.RequestCtx, p *principal, id string) (*jo
 		return nil, false
 	}
 	if rep.Code != actors.ReplyOK || rep.Record == nil {
-		writeProblem(ctx, CodeNotFound, "no such job")
+		if rep.Code == actors.ReplyNotFound || rep.Code == actors.ReplyOK {
+			writeProblem(ctx, CodeNotFound, "no such job")
+		} else {
+			// The job's state could not be read (the object storage down or frozen): the job may well exist,
+			// and a 404 would tell its client that it is gone.
+			s.unavailable(ctx, fmt.Errorf("job: %s (%s)", rep.Code, rep.Detail))
+		}
 		return nil, false
 	}
 	rec := rep.Record
@@ -837,6 +843,9 @@ func (s *Server) detectNow(c context.Context, ctx *fasthttp.RequestCtx, p *princ
 		Accelerator: acc,
 		Watch:       func(c context.Context) (context.Context, func()) { return watchDisconnect(c, ctx) },
 		Gone:        clientGone,
+		// The actor timeout outlasts failure detection: a charge whose organization actor's node died
+		// reaches its next activation.
+		SettleWithin: s.cfg.ActorTimeout,
 	})
 	switch {
 	case serr == nil:

@@ -19,8 +19,9 @@ import (
 // Action is one step of a chaos schedule: at At after the load starts, do Kind to Target.
 type Action struct {
 	At time.Duration
-	// Kind is kill (SIGKILL), stop (SIGSTOP), cont (SIGCONT) or restart (start a killed process again on its
-	// data and ports).
+	// Kind is kill (SIGKILL), term (SIGTERM: a node's graceful shutdown, as a deploy or a supervisor's stop
+	// sends; the action waits until the process exited, SIGKILL after the recovery timeout), stop (SIGSTOP),
+	// cont (SIGCONT) or restart (start a killed or terminated process again on its data and ports).
 	Kind string
 	// Target is "nodeN" (N from 0), "s3", or "webhook" (WebhookTarget: the run's webhook receiver, which
 	// stop makes answer 500 until cont).
@@ -30,7 +31,7 @@ type Action struct {
 func (a Action) String() string { return fmt.Sprintf("%s:%s:%s", a.At, a.Kind, a.Target) }
 
 // ParseSchedule reads "5s:kill:node1,9s:restart:node1,12s:stop:s3,14s:cont:s3" for a cluster of nodes nodes.
-// A process must be killed before it is restarted, and stopped before it is continued.
+// A process must be killed (or terminated) before it is restarted, and stopped before it is continued.
 func ParseSchedule(s string, nodes int) ([]Action, error) {
 	var out []Action
 	for _, f := range strings.Split(s, ",") {
@@ -48,9 +49,9 @@ func ParseSchedule(s string, nodes int) ([]Action, error) {
 		}
 		a := Action{At: at, Kind: parts[1], Target: parts[2]}
 		switch a.Kind {
-		case "kill", "stop", "cont", "restart":
+		case "kill", "term", "stop", "cont", "restart":
 		default:
-			return nil, fmt.Errorf("schedule step %q: unknown action %q (want kill, stop, cont, restart)", f, a.Kind)
+			return nil, fmt.Errorf("schedule step %q: unknown action %q (want kill, term, stop, cont, restart)", f, a.Kind)
 		}
 		if a.Target == WebhookTarget && a.Kind != "stop" && a.Kind != "cont" {
 			return nil, fmt.Errorf("schedule step %q: the webhook receiver can only be stopped (answer 500) and continued", f)
@@ -66,14 +67,14 @@ func ParseSchedule(s string, nodes int) ([]Action, error) {
 	sort.SliceStable(out, func(i, j int) bool { return out[i].At < out[j].At })
 	state := map[string]string{} // target -> "", "killed", "stopped"
 	for _, a := range out {
-		want := map[string]string{"kill": "", "stop": "", "restart": "killed", "cont": "stopped"}[a.Kind]
+		want := map[string]string{"kill": "", "term": "", "stop": "", "restart": "killed", "cont": "stopped"}[a.Kind]
 		if a.Kind == "kill" && state[a.Target] == "stopped" {
 			want = "stopped" // a frozen process may be killed
 		}
 		if state[a.Target] != want {
 			return nil, fmt.Errorf("schedule: %s: %s is %s at that point", a, a.Target, orRunning(state[a.Target]))
 		}
-		state[a.Target] = map[string]string{"kill": "killed", "stop": "stopped", "restart": "", "cont": ""}[a.Kind]
+		state[a.Target] = map[string]string{"kill": "killed", "term": "killed", "stop": "stopped", "restart": "", "cont": ""}[a.Kind]
 	}
 	if len(out) == 0 {
 		return nil, errors.New("empty schedule")
@@ -266,7 +267,7 @@ func RunChaos(ctx context.Context, cc ChaosConfig) (*Report, error) {
 		}
 		at := res.at[i]
 		switch {
-		case ar.Action == "kill" || ar.Action == "stop":
+		case ar.Action == "kill" || ar.Action == "term" || ar.Action == "stop":
 			n, ended, ok, last := book.opsAcross(at)
 			ar.OpsInFlight, ar.OpsEnded, ar.OpsSucceeded = n, ended, ok
 			if n > 0 && ended == n {
@@ -310,6 +311,8 @@ func (cc ChaosConfig) do(ctx context.Context, cfg Config, a Action, book *jobBoo
 	switch a.Kind {
 	case "kill":
 		return 0, p.Kill()
+	case "term":
+		return 0, p.Stop(rctx)
 	case "stop":
 		return 0, p.Pause()
 	case "cont":
@@ -426,7 +429,7 @@ func (c *ChaosReport) writeMarkdown(w io.Writer) {
 	}
 	for _, a := range c.Actions {
 		inflight, ended := "-", "-"
-		if a.Action == "kill" || a.Action == "stop" {
+		if a.Action == "kill" || a.Action == "term" || a.Action == "stop" {
 			inflight, ended = strconv.Itoa(a.OpsInFlight), fmt.Sprintf("%d (%d)", a.OpsEnded, a.OpsSucceeded)
 		}
 		note := a.Error
@@ -436,5 +439,5 @@ func (c *ChaosReport) writeMarkdown(w io.Writer) {
 		fmt.Fprintf(w, "| %.1f | %s | %s | %s | %s | %s | %s | %s |\n", a.AtS, a.Action, a.Target, inflight, ended,
 			opt(a.TakeoverS), opt(a.RecoveryS), note)
 	}
-	fmt.Fprintln(w, "\nTakeover: from a kill or SIGSTOP until the last charged operation in flight on the cluster at that moment ended (an upper bound of the time to resume the work elsewhere: death detection, retry on another node, re-run, one poll interval). Recovery: from restart or SIGCONT until the process serves (a node: GET /auth/api-key on it; the S3 server: the first charged operation started after it succeeds).")
+	fmt.Fprintln(w, "\nTakeover: from a kill, SIGTERM or SIGSTOP until the last charged operation in flight on the cluster at that moment ended (an upper bound of the time to resume the work elsewhere: death detection, retry on another node, re-run, one poll interval). Recovery: from restart or SIGCONT until the process serves (a node: GET /auth/api-key on it; the S3 server: the first charged operation started after it succeeds).")
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -63,6 +64,10 @@ type LocalConfig struct {
 	// LogLevel is the nodes' --log-level; empty means warn. Debug logs every request with its status, route
 	// and time, which a chaos run's odd operation is traced by.
 	LogLevel string
+	// Concurrency is the organization's plan's concurrent jobs; 0 lifts the limit (as the rate limit is). A
+	// small one makes the run meet 429 concurrency_limited answers, which must not be charged, and shows a
+	// slot that outlives its operation as requests refused until the run gives up.
+	Concurrency int
 }
 
 // Local is a running local cluster with an organization of BenchCredits credits and an owner key.
@@ -160,6 +165,11 @@ func StartLocal(ctx context.Context, cfg LocalConfig) (l *Local, err error) {
 	cat, err := apibench.PlanCatalog()
 	if err != nil {
 		return nil, err
+	}
+	if cfg.Concurrency > 0 {
+		if cat, err = withConcurrency(cat, cfg.Concurrency); err != nil {
+			return nil, err
+		}
 	}
 	if err := os.WriteFile(plans, cat, 0o600); err != nil {
 		return nil, fmt.Errorf("write plan catalog: %w", err)
@@ -315,4 +325,18 @@ func OrgOfKey(ctx context.Context, base, key string) (string, error) {
 		return "", fmt.Errorf("GET %s/auth/api-key answered %d", base, status)
 	}
 	return info.OrganizationID, ctx.Err()
+}
+
+// withConcurrency sets every plan of a plan catalog (bench/apibench's) to n concurrent jobs.
+func withConcurrency(catalog []byte, n int) ([]byte, error) {
+	var cat struct {
+		Plans []map[string]any `json:"plans"`
+	}
+	if err := json.Unmarshal(catalog, &cat); err != nil {
+		return nil, fmt.Errorf("plan catalog: %w", err)
+	}
+	for _, p := range cat.Plans {
+		p["concurrency"] = n
+	}
+	return json.MarshalIndent(cat, "", "  ")
 }

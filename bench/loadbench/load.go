@@ -146,6 +146,8 @@ type runner struct {
 	whJobs     map[string]time.Time // embed_webhook jobs -> when the client saw them end (zero: not seen)
 	destID     string               // the run's storage destination (embed_storage)
 	stJobs     map[string]bool      // embed_storage jobs (guarded by whMu)
+	// unkeyedLost counts charged requests without an Idempotency-Key (detect_nokey) that got no answer.
+	unkeyedLost atomic.Int64
 }
 
 // Run runs the load and returns the report. It fails only when the run cannot start; failed operations are
@@ -289,6 +291,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		if err != nil {
 			rep.Notes = append(rep.Notes, "credit check: "+err.Error())
 		}
+		if c != nil {
+			rep.Notes = append(rep.Notes, c.UnseenNotes...)
+		}
 		rep.Credits = c
 	} else {
 		rep.Notes = append(rep.Notes, "credits were not checked: no access to the cluster's store (use --nodes, or --s3-* flags with --url)")
@@ -317,7 +322,9 @@ func (r *runner) one(ctx context.Context, op Op, due time.Time) outcome {
 	n := r.seq.Add(1)
 	a := &attempt{r: r, op: op, giveUp: time.Now().Add(r.cfg.RetryFor)}
 	if op.Charged() {
-		a.idem = fmt.Sprintf("%s-%d", r.runID, n)
+		if op != OpDetectNoKey {
+			a.idem = fmt.Sprintf("%s-%d", r.runID, n)
+		}
 		r.jobs.opStarted(n, time.Now())
 	}
 	a.out.op, a.out.start = op, time.Now()
@@ -550,4 +557,41 @@ func parallel(n int, fn func(i int)) {
 		}()
 	}
 	wg.Wait()
+}
+
+// describeUnseen says, for each of the first few operations charged that the client did not see succeed, what
+// the service answers about it as a job: a job record (its status, operation, batch and attempts) or not
+// found (a key-less synchronous detection has none), so that a charge the run cannot explain can be traced.
+// It returns the sentences and how many had no job record (an id not described counts as having one).
+func (r *runner) describeUnseen(ctx context.Context, ids []string) (out []string, noRecord int) {
+	for i, id := range ids {
+		if i == 10 {
+			out = append(out, fmt.Sprintf("charged but not seen: %d more not described", len(ids)-i))
+			break
+		}
+		a := &attempt{r: r, giveUp: time.Now().Add(10 * time.Second)}
+		res, ok := a.send(ctx, "GET", "/watermarks/jobs/"+url.PathEscape(id), "", nil, true)
+		var rc struct {
+			Status      string `json:"status"`
+			Operation   string `json:"operation"`
+			BatchID     string `json:"batch_id"`
+			Attempts    int    `json:"attempts"`
+			ErrorCode   string `json:"error_code"`
+			CreatedAt   string `json:"created_at"`
+			CompletedAt string `json:"completed_at"`
+		}
+		switch {
+		case !ok:
+			out = append(out, fmt.Sprintf("charged but not seen: %s: no answer (%s)", id, a.out.failure))
+		case res.status == 404:
+			noRecord++
+			out = append(out, fmt.Sprintf("charged but not seen: %s: no job record (a key-less detection whose answer was lost, or a job the service forgot)", id))
+		case res.status != 200 || jsonUnmarshal(res.body, &rc) != nil:
+			out = append(out, fmt.Sprintf("charged but not seen: %s: %d %s", id, res.status, snippet(res.body)))
+		default:
+			out = append(out, fmt.Sprintf("charged but not seen: %s: job %s %s (batch %q, %d attempts, error_code %q, created %s, completed %s)",
+				id, rc.Operation, rc.Status, rc.BatchID, rc.Attempts, rc.ErrorCode, rc.CreatedAt, rc.CompletedAt))
+		}
+	}
+	return out, noRecord
 }

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"filigrane/actors"
+	"filigrane/bench/apibench"
 	"filigrane/internal/whsign"
 )
 
@@ -69,6 +71,15 @@ func TestParseSchedule(t *testing.T) {
 	// A frozen process may be killed, then restarted.
 	if _, err := ParseSchedule("1s:stop:node0,2s:kill:node0,3s:restart:node0", 1); err != nil {
 		t.Error(err)
+	}
+	// A node terminated (SIGTERM: its graceful shutdown) is restarted like a killed one, and not terminated twice.
+	if s, err := ParseSchedule("1s:term:node0,2s:restart:node0,3s:term:node0", 1); err != nil || s[0].Kind != "term" {
+		t.Errorf("%v %v", s, err)
+	}
+	for _, bad := range []string{"1s:term:node0,2s:term:node0", "1s:term:node0,2s:cont:node0", "1s:term:webhook"} {
+		if _, err := ParseSchedule(bad, 1); err == nil {
+			t.Errorf("ParseSchedule(%q) accepted", bad)
+		}
 	}
 }
 
@@ -266,5 +277,104 @@ func TestGPUChargesOnCPU(t *testing.T) {
 	checked, wrong := r.gpuCharges(seen, amounts)
 	if checked != 2 || len(wrong) != 1 || !strings.HasPrefix(wrong[0], "req_gpu_triple charged 6") {
 		t.Fatalf("checked %d, wrong %q: want 2 checked and req_gpu_triple reported", checked, wrong)
+	}
+}
+
+// fixedLedger is a ledger whose entries since the run's mark and credits held now are given.
+type fixedLedger struct {
+	entries []actors.LedgerEntry
+	held    int64
+}
+
+func (l fixedLedger) Mark(context.Context) (LedgerMark, error) { return LedgerMark{}, nil }
+
+func (l fixedLedger) Since(context.Context, LedgerMark) ([]actors.LedgerEntry, LedgerMark, error) {
+	return l.entries, LedgerMark{Seq: uint64(len(l.entries)), Held: l.held}, nil
+}
+
+// The credits check fails when credits are still held after the run (a hold that outlived its operation:
+// a key-less synchronous detection on a killed node), and allows a charge the client did not see only for
+// as many key-less requests (detect_nokey) as lost their answer: those cannot be replayed, so their ids
+// stay unknown to the client.
+func TestCreditsHeldAfterAndKeylessLost(t *testing.T) {
+	// req_job is a job of the service (a batch item, say) that the client never saw succeed; the others have
+	// no job record, as a key-less detection has none.
+	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/watermarks/jobs/req_job" {
+			rw.Write([]byte(`{"status":"succeeded","operation":"embed","batch_id":"bat_1","attempts":1}`))
+			return
+		}
+		http.NotFound(rw, r)
+	}))
+	defer srv.Close()
+	charge := func(op string) actors.LedgerEntry {
+		return actors.LedgerEntry{Operation: op, Kind: "charge", Amount: 1}
+	}
+	for _, tc := range []struct {
+		name        string
+		held        int64
+		entries     []actors.LedgerEntry
+		unkeyedLost int64
+		equal       bool
+	}{
+		{"all seen, nothing held", 0, []actors.LedgerEntry{charge("req_a")}, 0, true},
+		{"a hold left", 1, []actors.LedgerEntry{charge("req_a")}, 0, false},
+		{"charge not seen, no key-less answer lost", 0, []actors.LedgerEntry{charge("req_a"), charge("req_x")}, 0, false},
+		{"charge not seen, one key-less answer lost", 0, []actors.LedgerEntry{charge("req_a"), charge("req_x")}, 1, true},
+		{"two charges not seen, one key-less answer lost", 0, []actors.LedgerEntry{charge("req_a"), charge("req_x"), charge("req_y")}, 1, false},
+		{"a job's charge not seen, key-less answers lost", 0, []actors.LedgerEntry{charge("req_a"), charge("req_job")}, 3, false},
+	} {
+		r := &runner{jobs: newJobBook(), http: newHTTPClient(4, time.Second),
+			cfg: Config{Ledger: fixedLedger{entries: tc.entries, held: tc.held}, Targets: []string{srv.URL}, Key: "k"}}
+		r.jobs.success("req_a", OpDetectNoKey)
+		r.unkeyedLost.Store(tc.unkeyedLost)
+		c, err := r.credits(context.Background(), LedgerMark{})
+		if c == nil || c.Equal != tc.equal || (err == nil) != tc.equal {
+			t.Errorf("%s: credits %+v, error %v; want equal %v", tc.name, c, err, tc.equal)
+		}
+	}
+}
+
+// Every operation is in the report order exactly once, standard or extra, and a mix may name an extra one.
+func TestOrderedOpsCoverStandardAndExtra(t *testing.T) {
+	seen := map[Op]int{}
+	for _, o := range orderedOps {
+		seen[o]++
+	}
+	for _, o := range append(append([]Op(nil), AllOps...), ExtraOps...) {
+		seen[o]--
+	}
+	for o, n := range seen {
+		if n != 0 {
+			t.Errorf("%s: %d more in orderedOps than in AllOps and ExtraOps", o, n)
+		}
+	}
+	m, err := ParseMix("detect_nokey=2,status=1")
+	if err != nil || m[OpDetectNoKey] != 2 || m.String() != "detect_nokey=2,status=1" || m.pick(0) != OpDetectNoKey || m.pick(2) != OpStatus {
+		t.Fatalf("mix %v, %v", m, err)
+	}
+}
+
+// --concurrency sets the bench plan's concurrent jobs and keeps the rest of the plan (its lifted rate limit).
+func TestWithConcurrency(t *testing.T) {
+	cat, err := apibench.PlanCatalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := withConcurrency(cat, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "plans.json")
+	if err := os.WriteFile(path, out, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	plans, err := actors.LoadCatalog(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, ok := plans.Plan("business")
+	if !ok || p.Concurrency != 4 || p.RequestsPerMinute != apibench.UnlimitedRequestsPerMinute || !p.GPU {
+		t.Fatalf("plan %+v", p)
 	}
 }

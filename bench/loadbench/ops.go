@@ -27,6 +27,11 @@ const (
 	OpEmbedAsync Op = "embed_async"
 	// OpDetect is a synchronous detection (POST /watermarks/images/detect) of a marked copy.
 	OpDetect Op = "detect"
+	// OpDetectNoKey is OpDetect without an Idempotency-Key, as a client that sends none does: the service runs
+	// it in the request without a job record (actors.SyncDetector), charges it if and only if it answers the
+	// detection, and a retry after a lost answer is another operation. Its credit hold must not outlive the
+	// request, even when the node that took it dies (the credits check: nothing held after the run).
+	OpDetectNoKey Op = "detect_nokey"
 	// OpStatus is GET /watermarks/jobs/{id} of a job this run created.
 	OpStatus Op = "status"
 	// OpUploadEmbed is a signed upload (POST /uploads, PUT the file to the signed URL) and a synchronous embed
@@ -52,9 +57,16 @@ const (
 	OpEmbedGPU Op = "embed_gpu"
 )
 
-// AllOps lists the operations in report order.
+// AllOps lists the standard operations, in report order: every kind a full mix runs.
 var AllOps = []Op{OpEmbed, OpEmbedAsync, OpDetect, OpStatus, OpUploadEmbed, OpBatch, OpBatchCancel, OpEmbedWebhook,
 	OpEmbedStorage, OpEmbedGPU}
+
+// ExtraOps are operations a run has only when its mix names them (a client's variant of a standard one).
+var ExtraOps = []Op{OpDetectNoKey}
+
+// orderedOps is every operation, standard and extra, in report order (each extra after its kin).
+var orderedOps = []Op{OpEmbed, OpEmbedAsync, OpDetect, OpDetectNoKey, OpStatus, OpUploadEmbed, OpBatch, OpBatchCancel,
+	OpEmbedWebhook, OpEmbedStorage, OpEmbedGPU}
 
 // isBatch says whether the operation is a batch, which books its items' successes and keeps its own replay.
 func (o Op) isBatch() bool { return o == OpBatch || o == OpBatchCancel }
@@ -80,11 +92,11 @@ func ParseMix(s string) (Mix, error) {
 		name, w, hasW := strings.Cut(f, "=")
 		op := Op(strings.TrimSpace(name))
 		known := false
-		for _, o := range AllOps {
+		for _, o := range orderedOps {
 			known = known || o == op
 		}
 		if !known {
-			return nil, fmt.Errorf("unknown operation %q (want embed, embed_async, detect, status, upload_embed, batch, batch_cancel, embed_webhook, embed_storage, embed_gpu)", op)
+			return nil, fmt.Errorf("unknown operation %q (want embed, embed_async, detect, detect_nokey, status, upload_embed, batch, batch_cancel, embed_webhook, embed_storage, embed_gpu)", op)
 		}
 		n := 1
 		if hasW {
@@ -108,7 +120,7 @@ func ParseMix(s string) (Mix, error) {
 // String writes the mix in ParseMix's form, in report order.
 func (m Mix) String() string {
 	var parts []string
-	for _, o := range AllOps {
+	for _, o := range orderedOps {
 		if m[o] > 0 {
 			parts = append(parts, fmt.Sprintf("%s=%d", o, m[o]))
 		}
@@ -118,7 +130,7 @@ func (m Mix) String() string {
 
 // pick maps a uniform number in [0, total) to an operation.
 func (m Mix) pick(u int) Op {
-	for _, o := range AllOps {
+	for _, o := range orderedOps {
 		if u < m[o] {
 			return o
 		}
@@ -236,6 +248,11 @@ func (a *attempt) send(ctx context.Context, method, path, ctype string, body []b
 	for {
 		res, err := a.r.http.do(method, a.next()+path, a.r.cfg.Key, ctype, body, hdr, keepBody)
 		if err != nil {
+			if a.idem == "" && a.op.Charged() {
+				// A charged request without a key whose answer was lost may have been charged, and cannot be
+				// replayed: the credits check allows that many charges the client did not see.
+				a.r.unkeyedLost.Add(1)
+			}
 			if a.again(ctx, transportKey(err)) {
 				continue
 			}
@@ -266,7 +283,7 @@ func (a *attempt) run(ctx context.Context) {
 		a.submitAsync(ctx, "/watermarks/images/async")
 	case OpEmbedGPU:
 		a.submitAsync(ctx, "/watermarks/images/async?accelerator=gpu")
-	case OpDetect:
+	case OpDetect, OpDetectNoKey:
 		res, ok := a.send(ctx, "POST", "/watermarks/images/detect", a.r.detectBody.ContentType, a.r.detectBody.Data, true)
 		if !ok {
 			return

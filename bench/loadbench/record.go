@@ -295,7 +295,7 @@ func (r *recorder) fill(rep *Report) {
 	defer r.mu.Unlock()
 	var all apibench.Histogram
 	rep.Errors = map[string]int{}
-	for _, op := range AllOps {
+	for _, op := range orderedOps {
 		st := r.ops[op]
 		if st == nil {
 			continue
@@ -483,11 +483,17 @@ func (r *runner) credits(ctx context.Context, mark LedgerMark) (*Credits, error)
 	sort.Strings(c.ChargedNotSeen)
 	sort.Strings(c.SeenNotCharged)
 	c.GPUOnCPU, c.GPUChargedWrong = r.gpuCharges(seen, amounts)
-	c.Equal = c.ChargedOps == c.ClientSuccesses && len(c.ChargedNotSeen) == 0 && len(c.SeenNotCharged) == 0 &&
-		c.ChargedTwice == 0 && len(c.GPUChargedWrong) == 0
+	// A key-less request whose answer was lost may have been charged; the client cannot learn its id. Only a
+	// charge with no job record can be one (a key-less detection has none): a job's charge is always explained.
+	c.UnkeyedLost = int(r.unkeyedLost.Load())
+	var noRecord int
+	c.UnseenNotes, noRecord = r.describeUnseen(ctx, c.ChargedNotSeen)
+	c.Equal = c.ChargedOps-len(c.ChargedNotSeen) == c.ClientSuccesses &&
+		len(c.ChargedNotSeen) == noRecord && noRecord <= c.UnkeyedLost &&
+		len(c.SeenNotCharged) == 0 && c.ChargedTwice == 0 && len(c.GPUChargedWrong) == 0 && c.HeldAfter == c.HeldBefore
 	if !c.Equal {
-		return c, fmt.Errorf("the ledger charged %d operations, the client saw %d succeed (%d charged but not seen, %d seen but not charged, %d charged twice, %d gpu jobs run on a CPU not charged the plain price)",
-			c.ChargedOps, c.ClientSuccesses, len(c.ChargedNotSeen), len(c.SeenNotCharged), c.ChargedTwice, len(c.GPUChargedWrong))
+		return c, fmt.Errorf("the ledger charged %d operations, the client saw %d succeed (%d charged but not seen, of which %d without a job record, %d key-less requests lost their answer; %d seen but not charged, %d charged twice, %d gpu jobs run on a CPU not charged the plain price); credits held before %d, after %d",
+			c.ChargedOps, c.ClientSuccesses, len(c.ChargedNotSeen), noRecord, c.UnkeyedLost, len(c.SeenNotCharged), c.ChargedTwice, len(c.GPUChargedWrong), c.HeldBefore, c.HeldAfter)
 	}
 	return c, nil
 }

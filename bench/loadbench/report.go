@@ -137,7 +137,14 @@ type Credits struct {
 	// price (three times it is held while they run).
 	GPUOnCPU        int      `json:"gpu_on_cpu,omitempty"`
 	GPUChargedWrong []string `json:"gpu_charged_wrong,omitempty"`
-	// Equal: every success charged once, nothing else charged.
+	// UnkeyedLost is the charged requests without an Idempotency-Key (detect_nokey) that got no answer: each
+	// may have been charged without the client learning its id, so up to that many charges not seen are
+	// allowed, if the service has no job record of them (a job's charge is always one the client can see).
+	UnkeyedLost int `json:"unkeyed_lost,omitempty"`
+	// UnseenNotes describe the first charges not seen as the service knows them (a job record or none).
+	UnseenNotes []string `json:"unseen_notes,omitempty"`
+	// Equal: every success charged once, nothing else charged (but up to UnkeyedLost), and the credits held
+	// after the run are those held before it (no hold outlived its operation).
 	Equal bool `json:"equal"`
 }
 
@@ -250,6 +257,12 @@ func (r *Report) WriteMarkdown(w io.Writer) {
 		}
 		fmt.Fprintf(w, "\nCredits: the ledger charged **%d operations** (%d credits), the client saw **%d succeed**: %s; charged twice: %d; charged but not seen: %d; seen but not charged: %d; credits held before %d, after %d.\n",
 			c.ChargedOps, c.ChargedCredits, c.ClientSuccesses, verdict, c.ChargedTwice, len(c.ChargedNotSeen), len(c.SeenNotCharged), c.HeldBefore, c.HeldAfter)
+		if c.UnkeyedLost > 0 {
+			fmt.Fprintf(w, "Key-less requests (detect_nokey) that got no answer: %d (each may be a charge not seen).\n", c.UnkeyedLost)
+		}
+		if c.HeldAfter != c.HeldBefore {
+			fmt.Fprintf(w, "**Credits still held after the run: %d (before: %d)**: a hold outlived its operation.\n", c.HeldAfter, c.HeldBefore)
+		}
 		if c.GPUOnCPU > 0 || len(c.GPUChargedWrong) > 0 {
 			fmt.Fprintf(w, "accelerator=gpu jobs run on a CPU: %d, charged other than a plain embed: **%d**.\n", c.GPUOnCPU, len(c.GPUChargedWrong))
 		}

@@ -58,28 +58,29 @@ func runBenchLoad(ctx context.Context, args []string, stdout, stderr io.Writer, 
 		defNodes, defOut = 3, "bench/results/chaos"
 	}
 	var (
-		nodes     = fs.Int("nodes", defNodes, "start this many local node processes and an S3 server (0: use --url)")
-		urls      = fs.String("url", "", "comma-separated base URLs of running nodes (load only)")
-		key       = fs.String("key", "", "API key for --url (default: $FILIGRANE_API_KEY)")
-		rate      = fs.Float64("rate", 0, "open loop: operations started per second, whatever the answers take (0: closed loop)")
-		clients   = fs.Int("clients", 8, "closed loop: clients, each with one operation in flight")
-		duration  = fs.Duration("duration", 30*time.Second, "how long operations start")
-		drain     = fs.Duration("drain", 2*time.Minute, "after --duration, how long operations in flight may take to end")
-		mix       = fs.String("mix", loadbench.DefaultMix, "operation weights: embed, embed_async, detect, status, upload_embed, batch, embed_webhook, embed_storage")
-		imagePath = fs.String("image", "", "image to embed (default: a generated 1024x1024 photo-like JPEG)")
-		outDir    = fs.String("out", defOut, "directory for report.json, report.md and chart.png")
-		timeout   = fs.Duration("timeout", time.Minute, "limit of one HTTP request")
-		retryFor  = fs.Duration("retry-for", time.Minute, "how long an operation retries on the next node after no answer, 429 or 5xx")
-		poll      = fs.Duration("poll", 250*time.Millisecond, "pause between status reads of a job followed to its end")
-		inflight  = fs.Int("max-inflight", 512, "open loop: operations in flight beyond which an arrival is dropped (and counted)")
-		workers   = fs.Int("workers", 1, "codec workers per local node")
-		seed      = fs.Uint64("seed", 1, "seed of the operation sequence")
-		progress  = fs.String("progress", "auto", "live progress: auto (a bar on a terminal, a line every 5 s otherwise), always, never")
-		nodeLog   = fs.String("node-log", "", "write the local processes' output to this file")
-		nodeLevel = fs.String("node-log-level", "warn", "local nodes' --log-level (debug logs every request: route, status, time, request id)")
-		s3Sidecar = fs.Bool("s3-sidecar", false, "local S3 server (versitygw) keeps object metadata in a sidecar directory, not in extended attributes (the mode a kill -9 can tear; see docs/storage.md)")
-		detection = fs.String("detection", "", "local nodes' failure detection: production, quick (1 s probes, 4x suspicion) or stable (5 s, 6x); default stable for load, quick for chaos")
-		schedule  = fs.String("schedule", "", "chaos: AT:ACTION:TARGET,... with ACTION kill, stop, cont, restart and TARGET nodeN, s3 or webhook (the run's webhook receiver: stop answers 500, cont accepts again) (default: kill and restart the last node, freeze node0, kill and restart S3)")
+		nodes       = fs.Int("nodes", defNodes, "start this many local node processes and an S3 server (0: use --url)")
+		urls        = fs.String("url", "", "comma-separated base URLs of running nodes (load only)")
+		key         = fs.String("key", "", "API key for --url (default: $FILIGRANE_API_KEY)")
+		rate        = fs.Float64("rate", 0, "open loop: operations started per second, whatever the answers take (0: closed loop)")
+		clients     = fs.Int("clients", 8, "closed loop: clients, each with one operation in flight")
+		duration    = fs.Duration("duration", 30*time.Second, "how long operations start")
+		drain       = fs.Duration("drain", 2*time.Minute, "after --duration, how long operations in flight may take to end")
+		mix         = fs.String("mix", loadbench.DefaultMix, "operation weights: embed, embed_async, detect, detect_nokey, status, upload_embed, batch, batch_cancel, embed_webhook, embed_storage, embed_gpu")
+		imagePath   = fs.String("image", "", "image to embed (default: a generated 1024x1024 photo-like JPEG)")
+		outDir      = fs.String("out", defOut, "directory for report.json, report.md and chart.png")
+		timeout     = fs.Duration("timeout", time.Minute, "limit of one HTTP request")
+		retryFor    = fs.Duration("retry-for", time.Minute, "how long an operation retries on the next node after no answer, 429 or 5xx")
+		poll        = fs.Duration("poll", 250*time.Millisecond, "pause between status reads of a job followed to its end")
+		inflight    = fs.Int("max-inflight", 512, "open loop: operations in flight beyond which an arrival is dropped (and counted)")
+		workers     = fs.Int("workers", 1, "codec workers per local node")
+		concurrency = fs.Int("concurrency", 0, "local nodes: the organization's plan's concurrent jobs (0: unlimited); a small one makes the run meet 429 concurrency_limited answers (retried, never charged)")
+		seed        = fs.Uint64("seed", 1, "seed of the operation sequence")
+		progress    = fs.String("progress", "auto", "live progress: auto (a bar on a terminal, a line every 5 s otherwise), always, never")
+		nodeLog     = fs.String("node-log", "", "write the local processes' output to this file")
+		nodeLevel   = fs.String("node-log-level", "warn", "local nodes' --log-level (debug logs every request: route, status, time, request id)")
+		s3Sidecar   = fs.Bool("s3-sidecar", false, "local S3 server (versitygw) keeps object metadata in a sidecar directory, not in extended attributes (the mode a kill -9 can tear; see docs/storage.md)")
+		detection   = fs.String("detection", "", "local nodes' failure detection: production, quick (1 s probes, 4x suspicion) or stable (5 s, 6x); default stable for load, quick for chaos")
+		schedule    = fs.String("schedule", "", "chaos: AT:ACTION:TARGET,... with ACTION kill, term (SIGTERM: graceful shutdown), stop, cont, restart and TARGET nodeN, s3 or webhook (the run's webhook receiver: stop answers 500, cont accepts again) (default: kill and restart the last node, freeze node0, kill and restart S3)")
 	)
 	s3cfg := s3Flags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -134,7 +135,8 @@ func runBenchLoad(ctx context.Context, args []string, stdout, stderr io.Writer, 
 		if err != nil {
 			return fail(1, fmt.Errorf("find this binary for the nodes: %w", err))
 		}
-		lc := loadbench.LocalConfig{Binary: bin, Nodes: *nodes, Workers: *workers, Detection: fd, S3Sidecar: *s3Sidecar, LogLevel: *nodeLevel}
+		lc := loadbench.LocalConfig{Binary: bin, Nodes: *nodes, Workers: *workers, Detection: fd, S3Sidecar: *s3Sidecar, LogLevel: *nodeLevel,
+			Concurrency: *concurrency}
 		if *nodeLog != "" {
 			f, err := os.Create(*nodeLog)
 			if err != nil {

@@ -3,6 +3,7 @@ package netguard
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -130,4 +131,67 @@ func TestLingerIsBounded(t *testing.T) {
 	}
 	close(stop)
 	<-sent
+}
+
+// TestInputAfterCloseIsNotServed: a server that closes an idle keep-alive connection from another goroutine
+// (fasthttp's Shutdown closes idle connections while each one's own goroutine still waits for the next
+// request) must not be handed a request that arrives on it afterwards: with the lingering close the socket
+// still reads, and the connection's goroutine used to get the request, serve it (a detection charged, a
+// cancel applied) and fail to write the answer ("use of closed network connection"), while the client saw
+// only the connection closed. Seen with bench chaos's SIGTERM of a node. Now a read after Close ends with
+// net.ErrClosed, as a plain close would, and the client's request is served by nobody: retrying it elsewhere
+// is safe.
+func TestInputAfterCloseIsNotServed(t *testing.T) {
+	ln := listen(t)
+	g := Wrap(ln, Limits{})
+	defer g.Close()
+	// The lingering goroutine reads the same socket and may take the input first: repeat, so that the
+	// connection's goroutine gets it in some rounds.
+	for round := range 20 {
+		inputAfterClose(t, g, ln.Addr().String(), round)
+	}
+	g.EndLingering()
+	g.Wait()
+}
+
+func inputAfterClose(t *testing.T, g *Listener, addr string, round int) {
+	t.Helper()
+	client, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	c, err := g.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := make(chan []byte, 1)
+	readErr := make(chan error, 1)
+	// The connection's goroutine, waiting for the next request; it may be blocked in its read or not have
+	// started it when Close comes, and neither may see the input.
+	go func() {
+		buf := make([]byte, 64)
+		n, err := c.Read(buf)
+		if n > 0 {
+			read <- buf[:n]
+		}
+		readErr <- err
+	}()
+	if err := c.Close(); err != nil { // Shutdown closing it as idle, from another goroutine
+		t.Fatal(err)
+	}
+	// The client had sent its next request before it saw the close.
+	if _, err := client.Write([]byte("POST /watermarks/images/detect HTTP/1.1\r\n\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case b := <-read:
+		t.Fatalf("round %d: a read after Close returned the client's input %q: the server would serve it unanswered", round, b)
+	case err := <-readErr:
+		if !errors.Is(err, net.ErrClosed) {
+			t.Fatalf("round %d: read after Close: %v, want net.ErrClosed", round, err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("round %d: the connection's read did not end after Close", round)
+	}
 }

@@ -273,11 +273,23 @@ func (c *Conn) SetDeadline(t time.Time) error {
 	return errors.Join(c.SetReadDeadline(t), c.SetWriteDeadline(t))
 }
 
+// Read reads for the server. Once the connection is closed it reads nothing more, even though a lingering
+// close keeps the socket readable: a server may close an idle keep-alive connection from another goroutine
+// (fasthttp's Shutdown does) while the connection's own goroutine waits for the next request, and a request
+// the client sent before it saw the close must not be served then, with no way left to answer it. It ends
+// with net.ErrClosed, as on a plain close (the lingering goroutine drops the input).
 func (c *Conn) Read(p []byte) (int, error) {
+	if c.closed.Load() {
+		return 0, net.ErrClosed
+	}
 	if c.body.Load() {
 		_ = c.Conn.SetReadDeadline(time.Now().Add(c.progress))
 	}
-	return c.Conn.Read(p)
+	n, err := c.Conn.Read(p)
+	if c.closed.Load() {
+		return 0, net.ErrClosed
+	}
+	return n, err
 }
 
 func (c *Conn) Write(p []byte) (int, error) {

@@ -1,0 +1,115 @@
+package actors_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"image"
+	"image/png"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/rs/zerolog"
+
+	"filigrane/actors"
+	"filigrane/actors/jobstate"
+	"filigrane/actors/mediakind"
+	"filigrane/codec"
+	"filigrane/persistence/fsblobs"
+)
+
+// lossyOrgCaller delivers requests to one organization actor, but the first `lose` charges get no answer and
+// never arrive, as a request to an actor whose node was just killed times out before the cluster declares
+// the node dead.
+type lossyOrgCaller struct {
+	system *actor.ActorSystem
+	pid    *actor.PID
+	mu     sync.Mutex
+	lose   int
+	lost   int
+}
+
+func (c *lossyOrgCaller) Request(ctx context.Context, identity, kind string, msg any) (any, error) {
+	if _, ok := msg.(*actors.OrgCharge); ok {
+		c.mu.Lock()
+		drop := c.lost < c.lose
+		if drop {
+			c.lost++
+		}
+		c.mu.Unlock()
+		if drop {
+			return nil, errors.New("cluster: request org: context deadline exceeded")
+		}
+	}
+	return c.system.Root.RequestFuture(c.pid, msg, 5*time.Second).Result()
+}
+
+// syncDetectFixture is a SyncDetector on a real organization actor (Pebble) and real blobs and codec, with a
+// small image stored for detection.
+func syncDetectFixture(t *testing.T, caller *lossyOrgCaller, f *orgFixture) (actors.SyncDetector, actors.SyncDetectRequest) {
+	t.Helper()
+	blobs, err := fsblobs.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cdc, err := codec.New([]byte(codec.DevelopmentKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := png.Encode(&b, image.NewGray(image.Rect(0, 0, 256, 256))); err != nil {
+		t.Fatal(err)
+	}
+	key := "inputs/" + f.orgID + "/detect.png"
+	if _, err := blobs.Put(context.Background(), key, &b); err != nil {
+		t.Fatal(err)
+	}
+	kind, ok := mediakind.ByMedia(jobstate.MediaImage)
+	if !ok {
+		t.Fatal("no image kind")
+	}
+	d := actors.SyncDetector{Orgs: actors.OrgClient{Caller: caller},
+		Pool:  actors.NewPool(nil, nil, zerolog.Nop(), "n1", 1, 30*time.Second),
+		Media: actors.Media{Blobs: blobs, Codec: cdc}, Logger: zerolog.Nop()}
+	req := actors.SyncDetectRequest{OrgID: f.orgID, RequestID: "req_sync", BlobKey: key, Kind: kind, Credits: 1, Hold: 1,
+		BudgetWait: time.Second, Accelerator: jobstate.AcceleratorCPU,
+		Watch: func(c context.Context) (context.Context, func()) { return c, func() {} },
+		Gone:  func(context.Context) bool { return false }}
+	return d, req
+}
+
+// TestSyncDetectChargeWhoseAnswerWasLostIsSentAgain: a key-less synchronous detection whose charge got no
+// answer (the organization's actor lived on a node killed at that moment; chaos run with detect_nokey) is
+// charged all the same, and its hold and concurrency slot are freed. Before, the charge was sent once: the
+// client had its detection for free and the hold and the plan's only slot stayed taken for hours (until the
+// stale-hold reaper), so the organization's next request was refused 429.
+func TestSyncDetectChargeWhoseAnswerWasLostIsSentAgain(t *testing.T) {
+	f := newOrgFixture(t, 10) // launch plan: one concurrency slot
+	caller := &lossyOrgCaller{system: f.system, pid: f.system.Root.Spawn(actors.OrgProps(f.deps)), lose: 1}
+	d, req := syncDetectFixture(t, caller, f)
+	if _, _, serr := d.Detect(context.Background(), req); serr != nil {
+		t.Fatalf("detect: %v", serr)
+	}
+	if caller.lost != 1 {
+		t.Fatalf("%d charges lost, want 1", caller.lost)
+	}
+	st, entries, err := f.admin.Balance(context.Background(), f.orgID, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := ""
+	for _, e := range entries {
+		kinds += e.Kind + " "
+	}
+	if st.Held() != 0 || st.Balance != 9 || len(st.Slots) != 0 || kinds != "grant reserve charge " {
+		t.Fatalf("after the detection: balance %d, held %d, slots %d, ledger %q; want 9, 0, 0 and one charge",
+			st.Balance, st.Held(), len(st.Slots), kinds)
+	}
+	// The organization's only slot is free: the next request is admitted.
+	req.RequestID = "req_next"
+	if _, _, serr := d.Detect(context.Background(), req); serr != nil {
+		t.Fatalf("next detection: %v", serr)
+	}
+}
