@@ -9,23 +9,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
-
 	"filigrane/actors"
 	"filigrane/persistence"
 	"filigrane/persistence/fsblobs"
-	"filigrane/persistence/pebblestore"
 )
 
 var assetEpoch = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
 func newAssets(t *testing.T) actors.Assets {
 	t.Helper()
-	store, err := pebblestore.Open(t.TempDir(), zerolog.Nop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
+	store := tempStore(t)
 	blobs, err := fsblobs.Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)

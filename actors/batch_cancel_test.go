@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/rs/zerolog"
 
 	"filigrane/actors"
 	"filigrane/actors/batchstate"
@@ -20,7 +19,6 @@ import (
 	"filigrane/internal/clock"
 	"filigrane/persistence"
 	"filigrane/persistence/fsblobs"
-	"filigrane/persistence/pebblestore"
 )
 
 // TestBatchCancelAdoptsAnItemWhoseJobWasSubmitted: a batch activation submitted its first item's job and
@@ -31,11 +29,7 @@ import (
 // item its batch reports cancelled (the chaos run's ledger charged a batch item the client never saw succeed).
 func TestBatchCancelAdoptsAnItemWhoseJobWasSubmitted(t *testing.T) {
 	ctx := context.Background()
-	store, err := pebblestore.Open(t.TempDir(), zerolog.Nop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
+	store := tempStore(t)
 	clk := clock.NewManual(time.Date(2026, 6, 1, 10, 0, 0, 0, time.UTC))
 	adm := admin.Admin{Store: store, Clock: clk, Catalog: actors.DefaultCatalog()}
 	org, err := adm.CreateOrg(ctx, "Acme", "scale", 100)
@@ -122,11 +116,7 @@ func (c envBatchCaller) Request(ctx context.Context, identity, kind string, msg 
 // charged for an item the batch reports cancelled (bench chaos: SIGTERM of a node during batch cancels).
 func TestStaleBatchActivationUndoesItsSubmit(t *testing.T) {
 	ctx := context.Background()
-	store, err := pebblestore.Open(t.TempDir(), zerolog.Nop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
+	store := tempStore(t)
 	blobs, err := fsblobs.Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)

@@ -17,7 +17,6 @@ import (
 	"filigrane/actors/outbox"
 	"filigrane/internal/clock"
 	"filigrane/persistence"
-	"filigrane/persistence/pebblestore"
 )
 
 // batchCaller adds batch actors to localCaller.
@@ -73,11 +72,7 @@ func endBatch(t *testing.T, c batchCaller, orgID, idem, webhook string) *batchst
 // and passes deliver nothing again. A batch without webhook settles its event without any effect.
 func TestBatchEventSurvivesCrash(t *testing.T) {
 	ctx := context.Background()
-	store, err := pebblestore.Open(t.TempDir(), zerolog.Nop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
+	store := tempStore(t)
 	clk := clock.NewManual(time.Date(2026, 6, 1, 10, 0, 0, 0, time.UTC))
 	orgID := "org_" + strings.Repeat("1", 32)
 	webhookID := "wh_" + strings.Repeat("e", 32)

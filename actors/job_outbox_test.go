@@ -105,11 +105,7 @@ func (c *localCaller) job(t *testing.T, reqID string, msg any) *actors.JobReply 
 // once, and further ticks and passes deliver nothing again. The credits are charged once.
 func TestJobAnnouncementSurvivesCrash(t *testing.T) {
 	ctx := context.Background()
-	store, err := pebblestore.Open(t.TempDir(), zerolog.Nop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
+	store := tempStore(t)
 	clk := clock.NewManual(time.Date(2026, 6, 1, 10, 0, 0, 0, time.UTC))
 	org, err := admin.Admin{Store: store, Clock: clk, Catalog: actors.DefaultCatalog()}.CreateOrg(ctx, "Acme", "launch", 100)
 	if err != nil {
@@ -183,4 +179,15 @@ func TestJobAnnouncementSurvivesCrash(t *testing.T) {
 	if err != nil || bal.Balance != 99 || bal.Held != 0 {
 		t.Fatalf("credits: %v %+v", err, bal)
 	}
+}
+
+// tempStore opens a Pebble store in a temporary directory, closed when the test ends.
+func tempStore(t *testing.T) *pebblestore.Store {
+	t.Helper()
+	store, err := pebblestore.Open(t.TempDir(), zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	return store
 }

@@ -6,10 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
-
 	"filigrane/actors"
-	"filigrane/persistence/pebblestore"
 )
 
 // orgNodeDying reaches the organization actor as a cluster does right after that actor's node died: its
@@ -33,11 +30,7 @@ func (c orgNodeDying) Request(ctx context.Context, identity, kind string, msg an
 // victim hosted the organization); with Deps.PeerTimeout beyond the detection it is accepted and holds the
 // credits once.
 func TestSubmitRidesThroughTheOrgNodesDeath(t *testing.T) {
-	store, err := pebblestore.Open(t.TempDir(), zerolog.Nop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
+	store := tempStore(t)
 	const detect = 30 * time.Second
 	for _, tc := range []struct {
 		letter      string

@@ -13,9 +13,6 @@ import (
 	"filigrane/internal/admin"
 	"filigrane/internal/clock"
 	"filigrane/persistence"
-	"filigrane/persistence/pebblestore"
-
-	"github.com/rs/zerolog"
 )
 
 // submitFixture creates an organization with 100 credits in store and returns a manual clock and the spec of
@@ -39,11 +36,7 @@ func submitFixture(t *testing.T, store persistence.Store, letter string) (*clock
 // credits once, and only a submission with other inputs under that request id is a conflict.
 func TestKeylessSubmitRedelivered(t *testing.T) {
 	ctx := context.Background()
-	store, err := pebblestore.Open(t.TempDir(), zerolog.Nop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
+	store := tempStore(t)
 	clk, org, spec := submitFixture(t, store, "c")
 	reqID := spec.RequestID
 
@@ -110,11 +103,7 @@ func (s *indexFailingStore) CompareAndSet(ctx context.Context, key []byte, expec
 // on the same hold. An entry left by a submission that failed before its record was committed is dropped by the sweeper's tick.
 func TestSubmitRefusedWhenTheActiveIndexFails(t *testing.T) {
 	ctx := context.Background()
-	pebble, err := pebblestore.Open(t.TempDir(), zerolog.Nop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { pebble.Close() })
+	pebble := tempStore(t)
 	store := &indexFailingStore{Store: pebble, fail: true}
 	clk, org, spec := submitFixture(t, store, "d")
 	reqID := spec.RequestID
@@ -180,11 +169,7 @@ func TestSubmitRefusedWhenTheActiveIndexFails(t *testing.T) {
 // be created with nothing left to tick it, running for ever with its credits held.
 func TestPausedSubmissionsLateCommit(t *testing.T) {
 	ctx := context.Background()
-	store, err := pebblestore.Open(t.TempDir(), zerolog.Nop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
+	store := tempStore(t)
 	clk, org, spec := submitFixture(t, store, "1")
 	sys, c := startSystem(t, store, store, clk)
 	t.Cleanup(sys.Shutdown)

@@ -11,7 +11,6 @@ import (
 	"filigrane/actors"
 	"filigrane/internal/admin"
 	"filigrane/internal/clock"
-	"filigrane/persistence/pebblestore"
 )
 
 type orgFixture struct {
@@ -23,11 +22,7 @@ type orgFixture struct {
 
 func newOrgFixture(t *testing.T, credits int64) *orgFixture {
 	t.Helper()
-	store, err := pebblestore.Open(t.TempDir(), zerolog.Nop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
+	store := tempStore(t)
 	clk := clock.NewManual(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 	adm := admin.Admin{Store: store, Clock: clk, Catalog: actors.DefaultCatalog()}
 	st, err := adm.CreateOrg(context.Background(), "Acme", "launch", credits)

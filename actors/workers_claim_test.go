@@ -13,7 +13,6 @@ import (
 	"filigrane/actors"
 	"filigrane/actors/jobstate"
 	"filigrane/persistence"
-	"filigrane/persistence/pebblestore"
 )
 
 // jobWriteAnswerLost applies the next job record write once armed and then fails it, as a write to an object
@@ -42,11 +41,7 @@ func (s *jobWriteAnswerLost) CompareAndSet(ctx context.Context, k []byte, expect
 // `bench chaos` with S3 stopped 20 s saw jobs (batch items and embeds) end 13-22 s after the storage came back,
 // on their second attempt.
 func TestClaimWhoseAnswerWasLostStillRuns(t *testing.T) {
-	pebble, err := pebblestore.Open(t.TempDir(), zerolog.Nop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { pebble.Close() })
+	pebble := tempStore(t)
 	store := &jobWriteAnswerLost{Store: pebble, lost: make(chan struct{})}
 	clk, _, spec := submitFixture(t, store, "7")
 	spec.Operation, spec.AcceleratorRequested, spec.WatermarkID = jobstate.OperationDetect, jobstate.AcceleratorCPU, ""
@@ -103,11 +98,7 @@ func TestClaimWhoseAnswerWasLostStillRuns(t *testing.T) {
 // client's retry is another request) gets none. Before, the repeat answered the replayed record without a lease and
 // the request waited on a job that nobody ran until the lease (30 s) ran out.
 func TestEdgeClaimWhoseAnswerWasLostIsReturned(t *testing.T) {
-	pebble, err := pebblestore.Open(t.TempDir(), zerolog.Nop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { pebble.Close() })
+	pebble := tempStore(t)
 	store := &jobWriteAnswerLost{Store: pebble, lost: make(chan struct{})}
 	clk, _, spec := submitFixture(t, store, "8")
 	spec.Operation, spec.AcceleratorRequested, spec.WatermarkID = jobstate.OperationDetect, jobstate.AcceleratorCPU, ""

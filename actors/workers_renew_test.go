@@ -14,7 +14,6 @@ import (
 	"filigrane/actors/jobstate"
 	"filigrane/internal/clock"
 	"filigrane/persistence"
-	"filigrane/persistence/pebblestore"
 )
 
 // jobWritesFrozen refuses writes of job records while frozen, as a stopped object storage server does (the
@@ -80,11 +79,7 @@ type frozenAttempt struct {
 // processor: it returns once the processor runs.
 func startFrozenAttempt(t *testing.T, letter string, lease time.Duration) frozenAttempt {
 	t.Helper()
-	store, err := pebblestore.Open(t.TempDir(), zerolog.Nop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
+	store := tempStore(t)
 	clk, _, spec := submitFixture(t, store, letter)
 	spec.Operation, spec.AcceleratorRequested, spec.WatermarkID = jobstate.OperationDetect, jobstate.AcceleratorCPU, ""
 	reqID := spec.RequestID
