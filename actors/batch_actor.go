@@ -87,12 +87,18 @@ func (a *batchActor) Receive(ctx actor.Context) {
 		if !a.adoptSubmitted(ctx) {
 			return
 		}
+		// The first pending item is the only one a submission may have reached (items are submitted in
+		// order, each after the one before was accepted or rejected), and the cancel rejects it.
+		unsubmitted, pending := a.rec.NextPending()
 		next := a.rec.Clone()
 		next.Cancel(a.deps.Clock.Now())
 		if next.Revision != a.rec.Revision && !a.save(ctx, next) {
 			return
 		}
 		a.deps.Respond(ctx, &BatchReply{Record: a.rec})
+		if pending {
+			a.settleRejectedSubmit(unsubmitted)
+		}
 		a.drive(ctx, "")
 	case *BatchItemDone:
 		if !a.load(ctx, msg.BatchID) {
@@ -378,6 +384,29 @@ func (a *batchActor) adoptSubmitted(ctx actor.Context) bool {
 		}
 	}
 	return true
+}
+
+// settleRejectedSubmit frees what a submission of item i may have left behind after a cancel rejected the
+// item, seeing no job. A submission whose reply was lost (it timed out while the storage stalled) may have
+// reserved the item's credits and concurrency slot and then failed to create the job, which keeps the hold
+// for a retry under the same request id; with the item rejected nothing retries or settles it, and the
+// credits stayed held until the stale-hold reaper (hours). The job is cancelled first: a submission still
+// being handled by the job's activation is answered before the cancel, so a job it creates after all is
+// cancelled (settling its own hold) rather than run and charged for an item the batch reports cancelled;
+// then the hold is released (a no-op when none is left). A later stale submission finds the operation
+// settled and runs nothing chargeable: its acceptance is refused and it cancels its job (undoOrphanedSubmit).
+func (a *batchActor) settleRejectedSubmit(i int) {
+	c, cancel := a.deps.peerCtx()
+	defer cancel()
+	op := a.rec.Items[i].RequestID
+	if _, err := (JobClient{Caller: a.deps.Caller}).call(c, op, &JobCancel{RequestID: op}); err != nil {
+		a.deps.Logger.Warn().Err(err).Str("batch", a.id).Int("item", i).Msg("cancel: cancel a rejected item's job")
+	}
+	rep, err := (OrgClient{Caller: a.deps.Caller}).Release(c, OrgRelease{OrgID: a.rec.OrgID, Op: op})
+	if err != nil || rep.Code != ReplyOK {
+		a.deps.Logger.Warn().Err(err).Interface("reply", rep).Str("batch", a.id).Int("item", i).
+			Msg("cancel: release a rejected item's hold")
+	}
 }
 
 // drive does what the record asks for now: cancel the jobs of a cancelled batch, read the active items'

@@ -19,6 +19,7 @@ import (
 	"filigrane/internal/clock"
 	"filigrane/persistence"
 	"filigrane/persistence/fsblobs"
+	"filigrane/persistence/pebblestore"
 )
 
 // TestBatchCancelAdoptsAnItemWhoseJobWasSubmitted: a batch activation submitted its first item's job and
@@ -116,6 +117,97 @@ func (c envBatchCaller) Request(ctx context.Context, identity, kind string, msg 
 // charged for an item the batch reports cancelled (bench chaos: SIGTERM of a node during batch cancels).
 func TestStaleBatchActivationUndoesItsSubmit(t *testing.T) {
 	ctx := context.Background()
+	f := startPendingBatch(t)
+	store, clk, c, adm, org, id, rec, lc := f.store, f.clk, f.c, f.adm, f.org, f.id, f.rec, f.lc
+	ask := f.ask
+	// Another activation cancels the batch: the pending item is rejected, no job to cancel.
+	cur, version, err := actors.Batches{Store: store}.Load(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur.Cancel(clk.Now())
+	b, err := persistence.Marshal(cur)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.CompareAndSet(ctx, []byte("batch/"+id), version, b); err != nil {
+		t.Fatal(err)
+	}
+	// The slot frees; this (stale) activation's next drive submits the item from its old record.
+	if r, err := (actors.OrgClient{Caller: c}).Release(ctx, actors.OrgRelease{OrgID: org.ID, Op: "req_other"}); err != nil || r.Code != actors.ReplyOK {
+		t.Fatalf("release: %+v %v", r, err)
+	}
+	ask(&actors.BatchTick{BatchID: id})
+	// The tick is answered before its drive; the activation stops after it (its save was refused), and
+	// waiting for that stop waits for the drive.
+	lc.gone(t, id, actors.KindBatch)
+	job := rec.Items[0].RequestID
+	j := lc.job(t, job, &actors.JobGet{RequestID: job, OrgID: org.ID}).Record
+	if !j.Status.Terminal() {
+		st, _, _ := adm.Balance(ctx, org.ID, 1)
+		t.Fatalf("the stale activation's job is %s with %d credits held, for an item the batch rejected", j.Status, st.Held())
+	}
+	st, _, err := adm.Balance(ctx, org.ID, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Held() != 0 {
+		t.Fatalf("%d credits held after the job was cancelled", st.Held())
+	}
+}
+
+// TestBatchCancelReleasesTheHoldOfAFailedSubmit: the submission of a started batch's pending item reserved
+// the item's credits and then could not create the job (its active-index write timed out while the storage
+// stalled: the job actor keeps the hold for a retry under the same request id), and the batch's submit saw
+// only the error. A cancel then rejects the item, which has no job, so nothing would ever retry or settle the
+// hold: the organization kept the credit held for hours, until the stale-hold reaper (bench chaos: storage
+// frozen while nodes shut down, "1 credit still held after the run"). The cancel must release it.
+func TestBatchCancelReleasesTheHoldOfAFailedSubmit(t *testing.T) {
+	ctx := context.Background()
+	f := startPendingBatch(t)
+	op := f.rec.Items[0].RequestID
+	if r, err := (actors.OrgClient{Caller: f.c}).Reserve(ctx, actors.OrgReserve{OrgID: f.org.ID, Op: op, Credits: 1}); err != nil || r.Code != actors.ReplyOK {
+		t.Fatalf("reserve: %+v %v", r, err)
+	}
+	got := f.ask(&actors.BatchCancel{BatchID: f.id, OrgID: f.org.ID}).Record
+	if got.Status != batchstate.StatusCancelled || got.Items[0].Status != batchstate.ItemRejected {
+		t.Fatalf("batch %s, item %s after the cancel", got.Status, got.Items[0].Status)
+	}
+	// The cancel's settling runs after its answer; a read of the batch queues behind it.
+	f.ask(&actors.BatchGet{BatchID: f.id, OrgID: f.org.ID})
+	st, _, err := f.adm.Balance(ctx, f.org.ID, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, held := st.Holds[op]; held || st.Held() != 1 {
+		t.Fatalf("holds after the cancel: %+v (only req_other's credit should be held)", st.Holds)
+	}
+	// The request id is settled: a stale activation's late submission of the item holds nothing again.
+	if r, err := (actors.OrgClient{Caller: f.c}).Reserve(ctx, actors.OrgReserve{OrgID: f.org.ID, Op: op, Credits: 1}); err != nil || r.Code != actors.ReplyOK {
+		t.Fatalf("late reserve: %+v %v", r, err)
+	}
+	if st, _, err = f.adm.Balance(ctx, f.org.ID, 1); err != nil || st.Held() != 1 {
+		t.Fatalf("held after a late reserve: %d %v", st.Held(), err)
+	}
+}
+
+// pendingBatch is a started batch of one uploaded file whose item waits, pending, for the organization's only
+// slot, which another operation ("req_other", 1 credit) holds.
+type pendingBatch struct {
+	store *pebblestore.Store
+	clk   *clock.Manual
+	c     envBatchCaller
+	lc    *localCaller
+	adm   admin.Admin
+	org   *actors.OrgState
+	id    string
+	rec   *batchstate.Record
+	ask   func(msg any) *actors.BatchReply
+}
+
+func startPendingBatch(t *testing.T) pendingBatch {
+	t.Helper()
+	ctx := context.Background()
 	store := tempStore(t)
 	blobs, err := fsblobs.Open(t.TempDir())
 	if err != nil {
@@ -171,40 +263,7 @@ func TestStaleBatchActivationUndoesItsSubmit(t *testing.T) {
 	if got := ask(&actors.BatchStart{BatchID: id, OrgID: org.ID}).Record; got.Items[0].Status != batchstate.ItemPending {
 		t.Fatalf("item after the start: %s", got.Items[0].Status)
 	}
-	// Another activation cancels the batch: the pending item is rejected, no job to cancel.
-	cur, version, err := actors.Batches{Store: store}.Load(ctx, id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cur.Cancel(clk.Now())
-	b, err := persistence.Marshal(cur)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := store.CompareAndSet(ctx, []byte("batch/"+id), version, b); err != nil {
-		t.Fatal(err)
-	}
-	// The slot frees; this (stale) activation's next drive submits the item from its old record.
-	if r, err := (actors.OrgClient{Caller: c}).Release(ctx, actors.OrgRelease{OrgID: org.ID, Op: "req_other"}); err != nil || r.Code != actors.ReplyOK {
-		t.Fatalf("release: %+v %v", r, err)
-	}
-	ask(&actors.BatchTick{BatchID: id})
-	// The tick is answered before its drive; the activation stops after it (its save was refused), and
-	// waiting for that stop waits for the drive.
-	lc.gone(t, id, actors.KindBatch)
-	job := rec.Items[0].RequestID
-	j := lc.job(t, job, &actors.JobGet{RequestID: job, OrgID: org.ID}).Record
-	if !j.Status.Terminal() {
-		st, _, _ := adm.Balance(ctx, org.ID, 1)
-		t.Fatalf("the stale activation's job is %s with %d credits held, for an item the batch rejected", j.Status, st.Held())
-	}
-	st, _, err := adm.Balance(ctx, org.ID, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st.Held() != 0 {
-		t.Fatalf("%d credits held after the job was cancelled", st.Held())
-	}
+	return pendingBatch{store: store, clk: clk, c: c, lc: lc, adm: adm, org: org, id: id, rec: rec, ask: ask}
 }
 
 func pngEncode(w *bytes.Buffer) error { return png.Encode(w, image.NewGray(image.Rect(0, 0, 64, 64))) }
