@@ -64,6 +64,9 @@ func listensOn(pid, port int) (listening, ok bool) {
 // FreePorts pick elsewhere (another test of this process or another test binary of the suite) could take one
 // of them (bench chaos's frozen node restarted onto "address already in use", found by a warm suite run). The
 // locks are flock(2) locks, which conflict between separate opens even within one process.
+// portLockRoot holds the port reservations' directory: the machine's /tmp, whatever TMPDIR says.
+const portLockRoot = "/tmp"
+
 var portLocks struct {
 	sync.Mutex
 	files []*os.File
@@ -73,7 +76,9 @@ var portLocks struct {
 // false if another FreePorts holds it. When the directory or file cannot be made there is no reservation
 // (true: the pick goes ahead as before).
 func reservePort(port int) bool {
-	dir := filepath.Join(os.TempDir(), "filigrane-clustertest-ports")
+	// Not under os.TempDir(): scripts/test.sh gives each suite a TMPDIR of its own, and the reservations must be
+	// seen by every test process on the machine (two suites, or a suite and a package's go test, side by side).
+	dir := filepath.Join(portLockRoot, "filigrane-clustertest-ports")
 	if err := os.MkdirAll(dir, 0o777); err != nil {
 		return true
 	}

@@ -420,9 +420,22 @@ func TestCloseJoinsItsGoroutines(t *testing.T) {
 		}
 		return found
 	}
-	if got := running(); len(got) != 3 {
-		t.Fatalf("before Close, running %v; want the sweeper, the workers and the listeners", got)
+	// Start has started each goroutine, but one the scheduler has not run yet shows only its closure (seen
+	// once a warm suite's files were in memory and Start returned sooner): wait until each is in its loop.
+	closed := false
+	t.Cleanup(func() {
+		if !closed {
+			stopNode(t, n) // a failure below must not leave the node writing into a removed directory
+		}
+	})
+	deadline := time.Now().Add(10 * time.Second)
+	for got := running(); len(got) != 3; got = running() {
+		if time.Now().After(deadline) {
+			t.Fatalf("10 s after Start, running %v; want the sweeper, the workers and the listeners", got)
+		}
+		runtime.Gosched()
 	}
+	closed = true
 	stopNode(t, n)
 	if got := running(); len(got) != 0 {
 		t.Fatalf("after Close returned, still running: %v", got)
