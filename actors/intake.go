@@ -81,7 +81,9 @@ type SyncDetectError struct {
 	Process *ProcessError
 }
 
-// Detect runs req and says where it ran. The credits are charged if and only if it returns a detection.
+// Detect runs req and says where it ran. The credits are charged if and only if it returns a detection (but
+// for a charge whose every send went unanswered until SettleWithin ended: it may have landed, and the detection
+// is returned).
 func (d SyncDetector) Detect(ctx context.Context, req SyncDetectRequest) (codec.Detection, jobstate.Accelerator, *SyncDetectError) {
 	// The hold names this process: if it dies before settling, nothing else would (no job record), and the
 	// organization's actor releases the hold and slot once the cluster knows it gone.
@@ -94,7 +96,9 @@ func (d SyncDetector) Detect(ctx context.Context, req SyncDetectRequest) (codec.
 		return codec.Detection{}, jobstate.AcceleratorCPU, &SyncDetectError{Reserve: rep.Code}
 	}
 	acc := jobstate.AcceleratorCPU
-	settle := func(charge bool) {
+	// settle charges or releases the hold; it reports whether the organization's actor refused it (an answer
+	// that it was not recorded, or none, is sent again until the window ends and is not a refusal).
+	settle := func(charge bool) (refused bool) {
 		within := req.SettleWithin
 		if within <= 0 {
 			within = 10 * time.Second
@@ -120,12 +124,12 @@ func (d SyncDetector) Detect(ctx context.Context, req SyncDetectRequest) (codec.
 		for {
 			r, err := send()
 			if err == nil && r.Code == ReplyOK {
-				return
+				return false
 			}
 			unrecorded := err != nil || r.Code == ReplyInternal || r.Code == ReplyRetry
 			if !unrecorded || sctx.Err() != nil {
 				d.Logger.Error().Err(err).Interface("reply", r).Str("request", req.RequestID).Msg("settle synchronous detection")
-				return
+				return !unrecorded
 			}
 			d.Logger.Warn().Err(err).Interface("reply", r).Str("request", req.RequestID).Msg("settle synchronous detection: not recorded; sending it again")
 			select {
@@ -168,7 +172,18 @@ func (d SyncDetector) Detect(ctx context.Context, req SyncDetectRequest) (codec.
 		}
 		return codec.Detection{}, jobstate.AcceleratorCPU, &SyncDetectError{Process: perr}
 	}
-	settle(true)
+	if settle(true) {
+		// The organization's actor refused the charge: the hold is gone. It released it because the cluster
+		// declared this process gone (a node frozen past failure detection that resumed before it learned
+		// so), so nothing was charged and the slot is free. Answering the detection now would hand it out
+		// for free: it is thrown away and the client told to retry (a key-less retry is another operation,
+		// held and charged afresh). The release frees a hold that a refused charge may have left (one above
+		// its hold); on a released hold it is a no-op.
+		settle(false)
+		return codec.Detection{}, jobstate.AcceleratorCPU, &SyncDetectError{Unavailable: "the detection could not be charged; retry"}
+	}
+	// A charge still unrecorded when the window ended may have landed: the detection is answered (a retry
+	// would be charged again), as it is when the charge was recorded.
 	return det, acc, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"image"
 	"image/png"
 	"sync"
@@ -29,9 +30,21 @@ type lossyOrgCaller struct {
 	mu     sync.Mutex
 	lose   int
 	lost   int
+	// releaseFirst delivers a release of the charge's operation before the charge, as the organization's
+	// actor releases the hold of a process the cluster declared gone while its detection still ran.
+	releaseFirst bool
 }
 
 func (c *lossyOrgCaller) Request(ctx context.Context, identity, kind string, msg any) (any, error) {
+	if ch, ok := msg.(*actors.OrgCharge); ok && c.releaseFirst {
+		r, err := c.system.Root.RequestFuture(c.pid, &actors.OrgRelease{OrgID: ch.OrgID, Op: ch.Op}, 5*time.Second).Result()
+		if err != nil {
+			return nil, err
+		}
+		if r.(*actors.OrgReply).Code != actors.ReplyOK {
+			return nil, fmt.Errorf("release before the charge: %+v", r)
+		}
+	}
 	if _, ok := msg.(*actors.OrgCharge); ok {
 		c.mu.Lock()
 		drop := c.lost < c.lose
@@ -111,5 +124,41 @@ func TestSyncDetectChargeWhoseAnswerWasLostIsSentAgain(t *testing.T) {
 	req.RequestID = "req_next"
 	if _, _, serr := d.Detect(context.Background(), req); serr != nil {
 		t.Fatalf("next detection: %v", serr)
+	}
+}
+
+// TestSyncDetectWhoseHoldWasReleasedIsNotAnswered: a key-less synchronous detection whose hold the
+// organization's actor released before the charge arrived (its node was frozen past failure detection, declared
+// gone, and resumed before it learned so: chaos run with detect_nokey and 8 s freezes) gets no result, and
+// nothing stays held or charged. Before, the refused charge was logged and the detection answered 200: the
+// client had it for free (the ledger one charge short of the detections answered).
+func TestSyncDetectWhoseHoldWasReleasedIsNotAnswered(t *testing.T) {
+	f := newOrgFixture(t, 10)
+	caller := &lossyOrgCaller{system: f.system, pid: f.system.Root.Spawn(actors.OrgProps(f.deps)), releaseFirst: true}
+	d, req := syncDetectFixture(t, caller, f)
+	_, _, serr := d.Detect(context.Background(), req)
+	if serr == nil || serr.Unavailable == "" {
+		t.Fatalf("detect answered %v; want unavailable (the charge was refused)", serr)
+	}
+	st, entries, err := f.admin.Balance(context.Background(), f.orgID, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := ""
+	for _, e := range entries {
+		kinds += e.Kind + " "
+	}
+	if st.Held() != 0 || st.Balance != 10 || len(st.Slots) != 0 || kinds != "grant reserve release " {
+		t.Fatalf("after the detection: balance %d, held %d, slots %d, ledger %q; want 10, 0, 0 and the release only",
+			st.Balance, st.Held(), len(st.Slots), kinds)
+	}
+	// The client's retry is another operation, charged.
+	caller.releaseFirst = false
+	req.RequestID = "req_retry"
+	if _, _, serr := d.Detect(context.Background(), req); serr != nil {
+		t.Fatalf("retry: %v", serr)
+	}
+	if st, _, err = f.admin.Balance(context.Background(), f.orgID, 10); err != nil || st.Balance != 9 || st.Held() != 0 {
+		t.Fatalf("after the retry: balance %d, held %d (%v); want 9, 0", st.Balance, st.Held(), err)
 	}
 }

@@ -68,6 +68,8 @@ type Listener struct {
 	mu    sync.Mutex
 	open  int
 	perIP map[string]int
+	// conns holds the connections accepted and not closed yet, for CloseOpen.
+	conns map[*Conn]struct{}
 	// lingering holds the connections in their lingering close; noLinger is set by EndLingering.
 	lingering map[*Conn]struct{}
 	noLinger  bool
@@ -76,7 +78,7 @@ type Listener struct {
 // Wrap guards ln with limits.
 func Wrap(ln net.Listener, limits Limits) *Listener {
 	limits.defaults()
-	return &Listener{Listener: ln, limits: limits, sleep: time.Sleep, perIP: map[string]int{},
+	return &Listener{Listener: ln, limits: limits, sleep: time.Sleep, perIP: map[string]int{}, conns: map[*Conn]struct{}{},
 		refusing: make(chan struct{}, maxRefusing), lingering: map[*Conn]struct{}{}}
 }
 
@@ -115,11 +117,13 @@ func (l *Listener) Accept() (net.Conn, error) {
 		}
 		backoff = 0
 		ip := hostOf(c.RemoteAddr())
+		gc := &Conn{Conn: c, ln: l, ip: ip, progress: l.limits.BodyProgress}
 		l.mu.Lock()
 		over := l.open >= l.limits.MaxConns || l.perIP[ip] >= l.limits.MaxConnsPerIP
 		if !over {
 			l.open++
 			l.perIP[ip]++
+			l.conns[gc] = struct{}{}
 		}
 		l.mu.Unlock()
 		if over {
@@ -127,7 +131,7 @@ func (l *Listener) Accept() (net.Conn, error) {
 			l.refuse(c)
 			continue
 		}
-		return &Conn{Conn: c, ln: l, ip: ip, progress: l.limits.BodyProgress}, nil
+		return gc, nil
 	}
 }
 
@@ -194,13 +198,35 @@ func (l *Listener) Open() int {
 	return l.open
 }
 
-func (l *Listener) release(ip string) {
+func (l *Listener) release(c *Conn) {
 	l.mu.Lock()
 	l.open--
-	if l.perIP[ip]--; l.perIP[ip] <= 0 {
-		delete(l.perIP, ip)
+	if l.perIP[c.ip]--; l.perIP[c.ip] <= 0 {
+		delete(l.perIP, c.ip)
+	}
+	delete(l.conns, c)
+	l.mu.Unlock()
+}
+
+// CloseOpen closes every connection still open, at once and without a lingering close, and makes later
+// closes immediate: for a shutdown whose grace ended with requests still running. The server would otherwise
+// go on serving those connections (fasthttp's Shutdown stops waiting for them and serves them as before
+// once its context ends) while the process leaves its cluster; a request cut here loses its answer, as the
+// end of the grace means.
+func (l *Listener) CloseOpen() {
+	l.mu.Lock()
+	l.noLinger = true
+	for c := range l.lingering {
+		_ = c.Conn.SetReadDeadline(time.Unix(1, 0))
+	}
+	open := make([]*Conn, 0, len(l.conns))
+	for c := range l.conns {
+		open = append(open, c)
 	}
 	l.mu.Unlock()
+	for _, c := range open {
+		_ = c.Close()
+	}
 }
 
 // Temporary reports whether an accept error will likely pass: descriptor or buffer exhaustion, a connection
@@ -333,7 +359,7 @@ func (c *Conn) Close() error {
 	if !c.closed.CompareAndSwap(false, true) {
 		return nil
 	}
-	defer c.ln.release(c.ip)
+	defer c.ln.release(c)
 	cw, ok := c.Conn.(interface{ CloseWrite() error })
 	if !ok || !c.ln.startLinger(c) {
 		return c.Conn.Close()
