@@ -45,16 +45,50 @@ func chromium() string {
 	return ""
 }
 
-// screenshotDir is where the test's screenshots go: FILIGRANE_CONSOLE_SCREENSHOTS (kept), else a temporary
-// directory of the test.
+// screenshotDir is where the screenshots of every page go: FILIGRANE_CONSOLE_SCREENSHOTS, for someone who will
+// look at them (docs/console.md's pictures). Without it the walk takes none ("" is returned): sixteen full-page
+// PNG captures nobody reads were about a quarter of the test's CPU time. A failing walk still captures the page
+// it failed on (failurePage).
 func screenshotDir(t *testing.T) string {
-	if d := os.Getenv("FILIGRANE_CONSOLE_SCREENSHOTS"); d != "" {
+	d := os.Getenv("FILIGRANE_CONSOLE_SCREENSHOTS")
+	if d != "" {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		return d
 	}
-	return t.TempDir()
+	return d
+}
+
+// failurePage tells what a failed walk was looking at: the page's address and visible text in the log, and its
+// screenshot, failure.png, in the screenshot directory if there is one, else in the test's artifact directory
+// (kept by go test -artifacts). ctx is the browser's, still open.
+func failurePage(t *testing.T, ctx context.Context, shots string) {
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	loc, err := chromedp.Run(ctx, chromedp.Location())
+	if err != nil {
+		t.Logf("failed page: no address: %v", err)
+		return
+	}
+	body, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.body ? document.body.innerText : ""`))
+	if err != nil {
+		body = fmt.Sprintf("(no text: %v)", err)
+	}
+	t.Logf("failed on page %s; its text:\n%s", loc, body)
+	if shots == "" {
+		shots = t.ArtifactDir()
+	}
+	b, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Logf("failed page: no screenshot: %v", err)
+		return
+	}
+	path := filepath.Join(shots, "failure.png")
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Logf("failed page: %v", err)
+		return
+	}
+	t.Logf("failed page's screenshot: %s", path)
 }
 
 // texturedPNG draws a 512x512 image with smooth texture and edges: enough structure to carry a mark.
@@ -123,6 +157,12 @@ func TestConsoleInBrowser(t *testing.T) {
 	defer cancel()
 	ctx, cancelT := context.WithTimeout(ctx, 180*time.Second) // generous: a loaded 2-core machine takes 75 s
 	defer cancelT()
+	// Deferred after the contexts' cancels, so it runs before them: the browser is still open.
+	defer func() {
+		if t.Failed() {
+			failurePage(t, ctx, shots)
+		}
+	}()
 
 	began := time.Now()
 	do := func(step string, actions ...chromedp.Action[chromedp.Void]) {
@@ -142,6 +182,9 @@ func TestConsoleInBrowser(t *testing.T) {
 	}
 	shot := func(name string) {
 		t.Helper()
+		if shots == "" {
+			return
+		}
 		b, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 		if err != nil {
 			t.Fatalf("screenshot %s: %v", name, err)
@@ -495,7 +538,9 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Fatalf("right password while locked: %q", e)
 	}
 	shot("09-locked")
-	t.Logf("screenshots in %s", shots)
+	if shots != "" {
+		t.Logf("screenshots in %s", shots)
+	}
 }
 
 func sessionCookie(t *testing.T, ctx context.Context) string {
