@@ -117,7 +117,7 @@ func texturedPNG(t *testing.T, path string) {
 // TestConsoleInBrowser drives the console in headless Chromium, as a person would: sign in, create a key,
 // mark an image, find it in the assets, check it by drag and drop, have a forged form and call refused
 // (CSRF), and lock an account with wrong passwords. One browser session for the whole walk; a screenshot
-// of each page.
+// of each page where FILIGRANE_CONSOLE_SCREENSHOTS asks for them (screenshotDir), of the failed one otherwise.
 func TestConsoleInBrowser(t *testing.T) {
 	exe := chromium()
 	if exe == "" {
@@ -401,22 +401,21 @@ func TestConsoleInBrowser(t *testing.T) {
 	}
 	shot("06-check")
 
-	// The pages over the other API routes load and say what there is; the cluster page shows this node.
-	for _, p := range []struct{ path, sel, want, shot string }{
-		{"/console/batches", "#batches-status", "No batches yet.", "10-batches"},
-		{"/console/webhooks", "#webhooks-status", "No endpoints yet.", "11-webhooks"},
-		{"/console/storage", "#storage-status", "No destinations yet.", "12-storage"},
-		{"/console/gpu", "#gpu-status", "unavailable", "13-gpu"},
-		{"/console/cluster", "#cluster tbody", "this node", "14-cluster"},
-		{"/console/members", "#members tbody", "Mallory", "15-members"},
-	} {
-		do("open "+p.path, chromedp.Navigate(base+p.path), chromedp.WaitVisible(chromedp.CSS("#main")))
-		waitText(p.sel, p.want)
-		shot(p.shot)
+	// The pages over the other API routes load and say what there is; the cluster page shows this node. The
+	// storage, members and GPU pages are checked the same way where the walk opens them to change something.
+	open := func(path, sel, want, name string) {
+		t.Helper()
+		do("open "+path, chromedp.Navigate(base+path), chromedp.WaitVisible(chromedp.CSS("#main")))
+		waitText(sel, want)
+		shot(name)
 	}
+	open("/console/batches", "#batches-status", "No batches yet.", "10-batches")
+	open("/console/webhooks", "#webhooks-status", "No endpoints yet.", "11-webhooks")
+	open("/console/cluster", "#cluster tbody", "this node", "14-cluster")
 	// Storage: add a destination from the console; its verification is tried (and refused here: the
 	// endpoint is a private address, which the node does not write to) and its deliveries listed.
-	do("add a storage destination", chromedp.Navigate(base+"/console/storage"), chromedp.WaitVisible(chromedp.CSS("#storage-new")),
+	open("/console/storage", "#storage-status", "No destinations yet.", "12-storage")
+	do("add a storage destination", chromedp.WaitVisible(chromedp.CSS("#storage-new")),
 		chromedp.Click(chromedp.CSS("#storage-new summary")),
 		chromedp.SendKeys(chromedp.CSS("#st-name"), "results"),
 		chromedp.SendKeys(chromedp.CSS("#st-endpoint"), "127.0.0.1:9"),
@@ -433,7 +432,8 @@ func TestConsoleInBrowser(t *testing.T) {
 	shot("12-storage-added")
 
 	// Members: the owner makes Mallory an admin; the role shows at once.
-	do("choose admin for Mallory", chromedp.Navigate(base+"/console/members"), chromedp.WaitVisible(chromedp.CSS("#role-"+memberID)),
+	open("/console/members", "#members tbody", "Mallory", "15-members")
+	do("choose admin for Mallory", chromedp.WaitVisible(chromedp.CSS("#role-"+memberID)),
 		chromedp.SetValue(chromedp.CSS("#role-"+memberID), "admin"))
 	navigateBy("make Mallory admin", 200, chromedp.Click(chromedp.CSS(`tr[data-member-id="`+memberID+`"] form[action$="/role"] button`)))
 	do("the members page after the change", chromedp.WaitVisible(chromedp.CSS("#role-"+memberID)))
@@ -469,7 +469,8 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Fatalf("organization after switching back: %q", got)
 	}
 
-	do("wake the GPU", chromedp.Navigate(base+"/console/gpu"), chromedp.WaitVisible(chromedp.CSS("#gpu-wake")),
+	open("/console/gpu", "#gpu-status", "unavailable", "13-gpu")
+	do("wake the GPU", chromedp.WaitVisible(chromedp.CSS("#gpu-wake")),
 		chromedp.Click(chromedp.CSS("#gpu-wake")))
 	waitText("#gpu-message", "Wake requested.")
 
@@ -522,10 +523,12 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Fatalf("the old session after sign-out: %d", st)
 	}
 
-	// Lockout: five wrong passwords lock the account; the right one is refused while it is locked.
+	// Lockout: five wrong passwords lock the account; the right one is refused while it is locked. Each try is
+	// typed into the sign-in form on the page in front of the person: after sign-out, and then the page that
+	// answered the previous try (the form again, empty, under its error), as a person tries again.
 	signIn := func(email, pw string, status int64) string {
 		t.Helper()
-		do("fill in the sign-in form as "+email, chromedp.Navigate(base+"/console/sign-in"), chromedp.WaitVisible(chromedp.CSS("#signin-form")),
+		do("fill in the sign-in form as "+email, chromedp.WaitVisible(chromedp.CSS("#signin-form")),
 			chromedp.SendKeys(chromedp.CSS("#email"), email), chromedp.SendKeys(chromedp.CSS("#password"), pw))
 		navigateBy("sign in as "+email, status, chromedp.Submit(chromedp.CSS("#signin-form")))
 		do("the sign-in error", chromedp.WaitVisible(chromedp.CSS("#page-error")))
