@@ -151,7 +151,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	texturedPNG(t, imgPath)
 
 	// One browser process instead of a browser, a GPU process, a network and a storage service and a renderer a
-	// site: the same pages, scripts, events and screenshots, about 2 CPU-s less of a walk of 10-12 (alternated
+	// site: the same pages, scripts, events and screenshots, 0.6-2 CPU-s less of a walk of 9-11 (alternated
 	// runs) on the suite's 2 cores. Chromium does not support the mode for browsing (one crashing page takes the
 	// browser with it), which a test that fails on the first error does not mind.
 	actx, cancelA := chromedp.NewExecAllocator(context.Background(), append(chromedp.DefaultExecAllocatorOptions[:],
