@@ -21,7 +21,7 @@ func TestCodecCLIVideo(t *testing.T) {
 	dir := t.TempDir()
 	src := filepath.Join(dir, "in.mp4")
 	out, err := exec.Command("ffmpeg", "-nostdin", "-v", "error", "-f", "lavfi", "-i",
-		"testsrc2=size=480x360:rate=25:duration=2", "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p",
+		"testsrc2=size=320x240:rate=25:duration=2", "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p",
 		src).CombinedOutput()
 	if err != nil {
 		t.Fatalf("making the clip: %v: %s", err, out)

@@ -25,8 +25,17 @@ func TestEmbedKeepsHDRSignalling(t *testing.T) {
 		"-tag:v", "hvc1", "-x265-params", "log-level=error:hdr10=1:repeat-headers=1:master-display="+master+
 			":max-cll=1000,400",
 		"-color_primaries", "bt2020", "-color_trc", "smpte2084", "-colorspace", "bt2020nc", "-color_range", "tv")
-	const tags = "stream=pix_fmt,color_range,color_space,color_transfer,color_primaries"
-	in := probeOut(t, "-select_streams", "v:0", "-show_entries", tags, "-of", "csv=p=0", src)
+	// The colour signalling and the frame times of each file, with one ffprobe a file.
+	const tags = "pix_fmt,color_range,color_space,color_transfer,color_primaries"
+	signalling := func(p probedVideo) string {
+		var v []string
+		for _, k := range strings.Split(tags, ",") {
+			v = append(v, p.stream[k])
+		}
+		return strings.Join(v, ",")
+	}
+	probedIn := probeVideo(t, src, tags)
+	in := signalling(probedIn)
 	if in != "yuv420p10le,tv,bt2020nc,smpte2084,bt2020" {
 		t.Fatalf("the test clip is not HDR10: %s", in)
 	}
@@ -50,13 +59,14 @@ func TestEmbedKeepsHDRSignalling(t *testing.T) {
 	if rep.BitDepth != 10 {
 		t.Fatalf("report %+v", rep)
 	}
-	if out := probeOut(t, "-select_streams", "v:0", "-show_entries", tags, "-of", "csv=p=0", dst); out != in {
+	probedOut := probeVideo(t, dst, tags)
+	if out := signalling(probedOut); out != in {
 		t.Fatalf("output signalling %q, source %q", out, in)
 	}
 	if got := hdrSEI(t, dst); got != wantSEI {
 		t.Errorf("output HDR static metadata\n%q\nsource's\n%q", got, wantSEI)
 	}
-	requireSameFrameTimes(t, src, dst, rep.FrameCount)
+	requireSameTimes(t, probedIn.times, probedOut.times, rep.FrameCount)
 	d, err := a.Detect(context.Background(), dst)
 	if err != nil {
 		t.Fatal(err)
