@@ -108,14 +108,7 @@ func TestSyncDetectChargeWhoseAnswerWasLostIsSentAgain(t *testing.T) {
 	if caller.lost != 1 {
 		t.Fatalf("%d charges lost, want 1", caller.lost)
 	}
-	st, entries, err := f.admin.Balance(context.Background(), f.orgID, 10)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kinds := ""
-	for _, e := range entries {
-		kinds += e.Kind + " "
-	}
+	st, kinds := ledger(t, f)
 	if st.Held() != 0 || st.Balance != 9 || len(st.Slots) != 0 || kinds != "grant reserve charge " {
 		t.Fatalf("after the detection: balance %d, held %d, slots %d, ledger %q; want 9, 0, 0 and one charge",
 			st.Balance, st.Held(), len(st.Slots), kinds)
@@ -140,14 +133,7 @@ func TestSyncDetectWhoseHoldWasReleasedIsNotAnswered(t *testing.T) {
 	if serr == nil || serr.Unavailable == "" {
 		t.Fatalf("detect answered %v; want unavailable (the charge was refused)", serr)
 	}
-	st, entries, err := f.admin.Balance(context.Background(), f.orgID, 10)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kinds := ""
-	for _, e := range entries {
-		kinds += e.Kind + " "
-	}
+	st, kinds := ledger(t, f)
 	if st.Held() != 0 || st.Balance != 10 || len(st.Slots) != 0 || kinds != "grant reserve release " {
 		t.Fatalf("after the detection: balance %d, held %d, slots %d, ledger %q; want 10, 0, 0 and the release only",
 			st.Balance, st.Held(), len(st.Slots), kinds)
@@ -158,7 +144,22 @@ func TestSyncDetectWhoseHoldWasReleasedIsNotAnswered(t *testing.T) {
 	if _, _, serr := d.Detect(context.Background(), req); serr != nil {
 		t.Fatalf("retry: %v", serr)
 	}
-	if st, _, err = f.admin.Balance(context.Background(), f.orgID, 10); err != nil || st.Balance != 9 || st.Held() != 0 {
-		t.Fatalf("after the retry: balance %d, held %d (%v); want 9, 0", st.Balance, st.Held(), err)
+	if st, _ = ledger(t, f); st.Balance != 9 || st.Held() != 0 {
+		t.Fatalf("after the retry: balance %d, held %d; want 9, 0", st.Balance, st.Held())
 	}
+}
+
+// ledger reads the fixture organization's state and the kinds of its last ten ledger entries, oldest first
+// ("grant reserve charge ").
+func ledger(t *testing.T, f *orgFixture) (*actors.OrgState, string) {
+	t.Helper()
+	st, entries, err := f.admin.Balance(context.Background(), f.orgID, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := ""
+	for _, e := range entries {
+		kinds += e.Kind + " "
+	}
+	return st, kinds
 }
