@@ -24,7 +24,7 @@ type Action struct {
 	// cont (SIGCONT) or restart (start a killed or terminated process again on its data and ports).
 	Kind string
 	// Target is "nodeN" (N from 0), "s3", or "webhook" (WebhookTarget: the run's webhook receiver, which
-	// stop makes answer 500 until cont).
+	// stop makes answer 500 until cont, and kill closes, with its connections, until restart).
 	Target string
 }
 
@@ -53,8 +53,8 @@ func ParseSchedule(s string, nodes int) ([]Action, error) {
 		default:
 			return nil, fmt.Errorf("schedule step %q: unknown action %q (want kill, term, stop, cont, restart)", f, a.Kind)
 		}
-		if a.Target == WebhookTarget && a.Kind != "stop" && a.Kind != "cont" {
-			return nil, fmt.Errorf("schedule step %q: the webhook receiver can only be stopped (answer 500) and continued", f)
+		if a.Target == WebhookTarget && a.Kind == "term" {
+			return nil, fmt.Errorf("schedule step %q: the webhook receiver is stopped (answers 500), continued, killed or restarted, not terminated", f)
 		}
 		if a.Target != "s3" && a.Target != WebhookTarget {
 			i, err := strconv.Atoi(strings.TrimPrefix(a.Target, "node"))
@@ -340,6 +340,12 @@ func runSchedule(scheduleCtx, ctx context.Context, t0 time.Time, schedule []Acti
 func (cc ChaosConfig) do(ctx context.Context, cfg Config, a Action, book *jobBook) (recovery time.Duration,
 	watch func(stop <-chan struct{}) (selfExit bool, recovery time.Duration, err error), err error) {
 	if a.Target == WebhookTarget {
+		switch a.Kind {
+		case "kill":
+			return 0, nil, cfg.webhooks.kill()
+		case "restart":
+			return 0, nil, cfg.webhooks.restart()
+		}
 		cfg.webhooks.setFailing(a.Kind == "stop")
 		return 0, nil, nil
 	}

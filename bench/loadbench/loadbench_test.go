@@ -64,11 +64,16 @@ func TestParseSchedule(t *testing.T) {
 		"5s:cont:s3",                     // not stopped
 		"5s:kill:node1,6s:kill:node1",    // killed twice
 		"5s:stop:node0,6s:restart:node0", // stopped, not killed
-		"5s:kill:webhook",                // the receiver only fails and recovers
+		"5s:term:webhook",                // the receiver is killed, not shut down
+		"5s:restart:webhook",             // not killed
 	} {
 		if _, err := ParseSchedule(bad, 3); err == nil {
 			t.Errorf("ParseSchedule(%q) accepted", bad)
 		}
+	}
+	// The webhook receiver may be killed and restarted.
+	if _, err := ParseSchedule("1s:kill:webhook,2s:restart:webhook", 1); err != nil {
+		t.Error(err)
 	}
 	// A frozen process may be killed, then restarted.
 	if _, err := ParseSchedule("1s:stop:node0,2s:kill:node0,3s:restart:node0", 1); err != nil {
@@ -232,10 +237,27 @@ func TestWebhookReceiver(t *testing.T) {
 	for _, id := range []string{"req_a", "req_b", "req_c"} {
 		r.webhookJob(id, time.Now())
 	}
+	// Killed, the receiver refuses deliveries; restarted on its address, it takes them again and kept what it had.
+	if err := w.kill(); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := http.Post(w.url, "application/json", strings.NewReader("{}")); err == nil {
+		res.Body.Close()
+		t.Fatalf("killed receiver answered %d", res.StatusCode)
+	}
+	if err := w.restart(); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.restart(); err == nil {
+		t.Error("restarted while it runs")
+	}
+	if got := post("evt_1", ev("evt_1", "watermark.embed.succeeded", "req_a", "succeeded"), secret); got != 204 {
+		t.Errorf("after the restart: %d", got)
+	}
 	rep := r.checkWebhooks(context.Background(), 0)
 	if rep.Jobs != 3 || rep.Delivered != 1 || rep.Missing != 1 || rep.MissingIDs[0] != "req_c" || rep.Mismatched != 1 ||
-		rep.MismatchedIDs[0] != "req_b" || rep.Duplicates != 1 || rep.Refused != 1 || rep.BadSignature != 1 ||
-		rep.Malformed != 1 || rep.Deliveries != 6 || rep.OK() {
+		rep.MismatchedIDs[0] != "req_b" || rep.Duplicates != 2 || rep.Refused != 1 || rep.BadSignature != 1 ||
+		rep.Malformed != 1 || rep.Deliveries != 7 || rep.OK() {
 		t.Errorf("%+v", rep)
 	}
 }
