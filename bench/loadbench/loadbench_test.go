@@ -237,7 +237,9 @@ func TestWebhookReceiver(t *testing.T) {
 	for _, id := range []string{"req_a", "req_b", "req_c"} {
 		r.webhookJob(id, time.Now())
 	}
-	// Killed, the receiver refuses deliveries; restarted on its address, it takes them again and kept what it had.
+	// Killed, the receiver refuses deliveries; restarted on its address, it takes them again (even when it was
+	// answering 500 before the kill) and kept what it had.
+	w.setFailing(true)
 	if err := w.kill(); err != nil {
 		t.Fatal(err)
 	}

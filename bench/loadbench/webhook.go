@@ -93,7 +93,7 @@ func (w *webhookReceiver) kill() error {
 	return err
 }
 
-// restart listens again on the receiver's address after kill.
+// restart listens again on the receiver's address after kill, accepting deliveries.
 func (w *webhookReceiver) restart() error {
 	w.srvMu.Lock()
 	defer w.srvMu.Unlock()
@@ -105,6 +105,8 @@ func (w *webhookReceiver) restart() error {
 		return fmt.Errorf("webhook receiver: listen again on %s: %w", w.addr, err)
 	}
 	w.serveOn(ln)
+	// A new process: a receiver stopped (answering 500) before it was killed accepts again.
+	w.setFailing(false)
 	return nil
 }
 
