@@ -107,7 +107,10 @@
 // If the cluster has blocked this node (it was declared dead and came back),
 // it cannot serve again under its id; a peer that still hears its gossip
 // tells it, [Node.Blocked] is closed, and the process should stop the node
-// and start a new one.
+// and start a new one. The peers also tell every member they dropped, every
+// 2 s for 2 minutes, so that a node that was only frozen (SIGSTOP, a paused
+// VM) finds the notice waiting in its socket and stops before it serves from
+// its stale actors.
 //
 // protoactor's own gossip is off by default (see
 // Config.ActorGossipInterval): memberlist does membership, and that gossip

@@ -182,7 +182,11 @@ type MemberlistProvider struct {
 	// activation it was sent to has been moved to another member.
 	owners   *pcluster.Rendezvous
 	notified map[string]time.Time // last blocked notice sent, by member id
-	started  bool
+	// failed holds the peers memberlist dropped (declared dead, or left), by member id, for
+	// failedNoticeFor: each publish tells them they are blocked (see publish), so that a peer that was only
+	// frozen learns it from the notices queued in its socket while it was, as soon as it runs again.
+	failed  map[string]failedPeer
+	started bool
 
 	kick         chan struct{}
 	exec         chan func() // runs on the publisher goroutine (tests)
@@ -243,6 +247,7 @@ func NewMemberlistProvider(cfg ProviderConfig) (*MemberlistProvider, error) {
 		members:   make(map[string]memberEntry),
 		ignored:   make(map[string]string),
 		notified:  make(map[string]time.Time),
+		failed:    make(map[string]failedPeer),
 		kick:      make(chan struct{}, 1),
 		exec:      make(chan func()),
 		leftCh:    make(chan struct{}),
@@ -643,8 +648,20 @@ func (p *MemberlistProvider) publish() {
 		})
 	}
 	// Forget notices to members that are gone from gossip.
+	var failed []failedPeer
+	for id, f := range p.failed {
+		switch {
+		case now.Sub(f.at) > failedNoticeFor:
+			delete(p.failed, id)
+		case now.Sub(p.notified[id]) >= 2*time.Second:
+			p.notified[id] = now
+			failed = append(failed, f)
+			f.told = true
+			p.failed[id] = f
+		}
+	}
 	for id := range p.notified {
-		if !p.hasMemberIDLocked(id) {
+		if _, ok := p.failed[id]; !ok && !p.hasMemberIDLocked(id) {
 			delete(p.notified, id)
 		}
 	}
@@ -669,6 +686,25 @@ func (p *MemberlistProvider) publish() {
 	// TestFailover, 2026-11-28). The set is immutable and replaced by one pointer store, so on amd64 a reader
 	// sees the old or the new set; fixing it needs the lock upstream.
 	c.MemberList.UpdateClusterTopology(members)
+	// A peer declared dead may only be frozen (SIGSTOP, a paused VM, a long stall): when it runs again it
+	// would serve from its stale activations until its refutation reached the others and their notice came
+	// back (10 s in a chaos run, 2026-11-28: a completed batch's archive answered 409 batch_not_started from
+	// the old activation). The notices sent now wait in its socket and reach it first. Sent after
+	// UpdateClusterTopology, which blocks the members it drops, and only to ids blocked here.
+	for _, f := range failed {
+		e := f.entry
+		if !blocked(e.meta.ID) {
+			continue
+		}
+		msg := append([]byte(blockedNoticePrefix), e.meta.ID...)
+		node := &memberlist.Node{Name: e.name, Addr: e.addr, Port: e.port}
+		switch err := ml.SendBestEffort(node, msg); {
+		case err != nil:
+			p.log.Debug().Err(err).Str("member", e.name).Msg("blocked notice to a dropped member not sent")
+		case !f.told:
+			p.log.Warn().Str("member", e.name).Dur("for", failedNoticeFor).Msg("telling a dropped member that it is blocked, every 2 s")
+		}
+	}
 	sortMembers(snapshot)
 	p.mu.Lock()
 	still := make(map[string]bool, len(snapshot))
@@ -826,6 +862,18 @@ func (p *MemberlistProvider) hasMember(id string) bool {
 
 const blockedNoticePrefix = "filigrane-cluster/blocked/"
 
+// failedNoticeFor is how long a peer declared dead is told, every 2 s, that it is blocked: longer than the
+// freezes a supervisor leaves a stuck process in. One frozen longer learns it as before, from the notice
+// its refuted membership brings.
+const failedNoticeFor = 2 * time.Minute
+
+// failedPeer is a peer memberlist dropped, and when.
+type failedPeer struct {
+	entry memberEntry
+	at    time.Time
+	told  bool // a notice was sent already (the first is logged)
+}
+
 func (p *MemberlistProvider) reportBlocked(reason string) {
 	p.blockedOnce.Do(func() {
 		p.log.Error().Str("reason", reason).Msg("this node is blocked by the cluster; it must restart with a new actor system")
@@ -856,6 +904,12 @@ func (p *MemberlistProvider) upsert(n *memberlist.Node) {
 
 func (p *MemberlistProvider) remove(n *memberlist.Node) {
 	p.mu.Lock()
+	// memberlist does not tell a failure from a leave here (the Node it passes keeps no state), so a member
+	// that left gracefully is told too: it has stopped its gossip (a leave is its last step), or ignores the
+	// notice while it shuts down (NotifyMsg).
+	if e, ok := p.members[n.Name]; ok && e.meta.ID != p.self.ID {
+		p.failed[e.meta.ID] = failedPeer{entry: e, at: time.Now()}
+	}
 	delete(p.members, n.Name)
 	delete(p.ignored, n.Name)
 	p.mu.Unlock()
@@ -899,6 +953,11 @@ func (d *mlDelegate) NotifyMsg(b []byte) {
 	id, ok := bytes.CutPrefix(b, []byte(blockedNoticePrefix))
 	if !ok {
 		return
+	}
+	select {
+	case <-p.stop:
+		return // shutting down: a graceful leave's peers tell it what it knows
+	default:
 	}
 	p.mu.Lock()
 	self := p.self.ID

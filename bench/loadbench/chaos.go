@@ -24,7 +24,7 @@ type Action struct {
 	// cont (SIGCONT) or restart (start a killed or terminated process again on its data and ports).
 	Kind string
 	// Target is "nodeN" (N from 0), "s3", or "webhook" (WebhookTarget: the run's webhook receiver, which
-	// stop makes answer 500 until cont).
+	// stop makes answer 500 until cont, and kill closes, with its connections, until restart).
 	Target string
 }
 
@@ -53,8 +53,8 @@ func ParseSchedule(s string, nodes int) ([]Action, error) {
 		default:
 			return nil, fmt.Errorf("schedule step %q: unknown action %q (want kill, term, stop, cont, restart)", f, a.Kind)
 		}
-		if a.Target == WebhookTarget && a.Kind != "stop" && a.Kind != "cont" {
-			return nil, fmt.Errorf("schedule step %q: the webhook receiver can only be stopped (answer 500) and continued", f)
+		if a.Target == WebhookTarget && a.Kind == "term" {
+			return nil, fmt.Errorf("schedule step %q: the webhook receiver is stopped (answers 500), continued, killed or restarted, not terminated", f)
 		}
 		if a.Target != "s3" && a.Target != WebhookTarget {
 			i, err := strconv.Atoi(strings.TrimPrefix(a.Target, "node"))
@@ -184,6 +184,7 @@ func RunChaos(ctx context.Context, cc ChaosConfig) (*Report, error) {
 	defer cancel()
 	var book *jobBook
 	cfg.onBook = func(b *jobBook) { book = b }
+	var logMu sync.Mutex
 	go func() {
 		var res result
 		defer func() { resc <- res }()
@@ -193,57 +194,38 @@ func RunChaos(ctx context.Context, cc ChaosConfig) (*Report, error) {
 		case <-scheduleCtx.Done():
 			return
 		}
-		// Each action starts at its time; only an action on the same target waits for the one before it (a
-		// restart for its kill). A recovery being watched, such as a continued node's (several probe intervals),
-		// does not hold back the actions on other targets: it used to, and the default schedule's S3 kill ran
-		// after the load had ended (`bench chaos` with batches, 2026-11-27).
-		type slot struct {
-			ar  ActionReport
-			at  time.Time
-			ran bool
-		}
-		slots := make([]slot, len(cc.Schedule))
-		last := map[string]chan struct{}{} // target -> closed when its latest action ended
-		var logMu sync.Mutex
-		var wg sync.WaitGroup
-		defer func() {
-			wg.Wait()
-			for _, s := range slots {
-				if s.ran {
-					res.actions, res.at = append(res.actions, s.ar), append(res.at, s.at)
-				}
+		res.actions, res.at = runSchedule(scheduleCtx, ctx, t0, cc.Schedule, func(ctx context.Context, a Action, ar *ActionReport) func(stop <-chan struct{}) {
+			logMu.Lock()
+			fmt.Fprintf(cfg.Log, "bench chaos: %s %s\n", a.Kind, a.Target)
+			logMu.Unlock()
+			rec, watch, err := cc.do(ctx, cfg, a, book)
+			if err != nil {
+				ar.Error = err.Error()
+				return nil
 			}
-		}()
-		for i, a := range cc.Schedule {
-			select {
-			case <-scheduleCtx.Done():
-				return
-			case <-time.After(time.Until(t0.Add(a.At))):
+			if (a.Kind == "restart" || a.Kind == "cont") && a.Target != WebhookTarget {
+				s := rec.Seconds()
+				ar.RecoveryS = &s
 			}
-			before, done := last[a.Target], make(chan struct{})
-			last[a.Target] = done
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer close(done)
-				if before != nil {
-					<-before
+			if watch == nil {
+				return nil
+			}
+			return func(stop <-chan struct{}) {
+				selfExit, rec, err := watch(stop)
+				if !selfExit {
+					return
 				}
-				at := time.Now()
-				logMu.Lock()
-				fmt.Fprintf(cfg.Log, "bench chaos: %s %s\n", a.Kind, a.Target)
-				logMu.Unlock()
-				ar := ActionReport{AtS: at.Sub(t0).Seconds(), Action: a.Kind, Target: a.Target}
-				if rec, err := cc.do(ctx, cfg, a, book, &ar.SelfExit); err != nil {
-					ar.Error = err.Error()
-				} else if (a.Kind == "restart" || a.Kind == "cont") && a.Target != WebhookTarget {
-					s := rec.Seconds()
-					ar.RecoveryS = &s
+				ar.SelfExit = true
+				if err != nil {
+					ar.Error, ar.RecoveryS = err.Error(), nil
+					return
 				}
-				slots[i] = slot{ar: ar, at: at, ran: true}
-			}()
-		}
+				s := rec.Seconds()
+				ar.RecoveryS = &s
+			}
+		})
 	}()
+
 	rep, err := Run(ctx, cfg)
 	cancel()
 	res := <-resc
@@ -291,11 +273,81 @@ func RunChaos(ctx context.Context, cc ChaosConfig) (*Report, error) {
 	return rep, nil
 }
 
-// do performs one action and, for restart and cont, waits until the process serves again.
-func (cc ChaosConfig) do(ctx context.Context, cfg Config, a Action, book *jobBook, selfExit *bool) (recovery time.Duration, err error) {
+// stepFunc performs one action of a schedule, filling ar. It may return a watch: work that goes on after the
+// action (a continued node watched for exiting on its own) without holding back the next action on the same
+// target. The watch ends on its own, or soon after stop is closed (the next action on the target is due);
+// the next action on the target runs once it has returned.
+type stepFunc func(ctx context.Context, a Action, ar *ActionReport) (watch func(stop <-chan struct{}))
+
+// runSchedule runs schedule from t0 and returns the actions that ran and when each began. Each action starts
+// at its time; only an action on the same target waits, for the one before it (a restart for its kill) and
+// for that one's watch to stop. No action starts after scheduleCtx ended; an action under way then runs to its
+// end under ctx.
+//
+// A continued node's watch (several probe intervals, about 14 s) once held back the next action on its node:
+// a second freeze of a node scheduled sooner after its cont ran late and lasted 0 s (chaos12, 2026-11-28).
+// Before that, a recovery being watched held back the actions on every target, and the default schedule's S3
+// kill ran after the load had ended (`bench chaos` with batches, 2026-11-27).
+func runSchedule(scheduleCtx, ctx context.Context, t0 time.Time, schedule []Action, step stepFunc) (actions []ActionReport, at []time.Time) {
+	type slot struct {
+		ar  ActionReport
+		at  time.Time
+		ran bool
+	}
+	// chain is one action's place in its target's sequence: stop asks its watch to end, ended is closed once
+	// the action and its watch have.
+	type chain struct{ stop, ended chan struct{} }
+	slots := make([]slot, len(schedule))
+	last := map[string]*chain{}
+	var wg sync.WaitGroup
+	defer func() {
+		wg.Wait()
+		for _, s := range slots {
+			if s.ran {
+				actions, at = append(actions, s.ar), append(at, s.at)
+			}
+		}
+	}()
+	for i, a := range schedule {
+		select {
+		case <-scheduleCtx.Done():
+			return
+		case <-time.After(time.Until(t0.Add(a.At))):
+		}
+		before, c := last[a.Target], &chain{stop: make(chan struct{}), ended: make(chan struct{})}
+		last[a.Target] = c
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer close(c.ended)
+			if before != nil {
+				close(before.stop)
+				<-before.ended
+			}
+			s := &slots[i]
+			s.at, s.ran = time.Now(), true
+			s.ar = ActionReport{AtS: s.at.Sub(t0).Seconds(), Action: a.Kind, Target: a.Target}
+			if watch := step(ctx, a, &s.ar); watch != nil {
+				watch(c.stop)
+			}
+		}()
+	}
+	return
+}
+
+// do performs one action and, for restart and cont, waits until the process serves again. For a node's cont
+// it returns a watch (see below) to run after it.
+func (cc ChaosConfig) do(ctx context.Context, cfg Config, a Action, book *jobBook) (recovery time.Duration,
+	watch func(stop <-chan struct{}) (selfExit bool, recovery time.Duration, err error), err error) {
 	if a.Target == WebhookTarget {
+		switch a.Kind {
+		case "kill":
+			return 0, nil, cfg.webhooks.kill()
+		case "restart":
+			return 0, nil, cfg.webhooks.restart()
+		}
 		cfg.webhooks.setFailing(a.Kind == "stop")
-		return 0, nil
+		return 0, nil, nil
 	}
 	var p *clustertest.Process
 	node := -1
@@ -310,18 +362,18 @@ func (cc ChaosConfig) do(ctx context.Context, cfg Config, a Action, book *jobBoo
 	began := time.Now()
 	switch a.Kind {
 	case "kill":
-		return 0, p.Kill()
+		return 0, nil, p.Kill()
 	case "term":
-		return 0, p.Stop(rctx)
+		return 0, nil, p.Stop(rctx)
 	case "stop":
-		return 0, p.Pause()
+		return 0, nil, p.Pause()
 	case "cont":
 		if err := p.Resume(); err != nil {
-			return 0, err
+			return 0, nil, err
 		}
 	case "restart":
 		if err := p.Restart(rctx); err != nil {
-			return 0, err
+			return 0, nil, err
 		}
 	}
 	continued := a.Kind == "cont" && node >= 0
@@ -341,36 +393,46 @@ func (cc ChaosConfig) do(ctx context.Context, cfg Config, a Action, book *jobBoo
 		}()
 	}
 	if err := cc.awaitServing(serveCtx, cfg, a, node, book); err != nil && !(continued && exited(p)) {
-		return 0, err
+		return 0, nil, err
 	}
 	recovery = time.Since(began)
 	if !continued {
-		return recovery, nil
+		return recovery, nil, nil
 	}
 	// A node frozen longer than the failure detection was declared dead. Once it runs again it learns so
 	// from the peers' probes and gossip, within a few probe intervals (plus what a loaded machine adds), and
 	// exits: it cannot serve again under a member id the cluster removed. Serving before that proves nothing,
-	// so the harness watches that long and restarts a node that exits, as a process supervisor (systemd's
-	// Restart=on-failure) would; the recovery then runs until the restarted node serves.
+	// so the watch waits that long and restarts a node that exits, as a process supervisor (systemd's
+	// Restart=on-failure) would; the recovery then runs until the restarted node serves. The next action on
+	// the node ends the watch early (a node frozen again cannot exit meanwhile; one that exits later is seen
+	// by the next cont's watch).
 	fd := cc.Local.detection
 	if fd.ProbeInterval <= 0 {
 		fd.ProbeInterval = cluster.DefaultFailureDetection().ProbeInterval
 	}
-	select {
-	case <-p.Exited():
-	case <-time.After(time.Until(began.Add(4*fd.ProbeInterval + clustertest.LoadSlack))):
-		return recovery, nil
-	case <-rctx.Done():
-		return recovery, nil
-	}
-	*selfExit = true
-	if err := p.Restart(rctx); err != nil {
-		return 0, fmt.Errorf("restart after the node exited on its own: %w", err)
-	}
-	if err := cc.awaitServing(rctx, cfg, a, node, book); err != nil {
-		return 0, err
-	}
-	return time.Since(began), nil
+	window := began.Add(4*fd.ProbeInterval + clustertest.LoadSlack)
+	return recovery, func(stop <-chan struct{}) (bool, time.Duration, error) {
+		select {
+		case <-p.Exited():
+		case <-time.After(time.Until(window)):
+			return false, 0, nil
+		case <-stop:
+			if !exited(p) {
+				return false, 0, nil
+			}
+		case <-ctx.Done():
+			return false, 0, nil
+		}
+		rctx, cancel := context.WithTimeout(ctx, cc.RecoveryTimeout)
+		defer cancel()
+		if err := p.Restart(rctx); err != nil {
+			return true, 0, fmt.Errorf("restart after the node exited on its own: %w", err)
+		}
+		if err := cc.awaitServing(rctx, cfg, a, node, book); err != nil {
+			return true, 0, err
+		}
+		return true, time.Since(began), nil
+	}, nil
 }
 
 // exited reports whether p's current run has ended.

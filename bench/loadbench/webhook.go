@@ -23,7 +23,9 @@ import (
 const DeliveryWait = 3 * time.Minute
 
 // WebhookTarget is the schedule target of the run's webhook receiver: `stop` makes it answer 500 to every
-// delivery (a customer endpoint that fails), `cont` makes it accept them again.
+// delivery (a customer endpoint that fails), `cont` makes it accept them again; `kill` closes its listener and
+// every open connection at once (a receiver process killed -9: deliveries in flight get no answer, new ones
+// are refused) and `restart` listens again on the same address.
 const WebhookTarget = "webhook"
 
 // webhookReceiver is the run's webhook endpoint: an HTTP server on 127.0.0.1 inside the harness, registered
@@ -31,9 +33,11 @@ const WebhookTarget = "webhook"
 // events by the job's request id. The nodes reach it only with --allow-private-targets, which a local
 // cluster of the harness sets.
 type webhookReceiver struct {
-	srv *http.Server
-	url string
-	id  string // the endpoint's wh_ id
+	srvMu sync.Mutex
+	srv   *http.Server // nil while killed
+	addr  string
+	url   string
+	id    string // the endpoint's wh_ id
 
 	mu         sync.Mutex
 	secret     string
@@ -61,13 +65,50 @@ func startWebhookReceiver() (*webhookReceiver, error) {
 	if err != nil {
 		return nil, fmt.Errorf("webhook receiver: %w", err)
 	}
-	w := &webhookReceiver{url: "http://" + ln.Addr().String() + "/hook", events: map[string]*webhookEvent{}}
-	w.srv = &http.Server{Handler: http.HandlerFunc(w.serve), ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = w.srv.Serve(ln) }() // ends with close: ErrServerClosed
+	w := &webhookReceiver{addr: ln.Addr().String(), events: map[string]*webhookEvent{}}
+	w.url = "http://" + w.addr + "/hook"
+	w.serveOn(ln)
 	return w, nil
 }
 
-func (w *webhookReceiver) close() { _ = w.srv.Close() }
+// serveOn serves deliveries on ln until close or kill. The caller holds srvMu or owns w alone.
+func (w *webhookReceiver) serveOn(ln net.Listener) {
+	srv := &http.Server{Handler: http.HandlerFunc(w.serve), ReadHeaderTimeout: 10 * time.Second}
+	w.srv = srv
+	go func() { _ = srv.Serve(ln) }() // ends with Close: ErrServerClosed
+}
+
+func (w *webhookReceiver) close() { _ = w.kill() }
+
+// kill closes the listener and every connection at once, as the death of a receiver process would: a delivery
+// in flight gets no answer, a new one finds the port closed.
+func (w *webhookReceiver) kill() error {
+	w.srvMu.Lock()
+	defer w.srvMu.Unlock()
+	if w.srv == nil {
+		return nil
+	}
+	err := w.srv.Close()
+	w.srv = nil
+	return err
+}
+
+// restart listens again on the receiver's address after kill, accepting deliveries.
+func (w *webhookReceiver) restart() error {
+	w.srvMu.Lock()
+	defer w.srvMu.Unlock()
+	if w.srv != nil {
+		return errors.New("webhook receiver: restart while it runs")
+	}
+	ln, err := net.Listen("tcp", w.addr)
+	if err != nil {
+		return fmt.Errorf("webhook receiver: listen again on %s: %w", w.addr, err)
+	}
+	w.serveOn(ln)
+	// A new process: a receiver stopped (answering 500) before it was killed accepts again.
+	w.setFailing(false)
+	return nil
+}
 
 // setFailing makes the receiver answer 500 to every delivery (true) or accept them again (false).
 func (w *webhookReceiver) setFailing(on bool) {

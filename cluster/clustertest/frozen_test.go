@@ -128,8 +128,47 @@ func TestFrozenNodeDeclaredDeadUnderLoad(t *testing.T) {
 	}
 	took := waitMembers(2, p0, p1)
 	t.Logf("frozen p2 dropped by p0 after %v, by p1 after %v (budget %v)", took[0], took[1], clustertest.DetectionBudget(fd, 3))
+	// While p2 is still frozen, both tell it that it is blocked: the notices wait in its socket, so that it
+	// learns it the moment it runs, before serving from its stale activations. Both are frozen when p2 is
+	// continued, so nothing else can tell it: it used to serve until its refutation reached the others and
+	// their notice came back (10 s in a chaos run, 2026-11-28; here: never, while they are frozen).
+	told := regexp.MustCompile(`"member":"p2/[^"]*".*telling a dropped member that it is blocked`)
+	tctx, tcancel := context.WithTimeout(ctx, clustertest.LoadSlack)
+	defer tcancel()
+	for _, p := range []*clustertest.Process{p0, p1} {
+		if _, err := p.WaitLine(tctx, told); err != nil {
+			t.Fatalf("process %d did not tell p2 that it is blocked: %v\n%s", p.Index, err, p.Tail(30))
+		}
+	}
+	for _, p := range []*clustertest.Process{p0, p1} {
+		if err := p.Pause(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	resumed := false
+	resumePeers := func() {
+		if resumed {
+			return
+		}
+		resumed = true
+		for _, p := range []*clustertest.Process{p0, p1} {
+			if err := p.Resume(); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	defer resumePeers()
 	if err := p2.Resume(); err != nil {
 		t.Fatal(err)
+	}
+	// Bounded below p2's own detection of its frozen peers (then it would declare them dead); only turns a
+	// missing notice into a failure.
+	bctx, bcancel := context.WithTimeout(ctx, fd.DetectionTime(3)/2)
+	_, err = p2.WaitLine(bctx, regexp.MustCompile(`^BLOCKED 1$`))
+	bcancel()
+	resumePeers()
+	if err != nil {
+		t.Fatalf("continued p2, its peers frozen, did not learn that it is blocked from the notices sent while it was frozen: %v\n%s", err, p2.Tail(30))
 	}
 	for _, re := range []string{`^BLOCKED 1$`, `^READY 2 `} {
 		if _, err := p2.WaitLine(ctx, regexp.MustCompile(re)); err != nil {

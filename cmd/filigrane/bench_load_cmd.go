@@ -80,7 +80,7 @@ func runBenchLoad(ctx context.Context, args []string, stdout, stderr io.Writer, 
 		nodeLevel   = fs.String("node-log-level", "warn", "local nodes' --log-level (debug logs every request: route, status, time, request id)")
 		s3Sidecar   = fs.Bool("s3-sidecar", false, "local S3 server (versitygw) keeps object metadata in a sidecar directory, not in extended attributes (the mode a kill -9 can tear; see docs/storage.md)")
 		detection   = fs.String("detection", "", "local nodes' failure detection: production, quick (1 s probes, 4x suspicion) or stable (5 s, 6x); default stable for load, quick for chaos")
-		schedule    = fs.String("schedule", "", "chaos: AT:ACTION:TARGET,... with ACTION kill, term (SIGTERM: graceful shutdown), stop, cont, restart and TARGET nodeN, s3 or webhook (the run's webhook receiver: stop answers 500, cont accepts again) (default: kill and restart the last node, freeze node0, kill and restart S3)")
+		schedule    = fs.String("schedule", "", "chaos: AT:ACTION:TARGET,... with ACTION kill, term (SIGTERM: graceful shutdown), stop, cont, restart and TARGET nodeN, s3 or webhook (the run's webhook receiver: stop answers 500, cont accepts again, kill closes it and its connections, restart listens again) (default: kill and restart the last node, freeze node0, kill and restart S3)")
 	)
 	s3cfg := s3Flags(fs)
 	if err := fs.Parse(args); err != nil {
