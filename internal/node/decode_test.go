@@ -5,8 +5,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"image"
-	"image/png"
 	"net/http"
 	"testing"
 	"time"
@@ -15,20 +13,6 @@ import (
 	"filigrane/codec/imageio/imageiotest"
 	"filigrane/internal/node"
 )
-
-// grayPNG encodes a w×h gray image with a little texture (it compresses to a few dozen kB).
-func grayPNG(t *testing.T, w, h int) []byte {
-	t.Helper()
-	img := image.NewGray(image.Rect(0, 0, w, h))
-	for i := range img.Pix {
-		img.Pix[i] = byte(100 + i%7)
-	}
-	var b bytes.Buffer
-	if err := (&png.Encoder{CompressionLevel: png.BestSpeed}).Encode(&b, img); err != nil {
-		t.Fatal(err)
-	}
-	return b.Bytes()
-}
 
 // TestDecodeBudgets runs synchronous detections on a node with a 600 MiB decode budget: each costly file gets
 // a clear answer within seconds, and only the detections that answered 200 are charged.
@@ -47,14 +31,14 @@ func TestDecodeBudgets(t *testing.T) {
 
 	// 156250×256 (40 MP in a small PNG): the detector analyses its top-left 1024×256, so the estimate (and
 	// the real cost) fits the 600 MiB budget; uncropped, detection took 2.3 GB.
-	r = post(t, url, f.keyA, "", grayPNG(t, 156250, 256), "")
+	r = post(t, url, f.keyA, "", imageiotest.StripedGrayPNG(156250, 256), "")
 	if r.status != 200 {
 		t.Fatalf("extreme aspect: %d %s", r.status, r.body)
 	}
 	charged++
 
 	// Detection is not limited to 40 MP.
-	r = post(t, url, f.keyA, "", grayPNG(t, 8200, 5000), "")
+	r = post(t, url, f.keyA, "", imageiotest.StripedGrayPNG(8200, 5000), "")
 	if r.status != 200 {
 		t.Fatalf("41 MP: %d %s", r.status, r.body)
 	}
@@ -71,7 +55,7 @@ func TestDecodeBudgets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r = post(t, url, f.keyA, "", grayPNG(t, 512, 512), "")
+	r = post(t, url, f.keyA, "", imageiotest.StripedGrayPNG(512, 512), "")
 	release()
 	if p := decodeProblem(t, r); r.status != 503 || p.Code != "decode_busy" || r.header.Get("Retry-After") != "5" {
 		t.Fatalf("budget busy: %d %+v Retry-After %q", r.status, p, r.header.Get("Retry-After"))
@@ -199,7 +183,7 @@ func waitJob(t *testing.T, f *fixture, requestID, want string) {
 func TestDetectUploadAbove40MP(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	u := uploaded(t, f, f.keyA, "detect", "wide.png", grayPNG(t, 9000, 5000))
+	u := uploaded(t, f, f.keyA, "detect", "wide.png", imageiotest.StripedGrayPNG(9000, 5000))
 	r := postUpload(t, f.base+"/watermarks/images/detect", f.keyA, "", u.UploadID, "")
 	var d detection
 	if r.status != 200 {

@@ -7,6 +7,7 @@ package imageiotest
 
 import (
 	"bytes"
+	"compress/zlib"
 	"encoding/binary"
 	"hash/crc32"
 )
@@ -47,6 +48,31 @@ func ScanBomb(side, scans int) []byte {
 // PNGHeaderOnly returns a valid PNG container that announces w×h pixels of the given bit depth and color type
 // (2: RGB, 6: RGBA) but holds one tiny IDAT: a header check sees the full size, a decoder fails early.
 func PNGHeaderOnly(w, h uint32, depth, colorType byte) []byte {
+	return pngFile(w, h, depth, colorType, []byte{0x78, 0x9c, 0x03, 0x00, 0x00, 0x00, 0x00, 0x01})
+}
+
+// StripedGrayPNG returns a complete w×h 8-bit gray PNG whose rows all hold the same vertical stripes (levels
+// 100 to 106): the first row unfiltered, every other one filtered Up, so all zeros. A 40-megapixel file is a
+// few hundred kB and costs a fraction of what image/png takes to make it (it tries five filters a row).
+func StripedGrayPNG(w, h int) []byte {
+	var z bytes.Buffer
+	zw, _ := zlib.NewWriterLevel(&z, zlib.BestSpeed) // a valid level: no error
+	row := make([]byte, 1+w)
+	for x := range w {
+		row[1+x] = byte(100 + x%7)
+	}
+	_, _ = zw.Write(row) // a bytes.Buffer takes every write
+	up := make([]byte, 1+w)
+	up[0] = 2 // Up: each byte is the one above
+	for y := 1; y < h; y++ {
+		_, _ = zw.Write(up)
+	}
+	_ = zw.Close()
+	return pngFile(uint32(w), uint32(h), 8, 0, z.Bytes())
+}
+
+// pngFile is a PNG of one IHDR (w, h, depth, colour type), one IDAT holding zdata and the IEND.
+func pngFile(w, h uint32, depth, colorType byte, zdata []byte) []byte {
 	var b bytes.Buffer
 	b.WriteString("\x89PNG\r\n\x1a\n")
 	chunk := func(typ string, data []byte) {
@@ -60,7 +86,7 @@ func PNGHeaderOnly(w, h uint32, depth, colorType byte) []byte {
 	binary.BigEndian.PutUint32(ihdr[4:], h)
 	ihdr[8], ihdr[9] = depth, colorType
 	chunk("IHDR", ihdr)
-	chunk("IDAT", []byte{0x78, 0x9c, 0x03, 0x00, 0x00, 0x00, 0x00, 0x01})
+	chunk("IDAT", zdata)
 	chunk("IEND", nil)
 	return b.Bytes()
 }
