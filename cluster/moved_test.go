@@ -170,6 +170,50 @@ func TestRequestResentWhenThisAddressLeft(t *testing.T) {
 	}
 }
 
+// The same restart seen from the other side: this node dropped its previous incarnation just before the
+// request left, and the owner's node dropped it after, losing the reply with no departure left for this node
+// to see (bench chaos, 5 nodes: a restarted node's request to the organization actor waited 60 s). A request
+// sent within cluster's reply-path settle time (5 s) of such a departure and unanswered when it ends is sent
+// again.
+func TestRequestResentWhenThisAddressLeftJustBefore(t *testing.T) {
+	f, nodes := liveCluster(t)
+	f.onlyOnce(t, "TestRequestResentWhenThisAddressLeftJustBefore")
+	n1, n2 := nodes[0], nodes[1]
+	id := identityOn(t, n1, n2, "reset-before-")
+	cluster.DepartForTest(n1, "an-earlier-n1-before", n1.Address())
+	type result struct {
+		r   *HitReply
+		err error
+		d   time.Duration
+	}
+	done := make(chan result, 1)
+	start := time.Now()
+	go func() {
+		resp, err := n1.Request(ctxTimeout(t, callBudget), id, "counter", Hit{Op: "drop-first"})
+		r, _ := resp.(*HitReply)
+		done <- result{r, err, time.Since(start)}
+	}()
+	select {
+	case <-f.hold.dropped: // the first reply is lost
+	case <-time.After(callBudget):
+		t.Fatal("the counter never got the command")
+	}
+	const settle = 5 * time.Second
+	select {
+	case res := <-done:
+		if res.err != nil {
+			t.Fatalf("request whose reply was lost: %v (after %v)", res.err, res.d)
+		}
+		if res.r.Node != n2.Name() || res.r.Count != 3 {
+			t.Fatalf("request whose reply was lost: %+v, want n2's counter at 3 (the command ran twice)", res.r)
+		}
+		t.Logf("request sent again and answered after %v", res.d)
+	case <-time.After(settle + clustertest.LoadSlack - time.Since(start)):
+		t.Fatalf("request whose reply was lost still waiting %v after this node's address left; want it sent again after %v",
+			time.Since(start), settle)
+	}
+}
+
 // An activation that stops itself (as the durable actors do after a failed save) or that disthash stops drops
 // the messages queued behind its stop, and protoactor answers them nothing (a PID that is gone gets a dead
 // letter; one that is stopping got silence), so a request among them waited for its whole deadline. It is
