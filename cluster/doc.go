@@ -83,7 +83,10 @@
 // the stop is dropped without a dead letter), and when a member at this
 // node's own address leaves (this process restarted before the cluster
 // dropped its previous incarnation: the peers then close their connections
-// to the address, and a reply queued there is lost). An activation that
+// to the address, and a reply queued there is lost). Those connections close
+// as each node drops the member, not all at once: a request sent within 5 s
+// (replyPathSettle) after this node dropped a member at the owner's address or
+// at its own, and still unanswered then, is sent again. An activation that
 // stops drops the messages queued behind its stop; its mailbox answers each
 // request among them with a dead letter (stopped.go), as protoactor does for
 // a PID that is gone, so that it is re-sent at once. Delivery is therefore

@@ -170,6 +170,67 @@ func TestRequestResentWhenThisAddressLeft(t *testing.T) {
 	}
 }
 
+// The same restart seen from the other side: this node dropped its previous incarnation just before the
+// request left, and the owner's node dropped it after, losing the reply with no departure left for this node
+// to see. A request sent within cluster's reply-path settle time (5 s) of such a departure and unanswered when
+// it ends is sent again.
+func TestRequestResentWhenThisAddressLeftJustBefore(t *testing.T) {
+	requestResentAfterSettle(t, "TestRequestResentWhenThisAddressLeftJustBefore", "reset-before-",
+		func(n1, _ *cluster.Node) { cluster.DepartForTest(n1, "an-earlier-n1-before", n1.Address()) })
+}
+
+// A member at the owner's address (its process's previous incarnation) was dropped just before the request
+// left, and the connection to the address closed after: the request or its reply is lost (bench chaos, 5
+// nodes, node0 killed and restarted: a job actor's request to the organization actor on the new node0 waited
+// 60 s, and a batch read and the sweeper waited on the job actor). It is sent again after the settle time.
+func TestRequestResentWhenTheOwnersAddressLeftJustBefore(t *testing.T) {
+	requestResentAfterSettle(t, "TestRequestResentWhenTheOwnersAddressLeftJustBefore", "owner-reset-before-",
+		func(n1, n2 *cluster.Node) { cluster.DepartForTest(n1, "an-earlier-n2-before", n2.Address()) })
+}
+
+// requestResentAfterSettle makes n1 see a departure (depart), then sends a request to a counter on n2 whose
+// first reply is lost, and wants it sent again and answered within the settle time and the load slack (the
+// request's own deadline is far longer).
+func requestResentAfterSettle(t *testing.T, test, prefix string, depart func(n1, n2 *cluster.Node)) {
+	t.Helper()
+	f, nodes := liveCluster(t)
+	f.onlyOnce(t, test)
+	n1, n2 := nodes[0], nodes[1]
+	id := identityOn(t, n1, n2, prefix)
+	depart(n1, n2)
+	type result struct {
+		r   *HitReply
+		err error
+		d   time.Duration
+	}
+	done := make(chan result, 1)
+	start := time.Now()
+	go func() {
+		resp, err := n1.Request(ctxTimeout(t, callBudget), id, "counter", Hit{Op: "drop-first"})
+		r, _ := resp.(*HitReply)
+		done <- result{r, err, time.Since(start)}
+	}()
+	select {
+	case <-f.hold.dropped: // the first reply is lost
+	case <-time.After(callBudget):
+		t.Fatal("the counter never got the command")
+	}
+	const settle = 5 * time.Second
+	select {
+	case res := <-done:
+		if res.err != nil {
+			t.Fatalf("request whose reply was lost: %v (after %v)", res.err, res.d)
+		}
+		if res.r.Node != n2.Name() || res.r.Count != 3 {
+			t.Fatalf("request whose reply was lost: %+v, want n2's counter at 3 (the command ran twice)", res.r)
+		}
+		t.Logf("request sent again and answered after %v", res.d)
+	case <-time.After(settle + clustertest.LoadSlack - time.Since(start)):
+		t.Fatalf("request whose reply was lost still waiting %v after the departure; want it sent again after %v",
+			time.Since(start), settle)
+	}
+}
+
 // An activation that stops itself (as the durable actors do after a failed save) or that disthash stops drops
 // the messages queued behind its stop, and protoactor answers them nothing (a PID that is gone gets a dead
 // letter; one that is stopping got silence), so a request among them waited for its whole deadline. It is

@@ -834,6 +834,20 @@ func (p *MemberlistProvider) addressLeftSince(addr string, t time.Time) bool {
 	return false
 }
 
+// lastAddressLeft returns when the latest member with remote address addr was dropped from the topology
+// (within departedMemory), and false when none was.
+func (p *MemberlistProvider) lastAddressLeft(addr string) (time.Time, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var last time.Time
+	for _, d := range p.departed {
+		if d.addr == addr && d.at.After(last) {
+			last = d.at
+		}
+	}
+	return last, !last.IsZero()
+}
+
 // memberAt returns the id of the member of the published topology whose
 // remote address is addr.
 func (p *MemberlistProvider) memberAt(addr string) (id string, ok bool) {
