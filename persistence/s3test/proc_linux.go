@@ -2,10 +2,19 @@ package s3test
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 )
+
+// dieWithParent makes the kernel kill the server when the test process dies without its cleanups (a panic in
+// another test, a timeout kill): a suite once left a versitygw running for hours over a removed directory
+// after a test's panic ended its package's process.
+func dieWithParent(cmd *exec.Cmd) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+}
 
 // stopped reports whether every thread of process pid is stopped. kill(SIGSTOP) returns before the threads
 // running on other CPUs have stopped, and one of them could still answer a request.
