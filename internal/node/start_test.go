@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"net"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/rs/zerolog"
 
+	"filigrane/cluster/clustertest"
 	"filigrane/internal/clock"
 	"filigrane/internal/node"
 	"filigrane/persistence/s3test"
@@ -21,14 +23,17 @@ func s3Config(t *testing.T, srv *s3test.Server) *node.S3Config {
 		AccessKey: srv.AccessKey, SecretKey: srv.SecretKey, Region: srv.Region}
 }
 
+// freeAddr is a free address on 127.0.0.1 for a listener the test binds later. A port the kernel picks for :0 is
+// in the ephemeral range, where a connection from any test of the suite can take it as its local port before the
+// node binds it (a clean-clone run: "bind: address already in use"): clustertest.FreePorts picks below that range
+// and reserves the port for the suite.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	ports, err := clustertest.FreePorts(1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0]))
 }
 
 // TestFailedStartKeepsBootstrap starts a node whose upload address is taken, on an empty data directory (and,
