@@ -236,15 +236,7 @@ func startPendingBatch(t *testing.T) pendingBatch {
 	lc.deps.Caller.Set(c)
 	ask := func(msg any) *actors.BatchReply {
 		t.Helper()
-		v, err := c.Request(ctx, batchstate.BatchIDFor(org.ID, "stale-key"), actors.KindBatch, msg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r, ok := v.(*actors.BatchReply)
-		if !ok || r.Code != "" && r.Code != actors.ReplyOK {
-			t.Fatalf("reply %T %+v", v, v)
-		}
-		return r
+		return askBatch(t, c, batchstate.BatchIDFor(org.ID, "stale-key"), msg)
 	}
 	id := batchstate.BatchIDFor(org.ID, "stale-key")
 	ask(&actors.BatchCreate{Spec: batchstate.Spec{BatchID: id, OrgID: org.ID, Source: batchstate.SourceUploads,

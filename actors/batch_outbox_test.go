@@ -35,6 +35,12 @@ func (c batchCaller) Request(ctx context.Context, identity, kind string, msg any
 
 func (c batchCaller) batch(t *testing.T, id string, msg any) *actors.BatchReply {
 	t.Helper()
+	return askBatch(t, c, id, msg)
+}
+
+// askBatch sends msg to batch id through c and fails the test unless the reply is an ok BatchReply.
+func askBatch(t *testing.T, c actors.Caller, id string, msg any) *actors.BatchReply {
+	t.Helper()
 	v, err := c.Request(context.Background(), id, actors.KindBatch, msg)
 	if err != nil {
 		t.Fatal(err)
