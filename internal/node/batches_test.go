@@ -262,7 +262,7 @@ func TestBatchFromUploads(t *testing.T) {
 	}
 
 	// Listing: newest first, limit and the SDKs' `before`.
-	r2 := sendBatch(t, "POST", url, f.key, "batch-key-2", `{"items":[`+itemsJSON([]string{"x.png"}, []int{10})+`]}`)
+	r2 := sendBatch(t, "POST", url, f.key, "batch-key-2", `{"archive":true,"items":[`+itemsJSON([]string{"x.png"}, []int{10})+`]}`)
 	second := decodeBatch(t, r2)
 	var page struct {
 		Data       []batchRes `json:"data"`
@@ -282,10 +282,19 @@ func TestBatchFromUploads(t *testing.T) {
 		t.Fatalf("unknown cursor: %d %s", r.status, r.body)
 	}
 
-	// A draft cancelled: at once, nothing charged; starting it again changes nothing.
+	// A draft cancelled: at once, nothing charged; its items end rejected `cancelled` (spec 3.3 has no
+	// item status cancelled, and nothing stays pending in an ended batch) and its archive `empty` (spec 3.5);
+	// starting it again changes nothing.
 	r = sendBatch(t, "POST", url+"/"+second.BatchID+"/cancel", f.key, "", "")
 	if c := decodeBatch(t, r); r.status != 200 || c.Status != "cancelled" || !c.CancelRequested {
 		t.Fatalf("cancel draft: %d %s", r.status, r.body)
+	}
+	c := decodeBatch(t, sendBatch(t, "GET", url+"/"+second.BatchID, f.key, "", ""))
+	if len(c.Items) != 1 || c.Items[0].Status != "rejected" || c.Items[0].ErrorCode == nil || *c.Items[0].ErrorCode != "cancelled" ||
+		c.Items[0].Credits == nil || *c.Items[0].Credits != 0 || c.Items[0].Upload != nil ||
+		c.Counts["rejected"] != 1 || c.Counts["pending"] != 0 || c.Credits["charged"] != 0 ||
+		c.ArchiveStatus == nil || *c.ArchiveStatus != "empty" {
+		t.Fatalf("cancelled draft: %+v", c)
 	}
 	if r := sendBatch(t, "POST", url+"/"+second.BatchID+"/start", f.key, "", ""); r.status != 200 || decodeBatch(t, r).Status != "cancelled" {
 		t.Fatalf("start after cancel: %d %s", r.status, r.body)
