@@ -881,7 +881,11 @@ func reserveRefusal(ctx *fasthttp.RequestCtx, p *principal, code string, price i
 		return newAPIError(CodeInsufficientCredits, "the organization has too few credits for this request (%d needed)", price)
 	case actors.ReplyConcurrencyLimit:
 		ctx.Response.Header.Set("Retry-After", strconv.Itoa(retryAfterSeconds(p.Plan)))
-		aerr := newAPIError(CodeConcurrencyLimit, "the %s plan runs %d jobs at once", p.Plan.Name, p.Plan.Concurrency)
+		jobs := "jobs"
+		if p.Plan.Concurrency == 1 {
+			jobs = "job"
+		}
+		aerr := newAPIError(CodeConcurrencyLimit, "the %s plan runs %d %s at once", p.Plan.Name, p.Plan.Concurrency, jobs)
 		aerr.limit = p.Plan.Concurrency
 		return aerr
 	}
