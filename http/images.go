@@ -538,6 +538,9 @@ func (s *Server) answerReplay(c context.Context, ctx *fasthttp.RequestCtx, p *pr
 		writeFailedJob(ctx, rec)
 		return nil
 	case jobstate.ReplayGone:
+		// The 410 is about the job, like a failure's answer: it names the job's request id, as its result
+		// URL's 410 does.
+		setJobRequestID(ctx, rec.RequestID)
 		return resultGone(rec, deleted)
 	case jobstate.ReplayPending:
 		if !async {
