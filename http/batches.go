@@ -527,6 +527,10 @@ func (b *batchAPI) view(c context.Context, rec *batchstate.Record, now time.Time
 			}
 		} else if it.UploadID != "" {
 			iv["upload_received"] = it.Accepted()
+		} else if rec.Source == batchstate.SourceZip {
+			// A zip item's file came with the request (spec 2.4: upload_received is true on an item whose
+			// file already arrived; it has no upload of its own).
+			iv["upload_received"] = true
 		}
 		list[i] = iv
 	}

@@ -383,6 +383,10 @@ func TestBatchFromZip(t *testing.T) {
 	if first.Status != "starting" && first.Status != "processing" {
 		t.Fatalf("zip batch status %s", first.Status)
 	}
+	// Every file came in the zip: spec 2.4 shows such an item with upload_received true and no upload.
+	if len(first.Items) != 2 || !first.Items[0].UploadReceived || !first.Items[1].UploadReceived || first.Items[0].Upload != nil {
+		t.Fatalf("zip items: %s", r.body)
+	}
 	if r := postZip(t, f, "zip-key-0001", z, manifest); r.status != 200 || decodeBatch(t, r).BatchID != first.BatchID {
 		t.Fatalf("zip replay: %d %s", r.status, r.body)
 	}
