@@ -262,8 +262,11 @@ func TestBatchFromUploads(t *testing.T) {
 	}
 
 	// Listing: newest first, limit and the SDKs' `before`.
-	r2 := sendBatch(t, "POST", url, f.key, "batch-key-2", `{"archive":true,"items":[`+itemsJSON([]string{"x.png"}, []int{10})+`]}`)
+	r2 := sendBatch(t, "POST", url, f.key, "batch-key-2", `{"archive":true,"items":[`+itemsJSON([]string{"x.jpg"}, []int{len(a)})+`]}`)
 	second := decodeBatch(t, r2)
+	if r := putFile(t, second.Items[0].Upload.URL, a, putOpts{}); r.status != 200 {
+		t.Fatalf("PUT the second batch's file: %d %s", r.status, r.body)
+	}
 	var page struct {
 		Data       []batchRes `json:"data"`
 		NextCursor *string    `json:"next_cursor"`
@@ -291,7 +294,7 @@ func TestBatchFromUploads(t *testing.T) {
 	}
 	c := decodeBatch(t, sendBatch(t, "GET", url+"/"+second.BatchID, f.key, "", ""))
 	if len(c.Items) != 1 || c.Items[0].Status != "rejected" || c.Items[0].ErrorCode == nil || *c.Items[0].ErrorCode != "cancelled" ||
-		c.Items[0].Credits == nil || *c.Items[0].Credits != 0 || c.Items[0].Upload != nil ||
+		c.Items[0].Credits == nil || *c.Items[0].Credits != 0 || c.Items[0].Upload != nil || !c.Items[0].UploadReceived ||
 		c.Counts["rejected"] != 1 || c.Counts["pending"] != 0 || c.Credits["charged"] != 0 ||
 		c.ArchiveStatus == nil || *c.ArchiveStatus != "empty" {
 		t.Fatalf("cancelled draft: %+v", c)
