@@ -134,7 +134,9 @@ func (s *Server) assetFailure(ctx *fasthttp.RequestCtx, err error) {
 	var missing *actors.MissingAssetError
 	switch {
 	case errors.As(err, &missing):
-		writeProblem(ctx, CodeAssetNotFound, "asset "+truncate(missing.ID, 64)+" does not exist; nothing was deleted")
+		// An asset id is ast_ + 64 digits (68 characters): cut only what is longer, so the detail names the
+		// id the client sent (it was cut to 64, dropping the last four digits).
+		writeProblem(ctx, CodeAssetNotFound, "asset "+truncate(missing.ID, 100)+" does not exist; nothing was deleted")
 	case errors.Is(err, actors.ErrAssetNotFound):
 		writeProblem(ctx, CodeAssetNotFound, "no such asset")
 	case errors.Is(err, actors.ErrAssetVersionConflict):

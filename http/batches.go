@@ -526,7 +526,18 @@ func (b *batchAPI) view(c context.Context, rec *batchstate.Record, now time.Time
 				iv["upload"] = uploadTarget{Method: "PUT", URL: b.sign.url(&signed), ExpiresAt: exp.UTC().Format(time.RFC3339)}
 			}
 		} else if it.UploadID != "" {
-			iv["upload_received"] = it.Accepted()
+			received := it.Accepted()
+			if !received && it.Status == batchstate.ItemRejected && it.ErrorCode != batchstate.CodeUploadNotReceived {
+				// Rejected for another reason (cancelled, credits, an unusable file): whether its file had
+				// arrived is the upload's to say (spec 2.4: true on an item whose file already arrived).
+				u, _, err := uploads.Load(c, it.UploadID)
+				received = err == nil && u.Status != actors.UploadPending
+			}
+			iv["upload_received"] = received
+		} else if rec.Source == batchstate.SourceZip {
+			// A zip item's file came with the request (spec 2.4: upload_received is true on an item whose
+			// file already arrived; it has no upload of its own).
+			iv["upload_received"] = true
 		}
 		list[i] = iv
 	}

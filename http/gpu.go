@@ -3,7 +3,6 @@ package http
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"io"
 	"time"
@@ -97,10 +96,8 @@ func (s *Server) gpuWake(ctx *fasthttp.RequestCtx, p *principal, _ map[string]st
 		return
 	}
 	if len(raw) > 0 {
-		dec := json.NewDecoder(bytesReader(raw))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&body); err != nil {
-			writeProblem(ctx, CodeMalformedJSON, "the body must be a JSON object {\"webhook_id\": ...} and no other field")
+		if aerr := decodeObject(raw, &body, `{"webhook_id": "wh_..."}`); aerr != nil {
+			writeProblem(ctx, aerr.code, aerr.detail)
 			return
 		}
 	}

@@ -538,6 +538,9 @@ func (s *Server) answerReplay(c context.Context, ctx *fasthttp.RequestCtx, p *pr
 		writeFailedJob(ctx, rec)
 		return nil
 	case jobstate.ReplayGone:
+		// The 410 is about the job, like a failure's answer: it names the job's request id, as its result
+		// URL's 410 does.
+		setJobRequestID(ctx, rec.RequestID)
 		return resultGone(rec, deleted)
 	case jobstate.ReplayPending:
 		if !async {
@@ -881,7 +884,11 @@ func reserveRefusal(ctx *fasthttp.RequestCtx, p *principal, code string, price i
 		return newAPIError(CodeInsufficientCredits, "the organization has too few credits for this request (%d needed)", price)
 	case actors.ReplyConcurrencyLimit:
 		ctx.Response.Header.Set("Retry-After", strconv.Itoa(retryAfterSeconds(p.Plan)))
-		aerr := newAPIError(CodeConcurrencyLimit, "the %s plan runs %d jobs at once", p.Plan.Name, p.Plan.Concurrency)
+		jobs := "jobs"
+		if p.Plan.Concurrency == 1 {
+			jobs = "job"
+		}
+		aerr := newAPIError(CodeConcurrencyLimit, "the %s plan runs %d %s at once", p.Plan.Name, p.Plan.Concurrency, jobs)
 		aerr.limit = p.Plan.Concurrency
 		return aerr
 	}

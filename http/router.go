@@ -18,7 +18,7 @@ type route struct {
 }
 
 // router matches a method and a path against fixed patterns. Unknown paths give 404, known paths with another
-// method 405 with an Allow header, both as problems.
+// method 405 with an Allow header, both as problems. A GET route also answers HEAD (headers only).
 type router struct {
 	routes []route
 }
@@ -46,6 +46,10 @@ func (r *router) match(method, path string) (*route, map[string]string, []string
 			return rt, params, nil
 		}
 		allowed = append(allowed, rt.method)
+		if rt.method == fasthttp.MethodGet {
+			// Every GET route answers HEAD too (above), so Allow lists it (RFC 9110, 10.2.1).
+			allowed = append(allowed, fasthttp.MethodHead)
+		}
 	}
 	sort.Strings(allowed)
 	return nil, nil, allowed

@@ -1,7 +1,6 @@
 package http
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -64,10 +63,8 @@ func parseDestinationBody(ctx *fasthttp.RequestCtx) (storagedest.Input, *apiErro
 		return storagedest.Input{}, newAPIError(CodeTooLarge, "a storage destination body is at most 16 KiB")
 	}
 	var b destinationBody
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&b); err != nil {
-		return storagedest.Input{}, newAPIError(CodeMalformedJSON, "the body must be a JSON object of the documented fields: %v", err)
+	if aerr := decodeObject(body, &b, "a JSON object of the documented fields (docs/storage.md)"); aerr != nil {
+		return storagedest.Input{}, aerr
 	}
 	if b.Provider != "" && b.Provider != "s3" {
 		return storagedest.Input{}, newAPIError(CodeInvalidRequest, "provider must be s3 (any S3-compatible endpoint)")
@@ -529,10 +526,8 @@ func (s *Server) moveToDestination(ctx *fasthttp.RequestCtx, p *principal, param
 		AssetID string `json:"asset_id"`
 		Key     string `json:"key"`
 	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		writeProblem(ctx, CodeMalformedJSON, "the body must be a JSON object {asset_id, key?}: "+err.Error())
+	if aerr := decodeObject(body, &req, `{"asset_id": "ast_...", "key": "..."}`); aerr != nil {
+		writeProblem(ctx, aerr.code, aerr.detail)
 		return
 	}
 	if req.AssetID == "" {

@@ -125,10 +125,8 @@ func readWebhookBody(ctx *fasthttp.RequestCtx, v any) bool {
 		answerBodyError(ctx, err)
 		return false
 	}
-	dec := json.NewDecoder(bytesReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		writeProblem(ctx, CodeMalformedJSON, "the body must be a JSON object with the documented fields only: "+err.Error())
+	if aerr := decodeObject(raw, v, "a JSON object of the documented fields (docs/webhooks.md)"); aerr != nil {
+		writeProblem(ctx, aerr.code, aerr.detail)
 		return false
 	}
 	return true

@@ -339,10 +339,25 @@ func TestCreditsRunOutRejectsTheRest(t *testing.T) {
 }
 
 func TestCancelDraft(t *testing.T) {
-	r := mustNew(t, spec(2))
+	s := spec(2)
+	s.Archive = true
+	r := mustNew(t, s)
 	r.Cancel(t0.Add(time.Minute))
 	if r.Status != StatusCancelled || !r.CancelRequested || len(r.Events) != 0 {
 		t.Fatalf("cancelled draft: %s events %v; want cancelled, no event", r.Status, r.Events)
+	}
+	// Spec 3.3: no item stays pending in a cancelled batch; a cancelled item is rejected `cancelled`, never
+	// charged. Spec 3.5: the archive of a cancelled batch ends `empty`.
+	for i, it := range r.Items {
+		if it.Status != ItemRejected || it.ErrorCode != CodeCancelled || it.Credits() == nil || *it.Credits() != 0 {
+			t.Fatalf("item %d of a cancelled draft: %s %q credits %v; want rejected cancelled, 0", i, it.Status, it.ErrorCode, it.Credits())
+		}
+	}
+	if c := r.Counts(); c.Rejected != 2 || c.Pending != 0 || r.Credits() != (Credits{}) {
+		t.Fatalf("counts %+v credits %+v; want 2 rejected, nothing charged", c, r.Credits())
+	}
+	if r.ArchiveStatus != ArchiveEmpty {
+		t.Fatalf("archive status %q, want empty", r.ArchiveStatus)
 	}
 	if ok, err := r.Start(t0.Add(2 * time.Minute)); ok || err != nil || r.Status != StatusCancelled {
 		t.Fatalf("Start of a cancelled draft = %v, %v, %s", ok, err, r.Status)

@@ -24,7 +24,8 @@
 //   - starting → processing happens when the first item is accepted as a job or rejected.
 //   - An item waiting for a concurrency slot stays `pending`: its credits are reserved together with the slot
 //     (the job actor's reserve takes both), so `queued` means "accepted as a job, waiting for a worker".
-//     Cancelling rejects pending items with error_code `cancelled` (never charged) and cancels the jobs of
+//     Cancelling a draft rejects every item with error_code `cancelled` and leaves an archive `empty`.
+//     Cancelling a started batch rejects pending items with error_code `cancelled` (never charged) and cancels the jobs of
 //     queued and running items (failed `cancelled`, refunded); the batch ends `cancelled` once every item ended.
 //   - Starting a cancelled or ended batch changes nothing and answers the batch (200, "safe to repeat").
 //   - Item credits: null while pending; the hold while its job is active; the charge once succeeded; 0 once

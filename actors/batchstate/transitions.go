@@ -46,7 +46,8 @@ func (r *Record) Start(now time.Time) (started bool, err error) {
 	return false, nil
 }
 
-// Cancel applies a cancel request at now (spec 3.2): a draft is cancelled at once (no event); a started
+// Cancel applies a cancel request at now (spec 3.2): a draft is cancelled at once (no event; its items
+// rejected with `cancelled`, its archive `empty`); a started
 // batch that is not assembling rejects its pending items with `cancelled` and ends `cancelled` once its
 // active items ended (CancelJobs lists the jobs to cancel); an assembling batch only remembers the request;
 // an ended batch is left as it is.
@@ -55,6 +56,16 @@ func (r *Record) Cancel(now time.Time) {
 	r.Tick(now)
 	switch {
 	case r.Status == StatusDraft:
+		// Spec 3.3 has no item status `cancelled`: a cancelled item is `rejected` with error_code
+		// `cancelled`, so a draft's items end that way too (never charged), and an archive that will never be
+		// built ends `empty` (spec 3.5: "the batch was canceled"), giving a client that polls either field a
+		// final value.
+		for i := range r.Items {
+			r.rejectItem(i, CodeCancelled, "the batch was cancelled before it started", now)
+		}
+		if r.Archive {
+			r.ArchiveStatus = ArchiveEmpty
+		}
 		r.Status, r.CancelRequested, r.CompletedAt = StatusCancelled, true, now
 		r.changed()
 	case r.Status == StatusAssembling:

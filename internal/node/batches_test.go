@@ -262,8 +262,11 @@ func TestBatchFromUploads(t *testing.T) {
 	}
 
 	// Listing: newest first, limit and the SDKs' `before`.
-	r2 := sendBatch(t, "POST", url, f.key, "batch-key-2", `{"items":[`+itemsJSON([]string{"x.png"}, []int{10})+`]}`)
+	r2 := sendBatch(t, "POST", url, f.key, "batch-key-2", `{"archive":true,"items":[`+itemsJSON([]string{"x.jpg"}, []int{len(a)})+`]}`)
 	second := decodeBatch(t, r2)
+	if r := putFile(t, second.Items[0].Upload.URL, a, putOpts{}); r.status != 200 {
+		t.Fatalf("PUT the second batch's file: %d %s", r.status, r.body)
+	}
 	var page struct {
 		Data       []batchRes `json:"data"`
 		NextCursor *string    `json:"next_cursor"`
@@ -282,10 +285,19 @@ func TestBatchFromUploads(t *testing.T) {
 		t.Fatalf("unknown cursor: %d %s", r.status, r.body)
 	}
 
-	// A draft cancelled: at once, nothing charged; starting it again changes nothing.
+	// A draft cancelled: at once, nothing charged; its items end rejected `cancelled` (spec 3.3 has no
+	// item status cancelled, and nothing stays pending in an ended batch) and its archive `empty` (spec 3.5);
+	// starting it again changes nothing.
 	r = sendBatch(t, "POST", url+"/"+second.BatchID+"/cancel", f.key, "", "")
 	if c := decodeBatch(t, r); r.status != 200 || c.Status != "cancelled" || !c.CancelRequested {
 		t.Fatalf("cancel draft: %d %s", r.status, r.body)
+	}
+	c := decodeBatch(t, sendBatch(t, "GET", url+"/"+second.BatchID, f.key, "", ""))
+	if len(c.Items) != 1 || c.Items[0].Status != "rejected" || c.Items[0].ErrorCode == nil || *c.Items[0].ErrorCode != "cancelled" ||
+		c.Items[0].Credits == nil || *c.Items[0].Credits != 0 || c.Items[0].Upload != nil || !c.Items[0].UploadReceived ||
+		c.Counts["rejected"] != 1 || c.Counts["pending"] != 0 || c.Credits["charged"] != 0 ||
+		c.ArchiveStatus == nil || *c.ArchiveStatus != "empty" {
+		t.Fatalf("cancelled draft: %+v", c)
 	}
 	if r := sendBatch(t, "POST", url+"/"+second.BatchID+"/start", f.key, "", ""); r.status != 200 || decodeBatch(t, r).Status != "cancelled" {
 		t.Fatalf("start after cancel: %d %s", r.status, r.body)
@@ -373,6 +385,10 @@ func TestBatchFromZip(t *testing.T) {
 	first := decodeBatch(t, r)
 	if first.Status != "starting" && first.Status != "processing" {
 		t.Fatalf("zip batch status %s", first.Status)
+	}
+	// Every file came in the zip: spec 2.4 shows such an item with upload_received true and no upload.
+	if len(first.Items) != 2 || !first.Items[0].UploadReceived || !first.Items[1].UploadReceived || first.Items[0].Upload != nil {
+		t.Fatalf("zip items: %s", r.body)
 	}
 	if r := postZip(t, f, "zip-key-0001", z, manifest); r.status != 200 || decodeBatch(t, r).BatchID != first.BatchID {
 		t.Fatalf("zip replay: %d %s", r.status, r.body)

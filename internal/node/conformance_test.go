@@ -140,6 +140,10 @@ func TestAsyncReplayAfterResultGone(t *testing.T) {
 	for _, path := range []string{"/watermarks/images/async", "/watermarks/images"} {
 		again := post(t, f.base+path, f.dev.Secret, "deleted-asset-01", img, `{"a":1}`)
 		wantProblem(t, "replay on "+path+" after the asset was deleted", again, 410, "result_gone")
+		// The 410 is about the job: it names the job's request id, as the failure of a replay does.
+		if p := decodeProblem(t, again); p.RequestID != rc.RequestID {
+			t.Fatalf("replay on %s after the asset was deleted names %s, want the job's %s", path, p.RequestID, rc.RequestID)
+		}
 	}
 
 	r = post(t, f.base+"/watermarks/images/async", f.dev.Secret, "expired-result-1", img, `{"a":2}`)
@@ -148,6 +152,9 @@ func TestAsyncReplayAfterResultGone(t *testing.T) {
 	f.clk.Advance(24 * time.Hour)
 	again := post(t, f.base+"/watermarks/images/async", f.dev.Secret, "expired-result-1", img, `{"a":2}`)
 	wantProblem(t, "async replay after 24 hours", again, 410, "result_gone")
+	if p := decodeProblem(t, again); p.RequestID != rc.RequestID {
+		t.Fatalf("async replay after 24 hours names %s, want the job's %s", p.RequestID, rc.RequestID)
+	}
 }
 
 // (c) An async replay of a request that failed for good answers the failure's status and problem body,

@@ -452,6 +452,17 @@ func TestInsufficientCreditsAndConcurrency(t *testing.T) {
 	if p := decodeProblem(t, r3); r3.status != 429 || p.Code != "concurrency_limited" || r3.header.Get("Retry-After") != "2" {
 		t.Fatalf("third job: %d %+v Retry-After %q", r3.status, p, r3.header.Get("Retry-After"))
 	}
+	if p := decodeProblem(t, r3); p.Detail != "the growth plan runs 2 jobs at once" {
+		t.Fatalf("third job's detail %q", p.Detail)
+	}
+	// A plan of one slot (orgA, trial) says so in the singular.
+	if r := post(t, f.base+"/watermarks/images/async", f.keyA, "", img, `{"n":5}`); r.status != 202 {
+		t.Fatalf("trial job: %d %s", r.status, r.body)
+	}
+	r6 := post(t, f.base+"/watermarks/images/async", f.keyA, "", img, `{"n":6}`)
+	if p := decodeProblem(t, r6); r6.status != 429 || p.Detail != "the trial plan runs 1 job at once" || r6.header.Get("Retry-After") != "6" {
+		t.Fatalf("second trial job: %d %+v Retry-After %q", r6.status, p, r6.header.Get("Retry-After"))
+	}
 	_, held := balance(t, f, f.orgB)
 	if held != 2 {
 		t.Fatalf("held %d, want 2", held)

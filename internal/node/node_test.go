@@ -278,7 +278,7 @@ func TestUnknownRoutesAndMethods(t *testing.T) {
 		t.Fatalf("unknown route: %d %+v", r.status, p)
 	}
 	r = call(t, "DELETE", f.base+"/auth/api-key", f.keyA, nil)
-	if p := decodeProblem(t, r); r.status != 405 || p.Code != "method_not_allowed" || r.header.Get("Allow") != "GET" {
+	if p := decodeProblem(t, r); r.status != 405 || p.Code != "method_not_allowed" || r.header.Get("Allow") != "GET, HEAD" {
 		t.Fatalf("wrong method: %d %+v allow %q", r.status, p, r.header.Get("Allow"))
 	}
 }

@@ -382,7 +382,7 @@ func TestStorageManagementHTTP(t *testing.T) {
 
 	// PATCH: bad bodies, a member, an unknown id; then the right secret, verify, a rename keeps the
 	// verification and a new prefix clears it.
-	wantProblem(t, "patch with an unknown field", jsonCall(t, "PATCH", url, o.owner, map[string]any{"colour": "red"}), 400, "malformed_json")
+	wantProblem(t, "patch with an unknown field", jsonCall(t, "PATCH", url, o.owner, map[string]any{"colour": "red"}), 422, "invalid_request")
 	wantProblem(t, "patch with another provider", jsonCall(t, "PATCH", url, o.owner, map[string]any{"provider": "gcs"}), 422, "invalid_request")
 	wantProblem(t, "patch an invalid bucket", jsonCall(t, "PATCH", url, o.owner, map[string]any{"bucket": "a/b"}), 422, "invalid_request")
 	wantProblem(t, "patch by a member", jsonCall(t, "PATCH", url, o.member, map[string]any{"name": "x"}), 403, "role_forbidden")
@@ -559,7 +559,7 @@ func TestMoveEarlierResultToDestination(t *testing.T) {
 	wantProblem(t, "move of an unknown asset", jsonCall(t, "POST", url, o.owner, map[string]any{"asset_id": "ast_" + strings.Repeat("0", 32)}), 404, "asset_not_found")
 	wantProblem(t, "move without an asset", jsonCall(t, "POST", url, o.owner, map[string]any{"key": "a"}), 422, "invalid_request")
 	wantProblem(t, "move with a bad key", jsonCall(t, "POST", url, o.owner, map[string]any{"asset_id": marked, "key": "../x"}), 422, "invalid_request")
-	wantProblem(t, "move with an unknown field", jsonCall(t, "POST", url, o.owner, map[string]any{"asset_id": marked, "to": 1}), 400, "malformed_json")
+	wantProblem(t, "move with an unknown field", jsonCall(t, "POST", url, o.owner, map[string]any{"asset_id": marked, "to": 1}), 422, "invalid_request")
 	wantProblem(t, "move of an original upload", jsonCall(t, "POST", url, o.owner, map[string]any{"asset_id": source}), 422, "invalid_request")
 	_, other := jsonObject(t, "POST", o.base+"/storage/destinations", o.owner, map[string]any{"endpoint": srv.Endpoint,
 		"bucket": bucket, "access_key_id": srv.AccessKey, "secret_access_key": srv.SecretKey})

@@ -257,7 +257,7 @@ func TestWebhookEndpointManagement(t *testing.T) {
 		}
 	}
 	id := first["id"].(string)
-	if r := jsonCall(t, "PATCH", f.base+"/webhooks/"+id, f.keyA, map[string]any{"secret": "x"}); r.status != 400 {
+	if r := jsonCall(t, "PATCH", f.base+"/webhooks/"+id, f.keyA, map[string]any{"secret": "x"}); r.status != 422 || decodeProblem(t, r).Code != "invalid_request" {
 		t.Fatalf("unknown field: %d %s", r.status, r.body)
 	}
 	if r := call(t, "GET", f.base+"/webhooks/"+id, f.keyA, nil); r.status != 200 || bytes.Contains(r.body, []byte("whsec_")) {
