@@ -25,6 +25,14 @@ import (
 	"filigrane/codec"
 )
 
+// inputFormats is the only demuxer ffmpeg and ffprobe may open a user's file with: the ISO base media family
+// (MP4, M4V, MOV, 3GP), the formats the service takes (spec: mp4 or mov). Without it ffmpeg picks the demuxer
+// from the bytes, and a "video" that is an HLS playlist or an ffconcat list opens the files it names, through
+// the file protocol the source needs: a few bytes of text made the service decode and mark any media file on
+// the node's disk (another organization's staged input, by its path), and detection report its mark. The mov
+// demuxer's external data references stay off (its enable_drefs defaults to false).
+const inputFormats = "mov"
+
 // Adapter runs the video pipeline with one codec. The zero values of its other fields are usable: tools from
 // PATH, DefaultLimits. It holds no state between calls and is safe for concurrent use.
 type Adapter struct {
@@ -112,8 +120,8 @@ func (t tools) probe(ctx context.Context, src string) (Info, error) {
 	if !fileExists(src) {
 		return Info{}, fmt.Errorf("video: %s is not a regular file", src)
 	}
-	p := t.newProc(ctx, "probe", t.ffprobe, "-v", "error", "-protocol_whitelist", "file", "-print_format", "json",
-		"-show_format", "-show_streams", "-i", "file:"+src)
+	p := t.newProc(ctx, "probe", t.ffprobe, "-v", "error", "-protocol_whitelist", "file", "-format_whitelist", inputFormats,
+		"-print_format", "json", "-show_format", "-show_streams", "-i", "file:"+src)
 	p.redact = []string{src}
 	var out bytes.Buffer
 	p.cmd.Stdout = &limitWriter{w: &out, n: maxProbeJSON + 1}
@@ -147,7 +155,7 @@ func (t tools) probe(ctx context.Context, src string) (Info, error) {
 func (t tools) probeFrameSideData(ctx context.Context, src string, v *Stream) error {
 	p := t.newProc(ctx, "probe", t.ffprobe, "-v", "error", "-protocol_whitelist", "file", "-print_format", "json",
 		"-select_streams", strconv.Itoa(v.Index), "-read_intervals", "%+#1", "-show_frames",
-		"-show_entries", "frame=side_data_list", "-i", "file:"+src)
+		"-show_entries", "frame=side_data_list", "-format_whitelist", inputFormats, "-i", "file:"+src)
 	p.redact = []string{src}
 	var out bytes.Buffer
 	p.cmd.Stdout = &limitWriter{w: &out, n: maxProbeJSON + 1}
@@ -335,7 +343,7 @@ func newFrameFormat(v Stream) frameFormat {
 // written back as metadata) and with the source's timestamps. vf is an optional filter.
 func (t tools) decodeArgs(src string, v Stream, pixFmt, vf string) []string {
 	args := []string{"-nostdin", "-v", "error", "-protocol_whitelist", "file,pipe", "-noautorotate",
-		"-i", "file:" + src, "-map", "0:" + strconv.Itoa(v.Index), "-an", "-sn", "-dn", "-copyts"}
+		"-format_whitelist", inputFormats, "-i", "file:" + src, "-map", "0:" + strconv.Itoa(v.Index), "-an", "-sn", "-dn", "-copyts"}
 	if vf != "" {
 		args = append(args, "-vf", vf)
 	}
@@ -357,7 +365,7 @@ func encodeArgs(v Stream, f frameFormat, opt Options) []string {
 // without rotation: ffmpeg 5.1 writes the rotate tag only on stream copy.
 func encodeMuxArgs(src, dst string, info Info, f frameFormat, opt Options) []string {
 	args := []string{"-nostdin", "-v", "error", "-protocol_whitelist", "file,pipe", "-f", "matroska",
-		"-i", "pipe:0", "-protocol_whitelist", "file", "-i", "file:" + src, "-copyts", "-map", "0:v:0", "-map", "1:a?",
+		"-i", "pipe:0", "-protocol_whitelist", "file", "-format_whitelist", inputFormats, "-i", "file:" + src, "-copyts", "-map", "0:v:0", "-map", "1:a?",
 		"-map", "1:s?"}
 	args = append(args, encoderOptions(info.Video, f, opt)...)
 	args = append(args, "-c:a", "copy", "-c:s", "copy")
@@ -398,7 +406,7 @@ func encoderOptions(v Stream, f frameFormat, opt Options) []string {
 // where ffmpeg honours the rotate tag, so rotation is set here.
 func remuxArgs(src, dst string, info Info) []string {
 	args := []string{"-nostdin", "-v", "error", "-protocol_whitelist", "file,pipe", "-f", "matroska",
-		"-i", "pipe:0", "-protocol_whitelist", "file", "-i", "file:" + src, "-copyts", "-map", "0:v:0", "-map", "1:a?", "-map", "1:s?", "-c", "copy",
+		"-i", "pipe:0", "-protocol_whitelist", "file", "-format_whitelist", inputFormats, "-i", "file:" + src, "-copyts", "-map", "0:v:0", "-map", "1:a?", "-map", "1:s?", "-c", "copy",
 		"-metadata:s:v:0", "rotate=" + strconv.Itoa(info.Video.Rotation),
 	}
 	return append(args, outputArgs(dst, info)...)

@@ -110,7 +110,7 @@ func classify(stage, stderr string) error {
 		strings.Contains(s, "error while decoding"), strings.Contains(s, "corrupt"):
 		return ErrTruncated
 	case strings.Contains(s, "invalid data found"), strings.Contains(s, "could not find codec parameters"),
-		strings.Contains(s, "unknown format"):
+		strings.Contains(s, "unknown format"), strings.Contains(s, "format not on whitelist"):
 		return ErrNotVideo
 	}
 	return ErrFFmpeg

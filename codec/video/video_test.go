@@ -168,6 +168,49 @@ func TestErrorsTyped(t *testing.T) {
 	}
 }
 
+// A "video" that is a playlist (HLS, ffconcat) or another container is refused as not a video, by embed and by
+// detect, without opening the files it names: ffmpeg picked the demuxer from the bytes, so a few lines of text
+// naming a media file on the node's disk made the service decode and mark that file (and detection read its
+// mark). The playlists here name the package's shared clip, which both would read.
+func TestPlaylistsAndOtherContainersAreNotVideos(t *testing.T) {
+	t.Parallel()
+	a := testAdapter(t)
+	dir := t.TempDir()
+	clip := plainClip(t)
+	segment := filepath.Join(dir, "segment.ts")
+	ffmpegRun(t, "-i", clip, "-c", "copy", "-f", "mpegts", segment)
+	local := filepath.Join(dir, "local.mp4")
+	ffmpegRun(t, "-i", clip, "-c", "copy", local)
+	files := map[string]string{
+		"hls.mp4":    "#EXTM3U\n#EXT-X-TARGETDURATION:2\n#EXTINF:2,\n" + segment + "\n#EXT-X-ENDLIST\n",
+		"concat.mp4": "ffconcat version 1.0\nfile local.mp4\n",
+	}
+	for name, text := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mkv := filepath.Join(dir, "matroska.mp4")
+	ffmpegRun(t, "-i", clip, "-c", "copy", "-f", "matroska", mkv)
+	for _, name := range []string{"hls.mp4", "concat.mp4", "matroska.mp4"} {
+		src := filepath.Join(dir, name)
+		out := filepath.Join(dir, "out-"+name)
+		if _, err := a.Embed(context.Background(), src, out, testID(3), Options{}); !errors.Is(err, ErrNotVideo) {
+			t.Errorf("embed %s: error %v, want %v", name, err, ErrNotVideo)
+		}
+		if _, err := os.Stat(out); !os.IsNotExist(err) {
+			t.Errorf("embed %s left an output: %v", name, err)
+		}
+		if d, err := a.Detect(context.Background(), src); !errors.Is(err, ErrNotVideo) {
+			t.Errorf("detect %s: %+v, error %v, want %v", name, d, err, ErrNotVideo)
+		}
+	}
+	// The files the playlists name are videos the adapter reads.
+	if _, err := a.Probe(context.Background(), local); err != nil {
+		t.Fatalf("probe of the named MP4: %v", err)
+	}
+}
+
 // probeField returns one ffprobe value (ffprobe -show_entries ENTRY -of default=nw=1:nk=1) for the stream spec.
 func probeOut(t testing.TB, args ...string) string {
 	t.Helper()
