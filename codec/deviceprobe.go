@@ -81,3 +81,7 @@ func (s probeSampler) decode(llr []float64) decodeResult {
 	s.pr.Decodes = append(s.pr.Decodes, DecodeProbe{LLR: append([]float64(nil), llr...), Info: r.infoLLR})
 	return r
 }
+
+// ConvDecodeReference is the codec's trellis decoder (the circular max-log BCJR that accel.ConvDecoder defines):
+// the info-bit LLRs of a soft word of coded-bit LLRs, for checking a device's decoder on words of one's choice.
+func ConvDecodeReference(llr []float64) []float64 { return convDecode(llr) }

@@ -234,6 +234,15 @@ func (d *Device) pilotTables(p *accel.PilotPlan) (cuda.DevicePtr, error) {
 	return ptr, nil
 }
 
+// densePilot is the pilot plan's chips as a tile, 0 where there is none (block_scores reads it so).
+func densePilot(p *accel.PilotPlan) []float32 {
+	d := make([]float32, p.TileSide*p.TileSide)
+	for i, u := range p.Pilot {
+		d[u] = p.Sign[i]
+	}
+	return d
+}
+
 func appendInt32s(b []byte, v []int32) []byte {
 	for _, x := range v {
 		b = binary.LittleEndian.AppendUint32(b, uint32(x))
