@@ -129,7 +129,8 @@ extern "C" __global__ void conv_decode(const double* llr, int n, int wrap, int K
 	}
 	beta[s] = 0.0;
 	for (int t = steps - 1; t >= 0; t--) {
-		__syncthreads(); // beta and sums of the step before are read and written by every thread
+		// No barrier is needed here: every thread read the step before's sums, beta and red before that step's
+		// last barrier, and writes beta, then this step's sums, only after it.
 		if (s < 8) {
 			int i = 3 * (((t - wrap) % n + n) % n);
 			double v = 0.0;
