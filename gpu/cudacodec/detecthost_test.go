@@ -49,31 +49,8 @@ func TestDetectKernelsOnTheHost(t *testing.T) {
 	}
 
 	c := testCodec(t)
-	img := testImage(1200, 900, 21)
-	id := codec.ID{4, 2}
-	marked, _, err := c.Embed(img, id, codec.EmbedOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	if err := jpeg.Encode(&buf, marked, &jpeg.Options{Quality: 60}); err != nil {
-		t.Fatal(err)
-	}
-	jpg, err := jpeg.Decode(&buf)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var probes []codec.DeviceProbe
-	for _, tc := range []struct {
-		name   string
-		img    image.Image
-		marked bool
-	}{
-		{"marked", marked, true},
-		{"rotated-4deg", rotated(marked.(*image.NRGBA), 4), true},
-		{"jpeg-60", jpg, true},
-		{"unmarked", img, false},
-	} {
+	for _, tc := range detectImages(t, c) {
 		det, pr := c.ProbeDetect(tc.img)
 		if det.Watermarked != tc.marked {
 			t.Fatalf("%s: detected %v, want %v", tc.name, det.Watermarked, tc.marked)
@@ -83,10 +60,10 @@ func TestDetectKernelsOnTheHost(t *testing.T) {
 			t.Run(fmt.Sprintf("scores/%s/%d-r%d", tc.name, i, b.Radius), func(t *testing.T) {
 				work := t.TempDir()
 				p := b.Plan
-				nbx := floorDivT(p.QX0+p.W-1, p.TileSide) + 1 - floorDivT(p.QX0, p.TileSide)
-				nby := floorDivT(p.QY0+p.H-1, p.TileSide) + 1 - floorDivT(p.QY0, p.TileSide)
+				nbx := floorDiv(p.QX0+p.W-1, p.TileSide) + 1 - floorDiv(p.QX0, p.TileSide)
+				nby := floorDiv(p.QY0+p.H-1, p.TileSide) + 1 - floorDiv(p.QY0, p.TileSide)
 				var in []byte
-				for _, v := range []int{p.W, p.H, p.QX0, p.QY0, floorDivT(p.QX0, p.TileSide), floorDivT(p.QY0, p.TileSide),
+				for _, v := range []int{p.W, p.H, p.QX0, p.QY0, floorDiv(p.QX0, p.TileSide), floorDiv(p.QY0, p.TileSide),
 					nbx, nby, p.TileSide, b.Radius} {
 					in = binary.LittleEndian.AppendUint32(in, uint32(int32(v)))
 				}
@@ -106,19 +83,7 @@ func TestDetectKernelsOnTheHost(t *testing.T) {
 	}
 	// Decodes: every recorded soft word, and words of exact ties.
 	conv := probes[0].Conv
-	words := map[string][]float64{}
-	for i, pr := range probes {
-		for j, d := range pr.Decodes {
-			words[fmt.Sprintf("probe%d-%d", i, j)] = d.LLR
-		}
-	}
-	zero := make([]float64, len(probes[0].Decodes[0].LLR))
-	small := make([]float64, len(zero))
-	rng := rand.New(rand.NewPCG(3, 4))
-	for i := range small {
-		small[i] = float64(rng.IntN(5) - 2)
-	}
-	words["zero"], words["small-integers"] = zero, small
+	words := decodeWords(probes)
 	want := map[string][]float64{}
 	for name, llr := range words {
 		want[name] = codec.ConvDecodeReference(llr)
@@ -143,12 +108,53 @@ func TestDetectKernelsOnTheHost(t *testing.T) {
 	}
 }
 
-func floorDivT(a, b int) int {
-	q := a / b
-	if a%b != 0 && a < 0 {
-		q--
+type detectImage struct {
+	name   string
+	img    image.Image
+	marked bool
+}
+
+// detectImages are the detector kernels' test images: a marked 1.1 MP image, a copy rotated by 4° (lattice
+// estimation, then refinement), a JPEG copy at quality 60 and the unmarked image.
+func detectImages(t testing.TB, c *codec.Codec) []detectImage {
+	img := testImage(1200, 900, 21)
+	marked, _, err := c.Embed(img, codec.ID{4, 2}, codec.EmbedOptions{})
+	if err != nil {
+		t.Fatal(err)
 	}
-	return q
+	var buf bytes.Buffer
+	if err := jpeg.Encode(&buf, marked, &jpeg.Options{Quality: 60}); err != nil {
+		t.Fatal(err)
+	}
+	jpg, err := jpeg.Decode(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []detectImage{
+		{"marked", marked, true},
+		{"rotated-4deg", rotated(marked.(*image.NRGBA), 4), true},
+		{"jpeg-60", jpg, true},
+		{"unmarked", img, false},
+	}
+}
+
+// decodeWords are the soft words the decoder kernel is checked on: every word the probes recorded, one of
+// zeros and one of small integers (exact ties between paths everywhere).
+func decodeWords(probes []codec.DeviceProbe) map[string][]float64 {
+	words := map[string][]float64{}
+	for i, pr := range probes {
+		for j, d := range pr.Decodes {
+			words[fmt.Sprintf("probe%d-%d", i, j)] = d.LLR
+		}
+	}
+	zero := make([]float64, len(probes[0].Decodes[0].LLR))
+	small := make([]float64, len(zero))
+	rng := rand.New(rand.NewPCG(3, 4))
+	for i := range small {
+		small[i] = float64(rng.IntN(5) - 2)
+	}
+	words["zero"], words["small-integers"] = zero, small
+	return words
 }
 
 func boolByte(b bool) byte {
