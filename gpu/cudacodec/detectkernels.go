@@ -84,17 +84,16 @@ __device__ double conv_max(double* m)
 }
 
 extern "C" __global__ void conv_decode(const double* llr, int n, int wrap, int K, unsigned g0, unsigned g1, unsigned g2,
-	double* alpha, double* out)
+	double ninf, double* alpha, double* out)
 {
 	// convcode.go convDecode, one thread block of 2^(K-1) threads, thread s for trellis state s. alpha holds
-	// (n + 2·wrap + 1) rows of the states' forward metrics.
+	// (n + 2·wrap + 1) rows of the states' forward metrics; ninf is -Inf (a kernel argument: no header needed).
 	__shared__ double sums[8];
 	__shared__ double beta[CONV_MAX_STATES];
 	__shared__ double red[3][CONV_MAX_STATES];
 	int S = (int)blockDim.x;
 	int s = threadIdx.x;
 	int steps = n + 2 * wrap;
-	double ninf = __longlong_as_double((long long)0xfff0000000000000ULL);
 	// The registers this thread's state meets: forward, as the next state s (registers 2s and 2s+1, from states
 	// 2s mod S and 2s+1 mod S, in that order); backward, as the state s (registers u<<(K-1) | s, to states r>>1).
 	unsigned fr0 = 2u * (unsigned)s, fr1 = 2u * (unsigned)s + 1u;

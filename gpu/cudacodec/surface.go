@@ -570,7 +570,7 @@ func (s *surface) ConvDecode(ctx context.Context, p accel.ConvPlan, llr []float6
 	}
 	if err := s.d.k.convDecode.Launch(cuda.Dim3{X: 1, Y: 1, Z: 1}, cuda.Dim3{X: uint32(states), Y: 1, Z: 1}, 0, s.a.stream,
 		base, int32(n), int32(p.Wrap), int32(p.K), p.Generators[0], p.Generators[1], p.Generators[2],
-		base+cuda.DevicePtr(offAlpha), base+cuda.DevicePtr(offInfo)); err != nil {
+		math.Inf(-1), base+cuda.DevicePtr(offAlpha), base+cuda.DevicePtr(offInfo)); err != nil {
 		return nil, fmt.Errorf("cudacodec: decode: %w", err)
 	}
 	info := make([]float64, n)

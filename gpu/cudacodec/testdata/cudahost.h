@@ -10,7 +10,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
-#include <cstring>
 #define __global__
 #define __device__
 #define __forceinline__ inline
@@ -26,7 +25,6 @@ static inline unsigned long long atomicAdd(unsigned long long* p, unsigned long 
 static inline double atomicAdd(double* p, double v) { double o = *p; *p += v; return o; }
 static inline int atomicOr(int* p, int v) { int o = *p; *p |= v; return o; }
 static inline unsigned atomicOr(unsigned* p, unsigned v) { unsigned o = *p; *p |= v; return o; }
-static inline double __longlong_as_double(long long v) { double d; std::memcpy(&d, &v, sizeof d); return d; }
 using std::max;
 using std::min;
 #if __cplusplus >= 202002L

@@ -67,7 +67,7 @@ int main(int argc, char** argv) {
 		blockDim.x = states;
 		blockIdx.x = 0;
 		hostBlock([&] {
-			conv_decode(llr.data(), n, wrap, K, (unsigned)hd[3], (unsigned)hd[4], (unsigned)hd[5], alpha.data(), out.data());
+			conv_decode(llr.data(), n, wrap, K, (unsigned)hd[3], (unsigned)hd[4], (unsigned)hd[5], -INFINITY, alpha.data(), out.data());
 		});
 		writeAll("info", out.data(), out.size() * 8);
 		return 0;
