@@ -113,7 +113,9 @@ func (s *hostSurface) PilotSums(context.Context, *accel.PilotPlan) ([8][]float64
 func (s *hostSurface) BlockStats(context.Context, int, int, int) ([]float32, []float32, error) {
 	return nil, nil, errors.New("host surface: detection only")
 }
-func (s *hostSurface) SetMark(context.Context, *accel.MarkPlan) error { return errors.New("detection only") }
+func (s *hostSurface) SetMark(context.Context, *accel.MarkPlan) error {
+	return errors.New("detection only")
+}
 func (s *hostSurface) MarkEnergy(context.Context) ([]float64, error) {
 	return nil, errors.New("detection only")
 }
@@ -121,7 +123,7 @@ func (s *hostSurface) Apply(context.Context, float32) ([]int64, error) {
 	return nil, errors.New("detection only")
 }
 func (s *hostSurface) Read(context.Context, []byte, int) error { return errors.New("detection only") }
-func (s *hostSurface) Close() error                             { return nil }
+func (s *hostSurface) Close() error                            { return nil }
 
 type hostScorer struct{ s *hostSurface }
 
