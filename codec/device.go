@@ -183,7 +183,10 @@ func (gm gridMap) plan() *accel.GridPlan {
 }
 
 // DetectOn is Detect with the per-pixel passes (luma, pyramid, sampling, whitening, folding, the pilot search) on
-// a device. The lattice estimation of rotated or rescaled images needs the host pyramid and is computed here
+// a device, and, when its Surface offers them, the refinement's block scores (accel.BlockScorer: the whitened grid
+// is then never downloaded) and the trellis of the soft decoder (accel.ConvDecoder); the refinement fit, the frame
+// check and the list decoder stay here. Both optional passes give the CPU's values exactly, so the result is the
+// same with or without them. The lattice estimation of rotated or rescaled images needs the host pyramid and is computed here
 // when it is reached (unmarked images reach it); its hypotheses are then tried on the device. Images of more than
 // 8 bits per channel or above the reduced-analysis size, and image types without a device format, are analysed
 // on the CPU. A device error is returned: the caller decides whether to run Detect instead.

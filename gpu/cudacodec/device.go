@@ -2,7 +2,8 @@
 // codec/accel contract (Device, Surface) with CUDA kernels compiled at run time by NVRTC and launched through
 // the driver bindings of gpu/cuda, with no cgo and no toolkit at build time.
 //
-// It owns the kernels (kernels.go), their compilation and loading into one CUDA context, and each loaded image's
+// It owns the kernels (kernels.go; deflatekernels.go for PNG; detectkernels.go for the detector's optional
+// passes, accel.BlockScorer and accel.ConvDecoder), their compilation and loading into one CUDA context, and each loaded image's
 // device memory, pinned staging buffer and stream. Images on different Surfaces run on different streams, so
 // several jobs share a device. It must not decide anything the codec decides (the codec drives every pass and
 // keeps the results' meaning) nor own the context's lifetime (package gpu's Fleet opens and destroys it).
