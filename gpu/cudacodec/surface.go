@@ -31,6 +31,12 @@ type surface struct {
 	gridRegs gridRegions     // where that call's whitened grid is (BlockScores reads it)
 }
 
+// The optional detector passes a surface offers (codec.DetectOn looks them up on the accel.Surface).
+var (
+	_ accel.BlockScorer = (*surface)(nil)
+	_ accel.ConvDecoder = (*surface)(nil)
+)
+
 type level struct {
 	off  int
 	w, h int
