@@ -17,7 +17,8 @@ import (
 )
 
 // TestDetectKernelsOnTheHost compiles the kernels' CUDA C as host C++ (testdata/cudahost.h; conv_decode's
-// block of 256 threads runs as 256 host threads meeting at real barriers) and runs block_scores and conv_decode
+// block of 256 threads runs as 256 fibers phase by phase, and for one word also as 256 host threads meeting at
+// real barriers) and runs block_scores and conv_decode
 // on the inputs of real detections, recorded by codec.ProbeDetect: a marked 1.1 MP image, a copy rotated by 4°
 // (lattice estimation, then refinement), a JPEG copy at quality 60 and an unmarked image (the nominal grid and
 // soft word), plus soft words full of exact ties (all zero, small integers). Their outputs must be the codec's
@@ -104,6 +105,10 @@ func TestDetectKernelsOnTheHost(t *testing.T) {
 			}
 			run(t, work, "decode")
 			sameBits(t, readFloat64s(t, filepath.Join(work, "info")), want[name])
+			if name == "small-integers" { // once with the threads running at once (hostBlock), not as fibers
+				run(t, work, "decode-threads")
+				sameBits(t, readFloat64s(t, filepath.Join(work, "info")), want[name])
+			}
 		})
 	}
 }

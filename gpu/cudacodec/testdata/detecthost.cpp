@@ -54,7 +54,7 @@ int main(int argc, char** argv) {
 		writeAll("scores", out.data(), out.size() * 8);
 		return 0;
 	}
-	if (strcmp(argv[1], "decode") == 0) {
+	if (strcmp(argv[1], "decode") == 0 || strcmp(argv[1], "decode-threads") == 0) {
 		std::vector<unsigned char> in = readAll("llr");
 		int hd[6];
 		memcpy(hd, in.data(), sizeof hd);
@@ -66,9 +66,11 @@ int main(int argc, char** argv) {
 		std::vector<double> alpha((size_t)(n + 2 * wrap + 1) * states), out(n, -12345.0);
 		blockDim.x = states;
 		blockIdx.x = 0;
-		hostBlock([&] {
+		auto kernel = [&] {
 			conv_decode(llr.data(), n, wrap, K, (unsigned)hd[3], (unsigned)hd[4], (unsigned)hd[5], -INFINITY, alpha.data(), out.data());
-		});
+		};
+		if (strcmp(argv[1], "decode") == 0) hostBlockFibers(kernel);
+		else hostBlock(kernel);
 		writeAll("info", out.data(), out.size() * 8);
 		return 0;
 	}
