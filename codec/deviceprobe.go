@@ -85,3 +85,9 @@ func (s probeSampler) decode(llr []float64) decodeResult {
 // ConvDecodeReference is the codec's trellis decoder (the circular max-log BCJR that accel.ConvDecoder defines):
 // the info-bit LLRs of a soft word of coded-bit LLRs, for checking a device's decoder on words of one's choice.
 func ConvDecodeReference(llr []float64) []float64 { return convDecode(llr) }
+
+// BlockScoresReference is the codec's block scores (the accel.BlockScorer layout) of a whitened grid of the plan's
+// extent at any radius, for checking a device's scorer on radii a detection did not ask for.
+func (c *Codec) BlockScoresReference(p *accel.GridPlan, val []float32, ok []bool, radius int) []float64 {
+	return c.layout.blockScores(waxelGrid{qx0: p.QX0, qy0: p.QY0, w: p.W, h: p.H, val: val, ok: ok}, radius)
+}

@@ -12,7 +12,7 @@ import (
 
 // TestDetectOnDeviceMatchesCPU checks the detector's optional device passes on a GPU: for each probed step of
 // the CPU's detections of detectImages (codec.ProbeDetect), the device's Grid under the same plan, then
-// BlockScores, must give the CPU's block scores (bit for bit where the whitened grids are equal, which they
+// BlockScores at every radius it takes, must give the CPU's block scores (bit for bit where the whitened grids are equal, which they
 // are when the kernels keep the codec's arithmetic), and ConvDecode the CPU's info LLRs bit for bit on every
 // recorded soft word and on words of exact ties; and DetectOn, which uses both, must read what Detect reads.
 func TestDetectOnDeviceMatchesCPU(t *testing.T) {
@@ -68,21 +68,34 @@ func TestDetectOnDeviceMatchesCPU(t *testing.T) {
 						gridDiff++
 					}
 				}
-				scores, err := s.(accel.BlockScorer).BlockScores(ctx, pr.Pilot, bp.Radius)
-				if err != nil {
-					t.Fatal(err)
+				if gridDiff > 0 {
+					// Another grid (a sampling or whitening kernel off by a last bit, which the kernels are meant
+					// not to be): the scores can only be close; the grid's difference is reported but is not this
+					// test's.
+					t.Logf("probe %d: the device's whitened grid differs from the CPU's at %d of %d waxels", i, gridDiff,
+						len(res.Val))
 				}
-				if gridDiff == 0 {
-					sameBits(t, scores, bp.Scores)
-					continue
-				}
-				// Another grid (a sampling or whitening kernel off by a last bit, which the kernels are meant not to
-				// be): the scores can only be close; the grid's difference is reported but is not this test's.
-				t.Logf("probe %d: the device's whitened grid differs from the CPU's at %d of %d waxels", i, gridDiff,
-					len(res.Val))
-				for k := range scores {
-					if math.Abs(scores[k]-bp.Scores[k]) > 1e-4*(1+math.Abs(bp.Scores[k])) {
-						t.Fatalf("probe %d: score %d is %v on the device, %v on the CPU", i, k, scores[k], bp.Scores[k])
+				for r := 0; r <= maxScoreRadius; r++ {
+					want := bp.Scores
+					if r != bp.Radius {
+						want = c.BlockScoresReference(bp.Plan, bp.Val, bp.OK, r)
+					}
+					scores, err := s.(accel.BlockScorer).BlockScores(ctx, pr.Pilot, r)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if gridDiff == 0 {
+						sameBits(t, scores, want)
+						continue
+					}
+					if len(scores) != len(want) {
+						t.Fatalf("probe %d, radius %d: %d scores, want %d", i, r, len(scores), len(want))
+					}
+					for k := range scores {
+						if math.Abs(scores[k]-want[k]) > 1e-4*(1+math.Abs(want[k])) {
+							t.Fatalf("probe %d, radius %d: score %d is %v on the device, %v on the CPU", i, r, k,
+								scores[k], want[k])
+						}
 					}
 				}
 			}

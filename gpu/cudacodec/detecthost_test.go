@@ -19,7 +19,7 @@ import (
 // TestDetectKernelsOnTheHost compiles the kernels' CUDA C as host C++ (testdata/cudahost.h; conv_decode's
 // block of 256 threads runs as 256 fibers phase by phase, and for one word also as 256 host threads meeting at
 // real barriers) and runs block_scores and conv_decode
-// on the inputs of real detections, recorded by codec.ProbeDetect: a marked 1.1 MP image, a copy rotated by 4°
+// on the inputs of real detections, recorded by codec.ProbeDetect: a marked 1.1 MP image, a copy rotated by 6°
 // (lattice estimation, then refinement), a JPEG copy at quality 60 and an unmarked image (the nominal grid and
 // soft word), plus soft words full of exact ties (all zero, small integers). Their outputs must be the codec's
 // bit for bit. So a machine without a GPU checks that the kernels are the Go reference's transcription
@@ -58,28 +58,36 @@ func TestDetectKernelsOnTheHost(t *testing.T) {
 		}
 		probes = append(probes, pr)
 		for i, b := range pr.Blocks {
-			t.Run(fmt.Sprintf("scores/%s/%d-r%d", tc.name, i, b.Radius), func(t *testing.T) {
-				work := t.TempDir()
-				p := b.Plan
-				nbx := floorDiv(p.QX0+p.W-1, p.TileSide) + 1 - floorDiv(p.QX0, p.TileSide)
-				nby := floorDiv(p.QY0+p.H-1, p.TileSide) + 1 - floorDiv(p.QY0, p.TileSide)
-				var in []byte
-				for _, v := range []int{p.W, p.H, p.QX0, p.QY0, floorDiv(p.QX0, p.TileSide), floorDiv(p.QY0, p.TileSide),
-					nbx, nby, p.TileSide, b.Radius} {
-					in = binary.LittleEndian.AppendUint32(in, uint32(int32(v)))
+			// The radius the detection asked for, with the codec's recorded scores, and the other radii the
+			// kernel takes, with the codec's reference scores of the same grid.
+			for r := 0; r <= maxScoreRadius; r++ {
+				want := b.Scores
+				if r != b.Radius {
+					want = c.BlockScoresReference(b.Plan, b.Val, b.OK, r)
 				}
-				in = appendFloat32s(in, b.Val)
-				for _, ok := range b.OK {
-					in = append(in, boolByte(ok))
-				}
-				in = appendFloat32s(in, densePilot(pr.Pilot))
-				if err := os.WriteFile(filepath.Join(work, "grid"), in, 0o644); err != nil {
-					t.Fatal(err)
-				}
-				run(t, work, "scores")
-				got := readFloat64s(t, filepath.Join(work, "scores"))
-				sameBits(t, got, b.Scores)
-			})
+				t.Run(fmt.Sprintf("scores/%s/%d-r%d", tc.name, i, r), func(t *testing.T) {
+					work := t.TempDir()
+					p := b.Plan
+					nbx := floorDiv(p.QX0+p.W-1, p.TileSide) + 1 - floorDiv(p.QX0, p.TileSide)
+					nby := floorDiv(p.QY0+p.H-1, p.TileSide) + 1 - floorDiv(p.QY0, p.TileSide)
+					var in []byte
+					for _, v := range []int{p.W, p.H, p.QX0, p.QY0, floorDiv(p.QX0, p.TileSide), floorDiv(p.QY0, p.TileSide),
+						nbx, nby, p.TileSide, r} {
+						in = binary.LittleEndian.AppendUint32(in, uint32(int32(v)))
+					}
+					in = appendFloat32s(in, b.Val)
+					for _, ok := range b.OK {
+						in = append(in, boolByte(ok))
+					}
+					in = appendFloat32s(in, densePilot(pr.Pilot))
+					if err := os.WriteFile(filepath.Join(work, "grid"), in, 0o644); err != nil {
+						t.Fatal(err)
+					}
+					run(t, work, "scores")
+					got := readFloat64s(t, filepath.Join(work, "scores"))
+					sameBits(t, got, want)
+				})
+			}
 		}
 	}
 	// Decodes: every recorded soft word, and words of exact ties.
@@ -119,7 +127,7 @@ type detectImage struct {
 	marked bool
 }
 
-// detectImages are the detector kernels' test images: a marked 1.1 MP image, a copy rotated by 4° (lattice
+// detectImages are the detector kernels' test images: a marked 1.1 MP image, a copy rotated by 6° (lattice
 // estimation, then refinement), a JPEG copy at quality 60 and the unmarked image.
 func detectImages(t testing.TB, c *codec.Codec) []detectImage {
 	img := testImage(1200, 900, 21)
@@ -137,7 +145,7 @@ func detectImages(t testing.TB, c *codec.Codec) []detectImage {
 	}
 	return []detectImage{
 		{"marked", marked, true},
-		{"rotated-4deg", rotated(marked.(*image.NRGBA), 4), true},
+		{"rotated-6deg", rotated(marked.(*image.NRGBA), 6), true},
 		{"jpeg-60", jpg, true},
 		{"unmarked", img, false},
 	}
