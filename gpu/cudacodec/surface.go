@@ -340,7 +340,7 @@ func (s *surface) Analyse(ctx context.Context, gain float32, levels int) error {
 
 // gridScratch returns the grid scratch regions for a W×H grid, growing the allocation when needed: sampled
 // values and flags, residuals and their flags, squares, counts, the box filter's rows and prefix sums, the
-// the filtered squares and counts, the whitened values and flags, the row starts, and BlockScores' output (for
+// filtered squares and counts, the whitened values and flags, the row starts, and BlockScores' output (for
 // the blocks of a side-waxel tile that a W×H grid can touch, at the largest radius).
 type gridRegions struct {
 	val, ok, res, rok, sq, cnt, tmp, prefix, msq, mcnt, wval, wok, start, scores cuda.DevicePtr
