@@ -90,6 +90,7 @@ extern "C" __global__ void conv_decode(const double* llr, int n, int wrap, int K
 	// (n + 2·wrap + 1) rows of the states' forward metrics; ninf is -Inf (a kernel argument: no header needed).
 	__shared__ double sums[8];
 	__shared__ double beta[CONV_MAX_STATES];
+	__shared__ double acur[CONV_MAX_STATES]; // alpha's latest row, read by the next step from here
 	__shared__ double red[3][CONV_MAX_STATES];
 	int S = (int)blockDim.x;
 	int s = threadIdx.x;
@@ -104,6 +105,7 @@ extern "C" __global__ void conv_decode(const double* llr, int n, int wrap, int K
 	int bn0 = (int)(br0 >> 1), bn1 = (int)(br1 >> 1);
 
 	alpha[s] = 0.0;
+	acur[s] = 0.0;
 	for (int t = 0; t < steps; t++) {
 		if (s < 8) {
 			// gammas: the step's 8 sums of ±llr/2, k = 0, 1, 2 in order.
@@ -116,20 +118,21 @@ extern "C" __global__ void conv_decode(const double* llr, int n, int wrap, int K
 			sums[s] = v;
 		}
 		__syncthreads();
-		const double* cur = alpha + (size_t)t * S;
 		double nx = ninf;
-		double a = cur[fs0] + sums[fp0];
+		double a = acur[fs0] + sums[fp0];
 		if (a > nx) nx = a;
-		a = cur[fs1] + sums[fp1];
+		a = acur[fs1] + sums[fp1];
 		if (a > nx) nx = a;
 		red[0][s] = nx;
-		double mx = conv_max(red[0]);
+		double mx = conv_max(red[0]); // every thread has read acur when it returns
 		alpha[(size_t)(t + 1) * S + s] = nx - mx;
+		acur[s] = nx - mx;
 	}
 	beta[s] = 0.0;
 	for (int t = steps - 1; t >= 0; t--) {
 		// No barrier is needed here: every thread read the step before's sums, beta and red before that step's
 		// last barrier, and writes beta, then this step's sums, only after it.
+		double cs = alpha[(size_t)t * S + s]; // this state's forward metric, loaded before the barrier
 		if (s < 8) {
 			int i = 3 * (((t - wrap) % n + n) % n);
 			double v = 0.0;
@@ -140,7 +143,6 @@ extern "C" __global__ void conv_decode(const double* llr, int n, int wrap, int K
 			sums[s] = v;
 		}
 		__syncthreads();
-		const double* cur = alpha + (size_t)t * S;
 		bool inBlock = t >= wrap && t < wrap + n;
 		double p = ninf;
 		double v0 = sums[bp0] + beta[bn0];
@@ -148,8 +150,8 @@ extern "C" __global__ void conv_decode(const double* llr, int n, int wrap, int K
 		double v1 = sums[bp1] + beta[bn1];
 		if (v1 > p) p = v1;
 		red[0][s] = p;
-		red[1][s] = inBlock ? cur[s] + v0 : ninf;
-		red[2][s] = inBlock ? cur[s] + v1 : ninf;
+		red[1][s] = inBlock ? cs + v0 : ninf;
+		red[2][s] = inBlock ? cs + v1 : ninf;
 		for (int k = 1; k < S; k <<= 1) {
 			__syncthreads();
 			if (s % (2 * k) == 0)
