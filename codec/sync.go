@@ -215,12 +215,12 @@ func (l *layout) refineScoresOf(g waxelGrid, radius int) (refineBlocks, []float6
 }
 
 // refineOn measures the residual pilot offset in each tile-sized block of a whitened grid, from the grid's
-// blockScores (b its blocks, scores nil when the grid is empty), and fits an affine correction to the map a the
+// blockScores (b its blocks, all nil when the grid is empty), and fits an affine correction to the map a the
 // grid was sampled under by weighted least squares, which removes the small scale and rotation errors left by
 // lattice estimation. radius is the largest offset searched, in waxels. It also returns the largest correction
 // it applied, in waxels.
-func (c *Codec) refineOn(b refineBlocks, scores []float64, a affine, radius int) (affine, float64) {
-	if scores == nil {
+func (c *Codec) refineOn(b refineBlocks, all []float64, a affine, radius int) (affine, float64) {
+	if all == nil {
 		return a, 0
 	}
 	type meas struct{ cx, cy, dx, dy, w float64 }
@@ -231,7 +231,7 @@ func (c *Codec) refineOn(b refineBlocks, scores []float64, a affine, radius int)
 		by := b.by0 + iy
 		for ix := range b.nx {
 			bx := b.bx0 + ix
-			o := scores[(iy*b.nx+ix)*stride:][:stride]
+			o := all[(iy*b.nx+ix)*stride:][:stride]
 			power, n, scores := o[0], int(o[1]), o[2:]
 			if n < tileWaxels/4 {
 				continue
