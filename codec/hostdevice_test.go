@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"image"
+	"math"
 	"reflect"
 	"testing"
 
@@ -196,5 +197,49 @@ func TestDetectOnUsesOptionalPasses(t *testing.T) {
 		if _, err := c.DetectOn(ctx, dev, marked); !errors.Is(err, ErrDevice) {
 			t.Errorf("%s failing: DetectOn returned %v, want ErrDevice", pass, err)
 		}
+	}
+}
+
+// TestDeviceDecodeKeepsOddWordsOnTheHost: a soft word with a NaN, an infinity or an LLR large enough to overflow
+// a path metric is decoded on the host (the device's maxima would order a NaN differently), a normal one on the
+// device; both give decodeSoft's result.
+func TestDeviceDecodeKeepsOddWordsOnTheHost(t *testing.T) {
+	c := testCodec(t)
+	dev := &hostDevice{c: c, decoder: true, calls: map[string]int{}}
+	s, err := dev.Load(context.Background(), accel.Image{Pix: make([]byte, 64*64), Width: 64, Height: 64, Stride: 64,
+		Format: accel.Gray8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds := &deviceSampler{ctx: context.Background(), c: c, s: s}
+	word := func(v float64) []float64 {
+		llr := make([]float64, codedBits)
+		for i := range llr {
+			llr[i] = float64(i%7) - 3
+		}
+		llr[5] = v
+		return llr
+	}
+	for _, tc := range []struct {
+		name   string
+		v      float64
+		device bool
+	}{
+		{"normal", 2.5, true},
+		{"nan", math.NaN(), false},
+		{"inf", math.Inf(1), false},
+		{"huge", -1e305, false},
+	} {
+		before := dev.calls["ConvDecode"]
+		got, want := ds.decode(word(tc.v)), decodeSoft(word(tc.v))
+		if onDevice := dev.calls["ConvDecode"] > before; onDevice != tc.device {
+			t.Errorf("%s: decoded on the device %v, want %v", tc.name, onDevice, tc.device)
+		}
+		if got.ok != want.ok || got.id != want.id || len(got.infoLLR) != len(want.infoLLR) {
+			t.Errorf("%s: %+v, want %+v", tc.name, got, want)
+		}
+	}
+	if ds.err != nil {
+		t.Fatal(ds.err)
 	}
 }
