@@ -10,34 +10,41 @@ extern "C" __global__ void block_scores(const float* val, const unsigned char* o
 	int bx0, int by0, int nbx, const float* pilot, int side, int r, double* out)
 {
 	// sync.go blockScores: one thread block per tile block (blockIdx.x in row-major block order); thread t <
-	// (2r+1)² sums the pilot correlation at offset (t/(2r+1) - r, t%(2r+1) - r), thread (2r+1)² the power and
-	// count. Each thread runs over the block's waxels in the Go code's order, so each sum is the Go sum.
+	// (2r+1)² sums the pilot correlation at offset (t/(2r+1) - r, t%(2r+1) - r), the block's last thread (in a
+	// warp of its own for r <= 2) the power and count. Each thread runs over the block's waxels in the Go code's
+	// order, so each sum is the Go sum. The loops are branch-free, adding +0.0 where the Go code skips a waxel:
+	// a sum that starts at +0.0 never becomes -0.0 (x + y is -0.0 only when both are), and s + 0.0 is s for
+	// every other s, so the sums are the same and the loads of successive waxels can overlap.
 	int d = 2 * r + 1;
 	int t = threadIdx.x;
-	if (t > d * d) return;
+	bool power = t == (int)blockDim.x - 1;
+	if (!power && t >= d * d) return;
 	int bx = bx0 + (int)blockIdx.x % nbx, by = by0 + (int)blockIdx.x / nbx;
 	int dy = t / d - r, dx = t % d - r;
-	bool power = t == d * d;
+	// The waxels at least r from every side of the grid (the Go code's "continue" conditions).
+	int ylo = max(by * side, qy0 + r), yhi = min((by + 1) * side, qy0 + gh - r);
+	int xlo = max(bx * side, qx0 + r), xhi = min((bx + 1) * side, qx0 + gw - r);
 	double s = 0.0;
 	int n = 0;
-	for (int qy = by * side; qy < (by + 1) * side; qy++) {
+	int pofs = qx0 - bx * side; // the pilot column of grid column i is i + pofs
+	for (int qy = ylo; qy < yhi; qy++) {
 		int j = qy - qy0;
-		if (j - r < 0 || j + r >= gh) continue;
-		const float* prow = pilot + (size_t)(((qy % side) + side) % side) * side;
-		for (int qx = bx * side; qx < (bx + 1) * side; qx++) {
-			int i = qx - qx0;
-			if (i - r < 0 || i + r >= gw) continue;
-			size_t k = (size_t)j * gw + i;
-			if (!ok[k]) continue;
-			if (power) {
-				float v = val[k];
-				s += (double)(v * v);
-				n++;
-				continue;
+		const float* prow = pilot + (size_t)(qy - by * side) * side;
+		const float* vrow = val + (size_t)j * gw;
+		const unsigned char* orow = ok + (size_t)j * gw;
+		if (power) {
+			for (int i = xlo - qx0; i < xhi - qx0; i++) {
+				float v = vrow[i];
+				int o = orow[i] != 0;
+				s += o ? (double)(v * v) : 0.0;
+				n += o;
 			}
-			float p = prow[((qx % side) + side) % side];
-			if (p == 0.0f) continue;
-			s += (double)(p * val[(size_t)((long long)k + (long long)dy * gw + dx)]);
+		} else {
+			const float* wrow = val + (size_t)(j + dy) * gw; // the row at offset dy (j + dy >= 0)
+			for (int i = xlo - qx0; i < xhi - qx0; i++) {
+				float p = prow[i + pofs];
+				s += (orow[i] != 0 && p != 0.0f) ? (double)(p * wrow[i + dx]) : 0.0;
+			}
 		}
 	}
 	double* o = out + (size_t)blockIdx.x * (2 + d * d);
