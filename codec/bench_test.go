@@ -129,3 +129,43 @@ func benchEmbedLuma1080p(b *testing.B, opt EmbedOptions) {
 		}
 	}
 }
+
+// BenchmarkDetectHostParts12MP measures the host work of a 12 MP detection on a device that the optional device
+// passes (accel.BlockScorer, accel.ConvDecoder) take over: per refinement pass, the block scores of the
+// downloaded whitened grid and the fit (refine/scores+fit) against the fit alone (refine/fit); per decode,
+// decodeSoft (decode/bcjr+check) against the frame check on the device's info LLRs (decode/check).
+// go test ./codec/ -run x -bench DetectHostParts12MP -cpu 1
+func BenchmarkDetectHostParts12MP(b *testing.B) {
+	c := testCodec(b)
+	marked, _, _ := c.Embed(benchImage(b, 4000, 3000), ID{1}, EmbedOptions{})
+	det, pr := c.ProbeDetect(marked)
+	if !det.Watermarked || len(pr.Blocks) == 0 || len(pr.Decodes) == 0 {
+		b.Fatal("not detected")
+	}
+	p := pr.Blocks[0]
+	g := waxelGrid{qx0: p.Plan.QX0, qy0: p.Plan.QY0, w: p.Plan.W, h: p.Plan.H, val: p.Val, ok: p.OK}
+	a := nominalAffine(4000, 3000)
+	b.Run("refine/scores+fit", func(b *testing.B) {
+		for b.Loop() {
+			bl, scores := c.layout.refineScoresOf(g, p.Radius)
+			c.refineOn(bl, scores, a, p.Radius)
+		}
+	})
+	b.Run("refine/fit", func(b *testing.B) {
+		bl := newRefineBlocks(g.qx0, g.qy0, g.w, g.h)
+		for b.Loop() {
+			c.refineOn(bl, p.Scores, a, p.Radius)
+		}
+	})
+	d := pr.Decodes[0]
+	b.Run("decode/bcjr+check", func(b *testing.B) {
+		for b.Loop() {
+			decodeSoft(d.LLR)
+		}
+	})
+	b.Run("decode/check", func(b *testing.B) {
+		for b.Loop() {
+			decodeInfo(d.LLR, d.Info)
+		}
+	})
+}

@@ -45,8 +45,12 @@ type decodeResult struct {
 	confidence float64   // mean |tanh(LLR/2)| over the id bits
 }
 
-func decodeSoft(llr []float64) decodeResult {
-	info := convDecode(llr)
+// decodeSoft decodes a soft word: the BCJR's info-bit LLRs, the frame check, and when that fails the list
+// decoder's few best paths.
+func decodeSoft(llr []float64) decodeResult { return decodeInfo(llr, convDecode(llr)) }
+
+// decodeInfo is decodeSoft given info = convDecode(llr), computed elsewhere (a device: accel.ConvDecoder).
+func decodeInfo(llr, info []float64) decodeResult {
 	bits := make([]uint8, len(info))
 	for i, v := range info {
 		if v > 0 {

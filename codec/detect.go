@@ -53,12 +53,16 @@ func (c *Codec) detectAttempt(y plane) attempt {
 	return c.searchAttempts(y.w, y.h, cpuSampler{c: c, pyr: pyr}, func() pyramid { return pyr })
 }
 
-// sampler is what an attempt needs from the image: the whitened waxel grid under a geometry, its fold, and the
-// pilot alignment of a fold. The CPU computes them from a pyramid; a device (device.go) on its own copy.
+// sampler is what an attempt needs from the image: the whitened waxel grid under a geometry, its fold, the
+// pilot alignment of a fold, the refinement's block scores of the whitened grid, and the decoding of a soft
+// word. The CPU computes them from a pyramid; a device (device.go) on its own copy.
 type sampler interface {
 	whitened(a affine) waxelGrid
 	folded(a affine) ([]float64, bool) // fold(whiten(sampleGrid)); false when the grid is empty
 	align(acc []float64) alignment
+	// refineScores is blockScores of whitened(a) and its blocks; nil scores when the grid is empty.
+	refineScores(a affine, radius int) (refineBlocks, []float64)
+	decode(llr []float64) decodeResult // decodeSoft
 }
 
 // detectRows is detectAttempt on a luma source that is read only as far as needed: the pyramid is built from
@@ -123,6 +127,12 @@ func (s cpuSampler) folded(a affine) ([]float64, bool) {
 
 func (s cpuSampler) align(acc []float64) alignment { return s.c.searchDihedral(acc) }
 
+func (s cpuSampler) refineScores(a affine, radius int) (refineBlocks, []float64) {
+	return s.c.layout.refineScoresOf(s.whitened(a), radius)
+}
+
+func (s cpuSampler) decode(llr []float64) decodeResult { return decodeSoft(llr) }
+
 // searchAttempts tries the synchronisation hypotheses in order on a w×h image and returns the first attempt
 // that decodes, else the one with the strongest pilot. pyramidOf gives the host pyramid for the lattice
 // estimation, the last and rarest stage.
@@ -164,7 +174,7 @@ func (c *Codec) searchAttempts(w, h int, s sampler, pyramidOf func() pyramid) at
 		for i := range sum {
 			sum[i] = nominal.coded[i] + coarse.coded[i]
 		}
-		if keep(attempt{coded: sum, res: decodeSoft(sum), pilotZ: max(nominal.pilotZ, coarse.pilotZ), valid: true}) {
+		if keep(attempt{coded: sum, res: s.decode(sum), pilotZ: max(nominal.pilotZ, coarse.pilotZ), valid: true}) {
 			return best
 		}
 	} else if coarse.valid {
@@ -173,7 +183,7 @@ func (c *Codec) searchAttempts(w, h int, s sampler, pyramidOf func() pyramid) at
 		// of the DC quantiser. Its pilot z-score is biased by the weighting, so the attempt keeps the unweighted one.
 		if acc := c.layout.weightedFold(s.whitened(coarse.synced)); acc != nil {
 			sw := c.layout.demod(acc)
-			if keep(attempt{coded: sw.llr, res: decodeSoft(sw.llr), pilotZ: coarse.pilotZ, valid: true, geom: coarse.geom,
+			if keep(attempt{coded: sw.llr, res: s.decode(sw.llr), pilotZ: coarse.pilotZ, valid: true, geom: coarse.geom,
 				synced: coarse.synced}) {
 				return best
 			}
@@ -226,7 +236,7 @@ func (c *Codec) searchAttempts(w, h int, s sampler, pyramidOf func() pyramid) at
 		for i := range sum {
 			sum[i] = fine.coded[i] + lc.coded[i]
 		}
-		return keep(attempt{coded: sum, res: decodeSoft(sum), pilotZ: max(fine.pilotZ, lc.pilotZ), valid: true})
+		return keep(attempt{coded: sum, res: s.decode(sum), pilotZ: max(fine.pilotZ, lc.pilotZ), valid: true})
 	}
 	probe := false
 	for i, a := range cands {
@@ -287,16 +297,18 @@ func (c *Codec) tryScaled(s sampler, a0 affine, scales []float64) attempt {
 	a := al.aligned(geom)
 	// A second, finer pass only when the first one moved some block by more than a third of a waxel: the original
 	// geometry (re-encoded, cropped, flipped images) needs none, which saves a fold.
-	a, shift := c.refineOn(s.whitened(a), a, 2)
+	b, scores := s.refineScores(a, 2)
+	a, shift := c.refineOn(b, scores, a, 2)
 	if shift > 0.33 {
-		a, _ = c.refineOn(s.whitened(a), a, 1)
+		b, scores = s.refineScores(a, 1)
+		a, _ = c.refineOn(b, scores, a, 1)
 	}
 	acc, ok := s.folded(a)
 	if !ok {
 		return attempt{}
 	}
 	sw := c.layout.demod(acc)
-	return attempt{coded: sw.llr, res: decodeSoft(sw.llr), pilotZ: sw.pilotZ, valid: true, geom: geom, synced: a}
+	return attempt{coded: sw.llr, res: s.decode(sw.llr), pilotZ: sw.pilotZ, valid: true, geom: geom, synced: a}
 }
 
 func emptyDetection() Detection {

@@ -183,7 +183,10 @@ func (gm gridMap) plan() *accel.GridPlan {
 }
 
 // DetectOn is Detect with the per-pixel passes (luma, pyramid, sampling, whitening, folding, the pilot search) on
-// a device. The lattice estimation of rotated or rescaled images needs the host pyramid and is computed here
+// a device, and, when its Surface offers them, the refinement's block scores (accel.BlockScorer: the whitened grid
+// is then never downloaded) and the trellis of the soft decoder (accel.ConvDecoder); the refinement fit, the frame
+// check and the list decoder stay here. Both optional passes give the CPU's values exactly, so the result is the
+// same with or without them. The lattice estimation of rotated or rescaled images needs the host pyramid and is computed here
 // when it is reached (unmarked images reach it); its hypotheses are then tried on the device. Images of more than
 // 8 bits per channel or above the reduced-analysis size, and image types without a device format, are analysed
 // on the CPU. A device error is returned: the caller decides whether to run Detect instead.
@@ -287,6 +290,63 @@ func (d *deviceSampler) align(acc []float64) alignment {
 		return alignment{}
 	}
 	return pickAlignment(sums, norm)
+}
+
+// refineScores takes the block scores from the device when it offers them (accel.BlockScorer: the whitened grid
+// stays there), else from the downloaded whitened grid.
+func (d *deviceSampler) refineScores(a affine, radius int) (refineBlocks, []float64) {
+	bs, ok := d.s.(accel.BlockScorer)
+	if !ok {
+		return d.c.layout.refineScoresOf(d.whitened(a), radius)
+	}
+	gm, ok := gridMapFor(d.dims, a)
+	if !ok || gm.w < 3 || gm.h < 3 || d.grid(a, false) == nil {
+		return refineBlocks{}, nil // what whitened gives: no refinement
+	}
+	scores, err := bs.BlockScores(d.ctx, d.c.pilotPlan, radius)
+	b := newRefineBlocks(gm.qx0, gm.qy0, gm.w, gm.h)
+	if side := 2*radius + 1; err == nil && len(scores) != b.nx*b.ny*(2+side*side) {
+		err = fmt.Errorf("%d values for %d blocks of radius %d", len(scores), b.nx*b.ny, radius)
+	}
+	if err != nil {
+		d.err = fmt.Errorf("%w: refinement scores: %w", ErrDevice, err)
+		return refineBlocks{}, nil
+	}
+	return b, scores
+}
+
+// decode runs the trellis on the device when it offers one (accel.ConvDecoder) and the word is one the device
+// decodes as the host does (finite LLRs, far from overflowing a metric); the frame check and the rare list
+// decoding stay here.
+func (d *deviceSampler) decode(llr []float64) decodeResult {
+	dec, ok := d.s.(accel.ConvDecoder)
+	if !ok || d.err != nil || !deviceDecodable(llr) {
+		return decodeSoft(llr)
+	}
+	info, err := dec.ConvDecode(d.ctx, accel.ConvPlan{K: convK, Generators: convGenerators, Wrap: convWrap}, llr)
+	if err == nil && len(info) != len(llr)/3 {
+		err = fmt.Errorf("%d info LLRs for %d coded bits", len(info), len(llr))
+	}
+	if err != nil {
+		d.err = fmt.Errorf("%w: decode: %w", ErrDevice, err)
+		return decodeSoft(llr) // a result for the search to end on; DetectOn reports the error
+	}
+	return decodeInfo(llr, info)
+}
+
+// deviceDecodable: the device's trellis equals convDecode's for words of whole info bits whose LLRs are finite
+// and small enough that no path metric (a sum of at most 3·(n+2·convWrap) halves) overflows; a NaN or an
+// infinity orders maxima differently on the two (see accel.ConvDecoder).
+func deviceDecodable(llr []float64) bool {
+	if len(llr) == 0 || len(llr)%3 != 0 {
+		return false
+	}
+	for _, v := range llr {
+		if !(math.Abs(v) < 1e300) {
+			return false
+		}
+	}
+	return true
 }
 
 // newPilotPlan lists the pilot's chips and the dihedral index tables, once per codec.

@@ -138,31 +138,42 @@ func (al alignment) aligned(a0 affine) affine {
 	return a0.compose(m, sx, sy)
 }
 
-// refineOn measures the residual pilot offset in each tile-sized block of the whitened grid g (sampled under a)
-// and fits an affine correction
-// by weighted least squares, which removes the small scale and rotation errors left by lattice estimation. radius
-// is the largest offset searched, in waxels. It also returns the largest correction it applied, in waxels.
-func (c *Codec) refineOn(g waxelGrid, a affine, radius int) (affine, float64) {
-	if g.w == 0 {
-		return a, 0
-	}
-	type meas struct{ cx, cy, dx, dy, w float64 }
-	var ms []meas
+// refineBlocks is the block grid of refinement over a whitened grid: the tile-sized blocks bx0..bx0+nx-1 by
+// by0..by0+ny-1 (in waxels of the tile grid, block b covering waxels b·tileSide to (b+1)·tileSide-1) that the
+// grid touches.
+type refineBlocks struct{ bx0, by0, nx, ny int }
+
+func newRefineBlocks(qx0, qy0, w, h int) refineBlocks {
+	b := refineBlocks{bx0: floorDiv(qx0, tileSide), by0: floorDiv(qy0, tileSide)}
+	b.nx = floorDiv(qx0+w-1, tileSide) + 1 - b.bx0
+	b.ny = floorDiv(qy0+h-1, tileSide) + 1 - b.by0
+	return b
+}
+
+// blockScores is refineOn's measurement, the part a device may compute (accel.BlockScorer): for each block of
+// newRefineBlocks in row-major order, 2+(2r+1)² values: the power Σ float64(v·v) and the count n of the valid
+// waxels at least radius from the grid's border, then for each offset (dy, dx) in -r..r (dy outer) the pilot
+// correlation Σ float64(p·val[k + dy·w + dx]) over those of them under a pilot chip p ≠ 0. Every sum runs over
+// the block's waxels in order (rows, then columns), so a device that keeps the order gets the same values.
+func (l *layout) blockScores(g waxelGrid, radius int) []float64 {
+	b := newRefineBlocks(g.qx0, g.qy0, g.w, g.h)
 	side := 2*radius + 1
-	scores := make([]float64, side*side)
-	bx0 := int(math.Floor(float64(g.qx0) / tileSide))
-	by0 := int(math.Floor(float64(g.qy0) / tileSide))
-	for by := by0; by*tileSide < g.qy0+g.h; by++ {
-		for bx := bx0; bx*tileSide < g.qx0+g.w; bx++ {
+	stride := 2 + side*side
+	out := make([]float64, b.nx*b.ny*stride)
+	for iy := range b.ny {
+		by := b.by0 + iy
+		for ix := range b.nx {
+			bx := b.bx0 + ix
+			o := out[(iy*b.nx+ix)*stride:][:stride]
+			scores := o[2:]
 			var power float64
 			var n int
-			clear(scores)
 			for qy := by * tileSide; qy < (by+1)*tileSide; qy++ {
 				j := qy - g.qy0
 				if j-radius < 0 || j+radius >= g.h {
 					continue
 				}
-				prow := c.layout.pilot[mod(qy, tileSide)*tileSide:][:tileSide]
+				prow := l.pilot[mod(qy, tileSide)*tileSide:][:tileSide]
 				for qx := bx * tileSide; qx < (bx+1)*tileSide; qx++ {
 					i := qx - g.qx0
 					if i-radius < 0 || i+radius >= g.w {
@@ -189,6 +200,39 @@ func (c *Codec) refineOn(g waxelGrid, a affine, radius int) (affine, float64) {
 					}
 				}
 			}
+			o[0], o[1] = power, float64(n)
+		}
+	}
+	return out
+}
+
+// refineScoresOf is blockScores of g with its blocks, nil scores when g is empty.
+func (l *layout) refineScoresOf(g waxelGrid, radius int) (refineBlocks, []float64) {
+	if g.w == 0 {
+		return refineBlocks{}, nil
+	}
+	return newRefineBlocks(g.qx0, g.qy0, g.w, g.h), l.blockScores(g, radius)
+}
+
+// refineOn measures the residual pilot offset in each tile-sized block of a whitened grid, from the grid's
+// blockScores (b its blocks, all nil when the grid is empty), and fits an affine correction to the map a the
+// grid was sampled under by weighted least squares, which removes the small scale and rotation errors left by
+// lattice estimation. radius is the largest offset searched, in waxels. It also returns the largest correction
+// it applied, in waxels.
+func (c *Codec) refineOn(b refineBlocks, all []float64, a affine, radius int) (affine, float64) {
+	if all == nil {
+		return a, 0
+	}
+	type meas struct{ cx, cy, dx, dy, w float64 }
+	var ms []meas
+	side := 2*radius + 1
+	stride := 2 + side*side
+	for iy := range b.ny {
+		by := b.by0 + iy
+		for ix := range b.nx {
+			bx := b.bx0 + ix
+			o := all[(iy*b.nx+ix)*stride:][:stride]
+			power, n, scores := o[0], int(o[1]), o[2:]
 			if n < tileWaxels/4 {
 				continue
 			}

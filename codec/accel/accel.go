@@ -1,8 +1,10 @@
 // Package accel is the contract between the watermark codec and a device that runs the codec's per-pixel passes
 // (a GPU, package gpu/cudacodec). The codec keeps every decision on the host: the mask's finishing steps, the gain
-// and its correction, informed amplitudes, synchronisation, refinement and decoding. A device only computes, over
-// whole images, the values the plans below define, with the same floating-point operations in the same order as
-// the codec's CPU code (float32 products and sums, no fused multiply-add), so that both paths give the same mark.
+// and its correction, informed amplitudes, synchronisation decisions, the refinement fit and the frame checks. A
+// device only computes, over whole images, the values the plans below define, with the same floating-point
+// operations in the same order as the codec's CPU code (float32 products and sums, no fused multiply-add), so
+// that both paths give the same mark. Two passes are optional (BlockScorer, ConvDecoder): a device that offers
+// them takes the refinement's block scores and the soft decoder's trellis off the host.
 //
 // It holds types only: no device code, no codec parameters beyond what a plan carries, no state.
 package accel
@@ -135,4 +137,34 @@ type PilotPlan struct {
 // rows), returned as the zlib stream for imageio.EncodePNGZlib.
 type PNGDeflater interface {
 	DeflatePNG(ctx context.Context, img Image) (z []byte, alpha bool, err error)
+}
+
+// BlockScorer is what a Surface may offer besides the codec's passes: the refinement's block scores of the
+// whitened grid its last Grid call left on the device, so that grid need not be downloaded. The grid's tile-sized
+// blocks are those it touches, block (bx, by) holding waxels bx·TileSide..(bx+1)·TileSide-1 (and the same in y)
+// of the plan's waxel coordinates, from ⌊QX0/TileSide⌋ to ⌊(QX0+W-1)/TileSide⌋ (and the same in y), in
+// row-major order. For each block the result holds 2+(2r+1)² float64 values: the power Σ float64(v·v) and the
+// count n of the waxels with OK set that lie at least r from every side of the grid; then, for each offset
+// (dy, dx) of -r..r (dy outer, dx inner), Σ float64(p·Val[k + dy·W + dx]) over those of them whose tile position
+// (q mod TileSide) has a pilot chip p ≠ 0 (p's dense form from the PilotPlan). Products are float32, rounded
+// before the conversion; every sum runs over the block's waxels rows first, then columns, in order.
+type BlockScorer interface {
+	BlockScores(ctx context.Context, p *PilotPlan, radius int) ([]float64, error)
+}
+
+// ConvPlan is a tail-biting convolutional code of rate 1/3: constraint length K (2^(K-1) trellis states), the
+// three generators (bit K-1 the newest input), and Wrap, the steps a circular decoder runs before and after the
+// block.
+type ConvPlan struct {
+	K          int
+	Generators [3]uint32
+	Wrap       int
+}
+
+// ConvDecoder is what a Surface may offer besides the codec's passes: the circular max-log BCJR decoder of the
+// codec (codec/convcode.go convDecode), in float64 with its operations in its order (maxima taken with strict
+// comparisons in state order, so ties pick the same state), so that the info-bit LLRs are the codec's exactly for
+// finite inputs. llr holds one LLR per coded bit (positive means 1, 3 per info bit); the result one per info bit.
+type ConvDecoder interface {
+	ConvDecode(ctx context.Context, p ConvPlan, llr []float64) ([]float64, error)
 }

@@ -324,7 +324,7 @@ func TestPhaseTimes(t *testing.T) {
 		d.trace = nil
 		var device time.Duration
 		line := ""
-		for _, k := range []string{"Load", "BlockStats", "SetMark", "MarkEnergy", "Analyse", "Grid", "PilotSums", "Apply", "Read"} {
+		for _, k := range []string{"Load", "BlockStats", "SetMark", "MarkEnergy", "Analyse", "Grid", "PilotSums", "BlockScores", "ConvDecode", "Apply", "Read"} {
 			if counts[k] > 0 {
 				line += fmt.Sprintf(" %s %d× %.2f ms;", k, counts[k], calls[k].Seconds()*1000)
 				device += calls[k]

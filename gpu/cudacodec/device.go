@@ -2,7 +2,8 @@
 // codec/accel contract (Device, Surface) with CUDA kernels compiled at run time by NVRTC and launched through
 // the driver bindings of gpu/cuda, with no cgo and no toolkit at build time.
 //
-// It owns the kernels (kernels.go), their compilation and loading into one CUDA context, and each loaded image's
+// It owns the kernels (kernels.go; deflatekernels.go for PNG; detectkernels.go for the detector's optional
+// passes, accel.BlockScorer and accel.ConvDecoder), their compilation and loading into one CUDA context, and each loaded image's
 // device memory, pinned staging buffer and stream. Images on different Surfaces run on different streams, so
 // several jobs share a device. It must not decide anything the codec decides (the codec drives every pass and
 // keeps the results' meaning) nor own the context's lifetime (package gpu's Fleet opens and destroys it).
@@ -41,7 +42,8 @@ type Device struct {
 
 type kernels struct {
 	lumaNRGBA, lumaGray, copyRows, blockStats, markEnergy, markLuma, apply, half, sample, residual, boxRows,
-	boxCols, normalise, fold, pilotSums, opaqueCheck, pngFilter, zeroWords, deflateTokens, deflateEncode cuda.Function
+	boxCols, normalise, fold, pilotSums, opaqueCheck, pngFilter, zeroWords, deflateTokens, deflateEncode, blockScores,
+	convDecode cuda.Function
 }
 
 // maxPooled bounds the idle arenas a Device keeps: three per job that runs at once on a device (the image,
@@ -75,7 +77,7 @@ func New(ctx context.Context, c *cuda.Context, nv *cuda.NVRTC) (*Device, error) 
 		}
 		arch = best
 	}
-	ptx, log, err := nv.Compile(ctx, kernelSource+deflateSource, "codec.cu", fmt.Sprintf("--gpu-architecture=compute_%d", arch),
+	ptx, log, err := nv.Compile(ctx, kernelSource+deflateSource+detectSource, "codec.cu", fmt.Sprintf("--gpu-architecture=compute_%d", arch),
 		"--fmad=false")
 	if err != nil {
 		return nil, fmt.Errorf("cudacodec: compile kernels: %w (log: %s)", err, log)
@@ -98,6 +100,7 @@ func New(ctx context.Context, c *cuda.Context, nv *cuda.NVRTC) (*Device, error) 
 		{&d.k.normalise, "whiten_normalise"}, {&d.k.fold, "fold_tile"}, {&d.k.pilotSums, "pilot_sums"},
 		{&d.k.opaqueCheck, "opaque_check"}, {&d.k.pngFilter, "png_filter"}, {&d.k.zeroWords, "zero_words"},
 		{&d.k.deflateTokens, "deflate_tokens"}, {&d.k.deflateEncode, "deflate_encode"},
+		{&d.k.blockScores, "block_scores"}, {&d.k.convDecode, "conv_decode"},
 	} {
 		if *f.fn, err = mod.Function(f.name); err != nil {
 			mod.Unload()
@@ -205,7 +208,8 @@ func (d *Device) giveArena(a *arena) error {
 	return a.free(d.c)
 }
 
-// pilotTables returns the pilot plan's tables on the device, uploaded once per plan.
+// pilotTables returns the pilot plan's tables on the device, uploaded once per plan: the pilot's indices and
+// signs, the eight index tables, and the pilot as a dense tile (densePilot, for BlockScores).
 func (d *Device) pilotTables(p *accel.PilotPlan) (cuda.DevicePtr, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -213,7 +217,7 @@ func (d *Device) pilotTables(p *accel.PilotPlan) (cuda.DevicePtr, error) {
 		return ptr, nil
 	}
 	n := p.TileSide * p.TileSide
-	buf := make([]byte, 0, 8*len(p.Pilot)+4*8*n)
+	buf := make([]byte, 0, 8*len(p.Pilot)+4*8*n+4*n)
 	buf = appendInt32s(buf, p.Pilot)
 	buf = appendFloat32s(buf, p.Sign)
 	for _, idx := range p.Index {
@@ -222,6 +226,7 @@ func (d *Device) pilotTables(p *accel.PilotPlan) (cuda.DevicePtr, error) {
 		}
 		buf = appendInt32s(buf, idx)
 	}
+	buf = appendFloat32s(buf, densePilot(p))
 	ptr, err := d.c.Alloc(len(buf))
 	if err != nil {
 		return 0, fmt.Errorf("cudacodec: %w", err)
@@ -232,6 +237,15 @@ func (d *Device) pilotTables(p *accel.PilotPlan) (cuda.DevicePtr, error) {
 	}
 	d.pilots[p] = ptr
 	return ptr, nil
+}
+
+// densePilot is the pilot plan's chips as a tile, 0 where there is none (block_scores reads it so).
+func densePilot(p *accel.PilotPlan) []float32 {
+	d := make([]float32, p.TileSide*p.TileSide)
+	for i, u := range p.Pilot {
+		d[u] = p.Sign[i]
+	}
+	return d
 }
 
 func appendInt32s(b []byte, v []int32) []byte {

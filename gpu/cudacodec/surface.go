@@ -22,13 +22,20 @@ type surface struct {
 	bpp    int
 	format accel.Format
 
-	offPix, offOut, offLuma, offAct, offBg, offPlan, offRows, offAcc, offSums int
-	levels                                                                    []level
-	planBytes, size                                                           int
+	offPix, offOut, offLuma, offAct, offBg, offPlan, offRows, offAcc, offSums, offConv int
+	levels                                                                             []level
+	planBytes, size                                                                    int
 
 	hasPlan  bool
 	gridLast *accel.GridPlan // the plan of the last Grid call (PilotSums reads its accumulator)
+	gridRegs gridRegions     // where that call's whitened grid is (BlockScores reads it)
 }
+
+// The optional detector passes a surface offers (codec.DetectOn looks them up on the accel.Surface).
+var (
+	_ accel.BlockScorer = (*surface)(nil)
+	_ accel.ConvDecoder = (*surface)(nil)
+)
 
 type level struct {
 	off  int
@@ -38,7 +45,7 @@ type level struct {
 func (s *surface) at(off int) cuda.DevicePtr { return s.base + cuda.DevicePtr(off) }
 
 // layout carves the arena: pixels, output copy, luma, the analysis pyramid, block statistics, the mark plan,
-// row sums, the tile accumulator and the pilot sums.
+// row sums, the tile accumulator, the pilot sums and the trellis decoder's memory.
 func (s *surface) layout() {
 	w, h := s.w, s.h
 	off := 0
@@ -69,6 +76,7 @@ func (s *surface) layout() {
 	s.offRows = take(h * 8)
 	s.offAcc = take(tileMax * tileMax * 8)
 	s.offSums = take(8 * tileMax * tileMax * 8)
+	s.offConv = take(convRegion)
 	s.size = off
 }
 
@@ -332,14 +340,17 @@ func (s *surface) Analyse(ctx context.Context, gain float32, levels int) error {
 
 // gridScratch returns the grid scratch regions for a W×H grid, growing the allocation when needed: sampled
 // values and flags, residuals and their flags, squares, counts, the box filter's rows and prefix sums, the
-// filtered squares and counts, the whitened values and flags, and the row starts.
+// filtered squares and counts, the whitened values and flags, the row starts, and BlockScores' output (for
+// the blocks of a side-waxel tile that a W×H grid can touch, at the largest radius).
 type gridRegions struct {
-	val, ok, res, rok, sq, cnt, tmp, prefix, msq, mcnt, wval, wok, start cuda.DevicePtr
+	val, ok, res, rok, sq, cnt, tmp, prefix, msq, mcnt, wval, wok, start, scores cuda.DevicePtr
 }
 
-func (s *surface) gridScratch(w, h int) (gridRegions, error) {
+func (s *surface) gridScratch(w, h, side int) (gridRegions, error) {
 	n := w * h
-	sizes := []int{4 * n, n, 4 * n, n, 4 * n, 4 * n, 4 * n, 8 * (n + h), 4 * n, 4 * n, 4 * n, n, 16 * h}
+	blocks := (w/side + 2) * (h/side + 2)
+	sizes := []int{4 * n, n, 4 * n, n, 4 * n, 4 * n, 4 * n, 8 * (n + h), 4 * n, 4 * n, 4 * n, n, 16 * h,
+		8 * blocks * scoreStride(maxScoreRadius)}
 	total := 0
 	for _, z := range sizes {
 		total += roundUp(z)
@@ -358,14 +369,14 @@ func (s *surface) gridScratch(w, h int) (gridRegions, error) {
 		}
 		s.a.grid, s.a.gridCap = p, total
 	}
-	var ptrs [13]cuda.DevicePtr
+	var ptrs [14]cuda.DevicePtr
 	off := 0
 	for i, z := range sizes {
 		ptrs[i] = s.a.grid + cuda.DevicePtr(off)
 		off += roundUp(z)
 	}
 	return gridRegions{ptrs[0], ptrs[1], ptrs[2], ptrs[3], ptrs[4], ptrs[5], ptrs[6], ptrs[7], ptrs[8], ptrs[9],
-		ptrs[10], ptrs[11], ptrs[12]}, nil
+		ptrs[10], ptrs[11], ptrs[12], ptrs[13]}, nil
 }
 
 // maxGridWaxels bounds a grid as the codec does (16M waxels).
@@ -377,7 +388,7 @@ func (s *surface) Grid(ctx context.Context, g *accel.GridPlan, cells bool) (*acc
 		len(g.Start) != 2*g.H || g.TileSide <= 0 || g.TileSide > tileMax {
 		return nil, fmt.Errorf("cudacodec: grid: bad plan (level %d, %dx%d)", g.Level, g.W, g.H)
 	}
-	r, err := s.gridScratch(g.W, g.H)
+	r, err := s.gridScratch(g.W, g.H, g.TileSide)
 	if err != nil {
 		return nil, fmt.Errorf("cudacodec: grid: %w", err)
 	}
@@ -442,7 +453,7 @@ func (s *surface) Grid(ctx context.Context, g *accel.GridPlan, cells bool) (*acc
 	if cells {
 		res.OK = unsafe.Slice((*bool)(unsafe.Pointer(&ok[0])), n) // the kernel writes 0 or 1 only
 	}
-	s.gridLast = g
+	s.gridLast, s.gridRegs = g, r
 	return res, nil
 }
 
@@ -480,6 +491,99 @@ func (s *surface) PilotSums(ctx context.Context, p *accel.PilotPlan) ([8][]float
 		out[d] = all[d*n : (d+1)*n]
 	}
 	return out, nil
+}
+
+// maxScoreRadius is the largest radius BlockScores takes: block_scores runs (2r+1)²+1 threads of a 64-thread
+// block.
+const maxScoreRadius = 3
+
+// scoreThreads is block_scores' block size.
+const scoreThreads = 64
+
+// scoreStride is the values per block of BlockScores at radius r.
+func scoreStride(r int) int { return 2 + (2*r+1)*(2*r+1) }
+
+// BlockScores is accel.BlockScorer: the refinement's block scores of the whitened grid the last Grid call left in
+// the grid scratch, one thread block a tile block.
+func (s *surface) BlockScores(ctx context.Context, p *accel.PilotPlan, radius int) ([]float64, error) {
+	defer s.d.traced("BlockScores", time.Now())
+	g := s.gridLast
+	if g == nil || g.TileSide != p.TileSide || len(p.Pilot) != len(p.Sign) {
+		return nil, fmt.Errorf("cudacodec: block scores need a Grid of the same tile first")
+	}
+	if radius < 0 || radius > maxScoreRadius {
+		return nil, fmt.Errorf("cudacodec: block scores: radius %d outside 0..%d", radius, maxScoreRadius)
+	}
+	n := p.TileSide * p.TileSide
+	for _, u := range p.Pilot {
+		if u < 0 || int(u) >= n {
+			return nil, fmt.Errorf("cudacodec: pilot index %d outside the tile", u)
+		}
+	}
+	tables, err := s.d.pilotTables(p)
+	if err != nil {
+		return nil, err
+	}
+	dense := tables + cuda.DevicePtr(8*len(p.Pilot)+4*8*n)
+	side := g.TileSide
+	bx0, by0 := floorDiv(g.QX0, side), floorDiv(g.QY0, side)
+	nbx, nby := floorDiv(g.QX0+g.W-1, side)+1-bx0, floorDiv(g.QY0+g.H-1, side)+1-by0
+	if err := s.d.k.blockScores.Launch(cuda.Dim3{X: uint32(nbx * nby), Y: 1, Z: 1}, cuda.Dim3{X: scoreThreads, Y: 1, Z: 1},
+		0, s.a.stream, s.gridRegs.wval, s.gridRegs.wok, int32(g.W), int32(g.H), int32(g.QX0), int32(g.QY0), int32(bx0),
+		int32(by0), int32(nbx), dense, int32(side), int32(radius), s.gridRegs.scores); err != nil {
+		return nil, fmt.Errorf("cudacodec: block scores: %w", err)
+	}
+	out := make([]float64, nbx*nby*scoreStride(radius))
+	if err := s.download(ctx, part{s.gridRegs.scores, bytesOf(out)}); err != nil {
+		return nil, fmt.Errorf("cudacodec: block scores: %w", err)
+	}
+	return out, nil
+}
+
+// floorDiv is a/b rounded toward minus infinity (b > 0).
+func floorDiv(a, b int) int {
+	q := a / b
+	if a%b != 0 && a < 0 {
+		q--
+	}
+	return q
+}
+
+// convRegion is each surface's memory for ConvDecode: the coded LLRs, the info LLRs and the forward metrics
+// (8 bytes a state a trellis step: 0.9 MiB for the codec's 256 states and 448 steps).
+const convRegion = 2 << 20
+
+// maxConvK bounds ConvDecode's constraint length: conv_decode runs a thread a state in one thread block.
+const maxConvK = 11
+
+// ConvDecode is accel.ConvDecoder: conv_decode on one thread block of 2^(K-1) threads.
+func (s *surface) ConvDecode(ctx context.Context, p accel.ConvPlan, llr []float64) ([]float64, error) {
+	defer s.d.traced("ConvDecode", time.Now())
+	n := len(llr) / 3
+	if p.K < 2 || p.K > maxConvK || p.Wrap < 0 || n == 0 || len(llr) != 3*n {
+		return nil, fmt.Errorf("cudacodec: decode: K %d, wrap %d, %d LLRs", p.K, p.Wrap, len(llr))
+	}
+	states := 1 << (p.K - 1)
+	offInfo := roundUp(8 * len(llr))
+	offAlpha := offInfo + roundUp(8*n)
+	if offAlpha+8*states*(n+2*p.Wrap+1) > convRegion {
+		return nil, fmt.Errorf("cudacodec: decode: %d info bits with %d states and wrap %d exceed the decoder's memory",
+			n, states, p.Wrap)
+	}
+	base := s.at(s.offConv)
+	if err := s.upload(ctx, part{base, bytesOf(llr)}); err != nil {
+		return nil, fmt.Errorf("cudacodec: decode: %w", err)
+	}
+	if err := s.d.k.convDecode.Launch(cuda.Dim3{X: 1, Y: 1, Z: 1}, cuda.Dim3{X: uint32(states), Y: 1, Z: 1}, 0, s.a.stream,
+		base, int32(n), int32(p.Wrap), int32(p.K), p.Generators[0], p.Generators[1], p.Generators[2],
+		math.Inf(-1), base+cuda.DevicePtr(offAlpha), base+cuda.DevicePtr(offInfo)); err != nil {
+		return nil, fmt.Errorf("cudacodec: decode: %w", err)
+	}
+	info := make([]float64, n)
+	if err := s.download(ctx, part{base + cuda.DevicePtr(offInfo), bytesOf(info)}); err != nil {
+		return nil, fmt.Errorf("cudacodec: decode: %w", err)
+	}
+	return info, nil
 }
 
 func (s *surface) Apply(ctx context.Context, gain float32) ([]int64, error) {

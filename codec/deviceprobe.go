@@ -1,0 +1,93 @@
+package codec
+
+import (
+	"image"
+
+	"filigrane/codec/accel"
+)
+
+// DeviceProbe is what a detection on the CPU asked of the passes a device may take over (accel.BlockScorer,
+// accel.ConvDecoder), with the CPU's answers, in the order asked. It exists to check a device's implementation of
+// those passes against the codec on real detections (gpu/cudacodec's host harness and device tests); the
+// service never uses it.
+type DeviceProbe struct {
+	Pilot   *accel.PilotPlan // the codec's pilot, as BlockScores takes it
+	Conv    accel.ConvPlan   // the codec's convolutional code, as ConvDecode takes it
+	Blocks  []BlockScoresProbe
+	Decodes []DecodeProbe
+}
+
+// BlockScoresProbe is one refinement measurement: the whitened grid that a device's Grid call with Plan leaves
+// (Val, OK: Plan.W×Plan.H, row-major), the radius searched, and the codec's block scores of it (the
+// accel.BlockScorer layout).
+type BlockScoresProbe struct {
+	Plan   *accel.GridPlan
+	Val    []float32
+	OK     []bool
+	Radius int
+	Scores []float64
+}
+
+// DecodeProbe is one soft word's coded-bit LLRs and the codec's info-bit LLRs for it (accel.ConvDecoder).
+type DecodeProbe struct {
+	LLR, Info []float64
+}
+
+// ProbeDetect detects as Detect does on img's luma (at full resolution: img must not be above the reduced-analysis
+// size) and records the inputs and outputs of every block-scoring and decoding step on the way. When the search
+// scored or decoded nothing (an unmarked image: no hypothesis passed the pilot gate) it records, after the
+// search, the nominal geometry's block scores (radius 2) and the decoding of its soft word, as refinement and
+// decoding would have computed them, so that a device is checked on a grid and a word without a mark too.
+func (c *Codec) ProbeDetect(img image.Image) (Detection, DeviceProbe) {
+	pr := DeviceProbe{Pilot: c.pilotPlan, Conv: accel.ConvPlan{K: convK, Generators: convGenerators, Wrap: convWrap}}
+	if img == nil || img.Bounds().Empty() {
+		return emptyDetection(), pr
+	}
+	y := lumaOf(img)
+	if min(y.w, y.h) < minDetectSide {
+		return emptyDetection(), pr
+	}
+	pyr := buildPyramid(y, 16)
+	s := probeSampler{cpuSampler: cpuSampler{c: c, pyr: pyr}, pr: &pr}
+	det := c.searchAttempts(y.w, y.h, s, func() pyramid { return pyr }).detection()
+	nominal := nominalAffine(y.w, y.h)
+	if len(pr.Blocks) == 0 {
+		s.refineScores(nominal, 2)
+	}
+	if acc, ok := s.folded(nominal); ok && len(pr.Decodes) == 0 {
+		s.decode(c.layout.demod(acc).llr)
+	}
+	return det, pr
+}
+
+// probeSampler is the CPU's sampler, recording its block scores and decodes.
+type probeSampler struct {
+	cpuSampler
+	pr *DeviceProbe
+}
+
+func (s probeSampler) refineScores(a affine, radius int) (refineBlocks, []float64) {
+	g := s.whitened(a)
+	b, scores := s.c.layout.refineScoresOf(g, radius)
+	if gm, ok := gridMapFor(s.pyr.dims(), a); ok && scores != nil {
+		s.pr.Blocks = append(s.pr.Blocks, BlockScoresProbe{Plan: gm.plan(), Val: g.val, OK: g.ok, Radius: radius,
+			Scores: scores})
+	}
+	return b, scores
+}
+
+func (s probeSampler) decode(llr []float64) decodeResult {
+	r := decodeSoft(llr)
+	s.pr.Decodes = append(s.pr.Decodes, DecodeProbe{LLR: append([]float64(nil), llr...), Info: r.infoLLR})
+	return r
+}
+
+// ConvDecodeReference is the codec's trellis decoder (the circular max-log BCJR that accel.ConvDecoder defines):
+// the info-bit LLRs of a soft word of coded-bit LLRs, for checking a device's decoder on words of one's choice.
+func ConvDecodeReference(llr []float64) []float64 { return convDecode(llr) }
+
+// BlockScoresReference is the codec's block scores (the accel.BlockScorer layout) of a whitened grid of the plan's
+// extent at any radius, for checking a device's scorer on radii a detection did not ask for.
+func (c *Codec) BlockScoresReference(p *accel.GridPlan, val []float32, ok []bool, radius int) []float64 {
+	return c.layout.blockScores(waxelGrid{qx0: p.QX0, qy0: p.QY0, w: p.W, h: p.H, val: val, ok: ok}, radius)
+}

@@ -1,0 +1,55 @@
+package codec
+
+import (
+	"image"
+	"reflect"
+	"testing"
+)
+
+// TestProbeDetectIsDetect: the probe's detection is Detect's, on a marked image, a rotated copy (refinement at
+// work: lattice estimation, then two passes) and an unmarked one, and what it records is what refinement and
+// decoding used: the marked image's first decode is the one that read the id.
+func TestProbeDetectIsDetect(t *testing.T) {
+	c := testCodec(t)
+	img := naturalImage(1100, 900, 11)
+	id, _ := IDFromJSON([]byte(`{"probe":1}`))
+	marked, _, err := c.Embed(img, id, EmbedOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		img    image.Image
+		marked bool
+	}{
+		{"marked", marked, true},
+		{"rotated-3deg", attackRotate(marked, 3), true},
+		{"unmarked", img, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			want := c.Detect(tc.img)
+			got, pr := c.ProbeDetect(tc.img)
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("ProbeDetect %+v, Detect %+v", got, want)
+			}
+			if got.Watermarked != tc.marked {
+				t.Fatalf("watermarked %v, want %v", got.Watermarked, tc.marked)
+			}
+			if len(pr.Blocks) == 0 || len(pr.Decodes) == 0 {
+				t.Fatalf("%d block scorings and %d decodes recorded", len(pr.Blocks), len(pr.Decodes))
+			}
+			if tc.marked {
+				last := pr.Decodes[len(pr.Decodes)-1]
+				if r := decodeSoft(last.LLR); !r.ok || r.id != id || !reflect.DeepEqual(r.infoLLR, last.Info) {
+					t.Fatalf("the last recorded decode does not give the id")
+				}
+				b := pr.Blocks[0]
+				if b.Plan.W*b.Plan.H != len(b.Val) || len(b.Scores)%(2+(2*b.Radius+1)*(2*b.Radius+1)) != 0 {
+					t.Fatalf("block scores probe of a %dx%d plan holds %d waxels and %d scores", b.Plan.W, b.Plan.H,
+						len(b.Val), len(b.Scores))
+				}
+			}
+			t.Logf("%d block scorings, %d decodes", len(pr.Blocks), len(pr.Decodes))
+		})
+	}
+}

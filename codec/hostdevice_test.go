@@ -1,0 +1,245 @@
+package codec
+
+import (
+	"context"
+	"errors"
+	"image"
+	"math"
+	"reflect"
+	"testing"
+
+	"filigrane/codec/accel"
+)
+
+// hostDevice computes the detection passes of the accel contract with the codec's own CPU functions (luma,
+// pyramid, sampling, whitening, folding, the pilot correlation of searchDihedral, and, when scorer and decoder
+// are set, blockScores and convDecode for the optional passes), so that DetectOn's use of a device is tested
+// here without a GPU: its results must be Detect's exactly. fail names an optional pass that returns an error.
+type hostDevice struct {
+	c               *Codec
+	scorer, decoder bool
+	fail            string
+	calls           map[string]int
+}
+
+func (d *hostDevice) Load(_ context.Context, in accel.Image) (accel.Surface, error) {
+	r := image.Rect(0, 0, in.Width, in.Height)
+	var img image.Image
+	if in.Format == accel.Gray8 {
+		img = &image.Gray{Pix: in.Pix, Stride: in.Stride, Rect: r}
+	} else {
+		img = &image.NRGBA{Pix: in.Pix, Stride: in.Stride, Rect: r}
+	}
+	s := &hostSurface{d: d, y: lumaOf(img)}
+	switch {
+	case d.scorer && d.decoder:
+		return &struct {
+			*hostSurface
+			hostScorer
+			hostDecoder
+		}{s, hostScorer{s}, hostDecoder{s}}, nil
+	case d.scorer:
+		return &struct {
+			*hostSurface
+			hostScorer
+		}{s, hostScorer{s}}, nil
+	case d.decoder:
+		return &struct {
+			*hostSurface
+			hostDecoder
+		}{s, hostDecoder{s}}, nil
+	}
+	return s, nil
+}
+
+type hostSurface struct {
+	d    *hostDevice
+	y    plane
+	pyr  pyramid
+	last waxelGrid // the whitened grid of the last Grid call
+	acc  []float64
+}
+
+func (s *hostSurface) Analyse(_ context.Context, gain float32, levels int) error {
+	if gain != 0 {
+		return errors.New("host surface: detection only")
+	}
+	s.pyr = buildPyramid(s.y, 16)
+	if len(s.pyr) != levels {
+		return errors.New("host surface: levels")
+	}
+	return nil
+}
+
+func (s *hostSurface) Grid(_ context.Context, p *accel.GridPlan, cells bool) (*accel.GridResult, error) {
+	g := waxelGrid{qx0: p.QX0, qy0: p.QY0, w: p.W, h: p.H, val: make([]float32, p.W*p.H), ok: make([]bool, p.W*p.H)}
+	lp := s.pyr[p.Level]
+	for j := 0; j < p.H; j++ {
+		x, y := p.Start[2*j], p.Start[2*j+1]
+		for i := 0; i < p.W; i++ {
+			g.val[j*p.W+i], g.ok[j*p.W+i] = lp.at(x, y)
+			x += p.M[0]
+			y += p.M[2]
+		}
+	}
+	s.last = whiten(g)
+	s.acc, _ = fold(s.last)
+	res := &accel.GridResult{Acc: s.acc}
+	if cells {
+		res.Val, res.OK = s.last.val, s.last.ok
+	}
+	return res, nil
+}
+
+func (s *hostSurface) PilotSums(context.Context, *accel.PilotPlan) ([8][]float64, error) {
+	var sums [8][]float64
+	buf := make([]complex128, tileWaxels)
+	for d := range dihedral { // searchDihedral's sums
+		for u, k := range dihedralIndex(d) {
+			buf[u] = complex(s.acc[k], 0)
+		}
+		fft2(buf, tileSide, tileSide, false)
+		for i := range buf {
+			buf[i] *= s.d.c.pilotFFT[i]
+		}
+		fft2(buf, tileSide, tileSide, true)
+		sums[d] = make([]float64, tileWaxels)
+		for i := range buf {
+			sums[d][i] = real(buf[i]) / tileWaxels
+		}
+	}
+	return sums, nil
+}
+
+func (s *hostSurface) BlockStats(context.Context, int, int, int) ([]float32, []float32, error) {
+	return nil, nil, errors.New("host surface: detection only")
+}
+func (s *hostSurface) SetMark(context.Context, *accel.MarkPlan) error {
+	return errors.New("detection only")
+}
+func (s *hostSurface) MarkEnergy(context.Context) ([]float64, error) {
+	return nil, errors.New("detection only")
+}
+func (s *hostSurface) Apply(context.Context, float32) ([]int64, error) {
+	return nil, errors.New("detection only")
+}
+func (s *hostSurface) Read(context.Context, []byte, int) error { return errors.New("detection only") }
+func (s *hostSurface) Close() error                            { return nil }
+
+type hostScorer struct{ s *hostSurface }
+
+func (h hostScorer) BlockScores(_ context.Context, _ *accel.PilotPlan, radius int) ([]float64, error) {
+	h.s.d.calls["BlockScores"]++
+	if h.s.d.fail == "BlockScores" {
+		return nil, errors.New("scorer failed")
+	}
+	return h.s.d.c.layout.blockScores(h.s.last, radius), nil
+}
+
+type hostDecoder struct{ s *hostSurface }
+
+func (h hostDecoder) ConvDecode(_ context.Context, p accel.ConvPlan, llr []float64) ([]float64, error) {
+	h.s.d.calls["ConvDecode"]++
+	if h.s.d.fail == "ConvDecode" {
+		return nil, errors.New("decoder failed")
+	}
+	if p.K != convK || p.Generators != convGenerators || p.Wrap != convWrap {
+		return nil, errors.New("another code")
+	}
+	return convDecode(llr), nil
+}
+
+// TestDetectOnUsesOptionalPasses: DetectOn on a device with or without the optional passes gives Detect's
+// result exactly (marked, rotated, JPEG-compressed and unmarked images), uses the passes when the Surface has
+// them (a block scoring per refinement pass, a device decode per soft word), and reports a failing pass as
+// ErrDevice.
+func TestDetectOnUsesOptionalPasses(t *testing.T) {
+	c := testCodec(t)
+	ctx := context.Background()
+	img := naturalImage(1100, 900, 13)
+	id, _ := IDFromJSON([]byte(`{"device":"host"}`))
+	marked, _, err := c.Embed(img, id, EmbedOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		img    image.Image
+		marked bool
+	}{
+		{"marked", marked, true},
+		{"rotated-3deg", toNRGBA(attackRotate(marked, 3)), true},
+		{"jpeg-70", attackJPEG(marked, 70), true},
+		{"unmarked", img, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			want := c.Detect(tc.img)
+			if want.Watermarked != tc.marked {
+				t.Fatalf("Detect: watermarked %v, want %v", want.Watermarked, tc.marked)
+			}
+			for _, opt := range []struct{ scorer, decoder bool }{{false, false}, {true, false}, {false, true}, {true, true}} {
+				dev := &hostDevice{c: c, scorer: opt.scorer, decoder: opt.decoder, calls: map[string]int{}}
+				got, err := c.DetectOn(ctx, dev, tc.img)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !reflect.DeepEqual(got, want) {
+					t.Fatalf("scorer %v, decoder %v: DetectOn %+v, Detect %+v", opt.scorer, opt.decoder, got, want)
+				}
+				if tc.marked && (opt.scorer != (dev.calls["BlockScores"] > 0) || opt.decoder != (dev.calls["ConvDecode"] > 0)) {
+					t.Fatalf("scorer %v, decoder %v: calls %v", opt.scorer, opt.decoder, dev.calls)
+				}
+			}
+		})
+	}
+	for _, pass := range []string{"BlockScores", "ConvDecode"} {
+		dev := &hostDevice{c: c, scorer: true, decoder: true, fail: pass, calls: map[string]int{}}
+		if _, err := c.DetectOn(ctx, dev, marked); !errors.Is(err, ErrDevice) {
+			t.Errorf("%s failing: DetectOn returned %v, want ErrDevice", pass, err)
+		}
+	}
+}
+
+// TestDeviceDecodeKeepsOddWordsOnTheHost: a soft word with a NaN, an infinity or an LLR large enough to overflow
+// a path metric is decoded on the host (the device's maxima would order a NaN differently), a normal one on the
+// device; both give decodeSoft's result.
+func TestDeviceDecodeKeepsOddWordsOnTheHost(t *testing.T) {
+	c := testCodec(t)
+	dev := &hostDevice{c: c, decoder: true, calls: map[string]int{}}
+	s, err := dev.Load(context.Background(), accel.Image{Pix: make([]byte, 64*64), Width: 64, Height: 64, Stride: 64,
+		Format: accel.Gray8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds := &deviceSampler{ctx: context.Background(), c: c, s: s}
+	word := func(v float64) []float64 {
+		llr := make([]float64, codedBits)
+		for i := range llr {
+			llr[i] = float64(i%7) - 3
+		}
+		llr[5] = v
+		return llr
+	}
+	for _, tc := range []struct {
+		name   string
+		v      float64
+		device bool
+	}{
+		{"normal", 2.5, true},
+		{"nan", math.NaN(), false},
+		{"inf", math.Inf(1), false},
+		{"huge", -1e305, false},
+	} {
+		before := dev.calls["ConvDecode"]
+		got, want := ds.decode(word(tc.v)), decodeSoft(word(tc.v))
+		if onDevice := dev.calls["ConvDecode"] > before; onDevice != tc.device {
+			t.Errorf("%s: decoded on the device %v, want %v", tc.name, onDevice, tc.device)
+		}
+		if got.ok != want.ok || got.id != want.id || len(got.infoLLR) != len(want.infoLLR) {
+			t.Errorf("%s: %+v, want %+v", tc.name, got, want)
+		}
+	}
+	if ds.err != nil {
+		t.Fatal(ds.err)
+	}
+}

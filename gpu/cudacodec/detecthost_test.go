@@ -1,0 +1,242 @@
+package cudacodec
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"image"
+	"image/jpeg"
+	"math"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"filigrane/codec"
+)
+
+// TestDetectKernelsOnTheHost compiles the kernels' CUDA C as host C++ (testdata/cudahost.h; conv_decode's
+// block of 256 threads runs as 256 fibers phase by phase, and for one word also as 256 host threads meeting at
+// real barriers) and runs block_scores and conv_decode
+// on the inputs of real detections, recorded by codec.ProbeDetect: a marked 1.1 MP image, a copy rotated by 6°
+// (lattice estimation, then refinement), a JPEG copy at quality 60 and an unmarked image (the nominal grid and
+// soft word), plus soft words full of exact ties (all zero, small integers). Their outputs must be the codec's
+// bit for bit. So a machine without a GPU checks that the kernels are the Go reference's transcription
+// (TestDetectOnDeviceMatchesCPU checks the same on a GPU). It needs a C++20 compiler at test time only.
+func TestDetectKernelsOnTheHost(t *testing.T) {
+	cxx, err := exec.LookPath("c++")
+	if err != nil {
+		t.Skipf("no C++ compiler to run the kernels on the host: %v", err)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "codec.cu"), []byte(kernelSource+deflateSource+detectSource), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "detecthost")
+	src, _ := filepath.Abs(filepath.Join("testdata", "detecthost.cpp"))
+	inc, _ := filepath.Abs("testdata")
+	cmd := exec.Command(cxx, "-std=c++20", "-O1", "-pthread", "-ffp-contract=off", "-I", inc, "-I", dir, "-o", bin, src)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("compiling the kernels as C++: %v\n%s", err, out)
+	}
+	run := func(t *testing.T, work, mode string) {
+		t.Helper()
+		c := exec.Command(bin, mode)
+		c.Dir = work
+		if out, err := c.CombinedOutput(); err != nil {
+			t.Fatalf("kernels on the host: %v\n%s", err, out)
+		}
+	}
+
+	c := testCodec(t)
+	var probes []codec.DeviceProbe
+	for _, tc := range detectImages(t, c) {
+		det, pr := c.ProbeDetect(tc.img)
+		if det.Watermarked != tc.marked {
+			t.Fatalf("%s: detected %v, want %v", tc.name, det.Watermarked, tc.marked)
+		}
+		probes = append(probes, pr)
+		for i, b := range pr.Blocks {
+			// The radius the detection asked for, with the codec's recorded scores, and the other radii the
+			// kernel takes, with the codec's reference scores of the same grid.
+			for r := 0; r <= maxScoreRadius; r++ {
+				want := b.Scores
+				if r != b.Radius {
+					want = c.BlockScoresReference(b.Plan, b.Val, b.OK, r)
+				}
+				t.Run(fmt.Sprintf("scores/%s/%d-r%d", tc.name, i, r), func(t *testing.T) {
+					work := t.TempDir()
+					p := b.Plan
+					nbx := floorDiv(p.QX0+p.W-1, p.TileSide) + 1 - floorDiv(p.QX0, p.TileSide)
+					nby := floorDiv(p.QY0+p.H-1, p.TileSide) + 1 - floorDiv(p.QY0, p.TileSide)
+					var in []byte
+					for _, v := range []int{p.W, p.H, p.QX0, p.QY0, floorDiv(p.QX0, p.TileSide), floorDiv(p.QY0, p.TileSide),
+						nbx, nby, p.TileSide, r} {
+						in = binary.LittleEndian.AppendUint32(in, uint32(int32(v)))
+					}
+					in = appendFloat32s(in, b.Val)
+					for _, ok := range b.OK {
+						in = append(in, boolByte(ok))
+					}
+					in = appendFloat32s(in, densePilot(pr.Pilot))
+					if err := os.WriteFile(filepath.Join(work, "grid"), in, 0o644); err != nil {
+						t.Fatal(err)
+					}
+					run(t, work, "scores")
+					got := readFloat64s(t, filepath.Join(work, "scores"))
+					sameBits(t, got, want)
+				})
+			}
+		}
+	}
+	// Decodes: every recorded soft word, and words of exact ties.
+	conv := probes[0].Conv
+	words := decodeWords(probes)
+	want := map[string][]float64{}
+	for name, llr := range words {
+		want[name] = codec.ConvDecodeReference(llr)
+	}
+	for name, llr := range words {
+		t.Run("decode/"+name, func(t *testing.T) {
+			work := t.TempDir()
+			var in []byte
+			for _, v := range []int{len(llr) / 3, conv.Wrap, conv.K, int(conv.Generators[0]), int(conv.Generators[1]),
+				int(conv.Generators[2])} {
+				in = binary.LittleEndian.AppendUint32(in, uint32(int32(v)))
+			}
+			for _, v := range llr {
+				in = binary.LittleEndian.AppendUint64(in, math.Float64bits(v))
+			}
+			if err := os.WriteFile(filepath.Join(work, "llr"), in, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			run(t, work, "decode")
+			sameBits(t, readFloat64s(t, filepath.Join(work, "info")), want[name])
+			if name == "small-integers" { // once with the threads running at once (hostBlock), not as fibers
+				run(t, work, "decode-threads")
+				sameBits(t, readFloat64s(t, filepath.Join(work, "info")), want[name])
+			}
+		})
+	}
+}
+
+type detectImage struct {
+	name   string
+	img    image.Image
+	marked bool
+}
+
+// detectImages are the detector kernels' test images: a marked 1.1 MP image, a copy rotated by 6° (lattice
+// estimation, then refinement), a JPEG copy at quality 60 and the unmarked image.
+func detectImages(t testing.TB, c *codec.Codec) []detectImage {
+	img := testImage(1200, 900, 21)
+	marked, _, err := c.Embed(img, codec.ID{4, 2}, codec.EmbedOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := jpeg.Encode(&buf, marked, &jpeg.Options{Quality: 60}); err != nil {
+		t.Fatal(err)
+	}
+	jpg, err := jpeg.Decode(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []detectImage{
+		{"marked", marked, true},
+		{"rotated-6deg", rotated(marked.(*image.NRGBA), 6), true},
+		{"jpeg-60", jpg, true},
+		{"unmarked", img, false},
+	}
+}
+
+// decodeWords are the soft words the decoder kernel is checked on: every word the probes recorded, one of
+// zeros and one of small integers (exact ties between paths everywhere).
+func decodeWords(probes []codec.DeviceProbe) map[string][]float64 {
+	words := map[string][]float64{}
+	for i, pr := range probes {
+		for j, d := range pr.Decodes {
+			words[fmt.Sprintf("probe%d-%d", i, j)] = d.LLR
+		}
+	}
+	zero := make([]float64, len(probes[0].Decodes[0].LLR))
+	small := make([]float64, len(zero))
+	rng := rand.New(rand.NewPCG(3, 4))
+	for i := range small {
+		small[i] = float64(rng.IntN(5) - 2)
+	}
+	words["zero"], words["small-integers"] = zero, small
+	return words
+}
+
+func boolByte(b bool) byte {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func readFloat64s(t *testing.T, path string) []float64 {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := make([]float64, len(raw)/8)
+	for i := range v {
+		v[i] = math.Float64frombits(binary.LittleEndian.Uint64(raw[8*i:]))
+	}
+	return v
+}
+
+// sameBits fails unless got and want are the same float64s bit for bit (so +0 and -0 differ too).
+func sameBits(t *testing.T, got, want []float64) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%d values, want %d", len(got), len(want))
+	}
+	bad := 0
+	for i := range got {
+		if math.Float64bits(got[i]) != math.Float64bits(want[i]) {
+			if bad < 5 {
+				t.Errorf("value %d: %v (%#x), want %v (%#x)", i, got[i], math.Float64bits(got[i]), want[i],
+					math.Float64bits(want[i]))
+			}
+			bad++
+		}
+	}
+	if bad > 0 {
+		t.Fatalf("%d of %d values differ", bad, len(got))
+	}
+}
+
+// rotated is img turned by deg degrees about its centre (bilinear, the uncovered corners black), as a
+// photo straightened in an editor.
+func rotated(img *image.NRGBA, deg float64) *image.NRGBA {
+	b := img.Bounds()
+	w, h := b.Dx(), b.Dy()
+	out := image.NewNRGBA(b)
+	sin, cos := math.Sincos(deg * math.Pi / 180)
+	cx, cy := float64(w-1)/2, float64(h-1)/2
+	for y := 0; y < h; y++ {
+		for x := 0; x < w; x++ {
+			dx, dy := float64(x)-cx, float64(y)-cy
+			sx, sy := cos*dx+sin*dy+cx, -sin*dx+cos*dy+cy
+			x0, y0 := int(math.Floor(sx)), int(math.Floor(sy))
+			o := out.PixOffset(x, y)
+			if x0 < 0 || y0 < 0 || x0+1 >= w || y0+1 >= h {
+				out.Pix[o+3] = 255
+				continue
+			}
+			fx, fy := sx-float64(x0), sy-float64(y0)
+			for k := 0; k < 4; k++ {
+				p := func(xx, yy int) float64 { return float64(img.Pix[img.PixOffset(xx, yy)+k]) }
+				top := p(x0, y0) + fx*(p(x0+1, y0)-p(x0, y0))
+				bot := p(x0, y0+1) + fx*(p(x0+1, y0+1)-p(x0, y0+1))
+				out.Pix[o+k] = uint8(math.Round(top + fy*(bot-top)))
+			}
+		}
+	}
+	return out
+}
