@@ -54,7 +54,11 @@ func TestDetectOnDeviceMatchesCPU(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer s.Close()
-			if err := s.Analyse(ctx, 0, len(s.(*surface).levels)); err != nil {
+			ds, ok := s.(detectSurface)
+			if !ok {
+				t.Fatalf("the detector passes did not load: %s", d.Compiler())
+			}
+			if err := s.Analyse(ctx, 0, len(ds.levels)); err != nil {
 				t.Fatal(err)
 			}
 			for i, bp := range pr.Blocks {

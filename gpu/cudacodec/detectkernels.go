@@ -1,10 +1,11 @@
 package cudacodec
 
 // detectSource is the CUDA C of the detector's two optional passes (accel.BlockScorer, accel.ConvDecoder),
-// compiled with the other kernels (NVRTC, --fmad=false). Both keep the order of every float64 sum and the
-// strict comparisons of every maximum of the codec's Go code, so that their results are the codec's bit for
-// bit; TestDetectKernelsOnTheHost runs this source as host C++ (testdata/cudahost.h, testdata/detecthost.cpp) on
-// the inputs of real detections and compares.
+// compiled (NVRTC, --fmad=false) and loaded as a module of their own, so that a failure costs only these passes
+// (Device.loadDetectPasses). Both keep the order of every float64 sum and the strict comparisons of every
+// maximum of the codec's Go code, so that their results are the codec's bit for bit; TestDetectKernelsOnTheHost
+// runs this source as host C++ (testdata/cudahost.h, testdata/detecthost.cpp) on the inputs of real detections
+// and compares.
 const detectSource = `
 extern "C" __global__ void block_scores(const float* val, const unsigned char* ok, int gw, int gh, int qx0, int qy0,
 	int bx0, int by0, int nbx, const float* pilot, int side, int r, double* out)

@@ -26,10 +26,13 @@ import (
 // Device is the codec's kernels loaded in one CUDA context. It is safe for concurrent use: each Load gets its
 // own memory and stream (pooled, so steady work allocates nothing).
 type Device struct {
-	c        *cuda.Context
-	mod      *cuda.Module
-	k        kernels
-	compiler string
+	c   *cuda.Context
+	mod *cuda.Module
+	// detectMod holds the detector's optional passes; nil when they did not compile or load (Load then returns
+	// Surfaces without accel.BlockScorer and accel.ConvDecoder).
+	detectMod *cuda.Module
+	k         kernels
+	compiler  string
 
 	// trace, when set (tests and benchmarks), receives each Surface call's duration, work done and waited for.
 	trace func(call string, d time.Duration)
@@ -77,7 +80,7 @@ func New(ctx context.Context, c *cuda.Context, nv *cuda.NVRTC) (*Device, error) 
 		}
 		arch = best
 	}
-	ptx, log, err := nv.Compile(ctx, kernelSource+deflateSource+detectSource, "codec.cu", fmt.Sprintf("--gpu-architecture=compute_%d", arch),
+	ptx, log, err := nv.Compile(ctx, kernelSource+deflateSource, "codec.cu", fmt.Sprintf("--gpu-architecture=compute_%d", arch),
 		"--fmad=false")
 	if err != nil {
 		return nil, fmt.Errorf("cudacodec: compile kernels: %w (log: %s)", err, log)
@@ -100,14 +103,42 @@ func New(ctx context.Context, c *cuda.Context, nv *cuda.NVRTC) (*Device, error) 
 		{&d.k.normalise, "whiten_normalise"}, {&d.k.fold, "fold_tile"}, {&d.k.pilotSums, "pilot_sums"},
 		{&d.k.opaqueCheck, "opaque_check"}, {&d.k.pngFilter, "png_filter"}, {&d.k.zeroWords, "zero_words"},
 		{&d.k.deflateTokens, "deflate_tokens"}, {&d.k.deflateEncode, "deflate_encode"},
-		{&d.k.blockScores, "block_scores"}, {&d.k.convDecode, "conv_decode"},
 	} {
 		if *f.fn, err = mod.Function(f.name); err != nil {
 			mod.Unload()
 			return nil, fmt.Errorf("cudacodec: %w", err)
 		}
 	}
+	if err := d.loadDetectPasses(ctx, nv, arch); err != nil {
+		d.compiler += "; detector passes on the host: " + err.Error()
+	}
 	return d, nil
+}
+
+// loadDetectPasses compiles and loads the detector's optional passes (detectkernels.go) as a module of their own:
+// they are checked on the host only (TestDetectKernelsOnTheHost) until a device session runs them, so a compiler
+// that refuses them, or a driver that cannot load them, costs those passes (the codec computes them on the host,
+// as before them) and not the device.
+func (d *Device) loadDetectPasses(ctx context.Context, nv *cuda.NVRTC, arch int) error {
+	ptx, log, err := nv.Compile(ctx, detectSource, "detect.cu", fmt.Sprintf("--gpu-architecture=compute_%d", arch), "--fmad=false")
+	if err != nil {
+		return fmt.Errorf("compile: %w (log: %s)", err, log)
+	}
+	mod, err := d.c.LoadModule(ptx)
+	if err != nil {
+		return fmt.Errorf("load: %w", err)
+	}
+	for _, f := range []struct {
+		fn   *cuda.Function
+		name string
+	}{{&d.k.blockScores, "block_scores"}, {&d.k.convDecode, "conv_decode"}} {
+		if *f.fn, err = mod.Function(f.name); err != nil {
+			mod.Unload()
+			return err
+		}
+	}
+	d.detectMod = mod
+	return nil
 }
 
 // Compiler says how the kernels were built, for logs and `gpu info`.
@@ -128,6 +159,9 @@ func (d *Device) Close() error {
 	d.pool = nil
 	for _, p := range d.pilots {
 		errs = append(errs, d.c.Free(p))
+	}
+	if d.detectMod != nil {
+		errs = append(errs, d.detectMod.Unload())
 	}
 	errs = append(errs, d.mod.Unload())
 	return errors.Join(errs...)
@@ -328,6 +362,9 @@ func (d *Device) Load(ctx context.Context, img accel.Image) (accel.Surface, erro
 	if err != nil {
 		s.Close()
 		return nil, fmt.Errorf("cudacodec: luma: %w", err)
+	}
+	if d.detectMod != nil {
+		return detectSurface{s}, nil
 	}
 	return s, nil
 }

@@ -31,10 +31,10 @@ type surface struct {
 	gridRegs gridRegions     // where that call's whitened grid is (BlockScores reads it)
 }
 
-// The optional detector passes a surface offers (codec.DetectOn looks them up on the accel.Surface).
+// The optional detector passes a detectSurface offers (codec.DetectOn looks them up on the accel.Surface).
 var (
-	_ accel.BlockScorer = (*surface)(nil)
-	_ accel.ConvDecoder = (*surface)(nil)
+	_ accel.BlockScorer = detectSurface{}
+	_ accel.ConvDecoder = detectSurface{}
 )
 
 type level struct {
@@ -503,9 +503,13 @@ const scoreThreads = 64
 // scoreStride is the values per block of BlockScores at radius r.
 func scoreStride(r int) int { return 2 + (2*r+1)*(2*r+1) }
 
+// detectSurface is a surface of a Device whose detector passes loaded: it offers them as accel.BlockScorer and
+// accel.ConvDecoder (a surface alone offers neither, so the codec computes both on the host).
+type detectSurface struct{ *surface }
+
 // BlockScores is accel.BlockScorer: the refinement's block scores of the whitened grid the last Grid call left in
 // the grid scratch, one thread block a tile block.
-func (s *surface) BlockScores(ctx context.Context, p *accel.PilotPlan, radius int) ([]float64, error) {
+func (s detectSurface) BlockScores(ctx context.Context, p *accel.PilotPlan, radius int) ([]float64, error) {
 	defer s.d.traced("BlockScores", time.Now())
 	g := s.gridLast
 	if g == nil || g.TileSide != p.TileSide || len(p.Pilot) != len(p.Sign) {
@@ -557,7 +561,7 @@ const convRegion = 2 << 20
 const maxConvK = 11
 
 // ConvDecode is accel.ConvDecoder: conv_decode on one thread block of 2^(K-1) threads.
-func (s *surface) ConvDecode(ctx context.Context, p accel.ConvPlan, llr []float64) ([]float64, error) {
+func (s detectSurface) ConvDecode(ctx context.Context, p accel.ConvPlan, llr []float64) ([]float64, error) {
 	defer s.d.traced("ConvDecode", time.Now())
 	n := len(llr) / 3
 	if p.K < 2 || p.K > maxConvK || p.Wrap < 0 || n == 0 || len(llr) != 3*n {
