@@ -11,7 +11,7 @@ import (
 // decoding used: the marked image's first decode is the one that read the id.
 func TestProbeDetectIsDetect(t *testing.T) {
 	c := testCodec(t)
-	img := naturalImage(1100, 900, 11)
+	img := naturalImage(800, 640, 11)
 	id, _ := IDFromJSON([]byte(`{"probe":1}`))
 	marked, _, err := c.Embed(img, id, EmbedOptions{})
 	if err != nil {
