@@ -2,6 +2,7 @@ package cudacodec
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"fmt"
 	"image"
@@ -12,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"filigrane/codec"
 )
@@ -42,7 +44,10 @@ func TestDetectKernelsOnTheHost(t *testing.T) {
 	}
 	run := func(t *testing.T, work, mode string) {
 		t.Helper()
-		c := exec.Command(bin, mode)
+		// A kernel whose barriers do not match never ends on the host: fail in minutes, not at the test timeout.
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		c := exec.CommandContext(ctx, bin, mode)
 		c.Dir = work
 		if out, err := c.CombinedOutput(); err != nil {
 			t.Fatalf("kernels on the host: %v\n%s", err, out)
