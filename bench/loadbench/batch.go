@@ -290,7 +290,7 @@ func (a *attempt) bookItems(b *batchView) {
 		}
 		id := *it.RequestID
 		a.out.items = append(a.out.items, id)
-		a.r.jobs.accepted(id, now)
+		a.r.jobs.accepted(id, a.op, now)
 		if terminal(it.Status) {
 			a.r.jobs.ended(id, it.Status, now)
 			if it.Status == "succeeded" {

@@ -26,6 +26,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"filigrane/actors/mediakind"
 	"filigrane/bench/apibench"
 )
 
@@ -70,6 +71,9 @@ type Config struct {
 
 	// Dest is the storage destination of embed_storage operations (a local cluster gives one).
 	Dest *StorageDest
+	// Prices are the cluster's catalog prices, for the charges of embed_pdf and embed_video (a local cluster
+	// gives them; nil: those charges are compared by request id only).
+	Prices *mediakind.Rates
 
 	// webhooks is the receiver a chaos run started (its schedule may make it fail); nil: Run starts one when
 	// the mix has embed_webhook.
@@ -132,7 +136,9 @@ type runner struct {
 	http       *httpClient
 	embedBody  *bodyParts
 	detectBody *bodyParts
-	batchFile  []byte // each batch item's file
+	batchFile  []byte     // each batch item's file
+	pdfBody    *bodyParts // embed_pdf's document
+	videoBody  *bodyParts // embed_video's clip
 	runID      string
 	seq        atomic.Uint64
 	rr         atomic.Uint64
@@ -204,6 +210,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		if r.batchFile, err = apibench.PhotoJPEG(BatchImageSide, BatchImageSide, 2); err != nil {
 			return nil, err
 		}
+	}
+
+	if err := r.mediaInputs(ctx); err != nil {
+		return nil, err
 	}
 
 	rep := &Report{Started: time.Now().UTC(), Targets: cfg.Targets, Rate: cfg.Rate, Clients: cfg.Clients,

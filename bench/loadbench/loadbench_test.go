@@ -464,3 +464,102 @@ func TestScheduleDoesNotWaitForAContinuedNodesWatch(t *testing.T) {
 		t.Errorf("actions %+v", actions)
 	}
 }
+
+// embed_pdf and embed_video submit their file to the kind's async route, follow the job and check the
+// downloaded result: its type, how it starts and its X-Watermark-ID. A succeeded job whose result is not the
+// kind's file fails the operation but is still booked as charged (the service charged it).
+func TestEmbedMediaChecksResult(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		op     Op
+		route  string
+		ctype  string
+		result []byte
+		wmID   string
+		ok     bool
+		fail   string
+	}{
+		{"pdf", OpEmbedPDF, "/watermarks/documents/async", "application/pdf", []byte("%PDF-1.7 marked"), "ab12", true, ""},
+		{"video", OpEmbedVideo, "/watermarks/videos/async", "video/mp4", []byte("\x00\x00\x00\x20ftypisom"), "ab12", true, ""},
+		{"pdf answered as an image", OpEmbedPDF, "/watermarks/documents/async", "image/png", []byte("\x89PNG"), "ab12", false, "result type image/png"},
+		{"video that is not an MP4", OpEmbedVideo, "/watermarks/videos/async", "video/mp4", []byte("not a video"), "ab12", false, "result not a video/mp4 file"},
+		{"pdf without its watermark id", OpEmbedPDF, "/watermarks/documents/async", "application/pdf", []byte("%PDF-1.7"), "", false, "result without X-Watermark-ID"},
+	} {
+		var mu sync.Mutex
+		var posted []string
+		polls := 0
+		srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case r.Method == "POST":
+				posted = append(posted, r.URL.Path+" "+r.Header.Get("Idempotency-Key"))
+				rw.WriteHeader(202)
+				rw.Write([]byte(`{"request_id":"req_m","status":"pending"}`))
+			case r.URL.Path == "/watermarks/jobs/req_m":
+				polls++
+				st := "processing"
+				if polls > 1 {
+					st = "succeeded"
+				}
+				fmt.Fprintf(rw, `{"request_id":"req_m","status":%q}`, st)
+			case r.URL.Path == "/watermarks/jobs/req_m/result":
+				rw.Header().Set("Content-Type", tc.ctype)
+				if tc.wmID != "" {
+					rw.Header().Set("X-Watermark-ID", tc.wmID)
+				}
+				rw.Write(tc.result)
+			default:
+				http.NotFound(rw, r)
+			}
+		}))
+		r := &runner{cfg: Config{Targets: []string{srv.URL}, Key: "k", PollInterval: time.Millisecond},
+			http: newHTTPClient(4, time.Second), jobs: newJobBook(),
+			pdfBody: &bodyParts{ContentType: "multipart/form-data; boundary=x", Data: []byte("pdf")}, videoBody: &bodyParts{ContentType: "multipart/form-data; boundary=x", Data: []byte("mp4")}}
+		a := &attempt{r: r, op: tc.op, idem: "idem-1", giveUp: time.Now().Add(5 * time.Second)}
+		a.run(context.Background())
+		srv.Close()
+		if a.out.ok != tc.ok || a.out.failure != tc.fail || a.out.requestID != "req_m" {
+			t.Errorf("%s: ok %v failure %q id %q; want ok %v failure %q", tc.name, a.out.ok, a.out.failure, a.out.requestID, tc.ok, tc.fail)
+		}
+		if len(posted) != 1 || posted[0] != tc.route+" idem-1" {
+			t.Errorf("%s: posted %q, want one POST to %s with its Idempotency-Key", tc.name, posted, tc.route)
+		}
+		if op, ok := r.jobs.seen["req_m"]; !ok || op != tc.op {
+			t.Errorf("%s: the succeeded job is booked as %q (%v), want %s", tc.name, op, ok, tc.op)
+		}
+	}
+}
+
+// The credits check prices the document and video embeds the client saw succeed with the catalog's rates: a
+// document its rate per file, the 3-second clip one started minute; a charge of another amount fails the
+// check. A job found succeeded only by the final check keeps its operation.
+func TestMediaCharges(t *testing.T) {
+	prices := actors.DefaultCatalog().Prices
+	prices.DocumentEmbed, prices.VideoEmbedPerMinute = 2, 5
+	r := &runner{jobs: newJobBook(), cfg: Config{Prices: &prices}}
+	r.jobs.accepted("req_late_video", OpEmbedVideo, time.Now())
+	r.jobs.lateSuccess("req_late_video")
+	r.jobs.success("req_pdf", OpEmbedPDF)
+	r.jobs.success("req_pdf_wrong", OpEmbedPDF)
+	r.jobs.success("req_video", OpEmbedVideo)
+	r.jobs.success("req_image", OpEmbedAsync)
+	amounts := map[string]int64{"req_pdf": 2, "req_pdf_wrong": 6, "req_video": 5, "req_late_video": 10, "req_image": 1}
+	checked, wrong := r.mediaCharges(r.jobs.seen, amounts)
+	if checked != 4 || len(wrong) != 2 || !strings.HasPrefix(wrong[0], "req_late_video (embed_video) charged 10, want 5") ||
+		!strings.HasPrefix(wrong[1], "req_pdf_wrong (embed_pdf) charged 6, want 2") {
+		t.Fatalf("checked %d, wrong %q", checked, wrong)
+	}
+	r.cfg.Ledger = fixedLedger{entries: []actors.LedgerEntry{
+		{Operation: "req_pdf", Kind: "charge", Amount: 2}, {Operation: "req_pdf_wrong", Kind: "charge", Amount: 6},
+		{Operation: "req_video", Kind: "charge", Amount: 5}, {Operation: "req_late_video", Kind: "charge", Amount: 5},
+		{Operation: "req_image", Kind: "charge", Amount: 1}}}
+	if c, err := r.credits(context.Background(), LedgerMark{}); err == nil || c.Equal || len(c.MediaChargedWrong) != 1 {
+		t.Fatalf("a PDF charged 6 for 2 passed the credits check: %+v", c)
+	}
+	// Without the catalog's prices (running nodes), nothing is priced.
+	r.cfg.Prices = nil
+	if checked, wrong := r.mediaCharges(r.jobs.seen, amounts); checked != 0 || wrong != nil {
+		t.Fatalf("without prices: checked %d, wrong %q", checked, wrong)
+	}
+}

@@ -55,6 +55,13 @@ const (
 	// that ran on a CPU (no GPU ready: a local cluster has none) must be charged the plain price, its hold
 	// released (the credits check).
 	OpEmbedGPU Op = "embed_gpu"
+	// OpEmbedPDF is an asynchronous embed of a small multi-page PDF (POST /watermarks/documents/async), followed
+	// to its end, then its result downloaded and checked (media.go). It is charged the document price per file.
+	OpEmbedPDF Op = "embed_pdf"
+	// OpEmbedVideo is an asynchronous embed of a short small clip made with ffmpeg at set-up (POST
+	// /watermarks/videos/async: the service runs ffmpeg), followed to its end, then its result downloaded and
+	// checked (media.go). It is charged the video price per started minute.
+	OpEmbedVideo Op = "embed_video"
 )
 
 // AllOps lists the standard operations, in report order: every kind a full mix runs.
@@ -62,11 +69,12 @@ var AllOps = []Op{OpEmbed, OpEmbedAsync, OpDetect, OpStatus, OpUploadEmbed, OpBa
 	OpEmbedStorage, OpEmbedGPU}
 
 // ExtraOps are operations a run has only when its mix names them (a client's variant of a standard one).
-var ExtraOps = []Op{OpDetectNoKey}
+// The document and video embeds are extra: the video needs ffmpeg where the harness runs.
+var ExtraOps = []Op{OpDetectNoKey, OpEmbedPDF, OpEmbedVideo}
 
 // orderedOps is every operation, standard and extra, in report order (each extra after its kin).
 var orderedOps = []Op{OpEmbed, OpEmbedAsync, OpDetect, OpDetectNoKey, OpStatus, OpUploadEmbed, OpBatch, OpBatchCancel,
-	OpEmbedWebhook, OpEmbedStorage, OpEmbedGPU}
+	OpEmbedWebhook, OpEmbedStorage, OpEmbedGPU, OpEmbedPDF, OpEmbedVideo}
 
 // isBatch says whether the operation is a batch, which books its items' successes and keeps its own replay.
 func (o Op) isBatch() bool { return o == OpBatch || o == OpBatchCancel }
@@ -96,7 +104,7 @@ func ParseMix(s string) (Mix, error) {
 			known = known || o == op
 		}
 		if !known {
-			return nil, fmt.Errorf("unknown operation %q (want embed, embed_async, detect, detect_nokey, status, upload_embed, batch, batch_cancel, embed_webhook, embed_storage, embed_gpu)", op)
+			return nil, fmt.Errorf("unknown operation %q (want embed, embed_async, detect, detect_nokey, status, upload_embed, batch, batch_cancel, embed_webhook, embed_storage, embed_gpu, embed_pdf, embed_video)", op)
 		}
 		n := 1
 		if hasW {
@@ -283,6 +291,8 @@ func (a *attempt) run(ctx context.Context) {
 		a.submitAsync(ctx, "/watermarks/images/async")
 	case OpEmbedGPU:
 		a.submitAsync(ctx, "/watermarks/images/async?accelerator=gpu")
+	case OpEmbedPDF, OpEmbedVideo:
+		a.embedMedia(ctx)
 	case OpDetect, OpDetectNoKey:
 		res, ok := a.send(ctx, "POST", "/watermarks/images/detect", a.r.detectBody.ContentType, a.r.detectBody.Data, true)
 		if !ok {
@@ -392,7 +402,12 @@ func (a *attempt) uploadEmbed(ctx context.Context) {
 // submitAsync sends the embed body to an asynchronous route (path, with its query) and books the job when it is
 // accepted (202); it reports whether it was.
 func (a *attempt) submitAsync(ctx context.Context, path string) bool {
-	res, ok := a.send(ctx, "POST", path, a.r.embedBody.ContentType, a.r.embedBody.Data, true)
+	return a.submitAsyncBody(ctx, path, a.r.embedBody)
+}
+
+// submitAsyncBody is submitAsync with another file than the run's image.
+func (a *attempt) submitAsyncBody(ctx context.Context, path string, body *bodyParts) bool {
+	res, ok := a.send(ctx, "POST", path, body.ContentType, body.Data, true)
 	if !ok {
 		return false
 	}
@@ -412,7 +427,7 @@ func (a *attempt) accepted(ctx context.Context, res *response) {
 		return
 	}
 	a.out.requestID = rc.RequestID
-	a.r.jobs.accepted(rc.RequestID, time.Now())
+	a.r.jobs.accepted(rc.RequestID, a.op, time.Now())
 	for !terminal(rc.Status) {
 		select {
 		case <-ctx.Done():

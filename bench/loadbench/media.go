@@ -1,0 +1,156 @@
+package loadbench
+
+// The document and video operations (embed_pdf, embed_video): their inputs, made once per run, the check of
+// their results, and the check of what the ledger charged them.
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"time"
+
+	"filigrane/actors/mediakind"
+	"filigrane/bench/apibench"
+	"filigrane/codec/pdf/pdftest"
+)
+
+// PDFPages is the page count of the generated document embed_pdf sends (a document is charged per file,
+// whatever its pages: the page count only makes the job longer).
+const PDFPages = 3
+
+// The clip embed_video sends: testsrc2 at VideoSize (the codec needs a short side of at least 128 pixels), VideoFPS frames a second, VideoSeconds long, H.264 in
+// MP4, made with ffmpeg once per run. It starts one minute: the service charges it one video minute.
+const (
+	VideoSize    = "176x144"
+	VideoFPS     = 10
+	VideoSeconds = 3
+)
+
+// isMedia says whether the operation embeds a document or a video.
+func (o Op) isMedia() bool { return o == OpEmbedPDF || o == OpEmbedVideo }
+
+// mediaInputs prepares the files of the document and video operations the mix names.
+func (r *runner) mediaInputs(ctx context.Context) error {
+	if r.cfg.Mix[OpEmbedPDF] > 0 {
+		b, err := apibench.MultipartBody(pdftest.Make(pdftest.Doc{Pages: PDFPages}), "bench.pdf", r.cfg.Data)
+		if err != nil {
+			return err
+		}
+		r.pdfBody = &bodyParts{ContentType: b.ContentType, Data: b.Data}
+	}
+	if r.cfg.Mix[OpEmbedVideo] > 0 {
+		clip, err := makeClip(ctx)
+		if err != nil {
+			return err
+		}
+		b, err := apibench.MultipartBody(clip, "bench.mp4", r.cfg.Data)
+		if err != nil {
+			return err
+		}
+		r.videoBody = &bodyParts{ContentType: b.ContentType, Data: b.Data}
+	}
+	return nil
+}
+
+// makeClip runs ffmpeg once for embed_video's clip.
+func makeClip(ctx context.Context) ([]byte, error) {
+	bin, err := exec.LookPath("ffmpeg")
+	if err != nil {
+		return nil, fmt.Errorf("embed_video needs ffmpeg on PATH to make its clip: %w", err)
+	}
+	dir, err := os.MkdirTemp("", "loadbench-clip-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	out := filepath.Join(dir, "clip.mp4")
+	src := fmt.Sprintf("testsrc2=size=%s:rate=%d:duration=%d", VideoSize, VideoFPS, VideoSeconds)
+	cmd := exec.CommandContext(ctx, bin, "-nostdin", "-v", "error", "-f", "lavfi", "-i", src,
+		"-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p", "-movflags", "+faststart", out)
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("make the embed_video clip with ffmpeg: %w: %s", err, bytes.TrimSpace(msg))
+	}
+	return os.ReadFile(out)
+}
+
+// mediaRoute is where op's file is sent, its body, and what its result must be: its content type and the
+// bytes its file starts with at offset magicAt.
+func (r *runner) mediaRoute(op Op) (path string, body *bodyParts, ctype string, magic []byte, magicAt int) {
+	if op == OpEmbedPDF {
+		return "/watermarks/documents/async", r.pdfBody, "application/pdf", []byte("%PDF-"), 0
+	}
+	return "/watermarks/videos/async", r.videoBody, "video/mp4", []byte("ftyp"), 4 // ISO BMFF: size, then "ftyp"
+}
+
+// embedMedia submits a document or video embed, follows the job to its end and downloads its result: the
+// operation succeeds when the marked file has the kind's type, starts as one and names its watermark. A
+// succeeded job is charged whatever its download gives, so the success is booked for the credits check first.
+func (a *attempt) embedMedia(ctx context.Context) {
+	path, body, ctype, magic, at := a.r.mediaRoute(a.op)
+	if !a.submitAsyncBody(ctx, path, body) || !a.out.ok {
+		return
+	}
+	a.r.jobs.success(a.out.requestID, a.op)
+	res, ok := a.send(ctx, "GET", "/watermarks/jobs/"+url.PathEscape(a.out.requestID)+"/result", "", nil, true)
+	a.out.ok = false
+	switch {
+	case !ok:
+		if res != nil {
+			a.out.failure = "result " + res.failureKey()
+		}
+	case res.status != 200:
+		a.out.failure, a.out.sample = "result "+res.failureKey(), snippet(res.body)
+	default:
+		if f := checkMediaResult(res, ctype, magic, at); f != "" {
+			a.out.failure, a.out.sample = f, snippet(res.body)
+			return
+		}
+		a.out.ok = true
+	}
+}
+
+// checkMediaResult says what is wrong with a 200 result, or "".
+func checkMediaResult(res *response, ctype string, magic []byte, at int) string {
+	switch {
+	case res.contentType != ctype:
+		return "result type " + res.contentType
+	case len(res.body) < at+len(magic) || !bytes.Equal(res.body[at:at+len(magic)], magic):
+		return "result not a " + ctype + " file"
+	case res.watermarkID == "":
+		return "result without X-Watermark-ID"
+	}
+	return ""
+}
+
+// mediaCharges checks the document and video embeds the client saw succeed against the catalog's prices
+// (mediakind's rules: a document its rate per file, a video its rate per started minute of the clip). It
+// returns how many were checked and those charged otherwise; without prices (running nodes whose catalog the
+// harness does not know) nothing is checked.
+func (r *runner) mediaCharges(seen map[string]Op, amounts map[string]int64) (checked int, wrong []string) {
+	p := r.cfg.Prices
+	if p == nil {
+		return 0, nil
+	}
+	for id, op := range seen {
+		a, charged := amounts[id]
+		if !op.isMedia() || !charged {
+			continue // one not charged is the set comparison's finding
+		}
+		want := p.DocumentEmbed
+		if op == OpEmbedVideo {
+			want = p.VideoEmbedPerMinute * mediakind.StartedMinutes(VideoSeconds*time.Second)
+		}
+		checked++
+		if a != want {
+			wrong = append(wrong, id+" ("+string(op)+") charged "+strconv.FormatInt(a, 10)+", want "+strconv.FormatInt(want, 10))
+		}
+	}
+	sort.Strings(wrong)
+	return checked, wrong
+}
