@@ -532,7 +532,7 @@ func TestEmbedMediaChecksResult(t *testing.T) {
 }
 
 // The credits check prices the document and video embeds the client saw succeed with the catalog's rates: a
-// document its rate per file, the 3-second clip one started minute; a charge of another amount fails the
+// document its rate per file, the clip (under a minute) one started minute; a charge of another amount fails the
 // check. A job found succeeded only by the final check keeps its operation.
 func TestMediaCharges(t *testing.T) {
 	prices := actors.DefaultCatalog().Prices

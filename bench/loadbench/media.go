@@ -24,12 +24,14 @@ import (
 // whatever its pages: the page count only makes the job longer).
 const PDFPages = 3
 
-// The clip embed_video sends: testsrc2 at VideoSize (the codec needs a short side of at least 128 pixels), VideoFPS frames a second, VideoSeconds long, H.264 in
-// MP4, made with ffmpeg once per run. It starts one minute: the service charges it one video minute.
+// The clip embed_video sends: testsrc2 at VideoSize (the codec needs a short side of at least 128 pixels),
+// VideoFPS frames a second, VideoSeconds long, H.264 in MP4, made with ffmpeg once per run. It starts one
+// minute: the service charges it one video minute. Its job takes about 2 s on an idle core: long enough for a
+// chaos action to land while ffmpeg runs.
 const (
 	VideoSize    = "176x144"
-	VideoFPS     = 10
-	VideoSeconds = 3
+	VideoFPS     = 25
+	VideoSeconds = 8
 )
 
 // isMedia says whether the operation embeds a document or a video.
