@@ -137,8 +137,10 @@ type runner struct {
 	embedBody  *bodyParts
 	detectBody *bodyParts
 	batchFile  []byte     // each batch item's file
-	pdfBody    *bodyParts // embed_pdf's document
-	videoBody  *bodyParts // embed_video's clip
+	pdfFile    []byte     // embed_pdf's and batch_media's document
+	clipFile   []byte     // embed_video's and batch_media's clip
+	pdfBody    *bodyParts // embed_pdf's request
+	videoBody  *bodyParts // embed_video's request
 	runID      string
 	seq        atomic.Uint64
 	rr         atomic.Uint64
@@ -206,7 +208,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	r.embedBody = &bodyParts{ContentType: eb.ContentType, Data: eb.Data}
-	if cfg.Mix[OpBatch] > 0 || cfg.Mix[OpBatchCancel] > 0 {
+	if cfg.Mix[OpBatch] > 0 || cfg.Mix[OpBatchCancel] > 0 || cfg.Mix[OpBatchMedia] > 0 {
 		if r.batchFile, err = apibench.PhotoJPEG(BatchImageSide, BatchImageSide, 2); err != nil {
 			return nil, err
 		}
@@ -450,7 +452,7 @@ func (r *runner) finalCheck(ctx context.Context, rep *Report) {
 	parallel(len(replays), func(i int) {
 		rp := replays[i]
 		a := &attempt{r: r, op: rp.op, idem: rp.idem, giveUp: time.Now().Add(r.cfg.RetryFor)}
-		if rp.op == OpBatch {
+		if rp.op.isBatch() {
 			r.resumeBatch(ctx, a, rep, &mu)
 			return
 		}

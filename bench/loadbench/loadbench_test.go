@@ -174,6 +174,34 @@ func TestCheckArchive(t *testing.T) {
 			t.Errorf("an archive with %s passed", name)
 		}
 	}
+	// batch_media's items keep their own extension's base: doc1.pdf is 001-doc1-watermarked.pdf.
+	media := []batchItemView{{Index: 0, Filename: "photo0.jpg"}, {Index: 1, Filename: "doc1.pdf"}, {Index: 2, Filename: "clip2.mp4"}}
+	mediaFiles := map[string]string{"000-photo0-watermarked.png": "x", "001-doc1-watermarked.pdf": "y", "002-clip2-watermarked.mp4": "z"}
+	mediaManifest := `{"batch_id":"bat_1","files":[{"index":0,"filename":"000-photo0-watermarked.png","request_id":"req_a"},` +
+		`{"index":1,"filename":"001-doc1-watermarked.pdf","request_id":"req_b"},{"index":2,"filename":"002-clip2-watermarked.mp4","request_id":"req_c"}],"failed":[]}`
+	if err := checkArchive(build(mediaFiles, mediaManifest), "bat_1", map[int]string{0: "req_a", 1: "req_b", 2: "req_c"}, media); err != nil {
+		t.Fatalf("batch_media archive: %v", err)
+	}
+}
+
+// batch_media sends a photo, the document and the clip, each under a name whose extension selects its kind,
+// as many items as a batch of photos; its create body names them with their sizes.
+func TestBatchMediaFiles(t *testing.T) {
+	r := &runner{batchFile: []byte("jpg"), pdfFile: []byte("%PDF-doc"), clipFile: []byte("....ftypclip")}
+	files := r.batchFiles(OpBatchMedia)
+	if len(files) != BatchItems || files[1].name != "doc1.pdf" || string(files[1].data) != "%PDF-doc" ||
+		files[2].name != "clip2.mp4" || files[2].contentType != "video/mp4" || string(files[2].data) != "....ftypclip" {
+		t.Fatalf("%+v", files)
+	}
+	body := string(r.batchCreateBody(OpBatchMedia, "k1"))
+	for _, want := range []string{`"filename":"photo0.jpg","size":3`, `"filename":"doc1.pdf","size":8`, `"filename":"clip2.mp4","size":12`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("create body %s lacks %s", body, want)
+		}
+	}
+	if photos := r.batchFiles(OpBatch); len(photos) != BatchItems || photos[2].name != "photo2.jpg" {
+		t.Errorf("batch files %+v", photos)
+	}
 }
 
 // The webhook receiver records a delivery only when both signature schemes verify and the body's id is the

@@ -39,18 +39,20 @@ func (o Op) isMedia() bool { return o == OpEmbedPDF || o == OpEmbedVideo }
 
 // mediaInputs prepares the files of the document and video operations the mix names.
 func (r *runner) mediaInputs(ctx context.Context) error {
-	if r.cfg.Mix[OpEmbedPDF] > 0 {
-		b, err := apibench.MultipartBody(pdftest.Make(pdftest.Doc{Pages: PDFPages}), "bench.pdf", r.cfg.Data)
+	if r.cfg.Mix[OpEmbedPDF] > 0 || r.cfg.Mix[OpBatchMedia] > 0 {
+		r.pdfFile = pdftest.Make(pdftest.Doc{Pages: PDFPages})
+		b, err := apibench.MultipartBody(r.pdfFile, "bench.pdf", r.cfg.Data)
 		if err != nil {
 			return err
 		}
 		r.pdfBody = &bodyParts{ContentType: b.ContentType, Data: b.Data}
 	}
-	if r.cfg.Mix[OpEmbedVideo] > 0 {
+	if r.cfg.Mix[OpEmbedVideo] > 0 || r.cfg.Mix[OpBatchMedia] > 0 {
 		clip, err := makeClip(ctx)
 		if err != nil {
 			return err
 		}
+		r.clipFile = clip
 		b, err := apibench.MultipartBody(clip, "bench.mp4", r.cfg.Data)
 		if err != nil {
 			return err

@@ -62,6 +62,9 @@ const (
 	// /watermarks/videos/async: the service runs ffmpeg), followed to its end, then its result downloaded and
 	// checked (media.go). It is charged the video price per started minute.
 	OpEmbedVideo Op = "embed_video"
+	// OpBatchMedia is OpBatch with three items of three kinds: a photo, embed_pdf's document and embed_video's
+	// clip (the filename's extension selects the kind; a video item is charged per started minute).
+	OpBatchMedia Op = "batch_media"
 )
 
 // AllOps lists the standard operations, in report order: every kind a full mix runs.
@@ -70,14 +73,14 @@ var AllOps = []Op{OpEmbed, OpEmbedAsync, OpDetect, OpStatus, OpUploadEmbed, OpBa
 
 // ExtraOps are operations a run has only when its mix names them (a client's variant of a standard one).
 // The document and video embeds are extra: the video needs ffmpeg where the harness runs.
-var ExtraOps = []Op{OpDetectNoKey, OpEmbedPDF, OpEmbedVideo}
+var ExtraOps = []Op{OpDetectNoKey, OpEmbedPDF, OpEmbedVideo, OpBatchMedia}
 
 // orderedOps is every operation, standard and extra, in report order (each extra after its kin).
 var orderedOps = []Op{OpEmbed, OpEmbedAsync, OpDetect, OpDetectNoKey, OpStatus, OpUploadEmbed, OpBatch, OpBatchCancel,
-	OpEmbedWebhook, OpEmbedStorage, OpEmbedGPU, OpEmbedPDF, OpEmbedVideo}
+	OpEmbedWebhook, OpEmbedStorage, OpEmbedGPU, OpEmbedPDF, OpEmbedVideo, OpBatchMedia}
 
 // isBatch says whether the operation is a batch, which books its items' successes and keeps its own replay.
-func (o Op) isBatch() bool { return o == OpBatch || o == OpBatchCancel }
+func (o Op) isBatch() bool { return o == OpBatch || o == OpBatchCancel || o == OpBatchMedia }
 
 // Charged says whether the operation costs credits when it succeeds.
 func (o Op) Charged() bool { return o != OpStatus }
@@ -104,7 +107,7 @@ func ParseMix(s string) (Mix, error) {
 			known = known || o == op
 		}
 		if !known {
-			return nil, fmt.Errorf("unknown operation %q (want embed, embed_async, detect, detect_nokey, status, upload_embed, batch, batch_cancel, embed_webhook, embed_storage, embed_gpu, embed_pdf, embed_video)", op)
+			return nil, fmt.Errorf("unknown operation %q (want embed, embed_async, detect, detect_nokey, status, upload_embed, batch, batch_cancel, embed_webhook, embed_storage, embed_gpu, embed_pdf, embed_video, batch_media)", op)
 		}
 		n := 1
 		if hasW {
@@ -319,7 +322,7 @@ func (a *attempt) run(ctx context.Context) {
 		}
 	case OpUploadEmbed:
 		a.uploadEmbed(ctx)
-	case OpBatch:
+	case OpBatch, OpBatchMedia:
 		a.batch(ctx)
 	case OpBatchCancel:
 		a.batchCancel(ctx)
