@@ -141,6 +141,9 @@ type runner struct {
 	clipFile   []byte     // embed_video's and batch_media's clip
 	pdfBody    *bodyParts // embed_pdf's request
 	videoBody  *bodyParts // embed_video's request
+	// markedPDF and markedClip are detect_pdf's and detect_video's requests: the files marked at set-up.
+	markedPDF  *bodyParts
+	markedClip *bodyParts
 	runID      string
 	seq        atomic.Uint64
 	rr         atomic.Uint64
@@ -249,6 +252,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	r.detectBody = &bodyParts{ContentType: db.ContentType, Data: db.Data}
 	if o := r.one(ctx, OpEmbedAsync, time.Now()); !o.ok {
 		return nil, fmt.Errorf("set-up: an async embed failed: %s %s", o.failure, o.sample)
+	}
+	if err := r.setupMarkedMedia(ctx); err != nil {
+		return nil, err
 	}
 
 	start := time.Now()

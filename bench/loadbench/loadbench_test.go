@@ -560,8 +560,8 @@ func TestEmbedMediaChecksResult(t *testing.T) {
 }
 
 // The credits check prices the document and video embeds the client saw succeed with the catalog's rates: a
-// document its rate per file, the clip (under a minute) one started minute; a charge of another amount fails the
-// check. A job found succeeded only by the final check keeps its operation.
+// document its rate per file, the clip (under a minute) one started minute, a detection the detect rate; a
+// charge of another amount fails the check. A job found succeeded only by the final check keeps its operation.
 func TestMediaCharges(t *testing.T) {
 	prices := actors.DefaultCatalog().Prices
 	prices.DocumentEmbed, prices.VideoEmbedPerMinute = 2, 5
@@ -572,16 +572,17 @@ func TestMediaCharges(t *testing.T) {
 	r.jobs.success("req_pdf_wrong", OpEmbedPDF)
 	r.jobs.success("req_video", OpEmbedVideo)
 	r.jobs.success("req_image", OpEmbedAsync)
-	amounts := map[string]int64{"req_pdf": 2, "req_pdf_wrong": 6, "req_video": 5, "req_late_video": 10, "req_image": 1}
+	r.jobs.success("req_detect_video", OpDetectVideo)
+	amounts := map[string]int64{"req_pdf": 2, "req_pdf_wrong": 6, "req_video": 5, "req_late_video": 10, "req_image": 1, "req_detect_video": 1}
 	checked, wrong := r.mediaCharges(r.jobs.seen, amounts)
-	if checked != 4 || len(wrong) != 2 || !strings.HasPrefix(wrong[0], "req_late_video (embed_video) charged 10, want 5") ||
+	if checked != 5 || len(wrong) != 2 || !strings.HasPrefix(wrong[0], "req_late_video (embed_video) charged 10, want 5") ||
 		!strings.HasPrefix(wrong[1], "req_pdf_wrong (embed_pdf) charged 6, want 2") {
 		t.Fatalf("checked %d, wrong %q", checked, wrong)
 	}
 	r.cfg.Ledger = fixedLedger{entries: []actors.LedgerEntry{
 		{Operation: "req_pdf", Kind: "charge", Amount: 2}, {Operation: "req_pdf_wrong", Kind: "charge", Amount: 6},
 		{Operation: "req_video", Kind: "charge", Amount: 5}, {Operation: "req_late_video", Kind: "charge", Amount: 5},
-		{Operation: "req_image", Kind: "charge", Amount: 1}}}
+		{Operation: "req_image", Kind: "charge", Amount: 1}, {Operation: "req_detect_video", Kind: "charge", Amount: 1}}}
 	if c, err := r.credits(context.Background(), LedgerMark{}); err == nil || c.Equal || len(c.MediaChargedWrong) != 1 {
 		t.Fatalf("a PDF charged 6 for 2 passed the credits check: %+v", c)
 	}
@@ -589,5 +590,62 @@ func TestMediaCharges(t *testing.T) {
 	r.cfg.Prices = nil
 	if checked, wrong := r.mediaCharges(r.jobs.seen, amounts); checked != 0 || wrong != nil {
 		t.Fatalf("without prices: checked %d, wrong %q", checked, wrong)
+	}
+}
+
+// detect_pdf is answered in the request and detect_video runs as a job whose JSON result is downloaded: each
+// succeeds only when the detection found the mark, and each answered detection is booked as charged, found or
+// not (the service charges a detection it answered).
+func TestDetectMedia(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		op     Op
+		result string
+		ok     bool
+	}{
+		{"pdf found", OpDetectPDF, `{"watermarked": true, "confidence": 0.99}`, true},
+		{"pdf not found", OpDetectPDF, `{"watermarked":false,"confidence":0.1}`, false},
+		{"video found", OpDetectVideo, `{"watermarked":true,"units":[]}`, true},
+		{"video not found", OpDetectVideo, `{"watermarked":false}`, false},
+	} {
+		var posted []string
+		var mu sync.Mutex
+		srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case r.Method == "POST" && r.URL.Path == "/watermarks/documents/detect":
+				posted = append(posted, r.URL.Path)
+				rw.Header().Set("X-Request-ID", "req_d")
+				rw.Write([]byte(tc.result))
+			case r.Method == "POST" && r.URL.Path == "/watermarks/videos/detect/async":
+				posted = append(posted, r.URL.Path)
+				rw.WriteHeader(202)
+				rw.Write([]byte(`{"request_id":"req_d","status":"queued"}`))
+			case r.URL.Path == "/watermarks/jobs/req_d":
+				rw.Write([]byte(`{"request_id":"req_d","status":"succeeded"}`))
+			case r.URL.Path == "/watermarks/jobs/req_d/result":
+				rw.Header().Set("Content-Type", "application/json")
+				rw.Write([]byte(tc.result))
+			default:
+				http.NotFound(rw, r)
+			}
+		}))
+		marked := &bodyParts{ContentType: "multipart/form-data; boundary=x", Data: []byte("marked")}
+		r := &runner{cfg: Config{Targets: []string{srv.URL}, Key: "k", PollInterval: time.Millisecond},
+			http: newHTTPClient(4, time.Second), jobs: newJobBook(), markedPDF: marked, markedClip: marked}
+		a := &attempt{r: r, op: tc.op, idem: "idem-d", giveUp: time.Now().Add(5 * time.Second)}
+		a.run(context.Background())
+		srv.Close()
+		wantPath := "/watermarks/documents/detect"
+		if tc.op == OpDetectVideo {
+			wantPath = "/watermarks/videos/detect/async"
+		}
+		if a.out.ok != tc.ok || (!tc.ok && a.out.failure != "detection did not find the mark") || len(posted) != 1 || posted[0] != wantPath {
+			t.Errorf("%s: ok %v failure %q posted %q", tc.name, a.out.ok, a.out.failure, posted)
+		}
+		if op, ok := r.jobs.seen["req_d"]; !ok || op != tc.op {
+			t.Errorf("%s: the answered detection is booked as %q (%v), want %s", tc.name, op, ok, tc.op)
+		}
 	}
 }

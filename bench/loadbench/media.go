@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 	"time"
@@ -34,12 +35,14 @@ const (
 	VideoSeconds = 8
 )
 
-// isMedia says whether the operation embeds a document or a video.
-func (o Op) isMedia() bool { return o == OpEmbedPDF || o == OpEmbedVideo }
+// isMedia says whether the operation embeds or detects a document or a video.
+func (o Op) isMedia() bool {
+	return o == OpEmbedPDF || o == OpEmbedVideo || o == OpDetectPDF || o == OpDetectVideo
+}
 
 // mediaInputs prepares the files of the document and video operations the mix names.
 func (r *runner) mediaInputs(ctx context.Context) error {
-	if r.cfg.Mix[OpEmbedPDF] > 0 || r.cfg.Mix[OpBatchMedia] > 0 {
+	if r.cfg.Mix[OpEmbedPDF] > 0 || r.cfg.Mix[OpBatchMedia] > 0 || r.cfg.Mix[OpDetectPDF] > 0 {
 		r.pdfFile = pdftest.Make(pdftest.Doc{Pages: PDFPages})
 		b, err := apibench.MultipartBody(r.pdfFile, "bench.pdf", r.cfg.Data)
 		if err != nil {
@@ -47,7 +50,7 @@ func (r *runner) mediaInputs(ctx context.Context) error {
 		}
 		r.pdfBody = &bodyParts{ContentType: b.ContentType, Data: b.Data}
 	}
-	if r.cfg.Mix[OpEmbedVideo] > 0 || r.cfg.Mix[OpBatchMedia] > 0 {
+	if r.cfg.Mix[OpEmbedVideo] > 0 || r.cfg.Mix[OpBatchMedia] > 0 || r.cfg.Mix[OpDetectVideo] > 0 {
 		clip, err := makeClip(ctx)
 		if err != nil {
 			return err
@@ -115,6 +118,7 @@ func (a *attempt) embedMedia(ctx context.Context) {
 			a.out.failure, a.out.sample = f, snippet(res.body)
 			return
 		}
+		a.result = res.body
 		a.out.ok = true
 	}
 }
@@ -132,8 +136,9 @@ func checkMediaResult(res *response, ctype string, magic []byte, at int) string 
 	return ""
 }
 
-// mediaCharges checks the document and video embeds the client saw succeed against the catalog's prices
-// (mediakind's rules: a document its rate per file, a video its rate per started minute of the clip). It
+// mediaCharges checks the document and video operations the client saw succeed against the catalog's prices
+// (mediakind's rules: a document its rate per file, a video its rate per started minute of the clip, a
+// detection the detect rate whatever the kind). It
 // returns how many were checked and those charged otherwise; without prices (running nodes whose catalog the
 // harness does not know) nothing is checked.
 func (r *runner) mediaCharges(seen map[string]Op, amounts map[string]int64) (checked int, wrong []string) {
@@ -147,8 +152,11 @@ func (r *runner) mediaCharges(seen map[string]Op, amounts map[string]int64) (che
 			continue // one not charged is the set comparison's finding
 		}
 		want := p.DocumentEmbed
-		if op == OpEmbedVideo {
+		switch op {
+		case OpEmbedVideo:
 			want = p.VideoEmbedPerMinute * mediakind.StartedMinutes(VideoSeconds*time.Second)
+		case OpDetectPDF, OpDetectVideo:
+			want = p.Detect
 		}
 		checked++
 		if a != want {
@@ -157,4 +165,81 @@ func (r *runner) mediaCharges(seen map[string]Op, amounts map[string]int64) (che
 	}
 	sort.Strings(wrong)
 	return checked, wrong
+}
+
+// setupMarkedMedia marks the document and the clip once, for the detections the mix names.
+func (r *runner) setupMarkedMedia(ctx context.Context) error {
+	for _, k := range []struct {
+		detect, embed Op
+		name          string
+		dst           **bodyParts
+	}{{OpDetectPDF, OpEmbedPDF, "marked.pdf", &r.markedPDF}, {OpDetectVideo, OpEmbedVideo, "marked.mp4", &r.markedClip}} {
+		if r.cfg.Mix[k.detect] == 0 {
+			continue
+		}
+		a := &attempt{r: r, op: k.embed, idem: fmt.Sprintf("%s-setup-%s", r.runID, k.embed), giveUp: time.Now().Add(r.cfg.RetryFor)}
+		a.out.op, a.out.start = k.embed, time.Now()
+		a.embedMedia(ctx)
+		a.out.end = time.Now()
+		r.rec.record(a.out)
+		if !a.out.ok {
+			return fmt.Errorf("set-up: %s for %s failed: %s %s", k.embed, k.detect, a.out.failure, a.out.sample)
+		}
+		b, err := apibench.MultipartBody(a.result, k.name, "")
+		if err != nil {
+			return err
+		}
+		*k.dst = &bodyParts{ContentType: b.ContentType, Data: b.Data}
+	}
+	return nil
+}
+
+// watermarkedTrue finds a detection result that found the mark.
+var watermarkedTrue = regexp.MustCompile(`"watermarked"\s*:\s*true`)
+
+// detectMedia runs a detection of the marked document (synchronous: answered in the request, or a 202
+// receipt followed to its end) or clip (a job), and checks that the result found the mark.
+func (a *attempt) detectMedia(ctx context.Context) {
+	path, body := "/watermarks/documents/detect", a.r.markedPDF
+	if a.op == OpDetectVideo {
+		path, body = "/watermarks/videos/detect/async", a.r.markedClip
+	}
+	res, ok := a.send(ctx, "POST", path, body.ContentType, body.Data, true)
+	if !ok {
+		return
+	}
+	switch {
+	case res.status == 200 && a.op == OpDetectPDF:
+		a.out.requestID = res.requestID
+		a.r.jobs.success(a.out.requestID, a.op) // answered: charged, found or not
+		if watermarkedTrue.Match(res.body) {
+			a.out.ok = true
+		} else {
+			a.out.failure, a.out.sample = "detection did not find the mark", snippet(res.body)
+		}
+		return
+	case res.status == 202:
+		a.accepted(ctx, res)
+	default:
+		a.fail(res)
+		return
+	}
+	if !a.out.ok {
+		return
+	}
+	a.r.jobs.success(a.out.requestID, a.op)
+	res, ok = a.send(ctx, "GET", "/watermarks/jobs/"+url.PathEscape(a.out.requestID)+"/result", "", nil, true)
+	a.out.ok = false
+	switch {
+	case !ok:
+		if res != nil {
+			a.out.failure = "result " + res.failureKey()
+		}
+	case res.status != 200:
+		a.out.failure, a.out.sample = "result "+res.failureKey(), snippet(res.body)
+	case !watermarkedTrue.Match(res.body):
+		a.out.failure, a.out.sample = "detection did not find the mark", snippet(res.body)
+	default:
+		a.out.ok = true
+	}
 }

@@ -65,6 +65,13 @@ const (
 	// OpBatchMedia is OpBatch with three items of three kinds: a photo, embed_pdf's document and embed_video's
 	// clip (the filename's extension selects the kind; a video item is charged per started minute).
 	OpBatchMedia Op = "batch_media"
+	// OpDetectPDF is a synchronous detection (POST /watermarks/documents/detect, with an Idempotency-Key) of
+	// the PDF marked at set-up: it must find the mark. Charged the detect price.
+	OpDetectPDF Op = "detect_pdf"
+	// OpDetectVideo is an asynchronous detection (POST /watermarks/videos/detect/async: video detection always
+	// runs as a job, with ffmpeg) of the clip marked at set-up, followed to its end; its result (JSON) must
+	// find the mark. Charged the detect price.
+	OpDetectVideo Op = "detect_video"
 )
 
 // AllOps lists the standard operations, in report order: every kind a full mix runs.
@@ -73,11 +80,11 @@ var AllOps = []Op{OpEmbed, OpEmbedAsync, OpDetect, OpStatus, OpUploadEmbed, OpBa
 
 // ExtraOps are operations a run has only when its mix names them (a client's variant of a standard one).
 // The document and video embeds are extra: the video needs ffmpeg where the harness runs.
-var ExtraOps = []Op{OpDetectNoKey, OpEmbedPDF, OpEmbedVideo, OpBatchMedia}
+var ExtraOps = []Op{OpDetectNoKey, OpEmbedPDF, OpEmbedVideo, OpBatchMedia, OpDetectPDF, OpDetectVideo}
 
 // orderedOps is every operation, standard and extra, in report order (each extra after its kin).
 var orderedOps = []Op{OpEmbed, OpEmbedAsync, OpDetect, OpDetectNoKey, OpStatus, OpUploadEmbed, OpBatch, OpBatchCancel,
-	OpEmbedWebhook, OpEmbedStorage, OpEmbedGPU, OpEmbedPDF, OpEmbedVideo, OpBatchMedia}
+	OpEmbedWebhook, OpEmbedStorage, OpEmbedGPU, OpEmbedPDF, OpEmbedVideo, OpBatchMedia, OpDetectPDF, OpDetectVideo}
 
 // isBatch says whether the operation is a batch, which books its items' successes and keeps its own replay.
 func (o Op) isBatch() bool { return o == OpBatch || o == OpBatchCancel || o == OpBatchMedia }
@@ -107,7 +114,7 @@ func ParseMix(s string) (Mix, error) {
 			known = known || o == op
 		}
 		if !known {
-			return nil, fmt.Errorf("unknown operation %q (want embed, embed_async, detect, detect_nokey, status, upload_embed, batch, batch_cancel, embed_webhook, embed_storage, embed_gpu, embed_pdf, embed_video, batch_media)", op)
+			return nil, fmt.Errorf("unknown operation %q (want embed, embed_async, detect, detect_nokey, status, upload_embed, batch, batch_cancel, embed_webhook, embed_storage, embed_gpu, embed_pdf, embed_video, batch_media, detect_pdf, detect_video)", op)
 		}
 		n := 1
 		if hasW {
@@ -196,6 +203,8 @@ type attempt struct {
 	charged *replay
 	// batchID is the batch a batch operation created.
 	batchID string
+	// result is the marked file an embed_pdf or embed_video downloaded.
+	result []byte
 }
 
 // replay is a charged request whose outcome the client did not learn within its retry budget.
@@ -296,6 +305,8 @@ func (a *attempt) run(ctx context.Context) {
 		a.submitAsync(ctx, "/watermarks/images/async?accelerator=gpu")
 	case OpEmbedPDF, OpEmbedVideo:
 		a.embedMedia(ctx)
+	case OpDetectPDF, OpDetectVideo:
+		a.detectMedia(ctx)
 	case OpDetect, OpDetectNoKey:
 		res, ok := a.send(ctx, "POST", "/watermarks/images/detect", a.r.detectBody.ContentType, a.r.detectBody.Data, true)
 		if !ok {
