@@ -25,14 +25,15 @@ import (
 // whatever its pages: the page count only makes the job longer).
 const PDFPages = 3
 
-// The clip embed_video sends: testsrc2 at VideoSize (the codec needs a short side of at least 128 pixels),
-// VideoFPS frames a second, VideoSeconds long, H.264 in MP4, made with ffmpeg once per run. It starts one
-// minute: the service charges it one video minute. Its job takes about 2 s on an idle core: long enough for a
-// chaos action to land while ffmpeg runs.
+// The clip embed_video sends: testsrc2 at VideoSize, VideoFPS frames a second, VideoSeconds long, H.264 in
+// MP4, made with ffmpeg once per run. It starts one minute: the service charges it one video minute. Its job
+// takes 2-4 s on the loaded 2-core machine: long enough for a chaos action to land while ffmpeg runs. 320x240
+// because detect_video must find the mark: a 176x144 clip is accepted (the short side is over 128) and marked,
+// but the codec does not read the mark back from it (`filigrane codec detect`: watermarked false).
 const (
-	VideoSize    = "176x144"
+	VideoSize    = "320x240"
 	VideoFPS     = 25
-	VideoSeconds = 8
+	VideoSeconds = 6
 )
 
 // isMedia says whether the operation embeds or detects a document or a video.
