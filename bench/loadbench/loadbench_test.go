@@ -649,3 +649,51 @@ func TestDetectMedia(t *testing.T) {
 		}
 	}
 }
+
+// upload_video creates a signed upload of kind video with the clip's size, PUTs the clip to its URL, and
+// embeds by upload_id on the video route; the result is checked as embed_video's.
+func TestUploadVideo(t *testing.T) {
+	clip := []byte("\x00\x00\x00\x20ftypisom clip")
+	var mu sync.Mutex
+	var log []string
+	var srvURL string
+	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		body := new(bytes.Buffer)
+		body.ReadFrom(r.Body)
+		switch {
+		case r.Method == "POST" && r.URL.Path == "/uploads":
+			log = append(log, "create "+body.String())
+			rw.WriteHeader(201)
+			fmt.Fprintf(rw, `{"upload_id":"upl_1","upload":{"method":"PUT","url":%q}}`, srvURL+"/put/upl_1")
+		case r.Method == "PUT" && r.URL.Path == "/put/upl_1":
+			log = append(log, fmt.Sprintf("put %d bytes", body.Len()))
+		case r.Method == "POST" && r.URL.Path == "/watermarks/videos/async":
+			has := strings.Contains(body.String(), `name="upload_id"`) && strings.Contains(body.String(), "upl_1")
+			log = append(log, fmt.Sprintf("embed upload_id=%v key=%s", has, r.Header.Get("Idempotency-Key")))
+			rw.WriteHeader(202)
+			rw.Write([]byte(`{"request_id":"req_u","status":"succeeded"}`))
+		case r.URL.Path == "/watermarks/jobs/req_u/result":
+			rw.Header().Set("Content-Type", "video/mp4")
+			rw.Header().Set("X-Watermark-ID", "ab")
+			rw.Write(clip)
+		default:
+			http.NotFound(rw, r)
+		}
+	}))
+	defer srv.Close()
+	srvURL = srv.URL
+	r := &runner{cfg: Config{Targets: []string{srv.URL}, Key: "k", PollInterval: time.Millisecond, Data: `{"a":1}`},
+		http: newHTTPClient(4, time.Second), jobs: newJobBook(), clipFile: clip}
+	a := &attempt{r: r, op: OpUploadVideo, idem: "idem-u", giveUp: time.Now().Add(5 * time.Second)}
+	a.run(context.Background())
+	want := []string{fmt.Sprintf(`create {"filename":"clip.mp4","kind":"video","size":%d}`, len(clip)),
+		fmt.Sprintf("put %d bytes", len(clip)), "embed upload_id=true key=idem-u"}
+	if !a.out.ok || a.out.requestID != "req_u" || strings.Join(log, "|") != strings.Join(want, "|") {
+		t.Fatalf("ok %v failure %q, requests %q; want %q", a.out.ok, a.out.failure, log, want)
+	}
+	if r.jobs.seen["req_u"] != OpUploadVideo {
+		t.Errorf("booked as %q", r.jobs.seen["req_u"])
+	}
+}

@@ -38,7 +38,7 @@ const (
 
 // isMedia says whether the operation embeds or detects a document or a video.
 func (o Op) isMedia() bool {
-	return o == OpEmbedPDF || o == OpEmbedVideo || o == OpDetectPDF || o == OpDetectVideo
+	return o == OpEmbedPDF || o == OpEmbedVideo || o == OpDetectPDF || o == OpDetectVideo || o == OpUploadVideo
 }
 
 // mediaInputs prepares the files of the document and video operations the mix names.
@@ -51,7 +51,7 @@ func (r *runner) mediaInputs(ctx context.Context) error {
 		}
 		r.pdfBody = &bodyParts{ContentType: b.ContentType, Data: b.Data}
 	}
-	if r.cfg.Mix[OpEmbedVideo] > 0 || r.cfg.Mix[OpBatchMedia] > 0 || r.cfg.Mix[OpDetectVideo] > 0 {
+	if r.cfg.Mix[OpEmbedVideo] > 0 || r.cfg.Mix[OpBatchMedia] > 0 || r.cfg.Mix[OpDetectVideo] > 0 || r.cfg.Mix[OpUploadVideo] > 0 {
 		clip, err := makeClip(ctx)
 		if err != nil {
 			return err
@@ -96,11 +96,11 @@ func (r *runner) mediaRoute(op Op) (path string, body *bodyParts, ctype string, 
 	return "/watermarks/videos/async", r.videoBody, "video/mp4", []byte("ftyp"), 4 // ISO BMFF: size, then "ftyp"
 }
 
-// embedMedia submits a document or video embed, follows the job to its end and downloads its result: the
+// embedMedia submits a document or video embed (body to path), follows the job to its end and downloads its result: the
 // operation succeeds when the marked file has the kind's type, starts as one and names its watermark. A
 // succeeded job is charged whatever its download gives, so the success is booked for the credits check first.
-func (a *attempt) embedMedia(ctx context.Context) {
-	path, body, ctype, magic, at := a.r.mediaRoute(a.op)
+func (a *attempt) embedMedia(ctx context.Context, body *bodyParts, path string) {
+	_, _, ctype, magic, at := a.r.mediaRoute(a.op)
 	if !a.submitAsyncBody(ctx, path, body) || !a.out.ok {
 		return
 	}
@@ -154,7 +154,7 @@ func (r *runner) mediaCharges(seen map[string]Op, amounts map[string]int64) (che
 		}
 		want := p.DocumentEmbed
 		switch op {
-		case OpEmbedVideo:
+		case OpEmbedVideo, OpUploadVideo:
 			want = p.VideoEmbedPerMinute * mediakind.StartedMinutes(VideoSeconds*time.Second)
 		case OpDetectPDF, OpDetectVideo:
 			want = p.Detect
@@ -180,7 +180,8 @@ func (r *runner) setupMarkedMedia(ctx context.Context) error {
 		}
 		a := &attempt{r: r, op: k.embed, idem: fmt.Sprintf("%s-setup-%s", r.runID, k.embed), giveUp: time.Now().Add(r.cfg.RetryFor)}
 		a.out.op, a.out.start = k.embed, time.Now()
-		a.embedMedia(ctx)
+		path, body, _, _, _ := r.mediaRoute(k.embed)
+		a.embedMedia(ctx, body, path)
 		a.out.end = time.Now()
 		r.rec.record(a.out)
 		if !a.out.ok {

@@ -72,6 +72,9 @@ const (
 	// runs as a job, with ffmpeg) of the clip marked at set-up, followed to its end; its result (JSON) must
 	// find the mark. Charged the detect price.
 	OpDetectVideo Op = "detect_video"
+	// OpUploadVideo is OpUploadEmbed for embed_video's clip: a signed upload of kind video, then an
+	// asynchronous embed naming its upload_id (/watermarks/videos/async), the result checked as embed_video's.
+	OpUploadVideo Op = "upload_video"
 )
 
 // AllOps lists the standard operations, in report order: every kind a full mix runs.
@@ -80,11 +83,11 @@ var AllOps = []Op{OpEmbed, OpEmbedAsync, OpDetect, OpStatus, OpUploadEmbed, OpBa
 
 // ExtraOps are operations a run has only when its mix names them (a client's variant of a standard one).
 // The document and video embeds are extra: the video needs ffmpeg where the harness runs.
-var ExtraOps = []Op{OpDetectNoKey, OpEmbedPDF, OpEmbedVideo, OpBatchMedia, OpDetectPDF, OpDetectVideo}
+var ExtraOps = []Op{OpDetectNoKey, OpEmbedPDF, OpEmbedVideo, OpBatchMedia, OpDetectPDF, OpDetectVideo, OpUploadVideo}
 
 // orderedOps is every operation, standard and extra, in report order (each extra after its kin).
 var orderedOps = []Op{OpEmbed, OpEmbedAsync, OpDetect, OpDetectNoKey, OpStatus, OpUploadEmbed, OpBatch, OpBatchCancel,
-	OpEmbedWebhook, OpEmbedStorage, OpEmbedGPU, OpEmbedPDF, OpEmbedVideo, OpBatchMedia, OpDetectPDF, OpDetectVideo}
+	OpEmbedWebhook, OpEmbedStorage, OpEmbedGPU, OpEmbedPDF, OpEmbedVideo, OpBatchMedia, OpDetectPDF, OpDetectVideo, OpUploadVideo}
 
 // isBatch says whether the operation is a batch, which books its items' successes and keeps its own replay.
 func (o Op) isBatch() bool { return o == OpBatch || o == OpBatchCancel || o == OpBatchMedia }
@@ -114,7 +117,7 @@ func ParseMix(s string) (Mix, error) {
 			known = known || o == op
 		}
 		if !known {
-			return nil, fmt.Errorf("unknown operation %q (want embed, embed_async, detect, detect_nokey, status, upload_embed, batch, batch_cancel, embed_webhook, embed_storage, embed_gpu, embed_pdf, embed_video, batch_media, detect_pdf, detect_video)", op)
+			return nil, fmt.Errorf("unknown operation %q (want embed, embed_async, detect, detect_nokey, status, upload_embed, batch, batch_cancel, embed_webhook, embed_storage, embed_gpu, embed_pdf, embed_video, batch_media, detect_pdf, detect_video, upload_video)", op)
 		}
 		n := 1
 		if hasW {
@@ -304,7 +307,12 @@ func (a *attempt) run(ctx context.Context) {
 	case OpEmbedGPU:
 		a.submitAsync(ctx, "/watermarks/images/async?accelerator=gpu")
 	case OpEmbedPDF, OpEmbedVideo:
-		a.embedMedia(ctx)
+		path, body, _, _, _ := a.r.mediaRoute(a.op)
+		a.embedMedia(ctx, body, path)
+	case OpUploadVideo:
+		if id, ok := a.upload(ctx, "video", "clip.mp4", a.r.clipFile); ok {
+			a.embedMedia(ctx, a.r.uploadBody(id), "/watermarks/videos/async")
+		}
 	case OpDetectPDF, OpDetectVideo:
 		a.detectMedia(ctx)
 	case OpDetect, OpDetectNoKey:
@@ -374,15 +382,23 @@ func (a *attempt) embed(ctx context.Context, body *bodyParts) {
 // answer creates a new upload (uploads cost nothing); the embed keeps its Idempotency-Key.
 func (a *attempt) uploadEmbed(ctx context.Context) {
 	// ImageName may be the --image path; an upload's filename is a name (a path is refused with 422).
-	req, _ := json.Marshal(map[string]any{"kind": "image", "filename": filepath.Base(a.r.cfg.ImageName), "size": len(a.r.cfg.Image)})
+	if id, ok := a.upload(ctx, "image", filepath.Base(a.r.cfg.ImageName), a.r.cfg.Image); ok {
+		a.embed(ctx, a.r.uploadBody(id))
+	}
+}
+
+// upload creates a signed upload of kind for data (POST /uploads) and PUTs the file to its URL, starting over
+// with a new upload when the URL's node is gone. It returns the upload id, or false with the failure set.
+func (a *attempt) upload(ctx context.Context, kind, filename string, data []byte) (string, bool) {
+	req, _ := json.Marshal(map[string]any{"kind": kind, "filename": filename, "size": len(data)})
 	for {
 		res, ok := a.send(ctx, "POST", "/uploads", "application/json", req, true)
 		if !ok {
-			return
+			return "", false
 		}
 		if res.status != 201 {
 			a.fail(res)
-			return
+			return "", false
 		}
 		var up struct {
 			UploadID string `json:"upload_id"`
@@ -393,23 +409,22 @@ func (a *attempt) uploadEmbed(ctx context.Context) {
 		}
 		if err := json.Unmarshal(res.body, &up); err != nil || up.UploadID == "" || up.Upload.URL == "" {
 			a.out.failure, a.out.sample = "201 without upload_id or url", snippet(res.body)
-			return
+			return "", false
 		}
-		put, err := a.r.http.do(up.Upload.Method, up.Upload.URL, "", "application/octet-stream", a.r.cfg.Image, nil, false)
+		put, err := a.r.http.do(up.Upload.Method, up.Upload.URL, "", "application/octet-stream", data, nil, false)
 		if err != nil || retryablePut(put) {
 			// The signed URL names one node's upload listener: when that node is gone, start over elsewhere.
 			key := putKey(put, err)
 			if a.again(ctx, key) {
 				continue
 			}
-			return
+			return "", false
 		}
 		if put.status/100 != 2 {
 			a.out.failure, a.out.sample = "PUT "+put.failureKey(), snippet(put.body)
-			return
+			return "", false
 		}
-		a.embed(ctx, a.r.uploadBody(up.UploadID))
-		return
+		return up.UploadID, true
 	}
 }
 
