@@ -79,7 +79,7 @@ type batchItemFile struct {
 // embed_pdf document and the embed_video clip (the item's extension selects its kind): BatchItems files
 // either way, which the checks of a batch's items count on.
 func (r *runner) batchFiles(op Op) []batchItemFile {
-	if op == OpBatchMedia {
+	if op == OpBatchMedia || op == OpBatchMediaCancel {
 		return []batchItemFile{{"photo0.jpg", "image/jpeg", r.batchFile}, {"doc1.pdf", "application/pdf", r.pdfFile},
 			{"clip2.mp4", "video/mp4", r.clipFile}}
 	}
@@ -127,7 +127,7 @@ func (a *attempt) batchCancel(ctx context.Context) batchOutcome { return a.runBa
 func (a *attempt) runBatch(ctx context.Context, cancel bool) batchOutcome {
 	// The replay after the run is a plain batch of the same files (a cancel may never have arrived).
 	replayOp := OpBatch
-	if a.op == OpBatchMedia {
+	if a.op == OpBatchMedia || a.op == OpBatchMediaCancel {
 		replayOp = OpBatchMedia
 	}
 	a.charged = &replay{op: replayOp, idem: a.idem}

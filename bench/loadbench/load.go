@@ -211,7 +211,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	r.embedBody = &bodyParts{ContentType: eb.ContentType, Data: eb.Data}
-	if cfg.Mix[OpBatch] > 0 || cfg.Mix[OpBatchCancel] > 0 || cfg.Mix[OpBatchMedia] > 0 {
+	if cfg.Mix[OpBatch] > 0 || cfg.Mix[OpBatchCancel] > 0 || cfg.Mix[OpBatchMedia] > 0 || cfg.Mix[OpBatchMediaCancel] > 0 {
 		if r.batchFile, err = apibench.PhotoJPEG(BatchImageSide, BatchImageSide, 2); err != nil {
 			return nil, err
 		}

@@ -199,6 +199,9 @@ func TestBatchMediaFiles(t *testing.T) {
 			t.Errorf("create body %s lacks %s", body, want)
 		}
 	}
+	if cancelled := r.batchFiles(OpBatchMediaCancel); len(cancelled) != BatchItems || cancelled[2].name != "clip2.mp4" {
+		t.Errorf("batch_media_cancel files %+v", cancelled)
+	}
 	if photos := r.batchFiles(OpBatch); len(photos) != BatchItems || photos[2].name != "photo2.jpg" {
 		t.Errorf("batch files %+v", photos)
 	}

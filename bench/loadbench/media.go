@@ -43,7 +43,8 @@ func (o Op) isMedia() bool {
 
 // mediaInputs prepares the files of the document and video operations the mix names.
 func (r *runner) mediaInputs(ctx context.Context) error {
-	if r.cfg.Mix[OpEmbedPDF] > 0 || r.cfg.Mix[OpBatchMedia] > 0 || r.cfg.Mix[OpDetectPDF] > 0 {
+	batchMedia := r.cfg.Mix[OpBatchMedia] > 0 || r.cfg.Mix[OpBatchMediaCancel] > 0
+	if r.cfg.Mix[OpEmbedPDF] > 0 || batchMedia || r.cfg.Mix[OpDetectPDF] > 0 {
 		r.pdfFile = pdftest.Make(pdftest.Doc{Pages: PDFPages})
 		b, err := apibench.MultipartBody(r.pdfFile, "bench.pdf", r.cfg.Data)
 		if err != nil {
@@ -51,7 +52,7 @@ func (r *runner) mediaInputs(ctx context.Context) error {
 		}
 		r.pdfBody = &bodyParts{ContentType: b.ContentType, Data: b.Data}
 	}
-	if r.cfg.Mix[OpEmbedVideo] > 0 || r.cfg.Mix[OpBatchMedia] > 0 || r.cfg.Mix[OpDetectVideo] > 0 || r.cfg.Mix[OpUploadVideo] > 0 {
+	if r.cfg.Mix[OpEmbedVideo] > 0 || batchMedia || r.cfg.Mix[OpDetectVideo] > 0 || r.cfg.Mix[OpUploadVideo] > 0 {
 		clip, err := makeClip(ctx)
 		if err != nil {
 			return err

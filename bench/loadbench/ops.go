@@ -75,6 +75,9 @@ const (
 	// OpUploadVideo is OpUploadEmbed for embed_video's clip: a signed upload of kind video, then an
 	// asynchronous embed naming its upload_id (/watermarks/videos/async), the result checked as embed_video's.
 	OpUploadVideo Op = "upload_video"
+	// OpBatchMediaCancel is OpBatchMedia cancelled right after its start, checked as OpBatchCancel: a video
+	// item may be running (ffmpeg) when the cancel arrives.
+	OpBatchMediaCancel Op = "batch_media_cancel"
 )
 
 // AllOps lists the standard operations, in report order: every kind a full mix runs.
@@ -83,14 +86,16 @@ var AllOps = []Op{OpEmbed, OpEmbedAsync, OpDetect, OpStatus, OpUploadEmbed, OpBa
 
 // ExtraOps are operations a run has only when its mix names them (a client's variant of a standard one).
 // The document and video embeds are extra: the video needs ffmpeg where the harness runs.
-var ExtraOps = []Op{OpDetectNoKey, OpEmbedPDF, OpEmbedVideo, OpBatchMedia, OpDetectPDF, OpDetectVideo, OpUploadVideo}
+var ExtraOps = []Op{OpDetectNoKey, OpEmbedPDF, OpEmbedVideo, OpBatchMedia, OpDetectPDF, OpDetectVideo, OpUploadVideo, OpBatchMediaCancel}
 
 // orderedOps is every operation, standard and extra, in report order (each extra after its kin).
 var orderedOps = []Op{OpEmbed, OpEmbedAsync, OpDetect, OpDetectNoKey, OpStatus, OpUploadEmbed, OpBatch, OpBatchCancel,
-	OpEmbedWebhook, OpEmbedStorage, OpEmbedGPU, OpEmbedPDF, OpEmbedVideo, OpBatchMedia, OpDetectPDF, OpDetectVideo, OpUploadVideo}
+	OpEmbedWebhook, OpEmbedStorage, OpEmbedGPU, OpEmbedPDF, OpEmbedVideo, OpBatchMedia, OpDetectPDF, OpDetectVideo, OpUploadVideo, OpBatchMediaCancel}
 
 // isBatch says whether the operation is a batch, which books its items' successes and keeps its own replay.
-func (o Op) isBatch() bool { return o == OpBatch || o == OpBatchCancel || o == OpBatchMedia }
+func (o Op) isBatch() bool {
+	return o == OpBatch || o == OpBatchCancel || o == OpBatchMedia || o == OpBatchMediaCancel
+}
 
 // Charged says whether the operation costs credits when it succeeds.
 func (o Op) Charged() bool { return o != OpStatus }
@@ -117,7 +122,7 @@ func ParseMix(s string) (Mix, error) {
 			known = known || o == op
 		}
 		if !known {
-			return nil, fmt.Errorf("unknown operation %q (want embed, embed_async, detect, detect_nokey, status, upload_embed, batch, batch_cancel, embed_webhook, embed_storage, embed_gpu, embed_pdf, embed_video, batch_media, detect_pdf, detect_video, upload_video)", op)
+			return nil, fmt.Errorf("unknown operation %q (want embed, embed_async, detect, detect_nokey, status, upload_embed, batch, batch_cancel, embed_webhook, embed_storage, embed_gpu, embed_pdf, embed_video, batch_media, detect_pdf, detect_video, upload_video, batch_media_cancel)", op)
 		}
 		n := 1
 		if hasW {
@@ -343,7 +348,7 @@ func (a *attempt) run(ctx context.Context) {
 		a.uploadEmbed(ctx)
 	case OpBatch, OpBatchMedia:
 		a.batch(ctx)
-	case OpBatchCancel:
+	case OpBatchCancel, OpBatchMediaCancel:
 		a.batchCancel(ctx)
 	case OpEmbedStorage:
 		if a.submitAsync(ctx, "/watermarks/images/async?storage_destination_id="+url.QueryEscape(a.r.destID)) &&
