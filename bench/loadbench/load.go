@@ -71,6 +71,9 @@ type Config struct {
 
 	// Dest is the storage destination of embed_storage operations (a local cluster gives one).
 	Dest *StorageDest
+	// VideoSeconds is the length of the video operations' clip (0: VideoSeconds); over a minute, a video embed
+	// is charged more than one minute.
+	VideoSeconds int
 	// Prices are the cluster's catalog prices, for the charges of embed_pdf and embed_video (a local cluster
 	// gives them; nil: those charges are compared by request id only).
 	Prices *mediakind.Rates

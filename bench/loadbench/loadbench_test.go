@@ -589,6 +589,11 @@ func TestMediaCharges(t *testing.T) {
 	if c, err := r.credits(context.Background(), LedgerMark{}); err == nil || c.Equal || len(c.MediaChargedWrong) != 1 {
 		t.Fatalf("a PDF charged 6 for 2 passed the credits check: %+v", c)
 	}
+	// A clip over a minute starts two: a video embed of it is charged two minutes' rate.
+	r.cfg.VideoSeconds = 61
+	if checked, wrong := r.mediaCharges(map[string]Op{"req_long": OpEmbedVideo}, map[string]int64{"req_long": 10}); checked != 1 || len(wrong) != 0 {
+		t.Fatalf("a 61 s clip charged two minutes (10): checked %d, wrong %q", checked, wrong)
+	}
 	// Without the catalog's prices (running nodes), nothing is priced.
 	r.cfg.Prices = nil
 	if checked, wrong := r.mediaCharges(r.jobs.seen, amounts); checked != 0 || wrong != nil {

@@ -25,7 +25,8 @@ import (
 // whatever its pages: the page count only makes the job longer).
 const PDFPages = 3
 
-// The clip embed_video sends: testsrc2 at VideoSize, VideoFPS frames a second, VideoSeconds long, H.264 in
+// The clip embed_video sends: testsrc2 at VideoSize, VideoFPS frames a second, VideoSeconds long (unless
+// Config.VideoSeconds says otherwise), H.264 in
 // MP4, made with ffmpeg once per run. It starts one minute: the service charges it one video minute. Its job
 // takes 2-4 s on the loaded 2-core machine: long enough for a chaos action to land while ffmpeg runs. 320x240
 // because detect_video must find the mark: a 176x144 clip is accepted (the short side is over 128) and marked,
@@ -53,7 +54,7 @@ func (r *runner) mediaInputs(ctx context.Context) error {
 		r.pdfBody = &bodyParts{ContentType: b.ContentType, Data: b.Data}
 	}
 	if r.cfg.Mix[OpEmbedVideo] > 0 || batchMedia || r.cfg.Mix[OpDetectVideo] > 0 || r.cfg.Mix[OpUploadVideo] > 0 {
-		clip, err := makeClip(ctx)
+		clip, err := makeClip(ctx, r.videoSeconds())
 		if err != nil {
 			return err
 		}
@@ -67,8 +68,16 @@ func (r *runner) mediaInputs(ctx context.Context) error {
 	return nil
 }
 
-// makeClip runs ffmpeg once for embed_video's clip.
-func makeClip(ctx context.Context) ([]byte, error) {
+// videoSeconds is the clip's length.
+func (r *runner) videoSeconds() int {
+	if r.cfg.VideoSeconds > 0 {
+		return r.cfg.VideoSeconds
+	}
+	return VideoSeconds
+}
+
+// makeClip runs ffmpeg once for embed_video's clip, seconds long.
+func makeClip(ctx context.Context, seconds int) ([]byte, error) {
 	bin, err := exec.LookPath("ffmpeg")
 	if err != nil {
 		return nil, fmt.Errorf("embed_video needs ffmpeg on PATH to make its clip: %w", err)
@@ -79,7 +88,7 @@ func makeClip(ctx context.Context) ([]byte, error) {
 	}
 	defer os.RemoveAll(dir)
 	out := filepath.Join(dir, "clip.mp4")
-	src := fmt.Sprintf("testsrc2=size=%s:rate=%d:duration=%d", VideoSize, VideoFPS, VideoSeconds)
+	src := fmt.Sprintf("testsrc2=size=%s:rate=%d:duration=%d", VideoSize, VideoFPS, seconds)
 	cmd := exec.CommandContext(ctx, bin, "-nostdin", "-v", "error", "-f", "lavfi", "-i", src,
 		"-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p", "-movflags", "+faststart", out)
 	if msg, err := cmd.CombinedOutput(); err != nil {
@@ -156,7 +165,7 @@ func (r *runner) mediaCharges(seen map[string]Op, amounts map[string]int64) (che
 		want := p.DocumentEmbed
 		switch op {
 		case OpEmbedVideo, OpUploadVideo:
-			want = p.VideoEmbedPerMinute * mediakind.StartedMinutes(VideoSeconds*time.Second)
+			want = p.VideoEmbedPerMinute * mediakind.StartedMinutes(time.Duration(r.videoSeconds())*time.Second)
 		case OpDetectPDF, OpDetectVideo:
 			want = p.Detect
 		}

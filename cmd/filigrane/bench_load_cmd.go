@@ -67,6 +67,7 @@ func runBenchLoad(ctx context.Context, args []string, stdout, stderr io.Writer, 
 		drain       = fs.Duration("drain", 2*time.Minute, "after --duration, how long operations in flight may take to end")
 		mix         = fs.String("mix", loadbench.DefaultMix, "operation weights: embed, embed_async, detect, detect_nokey, status, upload_embed, batch, batch_cancel, embed_webhook, embed_storage, embed_gpu, embed_pdf, embed_video, batch_media, detect_pdf, detect_video, upload_video, batch_media_cancel (video ones need ffmpeg)")
 		imagePath   = fs.String("image", "", "image to embed (default: a generated 1024x1024 photo-like JPEG)")
+		videoSecs   = fs.Int("video-seconds", loadbench.VideoSeconds, "length of the video operations' generated 320x240 clip (over 60: charged per started minute)")
 		outDir      = fs.String("out", defOut, "directory for report.json, report.md and chart.png")
 		timeout     = fs.Duration("timeout", time.Minute, "limit of one HTTP request")
 		retryFor    = fs.Duration("retry-for", time.Minute, "how long an operation retries on the next node after no answer, 429 or 5xx")
@@ -122,7 +123,8 @@ func runBenchLoad(ctx context.Context, args []string, stdout, stderr io.Writer, 
 		}
 	}
 	cfg := loadbench.Config{Rate: *rate, Clients: *clients, Duration: *duration, Drain: *drain, Mix: m,
-		Timeout: *timeout, RetryFor: *retryFor, PollInterval: *poll, MaxInFlight: *inflight, Seed: *seed, Log: stderr}
+		Timeout: *timeout, RetryFor: *retryFor, PollInterval: *poll, MaxInFlight: *inflight, Seed: *seed, Log: stderr,
+		VideoSeconds: *videoSecs}
 	if *imagePath != "" {
 		if cfg.Image, err = os.ReadFile(*imagePath); err != nil {
 			return fail(2, err)
