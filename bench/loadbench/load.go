@@ -201,9 +201,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			return nil, err
 		}
 	}
-	if cfg.Mix[OpEmbedStorage] > 0 {
+	if cfg.Mix[OpEmbedStorage] > 0 || cfg.Mix[OpVideoStorage] > 0 {
 		if cfg.Dest == nil {
-			return nil, errors.New("embed_storage needs a storage destination bucket (a local cluster: --nodes)")
+			return nil, errors.New("embed_storage and video_storage need a storage destination bucket (a local cluster: --nodes)")
 		}
 		if err := r.registerDest(ctx); err != nil {
 			return nil, err
@@ -481,7 +481,7 @@ func (r *runner) finalCheck(ctx context.Context, rep *Report) {
 			if rp.op == OpEmbedWebhook && a.out.requestID != "" {
 				r.webhookJob(a.out.requestID, time.Time{})
 			}
-			if rp.op == OpEmbedStorage && a.out.requestID != "" {
+			if (rp.op == OpEmbedStorage || rp.op == OpVideoStorage) && a.out.requestID != "" {
 				r.storageJob(a.out.requestID)
 			}
 		}

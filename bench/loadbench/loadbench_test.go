@@ -705,3 +705,32 @@ func TestUploadVideo(t *testing.T) {
 		t.Errorf("booked as %q", r.jobs.seen["req_u"])
 	}
 }
+
+// video_storage is embed_video naming the run's storage destination: the POST carries storage_destination_id
+// and the job is one of the storage check's.
+func TestVideoStorage(t *testing.T) {
+	var query string
+	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.Method == "POST" && r.URL.Path == "/watermarks/videos/async":
+			query = r.URL.RawQuery
+			rw.WriteHeader(202)
+			rw.Write([]byte(`{"request_id":"req_s","status":"succeeded"}`))
+		case r.URL.Path == "/watermarks/jobs/req_s/result":
+			rw.Header().Set("Content-Type", "video/mp4")
+			rw.Header().Set("X-Watermark-ID", "ab")
+			rw.Write([]byte("\x00\x00\x00\x20ftypisom"))
+		default:
+			http.NotFound(rw, r)
+		}
+	}))
+	defer srv.Close()
+	r := &runner{cfg: Config{Targets: []string{srv.URL}, Key: "k", PollInterval: time.Millisecond},
+		http: newHTTPClient(4, time.Second), jobs: newJobBook(), destID: "dst_1", stJobs: map[string]bool{},
+		videoBody: &bodyParts{ContentType: "multipart/form-data; boundary=x", Data: []byte("mp4")}}
+	a := &attempt{r: r, op: OpVideoStorage, idem: "idem-s", giveUp: time.Now().Add(5 * time.Second)}
+	a.run(context.Background())
+	if !a.out.ok || query != "storage_destination_id=dst_1" || !r.stJobs["req_s"] || r.jobs.seen["req_s"] != OpVideoStorage {
+		t.Fatalf("ok %v (%s), query %q, storage jobs %v, booked %q", a.out.ok, a.out.failure, query, r.stJobs, r.jobs.seen["req_s"])
+	}
+}

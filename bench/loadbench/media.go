@@ -39,7 +39,11 @@ const (
 
 // isMedia says whether the operation embeds or detects a document or a video.
 func (o Op) isMedia() bool {
-	return o == OpEmbedPDF || o == OpEmbedVideo || o == OpDetectPDF || o == OpDetectVideo || o == OpUploadVideo
+	switch o {
+	case OpEmbedPDF, OpEmbedVideo, OpDetectPDF, OpDetectVideo, OpUploadVideo, OpVideoStorage:
+		return true
+	}
+	return false
 }
 
 // mediaInputs prepares the files of the document and video operations the mix names.
@@ -53,7 +57,8 @@ func (r *runner) mediaInputs(ctx context.Context) error {
 		}
 		r.pdfBody = &bodyParts{ContentType: b.ContentType, Data: b.Data}
 	}
-	if r.cfg.Mix[OpEmbedVideo] > 0 || batchMedia || r.cfg.Mix[OpDetectVideo] > 0 || r.cfg.Mix[OpUploadVideo] > 0 {
+	if r.cfg.Mix[OpEmbedVideo] > 0 || batchMedia || r.cfg.Mix[OpDetectVideo] > 0 || r.cfg.Mix[OpUploadVideo] > 0 ||
+		r.cfg.Mix[OpVideoStorage] > 0 {
 		clip, err := makeClip(ctx, r.videoSeconds())
 		if err != nil {
 			return err
@@ -164,7 +169,7 @@ func (r *runner) mediaCharges(seen map[string]Op, amounts map[string]int64) (che
 		}
 		want := p.DocumentEmbed
 		switch op {
-		case OpEmbedVideo, OpUploadVideo:
+		case OpEmbedVideo, OpUploadVideo, OpVideoStorage:
 			want = p.VideoEmbedPerMinute * mediakind.StartedMinutes(time.Duration(r.videoSeconds())*time.Second)
 		case OpDetectPDF, OpDetectVideo:
 			want = p.Detect

@@ -78,6 +78,9 @@ const (
 	// OpBatchMediaCancel is OpBatchMedia cancelled right after its start, checked as OpBatchCancel: a video
 	// item may be running (ffmpeg) when the cancel arrives.
 	OpBatchMediaCancel Op = "batch_media_cancel"
+	// OpVideoStorage is embed_video naming the run's storage destination: the marked clip must end up stored
+	// in that bucket (checked as embed_storage's results are).
+	OpVideoStorage Op = "video_storage"
 )
 
 // AllOps lists the standard operations, in report order: every kind a full mix runs.
@@ -86,11 +89,11 @@ var AllOps = []Op{OpEmbed, OpEmbedAsync, OpDetect, OpStatus, OpUploadEmbed, OpBa
 
 // ExtraOps are operations a run has only when its mix names them (a client's variant of a standard one).
 // The document and video embeds are extra: the video needs ffmpeg where the harness runs.
-var ExtraOps = []Op{OpDetectNoKey, OpEmbedPDF, OpEmbedVideo, OpBatchMedia, OpDetectPDF, OpDetectVideo, OpUploadVideo, OpBatchMediaCancel}
+var ExtraOps = []Op{OpDetectNoKey, OpEmbedPDF, OpEmbedVideo, OpBatchMedia, OpDetectPDF, OpDetectVideo, OpUploadVideo, OpBatchMediaCancel, OpVideoStorage}
 
 // orderedOps is every operation, standard and extra, in report order (each extra after its kin).
 var orderedOps = []Op{OpEmbed, OpEmbedAsync, OpDetect, OpDetectNoKey, OpStatus, OpUploadEmbed, OpBatch, OpBatchCancel,
-	OpEmbedWebhook, OpEmbedStorage, OpEmbedGPU, OpEmbedPDF, OpEmbedVideo, OpBatchMedia, OpDetectPDF, OpDetectVideo, OpUploadVideo, OpBatchMediaCancel}
+	OpEmbedWebhook, OpEmbedStorage, OpEmbedGPU, OpEmbedPDF, OpEmbedVideo, OpBatchMedia, OpDetectPDF, OpDetectVideo, OpUploadVideo, OpBatchMediaCancel, OpVideoStorage}
 
 // isBatch says whether the operation is a batch, which books its items' successes and keeps its own replay.
 func (o Op) isBatch() bool {
@@ -122,7 +125,7 @@ func ParseMix(s string) (Mix, error) {
 			known = known || o == op
 		}
 		if !known {
-			return nil, fmt.Errorf("unknown operation %q (want embed, embed_async, detect, detect_nokey, status, upload_embed, batch, batch_cancel, embed_webhook, embed_storage, embed_gpu, embed_pdf, embed_video, batch_media, detect_pdf, detect_video, upload_video, batch_media_cancel)", op)
+			return nil, fmt.Errorf("unknown operation %q (want embed, embed_async, detect, detect_nokey, status, upload_embed, batch, batch_cancel, embed_webhook, embed_storage, embed_gpu, embed_pdf, embed_video, batch_media, detect_pdf, detect_video, upload_video, batch_media_cancel, video_storage)", op)
 		}
 		n := 1
 		if hasW {
@@ -314,6 +317,12 @@ func (a *attempt) run(ctx context.Context) {
 	case OpEmbedPDF, OpEmbedVideo:
 		path, body, _, _, _ := a.r.mediaRoute(a.op)
 		a.embedMedia(ctx, body, path)
+	case OpVideoStorage:
+		path, body, _, _, _ := a.r.mediaRoute(a.op)
+		a.embedMedia(ctx, body, path+"?storage_destination_id="+url.QueryEscape(a.r.destID))
+		if a.out.requestID != "" {
+			a.r.storageJob(a.out.requestID)
+		}
 	case OpUploadVideo:
 		if id, ok := a.upload(ctx, "video", "clip.mp4", a.r.clipFile); ok {
 			a.embedMedia(ctx, a.r.uploadBody(id), "/watermarks/videos/async")

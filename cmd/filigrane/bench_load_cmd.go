@@ -65,7 +65,7 @@ func runBenchLoad(ctx context.Context, args []string, stdout, stderr io.Writer, 
 		clients     = fs.Int("clients", 8, "closed loop: clients, each with one operation in flight")
 		duration    = fs.Duration("duration", 30*time.Second, "how long operations start")
 		drain       = fs.Duration("drain", 2*time.Minute, "after --duration, how long operations in flight may take to end")
-		mix         = fs.String("mix", loadbench.DefaultMix, "operation weights: embed, embed_async, detect, detect_nokey, status, upload_embed, batch, batch_cancel, embed_webhook, embed_storage, embed_gpu, embed_pdf, embed_video, batch_media, detect_pdf, detect_video, upload_video, batch_media_cancel (video ones need ffmpeg)")
+		mix         = fs.String("mix", loadbench.DefaultMix, "operation weights: embed, embed_async, detect, detect_nokey, status, upload_embed, batch, batch_cancel, embed_webhook, embed_storage, embed_gpu, embed_pdf, embed_video, batch_media, detect_pdf, detect_video, upload_video, batch_media_cancel, video_storage (video ones need ffmpeg)")
 		imagePath   = fs.String("image", "", "image to embed (default: a generated 1024x1024 photo-like JPEG)")
 		videoSecs   = fs.Int("video-seconds", loadbench.VideoSeconds, "length of the video operations' generated 320x240 clip (over 60: charged per started minute)")
 		outDir      = fs.String("out", defOut, "directory for report.json, report.md and chart.png")
