@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"path"
 	"slices"
 	"sort"
 	"strings"
@@ -68,9 +69,30 @@ const (
 	batchOther                     // gave up before learning (no answer) or a refusal
 )
 
+// batchItemFile is one item's file.
+type batchItemFile struct {
+	name, contentType string
+	data              []byte
+}
+
+// batchFiles are the items of a batch operation: BatchItems small photos, or for batch_media a photo, the
+// embed_pdf document and the embed_video clip (the item's extension selects its kind): BatchItems files
+// either way, which the checks of a batch's items count on.
+func (r *runner) batchFiles(op Op) []batchItemFile {
+	if op == OpBatchMedia || op == OpBatchMediaCancel {
+		return []batchItemFile{{"photo0.jpg", "image/jpeg", r.batchFile}, {"doc1.pdf", "application/pdf", r.pdfFile},
+			{"clip2.mp4", "video/mp4", r.clipFile}}
+	}
+	out := make([]batchItemFile, BatchItems)
+	for i := range out {
+		out[i] = batchItemFile{fmt.Sprintf("photo%d.jpg", i), "image/jpeg", r.batchFile}
+	}
+	return out
+}
+
 // batchCreateBody is the create request of the batch with Idempotency-Key idem: the same bytes for the same
 // key, so that a retry or a resume is the same request (a different one is refused with 409).
-func (r *runner) batchCreateBody(idem string) []byte {
+func (r *runner) batchCreateBody(op Op, idem string) []byte {
 	type item struct {
 		Filename string         `json:"filename"`
 		Size     int            `json:"size"`
@@ -80,8 +102,8 @@ func (r *runner) batchCreateBody(idem string) []byte {
 		Items   []item `json:"items"`
 		Archive bool   `json:"archive"`
 	}{Archive: true}
-	for i := 0; i < BatchItems; i++ {
-		req.Items = append(req.Items, item{Filename: fmt.Sprintf("photo%d.jpg", i), Size: len(r.batchFile),
+	for i, f := range r.batchFiles(op) {
+		req.Items = append(req.Items, item{Filename: f.name, Size: len(f.data),
 			Data: map[string]any{"benchmark": "load", "batch": idem, "item": i}})
 	}
 	b, _ := json.Marshal(req) // plain values: cannot fail
@@ -103,8 +125,13 @@ func (a *attempt) batch(ctx context.Context) batchOutcome { return a.runBatch(ct
 func (a *attempt) batchCancel(ctx context.Context) batchOutcome { return a.runBatch(ctx, true) }
 
 func (a *attempt) runBatch(ctx context.Context, cancel bool) batchOutcome {
-	a.charged = &replay{op: OpBatch, idem: a.idem}
-	body := a.r.batchCreateBody(a.idem)
+	// The replay after the run is a plain batch of the same files (a cancel may never have arrived).
+	replayOp := OpBatch
+	if a.op == OpBatchMedia || a.op == OpBatchMediaCancel {
+		replayOp = OpBatchMedia
+	}
+	a.charged = &replay{op: replayOp, idem: a.idem}
+	body := a.r.batchCreateBody(a.op, a.idem)
 	var b batchView
 	created := false
 	for {
@@ -205,6 +232,7 @@ func (a *attempt) checkCancelled(b *batchView) {
 // uploadItems PUTs the file of every item that has an upload URL. It returns false after a failure that may
 // pass (the URL's node gone), with a.out.failure empty when the operation should ask for fresh URLs.
 func (a *attempt) uploadItems(ctx context.Context, b *batchView) bool {
+	files := a.r.batchFiles(a.op)
 	for _, it := range b.Items {
 		if it.Upload == nil {
 			continue // received already (a repeated create)
@@ -213,7 +241,12 @@ func (a *attempt) uploadItems(ctx context.Context, b *batchView) bool {
 		if method == "" {
 			method = "PUT"
 		}
-		put, err := a.r.http.do(method, it.Upload.URL, "", "image/jpeg", a.r.batchFile, nil, false)
+		if it.Index < 0 || it.Index >= len(files) {
+			a.out.failure, a.out.sample = fmt.Sprintf("batch item index %d of %d", it.Index, len(files)), fmt.Sprintf("%+v", it)
+			return false
+		}
+		f := files[it.Index]
+		put, err := a.r.http.do(method, it.Upload.URL, "", f.contentType, f.data, nil, false)
 		if err != nil || retryablePut(put) {
 			key := putKey(put, err)
 			if !a.again(ctx, key) && err != nil {
@@ -290,7 +323,7 @@ func (a *attempt) bookItems(b *batchView) {
 		}
 		id := *it.RequestID
 		a.out.items = append(a.out.items, id)
-		a.r.jobs.accepted(id, now)
+		a.r.jobs.accepted(id, a.op, now)
 		if terminal(it.Status) {
 			a.r.jobs.ended(id, it.Status, now)
 			if it.Status == "succeeded" {
@@ -426,7 +459,7 @@ func checkArchive(body []byte, batchID string, succeeded map[int]string, items [
 	for _, f := range manifest.Files {
 		name := ""
 		if f.Index >= 0 && f.Index < len(items) {
-			base := strings.TrimSuffix(items[f.Index].Filename, ".jpg")
+			base := strings.TrimSuffix(items[f.Index].Filename, path.Ext(items[f.Index].Filename))
 			name = fmt.Sprintf("%03d-%s-watermarked.", f.Index, base)
 		}
 		if succeeded[f.Index] != f.RequestID || name == "" || !strings.HasPrefix(f.Filename, name) || sizes[f.Filename] == 0 {

@@ -18,6 +18,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"filigrane/actors"
+	"filigrane/actors/mediakind"
 	"filigrane/bench/apibench"
 	"filigrane/cluster"
 	"filigrane/cluster/clustertest"
@@ -77,9 +78,11 @@ type Local struct {
 	S3       *clustertest.Processes
 	S3Config *node.S3Config
 	// Dest is a second bucket on the S3 server, for a storage destination (embed_storage).
-	Dest   *StorageDest
-	OrgID  string
-	Key    string
+	Dest  *StorageDest
+	OrgID string
+	Key   string
+	// Prices are the nodes' catalog prices (the plan catalog file they run with).
+	Prices mediakind.Rates
 	dir    string
 	ownDir bool
 	// detection is the nodes' failure detection (zero fields: the node's defaults), which bounds how long
@@ -174,6 +177,12 @@ func StartLocal(ctx context.Context, cfg LocalConfig) (l *Local, err error) {
 	if err := os.WriteFile(plans, cat, 0o600); err != nil {
 		return nil, fmt.Errorf("write plan catalog: %w", err)
 	}
+	// The prices as the nodes read them: the file's, over the defaults.
+	loaded, err := actors.LoadCatalog(plans)
+	if err != nil {
+		return nil, err
+	}
+	l.Prices = loaded.Prices
 	fd := cfg.Detection
 	logLevel := cfg.LogLevel
 	if logLevel == "" {

@@ -31,6 +31,7 @@ type response struct {
 	status      int
 	contentType string
 	requestID   string
+	watermarkID string // X-Watermark-ID of a marked file
 	body        []byte
 }
 
@@ -76,7 +77,7 @@ func (h *httpClient) do(method, url, key, contentType string, body []byte, heade
 		return nil, err
 	}
 	r := &response{status: res.StatusCode(), contentType: string(res.Header.ContentType()),
-		requestID: string(res.Header.Peek("X-Request-ID"))}
+		requestID: string(res.Header.Peek("X-Request-ID")), watermarkID: string(res.Header.Peek("X-Watermark-ID"))}
 	// A 200's body (a marked image) is dropped unless asked for; any other answer is read (receipts, problems).
 	if keepBody || r.status != 200 {
 		r.body = append([]byte(nil), res.Body()...)

@@ -26,6 +26,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"filigrane/actors/mediakind"
 	"filigrane/bench/apibench"
 )
 
@@ -70,6 +71,12 @@ type Config struct {
 
 	// Dest is the storage destination of embed_storage operations (a local cluster gives one).
 	Dest *StorageDest
+	// VideoSeconds is the length of the video operations' clip (0: VideoSeconds); over a minute, a video embed
+	// is charged more than one minute.
+	VideoSeconds int
+	// Prices are the cluster's catalog prices, for the charges of embed_pdf and embed_video (a local cluster
+	// gives them; nil: those charges are compared by request id only).
+	Prices *mediakind.Rates
 
 	// webhooks is the receiver a chaos run started (its schedule may make it fail); nil: Run starts one when
 	// the mix has embed_webhook.
@@ -132,7 +139,14 @@ type runner struct {
 	http       *httpClient
 	embedBody  *bodyParts
 	detectBody *bodyParts
-	batchFile  []byte // each batch item's file
+	batchFile  []byte     // each batch item's file
+	pdfFile    []byte     // embed_pdf's and batch_media's document
+	clipFile   []byte     // embed_video's and batch_media's clip
+	pdfBody    *bodyParts // embed_pdf's request
+	videoBody  *bodyParts // embed_video's request
+	// markedPDF and markedClip are detect_pdf's and detect_video's requests: the files marked at set-up.
+	markedPDF  *bodyParts
+	markedClip *bodyParts
 	runID      string
 	seq        atomic.Uint64
 	rr         atomic.Uint64
@@ -187,9 +201,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			return nil, err
 		}
 	}
-	if cfg.Mix[OpEmbedStorage] > 0 {
+	if cfg.Mix[OpEmbedStorage] > 0 || cfg.Mix[OpVideoStorage] > 0 {
 		if cfg.Dest == nil {
-			return nil, errors.New("embed_storage needs a storage destination bucket (a local cluster: --nodes)")
+			return nil, errors.New("embed_storage and video_storage need a storage destination bucket (a local cluster: --nodes)")
 		}
 		if err := r.registerDest(ctx); err != nil {
 			return nil, err
@@ -200,10 +214,14 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	r.embedBody = &bodyParts{ContentType: eb.ContentType, Data: eb.Data}
-	if cfg.Mix[OpBatch] > 0 || cfg.Mix[OpBatchCancel] > 0 {
+	if cfg.Mix[OpBatch] > 0 || cfg.Mix[OpBatchCancel] > 0 || cfg.Mix[OpBatchMedia] > 0 || cfg.Mix[OpBatchMediaCancel] > 0 {
 		if r.batchFile, err = apibench.PhotoJPEG(BatchImageSide, BatchImageSide, 2); err != nil {
 			return nil, err
 		}
+	}
+
+	if err := r.mediaInputs(ctx); err != nil {
+		return nil, err
 	}
 
 	rep := &Report{Started: time.Now().UTC(), Targets: cfg.Targets, Rate: cfg.Rate, Clients: cfg.Clients,
@@ -237,6 +255,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	r.detectBody = &bodyParts{ContentType: db.ContentType, Data: db.Data}
 	if o := r.one(ctx, OpEmbedAsync, time.Now()); !o.ok {
 		return nil, fmt.Errorf("set-up: an async embed failed: %s %s", o.failure, o.sample)
+	}
+	if err := r.setupMarkedMedia(ctx); err != nil {
+		return nil, err
 	}
 
 	start := time.Now()
@@ -440,7 +461,7 @@ func (r *runner) finalCheck(ctx context.Context, rep *Report) {
 	parallel(len(replays), func(i int) {
 		rp := replays[i]
 		a := &attempt{r: r, op: rp.op, idem: rp.idem, giveUp: time.Now().Add(r.cfg.RetryFor)}
-		if rp.op == OpBatch {
+		if rp.op.isBatch() {
 			r.resumeBatch(ctx, a, rep, &mu)
 			return
 		}
@@ -460,7 +481,7 @@ func (r *runner) finalCheck(ctx context.Context, rep *Report) {
 			if rp.op == OpEmbedWebhook && a.out.requestID != "" {
 				r.webhookJob(a.out.requestID, time.Time{})
 			}
-			if rp.op == OpEmbedStorage && a.out.requestID != "" {
+			if (rp.op == OpEmbedStorage || rp.op == OpVideoStorage) && a.out.requestID != "" {
 				r.storageJob(a.out.requestID)
 			}
 		}

@@ -174,6 +174,37 @@ func TestCheckArchive(t *testing.T) {
 			t.Errorf("an archive with %s passed", name)
 		}
 	}
+	// batch_media's items keep their own extension's base: doc1.pdf is 001-doc1-watermarked.pdf.
+	media := []batchItemView{{Index: 0, Filename: "photo0.jpg"}, {Index: 1, Filename: "doc1.pdf"}, {Index: 2, Filename: "clip2.mp4"}}
+	mediaFiles := map[string]string{"000-photo0-watermarked.png": "x", "001-doc1-watermarked.pdf": "y", "002-clip2-watermarked.mp4": "z"}
+	mediaManifest := `{"batch_id":"bat_1","files":[{"index":0,"filename":"000-photo0-watermarked.png","request_id":"req_a"},` +
+		`{"index":1,"filename":"001-doc1-watermarked.pdf","request_id":"req_b"},{"index":2,"filename":"002-clip2-watermarked.mp4","request_id":"req_c"}],"failed":[]}`
+	if err := checkArchive(build(mediaFiles, mediaManifest), "bat_1", map[int]string{0: "req_a", 1: "req_b", 2: "req_c"}, media); err != nil {
+		t.Fatalf("batch_media archive: %v", err)
+	}
+}
+
+// batch_media sends a photo, the document and the clip, each under a name whose extension selects its kind,
+// as many items as a batch of photos; its create body names them with their sizes.
+func TestBatchMediaFiles(t *testing.T) {
+	r := &runner{batchFile: []byte("jpg"), pdfFile: []byte("%PDF-doc"), clipFile: []byte("....ftypclip")}
+	files := r.batchFiles(OpBatchMedia)
+	if len(files) != BatchItems || files[1].name != "doc1.pdf" || string(files[1].data) != "%PDF-doc" ||
+		files[2].name != "clip2.mp4" || files[2].contentType != "video/mp4" || string(files[2].data) != "....ftypclip" {
+		t.Fatalf("%+v", files)
+	}
+	body := string(r.batchCreateBody(OpBatchMedia, "k1"))
+	for _, want := range []string{`"filename":"photo0.jpg","size":3`, `"filename":"doc1.pdf","size":8`, `"filename":"clip2.mp4","size":12`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("create body %s lacks %s", body, want)
+		}
+	}
+	if cancelled := r.batchFiles(OpBatchMediaCancel); len(cancelled) != BatchItems || cancelled[2].name != "clip2.mp4" {
+		t.Errorf("batch_media_cancel files %+v", cancelled)
+	}
+	if photos := r.batchFiles(OpBatch); len(photos) != BatchItems || photos[2].name != "photo2.jpg" {
+		t.Errorf("batch files %+v", photos)
+	}
 }
 
 // The webhook receiver records a delivery only when both signature schemes verify and the body's id is the
@@ -462,5 +493,244 @@ func TestScheduleDoesNotWaitForAContinuedNodesWatch(t *testing.T) {
 	}
 	if len(actions) != 4 || actions[1].SelfExit || !actions[3].SelfExit || actions[2].Action != "stop" {
 		t.Errorf("actions %+v", actions)
+	}
+}
+
+// embed_pdf and embed_video submit their file to the kind's async route, follow the job and check the
+// downloaded result: its type, how it starts and its X-Watermark-ID. A succeeded job whose result is not the
+// kind's file fails the operation but is still booked as charged (the service charged it).
+func TestEmbedMediaChecksResult(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		op     Op
+		route  string
+		ctype  string
+		result []byte
+		wmID   string
+		ok     bool
+		fail   string
+	}{
+		{"pdf", OpEmbedPDF, "/watermarks/documents/async", "application/pdf", []byte("%PDF-1.7 marked"), "ab12", true, ""},
+		{"video", OpEmbedVideo, "/watermarks/videos/async", "video/mp4", []byte("\x00\x00\x00\x20ftypisom"), "ab12", true, ""},
+		{"pdf answered as an image", OpEmbedPDF, "/watermarks/documents/async", "image/png", []byte("\x89PNG"), "ab12", false, "result type image/png"},
+		{"video that is not an MP4", OpEmbedVideo, "/watermarks/videos/async", "video/mp4", []byte("not a video"), "ab12", false, "result not a video/mp4 file"},
+		{"pdf without its watermark id", OpEmbedPDF, "/watermarks/documents/async", "application/pdf", []byte("%PDF-1.7"), "", false, "result without X-Watermark-ID"},
+	} {
+		var mu sync.Mutex
+		var posted []string
+		polls := 0
+		srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case r.Method == "POST":
+				posted = append(posted, r.URL.Path+" "+r.Header.Get("Idempotency-Key"))
+				rw.WriteHeader(202)
+				rw.Write([]byte(`{"request_id":"req_m","status":"pending"}`))
+			case r.URL.Path == "/watermarks/jobs/req_m":
+				polls++
+				st := "processing"
+				if polls > 1 {
+					st = "succeeded"
+				}
+				fmt.Fprintf(rw, `{"request_id":"req_m","status":%q}`, st)
+			case r.URL.Path == "/watermarks/jobs/req_m/result":
+				rw.Header().Set("Content-Type", tc.ctype)
+				if tc.wmID != "" {
+					rw.Header().Set("X-Watermark-ID", tc.wmID)
+				}
+				rw.Write(tc.result)
+			default:
+				http.NotFound(rw, r)
+			}
+		}))
+		r := &runner{cfg: Config{Targets: []string{srv.URL}, Key: "k", PollInterval: time.Millisecond},
+			http: newHTTPClient(4, time.Second), jobs: newJobBook(),
+			pdfBody: &bodyParts{ContentType: "multipart/form-data; boundary=x", Data: []byte("pdf")}, videoBody: &bodyParts{ContentType: "multipart/form-data; boundary=x", Data: []byte("mp4")}}
+		a := &attempt{r: r, op: tc.op, idem: "idem-1", giveUp: time.Now().Add(5 * time.Second)}
+		a.run(context.Background())
+		srv.Close()
+		if a.out.ok != tc.ok || a.out.failure != tc.fail || a.out.requestID != "req_m" {
+			t.Errorf("%s: ok %v failure %q id %q; want ok %v failure %q", tc.name, a.out.ok, a.out.failure, a.out.requestID, tc.ok, tc.fail)
+		}
+		if len(posted) != 1 || posted[0] != tc.route+" idem-1" {
+			t.Errorf("%s: posted %q, want one POST to %s with its Idempotency-Key", tc.name, posted, tc.route)
+		}
+		if op, ok := r.jobs.seen["req_m"]; !ok || op != tc.op {
+			t.Errorf("%s: the succeeded job is booked as %q (%v), want %s", tc.name, op, ok, tc.op)
+		}
+	}
+}
+
+// The credits check prices the document and video embeds the client saw succeed with the catalog's rates: a
+// document its rate per file, the clip (under a minute) one started minute, a detection the detect rate; a
+// charge of another amount fails the check. A job found succeeded only by the final check keeps its operation.
+func TestMediaCharges(t *testing.T) {
+	prices := actors.DefaultCatalog().Prices
+	prices.DocumentEmbed, prices.VideoEmbedPerMinute = 2, 5
+	r := &runner{jobs: newJobBook(), cfg: Config{Prices: &prices}}
+	r.jobs.accepted("req_late_video", OpEmbedVideo, time.Now())
+	r.jobs.lateSuccess("req_late_video")
+	r.jobs.success("req_pdf", OpEmbedPDF)
+	r.jobs.success("req_pdf_wrong", OpEmbedPDF)
+	r.jobs.success("req_video", OpEmbedVideo)
+	r.jobs.success("req_image", OpEmbedAsync)
+	r.jobs.success("req_detect_video", OpDetectVideo)
+	amounts := map[string]int64{"req_pdf": 2, "req_pdf_wrong": 6, "req_video": 5, "req_late_video": 10, "req_image": 1, "req_detect_video": 1}
+	checked, wrong := r.mediaCharges(r.jobs.seen, amounts)
+	if checked != 5 || len(wrong) != 2 || !strings.HasPrefix(wrong[0], "req_late_video (embed_video) charged 10, want 5") ||
+		!strings.HasPrefix(wrong[1], "req_pdf_wrong (embed_pdf) charged 6, want 2") {
+		t.Fatalf("checked %d, wrong %q", checked, wrong)
+	}
+	r.cfg.Ledger = fixedLedger{entries: []actors.LedgerEntry{
+		{Operation: "req_pdf", Kind: "charge", Amount: 2}, {Operation: "req_pdf_wrong", Kind: "charge", Amount: 6},
+		{Operation: "req_video", Kind: "charge", Amount: 5}, {Operation: "req_late_video", Kind: "charge", Amount: 5},
+		{Operation: "req_image", Kind: "charge", Amount: 1}, {Operation: "req_detect_video", Kind: "charge", Amount: 1}}}
+	if c, err := r.credits(context.Background(), LedgerMark{}); err == nil || c.Equal || len(c.MediaChargedWrong) != 1 {
+		t.Fatalf("a PDF charged 6 for 2 passed the credits check: %+v", c)
+	}
+	// A clip over a minute starts two: a video embed of it is charged two minutes' rate.
+	r.cfg.VideoSeconds = 61
+	if checked, wrong := r.mediaCharges(map[string]Op{"req_long": OpEmbedVideo}, map[string]int64{"req_long": 10}); checked != 1 || len(wrong) != 0 {
+		t.Fatalf("a 61 s clip charged two minutes (10): checked %d, wrong %q", checked, wrong)
+	}
+	// Without the catalog's prices (running nodes), nothing is priced.
+	r.cfg.Prices = nil
+	if checked, wrong := r.mediaCharges(r.jobs.seen, amounts); checked != 0 || wrong != nil {
+		t.Fatalf("without prices: checked %d, wrong %q", checked, wrong)
+	}
+}
+
+// detect_pdf is answered in the request and detect_video runs as a job whose JSON result is downloaded: each
+// succeeds only when the detection found the mark, and each answered detection is booked as charged, found or
+// not (the service charges a detection it answered).
+func TestDetectMedia(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		op     Op
+		result string
+		ok     bool
+	}{
+		{"pdf found", OpDetectPDF, `{"watermarked": true, "confidence": 0.99}`, true},
+		{"pdf not found", OpDetectPDF, `{"watermarked":false,"confidence":0.1}`, false},
+		{"video found", OpDetectVideo, `{"watermarked":true,"units":[]}`, true},
+		{"video not found", OpDetectVideo, `{"watermarked":false}`, false},
+	} {
+		var posted []string
+		var mu sync.Mutex
+		srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case r.Method == "POST" && r.URL.Path == "/watermarks/documents/detect":
+				posted = append(posted, r.URL.Path)
+				rw.Header().Set("X-Request-ID", "req_d")
+				rw.Write([]byte(tc.result))
+			case r.Method == "POST" && r.URL.Path == "/watermarks/videos/detect/async":
+				posted = append(posted, r.URL.Path)
+				rw.WriteHeader(202)
+				rw.Write([]byte(`{"request_id":"req_d","status":"queued"}`))
+			case r.URL.Path == "/watermarks/jobs/req_d":
+				rw.Write([]byte(`{"request_id":"req_d","status":"succeeded"}`))
+			case r.URL.Path == "/watermarks/jobs/req_d/result":
+				rw.Header().Set("Content-Type", "application/json")
+				rw.Write([]byte(tc.result))
+			default:
+				http.NotFound(rw, r)
+			}
+		}))
+		marked := &bodyParts{ContentType: "multipart/form-data; boundary=x", Data: []byte("marked")}
+		r := &runner{cfg: Config{Targets: []string{srv.URL}, Key: "k", PollInterval: time.Millisecond},
+			http: newHTTPClient(4, time.Second), jobs: newJobBook(), markedPDF: marked, markedClip: marked}
+		a := &attempt{r: r, op: tc.op, idem: "idem-d", giveUp: time.Now().Add(5 * time.Second)}
+		a.run(context.Background())
+		srv.Close()
+		wantPath := "/watermarks/documents/detect"
+		if tc.op == OpDetectVideo {
+			wantPath = "/watermarks/videos/detect/async"
+		}
+		if a.out.ok != tc.ok || (!tc.ok && a.out.failure != "detection did not find the mark") || len(posted) != 1 || posted[0] != wantPath {
+			t.Errorf("%s: ok %v failure %q posted %q", tc.name, a.out.ok, a.out.failure, posted)
+		}
+		if op, ok := r.jobs.seen["req_d"]; !ok || op != tc.op {
+			t.Errorf("%s: the answered detection is booked as %q (%v), want %s", tc.name, op, ok, tc.op)
+		}
+	}
+}
+
+// upload_video creates a signed upload of kind video with the clip's size, PUTs the clip to its URL, and
+// embeds by upload_id on the video route; the result is checked as embed_video's.
+func TestUploadVideo(t *testing.T) {
+	clip := []byte("\x00\x00\x00\x20ftypisom clip")
+	var mu sync.Mutex
+	var log []string
+	var srvURL string
+	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		body := new(bytes.Buffer)
+		body.ReadFrom(r.Body)
+		switch {
+		case r.Method == "POST" && r.URL.Path == "/uploads":
+			log = append(log, "create "+body.String())
+			rw.WriteHeader(201)
+			fmt.Fprintf(rw, `{"upload_id":"upl_1","upload":{"method":"PUT","url":%q}}`, srvURL+"/put/upl_1")
+		case r.Method == "PUT" && r.URL.Path == "/put/upl_1":
+			log = append(log, fmt.Sprintf("put %d bytes", body.Len()))
+		case r.Method == "POST" && r.URL.Path == "/watermarks/videos/async":
+			has := strings.Contains(body.String(), `name="upload_id"`) && strings.Contains(body.String(), "upl_1")
+			log = append(log, fmt.Sprintf("embed upload_id=%v key=%s", has, r.Header.Get("Idempotency-Key")))
+			rw.WriteHeader(202)
+			rw.Write([]byte(`{"request_id":"req_u","status":"succeeded"}`))
+		case r.URL.Path == "/watermarks/jobs/req_u/result":
+			rw.Header().Set("Content-Type", "video/mp4")
+			rw.Header().Set("X-Watermark-ID", "ab")
+			rw.Write(clip)
+		default:
+			http.NotFound(rw, r)
+		}
+	}))
+	defer srv.Close()
+	srvURL = srv.URL
+	r := &runner{cfg: Config{Targets: []string{srv.URL}, Key: "k", PollInterval: time.Millisecond, Data: `{"a":1}`},
+		http: newHTTPClient(4, time.Second), jobs: newJobBook(), clipFile: clip}
+	a := &attempt{r: r, op: OpUploadVideo, idem: "idem-u", giveUp: time.Now().Add(5 * time.Second)}
+	a.run(context.Background())
+	want := []string{fmt.Sprintf(`create {"filename":"clip.mp4","kind":"video","size":%d}`, len(clip)),
+		fmt.Sprintf("put %d bytes", len(clip)), "embed upload_id=true key=idem-u"}
+	if !a.out.ok || a.out.requestID != "req_u" || strings.Join(log, "|") != strings.Join(want, "|") {
+		t.Fatalf("ok %v failure %q, requests %q; want %q", a.out.ok, a.out.failure, log, want)
+	}
+	if r.jobs.seen["req_u"] != OpUploadVideo {
+		t.Errorf("booked as %q", r.jobs.seen["req_u"])
+	}
+}
+
+// video_storage is embed_video naming the run's storage destination: the POST carries storage_destination_id
+// and the job is one of the storage check's.
+func TestVideoStorage(t *testing.T) {
+	var query string
+	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.Method == "POST" && r.URL.Path == "/watermarks/videos/async":
+			query = r.URL.RawQuery
+			rw.WriteHeader(202)
+			rw.Write([]byte(`{"request_id":"req_s","status":"succeeded"}`))
+		case r.URL.Path == "/watermarks/jobs/req_s/result":
+			rw.Header().Set("Content-Type", "video/mp4")
+			rw.Header().Set("X-Watermark-ID", "ab")
+			rw.Write([]byte("\x00\x00\x00\x20ftypisom"))
+		default:
+			http.NotFound(rw, r)
+		}
+	}))
+	defer srv.Close()
+	r := &runner{cfg: Config{Targets: []string{srv.URL}, Key: "k", PollInterval: time.Millisecond},
+		http: newHTTPClient(4, time.Second), jobs: newJobBook(), destID: "dst_1", stJobs: map[string]bool{},
+		videoBody: &bodyParts{ContentType: "multipart/form-data; boundary=x", Data: []byte("mp4")}}
+	a := &attempt{r: r, op: OpVideoStorage, idem: "idem-s", giveUp: time.Now().Add(5 * time.Second)}
+	a.run(context.Background())
+	if !a.out.ok || query != "storage_destination_id=dst_1" || !r.stJobs["req_s"] || r.jobs.seen["req_s"] != OpVideoStorage {
+		t.Fatalf("ok %v (%s), query %q, storage jobs %v, booked %q", a.out.ok, a.out.failure, query, r.stJobs, r.jobs.seen["req_s"])
 	}
 }

@@ -55,6 +55,32 @@ const (
 	// that ran on a CPU (no GPU ready: a local cluster has none) must be charged the plain price, its hold
 	// released (the credits check).
 	OpEmbedGPU Op = "embed_gpu"
+	// OpEmbedPDF is an asynchronous embed of a small multi-page PDF (POST /watermarks/documents/async), followed
+	// to its end, then its result downloaded and checked (media.go). It is charged the document price per file.
+	OpEmbedPDF Op = "embed_pdf"
+	// OpEmbedVideo is an asynchronous embed of a short small clip made with ffmpeg at set-up (POST
+	// /watermarks/videos/async: the service runs ffmpeg), followed to its end, then its result downloaded and
+	// checked (media.go). It is charged the video price per started minute.
+	OpEmbedVideo Op = "embed_video"
+	// OpBatchMedia is OpBatch with three items of three kinds: a photo, embed_pdf's document and embed_video's
+	// clip (the filename's extension selects the kind; a video item is charged per started minute).
+	OpBatchMedia Op = "batch_media"
+	// OpDetectPDF is a synchronous detection (POST /watermarks/documents/detect, with an Idempotency-Key) of
+	// the PDF marked at set-up: it must find the mark. Charged the detect price.
+	OpDetectPDF Op = "detect_pdf"
+	// OpDetectVideo is an asynchronous detection (POST /watermarks/videos/detect/async: video detection always
+	// runs as a job, with ffmpeg) of the clip marked at set-up, followed to its end; its result (JSON) must
+	// find the mark. Charged the detect price.
+	OpDetectVideo Op = "detect_video"
+	// OpUploadVideo is OpUploadEmbed for embed_video's clip: a signed upload of kind video, then an
+	// asynchronous embed naming its upload_id (/watermarks/videos/async), the result checked as embed_video's.
+	OpUploadVideo Op = "upload_video"
+	// OpBatchMediaCancel is OpBatchMedia cancelled right after its start, checked as OpBatchCancel: a video
+	// item may be running (ffmpeg) when the cancel arrives.
+	OpBatchMediaCancel Op = "batch_media_cancel"
+	// OpVideoStorage is embed_video naming the run's storage destination: the marked clip must end up stored
+	// in that bucket (checked as embed_storage's results are).
+	OpVideoStorage Op = "video_storage"
 )
 
 // AllOps lists the standard operations, in report order: every kind a full mix runs.
@@ -62,14 +88,17 @@ var AllOps = []Op{OpEmbed, OpEmbedAsync, OpDetect, OpStatus, OpUploadEmbed, OpBa
 	OpEmbedStorage, OpEmbedGPU}
 
 // ExtraOps are operations a run has only when its mix names them (a client's variant of a standard one).
-var ExtraOps = []Op{OpDetectNoKey}
+// The document and video embeds are extra: the video needs ffmpeg where the harness runs.
+var ExtraOps = []Op{OpDetectNoKey, OpEmbedPDF, OpEmbedVideo, OpBatchMedia, OpDetectPDF, OpDetectVideo, OpUploadVideo, OpBatchMediaCancel, OpVideoStorage}
 
 // orderedOps is every operation, standard and extra, in report order (each extra after its kin).
 var orderedOps = []Op{OpEmbed, OpEmbedAsync, OpDetect, OpDetectNoKey, OpStatus, OpUploadEmbed, OpBatch, OpBatchCancel,
-	OpEmbedWebhook, OpEmbedStorage, OpEmbedGPU}
+	OpEmbedWebhook, OpEmbedStorage, OpEmbedGPU, OpEmbedPDF, OpEmbedVideo, OpBatchMedia, OpDetectPDF, OpDetectVideo, OpUploadVideo, OpBatchMediaCancel, OpVideoStorage}
 
 // isBatch says whether the operation is a batch, which books its items' successes and keeps its own replay.
-func (o Op) isBatch() bool { return o == OpBatch || o == OpBatchCancel }
+func (o Op) isBatch() bool {
+	return o == OpBatch || o == OpBatchCancel || o == OpBatchMedia || o == OpBatchMediaCancel
+}
 
 // Charged says whether the operation costs credits when it succeeds.
 func (o Op) Charged() bool { return o != OpStatus }
@@ -96,7 +125,7 @@ func ParseMix(s string) (Mix, error) {
 			known = known || o == op
 		}
 		if !known {
-			return nil, fmt.Errorf("unknown operation %q (want embed, embed_async, detect, detect_nokey, status, upload_embed, batch, batch_cancel, embed_webhook, embed_storage, embed_gpu)", op)
+			return nil, fmt.Errorf("unknown operation %q (want embed, embed_async, detect, detect_nokey, status, upload_embed, batch, batch_cancel, embed_webhook, embed_storage, embed_gpu, embed_pdf, embed_video, batch_media, detect_pdf, detect_video, upload_video, batch_media_cancel, video_storage)", op)
 		}
 		n := 1
 		if hasW {
@@ -185,6 +214,8 @@ type attempt struct {
 	charged *replay
 	// batchID is the batch a batch operation created.
 	batchID string
+	// result is the marked file an embed_pdf or embed_video downloaded.
+	result []byte
 }
 
 // replay is a charged request whose outcome the client did not learn within its retry budget.
@@ -283,6 +314,21 @@ func (a *attempt) run(ctx context.Context) {
 		a.submitAsync(ctx, "/watermarks/images/async")
 	case OpEmbedGPU:
 		a.submitAsync(ctx, "/watermarks/images/async?accelerator=gpu")
+	case OpEmbedPDF, OpEmbedVideo:
+		path, body, _, _, _ := a.r.mediaRoute(a.op)
+		a.embedMedia(ctx, body, path)
+	case OpVideoStorage:
+		path, body, _, _, _ := a.r.mediaRoute(a.op)
+		a.embedMedia(ctx, body, path+"?storage_destination_id="+url.QueryEscape(a.r.destID))
+		if a.out.requestID != "" {
+			a.r.storageJob(a.out.requestID)
+		}
+	case OpUploadVideo:
+		if id, ok := a.upload(ctx, "video", "clip.mp4", a.r.clipFile); ok {
+			a.embedMedia(ctx, a.r.uploadBody(id), "/watermarks/videos/async")
+		}
+	case OpDetectPDF, OpDetectVideo:
+		a.detectMedia(ctx)
 	case OpDetect, OpDetectNoKey:
 		res, ok := a.send(ctx, "POST", "/watermarks/images/detect", a.r.detectBody.ContentType, a.r.detectBody.Data, true)
 		if !ok {
@@ -309,9 +355,9 @@ func (a *attempt) run(ctx context.Context) {
 		}
 	case OpUploadEmbed:
 		a.uploadEmbed(ctx)
-	case OpBatch:
+	case OpBatch, OpBatchMedia:
 		a.batch(ctx)
-	case OpBatchCancel:
+	case OpBatchCancel, OpBatchMediaCancel:
 		a.batchCancel(ctx)
 	case OpEmbedStorage:
 		if a.submitAsync(ctx, "/watermarks/images/async?storage_destination_id="+url.QueryEscape(a.r.destID)) &&
@@ -350,15 +396,23 @@ func (a *attempt) embed(ctx context.Context, body *bodyParts) {
 // answer creates a new upload (uploads cost nothing); the embed keeps its Idempotency-Key.
 func (a *attempt) uploadEmbed(ctx context.Context) {
 	// ImageName may be the --image path; an upload's filename is a name (a path is refused with 422).
-	req, _ := json.Marshal(map[string]any{"kind": "image", "filename": filepath.Base(a.r.cfg.ImageName), "size": len(a.r.cfg.Image)})
+	if id, ok := a.upload(ctx, "image", filepath.Base(a.r.cfg.ImageName), a.r.cfg.Image); ok {
+		a.embed(ctx, a.r.uploadBody(id))
+	}
+}
+
+// upload creates a signed upload of kind for data (POST /uploads) and PUTs the file to its URL, starting over
+// with a new upload when the URL's node is gone. It returns the upload id, or false with the failure set.
+func (a *attempt) upload(ctx context.Context, kind, filename string, data []byte) (string, bool) {
+	req, _ := json.Marshal(map[string]any{"kind": kind, "filename": filename, "size": len(data)})
 	for {
 		res, ok := a.send(ctx, "POST", "/uploads", "application/json", req, true)
 		if !ok {
-			return
+			return "", false
 		}
 		if res.status != 201 {
 			a.fail(res)
-			return
+			return "", false
 		}
 		var up struct {
 			UploadID string `json:"upload_id"`
@@ -369,30 +423,34 @@ func (a *attempt) uploadEmbed(ctx context.Context) {
 		}
 		if err := json.Unmarshal(res.body, &up); err != nil || up.UploadID == "" || up.Upload.URL == "" {
 			a.out.failure, a.out.sample = "201 without upload_id or url", snippet(res.body)
-			return
+			return "", false
 		}
-		put, err := a.r.http.do(up.Upload.Method, up.Upload.URL, "", "application/octet-stream", a.r.cfg.Image, nil, false)
+		put, err := a.r.http.do(up.Upload.Method, up.Upload.URL, "", "application/octet-stream", data, nil, false)
 		if err != nil || retryablePut(put) {
 			// The signed URL names one node's upload listener: when that node is gone, start over elsewhere.
 			key := putKey(put, err)
 			if a.again(ctx, key) {
 				continue
 			}
-			return
+			return "", false
 		}
 		if put.status/100 != 2 {
 			a.out.failure, a.out.sample = "PUT "+put.failureKey(), snippet(put.body)
-			return
+			return "", false
 		}
-		a.embed(ctx, a.r.uploadBody(up.UploadID))
-		return
+		return up.UploadID, true
 	}
 }
 
 // submitAsync sends the embed body to an asynchronous route (path, with its query) and books the job when it is
 // accepted (202); it reports whether it was.
 func (a *attempt) submitAsync(ctx context.Context, path string) bool {
-	res, ok := a.send(ctx, "POST", path, a.r.embedBody.ContentType, a.r.embedBody.Data, true)
+	return a.submitAsyncBody(ctx, path, a.r.embedBody)
+}
+
+// submitAsyncBody is submitAsync with another file than the run's image.
+func (a *attempt) submitAsyncBody(ctx context.Context, path string, body *bodyParts) bool {
+	res, ok := a.send(ctx, "POST", path, body.ContentType, body.Data, true)
 	if !ok {
 		return false
 	}
@@ -412,7 +470,7 @@ func (a *attempt) accepted(ctx context.Context, res *response) {
 		return
 	}
 	a.out.requestID = rc.RequestID
-	a.r.jobs.accepted(rc.RequestID, time.Now())
+	a.r.jobs.accepted(rc.RequestID, a.op, time.Now())
 	for !terminal(rc.Status) {
 		select {
 		case <-ctx.Done():

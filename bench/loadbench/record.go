@@ -42,6 +42,7 @@ type opSpan struct {
 type jobEntry struct {
 	accepted, ended time.Time
 	status          string
+	op              Op // the operation that submitted it
 }
 
 func newJobBook() *jobBook {
@@ -56,11 +57,11 @@ func (b *jobBook) ranOn(id, accelerator string) {
 	b.mu.Unlock()
 }
 
-func (b *jobBook) accepted(id string, at time.Time) {
+func (b *jobBook) accepted(id string, op Op, at time.Time) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if _, ok := b.jobs[id]; !ok {
-		b.jobs[id] = &jobEntry{accepted: at}
+		b.jobs[id] = &jobEntry{accepted: at, op: op}
 		b.ids = append(b.ids, id)
 	}
 }
@@ -83,7 +84,16 @@ func (b *jobBook) success(id string, op Op) {
 }
 
 // lateSuccess records a job found succeeded by the final check: the client sees it through the status API.
-func (b *jobBook) lateSuccess(id string) { b.success(id, OpEmbedAsync) }
+// A document or video job keeps its operation, so that the credits check prices it as one.
+func (b *jobBook) lateSuccess(id string) {
+	op := OpEmbedAsync
+	b.mu.Lock()
+	if j, ok := b.jobs[id]; ok && j.op.isMedia() {
+		op = j.op
+	}
+	b.mu.Unlock()
+	b.success(id, op)
+}
 
 // sample returns an accepted job's id, spread over them by n.
 func (b *jobBook) sample(n uint64) string {
@@ -483,6 +493,7 @@ func (r *runner) credits(ctx context.Context, mark LedgerMark) (*Credits, error)
 	sort.Strings(c.ChargedNotSeen)
 	sort.Strings(c.SeenNotCharged)
 	c.GPUOnCPU, c.GPUChargedWrong = r.gpuCharges(seen, amounts)
+	c.MediaChecked, c.MediaChargedWrong = r.mediaCharges(seen, amounts)
 	// A key-less request whose answer was lost may have been charged; the client cannot learn its id. Only a
 	// charge with no job record can be one (a key-less detection has none): a job's charge is always explained.
 	c.UnkeyedLost = int(r.unkeyedLost.Load())
@@ -490,10 +501,11 @@ func (r *runner) credits(ctx context.Context, mark LedgerMark) (*Credits, error)
 	c.UnseenNotes, noRecord = r.describeUnseen(ctx, c.ChargedNotSeen)
 	c.Equal = c.ChargedOps-len(c.ChargedNotSeen) == c.ClientSuccesses &&
 		len(c.ChargedNotSeen) == noRecord && noRecord <= c.UnkeyedLost &&
-		len(c.SeenNotCharged) == 0 && c.ChargedTwice == 0 && len(c.GPUChargedWrong) == 0 && c.HeldAfter == c.HeldBefore
+		len(c.SeenNotCharged) == 0 && c.ChargedTwice == 0 && len(c.GPUChargedWrong) == 0 &&
+		len(c.MediaChargedWrong) == 0 && c.HeldAfter == c.HeldBefore
 	if !c.Equal {
-		return c, fmt.Errorf("the ledger charged %d operations, the client saw %d succeed (%d charged but not seen, of which %d without a job record, %d key-less requests lost their answer; %d seen but not charged, %d charged twice, %d gpu jobs run on a CPU not charged the plain price); credits held before %d, after %d",
-			c.ChargedOps, c.ClientSuccesses, len(c.ChargedNotSeen), noRecord, c.UnkeyedLost, len(c.SeenNotCharged), c.ChargedTwice, len(c.GPUChargedWrong), c.HeldBefore, c.HeldAfter)
+		return c, fmt.Errorf("the ledger charged %d operations, the client saw %d succeed (%d charged but not seen, of which %d without a job record, %d key-less requests lost their answer; %d seen but not charged, %d charged twice, %d gpu jobs run on a CPU not charged the plain price, %d document or video embeds not charged the catalog's price); credits held before %d, after %d",
+			c.ChargedOps, c.ClientSuccesses, len(c.ChargedNotSeen), noRecord, c.UnkeyedLost, len(c.SeenNotCharged), c.ChargedTwice, len(c.GPUChargedWrong), len(c.MediaChargedWrong), c.HeldBefore, c.HeldAfter)
 	}
 	return c, nil
 }

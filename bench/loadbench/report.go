@@ -137,6 +137,10 @@ type Credits struct {
 	// price (three times it is held while they run).
 	GPUOnCPU        int      `json:"gpu_on_cpu,omitempty"`
 	GPUChargedWrong []string `json:"gpu_charged_wrong,omitempty"`
+	// MediaChecked is the embed_pdf and embed_video operations seen succeeding whose charge was compared with
+	// the catalog's price; MediaChargedWrong those charged otherwise.
+	MediaChecked      int      `json:"media_checked,omitempty"`
+	MediaChargedWrong []string `json:"media_charged_wrong,omitempty"`
 	// UnkeyedLost is the charged requests without an Idempotency-Key (detect_nokey) that got no answer: each
 	// may have been charged without the client learning its id, so up to that many charges not seen are
 	// allowed, if the service has no job record of them (a job's charge is always one the client can see).
@@ -265,6 +269,9 @@ func (r *Report) WriteMarkdown(w io.Writer) {
 		}
 		if c.GPUOnCPU > 0 || len(c.GPUChargedWrong) > 0 {
 			fmt.Fprintf(w, "accelerator=gpu jobs run on a CPU: %d, charged other than a plain embed: **%d**.\n", c.GPUOnCPU, len(c.GPUChargedWrong))
+		}
+		if c.MediaChecked > 0 || len(c.MediaChargedWrong) > 0 {
+			fmt.Fprintf(w, "Document and video embeds priced: %d, charged other than the catalog's price: **%d**.\n", c.MediaChecked, len(c.MediaChargedWrong))
 		}
 	}
 	if c := r.Chaos; c != nil {

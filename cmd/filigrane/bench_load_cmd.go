@@ -65,8 +65,9 @@ func runBenchLoad(ctx context.Context, args []string, stdout, stderr io.Writer, 
 		clients     = fs.Int("clients", 8, "closed loop: clients, each with one operation in flight")
 		duration    = fs.Duration("duration", 30*time.Second, "how long operations start")
 		drain       = fs.Duration("drain", 2*time.Minute, "after --duration, how long operations in flight may take to end")
-		mix         = fs.String("mix", loadbench.DefaultMix, "operation weights: embed, embed_async, detect, detect_nokey, status, upload_embed, batch, batch_cancel, embed_webhook, embed_storage, embed_gpu")
+		mix         = fs.String("mix", loadbench.DefaultMix, "operation weights: embed, embed_async, detect, detect_nokey, status, upload_embed, batch, batch_cancel, embed_webhook, embed_storage, embed_gpu, embed_pdf, embed_video, batch_media, detect_pdf, detect_video, upload_video, batch_media_cancel, video_storage (video ones need ffmpeg)")
 		imagePath   = fs.String("image", "", "image to embed (default: a generated 1024x1024 photo-like JPEG)")
+		videoSecs   = fs.Int("video-seconds", loadbench.VideoSeconds, "length of the video operations' generated 320x240 clip (over 60: charged per started minute)")
 		outDir      = fs.String("out", defOut, "directory for report.json, report.md and chart.png")
 		timeout     = fs.Duration("timeout", time.Minute, "limit of one HTTP request")
 		retryFor    = fs.Duration("retry-for", time.Minute, "how long an operation retries on the next node after no answer, 429 or 5xx")
@@ -122,7 +123,8 @@ func runBenchLoad(ctx context.Context, args []string, stdout, stderr io.Writer, 
 		}
 	}
 	cfg := loadbench.Config{Rate: *rate, Clients: *clients, Duration: *duration, Drain: *drain, Mix: m,
-		Timeout: *timeout, RetryFor: *retryFor, PollInterval: *poll, MaxInFlight: *inflight, Seed: *seed, Log: stderr}
+		Timeout: *timeout, RetryFor: *retryFor, PollInterval: *poll, MaxInFlight: *inflight, Seed: *seed, Log: stderr,
+		VideoSeconds: *videoSecs}
 	if *imagePath != "" {
 		if cfg.Image, err = os.ReadFile(*imagePath); err != nil {
 			return fail(2, err)
@@ -153,7 +155,7 @@ func runBenchLoad(ctx context.Context, args []string, stdout, stderr io.Writer, 
 			return fail(1, err)
 		}
 		defer local.Close()
-		cfg.Targets, cfg.Key, cfg.Dest = local.Targets(), local.Key, local.Dest
+		cfg.Targets, cfg.Key, cfg.Dest, cfg.Prices = local.Targets(), local.Key, local.Dest, &local.Prices
 		cfg.Ledger = loadbench.StoreLedger{S3: local.S3Config, OrgID: local.OrgID}
 	} else {
 		cfg.Targets = strings.Split(*urls, ",")

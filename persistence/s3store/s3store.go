@@ -573,6 +573,12 @@ func (s *Store) create(ctx context.Context, name string, data []byte) (string, e
 		if !isPreconditionFailed(err) {
 			return "", ctxErr(ctx, err)
 		}
+		// The S3 client sends a PUT again by itself after no answer or a server error (minio-go repeats a
+		// seekable body up to MaxRetry times), so this 412 may answer the repeat of a first try that the
+		// server tore: the ETag without a body that it holds would then be this write's own, and put saw only
+		// the repeat's answer. Count it as unanswered (createOverGhost); forgotten below when the key turns out
+		// to hold an object.
+		s.remember(name, md5Hex(data))
 		// An object exists. Replace it if it is a tombstone: the server grants this only while it is one, so
 		// of several creators exactly one wins.
 		etag, err = s.put(ctx, name, data, TombstoneETag)
@@ -601,6 +607,8 @@ func (s *Store) create(ctx context.Context, name string, data []byte) (string, e
 		case sameETag(etag, TombstoneETag):
 			continue // deleted since: try again
 		case !tomb:
+			// The key holds an object: no create of it is torn, and nothing remembered for it is needed.
+			s.settled(name)
 			return "", fmt.Errorf("key exists: %w", persistence.ErrVersionMismatch)
 		}
 		// A tombstone with a body of its own (written by an earlier version of the store). Its ETag was
@@ -642,8 +650,9 @@ func (s *Store) createOverGhost(ctx context.Context, name string, data []byte) (
 	return "", fmt.Errorf("object %s: %w; creates of this key fail until the stale metadata is removed (docs/operations.md)", name, ErrTornObject)
 }
 
-// remember notes the ETag of a PUT to name whose outcome is unknown (no answer, or a server error): if a
-// crash tore it, it is the ETag the server kept (see createOverGhost).
+// remember notes the ETag of a PUT to name whose outcome is unknown (no answer, or a server error, or a
+// create's 412 that may answer the client library's own repeat of such a PUT): if a crash tore it, it is the
+// ETag the server kept (see createOverGhost).
 func (s *Store) remember(name, etag string) {
 	s.unknownMu.Lock()
 	defer s.unknownMu.Unlock()
@@ -655,6 +664,9 @@ func (s *Store) remember(name, etag string) {
 			delete(s.unknown, k)
 			break
 		}
+	}
+	if slices.Contains(s.unknown[name], etag) {
+		return
 	}
 	l := append(s.unknown[name], etag)
 	if len(l) > 4 {
