@@ -23,7 +23,14 @@ type BatchEnv struct {
 	// Step bounds the items submitted per message, so that reads of the batch are answered between steps.
 	// Default 10.
 	Step int
+	// Assemblies bounds the archives this node builds at once (each streams up to 1 GB of results through the
+	// blob store): a batch whose files are done waits for a slot with archive_status queued. Default
+	// DefaultAssemblies slots.
+	Assemblies chan struct{}
 }
+
+// DefaultAssemblies is the archives a node builds at once unless BatchEnv.Assemblies says otherwise.
+const DefaultAssemblies = 2
 
 // BatchProps returns the props of the batch actor.
 func BatchProps(d *Deps, env *BatchEnv) *actor.Props {
@@ -32,6 +39,9 @@ func BatchProps(d *Deps, env *BatchEnv) *actor.Props {
 	}
 	if env.Step <= 0 {
 		env.Step = 10
+	}
+	if env.Assemblies == nil {
+		env.Assemblies = make(chan struct{}, DefaultAssemblies)
 	}
 	return actor.PropsFromProducer(func() actor.Actor { return &batchActor{deps: d, env: env} })
 }
@@ -119,6 +129,16 @@ func (a *batchActor) Receive(ctx actor.Context) {
 		}
 		a.deps.Respond(ctx, &BatchReply{})
 		a.drive(ctx, "")
+	case *batchAssemblyStarted:
+		if a.rec == nil {
+			return
+		}
+		next := a.rec.Clone()
+		if next.ArchiveStarted() {
+			// Only what a read shows; a failed write stops this activation (as any failed write does), and
+			// the next one builds the archive again.
+			_ = a.write(ctx, next)
+		}
 	case *batchArchived:
 		a.assembling = false
 		if a.rec == nil {

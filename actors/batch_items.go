@@ -327,14 +327,23 @@ type manifestEntry struct {
 	ErrorCode   *string `json:"error_code"`
 }
 
-// startAssembly builds the archive in a goroutine and reports to the actor; the actor keeps answering
-// reads meanwhile. A crash leaves the batch assembling, and the next activation builds it again.
+// startAssembly builds the archive in a goroutine once it holds one of the node's assembly slots and reports
+// to the actor (the slot taken, then the outcome); the actor keeps answering reads meanwhile. A crash leaves
+// the batch assembling, and the next activation builds it again; a node that stops while the goroutine waits
+// for a slot leaves it so too.
 func (a *batchActor) startAssembly(ctx actor.Context) {
 	rec := a.rec.Clone()
 	root, self := ctx.ActorSystem().Root, ctx.Self()
 	env, deps := a.env, a.deps
 	go func() {
+		select {
+		case env.Assemblies <- struct{}{}:
+		case <-deps.lifetime().Done():
+			return
+		}
+		root.Send(self, &batchAssemblyStarted{})
 		out := assembleArchive(env, deps, rec)
+		<-env.Assemblies // before the outcome: whoever reads the batch ended finds the slot free
 		root.Send(self, out)
 	}()
 }

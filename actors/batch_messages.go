@@ -52,6 +52,9 @@ type BatchTick struct {
 	BatchID string
 }
 
+// batchAssemblyStarted is the assembling goroutine's word that it got an assembly slot (local only).
+type batchAssemblyStarted struct{}
+
 // batchArchived is the assembling goroutine's report to its actor (local only, never on the wire).
 type batchArchived struct {
 	outcome batchstate.ArchiveStatus

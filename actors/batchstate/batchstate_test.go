@@ -413,8 +413,11 @@ func TestArchive(t *testing.T) {
 	_ = r.Accept(1, 1, now)
 	_ = r.Succeed(0, 1, res(0), now)
 	_ = r.Fail(1, "invalid_image", "", now)
-	if r.Status != StatusAssembling || r.ArchiveStatus != ArchiveAssembling || len(r.Events) != 0 {
-		t.Fatalf("batch %s archive %q events %d; want assembling, no event yet", r.Status, r.ArchiveStatus, len(r.Events))
+	if r.Status != StatusAssembling || r.ArchiveStatus != ArchiveQueued || len(r.Events) != 0 {
+		t.Fatalf("batch %s archive %q events %d; want assembling, queued, no event yet", r.Status, r.ArchiveStatus, len(r.Events))
+	}
+	if !r.ArchiveStarted() || r.ArchiveStatus != ArchiveAssembling || r.ArchiveStarted() {
+		t.Fatalf("archive started: %q; want assembling, once", r.ArchiveStatus)
 	}
 	r.Cancel(now) // no effect while assembling
 	if r.Status != StatusAssembling || !r.CancelRequested {

@@ -77,7 +77,10 @@ type ArchiveStatus string
 
 // Archive statuses.
 const (
-	ArchiveNone       ArchiveStatus = ""
+	ArchiveNone ArchiveStatus = ""
+	// ArchiveQueued: the files are done and the archive waits for one of the node's assembly slots
+	// (actors.BatchEnv.Assemblies); records written before the slots go straight to assembling.
+	ArchiveQueued     ArchiveStatus = "queued"
 	ArchiveAssembling ArchiveStatus = "assembling"
 	ArchiveReady      ArchiveStatus = "ready"
 	ArchiveTooLarge   ArchiveStatus = "too_large"

@@ -293,7 +293,7 @@ func (r *Record) maybeFinish(now time.Time) {
 			r.ArchiveStatus = ArchiveEmpty
 		}
 	case r.Archive && succeeded > 0:
-		r.Status, r.ArchiveStatus = StatusAssembling, ArchiveAssembling
+		r.Status, r.ArchiveStatus = StatusAssembling, ArchiveQueued
 	case succeeded > 0:
 		r.end(StatusCompleted, now)
 	default:
@@ -351,6 +351,17 @@ func (r *Record) ArchiveDone(outcome ArchiveStatus, blobKey string, size int64, 
 	r.end(StatusCompleted, now)
 	r.changed()
 	return nil
+}
+
+// ArchiveStarted moves a queued archive to assembling (spec 3.5: null, then queued, assembling, ready) and
+// reports whether it did; any other state is left as it is.
+func (r *Record) ArchiveStarted() bool {
+	if r.Status != StatusAssembling || r.ArchiveStatus != ArchiveQueued {
+		return false
+	}
+	r.ArchiveStatus = ArchiveAssembling
+	r.changed()
+	return true
 }
 
 // ArchiveAvailable reports whether the ready archive can be downloaded at now.
