@@ -32,14 +32,21 @@ func splitPath(p string) []string {
 }
 
 // match returns the route for method and path. When the path matches only under other methods it returns
-// those methods.
+// those methods. A pattern with more literal segments wins over one that takes the same path as a parameter
+// (GET /assets/bulk-delete is 405, Allow: POST, not a read of an asset named "bulk-delete").
 func (r *router) match(method, path string) (*route, map[string]string, []string) {
 	segs := splitPath(path)
+	best := -1 // the most literal segments among the patterns that match
+	for i := range r.routes {
+		if _, ok := matchSegments(r.routes[i].segments, segs); ok {
+			best = max(best, r.routes[i].literals())
+		}
+	}
 	var allowed []string
 	for i := range r.routes {
 		rt := &r.routes[i]
 		params, ok := matchSegments(rt.segments, segs)
-		if !ok {
+		if !ok || rt.literals() < best {
 			continue
 		}
 		if rt.method == method || (method == fasthttp.MethodHead && rt.method == fasthttp.MethodGet) {
@@ -53,6 +60,17 @@ func (r *router) match(method, path string) (*route, map[string]string, []string
 	}
 	sort.Strings(allowed)
 	return nil, nil, allowed
+}
+
+// literals counts the pattern's segments that are not {parameters}.
+func (rt *route) literals() int {
+	n := 0
+	for _, p := range rt.segments {
+		if !strings.HasPrefix(p, "{") {
+			n++
+		}
+	}
+	return n
 }
 
 func matchSegments(pattern, segs []string) (map[string]string, bool) {
