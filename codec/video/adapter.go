@@ -189,8 +189,7 @@ func (a *Adapter) Embed(ctx context.Context, src, dst string, id codec.ID, opt O
 	v := info.Video
 	marker, err := a.Codec.NewVideoMarker(id, v.Width, v.Height, codec.EmbedOptions{PSNR: opt.PSNR})
 	if errors.Is(err, codec.ErrTooSmall) {
-		return EmbedReport{}, fmt.Errorf("%w: %dx%d, the short side must be at least %d pixels", ErrTooSmall,
-			v.Width, v.Height, codec.MinVideoSide)
+		return EmbedReport{}, fmt.Errorf("%w: %dx%d: %s", ErrTooSmall, v.Width, v.Height, codec.VideoSizeRule())
 	}
 	if err != nil {
 		return EmbedReport{}, err
@@ -302,6 +301,11 @@ func (a *Adapter) Embed(ctx context.Context, src, dst string, id codec.ID, opt O
 	if err := decode.checkComplete(rep.FrameCount, info); err != nil {
 		return EmbedReport{}, err
 	}
+	if min(v.Width, v.Height) < codec.VideoTileSide {
+		if err := a.readBack(ctx, tmpName, id, v); err != nil {
+			return EmbedReport{}, err
+		}
+	}
 	// CreateTemp makes the file private; the output is an ordinary media file.
 	if err := os.Chmod(tmpName, 0o644); err != nil {
 		return EmbedReport{}, fmt.Errorf("video: output: %w", err)
@@ -311,6 +315,23 @@ func (a *Adapter) Embed(ctx context.Context, src, dst string, id codec.ID, opt O
 	}
 	done = true
 	return rep, nil
+}
+
+// readBack detects the mark in the marked output path of frames v and fails with ErrMarkUnreadable unless it reads
+// as id. Frames under one tile (codec.VideoTileSide) carry the mark on fewer chips, and on static or finely
+// textured content it may not read even from the output itself (docs/video.md, "Minimum frame size"); an embed
+// that answered with such a file would be charged for a mark no detection finds. Decoding and analysing frames
+// this small costs a fraction of their encode.
+func (a *Adapter) readBack(ctx context.Context, path string, id codec.ID, v Stream) error {
+	d, err := a.Detect(ctx, path)
+	if err != nil {
+		return fmt.Errorf("video: reading back the marked output: %w", err)
+	}
+	if !d.Watermarked || d.WatermarkID == nil || *d.WatermarkID != id.String() {
+		return fmt.Errorf("%w: frames of %dx%d hold less than one tile of the mark (%d pixels a side)", ErrMarkUnreadable,
+			v.Width, v.Height, codec.VideoTileSide)
+	}
+	return nil
 }
 
 // frameFormat is the raw layout of decoded frames.
