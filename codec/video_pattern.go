@@ -124,7 +124,7 @@ const VideoTileSide = 2 * tileSide
 
 // MinVideoTileArea is the least part of one tile a frame must cover, in pixels: min(width, 256) × min(height,
 // 256), the same for both orientations; half a tile. Below it the mark of real footage (testsrc2, vtest.avi,
-// tree.avi) read back from the embed's own output in 4 of 30 clips measured (docs/video.md, "Minimum frame
+// tree.avi) read back from the embed's own output in 5 of 34 clips measured (docs/video.md, "Minimum frame
 // size").
 const MinVideoTileArea = VideoTileSide * VideoTileSide / 2
 
