@@ -71,3 +71,21 @@ func TestSmallFrames(t *testing.T) {
 	}
 	noOutput("unreadable")
 }
+
+// TestDetectFirstSeconds: the read-back's limited detection decodes only the first seconds (one unit of the
+// shared 2-second clip) and does not take the frames it did not read for a truncated file.
+func TestDetectFirstSeconds(t *testing.T) {
+	t.Parallel()
+	a := testAdapter(t)
+	src := plainClip(t)
+	d, err := a.detect(context.Background(), src, 1)
+	if err != nil {
+		t.Fatalf("detect of the first second: %v", err)
+	}
+	if len(d.Units) != 1 || d.Units[0].EndTime == nil || *d.Units[0].EndTime > 1.05 {
+		t.Fatalf("units %+v, want one of the first second", d.Units)
+	}
+	if d, err = a.Detect(context.Background(), src); err != nil || len(d.Units) != 2 {
+		t.Fatalf("whole detect: %d units, %v; want 2", len(d.Units), err)
+	}
+}
