@@ -113,9 +113,6 @@ func DefaultVideoPSNRFor(width, height int) float64 {
 	return DefaultVideoPSNR
 }
 
-// MinVideoSide is the smallest short side NewVideoMarker accepts (MinVideoTileArea implies it).
-const MinVideoSide = 128
-
 // VideoTileSide is the side in pixels of one tile of the mark in frames under 400 pixels (128 waxels of 2
 // pixels). A frame with a shorter side holds only part of a tile: each coded bit gets fewer chips, and averaging
 // frames does not remove static content, so whether the mark reads depends on the content. Video embedding reads
@@ -131,7 +128,7 @@ const MinVideoTileArea = VideoTileSide * VideoTileSide / 2
 // CheckVideoSize returns nil when frames of width×height pixels can carry a video mark, else an error wrapping
 // ErrTooSmall that names the size and VideoSizeRule.
 func CheckVideoSize(width, height int) error {
-	if min(width, height) < MinVideoSide || min(width, VideoTileSide)*min(height, VideoTileSide) < MinVideoTileArea {
+	if min(width, VideoTileSide)*min(height, VideoTileSide) < MinVideoTileArea { // implies a short side of 128 or more
 		return fmt.Errorf("%w: video frames of %dx%d: %s", ErrTooSmall, width, height, VideoSizeRule())
 	}
 	return nil
