@@ -10,7 +10,8 @@ import (
 // pixels). Smaller images cannot carry the 912 coded bits with useful redundancy.
 const MinEmbedSide = 256
 
-// ErrTooSmall is returned (wrapped) by Embed for images whose short side is below MinEmbedSide.
+// ErrTooSmall is returned (wrapped) by Embed for images whose short side is below MinEmbedSide, and by
+// NewVideoMarker for video frames CheckVideoSize refuses.
 var ErrTooSmall = errors.New("codec: image too small to carry a watermark")
 
 // psnrAim is how far above the PSNR floor the gain aims when the floor limits it, so that the measured PSNR

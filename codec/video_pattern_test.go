@@ -1,8 +1,11 @@
 package codec
 
 import (
+	"errors"
+	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -122,6 +125,37 @@ func BenchmarkVideoMarker720p(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		if err := m.Mark8(frame, 1280); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// TestCheckVideoSize: the minimum is half a tile of the mark covered, min(w, 256)·min(h, 256) ≥ 32768, the same
+// for a size and its transpose; NewVideoMarker refuses what CheckVideoSize refuses, with ErrTooSmall and a message
+// naming the size and the minimum.
+func TestCheckVideoSize(t *testing.T) {
+	c := testCodec(t)
+	for _, tc := range []struct {
+		w, h int
+		ok   bool
+	}{
+		{176, 144, false}, {192, 160, false}, {240, 136, false}, {181, 181, false}, {127, 1000, false},
+		{256, 128, true}, {182, 182, true}, {320, 144, true}, {256, 144, true}, {1920, 1080, true},
+	} {
+		for _, s := range [][2]int{{tc.w, tc.h}, {tc.h, tc.w}} {
+			err := CheckVideoSize(s[0], s[1])
+			_, merr := c.NewVideoMarker(ID{1}, s[0], s[1], EmbedOptions{})
+			if tc.ok {
+				if err != nil || merr != nil {
+					t.Errorf("%dx%d refused: %v, %v", s[0], s[1], err, merr)
+				}
+				continue
+			}
+			size := fmt.Sprintf("%dx%d", s[0], s[1])
+			for _, e := range []error{err, merr} {
+				if !errors.Is(e, ErrTooSmall) || !strings.Contains(e.Error(), size) || !strings.Contains(e.Error(), "32768") {
+					t.Errorf("%s: %v, want ErrTooSmall naming the size and the minimum", size, e)
+				}
+			}
 		}
 	}
 }

@@ -106,7 +106,11 @@ func videoError(err error) error {
 	case errors.Is(err, video.ErrUnsupported):
 		return refuse(CodeInvalidVideo, "the video's encoding is not supported")
 	case errors.Is(err, video.ErrTooSmall):
-		return refuse(CodeInvalidVideo, "the video's frames are too small to carry a watermark")
+		return refuse(CodeInvalidVideo, "the video's frames are too small to carry a watermark: "+codec.VideoSizeRule())
+	case errors.Is(err, video.ErrMarkUnreadable):
+		return refuse(CodeInvalidVideo, "the watermark could not be read back from the marked video: its frames are "+
+			"smaller than one tile of the mark (a short side under 256 pixels) and this content does not carry it; "+
+			"send a larger video")
 	case errors.Is(err, video.ErrTooLong):
 		return refuse(CodeVideoTooLarge, "the video is longer than we process")
 	case errors.Is(err, video.ErrTooLarge):

@@ -3,6 +3,7 @@ package mediafiles_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -85,6 +86,24 @@ func TestFFmpegFailureFailsAtOnceWithItsReason(t *testing.T) {
 		}
 		if !got || ref.Code != c.code || !strings.Contains(ref.Detail, tail) || !strings.Contains(ref.Detail, c.stage) {
 			t.Errorf("%s exited 1: %v, want a %s refusal naming the stage and ffmpeg's words", c.stage, err, c.code)
+		}
+	}
+}
+
+// TestSmallVideoRefusals: frames under the minimum and a mark that did not read back from small frames are
+// refusals of the file (invalid_video, not retried), the first naming the minimum.
+func TestSmallVideoRefusals(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want string
+	}{
+		{fmt.Errorf("%w: 176x144: %s", video.ErrTooSmall, codec.VideoSizeRule()), codec.VideoSizeRule()},
+		{fmt.Errorf("%w: frames of 144x256", video.ErrMarkUnreadable), "could not be read back"},
+	} {
+		var ref *mediakind.Refusal
+		if err := mediafiles.VideoError(c.err); !errors.As(err, &ref) || ref.Code != mediafiles.CodeInvalidVideo ||
+			!strings.Contains(ref.Detail, c.want) {
+			t.Errorf("%v: %v, want an invalid_video refusal saying %q", c.err, err, c.want)
 		}
 	}
 }

@@ -189,8 +189,7 @@ func (a *Adapter) Embed(ctx context.Context, src, dst string, id codec.ID, opt O
 	v := info.Video
 	marker, err := a.Codec.NewVideoMarker(id, v.Width, v.Height, codec.EmbedOptions{PSNR: opt.PSNR})
 	if errors.Is(err, codec.ErrTooSmall) {
-		return EmbedReport{}, fmt.Errorf("%w: %dx%d, the short side must be at least %d pixels", ErrTooSmall,
-			v.Width, v.Height, codec.MinVideoSide)
+		return EmbedReport{}, fmt.Errorf("%w: %dx%d: %s", ErrTooSmall, v.Width, v.Height, codec.VideoSizeRule())
 	}
 	if err != nil {
 		return EmbedReport{}, err
@@ -226,7 +225,7 @@ func (a *Adapter) Embed(ctx context.Context, src, dst string, id codec.ID, opt O
 	defer stop()
 	pctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	decode := t.newProc(pctx, "decode", t.ffmpeg, t.decodeArgs(src, v, f.pixFmt, "")...)
+	decode := t.newProc(pctx, "decode", t.ffmpeg, t.decodeArgs(src, v, f.pixFmt, "", 0)...)
 	decode.redact = []string{src}
 	var encode, remux *proc
 	if v.Rotation == 0 {
@@ -302,6 +301,11 @@ func (a *Adapter) Embed(ctx context.Context, src, dst string, id codec.ID, opt O
 	if err := decode.checkComplete(rep.FrameCount, info); err != nil {
 		return EmbedReport{}, err
 	}
+	if min(v.Width, v.Height) < codec.VideoTileSide {
+		if err := a.readBack(ctx, tmpName, id, v); err != nil {
+			return EmbedReport{}, err
+		}
+	}
 	// CreateTemp makes the file private; the output is an ordinary media file.
 	if err := os.Chmod(tmpName, 0o644); err != nil {
 		return EmbedReport{}, fmt.Errorf("video: output: %w", err)
@@ -311,6 +315,27 @@ func (a *Adapter) Embed(ctx context.Context, src, dst string, id codec.ID, opt O
 	}
 	done = true
 	return rep, nil
+}
+
+// readBackSeconds is how much of a marked output readBack detects. Detection sums the segments it reads, so a mark
+// found in the first seconds is found in the whole file; reading all of it cost 30% more CPU than the embed
+// itself on a 30-second 320x240 clip, and more seconds add little once ten have not read.
+const readBackSeconds = 10
+
+// readBack detects the mark in the marked output path of frames v and fails with ErrMarkUnreadable unless it reads
+// as id. Frames under one tile (codec.VideoTileSide) carry the mark on fewer chips, and on static or finely
+// textured content it may not read even from the output itself (docs/video.md, "Minimum frame size"); an embed
+// that answered with such a file would be charged for a mark no detection finds.
+func (a *Adapter) readBack(ctx context.Context, path string, id codec.ID, v Stream) error {
+	d, err := a.detect(ctx, path, readBackSeconds)
+	if err != nil {
+		return fmt.Errorf("video: reading back the marked output: %w", err)
+	}
+	if !d.Watermarked || d.WatermarkID == nil || *d.WatermarkID != id.String() {
+		return fmt.Errorf("%w: frames of %dx%d hold less than one tile of the mark (%d pixels a side)", ErrMarkUnreadable,
+			v.Width, v.Height, codec.VideoTileSide)
+	}
+	return nil
 }
 
 // frameFormat is the raw layout of decoded frames.
@@ -340,10 +365,15 @@ func newFrameFormat(v Stream) frameFormat {
 }
 
 // decodeArgs decodes the video stream to raw frames in Matroska on stdout, in stored orientation (the rotation is
-// written back as metadata) and with the source's timestamps. vf is an optional filter.
-func (t tools) decodeArgs(src string, v Stream, pixFmt, vf string) []string {
+// written back as metadata) and with the source's timestamps. vf is an optional filter; seconds, when above 0,
+// limits the decoding to the stream's first seconds.
+func (t tools) decodeArgs(src string, v Stream, pixFmt, vf string, seconds float64) []string {
 	args := []string{"-nostdin", "-v", "error", "-protocol_whitelist", "file,pipe", "-noautorotate",
-		"-format_whitelist", inputFormats, "-i", "file:" + src, "-map", "0:" + strconv.Itoa(v.Index), "-an", "-sn", "-dn", "-copyts"}
+		"-format_whitelist", inputFormats}
+	if seconds > 0 {
+		args = append(args, "-t", strconv.FormatFloat(seconds, 'f', -1, 64)) // reads only the first seconds
+	}
+	args = append(args, "-i", "file:"+src, "-map", "0:"+strconv.Itoa(v.Index), "-an", "-sn", "-dn", "-copyts")
 	if vf != "" {
 		args = append(args, "-vf", vf)
 	}

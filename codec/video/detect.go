@@ -23,6 +23,12 @@ const detectMaxPixels = 2_300_000
 // not decode, of the mean of all frames. Detection.Soft and the codeword LLRs behind it are kept, so
 // Codec.Snap can match a short or damaged clip against the issued ids.
 func (a *Adapter) Detect(ctx context.Context, src string) (codec.Detection, error) {
+	return a.detect(ctx, src, 0)
+}
+
+// detect is Detect on the first seconds of src (all of it when seconds is 0). A limited read does not check the
+// number of frames decoded against the container's.
+func (a *Adapter) detect(ctx context.Context, src string, seconds float64) (codec.Detection, error) {
 	if a.Codec == nil {
 		return codec.Detection{}, errors.New("video: adapter without a codec")
 	}
@@ -44,7 +50,7 @@ func (a *Adapter) Detect(ctx context.Context, src string) (codec.Detection, erro
 	defer stop()
 	pctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	decode := t.newProc(pctx, "decode", t.ffmpeg, t.decodeArgs(src, v, "gray", vf)...)
+	decode := t.newProc(pctx, "decode", t.ffmpeg, t.decodeArgs(src, v, "gray", vf, seconds)...)
 	decode.redact = []string{src}
 	out, err := decode.cmd.StdoutPipe()
 	if err != nil {
@@ -74,8 +80,10 @@ func (a *Adapter) Detect(ctx context.Context, src string) (codec.Detection, erro
 	if acc.frames == 0 {
 		return codec.Detection{}, fmt.Errorf("%w: no frame could be decoded", ErrTruncated)
 	}
-	if err := decode.checkComplete(int64(acc.frames), info); err != nil {
-		return codec.Detection{}, err
+	if seconds == 0 {
+		if err := decode.checkComplete(int64(acc.frames), info); err != nil {
+			return codec.Detection{}, err
+		}
 	}
 	return acc.result(), nil
 }

@@ -16,7 +16,10 @@ var (
 	ErrTooLarge      = errors.New("video: frames too large")
 	ErrTooManyFrames = errors.New("video: too many frames")
 	ErrTooSmall      = errors.New("video: frames too small to carry a watermark")
-	ErrFFmpeg        = errors.New("video: ffmpeg failed")
+	// ErrMarkUnreadable: the frames are under one tile of the mark, and the embed's own output did not read back
+	// (nothing is written).
+	ErrMarkUnreadable = errors.New("video: the watermark does not read back from the marked video")
+	ErrFFmpeg         = errors.New("video: ffmpeg failed")
 	// ErrToolMissing is the deployment's fault, not the input's: ffmpeg or ffprobe is not installed.
 	ErrToolMissing = errors.New("video: ffmpeg or ffprobe is not installed")
 )

@@ -3,6 +3,7 @@ package node_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -124,6 +125,44 @@ func TestVideoEmbedAndDetectJobs(t *testing.T) {
 	}
 	if after, held := balance(t, f, f.orgA); after != before-2 || held != 0 {
 		t.Fatalf("balance %d held %d; want %d and nothing held", after, held, before-2)
+	}
+}
+
+// TestSmallVideoRefusedUncharged: a 176x144 clip (under half a tile of the mark, which no detection read back
+// on real footage) is refused by the synchronous and the asynchronous video embed with 422 invalid_video naming
+// the minimum, and nothing is charged or held. Before, it was marked and charged and detect_video found no mark.
+func TestSmallVideoRefusedUncharged(t *testing.T) {
+	t.Parallel()
+	out := filepath.Join(t.TempDir(), "small.mp4")
+	cmd := exec.Command("ffmpeg", "-v", "error", "-f", "lavfi", "-i", "testsrc2=size=176x144:rate=10", "-t", "1",
+		"-pix_fmt", "yuv420p", "-c:v", "libx264", "-preset", "ultrafast", out)
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("ffmpeg: %v: %s", err, msg)
+	}
+	clip, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFixture(t)
+	before, _ := balance(t, f, f.orgA)
+	r := postFile(t, f.base+"/watermarks/videos", f.keyA, clip, "small.mp4", `{"s":1}`)
+	wantFailedSmall := func(what string, r response) {
+		t.Helper()
+		var body map[string]any
+		if r.status != 422 || json.Unmarshal(r.body, &body) != nil || body["status"] != "failed" ||
+			body["error_code"] != "invalid_video" || !strings.Contains(fmt.Sprint(body["detail"]), "32768") {
+			t.Fatalf("%s: %d %s; want 422, a failed job with invalid_video naming the minimum", what, r.status, r.body)
+		}
+	}
+	wantFailedSmall("synchronous embed of 176x144", r)
+	r = postFile(t, f.base+"/watermarks/videos/async", f.keyA, clip, "small.mp4", `{"s":2}`)
+	if r.status != 202 {
+		t.Fatalf("asynchronous embed: %d %s", r.status, r.body)
+	}
+	res := waitResult(t, f, f.keyA, decodeReceipt(t, r).ResultURL)
+	wantFailedSmall("asynchronous embed of 176x144", res)
+	if after, held := balance(t, f, f.orgA); after != before || held != 0 {
+		t.Fatalf("balance %d held %d after the refusals; want %d, nothing held", after, held, before)
 	}
 }
 

@@ -1,0 +1,91 @@
+package video
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"filigrane/codec"
+)
+
+// TestSmallFrames: frames under half a tile of the mark are refused before any work (ErrTooSmall, naming the
+// minimum), in both orientations; frames between half a tile and a full one are marked only when the mark reads
+// back from the output itself, else the embed fails with ErrMarkUnreadable and writes nothing (before, such a
+// clip was marked and answered, and the service charged for a mark detection could not find). A landscape clip
+// and its exact transpose (the same content in portrait) both embed and read: the orientation is not what made
+// small portrait clips fail (their content was).
+func TestSmallFrames(t *testing.T) {
+	t.Parallel()
+	a := testAdapter(t)
+	dir := t.TempDir()
+	ctx := context.Background()
+	out := filepath.Join(dir, "out.mp4")
+	noOutput := func(what string) {
+		t.Helper()
+		if _, err := os.Stat(out); !os.IsNotExist(err) {
+			t.Errorf("%s: a failed embed left its output: %v", what, err)
+		}
+	}
+	for _, size := range []string{"176x144", "144x176", "240x136"} {
+		src := filepath.Join(dir, size+".mp4")
+		makeClip(t, src, size, "25", "1")
+		_, err := a.Embed(ctx, src, out, testID(4), Options{})
+		if !errors.Is(err, ErrTooSmall) || !strings.Contains(err.Error(), size) ||
+			!strings.Contains(err.Error(), codec.VideoSizeRule()) {
+			t.Errorf("%s: embed error %v, want ErrTooSmall naming the size and the minimum", size, err)
+		}
+		noOutput(size)
+	}
+
+	land := filepath.Join(dir, "land.mp4")
+	makeClip(t, land, "256x144", "25", "3")
+	port := filepath.Join(dir, "port.mp4")
+	ffmpegRun(t, "-i", land, "-vf", "transpose=clock", "-c:v", "libx264", "-preset", "veryfast", "-crf", "20",
+		"-pix_fmt", "yuv420p", "-c:a", "copy", port)
+	for i, src := range []string{land, port} {
+		id := testID(byte(5 + i))
+		rep, err := a.Embed(ctx, src, out, id, Options{})
+		if err != nil {
+			t.Fatalf("%s: %v", filepath.Base(src), err)
+		}
+		if want := [2]int{256, 144}; i == 1 && [2]int{rep.Height, rep.Width} != want || i == 0 && [2]int{rep.Width, rep.Height} != want {
+			t.Fatalf("%s: output %dx%d", filepath.Base(src), rep.Width, rep.Height)
+		}
+		d, err := a.Detect(ctx, out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		requireID(t, d, id, filepath.Base(src))
+		if err := os.Remove(out); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// The weakest mark allowed does not survive in frames this small: the read-back fails the embed.
+	_, err := a.Embed(ctx, port, out, testID(7), Options{PSNR: codec.MaxPSNR})
+	if !errors.Is(err, ErrMarkUnreadable) {
+		t.Errorf("a mark at %.0f dB on 144x256 frames: error %v, want ErrMarkUnreadable", codec.MaxPSNR, err)
+	}
+	noOutput("unreadable")
+}
+
+// TestDetectFirstSeconds: the read-back's limited detection decodes only the first seconds (one unit of the
+// shared 2-second clip) and does not take the frames it did not read for a truncated file.
+func TestDetectFirstSeconds(t *testing.T) {
+	t.Parallel()
+	a := testAdapter(t)
+	src := plainClip(t)
+	d, err := a.detect(context.Background(), src, 1)
+	if err != nil {
+		t.Fatalf("detect of the first second: %v", err)
+	}
+	if len(d.Units) != 1 || d.Units[0].EndTime == nil || *d.Units[0].EndTime > 1.05 {
+		t.Fatalf("units %+v, want one of the first second", d.Units)
+	}
+	if d, err = a.Detect(context.Background(), src); err != nil || len(d.Units) != 2 {
+		t.Fatalf("whole detect: %d units, %v; want 2", len(d.Units), err)
+	}
+}
