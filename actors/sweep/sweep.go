@@ -66,6 +66,7 @@ type Sweeper struct {
 	// member and holderGone: Config's Member and HolderGone.
 	member     string
 	holderGone func(node, member string) bool
+	shutdown   func() context.Context
 
 	mu     sync.Mutex
 	passes []Pass
@@ -86,6 +87,11 @@ type Config struct {
 	// (cluster.Node.Gone): its lease is then taken over at once instead of when it expires. Nil: leases
 	// only expire.
 	HolderGone func(node, member string) bool
+	// Shutdown returns the context of the shutdown that ended Run's context (nil: none known). The lease
+	// release at the end of Run ends with it too, so that a release stalled on a frozen store does not hold
+	// the process past its shutdown grace; a lease not released expires after Lease. Nil: the release has
+	// its own 5 s.
+	Shutdown func() context.Context
 }
 
 // New returns a sweeper with no passes.
@@ -99,7 +105,8 @@ func New(cfg Config) *Sweeper {
 		panic(fmt.Sprintf("crypto/rand failed: %v", err)) // the OS has no randomness left: nothing is safe
 	}
 	return &Sweeper{store: cfg.Store, clock: cfg.Clock, holder: cfg.Node + "/" + hex.EncodeToString(b),
-		leaseFor: lease, logger: cfg.Logger, member: cfg.Member, holderGone: cfg.HolderGone}
+		leaseFor: lease, logger: cfg.Logger, member: cfg.Member, holderGone: cfg.HolderGone,
+		shutdown: cfg.Shutdown}
 }
 
 // Holder is this sweeper's name in the lease.
@@ -266,14 +273,20 @@ func (s *Sweeper) RunAll(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// Run runs a round every interval until ctx ends, then releases the lease. The caller joins it (the node's
-// Close waits for Run to return).
+// Run runs a round every interval until ctx ends, then releases the lease (for up to 5 s, and no longer than
+// Config.Shutdown's context lasts). The caller joins it (the node's Close waits for Run to return).
 func (s *Sweeper) Run(ctx context.Context, interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	defer func() {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
+		if s.shutdown != nil {
+			if sctx := s.shutdown(); sctx != nil {
+				stop := context.AfterFunc(sctx, cancel)
+				defer stop()
+			}
+		}
 		if err := s.Release(rctx); err != nil {
 			s.logger.Warn().Err(err).Msg("release the sweeper lease")
 		}

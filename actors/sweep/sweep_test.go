@@ -226,3 +226,48 @@ func TestLeaseOfADepartedMemberIsTakenAtOnce(t *testing.T) {
 		t.Fatal("a lease naming no member was taken before it expired")
 	}
 }
+
+// stallingStore is a real store whose reads stall until their context ends once frozen is set (an object
+// store frozen mid-shutdown).
+type stallingStore struct {
+	persistence.Store
+	frozen atomic.Bool
+}
+
+func (s *stallingStore) Get(ctx context.Context, key []byte) (persistence.Item, error) {
+	if s.frozen.Load() {
+		<-ctx.Done()
+		return persistence.Item{}, ctx.Err()
+	}
+	return s.Store.Get(ctx, key)
+}
+
+// TestRunReleaseEndsWithTheShutdown: with the store stalled, the lease release at the end of Run gives up
+// when Config.Shutdown's context ends, not after its own 5 s (a SIGTERMed node stayed past its grace).
+func TestRunReleaseEndsWithTheShutdown(t *testing.T) {
+	store := &stallingStore{Store: openStore(t)}
+	clk := clock.NewManual(time.Date(2026, 6, 1, 10, 0, 0, 0, time.UTC))
+	shutdown, endShutdown := context.WithCancel(context.Background())
+	a := sweep.New(sweep.Config{Store: store, Clock: clk, Node: "a", Logger: zerolog.Nop(),
+		Shutdown: func() context.Context { return shutdown }})
+	ran := make(chan struct{}, 1)
+	a.Register("signal", func(context.Context) error {
+		select {
+		case ran <- struct{}{}:
+		default:
+		}
+		return nil
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { a.Run(ctx, time.Millisecond); close(done) }()
+	<-ran
+	store.frozen.Store(true)
+	cancel()
+	endShutdown()
+	select {
+	case <-done:
+	case <-time.After(3 * time.Second):
+		t.Fatal("Run still releasing 3 s after the shutdown's context ended (the release's own limit is 5 s)")
+	}
+}

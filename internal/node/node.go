@@ -213,7 +213,10 @@ type Node struct {
 	Metrics *apihttp.Metrics
 
 	// leased runs the sweeper's passes and the outbox delivery on whichever node holds the sweeper lease.
-	leased    *sweep.Sweeper
+	leased *sweep.Sweeper
+	// closing is the context Close was given, set before it stops the work: what the shutdown still allows
+	// (the sweeper's lease release ends with it).
+	closing   atomic.Pointer[context.Context]
 	outbox    outbox.Outbox
 	outboxes  *outbox.Registry
 	deliverer outbox.Deliverer
@@ -432,7 +435,8 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	n.sweeper = actors.Sweeper{Store: store, Blobs: blobs, Caller: n.cluster, Clock: cfg.Clock,
 		Logger: cfg.Logger.With().Str("component", "sweeper").Logger()}
 	n.leased = sweep.New(sweep.Config{Store: store, Clock: cfg.Clock, Node: cfg.NodeName, Lease: cfg.SweepLease,
-		Logger: cfg.Logger.With().Str("component", "sweeper").Logger(), Member: n.cluster.ID(), HolderGone: n.cluster.Gone})
+		Logger: cfg.Logger.With().Str("component", "sweeper").Logger(), Member: n.cluster.ID(), HolderGone: n.cluster.Gone,
+		Shutdown: started.closingCtx})
 	n.sweeper.Register(n.leased)
 	n.leased.Register("outbox", func(ctx context.Context) error { _, err := n.deliverer.Pass(ctx); return err })
 	if cfg.SweepInterval > 0 {
@@ -646,6 +650,14 @@ func (n *Node) Sweep(ctx context.Context) (ticked, purged int, err error) {
 	return ticked, purged, nil
 }
 
+// closingCtx is the context Close was given, nil before Close.
+func (n *Node) closingCtx() context.Context {
+	if p := n.closing.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
 // Outbox is the node's outbox and its handler registry (register handlers before effects of their kind are
 // due; tests read entries).
 func (n *Node) Outbox() (outbox.Outbox, *outbox.Registry) { return n.outbox, n.outboxes }
@@ -667,7 +679,9 @@ func (n *Node) Wait(ctx context.Context) error {
 
 // Close stops the node in order: stop accepting requests and let in-flight ones finish (until ctx ends), stop
 // the workers and the sweeper, leave the cluster, then close the store so that Pebble shuts down cleanly. It
-// returns only once every goroutine Start started has returned. It is safe on a node that started only partly
+// returns only once every goroutine Start started has returned. Past ctx's end only bounded steps remain: the
+// sweeper's lease release ends with ctx (a frozen store would hold it 5 s more; the lease expires by itself)
+// and the cluster leave takes up to a few seconds. It is safe on a node that started only partly
 // (Start calls it when a step fails) and on nil.
 func (n *Node) Close(ctx context.Context) error {
 	if n == nil {
@@ -685,6 +699,7 @@ func (n *Node) Close(ctx context.Context) error {
 			}
 		}
 	}
+	n.closing.Store(&ctx)
 	if n.stopWork != nil {
 		n.stopWork()
 		n.pools.Wait()
