@@ -14,8 +14,8 @@ import (
 // under it, made the node allocate their sum: a 1.6 MB PDF of eight 200 MB object streams raised a node's
 // memory to 6.5 GB, and a 20 MB upload could hold a hundred. This scan inflates each such stream, counting
 // bytes without keeping them, and refuses the file once their total passes maxDecode. Such a stream filtered by
-// anything but FlateDecode (LZW, run-length; no writer uses them for these) is refused too, as it cannot be
-// counted here. It runs before the parser; content and image streams are not its concern (pdfcpu does not
+// anything but FlateDecode (LZW, run-length; no writer uses them for these), or filtered and not zlib data, is
+// refused too, as it cannot be counted here; one stored unfiltered is no bigger than the file. It runs before the parser; content and image streams are not its concern (pdfcpu does not
 // decode them to read the file, and the renderer runs in its own memory-limited process).
 func checkObjectStreams(path string, maxDecode int64) error {
 	data, err := os.ReadFile(path)
@@ -47,8 +47,11 @@ func checkObjectStreams(path string, maxDecode int64) error {
 			continue // not the keyword
 		}
 		dict := decodeNameEscapes(region)
-		if !bytes.Contains(dict, []byte("/ObjStm")) && !bytes.Contains(dict, []byte("/XRef")) {
+		if !hasName(dict, "/ObjStm") && !hasName(dict, "/XRef") {
 			continue
+		}
+		if !hasName(dict, "/Filter") {
+			continue // stored as is: no bigger than the file
 		}
 		if !flateOnly(dict) {
 			return refuse(CodeTooLarge, "an object or cross-reference stream uses a filter other than FlateDecode")
@@ -56,7 +59,9 @@ func checkObjectStreams(path string, maxDecode int64) error {
 		br := bytes.NewReader(data[start:])
 		zr, err := zlib.NewReader(br)
 		if err != nil {
-			continue // the parser cannot decode it either
+			// Filtered, but not zlib data where the stream starts: a filter this scan cannot see (an indirect
+			// /Filter naming another) or a broken stream. Either way its size cannot be counted.
+			return refuse(CodeTooLarge, "an object or cross-reference stream is filtered but not Flate data")
 		}
 		n, _ := io.Copy(io.Discard, io.LimitReader(zr, maxDecode-total+1))
 		zr.Close()
@@ -69,18 +74,34 @@ func checkObjectStreams(path string, maxDecode int64) error {
 	}
 }
 
-// flateOnly reports whether a stream dictionary names no filter besides FlateDecode (or none at all).
+// flateOnly reports whether a stream dictionary names no filter besides FlateDecode (or none at all). The text
+// before the dictionary in the same scan region counts too: a false refusal needs another filter's name
+// between the previous stream and an object stream, which writers do not put there, while a narrower reading
+// (the last /Filter only) could be fooled by a string in the dictionary.
 func flateOnly(dict []byte) bool {
 	for _, f := range []string{"/LZWDecode", "/LZW", "/RunLengthDecode", "/RL", "/ASCII85Decode", "/A85",
 		"/ASCIIHexDecode", "/AHx", "/Crypt", "/DCTDecode", "/DCT", "/JPXDecode", "/JBIG2Decode", "/CCITTFaxDecode", "/CCF"} {
-		if i := bytes.Index(dict, []byte(f)); i >= 0 {
-			end := i + len(f)
-			if end == len(dict) || !isRegular(dict[end]) {
-				return false
-			}
+		if hasName(dict, f) {
+			return false
 		}
 	}
 	return true
+}
+
+// hasName reports whether b holds the PDF name (with its slash) as a whole name: /XRef is not found in
+// /XRefStm, the trailer key of hybrid files.
+func hasName(b []byte, name string) bool {
+	for i := 0; ; {
+		k := bytes.Index(b[i:], []byte(name))
+		if k < 0 {
+			return false
+		}
+		end := i + k + len(name)
+		if end == len(b) || !isRegular(b[end]) {
+			return true
+		}
+		i = end
+	}
 }
 
 // decodeNameEscapes replaces the #xx escapes of PDF names (so /Obj#53tm reads /ObjStm).
