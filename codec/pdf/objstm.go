@@ -22,6 +22,9 @@ func checkObjectStreams(path string, maxDecode int64) error {
 	if err != nil {
 		return fmt.Errorf("pdf: %w", err)
 	}
+	if err := checkXRefTables(data); err != nil {
+		return err
+	}
 	var total int64
 	from := 0 // where the search for the next keyword starts; the text since is the next stream's dictionary
 	for {
@@ -50,7 +53,13 @@ func checkObjectStreams(path string, maxDecode int64) error {
 		if !hasName(dict, "/ObjStm") && !hasName(dict, "/XRef") {
 			continue
 		}
+		isXRef := hasName(dict, "/XRef")
 		if !hasName(dict, "/Filter") {
+			if n, ok := dictInt(dict, "Length"); isXRef && ok && n >= 0 && int64(start)+n <= int64(len(data)) {
+				if err := checkXRefStream(dict, data[start:int64(start)+n]); err != nil {
+					return err
+				}
+			}
 			continue // stored as is: no bigger than the file
 		}
 		if !flateOnly(dict) {
@@ -63,11 +72,21 @@ func checkObjectStreams(path string, maxDecode int64) error {
 			// /Filter naming another) or a broken stream. Either way its size cannot be counted.
 			return refuse(CodeTooLarge, "an object or cross-reference stream is filtered but not Flate data")
 		}
-		n, _ := io.Copy(io.Discard, io.LimitReader(zr, maxDecode-total+1))
+		var rows bytes.Buffer // a cross-reference stream's rows, kept up to maxXRefRows for checkXRefStream
+		sink := io.Discard
+		if isXRef {
+			sink = &capped{buf: &rows, max: maxXRefRows}
+		}
+		n, _ := io.Copy(sink, io.LimitReader(zr, maxDecode-total+1))
 		zr.Close()
 		total += n
 		if total > maxDecode {
 			return refuse(CodeTooLarge, "the PDF's object and cross-reference streams inflate to more than %d MB", maxDecode>>20)
+		}
+		if isXRef && n <= maxXRefRows {
+			if err := checkXRefStream(dict, rows.Bytes()); err != nil {
+				return err
+			}
 		}
 		// Past the compressed data (a bytes.Reader is read no further than the inflater needs).
 		from = start + int(br.Size()) - br.Len()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -46,6 +47,78 @@ func TestObjectStreamScan(t *testing.T) {
 				t.Fatal(err)
 			}
 			err := checkObjectStreams(path, limit)
+			if CodeOf(err) != tc.code || (tc.code == "" && err != nil) {
+				t.Fatalf("err = %v, want code %q", err, tc.code)
+			}
+		})
+	}
+}
+
+// TestSharedOffsetsAreRefused: cross-reference sections naming many objects at one offset (pdfcpu parses and
+// keeps one object per entry) are refused, in a classic table and in a stream, with and without the PNG
+// predictor; a table of distinct offsets passes.
+func TestSharedOffsetsAreRefused(t *testing.T) {
+	const n = 3000
+	head := "%PDF-1.7\n1 0 obj\n<< /Type /Catalog /Pages 2 0 R >>\nendobj\n"
+	classic := func(distinct bool) string {
+		var b strings.Builder
+		b.WriteString(head)
+		fmt.Fprintf(&b, "xref\n0 %d\n0000000000 65535 f \n", n+1)
+		for i := range n {
+			off := 9
+			if distinct {
+				off = 9 + i
+			}
+			fmt.Fprintf(&b, "%010d 00000 n \n", off)
+		}
+		b.WriteString("trailer\n<< /Size 3001 /Root 1 0 R >>\nstartxref\n60\n%%EOF\n")
+		return b.String()
+	}
+	rows := func(predict bool) []byte {
+		var b bytes.Buffer
+		var prev [7]byte
+		for i := range n {
+			row := [7]byte{1, 0, 0, 0, 9, 0, 0}
+			if i == 0 {
+				row = [7]byte{0, 0, 0, 0, 0, 0xff, 0xff}
+			}
+			if predict { // PNG "Up": each byte less the one above
+				b.WriteByte(2)
+				for j := range row {
+					b.WriteByte(row[j] - prev[j])
+				}
+				prev = row
+				continue
+			}
+			b.Write(row[:])
+		}
+		var z bytes.Buffer
+		zw := zlib.NewWriter(&z)
+		zw.Write(b.Bytes())
+		zw.Close()
+		return z.Bytes()
+	}
+	xrefStream := func(parms string, data []byte) string {
+		return head + fmt.Sprintf("2 0 obj\n<< /Type /XRef /Size %d /W [1 4 2] /Root 1 0 R /Filter /FlateDecode %s /Length %d >>\nstream\n%s\nendstream\nendobj\nstartxref\n60\n%%%%EOF\n",
+			n, parms, len(data), data)
+	}
+	cases := []struct {
+		name string
+		doc  string
+		code Code
+	}{
+		{"classic table, one offset", classic(false), CodeTooLarge},
+		{"classic table, distinct offsets", classic(true), ""},
+		{"stream, one offset", xrefStream("", rows(false)), CodeTooLarge},
+		{"stream with predictor, one offset", xrefStream("/DecodeParms << /Columns 7 /Predictor 12 >>", rows(true)), CodeTooLarge},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "in.pdf")
+			if err := os.WriteFile(path, []byte(tc.doc), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			err := checkObjectStreams(path, 1<<20)
 			if CodeOf(err) != tc.code || (tc.code == "" && err != nil) {
 				t.Fatalf("err = %v, want code %q", err, tc.code)
 			}
