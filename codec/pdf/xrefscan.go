@@ -41,7 +41,7 @@ func sharedOffsets(offsets []int64) error {
 	slices.Sort(offsets)
 	shared := 0
 	for i := 1; i < len(offsets); i++ {
-		if offsets[i] == offsets[i-1] {
+		if offsets[i] == offsets[i-1] && offsets[i] > 0 { // offset 0 (a writer's "n" for a free entry) parses as nothing
 			shared++
 		}
 	}
