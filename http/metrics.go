@@ -48,8 +48,22 @@ func (m *Metrics) ActorDelta(kind string, delta int) {
 }
 
 func (m *Metrics) observe(route, method string, status int, d time.Duration) {
-	m.requests.WithLabelValues(route, method, strconv.Itoa(status)).Inc()
+	m.requests.WithLabelValues(route, methodLabel(method), strconv.Itoa(status)).Inc()
 	m.latency.WithLabelValues(route).Observe(d.Seconds())
+}
+
+// methodLabel is the method label of a request: one of the methods HTTP defines, else "other". A client
+// chooses the method token freely (fasthttp accepts any, up to the header limit), and each distinct label
+// value is a series the registry keeps for the life of the process: taken as sent, requests with made-up
+// methods, which need no key, grew the node's memory and /metrics without bound.
+func methodLabel(method string) string {
+	switch method {
+	case "GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "CONNECT", "TRACE":
+		return method
+	case "":
+		return ""
+	}
+	return "other"
 }
 
 func (m *Metrics) serve(ctx *fasthttp.RequestCtx) {

@@ -616,13 +616,25 @@ func (s *Server) deliveryContent(ctx *fasthttp.RequestCtx, p *principal, params 
 	}
 	ctx.Response.Header.Set("ETag", `"`+strings.Trim(obj.ETag, `"`)+`"`)
 	ctx.Response.Header.Set("Cache-Control", "no-store")
-	ct := obj.ContentType
-	if ct == "" {
-		ct = "application/octet-stream"
-	}
-	ctx.SetContentType(ct)
+	// The type is the delivered result's, from its asset record, never the bucket's answer: whoever controls
+	// the bucket (or its server) can change an object's Content-Type without changing its ETag (a copy onto
+	// itself), and a result served as text/html under the console (/console/api/...) is a page of the
+	// attacker's making on the console's origin. nosniff keeps browsers from guessing another.
+	ctx.Response.Header.Set("X-Content-Type-Options", "nosniff")
+	ctx.SetContentType(s.deliveredContentType(d))
 	ctx.SetStatusCode(200)
 	sendBlobBody(ctx, body, obj.Size)
+}
+
+// deliveredContentType is the content type of delivery d's result: its asset's (one of the output types
+// this service writes), else application/octet-stream.
+func (s *Server) deliveredContentType(d *storagedest.Delivery) string {
+	c, cancel := s.storeCtx()
+	defer cancel()
+	if as, _, err := s.assets().Get(c, d.AssetID); err == nil && as.ContentType != "" {
+		return as.ContentType
+	}
+	return "application/octet-stream"
 }
 
 // openDelivered opens the object of delivery d in its bucket for streaming, checked against what was

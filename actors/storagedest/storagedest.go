@@ -334,6 +334,7 @@ func (l *Library) client(d *Destination) (*minio.Client, error) {
 		MaxIdleConnsPerHost:   2,
 		IdleConnTimeout:       30 * time.Second,
 	}
+	var rt http.RoundTripper = boundedAnswers{base: tr}
 	lookup := minio.BucketLookupDNS
 	if d.PathStyle {
 		lookup = minio.BucketLookupPath
@@ -343,7 +344,7 @@ func (l *Library) client(d *Destination) (*minio.Client, error) {
 		Secure:       d.Secure,
 		Region:       d.Region,
 		BucketLookup: lookup,
-		Transport:    tr,
+		Transport:    rt,
 		MaxRetries:   1, // the outbox retries on its schedule
 	})
 }
@@ -555,3 +556,46 @@ func (l *Library) Open(ctx context.Context, d *Destination, objectKey string) (*
 	}
 	return nil, classify("read", err)
 }
+
+// maxAnswerBytes bounds the body of every answer of a customer's endpoint but an object's content: bucket
+// location, errors, copy results and the like are well under a kilobyte.
+const maxAnswerBytes = 1 << 20
+
+// errAnswerTooLarge ends the reading of an answer past maxAnswerBytes.
+var errAnswerTooLarge = errors.New("storage: the endpoint's answer is larger than 1 MiB")
+
+// boundedAnswers caps the bodies of a customer endpoint's answers. The endpoint is whatever server the customer
+// names: minio-go decodes some answers (the bucket location asked for when no region is set, among others)
+// with an XML decoder reading to the end, so an endless answer grew the node's memory without bound (a verify
+// against such a server took a node to 10.9 GB). An object's content (a GET without a query) is left alone: its
+// readers bound it by the object's size.
+type boundedAnswers struct{ base http.RoundTripper }
+
+func (b boundedAnswers) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := b.base.RoundTrip(req)
+	if err != nil || (req.Method == http.MethodGet && req.URL.RawQuery == "") {
+		return resp, err
+	}
+	resp.Body = &cappedBody{rc: resp.Body, left: maxAnswerBytes}
+	return resp, nil
+}
+
+// cappedBody reads at most left bytes, then fails with errAnswerTooLarge.
+type cappedBody struct {
+	rc   io.ReadCloser
+	left int64
+}
+
+func (c *cappedBody) Read(p []byte) (int, error) {
+	if c.left <= 0 {
+		return 0, errAnswerTooLarge
+	}
+	if int64(len(p)) > c.left {
+		p = p[:c.left]
+	}
+	n, err := c.rc.Read(p)
+	c.left -= int64(n)
+	return n, err
+}
+
+func (c *cappedBody) Close() error { return c.rc.Close() }

@@ -5,7 +5,10 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -207,5 +210,55 @@ func TestEgressGuardRefusesLoopbackWithoutDevelopmentOption(t *testing.T) {
 	}
 	for obj := range srv.Client().ListObjects(ctx, bucket, minio.ListObjectsOptions{Recursive: true}) {
 		t.Fatalf("an object reached the loopback bucket: %s", obj.Key)
+	}
+}
+
+// TestEndlessAnswerIsCut: an endpoint (any server a customer names) that answers the bucket-location request
+// with an endless XML body gets its answer cut at 1 MiB: verification fails and the node stops reading. Before,
+// minio-go's XML decoder read it to the end, growing the node's memory for as long as the server sent (10.9 GB
+// in 40 s on loopback).
+func TestEndlessAnswerIsCut(t *testing.T) {
+	const offered = 128 << 20
+	var sent atomic.Int64
+	done := make(chan struct{}, 64) // one per request; minio-go may retry
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() { done <- struct{}{} }()
+		w.Header().Set("Content-Type", "application/xml")
+		if _, err := io.WriteString(w, `<?xml version="1.0"?><LocationConstraint>`); err != nil {
+			return
+		}
+		chunk := bytes.Repeat([]byte("A"), 64<<10)
+		for sent.Load() < offered { // in all requests
+			n, err := w.Write(chunk)
+			sent.Add(int64(n))
+			if err != nil {
+				return
+			}
+		}
+	}))
+	defer srv.Close()
+	l := newLib(t, true)
+	ctx := context.Background()
+	// No region: minio-go asks the endpoint for the bucket's location first.
+	d, err := l.Create(ctx, "org_1", Input{Name: "hostile", Endpoint: strings.TrimPrefix(srv.URL, "http://"), Bucket: "bucket",
+		AccessKey: "a", SecretKey: "b", PathStyle: yes()}, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, se, err := l.Verify(ctx, "org_1", d.ID, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if se == nil {
+		t.Fatal("verification of an endpoint answering endlessly succeeded")
+	}
+	srv.CloseClientConnections()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the endpoint's handler never ended")
+	}
+	if n := sent.Load(); n >= 32<<20 {
+		t.Fatalf("the node read on: the endpoint sent %d MB of one answer", n>>20)
 	}
 }

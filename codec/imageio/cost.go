@@ -3,6 +3,7 @@ package imageio
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"image"
@@ -77,7 +78,7 @@ func EstimateCostAt(r io.ReaderAt, size, headBytes int64) (Cost, error) {
 		return Cost{}, fmt.Errorf("imageio: tiff header gives %dx%d pixels: %w", cfg.Width, cfg.Height, ErrCorrupt)
 	}
 	px := int64(cfg.Width) * int64(cfg.Height)
-	out, canonical := decoderBytes("tiff", head, int64(cfg.Width), int64(cfg.Height))
+	out, canonical := tiffDecoderBytes(r, size, int64(cfg.Width), int64(cfg.Height)), int64(8)
 	// The orientation tag lives in the IFD too; assume the oriented copy.
 	return Cost{Format: "tiff", Width: cfg.Width, Height: cfg.Height, Analysis: out,
 		Decode: out + 2*canonical*px, Deep: canonical == 8}, nil
@@ -150,7 +151,87 @@ func decoderBytes(formatName string, head []byte, w, h int64) (int64, int64) {
 	case "webp":
 		return 8 * px, 4 // lossless: the decoder's ARGB words and the NRGBA result
 	}
-	return 10 * px, 8 // tiff: up to 16 bits per channel, plus a decompressed strip or tile
+	return tiffDecoderBytes(bytes.NewReader(head), int64(len(head)), w, h), 8
+}
+
+// tiffDecoderBytes bounds what x/image/tiff allocates for a w×h TIFF whose first IFD r holds (size bytes): the
+// image, at most 8 bytes a pixel (RGBA64), and the buffer of one strip or tile, which it decompresses whole
+// before converting it. That buffer may reach 8 bytes a pixel of the block whatever depth the header declares
+// (its read limit), and it grows by doubling (bytes.Buffer; safeReadAt's appends for a raw strip), so its
+// allocations add up to under 4 times that. A TIFF in one strip (common; the default of many writers) thus
+// needs up to 40 bytes a pixel, not 10: estimated at 10, a 1.5 MB deflated 14000×14000 16-bit TIFF passed the
+// decode budget at 2 GB and raised the node's resident memory to 5.8 GB, so a few at once could exhaust it.
+func tiffDecoderBytes(r io.ReaderAt, size, w, h int64) int64 {
+	return 8*w*h + 4*tiffBlockBytes(r, size, w, h)
+}
+
+// tiffBlockBytes is the largest strip or tile x/image/tiff decompresses at once, at 8 bytes a pixel: a tile
+// of TileWidth×TileLength (the decoder refuses tiles above 1024×1024), else a strip of the image's width and
+// RowsPerStrip rows (at most the height; the whole image when the tag is absent or the IFD cannot be read).
+func tiffBlockBytes(r io.ReaderAt, size, w, h int64) int64 {
+	rows, tileW, tileH := tiffBlockTags(r, size)
+	if tileW > 0 && tileH > 0 {
+		return min(tileW, 1024) * min(tileH, 1024) * 8
+	}
+	if rows <= 0 || rows > h {
+		rows = h
+	}
+	return w * rows * 8
+}
+
+// tiffBlockTags reads RowsPerStrip, TileWidth and TileLength from the first IFD; 0 for a tag it does not find.
+func tiffBlockTags(r io.ReaderAt, size int64) (rows, tileW, tileH int64) {
+	var hdr [8]byte
+	if size < 8 {
+		return 0, 0, 0
+	}
+	if _, err := r.ReadAt(hdr[:], 0); err != nil {
+		return 0, 0, 0
+	}
+	var bo binary.ByteOrder = binary.LittleEndian
+	if hdr[0] == 'M' {
+		bo = binary.BigEndian
+	}
+	off := int64(bo.Uint32(hdr[4:]))
+	var cnt [2]byte
+	if off < 8 || off+2 > size {
+		return 0, 0, 0
+	}
+	if _, err := r.ReadAt(cnt[:], off); err != nil {
+		return 0, 0, 0
+	}
+	n := int64(bo.Uint16(cnt[:]))
+	if off+2+12*n > size {
+		return 0, 0, 0
+	}
+	entries := make([]byte, 12*n) // at most 786 kB (65535 entries)
+	if _, err := r.ReadAt(entries, off+2); err != nil && !errors.Is(err, io.EOF) {
+		return 0, 0, 0
+	}
+	for i := int64(0); i < n; i++ {
+		e := entries[12*i : 12*i+12]
+		var v int64
+		switch bo.Uint16(e[2:]) { // the type of a single value kept in the entry
+		case 3: // SHORT
+			v = int64(bo.Uint16(e[8:]))
+		case 4: // LONG
+			v = int64(bo.Uint32(e[8:]))
+		default:
+			continue
+		}
+		if bo.Uint32(e[4:]) != 1 {
+			continue
+		}
+		switch bo.Uint16(e[0:]) {
+		case 278:
+			rows = v
+		case 322:
+			tileW = v
+		case 323:
+			tileH = v
+		}
+	}
+	return rows, tileW, tileH
 }
 
 // DecodeForAnalysis decodes one image file for analysis that reads luma only and does not care about

@@ -164,10 +164,14 @@ func TestEstimateCoversDecode(t *testing.T) {
 		t.Fatal(err)
 	}
 	inputs := map[string][]byte{
-		"png":         encodeWith(t, func(b *bytes.Buffer) error { return png.Encode(b, src) }),
-		"jpeg":        encodeWith(t, func(b *bytes.Buffer) error { return jpeg.Encode(b, src, nil) }),
-		"gif":         encodeWith(t, func(b *bytes.Buffer) error { return gif.Encode(b, src, nil) }),
-		"tiff":        encodeWith(t, func(b *bytes.Buffer) error { return tiff.Encode(b, src, nil) }),
+		"png":  encodeWith(t, func(b *bytes.Buffer) error { return png.Encode(b, src) }),
+		"jpeg": encodeWith(t, func(b *bytes.Buffer) error { return jpeg.Encode(b, src, nil) }),
+		"gif":  encodeWith(t, func(b *bytes.Buffer) error { return gif.Encode(b, src, nil) }),
+		"tiff": encodeWith(t, func(b *bytes.Buffer) error { return tiff.Encode(b, src, nil) }),
+		// One deflated strip of 16-bit RGBA: x/image/tiff inflates the whole strip into a growing buffer.
+		"tiff-deflate16": encodeWith(t, func(b *bytes.Buffer) error {
+			return tiff.Encode(b, deep(src), &tiff.Options{Compression: tiff.Deflate})
+		}),
 		"progressive": prog,
 		"pnm16":       writePNM(src, '6', 65535),
 	}
@@ -226,4 +230,16 @@ func TestDecodeStopsWhenCancelled(t *testing.T) {
 	if _, _, err := DecodeForAnalysis(ctx, data, Limits{}); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("expired decode: %v", err)
 	}
+}
+
+// deep is src as 16-bit RGBA.
+func deep(src image.Image) *image.RGBA64 {
+	b := src.Bounds()
+	out := image.NewRGBA64(b)
+	for y := b.Min.Y; y < b.Max.Y; y++ {
+		for x := b.Min.X; x < b.Max.X; x++ {
+			out.Set(x, y, src.At(x, y))
+		}
+	}
+	return out
 }

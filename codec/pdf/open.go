@@ -59,6 +59,9 @@ func (a *Adapter) open(ctx context.Context, src string, forEmbed bool) (*documen
 	if err := checkNesting(src, lim.MaxDepth); err != nil {
 		return nil, err
 	}
+	if err := checkObjectStreams(src, lim.MaxDecodeBytes); err != nil {
+		return nil, err
+	}
 	doc := &document{path: src, inBytes: st.Size(), lim: lim, codec: a.Codec}
 	// Parse, refuse, validate; a file that fails to parse or validate gets one repair pass (MuPDF rebuilds broken
 	// cross-reference tables and streams) and is then read again from the start.

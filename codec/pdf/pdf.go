@@ -97,7 +97,7 @@ type Limits struct {
 	MaxBytes        int64         // file size
 	MaxPages        int           // page count
 	MaxPageSide     float64       // longest page side in points (14400 is the PDF maximum of 200 inches)
-	MaxDecodeBytes  int64         // bytes one stream may decode to while parsing
+	MaxDecodeBytes  int64         // bytes one stream, and all object and cross-reference streams together, may decode to while parsing
 	MaxObjects      int           // objects in the cross-reference table
 	MaxDepth        int           // nesting of dictionaries, arrays and the page tree while parsing
 	ParseTimeout    time.Duration // whole parse (pdfcpu, cancelled through the context)

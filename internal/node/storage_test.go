@@ -279,3 +279,64 @@ func TestStorageDestinationRefusesLoopbackByDefault(t *testing.T) {
 		t.Fatalf("create without storage:write: %d", r.status)
 	}
 }
+
+// TestDeliveryContentTypeIsNotTheBucket's: the owner of a destination's bucket changes a delivered object's
+// Content-Type to text/html by copying it onto itself (the ETag stays, so the object still reads as the
+// delivered one); GET /storage/deliveries/{id}/content still answers the result's own type with nosniff.
+// Before, it passed the bucket's type through, so a bucket (or a hostile S3 server) could have a result served
+// as an HTML page, under /console/api/... on the console's origin.
+func TestDeliveryContentTypeIsNotTheBucket(t *testing.T) {
+	t.Parallel()
+	srv := s3test.Start(t)
+	bucket := srv.NewBucket(t)
+	f := newFixture(t, func(c *node.Config) { c.AllowPrivateTargets = true })
+	ctx := context.Background()
+	r, dst := jsonObject(t, "POST", f.base+"/storage/destinations", f.keyA, map[string]any{
+		"endpoint": srv.Endpoint, "region": srv.Region, "bucket": bucket, "path_style": true,
+		"access_key_id": srv.AccessKey, "secret_access_key": srv.SecretKey})
+	if r.status != 201 {
+		t.Fatalf("create: %d %s", r.status, r.body)
+	}
+	id := dst["id"].(string)
+	if r = call(t, "POST", f.base+"/storage/destinations/"+id+"/verify", f.keyA, nil); r.status != 200 {
+		t.Fatalf("verify: %d %s", r.status, r.body)
+	}
+	r = post(t, f.base+"/watermarks/images?storage_key=page.png&storage_destination_id="+id, f.keyA, "", photo(t, 512, 512, 5), `{"a":1}`)
+	if r.status != 200 {
+		t.Fatalf("embed: %d %s", r.status, r.body)
+	}
+	out, delivery := r.body, r.header.Get("X-Storage-Delivery-ID")
+	waitEffect(t, f.n, jobOfAsset(t, f, r.header.Get("X-Asset-ID")))
+	if _, _, err := f.n.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r, del := jsonObject(t, "GET", f.base+"/storage/deliveries/"+delivery, f.keyA, nil)
+	if del["status"] != "stored" {
+		t.Fatalf("delivery: %s", r.body)
+	}
+
+	c := srv.Client()
+	before, err := c.StatObject(ctx, bucket, "page.png", minio.StatObjectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CopyObject(ctx, minio.CopyDestOptions{Bucket: bucket, Object: "page.png", ReplaceMetadata: true,
+		ContentType: "text/html"}, minio.CopySrcOptions{Bucket: bucket, Object: "page.png"}); err != nil {
+		t.Fatalf("copy the object onto itself with another type: %v", err)
+	}
+	after, err := c.StatObject(ctx, bucket, "page.png", minio.StatObjectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.ContentType != "text/html" || after.ETag != before.ETag {
+		t.Fatalf("the bucket's object after the copy: type %q, ETag %q (was %q)", after.ContentType, after.ETag, before.ETag)
+	}
+
+	r = call(t, "GET", f.base+"/storage/deliveries/"+delivery+"/content", f.keyA, nil)
+	if r.status != 200 || !bytes.Equal(r.body, out) {
+		t.Fatalf("content: %d (%d bytes; want the %d delivered)", r.status, len(r.body), len(out))
+	}
+	if ct := r.header.Get("Content-Type"); ct != "image/png" || r.header.Get("X-Content-Type-Options") != "nosniff" {
+		t.Fatalf("content served as %q, X-Content-Type-Options %q; want image/png, nosniff", ct, r.header.Get("X-Content-Type-Options"))
+	}
+}

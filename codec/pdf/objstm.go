@@ -1,0 +1,155 @@
+package pdf
+
+import (
+	"bytes"
+	"compress/zlib"
+	"fmt"
+	"io"
+	"os"
+)
+
+// checkObjectStreams bounds what the parser must inflate to read the file's objects: the object streams
+// (/Type /ObjStm) and cross-reference streams (/Type /XRef), which pdfcpu decodes whole and keeps. Its own
+// limit (Limits.MaxDecodeBytes) holds per stream only, so a file of many object streams, each inflating to just
+// under it, made the node allocate their sum: a 1.6 MB PDF of eight 200 MB object streams raised a node's
+// memory to 6.5 GB, and a 20 MB upload could hold a hundred. This scan inflates each such stream, counting
+// bytes without keeping them, and refuses the file once their total passes maxDecode. Such a stream filtered by
+// anything but FlateDecode (LZW, run-length; no writer uses them for these), or filtered and not zlib data, is
+// refused too, as it cannot be counted here; one stored unfiltered is no bigger than the file. It runs before the parser; content and image streams are not its concern (pdfcpu does not
+// decode them to read the file, and the renderer runs in its own memory-limited process).
+func checkObjectStreams(path string, maxDecode int64) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("pdf: %w", err)
+	}
+	if err := checkXRefTables(data); err != nil {
+		return err
+	}
+	var total int64
+	from := 0 // where the search for the next keyword starts; the text since is the next stream's dictionary
+	for {
+		k := bytes.Index(data[from:], []byte("stream"))
+		if k < 0 {
+			return nil
+		}
+		kw := from + k
+		start := kw + len("stream")
+		// The dictionary lies between the previous keyword (stream data skipped or endstream) and this one:
+		// regions never overlap, so the scan is linear however the keywords are arranged.
+		region := data[from:kw]
+		from = start
+		if kw >= 3 && string(data[kw-3:kw]) == "end" {
+			continue // endstream
+		}
+		switch {
+		case bytes.HasPrefix(data[start:], []byte("\r\n")):
+			start += 2
+		case bytes.HasPrefix(data[start:], []byte("\n")), bytes.HasPrefix(data[start:], []byte("\r")):
+			start++
+		default:
+			continue // not the keyword
+		}
+		dict := decodeNameEscapes(region)
+		if !hasName(dict, "/ObjStm") && !hasName(dict, "/XRef") {
+			continue
+		}
+		isXRef := hasName(dict, "/XRef")
+		if !hasName(dict, "/Filter") {
+			if n, ok := dictInt(dict, "Length"); isXRef && ok && n >= 0 && int64(start)+n <= int64(len(data)) {
+				if err := checkXRefStream(dict, data[start:int64(start)+n]); err != nil {
+					return err
+				}
+			}
+			continue // stored as is: no bigger than the file
+		}
+		if !flateOnly(dict) {
+			return refuse(CodeTooLarge, "an object or cross-reference stream uses a filter other than FlateDecode")
+		}
+		br := bytes.NewReader(data[start:])
+		zr, err := zlib.NewReader(br)
+		if err != nil {
+			// Filtered, but not zlib data where the stream starts: a filter this scan cannot see (an indirect
+			// /Filter naming another) or a broken stream. Either way its size cannot be counted.
+			return refuse(CodeTooLarge, "an object or cross-reference stream is filtered but not Flate data")
+		}
+		var rows bytes.Buffer // a cross-reference stream's rows, kept up to maxXRefRows for checkXRefStream
+		sink := io.Discard
+		if isXRef {
+			sink = &capped{buf: &rows, max: maxXRefRows}
+		}
+		n, _ := io.Copy(sink, io.LimitReader(zr, maxDecode-total+1))
+		zr.Close()
+		total += n
+		if total > maxDecode {
+			return refuse(CodeTooLarge, "the PDF's object and cross-reference streams inflate to more than %d MB", maxDecode>>20)
+		}
+		if isXRef && n <= maxXRefRows {
+			if err := checkXRefStream(dict, rows.Bytes()); err != nil {
+				return err
+			}
+		}
+		// Past the compressed data (a bytes.Reader is read no further than the inflater needs).
+		from = start + int(br.Size()) - br.Len()
+	}
+}
+
+// flateOnly reports whether a stream dictionary names no filter besides FlateDecode (or none at all). The text
+// before the dictionary in the same scan region counts too: a false refusal needs another filter's name
+// between the previous stream and an object stream, which writers do not put there, while a narrower reading
+// (the last /Filter only) could be fooled by a string in the dictionary.
+func flateOnly(dict []byte) bool {
+	for _, f := range []string{"/LZWDecode", "/LZW", "/RunLengthDecode", "/RL", "/ASCII85Decode", "/A85",
+		"/ASCIIHexDecode", "/AHx", "/Crypt", "/DCTDecode", "/DCT", "/JPXDecode", "/JBIG2Decode", "/CCITTFaxDecode", "/CCF"} {
+		if hasName(dict, f) {
+			return false
+		}
+	}
+	return true
+}
+
+// hasName reports whether b holds the PDF name (with its slash) as a whole name: /XRef is not found in
+// /XRefStm, the trailer key of hybrid files.
+func hasName(b []byte, name string) bool {
+	for i := 0; ; {
+		k := bytes.Index(b[i:], []byte(name))
+		if k < 0 {
+			return false
+		}
+		end := i + k + len(name)
+		if end == len(b) || !isRegular(b[end]) {
+			return true
+		}
+		i = end
+	}
+}
+
+// decodeNameEscapes replaces the #xx escapes of PDF names (so /Obj#53tm reads /ObjStm).
+func decodeNameEscapes(b []byte) []byte {
+	if bytes.IndexByte(b, '#') < 0 {
+		return b
+	}
+	out := make([]byte, 0, len(b))
+	for i := 0; i < len(b); i++ {
+		if b[i] == '#' && i+2 < len(b) && isHex(b[i+1]) && isHex(b[i+2]) {
+			out = append(out, unhex(b[i+1])<<4|unhex(b[i+2]))
+			i += 2
+			continue
+		}
+		out = append(out, b[i])
+	}
+	return out
+}
+
+func isHex(c byte) bool {
+	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'
+}
+
+func unhex(c byte) byte {
+	switch {
+	case c >= 'a':
+		return c - 'a' + 10
+	case c >= 'A':
+		return c - 'A' + 10
+	}
+	return c - '0'
+}
