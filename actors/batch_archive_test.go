@@ -2,12 +2,9 @@ package actors_test
 
 import (
 	"context"
-	"errors"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/asynkron/protoactor-go/actor"
 
 	"filigrane/actors"
 	"filigrane/actors/batchstate"
@@ -28,22 +25,7 @@ func TestArchiveWaitsQueuedForAnAssemblySlot(t *testing.T) {
 	t.Cleanup(sys.Shutdown)
 	env := &actors.BatchEnv{Pulse: time.Hour, Assemblies: make(chan struct{}, 1)}
 	env.Assemblies <- struct{}{} // another batch's assembly holds the node's only slot
-	ask := func(id string, msg any) *actors.BatchReply {
-		t.Helper()
-		pid, err := sys.Root.SpawnNamed(actors.BatchProps(lc.deps, env), actors.KindBatch+"_"+id)
-		if err != nil && !errors.Is(err, actor.ErrNameExists) {
-			t.Fatal(err)
-		}
-		v, err := sys.Root.RequestFuture(pid, msg, 5*time.Second).Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		r, ok := v.(*actors.BatchReply)
-		if !ok || r.Code != "" && r.Code != actors.ReplyOK {
-			t.Fatalf("reply %T %+v", v, v)
-		}
-		return r
-	}
+	c := batchCaller{localCaller: lc, env: env}
 
 	// A started archive batch whose two files succeeded, as its last item's job leaves it.
 	orgID := "org_" + strings.Repeat("2", 32)
@@ -83,8 +65,8 @@ func TestArchiveWaitsQueuedForAnAssemblySlot(t *testing.T) {
 	}
 
 	// The tick activates the batch, which asks for a slot; none is free.
-	ask(id, &actors.BatchTick{BatchID: id})
-	got := ask(id, &actors.BatchGet{BatchID: id, OrgID: orgID}).Record
+	c.batch(t, id, &actors.BatchTick{BatchID: id})
+	got := c.batch(t, id, &actors.BatchGet{BatchID: id, OrgID: orgID}).Record
 	if got.Status != batchstate.StatusAssembling || got.ArchiveStatus != batchstate.ArchiveQueued {
 		t.Fatalf("waiting for a slot: %s, archive %q; want assembling, queued", got.Status, got.ArchiveStatus)
 	}
@@ -95,7 +77,7 @@ func TestArchiveWaitsQueuedForAnAssemblySlot(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the archive was not built after the slot was freed: %s, archive %q", got.Status, got.ArchiveStatus)
 		}
-		got = ask(id, &actors.BatchGet{BatchID: id, OrgID: orgID}).Record
+		got = c.batch(t, id, &actors.BatchGet{BatchID: id, OrgID: orgID}).Record
 	}
 	if got.Status != batchstate.StatusCompleted || got.ArchiveStatus != batchstate.ArchiveTooLarge {
 		t.Fatalf("after the build: %s, archive %q; want completed, too_large", got.Status, got.ArchiveStatus)

@@ -40,7 +40,7 @@ func TestBatchCancelAdoptsAnItemWhoseJobWasSubmitted(t *testing.T) {
 
 	// Node 1 creates the batch, starts it and submits item 0's job; it dies before recording the acceptance.
 	sys1, lc1 := startSystem(t, store, store, clk)
-	c1 := batchCaller{lc1}
+	c1 := batchCaller{localCaller: lc1}
 	lc1.deps.Caller.Set(c1)
 	id := batchstate.BatchIDFor(org.ID, "cancel-key")
 	item := batchstate.ItemSpec{Filename: "a.png", Size: 100, Media: jobstate.MediaImage, WatermarkID: strings.Repeat("c", 64)}
@@ -65,7 +65,7 @@ func TestBatchCancelAdoptsAnItemWhoseJobWasSubmitted(t *testing.T) {
 	}
 	sys2, lc2 := startSystem(t, store, store, clk)
 	t.Cleanup(sys2.Shutdown)
-	c2 := batchCaller{lc2}
+	c2 := batchCaller{localCaller: lc2}
 	lc2.deps.Caller.Set(c2)
 	job := rec.Items[0].RequestID
 	lc2.job(t, job, &actors.JobSubmit{Spec: jobstate.Spec{RequestID: job, OrgID: org.ID, Operation: jobstate.OperationEmbed,

@@ -19,14 +19,21 @@ import (
 	"filigrane/persistence"
 )
 
-// batchCaller adds batch actors to localCaller.
-type batchCaller struct{ *localCaller }
+// batchCaller adds batch actors to localCaller, spawned with env (nil: an hourly pulse, default slots).
+type batchCaller struct {
+	*localCaller
+	env *actors.BatchEnv
+}
 
 func (c batchCaller) Request(ctx context.Context, identity, kind string, msg any) (any, error) {
 	if kind != actors.KindBatch {
 		return c.localCaller.Request(ctx, identity, kind, msg)
 	}
-	pid, err := c.system.Root.SpawnNamed(actors.BatchProps(c.deps, &actors.BatchEnv{Pulse: time.Hour}), kind+"_"+identity)
+	env := c.env
+	if env == nil {
+		env = &actors.BatchEnv{Pulse: time.Hour}
+	}
+	pid, err := c.system.Root.SpawnNamed(actors.BatchProps(c.deps, env), kind+"_"+identity)
 	if err != nil && !errors.Is(err, actor.ErrNameExists) {
 		return nil, err
 	}
@@ -85,7 +92,7 @@ func TestBatchEventSurvivesCrash(t *testing.T) {
 
 	// Node 1: the outbox is unreachable from the moment the batch starts.
 	sys1, lc1 := startSystem(t, store, &outboxDown{Store: store, down: true}, clk)
-	c1 := batchCaller{lc1}
+	c1 := batchCaller{localCaller: lc1}
 	lc1.deps.Caller.Set(c1)
 	rec := endBatch(t, c1, orgID, "crash-key-1", webhookID)
 	if rec.Events[0].Delivered {
@@ -103,7 +110,7 @@ func TestBatchEventSurvivesCrash(t *testing.T) {
 	// Node 2 takes over: the sweeper ticks the batch, the outbox pass delivers.
 	sys2, lc2 := startSystem(t, store, store, clk)
 	t.Cleanup(sys2.Shutdown)
-	c2 := batchCaller{lc2}
+	c2 := batchCaller{localCaller: lc2}
 	lc2.deps.Caller.Set(c2)
 	var mu sync.Mutex
 	var got []outbox.Effect

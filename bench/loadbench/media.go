@@ -119,6 +119,21 @@ func (a *attempt) embedMedia(ctx context.Context, body *bodyParts, path string) 
 	if !a.submitAsyncBody(ctx, path, body) || !a.out.ok {
 		return
 	}
+	res := a.jobResult(ctx)
+	if res == nil {
+		return
+	}
+	if f := checkMediaResult(res, ctype, magic, at); f != "" {
+		a.out.failure, a.out.sample = f, snippet(res.body)
+		return
+	}
+	a.result = res.body
+	a.out.ok = true
+}
+
+// jobResult books the succeeded job of a.out.requestID for the credits check (it is charged whatever its
+// download gives) and downloads its result: the 200 response, or nil with the attempt's failure set.
+func (a *attempt) jobResult(ctx context.Context) *response {
 	a.r.jobs.success(a.out.requestID, a.op)
 	res, ok := a.send(ctx, "GET", "/watermarks/jobs/"+url.PathEscape(a.out.requestID)+"/result", "", nil, true)
 	a.out.ok = false
@@ -130,13 +145,9 @@ func (a *attempt) embedMedia(ctx context.Context, body *bodyParts, path string) 
 	case res.status != 200:
 		a.out.failure, a.out.sample = "result "+res.failureKey(), snippet(res.body)
 	default:
-		if f := checkMediaResult(res, ctype, magic, at); f != "" {
-			a.out.failure, a.out.sample = f, snippet(res.body)
-			return
-		}
-		a.result = res.body
-		a.out.ok = true
+		return res
 	}
+	return nil
 }
 
 // checkMediaResult says what is wrong with a 200 result, or "".
@@ -244,19 +255,12 @@ func (a *attempt) detectMedia(ctx context.Context) {
 	if !a.out.ok {
 		return
 	}
-	a.r.jobs.success(a.out.requestID, a.op)
-	res, ok = a.send(ctx, "GET", "/watermarks/jobs/"+url.PathEscape(a.out.requestID)+"/result", "", nil, true)
-	a.out.ok = false
-	switch {
-	case !ok:
-		if res != nil {
-			a.out.failure = "result " + res.failureKey()
-		}
-	case res.status != 200:
-		a.out.failure, a.out.sample = "result "+res.failureKey(), snippet(res.body)
-	case !watermarkedTrue.Match(res.body):
-		a.out.failure, a.out.sample = "detection did not find the mark", snippet(res.body)
-	default:
-		a.out.ok = true
+	if res = a.jobResult(ctx); res == nil {
+		return
 	}
+	if !watermarkedTrue.Match(res.body) {
+		a.out.failure, a.out.sample = "detection did not find the mark", snippet(res.body)
+		return
+	}
+	a.out.ok = true
 }
