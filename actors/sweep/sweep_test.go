@@ -110,18 +110,7 @@ func TestRunReleasesOnShutdown(t *testing.T) {
 	store := openStore(t)
 	clk := clock.NewManual(time.Date(2026, 6, 1, 10, 0, 0, 0, time.UTC))
 	a := sweep.New(sweep.Config{Store: store, Clock: clk, Node: "a", Logger: zerolog.Nop()})
-	ran := make(chan struct{}, 1)
-	a.Register("signal", func(context.Context) error {
-		select {
-		case ran <- struct{}{}:
-		default:
-		}
-		return nil
-	})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { a.Run(ctx, time.Millisecond); close(done) }()
-	<-ran
+	cancel, done := runUntilFirstRound(a)
 	if _, err := store.Get(context.Background(), []byte(sweep.LeaseKey)); err != nil {
 		t.Fatalf("lease while running: %v", err)
 	}
@@ -250,6 +239,20 @@ func TestRunReleaseEndsWithTheShutdown(t *testing.T) {
 	shutdown, endShutdown := context.WithCancel(context.Background())
 	a := sweep.New(sweep.Config{Store: store, Clock: clk, Node: "a", Logger: zerolog.Nop(),
 		Shutdown: func() context.Context { return shutdown }})
+	cancel, done := runUntilFirstRound(a)
+	store.frozen.Store(true)
+	cancel()
+	endShutdown()
+	select {
+	case <-done:
+	case <-time.After(3 * time.Second):
+		t.Fatal("Run still releasing 3 s after the shutdown's context ended (the release's own limit is 5 s)")
+	}
+}
+
+// runUntilFirstRound starts a.Run every millisecond and returns once a round ran a pass: cancel ends Run, done
+// closes when it returned.
+func runUntilFirstRound(a *sweep.Sweeper) (cancel context.CancelFunc, done chan struct{}) {
 	ran := make(chan struct{}, 1)
 	a.Register("signal", func(context.Context) error {
 		select {
@@ -259,15 +262,8 @@ func TestRunReleaseEndsWithTheShutdown(t *testing.T) {
 		return nil
 	})
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
+	done = make(chan struct{})
 	go func() { a.Run(ctx, time.Millisecond); close(done) }()
 	<-ran
-	store.frozen.Store(true)
-	cancel()
-	endShutdown()
-	select {
-	case <-done:
-	case <-time.After(3 * time.Second):
-		t.Fatal("Run still releasing 3 s after the shutdown's context ended (the release's own limit is 5 s)")
-	}
+	return cancel, done
 }
