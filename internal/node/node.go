@@ -711,7 +711,7 @@ func (n *Node) Close(ctx context.Context) error {
 		// A graceful stop announces the leave (up to 2 s) and lets the remote's gRPC streams end (up to 10 s
 		// in protoactor), so the others need not wait for failure detection. A member the cluster blocked was
 		// dropped by the others already, and must exit and be restarted at once: it stops without grace.
-		errs = append(errs, n.cluster.Stop(!n.cluster.IsBlocked()))
+		errs = append(errs, n.cluster.Stop(ctx, !n.cluster.IsBlocked()))
 	}
 	if n.endLife != nil {
 		n.endLife()
