@@ -702,7 +702,8 @@ func (n *Node) RequestPID(ctx context.Context, pid *actor.PID, msg any) (any, er
 // way to cut its own wait for the activations short, so that one goroutine
 // outlives Stop by up to 10 s (it only waits on a future and logs). The
 // gossip leave itself is bounded (2 s) and still broadcast, so that peers
-// drop the node at once rather than after failure detection.
+// drop the node at once rather than after failure detection. A stop cut
+// short returns an error wrapping ctx's.
 func (n *Node) Stop(ctx context.Context, graceful bool) error {
 	n.stopOnce.Do(func() {
 		n.stopErr = n.provider.Shutdown(graceful)
@@ -718,6 +719,7 @@ func (n *Node) Stop(ctx context.Context, graceful bool) error {
 			case <-ctx.Done():
 				n.log.Warn().Msg("local activations still stopping when the shutdown's time ran out: stopping without them")
 				remoteGraceful = false
+				n.stopErr = errors.Join(n.stopErr, fmt.Errorf("cluster stop: local activations left stopping: %w", context.Cause(ctx)))
 			}
 		}
 		if remoteGraceful {
@@ -732,6 +734,7 @@ func (n *Node) Stop(ctx context.Context, graceful bool) error {
 				// gRPC's Stop ends a GracefulStop in progress, so the goroutine above returns at once.
 				n.cluster.Remote.Shutdown(false)
 				<-stopped
+				n.stopErr = errors.Join(n.stopErr, fmt.Errorf("cluster stop: gRPC streams cut: %w", context.Cause(ctx)))
 			}
 		} else {
 			n.cluster.Remote.Shutdown(false)

@@ -2,6 +2,7 @@ package cluster_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"testing"
@@ -17,7 +18,7 @@ import (
 // (as one is on an object store that stopped answering: chaos16's rolling restart with the storage frozen).
 // protoactor waits up to 10 s for that activation to take the stop ("Failed to shutdown partition placement
 // actor: future: timeout") and the SIGTERMed node overran its shutdown grace. Stop returns within a small
-// bound of its context's end.
+// bound of its context's end, and says it was cut short.
 func TestGracefulStopEndsWithItsContext(t *testing.T) {
 	reg := cluster.NewRegistry()
 	reg.MustRegister(Hit{}, HitReply{})
@@ -55,10 +56,11 @@ func TestGracefulStopEndsWithItsContext(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
 	start := time.Now()
-	if err := n.Stop(ctx, true); err != nil {
-		t.Fatalf("graceful stop: %v", err)
-	}
+	err = n.Stop(ctx, true)
 	took := time.Since(start)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("graceful stop cut short by its context: error %v, want one wrapping the context's", err)
+	}
 	t.Logf("graceful stop with an activation stuck took %s (context %s)", took, grace)
 	// Before the fix: over 10 s (protoactor's wait for the activation, then the gRPC server's).
 	if took > grace+3*time.Second {
