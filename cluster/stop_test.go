@@ -18,7 +18,7 @@ import (
 // (as one is on an object store that stopped answering: chaos16's rolling restart with the storage frozen).
 // protoactor waits up to 10 s for that activation to take the stop ("Failed to shutdown partition placement
 // actor: future: timeout") and the SIGTERMed node overran its shutdown grace. Stop returns within a small
-// bound of its context's end, and says it was cut short.
+// bound of its context's end, says it was cut short, and still announced the leave.
 func TestGracefulStopEndsWithItsContext(t *testing.T) {
 	reg := cluster.NewRegistry()
 	reg.MustRegister(Hit{}, HitReply{})
@@ -29,19 +29,24 @@ func TestGracefulStopEndsWithItsContext(t *testing.T) {
 			<-release // the call that never answers while the store is frozen
 		}
 	})
+	label := fmt.Sprintf("filigrane-test-stop-%d", os.Getpid())
+	// The peer hosts no kind, so the activation lives on the node that stops.
 	ns, err := clustertest.StartNodes(ctxTimeout(t, time.Minute), cluster.Config{
-		NodeName: "stuck", Logger: testLogger(), Registry: reg, Roles: []cluster.Role{cluster.RoleWorker},
-		Label:            fmt.Sprintf("filigrane-test-stop-%d", os.Getpid()),
+		NodeName: "stuck", Logger: testLogger(), Registry: reg, Roles: []cluster.Role{cluster.RoleWorker}, Label: label,
 		Kinds:            []cluster.Kind{cluster.NewKind("blocker", blocker)},
+		FailureDetection: clustertest.StableDetection(),
+	}, cluster.Config{
+		NodeName: "peer", Logger: testLogger(), Registry: reg, Label: label,
 		FailureDetection: clustertest.StableDetection(),
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := ns[0]
+	n, peer := ns[0], ns[1]
 	t.Cleanup(func() {
 		close(release)
 		_ = n.Stop(context.Background(), false)
+		_ = peer.Stop(context.Background(), false)
 	})
 	reqCtx, cancelReq := context.WithCancel(context.Background())
 	defer cancelReq()
@@ -66,4 +71,7 @@ func TestGracefulStopEndsWithItsContext(t *testing.T) {
 	if took > grace+3*time.Second {
 		t.Fatalf("graceful stop took %s with an activation stuck; its context ended after %s", took, grace)
 	}
+	// The stop cut short still announced the leave: the peer drops the node at once, long before failure
+	// detection would (a 5 s probe interval here).
+	eventually(t, 2*time.Second, "the peer to see the stopped node leave", func() bool { return peer.HasLeft(n.ID()) })
 }
