@@ -707,7 +707,7 @@ func (n *Node) RequestPID(ctx context.Context, pid *actor.PID, msg any) (any, er
 func (n *Node) Stop(ctx context.Context, graceful bool) error {
 	n.stopOnce.Do(func() {
 		n.stopErr = n.provider.Shutdown(graceful)
-		remoteGraceful := graceful
+		remoteGraceful, cut := graceful, false
 		if graceful {
 			stopped := make(chan struct{})
 			go func() {
@@ -718,7 +718,7 @@ func (n *Node) Stop(ctx context.Context, graceful bool) error {
 			case <-stopped:
 			case <-ctx.Done():
 				n.log.Warn().Msg("local activations still stopping when the shutdown's time ran out: stopping without them")
-				remoteGraceful = false
+				remoteGraceful, cut = false, true
 				n.stopErr = errors.Join(n.stopErr, fmt.Errorf("cluster stop: local activations left stopping: %w", context.Cause(ctx)))
 			}
 		}
@@ -734,13 +734,14 @@ func (n *Node) Stop(ctx context.Context, graceful bool) error {
 				// gRPC's Stop ends a GracefulStop in progress, so the goroutine above returns at once.
 				n.cluster.Remote.Shutdown(false)
 				<-stopped
+				cut = true
 				n.stopErr = errors.Join(n.stopErr, fmt.Errorf("cluster stop: gRPC streams cut: %w", context.Cause(ctx)))
 			}
 		} else {
 			n.cluster.Remote.Shutdown(false)
 		}
 		n.system.Shutdown()
-		n.log.Info().Bool("graceful", graceful).Bool("cut_short", graceful && ctx.Err() != nil).Msg("cluster node stopped")
+		n.log.Info().Bool("graceful", graceful).Bool("cut_short", cut).Msg("cluster node stopped")
 	})
 	return n.stopErr
 }
