@@ -339,7 +339,7 @@ func TestFailover(t *testing.T) {
 	}
 
 	killed := time.Now()
-	if err := f3.Stop(false); err != nil {
+	if err := f3.Stop(context.Background(), false); err != nil {
 		t.Fatalf("stop f3: %v", err)
 	}
 	stopTook := time.Since(killed)
@@ -426,7 +426,7 @@ func TestFailover(t *testing.T) {
 	}
 
 	start = time.Now()
-	if err := f2.Stop(true); err != nil {
+	if err := f2.Stop(context.Background(), true); err != nil {
 		t.Fatalf("graceful stop of f2: %v", err)
 	}
 	t.Logf("graceful stop of f2 took %v", time.Since(start))
@@ -465,7 +465,7 @@ func TestStartFailures(t *testing.T) {
 		// These fail validation before anything starts (no remote, so no
 		// gRPC race with the fixture).
 		if n, err := cluster.Start(context.Background(), cfg); err == nil {
-			_ = n.Stop(false)
+			_ = n.Stop(context.Background(), false)
 			t.Errorf("%s: Start succeeded", name)
 		}
 	}

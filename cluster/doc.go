@@ -22,7 +22,7 @@
 //	res := reply.(*actors.OrgReply)
 //	...
 //	go func() { <-node.Blocked(); /* stop and start a new node */ }()
-//	node.Stop(true)
+//	node.Stop(ctx, true)
 //
 // A virtual actor knows its identity from *actor.Started on ([Identity]), so
 // it can load its state there; protoactor's *cluster.ClusterInit follows,

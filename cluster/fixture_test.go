@@ -99,7 +99,7 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	if fx != nil {
 		for _, n := range append(append(append(fx.nodes, fx.failover...), fx.moving...), fx.intruder) {
-			_ = n.Stop(false)
+			_ = n.Stop(context.Background(), false)
 		}
 		fx.stopRemote()
 	}
@@ -353,7 +353,7 @@ func startFailures(ctx context.Context, f *fixture) {
 	port := l.Addr().(*net.TCPAddr).Port
 	n, err := cluster.Start(ctx, cluster.Config{NodeName: "taken", RemotePort: port, Registry: reg, Logger: testLogger()})
 	if err == nil {
-		_ = n.Stop(false)
+		_ = n.Stop(context.Background(), false)
 		err = errors.New("no error")
 	}
 	f.portInUseErr = err
@@ -409,7 +409,7 @@ func startFailures(ctx context.Context, f *fixture) {
 		err = fmt.Errorf("%w (and the probe failed: %v)", err, perr)
 	}
 	if err == nil {
-		_ = n.Stop(false)
+		_ = n.Stop(context.Background(), false)
 		err = errors.New("no error")
 	}
 	f.joinErr = err

@@ -692,15 +692,56 @@ func (n *Node) RequestPID(ctx context.Context, pid *actor.PID, msg any) (any, er
 // then stop the remote, letting in-flight gRPC streams finish for a moment.
 // Not graceful: like a crash as far as peers can tell: gossip and gRPC stop
 // without a word and peers notice through failure detection.
-func (n *Node) Stop(graceful bool) error {
+//
+// ctx bounds the graceful steps that wait on others: protoactor waits up to
+// 10 s for the local activations to stop (one blocked in a call, as on a
+// frozen object store, never takes the stop) and up to 10 s more for the gRPC
+// streams. Once ctx ends Stop waits for neither: the remote is stopped at once
+// and the activations are left to the actor system's end (their state is
+// durable; their next activation elsewhere reloads it). protoactor gives no
+// way to cut its own wait for the activations short, so that one goroutine
+// outlives Stop by up to 10 s (it only waits on a future and logs). The
+// gossip leave itself is bounded (2 s) and still broadcast, so that peers
+// drop the node at once rather than after failure detection. A stop cut
+// short returns an error wrapping ctx's.
+func (n *Node) Stop(ctx context.Context, graceful bool) error {
 	n.stopOnce.Do(func() {
 		n.stopErr = n.provider.Shutdown(graceful)
+		remoteGraceful, cut := graceful, false
 		if graceful {
-			n.cluster.IdentityLookup.Shutdown()
+			stopped := make(chan struct{})
+			go func() {
+				defer close(stopped)
+				n.cluster.IdentityLookup.Shutdown()
+			}()
+			select {
+			case <-stopped:
+			case <-ctx.Done():
+				n.log.Warn().Msg("local activations still stopping when the shutdown's time ran out: stopping without them")
+				remoteGraceful, cut = false, true
+				n.stopErr = errors.Join(n.stopErr, fmt.Errorf("cluster stop: local activations left stopping: %w", context.Cause(ctx)))
+			}
 		}
-		n.cluster.Remote.Shutdown(graceful)
+		if remoteGraceful {
+			stopped := make(chan struct{})
+			go func() {
+				defer close(stopped)
+				n.cluster.Remote.Shutdown(true)
+			}()
+			select {
+			case <-stopped:
+			case <-ctx.Done():
+				// gRPC's Stop ends a GracefulStop in progress, so the goroutine above returns at once.
+				n.cluster.Remote.Shutdown(false)
+				<-stopped
+				cut = true
+				n.stopErr = errors.Join(n.stopErr, fmt.Errorf("cluster stop: gRPC streams cut: %w", context.Cause(ctx)))
+			}
+		} else {
+			n.cluster.Remote.Shutdown(false)
+		}
 		n.system.Shutdown()
-		n.log.Info().Bool("graceful", graceful).Msg("cluster node stopped")
+		n.log.Info().Bool("graceful", graceful).Bool("cut_short", cut).Msg("cluster node stopped")
 	})
 	return n.stopErr
 }

@@ -56,7 +56,7 @@ func StartClusters(ctx context.Context, clusters ...[]cluster.Config) ([][]*clus
 	var probes []*grpcprobe.Probe
 	fail := func(err error) ([][]*cluster.Node, error) {
 		for _, n := range all {
-			_ = n.Stop(false)
+			_ = n.Stop(ctx, false)
 		}
 		return nil, err
 	}

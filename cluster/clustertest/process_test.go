@@ -186,7 +186,7 @@ func nodeMain(args []string) int {
 		node := cur.Load()
 		select {
 		case <-sig:
-			if err := node.Stop(true); err != nil {
+			if err := node.Stop(context.Background(), true); err != nil {
 				fmt.Fprintln(os.Stderr, "stop:", err)
 			}
 			say("STOPPED")
@@ -195,12 +195,12 @@ func nodeMain(args []string) int {
 			// The cluster will not route to this id again: start over
 			// with a new actor system (same name and ports).
 			say("BLOCKED %d", generation)
-			_ = node.Stop(false)
+			_ = node.Stop(context.Background(), false)
 			if err := start(); err != nil {
 				return 3
 			}
 		case <-stdinClosed:
-			_ = node.Stop(false)
+			_ = node.Stop(context.Background(), false)
 			return 4
 		}
 	}

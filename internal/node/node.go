@@ -681,7 +681,9 @@ func (n *Node) Wait(ctx context.Context) error {
 // the workers and the sweeper, leave the cluster, then close the store so that Pebble shuts down cleanly. It
 // returns only once every goroutine Start started has returned. Past ctx's end only bounded steps remain: the
 // sweeper's lease release ends with ctx (a frozen store would hold it 5 s more; the lease expires by itself)
-// and the cluster leave takes up to a few seconds. It is safe on a node that started only partly
+// and the cluster leave takes up to a few seconds (the gossip leave, up to 2 s; the cluster's stop waits
+// for the local activations and the gRPC streams only until ctx ends: an activation blocked on a frozen
+// store would hold it 10 s). It is safe on a node that started only partly
 // (Start calls it when a step fails) and on nil.
 func (n *Node) Close(ctx context.Context) error {
 	if n == nil {
@@ -708,10 +710,11 @@ func (n *Node) Close(ctx context.Context) error {
 	// happened above whenever the goroutines were started.
 	n.running.Wait()
 	if n.cluster != nil {
-		// A graceful stop announces the leave (up to 2 s) and lets the remote's gRPC streams end (up to 10 s
-		// in protoactor), so the others need not wait for failure detection. A member the cluster blocked was
+		// A graceful stop announces the leave (up to 2 s) and lets the local activations and the remote's gRPC
+		// streams end (each up to 10 s in protoactor, but only until ctx ends), so the others need not wait
+		// for failure detection. A member the cluster blocked was
 		// dropped by the others already, and must exit and be restarted at once: it stops without grace.
-		errs = append(errs, n.cluster.Stop(!n.cluster.IsBlocked()))
+		errs = append(errs, n.cluster.Stop(ctx, !n.cluster.IsBlocked()))
 	}
 	if n.endLife != nil {
 		n.endLife()
