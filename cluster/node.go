@@ -707,7 +707,7 @@ func (n *Node) RequestPID(ctx context.Context, pid *actor.PID, msg any) (any, er
 func (n *Node) Stop(ctx context.Context, graceful bool) error {
 	n.stopOnce.Do(func() {
 		n.stopErr = n.provider.Shutdown(graceful)
-		remoteGraceful, cut := graceful, false
+		cut := false
 		if graceful {
 			stopped := make(chan struct{})
 			go func() {
@@ -718,11 +718,14 @@ func (n *Node) Stop(ctx context.Context, graceful bool) error {
 			case <-stopped:
 			case <-ctx.Done():
 				n.log.Warn().Msg("local activations still stopping when the shutdown's time ran out: stopping without them")
-				remoteGraceful, cut = false, true
+				cut = true
 				n.stopErr = errors.Join(n.stopErr, fmt.Errorf("cluster stop: local activations left stopping: %w", context.Cause(ctx)))
 			}
 		}
-		if remoteGraceful {
+		if graceful {
+			// Graceful even when ctx is already over: that stop also closes the endpoints' client connections,
+			// whose goroutines would otherwise outlive the node (and race with the next node's gRPC logger
+			// set-up in the same process); its wait for the streams is cut below at once.
 			stopped := make(chan struct{})
 			go func() {
 				defer close(stopped)
