@@ -64,6 +64,10 @@ type fixture struct {
 	// move to the member that joins; hold keeps one of m1's activations busy meanwhile.
 	moving []*cluster.Node
 	hold   *holdGate
+	// s1, s2: a cluster of two; TestGracefulStopEndsWithItsContext stops s1 while its blocker activation is
+	// stuck in a message (stuck signals it got one, closing release lets it go).
+	stopping       []*cluster.Node
+	stuck, release chan struct{}
 
 	// Errors of deliberately failing starts, made first (see startFailures).
 	portInUseErr, joinErr error
@@ -98,7 +102,7 @@ var (
 func TestMain(m *testing.M) {
 	code := m.Run()
 	if fx != nil {
-		for _, n := range append(append(append(fx.nodes, fx.failover...), fx.moving...), fx.intruder) {
+		for _, n := range append(append(append(append(fx.nodes, fx.failover...), fx.moving...), fx.stopping...), fx.intruder) {
 			_ = n.Stop(context.Background(), false)
 		}
 		fx.stopRemote()
@@ -154,6 +158,7 @@ func startFixture() (*fixture, error) {
 	f.regA.MustRegister(Ping{}, Pong{}, Secret{}) // only A knows Secret
 	f.regB.MustRegister(Ping{}, Pong{})
 	f.reg.MustRegister(Ping{}, Pong{}, Hit{}, HitReply{})
+	f.stuck, f.release = make(chan struct{}, 1), make(chan struct{})
 
 	startFailures(ctx, f)
 
@@ -218,21 +223,33 @@ func startFixture() (*fixture, error) {
 	}
 	intruder := cluster.Config{NodeName: "intruder", Registry: f.reg, Logger: testLogger(), Label: configs("f")[0].Label,
 		FailureDetection: clustertest.StableDetection()}
+	// s1 hosts the blocker kind, s2 none, so the activation lives on the node that stops.
+	stopLabel := fmt.Sprintf("filigrane-test-stop-%d", os.Getpid())
+	blocker := actor.PropsFromFunc(func(ctx actor.Context) {
+		if _, ok := ctx.Message().(*Hit); ok {
+			f.stuck <- struct{}{}
+			<-f.release // the call that never answers while the store is frozen
+		}
+	})
+	ss := []cluster.Config{{NodeName: "s1", Logger: testLogger(), Registry: f.reg, Roles: []cluster.Role{cluster.RoleWorker},
+		Label: stopLabel, Kinds: []cluster.Kind{cluster.NewKind("blocker", blocker)}, FailureDetection: clustertest.StableDetection()},
+		{NodeName: "s2", Logger: testLogger(), Registry: f.reg, Label: stopLabel, FailureDetection: clustertest.StableDetection()}}
 	// f1, f2 and f3 start as three clusters of one; TestFailover joins them.
 	fs := configs("f")
 	ms := configs("m")
-	cs, err := clustertest.StartClusters(ctx, configs("n"), fs[:1], fs[1:2], fs[2:], []cluster.Config{intruder}, ms[:1], ms[1:2])
+	cs, err := clustertest.StartClusters(ctx, configs("n"), fs[:1], fs[1:2], fs[2:], []cluster.Config{intruder}, ms[:1], ms[1:2], ss)
 	if err != nil {
 		f.stopRemote()
 		return nil, err
 	}
 	f.nodes, f.failover, f.intruder = cs[0], []*cluster.Node{cs[1][0], cs[2][0], cs[3][0]}, cs[4][0]
 	f.moving = []*cluster.Node{cs[5][0], cs[6][0]}
+	f.stopping = cs[7]
 	// The remote-only servers' later connections come after all starts.
 	for _, p := range probes {
 		p.Sync()
 	}
-	fmt.Fprintf(os.Stderr, "fixture: 2 remote systems, two 3-node clusters and three lone nodes started in %v\n", time.Since(start).Round(time.Millisecond))
+	fmt.Fprintf(os.Stderr, "fixture: 2 remote systems, two 3-node clusters, a 2-node cluster and six lone nodes started in %v\n", time.Since(start).Round(time.Millisecond))
 	return f, nil
 }
 

@@ -3,15 +3,8 @@ package cluster_test
 import (
 	"context"
 	"errors"
-	"fmt"
-	"os"
 	"testing"
 	"time"
-
-	"filigrane/cluster"
-	"filigrane/cluster/clustertest"
-
-	"github.com/asynkron/protoactor-go/actor"
 )
 
 // TestGracefulStopEndsWithItsContext: a node stops gracefully while one of its activations is stuck in a call
@@ -20,39 +13,17 @@ import (
 // actor: future: timeout") and the SIGTERMed node overran its shutdown grace. Stop returns within a small
 // bound of its context's end, says it was cut short, and still announced the leave.
 func TestGracefulStopEndsWithItsContext(t *testing.T) {
-	reg := cluster.NewRegistry()
-	reg.MustRegister(Hit{}, HitReply{})
-	stuck, release := make(chan struct{}, 1), make(chan struct{})
-	blocker := actor.PropsFromFunc(func(ctx actor.Context) {
-		if _, ok := ctx.Message().(*Hit); ok {
-			stuck <- struct{}{}
-			<-release // the call that never answers while the store is frozen
-		}
-	})
-	label := fmt.Sprintf("filigrane-test-stop-%d", os.Getpid())
-	// The peer hosts no kind, so the activation lives on the node that stops.
-	ns, err := clustertest.StartNodes(ctxTimeout(t, time.Minute), cluster.Config{
-		NodeName: "stuck", Logger: testLogger(), Registry: reg, Roles: []cluster.Role{cluster.RoleWorker}, Label: label,
-		Kinds:            []cluster.Kind{cluster.NewKind("blocker", blocker)},
-		FailureDetection: clustertest.StableDetection(),
-	}, cluster.Config{
-		NodeName: "peer", Logger: testLogger(), Registry: reg, Label: label,
-		FailureDetection: clustertest.StableDetection(),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, peer := ns[0], ns[1]
-	t.Cleanup(func() {
-		close(release)
-		_ = n.Stop(context.Background(), false)
-		_ = peer.Stop(context.Background(), false)
-	})
+	// The nodes are the fixture's (s1, s2), started with all the others: a node started after other tests
+	// stopped theirs races, in the race detector's eyes, with their gRPC clients' logging (see grpcprobe).
+	f := getFixture(t)
+	f.onlyOnce(t, "TestGracefulStopEndsWithItsContext") // s1 stays stopped
+	n, peer := f.stopping[0], f.stopping[1]
+	t.Cleanup(func() { close(f.release) })
 	reqCtx, cancelReq := context.WithCancel(context.Background())
 	defer cancelReq()
 	go func() { _, _ = n.Request(reqCtx, "stuck-1", "blocker", Hit{}) }()
 	select {
-	case <-stuck:
+	case <-f.stuck:
 	case <-time.After(time.Minute):
 		t.Fatal("the activation did not receive the request within a minute")
 	}
@@ -61,7 +32,7 @@ func TestGracefulStopEndsWithItsContext(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
 	start := time.Now()
-	err = n.Stop(ctx, true)
+	err := n.Stop(ctx, true)
 	took := time.Since(start)
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("graceful stop cut short by its context: error %v, want one wrapping the context's", err)
