@@ -254,10 +254,17 @@ func fitConnsToFileLimit(cfg *node.Config, logger zerolog.Logger) {
 // checkLimitEnv refuses malformed limit variables, which envInt and envDuration would otherwise replace by
 // their defaults without a word.
 func checkLimitEnv() error {
-	for _, name := range []string{"FILIGRANE_MAX_CONNS", "FILIGRANE_MAX_CONNS_PER_IP", "FILIGRANE_LONG_WORKERS"} {
+	for _, name := range []string{"FILIGRANE_MAX_CONNS", "FILIGRANE_MAX_CONNS_PER_IP"} {
 		if v := os.Getenv(name); v != "" {
 			if n, err := strconv.Atoi(v); err != nil || n < 0 {
 				return fmt.Errorf("%s=%q: want a whole number of connections", name, v)
+			}
+		}
+	}
+	for _, name := range []string{"FILIGRANE_LONG_WORKERS", "FILIGRANE_GPU_SLOTS"} {
+		if v := os.Getenv(name); v != "" {
+			if n, err := strconv.Atoi(v); err != nil || n < 0 {
+				return fmt.Errorf("%s=%q: want a whole number of workers (0: the default)", name, v)
 			}
 		}
 	}
