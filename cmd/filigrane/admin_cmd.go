@@ -20,7 +20,7 @@ import (
 	"filigrane/internal/node"
 )
 
-const adminUsage = `usage: filigrane admin [--data DIR] [--plans FILE] <command> [flags]
+const adminUsage = `usage: filigrane admin [--data DIR] [--plans FILE] <command> [flags]   (--data, --plans, --s3-* may also follow)
 
 Works on the data directory of a STOPPED node, or with --s3-endpoint on a cluster's shared store while the
 cluster runs (every write is a compare-and-set, so a running organization actor reloads instead of losing it).
@@ -58,6 +58,13 @@ func runAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fs.Usage()
 		return 2
 	}
+	// The admin-wide flags (--data, --plans, --s3-*) are also read after the command, where people put
+	// them (`admin key list --org ORG --data DIR`): left there, the store of ./data would be opened instead.
+	cmdArgs, adminArgs := splitAdminFlags(fs, rest[2:])
+	if err := fs.Parse(adminArgs); err != nil {
+		return 2
+	}
+	rest = append(rest[:2:2], cmdArgs...)
 	catalog, err := actors.LoadCatalog(*plans)
 	if err != nil {
 		fmt.Fprintln(stderr, "filigrane admin:", err)
@@ -103,6 +110,36 @@ func runAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return 1
 	}
 	return 0
+}
+
+// splitAdminFlags takes the flags fs defines (all of them take a value) out of a command's arguments and
+// returns the command's own arguments and those flags. A flag of the command other than --password-stdin
+// takes a value, which is kept with it, so a value that looks like an admin flag stays the command's.
+func splitAdminFlags(fs *flag.FlagSet, args []string) (cmdArgs, adminArgs []string) {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" || !strings.HasPrefix(a, "-") {
+			cmdArgs = append(cmdArgs, args[i:]...)
+			break
+		}
+		name, _, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		takesNext := !hasValue && i+1 < len(args)
+		switch {
+		case fs.Lookup(name) != nil:
+			adminArgs = append(adminArgs, a)
+			if takesNext {
+				i++
+				adminArgs = append(adminArgs, args[i])
+			}
+		default:
+			cmdArgs = append(cmdArgs, a)
+			if takesNext && name != "password-stdin" && name != "h" && name != "help" {
+				i++
+				cmdArgs = append(cmdArgs, args[i])
+			}
+		}
+	}
+	return cmdArgs, adminArgs
 }
 
 func adminCommand(ctx context.Context, a admin.Admin, cmd string, args []string, stdout, stderr io.Writer) error {

@@ -18,7 +18,7 @@ commands:
   serve    run a node (single node with embedded storage by default)
   admin    administer a stopped node's data directory (organizations, members, keys, credits)
   codec    embed or detect a watermark in a local file
-  bench    run a benchmark (api, codec)
+  bench    run a benchmark (codec, api, load, chaos, video)
   gpu      show the GPUs this machine can use (gpu info)
   version  print the version
 

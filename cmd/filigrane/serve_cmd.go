@@ -77,6 +77,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintln(stderr, "filigrane serve:", err)
 		return 2
 	}
+	if err := checkLimitFlags(&cfg, *workers); err != nil {
+		fmt.Fprintln(stderr, "filigrane serve:", err)
+		return 2
+	}
 	if *join != "" {
 		cfg.Join = strings.Split(*join, ",")
 	}
@@ -254,10 +258,17 @@ func fitConnsToFileLimit(cfg *node.Config, logger zerolog.Logger) {
 // checkLimitEnv refuses malformed limit variables, which envInt and envDuration would otherwise replace by
 // their defaults without a word.
 func checkLimitEnv() error {
-	for _, name := range []string{"FILIGRANE_MAX_CONNS", "FILIGRANE_MAX_CONNS_PER_IP", "FILIGRANE_LONG_WORKERS"} {
+	for _, name := range []string{"FILIGRANE_MAX_CONNS", "FILIGRANE_MAX_CONNS_PER_IP"} {
 		if v := os.Getenv(name); v != "" {
 			if n, err := strconv.Atoi(v); err != nil || n < 0 {
 				return fmt.Errorf("%s=%q: want a whole number of connections", name, v)
+			}
+		}
+	}
+	for _, name := range []string{"FILIGRANE_LONG_WORKERS", "FILIGRANE_GPU_SLOTS"} {
+		if v := os.Getenv(name); v != "" {
+			if n, err := strconv.Atoi(v); err != nil || n < 0 {
+				return fmt.Errorf("%s=%q: want a whole number of workers (0: the default)", name, v)
 			}
 		}
 	}
@@ -286,6 +297,49 @@ func checkLimitEnv() error {
 				return fmt.Errorf("%s=%q: want true or false", name, v)
 			}
 		}
+	}
+	return nil
+}
+
+// checkLimitFlags holds the flags to what checkLimitEnv holds their variables to: the node reads a count or
+// timeout of zero or less as its default, so a negative value (or a suspicion multiplier below 1, or a probe
+// timing of zero) would otherwise start a node that does something else than was asked without a word.
+func checkLimitFlags(cfg *node.Config, workers int) error {
+	for _, c := range []struct {
+		flag string
+		n    int
+	}{
+		{"--max-conns", cfg.Conns.MaxConns}, {"--max-conns-per-ip", cfg.Conns.MaxConnsPerIP},
+		{"--workers", workers}, {"--long-workers", cfg.LongWorkers}, {"--gpu-slots", cfg.GPUSlots},
+	} {
+		if c.n < 0 {
+			return fmt.Errorf("%s %d: want a whole number, 0 or more (0: the default)", c.flag, c.n)
+		}
+	}
+	for _, d := range []struct {
+		flag string
+		d    time.Duration
+	}{
+		{"--header-timeout", cfg.Conns.HeaderTimeout}, {"--body-timeout", cfg.Conns.BodyProgress},
+		{"--idle-timeout", cfg.Conns.IdleTimeout}, {"--drain-timeout", cfg.DrainTimeout},
+	} {
+		if d.d < 0 {
+			return fmt.Errorf("%s %s: want a duration such as 10s", d.flag, d.d)
+		}
+	}
+	for _, d := range []struct {
+		flag string
+		d    time.Duration
+	}{
+		{"--cluster-probe-interval", cfg.FailureDetection.ProbeInterval},
+		{"--cluster-probe-timeout", cfg.FailureDetection.ProbeTimeout},
+	} {
+		if d.d <= 0 {
+			return fmt.Errorf("%s %s: want a positive duration such as 500ms", d.flag, d.d)
+		}
+	}
+	if m := cfg.FailureDetection.SuspicionMult; m < 1 {
+		return fmt.Errorf("--cluster-suspicion-mult %d: want a whole number from 1", m)
 	}
 	return nil
 }
