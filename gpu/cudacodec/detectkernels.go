@@ -73,6 +73,19 @@ __device__ __forceinline__ int conv_pattern(unsigned r, unsigned g0, unsigned g1
 	return (int)(conv_parity(r & g0) | conv_parity(r & g1) << 1 | conv_parity(r & g2) << 2);
 }
 
+// conv_gamma is step t's sum for the pattern s of three coded bits: ±llr/2 of the step's bits, k = 0, 1, 2 in
+// order (convcode.go's 8 sums of a step).
+__device__ __forceinline__ double conv_gamma(const double* llr, int t, int n, int wrap, int s)
+{
+	int i = 3 * (((t - wrap) % n + n) % n);
+	double v = 0.0;
+	for (int k = 0; k < 3; k++) {
+		if ((s >> k & 1) == 1) v += llr[i + k] / 2.0;
+		else v -= llr[i + k] / 2.0;
+	}
+	return v;
+}
+
 #define CONV_MAX_STATES 1024
 
 // conv_max returns the first maximum of m[0..blockDim.x) (the Go loop's "if v > mx" from -Inf in index order):
@@ -115,16 +128,7 @@ extern "C" __global__ void conv_decode(const double* llr, int n, int wrap, int K
 	alpha[s] = 0.0;
 	acur[s] = 0.0;
 	for (int t = 0; t < steps; t++) {
-		if (s < 8) {
-			// gammas: the step's 8 sums of ±llr/2, k = 0, 1, 2 in order.
-			int i = 3 * (((t - wrap) % n + n) % n);
-			double v = 0.0;
-			for (int k = 0; k < 3; k++) {
-				if ((s >> k & 1) == 1) v += llr[i + k] / 2.0;
-				else v -= llr[i + k] / 2.0;
-			}
-			sums[s] = v;
-		}
+		if (s < 8) sums[s] = conv_gamma(llr, t, n, wrap, s);
 		__syncthreads();
 		double nx = ninf;
 		double a = acur[fs0] + sums[fp0];
@@ -141,15 +145,7 @@ extern "C" __global__ void conv_decode(const double* llr, int n, int wrap, int K
 		// No barrier is needed here: every thread read the step before's sums, beta and red before that step's
 		// last barrier, and writes beta, then this step's sums, only after it.
 		double cs = alpha[(size_t)t * S + s]; // this state's forward metric, loaded before the barrier
-		if (s < 8) {
-			int i = 3 * (((t - wrap) % n + n) % n);
-			double v = 0.0;
-			for (int k = 0; k < 3; k++) {
-				if ((s >> k & 1) == 1) v += llr[i + k] / 2.0;
-				else v -= llr[i + k] / 2.0;
-			}
-			sums[s] = v;
-		}
+		if (s < 8) sums[s] = conv_gamma(llr, t, n, wrap, s);
 		__syncthreads();
 		bool inBlock = t >= wrap && t < wrap + n;
 		double p = ninf;
