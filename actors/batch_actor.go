@@ -62,7 +62,9 @@ type batchActor struct {
 
 	pulse      *time.Timer
 	assembling bool
-	zip        *zipSource // the opened request zip of a zip batch, kept for the activation
+	// stopAssembly ends the archive build this activation started (nil: none).
+	stopAssembly context.CancelFunc
+	zip          *zipSource // the opened request zip of a zip batch, kept for the activation
 }
 
 func (a *batchActor) Receive(ctx actor.Context) {
@@ -74,6 +76,9 @@ func (a *batchActor) Receive(ctx actor.Context) {
 		a.deps.actorDelta(KindBatch, -1)
 		if a.pulse != nil {
 			a.pulse.Stop()
+		}
+		if a.stopAssembly != nil {
+			a.stopAssembly()
 		}
 	case *pcluster.ClusterInit:
 		a.id = msg.Identity.Identity
@@ -141,6 +146,10 @@ func (a *batchActor) Receive(ctx actor.Context) {
 		}
 	case *batchArchived:
 		a.assembling = false
+		if a.stopAssembly != nil {
+			a.stopAssembly() // the build is over: only its context's resources
+			a.stopAssembly = nil
+		}
 		if a.rec == nil {
 			return
 		}

@@ -330,19 +330,23 @@ type manifestEntry struct {
 // startAssembly builds the archive in a goroutine once it holds one of the node's assembly slots and reports
 // to the actor (the slot taken, then the outcome); the actor keeps answering reads meanwhile. A crash leaves
 // the batch assembling, and the next activation builds it again; a node that stops while the goroutine waits
-// for a slot leaves it so too.
+// for a slot leaves it so too. The build lasts no longer than its activation (a.stopAssembly, called when the
+// actor stops): an archive finished for a stopped activation would reach no one, the next activation builds
+// its own under another key, and nothing would ever delete the first.
 func (a *batchActor) startAssembly(ctx actor.Context) {
 	rec := a.rec.Clone()
 	root, self := ctx.ActorSystem().Root, ctx.Self()
 	env, deps := a.env, a.deps
+	c, cancel := context.WithCancel(deps.lifetime())
+	a.stopAssembly = cancel
 	go func() {
 		select {
 		case env.Assemblies <- struct{}{}:
-		case <-deps.lifetime().Done():
+		case <-c.Done():
 			return
 		}
 		root.Send(self, &batchAssemblyStarted{})
-		out := assembleArchive(env, deps, rec)
+		out := assembleArchive(c, env, deps, rec)
 		<-env.Assemblies // before the outcome: whoever reads the batch ended finds the slot free
 		root.Send(self, out)
 	}()
@@ -351,10 +355,11 @@ func (a *batchActor) startAssembly(ctx actor.Context) {
 // archiveEntryOverhead bounds what the zip format adds per entry (local header, directory entry, name).
 const archiveEntryOverhead = 512
 
-func assembleArchive(env *BatchEnv, deps *Deps, rec *batchstate.Record) *batchArchived {
-	// Bounded by the node's lifetime too: a stopping node abandons the build as a crash would (its store is
-	// closing), and the batch's next activation builds it again.
-	c, cancel := context.WithTimeout(deps.lifetime(), 30*time.Minute)
+func assembleArchive(life context.Context, env *BatchEnv, deps *Deps, rec *batchstate.Record) *batchArchived {
+	// Bounded by the activation's life (within the node's): a stopping node or activation abandons the build
+	// as a crash would (its store is closing, or its outcome would reach no one), and the batch's next
+	// activation builds it again.
+	c, cancel := context.WithTimeout(life, 30*time.Minute)
 	defer cancel()
 	total := int64(64 << 10) // the manifest
 	for _, it := range rec.Items {

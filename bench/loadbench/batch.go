@@ -273,6 +273,11 @@ func (a *attempt) followBatch(ctx context.Context, b *batchView) batchOutcome {
 	path := "/watermarks/batches/" + url.PathEscape(b.BatchID)
 	for {
 		a.bookItems(b)
+		if b.Status == "assembling" && b.ArchiveStatus != nil {
+			// Counted among the retried answers (each is a poll repeated), so that a run shows whether its
+			// archives waited for an assembly slot (queued) and how long they were built (assembling).
+			a.countPoll("poll: archive_status " + *b.ArchiveStatus)
+		}
 		if finalBatch(b.Status) {
 			a.r.jobs.batchEnded(b.BatchID, b.Status)
 			return batchDone

@@ -734,3 +734,36 @@ func TestVideoStorage(t *testing.T) {
 		t.Fatalf("ok %v (%s), query %q, storage jobs %v, booked %q", a.out.ok, a.out.failure, query, r.stJobs, r.jobs.seen["req_s"])
 	}
 }
+
+// A batch polled while its archive waits for an assembly slot and then is built shows both states among the
+// operation's retried answers, one per poll, so that a run's report says whether its archives queued.
+func TestFollowBatchCountsArchiveStates(t *testing.T) {
+	answers := []string{"queued", "queued", "assembling"}
+	var mu sync.Mutex
+	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		if r.URL.Path != "/watermarks/batches/bat_1" {
+			http.NotFound(rw, r)
+			return
+		}
+		if len(answers) == 0 {
+			fmt.Fprint(rw, `{"batch_id":"bat_1","status":"completed","archive_status":"ready","items":[]}`)
+			return
+		}
+		fmt.Fprintf(rw, `{"batch_id":"bat_1","status":"assembling","archive_status":%q,"items":[]}`, answers[0])
+		answers = answers[1:]
+	}))
+	defer srv.Close()
+	r := &runner{cfg: Config{Targets: []string{srv.URL}, Key: "k", PollInterval: time.Millisecond},
+		http: newHTTPClient(4, time.Second), jobs: newJobBook()}
+	a := &attempt{r: r, op: OpBatch, giveUp: time.Now().Add(5 * time.Second)}
+	b := &batchView{BatchID: "bat_1", Status: "processing"}
+	if got := a.followBatch(context.Background(), b); got != batchDone {
+		t.Fatalf("followBatch = %v, failure %q", got, a.out.failure)
+	}
+	want := map[string]int{"poll: archive_status queued": 2, "poll: archive_status assembling": 1}
+	if fmt.Sprint(a.out.retries) != fmt.Sprint(want) {
+		t.Errorf("retried answers %v, want %v", a.out.retries, want)
+	}
+}

@@ -244,8 +244,17 @@ func (a *attempt) next() string {
 	return t
 }
 
+// countPoll counts a repeated read under key among the retried answers, without the pause or budget check.
+func (a *attempt) countPoll(key string) {
+	if a.out.retries == nil {
+		a.out.retries = map[string]int{}
+	}
+	a.out.retries[key]++
+}
+
 // again records a retryable failure and says whether to try again (after a short pause, so that a dead node
 // does not turn the operation into a busy loop).
+
 func (a *attempt) again(ctx context.Context, key string) bool {
 	if a.out.retries == nil {
 		a.out.retries = map[string]int{}

@@ -1,0 +1,115 @@
+package actors_test
+
+import (
+	"context"
+	"io"
+	"io/fs"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"filigrane/actors"
+	"filigrane/actors/batchstate"
+	"filigrane/actors/jobstate"
+	"filigrane/internal/clock"
+	"filigrane/persistence"
+	"filigrane/persistence/fsblobs"
+)
+
+// stalledPuts holds every Put until release is closed (object storage frozen), telling started when the first
+// arrives; a Put whose context ended meanwhile stores nothing, as a cut upload does.
+type stalledPuts struct {
+	persistence.Blobs
+	started chan struct{}
+	release chan struct{}
+}
+
+func (s *stalledPuts) Put(ctx context.Context, key string, r io.Reader) (persistence.BlobInfo, error) {
+	select {
+	case s.started <- struct{}{}:
+	default:
+	}
+	<-s.release
+	if err := ctx.Err(); err != nil {
+		return persistence.BlobInfo{}, err
+	}
+	return s.Blobs.Put(ctx, key, r)
+}
+
+// TestStoppedActivationLeavesNoArchive: an activation that stops while its archive is being built (the node's
+// shutdown stops its activations before the node's lifetime ends; a write refused as another activation's)
+// abandons the build. Before, the build went on and stored a zip whose outcome reached no one: the batch's next
+// activation built another, and nothing ever deleted the first (seen in chaos17 a3, up to 1 GB each).
+func TestStoppedActivationLeavesNoArchive(t *testing.T) {
+	ctx := context.Background()
+	store := tempStore(t)
+	root := t.TempDir()
+	blobs, err := fsblobs.Open(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := clock.NewManual(time.Date(2026, 6, 1, 10, 0, 0, 0, time.UTC))
+	sys, lc := startSystem(t, store, store, clk)
+	t.Cleanup(sys.Shutdown)
+	puts := &stalledPuts{Blobs: blobs, started: make(chan struct{}, 1), release: make(chan struct{})}
+	env := &actors.BatchEnv{Pulse: time.Hour, Assemblies: make(chan struct{}, 1), Blobs: puts}
+	c := batchCaller{localCaller: lc, env: env}
+
+	orgID := "org_" + strings.Repeat("3", 32)
+	id := batchstate.BatchIDFor(orgID, "archive-stop-1")
+	items := []batchstate.ItemSpec{{Filename: "a.png", Size: 100, Media: jobstate.MediaImage, WatermarkID: strings.Repeat("c", 64)}}
+	rec, err := batchstate.New(batchstate.Spec{BatchID: id, OrgID: orgID, Source: batchstate.SourceUploads,
+		Accelerator: jobstate.AcceleratorCPU, IdempotencyKey: "archive-stop-1", Archive: true, Items: items}, clk.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rec.Start(clk.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if err := rec.Accept(0, 1, clk.Now()); err != nil {
+		t.Fatal(err)
+	}
+	res := batchstate.Result{AssetID: "ast_" + strings.Repeat("a", 64), BlobKey: "results/a.png", Size: 100,
+		ContentType: "image/png", Ext: "png", ExpiresAt: clk.Now().Add(24 * time.Hour)}
+	if err := rec.Succeed(0, 1, res, clk.Now()); err != nil {
+		t.Fatal(err)
+	}
+	b, err := persistence.Marshal(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.CompareAndSet(ctx, []byte("batch/"+id), persistence.NoVersion, b); err != nil {
+		t.Fatal(err)
+	}
+
+	// The tick activates the batch, which takes the free slot and starts storing its archive.
+	c.batch(t, id, &actors.BatchTick{BatchID: id})
+	select {
+	case <-puts.started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the archive's upload did not start")
+	}
+	lc.gone(t, id, actors.KindBatch) // the activation stops mid-build
+	close(puts.release)              // the storage answers again
+
+	// The build ends (its slot is given back) without leaving a zip behind.
+	select {
+	case env.Assemblies <- struct{}{}:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the assembly slot was not given back")
+	}
+	var left []string
+	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.Contains(p, "archives") {
+			left = append(left, p)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(left) > 0 {
+		t.Fatalf("a stopped activation's archive was stored: %v", left)
+	}
+}
