@@ -10,8 +10,6 @@ import (
 	"time"
 
 	"filigrane/actors"
-	"filigrane/actors/batchstate"
-	"filigrane/actors/jobstate"
 	"filigrane/internal/clock"
 	"filigrane/persistence"
 	"filigrane/persistence/fsblobs"
@@ -42,7 +40,6 @@ func (s *stalledPuts) Put(ctx context.Context, key string, r io.Reader) (persist
 // abandons the build. Before, the build went on and stored a zip whose outcome reached no one: the batch's next
 // activation built another, and nothing ever deleted the first (seen in chaos17 a3, up to 1 GB each).
 func TestStoppedActivationLeavesNoArchive(t *testing.T) {
-	ctx := context.Background()
 	store := tempStore(t)
 	root := t.TempDir()
 	blobs, err := fsblobs.Open(root)
@@ -57,31 +54,7 @@ func TestStoppedActivationLeavesNoArchive(t *testing.T) {
 	c := batchCaller{localCaller: lc, env: env}
 
 	orgID := "org_" + strings.Repeat("3", 32)
-	id := batchstate.BatchIDFor(orgID, "archive-stop-1")
-	items := []batchstate.ItemSpec{{Filename: "a.png", Size: 100, Media: jobstate.MediaImage, WatermarkID: strings.Repeat("c", 64)}}
-	rec, err := batchstate.New(batchstate.Spec{BatchID: id, OrgID: orgID, Source: batchstate.SourceUploads,
-		Accelerator: jobstate.AcceleratorCPU, IdempotencyKey: "archive-stop-1", Archive: true, Items: items}, clk.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := rec.Start(clk.Now()); err != nil {
-		t.Fatal(err)
-	}
-	if err := rec.Accept(0, 1, clk.Now()); err != nil {
-		t.Fatal(err)
-	}
-	res := batchstate.Result{AssetID: "ast_" + strings.Repeat("a", 64), BlobKey: "results/a.png", Size: 100,
-		ContentType: "image/png", Ext: "png", ExpiresAt: clk.Now().Add(24 * time.Hour)}
-	if err := rec.Succeed(0, 1, res, clk.Now()); err != nil {
-		t.Fatal(err)
-	}
-	b, err := persistence.Marshal(rec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := store.CompareAndSet(ctx, []byte("batch/"+id), persistence.NoVersion, b); err != nil {
-		t.Fatal(err)
-	}
+	id := storeFinishedArchiveBatch(t, store, clk, orgID, "archive-stop-1", 100)
 
 	// The tick activates the batch, which takes the free slot and starts storing its archive.
 	c.batch(t, id, &actors.BatchTick{BatchID: id})

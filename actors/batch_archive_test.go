@@ -18,7 +18,6 @@ import (
 // once one is free, giving the slot back after. The results here are too large for a zip, so the build ends
 // at once as too_large without reading them.
 func TestArchiveWaitsQueuedForAnAssemblySlot(t *testing.T) {
-	ctx := context.Background()
 	store := tempStore(t)
 	clk := clock.NewManual(time.Date(2026, 6, 1, 10, 0, 0, 0, time.UTC))
 	sys, lc := startSystem(t, store, store, clk)
@@ -29,40 +28,7 @@ func TestArchiveWaitsQueuedForAnAssemblySlot(t *testing.T) {
 
 	// A started archive batch whose two files succeeded, as its last item's job leaves it.
 	orgID := "org_" + strings.Repeat("2", 32)
-	id := batchstate.BatchIDFor(orgID, "archive-queue-1")
-	var items []batchstate.ItemSpec
-	for _, name := range []string{"a.png", "b.png"} {
-		items = append(items, batchstate.ItemSpec{Filename: name, Size: 100, Media: jobstate.MediaImage,
-			WatermarkID: strings.Repeat("c", 64)})
-	}
-	rec, err := batchstate.New(batchstate.Spec{BatchID: id, OrgID: orgID, Source: batchstate.SourceUploads,
-		Accelerator: jobstate.AcceleratorCPU, IdempotencyKey: "archive-queue-1", Archive: true, Items: items}, clk.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := rec.Start(clk.Now()); err != nil {
-		t.Fatal(err)
-	}
-	for i := range items {
-		if err := rec.Accept(i, 1, clk.Now()); err != nil {
-			t.Fatal(err)
-		}
-		res := batchstate.Result{AssetID: "ast_" + strings.Repeat(string(rune('a'+i)), 64), BlobKey: "results/x" + items[i].Filename,
-			Size: 600_000_000, ContentType: "image/png", Ext: "png", ExpiresAt: clk.Now().Add(24 * time.Hour)}
-		if err := rec.Succeed(i, 1, res, clk.Now()); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if rec.Status != batchstate.StatusAssembling || rec.ArchiveStatus != batchstate.ArchiveQueued {
-		t.Fatalf("files done: %s, archive %q; want assembling, queued", rec.Status, rec.ArchiveStatus)
-	}
-	b, err := persistence.Marshal(rec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := store.CompareAndSet(ctx, []byte("batch/"+id), persistence.NoVersion, b); err != nil {
-		t.Fatal(err)
-	}
+	id := storeFinishedArchiveBatch(t, store, clk, orgID, "archive-queue-1", 600_000_000, 600_000_000)
 
 	// The tick activates the batch, which asks for a slot; none is free.
 	c.batch(t, id, &actors.BatchTick{BatchID: id})
@@ -88,4 +54,45 @@ func TestArchiveWaitsQueuedForAnAssemblySlot(t *testing.T) {
 	default:
 		t.Fatal("the assembly slot was not given back")
 	}
+}
+
+// storeFinishedArchiveBatch stores, under the key of (orgID, idem), a started archive batch of one succeeded
+// PNG item per size, as its last item's job leaves it (assembling, archive queued), and returns its id.
+func storeFinishedArchiveBatch(t *testing.T, store persistence.Store, clk clock.Clock, orgID, idem string, sizes ...int64) string {
+	t.Helper()
+	id := batchstate.BatchIDFor(orgID, idem)
+	items := make([]batchstate.ItemSpec, len(sizes))
+	for i := range items {
+		items[i] = batchstate.ItemSpec{Filename: string(rune('a'+i)) + ".png", Size: 100, Media: jobstate.MediaImage,
+			WatermarkID: strings.Repeat("c", 64)}
+	}
+	rec, err := batchstate.New(batchstate.Spec{BatchID: id, OrgID: orgID, Source: batchstate.SourceUploads,
+		Accelerator: jobstate.AcceleratorCPU, IdempotencyKey: idem, Archive: true, Items: items}, clk.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rec.Start(clk.Now()); err != nil {
+		t.Fatal(err)
+	}
+	for i, size := range sizes {
+		if err := rec.Accept(i, 1, clk.Now()); err != nil {
+			t.Fatal(err)
+		}
+		res := batchstate.Result{AssetID: "ast_" + strings.Repeat(string(rune('a'+i)), 64), BlobKey: "results/" + items[i].Filename,
+			Size: size, ContentType: "image/png", Ext: "png", ExpiresAt: clk.Now().Add(24 * time.Hour)}
+		if err := rec.Succeed(i, 1, res, clk.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if rec.Status != batchstate.StatusAssembling || rec.ArchiveStatus != batchstate.ArchiveQueued {
+		t.Fatalf("files done: %s, archive %q; want assembling, queued", rec.Status, rec.ArchiveStatus)
+	}
+	b, err := persistence.Marshal(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.CompareAndSet(context.Background(), []byte("batch/"+id), persistence.NoVersion, b); err != nil {
+		t.Fatal(err)
+	}
+	return id
 }
