@@ -14,6 +14,7 @@ type route struct {
 	method   string
 	pattern  string // e.g. /watermarks/jobs/{request_id}/result; also the metrics label
 	segments []string
+	literals int // segments that are not {parameters}: the more, the more specific the pattern
 	h        handler
 }
 
@@ -24,7 +25,14 @@ type router struct {
 }
 
 func (r *router) handle(method, pattern string, h handler) {
-	r.routes = append(r.routes, route{method: method, pattern: pattern, segments: splitPath(pattern), h: h})
+	segs := splitPath(pattern)
+	literals := 0
+	for _, p := range segs {
+		if !strings.HasPrefix(p, "{") {
+			literals++
+		}
+	}
+	r.routes = append(r.routes, route{method: method, pattern: pattern, segments: segs, literals: literals, h: h})
 }
 
 func splitPath(p string) []string {
@@ -39,14 +47,14 @@ func (r *router) match(method, path string) (*route, map[string]string, []string
 	best := -1 // the most literal segments among the patterns that match
 	for i := range r.routes {
 		if _, ok := matchSegments(r.routes[i].segments, segs); ok {
-			best = max(best, r.routes[i].literals())
+			best = max(best, r.routes[i].literals)
 		}
 	}
 	var allowed []string
 	for i := range r.routes {
 		rt := &r.routes[i]
 		params, ok := matchSegments(rt.segments, segs)
-		if !ok || rt.literals() < best {
+		if !ok || rt.literals < best {
 			continue
 		}
 		if rt.method == method || (method == fasthttp.MethodHead && rt.method == fasthttp.MethodGet) {
@@ -60,17 +68,6 @@ func (r *router) match(method, path string) (*route, map[string]string, []string
 	}
 	sort.Strings(allowed)
 	return nil, nil, allowed
-}
-
-// literals counts the pattern's segments that are not {parameters}.
-func (rt *route) literals() int {
-	n := 0
-	for _, p := range rt.segments {
-		if !strings.HasPrefix(p, "{") {
-			n++
-		}
-	}
-	return n
 }
 
 func matchSegments(pattern, segs []string) (map[string]string, bool) {
