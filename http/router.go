@@ -44,21 +44,26 @@ func splitPath(p string) []string {
 // (GET /assets/bulk-delete is 405, Allow: POST, not a read of an asset named "bulk-delete").
 func (r *router) match(method, path string) (*route, map[string]string, []string) {
 	segs := splitPath(path)
+	type candidate struct {
+		rt     *route
+		params map[string]string
+	}
+	var matched []candidate
 	best := -1 // the most literal segments among the patterns that match
 	for i := range r.routes {
-		if _, ok := matchSegments(r.routes[i].segments, segs); ok {
+		if params, ok := matchSegments(r.routes[i].segments, segs); ok {
+			matched = append(matched, candidate{&r.routes[i], params})
 			best = max(best, r.routes[i].literals)
 		}
 	}
 	var allowed []string
-	for i := range r.routes {
-		rt := &r.routes[i]
-		params, ok := matchSegments(rt.segments, segs)
-		if !ok || rt.literals < best {
+	for _, c := range matched {
+		rt := c.rt
+		if rt.literals < best {
 			continue
 		}
 		if rt.method == method || (method == fasthttp.MethodHead && rt.method == fasthttp.MethodGet) {
-			return rt, params, nil
+			return rt, c.params, nil
 		}
 		allowed = append(allowed, rt.method)
 		if rt.method == fasthttp.MethodGet {
