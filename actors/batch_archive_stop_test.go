@@ -86,3 +86,88 @@ func TestStoppedActivationLeavesNoArchive(t *testing.T) {
 		t.Fatalf("a stopped activation's archive was stored: %v", left)
 	}
 }
+
+// heldReturns stores each Put at once, then holds its return until release is closed, telling stored when
+// the first is stored: the upload is complete, and its outcome has yet to reach the actor.
+type heldReturns struct {
+	persistence.Blobs
+	stored  chan struct{}
+	release chan struct{}
+}
+
+func (h *heldReturns) Put(ctx context.Context, key string, r io.Reader) (persistence.BlobInfo, error) {
+	info, err := h.Blobs.Put(ctx, key, r)
+	select {
+	case h.stored <- struct{}{}:
+	default:
+	}
+	<-h.release
+	return info, err
+}
+
+// TestUnrecordedArchiveIsPurged: an archive whose upload completed just before its activation stopped (or
+// before the node crashed) is stored, and no record names it. Before, it stayed for ever; now the build
+// lists it for the sweeper's purge pass before uploading, and the pass deletes it once any archive of that
+// build would have expired.
+func TestUnrecordedArchiveIsPurged(t *testing.T) {
+	store := tempStore(t)
+	root := t.TempDir()
+	blobs, err := fsblobs.Open(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := clock.NewManual(time.Date(2026, 6, 1, 10, 0, 0, 0, time.UTC))
+	sys, lc := startSystem(t, store, store, clk)
+	t.Cleanup(sys.Shutdown)
+	puts := &heldReturns{Blobs: blobs, stored: make(chan struct{}, 1), release: make(chan struct{})}
+	env := &actors.BatchEnv{Pulse: time.Hour, Assemblies: make(chan struct{}, 1), Blobs: puts}
+	c := batchCaller{localCaller: lc, env: env}
+
+	orgID := "org_" + strings.Repeat("4", 32)
+	id := storeFinishedArchiveBatch(t, store, clk, orgID, "archive-unrecorded-1", 100)
+	c.batch(t, id, &actors.BatchTick{BatchID: id})
+	select {
+	case <-puts.stored:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the archive was not stored")
+	}
+	lc.gone(t, id, actors.KindBatch) // the activation stops before it reads the outcome
+	close(puts.release)
+	select {
+	case env.Assemblies <- struct{}{}: // the build is over
+	case <-time.After(10 * time.Second):
+		t.Fatal("the assembly slot was not given back")
+	}
+	zips := func() []string {
+		var found []string
+		err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+			if err == nil && !d.IsDir() && strings.Contains(p, "archives") && strings.Contains(p, ".zip") {
+				found = append(found, p)
+			}
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return found
+	}
+	if got := zips(); len(got) != 1 {
+		t.Fatalf("zips stored: %v, want the one unrecorded archive", got)
+	}
+
+	sw := actors.Sweeper{Store: store, Blobs: blobs, Clock: clk}
+	clk.Advance(24 * time.Hour) // the retention a recorded archive would have had: not yet
+	if _, err := sw.PurgeResults(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := zips(); len(got) != 1 {
+		t.Fatalf("zips after 24 h: %v, want the archive still there (it could still be a live one)", got)
+	}
+	clk.Advance(2 * time.Hour)
+	if _, err := sw.PurgeResults(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := zips(); len(got) != 0 {
+		t.Fatalf("an unrecorded archive outlived its purge time: %v", got)
+	}
+}

@@ -352,6 +352,9 @@ func (a *batchActor) startAssembly(ctx actor.Context) {
 	}()
 }
 
+// archiveBuildLimit bounds one archive build.
+const archiveBuildLimit = 30 * time.Minute
+
 // archiveEntryOverhead bounds what the zip format adds per entry (local header, directory entry, name).
 const archiveEntryOverhead = 512
 
@@ -359,7 +362,7 @@ func assembleArchive(life context.Context, env *BatchEnv, deps *Deps, rec *batch
 	// Bounded by the activation's life (within the node's): a stopping node or activation abandons the build
 	// as a crash would (its store is closing, or its outcome would reach no one), and the batch's next
 	// activation builds it again.
-	c, cancel := context.WithTimeout(life, 30*time.Minute)
+	c, cancel := context.WithTimeout(life, archiveBuildLimit)
 	defer cancel()
 	total := int64(64 << 10) // the manifest
 	for _, it := range rec.Items {
@@ -370,7 +373,18 @@ func assembleArchive(life context.Context, env *BatchEnv, deps *Deps, rec *batch
 	if total > batchstate.MaxArchive {
 		return &batchArchived{outcome: batchstate.ArchiveTooLarge}
 	}
-	key := "archives/" + rec.OrgID + "/" + rec.BatchID + "/" + RandomToken() + ".zip"
+	token := RandomToken()
+	key := "archives/" + rec.OrgID + "/" + rec.BatchID + "/" + token + ".zip"
+	// Before the first byte: the zip is listed for the sweeper's purge pass at the latest time its archive
+	// could expire (built within the 30 minutes above, kept ArchiveRetention after). A zip whose outcome no
+	// activation records (the node crashed after the upload, or the activation stopped between the upload and
+	// reading its outcome) is then deleted with the archive it would have been, instead of staying for ever
+	// (no record names it, and blob stores are not listed). Not indexed, not built: the next activation tries.
+	purgeAt := deps.Clock.Now().Add(archiveBuildLimit + batchstate.ArchiveRetention + time.Hour)
+	if _, err := deps.Store.CompareAndSet(c, purgeKey(purgeAt, rec.BatchID+".build-"+token), persistence.NoVersion, []byte(key)); err != nil {
+		deps.Logger.Error().Err(err).Str("batch", rec.BatchID).Msg("index archive for purging")
+		return &batchArchived{outcome: batchstate.ArchiveFailed}
+	}
 	pr, pw := io.Pipe()
 	go func() { pw.CloseWithError(writeArchive(c, env, deps, rec, pw)) }()
 	info, err := env.Blobs.Put(c, key, pr)
