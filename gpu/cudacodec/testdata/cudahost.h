@@ -34,8 +34,10 @@ template <class T> static inline T min(T a, T b) { return b < a ? b : a; }
 // callee-saved registers on the running stack, stores the stack pointer in from, loads to and pops the other
 // fiber's registers, so a switch is a few instructions. glibc's swapcontext also saves and restores the signal
 // mask with a system call each switch, which was most of this harness's time (a 256-thread block meets ~21
-// barriers a trellis step); other architectures keep it (define HOST_FIBERS_UCONTEXT to use it here too).
-#if defined(__x86_64__) && !defined(HOST_FIBERS_UCONTEXT)
+// barriers a trellis step); other architectures and object formats keep it (define HOST_FIBERS_UCONTEXT to use
+// it here too). The switch returns into another stack, which a CPU's shadow stack would refuse: the harness is
+// compiled with -fcf-protection=none, which leaves the program without one.
+#if defined(__x86_64__) && defined(__ELF__) && !defined(HOST_FIBERS_UCONTEXT)
 typedef void* hostFiber;
 extern "C" void hostFiberSwitch(hostFiber* from, hostFiber to);
 asm(".text\n"
