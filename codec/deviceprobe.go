@@ -40,24 +40,52 @@ type DecodeProbe struct {
 // decoding would have computed them, so that a device is checked on a grid and a word without a mark too.
 func (c *Codec) ProbeDetect(img image.Image) (Detection, DeviceProbe) {
 	pr := DeviceProbe{Pilot: c.pilotPlan, Conv: accel.ConvPlan{K: convK, Generators: convGenerators, Wrap: convWrap}}
-	if img == nil || img.Bounds().Empty() {
+	s, ok := c.probeSamplerOf(img, &pr)
+	if !ok {
 		return emptyDetection(), pr
+	}
+	det := c.searchAttempts(s.pyr[0].w, s.pyr[0].h, s, func() pyramid { return s.pyr }).detection()
+	s.probeNominal(len(pr.Blocks) == 0, len(pr.Decodes) == 0)
+	return det, pr
+}
+
+// ProbeNominal records, without searching, what ProbeDetect records for an image whose search scored and decoded
+// nothing: the nominal geometry's block scores (radius 2) and the decoding of its soft word, as refinement and
+// decoding would compute them there. It gives a device check a grid and a word of any image (an unmarked one's
+// values have another spread than a mark's) for a fraction of a detection's cost (an unmarked image's search
+// tries every geometry).
+func (c *Codec) ProbeNominal(img image.Image) DeviceProbe {
+	pr := DeviceProbe{Pilot: c.pilotPlan, Conv: accel.ConvPlan{K: convK, Generators: convGenerators, Wrap: convWrap}}
+	if s, ok := c.probeSamplerOf(img, &pr); ok {
+		s.probeNominal(true, true)
+	}
+	return pr
+}
+
+// probeSamplerOf is a recording sampler of img's luma pyramid, or false for an image too small to detect in.
+func (c *Codec) probeSamplerOf(img image.Image, pr *DeviceProbe) (probeSampler, bool) {
+	if img == nil || img.Bounds().Empty() {
+		return probeSampler{}, false
 	}
 	y := lumaOf(img)
 	if min(y.w, y.h) < minDetectSide {
-		return emptyDetection(), pr
+		return probeSampler{}, false
 	}
-	pyr := buildPyramid(y, 16)
-	s := probeSampler{cpuSampler: cpuSampler{c: c, pyr: pyr}, pr: &pr}
-	det := c.searchAttempts(y.w, y.h, s, func() pyramid { return pyr }).detection()
-	nominal := nominalAffine(y.w, y.h)
-	if len(pr.Blocks) == 0 {
+	return probeSampler{cpuSampler: cpuSampler{c: c, pyr: buildPyramid(y, 16)}, pr: pr}, true
+}
+
+// probeNominal records the nominal geometry's block scores (when scores) and soft word's decoding (when decode).
+func (s probeSampler) probeNominal(scores, decode bool) {
+	nominal := nominalAffine(s.pyr[0].w, s.pyr[0].h)
+	if scores {
 		s.refineScores(nominal, 2)
 	}
-	if acc, ok := s.folded(nominal); ok && len(pr.Decodes) == 0 {
-		s.decode(c.layout.demod(acc).llr)
+	if !decode {
+		return
 	}
-	return det, pr
+	if acc, ok := s.folded(nominal); ok {
+		s.decode(s.c.layout.demod(acc).llr)
+	}
 }
 
 // probeSampler is the CPU's sampler, recording its block scores and decodes.

@@ -8,7 +8,8 @@ import (
 
 // TestProbeDetectIsDetect: the probe's detection is Detect's, on a marked image, a rotated copy (refinement at
 // work: lattice estimation, then two passes) and an unmarked one, and what it records is what refinement and
-// decoding used: the marked image's first decode is the one that read the id.
+// decoding used: the marked image's first decode is the one that read the id, and ProbeNominal records, without
+// searching, the marked image's first block scoring and decode (at the nominal geometry).
 func TestProbeDetectIsDetect(t *testing.T) {
 	c := testCodec(t)
 	img := naturalImage(800, 640, 11)
@@ -47,6 +48,21 @@ func TestProbeDetectIsDetect(t *testing.T) {
 				if b.Plan.W*b.Plan.H != len(b.Val) || len(b.Scores)%(2+(2*b.Radius+1)*(2*b.Radius+1)) != 0 {
 					t.Fatalf("block scores probe of a %dx%d plan holds %d waxels and %d scores", b.Plan.W, b.Plan.H,
 						len(b.Val), len(b.Scores))
+				}
+			}
+			if tc.name == "marked" {
+				// Without the search, at the nominal geometry (which is the unattacked image's): one block scoring
+				// at radius 2 of a grid that holds the mark, and the soft word there, which reads the id.
+				nom := c.ProbeNominal(tc.img)
+				if len(nom.Blocks) != 1 || len(nom.Decodes) != 1 || nom.Blocks[0].Radius != 2 {
+					t.Fatalf("ProbeNominal recorded %d block scorings and %d decodes", len(nom.Blocks), len(nom.Decodes))
+				}
+				if r := decodeSoft(nom.Decodes[0].LLR); !r.ok || r.id != id || !reflect.DeepEqual(r.infoLLR, nom.Decodes[0].Info) {
+					t.Fatalf("ProbeNominal's soft word does not read the id")
+				}
+				b := nom.Blocks[0]
+				if want := c.BlockScoresReference(b.Plan, b.Val, b.OK, 2); !reflect.DeepEqual(b.Scores, want) {
+					t.Fatalf("ProbeNominal's block scores are not its grid's")
 				}
 			}
 			t.Logf("%d block scorings, %d decodes", len(pr.Blocks), len(pr.Decodes))

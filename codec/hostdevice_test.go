@@ -6,6 +6,7 @@ import (
 	"image"
 	"math"
 	"reflect"
+	"slices"
 	"testing"
 
 	"filigrane/codec/accel"
@@ -246,4 +247,112 @@ func TestDeviceDecodeKeepsOddWordsOnTheHost(t *testing.T) {
 	if ds.err != nil {
 		t.Fatal(ds.err)
 	}
+}
+
+// BenchmarkDetectOnHost12MP measures what DetectOn of a marked 12 MP image still costs the host when a device
+// offers both optional passes: a first detection on the host device records every device call's result, and the
+// timed detections replay them (a device that answers at once), so ns/op is DetectOn's own work: plans, the
+// pilot alignment, the refinement fit, the frame check. Its functions:
+// go test ./codec/ -run x -bench DetectOnHost12MP -cpu 1 -cpuprofile cpu.out, then go tool pprof -top codec.test cpu.out.
+func BenchmarkDetectOnHost12MP(b *testing.B) {
+	c := testCodec(b)
+	marked, _, err := c.Embed(naturalImage(4000, 3000, 77), ID{1}, EmbedOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	dev := &replayDevice{dev: &hostDevice{c: c, scorer: true, decoder: true, calls: map[string]int{}}, recording: true}
+	want, err := c.DetectOn(ctx, dev, marked)
+	if err != nil || !want.Watermarked {
+		b.Fatalf("DetectOn: %+v, %v", want, err)
+	}
+	dev.recording = false
+	for b.Loop() {
+		dev.next = 0
+		if got, err := c.DetectOn(ctx, dev, marked); err != nil || !reflect.DeepEqual(got, want) {
+			b.Fatalf("replayed DetectOn: %+v, %v; recorded %+v", got, err, want)
+		}
+	}
+}
+
+// replayDevice records the results of a device's calls (Load, every Surface pass, the optional ones included)
+// while recording, then answers the same calls, in the same order, with copies of them.
+type replayDevice struct {
+	dev       accel.Device
+	recording bool
+	results   []any
+	next      int
+}
+
+// call returns f's result while recording (and keeps it), else the next recorded result.
+func (d *replayDevice) call(f func() (any, error)) (any, error) {
+	if d.recording {
+		v, err := f()
+		if err != nil {
+			return nil, err
+		}
+		d.results = append(d.results, v)
+		return v, nil
+	}
+	if d.next == len(d.results) {
+		return nil, errors.New("replay: more calls than recorded")
+	}
+	d.next++
+	return d.results[d.next-1], nil
+}
+
+func (d *replayDevice) Load(ctx context.Context, in accel.Image) (accel.Surface, error) {
+	s, err := d.call(func() (any, error) { return d.dev.Load(ctx, in) })
+	if err != nil {
+		return nil, err
+	}
+	return &replaySurface{Surface: s.(accel.Surface), d: d}, nil
+}
+
+// replaySurface offers both optional passes (the benchmark's device has them).
+type replaySurface struct {
+	accel.Surface
+	d *replayDevice
+}
+
+func (s *replaySurface) Analyse(ctx context.Context, gain float32, levels int) error {
+	_, err := s.d.call(func() (any, error) { return nil, s.Surface.Analyse(ctx, gain, levels) })
+	return err
+}
+
+func (s *replaySurface) Grid(ctx context.Context, p *accel.GridPlan, cells bool) (*accel.GridResult, error) {
+	v, err := s.d.call(func() (any, error) { return s.Surface.Grid(ctx, p, cells) })
+	if err != nil {
+		return nil, err
+	}
+	r := v.(*accel.GridResult)
+	return &accel.GridResult{Acc: slices.Clone(r.Acc), Val: slices.Clone(r.Val), OK: slices.Clone(r.OK)}, nil
+}
+
+func (s *replaySurface) PilotSums(ctx context.Context, p *accel.PilotPlan) ([8][]float64, error) {
+	v, err := s.d.call(func() (any, error) { return s.Surface.PilotSums(ctx, p) })
+	if err != nil {
+		return [8][]float64{}, err
+	}
+	sums := v.([8][]float64)
+	for i := range sums {
+		sums[i] = slices.Clone(sums[i])
+	}
+	return sums, nil
+}
+
+func (s *replaySurface) BlockScores(ctx context.Context, p *accel.PilotPlan, radius int) ([]float64, error) {
+	v, err := s.d.call(func() (any, error) { return s.Surface.(accel.BlockScorer).BlockScores(ctx, p, radius) })
+	if err != nil {
+		return nil, err
+	}
+	return slices.Clone(v.([]float64)), nil
+}
+
+func (s *replaySurface) ConvDecode(ctx context.Context, p accel.ConvPlan, llr []float64) ([]float64, error) {
+	v, err := s.d.call(func() (any, error) { return s.Surface.(accel.ConvDecoder).ConvDecode(ctx, p, llr) })
+	if err != nil {
+		return nil, err
+	}
+	return slices.Clone(v.([]float64)), nil
 }

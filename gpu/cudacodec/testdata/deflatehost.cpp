@@ -5,34 +5,35 @@
 #include "cudahost.h"
 #include "codec.cu"
 #include "hostio.h"
-#include <cstdio>
-#include <cstdlib>
-#include <vector>
 
 int main(int argc, char** argv) {
 	if (argc != 3) return 2;
-	std::vector<unsigned char> rows = readAll("rows");
-	long long n = (long long)rows.size();
+	hostFile rows = readAll("rows");
+	long long n = (long long)rows.size;
 	size_t size = strtoull(argv[1], 0, 10);
 	bool encode = argv[2][0] == '1';
-	std::vector<unsigned char> plans;
+	hostFile plans = {nullptr, 0};
 	if (encode) plans = readAll("plans");
 	int nseg = (int)((n + PD_SEG - 1) / PD_SEG), nblocks = (nseg + PD_BLOCKSEGS - 1) / PD_BLOCKSEGS;
-	std::vector<unsigned> tokens((size_t)nseg * PD_SEG), counts(nseg), hist((size_t)nblocks * PD_BLOCKHISTWORDS + 2 * nseg);
+	unsigned* tokens = (unsigned*)hostAlloc((size_t)nseg * PD_SEG, sizeof(unsigned));
+	unsigned* counts = (unsigned*)hostAlloc(nseg, sizeof(unsigned));
+	size_t nhist = (size_t)nblocks * PD_BLOCKHISTWORDS + 2 * nseg;
+	unsigned* hist = (unsigned*)hostAlloc(nhist, sizeof(unsigned));
 	blockDim.x = 1;
 	for (int s = 0; s < nseg; s++) {
 		blockIdx.x = s;
-		deflate_tokens(rows.data(), n, nseg, tokens.data(), counts.data(), hist.data(), hist.data() + (size_t)nblocks * PD_BLOCKHISTWORDS);
+		deflate_tokens(rows.data, n, nseg, tokens, counts, hist, hist + (size_t)nblocks * PD_BLOCKHISTWORDS);
 	}
-	writeAll("hist", hist.data(), hist.size() * 4);
+	writeAll("hist", hist, nhist * 4);
 	if (!encode) return 0;
-	std::vector<unsigned char> out(size + 64, 0xa5);
+	unsigned char* out = (unsigned char*)hostAlloc(size + 64, 1);
+	for (size_t i = 0; i < size + 64; i++) out[i] = 0xa5;
 	for (int b = 0; b < nblocks; b++) {
 		blockIdx.x = b;
-		deflate_encode(rows.data(), n, tokens.data(), counts.data(), (const unsigned*)plans.data(), nblocks, nseg, out.data());
+		deflate_encode(rows.data, n, tokens, counts, (const unsigned*)plans.data, nblocks, nseg, out);
 	}
-	for (size_t i = size; i < out.size(); i++)
+	for (size_t i = size; i < size + 64; i++)
 		if (out[i] != 0xa5) { fprintf(stderr, "wrote past the stream's end\n"); return 1; }
-	writeAll("out", out.data(), size);
+	writeAll("out", out, size);
 	return 0;
 }
