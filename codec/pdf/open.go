@@ -266,6 +266,11 @@ func (d *document) inspect(forEmbed bool) error {
 	if xt.PageCount > d.lim.MaxPages {
 		return refuse(CodeTooLarge, "the PDF has %d pages, more than the limit of %d", xt.PageCount, d.lim.MaxPages)
 	}
+	// Before anything walks the pages (the checks below, the overlay, the renderer): a page named twice is
+	// processed twice by all of them.
+	if err := d.checkPageTree(); err != nil {
+		return err
+	}
 	root, err := xt.Catalog()
 	if err != nil {
 		return &Error{Code: CodeBroken, Reason: "the document catalog is missing", Err: err}
