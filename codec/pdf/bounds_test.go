@@ -85,3 +85,58 @@ func TestPageNamedTwiceIsRefusedBeforeAnyPage(t *testing.T) {
 		})
 	}
 }
+
+// blankPages is a document of n distinct pages that inherit the media box box from the root and share one
+// small content stream: a few dozen bytes a page.
+func blankPages(n int, box string) []byte {
+	kids := make([]string, n)
+	objs := []string{"<< /Type /Catalog /Pages 2 0 R >>", "", flateObj("", []byte("0 g 10 10 20 20 re f"))}
+	for i := range n {
+		kids[i] = fmt.Sprintf("%d 0 R", 4+i)
+		objs = append(objs, "<< /Type /Page /Parent 2 0 R /Contents 3 0 R >>")
+	}
+	objs[1] = fmt.Sprintf("<< /Type /Pages /Kids [%s] /Count %d /MediaBox %s >>", strings.Join(kids, " "), n, box)
+	return buildPDF(objs, "/Root 1 0 R")
+}
+
+// TestDetectionPixelsAreBoundedBeforeRendering: 200 pages of 200 inches square (the largest page accepted,
+// rendered at 16 MP each) in a 13 kB file ask 3,400 MP of rendering and analysis, more than the 2,000 MP free
+// plus 1,000 a byte of the default limits: detection refuses with CodeTooLarge before rendering (the adapter
+// has no renderer, which a detection that went on would report). With a larger free allowance the same file
+// goes on to the renderer.
+func TestDetectionPixelsAreBoundedBeforeRendering(t *testing.T) {
+	src := writeTemp(t, "big-pages.pdf", blankPages(200, "[0 0 14400 14400]"))
+	ctx := context.Background()
+	_, err := noRendererAdapter(t, Limits{}).Detect(ctx, src)
+	if CodeOf(err) != CodeTooLarge || !strings.Contains(err.Error(), "megapixels") {
+		t.Fatalf("detect: %v, want code %s about megapixels", err, CodeTooLarge)
+	}
+	_, err = noRendererAdapter(t, Limits{DetectPixelsFree: 4_000_000_000}).Detect(ctx, src)
+	if CodeOf(err) != CodeTool {
+		t.Fatalf("detect within a larger budget: %v, want code %s (the renderer reached)", err, CodeTool)
+	}
+}
+
+// TestDetectionPixelsAreCountedAsRendered: when the pages' sizes cannot be read before rendering, the pixels the
+// renderer delivers are counted and the detection stops at the page that exceeds the budget: six pages of
+// 100 pt at 150 dpi (209×209 pixels) under a budget of three, rendered by one worker, analyse three pages and
+// answer CodeTooLarge.
+func TestDetectionPixelsAreCountedAsRendered(t *testing.T) {
+	a := testAdapter(t)
+	a.Limits = Limits{RenderWorkers: 1, DetectPixels: 3 * 209 * 209}
+	src := writeTemp(t, "six.pdf", blankPages(6, "[0 0 100 100]"))
+	ctx := context.Background()
+	doc, err := a.open(ctx, src, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer doc.close()
+	doc.pageList, doc.pageWalkFailed = nil, true // as for a tree the one-pass walk cannot read: no estimate
+	_, st, err := a.detectRenderedStats(ctx, doc, aloneBudget)
+	if CodeOf(err) != CodeTooLarge {
+		t.Fatalf("detect: %v, want code %s", err, CodeTooLarge)
+	}
+	if st.Pages != 3 {
+		t.Errorf("%d pages analysed, want the 3 within the budget", st.Pages)
+	}
+}

@@ -106,6 +106,13 @@ type Limits struct {
 	RenderMemory    int64         // address-space limit of the renderer process, in bytes
 	RenderMaxPixels int           // pixels of one rendered page; larger pages are rendered at a lower resolution
 	RenderWorkers   int           // renderer processes in parallel (0: one per CPU, at most 4)
+	// Detection renders and analyses every page (detect.go), so its work grows with the pages' pixels, which a
+	// few bytes a page can name. The pixels rendered for one detection, all pages together, are bounded by
+	// DetectPixelsFree plus DetectPixelsPerByte for each byte of the file, and by DetectPixels whatever its
+	// size (detectPixelBudget).
+	DetectPixels        int64
+	DetectPixelsFree    int64
+	DetectPixelsPerByte int64
 }
 
 // DefaultLimits are the limits for uploads of up to 64 MB.
@@ -121,6 +128,14 @@ func DefaultLimits() Limits {
 		PageTimeout:     10 * time.Second,
 		RenderMemory:    1 << 30,
 		RenderMaxPixels: 16 << 20,
+		// 2,000 MP is about 950 Letter or A4 pages at 150 dpi whatever the file; beyond that a page of that
+		// size needs 2.1 kB of file (real documents have 3 to 90 kB a page, test/booklet files 0.7 kB: see
+		// docs/ARCHITECTURE.md "Security audit"); 24,000 MP covers 10,000 A4 pages. One Letter page costs
+		// about 0.065 CPU-s to render and analyse (0.14 s for a 16 MP page), so the floor is about a CPU-minute
+		// and the ceiling, reached only by a file of 22 MB or more, about 13.
+		DetectPixels:        24_000_000_000,
+		DetectPixelsFree:    2_000_000_000,
+		DetectPixelsPerByte: 1000,
 	}
 }
 
@@ -133,7 +148,17 @@ func (l Limits) withDefaults() Limits {
 		ParseTimeout: orDefault(l.ParseTimeout, d.ParseTimeout), PageTimeout: orDefault(l.PageTimeout, d.PageTimeout),
 		RenderMemory: orDefault(l.RenderMemory, d.RenderMemory), RenderMaxPixels: orDefault(l.RenderMaxPixels, d.RenderMaxPixels),
 		RenderWorkers: l.RenderWorkers,
+		DetectPixels:  orDefault(l.DetectPixels, d.DetectPixels), DetectPixelsFree: orDefault(l.DetectPixelsFree, d.DetectPixelsFree),
+		DetectPixelsPerByte: orDefault(l.DetectPixelsPerByte, d.DetectPixelsPerByte),
 	}
+}
+
+// detectPixelBudget is how many pixels one detection may render, all pages together, for a file of size bytes.
+func (l Limits) detectPixelBudget(size int64) int64 {
+	if size > 0 && l.DetectPixelsPerByte > (l.DetectPixels-l.DetectPixelsFree)/size {
+		return l.DetectPixels
+	}
+	return min(l.DetectPixels, l.DetectPixelsFree+l.DetectPixelsPerByte*max(size, 0))
 }
 
 // orDefault is v when set (above zero), else the default d.
