@@ -140,3 +140,91 @@ func TestDetectionPixelsAreCountedAsRendered(t *testing.T) {
 		t.Errorf("%d pages analysed, want the 3 within the budget", st.Pages)
 	}
 }
+
+// tinyObjects is a one-page document followed by n tiny objects, each at its own offset in a classic table.
+func tinyObjects(n int) []byte {
+	objs := []string{"<< /Type /Catalog /Pages 2 0 R >>", "<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+		"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] >>"}
+	for range n {
+		objs = append(objs, "<< /A 1 >>")
+	}
+	return buildPDF(objs, "/Root 1 0 R")
+}
+
+// oneSlotManyNumbers is a one-page document whose cross-reference stream names n objects (5 to n+4), all in
+// slot 0 of one object stream: a few hundred bytes and six object headers, n objects for the parser.
+func oneSlotManyNumbers(n int) []byte {
+	var b strings.Builder
+	b.WriteString("%PDF-1.7\n")
+	offs := map[int]int{}
+	obj := func(nr int, body string) {
+		offs[nr] = b.Len()
+		fmt.Fprintf(&b, "%d 0 obj\n%s\nendobj\n", nr, body)
+	}
+	obj(1, "<< /Type /Catalog /Pages 2 0 R >>")
+	obj(2, "<< /Type /Pages /Kids [3 0 R] /Count 1 >>")
+	obj(3, "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] >>")
+	obj(4, flateObj("/Type /ObjStm /N 1 /First 4", []byte("5 0 << /A 1 >>")))
+	size := n + 6
+	xrefNr, xrefOff := n+5, b.Len()
+	rows := make([]byte, 0, 7*size)
+	row := func(typ byte, f2, f3 int) {
+		rows = append(rows, typ, byte(f2>>24), byte(f2>>16), byte(f2>>8), byte(f2), byte(f3>>8), byte(f3))
+	}
+	row(0, 0, 65535)
+	for nr := 1; nr <= 4; nr++ {
+		row(1, offs[nr], 0)
+	}
+	for range n {
+		row(2, 4, 0)
+	}
+	row(1, xrefOff, 0)
+	fmt.Fprintf(&b, "%d 0 obj\n%s\nendobj\nstartxref\n%d\n%%%%EOF\n", xrefNr,
+		flateObj(fmt.Sprintf("/Type /XRef /Size %d /W [1 4 2] /Root 1 0 R", size), rows), xrefOff)
+	return []byte(b.String())
+}
+
+// TestManyObjectsAreRefusedBeforeParsing: pdfcpu keeps a few kB for each object the file names (a 20 MB file of
+// tiny objects took 1.16 GB to open), so files naming more objects than MaxObjects are refused by Probe, Embed
+// and Detect before the parser reads them (the reason is the pre-scan's), counting the objects a table names
+// in use, the object headers of a file with no usable table (the parser and the repair pass rebuild it from
+// them), and numbers a cross-reference stream maps to one object stream slot.
+func TestManyObjectsAreRefusedBeforeParsing(t *testing.T) {
+	many := tinyObjects(1200)
+	cases := map[string][]byte{
+		"classic table":       many,
+		"no table":            many[:strings.Index(string(many), "\nxref\n")+1],
+		"numbers in one slot": oneSlotManyNumbers(1200),
+	}
+	a := noRendererAdapter(t, Limits{MaxObjects: 1000})
+	ctx := context.Background()
+	for name, data := range cases {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			src := filepath.Join(dir, "in.pdf")
+			if err := os.WriteFile(src, data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			want := "more than 1000 objects"
+			if _, err := a.Probe(ctx, src); CodeOf(err) != CodeTooLarge || !strings.Contains(err.Error(), want) {
+				t.Fatalf("probe: %v, want code %s saying %q", err, CodeTooLarge, want)
+			}
+			if _, err := a.Embed(ctx, src, filepath.Join(dir, "out.pdf"), testID(name), Options{}); CodeOf(err) != CodeTooLarge {
+				t.Fatalf("embed: %v, want code %s", err, CodeTooLarge)
+			}
+			if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+				t.Errorf("files left behind: %v", entries)
+			}
+			if _, err := a.Detect(ctx, src); CodeOf(err) != CodeTooLarge {
+				t.Fatalf("detect: %v, want code %s", err, CodeTooLarge)
+			}
+		})
+	}
+	// Within the limit the same documents open (the one-slot one as the parser reads it).
+	for name, data := range map[string][]byte{"classic table": many, "numbers in one slot": oneSlotManyNumbers(1200)} {
+		src := writeTemp(t, "ok.pdf", data)
+		if _, err := noRendererAdapter(t, Limits{MaxObjects: 2000}).Probe(ctx, src); CodeOf(err) == CodeTooLarge {
+			t.Errorf("%s: refused under a limit of 2000 objects: %v", name, err)
+		}
+	}
+}

@@ -122,7 +122,7 @@ func DefaultLimits() Limits {
 		MaxPages:        10000,
 		MaxPageSide:     14400,
 		MaxDecodeBytes:  256 << 20,
-		MaxObjects:      2_000_000,
+		MaxObjects:      200_000,
 		MaxDepth:        64,
 		ParseTimeout:    60 * time.Second,
 		PageTimeout:     10 * time.Second,
