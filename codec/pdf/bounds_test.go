@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"filigrane/codec"
+	"filigrane/codec/pdf/pdftest"
 )
 
 // noRendererAdapter is an adapter whose mutool does not exist: a refusal it answers with a document code (not
@@ -22,17 +23,8 @@ func noRendererAdapter(t testing.TB, lim Limits) *Adapter {
 	return &Adapter{Codec: c, Mutool: "/nonexistent/mutool", Limits: lim}
 }
 
-// repeatedPage is a one-page document whose page tree names the page object times times (/Count says times):
-// the audit's 54 kB file at 9,000.
-func repeatedPage(times int) []byte {
-	return buildPDF([]string{
-		"<< /Type /Catalog /Pages 2 0 R >>",
-		fmt.Sprintf("<< /Type /Pages /Kids [%s] /Count %d >>", strings.TrimSpace(strings.Repeat("3 0 R ", times)), times),
-		"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R /Resources << /Font << /F1 5 0 R >> >> >>",
-		flateObj("", []byte(textPage(1))),
-		"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
-	}, "/Root 1 0 R")
-}
+// repeatedPage names one page object times times (pdftest.RepeatedPage): the audit's 54 kB file at 9,000.
+var repeatedPage = pdftest.RepeatedPage
 
 // TestPageNamedTwiceIsRefusedBeforeAnyPage: a page tree that names a page, or an intermediate node, more than
 // once is refused by Probe, Embed and Detect with CodePageTree before any page is processed (the adapter has
