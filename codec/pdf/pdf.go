@@ -22,7 +22,8 @@
 //
 // Detection decodes at most aloneBudget pages of a document on their own (a blind decode each, which is what the
 // false-positive bound counts); the other pages are analysed at the overlay's known geometry and contribute
-// through one combined decode and a codeword test against the document's ids (detect.go, docs/codec.md).
+// through one combined decode and a codeword test against the document's ids (detect.go, docs/codec.md). The
+// pixels it renders, all pages together, are bounded by what the file's size pays for (Limits.DetectPixels*).
 //
 // Text, vectors, links, outlines, metadata and page geometry are kept: the page content is wrapped in q/Q and
 // the overlay is appended as one shared form XObject per page size.
