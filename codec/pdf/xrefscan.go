@@ -98,8 +98,10 @@ func checkXRefTables(data []byte, objects *objectCounter) error {
 				continue
 			}
 			if m := reSubHeader.FindSubmatch(line); m != nil {
-				if next, _ = strconv.ParseInt(string(m[1]), 10, 64); next < 0 {
-					next = -1
+				first, err := strconv.ParseInt(string(m[1]), 10, 64)
+				next = first
+				if err != nil || first < 0 {
+					next = -1 // a number no reader takes: its entries name nothing to count
 				}
 				continue
 			}
