@@ -93,7 +93,7 @@ func blankPages(n int, box string) []byte {
 
 // TestDetectionPixelsAreBoundedBeforeRendering: 200 pages of 200 inches square (the largest page accepted,
 // rendered at 16 MP each) in a 13 kB file ask 3,400 MP of rendering and analysis, more than the 2,000 MP free
-// plus 1,000 a byte of the default limits: detection refuses with CodeTooLarge before rendering (the adapter
+// plus 2,000 a byte of the default limits: detection refuses with CodeTooLarge before rendering (the adapter
 // has no renderer, which a detection that went on would report). With a larger free allowance the same file
 // goes on to the renderer.
 func TestDetectionPixelsAreBoundedBeforeRendering(t *testing.T) {

@@ -130,13 +130,14 @@ func DefaultLimits() Limits {
 		RenderMemory:    1 << 30,
 		RenderMaxPixels: 16 << 20,
 		// 2,000 MP is about 950 Letter or A4 pages at 150 dpi whatever the file; beyond that a page of that
-		// size needs 2.1 kB of file (real documents have 3 to 90 kB a page, test/booklet files 0.7 kB: see
-		// docs/ARCHITECTURE.md "Security audit"); 24,000 MP covers 10,000 A4 pages. One Letter page costs
-		// about 0.065 CPU-s to render and analyse (0.14 s for a 16 MP page), so the floor is about a CPU-minute
-		// and the ceiling, reached only by a file of 22 MB or more, about 13.
+		// size needs 1.05 kB of file (the real documents measured have 3.2 to 90 kB a page, test booklets
+		// 0.65 kB; a crafted page sharing its content with the others, a few dozen bytes: docs/ARCHITECTURE.md
+		// "Security audit"); 24,000 MP covers 10,000 A4 pages. One Letter page costs about 0.065 CPU-s to
+		// render and analyse (0.14 s for a 16 MP page), so the floor is about a CPU-minute and the ceiling,
+		// reached only by a file of 11 MB or more, about 13.
 		DetectPixels:        24_000_000_000,
 		DetectPixelsFree:    2_000_000_000,
-		DetectPixelsPerByte: 1000,
+		DetectPixelsPerByte: 2000,
 	}
 }
 
