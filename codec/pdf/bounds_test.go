@@ -111,25 +111,27 @@ func TestDetectionPixelsAreBoundedBeforeRendering(t *testing.T) {
 
 // TestDetectionPixelsAreCountedAsRendered: when the pages' sizes cannot be read before rendering, the pixels the
 // renderer delivers are counted and the detection stops at the page that exceeds the budget: six pages of
-// 100 pt at 150 dpi (209×209 pixels) under a budget of three, rendered by one worker, analyse three pages and
-// answer CodeTooLarge.
+// 100 pt at 150 dpi (209×209 pixels) under a budget of three analyse three pages, by one renderer or by two in
+// parallel, and answer CodeTooLarge.
 func TestDetectionPixelsAreCountedAsRendered(t *testing.T) {
-	a := testAdapter(t)
-	a.Limits = Limits{RenderWorkers: 1, DetectPixels: 3 * 209 * 209}
 	src := writeTemp(t, "six.pdf", blankPages(6, "[0 0 100 100]"))
 	ctx := context.Background()
-	doc, err := a.open(ctx, src, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer doc.close()
-	doc.pageList, doc.pageWalkFailed = nil, true // as for a tree the one-pass walk cannot read: no estimate
-	_, st, err := a.detectRenderedStats(ctx, doc, aloneBudget)
-	if CodeOf(err) != CodeTooLarge {
-		t.Fatalf("detect: %v, want code %s", err, CodeTooLarge)
-	}
-	if st.Pages != 3 {
-		t.Errorf("%d pages analysed, want the 3 within the budget", st.Pages)
+	for _, workers := range []int{1, 2} {
+		a := testAdapter(t)
+		a.Limits = Limits{RenderWorkers: workers, DetectPixels: 3 * 209 * 209}
+		doc, err := a.open(ctx, src, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		doc.pageList, doc.pageWalkFailed = nil, true // as for a tree the one-pass walk cannot read: no estimate
+		_, st, err := a.detectRenderedStats(ctx, doc, aloneBudget)
+		doc.close()
+		if CodeOf(err) != CodeTooLarge {
+			t.Fatalf("%d workers: %v, want code %s", workers, err, CodeTooLarge)
+		}
+		if st.Pages != 3 {
+			t.Errorf("%d workers: %d pages analysed, want the 3 within the budget", workers, st.Pages)
+		}
 	}
 }
 
