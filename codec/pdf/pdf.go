@@ -100,7 +100,7 @@ type Limits struct {
 	MaxPages        int           // page count
 	MaxPageSide     float64       // longest page side in points (14400 is the PDF maximum of 200 inches)
 	MaxDecodeBytes  int64         // bytes one stream, and all object and cross-reference streams together, may decode to while parsing
-	MaxObjects      int           // objects in the cross-reference table
+	MaxObjects      int           // objects the file names (cross-reference sections; object headers), counted before parsing (objcount.go)
 	MaxDepth        int           // nesting of dictionaries, arrays and the page tree while parsing
 	ParseTimeout    time.Duration // whole parse (pdfcpu, cancelled through the context)
 	PageTimeout     time.Duration // rendering one page
