@@ -16,7 +16,8 @@ import (
 // bytes without keeping them, and refuses the file once their total passes maxDecode. Such a stream filtered by
 // anything but FlateDecode (LZW, run-length; no writer uses them for these), or filtered and not zlib data, is
 // refused too, as it cannot be counted here; one stored unfiltered is no bigger than the file. It runs before the parser; content and image streams are not its concern (pdfcpu does not
-// decode them to read the file, and the renderer runs in its own memory-limited process).
+// decode them to read the file, and the renderer runs in its own memory-limited process). The same pass counts
+// the objects the file names and refuses more than maxObjects (objcount.go).
 func checkObjectStreams(path string, maxDecode int64, maxObjects int) error {
 	data, err := os.ReadFile(path)
 	if err != nil {
