@@ -6,7 +6,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"filigrane/codec"
 	"filigrane/codec/pdf/pdftest"
@@ -132,6 +134,26 @@ func TestDetectionPixelsAreCountedAsRendered(t *testing.T) {
 		if st.Pages != 3 {
 			t.Errorf("%d workers: %d pages analysed, want the 3 within the budget", workers, st.Pages)
 		}
+	}
+}
+
+// TestDetectionRenderTimeIsBounded: the time pages take to arrive from the renderer is counted against the
+// document's budget (RenderTime plus RenderTimePerMB a megabyte), on the adapter's clock: with a clock that
+// advances a minute each time it is read, every page takes a minute, and under a 90 s budget the detection
+// analyses the first page and refuses at the second with CodeTooLarge.
+func TestDetectionRenderTimeIsBounded(t *testing.T) {
+	a := testAdapter(t)
+	a.Limits = Limits{RenderWorkers: 1, RenderTime: 90 * time.Second, RenderTimePerMB: time.Nanosecond}
+	var ticks atomic.Int64
+	start := time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC)
+	a.now = func() time.Time { return start.Add(time.Duration(ticks.Add(1)) * time.Minute) }
+	src := writeTemp(t, "six.pdf", blankPages(6, "[0 0 100 100]"))
+	_, st, err := a.DetectRenderedStats(context.Background(), src)
+	if CodeOf(err) != CodeTooLarge || !strings.Contains(err.Error(), "rendering the pages took longer") {
+		t.Fatalf("detect: %v, want code %s about the rendering time", err, CodeTooLarge)
+	}
+	if st.Pages != 1 {
+		t.Errorf("%d pages analysed, want 1", st.Pages)
 	}
 }
 

@@ -240,7 +240,8 @@ func pixelBudgetError(doc *document, needed string, dpi float64) *Error {
 func (a *Adapter) detectRenderedStats(ctx context.Context, doc *document, budget int) (codec.Detection, DetectStats, error) {
 	pages := doc.info.Pages
 	r := renderer{mutool: a.mutool(), dpi: a.renderDPI(doc), pageLimit: doc.lim.PageTimeout,
-		memLimit: doc.lim.RenderMemory, maxPixels: doc.lim.RenderMaxPixels + doc.lim.RenderMaxPixels/8}
+		memLimit: doc.lim.RenderMemory, maxPixels: doc.lim.RenderMaxPixels + doc.lim.RenderMaxPixels/8,
+		total: &renderTime{limit: doc.lim.renderTimeBudget(doc.inBytes)}, now: a.now}
 	pixelBudget := doc.lim.detectPixelBudget(doc.inBytes)
 	if est, ok := estimatePixels(doc, r.dpi, r.maxPixels); ok && est > pixelBudget {
 		return codec.Detection{}, DetectStats{}, pixelBudgetError(doc, fmt.Sprintf("%d megapixels for its %d pages", est/1e6, pages), r.dpi)
@@ -315,13 +316,13 @@ func (a *Adapter) detectRenderedStats(ctx context.Context, doc *document, budget
 		st.Analysed += s.Analysed
 		st.Synced += s.Synced
 	}
+	// On an error the counts still say how far the detection got (for tests); the detection itself failed.
 	if errors.Is(context.Cause(ctx), errPixelBudget) {
-		// The counts say how far it got (for tests); the detection itself is refused.
 		return codec.Detection{}, st, pixelBudgetError(doc, fmt.Sprintf("more than %d megapixels", rendered.Load()/1e6), r.dpi)
 	}
 	for _, err := range errs {
 		if err != nil {
-			return codec.Detection{}, DetectStats{}, err
+			return codec.Detection{}, st, err
 		}
 	}
 	d := combine(a.Codec, units, softs, sums, budget, &st)

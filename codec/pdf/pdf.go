@@ -114,6 +114,11 @@ type Limits struct {
 	DetectPixels        int64
 	DetectPixelsFree    int64
 	DetectPixelsPerByte int64
+	// The pixels do not bound the renderer's time on a page that is costly to draw (many distinct page
+	// objects can share one such content stream), so the time the pages take to arrive, all together, is
+	// bounded by RenderTime plus RenderTimePerMB for each megabyte of the file (renderTimeBudget).
+	RenderTime      time.Duration
+	RenderTimePerMB time.Duration
 }
 
 // DefaultLimits are the limits for uploads of up to 64 MB.
@@ -138,6 +143,12 @@ func DefaultLimits() Limits {
 		DetectPixels:        24_000_000_000,
 		DetectPixelsFree:    2_000_000_000,
 		DetectPixelsPerByte: 2000,
+		// Real documents render in a few ms a page (octave.pdf: 1,158 pages in 2.7 CPU-s; gnuplot.pdf, 311
+		// pages of plots, 0.7 s): 60 s covers thousands of pages even on a loaded node, and a document of costly
+		// pages (maps, drawings) brings their bytes: 10 s a megabyte, 700 s for the largest detection upload,
+		// under the job deadline.
+		RenderTime:      60 * time.Second,
+		RenderTimePerMB: 10 * time.Second,
 	}
 }
 
@@ -152,6 +163,7 @@ func (l Limits) withDefaults() Limits {
 		RenderWorkers: l.RenderWorkers,
 		DetectPixels:  orDefault(l.DetectPixels, d.DetectPixels), DetectPixelsFree: orDefault(l.DetectPixelsFree, d.DetectPixelsFree),
 		DetectPixelsPerByte: orDefault(l.DetectPixelsPerByte, d.DetectPixelsPerByte),
+		RenderTime:          orDefault(l.RenderTime, d.RenderTime), RenderTimePerMB: orDefault(l.RenderTimePerMB, d.RenderTimePerMB),
 	}
 }
 
@@ -161,6 +173,11 @@ func (l Limits) detectPixelBudget(size int64) int64 {
 		return l.DetectPixels
 	}
 	return min(l.DetectPixels, l.DetectPixelsFree+l.DetectPixelsPerByte*max(size, 0))
+}
+
+// renderTimeBudget is how long a detection's pages may take to render, all together, for a file of size bytes.
+func (l Limits) renderTimeBudget(size int64) time.Duration {
+	return l.RenderTime + time.Duration(float64(l.RenderTimePerMB)*float64(max(size, 0))/(1<<20))
 }
 
 // orDefault is v when set (above zero), else the default d.
@@ -178,6 +195,8 @@ type Adapter struct {
 	Limits Limits
 	// RenderDPI is the resolution pages are rendered at for detection (0: 150).
 	RenderDPI float64
+	// now reads the clock for the renderer's time budget (nil: time.Now); tests set it.
+	now func() time.Time
 }
 
 // Options tune one embedding.
