@@ -247,7 +247,9 @@ func (k Kind) Deadline(info Info) time.Duration { return jobstate.DeadlineFor(k.
 
 // Price is the credits op costs on a file described by info (DESIGN.md 5): an image or PDF embed costs its
 // rate per file, a video embed its rate per started minute (at least one), a detection the detect rate per
-// file whatever the kind.
+// file whatever the kind. A PDF detection's work grows with its pages; the spec shows no price per page, so
+// the price stays per file and codec/pdf bounds the work instead (the pages' pixels by the file's size,
+// docs/ARCHITECTURE.md "Security audit").
 func (k Kind) Price(op jobstate.Operation, r Rates, info Info) int64 {
 	if op == jobstate.OperationDetect {
 		return r.Detect

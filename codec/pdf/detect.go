@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -200,10 +201,54 @@ func (a *Adapter) detectRendered(ctx context.Context, doc *document) (codec.Dete
 	return d, err
 }
 
+// The work of a detection by rendering is the pages' pixels: rendering them, and analysing each at the
+// overlay's geometry (aloneBudget bounds the costlier blind decodes separately, to 200 pages of about 0.5 CPU-s
+// whatever their size). A document names its pages' sizes in a few bytes, so the pixels are bounded by what the
+// file's size pays for (Limits.detectPixelBudget): checked on the pages' boxes before anything is rendered
+// (estimatePixels), and counted as the renderer delivers them, which is what bounds a page whose box the
+// estimate read differently from the renderer.
+var errPixelBudget = errors.New("the detection's pixel budget is spent")
+
+// estimatePixels is the pixels the renderer draws for the document's pages at dpi: each page's visible box as
+// displayed (/UserUnit scales it), at most maxPixels (a larger page is refused by the renderer's reader). A page
+// without a media box counts as US Letter, which is what MuPDF draws. ok is false when the page tree cannot be
+// walked in one pass; the count as pages arrive then bounds the work alone.
+func estimatePixels(doc *document, dpi float64, maxPixels int) (total int64, ok bool) {
+	if _, _, err := doc.page(1); err != nil || doc.pageList == nil {
+		return 0, false
+	}
+	for _, r := range doc.pageList {
+		w, h := 612.0, 792.0
+		if box := visibleBox(r.attrs.MediaBox, r.attrs.CropBox); box != nil {
+			u := pageUserUnit(doc, r.dict)
+			w, h = box.Width()*u, box.Height()*u
+		}
+		px := math.Ceil(w*dpi/72) * math.Ceil(h*dpi/72)
+		total += int64(min(px, float64(maxPixels)))
+	}
+	return total, true
+}
+
+// pixelBudgetError is the refusal of a document whose pages need more pixels than its budget.
+func pixelBudgetError(doc *document, needed string, dpi float64) *Error {
+	l := doc.lim
+	return refuse(CodeTooLarge, "detecting the mark renders every page: %s at %.0f dpi, more than the %d megapixels a file "+
+		"of %d bytes allows (%d, plus %d a byte, at most %d)", needed, dpi, l.detectPixelBudget(doc.inBytes)/1e6, doc.inBytes,
+		l.DetectPixelsFree/1e6, l.DetectPixelsPerByte, l.DetectPixels/1e6)
+}
+
 func (a *Adapter) detectRenderedStats(ctx context.Context, doc *document, budget int) (codec.Detection, DetectStats, error) {
 	pages := doc.info.Pages
 	r := renderer{mutool: a.mutool(), dpi: a.renderDPI(doc), pageLimit: doc.lim.PageTimeout,
-		memLimit: doc.lim.RenderMemory, maxPixels: doc.lim.RenderMaxPixels + doc.lim.RenderMaxPixels/8}
+		memLimit: doc.lim.RenderMemory, maxPixels: doc.lim.RenderMaxPixels + doc.lim.RenderMaxPixels/8,
+		total: &renderTime{limit: doc.lim.renderTimeBudget(doc.inBytes)}, now: a.now}
+	pixelBudget := doc.lim.detectPixelBudget(doc.inBytes)
+	if est, ok := estimatePixels(doc, r.dpi, r.maxPixels); ok && est > pixelBudget {
+		return codec.Detection{}, DetectStats{}, pixelBudgetError(doc, fmt.Sprintf("%d megapixels for its %d pages", est/1e6, pages), r.dpi)
+	}
+	var rendered atomic.Int64 // pixels delivered by the renderer so far, all workers together
+	ctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
 	workers := doc.lim.RenderWorkers
 	if workers <= 0 {
 		workers = min(runtime.GOMAXPROCS(0), 4)
@@ -229,6 +274,10 @@ func (a *Adapter) detectRenderedStats(ctx context.Context, doc *document, budget
 			defer wg.Done()
 			st := &stats[w]
 			errs[w] = r.render(ctx, doc.path, first, last, func(page int, g grayPage) {
+				if rendered.Add(int64(g.Width)*int64(g.Height)) > pixelBudget {
+					stop(errPixelBudget) // the renderers are killed; this page and those after it are not analysed
+					return
+				}
 				i := page - 1
 				lp := codec.LumaPlane{Pix: toFloat(g.Pix), Width: g.Width, Height: g.Height, Stride: g.Width}
 				var soft codec.FrameSoft
@@ -260,17 +309,21 @@ func (a *Adapter) detectRenderedStats(ctx context.Context, doc *document, budget
 		}()
 	}
 	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return codec.Detection{}, DetectStats{}, err
-		}
-	}
 	var st DetectStats
 	for _, s := range stats {
 		st.Pages += s.Pages
 		st.Alone += s.Alone
 		st.Analysed += s.Analysed
 		st.Synced += s.Synced
+	}
+	// On an error the counts still say how far the detection got (for tests); the detection itself failed.
+	if errors.Is(context.Cause(ctx), errPixelBudget) {
+		return codec.Detection{}, st, pixelBudgetError(doc, fmt.Sprintf("more than %d megapixels", rendered.Load()/1e6), r.dpi)
+	}
+	for _, err := range errs {
+		if err != nil {
+			return codec.Detection{}, st, err
+		}
 	}
 	d := combine(a.Codec, units, softs, sums, budget, &st)
 	return d, st, nil

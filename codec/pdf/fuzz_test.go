@@ -28,6 +28,11 @@ func fuzzSeeds() [][]byte {
 		[]byte("%PDF-1.4\n1 0 obj << /Type /Catalog >> endobj\ntrailer << /Root 1 0 R >>\n%%EOF"),
 		[]byte("%PDF-" + string(bytes.Repeat([]byte("[<<("), 200))),
 		objStmBomb()[:4096],
+		// The bounds of the page tree and the object count (bounds_test.go); the fuzzers' MaxObjects is 10,000.
+		repeatedPage(50),
+		bytes.Replace(doc, []byte("/Kids ["), []byte("/Kids [7 0 R "), 1), // the first page named twice
+		tinyObjects(10001),
+		oneSlotManyNumbers(10001),
 	}
 }
 

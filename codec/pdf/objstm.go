@@ -16,14 +16,20 @@ import (
 // bytes without keeping them, and refuses the file once their total passes maxDecode. Such a stream filtered by
 // anything but FlateDecode (LZW, run-length; no writer uses them for these), or filtered and not zlib data, is
 // refused too, as it cannot be counted here; one stored unfiltered is no bigger than the file. It runs before the parser; content and image streams are not its concern (pdfcpu does not
-// decode them to read the file, and the renderer runs in its own memory-limited process).
-func checkObjectStreams(path string, maxDecode int64) error {
+// decode them to read the file, and the renderer runs in its own memory-limited process). The same pass counts
+// the objects the file names and refuses more than maxObjects (objcount.go).
+func checkObjectStreams(path string, maxDecode int64, maxObjects int) error {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return fmt.Errorf("pdf: %w", err)
 	}
-	if err := checkXRefTables(data); err != nil {
+	objects := newObjectCounter(maxObjects) // objcount.go
+	if err := checkXRefTables(data, objects); err != nil {
 		return err
+	}
+	headers := int64(countObjectHeaders(data)) // plus the objects the object streams declare, as they are found
+	if headers > int64(maxObjects) {
+		return tooManyObjects(maxObjects)
 	}
 	var total int64
 	from := 0 // where the search for the next keyword starts; the text since is the next stream's dictionary
@@ -54,9 +60,14 @@ func checkObjectStreams(path string, maxDecode int64) error {
 			continue
 		}
 		isXRef := hasName(dict, "/XRef")
+		if n, ok := dictInt(dict, "N"); ok && !isXRef {
+			if headers += n; headers > int64(maxObjects) {
+				return tooManyObjects(maxObjects)
+			}
+		}
 		if !hasName(dict, "/Filter") {
 			if n, ok := dictInt(dict, "Length"); isXRef && ok && n >= 0 && int64(start)+n <= int64(len(data)) {
-				if err := checkXRefStream(dict, data[start:int64(start)+n]); err != nil {
+				if err := checkXRefStream(dict, data[start:int64(start)+n], objects); err != nil {
 					return err
 				}
 			}
@@ -84,7 +95,7 @@ func checkObjectStreams(path string, maxDecode int64) error {
 			return refuse(CodeTooLarge, "the PDF's object and cross-reference streams inflate to more than %d MB", maxDecode>>20)
 		}
 		if isXRef && n <= maxXRefRows {
-			if err := checkXRefStream(dict, rows.Bytes()); err != nil {
+			if err := checkXRefStream(dict, rows.Bytes(), objects); err != nil {
 				return err
 			}
 		}

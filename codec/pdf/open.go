@@ -56,10 +56,7 @@ func (a *Adapter) open(ctx context.Context, src string, forEmbed bool) (*documen
 	if err := sniff(src); err != nil {
 		return nil, err
 	}
-	if err := checkNesting(src, lim.MaxDepth); err != nil {
-		return nil, err
-	}
-	if err := checkObjectStreams(src, lim.MaxDecodeBytes); err != nil {
+	if err := prescan(src, lim); err != nil {
 		return nil, err
 	}
 	doc := &document{path: src, inBytes: st.Size(), lim: lim, codec: a.Codec}
@@ -82,7 +79,13 @@ func (a *Adapter) open(ctx context.Context, src string, forEmbed bool) (*documen
 		if rerr == nil {
 			if st2, err := os.Stat(fixed); err == nil && st2.Size() <= 2*lim.MaxBytes {
 				doc.info = Info{}
-				if err2 := doc.load(ctx, fixed, forEmbed); err2 == nil || isRefusal(err2) {
+				// The repaired file is read by the same parser: its objects are bounded as the original's
+				// (a file with no usable table is rebuilt from every object header it holds).
+				err2 := prescan(fixed, lim)
+				if err2 == nil {
+					err2 = doc.load(ctx, fixed, forEmbed)
+				}
+				if err2 == nil || isRefusal(err2) {
 					perr = err2
 					doc.path = fixed
 					doc.info.Repaired = true
@@ -101,6 +104,15 @@ func (a *Adapter) open(ctx context.Context, src string, forEmbed bool) (*documen
 		return nil, &Error{Code: CodeBroken, Reason: "the PDF structure is broken and could not be repaired", Err: perr}
 	}
 	return doc, nil
+}
+
+// prescan runs the checks that read the file's bytes before the parser does: nesting, object and
+// cross-reference stream sizes, object counts.
+func prescan(path string, lim Limits) error {
+	if err := checkNesting(path, lim.MaxDepth); err != nil {
+		return err
+	}
+	return checkObjectStreams(path, lim.MaxDecodeBytes, lim.MaxObjects)
 }
 
 // load parses path into d, runs the refusal checks on the raw objects (before validation, which may rewrite or
@@ -265,6 +277,11 @@ func (d *document) inspect(forEmbed bool) error {
 	}
 	if xt.PageCount > d.lim.MaxPages {
 		return refuse(CodeTooLarge, "the PDF has %d pages, more than the limit of %d", xt.PageCount, d.lim.MaxPages)
+	}
+	// Before anything walks the pages (the checks below, the overlay, the renderer): a page named twice is
+	// processed twice by all of them.
+	if err := d.checkPageTree(); err != nil {
+		return err
 	}
 	root, err := xt.Catalog()
 	if err != nil {

@@ -22,7 +22,8 @@
 //
 // Detection decodes at most aloneBudget pages of a document on their own (a blind decode each, which is what the
 // false-positive bound counts); the other pages are analysed at the overlay's known geometry and contribute
-// through one combined decode and a codeword test against the document's ids (detect.go, docs/codec.md).
+// through one combined decode and a codeword test against the document's ids (detect.go, docs/codec.md). The
+// pixels it renders, all pages together, are bounded by what the file's size pays for (Limits.DetectPixels*).
 //
 // Text, vectors, links, outlines, metadata and page geometry are kept: the page content is wrapped in q/Q and
 // the overlay is appended as one shared form XObject per page size.
@@ -53,6 +54,7 @@ const (
 	CodeBroken     Code = "pdf_broken"      // the PDF could not be parsed, even after a repair pass
 	CodeTooLarge   Code = "pdf_too_large"   // file size, page count, page size or a parsing budget exceeded
 	CodeNoPages    Code = "pdf_no_pages"    // the document has no page
+	CodePageTree   Code = "pdf_page_tree"   // the page tree names a page (or node) more than once
 	CodeRender     Code = "pdf_render"      // a page could not be rendered within its time and memory budget
 	CodeTool       Code = "pdf_tool_absent" // the renderer is not installed (a server problem, not the input's)
 )
@@ -98,13 +100,25 @@ type Limits struct {
 	MaxPages        int           // page count
 	MaxPageSide     float64       // longest page side in points (14400 is the PDF maximum of 200 inches)
 	MaxDecodeBytes  int64         // bytes one stream, and all object and cross-reference streams together, may decode to while parsing
-	MaxObjects      int           // objects in the cross-reference table
+	MaxObjects      int           // objects the file names (cross-reference sections; object headers), counted before parsing (objcount.go)
 	MaxDepth        int           // nesting of dictionaries, arrays and the page tree while parsing
 	ParseTimeout    time.Duration // whole parse (pdfcpu, cancelled through the context)
 	PageTimeout     time.Duration // rendering one page
 	RenderMemory    int64         // address-space limit of the renderer process, in bytes
 	RenderMaxPixels int           // pixels of one rendered page; larger pages are rendered at a lower resolution
 	RenderWorkers   int           // renderer processes in parallel (0: one per CPU, at most 4)
+	// Detection renders and analyses every page (detect.go), so its work grows with the pages' pixels, which a
+	// few bytes a page can name. The pixels rendered for one detection, all pages together, are bounded by
+	// DetectPixelsFree plus DetectPixelsPerByte for each byte of the file, and by DetectPixels whatever its
+	// size (detectPixelBudget).
+	DetectPixels        int64
+	DetectPixelsFree    int64
+	DetectPixelsPerByte int64
+	// The pixels do not bound the renderer's time on a page that is costly to draw (many distinct page
+	// objects can share one such content stream), so the time the pages take to arrive, all together, is
+	// bounded by RenderTime plus RenderTimePerMB for each megabyte of the file (renderTimeBudget).
+	RenderTime      time.Duration
+	RenderTimePerMB time.Duration
 }
 
 // DefaultLimits are the limits for uploads of up to 64 MB.
@@ -114,12 +128,27 @@ func DefaultLimits() Limits {
 		MaxPages:        10000,
 		MaxPageSide:     14400,
 		MaxDecodeBytes:  256 << 20,
-		MaxObjects:      2_000_000,
+		MaxObjects:      200_000,
 		MaxDepth:        64,
 		ParseTimeout:    60 * time.Second,
 		PageTimeout:     10 * time.Second,
 		RenderMemory:    1 << 30,
 		RenderMaxPixels: 16 << 20,
+		// 2,000 MP is about 950 Letter or A4 pages at 150 dpi whatever the file; beyond that a page of that
+		// size needs 1.05 kB of file (the real documents measured have 3.2 to 90 kB a page, test booklets
+		// 0.65 kB; a crafted page sharing its content with the others, a few dozen bytes: docs/ARCHITECTURE.md
+		// "Security audit"); 24,000 MP covers 10,000 A4 pages. One Letter page costs about 0.065 CPU-s to
+		// render and analyse (0.14 s for a 16 MP page), so the floor is about a CPU-minute and the ceiling,
+		// reached only by a file of 11 MB or more, about 13.
+		DetectPixels:        24_000_000_000,
+		DetectPixelsFree:    2_000_000_000,
+		DetectPixelsPerByte: 2000,
+		// Real documents render in a few ms a page (octave.pdf: 1,158 pages in 2.7 CPU-s; gnuplot.pdf, 311
+		// pages of plots, 0.7 s): 60 s covers thousands of pages even on a loaded node, and a document of costly
+		// pages (maps, drawings) brings their bytes: 10 s a megabyte, 700 s for the largest detection upload,
+		// under the job deadline.
+		RenderTime:      60 * time.Second,
+		RenderTimePerMB: 10 * time.Second,
 	}
 }
 
@@ -132,7 +161,23 @@ func (l Limits) withDefaults() Limits {
 		ParseTimeout: orDefault(l.ParseTimeout, d.ParseTimeout), PageTimeout: orDefault(l.PageTimeout, d.PageTimeout),
 		RenderMemory: orDefault(l.RenderMemory, d.RenderMemory), RenderMaxPixels: orDefault(l.RenderMaxPixels, d.RenderMaxPixels),
 		RenderWorkers: l.RenderWorkers,
+		DetectPixels:  orDefault(l.DetectPixels, d.DetectPixels), DetectPixelsFree: orDefault(l.DetectPixelsFree, d.DetectPixelsFree),
+		DetectPixelsPerByte: orDefault(l.DetectPixelsPerByte, d.DetectPixelsPerByte),
+		RenderTime:          orDefault(l.RenderTime, d.RenderTime), RenderTimePerMB: orDefault(l.RenderTimePerMB, d.RenderTimePerMB),
 	}
+}
+
+// detectPixelBudget is how many pixels one detection may render, all pages together, for a file of size bytes.
+func (l Limits) detectPixelBudget(size int64) int64 {
+	if size > 0 && l.DetectPixelsPerByte > (l.DetectPixels-l.DetectPixelsFree)/size {
+		return l.DetectPixels
+	}
+	return min(l.DetectPixels, l.DetectPixelsFree+l.DetectPixelsPerByte*max(size, 0))
+}
+
+// renderTimeBudget is how long a detection's pages may take to render, all together, for a file of size bytes.
+func (l Limits) renderTimeBudget(size int64) time.Duration {
+	return l.RenderTime + time.Duration(float64(l.RenderTimePerMB)*float64(max(size, 0))/(1<<20))
 }
 
 // orDefault is v when set (above zero), else the default d.
@@ -150,6 +195,8 @@ type Adapter struct {
 	Limits Limits
 	// RenderDPI is the resolution pages are rendered at for detection (0: 150).
 	RenderDPI float64
+	// now reads the clock for the renderer's time budget (nil: time.Now); tests set it.
+	now func() time.Time
 }
 
 // Options tune one embedding.

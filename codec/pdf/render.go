@@ -9,6 +9,7 @@ import (
 	"math"
 	"os/exec"
 	"strconv"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -28,10 +29,28 @@ type renderer struct {
 	pageLimit time.Duration
 	memLimit  int64
 	maxPixels int
+	// total, when set, is the renderer time all the document's pages may take together, shared by the
+	// renderer processes; now reads the clock for it (nil: time.Now; tests advance their own).
+	total *renderTime
+	now   func() time.Time
+}
+
+// renderTime is a document's renderer time budget: what its pages took to arrive, all processes together.
+type renderTime struct {
+	limit time.Duration
+	used  atomic.Int64 // nanoseconds
+}
+
+// spend counts d and reports whether the budget still holds.
+func (b *renderTime) spend(d time.Duration) bool {
+	return b == nil || time.Duration(b.used.Add(int64(d))) <= b.limit
 }
 
 // errRenderTimeout marks a page that did not arrive within its budget.
 var errRenderTimeout = errors.New("page rendering exceeded its time budget")
+
+// errRenderTotal marks a document whose pages took longer than its renderer time budget.
+var errRenderTotal = errors.New("rendering exceeded the document's time budget")
 
 // render calls fn for each page of first..last (1-based) in order. A page the renderer skipped (it failed on
 // it) shows up as fewer pages: the caller counts what arrived.
@@ -63,10 +82,16 @@ func (r renderer) render(ctx context.Context, path string, first, last int, fn f
 	stop := context.AfterFunc(ctx, kill)
 	timedOut := func() bool { return !timer.Stop() }
 
+	now := r.now
+	if now == nil {
+		now = time.Now
+	}
 	br := bufio.NewReaderSize(stdout, 1<<16)
 	page := first
 	var readErr error
 	for page <= last {
+		// The wait for a page is the renderer's time on it (the analysis of the previous one runs before).
+		waitFrom := now()
 		g, err := readPGM(br, r.maxPixels)
 		if err != nil {
 			if !errors.Is(err, io.EOF) {
@@ -76,6 +101,10 @@ func (r renderer) render(ctx context.Context, path string, first, last int, fn f
 		}
 		if timedOut() {
 			readErr = errRenderTimeout
+			break
+		}
+		if !r.total.spend(now().Sub(waitFrom)) {
+			readErr = errRenderTotal
 			break
 		}
 		fn(page, g)
@@ -92,6 +121,8 @@ func (r renderer) render(ctx context.Context, path string, first, last int, fn f
 	switch {
 	case ctx.Err() != nil:
 		return fmt.Errorf("pdf: render: %w", ctx.Err())
+	case errors.Is(readErr, errRenderTotal):
+		return &Error{Code: CodeTooLarge, Reason: fmt.Sprintf("rendering the pages took longer than the %s a file of this size allows, all pages together (page %d)", r.total.limit, page), Err: errRenderTotal}
 	case errors.Is(readErr, errRenderTimeout) || expired && page <= last:
 		return &Error{Code: CodeRender, Reason: fmt.Sprintf("page %d did not render within %s", page, r.pageLimit), Err: errRenderTimeout}
 	case readErr != nil:

@@ -58,7 +58,7 @@ var (
 
 // checkXRefTables reads the classic cross-reference sections ("xref", subsection headers, 20-byte entries up
 // to "trailer") and checks each for shared offsets.
-func checkXRefTables(data []byte) error {
+func checkXRefTables(data []byte, objects *objectCounter) error {
 	for from := 0; ; {
 		k := bytes.Index(data[from:], []byte("xref"))
 		if k < 0 {
@@ -70,6 +70,7 @@ func checkXRefTables(data []byte) error {
 			continue
 		}
 		var offsets []int64
+		next := int64(-1) // the object number of the next entry, from the subsection header
 		pos := from
 		for pos < len(data) {
 			end := bytes.IndexByte(data[pos:], '\n')
@@ -85,10 +86,23 @@ func checkXRefTables(data []byte) error {
 				if m[3][0] == 'n' {
 					off, _ := strconv.ParseInt(string(m[1]), 10, 64)
 					offsets = append(offsets, off)
+					if off > 0 && next >= 0 {
+						if err := objects.add(next); err != nil {
+							return err
+						}
+					}
+				}
+				if next >= 0 {
+					next++
 				}
 				continue
 			}
-			if reSubHeader.Match(line) {
+			if m := reSubHeader.FindSubmatch(line); m != nil {
+				first, err := strconv.ParseInt(string(m[1]), 10, 64)
+				next = first
+				if err != nil || first < 0 {
+					next = -1 // a number no reader takes: its entries name nothing to count
+				}
 				continue
 			}
 			break // "trailer" or anything else ends the section
@@ -103,7 +117,7 @@ func checkXRefTables(data []byte) error {
 var (
 	reW       = regexp.MustCompile(`/W\s*\[\s*(\d+)\s+(\d+)\s+(\d+)\s*\]`)
 	reIndex   = regexp.MustCompile(`/Index\s*\[([\d\s]*)\]`)
-	reIntName = regexp.MustCompile(`/(Size|Length|Predictor|Columns)\s+(\d+)`)
+	reIntName = regexp.MustCompile(`/(Size|Length|Predictor|Columns|N)\s+(\d+)`)
 )
 
 // dictInt is the last direct integer value of key in a dictionary's text.
@@ -123,7 +137,7 @@ func dictInt(dict []byte, key string) (int64, bool) {
 // checkXRefStream decodes the rows of a cross-reference stream (its /W layout, after the PNG predictor when
 // /DecodeParms names one) and checks its type-1 entries for shared offsets. A layout it cannot read is left to
 // the parser.
-func checkXRefStream(dict, rows []byte) error {
+func checkXRefStream(dict, rows []byte, objects *objectCounter) error {
 	ws := reW.FindAllSubmatch(dict, -1)
 	if len(ws) == 0 {
 		return nil
@@ -152,17 +166,22 @@ func checkXRefStream(dict, rows []byte) error {
 		}
 	}
 	entries := len(rows) / width
+	// numbers are the subsections' (first object number, count) pairs, by which the rows are numbered.
+	var numbers [][2]int64
 	if idx := reIndex.FindAllSubmatch(dict, -1); len(idx) > 0 {
 		// The entries the subsections declare; rows past them are ignored by readers.
 		f := bytes.Fields(idx[len(idx)-1][1])
 		declared := int64(0)
 		for i := 1; i < len(f); i += 2 {
+			first, _ := strconv.ParseInt(string(f[i-1]), 10, 64)
 			n, _ := strconv.ParseInt(string(f[i]), 10, 64)
 			declared += n
+			numbers = append(numbers, [2]int64{first, n})
 		}
 		entries = int(min(int64(entries), declared))
 	} else if size, ok := dictInt(dict, "Size"); ok {
 		entries = int(min(int64(entries), size))
+		numbers = [][2]int64{{0, size}}
 	}
 	field := func(row []byte, i int) int64 {
 		start := 0
@@ -176,7 +195,7 @@ func checkXRefStream(dict, rows []byte) error {
 		return v
 	}
 	var offsets []int64
-	for r := range entries {
+	row := func(r int, nr int64) error {
 		row := rows[r*width : (r+1)*width]
 		typ := int64(1)
 		if w[0] > 0 {
@@ -184,6 +203,25 @@ func checkXRefStream(dict, rows []byte) error {
 		}
 		if typ == 1 {
 			offsets = append(offsets, field(row, 1))
+		}
+		// Types 1 (at an offset) and 2 (in an object stream) are objects in use, both read by the parser.
+		if (typ == 1 || typ == 2) && nr >= 0 {
+			return objects.add(nr)
+		}
+		return nil
+	}
+	r := 0
+	for _, sub := range numbers {
+		for k := int64(0); k < sub[1] && r < entries; k++ {
+			if err := row(r, sub[0]+k); err != nil {
+				return err
+			}
+			r++
+		}
+	}
+	for ; r < entries; r++ { // rows no subsection numbers (a /Size that could not be read): offsets only
+		if err := row(r, -1); err != nil {
+			return err
 		}
 	}
 	return sharedOffsets(offsets)

@@ -101,3 +101,15 @@ func Make(spec Doc) []byte {
 	objs = append(objs, spec.ExtraObjs...)
 	return Build(objs, "/Root 1 0 R /Info 4 0 R")
 }
+
+// RepeatedPage is a one-page document whose page tree names the page object times times (and counts times
+// pages): not a tree, which the adapter refuses before processing any page.
+func RepeatedPage(times int) []byte {
+	return Build([]string{
+		"<< /Type /Catalog /Pages 2 0 R >>",
+		fmt.Sprintf("<< /Type /Pages /Kids [%s] /Count %d >>", strings.TrimSpace(strings.Repeat("3 0 R ", times)), times),
+		"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R /Resources << /Font << /F1 5 0 R >> >> >>",
+		Flate("", []byte(TextPage(1))),
+		"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+	}, "/Root 1 0 R")
+}
