@@ -2,13 +2,16 @@ package actors
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/rs/zerolog"
 
 	"filigrane/internal/clock"
+	"filigrane/persistence"
 	"filigrane/persistence/pebblestore"
 )
 
@@ -91,5 +94,72 @@ func TestKeyCacheWritesDropEntries(t *testing.T) {
 	keys.Cache.put(before, clk.Now(), gen) // the racing authentication finishes after the revocation
 	if _, err := keys.Authenticate(ctx, secret2); !errors.Is(err, ErrInvalidKey) {
 		t.Fatalf("a record read before the revocation was cached after it: %v", err)
+	}
+}
+
+// countedStore counts the key reads of a real store.
+type countedStore struct {
+	persistence.Store
+	reads int
+}
+
+func (s *countedStore) Get(ctx context.Context, key []byte) (persistence.Item, error) {
+	if strings.HasPrefix(string(key), prefixAPIKey) {
+		s.reads++
+	}
+	return s.Store.Get(ctx, key)
+}
+
+// TestKeyCacheRemembersMisses: an unknown id costs one read, then 401s without one for missTTL. A key
+// written under that id through the same cache works at once; one written by another node (another cache)
+// works once the miss has expired, not before.
+func TestKeyCacheRemembersMisses(t *testing.T) {
+	store, err := pebblestore.Open(t.TempDir(), zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	clk := clock.NewManual(time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC))
+	counted := &countedStore{Store: store}
+	here := Keys{Store: counted, Clock: clk, Cache: NewKeyCache(5 * time.Second)}
+	there := Keys{Store: store, Clock: clk, Cache: NewKeyCache(5 * time.Second)}
+	ctx := context.Background()
+	keyWith := func(id string) (string, APIKey) {
+		secret := keyPrefix + id + "_s3cret"
+		sum := sha256.Sum256([]byte(secret))
+		return secret, APIKey{ID: id, OrgID: "org_1", MemberID: "mem_1", Scopes: []string{ScopeDetect},
+			SecretHash: sum[:], CreatedAt: clk.Now()}
+	}
+
+	secret, key := keyWith("0123456789abcdef")
+	for range 3 {
+		if _, err := here.Authenticate(ctx, secret); !errors.Is(err, ErrInvalidKey) {
+			t.Fatalf("unknown key: %v", err)
+		}
+	}
+	if counted.reads != 1 {
+		t.Fatalf("an unknown key three times: %d reads, want 1", counted.reads)
+	}
+	if err := here.put(ctx, key, persistence.NoVersion); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := here.Authenticate(ctx, secret); err != nil {
+		t.Fatalf("a key created through the cache that remembered its id missing: %v", err)
+	}
+
+	secret, key = keyWith("fedcba9876543210")
+	if _, err := here.Authenticate(ctx, secret); !errors.Is(err, ErrInvalidKey) {
+		t.Fatalf("unknown key: %v", err)
+	}
+	if err := there.put(ctx, key, persistence.NoVersion); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(missTTL - time.Second)
+	if _, err := here.Authenticate(ctx, secret); !errors.Is(err, ErrInvalidKey) {
+		t.Fatalf("a key created on another node, within missTTL of a miss: %v", err)
+	}
+	clk.Advance(time.Second)
+	if _, err := here.Authenticate(ctx, secret); err != nil {
+		t.Fatalf("a key created on another node, missTTL after the miss: %v", err)
 	}
 }

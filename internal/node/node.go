@@ -35,6 +35,7 @@ import (
 	"filigrane/http/console"
 	"filigrane/internal/accounts"
 	"filigrane/internal/admin"
+	"filigrane/internal/authlimit"
 	"filigrane/internal/clock"
 	"filigrane/internal/egress"
 	"filigrane/persistence"
@@ -477,7 +478,9 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 			return nil, err
 		}
 	}
-	keys := actors.Keys{Store: store, Clock: cfg.Clock, Cache: actors.NewKeyCache(keyCacheTTL)} // API and console share it
+	// API and console share the key cache; unknown key ids cost store reads within authlimit's defaults.
+	keys := actors.Keys{Store: store, Clock: cfg.Clock, Cache: actors.NewKeyCache(keyCacheTTL),
+		Limit: authlimit.New(authlimit.Config{}, cfg.Clock)}
 	n.api = apihttp.New(apihttp.Config{
 		Keys:         keys,
 		Orgs:         actors.OrgClient{Caller: n.cluster},
