@@ -60,7 +60,8 @@ func TestUnknownKeyLookupsInFlightAreBounded(t *testing.T) {
 	release := func() { releaseOnce.Do(func() { close(held.release) }) }
 	defer release() // a failing test must not leave the server's handlers waiting
 	clk := clock.NewManual(time.Date(2026, 6, 1, 10, 0, 0, 0, time.UTC))
-	s := New(Config{Clock: clk, Keys: actors.Keys{Store: held, Clock: clk, Cache: actors.NewKeyCache(5 * time.Second),
+	// The request's own deadline is far away: only the bound may answer a lookup that the store holds.
+	s := New(Config{Clock: clk, ActorTimeout: time.Minute, Keys: actors.Keys{Store: held, Clock: clk, Cache: actors.NewKeyCache(5 * time.Second),
 		Limit: authlimit.New(authlimit.Config{MaxInFlight: bound}, clk)}})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -74,13 +75,13 @@ func TestUnknownKeyLookupsInFlightAreBounded(t *testing.T) {
 		_ = s.Shutdown(ctx)
 		<-served
 	}()
-	client := &nethttp.Client{Timeout: 10 * time.Second}
+	client := &nethttp.Client{Timeout: 30 * time.Second}
 	type answer struct {
 		status     int
 		retryAfter string
 		code       string
 	}
-	get := func(path, key string) (answer, error) {
+	getWith := func(client *nethttp.Client, path, key string) (answer, error) {
 		req, err := nethttp.NewRequest("GET", "http://"+ln.Addr().String()+path, nil)
 		if err != nil {
 			return answer{}, err
@@ -98,6 +99,7 @@ func TestUnknownKeyLookupsInFlightAreBounded(t *testing.T) {
 		_ = json.Unmarshal(b, &p)
 		return answer{resp.StatusCode, resp.Header.Get("Retry-After"), p.Code}, nil
 	}
+	get := func(path, key string) (answer, error) { return getWith(client, path, key) }
 	unknown := func(i int) string { return fmt.Sprintf("fgk_%016x_notasecret", i) }
 
 	results := make(chan answer, bound)
@@ -113,7 +115,8 @@ func TestUnknownKeyLookupsInFlightAreBounded(t *testing.T) {
 	for range bound {
 		<-held.entered
 	}
-	a, err := get("/auth/api-key", unknown(bound))
+	// Answered at once: a lookup that waited for a slot would wait for the held ones (a minute).
+	a, err := getWith(&nethttp.Client{Timeout: 5 * time.Second}, "/auth/api-key", unknown(bound))
 	if err != nil {
 		t.Fatalf("the lookup past the bound was not answered while the others were held: %v", err)
 	}
