@@ -193,12 +193,6 @@ func (c *KeyCache) look(id string, now time.Time) cacheLook {
 	return l
 }
 
-// get returns the cached key, or false and the write count to hand to put for a record read after this call.
-func (c *KeyCache) get(id string, now time.Time) (APIKey, bool, uint64) {
-	l := c.look(id, now)
-	return l.key, l.fresh, l.gen
-}
-
 // forget drops an id whose record is being written.
 func (c *KeyCache) forget(id string) {
 	c.mu.Lock()

@@ -86,7 +86,7 @@ func TestKeyCacheWritesDropEntries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, _, gen := keys.Cache.get(key2.ID, clk.Now())
+	gen := keys.Cache.look(key2.ID, clk.Now()).gen
 	before, _, err := keys.Get(ctx, key2.ID)
 	if err != nil {
 		t.Fatal(err)
