@@ -109,9 +109,6 @@ func New(cfg Config, clk clock.Clock) *Limiter {
 		overflow: bucket{tokens: float64(cfg.Burst), at: clk.Now()}}
 }
 
-// Config returns the limits in force (defaults filled in).
-func (l *Limiter) Config() Config { return l.cfg }
-
 // Client is the bucket key of a remote address: the IPv4 address, or the /64 of an IPv6 address (one
 // subscriber usually holds a whole /64, so per-address buckets would give one client 2^64 of them).
 func Client(ip net.IP) string {
@@ -204,7 +201,7 @@ func (l *Limiter) refill(b *bucket, now time.Time) {
 	}
 }
 
-// Tracked returns the number of addresses with a bucket (for tests and metrics).
+// Tracked returns the number of addresses with a bucket.
 func (l *Limiter) Tracked() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
