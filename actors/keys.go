@@ -8,10 +8,12 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
 	"time"
 
+	"filigrane/internal/authlimit"
 	"filigrane/internal/clock"
 	"filigrane/persistence"
 )
@@ -98,19 +100,32 @@ type Keys struct {
 	Store persistence.Store
 	Clock clock.Clock
 	// Cache, when set, keeps key records read by Authenticate for a short time, so that a request does not
-	// read and decode its key record (from object storage in a cluster). Every write through Keys drops the
-	// key from the cache, so a revocation is immediate for the Keys sharing that cache; other nodes of a
-	// cluster see it within the cache's TTL. Share one cache between all the Keys of a process.
+	// read and decode its key record (from object storage in a cluster), and remembers ids the store did not
+	// have for missTTL, so that a repeated unknown key costs no read either. Every write through Keys drops
+	// the id from the cache, so a revocation is immediate for the Keys sharing that cache; other nodes of a
+	// cluster see it within the cache's TTL. It also makes concurrent lookups of one id share one read.
+	// Share one cache between all the Keys of a process.
 	Cache *KeyCache
+	// Limit, when set, bounds the store reads for key ids the cache knows nothing of (guesses, or a key's
+	// first use on this node): per client address for AuthenticateFrom, and in flight across all clients.
+	// A refused lookup is a *authlimit.Refusal. Refreshing a key the cache held once is not limited.
+	Limit *authlimit.Limiter
 }
 
-// KeyCache remembers key records for a fixed time.
+// KeyCache remembers key records, and ids that have no record, for a fixed time.
 type KeyCache struct {
 	ttl     time.Duration
 	mu      sync.Mutex
 	entries map[string]cachedKey
+	// misses holds the time each id was found missing. A miss cached here for an id created later on
+	// another node needs someone to have sent that id before it existed: ids are 64 random bits, so only a
+	// guesser can, and the guesser then waits missTTL. A write through these Keys drops it at once.
+	misses map[string]time.Time
+	// flights are the reads under way, by id: a second lookup of the id waits for the first one's answer.
+	flights map[string]*keyFlight
 	// writes counts the writes through Keys: a record read before a write is not cached after it, or a
-	// revocation racing with an authentication could leave the key usable for a TTL.
+	// revocation racing with an authentication could leave the key usable for a TTL (and a miss read before
+	// a creation would refuse the new key for missTTL).
 	writes uint64
 }
 
@@ -119,31 +134,72 @@ type cachedKey struct {
 	fetched time.Time
 }
 
-// maxCachedKeys bounds the cache; past it the cache starts over rather than tracking recency.
-const maxCachedKeys = 100_000
-
-// NewKeyCache returns a cache whose entries live for ttl.
-func NewKeyCache(ttl time.Duration) *KeyCache {
-	return &KeyCache{ttl: ttl, entries: map[string]cachedKey{}}
+// keyFlight is one store read of a key id; done closes once key and err are set.
+type keyFlight struct {
+	done chan struct{}
+	key  APIKey
+	err  error
 }
 
-// get returns the cached key, or false and the write count to hand to put for a record read after this call.
-func (c *KeyCache) get(id string, now time.Time) (APIKey, bool, uint64) {
+// maxCachedKeys bounds the cache; past it the cache starts over rather than tracking recency. maxCachedMisses
+// bounds the misses the same way: filling it takes that many distinct unknown ids, each a rate-limited read.
+const (
+	maxCachedKeys   = 100_000
+	maxCachedMisses = 10_000
+)
+
+// missTTL is how long an id found missing is answered 401 without a read. Short, although a miss only ever
+// hides a key from a guesser (see KeyCache.misses): a store restored with keys that were missing for a
+// while, or one written offline, is seen within it.
+const missTTL = 30 * time.Second
+
+// NewKeyCache returns a cache whose key records live for ttl (ids found missing: missTTL).
+func NewKeyCache(ttl time.Duration) *KeyCache {
+	return &KeyCache{ttl: ttl, entries: map[string]cachedKey{}, misses: map[string]time.Time{},
+		flights: map[string]*keyFlight{}}
+}
+
+// cacheLook is what the cache knows of an id.
+type cacheLook struct {
+	key   APIKey
+	fresh bool // key is a record younger than the TTL
+	miss  bool // the id was found missing less than missTTL ago
+	// known: the cache held a record of the id once (stale now), so a read refreshes a key that exists
+	// rather than tests a guess.
+	known bool
+	// flight is a read of the id under way, to wait for.
+	flight *keyFlight
+	// gen is the write count to hand to put or putMiss for a record read after this call.
+	gen uint64
+}
+
+// look returns what the cache knows of id at now.
+func (c *KeyCache) look(id string, now time.Time) cacheLook {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	e, ok := c.entries[id]
-	if !ok || now.Sub(e.fetched) >= c.ttl || now.Before(e.fetched) {
-		return APIKey{}, false, c.writes
+	l := cacheLook{gen: c.writes}
+	if e, ok := c.entries[id]; ok {
+		l.known = true
+		if now.Sub(e.fetched) < c.ttl && !now.Before(e.fetched) {
+			l.key, l.fresh = e.key, true
+			return l
+		}
 	}
-	return e.key, true, c.writes
+	if at, ok := c.misses[id]; ok && now.Sub(at) < missTTL && !now.Before(at) {
+		l.miss = true
+		return l
+	}
+	l.flight = c.flights[id]
+	return l
 }
 
-// forget drops a key whose record is being written.
+// forget drops an id whose record is being written.
 func (c *KeyCache) forget(id string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.writes++
 	delete(c.entries, id)
+	delete(c.misses, id)
 }
 
 // put caches key, read when the write count was gen, unless a key was written since.
@@ -157,6 +213,51 @@ func (c *KeyCache) put(key APIKey, now time.Time, gen uint64) {
 		c.entries = map[string]cachedKey{}
 	}
 	c.entries[key.ID] = cachedKey{key: key, fetched: now}
+	delete(c.misses, key.ID)
+}
+
+// putMiss remembers that id had no record when the write count was gen, unless a key was written since.
+func (c *KeyCache) putMiss(id string, now time.Time, gen uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.writes != gen {
+		return
+	}
+	if len(c.misses) >= maxCachedMisses {
+		c.misses = map[string]time.Time{}
+	}
+	c.misses[id] = now
+}
+
+// lead returns the read of id under way, or starts one (true: the caller reads and lands it).
+func (c *KeyCache) lead(id string) (*keyFlight, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if f, ok := c.flights[id]; ok {
+		return f, false
+	}
+	f := &keyFlight{done: make(chan struct{})}
+	c.flights[id] = f
+	return f, true
+}
+
+// land hands the read's answer to the lookups waiting for it.
+func (c *KeyCache) land(id string, f *keyFlight, key APIKey, err error) {
+	c.mu.Lock()
+	delete(c.flights, id)
+	c.mu.Unlock()
+	f.key, f.err = key, err
+	close(f.done)
+}
+
+// wait returns the answer of the read f, or ctx's error first.
+func (f *keyFlight) wait(ctx context.Context) (APIKey, error) {
+	select {
+	case <-f.done:
+		return f.key, f.err
+	case <-ctx.Done():
+		return APIKey{}, fmt.Errorf("wait for the key lookup: %w", ctx.Err())
+	}
 }
 
 // NewKeySpec describes a key to create.
@@ -221,8 +322,17 @@ func (k Keys) Get(ctx context.Context, id string) (APIKey, persistence.Version, 
 }
 
 // Authenticate returns the key that secret belongs to, or ErrInvalidKey when it is malformed, unknown,
-// revoked or expired.
+// revoked or expired. It is AuthenticateFrom for a caller with no client address: Limit's in-flight bound
+// applies, its per-address buckets do not.
 func (k Keys) Authenticate(ctx context.Context, secret string) (APIKey, error) {
+	return k.AuthenticateFrom(ctx, secret, nil)
+}
+
+// AuthenticateFrom is Authenticate for a request from the client address from: with Limit set, a lookup
+// that has to ask the store about an id the cache knows nothing of spends a token of from's bucket unless
+// the key exists, and is refused with a *authlimit.Refusal when none is left or too many such lookups are
+// under way.
+func (k Keys) AuthenticateFrom(ctx context.Context, secret string, from net.IP) (APIKey, error) {
 	rest, ok := strings.CutPrefix(secret, keyPrefix)
 	if !ok || len(secret) > 128 {
 		return APIKey{}, ErrInvalidKey
@@ -232,22 +342,9 @@ func (k Keys) Authenticate(ctx context.Context, secret string) (APIKey, error) {
 		return APIKey{}, ErrInvalidKey
 	}
 	now := k.Clock.Now()
-	key, cached, gen := APIKey{}, false, uint64(0)
-	if k.Cache != nil {
-		key, cached, gen = k.Cache.get(id, now)
-	}
-	if !cached {
-		var err error
-		key, _, err = k.Get(ctx, id)
-		if errors.Is(err, persistence.ErrNotFound) {
-			return APIKey{}, ErrInvalidKey
-		}
-		if err != nil {
-			return APIKey{}, err
-		}
-		if k.Cache != nil {
-			k.Cache.put(key, now, gen)
-		}
+	key, err := k.lookup(ctx, id, now, authlimit.Client(from))
+	if err != nil {
+		return APIKey{}, err
 	}
 	sum := sha256.Sum256([]byte(secret))
 	if subtle.ConstantTimeCompare(sum[:], key.SecretHash) != 1 {
@@ -257,6 +354,86 @@ func (k Keys) Authenticate(ctx context.Context, secret string) (APIKey, error) {
 		return APIKey{}, ErrInvalidKey
 	}
 	return key, nil
+}
+
+// lookup returns the record of id from the cache, or from the store within Limit; ErrInvalidKey when there
+// is none.
+func (k Keys) lookup(ctx context.Context, id string, now time.Time, client string) (APIKey, error) {
+	if k.Cache == nil {
+		return k.limitedRead(ctx, id, client, false)
+	}
+	for attempt := 0; ; attempt++ {
+		key, err := k.cachedLookup(ctx, id, now, client)
+		if !errors.Is(err, errRetryLookup) || attempt == 2 {
+			return key, err
+		}
+	}
+}
+
+// cachedLookup is lookup with a cache: one read of an id at a time, the others wait for its answer.
+func (k Keys) cachedLookup(ctx context.Context, id string, now time.Time, client string) (APIKey, error) {
+	l := k.Cache.look(id, now)
+	switch {
+	case l.fresh:
+		return l.key, nil
+	case l.miss:
+		return APIKey{}, ErrInvalidKey
+	case l.flight != nil:
+		return l.flight.wait(ctx)
+	}
+	f, leader := k.Cache.lead(id)
+	if !leader { // another lookup of the id started since look
+		return f.wait(ctx)
+	}
+	// Landed however the read ends (a panic too): the lookups waiting on it must not wait for ever.
+	key, err := APIKey{}, errRetryLookup
+	defer func() {
+		var refused *authlimit.Refusal
+		if errors.As(err, &refused) {
+			// This client's refusal is not the answer for the others waiting on the id: they try themselves.
+			k.Cache.land(id, f, APIKey{}, errRetryLookup)
+			return
+		}
+		k.Cache.land(id, f, key, err)
+	}()
+	key, err = k.limitedRead(ctx, id, client, l.known)
+	switch {
+	case err == nil:
+		k.Cache.put(key, now, l.gen)
+	case errors.Is(err, ErrInvalidKey):
+		k.Cache.putMiss(id, now, l.gen)
+	}
+	return key, err
+}
+
+// errRetryLookup tells the lookups that waited on a refused one that nothing was read: they look again
+// (a few times; past that it is an error, answered 503).
+var errRetryLookup = errors.New("the key lookup this request waited on was refused; retry")
+
+// limitedRead reads the record of id within Limit: a read of an id the cache never held (known false)
+// takes a token of client's bucket, kept only when the store has no such id, and a lookup slot.
+func (k Keys) limitedRead(ctx context.Context, id, client string, known bool) (APIKey, error) {
+	if k.Limit != nil && !known {
+		if err := k.Limit.Begin(client); err != nil {
+			return APIKey{}, err
+		}
+		// Only a miss keeps the token: a store that failed says nothing about the client.
+		missed := true
+		defer func() { k.Limit.End(client, !missed) }()
+		key, _, err := k.Get(ctx, id)
+		missed = errors.Is(err, persistence.ErrNotFound)
+		return key, notFoundIsInvalid(err)
+	}
+	key, _, err := k.Get(ctx, id)
+	return key, notFoundIsInvalid(err)
+}
+
+// notFoundIsInvalid turns a missing record into ErrInvalidKey.
+func notFoundIsInvalid(err error) error {
+	if errors.Is(err, persistence.ErrNotFound) {
+		return ErrInvalidKey
+	}
+	return err
 }
 
 // List returns the keys of an organization (revoked ones included), oldest id first.

@@ -20,7 +20,18 @@ type Metrics struct {
 	latency  *prometheus.HistogramVec
 	// Actors counts active actor activations on this node by kind.
 	Actors *prometheus.GaugeVec
+	// authRefused counts API requests refused by authentication, by authRefusal reason.
+	authRefused *prometheus.CounterVec
 }
+
+// Reasons of filigrane_auth_refused_total: a fixed set, so the label is bounded whatever clients send.
+const (
+	authMissing      = "missing_key"     // 401: no X-API-Key
+	authInvalid      = "invalid_key"     // 401: malformed, unknown, wrong secret, revoked or expired
+	authAddressSpent = "address_limited" // 429: the client address's failed lookups are used up
+	authInFlightFull = "lookups_busy"    // 503: too many lookups of unknown keys under way
+	authStoreError   = "store_error"     // 503: the store did not answer the lookup
+)
 
 // NewMetrics builds the collectors.
 func NewMetrics() *Metrics {
@@ -36,8 +47,15 @@ func NewMetrics() *Metrics {
 		Actors: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "filigrane_actors_active", Help: "Active actor activations on this node by kind.",
 		}, []string{"kind"}),
+		authRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "filigrane_auth_refused_total",
+			Help: "API requests refused by API-key authentication, by reason: missing_key and invalid_key (401), address_limited (429: too many unknown keys from the client's address), lookups_busy (503: too many lookups of unknown keys under way), store_error (503).",
+		}, []string{"reason"}),
 	}
-	m.Registry.MustRegister(m.requests, m.latency, m.Actors,
+	for _, r := range []string{authMissing, authInvalid, authAddressSpent, authInFlightFull, authStoreError} {
+		m.authRefused.WithLabelValues(r) // present at 0 from the start, so that rate() sees the first refusal
+	}
+	m.Registry.MustRegister(m.requests, m.latency, m.Actors, m.authRefused,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	return m
 }

@@ -24,6 +24,7 @@ import (
 	"filigrane/actors/storagedest"
 	"filigrane/actors/webhooks"
 	"filigrane/http/console"
+	"filigrane/internal/authlimit"
 	"filigrane/internal/clock"
 	"filigrane/internal/netguard"
 	"filigrane/persistence"
@@ -481,26 +482,47 @@ func (s *Server) authed(anyScope []string, h func(*fasthttp.RequestCtx, *princip
 }
 
 // authenticate finds the request's key: its X-API-Key, or the signed-in member of a console call (see
-// console_mount.go). false means it answered.
+// console_mount.go). false means it answered. A key the node has to look up in the store is limited per
+// client address and in flight (actors.Keys.Limit): past those it answers 429 or 503 with Retry-After and
+// reads nothing.
 func (s *Server) authenticate(c context.Context, ctx *fasthttp.RequestCtx) (actors.APIKey, bool) {
 	if key, ok := consoleKey(ctx); ok {
 		return key, true
 	}
 	secret := string(ctx.Request.Header.Peek(headerAPIKey))
 	if secret == "" {
+		s.cfg.Metrics.authRefused.WithLabelValues(authMissing).Inc()
 		writeProblem(ctx, CodeUnauthorized, missingKeyDetail(ctx))
 		return actors.APIKey{}, false
 	}
-	key, err := s.cfg.Keys.Authenticate(c, secret)
-	if errors.Is(err, actors.ErrInvalidKey) {
+	key, err := s.cfg.Keys.AuthenticateFrom(c, secret, ctx.RemoteIP())
+	var refused *authlimit.Refusal
+	switch {
+	case err == nil:
+		return key, true
+	case errors.Is(err, actors.ErrInvalidKey):
+		s.cfg.Metrics.authRefused.WithLabelValues(authInvalid).Inc()
 		writeProblem(ctx, CodeUnauthorized, "the API key is invalid, expired or revoked")
-		return actors.APIKey{}, false
-	}
-	if err != nil {
+	case errors.As(err, &refused) && refused.Reason == authlimit.AddressSpent:
+		s.cfg.Metrics.authRefused.WithLabelValues(authAddressSpent).Inc()
+		secs := waitSeconds(refused.RetryAfter)
+		ctx.Response.Header.Set("Retry-After", strconv.Itoa(secs))
+		writeProblem(ctx, CodeRateLimited, fmt.Sprintf(
+			"too many requests with unknown API keys from your address; retry in %d s (a key this node already checked is not limited)", secs))
+	case errors.As(err, &refused):
+		s.cfg.Metrics.authRefused.WithLabelValues(authInFlightFull).Inc()
+		ctx.Response.Header.Set("Retry-After", strconv.Itoa(waitSeconds(refused.RetryAfter)))
+		writeProblem(ctx, CodeUnavailable, "too many API keys are being checked right now; retry shortly")
+	default:
+		s.cfg.Metrics.authRefused.WithLabelValues(authStoreError).Inc()
 		s.unavailable(ctx, err)
-		return actors.APIKey{}, false
 	}
-	return key, true
+	return actors.APIKey{}, false
+}
+
+// waitSeconds is d as a Retry-After value: whole seconds, rounded up, at least 1.
+func waitSeconds(d time.Duration) int {
+	return max(int((d+time.Second-1)/time.Second), 1)
 }
 
 // unavailable answers 503 when a dependency (storage, an actor) did not answer in time.

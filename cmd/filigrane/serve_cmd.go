@@ -18,6 +18,7 @@ import (
 	"filigrane/actors/webhooks"
 	"filigrane/cluster"
 	apihttp "filigrane/http"
+	"filigrane/internal/authlimit"
 	"filigrane/internal/netguard"
 	"filigrane/internal/node"
 )
@@ -55,6 +56,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	uploadSecretFile := fs.String("upload-secret-file", envOr("FILIGRANE_UPLOAD_SECRET_FILE", ""), "file holding the upload URL signing secret (default: generated once and kept in the store)")
 	fs.IntVar(&cfg.Conns.MaxConns, "max-conns", envInt("FILIGRANE_MAX_CONNS", netguard.DefaultMaxConns), "open connections per listener (API, upload host); more are answered 503")
 	fs.IntVar(&cfg.Conns.MaxConnsPerIP, "max-conns-per-ip", envInt("FILIGRANE_MAX_CONNS_PER_IP", netguard.DefaultMaxConnsPerIP), "open connections per client IP and listener; more are answered 503")
+	unknownKeys := fs.Int("unknown-keys-per-ip", envInt("FILIGRANE_UNKNOWN_KEYS_PER_IP", authlimit.DefaultBurst), "API-key lookups that find no key, per client address (IPv6: per /64) and minute, all of them at once at most; more are answered 429 (0: the default)")
+	fs.IntVar(&cfg.UnknownKeys.MaxInFlight, "unknown-key-lookups", envInt("FILIGRANE_UNKNOWN_KEY_LOOKUPS", authlimit.DefaultMaxInFlight), "lookups of API keys this node does not know under way at once, from all clients; more are answered 503 (0: the default)")
 	fs.DurationVar(&cfg.Conns.HeaderTimeout, "header-timeout", envDuration("FILIGRANE_HEADER_TIMEOUT", apihttp.DefaultHeaderTimeout), "time a request has to send its headers; 408 after it")
 	fs.DurationVar(&cfg.Conns.BodyProgress, "body-timeout", envDuration("FILIGRANE_BODY_TIMEOUT", netguard.DefaultBodyProgress), "longest wait for the next bytes of a request body or response (progress, not total time)")
 	fs.DurationVar(&cfg.Conns.IdleTimeout, "idle-timeout", envDuration("FILIGRANE_IDLE_TIMEOUT", apihttp.DefaultIdleTimeout), "how long a keep-alive connection may wait for its next request")
@@ -72,6 +75,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.IntVar(&cfg.FailureDetection.SuspicionMult, "cluster-suspicion-mult", envInt("FILIGRANE_CLUSTER_SUSPICION_MULT", fd.SuspicionMult), "failure detection: a suspected member has this many probe intervals to refute before it is declared dead")
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	// N a minute, N at once: the bucket holds N and earns one back every minute/N.
+	cfg.UnknownKeys.Burst = *unknownKeys
+	if *unknownKeys > 0 {
+		cfg.UnknownKeys.Every = time.Minute / time.Duration(*unknownKeys)
 	}
 	if err := checkLimitEnv(); err != nil {
 		fmt.Fprintln(stderr, "filigrane serve:", err)
@@ -265,6 +273,13 @@ func checkLimitEnv() error {
 			}
 		}
 	}
+	for _, name := range []string{"FILIGRANE_UNKNOWN_KEYS_PER_IP", "FILIGRANE_UNKNOWN_KEY_LOOKUPS"} {
+		if v := os.Getenv(name); v != "" {
+			if n, err := strconv.Atoi(v); err != nil || n < 0 {
+				return fmt.Errorf("%s=%q: want a whole number of key lookups (0: the default)", name, v)
+			}
+		}
+	}
 	for _, name := range []string{"FILIGRANE_LONG_WORKERS", "FILIGRANE_GPU_SLOTS"} {
 		if v := os.Getenv(name); v != "" {
 			if n, err := strconv.Atoi(v); err != nil || n < 0 {
@@ -311,6 +326,7 @@ func checkLimitFlags(cfg *node.Config, workers int) error {
 	}{
 		{"--max-conns", cfg.Conns.MaxConns}, {"--max-conns-per-ip", cfg.Conns.MaxConnsPerIP},
 		{"--workers", workers}, {"--long-workers", cfg.LongWorkers}, {"--gpu-slots", cfg.GPUSlots},
+		{"--unknown-keys-per-ip", cfg.UnknownKeys.Burst}, {"--unknown-key-lookups", cfg.UnknownKeys.MaxInFlight},
 	} {
 		if c.n < 0 {
 			return fmt.Errorf("%s %d: want a whole number, 0 or more (0: the default)", c.flag, c.n)

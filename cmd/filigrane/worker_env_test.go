@@ -41,6 +41,8 @@ func TestServeRefusesOutOfRangeFlags(t *testing.T) {
 		{"--workers", "-1"},
 		{"--long-workers", "-2"},
 		{"--gpu-slots", "-1"},
+		{"--unknown-keys-per-ip", "-1"},
+		{"--unknown-key-lookups", "-3"},
 		{"--header-timeout", "-1s"},
 		{"--body-timeout", "-1s"},
 		{"--idle-timeout", "-1s"},

@@ -35,6 +35,7 @@ import (
 	"filigrane/http/console"
 	"filigrane/internal/accounts"
 	"filigrane/internal/admin"
+	"filigrane/internal/authlimit"
 	"filigrane/internal/clock"
 	"filigrane/internal/egress"
 	"filigrane/persistence"
@@ -132,6 +133,9 @@ type Config struct {
 	PublicURL string
 	// Conns bounds the connections of each listener (API and upload host) and how long they may stall.
 	Conns apihttp.ConnLimits
+	// UnknownKeys bounds the store reads that API keys the node does not know may cost: per client address
+	// and in flight (zero values: authlimit's defaults).
+	UnknownKeys authlimit.Config
 	// GPUStrict refuses accelerator=gpu with 503 when no GPU is ready instead of running it on the CPU.
 	GPUStrict bool
 	// GPUState, when set, is the accelerator state the API reports and wakes instead of the node's own
@@ -477,7 +481,9 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 			return nil, err
 		}
 	}
-	keys := actors.Keys{Store: store, Clock: cfg.Clock, Cache: actors.NewKeyCache(keyCacheTTL)} // API and console share it
+	// API and console share the key cache; unknown key ids cost store reads within cfg.UnknownKeys.
+	keys := actors.Keys{Store: store, Clock: cfg.Clock, Cache: actors.NewKeyCache(keyCacheTTL),
+		Limit: authlimit.New(cfg.UnknownKeys, cfg.Clock)}
 	n.api = apihttp.New(apihttp.Config{
 		Keys:         keys,
 		Orgs:         actors.OrgClient{Caller: n.cluster},

@@ -137,10 +137,10 @@ var table = []Entry{
 	{Code: HeadersTooLarge, Status: 431, Title: "Request headers too large", When: "request line and headers above 16 KiB"},
 	{Code: UnsupportedMedia, Status: 415, Title: "Unsupported media type", When: "wrong Content-Type for the route"},
 	{Code: InvalidRequest, Status: 422, Title: "Invalid request", When: "a field is invalid"},
-	{Code: RateLimited, Status: 429, Title: "Too many requests", When: "the plan's requests per minute are used up; see `Retry-After` and `X-RateLimit-*`", Retry: true},
+	{Code: RateLimited, Status: 429, Title: "Too many requests", When: "the plan's requests per minute are used up; see `Retry-After` and `X-RateLimit-*`. Also, before a key is accepted: too many requests from the client's address (an IPv6 /64) with API keys the node looked up and did not find (by default 20, then one more every 3 s: `--unknown-keys-per-ip`; `Retry-After`, no `X-RateLimit-*`); a key the node checked before still works (docs/operations.md, Limits and timeouts)", Retry: true},
 	{Code: ConcurrencyLimit, Status: 429, Title: "Plan concurrency limit reached", When: "the plan's concurrent jobs are all busy; see `Retry-After`", Retry: true},
 	{Code: Internal, Status: 500, Title: "Internal error", When: "a bug; the request id finds it in the logs"},
-	{Code: Unavailable, Status: 503, Title: "Service unavailable", When: "storage or an actor did not answer in time; retry after `Retry-After`", Retry: true},
+	{Code: Unavailable, Status: 503, Title: "Service unavailable", When: "storage or an actor did not answer in time, or the node is already looking up as many unknown API keys as it allows at once (by default 32, from all clients: `--unknown-key-lookups`; `Retry-After: 1`); retry after `Retry-After`", Retry: true},
 
 	{Code: FileTooLarge, Status: 413, Title: "File too large", When: "a file above its limit: a direct request's file, an upload declared above its kind's limit (`POST /uploads`), a PUT body longer than the declared size; for a job, a stored input larger than its kind's limit", Job: true},
 	{Code: UploadNotReceived, Status: 409, Title: "Upload not received", When: "the upload has no file yet; finish the PUT, then retry", Retry: true},
