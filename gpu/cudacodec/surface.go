@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
-	"time"
 	"unsafe"
 
 	"filigrane/codec/accel"
@@ -160,7 +159,7 @@ func (s *surface) download(ctx context.Context, parts ...part) error {
 }
 
 func (s *surface) BlockStats(ctx context.Context, bs, bw, bh int) (act, bg []float32, err error) {
-	defer s.d.traced("BlockStats", time.Now())
+	defer s.d.traced("BlockStats", s.d.begin("BlockStats"))
 	if bs < 2 || bw != (s.w+bs-1)/bs || bh != (s.h+bs-1)/bs {
 		return nil, nil, fmt.Errorf("cudacodec: block statistics: %dx%d blocks of %d do not tile a %dx%d image", bw,
 			bh, bs, s.w, s.h)
@@ -178,7 +177,7 @@ func (s *surface) BlockStats(ctx context.Context, bs, bw, bh int) (act, bg []flo
 }
 
 func (s *surface) SetMark(ctx context.Context, p *accel.MarkPlan) error {
-	defer s.d.traced("SetMark", time.Now())
+	defer s.d.traced("SetMark", s.d.begin("SetMark"))
 	if err := s.checkPlan(p); err != nil {
 		return err
 	}
@@ -294,7 +293,7 @@ func (s *surface) checkPlan(p *accel.MarkPlan) error {
 }
 
 func (s *surface) MarkEnergy(ctx context.Context) ([]float64, error) {
-	defer s.d.traced("MarkEnergy", time.Now())
+	defer s.d.traced("MarkEnergy", s.d.begin("MarkEnergy"))
 	if !s.hasPlan {
 		return nil, fmt.Errorf("cudacodec: mark energy before SetMark")
 	}
@@ -311,7 +310,7 @@ func (s *surface) MarkEnergy(ctx context.Context) ([]float64, error) {
 }
 
 func (s *surface) Analyse(ctx context.Context, gain float32, levels int) error {
-	defer s.d.traced("Analyse", time.Now())
+	defer s.d.traced("Analyse", s.d.begin("Analyse"))
 	if levels < 1 || levels > len(s.levels) {
 		return fmt.Errorf("cudacodec: analyse: %d pyramid levels for a %dx%d image", levels, s.w, s.h)
 	}
@@ -383,7 +382,7 @@ func (s *surface) gridScratch(w, h, side int) (gridRegions, error) {
 const maxGridWaxels = 1 << 24
 
 func (s *surface) Grid(ctx context.Context, g *accel.GridPlan, cells bool) (*accel.GridResult, error) {
-	defer s.d.traced("Grid", time.Now())
+	defer s.d.traced("Grid", s.d.begin("Grid"))
 	if g.Level < 0 || g.Level >= len(s.levels) || g.W <= 0 || g.H <= 0 || g.W*g.H > maxGridWaxels ||
 		len(g.Start) != 2*g.H || g.TileSide <= 0 || g.TileSide > tileMax {
 		return nil, fmt.Errorf("cudacodec: grid: bad plan (level %d, %dx%d)", g.Level, g.W, g.H)
@@ -461,7 +460,7 @@ func (s *surface) Grid(ctx context.Context, g *accel.GridPlan, cells bool) (*acc
 const whitenRadius = 4
 
 func (s *surface) PilotSums(ctx context.Context, p *accel.PilotPlan) ([8][]float64, error) {
-	defer s.d.traced("PilotSums", time.Now())
+	defer s.d.traced("PilotSums", s.d.begin("PilotSums"))
 	var out [8][]float64
 	if s.gridLast == nil || s.gridLast.TileSide != p.TileSide || len(p.Pilot) != len(p.Sign) {
 		return out, fmt.Errorf("cudacodec: pilot sums need a Grid of the same tile first")
@@ -510,7 +509,7 @@ type detectSurface struct{ *surface }
 // BlockScores is accel.BlockScorer: the refinement's block scores of the whitened grid the last Grid call left in
 // the grid scratch, one thread block a tile block.
 func (s detectSurface) BlockScores(ctx context.Context, p *accel.PilotPlan, radius int) ([]float64, error) {
-	defer s.d.traced("BlockScores", time.Now())
+	defer s.d.traced("BlockScores", s.d.begin("BlockScores"))
 	g := s.gridLast
 	if g == nil || g.TileSide != p.TileSide || len(p.Pilot) != len(p.Sign) {
 		return nil, fmt.Errorf("cudacodec: block scores need a Grid of the same tile first")
@@ -562,7 +561,7 @@ const maxConvK = 11
 
 // ConvDecode is accel.ConvDecoder: conv_decode on one thread block of 2^(K-1) threads.
 func (s detectSurface) ConvDecode(ctx context.Context, p accel.ConvPlan, llr []float64) ([]float64, error) {
-	defer s.d.traced("ConvDecode", time.Now())
+	defer s.d.traced("ConvDecode", s.d.begin("ConvDecode"))
 	n := len(llr) / 3
 	if p.K < 2 || p.K > maxConvK || p.Wrap < 0 || n == 0 || len(llr) != 3*n {
 		return nil, fmt.Errorf("cudacodec: decode: K %d, wrap %d, %d LLRs", p.K, p.Wrap, len(llr))
@@ -591,7 +590,7 @@ func (s detectSurface) ConvDecode(ctx context.Context, p accel.ConvPlan, llr []f
 }
 
 func (s *surface) Apply(ctx context.Context, gain float32) ([]int64, error) {
-	defer s.d.traced("Apply", time.Now())
+	defer s.d.traced("Apply", s.d.begin("Apply"))
 	if s.format != accel.NRGBA8 || !s.hasPlan {
 		return nil, fmt.Errorf("cudacodec: apply needs an NRGBA8 image and a mark plan")
 	}
@@ -607,7 +606,7 @@ func (s *surface) Apply(ctx context.Context, gain float32) ([]int64, error) {
 }
 
 func (s *surface) Read(ctx context.Context, dst []byte, stride int) error {
-	defer s.d.traced("Read", time.Now())
+	defer s.d.traced("Read", s.d.begin("Read"))
 	if s.format != accel.NRGBA8 {
 		return fmt.Errorf("cudacodec: read needs an NRGBA8 image")
 	}
