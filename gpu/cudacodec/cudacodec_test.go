@@ -290,7 +290,7 @@ func BenchmarkCodec12MP(b *testing.B) {
 
 // TestPhaseTimes logs where the GPU path's time goes at 12 MP (per Surface call, work included), for the
 // figures in bench/README.md: `go test -run PhaseTimes -v ./gpu/cudacodec` on a machine with a GPU. Each run is
-// repeated (one run's host share varied 3x between H200 runs) and split three ways: wall time, the CPU time of
+// repeated (embed's host share varied 3x between H200 runs) and split three ways: wall time, the CPU time of
 // the test's own thread (the job's goroutine is locked to it, so it is DetectOn's and the Surface calls' host
 // work on that goroutine: copies, allocation, the codec's decisions) and the process's CPU time (the banded
 // copies' goroutines, the garbage collector and the driver's threads besides), each for the whole run, its
@@ -315,7 +315,8 @@ func TestPhaseTimes(t *testing.T) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	type spent struct{ wall, thread, process time.Duration }
-	now := func() spent { return spent{time.Duration(time.Now().UnixNano()), threadCPU(), processCPU()} }
+	base := time.Now()
+	now := func() spent { return spent{time.Since(base), threadCPU(), processCPU()} }
 	sub := func(a, b spent) spent { return spent{a.wall - b.wall, a.thread - b.thread, a.process - b.process} }
 	add := func(a, b spent) spent { return spent{a.wall + b.wall, a.thread + b.thread, a.process + b.process} }
 	ms := func(d time.Duration) float64 { return d.Seconds() * 1000 }
@@ -346,14 +347,15 @@ func TestPhaseTimes(t *testing.T) {
 			line := ""
 			for _, k := range []string{"Load", "BlockStats", "SetMark", "MarkEnergy", "Analyse", "Grid", "PilotSums", "BlockScores", "ConvDecode", "Apply", "Read"} {
 				if counts[k] > 0 {
-					line += fmt.Sprintf(" %s %d× %.2f ms (thread CPU %.2f);", k, counts[k], ms(calls[k].wall), ms(calls[k].thread))
+					line += fmt.Sprintf(" %s %d× %.2f (CPU %.2f);", k, counts[k], ms(calls[k].wall), ms(calls[k].thread))
 					device = add(device, calls[k])
 				}
 			}
 			host := sub(total, device)
-			t.Logf("%s #%d: wall %.2f ms = device calls %.2f + host %.2f; thread CPU %.2f = %.2f + %.2f; process CPU %.2f = %.2f + %.2f:%s",
+			t.Logf("%s #%d: %.2f ms in all = device calls %.2f + host %.2f; thread CPU %.2f = %.2f + %.2f; process CPU %.2f = %.2f + %.2f",
 				run.name, rep+1, ms(total.wall), ms(device.wall), ms(host.wall), ms(total.thread), ms(device.thread),
-				ms(host.thread), ms(total.process), ms(device.process), ms(host.process), line)
+				ms(host.thread), ms(total.process), ms(device.process), ms(host.process))
+			t.Logf("%s #%d calls:%s", run.name, rep+1, line)
 		}
 	}
 }
