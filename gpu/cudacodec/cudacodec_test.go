@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"runtime"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -294,7 +295,8 @@ func BenchmarkCodec12MP(b *testing.B) {
 // the test's own thread (the job's goroutine is locked to it, so it is DetectOn's and the Surface calls' host
 // work on that goroutine: copies, allocation, the codec's decisions) and the process's CPU time (the banded
 // copies' goroutines, the garbage collector and the driver's threads besides), each for the whole run, its
-// device calls and the rest ("host"). Host wall time well above host thread CPU is waiting, not work.
+// device calls and the rest ("host"). Host wall time well above host thread CPU is waiting, not work. The third
+// run also times Grid's kernels one by one (each waited for, which adds a few waits to that run's Grid time).
 func TestPhaseTimes(t *testing.T) {
 	d := openDevice(t)
 	c := testCodec(t)
@@ -331,18 +333,24 @@ func TestPhaseTimes(t *testing.T) {
 		for rep := range 3 {
 			calls := map[string]spent{}
 			counts := map[string]int{}
-			open := map[string]spent{} // the start of the call under way, by name (calls do not nest)
+			open := map[string]spent{}          // the start of the call under way, by name (calls do not nest)
+			parts := map[string]time.Duration{} // a call's parts ("Grid.sample"), wall time
 			d.traceStart = func(call string) { open[call] = now() }
-			d.trace = func(call string, _ time.Duration) {
+			d.trace = func(call string, dur time.Duration) {
+				if strings.Contains(call, ".") {
+					parts[call] += dur
+					return
+				}
 				calls[call] = add(calls[call], sub(now(), open[call]))
 				counts[call]++
 			}
+			d.traceKernels = rep == 2 // the last run: Grid's kernels one at a time, each timed
 			start := now()
 			if err := run.f(); err != nil {
 				t.Fatal(err)
 			}
 			total := sub(now(), start)
-			d.trace, d.traceStart = nil, nil
+			d.trace, d.traceStart, d.traceKernels = nil, nil, false
 			var device spent
 			line := ""
 			for _, k := range []string{"Load", "BlockStats", "SetMark", "MarkEnergy", "Analyse", "Grid", "PilotSums", "BlockScores", "ConvDecode", "Apply", "Read"} {
@@ -356,6 +364,13 @@ func TestPhaseTimes(t *testing.T) {
 				run.name, rep+1, ms(total.wall), ms(device.wall), ms(host.wall), ms(total.thread), ms(device.thread),
 				ms(host.thread), ms(total.process), ms(device.process), ms(host.process))
 			t.Logf("%s #%d calls:%s", run.name, rep+1, line)
+			if len(parts) > 0 {
+				line = ""
+				for _, k := range []string{"start", "sample", "residual", "boxRowsSq", "boxColsSq", "boxRowsCount", "boxColsCount", "normalise", "fold", "download"} {
+					line += fmt.Sprintf(" %s %.3f;", k, ms(parts["Grid."+k]))
+				}
+				t.Logf("%s #%d calls: Grid's parts in ms (each kernel waited for):%s", run.name, rep+1, line)
+			}
 		}
 	}
 }

@@ -35,9 +35,11 @@ type Device struct {
 	compiler  string
 
 	// trace, when set (tests and benchmarks), receives each Surface call's duration, work done and waited for;
-	// traceStart, when set, is told of each call as it starts (TestPhaseTimes reads CPU clocks there).
-	trace      func(call string, d time.Duration)
-	traceStart func(call string)
+	// traceStart, when set, is told of each call as it starts (TestPhaseTimes reads CPU clocks there);
+	// traceKernels makes Grid wait for each of its kernels and trace it ("Grid.sample", ...), which adds waits.
+	trace        func(call string, d time.Duration)
+	traceStart   func(call string)
+	traceKernels bool
 
 	mu     sync.Mutex
 	pool   []*arena // idle arenas, reused by later Loads

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"time"
 	"unsafe"
 
 	"filigrane/codec/accel"
@@ -391,9 +392,11 @@ func (s *surface) Grid(ctx context.Context, g *accel.GridPlan, cells bool) (*acc
 	if err != nil {
 		return nil, fmt.Errorf("cudacodec: grid: %w", err)
 	}
+	phase := time.Now()
 	if err := s.upload(ctx, part{r.start, bytesOf(g.Start)}); err != nil {
 		return nil, fmt.Errorf("cudacodec: grid: %w", err)
 	}
+	s.d.traced("Grid.start", phase)
 	lv := s.levels[g.Level]
 	st := s.a.stream
 	k := s.d.k
@@ -433,11 +436,20 @@ func (s *surface) Grid(ctx context.Context, g *accel.GridPlan, cells bool) (*acc
 				int32(g.W), int32(g.H), int32(g.QX0), int32(g.QY0), int32(side), s.at(s.offAcc))
 		},
 	}
-	for _, l := range launches {
+	for i, l := range launches {
+		phase = time.Now()
 		if err := l(); err != nil {
 			return nil, fmt.Errorf("cudacodec: grid: %w", err)
 		}
+		if s.d.trace != nil && s.d.traceKernels {
+			// Tests: each kernel waited for and timed, to show which of a grid's passes take its time.
+			if err := st.Synchronize(ctx); err != nil {
+				return nil, fmt.Errorf("cudacodec: grid: %w", err)
+			}
+			s.d.traced("Grid."+gridKernels[i], phase)
+		}
 	}
+	phase = time.Now()
 	res := &accel.GridResult{Acc: make([]float64, g.TileSide*g.TileSide)}
 	parts := []part{{s.at(s.offAcc), bytesOf(res.Acc)}}
 	var ok []uint8
@@ -452,9 +464,14 @@ func (s *surface) Grid(ctx context.Context, g *accel.GridPlan, cells bool) (*acc
 	if cells {
 		res.OK = unsafe.Slice((*bool)(unsafe.Pointer(&ok[0])), n) // the kernel writes 0 or 1 only
 	}
+	s.d.traced("Grid.download", phase)
 	s.gridLast, s.gridRegs = g, r
 	return res, nil
 }
+
+// gridKernels names Grid's launches, in order, for the trace.
+var gridKernels = [...]string{"sample", "residual", "boxRowsSq", "boxColsSq", "boxRowsCount", "boxColsCount",
+	"normalise", "fold"}
 
 // whitenRadius is the codec's whitening window radius (a 9×9 window).
 const whitenRadius = 4
