@@ -27,6 +27,7 @@ type surface struct {
 	planBytes, size                                                                    int
 
 	hasPlan  bool
+	staged   bool            // an upload's transfers may still be reading the pinned buffer (upload)
 	gridLast *accel.GridPlan // the plan of the last Grid call (PilotSums reads its accumulator)
 	gridRegs gridRegions     // where that call's whitened grid is (BlockScores reads it)
 }
@@ -93,8 +94,11 @@ type part struct {
 	host []byte
 }
 
-// upload copies the parts to the device through the pinned buffer (or synchronously when they do not fit),
-// and waits for the copies.
+// upload copies the parts to the device through the pinned buffer (or synchronously when they do not fit). It
+// does not wait for the transfers through the pinned buffer: what reads the data on the device (a kernel, a
+// copy back) is queued after them on the same stream, and the host's next write to the buffer, the next upload,
+// waits for them first (staged), while a download's wait covers them. A Grid or ConvDecode call so waits for the
+// device once, not twice (a wait on a busy host is tens of microseconds: a wake-up, or a poll of the stream).
 func (s *surface) upload(ctx context.Context, parts ...part) error {
 	total := 0
 	for _, p := range parts {
@@ -110,9 +114,17 @@ func (s *surface) upload(ctx context.Context, parts ...part) error {
 				return err
 			}
 		}
+		s.staged = false
 		return nil
 	}
+	if s.staged {
+		if err := s.a.stream.Synchronize(ctx); err != nil {
+			return err
+		}
+		s.staged = false
+	}
 	off := 0
+	s.staged = true
 	for _, p := range parts {
 		copyBytes(hb[off:], p.host)
 		if err := s.d.c.CopyRangeToDeviceAsync(p.dev, s.a.host, off, len(p.host), s.a.stream); err != nil {
@@ -120,7 +132,7 @@ func (s *surface) upload(ctx context.Context, parts ...part) error {
 		}
 		off += roundUp(len(p.host))
 	}
-	return s.a.stream.Synchronize(ctx)
+	return nil
 }
 
 // download waits for the stream's work and copies the parts to the host.
@@ -134,6 +146,7 @@ func (s *surface) download(ctx context.Context, parts ...part) error {
 		if err := s.a.stream.Synchronize(ctx); err != nil {
 			return err
 		}
+		s.staged = false
 		for _, p := range parts {
 			if err := s.d.c.CopyFromDevice(p.host, p.dev); err != nil {
 				return err
@@ -151,6 +164,7 @@ func (s *surface) download(ctx context.Context, parts ...part) error {
 	if err := s.a.stream.Synchronize(ctx); err != nil {
 		return err
 	}
+	s.staged = false
 	off = 0
 	for _, p := range parts {
 		copyBytes(p.host, hb[off:off+len(p.host)])
