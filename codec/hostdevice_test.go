@@ -1,10 +1,13 @@
 package codec
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"image"
+	"image/jpeg"
 	"math"
+	"math/rand/v2"
 	"reflect"
 	"slices"
 	"testing"
@@ -249,10 +252,14 @@ func TestDeviceDecodeKeepsOddWordsOnTheHost(t *testing.T) {
 	}
 }
 
-// BenchmarkDetectOnHost12MP measures what DetectOn of a marked 12 MP image still costs the host when a device
-// offers both optional passes: a first detection on the host device records every device call's result, and the
-// timed detections replay them (a device that answers at once), so ns/op is DetectOn's own work: plans, the
-// pilot alignment, the refinement fit, the frame check. Its functions:
+// BenchmarkDetectOnHost12MP measures what DetectOn of a marked 12 MP image costs the host outside the device's
+// calls: a first detection on the host device records every device call's result, and the timed detections
+// replay them (a device that answers at once), so ns/op is DetectOn's own work: plans, the pilot alignment, the
+// refinement (fit only, or scores and fit), the decoding (frame check only, or trellis and frame check). Sub-
+// benchmarks: two images (the codec's natural test picture, and gpu/cudacodec's testImage, which TestPhaseTimes
+// and BenchmarkCodec12MP detect on a device, as an NRGBA and as a quality-90 JPEG's YCbCr), with both optional
+// passes offered ("passes": the device path now) or neither ("host": the device path before them, which the
+// H200's PhaseTimes figures measured). Its functions:
 // go test ./codec/ -run x -bench DetectOnHost12MP -cpu 1 -cpuprofile cpu.out, then go tool pprof -top codec.test cpu.out.
 func BenchmarkDetectOnHost12MP(b *testing.B) {
 	c := testCodec(b)
@@ -260,19 +267,92 @@ func BenchmarkDetectOnHost12MP(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	ctx := context.Background()
-	dev := &replayDevice{dev: &hostDevice{c: c, scorer: true, decoder: true, calls: map[string]int{}}, recording: true}
-	want, err := c.DetectOn(ctx, dev, marked)
-	if err != nil || !want.Watermarked {
-		b.Fatalf("DetectOn: %+v, %v", want, err)
+	gc, err := New([]byte("gpu-test-key-0123456789")) // gpu/cudacodec's testCodec
+	if err != nil {
+		b.Fatal(err)
 	}
-	dev.recording = false
-	for b.Loop() {
-		dev.next = 0
-		if got, err := c.DetectOn(ctx, dev, marked); err != nil || !reflect.DeepEqual(got, want) {
-			b.Fatalf("replayed DetectOn: %+v, %v; recorded %+v", got, err, want)
+	phase, _, err := gc.Embed(phaseTestImage(4000, 3000, 12), ID{3}, EmbedOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := jpeg.Encode(&buf, phase, &jpeg.Options{Quality: 90}); err != nil {
+		b.Fatal(err)
+	}
+	phaseJPEG, err := jpeg.Decode(&buf)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, in := range []struct {
+		name string
+		c    *Codec
+		img  image.Image
+	}{{"natural", c, marked}, {"testimage-nrgba", gc, phase}, {"testimage-ycbcr", gc, phaseJPEG}} {
+		for _, passes := range []bool{true, false} {
+			name := in.name + "/host"
+			if passes {
+				name = in.name + "/passes"
+			}
+			b.Run(name, func(b *testing.B) {
+				ctx := context.Background()
+				dev := &replayDevice{dev: &hostDevice{c: in.c, scorer: passes, decoder: passes, calls: map[string]int{}},
+					recording: true}
+				want, err := in.c.DetectOn(ctx, dev, in.img)
+				if err != nil || !want.Watermarked {
+					b.Fatalf("DetectOn: %+v, %v", want, err)
+				}
+				dev.recording = false
+				for b.Loop() {
+					dev.next = 0
+					if got, err := in.c.DetectOn(ctx, dev, in.img); err != nil || !reflect.DeepEqual(got, want) {
+						b.Fatalf("replayed DetectOn: %+v, %v; recorded %+v", got, err, want)
+					}
+				}
+			})
 		}
 	}
+}
+
+// phaseTestImage is gpu/cudacodec's testImage (the image of its TestPhaseTimes and BenchmarkCodec12MP): texture,
+// a sky gradient, flat artwork, a saturated corner and a transparent strip.
+func phaseTestImage(w, h int, seed uint64) *image.NRGBA {
+	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	img := image.NewNRGBA(image.Rect(0, 0, w, h))
+	const cell = 16
+	gw, gh := w/cell+2, h/cell+2
+	grid := make([]float64, gw*gh)
+	for i := range grid {
+		grid[i] = rng.Float64()
+	}
+	for y := 0; y < h; y++ {
+		row := img.Pix[y*img.Stride:]
+		for x := 0; x < w; x++ {
+			var r, g, b float64
+			switch {
+			case y < h/4:
+				r, g, b = 90+60*float64(x)/float64(w), 140+40*float64(y)/float64(h), 220
+			case x < w/5:
+				r, g, b = 200, 180, 90
+			case x > w-w/10 && y > h-h/10:
+				r, g, b = 255, 255, 255
+			default:
+				fx, fy := float64(x)/cell, float64(y)/cell
+				x0, y0 := int(fx), int(fy)
+				tx, ty := fx-float64(x0), fy-float64(y0)
+				a := grid[y0*gw+x0] + tx*(grid[y0*gw+x0+1]-grid[y0*gw+x0])
+				c := grid[(y0+1)*gw+x0] + tx*(grid[(y0+1)*gw+x0+1]-grid[(y0+1)*gw+x0])
+				v := a + ty*(c-a)
+				n := float64(rng.IntN(24))
+				r, g, b = 40+170*v+n, 60+120*v+n, 30+90*(1-v)+n
+			}
+			i := 4 * x
+			row[i], row[i+1], row[i+2], row[i+3] = uint8(min(r, 255)), uint8(min(g, 255)), uint8(min(b, 255)), 255
+			if x >= w/2 && x < w/2+8 && y < h/3 {
+				row[i+3] = 0
+			}
+		}
+	}
+	return img
 }
 
 // replayDevice records the results of a device's calls (Load, every Surface pass, the optional ones included)
@@ -306,14 +386,21 @@ func (d *replayDevice) Load(ctx context.Context, in accel.Image) (accel.Surface,
 	if err != nil {
 		return nil, err
 	}
-	return &replaySurface{Surface: s.(accel.Surface), d: d}, nil
+	rs := &replaySurface{Surface: s.(accel.Surface), d: d}
+	if _, ok := rs.Surface.(accel.BlockScorer); ok {
+		return replayPasses{rs}, nil
+	}
+	return rs, nil
 }
 
-// replaySurface offers both optional passes (the benchmark's device has them).
+// replaySurface replays the Surface calls; replayPasses adds both optional passes, offered when the recorded
+// device's surface offers them.
 type replaySurface struct {
 	accel.Surface
 	d *replayDevice
 }
+
+type replayPasses struct{ *replaySurface }
 
 func (s *replaySurface) Analyse(ctx context.Context, gain float32, levels int) error {
 	_, err := s.d.call(func() (any, error) { return nil, s.Surface.Analyse(ctx, gain, levels) })
@@ -341,7 +428,7 @@ func (s *replaySurface) PilotSums(ctx context.Context, p *accel.PilotPlan) ([8][
 	return sums, nil
 }
 
-func (s *replaySurface) BlockScores(ctx context.Context, p *accel.PilotPlan, radius int) ([]float64, error) {
+func (s replayPasses) BlockScores(ctx context.Context, p *accel.PilotPlan, radius int) ([]float64, error) {
 	v, err := s.d.call(func() (any, error) { return s.Surface.(accel.BlockScorer).BlockScores(ctx, p, radius) })
 	if err != nil {
 		return nil, err
@@ -349,7 +436,7 @@ func (s *replaySurface) BlockScores(ctx context.Context, p *accel.PilotPlan, rad
 	return slices.Clone(v.([]float64)), nil
 }
 
-func (s *replaySurface) ConvDecode(ctx context.Context, p accel.ConvPlan, llr []float64) ([]float64, error) {
+func (s replayPasses) ConvDecode(ctx context.Context, p accel.ConvPlan, llr []float64) ([]float64, error) {
 	v, err := s.d.call(func() (any, error) { return s.Surface.(accel.ConvDecoder).ConvDecode(ctx, p, llr) })
 	if err != nil {
 		return nil, err

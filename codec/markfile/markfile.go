@@ -241,22 +241,25 @@ func verify(ctx context.Context, c *codec.Codec, dev accel.Device, marked image.
 // again; JPEG (lossy) and WebP (8 bits only) are decoded. A JPEG decodes to YCbCr, of which the detector reads
 // the Y plane only, so the check decodes the luma alone, row by row as the detector reads it
 // (imageio.DecodeLumaRows, codec.DetectLumaRows): the same result as Detect on the decoded image, without its
-// chroma or the image in memory.
+// chroma or the image in memory. On a device the detector uploads the decoded image's Y plane whole, so the file
+// is decoded once, by DecodeForAnalysis (DecodeLumaRows would first read the entropy-coded data through to check
+// it, which for a 12 MP JPEG cost half as much again as the decoding itself: BenchmarkReadBackOnDevice12MP).
 func readBack(ctx context.Context, c *codec.Codec, dev accel.Device, marked image.Image, data []byte, f Format) (codec.Detection, error) {
 	img := marked
-	if f != PNG {
+	if f != PNG && dev != nil {
+		dimg, _, err := imageio.DecodeForAnalysis(ctx, data, imageio.Limits{})
+		if err != nil {
+			return codec.Detection{}, fmt.Errorf("markfile: decoding the %s output: %w", f, err)
+		}
+		img = dimg
+	} else if f != PNG {
 		rows, dimg, err := imageio.DecodeLumaRows(ctx, data, imageio.Limits{})
 		if err != nil {
 			return codec.Detection{}, fmt.Errorf("markfile: decoding the %s output: %w", f, err)
 		}
-		if rows != nil && dev == nil {
+		if rows != nil {
 			r := codec.DetectRegion(image.Rect(0, 0, rows.Width, rows.Height))
 			return c.DetectLumaRows(r.Dx(), r.Dy(), rows.Row), nil
-		}
-		if rows != nil {
-			if dimg, _, err = imageio.DecodeForAnalysis(ctx, data, imageio.Limits{}); err != nil {
-				return codec.Detection{}, fmt.Errorf("markfile: decoding the %s output: %w", f, err)
-			}
 		}
 		img = dimg
 	}

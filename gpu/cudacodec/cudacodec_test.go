@@ -9,9 +9,12 @@ import (
 	"math/rand/v2"
 	"os"
 	"runtime"
+	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
 	"filigrane/codec"
 	"filigrane/codec/accel"
@@ -287,7 +290,13 @@ func BenchmarkCodec12MP(b *testing.B) {
 }
 
 // TestPhaseTimes logs where the GPU path's time goes at 12 MP (per Surface call, work included), for the
-// figures in bench/README.md: `go test -run PhaseTimes -v ./gpu/cudacodec` on a machine with a GPU.
+// figures in bench/README.md: `go test -run PhaseTimes -v ./gpu/cudacodec` on a machine with a GPU. Each run is
+// repeated (embed's host share varied 3x between H200 runs) and split three ways: wall time, the CPU time of
+// the test's own thread (the job's goroutine is locked to it, so it is DetectOn's and the Surface calls' host
+// work on that goroutine: copies, allocation, the codec's decisions) and the process's CPU time (the banded
+// copies' goroutines, the garbage collector and the driver's threads besides), each for the whole run, its
+// device calls and the rest ("host"). Host wall time well above host thread CPU is waiting, not work. The third
+// run also times Grid's kernels one by one (each waited for, which adds a few waits to that run's Grid time).
 func TestPhaseTimes(t *testing.T) {
 	d := openDevice(t)
 	c := testCodec(t)
@@ -305,6 +314,14 @@ func TestPhaseTimes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	type spent struct{ wall, thread, process time.Duration }
+	base := time.Now()
+	now := func() spent { return spent{time.Since(base), threadCPU(), processCPU()} }
+	sub := func(a, b spent) spent { return spent{a.wall - b.wall, a.thread - b.thread, a.process - b.process} }
+	add := func(a, b spent) spent { return spent{a.wall + b.wall, a.thread + b.thread, a.process + b.process} }
+	ms := func(d time.Duration) float64 { return d.Seconds() * 1000 }
 	for _, run := range []struct {
 		name string
 		f    func() error
@@ -313,25 +330,48 @@ func TestPhaseTimes(t *testing.T) {
 		{"detect-nrgba", func() error { _, err := c.DetectOn(ctx, d, marked); return err }},
 		{"detect-ycbcr", func() error { _, err := c.DetectOn(ctx, d, jpg); return err }},
 	} {
-		calls := map[string]time.Duration{}
-		counts := map[string]int{}
-		d.trace = func(call string, dur time.Duration) { calls[call] += dur; counts[call]++ }
-		start := time.Now()
-		if err := run.f(); err != nil {
-			t.Fatal(err)
-		}
-		total := time.Since(start)
-		d.trace = nil
-		var device time.Duration
-		line := ""
-		for _, k := range []string{"Load", "BlockStats", "SetMark", "MarkEnergy", "Analyse", "Grid", "PilotSums", "BlockScores", "ConvDecode", "Apply", "Read"} {
-			if counts[k] > 0 {
-				line += fmt.Sprintf(" %s %d× %.2f ms;", k, counts[k], calls[k].Seconds()*1000)
-				device += calls[k]
+		for rep := range 3 {
+			calls := map[string]spent{}
+			counts := map[string]int{}
+			open := map[string]spent{}          // the start of the call under way, by name (calls do not nest)
+			parts := map[string]time.Duration{} // a call's parts ("Grid.sample"), wall time
+			d.traceStart = func(call string) { open[call] = now() }
+			d.trace = func(call string, dur time.Duration) {
+				if strings.Contains(call, ".") {
+					parts[call] += dur
+					return
+				}
+				calls[call] = add(calls[call], sub(now(), open[call]))
+				counts[call]++
+			}
+			d.traceKernels = rep == 2 // the last run: Grid's kernels one at a time, each timed
+			start := now()
+			if err := run.f(); err != nil {
+				t.Fatal(err)
+			}
+			total := sub(now(), start)
+			d.trace, d.traceStart, d.traceKernels = nil, nil, false
+			var device spent
+			line := ""
+			for _, k := range []string{"Load", "BlockStats", "SetMark", "MarkEnergy", "Analyse", "Grid", "PilotSums", "BlockScores", "ConvDecode", "Apply", "Read"} {
+				if counts[k] > 0 {
+					line += fmt.Sprintf(" %s %d× %.2f (CPU %.2f);", k, counts[k], ms(calls[k].wall), ms(calls[k].thread))
+					device = add(device, calls[k])
+				}
+			}
+			host := sub(total, device)
+			t.Logf("%s #%d: %.2f ms in all = device calls %.2f + host %.2f; thread CPU %.2f = %.2f + %.2f; process CPU %.2f = %.2f + %.2f",
+				run.name, rep+1, ms(total.wall), ms(device.wall), ms(host.wall), ms(total.thread), ms(device.thread),
+				ms(host.thread), ms(total.process), ms(device.process), ms(host.process))
+			t.Logf("%s #%d calls:%s", run.name, rep+1, line)
+			if len(parts) > 0 {
+				line = ""
+				for _, k := range []string{"start", "sample", "residual", "boxRowsSq", "boxColsSq", "boxRowsCount", "boxColsCount", "normalise", "fold", "download"} {
+					line += fmt.Sprintf(" %s %.3f;", k, ms(parts["Grid."+k]))
+				}
+				t.Logf("%s #%d calls: Grid's parts in ms (each kernel waited for):%s", run.name, rep+1, line)
 			}
 		}
-		t.Logf("%s: %.2f ms in all, %.2f ms in device calls, %.2f ms on the host:%s", run.name, total.Seconds()*1000,
-			device.Seconds()*1000, (total-device).Seconds()*1000, line)
 	}
 }
 
@@ -506,4 +546,17 @@ func TestDeflatePhaseTimes(t *testing.T) {
 		t.Logf("%d at once: %.1f ms in all (%.1f images/s), per image:%s", jobs, total.Seconds()*1000,
 			float64(jobs)/total.Seconds(), line)
 	}
+}
+
+// threadCPU and processCPU are the CPU time of the calling thread and of the process (clock_gettime's
+// CLOCK_THREAD_CPUTIME_ID and CLOCK_PROCESS_CPUTIME_ID: nanoseconds, where getrusage counts in scheduler ticks).
+func threadCPU() time.Duration  { return cpuClock(3) }
+func processCPU() time.Duration { return cpuClock(2) }
+
+func cpuClock(id uintptr) time.Duration {
+	var ts syscall.Timespec
+	if _, _, errno := syscall.Syscall(syscall.SYS_CLOCK_GETTIME, id, uintptr(unsafe.Pointer(&ts)), 0); errno != 0 {
+		return 0
+	}
+	return time.Duration(ts.Nano())
 }

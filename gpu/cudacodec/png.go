@@ -16,7 +16,7 @@ import (
 // the PNG filter pass of image/png's encoder (per row, the filter type with the least sum of absolute values,
 // ties in its order), on the device. alpha is false when every pixel is opaque (the encoder then writes RGB).
 func (d *Device) FilterPNG(ctx context.Context, img accel.Image) (rows []byte, alpha bool, err error) {
-	defer d.traced("FilterPNG", time.Now())
+	defer d.traced("FilterPNG", d.begin("FilterPNG"))
 	f, err := d.filter(ctx, img, 0, 0)
 	if err != nil {
 		return nil, false, err
@@ -136,7 +136,7 @@ func newDeflateLayout(n int) deflateLayout {
 // pardeflate's format. The host builds the blocks' codes and headers from the device's histograms
 // (pardeflate.Plans) between the two passes; the rows themselves never come back.
 func (d *Device) DeflatePNG(ctx context.Context, img accel.Image) (z []byte, alpha bool, err error) {
-	defer d.traced("DeflatePNG", time.Now())
+	defer d.traced("DeflatePNG", d.begin("DeflatePNG"))
 	rowsMax := img.Height * (1 + 4*img.Width)
 	lay := newDeflateLayout(rowsMax)
 	phase := time.Now()

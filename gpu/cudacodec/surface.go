@@ -27,6 +27,7 @@ type surface struct {
 	planBytes, size                                                                    int
 
 	hasPlan  bool
+	staged   bool            // an upload's transfers may still be reading the pinned buffer (upload)
 	gridLast *accel.GridPlan // the plan of the last Grid call (PilotSums reads its accumulator)
 	gridRegs gridRegions     // where that call's whitened grid is (BlockScores reads it)
 }
@@ -93,8 +94,11 @@ type part struct {
 	host []byte
 }
 
-// upload copies the parts to the device through the pinned buffer (or synchronously when they do not fit),
-// and waits for the copies.
+// upload copies the parts to the device through the pinned buffer (or synchronously when they do not fit). It
+// does not wait for the transfers through the pinned buffer: what reads the data on the device (a kernel, a
+// copy back) is queued after them on the same stream, and the host's next write to the buffer, the next upload,
+// waits for them first (staged), while a download's wait covers them. A Grid or ConvDecode call so waits for the
+// device once, not twice (a wait on a busy host is tens of microseconds: a wake-up, or a poll of the stream).
 func (s *surface) upload(ctx context.Context, parts ...part) error {
 	total := 0
 	for _, p := range parts {
@@ -110,9 +114,17 @@ func (s *surface) upload(ctx context.Context, parts ...part) error {
 				return err
 			}
 		}
+		s.staged = false
 		return nil
 	}
+	if s.staged {
+		if err := s.a.stream.Synchronize(ctx); err != nil {
+			return err
+		}
+		s.staged = false
+	}
 	off := 0
+	s.staged = true
 	for _, p := range parts {
 		copyBytes(hb[off:], p.host)
 		if err := s.d.c.CopyRangeToDeviceAsync(p.dev, s.a.host, off, len(p.host), s.a.stream); err != nil {
@@ -120,7 +132,7 @@ func (s *surface) upload(ctx context.Context, parts ...part) error {
 		}
 		off += roundUp(len(p.host))
 	}
-	return s.a.stream.Synchronize(ctx)
+	return nil
 }
 
 // download waits for the stream's work and copies the parts to the host.
@@ -134,6 +146,7 @@ func (s *surface) download(ctx context.Context, parts ...part) error {
 		if err := s.a.stream.Synchronize(ctx); err != nil {
 			return err
 		}
+		s.staged = false
 		for _, p := range parts {
 			if err := s.d.c.CopyFromDevice(p.host, p.dev); err != nil {
 				return err
@@ -151,6 +164,7 @@ func (s *surface) download(ctx context.Context, parts ...part) error {
 	if err := s.a.stream.Synchronize(ctx); err != nil {
 		return err
 	}
+	s.staged = false
 	off = 0
 	for _, p := range parts {
 		copyBytes(p.host, hb[off:off+len(p.host)])
@@ -160,7 +174,7 @@ func (s *surface) download(ctx context.Context, parts ...part) error {
 }
 
 func (s *surface) BlockStats(ctx context.Context, bs, bw, bh int) (act, bg []float32, err error) {
-	defer s.d.traced("BlockStats", time.Now())
+	defer s.d.traced("BlockStats", s.d.begin("BlockStats"))
 	if bs < 2 || bw != (s.w+bs-1)/bs || bh != (s.h+bs-1)/bs {
 		return nil, nil, fmt.Errorf("cudacodec: block statistics: %dx%d blocks of %d do not tile a %dx%d image", bw,
 			bh, bs, s.w, s.h)
@@ -178,7 +192,7 @@ func (s *surface) BlockStats(ctx context.Context, bs, bw, bh int) (act, bg []flo
 }
 
 func (s *surface) SetMark(ctx context.Context, p *accel.MarkPlan) error {
-	defer s.d.traced("SetMark", time.Now())
+	defer s.d.traced("SetMark", s.d.begin("SetMark"))
 	if err := s.checkPlan(p); err != nil {
 		return err
 	}
@@ -294,7 +308,7 @@ func (s *surface) checkPlan(p *accel.MarkPlan) error {
 }
 
 func (s *surface) MarkEnergy(ctx context.Context) ([]float64, error) {
-	defer s.d.traced("MarkEnergy", time.Now())
+	defer s.d.traced("MarkEnergy", s.d.begin("MarkEnergy"))
 	if !s.hasPlan {
 		return nil, fmt.Errorf("cudacodec: mark energy before SetMark")
 	}
@@ -311,7 +325,7 @@ func (s *surface) MarkEnergy(ctx context.Context) ([]float64, error) {
 }
 
 func (s *surface) Analyse(ctx context.Context, gain float32, levels int) error {
-	defer s.d.traced("Analyse", time.Now())
+	defer s.d.traced("Analyse", s.d.begin("Analyse"))
 	if levels < 1 || levels > len(s.levels) {
 		return fmt.Errorf("cudacodec: analyse: %d pyramid levels for a %dx%d image", levels, s.w, s.h)
 	}
@@ -383,7 +397,7 @@ func (s *surface) gridScratch(w, h, side int) (gridRegions, error) {
 const maxGridWaxels = 1 << 24
 
 func (s *surface) Grid(ctx context.Context, g *accel.GridPlan, cells bool) (*accel.GridResult, error) {
-	defer s.d.traced("Grid", time.Now())
+	defer s.d.traced("Grid", s.d.begin("Grid"))
 	if g.Level < 0 || g.Level >= len(s.levels) || g.W <= 0 || g.H <= 0 || g.W*g.H > maxGridWaxels ||
 		len(g.Start) != 2*g.H || g.TileSide <= 0 || g.TileSide > tileMax {
 		return nil, fmt.Errorf("cudacodec: grid: bad plan (level %d, %dx%d)", g.Level, g.W, g.H)
@@ -392,9 +406,11 @@ func (s *surface) Grid(ctx context.Context, g *accel.GridPlan, cells bool) (*acc
 	if err != nil {
 		return nil, fmt.Errorf("cudacodec: grid: %w", err)
 	}
+	phase := time.Now()
 	if err := s.upload(ctx, part{r.start, bytesOf(g.Start)}); err != nil {
 		return nil, fmt.Errorf("cudacodec: grid: %w", err)
 	}
+	s.d.traced("Grid.start", phase)
 	lv := s.levels[g.Level]
 	st := s.a.stream
 	k := s.d.k
@@ -434,11 +450,20 @@ func (s *surface) Grid(ctx context.Context, g *accel.GridPlan, cells bool) (*acc
 				int32(g.W), int32(g.H), int32(g.QX0), int32(g.QY0), int32(side), s.at(s.offAcc))
 		},
 	}
-	for _, l := range launches {
+	for i, l := range launches {
+		phase = time.Now()
 		if err := l(); err != nil {
 			return nil, fmt.Errorf("cudacodec: grid: %w", err)
 		}
+		if s.d.trace != nil && s.d.traceKernels {
+			// Tests: each kernel waited for and timed, to show which of a grid's passes take its time.
+			if err := st.Synchronize(ctx); err != nil {
+				return nil, fmt.Errorf("cudacodec: grid: %w", err)
+			}
+			s.d.traced("Grid."+gridKernels[i], phase)
+		}
 	}
+	phase = time.Now()
 	res := &accel.GridResult{Acc: make([]float64, g.TileSide*g.TileSide)}
 	parts := []part{{s.at(s.offAcc), bytesOf(res.Acc)}}
 	var ok []uint8
@@ -453,15 +478,20 @@ func (s *surface) Grid(ctx context.Context, g *accel.GridPlan, cells bool) (*acc
 	if cells {
 		res.OK = unsafe.Slice((*bool)(unsafe.Pointer(&ok[0])), n) // the kernel writes 0 or 1 only
 	}
+	s.d.traced("Grid.download", phase)
 	s.gridLast, s.gridRegs = g, r
 	return res, nil
 }
+
+// gridKernels names Grid's launches, in order, for the trace.
+var gridKernels = [...]string{"sample", "residual", "boxRowsSq", "boxColsSq", "boxRowsCount", "boxColsCount",
+	"normalise", "fold"}
 
 // whitenRadius is the codec's whitening window radius (a 9×9 window).
 const whitenRadius = 4
 
 func (s *surface) PilotSums(ctx context.Context, p *accel.PilotPlan) ([8][]float64, error) {
-	defer s.d.traced("PilotSums", time.Now())
+	defer s.d.traced("PilotSums", s.d.begin("PilotSums"))
 	var out [8][]float64
 	if s.gridLast == nil || s.gridLast.TileSide != p.TileSide || len(p.Pilot) != len(p.Sign) {
 		return out, fmt.Errorf("cudacodec: pilot sums need a Grid of the same tile first")
@@ -510,7 +540,7 @@ type detectSurface struct{ *surface }
 // BlockScores is accel.BlockScorer: the refinement's block scores of the whitened grid the last Grid call left in
 // the grid scratch, one thread block a tile block.
 func (s detectSurface) BlockScores(ctx context.Context, p *accel.PilotPlan, radius int) ([]float64, error) {
-	defer s.d.traced("BlockScores", time.Now())
+	defer s.d.traced("BlockScores", s.d.begin("BlockScores"))
 	g := s.gridLast
 	if g == nil || g.TileSide != p.TileSide || len(p.Pilot) != len(p.Sign) {
 		return nil, fmt.Errorf("cudacodec: block scores need a Grid of the same tile first")
@@ -562,7 +592,7 @@ const maxConvK = 11
 
 // ConvDecode is accel.ConvDecoder: conv_decode on one thread block of 2^(K-1) threads.
 func (s detectSurface) ConvDecode(ctx context.Context, p accel.ConvPlan, llr []float64) ([]float64, error) {
-	defer s.d.traced("ConvDecode", time.Now())
+	defer s.d.traced("ConvDecode", s.d.begin("ConvDecode"))
 	n := len(llr) / 3
 	if p.K < 2 || p.K > maxConvK || p.Wrap < 0 || n == 0 || len(llr) != 3*n {
 		return nil, fmt.Errorf("cudacodec: decode: K %d, wrap %d, %d LLRs", p.K, p.Wrap, len(llr))
@@ -591,7 +621,7 @@ func (s detectSurface) ConvDecode(ctx context.Context, p accel.ConvPlan, llr []f
 }
 
 func (s *surface) Apply(ctx context.Context, gain float32) ([]int64, error) {
-	defer s.d.traced("Apply", time.Now())
+	defer s.d.traced("Apply", s.d.begin("Apply"))
 	if s.format != accel.NRGBA8 || !s.hasPlan {
 		return nil, fmt.Errorf("cudacodec: apply needs an NRGBA8 image and a mark plan")
 	}
@@ -607,7 +637,7 @@ func (s *surface) Apply(ctx context.Context, gain float32) ([]int64, error) {
 }
 
 func (s *surface) Read(ctx context.Context, dst []byte, stride int) error {
-	defer s.d.traced("Read", time.Now())
+	defer s.d.traced("Read", s.d.begin("Read"))
 	if s.format != accel.NRGBA8 {
 		return fmt.Errorf("cudacodec: read needs an NRGBA8 image")
 	}
