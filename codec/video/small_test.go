@@ -31,7 +31,7 @@ func TestSmallFrames(t *testing.T) {
 	}
 	for _, size := range []string{"176x144"} {
 		src := filepath.Join(dir, size+".mp4")
-		makeClip(t, src, size, "25", "1")
+		makeClip(t, src, size, "25", "0.2") // refused from the probe: five frames say as much as any number
 		_, err := a.Embed(ctx, src, out, testID(4), Options{})
 		if !errors.Is(err, ErrTooSmall) || !strings.Contains(err.Error(), size) ||
 			!strings.Contains(err.Error(), codec.VideoSizeRule()) {
@@ -41,7 +41,9 @@ func TestSmallFrames(t *testing.T) {
 	}
 
 	land := filepath.Join(dir, "land.mp4")
-	makeClip(t, land, "256x144", "25", "2")
+	// One second (25 frames): the mark reads back at confidence 0.997 (two seconds, 1.000, read it in the first
+	// second's unit only) and the weakest mark still does not; each second more cost 0.5 CPU-s over the test.
+	makeClip(t, land, "256x144", "25", "1")
 	id := testID(5)
 	rep, err := a.Embed(ctx, land, out, id, Options{})
 	if err != nil {
@@ -65,22 +67,4 @@ func TestSmallFrames(t *testing.T) {
 		t.Errorf("a mark at %.0f dB on 256x144 frames: error %v, want ErrMarkUnreadable", codec.MaxPSNR, err)
 	}
 	noOutput("unreadable")
-}
-
-// TestDetectFirstSeconds: the read-back's limited detection decodes only the first seconds (one unit of the
-// shared 2-second clip) and does not take the frames it did not read for a truncated file.
-func TestDetectFirstSeconds(t *testing.T) {
-	t.Parallel()
-	a := testAdapter(t)
-	src := plainClip(t)
-	d, err := a.detect(context.Background(), src, 1)
-	if err != nil {
-		t.Fatalf("detect of the first second: %v", err)
-	}
-	if len(d.Units) != 1 || d.Units[0].EndTime == nil || *d.Units[0].EndTime > 1.05 {
-		t.Fatalf("units %+v, want one of the first second", d.Units)
-	}
-	if d, err = a.Detect(context.Background(), src); err != nil || len(d.Units) != 2 {
-		t.Fatalf("whole detect: %d units, %v; want 2", len(d.Units), err)
-	}
 }
