@@ -1,0 +1,94 @@
+package accounts
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"filigrane/internal/authlimit"
+	"filigrane/persistence"
+)
+
+// sessionReads is the node's real store, counting the reads of session records.
+type sessionReads struct {
+	persistence.Store
+	n atomic.Int64
+}
+
+func (s *sessionReads) Get(ctx context.Context, key []byte) (persistence.Item, error) {
+	if bytes.HasPrefix(key, []byte(prefixSession)) {
+		s.n.Add(1)
+	}
+	return s.Store.Get(ctx, key)
+}
+
+// TestUnknownSessionsCostBoundedReads: random session cookies cost a read each only while the client's
+// address has tokens (and the same one again costs nothing for missTTL); a session seen live keeps working
+// from that address, and is still read every time, so an end on another node counts at once.
+func TestUnknownSessionsCostBoundedReads(t *testing.T) {
+	ctx := context.Background()
+	a, clk := newTestAccounts(t)
+	st := &sessionReads{Store: a.Store}
+	a.Store = st
+	const burst = 3
+	a.Limit = authlimit.New(authlimit.Config{Burst: burst, Every: time.Second}, clk)
+	if _, err := a.CreateUser(ctx, "owner@example.com", pw, "org_1", "mem_1"); err != nil {
+		t.Fatal(err)
+	}
+	live, _, _, err := a.SignIn(ctx, "owner@example.com", pw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	from := net.ParseIP("192.0.2.7")
+	random := func(i int) string { return fmt.Sprintf("not-a-session-%d", i) }
+	check := func(what, secret string, want error, reads int64) {
+		t.Helper()
+		_, _, err := a.SessionFrom(ctx, secret, from)
+		if !errors.Is(err, want) {
+			t.Fatalf("%s: %v, want %v", what, err, want)
+		}
+		if n := st.n.Load(); n != reads {
+			t.Fatalf("%s: %d session reads so far, want %d", what, n, reads)
+		}
+	}
+	for i := range 3 {
+		check(fmt.Sprintf("the same random cookie, try %d", i), random(0), ErrNoSession, 1)
+	}
+	check("random cookie 1", random(1), ErrNoSession, 2)
+	check("random cookie 2", random(2), ErrNoSession, 3)
+	_, _, err = a.SessionFrom(ctx, random(3), from)
+	var refused *authlimit.Refusal
+	if !errors.As(err, &refused) || refused.Reason != authlimit.AddressSpent || refused.RetryAfter != time.Second {
+		t.Fatalf("a random cookie past the bucket: %v, want a refusal for the address, retry after 1 s", err)
+	}
+	if n := st.n.Load(); n != burst {
+		t.Fatalf("the refused lookup read the store (%d reads)", n)
+	}
+	// The signed-in session works from the spent address, read each time.
+	check("the live session", live, nil, burst+1)
+	check("the live session again", live, nil, burst+2)
+	// Another address has its own bucket.
+	if _, _, err := a.SessionFrom(ctx, random(4), net.ParseIP("198.51.100.1")); !errors.Is(err, ErrNoSession) {
+		t.Fatalf("a random cookie from another address: %v", err)
+	}
+
+	// Another node (its own memory, the same store) signs the session out: the end counts here at once.
+	other := New(st, clk, Policy{}, 1)
+	if err := other.SignOut(ctx, live); err != nil {
+		t.Fatal(err)
+	}
+	reads := st.n.Load()
+	check("the session signed out on another node", live, ErrNoSession, reads+1)
+	check("it again: remembered missing", live, ErrNoSession, reads+1)
+
+	// A token a second; the cookie found missing is read again once missTTL has passed.
+	clk.Advance(time.Second)
+	check("a random cookie after a token came back", random(5), ErrNoSession, reads+2)
+	clk.Advance(missTTL)
+	check("the first random cookie past missTTL", random(0), ErrNoSession, reads+3)
+}
