@@ -8,7 +8,9 @@
 // It must not know about HTTP, cookies or pages (package http/console does). What a member's role lets their
 // keys and sessions do with the API is decided by the organization record and the API, not here. Session
 // secrets and passwords are never stored: a session is found by the SHA-256 of its secret (256 random bits),
-// a password by its argon2id hash.
+// a password by its argon2id hash. What a random session cookie may cost in store reads is bounded here too:
+// secrets found missing are remembered, others are looked up within the node's authlimit.Limiter, and sessions
+// seen live skip that limit (sessionmemory.go); a session is never taken as valid without reading it.
 package accounts
 
 import (
