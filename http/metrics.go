@@ -23,7 +23,8 @@ type Metrics struct {
 	Actors *prometheus.GaugeVec
 	// authRefused counts API requests refused by authentication, by authRefusal reason.
 	authRefused *prometheus.CounterVec
-	// consoleRefused counts console requests refused for their session cookie, by console.RefusalReasons.
+	// consoleRefused counts console requests refused for their session cookie (or invitation link), by
+	// console.RefusalReasons.
 	consoleRefused *prometheus.CounterVec
 }
 
@@ -56,7 +57,7 @@ func NewMetrics() *Metrics {
 		}, []string{"reason"}),
 		consoleRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "filigrane_console_session_refused_total",
-			Help: "Console requests refused for their session cookie, by reason: invalid_session (no live session: the sign-in page or 401), address_limited (429: too many unknown sessions from the client's address), lookups_busy (503: too many lookups of unknown credentials under way), store_error (503).",
+			Help: "Console requests refused for their session cookie, by reason: invalid_session (no live session: the sign-in page or 401), address_limited (429: too many unknown sessions or invitation links from the client's address), lookups_busy (503: too many lookups of unknown credentials under way), store_error (503).",
 		}, []string{"reason"}),
 	}
 	for _, r := range []string{authMissing, authInvalid, authAddressSpent, authInFlightFull, authStoreError} {

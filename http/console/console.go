@@ -96,7 +96,8 @@ type Config struct {
 	NewOrgPlan string
 	// Timeout bounds each request's storage and actor calls (default 10 s).
 	Timeout time.Duration
-	// CountRefusal, when set, counts a request refused for its session cookie, by one of RefusalReasons.
+	// CountRefusal, when set, counts a request refused for its session cookie (or, past the bounds, its
+	// invitation link), by one of RefusalReasons.
 	CountRefusal func(reason string)
 }
 
@@ -366,7 +367,7 @@ func (c *Console) refuseLookup(ctx *fasthttp.RequestCtx, refused *authlimit.Refu
 			return
 		}
 		c.errorPage(ctx, 429, fmt.Sprintf(
-			"Too many requests with unknown sessions came from your address. Try again in %d seconds, or sign in again.", secs))
+			"Too many requests with unknown sessions or invitation links came from your address. Try again in %d seconds, or sign in again.", secs))
 		return
 	}
 	c.count(RefusedLookupsBusy)
@@ -377,7 +378,7 @@ func (c *Console) refuseLookup(ctx *fasthttp.RequestCtx, refused *authlimit.Refu
 	c.errorPage(ctx, 503, "Too many sessions are being checked right now. Try again in a moment.")
 }
 
-// Reasons of Config.CountRefusal: a fixed set, so a metric labelled with them stays bounded.
+// Reasons of Config.CountRefusal (address_limited and lookups_busy count invitation links too): a fixed set, so a metric labelled with them stays bounded.
 const (
 	RefusedInvalidSession = "invalid_session" // a cookie without a live session (sign-in page or 401)
 	RefusedAddressLimited = "address_limited" // 429: the address's failed lookups are used up

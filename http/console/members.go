@@ -146,14 +146,14 @@ func (c *Console) inviteRoute(ctx *fasthttp.RequestCtx, token string) {
 		c.methodNotAllowed(ctx, "GET, POST")
 		return
 	}
-	inv, _, err := c.cfg.Accounts.LookupInvite(c2, token)
+	// Within the node's bounds on unknown credentials: anyone can open random links.
+	inv, _, err := c.cfg.Accounts.LookupInviteFrom(c2, token, ctx.RemoteIP())
 	if errors.Is(err, accounts.ErrNoInvite) {
 		c.inviteGone(ctx)
 		return
 	}
 	if err != nil {
-		c.cfg.Logger.Error().Err(err).Msg("console: read invitation")
-		c.errorPage(ctx, 503, "The invitation could not be read. Try again in a moment.")
+		c.unavailablePage(ctx, err)
 		return
 	}
 	secret, u, err := c.inviteeSession(ctx, c2)

@@ -13,7 +13,8 @@ import (
 )
 
 // TestRandomSessionCookiesCostBoundedStoreReads: anyone can send /console requests with random session
-// cookies, and each used to cost the node a store read (an S3 GET in a cluster). Now the same cookie again
+// cookies (or open random invitation links), and each used to cost the node a store read (an S3 GET in a
+// cluster). Now the same cookie again
 // costs nothing, distinct ones spend the client address's bucket of failed lookups (shared with API keys),
 // and past it pages answer 429 and console API calls 429 rate_limited, with Retry-After, without a read and
 // without clearing the cookie. A person signed in from the same address keeps working, and signing out still
@@ -87,6 +88,8 @@ func TestRandomSessionCookiesCostBoundedStoreReads(t *testing.T) {
 	if !strings.Contains(api.body, `"rate_limited"`) {
 		t.Fatalf("the console API call past the bucket: %s", api.body)
 	}
+	link := (&client{t: t, base: base, cookies: map[string]string{}}).do("GET", "/console/invite/"+random(1002), nil, nil)
+	limited("a random invitation link past the bucket", link)
 	invalid("the first random cookie, remembered", page(random(0)))
 	if got := reads() - before; got != authlimit.DefaultBurst {
 		t.Fatalf("store reads went from %d to %d past the bucket", authlimit.DefaultBurst, got)
@@ -100,10 +103,16 @@ func TestRandomSessionCookiesCostBoundedStoreReads(t *testing.T) {
 		t.Fatalf("the signed-in person's API call: %d %s", r.status, r.body)
 	}
 
-	// One token comes back per DefaultEvery.
+	// One token comes back per DefaultEvery; invitation links spend the same bucket.
+	before = reads()
 	clk.Advance(authlimit.DefaultEvery)
-	invalid("a random cookie after a token came back", page(random(2000)))
-	limited("the next one", page(random(2001)))
+	if r := (&client{t: t, base: base, cookies: map[string]string{}}).do("GET", "/console/invite/"+random(2000), nil, nil); r.status != 410 {
+		t.Fatalf("a random invitation link after a token came back: %d, want 410", r.status)
+	}
+	limited("a random cookie after it", page(random(2001)))
+	if got := reads() - before; got != 1 {
+		t.Fatalf("a token came back, and %d store reads were made with it", got)
+	}
 
 	// Signing out ends the session at once.
 	m := csrfField.FindStringSubmatch(person.do("GET", "/console/account", nil, nil).body)
@@ -116,10 +125,10 @@ func TestRandomSessionCookiesCostBoundedStoreReads(t *testing.T) {
 	}
 	invalid("the signed-out session", page(session))
 
-	if got := metric(`filigrane_console_session_refused_total{reason="address_limited"}`); got != 3 {
-		t.Fatalf("console refusals by address counted %d, want 3", got)
+	if got := metric(`filigrane_console_session_refused_total{reason="address_limited"}`); got != 4 {
+		t.Fatalf("console refusals by address counted %d, want 4", got)
 	}
-	if got := metric(`filigrane_console_session_refused_total{reason="invalid_session"}`); got != authlimit.DefaultBurst+5 {
-		t.Fatalf("invalid sessions counted %d, want %d", got, authlimit.DefaultBurst+5)
+	if got := metric(`filigrane_console_session_refused_total{reason="invalid_session"}`); got != authlimit.DefaultBurst+4 {
+		t.Fatalf("invalid sessions counted %d, want %d", got, authlimit.DefaultBurst+4)
 	}
 }

@@ -667,6 +667,23 @@ func (a *Accounts) LookupInvite(ctx context.Context, token string) (*Invite, per
 	return inv, ver, nil
 }
 
+// LookupInviteFrom is LookupInvite for a request from the client address from: with Limit set, the read takes
+// a token of from's bucket, kept only when there is no live invitation of token, and a lookup slot, or is
+// refused with a *authlimit.Refusal. An invitation link is a secret like a session's (256 random bits), so
+// random links spend the same budget as random cookies.
+func (a *Accounts) LookupInviteFrom(ctx context.Context, token string, from net.IP) (*Invite, persistence.Version, error) {
+	if token == "" || len(token) > 128 || a.Limit == nil {
+		return a.LookupInvite(ctx, token)
+	}
+	client := authlimit.Client(from)
+	if err := a.Limit.Begin(client); err != nil {
+		return nil, "", err
+	}
+	inv, ver, err := a.LookupInvite(ctx, token)
+	a.Limit.End(client, !errors.Is(err, ErrNoInvite))
+	return inv, ver, err
+}
+
 // ClaimInvite uses up the invitation of token: of two people presenting it at once, exactly one gets it (a
 // compare-and-set delete); the other gets ErrNoInvite.
 func (a *Accounts) ClaimInvite(ctx context.Context, token string) (*Invite, error) {
