@@ -492,22 +492,27 @@ func (a *Accounts) SignOut(ctx context.Context, secret string) error {
 	if a.seen.look(string(key), now) == sessionMissing {
 		return nil
 	}
-	it, err := a.Store.Get(ctx, key)
-	if errors.Is(err, persistence.ErrNotFound) {
-		a.seen.putMissing(string(key), now)
-		return nil
+	// A request of the session may touch it (LastSeen) between the read and the delete: the delete then
+	// misses its version and is tried again on the new one, or the session would outlive its sign-out.
+	for attempt := 0; attempt < 5; attempt++ {
+		it, err := a.Store.Get(ctx, key)
+		if errors.Is(err, persistence.ErrNotFound) {
+			a.seen.putMissing(string(key), now)
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("sign out: %w", err)
+		}
+		err = a.Store.Delete(ctx, key, it.Version)
+		if err == nil {
+			a.seen.putMissing(string(key), now)
+			return nil
+		}
+		if !errors.Is(err, persistence.ErrVersionMismatch) {
+			return fmt.Errorf("sign out: %w", err)
+		}
 	}
-	if err != nil {
-		return fmt.Errorf("sign out: %w", err)
-	}
-	err = a.Store.Delete(ctx, key, it.Version)
-	switch {
-	case err == nil:
-		a.seen.putMissing(string(key), now)
-	case !errors.Is(err, persistence.ErrVersionMismatch):
-		return fmt.Errorf("sign out: %w", err)
-	}
-	return nil
+	return errors.New("sign out: the session kept changing; try again")
 }
 
 // ChangePassword checks the current password and sets a new one. Every session of the user ends; a fresh

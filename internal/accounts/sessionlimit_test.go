@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"filigrane/actors/durable"
 	"filigrane/internal/authlimit"
 	"filigrane/persistence"
 )
@@ -91,4 +93,48 @@ func TestUnknownSessionsCostBoundedReads(t *testing.T) {
 	check("a random cookie after a token came back", random(5), ErrNoSession, reads+2)
 	clk.Advance(missTTL)
 	check("the first random cookie past missTTL", random(0), ErrNoSession, reads+3)
+}
+
+// touchedBeforeDelete is the real store in which another request of a session touches it (writes LastSeen)
+// just before the first delete of a session record lands.
+type touchedBeforeDelete struct {
+	persistence.Store
+	once sync.Once
+}
+
+func (s *touchedBeforeDelete) Delete(ctx context.Context, key []byte, expect persistence.Version) error {
+	if bytes.HasPrefix(key, []byte(prefixSession)) {
+		s.once.Do(func() {
+			if _, err := durable.Update(ctx, s.Store, key, 0, func(cur *Session) (*Session, error) {
+				next := *cur
+				next.LastSeen = next.LastSeen.Add(time.Minute)
+				return &next, nil
+			}); err != nil {
+				panic(err)
+			}
+		})
+	}
+	return s.Store.Delete(ctx, key, expect)
+}
+
+// TestSignOutRacingATouchEndsTheSession: a sign-out whose delete meets a session just touched by another of
+// its requests still ends it (it used to report success and leave the session live).
+func TestSignOutRacingATouchEndsTheSession(t *testing.T) {
+	ctx := context.Background()
+	a, _ := newTestAccounts(t)
+	if _, err := a.CreateUser(ctx, "owner@example.com", pw, "org_1", "mem_1"); err != nil {
+		t.Fatal(err)
+	}
+	secret, _, _, err := a.SignIn(ctx, "owner@example.com", pw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Store = &touchedBeforeDelete{Store: a.Store}
+	if err := a.SignOut(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	// Asked of a node that never saw the session: only the store answers.
+	if _, _, err := New(a.Store, a.Clock, Policy{}, 1).Session(ctx, secret); !errors.Is(err, ErrNoSession) {
+		t.Fatalf("the signed-out session: %v, want ErrNoSession", err)
+	}
 }
