@@ -138,3 +138,59 @@ func TestSignOutRacingATouchEndsTheSession(t *testing.T) {
 		t.Fatalf("the signed-out session: %v, want ErrNoSession", err)
 	}
 }
+
+// heldSessionReads is the real store in which the read of one session key waits until released: a slow
+// object store, seen from the node.
+type heldSessionReads struct {
+	persistence.Store
+	hold    []byte
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (s *heldSessionReads) Get(ctx context.Context, key []byte) (persistence.Item, error) {
+	if bytes.Equal(key, s.hold) {
+		s.entered <- struct{}{}
+		<-s.release
+	}
+	return s.Store.Get(ctx, key)
+}
+
+// TestUnknownSessionLookupsInFlightAreBounded: with the node's lookups of unknown credentials all held in a
+// slow store, another random cookie is refused at once (InFlightFull) without a read, while a session seen
+// live is read and answered.
+func TestUnknownSessionLookupsInFlightAreBounded(t *testing.T) {
+	ctx := context.Background()
+	a, clk := newTestAccounts(t)
+	if _, err := a.CreateUser(ctx, "owner@example.com", pw, "org_1", "mem_1"); err != nil {
+		t.Fatal(err)
+	}
+	live, _, _, err := a.SignIn(ctx, "owner@example.com", pw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := &heldSessionReads{Store: a.Store, hold: sessionKey("held"), entered: make(chan struct{}, 1), release: make(chan struct{})}
+	a.Store = held
+	a.Limit = authlimit.New(authlimit.Config{MaxInFlight: 1}, clk)
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := a.SessionFrom(ctx, "held", net.ParseIP("192.0.2.1"))
+		done <- err
+	}()
+	<-held.entered
+	_, _, err = a.SessionFrom(ctx, "another random cookie", net.ParseIP("198.51.100.1"))
+	var refused *authlimit.Refusal
+	if !errors.As(err, &refused) || refused.Reason != authlimit.InFlightFull {
+		t.Errorf("a lookup past the in-flight bound: %v, want a refusal (in flight)", err)
+	}
+	if _, _, err := a.SessionFrom(ctx, live, net.ParseIP("198.51.100.1")); err != nil {
+		t.Errorf("the live session while the bound is full: %v", err)
+	}
+	close(held.release)
+	if err := <-done; !errors.Is(err, ErrNoSession) {
+		t.Fatalf("the held lookup: %v", err)
+	}
+	if _, _, err := a.SessionFrom(ctx, "another random cookie", net.ParseIP("198.51.100.1")); !errors.Is(err, ErrNoSession) {
+		t.Fatalf("the refused cookie once the slot is free: %v", err)
+	}
+}
