@@ -378,7 +378,8 @@ func (c *Console) refuseLookup(ctx *fasthttp.RequestCtx, refused *authlimit.Refu
 	c.errorPage(ctx, 503, "Too many sessions are being checked right now. Try again in a moment.")
 }
 
-// Reasons of Config.CountRefusal (address_limited and lookups_busy count invitation links too): a fixed set, so a metric labelled with them stays bounded.
+// Reasons of Config.CountRefusal (address_limited and lookups_busy count invitation links too): a fixed set,
+// so a metric labelled with them stays bounded.
 const (
 	RefusedInvalidSession = "invalid_session" // a cookie without a live session (sign-in page or 401)
 	RefusedAddressLimited = "address_limited" // 429: the address's failed lookups are used up
