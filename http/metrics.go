@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/valyala/fasthttp"
 
+	"filigrane/http/console"
 	"filigrane/internal/netguard"
 )
 
@@ -22,6 +23,9 @@ type Metrics struct {
 	Actors *prometheus.GaugeVec
 	// authRefused counts API requests refused by authentication, by authRefusal reason.
 	authRefused *prometheus.CounterVec
+	// consoleRefused counts console requests refused for their session cookie (or invitation link), by
+	// console.RefusalReasons.
+	consoleRefused *prometheus.CounterVec
 }
 
 // Reasons of filigrane_auth_refused_total: a fixed set, so the label is bounded whatever clients send.
@@ -51,11 +55,18 @@ func NewMetrics() *Metrics {
 			Name: "filigrane_auth_refused_total",
 			Help: "API requests refused by API-key authentication, by reason: missing_key and invalid_key (401), address_limited (429: too many unknown keys from the client's address), lookups_busy (503: too many lookups of unknown keys under way), store_error (503).",
 		}, []string{"reason"}),
+		consoleRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "filigrane_console_session_refused_total",
+			Help: "Console requests refused for their session cookie, by reason: invalid_session (no live session: the sign-in page or 401), address_limited (429: too many unknown sessions or invitation links from the client's address), lookups_busy (503: too many lookups of unknown credentials under way), store_error (503).",
+		}, []string{"reason"}),
 	}
 	for _, r := range []string{authMissing, authInvalid, authAddressSpent, authInFlightFull, authStoreError} {
 		m.authRefused.WithLabelValues(r) // present at 0 from the start, so that rate() sees the first refusal
 	}
-	m.Registry.MustRegister(m.requests, m.latency, m.Actors, m.authRefused,
+	for _, r := range console.RefusalReasons() {
+		m.consoleRefused.WithLabelValues(r)
+	}
+	m.Registry.MustRegister(m.requests, m.latency, m.Actors, m.authRefused, m.consoleRefused,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	return m
 }

@@ -26,6 +26,7 @@ import (
 	"io"
 	"io/fs"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -35,6 +36,7 @@ import (
 
 	"filigrane/actors"
 	"filigrane/internal/accounts"
+	"filigrane/internal/authlimit"
 	"filigrane/internal/clock"
 	"filigrane/internal/problem"
 	"filigrane/persistence"
@@ -94,6 +96,9 @@ type Config struct {
 	NewOrgPlan string
 	// Timeout bounds each request's storage and actor calls (default 10 s).
 	Timeout time.Duration
+	// CountRefusal, when set, counts a request refused for its session cookie (or, past the bounds, its
+	// invitation link), by one of RefusalReasons.
+	CountRefusal func(reason string)
 }
 
 // ClusterNode is one node as the cluster page shows it.
@@ -306,10 +311,12 @@ func (c *Console) route(r *request, method, rest string) {
 }
 
 // authenticate finds the request's session. Without one, pages redirect to the sign-in page and API calls
-// answer 401 session_required.
+// answer 401 session_required. A cookie this node knows nothing of is looked up within the node's bounds on
+// unknown credentials (accounts.Accounts.Limit): past them it answers 429 or 503 with Retry-After and keeps
+// the cookie, which may belong to a live session.
 func (c *Console) authenticate(ctx *fasthttp.RequestCtx, c2 context.Context, api bool) (*request, bool) {
 	secret := string(ctx.Request.Header.Cookie(sessionCookie))
-	s, u, err := c.cfg.Accounts.Session(c2, secret)
+	s, u, err := c.cfg.Accounts.SessionFrom(c2, secret, ctx.RemoteIP())
 	if err == nil {
 		var r *request
 		r, err = c.activeMembership(ctx, c2, secret, s, u)
@@ -317,7 +324,13 @@ func (c *Console) authenticate(ctx *fasthttp.RequestCtx, c2 context.Context, api
 			return r, true
 		}
 	}
+	var refused *authlimit.Refusal
+	if errors.As(err, &refused) {
+		c.refuseLookup(ctx, refused, api)
+		return nil, false
+	}
 	if !errors.Is(err, accounts.ErrNoSession) {
+		c.count(RefusedStoreError)
 		c.cfg.Logger.Error().Err(err).Msg("console: session check failed")
 		if api {
 			ctx.Response.Header.Set("Retry-After", "2")
@@ -328,6 +341,7 @@ func (c *Console) authenticate(ctx *fasthttp.RequestCtx, c2 context.Context, api
 		return nil, false
 	}
 	if secret != "" {
+		c.count(RefusedInvalidSession)
 		c.clearCookie(ctx, sessionCookie)
 	}
 	if api {
@@ -336,6 +350,52 @@ func (c *Console) authenticate(ctx *fasthttp.RequestCtx, c2 context.Context, api
 	}
 	redirect(ctx, Prefix+"/sign-in")
 	return nil, false
+}
+
+// refuseLookup answers a session lookup the node's bounds refused, with Retry-After: 429 when the client's
+// address has used up its failed lookups (rate_limited for API calls, a page for pages), 503 when too many
+// lookups are under way. Unlike an invalid session it neither clears the cookie nor sends to the sign-in
+// page: nothing was checked. Signing in again works at once (a new session is known to this node).
+func (c *Console) refuseLookup(ctx *fasthttp.RequestCtx, refused *authlimit.Refusal, api bool) {
+	secs := max(int((refused.RetryAfter+time.Second-1)/time.Second), 1)
+	ctx.Response.Header.Set("Retry-After", strconv.Itoa(secs))
+	if refused.Reason == authlimit.AddressSpent {
+		c.count(RefusedAddressLimited)
+		if api {
+			c.cfg.Problem(ctx, problem.RateLimited, fmt.Sprintf(
+				"too many requests with unknown console sessions from your address; retry in %d s (a session this node has seen is not limited)", secs))
+			return
+		}
+		c.errorPage(ctx, 429, fmt.Sprintf(
+			"Too many requests with unknown sessions or invitation links came from your address. Try again in %d seconds, or sign in again.", secs))
+		return
+	}
+	c.count(RefusedLookupsBusy)
+	if api {
+		c.cfg.Problem(ctx, problem.Unavailable, "too many console sessions are being checked right now; retry shortly")
+		return
+	}
+	c.errorPage(ctx, 503, "Too many sessions are being checked right now. Try again in a moment.")
+}
+
+// Reasons of Config.CountRefusal (address_limited and lookups_busy count invitation links too): a fixed set,
+// so a metric labelled with them stays bounded.
+const (
+	RefusedInvalidSession = "invalid_session" // a cookie without a live session (sign-in page or 401)
+	RefusedAddressLimited = "address_limited" // 429: the address's failed lookups are used up
+	RefusedLookupsBusy    = "lookups_busy"    // 503: too many lookups of unknown credentials under way
+	RefusedStoreError     = "store_error"     // 503: the store did not answer
+)
+
+// RefusalReasons lists the reasons Config.CountRefusal is called with.
+func RefusalReasons() []string {
+	return []string{RefusedInvalidSession, RefusedAddressLimited, RefusedLookupsBusy, RefusedStoreError}
+}
+
+func (c *Console) count(reason string) {
+	if c.cfg.CountRefusal != nil {
+		c.cfg.CountRefusal(reason)
+	}
 }
 
 // activeMembership finds the organization the session works in. When the member was removed from it (or it

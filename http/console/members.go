@@ -11,6 +11,7 @@ import (
 
 	"filigrane/actors"
 	"filigrane/internal/accounts"
+	"filigrane/internal/authlimit"
 )
 
 type membersData struct {
@@ -116,7 +117,7 @@ func (c *Console) inviteeSession(ctx *fasthttp.RequestCtx, c2 context.Context) (
 	if secret == "" {
 		return "", nil, nil
 	}
-	_, u, err := c.cfg.Accounts.Session(c2, secret)
+	_, u, err := c.cfg.Accounts.SessionFrom(c2, secret, ctx.RemoteIP())
 	if errors.Is(err, accounts.ErrNoSession) {
 		return "", nil, nil
 	}
@@ -145,14 +146,14 @@ func (c *Console) inviteRoute(ctx *fasthttp.RequestCtx, token string) {
 		c.methodNotAllowed(ctx, "GET, POST")
 		return
 	}
-	inv, _, err := c.cfg.Accounts.LookupInvite(c2, token)
+	// Within the node's bounds on unknown credentials: anyone can open random links.
+	inv, _, err := c.cfg.Accounts.LookupInviteFrom(c2, token, ctx.RemoteIP())
 	if errors.Is(err, accounts.ErrNoInvite) {
 		c.inviteGone(ctx)
 		return
 	}
 	if err != nil {
-		c.cfg.Logger.Error().Err(err).Msg("console: read invitation")
-		c.errorPage(ctx, 503, "The invitation could not be read. Try again in a moment.")
+		c.unavailablePage(ctx, err)
 		return
 	}
 	secret, u, err := c.inviteeSession(ctx, c2)
@@ -384,7 +385,14 @@ func (c *Console) joinAllowed(ctx *fasthttp.RequestCtx, err error) bool {
 	return false
 }
 
+// unavailablePage answers a dependency that failed with 503, or a session lookup the node's bounds refused
+// as authenticate does.
 func (c *Console) unavailablePage(ctx *fasthttp.RequestCtx, err error) {
+	var refused *authlimit.Refusal
+	if errors.As(err, &refused) {
+		c.refuseLookup(ctx, refused, false)
+		return
+	}
 	c.cfg.Logger.Error().Err(err).Str("path", string(ctx.Path())).Msg("console: dependency failed")
 	c.errorPage(ctx, 503, "Something did not answer in time. Try again in a moment.")
 }

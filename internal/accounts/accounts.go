@@ -8,7 +8,9 @@
 // It must not know about HTTP, cookies or pages (package http/console does). What a member's role lets their
 // keys and sessions do with the API is decided by the organization record and the API, not here. Session
 // secrets and passwords are never stored: a session is found by the SHA-256 of its secret (256 random bits),
-// a password by its argon2id hash.
+// a password by its argon2id hash. What a random session cookie may cost in store reads is bounded here too:
+// secrets found missing are remembered, others are looked up within the node's authlimit.Limiter, and sessions
+// seen live skip that limit (sessionmemory.go); a session is never taken as valid without reading it.
 package accounts
 
 import (
@@ -20,6 +22,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -27,6 +30,7 @@ import (
 	"golang.org/x/crypto/argon2"
 
 	"filigrane/actors/durable"
+	"filigrane/internal/authlimit"
 	"filigrane/internal/clock"
 	"filigrane/persistence"
 )
@@ -154,12 +158,21 @@ type Accounts struct {
 	// hashing bounds concurrent argon2 runs (each holds MemKiB of memory): a flood of sign-ins waits here
 	// instead of exhausting memory. Nil: one at a time per Accounts value made with New.
 	hashing chan struct{}
+	// Limit, when set, bounds the store reads of session secrets this node knows nothing of (random cookies,
+	// or a session's first request on this node): per client address for SessionFrom, and in flight. A
+	// refused lookup is a *authlimit.Refusal. The node shares one Limiter between API keys and sessions: one
+	// budget of failed credential lookups per address, one bound on such reads in flight.
+	Limit *authlimit.Limiter
+	// seen remembers sessions seen live and sessions found missing (sessionmemory.go); nil for Accounts not
+	// made with New: every lookup is then an unknown one.
+	seen *sessionMemory
 }
 
 // New returns Accounts with its defaults and a bound of maxHashing concurrent password hashes (at least 1).
 func New(st persistence.Store, clk clock.Clock, policy Policy, maxHashing int) *Accounts {
 	policy.defaults()
-	return &Accounts{Store: st, Clock: clk, Policy: policy, Argon2: DefaultArgon2, hashing: make(chan struct{}, max(maxHashing, 1))}
+	return &Accounts{Store: st, Clock: clk, Policy: policy, Argon2: DefaultArgon2, hashing: make(chan struct{}, max(maxHashing, 1)),
+		seen: newSessionMemory(policy.IdleTimeout)}
 }
 
 func (a *Accounts) params() Argon2 {
@@ -373,9 +386,12 @@ func (a *Accounts) newSession(ctx context.Context, u *User) (string, *Session, e
 	now := a.Clock.Now()
 	s := &Session{UserID: u.ID, Epoch: u.Epoch, CSRF: base64.RawURLEncoding.EncodeToString(randomBytes(32)),
 		CreatedAt: now, LastSeen: now}
-	if _, err := durable.Write(ctx, a.Store, sessionKey(secret), persistence.NoVersion, s); err != nil {
+	key := sessionKey(secret)
+	if _, err := durable.Write(ctx, a.Store, key, persistence.NoVersion, s); err != nil {
 		return "", nil, fmt.Errorf("store session: %w", err)
 	}
+	// The browser's next request is read without limit, even from an address someone else spends.
+	a.seen.putLive(string(key), now)
 	return secret, s, nil
 }
 
@@ -384,20 +400,66 @@ func (a *Accounts) newSession(ctx context.Context, u *User) (string, *Session, e
 const touchEvery = time.Minute
 
 // Session returns the live session of secret and its user; ErrNoSession when it is unknown, idle too long,
-// past its absolute lifetime, or from before a password change (an expired one is deleted).
+// past its absolute lifetime, or from before a password change (an expired one is deleted). It is SessionFrom
+// for a caller with no client address: Limit's in-flight bound applies, its per-address buckets do not.
 func (a *Accounts) Session(ctx context.Context, secret string) (*Session, *User, error) {
+	return a.SessionFrom(ctx, secret, nil)
+}
+
+// SessionFrom is Session for a request from the client address from. A session this node saw live lately
+// is read from the store as always (so an ending anywhere counts at once) without limit; one found missing
+// lately is ErrNoSession without a read; any other takes, with Limit set, a token of from's bucket, kept only
+// when the store has no such session, and a lookup slot, or is refused with a *authlimit.Refusal.
+func (a *Accounts) SessionFrom(ctx context.Context, secret string, from net.IP) (*Session, *User, error) {
 	if secret == "" || len(secret) > 128 {
 		return nil, nil, ErrNoSession
 	}
 	key := sessionKey(secret)
+	now := a.Clock.Now()
+	switch a.seen.look(string(key), now) {
+	case sessionMissing:
+		return nil, nil, ErrNoSession
+	case sessionUnknown:
+		if a.Limit != nil {
+			client := authlimit.Client(from)
+			if err := a.Limit.Begin(client); err != nil {
+				return nil, nil, err
+			}
+			// Only a session the store does not have keeps the token: one that existed (even expired) was
+			// no guess, and a store that failed says nothing about the client.
+			found := false
+			defer func() { a.Limit.End(client, found) }()
+			s, u, err := a.readSession(ctx, key, now, &found)
+			return a.remember(key, now, s, u, err)
+		}
+	}
+	var found bool
+	s, u, err := a.readSession(ctx, key, now, &found)
+	return a.remember(key, now, s, u, err)
+}
+
+// remember notes what a read of key found, and passes its answer on.
+func (a *Accounts) remember(key []byte, now time.Time, s *Session, u *User, err error) (*Session, *User, error) {
+	switch {
+	case err == nil:
+		a.seen.putLive(string(key), now)
+	case errors.Is(err, ErrNoSession):
+		a.seen.putMissing(string(key), now) // missing, or ended for good (expiry and epochs do not go back)
+	}
+	return s, u, err
+}
+
+// readSession reads the session at key and its user. found is set unless the store had no session there
+// (an error of the store counts as found: it says nothing about the secret).
+func (a *Accounts) readSession(ctx context.Context, key []byte, now time.Time, found *bool) (*Session, *User, error) {
 	s, ver, err := durable.Read[Session](ctx, a.Store, key)
 	if errors.Is(err, persistence.ErrNotFound) {
 		return nil, nil, ErrNoSession
 	}
+	*found = true
 	if err != nil {
 		return nil, nil, err
 	}
-	now := a.Clock.Now()
 	u, err := a.User(ctx, s.UserID)
 	if errors.Is(err, ErrNotFound) || (err == nil && u.Epoch != s.Epoch) ||
 		now.Sub(s.LastSeen) >= a.Policy.IdleTimeout || now.Sub(s.CreatedAt) >= a.Policy.AbsoluteTimeout {
@@ -419,23 +481,38 @@ func (a *Accounts) Session(ctx context.Context, secret string) (*Session, *User,
 	return s, u, nil
 }
 
-// SignOut ends the session of secret; ending an unknown session is harmless.
+// SignOut ends the session of secret; ending an unknown session is harmless. Every node sees the end at once:
+// the session's record is gone, and nodes read it on every request.
 func (a *Accounts) SignOut(ctx context.Context, secret string) error {
 	if secret == "" || len(secret) > 128 {
 		return nil
 	}
 	key := sessionKey(secret)
-	it, err := a.Store.Get(ctx, key)
-	if errors.Is(err, persistence.ErrNotFound) {
+	now := a.Clock.Now()
+	if a.seen.look(string(key), now) == sessionMissing {
 		return nil
 	}
-	if err != nil {
-		return fmt.Errorf("sign out: %w", err)
+	// A request of the session may touch it (LastSeen) between the read and the delete: the delete then
+	// misses its version and is tried again on the new one, or the session would outlive its sign-out.
+	for attempt := 0; attempt < 5; attempt++ {
+		it, err := a.Store.Get(ctx, key)
+		if errors.Is(err, persistence.ErrNotFound) {
+			a.seen.putMissing(string(key), now)
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("sign out: %w", err)
+		}
+		err = a.Store.Delete(ctx, key, it.Version)
+		if err == nil {
+			a.seen.putMissing(string(key), now)
+			return nil
+		}
+		if !errors.Is(err, persistence.ErrVersionMismatch) {
+			return fmt.Errorf("sign out: %w", err)
+		}
 	}
-	if err := a.Store.Delete(ctx, key, it.Version); err != nil && !errors.Is(err, persistence.ErrVersionMismatch) {
-		return fmt.Errorf("sign out: %w", err)
-	}
-	return nil
+	return errors.New("sign out: the session kept changing; try again")
 }
 
 // ChangePassword checks the current password and sets a new one. Every session of the user ends; a fresh
@@ -593,6 +670,23 @@ func (a *Accounts) LookupInvite(ctx context.Context, token string) (*Invite, per
 		return nil, "", ErrNoInvite
 	}
 	return inv, ver, nil
+}
+
+// LookupInviteFrom is LookupInvite for a request from the client address from: with Limit set, the read takes
+// a token of from's bucket, kept only when there is no live invitation of token, and a lookup slot, or is
+// refused with a *authlimit.Refusal. An invitation link is a secret like a session's (256 random bits), so
+// random links spend the same budget as random cookies.
+func (a *Accounts) LookupInviteFrom(ctx context.Context, token string, from net.IP) (*Invite, persistence.Version, error) {
+	if token == "" || len(token) > 128 || a.Limit == nil {
+		return a.LookupInvite(ctx, token)
+	}
+	client := authlimit.Client(from)
+	if err := a.Limit.Begin(client); err != nil {
+		return nil, "", err
+	}
+	inv, ver, err := a.LookupInvite(ctx, token)
+	a.Limit.End(client, !errors.Is(err, ErrNoInvite))
+	return inv, ver, err
 }
 
 // ClaimInvite uses up the invitation of token: of two people presenting it at once, exactly one gets it (a

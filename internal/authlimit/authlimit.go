@@ -1,6 +1,7 @@
-// Package authlimit bounds what API-key lookups for unknown key ids may cost a node. Anyone can send a
-// well-formed key without having one, and each new key id would otherwise cost a store read (an S3 GET in
-// a cluster). It keeps a token bucket per client address, spent by lookups that found no key, and a bound on
+// Package authlimit bounds what lookups of unknown credentials may cost a node: API-key ids (actors.Keys) and
+// console session cookies (accounts.Accounts), one Limiter for both. Anyone can send a well-formed key or a
+// random cookie without having one, and each new one would otherwise cost a store read (an S3 GET in a
+// cluster). It keeps a token bucket per client address, spent by lookups that found nothing, and a bound on
 // such lookups in flight across all clients.
 //
 // It only answers whether a lookup may go to the store and how long a refused client should wait. It reads no
@@ -77,7 +78,7 @@ type Refusal struct {
 }
 
 func (r *Refusal) Error() string {
-	return fmt.Sprintf("API-key lookup refused (%s); retry after %s", r.Reason, r.RetryAfter)
+	return fmt.Sprintf("credential lookup refused (%s); retry after %s", r.Reason, r.RetryAfter)
 }
 
 // inFlightRetry is the wait suggested when every lookup slot is busy: a healthy store answers a lookup in

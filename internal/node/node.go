@@ -133,8 +133,8 @@ type Config struct {
 	PublicURL string
 	// Conns bounds the connections of each listener (API and upload host) and how long they may stall.
 	Conns apihttp.ConnLimits
-	// UnknownKeys bounds the store reads that API keys the node does not know may cost: per client address
-	// and in flight (zero values: authlimit's defaults).
+	// UnknownKeys bounds the store reads that API keys and console session cookies the node does not know may
+	// cost: per client address and in flight (zero values: authlimit's defaults).
 	UnknownKeys authlimit.Config
 	// GPUStrict refuses accelerator=gpu with 503 when no GPU is ready instead of running it on the CPU.
 	GPUStrict bool
@@ -481,7 +481,8 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 			return nil, err
 		}
 	}
-	// API and console share the key cache; unknown key ids cost store reads within cfg.UnknownKeys.
+	// API and console share the key cache; unknown key ids (and the console's unknown session cookies) cost
+	// store reads within cfg.UnknownKeys.
 	keys := actors.Keys{Store: store, Clock: cfg.Clock, Cache: actors.NewKeyCache(keyCacheTTL),
 		Limit: authlimit.New(cfg.UnknownKeys, cfg.Clock)}
 	n.api = apihttp.New(apihttp.Config{
@@ -501,6 +502,7 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 		PublicURL:      publicURL,
 	})
 	people := accounts.New(store, cfg.Clock, accounts.Policy{}, 2)
+	people.Limit = keys.Limit // one budget of unknown credentials (keys and session cookies) per address and node
 	if cfg.ConsolePasswordCost.Time > 0 {
 		people.Argon2 = cfg.ConsolePasswordCost
 	}
