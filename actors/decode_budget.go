@@ -11,8 +11,9 @@ import (
 	"golang.org/x/sync/semaphore"
 )
 
-// DecodeBudget is a node's memory for decoding and analysing images, in bytes. Every decode (a worker's job or
-// a synchronous detection at the edge) reserves its estimated peak before reading the file and gives it back
+// DecodeBudget is a node's memory for decoding and analysing images and for parsing and analysing PDFs, in
+// bytes. Every decode or parse (a worker's job, a synchronous detection or a PDF's probe at the edge) reserves
+// its estimated peak before reading the file and gives it back
 // when done, so that concurrent large files queue (jobs) or are turned away with 503 (synchronous requests)
 // instead of exhausting the node's memory. The reservation is first come, first served.
 type DecodeBudget struct {
