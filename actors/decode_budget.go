@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"golang.org/x/sync/semaphore"
 )
@@ -19,6 +20,7 @@ import (
 type DecodeBudget struct {
 	sem      *semaphore.Weighted
 	capacity int64
+	waiting  atomic.Int64 // reservations in Acquire, not yet answered
 }
 
 // Errors of DecodeBudget.Acquire.
@@ -49,11 +51,18 @@ func (b *DecodeBudget) Acquire(ctx context.Context, n int64) (release func(), er
 		return nil, fmt.Errorf("needs %d MB, the budget is %d MB: %w", mb(n), mb(b.capacity), ErrDecodeTooLarge)
 	}
 	n = max(n, 1)
-	if err := b.sem.Acquire(ctx, n); err != nil {
+	b.waiting.Add(1)
+	err = b.sem.Acquire(ctx, n)
+	b.waiting.Add(-1)
+	if err != nil {
 		return nil, fmt.Errorf("waiting for %d MB of decode memory: %w (%w)", mb(n), ErrDecodeBusy, err)
 	}
 	return func() { b.sem.Release(n) }, nil
 }
+
+// Waiting is how many reservations are in Acquire at this moment (waiting for memory, or about to be
+// answered): what a test or an operator reads to see work queued behind the budget.
+func (b *DecodeBudget) Waiting() int64 { return b.waiting.Load() }
 
 func mb(n int64) int64 { return (n + 1<<20 - 1) >> 20 }
 

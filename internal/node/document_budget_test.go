@@ -4,7 +4,9 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
+	"filigrane/actors"
 	"filigrane/codec/pdf/pdftest"
 	"filigrane/internal/node"
 )
@@ -13,8 +15,8 @@ import (
 // as an image's decode is. With the budget in use, a synchronous detection answers 503 decode_busy with
 // Retry-After, whether the memory is missing for its probe or for its detection; a document whose own estimate
 // is above the whole budget is refused with 413 document_too_large before it is parsed; none of them is
-// charged, and a one-page document, whose detection's fixed page memory is reserved up to the whole budget,
-// is detected once the budget is free.
+// charged. A job waits for its memory and succeeds once it is free, and a one-page document, whose
+// detection's fixed page memory is reserved up to the whole budget, is detected in the request.
 func TestDocumentDecodeBudget(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, func(c *node.Config) { c.DecodeMemory = 64 << 20 })
@@ -55,6 +57,28 @@ func TestDocumentDecodeBudget(t *testing.T) {
 		t.Fatalf("balance %d held %d after the refusals, want %d and 0", bal, held, bal0)
 	}
 
+	// A job waits for the memory instead, and succeeds on its first attempt once it is free.
+	hold, err := b.Acquire(context.Background(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := postFile(t, url+"/async", f.keyA, tinyPDF(), "report.pdf", "")
+	if r.status != 202 {
+		hold()
+		t.Fatalf("async detect: %d %s", r.status, r.body)
+	}
+	rc := decodeReceipt(t, r)
+	waitReservation(t, b)
+	if g := decodeReceipt(t, call(t, "GET", f.base+rc.StatusURL, f.keyA, nil)); g.Status == "succeeded" || g.Status == "failed" {
+		hold()
+		t.Fatalf("job %s while its memory is held", g.Status)
+	}
+	hold()
+	waitJob(t, f, rc.RequestID, "succeeded")
+	if final := decodeReceipt(t, call(t, "GET", f.base+rc.StatusURL, f.keyA, nil)); final.Attempts != 1 {
+		t.Fatalf("job %+v, want succeeded on its first attempt", final)
+	}
+
 	// The budget is free again: the one-page document is detected, and every reservation was given back.
 	if r := postFile(t, url, f.keyA, tinyPDF(), "report.pdf", ""); r.status != 200 {
 		t.Fatalf("detection with the budget free: %d %s", r.status, r.body)
@@ -64,4 +88,16 @@ func TestDocumentDecodeBudget(t *testing.T) {
 		t.Fatal("budget not released:", err)
 	}
 	all()
+}
+
+// waitReservation polls b until a reservation waits in it, within a bounded time.
+func waitReservation(t *testing.T, b *actors.DecodeBudget) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for b.Waiting() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no reservation ever waited in the decode budget")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
