@@ -195,11 +195,15 @@ func (a *batchActor) undoOrphanedSubmit(c context.Context, i int, requestID stri
 		Msg("cancelled the job of an item another activation rejected meanwhile")
 }
 
+// batchProbeBudgetWait is how long an item's probe waits for decode memory (a PDF's parse): the batch's actor
+// waits meanwhile, and an item whose probe found the memory in use is submitted again later.
+const batchProbeBudgetWait = 2 * time.Second
+
 // probe reads what a job needs of an item's stored file (format, frames, duration for the price), refusing
 // files the job would refuse, before anything is held.
 func (a *batchActor) probe(c context.Context, kind mediakind.Kind, key string) (mediakind.Info, *ProcessError) {
 	if kind.Media != jobstate.MediaImage {
-		return a.env.Media.ProbeStored(c, kind, jobstate.OperationEmbed, key)
+		return a.env.Media.ProbeStored(c, kind, jobstate.OperationEmbed, key, batchProbeBudgetWait)
 	}
 	r, err := a.env.Blobs.Get(c, key, 0, 2<<20)
 	if err != nil {

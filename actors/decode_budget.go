@@ -7,17 +7,20 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"golang.org/x/sync/semaphore"
 )
 
-// DecodeBudget is a node's memory for decoding and analysing images, in bytes. Every decode (a worker's job or
-// a synchronous detection at the edge) reserves its estimated peak before reading the file and gives it back
+// DecodeBudget is a node's memory for decoding and analysing images and for parsing and analysing PDFs, in
+// bytes. Every decode or parse (a worker's job, a synchronous detection or a PDF's probe at the edge) reserves
+// its estimated peak before reading the file and gives it back
 // when done, so that concurrent large files queue (jobs) or are turned away with 503 (synchronous requests)
 // instead of exhausting the node's memory. The reservation is first come, first served.
 type DecodeBudget struct {
 	sem      *semaphore.Weighted
 	capacity int64
+	waiting  atomic.Int64 // reservations in Acquire, not yet answered
 }
 
 // Errors of DecodeBudget.Acquire.
@@ -48,11 +51,18 @@ func (b *DecodeBudget) Acquire(ctx context.Context, n int64) (release func(), er
 		return nil, fmt.Errorf("needs %d MB, the budget is %d MB: %w", mb(n), mb(b.capacity), ErrDecodeTooLarge)
 	}
 	n = max(n, 1)
-	if err := b.sem.Acquire(ctx, n); err != nil {
+	b.waiting.Add(1)
+	err = b.sem.Acquire(ctx, n)
+	b.waiting.Add(-1)
+	if err != nil {
 		return nil, fmt.Errorf("waiting for %d MB of decode memory: %w (%w)", mb(n), ErrDecodeBusy, err)
 	}
 	return func() { b.sem.Release(n) }, nil
 }
+
+// Waiting is how many reservations are in Acquire at this moment (waiting for memory, or about to be
+// answered): what a test or an operator reads to see work queued behind the budget.
+func (b *DecodeBudget) Waiting() int64 { return b.waiting.Load() }
 
 func mb(n int64) int64 { return (n + 1<<20 - 1) >> 20 }
 

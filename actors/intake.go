@@ -159,7 +159,7 @@ func (d SyncDetector) Detect(ctx context.Context, req SyncDetectRequest) (codec.
 	if req.Kind.Media == jobstate.MediaImage {
 		det, acc, perr = d.Media.detectStoredOn(c, req.Accelerator, req.OrgID, req.BlobKey, req.BudgetWait)
 	} else {
-		det, perr = d.Media.DetectStoredFile(c, req.Kind, req.OrgID, req.BlobKey)
+		det, perr = d.Media.DetectStoredFile(c, req.Kind, req.OrgID, req.BlobKey, req.BudgetWait)
 	}
 	release()
 	if req.Gone(c) {

@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"time"
 
 	"filigrane/actors/jobstate"
 	"filigrane/actors/mediakind"
@@ -79,15 +80,72 @@ func (m Media) withInput(ctx context.Context, kind mediakind.Kind, op jobstate.O
 	return fn(src, dir)
 }
 
+// reserveFile reserves in the decode budget the memory kind's adapter estimates op holds on the local file
+// src (mediakind.Estimator), waiting until waitCtx ends; the caller calls release once the work is done. A
+// probe reserves as an embed, which parses the same way and holds more. The adapters without an estimate
+// (their work runs in other processes under their own limits: video) and a node without a budget reserve
+// nothing.
+func (m Media) reserveFile(ctx, waitCtx context.Context, kind mediakind.Kind, op jobstate.Operation, src string) (func(), *ProcessError) {
+	e, ok := m.Files[kind.Media].(mediakind.Estimator)
+	if !ok || m.Budget == nil {
+		return func() {}, nil
+	}
+	est, err := e.EstimateMemory(ctx, src, op)
+	if err != nil {
+		return nil, adapterError(ctx, kind, err)
+	}
+	need := est.Bytes
+	if est.File <= m.Budget.Capacity() {
+		need = min(need, m.Budget.Capacity()) // the fixed part of the work: run alone rather than never
+	}
+	return m.reserve(waitCtx, need, func(capacity int64) *ProcessError {
+		return &ProcessError{Code: tooLargeCode(kind), Detail: fmt.Sprintf(
+			"processing this %s takes about %d MB of memory, more than this node's decode budget of %d MB",
+			kind.Noun, mb(est.File), mb(capacity))}
+	})
+}
+
+// reserve reserves need bytes of the decode budget, waiting until waitCtx ends: a need above the whole budget
+// is refused with tooLarge's error, a wait that ends first with CodeDecodeBusy (retryable).
+func (m Media) reserve(waitCtx context.Context, need int64, tooLarge func(capacity int64) *ProcessError) (func(), *ProcessError) {
+	release, err := m.Budget.Acquire(waitCtx, need)
+	switch {
+	case errors.Is(err, ErrDecodeTooLarge):
+		return nil, tooLarge(m.Budget.Capacity())
+	case err != nil:
+		return nil, &ProcessError{Code: CodeDecodeBusy, Detail: "the node's decode memory is in use; retry later", Retryable: true}
+	}
+	return release, nil
+}
+
+// tooLargeCode is the job error code of a file of kind that is too large for this node.
+func tooLargeCode(kind mediakind.Kind) string {
+	switch kind.Media {
+	case jobstate.MediaDocument:
+		return string(problem.DocumentTooLarge)
+	case jobstate.MediaVideo:
+		return string(problem.VideoTooLarge)
+	}
+	return CodeImageTooLarge
+}
+
 // ProbeStored probes a stored file of a file kind: the edge learns what limits, deadline and price need
-// before it accepts the request.
-func (m Media) ProbeStored(ctx context.Context, kind mediakind.Kind, op jobstate.Operation, key string) (mediakind.Info, *ProcessError) {
+// before it accepts the request. It waits at most budgetWait for decode memory (then fails with
+// CodeDecodeBusy).
+func (m Media) ProbeStored(ctx context.Context, kind mediakind.Kind, op jobstate.Operation, key string, budgetWait time.Duration) (mediakind.Info, *ProcessError) {
 	a, ok := m.Files[kind.Media]
 	if !ok {
 		return mediakind.Info{}, &ProcessError{Code: CodeProcessingError, Detail: fmt.Sprintf("this deployment cannot process %ss", kind.Noun)}
 	}
+	wctx, cancel := context.WithTimeout(ctx, budgetWait)
+	defer cancel()
 	var info mediakind.Info
 	perr := m.withInput(ctx, kind, op, key, func(src, _ string) *ProcessError {
+		release, perr := m.reserveFile(ctx, wctx, kind, jobstate.OperationEmbed, src)
+		if perr != nil {
+			return perr
+		}
+		defer release()
 		var err error
 		if info, err = a.Probe(ctx, src); err != nil {
 			return adapterError(ctx, kind, err)
@@ -98,14 +156,22 @@ func (m Media) ProbeStored(ctx context.Context, kind mediakind.Kind, op jobstate
 }
 
 // DetectStoredFile detects on a stored file of a file kind, snapping to the organization's issued ids; the
-// edge's synchronous detection of documents uses it.
-func (m Media) DetectStoredFile(ctx context.Context, kind mediakind.Kind, orgID, key string) (codec.Detection, *ProcessError) {
+// edge's synchronous detection of documents uses it. It waits at most budgetWait for decode memory (then
+// fails with CodeDecodeBusy).
+func (m Media) DetectStoredFile(ctx context.Context, kind mediakind.Kind, orgID, key string, budgetWait time.Duration) (codec.Detection, *ProcessError) {
 	a, ok := m.Files[kind.Media]
 	if !ok {
 		return codec.Detection{}, &ProcessError{Code: CodeProcessingError, Detail: fmt.Sprintf("this deployment cannot process %ss", kind.Noun)}
 	}
+	wctx, cancel := context.WithTimeout(ctx, budgetWait)
+	defer cancel()
 	var det codec.Detection
 	perr := m.withInput(ctx, kind, jobstate.OperationDetect, key, func(src, _ string) *ProcessError {
+		release, perr := m.reserveFile(ctx, wctx, kind, jobstate.OperationDetect, src)
+		if perr != nil {
+			return perr
+		}
+		defer release()
 		d, err := a.Detect(ctx, src)
 		if err != nil {
 			return adapterError(ctx, kind, err)
@@ -123,7 +189,12 @@ func (m Media) DetectStoredFile(ctx context.Context, kind mediakind.Kind, orgID,
 func (m Media) processFile(ctx context.Context, rec *jobstate.Record, kind mediakind.Kind, a mediakind.Adapter) (jobstate.Output, *ProcessError) {
 	var out jobstate.Output
 	perr := m.withInput(ctx, kind, rec.Operation, rec.Input.BlobKey, func(src, dir string) *ProcessError {
-		var perr *ProcessError
+		// A job waits for decode memory as long as its context lives (the lease is renewed meanwhile).
+		release, perr := m.reserveFile(ctx, ctx, kind, rec.Operation, src)
+		if perr != nil {
+			return perr
+		}
+		defer release()
 		if rec.Operation == jobstate.OperationDetect {
 			out, perr = m.detectFile(ctx, rec, a, src)
 		} else {

@@ -117,14 +117,14 @@ func (m Media) load(ctx, waitCtx context.Context, key string, maxPixels int64, n
 	release := func() {}
 	if m.Budget != nil {
 		n := info.Size + need(cost)
-		release, err = m.Budget.Acquire(waitCtx, n)
-		switch {
-		case errors.Is(err, ErrDecodeTooLarge):
-			return nil, &ProcessError{Code: CodeImageTooLarge, Detail: fmt.Sprintf(
+		var perr *ProcessError
+		release, perr = m.reserve(waitCtx, n, func(capacity int64) *ProcessError {
+			return &ProcessError{Code: CodeImageTooLarge, Detail: fmt.Sprintf(
 				"decoding this %dx%d %s takes about %d MB, more than this node's decode budget of %d MB",
-				cost.Width, cost.Height, cost.Format, mb(n), mb(m.Budget.Capacity()))}
-		case err != nil:
-			return nil, &ProcessError{Code: CodeDecodeBusy, Detail: "the node's decode memory is in use; retry later", Retryable: true}
+				cost.Width, cost.Height, cost.Format, mb(n), mb(capacity))}
+		})
+		if perr != nil {
+			return nil, perr
 		}
 	}
 	data, err := m.read(ctx, key, -1)

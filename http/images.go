@@ -285,11 +285,13 @@ func (s *Server) probe(ctx context.Context, kind mediakind.Kind, key string, op 
 	if kind.Media != jobstate.MediaImage {
 		// A file kind's probe reads the whole file through its adapter: a video's price depends on its
 		// duration, and a file the adapter refuses is refused before anything is charged.
-		info, perr := s.cfg.Media.ProbeStored(ctx, kind, op, key)
+		info, perr := s.cfg.Media.ProbeStored(ctx, kind, op, key, syncDecodeWait)
 		switch {
 		case perr == nil:
 			info.Frames = max(info.Frames, 1)
 			return info, nil
+		case perr.Code == actors.CodeDecodeBusy:
+			return mediakind.Info{}, &apiError{code: problem.ForJob(perr.Code).Code, detail: perr.Detail}
 		case perr.Retryable:
 			s.cfg.Logger.Warn().Err(perr.Cause).Str("blob", key).Msg("probe file")
 			return mediakind.Info{}, newAPIError(CodeUnavailable, "stored file unavailable")
@@ -306,8 +308,11 @@ func (s *Server) acceptMedia(kind mediakind.Kind, op jobstate.Operation, async b
 		c, cancel := s.requestContext(5 * time.Minute)
 		defer cancel()
 		if aerr := s.acceptMediaErr(c, ctx, acceptRequest{p: p, kind: kind, op: op, async: async}); aerr != nil {
-			if aerr.code == CodeMediaUnavailable {
+			switch aerr.code {
+			case CodeMediaUnavailable:
 				ctx.Response.Header.Set("Retry-After", mediaRetryAfter)
+			case CodeDecodeBusy:
+				ctx.Response.Header.Set("Retry-After", decodeBusyRetryAfter)
 			}
 			ctx.SetConnectionClose() // the body may be unread
 			writeAPIError(ctx, aerr)

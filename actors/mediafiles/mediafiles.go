@@ -182,6 +182,17 @@ func (p PDF) Detect(ctx context.Context, src string) (codec.Detection, error) {
 	return det, nil
 }
 
+// EstimateMemory bounds what probing, embedding or detecting the document holds in this process: pdfcpu's
+// model of it (from the objects and bytes the scan before parsing counts) and a detection's pages under
+// analysis. mutool runs in its own memory-limited process and is not counted.
+func (p PDF) EstimateMemory(_ context.Context, src string, op jobstate.Operation) (mediakind.Memory, error) {
+	m, err := p.A.EstimateMemory(src, op == jobstate.OperationDetect)
+	if err != nil {
+		return mediakind.Memory{}, pdfError(err)
+	}
+	return mediakind.Memory{Bytes: m.Bytes, File: m.File}, nil
+}
+
 // Available reports whether mutool is installed. Both operations need it: detection renders the pages of a
 // file without an intact structural mark, and embedding repairs broken cross-reference tables with it. Asking
 // for it up front keeps the answer the same for every PDF.
@@ -209,8 +220,9 @@ func pdfError(err error) error {
 }
 
 var (
-	_ mediakind.Adapter = Video{}
-	_ mediakind.Adapter = PDF{}
-	_ mediakind.Checker = Video{}
-	_ mediakind.Checker = PDF{}
+	_ mediakind.Adapter   = Video{}
+	_ mediakind.Adapter   = PDF{}
+	_ mediakind.Checker   = Video{}
+	_ mediakind.Checker   = PDF{}
+	_ mediakind.Estimator = PDF{}
 )

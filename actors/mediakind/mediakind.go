@@ -349,6 +349,25 @@ type Checker interface {
 	Available(op jobstate.Operation) error
 }
 
+// Estimator is implemented by the adapters whose work holds memory in this process that grows with the file
+// (a PDF's parsed model). EstimateMemory reads src before the work, cheaply, and returns an upper estimate of
+// what op holds at its peak; the processor reserves it in the node's decode budget before calling the
+// adapter. An error is what the work would answer (a *Refusal for a file over the kind's bounds).
+type Estimator interface {
+	EstimateMemory(ctx context.Context, src string, op jobstate.Operation) (Memory, error)
+}
+
+// Memory is an Estimator's answer, in bytes.
+type Memory struct {
+	// Bytes is the estimated peak.
+	Bytes int64
+	// File is the part of Bytes that the file causes; the rest is the operation's fixed working memory (a
+	// detection's pages being analysed, one per render worker, at the largest page size). A file is too large
+	// for a node only when File is more than its whole budget: the fixed part is reserved up to the budget,
+	// so that on a small node such work runs alone rather than never.
+	File int64
+}
+
 // LimitsMarkdown renders the table's limits and prices as the Markdown table of README.md ("Media kinds"),
 // so that the documentation is checked against the table (TestREADMEMatchesTable).
 func LimitsMarkdown() string {

@@ -43,7 +43,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.IntVar(&cfg.LongWorkers, "long-workers", envInt("FILIGRANE_LONG_WORKERS", 0), "workers of the cpu-long class (videos; 0: half of --workers, at least 1)")
 	fs.IntVar(&cfg.GPUSlots, "gpu-slots", envInt("FILIGRANE_GPU_SLOTS", 0), fmt.Sprintf("workers of the gpu class per GPU (0: %d)", node.DefaultGPUSlots))
 	fs.DurationVar(&cfg.DrainTimeout, "drain-timeout", envDuration("FILIGRANE_DRAIN_TIMEOUT", 20*time.Second), "on SIGTERM, how long running work may finish before it is handed back to another node (0: cut it short)")
-	decodeMemory := fs.String("decode-memory", envOr("FILIGRANE_DECODE_MEMORY", ""), "memory for decoding images, shared by all decodes of this node, e.g. 4GiB (default: half the available memory)")
+	decodeMemory := fs.String("decode-memory", envOr("FILIGRANE_DECODE_MEMORY", ""), "memory for decoding images and parsing PDFs, shared by all decodes of this node, e.g. 4GiB (default: half the available memory)")
 	codecKeyFile := fs.String("codec-key-file", envOr("FILIGRANE_CODEC_KEY_FILE", ""), "file holding the watermark secret (else env FILIGRANE_CODEC_KEY, else the public development key)")
 	fs.StringVar(&cfg.TLSCertFile, "tls-cert", envOr("FILIGRANE_TLS_CERT", ""), "PEM certificate (chain) for HTTPS on both listeners; with --tls-key")
 	fs.StringVar(&cfg.TLSKeyFile, "tls-key", envOr("FILIGRANE_TLS_KEY", ""), "PEM private key of --tls-cert")

@@ -8,7 +8,6 @@ import (
 	"math"
 	"os"
 	"os/exec"
-	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -249,11 +248,7 @@ func (a *Adapter) detectRenderedStats(ctx context.Context, doc *document, budget
 	var rendered atomic.Int64 // pixels delivered by the renderer so far, all workers together
 	ctx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
-	workers := doc.lim.RenderWorkers
-	if workers <= 0 {
-		workers = min(runtime.GOMAXPROCS(0), 4)
-	}
-	workers = max(1, min(workers, pages))
+	workers := max(1, min(doc.lim.renderWorkers(), pages))
 	units := make([]codec.Unit, pages)
 	softs := make([]pageSoft, pages)
 	for i := range units {

@@ -19,24 +19,42 @@ import (
 // decode them to read the file, and the renderer runs in its own memory-limited process). The same pass counts
 // the objects the file names and refuses more than maxObjects (objcount.go).
 func checkObjectStreams(path string, maxDecode int64, maxObjects int) error {
+	_, err := scanObjects(path, maxDecode, maxObjects)
+	return err
+}
+
+// objectScan is what checkObjectStreams' pass found in a file it accepts: the input of the memory estimate
+// (memory.go).
+type objectScan struct {
+	size     int64 // the file's bytes
+	named    int   // distinct object numbers the cross-reference sections name in use
+	headers  int64 // object headers plus the objects the object streams declare (/N)
+	inflated int64 // bytes the object and cross-reference streams inflate to, all together
+}
+
+// objects is the larger of the two counts: what the parser reads, intact or rebuilt.
+func (s objectScan) objects() int64 { return max(int64(s.named), s.headers) }
+
+// scanObjects is checkObjectStreams, reporting what it counted.
+func scanObjects(path string, maxDecode int64, maxObjects int) (objectScan, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return fmt.Errorf("pdf: %w", err)
+		return objectScan{}, fmt.Errorf("pdf: %w", err)
 	}
 	objects := newObjectCounter(maxObjects) // objcount.go
 	if err := checkXRefTables(data, objects); err != nil {
-		return err
+		return objectScan{}, err
 	}
 	headers := int64(countObjectHeaders(data)) // plus the objects the object streams declare, as they are found
 	if headers > int64(maxObjects) {
-		return tooManyObjects(maxObjects)
+		return objectScan{}, tooManyObjects(maxObjects)
 	}
 	var total int64
 	from := 0 // where the search for the next keyword starts; the text since is the next stream's dictionary
 	for {
 		k := bytes.Index(data[from:], []byte("stream"))
 		if k < 0 {
-			return nil
+			return objectScan{size: int64(len(data)), named: len(objects.seen), headers: headers, inflated: total}, nil
 		}
 		kw := from + k
 		start := kw + len("stream")
@@ -62,26 +80,26 @@ func checkObjectStreams(path string, maxDecode int64, maxObjects int) error {
 		isXRef := hasName(dict, "/XRef")
 		if n, ok := dictInt(dict, "N"); ok && !isXRef {
 			if headers += n; headers > int64(maxObjects) {
-				return tooManyObjects(maxObjects)
+				return objectScan{}, tooManyObjects(maxObjects)
 			}
 		}
 		if !hasName(dict, "/Filter") {
 			if n, ok := dictInt(dict, "Length"); isXRef && ok && n >= 0 && int64(start)+n <= int64(len(data)) {
 				if err := checkXRefStream(dict, data[start:int64(start)+n], objects); err != nil {
-					return err
+					return objectScan{}, err
 				}
 			}
 			continue // stored as is: no bigger than the file
 		}
 		if !flateOnly(dict) {
-			return refuse(CodeTooLarge, "an object or cross-reference stream uses a filter other than FlateDecode")
+			return objectScan{}, refuse(CodeTooLarge, "an object or cross-reference stream uses a filter other than FlateDecode")
 		}
 		br := bytes.NewReader(data[start:])
 		zr, err := zlib.NewReader(br)
 		if err != nil {
 			// Filtered, but not zlib data where the stream starts: a filter this scan cannot see (an indirect
 			// /Filter naming another) or a broken stream. Either way its size cannot be counted.
-			return refuse(CodeTooLarge, "an object or cross-reference stream is filtered but not Flate data")
+			return objectScan{}, refuse(CodeTooLarge, "an object or cross-reference stream is filtered but not Flate data")
 		}
 		var rows bytes.Buffer // a cross-reference stream's rows, kept up to maxXRefRows for checkXRefStream
 		sink := io.Discard
@@ -92,11 +110,11 @@ func checkObjectStreams(path string, maxDecode int64, maxObjects int) error {
 		zr.Close()
 		total += n
 		if total > maxDecode {
-			return refuse(CodeTooLarge, "the PDF's object and cross-reference streams inflate to more than %d MB", maxDecode>>20)
+			return objectScan{}, refuse(CodeTooLarge, "the PDF's object and cross-reference streams inflate to more than %d MB", maxDecode>>20)
 		}
 		if isXRef && n <= maxXRefRows {
 			if err := checkXRefStream(dict, rows.Bytes(), objects); err != nil {
-				return err
+				return objectScan{}, err
 			}
 		}
 		// Past the compressed data (a bytes.Reader is read no further than the inflater needs).

@@ -33,6 +33,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"time"
 
@@ -173,6 +174,15 @@ func (l Limits) detectPixelBudget(size int64) int64 {
 		return l.DetectPixels
 	}
 	return min(l.DetectPixels, l.DetectPixelsFree+l.DetectPixelsPerByte*max(size, 0))
+}
+
+// renderWorkers is how many pages a detection renders and analyses at once: RenderWorkers, else one per CPU,
+// at most 4.
+func (l Limits) renderWorkers() int {
+	if l.RenderWorkers > 0 {
+		return l.RenderWorkers
+	}
+	return min(runtime.GOMAXPROCS(0), 4)
 }
 
 // renderTimeBudget is how long a detection's pages may take to render, all together, for a file of size bytes.

@@ -95,7 +95,7 @@ type Config struct {
 	// still running then are handed back to their job actors (not counted as attempts) for another node.
 	// 0 drains nothing: Close cuts running attempts short and their leases expire (tests, single nodes).
 	DrainTimeout time.Duration
-	// DecodeMemory is the node's budget for decoding images, in bytes, shared by its workers and synchronous
+	// DecodeMemory is the node's budget for decoding images and parsing PDFs, in bytes, shared by its workers and synchronous
 	// detections (actors.DecodeBudget); 0 means actors.DefaultDecodeMemory (half the available memory).
 	DecodeMemory int64
 	// LeaseDuration is a worker's lease on a job attempt; it is renewed at a third of its length. Default 30 s.
@@ -206,7 +206,7 @@ type Node struct {
 	freeMu   sync.Mutex
 	lastFree map[string]int
 
-	// decodeBudget is the memory of the node's image decodes.
+	// decodeBudget is the memory of the node's image decodes and PDF parses.
 	decodeBudget *actors.DecodeBudget
 
 	// batchNotices carries "an item job ended" hints to batch actors without blocking job actors.

@@ -1,0 +1,69 @@
+package pdf
+
+import (
+	"fmt"
+	"math"
+	"os"
+
+	"filigrane/codec"
+)
+
+// Memory is what processing one file holds in this process at its peak, estimated before parsing.
+type Memory struct {
+	Bytes    int64 // the estimate
+	File     int64 // the part of Bytes the file causes (the rest: a detection's pages under analysis)
+	Objects  int64 // objects the parser will read (objcount.go)
+	Inflated int64 // bytes its object and cross-reference streams inflate to
+	Size     int64 // the file's bytes
+}
+
+// EstimateMemory is an upper estimate of the memory this process holds at its peak while it probes, embeds
+// or detects src: pdfcpu's model of the file, the overlay an embed writes, the pages a detection analyses.
+// The renderer (mutool) is another process under its own address-space limit (Limits.RenderMemory) and is
+// not counted. It reads the file once (the scan the parser's bounds run, objcount.go and objstm.go) and
+// refuses what that scan refuses, with the same errors.
+func (a *Adapter) EstimateMemory(src string, detect bool) (Memory, error) {
+	lim := a.Limits.withDefaults()
+	st, err := os.Stat(src)
+	if err != nil {
+		return Memory{}, fmt.Errorf("pdf: %w", err)
+	}
+	if st.Size() > lim.MaxBytes {
+		return Memory{}, refuse(CodeTooLarge, "the file has %d bytes, more than the limit of %d", st.Size(), lim.MaxBytes)
+	}
+	scan, err := scanObjects(src, lim.MaxDecodeBytes, lim.MaxObjects)
+	if err != nil {
+		return Memory{}, err
+	}
+	m := Memory{Objects: scan.objects(), Inflated: scan.inflated, Size: scan.size}
+	m.File = memoryBase + memoryPerObject*m.Objects + memoryPerByte*(m.Size+m.Inflated)
+	m.Bytes = m.File
+	if detect {
+		m.Bytes += int64(lim.renderWorkers()) * pageMemory(lim.RenderMaxPixels+lim.RenderMaxPixels/8)
+	}
+	return m, nil
+}
+
+// The model's constants, fitted on the peak RSS of a process that runs one operation on one file (bench/pdfmem;
+// the table is in docs/ARCHITECTURE.md, "Security audit"), each an upper bound of what was measured:
+//
+//   - memoryBase: what one operation holds whatever the file (the overlay's images and the writer's buffers
+//     of an embed; a one-page file took 20-23 MB of which 15 MB is the process itself);
+//   - memoryPerObject: pdfcpu's model, per object it reads (2.8 kB a tiny object measured, at 100,000 and
+//     at 199,990; real objects cost more, and that grows with their bytes: next);
+//   - memoryPerByte: per byte of the file and of its inflated object streams, which the model holds as
+//     parsed objects and stream data (octave.pdf: 19,793 objects, 4.7 MB, 2.2 MB inflated: 123 MB to embed).
+const (
+	memoryBase      = 48 << 20
+	memoryPerObject = 3 << 10
+	memoryPerByte   = 10
+)
+
+// pageMemory bounds what a detection holds for one rendered page of at most px pixels while it analyses it: the
+// renderer's gray bytes, their float32 copy and the detector's own memory (codec.DetectMemory, for a square
+// page, its largest for that many pixels). A Letter page at 150 dpi took about 55 MB a render worker, a 16 MP
+// page 280 MB (estimate 350 MB).
+func pageMemory(px int) int64 {
+	side := int(math.Ceil(math.Sqrt(float64(px))))
+	return 5*int64(px) + codec.DetectMemory(side, side)
+}
