@@ -1,10 +1,13 @@
 package clientaddr
 
 import (
+	"bufio"
 	"net"
 	"net/netip"
 	"strings"
 	"testing"
+
+	"github.com/valyala/fasthttp"
 )
 
 func TestParseProxies(t *testing.T) {
@@ -118,4 +121,31 @@ func FuzzClient(f *testing.F) {
 			t.Fatalf("Client(%q) = %s, which is no entry of the header", h, got)
 		}
 	})
+}
+
+// TestOfReadsEveryHeaderLine: a proxy that adds its own X-Forwarded-For line (HAProxy's option forwardfor)
+// leaves the client's line before it; Of reads the lines of a parsed request in order, the last one first.
+func TestOfReadsEveryHeaderLine(t *testing.T) {
+	p, err := ParseProxies("10.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw := "GET / HTTP/1.1\r\nHost: x\r\nX-Forwarded-For: 198.51.100.1\r\nx-forwarded-for: 203.0.113.9\r\n\r\n"
+	var req fasthttp.Request
+	if err := req.Read(bufio.NewReader(strings.NewReader(raw))); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ peer, want string }{{"10.0.0.1", "203.0.113.9"}, {"10.0.0.2", "10.0.0.2"}} {
+		var ctx fasthttp.RequestCtx
+		ctx.Init(&req, &net.TCPAddr{IP: net.ParseIP(tc.peer), Port: 4000}, nil)
+		if got := p.Of(&ctx); got.String() != tc.want {
+			t.Errorf("from %s: Of = %s, want %s", tc.peer, got, tc.want)
+		}
+	}
+	var none Proxies
+	var ctx fasthttp.RequestCtx
+	ctx.Init(&req, &net.TCPAddr{IP: net.ParseIP("10.0.0.1"), Port: 4000}, nil)
+	if got := none.Of(&ctx); got.String() != "10.0.0.1" {
+		t.Errorf("no trusted proxies: Of = %s, want the peer", got)
+	}
 }
