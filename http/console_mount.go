@@ -14,15 +14,17 @@ const consoleMemberKey = "filigrane.console.member"
 // consoleKeyID is the key id a console call's principal carries (GET /auth/api-key shows it).
 const consoleKeyID = "console"
 
-// MountConsole serves the web console under /console on this server. cfg's API, Problem, Context, Thumbnail
-// and CountRefusal are filled here: the console runs the API's own routes for its signed-in member, and its
-// refusals of session cookies are counted in filigrane_console_session_refused_total.
+// MountConsole serves the web console under /console on this server. cfg's API, Problem, Context, Thumbnail,
+// CountRefusal and ClientIP are filled here: the console runs the API's own routes for its signed-in member,
+// its refusals of session cookies are counted in filigrane_console_session_refused_total, and its
+// per-address limits count the same client address as the API's (Config.TrustedProxies).
 func (s *Server) MountConsole(cfg console.Config) error {
 	cfg.API = s.serveAsMember
 	cfg.Problem = func(ctx *fasthttp.RequestCtx, code problem.Code, detail string) { writeProblem(ctx, code, detail) }
 	cfg.Context = s.requestContext
 	cfg.Thumbnail = s.consoleThumbnail
 	cfg.CountRefusal = func(reason string) { s.cfg.Metrics.consoleRefused.WithLabelValues(reason).Inc() }
+	cfg.ClientIP = s.cfg.TrustedProxies.Of
 	c, err := console.New(cfg)
 	if err != nil {
 		return err

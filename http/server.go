@@ -25,6 +25,7 @@ import (
 	"filigrane/actors/webhooks"
 	"filigrane/http/console"
 	"filigrane/internal/authlimit"
+	"filigrane/internal/clientaddr"
 	"filigrane/internal/clock"
 	"filigrane/internal/netguard"
 	"filigrane/persistence"
@@ -94,6 +95,10 @@ type Config struct {
 	// Storage is the organizations' storage destinations; nil: the storage routes are absent and every
 	// storage_destination_id is refused.
 	Storage *storagedest.Library
+	// TrustedProxies are the reverse proxies whose X-Forwarded-For names the client address that the
+	// per-address limits count against (unknown API keys, the console's sign-ins and session cookies); zero:
+	// the connection's address, so all clients behind an unlisted proxy share one budget.
+	TrustedProxies clientaddr.Proxies
 }
 
 // ConnLimits bound what one client can hold on a listener. Zero values take the defaults.
@@ -483,8 +488,8 @@ func (s *Server) authed(anyScope []string, h func(*fasthttp.RequestCtx, *princip
 
 // authenticate finds the request's key: its X-API-Key, or the signed-in member of a console call (see
 // console_mount.go). false means it answered. A key the node has to look up in the store is limited per
-// client address and in flight (actors.Keys.Limit): past those it answers 429 or 503 with Retry-After and
-// reads nothing.
+// client address (behind a trusted proxy, the one it forwards for: Config.TrustedProxies) and in flight
+// (actors.Keys.Limit): past those it answers 429 or 503 with Retry-After and reads nothing.
 func (s *Server) authenticate(c context.Context, ctx *fasthttp.RequestCtx) (actors.APIKey, bool) {
 	if key, ok := consoleKey(ctx); ok {
 		return key, true
@@ -495,7 +500,7 @@ func (s *Server) authenticate(c context.Context, ctx *fasthttp.RequestCtx) (acto
 		writeProblem(ctx, CodeUnauthorized, missingKeyDetail(ctx))
 		return actors.APIKey{}, false
 	}
-	key, err := s.cfg.Keys.AuthenticateFrom(c, secret, ctx.RemoteIP())
+	key, err := s.cfg.Keys.AuthenticateFrom(c, secret, s.cfg.TrustedProxies.Of(ctx))
 	var refused *authlimit.Refusal
 	switch {
 	case err == nil:

@@ -70,3 +70,22 @@ func TestServeSweeperFlags(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
 }
+
+// A trusted proxy that is not an address or a CIDR stops serve with the flag's name and the entry, from the
+// flag and from FILIGRANE_TRUSTED_PROXIES alike, before the node starts (were it accepted, serve would run
+// until the context ends).
+func TestServeRefusesMalformedTrustedProxies(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	args := []string{"serve", "--data", t.TempDir(), "--listen", "127.0.0.1:0", "--upload-listen", "127.0.0.1:0"}
+	var out, errb bytes.Buffer
+	if code := run(ctx, append(args, "--trusted-proxies", "10.0.0.0/8,10.0.0.0/33"), &out, &errb); code != 2 ||
+		!strings.Contains(errb.String(), "--trusted-proxies") || !strings.Contains(errb.String(), "10.0.0.0/33") {
+		t.Fatalf("--trusted-proxies 10.0.0.0/33: exit %d: %s", code, errb.String())
+	}
+	t.Setenv("FILIGRANE_TRUSTED_PROXIES", "lb.internal")
+	errb.Reset()
+	if code := run(ctx, args, &out, &errb); code != 2 || !strings.Contains(errb.String(), "lb.internal") {
+		t.Fatalf("FILIGRANE_TRUSTED_PROXIES=lb.internal: exit %d: %s", code, errb.String())
+	}
+}

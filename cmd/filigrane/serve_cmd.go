@@ -19,6 +19,7 @@ import (
 	"filigrane/cluster"
 	apihttp "filigrane/http"
 	"filigrane/internal/authlimit"
+	"filigrane/internal/clientaddr"
 	"filigrane/internal/netguard"
 	"filigrane/internal/node"
 )
@@ -58,6 +59,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.IntVar(&cfg.Conns.MaxConnsPerIP, "max-conns-per-ip", envInt("FILIGRANE_MAX_CONNS_PER_IP", netguard.DefaultMaxConnsPerIP), "open connections per client IP and listener; more are answered 503")
 	unknownKeys := fs.Int("unknown-keys-per-ip", envInt("FILIGRANE_UNKNOWN_KEYS_PER_IP", authlimit.DefaultBurst), "API-key and console-session lookups that find nothing, per client address (IPv6: per /64) and minute, all of them at once at most; more are answered 429 (0: the default)")
 	fs.IntVar(&cfg.UnknownKeys.MaxInFlight, "unknown-key-lookups", envInt("FILIGRANE_UNKNOWN_KEY_LOOKUPS", authlimit.DefaultMaxInFlight), "lookups of API keys and console session cookies this node does not know under way at once, from all clients; more are answered 503 (0: the default)")
+	trustedProxies := fs.String("trusted-proxies", envOr("FILIGRANE_TRUSTED_PROXIES", ""), "comma-separated addresses and CIDRs of reverse proxies in front of this node: from them, the client address the per-address limits count is taken from X-Forwarded-For (empty: the connection's address, so all clients behind a proxy share one budget)")
 	fs.DurationVar(&cfg.Conns.HeaderTimeout, "header-timeout", envDuration("FILIGRANE_HEADER_TIMEOUT", apihttp.DefaultHeaderTimeout), "time a request has to send its headers; 408 after it")
 	fs.DurationVar(&cfg.Conns.BodyProgress, "body-timeout", envDuration("FILIGRANE_BODY_TIMEOUT", netguard.DefaultBodyProgress), "longest wait for the next bytes of a request body or response (progress, not total time)")
 	fs.DurationVar(&cfg.Conns.IdleTimeout, "idle-timeout", envDuration("FILIGRANE_IDLE_TIMEOUT", apihttp.DefaultIdleTimeout), "how long a keep-alive connection may wait for its next request")
@@ -98,6 +100,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return 2
 	}
 	cfg.Logger = logger
+	if cfg.TrustedProxies, err = clientaddr.ParseProxies(*trustedProxies); err != nil {
+		fmt.Fprintf(stderr, "filigrane serve: --trusted-proxies: %v\n", err)
+		return 2
+	}
 	cfg.S3 = s3()
 	cfg.Workers = *workers
 	if *decodeMemory != "" {

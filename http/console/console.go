@@ -25,6 +25,7 @@ import (
 	"html/template"
 	"io"
 	"io/fs"
+	"net"
 	"net/url"
 	"strconv"
 	"strings"
@@ -99,6 +100,10 @@ type Config struct {
 	// CountRefusal, when set, counts a request refused for its session cookie (or, past the bounds, its
 	// invitation link), by one of RefusalReasons.
 	CountRefusal func(reason string)
+	// ClientIP is the address a request's per-address limits (sign-ins, unknown session cookies and
+	// invitation tokens) count against: behind a trusted reverse proxy, the client it forwards for. Nil: the
+	// connection's address.
+	ClientIP func(ctx *fasthttp.RequestCtx) net.IP
 }
 
 // ClusterNode is one node as the cluster page shows it.
@@ -134,6 +139,9 @@ func New(cfg Config) (*Console, error) {
 	}
 	if cfg.NewOrgPlan == "" {
 		cfg.NewOrgPlan = "launch"
+	}
+	if cfg.ClientIP == nil {
+		cfg.ClientIP = (*fasthttp.RequestCtx).RemoteIP
 	}
 	if cfg.SignInsPerMinute <= 0 {
 		cfg.SignInsPerMinute = 10
@@ -316,7 +324,7 @@ func (c *Console) route(r *request, method, rest string) {
 // the cookie, which may belong to a live session.
 func (c *Console) authenticate(ctx *fasthttp.RequestCtx, c2 context.Context, api bool) (*request, bool) {
 	secret := string(ctx.Request.Header.Cookie(sessionCookie))
-	s, u, err := c.cfg.Accounts.SessionFrom(c2, secret, ctx.RemoteIP())
+	s, u, err := c.cfg.Accounts.SessionFrom(c2, secret, c.cfg.ClientIP(ctx))
 	if err == nil {
 		var r *request
 		r, err = c.activeMembership(ctx, c2, secret, s, u)

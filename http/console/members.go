@@ -117,7 +117,7 @@ func (c *Console) inviteeSession(ctx *fasthttp.RequestCtx, c2 context.Context) (
 	if secret == "" {
 		return "", nil, nil
 	}
-	_, u, err := c.cfg.Accounts.SessionFrom(c2, secret, ctx.RemoteIP())
+	_, u, err := c.cfg.Accounts.SessionFrom(c2, secret, c.cfg.ClientIP(ctx))
 	if errors.Is(err, accounts.ErrNoSession) {
 		return "", nil, nil
 	}
@@ -147,7 +147,7 @@ func (c *Console) inviteRoute(ctx *fasthttp.RequestCtx, token string) {
 		return
 	}
 	// Within the node's bounds on unknown credentials: anyone can open random links.
-	inv, _, err := c.cfg.Accounts.LookupInviteFrom(c2, token, ctx.RemoteIP())
+	inv, _, err := c.cfg.Accounts.LookupInviteFrom(c2, token, c.cfg.ClientIP(ctx))
 	if errors.Is(err, accounts.ErrNoInvite) {
 		c.inviteGone(ctx)
 		return

@@ -32,7 +32,7 @@ func (c *Console) preSessionForm(ctx *fasthttp.RequestCtx, path string, tooMany 
 		c.refuseCSRF(ctx, path, "the request came from another site")
 		return nil, false
 	}
-	if ok, wait := c.limiter.allow(ctx.RemoteIP().String()); !ok {
+	if ok, wait := c.limiter.allow(c.cfg.ClientIP(ctx).String()); !ok {
 		secs := int(wait.Seconds() + 0.999)
 		ctx.SetConnectionClose()
 		ctx.Response.Header.Set("Retry-After", strconv.Itoa(secs))

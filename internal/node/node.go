@@ -36,6 +36,7 @@ import (
 	"filigrane/internal/accounts"
 	"filigrane/internal/admin"
 	"filigrane/internal/authlimit"
+	"filigrane/internal/clientaddr"
 	"filigrane/internal/clock"
 	"filigrane/internal/egress"
 	"filigrane/persistence"
@@ -136,6 +137,9 @@ type Config struct {
 	// UnknownKeys bounds the store reads that API keys and console session cookies the node does not know may
 	// cost: per client address and in flight (zero values: authlimit's defaults).
 	UnknownKeys authlimit.Config
+	// TrustedProxies are the reverse proxies whose X-Forwarded-For names the client that those per-address
+	// limits (and the console's sign-in limit) count against; zero: the connection's address.
+	TrustedProxies clientaddr.Proxies
 	// GPUStrict refuses accelerator=gpu with 503 when no GPU is ready instead of running it on the CPU.
 	GPUStrict bool
 	// GPUState, when set, is the accelerator state the API reports and wakes instead of the node's own
@@ -500,6 +504,7 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 		// Lowers the direct embed limit (e.g. to the spec's 20 MB).
 		MaxDirectEmbed: cfg.MaxDirectEmbed,
 		PublicURL:      publicURL,
+		TrustedProxies: cfg.TrustedProxies,
 	})
 	people := accounts.New(store, cfg.Clock, accounts.Policy{}, 2)
 	people.Limit = keys.Limit // one budget of unknown credentials (keys and session cookies) per address and node
