@@ -7,12 +7,12 @@ import (
 	"image"
 	"image/jpeg"
 	"math"
-	"math/rand/v2"
 	"reflect"
 	"slices"
 	"testing"
 
 	"filigrane/codec/accel"
+	"filigrane/internal/testimage"
 )
 
 // hostDevice computes the detection passes of the accel contract with the codec's own CPU functions (luma,
@@ -259,8 +259,9 @@ func TestDeviceDecodeKeepsOddWordsOnTheHost(t *testing.T) {
 // calls: a first detection on the host device records every device call's result, and the timed detections
 // replay them (a device that answers at once), so ns/op is DetectOn's own work: plans, the pilot alignment, the
 // refinement (fit only, or scores and fit), the decoding (frame check only, or trellis and frame check). Sub-
-// benchmarks: two images (the codec's natural test picture, and gpu/cudacodec's testImage, which TestPhaseTimes
-// and BenchmarkCodec12MP detect on a device, as an NRGBA and as a quality-90 JPEG's YCbCr), with both optional
+// benchmarks: two images (the codec's natural test picture, and internal/testimage's Regions, which
+// gpu/cudacodec's TestPhaseTimes and BenchmarkCodec12MP detect on a device, as an NRGBA and as a quality-90
+// JPEG's YCbCr), with both optional
 // passes offered ("passes": the device path now) or neither ("host": the device path before them, which the
 // H200's PhaseTimes figures measured). Its functions:
 // go test ./codec/ -run x -bench DetectOnHost12MP -cpu 1 -cpuprofile cpu.out, then go tool pprof -top codec.test cpu.out.
@@ -274,7 +275,7 @@ func BenchmarkDetectOnHost12MP(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	phase, _, err := gc.Embed(phaseTestImage(4000, 3000, 12), ID{3}, EmbedOptions{})
+	phase, _, err := gc.Embed(testimage.Regions(4000, 3000, 12), ID{3}, EmbedOptions{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -314,48 +315,6 @@ func BenchmarkDetectOnHost12MP(b *testing.B) {
 			})
 		}
 	}
-}
-
-// phaseTestImage is gpu/cudacodec's testImage (the image of its TestPhaseTimes and BenchmarkCodec12MP): texture,
-// a sky gradient, flat artwork, a saturated corner and a transparent strip.
-func phaseTestImage(w, h int, seed uint64) *image.NRGBA {
-	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
-	img := image.NewNRGBA(image.Rect(0, 0, w, h))
-	const cell = 16
-	gw, gh := w/cell+2, h/cell+2
-	grid := make([]float64, gw*gh)
-	for i := range grid {
-		grid[i] = rng.Float64()
-	}
-	for y := 0; y < h; y++ {
-		row := img.Pix[y*img.Stride:]
-		for x := 0; x < w; x++ {
-			var r, g, b float64
-			switch {
-			case y < h/4:
-				r, g, b = 90+60*float64(x)/float64(w), 140+40*float64(y)/float64(h), 220
-			case x < w/5:
-				r, g, b = 200, 180, 90
-			case x > w-w/10 && y > h-h/10:
-				r, g, b = 255, 255, 255
-			default:
-				fx, fy := float64(x)/cell, float64(y)/cell
-				x0, y0 := int(fx), int(fy)
-				tx, ty := fx-float64(x0), fy-float64(y0)
-				a := grid[y0*gw+x0] + tx*(grid[y0*gw+x0+1]-grid[y0*gw+x0])
-				c := grid[(y0+1)*gw+x0] + tx*(grid[(y0+1)*gw+x0+1]-grid[(y0+1)*gw+x0])
-				v := a + ty*(c-a)
-				n := float64(rng.IntN(24))
-				r, g, b = 40+170*v+n, 60+120*v+n, 30+90*(1-v)+n
-			}
-			i := 4 * x
-			row[i], row[i+1], row[i+2], row[i+3] = uint8(min(r, 255)), uint8(min(g, 255)), uint8(min(b, 255)), 255
-			if x >= w/2 && x < w/2+8 && y < h/3 {
-				row[i+3] = 0
-			}
-		}
-	}
-	return img
 }
 
 // replayDevice records the results of a device's calls (Load, every Surface pass, the optional ones included)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"image"
 	"image/jpeg"
-	"math/rand/v2"
 	"os"
 	"runtime"
 	"strings"
@@ -21,6 +20,7 @@ import (
 	"filigrane/codec/imageio"
 	"filigrane/codec/pardeflate"
 	"filigrane/gpu/cuda"
+	"filigrane/internal/testimage"
 )
 
 // openDevice compiles the kernels on the first GPU, or skips the test with the reason when this machine has
@@ -67,48 +67,6 @@ func testCodec(t testing.TB) *codec.Codec {
 	return c
 }
 
-// testImage is a photo-like image with the regions the codec treats differently: texture, a smooth gradient
-// (sky), a flat block (coarse layer), a saturated corner (clamping) and a transparent strip (alpha 0).
-func testImage(w, h int, seed uint64) *image.NRGBA {
-	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
-	img := image.NewNRGBA(image.Rect(0, 0, w, h))
-	const cell = 16
-	gw, gh := w/cell+2, h/cell+2
-	grid := make([]float64, gw*gh)
-	for i := range grid {
-		grid[i] = rng.Float64()
-	}
-	for y := 0; y < h; y++ {
-		row := img.Pix[y*img.Stride:]
-		for x := 0; x < w; x++ {
-			var r, g, b float64
-			switch {
-			case y < h/4: // sky: a smooth gradient
-				r, g, b = 90+60*float64(x)/float64(w), 140+40*float64(y)/float64(h), 220
-			case x < w/5: // flat artwork
-				r, g, b = 200, 180, 90
-			case x > w-w/10 && y > h-h/10: // saturated
-				r, g, b = 255, 255, 255
-			default: // texture: bilinear value noise plus grain
-				fx, fy := float64(x)/cell, float64(y)/cell
-				x0, y0 := int(fx), int(fy)
-				tx, ty := fx-float64(x0), fy-float64(y0)
-				a := grid[y0*gw+x0] + tx*(grid[y0*gw+x0+1]-grid[y0*gw+x0])
-				c := grid[(y0+1)*gw+x0] + tx*(grid[(y0+1)*gw+x0+1]-grid[(y0+1)*gw+x0])
-				v := a + ty*(c-a)
-				n := float64(rng.IntN(24))
-				r, g, b = 40+170*v+n, 60+120*v+n, 30+90*(1-v)+n
-			}
-			i := 4 * x
-			row[i], row[i+1], row[i+2], row[i+3] = uint8(min(r, 255)), uint8(min(g, 255)), uint8(min(b, 255)), 255
-			if x >= w/2 && x < w/2+8 && y < h/3 {
-				row[i+3] = 0
-			}
-		}
-	}
-	return img
-}
-
 // compare counts the samples where a and b differ and the largest difference.
 func compare(a, b *image.NRGBA) (diff int, maxDiff int) {
 	for i := range a.Pix {
@@ -127,7 +85,7 @@ func TestEmbedMatchesCPU(t *testing.T) {
 	ctx := context.Background()
 	for _, size := range [][2]int{{640, 480}, {1500, 1100}, {4000, 3000}} {
 		t.Run(fmt.Sprintf("%dx%d", size[0], size[1]), func(t *testing.T) {
-			img := testImage(size[0], size[1], uint64(size[0]))
+			img := testimage.Regions(size[0], size[1], uint64(size[0]))
 			id := codec.ID{7, 1, 2}
 			want, wrep, err := c.Embed(img, id, codec.EmbedOptions{})
 			if err != nil {
@@ -181,7 +139,7 @@ func TestDetectUnmarkedAndRotated(t *testing.T) {
 	d := openDevice(t)
 	c := testCodec(t)
 	ctx := context.Background()
-	img := testImage(1200, 900, 3)
+	img := testimage.Regions(1200, 900, 3)
 	gd, err := c.DetectOn(ctx, d, img)
 	if err != nil {
 		t.Fatal(err)
@@ -217,7 +175,7 @@ func TestConcurrentJobsShareTheDevice(t *testing.T) {
 	d := openDevice(t)
 	c := testCodec(t)
 	ctx := context.Background()
-	img := testImage(1024, 768, 5)
+	img := testimage.Regions(1024, 768, 5)
 	want, _, err := c.EmbedOn(ctx, d, img, codec.ID{1}, codec.EmbedOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -248,7 +206,7 @@ func TestConcurrentJobsShareTheDevice(t *testing.T) {
 // BenchmarkCodec12MP compares the codec core on one CPU core with the GPU path at 12 MP (the image already
 // decoded, the result not encoded): `go test -run '^$' -bench Codec12MP -cpu 1 ./gpu/cudacodec`.
 func BenchmarkCodec12MP(b *testing.B) {
-	img := testImage(4000, 3000, 12)
+	img := testimage.Regions(4000, 3000, 12)
 	c := testCodec(b)
 	ctx := context.Background()
 	id := codec.ID{3}
@@ -301,7 +259,7 @@ func TestPhaseTimes(t *testing.T) {
 	d := openDevice(t)
 	c := testCodec(t)
 	ctx := context.Background()
-	img := testImage(4000, 3000, 12)
+	img := testimage.Regions(4000, 3000, 12)
 	marked, _, err := c.EmbedOn(ctx, d, img, codec.ID{3}, codec.EmbedOptions{}) // warm the pool
 	if err != nil {
 		t.Fatal(err)
@@ -386,7 +344,7 @@ func TestPNGRowsMatchEncodePNG(t *testing.T) {
 		alpha bool
 		icc   []byte
 	}{{"opaque", false, nil}, {"translucent", true, nil}, {"opaque-icc", false, icc}} {
-		img := testImage(1001, 603, 9)
+		img := testimage.Regions(1001, 603, 9)
 		if !tc.alpha {
 			for i := 3; i < len(img.Pix); i += 4 {
 				img.Pix[i] = 255
@@ -480,12 +438,12 @@ func TestDeflatePNGMatchesPardeflate(t *testing.T) {
 		name string
 		img  *image.NRGBA
 	}{
-		{"opaque", opaque(testImage(1001, 603, 9))},
-		{"translucent", testImage(1001, 603, 10)},
+		{"opaque", opaque(testimage.Regions(1001, 603, 9))},
+		{"translucent", testimage.Regions(1001, 603, 10)},
 		{"flat", flat},
-		{"1x1", opaque(testImage(1, 1, 11))},
-		{"7x3", testImage(7, 3, 12)},
-		{"12MP", opaque(testImage(4000, 3000, 13))},
+		{"1x1", opaque(testimage.Regions(1, 1, 11))},
+		{"7x3", testimage.Regions(7, 3, 12)},
+		{"12MP", opaque(testimage.Regions(4000, 3000, 13))},
 	} {
 		if err := check(tc.name, tc.img); err != nil {
 			t.Error(err)
@@ -494,7 +452,7 @@ func TestDeflatePNGMatchesPardeflate(t *testing.T) {
 	var wg sync.WaitGroup
 	errs := make(chan error, 8)
 	for i := range 8 {
-		img := opaque(testImage(1200+40*i, 800, uint64(20+i)))
+		img := opaque(testimage.Regions(1200+40*i, 800, uint64(20+i)))
 		wg.Go(func() {
 			if err := check(fmt.Sprintf("concurrent-%d", i), img); err != nil {
 				errs <- err
@@ -514,7 +472,7 @@ func TestDeflatePNGMatchesPardeflate(t *testing.T) {
 func TestDeflatePhaseTimes(t *testing.T) {
 	d := openDevice(t)
 	ctx := context.Background()
-	img := testImage(4000, 3000, 14)
+	img := testimage.Regions(4000, 3000, 14)
 	for i := 3; i < len(img.Pix); i += 4 {
 		img.Pix[i] = 255
 	}

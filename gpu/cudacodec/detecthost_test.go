@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"filigrane/codec"
+	"filigrane/internal/testimage"
 )
 
 // TestDetectKernelsOnTheHost compiles the detector kernels' CUDA C as host C++ (testdata/cudahost.h; conv_decode's
@@ -157,7 +158,7 @@ type detectImage struct {
 // detectImages are the detector kernels' test images: a marked 1.1 MP image, a copy rotated by 6° (lattice
 // estimation, then refinement), a JPEG copy at quality 60 and the unmarked image.
 func detectImages(t testing.TB, c *codec.Codec) []detectImage {
-	img := testImage(1200, 900, 21)
+	img := testimage.Regions(1200, 900, 21)
 	marked, _, err := c.Embed(img, codec.ID{4, 2}, codec.EmbedOptions{})
 	if err != nil {
 		t.Fatal(err)
