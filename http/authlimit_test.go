@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	nethttp "net/http"
 	"strings"
 	"sync"
@@ -63,18 +62,7 @@ func TestUnknownKeyLookupsInFlightAreBounded(t *testing.T) {
 	// The request's own deadline is far away: only the bound may answer a lookup that the store holds.
 	s := New(Config{Clock: clk, ActorTimeout: time.Minute, Keys: actors.Keys{Store: held, Clock: clk, Cache: actors.NewKeyCache(5 * time.Second),
 		Limit: authlimit.New(authlimit.Config{MaxInFlight: bound}, clk)}})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- s.Serve(ln) }()
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = s.Shutdown(ctx)
-		<-served
-	}()
+	base := serveOnLoopback(t, s)
 	client := &nethttp.Client{Timeout: 30 * time.Second}
 	type answer struct {
 		status     int
@@ -82,7 +70,7 @@ func TestUnknownKeyLookupsInFlightAreBounded(t *testing.T) {
 		code       string
 	}
 	getWith := func(client *nethttp.Client, path, key string) (answer, error) {
-		req, err := nethttp.NewRequest("GET", "http://"+ln.Addr().String()+path, nil)
+		req, err := nethttp.NewRequest("GET", base+path, nil)
 		if err != nil {
 			return answer{}, err
 		}
@@ -135,7 +123,7 @@ func TestUnknownKeyLookupsInFlightAreBounded(t *testing.T) {
 	if a, err := get("/auth/api-key", unknown(bound)); err != nil || a.status != 401 {
 		t.Fatalf("the refused key once the slots are free: %+v %v, want 401", a, err)
 	}
-	m, err := client.Get("http://" + ln.Addr().String() + "/metrics")
+	m, err := client.Get(base + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,19 +16,7 @@ import (
 // of the process, so a client could grow the node's memory and /metrics without bound.
 func TestMetricsMethodLabelIsBounded(t *testing.T) {
 	s := New(Config{})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- s.Serve(ln) }()
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = s.Shutdown(ctx)
-		<-served
-	}()
-	base := "http://" + ln.Addr().String()
+	base := serveOnLoopback(t, s)
 	client := &nethttp.Client{Timeout: 10 * time.Second}
 	do := func(method, path string) (int, string) {
 		req, err := nethttp.NewRequest(method, base+path, nil)
@@ -72,4 +60,23 @@ func TestMetricsMethodLabelIsBounded(t *testing.T) {
 			t.Fatalf("/metrics lacks %s:\n%s", want, body)
 		}
 	}
+}
+
+// serveOnLoopback serves s on a new 127.0.0.1 listener until the test ends (then shuts it down, waiting up to
+// 5 s) and returns its base URL.
+func serveOnLoopback(t *testing.T, s *Server) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(ln) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = s.Shutdown(ctx)
+		<-served
+	})
+	return "http://" + ln.Addr().String()
 }
