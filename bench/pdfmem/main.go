@@ -18,6 +18,7 @@ import (
 
 	"filigrane/codec"
 	"filigrane/codec/pdf"
+	"filigrane/codec/pdf/pdftest"
 )
 
 func main() {
@@ -88,7 +89,7 @@ func tinyObjects(n int) []byte {
 	for range n {
 		objs = append(objs, "<< /A 1 >>")
 	}
-	return build(objs)
+	return pdftest.Build(objs, "/Root 1 0 R")
 }
 
 // blankPages is a document of n blank square pages of side points.
@@ -101,23 +102,5 @@ func blankPages(n, side int) []byte {
 	for range n {
 		objs = append(objs, fmt.Sprintf("<< /Type /Page /Parent 2 0 R /MediaBox [0 0 %d %d] >>", side, side))
 	}
-	return build(objs)
-}
-
-// build writes objs as objects 1, 2, ... with a classic cross-reference table; object 1 is the catalog.
-func build(objs []string) []byte {
-	var b strings.Builder
-	b.WriteString("%PDF-1.7\n")
-	offs := make([]int, len(objs))
-	for i, o := range objs {
-		offs[i] = b.Len()
-		fmt.Fprintf(&b, "%d 0 obj\n%s\nendobj\n", i+1, o)
-	}
-	x := b.Len()
-	fmt.Fprintf(&b, "xref\n0 %d\n0000000000 65535 f \n", len(objs)+1)
-	for _, o := range offs {
-		fmt.Fprintf(&b, "%010d 00000 n \n", o)
-	}
-	fmt.Fprintf(&b, "trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n", len(objs)+1, x)
-	return []byte(b.String())
+	return pdftest.Build(objs, "/Root 1 0 R")
 }
