@@ -68,7 +68,9 @@ export GOGC="${GOGC:-300}"
 # at a time, beside the parallel ones. -parallel 4: internal/node's tests call t.Parallel and mostly wait;
 # more at once on 2 cores only stretches the timing-bound ones. Within a pass, run_pass starts packages in the
 # order given, so the longest (mostly sequential) packages come first.
-race_pkgs=(./actors/... ./cluster/... ./http/... ./persistence/... ./internal/netguard/...)
+# internal/authlimit and internal/accounts: their per-address buckets, in-flight bound and session memory are
+# shared by concurrent requests.
+race_pkgs=(./actors/... ./cluster/... ./http/... ./persistence/... ./internal/netguard/... ./internal/authlimit/... ./internal/accounts/...)
 # Packages under those paths whose code and tests start no goroutine and share no memory (pure state
 # machines, tables, codecs of records) gain nothing from the race detector and cost its longer link and run:
 # they go to the plain pass.
