@@ -447,7 +447,8 @@ func (p *MemberlistProvider) GossipAddr() string {
 }
 
 // Members returns the members of the topology last given to protoactor
-// (alive or suspect in memberlist, not blocked; clients included and
+// (alive or suspect in memberlist, not blocked, not an earlier incarnation of
+// this node at its gossip address; clients included and
 // flagged), sorted by name then id, the local node included. Because it is
 // the topology protoactor routes with, a caller that sees every node here
 // knows this node's identity placement already accounts for them.
@@ -615,6 +616,9 @@ func (p *MemberlistProvider) onPublisher(f func()) {
 
 func (p *MemberlistProvider) publish() {
 	blocked := p.blockedFunc()
+	// Taken before p.mu: LocalNode takes memberlist's node lock, under which memberlist calls upsert, which
+	// takes p.mu.
+	selfGossip := p.GossipAddr()
 	p.mu.Lock()
 	c, ml, selfID := p.cluster, p.ml, p.self.ID
 	members := make([]*pcluster.Member, 0, len(p.members))
@@ -622,6 +626,14 @@ func (p *MemberlistProvider) publish() {
 	var notify []memberEntry
 	now := time.Now()
 	for _, e := range p.members {
+		gossipAddr := net.JoinHostPort(e.addr.String(), strconv.Itoa(int(e.port)))
+		if e.meta.ID != selfID && gossipAddr == selfGossip {
+			// An earlier incarnation of this process (declared dead, blocked, restarted on the same
+			// ports): its refutation, sent before it stopped, can bring it back alive in the others' gossip
+			// for as long as they take to declare it dead again (up to DetectionTime with one member more).
+			// Its address is ours now, so it cannot be a peer: left out, it is not counted or routed to.
+			continue
+		}
 		if e.meta.ID != selfID && blocked(e.meta.ID) {
 			// A peer we blocked is gossiping again (it was declared dead and
 			// refuted, or protoactor expired its heartbeat while gossip still
@@ -634,7 +646,7 @@ func (p *MemberlistProvider) publish() {
 		}
 		snapshot = append(snapshot, Member{
 			NodeMeta:   e.meta,
-			GossipAddr: net.JoinHostPort(e.addr.String(), strconv.Itoa(int(e.port))),
+			GossipAddr: gossipAddr,
 			Self:       e.meta.ID == selfID,
 		})
 		if e.meta.Client {
