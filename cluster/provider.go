@@ -350,6 +350,10 @@ func (p *MemberlistProvider) start(c *pcluster.Cluster, client bool) error {
 	p.wg.Add(2)
 	go p.publishLoop()
 	go p.capacityLoop()
+	if len(p.cfg.Join) > 0 {
+		// Not in wg: a join to a frozen seed takes TCPTimeout, and Shutdown need not wait for it.
+		go p.rejoinLoop(ml)
+	}
 
 	if len(p.cfg.Join) > 0 {
 		if err := p.join(); err != nil {
@@ -401,6 +405,35 @@ func (p *MemberlistProvider) Join(ctx context.Context, addrs []string) error {
 		case <-ctx.Done():
 			return fmt.Errorf("cluster provider: join %v: %w (last error: %v)", addrs, ctx.Err(), err)
 		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// rejoinInterval is how often a node alone in its gossip contacts its seeds again.
+const rejoinInterval = 2 * time.Second
+
+// rejoinLoop contacts the seeds again while this node is the only member it knows of. The initial join
+// succeeds as soon as one address answers, and the seed list may name this node itself: a node restarted
+// while its peers were frozen or stalled (their push-pull answers timed out) joined only itself, and
+// learned of them only when one of them pushed its state to it (memberlist's push-pull, every 15 s or more),
+// or never, when none of them had read its join either (2026-11-28: a restarted node was not seen in 16 s).
+func (p *MemberlistProvider) rejoinLoop(ml *memberlist.Memberlist) {
+	t := time.NewTicker(rejoinInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-p.stop:
+			return
+		case <-t.C:
+		}
+		if ml.NumMembers() > 1 {
+			continue
+		}
+		_, err := ml.Join(p.cfg.Join)
+		if m := ml.NumMembers(); m > 1 {
+			p.log.Info().Int("members", m).Msg("was alone in the gossip: found the others through the seeds")
+		} else {
+			p.log.Debug().Err(err).Msg("alone in the gossip: no seed answered")
 		}
 	}
 }
