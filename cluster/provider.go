@@ -350,6 +350,10 @@ func (p *MemberlistProvider) start(c *pcluster.Cluster, client bool) error {
 	p.wg.Add(2)
 	go p.publishLoop()
 	go p.capacityLoop()
+	if len(p.cfg.Join) > 0 {
+		// Not in wg: a join to a frozen seed takes TCPTimeout, and Shutdown need not wait for it.
+		go p.rejoinLoop(ml)
+	}
 
 	if len(p.cfg.Join) > 0 {
 		if err := p.join(); err != nil {
@@ -405,6 +409,35 @@ func (p *MemberlistProvider) Join(ctx context.Context, addrs []string) error {
 	}
 }
 
+// rejoinInterval is how often a node alone in its gossip contacts its seeds again.
+const rejoinInterval = 2 * time.Second
+
+// rejoinLoop contacts the seeds again while this node is the only member it knows of. The initial join
+// succeeds as soon as one address answers, and the seed list may name this node itself: a node restarted
+// while its peers were frozen or stalled (their push-pull answers timed out) joined only itself, and
+// learned of them only when one of them pushed its state to it (memberlist's push-pull, every 15 s or more),
+// or never, when none of them had read its join either (2026-11-28: a restarted node was not seen in 16 s).
+func (p *MemberlistProvider) rejoinLoop(ml *memberlist.Memberlist) {
+	t := time.NewTicker(rejoinInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-p.stop:
+			return
+		case <-t.C:
+		}
+		if ml.NumMembers() > 1 {
+			continue
+		}
+		_, err := ml.Join(p.cfg.Join)
+		if m := ml.NumMembers(); m > 1 {
+			p.log.Info().Int("members", m).Msg("was alone in the gossip: found the others through the seeds")
+		} else {
+			p.log.Debug().Err(err).Msg("alone in the gossip: no seed answered")
+		}
+	}
+}
+
 // Shutdown leaves the gossip. Graceful broadcasts the leave first, so that
 // peers drop the node at once instead of after failure detection.
 func (p *MemberlistProvider) Shutdown(graceful bool) error {
@@ -447,7 +480,8 @@ func (p *MemberlistProvider) GossipAddr() string {
 }
 
 // Members returns the members of the topology last given to protoactor
-// (alive or suspect in memberlist, not blocked; clients included and
+// (alive or suspect in memberlist, not blocked, not an earlier incarnation of
+// this node at its gossip address; clients included and
 // flagged), sorted by name then id, the local node included. Because it is
 // the topology protoactor routes with, a caller that sees every node here
 // knows this node's identity placement already accounts for them.
@@ -615,6 +649,9 @@ func (p *MemberlistProvider) onPublisher(f func()) {
 
 func (p *MemberlistProvider) publish() {
 	blocked := p.blockedFunc()
+	// Taken before p.mu: LocalNode takes memberlist's node lock, under which memberlist calls upsert, which
+	// takes p.mu.
+	selfGossip := p.GossipAddr()
 	p.mu.Lock()
 	c, ml, selfID := p.cluster, p.ml, p.self.ID
 	members := make([]*pcluster.Member, 0, len(p.members))
@@ -622,6 +659,14 @@ func (p *MemberlistProvider) publish() {
 	var notify []memberEntry
 	now := time.Now()
 	for _, e := range p.members {
+		gossipAddr := net.JoinHostPort(e.addr.String(), strconv.Itoa(int(e.port)))
+		if e.meta.ID != selfID && gossipAddr == selfGossip {
+			// An earlier incarnation of this process (declared dead, blocked, restarted on the same
+			// ports): its refutation, sent before it stopped, can bring it back alive in the others' gossip
+			// for as long as they take to declare it dead again (up to DetectionTime with one member more).
+			// Its address is ours now, so it cannot be a peer: left out, it is not counted or routed to.
+			continue
+		}
 		if e.meta.ID != selfID && blocked(e.meta.ID) {
 			// A peer we blocked is gossiping again (it was declared dead and
 			// refuted, or protoactor expired its heartbeat while gossip still
@@ -634,7 +679,7 @@ func (p *MemberlistProvider) publish() {
 		}
 		snapshot = append(snapshot, Member{
 			NodeMeta:   e.meta,
-			GossipAddr: net.JoinHostPort(e.addr.String(), strconv.Itoa(int(e.port))),
+			GossipAddr: gossipAddr,
 			Self:       e.meta.ID == selfID,
 		})
 		if e.meta.Client {

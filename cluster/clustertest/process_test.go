@@ -103,7 +103,11 @@ func nodeMain(args []string) int {
 	if *join != "" {
 		joins = strings.Split(*join, ",")
 	}
-	log := zerolog.New(os.Stderr).Level(zerolog.WarnLevel).With().Timestamp().Str("proc", *name).Logger()
+	level := zerolog.WarnLevel
+	if l, err := zerolog.ParseLevel(os.Getenv(logEnv)); err == nil && l != zerolog.NoLevel {
+		level = l
+	}
+	log := zerolog.New(os.Stderr).Level(level).With().Timestamp().Str("proc", *name).Logger()
 	reg := registry()
 	cfg := cluster.Config{
 		NodeName:   *name,
