@@ -416,24 +416,20 @@ func (a *Accounts) SessionFrom(ctx context.Context, secret string, from net.IP) 
 	}
 	key := sessionKey(secret)
 	now := a.Clock.Now()
-	switch a.seen.look(string(key), now) {
-	case sessionMissing:
+	seen := a.seen.look(string(key), now)
+	if seen == sessionMissing {
 		return nil, nil, ErrNoSession
-	case sessionUnknown:
-		if a.Limit != nil {
-			client := authlimit.Client(from)
-			if err := a.Limit.Begin(client); err != nil {
-				return nil, nil, err
-			}
-			// Only a session the store does not have keeps the token: one that existed (even expired) was
-			// no guess, and a store that failed says nothing about the client.
-			found := false
-			defer func() { a.Limit.End(client, found) }()
-			s, u, err := a.readSession(ctx, key, now, &found)
-			return a.remember(key, now, s, u, err)
-		}
 	}
-	var found bool
+	found := false
+	if seen == sessionUnknown && a.Limit != nil {
+		client := authlimit.Client(from)
+		if err := a.Limit.Begin(client); err != nil {
+			return nil, nil, err
+		}
+		// Only a session the store does not have keeps the token: one that existed (even expired) was no
+		// guess, and a store that failed says nothing about the client.
+		defer func() { a.Limit.End(client, found) }()
+	}
 	s, u, err := a.readSession(ctx, key, now, &found)
 	return a.remember(key, now, s, u, err)
 }
