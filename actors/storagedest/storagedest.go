@@ -25,6 +25,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/minio/minio-go/v7"
@@ -426,15 +427,31 @@ func (l *Library) Put(ctx context.Context, d *Destination, k, owner string, body
 		return info.ETag, nil
 	}
 	se := classify("write", err)
-	if !errors.Is(se, ErrExists) {
+	torn := se.Code == CodeUnreachable && ctx.Err() == nil && cutOff(err)
+	if !errors.Is(se, ErrExists) && !torn {
 		return "", se
 	}
-	// Only read to recognise our own object; its ETag is reported, never used as a write condition.
+	// Only read to recognise our own object or another's; its ETag is reported, never used as a write
+	// condition (research 6.1). A write that ended without an answer (torn) is read too: a server may refuse
+	// the conditional create as soon as it has the headers and close the connection while a large body is
+	// still being sent, so the client sees a broken pipe or a reset instead of the 412; and a write whose
+	// answer was lost may have landed.
 	st, serr := c.StatObject(ctx, d.Bucket, d.ObjectKey(k), minio.StatObjectOptions{})
-	if serr == nil && st.UserMetadata[ownerMeta] == owner && st.Size == size {
+	switch {
+	case serr == nil && st.UserMetadata[ownerMeta] == owner && st.Size == size:
 		return st.ETag, nil
+	case serr == nil && torn:
+		return "", &StepError{Step: "write", Code: CodeKeyConflict,
+			Reason: ErrExists.Error() + " (the conditional create was cut off; it is never overwritten)", Err: ErrExists}
 	}
 	return "", se
+}
+
+// cutOff tells a write that reached the server and lost its connection mid-request (its outcome unknown)
+// from one that never connected: only the first is worth reading the key back for.
+func cutOff(err error) bool {
+	return errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, io.EOF) ||
+		errors.Is(err, io.ErrUnexpectedEOF)
 }
 
 // ownerMeta is the user metadata naming the request whose output an object is.

@@ -262,3 +262,30 @@ func TestEndlessAnswerIsCut(t *testing.T) {
 		t.Fatalf("the node read on: the endpoint sent %d MB of one answer", n>>20)
 	}
 }
+
+// TestLargeCreateOverExistingKeyIsAConflict: a server may refuse a conditional create (412) as soon as it has
+// the headers, before reading a large body, and close the connection; the client then sees a write error
+// (broken pipe, connection reset) rather than the 412. The delivery must still end as "already exists", not
+// as an unreachable endpoint retried for ever.
+func TestLargeCreateOverExistingKeyIsAConflict(t *testing.T) {
+	srv := s3test.Start(t)
+	l := newLib(t, true)
+	ctx := context.Background()
+	d, err := l.Create(ctx, "org_1", input(srv, srv.NewBucket(t)), t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Put(ctx, d, "big.png", "req_1", strings.NewReader("first"), 5, "image/png"); err != nil {
+		t.Fatal(err)
+	}
+	big := bytes.Repeat([]byte{1}, 32<<20)
+	// Not every attempt is cut off (the server may read the body before answering): several, so that this
+	// fails without the re-check (with 3 attempts it did in 4 runs of 6, with 6 in 3 of 4).
+	for i := range 10 {
+		_, err = l.Put(ctx, d, "big.png", "req_2", bytes.NewReader(big), int64(len(big)), "image/png")
+		var step *StepError
+		if !errors.As(err, &step) || !errors.Is(err, ErrExists) || step.Code != CodeKeyConflict {
+			t.Fatalf("put %d of a large body over another request's object: %v, want %s", i, err, CodeKeyConflict)
+		}
+	}
+}
