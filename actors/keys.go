@@ -101,10 +101,10 @@ type Keys struct {
 	Clock clock.Clock
 	// Cache, when set, keeps key records read by Authenticate for a short time, so that a request does not
 	// read and decode its key record (from object storage in a cluster), and remembers ids the store did not
-	// have for missTTL, so that a repeated unknown key costs no read either. Every write through Keys drops
-	// the id from the cache, so a revocation is immediate for the Keys sharing that cache; other nodes of a
-	// cluster see it within the cache's TTL. It also makes concurrent lookups of one id share one read.
-	// Share one cache between all the Keys of a process.
+	// have for authlimit.MissTTL, so that a repeated unknown key costs no read either. Every write through
+	// Keys drops the id from the cache, so a revocation is immediate for the Keys sharing that cache; other
+	// nodes of a cluster see it within the cache's TTL. It also makes concurrent lookups of one id share one
+	// read. Share one cache between all the Keys of a process.
 	Cache *KeyCache
 	// Limit, when set, bounds the store reads for key ids the cache knows nothing of (guesses, or a key's
 	// first use on this node): per client address for AuthenticateFrom, and in flight across all clients.
@@ -117,15 +117,15 @@ type KeyCache struct {
 	ttl     time.Duration
 	mu      sync.Mutex
 	entries map[string]cachedKey
-	// misses holds the time each id was found missing. A miss cached here for an id created later on
-	// another node needs someone to have sent that id before it existed: ids are 64 random bits, so only a
-	// guesser can, and the guesser then waits missTTL. A write through these Keys drops it at once.
-	misses map[string]time.Time
+	// misses holds the ids found missing, for authlimit.MissTTL. A miss cached here for an id created later
+	// on another node needs someone to have sent that id before it existed: ids are 64 random bits, so only
+	// a guesser can, and the guesser then waits MissTTL. A write through these Keys drops it at once.
+	misses *authlimit.Misses
 	// flights are the reads under way, by id: a second lookup of the id waits for the first one's answer.
-	flights map[string]*keyFlight
+	flights authlimit.Flights[APIKey]
 	// writes counts the writes through Keys: a record read before a write is not cached after it, or a
 	// revocation racing with an authentication could leave the key usable for a TTL (and a miss read before
-	// a creation would refuse the new key for missTTL).
+	// a creation would refuse the new key for MissTTL).
 	writes uint64
 }
 
@@ -134,41 +134,23 @@ type cachedKey struct {
 	fetched time.Time
 }
 
-// keyFlight is one store read of a key id; done closes once key and err are set.
-type keyFlight struct {
-	done chan struct{}
-	key  APIKey
-	err  error
-}
+// maxCachedKeys bounds the cache; past it the cache starts over rather than tracking recency. (The misses
+// are bounded by authlimit.Misses.)
+const maxCachedKeys = 100_000
 
-// maxCachedKeys bounds the cache; past it the cache starts over rather than tracking recency. maxCachedMisses
-// bounds the misses the same way: filling it takes that many distinct unknown ids, each a rate-limited read.
-const (
-	maxCachedKeys   = 100_000
-	maxCachedMisses = 10_000
-)
-
-// missTTL is how long an id found missing is answered 401 without a read. Short, although a miss only ever
-// hides a key from a guesser (see KeyCache.misses): a store restored with keys that were missing for a
-// while, or one written offline, is seen within it.
-const missTTL = 30 * time.Second
-
-// NewKeyCache returns a cache whose key records live for ttl (ids found missing: missTTL).
+// NewKeyCache returns a cache whose key records live for ttl (ids found missing: authlimit.MissTTL).
 func NewKeyCache(ttl time.Duration) *KeyCache {
-	return &KeyCache{ttl: ttl, entries: map[string]cachedKey{}, misses: map[string]time.Time{},
-		flights: map[string]*keyFlight{}}
+	return &KeyCache{ttl: ttl, entries: map[string]cachedKey{}, misses: authlimit.NewMisses(authlimit.DefaultMaxMisses)}
 }
 
 // cacheLook is what the cache knows of an id.
 type cacheLook struct {
 	key   APIKey
 	fresh bool // key is a record younger than the TTL
-	miss  bool // the id was found missing less than missTTL ago
+	miss  bool // the id was found missing less than authlimit.MissTTL ago
 	// known: the cache held a record of the id once (stale now), so a read refreshes a key that exists
 	// rather than tests a guess.
 	known bool
-	// flight is a read of the id under way, to wait for.
-	flight *keyFlight
 	// gen is the write count to hand to put or putMiss for a record read after this call.
 	gen uint64
 }
@@ -185,11 +167,7 @@ func (c *KeyCache) look(id string, now time.Time) cacheLook {
 			return l
 		}
 	}
-	if at, ok := c.misses[id]; ok && now.Sub(at) < missTTL && !now.Before(at) {
-		l.miss = true
-		return l
-	}
-	l.flight = c.flights[id]
+	l.miss = c.misses.Has(id, now)
 	return l
 }
 
@@ -199,7 +177,7 @@ func (c *KeyCache) forget(id string) {
 	defer c.mu.Unlock()
 	c.writes++
 	delete(c.entries, id)
-	delete(c.misses, id)
+	c.misses.Forget(id)
 }
 
 // put caches key, read when the write count was gen, unless a key was written since.
@@ -213,7 +191,7 @@ func (c *KeyCache) put(key APIKey, now time.Time, gen uint64) {
 		c.entries = map[string]cachedKey{}
 	}
 	c.entries[key.ID] = cachedKey{key: key, fetched: now}
-	delete(c.misses, key.ID)
+	c.misses.Forget(key.ID)
 }
 
 // putMiss remembers that id had no record when the write count was gen, unless a key was written since.
@@ -223,41 +201,7 @@ func (c *KeyCache) putMiss(id string, now time.Time, gen uint64) {
 	if c.writes != gen {
 		return
 	}
-	if len(c.misses) >= maxCachedMisses {
-		c.misses = map[string]time.Time{}
-	}
-	c.misses[id] = now
-}
-
-// lead returns the read of id under way, or starts one (true: the caller reads and lands it).
-func (c *KeyCache) lead(id string) (*keyFlight, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if f, ok := c.flights[id]; ok {
-		return f, false
-	}
-	f := &keyFlight{done: make(chan struct{})}
-	c.flights[id] = f
-	return f, true
-}
-
-// land hands the read's answer to the lookups waiting for it.
-func (c *KeyCache) land(id string, f *keyFlight, key APIKey, err error) {
-	c.mu.Lock()
-	delete(c.flights, id)
-	c.mu.Unlock()
-	f.key, f.err = key, err
-	close(f.done)
-}
-
-// wait returns the answer of the read f, or ctx's error first.
-func (f *keyFlight) wait(ctx context.Context) (APIKey, error) {
-	select {
-	case <-f.done:
-		return f.key, f.err
-	case <-ctx.Done():
-		return APIKey{}, fmt.Errorf("wait for the key lookup: %w", ctx.Err())
-	}
+	c.misses.Put(id, now)
 }
 
 // NewKeySpec describes a key to create.
@@ -364,7 +308,7 @@ func (k Keys) lookup(ctx context.Context, id string, now time.Time, client strin
 	}
 	for attempt := 0; ; attempt++ {
 		key, err := k.cachedLookup(ctx, id, now, client)
-		if !errors.Is(err, errRetryLookup) || attempt == 2 {
+		if !errors.Is(err, authlimit.ErrLookAgain) || attempt == 2 {
 			return key, err
 		}
 	}
@@ -378,37 +322,18 @@ func (k Keys) cachedLookup(ctx context.Context, id string, now time.Time, client
 		return l.key, nil
 	case l.miss:
 		return APIKey{}, ErrInvalidKey
-	case l.flight != nil:
-		return l.flight.wait(ctx)
 	}
-	f, leader := k.Cache.lead(id)
-	if !leader { // another lookup of the id started since look
-		return f.wait(ctx)
-	}
-	// Landed however the read ends (a panic too): the lookups waiting on it must not wait for ever.
-	key, err := APIKey{}, errRetryLookup
-	defer func() {
-		var refused *authlimit.Refusal
-		if errors.As(err, &refused) {
-			// This client's refusal is not the answer for the others waiting on the id: they try themselves.
-			k.Cache.land(id, f, APIKey{}, errRetryLookup)
-			return
+	return k.Cache.flights.Do(ctx, id, func() (APIKey, error) {
+		key, err := k.limitedRead(ctx, id, client, l.known)
+		switch {
+		case err == nil:
+			k.Cache.put(key, now, l.gen)
+		case errors.Is(err, ErrInvalidKey):
+			k.Cache.putMiss(id, now, l.gen)
 		}
-		k.Cache.land(id, f, key, err)
-	}()
-	key, err = k.limitedRead(ctx, id, client, l.known)
-	switch {
-	case err == nil:
-		k.Cache.put(key, now, l.gen)
-	case errors.Is(err, ErrInvalidKey):
-		k.Cache.putMiss(id, now, l.gen)
-	}
-	return key, err
+		return key, err
+	})
 }
-
-// errRetryLookup tells the lookups that waited on a refused one that nothing was read: they look again
-// (a few times; past that it is an error, answered 503).
-var errRetryLookup = errors.New("the key lookup this request waited on was refused; retry")
 
 // limitedRead reads the record of id within Limit: a read of an id the cache never held (known false)
 // takes a token of client's bucket, kept only when the store has no such id, and a lookup slot.

@@ -113,9 +113,9 @@ func (s *countedStore) Get(ctx context.Context, key []byte) (persistence.Item, e
 	return s.Store.Get(ctx, key)
 }
 
-// TestKeyCacheRemembersMisses: an unknown id costs one read, then 401s without one for missTTL. A key
-// written under that id through the same cache works at once; one written by another node (another cache)
-// works once the miss has expired, not before.
+// TestKeyCacheRemembersMisses: an unknown id costs one read, then 401s without one for authlimit.MissTTL. A
+// key written under that id through the same cache works at once; one written by another node (another
+// cache) works once the miss has expired, not before.
 func TestKeyCacheRemembersMisses(t *testing.T) {
 	store, err := pebblestore.Open(t.TempDir(), zerolog.Nop())
 	if err != nil {
@@ -157,13 +157,13 @@ func TestKeyCacheRemembersMisses(t *testing.T) {
 	if err := there.put(ctx, key, persistence.NoVersion); err != nil {
 		t.Fatal(err)
 	}
-	clk.Advance(missTTL - time.Second)
+	clk.Advance(authlimit.MissTTL - time.Second)
 	if _, err := here.Authenticate(ctx, secret); !errors.Is(err, ErrInvalidKey) {
-		t.Fatalf("a key created on another node, within missTTL of a miss: %v", err)
+		t.Fatalf("a key created on another node, within MissTTL of a miss: %v", err)
 	}
 	clk.Advance(time.Second)
 	if _, err := here.Authenticate(ctx, secret); err != nil {
-		t.Fatalf("a key created on another node, missTTL after the miss: %v", err)
+		t.Fatalf("a key created on another node, MissTTL after the miss: %v", err)
 	}
 }
 

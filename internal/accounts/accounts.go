@@ -9,8 +9,9 @@
 // keys and sessions do with the API is decided by the organization record and the API, not here. Session
 // secrets and passwords are never stored: a session is found by the SHA-256 of its secret (256 random bits),
 // a password by its argon2id hash. What a random session cookie may cost in store reads is bounded here too:
-// secrets found missing are remembered, others are looked up within the node's authlimit.Limiter, and sessions
-// seen live skip that limit (sessionmemory.go); a session is never taken as valid without reading it.
+// secrets found missing are remembered (an authlimit.Misses), others are looked up within the node's
+// authlimit.Limiter, one read for the concurrent lookups of a secret (authlimit.Flights), and sessions seen
+// live skip that limit (sessionmemory.go); a session is never taken as valid without reading it.
 package accounts
 
 import (
@@ -166,6 +167,14 @@ type Accounts struct {
 	// seen remembers sessions seen live and sessions found missing (sessionmemory.go); nil for Accounts not
 	// made with New: every lookup is then an unknown one.
 	seen *sessionMemory
+	// lookups makes concurrent lookups of one unknown session key share one read (and one token of Limit).
+	lookups authlimit.Flights[sessionRead]
+}
+
+// sessionRead is the answer of one read of a session, shared by the lookups that waited for it.
+type sessionRead struct {
+	s *Session
+	u *User
 }
 
 // New returns Accounts with its defaults and a bound of maxHashing concurrent password hashes (at least 1).
@@ -409,12 +418,46 @@ func (a *Accounts) Session(ctx context.Context, secret string) (*Session, *User,
 // SessionFrom is Session for a request from the client address from. A session this node saw live lately
 // is read from the store as always (so an ending anywhere counts at once) without limit; one found missing
 // lately is ErrNoSession without a read; any other takes, with Limit set, a token of from's bucket, kept only
-// when the store has no such session, and a lookup slot, or is refused with a *authlimit.Refusal.
+// when the store has no such session, and a lookup slot, or is refused with a *authlimit.Refusal. Concurrent
+// lookups of one such session (a browser's tabs and parallel loads with a stale cookie) share one read, and
+// so one token.
 func (a *Accounts) SessionFrom(ctx context.Context, secret string, from net.IP) (*Session, *User, error) {
 	if secret == "" || len(secret) > 128 {
 		return nil, nil, ErrNoSession
 	}
 	key := sessionKey(secret)
+	for attempt := 0; ; attempt++ {
+		s, u, err := a.lookupSession(ctx, key, from)
+		if !errors.Is(err, authlimit.ErrLookAgain) || attempt == 2 {
+			return s, u, err
+		}
+	}
+}
+
+// lookupSession is one try of SessionFrom: a session seen live is read by each request; any other is read
+// once for all the lookups of key under way, each getting its own copy of the answer.
+func (a *Accounts) lookupSession(ctx context.Context, key []byte, from net.IP) (*Session, *User, error) {
+	switch a.seen.look(string(key), a.Clock.Now()) {
+	case sessionMissing:
+		return nil, nil, ErrNoSession
+	case sessionLive:
+		return a.readRemembered(ctx, key, from)
+	}
+	r, err := a.lookups.Do(ctx, string(key), func() (sessionRead, error) {
+		s, u, err := a.readRemembered(ctx, key, from)
+		return sessionRead{s, u}, err
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	s, u := *r.s, *r.u
+	return &s, &u, nil
+}
+
+// readRemembered reads the session at key as the memory says (a lookup that waited for another one may
+// find its answer remembered now): none when found missing lately, without limit when seen live lately,
+// within Limit otherwise; and remembers what it found.
+func (a *Accounts) readRemembered(ctx context.Context, key []byte, from net.IP) (*Session, *User, error) {
 	now := a.Clock.Now()
 	seen := a.seen.look(string(key), now)
 	if seen == sessionMissing {

@@ -30,8 +30,8 @@ func (s *sessionReads) Get(ctx context.Context, key []byte) (persistence.Item, e
 }
 
 // TestUnknownSessionsCostBoundedReads: random session cookies cost a read each only while the client's
-// address has tokens (and the same one again costs nothing for missTTL); a session seen live keeps working
-// from that address, and is still read every time, so an end on another node counts at once.
+// address has tokens (and the same one again costs nothing for authlimit.MissTTL); a session seen live keeps
+// working from that address, and is still read every time, so an end on another node counts at once.
 func TestUnknownSessionsCostBoundedReads(t *testing.T) {
 	ctx := context.Background()
 	a, clk := newTestAccounts(t)
@@ -88,11 +88,11 @@ func TestUnknownSessionsCostBoundedReads(t *testing.T) {
 	check("the session signed out on another node", live, ErrNoSession, reads+1)
 	check("it again: remembered missing", live, ErrNoSession, reads+1)
 
-	// A token a second; the cookie found missing is read again once missTTL has passed.
+	// A token a second; the cookie found missing is read again once MissTTL has passed.
 	clk.Advance(time.Second)
 	check("a random cookie after a token came back", random(5), ErrNoSession, reads+2)
-	clk.Advance(missTTL)
-	check("the first random cookie past missTTL", random(0), ErrNoSession, reads+3)
+	clk.Advance(authlimit.MissTTL)
+	check("the first random cookie past MissTTL", random(0), ErrNoSession, reads+3)
 }
 
 // touchedBeforeDelete is the real store in which another request of a session touches it (writes LastSeen)
@@ -144,14 +144,20 @@ func TestSignOutRacingATouchEndsTheSession(t *testing.T) {
 type heldSessionReads struct {
 	persistence.Store
 	hold    []byte
+	reads   atomic.Int64
 	entered chan struct{}
 	release chan struct{}
 }
 
 func (s *heldSessionReads) Get(ctx context.Context, key []byte) (persistence.Item, error) {
 	if bytes.Equal(key, s.hold) {
+		s.reads.Add(1)
 		s.entered <- struct{}{}
-		<-s.release
+		select {
+		case <-s.release:
+		case <-ctx.Done():
+			return persistence.Item{}, ctx.Err()
+		}
 	}
 	return s.Store.Get(ctx, key)
 }
@@ -192,5 +198,85 @@ func TestUnknownSessionLookupsInFlightAreBounded(t *testing.T) {
 	}
 	if _, _, err := a.SessionFrom(ctx, "another random cookie", net.ParseIP("198.51.100.1")); !errors.Is(err, ErrNoSession) {
 		t.Fatalf("the refused cookie once the slot is free: %v", err)
+	}
+}
+
+// parkedContext is a request's context that tells when the request first waits on it: blocked in a read the
+// store holds, or waiting for another request's read of the same session.
+type parkedContext struct {
+	context.Context
+	once   sync.Once
+	parked chan struct{}
+}
+
+func (c *parkedContext) Done() <-chan struct{} {
+	c.once.Do(func() { close(c.parked) })
+	return c.Context.Done()
+}
+
+// TestConcurrentLookupsOfOneStaleCookieSpendOneToken: a browser's parallel requests with one stale cookie (a
+// session signed out on another node), all under way while the store is slow, share one read and spend one
+// token of the address's bucket: with a bucket of 2, all of them are answered "no session" (the sign-in page
+// or 401), none is refused (429), and the address keeps its other token.
+func TestConcurrentLookupsOfOneStaleCookieSpendOneToken(t *testing.T) {
+	ctx := context.Background()
+	a, clk := newTestAccounts(t)
+	if _, err := a.CreateUser(ctx, "owner@example.com", pw, "org_1", "mem_1"); err != nil {
+		t.Fatal(err)
+	}
+	other := New(a.Store, clk, Policy{}, 1)
+	other.Argon2 = a.Argon2
+	stale, _, _, err := other.SignIn(ctx, "owner@example.com", pw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := other.SignOut(ctx, stale); err != nil {
+		t.Fatal(err)
+	}
+	const requests = 5
+	held := &heldSessionReads{Store: a.Store, hold: sessionKey(stale), entered: make(chan struct{}, requests),
+		release: make(chan struct{})}
+	var releaseOnce sync.Once
+	release := func() { releaseOnce.Do(func() { close(held.release) }) }
+	defer release()
+	a.Store = held
+	a.Limit = authlimit.New(authlimit.Config{Burst: 2, Every: time.Minute}, clk)
+	from := net.ParseIP("192.0.2.7")
+
+	ctxs := make([]*parkedContext, requests)
+	answers := make([]chan error, requests)
+	for i := range requests {
+		ctxs[i] = &parkedContext{Context: ctx, parked: make(chan struct{})}
+		answers[i] = make(chan error, 1)
+		go func() {
+			_, _, err := a.SessionFrom(ctxs[i], stale, from)
+			answers[i] <- err
+		}()
+	}
+	// Every request is under way (waiting on its context) or answered before the store answers.
+	for i := range requests {
+		select {
+		case <-ctxs[i].parked:
+		case err := <-answers[i]:
+			answers[i] <- err
+		}
+	}
+	release()
+	for i := range requests {
+		if err := <-answers[i]; !errors.Is(err, ErrNoSession) {
+			t.Errorf("request %d with the stale cookie: %v, want ErrNoSession", i, err)
+		}
+	}
+	if n := held.reads.Load(); n != 1 {
+		t.Errorf("%d reads of the stale session, want 1", n)
+	}
+	// One token spent: the address has one more lookup, then none.
+	if _, _, err := a.SessionFrom(ctx, "another stale cookie", from); !errors.Is(err, ErrNoSession) {
+		t.Fatalf("another unknown cookie with the token left: %v, want ErrNoSession", err)
+	}
+	_, _, err = a.SessionFrom(ctx, "a third unknown cookie", from)
+	var refused *authlimit.Refusal
+	if !errors.As(err, &refused) || refused.Reason != authlimit.AddressSpent {
+		t.Fatalf("a third unknown cookie: %v, want a refusal for the address", err)
 	}
 }

@@ -3,6 +3,8 @@ package accounts
 import (
 	"sync"
 	"time"
+
+	"filigrane/internal/authlimit"
 )
 
 // sessionMemory remembers, by session key (the hash of the secret), which sessions this node saw live lately
@@ -13,31 +15,26 @@ import (
 //     read from Accounts.Limit, so a person signed in keeps working while someone at the same address sends
 //     random cookies.
 //   - A session found missing (never existed, signed out, expired) is answered ErrNoSession without a read
-//     for missTTL. Only a guesser can be wrong here: secrets are 256 random bits made at sign-in, so no one
-//     can present a secret before the session exists unless they guessed it, and a session that ended never
-//     comes back. A store restored from a backup is seen within missTTL.
+//     for authlimit.MissTTL. Only a guesser can be wrong here: secrets are 256 random bits made at sign-in,
+//     so no one can present a secret before the session exists unless they guessed it, and a session that
+//     ended never comes back. A store restored from a backup is seen within MissTTL.
 type sessionMemory struct {
 	liveTTL time.Duration
+	missing *authlimit.Misses // session keys found missing; bounded by authlimit.DefaultMaxMisses
 
-	mu      sync.Mutex
-	live    map[string]time.Time // session key -> when it was last seen live
-	missing map[string]time.Time // session key -> when it was found missing
+	// mu makes a look or a put see live and missing together (taken before missing's own lock).
+	mu   sync.Mutex
+	live map[string]time.Time // session key -> when it was last seen live
 }
 
-// Bounds of the memory; past them a map starts over rather than tracking recency. Filling live takes that
-// many sessions, each a sign-in (limited per address); filling missing takes that many distinct random
-// cookies, each a limited read. Either way, starting over only costs reads again, within the limits.
-const (
-	maxLiveSessions    = 100_000
-	maxMissingSessions = 10_000
-)
-
-// missTTL is how long a session found missing is answered without a read. Short, although a miss only ever
-// hides a session from a guesser (see sessionMemory).
-const missTTL = 30 * time.Second
+// maxLiveSessions bounds live; past it the map starts over rather than tracking recency. Filling it takes
+// that many sessions, each a sign-in (limited per address); starting over only costs reads again, within
+// the limits.
+const maxLiveSessions = 100_000
 
 func newSessionMemory(liveTTL time.Duration) *sessionMemory {
-	return &sessionMemory{liveTTL: liveTTL, live: map[string]time.Time{}, missing: map[string]time.Time{}}
+	return &sessionMemory{liveTTL: liveTTL, live: map[string]time.Time{},
+		missing: authlimit.NewMisses(authlimit.DefaultMaxMisses)}
 }
 
 // sessionKnowledge is what the memory knows of a session key.
@@ -46,7 +43,7 @@ type sessionKnowledge int
 const (
 	sessionUnknown sessionKnowledge = iota
 	sessionLive                     // seen live less than liveTTL ago: read without limit
-	sessionMissing                  // found missing less than missTTL ago: no read
+	sessionMissing                  // found missing less than authlimit.MissTTL ago: no read
 )
 
 // look returns what the memory knows of key at now. A clock that went back knows nothing.
@@ -56,7 +53,7 @@ func (m *sessionMemory) look(key string, now time.Time) sessionKnowledge {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if at, ok := m.missing[key]; ok && now.Sub(at) < missTTL && !now.Before(at) {
+	if m.missing.Has(key, now) {
 		return sessionMissing
 	}
 	if at, ok := m.live[key]; ok && now.Sub(at) < m.liveTTL && !now.Before(at) {
@@ -76,7 +73,7 @@ func (m *sessionMemory) putLive(key string, now time.Time) {
 		m.live = map[string]time.Time{}
 	}
 	m.live[key] = now
-	delete(m.missing, key)
+	m.missing.Forget(key)
 }
 
 // putMissing remembers that key had no live session at now.
@@ -86,9 +83,6 @@ func (m *sessionMemory) putMissing(key string, now time.Time) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if len(m.missing) >= maxMissingSessions {
-		m.missing = map[string]time.Time{}
-	}
-	m.missing[key] = now
 	delete(m.live, key)
+	m.missing.Put(key, now)
 }

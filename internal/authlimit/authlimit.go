@@ -2,10 +2,14 @@
 // console session cookies (accounts.Accounts), one Limiter for both. Anyone can send a well-formed key or a
 // random cookie without having one, and each new one would otherwise cost a store read (an S3 GET in a
 // cluster). It keeps a token bucket per client address, spent by lookups that found nothing, and a bound on
-// such lookups in flight across all clients.
+// such lookups in flight across all clients (Limiter); and, for its callers to hold one each, the two ways a
+// lookup is spared: a memory of credentials found missing lately (Misses) and the sharing of one read among
+// concurrent lookups of one credential (Flights).
 //
-// It only answers whether a lookup may go to the store and how long a refused client should wait. It reads no
-// store, knows nothing of keys or HTTP, and holds no state but its buckets and its in-flight count.
+// It only answers whether a lookup may go to the store, how long a refused client should wait, and what an
+// earlier or concurrent lookup found. It reads no store itself (a Flights runs its caller's read), knows
+// nothing of keys, sessions or HTTP, and holds no state but its buckets, its in-flight count, the ids of
+// misses and the reads under way.
 package authlimit
 
 import (
@@ -18,7 +22,7 @@ import (
 )
 
 // Defaults of Config, chosen for a client that makes mistakes rather than guesses. The key cache remembers an
-// unknown id (actors.KeyCache), so a client repeating a wrong or deleted key spends one token per 30 s, not
+// unknown id (actors.KeyCache, with a Misses), so a client repeating a wrong or deleted key spends one token per 30 s, not
 // one per request: only distinct unknown ids spend the bucket. 20 distinct unknown ids in a burst and 20 a
 // minute after that is far above what a misconfigured client produces (a handful of stale keys) and far
 // below a guesser's rate. 32 lookups in flight is about 1,000-3,000 S3 GETs per second at 10-30 ms each for
