@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"filigrane/codec"
+	"filigrane/codec/accel"
 	"filigrane/internal/testimage"
 )
 
@@ -34,7 +35,7 @@ func TestDetectKernelsOnTheHost(t *testing.T) {
 		t.Skipf("no C++ compiler to run the kernels on the host: %v", err)
 	}
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "codec.cu"), []byte(detectSource), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "codec.cu"), []byte(kernelSource+detectSource), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	bin := filepath.Join(dir, "detecthost")
@@ -77,6 +78,16 @@ func TestDetectKernelsOnTheHost(t *testing.T) {
 			pr = c.ProbeNominal(tc.img)
 		}
 		probes = append(probes, pr)
+		for i, g := range pr.Grids {
+			t.Run(fmt.Sprintf("grid/%s/%d", tc.name, i), func(t *testing.T) {
+				work := t.TempDir()
+				if err := os.WriteFile(filepath.Join(work, "plan"), gridHostInput(pr.Pyramid[g.Plan.Level], g.Plan), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				run(t, work, "grid")
+				sameGrid(t, work, g)
+			})
+		}
 		for i, b := range pr.Blocks {
 			// The radius the detection asked for, with the codec's recorded scores, and, on the rotated copy's
 			// grid (partial tile blocks on every side), the other radii the kernel takes, with the codec's
@@ -280,4 +291,51 @@ func rotated(img *image.NRGBA, deg float64) *image.NRGBA {
 		}
 	}
 	return out
+}
+
+// gridHostInput is detecthost's "plan" file for Grid's kernels on plan p over the pyramid level l.
+func gridHostInput(l codec.ProbePlane, p *accel.GridPlan) []byte {
+	var in []byte
+	ints := []int{l.W, l.H, p.W, p.H, p.QX0, p.QY0, p.TileSide, whitenRadius}
+	for _, sh := range gridGeometry(p.W, p.H, p.TileSide) {
+		ints = append(ints, int(sh.grid.X), int(sh.grid.Y), int(sh.block.X))
+	}
+	for _, v := range ints {
+		in = binary.LittleEndian.AppendUint32(in, uint32(int32(v)))
+	}
+	for _, v := range append([]float64{p.M[0], p.M[2]}, p.Start...) {
+		in = binary.LittleEndian.AppendUint64(in, math.Float64bits(v))
+	}
+	return appendFloat32s(in, l.Pix)
+}
+
+// sameGrid fails unless detecthost's whitened grid and fold in work are the codec's (g) bit for bit.
+func sameGrid(t *testing.T, work string, g codec.GridProbe) {
+	t.Helper()
+	read := func(name string) []byte {
+		b, err := os.ReadFile(filepath.Join(work, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	val, ok := read("wval"), read("wok")
+	if len(val) != 4*len(g.Val) || len(ok) != len(g.OK) {
+		t.Fatalf("%d value bytes and %d flags, want %d waxels", len(val), len(ok), len(g.Val))
+	}
+	bad := 0
+	for k := range g.Val {
+		got := binary.LittleEndian.Uint32(val[4*k:])
+		if got != math.Float32bits(g.Val[k]) || ok[k] != boolByte(g.OK[k]) {
+			if bad < 5 {
+				t.Errorf("waxel %d (%d, %d): %v (%#x) ok %d, want %v (%#x) ok %v", k, k%g.Plan.W, k/g.Plan.W,
+					math.Float32frombits(got), got, ok[k], g.Val[k], math.Float32bits(g.Val[k]), g.OK[k])
+			}
+			bad++
+		}
+	}
+	if bad > 0 {
+		t.Fatalf("%d of %d waxels differ", bad, len(g.Val))
+	}
+	sameBits(t, readFloat64s(t, filepath.Join(work, "acc")), g.Acc)
 }
