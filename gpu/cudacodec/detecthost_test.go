@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -21,15 +22,25 @@ import (
 	"filigrane/internal/testimage"
 )
 
-// TestDetectKernelsOnTheHost compiles the detector kernels' CUDA C as host C++ (testdata/cudahost.h; conv_decode's
-// block of 256 threads runs as 256 fibers phase by phase, in ascending and in descending thread order) and runs
-// block_scores and conv_decode on the inputs of real detections, recorded by codec.ProbeDetect: a marked 1.1 MP
-// image, a copy rotated by 6° (lattice estimation, then refinement) and a JPEG copy at quality 60; and by
-// codec.ProbeNominal on the unmarked image (its nominal grid and soft word); plus soft words full of exact ties
-// (all zero, small integers). Their outputs must be the codec's bit for bit. So a machine without a GPU checks
-// that the kernels are the Go reference's transcription (TestDetectOnDeviceMatchesCPU checks the same on a GPU).
-// It needs a C++17 compiler at test time only, and costs ~2 CPU-s (~0.35 of them the compiler's).
+// TestDetectKernelsOnTheHost compiles the detector kernels' CUDA C as host C++ (testdata/cudahost.h; a block
+// whose kernel has barriers runs as fibers phase by phase, in ascending or in descending thread order) and runs
+// them on the inputs of real detections, recorded by codec.ProbeDetect: a marked 1.1 MP image, a copy rotated by
+// 6° (lattice estimation, then refinement) and a JPEG copy at quality 60; and by codec.ProbeNominal on the
+// unmarked image (its nominal grid and soft word). Grid's kernels (sample_grid to fold_tile, in Grid's launch
+// shapes) run on each grid geometry those detections sampled and on a wide grid that spans several of the
+// kernels' chunks (both thread orders); block_scores on every refinement grid; conv_decode on the recorded soft
+// words and on words full of exact ties (all zero, small integers). The whitened grids, folds, block scores and
+// info LLRs must be the codec's bit for bit. So a machine without a GPU checks that the kernels are the Go
+// reference's transcription (TestDetectOnDeviceMatchesCPU checks the same on a GPU). It needs a C++17 compiler at
+// test time only, and costs ~3 CPU-s (~0.65 of them the compiler's, ~1.1 the grids').
 func TestDetectKernelsOnTheHost(t *testing.T) {
+	// Grid's launch shapes (gridGeometry) are the kernels' own.
+	for name, v := range map[string]int{"GRID_THREADS": gridThreads, "BOXC_COLS": boxColsPerBlock,
+		"BOXC_MAXR": boxColsMaxRadius} {
+		if def := fmt.Sprintf("#define %s %d\n", name, v); !strings.Contains(kernelSource, def) {
+			t.Fatalf("kernelSource lacks %q", def)
+		}
+	}
 	cxx, err := exec.LookPath("c++")
 	if err != nil {
 		t.Skipf("no C++ compiler to run the kernels on the host: %v", err)
@@ -63,8 +74,36 @@ func TestDetectKernelsOnTheHost(t *testing.T) {
 		}
 	}
 
+	// runGrid runs Grid's kernels on the host on g's plan over the pyramid level l and compares their whitened
+	// grid and fold with the codec's.
+	runGrid := func(t *testing.T, l codec.ProbePlane, g codec.GridProbe, modes ...string) {
+		work := t.TempDir()
+		if err := os.WriteFile(filepath.Join(work, "plan"), gridHostInput(l, g.Plan), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		for _, mode := range modes {
+			run(t, work, mode)
+			sameGrid(t, work, g)
+		}
+	}
+
 	c := testCodec(t)
 	var probes []codec.DeviceProbe
+	geometries := map[string]bool{}
+	// A grid wider than the kernels' chunks of a row (SAMPLE_CHUNK coordinates, BOXR_CHUNK values) and taller
+	// than box_cols' stage (BOXC_ROWS rows), with the threads in ascending and in descending order: a barrier
+	// missing between a write and a read shows in one of the two.
+	t.Run("grid/wide", func(t *testing.T) {
+		pr := c.ProbeNominal(testimage.Regions(4200, 300, 9))
+		if len(pr.Grids) == 0 {
+			t.Fatal("no grid recorded")
+		}
+		g := pr.Grids[0]
+		if g.Plan.W <= 2048 || g.Plan.H <= 128 {
+			t.Fatalf("a %dx%d grid", g.Plan.W, g.Plan.H)
+		}
+		runGrid(t, pr.Pyramid[g.Plan.Level], g, "grid", "grid-reverse")
+	})
 	for _, tc := range detectImages(t, c) {
 		var pr codec.DeviceProbe
 		if tc.marked {
@@ -79,13 +118,15 @@ func TestDetectKernelsOnTheHost(t *testing.T) {
 		}
 		probes = append(probes, pr)
 		for i, g := range pr.Grids {
+			// Each sampling geometry once (a detection folds the nominal grid of each image, and a geometry
+			// again for refinement): the kernels' arithmetic depends on the plan, not on the image's content.
+			key := fmt.Sprint(g.Plan.Level, g.Plan.M)
+			if geometries[key] {
+				continue
+			}
+			geometries[key] = true
 			t.Run(fmt.Sprintf("grid/%s/%d", tc.name, i), func(t *testing.T) {
-				work := t.TempDir()
-				if err := os.WriteFile(filepath.Join(work, "plan"), gridHostInput(pr.Pyramid[g.Plan.Level], g.Plan), 0o644); err != nil {
-					t.Fatal(err)
-				}
-				run(t, work, "grid")
-				sameGrid(t, work, g)
+				runGrid(t, pr.Pyramid[g.Plan.Level], g, "grid")
 			})
 		}
 		for i, b := range pr.Blocks {

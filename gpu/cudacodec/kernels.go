@@ -7,7 +7,7 @@ package cudacodec
 // most). Work that the Go code does sequentially along a row or a column (the waxel sampling's coordinates, the box
 // filter's running sums) stays sequential for the same reason, in one thread per row or column, while the rest of
 // the block does the loads and the independent arithmetic around it (sample_grid, box_rows, box_cols).
-// TestGridKernelsOnTheHost runs the grid kernels as host C++ on real detections' grids and compares.
+// TestDetectKernelsOnTheHost runs the grid kernels as host C++ on real detections' grids and compares.
 const kernelSource = `
 typedef unsigned char u8;
 

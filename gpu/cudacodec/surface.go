@@ -507,7 +507,7 @@ type launchShape struct{ grid, block cuda.Dim3 }
 // tiles. sample_grid and box_rows run a block a grid row (a thread of it keeps the row's running sum, the others
 // load and compute around it), box_cols a block a group of boxColsPerBlock columns, fold_tile a thread a tile
 // waxel in blocks of 128 (a 128-waxel tile's 16 K threads on 128 blocks, not 64: more of a device's
-// multiprocessors), the others a thread a waxel. TestGridKernelsOnTheHost runs the kernels with these shapes.
+// multiprocessors), the others a thread a waxel. TestDetectKernelsOnTheHost runs the kernels with these shapes.
 func gridGeometry(w, h, side int) [len(gridKernels)]launchShape {
 	threads := cuda.Dim3{X: gridThreads, Y: 1, Z: 1}
 	perRow := launchShape{cuda.Dim3{X: uint32(h), Y: 1, Z: 1}, threads}

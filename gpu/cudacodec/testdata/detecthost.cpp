@@ -9,7 +9,7 @@
 //     Grid's order and shapes (sample_grid, box_rows and box_cols, which have barriers, as fibers in ascending
 //     thread order; "grid-reverse": descending, and the blocks of each launch in descending order too) and
 //     writes the whitened grid to "wval" (float32) and "wok" (uint8), the fold to "acc" (float64 side²).
-// TestDetectKernelsOnTheHost and TestGridKernelsOnTheHost compare the outputs with the codec's.
+// TestDetectKernelsOnTheHost compares the outputs with the codec's.
 #include "cudahost.h"
 #include "codec.cu"
 #include "hostio.h"
