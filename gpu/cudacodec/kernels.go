@@ -177,8 +177,8 @@ extern "C" __global__ void half_plane(const float* src, int sw, float* dst, int 
 }
 
 // The grid kernels' shapes (surface.go gridGeometry launches them so): sample_grid and box_rows take one block of
-// GRID_THREADS threads a row, box_cols one block of GRID_THREADS threads a group of BOXC_COLS columns, staging
-// BOXC_ROWS output rows at a time, with a radius of at most BOXC_MAXR.
+// GRID_THREADS threads a row, box_cols one block of GRID_THREADS threads (more than a warp) a group of BOXC_COLS
+// columns, staging BOXC_ROWS output rows at a time, with a radius of at most BOXC_MAXR.
 #define GRID_THREADS 128
 #define SAMPLE_CHUNK 1024
 #define BOXR_CHUNK 2048

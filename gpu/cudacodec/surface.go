@@ -497,8 +497,12 @@ const (
 	boxColsMaxRadius = 8
 )
 
-// box_cols stages rows for a radius of at most BOXC_MAXR: a larger whitenRadius fails to compile here.
-const _ = uint(boxColsMaxRadius - whitenRadius)
+// box_cols stages rows for a radius of at most BOXC_MAXR, and its threads from 32 on load them while warp 0 sums:
+// a larger whitenRadius, or a block of one warp, fails to compile here.
+const (
+	_ = uint(boxColsMaxRadius - whitenRadius)
+	_ = uint(gridThreads - 33)
+)
 
 // launchShape is a kernel launch's grid and block dimensions.
 type launchShape struct{ grid, block cuda.Dim3 }
