@@ -116,16 +116,8 @@ template <class F> static void hostBlockFibers(F f, bool reverse) {
 	hostFiber* fibers = (hostFiber*)hostAlloc(n, sizeof(hostFiber));
 	char* done = (char*)hostAlloc(n, 1);
 	long* barriers = (long*)hostAlloc(n, sizeof(long));
-	// The stacks are kept for the next block (not cleared: a kernel touches a few pages of each): a launch of
-	// hundreds of blocks would otherwise map, fault in and unmap them for each block, most of its time.
-	static char* stacks;
-	static size_t stacksSize;
-	if (n * stackSize > stacksSize) {
-		free(stacks);
-		stacksSize = n * stackSize;
-		stacks = (char*)malloc(stacksSize);
-		if (!stacks) { fprintf(stderr, "out of memory\n"); exit(2); }
-	}
+	char* stacks = (char*)malloc(n * stackSize); // not cleared: the kernel touches a few pages of each
+	if (!stacks) { fprintf(stderr, "out of memory\n"); exit(2); }
 	hostBlockState.fibers = fibers;
 	hostBlockState.done = done;
 	hostBlockState.barriers = barriers;
@@ -150,6 +142,7 @@ template <class F> static void hostBlockFibers(F f, bool reverse) {
 			fprintf(stderr, "thread %u met %ld barriers, thread 0 %ld\n", t, barriers[t], barriers[0]);
 			exit(1);
 		}
+	free(stacks);
 	free(barriers);
 	free(done);
 	free(fibers);
