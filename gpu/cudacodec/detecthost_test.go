@@ -32,7 +32,7 @@ import (
 // words and on words full of exact ties (all zero, small integers). The whitened grids, folds, block scores and
 // info LLRs must be the codec's bit for bit. So a machine without a GPU checks that the kernels are the Go
 // reference's transcription (TestDetectOnDeviceMatchesCPU checks the same on a GPU). It needs a C++17 compiler at
-// test time only, and costs ~3 CPU-s (~0.65 of them the compiler's, ~0.7 the grids').
+// test time only, and costs ~2.5 CPU-s (~0.65 of them the compiler's, ~0.7 the grids').
 func TestDetectKernelsOnTheHost(t *testing.T) {
 	// Grid's launch shapes (gridGeometry) are the kernels' own.
 	for name, v := range map[string]int{"GRID_THREADS": gridThreads, "BOXC_COLS": boxColsPerBlock,
