@@ -6,15 +6,34 @@ import (
 	"filigrane/codec/accel"
 )
 
-// DeviceProbe is what a detection on the CPU asked of the passes a device may take over (accel.BlockScorer,
-// accel.ConvDecoder), with the CPU's answers, in the order asked. It exists to check a device's implementation of
-// those passes against the codec on real detections (gpu/cudacodec's host harness and device tests); the
-// service never uses it.
+// DeviceProbe is what a detection on the CPU asked of the passes a device may take over (accel.Surface's Grid,
+// accel.BlockScorer, accel.ConvDecoder), with the CPU's answers, in the order asked. It exists to check a device's
+// implementation of those passes against the codec on real detections (gpu/cudacodec's host harness and device
+// tests); the service never uses it.
 type DeviceProbe struct {
 	Pilot   *accel.PilotPlan // the codec's pilot, as BlockScores takes it
 	Conv    accel.ConvPlan   // the codec's convolutional code, as ConvDecode takes it
+	Pyramid []ProbePlane     // the luma pyramid the grids sample (a GridPlan's Level indexes it)
+	Grids   []GridProbe
 	Blocks  []BlockScoresProbe
 	Decodes []DecodeProbe
+}
+
+// ProbePlane is one level of the detection's luma pyramid: W×H float32 values, row-major. Pix is the codec's own
+// plane: read it, do not change it.
+type ProbePlane struct {
+	W, H int
+	Pix  []float32
+}
+
+// GridProbe is one sampled, whitened and folded grid (accel.Surface's Grid): the plan, the whitened grid (Val,
+// OK: Plan.W×Plan.H, row-major) and its fold (Plan.TileSide² sums, accel.GridResult's Acc), as the codec
+// computed them from the probe's Pyramid.
+type GridProbe struct {
+	Plan *accel.GridPlan
+	Val  []float32
+	OK   []bool
+	Acc  []float64
 }
 
 // BlockScoresProbe is one refinement measurement: the whitened grid that a device's Grid call with Plan leaves
@@ -71,7 +90,11 @@ func (c *Codec) probeSamplerOf(img image.Image, pr *DeviceProbe) (probeSampler, 
 	if min(y.w, y.h) < minDetectSide {
 		return probeSampler{}, false
 	}
-	return probeSampler{cpuSampler: cpuSampler{c: c, pyr: buildPyramid(y, 16)}, pr: pr}, true
+	pyr := buildPyramid(y, 16)
+	for _, p := range pyr {
+		pr.Pyramid = append(pr.Pyramid, ProbePlane{W: p.w, H: p.h, Pix: p.pix})
+	}
+	return probeSampler{cpuSampler: cpuSampler{c: c, pyr: pyr}, pr: pr}, true
 }
 
 // probeNominal records the nominal geometry's block scores (when scores) and soft word's decoding (when decode).
@@ -94,6 +117,16 @@ type probeSampler struct {
 	pr *DeviceProbe
 }
 
+func (s probeSampler) folded(a affine) ([]float64, bool) {
+	g := s.whitened(a)
+	if g.w == 0 {
+		return nil, false
+	}
+	acc, _ := fold(g)
+	s.recordGrid(a, g, acc)
+	return acc, true
+}
+
 func (s probeSampler) refineScores(a affine, radius int) (refineBlocks, []float64) {
 	g := s.whitened(a)
 	b, scores := s.c.layout.refineScoresOf(g, radius)
@@ -101,7 +134,18 @@ func (s probeSampler) refineScores(a affine, radius int) (refineBlocks, []float6
 		s.pr.Blocks = append(s.pr.Blocks, BlockScoresProbe{Plan: gm.plan(), Val: g.val, OK: g.ok, Radius: radius,
 			Scores: scores})
 	}
+	if g.w != 0 {
+		acc, _ := fold(g) // a device's Grid call folds every grid it whitens
+		s.recordGrid(a, g, acc)
+	}
 	return b, scores
+}
+
+// recordGrid records the whitened grid g of geometry a and its fold acc.
+func (s probeSampler) recordGrid(a affine, g waxelGrid, acc []float64) {
+	if gm, ok := gridMapFor(s.pyr.dims(), a); ok {
+		s.pr.Grids = append(s.pr.Grids, GridProbe{Plan: gm.plan(), Val: g.val, OK: g.ok, Acc: acc})
+	}
 }
 
 func (s probeSampler) decode(llr []float64) decodeResult {

@@ -65,7 +65,18 @@ func TestProbeDetectIsDetect(t *testing.T) {
 					t.Fatalf("ProbeNominal's block scores are not its grid's")
 				}
 			}
-			t.Logf("%d block scorings, %d decodes", len(pr.Blocks), len(pr.Decodes))
+			// Every fold and refinement grid is recorded, with the pyramid it sampled.
+			if len(pr.Grids) < len(pr.Blocks) {
+				t.Fatalf("%d grids recorded for %d block scorings", len(pr.Grids), len(pr.Blocks))
+			}
+			for _, g := range pr.Grids {
+				p := g.Plan
+				if l := pr.Pyramid[p.Level]; len(l.Pix) != l.W*l.H || len(g.Val) != p.W*p.H || len(g.OK) != p.W*p.H ||
+					len(g.Acc) != p.TileSide*p.TileSide {
+					t.Fatalf("grid probe of a %dx%d plan holds %d waxels and %d sums", p.W, p.H, len(g.Val), len(g.Acc))
+				}
+			}
+			t.Logf("%d grids, %d block scorings, %d decodes", len(pr.Grids), len(pr.Blocks), len(pr.Decodes))
 		})
 	}
 }

@@ -10,8 +10,9 @@ import (
 	"filigrane/codec/accel"
 )
 
-// TestDetectOnDeviceMatchesCPU checks the detector's optional device passes on a GPU: for each probed step of
-// the CPU's detections of detectImages (codec.ProbeDetect), the device's Grid under the same plan, then
+// TestDetectOnDeviceMatchesCPU checks the detector's device passes on a GPU: for each grid the CPU's detections
+// of detectImages sampled (codec.ProbeDetect), the device's Grid under the same plan must give the CPU's whitened
+// grid and fold bit for bit; for each probed refinement step, the device's Grid under the same plan, then
 // BlockScores at every radius it takes, must give the CPU's block scores (bit for bit where the whitened grids are equal, which they
 // are when the kernels keep the codec's arithmetic), and ConvDecode the CPU's info LLRs bit for bit on every
 // recorded soft word and on words of exact ties; and DetectOn, which uses both, must read what Detect reads.
@@ -60,6 +61,30 @@ func TestDetectOnDeviceMatchesCPU(t *testing.T) {
 			}
 			if err := s.Analyse(ctx, 0, len(ds.levels)); err != nil {
 				t.Fatal(err)
+			}
+			for i, g := range pr.Grids {
+				// Grid's kernels keep the codec's arithmetic (TestDetectKernelsOnTheHost runs them on the host):
+				// the device's whitened grid and fold are the CPU's bit for bit, given the same pyramid.
+				res, err := s.Grid(ctx, g.Plan, true)
+				if err != nil {
+					t.Fatal(err)
+				}
+				valDiff, accDiff := 0, 0
+				for k := range res.Val {
+					if res.OK[k] != g.OK[k] || math.Float32bits(res.Val[k]) != math.Float32bits(g.Val[k]) {
+						valDiff++
+					}
+				}
+				for k := range res.Acc {
+					if math.Float64bits(res.Acc[k]) != math.Float64bits(g.Acc[k]) {
+						accDiff++
+					}
+				}
+				if valDiff > 0 || accDiff > 0 {
+					t.Errorf("grid %d (%dx%d at level %d): the device's whitened grid differs from the CPU's at %d of %d "+
+						"waxels, its fold at %d of %d sums", i, g.Plan.W, g.Plan.H, g.Plan.Level, valDiff, len(g.Val),
+						accDiff, len(g.Acc))
+				}
 			}
 			for i, bp := range pr.Blocks {
 				res, err := s.Grid(ctx, bp.Plan, true)

@@ -13,28 +13,40 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
 	"filigrane/codec"
+	"filigrane/codec/accel"
 	"filigrane/internal/testimage"
 )
 
-// TestDetectKernelsOnTheHost compiles the detector kernels' CUDA C as host C++ (testdata/cudahost.h; conv_decode's
-// block of 256 threads runs as 256 fibers phase by phase, in ascending and in descending thread order) and runs
-// block_scores and conv_decode on the inputs of real detections, recorded by codec.ProbeDetect: a marked 1.1 MP
-// image, a copy rotated by 6° (lattice estimation, then refinement) and a JPEG copy at quality 60; and by
-// codec.ProbeNominal on the unmarked image (its nominal grid and soft word); plus soft words full of exact ties
-// (all zero, small integers). Their outputs must be the codec's bit for bit. So a machine without a GPU checks
-// that the kernels are the Go reference's transcription (TestDetectOnDeviceMatchesCPU checks the same on a GPU).
-// It needs a C++17 compiler at test time only, and costs ~2 CPU-s (~0.35 of them the compiler's).
+// TestDetectKernelsOnTheHost compiles the detector kernels' CUDA C as host C++ (testdata/cudahost.h; a block
+// whose kernel has barriers runs as fibers phase by phase, in ascending or in descending thread order) and runs
+// them on the inputs of real detections, recorded by codec.ProbeDetect: a marked 1.1 MP image, a copy rotated by
+// 6° (lattice estimation, then refinement) and a JPEG copy at quality 60; and by codec.ProbeNominal on the
+// unmarked image (its nominal grid and soft word). Grid's kernels (sample_grid to fold_tile, in Grid's launch
+// shapes) run on the marked detections' refinement grids, on the grids they sampled above level 0 and on a wide
+// grid that spans several of the kernels' chunks (both thread orders); block_scores on every refinement grid; conv_decode on the recorded soft
+// words and on words full of exact ties (all zero, small integers). The whitened grids, folds, block scores and
+// info LLRs must be the codec's bit for bit. So a machine without a GPU checks that the kernels are the Go
+// reference's transcription (TestDetectOnDeviceMatchesCPU checks the same on a GPU). It needs a C++17 compiler at
+// test time only, and costs ~2.5 CPU-s (~0.65 of them the compiler's, ~0.7 the grids').
 func TestDetectKernelsOnTheHost(t *testing.T) {
+	// Grid's launch shapes (gridGeometry) are the kernels' own.
+	for name, v := range map[string]int{"GRID_THREADS": gridThreads, "BOXC_COLS": boxColsPerBlock,
+		"BOXC_MAXR": boxColsMaxRadius} {
+		if def := fmt.Sprintf("#define %s %d\n", name, v); !strings.Contains(kernelSource, def) {
+			t.Fatalf("kernelSource lacks %q", def)
+		}
+	}
 	cxx, err := exec.LookPath("c++")
 	if err != nil {
 		t.Skipf("no C++ compiler to run the kernels on the host: %v", err)
 	}
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "codec.cu"), []byte(detectSource), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "codec.cu"), []byte(kernelSource+detectSource), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	bin := filepath.Join(dir, "detecthost")
@@ -62,8 +74,35 @@ func TestDetectKernelsOnTheHost(t *testing.T) {
 		}
 	}
 
+	// runGrid runs Grid's kernels on the host on g's plan over the pyramid level l and compares their whitened
+	// grid and fold with the codec's.
+	runGrid := func(t *testing.T, l codec.ProbePlane, g codec.GridProbe, modes ...string) {
+		work := t.TempDir()
+		if err := os.WriteFile(filepath.Join(work, "plan"), gridHostInput(l, g.Plan), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		for _, mode := range modes {
+			run(t, work, mode)
+			sameGrid(t, work, g)
+		}
+	}
+
 	c := testCodec(t)
 	var probes []codec.DeviceProbe
+	// A grid wider than the kernels' chunks of a row (SAMPLE_CHUNK coordinates, BOXR_CHUNK values) and taller
+	// than box_cols' stage (BOXC_ROWS rows), with the threads in ascending and in descending order: a barrier
+	// missing between a write and a read shows in one of the two.
+	t.Run("grid/wide", func(t *testing.T) {
+		pr := c.ProbeNominal(testimage.Regions(4200, 300, 9))
+		if len(pr.Grids) == 0 {
+			t.Fatal("no grid recorded")
+		}
+		g := pr.Grids[0]
+		if g.Plan.W <= 2048 || g.Plan.H <= 128 {
+			t.Fatalf("a %dx%d grid", g.Plan.W, g.Plan.H)
+		}
+		runGrid(t, pr.Pyramid[g.Plan.Level], g, "grid", "grid-reverse")
+	})
 	for _, tc := range detectImages(t, c) {
 		var pr codec.DeviceProbe
 		if tc.marked {
@@ -77,6 +116,18 @@ func TestDetectKernelsOnTheHost(t *testing.T) {
 			pr = c.ProbeNominal(tc.img)
 		}
 		probes = append(probes, pr)
+		for i, g := range pr.Grids {
+			// A marked detection's last grid (its refinement's: a sub-waxel geometry, rotated on the rotated copy)
+			// and the grids sampled above the pyramid's level 0; the wide grid above covers the nominal geometry.
+			// Each costs ~0.1 CPU-s; the others add little (the kernels' arithmetic depends on the plan, not on the
+			// image's content).
+			if !(tc.marked && i == len(pr.Grids)-1) && g.Plan.Level == 0 {
+				continue
+			}
+			t.Run(fmt.Sprintf("grid/%s/%d", tc.name, i), func(t *testing.T) {
+				runGrid(t, pr.Pyramid[g.Plan.Level], g, "grid")
+			})
+		}
 		for i, b := range pr.Blocks {
 			// The radius the detection asked for, with the codec's recorded scores, and, on the rotated copy's
 			// grid (partial tile blocks on every side), the other radii the kernel takes, with the codec's
@@ -280,4 +331,51 @@ func rotated(img *image.NRGBA, deg float64) *image.NRGBA {
 		}
 	}
 	return out
+}
+
+// gridHostInput is detecthost's "plan" file for Grid's kernels on plan p over the pyramid level l.
+func gridHostInput(l codec.ProbePlane, p *accel.GridPlan) []byte {
+	var in []byte
+	ints := []int{l.W, l.H, p.W, p.H, p.QX0, p.QY0, p.TileSide, whitenRadius}
+	for _, sh := range gridGeometry(p.W, p.H, p.TileSide) {
+		ints = append(ints, int(sh.grid.X), int(sh.grid.Y), int(sh.block.X))
+	}
+	for _, v := range ints {
+		in = binary.LittleEndian.AppendUint32(in, uint32(int32(v)))
+	}
+	for _, v := range append([]float64{p.M[0], p.M[2]}, p.Start...) {
+		in = binary.LittleEndian.AppendUint64(in, math.Float64bits(v))
+	}
+	return appendFloat32s(in, l.Pix)
+}
+
+// sameGrid fails unless detecthost's whitened grid and fold in work are the codec's (g) bit for bit.
+func sameGrid(t *testing.T, work string, g codec.GridProbe) {
+	t.Helper()
+	read := func(name string) []byte {
+		b, err := os.ReadFile(filepath.Join(work, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	val, ok := read("wval"), read("wok")
+	if len(val) != 4*len(g.Val) || len(ok) != len(g.OK) {
+		t.Fatalf("%d value bytes and %d flags, want %d waxels", len(val), len(ok), len(g.Val))
+	}
+	bad := 0
+	for k := range g.Val {
+		got := binary.LittleEndian.Uint32(val[4*k:])
+		if got != math.Float32bits(g.Val[k]) || ok[k] != boolByte(g.OK[k]) {
+			if bad < 5 {
+				t.Errorf("waxel %d (%d, %d): %v (%#x) ok %d, want %v (%#x) ok %v", k, k%g.Plan.W, k/g.Plan.W,
+					math.Float32frombits(got), got, ok[k], g.Val[k], math.Float32bits(g.Val[k]), g.OK[k])
+			}
+			bad++
+		}
+	}
+	if bad > 0 {
+		t.Fatalf("%d of %d waxels differ", bad, len(g.Val))
+	}
+	sameBits(t, readFloat64s(t, filepath.Join(work, "acc")), g.Acc)
 }

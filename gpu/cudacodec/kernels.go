@@ -4,8 +4,10 @@ package cudacodec
 // each kernel does the float32 and float64 operations of the codec's Go code (package codec, files named in the
 // comments) in the same order, so results agree bit for bit where the order of a sum is kept (everything but the
 // float64 row sums of mark_energy, which the codec adds in another order: a last-bit difference in the gain at
-// most). Work that the Go code does sequentially along a row or a column (the waxel sampling, the box filter's
-// running sums) runs one thread per row or column for the same reason.
+// most). Work that the Go code does sequentially along a row or a column (the waxel sampling's coordinates, the box
+// filter's running sums) stays sequential for the same reason, in one thread per row or column, while the rest of
+// the block does the loads and the independent arithmetic around it (sample_grid, box_rows, box_cols).
+// TestDetectKernelsOnTheHost runs the grid kernels as host C++ on real detections' grids and compares.
 const kernelSource = `
 typedef unsigned char u8;
 
@@ -174,22 +176,48 @@ extern "C" __global__ void half_plane(const float* src, int sw, float* dst, int 
 	dst[(size_t)y * dw + x] = 0.25f * (a[2 * x] + a[2 * x + 1] + b[2 * x] + b[2 * x + 1]);
 }
 
-extern "C" __global__ void sample_grid(const float* lp, int lw, int lh, const double* start, double m0, double m2,
-	int gw, int gh, float* val, u8* ok)
+// The grid kernels' shapes (surface.go gridGeometry launches them so): sample_grid and box_rows take one block of
+// GRID_THREADS threads a row, box_cols one block of GRID_THREADS threads (more than a warp) a group of BOXC_COLS
+// columns, staging BOXC_ROWS output rows at a time, with a radius of at most BOXC_MAXR.
+#define GRID_THREADS 128
+#define SAMPLE_CHUNK 1024
+#define BOXR_CHUNK 2048
+#define BOXC_COLS 16
+#define BOXC_ROWS 128
+#define BOXC_MAXR 8
+
+extern "C" __global__ void sample_grid(const float* __restrict__ lp, int lw, int lh, const double* __restrict__ start,
+	double m0, double m2, int gw, int gh, float* __restrict__ val, u8* __restrict__ ok)
 {
-	// grid.go sampleGrid, one thread per grid row (the row's coordinates are accumulated as the Go code does).
-	int j = blockIdx.x * blockDim.x + threadIdx.x;
-	if (j >= gh) return;
+	// grid.go sampleGrid, one thread block per grid row j. The Go code accumulates a row's coordinates (x += m0,
+	// y += m2 from the row's start); a float64 sum in another order would round differently, so thread 0 keeps
+	// that running sum, SAMPLE_CHUNK coordinates at a time into shared memory (two adds each, no memory reads),
+	// and then every thread of the block samples the chunk's waxels (the loads, whose latency was the cost).
+	__shared__ double cx[SAMPLE_CHUNK], cy[SAMPLE_CHUNK];
+	int j = blockIdx.x;
 	double x = start[2 * j], y = start[2 * j + 1];
 	double xmax = (double)(lw - 1), ymax = (double)(lh - 1);
-	for (int i = 0; i < gw; i++) {
-		size_t k = (size_t)j * gw + i;
-		if (x < 0.0 || y < 0.0 || x > xmax || y > ymax) {
-			val[k] = 0.0f;
-			ok[k] = 0;
-		} else {
-			int x0 = (int)x, y0 = (int)y;
-			float fx = (float)(x - (double)x0), fy = (float)(y - (double)y0);
+	for (int c0 = 0; c0 < gw; c0 += SAMPLE_CHUNK) {
+		int n = min(SAMPLE_CHUNK, gw - c0);
+		if (threadIdx.x == 0) {
+			for (int i = 0; i < n; i++) {
+				cx[i] = x;
+				cy[i] = y;
+				x += m0;
+				y += m2;
+			}
+		}
+		__syncthreads();
+		for (int i = threadIdx.x; i < n; i += blockDim.x) {
+			size_t k = (size_t)j * gw + c0 + i;
+			double px = cx[i], py = cy[i];
+			if (px < 0.0 || py < 0.0 || px > xmax || py > ymax) {
+				val[k] = 0.0f;
+				ok[k] = 0;
+				continue;
+			}
+			int x0 = (int)px, y0 = (int)py;
+			float fx = (float)(px - (double)x0), fy = (float)(py - (double)y0);
 			int x1 = min(x0 + 1, lw - 1), y1 = min(y0 + 1, lh - 1);
 			const float* r0 = lp + (size_t)y0 * lw;
 			const float* r1 = lp + (size_t)y1 * lw;
@@ -198,8 +226,7 @@ extern "C" __global__ void sample_grid(const float* lp, int lw, int lh, const do
 			val[k] = top + fy * (bot - top);
 			ok[k] = 1;
 		}
-		x += m0;
-		y += m2;
+		__syncthreads(); // the chunk read before thread 0 writes the next
 	}
 }
 
@@ -227,22 +254,34 @@ extern "C" __global__ void whiten_residual(const float* val, const u8* ok, int g
 	cnt[k] = 1.0f;
 }
 
-extern "C" __global__ void box_rows(const float* in, float* out, double* prefix, int w, int h, int r)
+extern "C" __global__ void box_rows(const float* __restrict__ in, float* __restrict__ out, double* __restrict__ prefix,
+	int w, int h, int r)
 {
-	// plane.go boxLine, one thread per row.
-	int y = blockIdx.x * blockDim.x + threadIdx.x;
-	if (y >= h) return;
+	// plane.go boxLine, one thread block per row y. The float64 prefix sum is the Go code's, one add after the
+	// other (a parallel scan would round differently): thread 0 runs it from a chunk of the row that the block
+	// loads into shared memory, writing the row's prefix (w+1 values) to global memory; then every thread
+	// computes outputs from it (the block's global writes before a barrier are visible to the block after it).
+	__shared__ float row[BOXR_CHUNK];
+	int y = blockIdx.x;
 	const float* src = in + (size_t)y * w;
 	float* dst = out + (size_t)y * w;
 	double* pre = prefix + (size_t)y * (w + 1);
 	double s = 0.0;
-	pre[0] = 0.0;
-	for (int i = 0; i < w; i++) {
-		s += (double)src[i];
-		pre[i + 1] = s;
+	if (threadIdx.x == 0) pre[0] = 0.0;
+	for (int c0 = 0; c0 < w; c0 += BOXR_CHUNK) {
+		int n = min(BOXR_CHUNK, w - c0);
+		for (int i = threadIdx.x; i < n; i += blockDim.x) row[i] = src[c0 + i];
+		__syncthreads();
+		if (threadIdx.x == 0) {
+			for (int i = 0; i < n; i++) {
+				s += (double)row[i];
+				pre[c0 + i + 1] = s;
+			}
+		}
+		__syncthreads(); // the chunk summed before it is overwritten; the prefix written before it is read
 	}
 	double inv = 1.0 / (double)(2 * r + 1);
-	for (int i = 0; i < w; i++) {
+	for (int i = threadIdx.x; i < w; i += blockDim.x) {
 		int lo = i - r, hi = i + r + 1;
 		if (lo >= 0 && hi <= w) {
 			dst[i] = (float)((pre[hi] - pre[lo]) * inv);
@@ -254,24 +293,57 @@ extern "C" __global__ void box_rows(const float* in, float* out, double* prefix,
 	}
 }
 
-extern "C" __global__ void box_cols(const float* tmp, float* out, int w, int h, int r)
+// box_cols_stage loads into buf the rows of tmp that box_cols' columns x0.. need for output rows [y0, y0 +
+// BOXC_ROWS): from y0 - r - 1 (the first row a step subtracts) to y0 + BOXC_ROWS + r (the last it adds), clipped
+// to the plane; buf's row 0 is tmp's row max(0, y0 - r - 1). Threads t0, t0 + 1, ... of the block load.
+__device__ __forceinline__ void box_cols_stage(const float* __restrict__ tmp, float (*buf)[BOXC_COLS], int w, int h,
+	int r, int x0, int y0, int t0)
 {
-	// plane.go boxBlur's vertical pass, one thread per column with the same running sum.
-	int x = blockIdx.x * blockDim.x + threadIdx.x;
-	if (x >= w) return;
+	int a = max(0, y0 - r - 1), b = min(h, y0 + BOXC_ROWS + r);
+	int cols = min(BOXC_COLS, w - x0);
+	for (int e = (int)threadIdx.x - t0; e < (b - a) * BOXC_COLS; e += (int)blockDim.x - t0) {
+		int rr = e / BOXC_COLS, cc = e % BOXC_COLS;
+		if (cc < cols) buf[rr][cc] = tmp[(size_t)(a + rr) * w + x0 + cc];
+	}
+}
+
+extern "C" __global__ void box_cols(const float* __restrict__ tmp, float* __restrict__ out, int w, int h, int r)
+{
+	// plane.go boxBlur's vertical pass: thread c < BOXC_COLS of block b keeps column x = BOXC_COLS·b + c's float32
+	// running sum, adding and subtracting rows in the Go code's order. The block stages the rows those sums read in
+	// shared memory, BOXC_ROWS output rows at a time, double-buffered: while the first BOXC_COLS threads (in warp
+	// 0) run the sums over one stage, the threads of the other warps load the next (r <= BOXC_MAXR).
+	__shared__ float stage[2][BOXC_ROWS + 2 * BOXC_MAXR + 1][BOXC_COLS];
+	int x0 = blockIdx.x * BOXC_COLS;
+	int c = threadIdx.x;
+	int x = x0 + c;
 	float sum = 0.0f;
 	int top = 0, bottom = -1;
-	for (int y = 0; y < h; y++) {
-		while (bottom < min(h - 1, y + r)) {
-			bottom++;
-			sum += tmp[(size_t)bottom * w + x];
+	int stages = (h + BOXC_ROWS - 1) / BOXC_ROWS;
+	box_cols_stage(tmp, stage[0], w, h, r, x0, 0, 0);
+	__syncthreads();
+	for (int st = 0; st < stages; st++) {
+		int y0 = st * BOXC_ROWS;
+		if (threadIdx.x >= 32) {
+			if (st + 1 < stages) box_cols_stage(tmp, stage[(st + 1) & 1], w, h, r, x0, y0 + BOXC_ROWS, 32);
+		} else if (c < BOXC_COLS && x < w) {
+			float (*buf)[BOXC_COLS] = stage[st & 1];
+			int a = max(0, y0 - r - 1);
+			int y1 = min(h, y0 + BOXC_ROWS);
+			for (int y = y0; y < y1; y++) {
+				while (bottom < min(h - 1, y + r)) {
+					bottom++;
+					sum += buf[bottom - a][c];
+				}
+				while (top < y - r) {
+					sum -= buf[top - a][c];
+					top++;
+				}
+				float inv = 1.0f / (float)(bottom - top + 1);
+				out[(size_t)y * w + x] = sum * inv;
+			}
 		}
-		while (top < y - r) {
-			sum -= tmp[(size_t)top * w + x];
-			top++;
-		}
-		float inv = 1.0f / (float)(bottom - top + 1);
-		out[(size_t)y * w + x] = sum * inv;
+		__syncthreads(); // this stage's sums done before its buffer is loaded again; the next stage loaded
 	}
 }
 
@@ -292,9 +364,13 @@ extern "C" __global__ void whiten_normalise(const float* res, const u8* rok, con
 	ok[k] = 1;
 }
 
-extern "C" __global__ void fold_tile(const float* val, const u8* ok, int gw, int gh, int qx0, int qy0, int side, double* acc)
+extern "C" __global__ void fold_tile(const float* __restrict__ val, const u8* __restrict__ ok, int gw, int gh, int qx0,
+	int qy0, int side, double* __restrict__ acc)
 {
 	// grid.go fold: one thread per tile waxel, adding its grid waxels in the Go code's order (rows, then columns).
+	// The loop is branch-free, adding +0.0 where the Go code skips a waxel (as block_scores does: a sum that
+	// starts at +0.0 never becomes -0.0, and s + 0.0 is s for every other s), so that the loads of successive
+	// waxels need not wait for each other's flags.
 	int t = blockIdx.x * blockDim.x + threadIdx.x;
 	if (t >= side * side) return;
 	int tx = t % side, ty = t / side;
@@ -302,9 +378,11 @@ extern "C" __global__ void fold_tile(const float* val, const u8* ok, int gw, int
 	int i0 = ((tx - qx0) % side + side) % side;
 	double s = 0.0;
 	for (int j = j0; j < gh; j += side) {
+		const float* vrow = val + (size_t)j * gw;
+		const u8* orow = ok + (size_t)j * gw;
 		for (int i = i0; i < gw; i += side) {
-			size_t k = (size_t)j * gw + i;
-			if (ok[k]) s += (double)val[k];
+			float v = vrow[i];
+			s += orow[i] ? (double)v : 0.0;
 		}
 	}
 	acc[t] = s;

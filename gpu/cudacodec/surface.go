@@ -415,39 +415,39 @@ func (s *surface) Grid(ctx context.Context, g *accel.GridPlan, cells bool) (*acc
 	st := s.a.stream
 	k := s.d.k
 	n := g.W * g.H
-	rowsGrid := cuda.Dim3{X: blocksOf(g.W), Y: uint32(g.H), Z: 1}
+	shape := gridGeometry(g.W, g.H, g.TileSide)
 	launches := []func() error{
 		func() error {
-			return k.sample.Launch(cuda.Dim3{X: uint32((g.H + 127) / 128), Y: 1, Z: 1}, cuda.Dim3{X: 128, Y: 1, Z: 1}, 0, st,
-				s.at(lv.off), int32(lv.w), int32(lv.h), r.start, g.M[0], g.M[2], int32(g.W), int32(g.H), r.val, r.ok)
+			return k.sample.Launch(shape[0].grid, shape[0].block, 0, st, s.at(lv.off), int32(lv.w), int32(lv.h), r.start,
+				g.M[0], g.M[2], int32(g.W), int32(g.H), r.val, r.ok)
 		},
 		func() error {
-			return k.residual.Launch(rowsGrid, block256, 0, st, r.val, r.ok, int32(g.W), int32(g.H), r.res, r.rok, r.sq, r.cnt)
+			return k.residual.Launch(shape[1].grid, shape[1].block, 0, st, r.val, r.ok, int32(g.W), int32(g.H), r.res, r.rok,
+				r.sq, r.cnt)
 		},
 		func() error {
-			return k.boxRows.Launch(cuda.Dim3{X: blocksOf(g.H), Y: 1, Z: 1}, block256, 0, st, r.sq, r.tmp, r.prefix,
-				int32(g.W), int32(g.H), int32(whitenRadius))
+			return k.boxRows.Launch(shape[2].grid, shape[2].block, 0, st, r.sq, r.tmp, r.prefix, int32(g.W), int32(g.H),
+				int32(whitenRadius))
 		},
 		func() error {
-			return k.boxCols.Launch(cuda.Dim3{X: blocksOf(g.W), Y: 1, Z: 1}, block256, 0, st, r.tmp, r.msq, int32(g.W),
-				int32(g.H), int32(whitenRadius))
+			return k.boxCols.Launch(shape[3].grid, shape[3].block, 0, st, r.tmp, r.msq, int32(g.W), int32(g.H),
+				int32(whitenRadius))
 		},
 		func() error {
-			return k.boxRows.Launch(cuda.Dim3{X: blocksOf(g.H), Y: 1, Z: 1}, block256, 0, st, r.cnt, r.tmp, r.prefix,
-				int32(g.W), int32(g.H), int32(whitenRadius))
+			return k.boxRows.Launch(shape[4].grid, shape[4].block, 0, st, r.cnt, r.tmp, r.prefix, int32(g.W), int32(g.H),
+				int32(whitenRadius))
 		},
 		func() error {
-			return k.boxCols.Launch(cuda.Dim3{X: blocksOf(g.W), Y: 1, Z: 1}, block256, 0, st, r.tmp, r.mcnt, int32(g.W),
-				int32(g.H), int32(whitenRadius))
+			return k.boxCols.Launch(shape[5].grid, shape[5].block, 0, st, r.tmp, r.mcnt, int32(g.W), int32(g.H),
+				int32(whitenRadius))
 		},
 		func() error {
-			return k.normalise.Launch(cuda.Dim3{X: blocksOf(n), Y: 1, Z: 1}, block256, 0, st, r.res, r.rok, r.msq, r.mcnt,
-				int32(n), r.wval, r.wok)
+			return k.normalise.Launch(shape[6].grid, shape[6].block, 0, st, r.res, r.rok, r.msq, r.mcnt, int32(n), r.wval,
+				r.wok)
 		},
 		func() error {
-			side := g.TileSide
-			return k.fold.Launch(cuda.Dim3{X: blocksOf(side * side), Y: 1, Z: 1}, block256, 0, st, r.wval, r.wok,
-				int32(g.W), int32(g.H), int32(g.QX0), int32(g.QY0), int32(side), s.at(s.offAcc))
+			return k.fold.Launch(shape[7].grid, shape[7].block, 0, st, r.wval, r.wok, int32(g.W), int32(g.H), int32(g.QX0),
+				int32(g.QY0), int32(g.TileSide), s.at(s.offAcc))
 		},
 	}
 	for i, l := range launches {
@@ -489,6 +489,41 @@ var gridKernels = [...]string{"sample", "residual", "boxRowsSq", "boxColsSq", "b
 
 // whitenRadius is the codec's whitening window radius (a 9×9 window).
 const whitenRadius = 4
+
+// The grid kernels' shapes, as kernelSource defines them: GRID_THREADS, BOXC_COLS and BOXC_MAXR.
+const (
+	gridThreads      = 128
+	boxColsPerBlock  = 16
+	boxColsMaxRadius = 8
+)
+
+// box_cols stages rows for a radius of at most BOXC_MAXR, and its threads from 32 on load them while warp 0 sums:
+// a larger whitenRadius, or a block of one warp, fails to compile here.
+const (
+	_ = uint(boxColsMaxRadius - whitenRadius)
+	_ = uint(gridThreads - 33)
+)
+
+// launchShape is a kernel launch's grid and block dimensions.
+type launchShape struct{ grid, block cuda.Dim3 }
+
+// gridGeometry is the launch shape of each of Grid's kernels (gridKernels' order) for a w×h grid of side-waxel
+// tiles. sample_grid and box_rows run a block a grid row (a thread of it keeps the row's running sum, the others
+// load and compute around it), box_cols a block a group of boxColsPerBlock columns, fold_tile a thread a tile
+// waxel in blocks of 128 (a 128-waxel tile's 16 K threads on 128 blocks, not 64: more of a device's
+// multiprocessors), the others a thread a waxel. TestDetectKernelsOnTheHost runs the kernels with these shapes.
+func gridGeometry(w, h, side int) [len(gridKernels)]launchShape {
+	threads := cuda.Dim3{X: gridThreads, Y: 1, Z: 1}
+	perRow := launchShape{cuda.Dim3{X: uint32(h), Y: 1, Z: 1}, threads}
+	perCols := launchShape{cuda.Dim3{X: uint32((w + boxColsPerBlock - 1) / boxColsPerBlock), Y: 1, Z: 1}, threads}
+	return [...]launchShape{
+		perRow,
+		{cuda.Dim3{X: blocksOf(w), Y: uint32(h), Z: 1}, block256},
+		perRow, perCols, perRow, perCols,
+		{cuda.Dim3{X: blocksOf(w * h), Y: 1, Z: 1}, block256},
+		{cuda.Dim3{X: uint32((side*side + gridThreads - 1) / gridThreads), Y: 1, Z: 1}, threads},
+	}
+}
 
 func (s *surface) PilotSums(ctx context.Context, p *accel.PilotPlan) ([8][]float64, error) {
 	defer s.d.traced("PilotSums", s.d.begin("PilotSums"))

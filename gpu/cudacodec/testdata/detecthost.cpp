@@ -4,11 +4,87 @@
 //   detecthost decode: reads "llr" (int32 n, wrap, K, g0, g1, g2; float64 llr[3n]) and writes conv_decode's
 //     output to "info", the block's 2^(K-1) threads run as fibers in ascending thread order (hostBlockFibers,
 //     cudahost.h); "decode-reverse" runs them in descending order.
+//   detecthost grid: reads "plan" (int32 lw, lh, gw, gh, qx0, qy0, side, r, then Grid's 8 launch shapes as int32
+//     grid.x, grid.y, block.x each; float64 m0, m2, start[2·gh]; float32 level[lw·lh]), runs Grid's kernels in
+//     Grid's order and shapes (sample_grid, box_rows and box_cols, which have barriers, as fibers in ascending
+//     thread order; "grid-reverse": descending, and the blocks of each launch in descending order too) and
+//     writes the whitened grid to "wval" (float32) and "wok" (uint8), the fold to "acc" (float64 side²).
 // TestDetectKernelsOnTheHost compares the outputs with the codec's.
 #include "cudahost.h"
 #include "codec.cu"
 #include "hostio.h"
 #include <string.h>
+
+// hostPoisoned is n·size bytes of 0xa5 (float32 and float64 values no kernel computes here), as a device's
+// uninitialised memory: a value a kernel failed to write shows.
+static void* hostPoisoned(size_t n, size_t size) {
+	void* p = hostAlloc(n, size);
+	memset(p, 0xa5, n * size);
+	return p;
+}
+
+// hostLaunch runs f as a launch of grid.x × grid.y blocks of blockX threads: as fibers (hostBlockFibers) when the
+// kernel has barriers, else thread after thread; blocks and threads in descending order when reverse.
+template <class F> static void hostLaunch(const int shape[3], bool barriers, bool reverse, F f) {
+	unsigned gx = (unsigned)shape[0], gy = (unsigned)shape[1];
+	blockDim = {(unsigned)shape[2], 1, 1};
+	gridDim = {gx, gy, 1};
+	for (unsigned i = 0; i < gx * gy; i++) {
+		unsigned b = reverse ? gx * gy - 1 - i : i;
+		blockIdx = {b % gx, b / gx, 0};
+		if (barriers) {
+			hostBlockFibers(f, reverse);
+			continue;
+		}
+		for (unsigned t = 0; t < blockDim.x; t++) {
+			threadIdx = {reverse ? blockDim.x - 1 - t : t, 0, 0};
+			f();
+		}
+	}
+}
+
+// runGrid is surface.go Grid's sequence of kernels on the plan in "plan" (see the top of this file).
+static int runGrid(bool reverse) {
+	hostFile in = readAll("plan");
+	int hd[8 + 8 * 3];
+	if (in.size < sizeof hd) { fprintf(stderr, "plan file size\n"); return 2; }
+	memcpy(hd, in.data, sizeof hd);
+	int lw = hd[0], lh = hd[1], gw = hd[2], gh = hd[3], qx0 = hd[4], qy0 = hd[5], side = hd[6], r = hd[7];
+	const int* shape = hd + 8;
+	size_t n = (size_t)gw * gh, nl = (size_t)lw * lh;
+	if (in.size != sizeof hd + 16 + 16 * (size_t)gh + 4 * nl) { fprintf(stderr, "plan file size\n"); return 2; }
+	double m[2];
+	memcpy(m, in.data + sizeof hd, 16);
+	double* start = (double*)hostAlloc(2 * (size_t)gh, sizeof(double));
+	memcpy(start, in.data + sizeof hd + 16, 16 * (size_t)gh);
+	float* level = (float*)hostAlloc(nl, sizeof(float));
+	memcpy(level, in.data + sizeof hd + 16 + 16 * (size_t)gh, 4 * nl);
+	float* val = (float*)hostPoisoned(n, 4);
+	u8* ok = (u8*)hostPoisoned(n, 1);
+	float* res = (float*)hostPoisoned(n, 4);
+	u8* rok = (u8*)hostPoisoned(n, 1);
+	float* sq = (float*)hostPoisoned(n, 4);
+	float* cnt = (float*)hostPoisoned(n, 4);
+	float* tmp = (float*)hostPoisoned(n, 4);
+	double* prefix = (double*)hostPoisoned(n + gh, 8);
+	float* msq = (float*)hostPoisoned(n, 4);
+	float* mcnt = (float*)hostPoisoned(n, 4);
+	float* wval = (float*)hostPoisoned(n, 4);
+	u8* wok = (u8*)hostPoisoned(n, 1);
+	double* acc = (double*)hostPoisoned((size_t)side * side, 8);
+	hostLaunch(shape + 0, true, reverse, [&] { sample_grid(level, lw, lh, start, m[0], m[1], gw, gh, val, ok); });
+	hostLaunch(shape + 3, false, reverse, [&] { whiten_residual(val, ok, gw, gh, res, rok, sq, cnt); });
+	hostLaunch(shape + 6, true, reverse, [&] { box_rows(sq, tmp, prefix, gw, gh, r); });
+	hostLaunch(shape + 9, true, reverse, [&] { box_cols(tmp, msq, gw, gh, r); });
+	hostLaunch(shape + 12, true, reverse, [&] { box_rows(cnt, tmp, prefix, gw, gh, r); });
+	hostLaunch(shape + 15, true, reverse, [&] { box_cols(tmp, mcnt, gw, gh, r); });
+	hostLaunch(shape + 18, false, reverse, [&] { whiten_normalise(res, rok, msq, mcnt, (int)n, wval, wok); });
+	hostLaunch(shape + 21, false, reverse, [&] { fold_tile(wval, wok, gw, gh, qx0, qy0, side, acc); });
+	writeAll("wval", wval, 4 * n);
+	writeAll("wok", wok, n);
+	writeAll("acc", acc, 8 * (size_t)side * side);
+	return 0;
+}
 
 // hostDoubles is n doubles, each the pattern -12345.0 (a value no kernel output takes, so a value it failed to
 // write shows).
@@ -68,5 +144,7 @@ int main(int argc, char** argv) {
 		writeAll("info", out, (size_t)n * 8);
 		return 0;
 	}
+	if (strcmp(argv[1], "grid") == 0 || strcmp(argv[1], "grid-reverse") == 0)
+		return runGrid(strcmp(argv[1], "grid-reverse") == 0);
 	return 2;
 }
