@@ -76,9 +76,9 @@ func TestDetectKernelsOnTheHost(t *testing.T) {
 
 	// runGrid runs Grid's kernels on the host on g's plan over the pyramid level l and compares their whitened
 	// grid and fold with the codec's.
-	runGrid := func(t *testing.T, l codec.ProbePlane, g codec.GridProbe, modes ...string) {
+	runGrid := func(t *testing.T, l codec.ProbePlane, g codec.GridProbe, maxY int, modes ...string) {
 		work := t.TempDir()
-		if err := os.WriteFile(filepath.Join(work, "plan"), gridHostInput(l, g.Plan), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(work, "plan"), gridHostInput(l, g.Plan, maxY), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		for _, mode := range modes {
@@ -91,7 +91,9 @@ func TestDetectKernelsOnTheHost(t *testing.T) {
 	var probes []codec.DeviceProbe
 	// A grid wider than the kernels' chunks of a row (SAMPLE_CHUNK coordinates, BOXR_CHUNK values) and taller
 	// than box_cols' stage (BOXC_ROWS rows), with the threads in ascending and in descending order: a barrier
-	// missing between a write and a read shows in one of the two.
+	// missing between a write and a read shows in one of the two. Its launches have at most 5 block rows, so the
+	// kernels launched a block row per grid row walk the rows with a stride, as on a grid taller than CUDA's
+	// 65535 block rows.
 	t.Run("grid/wide", func(t *testing.T) {
 		pr := c.ProbeNominal(testimage.Regions(4200, 300, 9))
 		if len(pr.Grids) == 0 {
@@ -101,7 +103,7 @@ func TestDetectKernelsOnTheHost(t *testing.T) {
 		if g.Plan.W <= 2048 || g.Plan.H <= 128 {
 			t.Fatalf("a %dx%d grid", g.Plan.W, g.Plan.H)
 		}
-		runGrid(t, pr.Pyramid[g.Plan.Level], g, "grid", "grid-reverse")
+		runGrid(t, pr.Pyramid[g.Plan.Level], g, 5, "grid", "grid-reverse")
 	})
 	for _, tc := range detectImages(t, c) {
 		var pr codec.DeviceProbe
@@ -125,7 +127,7 @@ func TestDetectKernelsOnTheHost(t *testing.T) {
 				continue
 			}
 			t.Run(fmt.Sprintf("grid/%s/%d", tc.name, i), func(t *testing.T) {
-				runGrid(t, pr.Pyramid[g.Plan.Level], g, "grid")
+				runGrid(t, pr.Pyramid[g.Plan.Level], g, maxGridY, "grid")
 			})
 		}
 		for i, b := range pr.Blocks {
@@ -333,11 +335,12 @@ func rotated(img *image.NRGBA, deg float64) *image.NRGBA {
 	return out
 }
 
-// gridHostInput is detecthost's "plan" file for Grid's kernels on plan p over the pyramid level l.
-func gridHostInput(l codec.ProbePlane, p *accel.GridPlan) []byte {
+// gridHostInput is detecthost's "plan" file for Grid's kernels on plan p over the pyramid level l, launched
+// with at most maxY block rows.
+func gridHostInput(l codec.ProbePlane, p *accel.GridPlan, maxY int) []byte {
 	var in []byte
 	ints := []int{l.W, l.H, p.W, p.H, p.QX0, p.QY0, p.TileSide, whitenRadius}
-	for _, sh := range gridGeometry(p.W, p.H, p.TileSide) {
+	for _, sh := range gridGeometryRows(p.W, p.H, p.TileSide, maxY) {
 		ints = append(ints, int(sh.grid.X), int(sh.grid.Y), int(sh.block.X))
 	}
 	for _, v := range ints {

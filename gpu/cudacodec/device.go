@@ -352,12 +352,12 @@ func (d *Device) Load(ctx context.Context, img accel.Image) (accel.Surface, erro
 		s.Close()
 		return nil, fmt.Errorf("cudacodec: upload: %w", err)
 	}
-	grid := cuda.Dim3{X: uint32((w + 255) / 256), Y: uint32(h), Z: 1}
+	grid := cuda.Dim3{X: uint32((w + 255) / 256), Y: rowsOf(h), Z: 1}
 	block := cuda.Dim3{X: 256, Y: 1, Z: 1}
 	if img.Format == accel.NRGBA8 {
 		err = d.k.lumaNRGBA.Launch(grid, block, 0, a.stream, s.at(s.offPix), int32(w), int32(h), int32(w*4), s.at(s.offLuma))
 		if err == nil {
-			err = d.k.copyRows.Launch(cuda.Dim3{X: uint32((w*4 + 255) / 256), Y: uint32(h), Z: 1}, block, 0, a.stream,
+			err = d.k.copyRows.Launch(cuda.Dim3{X: uint32((w*4 + 255) / 256), Y: rowsOf(h), Z: 1}, block, 0, a.stream,
 				s.at(s.offPix), s.at(s.offOut), int32(w*4), int32(h), int32(w*4))
 		}
 	} else {

@@ -15,26 +15,25 @@ extern "C" __global__ void luma_nrgba(const u8* pix, int w, int h, int stride, f
 {
 	// luma.go lumaRow: lumaR*R + lumaG*G + lumaB*B in float32.
 	int x = blockIdx.x * blockDim.x + threadIdx.x;
-	int row = blockIdx.y;
-	if (x >= w || row >= h) return;
-	const u8* p = pix + (size_t)row * stride + 4 * x;
-	y[(size_t)row * w + x] = 0.299f * (float)p[0] + 0.587f * (float)p[1] + 0.114f * (float)p[2];
+	if (x >= w) return;
+	for (int row = blockIdx.y; row < h; row += gridDim.y) {
+		const u8* p = pix + (size_t)row * stride + 4 * x;
+		y[(size_t)row * w + x] = 0.299f * (float)p[0] + 0.587f * (float)p[1] + 0.114f * (float)p[2];
+	}
 }
 
 extern "C" __global__ void luma_gray(const u8* pix, int w, int h, int stride, float* y)
 {
 	int x = blockIdx.x * blockDim.x + threadIdx.x;
-	int row = blockIdx.y;
-	if (x >= w || row >= h) return;
-	y[(size_t)row * w + x] = (float)pix[(size_t)row * stride + x];
+	if (x >= w) return;
+	for (int row = blockIdx.y; row < h; row += gridDim.y) y[(size_t)row * w + x] = (float)pix[(size_t)row * stride + x];
 }
 
 extern "C" __global__ void copy_rows(const u8* src, u8* dst, int rowBytes, int h, int stride)
 {
 	int x = blockIdx.x * blockDim.x + threadIdx.x;
-	int row = blockIdx.y;
-	if (x >= rowBytes || row >= h) return;
-	dst[(size_t)row * stride + x] = src[(size_t)row * stride + x];
+	if (x >= rowBytes) return;
+	for (int row = blockIdx.y; row < h; row += gridDim.y) dst[(size_t)row * stride + x] = src[(size_t)row * stride + x];
 }
 
 extern "C" __global__ void block_stats(const float* y, int w, int h, int bs, int bw, int bh, float* act, float* bg)
@@ -127,10 +126,11 @@ extern "C" __global__ void mark_luma(const MarkPlan* p, const float* luma, float
 {
 	// informed.go informedAmplitudes: max(0, min(255, luma + d)).
 	int x = blockIdx.x * blockDim.x + threadIdx.x;
-	int y = blockIdx.y;
-	if (x >= w || y >= h) return;
-	size_t i = (size_t)y * w + x;
-	out[i] = fmaxf(0.0f, fminf(255.0f, luma[i] + mark_at(p, x, y, gain)));
+	if (x >= w) return;
+	for (int y = blockIdx.y; y < h; y += gridDim.y) {
+		size_t i = (size_t)y * w + x;
+		out[i] = fmaxf(0.0f, fminf(255.0f, luma[i] + mark_at(p, x, y, gain)));
+	}
 }
 
 extern "C" __global__ void apply_nrgba(const MarkPlan* p, const u8* src, u8* dst, int w, int stride, float gain, long long* rowSSE)
@@ -169,11 +169,12 @@ extern "C" __global__ void half_plane(const float* src, int sw, float* dst, int 
 {
 	// plane.go half.
 	int x = blockIdx.x * blockDim.x + threadIdx.x;
-	int y = blockIdx.y;
-	if (x >= dw || y >= dh) return;
-	const float* a = src + (size_t)(2 * y) * sw;
-	const float* b = src + (size_t)(2 * y + 1) * sw;
-	dst[(size_t)y * dw + x] = 0.25f * (a[2 * x] + a[2 * x + 1] + b[2 * x] + b[2 * x + 1]);
+	if (x >= dw) return;
+	for (int y = blockIdx.y; y < dh; y += gridDim.y) {
+		const float* a = src + (size_t)(2 * y) * sw;
+		const float* b = src + (size_t)(2 * y + 1) * sw;
+		dst[(size_t)y * dw + x] = 0.25f * (a[2 * x] + a[2 * x + 1] + b[2 * x] + b[2 * x + 1]);
+	}
 }
 
 // The grid kernels' shapes (surface.go gridGeometry launches them so): sample_grid and box_rows take one block of
@@ -235,23 +236,24 @@ extern "C" __global__ void whiten_residual(const float* val, const u8* ok, int g
 {
 	// grid.go whiten, first loop: waxel minus the mean of its 8 neighbours.
 	int i = blockIdx.x * blockDim.x + threadIdx.x;
-	int j = blockIdx.y;
-	if (i >= gw || j >= gh) return;
-	size_t k = (size_t)j * gw + i;
-	res[k] = 0.0f;
-	rok[k] = 0;
-	sq[k] = 0.0f;
-	cnt[k] = 0.0f;
-	if (i < 1 || j < 1 || i >= gw - 1 || j >= gh - 1) return;
-	if (!(ok[k] && ok[k - 1] && ok[k + 1] && ok[k - gw] && ok[k + gw] && ok[k - gw - 1] && ok[k - gw + 1] &&
-		ok[k + gw - 1] && ok[k + gw + 1])) return;
-	float n = val[k - 1] + val[k + 1] + val[k - gw] + val[k + gw] + val[k - gw - 1] + val[k - gw + 1] +
-		val[k + gw - 1] + val[k + gw + 1];
-	float r = val[k] - n / 8.0f;
-	res[k] = r;
-	rok[k] = 1;
-	sq[k] = r * r;
-	cnt[k] = 1.0f;
+	if (i >= gw) return;
+	for (int j = blockIdx.y; j < gh; j += gridDim.y) {
+		size_t k = (size_t)j * gw + i;
+		res[k] = 0.0f;
+		rok[k] = 0;
+		sq[k] = 0.0f;
+		cnt[k] = 0.0f;
+		if (i < 1 || j < 1 || i >= gw - 1 || j >= gh - 1) continue;
+		if (!(ok[k] && ok[k - 1] && ok[k + 1] && ok[k - gw] && ok[k + gw] && ok[k - gw - 1] && ok[k - gw + 1] &&
+			ok[k + gw - 1] && ok[k + gw + 1])) continue;
+		float n = val[k - 1] + val[k + 1] + val[k - gw] + val[k + gw] + val[k - gw - 1] + val[k - gw + 1] +
+			val[k + gw - 1] + val[k + gw + 1];
+		float r = val[k] - n / 8.0f;
+		res[k] = r;
+		rok[k] = 1;
+		sq[k] = r * r;
+		cnt[k] = 1.0f;
+	}
 }
 
 extern "C" __global__ void box_rows(const float* __restrict__ in, float* __restrict__ out, double* __restrict__ prefix,
@@ -411,9 +413,9 @@ extern "C" __global__ void pilot_sums(const double* acc, const int* pilot, const
 extern "C" __global__ void opaque_check(const u8* pix, int w, int h, int stride, int* translucent)
 {
 	int x = blockIdx.x * blockDim.x + threadIdx.x;
-	int y = blockIdx.y;
-	if (x >= w || y >= h) return;
-	if (pix[(size_t)y * stride + 4 * x + 3] != 255) *translucent = 1;
+	if (x >= w) return;
+	for (int y = blockIdx.y; y < h; y += gridDim.y)
+		if (pix[(size_t)y * stride + 4 * x + 3] != 255) *translucent = 1;
 }
 
 __device__ __forceinline__ int abs8(u8 d) { return d < 128 ? (int)d : 256 - (int)d; }

@@ -75,7 +75,7 @@ func (d *Device) filterIn(ctx context.Context, a *arena, img accel.Image, pixByt
 	if err := d.c.CopyRangeToDeviceAsync(flag, a.host, pixBytes, 4, a.stream); err != nil {
 		return filtered{}, fmt.Errorf("cudacodec: PNG filter: %w", err)
 	}
-	if err := d.k.opaqueCheck.Launch(cuda.Dim3{X: blocksOf(w), Y: uint32(h), Z: 1}, block256, 0, a.stream, pix,
+	if err := d.k.opaqueCheck.Launch(cuda.Dim3{X: blocksOf(w), Y: rowsOf(h), Z: 1}, block256, 0, a.stream, pix,
 		int32(w), int32(h), int32(4*w), flag); err != nil {
 		return filtered{}, fmt.Errorf("cudacodec: PNG filter: %w", err)
 	}

@@ -88,6 +88,14 @@ var block256 = cuda.Dim3{X: 256, Y: 1, Z: 1}
 
 func blocksOf(n int) uint32 { return uint32((n + 255) / 256) }
 
+// maxGridY is CUDA's bound on a launch's second grid dimension. The kernels launched a block row per image
+// or grid row walk their rows with a stride of gridDim.y, so a taller plane (a 256x156250 PNG is within the
+// pixel limit) runs in rowsOf(h) block rows instead of failing to launch (and falling back to the CPU).
+const maxGridY = 65535
+
+// rowsOf is the second grid dimension of a launch over h rows.
+func rowsOf(h int) uint32 { return uint32(min(h, maxGridY)) }
+
 // part is one host↔device copy of a batch.
 type part struct {
 	dev  cuda.DevicePtr
@@ -332,18 +340,18 @@ func (s *surface) Analyse(ctx context.Context, gain float32, levels int) error {
 	l0 := s.levels[0]
 	var err error
 	if gain == 0 {
-		err = s.d.k.copyRows.Launch(cuda.Dim3{X: blocksOf(s.w * 4), Y: uint32(s.h), Z: 1}, block256, 0, s.a.stream,
+		err = s.d.k.copyRows.Launch(cuda.Dim3{X: blocksOf(s.w * 4), Y: rowsOf(s.h), Z: 1}, block256, 0, s.a.stream,
 			s.at(s.offLuma), s.at(l0.off), int32(s.w*4), int32(s.h), int32(s.w*4))
 	} else {
 		if !s.hasPlan {
 			return fmt.Errorf("cudacodec: analyse with a mark before SetMark")
 		}
-		err = s.d.k.markLuma.Launch(cuda.Dim3{X: blocksOf(s.w), Y: uint32(s.h), Z: 1}, block256, 0, s.a.stream,
+		err = s.d.k.markLuma.Launch(cuda.Dim3{X: blocksOf(s.w), Y: rowsOf(s.h), Z: 1}, block256, 0, s.a.stream,
 			s.at(s.offPlan), s.at(s.offLuma), s.at(l0.off), int32(s.w), int32(s.h), gain)
 	}
 	for i := 1; i < levels && err == nil; i++ {
 		src, dst := s.levels[i-1], s.levels[i]
-		err = s.d.k.half.Launch(cuda.Dim3{X: blocksOf(dst.w), Y: uint32(dst.h), Z: 1}, block256, 0, s.a.stream,
+		err = s.d.k.half.Launch(cuda.Dim3{X: blocksOf(dst.w), Y: rowsOf(dst.h), Z: 1}, block256, 0, s.a.stream,
 			s.at(src.off), int32(src.w), s.at(dst.off), int32(dst.w), int32(dst.h))
 	}
 	if err != nil {
@@ -513,12 +521,18 @@ type launchShape struct{ grid, block cuda.Dim3 }
 // waxel in blocks of 128 (a 128-waxel tile's 16 K threads on 128 blocks, not 64: more of a device's
 // multiprocessors), the others a thread a waxel. TestDetectKernelsOnTheHost runs the kernels with these shapes.
 func gridGeometry(w, h, side int) [len(gridKernels)]launchShape {
+	return gridGeometryRows(w, h, side, maxGridY)
+}
+
+// gridGeometryRows is gridGeometry with at most maxY block rows in a launch's second dimension (the host test
+// takes fewer, so that its grids walk their rows with the stride a grid taller than maxGridY does).
+func gridGeometryRows(w, h, side, maxY int) [len(gridKernels)]launchShape {
 	threads := cuda.Dim3{X: gridThreads, Y: 1, Z: 1}
 	perRow := launchShape{cuda.Dim3{X: uint32(h), Y: 1, Z: 1}, threads}
 	perCols := launchShape{cuda.Dim3{X: uint32((w + boxColsPerBlock - 1) / boxColsPerBlock), Y: 1, Z: 1}, threads}
 	return [...]launchShape{
 		perRow,
-		{cuda.Dim3{X: blocksOf(w), Y: uint32(h), Z: 1}, block256},
+		{cuda.Dim3{X: blocksOf(w), Y: uint32(min(h, maxY)), Z: 1}, block256},
 		perRow, perCols, perRow, perCols,
 		{cuda.Dim3{X: blocksOf(w * h), Y: 1, Z: 1}, block256},
 		{cuda.Dim3{X: uint32((side*side + gridThreads - 1) / gridThreads), Y: 1, Z: 1}, threads},
