@@ -13,6 +13,7 @@ import (
 
 	"filigrane/actors/durable"
 	"filigrane/internal/authlimit"
+	"filigrane/internal/parkedctx"
 	"filigrane/persistence"
 )
 
@@ -201,19 +202,6 @@ func TestUnknownSessionLookupsInFlightAreBounded(t *testing.T) {
 	}
 }
 
-// parkedContext is a request's context that tells when the request first waits on it: blocked in a read the
-// store holds, or waiting for another request's read of the same session.
-type parkedContext struct {
-	context.Context
-	once   sync.Once
-	parked chan struct{}
-}
-
-func (c *parkedContext) Done() <-chan struct{} {
-	c.once.Do(func() { close(c.parked) })
-	return c.Context.Done()
-}
-
 // TestConcurrentLookupsOfOneStaleCookieSpendOneToken: a browser's parallel requests with one stale cookie (a
 // session signed out on another node), all under way while the store is slow, share one read and spend one
 // token of the address's bucket: with a bucket of 2, all of them are answered "no session" (the sign-in page
@@ -243,10 +231,10 @@ func TestConcurrentLookupsOfOneStaleCookieSpendOneToken(t *testing.T) {
 	a.Limit = authlimit.New(authlimit.Config{Burst: 2, Every: time.Minute}, clk)
 	from := net.ParseIP("192.0.2.7")
 
-	ctxs := make([]*parkedContext, requests)
+	ctxs := make([]*parkedctx.Context, requests)
 	answers := make([]chan error, requests)
 	for i := range requests {
-		ctxs[i] = &parkedContext{Context: ctx, parked: make(chan struct{})}
+		ctxs[i] = parkedctx.New(ctx)
 		answers[i] = make(chan error, 1)
 		go func() {
 			_, _, err := a.SessionFrom(ctxs[i], stale, from)
@@ -256,7 +244,7 @@ func TestConcurrentLookupsOfOneStaleCookieSpendOneToken(t *testing.T) {
 	// Every request is under way (waiting on its context) or answered before the store answers.
 	for i := range requests {
 		select {
-		case <-ctxs[i].parked:
+		case <-ctxs[i].Parked():
 		case err := <-answers[i]:
 			answers[i] <- err
 		}

@@ -4,22 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
+
+	"filigrane/internal/parkedctx"
 )
-
-// parkedContext is a context that tells when its first waiter asks for Done.
-type parkedContext struct {
-	context.Context
-	once   sync.Once
-	parked chan struct{}
-}
-
-func (c *parkedContext) Done() <-chan struct{} {
-	c.once.Do(func() { close(c.parked) })
-	return c.Context.Done()
-}
 
 // TestFlightsShareOneRead: a lookup of an id whose read is under way gets that read's answer without reading;
 // a read refused by the Limiter, or whose request ended, gives the waiters ErrLookAgain rather than another
@@ -41,7 +30,7 @@ func TestFlightsShareOneRead(t *testing.T) {
 			})
 		}()
 		<-reading
-		waiter := &parkedContext{Context: context.Background(), parked: make(chan struct{})}
+		waiter := parkedctx.New(context.Background())
 		type result struct {
 			v   string
 			err error
@@ -51,7 +40,7 @@ func TestFlightsShareOneRead(t *testing.T) {
 			v, err := fs.Do(waiter, "id", func() (string, error) { return "", errors.New("the waiter read") })
 			got <- result{v, err}
 		}()
-		<-waiter.parked
+		<-waiter.Parked()
 		close(release)
 		<-leaderDone
 		r := <-got
