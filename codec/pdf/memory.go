@@ -12,6 +12,7 @@ import (
 type Memory struct {
 	Bytes    int64 // the estimate
 	File     int64 // the part of Bytes the file causes (the rest: a detection's pages under analysis)
+	Page     int64 // a detection's: one page under analysis at the largest size the renderer draws (Bytes has one per render worker)
 	Objects  int64 // objects the parser will read (objcount.go)
 	Inflated int64 // bytes its object and cross-reference streams inflate to
 	Size     int64 // the file's bytes
@@ -39,7 +40,8 @@ func (a *Adapter) EstimateMemory(src string, detect bool) (Memory, error) {
 	m.File = memoryBase + memoryPerObject*m.Objects + memoryPerByte*(m.Size+m.Inflated)
 	m.Bytes = m.File
 	if detect {
-		m.Bytes += int64(lim.renderWorkers()) * pageMemory(lim.RenderMaxPixels+lim.RenderMaxPixels/8)
+		m.Page = pageMemory(lim.RenderMaxPixels + lim.RenderMaxPixels/8)
+		m.Bytes += int64(lim.renderWorkers()) * m.Page
 	}
 	return m, nil
 }
@@ -59,11 +61,16 @@ const (
 	memoryPerByte   = 10
 )
 
-// pageMemory bounds what a detection holds for one rendered page of at most px pixels while it analyses it: the
-// renderer's gray bytes, their float32 copy and the detector's own memory (codec.DetectMemory, for a square
-// page, its largest for that many pixels). A Letter page at 150 dpi took about 55 MB a render worker, a 16 MP
-// page 280 MB (estimate 350 MB).
+// PageMemory bounds what a detection holds for one rendered w×h page while it analyses it: the renderer's gray
+// bytes, their float32 copy and the detector's own memory (codec.DetectMemory). A Letter page at 150 dpi took
+// about 55 MB a render worker, a 16 MP page 280 MB (estimate 350 MB). DetectReserving reserves it for each page
+// as the page arrives.
+func PageMemory(w, h int) int64 {
+	return 5*int64(w)*int64(h) + codec.DetectMemory(w, h)
+}
+
+// pageMemory is PageMemory of a square page of px pixels, the shape estimated before the pages' sizes are known.
 func pageMemory(px int) int64 {
 	side := int(math.Ceil(math.Sqrt(float64(px))))
-	return 5*int64(px) + codec.DetectMemory(side, side)
+	return PageMemory(side, side)
 }

@@ -1,7 +1,12 @@
 package pdf
 
 import (
+	"context"
+	"errors"
+	"sync"
 	"testing"
+
+	"filigrane/codec/pdf/pdftest"
 )
 
 // TestEstimateMemory: the estimate grows with the objects the parser will read, counts a detection's pages
@@ -28,5 +33,42 @@ func TestEstimateMemory(t *testing.T) {
 	}
 	if _, err := a.EstimateMemory(writeTemp(t, "over.pdf", tinyObjects(5001)), false); CodeOf(err) != CodeTooLarge {
 		t.Fatalf("5,001 objects: %v, want %s", err, CodeTooLarge)
+	}
+}
+
+// TestDetectReservesEachPage: a detection by rendering reserves each page's memory at that page's size as it
+// arrives and gives it back once the page is analysed (at most one page a render worker at a time); a
+// reservation that fails ends the detection with its error.
+func TestDetectReservesEachPage(t *testing.T) {
+	a := testAdapter(t)
+	a.Limits.RenderWorkers = 2
+	src := writeTemp(t, "small.pdf", pdftest.Make(pdftest.Doc{Pages: 3, MediaBox: "[0 0 144 216]"}))
+	var mu sync.Mutex
+	var sizes []int64
+	held, most := 0, 0
+	reserve := func(_ context.Context, n int64) (func(), error) {
+		mu.Lock()
+		defer mu.Unlock()
+		sizes = append(sizes, n)
+		held++
+		most = max(most, held)
+		return func() {
+			mu.Lock()
+			held--
+			mu.Unlock()
+		}, nil
+	}
+	if _, err := a.DetectReserving(context.Background(), src, reserve); err != nil {
+		t.Fatal(err)
+	}
+	// 2×3 inches at 150 dpi: 300×450 pixels.
+	if want := PageMemory(300, 450); len(sizes) != 3 || sizes[0] != want || sizes[1] != want || sizes[2] != want || held != 0 || most > 2 {
+		t.Fatalf("reserved %v (want 3 × %d), %d still held, at most %d at once", sizes, want, held, most)
+	}
+
+	full := errors.New("no memory for the page")
+	_, err := a.DetectReserving(context.Background(), src, func(context.Context, int64) (func(), error) { return nil, full })
+	if !errors.Is(err, full) {
+		t.Fatalf("a reservation that fails: %v", err)
 	}
 }
