@@ -53,11 +53,11 @@ func TestDecodeBudgetAcquire(t *testing.T) {
 	}
 }
 
-// TestDecodeBudgetWork: work that reserves more as it goes (a PDF detection: its parse, then its pages) gets a
-// later part at once when it fits, is refused at once a part that cannot fit beside its first even in an empty
-// budget, and waits for one that can. Two such works whose first parts fill the budget, each waiting for a
-// later part, would wait for ever: the newest is answered busy, and once it gives its memory back the other
-// goes on. A plain reservation waits behind a waiting later part, even one it would fit beside.
+// TestDecodeBudgetWork: work that reserves more as it goes (a PDF detection: its parse, then its pages) is
+// refused at once a part that cannot fit beside its first even in an empty budget, gets one that fits at once,
+// ahead of an older plain reservation, and waits for one that can fit later. Two such works whose first parts
+// fill the budget, each waiting for a later part, would wait for ever: the newest is answered busy, and once it
+// gives its memory back the other goes on, then the plain reservation.
 func TestDecodeBudgetWork(t *testing.T) {
 	ctx := context.Background()
 	b := actors.NewDecodeBudget(100 << 20)
@@ -68,15 +68,24 @@ func TestDecodeBudgetWork(t *testing.T) {
 	if _, err := w1.Acquire(ctx, 61<<20); !errors.Is(err, actors.ErrDecodeTooLarge) {
 		t.Fatalf("a part that never fits beside the first: %v", err)
 	}
-	page, err := w1.Acquire(ctx, 30<<20)
-	if err != nil {
-		t.Fatal(err)
-	}
-	page()
 	w2, err := b.AcquireWork(ctx, 40<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
+	plain := make(chan error, 1)
+	go func() {
+		release, err := b.Acquire(ctx, 30<<20) // 20 MiB free: it waits
+		if err == nil {
+			release()
+		}
+		plain <- err
+	}()
+	waitReservations(t, b, 1)
+	page, err := w1.Acquire(ctx, 15<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page()
 	granted := make(chan error, 1)
 	go func() {
 		release, err := w1.Acquire(ctx, 30<<20)
@@ -84,15 +93,6 @@ func TestDecodeBudgetWork(t *testing.T) {
 			defer release()
 		}
 		granted <- err
-	}()
-	waitReservations(t, b, 1)
-	plain := make(chan error, 1)
-	go func() {
-		release, err := b.Acquire(ctx, 10<<20) // fits in the 20 MiB free, but w1's page waits
-		if err == nil {
-			release()
-		}
-		plain <- err
 	}()
 	waitReservations(t, b, 2)
 	if _, err := w2.Acquire(ctx, 30<<20); !errors.Is(err, actors.ErrDecodeBusy) {
@@ -102,7 +102,7 @@ func TestDecodeBudgetWork(t *testing.T) {
 	case err := <-granted:
 		t.Fatalf("the other work's part answered (%v) while the memory is held", err)
 	case err := <-plain:
-		t.Fatalf("a plain reservation answered (%v) before the waiting part", err)
+		t.Fatalf("the plain reservation answered (%v) while the memory is held", err)
 	default:
 	}
 	w2.Release()
