@@ -15,6 +15,7 @@ type Memory struct {
 	Page     int64 // a detection's: one page under analysis at the largest size the renderer draws (Bytes has one per render worker)
 	Objects  int64 // objects the parser will read (objcount.go)
 	Inflated int64 // bytes its object and cross-reference streams inflate to
+	Tokens   int64 // token starts in the file and its inflated object streams (tokenCounter)
 	Size     int64 // the file's bytes
 }
 
@@ -36,8 +37,8 @@ func (a *Adapter) EstimateMemory(src string, detect bool) (Memory, error) {
 	if err != nil {
 		return Memory{}, err
 	}
-	m := Memory{Objects: scan.objects(), Inflated: scan.inflated, Size: scan.size}
-	m.File = memoryBase + memoryPerObject*m.Objects + memoryPerByte*(m.Size+m.Inflated)
+	m := Memory{Objects: scan.objects(), Inflated: scan.inflated, Tokens: scan.tokens, Size: scan.size}
+	m.File = memoryBase + memoryPerObject*m.Objects + memoryPerToken*m.Tokens + memoryPerByte*(m.Size+m.Inflated)
 	m.Bytes = m.File
 	if detect {
 		m.Page = pageMemory(lim.RenderMaxPixels + lim.RenderMaxPixels/8)
@@ -47,18 +48,24 @@ func (a *Adapter) EstimateMemory(src string, detect bool) (Memory, error) {
 }
 
 // The model's constants, fitted on the peak RSS of a process that runs one operation on one file (bench/pdfmem;
-// the table is in docs/ARCHITECTURE.md, "Security audit"), each an upper bound of what was measured:
+// the table is in docs/operations.md, "Decode budgets"), each an upper bound of what was measured:
 //
 //   - memoryBase: what one operation holds whatever the file (the overlay's images and the writer's buffers
 //     of an embed; a one-page file took 20-23 MB of which 15 MB is the process itself);
 //   - memoryPerObject: pdfcpu's model, per object it reads (2.8 kB a tiny object measured, at 100,000 and
-//     at 199,990; real objects cost more, and that grows with their bytes: next);
+//     at 199,990; real objects cost more, and that grows with their bytes and tokens: next);
+//   - memoryPerToken: per token start (tokenCounter) of the file and of its inflated object streams: pdfcpu
+//     builds an object of each token of an array or dictionary. Object streams inflating to 63 MB of one
+//     array each took 19 bytes a byte of 0s (one token in 2 bytes), 24 of /a (2 in 3), 28 of <<>> (4 in 4)
+//     and 38 of [] (2 in 2), up to 6.2 GB for a 246 kB file near the 256 MB inflation bound; the former
+//     10 bytes a byte, tokens uncounted, estimated 2.4 GB for it;
 //   - memoryPerByte: per byte of the file and of its inflated object streams, which the model holds as
-//     parsed objects and stream data (octave.pdf: 19,793 objects, 4.7 MB, 2.2 MB inflated: 123 MB to embed).
+//     stream data and strings (63 MB of one string: 6.3 bytes a byte to embed).
 const (
 	memoryBase      = 48 << 20
 	memoryPerObject = 3 << 10
-	memoryPerByte   = 10
+	memoryPerToken  = 40
+	memoryPerByte   = 8
 )
 
 // PageMemory bounds what a detection holds for one rendered w×h page while it analyses it: the renderer's gray

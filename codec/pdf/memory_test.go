@@ -1,6 +1,7 @@
 package pdf
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"sync"
@@ -33,6 +34,34 @@ func TestEstimateMemory(t *testing.T) {
 	}
 	if _, err := a.EstimateMemory(writeTemp(t, "over.pdf", tinyObjects(5001)), false); CodeOf(err) != CodeTooLarge {
 		t.Fatalf("5,001 objects: %v, want %s", err, CodeTooLarge)
+	}
+}
+
+// TestEstimateMemoryCountsTokens: the parser builds an object of each token of an array, which costs far more
+// than the token's bytes (38 bytes a byte for an object stream of empty arrays, bench/pdfmem), so a file of
+// dense tokens is estimated above one of the same size holding a string, in the file and in object streams.
+func TestEstimateMemoryCountsTokens(t *testing.T) {
+	a := &Adapter{}
+	page := []string{"<< /Type /Catalog /Pages 2 0 R >>", "<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+		"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Junk 4 0 R >>"}
+	const n = 1 << 20
+	estimate := func(name string, junk []byte) Memory {
+		t.Helper()
+		m, err := a.EstimateMemory(writeTemp(t, name, pdftest.Build(append(page, string(junk)), "/Root 1 0 R")), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	str := estimate("string.pdf", append(append([]byte("("), bytes.Repeat([]byte("a"), n)...), ')'))
+	arrays := estimate("arrays.pdf", append(append([]byte("["), bytes.Repeat([]byte("[]"), n/2)...), ']'))
+	if arrays.Tokens < n || arrays.File-str.File < 35*n {
+		t.Fatalf("1 MB of empty arrays: %+v, of a string: %+v; want 38 bytes a byte more", arrays, str)
+	}
+	inflated := estimate("objstm.pdf", []byte(pdftest.Flate("/Type /ObjStm /N 1 /First 4",
+		append([]byte("5 0 "), bytes.Repeat([]byte("[]"), n/2)...))))
+	if inflated.Tokens < n || inflated.File-str.File < 35*n {
+		t.Fatalf("an object stream inflating to 1 MB of empty arrays: %+v, a string: %+v", inflated, str)
 	}
 }
 

@@ -30,6 +30,7 @@ type objectScan struct {
 	named    int   // distinct object numbers the cross-reference sections name in use
 	headers  int64 // object headers plus the objects the object streams declare (/N)
 	inflated int64 // bytes the object and cross-reference streams inflate to, all together
+	tokens   int64 // token starts in the file and in its inflated object streams (tokenCounter)
 }
 
 // objects is the larger of the two counts: what the parser reads, intact or rebuilt.
@@ -50,11 +51,13 @@ func scanObjects(path string, maxDecode int64, maxObjects int) (objectScan, erro
 		return objectScan{}, tooManyObjects(maxObjects)
 	}
 	var total int64
+	var tokens tokenCounter
+	tokens.Write(data)
 	from := 0 // where the search for the next keyword starts; the text since is the next stream's dictionary
 	for {
 		k := bytes.Index(data[from:], []byte("stream"))
 		if k < 0 {
-			return objectScan{size: int64(len(data)), named: len(objects.seen), headers: headers, inflated: total}, nil
+			return objectScan{size: int64(len(data)), named: len(objects.seen), headers: headers, inflated: total, tokens: tokens.n}, nil
 		}
 		kw := from + k
 		start := kw + len("stream")
@@ -101,14 +104,17 @@ func scanObjects(path string, maxDecode int64, maxObjects int) (objectScan, erro
 			// /Filter naming another) or a broken stream. Either way its size cannot be counted.
 			return objectScan{}, refuse(CodeTooLarge, "an object or cross-reference stream is filtered but not Flate data")
 		}
-		var rows bytes.Buffer // a cross-reference stream's rows, kept up to maxXRefRows for checkXRefStream
-		sink := io.Discard
+		var rows bytes.Buffer                // a cross-reference stream's rows, kept up to maxXRefRows for checkXRefStream
+		var sink io.Writer = &tokenCounter{} // an object stream's objects, one token run after the other
 		if isXRef {
 			sink = &capped{buf: &rows, max: maxXRefRows}
 		}
 		n, _ := io.Copy(sink, io.LimitReader(zr, maxDecode-total+1))
 		zr.Close()
 		total += n
+		if tc, ok := sink.(*tokenCounter); ok {
+			tokens.n += tc.n
+		}
 		if total > maxDecode {
 			return objectScan{}, refuse(CodeTooLarge, "the PDF's object and cross-reference streams inflate to more than %d MB", maxDecode>>20)
 		}
