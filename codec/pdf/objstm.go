@@ -19,7 +19,7 @@ import (
 // decode them to read the file, and the renderer runs in its own memory-limited process). The same pass counts
 // the objects the file names and refuses more than maxObjects (objcount.go).
 func checkObjectStreams(path string, maxDecode int64, maxObjects int) error {
-	_, err := scanObjects(path, maxDecode, maxObjects)
+	_, err := scanObjects(path, maxDecode, maxObjects, false)
 	return err
 }
 
@@ -36,8 +36,9 @@ type objectScan struct {
 // objects is the larger of the two counts: what the parser reads, intact or rebuilt.
 func (s objectScan) objects() int64 { return max(int64(s.named), s.headers) }
 
-// scanObjects is checkObjectStreams, reporting what it counted.
-func scanObjects(path string, maxDecode int64, maxObjects int) (objectScan, error) {
+// scanObjects is checkObjectStreams, reporting what it counted; the tokens only when countTokens (the memory
+// estimate's: a third of the scan's time on object streams of dense syntax, which the bound does not need).
+func scanObjects(path string, maxDecode int64, maxObjects int, countTokens bool) (objectScan, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return objectScan{}, fmt.Errorf("pdf: %w", err)
@@ -52,7 +53,9 @@ func scanObjects(path string, maxDecode int64, maxObjects int) (objectScan, erro
 	}
 	var total int64
 	var tokens tokenCounter
-	tokens.Write(data)
+	if countTokens {
+		tokens.Write(data)
+	}
 	from := 0 // where the search for the next keyword starts; the text since is the next stream's dictionary
 	for {
 		k := bytes.Index(data[from:], []byte("stream"))
@@ -104,10 +107,13 @@ func scanObjects(path string, maxDecode int64, maxObjects int) (objectScan, erro
 			// /Filter naming another) or a broken stream. Either way its size cannot be counted.
 			return objectScan{}, refuse(CodeTooLarge, "an object or cross-reference stream is filtered but not Flate data")
 		}
-		var rows bytes.Buffer                // a cross-reference stream's rows, kept up to maxXRefRows for checkXRefStream
-		var sink io.Writer = &tokenCounter{} // an object stream's objects, one token run after the other
-		if isXRef {
+		var rows bytes.Buffer // a cross-reference stream's rows, kept up to maxXRefRows for checkXRefStream
+		var sink io.Writer = io.Discard
+		switch {
+		case isXRef:
 			sink = &capped{buf: &rows, max: maxXRefRows}
+		case countTokens:
+			sink = &tokenCounter{} // an object stream's objects, one token run after the other
 		}
 		n, _ := io.Copy(sink, io.LimitReader(zr, maxDecode-total+1))
 		zr.Close()
