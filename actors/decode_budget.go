@@ -27,7 +27,7 @@ import (
 // it gives its memory back and the others go on.
 type DecodeBudget struct {
 	capacity int64
-	waiting  atomic.Int64 // reservations in Acquire, not yet answered
+	waiting  atomic.Int64 // reservations queued, not yet answered (Waiting)
 
 	mu      sync.Mutex
 	used    int64     // bytes reserved
