@@ -53,6 +53,85 @@ func TestDecodeBudgetAcquire(t *testing.T) {
 	}
 }
 
+// TestDecodeBudgetWork: work that reserves more as it goes (a PDF detection: its parse, then its pages) is
+// refused at once a part that cannot fit beside its first even in an empty budget, gets one that fits at once,
+// ahead of an older plain reservation, and waits for one that can fit later. Two such works whose first parts
+// fill the budget, each waiting for a later part, would wait for ever: the newest is answered busy, and once it
+// gives its memory back the other goes on, then the plain reservation.
+func TestDecodeBudgetWork(t *testing.T) {
+	ctx := context.Background()
+	b := actors.NewDecodeBudget(100 << 20)
+	w1, err := b.AcquireWork(ctx, 40<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w1.Acquire(ctx, 61<<20); !errors.Is(err, actors.ErrDecodeTooLarge) {
+		t.Fatalf("a part that never fits beside the first: %v", err)
+	}
+	w2, err := b.AcquireWork(ctx, 40<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain := make(chan error, 1)
+	go func() {
+		release, err := b.Acquire(ctx, 30<<20) // 20 MiB free: it waits
+		if err == nil {
+			release()
+		}
+		plain <- err
+	}()
+	waitReservations(t, b, 1)
+	page, err := w1.Acquire(ctx, 15<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page()
+	granted := make(chan error, 1)
+	go func() {
+		release, err := w1.Acquire(ctx, 30<<20)
+		if err == nil {
+			defer release()
+		}
+		granted <- err
+	}()
+	waitReservations(t, b, 2)
+	if _, err := w2.Acquire(ctx, 30<<20); !errors.Is(err, actors.ErrDecodeBusy) {
+		t.Fatalf("the work that closed the deadlock: %v", err)
+	}
+	select {
+	case err := <-granted:
+		t.Fatalf("the other work's part answered (%v) while the memory is held", err)
+	case err := <-plain:
+		t.Fatalf("the plain reservation answered (%v) while the memory is held", err)
+	default:
+	}
+	w2.Release()
+	if err := <-granted; err != nil {
+		t.Fatalf("the other work's part once the memory is free: %v", err)
+	}
+	if err := <-plain; err != nil {
+		t.Fatalf("the plain reservation: %v", err)
+	}
+	w1.Release()
+	all, err := b.Acquire(ctx, b.Capacity())
+	if err != nil {
+		t.Fatal("budget not released:", err)
+	}
+	all()
+}
+
+// waitReservations polls b until n reservations wait in it, within a bounded time.
+func waitReservations(t *testing.T, b *actors.DecodeBudget, n int64) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for b.Waiting() < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d reservations wait in the decode budget, want %d", b.Waiting(), n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // TestDetectStoredWithinBudget runs the edge's synchronous detection on stored files with a small budget.
 func TestDetectStoredWithinBudget(t *testing.T) {
 	blobs, err := fsblobs.Open(t.TempDir())

@@ -80,42 +80,116 @@ func (m Media) withInput(ctx context.Context, kind mediakind.Kind, op jobstate.O
 	return fn(src, dir)
 }
 
+// fileReservation is what reserveFile holds in the decode budget: release gives it back; pages, when set,
+// reserves a detection's pages under it as they arrive (detectWith passes it to the adapter).
+type fileReservation struct {
+	release func()
+	pages   mediakind.Reserve
+}
+
 // reserveFile reserves in the decode budget the memory kind's adapter estimates op holds on the local file
 // src (mediakind.Estimator), waiting until waitCtx ends; the caller calls release once the work is done. A
-// probe reserves as an embed, which parses the same way and holds more. The adapters without an estimate
-// (their work runs in other processes under their own limits: video) and a node without a budget reserve
-// nothing.
-func (m Media) reserveFile(ctx, waitCtx context.Context, kind mediakind.Kind, op jobstate.Operation, src string) (func(), *ProcessError) {
+// probe reserves as an embed, which parses the same way and holds more. A detection by an adapter that
+// reserves its pages as they arrive (mediakind.PageReserver: a PDF) reserves the file's part only, and its
+// pages later, each at its own size (pageReserve). The adapters without an estimate (their work runs in other
+// processes under their own limits: video) and a node without a budget reserve nothing.
+func (m Media) reserveFile(ctx, waitCtx context.Context, kind mediakind.Kind, op jobstate.Operation, src string) (fileReservation, *ProcessError) {
 	e, ok := m.Files[kind.Media].(mediakind.Estimator)
 	if !ok || m.Budget == nil {
-		return func() {}, nil
+		return fileReservation{release: func() {}}, nil
 	}
 	est, err := e.EstimateMemory(ctx, src, op)
 	if err != nil {
-		return nil, adapterError(ctx, kind, err)
+		return fileReservation{}, adapterError(ctx, kind, err)
+	}
+	tooLarge := func(capacity int64) *ProcessError {
+		return &ProcessError{Code: tooLargeCode(kind), Detail: fmt.Sprintf(
+			"processing this %s takes about %d MB of memory, more than this node's decode budget of %d MB",
+			kind.Noun, mb(est.File), mb(capacity))}
+	}
+	if _, paged := e.(mediakind.PageReserver); paged && op == jobstate.OperationDetect {
+		work, err := m.Budget.AcquireWork(waitCtx, est.File)
+		if err != nil {
+			return fileReservation{}, budgetError(err, m.Budget.Capacity(), tooLarge)
+		}
+		return fileReservation{release: work.Release, pages: m.pageReserve(kind, work)}, nil
 	}
 	need := est.Bytes
 	if est.File <= m.Budget.Capacity() {
 		need = min(need, m.Budget.Capacity()) // the fixed part of the work: run alone rather than never
 	}
-	return m.reserve(waitCtx, need, func(capacity int64) *ProcessError {
-		return &ProcessError{Code: tooLargeCode(kind), Detail: fmt.Sprintf(
-			"processing this %s takes about %d MB of memory, more than this node's decode budget of %d MB",
-			kind.Noun, mb(est.File), mb(capacity))}
-	})
+	release, perr := m.reserve(waitCtx, need, tooLarge)
+	if perr != nil {
+		return fileReservation{}, perr
+	}
+	return fileReservation{release: release}, nil
+}
+
+// pageReserve reserves a detection's pages under work, its file's part: a page that cannot fit beside that
+// part even in an empty budget fails the detection at once (too large for this node); one that can waits while
+// the adapter's context lives (the job's, or the synchronous request's), then fails it with CodeDecodeBusy, as
+// it does when the budget breaks a deadlock by failing this detection (detections whose parses hold the
+// budget, each waiting for room for a page).
+func (m Media) pageReserve(kind mediakind.Kind, work *Work) mediakind.Reserve {
+	return func(ctx context.Context, n int64) (func(), error) {
+		release, err := work.Acquire(ctx, n)
+		if err != nil {
+			return nil, &pageReserveError{err: err, perr: budgetError(err, m.Budget.Capacity(), func(capacity int64) *ProcessError {
+				return &ProcessError{Code: tooLargeCode(kind), Detail: fmt.Sprintf(
+					"analysing a page of this %s takes about %d MB of memory beside the %d MB its parse holds, more than this node's decode budget of %d MB",
+					kind.Noun, mb(n), mb(work.n), mb(capacity))}
+			})}
+		}
+		return release, nil
+	}
+}
+
+// pageReserveError is a page reservation's failure as the adapter returns it (wrapped): detectWith answers its
+// ProcessError.
+type pageReserveError struct {
+	err  error
+	perr *ProcessError
+}
+
+func (e *pageReserveError) Error() string { return e.err.Error() }
+func (e *pageReserveError) Unwrap() error { return e.err }
+
+// detectWith runs a's detection on src under res: reserving its pages through res.pages when a reserves them.
+func (m Media) detectWith(ctx context.Context, kind mediakind.Kind, a mediakind.Adapter, src string, res fileReservation) (codec.Detection, *ProcessError) {
+	var det codec.Detection
+	var err error
+	if pr, ok := a.(mediakind.PageReserver); ok && res.pages != nil {
+		det, err = pr.DetectReserving(ctx, src, res.pages)
+	} else {
+		det, err = a.Detect(ctx, src)
+	}
+	var pre *pageReserveError
+	switch {
+	case errors.As(err, &pre):
+		return codec.Detection{}, pre.perr
+	case err != nil:
+		return codec.Detection{}, adapterError(ctx, kind, err)
+	}
+	return det, nil
 }
 
 // reserve reserves need bytes of the decode budget, waiting until waitCtx ends: a need above the whole budget
 // is refused with tooLarge's error, a wait that ends first with CodeDecodeBusy (retryable).
 func (m Media) reserve(waitCtx context.Context, need int64, tooLarge func(capacity int64) *ProcessError) (func(), *ProcessError) {
 	release, err := m.Budget.Acquire(waitCtx, need)
-	switch {
-	case errors.Is(err, ErrDecodeTooLarge):
-		return nil, tooLarge(m.Budget.Capacity())
-	case err != nil:
-		return nil, &ProcessError{Code: CodeDecodeBusy, Detail: "the node's decode memory is in use; retry later", Retryable: true}
+	if err != nil {
+		return nil, budgetError(err, m.Budget.Capacity(), tooLarge)
 	}
 	return release, nil
+}
+
+// budgetError is the ProcessError of a failed reservation: tooLarge's for ErrDecodeTooLarge, else
+// CodeDecodeBusy (retryable).
+func budgetError(err error, capacity int64, tooLarge func(capacity int64) *ProcessError) *ProcessError {
+	if errors.Is(err, ErrDecodeTooLarge) {
+		return tooLarge(capacity)
+	}
+	return &ProcessError{Code: CodeDecodeBusy, Detail: "the node's decode memory is in use; retry later", Retryable: true, Cause: err}
 }
 
 // tooLargeCode is the job error code of a file of kind that is too large for this node.
@@ -141,11 +215,11 @@ func (m Media) ProbeStored(ctx context.Context, kind mediakind.Kind, op jobstate
 	defer cancel()
 	var info mediakind.Info
 	perr := m.withInput(ctx, kind, op, key, func(src, _ string) *ProcessError {
-		release, perr := m.reserveFile(ctx, wctx, kind, jobstate.OperationEmbed, src)
+		res, perr := m.reserveFile(ctx, wctx, kind, jobstate.OperationEmbed, src)
 		if perr != nil {
 			return perr
 		}
-		defer release()
+		defer res.release()
 		var err error
 		if info, err = a.Probe(ctx, src); err != nil {
 			return adapterError(ctx, kind, err)
@@ -167,15 +241,16 @@ func (m Media) DetectStoredFile(ctx context.Context, kind mediakind.Kind, orgID,
 	defer cancel()
 	var det codec.Detection
 	perr := m.withInput(ctx, kind, jobstate.OperationDetect, key, func(src, _ string) *ProcessError {
-		release, perr := m.reserveFile(ctx, wctx, kind, jobstate.OperationDetect, src)
+		res, perr := m.reserveFile(ctx, wctx, kind, jobstate.OperationDetect, src)
 		if perr != nil {
 			return perr
 		}
-		defer release()
-		d, err := a.Detect(ctx, src)
-		if err != nil {
-			return adapterError(ctx, kind, err)
+		defer res.release()
+		d, perr := m.detectWith(ctx, kind, a, src, res)
+		if perr != nil {
+			return perr
 		}
+		var err error
 		if det, err = m.snapIssued(ctx, orgID, d); err != nil {
 			return detectError(err)
 		}
@@ -190,13 +265,13 @@ func (m Media) processFile(ctx context.Context, rec *jobstate.Record, kind media
 	var out jobstate.Output
 	perr := m.withInput(ctx, kind, rec.Operation, rec.Input.BlobKey, func(src, dir string) *ProcessError {
 		// A job waits for decode memory as long as its context lives (the lease is renewed meanwhile).
-		release, perr := m.reserveFile(ctx, ctx, kind, rec.Operation, src)
+		res, perr := m.reserveFile(ctx, ctx, kind, rec.Operation, src)
 		if perr != nil {
 			return perr
 		}
-		defer release()
+		defer res.release()
 		if rec.Operation == jobstate.OperationDetect {
-			out, perr = m.detectFile(ctx, rec, a, src)
+			out, perr = m.detectFile(ctx, rec, a, src, res)
 		} else {
 			out, perr = m.embedFile(ctx, rec, kind, a, src, filepath.Join(dir, "output."+kind.OutputExt))
 		}
@@ -243,12 +318,13 @@ func sourceInfo(rep mediakind.Report) mediakind.Info {
 	return rep.Source
 }
 
-func (m Media) detectFile(ctx context.Context, rec *jobstate.Record, a mediakind.Adapter, src string) (jobstate.Output, *ProcessError) {
+func (m Media) detectFile(ctx context.Context, rec *jobstate.Record, a mediakind.Adapter, src string, res fileReservation) (jobstate.Output, *ProcessError) {
 	kind, _ := mediakind.ByMedia(rec.Media)
-	det, err := a.Detect(ctx, src)
-	if err != nil {
-		return jobstate.Output{}, adapterError(ctx, kind, err)
+	det, perr := m.detectWith(ctx, kind, a, src, res)
+	if perr != nil {
+		return jobstate.Output{}, perr
 	}
+	var err error
 	if det, err = m.snapIssued(ctx, rec.OrgID, det); err != nil {
 		return jobstate.Output{}, detectError(err)
 	}

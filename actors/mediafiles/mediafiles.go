@@ -182,6 +182,16 @@ func (p PDF) Detect(ctx context.Context, src string) (codec.Detection, error) {
 	return det, nil
 }
 
+// DetectReserving is Detect reserving each rendered page's memory through reserve as it arrives (the
+// structural mark, when it verifies, renders nothing and reserves nothing).
+func (p PDF) DetectReserving(ctx context.Context, src string, reserve mediakind.Reserve) (codec.Detection, error) {
+	det, err := p.A.DetectReserving(ctx, src, pdf.Reserve(reserve))
+	if err != nil {
+		return codec.Detection{}, pdfError(err)
+	}
+	return det, nil
+}
+
 // EstimateMemory bounds what probing, embedding or detecting the document holds in this process: pdfcpu's
 // model of it (from the objects and bytes the scan before parsing counts) and a detection's pages under
 // analysis. mutool runs in its own memory-limited process and is not counted.
@@ -220,9 +230,10 @@ func pdfError(err error) error {
 }
 
 var (
-	_ mediakind.Adapter   = Video{}
-	_ mediakind.Adapter   = PDF{}
-	_ mediakind.Checker   = Video{}
-	_ mediakind.Checker   = PDF{}
-	_ mediakind.Estimator = PDF{}
+	_ mediakind.Adapter      = Video{}
+	_ mediakind.Adapter      = PDF{}
+	_ mediakind.Checker      = Video{}
+	_ mediakind.Checker      = PDF{}
+	_ mediakind.Estimator    = PDF{}
+	_ mediakind.PageReserver = PDF{}
 )

@@ -357,6 +357,19 @@ type Estimator interface {
 	EstimateMemory(ctx context.Context, src string, op jobstate.Operation) (Memory, error)
 }
 
+// Reserve reserves bytes of the node's decode memory for one part of work in progress (a page under analysis),
+// waiting while ctx lives; release gives it back once that part is done. Its errors are the processor's, for
+// the processor to read back from the adapter's error (wrapped).
+type Reserve func(ctx context.Context, bytes int64) (release func(), err error)
+
+// PageReserver is implemented by the Estimators whose detection holds memory per page, of a size known only
+// once the page is rendered (a PDF). DetectReserving is Detect reserving each page's memory through reserve as
+// the page arrives, and giving it back once analysed; the processor reserves only the estimate's File before,
+// instead of every page at the largest size.
+type PageReserver interface {
+	DetectReserving(ctx context.Context, src string, reserve Reserve) (codec.Detection, error)
+}
+
 // Memory is an Estimator's answer, in bytes.
 type Memory struct {
 	// Bytes is the estimated peak.
@@ -364,7 +377,8 @@ type Memory struct {
 	// File is the part of Bytes that the file causes; the rest is the operation's fixed working memory (a
 	// detection's pages being analysed, one per render worker, at the largest page size). A file is too large
 	// for a node only when File is more than its whole budget: the fixed part is reserved up to the budget,
-	// so that on a small node such work runs alone rather than never.
+	// so that on a small node such work runs alone rather than never. A PageReserver's detection reserves
+	// File only, and its pages as they arrive.
 	File int64
 }
 

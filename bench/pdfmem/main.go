@@ -1,7 +1,8 @@
 // Command pdfmem measures one PDF operation's peak memory next to codec/pdf's estimate of it
-// (Adapter.EstimateMemory): run once per file and operation, it prints the estimate's inputs, the estimate and
-// the process's peak resident memory (VmHWM), the figures of docs/operations.md's "Decode budgets". It also
-// writes the generated files measured there (-op gen). It shares nothing with what it measures beyond the
+// (Adapter.EstimateMemory): run once per file and operation, it prints the estimate's inputs, the estimate, what
+// the node reserves at its peak (for a detection: the file's part and the pages it reserved at once as they
+// arrived, Adapter.DetectReserving) and the process's peak resident memory (VmHWM), the figures of
+// docs/operations.md's "Decode budgets". It also writes the generated files measured there (-op gen). It shares nothing with what it measures beyond the
 // adapter's public API, and uses the development key.
 //
 //	go run ./bench/pdfmem -op gen -n 199990 tiny.pdf
@@ -9,12 +10,14 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"filigrane/codec"
 	"filigrane/codec/pdf"
@@ -26,12 +29,18 @@ func main() {
 	n := flag.Int("n", 0, "gen: tiny objects")
 	pages := flag.Int("pages", 0, "gen: that many blank pages of -side points square instead of tiny objects")
 	side := flag.Int("side", 612, "gen: page side in points")
+	objstm := flag.Int("objstm", 0, "gen: that many pages instead, each alone in an object stream with a -junk entry of -mb MB")
+	junkMB := flag.Int("mb", 60, "gen: MB of each page's junk entry")
+	junk := flag.String("junk", "ints", "gen: the junk entry: string (a literal string), ints (an array of 0s), names (of /a), arrays (of []) or dicts (of <<>>)")
 	flag.Parse()
 	src := flag.Arg(0)
 	if *op == "gen" {
 		data := tinyObjects(*n)
-		if *pages > 0 {
+		switch {
+		case *pages > 0:
 			data = blankPages(*pages, *side)
+		case *objstm > 0:
+			data = objectStreamPages(*objstm, *junkMB<<20, *junk)
 		}
 		if err := os.WriteFile(src, data, 0o644); err != nil {
 			fail(err)
@@ -49,6 +58,7 @@ func main() {
 		return
 	}
 	ctx := context.Background()
+	reserved := est.Bytes // what the node reserves at its peak: all of the estimate, but for a detection's pages
 	switch *op {
 	case "estimate":
 	case "probe":
@@ -58,12 +68,27 @@ func main() {
 		_, err = a.Embed(ctx, src, dst, codec.ID{}, pdf.Options{})
 		os.Remove(dst)
 	case "detect":
-		_, err = a.Detect(ctx, src)
+		// As the node does: the file's part is reserved before, each page's part as the page arrives.
+		var mu sync.Mutex
+		var held int64
+		reserve := func(_ context.Context, n int64) (func(), error) {
+			mu.Lock()
+			defer mu.Unlock()
+			held += n
+			reserved = max(reserved, est.File+held)
+			return func() {
+				mu.Lock()
+				held -= n
+				mu.Unlock()
+			}, nil
+		}
+		reserved = est.File
+		_, err = a.DetectReserving(ctx, src, reserve)
 	case "render":
 		_, err = a.DetectRendered(ctx, src)
 	}
-	fmt.Printf("%s\t%s\tsize=%d\tobjects=%d\tinflated=%d\test=%dMB\thwm=%s\terr=%v\n", *op, filepath.Base(src), est.Size, est.Objects,
-		est.Inflated, est.Bytes>>20, hwm(), err)
+	fmt.Printf("%s\t%s\tsize=%d\tobjects=%d\tinflated=%d\ttokens=%d\test=%dMB\treserved=%dMB\thwm=%s\terr=%v\n", *op, filepath.Base(src), est.Size,
+		est.Objects, est.Inflated, est.Tokens, est.Bytes>>20, reserved>>20, hwm(), err)
 }
 
 func fail(err error) {
@@ -90,6 +115,64 @@ func tinyObjects(n int) []byte {
 		objs = append(objs, "<< /A 1 >>")
 	}
 	return pdftest.Build(objs, "/Root 1 0 R")
+}
+
+// objectStreamPages is a document of k Letter pages, each page's dictionary alone in its own object stream
+// with an entry /Junk of about each bytes (kind: a literal string of "a", an array of 0s, of /a, of empty arrays or of empty dictionaries), so
+// that reading the page tree inflates every stream and parses every entry: what the parser holds for each byte
+// its object streams inflate to, at its worst.
+func objectStreamPages(k, each int, kind string) []byte {
+	var junk []byte
+	switch kind {
+	case "string":
+		junk = append(append([]byte("("), bytes.Repeat([]byte("a"), each)...), ')')
+	case "names":
+		junk = append(append([]byte("["), bytes.Repeat([]byte("/a "), each/3)...), ']')
+	case "arrays":
+		junk = append(append([]byte("["), bytes.Repeat([]byte("[]"), each/2)...), ']')
+	case "dicts":
+		junk = append(append([]byte("["), bytes.Repeat([]byte("<<>>"), each/4)...), ']')
+	default:
+		junk = append(append([]byte("["), bytes.Repeat([]byte("0 "), each/2)...), ']')
+	}
+	var b bytes.Buffer
+	b.WriteString("%PDF-1.7\n")
+	offs := map[int]int{}
+	obj := func(n int, body string) {
+		offs[n] = b.Len()
+		fmt.Fprintf(&b, "%d 0 obj\n%s\nendobj\n", n, body)
+	}
+	kids := make([]string, k)
+	for i := range kids {
+		kids[i] = fmt.Sprintf("%d 0 R", 100+i)
+	}
+	obj(1, "<< /Type /Catalog /Pages 2 0 R >>")
+	obj(2, fmt.Sprintf("<< /Type /Pages /Kids [%s] /Count %d >>", strings.Join(kids, " "), k))
+	for i := range k {
+		head := fmt.Sprintf("%d 0 ", 100+i)
+		body := append([]byte(head+"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Junk "), junk...)
+		obj(10+i, pdftest.Flate(fmt.Sprintf("/Type /ObjStm /N 1 /First %d", len(head)), append(body, " >>"...)))
+	}
+	size, xrefNr := 100+k, 10+k
+	xrefOff := b.Len()
+	var rows bytes.Buffer
+	for n := range size {
+		typ, f2, f3 := byte(0), 0, 0
+		switch {
+		case n == 0:
+			f3 = 65535
+		case n == xrefNr:
+			typ, f2 = 1, xrefOff
+		case offs[n] > 0:
+			typ, f2 = 1, offs[n]
+		case n >= 100:
+			typ, f2 = 2, 10+n-100
+		}
+		rows.Write([]byte{typ, byte(f2 >> 24), byte(f2 >> 16), byte(f2 >> 8), byte(f2), byte(f3 >> 8), byte(f3)})
+	}
+	fmt.Fprintf(&b, "%d 0 obj\n%s\nendobj\nstartxref\n%d\n%%%%EOF\n", xrefNr,
+		pdftest.Stream(fmt.Sprintf("/Type /XRef /Size %d /W [1 4 2] /Root 1 0 R", size), rows.Bytes()), xrefOff)
+	return b.Bytes()
 }
 
 // blankPages is a document of n blank square pages of side points.

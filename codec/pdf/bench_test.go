@@ -90,7 +90,7 @@ func BenchmarkDetectRendered300Pages(b *testing.B) {
 						b.Fatal(err)
 					}
 					var d codec.Detection
-					d, st, err = a.detectRenderedStats(ctx, doc, rule.budget)
+					d, st, err = a.detectRenderedStats(ctx, doc, rule.budget, nil)
 					doc.close()
 					if err != nil || d.Watermarked != file.marked {
 						b.Fatalf("watermarked %v, want %v (%v)", d.Watermarked, file.marked, err)

@@ -126,7 +126,7 @@ func TestDetectionPixelsAreCountedAsRendered(t *testing.T) {
 			t.Fatal(err)
 		}
 		doc.pageList, doc.pageWalkFailed = nil, true // as for a tree the one-pass walk cannot read: no estimate
-		_, st, err := a.detectRenderedStats(ctx, doc, aloneBudget)
+		_, st, err := a.detectRenderedStats(ctx, doc, aloneBudget, nil)
 		doc.close()
 		if CodeOf(err) != CodeTooLarge {
 			t.Fatalf("%d workers: %v, want code %s", workers, err, CodeTooLarge)

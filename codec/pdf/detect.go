@@ -25,6 +25,18 @@ import (
 // decode of the pages' soft outputs summed; pages that did not decode on their own report the document's id
 // when their soft output matches its codeword (pageMatch).
 func (a *Adapter) Detect(ctx context.Context, src string) (codec.Detection, error) {
+	return a.DetectReserving(ctx, src, nil)
+}
+
+// Reserve reserves bytes of this process's memory for one part of a detection's work (a page under analysis),
+// waiting while ctx lives; the detection calls release once that part is done. An error ends the detection,
+// which returns it wrapped.
+type Reserve func(ctx context.Context, bytes int64) (release func(), err error)
+
+// DetectReserving is Detect that reserves each rendered page's memory through reserve (PageMemory of its size)
+// as the renderer delivers it, before its pixels are read: the file's own part (EstimateMemory's File) is the
+// caller's to reserve before. nil reserves nothing.
+func (a *Adapter) DetectReserving(ctx context.Context, src string, reserve Reserve) (codec.Detection, error) {
 	if a.Codec == nil {
 		return codec.Detection{}, errors.New("pdf: adapter without a codec")
 	}
@@ -39,7 +51,8 @@ func (a *Adapter) Detect(ctx context.Context, src string) (codec.Detection, erro
 	if doc.info.Marked {
 		return structuralDetection(doc.info.MarkedID, doc.info.Pages), nil
 	}
-	return a.detectRendered(ctx, doc)
+	d, _, err := a.detectRenderedStats(ctx, doc, aloneBudget, reserve)
+	return d, err
 }
 
 // DetectRendered skips the structural layer and detects on the rendered pages only (for measurements).
@@ -52,7 +65,8 @@ func (a *Adapter) DetectRendered(ctx context.Context, src string) (codec.Detecti
 		return codec.Detection{}, err
 	}
 	defer doc.close()
-	return a.detectRendered(ctx, doc)
+	d, _, err := a.detectRenderedStats(ctx, doc, aloneBudget, nil)
+	return d, err
 }
 
 // DetectRenderedStats is DetectRendered that also reports how the pages were decoded (the false-positive
@@ -66,7 +80,7 @@ func (a *Adapter) DetectRenderedStats(ctx context.Context, src string) (codec.De
 		return codec.Detection{}, DetectStats{}, err
 	}
 	defer doc.close()
-	return a.detectRenderedStats(ctx, doc, aloneBudget)
+	return a.detectRenderedStats(ctx, doc, aloneBudget, nil)
 }
 
 // quickStructural reads the structural mark and the page count without parsing the whole file: mutool loads
@@ -195,11 +209,6 @@ func overlayWaxel(w, h int, dpi float64) float64 {
 	return max(float64(min(w, h))/codec.OverlayWaxelsPerShortSide, minWaxelPt*dpi/72)
 }
 
-func (a *Adapter) detectRendered(ctx context.Context, doc *document) (codec.Detection, error) {
-	d, _, err := a.detectRenderedStats(ctx, doc, aloneBudget)
-	return d, err
-}
-
 // The work of a detection by rendering is the pages' pixels: rendering them, and analysing each at the
 // overlay's geometry (aloneBudget bounds the costlier blind decodes separately, to 200 pages of about 0.5 CPU-s
 // whatever their size). A document names its pages' sizes in a few bytes, so the pixels are bounded by what the
@@ -236,11 +245,14 @@ func pixelBudgetError(doc *document, needed string, dpi float64) *Error {
 		l.DetectPixelsFree/1e6, l.DetectPixelsPerByte, l.DetectPixels/1e6)
 }
 
-func (a *Adapter) detectRenderedStats(ctx context.Context, doc *document, budget int) (codec.Detection, DetectStats, error) {
+func (a *Adapter) detectRenderedStats(ctx context.Context, doc *document, budget int, reserve Reserve) (codec.Detection, DetectStats, error) {
 	pages := doc.info.Pages
 	r := renderer{mutool: a.mutool(), dpi: a.renderDPI(doc), pageLimit: doc.lim.PageTimeout,
 		memLimit: doc.lim.RenderMemory, maxPixels: doc.lim.RenderMaxPixels + doc.lim.RenderMaxPixels/8,
 		total: &renderTime{limit: doc.lim.renderTimeBudget(doc.inBytes)}, now: a.now}
+	if reserve != nil {
+		r.reserve = func(ctx context.Context, w, h int) (func(), error) { return reserve(ctx, PageMemory(w, h)) }
+	}
 	pixelBudget := doc.lim.detectPixelBudget(doc.inBytes)
 	if est, ok := estimatePixels(doc, r.dpi, r.maxPixels); ok && est > pixelBudget {
 		return codec.Detection{}, DetectStats{}, pixelBudgetError(doc, fmt.Sprintf("%d megapixels for its %d pages", est/1e6, pages), r.dpi)

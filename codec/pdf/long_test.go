@@ -43,7 +43,7 @@ func TestBudgetRuleOnUnmarkedPages(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer doc.close()
-	d, st, err := a.detectRenderedStats(ctx, doc, budget)
+	d, st, err := a.detectRenderedStats(ctx, doc, budget, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +99,7 @@ func TestLongMarkedPDFReportsEveryPage(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer doc.close()
-	d, st, err := a.detectRenderedStats(ctx, doc, budget)
+	d, st, err := a.detectRenderedStats(ctx, doc, budget, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

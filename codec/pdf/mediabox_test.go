@@ -181,7 +181,7 @@ func TestAnalysedPagesOfRotatedAndUserUnitPages(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer doc.close()
-			d, st, err := a.detectRenderedStats(ctx, doc, 1) // page 1 decoded alone, the others analysed
+			d, st, err := a.detectRenderedStats(ctx, doc, 1, nil) // page 1 decoded alone, the others analysed
 			if err != nil {
 				t.Fatal(err)
 			}

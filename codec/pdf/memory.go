@@ -12,8 +12,10 @@ import (
 type Memory struct {
 	Bytes    int64 // the estimate
 	File     int64 // the part of Bytes the file causes (the rest: a detection's pages under analysis)
+	Page     int64 // a detection's: one page under analysis at the largest size the renderer draws (Bytes has one per render worker)
 	Objects  int64 // objects the parser will read (objcount.go)
 	Inflated int64 // bytes its object and cross-reference streams inflate to
+	Tokens   int64 // token starts in the file and its inflated object streams (tokenCounter)
 	Size     int64 // the file's bytes
 }
 
@@ -31,39 +33,51 @@ func (a *Adapter) EstimateMemory(src string, detect bool) (Memory, error) {
 	if st.Size() > lim.MaxBytes {
 		return Memory{}, refuse(CodeTooLarge, "the file has %d bytes, more than the limit of %d", st.Size(), lim.MaxBytes)
 	}
-	scan, err := scanObjects(src, lim.MaxDecodeBytes, lim.MaxObjects)
+	scan, err := scanObjects(src, lim.MaxDecodeBytes, lim.MaxObjects, true)
 	if err != nil {
 		return Memory{}, err
 	}
-	m := Memory{Objects: scan.objects(), Inflated: scan.inflated, Size: scan.size}
-	m.File = memoryBase + memoryPerObject*m.Objects + memoryPerByte*(m.Size+m.Inflated)
+	m := Memory{Objects: scan.objects(), Inflated: scan.inflated, Tokens: scan.tokens, Size: scan.size}
+	m.File = memoryBase + memoryPerObject*m.Objects + memoryPerToken*m.Tokens + memoryPerByte*(m.Size+m.Inflated)
 	m.Bytes = m.File
 	if detect {
-		m.Bytes += int64(lim.renderWorkers()) * pageMemory(lim.RenderMaxPixels+lim.RenderMaxPixels/8)
+		m.Page = pageMemory(lim.RenderMaxPixels + lim.RenderMaxPixels/8)
+		m.Bytes += int64(lim.renderWorkers()) * m.Page
 	}
 	return m, nil
 }
 
 // The model's constants, fitted on the peak RSS of a process that runs one operation on one file (bench/pdfmem;
-// the table is in docs/ARCHITECTURE.md, "Security audit"), each an upper bound of what was measured:
+// the table is in docs/operations.md, "Decode budgets"), each an upper bound of what was measured:
 //
 //   - memoryBase: what one operation holds whatever the file (the overlay's images and the writer's buffers
 //     of an embed; a one-page file took 20-23 MB of which 15 MB is the process itself);
 //   - memoryPerObject: pdfcpu's model, per object it reads (2.8 kB a tiny object measured, at 100,000 and
-//     at 199,990; real objects cost more, and that grows with their bytes: next);
+//     at 199,990; real objects cost more, and that grows with their bytes and tokens: next);
+//   - memoryPerToken: per token start (tokenCounter) of the file and of its inflated object streams: pdfcpu
+//     builds an object of each token of an array or dictionary. Object streams inflating to 63 MB of one
+//     array each took 19 bytes a byte of 0s (one token in 2 bytes), 24 of /a (2 in 3), 28 of <<>> (4 in 4)
+//     and 38 of [] (2 in 2), up to 6.2 GB for a 246 kB file near the 256 MB inflation bound; the former
+//     10 bytes a byte, tokens uncounted, estimated 2.4 GB for it;
 //   - memoryPerByte: per byte of the file and of its inflated object streams, which the model holds as
-//     parsed objects and stream data (octave.pdf: 19,793 objects, 4.7 MB, 2.2 MB inflated: 123 MB to embed).
+//     stream data and strings (63 MB of one string: 6.3 bytes a byte to embed).
 const (
 	memoryBase      = 48 << 20
 	memoryPerObject = 3 << 10
-	memoryPerByte   = 10
+	memoryPerToken  = 40
+	memoryPerByte   = 8
 )
 
-// pageMemory bounds what a detection holds for one rendered page of at most px pixels while it analyses it: the
-// renderer's gray bytes, their float32 copy and the detector's own memory (codec.DetectMemory, for a square
-// page, its largest for that many pixels). A Letter page at 150 dpi took about 55 MB a render worker, a 16 MP
-// page 280 MB (estimate 350 MB).
+// PageMemory bounds what a detection holds for one rendered w×h page while it analyses it: the renderer's gray
+// bytes, their float32 copy and the detector's own memory (codec.DetectMemory). A Letter page at 150 dpi took
+// about 55 MB a render worker, a 16 MP page 280 MB (estimate 350 MB). DetectReserving reserves it for each page
+// as the page arrives.
+func PageMemory(w, h int) int64 {
+	return 5*int64(w)*int64(h) + codec.DetectMemory(w, h)
+}
+
+// pageMemory is PageMemory of a square page of px pixels, the shape estimated before the pages' sizes are known.
 func pageMemory(px int) int64 {
 	side := int(math.Ceil(math.Sqrt(float64(px))))
-	return 5*int64(px) + codec.DetectMemory(side, side)
+	return PageMemory(side, side)
 }

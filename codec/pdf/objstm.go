@@ -19,7 +19,7 @@ import (
 // decode them to read the file, and the renderer runs in its own memory-limited process). The same pass counts
 // the objects the file names and refuses more than maxObjects (objcount.go).
 func checkObjectStreams(path string, maxDecode int64, maxObjects int) error {
-	_, err := scanObjects(path, maxDecode, maxObjects)
+	_, err := scanObjects(path, maxDecode, maxObjects, false)
 	return err
 }
 
@@ -30,13 +30,15 @@ type objectScan struct {
 	named    int   // distinct object numbers the cross-reference sections name in use
 	headers  int64 // object headers plus the objects the object streams declare (/N)
 	inflated int64 // bytes the object and cross-reference streams inflate to, all together
+	tokens   int64 // token starts in the file and in its inflated object streams (tokenCounter)
 }
 
 // objects is the larger of the two counts: what the parser reads, intact or rebuilt.
 func (s objectScan) objects() int64 { return max(int64(s.named), s.headers) }
 
-// scanObjects is checkObjectStreams, reporting what it counted.
-func scanObjects(path string, maxDecode int64, maxObjects int) (objectScan, error) {
+// scanObjects is checkObjectStreams, reporting what it counted; the tokens only when countTokens (the memory
+// estimate's: a third of the scan's time on object streams of dense syntax, which the bound does not need).
+func scanObjects(path string, maxDecode int64, maxObjects int, countTokens bool) (objectScan, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return objectScan{}, fmt.Errorf("pdf: %w", err)
@@ -50,11 +52,15 @@ func scanObjects(path string, maxDecode int64, maxObjects int) (objectScan, erro
 		return objectScan{}, tooManyObjects(maxObjects)
 	}
 	var total int64
+	var tokens tokenCounter
+	if countTokens {
+		tokens.Write(data)
+	}
 	from := 0 // where the search for the next keyword starts; the text since is the next stream's dictionary
 	for {
 		k := bytes.Index(data[from:], []byte("stream"))
 		if k < 0 {
-			return objectScan{size: int64(len(data)), named: len(objects.seen), headers: headers, inflated: total}, nil
+			return objectScan{size: int64(len(data)), named: len(objects.seen), headers: headers, inflated: total, tokens: tokens.n}, nil
 		}
 		kw := from + k
 		start := kw + len("stream")
@@ -102,13 +108,19 @@ func scanObjects(path string, maxDecode int64, maxObjects int) (objectScan, erro
 			return objectScan{}, refuse(CodeTooLarge, "an object or cross-reference stream is filtered but not Flate data")
 		}
 		var rows bytes.Buffer // a cross-reference stream's rows, kept up to maxXRefRows for checkXRefStream
-		sink := io.Discard
-		if isXRef {
+		var sink io.Writer = io.Discard
+		switch {
+		case isXRef:
 			sink = &capped{buf: &rows, max: maxXRefRows}
+		case countTokens:
+			sink = &tokenCounter{} // an object stream's objects, one token run after the other
 		}
 		n, _ := io.Copy(sink, io.LimitReader(zr, maxDecode-total+1))
 		zr.Close()
 		total += n
+		if tc, ok := sink.(*tokenCounter); ok {
+			tokens.n += tc.n
+		}
 		if total > maxDecode {
 			return objectScan{}, refuse(CodeTooLarge, "the PDF's object and cross-reference streams inflate to more than %d MB", maxDecode>>20)
 		}

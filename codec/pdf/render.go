@@ -33,6 +33,10 @@ type renderer struct {
 	// renderer processes; now reads the clock for it (nil: time.Now; tests advance their own).
 	total *renderTime
 	now   func() time.Time
+	// reserve, when set, reserves the memory of each page once its size is read, before its pixels are: the
+	// page is read, and then analysed by the caller, only once it is granted. Its wait counts in neither of
+	// the page's time budgets (the renderer is blocked on its output meanwhile, not drawing).
+	reserve func(ctx context.Context, w, h int) (release func(), err error)
 }
 
 // renderTime is a document's renderer time budget: what its pages took to arrive, all processes together.
@@ -88,32 +92,51 @@ func (r renderer) render(ctx context.Context, path string, first, last int, fn f
 	}
 	br := bufio.NewReaderSize(stdout, 1<<16)
 	page := first
-	var readErr error
+	var readErr, reserveErr error
 	for page <= last {
 		// The wait for a page is the renderer's time on it (the analysis of the previous one runs before).
 		waitFrom := now()
-		g, err := readPGM(br, r.maxPixels)
+		w, h, err := readPGMHeader(br, r.maxPixels)
 		if err != nil {
 			if !errors.Is(err, io.EOF) {
 				readErr = err
 			}
 			break
 		}
-		if timedOut() {
+		release := func() {}
+		if r.reserve != nil {
+			if timedOut() {
+				readErr = errRenderTimeout
+				break
+			}
+			waited := now().Sub(waitFrom)
+			if release, reserveErr = r.reserve(ctx, w, h); reserveErr != nil {
+				break
+			}
+			timer.Reset(r.pageLimit)
+			waitFrom = now().Add(-waited)
+		}
+		pix, err := readPGMPixels(br, w, h)
+		switch {
+		case err != nil:
+			readErr = err
+		case timedOut():
 			readErr = errRenderTimeout
-			break
-		}
-		if !r.total.spend(now().Sub(waitFrom)) {
+		case !r.total.spend(now().Sub(waitFrom)):
 			readErr = errRenderTotal
+		}
+		if readErr != nil {
+			release()
 			break
 		}
-		fn(page, g)
+		fn(page, grayPage{Pix: pix, Width: w, Height: h})
+		release()
 		page++
 		timer.Reset(r.pageLimit)
 	}
 	expired := timedOut()
 	stop()
-	if readErr != nil {
+	if readErr != nil || reserveErr != nil {
 		kill()
 	}
 	io.Copy(io.Discard, stdout)
@@ -121,6 +144,8 @@ func (r renderer) render(ctx context.Context, path string, first, last int, fn f
 	switch {
 	case ctx.Err() != nil:
 		return fmt.Errorf("pdf: render: %w", ctx.Err())
+	case reserveErr != nil:
+		return fmt.Errorf("pdf: memory for page %d: %w", page, reserveErr)
 	case errors.Is(readErr, errRenderTotal):
 		return &Error{Code: CodeTooLarge, Reason: fmt.Sprintf("rendering the pages took longer than the %s a file of this size allows, all pages together (page %d)", r.total.limit, page), Err: errRenderTotal}
 	case errors.Is(readErr, errRenderTimeout) || expired && page <= last:
@@ -135,37 +160,56 @@ func (r renderer) render(ctx context.Context, path string, first, last int, fn f
 
 // readPGM reads one binary 8-bit PGM image, refusing sizes above maxPixels.
 func readPGM(br *bufio.Reader, maxPixels int) (grayPage, error) {
+	w, h, err := readPGMHeader(br, maxPixels)
+	if err != nil {
+		return grayPage{}, err
+	}
+	pix, err := readPGMPixels(br, w, h)
+	if err != nil {
+		return grayPage{}, err
+	}
+	return grayPage{Pix: pix, Width: w, Height: h}, nil
+}
+
+// readPGMHeader reads the header of one binary 8-bit PGM image, refusing sizes above maxPixels; the samples
+// follow (readPGMPixels). io.EOF: no image at all.
+func readPGMHeader(br *bufio.Reader, maxPixels int) (w, h int, err error) {
 	magic := make([]byte, 2)
 	if _, err := io.ReadFull(br, magic); err != nil {
 		if errors.Is(err, io.ErrUnexpectedEOF) {
-			return grayPage{}, fmt.Errorf("truncated PGM header")
+			return 0, 0, fmt.Errorf("truncated PGM header")
 		}
-		return grayPage{}, err
+		return 0, 0, err
 	}
 	if string(magic) != "P5" {
-		return grayPage{}, fmt.Errorf("renderer wrote %q, not a PGM", magic)
+		return 0, 0, fmt.Errorf("renderer wrote %q, not a PGM", magic)
 	}
 	var v [3]int
 	for i := range v {
 		n, err := pgmInt(br)
 		if err != nil {
-			return grayPage{}, err
+			return 0, 0, err
 		}
 		v[i] = n
 	}
 	// Exactly one whitespace byte separates the header from the samples.
 	if _, err := br.ReadByte(); err != nil {
-		return grayPage{}, err
+		return 0, 0, err
 	}
 	w, h, maxv := v[0], v[1], v[2]
 	if w <= 0 || h <= 0 || maxv != 255 || w > math.MaxInt32/h || w*h > maxPixels {
-		return grayPage{}, fmt.Errorf("renderer wrote a %dx%d PGM with maximum %d", w, h, maxv)
+		return 0, 0, fmt.Errorf("renderer wrote a %dx%d PGM with maximum %d", w, h, maxv)
 	}
+	return w, h, nil
+}
+
+// readPGMPixels reads the w×h samples that follow a PGM header.
+func readPGMPixels(br *bufio.Reader, w, h int) ([]uint8, error) {
 	pix := make([]uint8, w*h)
 	if _, err := io.ReadFull(br, pix); err != nil {
-		return grayPage{}, fmt.Errorf("truncated PGM: %w", err)
+		return nil, fmt.Errorf("truncated PGM: %w", err)
 	}
-	return grayPage{Pix: pix, Width: w, Height: h}, nil
+	return pix, nil
 }
 
 func pgmInt(br *bufio.Reader) (int, error) {

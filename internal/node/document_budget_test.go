@@ -11,63 +11,100 @@ import (
 	"filigrane/internal/node"
 )
 
-// TestDocumentDecodeBudget: a PDF's parse and analysis are reserved in the node's decode budget (64 MiB here),
-// as an image's decode is. With the budget in use, a synchronous detection answers 503 decode_busy with
-// Retry-After, whether the memory is missing for its probe or for its detection; a document whose own estimate
-// is above the whole budget is refused with 413 document_too_large before it is parsed; none of them is
-// charged. A job waits for its memory and succeeds once it is free, and a one-page document, whose
-// detection's fixed page memory is reserved up to the whole budget, is detected in the request.
+// TestDocumentDecodeBudget: a PDF's parse and analysis are reserved in the node's decode budget (80 MiB here),
+// as an image's decode is: the parse's part (about 48 MB for a small file) before it, each page's part as the
+// page arrives (9 MB for a 2×3-inch page, 54 MB for a Letter page). With the budget in use, a synchronous
+// detection answers 503 decode_busy with Retry-After; a document whose parse's estimate is above the whole
+// budget is refused with 413 document_too_large before it is parsed, one with a page too large to analyse
+// beside its parse (Letter, here) when that page arrives, in the request or in its job; none of them is
+// charged, and the job writes no result. A job waits for its memory and succeeds once it is free; a document of
+// small pages is detected beside another decode, in the request and in a job, rather than reserving every page
+// at the largest size (737 MB with 2 render workers: the whole budget).
 func TestDocumentDecodeBudget(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, func(c *node.Config) { c.DecodeMemory = 64 << 20 })
+	f := newFixture(t, func(c *node.Config) { c.DecodeMemory = 80 << 20 })
 	b := f.n.DecodeBudget()
 	url := f.base + "/watermarks/documents/detect"
 	bal0, _ := balance(t, f, f.orgA)
 
-	busy := func(what string, hold int64) {
-		t.Helper()
-		release, err := b.Acquire(context.Background(), hold)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r := postFile(t, url, f.keyA, tinyPDF(), "report.pdf", "")
-		release()
-		if p := decodeProblem(t, r); r.status != 503 || p.Code != "decode_busy" || r.header.Get("Retry-After") != "5" {
-			t.Fatalf("%s: %d %+v Retry-After %q", what, r.status, p, r.header.Get("Retry-After"))
-		}
-	}
 	// The whole budget in use: the edge's probe (a parse) waits, then answers busy.
-	busy("budget in use at the probe", b.Capacity())
-	// One byte in use: the probe's estimate fits, the detection's (reserved up to the whole budget) does not.
-	busy("budget in use at the detection", 1)
+	release, err := b.Acquire(context.Background(), b.Capacity())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := postFile(t, url, f.keyA, tinyPDF(), "report.pdf", "")
+	release()
+	if p := decodeProblem(t, r); r.status != 503 || p.Code != "decode_busy" || r.header.Get("Retry-After") != "5" {
+		t.Fatalf("budget in use: %d %+v Retry-After %q", r.status, p, r.header.Get("Retry-After"))
+	}
 
-	// 10,000 tiny objects (a 160 kB file): about 80 MB for the parser's model, more than the whole budget.
-	objs := make([]string, 10_000)
+	// Another decode holds 16 MiB: a document of one small page (48 MB to parse, 9 MB for its page) is
+	// detected beside it, in the request and in a job, without waiting.
+	small := pdftest.Make(pdftest.Doc{Pages: 1, MediaBox: "[0 0 144 216]"})
+	other, err := b.Acquire(context.Background(), 16<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := postFile(t, url, f.keyA, small, "small.pdf", ""); r.status != 200 {
+		other()
+		t.Fatalf("detection beside another decode: %d %s", r.status, r.body)
+	}
+	r = postFile(t, url+"/async", f.keyA, small, "small.pdf", "")
+	if r.status != 202 {
+		other()
+		t.Fatalf("async detect: %d %s", r.status, r.body)
+	}
+	waitJob(t, f, decodeReceipt(t, r).RequestID, "succeeded")
+	other()
+	bal1, _ := balance(t, f, f.orgA)
+
+	// 12,000 tiny objects (a 0.6 MB file): about 95 MB for the parser's model, more than the whole budget.
+	objs := make([]string, 12_000)
 	for i := range objs {
 		objs[i] = "<< /A 1 >>"
 	}
 	many := pdftest.Make(pdftest.Doc{Pages: 1, ExtraObjs: objs})
 	for _, c := range []struct{ route, data string }{{url, ""}, {f.base + "/watermarks/documents", `{"doc":1}`}} {
 		r := postFile(t, c.route, f.keyA, many, "many.pdf", c.data)
-		if p := decodeProblem(t, r); r.status != 413 || p.Code != "document_too_large" || !strings.Contains(p.Detail, "decode budget") {
+		if p := decodeProblem(t, r); r.status != 413 || p.Code != "document_too_large" || !strings.Contains(p.Detail, "processing this PDF takes") {
 			t.Fatalf("%s, over the budget: %d %+v", c.route, r.status, p)
 		}
 	}
-	if bal, held := balance(t, f, f.orgA); bal != bal0 || held != 0 {
-		t.Fatalf("balance %d held %d after the refusals, want %d and 0", bal, held, bal0)
+	// A Letter page takes about 54 MB to analyse, which cannot fit beside the 48 MB of the parse: refused when
+	// it arrives, in the request and in a job, which fails without a result.
+	r = postFile(t, url, f.keyA, tinyPDF(), "letter.pdf", "")
+	if p := decodeProblem(t, r); r.status != 413 || p.Code != "document_too_large" || !strings.Contains(p.Detail, "a page of this PDF") {
+		t.Fatalf("a page over the budget: %d %+v", r.status, p)
+	}
+	r = postFile(t, url+"/async", f.keyA, tinyPDF(), "letter.pdf", "")
+	if r.status != 202 {
+		t.Fatalf("async detect: %d %s", r.status, r.body)
+	}
+	rc := decodeReceipt(t, r)
+	waitJob(t, f, rc.RequestID, "failed")
+	g := decodeReceipt(t, call(t, "GET", f.base+rc.StatusURL, f.keyA, nil))
+	if g.ErrorCode == nil || *g.ErrorCode != "document_too_large" || g.Credits != 0 {
+		t.Fatalf("job with a page over the budget: %s", g.raw)
+	}
+	if res := call(t, "GET", f.base+g.ResultURL, f.keyA, nil); res.status == 200 {
+		t.Fatalf("result of the failed job: %d %s", res.status, res.body)
+	}
+	if bal, held := balance(t, f, f.orgA); bal != bal1 || held != 0 || bal1 >= bal0 {
+		t.Fatalf("balance %d held %d after the refusals, want %d (below %d after two detections) and 0", bal, held, bal1, bal0)
 	}
 
-	// A job waits for the memory instead, and succeeds on its first attempt once it is free.
-	hold, err := b.Acquire(context.Background(), 1)
+	// A job waits for the memory instead, and succeeds on its first attempt once it is free: here, 52 MiB
+	// free, room for its parse (and the edge's probe before it) but not for its page beside it.
+	hold, err := b.Acquire(context.Background(), b.Capacity()-52<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := postFile(t, url+"/async", f.keyA, tinyPDF(), "report.pdf", "")
+	r = postFile(t, url+"/async", f.keyA, small, "small.pdf", "")
 	if r.status != 202 {
 		hold()
 		t.Fatalf("async detect: %d %s", r.status, r.body)
 	}
-	rc := decodeReceipt(t, r)
+	rc = decodeReceipt(t, r)
 	waitReservation(t, b)
 	if g := decodeReceipt(t, call(t, "GET", f.base+rc.StatusURL, f.keyA, nil)); g.Status == "succeeded" || g.Status == "failed" {
 		hold()
@@ -79,10 +116,7 @@ func TestDocumentDecodeBudget(t *testing.T) {
 		t.Fatalf("job %+v, want succeeded on its first attempt", final)
 	}
 
-	// The budget is free again: the one-page document is detected, and every reservation was given back.
-	if r := postFile(t, url, f.keyA, tinyPDF(), "report.pdf", ""); r.status != 200 {
-		t.Fatalf("detection with the budget free: %d %s", r.status, r.body)
-	}
+	// Every reservation was given back.
 	all, err := b.Acquire(context.Background(), b.Capacity())
 	if err != nil {
 		t.Fatal("budget not released:", err)
