@@ -98,6 +98,7 @@ func readMediaForm(ctx context.Context, contentType string, body io.Reader, blob
 			_ = blobs.Delete(context.WithoutCancel(ctx), form.File.Key)
 		}
 	}()
+	uploadIDSeen := false
 	for parts := 0; ; parts++ {
 		if parts >= maxFormParts {
 			return form, newAPIError(CodeInvalidRequest, "the form has more than %d parts", maxFormParts)
@@ -129,6 +130,11 @@ func readMediaForm(ctx context.Context, contentType string, body io.Reader, blob
 				return form, newAPIError(CodeInvalidImage, "the file is empty")
 			}
 		case "data":
+			// A second data or upload_id part is refused, as a second option is: the last one silently won,
+			// so a client that appended a field embedded a payload it did not mean.
+			if form.Data != nil {
+				return form, newAPIError(CodeInvalidRequest, "data is sent twice")
+			}
 			b, err := io.ReadAll(io.LimitReader(part, maxDataBytes+1))
 			if err != nil {
 				return form, errMalformedForm()
@@ -136,8 +142,12 @@ func readMediaForm(ctx context.Context, contentType string, body io.Reader, blob
 			if len(b) > maxDataBytes {
 				return form, newAPIError(CodeInvalidData, "data exceeds %d bytes", maxDataBytes)
 			}
-			form.Data = b
+			form.Data = b // never nil (io.ReadAll): an empty part is still a part
 		case "upload_id":
+			if uploadIDSeen {
+				return form, newAPIError(CodeInvalidRequest, "upload_id is sent twice")
+			}
+			uploadIDSeen = true
 			b, err := io.ReadAll(io.LimitReader(part, maxSmallField+1))
 			if err != nil || len(b) > maxSmallField {
 				return form, newAPIError(CodeInvalidRequest, "upload_id is malformed")
