@@ -205,7 +205,11 @@ func (a *uploadAPI) create(ctx *fasthttp.RequestCtx, p *principal, _ map[string]
 		scope = actors.ScopeDetect
 	}
 	if !p.Key.HasScope(scope) {
-		writeProblem(ctx, CodeForbiddenScope, "a "+string(req.Kind)+" upload needs the scope "+scope)
+		article := "a " // kinds: image, document, video, detect
+		if req.Kind == actors.UploadImage {
+			article = "an "
+		}
+		writeProblem(ctx, CodeForbiddenScope, article+string(req.Kind)+" upload needs the scope "+scope)
 		return
 	}
 	now := a.s.cfg.Clock.Now()

@@ -30,6 +30,12 @@ func TestImageTypesByName(t *testing.T) {
 	}
 	ppm := netpbm(src)
 
+	// A key without watermarks:embed is told which scope an image upload needs, in English.
+	noEmbed := sendJSON(t, "POST", f.base+"/uploads", f.keyB, `{"kind":"image","filename":"scan.bmp","size":10}`)
+	if wantProblem(t, "image upload with a detect key", noEmbed, 403, "insufficient_scope"); decodeProblem(t, noEmbed).Detail != "an image upload needs the scope watermarks:embed" {
+		t.Fatalf("scope refusal detail: %s", noEmbed.body)
+	}
+
 	// Detection of a BMP through a detect upload.
 	u := uploaded(t, f, key, "detect", "scan.bmp", bmpFile.Bytes())
 	if r := postUpload(t, f.base+"/watermarks/images/detect", key, "", u.UploadID, ""); r.status != 200 {
