@@ -36,6 +36,15 @@ func TestImageTypesByName(t *testing.T) {
 		t.Fatalf("scope refusal detail: %s", noEmbed.body)
 	}
 
+	// Reading an upload needs the scope that creates its kind: a detect-only key does not read an image
+	// upload (and its signed URL), as it does not read an embed job's status; it reads a detect upload.
+	img := createUpload(t, f, f.keyExpiring, "image", "scan.bmp", 10)
+	det := createUpload(t, f, f.keyExpiring, "detect", "scan.bmp", 10)
+	wantProblem(t, "image upload read with a detect key", call(t, "GET", f.base+"/uploads/"+img.UploadID, f.keyB, nil), 403, "insufficient_scope")
+	if r := call(t, "GET", f.base+"/uploads/"+det.UploadID, f.keyB, nil); r.status != 200 {
+		t.Fatalf("detect upload read with a detect key: %d %s", r.status, r.body)
+	}
+
 	// Detection of a BMP through a detect upload.
 	u := uploaded(t, f, key, "detect", "scan.bmp", bmpFile.Bytes())
 	if r := postUpload(t, f.base+"/watermarks/images/detect", key, "", u.UploadID, ""); r.status != 200 {
