@@ -15,7 +15,8 @@ import (
 // "an image type"), and every image format a direct request takes is named there too. BMP and Netpbm files
 // were embedded and detected when sent directly, but a batch item `scan.bmp` was 422 unsupported_file_type
 // and a detect upload `scan.bmp` 422 invalid_request. A Netpbm source is recorded as
-// image/x-portable-anymap (it was "image/pnm", which is no registered type).
+// image/x-portable-anymap (it was "image/pnm", which is no registered type). Uploads of a kind are also read
+// only with the scope that creates them, and the scope refusal is worded for the kind.
 func TestImageTypesByName(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
