@@ -29,6 +29,10 @@ type apiError struct {
 	detail string
 	// limit is the limit that refused the request (a 429's concurrent jobs), 0 when none.
 	limit int
+	// uploadUsable: the refusal is about this request, not about the upload it named, whose code alone would
+	// reject the upload (a file above the synchronous detection's size is file_too_large, yet the async
+	// endpoint takes it).
+	uploadUsable bool
 }
 
 func (e *apiError) Error() string { return string(e.code) + ": " + e.detail }
