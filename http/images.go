@@ -639,10 +639,7 @@ func resultGone(rec *jobstate.Record, deleted bool) *apiError {
 }
 
 func safeOrDefault(name string, kind mediakind.Kind) string {
-	if n := actors.SafeFilename(name); n != "" {
-		return n
-	}
-	return string(kind.Media)
+	return actors.SafeInputName(name, string(kind.Media))
 }
 
 func retryAfterSeconds(p actors.Plan) int {
