@@ -112,10 +112,7 @@ func (a *batchActor) submitItem(ctx actor.Context, c context.Context, i int) boo
 		settleUpload(func(u *Upload, _ time.Time) error { return u.Reject(it.RequestID, perr.Code, perr.Detail) })
 		return reject(perr.Code, perr.Detail)
 	}
-	input.Filename = SafeFilename(it.Filename)
-	if input.Filename == "" {
-		input.Filename = string(kind.Media)
-	}
+	input.Filename = SafeInputName(it.Filename, string(kind.Media))
 	input.ContentType = kind.ContentType(info.Format)
 	price := a.deps.Catalog.PriceOf(kind, jobstate.OperationEmbed, info)
 	hold := price

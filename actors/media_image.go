@@ -2,6 +2,7 @@ package actors
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -401,6 +402,25 @@ func OutputFilename(input, ext string) string {
 		base = "file"
 	}
 	return base + "-watermarked." + ext
+}
+
+// SafeInputName is SafeFilename for the name of an input file, keeping its extension: a base name that keeps
+// nothing (a name in another script, "фото.jpg") becomes fallback ("image.jpg"), where SafeFilename alone
+// leaves the bare extension ("jpg") as the source asset's name and the download's filename.
+func SafeInputName(name, fallback string) string {
+	i := strings.LastIndexByte(name, '.')
+	if i <= 0 {
+		return cmp.Or(SafeFilename(name), fallback)
+	}
+	ext := SafeFilename(name[i+1:])
+	if ext == "" || len(ext) > 16 {
+		return cmp.Or(SafeFilename(name), fallback)
+	}
+	base := SafeFilename(name[:i])
+	if len(base) > 100-1-len(ext) {
+		base = strings.Trim(base[:100-1-len(ext)], "_.")
+	}
+	return cmp.Or(base, fallback) + "." + ext
 }
 
 // SafeFilename keeps letters, digits, '.', '_' and '-', replacing other runs with '_', at most 100 bytes.

@@ -226,7 +226,7 @@ func UploadMediaOf(kind UploadKind, filename string) (UploadMedia, error) {
 		if k, ok := mediakind.ByFilename(filename); ok {
 			return UploadMedia(k.Media), nil
 		}
-		return "", fmt.Errorf("%w: a detect upload's filename needs the extension of an image (.jpg, .png, .webp, .gif, .tiff), a PDF (.pdf) or a video (.mp4, .mov, .m4v)", ErrUploadInvalid)
+		return "", fmt.Errorf("%w: a detect upload's filename needs the extension of an image (.jpg, .png, .webp, .gif, .tiff, .bmp, .ppm, .pgm), a PDF (.pdf) or a video (.mp4, .mov, .m4v)", ErrUploadInvalid)
 	}
 	return "", fmt.Errorf("%w: unknown kind %q", ErrUploadInvalid, kind)
 }

@@ -29,6 +29,10 @@ type apiError struct {
 	detail string
 	// limit is the limit that refused the request (a 429's concurrent jobs), 0 when none.
 	limit int
+	// uploadUsable: the refusal is about this request, not about the upload it named, whose code alone would
+	// reject the upload (a file above the synchronous detection's size is file_too_large, yet the async
+	// endpoint takes it).
+	uploadUsable bool
 }
 
 func (e *apiError) Error() string { return string(e.code) + ": " + e.detail }
@@ -98,6 +102,7 @@ func readMediaForm(ctx context.Context, contentType string, body io.Reader, blob
 			_ = blobs.Delete(context.WithoutCancel(ctx), form.File.Key)
 		}
 	}()
+	uploadIDSeen := false
 	for parts := 0; ; parts++ {
 		if parts >= maxFormParts {
 			return form, newAPIError(CodeInvalidRequest, "the form has more than %d parts", maxFormParts)
@@ -129,6 +134,11 @@ func readMediaForm(ctx context.Context, contentType string, body io.Reader, blob
 				return form, newAPIError(CodeInvalidImage, "the file is empty")
 			}
 		case "data":
+			// A second data or upload_id part is refused, as a second option is: the last one silently won,
+			// so a client that appended a field embedded a payload it did not mean.
+			if form.Data != nil {
+				return form, newAPIError(CodeInvalidRequest, "data is sent twice")
+			}
 			b, err := io.ReadAll(io.LimitReader(part, maxDataBytes+1))
 			if err != nil {
 				return form, errMalformedForm()
@@ -136,8 +146,12 @@ func readMediaForm(ctx context.Context, contentType string, body io.Reader, blob
 			if len(b) > maxDataBytes {
 				return form, newAPIError(CodeInvalidData, "data exceeds %d bytes", maxDataBytes)
 			}
-			form.Data = b
+			form.Data = b // never nil (io.ReadAll): an empty part is still a part
 		case "upload_id":
+			if uploadIDSeen {
+				return form, newAPIError(CodeInvalidRequest, "upload_id is sent twice")
+			}
+			uploadIDSeen = true
 			b, err := io.ReadAll(io.LimitReader(part, maxSmallField+1))
 			if err != nil || len(b) > maxSmallField {
 				return form, newAPIError(CodeInvalidRequest, "upload_id is malformed")

@@ -420,10 +420,13 @@ func (s *Server) acceptFromUpload(c context.Context, ctx *fasthttp.RequestCtx, r
 	if aerr != nil {
 		outcome = uploadRejected
 		switch aerr.code {
-		case CodeInsufficientCredits, CodeConcurrencyLimit, CodeRateLimited, CodeUnavailable, CodeTooLarge,
+		case CodeInsufficientCredits, CodeConcurrencyLimit, CodeRateLimited, CodeUnavailable,
 			CodeIdempotencyConflict, CodeInvalidData, CodeInvalidAccelerator, CodeForbiddenPlan, CodeGPUUnavailable,
 			CodeDecodeBusy, CodeMediaUnavailable:
 			// Refusals about the request, not the file: the upload stays usable.
+			outcome = uploadReleased
+		}
+		if aerr.uploadUsable {
 			outcome = uploadReleased
 		}
 	}
@@ -452,7 +455,11 @@ func (s *Server) acceptFile(c context.Context, ctx *fasthttp.RequestCtx, r accep
 	syncDetect := op == jobstate.OperationDetect && !async && r.kind.SyncDetect()
 	if syncDetect {
 		if limit := r.kind.Limits.SyncDetect; file.Info.Size > limit {
-			return false, newAPIError(CodeTooLarge, "synchronous detection answers files up to %d bytes; use the async endpoint", limit)
+			// spec 8: above that "sync returns 413 and the upload is kept for that request". The file is what is
+			// too large (file_too_large, not the body's payload_too_large), and the upload stays usable.
+			aerr := newAPIError(CodeFileTooLarge, "synchronous detection answers files up to %d bytes; send this upload to the async endpoint", limit)
+			aerr.uploadUsable = true
+			return false, aerr
 		}
 		if idem == "" {
 			return false, s.detectNow(c, ctx, p, r.kind, reqID, file, opts.accelerator, price, s.holdFor(opts.accelerator, price))
@@ -632,10 +639,7 @@ func resultGone(rec *jobstate.Record, deleted bool) *apiError {
 }
 
 func safeOrDefault(name string, kind mediakind.Kind) string {
-	if n := actors.SafeFilename(name); n != "" {
-		return n
-	}
-	return string(kind.Media)
+	return actors.SafeInputName(name, string(kind.Media))
 }
 
 func retryAfterSeconds(p actors.Plan) int {

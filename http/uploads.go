@@ -200,12 +200,8 @@ func (a *uploadAPI) create(ctx *fasthttp.RequestCtx, p *principal, _ map[string]
 		writeProblem(ctx, aerr.code, aerr.detail)
 		return
 	}
-	scope := actors.ScopeEmbed
-	if req.Kind == actors.UploadDetect {
-		scope = actors.ScopeDetect
-	}
-	if !p.Key.HasScope(scope) {
-		writeProblem(ctx, CodeForbiddenScope, "a "+string(req.Kind)+" upload needs the scope "+scope)
+	if scope := uploadScope(req.Kind); !p.Key.HasScope(scope) {
+		writeProblem(ctx, CodeForbiddenScope, article(string(req.Kind))+" "+string(req.Kind)+" upload needs the scope "+scope)
 		return
 	}
 	now := a.s.cfg.Clock.Now()
@@ -250,8 +246,23 @@ func (a *uploadAPI) get(ctx *fasthttp.RequestCtx, p *principal, params map[strin
 		a.s.unavailable(ctx, err)
 		return
 	}
+	// Reading an upload needs the scope that creates one of its kind, as a job's status needs its operation's
+	// scope (spec 4.2): the resource carries the signed URL that sends its file.
+	if scope := uploadScope(u.Kind); !p.Key.HasScope(scope) {
+		writeProblem(ctx, CodeForbiddenScope, "the key lacks the scope "+scope)
+		return
+	}
 	ctx.Response.Header.Set("Cache-Control", "no-store")
 	writeJSON(ctx, 200, renderUpload(a.sign, u, a.s.cfg.Clock.Now()))
+}
+
+// uploadScope is the scope that creates and reads an upload of kind (spec 4.3): watermarks:detect for a detect
+// upload, watermarks:embed for the others.
+func uploadScope(kind actors.UploadKind) string {
+	if kind == actors.UploadDetect {
+		return actors.ScopeDetect
+	}
+	return actors.ScopeEmbed
 }
 
 // uploadKindMessage says, in words, why an upload does not fit the endpoint: what it was created for and what

@@ -126,8 +126,12 @@ func Table() []Kind {
 	return []Kind{
 		{
 			Media: jobstate.MediaImage, RoutePrefix: "/watermarks/images", Noun: "image",
-			Extensions: []string{".jpg", ".jpeg", ".jpe", ".jfif", ".png", ".gif", ".webp", ".tif", ".tiff"},
-			MIMETypes:  []string{"image/jpeg", "image/png", "image/gif", "image/webp", "image/tiff", "image/bmp"},
+			// Every format codec/imageio reads: a batch item or a detect upload is typed by its name, so a
+			// format missing here is refused there (422) although a direct request of the same file works.
+			Extensions: []string{".jpg", ".jpeg", ".jpe", ".jfif", ".png", ".gif", ".webp", ".tif", ".tiff", ".bmp",
+				".ppm", ".pgm", ".pnm"},
+			MIMETypes: []string{"image/jpeg", "image/png", "image/gif", "image/webp", "image/tiff", "image/bmp",
+				netpbmMIME},
 			Limits: Limits{
 				// Direct embed: 40 MB, an extension of the spec's 20 MB (pixels stay at 40 MP): Etchv's SDKs send
 				// files up to 40 MB in the request itself. A node can hold to 20 MB (serve --max-direct-embed).
@@ -271,10 +275,16 @@ func StartedMinutes(d time.Duration) int64 {
 	return int64((d + time.Minute - 1) / time.Minute)
 }
 
+// netpbmMIME is the content type of a Netpbm file (PPM, PGM: codec/imageio's "pnm" format).
+const netpbmMIME = "image/x-portable-anymap"
+
 // ContentType is the content type recorded for an input of format (as Info.Format names it).
 func (k Kind) ContentType(format string) string {
 	switch k.Media {
 	case jobstate.MediaImage:
+		if strings.EqualFold(format, "PNM") {
+			return netpbmMIME // "image/pnm" is no registered type
+		}
 		return "image/" + strings.ToLower(format)
 	case jobstate.MediaDocument:
 		return "application/pdf"

@@ -699,7 +699,7 @@ func TestUploadSyncDetectTooLargeKeepsUpload(t *testing.T) {
 	if res.StatusCode != 200 {
 		t.Fatalf("PUT: %d", res.StatusCode)
 	}
-	wantProblem(t, "sync detection above 95 MB", postUpload(t, f.base+"/watermarks/images/detect", key, "", u.UploadID, ""), 413, "payload_too_large")
+	wantProblem(t, "sync detection above 95 MB", postUpload(t, f.base+"/watermarks/images/detect", key, "", u.UploadID, ""), 413, "file_too_large")
 	if g := getUpload(t, f, key, u.UploadID); g.Status != "received" {
 		t.Fatalf("after 413: %+v", g)
 	}
