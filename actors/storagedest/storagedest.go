@@ -236,7 +236,9 @@ func (l *Library) apply(d *Destination, in Input) error {
 
 // Create stores a new destination (unverified).
 func (l *Library) Create(ctx context.Context, org string, in Input, now time.Time) (*Destination, error) {
-	d := Destination{ID: NewID(), Enabled: true, CreatedAt: now, UpdatedAt: now}
+	// HTTPS unless the caller says otherwise: Etchv's SDKs never send secure, and a destination they create
+	// must not send results and signed requests in the clear.
+	d := Destination{ID: NewID(), Enabled: true, Secure: true, CreatedAt: now, UpdatedAt: now}
 	if err := l.apply(&d, in); err != nil {
 		return nil, err
 	}

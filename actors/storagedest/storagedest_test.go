@@ -37,10 +37,11 @@ func newLib(t *testing.T, allowPrivate bool) *Library {
 }
 
 func yes() *bool { b := true; return &b }
+func no() *bool  { b := false; return &b }
 
 func input(srv *s3test.Server, bucket string) Input {
 	return Input{Name: "mine", Endpoint: srv.Endpoint, Region: srv.Region, Bucket: bucket, Prefix: "out",
-		AccessKey: srv.AccessKey, SecretKey: srv.SecretKey, PathStyle: yes()}
+		AccessKey: srv.AccessKey, SecretKey: srv.SecretKey, PathStyle: yes(), Secure: no()}
 }
 
 func TestSealerBindsSecretToDestination(t *testing.T) {
@@ -77,6 +78,9 @@ func TestCreateLimitUpdateDelete(t *testing.T) {
 		if first == nil {
 			first = d
 		}
+	}
+	if !first.Secure {
+		t.Fatal("a destination created without secure connects over plain HTTP; want HTTPS")
 	}
 	if _, err := l.Create(ctx, "org_1", in, t0); !errors.Is(err, ErrLimit) {
 		t.Fatalf("11th create: %v, want ErrLimit", err)
@@ -241,7 +245,7 @@ func TestEndlessAnswerIsCut(t *testing.T) {
 	ctx := context.Background()
 	// No region: minio-go asks the endpoint for the bucket's location first.
 	d, err := l.Create(ctx, "org_1", Input{Name: "hostile", Endpoint: strings.TrimPrefix(srv.URL, "http://"), Bucket: "bucket",
-		AccessKey: "a", SecretKey: "b", PathStyle: yes()}, t0)
+		AccessKey: "a", SecretKey: "b", PathStyle: yes(), Secure: no()}, t0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -108,7 +108,7 @@ func TestStorageDeliverySurvivesKill(t *testing.T) {
 	procs, base := startSolo(t, dir, append([]string{"--allow-private-targets"}, quickRecovery...)...)
 
 	r, dst := jsonObject(t, "POST", base+"/storage/destinations", secret, map[string]any{
-		"endpoint": proxy.addr, "region": srv.Region, "bucket": bucket, "path_style": true,
+		"endpoint": proxy.addr, "secure": false, "region": srv.Region, "bucket": bucket, "path_style": true,
 		"access_key_id": srv.AccessKey, "secret_access_key": srv.SecretKey})
 	if r.status != 201 {
 		t.Fatalf("create destination: %d %s", r.status, r.body)
@@ -235,7 +235,7 @@ func TestStagingRemovalSurvivesKill(t *testing.T) {
 	procs, base := startSolo(t, t.TempDir(), append(s3Flags(gate.url, direct), append([]string{"--allow-private-targets"}, quickRecovery...)...)...)
 
 	r, dst := jsonObject(t, "POST", base+"/storage/destinations", secret, map[string]any{
-		"endpoint": srv.Endpoint, "region": srv.Region, "bucket": customer, "path_style": true,
+		"endpoint": srv.Endpoint, "secure": false, "region": srv.Region, "bucket": customer, "path_style": true,
 		"access_key_id": srv.AccessKey, "secret_access_key": srv.SecretKey})
 	if r.status != 201 {
 		t.Fatalf("create destination: %d %s", r.status, r.body)

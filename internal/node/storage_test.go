@@ -143,7 +143,7 @@ func TestStorageDestinationDelivery(t *testing.T) {
 	ctx := context.Background()
 
 	r, dst := jsonObject(t, "POST", f.base+"/storage/destinations", f.keyA, map[string]any{
-		"name": "mine", "endpoint": ep.addr, "region": srv.Region, "bucket": bucket, "prefix": "filigrane",
+		"name": "mine", "endpoint": ep.addr, "secure": false, "region": srv.Region, "bucket": bucket, "prefix": "filigrane",
 		"path_style": true, "access_key_id": srv.AccessKey, "secret_access_key": srv.SecretKey})
 	if r.status != 201 || dst["verified_at"] != nil {
 		t.Fatalf("create: %d %s", r.status, r.body)
@@ -266,7 +266,7 @@ func TestStorageDestinationRefusesLoopbackByDefault(t *testing.T) {
 	srv := s3test.Start(t)
 	f := newFixture(t)
 	r, dst := jsonObject(t, "POST", f.base+"/storage/destinations", f.keyA, map[string]any{
-		"endpoint": srv.Endpoint, "region": srv.Region, "bucket": srv.NewBucket(t), "path_style": true,
+		"endpoint": srv.Endpoint, "secure": false, "region": srv.Region, "bucket": srv.NewBucket(t), "path_style": true,
 		"access_key_id": srv.AccessKey, "secret_access_key": srv.SecretKey})
 	if r.status != 201 {
 		t.Fatalf("create: %d %s", r.status, r.body)
@@ -292,7 +292,7 @@ func TestDeliveryContentTypeIsNotTheBucket(t *testing.T) {
 	f := newFixture(t, func(c *node.Config) { c.AllowPrivateTargets = true })
 	ctx := context.Background()
 	r, dst := jsonObject(t, "POST", f.base+"/storage/destinations", f.keyA, map[string]any{
-		"endpoint": srv.Endpoint, "region": srv.Region, "bucket": bucket, "path_style": true,
+		"endpoint": srv.Endpoint, "secure": false, "region": srv.Region, "bucket": bucket, "path_style": true,
 		"access_key_id": srv.AccessKey, "secret_access_key": srv.SecretKey})
 	if r.status != 201 {
 		t.Fatalf("create: %d %s", r.status, r.body)
