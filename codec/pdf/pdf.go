@@ -131,10 +131,11 @@ func DefaultLimits() Limits {
 		MaxPageSide:    14400,
 		MaxDecodeBytes: 256 << 20,
 		MaxObjects:     200_000,
-		// The parser spends 0.13-0.70 CPU-s and 26-80 MB a million tokens (0s the most: bench/README.md,
-		// "PDF syntax tokens"); real documents have 0.1-0.41 a byte, 1.18 million for the largest measured
-		// (octave.pdf, 4.7 MB, 1,158 pages), about 6.4 million for a 64 MB file of images. 16 million bounds a
-		// parse near 11 CPU-s and 1.3 GB, where object streams inflating to the 256 MB bound held 170 million.
+		// The parser spends 0.09-0.70 CPU-s and 30-81 MB a million tokens (0s the most, <<>> the least:
+		// bench/README.md, "PDF syntax tokens"); real documents have 0.1-0.41 a byte, 1.18 million for the
+		// largest measured (octave.pdf, 4.7 MB, 1,158 pages), about 6.4 million for a 64 MB file of images.
+		// 16 million bounds a parse near 10 CPU-s and 1 GB (15.7 million 0s, embedded), where object streams
+		// inflating to the 256 MB bound held 168 million (26-45 CPU-s).
 		MaxTokens:       16_000_000,
 		MaxDepth:        64,
 		ParseTimeout:    60 * time.Second,

@@ -13,7 +13,7 @@ import (
 )
 
 // TestManyTokensAreRefusedBeforeParsing: the parser spends CPU and memory on each syntax token (a 246 kB file
-// whose object streams inflate to 160 million took 26-45 CPU-s to parse), so a file with more than MaxTokens,
+// whose object streams inflate to 168 million took 26-45 CPU-s to parse), so a file with more than MaxTokens,
 // in a plain object or in an object stream, is refused by the memory estimate, Probe, Embed and Detect before
 // the parser reads it, and an embed leaves no file; under the limit the same documents open.
 func TestManyTokensAreRefusedBeforeParsing(t *testing.T) {
