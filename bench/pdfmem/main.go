@@ -31,7 +31,7 @@ func main() {
 	side := flag.Int("side", 612, "gen: page side in points")
 	objstm := flag.Int("objstm", 0, "gen: that many pages instead, each alone in an object stream with a -junk entry of -mb MB")
 	junkMB := flag.Int("mb", 60, "gen: MB of each page's junk entry")
-	junk := flag.String("junk", "ints", "gen: the junk entry: string (a literal string), ints (an array of 0s), names (of /a), arrays (of []) or dicts (of <<>>)")
+	junk := flag.String("junk", "ints", "gen: the junk entry: string (a literal string), ints (an array of 0s), names (of /a), arrays (of []) or dicts (of <<>>), or nested (arrays, each the only element of the one before)")
 	flag.Parse()
 	src := flag.Arg(0)
 	if *op == "gen" {
@@ -132,6 +132,8 @@ func objectStreamPages(k, each int, kind string) []byte {
 		junk = append(append([]byte("["), bytes.Repeat([]byte("[]"), each/2)...), ']')
 	case "dicts":
 		junk = append(append([]byte("["), bytes.Repeat([]byte("<<>>"), each/4)...), ']')
+	case "nested":
+		junk = append(bytes.Repeat([]byte("["), each/2), bytes.Repeat([]byte("]"), each/2)...)
 	default:
 		junk = append(append([]byte("["), bytes.Repeat([]byte("0 "), each/2)...), ']')
 	}

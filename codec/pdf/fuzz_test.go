@@ -6,6 +6,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -28,11 +29,14 @@ func fuzzSeeds() [][]byte {
 		[]byte("%PDF-1.4\n1 0 obj << /Type /Catalog >> endobj\ntrailer << /Root 1 0 R >>\n%%EOF"),
 		[]byte("%PDF-" + string(bytes.Repeat([]byte("[<<("), 200))),
 		objStmBomb()[:4096],
-		// The bounds of the page tree and the object count (bounds_test.go); the fuzzers' MaxObjects is 10,000.
+		// The bounds of the page tree, the object and token counts (bounds_test.go, tokens_test.go); the fuzzers'
+		// MaxObjects is 10,000, their MaxTokens 200,000.
 		repeatedPage(50),
 		bytes.Replace(doc, []byte("/Kids ["), []byte("/Kids [7 0 R "), 1), // the first page named twice
 		tinyObjects(10001),
 		oneSlotManyNumbers(10001),
+		pageInObjectStream("/Junk [" + strings.Repeat("0 ", 100_001) + "]"),
+		pageInObjectStream("/Junk " + strings.Repeat("[", 200) + strings.Repeat("]", 200)),
 	}
 }
 
@@ -48,7 +52,7 @@ func FuzzOpen(f *testing.F) {
 		f.Fatal(err)
 	}
 	a := &Adapter{Codec: c, Mutool: "/nonexistent/mutool", Limits: Limits{MaxBytes: 1 << 20, MaxPages: 50,
-		MaxDecodeBytes: 4 << 20, MaxObjects: 10000, ParseTimeout: 5 * time.Second}}
+		MaxDecodeBytes: 4 << 20, MaxObjects: 10000, MaxTokens: 200_000, ParseTimeout: 5 * time.Second}}
 	id := testID("fuzz")
 	f.Fuzz(func(t *testing.T, data []byte) {
 		dir := t.TempDir()
@@ -114,7 +118,7 @@ func FuzzParse(f *testing.F) {
 		f.Add(s)
 	}
 	a := &Adapter{Mutool: "/nonexistent/mutool", Limits: Limits{MaxBytes: 1 << 20, MaxPages: 50,
-		MaxDecodeBytes: 4 << 20, MaxObjects: 10000, ParseTimeout: 5 * time.Second}}
+		MaxDecodeBytes: 4 << 20, MaxObjects: 10000, MaxTokens: 200_000, ParseTimeout: 5 * time.Second}}
 	src := filepath.Join(f.TempDir(), "in.pdf") // one file per fuzzing process: inputs run one at a time in it
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if err := os.WriteFile(src, data, 0o644); err != nil {

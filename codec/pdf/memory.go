@@ -33,7 +33,7 @@ func (a *Adapter) EstimateMemory(src string, detect bool) (Memory, error) {
 	if st.Size() > lim.MaxBytes {
 		return Memory{}, refuse(CodeTooLarge, "the file has %d bytes, more than the limit of %d", st.Size(), lim.MaxBytes)
 	}
-	scan, err := scanObjects(src, lim.MaxDecodeBytes, lim.MaxObjects, true)
+	scan, err := scanObjects(src, lim.MaxDecodeBytes, lim.MaxObjects, lim.MaxTokens)
 	if err != nil {
 		return Memory{}, err
 	}

@@ -46,7 +46,7 @@ func TestObjectStreamScan(t *testing.T) {
 			if err := os.WriteFile(path, []byte(tc.doc), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			err := checkObjectStreams(path, limit, DefaultLimits().MaxObjects)
+			err := checkObjectStreams(path, limit, DefaultLimits().MaxObjects, DefaultLimits().MaxTokens)
 			if CodeOf(err) != tc.code || (tc.code == "" && err != nil) {
 				t.Fatalf("err = %v, want code %q", err, tc.code)
 			}
@@ -118,7 +118,7 @@ func TestSharedOffsetsAreRefused(t *testing.T) {
 			if err := os.WriteFile(path, []byte(tc.doc), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			err := checkObjectStreams(path, 1<<20, DefaultLimits().MaxObjects)
+			err := checkObjectStreams(path, 1<<20, DefaultLimits().MaxObjects, DefaultLimits().MaxTokens)
 			if CodeOf(err) != tc.code || (tc.code == "" && err != nil) {
 				t.Fatalf("err = %v, want code %q", err, tc.code)
 			}

@@ -107,12 +107,12 @@ func (a *Adapter) open(ctx context.Context, src string, forEmbed bool) (*documen
 }
 
 // prescan runs the checks that read the file's bytes before the parser does: nesting, object and
-// cross-reference stream sizes, object counts.
+// cross-reference stream sizes, object and token counts.
 func prescan(path string, lim Limits) error {
 	if err := checkNesting(path, lim.MaxDepth); err != nil {
 		return err
 	}
-	return checkObjectStreams(path, lim.MaxDecodeBytes, lim.MaxObjects)
+	return checkObjectStreams(path, lim.MaxDecodeBytes, lim.MaxObjects, lim.MaxTokens)
 }
 
 // load parses path into d, runs the refusal checks on the raw objects (before validation, which may rewrite or
@@ -121,6 +121,12 @@ func (d *document) load(ctx context.Context, path string, forEmbed bool) (err er
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("pdf: parser failure: %v", r)
+		}
+		// The objects of object streams are parsed as they are first read (the page walk, validation), each
+		// under the parser's recursion limit (the nesting scan skips stream data): a file that reaches it is
+		// refused as readContext refuses it, not repaired.
+		if err != nil && !isRefusal(err) && errors.Is(err, model.ErrMaxRecursionDepthExceeded) {
+			err = &Error{Code: CodeTooLarge, Reason: "the PDF nests objects deeper than the parser allows", Err: err}
 		}
 	}()
 	pctx, err := readContext(ctx, path, d.lim)

@@ -102,6 +102,7 @@ type Limits struct {
 	MaxPageSide     float64       // longest page side in points (14400 is the PDF maximum of 200 inches)
 	MaxDecodeBytes  int64         // bytes one stream, and all object and cross-reference streams together, may decode to while parsing
 	MaxObjects      int           // objects the file names (cross-reference sections; object headers), counted before parsing (objcount.go)
+	MaxTokens       int64         // syntax tokens of the file and its inflated object streams, counted before parsing (tokens.go)
 	MaxDepth        int           // nesting of dictionaries, arrays and the page tree while parsing
 	ParseTimeout    time.Duration // whole parse (pdfcpu, cancelled through the context)
 	PageTimeout     time.Duration // rendering one page
@@ -125,11 +126,17 @@ type Limits struct {
 // DefaultLimits are the limits for uploads of up to 64 MB.
 func DefaultLimits() Limits {
 	return Limits{
-		MaxBytes:        64 << 20,
-		MaxPages:        10000,
-		MaxPageSide:     14400,
-		MaxDecodeBytes:  256 << 20,
-		MaxObjects:      200_000,
+		MaxBytes:       64 << 20,
+		MaxPages:       10000,
+		MaxPageSide:    14400,
+		MaxDecodeBytes: 256 << 20,
+		MaxObjects:     200_000,
+		// The parser spends 0.09-0.70 CPU-s and 30-81 MB a million tokens (0s the most, <<>> the least:
+		// bench/README.md, "PDF syntax tokens"); real documents have 0.1-0.41 a byte, 1.18 million for the
+		// largest measured (octave.pdf, 4.7 MB, 1,158 pages), about 6.4 million for a 64 MB file of images.
+		// 16 million bounds a parse near 10 CPU-s and 1 GB (15.7 million 0s, embedded), where object streams
+		// inflating to the 256 MB bound held 168 million (26-45 CPU-s).
+		MaxTokens:       16_000_000,
 		MaxDepth:        64,
 		ParseTimeout:    60 * time.Second,
 		PageTimeout:     10 * time.Second,
@@ -159,6 +166,7 @@ func (l Limits) withDefaults() Limits {
 		MaxBytes: orDefault(l.MaxBytes, d.MaxBytes), MaxPages: orDefault(l.MaxPages, d.MaxPages),
 		MaxPageSide: orDefault(l.MaxPageSide, d.MaxPageSide), MaxDecodeBytes: orDefault(l.MaxDecodeBytes, d.MaxDecodeBytes),
 		MaxObjects: orDefault(l.MaxObjects, d.MaxObjects), MaxDepth: orDefault(l.MaxDepth, d.MaxDepth),
+		MaxTokens:    orDefault(l.MaxTokens, d.MaxTokens),
 		ParseTimeout: orDefault(l.ParseTimeout, d.ParseTimeout), PageTimeout: orDefault(l.PageTimeout, d.PageTimeout),
 		RenderMemory: orDefault(l.RenderMemory, d.RenderMemory), RenderMaxPixels: orDefault(l.RenderMaxPixels, d.RenderMaxPixels),
 		RenderWorkers: l.RenderWorkers,
