@@ -59,13 +59,13 @@ func (a *Adapter) EstimateMemory(src string, detect bool) (Memory, error) {
 //     array each took 19 bytes a byte of 0s (one token in 2 bytes), 24 of /a (2 in 3), 28 of <<>> (4 in 4)
 //     and 38 of [] (2 in 2), up to 6.2 GB for a 246 kB file near the 256 MB inflation bound; the former
 //     10 bytes a byte, tokens uncounted, estimated 2.4 GB for it. 40 a token estimated 888 MiB for 15.7 M tokens
-//     of 0s just under MaxTokens, whose embed peaked at 1,014 MB: 48 (1,008 MiB);
+//     of 0s just under MaxTokens, whose embed peaked at 1,014 MiB: 50 (1,038 MiB);
 //   - memoryPerByte: per byte of the file and of its inflated object streams, which the model holds as
 //     stream data and strings (63 MB of one string: 6.3 bytes a byte to embed).
 const (
 	memoryBase      = 48 << 20
 	memoryPerObject = 3 << 10
-	memoryPerToken  = 48
+	memoryPerToken  = 50
 	memoryPerByte   = 8
 )
 
