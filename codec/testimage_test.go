@@ -88,12 +88,25 @@ func naturalImage(w, h int, seed uint64) *image.NRGBA {
 			}
 			i := img.PixOffset(x, y)
 			for k := 0; k < 3; k++ {
-				img.Pix[i+k] = uint8(math.Max(0, math.Min(255, c[k]+0.5)))
+				img.Pix[i+k] = clampByte(c[k] + 0.5)
 			}
 			img.Pix[i+3] = 255
 		}
 	}
 	return img
+}
+
+// clampByte is v limited to [0, 255] and truncated, as uint8(math.Max(0, math.Min(255, v))) for any v that is
+// not NaN: comparisons instead of math.Max and math.Min, whose NaN and signed-zero cases made that line a
+// third of naturalImage's CPU.
+func clampByte(v float64) uint8 {
+	switch {
+	case v <= 0:
+		return 0
+	case v >= 255:
+		return 255
+	}
+	return uint8(v)
 }
 
 func smooth(t float64) float64 { return t * t * (3 - 2*t) }

@@ -59,15 +59,20 @@ buildflags=(-vet=off -ldflags='-s -w')
 # binaries alternated, `GOGC=N /usr/bin/time ./X.test`). No test measures the heap's size (two read TotalAlloc,
 # which the collector does not change); the nodes the tests start inherit it. An explicit GOGC still wins.
 export GOGC="${GOGC:-300}"
-# The packages with concurrency run once, under the race detector; the rest run once without it. Four
-# passes run side by side: the race pass, internal/node's parallel tests, internal/node's tests
-# that cannot call t.Parallel (node_seq) and the rest. Most of their time is tests waiting (processes starting,
-# real timeouts, failure detection), so together they keep 2 cores busy where one after the other left one
-# idle. In one process the node_seq tests ran one after the other before any parallel test started, adding
-# their time (about a third of the package's) to the longest pass; in a process of their own they still run one
-# at a time, beside the parallel ones. -parallel 4: internal/node's tests call t.Parallel and mostly wait;
-# more at once on 2 cores only stretches the timing-bound ones. Within a pass, run_pass starts packages in the
-# order given, so the longest (mostly sequential) packages come first.
+# The packages with concurrency run once, under the race detector; the rest run once without it. Three
+# passes run side by side: internal/node's parallel tests, internal/node's tests that cannot call t.Parallel
+# (node_seq) and the packages' pass (every other package's binary, race or plain, four at a time). Most of their
+# time is tests waiting (processes starting, real timeouts, failure detection), so together they keep 2 cores
+# busy where one after the other left one idle. In one process the node_seq tests ran one after the other
+# before any parallel test started, adding their time (about a third of the package's) to the longest pass; in
+# a process of their own they still run one at a time, beside the parallel ones. -parallel 4: internal/node's
+# tests call t.Parallel and mostly wait; more at once on 2 cores only stretches the timing-bound ones.
+# The packages' pass was two passes of two slots each, the race binaries and the plain ones: the race pass ran
+# out of packages about 70 s before the plain pass, whose last 45 s were codec/pdf beside small packages, while
+# the race pass's two slots sat empty (a warm suite under load: race pass 104 s, plain pass 172 s, the suite
+# 176 s). One queue of four slots (the same four processes at most) keeps every slot busy until the queue is
+# empty. run_pass starts the packages in the order given: the longest first (pass_first), so that the last to
+# start are short ones.
 # internal/authlimit and internal/accounts: their per-address buckets, in-flight bound and session memory are
 # shared by concurrent requests.
 race_pkgs=(./actors/... ./cluster/... ./http/... ./persistence/... ./internal/netguard/... ./internal/authlimit/... ./internal/accounts/...)
@@ -78,7 +83,6 @@ no_race=(filigrane/actors/assetid filigrane/actors/batchstate filigrane/actors/b
   filigrane/actors/mediakind filigrane/actors/placement filigrane/actors/storagedest filigrane/actors/jobstate
   filigrane/persistence filigrane/persistence/fsblobs filigrane/persistence/opcount)
 race_list=$(go list "${race_pkgs[@]}" | grep -vxF -f <(printf '%s\n' "${no_race[@]}"))
-race_first=(filigrane/actors filigrane/http/console)
 node_pkg=filigrane/internal/node
 node_seq='TestClusterNodeLoss|TestTwelveNodes|TestSlowNodeGetsLessWork|TestMediaProgramMissing|TestCloseJoinsItsGoroutines'
 # (It had missed this one, which does not call t.Parallel either: the parallel pass's tests all waited the 7 s it
@@ -95,7 +99,12 @@ node_waiting+='|TestSlowBodyOutlivesHeaderTimeout|TestSlowClientsCannotStopNode'
 # webhook schedule: 27 s and 42 s of wall for 3 and 2.5 CPU-s; CLI tests against a node): two at a time (the
 # default on 2 cores) they held their pass's slot for 74 s; four at a time, about 50.
 declare -A pkg_flags=([filigrane/cmd/filigrane]=-test.parallel=4)
-other_first=(filigrane/cmd/filigrane filigrane/codec filigrane/codec/video filigrane/internal/consolebrowser filigrane/codec/pdf)
+# The packages' pass starts these first, longest first: cmd/filigrane and the two cluster packages mostly wait
+# (failure detection, chaos schedules: 35-50 s each for 1.4-23 CPU-s), so they start at once, beside the
+# CPU-bound codecs that fill the cores.
+pass_first=(race:filigrane/cluster/clustertest plain:filigrane/cmd/filigrane race:filigrane/cluster plain:filigrane/codec
+  plain:filigrane/codec/video plain:filigrane/codec/pdf race:filigrane/http/console plain:filigrane/internal/consolebrowser
+  race:filigrane/actors plain:filigrane/codec/markfile race:filigrane/persistence/s3store race:filigrane/persistence/s3blobs)
 # first_then_rest LIST FIRST...: the FIRST packages that are in LIST, then the rest of LIST in its order.
 first_then_rest() {
   local list=$1; shift
@@ -106,8 +115,10 @@ first_then_rest() {
 # package that has no tests any more is not run).
 tested=$(go list -f '{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}}{{end}}' ./...)
 race_list=$(echo "$race_list" | grep -xF -f <(echo "$tested") || true)
-race=$(first_then_rest "$race_list" "${race_first[@]}")
-other=$(first_then_rest "$(echo "$tested" | grep -vxF -f <(echo "$race_list") | grep -vxF "$node_pkg")" "${other_first[@]}")
+race=$race_list
+other=$(echo "$tested" | grep -vxF -f <(echo "$race_list") | grep -vxF "$node_pkg")
+# The packages' pass: KIND:PKG, KIND the binary's directory under $bin (race or plain).
+queue=$(first_then_rest "$(echo "$race" | sed 's/^/race:/'; echo "$other" | sed 's/^/plain:/')" "${pass_first[@]}")
 # internal/node's multi-process tests run cmd/filigrane (FILIGRANE_TEST_BINARY): one build for both of its
 # passes, kept beside the test binaries so that a warm run does not link it again. The builds run beside
 # go vet.
@@ -146,23 +157,31 @@ run_test() {
   fi
   return "$rc"
 }
-# run_pass NAME DIR PKG...: the packages' binaries from DIR, two at a time (as go test -p 2 on 2 cores), started
-# in the order given; then, in that order, go test's report: the summary line of a package that passed, the
-# whole output and the summary of one that failed. Exits 1 if any failed.
+# run_pass NAME SLOTS KIND:PKG...: the packages' binaries from $bin/KIND, SLOTS at a time, and one more for
+# each of internal/node's passes that has ended (its summary file is there), started in the order given; then,
+# in that order, go test's report: the summary line of a package that passed, the whole output and the summary
+# of one that failed. Exits 1 if any failed. The suite runs 6 test processes at most, as before, and a slot
+# internal/node leaves is not left empty while packages wait: in a warm suite under load its passes ended at 74
+# and 119 s and the packages at 154 s, on four slots all along (the same run's durations, simulated with the
+# freed slots: 137 s). A slot freed by a node pass is taken when the next package ends.
 run_pass() {
-  local name=$1 dir=$2; shift 2
-  local i=0 pkg start=$SECONDS
+  local name=$1 slots=$2; shift 2
+  local i=0 entry pkg start=$SECONDS
   mkdir -p "$logs/pass-$name"
-  for pkg; do
-    while [ "$(jobs -rp | wc -l)" -ge 2 ]; do wait -n || true; done
+  for entry; do
+    pkg=${entry#*:}
+    while [ "$(jobs -rp | wc -l)" -ge "$((slots + $(find "$logs" -maxdepth 1 -name 'node-*.out.sum' | wc -l)))" ]; do
+      wait -n || true
+    done
     # shellcheck disable=SC2086 # the package's extra flags, if any, are words
-    run_test "$dir" "$pkg" "$logs/pass-$name/$i" ${pkg_flags[$pkg]:-} &
+    run_test "$bin/${entry%%:*}" "$pkg" "$logs/pass-$name/$i" ${pkg_flags[$pkg]:-} &
     i=$((i + 1))
   done
   wait || true
   local status=0
   i=0
-  for pkg; do
+  for entry; do
+    pkg=${entry#*:}
     if grep -q '^ok' "$logs/pass-$name/$i.sum" 2>/dev/null; then
       cat "$logs/pass-$name/$i.sum"
     else
@@ -184,18 +203,15 @@ node_test() {
   return "$rc"
 }
 # shellcheck disable=SC2086
-run_pass race "$bin/race" $race >"$logs/race" 2>&1 9>&- &
-race_pid=$!
-# shellcheck disable=SC2086
-run_pass other "$bin/plain" $other >"$logs/other" 2>&1 9>&- &
-other_pid=$!
+run_pass packages 4 $queue >"$logs/packages" 2>&1 9>&- &
+packages_pid=$!
 node_test node-par -test.parallel=4 -test.skip="^($node_seq|$node_waiting)\$" >"$logs/node" 2>&1 9>&- &
 node_pid=$!
 node_test node-seq -test.parallel=4 -test.run="^($node_seq|$node_waiting)\$" >"$logs/node-seq" 2>&1 9>&- &
 node_seq_pid=$!
 status=0
-for pid in "$node_pid" "$node_seq_pid" "$race_pid" "$other_pid"; do
+for pid in "$node_pid" "$node_seq_pid" "$packages_pid"; do
   wait "$pid" || status=1
 done
-cat "$logs/race" "$logs/other" "$logs/node-seq" "$logs/node"
+cat "$logs/packages" "$logs/node-seq" "$logs/node"
 exit "$status"

@@ -22,27 +22,15 @@ func dieWithParent(cmd *exec.Cmd) {
 
 // listensOn reports whether process pid holds a TCP socket listening on 127.0.0.1 (or any address) at port:
 // a readiness probe that only dialled the port could be answered by another test's process that took the port
-// between FreePorts' pick and this process's bind. ok is false when /proc cannot tell (no check then).
+// between FreePorts' pick and this process's bind. ok is false when neither the kernel's socket diagnostics nor
+// /proc can tell (no check then).
 func listensOn(pid, port int) (listening, ok bool) {
-	inodes := map[string]bool{}
-	for _, table := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
-		b, err := os.ReadFile(table)
-		if err != nil {
-			continue
-		}
+	inodes, err := listenerInodes(port)
+	if err == nil {
 		ok = true
-		for _, line := range strings.Split(string(b), "\n")[1:] {
-			// sl local_address rem_address st tx_queue:rx_queue tr:tm->when retrnsmt uid timeout inode
-			f := strings.Fields(line)
-			if len(f) < 10 || f[3] != "0A" { // 0A: LISTEN
-				continue
-			}
-			_, hexPort, found := strings.Cut(f[1], ":")
-			if p, err := strconv.ParseUint(hexPort, 16, 16); !found || err != nil || int(p) != port {
-				continue
-			}
-			inodes["socket:["+f[9]+"]"] = true
-		}
+	} else {
+		inodes = procListenerInodes(port)
+		ok = inodes != nil
 	}
 	if !ok {
 		return false, false
@@ -57,6 +45,34 @@ func listensOn(pid, port int) (listening, ok bool) {
 		}
 	}
 	return false, true
+}
+
+// procListenerInodes is listenerInodes read from /proc/net/tcp and tcp6, for a system without socket
+// diagnostics; nil when neither table can be read.
+func procListenerInodes(port int) map[string]bool {
+	var inodes map[string]bool
+	for _, table := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		b, err := os.ReadFile(table)
+		if err != nil {
+			continue
+		}
+		if inodes == nil {
+			inodes = map[string]bool{}
+		}
+		for _, line := range strings.Split(string(b), "\n")[1:] {
+			// sl local_address rem_address st tx_queue:rx_queue tr:tm->when retrnsmt uid timeout inode
+			f := strings.Fields(line)
+			if len(f) < 10 || f[3] != "0A" { // 0A: LISTEN
+				continue
+			}
+			_, hexPort, found := strings.Cut(f[1], ":")
+			if p, err := strconv.ParseUint(hexPort, 16, 16); !found || err != nil || int(p) != port {
+				continue
+			}
+			inodes["socket:["+f[9]+"]"] = true
+		}
+	}
+	return inodes
 }
 
 // portLocks holds, for the life of the test process, a lock on a file named after each port FreePorts gave
