@@ -120,6 +120,32 @@ func TestDecodeBudgetWork(t *testing.T) {
 	all()
 }
 
+// TestDecodeBudgetEmptyPart: a part of nothing still takes a byte, so beside a first part of the whole budget
+// it can never fit and is refused as too large (413), not answered busy (503, which says to retry) by the
+// deadlock rule; beside a smaller first part it is granted.
+func TestDecodeBudgetEmptyPart(t *testing.T) {
+	ctx := context.Background()
+	b := actors.NewDecodeBudget(100 << 20)
+	whole, err := b.AcquireWork(ctx, b.Capacity())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := whole.Acquire(ctx, 0); !errors.Is(err, actors.ErrDecodeTooLarge) {
+		t.Fatalf("an empty part beside the whole budget: %v, want too large", err)
+	}
+	whole.Release()
+	w, err := b.AcquireWork(ctx, 40<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	release, err := w.Acquire(ctx, 0)
+	if err != nil {
+		t.Fatalf("an empty part beside 40 MB: %v", err)
+	}
+	release()
+	w.Release()
+}
+
 // waitReservations polls b until n reservations wait in it, within a bounded time.
 func waitReservations(t *testing.T, b *actors.DecodeBudget, n int64) {
 	t.Helper()
