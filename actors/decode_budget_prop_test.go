@@ -35,8 +35,9 @@ func TestDecodeBudgetRandomized(t *testing.T) {
 			t.Fatalf("DECODE_BUDGET_SEED=%q: %v", s, err)
 		}
 	}
-	const capacity, callers, calls = 100, 8, 25
-	h := &budgetHarness{t: t, seed: seed, b: actors.NewDecodeBudget(capacity), capacity: capacity}
+	const capacity, callers, calls = 100, 8, 50
+	h := &budgetHarness{t: t, seed: seed, b: actors.NewDecodeBudget(capacity), capacity: capacity,
+		watchers: map[*partWatch]bool{}, endable: map[*context.CancelFunc]bool{}}
 	var wg sync.WaitGroup
 	for i := range callers {
 		wg.Go(func() {
@@ -87,10 +88,11 @@ type budgetHarness struct {
 	capacity int64
 
 	mu        sync.Mutex
-	held      int64               // bytes granted and not yet released, as the callers count them
-	firsts    int                 // works holding their first part
-	watchers  map[*partWatch]bool // works running, which see how many first parts are held meanwhile
-	deadlocks int                 // parts refused busy while their context lived
+	held      int64                        // bytes granted and not yet released, as the callers count them
+	firsts    int                          // works holding their first part
+	watchers  map[*partWatch]bool          // works running, which see how many first parts are held meanwhile
+	endable   map[*context.CancelFunc]bool // contexts of calls that another caller may end
+	deadlocks int                          // parts refused busy while their context lived
 }
 
 // partWatch is one work: the most works holding a first part at once while it ran.
@@ -137,9 +139,6 @@ func (h *budgetHarness) watch() *partWatch {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	w := &partWatch{mostFirsts: h.firsts}
-	if h.watchers == nil {
-		h.watchers = map[*partWatch]bool{}
-	}
 	h.watchers[w] = true
 	return w
 }
@@ -182,7 +181,7 @@ func (h *budgetHarness) size(rng *rand.Rand) int64 {
 // of the scheduler's turns; stop ends it in any case.
 func (h *budgetHarness) ctx(rng *rand.Rand) (ctx context.Context, stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
-	switch rng.IntN(6) {
+	switch rng.IntN(7) {
 	case 0:
 		cancel()
 	case 1, 2:
@@ -193,8 +192,39 @@ func (h *budgetHarness) ctx(rng *rand.Rand) (ctx context.Context, stop func()) {
 			}
 			cancel()
 		}()
+	case 3:
+		h.mu.Lock()
+		h.endable[&cancel] = true
+		h.mu.Unlock()
+		return ctx, func() {
+			h.mu.Lock()
+			delete(h.endable, &cancel)
+			h.mu.Unlock()
+			cancel()
+		}
 	}
 	return ctx, cancel
+}
+
+// endOne ends the context of a call that may be waiting (chosen by the map's order), just before the caller
+// releases memory: the wait ends as the budget may grant it.
+func (h *budgetHarness) endOne() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for cancel := range h.endable {
+		(*cancel)()
+		delete(h.endable, cancel)
+		return
+	}
+}
+
+// release gives back n bytes, sometimes just after ending another call's context.
+func (h *budgetHarness) release(rng *rand.Rand, n int64, release func()) {
+	h.released(n)
+	if rng.IntN(3) == 0 {
+		h.endOne()
+	}
+	release()
 }
 
 // hold keeps a reservation for a random number of the scheduler's turns.
@@ -229,8 +259,7 @@ func (h *budgetHarness) plain(rng *rand.Rand) {
 	}
 	h.granted("a plain reservation", n)
 	hold(rng)
-	h.released(n)
-	release()
+	h.release(rng, n, release)
 	if rng.IntN(4) == 0 {
 		release() // again: nothing happens
 	}
@@ -256,9 +285,10 @@ func (h *budgetHarness) work(rng *rand.Rand) {
 	defer h.unwatch(watch)
 	var firstReleased atomic.Bool
 	releaseFirst := func() {
-		h.released(first)
-		firstReleased.Store(true)
-		w.Release()
+		h.release(rng, first, func() {
+			firstReleased.Store(true)
+			w.Release()
+		})
 		h.firstHeld(-1) // after: a part refused meanwhile may have seen this work's first part held
 	}
 
@@ -295,8 +325,7 @@ func (h *budgetHarness) work(rng *rand.Rand) {
 				}
 				h.granted("a part", n)
 				hold(partRng)
-				h.released(n)
-				release()
+				h.release(partRng, n, release)
 				return
 			}
 			switch {
@@ -325,6 +354,11 @@ func (h *budgetHarness) work(rng *rand.Rand) {
 		}
 	}
 	if early {
+		// Give the parts a few turns to queue (Waiting is any caller's: this only makes it likelier that the
+		// release races with a part of this work waiting).
+		for i := 0; i < 20 && h.b.Waiting() == 0; i++ {
+			runtime.Gosched()
+		}
 		releaseFirst()
 		wg.Wait()
 		return
