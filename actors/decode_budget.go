@@ -106,11 +106,11 @@ func (b *DecodeBudget) AcquireWork(ctx context.Context, n int64) (*Work, error) 
 // ErrDecodeBusy.
 func (w *Work) Acquire(ctx context.Context, n int64) (release func(), err error) {
 	b := w.b
+	n = max(n, 1) // before the check: a part of nothing still takes a byte, which may not fit beside the first
 	if n > b.capacity-w.n {
 		return nil, fmt.Errorf("needs %d MB beside the %d MB already reserved, the budget is %d MB: %w",
 			mb(n), mb(w.n), mb(b.capacity), ErrDecodeTooLarge)
 	}
-	n = max(n, 1)
 	if err := b.wait(ctx, &waiter{n: n, work: w}); err != nil {
 		return nil, err
 	}

@@ -120,6 +120,88 @@ func TestDecodeBudgetWork(t *testing.T) {
 	all()
 }
 
+// TestDecodeBudgetEmptyPart: a part of nothing still takes a byte, so beside a first part of the whole budget
+// it can never fit and is refused as too large (413), not answered busy (503, which says to retry) by the
+// deadlock rule; beside a smaller first part it is granted.
+func TestDecodeBudgetEmptyPart(t *testing.T) {
+	ctx := context.Background()
+	b := actors.NewDecodeBudget(100 << 20)
+	whole, err := b.AcquireWork(ctx, b.Capacity())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := whole.Acquire(ctx, 0); !errors.Is(err, actors.ErrDecodeTooLarge) {
+		t.Fatalf("an empty part beside the whole budget: %v, want too large", err)
+	}
+	whole.Release()
+	w, err := b.AcquireWork(ctx, 40<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	release, err := w.Acquire(ctx, 0)
+	if err != nil {
+		t.Fatalf("an empty part beside 40 MB: %v", err)
+	}
+	release()
+	w.Release()
+}
+
+// TestDecodeBudgetPartsFirst: while a later part of work waits, a plain reservation waits too, even one queued
+// before it that the free memory would fit: the part gets the memory first, so started work finishes before
+// new work starts.
+func TestDecodeBudgetPartsFirst(t *testing.T) {
+	ctx := context.Background()
+	b := actors.NewDecodeBudget(100 << 20)
+	w, err := b.AcquireWork(ctx, 40<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Release()
+	h1, err := b.Acquire(ctx, 30<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h2, err := b.Acquire(ctx, 20<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plainGranted, plainDone := make(chan error, 1), make(chan struct{})
+	go func() {
+		release, err := b.Acquire(ctx, 20<<20) // 10 MiB free: it waits
+		plainGranted <- err
+		if err == nil {
+			<-plainDone
+			release()
+		}
+	}()
+	waitReservations(t, b, 1)
+	partGranted, partDone := make(chan error, 1), make(chan struct{})
+	go func() {
+		release, err := w.Acquire(ctx, 50<<20) // fits beside the first part once the others are released
+		partGranted <- err
+		if err == nil {
+			<-partDone
+			release()
+		}
+	}()
+	waitReservations(t, b, 2)
+	h2() // 30 MiB free: the plain reservation would fit, the part would not
+	h1() // 60 MiB free: the part fits
+	select {
+	case err := <-partGranted:
+		if err != nil {
+			t.Fatalf("the part: %v", err)
+		}
+	case err := <-plainGranted:
+		t.Fatalf("the plain reservation was answered (%v) while a part waited", err)
+	}
+	close(partDone)
+	if err := <-plainGranted; err != nil {
+		t.Fatalf("the plain reservation after the part: %v", err)
+	}
+	close(plainDone)
+}
+
 // waitReservations polls b until n reservations wait in it, within a bounded time.
 func waitReservations(t *testing.T, b *actors.DecodeBudget, n int64) {
 	t.Helper()
