@@ -334,6 +334,7 @@ func (r *runner) setupEmbed(ctx context.Context) ([]byte, error) {
 		return nil, fmt.Errorf("set-up: the first embed failed: %s", msg)
 	}
 	r.jobs.success(res.requestID, OpEmbed)
+	r.jobs.answered(res.requestID, 0, OpEmbed)
 	r.rec.record(outcome{op: OpEmbed, ok: true, requestID: res.requestID, retries: a.out.retries, end: time.Now()})
 	return res.body, nil
 }
@@ -359,6 +360,9 @@ func (r *runner) one(ctx context.Context, op Op, due time.Time) outcome {
 	}
 	if a.out.ok && !op.isBatch() { // a batch books its items' successes itself
 		r.jobs.success(a.out.requestID, op)
+		if op.Charged() {
+			r.jobs.answered(a.out.requestID, n, op)
+		}
 	}
 	if op.Charged() {
 		r.jobs.opEnded(n, a.out.end, a.out.ok)

@@ -767,3 +767,34 @@ func TestFollowBatchCountsArchiveStates(t *testing.T) {
 		t.Errorf("retried answers %v, want %v", a.out.retries, want)
 	}
 }
+
+// Two operations (each with its own Idempotency-Key) answered with one request id: the report says so, naming
+// both, where it otherwise showed only a charge "not seen" (the other operation's job).
+func TestOneRequestIDAnsweringTwoOperationsIsReported(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		rw.Write([]byte(`{"status":"succeeded","operation":"embed","attempts":1}`))
+	}))
+	defer srv.Close()
+	charge := func(op string) actors.LedgerEntry { return actors.LedgerEntry{Operation: op, Kind: "charge", Amount: 1} }
+	r := &runner{jobs: newJobBook(), http: newHTTPClient(4, time.Second),
+		cfg: Config{Ledger: fixedLedger{entries: []actors.LedgerEntry{charge("req_a"), charge("req_b")}},
+			Targets: []string{srv.URL}, Key: "k"}}
+	for n, id := range map[uint64]string{7: "req_a", 9: "req_a"} {
+		r.jobs.success(id, OpEmbed)
+		r.jobs.answered(id, n, OpEmbed)
+	}
+	r.jobs.answered("req_a", 7, OpEmbed) // the same operation again is not a second answer
+	c, _ := r.credits(context.Background(), LedgerMark{})
+	if c == nil || c.Equal {
+		t.Fatalf("credits %+v: want not equal", c)
+	}
+	var shared []string
+	for _, n := range c.UnseenNotes {
+		if strings.Contains(n, "were both answered with request id req_a") {
+			shared = append(shared, n)
+		}
+	}
+	if len(shared) != 1 || !strings.Contains(shared[0], "operations 7 and 9") && !strings.Contains(shared[0], "operations 9 and 7") {
+		t.Fatalf("notes %q: want one naming operations 7 and 9", c.UnseenNotes)
+	}
+}

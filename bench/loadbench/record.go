@@ -32,6 +32,12 @@ type jobBook struct {
 	batches map[string]*batchEntry
 	// accelerators are the accelerator that ran each embed_gpu job, by request id, from its final receipt.
 	accelerators map[string]string
+	// answeredTo is the operation (sequence number) whose success named each request id, and shared what
+	// answered two operations with one request id: each operation has its own Idempotency-Key, so that is an
+	// answer delivered to the wrong request (a client or server mixing up connections), which would otherwise
+	// show only as a charge "not seen".
+	answeredTo map[string]uint64
+	shared     []string
 }
 
 type opSpan struct {
@@ -47,7 +53,7 @@ type jobEntry struct {
 
 func newJobBook() *jobBook {
 	return &jobBook{jobs: map[string]*jobEntry{}, seen: map[string]Op{}, ops: map[uint64]*opSpan{}, batches: map[string]*batchEntry{},
-		accelerators: map[string]string{}}
+		accelerators: map[string]string{}, answeredTo: map[string]uint64{}}
 }
 
 // ranOn notes the accelerator an embed_gpu job's final receipt names.
@@ -81,6 +87,20 @@ func (b *jobBook) success(id string, op Op) {
 	b.mu.Lock()
 	b.seen[id] = op
 	b.mu.Unlock()
+}
+
+// answered notes that operation n (its sequence number; 0 for the set-up's) succeeded with request id id.
+func (b *jobBook) answered(id string, n uint64, op Op) {
+	if id == "" {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if m, ok := b.answeredTo[id]; ok && m != n {
+		b.shared = append(b.shared, fmt.Sprintf("operations %d and %d (%s) were both answered with request id %s", m, n, op, id))
+		return
+	}
+	b.answeredTo[id] = n
 }
 
 // lateSuccess records a job found succeeded by the final check: the client sees it through the status API.
@@ -499,6 +519,9 @@ func (r *runner) credits(ctx context.Context, mark LedgerMark) (*Credits, error)
 	c.UnkeyedLost = int(r.unkeyedLost.Load())
 	var noRecord int
 	c.UnseenNotes, noRecord = r.describeUnseen(ctx, c.ChargedNotSeen)
+	r.jobs.mu.Lock()
+	c.UnseenNotes = append(c.UnseenNotes, r.jobs.shared...)
+	r.jobs.mu.Unlock()
 	c.Equal = c.ChargedOps-len(c.ChargedNotSeen) == c.ClientSuccesses &&
 		len(c.ChargedNotSeen) == noRecord && noRecord <= c.UnkeyedLost &&
 		len(c.SeenNotCharged) == 0 && c.ChargedTwice == 0 && len(c.GPUChargedWrong) == 0 &&
