@@ -775,7 +775,9 @@ func TestOneRequestIDAnsweringTwoOperationsIsReported(t *testing.T) {
 		rw.Write([]byte(`{"status":"succeeded","operation":"embed","attempts":1}`))
 	}))
 	defer srv.Close()
-	charge := func(op string) actors.LedgerEntry { return actors.LedgerEntry{Operation: op, Kind: "charge", Amount: 1} }
+	charge := func(op string) actors.LedgerEntry {
+		return actors.LedgerEntry{Operation: op, Kind: "charge", Amount: 1}
+	}
 	r := &runner{jobs: newJobBook(), http: newHTTPClient(4, time.Second),
 		cfg: Config{Ledger: fixedLedger{entries: []actors.LedgerEntry{charge("req_a"), charge("req_b")}},
 			Targets: []string{srv.URL}, Key: "k"}}

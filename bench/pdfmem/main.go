@@ -137,44 +137,14 @@ func objectStreamPages(k, each int, kind string) []byte {
 	default:
 		junk = append(append([]byte("["), bytes.Repeat([]byte("0 "), each/2)...), ']')
 	}
-	var b bytes.Buffer
-	b.WriteString("%PDF-1.7\n")
-	offs := map[int]int{}
-	obj := func(n int, body string) {
-		offs[n] = b.Len()
-		fmt.Fprintf(&b, "%d 0 obj\n%s\nendobj\n", n, body)
-	}
 	kids := make([]string, k)
-	for i := range kids {
-		kids[i] = fmt.Sprintf("%d 0 R", 100+i)
-	}
-	obj(1, "<< /Type /Catalog /Pages 2 0 R >>")
-	obj(2, fmt.Sprintf("<< /Type /Pages /Kids [%s] /Count %d >>", strings.Join(kids, " "), k))
+	streamed := make([][]byte, k)
 	for i := range k {
-		head := fmt.Sprintf("%d 0 ", 100+i)
-		body := append([]byte(head+"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Junk "), junk...)
-		obj(10+i, pdftest.Flate(fmt.Sprintf("/Type /ObjStm /N 1 /First %d", len(head)), append(body, " >>"...)))
+		kids[i] = fmt.Sprintf("%d 0 R", pdftest.FirstStreamedObject+i)
+		streamed[i] = append(append([]byte("<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Junk "), junk...), " >>"...)
 	}
-	size, xrefNr := 100+k, 10+k
-	xrefOff := b.Len()
-	var rows bytes.Buffer
-	for n := range size {
-		typ, f2, f3 := byte(0), 0, 0
-		switch {
-		case n == 0:
-			f3 = 65535
-		case n == xrefNr:
-			typ, f2 = 1, xrefOff
-		case offs[n] > 0:
-			typ, f2 = 1, offs[n]
-		case n >= 100:
-			typ, f2 = 2, 10+n-100
-		}
-		rows.Write([]byte{typ, byte(f2 >> 24), byte(f2 >> 16), byte(f2 >> 8), byte(f2), byte(f3 >> 8), byte(f3)})
-	}
-	fmt.Fprintf(&b, "%d 0 obj\n%s\nendobj\nstartxref\n%d\n%%%%EOF\n", xrefNr,
-		pdftest.Stream(fmt.Sprintf("/Type /XRef /Size %d /W [1 4 2] /Root 1 0 R", size), rows.Bytes()), xrefOff)
-	return b.Bytes()
+	return pdftest.ObjectStreams([]string{"<< /Type /Catalog /Pages 2 0 R >>",
+		fmt.Sprintf("<< /Type /Pages /Kids [%s] /Count %d >>", strings.Join(kids, " "), k)}, streamed)
 }
 
 // blankPages is a document of n blank square pages of side points.

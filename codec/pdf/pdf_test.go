@@ -337,46 +337,14 @@ func objStmBomb() []byte {
 // objStmBombs is a one-page document whose page names k fonts, each alone in its own object stream padded to
 // inflate to each bytes (spaces): every stream within a per-stream limit of more than each, all of them above it.
 func objStmBombs(k, each int) []byte {
-	var b bytes.Buffer
-	b.WriteString("%PDF-1.7\n")
-	offs := map[int]int{}
-	obj := func(n int, body string) {
-		offs[n] = b.Len()
-		fmt.Fprintf(&b, "%d 0 obj\n%s\nendobj\n", n, body)
-	}
 	var fonts strings.Builder
+	streamed := make([][]byte, k)
 	for i := range k {
-		fmt.Fprintf(&fonts, "/F%d %d 0 R ", i, 100+i)
+		fmt.Fprintf(&fonts, "/F%d %d 0 R ", i, pdftest.FirstStreamedObject+i)
+		streamed[i] = append([]byte("<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>"), bytes.Repeat([]byte(" "), each)...)
 	}
-	obj(1, "<< /Type /Catalog /Pages 2 0 R >>")
-	obj(2, "<< /Type /Pages /Kids [3 0 R] /Count 1 >>")
-	obj(3, "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << "+fonts.String()+">> >> >>")
-	for i := range k {
-		head := fmt.Sprintf("%d 0 ", 100+i)
-		body := append([]byte(head+"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>"), bytes.Repeat([]byte(" "), each)...)
-		obj(10+i, flateObj(fmt.Sprintf("/Type /ObjStm /N 1 /First %d", len(head)), body))
-	}
-	size := 100 + k
-	xrefNr := 10 + k
-	xrefOff := b.Len()
-	var rows bytes.Buffer
-	for n := range size {
-		typ, f2, f3 := byte(0), 0, 0
-		switch {
-		case n == 0:
-			f3 = 65535
-		case n == xrefNr:
-			typ, f2 = 1, xrefOff
-		case offs[n] > 0:
-			typ, f2 = 1, offs[n]
-		case n >= 100:
-			typ, f2 = 2, 10+n-100
-		}
-		rows.Write([]byte{typ, byte(f2 >> 24), byte(f2 >> 16), byte(f2 >> 8), byte(f2), byte(f3 >> 8), byte(f3)})
-	}
-	fmt.Fprintf(&b, "%d 0 obj\n%s\nendobj\nstartxref\n%d\n%%%%EOF\n", xrefNr,
-		streamObj(fmt.Sprintf("/Type /XRef /Size %d /W [1 4 2] /Root 1 0 R", size), rows.Bytes()), xrefOff)
-	return b.Bytes()
+	return pdftest.ObjectStreams([]string{"<< /Type /Catalog /Pages 2 0 R >>", "<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+		"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << " + fonts.String() + ">> >> >>"}, streamed)
 }
 
 // objStmFiltered is objStmBombs' document with one small object stream whose dictionary names filter (its data

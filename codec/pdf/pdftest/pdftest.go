@@ -113,3 +113,52 @@ func RepeatedPage(times int) []byte {
 		"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
 	}, "/Root 1 0 R")
 }
+
+// FirstStreamedObject is the number of ObjectStreams' first object kept in an object stream.
+const FirstStreamedObject = 100
+
+// ObjectStreams assembles a PDF whose objects 1 to len(plain) are plain[i-1] (at most 9) and whose objects
+// FirstStreamedObject+i are each alone in an object stream of their own (object 10+i, FlateDecode), with a
+// cross-reference stream (the only way to address an object inside a stream) rooted at object 1. A streamed
+// object's bytes are streamed[i] as they are: padding after the object inflates the stream without adding to
+// the object. At most 90 streamed objects.
+func ObjectStreams(plain []string, streamed [][]byte) []byte {
+	if len(plain) > 9 || len(streamed) > 90 {
+		panic("pdftest.ObjectStreams: at most 9 plain and 90 streamed objects")
+	}
+	var b bytes.Buffer
+	b.WriteString("%PDF-1.7\n")
+	offs := map[int]int{}
+	obj := func(n int, body string) {
+		offs[n] = b.Len()
+		fmt.Fprintf(&b, "%d 0 obj\n%s\nendobj\n", n, body)
+	}
+	for i, p := range plain {
+		obj(i+1, p)
+	}
+	for i, s := range streamed {
+		head := fmt.Sprintf("%d 0 ", FirstStreamedObject+i)
+		obj(10+i, Flate(fmt.Sprintf("/Type /ObjStm /N 1 /First %d", len(head)), append([]byte(head), s...)))
+	}
+	k := len(streamed)
+	size, xrefNr := FirstStreamedObject+k, 10+k
+	xrefOff := b.Len()
+	var rows bytes.Buffer
+	for n := range size {
+		typ, f2, f3 := byte(0), 0, 0
+		switch {
+		case n == 0:
+			f3 = 65535
+		case n == xrefNr:
+			typ, f2 = 1, xrefOff
+		case offs[n] > 0:
+			typ, f2 = 1, offs[n]
+		case n >= FirstStreamedObject:
+			typ, f2 = 2, 10+n-FirstStreamedObject
+		}
+		rows.Write([]byte{typ, byte(f2 >> 24), byte(f2 >> 16), byte(f2 >> 8), byte(f2), byte(f3 >> 8), byte(f3)})
+	}
+	fmt.Fprintf(&b, "%d 0 obj\n%s\nendobj\nstartxref\n%d\n%%%%EOF\n", xrefNr,
+		Stream(fmt.Sprintf("/Type /XRef /Size %d /W [1 4 2] /Root 1 0 R", size), rows.Bytes()), xrefOff)
+	return b.Bytes()
+}
