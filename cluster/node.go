@@ -298,6 +298,11 @@ func (n *Node) Join(ctx context.Context, addrs ...string) error {
 	return nil
 }
 
+// HealthScore is the gossip layer's view of this node's own health (MemberlistProvider.HealthScore): 0 when
+// healthy; higher when its probes or its refutations show it cannot keep time, which slows its failure
+// detection.
+func (n *Node) HealthScore() int { return n.provider.HealthScore() }
+
 // Members lists the live members with their metadata, this node included.
 func (n *Node) Members() []Member { return n.provider.Members() }
 

@@ -54,7 +54,7 @@ func DefaultFailureDetection() FailureDetection {
 	}
 }
 
-// DetectionTime is about the longest the survivors of a cluster of members
+// DetectionTime is about the longest the healthy (HealthScore 0) survivors of a cluster of members
 // nodes take to declare a crashed member dead on an idle machine (give or
 // take timer delays): up to one ProbeInterval until the member is probed, one
 // more for the failed direct, indirect and TCP probes (they fill the
@@ -477,6 +477,21 @@ func (p *MemberlistProvider) GossipAddr() string {
 	}
 	n := ml.LocalNode()
 	return net.JoinHostPort(n.Addr.String(), strconv.Itoa(int(n.Port)))
+}
+
+// HealthScore is memberlist's Lifeguard awareness of this node: 0 when healthy; each point (up to 7) comes
+// from a probe of its that went without the answers it expected, or from having to refute a suspicion of
+// itself, and stretches this node's probe interval and timeout by one more base interval, so that a node
+// that cannot keep time (starved of CPU) accuses others less; each probe answered in time takes a point off.
+// A degraded node detects a crashed peer later than FailureDetection.DetectionTime. -1 before start.
+func (p *MemberlistProvider) HealthScore() int {
+	p.mu.Lock()
+	ml := p.ml
+	p.mu.Unlock()
+	if ml == nil {
+		return -1
+	}
+	return ml.GetHealthScore()
 }
 
 // Members returns the members of the topology last given to protoactor

@@ -89,6 +89,18 @@ func TestFrozenNodeDeclaredDeadUnderLoad(t *testing.T) {
 		n, _ := strconv.Atoi(strings.Fields(line)[2])
 		return n
 	}
+	// health returns p's gossip health score (cluster.Node.HealthScore: 0 healthy).
+	health := func(p *clustertest.Process) int {
+		t.Helper()
+		seq++
+		s := strconv.Itoa(seq)
+		line, err := p.Ask(ctx, "health "+s, regexp.MustCompile(`^HEALTH `+s+` `))
+		if err != nil {
+			t.Fatalf("process %d: %v\n%s", p.Index, err, p.Tail(30))
+		}
+		n, _ := strconv.Atoi(strings.Fields(line)[2])
+		return n
+	}
 	// waitMembers polls until every process in on sees want members and returns how long each took; the
 	// wait is bounded by the detection budget.
 	waitMembers := func(want int, on ...*clustertest.Process) []time.Duration {
@@ -106,7 +118,7 @@ func TestFrozenNodeDeclaredDeadUnderLoad(t *testing.T) {
 				// Each process's last answer (the members it names) and what led to it.
 				var last strings.Builder
 				for _, p := range on {
-					fmt.Fprintf(&last, "process %d: %s\n%s\n", p.Index, lastMembers[p.Index], p.Tail(200))
+					fmt.Fprintf(&last, "process %d (health score %d): %s\n%s\n", p.Index, health(p), lastMembers[p.Index], p.Tail(200))
 				}
 				t.Fatalf("members seen after %v: want %d on every one of %d processes (took %v)\n%s", time.Since(start), want, len(on), took, last.String())
 			}
@@ -141,6 +153,21 @@ func TestFrozenNodeDeclaredDeadUnderLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	noneBlocked(p0, p1, p2)
+
+	// The slow node's stalls leave the others degraded: their probes of it went unanswered in time (and its
+	// own refutations degrade it), and memberlist's Lifeguard stretches a degraded node's probe interval and
+	// timeout by up to 8 times, so that a frozen node right after would be detected far later than the
+	// detection time, which holds for healthy nodes (failed once on a loaded machine: neither dropped the frozen
+	// node in 16 s). Each probe answered in time takes a point off: wait for the survivors-to-be to be healthy
+	// again (from 7 points, about 1+2+...+8 = 36 probe intervals at most).
+	healthy := time.Now()
+	for health(p0) != 0 || health(p1) != 0 {
+		if time.Since(healthy) > 36*fd.ProbeInterval+clustertest.LoadSlack {
+			t.Fatalf("p0 and p1 not healthy %v after the slow phase: health scores %d and %d", time.Since(healthy), health(p0), health(p1))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("p0 and p1 healthy again %v after the slow phase", time.Since(healthy))
 
 	// A frozen node: declared dead by both others within the budget.
 	if err := p2.Pause(); err != nil {

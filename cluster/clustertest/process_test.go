@@ -178,6 +178,8 @@ func nodeMain(args []string) int {
 					names[i] = m.Name
 				}
 				say("MEMBERS %s %d %s", f[1], len(ms), strings.Join(names, ","))
+			case len(f) == 2 && f[0] == "health":
+				say("HEALTH %s %d", f[1], node.HealthScore())
 			default:
 				say("UNKNOWN %q", sc.Text())
 			}
