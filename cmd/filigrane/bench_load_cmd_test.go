@@ -54,12 +54,32 @@ func benchCluster(t *testing.T) {
 // not depend on the image's size, and the codec's work per operation is a sixteenth of the default's.
 const benchImageSide = 320
 
+// keepBenchEnv names a folder where a bench test that fails leaves its report folder (report.json, report.md,
+// the nodes' log), for a failure seen once in many runs: a test's temporary folder is removed when it ends.
+const keepBenchEnv = "FILIGRANE_KEEP_FAILED_BENCH"
+
 // runBenchCmd runs a bench command in this process, on a benchImageSide photo, and reads its report files.
 // The tests pass --retry-for 2m: they assert that no operation fails, not how fast one succeeds on a loaded
 // machine.
 func runBenchCmd(t *testing.T, args ...string) (*loadbench.Report, string, string) {
 	t.Helper()
 	out := t.TempDir()
+	if keep := os.Getenv(keepBenchEnv); keep != "" {
+		t.Cleanup(func() {
+			if !t.Failed() {
+				return
+			}
+			dst, err := os.MkdirTemp(keep, t.Name()+"-")
+			if err == nil {
+				err = os.CopyFS(dst, os.DirFS(out))
+			}
+			if err != nil {
+				t.Logf("%s: the report folder was not kept: %v", keepBenchEnv, err)
+				return
+			}
+			t.Logf("%s: the report folder is kept in %s", keepBenchEnv, dst)
+		})
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	var stdout, stderr bytes.Buffer
