@@ -93,6 +93,13 @@
 // at-least-once. [Node.RequestPID] calls a plain actor by PID (for example a
 // named per-node actor found through member metadata).
 //
+// A reply travels to the caller's future by address and process-local id
+// only. protoactor numbers those ids from zero in every process, so a peer's
+// late reply to a request of an earlier incarnation at this address (an actor
+// answering its waiters when its work ends) answered the new incarnation's
+// request with the same number; [Start] makes each actor system count from a
+// random start, and such a reply now finds no future and is dropped.
+//
 // # Membership
 //
 // [MemberlistProvider] implements protoactor's cluster.ClusterProvider on top

@@ -52,12 +52,36 @@ type (
 		Node     string
 		Count    int
 	}
+	// Hold asks a node's late actor to keep the request unanswered; Ask asks it to answer every request it
+	// keeps with LateReply{Late: true} (late answers), then this one with LateReply{}.
+	Hold      struct{}
+	Ask       struct{}
+	LateReply struct{ Late bool }
 )
 
 func registry() *cluster.Registry {
 	reg := cluster.NewRegistry()
-	reg.MustRegister(Hit{}, HitReply{})
+	reg.MustRegister(Hit{}, HitReply{}, Hold{}, Ask{}, LateReply{})
 	return reg
+}
+
+// lateActor keeps the requests it is asked to hold and answers them all, late, at each Ask: as a job actor
+// answers its waiters when the job ends, whoever asked. held reports how many it keeps.
+func lateActor(reg *cluster.Registry, held func(n int)) actor.ReceiveFunc {
+	var waiters []*actor.PID
+	return func(ctx actor.Context) {
+		switch ctx.Message().(type) {
+		case *Hold:
+			waiters = append(waiters, ctx.Sender())
+			held(len(waiters))
+		case *Ask:
+			late, _ := reg.Wrap(LateReply{Late: true})
+			for _, w := range waiters {
+				ctx.Send(w, late)
+			}
+			_ = cluster.Respond(ctx, reg, LateReply{})
+		}
+	}
 }
 
 type counter struct {
@@ -150,6 +174,10 @@ func nodeMain(args []string) int {
 	if err := start(); err != nil {
 		return 1
 	}
+	if _, err := cur.Load().SpawnNamed(actor.PropsFromFunc(lateActor(reg, func(n int) { say("HELD %d", n) })), "late"); err != nil {
+		fmt.Fprintln(os.Stderr, "spawn:", err)
+		return 1
+	}
 
 	stdinClosed := make(chan struct{})
 	go func() {
@@ -171,6 +199,24 @@ func nodeMain(args []string) int {
 					r := resp.(*HitReply)
 					say("HIT %s %s %s %d", seq, id, r.Node, r.Count)
 				}(f[1], f[2])
+			case len(f) == 3 && f[0] == "hold": // hold <address> <n>: n requests the late actor there keeps
+				n, _ := strconv.Atoi(f[2])
+				for range n {
+					go func() {
+						rctx, rcancel := context.WithTimeout(context.Background(), callBudget)
+						defer rcancel()
+						_, _ = node.RequestPID(rctx, actor.NewPID(f[1], "late"), Hold{})
+					}()
+				}
+			case len(f) == 3 && f[0] == "ask": // ask <seq> <address>: one request to the late actor there
+				rctx, rcancel := context.WithTimeout(context.Background(), callBudget)
+				resp, err := node.RequestPID(rctx, actor.NewPID(f[2], "late"), Ask{})
+				rcancel()
+				if r, ok := resp.(*LateReply); ok && err == nil {
+					say("ASKED %s %t", f[1], r.Late)
+				} else {
+					say("ASKERR %s %v", f[1], err)
+				}
 			case len(f) == 2 && f[0] == "members":
 				ms := node.Members()
 				names := make([]string, len(ms))
@@ -617,5 +663,58 @@ func TestStartOnATakenPortStartsAgain(t *testing.T) {
 	defer res.Body.Close()
 	if b, _ := io.ReadAll(res.Body); string(b) != "the process" {
 		t.Fatalf("the process's port answers %q", b)
+	}
+}
+
+// A peer's late answer to a request of a process that was killed and restarted on the same address must not
+// answer a request of the new process. The peer's late actor keeps 64 requests of the first process (as a
+// job actor keeps the sync embeds waiting on its job, and answers them when the job ends); p1 is killed and
+// restarted, then asks the peer 200 times, and each ask makes the peer answer the kept requests first. Each ask
+// must get its own answer. protoactor numbers a process's requests from zero and delivers a remote answer by
+// address and number alone, so the new process's requests took the numbers of the old one's and got their
+// answers (bench chaos with a frozen node declared dead and restarted: a synchronous embed on the restarted
+// node answered with another job's result; the client saw that job twice and its own never, though charged).
+func TestLateReplyToEarlierIncarnation(t *testing.T) {
+	if testing.Short() {
+		t.Skip("multi-process test")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	ps, err := clustertest.StartProcesses(ctx, clustertest.ProcessConfig{
+		Binary: os.Args[0], N: 2, Ports: 2, Env: []string{helperEnv + "=1"},
+		Args: func(i int, ports [][]int) []string { // two clusters of one: requests go by address
+			return []string{"-name", fmt.Sprintf("p%d", i), "-remote-port", strconv.Itoa(ports[i][0]),
+				"-gossip-port", strconv.Itoa(ports[i][1])}
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ps.KillAll()
+	peer, p1 := ps.List[0], ps.List[1]
+	peerAddr := "127.0.0.1:" + strconv.Itoa(peer.Ports[0])
+	const held, asks = 64, 200
+	if err := p1.Send(fmt.Sprintf("hold %s %d", peerAddr, held)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := peer.WaitLine(ctx, regexp.MustCompile(fmt.Sprintf(`^HELD %d$`, held))); err != nil {
+		t.Fatal(err)
+	}
+	if err := p1.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-p1.Exited()
+	if err := p1.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i := range asks {
+		seq := strconv.Itoa(i)
+		line, err := p1.Ask(ctx, "ask "+seq+" "+peerAddr, regexp.MustCompile(`^ASK(ED|ERR) `+seq+` `))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if line != "ASKED "+seq+" false" {
+			t.Fatalf("ask %d of the restarted process: %q, want its own answer (a late answer to the killed process's request reached it)", i, line)
+		}
 	}
 }
