@@ -2,8 +2,12 @@ package actors
 
 import (
 	"context"
+	"errors"
 	"fmt"
 )
+
+// ErrCrossedReply is wrapped when a job actor's reply carries the record of another job than the one asked.
+var ErrCrossedReply = errors.New("a reply meant for another request")
 
 // JobClient is the typed way to talk to job actors.
 type JobClient struct {
@@ -19,6 +23,13 @@ func (c JobClient) call(ctx context.Context, requestID string, msg any) (*JobRep
 		rep, ok := r.(*JobReply)
 		if !ok {
 			return nil, fmt.Errorf("job %s: unexpected reply %T", requestID, r)
+		}
+		if rep.Record != nil && rep.Record.RequestID != requestID {
+			// A reply meant for another request (a late answer to an earlier incarnation of this node reached
+			// a request of this one with the same future id, before futures were numbered from a random start:
+			// cluster.distinctLocalIDs). Never hand a caller another job's record: it may be another
+			// organization's result.
+			return nil, fmt.Errorf("job %s: answered with job %s's record: %w", requestID, rep.Record.RequestID, ErrCrossedReply)
 		}
 		if rep.Code != ReplyRetry {
 			return rep, nil
