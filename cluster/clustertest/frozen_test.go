@@ -76,29 +76,30 @@ func TestFrozenNodeDeclaredDeadUnderLoad(t *testing.T) {
 		}()
 	}
 	seq := 0
-	lastMembers := map[int]string{}
-	members := func(p *clustertest.Process) int {
+	// ask sends p the command cmd with a fresh sequence number and returns its answer line, which starts with
+	// reply and that number, and the line's third field as a number.
+	ask := func(p *clustertest.Process, cmd, reply string) (string, int) {
 		t.Helper()
 		seq++
 		s := strconv.Itoa(seq)
-		line, err := p.Ask(ctx, "members "+s, regexp.MustCompile(`^MEMBERS `+s+` `))
+		line, err := p.Ask(ctx, cmd+" "+s, regexp.MustCompile(`^`+reply+` `+s+` `))
 		if err != nil {
 			t.Fatalf("process %d: %v\n%s", p.Index, err, p.Tail(30))
 		}
-		lastMembers[p.Index] = line
 		n, _ := strconv.Atoi(strings.Fields(line)[2])
+		return line, n
+	}
+	lastMembers := map[int]string{}
+	members := func(p *clustertest.Process) int {
+		t.Helper()
+		line, n := ask(p, "members", "MEMBERS")
+		lastMembers[p.Index] = line
 		return n
 	}
 	// health returns p's gossip health score (cluster.Node.HealthScore: 0 healthy).
 	health := func(p *clustertest.Process) int {
 		t.Helper()
-		seq++
-		s := strconv.Itoa(seq)
-		line, err := p.Ask(ctx, "health "+s, regexp.MustCompile(`^HEALTH `+s+` `))
-		if err != nil {
-			t.Fatalf("process %d: %v\n%s", p.Index, err, p.Tail(30))
-		}
-		n, _ := strconv.Atoi(strings.Fields(line)[2])
+		_, n := ask(p, "health", "HEALTH")
 		return n
 	}
 	// waitMembers polls until every process in on sees want members and returns how long each took; the
