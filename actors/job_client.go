@@ -6,7 +6,8 @@ import (
 	"fmt"
 )
 
-// ErrCrossedReply is wrapped when a job actor's reply carries the record of another job than the one asked.
+// ErrCrossedReply is wrapped when a reply is another request's: a job actor's reply carrying another job's record,
+// or an organization actor's reply naming another organization.
 var ErrCrossedReply = errors.New("a reply meant for another request")
 
 // JobClient is the typed way to talk to job actors.

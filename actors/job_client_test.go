@@ -10,7 +10,7 @@ import (
 
 // crossedCaller answers every request with a reply meant for another job, as a peer's late answer to a request
 // of an earlier incarnation of this node did when it reached a request of this one with the same future id.
-type crossedCaller struct{ rep *JobReply }
+type crossedCaller struct{ rep any }
 
 func (c crossedCaller) Request(context.Context, string, string, any) (any, error) { return c.rep, nil }
 
@@ -31,5 +31,26 @@ func TestJobReplyForAnotherJobIsRefused(t *testing.T) {
 	same := JobClient{Caller: crossedCaller{&JobReply{Code: ReplyOK, Record: &jobstate.Record{RequestID: asked}}}}
 	if rep, err := same.Get(context.Background(), "org_a", asked); err != nil || rep.Record.RequestID != asked {
 		t.Fatalf("the job's own record: %+v, %v", rep, err)
+	}
+}
+
+// An organization actor's reply names its organization; a reply naming another one is an error, never shown
+// to the request (it would be another organization's balance or admission); one naming none (a node of an
+// earlier version) is taken.
+func TestOrgReplyForAnotherOrgIsRefused(t *testing.T) {
+	ctx := context.Background()
+	crossed := OrgClient{Caller: crossedCaller{&OrgReply{OrgID: "org_b", Code: ReplyOK, Balance: 42}}}
+	if rep, err := crossed.Get(ctx, "org_a"); !errors.Is(err, ErrCrossedReply) || rep != nil {
+		t.Errorf("get: %+v, %v; want ErrCrossedReply", rep, err)
+	}
+	admit := OrgClient{Caller: crossedCaller{&OrgAdmitReply{OrgID: "org_b", Code: ReplyOK, Allowed: true}}}
+	if rep, err := admit.Admit(ctx, "org_a", "mem_1"); !errors.Is(err, ErrCrossedReply) || rep != nil {
+		t.Errorf("admit: %+v, %v; want ErrCrossedReply", rep, err)
+	}
+	for _, id := range []string{"org_a", ""} {
+		c := OrgClient{Caller: crossedCaller{&OrgReply{OrgID: id, Code: ReplyOK, Balance: 42}}}
+		if rep, err := c.Get(ctx, "org_a"); err != nil || rep.Balance != 42 {
+			t.Errorf("a reply naming %q: %+v, %v; want it taken", id, rep, err)
+		}
 	}
 }

@@ -87,6 +87,19 @@ type orgActor struct {
 	windowN   int
 }
 
+// respond answers the request in ctx with r, naming this organization in it, so that a reply that reaches
+// another request than the one it answers (as a late reply to an earlier incarnation of a node once did) is
+// recognised and refused by OrgClient instead of showing one organization's state to another's request.
+func (a *orgActor) respond(ctx actor.Context, r any) {
+	switch v := r.(type) {
+	case *OrgReply:
+		v.OrgID = a.id
+	case *OrgAdmitReply:
+		v.OrgID = a.id
+	}
+	a.deps.Respond(ctx, r)
+}
+
 func (a *orgActor) Receive(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *actor.Started:
@@ -136,12 +149,12 @@ func (a *orgActor) Receive(ctx actor.Context) {
 		if !a.load(ctx, msg.OrgID) {
 			return
 		}
-		a.deps.Respond(ctx, a.reply(ReplyOK, ""))
+		a.respond(ctx, a.reply(ReplyOK, ""))
 	case *OrgRefresh:
 		// The next load makes a fresh cell and reads the record (handing over any pending effects again,
 		// which is idempotent). The request window stays: it is this activation's count.
 		a.cell, a.state = nil, nil
-		a.deps.Respond(ctx, &OrgReply{Code: ReplyOK})
+		a.respond(ctx, &OrgReply{Code: ReplyOK})
 	}
 }
 
@@ -186,13 +199,13 @@ func (a *orgActor) load(ctx actor.Context, orgID string) bool {
 	st, err := a.cell.Load(a.deps.lifetime())
 	if err != nil {
 		a.deps.Logger.Error().Err(err).Str("org", a.id).Msg("load organization")
-		a.deps.Respond(ctx, &OrgReply{Code: ReplyInternal, Detail: "organization state unavailable"})
+		a.respond(ctx, &OrgReply{Code: ReplyInternal, Detail: "organization state unavailable"})
 		ctx.Poison(ctx.Self())
 		return false
 	}
 	a.state = st
 	if a.state == nil || orgID != a.id {
-		a.deps.Respond(ctx, &OrgReply{Code: ReplyNotFound})
+		a.respond(ctx, &OrgReply{Code: ReplyNotFound})
 		return false
 	}
 	return true
@@ -211,16 +224,16 @@ func (a *orgActor) mutate(ctx actor.Context, orgID string, fn func(*OrgState, ti
 	next := a.state.Clone()
 	a.reapStaleHolds(next, a.deps.Clock.Now())
 	if err := fn(next, a.deps.Clock.Now()); err != nil {
-		a.deps.Respond(ctx, a.reply(codeOf(err), err.Error()))
+		a.respond(ctx, a.reply(codeOf(err), err.Error()))
 		return
 	}
 	if err := a.cell.Save(a.deps.lifetime(), next); err != nil {
 		code := a.deps.saveFailed(ctx, err, KindOrg, a.id)
-		a.deps.Respond(ctx, &OrgReply{Code: code, Detail: "organization state changed elsewhere; retry"})
+		a.respond(ctx, &OrgReply{Code: code, Detail: "organization state changed elsewhere; retry"})
 		return
 	}
 	a.state = next
-	a.deps.Respond(ctx, a.reply(ReplyOK, ""))
+	a.respond(ctx, a.reply(ReplyOK, ""))
 }
 
 // staleHoldAge is when a hold is surely orphaned: longer than any job may run (90 minutes for video) plus
@@ -265,7 +278,7 @@ func (a *orgActor) admit(ctx actor.Context, msg *OrgAdmit) {
 	}
 	m, ok := a.state.Member(msg.MemberID)
 	if !ok || m.RemovedAt != nil {
-		a.deps.Respond(ctx, &OrgAdmitReply{Code: ReplyUnknownMember, Plan: a.state.Plan})
+		a.respond(ctx, &OrgAdmitReply{Code: ReplyUnknownMember, Plan: a.state.Plan})
 		return
 	}
 	plan, _ := a.deps.Catalog.Plan(a.state.Plan)
@@ -279,7 +292,7 @@ func (a *orgActor) admit(ctx actor.Context, msg *OrgAdmit) {
 	if allowed {
 		a.windowN++
 	}
-	a.deps.Respond(ctx, &OrgAdmitReply{Code: ReplyOK, Role: m.Role, Plan: a.state.Plan, Allowed: allowed,
+	a.respond(ctx, &OrgAdmitReply{Code: ReplyOK, Role: m.Role, Plan: a.state.Plan, Allowed: allowed,
 		Limit: limit, Remaining: limit - a.windowN, ResetAt: a.windowEnd})
 }
 

@@ -32,10 +32,16 @@ func (c OrgClient) call(ctx context.Context, orgID string, msg any) (any, error)
 		last = reply
 		switch r := reply.(type) {
 		case *OrgReply:
+			if r.OrgID != "" && r.OrgID != orgID {
+				return nil, fmt.Errorf("org %s: answered by org %s: %w", orgID, r.OrgID, ErrCrossedReply)
+			}
 			if r.Code != ReplyRetry {
 				return r, nil
 			}
 		case *OrgAdmitReply:
+			if r.OrgID != "" && r.OrgID != orgID {
+				return nil, fmt.Errorf("org %s: answered by org %s: %w", orgID, r.OrgID, ErrCrossedReply)
+			}
 			if r.Code != ReplyRetry {
 				return r, nil
 			}

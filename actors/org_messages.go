@@ -35,6 +35,7 @@ type OrgAdmit struct {
 
 // OrgAdmitReply answers OrgAdmit.
 type OrgAdmitReply struct {
+	OrgID     string // as OrgReply.OrgID
 	Code      string
 	Role      Role
 	Plan      string
@@ -93,6 +94,9 @@ type OrgRefresh struct {
 
 // OrgReply answers every org command but OrgAdmit.
 type OrgReply struct {
+	// OrgID is the organization whose actor answered (empty from a node of an earlier version): a client
+	// refuses a reply of another organization's (ErrCrossedReply).
+	OrgID     string
 	Code      string
 	Detail    string
 	Plan      string
