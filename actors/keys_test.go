@@ -6,7 +6,6 @@ import (
 	"errors"
 	"net"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,6 +15,7 @@ import (
 	"filigrane/internal/clock"
 	"filigrane/persistence"
 	"filigrane/persistence/pebblestore"
+	"filigrane/persistence/storetest"
 )
 
 // TestKeyCacheRevocationDelay: with a cache, a revoked key keeps working until its entry is older than the
@@ -167,23 +167,6 @@ func TestKeyCacheRemembersMisses(t *testing.T) {
 	}
 }
 
-// heldKeyStore is a real store whose key reads wait until released.
-type heldKeyStore struct {
-	persistence.Store
-	reads   atomic.Int64
-	entered chan struct{}
-	release chan struct{}
-}
-
-func (s *heldKeyStore) Get(ctx context.Context, key []byte) (persistence.Item, error) {
-	if strings.HasPrefix(string(key), prefixAPIKey) {
-		s.reads.Add(1)
-		s.entered <- struct{}{}
-		<-s.release
-	}
-	return s.Store.Get(ctx, key)
-}
-
 // TestKeyLookupsOfOneIDShareOneRead: while a key id is being read, another request with that id waits for the
 // read's answer: it takes no lookup slot (with one slot, it is not refused) and makes no read of its own.
 func TestKeyLookupsOfOneIDShareOneRead(t *testing.T) {
@@ -192,7 +175,8 @@ func TestKeyLookupsOfOneIDShareOneRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer store.Close()
-	held := &heldKeyStore{Store: store, entered: make(chan struct{}, 4), release: make(chan struct{})}
+	// A real store whose key reads wait until released.
+	held := storetest.NewHeld(store, func(k []byte) bool { return strings.HasPrefix(string(k), prefixAPIKey) }, 4)
 	clk := clock.NewManual(time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC))
 	keys := Keys{Store: held, Clock: clk, Cache: NewKeyCache(5 * time.Second),
 		Limit: authlimit.New(authlimit.Config{MaxInFlight: 1}, clk)}
@@ -202,7 +186,7 @@ func TestKeyLookupsOfOneIDShareOneRead(t *testing.T) {
 		_, err := keys.AuthenticateFrom(context.Background(), secret, net.ParseIP("192.0.2.1"))
 		first <- err
 	}()
-	<-held.entered
+	<-held.Entered
 	// The second request gives up at once (its context is done): a lookup that waits for the first one's
 	// read says so; one that tried a read of its own would be refused for the slot the first one holds.
 	gone, cancel := context.WithCancel(context.Background())
@@ -212,14 +196,14 @@ func TestKeyLookupsOfOneIDShareOneRead(t *testing.T) {
 	if errors.As(err, &refused) || !errors.Is(err, context.Canceled) {
 		t.Fatalf("a second lookup of the id being read: %v, want it to wait for that read", err)
 	}
-	close(held.release)
+	close(held.Release)
 	if err := <-first; !errors.Is(err, ErrInvalidKey) {
 		t.Fatalf("the first lookup: %v", err)
 	}
 	if _, err := keys.AuthenticateFrom(context.Background(), secret, net.ParseIP("192.0.2.2")); !errors.Is(err, ErrInvalidKey) {
 		t.Fatalf("the id again: %v", err)
 	}
-	if n := held.reads.Load(); n != 1 {
+	if n := held.Reads.Load(); n != 1 {
 		t.Fatalf("%d reads, want 1", n)
 	}
 }

@@ -2,14 +2,12 @@ package http
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	nethttp "net/http"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,31 +16,9 @@ import (
 	"filigrane/actors"
 	"filigrane/internal/authlimit"
 	"filigrane/internal/clock"
-	"filigrane/persistence"
 	"filigrane/persistence/pebblestore"
+	"filigrane/persistence/storetest"
 )
-
-// heldStore is a real store whose reads of API keys wait until released, counting them: a store that has
-// become slow (an S3 bucket under load), seen from the node.
-type heldStore struct {
-	persistence.Store
-	reads   atomic.Int64
-	entered chan struct{}
-	release chan struct{}
-}
-
-func (s *heldStore) Get(ctx context.Context, key []byte) (persistence.Item, error) {
-	if bytes.HasPrefix(key, []byte("apikey/")) {
-		s.reads.Add(1)
-		s.entered <- struct{}{}
-		select {
-		case <-s.release:
-		case <-ctx.Done():
-			return persistence.Item{}, ctx.Err()
-		}
-	}
-	return s.Store.Get(ctx, key)
-}
 
 // TestUnknownKeyLookupsInFlightAreBounded: lookups of unknown key ids from many clients cannot pile up on a
 // slow store. With the bound's lookups held in the store, the next unknown key is answered 503 with
@@ -54,9 +30,10 @@ func TestUnknownKeyLookupsInFlightAreBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer store.Close()
-	held := &heldStore{Store: store, entered: make(chan struct{}, 8), release: make(chan struct{})}
+	// A store that has become slow (an S3 bucket under load), seen from the node: reads of API keys wait.
+	held := storetest.NewHeld(store, func(k []byte) bool { return bytes.HasPrefix(k, []byte("apikey/")) }, 8)
 	var releaseOnce sync.Once
-	release := func() { releaseOnce.Do(func() { close(held.release) }) }
+	release := func() { releaseOnce.Do(func() { close(held.Release) }) }
 	defer release() // a failing test must not leave the server's handlers waiting
 	clk := clock.NewManual(time.Date(2026, 6, 1, 10, 0, 0, 0, time.UTC))
 	// The request's own deadline is far away: only the bound may answer a lookup that the store holds.
@@ -101,7 +78,7 @@ func TestUnknownKeyLookupsInFlightAreBounded(t *testing.T) {
 		}()
 	}
 	for range bound {
-		<-held.entered
+		<-held.Entered
 	}
 	// Answered at once: a lookup that waited for a slot would wait for the held ones (a minute).
 	a, err := getWith(&nethttp.Client{Timeout: 5 * time.Second}, "/auth/api-key", unknown(bound))
@@ -111,7 +88,7 @@ func TestUnknownKeyLookupsInFlightAreBounded(t *testing.T) {
 	if a.status != 503 || a.code != "service_unavailable" || a.retryAfter != "1" {
 		t.Fatalf("the lookup past the bound: %+v, want 503 service_unavailable with Retry-After 1", a)
 	}
-	if n := held.reads.Load(); n != bound {
+	if n := held.Reads.Load(); n != bound {
 		t.Fatalf("the store saw %d reads, want %d", n, bound)
 	}
 	release()

@@ -15,6 +15,7 @@ import (
 	"filigrane/internal/authlimit"
 	"filigrane/internal/parkedctx"
 	"filigrane/persistence"
+	"filigrane/persistence/storetest"
 )
 
 // sessionReads is the node's real store, counting the reads of session records.
@@ -140,29 +141,6 @@ func TestSignOutRacingATouchEndsTheSession(t *testing.T) {
 	}
 }
 
-// heldSessionReads is the real store in which the read of one session key waits until released: a slow
-// object store, seen from the node.
-type heldSessionReads struct {
-	persistence.Store
-	hold    []byte
-	reads   atomic.Int64
-	entered chan struct{}
-	release chan struct{}
-}
-
-func (s *heldSessionReads) Get(ctx context.Context, key []byte) (persistence.Item, error) {
-	if bytes.Equal(key, s.hold) {
-		s.reads.Add(1)
-		s.entered <- struct{}{}
-		select {
-		case <-s.release:
-		case <-ctx.Done():
-			return persistence.Item{}, ctx.Err()
-		}
-	}
-	return s.Store.Get(ctx, key)
-}
-
 // TestUnknownSessionLookupsInFlightAreBounded: with the node's lookups of unknown credentials all held in a
 // slow store, another random cookie is refused at once (InFlightFull) without a read, while a session seen
 // live is read and answered.
@@ -176,7 +154,8 @@ func TestUnknownSessionLookupsInFlightAreBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	held := &heldSessionReads{Store: a.Store, hold: sessionKey("held"), entered: make(chan struct{}, 1), release: make(chan struct{})}
+	// The real store in which the read of one session key waits until released: a slow object store.
+	held := storetest.NewHeld(a.Store, holdKey(sessionKey("held")), 1)
 	a.Store = held
 	a.Limit = authlimit.New(authlimit.Config{MaxInFlight: 1}, clk)
 	done := make(chan error, 1)
@@ -184,7 +163,7 @@ func TestUnknownSessionLookupsInFlightAreBounded(t *testing.T) {
 		_, _, err := a.SessionFrom(ctx, "held", net.ParseIP("192.0.2.1"))
 		done <- err
 	}()
-	<-held.entered
+	<-held.Entered
 	_, _, err = a.SessionFrom(ctx, "another random cookie", net.ParseIP("198.51.100.1"))
 	var refused *authlimit.Refusal
 	if !errors.As(err, &refused) || refused.Reason != authlimit.InFlightFull {
@@ -193,7 +172,7 @@ func TestUnknownSessionLookupsInFlightAreBounded(t *testing.T) {
 	if _, _, err := a.SessionFrom(ctx, live, net.ParseIP("198.51.100.1")); err != nil {
 		t.Errorf("the live session while the bound is full: %v", err)
 	}
-	close(held.release)
+	close(held.Release)
 	if err := <-done; !errors.Is(err, ErrNoSession) {
 		t.Fatalf("the held lookup: %v", err)
 	}
@@ -222,10 +201,9 @@ func TestConcurrentLookupsOfOneStaleCookieSpendOneToken(t *testing.T) {
 		t.Fatal(err)
 	}
 	const requests = 5
-	held := &heldSessionReads{Store: a.Store, hold: sessionKey(stale), entered: make(chan struct{}, requests),
-		release: make(chan struct{})}
+	held := storetest.NewHeld(a.Store, holdKey(sessionKey(stale)), requests)
 	var releaseOnce sync.Once
-	release := func() { releaseOnce.Do(func() { close(held.release) }) }
+	release := func() { releaseOnce.Do(func() { close(held.Release) }) }
 	defer release()
 	a.Store = held
 	a.Limit = authlimit.New(authlimit.Config{Burst: 2, Every: time.Minute}, clk)
@@ -255,7 +233,7 @@ func TestConcurrentLookupsOfOneStaleCookieSpendOneToken(t *testing.T) {
 			t.Errorf("request %d with the stale cookie: %v, want ErrNoSession", i, err)
 		}
 	}
-	if n := held.reads.Load(); n != 1 {
+	if n := held.Reads.Load(); n != 1 {
 		t.Errorf("%d reads of the stale session, want 1", n)
 	}
 	// One token spent: the address has one more lookup, then none.
@@ -268,3 +246,6 @@ func TestConcurrentLookupsOfOneStaleCookieSpendOneToken(t *testing.T) {
 		t.Fatalf("a third unknown cookie: %v, want a refusal for the address", err)
 	}
 }
+
+// holdKey matches key alone.
+func holdKey(key []byte) func([]byte) bool { return func(k []byte) bool { return bytes.Equal(k, key) } }

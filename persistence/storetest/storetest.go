@@ -1,4 +1,5 @@
-// Package storetest is the contract suite for persistence.Store. Every backend runs it from its own tests:
+// Package storetest is the contract suite for persistence.Store, and a slow store for tests of what waits on
+// a read (Held). Every backend runs it from its own tests:
 //
 //	func TestContract(t *testing.T) {
 //		storetest.Run(t, func(t *testing.T) persistence.Store { return openEmptyStore(t) })
