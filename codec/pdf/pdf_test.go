@@ -307,31 +307,10 @@ func TestRefusals(t *testing.T) {
 // objStmBomb is a document with a cross-reference stream whose object stream (holding the page tree) inflates
 // to 8 MiB, mostly zeros.
 func objStmBomb() []byte {
-	var b bytes.Buffer
-	b.WriteString("%PDF-1.7\n")
-	offs := map[int]int{}
-	obj := func(n int, body string) {
-		offs[n] = b.Len()
-		fmt.Fprintf(&b, "%d 0 obj\n%s\nendobj\n", n, body)
-	}
-	obj(1, "<< /Type /Catalog /Pages 2 0 R >>")
-	obj(3, "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] >>")
-	payload := append([]byte("<< /Type /Pages /Kids [3 0 R] /Count 1 >>"), make([]byte, 8<<20)...)
-	obj(4, flateObj("/Type /ObjStm /N 1 /First 4", append([]byte("2 0 "), payload...)))
-	xrefOff := b.Len()
-	var rows bytes.Buffer
-	row := func(typ byte, f2 int, f3 int) {
-		rows.Write([]byte{typ, byte(f2 >> 24), byte(f2 >> 16), byte(f2 >> 8), byte(f2), byte(f3 >> 8), byte(f3)})
-	}
-	row(0, 0, 65535)
-	row(1, offs[1], 0)
-	row(2, 4, 0) // object 2 is entry 0 of object stream 4
-	row(1, offs[3], 0)
-	row(1, offs[4], 0)
-	row(1, xrefOff, 0)
-	fmt.Fprintf(&b, "5 0 obj\n%s\nendobj\nstartxref\n%d\n%%%%EOF\n",
-		streamObj("/Type /XRef /Size 6 /W [1 4 2] /Root 1 0 R", rows.Bytes()), xrefOff)
-	return b.Bytes()
+	pages := fmt.Sprintf("%d 0 R", pdftest.FirstStreamedObject)
+	return pdftest.ObjectStreams([]string{"<< /Type /Catalog /Pages " + pages + " >>",
+		"<< /Type /Page /Parent " + pages + " /MediaBox [0 0 612 792] >>"},
+		[][]byte{append([]byte("<< /Type /Pages /Kids [2 0 R] /Count 1 >>"), make([]byte, 8<<20)...)})
 }
 
 // objStmBombs is a one-page document whose page names k fonts, each alone in its own object stream padded to
