@@ -37,6 +37,7 @@ type DecodeBudget struct {
 
 // waiter is one reservation waiting in the budget; ready receives its answer once (nil: granted).
 type waiter struct {
+	ctx   context.Context // the caller's: once it ends, the waiter is answered busy instead of granted or counted
 	n     int64
 	work  *Work // nil: a plain reservation
 	ready chan error
@@ -81,7 +82,7 @@ func (b *DecodeBudget) Acquire(ctx context.Context, n int64) (release func(), er
 		return nil, fmt.Errorf("needs %d MB, the budget is %d MB: %w", mb(n), mb(b.capacity), ErrDecodeTooLarge)
 	}
 	n = max(n, 1)
-	if err := b.wait(ctx, &waiter{n: n}); err != nil {
+	if err := b.wait(&waiter{ctx: ctx, n: n}); err != nil {
 		return nil, err
 	}
 	return b.releaser(n), nil
@@ -94,7 +95,7 @@ func (b *DecodeBudget) AcquireWork(ctx context.Context, n int64) (*Work, error) 
 		return nil, fmt.Errorf("needs %d MB, the budget is %d MB: %w", mb(n), mb(b.capacity), ErrDecodeTooLarge)
 	}
 	n = max(n, 1)
-	if err := b.wait(ctx, &waiter{n: n}); err != nil {
+	if err := b.wait(&waiter{ctx: ctx, n: n}); err != nil {
 		return nil, err
 	}
 	return &Work{b: b, n: n}, nil
@@ -111,7 +112,7 @@ func (w *Work) Acquire(ctx context.Context, n int64) (release func(), err error)
 		return nil, fmt.Errorf("needs %d MB beside the %d MB already reserved, the budget is %d MB: %w",
 			mb(n), mb(w.n), mb(b.capacity), ErrDecodeTooLarge)
 	}
-	if err := b.wait(ctx, &waiter{n: n, work: w}); err != nil {
+	if err := b.wait(&waiter{ctx: ctx, n: n, work: w}); err != nil {
 		return nil, err
 	}
 	return b.releaser(n), nil
@@ -147,8 +148,9 @@ func (b *DecodeBudget) releaser(n int64) func() {
 	}
 }
 
-// wait queues w and waits for its answer or for ctx to end.
-func (b *DecodeBudget) wait(ctx context.Context, w *waiter) error {
+// wait queues w and waits for its answer or for its context to end.
+func (b *DecodeBudget) wait(w *waiter) error {
+	ctx := w.ctx
 	if err := ctx.Err(); err != nil { // the caller is gone: nothing to reserve for
 		return fmt.Errorf("waiting for %d MB of decode memory: %w (%w)", mb(w.n), ErrDecodeBusy, err)
 	}
@@ -217,6 +219,17 @@ func (b *DecodeBudget) answer(w *waiter, err error) {
 // part of work waiting for a later part (none of it can be given back), it breaks the deadlock: the newest such
 // work's waits fail.
 func (b *DecodeBudget) grant() {
+	// A waiter whose caller is gone is answered first, before its goroutine gets round to leaving the queue:
+	// granted, its memory would wait for that goroutine to give it back, and counted as a stalled part, its
+	// work's first part would look held for ever and the deadlock rule would refuse other work busy (503) just
+	// before that caller gives the memory back.
+	for i := 0; i < len(b.queue); {
+		if w := b.queue[i]; w.ctx.Err() != nil {
+			b.answer(w, fmt.Errorf("waiting for %d MB of decode memory: %w (%w)", mb(w.n), ErrDecodeBusy, w.ctx.Err()))
+			continue
+		}
+		i++
+	}
 	parts := false
 	for i := 0; i < len(b.queue); {
 		w := b.queue[i]

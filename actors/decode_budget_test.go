@@ -6,6 +6,7 @@ import (
 	"errors"
 	"image"
 	"image/png"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -200,6 +201,60 @@ func TestDecodeBudgetPartsFirst(t *testing.T) {
 		t.Fatalf("the plain reservation after the part: %v", err)
 	}
 	close(plainDone)
+}
+
+// TestDecodeBudgetCallerGoneIsNotADeadlock: two works whose first parts fill the budget, the older waiting for
+// a later part, its caller gone (a client that hung up) but its goroutine not yet run to leave the queue. The
+// newer work's part must wait for the memory the older gives back, not be refused busy (503) by the deadlock
+// rule as if the older were stuck for ever.
+func TestDecodeBudgetCallerGoneIsNotADeadlock(t *testing.T) {
+	ctx := context.Background()
+	b := actors.NewDecodeBudget(100 << 20)
+	older, err := b.AcquireWork(ctx, 50<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	newer, err := b.AcquireWork(ctx, 50<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone := &cancelledUnseen{Context: ctx}
+	olderDone := make(chan error, 1)
+	go func() {
+		_, err := older.Acquire(gone, 10<<20)
+		older.Release() // its caller gives the memory back once its wait ends
+		olderDone <- err
+	}()
+	waitReservations(t, b, 1)
+	gone.cancelled.Store(true)
+	release, err := newer.Acquire(ctx, 10<<20)
+	if err != nil {
+		t.Fatalf("the newer work's part while the older's caller is gone: %v, want granted", err)
+	}
+	release()
+	newer.Release()
+	if err := <-olderDone; !errors.Is(err, actors.ErrDecodeBusy) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("the older work's part: %v, want busy, cancelled", err)
+	}
+	all, err := b.Acquire(ctx, b.Capacity())
+	if err != nil {
+		t.Fatal("budget not released:", err)
+	}
+	all()
+}
+
+// cancelledUnseen is a context cancelled (Err says so) whose Done never closes: the instant after a cancel when
+// the waiting goroutine has not yet run to see it, held still so that a test can act in it.
+type cancelledUnseen struct {
+	context.Context
+	cancelled atomic.Bool
+}
+
+func (c *cancelledUnseen) Err() error {
+	if c.cancelled.Load() {
+		return context.Canceled
+	}
+	return nil
 }
 
 // waitReservations polls b until n reservations wait in it, within a bounded time.
