@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/browser"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 	"github.com/rs/zerolog"
@@ -39,7 +40,8 @@ const hostile = `"'><img src=x onerror="window.__xss=1" data-xss=1><script data-
 // form's data names an organization with quotes as valid JSON, and a right-to-left override in an
 // organization's or destination's name reverses nothing outside it (the role after the organization in the
 // header, the sentence around a destination's name). The page's own script cannot insert a string as HTML
-// (Trusted Types), and an answer under /console/api shown as a document runs in an origin of its own.
+// (Trusted Types), and an answer under /console/api shown as a document runs in an origin of its own, while
+// the files it serves still download (the asset's file, the job's result).
 func TestConsoleShowsHostileValuesAsText(t *testing.T) {
 	exe := chromium()
 	if exe == "" {
@@ -201,7 +203,37 @@ func TestConsoleShowsHostileValuesAsText(t *testing.T) {
 	if err := json.Unmarshal([]byte(eval(`document.getElementById("meta-`+assetID+`").value`)), &meta); err != nil || len(meta) != 1 || meta[metaKey] != hostile {
 		t.Fatalf("the metadata editor holds %v (%v), want {%q: %q}", meta, err, metaKey, hostile)
 	}
+	// Downloads through the console work under the API answers' sandbox: the asset's file from the assets
+	// page, and the job's result from the jobs page.
+	downloads := t.TempDir()
+	if _, err := chromedp.CallBrowser(ctx, browser.SetDownloadBehavior, browser.SetDownloadBehaviorParams{
+		Behavior: browser.SetDownloadBehaviorBehaviorAllow, DownloadPath: downloads, EventsEnabled: &[]bool{true}[0]}); err != nil {
+		t.Fatal(err)
+	}
+	download := func(what, link string) {
+		t.Helper()
+		dctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		progress := chromedp.BrowserEvents(dctx, browser.DownloadProgress)
+		do("download "+what, chromedp.Click(chromedp.CSS(link)))
+		for ev, err := range progress {
+			if err != nil {
+				t.Fatalf("download %s: %v", what, err)
+			}
+			if ev.State == browser.DownloadProgressStateCanceled {
+				t.Fatalf("download %s was cancelled", what)
+			}
+			if ev.State == browser.DownloadProgressStateCompleted {
+				if ev.ReceivedBytes < 1000 {
+					t.Fatalf("download %s: %v bytes", what, ev.ReceivedBytes)
+				}
+				return
+			}
+		}
+	}
+	download("the asset's file", `#assets tr[data-asset-id="`+assetID+`"] a[download]`)
 	visit("/console/jobs", "#recent-jobs tbody tr .job-result a")
+	download("the job's result", "#recent-jobs tbody tr .job-result a")
 	visit("/console/jobs?request_id="+strings.NewReplacer("%", "%25", "&", "%26", "#", "%23", "+", "%2B", " ", "%20").Replace(hostile), "#job-result p")
 	visit("/console/webhooks", "#webhooks tbody tr + tr")
 	do("a webhook's deliveries", chromedp.Click(chromedp.CSS(`#webhooks tbody tr button`)), chromedp.WaitVisible(chromedp.CSS("#deliveries p")))
