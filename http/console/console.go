@@ -20,6 +20,7 @@ import (
 	"crypto/subtle"
 	"embed"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"html/template"
@@ -205,24 +206,37 @@ func (r *request) member() Member {
 	return Member{UserID: r.user.ID, OrgID: r.orgID, MemberID: r.memberID}
 }
 
+// pageCSP is the content security policy of the console's pages: scripts, styles and images only from the node
+// itself, so no inline script can run even if a value ever escaped its template; and Trusted Types required, so
+// the page's own script cannot insert a string as HTML or script either (it builds elements and sets
+// textContent, which needs none).
+const pageCSP = "default-src 'self'; img-src 'self' blob: data:; style-src 'self'; script-src 'self'; object-src 'none'; " +
+	"base-uri 'none'; frame-ancestors 'none'; form-action 'self'; require-trusted-types-for 'script'; trusted-types 'none'"
+
+// apiCSP is the policy of /console/api/... answers: data for the pages' script and files to download, never
+// pages. Should a browser show one as a document (a link to a result followed, a file whose type it renders),
+// the sandbox gives it an origin of its own, where it can run no script and act with no session.
+const apiCSP = "default-src 'none'; sandbox; frame-ancestors 'none'"
+
 // Serve answers a request under /console.
 func (c *Console) Serve(ctx *fasthttp.RequestCtx) {
 	h := &ctx.Response.Header
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Referrer-Policy", "same-origin")
 	h.Set("X-Frame-Options", "DENY")
-	// Scripts, styles and images only from the node itself: no inline script can run even if a value ever
-	// escaped its template.
-	h.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' blob: data:; style-src 'self'; "+
-		"script-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'self'")
+	path := string(ctx.Path())
+	rest := strings.TrimPrefix(path, Prefix)
+	if strings.HasPrefix(rest, "/api/") {
+		h.Set("Content-Security-Policy", apiCSP)
+	} else {
+		h.Set("Content-Security-Policy", pageCSP)
+	}
 	// Session endpoints refuse API keys (spec 5.1): a key is a machine credential, never a console login.
 	if len(ctx.Request.Header.Peek("X-API-Key")) > 0 {
 		c.cfg.Problem(ctx, problem.SessionRequired, "the console takes a signed-in session, never an API key; call the API's own routes with keys")
 		return
 	}
-	path := string(ctx.Path())
 	method := string(ctx.Method())
-	rest := strings.TrimPrefix(path, Prefix)
 	if strings.HasPrefix(rest, "/static/") {
 		c.serveStatic(ctx, strings.TrimPrefix(rest, "/static/"))
 		return
@@ -278,7 +292,7 @@ func (c *Console) route(r *request, method, rest string) {
 	case strings.HasPrefix(rest, "/thumbnails/") && get:
 		c.thumbnail(r, strings.TrimPrefix(rest, "/thumbnails/"))
 	case rest == "/mark" && get:
-		c.render(r, "mark", 200, view{Title: "Mark a file", Nav: "mark"})
+		c.render(r, "mark", 200, view{Title: "Mark a file", Nav: "mark", Data: markData(r.org.Name)})
 	case rest == "/check" && get:
 		c.render(r, "check", 200, view{Title: "Check a file", Nav: "check"})
 	case rest == "/jobs" && get:
@@ -565,6 +579,24 @@ func (c *Console) clearCookie(ctx *fasthttp.RequestCtx, name string) {
 	ck.SetExpire(fasthttp.CookieExpireDelete)
 	ctx.Response.Header.SetCookie(&ck)
 }
+
+// markData is the mark form's data to start from: the organization's name as its owner, encoded as JSON (a name
+// with a quote or a backslash pasted into a JSON template would make invalid data, or add members of its own).
+// The template escapes it for HTML, so it is not escaped for HTML here: "<" stays "<" for the person reading it.
+func markData(orgName string) string {
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(map[string]string{"owner": orgName}); err != nil {
+		return "{}"
+	}
+	return strings.TrimSpace(b.String())
+}
+
+// isolate marks s, a value someone chose (a name, an email), as a bidirectional isolate (U+2068 … U+2069) for
+// the places where it is part of plain text and no <bdi> element can hold it: a page's title, a sentence of an
+// error. A right-to-left override inside s then ends with s instead of reversing the words after it.
+func isolate(s string) string { return "\u2068" + s + "\u2069" }
 
 func randomToken() string {
 	b := make([]byte, 32)

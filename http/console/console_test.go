@@ -161,7 +161,9 @@ func TestSessionsCookiesAndCSRF(t *testing.T) {
 		t.Fatalf("keys page: %d", page.status)
 	}
 	token := m[1]
-	if page.header.Get("Cache-Control") != "no-store" || !strings.Contains(page.header.Get("Content-Security-Policy"), "script-src 'self'") {
+	// Pages: no inline script, and no string made HTML by the page's own script (Trusted Types); not cached.
+	if csp := page.header.Get("Content-Security-Policy"); page.header.Get("Cache-Control") != "no-store" ||
+		!strings.Contains(csp, "script-src 'self'") || !strings.Contains(csp, "require-trusted-types-for 'script'") {
 		t.Fatalf("page headers: %v", page.header)
 	}
 	key := url.Values{"name": {"ci"}, "scope": {"watermarks:embed"}, "expires": {"30d"}}
@@ -195,9 +197,18 @@ func TestSessionsCookiesAndCSRF(t *testing.T) {
 	if r.status != 201 || secret == nil {
 		t.Fatalf("create key: %d", r.status)
 	}
+	// The secret is on this answer only: no copy of it may be kept.
+	if r.header.Get("Cache-Control") != "no-store" {
+		t.Fatalf("the answer with a new key's secret: Cache-Control %q", r.header.Get("Cache-Control"))
+	}
 	// The API call with the right token runs the API's own route (and its answer: 404 for an unknown asset).
 	if r := c.do("DELETE", "/console/api/assets/ast_00000000000000000000000000000000", nil, map[string]string{"X-CSRF-Token": token}); r.status != 404 || !strings.Contains(r.body, `"asset_not_found"`) {
 		t.Fatalf("API call through the console: %d %s", r.status, r.body)
+	}
+	// API answers are data or files, never pages: shown as a document, one is sandboxed (an origin of its own).
+	if r := c.do("GET", "/console/api/assets", nil, nil); r.status != 200 || !strings.Contains(r.header.Get("Content-Security-Policy"), "sandbox") ||
+		r.header.Get("X-Content-Type-Options") != "nosniff" {
+		t.Fatalf("an API answer through the console: %d %v", r.status, r.header)
 	}
 
 	// Keys and sessions do not mix (spec 5.1).
@@ -345,7 +356,7 @@ func TestInvitation(t *testing.T) {
 	if r := ada.do("POST", link[1], url.Values{"csrf": {pre[1]}, "password": {"ada's own password"}, "confirm": {"ada's own password"}}, nil); r.status != 303 || ada.cookies["filigrane_session"] == "" {
 		t.Fatalf("accept: %d", r.status)
 	}
-	if r := ada.do("GET", "/console/members", nil, nil); r.status != 200 || !strings.Contains(r.body, `ada@example.com · <a href="/console/orgs" id="current-org" title="Switch or create an organization">Development</a> (admin)`) {
+	if r := ada.do("GET", "/console/members", nil, nil); r.status != 200 || !strings.Contains(r.body, `<bdi>ada@example.com</bdi> · <a href="/console/orgs" id="current-org" title="Switch or create an organization"><bdi>Development</bdi></a> (admin)`) {
 		t.Fatalf("the new admin's members page: %d", r.status)
 	}
 	// Admins invite admins and members, not owners.
@@ -490,11 +501,11 @@ func TestCreateAndSwitchOrganization(t *testing.T) {
 		t.Fatalf("create: %d %s", r.status, r.header.Get("Location"))
 	}
 	members := c.do("GET", "/console/members", nil, nil)
-	if !strings.Contains(members.body, `id="current-org" title="Switch or create an organization">Second Studio</a> (owner)`) ||
+	if !strings.Contains(members.body, `id="current-org" title="Switch or create an organization"><bdi>Second Studio</bdi></a> (owner)`) ||
 		!strings.Contains(members.body, n.DevOrg.ConsoleEmail) {
 		t.Fatalf("members of the new organization: %d", members.status)
 	}
-	secondID := regexp.MustCompile(`data-org-id="(org_[0-9a-f]+)"><td>Second Studio`).FindStringSubmatch(c.do("GET", "/console/orgs", nil, nil).body)
+	secondID := regexp.MustCompile(`data-org-id="(org_[0-9a-f]+)"><td><bdi>Second Studio`).FindStringSubmatch(c.do("GET", "/console/orgs", nil, nil).body)
 	if secondID == nil {
 		t.Fatal("the new organization is not listed")
 	}
@@ -513,7 +524,7 @@ func TestCreateAndSwitchOrganization(t *testing.T) {
 	if r := c.do("POST", "/console/orgs/switch", url.Values{"csrf": {tok}, "org": {n.DevOrg.OrgID}}, nil); r.status != 303 {
 		t.Fatalf("switch back: %d", r.status)
 	}
-	if r := c.do("GET", "/console/keys", nil, nil); !strings.Contains(r.body, ">Development</a> (owner)") || !strings.Contains(r.body, "data-key-id") {
+	if r := c.do("GET", "/console/keys", nil, nil); !strings.Contains(r.body, ">Development</bdi></a> (owner)") || !strings.Contains(r.body, "data-key-id") {
 		t.Fatalf("after switching back: %d", r.status)
 	}
 	// A fresh sign-in starts in the first organization.
@@ -521,7 +532,7 @@ func TestCreateAndSwitchOrganization(t *testing.T) {
 	if r := other.signIn(n.DevOrg.ConsoleEmail, n.DevOrg.ConsolePassword); r.status != 303 {
 		t.Fatal(r.status)
 	}
-	if r := other.do("GET", "/console/usage", nil, nil); !strings.Contains(r.body, ">Development</a>") {
+	if r := other.do("GET", "/console/usage", nil, nil); !strings.Contains(r.body, ">Development</bdi></a>") {
 		t.Fatalf("fresh session: %d", r.status)
 	}
 	// Leaving the development organization (after making a second owner there) moves the session to the
@@ -533,7 +544,7 @@ func TestCreateAndSwitchOrganization(t *testing.T) {
 	if r := c.do("POST", "/console/members/"+n.DevOrg.MemberID+"/remove", url.Values{"csrf": {tok}}, nil); r.status != 303 || r.header.Get("Location") != "/console/orgs" {
 		t.Fatalf("leave: %d", r.status)
 	}
-	if r := c.do("GET", "/console/orgs", nil, nil); r.status != 200 || strings.Contains(r.body, ">Development<") || !strings.Contains(r.body, ">Second Studio</a> (owner)") {
+	if r := c.do("GET", "/console/orgs", nil, nil); r.status != 200 || strings.Contains(r.body, ">Development<") || !strings.Contains(r.body, ">Second Studio</bdi></a> (owner)") {
 		t.Fatalf("after leaving: %d", r.status)
 	}
 }
@@ -595,7 +606,7 @@ func TestInviteExistingAccount(t *testing.T) {
 	if r := eve.signIn("eve@example.com", "eve's long password"); r.status != 303 {
 		t.Fatalf("Eve signs in: %d", r.status)
 	}
-	if r := eve.do("GET", adaLink, nil, nil); r.status != 403 || !strings.Contains(r.body, "signed in as eve@example.com") || !strings.Contains(r.body, "for ada@example.com") {
+	if r := eve.do("GET", adaLink, nil, nil); r.status != 403 || !strings.Contains(r.body, "signed in as \u2068eve@example.com\u2069") || !strings.Contains(r.body, "for \u2068ada@example.com\u2069") {
 		t.Fatalf("Eve opens Ada's link: %d", r.status)
 	}
 	eve.cookies["filigrane_signin"] = "eve-double-submit-token"
@@ -608,7 +619,7 @@ func TestInviteExistingAccount(t *testing.T) {
 	page := ada.do("GET", adaLink, nil, nil)
 	pre := csrfField.FindStringSubmatch(page.body)
 	if page.status != 200 || pre == nil || !strings.Contains(page.body, "sign in with its password") || strings.Contains(page.body, `name="confirm"`) ||
-		!strings.Contains(page.body, "<strong>Studio</strong> as <strong>admin</strong>") {
+		!strings.Contains(page.body, "<strong><bdi>Studio</bdi></strong> as <strong>admin</strong>") {
 		t.Fatalf("Ada's invitation page: %d", page.status)
 	}
 	if r := ada.do("POST", adaLink, url.Values{"csrf": {pre[1]}, "password": {"not ada's password"}}, nil); r.status != 401 || ada.cookies["filigrane_session"] != "" {
@@ -620,7 +631,7 @@ func TestInviteExistingAccount(t *testing.T) {
 	}
 	// Member of both, working in Studio as admin.
 	orgs := ada.do("GET", "/console/orgs", nil, nil)
-	if !strings.Contains(orgs.body, ">Studio</a> (admin)") || !strings.Contains(orgs.body, "<td>Development") || !strings.Contains(orgs.body, "<td>Studio") {
+	if !strings.Contains(orgs.body, ">Studio</bdi></a> (admin)") || !strings.Contains(orgs.body, "<td><bdi>Development") || !strings.Contains(orgs.body, "<td><bdi>Studio") {
 		t.Fatalf("Ada's organizations: %d", orgs.status)
 	}
 	// Her key of Studio acts as an admin at once: deleting a missing asset gets as far as "no such asset".
@@ -655,7 +666,7 @@ func TestInviteExistingAccount(t *testing.T) {
 	if r := eve.do("POST", eveLink, url.Values{"csrf": {pre[1]}}, nil); r.status != 303 {
 		t.Fatalf("Eve accepts: %d", r.status)
 	}
-	if r := eve.do("GET", "/console/members", nil, nil); !strings.Contains(r.body, ">Studio</a> (member)") {
+	if r := eve.do("GET", "/console/members", nil, nil); !strings.Contains(r.body, ">Studio</bdi></a> (member)") {
 		t.Fatalf("Eve's members page: %d", r.status)
 	}
 

@@ -129,7 +129,7 @@ func (c *Console) inviteeSession(ctx *fasthttp.RequestCtx, c2 context.Context) (
 
 // wrongAccount answers a browser signed in as someone other than the invited email.
 func (c *Console) wrongAccount(ctx *fasthttp.RequestCtx, u *accounts.User, inv *accounts.Invite) {
-	c.errorPage(ctx, 403, fmt.Sprintf("You are signed in as %s, but this invitation is for %s. Sign out, then open the link again.", u.Email, inv.Email))
+	c.errorPage(ctx, 403, fmt.Sprintf("You are signed in as %s, but this invitation is for %s. Sign out, then open the link again.", isolate(u.Email), isolate(inv.Email)))
 }
 
 // invitePage and acceptInvite serve the invitation link: no session yet, so the form carries a pre-session
@@ -184,7 +184,7 @@ func (c *Console) renderInvite(ctx *fasthttp.RequestCtx, inv *accounts.Invite, t
 	}
 	pre := randomToken()
 	c.setCookie(ctx, preSessionCookie, pre, 30*time.Minute)
-	c.renderPage(ctx, "invite", status, view{Title: "Join " + name, CSRF: pre, Error: msg, Data: data})
+	c.renderPage(ctx, "invite", status, view{Title: "Join " + isolate(name), CSRF: pre, Error: msg, Data: data})
 }
 
 func (c *Console) acceptInvite(ctx *fasthttp.RequestCtx, token string) {

@@ -92,11 +92,18 @@ func failurePage(t *testing.T, ctx context.Context, shots string) {
 	t.Logf("failed page's screenshot: %s", path)
 }
 
-// texturedPNG draws a 512x512 image with smooth texture and edges: enough structure to carry a mark.
+// texturedPNG writes a 512x512 texturedImage to path.
 func texturedPNG(t *testing.T, path string) {
-	img := image.NewNRGBA(image.Rect(0, 0, 512, 512))
-	for y := 0; y < 512; y++ {
-		for x := 0; x < 512; x++ {
+	if err := os.WriteFile(path, texturedImage(t, 512), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// texturedImage draws a side x side PNG with smooth texture and edges: enough structure to carry a mark.
+func texturedImage(t *testing.T, side int) []byte {
+	img := image.NewNRGBA(image.Rect(0, 0, side, side))
+	for y := 0; y < side; y++ {
+		for x := 0; x < side; x++ {
 			fx, fy := float64(x), float64(y)
 			v := 128 + 50*math.Sin(fx/17)*math.Cos(fy/23) + 30*math.Sin((fx+fy)/41) + float64((x*7919+y*104729)%23) - 11
 			if (x/64+y/64)%2 == 0 {
@@ -110,9 +117,7 @@ func texturedPNG(t *testing.T, path string) {
 	if err := png.Encode(&b, img); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	return b.Bytes()
 }
 
 // TestConsoleInBrowser drives the console in headless Chromium, as a person would: sign in, create a key,

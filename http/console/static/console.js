@@ -1,6 +1,8 @@
 // Filigrane console: the few pages that call the API (assets, mark, check) and the key page's copy button.
 // Every call goes to /console/api/<API path> with the session cookie and the CSRF token; the node runs the
-// API's own route for it. Values from the server are inserted with textContent, never as HTML.
+// API's own route for it. Values from the server are inserted with textContent, never as HTML; a value someone
+// chose (a name, a URL) inside a sentence is a bidirectional isolate (say, iso), so that a right-to-left override
+// in it cannot reorder the words around it.
 "use strict";
 (function () {
   const csrf = (document.querySelector('meta[name="csrf-token"]') || {}).content || "";
@@ -18,6 +20,17 @@
     if (text !== undefined && text !== null) e.textContent = String(text);
     return e;
   }
+
+  // say fills node with a sentence of alternating text and values: say(p, "Added ", name, ". Verify it.").
+  // Each value is a <bdi>, isolated from the text around it.
+  function say(node, ...parts) {
+    node.textContent = "";
+    parts.forEach((part, i) => node.append(i % 2 ? el("bdi", {}, part) : String(part)));
+    return node;
+  }
+
+  // iso isolates a value in plain text that holds no elements (a confirmation dialog's question).
+  const iso = (s) => "\u2068" + s + "\u2069";
 
   async function problemText(resp) {
     try {
@@ -116,7 +129,7 @@
       if (mayDelete) {
         const del = el("button", { type: "button", class: "danger", "aria-label": "Delete " + (a.name || a.id) }, "Delete");
         del.addEventListener("click", async () => {
-          if (!confirm("Delete " + (a.name || a.id) + "? Downloads stop at once.")) return;
+          if (!confirm("Delete " + iso(a.name || a.id) + "? Downloads stop at once.")) return;
           const r = await api("/assets/" + encodeURIComponent(a.id), { method: "DELETE" });
           if (r.ok) { tr.remove(); status.textContent = "Deleted."; } else status.textContent = await problemText(r);
         });
@@ -192,7 +205,7 @@
       fd.append("data", document.getElementById("mark-data").value);
       fd.append("file", file, file.name);
       out.textContent = "";
-      const status = el("p", { role: "status" }, "Marking " + file.name + "…");
+      const status = say(el("p", { role: "status" }), "Marking ", file.name, "…");
       out.appendChild(status);
       try {
         let r = await api("/watermarks/" + kindOf(file), { method: "POST", body: fd });
@@ -232,7 +245,7 @@
 
     async function check(file) {
       out.textContent = "";
-      const status = el("p", { role: "status" }, "Checking " + file.name + "…");
+      const status = say(el("p", { role: "status" }), "Checking ", file.name, "…");
       out.appendChild(status);
       const fd = new FormData();
       fd.append("file", file, file.name);
@@ -248,7 +261,7 @@
     }
 
     function show(file, res, status) {
-      status.textContent = "Checked " + file.name + ".";
+      say(status, "Checked ", file.name, ".");
       const card = el("div", { class: "card result", id: "check-done" });
       card.appendChild(el("p", { class: "verdict " + (res.watermarked ? "yes" : "no"), id: "verdict" },
         res.watermarked ? "Watermarked" : "No watermark found"));
@@ -352,7 +365,7 @@
     const deliveries = document.getElementById("deliveries");
     async function showDeliveries(h) {
       deliveries.textContent = "";
-      deliveries.appendChild(el("h2", {}, "Deliveries to " + h.url));
+      deliveries.appendChild(say(el("h2"), "Deliveries to ", h.url));
       const r = await api("/webhooks/" + encodeURIComponent(h.id) + "/deliveries");
       if (!r.ok) { deliveries.appendChild(el("p", { class: "error" }, await problemText(r))); return; }
       const list = await r.json();
@@ -405,7 +418,7 @@
         if (mayManage) {
           const del = el("button", { type: "button", class: "danger", "aria-label": "Delete endpoint " + h.url }, "Delete");
           del.addEventListener("click", async () => {
-            if (!confirm("Delete the endpoint " + h.url + "?")) return;
+            if (!confirm("Delete the endpoint " + iso(h.url) + "?")) return;
             const r = await api("/webhooks/" + encodeURIComponent(h.id), { method: "DELETE" });
             if (r.ok) load(); else status.textContent = await problemText(r);
           });
@@ -446,7 +459,7 @@
     const deliveries = document.getElementById("storage-deliveries");
     async function showDeliveries(d) {
       deliveries.textContent = "";
-      deliveries.appendChild(el("h2", {}, "Deliveries to " + (d.name || d.id)));
+      deliveries.appendChild(say(el("h2"), "Deliveries to ", d.name || d.id));
       const r = await api("/storage/destinations/" + encodeURIComponent(d.id) + "/deliveries?limit=50");
       if (!r.ok) { deliveries.appendChild(el("p", { class: "error" }, await problemText(r))); return; }
       const page = await r.json();
@@ -492,7 +505,7 @@
         if (mayManage) {
           const verify = el("button", { type: "button", "aria-label": "Verify " + (d.name || d.id) }, "Verify");
           verify.addEventListener("click", async () => {
-            status.textContent = "Verifying " + (d.name || d.id) + "…";
+            say(status, "Verifying ", d.name || d.id, "…");
             const r = await api("/storage/destinations/" + encodeURIComponent(d.id) + "/verify", { method: "POST" });
             status.textContent = r.ok ? "Verified." : await problemText(r);
             load();
@@ -516,7 +529,7 @@
         if (!r.ok) { status.textContent = await problemText(r); return; }
         const d = await r.json();
         form.reset();
-        status.textContent = "Added " + (d.name || d.id) + ". Verify it before jobs name it.";
+        say(status, "Added ", d.name || d.id, ". Verify it before jobs name it.");
         load();
       });
     }
