@@ -353,8 +353,18 @@ func TestInvitation(t *testing.T) {
 		t.Fatalf("accept with mismatched passwords: %d", r.status)
 	}
 	pre = csrfField.FindStringSubmatch(ada.do("GET", link[1], nil, nil).body)
-	if r := ada.do("POST", link[1], url.Values{"csrf": {pre[1]}, "password": {"ada's own password"}, "confirm": {"ada's own password"}}, nil); r.status != 303 || ada.cookies["filigrane_session"] == "" {
+	// Ada accepts on a computer where someone else's session was left open: its cookie is replaced by Ada's
+	// session, and the session it named ends on the server too (as at sign-in), not left to live on unseen.
+	left := &client{t: t, base: owner.base, cookies: map[string]string{}}
+	if r := left.signIn(n.DevOrg.ConsoleEmail, n.DevOrg.ConsolePassword); r.status != 303 {
+		t.Fatalf("sign in: %d", r.status)
+	}
+	ada.cookies["filigrane_session"] = left.cookies["filigrane_session"]
+	if r := ada.do("POST", link[1], url.Values{"csrf": {pre[1]}, "password": {"ada's own password"}, "confirm": {"ada's own password"}}, nil); r.status != 303 || ada.cookies["filigrane_session"] == "" || ada.cookies["filigrane_session"] == left.cookies["filigrane_session"] {
 		t.Fatalf("accept: %d", r.status)
+	}
+	if r := left.do("GET", "/console/members", nil, nil); r.status != 303 {
+		t.Fatalf("the session the browser held before accepting, afterwards: %d, want 303 to sign in", r.status)
 	}
 	if r := ada.do("GET", "/console/members", nil, nil); r.status != 200 || !strings.Contains(r.body, `<bdi>ada@example.com</bdi> · <a href="/console/orgs" id="current-org" title="Switch or create an organization"><bdi>Development</bdi></a> (admin)`) {
 		t.Fatalf("the new admin's members page: %d", r.status)

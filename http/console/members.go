@@ -243,6 +243,7 @@ func (c *Console) acceptInvite(ctx *fasthttp.RequestCtx, token string) {
 		c.unavailablePage(ctx, err)
 		return
 	}
+	c.endBrowserSession(ctx, c2) // the browser's cookie is replaced below: its session must not outlive it
 	secret, _, _, err := c.cfg.Accounts.SignIn(c2, inv.Email, pw)
 	if err != nil {
 		c.unavailablePage(ctx, err)

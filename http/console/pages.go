@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"crypto/subtle"
 	"errors"
 	"fmt"
@@ -67,11 +68,7 @@ func (c *Console) signIn(ctx *fasthttp.RequestCtx) {
 	}
 	c2, cancel := c.cfg.Context(c.cfg.Timeout)
 	defer cancel()
-	// Rotation at sign-in: whatever session the browser held ends, and a new secret is issued, so a session
-	// id planted before sign-in is worth nothing after it.
-	if old := ctx.Request.Header.Cookie(sessionCookie); len(old) > 0 {
-		_ = c.cfg.Accounts.SignOut(c2, string(old))
-	}
+	c.endBrowserSession(ctx, c2)
 	secret, _, _, err := c.cfg.Accounts.SignIn(c2, form.Get("email"), form.Get("password"))
 	var locked *accounts.LockedError
 	switch {
@@ -89,6 +86,15 @@ func (c *Console) signIn(ctx *fasthttp.RequestCtx) {
 	c.clearCookie(ctx, preSessionCookie)
 	c.setCookie(ctx, sessionCookie, secret, 0) // a browser-session cookie; the server ends it on expiry
 	redirect(ctx, Prefix+"/usage")
+}
+
+// endBrowserSession ends, on the server, whatever session the browser's cookie names, before a sign-in (or an
+// invitation's new account) issues a new secret: a session id planted before sign-in is then worth nothing after
+// it, and a session whose cookie the browser is about to lose does not live on unseen until it expires.
+func (c *Console) endBrowserSession(ctx *fasthttp.RequestCtx, c2 context.Context) {
+	if old := ctx.Request.Header.Cookie(sessionCookie); len(old) > 0 {
+		_ = c.cfg.Accounts.SignOut(c2, string(old))
+	}
 }
 
 func (c *Console) signOut(r *request) {
