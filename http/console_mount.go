@@ -25,6 +25,7 @@ func (s *Server) MountConsole(cfg console.Config) error {
 	cfg.Thumbnail = s.consoleThumbnail
 	cfg.CountRefusal = func(reason string) { s.cfg.Metrics.consoleRefused.WithLabelValues(reason).Inc() }
 	cfg.ClientIP = s.cfg.TrustedProxies.Of
+	cfg.PublicURL = s.cfg.PublicURL
 	c, err := console.New(cfg)
 	if err != nil {
 		return err

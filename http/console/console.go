@@ -91,6 +91,10 @@ type Config struct {
 	// SecureCookies marks cookies Secure even when this listener is plain HTTP (behind a TLS-terminating
 	// proxy). Under TLS they are Secure anyway.
 	SecureCookies bool
+	// PublicURL is the base URL people reach the node at behind a proxy (the API's --public-url, no trailing
+	// slash): invitation links are built on it. Empty: on the request's scheme and Host, which behind a proxy
+	// that rewrites Host would name the node's internal address.
+	PublicURL string
 	// SignInsPerMinute bounds sign-in attempts per client address (default 10); past it: 429.
 	SignInsPerMinute int
 	// NewOrgPlan is the plan of organizations created from the console (default "launch": no credits until

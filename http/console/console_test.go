@@ -381,6 +381,21 @@ func TestInvitation(t *testing.T) {
 	}
 }
 
+// TestInvitationLinkUsesPublicURL: behind a proxy (--public-url), the invitation link shown to the admin is on
+// the public URL, not on the Host the node saw (a proxy that rewrites Host would give the internal address).
+func TestInvitationLinkUsesPublicURL(t *testing.T) {
+	n := startNode(t, clock.NewManual(time.Now()), func(c *node.Config) { c.PublicURL = "https://marks.example.com" })
+	owner := &client{t: t, base: "http://" + n.APIAddr(), cookies: map[string]string{}}
+	if r := owner.signIn(n.DevOrg.ConsoleEmail, n.DevOrg.ConsolePassword); r.status != 303 {
+		t.Fatalf("sign in: %d", r.status)
+	}
+	token := csrfField.FindStringSubmatch(owner.do("GET", "/console/members", nil, nil).body)[1]
+	r := owner.do("POST", "/console/members/invite", url.Values{"csrf": {token}, "email": {"ada@example.com"}, "role": {"member"}}, nil)
+	if r.status != 201 || !regexp.MustCompile(`value="https://marks\.example\.com/console/invite/[A-Za-z0-9_-]{43}"`).MatchString(r.body) {
+		t.Fatalf("invite behind a proxy: %d, want the link on the public URL in:\n%s", r.status, r.body)
+	}
+}
+
 // apiStatus calls the API itself with a key (not the console) and returns the status and body.
 func apiStatus(t *testing.T, n *node.Node, method, path, key string) (int, string) {
 	t.Helper()

@@ -97,11 +97,14 @@ func (c *Console) invite(r *request) {
 		c.errorPage(r.ctx, 503, "The invitation could not be created. Try again in a moment.")
 		return
 	}
-	scheme := "http://"
-	if c.secure(r.ctx) {
-		scheme = "https://"
+	base := c.cfg.PublicURL
+	if base == "" {
+		base = "http://" + string(r.ctx.Host())
+		if c.secure(r.ctx) {
+			base = "https://" + string(r.ctx.Host())
+		}
 	}
-	c.membersPage(r, "", 201, scheme+string(r.ctx.Host())+Prefix+"/invite/"+token)
+	c.membersPage(r, "", 201, base+Prefix+"/invite/"+token)
 }
 
 type inviteData struct {
