@@ -235,6 +235,12 @@ func TestConsoleShowsHostileValuesAsText(t *testing.T) {
 	visit("/console/jobs", "#recent-jobs tbody tr .job-result a")
 	download("the job's result", "#recent-jobs tbody tr .job-result a")
 	visit("/console/jobs?request_id="+strings.NewReplacer("%", "%25", "&", "%26", "#", "%23", "+", "%2B", " ", "%20").Replace(hostile), "#job-result p")
+	// A request id from a link's query that climbs out of its path segment ("../../../assets", %2F-encoded,
+	// which the node decodes and resolves) is refused on the page, not called as another route.
+	visit("/console/jobs?request_id=..%2F..%2F..%2Fassets", "#job-result > *")
+	if got := eval(`document.querySelector("#job-result").textContent`); !strings.Contains(got, "not a request id") {
+		t.Fatalf("a request id that leaves its path segment: %q", got)
+	}
 	visit("/console/webhooks", "#webhooks tbody tr + tr")
 	do("a webhook's deliveries", chromedp.Click(chromedp.CSS(`#webhooks tbody tr button`)), chromedp.WaitVisible(chromedp.CSS("#deliveries p")))
 	clean("webhook deliveries")

@@ -14,6 +14,16 @@
     return fetch("/console/api" + path, opts);
   }
 
+  // seg is an id as one segment of a path. encodeURIComponent alone would not keep it there: the node decodes
+  // %2F and resolves "..", so an id like "../../assets" (from a link's query) would call another route. The
+  // API's ids (req_…, ast_…, whk_…) are letters, digits, "_" and "-".
+  const idPattern = /^[A-Za-z0-9_-]{1,200}$/;
+  function seg(id) {
+    const s = String(id);
+    if (!idPattern.test(s)) throw new Error("not an id: " + s);
+    return s;
+  }
+
   function el(tag, attrs, text) {
     const e = document.createElement(tag);
     for (const k in attrs || {}) e.setAttribute(k, attrs[k]);
@@ -106,10 +116,10 @@
     function row(a) {
       const tr = el("tr", { "data-asset-id": a.id });
       const prev = el("td");
-      const content = "/console/api/assets/" + encodeURIComponent(a.id) + "/content";
+      const content = "/console/api/assets/" + seg(a.id) + "/content";
       // A small preview made by the server (never the full file); a missing one leaves the cell empty.
       if (a.media_type === "image") {
-        const img = el("img", { class: "thumb", src: "/console/thumbnails/" + encodeURIComponent(a.id), alt: "", loading: "lazy", width: "64", height: "64" });
+        const img = el("img", { class: "thumb", src: "/console/thumbnails/" + seg(a.id), alt: "", loading: "lazy", width: "64", height: "64" });
         img.addEventListener("error", () => img.remove());
         prev.appendChild(img);
       }
@@ -130,7 +140,7 @@
         const del = el("button", { type: "button", class: "danger", "aria-label": "Delete " + (a.name || a.id) }, "Delete");
         del.addEventListener("click", async () => {
           if (!confirm("Delete " + iso(a.name || a.id) + "? Downloads stop at once.")) return;
-          const r = await api("/assets/" + encodeURIComponent(a.id), { method: "DELETE" });
+          const r = await api("/assets/" + seg(a.id), { method: "DELETE" });
           if (r.ok) { tr.remove(); status.textContent = "Deleted."; } else status.textContent = await problemText(r);
         });
         act.append(" ", del);
@@ -144,7 +154,7 @@
     async function toggleEditor(tr, a, button) {
       const open = tr.nextElementSibling;
       if (open && open.classList.contains("editor")) { open.remove(); button.setAttribute("aria-expanded", "false"); return; }
-      const r = await api("/assets/" + encodeURIComponent(a.id));
+      const r = await api("/assets/" + seg(a.id));
       if (!r.ok) { status.textContent = await problemText(r); return; }
       const full = await r.json();
       const row = el("tr", { class: "editor" });
@@ -166,7 +176,7 @@
         e.preventDefault();
         let metadata;
         try { metadata = JSON.parse(ta.value); } catch (err) { msg.textContent = "The metadata is not valid JSON."; return; }
-        const r = await api("/assets/" + encodeURIComponent(a.id), { method: "PATCH", headers: { "Content-Type": "application/json" },
+        const r = await api("/assets/" + seg(a.id), { method: "PATCH", headers: { "Content-Type": "application/json" },
           body: JSON.stringify({ version: full.version, name: form.elements.name.value, metadata: metadata }) });
         if (r.ok) {
           const next = await r.json();
@@ -340,7 +350,7 @@
         if (["draft", "starting", "processing"].includes(b.status)) {
           const cancel = el("button", { type: "button", class: "danger", "aria-label": "Cancel batch " + b.batch_id }, "Cancel");
           cancel.addEventListener("click", async () => {
-            const r = await api("/watermarks/batches/" + encodeURIComponent(b.batch_id) + "/cancel", { method: "POST" });
+            const r = await api("/watermarks/batches/" + seg(b.batch_id) + "/cancel", { method: "POST" });
             status.textContent = r.ok ? "Cancel requested for " + b.batch_id + "." : await problemText(r);
           });
           act.append(" ", cancel);
@@ -366,7 +376,7 @@
     async function showDeliveries(h) {
       deliveries.textContent = "";
       deliveries.appendChild(say(el("h2"), "Deliveries to ", h.url));
-      const r = await api("/webhooks/" + encodeURIComponent(h.id) + "/deliveries");
+      const r = await api("/webhooks/" + seg(h.id) + "/deliveries");
       if (!r.ok) { deliveries.appendChild(el("p", { class: "error" }, await problemText(r))); return; }
       const list = await r.json();
       const items = Array.isArray(list) ? list : list.data || [];
@@ -387,7 +397,7 @@
         if (mayManage) {
           const again = el("button", { type: "button", "aria-label": "Redeliver " + d.id }, "Redeliver");
           again.addEventListener("click", async () => {
-            const r = await api("/webhooks/" + encodeURIComponent(h.id) + "/deliveries/" + encodeURIComponent(d.id) + "/redeliver", { method: "POST" });
+            const r = await api("/webhooks/" + seg(h.id) + "/deliveries/" + seg(d.id) + "/redeliver", { method: "POST" });
             status.textContent = r.ok ? "Redelivery of " + d.id + " queued." : await problemText(r);
           });
           act.appendChild(again);
@@ -419,7 +429,7 @@
           const del = el("button", { type: "button", class: "danger", "aria-label": "Delete endpoint " + h.url }, "Delete");
           del.addEventListener("click", async () => {
             if (!confirm("Delete the endpoint " + iso(h.url) + "?")) return;
-            const r = await api("/webhooks/" + encodeURIComponent(h.id), { method: "DELETE" });
+            const r = await api("/webhooks/" + seg(h.id), { method: "DELETE" });
             if (r.ok) load(); else status.textContent = await problemText(r);
           });
           act.append(" ", del);
@@ -460,7 +470,7 @@
     async function showDeliveries(d) {
       deliveries.textContent = "";
       deliveries.appendChild(say(el("h2"), "Deliveries to ", d.name || d.id));
-      const r = await api("/storage/destinations/" + encodeURIComponent(d.id) + "/deliveries?limit=50");
+      const r = await api("/storage/destinations/" + seg(d.id) + "/deliveries?limit=50");
       if (!r.ok) { deliveries.appendChild(el("p", { class: "error" }, await problemText(r))); return; }
       const page = await r.json();
       if (!page.items.length) { deliveries.appendChild(el("p", {}, "No deliveries yet.")); return; }
@@ -506,7 +516,7 @@
           const verify = el("button", { type: "button", "aria-label": "Verify " + (d.name || d.id) }, "Verify");
           verify.addEventListener("click", async () => {
             say(status, "Verifying ", d.name || d.id, "…");
-            const r = await api("/storage/destinations/" + encodeURIComponent(d.id) + "/verify", { method: "POST" });
+            const r = await api("/storage/destinations/" + seg(d.id) + "/verify", { method: "POST" });
             status.textContent = r.ok ? "Verified." : await problemText(r);
             load();
           });
@@ -563,7 +573,7 @@
     for (const tr of recent.querySelectorAll("tbody tr")) {
       const id = tr.dataset.requestId;
       (async () => {
-        const r = await api("/watermarks/jobs/" + encodeURIComponent(id));
+        const r = await api("/watermarks/jobs/" + seg(id));
         const st = tr.querySelector(".job-status");
         if (!r.ok) { st.textContent = r.status === 404 ? "no longer kept" : "unavailable"; tr.querySelector(".job-op").textContent = "—"; return; }
         const job = await r.json();
@@ -571,7 +581,7 @@
         st.textContent = job.status + (job.error_code ? " (" + job.error_code + ")" : "");
         st.className = "job-status status-" + job.status;
         if (job.status === "succeeded") {
-          tr.querySelector(".job-result").appendChild(el("a", { href: "/console/api/watermarks/jobs/" + encodeURIComponent(id) + "/result",
+          tr.querySelector(".job-result").appendChild(el("a", { href: "/console/api/watermarks/jobs/" + seg(id) + "/result",
             "aria-label": "Result of " + id }, job.operation === "detect" ? "Detection result" : "Download"));
         }
       })();
@@ -585,8 +595,9 @@
     const id = new URLSearchParams(location.search).get("request_id");
     if (id) {
       jobForm.elements.request_id.value = id;
-      (async () => {
-        const r = await api("/watermarks/jobs/" + encodeURIComponent(id));
+      if (!idPattern.test(id)) out.appendChild(el("p", { class: "error" }, "That is not a request id (req_ followed by letters and digits)."));
+      else (async () => {
+        const r = await api("/watermarks/jobs/" + seg(id));
         if (!r.ok) { out.appendChild(el("p", { class: "error" }, await problemText(r))); return; }
         const job = await r.json();
         const card = el("div", { class: "card result", id: "job-done" });
@@ -601,7 +612,7 @@
         card.appendChild(dl);
         if (job.status === "succeeded") {
           const p = el("p");
-          p.appendChild(el("a", { href: "/console/api/watermarks/jobs/" + encodeURIComponent(id) + "/result", id: "job-result-link" },
+          p.appendChild(el("a", { href: "/console/api/watermarks/jobs/" + seg(id) + "/result", id: "job-result-link" },
             job.operation === "detect" ? "Open the detection result (JSON)" : "Download the result"));
           card.appendChild(p);
         }
