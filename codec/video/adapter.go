@@ -414,6 +414,18 @@ func encoderOptions(v Stream, f frameFormat, opt Options) []string {
 		"-pix_fmt:v", f.pixFmt, "-fps_mode:v", "passthrough")
 	// HDR static metadata goes into x264's SEI (ffmpeg 5.1 passes no side data to libx264 itself).
 	var x264 []string
+	if tff, interlaced := v.TopFieldFirst(); interlaced {
+		// Interlaced frames stay interlaced: coded as field pairs and flagged so, in the source's field order,
+		// else a player shows the woven fields of moving content as combs instead of deinterlacing them. The
+		// raw frames crossed Matroska, which gives the encoder the wrong order (tt arrives as tb), so the order
+		// is told to x264 itself.
+		args = append(args, "-flags:v", "+ildct+ilme")
+		if tff {
+			x264 = append(x264, "tff=1")
+		} else {
+			x264 = append(x264, "bff=1")
+		}
+	}
 	if v.MasteringDisplay != "" {
 		x264 = append(x264, "mastering-display="+v.MasteringDisplay)
 	}
@@ -448,13 +460,18 @@ func outputArgs(dst string, info Info) []string {
 	args := []string{"-map_metadata", "1", "-map_metadata:s:v:0", "1:s:" + strconv.Itoa(info.Video.Index),
 		"-map_chapters", "1", "-metadata:s:v:0", "encoder="}
 	args = append(args, timestampArgs(info.Video)...)
-	// Per-stream tags (language, handler, creation time) of the copied streams; a specifier that matches no
-	// stream is an error, hence the counts.
-	if info.Audio > 0 {
-		args = append(args, "-map_metadata:s:a", "1:s:a")
+	// Per-stream tags (language, handler, creation time) of the copied streams, each from its own source stream:
+	// the mapping of the video's tags above turns off ffmpeg's default copy of every stream's tags, and one
+	// mapping for all ("-map_metadata:s:a 1:s:a") gave every track the first track's tags (a German second audio
+	// track came out tagged English). "-map 1:a?" keeps the source's order, so output track i is source track i; a
+	// specifier that matches no stream is an error, hence the counts.
+	for i := range info.Audio {
+		n := strconv.Itoa(i)
+		args = append(args, "-map_metadata:s:a:"+n, "1:s:a:"+n)
 	}
-	if info.Subtitles > 0 {
-		args = append(args, "-map_metadata:s:s", "1:s:s")
+	for i := range info.Subtitles {
+		n := strconv.Itoa(i)
+		args = append(args, "-map_metadata:s:s:"+n, "1:s:s:"+n)
 	}
 	return append(args, "-movflags", "+faststart", "-f", info.Container, "-y", "file:"+dst)
 }
