@@ -104,7 +104,11 @@ func videoError(err error) error {
 	case errors.Is(err, video.ErrTruncated):
 		return refuse(CodeInvalidVideo, "the video is truncated or corrupt")
 	case errors.Is(err, video.ErrUnsupported):
-		return refuse(CodeInvalidVideo, "the video's encoding is not supported")
+		detail := "the video's encoding is not supported"
+		if te := (*video.ToolError)(nil); errors.As(err, &te) && te.Stderr != "" {
+			detail += ": ffmpeg: " + te.Stderr // which stream the container refused
+		}
+		return refuse(CodeInvalidVideo, detail)
 	case errors.Is(err, video.ErrTooSmall):
 		return refuse(CodeInvalidVideo, "the video's frames are too small to carry a watermark: "+codec.VideoSizeRule())
 	case errors.Is(err, video.ErrMarkUnreadable):

@@ -68,7 +68,7 @@ type EmbedReport struct {
 	SourceWidth  int    `json:"source_width"`
 	SourceHeight int    `json:"source_height"`
 	BitDepth     int    `json:"bit_depth"`
-	Container    string `json:"container"` // "mp4" or "mov", the source's
+	Container    string `json:"container"` // "mp4" or "mov": the source's, or mov for audio only MOV holds (outputContainer)
 	VideoCodec   string `json:"video_codec"`
 	CRF          int    `json:"crf"`
 	Preset       string `json:"preset"`
@@ -186,6 +186,7 @@ func (a *Adapter) Embed(ctx context.Context, src, dst string, id codec.ID, opt O
 		return EmbedReport{}, fmt.Errorf("%w: container %s, embedding takes MP4 or MOV", ErrUnsupported,
 			info.FormatName)
 	}
+	info.Container = outputContainer(info)
 	v := info.Video
 	marker, err := a.Codec.NewVideoMarker(id, v.Width, v.Height, codec.EmbedOptions{PSNR: opt.PSNR})
 	if errors.Is(err, codec.ErrTooSmall) {
@@ -336,6 +337,30 @@ func (a *Adapter) readBack(ctx context.Context, path string, id codec.ID, v Stre
 			v.Width, v.Height, codec.VideoTileSide)
 	}
 	return nil
+}
+
+// mp4Copyable are the audio and subtitle codecs (ffprobe's names) that ffmpeg 5.1's MP4 muxer stores: its
+// codec_mp4_tags. PCM, the ADPCMs, AMR and the other QuickTime codecs are not among them, and they are what an
+// MP4 from a camera may carry (Sony's XAVC S: LPCM in an .MP4), a 3GP from an old phone (AMR) or a QuickTime
+// file without a brand.
+var mp4Copyable = map[string]bool{"aac": true, "mp3": true, "mp2": true, "ac3": true, "eac3": true, "alac": true,
+	"dts": true, "truehd": true, "flac": true, "opus": true, "vorbis": true, "qcelp": true, "evrc": true,
+	"mp4als": true, "mpegh_3d_audio": true, "mov_text": true, "dvd_subtitle": true}
+
+// outputContainer is the container an embed writes: the source's, except an MP4 whose audio or subtitles the MP4
+// muxer would refuse, which comes out a MOV (the same ISO family, which holds them): the encoder stopped on
+// "codec not currently supported in container" and the embed failed with a processing error, the file being
+// fine.
+func outputContainer(info Info) string {
+	if info.Container != "mp4" {
+		return info.Container
+	}
+	for _, c := range info.CopiedCodecs {
+		if !mp4Copyable[c] {
+			return "mov"
+		}
+	}
+	return "mp4"
 }
 
 // frameFormat is the raw layout of decoded frames.

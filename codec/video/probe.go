@@ -19,6 +19,9 @@ type Info struct {
 	Audio      int     // number of audio streams
 	Subtitles  int     // number of subtitle streams
 	Streams    int     // number of streams of any kind
+	// CopiedCodecs are the codec names of the audio and subtitle streams, in file order: the streams an embed
+	// copies into its output.
+	CopiedCodecs []string
 }
 
 // Stream describes the video stream.
@@ -253,9 +256,11 @@ func ParseProbe(data []byte) (Info, error) {
 		switch s.CodecType {
 		case "audio":
 			info.Audio++
+			info.CopiedCodecs = append(info.CopiedCodecs, s.CodecName)
 			continue
 		case "subtitle":
 			info.Subtitles++
+			info.CopiedCodecs = append(info.CopiedCodecs, s.CodecName)
 			continue
 		case "video":
 		default:

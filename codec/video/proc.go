@@ -102,6 +102,11 @@ func (p *proc) killed() bool {
 func classify(stage, stderr string) error {
 	s := strings.ToLower(stderr)
 	if stage != "probe" && stage != "decode" {
+		if strings.Contains(s, "not currently supported in container") || strings.Contains(s, "only supported in mp4") {
+			// The muxer refuses a stream copied from the source (Opus in a MOV): the file's doing, which
+			// every attempt would meet again.
+			return ErrUnsupported
+		}
 		return ErrFFmpeg
 	}
 	switch {

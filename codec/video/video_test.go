@@ -468,6 +468,58 @@ func TestEmbedDeepAndOddSources(t *testing.T) {
 
 func strconvItoa(v int) string { return strconv.Itoa(v) }
 
+// TestEmbedContainerHoldsCopiedStreams: an MP4 whose audio the MP4 muxer refuses (LPCM, as a camera's XAVC S
+// file carries) is embedded into a MOV with the audio copied bit-exact, where the encoder failed and the service
+// answered 500; audio that neither container takes (Opus in a file branded QuickTime) is refused as unsupported,
+// not as ffmpeg failing, and leaves no output.
+func TestEmbedContainerHoldsCopiedStreams(t *testing.T) {
+	t.Parallel()
+	a := testAdapter(t)
+	dir := t.TempDir()
+	pcm := filepath.Join(dir, "lpcm.mp4")
+	ffmpegRun(t, "-i", plainClip(t), "-c:v", "copy", "-c:a", "pcm_s16be", "-f", "mov", "-brand", "mp42", pcm)
+	in := probeStreams(t, pcm)
+	if in.brand != "mp42" {
+		t.Fatalf("source brand %q, want mp42", in.brand)
+	}
+	dst := filepath.Join(dir, "out.mp4")
+	id := testID(30)
+	rep, err := a.Embed(context.Background(), pcm, dst, id, Options{Preset: "ultrafast"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := probeStreams(t, dst)
+	if rep.Container != "mov" || out.brand != "qt" {
+		t.Errorf("container %q, brand %q; want a MOV (qt)", rep.Container, out.brand)
+	}
+	if in.audioPackets != out.audioPackets {
+		t.Errorf("audio packets differ between source and output:\nsource %s\noutput %s", in.audioPackets, out.audioPackets)
+	}
+	d, err := a.Detect(context.Background(), dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	requireID(t, d, id, "output")
+
+	opus := filepath.Join(dir, "opus.mov")
+	ffmpegRun(t, "-i", plainClip(t), "-c:v", "copy", "-c:a", "libopus", "-f", "mp4", opus)
+	b, err := os.ReadFile(opus)
+	if err != nil || string(b[4:8]) != "ftyp" {
+		t.Fatalf("opus clip: %v %q", err, b[:8])
+	}
+	copy(b[8:12], "qt  ") // the major brand: a QuickTime file, which ffmpeg's MOV muxer cannot give Opus
+	if err := os.WriteFile(opus, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dst = filepath.Join(dir, "out-opus.mov")
+	if _, err := a.Embed(context.Background(), opus, dst, id, Options{Preset: "ultrafast"}); !errors.Is(err, ErrUnsupported) {
+		t.Errorf("embedding Opus in a MOV: %v, want ErrUnsupported", err)
+	}
+	if _, err := os.Stat(dst); !os.IsNotExist(err) {
+		t.Errorf("a refused embed left its output: %v", err)
+	}
+}
+
 // TestEmbedKeepsInterlacing checks that an interlaced source (a camcorder's or a broadcast capture's) comes out
 // interlaced in its own field order: x264 told nothing codes woven fields as progressive frames and flags them so,
 // and players then show moving edges combed instead of deinterlacing them.
