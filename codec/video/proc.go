@@ -37,7 +37,15 @@ func (t tools) newProc(ctx context.Context, stage, bin string, args ...string) *
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	cmd.Cancel = func() error {
 		// The whole group: ffmpeg's threads live in the process, but a wrapper or helper would not.
-		return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		err := syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		if errors.Is(err, syscall.ESRCH) {
+			// It ended on its own just before: Wait reports how. Any other answer would make Wait return
+			// "exec: canceling Cmd: no such process" for a stage that succeeded, which the pipeline took for
+			// that stage failing, in place of the stage that did (a decoder that had finished was blamed for
+			// the muxer refusing a stream, and the error was not even the tool's own).
+			return os.ErrProcessDone
+		}
+		return err
 	}
 	cmd.WaitDelay = 5 * time.Second
 	cmd.Env = []string{"PATH=/usr/bin:/bin", "LC_ALL=C"} // no proxy or library variables from the service

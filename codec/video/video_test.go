@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 
 	"filigrane/codec"
@@ -631,6 +632,30 @@ func TestCancelKillsFFmpeg(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
 		t.Errorf("files left in the output directory: %v", entries)
+	}
+}
+
+// TestStopAfterExitIsNotAFailure: a stage that ended on its own, cleanly, and is stopped afterwards (the pipeline
+// stops every stage when one fails) still reports success. The stop met a process that was gone and Wait
+// returned "exec: canceling Cmd: no such process": the pipeline blamed that stage (a decoder that had finished)
+// in place of the one that failed, and the service retried the job, as for a killed tool, instead of failing it
+// with the real reason (TestEmbedContainerHoldsCopiedStreams's refused Opus showed it in 1 run of 8).
+func TestStopAfterExitIsNotAFailure(t *testing.T) {
+	t.Parallel()
+	tl := tools{limits: DefaultLimits}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	p := tl.newProc(ctx, "decode", "/bin/true")
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// What Wait does on cancellation when the process has just been reaped: the stop finds no process.
+	var ws syscall.WaitStatus
+	if _, err := syscall.Wait4(p.cmd.Process.Pid, &ws, 0, nil); err != nil || !ws.Exited() || ws.ExitStatus() != 0 {
+		t.Fatalf("true: %v, status %v", err, ws)
+	}
+	if err := p.cmd.Cancel(); !errors.Is(err, os.ErrProcessDone) {
+		t.Errorf("stopping a stage that had ended: %v, want os.ErrProcessDone (a clean end)", err)
 	}
 }
 
