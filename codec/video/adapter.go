@@ -3,9 +3,10 @@
 // separate stream-copy remux for rotated videos), and detects it by combining the soft output of many frames.
 // Files go in and out on disk because ffmpeg needs seekable files (the moov atom, +faststart).
 //
-// It owns the ffmpeg command lines, the resource limits put on them (limits checked from the probe before any
-// decoding, a time limit through the context, an address-space limit, no network, a process-group kill), and the
-// mapping of their failures to typed errors (errors.go). It must not know about HTTP, jobs, credits or storage:
+// It owns the ffmpeg command lines, the resource limits put on them (the samples a file declares counted before
+// any ffmpeg opens it, limits checked from the probe before any decoding, a time limit through the context, an
+// address-space limit, no network, a process-group kill), and the mapping of their failures to typed errors
+// (errors.go). It must not know about HTTP, jobs, credits or storage:
 // callers map the errors to responses and keep the files.
 package video
 
@@ -119,6 +120,10 @@ func (t tools) probe(ctx context.Context, src string) (Info, error) {
 	defer cancel()
 	if !fileExists(src) {
 		return Info{}, fmt.Errorf("video: %s is not a regular file", src)
+	}
+	// Before any ffmpeg opens it: each one would index every sample the file declares (MaxIndexedSamples).
+	if err := checkSampleTables(src, MaxIndexedSamples); err != nil {
+		return Info{}, err
 	}
 	p := t.newProc(ctx, "probe", t.ffprobe, "-v", "error", "-protocol_whitelist", "file", "-format_whitelist", inputFormats,
 		"-print_format", "json", "-show_format", "-show_streams", "-i", "file:"+src)
