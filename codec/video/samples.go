@@ -1,6 +1,7 @@
 package video
 
 import (
+	"bufio"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -36,10 +37,25 @@ func checkSampleTables(path string, limit int64) error {
 		return fmt.Errorf("video: %w", err)
 	}
 	size := st.Size()
-	var total int64
+	// Read in order through a buffer, seeking over large boxes (the media data): a file of millions of tiny boxes
+	// costs a pass over its bytes, not a system call a box.
+	r := bufio.NewReaderSize(f, 64<<10)
+	var total, off int64
+	skip := func(n int64) error {
+		off += n
+		if n <= int64(r.Buffered()) {
+			_, err := r.Discard(int(n))
+			return err
+		}
+		if _, err := f.Seek(off, io.SeekStart); err != nil {
+			return err
+		}
+		r.Reset(f)
+		return nil
+	}
 	var hdr [16]byte
-	for off := int64(0); off+8 <= size; {
-		if _, err := f.ReadAt(hdr[:8], off); err != nil {
+	for off+8 <= size {
+		if _, err := io.ReadFull(r, hdr[:8]); err != nil {
 			return nil
 		}
 		boxSize, hlen := int64(binary.BigEndian.Uint32(hdr[:4])), int64(8)
@@ -47,7 +63,7 @@ func checkSampleTables(path string, limit int64) error {
 		case 0: // to the end of the file
 			boxSize = size - off
 		case 1: // a 64-bit size follows the type
-			if _, err := f.ReadAt(hdr[8:16], off+8); err != nil {
+			if _, err := io.ReadFull(r, hdr[8:16]); err != nil {
 				return nil
 			}
 			boxSize, hlen = int64(binary.BigEndian.Uint64(hdr[8:16])), 16
@@ -58,26 +74,30 @@ func checkSampleTables(path string, limit int64) error {
 				return nil
 			}
 		}
+		off += hlen
 		typ := string(hdr[4:8])
-		if typ == "moov" || typ == "moof" {
-			if boxSize-hlen > maxIndexBox {
-				return fmt.Errorf("%w: a %s box of %d bytes, the limit is %d", ErrTooManyFrames, typ, boxSize-hlen,
-					maxIndexBox)
-			}
-			body := make([]byte, boxSize-hlen)
-			if _, err := f.ReadAt(body, off+hlen); err != nil && err != io.EOF {
+		if typ != "moov" && typ != "moof" {
+			if err := skip(boxSize - hlen); err != nil {
 				return nil
 			}
-			if typ == "moov" {
-				total += moovSamples(body)
-			} else {
-				total += moofSamples(body)
-			}
-			if total > limit {
-				return fmt.Errorf("%w: the tracks declare %d samples, the limit is %d", ErrTooManyFrames, total, limit)
-			}
+			continue
 		}
-		off += boxSize
+		if boxSize-hlen > maxIndexBox {
+			return fmt.Errorf("%w: a %s box of %d bytes, the limit is %d", ErrTooManyFrames, typ, boxSize-hlen, maxIndexBox)
+		}
+		body := make([]byte, boxSize-hlen)
+		if _, err := io.ReadFull(r, body); err != nil {
+			return nil
+		}
+		off += boxSize - hlen
+		if typ == "moov" {
+			total += moovSamples(body)
+		} else {
+			total += moofSamples(body)
+		}
+		if total > limit {
+			return fmt.Errorf("%w: the tracks declare %d samples, the limit is %d", ErrTooManyFrames, total, limit)
+		}
 	}
 	return nil
 }
