@@ -120,7 +120,7 @@ func videoError(err error) error {
 	case errors.Is(err, video.ErrTooLarge):
 		return refuse(CodeVideoTooLarge, "the video's frames are larger than we process")
 	case errors.Is(err, video.ErrTooManyFrames):
-		return refuse(CodeVideoTooLarge, "the video has more frames than we process")
+		return refuse(CodeVideoTooLarge, "the video has more frames (or its tracks declare more samples) than we process")
 	}
 	var te *video.ToolError
 	if errors.As(err, &te) && exitedOnItsOwn(te.Err) {
