@@ -23,3 +23,18 @@ func TestResultExtOfVideo(t *testing.T) {
 		}
 	}
 }
+
+// TestFormatOfVideoOutput: a watermarked video's asset record names the container it was written in, which is
+// not always the input's (an MP4 with PCM audio comes back a MOV); it named the input's.
+func TestFormatOfVideoOutput(t *testing.T) {
+	for _, c := range []struct{ ct, input, want string }{
+		{"video/quicktime", "MP4", "MOV"},
+		{"video/mp4", "MP4", "MP4"},
+		{"video/quicktime", "MOV", "MOV"},
+		{"application/pdf", "PDF", "PDF"},
+	} {
+		if got := formatOfContentType(c.ct, c.input); got != c.want {
+			t.Errorf("format of a %s output of a %s input = %q, want %q", c.ct, c.input, got, c.want)
+		}
+	}
+}
