@@ -2,9 +2,12 @@ package video
 
 import (
 	"bufio"
+	"bytes"
+	"compress/zlib"
 	"encoding/binary"
 	"fmt"
 	"io"
+	"math"
 	"os"
 )
 
@@ -22,8 +25,8 @@ const MaxIndexedSamples = 2_000_000
 const maxIndexBox = 32 << 20
 
 // checkSampleTables fails with ErrTooManyFrames when the file at path declares more than limit samples that
-// ffmpeg indexes one by one: the sample counts of every track's stsz or stz2 in moov, and of every trun in the
-// movie fragments (moof). A sound track whose timing says one sample per tick (stts: one entry of duration 1) is
+// ffmpeg indexes one by one: the sample counts of every track's stsz or stz2 in moov (or in the moov a QuickTime
+// cmov compresses), and of every trun in the movie fragments (moof). A sound track whose timing says one sample per tick (stts: one entry of duration 1) is
 // uncompressed audio read in chunks, whose samples are not indexed: its count (48,000 a second) is left out.
 // Anything it cannot read is left to ffprobe, which judges the file.
 func checkSampleTables(path string, limit int64) error {
@@ -91,7 +94,7 @@ func checkSampleTables(path string, limit int64) error {
 		}
 		off += boxSize - hlen
 		if typ == "moov" {
-			total += moovSamples(body)
+			total += moovSamples(body, 0)
 		} else {
 			total += moofSamples(body)
 		}
@@ -142,9 +145,26 @@ func be32(b []byte, i int) int64 {
 	return int64(binary.BigEndian.Uint32(b[i:]))
 }
 
-// moovSamples sums the sample counts of the tracks of a moov box's body.
-func moovSamples(moov []byte) int64 {
+// moovSamples sums the sample counts of the tracks of a moov box's body; depth counts the compressed movie
+// headers it is inside.
+func moovSamples(moov []byte, depth int) int64 {
 	var total int64
+	if cmov := child(moov, "cmov"); cmov != nil {
+		// A QuickTime compressed movie header: the moov deflated in cmvd (its size, then zlib data), which ffmpeg
+		// inflates and reads in place of this one.
+		if depth >= 2 {
+			return math.MaxInt32 // one inside another inside another: no encoder writes that
+		}
+		inner, ok := inflateMoov(child(cmov, "cmvd"))
+		if !ok {
+			return math.MaxInt32 // more than maxIndexBox inflated: over any limit
+		}
+		eachBox(inner, func(typ string, body []byte) {
+			if typ == "moov" {
+				total += moovSamples(body, depth+1)
+			}
+		})
+	}
 	eachBox(moov, func(typ string, trak []byte) {
 		if typ != "trak" {
 			return
@@ -163,6 +183,21 @@ func moovSamples(moov []byte) int64 {
 		total += count
 	})
 	return total
+}
+
+// inflateMoov inflates a cmvd box's body (the uncompressed size, then zlib data), reading at most maxIndexBox
+// bytes: ok is false when there is more. Data that is not zlib inflates to nothing (ffmpeg fails on it too).
+func inflateMoov(cmvd []byte) (_ []byte, ok bool) {
+	if len(cmvd) < 4 {
+		return nil, true
+	}
+	zr, err := zlib.NewReader(bytes.NewReader(cmvd[4:]))
+	if err != nil {
+		return nil, true
+	}
+	defer zr.Close()
+	b, _ := io.ReadAll(io.LimitReader(zr, maxIndexBox+1)) // a corrupt stream ends the data where it breaks
+	return b, len(b) <= maxIndexBox
 }
 
 // moofSamples sums the sample counts of the track runs of a moof box's body.

@@ -2,6 +2,7 @@ package video
 
 import (
 	"bytes"
+	"compress/zlib"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -19,7 +20,7 @@ func box(typ string, body ...[]byte) []byte {
 // TestDeclaredSamplesAreBounded: an MP4 whose audio track declares ten million samples in a dozen bytes (a
 // constant sample size) is refused as having too many frames, by embed and by detect, before any ffmpeg opens
 // it: each ffmpeg indexed every declared sample (a 113 KB file declaring 80 million made ffprobe hold 1.9 GB).
-// The same holds for movie fragments (trun). Uncompressed audio, which ffmpeg reads in chunks, is not counted
+// The same holds for movie fragments (trun) and for a compressed movie header (cmov). Uncompressed audio, which ffmpeg reads in chunks, is not counted
 // sample by sample: a 50-second PCM track (2.4 million samples) passes.
 func TestDeclaredSamplesAreBounded(t *testing.T) {
 	t.Parallel()
@@ -79,6 +80,22 @@ func TestDeclaredSamplesAreBounded(t *testing.T) {
 	}
 	if err := checkSampleTables(frag, MaxIndexedSamples); !errors.Is(err, ErrTooManyFrames) {
 		t.Errorf("a fragment declaring three million samples: %v, want ErrTooManyFrames", err)
+	}
+
+	// The same declared in a QuickTime compressed movie header (cmov), which ffmpeg inflates and reads.
+	trak := box("trak", box("mdia", box("minf", box("stbl", box("stsz", binary.BigEndian.AppendUint32(make([]byte, 8), 3_000_000))))))
+	var z bytes.Buffer
+	zw := zlib.NewWriter(&z)
+	inner := box("moov", trak)
+	zw.Write(inner) //nolint:errcheck // a bytes.Buffer does not fail
+	zw.Close()
+	cmvd := append(binary.BigEndian.AppendUint32(nil, uint32(len(inner))), z.Bytes()...)
+	cmov := filepath.Join(dir, "cmov.mov")
+	if err := os.WriteFile(cmov, box("moov", box("cmov", box("dcom", []byte("zlib")), box("cmvd", cmvd))), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := checkSampleTables(cmov, MaxIndexedSamples); !errors.Is(err, ErrTooManyFrames) {
+		t.Errorf("a compressed movie header declaring three million samples: %v, want ErrTooManyFrames", err)
 	}
 
 	pcm := filepath.Join(dir, "pcm.mov")
