@@ -517,6 +517,33 @@ func TestEmbedContainerHoldsCopiedStreams(t *testing.T) {
 	}
 }
 
+// TestTrimmedVideos: a video trimmed without re-encoding (a phone's or QuickTime's trim, ffmpeg -ss with -c copy)
+// keeps all its samples behind an edit list that shows only some. Its embed was refused as truncated ("37 of 50
+// frames decoded", 422 through the service), and so was the detection of a marked video trimmed afterwards: the
+// frames decoded were compared with the track's sample count. Now the embed keeps exactly the frames shown, and a
+// trimmed copy of the output is read.
+func TestTrimmedVideos(t *testing.T) {
+	t.Parallel()
+	a := testAdapter(t)
+	dir := t.TempDir()
+	src := filepath.Join(dir, "trimmed.mp4")
+	ffmpegRun(t, "-ss", "0.5", "-i", plainClip(t), "-c", "copy", src) // 2 s at 25 fps: 50 samples, 37 shown
+	dst := filepath.Join(dir, "out.mp4")
+	id := testID(50)
+	rep, err := a.Embed(context.Background(), src, dst, id, Options{Preset: "ultrafast"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	requireSameFrameTimes(t, src, dst, rep.FrameCount)
+	cut := filepath.Join(dir, "cut.mp4")
+	ffmpegRun(t, "-ss", "0.5", "-i", dst, "-c", "copy", cut)
+	d, err := a.Detect(context.Background(), cut)
+	if err != nil {
+		t.Fatal(err)
+	}
+	requireID(t, d, id, "the output trimmed by an edit list")
+}
+
 // TestEmbedKeepsInterlacing checks that an interlaced source (a camcorder's or a broadcast capture's) comes out
 // interlaced in its own field order: x264 told nothing codes woven fields as progressive frames and flags them so,
 // and players then show moving edges combed instead of deinterlacing them.
