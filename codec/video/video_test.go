@@ -478,7 +478,7 @@ func TestEmbedContainerHoldsCopiedStreams(t *testing.T) {
 	a := testAdapter(t)
 	dir := t.TempDir()
 	pcm := filepath.Join(dir, "lpcm.mp4")
-	ffmpegRun(t, "-i", plainClip(t), "-c:v", "copy", "-c:a", "pcm_s16be", "-f", "mov", "-brand", "mp42", pcm)
+	ffmpegRun(t, "-i", plainClip(t), "-t", "0.6", "-c:v", "copy", "-c:a", "pcm_s16be", "-f", "mov", "-brand", "mp42", pcm)
 	in := probeStreams(t, pcm)
 	if in.brand != "mp42" {
 		t.Fatalf("source brand %q, want mp42", in.brand)
@@ -527,7 +527,7 @@ func TestTrimmedVideos(t *testing.T) {
 	a := testAdapter(t)
 	dir := t.TempDir()
 	src := filepath.Join(dir, "trimmed.mp4")
-	ffmpegRun(t, "-ss", "0.5", "-i", plainClip(t), "-c", "copy", src) // 2 s at 25 fps: 50 samples, 37 shown
+	ffmpegRun(t, "-ss", "1.4", "-i", plainClip(t), "-c", "copy", src) // 2 s at 25 fps: 50 samples, 15 shown
 	dst := filepath.Join(dir, "out.mp4")
 	id := testID(50)
 	rep, err := a.Embed(context.Background(), src, dst, id, Options{Preset: "ultrafast"})
@@ -536,7 +536,7 @@ func TestTrimmedVideos(t *testing.T) {
 	}
 	requireSameFrameTimes(t, src, dst, rep.FrameCount)
 	cut := filepath.Join(dir, "cut.mp4")
-	ffmpegRun(t, "-ss", "0.5", "-i", dst, "-c", "copy", cut)
+	ffmpegRun(t, "-ss", "0.2", "-i", dst, "-c", "copy", cut)
 	d, err := a.Detect(context.Background(), cut)
 	if err != nil {
 		t.Fatal(err)
