@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path"
 	"strings"
 	"time"
 
@@ -462,11 +463,17 @@ func writeArchive(c context.Context, env *BatchEnv, deps *Deps, rec *batchstate.
 }
 
 // resultExt is the extension of a succeeded item job's output (the archive member's): an image's is that of
-// the format the job wrote (output_format: png, jpg or webp), other kinds' their one output format's.
+// the format the job wrote (output_format: png, jpg or webp), a video's that of its container (the output's
+// file name: mp4 or mov), other kinds' their one output format's.
 func resultExt(job *jobstate.Record) string {
 	if job.Media == jobstate.MediaImage {
 		if f, err := imageOutputFormat(job); err == nil {
 			return f.Ext()
+		}
+	}
+	if job.Output != nil {
+		if ext := strings.TrimPrefix(path.Ext(job.Output.Filename), "."); ext != "" {
+			return ext
 		}
 	}
 	if k, ok := mediakind.ByMedia(job.Media); ok {

@@ -525,7 +525,8 @@ func (a *jobActor) writeAssets(ctx context.Context, r *jobstate.Record) error {
 }
 
 // formatOfContentType is the format label of an output of content type ct: an image embed's output has the
-// format it was asked for (output_format), which is not the input's; other kinds keep the input's label.
+// format it was asked for (output_format), which is not the input's, and a video's the container it was
+// written in (an MP4 with PCM audio comes back a MOV: mediakind.Kind.OutputType); PDFs keep the input's label.
 func formatOfContentType(ct, fallback string) string {
 	switch ct {
 	case "image/png":
@@ -534,6 +535,10 @@ func formatOfContentType(ct, fallback string) string {
 		return "JPEG"
 	case "image/webp":
 		return "WEBP"
+	case "video/quicktime":
+		return "MOV"
+	case "video/mp4":
+		return "MP4"
 	}
 	return fallback
 }

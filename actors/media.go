@@ -298,13 +298,14 @@ func (m Media) embedFile(ctx context.Context, rec *jobstate.Record, kind mediaki
 	// broken file whose frames were still all marked): the receipt then goes without units rather than the
 	// embed failing.
 	units, _ := jobstate.EncodeEmbedUnits(rep.Segments)
-	key := OutputKey(rec, "watermarked."+kind.OutputExt)
+	mime, ext := kind.OutputType(rep.Info.Format)
+	key := OutputKey(rec, "watermarked."+ext)
 	info, err := m.Blobs.Put(ctx, key, f)
 	if err != nil {
 		return jobstate.Output{}, retryable("the result could not be stored; the attempt is retried", err)
 	}
-	return jobstate.Output{BlobKey: key, Size: info.Size, SHA256: info.SHA256, ContentType: kind.OutputMIME,
-		Filename: OutputFilename(rec.Input.Filename, kind.OutputExt), AssetID: AssetIDFor(rec.RequestID, AssetWatermarked),
+	return jobstate.Output{BlobKey: key, Size: info.Size, SHA256: info.SHA256, ContentType: mime,
+		Filename: OutputFilename(rec.Input.Filename, ext), AssetID: AssetIDFor(rec.RequestID, AssetWatermarked),
 		SourceAssetID: AssetIDFor(rec.RequestID, AssetSource), WatermarkID: rec.WatermarkID,
 		Charge: kind.Price(rec.Operation, m.Catalog.Prices, rep.Info), Accelerator: jobstate.AcceleratorCPU,
 		Media: rep.Info.MediaInfo(), SourceMedia: sourceInfo(rep).MediaInfo(), Units: units}, nil

@@ -104,7 +104,11 @@ func videoError(err error) error {
 	case errors.Is(err, video.ErrTruncated):
 		return refuse(CodeInvalidVideo, "the video is truncated or corrupt")
 	case errors.Is(err, video.ErrUnsupported):
-		return refuse(CodeInvalidVideo, "the video's encoding is not supported")
+		detail := "the video's encoding is not supported"
+		if te := (*video.ToolError)(nil); errors.As(err, &te) && te.Stderr != "" {
+			detail += ": ffmpeg: " + te.Stderr // which stream the container refused
+		}
+		return refuse(CodeInvalidVideo, detail)
 	case errors.Is(err, video.ErrTooSmall):
 		return refuse(CodeInvalidVideo, "the video's frames are too small to carry a watermark: "+codec.VideoSizeRule())
 	case errors.Is(err, video.ErrMarkUnreadable):
@@ -116,7 +120,7 @@ func videoError(err error) error {
 	case errors.Is(err, video.ErrTooLarge):
 		return refuse(CodeVideoTooLarge, "the video's frames are larger than we process")
 	case errors.Is(err, video.ErrTooManyFrames):
-		return refuse(CodeVideoTooLarge, "the video has more frames than we process")
+		return refuse(CodeVideoTooLarge, "the video has more frames (or its tracks declare more samples) than we process")
 	}
 	var te *video.ToolError
 	if errors.As(err, &te) && exitedOnItsOwn(te.Err) {

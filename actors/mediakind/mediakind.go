@@ -295,6 +295,17 @@ func (k Kind) ContentType(format string) string {
 	return "video/mp4"
 }
 
+// OutputType is the content type and the file extension of an embed's output whose format (as Info.Format names
+// it) is format: a video keeps its container, so a MOV source comes back a QuickTime file, named .mov and typed
+// video/quicktime, where the kind's default (OutputMIME, OutputExt) would call it an MP4. Other kinds write their
+// one format (images: their output_format, which the caller chooses).
+func (k Kind) OutputType(format string) (mime, ext string) {
+	if k.Media == jobstate.MediaVideo && strings.EqualFold(format, "MOV") {
+		return "video/quicktime", "mov"
+	}
+	return k.OutputMIME, k.OutputExt
+}
+
 // Report is what an embed did, per unit (page, frame) where the codec reports units.
 type Report struct {
 	Info Info // of the output
@@ -425,6 +436,9 @@ func LimitsMarkdown() string {
 		output := "`" + k.OutputMIME + "`"
 		if len(k.AltOutputMIME) > 0 {
 			output += " (or `" + strings.Join(k.AltOutputMIME, "`, `") + "` by `output_format`)"
+		}
+		if mov, _ := k.OutputType("MOV"); mov != k.OutputMIME {
+			output += " (`" + mov + "` from a MOV)"
 		}
 		fmt.Fprintf(&b, "| %s | `%s` | %s | %s | %s | %s | %s | %s | %s | %s | %s | `%s` |\n", k.Media, k.RoutePrefix,
 			strings.Join(k.Extensions, " "), mb(k.Limits.DirectEmbed), mb(k.Limits.UploadEmbed), mb(k.Limits.DirectDetect),

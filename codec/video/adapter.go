@@ -3,9 +3,10 @@
 // separate stream-copy remux for rotated videos), and detects it by combining the soft output of many frames.
 // Files go in and out on disk because ffmpeg needs seekable files (the moov atom, +faststart).
 //
-// It owns the ffmpeg command lines, the resource limits put on them (limits checked from the probe before any
-// decoding, a time limit through the context, an address-space limit, no network, a process-group kill), and the
-// mapping of their failures to typed errors (errors.go). It must not know about HTTP, jobs, credits or storage:
+// It owns the ffmpeg command lines, the resource limits put on them (the samples a file declares counted before
+// any ffmpeg opens it, limits checked from the probe before any decoding, a time limit through the context, an
+// address-space limit, no network, a process-group kill), and the mapping of their failures to typed errors
+// (errors.go). It must not know about HTTP, jobs, credits or storage:
 // callers map the errors to responses and keep the files.
 package video
 
@@ -68,7 +69,7 @@ type EmbedReport struct {
 	SourceWidth  int    `json:"source_width"`
 	SourceHeight int    `json:"source_height"`
 	BitDepth     int    `json:"bit_depth"`
-	Container    string `json:"container"` // "mp4" or "mov", the source's
+	Container    string `json:"container"` // "mp4" or "mov": the source's, or mov for audio only MOV holds (outputContainer)
 	VideoCodec   string `json:"video_codec"`
 	CRF          int    `json:"crf"`
 	Preset       string `json:"preset"`
@@ -119,6 +120,10 @@ func (t tools) probe(ctx context.Context, src string) (Info, error) {
 	defer cancel()
 	if !fileExists(src) {
 		return Info{}, fmt.Errorf("video: %s is not a regular file", src)
+	}
+	// Before any ffmpeg opens it: each one would index every sample the file declares (MaxIndexedSamples).
+	if err := checkSampleTables(src, MaxIndexedSamples); err != nil {
+		return Info{}, err
 	}
 	p := t.newProc(ctx, "probe", t.ffprobe, "-v", "error", "-protocol_whitelist", "file", "-format_whitelist", inputFormats,
 		"-print_format", "json", "-show_format", "-show_streams", "-i", "file:"+src)
@@ -186,6 +191,7 @@ func (a *Adapter) Embed(ctx context.Context, src, dst string, id codec.ID, opt O
 		return EmbedReport{}, fmt.Errorf("%w: container %s, embedding takes MP4 or MOV", ErrUnsupported,
 			info.FormatName)
 	}
+	info.Container = outputContainer(info)
 	v := info.Video
 	marker, err := a.Codec.NewVideoMarker(id, v.Width, v.Height, codec.EmbedOptions{PSNR: opt.PSNR})
 	if errors.Is(err, codec.ErrTooSmall) {
@@ -338,6 +344,30 @@ func (a *Adapter) readBack(ctx context.Context, path string, id codec.ID, v Stre
 	return nil
 }
 
+// mp4Copyable are the audio and subtitle codecs (ffprobe's names) that ffmpeg 5.1's MP4 muxer stores: its
+// codec_mp4_tags. PCM, the ADPCMs, AMR and the other QuickTime codecs are not among them, and they are what an
+// MP4 from a camera may carry (Sony's XAVC S: LPCM in an .MP4), a 3GP from an old phone (AMR) or a QuickTime
+// file without a brand.
+var mp4Copyable = map[string]bool{"aac": true, "mp3": true, "mp2": true, "ac3": true, "eac3": true, "alac": true,
+	"dts": true, "truehd": true, "flac": true, "opus": true, "vorbis": true, "qcelp": true, "evrc": true,
+	"mp4als": true, "mpegh_3d_audio": true, "mov_text": true, "dvd_subtitle": true}
+
+// outputContainer is the container an embed writes: the source's, except an MP4 whose audio or subtitles the MP4
+// muxer would refuse, which comes out a MOV (the same ISO family, which holds them): the encoder stopped on
+// "codec not currently supported in container" and the embed failed with a processing error, the file being
+// fine.
+func outputContainer(info Info) string {
+	if info.Container != "mp4" {
+		return info.Container
+	}
+	for _, c := range info.CopiedCodecs {
+		if !mp4Copyable[c] {
+			return "mov"
+		}
+	}
+	return "mp4"
+}
+
 // frameFormat is the raw layout of decoded frames.
 type frameFormat struct {
 	// rawTag is the FourCC of a pixel format that ffmpeg 5.1's Matroska muxer stores only in VFW mode, declared
@@ -414,6 +444,18 @@ func encoderOptions(v Stream, f frameFormat, opt Options) []string {
 		"-pix_fmt:v", f.pixFmt, "-fps_mode:v", "passthrough")
 	// HDR static metadata goes into x264's SEI (ffmpeg 5.1 passes no side data to libx264 itself).
 	var x264 []string
+	if tff, interlaced := v.TopFieldFirst(); interlaced {
+		// Interlaced frames stay interlaced: coded as field pairs and flagged so, in the source's field order,
+		// else a player shows the woven fields of moving content as combs instead of deinterlacing them. The
+		// raw frames crossed Matroska, which gives the encoder the wrong order (tt arrives as tb), so the order
+		// is told to x264 itself.
+		args = append(args, "-flags:v", "+ildct+ilme")
+		if tff {
+			x264 = append(x264, "tff=1")
+		} else {
+			x264 = append(x264, "bff=1")
+		}
+	}
 	if v.MasteringDisplay != "" {
 		x264 = append(x264, "mastering-display="+v.MasteringDisplay)
 	}
@@ -448,13 +490,18 @@ func outputArgs(dst string, info Info) []string {
 	args := []string{"-map_metadata", "1", "-map_metadata:s:v:0", "1:s:" + strconv.Itoa(info.Video.Index),
 		"-map_chapters", "1", "-metadata:s:v:0", "encoder="}
 	args = append(args, timestampArgs(info.Video)...)
-	// Per-stream tags (language, handler, creation time) of the copied streams; a specifier that matches no
-	// stream is an error, hence the counts.
-	if info.Audio > 0 {
-		args = append(args, "-map_metadata:s:a", "1:s:a")
+	// Per-stream tags (language, handler, creation time) of the copied streams, each from its own source stream:
+	// the mapping of the video's tags above turns off ffmpeg's default copy of every stream's tags, and one
+	// mapping for all ("-map_metadata:s:a 1:s:a") gave every track the first track's tags (a German second audio
+	// track came out tagged English). "-map 1:a?" keeps the source's order, so output track i is source track i; a
+	// specifier that matches no stream is an error, hence the counts.
+	for i := range info.Audio {
+		n := strconv.Itoa(i)
+		args = append(args, "-map_metadata:s:a:"+n, "1:s:a:"+n)
 	}
-	if info.Subtitles > 0 {
-		args = append(args, "-map_metadata:s:s", "1:s:s")
+	for i := range info.Subtitles {
+		n := strconv.Itoa(i)
+		args = append(args, "-map_metadata:s:s:"+n, "1:s:s:"+n)
 	}
 	return append(args, "-movflags", "+faststart", "-f", info.Container, "-y", "file:"+dst)
 }

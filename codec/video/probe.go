@@ -19,23 +19,28 @@ type Info struct {
 	Audio      int     // number of audio streams
 	Subtitles  int     // number of subtitle streams
 	Streams    int     // number of streams of any kind
+	// CopiedCodecs are the codec names of the audio and subtitle streams, in file order: the streams an embed
+	// copies into its output.
+	CopiedCodecs []string
 }
 
 // Stream describes the video stream.
 type Stream struct {
-	Index          int
-	Codec          string
-	Profile        string
-	Width, Height  int
-	PixFmt         string
-	BitDepth       int      // bits per luma sample (8 for yuv420p, 10 for yuv420p10le, ...)
-	FrameRate      Rational // r_frame_rate: the base rate (lowest rate that represents all timestamps)
-	AvgFrameRate   Rational
-	TimeBase       Rational
-	StartTime      float64
-	Duration       float64
-	Frames         int64 // nb_frames when the container states it, else duration × average rate (rounded up)
-	Rotation       int   // degrees from the display matrix (ffprobe's sign convention), 0 when none
+	Index         int
+	Codec         string
+	Profile       string
+	Width, Height int
+	PixFmt        string
+	BitDepth      int      // bits per luma sample (8 for yuv420p, 10 for yuv420p10le, ...)
+	FrameRate     Rational // r_frame_rate: the base rate (lowest rate that represents all timestamps)
+	AvgFrameRate  Rational
+	TimeBase      Rational
+	StartTime     float64
+	Duration      float64
+	Frames        int64 // nb_frames when the container states it, else duration × average rate (rounded up)
+	Rotation      int   // degrees from the display matrix (ffprobe's sign convention), 0 when none
+	// FieldOrder is ffprobe's field_order: "progressive", "tt", "bb", "tb", "bt" (interlaced), or "" / "unknown".
+	FieldOrder     string
 	ColorRange     string
 	ColorSpace     string
 	ColorTransfer  string
@@ -45,6 +50,19 @@ type Stream struct {
 	// is "MaxCLL,MaxFALL" (cd/m²).
 	MasteringDisplay string
 	ContentLight     string
+}
+
+// TopFieldFirst reports whether the stream is interlaced (interlaced is false for progressive or unknown field
+// order) and, if so, whether its top field is displayed first: "tt" and "bt" are top first, "bb" and "tb" bottom
+// first (ffprobe names the coded order, then the displayed one).
+func (s Stream) TopFieldFirst() (tff, interlaced bool) {
+	switch s.FieldOrder {
+	case "tt", "bt":
+		return true, true
+	case "bb", "tb":
+		return false, true
+	}
+	return false, false
 }
 
 // VFR reports whether the stream's frame timing is variable: its average rate differs from its base rate.
@@ -99,6 +117,7 @@ type probeJSON struct {
 		Duration       string            `json:"duration"`
 		NbFrames       string            `json:"nb_frames"`
 		BitsPerRaw     string            `json:"bits_per_raw_sample"`
+		FieldOrder     string            `json:"field_order"`
 		ColorRange     string            `json:"color_range"`
 		ColorSpace     string            `json:"color_space"`
 		ColorTransfer  string            `json:"color_transfer"`
@@ -237,9 +256,11 @@ func ParseProbe(data []byte) (Info, error) {
 		switch s.CodecType {
 		case "audio":
 			info.Audio++
+			info.CopiedCodecs = append(info.CopiedCodecs, s.CodecName)
 			continue
 		case "subtitle":
 			info.Subtitles++
+			info.CopiedCodecs = append(info.CopiedCodecs, s.CodecName)
 			continue
 		case "video":
 		default:
@@ -252,7 +273,7 @@ func ParseProbe(data []byte) (Info, error) {
 		v := Stream{Index: s.Index, Codec: s.CodecName, Profile: s.Profile, Width: s.Width, Height: s.Height,
 			PixFmt: s.PixFmt, FrameRate: parseRational(s.RFrameRate), AvgFrameRate: parseRational(s.AvgFrameRate),
 			TimeBase: parseRational(s.TimeBase), StartTime: parseSeconds(s.StartTime),
-			Duration: parseSeconds(s.Duration), ColorRange: s.ColorRange, ColorSpace: s.ColorSpace,
+			Duration: parseSeconds(s.Duration), FieldOrder: s.FieldOrder, ColorRange: s.ColorRange, ColorSpace: s.ColorSpace,
 			ColorTransfer: s.ColorTransfer, ColorPrimaries: s.ColorPrimaries}
 		v.MasteringDisplay, v.ContentLight = hdrMetadata(s.SideData)
 		v.BitDepth = pixFmtDepth(s.PixFmt)

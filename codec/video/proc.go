@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -37,7 +38,15 @@ func (t tools) newProc(ctx context.Context, stage, bin string, args ...string) *
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	cmd.Cancel = func() error {
 		// The whole group: ffmpeg's threads live in the process, but a wrapper or helper would not.
-		return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		err := syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		if errors.Is(err, syscall.ESRCH) {
+			// It ended on its own just before: Wait reports how. Any other answer would make Wait return
+			// "exec: canceling Cmd: no such process" for a stage that succeeded, which the pipeline took for
+			// that stage failing, in place of the stage that did (a decoder that had finished was blamed for
+			// the muxer refusing a stream, and the error was not even the tool's own).
+			return os.ErrProcessDone
+		}
+		return err
 	}
 	cmd.WaitDelay = 5 * time.Second
 	cmd.Env = []string{"PATH=/usr/bin:/bin", "LC_ALL=C"} // no proxy or library variables from the service
@@ -73,6 +82,16 @@ var ffmpegContext = regexp.MustCompile(`\[[^\]]* @ 0x[0-9a-f]+\] `)
 // checkComplete fails with ErrTruncated when a decoder that exited cleanly still reported a cut file, or
 // delivered clearly fewer frames than the container announced: ffmpeg decodes what it can and exits 0.
 func (p *proc) checkComplete(frames int64, info Info) error {
+	want := info.Video.Frames
+	if v := info.Video; v.Duration > 0 && v.FrameRate.Valid() {
+		// A video trimmed without re-encoding (a phone's or QuickTime's trim, ffmpeg -ss with -c copy) keeps all
+		// its samples (nb_frames) behind an edit list that shows only some: the stream's duration is the edited
+		// one, and at the base rate it counts at least the frames shown. Compared with nb_frames, a trimmed clip
+		// was refused as truncated, and so was the detection of a marked video trimmed afterwards.
+		if shown := int64(math.Ceil(v.Duration*v.FrameRate.Float())) + 1; shown < want {
+			want = shown
+		}
+	}
 	tail := p.stderr.tail(6)
 	for _, path := range p.redact {
 		tail = strings.ReplaceAll(tail, path, filepath.Base(path))
@@ -81,7 +100,7 @@ func (p *proc) checkComplete(frames int64, info Info) error {
 	if strings.Contains(tail, "partial file") {
 		return fmt.Errorf("%w: %s", ErrTruncated, tail)
 	}
-	if want := info.Video.Frames; want > 0 && frames < want*9/10-2 {
+	if want > 0 && frames < want*9/10-2 {
 		return fmt.Errorf("%w: %d of %d frames decoded", ErrTruncated, frames, want)
 	}
 	return nil
@@ -102,6 +121,11 @@ func (p *proc) killed() bool {
 func classify(stage, stderr string) error {
 	s := strings.ToLower(stderr)
 	if stage != "probe" && stage != "decode" {
+		if strings.Contains(s, "not currently supported in container") || strings.Contains(s, "only supported in mp4") {
+			// The muxer refuses a stream copied from the source (Opus in a MOV): the file's doing, which
+			// every attempt would meet again.
+			return ErrUnsupported
+		}
 		return ErrFFmpeg
 	}
 	switch {

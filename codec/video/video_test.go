@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 
 	"filigrane/codec"
@@ -222,7 +223,7 @@ func probeOut(t testing.TB, args ...string) string {
 type probedStreams struct {
 	brand, creationTime   string // format tags
 	videoFrames, rotation string // the first video stream's nb_frames and display-matrix rotation
-	audioLanguage         string // the first audio stream's language tag
+	audioLanguages        string // every audio stream's language tag, in order, comma-separated
 	videoPTS              string // the first video stream's frame timestamps, one a line
 	// The first audio stream's packets, one a line: pts, dts, duration, size and the MD5 of the data (what
 	// ffmpeg's framemd5 of a stream copy lists).
@@ -279,8 +280,11 @@ func probeStreams(t testing.TB, file string) probedStreams {
 					r.rotation = sd.Rotation.String()
 				}
 			}
-		case st.CodecType == "audio" && audio < 0:
-			audio, r.audioLanguage = st.Index, st.Tags["language"]
+		case st.CodecType == "audio":
+			if audio < 0 {
+				audio = st.Index
+			}
+			r.audioLanguages += "," + st.Tags["language"]
 		}
 	}
 	var pts, packets []string
@@ -298,6 +302,7 @@ func probeStreams(t testing.TB, file string) probedStreams {
 	if len(pts) == 0 || len(packets) == 0 {
 		t.Fatalf("ffprobe %s: %d video frames, %d audio packets", file, len(pts), len(packets))
 	}
+	r.audioLanguages = strings.TrimPrefix(r.audioLanguages, ",")
 	r.videoPTS = strings.Join(pts, "\n")
 	r.audioPackets = strings.Join(packets, "\n")
 	return r
@@ -305,7 +310,7 @@ func probeStreams(t testing.TB, file string) probedStreams {
 
 // TestEmbedKeepsStreamsAndTiming checks what a user sees in the output besides the mark: the same container,
 // audio packets bit-exact, the same frame count and timestamps, rotation, language and creation time kept, and
-// the mark read from the output. A rotated source goes through a separate remux process, one without rotation
+// the mark read from the output; of two audio tracks, each keeps its own language. A rotated source goes through a separate remux process, one without rotation
 // is encoded and muxed by one process: both are checked. The mark read after a re-encode at CRF 30 and the
 // unmarked source read as unmarked are checked once, on the 640x480 source without rotation: both are the
 // codec's doing, which the remux does not touch; the rotated source is 320x240 (a quarter of the pixels to mark
@@ -334,11 +339,13 @@ func testEmbedKeepsStreamsAndTiming(t *testing.T, rotate string) {
 	// re-encode still reads (confidence 0.9999); a third second cost 1.5 CPU-s more over the test.
 	makeClip(t, plain, size, "30000/1001", "2")
 	src := filepath.Join(dir, "src.mov")
-	tags := []string{"-metadata:s:a:0", "language=fra", "-metadata", "creation_time=2024-01-02T03:04:05Z"}
+	// Two audio tracks in two languages (a film's original and its dub): each keeps its own.
+	tags := []string{"-metadata:s:a:0", "language=fra", "-metadata:s:a:1", "language=ger",
+		"-metadata", "creation_time=2024-01-02T03:04:05Z"}
 	if rotate != "0" {
 		tags = append(tags, "-metadata:s:v:0", "rotate="+rotate)
 	}
-	ffmpegRun(t, append(append([]string{"-i", plain, "-c", "copy"}, tags...), src)...)
+	ffmpegRun(t, append(append([]string{"-i", plain, "-i", plain, "-map", "0", "-map", "1:a", "-c", "copy"}, tags...), src)...)
 	dst := filepath.Join(dir, "out.mov")
 	id := testID(3)
 	rep, err := a.Embed(context.Background(), src, dst, id, Options{Preset: "ultrafast"})
@@ -353,6 +360,9 @@ func testEmbedKeepsStreamsAndTiming(t *testing.T, rotate string) {
 	if out.brand != "qt" {
 		t.Errorf("output brand %q, want qt (MOV)", out.brand)
 	}
+	if in.audioLanguages != "fra,ger" {
+		t.Fatalf("source audio languages %q, want fra,ger", in.audioLanguages)
+	}
 	if in.audioPackets != out.audioPackets {
 		t.Errorf("audio packets differ between source and output:\nsource %s\noutput %s", in.audioPackets, out.audioPackets)
 	}
@@ -365,7 +375,7 @@ func testEmbedKeepsStreamsAndTiming(t *testing.T, rotate string) {
 	}{
 		{"video nb_frames", in.videoFrames, out.videoFrames},
 		{"video rotation", in.rotation, out.rotation},
-		{"audio language", in.audioLanguage, out.audioLanguage},
+		{"audio languages", in.audioLanguages, out.audioLanguages},
 		{"creation_time", in.creationTime, out.creationTime},
 	} {
 		noRotation := rotate == "0" && c.what == "video rotation" // absent in both
@@ -459,6 +469,124 @@ func TestEmbedDeepAndOddSources(t *testing.T) {
 
 func strconvItoa(v int) string { return strconv.Itoa(v) }
 
+// TestEmbedContainerHoldsCopiedStreams: an MP4 whose audio the MP4 muxer refuses (LPCM, as a camera's XAVC S
+// file carries) is embedded into a MOV with the audio copied bit-exact, where the encoder failed and the service
+// answered 500; audio that neither container takes (Opus in a file branded QuickTime) is refused as unsupported,
+// not as ffmpeg failing, and leaves no output.
+func TestEmbedContainerHoldsCopiedStreams(t *testing.T) {
+	t.Parallel()
+	a := testAdapter(t)
+	dir := t.TempDir()
+	pcm := filepath.Join(dir, "lpcm.mp4")
+	ffmpegRun(t, "-i", plainClip(t), "-t", "0.6", "-c:v", "copy", "-c:a", "pcm_s16be", "-f", "mov", "-brand", "mp42", pcm)
+	in := probeStreams(t, pcm)
+	if in.brand != "mp42" {
+		t.Fatalf("source brand %q, want mp42", in.brand)
+	}
+	dst := filepath.Join(dir, "out.mp4")
+	id := testID(30)
+	rep, err := a.Embed(context.Background(), pcm, dst, id, Options{Preset: "ultrafast"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := probeStreams(t, dst)
+	if rep.Container != "mov" || out.brand != "qt" {
+		t.Errorf("container %q, brand %q; want a MOV (qt)", rep.Container, out.brand)
+	}
+	if in.audioPackets != out.audioPackets {
+		t.Errorf("audio packets differ between source and output:\nsource %s\noutput %s", in.audioPackets, out.audioPackets)
+	}
+	// The mark itself is the codec's, as in any MOV (TestEmbedKeepsStreamsAndTiming reads it): not read again here.
+
+	opus := filepath.Join(dir, "opus.mov")
+	ffmpegRun(t, "-i", plainClip(t), "-c:v", "copy", "-c:a", "libopus", "-f", "mp4", opus)
+	b, err := os.ReadFile(opus)
+	if err != nil || string(b[4:8]) != "ftyp" {
+		t.Fatalf("opus clip: %v %q", err, b[:8])
+	}
+	copy(b[8:12], "qt  ") // the major brand: a QuickTime file, which ffmpeg's MOV muxer cannot give Opus
+	if err := os.WriteFile(opus, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dst = filepath.Join(dir, "out-opus.mov")
+	if _, err := a.Embed(context.Background(), opus, dst, id, Options{Preset: "ultrafast"}); !errors.Is(err, ErrUnsupported) {
+		t.Errorf("embedding Opus in a MOV: %v, want ErrUnsupported", err)
+	}
+	if _, err := os.Stat(dst); !os.IsNotExist(err) {
+		t.Errorf("a refused embed left its output: %v", err)
+	}
+}
+
+// TestTrimmedVideos: a video trimmed without re-encoding (a phone's or QuickTime's trim, ffmpeg -ss with -c copy)
+// keeps all its samples behind an edit list that shows only some. Its embed was refused as truncated ("37 of 50
+// frames decoded", 422 through the service), and so was the detection of a marked video trimmed afterwards: the
+// frames decoded were compared with the track's sample count. Now the embed keeps exactly the frames shown, and a
+// trimmed copy of the output is read.
+func TestTrimmedVideos(t *testing.T) {
+	t.Parallel()
+	a := testAdapter(t)
+	dir := t.TempDir()
+	src := filepath.Join(dir, "trimmed.mp4")
+	ffmpegRun(t, "-ss", "1.4", "-i", plainClip(t), "-c", "copy", src) // 2 s at 25 fps: 50 samples, 15 shown
+	dst := filepath.Join(dir, "out.mp4")
+	id := testID(50)
+	rep, err := a.Embed(context.Background(), src, dst, id, Options{Preset: "ultrafast"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	requireSameFrameTimes(t, src, dst, rep.FrameCount)
+	cut := filepath.Join(dir, "cut.mp4")
+	ffmpegRun(t, "-ss", "0.2", "-i", dst, "-c", "copy", cut)
+	d, err := a.Detect(context.Background(), cut)
+	if err != nil {
+		t.Fatal(err)
+	}
+	requireID(t, d, id, "the output trimmed by an edit list")
+}
+
+// TestEmbedKeepsInterlacing checks that an interlaced source (a camcorder's or a broadcast capture's) comes out
+// interlaced in its own field order: x264 told nothing codes woven fields as progressive frames and flags them so,
+// and players then show moving edges combed instead of deinterlacing them.
+func TestEmbedKeepsInterlacing(t *testing.T) {
+	t.Parallel()
+	a := testAdapter(t)
+	dir := t.TempDir()
+	for i, order := range []string{"tt", "bb"} {
+		t.Run(order, func(t *testing.T) {
+			src := filepath.Join(dir, order+".mp4")
+			weave, x264 := "interleave_top,fieldorder=tff", "tff=1"
+			if order == "bb" {
+				weave, x264 = "interleave_bottom,fieldorder=bff", "bff=1"
+			}
+			// 50 fields a second woven into 25 frames a second, half a second.
+			makeClip(t, src, "320x256", "50", "0.5", "-vf", "tinterlace="+weave, "-flags", "+ildct+ilme", "-c:v",
+				"libx264", "-preset", "ultrafast", "-x264-params", x264, "-pix_fmt", "yuv420p")
+			fieldOrder := func(f string) string {
+				return probeOut(t, "-select_streams", "v:0", "-show_entries", "stream=field_order", "-of", "csv=p=0", f)
+			}
+			if got := fieldOrder(src); got != order {
+				t.Fatalf("source field order %q, want %q", got, order)
+			}
+			dst := filepath.Join(dir, "out-"+order+".mp4")
+			id := testID(byte(20 + i))
+			if _, err := a.Embed(context.Background(), src, dst, id, Options{Preset: "ultrafast"}); err != nil {
+				t.Fatal(err)
+			}
+			if got := fieldOrder(dst); got != order {
+				t.Errorf("output field order %q, want the source's %q", got, order)
+			}
+			if order != "tt" {
+				return // the mark is the same on either field order
+			}
+			d, err := a.Detect(context.Background(), dst)
+			if err != nil {
+				t.Fatal(err)
+			}
+			requireID(t, d, id, "output")
+		})
+	}
+}
+
 func TestProbeLimits(t *testing.T) {
 	t.Parallel()
 	a := testAdapter(t)
@@ -527,6 +655,30 @@ func TestCancelKillsFFmpeg(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
 		t.Errorf("files left in the output directory: %v", entries)
+	}
+}
+
+// TestStopAfterExitIsNotAFailure: a stage that ended on its own, cleanly, and is stopped afterwards (the pipeline
+// stops every stage when one fails) still reports success. The stop met a process that was gone and Wait
+// returned "exec: canceling Cmd: no such process": the pipeline blamed that stage (a decoder that had finished)
+// in place of the one that failed, and the service retried the job, as for a killed tool, instead of failing it
+// with the real reason (TestEmbedContainerHoldsCopiedStreams's refused Opus showed it in 1 run of 8).
+func TestStopAfterExitIsNotAFailure(t *testing.T) {
+	t.Parallel()
+	tl := tools{limits: DefaultLimits}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	p := tl.newProc(ctx, "decode", "/bin/true")
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// What Wait does on cancellation when the process has just been reaped: the stop finds no process.
+	var ws syscall.WaitStatus
+	if _, err := syscall.Wait4(p.cmd.Process.Pid, &ws, 0, nil); err != nil || !ws.Exited() || ws.ExitStatus() != 0 {
+		t.Fatalf("true: %v, status %v", err, ws)
+	}
+	if err := p.cmd.Cancel(); !errors.Is(err, os.ErrProcessDone) {
+		t.Errorf("stopping a stage that had ended: %v, want os.ErrProcessDone (a clean end)", err)
 	}
 }
 

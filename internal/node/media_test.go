@@ -53,7 +53,7 @@ func tinyPDF() []byte { return pdftest.Make(pdftest.Doc{Pages: 1}) }
 
 // TestVideoEmbedAndDetectJobs round-trips a video through /watermarks/videos/async and
 // /watermarks/videos/detect/async: the receipt, the watermarked MP4, a detection that finds its id, and the
-// credits (one started minute, one detection).
+// credits (one started minute, one detection); then a MOV through /watermarks/videos, which comes back a MOV.
 func TestVideoEmbedAndDetectJobs(t *testing.T) {
 	t.Parallel()
 	if _, err := exec.LookPath("ffmpeg"); err != nil {
@@ -123,8 +123,28 @@ func TestVideoEmbedAndDetectJobs(t *testing.T) {
 		segs.Units[0].EndTime == nil || *segs.Units[0].EndTime != 1 {
 		t.Fatalf("detection units %s; want one watermarked unit from 0 to 1 s", dres.body)
 	}
-	if after, held := balance(t, f, f.orgA); after != before-2 || held != 0 {
-		t.Fatalf("balance %d held %d; want %d and nothing held", after, held, before-2)
+	// A MOV comes back a MOV, named and typed as one: it was a QuickTime file named clip-watermarked.mp4 and
+	// typed video/mp4.
+	mov := filepath.Join(t.TempDir(), "clip.mov")
+	if err := os.WriteFile(mov+".mp4", tinyMP4(t), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if msg, err := exec.Command("ffmpeg", "-v", "error", "-i", mov+".mp4", "-c", "copy", "-f", "mov", mov).CombinedOutput(); err != nil {
+		t.Fatalf("ffmpeg: %v: %s", err, msg)
+	}
+	movClip, err := os.ReadFile(mov)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r = postFile(t, f.base+"/watermarks/videos", f.keyA, movClip, "clip.mov", `{"film":2}`)
+	if r.status != 200 || r.header.Get("Content-Type") != "video/quicktime" ||
+		r.header.Get("Content-Disposition") != `attachment; filename="clip-watermarked.mov"` ||
+		len(r.body) < 12 || string(r.body[4:10]) != "ftypqt" {
+		t.Fatalf("MOV embed: %d %v %q; want 200, a QuickTime file typed and named as one", r.status, r.header,
+			r.body[:min(len(r.body), 12)])
+	}
+	if after, held := balance(t, f, f.orgA); after != before-3 || held != 0 {
+		t.Fatalf("balance %d held %d; want %d and nothing held", after, held, before-3)
 	}
 }
 
