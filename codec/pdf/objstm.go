@@ -106,8 +106,14 @@ func scanObjects(path string, maxDecode int64, maxObjects int, maxTokens int64) 
 		br := bytes.NewReader(data[start:])
 		zr, err := zlib.NewReader(br)
 		if err != nil {
-			// Filtered, but not zlib data where the stream starts: a filter this scan cannot see (an indirect
-			// /Filter naming another) or a broken stream. Either way its size cannot be counted.
+			// Filtered, but not zlib data where the stream starts: encrypted (the object streams of an
+			// encrypted file are, its cross-reference streams are not), a filter this scan cannot see (an
+			// indirect /Filter naming another) or a broken stream. Either way its size cannot be counted. An
+			// encrypted file is refused as encrypted, as the parser refuses one without object streams: told
+			// "too large", the owner of a protected 100 kB document would not know what to change.
+			if hasName(data, "/Encrypt") {
+				return objectScan{}, refuse(CodeEncrypted, "the PDF is encrypted; remove the encryption and send it again")
+			}
 			return objectScan{}, refuse(CodeTooLarge, "an object or cross-reference stream is filtered but not Flate data")
 		}
 		var rows bytes.Buffer // a cross-reference stream's rows, kept up to maxXRefRows for checkXRefStream
