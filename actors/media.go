@@ -220,8 +220,14 @@ func (m Media) ProbeStored(ctx context.Context, kind mediakind.Kind, op jobstate
 			return perr
 		}
 		defer res.release()
+		probe := a.Probe
+		if dp, ok := a.(mediakind.DetectProber); ok && op == jobstate.OperationDetect {
+			// A detection is not refused for what only marking refuses: the documented way to mark a PDF
+			// that is to be signed is to mark it and sign afterwards, and the signed copy must still be read.
+			probe = dp.ProbeDetect
+		}
 		var err error
-		if info, err = a.Probe(ctx, src); err != nil {
+		if info, err = probe(ctx, src); err != nil {
 			return adapterError(ctx, kind, err)
 		}
 		return nil

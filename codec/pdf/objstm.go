@@ -105,6 +105,18 @@ func scanObjects(path string, maxDecode int64, maxObjects int, maxTokens int64) 
 		}
 		br := bytes.NewReader(data[start:])
 		zr, err := zlib.NewReader(br)
+		if err != nil && !hasName(decodeNameEscapes(ownDict(region)), "/Filter") {
+			// The /Filter seen belongs to an object written before this stream since the previous one (the
+			// /Filter /Adobe.PPKLite of a signature, then the signing tool's unfiltered cross-reference stream):
+			// stored as is, no bigger than the file. (A stream whose own dictionary names a filter after all
+			// is no zlib data, which the parser cannot inflate either.)
+			if n, ok := dictInt(dict, "Length"); isXRef && ok && n >= 0 && int64(start)+n <= int64(len(data)) {
+				if err := checkXRefStream(dict, data[start:int64(start)+n], objects); err != nil {
+					return objectScan{}, err
+				}
+			}
+			continue
+		}
 		if err != nil {
 			// Filtered, but not zlib data where the stream starts: encrypted (the object streams of an
 			// encrypted file are, its cross-reference streams are not), a filter this scan cannot see (an
@@ -145,6 +157,15 @@ func scanObjects(path string, maxDecode int64, maxObjects int, maxTokens int64) 
 		// Past the compressed data (a bytes.Reader is read no further than the inflater needs).
 		from = start + int(br.Size()) - br.Len()
 	}
+}
+
+// ownDict is the part of a scan region that holds the stream's own object: the text after the region's last
+// "obj" keyword (its header's), where the region also holds the objects written since the previous stream.
+func ownDict(region []byte) []byte {
+	if k := bytes.LastIndex(region, []byte("obj")); k >= 0 {
+		return region[k+len("obj"):]
+	}
+	return region
 }
 
 // flateOnly reports whether a stream dictionary names no filter besides FlateDecode (or none at all). The text
