@@ -215,7 +215,9 @@ func (m Media) ProbeStored(ctx context.Context, kind mediakind.Kind, op jobstate
 	defer cancel()
 	var info mediakind.Info
 	perr := m.withInput(ctx, kind, op, key, func(src, _ string) *ProcessError {
-		res, perr := m.reserveFile(ctx, wctx, kind, jobstate.OperationEmbed, src)
+		// Under op: a refusal of the estimate names what could not be done (watermarked, or checked); the
+		// reservation is the file's part either way (a detection's pages are reserved only as they arrive).
+		res, perr := m.reserveFile(ctx, wctx, kind, op, src)
 		if perr != nil {
 			return perr
 		}

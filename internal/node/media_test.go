@@ -539,22 +539,24 @@ func TestDocumentWithRepeatedPageRefusedUncharged(t *testing.T) {
 
 // TestDocumentWithManyTokensRefusedUncharged: a 17 kB PDF whose object stream inflates to 16 million syntax
 // tokens (the parser's time and memory grow with each: codec/pdf's MaxTokens) is refused before it is parsed
-// with 413 document_too_large naming the tokens, by the synchronous embed and detection and by the edge's
-// probe of an asynchronous detection (no job is made), and nothing is charged or held.
+// with 413 document_too_large naming the tokens (and what could not be done: watermarked, or checked), by the
+// synchronous embed and detection and by the edge's probe of an asynchronous detection (no job is made), and
+// nothing is charged or held.
 func TestDocumentWithManyTokensRefusedUncharged(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	before, _ := balance(t, f, f.orgA)
 	junk := "100 0 [" + strings.Repeat("[]", 8_000_000) + "]"
 	doc := pdftest.Make(pdftest.Doc{Pages: 1, ExtraObjs: []string{pdftest.Flate("/Type /ObjStm /N 1 /First 6", []byte(junk))}})
-	for _, c := range []struct{ what, path, data string }{
-		{"embed", "/watermarks/documents", `{"doc":1}`},
-		{"detect", "/watermarks/documents/detect", ""},
-		{"async detect", "/watermarks/documents/detect/async", ""},
+	for _, c := range []struct{ what, path, data, verb string }{
+		{"embed", "/watermarks/documents", `{"doc":1}`, "watermarked"},
+		{"detect", "/watermarks/documents/detect", "", "checked for a watermark"},
+		{"async detect", "/watermarks/documents/detect/async", "", "checked for a watermark"},
 	} {
 		r := postFile(t, f.base+c.path, f.keyA, doc, "tokens.pdf", c.data)
-		if p := decodeProblem(t, r); r.status != 413 || p.Code != "document_too_large" || !strings.Contains(p.Detail, "syntax tokens") {
-			t.Fatalf("%s: %d %s; want 413 document_too_large naming the syntax tokens", c.what, r.status, r.body)
+		if p := decodeProblem(t, r); r.status != 413 || p.Code != "document_too_large" || !strings.Contains(p.Detail, "syntax tokens") ||
+			!strings.HasPrefix(p.Detail, "the PDF cannot be "+c.verb+": ") {
+			t.Fatalf("%s: %d %s; want 413 document_too_large: the PDF cannot be %s, naming the syntax tokens", c.what, r.status, r.body, c.verb)
 		}
 	}
 	if after, held := balance(t, f, f.orgA); after != before || held != 0 {
