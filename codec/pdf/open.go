@@ -144,6 +144,7 @@ func (d *document) load(ctx context.Context, path string, forEmbed bool) (err er
 	// Validation may replace objects it repairs (in the relaxed mode): the pages the refusal checks walked are
 	// walked again from the validated table.
 	defer d.forgetPages()
+	d.repairInfo()
 	return safeValidate(pctx)
 }
 

@@ -366,6 +366,37 @@ func TestEncryptedPDFIsRefused(t *testing.T) {
 	}
 }
 
+// A document information dictionary with entries of the wrong type (a title written as a name, a number for an
+// author, an unknown /Trapped), which every viewer opens, is marked: the name becomes the title's text, the
+// others are dropped. Refused by the validation, such a file was answered "broken and could not be repaired".
+func TestInfoEntriesOfWrongTypeAreRepaired(t *testing.T) {
+	a := testAdapter(t)
+	doc := makeDoc(pdftest.Doc{Pages: 1})
+	const info = "<< /Title (Filigrane test document) /Author (pdf adapter tests) >>"
+	odd := "<< /Title /Quarterly#20report /Author 42 /Trapped /Maybe"
+	odd += strings.Repeat(" ", len(info)-len(odd)-2) + ">>" // the same length: the cross-reference table stays right
+	if !bytes.Contains(doc, []byte(info)) {
+		t.Fatal("pdftest's information dictionary changed")
+	}
+	src := writeTemp(t, "odd-info.pdf", bytes.Replace(doc, []byte(info), []byte(odd), 1))
+	dst := filepath.Join(t.TempDir(), "out.pdf")
+	id := testID("odd-info")
+	if _, err := a.Embed(context.Background(), src, dst, id, Options{}); err != nil {
+		t.Fatalf("embed: %v", err)
+	}
+	out, err := exec.Command("mutool", "show", dst, "trailer/Info/Title", "trailer/Info/Author", "trailer/Info/Trapped").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Fields(strings.TrimSpace(string(out))); strings.Join(got, " ") != "(Quarterly report) null null" {
+		t.Errorf("Title, Author, Trapped = %q; want the title's text and the others dropped", got)
+	}
+	d, err := a.Detect(context.Background(), dst)
+	if err != nil || d.WatermarkID == nil || *d.WatermarkID != id.String() {
+		t.Fatalf("detect: %+v, %v; want %s", d, err, id)
+	}
+}
+
 func TestBrokenXrefIsRepaired(t *testing.T) {
 	a := testAdapter(t)
 	data := makeDoc(pdftest.Doc{Pages: 2})
