@@ -205,8 +205,8 @@ func (p PDF) DetectReserving(ctx context.Context, src string, reserve mediakind.
 // EstimateMemory bounds what probing, embedding or detecting the document holds in this process: pdfcpu's
 // model of it (from the objects and bytes the scan before parsing counts) and a detection's pages under
 // analysis. mutool runs in its own memory-limited process and is not counted.
-func (p PDF) EstimateMemory(_ context.Context, src string, op jobstate.Operation) (mediakind.Memory, error) {
-	m, err := p.A.EstimateMemory(src, op == jobstate.OperationDetect)
+func (p PDF) EstimateMemory(ctx context.Context, src string, op jobstate.Operation) (mediakind.Memory, error) {
+	m, err := p.A.EstimateMemory(ctx, src, op == jobstate.OperationDetect)
 	if err != nil {
 		return mediakind.Memory{}, pdfError(err, op)
 	}

@@ -487,13 +487,20 @@ func combine(c *codec.Codec, units []codec.Unit, softs []pageSoft, sums []codec.
 
 // repair rewrites src with mutool clean, which rebuilds broken cross-reference tables, within the parse budget.
 func (a *Adapter) repair(ctx context.Context, src, dst string, lim Limits) error {
+	return a.clean(ctx, src, dst, lim)
+}
+
+// clean runs mutool clean with flags on src, writing dst, under the renderer's memory limit and the parse time
+// budget.
+func (a *Adapter) clean(ctx context.Context, src, dst string, lim Limits, flags ...string) error {
 	if err := a.CheckRenderer(); err != nil {
 		return err
 	}
 	rctx, cancel := context.WithTimeout(ctx, lim.ParseTimeout)
 	defer cancel()
 	script := fmt.Sprintf(`ulimit -v %d 2>/dev/null; exec "$0" "$@"`, max(lim.RenderMemory>>10, 64<<10))
-	cmd := exec.CommandContext(rctx, "/bin/sh", "-c", script, a.mutool(), "clean", src, dst)
+	args := append([]string{"-c", script, a.mutool(), "clean"}, flags...)
+	cmd := exec.CommandContext(rctx, "/bin/sh", append(args, src, dst)...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = time.Second

@@ -55,6 +55,7 @@ func scanObjects(path string, maxDecode int64, maxObjects int, maxTokens int64) 
 		return objectScan{}, tooManyObjects(maxObjects)
 	}
 	var total int64
+	encrypted := false // a cross-reference stream's dictionary names /Encrypt
 	tokens := tokenCounter{max: maxTokens}
 	if _, err := tokens.Write(data); err != nil {
 		return objectScan{}, tooManyTokens(maxTokens)
@@ -63,6 +64,9 @@ func scanObjects(path string, maxDecode int64, maxObjects int, maxTokens int64) 
 	for {
 		k := bytes.Index(data[from:], []byte("stream"))
 		if k < 0 {
+			if encrypted || trailerDeclaresEncryption(data) {
+				return objectScan{}, refuse(CodeEncrypted, "the PDF is encrypted; remove the encryption and send it again")
+			}
 			return objectScan{size: int64(len(data)), named: len(objects.seen), headers: headers, inflated: total, tokens: tokens.n}, nil
 		}
 		kw := from + k
@@ -87,6 +91,9 @@ func scanObjects(path string, maxDecode int64, maxObjects int, maxTokens int64) 
 			continue
 		}
 		isXRef := hasName(dict, "/XRef")
+		if isXRef && hasName(decodeNameEscapes(ownDict(region)), "/Encrypt") {
+			encrypted = true
+		}
 		if n, ok := dictInt(dict, "N"); ok && !isXRef {
 			if headers += n; headers > int64(maxObjects) {
 				return objectScan{}, tooManyObjects(maxObjects)
@@ -156,6 +163,29 @@ func scanObjects(path string, maxDecode int64, maxObjects int, maxTokens int64) 
 		}
 		// Past the compressed data (a bytes.Reader is read no further than the inflater needs).
 		from = start + int(br.Size()) - br.Len()
+	}
+}
+
+// trailerDeclaresEncryption reports whether a classic trailer (the text from a "trailer" keyword to the next
+// "startxref") names /Encrypt. The scan refuses encrypted files itself, whatever the layout: the parser
+// (pdfcpu) knows only an /Encrypt given as a reference, and read the direct dictionary MuPDF writes as no
+// encryption at all, so such a file was marked with its encrypted streams copied as if plain (a corrupt
+// output, its pages blank or broken, and charged).
+func trailerDeclaresEncryption(data []byte) bool {
+	for from := 0; ; {
+		k := bytes.Index(data[from:], []byte("trailer"))
+		if k < 0 {
+			return false
+		}
+		at := from + k + len("trailer")
+		end := len(data)
+		if e := bytes.Index(data[at:], []byte("startxref")); e >= 0 {
+			end = at + e
+		}
+		if hasName(decodeNameEscapes(data[at:end]), "/Encrypt") {
+			return true
+		}
+		from = at
 	}
 }
 

@@ -358,12 +358,31 @@ func TestEncryptedPDFIsRefused(t *testing.T) {
 					t.Errorf("output written for a refused input")
 				}
 				// The node estimates the memory first: a refusal there is the answer the user sees.
-				if _, err := a.EstimateMemory(enc, false); err != nil && CodeOf(err) != CodeEncrypted {
+				if _, err := a.EstimateMemory(t.Context(), enc, false); err != nil && CodeOf(err) != CodeEncrypted {
 					t.Errorf("memory estimate: err = %v, want nil or %s", err, CodeEncrypted)
 				}
 			})
 		}
 	}
+	// MuPDF writes the encryption dictionary into the trailer itself, which the parser alone took for no
+	// encryption: the document was marked with its encrypted content copied as plain (blank, broken pages).
+	t.Run("direct-encryption-dictionary", func(t *testing.T) {
+		src := writeTemp(t, "plain.pdf", makeDoc(pdftest.Doc{Pages: 1}))
+		enc := filepath.Join(dir, "mutool.pdf")
+		if b, err := exec.Command("mutool", "clean", "-E", "aes-256", "-O", "owner-secret", src, enc).CombinedOutput(); err != nil {
+			t.Fatalf("mutool clean: %v: %s", err, b)
+		}
+		if b, _ := os.ReadFile(enc); !bytes.Contains(b, []byte("/Encrypt <<")) && !bytes.Contains(b, []byte("/Encrypt<<")) {
+			t.Fatal("mutool wrote the encryption dictionary as an object: the case is not tested")
+		}
+		out := filepath.Join(dir, "mutool-out.pdf")
+		if _, err := a.Embed(t.Context(), enc, out, testID("enc"), Options{}); CodeOf(err) != CodeEncrypted {
+			t.Fatalf("err = %v, want %s", err, CodeEncrypted)
+		}
+		if _, err := os.Stat(out); !os.IsNotExist(err) {
+			t.Errorf("output written for a refused input")
+		}
+	})
 }
 
 // A document information dictionary with entries of the wrong type (a title written as a name, a number for an
@@ -394,6 +413,48 @@ func TestInfoEntriesOfWrongTypeAreRepaired(t *testing.T) {
 	d, err := a.Detect(context.Background(), dst)
 	if err != nil || d.WatermarkID == nil || *d.WatermarkID != id.String() {
 		t.Fatalf("detect: %+v, %v; want %s", d, err, id)
+	}
+}
+
+// A marked document its owner then protects (encrypted with an owner password only, which viewers open without
+// asking) is still read for detection, by its structural mark and by its rendered pages, through a decrypted
+// copy: its memory is estimated from that copy and the probe reads it. One that needs a password is refused as
+// encrypted. Before, all of them were refused, and with object streams as too large.
+func TestEncryptedPDFIsReadForDetection(t *testing.T) {
+	a := testAdapter(t)
+	dir := t.TempDir()
+	marked := filepath.Join(dir, "marked.pdf")
+	id := testID("protected")
+	if _, err := a.Embed(t.Context(), writeTemp(t, "in.pdf", makeDoc(pdftest.Doc{Pages: 1})), marked, id, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ name, user string }{{"owner-only", ""}, {"user-password", "secret"}} {
+		t.Run(tc.name, func(t *testing.T) {
+			enc := filepath.Join(dir, tc.name+".pdf")
+			if err := api.EncryptFile(marked, enc, model.NewAESConfiguration(tc.user, "owner-secret", 256)); err != nil {
+				t.Fatal(err)
+			}
+			if b, _ := os.ReadFile(enc); !bytes.Contains(b, []byte("/ObjStm")) {
+				t.Fatal("the encrypted file has no object stream: the case of the scan before parsing is not tested")
+			}
+			_, estErr := a.EstimateMemory(t.Context(), enc, true)
+			info, probeErr := a.ProbeDetect(t.Context(), enc)
+			d, detErr := a.DetectRendered(t.Context(), enc)
+			if tc.user != "" {
+				for _, err := range []error{estErr, probeErr, detErr} {
+					if CodeOf(err) != CodeEncrypted || !strings.Contains(err.Error(), "password") {
+						t.Errorf("err = %v; want %s, a password", err, CodeEncrypted)
+					}
+				}
+				return
+			}
+			if estErr != nil || probeErr != nil || info.Pages != 1 {
+				t.Fatalf("estimate: %v; probe: %+v, %v", estErr, info, probeErr)
+			}
+			if detErr != nil || d.WatermarkID == nil || *d.WatermarkID != id.String() {
+				t.Fatalf("detection on the rendered pages: %+v, %v; want %s", d, detErr, id)
+			}
+		})
 	}
 }
 

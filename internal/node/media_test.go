@@ -196,6 +196,12 @@ func TestDocumentEmbedAndDetect(t *testing.T) {
 		!strings.Contains(p.Detail, "cannot be watermarked: the PDF is digitally signed") {
 		t.Fatalf("embed of the signed copy: %+v; want invalid_document saying it is signed", p)
 	}
+	// Marked, then protected with an owner password (opens without one): still read.
+	protected := mutoolClean(t, r.body, "-E", "aes-256", "-O", "owner-secret")
+	d = postFile(t, f.base+"/watermarks/documents/detect", f.keyA, protected, "protected.pdf", "")
+	if d.status != 200 || json.Unmarshal(d.body, &det) != nil || !det.Watermarked || det.WatermarkID == nil || *det.WatermarkID != wm {
+		t.Fatalf("detection of the protected copy: %d %s; want 200 and watermark %s", d.status, d.body, wm)
+	}
 	// A file that is not a PDF is refused before anything is charged, by the embed and by the detection, each
 	// saying what it could not do.
 	bad := postFile(t, f.base+"/watermarks/documents", f.keyA, []byte("not a pdf at all"), "x.pdf", `{"doc":2}`)
@@ -206,9 +212,27 @@ func TestDocumentEmbedAndDetect(t *testing.T) {
 	if p := decodeProblem(t, bad); bad.status != 422 || p.Code != "invalid_document" || !strings.HasPrefix(p.Detail, "the PDF cannot be checked for a watermark: ") {
 		t.Fatalf("detection of not a PDF: %d %s; want 422 invalid_document, cannot be checked", bad.status, bad.body)
 	}
-	if after, held := balance(t, f, f.orgA); after != before-3 || held != 0 {
-		t.Fatalf("balance %d held %d; want %d and nothing held", after, held, before-3)
+	if after, held := balance(t, f, f.orgA); after != before-4 || held != 0 {
+		t.Fatalf("balance %d held %d; want %d and nothing held", after, held, before-4)
 	}
+}
+
+// mutoolClean is doc rewritten by mutool clean with flags.
+func mutoolClean(t *testing.T, doc []byte, flags ...string) []byte {
+	t.Helper()
+	dir := t.TempDir()
+	in, out := filepath.Join(dir, "in.pdf"), filepath.Join(dir, "out.pdf")
+	if err := os.WriteFile(in, doc, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := exec.Command("mutool", append(append([]string{"clean"}, flags...), in, out)...).CombinedOutput(); err != nil {
+		t.Fatalf("mutool clean %v: %v: %s", flags, err, b)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 // signPDF appends to doc, as an incremental update (mutool), what a signing tool adds: a signature field whose
