@@ -78,12 +78,21 @@ func scanObjects(path string, maxDecode int64, maxObjects int, maxTokens int64) 
 		if kw >= 3 && string(data[kw-3:kw]) == "end" {
 			continue // endstream
 		}
+		// The parser (pdfcpu) takes "stream" for the keyword when only whitespace separates it from a
+		// dictionary's ">>", and starts the data after any spaces and one end of line, or at once when none
+		// follows. The scan must count every stream the parser reads: a stream whose keyword was followed by a
+		// space was skipped here, and its inflation and tokens went uncounted (two 16 MB object streams passed
+		// as 50 MB of estimate).
+		afterDict := bytes.HasSuffix(bytes.TrimRight(region, " \t\r\n\f\x00"), []byte(">>"))
+		for start < len(data) && data[start] == ' ' {
+			start++
+		}
 		switch {
 		case bytes.HasPrefix(data[start:], []byte("\r\n")):
 			start += 2
 		case bytes.HasPrefix(data[start:], []byte("\n")), bytes.HasPrefix(data[start:], []byte("\r")):
 			start++
-		default:
+		case !afterDict:
 			continue // not the keyword
 		}
 		dict := decodeNameEscapes(region)
@@ -185,7 +194,7 @@ func trailerDeclaresEncryption(data []byte) bool {
 		if hasName(decodeNameEscapes(data[at:end]), "/Encrypt") {
 			return true
 		}
-		from = at
+		from = end // the regions do not overlap: the scan stays linear however many "trailer"s a file holds
 	}
 }
 
