@@ -25,6 +25,8 @@ func (a *Adapter) decrypt(ctx context.Context, src, dst string, lim Limits) erro
 		return err
 	case ctx.Err() != nil:
 		return fmt.Errorf("pdf: decrypt: %w", ctx.Err())
+	case err != nil && strings.Contains(err.Error(), "file size limit exceeded"):
+		return &Error{Code: CodeTooLarge, Reason: fmt.Sprintf("the PDF's decrypted copy is larger than %d bytes", 2*lim.MaxBytes), Err: err}
 	case err != nil && strings.Contains(err.Error(), "password"):
 		return &Error{Code: CodeEncrypted, Reason: "the PDF is encrypted with a password; remove the encryption and send it again", Err: err}
 	case err != nil:

@@ -490,15 +490,19 @@ func (a *Adapter) repair(ctx context.Context, src, dst string, lim Limits) error
 	return a.clean(ctx, src, dst, lim)
 }
 
-// clean runs mutool clean with flags on src, writing dst, under the renderer's memory limit and the parse time
-// budget.
+// clean runs mutool clean with flags on src, writing dst, under the renderer's memory limit, the parse time
+// budget and a file size limit of twice the input limit (what the caller accepts of its output): the objects of
+// compressed object streams are written out plain, and those of an encrypted file were not counted before
+// (decrypt.go), so the output could otherwise fill the disk for the whole minute.
 func (a *Adapter) clean(ctx context.Context, src, dst string, lim Limits, flags ...string) error {
 	if err := a.CheckRenderer(); err != nil {
 		return err
 	}
 	rctx, cancel := context.WithTimeout(ctx, lim.ParseTimeout)
 	defer cancel()
-	script := fmt.Sprintf(`ulimit -v %d 2>/dev/null; exec "$0" "$@"`, max(lim.RenderMemory>>10, 64<<10))
+	// ulimit -f counts 512-byte blocks.
+	script := fmt.Sprintf(`ulimit -v %d 2>/dev/null; ulimit -f %d 2>/dev/null; exec "$0" "$@"`,
+		max(lim.RenderMemory>>10, 64<<10), 2*lim.MaxBytes/512+1)
 	args := append([]string{"-c", script, a.mutool(), "clean"}, flags...)
 	cmd := exec.CommandContext(rctx, "/bin/sh", append(args, src, dst)...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

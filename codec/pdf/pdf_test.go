@@ -458,6 +458,26 @@ func TestEncryptedPDFIsReadForDetection(t *testing.T) {
 	}
 }
 
+// The decrypted copy a detection reads is bounded as a repaired one is (twice the input limit) while mutool
+// writes it, not only once written: a 1.5 kB encrypted file whose object stream holds a 400 kB array is refused
+// as too large under a 64 kB limit, mutool stopped by the file size limit at 128 kB (a copy of a few bytes of
+// compressed objects could otherwise fill the disk for the parse budget's minute).
+func TestDecryptedCopyIsBounded(t *testing.T) {
+	a := testAdapter(t)
+	a.Limits = Limits{MaxBytes: 64 << 10}
+	plain := writeTemp(t, "big.pdf", buildPDF([]string{"<< /Type /Catalog /Pages 2 0 R /Big 4 0 R >>",
+		"<< /Type /Pages /Kids [3 0 R] /Count 1 >>", "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] >>",
+		"[" + strings.Repeat(" 0", 200_000) + "]"}, "/Root 1 0 R"))
+	enc := filepath.Join(t.TempDir(), "enc.pdf")
+	if b, err := exec.Command("qpdf", "--object-streams=generate", "--encrypt", "", "owner-secret", "256", "--", plain, enc).CombinedOutput(); err != nil {
+		t.Fatalf("qpdf: %v: %s", err, b)
+	}
+	_, err := a.EstimateMemory(t.Context(), enc, true)
+	if CodeOf(err) != CodeTooLarge || !strings.Contains(err.Error(), "decrypted copy") || !strings.Contains(err.Error(), "file size limit exceeded") {
+		t.Fatalf("err = %v; want %s about the decrypted copy, mutool stopped by the file size limit", err, CodeTooLarge)
+	}
+}
+
 func TestBrokenXrefIsRepaired(t *testing.T) {
 	a := testAdapter(t)
 	data := makeDoc(pdftest.Doc{Pages: 2})
