@@ -215,13 +215,21 @@ func (m Media) ProbeStored(ctx context.Context, kind mediakind.Kind, op jobstate
 	defer cancel()
 	var info mediakind.Info
 	perr := m.withInput(ctx, kind, op, key, func(src, _ string) *ProcessError {
-		res, perr := m.reserveFile(ctx, wctx, kind, jobstate.OperationEmbed, src)
+		// Under op: a refusal of the estimate names what could not be done (watermarked, or checked); the
+		// reservation is the file's part either way (a detection's pages are reserved only as they arrive).
+		res, perr := m.reserveFile(ctx, wctx, kind, op, src)
 		if perr != nil {
 			return perr
 		}
 		defer res.release()
+		probe := a.Probe
+		if dp, ok := a.(mediakind.DetectProber); ok && op == jobstate.OperationDetect {
+			// A detection is not refused for what only marking refuses: the documented way to mark a PDF
+			// that is to be signed is to mark it and sign afterwards, and the signed copy must still be read.
+			probe = dp.ProbeDetect
+		}
 		var err error
-		if info, err = a.Probe(ctx, src); err != nil {
+		if info, err = probe(ctx, src); err != nil {
 			return adapterError(ctx, kind, err)
 		}
 		return nil

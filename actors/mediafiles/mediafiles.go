@@ -163,7 +163,17 @@ func NewPDF(c *codec.Codec) PDF {
 func (p PDF) Probe(ctx context.Context, src string) (mediakind.Info, error) {
 	in, err := p.A.Probe(ctx, src)
 	if err != nil {
-		return mediakind.Info{}, pdfError(err)
+		return mediakind.Info{}, pdfError(err, jobstate.OperationEmbed)
+	}
+	return mediakind.Info{Format: "PDF", Pages: in.Pages}, nil
+}
+
+// ProbeDetect opens the document for a detection: a signed document, an XFA form or one with JavaScript is
+// read (the refusals of marking, which rewrites the file, do not apply).
+func (p PDF) ProbeDetect(ctx context.Context, src string) (mediakind.Info, error) {
+	in, err := p.A.ProbeDetect(ctx, src)
+	if err != nil {
+		return mediakind.Info{}, pdfError(err, jobstate.OperationDetect)
 	}
 	return mediakind.Info{Format: "PDF", Pages: in.Pages}, nil
 }
@@ -172,7 +182,7 @@ func (p PDF) Probe(ctx context.Context, src string) (mediakind.Info, error) {
 func (p PDF) Embed(ctx context.Context, src, dst string, id codec.ID) (mediakind.Report, error) {
 	rep, err := p.A.Embed(ctx, src, dst, id, pdf.Options{})
 	if err != nil {
-		return mediakind.Report{}, pdfError(err)
+		return mediakind.Report{}, pdfError(err, jobstate.OperationEmbed)
 	}
 	return mediakind.Report{Info: mediakind.Info{Format: "PDF", Pages: rep.Pages}, Units: rep.Pages, Bytes: rep.OutBytes}, nil
 }
@@ -181,7 +191,7 @@ func (p PDF) Embed(ctx context.Context, src, dst string, id codec.ID) (mediakind
 func (p PDF) Detect(ctx context.Context, src string) (codec.Detection, error) {
 	det, err := p.A.Detect(ctx, src)
 	if err != nil {
-		return codec.Detection{}, pdfError(err)
+		return codec.Detection{}, pdfError(err, jobstate.OperationDetect)
 	}
 	return det, nil
 }
@@ -191,7 +201,7 @@ func (p PDF) Detect(ctx context.Context, src string) (codec.Detection, error) {
 func (p PDF) DetectReserving(ctx context.Context, src string, reserve mediakind.Reserve) (codec.Detection, error) {
 	det, err := p.A.DetectReserving(ctx, src, pdf.Reserve(reserve))
 	if err != nil {
-		return codec.Detection{}, pdfError(err)
+		return codec.Detection{}, pdfError(err, jobstate.OperationDetect)
 	}
 	return det, nil
 }
@@ -199,10 +209,10 @@ func (p PDF) DetectReserving(ctx context.Context, src string, reserve mediakind.
 // EstimateMemory bounds what probing, embedding or detecting the document holds in this process: pdfcpu's
 // model of it (from the objects and bytes the scan before parsing counts) and a detection's pages under
 // analysis. mutool runs in its own memory-limited process and is not counted.
-func (p PDF) EstimateMemory(_ context.Context, src string, op jobstate.Operation) (mediakind.Memory, error) {
-	m, err := p.A.EstimateMemory(src, op == jobstate.OperationDetect)
+func (p PDF) EstimateMemory(ctx context.Context, src string, op jobstate.Operation) (mediakind.Memory, error) {
+	m, err := p.A.EstimateMemory(ctx, src, op == jobstate.OperationDetect)
 	if err != nil {
-		return mediakind.Memory{}, pdfError(err)
+		return mediakind.Memory{}, pdfError(err, op)
 	}
 	return mediakind.Memory{Bytes: m.Bytes, File: m.File}, nil
 }
@@ -210,14 +220,16 @@ func (p PDF) EstimateMemory(_ context.Context, src string, op jobstate.Operation
 // Available reports whether mutool is installed. Both operations need it: detection renders the pages of a
 // file without an intact structural mark, and embedding repairs broken cross-reference tables with it. Asking
 // for it up front keeps the answer the same for every PDF.
-func (p PDF) Available(jobstate.Operation) error {
+func (p PDF) Available(op jobstate.Operation) error {
 	if err := p.A.CheckRenderer(); err != nil {
-		return pdfError(err)
+		return pdfError(err, op)
 	}
 	return nil
 }
 
-func pdfError(err error) error {
+// pdfError maps the adapter's typed errors to the API's answers for operation op, whose verb the detail names:
+// a detection's refusal said "cannot be watermarked" to a client who asked for nothing of the kind.
+func pdfError(err error, op jobstate.Operation) error {
 	var pe *pdf.Error
 	if !errors.As(err, &pe) {
 		return err // the server's problem: retried
@@ -230,7 +242,11 @@ func pdfError(err error) error {
 		code = CodeDocumentTooLarge
 	}
 	// The adapter's reasons are sentences about the document, without paths.
-	return &mediakind.Refusal{Code: code, Detail: "the PDF cannot be watermarked: " + pe.Reason, Err: err}
+	verb := "watermarked"
+	if op == jobstate.OperationDetect {
+		verb = "checked for a watermark"
+	}
+	return &mediakind.Refusal{Code: code, Detail: "the PDF cannot be " + verb + ": " + pe.Reason, Err: err}
 }
 
 var (
@@ -240,4 +256,5 @@ var (
 	_ mediakind.Checker      = PDF{}
 	_ mediakind.Estimator    = PDF{}
 	_ mediakind.PageReserver = PDF{}
+	_ mediakind.DetectProber = PDF{}
 )

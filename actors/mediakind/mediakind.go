@@ -328,6 +328,13 @@ type Adapter interface {
 	Detect(ctx context.Context, src string) (codec.Detection, error)
 }
 
+// DetectProber is implemented by the adapters whose probe before a detection refuses less than the probe before
+// an embed (Adapter.Probe): a PDF that must not be rewritten (signed, an XFA form, with JavaScript) is refused
+// for marking but is read for detection, which neither rewrites the file nor runs its scripts.
+type DetectProber interface {
+	ProbeDetect(ctx context.Context, src string) (Info, error)
+}
+
 // Refusal is an error caused by the input: retrying cannot help, and the job fails with Code (a job error
 // code, docs/errors.md) and Detail (a sentence for the client).
 type Refusal struct {

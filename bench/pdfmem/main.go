@@ -52,12 +52,12 @@ func main() {
 		fail(err)
 	}
 	a := &pdf.Adapter{Codec: c}
-	est, err := a.EstimateMemory(src, *op == "detect" || *op == "render")
+	ctx := context.Background()
+	est, err := a.EstimateMemory(ctx, src, *op == "detect" || *op == "render")
 	if err != nil {
 		fmt.Println("estimate:", err)
 		return
 	}
-	ctx := context.Background()
 	reserved := est.Bytes // what the node reserves at its peak: all of the estimate, but for a detection's pages
 	switch *op {
 	case "estimate":

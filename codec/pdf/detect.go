@@ -487,13 +487,24 @@ func combine(c *codec.Codec, units []codec.Unit, softs []pageSoft, sums []codec.
 
 // repair rewrites src with mutool clean, which rebuilds broken cross-reference tables, within the parse budget.
 func (a *Adapter) repair(ctx context.Context, src, dst string, lim Limits) error {
+	return a.clean(ctx, src, dst, lim)
+}
+
+// clean runs mutool clean with flags on src, writing dst, under the renderer's memory limit, the parse time
+// budget and a file size limit of twice the input limit (what the caller accepts of its output): the objects of
+// compressed object streams are written out plain, and those of an encrypted file were not counted before
+// (decrypt.go), so the output could otherwise fill the disk for the whole minute.
+func (a *Adapter) clean(ctx context.Context, src, dst string, lim Limits, flags ...string) error {
 	if err := a.CheckRenderer(); err != nil {
 		return err
 	}
 	rctx, cancel := context.WithTimeout(ctx, lim.ParseTimeout)
 	defer cancel()
-	script := fmt.Sprintf(`ulimit -v %d 2>/dev/null; exec "$0" "$@"`, max(lim.RenderMemory>>10, 64<<10))
-	cmd := exec.CommandContext(rctx, "/bin/sh", "-c", script, a.mutool(), "clean", src, dst)
+	// ulimit -f counts 512-byte blocks.
+	script := fmt.Sprintf(`ulimit -v %d 2>/dev/null; ulimit -f %d 2>/dev/null; exec "$0" "$@"`,
+		max(lim.RenderMemory>>10, 64<<10), 2*lim.MaxBytes/512+1)
+	args := append([]string{"-c", script, a.mutool(), "clean"}, flags...)
+	cmd := exec.CommandContext(rctx, "/bin/sh", append(args, src, dst)...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = time.Second

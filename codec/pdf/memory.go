@@ -1,6 +1,7 @@
 package pdf
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"os"
@@ -23,8 +24,9 @@ type Memory struct {
 // or detects src: pdfcpu's model of the file, the overlay an embed writes, the pages a detection analyses.
 // The renderer (mutool) is another process under its own address-space limit (Limits.RenderMemory) and is
 // not counted. It reads the file once (the scan the parser's bounds run, objcount.go and objstm.go) and
-// refuses what that scan refuses, with the same errors.
-func (a *Adapter) EstimateMemory(src string, detect bool) (Memory, error) {
+// refuses what that scan refuses, with the same errors; for a detection of an encrypted file whose object
+// streams the scan cannot count, it scans the decrypted copy the detection parses (decrypt.go).
+func (a *Adapter) EstimateMemory(ctx context.Context, src string, detect bool) (Memory, error) {
 	lim := a.Limits.withDefaults()
 	st, err := os.Stat(src)
 	if err != nil {
@@ -34,6 +36,9 @@ func (a *Adapter) EstimateMemory(src string, detect bool) (Memory, error) {
 		return Memory{}, refuse(CodeTooLarge, "the file has %d bytes, more than the limit of %d", st.Size(), lim.MaxBytes)
 	}
 	scan, err := scanObjects(src, lim.MaxDecodeBytes, lim.MaxObjects, lim.MaxTokens)
+	if detect && CodeOf(err) == CodeEncrypted {
+		scan, err = a.scanDecrypted(ctx, src, lim)
+	}
 	if err != nil {
 		return Memory{}, err
 	}

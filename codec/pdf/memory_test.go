@@ -17,11 +17,11 @@ func TestEstimateMemory(t *testing.T) {
 	a := &Adapter{Limits: Limits{MaxObjects: 5000, RenderWorkers: 2}}
 	small := writeTemp(t, "small.pdf", tinyObjects(10))
 	large := writeTemp(t, "large.pdf", tinyObjects(4000))
-	s, err := a.EstimateMemory(small, false)
+	s, err := a.EstimateMemory(t.Context(), small, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := a.EstimateMemory(large, true)
+	l, err := a.EstimateMemory(t.Context(), large, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,7 +32,7 @@ func TestEstimateMemory(t *testing.T) {
 	if s.Bytes != s.File || l.Bytes-l.File != 2*pageMemory(DefaultLimits().RenderMaxPixels*9/8) {
 		t.Fatalf("estimates %+v (embed) and %+v (detect): the pages under analysis are not counted apart", s, l)
 	}
-	if _, err := a.EstimateMemory(writeTemp(t, "over.pdf", tinyObjects(5001)), false); CodeOf(err) != CodeTooLarge {
+	if _, err := a.EstimateMemory(t.Context(), writeTemp(t, "over.pdf", tinyObjects(5001)), false); CodeOf(err) != CodeTooLarge {
 		t.Fatalf("5,001 objects: %v, want %s", err, CodeTooLarge)
 	}
 }
@@ -47,7 +47,7 @@ func TestEstimateMemoryCountsTokens(t *testing.T) {
 	const n = 1 << 20
 	estimate := func(name string, junk []byte) Memory {
 		t.Helper()
-		m, err := a.EstimateMemory(writeTemp(t, name, pdftest.Build(append(page, string(junk)), "/Root 1 0 R")), false)
+		m, err := a.EstimateMemory(t.Context(), writeTemp(t, name, pdftest.Build(append(page, string(junk)), "/Root 1 0 R")), false)
 		if err != nil {
 			t.Fatal(err)
 		}

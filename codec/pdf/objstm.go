@@ -55,6 +55,7 @@ func scanObjects(path string, maxDecode int64, maxObjects int, maxTokens int64) 
 		return objectScan{}, tooManyObjects(maxObjects)
 	}
 	var total int64
+	encrypted := false // a cross-reference stream's dictionary names /Encrypt
 	tokens := tokenCounter{max: maxTokens}
 	if _, err := tokens.Write(data); err != nil {
 		return objectScan{}, tooManyTokens(maxTokens)
@@ -63,6 +64,9 @@ func scanObjects(path string, maxDecode int64, maxObjects int, maxTokens int64) 
 	for {
 		k := bytes.Index(data[from:], []byte("stream"))
 		if k < 0 {
+			if encrypted || trailerDeclaresEncryption(data) {
+				return objectScan{}, refuse(CodeEncrypted, "the PDF is encrypted; remove the encryption and send it again")
+			}
 			return objectScan{size: int64(len(data)), named: len(objects.seen), headers: headers, inflated: total, tokens: tokens.n}, nil
 		}
 		kw := from + k
@@ -74,12 +78,21 @@ func scanObjects(path string, maxDecode int64, maxObjects int, maxTokens int64) 
 		if kw >= 3 && string(data[kw-3:kw]) == "end" {
 			continue // endstream
 		}
+		// The parser (pdfcpu) takes "stream" for the keyword when only whitespace separates it from a
+		// dictionary's ">>", and starts the data after any spaces and one end of line, or at once when none
+		// follows. The scan must count every stream the parser reads: a stream whose keyword was followed by a
+		// space was skipped here, and its inflation and tokens went uncounted (two 16 MB object streams passed
+		// as 50 MB of estimate).
+		afterDict := bytes.HasSuffix(bytes.TrimRight(region, " \t\r\n\f\x00"), []byte(">>"))
+		for start < len(data) && data[start] == ' ' {
+			start++
+		}
 		switch {
 		case bytes.HasPrefix(data[start:], []byte("\r\n")):
 			start += 2
 		case bytes.HasPrefix(data[start:], []byte("\n")), bytes.HasPrefix(data[start:], []byte("\r")):
 			start++
-		default:
+		case !afterDict:
 			continue // not the keyword
 		}
 		dict := decodeNameEscapes(region)
@@ -87,6 +100,9 @@ func scanObjects(path string, maxDecode int64, maxObjects int, maxTokens int64) 
 			continue
 		}
 		isXRef := hasName(dict, "/XRef")
+		if isXRef && hasName(decodeNameEscapes(ownDict(region)), "/Encrypt") {
+			encrypted = true
+		}
 		if n, ok := dictInt(dict, "N"); ok && !isXRef {
 			if headers += n; headers > int64(maxObjects) {
 				return objectScan{}, tooManyObjects(maxObjects)
@@ -105,9 +121,27 @@ func scanObjects(path string, maxDecode int64, maxObjects int, maxTokens int64) 
 		}
 		br := bytes.NewReader(data[start:])
 		zr, err := zlib.NewReader(br)
+		if err != nil && !hasName(decodeNameEscapes(ownDict(region)), "/Filter") {
+			// The /Filter seen belongs to an object written before this stream since the previous one (the
+			// /Filter /Adobe.PPKLite of a signature, then the signing tool's unfiltered cross-reference stream):
+			// stored as is, no bigger than the file. (A stream whose own dictionary names a filter after all
+			// is no zlib data, which the parser cannot inflate either.)
+			if n, ok := dictInt(dict, "Length"); isXRef && ok && n >= 0 && int64(start)+n <= int64(len(data)) {
+				if err := checkXRefStream(dict, data[start:int64(start)+n], objects); err != nil {
+					return objectScan{}, err
+				}
+			}
+			continue
+		}
 		if err != nil {
-			// Filtered, but not zlib data where the stream starts: a filter this scan cannot see (an indirect
-			// /Filter naming another) or a broken stream. Either way its size cannot be counted.
+			// Filtered, but not zlib data where the stream starts: encrypted (the object streams of an
+			// encrypted file are, its cross-reference streams are not), a filter this scan cannot see (an
+			// indirect /Filter naming another) or a broken stream. Either way its size cannot be counted. An
+			// encrypted file is refused as encrypted, as the parser refuses one without object streams: told
+			// "too large", the owner of a protected 100 kB document would not know what to change.
+			if hasName(data, "/Encrypt") {
+				return objectScan{}, refuse(CodeEncrypted, "the PDF is encrypted; remove the encryption and send it again")
+			}
 			return objectScan{}, refuse(CodeTooLarge, "an object or cross-reference stream is filtered but not Flate data")
 		}
 		var rows bytes.Buffer // a cross-reference stream's rows, kept up to maxXRefRows for checkXRefStream
@@ -139,6 +173,38 @@ func scanObjects(path string, maxDecode int64, maxObjects int, maxTokens int64) 
 		// Past the compressed data (a bytes.Reader is read no further than the inflater needs).
 		from = start + int(br.Size()) - br.Len()
 	}
+}
+
+// trailerDeclaresEncryption reports whether a classic trailer (the text from a "trailer" keyword to the next
+// "startxref") names /Encrypt. The scan refuses encrypted files itself, whatever the layout: the parser
+// (pdfcpu) knows only an /Encrypt given as a reference, and read the direct dictionary MuPDF writes as no
+// encryption at all, so such a file was marked with its encrypted streams copied as if plain (a corrupt
+// output, its pages blank or broken, and charged).
+func trailerDeclaresEncryption(data []byte) bool {
+	for from := 0; ; {
+		k := bytes.Index(data[from:], []byte("trailer"))
+		if k < 0 {
+			return false
+		}
+		at := from + k + len("trailer")
+		end := len(data)
+		if e := bytes.Index(data[at:], []byte("startxref")); e >= 0 {
+			end = at + e
+		}
+		if hasName(decodeNameEscapes(data[at:end]), "/Encrypt") {
+			return true
+		}
+		from = end // the regions do not overlap: the scan stays linear however many "trailer"s a file holds
+	}
+}
+
+// ownDict is the part of a scan region that holds the stream's own object: the text after the region's last
+// "obj" keyword (its header's), where the region also holds the objects written since the previous stream.
+func ownDict(region []byte) []byte {
+	if k := bytes.LastIndex(region, []byte("obj")); k >= 0 {
+		return region[k+len("obj"):]
+	}
+	return region
 }
 
 // flateOnly reports whether a stream dictionary names no filter besides FlateDecode (or none at all). The text

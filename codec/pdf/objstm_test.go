@@ -39,6 +39,12 @@ func TestObjectStreamScan(t *testing.T) {
 			stream(10, "/Filter /FlateDecode", deflated(2<<20)), ""},
 		{"unfiltered object stream", "%PDF-1.7\n" + stream(4, "/Type /ObjStm /N 1 /First 4", bytes.Repeat([]byte(" "), 2<<20)), ""},
 		{"filter named indirectly", "%PDF-1.7\n" + stream(4, "/Type /ObjStm /N 1 /First 4 /Filter 7 0 R", []byte("not zlib data")), CodeTooLarge},
+		// The parser reads a stream whose keyword is followed by spaces before the end of line, or by its data
+		// at once: the scan counts them too.
+		{"spaces after the keyword", "%PDF-1.7\n" + strings.ReplaceAll(stream(4, "/Type /ObjStm /N 1 /First 4 /Filter /FlateDecode", deflated(600<<10))+
+			stream(5, "/Type /ObjStm /N 1 /First 4 /Filter /FlateDecode", deflated(600<<10)), "stream\n", "stream  \n"), CodeTooLarge},
+		{"data right after the keyword", "%PDF-1.7\n" + strings.ReplaceAll(stream(4, "/Type /ObjStm /N 1 /First 4 /Filter /FlateDecode", deflated(600<<10))+
+			stream(5, "/Type /ObjStm /N 1 /First 4 /Filter /FlateDecode", deflated(600<<10)), ">>\nstream\n", ">>\nstream"), CodeTooLarge},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -56,13 +56,19 @@ func (a *Adapter) open(ctx context.Context, src string, forEmbed bool) (*documen
 	if err := sniff(src); err != nil {
 		return nil, err
 	}
+	doc := &document{path: src, inBytes: st.Size(), lim: lim, codec: a.Codec}
 	if err := prescan(src, lim); err != nil {
+		if !forEmbed && CodeOf(err) == CodeEncrypted {
+			return a.openDecrypted(ctx, doc, src) // decrypt.go
+		}
 		return nil, err
 	}
-	doc := &document{path: src, inBytes: st.Size(), lim: lim, codec: a.Codec}
 	// Parse, refuse, validate; a file that fails to parse or validate gets one repair pass (MuPDF rebuilds broken
 	// cross-reference tables and streams) and is then read again from the start.
 	perr := doc.load(ctx, src, forEmbed)
+	if !forEmbed && CodeOf(perr) == CodeEncrypted && ctx.Err() == nil {
+		return a.openDecrypted(ctx, doc, src)
+	}
 	if perr != nil && !isRefusal(perr) && ctx.Err() == nil {
 		dir, err := os.MkdirTemp("", "filigrane-pdf-repair-")
 		if err != nil {
@@ -144,6 +150,7 @@ func (d *document) load(ctx context.Context, path string, forEmbed bool) (err er
 	// Validation may replace objects it repairs (in the relaxed mode): the pages the refusal checks walked are
 	// walked again from the validated table.
 	defer d.forgetPages()
+	d.repairInfo()
 	return safeValidate(pctx)
 }
 

@@ -320,3 +320,14 @@ func (a *Adapter) Probe(ctx context.Context, src string) (Info, error) {
 	defer doc.close()
 	return doc.info, nil
 }
+
+// ProbeDetect is Probe for a detection: it refuses what Detect refuses (a file it cannot read), and not what only
+// Embed refuses (signatures, XFA, JavaScript: detection neither rewrites the file nor runs its scripts).
+func (a *Adapter) ProbeDetect(ctx context.Context, src string) (Info, error) {
+	doc, err := a.open(ctx, src, false)
+	if err != nil {
+		return Info{}, err
+	}
+	defer doc.close()
+	return doc.info, nil
+}

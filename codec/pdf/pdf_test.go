@@ -333,25 +333,148 @@ func objStmFiltered(filter string) []byte {
 	return bytes.Replace(doc, []byte("/Type /ObjStm"), []byte("/Type /Obj#53tm /Filter "+filter), 1)
 }
 
+// An encrypted PDF is refused as encrypted, whether its objects are plain or in object streams (which
+// encryption leaves unreadable to the scan before parsing: those were refused as too large, 413, before).
 func TestEncryptedPDFIsRefused(t *testing.T) {
 	a := testAdapter(t)
 	dir := t.TempDir()
-	src := writeTemp(t, "in.pdf", makeDoc(pdftest.Doc{Pages: 1}))
-	for _, tc := range []struct{ name, user string }{{"user-password", "secret"}, {"owner-only", ""}} {
+	for _, layout := range []struct {
+		name string
+		doc  []byte
+	}{{"plain", makeDoc(pdftest.Doc{Pages: 1})}, {"object-streams", objStmBombs(1, 16)}} {
+		src := writeTemp(t, layout.name+".pdf", layout.doc)
+		for _, tc := range []struct{ name, user string }{{"user-password", "secret"}, {"owner-only", ""}} {
+			t.Run(layout.name+"/"+tc.name, func(t *testing.T) {
+				enc := filepath.Join(dir, layout.name+"-"+tc.name+".pdf")
+				conf := model.NewAESConfiguration(tc.user, "owner-secret", 256)
+				if err := api.EncryptFile(src, enc, conf); err != nil {
+					t.Fatal(err)
+				}
+				_, err := a.Embed(context.Background(), enc, filepath.Join(dir, "out.pdf"), testID("enc"), Options{})
+				if CodeOf(err) != CodeEncrypted {
+					t.Fatalf("err = %v, want %s", err, CodeEncrypted)
+				}
+				if _, err := os.Stat(filepath.Join(dir, "out.pdf")); !os.IsNotExist(err) {
+					t.Errorf("output written for a refused input")
+				}
+				// The node estimates the memory first: a refusal there is the answer the user sees.
+				if _, err := a.EstimateMemory(t.Context(), enc, false); err != nil && CodeOf(err) != CodeEncrypted {
+					t.Errorf("memory estimate: err = %v, want nil or %s", err, CodeEncrypted)
+				}
+			})
+		}
+	}
+	// MuPDF writes the encryption dictionary into the trailer itself, which the parser alone took for no
+	// encryption: the document was marked with its encrypted content copied as plain (blank, broken pages).
+	t.Run("direct-encryption-dictionary", func(t *testing.T) {
+		src := writeTemp(t, "plain.pdf", makeDoc(pdftest.Doc{Pages: 1}))
+		enc := filepath.Join(dir, "mutool.pdf")
+		if b, err := exec.Command("mutool", "clean", "-E", "aes-256", "-O", "owner-secret", src, enc).CombinedOutput(); err != nil {
+			t.Fatalf("mutool clean: %v: %s", err, b)
+		}
+		if b, _ := os.ReadFile(enc); !bytes.Contains(b, []byte("/Encrypt <<")) && !bytes.Contains(b, []byte("/Encrypt<<")) {
+			t.Fatal("mutool wrote the encryption dictionary as an object: the case is not tested")
+		}
+		out := filepath.Join(dir, "mutool-out.pdf")
+		if _, err := a.Embed(t.Context(), enc, out, testID("enc"), Options{}); CodeOf(err) != CodeEncrypted {
+			t.Fatalf("err = %v, want %s", err, CodeEncrypted)
+		}
+		if _, err := os.Stat(out); !os.IsNotExist(err) {
+			t.Errorf("output written for a refused input")
+		}
+	})
+}
+
+// A document information dictionary with entries of the wrong type (a title written as a name, a number for an
+// author, an unknown /Trapped), which every viewer opens, is marked: the name becomes the title's text, the
+// others are dropped. Refused by the validation, such a file was answered "broken and could not be repaired".
+func TestInfoEntriesOfWrongTypeAreRepaired(t *testing.T) {
+	a := testAdapter(t)
+	doc := makeDoc(pdftest.Doc{Pages: 1})
+	const info = "<< /Title (Filigrane test document) /Author (pdf adapter tests) >>"
+	odd := "<< /Title /Quarterly#20report /Author 42 /Trapped /Maybe"
+	odd += strings.Repeat(" ", len(info)-len(odd)-2) + ">>" // the same length: the cross-reference table stays right
+	if !bytes.Contains(doc, []byte(info)) {
+		t.Fatal("pdftest's information dictionary changed")
+	}
+	src := writeTemp(t, "odd-info.pdf", bytes.Replace(doc, []byte(info), []byte(odd), 1))
+	dst := filepath.Join(t.TempDir(), "out.pdf")
+	id := testID("odd-info")
+	if _, err := a.Embed(context.Background(), src, dst, id, Options{}); err != nil {
+		t.Fatalf("embed: %v", err)
+	}
+	out, err := exec.Command("mutool", "show", dst, "trailer/Info/Title", "trailer/Info/Author", "trailer/Info/Trapped").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Fields(strings.TrimSpace(string(out))); strings.Join(got, " ") != "(Quarterly report) null null" {
+		t.Errorf("Title, Author, Trapped = %q; want the title's text and the others dropped", got)
+	}
+	d, err := a.Detect(context.Background(), dst)
+	if err != nil || d.WatermarkID == nil || *d.WatermarkID != id.String() {
+		t.Fatalf("detect: %+v, %v; want %s", d, err, id)
+	}
+}
+
+// A marked document its owner then protects (encrypted with an owner password only, which viewers open without
+// asking) is still read for detection, by its structural mark and by its rendered pages, through a decrypted
+// copy: its memory is estimated from that copy and the probe reads it. One that needs a password is refused as
+// encrypted. Before, all of them were refused, and with object streams as too large.
+func TestEncryptedPDFIsReadForDetection(t *testing.T) {
+	a := testAdapter(t)
+	dir := t.TempDir()
+	marked := filepath.Join(dir, "marked.pdf")
+	id := testID("protected")
+	if _, err := a.Embed(t.Context(), writeTemp(t, "in.pdf", makeDoc(pdftest.Doc{Pages: 1})), marked, id, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ name, user string }{{"owner-only", ""}, {"user-password", "secret"}} {
 		t.Run(tc.name, func(t *testing.T) {
 			enc := filepath.Join(dir, tc.name+".pdf")
-			conf := model.NewAESConfiguration(tc.user, "owner-secret", 256)
-			if err := api.EncryptFile(src, enc, conf); err != nil {
+			if err := api.EncryptFile(marked, enc, model.NewAESConfiguration(tc.user, "owner-secret", 256)); err != nil {
 				t.Fatal(err)
 			}
-			_, err := a.Embed(context.Background(), enc, filepath.Join(dir, "out.pdf"), testID("enc"), Options{})
-			if CodeOf(err) != CodeEncrypted {
-				t.Fatalf("err = %v, want %s", err, CodeEncrypted)
+			if b, _ := os.ReadFile(enc); !bytes.Contains(b, []byte("/ObjStm")) {
+				t.Fatal("the encrypted file has no object stream: the case of the scan before parsing is not tested")
 			}
-			if _, err := os.Stat(filepath.Join(dir, "out.pdf")); !os.IsNotExist(err) {
-				t.Errorf("output written for a refused input")
+			_, estErr := a.EstimateMemory(t.Context(), enc, true)
+			info, probeErr := a.ProbeDetect(t.Context(), enc)
+			d, detErr := a.DetectRendered(t.Context(), enc)
+			if tc.user != "" {
+				for _, err := range []error{estErr, probeErr, detErr} {
+					if CodeOf(err) != CodeEncrypted || !strings.Contains(err.Error(), "password") {
+						t.Errorf("err = %v; want %s, a password", err, CodeEncrypted)
+					}
+				}
+				return
+			}
+			if estErr != nil || probeErr != nil || info.Pages != 1 {
+				t.Fatalf("estimate: %v; probe: %+v, %v", estErr, info, probeErr)
+			}
+			if detErr != nil || d.WatermarkID == nil || *d.WatermarkID != id.String() {
+				t.Fatalf("detection on the rendered pages: %+v, %v; want %s", d, detErr, id)
 			}
 		})
+	}
+}
+
+// The decrypted copy a detection reads is bounded as a repaired one is (twice the input limit) while mutool
+// writes it, not only once written: a 1.5 kB encrypted file whose object stream holds a 400 kB array is refused
+// as too large under a 64 kB limit, mutool stopped by the file size limit at 128 kB (a copy of a few bytes of
+// compressed objects could otherwise fill the disk for the parse budget's minute).
+func TestDecryptedCopyIsBounded(t *testing.T) {
+	a := testAdapter(t)
+	a.Limits = Limits{MaxBytes: 64 << 10}
+	plain := writeTemp(t, "big.pdf", buildPDF([]string{"<< /Type /Catalog /Pages 2 0 R /Big 4 0 R >>",
+		"<< /Type /Pages /Kids [3 0 R] /Count 1 >>", "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] >>",
+		"[" + strings.Repeat(" 0", 200_000) + "]"}, "/Root 1 0 R"))
+	enc := filepath.Join(t.TempDir(), "enc.pdf")
+	if b, err := exec.Command("qpdf", "--object-streams=generate", "--encrypt", "", "owner-secret", "256", "--", plain, enc).CombinedOutput(); err != nil {
+		t.Fatalf("qpdf: %v: %s", err, b)
+	}
+	_, err := a.EstimateMemory(t.Context(), enc, true)
+	if CodeOf(err) != CodeTooLarge || !strings.Contains(err.Error(), "decrypted copy") || !strings.Contains(err.Error(), "file size limit exceeded") {
+		t.Fatalf("err = %v; want %s about the decrypted copy, mutool stopped by the file size limit", err, CodeTooLarge)
 	}
 }
 

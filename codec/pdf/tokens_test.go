@@ -34,7 +34,7 @@ func TestManyTokensAreRefusedBeforeParsing(t *testing.T) {
 				t.Fatal(err)
 			}
 			want := "more than 100000 syntax tokens"
-			if _, err := a.EstimateMemory(src, false); CodeOf(err) != CodeTooLarge || !strings.Contains(err.Error(), want) {
+			if _, err := a.EstimateMemory(t.Context(), src, false); CodeOf(err) != CodeTooLarge || !strings.Contains(err.Error(), want) {
 				t.Fatalf("estimate: %v, want code %s saying %q", err, CodeTooLarge, want)
 			}
 			if _, err := a.Probe(ctx, src); CodeOf(err) != CodeTooLarge || !strings.Contains(err.Error(), want) {

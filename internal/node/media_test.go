@@ -205,14 +205,88 @@ func TestDocumentEmbedAndDetect(t *testing.T) {
 	if !det.Watermarked || det.WatermarkID == nil || *det.WatermarkID != wm {
 		t.Fatalf("detection %s; want watermark %s", d.body, wm)
 	}
-	// A file that is not a PDF is refused before anything is charged.
+	// Marked, then signed (what docs/errors.md tells the owner of a document to be signed to do): the signed
+	// copy is still read, though it is refused for marking, and the refusal, uncharged, says why.
+	signed := signPDF(t, r.body)
+	d = postFile(t, f.base+"/watermarks/documents/detect", f.keyA, signed, "signed.pdf", "")
+	if d.status != 200 || json.Unmarshal(d.body, &det) != nil || !det.Watermarked || det.WatermarkID == nil || *det.WatermarkID != wm {
+		t.Fatalf("detection of the signed copy: %d %s; want 200 and watermark %s", d.status, d.body, wm)
+	}
+	if p := decodeProblem(t, postFile(t, f.base+"/watermarks/documents", f.keyA, signed, "signed.pdf", `{"doc":3}`)); p.Code != "invalid_document" ||
+		!strings.Contains(p.Detail, "cannot be watermarked: the PDF is digitally signed") {
+		t.Fatalf("embed of the signed copy: %+v; want invalid_document saying it is signed", p)
+	}
+	// Marked, then protected with an owner password (opens without one): still read.
+	protected := mutoolClean(t, r.body, "-E", "aes-256", "-O", "owner-secret")
+	d = postFile(t, f.base+"/watermarks/documents/detect", f.keyA, protected, "protected.pdf", "")
+	if d.status != 200 || json.Unmarshal(d.body, &det) != nil || !det.Watermarked || det.WatermarkID == nil || *det.WatermarkID != wm {
+		t.Fatalf("detection of the protected copy: %d %s; want 200 and watermark %s", d.status, d.body, wm)
+	}
+	// A file that is not a PDF is refused before anything is charged, by the embed and by the detection, each
+	// saying what it could not do.
 	bad := postFile(t, f.base+"/watermarks/documents", f.keyA, []byte("not a pdf at all"), "x.pdf", `{"doc":2}`)
-	if bad.status != 422 || !bytes.Contains(bad.body, []byte(`"code":"invalid_document"`)) {
+	if bad.status != 422 || !bytes.Contains(bad.body, []byte(`"code":"invalid_document"`)) || !bytes.Contains(bad.body, []byte("cannot be watermarked")) {
 		t.Fatalf("not a PDF: %d %s", bad.status, bad.body)
 	}
-	if after, held := balance(t, f, f.orgA); after != before-2 || held != 0 {
-		t.Fatalf("balance %d held %d; want %d and nothing held", after, held, before-2)
+	bad = postFile(t, f.base+"/watermarks/documents/detect", f.keyA, []byte("not a pdf at all"), "x.pdf", "")
+	if p := decodeProblem(t, bad); bad.status != 422 || p.Code != "invalid_document" || !strings.HasPrefix(p.Detail, "the PDF cannot be checked for a watermark: ") {
+		t.Fatalf("detection of not a PDF: %d %s; want 422 invalid_document, cannot be checked", bad.status, bad.body)
 	}
+	if after, held := balance(t, f, f.orgA); after != before-4 || held != 0 {
+		t.Fatalf("balance %d held %d; want %d and nothing held", after, held, before-4)
+	}
+}
+
+// mutoolClean is doc rewritten by mutool clean with flags.
+func mutoolClean(t *testing.T, doc []byte, flags ...string) []byte {
+	t.Helper()
+	dir := t.TempDir()
+	in, out := filepath.Join(dir, "in.pdf"), filepath.Join(dir, "out.pdf")
+	if err := os.WriteFile(in, doc, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := exec.Command("mutool", append(append([]string{"clean"}, flags...), in, out)...).CombinedOutput(); err != nil {
+		t.Fatalf("mutool clean %v: %v: %s", flags, err, b)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// signPDF appends to doc, as an incremental update (mutool), what a signing tool adds: a signature field whose
+// value is a signature dictionary with a /ByteRange, and the form's SigFlags. The signature's bytes are zeros:
+// the service reads only that the document is signed.
+func signPDF(t *testing.T, doc []byte) []byte {
+	t.Helper()
+	dir := t.TempDir()
+	in, out, script := filepath.Join(dir, "in.pdf"), filepath.Join(dir, "signed.pdf"), filepath.Join(dir, "sign.js")
+	const js = `var doc = new PDFDocument(scriptArgs[0]);
+var sig = doc.addObject({Type: "Sig", Filter: "Adobe.PPKLite", SubFilter: "adbe.pkcs7.detached",
+	ByteRange: [0, 100, 200, 300], Contents: doc.newString("0000")});
+var field = doc.addObject({Type: "Annot", Subtype: "Widget", FT: "Sig", T: doc.newString("Signature1"),
+	Rect: [0, 0, 0, 0], F: 132, V: sig});
+doc.getTrailer().get("Root").put("AcroForm", {Fields: [field], SigFlags: 3});
+doc.save(scriptArgs[1], "incremental");
+`
+	if err := os.WriteFile(in, doc, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(script, []byte(js), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := exec.Command("mutool", "run", script, in, out).CombinedOutput(); err != nil {
+		t.Fatalf("mutool run: %v: %s", err, b)
+	}
+	signed, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.HasPrefix(signed, doc) || !bytes.Contains(signed[len(doc):], []byte("/ByteRange")) {
+		t.Fatalf("the signature was not appended to the document")
+	}
+	return signed
 }
 
 // TestVideoDetectFromUpload: a detect upload named .mp4 is a video upload: /watermarks/videos/detect/async
@@ -509,22 +583,24 @@ func TestDocumentWithRepeatedPageRefusedUncharged(t *testing.T) {
 
 // TestDocumentWithManyTokensRefusedUncharged: a 17 kB PDF whose object stream inflates to 16 million syntax
 // tokens (the parser's time and memory grow with each: codec/pdf's MaxTokens) is refused before it is parsed
-// with 413 document_too_large naming the tokens, by the synchronous embed and detection and by the edge's
-// probe of an asynchronous detection (no job is made), and nothing is charged or held.
+// with 413 document_too_large naming the tokens (and what could not be done: watermarked, or checked), by the
+// synchronous embed and detection and by the edge's probe of an asynchronous detection (no job is made), and
+// nothing is charged or held.
 func TestDocumentWithManyTokensRefusedUncharged(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	before, _ := balance(t, f, f.orgA)
 	junk := "100 0 [" + strings.Repeat("[]", 8_000_000) + "]"
 	doc := pdftest.Make(pdftest.Doc{Pages: 1, ExtraObjs: []string{pdftest.Flate("/Type /ObjStm /N 1 /First 6", []byte(junk))}})
-	for _, c := range []struct{ what, path, data string }{
-		{"embed", "/watermarks/documents", `{"doc":1}`},
-		{"detect", "/watermarks/documents/detect", ""},
-		{"async detect", "/watermarks/documents/detect/async", ""},
+	for _, c := range []struct{ what, path, data, verb string }{
+		{"embed", "/watermarks/documents", `{"doc":1}`, "watermarked"},
+		{"detect", "/watermarks/documents/detect", "", "checked for a watermark"},
+		{"async detect", "/watermarks/documents/detect/async", "", "checked for a watermark"},
 	} {
 		r := postFile(t, f.base+c.path, f.keyA, doc, "tokens.pdf", c.data)
-		if p := decodeProblem(t, r); r.status != 413 || p.Code != "document_too_large" || !strings.Contains(p.Detail, "syntax tokens") {
-			t.Fatalf("%s: %d %s; want 413 document_too_large naming the syntax tokens", c.what, r.status, r.body)
+		if p := decodeProblem(t, r); r.status != 413 || p.Code != "document_too_large" || !strings.Contains(p.Detail, "syntax tokens") ||
+			!strings.HasPrefix(p.Detail, "the PDF cannot be "+c.verb+": ") {
+			t.Fatalf("%s: %d %s; want 413 document_too_large: the PDF cannot be %s, naming the syntax tokens", c.what, r.status, r.body, c.verb)
 		}
 	}
 	if after, held := balance(t, f, f.orgA); after != before || held != 0 {

@@ -1,0 +1,93 @@
+package pdf
+
+import (
+	"unicode/utf8"
+
+	"github.com/pdfcpu/pdfcpu/pkg/pdfcpu/types"
+)
+
+// infoTextKeys are the document information entries the specification makes text strings, which pdfcpu's
+// validation (also relaxed) refuses of another type.
+var infoTextKeys = []string{"Title", "Author", "Subject", "Keywords", "Creator", "Producer"}
+
+// repairInfo makes the document information dictionary one the validation accepts, before it runs: a text entry
+// written as a name (/Title /Quarterly#20report) becomes the string of its text, a text entry of another type
+// (a number, an array) and a /Trapped that is none of the values viewers know are dropped. Viewers show or
+// ignore such entries and open the file; refused, it was answered "broken and could not be repaired" (the
+// repair pass rewrites the file and keeps the entries as they are). It touches nothing else: the information
+// dictionary is metadata the mark rewrites anyway (the structural layer's entry, pdfcpu's dates).
+func (d *document) repairInfo() {
+	xt := d.ctx.XRefTable
+	if xt.Info == nil {
+		return
+	}
+	info := d.dict(*xt.Info)
+	if info == nil {
+		return // not a dictionary: the relaxed validation drops it
+	}
+	for _, k := range infoTextKeys {
+		v, ok := info[k]
+		if !ok {
+			continue
+		}
+		o, err := xt.Dereference(v)
+		if err != nil {
+			delete(info, k)
+			continue
+		}
+		switch o := o.(type) {
+		case types.StringLiteral, types.HexLiteral:
+		case types.Name:
+			if sl, ok := nameText(o); ok {
+				info[k] = sl
+			} else {
+				delete(info, k)
+			}
+		default:
+			delete(info, k)
+		}
+	}
+	if v, ok := info["Trapped"]; ok {
+		o, err := xt.Dereference(v)
+		known := func(s string) bool {
+			switch s {
+			case "True", "False", "Unknown", "true", "false", "unknown":
+				return true
+			}
+			return false
+		}
+		switch o := o.(type) {
+		case types.Boolean:
+		case types.Name:
+			if err != nil || !known(o.Value()) {
+				delete(info, "Trapped")
+			}
+		case types.StringLiteral:
+			if !known(o.Value()) {
+				delete(info, "Trapped")
+			}
+		default:
+			delete(info, "Trapped")
+		}
+	}
+}
+
+// nameText is a name's text as a PDF text string (PDFDocEncoding's ASCII part, else UTF-16BE), escaped as a
+// literal; false for a name whose bytes are not UTF-8 text.
+func nameText(n types.Name) (types.StringLiteral, bool) {
+	s, err := types.DecodeName(n.Value())
+	if err != nil || !utf8.ValidString(s) {
+		return "", false
+	}
+	for _, r := range s {
+		if r < 0x20 || r > 0x7e {
+			s = types.EncodeUTF16String(s)
+			break
+		}
+	}
+	e, err := types.Escape(s)
+	if err != nil {
+		return "", false
+	}
+	return types.StringLiteral(*e), true
+}
