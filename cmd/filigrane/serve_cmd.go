@@ -197,7 +197,8 @@ The web console is at %s/console/ — sign in as %s with this password (shown on
 	if waitErr != nil {
 		logger.Error().Err(waitErr).Msg("stopping")
 	} else {
-		logger.Info().Msg("shutting down")
+		logger.Info().Dur("grace", *grace).
+			Msg("shutting down: requests in flight may finish within the grace (a second SIGINT or SIGTERM stops at once)")
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), *grace)
 	defer cancel()
