@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"syscall"
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
@@ -63,8 +64,14 @@ func OpenStorage(ctx context.Context, dataDir string, s3 *S3Config, logger zerol
 func OpenCountedStorage(ctx context.Context, dataDir string, s3 *S3Config, logger zerolog.Logger, counts *opcount.Metrics) (*Storage, error) {
 	layout := Layout{Root: dataDir}
 	pebble, err := pebblestore.Open(layout.StoreDir(), logger.With().Str("component", "pebble").Logger())
-	if err != nil {
-		return nil, fmt.Errorf("open store in %s (is another node or an admin command using it?): %w", dataDir, err)
+	switch {
+	case errors.Is(err, syscall.EWOULDBLOCK):
+		// Pebble's lock file is taken: the one cause of this error an operator must know about.
+		return nil, fmt.Errorf("open store in %s: another node or an admin command is using it (stop it first): %w", dataDir, err)
+	case errors.Is(err, pebblestore.ErrCorrupt):
+		return nil, fmt.Errorf("open store in %s: restore the data directory from a backup: %w", dataDir, err)
+	case err != nil:
+		return nil, fmt.Errorf("open store in %s: %w", dataDir, err)
 	}
 	if s3 == nil {
 		local := opcount.Store(pebble, counts, "records", "pebble")
