@@ -364,6 +364,9 @@ func (s *Server) acceptMediaErr(c context.Context, ctx *fasthttp.RequestCtx, r a
 			return ae
 		}
 		s.cfg.Logger.Error().Err(err).Msg("read form")
+		if aerr := lowDisk(ctx, err); aerr != nil {
+			return aerr
+		}
 		return newAPIError(CodeUnavailable, "could not store the file")
 	}
 	r.form = form

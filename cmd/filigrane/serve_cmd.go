@@ -65,6 +65,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.DurationVar(&cfg.Conns.IdleTimeout, "idle-timeout", envDuration("FILIGRANE_IDLE_TIMEOUT", apihttp.DefaultIdleTimeout), "how long a keep-alive connection may wait for its next request")
 	fs.BoolVar(&cfg.ConsoleSecureCookies, "console-secure-cookies", envBool("FILIGRANE_CONSOLE_SECURE_COOKIES"), "mark the web console's cookies Secure on a plain-HTTP listener (TLS terminated by a proxy in front); under --tls-cert they are Secure anyway")
 	fs.BoolVar(&cfg.GPUStrict, "gpu-strict", envBool("FILIGRANE_GPU_STRICT"), "answer accelerator=gpu with 503 and Retry-After when no GPU is ready, instead of running it on the CPU at the normal charge")
+	minFreeDisk := fs.String("min-free-disk", envOr("FILIGRANE_MIN_FREE_DISK", "256MiB"), "free space kept on the data directory's filesystem: files (uploads, inputs, results) are refused below it, record writes below a quarter of it, with 503 and Retry-After (0: keep none)")
 	maxDirectEmbed := fs.String("max-direct-embed", envOr("FILIGRANE_MAX_DIRECT_EMBED", ""), "lower the largest file an embed request carries itself (default: the media-kind table's, 40 MB for images; 20MB holds to the spec)")
 	fs.DurationVar(&cfg.LeaseDuration, "job-lease", 30*time.Second, "a worker's lease on a job attempt, renewed at a third of its length: how long the jobs a dead node was running wait before they are retried")
 	fs.DurationVar(&cfg.SweepInterval, "sweep-interval", 5*time.Second, "how often the sweeper ticks active jobs, delivers owed webhooks and bucket copies and purges expired data")
@@ -112,6 +113,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			return 2
 		}
 	}
+	minFree, err := actors.ParseByteSize(*minFreeDisk)
+	if err != nil || minFree < 0 {
+		fmt.Fprintf(stderr, "filigrane serve: --min-free-disk %q: want a size such as 256MiB, or 0\n", *minFreeDisk)
+		return 2
+	}
+	cfg.MinFreeDisk = uint64(minFree)
 	if *maxDirectEmbed != "" {
 		if cfg.MaxDirectEmbed, err = actors.ParseByteSize(*maxDirectEmbed); err != nil || cfg.MaxDirectEmbed == 0 {
 			fmt.Fprintf(stderr, "filigrane serve: --max-direct-embed %q: want a size such as 20MB\n", *maxDirectEmbed)

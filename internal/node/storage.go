@@ -12,6 +12,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"filigrane/persistence"
+	"filigrane/persistence/diskspace"
 	"filigrane/persistence/fsblobs"
 	"filigrane/persistence/opcount"
 	"filigrane/persistence/pebblestore"
@@ -62,8 +63,15 @@ func OpenStorage(ctx context.Context, dataDir string, s3 *S3Config, logger zerol
 // OpenCountedStorage is OpenStorage with every store call and every object storage request counted in counts
 // (persistence/opcount; nil counts nothing): a node's metrics show what its jobs cost in storage operations.
 func OpenCountedStorage(ctx context.Context, dataDir string, s3 *S3Config, logger zerolog.Logger, counts *opcount.Metrics) (*Storage, error) {
+	return OpenGuardedStorage(ctx, dataDir, s3, logger, counts, nil)
+}
+
+// OpenGuardedStorage is OpenCountedStorage keeping guard's reserve free on the data directory's filesystem
+// (persistence/diskspace; nil keeps none): files under the data directory (single-node mode) are refused below
+// the reserve, and writes to the node's Pebble below a quarter of it, with diskspace.ErrLow.
+func OpenGuardedStorage(ctx context.Context, dataDir string, s3 *S3Config, logger zerolog.Logger, counts *opcount.Metrics, guard *diskspace.Guard) (*Storage, error) {
 	layout := Layout{Root: dataDir}
-	pebble, err := pebblestore.Open(layout.StoreDir(), logger.With().Str("component", "pebble").Logger())
+	opened, err := pebblestore.Open(layout.StoreDir(), logger.With().Str("component", "pebble").Logger())
 	switch {
 	case errors.Is(err, syscall.EWOULDBLOCK):
 		// Pebble's lock file is taken: the one cause of this error an operator must know about.
@@ -73,9 +81,10 @@ func OpenCountedStorage(ctx context.Context, dataDir string, s3 *S3Config, logge
 	case err != nil:
 		return nil, fmt.Errorf("open store in %s: %w", dataDir, err)
 	}
+	pebble := diskspace.Store(opened, guard)
 	if s3 == nil {
 		local := opcount.Store(pebble, counts, "records", "pebble")
-		blobs, err := fsblobs.Open(layout.BlobDir())
+		blobs, err := fsblobs.OpenGuarded(layout.BlobDir(), guard)
 		if err != nil {
 			local.Close()
 			return nil, fmt.Errorf("open blob store: %w", err)
