@@ -135,7 +135,12 @@ func OpenGuardedStorage(ctx context.Context, dataDir string, s3 *S3Config, logge
 func newS3Client(c S3Config, counts *opcount.Metrics) (*minio.Client, error) {
 	u, err := url.Parse(c.Endpoint)
 	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
-		return nil, fmt.Errorf("s3 endpoint %q: want http://host:port or https://host", c.Endpoint)
+		return nil, errors.New("s3 endpoint: want http://host:port or https://host") // the value may hold a secret
+	}
+	if u.User != nil {
+		// The client signs with --s3-access-key and --s3-secret-key and never read these; every error that
+		// named the endpoint wrote the password into the log.
+		return nil, fmt.Errorf("s3 endpoint %s: credentials in the URL are not used; give them with --s3-access-key and --s3-secret-key (or FILIGRANE_S3_ACCESS_KEY, FILIGRANE_S3_SECRET_KEY)", u.Redacted())
 	}
 	if c.Bucket == "" {
 		return nil, errors.New("s3 bucket is required with an s3 endpoint")
