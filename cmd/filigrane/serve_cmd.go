@@ -92,6 +92,18 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintln(stderr, "filigrane serve:", err)
 		return 2
 	}
+	// A negative grace cut every request in flight at the first signal, a negative lease became the 30 s
+	// default and a negative sweep interval turned the sweeper off (jobs of a dead node never retried, results
+	// never purged), each without a word.
+	for _, d := range []struct {
+		flag string
+		d    time.Duration
+	}{{"--shutdown-grace", *grace}, {"--job-lease", cfg.LeaseDuration}, {"--sweep-interval", cfg.SweepInterval}} {
+		if d.d < 0 {
+			fmt.Fprintf(stderr, "filigrane serve: %s %s: want a duration such as 30s\n", d.flag, d.d)
+			return 2
+		}
+	}
 	if *join != "" {
 		cfg.Join = strings.Split(*join, ",")
 	}
