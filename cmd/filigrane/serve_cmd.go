@@ -76,7 +76,17 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.DurationVar(&cfg.FailureDetection.ProbeInterval, "cluster-probe-interval", envDuration("FILIGRANE_CLUSTER_PROBE_INTERVAL", fd.ProbeInterval), "failure detection: how often each node probes another member")
 	fs.DurationVar(&cfg.FailureDetection.ProbeTimeout, "cluster-probe-timeout", envDuration("FILIGRANE_CLUSTER_PROBE_TIMEOUT", fd.ProbeTimeout), "failure detection: how long a probe waits for its answer (less than the interval)")
 	fs.IntVar(&cfg.FailureDetection.SuspicionMult, "cluster-suspicion-mult", envInt("FILIGRANE_CLUSTER_SUSPICION_MULT", fd.SuspicionMult), "failure detection: a suspected member has this many probe intervals to refute before it is declared dead")
+	// A mistyped flag gets the flag package's one line naming it and a pointer to the list, not the list of
+	// some sixty flags, which pushed that line off an operator's screen.
+	fs.Usage = func() {}
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(stdout, "usage: filigrane serve [flags]")
+			fs.SetOutput(stdout)
+			fs.PrintDefaults()
+			return 0
+		}
+		fmt.Fprintln(stderr, "filigrane serve: run 'filigrane serve -h' for the flags")
 		return 2
 	}
 	// N a minute, N at once: the bucket holds N and earns one back every minute/N.

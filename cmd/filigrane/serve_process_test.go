@@ -240,3 +240,18 @@ func TestServeRefusesNegativeDurations(t *testing.T) {
 		}
 	}
 }
+
+// A malformed flag is answered with the line naming it and a pointer to `serve -h` (exit 2), not the whole list
+// of flags after it; `serve -h` prints the list on stdout (exit 0).
+func TestServeBadFlagIsOneLine(t *testing.T) {
+	t.Parallel()
+	code, _, stderr := runCLI(t, "serve", "--workers", "abc")
+	lines := strings.Split(strings.TrimSpace(stderr), "\n")
+	if code != 2 || len(lines) != 2 || !strings.Contains(lines[0], "-workers") || !strings.Contains(lines[1], "serve -h") {
+		t.Fatalf("serve --workers abc: exit %d, %d lines: %s", code, len(lines), stderr)
+	}
+	code, stdout, _ := runCLI(t, "serve", "-h")
+	if code != 0 || !strings.Contains(stdout, "-min-free-disk") {
+		t.Fatalf("serve -h: exit %d: %s", code, stdout)
+	}
+}

@@ -4,11 +4,14 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/rs/zerolog"
 
 	"filigrane/actors"
 	"filigrane/internal/clock"
@@ -103,8 +106,11 @@ func TestLowDiskRefusesThenRecovers(t *testing.T) {
 	}
 	start := balanceNow()
 
-	// Under the files' reserve: files are refused, records still written.
+	// Under the files' reserve: files are refused, records still written; the metric shows what is left.
 	free := fillTo(t, fs, 10<<20)
+	if m := call(t, "GET", api+"/metrics", "", nil); !regexp.MustCompile(`(?m)^filigrane_data_disk_free_bytes [0-9.e+]+$`).Match(m.body) {
+		t.Fatalf("no filigrane_data_disk_free_bytes in the metrics")
+	}
 	refused("embed", embed())
 	if r := createUpload(); r.status != 201 {
 		t.Fatalf("upload created above the records' reserve: %d %s", r.status, r.body)
@@ -120,6 +126,12 @@ func TestLowDiskRefusesThenRecovers(t *testing.T) {
 	refused("POST /uploads", createUpload())
 	if r := call(t, "GET", api+"/auth/api-key", key, nil); r.status != 200 {
 		t.Fatalf("a read on a low disk: %d %s", r.status, r.body)
+	}
+	// A start on the same filesystem now stops with the reason (it never ended on a full disk).
+	_, err := node.Start(context.Background(), node.Config{DataDir: filepath.Join(fs, "other"), APIAddr: "127.0.0.1:0",
+		UploadAddr: "127.0.0.1:0", Logger: zerolog.Nop(), Clock: clk, SweepInterval: -1, MinFreeDisk: 16 << 20})
+	if err == nil || !strings.Contains(err.Error(), "low on free space") {
+		t.Fatalf("start on a low disk: %v, want an error saying the disk is low", err)
 	}
 	free()
 	if r := createUpload(); r.status != 201 {

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
 	"filigrane/actors"
@@ -311,10 +312,23 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 			}
 		}
 	}()
+	guard := diskspace.New(cfg.DataDir, cfg.MinFreeDisk)
 	storage, err := OpenGuardedStorage(ctx, cfg.DataDir, cfg.S3, cfg.Logger,
-		opcount.NewMetrics(n.Metrics.Registry), diskspace.New(cfg.DataDir, cfg.MinFreeDisk))
+		opcount.NewMetrics(n.Metrics.Registry), guard)
 	if err != nil {
 		return nil, err
+	}
+	if guard != nil {
+		// What an operator alerts on before writes are refused (docs/operations.md, Disk space).
+		n.Metrics.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "filigrane_data_disk_free_bytes",
+			Help: "Free space on the data directory's filesystem; files are refused below --min-free-disk, records below a quarter of it."},
+			func() float64 {
+				free, err := guard.Free()
+				if err != nil {
+					return -1
+				}
+				return float64(free)
+			}))
 	}
 	n.storage = storage
 	store, blobs := storage.Store, storage.Blobs
