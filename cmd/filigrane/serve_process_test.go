@@ -5,13 +5,16 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"mime/multipart"
 	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -39,6 +42,12 @@ type serveProcess struct {
 // waits for its "node started" line. The process is killed when the test ends if it still runs.
 func startServe(t *testing.T, args ...string) *serveProcess {
 	t.Helper()
+	return startServeEnv(t, nil, args...)
+}
+
+// startServeEnv is startServe with env added to the process's environment.
+func startServeEnv(t *testing.T, env []string, args ...string) *serveProcess {
+	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -46,7 +55,7 @@ func startServe(t *testing.T, args ...string) *serveProcess {
 	full := append([]string{"serve", "--data", t.TempDir(), "--listen", "127.0.0.1:0", "--upload-listen", "127.0.0.1:0",
 		"--log-format", "json", "--workers", "1"}, args...)
 	p := &serveProcess{cmd: exec.Command(exe, full...), exited: make(chan struct{}), seen: make(chan struct{}, 1)}
-	p.cmd.Env = append(os.Environ(), "FILIGRANE_CODEC_KEY=serve-process-test")
+	p.cmd.Env = append(append(os.Environ(), "FILIGRANE_CODEC_KEY=serve-process-test"), env...)
 	var stdout bytes.Buffer
 	p.cmd.Stdout = &stdout
 	stderr, err := p.cmd.StderrPipe()
@@ -253,5 +262,66 @@ func TestServeBadFlagIsOneLine(t *testing.T) {
 	code, stdout, _ := runCLI(t, "serve", "-h")
 	if code != 0 || !strings.Contains(stdout, "-min-free-disk") {
 		t.Fatalf("serve -h: exit %d: %s", code, stdout)
+	}
+}
+
+// A full temporary directory (where a video's probe copies the file for ffprobe) is answered 503 with
+// Retry-After: 30 and a detail naming the disk, and the same request is taken once space is freed. Before,
+// the answer was 503 "stored file unavailable" without Retry-After. The directory is a 1 MiB tmpfs: mounting
+// needs root, elsewhere the test is skipped, saying so.
+func TestFullTempDirAnswersLowDisk(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a small tmpfs needs root")
+	}
+	if _, err := exec.LookPath("ffmpeg"); err != nil {
+		t.Skip("ffmpeg is not installed (scripts/setup.sh)")
+	}
+	clip := filepath.Join(t.TempDir(), "clip.mp4")
+	if out, err := exec.Command("ffmpeg", "-v", "error", "-f", "lavfi", "-i", "testsrc=size=512x384:rate=10", "-t", "1",
+		"-pix_fmt", "yuv420p", "-c:v", "libx264", "-preset", "ultrafast", clip).CombinedOutput(); err != nil {
+		t.Fatalf("ffmpeg: %v: %s", err, out)
+	}
+	tmp := t.TempDir()
+	if err := syscall.Mount("tmpfs", tmp, "tmpfs", 0, "size=1m"); err != nil {
+		t.Skipf("mount a tmpfs: %v", err)
+	}
+	t.Cleanup(func() { _ = syscall.Unmount(tmp, syscall.MNT_DETACH) })
+	filler := filepath.Join(tmp, "filler")
+	if err := os.WriteFile(filler, make([]byte, 2<<20), 0o600); err == nil || !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("filling the tmpfs: %v, want ENOSPC", err)
+	}
+	p := startServeEnv(t, []string{"TMPDIR=" + tmp})
+	send := func() (int, string, string) {
+		t.Helper()
+		var body bytes.Buffer
+		mw := multipart.NewWriter(&body)
+		fw, _ := mw.CreateFormFile("file", "clip.mp4")
+		b, err := os.ReadFile(clip)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fw.Write(b)
+		mw.WriteField("data", `{"o":1}`)
+		mw.Close()
+		req, _ := http.NewRequest("POST", "http://"+p.api+"/watermarks/videos", &body)
+		req.Header.Set("Content-Type", mw.FormDataContentType())
+		req.Header.Set("X-API-Key", p.key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		out, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, resp.Header.Get("Retry-After"), string(out)
+	}
+	if code, retry, body := send(); code != 503 || retry != "30" || !strings.Contains(body, "low on disk space") {
+		t.Fatalf("video with a full temporary directory: %d Retry-After %q %s", code, retry, body)
+	}
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, body := send(); code != 200 {
+		t.Fatalf("video once space is freed: %d %.300s", code, body)
 	}
 }
