@@ -228,6 +228,9 @@ func (b *batchAPI) createZipErr(c context.Context, ctx *fasthttp.RequestCtx, p *
 					return 0, nil, errMalformedForm()
 				}
 				b.s.cfg.Logger.Error().Err(err).Msg("store batch zip")
+				if aerr := lowDisk(ctx, err); aerr != nil {
+					return 0, nil, aerr
+				}
 				return 0, nil, newAPIError(CodeUnavailable, "could not store the archive; retry")
 			}
 			stored = &info

@@ -22,6 +22,7 @@ import (
 	"filigrane/gpu"
 	"filigrane/internal/problem"
 	"filigrane/persistence"
+	"filigrane/persistence/diskspace"
 )
 
 // probeBytes is how much of a stored file is read to learn its format and dimensions from the header.
@@ -281,7 +282,7 @@ func (s *Server) probeImage(ctx context.Context, key string, maxPixels int64) (s
 
 // probe reads what the limits, the deadline and the price need of a stored file of kind, before its content
 // is decoded.
-func (s *Server) probe(ctx context.Context, kind mediakind.Kind, key string, op jobstate.Operation) (mediakind.Info, *apiError) {
+func (s *Server) probe(ctx context.Context, rctx *fasthttp.RequestCtx, kind mediakind.Kind, key string, op jobstate.Operation) (mediakind.Info, *apiError) {
 	if kind.Media != jobstate.MediaImage {
 		// A file kind's probe reads the whole file through its adapter: a video's price depends on its
 		// duration, and a file the adapter refuses is refused before anything is charged.
@@ -294,6 +295,11 @@ func (s *Server) probe(ctx context.Context, kind mediakind.Kind, key string, op 
 			return mediakind.Info{}, &apiError{code: problem.ForJob(perr.Code).Code, detail: perr.Detail}
 		case perr.Retryable:
 			s.cfg.Logger.Warn().Err(perr.Cause).Str("blob", key).Msg("probe file")
+			// The probe copies the file into the temporary directory for ffprobe or the parser: a full
+			// one is the node's disk, not a missing file.
+			if aerr := lowDisk(rctx, diskspace.MarkFull(perr.Cause)); aerr != nil {
+				return mediakind.Info{}, aerr
+			}
 			return mediakind.Info{}, newAPIError(CodeUnavailable, "stored file unavailable")
 		}
 		return mediakind.Info{}, &apiError{code: problem.ForJob(perr.Code).Code, detail: perr.Detail}
@@ -364,6 +370,9 @@ func (s *Server) acceptMediaErr(c context.Context, ctx *fasthttp.RequestCtx, r a
 			return ae
 		}
 		s.cfg.Logger.Error().Err(err).Msg("read form")
+		if aerr := lowDisk(ctx, err); aerr != nil {
+			return aerr
+		}
 		return newAPIError(CodeUnavailable, "could not store the file")
 	}
 	r.form = form
@@ -445,7 +454,7 @@ func (s *Server) acceptFile(c context.Context, ctx *fasthttp.RequestCtx, r accep
 			return false, aerr
 		}
 	}
-	info, aerr := s.probe(c, r.kind, file.Key, op)
+	info, aerr := s.probe(c, ctx, r.kind, file.Key, op)
 	if aerr != nil {
 		return false, aerr
 	}

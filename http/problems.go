@@ -3,8 +3,10 @@ package http
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 
 	"filigrane/internal/problem"
+	"filigrane/persistence/diskspace"
 
 	"github.com/valyala/fasthttp"
 )
@@ -170,4 +172,16 @@ func writeJSON(ctx *fasthttp.RequestCtx, status int, v any) {
 	ctx.SetStatusCode(status)
 	ctx.SetContentType("application/json")
 	ctx.SetBody(body)
+}
+
+// lowDisk is the answer to a write the node's disk guard refused, or its filesystem refused for want of space
+// (persistence/diskspace.ErrLow): 503 with a Retry-After that leaves an operator time to free space, and a
+// detail that says what is short without naming paths; nil for any other error. A request's file is the first
+// thing it writes, so a refused file leaves nothing stored, held or charged.
+func lowDisk(ctx *fasthttp.RequestCtx, err error) *apiError {
+	if !errors.Is(err, diskspace.ErrLow) {
+		return nil
+	}
+	ctx.Response.Header.Set("Retry-After", "30")
+	return newAPIError(CodeUnavailable, "the node is low on disk space and stores nothing new now; retry later")
 }

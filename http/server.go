@@ -533,6 +533,10 @@ func waitSeconds(d time.Duration) int {
 // unavailable answers 503 when a dependency (storage, an actor) did not answer in time.
 func (s *Server) unavailable(ctx *fasthttp.RequestCtx, err error) {
 	s.cfg.Logger.Error().Err(err).Str("path", string(ctx.Path())).Msg("dependency unavailable")
+	if aerr := lowDisk(ctx, err); aerr != nil {
+		writeAPIError(ctx, aerr)
+		return
+	}
 	ctx.Response.Header.Set("Retry-After", "2")
 	writeProblem(ctx, CodeUnavailable, "a dependency did not answer in time; retry shortly")
 }

@@ -313,6 +313,9 @@ func (h *uploadHost) putErr(c context.Context, ctx *fasthttp.RequestCtx, id stri
 		// The body arrived intact as far as it was read: the store did not take it (down, or its lease could
 		// not be renewed). Not the client's fault: 503, and the same PUT again once the store answers.
 		s.cfg.Logger.Warn().Err(err).Str("upload", id).Msg("store upload")
+		if aerr := lowDisk(ctx, err); aerr != nil {
+			return aerr
+		}
 		// The store's error names keys and paths: it stays in the log above.
 		ctx.Response.Header.Set("Retry-After", "2")
 		return newAPIError(CodeUnavailable, "the file could not be stored in time; send it again")

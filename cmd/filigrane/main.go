@@ -40,10 +40,39 @@ API client (against a running server: $FILIGRANE_URL, key $FILIGRANE_API_KEY; do
 var version = "dev"
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, cancel := context.WithCancel(context.Background())
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go stopOnSignals(sigs, cancel, os.Stderr, os.Exit)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
 	os.Exit(code)
+}
+
+// stopOnSignals cancels the command's context at the first SIGINT or SIGTERM (serve then stops gracefully:
+// requests in flight finish for up to --shutdown-grace) and exits at once at the second, as an operator who
+// signals again expects: without it, the second signal was swallowed and the node still waited out its grace.
+// The exit status is 128 plus the signal's number, as a shell reports a process a signal ended.
+func stopOnSignals(sigs <-chan os.Signal, cancel context.CancelFunc, stderr io.Writer, exit func(int)) {
+	<-sigs
+	cancel()
+	s := <-sigs
+	fmt.Fprintf(stderr, "filigrane: second %s signal: stopping at once, without waiting for requests and work in flight\n", signalName(s))
+	code := 1
+	if n, ok := s.(syscall.Signal); ok {
+		code = 128 + int(n)
+	}
+	exit(code)
+}
+
+// signalName is the signal's conventional name (SIGTERM, SIGINT), which an operator greps for.
+func signalName(s os.Signal) string {
+	switch s {
+	case os.Interrupt:
+		return "SIGINT"
+	case syscall.SIGTERM:
+		return "SIGTERM"
+	}
+	return s.String()
 }
 
 // run dispatches to a subcommand and returns the process exit code.

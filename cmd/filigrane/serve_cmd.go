@@ -65,6 +65,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.DurationVar(&cfg.Conns.IdleTimeout, "idle-timeout", envDuration("FILIGRANE_IDLE_TIMEOUT", apihttp.DefaultIdleTimeout), "how long a keep-alive connection may wait for its next request")
 	fs.BoolVar(&cfg.ConsoleSecureCookies, "console-secure-cookies", envBool("FILIGRANE_CONSOLE_SECURE_COOKIES"), "mark the web console's cookies Secure on a plain-HTTP listener (TLS terminated by a proxy in front); under --tls-cert they are Secure anyway")
 	fs.BoolVar(&cfg.GPUStrict, "gpu-strict", envBool("FILIGRANE_GPU_STRICT"), "answer accelerator=gpu with 503 and Retry-After when no GPU is ready, instead of running it on the CPU at the normal charge")
+	minFreeDisk := fs.String("min-free-disk", envOr("FILIGRANE_MIN_FREE_DISK", "256MiB"), "free space kept on the data directory's filesystem: files (uploads, inputs, results) are refused below it, record writes below a quarter of it, with 503 and Retry-After (0: keep none)")
 	maxDirectEmbed := fs.String("max-direct-embed", envOr("FILIGRANE_MAX_DIRECT_EMBED", ""), "lower the largest file an embed request carries itself (default: the media-kind table's, 40 MB for images; 20MB holds to the spec)")
 	fs.DurationVar(&cfg.LeaseDuration, "job-lease", 30*time.Second, "a worker's lease on a job attempt, renewed at a third of its length: how long the jobs a dead node was running wait before they are retried")
 	fs.DurationVar(&cfg.SweepInterval, "sweep-interval", 5*time.Second, "how often the sweeper ticks active jobs, delivers owed webhooks and bucket copies and purges expired data")
@@ -75,7 +76,17 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.DurationVar(&cfg.FailureDetection.ProbeInterval, "cluster-probe-interval", envDuration("FILIGRANE_CLUSTER_PROBE_INTERVAL", fd.ProbeInterval), "failure detection: how often each node probes another member")
 	fs.DurationVar(&cfg.FailureDetection.ProbeTimeout, "cluster-probe-timeout", envDuration("FILIGRANE_CLUSTER_PROBE_TIMEOUT", fd.ProbeTimeout), "failure detection: how long a probe waits for its answer (less than the interval)")
 	fs.IntVar(&cfg.FailureDetection.SuspicionMult, "cluster-suspicion-mult", envInt("FILIGRANE_CLUSTER_SUSPICION_MULT", fd.SuspicionMult), "failure detection: a suspected member has this many probe intervals to refute before it is declared dead")
+	// A mistyped flag gets the flag package's one line naming it and a pointer to the list, not the list of
+	// some sixty flags, which pushed that line off an operator's screen.
+	fs.Usage = func() {}
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(stdout, "usage: filigrane serve [flags]")
+			fs.SetOutput(stdout)
+			fs.PrintDefaults()
+			return 0
+		}
+		fmt.Fprintln(stderr, "filigrane serve: run 'filigrane serve -h' for the flags")
 		return 2
 	}
 	// N a minute, N at once: the bucket holds N and earns one back every minute/N.
@@ -90,6 +101,18 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if err := checkLimitFlags(&cfg, *workers); err != nil {
 		fmt.Fprintln(stderr, "filigrane serve:", err)
 		return 2
+	}
+	// A negative grace cut every request in flight at the first signal, a negative lease became the 30 s
+	// default and a negative sweep interval turned the sweeper off (jobs of a dead node never retried, results
+	// never purged), each without a word.
+	for _, d := range []struct {
+		flag string
+		d    time.Duration
+	}{{"--shutdown-grace", *grace}, {"--job-lease", cfg.LeaseDuration}, {"--sweep-interval", cfg.SweepInterval}} {
+		if d.d < 0 {
+			fmt.Fprintf(stderr, "filigrane serve: %s %s: want a duration such as 30s\n", d.flag, d.d)
+			return 2
+		}
 	}
 	if *join != "" {
 		cfg.Join = strings.Split(*join, ",")
@@ -112,6 +135,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			return 2
 		}
 	}
+	minFree, err := actors.ParseByteSize(*minFreeDisk)
+	if err != nil || minFree < 0 {
+		fmt.Fprintf(stderr, "filigrane serve: --min-free-disk %q: want a size such as 256MiB, or 0\n", *minFreeDisk)
+		return 2
+	}
+	cfg.MinFreeDisk = uint64(minFree)
 	if *maxDirectEmbed != "" {
 		if cfg.MaxDirectEmbed, err = actors.ParseByteSize(*maxDirectEmbed); err != nil || cfg.MaxDirectEmbed == 0 {
 			fmt.Fprintf(stderr, "filigrane serve: --max-direct-embed %q: want a size such as 20MB\n", *maxDirectEmbed)
@@ -197,7 +226,8 @@ The web console is at %s/console/ — sign in as %s with this password (shown on
 	if waitErr != nil {
 		logger.Error().Err(waitErr).Msg("stopping")
 	} else {
-		logger.Info().Msg("shutting down")
+		logger.Info().Dur("grace", *grace).
+			Msg("shutting down: requests in flight may finish within the grace (a second SIGINT or SIGTERM stops at once)")
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), *grace)
 	defer cancel()

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
 	"filigrane/actors"
@@ -40,6 +41,7 @@ import (
 	"filigrane/internal/clock"
 	"filigrane/internal/egress"
 	"filigrane/persistence"
+	"filigrane/persistence/diskspace"
 	"filigrane/persistence/opcount"
 )
 
@@ -99,6 +101,10 @@ type Config struct {
 	// DecodeMemory is the node's budget for decoding images and parsing PDFs, in bytes, shared by its workers and synchronous
 	// detections (actors.DecodeBudget); 0 means actors.DefaultDecodeMemory (half the available memory).
 	DecodeMemory int64
+	// MinFreeDisk is the free space kept on the data directory's filesystem, in bytes: files are refused
+	// below it and writes to Pebble below a quarter of it (persistence/diskspace), answered 503 with
+	// Retry-After; 0 keeps none (serve's --min-free-disk defaults to 256 MiB).
+	MinFreeDisk uint64
 	// LeaseDuration is a worker's lease on a job attempt; it is renewed at a third of its length. Default 30 s.
 	LeaseDuration time.Duration
 	// SyncWait is how long a synchronous embed waits before answering 202; 0 means 20 s.
@@ -306,10 +312,23 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 			}
 		}
 	}()
-	storage, err := OpenCountedStorage(ctx, cfg.DataDir, cfg.S3, cfg.Logger,
-		opcount.NewMetrics(n.Metrics.Registry))
+	guard := diskspace.New(cfg.DataDir, cfg.MinFreeDisk)
+	storage, err := OpenGuardedStorage(ctx, cfg.DataDir, cfg.S3, cfg.Logger,
+		opcount.NewMetrics(n.Metrics.Registry), guard)
 	if err != nil {
 		return nil, err
+	}
+	if guard != nil {
+		// What an operator alerts on before writes are refused (docs/operations.md, Disk space).
+		n.Metrics.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "filigrane_data_disk_free_bytes",
+			Help: "Free space on the data directory's filesystem; files are refused below --min-free-disk, records below a quarter of it."},
+			func() float64 {
+				free, err := guard.Free()
+				if err != nil {
+					return -1
+				}
+				return float64(free)
+			}))
 	}
 	n.storage = storage
 	store, blobs := storage.Store, storage.Blobs

@@ -160,3 +160,18 @@ func TestReadiness(t *testing.T) {
 		}
 	}
 }
+
+// An object storage endpoint given with credentials in its URL stops the start with an error that says where
+// credentials go and does not repeat the password: it went to the log with every error naming the endpoint.
+func TestS3EndpointWithCredentialsRefused(t *testing.T) {
+	t.Parallel()
+	_, err := node.OpenStorage(context.Background(), t.TempDir(),
+		&node.S3Config{Endpoint: "http://filigrane:s3cr3t-in-url@127.0.0.1:1", Bucket: "b", AccessKey: "a", SecretKey: "s"},
+		zerolog.Nop())
+	if err == nil {
+		t.Fatal("opened storage at an unreachable endpoint")
+	}
+	if strings.Contains(err.Error(), "s3cr3t-in-url") || !strings.Contains(err.Error(), "--s3-secret-key") {
+		t.Fatalf("error = %q, want it to name --s3-secret-key without the URL's password", err)
+	}
+}

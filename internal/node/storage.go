@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"syscall"
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
 	"github.com/rs/zerolog"
 
 	"filigrane/persistence"
+	"filigrane/persistence/diskspace"
 	"filigrane/persistence/fsblobs"
 	"filigrane/persistence/opcount"
 	"filigrane/persistence/pebblestore"
@@ -61,14 +63,33 @@ func OpenStorage(ctx context.Context, dataDir string, s3 *S3Config, logger zerol
 // OpenCountedStorage is OpenStorage with every store call and every object storage request counted in counts
 // (persistence/opcount; nil counts nothing): a node's metrics show what its jobs cost in storage operations.
 func OpenCountedStorage(ctx context.Context, dataDir string, s3 *S3Config, logger zerolog.Logger, counts *opcount.Metrics) (*Storage, error) {
+	return OpenGuardedStorage(ctx, dataDir, s3, logger, counts, nil)
+}
+
+// OpenGuardedStorage is OpenCountedStorage keeping guard's reserve free on the data directory's filesystem
+// (persistence/diskspace; nil keeps none): files under the data directory (single-node mode) are refused below
+// the reserve, and writes to the node's Pebble below a quarter of it, with diskspace.ErrLow.
+func OpenGuardedStorage(ctx context.Context, dataDir string, s3 *S3Config, logger zerolog.Logger, counts *opcount.Metrics, guard *diskspace.Guard) (*Storage, error) {
 	layout := Layout{Root: dataDir}
-	pebble, err := pebblestore.Open(layout.StoreDir(), logger.With().Str("component", "pebble").Logger())
-	if err != nil {
-		return nil, fmt.Errorf("open store in %s (is another node or an admin command using it?): %w", dataDir, err)
+	// Pebble replays its log into a table file at open: on a full disk that flush failed in a loop (77 MB of
+	// errors in 30 s, measured) and the start never ended. Below the records' reserve, say so and stop.
+	if err := guard.Records(); err != nil {
+		return nil, fmt.Errorf("open store in %s: %w", dataDir, err)
 	}
+	opened, err := pebblestore.Open(layout.StoreDir(), logger.With().Str("component", "pebble").Logger())
+	switch {
+	case errors.Is(err, syscall.EWOULDBLOCK):
+		// Pebble's lock file is taken: the one cause of this error an operator must know about.
+		return nil, fmt.Errorf("open store in %s: another node or an admin command is using it (stop it first): %w", dataDir, err)
+	case errors.Is(err, pebblestore.ErrCorrupt):
+		return nil, fmt.Errorf("open store in %s: restore the data directory from a backup: %w", dataDir, err)
+	case err != nil:
+		return nil, fmt.Errorf("open store in %s: %w", dataDir, err)
+	}
+	pebble := diskspace.Store(opened, guard)
 	if s3 == nil {
 		local := opcount.Store(pebble, counts, "records", "pebble")
-		blobs, err := fsblobs.Open(layout.BlobDir())
+		blobs, err := fsblobs.OpenGuarded(layout.BlobDir(), guard)
 		if err != nil {
 			local.Close()
 			return nil, fmt.Errorf("open blob store: %w", err)
@@ -119,7 +140,12 @@ func OpenCountedStorage(ctx context.Context, dataDir string, s3 *S3Config, logge
 func newS3Client(c S3Config, counts *opcount.Metrics) (*minio.Client, error) {
 	u, err := url.Parse(c.Endpoint)
 	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
-		return nil, fmt.Errorf("s3 endpoint %q: want http://host:port or https://host", c.Endpoint)
+		return nil, errors.New("s3 endpoint: want http://host:port or https://host") // the value may hold a secret
+	}
+	if u.User != nil {
+		// The client signs with --s3-access-key and --s3-secret-key and never read these; every error that
+		// named the endpoint wrote the password into the log.
+		return nil, fmt.Errorf("s3 endpoint %s: credentials in the URL are not used; give them with --s3-access-key and --s3-secret-key (or FILIGRANE_S3_ACCESS_KEY, FILIGRANE_S3_SECRET_KEY)", u.Redacted())
 	}
 	if c.Bucket == "" {
 		return nil, errors.New("s3 bucket is required with an s3 endpoint")

@@ -32,6 +32,7 @@ import (
 	"time"
 
 	"filigrane/persistence"
+	"filigrane/persistence/diskspace"
 )
 
 const (
@@ -50,19 +51,25 @@ const (
 // Blobs is a persistence.Blobs on a directory tree. It is safe for concurrent use, also by several Blobs values
 // on the same root.
 type Blobs struct {
-	data string
-	tmp  string
+	data  string
+	tmp   string
+	guard *diskspace.Guard // nil: no reserve kept
 }
 
 var _ persistence.Blobs = (*Blobs)(nil)
 
 // Open prepares root (creating it if needed) and removes staging files that a crashed process left behind.
-func Open(root string) (*Blobs, error) {
+func Open(root string) (*Blobs, error) { return OpenGuarded(root, nil) }
+
+// OpenGuarded is Open with guard's reserve kept free: a Put is refused (diskspace.ErrLow) before it starts, and
+// stopped as it streams, once less than the reserve is free; a Put the filesystem refuses for want of space
+// fails with diskspace.ErrLow too.
+func OpenGuarded(root string, guard *diskspace.Guard) (*Blobs, error) {
 	abs, err := filepath.Abs(root)
 	if err != nil {
 		return nil, fmt.Errorf("fsblobs: open %s: %w", root, err)
 	}
-	b := &Blobs{data: filepath.Join(abs, "data"), tmp: filepath.Join(abs, "tmp")}
+	b := &Blobs{data: filepath.Join(abs, "data"), tmp: filepath.Join(abs, "tmp"), guard: guard}
 	for _, dir := range []string{b.data, b.tmp} {
 		if err := os.MkdirAll(dir, 0o750); err != nil {
 			return nil, fmt.Errorf("fsblobs: open %s: %w", root, err)
@@ -120,6 +127,27 @@ func (c ctxReader) Read(p []byte) (int, error) {
 	return c.r.Read(p)
 }
 
+// guardedWriter asks the guard again after every guardEvery bytes, so that one large upload stops at the
+// reserve rather than filling the filesystem (a guard read at the start alone lets a 192 MB upload through
+// with 1 MB free above the reserve).
+type guardedWriter struct {
+	w       io.Writer
+	guard   *diskspace.Guard
+	pending int
+}
+
+const guardEvery = 1 << 20
+
+func (g *guardedWriter) Write(p []byte) (int, error) {
+	if g.pending += len(p); g.pending >= guardEvery {
+		g.pending = 0
+		if err := g.guard.Files(); err != nil {
+			return 0, err
+		}
+	}
+	return g.w.Write(p)
+}
+
 // Put implements persistence.Blobs.
 func (b *Blobs) Put(ctx context.Context, key string, r io.Reader) (info persistence.BlobInfo, err error) {
 	path, err := b.path(key)
@@ -129,9 +157,12 @@ func (b *Blobs) Put(ctx context.Context, key string, r io.Reader) (info persiste
 	if err := ctx.Err(); err != nil {
 		return persistence.BlobInfo{}, fmt.Errorf("fsblobs: put %q: %w", key, err)
 	}
+	if err := b.guard.Files(); err != nil {
+		return persistence.BlobInfo{}, fmt.Errorf("fsblobs: put %q: %w", key, err)
+	}
 	f, err := os.CreateTemp(b.tmp, "put-*")
 	if err != nil {
-		return persistence.BlobInfo{}, fmt.Errorf("fsblobs: put %q: %w", key, err)
+		return persistence.BlobInfo{}, fmt.Errorf("fsblobs: put %q: %w", key, diskspace.MarkFull(err))
 	}
 	published := false
 	defer func() {
@@ -142,23 +173,23 @@ func (b *Blobs) Put(ctx context.Context, key string, r io.Reader) (info persiste
 	}()
 
 	if _, err := f.Write(make([]byte, headerLen)); err != nil {
-		return persistence.BlobInfo{}, fmt.Errorf("fsblobs: put %q: %w", key, err)
+		return persistence.BlobInfo{}, fmt.Errorf("fsblobs: put %q: %w", key, diskspace.MarkFull(err))
 	}
 	h := sha256.New()
-	n, err := io.Copy(io.MultiWriter(f, h), ctxReader{ctx, r})
+	n, err := io.Copy(io.MultiWriter(&guardedWriter{w: f, guard: b.guard}, h), ctxReader{ctx, r})
 	if err != nil {
-		return persistence.BlobInfo{}, fmt.Errorf("fsblobs: put %q: after %d bytes: %w", key, n, err)
+		return persistence.BlobInfo{}, fmt.Errorf("fsblobs: put %q: after %d bytes: %w", key, n, diskspace.MarkFull(err))
 	}
 	var sum [sha256.Size]byte
 	h.Sum(sum[:0])
 	if _, err := f.WriteAt(encodeHeader(n, sum), 0); err != nil {
-		return persistence.BlobInfo{}, fmt.Errorf("fsblobs: put %q: %w", key, err)
+		return persistence.BlobInfo{}, fmt.Errorf("fsblobs: put %q: %w", key, diskspace.MarkFull(err))
 	}
 	if err := f.Sync(); err != nil {
-		return persistence.BlobInfo{}, fmt.Errorf("fsblobs: put %q: sync: %w", key, err)
+		return persistence.BlobInfo{}, fmt.Errorf("fsblobs: put %q: sync: %w", key, diskspace.MarkFull(err))
 	}
 	if err := f.Close(); err != nil {
-		return persistence.BlobInfo{}, fmt.Errorf("fsblobs: put %q: %w", key, err)
+		return persistence.BlobInfo{}, fmt.Errorf("fsblobs: put %q: %w", key, diskspace.MarkFull(err))
 	}
 	// Last chance to honour cancellation: after the rename the blob is visible.
 	if err := ctx.Err(); err != nil {

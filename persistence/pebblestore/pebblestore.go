@@ -22,7 +22,9 @@ import (
 	"fmt"
 	"hash/maphash"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/rs/zerolog"
@@ -68,20 +70,47 @@ var _ persistence.Store = (*Store)(nil)
 // adds its component field): informational ones at debug level, errors at error level. zerolog.Nop() silences
 // them.
 func Open(dir string, logger zerolog.Logger) (*Store, error) {
+	var corrupt atomic.Value // the path of the last corrupt file Pebble reported
 	opts := &pebble.Options{
 		Logger:             pebbleLogger{log: logger},
 		FormatMajorVersion: pebble.FormatNewest,
+		EventListener: &pebble.EventListener{
+			// Pebble's default for a corrupt file is Logger.Fatalf, which panics: a node whose store had one bad
+			// block died with a stack trace at start (or at the first read of the block) instead of saying what
+			// is wrong. The read that met the corruption returns it as an error, which Open and every operation
+			// pass on (ErrCorrupt at Open).
+			DataCorruption: func(info pebble.DataCorruptionInfo) {
+				corrupt.Store(info.Path)
+				logger.Error().Str("file", info.Path).Msg("the store has a corrupt file (a disk fault or a copy of a running store?): restore the data directory from a backup")
+			},
+		},
 	}
 	db, err := pebble.Open(dir, opts)
 	if err != nil {
-		return nil, fmt.Errorf("pebblestore: open %s: %w", dir, err)
+		return nil, openError(dir, err, &corrupt)
 	}
 	s := &Store{db: db, seed: maphash.MakeSeed()}
 	if err := s.alloc.init(db); err != nil {
 		_ = db.Close()
-		return nil, fmt.Errorf("pebblestore: open %s: %w", dir, err)
+		return nil, openError(dir, err, &corrupt)
 	}
 	return s, nil
+}
+
+// ErrCorrupt is what Open returns (wrapped, with Pebble's description) for a store whose files are corrupt.
+var ErrCorrupt = errors.New("the store's files are corrupt")
+
+// openError wraps an error of Open. A corruption names the file (when Pebble reported one) and only the first
+// line of Pebble's description: the error carries a multi-line detail record after it.
+func openError(dir string, err error, corrupt *atomic.Value) error {
+	if !pebble.IsCorruptionError(err) {
+		return fmt.Errorf("pebblestore: open %s: %w", dir, err)
+	}
+	what, _, _ := strings.Cut(err.Error(), "\n")
+	if path, ok := corrupt.Load().(string); ok {
+		return fmt.Errorf("pebblestore: open %s: %w: %s (%s)", dir, ErrCorrupt, path, what)
+	}
+	return fmt.Errorf("pebblestore: open %s: %w (%s)", dir, ErrCorrupt, what)
 }
 
 func dataKey(key []byte) []byte {

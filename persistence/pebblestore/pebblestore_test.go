@@ -5,6 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -162,4 +165,51 @@ func BenchmarkCompareAndSet(b *testing.B) {
 			}
 		}
 	})
+}
+
+// A store with a corrupt table file does not open: Open says so (ErrCorrupt, with the file Pebble names) and
+// the process goes on. Before, Pebble's corruption report reached Fatalf, and the node panicked at start with
+// a stack trace instead of a line saying what is wrong.
+func TestOpenCorruptStore(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		storetest.MustSet(t, s, fmt.Sprintf("r/%02d", i), persistence.NoVersion, "value")
+	}
+	if err := s.db.Flush(); err != nil { // into a table file, where blocks carry checksums
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	tables, err := filepath.Glob(filepath.Join(dir, "*.sst"))
+	if err != nil || len(tables) == 0 {
+		t.Fatalf("no table file after a flush: %v %v", tables, err)
+	}
+	for _, tbl := range tables {
+		f, err := os.OpenFile(tbl, os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The first data block starts the file: a few bytes inside it break its checksum.
+		if _, err := f.WriteAt([]byte("corrupt!"), 16); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+	}
+	var logged bytes.Buffer
+	s, err = Open(dir, zerolog.New(&logged))
+	if err == nil {
+		s.Close()
+		t.Fatal("Open of a store with a corrupt table file succeeded")
+	}
+	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), ".sst") {
+		t.Fatalf("Open error = %v, want ErrCorrupt naming the file", err)
+	}
+	if !strings.Contains(logged.String(), "restore the data directory from a backup") {
+		t.Errorf("log = %q, want the corrupt file reported", logged.String())
+	}
 }

@@ -1,0 +1,109 @@
+// Package diskspace keeps a node's data directory from filling its filesystem: a Guard reads the free space of
+// the directory's filesystem before each write and refuses writes below a reserve, while the filesystem itself
+// would still take them. It owns that measurement and the two thresholds; what a refusal means to a client is
+// the caller's (the HTTP layer answers 503 with Retry-After), and it must not delete or move anything.
+//
+// Why refuse early: Pebble treats a failed write of its log as fatal (its commit pipeline cannot continue) and
+// the process panicked; restarted on a full disk, Pebble retried its flush in a loop of errors (measured: 77 MB
+// of log in 30 s) and the start never finished. Files (uploads, inputs, results) are refused first, at the
+// reserve, so records, which are small, go on being written (job outcomes, deletions that free space) until a
+// quarter of it is left; then record writes are refused too, and the rest stays for Pebble's own flushes.
+// Nothing is remembered: once space is freed, the next write is taken.
+package diskspace
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"syscall"
+
+	"filigrane/persistence"
+)
+
+// ErrLow is the error (wrapped, with the free and reserved bytes) of a write the Guard refused, and of a file
+// write the filesystem refused for want of space (ENOSPC).
+var ErrLow = errors.New("the data directory's filesystem is low on free space")
+
+// Guard measures the free space of one directory's filesystem. A nil *Guard refuses nothing.
+type Guard struct {
+	dir     string
+	files   uint64 // file writes need at least this much free
+	records uint64 // record writes need at least this much free
+}
+
+// New guards dir with reserve bytes for file writes and a quarter of it for record writes; a reserve of 0
+// returns nil (no guard).
+func New(dir string, reserve uint64) *Guard {
+	if reserve == 0 {
+		return nil
+	}
+	return &Guard{dir: dir, files: reserve, records: reserve / 4}
+}
+
+// Free is the space unprivileged writes may still use on the directory's filesystem.
+func (g *Guard) Free() (uint64, error) {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(g.dir, &st); err != nil {
+		return 0, fmt.Errorf("diskspace: free space of %s: %w", g.dir, err)
+	}
+	return uint64(st.Bavail) * uint64(st.Bsize), nil //nolint:gosec // sizes are never negative
+}
+
+// Files refuses a file write (ErrLow) when less than the reserve is free.
+func (g *Guard) Files() error {
+	if g == nil {
+		return nil
+	}
+	return g.check(g.files, "file")
+}
+
+// Records refuses a record write (ErrLow) when less than a quarter of the reserve is free.
+func (g *Guard) Records() error {
+	if g == nil {
+		return nil
+	}
+	return g.check(g.records, "record")
+}
+
+func (g *Guard) check(need uint64, what string) error {
+	free, err := g.Free()
+	if err != nil {
+		// Not knowing is no reason to refuse: the write itself reports a real failure.
+		return nil
+	}
+	if free < need {
+		return fmt.Errorf("diskspace: %s write refused: %w (%s: %d bytes free, %d reserved; free space there, or lower --min-free-disk)",
+			what, ErrLow, g.dir, free, need)
+	}
+	return nil
+}
+
+// MarkFull wraps err as ErrLow when it is a write the filesystem refused for want of space (ENOSPC);
+// other errors are returned as they are.
+func MarkFull(err error) error {
+	if err != nil && errors.Is(err, syscall.ENOSPC) && !errors.Is(err, ErrLow) {
+		return fmt.Errorf("%w: %w", ErrLow, err)
+	}
+	return err
+}
+
+// Store wraps a record store so that its writes (CompareAndSet) are refused below the records' threshold.
+// Reads, scans and deletes pass: a delete is how space comes back. A nil guard returns s itself.
+func Store(s persistence.Store, g *Guard) persistence.Store {
+	if g == nil {
+		return s
+	}
+	return &guarded{Store: s, g: g}
+}
+
+type guarded struct {
+	persistence.Store
+	g *Guard
+}
+
+func (s *guarded) CompareAndSet(ctx context.Context, key []byte, expect persistence.Version, value []byte) (persistence.Version, error) {
+	if err := s.g.Records(); err != nil {
+		return persistence.NoVersion, err
+	}
+	return s.Store.CompareAndSet(ctx, key, expect, value)
+}

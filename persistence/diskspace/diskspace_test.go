@@ -1,0 +1,68 @@
+package diskspace_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"syscall"
+	"testing"
+
+	"github.com/rs/zerolog"
+
+	"filigrane/persistence"
+	"filigrane/persistence/diskspace"
+	"filigrane/persistence/pebblestore"
+)
+
+// The guard reads the real filesystem of the directory: a reserve above what any disk has refuses file and
+// record writes (ErrLow, naming the flag), one of a byte refuses nothing, and no guard refuses nothing. Runs
+// without root; TestLowDiskRefusesThenRecovers (internal/node) fills a real tmpfs where root is available.
+func TestGuardReadsTheFilesystem(t *testing.T) {
+	dir := t.TempDir()
+	var nilGuard *diskspace.Guard
+	if diskspace.New(dir, 0) != nil || nilGuard.Files() != nil || nilGuard.Records() != nil {
+		t.Fatal("a reserve of 0 guards something")
+	}
+	if g := diskspace.New(dir, 1); g.Files() != nil || g.Records() != nil {
+		t.Fatalf("a reserve of one byte refused a write: %v %v", g.Files(), g.Records())
+	}
+	huge := diskspace.New(dir, 1<<62)
+	for name, err := range map[string]error{"files": huge.Files(), "records": huge.Records()} {
+		if !errors.Is(err, diskspace.ErrLow) {
+			t.Fatalf("%s under an impossible reserve: %v, want ErrLow", name, err)
+		}
+	}
+
+	store, err := pebblestore.Open(t.TempDir(), zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	ctx := context.Background()
+	v, err := store.CompareAndSet(ctx, []byte("k"), persistence.NoVersion, []byte("v"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	guarded := diskspace.Store(store, huge)
+	if _, err := guarded.CompareAndSet(ctx, []byte("k2"), persistence.NoVersion, []byte("v")); !errors.Is(err, diskspace.ErrLow) {
+		t.Fatalf("a record write under the reserve: %v, want ErrLow", err)
+	}
+	if _, err := guarded.Get(ctx, []byte("k")); err != nil {
+		t.Fatalf("a read under the reserve: %v", err)
+	}
+	if err := guarded.Delete(ctx, []byte("k"), v); err != nil {
+		t.Fatalf("a delete under the reserve (how space comes back): %v", err)
+	}
+}
+
+func TestMarkFull(t *testing.T) {
+	full := fmt.Errorf("write x: %w", &fs.PathError{Op: "write", Path: "x", Err: syscall.ENOSPC})
+	if err := diskspace.MarkFull(full); !errors.Is(err, diskspace.ErrLow) || !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("MarkFull(ENOSPC) = %v", err)
+	}
+	other := errors.New("connection refused")
+	if diskspace.MarkFull(other) != other || diskspace.MarkFull(nil) != nil {
+		t.Fatal("MarkFull changed an error that is not ENOSPC")
+	}
+}
