@@ -12,17 +12,20 @@ import (
 	"filigrane/codec"
 )
 
-// blankTextBlank is a document of three 300-point pages whose first and last are identical blank pages (what
-// `mutool clean -gggg` merges into one object) around a page of text.
-func blankTextBlank() []byte {
+// blankTextBlankText is a document of four 300-point pages: identical blank pages 1 and 3 (what
+// `mutool clean -gggg` merges into one object) and pages of text 2 and 4.
+func blankTextBlankText() []byte {
 	page := "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 300 300] %s >>"
+	text := "/Contents %d 0 R /Resources << /Font << /F1 9 0 R >> >>"
 	return buildPDF([]string{
 		"<< /Type /Catalog /Pages 2 0 R >>",
-		"<< /Type /Pages /Kids [3 0 R 4 0 R 5 0 R] /Count 3 >>",
+		"<< /Type /Pages /Kids [3 0 R 4 0 R 5 0 R 6 0 R] /Count 4 >>",
 		fmt.Sprintf(page, ""),
-		fmt.Sprintf(page, "/Contents 6 0 R /Resources << /Font << /F1 7 0 R >> >>"),
+		fmt.Sprintf(page, fmt.Sprintf(text, 7)),
 		fmt.Sprintf(page, ""),
+		fmt.Sprintf(page, fmt.Sprintf(text, 8)),
 		flateObj("", []byte(textPage(2))),
+		flateObj("", []byte(textPage(4))),
 		"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
 	}, "/Root 1 0 R")
 }
@@ -39,9 +42,9 @@ func mergeIdenticalPages(t *testing.T, src string) string {
 	if err != nil {
 		t.Fatalf("mutool show pages: %v", err)
 	}
-	lines := strings.Fields(string(out))
-	// "page 1 = 3 0 R page 2 = 4 0 R page 3 = 3 0 R": the object number is the fourth word of each.
-	if len(lines) != 18 || lines[3] != lines[15] || lines[3] == lines[9] {
+	w := strings.Fields(string(out))
+	// "page 1 = 3 0 R page 2 = 4 0 R page 3 = 3 0 R page 4 = 5 0 R": the object number is each one's fourth word.
+	if len(w) != 24 || w[3] != w[15] || w[3] == w[9] || w[3] == w[21] || w[9] == w[21] {
 		t.Fatalf("mutool clean -gggg did not merge pages 1 and 3 into one object: %q", out)
 	}
 	return dst
@@ -51,11 +54,12 @@ func mergeIdenticalPages(t *testing.T, src string) string {
 // `mutool clean -gggg` merged into one page object is still detected with its mark, by ProbeDetect and Detect
 // through the structural layer (also when the quick reading is unavailable: an adapter without a renderer
 // reads it from the parsed document), and by the rendered pages alone, with one unit per page, the merged page
-// rendered once. Before repeated pages were accepted, all of these answered pdf_page_tree.
+// rendered once (by one renderer, pages 1-2 and 4, or by two). Before repeated pages were accepted, all of these
+// answered pdf_page_tree.
 func TestMarkedDocumentOptimisedWithMergedPagesIsDetected(t *testing.T) {
 	a := testAdapter(t)
 	ctx := context.Background()
-	src := writeTemp(t, "in.pdf", blankTextBlank())
+	src := writeTemp(t, "in.pdf", blankTextBlankText())
 	marked := filepath.Join(t.TempDir(), "marked.pdf")
 	id := testID("merged pages")
 	if _, err := a.Embed(ctx, src, marked, id, Options{}); err != nil {
@@ -68,8 +72,8 @@ func TestMarkedDocumentOptimisedWithMergedPagesIsDetected(t *testing.T) {
 		if !d.Watermarked || d.WatermarkID == nil || *d.WatermarkID != want {
 			t.Fatalf("%s: watermarked %v id %v, want %s", how, d.Watermarked, d.WatermarkID, want)
 		}
-		if len(d.Units) != 3 {
-			t.Fatalf("%s: %d units, want one per page (3)", how, len(d.Units))
+		if len(d.Units) != 4 {
+			t.Fatalf("%s: %d units, want one per page (4)", how, len(d.Units))
 		}
 		for i, u := range d.Units {
 			if u.Index != i || !u.Watermarked || u.WatermarkID == nil || *u.WatermarkID != want {
@@ -77,7 +81,7 @@ func TestMarkedDocumentOptimisedWithMergedPagesIsDetected(t *testing.T) {
 			}
 		}
 	}
-	if info, err := a.ProbeDetect(ctx, merged); err != nil || info.Pages != 3 {
+	if info, err := a.ProbeDetect(ctx, merged); err != nil || info.Pages != 4 {
 		t.Fatalf("probe for detection: %+v, %v", info, err)
 	}
 	d, err := a.Detect(ctx, merged)
@@ -90,13 +94,16 @@ func TestMarkedDocumentOptimisedWithMergedPagesIsDetected(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("detect from the parsed structure", d)
-	d, st, err := a.DetectRenderedStats(ctx, merged)
-	if err != nil {
-		t.Fatal(err)
-	}
-	check("detect rendered", d)
-	if st.Pages != 2 || st.Alone != 2 {
-		t.Errorf("rendered %d pages, %d decoded alone; want the merged page once (2 and 2)", st.Pages, st.Alone)
+	for _, workers := range []int{1, 2} {
+		one := &Adapter{Codec: a.Codec, Limits: Limits{RenderWorkers: workers}}
+		d, st, err := one.DetectRenderedStats(ctx, merged)
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(fmt.Sprintf("detect rendered by %d", workers), d)
+		if st.Pages != 3 || st.Alone != 3 {
+			t.Errorf("%d renderers: %d pages rendered, %d decoded alone; want the merged page once (3 and 3)", workers, st.Pages, st.Alone)
+		}
 	}
 }
 
@@ -107,15 +114,15 @@ func TestMarkedDocumentOptimisedWithMergedPagesIsDetected(t *testing.T) {
 func TestOptimisedDocumentWithMergedPagesEmbedsOneOverlay(t *testing.T) {
 	a := testAdapter(t)
 	ctx := context.Background()
-	merged := mergeIdenticalPages(t, writeTemp(t, "in.pdf", blankTextBlank()))
+	merged := mergeIdenticalPages(t, writeTemp(t, "in.pdf", blankTextBlankText()))
 	dst := filepath.Join(t.TempDir(), "out.pdf")
 	id := testID("optimised")
 	rep, err := a.Embed(ctx, merged, dst, id, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Pages != 3 || len(rep.Units) != 3 {
-		t.Fatalf("receipt: %d pages, %d units, want 3 and 3", rep.Pages, len(rep.Units))
+	if rep.Pages != 4 || len(rep.Units) != 4 {
+		t.Fatalf("receipt: %d pages, %d units, want 4 and 4", rep.Pages, len(rep.Units))
 	}
 	for i, u := range rep.Units {
 		if u.Index != i || u.Width != 300 || u.Height != 300 || u.Tiles == 0 {
@@ -127,7 +134,7 @@ func TestOptimisedDocumentWithMergedPagesEmbedsOneOverlay(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer doc.close()
-	if _, _, err := doc.page(1); err != nil || len(doc.pageList) != 3 {
+	if _, _, err := doc.page(1); err != nil || len(doc.pageList) != 4 {
 		t.Fatalf("marked file's pages: %v (%d)", err, len(doc.pageList))
 	}
 	first, last := doc.pageList[0], doc.pageList[2]
@@ -145,7 +152,7 @@ func TestOptimisedDocumentWithMergedPagesEmbedsOneOverlay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !d.Watermarked || *d.WatermarkID != id.String() || len(d.Units) != 3 || !d.Units[0].Watermarked || !d.Units[2].Watermarked {
+	if !d.Watermarked || *d.WatermarkID != id.String() || len(d.Units) != 4 || !d.Units[0].Watermarked || !d.Units[2].Watermarked {
 		t.Errorf("detection of the marked file: %+v", d)
 	}
 }
