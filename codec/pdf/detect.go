@@ -220,12 +220,16 @@ var errPixelBudget = errors.New("the detection's pixel budget is spent")
 // estimatePixels is the pixels the renderer draws for the document's pages at dpi: each page's visible box as
 // displayed (/UserUnit scales it), at most maxPixels (a larger page is refused by the renderer's reader). A page
 // without a media box counts as US Letter, which is what MuPDF draws. ok is false when the page tree cannot be
-// walked in one pass; the count as pages arrive then bounds the work alone.
-func estimatePixels(doc *document, dpi float64, maxPixels int) (total int64, ok bool) {
+// walked in one pass; the count as pages arrive then bounds the work alone. A page that is a copy of an earlier
+// one (copyOf, pageCopies) is not rendered and counts nothing.
+func estimatePixels(doc *document, dpi float64, maxPixels int, copyOf []int) (total int64, ok bool) {
 	if _, _, err := doc.page(1); err != nil || doc.pageList == nil {
 		return 0, false
 	}
-	for _, r := range doc.pageList {
+	for i, r := range doc.pageList {
+		if i < len(copyOf) && copyOf[i] != i {
+			continue
+		}
 		w, h := 612.0, 792.0
 		if box := visibleBox(r.attrs.MediaBox, r.attrs.CropBox); box != nil {
 			u := pageUserUnit(doc, r.dict)
@@ -253,10 +257,28 @@ func (a *Adapter) detectRenderedStats(ctx context.Context, doc *document, budget
 	if reserve != nil {
 		r.reserve = func(ctx context.Context, w, h int) (func(), error) { return reserve(ctx, PageMemory(w, h)) }
 	}
-	pixelBudget := doc.lim.detectPixelBudget(doc.inBytes)
-	if est, ok := estimatePixels(doc, r.dpi, r.maxPixels); ok && est > pixelBudget {
-		return codec.Detection{}, DetectStats{}, pixelBudgetError(doc, fmt.Sprintf("%d megapixels for its %d pages", est/1e6, pages), r.dpi)
+	// A page object the tree names at several places (mutool clean -gggg merges identical pages) is rendered and
+	// decoded once, at its first mention: the same trial, not a new one, for the false-positive bound. What
+	// follows works on the rendered pages (order); each mention reports its copy's unit at the end.
+	copyOf, _, err := doc.pageCopies()
+	if err != nil {
+		return codec.Detection{}, DetectStats{}, err
 	}
+	order := make([]int, 0, pages) // the pages rendered (from 1)
+	at := make([]int, pages)       // page i (from 0): its copy's place in order
+	for i, c := range copyOf {
+		if c == i {
+			at[i] = len(order)
+			order = append(order, i+1)
+		} else {
+			at[i] = at[c]
+		}
+	}
+	pixelBudget := doc.lim.detectPixelBudget(doc.inBytes)
+	if est, ok := estimatePixels(doc, r.dpi, r.maxPixels, copyOf); ok && est > pixelBudget {
+		return codec.Detection{}, DetectStats{}, pixelBudgetError(doc, fmt.Sprintf("%d megapixels for its %d pages", est/1e6, len(order)), r.dpi)
+	}
+	pages = len(order)
 	var rendered atomic.Int64 // pixels delivered by the renderer so far, all workers together
 	ctx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
@@ -280,12 +302,12 @@ func (a *Adapter) detectRenderedStats(ctx context.Context, doc *document, budget
 		go func() {
 			defer wg.Done()
 			st := &stats[w]
-			errs[w] = r.render(ctx, doc.path, first, last, func(page int, g grayPage) {
+			errs[w] = r.render(ctx, doc.path, order[first-1:last], func(page int, g grayPage) {
 				if rendered.Add(int64(g.Width)*int64(g.Height)) > pixelBudget {
 					stop(errPixelBudget) // the renderers are killed; this page and those after it are not analysed
 					return
 				}
-				i := page - 1
+				i := at[page-1]
 				lp := codec.LumaPlane{Pix: toFloat(g.Pix), Width: g.Width, Height: g.Height, Stride: g.Width}
 				var soft codec.FrameSoft
 				st.Pages++
@@ -333,6 +355,13 @@ func (a *Adapter) detectRenderedStats(ctx context.Context, doc *document, budget
 		}
 	}
 	d := combine(a.Codec, units, softs, sums, budget, &st)
+	if len(copyOf) != pages {
+		d.Units = make([]codec.Unit, len(copyOf))
+		for i := range copyOf {
+			d.Units[i] = units[at[i]]
+			d.Units[i].Index = i
+		}
+	}
 	return d, st, nil
 }
 

@@ -52,9 +52,27 @@ func (a *Adapter) Embed(ctx context.Context, src, dst string, id codec.ID, opt O
 	if err := ow.plan(doc.info.Pages); err != nil {
 		return EmbedReport{}, fmt.Errorf("pdf: overlay: %w", err)
 	}
+	// A page object named at several places in the page tree (mutool clean -gggg merges identical pages) gets
+	// its overlay once, at its first mention: a second would be drawn over the first. Each mention is a page of
+	// the receipt. Mentions that inherit another box, rotation or resources would need two overlays on one page.
+	copyOf, differ, err := doc.pageCopies()
+	if err != nil {
+		return EmbedReport{}, err
+	}
+	if differ[0] > 0 {
+		return EmbedReport{}, refuse(CodePageTree, "page %d shows the same page object as page %d but inherits another size, rotation or resources, "+
+			"so one overlay cannot fit both; write each page as its own object (for example qpdf --empty --pages in.pdf -- out.pdf) and send it again",
+			differ[0], differ[1])
+	}
 	for p := 1; p <= doc.info.Pages; p++ {
 		if p%64 == 0 && ctx.Err() != nil {
 			return EmbedReport{}, fmt.Errorf("pdf: embed: %w", ctx.Err())
+		}
+		if c := copyOf[p-1]; c != p-1 {
+			u := rep.Units[c]
+			u.Index = p - 1
+			rep.Units = append(rep.Units, u)
+			continue
 		}
 		u, err := ow.page(p)
 		if err != nil {

@@ -31,7 +31,7 @@ func fuzzSeeds() [][]byte {
 		objStmBomb()[:4096],
 		// The bounds of the page tree, the object and token counts (bounds_test.go, tokens_test.go); the fuzzers'
 		// MaxObjects is 10,000, their MaxTokens 200,000.
-		repeatedPage(50),
+		pdftest.RepeatedPage(50),
 		bytes.Replace(doc, []byte("/Kids ["), []byte("/Kids [7 0 R "), 1), // the first page named twice
 		tinyObjects(10001),
 		oneSlotManyNumbers(10001),

@@ -31,6 +31,8 @@ type document struct {
 	// pageWalkFailed records a tree that walk could not read, which is then read page by page.
 	pageList       []pageRef
 	pageWalkFailed bool
+	// repeatedPages records a page tree that names a page object more than once (checkPageTree, pageCopies).
+	repeatedPages bool
 }
 
 func (d *document) close() {
@@ -291,8 +293,8 @@ func (d *document) inspect(forEmbed bool) error {
 	if xt.PageCount > d.lim.MaxPages {
 		return refuse(CodeTooLarge, "the PDF has %d pages, more than the limit of %d", xt.PageCount, d.lim.MaxPages)
 	}
-	// Before anything walks the pages (the checks below, the overlay, the renderer): a page named twice is
-	// processed twice by all of them.
+	// Before anything walks the pages (the checks below, the overlay, the renderer): a node named twice
+	// multiplies the pages below it for all of them.
 	if err := d.checkPageTree(); err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package pdf
 import (
 	"fmt"
 	"math"
+	"reflect"
 
 	"github.com/pdfcpu/pdfcpu/pkg/pdfcpu/model"
 	"github.com/pdfcpu/pdfcpu/pkg/pdfcpu/types"
@@ -11,6 +12,7 @@ import (
 // pageRef is one page as the page tree gives it: its dictionary (the table's own map, so changes to it are
 // changes to the document) and the attributes it inherits (media box, crop box, rotation, resources).
 type pageRef struct {
+	obj   int // the page dictionary's object number
 	dict  types.Dict
 	attrs model.InheritedPageAttrs
 }
@@ -40,13 +42,15 @@ func (d *document) page(p int) (types.Dict, *model.InheritedPageAttrs, error) {
 	return pd, attrs, err
 }
 
-// checkPageTree refuses a page tree that reaches one object more than once. A page tree is a tree: every page
-// and every intermediate node has one /Parent, so a node named twice (in one /Kids array or in two) is not a
-// document a writer made, and both pdfcpu and mutool would process the shared page once per mention: a 54 kB
-// file naming one page 9,000 times kept a detection rendering and analysing that page for 136 s. The walk is
-// pdfcpu's and mutool's reading of the tree reduced to what matters here (a node with /Kids that is not a
-// /Type /Page is a node, anything else a leaf) and visits each object once, so its cost is bounded by the
-// file's /Kids entries. Cycles (a node its own ancestor) are a node reached twice too.
+// checkPageTree refuses a page tree that reaches one page tree node more than once, and records whether it names
+// a page (a leaf) more than once. A node named twice (in one /Kids array or in two) or a node that is its own
+// ancestor multiplies the pages below it, 2^k pages from k nodes, and is not a document a writer made. A page
+// named twice is: `mutool clean -gggg` merges identical pages (blank ones) into one object named at each place.
+// Such a page is a page of the document at each mention, and is processed once (pageCopies): rendered once by a
+// detection, given its overlay once by an embedding. That needs the tree read in one pass, so a tree with a
+// repeated page that walkPages cannot read is refused. The check is pdfcpu's and mutool's reading of the tree
+// reduced to what matters here (a node with /Kids that is not a /Type /Page is a node, anything else a leaf) and
+// looks into each node once, so its cost is bounded by the file's /Kids entries.
 func (d *document) checkPageTree() error {
 	xt := d.ctx.XRefTable
 	root, err := xt.Pages()
@@ -54,24 +58,27 @@ func (d *document) checkPageTree() error {
 		return nil // inspect has already counted the pages through the same root; nothing to walk
 	}
 	seen := map[int]bool{}
+	repeated := -1 // a page object named more than once
 	var walk func(o types.Object, depth int) error
 	walk = func(o types.Object, depth int) error {
 		if depth > d.lim.MaxDepth {
 			return refuse(CodeTooLarge, "the page tree is nested deeper than %d levels", d.lim.MaxDepth)
 		}
+		node := d.dict(o)
+		kids, isNode := node["Kids"]
+		isNode = isNode && d.name(node["Type"]) != "Page"
 		if ref, ok := o.(types.IndirectRef); ok {
 			nr := ref.ObjectNumber.Value()
 			if seen[nr] {
-				return refuse(CodePageTree, "the page tree names object %d more than once; every page (and page tree node) must appear in the tree once", nr)
+				if !isNode {
+					repeated = nr
+					return nil
+				}
+				return refuse(CodePageTree, "the page tree names its node %d more than once (or inside itself); every page tree node must appear in the tree once", nr)
 			}
 			seen[nr] = true
 		}
-		node := d.dict(o)
-		if node == nil {
-			return nil
-		}
-		kids, isNode := node["Kids"]
-		if !isNode || d.name(node["Type"]) == "Page" {
+		if !isNode {
 			return nil
 		}
 		arr, err := xt.DereferenceArray(kids)
@@ -85,7 +92,64 @@ func (d *document) checkPageTree() error {
 		}
 		return nil
 	}
-	return walk(*root, 0)
+	if err := walk(*root, 0); err != nil {
+		return err
+	}
+	d.repeatedPages = repeated >= 0
+	if d.repeatedPages {
+		if _, _, err := d.page(1); err != nil || d.pageList == nil {
+			return refuse(CodePageTree, "the page tree names page object %d more than once and cannot be read in one pass", repeated)
+		}
+	}
+	return nil
+}
+
+// pageCopies tells which pages show the same page object the same way: copyOf[i] is the first page (from 0) that
+// shows the object page i+1 shows, with the same inherited box, rotation and resources, and i itself for a page
+// whose object no earlier page shows that way. differ is a page (from 1) whose object the earlier page differ[1]
+// shows with other inherited attributes (zeros when none): one overlay could not fit both. A document without
+// repeated pages answers the identity.
+func (d *document) pageCopies() (copyOf []int, differ [2]int, err error) {
+	copyOf = make([]int, d.info.Pages)
+	for i := range copyOf {
+		copyOf[i] = i
+	}
+	if !d.repeatedPages {
+		return copyOf, differ, nil
+	}
+	if _, _, err := d.page(1); err != nil || d.pageList == nil || len(d.pageList) != len(copyOf) {
+		return nil, differ, refuse(CodePageTree, "the page tree names a page more than once and cannot be read in one pass")
+	}
+	first := map[int][]int{} // page object -> the pages (from 0) that first show it in each way
+	for i, r := range d.pageList {
+		if r.obj <= 0 {
+			continue
+		}
+		found := false
+		for _, j := range first[r.obj] {
+			if sameInherited(&d.pageList[j].attrs, &r.attrs) {
+				copyOf[i], found = j, true
+				break
+			}
+		}
+		if !found {
+			if len(first[r.obj]) > 0 && differ[0] == 0 {
+				differ = [2]int{i + 1, first[r.obj][0] + 1}
+			}
+			first[r.obj] = append(first[r.obj], i)
+		}
+	}
+	return copyOf, differ, nil
+}
+
+// sameInherited reports whether two mentions of one page object inherit the same media box, crop box, rotation
+// and resource dictionary (the same dictionary, not an equal one).
+func sameInherited(a, b *model.InheritedPageAttrs) bool {
+	sameRect := func(x, y *types.Rectangle) bool {
+		return x == nil && y == nil || x != nil && y != nil && *x == *y
+	}
+	return sameRect(a.MediaBox, b.MediaBox) && sameRect(a.CropBox, b.CropBox) && a.Rotate == b.Rotate &&
+		reflect.ValueOf(a.Resources).UnsafePointer() == reflect.ValueOf(b.Resources).UnsafePointer()
 }
 
 // forgetPages drops the pages a walk found, for a context that was replaced or changed.
@@ -135,7 +199,7 @@ func (d *document) walkPages() ([]pageRef, error) {
 			if len(list) >= xt.PageCount {
 				return fmt.Errorf("more pages than the page count %d", xt.PageCount)
 			}
-			list = append(list, pageRef{dict: node, attrs: attrs})
+			list = append(list, pageRef{obj: ref.ObjectNumber.Value(), dict: node, attrs: attrs})
 			return nil
 		case "Pages":
 		default:

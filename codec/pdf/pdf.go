@@ -55,7 +55,7 @@ const (
 	CodeBroken     Code = "pdf_broken"      // the PDF could not be parsed, even after a repair pass
 	CodeTooLarge   Code = "pdf_too_large"   // file size, page count, page size or a parsing budget exceeded
 	CodeNoPages    Code = "pdf_no_pages"    // the document has no page
-	CodePageTree   Code = "pdf_page_tree"   // the page tree names a page (or node) more than once
+	CodePageTree   Code = "pdf_page_tree"   // the page tree names a node more than once, or (for marking) one page with two inherited views
 	CodeRender     Code = "pdf_render"      // a page could not be rendered within its time and memory budget
 	CodeTool       Code = "pdf_tool_absent" // the renderer is not installed (a server problem, not the input's)
 )

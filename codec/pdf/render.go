@@ -9,6 +9,7 @@ import (
 	"math"
 	"os/exec"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -56,14 +57,17 @@ var errRenderTimeout = errors.New("page rendering exceeded its time budget")
 // errRenderTotal marks a document whose pages took longer than its renderer time budget.
 var errRenderTotal = errors.New("rendering exceeded the document's time budget")
 
-// render calls fn for each page of first..last (1-based) in order. A page the renderer skipped (it failed on
-// it) shows up as fewer pages: the caller counts what arrived.
-func (r renderer) render(ctx context.Context, path string, first, last int, fn func(page int, g grayPage)) error {
+// render calls fn for each page of pages (1-based, increasing) in order. A page the renderer skipped (it failed
+// on it) shows up as fewer pages: the caller counts what arrived.
+func (r renderer) render(ctx context.Context, path string, pages []int, fn func(page int, g grayPage)) error {
+	if len(pages) == 0 {
+		return nil
+	}
 	if err := (&Adapter{Mutool: r.mutool}).CheckRenderer(); err != nil {
 		return err
 	}
 	args := []string{"draw", "-q", "-r", strconv.FormatFloat(r.dpi, 'f', 2, 64), "-c", "gray", "-F", "pgm", "-o", "-",
-		path, fmt.Sprintf("%d-%d", first, last)}
+		path, pageRanges(pages)}
 	// ulimit -v bounds the renderer's memory (in KiB); exec keeps the shell out of the process tree.
 	script := fmt.Sprintf(`ulimit -v %d 2>/dev/null; exec "$0" "$@"`, max(r.memLimit>>10, 64<<10))
 	cmd := exec.Command("/bin/sh", append([]string{"-c", script, r.mutool}, args...)...)
@@ -91,9 +95,10 @@ func (r renderer) render(ctx context.Context, path string, first, last int, fn f
 		now = time.Now
 	}
 	br := bufio.NewReaderSize(stdout, 1<<16)
-	page := first
+	k, page := 0, pages[0] // the page expected next and its place in pages
 	var readErr, reserveErr error
-	for page <= last {
+	for k < len(pages) {
+		page = pages[k]
 		// The wait for a page is the renderer's time on it (the analysis of the previous one runs before).
 		waitFrom := now()
 		w, h, err := readPGMHeader(br, r.maxPixels)
@@ -131,7 +136,7 @@ func (r renderer) render(ctx context.Context, path string, first, last int, fn f
 		}
 		fn(page, grayPage{Pix: pix, Width: w, Height: h})
 		release()
-		page++
+		k++
 		timer.Reset(r.pageLimit)
 	}
 	expired := timedOut()
@@ -148,14 +153,36 @@ func (r renderer) render(ctx context.Context, path string, first, last int, fn f
 		return fmt.Errorf("pdf: memory for page %d: %w", page, reserveErr)
 	case errors.Is(readErr, errRenderTotal):
 		return &Error{Code: CodeTooLarge, Reason: fmt.Sprintf("rendering the pages took longer than the %s a file of this size allows, all pages together (page %d)", r.total.limit, page), Err: errRenderTotal}
-	case errors.Is(readErr, errRenderTimeout) || expired && page <= last:
+	case errors.Is(readErr, errRenderTimeout) || expired && k < len(pages):
 		return &Error{Code: CodeRender, Reason: fmt.Sprintf("page %d did not render within %s", page, r.pageLimit), Err: errRenderTimeout}
 	case readErr != nil:
 		return &Error{Code: CodeRender, Reason: fmt.Sprintf("page %d could not be rendered", page), Err: readErr}
-	case werr != nil && page <= last:
+	case werr != nil && k < len(pages):
 		return &Error{Code: CodeRender, Reason: fmt.Sprintf("page %d could not be rendered (renderer: %s)", page, stderr.String()), Err: werr}
 	}
 	return nil
+}
+
+// pageRanges is pages (increasing) as mutool draw's page list: runs of consecutive pages as first-last, joined
+// by commas ("1-4,6,9-12"), which keeps the argument short when only a few pages are left out.
+func pageRanges(pages []int) string {
+	var b strings.Builder
+	for i := 0; i < len(pages); {
+		j := i
+		for j+1 < len(pages) && pages[j+1] == pages[j]+1 {
+			j++
+		}
+		if b.Len() > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.Itoa(pages[i]))
+		if j > i {
+			b.WriteByte('-')
+			b.WriteString(strconv.Itoa(pages[j]))
+		}
+		i = j + 1
+	}
+	return b.String()
 }
 
 // readPGM reads one binary 8-bit PGM image, refusing sizes above maxPixels.

@@ -559,21 +559,22 @@ func TestVideoIdempotencyUploadsAndRecords(t *testing.T) {
 	}
 }
 
-// TestDocumentWithRepeatedPageRefusedUncharged: a PDF whose page tree names one page 9,000 times (54 kB) is
-// refused by the synchronous embed and detection with 422 invalid_document naming the fault, before any page
-// is rendered, and nothing is charged or held.
-func TestDocumentWithRepeatedPageRefusedUncharged(t *testing.T) {
+// TestDocumentWithSharedPageTreeNodeRefusedUncharged: a PDF whose page tree names one intermediate node twice
+// (2^k pages from k such nodes) is refused by the synchronous embed and detection with 422 invalid_document
+// naming the fault, before any page is rendered, and nothing is charged or held. (A page named more than once,
+// as `mutool clean -gggg` writes identical pages, is accepted and processed once: codec/pdf.)
+func TestDocumentWithSharedPageTreeNodeRefusedUncharged(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	before, _ := balance(t, f, f.orgA)
-	doc := pdftest.RepeatedPage(9000)
+	doc := pdftest.SharedNode()
 	for _, c := range []struct{ what, path, data string }{
 		{"embed", "/watermarks/documents", `{"doc":1}`},
 		{"detect", "/watermarks/documents/detect", ""},
 	} {
 		r := postFile(t, f.base+c.path, f.keyA, doc, "repeated.pdf", c.data)
 		if r.status != 422 || !bytes.Contains(r.body, []byte(`"invalid_document"`)) || !bytes.Contains(r.body, []byte("more than once")) {
-			t.Fatalf("%s: %d %s; want 422 invalid_document saying the page is named more than once", c.what, r.status, r.body)
+			t.Fatalf("%s: %d %s; want 422 invalid_document saying the node is named more than once", c.what, r.status, r.body)
 		}
 	}
 	if after, held := balance(t, f, f.orgA); after != before || held != 0 {

@@ -103,7 +103,7 @@ func Make(spec Doc) []byte {
 }
 
 // RepeatedPage is a one-page document whose page tree names the page object times times (and counts times
-// pages): not a tree, which the adapter refuses before processing any page.
+// pages), as `mutool clean -gggg` writes identical pages: the adapter processes the page once.
 func RepeatedPage(times int) []byte {
 	return Build([]string{
 		"<< /Type /Catalog /Pages 2 0 R >>",
@@ -111,6 +111,19 @@ func RepeatedPage(times int) []byte {
 		"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R /Resources << /Font << /F1 5 0 R >> >> >>",
 		Flate("", []byte(TextPage(1))),
 		"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+	}, "/Root 1 0 R")
+}
+
+// SharedNode is a document whose page tree names one intermediate node twice (which doubles the pages below it:
+// 2^k pages from k such nodes): not a tree, which the adapter refuses before processing any page.
+func SharedNode() []byte {
+	page := "<< /Type /Page /Parent 3 0 R /MediaBox [0 0 612 792] >>"
+	return Build([]string{
+		"<< /Type /Catalog /Pages 2 0 R >>",
+		"<< /Type /Pages /Kids [3 0 R 3 0 R] /Count 4 >>",
+		"<< /Type /Pages /Parent 2 0 R /Kids [4 0 R 5 0 R] /Count 2 >>",
+		page,
+		page,
 	}, "/Root 1 0 R")
 }
 
