@@ -74,8 +74,10 @@ type Config struct {
 	Keys     actors.Keys
 	Catalog  actors.Catalog
 	Clock    clock.Clock
-	Logger   zerolog.Logger
-	// Context returns the context of a request's blocking calls (the server's request context).
+	// Logger is the base of the node's lines; a page logs through Console.log, whose lines name the request.
+	Logger zerolog.Logger
+	// Context returns the context of ctx's blocking calls (the server's request context); it carries the
+	// request's logger (reqlog).
 	Context func(ctx *fasthttp.RequestCtx, timeout time.Duration) (context.Context, context.CancelFunc)
 	// API runs the API route of path (e.g. "/assets") for m and answers ctx as the API would.
 	API func(ctx *fasthttp.RequestCtx, m Member, path string)
