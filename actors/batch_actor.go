@@ -399,13 +399,14 @@ func (a *batchActor) adoptSubmitted(ctx actor.Context) bool {
 		if err != nil || rep.Code != ReplyOK || rep.Record == nil {
 			if err != nil || rep.Code != ReplyNotFound {
 				a.deps.Logger.Warn().Err(err).Interface("reply", rep).Str("batch", a.id).Int("item", i).
-					Msg("cancel: cannot tell whether a pending item's job exists")
+					Str("job", it.RequestID).Msg("cancel: cannot tell whether a pending item's job exists")
 			}
 			return true
 		}
 		next := a.rec.Clone()
 		if err := next.Accept(i, rep.Record.CreditsHeld, a.deps.Clock.Now()); err != nil {
-			a.deps.Logger.Error().Err(err).Str("batch", a.id).Int("item", i).Msg("cancel: accept an item whose job exists")
+			a.deps.Logger.Error().Err(err).Str("batch", a.id).Int("item", i).Str("job", it.RequestID).
+				Msg("cancel: accept an item whose job exists")
 			return true
 		}
 		if next.Revision != a.rec.Revision && !a.save(ctx, next) {
@@ -429,12 +430,13 @@ func (a *batchActor) settleRejectedSubmit(i int) {
 	defer cancel()
 	op := a.rec.Items[i].RequestID
 	if _, err := (JobClient{Caller: a.deps.Caller}).call(c, op, &JobCancel{RequestID: op}); err != nil {
-		a.deps.Logger.Warn().Err(err).Str("batch", a.id).Int("item", i).Msg("cancel: cancel a rejected item's job")
+		a.deps.Logger.Warn().Err(err).Str("batch", a.id).Int("item", i).Str("job", op).
+			Msg("cancel: cancel a rejected item's job")
 	}
 	rep, err := (OrgClient{Caller: a.deps.Caller}).Release(c, OrgRelease{OrgID: a.rec.OrgID, Op: op})
 	if err != nil || rep.Code != ReplyOK {
 		a.deps.Logger.Warn().Err(err).Interface("reply", rep).Str("batch", a.id).Int("item", i).
-			Msg("cancel: release a rejected item's hold")
+			Str("job", op).Msg("cancel: release a rejected item's hold")
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"maps"
 	"testing"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -130,5 +131,52 @@ func TestDispatcher(t *testing.T) {
 	// r1's gossip still says 1 free (it has not caught up): the last waiting job follows.
 	if d.Rebalance(); ps.Pool(mediakind.ClassCPU).Waiting() != 0 || len(out) != 2 || out[1].offer.RequestID != "req_3" {
 		t.Fatalf("second rebalance: waiting %d, sent %v", ps.Pool(mediakind.ClassCPU).Waiting(), out)
+	}
+}
+
+// heldClaims answers a job claim only when release closes, as a job actor on a stalled node does; claimed
+// says that the claim arrived. The answer is not_claimable: the attempt ends without running.
+type heldClaims struct{ claimed, release chan struct{} }
+
+func (h heldClaims) Request(ctx context.Context, _, _ string, msg any) (any, error) {
+	if _, ok := msg.(*JobClaim); ok {
+		close(h.claimed)
+		select {
+		case <-h.release:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return &JobReply{Code: ReplyNotClaimable}, nil
+}
+
+// TestDrainWaitsForAJobBeingClaimed: a job a worker took from the queue counts as running while the worker
+// claims it, so that a drain begun meanwhile waits for it; before, the pool looked idle until the claim was
+// answered, and the node logged "drained: no work running" and stopped under an attempt about to run.
+func TestDrainWaitsForAJobBeingClaimed(t *testing.T) {
+	h := heldClaims{claimed: make(chan struct{}), release: make(chan struct{})}
+	p := NewPool(h, nil, zerolog.Nop(), "self", 1, 30e9)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer func() { cancel(); p.Wait() }()
+	p.Run(ctx)
+	p.Dispatch("req_a")
+	<-h.claimed
+	p.BeginDrain()
+	if n := p.Running(); n != 1 {
+		t.Fatalf("running %d while a worker claims a job, want 1", n)
+	}
+	select {
+	case <-p.Idle():
+		t.Fatal("idle while a worker claims a job")
+	default:
+	}
+	close(h.release)
+	select {
+	case <-p.Idle(): // the claim was refused: the attempt ended
+	case <-time.After(10 * time.Second):
+		t.Fatal("not idle after the claim was answered")
+	}
+	if n := p.Running(); n != 0 {
+		t.Fatalf("running %d after the attempt ended", n)
 	}
 }

@@ -167,8 +167,8 @@ func (p *Pool) BeginDrain() []string {
 // Draining reports whether BeginDrain was called.
 func (p *Pool) Draining() bool { return p.draining.Load() }
 
-// Running is the number of attempts running in the pool (those its workers took and those its callers
-// claimed themselves).
+// Running is the number of attempts running in the pool: those its workers took from the queue (claiming
+// included) and those its callers claimed themselves.
 func (p *Pool) Running() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -330,7 +330,12 @@ func (p *Pool) work(ctx context.Context, i int) {
 			p.mu.Unlock()
 			p.Metrics.queue(q.class, -1)
 			p.busy.Add(1) // from the queue to the end of the attempt, this worker is taken
+			// It counts as running from the queue too: a drain that began while it claims the job (a call
+			// through the cluster, sent again while unanswered) waits for it rather than logging "drained"
+			// and stopping under an attempt about to run.
+			p.attemptStarted()
 			p.attempt(ctx, id, q.id)
+			p.attemptEnded()
 			p.busy.Add(-1)
 			p.changed()
 		}
@@ -361,7 +366,7 @@ func (p *Pool) attempt(ctx context.Context, worker, requestID string) {
 	if p.OnClaim != nil && !p.OnClaim(ctx, requestID) {
 		return
 	}
-	p.RunClaimed(ctx, rep.Record, lease)
+	p.runClaimed(ctx, rep.Record, lease, true)
 }
 
 // claim claims the job for worker. A claim the job could not record (notRecorded: its save failed, or its
@@ -427,14 +432,22 @@ func (p *Pool) Lease() time.Duration { return p.lease }
 // job after it), or nil when the attempt did not report: ctx ended, or the lease was lost and another
 // worker owns the attempt now.
 func (p *Pool) RunClaimed(ctx context.Context, rec *jobstate.Record, lease jobstate.Lease) *JobReply {
+	return p.runClaimed(ctx, rec, lease, false)
+}
+
+// runClaimed is RunClaimed; counted says that the caller counts the attempt as running already (a worker,
+// from the moment it took the job from the queue).
+func (p *Pool) runClaimed(ctx context.Context, rec *jobstate.Record, lease jobstate.Lease, counted bool) *JobReply {
 	requestID := rec.RequestID
 	release, err := p.Acquire(ctx)
 	if err != nil {
 		return nil
 	}
 	defer release()
-	p.attemptStarted()
-	defer p.attemptEnded()
+	if !counted {
+		p.attemptStarted()
+		defer p.attemptEnded()
+	}
 	class, began, reported, ok := classOf(rec.Media, rec.AcceleratorRequested), time.Now(), false, false
 	if p.class != "" {
 		class = p.class

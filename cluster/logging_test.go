@@ -37,3 +37,26 @@ func TestMemberlistLogLevels(t *testing.T) {
 		}
 	}
 }
+
+// TestMemberlistLinesNameTheirComponentOnce: the provider's memberlist lines carry "component" once (a
+// duplicate JSON key is invalid for many log pipelines) and name the node; the provider's own logger, which
+// names component "cluster-provider", made the key appear twice.
+func TestMemberlistLinesNameTheirComponentOnce(t *testing.T) {
+	var buf bytes.Buffer
+	p, err := NewMemberlistProvider(ProviderConfig{NodeName: "n1", BindHost: "127.0.0.1", Logger: zerolog.New(&buf)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.gossipLogger().Printf("[WARN] memberlist: Was able to connect to x but other probes failed")
+	line := bytes.TrimSpace(buf.Bytes())
+	if n := bytes.Count(line, []byte(`"component":`)); n != 1 {
+		t.Fatalf("line %s names component %d times, want once", line, n)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(line, &m); err != nil {
+		t.Fatal(err)
+	}
+	if m["component"] != "memberlist" || m["node"] != "n1" || m["level"] != "warn" {
+		t.Fatalf("line %v, want component memberlist, node n1, level warn", m)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log"
 	"maps"
 	"math"
 	"net"
@@ -206,6 +207,12 @@ type memberEntry struct {
 
 var _ pcluster.ClusterProvider = (*MemberlistProvider)(nil)
 
+// gossipLogger is memberlist's logger: its lines name component "memberlist" (memberlistLogger) and the node,
+// built from the configured logger rather than p.log, whose component would make the key appear twice.
+func (p *MemberlistProvider) gossipLogger() *log.Logger {
+	return memberlistLogger(p.cfg.Logger.With().Str("node", p.cfg.NodeName).Logger())
+}
+
 // NewMemberlistProvider validates cfg and returns an unstarted provider.
 func NewMemberlistProvider(cfg ProviderConfig) (*MemberlistProvider, error) {
 	if cfg.NodeName == "" {
@@ -337,7 +344,7 @@ func (p *MemberlistProvider) start(c *pcluster.Cluster, client bool) error {
 	}
 	mc.Delegate = (*mlDelegate)(p)
 	mc.Events = (*mlEvents)(p)
-	mc.Logger = memberlistLogger(p.log)
+	mc.Logger = p.gossipLogger()
 
 	ml, err := memberlist.Create(mc)
 	if err != nil {

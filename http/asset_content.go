@@ -72,7 +72,7 @@ func parseByteRange(h string, size int64) (start, length int64, whole bool, err 
 // asset_file_expired: the record is still there (spec 3.7), only its file is gone for good, which is what
 // 410 says and lets a client tell "wrong id" from "too late".
 func (s *Server) assetContent(ctx *fasthttp.RequestCtx, p *principal, params map[string]string) {
-	c, cancel := s.storeCtx()
+	c, cancel := s.storeCtx(ctx)
 	defer cancel()
 	as, _, err := s.assets().Lookup(c, p.Key.OrgID, params["asset_id"])
 	if err != nil {
@@ -102,7 +102,7 @@ func (s *Server) assetContent(ctx *fasthttp.RequestCtx, p *principal, params map
 		writeProblem(ctx, CodeRangeNotSatisfiable, fmt.Sprintf("the range %q does not lie within the file's %d bytes", truncate(rangeHeader, 100), as.SizeBytes))
 		return
 	}
-	body, err := s.openBlobBody(as.BlobKey, start, length)
+	body, err := s.openBlobBody(ctx, as.BlobKey, start, length)
 	if errors.Is(err, persistence.ErrNotFound) {
 		// Its delivery may have ended the staging since the record was read: then the bucket has it.
 		if cur, _, lerr := s.assets().Lookup(c, p.Key.OrgID, params["asset_id"]); lerr == nil && cur.Stored() {

@@ -125,8 +125,8 @@ func renderAsset(as *actors.Asset, now time.Time, withMetadata bool) assetJSON {
 }
 
 // storeCtx bounds the store calls of one asset request.
-func (s *Server) storeCtx() (context.Context, context.CancelFunc) {
-	return s.requestContext(s.cfg.ActorTimeout)
+func (s *Server) storeCtx(ctx *fasthttp.RequestCtx) (context.Context, context.CancelFunc) {
+	return s.requestContext(ctx, s.cfg.ActorTimeout)
 }
 
 // assetFailure answers an error of the asset library.
@@ -188,7 +188,7 @@ func (s *Server) listAssets(ctx *fasthttp.RequestCtx, p *principal, _ map[string
 		}
 		after = pos
 	}
-	c, cancel := s.storeCtx()
+	c, cancel := s.storeCtx(ctx)
 	defer cancel()
 	page, err := s.assets().List(c, p.Key.OrgID, f, after, limit)
 	if err != nil {
@@ -198,7 +198,7 @@ func (s *Server) listAssets(ctx *fasthttp.RequestCtx, p *principal, _ map[string
 	now := s.cfg.Clock.Now()
 	items := make([]assetJSON, 0, len(page.Assets))
 	for _, as := range page.Assets {
-		items = append(items, s.withStorage(renderAsset(as, now, false), as))
+		items = append(items, s.withStorage(ctx, renderAsset(as, now, false), as))
 	}
 	var next *string
 	if page.Next != "" {
@@ -230,7 +230,7 @@ func (s *Server) getAsset(ctx *fasthttp.RequestCtx, p *principal, params map[str
 		}
 		withMeta = v
 	}
-	c, cancel := s.storeCtx()
+	c, cancel := s.storeCtx(ctx)
 	defer cancel()
 	as, _, err := s.assets().Lookup(c, p.Key.OrgID, params["asset_id"])
 	if err != nil {
@@ -238,7 +238,7 @@ func (s *Server) getAsset(ctx *fasthttp.RequestCtx, p *principal, params map[str
 		return
 	}
 	ctx.Response.Header.Set("Cache-Control", "no-store")
-	writeJSON(ctx, 200, s.withStorage(renderAsset(as, s.cfg.Clock.Now(), withMeta), as))
+	writeJSON(ctx, 200, s.withStorage(ctx, renderAsset(as, s.cfg.Clock.Now(), withMeta), as))
 }
 
 // readAssetBody reads a small JSON body of at most maxAssetBodyBytes.
@@ -283,7 +283,7 @@ func (s *Server) patchAsset(ctx *fasthttp.RequestCtx, p *principal, params map[s
 		writeProblem(ctx, aerr.code, aerr.detail)
 		return
 	}
-	c, cancel := s.storeCtx()
+	c, cancel := s.storeCtx(ctx)
 	defer cancel()
 	now := s.cfg.Clock.Now()
 	as, err := s.assets().Patch(c, p.Key.OrgID, params["asset_id"], patch, now)
@@ -292,7 +292,7 @@ func (s *Server) patchAsset(ctx *fasthttp.RequestCtx, p *principal, params map[s
 		return
 	}
 	ctx.Response.Header.Set("Cache-Control", "no-store")
-	writeJSON(ctx, 200, s.withStorage(renderAsset(as, now, true), as))
+	writeJSON(ctx, 200, s.withStorage(ctx, renderAsset(as, now, true), as))
 }
 
 // mayDelete checks the role half of the delete permission (the scope half is checked by authed).
@@ -308,7 +308,7 @@ func (s *Server) deleteAsset(ctx *fasthttp.RequestCtx, p *principal, params map[
 	if !mayDelete(ctx, p) {
 		return
 	}
-	c, cancel := s.storeCtx()
+	c, cancel := s.storeCtx(ctx)
 	defer cancel()
 	if err := s.assets().Delete(c, p.Key.OrgID, params["asset_id"], s.cfg.Clock.Now()); err != nil {
 		s.assetFailure(ctx, err)
@@ -364,7 +364,7 @@ func (s *Server) bulkDeleteAssets(ctx *fasthttp.RequestCtx, p *principal, _ map[
 		return
 	}
 	// Up to 50 deletions, each a few store writes and a file delete: more than one actor call's budget.
-	c, cancel := s.requestContext(4 * s.cfg.ActorTimeout)
+	c, cancel := s.requestContext(ctx, 4*s.cfg.ActorTimeout)
 	defer cancel()
 	if err := s.assets().DeleteMany(c, p.Key.OrgID, ids, s.cfg.Clock.Now()); err != nil {
 		s.assetFailure(ctx, err)

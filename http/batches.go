@@ -69,14 +69,14 @@ func (b *batchAPI) checkOptions(c context.Context, ctx *fasthttp.RequestCtx, p *
 	}
 	if req.WebhookID != "" {
 		// The batch's final event goes to this endpoint (docs/webhooks.md): it must exist and be enabled now.
-		if aerr := b.s.usableWebhook(p, req.WebhookID); aerr != nil {
+		if aerr := b.s.usableWebhook(ctx, p, req.WebhookID); aerr != nil {
 			return aerr
 		}
 	}
 	if req.StorageDestinationID != "" {
 		// Every item's result goes to this destination (each through its job's storage delivery): it must be
 		// this organization's, enabled and verified now. Items use the default key scheme.
-		if aerr := b.s.usableDestination(p.Key.OrgID, req.StorageDestinationID, ""); aerr != nil {
+		if aerr := b.s.usableDestination(ctx, p.Key.OrgID, req.StorageDestinationID, ""); aerr != nil {
 			return aerr
 		}
 	}
@@ -128,7 +128,7 @@ func (b *batchAPI) create(ctx *fasthttp.RequestCtx, p *principal, _ map[string]s
 		fail(inputError(ierr))
 		return
 	}
-	c, cancel := b.s.requestContext(2 * time.Minute)
+	c, cancel := b.s.requestContext(ctx, 2*time.Minute)
 	defer cancel()
 	batchID := batchstate.BatchIDFor(p.Key.OrgID, key)
 	if aerr := b.checkOptions(c, ctx, p, batchID, req); aerr != nil {
@@ -141,7 +141,7 @@ func (b *batchAPI) create(ctx *fasthttp.RequestCtx, p *principal, _ map[string]s
 		WebhookID: req.WebhookID, StorageDestinationID: req.StorageDestinationID, OutputFormat: req.OutputFormat,
 	}
 	rep, err := b.client().Create(c, spec)
-	if aerr := b.createReply(rep, err); aerr != nil {
+	if aerr := b.createReply(c, rep, err); aerr != nil {
 		fail(aerr)
 		return
 	}
@@ -152,9 +152,9 @@ func (b *batchAPI) create(ctx *fasthttp.RequestCtx, p *principal, _ map[string]s
 	b.write(c, ctx, p, rep.Record, status, true)
 }
 
-func (b *batchAPI) createReply(rep *actors.BatchReply, err error) *apiError {
+func (b *batchAPI) createReply(c context.Context, rep *actors.BatchReply, err error) *apiError {
 	if err != nil {
-		b.s.cfg.Logger.Error().Err(err).Msg("create batch")
+		b.s.log(c).Error().Err(err).Msg("create batch")
 		return newAPIError(CodeUnavailable, "the batch could not be created in time; retry with the same Idempotency-Key")
 	}
 	switch rep.Code {
@@ -163,7 +163,7 @@ func (b *batchAPI) createReply(rep *actors.BatchReply, err error) *apiError {
 	case actors.ReplyIdempotencyConflict:
 		return newAPIError(CodeIdempotencyConflict, "this Idempotency-Key was used for a batch with other items or options, or for a batch whose records were removed")
 	}
-	b.s.cfg.Logger.Error().Str("code", rep.Code).Str("detail", rep.Detail).Msg("create batch")
+	b.s.log(c).Error().Str("code", rep.Code).Str("detail", rep.Detail).Msg("create batch")
 	return newAPIError(CodeUnavailable, "the batch could not be created; retry with the same Idempotency-Key")
 }
 
@@ -171,7 +171,7 @@ func (b *batchAPI) createReply(rep *actors.BatchReply, err error) *apiError {
 // 55 MB), the `manifest` field is read with a small limit, then the zip's central directory is checked
 // against the manifest before anything is unpacked.
 func (b *batchAPI) createZip(ctx *fasthttp.RequestCtx, p *principal, _ map[string]string) {
-	c, cancel := b.s.requestContext(10 * time.Minute)
+	c, cancel := b.s.requestContext(ctx, 10*time.Minute)
 	defer cancel()
 	status, rec, aerr := b.createZipErr(c, ctx, p)
 	if aerr != nil {
@@ -227,7 +227,7 @@ func (b *batchAPI) createZipErr(c context.Context, ctx *fasthttp.RequestCtx, p *
 				if isMultipartErr(err) {
 					return 0, nil, errMalformedForm()
 				}
-				b.s.cfg.Logger.Error().Err(err).Msg("store batch zip")
+				b.s.log(ctx).Error().Err(err).Msg("store batch zip")
 				if aerr := lowDisk(ctx, err); aerr != nil {
 					return 0, nil, aerr
 				}
@@ -271,7 +271,7 @@ func (b *batchAPI) createZipErr(c context.Context, ctx *fasthttp.RequestCtx, p *
 		WebhookID: req.WebhookID, StorageDestinationID: req.StorageDestinationID, OutputFormat: req.OutputFormat,
 	}
 	rep, err := b.client().Create(c, spec)
-	if aerr := b.createReply(rep, err); aerr != nil {
+	if aerr := b.createReply(c, rep, err); aerr != nil {
 		return 0, nil, aerr
 	}
 	if rep.Replayed {
@@ -313,7 +313,7 @@ func (b *batchAPI) noRecord(ctx *fasthttp.RequestCtx, rep *actors.BatchReply) {
 }
 
 func (b *batchAPI) get(ctx *fasthttp.RequestCtx, p *principal, params map[string]string) {
-	c, cancel := b.s.requestContext(b.s.cfg.ActorTimeout)
+	c, cancel := b.s.requestContext(ctx, b.s.cfg.ActorTimeout)
 	defer cancel()
 	rec, ok := b.load(c, ctx, p, params["batch_id"])
 	if !ok {
@@ -323,7 +323,7 @@ func (b *batchAPI) get(ctx *fasthttp.RequestCtx, p *principal, params map[string
 }
 
 func (b *batchAPI) start(ctx *fasthttp.RequestCtx, p *principal, params map[string]string) {
-	c, cancel := b.s.requestContext(b.s.cfg.ActorTimeout)
+	c, cancel := b.s.requestContext(ctx, b.s.cfg.ActorTimeout)
 	defer cancel()
 	id := params["batch_id"]
 	if !batchstate.ValidBatchID(id) {
@@ -346,7 +346,7 @@ func (b *batchAPI) start(ctx *fasthttp.RequestCtx, p *principal, params map[stri
 }
 
 func (b *batchAPI) cancel(ctx *fasthttp.RequestCtx, p *principal, params map[string]string) {
-	c, cancel := b.s.requestContext(b.s.cfg.ActorTimeout)
+	c, cancel := b.s.requestContext(ctx, b.s.cfg.ActorTimeout)
 	defer cancel()
 	id := params["batch_id"]
 	if !batchstate.ValidBatchID(id) {
@@ -389,7 +389,7 @@ func (b *batchAPI) list(ctx *fasthttp.RequestCtx, p *principal, _ map[string]str
 		writeProblem(ctx, CodeInvalidCursor, "the cursor is not a batch id from a previous page")
 		return
 	}
-	c, cancel := b.s.requestContext(b.s.cfg.ActorTimeout)
+	c, cancel := b.s.requestContext(ctx, b.s.cfg.ActorTimeout)
 	defer cancel()
 	recs, more, err := actors.Batches{Store: b.s.cfg.Store}.List(c, p.Key.OrgID, cursor, limit)
 	if errors.Is(err, actors.ErrBatchCursor) {
@@ -415,7 +415,7 @@ func (b *batchAPI) list(ctx *fasthttp.RequestCtx, p *principal, _ map[string]str
 
 // archive handles GET .../archive (spec 3.5 and the archive table of spec 7).
 func (b *batchAPI) archive(ctx *fasthttp.RequestCtx, p *principal, params map[string]string) {
-	c, cancel := b.s.requestContext(b.s.cfg.ActorTimeout)
+	c, cancel := b.s.requestContext(ctx, b.s.cfg.ActorTimeout)
 	defer cancel()
 	rec, ok := b.load(c, ctx, p, params["batch_id"])
 	if !ok {
@@ -439,7 +439,7 @@ func (b *batchAPI) archive(ctx *fasthttp.RequestCtx, p *principal, params map[st
 	case !rec.ArchiveAvailable(now):
 		writeProblem(ctx, problemArchiveExpired, "the archive expired at "+rec.ArchiveExpiresAt.UTC().Format(time.RFC3339)+"; archives are kept 24 hours")
 	default:
-		body, err := b.s.openBlobBody(rec.ArchiveBlobKey, 0, -1)
+		body, err := b.s.openBlobBody(ctx, rec.ArchiveBlobKey, 0, -1)
 		if errors.Is(err, persistence.ErrNotFound) {
 			writeProblem(ctx, problemArchiveExpired, "the archive is no longer stored")
 			return

@@ -59,21 +59,21 @@ func (s *Server) gpuState() GPUState {
 func (s *Server) gpuStatus(ctx *fasthttp.RequestCtx, p *principal, _ map[string]string) {
 	now := s.cfg.Clock.Now()
 	st := s.gpuState().Snapshot(now)
-	s.flushWakeups(st, now)
+	s.flushWakeups(ctx, st, now)
 	writeJSON(ctx, 200, renderGPU(st))
 }
 
 // flushWakeups sends the accelerator.ready events of wake-up calls that waited for a starting GPU once this
 // node sees it ready. The device's own ready hook (gpu.Fleet.OnReady, wired by the node) does this when the
 // context opens; this catches a GPU state that becomes ready by time alone, and hand-overs that failed.
-func (s *Server) flushWakeups(st gpu.State, now time.Time) {
+func (s *Server) flushWakeups(ctx *fasthttp.RequestCtx, st gpu.State, now time.Time) {
 	if s.cfg.Wakeups == nil || st.Status != gpu.StatusReady || s.cfg.Wakeups.Pending() == 0 {
 		return
 	}
-	c, cancel := s.requestContext(s.cfg.ActorTimeout)
+	c, cancel := s.requestContext(ctx, s.cfg.ActorTimeout)
 	defer cancel()
 	if err := s.cfg.Wakeups.Ready(c, st.ReadyAt, st.WarmUntil, now); err != nil {
-		s.cfg.Logger.Warn().Err(err).Msg("hand over accelerator.ready events; kept for the next try")
+		s.log(ctx).Warn().Err(err).Msg("hand over accelerator.ready events; kept for the next try")
 	}
 }
 
@@ -102,20 +102,20 @@ func (s *Server) gpuWake(ctx *fasthttp.RequestCtx, p *principal, _ map[string]st
 		}
 	}
 	if body.WebhookID != "" {
-		if aerr := s.usableWebhook(p, body.WebhookID); aerr != nil {
+		if aerr := s.usableWebhook(ctx, p, body.WebhookID); aerr != nil {
 			writeProblem(ctx, aerr.code, aerr.detail)
 			return
 		}
 	}
 	now := s.cfg.Clock.Now()
 	state := s.gpuState().Wake(now)
-	s.flushWakeups(state, now)
+	s.flushWakeups(ctx, state, now)
 	st := renderGPU(state)
 	switch {
 	case body.WebhookID == "":
 	case st.Status == string(gpu.StatusReady):
 		// Already ready: the accelerator.ready event is recorded at once.
-		if aerr := s.recordAcceleratorReady(p, body.WebhookID, st, now); aerr != nil {
+		if aerr := s.recordAcceleratorReady(ctx, p, body.WebhookID, st, now); aerr != nil {
 			writeProblem(ctx, aerr.code, aerr.detail)
 			return
 		}
@@ -142,7 +142,7 @@ func newWakeID() (string, error) {
 
 // recordAcceleratorReady hands the accelerator.ready event of this wake-up call to the outbox, which
 // delivers it to the endpoint. Each call is its own wake-up (a fresh id), so each gets its own event.
-func (s *Server) recordAcceleratorReady(p *principal, endpointID string, st acceleratorStatus, now time.Time) *apiError {
+func (s *Server) recordAcceleratorReady(ctx *fasthttp.RequestCtx, p *principal, endpointID string, st acceleratorStatus, now time.Time) *apiError {
 	id, err := newWakeID()
 	if err != nil {
 		return newAPIError(CodeUnavailable, "the wake-up could not be recorded; retry")
@@ -154,12 +154,12 @@ func (s *Server) recordAcceleratorReady(p *principal, endpointID string, st acce
 		err = errors.New("no outbox on this node")
 	}
 	if err == nil {
-		c, cancel := s.requestContext(s.cfg.ActorTimeout)
+		c, cancel := s.requestContext(ctx, s.cfg.ActorTimeout)
 		defer cancel()
 		err = s.cfg.Outbox.Add(c, e)
 	}
 	if err != nil {
-		s.cfg.Logger.Error().Err(err).Msg("record accelerator.ready event")
+		s.log(ctx).Error().Err(err).Msg("record accelerator.ready event")
 		return newAPIError(CodeUnavailable, "the accelerator.ready event could not be recorded; retry")
 	}
 	return nil

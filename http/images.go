@@ -21,6 +21,7 @@ import (
 	"filigrane/codec/imageio"
 	"filigrane/gpu"
 	"filigrane/internal/problem"
+	"filigrane/internal/reqlog"
 	"filigrane/persistence"
 	"filigrane/persistence/diskspace"
 )
@@ -96,7 +97,7 @@ func mergeJobOptions(query *fasthttp.Args, form map[string]string) (func(string)
 
 // parseJobOptions validates the options that get returns. accelerator=gpu passes (after the plan check):
 // whether a GPU runs it, the CPU does, or strict mode refuses it is decided later (gpuRefusal).
-func (s *Server) parseJobOptions(p *principal, kind mediakind.Kind, op jobstate.Operation, get func(string) string) (jobOptions, *apiError) {
+func (s *Server) parseJobOptions(ctx *fasthttp.RequestCtx, p *principal, kind mediakind.Kind, op jobstate.Operation, get func(string) string) (jobOptions, *apiError) {
 	acc, err := jobstate.ParseAccelerator(get("accelerator"))
 	if err != nil {
 		return jobOptions{}, newAPIError(CodeInvalidAccelerator, "accelerator must be cpu or gpu")
@@ -106,7 +107,7 @@ func (s *Server) parseJobOptions(p *principal, kind mediakind.Kind, op jobstate.
 	}
 	opts := jobOptions{accelerator: acc}
 	if wh := get("webhook_id"); wh != "" {
-		if aerr := s.usableWebhook(p, wh); aerr != nil {
+		if aerr := s.usableWebhook(ctx, p, wh); aerr != nil {
 			return jobOptions{}, aerr
 		}
 		opts.webhookID = wh
@@ -119,7 +120,7 @@ func (s *Server) parseJobOptions(p *principal, kind mediakind.Kind, op jobstate.
 		return jobOptions{}, newAPIError(CodeInvalidRequest, "storage_key needs storage_destination_id")
 	}
 	if dest != "" {
-		if aerr := s.usableDestination(p.Key.OrgID, dest, key); aerr != nil {
+		if aerr := s.usableDestination(ctx, p.Key.OrgID, dest, key); aerr != nil {
 			return jobOptions{}, aerr
 		}
 		opts.storageDest, opts.storageKey = dest, key
@@ -264,7 +265,7 @@ func (s *Server) probeImage(ctx context.Context, key string, maxPixels int64) (s
 	}
 	format, cfg, err := imageio.DecodeConfigBytes(head)
 	if err != nil {
-		s.cfg.Logger.Debug().Err(err).Str("blob", key).Msg("probe image")
+		s.log(ctx).Debug().Err(err).Str("blob", key).Msg("probe image")
 		detail := "the file is not an image we can read"
 		if perr := actors.ImageError(err); perr.Code == actors.CodeInvalidImage {
 			detail = perr.Detail
@@ -294,7 +295,7 @@ func (s *Server) probe(ctx context.Context, rctx *fasthttp.RequestCtx, kind medi
 		case perr.Code == actors.CodeDecodeBusy:
 			return mediakind.Info{}, &apiError{code: problem.ForJob(perr.Code).Code, detail: perr.Detail}
 		case perr.Retryable:
-			s.cfg.Logger.Warn().Err(perr.Cause).Str("blob", key).Msg("probe file")
+			s.log(ctx).Warn().Err(perr.Cause).Str("blob", key).Msg("probe file")
 			// The probe copies the file into the temporary directory for ffprobe or the parser: a full
 			// one is the node's disk, not a missing file.
 			if aerr := lowDisk(rctx, diskspace.MarkFull(perr.Cause)); aerr != nil {
@@ -311,7 +312,7 @@ func (s *Server) probe(ctx context.Context, rctx *fasthttp.RequestCtx, kind medi
 // acceptMedia handles the four endpoints of a kind.
 func (s *Server) acceptMedia(kind mediakind.Kind, op jobstate.Operation, async bool) func(*fasthttp.RequestCtx, *principal, map[string]string) {
 	return func(ctx *fasthttp.RequestCtx, p *principal, _ map[string]string) {
-		c, cancel := s.requestContext(5 * time.Minute)
+		c, cancel := s.requestContext(ctx, 5*time.Minute)
 		defer cancel()
 		if aerr := s.acceptMediaErr(c, ctx, acceptRequest{p: p, kind: kind, op: op, async: async}); aerr != nil {
 			switch aerr.code {
@@ -344,7 +345,7 @@ func (s *Server) acceptMediaErr(c context.Context, ctx *fasthttp.RequestCtx, r a
 	p, op := r.p, r.op
 	query := ctx.QueryArgs()
 	var aerr *apiError
-	r.opts, aerr = s.parseJobOptions(p, r.kind, op, func(name string) string { return string(query.Peek(name)) })
+	r.opts, aerr = s.parseJobOptions(ctx, p, r.kind, op, func(name string) string { return string(query.Peek(name)) })
 	if aerr != nil {
 		return aerr
 	}
@@ -369,7 +370,7 @@ func (s *Server) acceptMediaErr(c context.Context, ctx *fasthttp.RequestCtx, r a
 		if errors.As(err, &ae) {
 			return ae
 		}
-		s.cfg.Logger.Error().Err(err).Msg("read form")
+		s.log(ctx).Error().Err(err).Msg("read form")
 		if aerr := lowDisk(ctx, err); aerr != nil {
 			return aerr
 		}
@@ -387,7 +388,7 @@ func (s *Server) acceptMediaErr(c context.Context, ctx *fasthttp.RequestCtx, r a
 		if aerr != nil {
 			return aerr
 		}
-		if r.opts, aerr = s.parseJobOptions(p, r.kind, op, get); aerr != nil {
+		if r.opts, aerr = s.parseJobOptions(ctx, p, r.kind, op, get); aerr != nil {
 			return aerr
 		}
 		if r.opts.accelerator == jobstate.AcceleratorGPU {
@@ -503,13 +504,13 @@ func (s *Server) acceptFile(c context.Context, ctx *fasthttp.RequestCtx, r accep
 	var rep *actors.JobReply
 	var err error
 	if submit.ClaimAs != "" {
-		rep, err = actors.Resend(c, nil, submit.Lease, s.cfg.Logger.With().Str("job", reqID).Logger(), "claimed submission",
+		rep, err = actors.Resend(c, nil, submit.Lease, s.log(c).With().Str("job", reqID).Logger(), "claimed submission",
 			submitOnce, func(rep *actors.JobReply, err error) bool { return err != nil || rep.Code == actors.ReplyInternal })
 	} else {
 		rep, err = submitOnce()
 	}
 	if err != nil {
-		s.cfg.Logger.Error().Err(err).Str("job", reqID).Msg("submit job")
+		s.log(ctx).Error().Err(err).Str("job", reqID).Msg("submit job")
 		return s.jobUsesInput(c, p.Key.OrgID, reqID, file.Key), newAPIError(CodeUnavailable, "the job could not be accepted in time; retry with the same Idempotency-Key")
 	}
 	if aerr := reserveRefusal(ctx, p, rep.Code, hold); aerr != nil {
@@ -520,7 +521,7 @@ func (s *Server) acceptFile(c context.Context, ctx *fasthttp.RequestCtx, r accep
 	case actors.ReplyIdempotencyConflict:
 		return false, newAPIError(CodeIdempotencyConflict, "this Idempotency-Key was used with different inputs or options")
 	default:
-		s.cfg.Logger.Error().Str("job", reqID).Str("code", rep.Code).Str("detail", rep.Detail).Msg("submit job")
+		s.log(ctx).Error().Str("job", reqID).Str("code", rep.Code).Str("detail", rep.Detail).Msg("submit job")
 		return s.jobUsesInput(c, p.Key.OrgID, reqID, file.Key), newAPIError(CodeUnavailable, "the job could not be accepted; retry with the same Idempotency-Key")
 	}
 	// A replay's job has its own input; a redelivered submission (jobstate.Record.IsRedelivery) is this very
@@ -551,7 +552,7 @@ func (s *Server) acceptFile(c context.Context, ctx *fasthttp.RequestCtx, r accep
 func (s *Server) answerReplay(c context.Context, ctx *fasthttp.RequestCtx, p *principal, rec *jobstate.Record, async bool) *apiError {
 	deleted, err := s.outputDeleted(c, rec)
 	if err != nil {
-		s.cfg.Logger.Error().Err(err).Str("job", rec.RequestID).Msg("read the output asset of a replayed job")
+		s.log(ctx).Error().Err(err).Str("job", rec.RequestID).Msg("read the output asset of a replayed job")
 		return newAPIError(CodeUnavailable, "the job's result could not be checked in time; retry")
 	}
 	switch rec.ReplayAt(s.cfg.Clock.Now(), deleted) {
@@ -596,7 +597,7 @@ func (s *Server) jobUsesInput(c context.Context, orgID, reqID, key string) bool 
 	defer cancel()
 	rep, err := actors.JobClient{Caller: s.cfg.Caller}.Get(qctx, orgID, reqID)
 	if err != nil {
-		s.cfg.Logger.Warn().Err(err).Str("job", reqID).Msg("after a failed submission: cannot tell whether the job exists; keeping its input")
+		s.log(c).Warn().Err(err).Str("job", reqID).Msg("after a failed submission: cannot tell whether the job exists; keeping its input")
 		s.checkInputLater(c, orgID, reqID, key)
 		return true
 	}
@@ -620,7 +621,7 @@ func (s *Server) checkInputLater(c context.Context, orgID, reqID, key string) {
 		}
 	}
 	if err != nil {
-		s.cfg.Logger.Error().Err(err).Str("job", reqID).Str("blob", key).Msg("input kept with no later check: delete it by hand if no job reads it")
+		s.log(ctx).Error().Err(err).Str("job", reqID).Str("blob", key).Msg("input kept with no later check: delete it by hand if no job reads it")
 	}
 }
 
@@ -702,7 +703,7 @@ func (s *Server) writeReceipt(ctx *fasthttp.RequestCtx, p *principal, rec *jobst
 	ctx.Response.Header.Set("Retry-After", strconv.Itoa(retryAfterSeconds(p.Plan)))
 	rc := rec.Receipt()
 	if rec.Status == jobstate.StatusSucceeded && rec.StorageDestinationID != "" {
-		rc.StorageStatus = s.storageStatus(rec.StorageDeliveryID()).Status
+		rc.StorageStatus = s.storageStatus(ctx, rec.StorageDeliveryID()).Status
 	}
 	writeJSON(ctx, status, rc)
 }
@@ -723,18 +724,18 @@ func (s *Server) writeResult(c context.Context, ctx *fasthttp.RequestCtx, p *pri
 	if err != nil {
 		// Not knowing is not gone: a 410 would tell the client to give up on a result it paid for (a node
 		// stopping mid-request cancels this read).
-		s.cfg.Logger.Error().Err(err).Str("job", rec.RequestID).Msg("read the output asset of a job's result")
+		s.log(ctx).Error().Err(err).Str("job", rec.RequestID).Msg("read the output asset of a job's result")
 		return newAPIError(CodeUnavailable, "the job's result could not be checked in time; retry")
 	}
 	if deleted {
 		return resultGone(rec, true)
 	}
 	var body io.ReadCloser
-	body, err = s.openBlobBody(out.BlobKey, 0, -1)
+	body, err = s.openBlobBody(ctx, out.BlobKey, 0, -1)
 	if err != nil && !errors.Is(err, persistence.ErrNotFound) {
 		// A read that failed is not a file that is gone (the store did not answer, or this node is stopping
 		// and cancelled the read): 410 would tell the client to give up on a result it was charged for.
-		s.cfg.Logger.Error().Err(err).Str("job", rec.RequestID).Msg("read a job's result file")
+		s.log(ctx).Error().Err(err).Str("job", rec.RequestID).Msg("read a job's result file")
 		return newAPIError(CodeUnavailable, "the job's result could not be read in time; retry")
 	}
 	if err != nil {
@@ -743,7 +744,7 @@ func (s *Server) writeResult(c context.Context, ctx *fasthttp.RequestCtx, p *pri
 		as, _, aerr := s.assets().Lookup(c, p.Key.OrgID, out.AssetID)
 		switch {
 		case aerr != nil && !errors.Is(aerr, actors.ErrAssetNotFound):
-			s.cfg.Logger.Error().Err(aerr).Str("job", rec.RequestID).Msg("read the asset of a job's missing result file")
+			s.log(ctx).Error().Err(aerr).Str("job", rec.RequestID).Msg("read the asset of a job's missing result file")
 			return newAPIError(CodeUnavailable, "the job's result could not be checked in time; retry")
 		case aerr != nil || !as.Stored():
 			return newAPIError(CodeResultGone, "the result file is no longer stored")
@@ -794,7 +795,7 @@ func (s *Server) loadJob(ctx *fasthttp.RequestCtx, p *principal, id string) (*jo
 		writeProblem(ctx, CodeNotFound, "no such job")
 		return nil, false
 	}
-	c, cancel := s.requestContext(s.cfg.ActorTimeout)
+	c, cancel := s.requestContext(ctx, s.cfg.ActorTimeout)
 	defer cancel()
 	rep, err := actors.JobClient{Caller: s.cfg.Caller}.Get(c, p.Key.OrgID, id)
 	if err != nil {
@@ -840,7 +841,7 @@ func (s *Server) jobResult(ctx *fasthttp.RequestCtx, p *principal, params map[st
 		s.writeReceipt(ctx, p, rec, 202)
 		return
 	}
-	c, cancel := s.requestContext(s.cfg.ActorTimeout)
+	c, cancel := s.requestContext(ctx, s.cfg.ActorTimeout)
 	defer cancel()
 	if aerr := s.writeResult(c, ctx, p, rec); aerr != nil {
 		writeProblem(ctx, aerr.code, aerr.detail)
@@ -858,7 +859,7 @@ const (
 // flow (held, then charged or released), this encodes its answer. When the client closes the connection
 // before the answer, the work is cancelled and the hold released: nothing is charged.
 func (s *Server) detectNow(c context.Context, ctx *fasthttp.RequestCtx, p *principal, kind mediakind.Kind, reqID string, f *storedFile, acc jobstate.Accelerator, price, hold int64) *apiError {
-	d := actors.SyncDetector{Orgs: s.cfg.Orgs, Pool: s.cfg.Pool, Media: s.cfg.Media, Logger: s.cfg.Logger}
+	d := actors.SyncDetector{Orgs: s.cfg.Orgs, Pool: s.cfg.Pool, Media: s.cfg.Media, Logger: *s.log(ctx)}
 	det, ran, serr := d.Detect(c, actors.SyncDetectRequest{
 		OrgID: p.Key.OrgID, RequestID: reqID, BlobKey: f.Key, Kind: kind, Credits: price, Hold: hold, BudgetWait: syncDecodeWait,
 		Accelerator: acc,
@@ -882,7 +883,7 @@ func (s *Server) detectNow(c context.Context, ctx *fasthttp.RequestCtx, p *princ
 			ctx.Response.Header.Set("Retry-After", decodeBusyRetryAfter)
 		}
 		if serr.Process.Cause != nil {
-			s.cfg.Logger.Warn().Err(serr.Process.Cause).Str("request", reqID).Str("code", serr.Process.Code).Msg("synchronous detection failed")
+			s.log(ctx).Warn().Err(serr.Process.Cause).Str("request", reqID).Str("code", serr.Process.Code).Msg("synchronous detection failed")
 		}
 		return &apiError{code: problem.ForJob(serr.Process.Code).Code, detail: serr.Process.Detail}
 	default:
@@ -915,9 +916,12 @@ func reserveRefusal(ctx *fasthttp.RequestCtx, p *principal, code string, price i
 
 // setJobRequestID makes a response about a job carry the job's request id in X-Request-ID, in place of the
 // id of the HTTP request: clients of this API (Etchv's SDKs among them) take the job's id from that header
-// on a synchronous result, and resume the job with it. The log line of the request then names the job too.
+// on a synchronous result, and resume the job with it. The log lines of the request then name the job too.
 func setJobRequestID(ctx *fasthttp.RequestCtx, requestID string) {
 	ctx.Response.Header.Set(headerRequestID, requestID)
+	if r := reqlog.From(ctx); r != nil {
+		r.SetID(requestID) // and so do the lines written from here on
+	}
 }
 
 // setAccelerator reports the processor that ran a job, under the spec's neutral header name and under the

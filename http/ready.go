@@ -25,7 +25,7 @@ const readyTimeout = 2 * time.Second
 func (s *Server) readyz(ctx *fasthttp.RequestCtx, _ map[string]string) {
 	var checks []ReadyCheck
 	if s.cfg.Ready != nil {
-		c, cancel := s.requestContext(readyTimeout)
+		c, cancel := s.requestContext(ctx, readyTimeout)
 		checks = s.cfg.Ready(c)
 		cancel()
 	}

@@ -3,6 +3,11 @@ package http
 import (
 	"context"
 	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/valyala/fasthttp"
+
+	"filigrane/internal/reqlog"
 )
 
 // lifetime is the part of a Server that every request's context descends from. It ends when Shutdown has
@@ -25,7 +30,18 @@ func newLifetime() lifetime {
 // requestContext is the context of a handler's blocking calls: it ends after timeout, or when the server's
 // shutdown grace ends. Handlers that have read the whole request body also watch the connection
 // (watchDisconnect) to stop when the client leaves. Every handler builds its context here, never from
-// context.Background (TestNoBackgroundContextInHandlers enforces it).
-func (s *Server) requestContext(timeout time.Duration) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(s.life.ctx, timeout)
+// context.Background (TestNoBackgroundContextInHandlers enforces it). The context carries ctx's logger
+// (reqlog), so that the lines of a handler's helpers name the request too; ctx nil: work of the server that
+// no request started.
+func (s *Server) requestContext(ctx *fasthttp.RequestCtx, timeout time.Duration) (context.Context, context.CancelFunc) {
+	parent := s.life.ctx
+	if ctx != nil {
+		parent = reqlog.WithRequest(parent, reqlog.From(ctx))
+	}
+	return context.WithTimeout(parent, timeout)
 }
+
+// log is the logger of the request that c belongs to (its RequestCtx, or a context from requestContext): its
+// lines carry the request's id. Handlers log through it, never through Config.Logger
+// (TestHandlersLogWithTheRequestID enforces it); c of no request falls back to Config.Logger.
+func (s *Server) log(c context.Context) *zerolog.Logger { return reqlog.Logger(c, &s.cfg.Logger) }

@@ -35,7 +35,7 @@ func TestNoBackgroundContextInHandlers(t *testing.T) {
 // context cancelled; one made before Shutdown keeps its own deadline until then.
 func TestShutdownEndsRequestContexts(t *testing.T) {
 	s := New(Config{})
-	c, cancel := s.requestContext(time.Hour)
+	c, cancel := s.requestContext(nil, time.Hour)
 	defer cancel()
 	if dl, ok := c.Deadline(); !ok || time.Until(dl) < 59*time.Minute {
 		t.Fatalf("request context deadline %v %v, want about an hour", dl, ok)

@@ -28,6 +28,7 @@ import (
 	"filigrane/internal/clientaddr"
 	"filigrane/internal/clock"
 	"filigrane/internal/netguard"
+	"filigrane/internal/reqlog"
 	"filigrane/persistence"
 )
 
@@ -357,7 +358,10 @@ func (s *Server) serve(ctx *fasthttp.RequestCtx) {
 	if gc, ok := guardedConn(ctx.Conn()); ok {
 		gc.BeginBody()
 	}
-	ctx.Response.Header.Set(headerRequestID, newRequestID())
+	id := newRequestID()
+	ctx.Response.Header.Set(headerRequestID, id)
+	// Every line written while serving the request names its id, this access line among them (reqlog).
+	log := reqlog.Begin(ctx, s.cfg.Logger, id).Logger()
 	method := string(ctx.Method())
 	label := "unmatched"
 	rt, params, allowed := s.router.match(method, string(ctx.Path()))
@@ -379,12 +383,11 @@ func (s *Server) serve(ctx *fasthttp.RequestCtx) {
 	finishBody(ctx)
 	status := ctx.Response.StatusCode()
 	s.cfg.Metrics.observe(label, method, status, time.Since(start))
-	ev := s.cfg.Logger.Debug()
+	ev := log.Debug()
 	if status >= 500 {
-		ev = s.cfg.Logger.Warn()
+		ev = log.Warn()
 	}
-	ev.Str("method", method).Str("route", label).Int("status", status).
-		Dur("took", time.Since(start)).Str("request_id", string(ctx.Response.Header.Peek(headerRequestID))).Msg("request")
+	ev.Str("method", method).Str("route", label).Int("status", status).Dur("took", time.Since(start)).Msg("request")
 }
 
 // finishBody reads what the handler left of a streamed request body, so that the connection's next bytes are
@@ -441,7 +444,7 @@ type principal struct {
 // the key needs at least one of anyScope when it is not empty.
 func (s *Server) authed(anyScope []string, h func(*fasthttp.RequestCtx, *principal, map[string]string)) handler {
 	return func(ctx *fasthttp.RequestCtx, params map[string]string) {
-		c, cancel := s.requestContext(s.cfg.ActorTimeout)
+		c, cancel := s.requestContext(ctx, s.cfg.ActorTimeout)
 		defer cancel()
 		key, ok := s.authenticate(c, ctx)
 		if !ok {
@@ -532,7 +535,7 @@ func waitSeconds(d time.Duration) int {
 
 // unavailable answers 503 when a dependency (storage, an actor) did not answer in time.
 func (s *Server) unavailable(ctx *fasthttp.RequestCtx, err error) {
-	s.cfg.Logger.Error().Err(err).Str("path", string(ctx.Path())).Msg("dependency unavailable")
+	s.log(ctx).Error().Err(err).Str("path", string(ctx.Path())).Msg("dependency unavailable")
 	if aerr := lowDisk(ctx, err); aerr != nil {
 		writeAPIError(ctx, aerr)
 		return

@@ -134,7 +134,7 @@ func (s *Server) storageFailure(ctx *fasthttp.RequestCtx, err error) {
 }
 
 func (s *Server) listDestinations(ctx *fasthttp.RequestCtx, p *principal, _ map[string]string) {
-	c, cancel := s.storeCtx()
+	c, cancel := s.storeCtx(ctx)
 	defer cancel()
 	ds, err := s.cfg.Storage.List(c, p.Key.OrgID)
 	if err != nil {
@@ -149,7 +149,7 @@ func (s *Server) listDestinations(ctx *fasthttp.RequestCtx, p *principal, _ map[
 }
 
 func (s *Server) getDestination(ctx *fasthttp.RequestCtx, p *principal, params map[string]string) {
-	c, cancel := s.storeCtx()
+	c, cancel := s.storeCtx(ctx)
 	defer cancel()
 	d, err := s.cfg.Storage.Get(c, p.Key.OrgID, params["destination_id"])
 	if err != nil {
@@ -168,7 +168,7 @@ func (s *Server) createDestination(ctx *fasthttp.RequestCtx, p *principal, _ map
 		writeProblem(ctx, aerr.code, aerr.detail)
 		return
 	}
-	c, cancel := s.storeCtx()
+	c, cancel := s.storeCtx(ctx)
 	defer cancel()
 	d, err := s.cfg.Storage.Create(c, p.Key.OrgID, in, s.cfg.Clock.Now())
 	if err != nil {
@@ -188,7 +188,7 @@ func (s *Server) updateDestination(ctx *fasthttp.RequestCtx, p *principal, param
 		writeProblem(ctx, aerr.code, aerr.detail)
 		return
 	}
-	c, cancel := s.storeCtx()
+	c, cancel := s.storeCtx(ctx)
 	defer cancel()
 	d, err := s.cfg.Storage.Update(c, p.Key.OrgID, params["destination_id"], in, s.cfg.Clock.Now())
 	if err != nil {
@@ -202,7 +202,7 @@ func (s *Server) deleteDestination(ctx *fasthttp.RequestCtx, p *principal, param
 	if !mayManageStorage(ctx, p) {
 		return
 	}
-	c, cancel := s.storeCtx()
+	c, cancel := s.storeCtx(ctx)
 	defer cancel()
 	if err := s.cfg.Storage.Delete(c, p.Key.OrgID, params["destination_id"]); err != nil {
 		s.storageFailure(ctx, err)
@@ -216,7 +216,7 @@ func (s *Server) verifyDestination(ctx *fasthttp.RequestCtx, p *principal, param
 	if !mayManageStorage(ctx, p) {
 		return
 	}
-	c, cancel := s.requestContext(60 * time.Second)
+	c, cancel := s.requestContext(ctx, 60*time.Second)
 	defer cancel()
 	d, step, err := s.cfg.Storage.Verify(c, p.Key.OrgID, params["destination_id"], s.cfg.Clock.Now())
 	if err != nil {
@@ -232,11 +232,11 @@ func (s *Server) verifyDestination(ctx *fasthttp.RequestCtx, p *principal, param
 
 // usableDestination checks a request's storage_destination_id (enabled and verified, this organization's)
 // and its storage_key (storagedest.ValidKey).
-func (s *Server) usableDestination(org, id, key string) *apiError {
+func (s *Server) usableDestination(ctx *fasthttp.RequestCtx, org, id, key string) *apiError {
 	if s.cfg.Storage == nil {
 		return newAPIError(CodeStorageDestination, "storage destination %q is unknown or not verified", truncate(id, 64))
 	}
-	c, cancel := s.storeCtx()
+	c, cancel := s.storeCtx(ctx)
 	defer cancel()
 	d, err := s.cfg.Storage.Get(c, org, id)
 	if errors.Is(err, storagedest.ErrNotFound) || (err == nil && !d.Usable()) {
@@ -318,7 +318,7 @@ func (s *Server) deliveryEntry(c context.Context, d *storagedest.Delivery) *outb
 }
 
 func (s *Server) orgDelivery(ctx *fasthttp.RequestCtx, p *principal, id string) *storagedest.Delivery {
-	c, cancel := s.storeCtx()
+	c, cancel := s.storeCtx(ctx)
 	defer cancel()
 	d, err := s.cfg.Storage.GetDelivery(c, id)
 	if errors.Is(err, storagedest.ErrNotFound) || (err == nil && d.OrgID != p.Key.OrgID) {
@@ -334,7 +334,7 @@ func (s *Server) orgDelivery(ctx *fasthttp.RequestCtx, p *principal, id string) 
 
 func (s *Server) getDelivery(ctx *fasthttp.RequestCtx, p *principal, params map[string]string) {
 	if d := s.orgDelivery(ctx, p, params["delivery_id"]); d != nil {
-		c, cancel := s.storeCtx()
+		c, cancel := s.storeCtx(ctx)
 		defer cancel()
 		writeJSON(ctx, 200, renderDelivery(d, s.deliveryEntry(c, d)))
 	}
@@ -350,7 +350,7 @@ func (s *Server) retryDelivery(ctx *fasthttp.RequestCtx, p *principal, params ma
 		return
 	}
 	if d.Status != storagedest.DeliveryStored {
-		c, cancel := s.storeCtx()
+		c, cancel := s.storeCtx(ctx)
 		defer cancel()
 		if _, err := s.cfg.Outbox.Redeliver(c, effectOf(d)); err != nil {
 			s.unavailable(ctx, err)
@@ -358,7 +358,7 @@ func (s *Server) retryDelivery(ctx *fasthttp.RequestCtx, p *principal, params ma
 		}
 		d.Status = storagedest.DeliveryRetrying
 	}
-	c, cancel := s.storeCtx()
+	c, cancel := s.storeCtx(ctx)
 	defer cancel()
 	writeJSON(ctx, 202, renderDelivery(d, s.deliveryEntry(c, d)))
 }
@@ -382,11 +382,11 @@ type assetStorageJSON struct {
 
 // storageStatus reads delivery id; before its first attempt there is no record and the status is "queued".
 // A store failure answers an empty status (the field is then left out) rather than failing the read.
-func (s *Server) storageStatus(id string) *storagedest.Delivery {
+func (s *Server) storageStatus(ctx *fasthttp.RequestCtx, id string) *storagedest.Delivery {
 	if s.cfg.Storage == nil {
 		return &storagedest.Delivery{ID: id}
 	}
-	c, cancel := s.storeCtx()
+	c, cancel := s.storeCtx(ctx)
 	defer cancel()
 	d, err := s.cfg.Storage.GetDelivery(c, id)
 	switch {
@@ -400,12 +400,12 @@ func (s *Server) storageStatus(id string) *storagedest.Delivery {
 
 // withStorage adds the storage fields of a watermarked asset whose job named a destination, or that was
 // moved to one.
-func (s *Server) withStorage(out assetJSON, as *actors.Asset) assetJSON {
+func (s *Server) withStorage(ctx *fasthttp.RequestCtx, out assetJSON, as *actors.Asset) assetJSON {
 	id := as.DeliveryID()
 	if id == "" {
 		return out
 	}
-	d := s.storageStatus(id)
+	d := s.storageStatus(ctx, id)
 	st := &out.assetStorageJSON
 	st.StorageProvider, st.StorageDestinationID, st.StorageDeliveryID = "s3", &as.StorageDestinationID, &id
 	st.StorageStatus, st.StorageKey, st.StorageETag, st.StorageError = d.Status, optional(d.Key), optional(d.ETag), optional(d.LastError)
@@ -434,7 +434,7 @@ func (s *Server) listDestinationDeliveries(ctx *fasthttp.RequestCtx, p *principa
 	if !ok {
 		return
 	}
-	c, cancel := s.storeCtx()
+	c, cancel := s.storeCtx(ctx)
 	defer cancel()
 	dest, err := s.cfg.Storage.Get(c, p.Key.OrgID, params["destination_id"])
 	if err != nil {
@@ -535,11 +535,11 @@ func (s *Server) moveToDestination(ctx *fasthttp.RequestCtx, p *principal, param
 		return
 	}
 	dstID := params["destination_id"]
-	if aerr := s.usableDestination(p.Key.OrgID, dstID, req.Key); aerr != nil {
+	if aerr := s.usableDestination(ctx, p.Key.OrgID, dstID, req.Key); aerr != nil {
 		writeProblem(ctx, aerr.code, aerr.detail)
 		return
 	}
-	c, cancel := s.storeCtx()
+	c, cancel := s.storeCtx(ctx)
 	defer cancel()
 	now := s.cfg.Clock.Now()
 	as, _, err := s.assets().Get(c, req.AssetID)
@@ -621,15 +621,15 @@ func (s *Server) deliveryContent(ctx *fasthttp.RequestCtx, p *principal, params 
 	// itself), and a result served as text/html under the console (/console/api/...) is a page of the
 	// attacker's making on the console's origin. nosniff keeps browsers from guessing another.
 	ctx.Response.Header.Set("X-Content-Type-Options", "nosniff")
-	ctx.SetContentType(s.deliveredContentType(d))
+	ctx.SetContentType(s.deliveredContentType(ctx, d))
 	ctx.SetStatusCode(200)
 	sendBlobBody(ctx, body, obj.Size)
 }
 
 // deliveredContentType is the content type of delivery d's result: its asset's (one of the output types
 // this service writes), else application/octet-stream.
-func (s *Server) deliveredContentType(d *storagedest.Delivery) string {
-	c, cancel := s.storeCtx()
+func (s *Server) deliveredContentType(ctx *fasthttp.RequestCtx, d *storagedest.Delivery) string {
+	c, cancel := s.storeCtx(ctx)
 	defer cancel()
 	if as, _, err := s.assets().Get(c, d.AssetID); err == nil && as.ContentType != "" {
 		return as.ContentType
@@ -647,7 +647,7 @@ func (s *Server) openDelivered(ctx *fasthttp.RequestCtx, orgID string, d *storag
 		writeProblem(ctx, CodeStorageObjectGone, "the delivery is "+d.Status+", not stored: there is no object to read")
 		return nil, nil
 	}
-	c, cancel := s.requestContext(streamTimeout)
+	c, cancel := s.requestContext(ctx, streamTimeout)
 	dest, err := s.cfg.Storage.Get(c, orgID, d.DestinationID)
 	if err != nil {
 		cancel()
@@ -691,7 +691,7 @@ func (s *Server) openStoredAsset(ctx *fasthttp.RequestCtx, orgID string, as *act
 		writeProblem(ctx, CodeStorageObjectGone, "the file is stored in a customer bucket and this node reads no storage destinations")
 		return nil, nil
 	}
-	c, cancel := s.storeCtx()
+	c, cancel := s.storeCtx(ctx)
 	d, err := s.cfg.Storage.GetDelivery(c, as.DeliveryID())
 	cancel()
 	if err != nil {

@@ -21,8 +21,8 @@ const streamTimeout = 2 * time.Hour
 // and the server's shutdown grace, and cancelled when fasthttp closes the body (response written or
 // connection gone). Every response that
 // streams a blob goes through here.
-func (s *Server) openBlobBody(key string, offset, length int64) (io.ReadCloser, error) {
-	c, cancel := s.requestContext(streamTimeout)
+func (s *Server) openBlobBody(ctx *fasthttp.RequestCtx, key string, offset, length int64) (io.ReadCloser, error) {
+	c, cancel := s.requestContext(ctx, streamTimeout)
 	r, err := s.cfg.Blobs.Get(c, key, offset, length)
 	if err != nil {
 		cancel()

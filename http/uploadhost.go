@@ -213,7 +213,7 @@ func (l *leasedReader) Read(p []byte) (int, error) {
 }
 
 func (h *uploadHost) put(ctx *fasthttp.RequestCtx, id string) {
-	c, cancel := h.s.requestContext(30 * time.Minute)
+	c, cancel := h.s.requestContext(ctx, 30*time.Minute)
 	defer cancel()
 	if aerr := h.putErr(c, ctx, id); aerr != nil {
 		ctx.SetConnectionClose() // the body may be unread
@@ -236,7 +236,7 @@ func (h *uploadHost) putErr(c context.Context, ctx *fasthttp.RequestCtx, id stri
 		return newAPIError(CodeUploadSignature, "the upload URL is not valid")
 	}
 	if err != nil {
-		return s.uploadError(id, err)
+		return s.uploadError(c, id, err)
 	}
 	now := s.cfg.Clock.Now()
 	switch err := h.sign.verify(u, string(args.Peek("expires")), string(args.Peek("signature")), now); {
@@ -273,7 +273,7 @@ func (h *uploadHost) putErr(c context.Context, ctx *fasthttp.RequestCtx, id stri
 		if errors.Is(err, actors.ErrUploadInUse) {
 			return newAPIError(CodeUploadInUse, "another PUT is sending the file of upload %s; wait for its answer", id)
 		}
-		return s.uploadError(id, err)
+		return s.uploadError(c, id, err)
 	}
 	received := false
 	defer func() {
@@ -307,12 +307,12 @@ func (h *uploadHost) putErr(c context.Context, ctx *fasthttp.RequestCtx, id stri
 	case errors.Is(err, actors.ErrUploadPutLost):
 		return newAPIError(CodeUploadInUse, "this PUT stalled and another PUT took over upload %s", id)
 	case err != nil && client.err != nil:
-		s.cfg.Logger.Warn().Err(err).Str("upload", id).Msg("receive upload body")
+		s.log(ctx).Warn().Err(err).Str("upload", id).Msg("receive upload body")
 		return newAPIError(CodeBadRequest, "the body could not be received completely; send the file again")
 	case err != nil:
 		// The body arrived intact as far as it was read: the store did not take it (down, or its lease could
 		// not be renewed). Not the client's fault: 503, and the same PUT again once the store answers.
-		s.cfg.Logger.Warn().Err(err).Str("upload", id).Msg("store upload")
+		s.log(ctx).Warn().Err(err).Str("upload", id).Msg("store upload")
 		if aerr := lowDisk(ctx, err); aerr != nil {
 			return aerr
 		}
@@ -333,7 +333,7 @@ func (h *uploadHost) putErr(c context.Context, ctx *fasthttp.RequestCtx, id stri
 		if errors.Is(err, actors.ErrUploadPutLost) {
 			return newAPIError(CodeUploadInUse, "this PUT stalled and another PUT took over upload %s", id)
 		}
-		return s.uploadError(id, err)
+		return s.uploadError(c, id, err)
 	}
 	received = true
 	writeJSON(ctx, 200, renderUpload(h.sign, u, s.cfg.Clock.Now()))

@@ -55,14 +55,14 @@ func (s *Server) claimUploadFor(c context.Context, p *principal, uploadID, reqID
 		return nil, newAPIError(CodeUploadKind, "%s", uploadKindMessage(uploadID, found, kind, media))
 	}
 	if err != nil {
-		return nil, s.uploadError(uploadID, err)
+		return nil, s.uploadError(c, uploadID, err)
 	}
 	return &storedFile{Key: u.BlobKey, Info: persistence.BlobInfo{Size: u.Size, SHA256: u.SHA256},
 		Filename: u.Filename, ConsumedByRequest: u.Status == actors.UploadConsumed && u.RequestID == reqID}, nil
 }
 
 // uploadError maps an upload state machine error to its problem.
-func (s *Server) uploadError(uploadID string, err error) *apiError {
+func (s *Server) uploadError(c context.Context, uploadID string, err error) *apiError {
 	switch {
 	case errors.Is(err, actors.ErrUploadNotFound):
 		return newAPIError(CodeNotFound, "upload %s is unknown", uploadID)
@@ -83,7 +83,7 @@ func (s *Server) uploadError(uploadID string, err error) *apiError {
 	case errors.Is(err, actors.ErrUploadNotPending):
 		return newAPIError(CodeUploadReceived, "upload %s already received its file", uploadID)
 	}
-	s.cfg.Logger.Error().Err(err).Str("upload", uploadID).Msg("upload store")
+	s.log(c).Error().Err(err).Str("upload", uploadID).Msg("upload store")
 	return newAPIError(CodeUnavailable, "the upload could not be read or written in time; retry")
 }
 
@@ -105,7 +105,7 @@ func (s *Server) settleUpload(c context.Context, p *principal, uploadID, reqID s
 		}
 	})
 	if err != nil {
-		s.cfg.Logger.Error().Err(err).Str("upload", uploadID).Str("request", reqID).Int("outcome", int(outcome)).Msg("settle upload")
+		s.log(c).Error().Err(err).Str("upload", uploadID).Str("request", reqID).Int("outcome", int(outcome)).Msg("settle upload")
 	}
 }
 
@@ -219,7 +219,7 @@ func (a *uploadAPI) create(ctx *fasthttp.RequestCtx, p *principal, _ map[string]
 		writeProblem(ctx, CodeForbiddenPlan, "the "+p.Plan.Name+" plan does not include "+media+" files")
 		return
 	}
-	c, cancel := a.s.requestContext(a.s.cfg.ActorTimeout)
+	c, cancel := a.s.requestContext(ctx, a.s.cfg.ActorTimeout)
 	defer cancel()
 	if err := a.s.uploads().Create(c, u); err != nil {
 		a.s.unavailable(ctx, err)
@@ -235,7 +235,7 @@ func (a *uploadAPI) get(ctx *fasthttp.RequestCtx, p *principal, params map[strin
 		writeProblem(ctx, CodeNotFound, "no such upload")
 		return
 	}
-	c, cancel := a.s.requestContext(a.s.cfg.ActorTimeout)
+	c, cancel := a.s.requestContext(ctx, a.s.cfg.ActorTimeout)
 	defer cancel()
 	u, _, err := a.s.uploads().Load(c, id)
 	if errors.Is(err, actors.ErrUploadNotFound) || (err == nil && u.OrgID != p.Key.OrgID) {

@@ -57,8 +57,8 @@ func (s *Server) endpoints() webhooks.Endpoints {
 
 // usableWebhook checks that a request's webhook_id names an enabled endpoint of the caller's organization:
 // 404 otherwise, before anything is created.
-func (s *Server) usableWebhook(p *principal, id string) *apiError {
-	c, cancel := s.requestContext(s.cfg.ActorTimeout)
+func (s *Server) usableWebhook(ctx *fasthttp.RequestCtx, p *principal, id string) *apiError {
+	c, cancel := s.requestContext(ctx, s.cfg.ActorTimeout)
 	defer cancel()
 	_, err := s.endpoints().Usable(c, p.Key.OrgID, id)
 	switch {
@@ -67,7 +67,7 @@ func (s *Server) usableWebhook(p *principal, id string) *apiError {
 	case errors.Is(err, webhooks.ErrNotFound), errors.Is(err, webhooks.ErrDisabled):
 		return newAPIError(CodeWebhookNotFound, "webhook %q does not exist or is disabled", truncate(id, 64))
 	}
-	s.cfg.Logger.Error().Err(err).Msg("read webhook endpoints")
+	s.log(ctx).Error().Err(err).Msg("read webhook endpoints")
 	return newAPIError(CodeUnavailable, "the webhook endpoint could not be checked in time; retry")
 }
 
@@ -153,7 +153,7 @@ func readLimited(ctx *fasthttp.RequestCtx, limit int) ([]byte, *apiError) {
 }
 
 func (s *Server) listWebhooks(ctx *fasthttp.RequestCtx, p *principal, _ map[string]string) {
-	c, cancel := s.storeCtx()
+	c, cancel := s.storeCtx(ctx)
 	defer cancel()
 	eps, err := s.endpoints().List(c, p.Key.OrgID)
 	if err != nil {
@@ -177,7 +177,7 @@ func (s *Server) createWebhook(ctx *fasthttp.RequestCtx, p *principal, _ map[str
 	if !readWebhookBody(ctx, &body) {
 		return
 	}
-	c, cancel := s.storeCtx()
+	c, cancel := s.storeCtx(ctx)
 	defer cancel()
 	ep, err := s.endpoints().Create(c, p.Key.OrgID, webhooks.Spec{URL: body.URL, Description: body.Description, Events: body.Events})
 	if err != nil {
@@ -190,7 +190,7 @@ func (s *Server) createWebhook(ctx *fasthttp.RequestCtx, p *principal, _ map[str
 }
 
 func (s *Server) getWebhook(ctx *fasthttp.RequestCtx, p *principal, params map[string]string) {
-	c, cancel := s.storeCtx()
+	c, cancel := s.storeCtx(ctx)
 	defer cancel()
 	ep, err := s.endpoints().Get(c, p.Key.OrgID, params["id"])
 	if err != nil {
@@ -211,7 +211,7 @@ func (s *Server) patchWebhook(ctx *fasthttp.RequestCtx, p *principal, params map
 	if !readWebhookBody(ctx, &body) {
 		return
 	}
-	c, cancel := s.storeCtx()
+	c, cancel := s.storeCtx(ctx)
 	defer cancel()
 	ep, err := s.endpoints().Update(c, p.Key.OrgID, params["id"], webhooks.Patch{URL: body.URL, Description: body.Description,
 		Events: body.Events, Enabled: body.Enabled})
@@ -223,7 +223,7 @@ func (s *Server) patchWebhook(ctx *fasthttp.RequestCtx, p *principal, params map
 }
 
 func (s *Server) deleteWebhook(ctx *fasthttp.RequestCtx, p *principal, params map[string]string) {
-	c, cancel := s.storeCtx()
+	c, cancel := s.storeCtx(ctx)
 	defer cancel()
 	if err := s.endpoints().Delete(c, p.Key.OrgID, params["id"]); err != nil {
 		s.webhookFailure(ctx, err)
@@ -233,7 +233,7 @@ func (s *Server) deleteWebhook(ctx *fasthttp.RequestCtx, p *principal, params ma
 }
 
 func (s *Server) rotateWebhook(ctx *fasthttp.RequestCtx, p *principal, params map[string]string) {
-	c, cancel := s.storeCtx()
+	c, cancel := s.storeCtx(ctx)
 	defer cancel()
 	ep, err := s.endpoints().Rotate(c, p.Key.OrgID, params["id"])
 	if err != nil {
@@ -266,8 +266,8 @@ type deliveryAttempt struct {
 
 // renderDelivery turns an outbox entry of any webhook kind into a delivery of endpoint endpointID of orgID;
 // ok is false when its event can no longer be built (its job or batch is gone) or is not this endpoint's.
-func (s *Server) renderDelivery(orgID, endpointID string, ent *outbox.Entry) (deliveryJSON, bool) {
-	c, cancel := s.requestContext(s.cfg.ActorTimeout)
+func (s *Server) renderDelivery(ctx *fasthttp.RequestCtx, orgID, endpointID string, ent *outbox.Entry) (deliveryJSON, bool) {
+	c, cancel := s.requestContext(ctx, s.cfg.ActorTimeout)
 	defer cancel()
 	if filteredOnly(ent) {
 		return deliveryJSON{}, false // the endpoint's event filter left it out: never sent, not a delivery
@@ -331,7 +331,7 @@ func httpStatusOf(detail string) (int, bool) {
 // eachDelivery calls fn with the deliveries of endpoint ep of orgID, newest first, over every webhook kind
 // (webhooks.Kinds: job, batch and accelerator events alike), until fn returns false. It reads at most
 // maxRedeliverScan outbox entries (deliveries are kept 30 days).
-func (s *Server) eachDelivery(c context.Context, orgID, ep string, fn func(*outbox.Entry, deliveryJSON) bool) error {
+func (s *Server) eachDelivery(ctx *fasthttp.RequestCtx, c context.Context, orgID, ep string, fn func(*outbox.Entry, deliveryJSON) bool) error {
 	pos := ""
 	for scanned := 0; scanned < maxRedeliverScan; {
 		ents, np, err := s.cfg.Outbox.ListKinds(c, webhooks.Kinds(), ep, pos, 200)
@@ -340,7 +340,7 @@ func (s *Server) eachDelivery(c context.Context, orgID, ep string, fn func(*outb
 		}
 		scanned += len(ents)
 		for _, ent := range ents {
-			if d, ok := s.renderDelivery(orgID, ep, ent); ok && !fn(ent, d) {
+			if d, ok := s.renderDelivery(ctx, orgID, ep, ent); ok && !fn(ent, d) {
 				return nil
 			}
 		}
@@ -379,7 +379,7 @@ func (s *Server) listDeliveries(ctx *fasthttp.RequestCtx, p *principal, params m
 	if !ok {
 		return
 	}
-	c, cancel := s.storeCtx()
+	c, cancel := s.storeCtx(ctx)
 	defer cancel()
 	if _, err := s.endpoints().Get(c, p.Key.OrgID, params["id"]); err != nil {
 		s.webhookFailure(ctx, err)
@@ -388,7 +388,7 @@ func (s *Server) listDeliveries(ctx *fasthttp.RequestCtx, p *principal, params m
 	data, next := []deliveryJSON{}, (*string)(nil)
 	skipping := after != ""
 	// `after` is the last event id of the previous page, found by walking from the newest.
-	err := s.eachDelivery(c, p.Key.OrgID, params["id"], func(_ *outbox.Entry, d deliveryJSON) bool {
+	err := s.eachDelivery(ctx, c, p.Key.OrgID, params["id"], func(_ *outbox.Entry, d deliveryJSON) bool {
 		if skipping {
 			skipping = d.ID != after
 			return true
@@ -414,7 +414,7 @@ func (s *Server) redeliver(ctx *fasthttp.RequestCtx, p *principal, params map[st
 		writeProblem(ctx, CodeNotFound, "no such event")
 		return
 	}
-	c, cancel := s.storeCtx()
+	c, cancel := s.storeCtx(ctx)
 	defer cancel()
 	ep, err := s.endpoints().Get(c, p.Key.OrgID, params["id"])
 	if err != nil {
@@ -426,7 +426,7 @@ func (s *Server) redeliver(ctx *fasthttp.RequestCtx, p *principal, params map[st
 		return
 	}
 	var found *outbox.Entry
-	err = s.eachDelivery(c, p.Key.OrgID, ep.ID, func(ent *outbox.Entry, d deliveryJSON) bool {
+	err = s.eachDelivery(ctx, c, p.Key.OrgID, ep.ID, func(ent *outbox.Entry, d deliveryJSON) bool {
 		if d.ID == evt {
 			found = ent
 		}
@@ -445,6 +445,6 @@ func (s *Server) redeliver(ctx *fasthttp.RequestCtx, p *principal, params map[st
 		s.unavailable(ctx, err)
 		return
 	}
-	d, _ := s.renderDelivery(p.Key.OrgID, ep.ID, again)
+	d, _ := s.renderDelivery(ctx, p.Key.OrgID, ep.ID, again)
 	writeJSON(ctx, 202, d)
 }

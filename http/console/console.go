@@ -41,6 +41,7 @@ import (
 	"filigrane/internal/authlimit"
 	"filigrane/internal/clock"
 	"filigrane/internal/problem"
+	"filigrane/internal/reqlog"
 	"filigrane/persistence"
 )
 
@@ -73,9 +74,11 @@ type Config struct {
 	Keys     actors.Keys
 	Catalog  actors.Catalog
 	Clock    clock.Clock
-	Logger   zerolog.Logger
-	// Context returns the context of a request's blocking calls (the server's request context).
-	Context func(timeout time.Duration) (context.Context, context.CancelFunc)
+	// Logger is the base of the node's lines; a page logs through Console.log, whose lines name the request.
+	Logger zerolog.Logger
+	// Context returns the context of ctx's blocking calls (the server's request context); it carries the
+	// request's logger (reqlog).
+	Context func(ctx *fasthttp.RequestCtx, timeout time.Duration) (context.Context, context.CancelFunc)
 	// API runs the API route of path (e.g. "/assets") for m and answers ctx as the API would.
 	API func(ctx *fasthttp.RequestCtx, m Member, path string)
 	// Problem answers with a problem body of the API's one error table.
@@ -262,7 +265,7 @@ func (c *Console) Serve(ctx *fasthttp.RequestCtx) {
 		c.inviteRoute(ctx, token)
 		return
 	}
-	c2, cancel := c.cfg.Context(c.cfg.Timeout)
+	c2, cancel := c.cfg.Context(ctx, c.cfg.Timeout)
 	defer cancel()
 	r, ok := c.authenticate(ctx, c2, strings.HasPrefix(rest, "/api/"))
 	if !ok {
@@ -357,7 +360,7 @@ func (c *Console) authenticate(ctx *fasthttp.RequestCtx, c2 context.Context, api
 	}
 	if !errors.Is(err, accounts.ErrNoSession) {
 		c.count(RefusedStoreError)
-		c.cfg.Logger.Error().Err(err).Msg("console: session check failed")
+		c.log(ctx).Error().Err(err).Msg("console: session check failed")
 		if api {
 			ctx.Response.Header.Set("Retry-After", "2")
 			c.cfg.Problem(ctx, problem.Unavailable, "the session could not be checked; retry shortly")
@@ -621,13 +624,13 @@ func (c *Console) render(r *request, page string, status int, v view) {
 func (c *Console) renderPage(ctx *fasthttp.RequestCtx, page string, status int, v view) {
 	t, ok := c.pages[page]
 	if !ok {
-		c.cfg.Logger.Error().Str("page", page).Msg("console: no such template")
+		c.log(ctx).Error().Str("page", page).Msg("console: no such template")
 		ctx.SetStatusCode(500)
 		return
 	}
 	var buf bytes.Buffer
 	if err := t.Execute(&buf, v); err != nil {
-		c.cfg.Logger.Error().Err(err).Str("page", page).Msg("console: render failed")
+		c.log(ctx).Error().Err(err).Str("page", page).Msg("console: render failed")
 		ctx.SetStatusCode(500)
 		ctx.SetContentType("text/plain; charset=utf-8")
 		ctx.SetBodyString("the page could not be rendered")
@@ -703,3 +706,8 @@ func (l *limiter) allow(addr string) (bool, time.Duration) {
 	w.n++
 	return w.n <= l.max, w.start.Add(l.window).Sub(now)
 }
+
+// log is the logger of the request that c2 belongs to (its RequestCtx, or a context from Config.Context):
+// its lines carry the request's id. Handlers log through it, never through Config.Logger
+// (TestConsoleLogsWithTheRequestID enforces it).
+func (c *Console) log(c2 context.Context) *zerolog.Logger { return reqlog.Logger(c2, &c.cfg.Logger) }

@@ -93,7 +93,7 @@ func (c *Console) invite(r *request) {
 		c.membersPage(r, "That is not an email address.", 422, "")
 		return
 	case err != nil:
-		c.cfg.Logger.Error().Err(err).Msg("console: invite")
+		c.log(r.c).Error().Err(err).Msg("console: invite")
 		c.errorPage(r.ctx, 503, "The invitation could not be created. Try again in a moment.")
 		return
 	}
@@ -138,7 +138,7 @@ func (c *Console) wrongAccount(ctx *fasthttp.RequestCtx, u *accounts.User, inv *
 // invitePage and acceptInvite serve the invitation link: no session yet, so the form carries a pre-session
 // token (double submit) like the sign-in form, and attempts count against the per-address sign-in limit.
 func (c *Console) inviteRoute(ctx *fasthttp.RequestCtx, token string) {
-	c2, cancel := c.cfg.Context(c.cfg.Timeout)
+	c2, cancel := c.cfg.Context(ctx, c.cfg.Timeout)
 	defer cancel()
 	method := string(ctx.Method())
 	if method == "POST" {
@@ -172,7 +172,7 @@ func (c *Console) inviteRoute(ctx *fasthttp.RequestCtx, token string) {
 }
 
 func (c *Console) renderInvite(ctx *fasthttp.RequestCtx, inv *accounts.Invite, token, msg string, status int) {
-	c2, cancel := c.cfg.Context(c.cfg.Timeout)
+	c2, cancel := c.cfg.Context(ctx, c.cfg.Timeout)
 	defer cancel()
 	name := inv.OrgID
 	if org, _, err := c.cfg.Orgs.Load(c2, inv.OrgID); err == nil {
@@ -197,7 +197,7 @@ func (c *Console) acceptInvite(ctx *fasthttp.RequestCtx, token string) {
 	if !ok {
 		return
 	}
-	c2, cancel := c.cfg.Context(c.cfg.Timeout)
+	c2, cancel := c.cfg.Context(ctx, c.cfg.Timeout)
 	defer cancel()
 	inv, _, err := c.cfg.Accounts.LookupInvite(c2, token)
 	if errors.Is(err, accounts.ErrNoInvite) {
@@ -331,7 +331,7 @@ func (c *Console) joinExisting(ctx *fasthttp.RequestCtx, c2 context.Context, inv
 				}
 				return nil
 			}); uerr != nil {
-				c.cfg.Logger.Error().Err(uerr).Str("org", inv.OrgID).Msg("console: undo a member whose account is full")
+				c.log(ctx).Error().Err(uerr).Str("org", inv.OrgID).Msg("console: undo a member whose account is full")
 			}
 		}
 		if !c.joinAllowed(ctx, err) {
@@ -397,6 +397,6 @@ func (c *Console) unavailablePage(ctx *fasthttp.RequestCtx, err error) {
 		c.refuseLookup(ctx, refused, false)
 		return
 	}
-	c.cfg.Logger.Error().Err(err).Str("path", string(ctx.Path())).Msg("console: dependency failed")
+	c.log(ctx).Error().Err(err).Str("path", string(ctx.Path())).Msg("console: dependency failed")
 	c.errorPage(ctx, 503, "Something did not answer in time. Try again in a moment.")
 }

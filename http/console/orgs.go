@@ -63,7 +63,7 @@ func (c *Console) createOrg(r *request) {
 	}
 	plan, ok := c.cfg.Catalog.Plan(c.cfg.NewOrgPlan)
 	if !ok {
-		c.cfg.Logger.Error().Str("plan", c.cfg.NewOrgPlan).Msg("console: the plan of new organizations is not in the catalog")
+		c.log(r.c).Error().Str("plan", c.cfg.NewOrgPlan).Msg("console: the plan of new organizations is not in the catalog")
 		c.errorPage(r.ctx, 503, "Organizations cannot be created on this node now.")
 		return
 	}
@@ -193,6 +193,6 @@ func (c *Console) memberChangeRefused(r *request, err error) bool {
 // its activation ends (idle) or its next write finds the record changed.
 func (c *Console) refresh(ctx context.Context, orgID string) {
 	if err := c.cfg.OrgCalls.Refresh(ctx, orgID); err != nil {
-		c.cfg.Logger.Warn().Err(err).Str("org", orgID).Msg("console: refresh the organization's actor")
+		c.log(ctx).Warn().Err(err).Str("org", orgID).Msg("console: refresh the organization's actor")
 	}
 }

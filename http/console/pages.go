@@ -66,7 +66,7 @@ func (c *Console) signIn(ctx *fasthttp.RequestCtx) {
 	if !ok {
 		return
 	}
-	c2, cancel := c.cfg.Context(c.cfg.Timeout)
+	c2, cancel := c.cfg.Context(ctx, c.cfg.Timeout)
 	defer cancel()
 	c.endBrowserSession(ctx, c2)
 	secret, _, _, err := c.cfg.Accounts.SignIn(c2, form.Get("email"), form.Get("password"))
@@ -79,7 +79,7 @@ func (c *Console) signIn(ctx *fasthttp.RequestCtx) {
 		c.signInPage(ctx, "Wrong email or password.", 401)
 		return
 	case err != nil:
-		c.cfg.Logger.Error().Err(err).Msg("console: sign-in failed")
+		c.log(ctx).Error().Err(err).Msg("console: sign-in failed")
 		c.signInPage(ctx, "Signing in failed for a moment. Try again.", 503)
 		return
 	}
@@ -99,7 +99,7 @@ func (c *Console) endBrowserSession(ctx *fasthttp.RequestCtx, c2 context.Context
 
 func (c *Console) signOut(r *request) {
 	if err := c.cfg.Accounts.SignOut(r.c, string(r.ctx.Request.Header.Cookie(sessionCookie))); err != nil {
-		c.cfg.Logger.Error().Err(err).Msg("console: sign-out failed")
+		c.log(r.c).Error().Err(err).Msg("console: sign-out failed")
 	}
 	c.clearCookie(r.ctx, sessionCookie)
 	redirect(r.ctx, Prefix+"/sign-in")
@@ -133,7 +133,7 @@ const ledgerShown = 1000
 func (c *Console) usagePage(r *request) {
 	bal, err := c.cfg.OrgCalls.Get(r.c, r.orgID)
 	if err != nil {
-		c.cfg.Logger.Error().Err(err).Msg("console: balance")
+		c.log(r.c).Error().Err(err).Msg("console: balance")
 		c.errorPage(r.ctx, 503, "The balance could not be read. Try again in a moment.")
 		return
 	}
@@ -143,7 +143,7 @@ func (c *Console) usagePage(r *request) {
 	}
 	entries, err := c.cfg.Orgs.Ledger(r.c, r.orgID, from, ledgerShown)
 	if err != nil {
-		c.cfg.Logger.Error().Err(err).Msg("console: ledger")
+		c.log(r.c).Error().Err(err).Msg("console: ledger")
 		c.errorPage(r.ctx, 503, "The ledger could not be read. Try again in a moment.")
 		return
 	}
@@ -214,7 +214,7 @@ func (c *Console) keysPage(r *request, msg string, status int) {
 func (c *Console) renderKeys(r *request, msg string, status int, created *createdKey) {
 	keys, err := c.cfg.Keys.List(r.c, r.orgID)
 	if err != nil {
-		c.cfg.Logger.Error().Err(err).Msg("console: list keys")
+		c.log(r.c).Error().Err(err).Msg("console: list keys")
 		c.errorPage(r.ctx, 503, "The keys could not be read. Try again in a moment.")
 		return
 	}
@@ -267,7 +267,7 @@ func (c *Console) createKey(r *request) {
 	}
 	secret, key, err := c.cfg.Keys.Create(r.c, spec)
 	if err != nil {
-		c.cfg.Logger.Error().Err(err).Msg("console: create key")
+		c.log(r.c).Error().Err(err).Msg("console: create key")
 		c.errorPage(r.ctx, 503, "The key could not be created. Try again in a moment.")
 		return
 	}
@@ -285,7 +285,7 @@ func (c *Console) revokeKey(r *request, id string) {
 		return
 	}
 	if _, err := c.cfg.Keys.Revoke(r.c, id); err != nil {
-		c.cfg.Logger.Error().Err(err).Msg("console: revoke key")
+		c.log(r.c).Error().Err(err).Msg("console: revoke key")
 		c.errorPage(r.ctx, 503, "The key could not be revoked. Try again in a moment.")
 		return
 	}
@@ -311,7 +311,7 @@ func (c *Console) changePassword(r *request) {
 		c.render(r, "account", 403, view{Title: "Account", Nav: "account", Error: "The current password is wrong."})
 		return
 	case err != nil:
-		c.cfg.Logger.Error().Err(err).Msg("console: change password")
+		c.log(r.c).Error().Err(err).Msg("console: change password")
 		c.errorPage(r.ctx, 503, "The password could not be changed. Try again in a moment.")
 		return
 	}

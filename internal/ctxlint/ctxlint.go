@@ -1,6 +1,8 @@
 // Package ctxlint finds calls of context.Background and context.TODO in Go source files, for the tests that
 // keep request and actor paths on their caller's context: a blocking call on a background context outlives
-// the request's deadline and the node's shutdown. It owns the parsing and the allow list's form (function
+// the request's deadline and the node's shutdown. It also finds uses of a field through its owner (a
+// server's cfg.Logger), for the tests that keep handlers on what their request's context carries (its
+// logger, which names the request). It owns the parsing and the allow list's form (function
 // name -> reason); each package's test owns its allow list. It only parses files: it runs and imports
 // nothing of the code it checks, and only tests import it.
 package ctxlint
@@ -56,9 +58,53 @@ func Calls(f *ast.File, fset *token.FileSet, allowed map[string]string) []string
 	return found
 }
 
+// FieldUses lists "file:line (function)" for each use of owner.field in f (cfg.Logger in s.cfg.Logger or
+// c.cfg.Logger) outside the functions named in allowed.
+func FieldUses(f *ast.File, fset *token.FileSet, owner, field string, allowed map[string]string) []string {
+	var found []string
+	for _, decl := range f.Decls {
+		fn := "package level"
+		if fd, ok := decl.(*ast.FuncDecl); ok {
+			fn = fd.Name.Name
+			if _, ok := allowed[fn]; ok {
+				continue
+			}
+		}
+		ast.Inspect(decl, func(n ast.Node) bool {
+			sel, ok := n.(*ast.SelectorExpr)
+			if !ok || sel.Sel.Name != field {
+				return true
+			}
+			var name string
+			switch x := sel.X.(type) {
+			case *ast.Ident:
+				name = x.Name
+			case *ast.SelectorExpr:
+				name = x.Sel.Name
+			}
+			if name == owner {
+				found = append(found, fset.Position(sel.Pos()).String()+" ("+fn+")")
+			}
+			return true
+		})
+	}
+	return found
+}
+
+// DirFieldUses is FieldUses over the non-test .go files of dir, as Dir walks them.
+func DirFieldUses(dir, owner, field string, allowed map[string]string) (found []string, files int, err error) {
+	return walk(dir, false, func(f *ast.File, fset *token.FileSet) []string {
+		return FieldUses(f, fset, owner, field, allowed)
+	})
+}
+
 // Dir checks the non-test .go files of dir (and of its subdirectories when recursive) and returns the calls
 // found, sorted, and how many files it parsed, so that a test can tell "clean" from "looked at nothing".
 func Dir(dir string, recursive bool, allowed map[string]string) (found []string, files int, err error) {
+	return walk(dir, recursive, func(f *ast.File, fset *token.FileSet) []string { return Calls(f, fset, allowed) })
+}
+
+func walk(dir string, recursive bool, check func(*ast.File, *token.FileSet) []string) (found []string, files int, err error) {
 	fset := token.NewFileSet()
 	err = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -78,7 +124,7 @@ func Dir(dir string, recursive bool, allowed map[string]string) (found []string,
 			return fmt.Errorf("ctxlint: %w", err)
 		}
 		files++
-		found = append(found, Calls(f, fset, allowed)...)
+		found = append(found, check(f, fset)...)
 		return nil
 	})
 	sort.Strings(found)

@@ -54,3 +54,22 @@ func TestDirWalksSubpackagesAndSkipsTests(t *testing.T) {
 		t.Fatalf("recursive: found %q in %d files (%v), want sub/b.go:3 in 2 files", found, files, err)
 	}
 }
+
+// TestFieldUsesAreFound: FieldUses sees owner.field through any receiver and outside the allowed function,
+// and not a field of the same name under another owner.
+func TestFieldUsesAreFound(t *testing.T) {
+	src := `package http
+func (s *Server) serve() { _ = s.cfg.Logger }
+func (s *Server) handler() { s.cfg.Logger.Error().Msg("x") }
+func (c *Console) page() { l := c.cfg.Logger; _ = l; _ = c.other.Logger }
+`
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, "x.go", src, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := FieldUses(f, fset, "cfg", "Logger", map[string]string{"serve": "builds the request's logger"})
+	if len(got) != 2 || !strings.Contains(got[0], "(handler)") || !strings.Contains(got[1], "(page)") {
+		t.Fatalf("found %q, want the uses in handler and page", got)
+	}
+}

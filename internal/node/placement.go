@@ -157,12 +157,16 @@ func (n *Node) drain(ctx context.Context) {
 		d.Replace(c, ids)
 		moved += len(ids)
 	}
-	log.Info().Int("waiting_moved", moved).Int("running", n.pools.Running()).Dur("timeout", n.cfg.DrainTimeout).
+	// running counts the jobs that workers are still claiming (actors.Pool.Running): "drained" comes only
+	// after those too. A short attempt finishes within the second, so the drained line says how long it
+	// waited and for how many.
+	began, running := n.cfg.Clock.Now(), n.pools.Running()
+	log.Info().Int("waiting_moved", moved).Int("running", running).Dur("timeout", n.cfg.DrainTimeout).
 		Msg("draining: taking no more work")
 	dctx, cancel := context.WithTimeout(ctx, n.cfg.DrainTimeout)
 	defer cancel()
 	if n.pools.AwaitIdle(dctx) {
-		log.Info().Msg("drained: no work running")
+		log.Info().Int("finished", running).Dur("waited", n.cfg.Clock.Now().Sub(began)).Msg("drained: no work running")
 		return
 	}
 	log.Warn().Int("running", n.pools.Running()).Msg("drain timeout: handing back the running attempts")
