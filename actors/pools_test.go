@@ -180,3 +180,33 @@ func TestDrainWaitsForAJobBeingClaimed(t *testing.T) {
 		t.Fatalf("running %d after the attempt ended", n)
 	}
 }
+
+// TestDrainWaitsForAJobReceivedNotYetCounted: between a worker's receive from the queue and its count of the
+// attempt (the test receives, as a worker does), a drain's TakeQueued finds the queue empty; the pool must not
+// look idle then, or the node logs "drained" and stops under an attempt about to start.
+func TestDrainWaitsForAJobReceivedNotYetCounted(t *testing.T) {
+	p := NewPool(heldClaims{}, nil, zerolog.Nop(), "self", 1, 30e9) // not run: the test is its worker
+	p.Dispatch("req_a")
+	q := <-p.queue
+	if ids := p.BeginDrain(); len(ids) != 0 {
+		t.Fatalf("the drain took %v from an empty queue", ids)
+	}
+	idle := p.Idle()
+	select {
+	case <-idle:
+		t.Fatal("idle while a worker holds a job it received from the queue")
+	default:
+	}
+	p.took(q)
+	select {
+	case <-p.Idle():
+		t.Fatal("idle while the attempt runs")
+	default:
+	}
+	p.attemptEnded()
+	select {
+	case <-idle:
+	default:
+		t.Fatal("not idle once the attempt ended")
+	}
+}

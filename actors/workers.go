@@ -65,11 +65,13 @@ type Pool struct {
 	// job under its own kind's class (NewPool).
 	class string
 	// mu guards waiting (the ids in queue, so that a job offered again while it waits is queued once),
-	// running and idle.
+	// running and idle. A job leaves waiting in the same step that counts it running (a worker) or hands it
+	// elsewhere (TakeQueued), so that under mu every job taken is in one or the other: a drain's Idle cannot
+	// fall between a worker's receive from the queue and its count.
 	mu      sync.Mutex
 	waiting map[string]bool
 	running int
-	idle    chan struct{} // closed when running drops to 0
+	idle    chan struct{} // closed when no attempt runs and no job waits (idleLocked)
 	// draining refuses new offers (the node is shutting down); abandon ends running attempts with a hand-back.
 	draining   atomic.Bool
 	abandon    context.Context
@@ -148,6 +150,7 @@ loop:
 			break loop
 		}
 	}
+	p.closeIdleLocked()
 	p.mu.Unlock()
 	if len(ids) > 0 {
 		p.changed()
@@ -175,17 +178,40 @@ func (p *Pool) Running() int {
 	return p.running
 }
 
-// Idle returns a channel that is closed once no attempt runs in the pool.
+// Idle returns a channel that is closed once no attempt runs in the pool and no job waits in its queue (a
+// drain takes the queue first, BeginDrain; a job a worker has received from the queue but not yet counted
+// still waits).
 func (p *Pool) Idle() <-chan struct{} {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.idle == nil {
 		p.idle = make(chan struct{})
-		if p.running == 0 {
-			close(p.idle)
-		}
+		p.closeIdleLocked()
 	}
 	return p.idle
+}
+
+// closeIdleLocked closes idle when the pool is idle (p.mu held).
+func (p *Pool) closeIdleLocked() {
+	if p.running != 0 || len(p.waiting) != 0 || p.idle == nil {
+		return
+	}
+	select {
+	case <-p.idle:
+	default:
+		close(p.idle)
+	}
+}
+
+// busyLocked forgets an idle channel already closed (p.mu held): work came, and the next Idle makes a fresh one.
+func (p *Pool) busyLocked() {
+	if p.idle != nil {
+		select {
+		case <-p.idle:
+			p.idle = nil
+		default:
+		}
+	}
 }
 
 // HandBackRunning ends every running attempt by handing its job back to the job actor (not counted as an
@@ -197,26 +223,14 @@ func (p *Pool) attemptStarted() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.running++
-	if p.idle != nil {
-		select {
-		case <-p.idle:
-			p.idle = nil // closed while idle: the next Idle makes a fresh one
-		default:
-		}
-	}
+	p.busyLocked()
 }
 
 func (p *Pool) attemptEnded() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.running--
-	if p.running == 0 && p.idle != nil {
-		select {
-		case <-p.idle:
-		default:
-			close(p.idle)
-		}
-	}
+	p.closeIdleLocked()
 }
 
 // Workers is the pool's number of workers.
@@ -247,6 +261,7 @@ func (p *Pool) dispatch(requestID, class string) bool {
 	select {
 	case p.queue <- queued{id: requestID, class: class}:
 		p.waiting[requestID] = true
+		p.busyLocked()
 		p.Metrics.queue(class, 1)
 	default:
 		p.logger.Warn().Str("job", requestID).Msg("worker queue full; the sweeper will dispatch the job again")
@@ -325,21 +340,27 @@ func (p *Pool) work(ctx context.Context, i int) {
 		case <-ctx.Done():
 			return
 		case q := <-p.queue:
-			p.mu.Lock()
-			delete(p.waiting, q.id)
-			p.mu.Unlock()
-			p.Metrics.queue(q.class, -1)
+			p.took(q)
 			p.busy.Add(1) // from the queue to the end of the attempt, this worker is taken
-			// It counts as running from the queue too: a drain that began while it claims the job (a call
-			// through the cluster, sent again while unanswered) waits for it rather than logging "drained"
-			// and stopping under an attempt about to run.
-			p.attemptStarted()
 			p.attempt(ctx, id, q.id)
 			p.attemptEnded()
 			p.busy.Add(-1)
 			p.changed()
 		}
 	}
+}
+
+// took counts q, which a worker received from the queue, as running, in the step that takes it out of waiting:
+// a drain that began while the worker claims the job (a call through the cluster, sent again while unanswered)
+// waits for it rather than logging "drained" and stopping under an attempt about to run. The worker ends the
+// attempt with attemptEnded.
+func (p *Pool) took(q queued) {
+	p.mu.Lock()
+	delete(p.waiting, q.id)
+	p.running++
+	p.busyLocked()
+	p.mu.Unlock()
+	p.Metrics.queue(q.class, -1)
 }
 
 func (p *Pool) call(ctx context.Context, requestID string, msg any) (*JobReply, error) {
