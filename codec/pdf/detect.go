@@ -249,7 +249,7 @@ func (a *Adapter) detectRenderedStats(ctx context.Context, doc *document, budget
 	pages := doc.info.Pages
 	r := renderer{mutool: a.mutool(), dpi: a.renderDPI(doc), pageLimit: doc.lim.PageTimeout,
 		memLimit: doc.lim.RenderMemory, maxPixels: doc.lim.RenderMaxPixels + doc.lim.RenderMaxPixels/8,
-		total: &renderTime{limit: doc.lim.renderTimeBudget(doc.inBytes)}, now: a.now}
+		total: &renderTime{limit: doc.lim.renderTimeBudget(doc.inBytes), perMP: doc.lim.RenderTimePerMP}, now: a.now}
 	if reserve != nil {
 		r.reserve = func(ctx context.Context, w, h int) (func(), error) { return reserve(ctx, PageMemory(w, h)) }
 	}
