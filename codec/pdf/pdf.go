@@ -162,12 +162,12 @@ func DefaultLimits() Limits {
 		RenderTime:      60 * time.Second,
 		RenderTimePerMB: 10 * time.Second,
 		// A marked page renders about 7 times slower than an unmarked one (its overlay image is drawn under a
-		// soft mask): 27 against 3.7 ms of CPU a gnuplot.pdf page at 150 dpi (2.1 MP), and up to about 0.1 s
-		// of wall time a page on a loaded 2-core node, where the analysis of the pages competes with the
-		// renderer; 1,555 marked pages needed about 170 s there against the 72 s that RenderTime and
-		// RenderTimePerMB allowed their 1.3 MB (docs/codec.md, section 8). 40 ms a megapixel is 84 ms a
-		// Letter page at 150 dpi; at most 80 s more for the 2,000 MP a small file may render, 960 s at the
-		// 24,000 MP ceiling (with the 700 s of a 64 MB file, under the 30-minute job deadline).
+		// soft mask): 17 against 2.4 ms of CPU a gnuplot.pdf page at 150 dpi (2.1 MP), and the renderer waits
+		// for the CPU the pages' analysis takes: on a 2-core node at a load of 6, 1,555 marked Letter pages
+		// took 89.5 s of renderer time, against the 72 s that RenderTime and RenderTimePerMB allow their
+		// 1.3 MB (docs/codec.md, section 8). 40 ms a megapixel is 84 ms a Letter page at 150 dpi (203 s for
+		// that document); at most 80 s more for the 2,000 MP a small file may render, 960 s at the 24,000 MP
+		// ceiling (with the 700 s of a 64 MB file, under the 30-minute job deadline).
 		RenderTimePerMP: 40 * time.Millisecond,
 	}
 }
