@@ -2,6 +2,7 @@ package pdf
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"syscall"
 	"testing"
@@ -118,4 +119,43 @@ func cpuSeconds() float64 {
 	syscall.Getrusage(syscall.RUSAGE_CHILDREN, &kids)
 	sec := func(t syscall.Timeval) float64 { return float64(t.Sec) + float64(t.Usec)/1e6 }
 	return sec(self.Utime) + sec(self.Stime) + sec(kids.Utime) + sec(kids.Stime)
+}
+
+// BenchmarkDetectRenderedFile detects the mark of the PDF named by FILIGRANE_BENCH_PDF by rendering alone (as
+// DetectRendered, the structural layer ignored), with the default limits: the figure for a long real document,
+// which a test cannot afford. It reports the CPU seconds (process and renderer children), the renderer time the
+// pages took to arrive (wait-s, what the budget counts, wall time: it grows with the machine's load), the
+// document's fixed budget (fixed-s: RenderTime plus RenderTimePerMB a megabyte, the whole budget before
+// RenderTimePerMP) and the budget with the pixels' allowance (allowed-s). Skipped without the variable.
+//
+//	FILIGRANE_BENCH_PDF=marked.pdf go test -run '^$' -bench DetectRenderedFile -benchtime 1x ./codec/pdf
+func BenchmarkDetectRenderedFile(b *testing.B) {
+	path := os.Getenv("FILIGRANE_BENCH_PDF")
+	if path == "" {
+		b.Skip("FILIGRANE_BENCH_PDF names no file")
+	}
+	a := testAdapter(b)
+	ctx := context.Background()
+	cpu0 := cpuSeconds()
+	var st DetectStats
+	var fixed float64
+	for b.Loop() {
+		doc, err := a.open(ctx, path, false)
+		if err != nil {
+			b.Fatal(err)
+		}
+		fixed = doc.lim.renderTimeBudget(doc.inBytes).Seconds()
+		var d codec.Detection
+		d, st, err = a.detectRenderedStats(ctx, doc, aloneBudget, nil)
+		doc.close()
+		if err != nil {
+			b.Fatalf("after %d pages (renderer %.1f s of %.1f s): %v", st.Pages, st.RenderWait.Seconds(), st.RenderAllowed.Seconds(), err)
+		}
+		b.Logf("watermarked %v, id %v, %d pages", d.Watermarked, d.WatermarkID != nil, st.Pages)
+	}
+	b.ReportMetric((cpuSeconds()-cpu0)/float64(b.N), "cpu-s/op")
+	b.ReportMetric(float64(st.Pages), "pages")
+	b.ReportMetric(st.RenderWait.Seconds(), "wait-s")
+	b.ReportMetric(fixed, "fixed-s")
+	b.ReportMetric(st.RenderAllowed.Seconds(), "allowed-s")
 }

@@ -128,9 +128,10 @@ func TestDetectionPixelsAreCountedAsRendered(t *testing.T) {
 }
 
 // TestDetectionRenderTimeIsBounded: the time pages take to arrive from the renderer is counted against the
-// document's budget (RenderTime plus RenderTimePerMB a megabyte), on the adapter's clock: with a clock that
-// advances a minute each time it is read, every page takes a minute, and under a 90 s budget the detection
-// analyses the first page and refuses at the second with CodeTooLarge.
+// document's budget (RenderTime plus RenderTimePerMB a megabyte, plus the default RenderTimePerMP, under 2 ms
+// for these 100-point pages), on the adapter's clock: with a clock that advances a minute each time it is read,
+// every page takes a minute, and under a 90 s budget the detection analyses the first page and refuses at the
+// second with CodeTooLarge.
 func TestDetectionRenderTimeIsBounded(t *testing.T) {
 	a := testAdapter(t)
 	a.Limits = Limits{RenderWorkers: 1, RenderTime: 90 * time.Second, RenderTimePerMB: time.Nanosecond}
@@ -144,6 +145,57 @@ func TestDetectionRenderTimeIsBounded(t *testing.T) {
 	}
 	if st.Pages != 1 {
 		t.Errorf("%d pages analysed, want 1", st.Pages)
+	}
+}
+
+// TestRenderTimeGrowsWithThePixelsRendered: a long marked document whose structural layer is ignored
+// (DetectRendered, as for a copy whose structure was stripped) is traced to its last page when each page takes
+// no more than RenderTimePerMP a megapixel, however small the document's own budget; before, the budget was
+// one figure per document and such a document stopped part-way (1,555 gnuplot pages stopped at page 668).
+// Pages costlier than their allowance still draw the excess from that budget. On the adapter's clock, every
+// page takes one tick: three marked Letter pages (2.1 MP each at 150 dpi, so 84 ms of allowance a page at 40 ms
+// a megapixel) under a budget of 100 ms.
+func TestRenderTimeGrowsWithThePixelsRendered(t *testing.T) {
+	ctx := context.Background()
+	src := writeTemp(t, "letter.pdf", blankPages(3, "[0 0 612 792]"))
+	marked := filepath.Join(t.TempDir(), "marked.pdf")
+	id := testID("render-time")
+	if _, err := testAdapter(t).Embed(ctx, src, marked, id, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	detect := func(tick, perMP time.Duration) (codec.Detection, DetectStats, error) {
+		a := testAdapter(t)
+		a.Limits = Limits{RenderWorkers: 1, RenderTime: 100 * time.Millisecond, RenderTimePerMB: time.Nanosecond, RenderTimePerMP: perMP}
+		var ticks atomic.Int64
+		start := time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC)
+		a.now = func() time.Time { return start.Add(time.Duration(ticks.Add(1)) * tick) }
+		return a.DetectRenderedStats(ctx, marked)
+	}
+
+	// 80 ms a page, within its allowance: every page is read and carries the id.
+	d, st, err := detect(80*time.Millisecond, 40*time.Millisecond)
+	if err != nil {
+		t.Fatalf("80 ms a page: %v", err)
+	}
+	if !d.Watermarked || d.WatermarkID == nil || *d.WatermarkID != id.String() || len(d.Units) != 3 || st.Pages != 3 {
+		t.Fatalf("80 ms a page: watermarked %v id %v, %d units, stats %+v", d.Watermarked, d.WatermarkID, len(d.Units), st)
+	}
+	for _, u := range d.Units {
+		if !u.Watermarked || u.WatermarkID == nil || *u.WatermarkID != id.String() {
+			t.Errorf("page %d: %+v", u.Index, u)
+		}
+	}
+
+	// Without the allowance (a nanosecond a megapixel), the same pages stop at the second one.
+	if _, st, err := detect(80*time.Millisecond, time.Nanosecond); CodeOf(err) != CodeTooLarge || st.Pages != 1 {
+		t.Errorf("80 ms a page without the allowance: %d pages, %v; want 1 page and code %s", st.Pages, err, CodeTooLarge)
+	}
+
+	// 150 ms a page: 66 ms over its allowance each, the 100 ms budget pays for the first page and the second
+	// stops.
+	_, st, err = detect(150*time.Millisecond, 40*time.Millisecond)
+	if CodeOf(err) != CodeTooLarge || !strings.Contains(err.Error(), "plus 40ms a megapixel rendered") || st.Pages != 1 {
+		t.Errorf("150 ms a page: %d pages, %v; want 1 page and code %s about the rendering time", st.Pages, err, CodeTooLarge)
 	}
 }
 

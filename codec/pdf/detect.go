@@ -190,6 +190,10 @@ type DetectStats struct {
 	Synced   int // pages whose pilot synchronised (their soft output is summed and kept for the codeword test)
 	Combined int // decodes of the summed soft outputs (9 checked words each at most)
 	Matched  int // pages reported watermarked by the codeword test against a decoded id, not by their own decode
+	// RenderWait is the renderer time the pages took to arrive, all processes together, which the document's
+	// renderer time budget bounds; RenderAllowed is that budget once the pages counted were delivered (the
+	// fixed part, renderTimeBudget, plus RenderTimePerMP a megapixel).
+	RenderWait, RenderAllowed time.Duration
 }
 
 // alone reports whether page i (from 0) of a document of pages pages is decoded on its own under a budget of
@@ -253,7 +257,7 @@ func (a *Adapter) detectRenderedStats(ctx context.Context, doc *document, budget
 	pages := doc.info.Pages
 	r := renderer{mutool: a.mutool(), dpi: a.renderDPI(doc), pageLimit: doc.lim.PageTimeout,
 		memLimit: doc.lim.RenderMemory, maxPixels: doc.lim.RenderMaxPixels + doc.lim.RenderMaxPixels/8,
-		total: &renderTime{limit: doc.lim.renderTimeBudget(doc.inBytes)}, now: a.now}
+		total: &renderTime{limit: doc.lim.renderTimeBudget(doc.inBytes), perMP: doc.lim.RenderTimePerMP}, now: a.now}
 	if reserve != nil {
 		r.reserve = func(ctx context.Context, w, h int) (func(), error) { return reserve(ctx, PageMemory(w, h)) }
 	}
@@ -338,7 +342,7 @@ func (a *Adapter) detectRenderedStats(ctx context.Context, doc *document, budget
 		}()
 	}
 	wg.Wait()
-	var st DetectStats
+	st := DetectStats{RenderWait: time.Duration(r.total.used.Load()), RenderAllowed: r.total.allowed(r.total.pixels.Load())}
 	for _, s := range stats {
 		st.Pages += s.Pages
 		st.Alone += s.Alone

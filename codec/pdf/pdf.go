@@ -118,9 +118,13 @@ type Limits struct {
 	DetectPixelsPerByte int64
 	// The pixels do not bound the renderer's time on a page that is costly to draw (many distinct page
 	// objects can share one such content stream), so the time the pages take to arrive, all together, is
-	// bounded by RenderTime plus RenderTimePerMB for each megabyte of the file (renderTimeBudget).
+	// bounded: by RenderTime plus RenderTimePerMB for each megabyte of the file (renderTimeBudget), plus
+	// RenderTimePerMP for each megapixel the renderer has delivered so far. The last term pays for the pages
+	// themselves, so a long document is not cut off part-way by a figure set for a short one, and it stays
+	// bounded by what the file pays for: the pixels are (detectPixelBudget).
 	RenderTime      time.Duration
 	RenderTimePerMB time.Duration
+	RenderTimePerMP time.Duration
 }
 
 // DefaultLimits are the limits for uploads of up to 64 MB.
@@ -157,6 +161,14 @@ func DefaultLimits() Limits {
 		// under the job deadline.
 		RenderTime:      60 * time.Second,
 		RenderTimePerMB: 10 * time.Second,
+		// A marked page renders about 7 times slower than an unmarked one (its overlay image is drawn under a
+		// soft mask): 17 against 2.4 ms of CPU a gnuplot.pdf page at 150 dpi (2.1 MP), and the renderer waits
+		// for the CPU the pages' analysis takes: on a 2-core node at a load of 6, 1,555 marked Letter pages
+		// took 89.5 s of renderer time, against the 72 s that RenderTime and RenderTimePerMB allow their
+		// 1.3 MB (docs/codec.md, section 8). 40 ms a megapixel is 84 ms a Letter page at 150 dpi (203 s for
+		// that document); at most 80 s more for the 2,000 MP a small file may render, 960 s at the 24,000 MP
+		// ceiling (with the 700 s of a 64 MB file, under the 30-minute job deadline).
+		RenderTimePerMP: 40 * time.Millisecond,
 	}
 }
 
@@ -173,6 +185,7 @@ func (l Limits) withDefaults() Limits {
 		DetectPixels:  orDefault(l.DetectPixels, d.DetectPixels), DetectPixelsFree: orDefault(l.DetectPixelsFree, d.DetectPixelsFree),
 		DetectPixelsPerByte: orDefault(l.DetectPixelsPerByte, d.DetectPixelsPerByte),
 		RenderTime:          orDefault(l.RenderTime, d.RenderTime), RenderTimePerMB: orDefault(l.RenderTimePerMB, d.RenderTimePerMB),
+		RenderTimePerMP: orDefault(l.RenderTimePerMP, d.RenderTimePerMP),
 	}
 }
 
@@ -193,7 +206,8 @@ func (l Limits) renderWorkers() int {
 	return min(runtime.GOMAXPROCS(0), 4)
 }
 
-// renderTimeBudget is how long a detection's pages may take to render, all together, for a file of size bytes.
+// renderTimeBudget is how long a detection's pages may take to render, all together, for a file of size bytes,
+// before the allowance of the pixels rendered (RenderTimePerMP, counted by renderTime as the pages arrive).
 func (l Limits) renderTimeBudget(size int64) time.Duration {
 	return l.RenderTime + time.Duration(float64(l.RenderTimePerMB)*float64(max(size, 0))/(1<<20))
 }

@@ -40,15 +40,28 @@ type renderer struct {
 	reserve func(ctx context.Context, w, h int) (release func(), err error)
 }
 
-// renderTime is a document's renderer time budget: what its pages took to arrive, all processes together.
+// renderTime is a document's renderer time budget: what its pages took to arrive, all processes together,
+// against limit plus perMP for each megapixel delivered. A page's own allowance is counted with its time, so
+// pages that draw within perMP a megapixel never run the budget down, and costlier ones draw on limit.
 type renderTime struct {
-	limit time.Duration
-	used  atomic.Int64 // nanoseconds
+	limit  time.Duration
+	perMP  time.Duration
+	used   atomic.Int64 // nanoseconds
+	pixels atomic.Int64 // delivered so far
 }
 
-// spend counts d and reports whether the budget still holds.
-func (b *renderTime) spend(d time.Duration) bool {
-	return b == nil || time.Duration(b.used.Add(int64(d))) <= b.limit
+// spend counts d for a page of pixels pixels and reports whether the budget still holds.
+func (b *renderTime) spend(d time.Duration, pixels int64) bool {
+	if b == nil {
+		return true
+	}
+	px := b.pixels.Add(pixels)
+	return time.Duration(b.used.Add(int64(d))) <= b.allowed(px)
+}
+
+// allowed is the budget once px pixels have been delivered (float: the product can pass int64 in theory).
+func (b *renderTime) allowed(px int64) time.Duration {
+	return b.limit + time.Duration(min(float64(b.perMP)*float64(px)/1e6, float64(math.MaxInt64/2)))
 }
 
 // errRenderTimeout marks a page that did not arrive within its budget.
@@ -127,7 +140,7 @@ func (r renderer) render(ctx context.Context, path string, pages []int, fn func(
 			readErr = err
 		case timedOut():
 			readErr = errRenderTimeout
-		case !r.total.spend(now().Sub(waitFrom)):
+		case !r.total.spend(now().Sub(waitFrom), int64(w)*int64(h)):
 			readErr = errRenderTotal
 		}
 		if readErr != nil {
@@ -152,7 +165,8 @@ func (r renderer) render(ctx context.Context, path string, pages []int, fn func(
 	case reserveErr != nil:
 		return fmt.Errorf("pdf: memory for page %d: %w", page, reserveErr)
 	case errors.Is(readErr, errRenderTotal):
-		return &Error{Code: CodeTooLarge, Reason: fmt.Sprintf("rendering the pages took longer than the %s a file of this size allows, all pages together (page %d)", r.total.limit, page), Err: errRenderTotal}
+		return &Error{Code: CodeTooLarge, Reason: fmt.Sprintf("rendering the pages took longer than a file of this size allows, all pages together: %s, plus %s a megapixel rendered (%s at page %d)",
+			r.total.limit, r.total.perMP, r.total.allowed(r.total.pixels.Load()).Round(time.Millisecond), page), Err: errRenderTotal}
 	case errors.Is(readErr, errRenderTimeout) || expired && k < len(pages):
 		return &Error{Code: CodeRender, Reason: fmt.Sprintf("page %d did not render within %s", page, r.pageLimit), Err: errRenderTimeout}
 	case readErr != nil:
