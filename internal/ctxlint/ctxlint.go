@@ -35,6 +35,15 @@ func Calls(f *ast.File, fset *token.FileSet, allowed map[string]string) []string
 	if pkgName == "" {
 		return nil
 	}
+	return selectors(f, fset, allowed, func(sel *ast.SelectorExpr) bool {
+		id, ok := sel.X.(*ast.Ident)
+		return ok && id.Name == pkgName && (sel.Sel.Name == "Background" || sel.Sel.Name == "TODO")
+	})
+}
+
+// selectors lists "file:line (function)" for each selector expression of f that match reports, outside the
+// functions named in allowed (declarations outside any function count as "package level").
+func selectors(f *ast.File, fset *token.FileSet, allowed map[string]string, match func(*ast.SelectorExpr) bool) []string {
 	var found []string
 	for _, decl := range f.Decls {
 		fn := "package level"
@@ -45,11 +54,7 @@ func Calls(f *ast.File, fset *token.FileSet, allowed map[string]string) []string
 			}
 		}
 		ast.Inspect(decl, func(n ast.Node) bool {
-			sel, ok := n.(*ast.SelectorExpr)
-			if !ok {
-				return true
-			}
-			if id, ok := sel.X.(*ast.Ident); ok && id.Name == pkgName && (sel.Sel.Name == "Background" || sel.Sel.Name == "TODO") {
+			if sel, ok := n.(*ast.SelectorExpr); ok && match(sel) {
 				found = append(found, fset.Position(sel.Pos()).String()+" ("+fn+")")
 			}
 			return true
@@ -61,34 +66,18 @@ func Calls(f *ast.File, fset *token.FileSet, allowed map[string]string) []string
 // FieldUses lists "file:line (function)" for each use of owner.field in f (cfg.Logger in s.cfg.Logger or
 // c.cfg.Logger) outside the functions named in allowed.
 func FieldUses(f *ast.File, fset *token.FileSet, owner, field string, allowed map[string]string) []string {
-	var found []string
-	for _, decl := range f.Decls {
-		fn := "package level"
-		if fd, ok := decl.(*ast.FuncDecl); ok {
-			fn = fd.Name.Name
-			if _, ok := allowed[fn]; ok {
-				continue
-			}
+	return selectors(f, fset, allowed, func(sel *ast.SelectorExpr) bool {
+		if sel.Sel.Name != field {
+			return false
 		}
-		ast.Inspect(decl, func(n ast.Node) bool {
-			sel, ok := n.(*ast.SelectorExpr)
-			if !ok || sel.Sel.Name != field {
-				return true
-			}
-			var name string
-			switch x := sel.X.(type) {
-			case *ast.Ident:
-				name = x.Name
-			case *ast.SelectorExpr:
-				name = x.Sel.Name
-			}
-			if name == owner {
-				found = append(found, fset.Position(sel.Pos()).String()+" ("+fn+")")
-			}
-			return true
-		})
-	}
-	return found
+		switch x := sel.X.(type) {
+		case *ast.Ident:
+			return x.Name == owner
+		case *ast.SelectorExpr:
+			return x.Sel.Name == owner
+		}
+		return false
+	})
 }
 
 // DirFieldUses is FieldUses over the non-test .go files of dir, as Dir walks them.
