@@ -67,7 +67,7 @@ func (a *Adapter) Embed(ctx context.Context, src, dst string, id codec.ID, opt O
 	if err := doc.writeStructural(a.Codec, id, time.Now()); err != nil {
 		return EmbedReport{}, fmt.Errorf("pdf: structural mark: %w", err)
 	}
-	n, err := writeAtomic(doc, dst)
+	n, err := writeAtomic(ctx, doc, dst)
 	if err != nil {
 		return EmbedReport{}, err
 	}
@@ -75,8 +75,13 @@ func (a *Adapter) Embed(ctx context.Context, src, dst string, id codec.ID, opt O
 	return rep, nil
 }
 
-// writeAtomic writes the document to a temporary file in dst's directory and renames it to dst.
-func writeAtomic(doc *document, dst string) (int64, error) {
+// writeAtomic writes the document to a temporary file in dst's directory and renames it to dst, laid out as
+// the input was (objstreams.go).
+func writeAtomic(ctx context.Context, doc *document, dst string) (int64, error) {
+	setWriteLayout(doc.ctx)
+	if _, err := decodeReachableLazy(ctx, doc.ctx.XRefTable); err != nil {
+		return 0, fmt.Errorf("pdf: write: %w", err)
+	}
 	f, err := os.CreateTemp(filepath.Dir(dst), ".filigrane-pdf-*")
 	if err != nil {
 		return 0, fmt.Errorf("pdf: create output: %w", err)
