@@ -51,6 +51,7 @@ type Doc struct {
 	PageExt    string   // extra entries of every page
 	ExtraObjs  []string // objects appended after the pages' (numbered from ExtraObject(Pages, 1))
 	MediaBox   string   // "" means US Letter
+	Packed     bool     // laid out with object streams and a cross-reference stream (Packed), else a classic table
 }
 
 // TextPage is the content of a page of text lines with a filled gray box and a stroked frame: text stays
@@ -99,6 +100,9 @@ func Make(spec Doc) []byte {
 	}
 	objs = append(objs, pageObjs...)
 	objs = append(objs, spec.ExtraObjs...)
+	if spec.Packed {
+		return Packed(objs, "/Root 1 0 R /Info 4 0 R")
+	}
 	return Build(objs, "/Root 1 0 R /Info 4 0 R")
 }
 
