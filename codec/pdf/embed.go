@@ -97,6 +97,17 @@ func writeAtomic(ctx context.Context, doc *document, dst string) (int64, error) 
 	if err := safeWrite(doc, f); err != nil {
 		return 0, fmt.Errorf("pdf: write: %w", err)
 	}
+	if doc.ctx.WriteObjectStream {
+		g, err := repacked(ctx, doc, f, filepath.Dir(dst))
+		if ctx.Err() != nil {
+			return 0, fmt.Errorf("pdf: write: %w", ctx.Err())
+		}
+		if err == nil { // else the writer's file stands: valid, only larger
+			f.Close()
+			os.Remove(tmp)
+			f, tmp = g, g.Name()
+		}
+	}
 	if err := f.Sync(); err != nil {
 		return 0, fmt.Errorf("pdf: write: %w", err)
 	}
