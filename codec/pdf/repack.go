@@ -131,8 +131,12 @@ func packPlain(ctx context.Context, c *model.Context, src *os.File, dst io.Write
 	if err := flush(); err != nil {
 		return 0, err
 	}
-	// pdfcpu's own object streams' members keep their places.
+	// pdfcpu's own object streams' members keep their places. An object still marked compressed that the writer
+	// did not write (nothing reaches it) names the input's object stream: it is left free, not pointed there.
 	for nr, e := range x.Table {
+		if _, written := wc.Table[nr]; !written {
+			continue
+		}
 		if e != nil && !e.Free && e.Compressed && e.ObjectStream != nil && e.ObjectStreamInd != nil && nr < size {
 			locs[nr] = loc{typ: 2, f2: int64(*e.ObjectStream), f3: int64(*e.ObjectStreamInd)}
 		}
