@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -251,5 +252,40 @@ func TestEmbedPacksOutlineIntoObjectStreams(t *testing.T) {
 	}
 	if info, err := a.Probe(context.Background(), dst); err != nil || !info.Marked || info.MarkedID != testID("outline") {
 		t.Errorf("structural mark: %+v, %v", info, err)
+	}
+}
+
+// The repacking moves only bytes that are exactly one object as the writer wrote it: given a write whose
+// recorded offset of a plain object is off by one, it stops with an error (and Embed keeps the writer's file)
+// rather than moving a cut object.
+func TestRepackStopsOnUnexpectedLayout(t *testing.T) {
+	src := writeTemp(t, "in.pdf", outlinedDoc(3))
+	c, err := readContext(context.Background(), src, DefaultLimits())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := safeValidate(c); err != nil {
+		t.Fatal(err)
+	}
+	setWriteLayout(c)
+	f, err := os.Create(filepath.Join(t.TempDir(), "written.pdf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := api.WriteContext(c, f); err != nil {
+		t.Fatal(err)
+	}
+	var good bytes.Buffer
+	if _, err := packPlain(context.Background(), c, f, &good); err != nil {
+		t.Fatalf("repacking the writer's file: %v", err)
+	}
+	if !bytes.Contains(good.Bytes(), []byte("/Type/ObjStm")) {
+		t.Fatal("no object stream written")
+	}
+	root := int(c.XRefTable.Root.ObjectNumber) // the catalog: written plain by pdfcpu
+	c.Write.Table[root]++
+	if _, err := packPlain(context.Background(), c, f, io.Discard); err == nil {
+		t.Error("an object recorded one byte off was repacked")
 	}
 }
