@@ -31,6 +31,7 @@ func main() {
 	side := flag.Int("side", 612, "gen: page side in points")
 	objstm := flag.Int("objstm", 0, "gen: that many pages instead, each alone in an object stream with a -junk entry of -mb MB")
 	junkMB := flag.Int("mb", 60, "gen: MB of each page's junk entry")
+	indirect := flag.Bool("indirect", false, "gen: each page's junk is an object alone in another object stream, named by a private entry of the page's annotation (what validation does not read but the writer writes: objstreams.go)")
 	junk := flag.String("junk", "ints", "gen: the junk entry: string (a literal string), ints (an array of 0s), names (of /a), arrays (of []) or dicts (of <<>>), or nested (arrays, each the only element of the one before)")
 	flag.Parse()
 	src := flag.Arg(0)
@@ -40,7 +41,7 @@ func main() {
 		case *pages > 0:
 			data = blankPages(*pages, *side)
 		case *objstm > 0:
-			data = objectStreamPages(*objstm, *junkMB<<20, *junk)
+			data = objectStreamPages(*objstm, *junkMB<<20, *junk, *indirect)
 		}
 		if err := os.WriteFile(src, data, 0o644); err != nil {
 			fail(err)
@@ -120,8 +121,10 @@ func tinyObjects(n int) []byte {
 // objectStreamPages is a document of k Letter pages, each page's dictionary alone in its own object stream
 // with an entry /Junk of about each bytes (kind: a literal string of "a", an array of 0s, of /a, of empty arrays or of empty dictionaries), so
 // that reading the page tree inflates every stream and parses every entry: what the parser holds for each byte
-// its object streams inflate to, at its worst.
-func objectStreamPages(k, each int, kind string) []byte {
+// its object streams inflate to, at its worst. With indirect, the junk is an object alone in an object stream of
+// its own (at most 45 pages) that the page's annotation names in a private entry: only the writer reads it,
+// and decodes it (objstreams.go).
+func objectStreamPages(k, each int, kind string, indirect bool) []byte {
 	var junk []byte
 	switch kind {
 	case "string":
@@ -141,7 +144,16 @@ func objectStreamPages(k, each int, kind string) []byte {
 	streamed := make([][]byte, k)
 	for i := range k {
 		kids[i] = fmt.Sprintf("%d 0 R", pdftest.FirstStreamedObject+i)
+		if indirect {
+			streamed[i] = fmt.Appendf(nil, "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Annots [<< /Type /Annot /Subtype /Text /Rect [0 0 9 9] /Junk %d 0 R >>] >>", pdftest.FirstStreamedObject+k+i)
+			continue
+		}
 		streamed[i] = append(append([]byte("<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Junk "), junk...), " >>"...)
+	}
+	if indirect {
+		for range k {
+			streamed = append(streamed, junk)
+		}
 	}
 	return pdftest.ObjectStreams([]string{"<< /Type /Catalog /Pages 2 0 R >>",
 		fmt.Sprintf("<< /Type /Pages /Kids [%s] /Count %d >>", strings.Join(kids, " "), k)}, streamed)

@@ -85,7 +85,7 @@ func (a *Adapter) Embed(ctx context.Context, src, dst string, id codec.ID, opt O
 	if err := doc.writeStructural(a.Codec, id, time.Now()); err != nil {
 		return EmbedReport{}, fmt.Errorf("pdf: structural mark: %w", err)
 	}
-	n, err := writeAtomic(doc, dst)
+	n, err := writeAtomic(ctx, doc, dst)
 	if err != nil {
 		return EmbedReport{}, err
 	}
@@ -93,8 +93,13 @@ func (a *Adapter) Embed(ctx context.Context, src, dst string, id codec.ID, opt O
 	return rep, nil
 }
 
-// writeAtomic writes the document to a temporary file in dst's directory and renames it to dst.
-func writeAtomic(doc *document, dst string) (int64, error) {
+// writeAtomic writes the document to a temporary file in dst's directory and renames it to dst, laid out as
+// the input was (objstreams.go).
+func writeAtomic(ctx context.Context, doc *document, dst string) (int64, error) {
+	setWriteLayout(doc.ctx)
+	if _, err := decodeReachableLazy(ctx, doc.ctx.XRefTable); err != nil {
+		return 0, fmt.Errorf("pdf: write: %w", err)
+	}
 	f, err := os.CreateTemp(filepath.Dir(dst), ".filigrane-pdf-*")
 	if err != nil {
 		return 0, fmt.Errorf("pdf: create output: %w", err)
@@ -109,6 +114,17 @@ func writeAtomic(doc *document, dst string) (int64, error) {
 	}()
 	if err := safeWrite(doc, f); err != nil {
 		return 0, fmt.Errorf("pdf: write: %w", err)
+	}
+	if doc.ctx.WriteObjectStream {
+		g, err := repacked(ctx, doc, f, filepath.Dir(dst))
+		if ctx.Err() != nil {
+			return 0, fmt.Errorf("pdf: write: %w", ctx.Err())
+		}
+		if err == nil { // else the writer's file stands: valid, only larger
+			f.Close()
+			os.Remove(tmp)
+			f, tmp = g, g.Name()
+		}
 	}
 	if err := f.Sync(); err != nil {
 		return 0, fmt.Errorf("pdf: write: %w", err)

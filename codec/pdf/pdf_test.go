@@ -425,7 +425,8 @@ func TestEncryptedPDFIsReadForDetection(t *testing.T) {
 	dir := t.TempDir()
 	marked := filepath.Join(dir, "marked.pdf")
 	id := testID("protected")
-	if _, err := a.Embed(t.Context(), writeTemp(t, "in.pdf", makeDoc(pdftest.Doc{Pages: 1})), marked, id, Options{}); err != nil {
+	// Object streams in the input, so in the marked file (a classic table stays one) and in its encrypted copy.
+	if _, err := a.Embed(t.Context(), writeTemp(t, "in.pdf", makeDoc(pdftest.Doc{Pages: 1, Packed: true})), marked, id, Options{}); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct{ name, user string }{{"owner-only", ""}, {"user-password", "secret"}} {

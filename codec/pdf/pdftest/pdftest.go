@@ -51,6 +51,7 @@ type Doc struct {
 	PageExt    string   // extra entries of every page
 	ExtraObjs  []string // objects appended after the pages' (numbered from ExtraObject(Pages, 1))
 	MediaBox   string   // "" means US Letter
+	Packed     bool     // laid out with object streams and a cross-reference stream (Packed), else a classic table
 }
 
 // TextPage is the content of a page of text lines with a filled gray box and a stroked frame: text stays
@@ -99,6 +100,9 @@ func Make(spec Doc) []byte {
 	}
 	objs = append(objs, pageObjs...)
 	objs = append(objs, spec.ExtraObjs...)
+	if spec.Packed {
+		return Packed(objs, "/Root 1 0 R /Info 4 0 R")
+	}
 	return Build(objs, "/Root 1 0 R /Info 4 0 R")
 }
 
@@ -173,5 +177,57 @@ func ObjectStreams(plain []string, streamed [][]byte) []byte {
 	}
 	fmt.Fprintf(&b, "%d 0 obj\n%s\nendobj\nstartxref\n%d\n%%%%EOF\n", xrefNr,
 		Stream(fmt.Sprintf("/Type /XRef /Size %d /W [1 4 2] /Root 1 0 R", size), rows.Bytes()), xrefOff)
+	return b.Bytes()
+}
+
+// Packed assembles a PDF the way current writers lay one out: objects 1..len(objs) are objs[i-1], every one
+// that is not a stream packed into shared object streams (up to 100 objects each, FlateDecode: similar
+// objects compress together), the streams plain, and a cross-reference stream whose dictionary carries the
+// trailer entries given (e.g. "/Root 1 0 R /Info 4 0 R").
+func Packed(objs []string, trailer string) []byte {
+	const perStream = 100
+	var b bytes.Buffer
+	b.WriteString("%PDF-1.7\n%\xe2\xe3\xcf\xd3\n")
+	type loc struct{ off, stream, index int } // off > 0: plain at off; else in object stream stream at index
+	locs := make([]loc, len(objs)+1)
+	var packed []int
+	for i, o := range objs {
+		if strings.Contains(o, "\nstream\n") {
+			locs[i+1].off = b.Len()
+			fmt.Fprintf(&b, "%d 0 obj\n%s\nendobj\n", i+1, o)
+			continue
+		}
+		packed = append(packed, i+1)
+	}
+	next := len(objs) + 1
+	for start := 0; start < len(packed); start += perStream {
+		group := packed[start:min(start+perStream, len(packed))]
+		var head, body strings.Builder
+		for k, n := range group {
+			fmt.Fprintf(&head, "%d %d ", n, body.Len())
+			body.WriteString(objs[n-1])
+			body.WriteString("\n")
+			locs[n] = loc{stream: next, index: k}
+		}
+		locs = append(locs, loc{off: b.Len()})
+		fmt.Fprintf(&b, "%d 0 obj\n%s\nendobj\n", next, Flate(fmt.Sprintf("/Type /ObjStm /N %d /First %d", len(group), head.Len()),
+			[]byte(head.String()+body.String())))
+		next++
+	}
+	xrefNr, xrefOff := next, b.Len()
+	locs = append(locs, loc{off: xrefOff})
+	var rows bytes.Buffer
+	for n, l := range locs {
+		typ, f2, f3 := byte(1), l.off, 0
+		switch {
+		case n == 0:
+			typ, f3 = 0, 65535
+		case l.off == 0:
+			typ, f2, f3 = 2, l.stream, l.index
+		}
+		rows.Write([]byte{typ, byte(f2 >> 24), byte(f2 >> 16), byte(f2 >> 8), byte(f2), byte(f3 >> 8), byte(f3)})
+	}
+	fmt.Fprintf(&b, "%d 0 obj\n%s\nendobj\nstartxref\n%d\n%%%%EOF\n", xrefNr,
+		Stream(fmt.Sprintf("/Type /XRef /Size %d /W [1 4 2] %s", xrefNr+1, trailer), rows.Bytes()), xrefOff)
 	return b.Bytes()
 }
