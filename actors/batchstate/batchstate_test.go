@@ -486,6 +486,12 @@ func TestArchiveName(t *testing.T) {
 	if got := ArchiveName(it); got != "007-summer.photo-watermarked.png" {
 		t.Fatalf("ArchiveName = %q", got)
 	}
+	// A right-to-left override, isolates, marks and control characters from the client's name are dropped:
+	// shown by a file manager, "report\u202Egnp.exe" would read "reportexe.png..." reversed.
+	it = &Item{Index: 8, Filename: "report\u202Egnp\u2066x\u2069\u200F\n\t\x00.exe.pdf", Result: &Result{Ext: "pdf"}}
+	if got := ArchiveName(it); got != "008-reportgnpx.exe-watermarked.pdf" {
+		t.Fatalf("ArchiveName = %q", got)
+	}
 }
 
 func TestRecordSurvivesStorage(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode"
 
 	"filigrane/actors/jobstate"
 )
@@ -463,12 +464,21 @@ func (r *Record) Credits() Credits {
 
 // ArchiveName is the name of item it's result inside the archive (spec 2.4):
 // `<index 3 digits>-<original name without extension>-watermarked.<extension>`. Path parts of a zip member
-// name are dropped, so that the archive holds no folders.
+// name are dropped, so that the archive holds no folders, and so are control characters and bidirectional
+// controls: a client's name with a right-to-left override would show in the reader's file manager with its
+// characters after it reversed (a result `...-watermarked.png` shown as if it ended in another extension),
+// and a line break would split the listing.
 func ArchiveName(it *Item) string {
 	base := it.Filename
 	if i := strings.LastIndexAny(base, "/\\"); i >= 0 {
 		base = base[i+1:]
 	}
+	base = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r) {
+			return -1
+		}
+		return r
+	}, base)
 	if dot := strings.LastIndexByte(base, '.'); dot > 0 {
 		base = base[:dot]
 	}
