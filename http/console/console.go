@@ -231,6 +231,13 @@ func (c *Console) Serve(ctx *fasthttp.RequestCtx) {
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Referrer-Policy", "same-origin")
 	h.Set("X-Frame-Options", "DENY")
+	// A page opened from another site (a link, a popup) gets no handle on the console's window, nor it on theirs.
+	h.Set("Cross-Origin-Opener-Policy", "same-origin")
+	if ctx.IsTLS() {
+		// The node serves TLS itself: a browser that has been here keeps to https for two years, so a later
+		// plain-http link (or a network that strips TLS) cannot carry the session cookie or the password.
+		h.Set("Strict-Transport-Security", "max-age=63072000")
+	}
 	path := string(ctx.Path())
 	rest := strings.TrimPrefix(path, Prefix)
 	if strings.HasPrefix(rest, "/api/") {

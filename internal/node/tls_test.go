@@ -108,6 +108,17 @@ func TestTLSListeners(t *testing.T) {
 	if res.StatusCode != 200 || res.Header.Get("X-Watermark-ID") == "" {
 		t.Fatalf("embed of the upload over TLS: %d %s", res.StatusCode, b)
 	}
+	// The console over TLS tells browsers to keep to https (HSTS) and keeps its window to itself.
+	res, err := client.Get(base + "/console/sign-in") // no API key: the console takes none
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != 200 ||
+		!strings.HasPrefix(res.Header.Get("Strict-Transport-Security"), "max-age=") || res.Header.Get("Cross-Origin-Opener-Policy") != "same-origin" {
+		t.Fatalf("console sign-in page over TLS: %d, HSTS %q, COOP %q", res.StatusCode,
+			res.Header.Get("Strict-Transport-Security"), res.Header.Get("Cross-Origin-Opener-Policy"))
+	}
 	// Plain HTTP to the TLS listener is not served.
 	plain := &http.Client{Timeout: 10 * time.Second}
 	if r, err := plain.Get("http://" + f.n.APIAddr() + "/healthz"); err == nil {
