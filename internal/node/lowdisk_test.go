@@ -154,8 +154,7 @@ func TestLowDiskRefusesThenRecovers(t *testing.T) {
 
 // lowDiskFixture is a fixture whose disk guard the test sets low (files refused, records still written) and
 // back, on the real filesystem of the test's temporary directory: a reserve of twice the free space refuses
-// files, and its quarter (half the free space) still lets records through. low is called from the first
-// claim of a job, after its input was stored: the attempt then meets the low disk when it stores its result.
+// files, and its quarter (half the free space) still lets records through.
 func lowDiskFixture(t *testing.T) (f *fixture, low func(), freed func()) {
 	t.Helper()
 	g := diskspace.New(t.TempDir(), 1)
@@ -168,12 +167,17 @@ func lowDiskFixture(t *testing.T) (f *fixture, low func(), freed func()) {
 		}
 		g.SetReserve(2 * free)
 	}
+	return f, low, func() { g.SetReserve(1) }
+}
+
+// lowOnFirstClaim makes the disk low when a worker first claims a job, after its input was stored: the attempt
+// then meets the low disk when it stores its result.
+func lowOnFirstClaim(f *fixture, low func()) {
 	var once sync.Once
 	f.n.Pool().OnClaim = func(context.Context, string) bool {
 		once.Do(low)
 		return true
 	}
-	return f, low, func() { g.SetReserve(1) }
 }
 
 // jobRecord is the job's record as its actor holds it.
@@ -210,7 +214,8 @@ func waitDiskWaits(t *testing.T, f *fixture, requestID string, n int) *jobstate.
 // 5 attempts (about a minute).
 func TestJobWaitsForDiskSpace(t *testing.T) {
 	t.Parallel()
-	f, _, freed := lowDiskFixture(t)
+	f, low, freed := lowDiskFixture(t)
+	lowOnFirstClaim(f, low)
 	before, _ := balance(t, f, f.orgA)
 	r := post(t, f.base+"/watermarks/images/async", f.keyA, "", photo(t, 320, 256, 11), `{"disk":"low"}`)
 	if r.status != 202 {
@@ -251,7 +256,8 @@ func TestJobWaitsForDiskSpace(t *testing.T) {
 // deadline with processing_error, its attempts spent on a condition an operator clears by freeing space.
 func TestJobLowOnDiskAtDeadlineFailsRefunded(t *testing.T) {
 	t.Parallel()
-	f, _, _ := lowDiskFixture(t)
+	f, low, _ := lowDiskFixture(t)
+	lowOnFirstClaim(f, low)
 	before, _ := balance(t, f, f.orgA)
 	r := post(t, f.base+"/watermarks/images/async", f.keyA, "", photo(t, 320, 256, 12), `{"disk":"full"}`)
 	if r.status != 202 {
@@ -276,5 +282,45 @@ func TestJobLowOnDiskAtDeadlineFailsRefunded(t *testing.T) {
 	}
 	if after, held := balance(t, f, f.orgA); after != before || held != 0 {
 		t.Fatalf("balance %d (held %d) after the failure, want %d refunded", after, held, before)
+	}
+}
+
+// A synchronous detection sent with an Idempotency-Key runs as a job that the edge claims; when its node is low
+// on disk space and cannot store the detection, the request is answered at once with 503 service_unavailable
+// and Retry-After 30 (a synchronous detection has no 202), nothing is charged, and once space is freed a retry
+// with the same key replays the job to its result. Before, the request waited out its whole budget for a job
+// that spent its attempts on the low disk.
+func TestSyncDetectLowOnDiskAnswers503(t *testing.T) {
+	t.Parallel()
+	f, low, freed := lowDiskFixture(t)
+	before, _ := balance(t, f, f.orgA)
+	u := uploaded(t, f, f.keyA, "detect", "a.png", photo(t, 320, 256, 13))
+	low()
+	detect := func() response {
+		return postUpload(t, f.base+"/watermarks/images/detect", f.keyA, "detect-low-disk", u.UploadID, "")
+	}
+	r := detect()
+	if p := decodeProblem(t, r); r.status != 503 || r.header.Get("Retry-After") != "30" || p.Code != "service_unavailable" ||
+		!strings.Contains(p.Detail, "disk space") {
+		t.Fatalf("sync detect on a low disk: %d Retry-After %q %s", r.status, r.header.Get("Retry-After"), r.body)
+	}
+	if after, held := balance(t, f, f.orgA); after != before {
+		t.Fatalf("balance %d (held %d) after the refusal, want %d", after, held, before)
+	}
+	reqID := r.header.Get("X-Request-ID")
+	if rec := jobRecord(t, f, reqID); !rec.WaitingForDisk() || rec.Attempts != 0 {
+		t.Fatalf("the refused detection's job: %s, %d attempts, last error %+v, want waiting for disk space", rec.Status, rec.Attempts, rec.LastError)
+	}
+	freed()
+	f.clk.Advance(2 * time.Second)
+	if _, _, err := f.n.Sweep(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	waitJob(t, f, reqID, "succeeded")
+	if r := detect(); r.status != 200 {
+		t.Fatalf("the same detection once space is freed: %d %s", r.status, r.body)
+	}
+	if after, _ := balance(t, f, f.orgA); before-after != 1 {
+		t.Fatalf("charged %d, want 1", before-after)
 	}
 }
