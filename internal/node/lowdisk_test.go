@@ -288,8 +288,9 @@ func TestJobLowOnDiskAtDeadlineFailsRefunded(t *testing.T) {
 // A synchronous detection sent with an Idempotency-Key runs as a job that the edge claims; when its node is low
 // on disk space and cannot store the detection, the request is answered at once with 503 service_unavailable
 // and Retry-After 30 (a synchronous detection has no 202), nothing is charged, and once space is freed a retry
-// with the same key replays the job to its result. Before, the request waited out its whole budget for a job
-// that spent its attempts on the low disk.
+// with the same key replays the job to its result. Before, the job spent its 5 attempts on the low disk and the
+// request answered 500 processing_error (about 30 s later); with the jobs' waits alone, it would wait out its
+// whole budget (about 5 minutes) and answer 202, which a synchronous detection does not have.
 func TestSyncDetectLowOnDiskAnswers503(t *testing.T) {
 	t.Parallel()
 	f, low, freed := lowDiskFixture(t)
