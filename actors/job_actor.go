@@ -94,6 +94,9 @@ func (a *jobActor) Receive(ctx actor.Context) {
 		}, nil)
 	case *JobFail:
 		a.command(ctx, msg.RequestID, func(r *jobstate.Record, now time.Time) error {
+			if msg.LowDisk {
+				return r.WaitForDisk(msg.Token, msg.Detail, now)
+			}
 			return r.Fail(msg.Token, msg.Code, msg.Detail, msg.Retryable, now)
 		}, nil)
 	case *JobHandBack:

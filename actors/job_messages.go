@@ -68,13 +68,16 @@ type JobSucceed struct {
 	Output    jobstate.Output
 }
 
-// JobFail reports a failed attempt.
+// JobFail reports a failed attempt. LowDisk says it failed only because the worker's node is low on disk
+// space (persistence/diskspace.ErrLow): the attempt does not count and the job waits for space until its
+// deadline (jobstate.Record.WaitForDisk); Code and Retryable are then unused.
 type JobFail struct {
 	RequestID string
 	Token     jobstate.Token
 	Code      string
 	Detail    string
 	Retryable bool
+	LowDisk   bool
 }
 
 // JobHandBack ends a worker's attempt without an outcome because its node is draining and ran out of time:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -14,6 +15,7 @@ import (
 
 	"filigrane/actors/jobstate"
 	"filigrane/actors/mediakind"
+	"filigrane/persistence/diskspace"
 )
 
 // ProcessError is how processing an attempt failed: Code becomes the job's error_code; Retryable attempts
@@ -29,6 +31,13 @@ type ProcessError struct {
 }
 
 func (e *ProcessError) Error() string { return e.Code + ": " + e.Detail }
+
+// LowDisk reports whether the attempt failed only because the node is low on disk space: a retryable failure
+// whose cause is a write the node's disk guard refused or its filesystem refused for want of space (ENOSPC).
+// Such an attempt does not count toward the job's attempts; the job waits for space (JobFail.LowDisk).
+func (e *ProcessError) LowDisk() bool {
+	return e.Retryable && e.Cause != nil && errors.Is(diskspace.MarkFull(e.Cause), diskspace.ErrLow)
+}
 
 // Processor does the work of one attempt and returns its output.
 type Processor interface {
@@ -493,7 +502,8 @@ func (p *Pool) runClaimed(ctx context.Context, rec *jobstate.Record, lease jobst
 		if perr.Cause != nil {
 			p.logger.Warn().Err(perr.Cause).Str("job", requestID).Str("code", perr.Code).Msg("attempt failed")
 		}
-		msg = &JobFail{RequestID: requestID, Token: lease.Token, Code: perr.Code, Detail: perr.Detail, Retryable: perr.Retryable}
+		msg = &JobFail{RequestID: requestID, Token: lease.Token, Code: perr.Code, Detail: perr.Detail, Retryable: perr.Retryable,
+			LowDisk: perr.LowDisk()}
 	} else {
 		msg = &JobSucceed{RequestID: requestID, Token: lease.Token, Output: out}
 	}

@@ -662,6 +662,14 @@ func retryAfterSeconds(p actors.Plan) int {
 // awaitAndAnswer waits for the outcome, as long as syncWait allows; past that the caller gets the receipt
 // and the job goes on.
 func (s *Server) awaitAndAnswer(c context.Context, ctx *fasthttp.RequestCtx, p *principal, rec *jobstate.Record) *apiError {
+	if rec.WaitingForDisk() && s.syncDetectJob(rec) {
+		// Its attempt could not store the detection for want of disk space, and the job waits for space
+		// (jobstate.Record.WaitForDisk): a synchronous detection has no 202, so it is answered at once as a low
+		// disk's refusal rather than after the whole request budget; a retry with the same Idempotency-Key
+		// replays the job, which the answer names.
+		setJobRequestID(ctx, rec.RequestID)
+		return lowDisk(ctx, diskspace.ErrLow)
+	}
 	if !rec.Committed() {
 		wctx, cancel := context.WithTimeout(c, s.syncWait(c, rec))
 		rep, err := actors.JobClient{Caller: s.cfg.Caller}.Await(wctx, p.Key.OrgID, rec.RequestID)
@@ -685,7 +693,7 @@ func (s *Server) awaitAndAnswer(c context.Context, ctx *fasthttp.RequestCtx, p *
 // recorded one (sent with an Idempotency-Key) waits for its outcome until the request's own budget nearly
 // ends: after its node died, a replay waits while another worker finishes it.
 func (s *Server) syncWait(c context.Context, rec *jobstate.Record) time.Duration {
-	if kind, ok := mediakind.ByMedia(rec.Media); rec.Operation != jobstate.OperationDetect || !ok || !kind.SyncDetect() {
+	if !s.syncDetectJob(rec) {
 		return s.cfg.SyncWait
 	}
 	const answerMargin = 5 * time.Second // left to write the answer
@@ -695,6 +703,13 @@ func (s *Server) syncWait(c context.Context, rec *jobstate.Record) time.Duration
 		}
 	}
 	return s.cfg.SyncWait
+}
+
+// syncDetectJob reports whether rec is the job of a synchronous detection (sent with an Idempotency-Key), which
+// has no 202 answer.
+func (s *Server) syncDetectJob(rec *jobstate.Record) bool {
+	kind, ok := mediakind.ByMedia(rec.Media)
+	return rec.Operation == jobstate.OperationDetect && ok && kind.SyncDetect()
 }
 
 func (s *Server) writeReceipt(ctx *fasthttp.RequestCtx, p *principal, rec *jobstate.Record, status int) {

@@ -43,6 +43,11 @@
 //   - Claimable retries. When the wait has passed the status stays `retrying` (Tick changes nothing) and
 //     Claimable reports true. `queued` means "never attempted"; going back to it would hide from the client
 //     that a retry is under way, and would cost a write per retry for no information.
+//   - Low disk space does not count. An attempt that failed only because its node could not write for want
+//     of disk space (WaitForDisk) is given back like a drain's HandBack, and the job waits, `retrying`, for
+//     2 s doubling up to MaxDiskWait (30 s, the low disk's Retry-After) before the next try, until the
+//     deadline: the condition clears when an operator frees space, and counting it failed accepted jobs for
+//     good within a minute. While it waits after its first try the job is `retrying` with 0 attempts.
 //   - Lease expiry counts the attempt (it was counted when the worker claimed it). On the last attempt it
 //     fails the job with error_code "worker_lost".
 //   - Refused late work. A success that arrives after the lease expired or after the deadline is refused

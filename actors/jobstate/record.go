@@ -53,6 +53,9 @@ type Record struct {
 	// AttemptNodes names the node that claimed each attempt, oldest first (handed-back attempts included), at
 	// most MaxAttemptNodes: operators see where work ran (the receipt's `node` and `attempt_nodes`).
 	AttemptNodes []string `msgpack:"attempt_nodes,omitempty"`
+	// DiskWaits counts the attempts that ended because their node was low on disk space (WaitForDisk); they
+	// do not count in Attempts, and each wait doubles, up to MaxDiskWait.
+	DiskWaits int `msgpack:"disk_waits,omitempty"`
 
 	// ErrorCode and ErrorDetail are set exactly when the job failed.
 	ErrorCode   string `msgpack:"error_code"`
@@ -320,8 +323,11 @@ func (r *Record) Validate() error {
 	if r.Status == StatusQueued && r.Attempts != 0 {
 		return fail("queued after %d attempts", r.Attempts)
 	}
-	if (r.Status == StatusRunning || r.Status == StatusRetrying) && r.Attempts == 0 {
+	if (r.Status == StatusRunning || r.Status == StatusRetrying) && r.Attempts == 0 && !r.waitingForDisk() {
 		return fail("%s without an attempt", r.Status)
+	}
+	if r.DiskWaits < 0 {
+		return fail("disk waits %d", r.DiskWaits)
 	}
 	if r.Status == StatusRetrying && (r.Attempts >= MaxAttempts || r.NextAttemptAt.IsZero() || r.LastError == nil) {
 		return fail("retrying after %d attempts, next attempt at %v, last error %v", r.Attempts, r.NextAttemptAt,

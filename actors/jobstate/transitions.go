@@ -257,6 +257,41 @@ func (r *Record) HandBack(token Token, now time.Time) error {
 	return nil
 }
 
+// WaitForDisk ends the current attempt without an outcome because its node was low on disk space (it could
+// not store the result, or a file the work needs): nothing is wrong with the job, and the condition clears when
+// an operator frees space, so the attempt does not count toward MaxAttempts (like a hand-back) and the job
+// waits, retrying, for FirstBackoff doubling up to MaxDiskWait (DiskWaits counts the waits), so that a full node
+// does not spin on it; another node, or this one later, takes it then. The waits go on until the deadline,
+// where Tick fails the job with deadline_exceeded, saying that the disk was low. detail says what could not be
+// written, for the logs and that failure. A repeat after the wait began is refused as stale, like any command
+// of a lease that ended.
+func (r *Record) WaitForDisk(token Token, detail string, now time.Time) error {
+	now = now.UTC()
+	if err := r.checkLease(token, now); err != nil {
+		return fmt.Errorf("wait for disk space, job %s with lease %d: %w", r.RequestID, token, err)
+	}
+	r.Lease = nil
+	r.Attempts--
+	r.DiskWaits++
+	r.LastError = &AttemptError{Token: token, Code: CodeLowDisk, Detail: TruncateDetail(detail), Retryable: true, At: now}
+	r.Status = StatusRetrying
+	r.NextAttemptAt = now.Add(min(Backoff(r.DiskWaits), MaxDiskWait))
+	if r.NextAttemptAt.After(r.Deadline) {
+		r.NextAttemptAt = r.Deadline // not claimable then: the wake at the deadline fails the job
+	}
+	r.changed()
+	return nil
+}
+
+// waitingForDisk reports whether the job waits because its last attempt met a node low on disk space.
+func (r *Record) waitingForDisk() bool {
+	return r.Status == StatusRetrying && r.LastError != nil && r.LastError.Code == CodeLowDisk
+}
+
+// WaitingForDisk reports whether the job waits because its last attempt met a node low on disk space
+// (WaitForDisk), for an answer that says so.
+func (r *Record) WaitingForDisk() bool { return r.waitingForDisk() }
+
 // Fail ends the current attempt with an error. The job goes to retrying when the error is retryable,
 // attempts remain and the next attempt could start before the deadline; otherwise it fails with code.
 // A repeated Fail for an attempt that already failed the same way is a no-op.
@@ -337,8 +372,11 @@ func (r *Record) Tick(now time.Time) bool {
 		return false
 	}
 	if !now.Before(r.Deadline) {
-		r.finishFailed(CodeDeadlineExceeded, fmt.Sprintf("the job did not finish within %s of acceptance (%d attempts)",
-			r.Deadline.Sub(r.CreatedAt), r.Attempts), now)
+		detail := fmt.Sprintf("the job did not finish within %s of acceptance (%d attempts)", r.Deadline.Sub(r.CreatedAt), r.Attempts)
+		if r.waitingForDisk() {
+			detail += fmt.Sprintf("; the node was low on disk space and could not store its result (%d tries, not counted as attempts)", r.DiskWaits)
+		}
+		r.finishFailed(CodeDeadlineExceeded, detail, now)
 		r.changed()
 		return true
 	}

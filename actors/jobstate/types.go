@@ -258,6 +258,9 @@ const (
 	CodeDeadlineExceeded = string(problem.DeadlineExceeded)
 	CodeWorkerLost       = string(problem.WorkerLost)
 	CodeCancelled        = string(problem.Cancelled)
+	// CodeLowDisk marks an attempt that ended because its node was low on disk space (WaitForDisk); it is
+	// only ever a last error, never a job's final code.
+	CodeLowDisk = string(problem.Unavailable)
 )
 
 // Limits of the job lifecycle (spec 3.1 and 8).
@@ -274,6 +277,10 @@ const (
 	MaxVideoDeadline = 90 * time.Minute
 	// FirstBackoff is the wait after the first failed attempt; each later wait doubles.
 	FirstBackoff = 2 * time.Second
+	// MaxDiskWait caps the wait after an attempt that met a node low on disk space (WaitForDisk): the waits
+	// double from FirstBackoff up to it, the Retry-After a low-disk refusal answers, so that a full node does
+	// not spin on the job while an operator frees space.
+	MaxDiskWait = 30 * time.Second
 	// maxDetail bounds a stored error detail (worker messages can quote whole ffmpeg logs).
 	maxDetail = 1024
 )

@@ -2,11 +2,13 @@ package node_test
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -14,8 +16,10 @@ import (
 	"github.com/rs/zerolog"
 
 	"filigrane/actors"
+	"filigrane/actors/jobstate"
 	"filigrane/internal/clock"
 	"filigrane/internal/node"
+	"filigrane/persistence/diskspace"
 )
 
 // smallFS mounts a tmpfs of size bytes on a temporary directory for the test: a real filesystem that fills up.
@@ -145,5 +149,179 @@ func TestLowDiskRefusesThenRecovers(t *testing.T) {
 	}
 	if r := call(t, "GET", api+"/readyz", "", nil); r.status != 200 {
 		t.Fatalf("readyz after recovery: %d %s", r.status, r.body)
+	}
+}
+
+// lowDiskFixture is a fixture whose disk guard the test sets low (files refused, records still written) and
+// back, on the real filesystem of the test's temporary directory: a reserve of twice the free space refuses
+// files, and its quarter (half the free space) still lets records through.
+func lowDiskFixture(t *testing.T) (f *fixture, low func(), freed func()) {
+	t.Helper()
+	g := diskspace.New(t.TempDir(), 1)
+	f = newFixture(t, func(c *node.Config) { c.DiskGuard = g })
+	low = func() {
+		free, err := g.Free()
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		g.SetReserve(2 * free)
+	}
+	return f, low, func() { g.SetReserve(1) }
+}
+
+// lowOnFirstClaim makes the disk low when a worker first claims a job, after its input was stored: the attempt
+// then meets the low disk when it stores its result.
+func lowOnFirstClaim(f *fixture, low func()) {
+	var once sync.Once
+	f.n.Pool().OnClaim = func(context.Context, string) bool {
+		once.Do(low)
+		return true
+	}
+}
+
+// jobRecord is the job's record as its actor holds it.
+func jobRecord(t *testing.T, f *fixture, requestID string) *jobstate.Record {
+	t.Helper()
+	rep, err := actors.JobClient{Caller: f.n.Cluster()}.Get(context.Background(), f.orgA, requestID)
+	if err != nil || rep.Record == nil {
+		t.Fatalf("job %s: %v %+v", requestID, err, rep)
+	}
+	return rep.Record
+}
+
+// waitDiskWaits polls the job actor until the job waits for disk space for the n-th time.
+func waitDiskWaits(t *testing.T, f *fixture, requestID string, n int) *jobstate.Record {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		rec := jobRecord(t, f, requestID)
+		if rec.DiskWaits == n && rec.Status == jobstate.StatusRetrying {
+			return rec
+		}
+		if rec.Attempts > 0 && rec.Status != jobstate.StatusRunning || time.Now().After(deadline) {
+			t.Fatalf("job %s never waited for disk space %d times (%s, %d waits, %d attempts, last error %+v)",
+				requestID, n, rec.Status, rec.DiskWaits, rec.Attempts, rec.LastError)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// An async job whose result cannot be stored because the node is low on disk space waits for space instead of
+// spending its attempts: more tries than a job's 5 attempts go by, each wait doubling up to 30 s, and the job
+// is still retrying with no attempt counted; once space is freed it succeeds on its first counted attempt and
+// is charged once. Before, each low-disk try counted, and the job failed for good with processing_error after
+// 5 attempts (about a minute).
+func TestJobWaitsForDiskSpace(t *testing.T) {
+	t.Parallel()
+	f, low, freed := lowDiskFixture(t)
+	lowOnFirstClaim(f, low)
+	before, _ := balance(t, f, f.orgA)
+	r := post(t, f.base+"/watermarks/images/async", f.keyA, "", photo(t, 320, 256, 11), `{"disk":"low"}`)
+	if r.status != 202 {
+		t.Fatalf("async embed: %d %s", r.status, r.body)
+	}
+	rc := decodeReceipt(t, r)
+	waits := []time.Duration{2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second, 30 * time.Second, 30 * time.Second}
+	for i, wait := range waits {
+		rec := waitDiskWaits(t, f, rc.RequestID, i+1)
+		if rec.Attempts != 0 || rec.NextAttemptAt.Sub(f.clk.Now()) != wait {
+			t.Fatalf("after low-disk try %d: %d attempts, next try in %v, want 0 attempts and a wait of %v",
+				i+1, rec.Attempts, rec.NextAttemptAt.Sub(f.clk.Now()), wait)
+		}
+		if st := decodeReceipt(t, call(t, "GET", f.base+rc.StatusURL, f.keyA, nil)); st.Status != "retrying" || st.Attempts != 0 {
+			t.Fatalf("receipt while waiting for disk space: %s", st.raw)
+		}
+		f.clk.Advance(wait)
+		if i == len(waits)-1 {
+			freed()
+		}
+		if _, _, err := f.n.Sweep(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if res := waitResult(t, f, f.keyA, rc.ResultURL); res.status != 200 {
+		t.Fatalf("result once space is freed: %d %s", res.status, res.body)
+	}
+	if final := decodeReceipt(t, call(t, "GET", f.base+rc.StatusURL, f.keyA, nil)); final.Status != "succeeded" || final.Attempts != 1 {
+		t.Fatalf("final receipt: %s, want succeeded after 1 attempt", final.raw)
+	}
+	if after, held := balance(t, f, f.orgA); before-after != 1 || held != 0 {
+		t.Fatalf("charged %d (held %d), want exactly 1", before-after, held)
+	}
+}
+
+// A job still waiting for disk space at its deadline (30 minutes for an image) fails then with
+// deadline_exceeded, saying the disk was low, and its hold is refunded. Before, it failed long before the
+// deadline with processing_error, its attempts spent on a condition an operator clears by freeing space.
+func TestJobLowOnDiskAtDeadlineFailsRefunded(t *testing.T) {
+	t.Parallel()
+	f, low, _ := lowDiskFixture(t)
+	lowOnFirstClaim(f, low)
+	before, _ := balance(t, f, f.orgA)
+	r := post(t, f.base+"/watermarks/images/async", f.keyA, "", photo(t, 320, 256, 12), `{"disk":"full"}`)
+	if r.status != 202 {
+		t.Fatalf("async embed: %d %s", r.status, r.body)
+	}
+	rc := decodeReceipt(t, r)
+	waitDiskWaits(t, f, rc.RequestID, 1)
+	f.clk.Advance(jobstate.BaseDeadline)
+	if _, _, err := f.n.Sweep(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	waitJob(t, f, rc.RequestID, "failed")
+	final := decodeReceipt(t, call(t, "GET", f.base+rc.StatusURL, f.keyA, nil))
+	if final.ErrorCode == nil || *final.ErrorCode != "deadline_exceeded" || final.Attempts != 0 {
+		t.Fatalf("receipt at the deadline: %s, want failed with deadline_exceeded after 0 attempts", final.raw)
+	}
+	res := call(t, "GET", f.base+rc.ResultURL, f.keyA, nil)
+	var p struct{ Code, Detail string }
+	if err := json.Unmarshal(res.body, &p); err != nil || res.status != 503 || p.Code != "deadline_exceeded" ||
+		!strings.Contains(p.Detail, "low on disk space") {
+		t.Fatalf("result at the deadline: %d %s", res.status, res.body)
+	}
+	if after, held := balance(t, f, f.orgA); after != before || held != 0 {
+		t.Fatalf("balance %d (held %d) after the failure, want %d refunded", after, held, before)
+	}
+}
+
+// A synchronous detection sent with an Idempotency-Key runs as a job that the edge claims; when its node is low
+// on disk space and cannot store the detection, the request is answered at once with 503 service_unavailable
+// and Retry-After 30 (a synchronous detection has no 202), nothing is charged, and once space is freed a retry
+// with the same key replays the job to its result. Before, the job spent its 5 attempts on the low disk and the
+// request answered 500 processing_error (about 30 s later); with the jobs' waits alone, it would wait out its
+// whole budget (about 5 minutes) and answer 202, which a synchronous detection does not have.
+func TestSyncDetectLowOnDiskAnswers503(t *testing.T) {
+	t.Parallel()
+	f, low, freed := lowDiskFixture(t)
+	before, _ := balance(t, f, f.orgA)
+	u := uploaded(t, f, f.keyA, "detect", "a.png", photo(t, 320, 256, 13))
+	low()
+	detect := func() response {
+		return postUpload(t, f.base+"/watermarks/images/detect", f.keyA, "detect-low-disk", u.UploadID, "")
+	}
+	r := detect()
+	if p := decodeProblem(t, r); r.status != 503 || r.header.Get("Retry-After") != "30" || p.Code != "service_unavailable" ||
+		!strings.Contains(p.Detail, "disk space") {
+		t.Fatalf("sync detect on a low disk: %d Retry-After %q %s", r.status, r.header.Get("Retry-After"), r.body)
+	}
+	if after, held := balance(t, f, f.orgA); after != before {
+		t.Fatalf("balance %d (held %d) after the refusal, want %d", after, held, before)
+	}
+	reqID := r.header.Get("X-Request-ID")
+	if rec := jobRecord(t, f, reqID); !rec.WaitingForDisk() || rec.Attempts != 0 {
+		t.Fatalf("the refused detection's job: %s, %d attempts, last error %+v, want waiting for disk space", rec.Status, rec.Attempts, rec.LastError)
+	}
+	freed()
+	f.clk.Advance(2 * time.Second)
+	if _, _, err := f.n.Sweep(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	waitJob(t, f, reqID, "succeeded")
+	if r := detect(); r.status != 200 {
+		t.Fatalf("the same detection once space is freed: %d %s", r.status, r.body)
+	}
+	if after, _ := balance(t, f, f.orgA); before-after != 1 {
+		t.Fatalf("charged %d, want 1", before-after)
 	}
 }

@@ -105,6 +105,9 @@ type Config struct {
 	// below it and writes to Pebble below a quarter of it (persistence/diskspace), answered 503 with
 	// Retry-After; 0 keeps none (serve's --min-free-disk defaults to 256 MiB).
 	MinFreeDisk uint64
+	// DiskGuard, when set, is the data directory's disk guard, used instead of one made from MinFreeDisk
+	// (tests hand one whose reserve they change, to make the disk look low and then freed).
+	DiskGuard *diskspace.Guard
 	// LeaseDuration is a worker's lease on a job attempt; it is renewed at a third of its length. Default 30 s.
 	LeaseDuration time.Duration
 	// SyncWait is how long a synchronous embed waits before answering 202; 0 means 20 s.
@@ -312,7 +315,10 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 			}
 		}
 	}()
-	guard := diskspace.New(cfg.DataDir, cfg.MinFreeDisk)
+	guard := cfg.DiskGuard
+	if guard == nil {
+		guard = diskspace.New(cfg.DataDir, cfg.MinFreeDisk)
+	}
 	storage, err := OpenGuardedStorage(ctx, cfg.DataDir, cfg.S3, cfg.Logger,
 		opcount.NewMetrics(n.Metrics.Registry), guard)
 	if err != nil {

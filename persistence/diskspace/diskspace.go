@@ -15,6 +15,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"syscall"
 
 	"filigrane/persistence"
@@ -24,11 +25,12 @@ import (
 // write the filesystem refused for want of space (ENOSPC).
 var ErrLow = errors.New("the data directory's filesystem is low on free space")
 
-// Guard measures the free space of one directory's filesystem. A nil *Guard refuses nothing.
+// Guard measures the free space of one directory's filesystem. A nil *Guard refuses nothing. It is safe for
+// concurrent use.
 type Guard struct {
 	dir     string
-	files   uint64 // file writes need at least this much free
-	records uint64 // record writes need at least this much free
+	files   atomic.Uint64 // file writes need at least this much free
+	records atomic.Uint64 // record writes need at least this much free
 }
 
 // New guards dir with reserve bytes for file writes and a quarter of it for record writes; a reserve of 0
@@ -37,7 +39,17 @@ func New(dir string, reserve uint64) *Guard {
 	if reserve == 0 {
 		return nil
 	}
-	return &Guard{dir: dir, files: reserve, records: reserve / 4}
+	g := &Guard{dir: dir}
+	g.SetReserve(reserve)
+	return g
+}
+
+// SetReserve changes the reserve (at least 1 byte) from the next write on, with a quarter of it for records:
+// how a test makes a real filesystem look low on space without filling it, and back.
+func (g *Guard) SetReserve(reserve uint64) {
+	reserve = max(reserve, 1)
+	g.files.Store(reserve)
+	g.records.Store(reserve / 4)
 }
 
 // Free is the space unprivileged writes may still use on the directory's filesystem.
@@ -54,7 +66,7 @@ func (g *Guard) Files() error {
 	if g == nil {
 		return nil
 	}
-	return g.check(g.files, "file")
+	return g.check(g.files.Load(), "file")
 }
 
 // Records refuses a record write (ErrLow) when less than a quarter of the reserve is free.
@@ -62,7 +74,7 @@ func (g *Guard) Records() error {
 	if g == nil {
 		return nil
 	}
-	return g.check(g.records, "record")
+	return g.check(g.records.Load(), "record")
 }
 
 func (g *Guard) check(need uint64, what string) error {
