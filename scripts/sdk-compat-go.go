@@ -52,6 +52,18 @@ func (c *checker) check(name string, fn func() error) {
 	fmt.Printf("ok %s\n", name)
 }
 
+// resultType is the type and extension a document or video result must be announced with, read from its bytes: a
+// QuickTime file (major brand "qt  ") is video/quicktime named .mov, another ISO file video/mp4, anything else a PDF.
+func resultType(b []byte) (contentType, ext string) {
+	if len(b) >= 12 && string(b[4:8]) == "ftyp" {
+		if string(b[8:12]) == "qt  " {
+			return "video/quicktime", "mov"
+		}
+		return "video/mp4", "mp4"
+	}
+	return "application/pdf", "pdf"
+}
+
 func must(cond bool, format string, args ...any) error {
 	if !cond {
 		return fmt.Errorf(format, args...)
@@ -440,6 +452,11 @@ func main() {
 			if err != nil {
 				return err
 			}
+			want, ext := resultType(r.Bytes)
+			if r.ContentType != want || !strings.HasSuffix(r.Filename, "."+ext) {
+				return fmt.Errorf("result typed %s named %s; its bytes are %s", r.ContentType, r.Filename, want)
+			}
+			fmt.Printf("# %s returned %s named %s\n", m.name, r.ContentType, r.Filename)
 			d, err := m.detect(ctx, r.Bytes, etchv.Options{})
 			if err != nil {
 				return err

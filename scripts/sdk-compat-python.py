@@ -40,6 +40,14 @@ def must(cond, what):
         raise AssertionError(what)
 
 
+def result_type(data):
+    """The type and extension a document or video result must be announced with, read from its bytes: a QuickTime
+    file (major brand "qt  ") is video/quicktime named .mov, another ISO file video/mp4, anything else a PDF."""
+    if data[4:8] == b"ftyp":
+        return ("video/quicktime", "mov") if data[8:12] == b"qt  " else ("video/mp4", "mp4")
+    return "application/pdf", "pdf"
+
+
 def check(name):
     def run(fn):
         global passed, failed
@@ -354,6 +362,10 @@ for label, path, embed, detect in (("document", pdf_path, "embed_document", "det
     def _():
         r = getattr(client, embed)(data, {"sdk": "python", "check": embed}, filename=os.path.basename(path))
         must(HEX64.fullmatch(r.watermark_id) and ASSET.fullmatch(r.asset_id or ""), f"embed {r.watermark_id} {r.asset_id}")
+        want, ext = result_type(r.image)
+        must(r.content_type == want and r.filename.endswith("." + ext),
+             f"result typed {r.content_type} named {r.filename}; its bytes are {want}")
+        print(f"# {embed} returned {r.content_type} named {r.filename}")
         d = getattr(client, detect)(r.image)
         must(d.watermarked and d.watermark_id == r.watermark_id, repr(d))
 
