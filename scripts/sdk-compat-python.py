@@ -376,6 +376,22 @@ for label, path, embed, detect in (("document", pdf_path, "embed_document", "det
         r = client.get_embed_result(rc["request_id"])
         must(HEX64.fullmatch(r.watermark_id) and r.request_id == rc["request_id"], f"{r.watermark_id} {r.request_id}")
 
+    @check(f"submit_batch_zip({label}) + iter_batch_results + download_batch_archive")
+    def _():
+        # A batch result and its archive member are announced and named as the result's bytes say (a MOV: .mov).
+        buf = io.BytesIO()
+        with zipfile.ZipFile(buf, "w") as z:
+            z.writestr(os.path.basename(path), data)
+        batch = client.submit_batch_zip(buf.getvalue(), [{"filename": os.path.basename(path), "data": {"zip": label}}],
+                                        archive=True)
+        [item] = list(client.iter_batch_results(batch.batch_id, timeout=240))
+        must(item.ok, repr(item))
+        want, ext = result_type(item.result.image)
+        must(item.result.content_type == want and item.result.filename.endswith("." + ext),
+             f"result typed {item.result.content_type} named {item.result.filename}; its bytes are {want}")
+        names = zipfile.ZipFile(io.BytesIO(client.download_batch_archive(batch.batch_id, timeout=240))).namelist()
+        must(len(names) == 2 and "manifest.json" in names and any(n.endswith("." + ext) for n in names), repr(names))
+
     @check(f"{embed} through an upload session (url-encoded upload_id)")
     def _():
         small = etchv.Etchv(api_key, base_url=base_url, timeout=120, large_file_threshold=1024)
