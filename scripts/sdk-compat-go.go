@@ -8,7 +8,8 @@
 //
 //	sdk-compat-go BASE_URL API_KEY IMAGE [PDF] [VIDEO]
 //
-// Prints one line per check ("ok NAME" or "FAIL NAME: why") and ends with "N passed, N failed".
+// Prints one line per check ("ok NAME" or "FAIL NAME: why"), "# ..." notes (what type and name a document or video
+// result came back with) and ends with "N passed, N failed".
 package main
 
 import (

@@ -5,7 +5,8 @@
 //
 //   node scripts/sdk-compat-node.mjs SDK_DIR BASE_URL API_KEY IMAGE [PDF] [VIDEO]
 //
-// Prints one line per check ("ok NAME" or "FAIL NAME: why") and ends with "N passed, N failed".
+// Prints one line per check ("ok NAME" or "FAIL NAME: why"), "# ..." notes (what type and name a document or video
+// result came back with) and ends with "N passed, N failed".
 import { readFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';

@@ -7,7 +7,8 @@ project. Needs httpx (Debian: python3-httpx).
 
     python3 scripts/sdk-compat-python.py SDK_DIR BASE_URL API_KEY IMAGE [PDF] [VIDEO]
 
-Prints one line per check ("ok NAME" or "FAIL NAME: why") and ends with "N passed, N failed".
+Prints one line per check ("ok NAME" or "FAIL NAME: why"), "# ..." notes (what type and name a document or video
+result came back with) and ends with "N passed, N failed".
 """
 import io
 import os
