@@ -8,7 +8,8 @@
 //
 //	sdk-compat-go BASE_URL API_KEY IMAGE [PDF] [VIDEO]
 //
-// Prints one line per check ("ok NAME" or "FAIL NAME: why") and ends with "N passed, N failed".
+// Prints one line per check ("ok NAME" or "FAIL NAME: why"), "# ..." notes (what type and name a document or video
+// result came back with) and ends with "N passed, N failed".
 package main
 
 import (
@@ -50,6 +51,18 @@ func (c *checker) check(name string, fn func() error) {
 	}
 	c.passed++
 	fmt.Printf("ok %s\n", name)
+}
+
+// resultType is the type and extension a document or video result must be announced with, read from its bytes: a
+// QuickTime file (major brand "qt  ") is video/quicktime named .mov, another ISO file video/mp4, anything else a PDF.
+func resultType(b []byte) (contentType, ext string) {
+	if len(b) >= 12 && string(b[4:8]) == "ftyp" {
+		if string(b[8:12]) == "qt  " {
+			return "video/quicktime", "mov"
+		}
+		return "video/mp4", "mp4"
+	}
+	return "application/pdf", "pdf"
 }
 
 func must(cond bool, format string, args ...any) error {
@@ -440,6 +453,11 @@ func main() {
 			if err != nil {
 				return err
 			}
+			want, ext := resultType(r.Bytes)
+			if r.ContentType != want || !strings.HasSuffix(r.Filename, "."+ext) {
+				return fmt.Errorf("result typed %s named %s; its bytes are %s", r.ContentType, r.Filename, want)
+			}
+			fmt.Printf("# %s returned %s named %s\n", m.name, r.ContentType, r.Filename)
 			d, err := m.detect(ctx, r.Bytes, etchv.Options{})
 			if err != nil {
 				return err

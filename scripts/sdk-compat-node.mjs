@@ -5,7 +5,8 @@
 //
 //   node scripts/sdk-compat-node.mjs SDK_DIR BASE_URL API_KEY IMAGE [PDF] [VIDEO]
 //
-// Prints one line per check ("ok NAME" or "FAIL NAME: why") and ends with "N passed, N failed".
+// Prints one line per check ("ok NAME" or "FAIL NAME: why"), "# ..." notes (what type and name a document or video
+// result came back with) and ends with "N passed, N failed".
 import { readFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -27,6 +28,13 @@ let passed = 0, failed = 0;
 const state = {};
 
 function must(cond, what) { if (!cond) throw new Error(what); }
+// resultType is the type and extension a document or video result must be announced with, read from its bytes:
+// a QuickTime file (major brand "qt  ") is video/quicktime named .mov, another ISO file video/mp4, else a PDF.
+function resultType(bytes) {
+  const text = new TextDecoder('latin1').decode(bytes.subarray(4, 12));
+  if (text.startsWith('ftyp')) return text.endsWith('qt  ') ? { type: 'video/quicktime', ext: 'mov' } : { type: 'video/mp4', ext: 'mp4' };
+  return { type: 'application/pdf', ext: 'pdf' };
+}
 async function check(name, fn) {
   try {
     await fn();
@@ -152,6 +160,9 @@ for (const [name, path, embed, detect] of [['Document', pdfPath, 'embedDocument'
   await check(`${embed} + ${detect}`, async () => {
     const r = await client[embed](file, { sdk: 'node', check: embed });
     must(hex64.test(r.watermarkId) && assetId.test(r.assetId), `embed ${r.watermarkId} ${r.assetId}`);
+    const want = resultType(r.image);
+    must(r.contentType === want.type && r.filename.endsWith('.' + want.ext), `result typed ${r.contentType} named ${r.filename}; its bytes are ${want.type}`);
+    console.log(`# ${embed} returned ${r.contentType} named ${r.filename}`);
     const d = await client[detect](r.image);
     must(d.watermarked && d.watermarkId === r.watermarkId, `detected ${JSON.stringify(d)}`);
   });

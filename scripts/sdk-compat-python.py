@@ -7,7 +7,8 @@ project. Needs httpx (Debian: python3-httpx).
 
     python3 scripts/sdk-compat-python.py SDK_DIR BASE_URL API_KEY IMAGE [PDF] [VIDEO]
 
-Prints one line per check ("ok NAME" or "FAIL NAME: why") and ends with "N passed, N failed".
+Prints one line per check ("ok NAME" or "FAIL NAME: why"), "# ..." notes (what type and name a document or video
+result came back with) and ends with "N passed, N failed".
 """
 import io
 import os
@@ -38,6 +39,14 @@ state = {}
 def must(cond, what):
     if not cond:
         raise AssertionError(what)
+
+
+def result_type(data):
+    """The type and extension a document or video result must be announced with, read from its bytes: a QuickTime
+    file (major brand "qt  ") is video/quicktime named .mov, another ISO file video/mp4, anything else a PDF."""
+    if data[4:8] == b"ftyp":
+        return ("video/quicktime", "mov") if data[8:12] == b"qt  " else ("video/mp4", "mp4")
+    return "application/pdf", "pdf"
 
 
 def check(name):
@@ -354,6 +363,10 @@ for label, path, embed, detect in (("document", pdf_path, "embed_document", "det
     def _():
         r = getattr(client, embed)(data, {"sdk": "python", "check": embed}, filename=os.path.basename(path))
         must(HEX64.fullmatch(r.watermark_id) and ASSET.fullmatch(r.asset_id or ""), f"embed {r.watermark_id} {r.asset_id}")
+        want, ext = result_type(r.image)
+        must(r.content_type == want and r.filename.endswith("." + ext),
+             f"result typed {r.content_type} named {r.filename}; its bytes are {want}")
+        print(f"# {embed} returned {r.content_type} named {r.filename}")
         d = getattr(client, detect)(r.image)
         must(d.watermarked and d.watermark_id == r.watermark_id, repr(d))
 
@@ -363,6 +376,22 @@ for label, path, embed, detect in (("document", pdf_path, "embed_document", "det
         rc = client.submit_embed(label + "s", data, {"sdk": "python", "check": "submit " + label})
         r = client.get_embed_result(rc["request_id"])
         must(HEX64.fullmatch(r.watermark_id) and r.request_id == rc["request_id"], f"{r.watermark_id} {r.request_id}")
+
+    @check(f"submit_batch_zip({label}) + iter_batch_results + download_batch_archive")
+    def _():
+        # A batch result and its archive member are announced and named as the result's bytes say (a MOV: .mov).
+        buf = io.BytesIO()
+        with zipfile.ZipFile(buf, "w") as z:
+            z.writestr(os.path.basename(path), data)
+        batch = client.submit_batch_zip(buf.getvalue(), [{"filename": os.path.basename(path), "data": {"zip": label}}],
+                                        archive=True)
+        [item] = list(client.iter_batch_results(batch.batch_id, timeout=240))
+        must(item.ok, repr(item))
+        want, ext = result_type(item.result.image)
+        must(item.result.content_type == want and item.result.filename.endswith("." + ext),
+             f"result typed {item.result.content_type} named {item.result.filename}; its bytes are {want}")
+        names = zipfile.ZipFile(io.BytesIO(client.download_batch_archive(batch.batch_id, timeout=240))).namelist()
+        must(len(names) == 2 and "manifest.json" in names and any(n.endswith("." + ext) for n in names), repr(names))
 
     @check(f"{embed} through an upload session (url-encoded upload_id)")
     def _():

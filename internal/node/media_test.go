@@ -124,7 +124,8 @@ func TestVideoEmbedAndDetectJobs(t *testing.T) {
 		t.Fatalf("detection units %s; want one watermarked unit from 0 to 1 s", dres.body)
 	}
 	// A MOV comes back a MOV, named and typed as one: it was a QuickTime file named clip-watermarked.mp4 and
-	// typed video/mp4.
+	// typed video/mp4. It is sent under the name Etchv's Node SDK gives every video (video.mp4): the type and
+	// the extension come from the file, not from its name. Its asset downloads typed and named the same way.
 	mov := filepath.Join(t.TempDir(), "clip.mov")
 	if err := os.WriteFile(mov+".mp4", tinyMP4(t), 0o600); err != nil {
 		t.Fatal(err)
@@ -136,12 +137,17 @@ func TestVideoEmbedAndDetectJobs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r = postFile(t, f.base+"/watermarks/videos", f.keyA, movClip, "clip.mov", `{"film":2}`)
+	r = postFile(t, f.base+"/watermarks/videos", f.keyA, movClip, "video.mp4", `{"film":2}`)
 	if r.status != 200 || r.header.Get("Content-Type") != "video/quicktime" ||
-		r.header.Get("Content-Disposition") != `attachment; filename="clip-watermarked.mov"` ||
+		r.header.Get("Content-Disposition") != `attachment; filename="video-watermarked.mov"` ||
 		len(r.body) < 12 || string(r.body[4:10]) != "ftypqt" {
 		t.Fatalf("MOV embed: %d %v %q; want 200, a QuickTime file typed and named as one", r.status, r.header,
 			r.body[:min(len(r.body), 12)])
+	}
+	if a := call(t, "GET", f.base+"/assets/"+r.header.Get("X-Asset-ID")+"/content", f.keyA, nil); a.status != 200 ||
+		a.header.Get("Content-Type") != "video/quicktime" ||
+		a.header.Get("Content-Disposition") != `attachment; filename="video-watermarked.mov"` || !bytes.Equal(a.body, r.body) {
+		t.Fatalf("MOV asset download: %d %v; want the same QuickTime file, typed and named as one", a.status, a.header)
 	}
 	if after, held := balance(t, f, f.orgA); after != before-3 || held != 0 {
 		t.Fatalf("balance %d held %d; want %d and nothing held", after, held, before-3)
