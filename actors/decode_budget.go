@@ -301,15 +301,16 @@ func memoryAvailable() int64 {
 	return avail
 }
 
-// ParseByteSize reads a size such as "4GiB", "512MiB", "2G", "750M" or a plain number of bytes (the
-// --decode-memory flag).
+// ParseByteSize reads a size such as "4GiB", "512MiB", "2G", "750M", "1TiB" or a plain number of bytes (the
+// --decode-memory and --min-free-disk flags).
 func ParseByteSize(s string) (int64, error) {
 	t := strings.TrimSpace(s)
 	mult := int64(1)
 	for _, u := range []struct {
 		suffix string
 		mult   int64
-	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"GB", 1e9}, {"MB", 1e6}, {"KB", 1e3}, {"G", 1 << 30}, {"M", 1 << 20}, {"K", 1 << 10}, {"B", 1}} {
+	}{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"TB", 1e12}, {"GB", 1e9}, {"MB", 1e6}, {"KB", 1e3},
+		{"T", 1 << 40}, {"G", 1 << 30}, {"M", 1 << 20}, {"K", 1 << 10}, {"B", 1}} {
 		if strings.HasSuffix(t, u.suffix) {
 			t, mult = strings.TrimSpace(strings.TrimSuffix(t, u.suffix)), u.mult
 			break
@@ -317,7 +318,7 @@ func ParseByteSize(s string) (int64, error) {
 	}
 	n, err := strconv.ParseInt(t, 10, 64)
 	if err != nil || n < 0 || n > (1<<62)/mult {
-		return 0, fmt.Errorf("size %q: want a number of bytes with an optional unit (GiB, MiB, G, M)", s)
+		return 0, fmt.Errorf("size %q: want a number of bytes with an optional unit (TiB, GiB, MiB, T, G, M)", s)
 	}
 	return n * mult, nil
 }

@@ -17,12 +17,12 @@ import (
 
 func TestParseByteSize(t *testing.T) {
 	for in, want := range map[string]int64{"4GiB": 4 << 30, "512MiB": 512 << 20, "2G": 2 << 30, "750M": 750 << 20,
-		"1000000": 1_000_000, "3GB": 3_000_000_000, " 8 GiB ": 8 << 30} {
+		"1000000": 1_000_000, "3GB": 3_000_000_000, " 8 GiB ": 8 << 30, "1TiB": 1 << 40, "2TB": 2e12, "1T": 1 << 40} {
 		if got, err := actors.ParseByteSize(in); err != nil || got != want {
 			t.Errorf("%q: %d %v, want %d", in, got, err, want)
 		}
 	}
-	for _, bad := range []string{"", "GiB", "-1G", "4TB", "1.5G", "99999999999999999G"} {
+	for _, bad := range []string{"", "GiB", "-1G", "4PB", "1.5G", "99999999999999999G", "9999999TiB"} {
 		if _, err := actors.ParseByteSize(bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
