@@ -34,6 +34,23 @@ import (
 
 // chromium finds the headless browser: FILIGRANE_CHROMIUM, else the Debian package's binary (installed by
 // scripts/setup.sh --s3, which `make test` runs).
+// startNode starts a single node named name on free local ports with a fresh data directory, closed when the
+// test ends.
+func startNode(t *testing.T, name string) *node.Node {
+	t.Helper()
+	n, err := node.Start(context.Background(), node.Config{DataDir: t.TempDir(), APIAddr: "127.0.0.1:0", UploadAddr: "127.0.0.1:0",
+		NodeName: name, Logger: zerolog.Nop(), Clock: clock.System{}, Bootstrap: true, SweepInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		_ = n.Close(ctx)
+	})
+	return n
+}
+
 func chromium() string {
 	if p := os.Getenv("FILIGRANE_CHROMIUM"); p != "" {
 		return p
@@ -129,17 +146,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	if exe == "" {
 		t.Skip("Chromium is not installed (Debian package chromium; scripts/setup.sh --s3 installs it): the browser test cannot run")
 	}
-	dir := t.TempDir()
-	n, err := node.Start(context.Background(), node.Config{DataDir: dir, APIAddr: "127.0.0.1:0", UploadAddr: "127.0.0.1:0",
-		NodeName: "console", Logger: zerolog.Nop(), Clock: clock.System{}, Bootstrap: true, SweepInterval: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		_ = n.Close(ctx)
-	}()
+	n := startNode(t, "console")
 	base := "http://" + n.APIAddr()
 	dev := n.DevOrg
 	// A second person, a member, whose account the lockout check locks.

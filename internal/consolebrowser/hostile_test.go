@@ -15,12 +15,10 @@ import (
 	"github.com/chromedp/cdproto/browser"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
-	"github.com/rs/zerolog"
 
 	"filigrane/actors"
 	"filigrane/internal/admin"
 	"filigrane/internal/clock"
-	"filigrane/internal/node"
 )
 
 // hostile is what a hostile API client, member or invitee puts in the fields they control: markup that adds an
@@ -47,16 +45,7 @@ func TestConsoleShowsHostileValuesAsText(t *testing.T) {
 	if exe == "" {
 		t.Skip("Chromium is not installed (Debian package chromium; scripts/setup.sh --s3 installs it): the browser test cannot run")
 	}
-	n, err := node.Start(context.Background(), node.Config{DataDir: t.TempDir(), APIAddr: "127.0.0.1:0", UploadAddr: "127.0.0.1:0",
-		NodeName: "hostile", Logger: zerolog.Nop(), Clock: clock.System{}, Bootstrap: true, SweepInterval: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		_ = n.Close(ctx)
-	}()
+	n := startNode(t, "hostile")
 	base := "http://" + n.APIAddr()
 	dev := n.DevOrg
 	bg := context.Background()
