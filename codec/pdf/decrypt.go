@@ -47,14 +47,7 @@ func (a *Adapter) openDecrypted(ctx context.Context, doc *document, src string) 
 	doc.tmpDir = dir
 	dec := filepath.Join(dir, "decrypted.pdf")
 	fail := func(err error) (*document, error) {
-		doc.close()
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("pdf: parse: %w", ctx.Err())
-		}
-		if isRefusal(err) {
-			return nil, err
-		}
-		return nil, &Error{Code: CodeBroken, Reason: "the PDF is encrypted and its decrypted copy could not be read", Err: err}
+		return nil, doc.openFailed(ctx, err, "the PDF is encrypted and its decrypted copy could not be read")
 	}
 	if err := a.decrypt(ctx, src, dec, doc.lim); err != nil {
 		return fail(err)

@@ -102,16 +102,22 @@ func (a *Adapter) open(ctx context.Context, src string, forEmbed bool) (*documen
 		}
 	}
 	if perr != nil {
-		doc.close()
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("pdf: parse: %w", ctx.Err())
-		}
-		if isRefusal(perr) {
-			return nil, perr
-		}
-		return nil, &Error{Code: CodeBroken, Reason: "the PDF structure is broken and could not be repaired", Err: perr}
+		return nil, doc.openFailed(ctx, perr, "the PDF structure is broken and could not be repaired")
 	}
 	return doc, nil
+}
+
+// openFailed closes d, whose opening failed with err, and returns what the caller is told: the context's end,
+// a refusal as it is, anything else as a broken file for the reason broken.
+func (d *document) openFailed(ctx context.Context, err error, broken string) error {
+	d.close()
+	if ctx.Err() != nil {
+		return fmt.Errorf("pdf: parse: %w", ctx.Err())
+	}
+	if isRefusal(err) {
+		return err
+	}
+	return &Error{Code: CodeBroken, Reason: broken, Err: err}
 }
 
 // prescan runs the checks that read the file's bytes before the parser does: nesting, object and

@@ -181,6 +181,7 @@ func packPlain(ctx context.Context, c *model.Context, src *os.File, dst io.Write
 const objectStreamObjects = 100
 
 // packableBody is the body of the object nr written at [off, end) if it may move into an object stream, else nil.
+// objectSpan has checked the span: "nr 0 obj" and its end of line, the body, then "endobj" between ends of line.
 func packableBody(e *model.XRefTableEntry, nr int, eol string, in io.ReaderAt, off, end int64) []byte {
 	if e.Generation == nil || *e.Generation != 0 || end-off > 1<<20 {
 		return nil
@@ -190,16 +191,12 @@ func packableBody(e *model.XRefTableEntry, nr int, eol string, in io.ReaderAt, o
 	default:
 		return nil // streams, undecoded copies, null
 	}
-	span := make([]byte, end-off)
-	if _, err := in.ReadAt(span, off); err != nil {
+	head := len(strconv.Itoa(nr) + " 0 obj" + eol)
+	body := make([]byte, end-off-int64(head+len(eol+"endobj"+eol)))
+	if _, err := in.ReadAt(body, off+int64(head)); err != nil {
 		return nil
 	}
-	head := strconv.Itoa(nr) + " 0 obj" + eol
-	tail := eol + "endobj" + eol
-	if !bytes.HasPrefix(span, []byte(head)) || !bytes.HasSuffix(span, []byte(tail)) || len(span) < len(head)+len(tail) {
-		return nil
-	}
-	return span[len(head) : len(span)-len(tail)]
+	return body
 }
 
 // objectSpan reports whether [off, end) starts with object nr's header and ends with "endobj": the bytes the
