@@ -42,32 +42,40 @@ func TestPageTreeNodeNamedTwiceIsRefusedBeforeAnyPage(t *testing.T) {
 		}, "/Root 1 0 R"),
 	}
 	a := noRendererAdapter(t, Limits{})
-	ctx := context.Background()
 	for name, data := range cases {
 		t.Run(name, func(t *testing.T) {
-			dir := t.TempDir()
-			src := filepath.Join(dir, "in.pdf")
-			if err := os.WriteFile(src, data, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := a.Probe(ctx, src); CodeOf(err) != CodePageTree {
-				t.Fatalf("probe: %v, want code %s", err, CodePageTree)
-			}
-			_, err := a.Embed(ctx, src, filepath.Join(dir, "out.pdf"), testID(name), Options{})
-			if CodeOf(err) != CodePageTree {
-				t.Fatalf("embed: %v, want code %s", err, CodePageTree)
-			}
-			if !strings.Contains(err.Error(), "more than once") {
-				t.Errorf("embed: the reason does not say what is wrong: %v", err)
-			}
-			if entries, _ := os.ReadDir(dir); len(entries) != 1 {
-				t.Errorf("files left behind: %v", entries)
-			}
-			if _, err := a.Detect(ctx, src); CodeOf(err) != CodePageTree {
-				t.Fatalf("detect: %v, want code %s", err, CodePageTree)
+			_, _, embedErr := refusedEverywhere(t, a, name, data, CodePageTree)
+			if !strings.Contains(embedErr.Error(), "more than once") {
+				t.Errorf("embed: the reason does not say what is wrong: %v", embedErr)
 			}
 		})
 	}
+}
+
+// refusedEverywhere writes data to a file of its own directory and checks that Probe, Embed and Detect all
+// refuse it with code and that the embed leaves no file; it returns the file and the probe's and the embed's
+// errors, for the caller's checks of their reasons.
+func refusedEverywhere(t *testing.T, a *Adapter, name string, data []byte, code Code) (src string, probeErr, embedErr error) {
+	t.Helper()
+	ctx := context.Background()
+	dir := t.TempDir()
+	src = filepath.Join(dir, "in.pdf")
+	if err := os.WriteFile(src, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, probeErr = a.Probe(ctx, src); CodeOf(probeErr) != code {
+		t.Fatalf("probe: %v, want code %s", probeErr, code)
+	}
+	if _, embedErr = a.Embed(ctx, src, filepath.Join(dir, "out.pdf"), testID(name), Options{}); CodeOf(embedErr) != code {
+		t.Fatalf("embed: %v, want code %s", embedErr, code)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+		t.Errorf("files left behind: %v", entries)
+	}
+	if _, err := a.Detect(ctx, src); CodeOf(err) != code {
+		t.Fatalf("detect: %v, want code %s", err, code)
+	}
+	return src, probeErr, embedErr
 }
 
 // blankPages is a document of n distinct pages that inherit the media box box from the root and share one
@@ -258,23 +266,9 @@ func TestManyObjectsAreRefusedBeforeParsing(t *testing.T) {
 	ctx := context.Background()
 	for name, data := range cases {
 		t.Run(name, func(t *testing.T) {
-			dir := t.TempDir()
-			src := filepath.Join(dir, "in.pdf")
-			if err := os.WriteFile(src, data, 0o644); err != nil {
-				t.Fatal(err)
-			}
 			want := "more than 1000 objects"
-			if _, err := a.Probe(ctx, src); CodeOf(err) != CodeTooLarge || !strings.Contains(err.Error(), want) {
+			if _, err, _ := refusedEverywhere(t, a, name, data, CodeTooLarge); !strings.Contains(err.Error(), want) {
 				t.Fatalf("probe: %v, want code %s saying %q", err, CodeTooLarge, want)
-			}
-			if _, err := a.Embed(ctx, src, filepath.Join(dir, "out.pdf"), testID(name), Options{}); CodeOf(err) != CodeTooLarge {
-				t.Fatalf("embed: %v, want code %s", err, CodeTooLarge)
-			}
-			if entries, _ := os.ReadDir(dir); len(entries) != 1 {
-				t.Errorf("files left behind: %v", entries)
-			}
-			if _, err := a.Detect(ctx, src); CodeOf(err) != CodeTooLarge {
-				t.Fatalf("detect: %v, want code %s", err, CodeTooLarge)
 			}
 		})
 	}

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -28,26 +26,13 @@ func TestManyTokensAreRefusedBeforeParsing(t *testing.T) {
 	ctx := context.Background()
 	for name, data := range cases {
 		t.Run(name, func(t *testing.T) {
-			dir := t.TempDir()
-			src := filepath.Join(dir, "in.pdf")
-			if err := os.WriteFile(src, data, 0o644); err != nil {
-				t.Fatal(err)
-			}
 			want := "more than 100000 syntax tokens"
-			if _, err := a.EstimateMemory(t.Context(), src, false); CodeOf(err) != CodeTooLarge || !strings.Contains(err.Error(), want) {
-				t.Fatalf("estimate: %v, want code %s saying %q", err, CodeTooLarge, want)
-			}
-			if _, err := a.Probe(ctx, src); CodeOf(err) != CodeTooLarge || !strings.Contains(err.Error(), want) {
+			src, err, _ := refusedEverywhere(t, a, name, data, CodeTooLarge)
+			if !strings.Contains(err.Error(), want) {
 				t.Fatalf("probe: %v, want code %s saying %q", err, CodeTooLarge, want)
 			}
-			if _, err := a.Embed(ctx, src, filepath.Join(dir, "out.pdf"), testID(name), Options{}); CodeOf(err) != CodeTooLarge {
-				t.Fatalf("embed: %v, want code %s", err, CodeTooLarge)
-			}
-			if entries, _ := os.ReadDir(dir); len(entries) != 1 {
-				t.Errorf("files left behind: %v", entries)
-			}
-			if _, err := a.Detect(ctx, src); CodeOf(err) != CodeTooLarge {
-				t.Fatalf("detect: %v, want code %s", err, CodeTooLarge)
+			if _, err := a.EstimateMemory(t.Context(), src, false); CodeOf(err) != CodeTooLarge || !strings.Contains(err.Error(), want) {
+				t.Fatalf("estimate: %v, want code %s saying %q", err, CodeTooLarge, want)
 			}
 			if _, err := noRendererAdapter(t, Limits{MaxTokens: 2 * limit}).Probe(ctx, src); err != nil {
 				t.Errorf("refused under a limit of %d tokens: %v", 2*limit, err)
