@@ -323,7 +323,7 @@ func (r *Record) Validate() error {
 	if r.Status == StatusQueued && r.Attempts != 0 {
 		return fail("queued after %d attempts", r.Attempts)
 	}
-	if (r.Status == StatusRunning || r.Status == StatusRetrying) && r.Attempts == 0 && !r.waitingForDisk() {
+	if (r.Status == StatusRunning || r.Status == StatusRetrying) && r.Attempts == 0 && !r.WaitingForDisk() {
 		return fail("%s without an attempt", r.Status)
 	}
 	if r.DiskWaits < 0 {

@@ -283,14 +283,11 @@ func (r *Record) WaitForDisk(token Token, detail string, now time.Time) error {
 	return nil
 }
 
-// waitingForDisk reports whether the job waits because its last attempt met a node low on disk space.
-func (r *Record) waitingForDisk() bool {
-	return r.Status == StatusRetrying && r.LastError != nil && r.LastError.Code == CodeLowDisk
-}
-
 // WaitingForDisk reports whether the job waits because its last attempt met a node low on disk space
 // (WaitForDisk), for an answer that says so.
-func (r *Record) WaitingForDisk() bool { return r.waitingForDisk() }
+func (r *Record) WaitingForDisk() bool {
+	return r.Status == StatusRetrying && r.LastError != nil && r.LastError.Code == CodeLowDisk
+}
 
 // Fail ends the current attempt with an error. The job goes to retrying when the error is retryable,
 // attempts remain and the next attempt could start before the deadline; otherwise it fails with code.
@@ -373,7 +370,7 @@ func (r *Record) Tick(now time.Time) bool {
 	}
 	if !now.Before(r.Deadline) {
 		detail := fmt.Sprintf("the job did not finish within %s of acceptance (%d attempts)", r.Deadline.Sub(r.CreatedAt), r.Attempts)
-		if r.waitingForDisk() {
+		if r.WaitingForDisk() {
 			detail += fmt.Sprintf("; the node was low on disk space and could not store its result (%d tries, not counted as attempts)", r.DiskWaits)
 		}
 		r.finishFailed(CodeDeadlineExceeded, detail, now)
