@@ -74,10 +74,11 @@ __device__ __forceinline__ int conv_pattern(unsigned r, unsigned g0, unsigned g1
 }
 
 // conv_gamma is step t's sum for the pattern s of three coded bits: ±llr/2 of the step's bits, k = 0, 1, 2 in
-// order (convcode.go's 8 sums of a step).
-__device__ __forceinline__ double conv_gamma(const double* llr, int t, int n, int wrap, int s)
+// order (convcode.go's 8 sums of a step), the step's bits starting at llr[i] (i = 3·((t - wrap) mod n)). Each
+// thread computes the sums it reads itself: the same operations give the same value on every thread, and no
+// barrier is needed to share them.
+__device__ __forceinline__ double conv_gamma(const double* llr, int i, int s)
 {
-	int i = 3 * (((t - wrap) % n + n) % n);
 	double v = 0.0;
 	for (int k = 0; k < 3; k++) {
 		if ((s >> k & 1) == 1) v += llr[i + k] / 2.0;
@@ -87,35 +88,41 @@ __device__ __forceinline__ double conv_gamma(const double* llr, int t, int n, in
 }
 
 #define CONV_MAX_STATES 1024
+#define CONV_MAX_GROUPS 32
 
-// conv_max returns the first maximum of m[0..blockDim.x) (the Go loop's "if v > mx" from -Inf in index order):
-// pairs of adjacent runs, the left one kept unless the right is strictly greater, so that a tie between +0 and -0
-// picks the state the Go loop picks. Every thread calls it; m is overwritten.
-__device__ double conv_max(double* m)
+// conv_first_max is the first maximum of m[0..n) (the Go loop's "if v > mx" in index order: on a tie, +0 and -0,
+// the earlier element).
+__device__ __forceinline__ double conv_first_max(const double* m, int n)
 {
-	int s = threadIdx.x;
-	for (int k = 1; k < (int)blockDim.x; k <<= 1) {
-		__syncthreads();
-		if (s % (2 * k) == 0 && m[s + k] > m[s]) m[s] = m[s + k];
-	}
-	__syncthreads();
 	double v = m[0];
-	__syncthreads();
+	for (int i = 1; i < n; i++)
+		if (m[i] > v) v = m[i];
 	return v;
 }
 
 extern "C" __global__ void conv_decode(const double* llr, int n, int wrap, int K, unsigned g0, unsigned g1, unsigned g2,
 	double ninf, double* alpha, double* out)
 {
-	// convcode.go convDecode, one thread block of 2^(K-1) threads, thread s for trellis state s. alpha holds
+	// convcode.go convDecode, one thread block of S = 2^(K-1) threads, thread s for trellis state s. alpha holds
 	// (n + 2·wrap + 1) rows of the states' forward metrics; ninf is -Inf (a kernel argument: no header needed).
-	__shared__ double sums[8];
-	__shared__ double beta[CONV_MAX_STATES];
-	__shared__ double acur[CONV_MAX_STATES]; // alpha's latest row, read by the next step from here
-	__shared__ double red[3][CONV_MAX_STATES];
+	//
+	// Each step's maximum over the states is the first maximum in state order, taken in two levels: G groups of
+	// L adjacent states (thread g < G takes group g's, in order), then the G group maxima in order. The first
+	// maximum of a concatenation is the left part's unless the right's is strictly greater, so this is the Go
+	// loop's element for every split. A step so meets two barriers (it met 2 + log2 S with a tree).
+	//
+	// The metrics a step reads are the last step's unnormalised values and its maximum, kept in two buffers
+	// (step t writes buffer t&1 and reads the other): a thread computes its predecessor's normalised metric as
+	// the Go code does (nx - mx, one subtraction), and no thread overwrites a value another may still read
+	// (step t+1 writes the buffer step t read before step t's first barrier).
+	__shared__ double metric[2][CONV_MAX_STATES]; // unnormalised forward (then backward) metrics, by step parity
+	__shared__ double val1[CONV_MAX_STATES], val2[CONV_MAX_STATES]; // the output's two maxima's terms
+	__shared__ double part[2][3][CONV_MAX_GROUPS];                  // group maxima, by step parity
 	int S = (int)blockDim.x;
 	int s = threadIdx.x;
 	int steps = n + 2 * wrap;
+	int lg = K - 1;
+	int L = 1 << ((lg + 1) / 2), G = S / L; // G <= 32 for S <= 1024
 	// The registers this thread's state meets: forward, as the next state s (registers 2s and 2s+1, from states
 	// 2s mod S and 2s+1 mod S, in that order); backward, as the state s (registers u<<(K-1) | s, to states r>>1).
 	unsigned fr0 = 2u * (unsigned)s, fr1 = 2u * (unsigned)s + 1u;
@@ -125,47 +132,59 @@ extern "C" __global__ void conv_decode(const double* llr, int n, int wrap, int K
 	int bp0 = conv_pattern(br0, g0, g1, g2), bp1 = conv_pattern(br1, g0, g1, g2);
 	int bn0 = (int)(br0 >> 1), bn1 = (int)(br1 >> 1);
 
+	// Before step 0 every metric is 0: an unnormalised 0 less a maximum of 0 is the Go code's +0.
 	alpha[s] = 0.0;
-	acur[s] = 0.0;
+	metric[1][s] = 0.0;
+	double mx = 0.0;
+	int j = ((-wrap) % n + n) % n; // step t's bits start at llr[3j], j = (t - wrap) mod n
+	__syncthreads();
 	for (int t = 0; t < steps; t++) {
-		if (s < 8) sums[s] = conv_gamma(llr, t, n, wrap, s);
-		__syncthreads();
+		int cur = t & 1;
+		const double* prev = metric[cur ^ 1];
 		double nx = ninf;
-		double a = acur[fs0] + sums[fp0];
+		double a = (prev[fs0] - mx) + conv_gamma(llr, 3 * j, fp0);
 		if (a > nx) nx = a;
-		a = acur[fs1] + sums[fp1];
+		a = (prev[fs1] - mx) + conv_gamma(llr, 3 * j, fp1);
 		if (a > nx) nx = a;
-		red[0][s] = nx;
-		double mx = conv_max(red[0]); // every thread has read acur when it returns
-		alpha[(size_t)(t + 1) * S + s] = nx - mx;
-		acur[s] = nx - mx;
-	}
-	beta[s] = 0.0;
-	for (int t = steps - 1; t >= 0; t--) {
-		// No barrier is needed here: every thread read the step before's sums, beta and red before that step's
-		// last barrier, and writes beta, then this step's sums, only after it.
-		double cs = alpha[(size_t)t * S + s]; // this state's forward metric, loaded before the barrier
-		if (s < 8) sums[s] = conv_gamma(llr, t, n, wrap, s);
+		metric[cur][s] = nx;
 		__syncthreads();
+		if (s < G) part[cur][0][s] = conv_first_max(metric[cur] + s * L, L);
+		__syncthreads();
+		mx = conv_first_max(part[cur][0], G);
+		alpha[(size_t)(t + 1) * S + s] = nx - mx;
+		if (++j == n) j = 0;
+	}
+	// The backward pass, from the last step down. Its buffers reuse metric; its first step writes the buffer of
+	// parity (steps-1)&1, which the forward pass last read in its step steps-1 (before that step's first barrier).
+	__syncthreads();
+	int last = (steps - 1) & 1;
+	metric[last ^ 1][s] = 0.0;
+	mx = 0.0;
+	j = (((steps - 1 - wrap) % n) + n) % n;
+	__syncthreads();
+	for (int t = steps - 1; t >= 0; t--) {
+		int cur = t & 1;
+		const double* prev = metric[cur ^ 1];
+		double cs = alpha[(size_t)t * S + s]; // this state's forward metric
 		bool inBlock = t >= wrap && t < wrap + n;
 		double p = ninf;
-		double v0 = sums[bp0] + beta[bn0];
+		double v0 = conv_gamma(llr, 3 * j, bp0) + (prev[bn0] - mx);
 		if (v0 > p) p = v0;
-		double v1 = sums[bp1] + beta[bn1];
+		double v1 = conv_gamma(llr, 3 * j, bp1) + (prev[bn1] - mx);
 		if (v1 > p) p = v1;
-		red[0][s] = p;
-		red[1][s] = inBlock ? cs + v0 : ninf;
-		red[2][s] = inBlock ? cs + v1 : ninf;
-		for (int k = 1; k < S; k <<= 1) {
-			__syncthreads();
-			if (s % (2 * k) == 0)
-				for (int q = 0; q < 3; q++)
-					if (red[q][s + k] > red[q][s]) red[q][s] = red[q][s + k];
+		metric[cur][s] = p;
+		val1[s] = inBlock ? cs + v0 : ninf;
+		val2[s] = inBlock ? cs + v1 : ninf;
+		__syncthreads();
+		for (int q = s; q < 3 * G; q += S) {
+			int g = q % G;
+			const double* m = q < G ? metric[cur] : q < 2 * G ? val1 : val2;
+			part[cur][q / G][g] = conv_first_max(m + g * L, L);
 		}
 		__syncthreads();
-		double mx = red[0][0];
-		if (inBlock && s == 0) out[t - wrap] = red[2][0] - red[1][0];
-		beta[s] = p - mx;
+		mx = conv_first_max(part[cur][0], G);
+		if (inBlock && s == 0) out[t - wrap] = conv_first_max(part[cur][2], G) - conv_first_max(part[cur][1], G);
+		if (--j < 0) j = n - 1;
 	}
 }
 `
