@@ -390,24 +390,53 @@ extern "C" __global__ void fold_tile(const float* __restrict__ val, const u8* __
 	acc[t] = s;
 }
 
-extern "C" __global__ void pilot_sums(const double* acc, const int* pilot, const float* sign, int np,
-	const int* index, int side, double* sums)
+extern "C" __global__ void pilot_dihedral(const double* acc, const int* index, int n, double* accd)
 {
-	// sync.go searchDihedral, as a direct cyclic correlation: sums[d][s] = Σ_u pilot[u]·acc[Index[d][u+s]].
+	// accd[d][u] = acc[Index[d][u]]: the accumulator under each dihedral transform, gathered once so that
+	// pilot_sums reads it in order (a transposing transform's Index scatters a warp's reads over 32 lines).
+	int u = blockIdx.x * blockDim.x + threadIdx.x;
+	if (u >= n) return;
+	size_t o = (size_t)blockIdx.y * n + u;
+	accd[o] = acc[index[o]];
+}
+
+#define PILOT_CHUNK 1024
+
+extern "C" __global__ void pilot_sums(const double* accd, const int* pilot, const float* sign, int np, int side,
+	double* sums)
+{
+	// sync.go searchDihedral, as a direct cyclic correlation: sums[d][s] = Σ_p sign[p]·accd[d][pilot[p] + s] (tile
+	// coordinates added modulo the side), over the pilot's chips in order. The block stages the chips' coordinates
+	// and signs in shared memory, a chunk at a time, so the loop reads them once a block (a broadcast) and wraps
+	// coordinates with a comparison: it divided by the side four times a chip before, most of its time.
+	__shared__ int cx[PILOT_CHUNK], cy[PILOT_CHUNK];
+	__shared__ float cs[PILOT_CHUNK];
 	int s = blockIdx.x * blockDim.x + threadIdx.x;
 	int d = blockIdx.y;
 	int n = side * side;
-	if (s >= n) return;
-	int sx = s % side, sy = s / side;
-	const int* idx = index + (size_t)d * n;
+	bool live = s < n;
+	int sx = live ? s % side : 0, sy = live ? s / side : 0;
+	const double* a = accd + (size_t)d * n;
 	double t = 0.0;
-	for (int p = 0; p < np; p++) {
-		int u = pilot[p];
-		int ux = u % side, uy = u / side;
-		int v = ((uy + sy) % side) * side + (ux + sx) % side;
-		t += (double)sign[p] * acc[idx[v]];
+	for (int p0 = 0; p0 < np; p0 += PILOT_CHUNK) {
+		int m = min(PILOT_CHUNK, np - p0);
+		__syncthreads(); // the last chunk read before it is overwritten
+		for (int i = threadIdx.x; i < m; i += blockDim.x) {
+			int u = pilot[p0 + i];
+			cx[i] = u % side;
+			cy[i] = u / side;
+			cs[i] = sign[p0 + i];
+		}
+		__syncthreads();
+		if (!live) continue;
+		for (int i = 0; i < m; i++) {
+			int y = cy[i] + sy, x = cx[i] + sx;
+			if (y >= side) y -= side;
+			if (x >= side) x -= side;
+			t += (double)cs[i] * a[y * side + x];
+		}
 	}
-	sums[(size_t)d * n + s] = t;
+	if (live) sums[(size_t)d * n + s] = t;
 }
 
 extern "C" __global__ void opaque_check(const u8* pix, int w, int h, int stride, int* translucent)

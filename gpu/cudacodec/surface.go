@@ -22,9 +22,9 @@ type surface struct {
 	bpp    int
 	format accel.Format
 
-	offPix, offOut, offLuma, offAct, offBg, offPlan, offRows, offAcc, offSums, offConv int
-	levels                                                                             []level
-	planBytes, size                                                                    int
+	offPix, offOut, offLuma, offAct, offBg, offPlan, offRows, offAcc, offAccD, offSums, offConv int
+	levels                                                                                      []level
+	planBytes, size                                                                             int
 
 	hasPlan  bool
 	staged   bool            // an upload's transfers may still be reading the pinned buffer (upload)
@@ -46,7 +46,7 @@ type level struct {
 func (s *surface) at(off int) cuda.DevicePtr { return s.base + cuda.DevicePtr(off) }
 
 // layout carves the arena: pixels, output copy, luma, the analysis pyramid, block statistics, the mark plan,
-// row sums, the tile accumulator, the pilot sums and the trellis decoder's memory.
+// row sums, the tile accumulator, its eight dihedral transforms, the pilot sums and the trellis decoder's memory.
 func (s *surface) layout() {
 	w, h := s.w, s.h
 	off := 0
@@ -76,6 +76,7 @@ func (s *surface) layout() {
 	s.offPlan = take(s.planBytes)
 	s.offRows = take(h * 8)
 	s.offAcc = take(tileMax * tileMax * 8)
+	s.offAccD = take(8 * tileMax * tileMax * 8)
 	s.offSums = take(8 * tileMax * tileMax * 8)
 	s.offConv = take(convRegion)
 	s.size = off
@@ -558,8 +559,13 @@ func (s *surface) PilotSums(ctx context.Context, p *accel.PilotPlan) ([8][]float
 	np := len(p.Pilot)
 	signs := tables + cuda.DevicePtr(4*np)
 	index := tables + cuda.DevicePtr(8*np)
-	if err := s.d.k.pilotSums.Launch(cuda.Dim3{X: blocksOf(n), Y: 8, Z: 1}, block256, 0, s.a.stream,
-		s.at(s.offAcc), tables, signs, int32(np), index, int32(p.TileSide), s.at(s.offSums)); err != nil {
+	shape := cuda.Dim3{X: blocksOf(n), Y: 8, Z: 1}
+	err = s.d.k.pilotDihedral.Launch(shape, block256, 0, s.a.stream, s.at(s.offAcc), index, int32(n), s.at(s.offAccD))
+	if err == nil {
+		err = s.d.k.pilotSums.Launch(shape, block256, 0, s.a.stream, s.at(s.offAccD), tables, signs, int32(np),
+			int32(p.TileSide), s.at(s.offSums))
+	}
+	if err != nil {
 		return out, fmt.Errorf("cudacodec: pilot sums: %w", err)
 	}
 	all := make([]float64, 8*n)

@@ -4,6 +4,9 @@
 //   detecthost decode: reads "llr" (int32 n, wrap, K, g0, g1, g2; float64 llr[3n]) and writes conv_decode's
 //     output to "info", the block's 2^(K-1) threads run as fibers in ascending thread order (hostBlockFibers,
 //     cudahost.h); "decode-reverse" runs them in descending order.
+//   detecthost pilot: reads "pilot" (int32 side, np, pilot[np]; float32 sign[np]; int32 index[8·side²]; float64
+//     acc[side²]), runs pilot_dihedral and pilot_sums in PilotSums' shapes (pilot_sums, which has barriers, as
+//     fibers; "pilot-reverse": descending thread and block order) and writes the sums (float64 8·side²) to "sums".
 //   detecthost grid: reads "plan" (int32 lw, lh, gw, gh, qx0, qy0, side, r, then Grid's 8 launch shapes as int32
 //     grid.x, grid.y, block.x each; float64 m0, m2, start[2·gh]; float32 level[lw·lh]), runs Grid's kernels in
 //     Grid's order and shapes (sample_grid, box_rows and box_cols, which have barriers, as fibers in ascending
@@ -142,6 +145,32 @@ int main(int argc, char** argv) {
 			conv_decode(llr, n, wrap, K, (unsigned)hd[3], (unsigned)hd[4], (unsigned)hd[5], -INFINITY, alpha, out);
 		}, strcmp(argv[1], "decode-reverse") == 0);
 		writeAll("info", out, (size_t)n * 8);
+		return 0;
+	}
+	if (strcmp(argv[1], "pilot") == 0 || strcmp(argv[1], "pilot-reverse") == 0) {
+		bool reverse = strcmp(argv[1], "pilot-reverse") == 0;
+		hostFile in = readAll("pilot");
+		int hd[2];
+		if (in.size < sizeof hd) { fprintf(stderr, "pilot file size\n"); return 2; }
+		memcpy(hd, in.data, sizeof hd);
+		int side = hd[0], np = hd[1];
+		size_t n = (size_t)side * side;
+		if (in.size != sizeof hd + 8 * (size_t)np + 32 * n + 8 * n) { fprintf(stderr, "pilot file size\n"); return 2; }
+		const unsigned char* at = in.data + sizeof hd;
+		int* pilot = (int*)hostAlloc(np, 4);
+		float* sign = (float*)hostAlloc(np, 4);
+		int* index = (int*)hostAlloc(8 * n, 4);
+		double* acc = (double*)hostAlloc(n, 8);
+		memcpy(pilot, at, 4 * (size_t)np);
+		memcpy(sign, at + 4 * (size_t)np, 4 * (size_t)np);
+		memcpy(index, at + 8 * (size_t)np, 32 * n);
+		memcpy(acc, at + 8 * (size_t)np + 32 * n, 8 * n);
+		double* accd = (double*)hostPoisoned(8 * n, 8);
+		double* sums = hostDoubles(8 * n);
+		int shape[3] = {(int)((n + 255) / 256), 8, 256};
+		hostLaunch(shape, false, reverse, [&] { pilot_dihedral(acc, index, (int)n, accd); });
+		hostLaunch(shape, true, reverse, [&] { pilot_sums(accd, pilot, sign, np, side, sums); });
+		writeAll("sums", sums, 8 * 8 * n);
 		return 0;
 	}
 	if (strcmp(argv[1], "grid") == 0 || strcmp(argv[1], "grid-reverse") == 0)
