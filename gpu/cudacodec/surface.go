@@ -578,12 +578,12 @@ func (s *surface) PilotSums(ctx context.Context, p *accel.PilotPlan) ([8][]float
 	return out, nil
 }
 
-// maxScoreRadius is the largest radius BlockScores takes: block_scores runs (2r+1)²+1 threads of a 64-thread
-// block.
+// maxScoreRadius is the largest radius BlockScores takes: block_scores keeps (2r+1)²+1 sums (SCORE_MAX_SUMS).
 const maxScoreRadius = 3
 
-// scoreThreads is block_scores' block size.
-const scoreThreads = 64
+// scoreThreads is block_scores' block size: the threads that compute a chunk's terms (all of them) and add them
+// up (one a sum).
+const scoreThreads = 256
 
 // scoreStride is the values per block of BlockScores at radius r.
 func scoreStride(r int) int { return 2 + (2*r+1)*(2*r+1) }

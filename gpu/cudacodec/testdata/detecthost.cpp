@@ -1,6 +1,7 @@
 // detecthost.cpp runs the detector's kernels (included from the kernel source as codec.cu) on the host.
 //   detecthost scores: reads "grid" (int32 gw, gh, qx0, qy0, bx0, by0, nbx, nby, side, r; float32 val[gw·gh];
-//     uint8 ok[gw·gh]; float32 pilot[side·side]) and writes block_scores' output to "scores".
+//     uint8 ok[gw·gh]; float32 pilot[side·side]) and writes block_scores' output to "scores" (its blocks of 64
+//     threads as fibers; "scores-reverse": descending thread and block order).
 //   detecthost decode: reads "llr" (int32 n, wrap, K, g0, g1, g2; float64 llr[3n]) and writes conv_decode's
 //     output to "info", the block's 2^(K-1) threads run as fibers in ascending thread order (hostBlockFibers,
 //     cudahost.h); "decode-reverse" runs them in descending order.
@@ -99,7 +100,7 @@ static double* hostDoubles(size_t n) {
 
 int main(int argc, char** argv) {
 	if (argc != 2) return 2;
-	if (strcmp(argv[1], "scores") == 0) {
+	if (strcmp(argv[1], "scores") == 0 || strcmp(argv[1], "scores-reverse") == 0) {
 		hostFile in = readAll("grid");
 		int hd[10];
 		if (in.size < sizeof hd) { fprintf(stderr, "grid file size\n"); return 2; }
@@ -116,14 +117,11 @@ int main(int argc, char** argv) {
 		int d = 2 * r + 1;
 		size_t nout = (size_t)nbx * nby * (2 + d * d);
 		double* out = hostDoubles(nout);
-		blockDim.x = 64;
-		for (int b = 0; b < nbx * nby; b++) {
-			blockIdx.x = b;
-			for (unsigned t = 0; t < blockDim.x; t++) {
-				threadIdx.x = t;
-				block_scores(val, ok, gw, gh, qx0, qy0, bx0, by0, nbx, pilot, side, r, out);
-			}
-		}
+		// 64 threads a block, not the device's 256: the kernel's loops stride by the block's size, and the fibers'
+		// switches (two barriers a chunk) are most of this harness's time.
+		int shape[3] = {nbx * nby, 1, 64};
+		hostLaunch(shape, true, strcmp(argv[1], "scores-reverse") == 0,
+			[&] { block_scores(val, ok, gw, gh, qx0, qy0, bx0, by0, nbx, pilot, side, r, out); });
 		writeAll("scores", out, nout * 8);
 		return 0;
 	}
