@@ -5,6 +5,8 @@
 #   scripts/gpu-check.sh build   here, no GPU needed: the test binaries of gpu, gpu/cudacodec, bench/gpubench and
 #                                internal/node (go test -c -ldflags='-s -w'), gzipped into bin/gpucheck (ignored by
 #                                git; ~22 MB, under the 64 MiB a device call carries: carry ["bin/gpucheck"]).
+#   scripts/gpu-check.sh detect  there: only the GPU gate and the detector's steps (2-4 below: correctness, phases,
+#                                the detect ratios), about a minute: for work on the detector's kernels.
 #   scripts/gpu-check.sh run     there: unpacks them and runs the steps below in order, each under its own time
 #                                bound and all within GPU_CHECK_BUDGET seconds (default 540: a `run` call's 600 s
 #                                limit with room to spare), writing every step's output to $OUT/gpu-check.log (or
@@ -70,12 +72,17 @@ run() {
   step correctness 180 gpu/cudacodec cudacodec.test \
     -test.run '^(TestDetectOnDeviceMatchesCPU|TestDetectUnmarkedAndRotated|TestEmbedMatchesCPU)$' -test.v
   step phases 60 gpu/cudacodec cudacodec.test -test.run '^TestPhaseTimes$' -test.v
+  # Both detect inputs: the marked NRGBA image and its JPEG copy (BenchmarkCodec12MP).
   for i in 1 2; do
-    step "detect-cpu-$i" 60 gpu/cudacodec cudacodec.test -test.run '^$' -test.bench 'Codec12MP/detect/cpu' \
+    step "detect-cpu-$i" 90 gpu/cudacodec cudacodec.test -test.run '^$' -test.bench 'Codec12MP/detect.*/cpu' \
       -test.cpu 1 -test.benchtime 8x
-    step "detect-gpu-$i" 60 gpu/cudacodec cudacodec.test -test.run '^$' -test.bench 'Codec12MP/detect/gpu' \
+    step "detect-gpu-$i" 60 gpu/cudacodec cudacodec.test -test.run '^$' -test.bench 'Codec12MP/detect.*/gpu' \
       -test.benchtime 20x
   done
+  if [ "$mode" = detect ]; then
+    say "gpu-check: detector steps $( ((failed)) && echo 'SOME FAILED' || echo 'all passed'); log: $log"
+    exit "$failed"
+  fi
   # 5-7. The section's other GPU tests: concurrent jobs, the PNG rows and the device's deflate, a node's GPU work
   # end to end, and the cold start and memory of a 12 MP job.
   step device-tests 150 gpu/cudacodec cudacodec.test \
@@ -136,11 +143,12 @@ step() {
   fi
 }
 
-case "${1:-}" in
+mode=${1:-}
+case "$mode" in
 build) build ;;
-run) run ;;
+run | detect) run ;;
 *)
-  echo "usage: scripts/gpu-check.sh build|run (see the comment at the top)" >&2
+  echo "usage: scripts/gpu-check.sh build|run|detect (see the comment at the top)" >&2
   exit 2
   ;;
 esac

@@ -204,13 +204,24 @@ func TestConcurrentJobsShareTheDevice(t *testing.T) {
 }
 
 // BenchmarkCodec12MP compares the codec core on one CPU core with the GPU path at 12 MP (the image already
-// decoded, the result not encoded): `go test -run '^$' -bench Codec12MP -cpu 1 ./gpu/cudacodec`.
+// decoded, the result not encoded): `go test -run '^$' -bench Codec12MP -cpu 1 ./gpu/cudacodec`. Detection runs
+// on the marked image (NRGBA: the device gets 4 bytes a pixel) and on a JPEG copy at quality 90 decoded to YCbCr
+// (detect-jpeg: the device gets the luma plane, a byte a pixel), the usual input of a detection.
 func BenchmarkCodec12MP(b *testing.B) {
 	img := testimage.Regions(4000, 3000, 12)
 	c := testCodec(b)
 	ctx := context.Background()
 	id := codec.ID{3}
 	marked, _, err := c.Embed(img, id, codec.EmbedOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	// A detection's usual input: a JPEG copy, decoded to YCbCr (the luma plane is the detector's input).
+	var buf bytes.Buffer
+	if err := jpeg.Encode(&buf, marked, &jpeg.Options{Quality: 90}); err != nil {
+		b.Fatal(err)
+	}
+	jpg, err := jpeg.Decode(&buf)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -228,6 +239,13 @@ func BenchmarkCodec12MP(b *testing.B) {
 			}
 		}
 	})
+	b.Run("detect-jpeg/cpu", func(b *testing.B) {
+		for b.Loop() {
+			if !c.Detect(jpg).Watermarked {
+				b.Fatal("not detected")
+			}
+		}
+	})
 	d := openDevice(b)
 	b.Run("embed/gpu", func(b *testing.B) {
 		for b.Loop() {
@@ -239,6 +257,14 @@ func BenchmarkCodec12MP(b *testing.B) {
 	b.Run("detect/gpu", func(b *testing.B) {
 		for b.Loop() {
 			det, err := c.DetectOn(ctx, d, marked)
+			if err != nil || !det.Watermarked {
+				b.Fatal("not detected", err)
+			}
+		}
+	})
+	b.Run("detect-jpeg/gpu", func(b *testing.B) {
+		for b.Loop() {
+			det, err := c.DetectOn(ctx, d, jpg)
 			if err != nil || !det.Watermarked {
 				b.Fatal("not detected", err)
 			}
