@@ -71,7 +71,7 @@ run() {
   # the CPU's, detect's phases, and the detect ratio (CPU on one core, then the GPU path, twice, alternating).
   step correctness 180 gpu/cudacodec cudacodec.test \
     -test.run '^(TestDetectOnDeviceMatchesCPU|TestDetectUnmarkedAndRotated|TestEmbedMatchesCPU)$' -test.v
-  step phases 60 gpu/cudacodec cudacodec.test -test.run '^TestPhaseTimes$' -test.v
+  step phases 60 gpu/cudacodec cudacodec.test -test.run '^(TestPhaseTimes|TestUploadRates)$' -test.v
   # Both detect inputs: the marked NRGBA image and its JPEG copy (BenchmarkCodec12MP).
   for i in 1 2; do
     step "detect-cpu-$i" 90 gpu/cudacodec cudacodec.test -test.run '^$' -test.bench 'Codec12MP/detect.*/cpu' \
@@ -136,7 +136,7 @@ step() {
   else
     say "[$name] passed in ${took}s"
   fi
-  grep -E -- '^Benchmark|ms in all| #[0-9]+ calls:|--- (FAIL|SKIP)|smoke passed|device [0-9]+:|warm 12 MP|cold start|memory per|samples differ' "$bins/step.log" |
+  grep -E -- '^Benchmark|ms in all| #[0-9]+ calls:|--- (FAIL|SKIP)|smoke passed|device [0-9]+:|warm 12 MP|cold start|memory per|samples differ|upload rates' "$bins/step.log" |
     cut -c1-400 | sed 's/^/    /' | tee -a "$summary" || true
   if ((rc != 0)); then
     tail -n 25 "$bins/step.log" | cut -c1-400 | sed 's/^/  | /'

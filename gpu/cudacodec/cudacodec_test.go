@@ -544,3 +544,64 @@ func cpuClock(id uintptr) time.Duration {
 	}
 	return time.Duration(ts.Nano())
 }
+
+// TestUploadRates logs the rates of a 12 MP Load's parts on this machine, for the figures in bench/README.md
+// (where a detection's Load time goes): the staging copy (Go memory into the pinned buffer, copyBytes), the
+// transfer from the pinned buffer alone, and whole Loads of an NRGBA image and of a luma plane, each the best
+// of five. It checks nothing but that the calls succeed.
+func TestUploadRates(t *testing.T) {
+	d := openDevice(t)
+	ctx := context.Background()
+	const w, h = 4000, 3000
+	src := make([]byte, w*h*4)
+	for i := range src {
+		src[i] = byte(i * 7)
+	}
+	a, err := d.takeArena(len(src), len(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.giveArena(a)
+	hb := a.host.Bytes()
+	best := func(name string, bytes int, f func() error) {
+		t.Helper()
+		var b time.Duration
+		for i := range 5 {
+			start := time.Now()
+			if err := f(); err != nil {
+				t.Fatal(err)
+			}
+			if el := time.Since(start); i == 0 || el < b {
+				b = el
+			}
+		}
+		t.Logf("upload rates: %s: %.3f ms (%.1f GB/s)", name, b.Seconds()*1000, float64(bytes)/b.Seconds()/1e9)
+	}
+	best("staging copy, 48 MB", len(src), func() error { copyBytes(hb, src); return nil })
+	best("transfer from pinned, 48 MB", len(src), func() error {
+		if err := d.c.CopyRangeToDeviceAsync(a.dev, a.host, 0, len(src), a.stream); err != nil {
+			return err
+		}
+		return a.stream.Synchronize(ctx)
+	})
+	best("transfer from pinned, 12 MB", len(src)/4, func() error {
+		if err := d.c.CopyRangeToDeviceAsync(a.dev, a.host, 0, len(src)/4, a.stream); err != nil {
+			return err
+		}
+		return a.stream.Synchronize(ctx)
+	})
+	for _, f := range []struct {
+		name   string
+		format accel.Format
+		bpp    int
+	}{{"Load NRGBA 12 MP", accel.NRGBA8, 4}, {"Load luma plane 12 MP", accel.Gray8, 1}} {
+		img := accel.Image{Pix: src[:w*h*f.bpp], Stride: w * f.bpp, Width: w, Height: h, Format: f.format}
+		best(f.name, w*h*f.bpp, func() error {
+			s, err := d.Load(ctx, img)
+			if err != nil {
+				return err
+			}
+			return s.Close()
+		})
+	}
+}

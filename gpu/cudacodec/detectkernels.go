@@ -21,7 +21,9 @@ extern "C" __global__ void block_scores(const float* val, const unsigned char* o
 	// thread loading its own terms waited on a load a term: 0.9 ms of a 12 MP detection on an H200.) The terms are
 	// branch-free, +0.0 where the Go code skips a waxel: a sum that starts at +0.0 never becomes -0.0 (x + y is
 	// -0.0 only when both are), and s + 0.0 is s for every other s, so the sums are the same.
-	__shared__ double terms[SCORE_MAX_SUMS][SCORE_CHUNK];
+	// A row of terms is padded by one value: the adding threads read a column of it at once, and rows of 64
+	// doubles would put the column in one bank (a 32-way conflict a read).
+	__shared__ double terms[SCORE_MAX_SUMS][SCORE_CHUNK + 1];
 	__shared__ unsigned char oks[SCORE_CHUNK];
 	int d = 2 * r + 1;
 	int nsum = d * d + 1, pw = d * d; // sum pw is the power
@@ -40,8 +42,9 @@ extern "C" __global__ void block_scores(const float* val, const unsigned char* o
 		const unsigned char* orow = ok + (size_t)j * gw;
 		for (int c0 = xlo; c0 < xhi; c0 += SCORE_CHUNK) {
 			int m = min(SCORE_CHUNK, xhi - c0);
-			for (int e = t; e < nsum * m; e += (int)blockDim.x) {
-				int k = e / m, i = c0 + e % m;
+			for (int e = t; e < nsum * SCORE_CHUNK; e += (int)blockDim.x) {
+				int k = e / SCORE_CHUNK, i = c0 + e % SCORE_CHUNK; // a power of two: shifts, not divisions
+				if (i - c0 >= m) continue;
 				double v;
 				if (k == pw) {
 					float x = vrow[i];
@@ -95,10 +98,12 @@ __device__ __forceinline__ int conv_pattern(unsigned r, unsigned g0, unsigned g1
 // barrier is needed to share them.
 __device__ __forceinline__ double conv_gamma(const double* llr, int i, int s)
 {
+	// x·0.5 is x/2.0 for every double (both are the exact half, rounded once), without a division's dozens of
+	// instructions on the step's critical path.
 	double v = 0.0;
 	for (int k = 0; k < 3; k++) {
-		if ((s >> k & 1) == 1) v += llr[i + k] / 2.0;
-		else v -= llr[i + k] / 2.0;
+		if ((s >> k & 1) == 1) v += llr[i + k] * 0.5;
+		else v -= llr[i + k] * 0.5;
 	}
 	return v;
 }
@@ -153,22 +158,27 @@ extern "C" __global__ void conv_decode(const double* llr, int n, int wrap, int K
 	metric[1][s] = 0.0;
 	double mx = 0.0;
 	int j = ((-wrap) % n + n) % n; // step t's bits start at llr[3j], j = (t - wrap) mod n
+	// Each step's branch sums are computed a step ahead: they do not depend on the metrics, so their loads and
+	// arithmetic run while the thread waits at the step's barriers.
+	double ga0 = conv_gamma(llr, 3 * j, fp0), ga1 = conv_gamma(llr, 3 * j, fp1);
 	__syncthreads();
 	for (int t = 0; t < steps; t++) {
 		int cur = t & 1;
 		const double* prev = metric[cur ^ 1];
 		double nx = ninf;
-		double a = (prev[fs0] - mx) + conv_gamma(llr, 3 * j, fp0);
+		double a = (prev[fs0] - mx) + ga0;
 		if (a > nx) nx = a;
-		a = (prev[fs1] - mx) + conv_gamma(llr, 3 * j, fp1);
+		a = (prev[fs1] - mx) + ga1;
 		if (a > nx) nx = a;
 		metric[cur][s] = nx;
+		if (++j == n) j = 0;
+		ga0 = conv_gamma(llr, 3 * j, fp0);
+		ga1 = conv_gamma(llr, 3 * j, fp1);
 		__syncthreads();
 		if (s < G) part[cur][0][s] = conv_first_max(metric[cur] + s * L, L);
 		__syncthreads();
 		mx = conv_first_max(part[cur][0], G);
 		alpha[(size_t)(t + 1) * S + s] = nx - mx;
-		if (++j == n) j = 0;
 	}
 	// The backward pass, from the last step down. Its buffers reuse metric; its first step writes the buffer of
 	// parity (steps-1)&1, which the forward pass last read in its step steps-1 (before that step's first barrier).
@@ -177,20 +187,28 @@ extern "C" __global__ void conv_decode(const double* llr, int n, int wrap, int K
 	metric[last ^ 1][s] = 0.0;
 	mx = 0.0;
 	j = (((steps - 1 - wrap) % n) + n) % n;
+	// As forward, a step ahead: the branch sums and this state's forward metric (a global load).
+	double gb0 = conv_gamma(llr, 3 * j, bp0), gb1 = conv_gamma(llr, 3 * j, bp1);
+	double cs = alpha[(size_t)(steps - 1) * S + s];
 	__syncthreads();
 	for (int t = steps - 1; t >= 0; t--) {
 		int cur = t & 1;
 		const double* prev = metric[cur ^ 1];
-		double cs = alpha[(size_t)t * S + s]; // this state's forward metric
 		bool inBlock = t >= wrap && t < wrap + n;
 		double p = ninf;
-		double v0 = conv_gamma(llr, 3 * j, bp0) + (prev[bn0] - mx);
+		double v0 = gb0 + (prev[bn0] - mx);
 		if (v0 > p) p = v0;
-		double v1 = conv_gamma(llr, 3 * j, bp1) + (prev[bn1] - mx);
+		double v1 = gb1 + (prev[bn1] - mx);
 		if (v1 > p) p = v1;
 		metric[cur][s] = p;
 		val1[s] = inBlock ? cs + v0 : ninf;
 		val2[s] = inBlock ? cs + v1 : ninf;
+		if (t > 0) {
+			if (--j < 0) j = n - 1;
+			gb0 = conv_gamma(llr, 3 * j, bp0);
+			gb1 = conv_gamma(llr, 3 * j, bp1);
+			cs = alpha[(size_t)(t - 1) * S + s];
+		}
 		__syncthreads();
 		for (int q = s; q < 3 * G; q += S) {
 			int g = q % G;
@@ -200,7 +218,6 @@ extern "C" __global__ void conv_decode(const double* llr, int n, int wrap, int K
 		__syncthreads();
 		mx = conv_first_max(part[cur][0], G);
 		if (inBlock && s == 0) out[t - wrap] = conv_first_max(part[cur][2], G) - conv_first_max(part[cur][1], G);
-		if (--j < 0) j = n - 1;
 	}
 }
 `
