@@ -9,6 +9,27 @@ package cudacodec
 const detectSource = `
 #define SCORE_CHUNK 64
 #define SCORE_MAX_SUMS 50
+#define SCORE_MAXR 3
+#define SCORE_SPAN (SCORE_CHUNK + 2 * SCORE_MAXR)
+#define SCORE_ADDERS 64
+
+// score_stage copies what chunk (qy, c0, m) of block_scores reads into shared memory: the grid rows j-r..j+r over
+// the chunk's columns widened by r on each side (all inside the grid: a chunk's waxels are at least r from every
+// side), the chunk's pilot row and ok flags. Threads first, first + stride, ... copy.
+__device__ __forceinline__ void score_stage(const float* val, const unsigned char* ok, const float* pilot, int gw,
+	int qy0, int side, int by, int pofs, int r, int qy, int c0, int m, int first, int stride,
+	float (*sval)[SCORE_SPAN], float* sp, unsigned char* so)
+{
+	int j = qy - qy0, d = 2 * r + 1, span = m + 2 * r;
+	for (int e = first; e < d * SCORE_SPAN; e += stride) {
+		int rr = e / SCORE_SPAN, cc = e % SCORE_SPAN;
+		if (cc < span) sval[rr][cc] = val[(size_t)(j - r + rr) * gw + c0 - r + cc];
+	}
+	for (int c = first; c < m; c += stride) {
+		sp[c] = pilot[(size_t)(qy - by * side) * side + c0 + c + pofs];
+		so[c] = ok[(size_t)j * gw + c0 + c] != 0;
+	}
+}
 
 extern "C" __global__ void block_scores(const float* val, const unsigned char* ok, int gw, int gh, int qx0, int qy0,
 	int bx0, int by0, int nbx, const float* pilot, int side, int r, double* out)
@@ -16,15 +37,22 @@ extern "C" __global__ void block_scores(const float* val, const unsigned char* o
 	// sync.go blockScores: one thread block per tile block (blockIdx.x in row-major block order), (2r+1)² + 1 sums
 	// over the block's waxels: the pilot correlation at each offset (t/(2r+1) - r, t%(2r+1) - r), then the power
 	// (and the count). Each sum is the Go sum only when its terms are added one after the other in the Go code's
-	// order, so a thread runs each; the terms, though, are independent: the whole block computes a chunk of a row's
-	// terms of every sum into shared memory, then thread t < (2r+1)² + 1 adds sum t's, chunk after chunk. (One
-	// thread loading its own terms waited on a load a term: 0.9 ms of a 12 MP detection on an H200.) The terms are
-	// branch-free, +0.0 where the Go code skips a waxel: a sum that starts at +0.0 never becomes -0.0 (x + y is
-	// -0.0 only when both are), and s + 0.0 is s for every other s, so the sums are the same.
+	// order, so one thread adds each; the terms, though, are independent. The block walks its waxels a chunk (up
+	// to SCORE_CHUNK waxels of a row) at a time: all its threads compute the chunk's terms of every sum from
+	// shared memory; then threads t < (2r+1)² + 1 add sum t's terms while threads from SCORE_ADDERS on copy the
+	// next chunk's inputs into shared memory (score_stage). Two barriers a chunk; blockDim.x > SCORE_ADDERS. (A
+	// thread per sum loading its own terms from global memory waited on a load a term: 0.9 ms of a 12 MP
+	// detection on an H200.) The terms are branch-free, +0.0 where the Go code skips a waxel: a sum that starts
+	// at +0.0 never becomes -0.0 (x + y is -0.0 only when both are), and s + 0.0 is s for every other s, so the
+	// sums are the same.
+	//
 	// A row of terms is padded by one value: the adding threads read a column of it at once, and rows of 64
 	// doubles would put the column in one bank (a 32-way conflict a read).
 	__shared__ double terms[SCORE_MAX_SUMS][SCORE_CHUNK + 1];
-	__shared__ unsigned char oks[SCORE_CHUNK];
+	__shared__ float sval[2 * SCORE_MAXR + 1][SCORE_SPAN];
+	__shared__ float sp[SCORE_CHUNK];
+	__shared__ unsigned char so[SCORE_CHUNK];
+	__shared__ unsigned char tok[SCORE_CHUNK]; // the chunk's ok flags for the count (so is the next chunk's by then)
 	int d = 2 * r + 1;
 	int nsum = d * d + 1, pw = d * d; // sum pw is the power
 	int t = threadIdx.x;
@@ -33,39 +61,43 @@ extern "C" __global__ void block_scores(const float* val, const unsigned char* o
 	int ylo = max(by * side, qy0 + r), yhi = min((by + 1) * side, qy0 + gh - r);
 	int xlo = max(bx * side, qx0 + r) - qx0, xhi = min((bx + 1) * side, qx0 + gw - r) - qx0; // grid columns
 	int pofs = qx0 - bx * side; // the pilot column of grid column i is i + pofs
+	int perRow = xhi > xlo ? (xhi - xlo + SCORE_CHUNK - 1) / SCORE_CHUNK : 0;
+	int chunks = yhi > ylo ? (yhi - ylo) * perRow : 0;
 	double s = 0.0;
 	int n = 0;
-	for (int qy = ylo; qy < yhi; qy++) {
-		int j = qy - qy0;
-		const float* prow = pilot + (size_t)(qy - by * side) * side;
-		const float* vrow = val + (size_t)j * gw;
-		const unsigned char* orow = ok + (size_t)j * gw;
-		for (int c0 = xlo; c0 < xhi; c0 += SCORE_CHUNK) {
-			int m = min(SCORE_CHUNK, xhi - c0);
-			for (int e = t; e < nsum * SCORE_CHUNK; e += (int)blockDim.x) {
-				int k = e / SCORE_CHUNK, i = c0 + e % SCORE_CHUNK; // a power of two: shifts, not divisions
-				if (i - c0 >= m) continue;
-				double v;
-				if (k == pw) {
-					float x = vrow[i];
-					unsigned char o = orow[i] != 0;
-					v = o ? (double)(x * x) : 0.0;
-					oks[i - c0] = o;
-				} else {
-					int dy = k / d - r, dx = k % d - r;
-					float p = prow[i + pofs];
-					v = (orow[i] != 0 && p != 0.0f) ? (double)(p * val[(size_t)(j + dy) * gw + i + dx]) : 0.0;
-				}
-				terms[k][i - c0] = v;
+	if (chunks > 0)
+		score_stage(val, ok, pilot, gw, qy0, side, by, pofs, r, ylo, xlo, min(SCORE_CHUNK, xhi - xlo), t,
+			(int)blockDim.x, sval, sp, so);
+	__syncthreads();
+	for (int k = 0; k < chunks; k++) {
+		int c0 = xlo + (k % perRow) * SCORE_CHUNK;
+		int m = min(SCORE_CHUNK, xhi - c0);
+		for (int e = t; e < nsum * SCORE_CHUNK; e += (int)blockDim.x) {
+			int q = e / SCORE_CHUNK, c = e % SCORE_CHUNK; // a power of two: shifts, not divisions
+			if (c >= m) continue;
+			double v;
+			if (q == pw) {
+				float x = sval[r][c + r];
+				v = so[c] ? (double)(x * x) : 0.0;
+				tok[c] = so[c];
+			} else {
+				int dy = q / d - r, dx = q % d - r;
+				float p = sp[c];
+				v = (so[c] && p != 0.0f) ? (double)(p * sval[r + dy][c + r + dx]) : 0.0;
 			}
-			__syncthreads();
-			if (t < nsum) {
-				for (int c = 0; c < m; c++) s += terms[t][c];
-				if (t == pw)
-					for (int c = 0; c < m; c++) n += oks[c];
-			}
-			__syncthreads(); // the chunk added before the next is written
+			terms[q][c] = v;
 		}
+		__syncthreads();
+		if (t < nsum) {
+			for (int c = 0; c < m; c++) s += terms[t][c];
+			if (t == pw)
+				for (int c = 0; c < m; c++) n += tok[c];
+		} else if (t >= SCORE_ADDERS && k + 1 < chunks) {
+			int qy = ylo + (k + 1) / perRow, c1 = xlo + ((k + 1) % perRow) * SCORE_CHUNK;
+			score_stage(val, ok, pilot, gw, qy0, side, by, pofs, r, qy, c1, min(SCORE_CHUNK, xhi - c1),
+				t - SCORE_ADDERS, (int)blockDim.x - SCORE_ADDERS, sval, sp, so);
+		}
+		__syncthreads(); // the chunk added and the next staged before the next's terms are computed
 	}
 	double* o = out + (size_t)blockIdx.x * (2 + d * d);
 	if (t == pw) {
@@ -111,21 +143,30 @@ __device__ __forceinline__ double conv_gamma(const double* llr, int i, int s)
 #define CONV_MAX_STATES 1024
 #define CONV_MAX_GROUPS 32
 
-// conv_first_max is the first maximum of m[0..n) (the Go loop's "if v > mx" in index order: on a tie, +0 and -0,
-// the earlier element).
+// conv_first_max is the first maximum of m[0..n) for n a power of two up to CONV_MAX_GROUPS (the Go loop's "if v
+// > mx" in index order: on a tie, +0 and -0, the earlier element): the values loaded at once, then a tree of
+// adjacent runs in registers (the left run's maximum kept unless the right's is strictly greater), log2 n
+// dependent comparisons instead of n - 1 after as many dependent loads.
 __device__ __forceinline__ double conv_first_max(const double* m, int n)
 {
-	double v = m[0];
-	for (int i = 1; i < n; i++)
-		if (m[i] > v) v = m[i];
-	return v;
+	double v[CONV_MAX_GROUPS];
+#pragma unroll
+	for (int i = 0; i < CONV_MAX_GROUPS; i++) v[i] = i < n ? m[i] : 0.0;
+#pragma unroll
+	for (int k = 1; k < CONV_MAX_GROUPS; k <<= 1) {
+#pragma unroll
+		for (int i = 0; i + k < CONV_MAX_GROUPS; i += 2 * k)
+			if (i + k < n && v[i + k] > v[i]) v[i] = v[i + k];
+	}
+	return v[0];
 }
 
 extern "C" __global__ void conv_decode(const double* llr, int n, int wrap, int K, unsigned g0, unsigned g1, unsigned g2,
-	double ninf, double* alpha, double* out)
+	double ninf, double* alpha, double* outparts, double* out)
 {
 	// convcode.go convDecode, one thread block of S = 2^(K-1) threads, thread s for trellis state s. alpha holds
-	// (n + 2·wrap + 1) rows of the states' forward metrics; ninf is -Inf (a kernel argument: no header needed).
+	// (n + 2·wrap + 1) rows of the states' forward metrics, outparts 2·CONV_MAX_GROUPS values a step (the group
+	// maxima of the output's two terms); ninf is -Inf (a kernel argument: no header needed).
 	//
 	// Each step's maximum over the states is the first maximum in state order, taken in two levels: G groups of
 	// L adjacent states (thread g < G takes group g's, in order), then the G group maxima in order. The first
@@ -138,7 +179,7 @@ extern "C" __global__ void conv_decode(const double* llr, int n, int wrap, int K
 	// (step t+1 writes the buffer step t read before step t's first barrier).
 	__shared__ double metric[2][CONV_MAX_STATES]; // unnormalised forward (then backward) metrics, by step parity
 	__shared__ double val1[CONV_MAX_STATES], val2[CONV_MAX_STATES]; // the output's two maxima's terms
-	__shared__ double part[2][3][CONV_MAX_GROUPS];                  // group maxima, by step parity
+	__shared__ double part[2][1][CONV_MAX_GROUPS];                  // the metrics' group maxima, by step parity
 	int S = (int)blockDim.x;
 	int s = threadIdx.x;
 	int steps = n + 2 * wrap;
@@ -210,14 +251,22 @@ extern "C" __global__ void conv_decode(const double* llr, int n, int wrap, int K
 			cs = alpha[(size_t)(t - 1) * S + s];
 		}
 		__syncthreads();
+		// The output's two terms' group maxima go to outparts, for the pass after the loop: they take no part in
+		// the recursion, so no thread waits on their maxima here.
 		for (int q = s; q < 3 * G; q += S) {
 			int g = q % G;
-			const double* m = q < G ? metric[cur] : q < 2 * G ? val1 : val2;
-			part[cur][q / G][g] = conv_first_max(m + g * L, L);
+			if (q < G) part[cur][0][g] = conv_first_max(metric[cur] + g * L, L);
+			else if (inBlock)
+				outparts[((size_t)t * 2 + (q < 2 * G ? 0 : 1)) * CONV_MAX_GROUPS + g] =
+					conv_first_max((q < 2 * G ? val1 : val2) + g * L, L);
 		}
 		__syncthreads();
 		mx = conv_first_max(part[cur][0], G);
-		if (inBlock && s == 0) out[t - wrap] = conv_first_max(part[cur][2], G) - conv_first_max(part[cur][1], G);
+	}
+	__syncthreads(); // outparts written
+	for (int t = wrap + s; t < wrap + n; t += S) {
+		const double* op = outparts + (size_t)t * 2 * CONV_MAX_GROUPS;
+		out[t - wrap] = conv_first_max(op + CONV_MAX_GROUPS, G) - conv_first_max(op, G);
 	}
 }
 `

@@ -581,8 +581,8 @@ func (s *surface) PilotSums(ctx context.Context, p *accel.PilotPlan) ([8][]float
 // maxScoreRadius is the largest radius BlockScores takes: block_scores keeps (2r+1)²+1 sums (SCORE_MAX_SUMS).
 const maxScoreRadius = 3
 
-// scoreThreads is block_scores' block size: the threads that compute a chunk's terms (all of them) and add them
-// up (one a sum).
+// scoreThreads is block_scores' block size: all compute a chunk's terms, those below SCORE_ADDERS (64) add them
+// up (one a sum) while the others stage the next chunk.
 const scoreThreads = 256
 
 // scoreStride is the values per block of BlockScores at radius r.
@@ -638,7 +638,11 @@ func floorDiv(a, b int) int {
 	return q
 }
 
-// convRegion is each surface's memory for ConvDecode: the coded LLRs, the info LLRs and the forward metrics
+// convMaxGroups is conv_decode's CONV_MAX_GROUPS: the group maxima it keeps of each step's output terms.
+const convMaxGroups = 32
+
+// convRegion is each surface's memory for ConvDecode: the coded LLRs, the info LLRs, the output terms' group
+// maxima (512 bytes a step) and the forward metrics
 // (8 bytes a state a trellis step: 0.9 MiB for the codec's 256 states and 448 steps).
 const convRegion = 2 << 20
 
@@ -655,7 +659,8 @@ func (s detectSurface) ConvDecode(ctx context.Context, p accel.ConvPlan, llr []f
 	states := 1 << (p.K - 1)
 	offInfo := roundUp(8 * len(llr))
 	offAlpha := offInfo + roundUp(8*n)
-	if offAlpha+8*states*(n+2*p.Wrap+1) > convRegion {
+	offParts := offAlpha + roundUp(8*states*(n+2*p.Wrap+1))
+	if offParts+8*2*convMaxGroups*(n+2*p.Wrap) > convRegion {
 		return nil, fmt.Errorf("cudacodec: decode: %d info bits with %d states and wrap %d exceed the decoder's memory",
 			n, states, p.Wrap)
 	}
@@ -665,7 +670,7 @@ func (s detectSurface) ConvDecode(ctx context.Context, p accel.ConvPlan, llr []f
 	}
 	if err := s.d.k.convDecode.Launch(cuda.Dim3{X: 1, Y: 1, Z: 1}, cuda.Dim3{X: uint32(states), Y: 1, Z: 1}, 0, s.a.stream,
 		base, int32(n), int32(p.Wrap), int32(p.K), p.Generators[0], p.Generators[1], p.Generators[2],
-		math.Inf(-1), base+cuda.DevicePtr(offAlpha), base+cuda.DevicePtr(offInfo)); err != nil {
+		math.Inf(-1), base+cuda.DevicePtr(offAlpha), base+cuda.DevicePtr(offParts), base+cuda.DevicePtr(offInfo)); err != nil {
 		return nil, fmt.Errorf("cudacodec: decode: %w", err)
 	}
 	info := make([]float64, n)

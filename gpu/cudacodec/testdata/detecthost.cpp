@@ -1,6 +1,6 @@
 // detecthost.cpp runs the detector's kernels (included from the kernel source as codec.cu) on the host.
 //   detecthost scores: reads "grid" (int32 gw, gh, qx0, qy0, bx0, by0, nbx, nby, side, r; float32 val[gw·gh];
-//     uint8 ok[gw·gh]; float32 pilot[side·side]) and writes block_scores' output to "scores" (its blocks of 64
+//     uint8 ok[gw·gh]; float32 pilot[side·side]) and writes block_scores' output to "scores" (its blocks of 128
 //     threads as fibers; "scores-reverse": descending thread and block order).
 //   detecthost decode: reads "llr" (int32 n, wrap, K, g0, g1, g2; float64 llr[3n]) and writes conv_decode's
 //     output to "info", the block's 2^(K-1) threads run as fibers in ascending thread order (hostBlockFibers,
@@ -117,9 +117,9 @@ int main(int argc, char** argv) {
 		int d = 2 * r + 1;
 		size_t nout = (size_t)nbx * nby * (2 + d * d);
 		double* out = hostDoubles(nout);
-		// 64 threads a block, not the device's 256: the kernel's loops stride by the block's size, and the fibers'
-		// switches (two barriers a chunk) are most of this harness's time.
-		int shape[3] = {nbx * nby, 1, 64};
+		// 128 threads a block, not the device's 256: the kernel's loops stride by the block's size (it needs more
+		// than SCORE_ADDERS), and the fibers' switches (two barriers a chunk) are most of this harness's time.
+		int shape[3] = {nbx * nby, 1, 128};
 		hostLaunch(shape, true, strcmp(argv[1], "scores-reverse") == 0,
 			[&] { block_scores(val, ok, gw, gh, qx0, qy0, bx0, by0, nbx, pilot, side, r, out); });
 		writeAll("scores", out, nout * 8);
@@ -136,11 +136,12 @@ int main(int argc, char** argv) {
 		memcpy(llr, in.data + sizeof hd, 24 * (size_t)n);
 		int states = 1 << (K - 1);
 		double* alpha = (double*)hostAlloc((size_t)(n + 2 * wrap + 1) * states, sizeof(double));
+		double* outparts = hostDoubles((size_t)(n + 2 * wrap) * 64);
 		double* out = hostDoubles(n);
 		blockDim.x = states;
 		blockIdx.x = 0;
 		hostBlockFibers([&] {
-			conv_decode(llr, n, wrap, K, (unsigned)hd[3], (unsigned)hd[4], (unsigned)hd[5], -INFINITY, alpha, out);
+			conv_decode(llr, n, wrap, K, (unsigned)hd[3], (unsigned)hd[4], (unsigned)hd[5], -INFINITY, alpha, outparts, out);
 		}, strcmp(argv[1], "decode-reverse") == 0);
 		writeAll("info", out, (size_t)n * 8);
 		return 0;
