@@ -124,41 +124,51 @@ __device__ __forceinline__ int conv_pattern(unsigned r, unsigned g0, unsigned g1
 	return (int)(conv_parity(r & g0) | conv_parity(r & g1) << 1 | conv_parity(r & g2) << 2);
 }
 
-// conv_gamma is step t's sum for the pattern s of three coded bits: ±llr/2 of the step's bits, k = 0, 1, 2 in
-// order (convcode.go's 8 sums of a step), the step's bits starting at llr[i] (i = 3·((t - wrap) mod n)). Each
-// thread computes the sums it reads itself: the same operations give the same value on every thread, and no
-// barrier is needed to share them.
-__device__ __forceinline__ double conv_gamma(const double* llr, int i, int s)
+// conv_gamma is a step's sum for the pattern s of three coded bits: ±llr/2 of the step's bits l0, l1, l2, k = 0,
+// 1, 2 in order (convcode.go's 8 sums of a step). Each thread computes the sums it reads itself: the same
+// operations give the same value on every thread, and no barrier is needed to share them. x·0.5 is x/2.0 for
+// every double (both are the exact half, rounded once), without a division's dozens of instructions.
+__device__ __forceinline__ double conv_gamma(double l0, double l1, double l2, int s)
 {
-	// x·0.5 is x/2.0 for every double (both are the exact half, rounded once), without a division's dozens of
-	// instructions on the step's critical path.
 	double v = 0.0;
-	for (int k = 0; k < 3; k++) {
-		if ((s >> k & 1) == 1) v += llr[i + k] * 0.5;
-		else v -= llr[i + k] * 0.5;
-	}
+	v = (s & 1) ? v + l0 * 0.5 : v - l0 * 0.5;
+	v = (s & 2) ? v + l1 * 0.5 : v - l1 * 0.5;
+	v = (s & 4) ? v + l2 * 0.5 : v - l2 * 0.5;
 	return v;
 }
 
 #define CONV_MAX_STATES 1024
 #define CONV_MAX_GROUPS 32
 
-// conv_first_max is the first maximum of m[0..n) for n a power of two up to CONV_MAX_GROUPS (the Go loop's "if v
-// > mx" in index order: on a tie, +0 and -0, the earlier element): the values loaded at once, then a tree of
-// adjacent runs in registers (the left run's maximum kept unless the right's is strictly greater), log2 n
-// dependent comparisons instead of n - 1 after as many dependent loads.
-__device__ __forceinline__ double conv_first_max(const double* m, int n)
+// conv_first_max_n is the first maximum of m[0..N) (the Go loop's "if v > mx" in index order: on a tie, +0 and
+// -0, the earlier element) for N a power of two: the N values loaded at once, then a tree of adjacent runs in
+// registers, the left run's maximum kept unless the right's is strictly greater (log2 N dependent comparisons
+// instead of N - 1 after as many dependent loads).
+template <int N> __device__ __forceinline__ double conv_first_max_n(const double* m)
 {
-	double v[CONV_MAX_GROUPS];
+	double v[N];
 #pragma unroll
-	for (int i = 0; i < CONV_MAX_GROUPS; i++) v[i] = i < n ? m[i] : 0.0;
+	for (int i = 0; i < N; i++) v[i] = m[i];
 #pragma unroll
-	for (int k = 1; k < CONV_MAX_GROUPS; k <<= 1) {
+	for (int k = 1; k < N; k <<= 1) {
 #pragma unroll
-		for (int i = 0; i + k < CONV_MAX_GROUPS; i += 2 * k)
-			if (i + k < n && v[i + k] > v[i]) v[i] = v[i + k];
+		for (int i = 0; i < N; i += 2 * k)
+			if (v[i + k] > v[i]) v[i] = v[i + k];
 	}
 	return v[0];
+}
+
+// conv_first_max is conv_first_max_n for n a power of two up to CONV_MAX_GROUPS (the same n on every thread).
+__device__ __forceinline__ double conv_first_max(const double* m, int n)
+{
+	switch (n) {
+	case 2: return conv_first_max_n<2>(m);
+	case 4: return conv_first_max_n<4>(m);
+	case 8: return conv_first_max_n<8>(m);
+	case 16: return conv_first_max_n<16>(m);
+	case 32: return conv_first_max_n<32>(m);
+	}
+	return m[0];
 }
 
 extern "C" __global__ void conv_decode(const double* llr, int n, int wrap, int K, unsigned g0, unsigned g1, unsigned g2,
@@ -199,22 +209,24 @@ extern "C" __global__ void conv_decode(const double* llr, int n, int wrap, int K
 	metric[1][s] = 0.0;
 	double mx = 0.0;
 	int j = ((-wrap) % n + n) % n; // step t's bits start at llr[3j], j = (t - wrap) mod n
-	// Each step's branch sums are computed a step ahead: they do not depend on the metrics, so their loads and
-	// arithmetic run while the thread waits at the step's barriers.
-	double ga0 = conv_gamma(llr, 3 * j, fp0), ga1 = conv_gamma(llr, 3 * j, fp1);
+	// Each step's bits are loaded a step ahead, into registers: their loads, from global memory, then overlap the
+	// step before (a load waited for on a step's way to its barrier delays the whole block).
+	double l0 = llr[3 * j], l1 = llr[3 * j + 1], l2 = llr[3 * j + 2];
+	if (++j == n) j = 0;
+	double m0 = llr[3 * j], m1 = llr[3 * j + 1], m2 = llr[3 * j + 2];
 	__syncthreads();
 	for (int t = 0; t < steps; t++) {
 		int cur = t & 1;
 		const double* prev = metric[cur ^ 1];
 		double nx = ninf;
-		double a = (prev[fs0] - mx) + ga0;
+		double a = (prev[fs0] - mx) + conv_gamma(l0, l1, l2, fp0);
 		if (a > nx) nx = a;
-		a = (prev[fs1] - mx) + ga1;
+		a = (prev[fs1] - mx) + conv_gamma(l0, l1, l2, fp1);
 		if (a > nx) nx = a;
 		metric[cur][s] = nx;
+		l0 = m0, l1 = m1, l2 = m2;
 		if (++j == n) j = 0;
-		ga0 = conv_gamma(llr, 3 * j, fp0);
-		ga1 = conv_gamma(llr, 3 * j, fp1);
+		m0 = llr[3 * j], m1 = llr[3 * j + 1], m2 = llr[3 * j + 2];
 		__syncthreads();
 		if (s < G) part[cur][0][s] = conv_first_max(metric[cur] + s * L, L);
 		__syncthreads();
@@ -228,8 +240,10 @@ extern "C" __global__ void conv_decode(const double* llr, int n, int wrap, int K
 	metric[last ^ 1][s] = 0.0;
 	mx = 0.0;
 	j = (((steps - 1 - wrap) % n) + n) % n;
-	// As forward, a step ahead: the branch sums and this state's forward metric (a global load).
-	double gb0 = conv_gamma(llr, 3 * j, bp0), gb1 = conv_gamma(llr, 3 * j, bp1);
+	// As forward, a step ahead: the bits, and this state's forward metric (a global load).
+	l0 = llr[3 * j], l1 = llr[3 * j + 1], l2 = llr[3 * j + 2];
+	if (--j < 0) j = n - 1;
+	m0 = llr[3 * j], m1 = llr[3 * j + 1], m2 = llr[3 * j + 2];
 	double cs = alpha[(size_t)(steps - 1) * S + s];
 	__syncthreads();
 	for (int t = steps - 1; t >= 0; t--) {
@@ -237,19 +251,17 @@ extern "C" __global__ void conv_decode(const double* llr, int n, int wrap, int K
 		const double* prev = metric[cur ^ 1];
 		bool inBlock = t >= wrap && t < wrap + n;
 		double p = ninf;
-		double v0 = gb0 + (prev[bn0] - mx);
+		double v0 = conv_gamma(l0, l1, l2, bp0) + (prev[bn0] - mx);
 		if (v0 > p) p = v0;
-		double v1 = gb1 + (prev[bn1] - mx);
+		double v1 = conv_gamma(l0, l1, l2, bp1) + (prev[bn1] - mx);
 		if (v1 > p) p = v1;
 		metric[cur][s] = p;
 		val1[s] = inBlock ? cs + v0 : ninf;
 		val2[s] = inBlock ? cs + v1 : ninf;
-		if (t > 0) {
-			if (--j < 0) j = n - 1;
-			gb0 = conv_gamma(llr, 3 * j, bp0);
-			gb1 = conv_gamma(llr, 3 * j, bp1);
-			cs = alpha[(size_t)(t - 1) * S + s];
-		}
+		l0 = m0, l1 = m1, l2 = m2;
+		if (--j < 0) j = n - 1;
+		m0 = llr[3 * j], m1 = llr[3 * j + 1], m2 = llr[3 * j + 2];
+		if (t > 0) cs = alpha[(size_t)(t - 1) * S + s];
 		__syncthreads();
 		// The output's two terms' group maxima go to outparts, for the pass after the loop: they take no part in
 		// the recursion, so no thread waits on their maxima here.
