@@ -136,7 +136,7 @@ step() {
   else
     say "[$name] passed in ${took}s"
   fi
-  grep -E -- '^Benchmark|ms in all| #[0-9]+ calls:|--- (FAIL|SKIP)|smoke passed|device [0-9]+:|warm 12 MP|cold start|memory per|samples differ|upload rates' "$bins/step.log" |
+  grep -E -- '^Benchmark|ms in all| #[0-9]+ calls:|--- (FAIL|SKIP)|smoke passed|device [0-9]+:|warm 12 MP|cold start|memory per|samples differ|upload rates| #[0-9]+ parts in ms' "$bins/step.log" |
     cut -c1-400 | sed 's/^/    /' | tee -a "$summary" || true
   if ((rc != 0)); then
     tail -n 25 "$bins/step.log" | cut -c1-400 | sed 's/^/  | /'

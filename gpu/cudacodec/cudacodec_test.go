@@ -350,6 +350,13 @@ func TestPhaseTimes(t *testing.T) {
 			t.Logf("%s #%d calls:%s", run.name, rep+1, line)
 			if len(parts) > 0 {
 				line = ""
+				for _, k := range []string{"Load.staged", "PilotSums.kernel", "BlockScores.kernel", "ConvDecode.kernel"} {
+					if v, ok := parts[k]; ok {
+						line += fmt.Sprintf(" %s %.3f;", k, ms(v))
+					}
+				}
+				t.Logf("%s #%d parts in ms:%s", run.name, rep+1, line)
+				line = ""
 				for _, k := range []string{"start", "sample", "residual", "boxRowsSq", "boxColsSq", "boxRowsCount", "boxColsCount", "normalise", "fold", "download"} {
 					line += fmt.Sprintf(" %s %.3f;", k, ms(parts["Grid."+k]))
 				}

@@ -28,7 +28,7 @@ import (
 // 6° (lattice estimation, then refinement) and a JPEG copy at quality 60; and by codec.ProbeNominal on the
 // unmarked image (its nominal grid and soft word). Grid's kernels (sample_grid to fold_tile, in Grid's launch
 // shapes) run on the marked detections' refinement grids, on the grids they sampled above level 0 and on a wide
-// grid that spans several of the kernels' chunks (both thread orders); block_scores on every refinement grid (both thread orders on the rotated one); conv_decode on the recorded soft
+// grid that spans several of the kernels' chunks (both thread orders); block_scores on every refinement grid (both thread orders on the rotated one); conv_decode and conv_output on the recorded soft
 // words and on words full of exact ties (all zero, small integers); pilot_dihedral and pilot_sums on a synthetic tile. The whitened grids, folds, block scores and
 // info LLRs must be the codec's bit for bit. So a machine without a GPU checks that the kernels are the Go
 // reference's transcription (TestDetectOnDeviceMatchesCPU checks the same on a GPU). It needs a C++17 compiler at

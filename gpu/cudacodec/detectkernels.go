@@ -171,114 +171,113 @@ __device__ __forceinline__ double conv_first_max(const double* m, int n)
 	return m[0];
 }
 
-extern "C" __global__ void conv_decode(const double* llr, int n, int wrap, int K, unsigned g0, unsigned g1, unsigned g2,
-	double ninf, double* alpha, double* outparts, double* out)
+// conv_step_max publishes a step's per-state values v (thread s's in buf[s]) and returns their first maximum: a
+// barrier, thread g < G takes group g's (states g·L..g·L+L-1, in order) into part, a barrier, every thread the
+// groups' in order. The first maximum of a concatenation is the left part's unless the right's is strictly
+// greater, so this is the Go loop's element for every split. buf and part must not be written again before
+// every thread has returned (callers alternate two of each by step parity).
+__device__ __forceinline__ double conv_step_max(double* buf, double* part, double v, int L, int G)
 {
-	// convcode.go convDecode, one thread block of S = 2^(K-1) threads, thread s for trellis state s. alpha holds
-	// (n + 2·wrap + 1) rows of the states' forward metrics, outparts 2·CONV_MAX_GROUPS values a step (the group
-	// maxima of the output's two terms); ninf is -Inf (a kernel argument: no header needed).
+	int s = threadIdx.x;
+	buf[s] = v;
+	__syncthreads();
+	if (s < G) part[s] = conv_first_max(buf + s * L, L);
+	__syncthreads();
+	return conv_first_max(part, G);
+}
+
+// conv_groups is conv_decode's group shape for S = 2^(K-1) states: L = 2^ceil((K-1)/2) adjacent states a group,
+// G = S/L groups (both at most 32 for K <= 11), so that each level's sequential part is short.
+__device__ __forceinline__ void conv_groups(int K, int* L, int* G)
+{
+	*L = 1 << (K / 2);
+	*G = (1 << (K - 1)) / *L;
+}
+
+extern "C" __global__ void conv_decode(const double* llr, int n, int wrap, int K, unsigned g0, unsigned g1, unsigned g2,
+	double ninf, double* alpha, double* beta)
+{
+	// convcode.go convDecode's two recursions, each on a thread block of S = 2^(K-1) threads (thread s for trellis
+	// state s): block 0 the forward metrics into alpha, block 1 the backward metrics into beta, at once (neither
+	// reads the other's); conv_output then combines them. Each holds (n + 2·wrap + 1) rows of S values: alpha's
+	// row t the forward metrics before step t, beta's row t the backward metrics before step t (counted from the
+	// end: row n + 2·wrap is all 0). ninf is -Inf (a kernel argument: no header needed).
 	//
-	// Each step's maximum over the states is the first maximum in state order, taken in two levels: G groups of
-	// L adjacent states (thread g < G takes group g's, in order), then the G group maxima in order. The first
-	// maximum of a concatenation is the left part's unless the right's is strictly greater, so this is the Go
-	// loop's element for every split. A step so meets two barriers (it met 2 + log2 S with a tree).
-	//
-	// The metrics a step reads are the last step's unnormalised values and its maximum, kept in two buffers
-	// (step t writes buffer t&1 and reads the other): a thread computes its predecessor's normalised metric as
-	// the Go code does (nx - mx, one subtraction), and no thread overwrites a value another may still read
-	// (step t+1 writes the buffer step t read before step t's first barrier).
-	__shared__ double metric[2][CONV_MAX_STATES]; // unnormalised forward (then backward) metrics, by step parity
-	__shared__ double val1[CONV_MAX_STATES], val2[CONV_MAX_STATES]; // the output's two maxima's terms
-	__shared__ double part[2][1][CONV_MAX_GROUPS];                  // the metrics' group maxima, by step parity
+	// Each step's maximum over the states is taken by conv_step_max (two barriers). The metrics a step reads are
+	// the last step's unnormalised values and its maximum, kept in two buffers (step t writes buffer t&1 and
+	// reads the other): a thread computes its predecessor's normalised metric as the Go code does (nx - mx, one
+	// subtraction), and no thread overwrites a value another may still read.
+	__shared__ double metric[2][CONV_MAX_STATES]; // unnormalised metrics, by step parity
+	__shared__ double part[2][CONV_MAX_GROUPS];   // their group maxima, by step parity
 	int S = (int)blockDim.x;
 	int s = threadIdx.x;
 	int steps = n + 2 * wrap;
-	int lg = K - 1;
-	int L = 1 << ((lg + 1) / 2), G = S / L; // G <= 32 for S <= 1024
+	int L, G;
+	conv_groups(K, &L, &G);
+	bool forward = blockIdx.x == 0;
 	// The registers this thread's state meets: forward, as the next state s (registers 2s and 2s+1, from states
 	// 2s mod S and 2s+1 mod S, in that order); backward, as the state s (registers u<<(K-1) | s, to states r>>1).
-	unsigned fr0 = 2u * (unsigned)s, fr1 = 2u * (unsigned)s + 1u;
-	int fs0 = (int)(fr0 & (unsigned)(S - 1)), fs1 = (int)(fr1 & (unsigned)(S - 1));
-	int fp0 = conv_pattern(fr0, g0, g1, g2), fp1 = conv_pattern(fr1, g0, g1, g2);
-	unsigned br0 = (unsigned)s, br1 = (1u << (K - 1)) | (unsigned)s;
-	int bp0 = conv_pattern(br0, g0, g1, g2), bp1 = conv_pattern(br1, g0, g1, g2);
-	int bn0 = (int)(br0 >> 1), bn1 = (int)(br1 >> 1);
-
-	// Before step 0 every metric is 0: an unnormalised 0 less a maximum of 0 is the Go code's +0.
-	alpha[s] = 0.0;
-	metric[1][s] = 0.0;
+	unsigned r0 = forward ? 2u * (unsigned)s : (unsigned)s;
+	unsigned r1 = forward ? 2u * (unsigned)s + 1u : (1u << (K - 1)) | (unsigned)s;
+	int n0 = forward ? (int)(r0 & (unsigned)(S - 1)) : (int)(r0 >> 1);
+	int n1 = forward ? (int)(r1 & (unsigned)(S - 1)) : (int)(r1 >> 1);
+	int p0 = conv_pattern(r0, g0, g1, g2), p1 = conv_pattern(r1, g0, g1, g2);
+	double* rows = forward ? alpha : beta;
+	int dir = forward ? 1 : -1;
+	int t = forward ? 0 : steps - 1; // the step
+	// Before the first step every metric is 0: an unnormalised 0 less a maximum of 0 is the Go code's +0.
+	rows[(size_t)(forward ? 0 : steps) * S + s] = 0.0;
+	metric[1 - (t & 1)][s] = 0.0;
 	double mx = 0.0;
-	int j = ((-wrap) % n + n) % n; // step t's bits start at llr[3j], j = (t - wrap) mod n
+	int j = (((t - wrap) % n) + n) % n; // step t's bits start at llr[3j], j = (t - wrap) mod n
 	// Each step's bits are loaded a step ahead, into registers: their loads, from global memory, then overlap the
 	// step before (a load waited for on a step's way to its barrier delays the whole block).
 	double l0 = llr[3 * j], l1 = llr[3 * j + 1], l2 = llr[3 * j + 2];
-	if (++j == n) j = 0;
+	j += dir;
+	if (j == n) j = 0;
+	if (j < 0) j = n - 1;
 	double m0 = llr[3 * j], m1 = llr[3 * j + 1], m2 = llr[3 * j + 2];
 	__syncthreads();
-	for (int t = 0; t < steps; t++) {
+	for (int k = 0; k < steps; k++, t += dir) {
 		int cur = t & 1;
 		const double* prev = metric[cur ^ 1];
-		double nx = ninf;
-		double a = (prev[fs0] - mx) + conv_gamma(l0, l1, l2, fp0);
-		if (a > nx) nx = a;
-		a = (prev[fs1] - mx) + conv_gamma(l0, l1, l2, fp1);
-		if (a > nx) nx = a;
-		metric[cur][s] = nx;
+		double v = ninf;
+		double a = (prev[n0] - mx) + conv_gamma(l0, l1, l2, p0);
+		if (a > v) v = a;
+		a = (prev[n1] - mx) + conv_gamma(l0, l1, l2, p1);
+		if (a > v) v = a;
 		l0 = m0, l1 = m1, l2 = m2;
-		if (++j == n) j = 0;
+		j += dir;
+		if (j == n) j = 0;
+		if (j < 0) j = n - 1;
 		m0 = llr[3 * j], m1 = llr[3 * j + 1], m2 = llr[3 * j + 2];
-		__syncthreads();
-		if (s < G) part[cur][0][s] = conv_first_max(metric[cur] + s * L, L);
-		__syncthreads();
-		mx = conv_first_max(part[cur][0], G);
-		alpha[(size_t)(t + 1) * S + s] = nx - mx;
+		mx = conv_step_max(metric[cur], part[cur], v, L, G);
+		rows[(size_t)(forward ? t + 1 : t) * S + s] = v - mx;
 	}
-	// The backward pass, from the last step down. Its buffers reuse metric; its first step writes the buffer of
-	// parity (steps-1)&1, which the forward pass last read in its step steps-1 (before that step's first barrier).
-	__syncthreads();
-	int last = (steps - 1) & 1;
-	metric[last ^ 1][s] = 0.0;
-	mx = 0.0;
-	j = (((steps - 1 - wrap) % n) + n) % n;
-	// As forward, a step ahead: the bits, and this state's forward metric (a global load).
-	l0 = llr[3 * j], l1 = llr[3 * j + 1], l2 = llr[3 * j + 2];
-	if (--j < 0) j = n - 1;
-	m0 = llr[3 * j], m1 = llr[3 * j + 1], m2 = llr[3 * j + 2];
-	double cs = alpha[(size_t)(steps - 1) * S + s];
-	__syncthreads();
-	for (int t = steps - 1; t >= 0; t--) {
-		int cur = t & 1;
-		const double* prev = metric[cur ^ 1];
-		bool inBlock = t >= wrap && t < wrap + n;
-		double p = ninf;
-		double v0 = conv_gamma(l0, l1, l2, bp0) + (prev[bn0] - mx);
-		if (v0 > p) p = v0;
-		double v1 = conv_gamma(l0, l1, l2, bp1) + (prev[bn1] - mx);
-		if (v1 > p) p = v1;
-		metric[cur][s] = p;
-		val1[s] = inBlock ? cs + v0 : ninf;
-		val2[s] = inBlock ? cs + v1 : ninf;
-		l0 = m0, l1 = m1, l2 = m2;
-		if (--j < 0) j = n - 1;
-		m0 = llr[3 * j], m1 = llr[3 * j + 1], m2 = llr[3 * j + 2];
-		if (t > 0) cs = alpha[(size_t)(t - 1) * S + s];
-		__syncthreads();
-		// The output's two terms' group maxima go to outparts, for the pass after the loop: they take no part in
-		// the recursion, so no thread waits on their maxima here.
-		for (int q = s; q < 3 * G; q += S) {
-			int g = q % G;
-			if (q < G) part[cur][0][g] = conv_first_max(metric[cur] + g * L, L);
-			else if (inBlock)
-				outparts[((size_t)t * 2 + (q < 2 * G ? 0 : 1)) * CONV_MAX_GROUPS + g] =
-					conv_first_max((q < 2 * G ? val1 : val2) + g * L, L);
-		}
-		__syncthreads();
-		mx = conv_first_max(part[cur][0], G);
-	}
-	__syncthreads(); // outparts written
-	for (int t = wrap + s; t < wrap + n; t += S) {
-		const double* op = outparts + (size_t)t * 2 * CONV_MAX_GROUPS;
-		out[t - wrap] = conv_first_max(op + CONV_MAX_GROUPS, G) - conv_first_max(op, G);
-	}
+}
+
+extern "C" __global__ void conv_output(const double* llr, int n, int wrap, int K, unsigned g0, unsigned g1, unsigned g2,
+	double ninf, const double* alpha, const double* beta, double* out)
+{
+	// convcode.go convDecode's output: block b for the info bit b (step t = wrap + b), thread s for state s:
+	// out[b] = max over s of (alpha[t][s] + branch 1 into beta[t+1]) - max of (alpha[t][s] + branch 0), each the
+	// first maximum in state order (conv_step_max), with the Go code's operations in its order.
+	__shared__ double buf[2][CONV_MAX_STATES];
+	__shared__ double part[2][CONV_MAX_GROUPS];
+	int S = (int)blockDim.x;
+	int s = threadIdx.x;
+	int t = wrap + (int)blockIdx.x;
+	int L, G;
+	conv_groups(K, &L, &G);
+	unsigned r0 = (unsigned)s, r1 = (1u << (K - 1)) | (unsigned)s;
+	int j = blockIdx.x; // (t - wrap) mod n
+	double l0 = llr[3 * j], l1 = llr[3 * j + 1], l2 = llr[3 * j + 2];
+	const double* next = beta + (size_t)(t + 1) * S;
+	double cs = alpha[(size_t)t * S + s];
+	double v0 = conv_gamma(l0, l1, l2, conv_pattern(r0, g0, g1, g2)) + next[r0 >> 1];
+	double v1 = conv_gamma(l0, l1, l2, conv_pattern(r1, g0, g1, g2)) + next[r1 >> 1];
+	double m1 = conv_step_max(buf[0], part[0], cs + v0, L, G);
+	double m2 = conv_step_max(buf[1], part[1], cs + v1, L, G);
+	if (s == 0) out[blockIdx.x] = m2 - m1;
 }
 `

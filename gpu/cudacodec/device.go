@@ -50,7 +50,7 @@ type Device struct {
 type kernels struct {
 	lumaNRGBA, lumaGray, copyRows, blockStats, markEnergy, markLuma, apply, half, sample, residual, boxRows,
 	boxCols, normalise, fold, pilotDihedral, pilotSums, opaqueCheck, pngFilter, zeroWords, deflateTokens,
-	deflateEncode, blockScores, convDecode cuda.Function
+	deflateEncode, blockScores, convDecode, convOutput cuda.Function
 }
 
 // maxPooled bounds the idle arenas a Device keeps: three per job that runs at once on a device (the image,
@@ -135,7 +135,7 @@ func (d *Device) loadDetectPasses(ctx context.Context, nv *cuda.NVRTC, arch int)
 	for _, f := range []struct {
 		fn   *cuda.Function
 		name string
-	}{{&d.k.blockScores, "block_scores"}, {&d.k.convDecode, "conv_decode"}} {
+	}{{&d.k.blockScores, "block_scores"}, {&d.k.convDecode, "conv_decode"}, {&d.k.convOutput, "conv_output"}} {
 		if *f.fn, err = mod.Function(f.name); err != nil {
 			mod.Unload()
 			return err
@@ -345,9 +345,11 @@ func (d *Device) Load(ctx context.Context, img accel.Image) (accel.Surface, erro
 	// each band's transfer is queued as soon as it is staged, so it runs while the next band is copied.
 	hb := a.host.Bytes()
 	rowBytes := w * bpp
+	staging := time.Now()
 	err = stageUpload(hb, img.Pix, img.Stride, rowBytes, h, func(off, n int) error {
 		return d.c.CopyRangeToDeviceAsync(s.at(s.offPix+off), a.host, off, n, a.stream)
 	})
+	d.traced("Load.staged", staging) // the rows copied into the pinned buffer, the last band's transfer queued
 	if err != nil {
 		s.Close()
 		return nil, fmt.Errorf("cudacodec: upload: %w", err)

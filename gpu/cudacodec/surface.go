@@ -492,6 +492,26 @@ func (s *surface) Grid(ctx context.Context, g *accel.GridPlan, cells bool) (*acc
 	return res, nil
 }
 
+// launchTimed runs launch, and in tests that trace kernels (Device.traceKernels) waits for the stream before and
+// after it and traces the kernels' time as call+".kernel" (the waits add to the call's time).
+func (s *surface) launchTimed(ctx context.Context, call string, launch func() error) error {
+	if s.d.trace == nil || !s.d.traceKernels {
+		return launch()
+	}
+	if err := s.a.stream.Synchronize(ctx); err != nil {
+		return err
+	}
+	start := time.Now()
+	if err := launch(); err != nil {
+		return err
+	}
+	if err := s.a.stream.Synchronize(ctx); err != nil {
+		return err
+	}
+	s.d.traced(call+".kernel", start)
+	return nil
+}
+
 // gridKernels names Grid's launches, in order, for the trace.
 var gridKernels = [...]string{"sample", "residual", "boxRowsSq", "boxColsSq", "boxRowsCount", "boxColsCount",
 	"normalise", "fold"}
@@ -560,11 +580,14 @@ func (s *surface) PilotSums(ctx context.Context, p *accel.PilotPlan) ([8][]float
 	signs := tables + cuda.DevicePtr(4*np)
 	index := tables + cuda.DevicePtr(8*np)
 	shape := cuda.Dim3{X: blocksOf(n), Y: 8, Z: 1}
-	err = s.d.k.pilotDihedral.Launch(shape, block256, 0, s.a.stream, s.at(s.offAcc), index, int32(n), s.at(s.offAccD))
-	if err == nil {
-		err = s.d.k.pilotSums.Launch(shape, block256, 0, s.a.stream, s.at(s.offAccD), tables, signs, int32(np),
+	err = s.launchTimed(ctx, "PilotSums", func() error {
+		err := s.d.k.pilotDihedral.Launch(shape, block256, 0, s.a.stream, s.at(s.offAcc), index, int32(n), s.at(s.offAccD))
+		if err != nil {
+			return err
+		}
+		return s.d.k.pilotSums.Launch(shape, block256, 0, s.a.stream, s.at(s.offAccD), tables, signs, int32(np),
 			int32(p.TileSide), s.at(s.offSums))
-	}
+	})
 	if err != nil {
 		return out, fmt.Errorf("cudacodec: pilot sums: %w", err)
 	}
@@ -617,9 +640,11 @@ func (s detectSurface) BlockScores(ctx context.Context, p *accel.PilotPlan, radi
 	side := g.TileSide
 	bx0, by0 := floorDiv(g.QX0, side), floorDiv(g.QY0, side)
 	nbx, nby := floorDiv(g.QX0+g.W-1, side)+1-bx0, floorDiv(g.QY0+g.H-1, side)+1-by0
-	if err := s.d.k.blockScores.Launch(cuda.Dim3{X: uint32(nbx * nby), Y: 1, Z: 1}, cuda.Dim3{X: scoreThreads, Y: 1, Z: 1},
-		0, s.a.stream, s.gridRegs.wval, s.gridRegs.wok, int32(g.W), int32(g.H), int32(g.QX0), int32(g.QY0), int32(bx0),
-		int32(by0), int32(nbx), dense, int32(side), int32(radius), s.gridRegs.scores); err != nil {
+	if err := s.launchTimed(ctx, "BlockScores", func() error {
+		return s.d.k.blockScores.Launch(cuda.Dim3{X: uint32(nbx * nby), Y: 1, Z: 1}, cuda.Dim3{X: scoreThreads, Y: 1, Z: 1},
+			0, s.a.stream, s.gridRegs.wval, s.gridRegs.wok, int32(g.W), int32(g.H), int32(g.QX0), int32(g.QY0),
+			int32(bx0), int32(by0), int32(nbx), dense, int32(side), int32(radius), s.gridRegs.scores)
+	}); err != nil {
 		return nil, fmt.Errorf("cudacodec: block scores: %w", err)
 	}
 	out := make([]float64, nbx*nby*scoreStride(radius))
@@ -638,18 +663,15 @@ func floorDiv(a, b int) int {
 	return q
 }
 
-// convMaxGroups is conv_decode's CONV_MAX_GROUPS: the group maxima it keeps of each step's output terms.
-const convMaxGroups = 32
-
-// convRegion is each surface's memory for ConvDecode: the coded LLRs, the info LLRs, the output terms' group
-// maxima (512 bytes a step) and the forward metrics
-// (8 bytes a state a trellis step: 0.9 MiB for the codec's 256 states and 448 steps).
+// convRegion is each surface's memory for ConvDecode: the coded LLRs, the info LLRs, the forward and the backward
+// metrics (8 bytes a state a trellis step each: 0.66 MiB each for the codec's 256 states and 320 steps).
 const convRegion = 2 << 20
 
 // maxConvK bounds ConvDecode's constraint length: conv_decode runs a thread a state in one thread block.
 const maxConvK = 11
 
-// ConvDecode is accel.ConvDecoder: conv_decode on one thread block of 2^(K-1) threads.
+// ConvDecode is accel.ConvDecoder: conv_decode's two recursions on a thread block of 2^(K-1) threads each, then
+// conv_output.
 func (s detectSurface) ConvDecode(ctx context.Context, p accel.ConvPlan, llr []float64) ([]float64, error) {
 	defer s.d.traced("ConvDecode", s.d.begin("ConvDecode"))
 	n := len(llr) / 3
@@ -658,9 +680,10 @@ func (s detectSurface) ConvDecode(ctx context.Context, p accel.ConvPlan, llr []f
 	}
 	states := 1 << (p.K - 1)
 	offInfo := roundUp(8 * len(llr))
+	rows := 8 * states * (n + 2*p.Wrap + 1) // the forward or the backward metrics
 	offAlpha := offInfo + roundUp(8*n)
-	offParts := offAlpha + roundUp(8*states*(n+2*p.Wrap+1))
-	if offParts+8*2*convMaxGroups*(n+2*p.Wrap) > convRegion {
+	offBeta := offAlpha + roundUp(rows)
+	if offBeta+rows > convRegion {
 		return nil, fmt.Errorf("cudacodec: decode: %d info bits with %d states and wrap %d exceed the decoder's memory",
 			n, states, p.Wrap)
 	}
@@ -668,9 +691,19 @@ func (s detectSurface) ConvDecode(ctx context.Context, p accel.ConvPlan, llr []f
 	if err := s.upload(ctx, part{base, bytesOf(llr)}); err != nil {
 		return nil, fmt.Errorf("cudacodec: decode: %w", err)
 	}
-	if err := s.d.k.convDecode.Launch(cuda.Dim3{X: 1, Y: 1, Z: 1}, cuda.Dim3{X: uint32(states), Y: 1, Z: 1}, 0, s.a.stream,
-		base, int32(n), int32(p.Wrap), int32(p.K), p.Generators[0], p.Generators[1], p.Generators[2],
-		math.Inf(-1), base+cuda.DevicePtr(offAlpha), base+cuda.DevicePtr(offParts), base+cuda.DevicePtr(offInfo)); err != nil {
+	alpha, beta := base+cuda.DevicePtr(offAlpha), base+cuda.DevicePtr(offBeta)
+	block := cuda.Dim3{X: uint32(states), Y: 1, Z: 1}
+	g := p.Generators
+	if err := s.launchTimed(ctx, "ConvDecode", func() error {
+		// The two recursions at once (two blocks), then the output, a block an info bit.
+		err := s.d.k.convDecode.Launch(cuda.Dim3{X: 2, Y: 1, Z: 1}, block, 0, s.a.stream, base, int32(n), int32(p.Wrap),
+			int32(p.K), g[0], g[1], g[2], math.Inf(-1), alpha, beta)
+		if err != nil {
+			return err
+		}
+		return s.d.k.convOutput.Launch(cuda.Dim3{X: uint32(n), Y: 1, Z: 1}, block, 0, s.a.stream, base, int32(n),
+			int32(p.Wrap), int32(p.K), g[0], g[1], g[2], math.Inf(-1), alpha, beta, base+cuda.DevicePtr(offInfo))
+	}); err != nil {
 		return nil, fmt.Errorf("cudacodec: decode: %w", err)
 	}
 	info := make([]float64, n)

@@ -2,9 +2,10 @@
 //   detecthost scores: reads "grid" (int32 gw, gh, qx0, qy0, bx0, by0, nbx, nby, side, r; float32 val[gw·gh];
 //     uint8 ok[gw·gh]; float32 pilot[side·side]) and writes block_scores' output to "scores" (its blocks of 128
 //     threads as fibers; "scores-reverse": descending thread and block order).
-//   detecthost decode: reads "llr" (int32 n, wrap, K, g0, g1, g2; float64 llr[3n]) and writes conv_decode's
-//     output to "info", the block's 2^(K-1) threads run as fibers in ascending thread order (hostBlockFibers,
-//     cudahost.h); "decode-reverse" runs them in descending order.
+//   detecthost decode: reads "llr" (int32 n, wrap, K, g0, g1, g2; float64 llr[3n]), runs conv_decode (two blocks)
+//     and conv_output (a block an info bit) and writes the output to "info", the blocks' 2^(K-1) threads run as
+//     fibers in ascending thread order (hostBlockFibers, cudahost.h); "decode-reverse": descending thread and
+//     block order.
 //   detecthost pilot: reads "pilot" (int32 side, np, pilot[np]; float32 sign[np]; int32 index[8·side²]; float64
 //     acc[side²]), runs pilot_dihedral and pilot_sums in PilotSums' shapes (pilot_sums, which has barriers, as
 //     fibers; "pilot-reverse": descending thread and block order) and writes the sums (float64 8·side²) to "sums".
@@ -135,14 +136,16 @@ int main(int argc, char** argv) {
 		double* llr = (double*)hostAlloc(3 * (size_t)n, sizeof(double));
 		memcpy(llr, in.data + sizeof hd, 24 * (size_t)n);
 		int states = 1 << (K - 1);
-		double* alpha = (double*)hostAlloc((size_t)(n + 2 * wrap + 1) * states, sizeof(double));
-		double* outparts = hostDoubles((size_t)(n + 2 * wrap) * 64);
+		size_t rows = (size_t)(n + 2 * wrap + 1) * states;
+		double* alpha = hostDoubles(rows);
+		double* beta = hostDoubles(rows);
 		double* out = hostDoubles(n);
-		blockDim.x = states;
-		blockIdx.x = 0;
-		hostBlockFibers([&] {
-			conv_decode(llr, n, wrap, K, (unsigned)hd[3], (unsigned)hd[4], (unsigned)hd[5], -INFINITY, alpha, outparts, out);
-		}, strcmp(argv[1], "decode-reverse") == 0);
+		bool reverse = strcmp(argv[1], "decode-reverse") == 0;
+		unsigned g0 = (unsigned)hd[3], g1 = (unsigned)hd[4], g2 = (unsigned)hd[5];
+		int two[3] = {2, 1, states}, bits[3] = {n, 1, states};
+		hostLaunch(two, true, reverse, [&] { conv_decode(llr, n, wrap, K, g0, g1, g2, -INFINITY, alpha, beta); });
+		hostLaunch(bits, true, reverse,
+			[&] { conv_output(llr, n, wrap, K, g0, g1, g2, -INFINITY, alpha, beta, out); });
 		writeAll("info", out, (size_t)n * 8);
 		return 0;
 	}
