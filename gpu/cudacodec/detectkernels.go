@@ -15,19 +15,40 @@ const detectSource = `
 
 // score_stage copies what chunk (qy, c0, m) of block_scores reads into shared memory: the grid rows j-r..j+r over
 // the chunk's columns widened by r on each side (all inside the grid: a chunk's waxels are at least r from every
-// side), the chunk's pilot row and ok flags. Threads first, first + stride, ... copy.
+// side), the chunk's pilot row and ok flags. Threads first, first + stride, ... copy, four values a thread at a
+// time: the four loads are issued together, then the stores (a store waits for its load, so a copy loop of one
+// value an iteration waited on global memory once a value).
 __device__ __forceinline__ void score_stage(const float* val, const unsigned char* ok, const float* pilot, int gw,
 	int qy0, int side, int by, int pofs, int r, int qy, int c0, int m, int first, int stride,
 	float (*sval)[SCORE_SPAN], float* sp, unsigned char* so)
 {
 	int j = qy - qy0, d = 2 * r + 1, span = m + 2 * r;
-	for (int e = first; e < d * SCORE_SPAN; e += stride) {
-		int rr = e / SCORE_SPAN, cc = e % SCORE_SPAN;
-		if (cc < span) sval[rr][cc] = val[(size_t)(j - r + rr) * gw + c0 - r + cc];
+	int total = d * SCORE_SPAN;
+	const float* prow = pilot + (size_t)(qy - by * side) * side + c0 + pofs;
+	const unsigned char* orow = ok + (size_t)j * gw + c0;
+	bool flag = first < m; // this thread's column of the pilot and flags (the rest below)
+	float pv = flag ? prow[first] : 0.0f;
+	unsigned char ov = flag ? orow[first] != 0 : 0;
+	for (int e0 = first; e0 < total; e0 += 4 * stride) {
+		float v[4];
+#pragma unroll
+		for (int u = 0; u < 4; u++) {
+			int e = e0 + u * stride, rr = e / SCORE_SPAN, cc = e % SCORE_SPAN;
+			v[u] = e < total && cc < span ? val[(size_t)(j - r + rr) * gw + c0 - r + cc] : 0.0f;
+		}
+#pragma unroll
+		for (int u = 0; u < 4; u++) {
+			int e = e0 + u * stride;
+			if (e < total) sval[e / SCORE_SPAN][e % SCORE_SPAN] = v[u];
+		}
 	}
-	for (int c = first; c < m; c += stride) {
-		sp[c] = pilot[(size_t)(qy - by * side) * side + c0 + c + pofs];
-		so[c] = ok[(size_t)j * gw + c0 + c] != 0;
+	if (flag) {
+		sp[first] = pv;
+		so[first] = ov;
+	}
+	for (int c = first + stride; c < m; c += stride) { // a block of fewer than SCORE_CHUNK stagers
+		sp[c] = prow[c];
+		so[c] = orow[c] != 0;
 	}
 }
 
@@ -89,6 +110,7 @@ extern "C" __global__ void block_scores(const float* val, const unsigned char* o
 		}
 		__syncthreads();
 		if (t < nsum) {
+#pragma unroll 8
 			for (int c = 0; c < m; c++) s += terms[t][c];
 			if (t == pw)
 				for (int c = 0; c < m; c++) n += tok[c];

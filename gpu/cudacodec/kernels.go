@@ -332,7 +332,23 @@ extern "C" __global__ void box_cols(const float* __restrict__ tmp, float* __rest
 			float (*buf)[BOXC_COLS] = stage[st & 1];
 			int a = max(0, y0 - r - 1);
 			int y1 = min(h, y0 + BOXC_ROWS);
+			// Rows ys..ye-1 are inside the column (their window has all 2r+1 rows): each adds one row and
+			// subtracts one, the loop without branches so that its shared loads run ahead of the sum; the rows
+			// before and after take the general loop. The operations, and their order, are the same.
+			int ys = max(y0, r + 1), ye = max(ys, min(y1, h - r));
+			float full = 1.0f / (float)(2 * r + 1);
 			for (int y = y0; y < y1; y++) {
+				if (y == ys && ys < ye) {
+#pragma unroll 4
+					for (; y < ye; y++) {
+						sum += buf[y + r - a][c];
+						sum -= buf[y - r - 1 - a][c];
+						out[(size_t)y * w + x] = sum * full;
+					}
+					bottom = ye - 1 + r;
+					top = ye - 1 - r;
+					if (y == y1) break;
+				}
 				while (bottom < min(h - 1, y + r)) {
 					bottom++;
 					sum += buf[bottom - a][c];
