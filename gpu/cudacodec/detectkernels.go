@@ -61,7 +61,8 @@ extern "C" __global__ void block_scores(const float* val, const unsigned char* o
 	// order, so one thread adds each; the terms, though, are independent. The block walks its waxels a chunk (up
 	// to SCORE_CHUNK waxels of a row) at a time: all its threads compute the chunk's terms of every sum from
 	// shared memory; then threads t < (2r+1)² + 1 add sum t's terms while threads from SCORE_ADDERS on copy the
-	// next chunk's inputs into shared memory (score_stage). Two barriers a chunk; blockDim.x > SCORE_ADDERS. (A
+	// next chunk's inputs into shared memory (score_stage). Two barriers a chunk; blockDim.x is a multiple of
+	// SCORE_CHUNK above SCORE_ADDERS. (A
 	// thread per sum loading its own terms from global memory waited on a load a term: 0.9 ms of a 12 MP
 	// detection on an H200.) The terms are branch-free, +0.0 where the Go code skips a waxel: a sum that starts
 	// at +0.0 never becomes -0.0 (x + y is -0.0 only when both are), and s + 0.0 is s for every other s, so the
@@ -74,6 +75,7 @@ extern "C" __global__ void block_scores(const float* val, const unsigned char* o
 	__shared__ float sp[SCORE_CHUNK];
 	__shared__ unsigned char so[SCORE_CHUNK];
 	__shared__ unsigned char tok[SCORE_CHUNK]; // the chunk's ok flags for the count (so is the next chunk's by then)
+	__shared__ int soff[SCORE_MAX_SUMS];       // sum q's offset (dy·SCORE_SPAN + dx) from a waxel in sval
 	int d = 2 * r + 1;
 	int nsum = d * d + 1, pw = d * d; // sum pw is the power
 	int t = threadIdx.x;
@@ -86,27 +88,30 @@ extern "C" __global__ void block_scores(const float* val, const unsigned char* o
 	int chunks = yhi > ylo ? (yhi - ylo) * perRow : 0;
 	double s = 0.0;
 	int n = 0;
+	// Thread t computes column t % SCORE_CHUNK's terms of sums t / SCORE_CHUNK, + blockDim.x / SCORE_CHUNK, ...:
+	// the column's pilot chip and flag once a chunk, then a term a load and a product, the sum's offset into the
+	// staged rows from a table (soff, made once).
+	for (int q = t; q < pw; q += (int)blockDim.x) soff[q] = (q / d - r) * SCORE_SPAN + (q % d - r);
 	if (chunks > 0)
 		score_stage(val, ok, pilot, gw, qy0, side, by, pofs, r, ylo, xlo, min(SCORE_CHUNK, xhi - xlo), t,
 			(int)blockDim.x, sval, sp, so);
 	__syncthreads();
+	int col = t % SCORE_CHUNK, q0 = t / SCORE_CHUNK, qstep = (int)blockDim.x / SCORE_CHUNK;
+	const float* centre = &sval[r][col + r];
 	for (int k = 0; k < chunks; k++) {
 		int c0 = xlo + (k % perRow) * SCORE_CHUNK;
 		int m = min(SCORE_CHUNK, xhi - c0);
-		for (int e = t; e < nsum * SCORE_CHUNK; e += (int)blockDim.x) {
-			int q = e / SCORE_CHUNK, c = e % SCORE_CHUNK; // a power of two: shifts, not divisions
-			if (c >= m) continue;
-			double v;
-			if (q == pw) {
-				float x = sval[r][c + r];
-				v = so[c] ? (double)(x * x) : 0.0;
-				tok[c] = so[c];
-			} else {
-				int dy = q / d - r, dx = q % d - r;
-				float p = sp[c];
-				v = (so[c] && p != 0.0f) ? (double)(p * sval[r + dy][c + r + dx]) : 0.0;
+		if (col < m) {
+			float p = sp[col];
+			bool o = so[col] != 0;
+			bool on = o && p != 0.0f;
+			for (int q = q0; q < pw; q += qstep)
+				terms[q][col] = on ? (double)(p * centre[soff[q]]) : 0.0;
+			if (q0 == 0) {
+				float x = *centre;
+				terms[pw][col] = o ? (double)(x * x) : 0.0;
+				tok[col] = o;
 			}
-			terms[q][c] = v;
 		}
 		__syncthreads();
 		if (t < nsum) {
