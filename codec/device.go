@@ -284,12 +284,12 @@ func (d *deviceSampler) align(acc []float64) alignment {
 	if !ok || d.err != nil {
 		return alignment{}
 	}
-	sums, err := d.s.PilotSums(d.ctx, d.c.pilotPlan)
+	peaks, err := d.s.PilotPeaks(d.ctx, d.c.pilotPlan, norm)
 	if err != nil {
 		d.err = fmt.Errorf("%w: pilot search: %w", ErrDevice, err)
 		return alignment{}
 	}
-	return pickAlignment(sums, norm)
+	return alignmentOf(peaks)
 }
 
 // refineScores takes the block scores from the device when it offers them (accel.BlockScorer: the whitened grid

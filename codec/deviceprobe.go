@@ -158,6 +158,12 @@ func (s probeSampler) decode(llr []float64) decodeResult {
 // the info-bit LLRs of a soft word of coded-bit LLRs, for checking a device's decoder on words of one's choice.
 func ConvDecodeReference(llr []float64) []float64 { return convDecode(llr) }
 
+// PilotPeaksReference is the codec's reduction of pilot correlation sums on a tile of the given side to each
+// transform's peak of sums/norm (accel.PilotPeak), for checking a device's PilotPeaks on sums it computed.
+func PilotPeaksReference(sums [8][]float64, side int, norm float64) [8]accel.PilotPeak {
+	return pilotPeaks(sums, side, norm)
+}
+
 // BlockScoresReference is the codec's block scores (the accel.BlockScorer layout) of a whitened grid of the plan's
 // extent at any radius, for checking a device's scorer on radii a detection did not ask for.
 func (c *Codec) BlockScoresReference(p *accel.GridPlan, val []float32, ok []bool, radius int) []float64 {

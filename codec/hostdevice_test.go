@@ -95,7 +95,7 @@ func (s *hostSurface) Grid(_ context.Context, p *accel.GridPlan, cells bool) (*a
 	return res, nil
 }
 
-func (s *hostSurface) PilotSums(context.Context, *accel.PilotPlan) ([8][]float64, error) {
+func (s *hostSurface) PilotPeaks(_ context.Context, _ *accel.PilotPlan, norm float64) ([8]accel.PilotPeak, error) {
 	var sums [8][]float64
 	buf := make([]complex128, tileWaxels)
 	for d := range dihedral { // searchDihedral's sums
@@ -112,7 +112,7 @@ func (s *hostSurface) PilotSums(context.Context, *accel.PilotPlan) ([8][]float64
 			sums[d][i] = real(buf[i]) / tileWaxels
 		}
 	}
-	return sums, nil
+	return pilotPeaks(sums, tileSide, norm), nil
 }
 
 func (s *hostSurface) BlockStats(context.Context, int, int, int) ([]float32, []float32, error) {
@@ -378,16 +378,12 @@ func (s *replaySurface) Grid(ctx context.Context, p *accel.GridPlan, cells bool)
 	return &accel.GridResult{Acc: slices.Clone(r.Acc), Val: slices.Clone(r.Val), OK: slices.Clone(r.OK)}, nil
 }
 
-func (s *replaySurface) PilotSums(ctx context.Context, p *accel.PilotPlan) ([8][]float64, error) {
-	v, err := s.d.call(func() (any, error) { return s.Surface.PilotSums(ctx, p) })
+func (s *replaySurface) PilotPeaks(ctx context.Context, p *accel.PilotPlan, norm float64) ([8]accel.PilotPeak, error) {
+	v, err := s.d.call(func() (any, error) { return s.Surface.PilotPeaks(ctx, p, norm) })
 	if err != nil {
-		return [8][]float64{}, err
+		return [8]accel.PilotPeak{}, err
 	}
-	sums := v.([8][]float64)
-	for i := range sums {
-		sums[i] = slices.Clone(sums[i])
-	}
-	return sums, nil
+	return v.([8]accel.PilotPeak), nil
 }
 
 func (s replayPasses) BlockScores(ctx context.Context, p *accel.PilotPlan, radius int) ([]float64, error) {

@@ -2,6 +2,8 @@ package codec
 
 import (
 	"math"
+
+	"filigrane/codec/accel"
 )
 
 // The eight dihedral transforms (rotations by multiples of 90° and their mirror images) as 2×2 matrices acting on
@@ -90,8 +92,14 @@ func dihedralIndex(d int) []int32 {
 // pickAlignment returns the best transform and shift from the cyclic pilot correlation sums of each transform
 // (sums[d][s] = Σ_u pilot[u]·accD[u+s]), divided by norm, with sub-waxel refinement of the peak.
 func pickAlignment(sums [len(dihedral)][]float64, norm float64) alignment {
-	best := alignment{z: math.Inf(-1)}
-	corr := make([]float64, tileWaxels)
+	return alignmentOf(pilotPeaks(sums, tileSide, norm))
+}
+
+// pilotPeaks is each dihedral transform's peak of the correlation sums/norm on a tile of the given side (the
+// accel.PilotPeak a device's PilotPeaks returns for the same sums).
+func pilotPeaks(sums [len(dihedral)][]float64, side int, norm float64) [len(dihedral)]accel.PilotPeak {
+	var peaks [len(dihedral)]accel.PilotPeak
+	corr := make([]float64, side*side)
 	for d := range dihedral {
 		for i, v := range sums[d] {
 			corr[i] = v / norm
@@ -102,11 +110,23 @@ func pickAlignment(sums [len(dihedral)][]float64, norm float64) alignment {
 				k = i
 			}
 		}
-		if corr[k] > best.z {
-			kx, ky := k%tileSide, k/tileSide
-			at := func(x, y int) float64 { return corr[mod(y, tileSide)*tileSide+mod(x, tileSide)] }
-			fx := parabolicPeak(at(kx-1, ky), corr[k], at(kx+1, ky))
-			fy := parabolicPeak(at(kx, ky-1), corr[k], at(kx, ky+1))
+		kx, ky := k%side, k/side
+		at := func(x, y int) float64 { return corr[mod(y, side)*side+mod(x, side)] }
+		peaks[d] = accel.PilotPeak{Index: k, Z: corr[k], Left: at(kx-1, ky), Right: at(kx+1, ky), Up: at(kx, ky-1),
+			Down: at(kx, ky+1)}
+	}
+	return peaks
+}
+
+// alignmentOf is the alignment of the strongest of the transforms' peaks (the first on a tie), its shift refined
+// to a sub-waxel one by a parabola through the peak and its neighbours.
+func alignmentOf(peaks [len(dihedral)]accel.PilotPeak) alignment {
+	best := alignment{z: math.Inf(-1)}
+	for d, p := range peaks {
+		if p.Z > best.z {
+			kx, ky := p.Index%tileSide, p.Index/tileSide
+			fx := parabolicPeak(p.Left, p.Z, p.Right)
+			fy := parabolicPeak(p.Up, p.Z, p.Down)
 			sx, sy := float64(kx)+fx, float64(ky)+fy
 			if sx > tileSide/2 {
 				sx -= tileSide
@@ -114,7 +134,7 @@ func pickAlignment(sums [len(dihedral)][]float64, norm float64) alignment {
 			if sy > tileSide/2 {
 				sy -= tileSide
 			}
-			best = alignment{d: d, sx: sx, sy: sy, z: corr[k]}
+			best = alignment{d: d, sx: sx, sy: sy, z: p.Z}
 		}
 	}
 	return best

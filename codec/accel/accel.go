@@ -55,9 +55,10 @@ type Surface interface {
 	// the samples (8-neighbour residual, divided by the root of the 9×9 mean square plus 0.25, clipped to ±3)
 	// and folds them into a tile accumulator. With cells it also returns the whitened grid.
 	Grid(ctx context.Context, g *GridPlan, cells bool) (*GridResult, error)
-	// PilotSums returns, for each dihedral transform d of p, the cyclic correlation sums
-	// S[d][s] = Σ_u pilot[u]·acc[Index[d][(u+s) mod tile]] of the accumulator of the last Grid call.
-	PilotSums(ctx context.Context, p *PilotPlan) ([8][]float64, error)
+	// PilotPeaks correlates the accumulator of the last Grid call, under each dihedral transform d of p, with the
+	// pilot at every cyclic shift s, S[d][s] = Σ_u pilot[u]·acc[Index[d][(u+s) mod tile]], and returns each
+	// transform's peak of S[d][s]/norm (PilotPeak), so that only the peaks leave the device.
+	PilotPeaks(ctx context.Context, p *PilotPlan, norm float64) ([8]PilotPeak, error)
 	// Apply writes the loaded image plus d(x, y) at gain to the output copy (the same amount added to R, G and
 	// B, rounded half up and clamped to 0..255; pixels with alpha 0 untouched) and returns Σ of the squared
 	// error of each row, in order. NRGBA8 surfaces only.
@@ -121,7 +122,16 @@ type GridResult struct {
 	OK  []bool
 }
 
-// PilotPlan is the pilot and the dihedral index tables for PilotSums: Pilot lists the tile indices u with a
+// PilotPeak is one dihedral transform's peak of the pilot correlation z[s] = S[s]/norm (PilotPeaks): Index is
+// the first shift s, in index order, of the largest z (an element that is not strictly greater than an earlier
+// one does not replace it), Z its value, and Left, Right, Up and Down z at the shifts beside it (x-1, x+1, y-1,
+// y+1 with s = y·TileSide + x, cyclic in the tile). Each z is the float64 quotient S[s]/norm.
+type PilotPeak struct {
+	Index                        int
+	Z, Left, Right, Up, Down float64
+}
+
+// PilotPlan is the pilot and the dihedral index tables for PilotPeaks: Pilot lists the tile indices u with a
 // pilot chip and Sign its value; Index[d][v] is the accumulator index of waxel v under transform d.
 type PilotPlan struct {
 	TileSide int

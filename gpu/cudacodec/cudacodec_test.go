@@ -337,7 +337,7 @@ func TestPhaseTimes(t *testing.T) {
 			d.trace, d.traceStart, d.traceKernels = nil, nil, false
 			var device spent
 			line := ""
-			for _, k := range []string{"Load", "BlockStats", "SetMark", "MarkEnergy", "Analyse", "Grid", "PilotSums", "BlockScores", "ConvDecode", "Apply", "Read"} {
+			for _, k := range []string{"Load", "BlockStats", "SetMark", "MarkEnergy", "Analyse", "Grid", "PilotPeaks", "BlockScores", "ConvDecode", "Apply", "Read"} {
 				if counts[k] > 0 {
 					line += fmt.Sprintf(" %s %d× %.2f (CPU %.2f);", k, counts[k], ms(calls[k].wall), ms(calls[k].thread))
 					device = add(device, calls[k])
@@ -350,7 +350,7 @@ func TestPhaseTimes(t *testing.T) {
 			t.Logf("%s #%d calls:%s", run.name, rep+1, line)
 			if len(parts) > 0 {
 				line = ""
-				for _, k := range []string{"Load.staged", "PilotSums.kernel", "BlockScores.kernel", "ConvDecode.kernel"} {
+				for _, k := range []string{"Load.staged", "PilotPeaks.kernel", "BlockScores.kernel", "ConvDecode.kernel"} {
 					if v, ok := parts[k]; ok {
 						line += fmt.Sprintf(" %s %.3f;", k, ms(v))
 					}

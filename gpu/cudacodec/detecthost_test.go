@@ -29,7 +29,7 @@ import (
 // unmarked image (its nominal grid and soft word). Grid's kernels (sample_grid to fold_tile, in Grid's launch
 // shapes) run on the marked detections' refinement grids, on the grids they sampled above level 0 and on a wide
 // grid that spans several of the kernels' chunks (both thread orders); block_scores on every refinement grid (both thread orders on the rotated one); conv_decode and conv_output on the recorded soft
-// words and on words full of exact ties (all zero, small integers); pilot_dihedral and pilot_sums on a synthetic tile. The whitened grids, folds, block scores and
+// words and on words full of exact ties (all zero, small integers); pilot_dihedral, pilot_sums and pilot_peaks on a synthetic tile. The whitened grids, folds, block scores and
 // info LLRs must be the codec's bit for bit. So a machine without a GPU checks that the kernels are the Go
 // reference's transcription (TestDetectOnDeviceMatchesCPU checks the same on a GPU). It needs a C++17 compiler at
 // test time only, and costs ~2.5 CPU-s (~0.65 of them the compiler's, ~0.7 the grids').
@@ -172,56 +172,71 @@ func TestDetectKernelsOnTheHost(t *testing.T) {
 			}
 		}
 	}
-	// The pilot search's sums (pilot_dihedral, then pilot_sums) on a tile whose side is not a power of two and a
+	// The pilot search's sums (pilot_dihedral, then pilot_sums) and their peaks (pilot_peaks) on a tile whose side is not a power of two and a
 	// pilot longer than the kernel's staged chunk (PILOT_CHUNK), against the direct correlation in the kernel's
 	// order. The codec correlates through FFTs, so its sums differ in the last bits; the search's choice of shift
 	// is checked on a GPU (TestDetectOnDeviceMatchesCPU).
-	t.Run("pilot", func(t *testing.T) {
-		const side, np = 40, 1100
-		n := side * side
-		rng := rand.New(rand.NewPCG(5, 6))
-		pilot := make([]int32, np)
-		sign := make([]float32, np)
-		for i, u := range rng.Perm(n)[:np] {
-			pilot[i], sign[i] = int32(u), float32(2*rng.IntN(2)-1)
-		}
-		index := make([]int32, 8*n)
-		for d := range 8 {
-			for u, k := range rng.Perm(n) {
-				index[d*n+u] = int32(k)
+	for _, accKind := range []string{"normal", "small-integers"} { // the second with ties between shifts everywhere
+		t.Run("pilot/"+accKind, func(t *testing.T) {
+			const side, np = 40, 1100
+			n := side * side
+			rng := rand.New(rand.NewPCG(5, 6))
+			pilot := make([]int32, np)
+			sign := make([]float32, np)
+			for i, u := range rng.Perm(n)[:np] {
+				pilot[i], sign[i] = int32(u), float32(2*rng.IntN(2)-1)
 			}
-		}
-		acc := make([]float64, n)
-		for i := range acc {
-			acc[i] = rng.NormFloat64()
-		}
-		want := make([]float64, 8*n)
-		for d := range 8 {
-			for sh := range n {
-				sx, sy := sh%side, sh/side
-				var sum float64
-				for p, u := range pilot {
-					x, y := (int(u)%side+sx)%side, (int(u)/side+sy)%side
-					sum += float64(sign[p]) * acc[index[d*n+y*side+x]]
+			index := make([]int32, 8*n)
+			for d := range 8 {
+				for u, k := range rng.Perm(n) {
+					index[d*n+u] = int32(k)
 				}
-				want[d*n+sh] = sum
 			}
-		}
-		in := binary.LittleEndian.AppendUint32(nil, side)
-		in = binary.LittleEndian.AppendUint32(in, np)
-		in = appendInt32s(in, pilot)
-		in = appendFloat32s(in, sign)
-		in = appendInt32s(in, index)
-		in = append(in, bytesOf(acc)...)
-		work := t.TempDir()
-		if err := os.WriteFile(filepath.Join(work, "pilot"), in, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		for _, mode := range []string{"pilot", "pilot-reverse"} {
-			run(t, work, mode)
-			sameBits(t, readFloat64s(t, filepath.Join(work, "sums")), want)
-		}
-	})
+			acc := make([]float64, n)
+			for i := range acc {
+				if accKind == "normal" {
+					acc[i] = rng.NormFloat64()
+				} else {
+					acc[i] = float64(rng.IntN(3) - 1)
+				}
+			}
+			want := make([]float64, 8*n)
+			for d := range 8 {
+				for sh := range n {
+					sx, sy := sh%side, sh/side
+					var sum float64
+					for p, u := range pilot {
+						x, y := (int(u)%side+sx)%side, (int(u)/side+sy)%side
+						sum += float64(sign[p]) * acc[index[d*n+y*side+x]]
+					}
+					want[d*n+sh] = sum
+				}
+			}
+			in := binary.LittleEndian.AppendUint32(nil, side)
+			in = binary.LittleEndian.AppendUint32(in, np)
+			in = appendInt32s(in, pilot)
+			in = appendFloat32s(in, sign)
+			in = appendInt32s(in, index)
+			in = append(in, bytesOf(acc)...)
+			work := t.TempDir()
+			if err := os.WriteFile(filepath.Join(work, "pilot"), in, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			var sums [8][]float64
+			for d := range sums {
+				sums[d] = want[d*n : (d+1)*n]
+			}
+			var wantPeaks []float64
+			for _, p := range codec.PilotPeaksReference(sums, side, 3.7) { // detecthost's PILOT_TEST_NORM
+				wantPeaks = append(wantPeaks, float64(p.Index), p.Z, p.Left, p.Right, p.Up, p.Down)
+			}
+			for _, mode := range []string{"pilot", "pilot-reverse"} {
+				run(t, work, mode)
+				sameBits(t, readFloat64s(t, filepath.Join(work, "sums")), want)
+				sameBits(t, readFloat64s(t, filepath.Join(work, "peaks")), wantPeaks)
+			}
+		})
+	}
 	// Decodes: every recorded soft word, and words of exact ties.
 	conv := probes[0].Conv
 	words := decodeWords(probes)

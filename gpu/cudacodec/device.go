@@ -51,7 +51,7 @@ type Device struct {
 
 type kernels struct {
 	lumaNRGBA, lumaGray, copyRows, blockStats, markEnergy, markLuma, apply, half, sample, residual, boxRows,
-	boxCols, normalise, fold, pilotDihedral, pilotSums, opaqueCheck, pngFilter, zeroWords, deflateTokens,
+	boxCols, normalise, fold, pilotDihedral, pilotSums, pilotPeaks, opaqueCheck, pngFilter, zeroWords, deflateTokens,
 	deflateEncode, blockScores, convDecode, convOutput cuda.Function
 }
 
@@ -107,7 +107,7 @@ func New(ctx context.Context, c *cuda.Context, nv *cuda.NVRTC) (*Device, error) 
 		{&d.k.apply, "apply_nrgba"}, {&d.k.half, "half_plane"}, {&d.k.sample, "sample_grid"},
 		{&d.k.residual, "whiten_residual"}, {&d.k.boxRows, "box_rows"}, {&d.k.boxCols, "box_cols"},
 		{&d.k.normalise, "whiten_normalise"}, {&d.k.fold, "fold_tile"}, {&d.k.pilotDihedral, "pilot_dihedral"},
-		{&d.k.pilotSums, "pilot_sums"}, {&d.k.opaqueCheck, "opaque_check"}, {&d.k.pngFilter, "png_filter"}, {&d.k.zeroWords, "zero_words"},
+		{&d.k.pilotSums, "pilot_sums"}, {&d.k.pilotPeaks, "pilot_peaks"}, {&d.k.opaqueCheck, "opaque_check"}, {&d.k.pngFilter, "png_filter"}, {&d.k.zeroWords, "zero_words"},
 		{&d.k.deflateTokens, "deflate_tokens"}, {&d.k.deflateEncode, "deflate_encode"},
 	} {
 		if *f.fn, err = mod.Function(f.name); err != nil {

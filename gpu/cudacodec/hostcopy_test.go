@@ -54,7 +54,7 @@ func TestHostCopiesMatchCopy(t *testing.T) {
 // BenchmarkSurfaceHostWork12MP times the host's share of the Surface calls of one 12 MP detection, which
 // TestPhaseTimes counts in the device calls' time: Load's copy of the pixels into the pinned staging buffer (the
 // JPEG's Y plane, 12 MB, or an NRGBA image, 48 MB; the staging buffer is pooled, so already faulted in), and
-// the copies of results out of it into fresh Go memory (PilotSums' 1 MiB, a Grid's tile accumulator, and a
+// the copies of results out of it into fresh Go memory (a Grid's whitened grid, a Grid's tile accumulator, and a
 // whitened grid of the nominal geometry's ~350 K waxels, which only a device without BlockScores downloads).
 // `go test ./gpu/cudacodec -run x -bench SurfaceHostWork12MP -cpu 1,2`.
 func BenchmarkSurfaceHostWork12MP(b *testing.B) {

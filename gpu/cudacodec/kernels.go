@@ -455,6 +455,59 @@ extern "C" __global__ void pilot_sums(const double* accd, const int* pilot, cons
 	if (live) sums[(size_t)d * n + s] = t;
 }
 
+#define PEAK_THREADS 256
+
+extern "C" __global__ void pilot_peaks(const double* sums, int side, double norm, double* out)
+{
+	// sync.go pilotPeaks, one block of PEAK_THREADS threads a transform d (blockIdx.x): z[s] = sums[d][s]/norm and
+	// the first largest z in index order. Thread t scans its run of consecutive shifts in order (an element
+	// replaces the run's best only when strictly greater), then the runs' bests are combined in order, adjacent
+	// runs first, the left kept unless the right's is strictly greater: a tie (+0 and -0 included) keeps the
+	// earlier shift, as the Go loop does. (The sums are finite: the accumulator's whitened values are clipped.)
+	// out[6d..6d+5]: the index (as a double), z, then z at x-1, x+1, y-1 and y+1 of it (cyclic).
+	__shared__ double bv[PEAK_THREADS];
+	__shared__ int bi[PEAK_THREADS];
+	int n = side * side, d = blockIdx.x, t = threadIdx.x;
+	const double* z = sums + (size_t)d * n;
+	int per = (n + PEAK_THREADS - 1) / PEAK_THREADS;
+	int lo = t * per, hi = min(n, lo + per);
+	int k = -1;
+	double v = 0.0;
+	for (int i = lo; i < hi; i++) {
+		double c = z[i] / norm;
+		if (k < 0 || c > v) {
+			k = i;
+			v = c;
+		}
+	}
+	bv[t] = v;
+	bi[t] = k;
+	for (int st = 1; st < PEAK_THREADS; st <<= 1) {
+		__syncthreads();
+		if (t % (2 * st) == 0) {
+			int k2 = bi[t + st];
+			if (k2 >= 0 && (bi[t] < 0 || bv[t + st] > bv[t])) {
+				bv[t] = bv[t + st];
+				bi[t] = k2;
+			}
+		}
+	}
+	__syncthreads();
+	if (t == 0) {
+		k = bi[0];
+		int kx = k % side, ky = k / side;
+		int xl = kx == 0 ? side - 1 : kx - 1, xr = kx == side - 1 ? 0 : kx + 1;
+		int yu = ky == 0 ? side - 1 : ky - 1, yd = ky == side - 1 ? 0 : ky + 1;
+		double* o = out + 6 * d;
+		o[0] = (double)k;
+		o[1] = bv[0];
+		o[2] = z[ky * side + xl] / norm;
+		o[3] = z[ky * side + xr] / norm;
+		o[4] = z[yu * side + kx] / norm;
+		o[5] = z[yd * side + kx] / norm;
+	}
+}
+
 extern "C" __global__ void opaque_check(const u8* pix, int w, int h, int stride, int* translucent)
 {
 	int x = blockIdx.x * blockDim.x + threadIdx.x;

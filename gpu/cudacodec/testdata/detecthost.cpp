@@ -8,7 +8,8 @@
 //     block order.
 //   detecthost pilot: reads "pilot" (int32 side, np, pilot[np]; float32 sign[np]; int32 index[8·side²]; float64
 //     acc[side²]), runs pilot_dihedral and pilot_sums in PilotSums' shapes (pilot_sums, which has barriers, as
-//     fibers; "pilot-reverse": descending thread and block order) and writes the sums (float64 8·side²) to "sums".
+//     fibers; "pilot-reverse": descending thread and block order) and writes the sums (float64 8·side²) to "sums",
+//     then pilot_peaks of them at the norm PILOT_TEST_NORM, to "peaks" (float64 6 a transform).
 //   detecthost grid: reads "plan" (int32 lw, lh, gw, gh, qx0, qy0, side, r, then Grid's 8 launch shapes as int32
 //     grid.x, grid.y, block.x each; float64 m0, m2, start[2·gh]; float32 level[lw·lh]), runs Grid's kernels in
 //     Grid's order and shapes (sample_grid, box_rows and box_cols, which have barriers, as fibers in ascending
@@ -17,6 +18,7 @@
 // TestDetectKernelsOnTheHost compares the outputs with the codec's.
 #include "cudahost.h"
 #include "codec.cu"
+#define PILOT_TEST_NORM 3.7 // TestDetectKernelsOnTheHost/pilot's
 #include "hostio.h"
 #include <string.h>
 
@@ -172,7 +174,11 @@ int main(int argc, char** argv) {
 		int shape[3] = {(int)((n + 255) / 256), 8, 256};
 		hostLaunch(shape, false, reverse, [&] { pilot_dihedral(acc, index, (int)n, accd); });
 		hostLaunch(shape, true, reverse, [&] { pilot_sums(accd, pilot, sign, np, side, sums); });
+		double* peaks = hostDoubles(8 * 6);
+		int peakShape[3] = {8, 1, PEAK_THREADS};
+		hostLaunch(peakShape, true, reverse, [&] { pilot_peaks(sums, side, PILOT_TEST_NORM, peaks); });
 		writeAll("sums", sums, 8 * 8 * n);
+		writeAll("peaks", peaks, 8 * 6 * 8);
 		return 0;
 	}
 	if (strcmp(argv[1], "grid") == 0 || strcmp(argv[1], "grid-reverse") == 0)
