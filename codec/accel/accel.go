@@ -127,7 +127,7 @@ type GridResult struct {
 // one does not replace it), Z its value, and Left, Right, Up and Down z at the shifts beside it (x-1, x+1, y-1,
 // y+1 with s = y·TileSide + x, cyclic in the tile). Each z is the float64 quotient S[s]/norm.
 type PilotPeak struct {
-	Index                        int
+	Index                    int
 	Z, Left, Right, Up, Down float64
 }
 
