@@ -315,8 +315,20 @@ func (m Media) embedFile(ctx context.Context, rec *jobstate.Record, kind mediaki
 	return jobstate.Output{BlobKey: key, Size: info.Size, SHA256: info.SHA256, ContentType: mime,
 		Filename: OutputFilename(rec.Input.Filename, ext), AssetID: AssetIDFor(rec.RequestID, AssetWatermarked),
 		SourceAssetID: AssetIDFor(rec.RequestID, AssetSource), WatermarkID: rec.WatermarkID,
-		Charge: kind.Price(rec.Operation, m.Catalog.Prices, rep.Info), Accelerator: jobstate.AcceleratorCPU,
+		Charge: embedCharge(kind, rec, m.Catalog.Prices, rep.Info), Accelerator: jobstate.AcceleratorCPU,
 		Media: rep.Info.MediaInfo(), SourceMedia: sourceInfo(rep).MediaInfo(), Units: units}, nil
+}
+
+// embedCharge is the charge of rec's embed that produced done: the price of the frames it processed, at most
+// the price of the frames its probe declared at acceptance (rec.FrameCount), which the hold was priced on. The
+// client pays for no frame that was not processed (an edit list shows fewer than the track holds), and never
+// more than was held (the video adapter stops an embed at the frames that price pays for, so the cap binds only
+// where prices changed between acceptance and now, or on a record accepted before frames were priced). Both
+// prices take the duration of the embed's own probe of the same file, as the hold's did.
+func embedCharge(kind mediakind.Kind, rec *jobstate.Record, prices mediakind.Rates, done mediakind.Info) int64 {
+	declared := done
+	declared.Frames = rec.FrameCount
+	return min(kind.Price(jobstate.OperationEmbed, prices, done), kind.Price(jobstate.OperationEmbed, prices, declared))
 }
 
 // sourceInfo is the Info of an embed's input.

@@ -25,6 +25,8 @@ import (
 type copyAdapter struct {
 	duration time.Duration
 	seen     *[]string
+	// decoded, when set, is the frames the embed reports processed (the probe declares 10).
+	decoded int
 }
 
 func (a copyAdapter) Probe(ctx context.Context, src string) (mediakind.Info, error) {
@@ -45,6 +47,9 @@ func (a copyAdapter) Embed(ctx context.Context, src, dst string, id codec.ID) (m
 		return mediakind.Report{}, err
 	}
 	info, _ := a.Probe(ctx, src)
+	if a.decoded > 0 {
+		info.Frames = a.decoded
+	}
 	return mediakind.Report{Info: info, Units: info.Frames, Bytes: int64(len(out))}, nil
 }
 
@@ -153,6 +158,38 @@ func TestProcessFileEmbedAndDetect(t *testing.T) {
 	}
 }
 
+// TestEmbedChargeWithinTheDeclaredPrice: a video embed is charged for the frames it processed, at most the
+// price of the frames its probe declared at acceptance (the record's frame count, which the hold was priced
+// on): 3 credits a minute, 3,600 frames a minute. A one-second clip that declared 7,201 frames and processed
+// 10 pays one minute; one that declared 10 and processed 7,201 pays the one minute held for it, where the
+// processed frames' price (3 minutes) was charged before, against a hold of one.
+func TestEmbedChargeWithinTheDeclaredPrice(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		declared, decoded int
+		want              int64
+	}{
+		{declared: 7201, decoded: 10, want: 3},
+		{declared: 10, decoded: 7201, want: 3},
+		{declared: 7201, decoded: 7201, want: 9},
+	} {
+		var seen []string
+		m, _ := newFileMedia(t, copyAdapter{duration: time.Second, decoded: c.decoded, seen: &seen})
+		if _, err := m.Blobs.Put(ctx, "inputs/clip", strings.NewReader("frames")); err != nil {
+			t.Fatal(err)
+		}
+		rec := videoJob(t, jobstate.OperationEmbed, "inputs/clip", 6)
+		rec.FrameCount = c.declared
+		out, perr := m.Process(ctx, rec)
+		if perr != nil {
+			t.Fatal(perr)
+		}
+		if out.Charge != c.want {
+			t.Errorf("declared %d frames, processed %d: charge %d, want %d", c.declared, c.decoded, out.Charge, c.want)
+		}
+	}
+}
+
 // TestProcessFileRefusals: a refused input fails the job with the adapter's code (not retried), an input
 // over the kind's limit fails with file_too_large before the adapter runs, a kind without adapter is refused;
 // no temporary file is left on any path.
@@ -223,7 +260,7 @@ func TestMissingProgramFailsTheJobAtOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	vid := mediafiles.NewVideo(cdc)
+	vid := mediafiles.NewVideo(cdc, actors.DefaultCatalog().Prices)
 	vid.A.FFmpeg, vid.A.FFprobe = missing, missing
 	doc := mediafiles.NewPDF(cdc)
 	doc.A.Mutool = missing
