@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"time"
 
+	"filigrane/actors/jobstate"
 	"filigrane/actors/mediakind"
 	"filigrane/bench/apibench"
 	"filigrane/codec/pdf/pdftest"
@@ -181,7 +182,11 @@ func (r *runner) mediaCharges(seen map[string]Op, amounts map[string]int64) (che
 		want := p.DocumentEmbed
 		switch op {
 		case OpEmbedVideo, OpUploadVideo, OpVideoStorage:
-			want = p.VideoEmbedPerMinute * mediakind.StartedMinutes(time.Duration(r.videoSeconds())*time.Second)
+			// The clip's duration and frames, priced by the media-kind table's rule (frames count where they are
+			// more than the started minutes pay for).
+			video, _ := mediakind.ByMedia(jobstate.MediaVideo)
+			want = video.Price(jobstate.OperationEmbed, *p, mediakind.Info{
+				Duration: time.Duration(r.videoSeconds()) * time.Second, Frames: r.videoSeconds() * VideoFPS})
 		case OpDetectPDF, OpDetectVideo:
 			want = p.Detect
 		}
