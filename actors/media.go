@@ -320,15 +320,18 @@ func (m Media) embedFile(ctx context.Context, rec *jobstate.Record, kind mediaki
 }
 
 // embedCharge is the charge of rec's embed that produced done: the price of the frames it processed, at most
-// the price of the frames its probe declared at acceptance (rec.FrameCount), which the hold was priced on. The
-// client pays for no frame that was not processed (an edit list shows fewer than the track holds), and never
-// more than was held (the video adapter stops an embed at the frames that price pays for, so the cap binds only
-// where prices changed between acceptance and now, or on a record accepted before frames were priced). Both
-// prices take the duration of the embed's own probe of the same file, as the hold's did.
+// the price of the frames its probe declared at acceptance (rec.FrameCount), which the hold was priced on, and
+// never more than the hold itself. The client pays for no frame that was not processed (an edit list shows
+// fewer than the track holds). The video adapter stops an embed at the frames the declared price pays for, so
+// the caps bind only on a record accepted before frames were priced, or where this node's prices differ from
+// those of the node that took the hold (a catalog changed in between): the client was promised the hold, and a
+// charge above it would be refused by the record, leaving the finished work to be retried until its attempts
+// ran out. Both prices take the duration of the embed's own probe of the same file, as the hold's did.
 func embedCharge(kind mediakind.Kind, rec *jobstate.Record, prices mediakind.Rates, done mediakind.Info) int64 {
 	declared := done
 	declared.Frames = rec.FrameCount
-	return min(kind.Price(jobstate.OperationEmbed, prices, done), kind.Price(jobstate.OperationEmbed, prices, declared))
+	return min(kind.Price(jobstate.OperationEmbed, prices, done), kind.Price(jobstate.OperationEmbed, prices, declared),
+		rec.CreditsHeld)
 }
 
 // sourceInfo is the Info of an embed's input.

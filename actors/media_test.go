@@ -66,7 +66,7 @@ func (a copyAdapter) Detect(ctx context.Context, src string) (codec.Detection, e
 func videoJob(t *testing.T, op jobstate.Operation, key string, size int64) *jobstate.Record {
 	t.Helper()
 	s := jobstate.Spec{RequestID: "req_" + strings.Repeat("a", 64), OrgID: "org_1", Operation: op, Media: jobstate.MediaVideo,
-		Format: "MP4", FrameCount: 10, AcceleratorRequested: jobstate.AcceleratorCPU, CreditsHeld: 2,
+		Format: "MP4", FrameCount: 10, AcceleratorRequested: jobstate.AcceleratorCPU, CreditsHeld: 9,
 		Input: jobstate.Input{BlobKey: key, SHA256: strings.Repeat("b", 64), Size: size, Filename: "clip.mp4", ContentType: "video/mp4"}}
 	if op == jobstate.OperationEmbed {
 		s.WatermarkID = strings.Repeat("c", 64)
@@ -160,18 +160,21 @@ func TestProcessFileEmbedAndDetect(t *testing.T) {
 
 // TestEmbedChargeWithinTheDeclaredPrice: a video embed is charged for the frames it processed, at most the
 // price of the frames its probe declared at acceptance (the record's frame count, which the hold was priced
-// on): 3 credits a minute, 3,600 frames a minute. A one-second clip that declared 7,201 frames and processed
-// 10 pays one minute; one that declared 10 and processed 7,201 pays the one minute held for it, where the
-// processed frames' price (3 minutes) was charged before, against a hold of one.
+// on), and at most the hold: 3 credits a minute, 3,600 frames a minute. A one-second clip that declared 7,201
+// frames and processed 10 pays one minute; one that declared 10 and processed 7,201 pays the one minute held
+// for it, where the processed frames' price (3 minutes) was charged before, against a hold of one; a hold
+// taken at lower prices (3 credits for what now costs 9) caps the charge, which the record would refuse above
+// it.
 func TestEmbedChargeWithinTheDeclaredPrice(t *testing.T) {
 	ctx := context.Background()
 	for _, c := range []struct {
 		declared, decoded int
-		want              int64
+		held, want        int64
 	}{
-		{declared: 7201, decoded: 10, want: 3},
-		{declared: 10, decoded: 7201, want: 3},
-		{declared: 7201, decoded: 7201, want: 9},
+		{declared: 7201, decoded: 10, held: 9, want: 3},
+		{declared: 10, decoded: 7201, held: 3, want: 3},
+		{declared: 7201, decoded: 7201, held: 9, want: 9},
+		{declared: 7201, decoded: 7201, held: 3, want: 3},
 	} {
 		var seen []string
 		m, _ := newFileMedia(t, copyAdapter{duration: time.Second, decoded: c.decoded, seen: &seen})
@@ -179,13 +182,14 @@ func TestEmbedChargeWithinTheDeclaredPrice(t *testing.T) {
 			t.Fatal(err)
 		}
 		rec := videoJob(t, jobstate.OperationEmbed, "inputs/clip", 6)
-		rec.FrameCount = c.declared
+		rec.FrameCount, rec.CreditsHeld = c.declared, c.held
 		out, perr := m.Process(ctx, rec)
 		if perr != nil {
 			t.Fatal(perr)
 		}
 		if out.Charge != c.want {
-			t.Errorf("declared %d frames, processed %d: charge %d, want %d", c.declared, c.decoded, out.Charge, c.want)
+			t.Errorf("declared %d frames, processed %d, %d held: charge %d, want %d", c.declared, c.decoded, c.held,
+				out.Charge, c.want)
 		}
 	}
 }
