@@ -165,7 +165,7 @@ func checkMediaResult(res *response, ctype string, magic []byte, at int) string 
 }
 
 // mediaCharges checks the document and video operations the client saw succeed against the catalog's prices
-// (mediakind's rules: a document its rate per file, a video its rate per started minute of the clip, a
+// (mediakind's rules: a document its rate per file, a video its rate per priced minute of the clip, a
 // detection the detect rate whatever the kind). It
 // returns how many were checked and those charged otherwise; without prices (running nodes whose catalog the
 // harness does not know) nothing is checked.
