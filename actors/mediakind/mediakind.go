@@ -470,7 +470,7 @@ func LimitsMarkdown() string {
 		}
 		price := "1 credit per file"
 		if k.Media == jobstate.MediaVideo {
-			price = fmt.Sprintf("1 credit per started minute or per %d frames started, whichever counts more", DefaultVideoFramesPerMinute)
+			price = fmt.Sprintf("1 credit per started minute or per started %d frames (60 fps), whichever is more", DefaultVideoFramesPerMinute)
 		}
 		output := "`" + k.OutputMIME + "`"
 		if len(k.AltOutputMIME) > 0 {
