@@ -315,8 +315,23 @@ func (m Media) embedFile(ctx context.Context, rec *jobstate.Record, kind mediaki
 	return jobstate.Output{BlobKey: key, Size: info.Size, SHA256: info.SHA256, ContentType: mime,
 		Filename: OutputFilename(rec.Input.Filename, ext), AssetID: AssetIDFor(rec.RequestID, AssetWatermarked),
 		SourceAssetID: AssetIDFor(rec.RequestID, AssetSource), WatermarkID: rec.WatermarkID,
-		Charge: kind.Price(rec.Operation, m.Catalog.Prices, rep.Info), Accelerator: jobstate.AcceleratorCPU,
+		Charge: embedCharge(kind, rec, m.Catalog.Prices, rep.Info), Accelerator: jobstate.AcceleratorCPU,
 		Media: rep.Info.MediaInfo(), SourceMedia: sourceInfo(rep).MediaInfo(), Units: units}, nil
+}
+
+// embedCharge is the charge of rec's embed that produced done: the price of the frames it processed, at most
+// the price of the frames its probe declared at acceptance (rec.FrameCount), which the hold was priced on, and
+// never more than the hold itself. The client pays for no frame that was not processed (an edit list shows
+// fewer than the track holds). The video adapter stops an embed at the frames the declared price pays for, so
+// the caps bind only on a record accepted before frames were priced, or where this node's prices differ from
+// those of the node that took the hold (a catalog changed in between): the client was promised the hold, and a
+// charge above it would be refused by the record, leaving the finished work to be retried until its attempts
+// ran out. Both prices take the duration of the embed's own probe of the same file, as the hold's did.
+func embedCharge(kind mediakind.Kind, rec *jobstate.Record, prices mediakind.Rates, done mediakind.Info) int64 {
+	declared := done
+	declared.Frames = rec.FrameCount
+	return min(kind.Price(jobstate.OperationEmbed, prices, done), kind.Price(jobstate.OperationEmbed, prices, declared),
+		rec.CreditsHeld)
 }
 
 // sourceInfo is the Info of an embed's input.

@@ -25,6 +25,8 @@ import (
 type copyAdapter struct {
 	duration time.Duration
 	seen     *[]string
+	// decoded, when set, is the frames the embed reports processed (the probe declares 10).
+	decoded int
 }
 
 func (a copyAdapter) Probe(ctx context.Context, src string) (mediakind.Info, error) {
@@ -45,6 +47,9 @@ func (a copyAdapter) Embed(ctx context.Context, src, dst string, id codec.ID) (m
 		return mediakind.Report{}, err
 	}
 	info, _ := a.Probe(ctx, src)
+	if a.decoded > 0 {
+		info.Frames = a.decoded
+	}
 	return mediakind.Report{Info: info, Units: info.Frames, Bytes: int64(len(out))}, nil
 }
 
@@ -61,7 +66,7 @@ func (a copyAdapter) Detect(ctx context.Context, src string) (codec.Detection, e
 func videoJob(t *testing.T, op jobstate.Operation, key string, size int64) *jobstate.Record {
 	t.Helper()
 	s := jobstate.Spec{RequestID: "req_" + strings.Repeat("a", 64), OrgID: "org_1", Operation: op, Media: jobstate.MediaVideo,
-		Format: "MP4", FrameCount: 10, AcceleratorRequested: jobstate.AcceleratorCPU, CreditsHeld: 2,
+		Format: "MP4", FrameCount: 10, AcceleratorRequested: jobstate.AcceleratorCPU, CreditsHeld: 9,
 		Input: jobstate.Input{BlobKey: key, SHA256: strings.Repeat("b", 64), Size: size, Filename: "clip.mp4", ContentType: "video/mp4"}}
 	if op == jobstate.OperationEmbed {
 		s.WatermarkID = strings.Repeat("c", 64)
@@ -153,6 +158,42 @@ func TestProcessFileEmbedAndDetect(t *testing.T) {
 	}
 }
 
+// TestEmbedChargeWithinTheDeclaredPrice: a video embed is charged for the frames it processed, at most the
+// price of the frames its probe declared at acceptance (the record's frame count, which the hold was priced
+// on), and at most the hold: 3 credits a minute, 3,600 frames a minute. A one-second clip that declared 7,201
+// frames and processed 10 pays one minute; one that declared 10 and processed 7,201 pays the one minute held
+// for it, where the processed frames' price (3 minutes) was charged before, against a hold of one; a hold
+// taken at lower prices (3 credits for what now costs 9) caps the charge, which the record would refuse above
+// it.
+func TestEmbedChargeWithinTheDeclaredPrice(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		declared, decoded int
+		held, want        int64
+	}{
+		{declared: 7201, decoded: 10, held: 9, want: 3},
+		{declared: 10, decoded: 7201, held: 3, want: 3},
+		{declared: 7201, decoded: 7201, held: 9, want: 9},
+		{declared: 7201, decoded: 7201, held: 3, want: 3},
+	} {
+		var seen []string
+		m, _ := newFileMedia(t, copyAdapter{duration: time.Second, decoded: c.decoded, seen: &seen})
+		if _, err := m.Blobs.Put(ctx, "inputs/clip", strings.NewReader("frames")); err != nil {
+			t.Fatal(err)
+		}
+		rec := videoJob(t, jobstate.OperationEmbed, "inputs/clip", 6)
+		rec.FrameCount, rec.CreditsHeld = c.declared, c.held
+		out, perr := m.Process(ctx, rec)
+		if perr != nil {
+			t.Fatal(perr)
+		}
+		if out.Charge != c.want {
+			t.Errorf("declared %d frames, processed %d, %d held: charge %d, want %d", c.declared, c.decoded, c.held,
+				out.Charge, c.want)
+		}
+	}
+}
+
 // TestProcessFileRefusals: a refused input fails the job with the adapter's code (not retried), an input
 // over the kind's limit fails with file_too_large before the adapter runs, a kind without adapter is refused;
 // no temporary file is left on any path.
@@ -223,7 +264,7 @@ func TestMissingProgramFailsTheJobAtOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	vid := mediafiles.NewVideo(cdc)
+	vid := mediafiles.NewVideo(cdc, actors.DefaultCatalog().Prices)
 	vid.A.FFmpeg, vid.A.FFprobe = missing, missing
 	doc := mediafiles.NewPDF(cdc)
 	doc.A.Mutool = missing

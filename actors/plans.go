@@ -92,7 +92,8 @@ func DefaultCatalog() Catalog {
 			{Name: "business", Concurrency: 16, RequestsPerMinute: 1000, GPU: true, Formats: all, JobRetryAfter: fast},
 			{Name: "enterprise", Concurrency: 64, RequestsPerMinute: 6000, GPU: true, Formats: all, JobRetryAfter: fast},
 		},
-		Prices: Prices{ImageEmbed: 1, DocumentEmbed: 1, VideoEmbedPerMinute: 1, Detect: 1, GPUHoldMultiplier: 3},
+		Prices: Prices{ImageEmbed: 1, DocumentEmbed: 1, VideoEmbedPerMinute: 1,
+			VideoFramesPerMinute: mediakind.DefaultVideoFramesPerMinute, Detect: 1, GPUHoldMultiplier: 3},
 	}
 }
 
@@ -134,6 +135,9 @@ func LoadCatalog(path string) (Catalog, error) {
 	if len(file.Prices) > 0 {
 		if err := json.Unmarshal(file.Prices, &cat.Prices); err != nil {
 			return Catalog{}, fmt.Errorf("parse prices in %s: %w", path, err)
+		}
+		if cat.Prices.VideoFramesPerMinute < 1 {
+			return Catalog{}, fmt.Errorf("prices in %s: video_frames_per_minute %d must be at least 1", path, cat.Prices.VideoFramesPerMinute)
 		}
 	}
 	return cat, nil

@@ -28,10 +28,11 @@ func TestLoadCatalogOverridesByName(t *testing.T) {
 	if _, ok := c.Plan("trial"); !ok {
 		t.Fatal("defaults not named in the file were dropped")
 	}
-	if c.Prices.Detect != 2 || c.Prices.ImageEmbed != 1 || c.Prices.GPUHoldMultiplier != 3 {
+	if c.Prices.Detect != 2 || c.Prices.ImageEmbed != 1 || c.Prices.GPUHoldMultiplier != 3 || c.Prices.VideoFramesPerMinute != 3600 {
 		t.Fatalf("prices = %+v", c.Prices)
 	}
-	for _, bad := range []string{`{"plans":[{"name":"x","concurrency":0,"requests_per_minute":1}]}`, `{"plans":`, `{"plans":[{"name":"x","concurrency":1,"requests_per_minute":1,"job_retry_after":"soon"}]}`} {
+	for _, bad := range []string{`{"plans":[{"name":"x","concurrency":0,"requests_per_minute":1}]}`, `{"plans":`, `{"plans":[{"name":"x","concurrency":1,"requests_per_minute":1,"job_retry_after":"soon"}]}`,
+		`{"prices":{"video_frames_per_minute":0}}`, `{"prices":{"video_frames_per_minute":-60}}`} {
 		os.WriteFile(path, []byte(bad), 0o600)
 		if _, err := LoadCatalog(path); err == nil {
 			t.Fatalf("accepted %s", bad)

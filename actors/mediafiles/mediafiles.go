@@ -33,11 +33,14 @@ const (
 // Video is the adapter of the video kind.
 type Video struct{ A *video.Adapter }
 
-// NewVideo is the video adapter with the table's bounds of the video kind (ffmpeg and ffprobe from PATH).
-func NewVideo(c *codec.Codec) Video {
+// NewVideo is the video adapter with the table's bounds of the video kind (ffmpeg and ffprobe from PATH). An
+// embed decodes at most the frames its price at rates pays for (mediakind.VideoFramesPaid of its probe), the
+// probe that the hold was priced on: the work never outgrows the credits held.
+func NewVideo(c *codec.Codec, rates mediakind.Rates) Video {
 	k, _ := mediakind.ByMedia(jobstate.MediaVideo)
 	return Video{A: &video.Adapter{Codec: c, Limits: video.Limits{
-		MaxDuration: k.Limits.MaxDuration.Seconds(), MaxFrames: k.Limits.MaxFrames}}}
+		MaxDuration: k.Limits.MaxDuration.Seconds(), MaxFrames: k.Limits.MaxFrames},
+		FrameBudget: func(in video.Info) int64 { return mediakind.VideoFramesPaid(rates, videoInfo(in)) }}}
 }
 
 func videoInfo(in video.Info) mediakind.Info {
@@ -119,6 +122,9 @@ func videoError(err error) error {
 		return refuse(CodeVideoTooLarge, "the video is longer than we process")
 	case errors.Is(err, video.ErrTooLarge):
 		return refuse(CodeVideoTooLarge, "the video's frames are larger than we process")
+	case errors.Is(err, video.ErrFrameBudget):
+		return refuse(CodeVideoTooLarge, "the video has more frames than its container declares, more than its price covers "+
+			"(the credits held for it); send it as an MP4 or MOV that states its frame count (not fragmented)")
 	case errors.Is(err, video.ErrTooManyFrames):
 		return refuse(CodeVideoTooLarge, "the video has more frames (or its tracks declare more samples) than we process")
 	}

@@ -107,3 +107,26 @@ func TestSmallVideoRefusals(t *testing.T) {
 		}
 	}
 }
+
+// TestVideoFrameBudgetIsThePrice: the video adapter's frame budget is the frames the catalog's price of the
+// probe pays for (at 10 frames a minute here: 40 frames in one second are 4 minutes, 40 frames; 41 are 5, 50
+// frames; a long clip of few frames its minutes' frames), and an embed stopped by it is refused with
+// video_too_large, a sentence that says why.
+func TestVideoFrameBudgetIsThePrice(t *testing.T) {
+	v := mediafiles.NewVideo(nil, mediakind.Rates{VideoEmbedPerMinute: 1, VideoFramesPerMinute: 10})
+	for _, c := range []struct {
+		seconds float64
+		frames  int64
+		want    int64
+	}{{1, 40, 40}, {1, 41, 50}, {150, 5, 30}} {
+		in := video.Info{Duration: c.seconds, Video: video.Stream{Frames: c.frames}}
+		if got := v.A.FrameBudget(in); got != c.want {
+			t.Errorf("%v s of %d frames: budget %d, want %d", c.seconds, c.frames, got, c.want)
+		}
+	}
+	var ref *mediakind.Refusal
+	err := mediafiles.VideoError(fmt.Errorf("video: marking frames: %w: more than 40 frames decoded", video.ErrFrameBudget))
+	if !errors.As(err, &ref) || ref.Code != mediafiles.CodeVideoTooLarge || !strings.Contains(ref.Detail, "more frames than its container declares") {
+		t.Errorf("an embed over its frame budget: %v, want a video_too_large refusal saying why", err)
+	}
+}

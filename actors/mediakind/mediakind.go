@@ -68,7 +68,12 @@ type Rates struct {
 	ImageEmbed          int64 `json:"image_embed"`
 	DocumentEmbed       int64 `json:"document_embed"`
 	VideoEmbedPerMinute int64 `json:"video_embed_per_started_minute"`
-	Detect              int64 `json:"detect"`
+	// VideoFramesPerMinute is how many frames one started minute of video pays for: a video with more frames
+	// than its started minutes cover is priced by its frames instead (VideoMinutes), so that a credit bounds the
+	// work, which is per frame (each is decoded, marked and encoded), whatever the frame rate. 0 means
+	// DefaultVideoFramesPerMinute.
+	VideoFramesPerMinute int64 `json:"video_frames_per_minute"`
+	Detect               int64 `json:"detect"`
 	// GPUHoldMultiplier multiplies the credits held for accelerator=gpu; the charge is the normal price when
 	// the work ran on a CPU.
 	GPUHoldMultiplier int64 `json:"gpu_hold_multiplier"`
@@ -250,10 +255,11 @@ func (k Kind) SyncDetect() bool { return k.Limits.SyncDetect > 0 }
 func (k Kind) Deadline(info Info) time.Duration { return jobstate.DeadlineFor(k.Media, info.Frames) }
 
 // Price is the credits op costs on a file described by info (DESIGN.md 5): an image or PDF embed costs its
-// rate per file, a video embed its rate per started minute (at least one), a detection the detect rate per
-// file whatever the kind. A PDF detection's work grows with its pages; the spec shows no price per page, so
-// the price stays per file and codec/pdf bounds the work instead (the pages' pixels by the file's size,
-// docs/ARCHITECTURE.md "Security audit").
+// rate per file, a video embed its rate per priced minute (VideoMinutes: its started minutes, or more when its
+// frames are more than those minutes pay for), a detection the detect rate per file whatever the kind. A PDF
+// detection's work grows with its pages; the spec shows no price per page, so the price stays per file and
+// codec/pdf bounds the work instead (the pages' pixels by the file's size, docs/ARCHITECTURE.md "Security
+// audit").
 func (k Kind) Price(op jobstate.Operation, r Rates, info Info) int64 {
 	if op == jobstate.OperationDetect {
 		return r.Detect
@@ -262,10 +268,36 @@ func (k Kind) Price(op jobstate.Operation, r Rates, info Info) int64 {
 	case jobstate.MediaDocument:
 		return r.DocumentEmbed
 	case jobstate.MediaVideo:
-		return r.VideoEmbedPerMinute * StartedMinutes(info.Duration)
+		return r.VideoEmbedPerMinute * VideoMinutes(r, info)
 	}
 	return r.ImageEmbed
 }
+
+// DefaultVideoFramesPerMinute is the frames a started minute of video pays for by default: a minute at 60 fps,
+// the highest common rate. Every video at up to 60 fps is priced by its duration alone; a faster one (slow
+// motion at 240 fps, or 36,000 frames that declare one second) by its frames.
+const DefaultVideoFramesPerMinute = 3600
+
+// FramesPerMinute is r's VideoFramesPerMinute, DefaultVideoFramesPerMinute when unset.
+func (r Rates) FramesPerMinute() int64 {
+	if r.VideoFramesPerMinute > 0 {
+		return r.VideoFramesPerMinute
+	}
+	return DefaultVideoFramesPerMinute
+}
+
+// VideoMinutes is the minutes a video embed is priced for: the minutes its duration starts, or its frames
+// counted in minutes of r's FramesPerMinute (rounded up), whichever is more; at least one.
+func VideoMinutes(r Rates, info Info) int64 {
+	perMinute := r.FramesPerMinute()
+	byFrames := (max(int64(info.Frames), 0) + perMinute - 1) / perMinute
+	return max(StartedMinutes(info.Duration), byFrames)
+}
+
+// VideoFramesPaid is the most frames a video embed priced on info pays for: its priced minutes' frames. An
+// embed that decodes more than that (a stream whose probe understated its frames) is stopped there, so that
+// the work never outgrows the credits held for it.
+func VideoFramesPaid(r Rates, info Info) int64 { return VideoMinutes(r, info) * r.FramesPerMinute() }
 
 // StartedMinutes counts the minutes d starts, at least one.
 func StartedMinutes(d time.Duration) int64 {
@@ -438,7 +470,7 @@ func LimitsMarkdown() string {
 		}
 		price := "1 credit per file"
 		if k.Media == jobstate.MediaVideo {
-			price = "1 credit per started minute"
+			price = fmt.Sprintf("1 credit per started minute or per started %d frames (60 fps), whichever is more", DefaultVideoFramesPerMinute)
 		}
 		output := "`" + k.OutputMIME + "`"
 		if len(k.AltOutputMIME) > 0 {

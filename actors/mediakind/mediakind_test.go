@@ -92,8 +92,9 @@ func TestDeadlines(t *testing.T) {
 	}
 }
 
-// TestPrices: image or PDF embed 1 credit per file, video 1 per started minute, detection 1 per file
-// (README "Plans and prices"), with rates that differ so that a rule reading the wrong rate shows.
+// TestPrices: image or PDF embed 1 credit per file, video 1 per started minute or per 3,600 frames when that
+// counts more, detection 1 per file (README "Plans and prices"), with rates that differ so that a rule reading
+// the wrong rate shows. Before frames were priced, 36,000 frames declaring one second cost one minute's rate.
 func TestPrices(t *testing.T) {
 	r := mediakind.Rates{ImageEmbed: 2, DocumentEmbed: 3, VideoEmbedPerMinute: 5, Detect: 7}
 	img, pdf, vid := mustKind(t, jobstate.MediaImage), mustKind(t, jobstate.MediaDocument), mustKind(t, jobstate.MediaVideo)
@@ -109,6 +110,12 @@ func TestPrices(t *testing.T) {
 		{vid, jobstate.OperationEmbed, mediakind.Info{Duration: 59 * time.Second}, 5},
 		{vid, jobstate.OperationEmbed, mediakind.Info{Duration: time.Minute}, 5},
 		{vid, jobstate.OperationEmbed, mediakind.Info{Duration: time.Minute + time.Millisecond}, 10},
+		// Frames count when they are more than the started minutes pay for (3,600 each: 60 fps).
+		{vid, jobstate.OperationEmbed, mediakind.Info{Duration: 10 * time.Minute, Frames: 18_000}, 50},
+		{vid, jobstate.OperationEmbed, mediakind.Info{Duration: time.Minute, Frames: 3600}, 5},
+		{vid, jobstate.OperationEmbed, mediakind.Info{Duration: time.Minute, Frames: 3601}, 10},
+		{vid, jobstate.OperationEmbed, mediakind.Info{Duration: time.Second, Frames: 36_000}, 50},
+		{vid, jobstate.OperationEmbed, mediakind.Info{Duration: 0, Frames: 7201}, 15},
 		{img, jobstate.OperationDetect, mediakind.Info{}, 7},
 		{pdf, jobstate.OperationDetect, mediakind.Info{Pages: 40}, 7},
 		{vid, jobstate.OperationDetect, mediakind.Info{Duration: 10 * time.Minute}, 7},
@@ -116,6 +123,34 @@ func TestPrices(t *testing.T) {
 	for _, c := range cases {
 		if got := c.k.Price(c.op, r, c.info); got != c.want {
 			t.Errorf("%s %s %+v: price %d, want %d", c.k.Media, c.op, c.info, got, c.want)
+		}
+	}
+}
+
+// TestVideoFramesPaid: the frames a video's price pays for are its priced minutes' frames, at the catalog's
+// frames per minute (3,600 when unset): an embed decodes no more (mediafiles.NewVideo).
+func TestVideoFramesPaid(t *testing.T) {
+	def := mediakind.Rates{VideoEmbedPerMinute: 1}
+	custom := mediakind.Rates{VideoEmbedPerMinute: 2, VideoFramesPerMinute: 10}
+	vid := mustKind(t, jobstate.MediaVideo)
+	cases := []struct {
+		r                 mediakind.Rates
+		info              mediakind.Info
+		minutes, paid, pr int64
+	}{
+		{def, mediakind.Info{Duration: time.Second, Frames: 10}, 1, 3600, 1},
+		{def, mediakind.Info{Duration: 90 * time.Second, Frames: 2700}, 2, 7200, 2},
+		{def, mediakind.Info{Duration: time.Second, Frames: 36_000}, 10, 36_000, 10},
+		{custom, mediakind.Info{Duration: time.Second, Frames: 40}, 4, 40, 8},
+		{custom, mediakind.Info{Duration: time.Second, Frames: 41}, 5, 50, 10},
+		{custom, mediakind.Info{Duration: 2 * time.Minute, Frames: 5}, 2, 20, 4},
+	}
+	for _, c := range cases {
+		m, paid, pr := mediakind.VideoMinutes(c.r, c.info), mediakind.VideoFramesPaid(c.r, c.info),
+			vid.Price(jobstate.OperationEmbed, c.r, c.info)
+		if m != c.minutes || paid != c.paid || pr != c.pr {
+			t.Errorf("%+v at %+v: %d minutes, %d frames paid, price %d; want %d, %d, %d", c.info, c.r, m, paid, pr,
+				c.minutes, c.paid, c.pr)
 		}
 	}
 }

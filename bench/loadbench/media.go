@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"time"
 
+	"filigrane/actors/jobstate"
 	"filigrane/actors/mediakind"
 	"filigrane/bench/apibench"
 	"filigrane/codec/pdf/pdftest"
@@ -164,7 +165,7 @@ func checkMediaResult(res *response, ctype string, magic []byte, at int) string 
 }
 
 // mediaCharges checks the document and video operations the client saw succeed against the catalog's prices
-// (mediakind's rules: a document its rate per file, a video its rate per started minute of the clip, a
+// (mediakind's rules: a document its rate per file, a video its rate per priced minute of the clip, a
 // detection the detect rate whatever the kind). It
 // returns how many were checked and those charged otherwise; without prices (running nodes whose catalog the
 // harness does not know) nothing is checked.
@@ -181,7 +182,11 @@ func (r *runner) mediaCharges(seen map[string]Op, amounts map[string]int64) (che
 		want := p.DocumentEmbed
 		switch op {
 		case OpEmbedVideo, OpUploadVideo, OpVideoStorage:
-			want = p.VideoEmbedPerMinute * mediakind.StartedMinutes(time.Duration(r.videoSeconds())*time.Second)
+			// The clip's duration and frames, priced by the media-kind table's rule (frames count where they are
+			// more than the started minutes pay for).
+			video, _ := mediakind.ByMedia(jobstate.MediaVideo)
+			want = video.Price(jobstate.OperationEmbed, *p, mediakind.Info{
+				Duration: time.Duration(r.videoSeconds()) * time.Second, Frames: r.videoSeconds() * VideoFPS})
 		case OpDetectPDF, OpDetectVideo:
 			want = p.Detect
 		}

@@ -43,6 +43,12 @@ type Adapter struct {
 	Limits  Limits
 	// NoPrlimit runs the tools without the address-space limit even where prlimit exists.
 	NoPrlimit bool
+	// FrameBudget, when set, is the most frames an Embed decodes of a file its probe describes as info, when
+	// below Limits.MaxFrames: the frames the caller's price of that probe pays for. A probe can understate the
+	// frames (a fragmented MP4 states no count: it is estimated from the duration and the average rate); an
+	// embed that decodes more fails with ErrFrameBudget as the frame past the budget arrives, so the work
+	// stays within what was priced.
+	FrameBudget func(info Info) int64
 }
 
 // Options tune one embedding.
@@ -283,7 +289,17 @@ func (a *Adapter) Embed(ctx context.Context, src, dst string, id codec.ID, opt O
 			}
 			return marker.Mark16(pix[:f.lumaSize], 2*v.Width, f.bits)
 		}
-		rep.FrameCount, goErr = walkMKV(decOut, encIn, f.size, t.limits.MaxFrames, f.rawTag, mark)
+		maxFrames := t.limits.MaxFrames
+		budgeted := false
+		if a.FrameBudget != nil {
+			if b := a.FrameBudget(info); b > 0 && b < maxFrames {
+				maxFrames, budgeted = b, true
+			}
+		}
+		rep.FrameCount, goErr = walkMKV(decOut, encIn, f.size, maxFrames, f.rawTag, mark)
+		if budgeted && errors.Is(goErr, ErrTooManyFrames) {
+			goErr = fmt.Errorf("%w: more than %d frames decoded, the probe declared %d", ErrFrameBudget, maxFrames, v.Frames)
+		}
 		tl.finish()
 		rep.Segments = tl.segs
 		if goErr != nil {

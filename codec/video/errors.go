@@ -15,7 +15,10 @@ var (
 	ErrTooLong       = errors.New("video: too long")
 	ErrTooLarge      = errors.New("video: frames too large")
 	ErrTooManyFrames = errors.New("video: too many frames")
-	ErrTooSmall      = errors.New("video: frames too small to carry a watermark")
+	// ErrFrameBudget: the embed decoded more frames than Adapter.FrameBudget allows for the file's probe (the
+	// probe understated them).
+	ErrFrameBudget = errors.New("video: more frames than the probe declared")
+	ErrTooSmall    = errors.New("video: frames too small to carry a watermark")
 	// ErrMarkUnreadable: the frames are under one tile of the mark, and the embed's own output did not read back
 	// (nothing is written).
 	ErrMarkUnreadable = errors.New("video: the watermark does not read back from the marked video")

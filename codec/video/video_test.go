@@ -892,3 +892,26 @@ func unitsString(us []codec.Unit) string {
 	}
 	return b.String()
 }
+
+// TestFrameBudgetStopsTheEmbed: an embed whose FrameBudget for the file's probe is below the frames it decodes
+// stops at the frame past the budget with ErrFrameBudget (the caller's price covered only the budget) and
+// writes nothing; the budget sees the probe (its declared frames).
+func TestFrameBudgetStopsTheEmbed(t *testing.T) {
+	t.Parallel()
+	a := testAdapter(t)
+	src := plainClip(t) // 50 frames
+	var declared int64
+	a.FrameBudget = func(info Info) int64 {
+		declared = info.Video.Frames
+		return 20
+	}
+	dir := t.TempDir()
+	dst := filepath.Join(dir, "out.mp4")
+	_, err := a.Embed(context.Background(), src, dst, testID(7), Options{Preset: "ultrafast"})
+	if !errors.Is(err, ErrFrameBudget) || declared != 50 {
+		t.Fatalf("embed of 50 frames under a budget of 20: error %v (budget saw %d frames); want ErrFrameBudget, 50 declared", err, declared)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Fatalf("left behind after the refusal: %v", ents)
+	}
+}

@@ -360,7 +360,7 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	media := actors.Media{Blobs: blobs, Store: store, Codec: cdc, Catalog: catalog, Budget: n.decodeBudget,
 		GPUs: n.gpus, Clock: cfg.Clock,
 		Files: map[jobstate.Media]mediakind.Adapter{
-			jobstate.MediaVideo:    mediafiles.NewVideo(cdc),
+			jobstate.MediaVideo:    mediafiles.NewVideo(cdc, catalog.Prices),
 			jobstate.MediaDocument: mediafiles.NewPDF(cdc),
 		}}
 	roles := NodeRoles(cfg.Roles)
