@@ -17,8 +17,9 @@ import (
 // owner-protected document, its decrypted copy (decrypt.go: a mutool run and a file of up to twice the input).
 // A result is reused only while the file is the one it was made from (the same file, size and modification
 // time); refusals are reused as results are (the same bytes are refused the same way), other failures are not.
-// The bounds are those of each step alone: nothing is read or made that one call would not. Close removes the
-// decrypted copy. A File's calls may run concurrently; its steps then run one at a time.
+// The bounds are those of each step alone: nothing is read or made that one call would not; the copy is only
+// kept longer (until Close, which removes it: the File is not used after). A File's calls may run concurrently;
+// its steps then run one at a time.
 type File struct {
 	a   *Adapter
 	src string
