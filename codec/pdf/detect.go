@@ -40,7 +40,8 @@ func (a *Adapter) DetectReserving(ctx context.Context, src string, reserve Reser
 	return f.DetectReserving(ctx, reserve)
 }
 
-func (f *File) detect(ctx context.Context, reserve Reserve) (codec.Detection, error) {
+// DetectReserving is Adapter.DetectReserving of the File's input.
+func (f *File) DetectReserving(ctx context.Context, reserve Reserve) (codec.Detection, error) {
 	a := f.a
 	if a.Codec == nil {
 		return codec.Detection{}, errors.New("pdf: adapter without a codec")

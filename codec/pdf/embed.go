@@ -23,7 +23,8 @@ func (a *Adapter) Embed(ctx context.Context, src, dst string, id codec.ID, opt O
 	return f.Embed(ctx, dst, id, opt)
 }
 
-func (f *File) embed(ctx context.Context, dst string, id codec.ID, opt Options) (EmbedReport, error) {
+// Embed is Adapter.Embed of the File's input.
+func (f *File) Embed(ctx context.Context, dst string, id codec.ID, opt Options) (EmbedReport, error) {
 	a := f.a
 	if a.Codec == nil {
 		return EmbedReport{}, errors.New("pdf: adapter without a codec")

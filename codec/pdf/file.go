@@ -6,8 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-
-	"filigrane/codec"
 )
 
 // File is one input prepared for the calls of one request on it: the memory estimate, then the probe, the embed
@@ -72,16 +70,6 @@ func (f *File) probe(ctx context.Context, forEmbed bool) (Info, error) {
 	}
 	defer doc.close()
 	return doc.info, nil
-}
-
-// Embed is Adapter.Embed of the File's input.
-func (f *File) Embed(ctx context.Context, dst string, id codec.ID, opt Options) (EmbedReport, error) {
-	return f.embed(ctx, dst, id, opt)
-}
-
-// DetectReserving is Adapter.DetectReserving of the File's input.
-func (f *File) DetectReserving(ctx context.Context, reserve Reserve) (codec.Detection, error) {
-	return f.detect(ctx, reserve)
 }
 
 // sameFile reports whether b is the file a was, unchanged.
