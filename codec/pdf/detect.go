@@ -253,7 +253,8 @@ func pixelBudgetError(doc *document, needed string, dpi float64) *Error {
 
 func (a *Adapter) detectRenderedStats(ctx context.Context, doc *document, budget int, reserve Reserve) (codec.Detection, DetectStats, error) {
 	pages := doc.info.Pages
-	r := renderer{mutool: a.runner(doc.lim), dpi: a.renderDPI(doc), pageLimit: doc.lim.PageTimeout, maxPixels: doc.lim.RenderMaxPixels + doc.lim.RenderMaxPixels/8,
+	r := renderer{mutool: a.runner(doc.lim), dpi: a.renderDPI(doc),
+		pageLimit: doc.lim.PageTimeout, maxPixels: doc.lim.RenderMaxPixels + doc.lim.RenderMaxPixels/8,
 		total: &renderTime{limit: doc.lim.renderTimeBudget(doc.inBytes), perMP: doc.lim.RenderTimePerMP}, now: a.now}
 	if reserve != nil {
 		r.reserve = func(ctx context.Context, w, h int) (func(), error) { return reserve(ctx, PageMemory(w, h)) }
