@@ -80,6 +80,15 @@ func (m Media) withInput(ctx context.Context, kind mediakind.Kind, op jobstate.O
 	return fn(src, dir)
 }
 
+// prepared is the adapter to make one request's calls on the local file src with: a's (mediakind.Preparer),
+// which makes the steps they share once, or a itself. release ends them.
+func prepared(a mediakind.Adapter, src string) (_ mediakind.Adapter, release func()) {
+	if p, ok := a.(mediakind.Preparer); ok {
+		return p.Prepare(src)
+	}
+	return a, func() {}
+}
+
 // fileReservation is what reserveFile holds in the decode budget: release gives it back; pages, when set,
 // reserves a detection's pages under it as they arrive (detectWith passes it to the adapter).
 type fileReservation struct {
@@ -87,14 +96,14 @@ type fileReservation struct {
 	pages   mediakind.Reserve
 }
 
-// reserveFile reserves in the decode budget the memory kind's adapter estimates op holds on the local file
-// src (mediakind.Estimator), waiting until waitCtx ends; the caller calls release once the work is done. A
+// reserveFile reserves in the decode budget the memory the adapter a (of kind) estimates op holds on the local
+// file src (mediakind.Estimator), waiting until waitCtx ends; the caller calls release once the work is done. A
 // probe reserves as an embed, which parses the same way and holds more. A detection by an adapter that
 // reserves its pages as they arrive (mediakind.PageReserver: a PDF) reserves the file's part only, and its
 // pages later, each at its own size (pageReserve). The adapters without an estimate (their work runs in other
 // processes under their own limits: video) and a node without a budget reserve nothing.
-func (m Media) reserveFile(ctx, waitCtx context.Context, kind mediakind.Kind, op jobstate.Operation, src string) (fileReservation, *ProcessError) {
-	e, ok := m.Files[kind.Media].(mediakind.Estimator)
+func (m Media) reserveFile(ctx, waitCtx context.Context, kind mediakind.Kind, op jobstate.Operation, a mediakind.Adapter, src string) (fileReservation, *ProcessError) {
+	e, ok := a.(mediakind.Estimator)
 	if !ok || m.Budget == nil {
 		return fileReservation{release: func() {}}, nil
 	}
@@ -215,9 +224,11 @@ func (m Media) ProbeStored(ctx context.Context, kind mediakind.Kind, op jobstate
 	defer cancel()
 	var info mediakind.Info
 	perr := m.withInput(ctx, kind, op, key, func(src, _ string) *ProcessError {
+		a, release := prepared(a, src)
+		defer release()
 		// Under op: a refusal of the estimate names what could not be done (watermarked, or checked); the
 		// reservation is the file's part either way (a detection's pages are reserved only as they arrive).
-		res, perr := m.reserveFile(ctx, wctx, kind, op, src)
+		res, perr := m.reserveFile(ctx, wctx, kind, op, a, src)
 		if perr != nil {
 			return perr
 		}
@@ -249,7 +260,9 @@ func (m Media) DetectStoredFile(ctx context.Context, kind mediakind.Kind, orgID,
 	defer cancel()
 	var det codec.Detection
 	perr := m.withInput(ctx, kind, jobstate.OperationDetect, key, func(src, _ string) *ProcessError {
-		res, perr := m.reserveFile(ctx, wctx, kind, jobstate.OperationDetect, src)
+		a, release := prepared(a, src)
+		defer release()
+		res, perr := m.reserveFile(ctx, wctx, kind, jobstate.OperationDetect, a, src)
 		if perr != nil {
 			return perr
 		}
@@ -272,8 +285,10 @@ func (m Media) DetectStoredFile(ctx context.Context, kind mediakind.Kind, orgID,
 func (m Media) processFile(ctx context.Context, rec *jobstate.Record, kind mediakind.Kind, a mediakind.Adapter) (jobstate.Output, *ProcessError) {
 	var out jobstate.Output
 	perr := m.withInput(ctx, kind, rec.Operation, rec.Input.BlobKey, func(src, dir string) *ProcessError {
+		a, release := prepared(a, src)
+		defer release()
 		// A job waits for decode memory as long as its context lives (the lease is renewed meanwhile).
-		res, perr := m.reserveFile(ctx, ctx, kind, rec.Operation, src)
+		res, perr := m.reserveFile(ctx, ctx, kind, rec.Operation, a, src)
 		if perr != nil {
 			return perr
 		}

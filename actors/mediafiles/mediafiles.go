@@ -167,56 +167,117 @@ func NewPDF(c *codec.Codec) PDF {
 
 // Probe opens the document and reads its page count.
 func (p PDF) Probe(ctx context.Context, src string) (mediakind.Info, error) {
-	in, err := p.A.Probe(ctx, src)
-	if err != nil {
-		return mediakind.Info{}, pdfError(err, jobstate.OperationEmbed)
-	}
-	return mediakind.Info{Format: "PDF", Pages: in.Pages}, nil
+	a, release := p.prepare(src)
+	defer release()
+	return a.Probe(ctx, src)
 }
 
 // ProbeDetect opens the document for a detection: a signed document, an XFA form or one with JavaScript is
 // read (the refusals of marking, which rewrites the file, do not apply).
 func (p PDF) ProbeDetect(ctx context.Context, src string) (mediakind.Info, error) {
-	in, err := p.A.ProbeDetect(ctx, src)
-	if err != nil {
-		return mediakind.Info{}, pdfError(err, jobstate.OperationDetect)
-	}
-	return mediakind.Info{Format: "PDF", Pages: in.Pages}, nil
+	a, release := p.prepare(src)
+	defer release()
+	return a.ProbeDetect(ctx, src)
 }
 
 // Embed marks the document with the default strength.
 func (p PDF) Embed(ctx context.Context, src, dst string, id codec.ID) (mediakind.Report, error) {
-	rep, err := p.A.Embed(ctx, src, dst, id, pdf.Options{})
-	if err != nil {
-		return mediakind.Report{}, pdfError(err, jobstate.OperationEmbed)
-	}
-	return mediakind.Report{Info: mediakind.Info{Format: "PDF", Pages: rep.Pages}, Units: rep.Pages, Bytes: rep.OutBytes}, nil
+	a, release := p.prepare(src)
+	defer release()
+	return a.Embed(ctx, src, dst, id)
 }
 
 // Detect reads the structural mark, else renders the pages.
 func (p PDF) Detect(ctx context.Context, src string) (codec.Detection, error) {
-	det, err := p.A.Detect(ctx, src)
-	if err != nil {
-		return codec.Detection{}, pdfError(err, jobstate.OperationDetect)
-	}
-	return det, nil
+	return p.DetectReserving(ctx, src, nil)
 }
 
 // DetectReserving is Detect reserving each rendered page's memory through reserve as it arrives (the
 // structural mark, when it verifies, renders nothing and reserves nothing).
 func (p PDF) DetectReserving(ctx context.Context, src string, reserve mediakind.Reserve) (codec.Detection, error) {
-	det, err := p.A.DetectReserving(ctx, src, pdf.Reserve(reserve))
-	if err != nil {
-		return codec.Detection{}, pdfError(err, jobstate.OperationDetect)
-	}
-	return det, nil
+	a, release := p.prepare(src)
+	defer release()
+	return a.DetectReserving(ctx, src, reserve)
 }
 
 // EstimateMemory bounds what probing, embedding or detecting the document holds in this process: pdfcpu's
 // model of it (from the objects and bytes the scan before parsing counts) and a detection's pages under
 // analysis. mutool runs in its own memory-limited process and is not counted.
 func (p PDF) EstimateMemory(ctx context.Context, src string, op jobstate.Operation) (mediakind.Memory, error) {
-	m, err := p.A.EstimateMemory(ctx, src, op == jobstate.OperationDetect)
+	a, release := p.prepare(src)
+	defer release()
+	return a.EstimateMemory(ctx, src, op)
+}
+
+// Prepare returns the adapter for one request's calls on src (mediakind.Preparer): they share the document's
+// scan before parsing and an owner-protected document's decrypted copy (pdf.File), which release removes.
+func (p PDF) Prepare(src string) (mediakind.Adapter, func()) { return p.prepare(src) }
+
+func (p PDF) prepare(src string) (preparedPDF, func()) {
+	f := p.A.Prepare(src)
+	return preparedPDF{PDF: p, f: f, src: src}, func() { f.Close() }
+}
+
+// preparedPDF is PDF with the calls on src made through f; a call on another file is PDF's (a File of its own).
+type preparedPDF struct {
+	PDF
+	f   *pdf.File
+	src string
+}
+
+func (p preparedPDF) Probe(ctx context.Context, src string) (mediakind.Info, error) {
+	if src != p.src {
+		return p.PDF.Probe(ctx, src)
+	}
+	in, err := p.f.Probe(ctx)
+	if err != nil {
+		return mediakind.Info{}, pdfError(err, jobstate.OperationEmbed)
+	}
+	return mediakind.Info{Format: "PDF", Pages: in.Pages}, nil
+}
+
+func (p preparedPDF) ProbeDetect(ctx context.Context, src string) (mediakind.Info, error) {
+	if src != p.src {
+		return p.PDF.ProbeDetect(ctx, src)
+	}
+	in, err := p.f.ProbeDetect(ctx)
+	if err != nil {
+		return mediakind.Info{}, pdfError(err, jobstate.OperationDetect)
+	}
+	return mediakind.Info{Format: "PDF", Pages: in.Pages}, nil
+}
+
+func (p preparedPDF) Embed(ctx context.Context, src, dst string, id codec.ID) (mediakind.Report, error) {
+	if src != p.src {
+		return p.PDF.Embed(ctx, src, dst, id)
+	}
+	rep, err := p.f.Embed(ctx, dst, id, pdf.Options{})
+	if err != nil {
+		return mediakind.Report{}, pdfError(err, jobstate.OperationEmbed)
+	}
+	return mediakind.Report{Info: mediakind.Info{Format: "PDF", Pages: rep.Pages}, Units: rep.Pages, Bytes: rep.OutBytes}, nil
+}
+
+func (p preparedPDF) Detect(ctx context.Context, src string) (codec.Detection, error) {
+	return p.DetectReserving(ctx, src, nil)
+}
+
+func (p preparedPDF) DetectReserving(ctx context.Context, src string, reserve mediakind.Reserve) (codec.Detection, error) {
+	if src != p.src {
+		return p.PDF.DetectReserving(ctx, src, reserve)
+	}
+	det, err := p.f.DetectReserving(ctx, pdf.Reserve(reserve))
+	if err != nil {
+		return codec.Detection{}, pdfError(err, jobstate.OperationDetect)
+	}
+	return det, nil
+}
+
+func (p preparedPDF) EstimateMemory(ctx context.Context, src string, op jobstate.Operation) (mediakind.Memory, error) {
+	if src != p.src {
+		return p.PDF.EstimateMemory(ctx, src, op)
+	}
+	m, err := p.f.EstimateMemory(ctx, op == jobstate.OperationDetect)
 	if err != nil {
 		return mediakind.Memory{}, pdfError(err, op)
 	}
@@ -263,4 +324,7 @@ var (
 	_ mediakind.Estimator    = PDF{}
 	_ mediakind.PageReserver = PDF{}
 	_ mediakind.DetectProber = PDF{}
+	_ mediakind.Preparer     = PDF{}
+	_ mediakind.PageReserver = preparedPDF{}
+	_ mediakind.DetectProber = preparedPDF{}
 )

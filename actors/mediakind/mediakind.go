@@ -430,6 +430,15 @@ type PageReserver interface {
 	DetectReserving(ctx context.Context, src string, reserve Reserve) (codec.Detection, error)
 }
 
+// Preparer is implemented by the adapters whose calls on one file would repeat costly steps (a PDF's scan
+// before parsing, an owner-protected PDF's decrypted copy). Prepare returns the adapter the processor makes one
+// request's calls on the local file src with (the estimate, then the probe, the embed or the detection), which
+// makes those steps once, and release, which the processor calls once the calls are done and which removes
+// what they kept.
+type Preparer interface {
+	Prepare(src string) (a Adapter, release func())
+}
+
 // Memory is an Estimator's answer, in bytes.
 type Memory struct {
 	// Bytes is the estimated peak.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 )
 
@@ -38,21 +37,20 @@ func (a *Adapter) decrypt(ctx context.Context, src, dst string, lim Limits) erro
 	return nil
 }
 
-// openDecrypted opens the decrypted copy of src for detection, into doc (whose temporary directory holds it).
-func (a *Adapter) openDecrypted(ctx context.Context, doc *document, src string) (*document, error) {
-	dir, err := os.MkdirTemp("", "filigrane-pdf-decrypt-")
-	if err != nil {
-		return nil, fmt.Errorf("pdf: decrypt: %w", err)
-	}
-	doc.tmpDir = dir
-	dec := filepath.Join(dir, "decrypted.pdf")
+// openDecrypted opens the input's decrypted copy for detection, into doc (the File holds the copy).
+func (f *File) openDecrypted(ctx context.Context, doc *document) (*document, error) {
 	fail := func(err error) (*document, error) {
 		return nil, doc.openFailed(ctx, err, "the PDF is encrypted and its decrypted copy could not be read")
 	}
-	if err := a.decrypt(ctx, src, dec, doc.lim); err != nil {
+	dec, err := f.decrypted(ctx, doc.lim)
+	if err != nil && !isRefusal(err) && ctx.Err() == nil {
+		doc.close()
+		return nil, err // the node's failure (its temporary directory), not the file's
+	}
+	if err != nil {
 		return fail(err)
 	}
-	if err := prescan(dec, doc.lim); err != nil {
+	if err := f.prescan(dec, doc.lim); err != nil {
 		return fail(err)
 	}
 	doc.info = Info{}
@@ -61,19 +59,4 @@ func (a *Adapter) openDecrypted(ctx context.Context, doc *document, src string) 
 	}
 	doc.path = dec
 	return doc, nil
-}
-
-// scanDecrypted is scanObjects of src's decrypted copy, for the memory estimate of a detection (the parse reads
-// that copy); the copy is removed before it returns.
-func (a *Adapter) scanDecrypted(ctx context.Context, src string, lim Limits) (objectScan, error) {
-	dir, err := os.MkdirTemp("", "filigrane-pdf-decrypt-")
-	if err != nil {
-		return objectScan{}, fmt.Errorf("pdf: decrypt: %w", err)
-	}
-	defer os.RemoveAll(dir)
-	dec := filepath.Join(dir, "decrypted.pdf")
-	if err := a.decrypt(ctx, src, dec, lim); err != nil {
-		return objectScan{}, err
-	}
-	return scanObjects(dec, lim.MaxDecodeBytes, lim.MaxObjects, lim.MaxTokens)
 }

@@ -7,13 +7,11 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"os/exec"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"filigrane/codec"
@@ -37,13 +35,21 @@ type Reserve func(ctx context.Context, bytes int64) (release func(), err error)
 // as the renderer delivers it, before its pixels are read: the file's own part (EstimateMemory's File) is the
 // caller's to reserve before. nil reserves nothing.
 func (a *Adapter) DetectReserving(ctx context.Context, src string, reserve Reserve) (codec.Detection, error) {
+	f := a.Prepare(src)
+	defer f.Close()
+	return f.DetectReserving(ctx, reserve)
+}
+
+// DetectReserving is Adapter.DetectReserving of the File's input.
+func (f *File) DetectReserving(ctx context.Context, reserve Reserve) (codec.Detection, error) {
+	a := f.a
 	if a.Codec == nil {
 		return codec.Detection{}, errors.New("pdf: adapter without a codec")
 	}
-	if id, pages, ok := a.quickStructural(ctx, src); ok {
+	if id, pages, ok := a.quickStructural(ctx, f.src); ok {
 		return structuralDetection(id, pages), nil
 	}
-	doc, err := a.open(ctx, src, false)
+	doc, err := f.open(ctx, false)
 	if err != nil {
 		return codec.Detection{}, err
 	}
@@ -91,21 +97,13 @@ func (a *Adapter) quickStructural(ctx context.Context, src string) (codec.ID, in
 	if st, err := os.Stat(src); err != nil || !st.Mode().IsRegular() || st.Size() > lim.MaxBytes || sniff(src) != nil {
 		return codec.ID{}, 0, false
 	}
-	if _, err := exec.LookPath(a.mutool()); err != nil {
+	m := a.runner(lim)
+	if m.available() != nil {
 		return codec.ID{}, 0, false
 	}
-	qctx, cancel := context.WithTimeout(ctx, lim.PageTimeout)
-	defer cancel()
-	script := fmt.Sprintf(`ulimit -v %d 2>/dev/null; exec "$0" "$@"`, max(lim.RenderMemory>>10, 64<<10))
-	cmd := exec.CommandContext(qctx, "/bin/sh", "-c", script, a.mutool(), "show", src, "trailer/Root/Pages/Count",
-		"trailer/Info/"+infoKey, "trailer/Root/PieceInfo/"+pieceKey+"/Private/ID",
-		"trailer/Root/PieceInfo/"+pieceKey+"/Private/MAC")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	cmd.WaitDelay = time.Second
 	var out limitedBuffer
-	cmd.Stdout = &out
-	if err := cmd.Run(); err != nil {
+	if err := m.run(ctx, lim.PageTimeout, 0, &out, "show", src, "trailer/Root/Pages/Count", "trailer/Info/"+infoKey,
+		"trailer/Root/PieceInfo/"+pieceKey+"/Private/ID", "trailer/Root/PieceInfo/"+pieceKey+"/Private/MAC"); err != nil {
 		return codec.ID{}, 0, false
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
@@ -255,8 +253,8 @@ func pixelBudgetError(doc *document, needed string, dpi float64) *Error {
 
 func (a *Adapter) detectRenderedStats(ctx context.Context, doc *document, budget int, reserve Reserve) (codec.Detection, DetectStats, error) {
 	pages := doc.info.Pages
-	r := renderer{mutool: a.mutool(), dpi: a.renderDPI(doc), pageLimit: doc.lim.PageTimeout,
-		memLimit: doc.lim.RenderMemory, maxPixels: doc.lim.RenderMaxPixels + doc.lim.RenderMaxPixels/8,
+	r := renderer{mutool: a.runner(doc.lim), dpi: a.renderDPI(doc),
+		pageLimit: doc.lim.PageTimeout, maxPixels: doc.lim.RenderMaxPixels + doc.lim.RenderMaxPixels/8,
 		total: &renderTime{limit: doc.lim.renderTimeBudget(doc.inBytes), perMP: doc.lim.RenderTimePerMP}, now: a.now}
 	if reserve != nil {
 		r.reserve = func(ctx context.Context, w, h int) (func(), error) { return reserve(ctx, PageMemory(w, h)) }
@@ -528,24 +526,14 @@ func (a *Adapter) repair(ctx context.Context, src, dst string, lim Limits) error
 // compressed object streams are written out plain, and those of an encrypted file were not counted before
 // (decrypt.go), so the output could otherwise fill the disk for the whole minute.
 func (a *Adapter) clean(ctx context.Context, src, dst string, lim Limits, flags ...string) error {
-	if err := a.CheckRenderer(); err != nil {
+	m := a.runner(lim)
+	if err := m.available(); err != nil {
 		return err
 	}
-	rctx, cancel := context.WithTimeout(ctx, lim.ParseTimeout)
-	defer cancel()
-	// ulimit -f counts 512-byte blocks.
-	script := fmt.Sprintf(`ulimit -v %d 2>/dev/null; ulimit -f %d 2>/dev/null; exec "$0" "$@"`,
-		max(lim.RenderMemory>>10, 64<<10), 2*lim.MaxBytes/512+1)
-	args := append([]string{"-c", script, a.mutool(), "clean"}, flags...)
-	cmd := exec.CommandContext(rctx, "/bin/sh", append(args, src, dst)...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	cmd.WaitDelay = time.Second
-	var out limitedBuffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err != nil {
+	args := append(append([]string{"clean"}, flags...), src, dst)
+	if err := m.run(ctx, lim.ParseTimeout, 2*lim.MaxBytes, nil, args...); err != nil {
 		os.Remove(dst)
-		return fmt.Errorf("mutool clean: %w: %s", err, out.String())
+		return err
 	}
 	return nil
 }
@@ -553,8 +541,5 @@ func (a *Adapter) clean(ctx context.Context, src, dst string, lim Limits, flags 
 // CheckRenderer reports whether mutool can be found, without running it: nil, or an *Error with CodeTool.
 // Rendering pages for detection and the repair pass of a broken file need it.
 func (a *Adapter) CheckRenderer() error {
-	if _, err := exec.LookPath(a.mutool()); err != nil {
-		return &Error{Code: CodeTool, Reason: "the PDF renderer (mutool) is not installed", Err: err}
-	}
-	return nil
+	return a.runner(a.Limits.withDefaults()).available()
 }

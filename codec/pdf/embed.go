@@ -18,6 +18,14 @@ import (
 // renamed into place, so a failure leaves no partial output. Inputs that must not be marked are refused with an
 // *Error before any work on the content.
 func (a *Adapter) Embed(ctx context.Context, src, dst string, id codec.ID, opt Options) (EmbedReport, error) {
+	f := a.Prepare(src)
+	defer f.Close()
+	return f.Embed(ctx, dst, id, opt)
+}
+
+// Embed is Adapter.Embed of the File's input.
+func (f *File) Embed(ctx context.Context, dst string, id codec.ID, opt Options) (EmbedReport, error) {
+	a := f.a
 	if a.Codec == nil {
 		return EmbedReport{}, errors.New("pdf: adapter without a codec")
 	}
@@ -31,7 +39,7 @@ func (a *Adapter) Embed(ctx context.Context, src, dst string, id codec.ID, opt O
 	if opt.PageImage && opt.Tiles {
 		return EmbedReport{}, errors.New("pdf: options PageImage and Tiles both set")
 	}
-	doc, err := a.open(ctx, src, true)
+	doc, err := f.open(ctx, true)
 	if err != nil {
 		return EmbedReport{}, err
 	}

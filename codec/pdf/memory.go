@@ -27,17 +27,27 @@ type Memory struct {
 // refuses what that scan refuses, with the same errors; for a detection of an encrypted file whose object
 // streams the scan cannot count, it scans the decrypted copy the detection parses (decrypt.go).
 func (a *Adapter) EstimateMemory(ctx context.Context, src string, detect bool) (Memory, error) {
-	lim := a.Limits.withDefaults()
-	st, err := os.Stat(src)
+	f := a.Prepare(src)
+	defer f.Close()
+	return f.EstimateMemory(ctx, detect)
+}
+
+// EstimateMemory is Adapter.EstimateMemory of the File's input.
+func (f *File) EstimateMemory(ctx context.Context, detect bool) (Memory, error) {
+	lim := f.a.Limits.withDefaults()
+	st, err := os.Stat(f.src)
 	if err != nil {
 		return Memory{}, fmt.Errorf("pdf: %w", err)
 	}
 	if st.Size() > lim.MaxBytes {
 		return Memory{}, refuse(CodeTooLarge, "the file has %d bytes, more than the limit of %d", st.Size(), lim.MaxBytes)
 	}
-	scan, err := scanObjects(src, lim.MaxDecodeBytes, lim.MaxObjects, lim.MaxTokens)
+	scan, err := f.scan(f.src, lim)
 	if detect && CodeOf(err) == CodeEncrypted {
-		scan, err = a.scanDecrypted(ctx, src, lim)
+		var dec string
+		if dec, err = f.decrypted(ctx, lim); err == nil {
+			scan, err = f.scan(dec, lim)
+		}
 	}
 	if err != nil {
 		return Memory{}, err

@@ -33,17 +33,36 @@ type document struct {
 	pageWalkFailed bool
 	// repeatedPages records a page tree that names a page object more than once (checkPageTree, pageCopies).
 	repeatedPages bool
+	// file, when set, is the File the document was opened from for itself alone (Adapter.open): close closes it.
+	file *File
 }
 
 func (d *document) close() {
 	if d.tmpDir != "" {
 		os.RemoveAll(d.tmpDir)
 	}
+	if d.file != nil {
+		d.file.Close()
+	}
 }
 
-// open reads src within the limits and runs the refusal checks. forEmbed selects the stricter checks: a file
-// that may be read (detection) may still be one that must not be rewritten (signatures, XFA, JavaScript).
+// open is File.open of a File of the document's own, for one use of src.
 func (a *Adapter) open(ctx context.Context, src string, forEmbed bool) (*document, error) {
+	f := a.Prepare(src)
+	doc, err := f.open(ctx, forEmbed)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	doc.file = f
+	return doc, nil
+}
+
+// open reads the File's input within the limits and runs the refusal checks. forEmbed selects the stricter
+// checks: a file that may be read (detection) may still be one that must not be rewritten (signatures, XFA,
+// JavaScript).
+func (f *File) open(ctx context.Context, forEmbed bool) (*document, error) {
+	a, src := f.a, f.src
 	lim := a.Limits.withDefaults()
 	st, err := os.Stat(src)
 	if err != nil {
@@ -59,9 +78,9 @@ func (a *Adapter) open(ctx context.Context, src string, forEmbed bool) (*documen
 		return nil, err
 	}
 	doc := &document{path: src, inBytes: st.Size(), lim: lim, codec: a.Codec}
-	if err := prescan(src, lim); err != nil {
+	if err := f.prescan(src, lim); err != nil {
 		if !forEmbed && CodeOf(err) == CodeEncrypted {
-			return a.openDecrypted(ctx, doc, src) // decrypt.go
+			return f.openDecrypted(ctx, doc) // decrypt.go
 		}
 		return nil, err
 	}
@@ -69,7 +88,7 @@ func (a *Adapter) open(ctx context.Context, src string, forEmbed bool) (*documen
 	// cross-reference tables and streams) and is then read again from the start.
 	perr := doc.load(ctx, src, forEmbed)
 	if !forEmbed && CodeOf(perr) == CodeEncrypted && ctx.Err() == nil {
-		return a.openDecrypted(ctx, doc, src)
+		return f.openDecrypted(ctx, doc)
 	}
 	if perr != nil && !isRefusal(perr) && ctx.Err() == nil {
 		dir, err := os.MkdirTemp("", "filigrane-pdf-repair-")
@@ -89,7 +108,7 @@ func (a *Adapter) open(ctx context.Context, src string, forEmbed bool) (*documen
 				doc.info = Info{}
 				// The repaired file is read by the same parser: its objects are bounded as the original's
 				// (a file with no usable table is rebuilt from every object header it holds).
-				err2 := prescan(fixed, lim)
+				err2 := f.prescan(fixed, lim)
 				if err2 == nil {
 					err2 = doc.load(ctx, fixed, forEmbed)
 				}
@@ -118,15 +137,6 @@ func (d *document) openFailed(ctx context.Context, err error, broken string) err
 		return err
 	}
 	return &Error{Code: CodeBroken, Reason: broken, Err: err}
-}
-
-// prescan runs the checks that read the file's bytes before the parser does: nesting, object and
-// cross-reference stream sizes, object and token counts.
-func prescan(path string, lim Limits) error {
-	if err := checkNesting(path, lim.MaxDepth); err != nil {
-		return err
-	}
-	return checkObjectStreams(path, lim.MaxDecodeBytes, lim.MaxObjects, lim.MaxTokens)
 }
 
 // load parses path into d, runs the refusal checks on the raw objects (before validation, which may rewrite or

@@ -229,6 +229,9 @@ type Adapter struct {
 	RenderDPI float64
 	// now reads the clock for the renderer's time budget (nil: time.Now); tests set it.
 	now func() time.Time
+	// trace, when set (tests), is told each costly step as it starts: "mutool <command>" for each mutool
+	// process, "scan" for each object scan before parsing (objstm.go).
+	trace func(step string)
 }
 
 // Options tune one embedding.
@@ -327,21 +330,15 @@ func init() {
 // Probe parses src and reports what it is, refusing (with a typed error) what Embed would refuse, before any
 // work on the content.
 func (a *Adapter) Probe(ctx context.Context, src string) (Info, error) {
-	doc, err := a.open(ctx, src, true)
-	if err != nil {
-		return Info{}, err
-	}
-	defer doc.close()
-	return doc.info, nil
+	f := a.Prepare(src)
+	defer f.Close()
+	return f.Probe(ctx)
 }
 
 // ProbeDetect is Probe for a detection: it refuses what Detect refuses (a file it cannot read), and not what only
 // Embed refuses (signatures, XFA, JavaScript: detection neither rewrites the file nor runs its scripts).
 func (a *Adapter) ProbeDetect(ctx context.Context, src string) (Info, error) {
-	doc, err := a.open(ctx, src, false)
-	if err != nil {
-		return Info{}, err
-	}
-	defer doc.close()
-	return doc.info, nil
+	f := a.Prepare(src)
+	defer f.Close()
+	return f.ProbeDetect(ctx)
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -22,13 +21,12 @@ type grayPage struct {
 }
 
 // renderer runs mutool draw on a page range and streams the pages as raw PGM on its stdout. The process gets a
-// time budget per page (a timer reset by every page that arrives), an address-space limit, and its own process
-// group so that a kill takes any child with it.
+// time budget per page (a timer reset by every page that arrives), besides the limits of every mutool process
+// (mutoolRunner: address space, its own process group).
 type renderer struct {
-	mutool    string
+	mutool    mutoolRunner
 	dpi       float64
 	pageLimit time.Duration
-	memLimit  int64
 	maxPixels int
 	// total, when set, is the renderer time all the document's pages may take together, shared by the
 	// renderer processes; now reads the clock for it (nil: time.Now; tests advance their own).
@@ -76,31 +74,21 @@ func (r renderer) render(ctx context.Context, path string, pages []int, fn func(
 	if len(pages) == 0 {
 		return nil
 	}
-	if err := (&Adapter{Mutool: r.mutool}).CheckRenderer(); err != nil {
+	if err := r.mutool.available(); err != nil {
 		return err
 	}
-	args := []string{"draw", "-q", "-r", strconv.FormatFloat(r.dpi, 'f', 2, 64), "-c", "gray", "-F", "pgm", "-o", "-",
-		path, pageRanges(pages)}
-	// ulimit -v bounds the renderer's memory (in KiB); exec keeps the shell out of the process tree.
-	script := fmt.Sprintf(`ulimit -v %d 2>/dev/null; exec "$0" "$@"`, max(r.memLimit>>10, 64<<10))
-	cmd := exec.Command("/bin/sh", append([]string{"-c", script, r.mutool}, args...)...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd, stderr := r.mutool.command(ctx, 0, "draw", "-q", "-r", strconv.FormatFloat(r.dpi, 'f', 2, 64), "-c", "gray", "-F", "pgm",
+		"-o", "-", path, pageRanges(pages))
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		return fmt.Errorf("pdf: render: %w", err)
 	}
-	var stderr limitedBuffer
-	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("pdf: render: %w", err)
 	}
-	kill := func() {
-		if cmd.Process != nil {
-			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		}
-	}
+	// The page timer kills the process group as ctx's end does (mutoolRunner.command).
+	kill := func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	timer := time.AfterFunc(r.pageLimit, kill)
-	stop := context.AfterFunc(ctx, kill)
 	timedOut := func() bool { return !timer.Stop() }
 
 	now := r.now
@@ -153,7 +141,6 @@ func (r renderer) render(ctx context.Context, path string, pages []int, fn func(
 		timer.Reset(r.pageLimit)
 	}
 	expired := timedOut()
-	stop()
 	if readErr != nil || reserveErr != nil {
 		kill()
 	}
@@ -281,15 +268,3 @@ func pgmInt(br *bufio.Reader) (int, error) {
 		}
 	}
 }
-
-// limitedBuffer keeps the first 2 KiB written to it (the renderer's error messages).
-type limitedBuffer struct{ b []byte }
-
-func (l *limitedBuffer) Write(p []byte) (int, error) {
-	if room := 2048 - len(l.b); room > 0 {
-		l.b = append(l.b, p[:min(room, len(p))]...)
-	}
-	return len(p), nil
-}
-
-func (l *limitedBuffer) String() string { return string(l.b) }
