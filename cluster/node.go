@@ -355,6 +355,10 @@ func (n *Node) SetCapacity(free int) error { return n.provider.SetCapacity(free)
 // go out at most every 100 ms.
 func (n *Node) SetFree(free map[string]int) error { return n.provider.SetFree(free) }
 
+// SetLowDisk gossips whether this node is low on disk space (NodeMeta.LowDisk), so that other nodes place
+// work elsewhere while they can. It does not block; updates go out like SetFree's.
+func (n *Node) SetLowDisk(low bool) error { return n.provider.SetLowDisk(low) }
+
 // Blocked is closed when the cluster has blocked this node's id (it was
 // declared dead and came back; with ActorGossipInterval set, also when its
 // protoactor heartbeat expired). Peers route nothing to it any more; stop it

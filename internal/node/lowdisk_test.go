@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,6 +18,7 @@ import (
 
 	"filigrane/actors"
 	"filigrane/actors/jobstate"
+	"filigrane/cluster"
 	"filigrane/internal/clock"
 	"filigrane/internal/node"
 	"filigrane/persistence/diskspace"
@@ -324,4 +326,55 @@ func TestSyncDetectLowOnDiskAnswers503(t *testing.T) {
 	if after, _ := balance(t, f, f.orgA); before-after != 1 {
 		t.Fatalf("charged %d, want 1", before-after)
 	}
+}
+
+// A node below its free-space reserve tells the cluster so (its member's LowDisk, which placement reads to send
+// work to nodes with room) and says so on /readyz while staying ready, 200: it still serves reads, downloads
+// and the deletes that free space, and every refused write answers 503 with Retry-After on its own. Below a
+// quarter of the reserve the check says records are refused too. Once space is freed both clear without a
+// restart. Before, neither the cluster nor /readyz showed anything.
+func TestLowDiskAdvertisedAndReady(t *testing.T) {
+	t.Parallel()
+	g := diskspace.New(t.TempDir(), 1)
+	clk := clock.NewManual(time.Date(2026, 5, 4, 10, 0, 0, 0, time.UTC))
+	n := startNode(t, t.TempDir(), clk, func(c *node.Config) { c.DiskGuard = g })
+	t.Cleanup(func() { stopNode(t, n) })
+	ready := "http://" + n.APIAddr() + "/readyz"
+	gossipsLow := func(want bool) {
+		t.Helper()
+		timeout := time.After(10 * time.Second) // the node reads its disk every second
+		for {
+			changed := n.Cluster().MembersChanged()
+			if slices.ContainsFunc(n.Cluster().Members(), func(m cluster.Member) bool { return m.Self && m.LowDisk == want }) {
+				return
+			}
+			select {
+			case <-changed:
+			case <-timeout:
+				t.Fatalf("the node's member never showed LowDisk %v", want)
+			}
+		}
+	}
+	diskCheck := func(want string) {
+		t.Helper()
+		if r := getReady(t, ready); r.status != 200 || !strings.HasPrefix(r.checks["disk"], want) || r.checks["storage"] != "ok" {
+			t.Fatalf("/readyz = %+v, want 200 with storage ok and a disk check beginning %q", r, want)
+		}
+	}
+	diskCheck("ok")
+	free, err := g.Free()
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.SetReserve(2 * free) // files refused, records still written
+	gossipsLow(true)
+	diskCheck("low: under the free-space reserve, new files are refused")
+	g.SetReserve(8 * free) // records refused too
+	diskCheck("low: under a quarter of the free-space reserve, new files and records are refused")
+	if r := call(t, "GET", "http://"+n.APIAddr()+"/healthz", "", nil); r.status != 200 {
+		t.Fatalf("/healthz on a low disk: %d %s", r.status, r.body)
+	}
+	g.SetReserve(1)
+	gossipsLow(false)
+	diskCheck("ok")
 }
