@@ -378,3 +378,85 @@ func TestLowDiskAdvertisedAndReady(t *testing.T) {
 	gossipsLow(false)
 	diskCheck("ok")
 }
+
+// logLines is a node's log as lines on a channel, so that a test waits for what the node says it did (a
+// refusal it records nowhere else).
+type logLines chan string
+
+func (l logLines) Write(p []byte) (int, error) {
+	select {
+	case l <- string(p):
+	default: // nobody waits for this one
+	}
+	return len(p), nil
+}
+
+// waitLog waits up to 30 s for a line of lines containing want.
+func waitLog(t *testing.T, lines logLines, want string) {
+	t.Helper()
+	timeout := time.After(30 * time.Second)
+	for {
+		select {
+		case l := <-lines:
+			if strings.Contains(l, want) {
+				return
+			}
+		case <-timeout:
+			t.Fatalf("no log line saying %q", want)
+		}
+	}
+}
+
+// Below a quarter of the reserve the job's own record cannot be written: the worker's report that its attempt
+// met a low disk is refused, and so are its renewals, so the attempt's lease runs out with nothing recorded.
+// Once space is freed, the sweeper's tick ends that attempt as a wait for disk space, not counted (the job
+// actor kept the refused report), and the job succeeds on its first counted attempt, charged once. Before, the
+// lapsed lease counted as a lost worker (worker_lost, attempt 1 of 5).
+func TestJobLowOnRecordsWaitsUncounted(t *testing.T) {
+	t.Parallel()
+	lines := make(logLines, 256)
+	g := diskspace.New(t.TempDir(), 1)
+	f := newFixture(t, func(c *node.Config) {
+		c.DiskGuard, c.Logger = g, zerolog.New(lines).Level(zerolog.WarnLevel)
+	})
+	var once sync.Once
+	f.n.Pool().OnClaim = func(context.Context, string) bool {
+		once.Do(func() { // records refused too: a reserve of 8 times the free space has a quarter of twice it
+			free, err := g.Free()
+			if err != nil {
+				t.Error(err)
+			}
+			g.SetReserve(8 * free)
+		})
+		return true
+	}
+	before, _ := balance(t, f, f.orgA)
+	r := post(t, f.base+"/watermarks/images/async", f.keyA, "", photo(t, 320, 256, 14), `{"disk":"records"}`)
+	if r.status != 202 {
+		t.Fatalf("async embed: %d %s", r.status, r.body)
+	}
+	rc := decodeReceipt(t, r)
+	waitLog(t, lines, "outcome not recorded") // the worker's low-disk report was refused
+	f.clk.Advance(time.Minute)                // past the attempt's 30 s lease, never renewed
+	g.SetReserve(1)                           // space freed
+	if _, _, err := f.n.Sweep(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if rec := jobRecord(t, f, rc.RequestID); !rec.WaitingForDisk() || rec.Attempts != 0 || rec.DiskWaits != 1 {
+		t.Fatalf("after the lapse: %s, %d attempts, %d disk waits, last error %+v; want waiting for disk space, no attempt counted",
+			rec.Status, rec.Attempts, rec.DiskWaits, rec.LastError)
+	}
+	f.clk.Advance(2 * time.Second)
+	if _, _, err := f.n.Sweep(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if res := waitResult(t, f, f.keyA, rc.ResultURL); res.status != 200 {
+		t.Fatalf("result once space is freed: %d %s", res.status, res.body)
+	}
+	if final := decodeReceipt(t, call(t, "GET", f.base+rc.StatusURL, f.keyA, nil)); final.Status != "succeeded" || final.Attempts != 1 {
+		t.Fatalf("final receipt: %s, want succeeded after 1 attempt", final.raw)
+	}
+	if after, held := balance(t, f, f.orgA); before-after != 1 || held != 0 {
+		t.Fatalf("charged %d (held %d), want exactly 1", before-after, held)
+	}
+}
