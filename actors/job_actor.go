@@ -109,8 +109,8 @@ func (a *jobActor) Receive(ctx actor.Context) {
 			}
 			return r.Fail(msg.Token, msg.Code, msg.Detail, msg.Retryable, now)
 		}, nil)
-		if msg.LowDisk && a.writeLow {
-			a.diskRefused = msg
+		if msg.LowDisk && a.writeLow && a.rec != nil && a.rec.Lease != nil && a.rec.Lease.Token == msg.Token {
+			a.diskRefused = msg // not recorded: the attempt still runs in the record
 		}
 	case *JobHandBack:
 		a.command(ctx, msg.RequestID, func(r *jobstate.Record, now time.Time) error {
@@ -139,9 +139,6 @@ func (a *jobActor) Receive(ctx actor.Context) {
 			}
 			return nil
 		}, nil)
-		if f := a.diskRefused; f != nil && (a.rec == nil || a.rec.Lease == nil || a.rec.Lease.Token != f.Token) {
-			a.diskRefused = nil // applied, or the attempt ended otherwise
-		}
 	case *JobCancel:
 		a.command(ctx, msg.RequestID, func(r *jobstate.Record, now time.Time) error {
 			if r.Status.Terminal() {
@@ -370,6 +367,7 @@ func (a *jobActor) command(ctx actor.Context, requestID string, fn func(*jobstat
 	if !a.loadFor(ctx, requestID, "") {
 		return
 	}
+	defer a.forgetDiskRefused()
 	next := a.rec.Clone()
 	err := fn(next, a.deps.Clock.Now())
 	if err != nil {
@@ -393,6 +391,14 @@ func (a *jobActor) command(ctx actor.Context, requestID string, fn func(*jobstat
 		decorate(rep)
 	}
 	a.deps.Respond(ctx, rep)
+}
+
+// forgetDiskRefused drops the refused low-disk report once its attempt no longer runs (the tick applied it,
+// the worker's own report got through, or the job ended otherwise), so that the activation may idle out.
+func (a *jobActor) forgetDiskRefused() {
+	if f := a.diskRefused; f != nil && (a.rec == nil || a.rec.Lease == nil || a.rec.Lease.Token != f.Token) {
+		a.diskRefused = nil
+	}
 }
 
 // settle performs what the record still owes, marking each settled effect in the record, and tells waiters
