@@ -72,6 +72,9 @@ type Config struct {
 	// found them, gossiped in node metadata; zero without a GPU.
 	GPUs      int
 	GPUMemory uint64
+	// LowDisk is NodeMeta.LowDisk at start (SetLowDisk changes it), so that
+	// the members learn it with the node's join.
+	LowDisk bool
 	// Logger receives the node's, protoactor's and memberlist's logs.
 	// protoactor logs below Warn only with VerboseActorLogs: at Info it
 	// writes several lines per member on every topology change.
@@ -201,6 +204,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		Free:             cfg.Free,
 		GPUs:             cfg.GPUs,
 		GPUMemory:        cfg.GPUMemory,
+		LowDisk:          cfg.LowDisk,
 		Label:            cfg.Label,
 		FailureDetection: cfg.FailureDetection,
 		GossipKey:        cfg.GossipKey,

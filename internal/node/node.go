@@ -341,6 +341,10 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 			}))
 	}
 	n.storage, n.disk = storage, guard
+	if guard.Low() { // gossiped from the join on; advertiseDisk keeps it current
+		n.lowDisk.Store(true)
+		n.logDisk(true)
+	}
 	store, blobs := storage.Store, storage.Blobs
 	n.store, n.blobs = store, blobs
 	cdc, err := codec.New(cfg.CodecKey)
@@ -443,6 +447,7 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 		Registry:   reg,
 		Kinds:      kinds,
 		Free:       n.pools.Free(),
+		LowDisk:    n.lowDisk.Load(),
 
 		FailureDetection: cfg.FailureDetection,
 	})
@@ -631,14 +636,19 @@ func (n *Node) advertiseDisk() {
 	if n.lowDisk.Swap(low) == low {
 		return
 	}
-	if low {
-		n.cfg.Logger.Warn().Msg("the data directory is below --min-free-disk: new files are refused here, and other nodes take new work while they have room (docs/operations.md, Disk space)")
-	} else {
-		n.cfg.Logger.Info().Msg("the data directory is above --min-free-disk again: taking new work")
-	}
+	n.logDisk(low)
 	if err := n.cluster.SetLowDisk(low); err != nil {
 		n.cfg.Logger.Warn().Err(err).Msg("advertise low disk space")
 	}
+}
+
+// logDisk says once that the node went low on disk space, or has room again.
+func (n *Node) logDisk(low bool) {
+	if low {
+		n.cfg.Logger.Warn().Msg("the data directory is below --min-free-disk: new files are refused here, and other nodes take new work while they have room (docs/operations.md, Disk space)")
+		return
+	}
+	n.cfg.Logger.Info().Msg("the data directory is above --min-free-disk again: taking new work")
 }
 
 // listen is ln when the configuration hands one in, else a TCP listener on addr.
