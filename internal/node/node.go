@@ -631,6 +631,8 @@ func (n *Node) advertiseFree() {
 // advertiseDisk gossips whether the data directory is below its free-space reserve (cluster.NodeMeta.LowDisk),
 // when that changed since the last call, so that placement sends work to nodes with room while there are any
 // (actors/placement). The node reads the guard once a second and whenever the members change (rebalance).
+// Start calls it once before the rebalance loop begins, and then that loop alone does, so the gossiped value
+// follows the last change.
 func (n *Node) advertiseDisk() {
 	low := n.disk.Low()
 	if n.lowDisk.Swap(low) == low {
