@@ -94,7 +94,7 @@ func (n *Node) consoleCluster() []console.ClusterNode {
 			roles = append(roles, string(r))
 		}
 		out = append(out, console.ClusterNode{Name: m.Name, Roles: roles, Free: m.Free, Capacity: m.Capacity,
-			GPUs: m.GPUs, Addr: m.GossipAddr, Self: m.Self})
+			GPUs: m.GPUs, Addr: m.GossipAddr, Self: m.Self, LowDisk: m.LowDisk})
 	}
 	return out
 }
