@@ -9,6 +9,7 @@ import (
 	pcluster "github.com/asynkron/protoactor-go/cluster"
 
 	"filigrane/actors/batchstate"
+	"filigrane/actors/jobstate"
 	"filigrane/persistence"
 )
 
@@ -62,6 +63,11 @@ type batchActor struct {
 
 	pulse      *time.Timer
 	assembling bool
+	// diskWaits counts the archive builds refused for want of disk space since diskSince (the first); no
+	// build starts before diskRetryAt (waitForDisk).
+	diskWaits   int
+	diskSince   time.Time
+	diskRetryAt time.Time
 	// stopAssembly ends the archive build this activation started (nil: none).
 	stopAssembly context.CancelFunc
 	zip          *zipSource // the opened request zip of a zip batch, kept for the activation
@@ -152,6 +158,9 @@ func (a *batchActor) Receive(ctx actor.Context) {
 		}
 		if a.rec == nil {
 			return
+		}
+		if msg.lowDisk && a.waitForDisk() {
+			return // the pulse or the sweeper's tick builds it again once the wait is over
 		}
 		next := a.rec.Clone()
 		if err := next.ArchiveDone(msg.outcome, msg.key, msg.size, a.deps.Clock.Now()); err != nil {
@@ -486,7 +495,7 @@ func (a *batchActor) drive(ctx actor.Context, onlyJob string) {
 			break
 		}
 	}
-	if a.rec.Status == batchstate.StatusAssembling && !a.assembling {
+	if a.rec.Status == batchstate.StatusAssembling && !a.assembling && !a.deps.Clock.Now().Before(a.diskRetryAt) {
 		a.assembling = true
 		a.startAssembly(ctx)
 	}
@@ -501,6 +510,33 @@ func (a *batchActor) drive(ctx actor.Context, onlyJob string) {
 		ctx.Send(ctx.Self(), &BatchTick{BatchID: a.id})
 	}
 	a.schedulePulse(ctx)
+}
+
+// archiveDiskWait is how long a batch's archive waits for disk space, from its first build refused for want of
+// it, before it ends failed: as long as a build may take (archiveBuildLimit), and about an image job's deadline.
+const archiveDiskWait = archiveBuildLimit
+
+// waitForDisk takes a build refused because the node is low on disk space and reports whether the archive
+// waits for space (the next build no sooner than 2 s later, doubling up to jobstate.MaxDiskWait, as a job's
+// attempt does) rather than ending failed, which it does once archiveDiskWait has passed. The wait lives in
+// the activation: a new one (a restart, the batch moving to another node) tries at once and waits afresh.
+// Nothing is written: the batch reads assembling meanwhile.
+func (a *batchActor) waitForDisk() bool {
+	now := a.deps.Clock.Now()
+	if a.diskWaits == 0 {
+		a.diskSince = now
+	}
+	if now.Sub(a.diskSince) >= archiveDiskWait {
+		a.deps.Logger.Error().Str("batch", a.id).Int("tries", a.diskWaits+1).
+			Msg("archive: the node stayed low on disk space; the archive ends failed (docs/operations.md, Disk space)")
+		return false
+	}
+	a.diskWaits++
+	wait := min(jobstate.Backoff(a.diskWaits), jobstate.MaxDiskWait)
+	a.diskRetryAt = now.Add(wait)
+	a.deps.Logger.Warn().Str("batch", a.id).Int("tries", a.diskWaits).Dur("next_in", wait).
+		Msg("archive refused for want of disk space; building it again after the wait")
+	return true
 }
 
 // schedulePulse keeps a started batch checking its items in real time.

@@ -9,8 +9,12 @@ import (
 	"filigrane/actors"
 	"filigrane/actors/batchstate"
 	"filigrane/actors/jobstate"
+	"github.com/rs/zerolog"
+
 	"filigrane/internal/clock"
 	"filigrane/persistence"
+	"filigrane/persistence/diskspace"
+	"filigrane/persistence/fsblobs"
 )
 
 // TestArchiveWaitsQueuedForAnAssemblySlot: a batch whose files are done reads archive_status queued while the
@@ -95,4 +99,95 @@ func storeFinishedArchiveBatch(t *testing.T, store persistence.Store, clk clock.
 		t.Fatal(err)
 	}
 	return id
+}
+
+// logLines is a logger's output as lines on a channel, so that a test waits for what the code under test
+// says it did (an actor's decision taken in a message the test cannot observe otherwise).
+type logLines chan string
+
+func (l logLines) Write(p []byte) (int, error) {
+	select {
+	case l <- string(p):
+	default: // nobody waits for this one
+	}
+	return len(p), nil
+}
+
+// waitLog waits up to 10 s for a line of lines containing want.
+func waitLog(t *testing.T, lines logLines, want string) {
+	t.Helper()
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case l := <-lines:
+			if strings.Contains(l, want) {
+				return
+			}
+		case <-timeout:
+			t.Fatalf("no log line saying %q", want)
+		}
+	}
+}
+
+// awaitArchive asks for the batch until it is no longer assembling (10 s at most), and returns it.
+func awaitArchive(t *testing.T, c batchCaller, id, orgID string) *batchstate.Record {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got := c.batch(t, id, &actors.BatchGet{BatchID: id, OrgID: orgID}).Record
+		if got.Status != batchstate.StatusAssembling {
+			return got
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("still assembling, archive %q", got.ArchiveStatus)
+		}
+	}
+}
+
+// A batch's archive built while the node is low on disk space (the blob store's reserve refuses the zip) waits
+// for space instead of ending failed: the batch stays assembling, builds again after 2 s (doubling up to 30 s,
+// on the injected clock), and ends completed with its archive ready once space is freed. One that is still
+// refused 30 minutes after its first refusal ends failed, as before. Before, the first refusal ended the
+// archive failed for good.
+func TestArchiveWaitsForDiskSpace(t *testing.T) {
+	store := tempStore(t)
+	clk := clock.NewManual(time.Date(2026, 6, 1, 10, 0, 0, 0, time.UTC))
+	sys, lc := startSystem(t, store, store, clk)
+	t.Cleanup(sys.Shutdown)
+	lines := make(logLines, 64)
+	lc.deps.Logger = zerolog.New(lines)
+	guard := diskspace.New(t.TempDir(), 1<<62) // more than any disk has: every file is refused
+	blobs, err := fsblobs.OpenGuarded(t.TempDir(), guard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := batchCaller{localCaller: lc, env: &actors.BatchEnv{Pulse: time.Hour, Assemblies: make(chan struct{}, 1), Blobs: blobs}}
+	orgID := "org_" + strings.Repeat("3", 32)
+	const refused = "archive refused for want of disk space"
+
+	id := storeFinishedArchiveBatch(t, store, clk, orgID, "archive-disk-1", 100)
+	c.batch(t, id, &actors.BatchTick{BatchID: id})
+	waitLog(t, lines, refused)
+	if got := c.batch(t, id, &actors.BatchGet{BatchID: id, OrgID: orgID}).Record; got.Status != batchstate.StatusAssembling {
+		t.Fatalf("archive refused for want of disk space: %s, archive %q; want assembling", got.Status, got.ArchiveStatus)
+	}
+	guard.SetReserve(1) // space freed
+	clk.Advance(2 * time.Second)
+	c.batch(t, id, &actors.BatchTick{BatchID: id})
+	if got := awaitArchive(t, c, id, orgID); got.Status != batchstate.StatusCompleted || got.ArchiveStatus != batchstate.ArchiveReady {
+		t.Fatalf("once space is freed: %s, archive %q; want completed, ready", got.Status, got.ArchiveStatus)
+	} else if _, err := blobs.Stat(context.Background(), got.ArchiveBlobKey); err != nil {
+		t.Fatalf("the ready archive's zip: %v", err)
+	}
+
+	guard.SetReserve(1 << 62)
+	id = storeFinishedArchiveBatch(t, store, clk, orgID, "archive-disk-2", 100)
+	c.batch(t, id, &actors.BatchTick{BatchID: id})
+	waitLog(t, lines, refused)
+	clk.Advance(30 * time.Minute)
+	c.batch(t, id, &actors.BatchTick{BatchID: id})
+	waitLog(t, lines, "the node stayed low on disk space")
+	if got := awaitArchive(t, c, id, orgID); got.Status != batchstate.StatusCompleted || got.ArchiveStatus != batchstate.ArchiveFailed {
+		t.Fatalf("still low after 30 minutes: %s, archive %q; want completed, failed", got.Status, got.ArchiveStatus)
+	}
 }

@@ -21,6 +21,7 @@ import (
 	"filigrane/codec/imageio"
 	"filigrane/internal/problem"
 	"filigrane/persistence"
+	"filigrane/persistence/diskspace"
 )
 
 // pollItem reads item i's job and mirrors it onto the record; false when the record could not be written.
@@ -385,7 +386,7 @@ func assembleArchive(life context.Context, env *BatchEnv, deps *Deps, rec *batch
 	purgeAt := deps.Clock.Now().Add(archiveBuildLimit + batchstate.ArchiveRetention + time.Hour)
 	if _, err := deps.Store.CompareAndSet(c, purgeKey(purgeAt, rec.BatchID+".build-"+token), persistence.NoVersion, []byte(key)); err != nil {
 		deps.Logger.Error().Err(err).Str("batch", rec.BatchID).Msg("index archive for purging")
-		return &batchArchived{outcome: batchstate.ArchiveFailed}
+		return &batchArchived{outcome: batchstate.ArchiveFailed, lowDisk: errors.Is(err, diskspace.ErrLow)}
 	}
 	pr, pw := io.Pipe()
 	go func() { pw.CloseWithError(writeArchive(c, env, deps, rec, pw)) }()
@@ -394,7 +395,7 @@ func assembleArchive(life context.Context, env *BatchEnv, deps *Deps, rec *batch
 	if err != nil {
 		deps.Logger.Error().Err(err).Str("batch", rec.BatchID).Msg("assemble archive")
 		_ = env.Blobs.Delete(context.WithoutCancel(c), key)
-		return &batchArchived{outcome: batchstate.ArchiveFailed}
+		return &batchArchived{outcome: batchstate.ArchiveFailed, lowDisk: errors.Is(diskspace.MarkFull(err), diskspace.ErrLow)}
 	}
 	return &batchArchived{outcome: batchstate.ArchiveReady, key: key, size: info.Size}
 }

@@ -60,6 +60,9 @@ type batchArchived struct {
 	outcome batchstate.ArchiveStatus
 	key     string
 	size    int64
+	// lowDisk: the build failed only because the node is low on disk space (persistence/diskspace.ErrLow):
+	// the actor builds it again after a wait (batchActor.waitForDisk) before it takes outcome (failed).
+	lowDisk bool
 }
 
 // BatchReply answers every batch message.

@@ -12,6 +12,7 @@ import (
 	"filigrane/actors/durable"
 	"filigrane/actors/jobstate"
 	"filigrane/persistence"
+	"filigrane/persistence/diskspace"
 )
 
 // Storage keys of jobs.
@@ -39,6 +40,14 @@ type jobActor struct {
 	waiters []*actor.PID
 	wake    *time.Timer
 	wakeAt  time.Time
+	// diskRefused is a worker's report that its attempt met a low disk (JobFail with LowDisk) that this
+	// activation could not record because the store refused the write for want of disk space (below a
+	// quarter of --min-free-disk); the attempt's lease then runs out unrecorded. Once the record can be
+	// written, the tick applies it instead of the lease's expiry (jobstate.Record.DiskLapse), so the wait is
+	// not counted as a lost worker. Held in memory only, and the activation stays while it is held.
+	diskRefused *JobFail
+	// writeLow says that the last write was refused for want of disk space (nothing was written).
+	writeLow bool
 }
 
 func (a *jobActor) Receive(ctx actor.Context) {
@@ -54,7 +63,7 @@ func (a *jobActor) Receive(ctx actor.Context) {
 	case *pcluster.ClusterInit:
 		a.id = msg.Identity.Identity
 	case *actor.ReceiveTimeout:
-		if len(a.waiters) == 0 {
+		if len(a.waiters) == 0 && a.diskRefused == nil {
 			ctx.Poison(ctx.Self())
 		}
 	case *JobSubmit:
@@ -93,12 +102,16 @@ func (a *jobActor) Receive(ctx actor.Context) {
 			return r.Succeed(msg.Token, msg.Output, now)
 		}, nil)
 	case *JobFail:
+		a.writeLow = false
 		a.command(ctx, msg.RequestID, func(r *jobstate.Record, now time.Time) error {
 			if msg.LowDisk {
 				return r.WaitForDisk(msg.Token, msg.Detail, now)
 			}
 			return r.Fail(msg.Token, msg.Code, msg.Detail, msg.Retryable, now)
 		}, nil)
+		if msg.LowDisk && a.writeLow && a.rec != nil && a.rec.Lease != nil && a.rec.Lease.Token == msg.Token {
+			a.diskRefused = msg // not recorded: the attempt still runs in the record
+		}
 	case *JobHandBack:
 		a.command(ctx, msg.RequestID, func(r *jobstate.Record, now time.Time) error {
 			return r.HandBack(msg.Token, now)
@@ -115,6 +128,9 @@ func (a *jobActor) Receive(ctx actor.Context) {
 			return
 		}
 		a.command(ctx, msg.RequestID, func(r *jobstate.Record, now time.Time) error {
+			if f := a.diskRefused; f != nil && r.DiskLapse(f.Token, f.Detail, now) {
+				return nil
+			}
 			// The sweeper ticks every active job every few seconds: a running attempt whose worker's cluster
 			// member left ends then, not when its lease runs out.
 			if !r.Tick(now) && r.Status == jobstate.StatusRunning && a.deps.Caller != nil &&
@@ -192,8 +208,17 @@ func (a *jobActor) save(ctx actor.Context, rec *jobstate.Record) bool {
 }
 
 // write stores rec with compare-and-set. A lost race means another activation owns the job: this one stops.
+// So does any other failure, except a write refused for want of disk space (persistence/diskspace.ErrLow):
+// that refusal comes before anything is written, so the cell and a.rec are as they were and the activation
+// goes on, keeping what it could not record yet (diskRefused).
 func (a *jobActor) write(ctx actor.Context, rec *jobstate.Record) error {
-	if err := a.cell.Save(a.deps.lifetime(), rec); err != nil {
+	err := a.cell.Save(a.deps.lifetime(), rec)
+	a.writeLow = errors.Is(err, diskspace.ErrLow)
+	switch {
+	case a.writeLow:
+		a.deps.Logger.Warn().Err(err).Str("job", a.id).Msg("save job: the node is low on disk space")
+		return err
+	case err != nil:
 		a.deps.saveFailed(ctx, err, KindJob, a.id)
 		return err
 	}
@@ -342,6 +367,7 @@ func (a *jobActor) command(ctx actor.Context, requestID string, fn func(*jobstat
 	if !a.loadFor(ctx, requestID, "") {
 		return
 	}
+	defer a.forgetDiskRefused()
 	next := a.rec.Clone()
 	err := fn(next, a.deps.Clock.Now())
 	if err != nil {
@@ -365,6 +391,14 @@ func (a *jobActor) command(ctx actor.Context, requestID string, fn func(*jobstat
 		decorate(rep)
 	}
 	a.deps.Respond(ctx, rep)
+}
+
+// forgetDiskRefused drops the refused low-disk report once its attempt no longer runs (the tick applied it,
+// the worker's own report got through, or the job ended otherwise), so that the activation may idle out.
+func (a *jobActor) forgetDiskRefused() {
+	if f := a.diskRefused; f != nil && (a.rec == nil || a.rec.Lease == nil || a.rec.Lease.Token != f.Token) {
+		a.diskRefused = nil
+	}
 }
 
 // settle performs what the record still owes, marking each settled effect in the record, and tells waiters

@@ -214,9 +214,14 @@ type Dispatcher struct {
 	// replaced by its pools' live figures).
 	Members func() []placement.Node
 	// Send delivers an offer to the node with member id node without waiting.
-	Send   func(node string, o *WorkOffer) error
-	Logger zerolog.Logger
+	Send func(node string, o *WorkOffer) error
+	// LowDisk reports whether this node is low on disk space now (nil: never), for its own entry in the
+	// snapshot; other members' come with Members, as they gossip it.
+	LowDisk func() bool
+	Logger  zerolog.Logger
 }
+
+func (d *Dispatcher) lowDisk() bool { return d.LowDisk != nil && d.LowDisk() }
 
 // snapshot is the members as placement sees them, with this node's live free slots.
 func (d *Dispatcher) snapshot() []placement.Node {
@@ -226,7 +231,7 @@ func (d *Dispatcher) snapshot() []placement.Node {
 			nodes = append(nodes, n)
 		}
 	}
-	return append(nodes, placement.Node{ID: d.Self, Free: d.Pools.Free()})
+	return append(nodes, placement.Node{ID: d.Self, Free: d.Pools.Free(), LowDisk: d.lowDisk()})
 }
 
 // Dispatch places a claimable job; it never blocks.
@@ -281,9 +286,10 @@ func (d *Dispatcher) Replace(class mediakind.Class, ids []string) {
 
 // Rebalance moves jobs that wait in this node's queues to other nodes that advertise free slots of their
 // class, as many as those have free: a node that joined, or one that finished its work, takes waiting jobs
-// without waiting for the sweeper. It reports how many it moved.
+// without waiting for the sweeper. A node low on disk space takes none from a node that is not (placement
+// would not have sent them there either). It reports how many it moved.
 func (d *Dispatcher) Rebalance() int {
-	moved := 0
+	moved, selfLow := 0, d.lowDisk()
 	for _, c := range d.Pools.Classes() {
 		p := d.Pools.Pool(c)
 		if p.Waiting() == 0 || p.Free() > 0 {
@@ -291,7 +297,7 @@ func (d *Dispatcher) Rebalance() int {
 		}
 		for _, n := range d.Members() {
 			f := n.Free[string(c)]
-			if n.ID == d.Self || f <= 0 {
+			if n.ID == d.Self || f <= 0 || (n.LowDisk && !selfLow) {
 				continue
 			}
 			for _, id := range p.TakeQueued(f) {

@@ -134,6 +134,44 @@ func TestDispatcher(t *testing.T) {
 	}
 }
 
+// TestDispatcherLowDisk: while this node is low on disk space its jobs go to a member that is not, to that
+// member's queue when it is full rather than to this node's free slot; once every member is low too, the
+// local slot takes them again. Rebalance moves no waiting job from a node with room to a low member's free
+// slots, and does once this node is low as well.
+func TestDispatcherLowDisk(t *testing.T) {
+	ps := testPools(map[mediakind.Class]int{mediakind.ClassCPU: 1})
+	members := []placement.Node{{ID: "r1", Free: map[string]int{"cpu": 1}}}
+	var out []sent
+	d := testDispatcher(ps, &members, &out)
+	selfLow := true
+	d.LowDisk = func() bool { return selfLow }
+	image := func(id string) *jobstate.Record { return &jobstate.Record{RequestID: id, Media: jobstate.MediaImage} }
+	cpu := ps.Pool(mediakind.ClassCPU)
+
+	d.Dispatch(image("req_1"))
+	members[0].Free["cpu"] = 0
+	d.Dispatch(image("req_2"))
+	if cpu.Waiting() != 0 || len(out) != 2 || out[0].node != "r1" || out[1].node != "r1" {
+		t.Fatalf("low node with a free slot: waiting here %d, sent %v; want both jobs sent to r1", cpu.Waiting(), out)
+	}
+	members[0].LowDisk = true
+	d.Dispatch(image("req_3"))
+	if cpu.Waiting() != 1 || len(out) != 2 {
+		t.Fatalf("every node low: waiting here %d, sent %v; want the job in the local slot", cpu.Waiting(), out)
+	}
+
+	selfLow = false
+	d.Dispatch(image("req_4")) // local full, r1 low: waits here
+	members[0].Free["cpu"] = 3
+	if n := d.Rebalance(); n != 0 || len(out) != 2 {
+		t.Fatalf("rebalance to a low member's free slots: moved %d, sent %v", n, out)
+	}
+	selfLow = true
+	if n := d.Rebalance(); n == 0 || out[len(out)-1].node != "r1" {
+		t.Fatalf("rebalance with every node low: moved %d, sent %v", n, out)
+	}
+}
+
 // heldClaims answers a job claim only when release closes, as a job actor on a stalled node does; claimed
 // says that the claim arrived. The answer is not_claimable: the attempt ends without running.
 type heldClaims struct{ claimed, release chan struct{} }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"maps"
 	"os"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -246,6 +247,38 @@ func TestFreeGossip(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, gossipBudget, "every node to see that n2 runs no class", seen(nil, 0))
+}
+
+// TestLowDiskGossip: a node's low-disk flag reaches every member, and so does its clearing; MembersChanged
+// fires for it (placement and rebalancing wake on it).
+func TestLowDiskGossip(t *testing.T) {
+	_, nodes := liveCluster(t)
+	n3 := nodes[2]
+	seen := func(low bool) func() bool {
+		return func() bool {
+			for _, n := range nodes {
+				if !slices.ContainsFunc(n.Members(), func(m cluster.Member) bool { return m.ID == n3.ID() && m.LowDisk == low }) {
+					return false
+				}
+			}
+			return true
+		}
+	}
+	changed := nodes[0].MembersChanged()
+	if err := n3.SetLowDisk(true); err != nil {
+		t.Fatal(err)
+	}
+	d := eventually(t, gossipBudget, "every node to see n3 low on disk", seen(true))
+	t.Logf("low disk visible on all nodes after %v", d)
+	select {
+	case <-changed:
+	default:
+		t.Fatal("n1's MembersChanged channel not closed after n3 went low on disk")
+	}
+	if err := n3.SetLowDisk(false); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, gossipBudget, "every node to see n3 with room again", seen(false))
 }
 
 func TestCapacityGossip(t *testing.T) {

@@ -82,6 +82,10 @@ type NodeMeta struct {
 	// accelerator status (gpu.State).
 	GPUs      int    `msgpack:"g,omitempty"`
 	GPUMemory uint64 `msgpack:"gm,omitempty"`
+	// LowDisk is set while the node's data directory is below its free-space reserve (--min-free-disk:
+	// persistence/diskspace refuses new files there), updated at runtime (SetLowDisk). Placement prefers
+	// nodes without it (actors/placement). Absent in the metadata of nodes that predate it: not low.
+	LowDisk bool `msgpack:"ld,omitempty"`
 	// Client marks nodes that joined with StartClient: they see the cluster
 	// but host no kinds and are left out of protoactor's topology.
 	Client bool `msgpack:"cl,omitempty"`

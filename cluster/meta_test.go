@@ -21,6 +21,7 @@ func sampleMeta() NodeMeta {
 		Capacity:  7,
 		GPUs:      2,
 		GPUMemory: 2 * 85_520_809_984, // two H100 80GB
+		LowDisk:   true,
 	}
 }
 
@@ -115,8 +116,9 @@ func TestMetaRejectsBadInput(t *testing.T) {
 	}
 }
 
-// Metadata without the GPU fields (a node from before they existed) decodes with zero GPUs, and a node that
-// does not know the fields still decodes metadata carrying them: the encoding version need not change.
+// Metadata without the GPU and low-disk fields (a node from before they existed) decodes with zero GPUs and not
+// low on disk, and a node that does not know the fields still decodes metadata carrying them: the encoding
+// version need not change.
 func TestMetaGPUFieldsAreCompatible(t *testing.T) {
 	type oldMeta struct {
 		Version  int      `msgpack:"v"`
@@ -134,7 +136,7 @@ func TestMetaGPUFieldsAreCompatible(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, err := DecodeMeta(raw)
-	if err != nil || got.GPUs != 0 || got.GPUMemory != 0 || got.Capacity != m.Capacity {
+	if err != nil || got.GPUs != 0 || got.GPUMemory != 0 || got.LowDisk || got.Capacity != m.Capacity {
 		t.Fatalf("old metadata: %+v, %v", got, err)
 	}
 	b, err := EncodeMeta(m)

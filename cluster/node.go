@@ -72,6 +72,9 @@ type Config struct {
 	// found them, gossiped in node metadata; zero without a GPU.
 	GPUs      int
 	GPUMemory uint64
+	// LowDisk is NodeMeta.LowDisk at start (SetLowDisk changes it), so that
+	// the members learn it with the node's join.
+	LowDisk bool
 	// Logger receives the node's, protoactor's and memberlist's logs.
 	// protoactor logs below Warn only with VerboseActorLogs: at Info it
 	// writes several lines per member on every topology change.
@@ -201,6 +204,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		Free:             cfg.Free,
 		GPUs:             cfg.GPUs,
 		GPUMemory:        cfg.GPUMemory,
+		LowDisk:          cfg.LowDisk,
 		Label:            cfg.Label,
 		FailureDetection: cfg.FailureDetection,
 		GossipKey:        cfg.GossipKey,
@@ -354,6 +358,10 @@ func (n *Node) SetCapacity(free int) error { return n.provider.SetCapacity(free)
 // Capacity becomes their sum). It does not block: updates are coalesced and
 // go out at most every 100 ms.
 func (n *Node) SetFree(free map[string]int) error { return n.provider.SetFree(free) }
+
+// SetLowDisk gossips whether this node is low on disk space (NodeMeta.LowDisk), so that other nodes place
+// work elsewhere while they can. It does not block; updates go out like SetFree's.
+func (n *Node) SetLowDisk(low bool) error { return n.provider.SetLowDisk(low) }
 
 // Blocked is closed when the cluster has blocked this node's id (it was
 // declared dead and came back; with ActorGossipInterval set, also when its

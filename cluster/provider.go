@@ -117,7 +117,9 @@ type ProviderConfig struct {
 	Roles    []Role
 	Capacity int
 	// Free is the free slots per work class at start (see NodeMeta.Free).
-	Free      map[string]int
+	Free map[string]int
+	// LowDisk is NodeMeta.LowDisk at start.
+	LowDisk   bool
 	GPUs      int
 	GPUMemory uint64
 	// Label separates clusters that share a network: memberlist drops
@@ -298,6 +300,7 @@ func (p *MemberlistProvider) start(c *pcluster.Cluster, client bool) error {
 		Free:      maps.Clone(p.cfg.Free),
 		GPUs:      p.cfg.GPUs,
 		GPUMemory: p.cfg.GPUMemory,
+		LowDisk:   p.cfg.LowDisk,
 		Client:    client,
 	}
 	metaB, err := EncodeMeta(self)
@@ -564,6 +567,12 @@ func (p *MemberlistProvider) SetFree(free map[string]int) error {
 		func(c *ProviderConfig) { c.Free, c.Capacity = free, total })
 }
 
+// SetLowDisk records whether the node is low on disk space (NodeMeta.LowDisk) and gossips it, coalesced
+// like SetCapacity.
+func (p *MemberlistProvider) SetLowDisk(low bool) error {
+	return p.setMeta(func(m *NodeMeta) { m.LowDisk = low }, func(c *ProviderConfig) { c.LowDisk = low })
+}
+
 func (p *MemberlistProvider) setMeta(change func(*NodeMeta), before func(*ProviderConfig)) error {
 	p.mu.Lock()
 	if !p.started {
@@ -816,7 +825,7 @@ func (p *MemberlistProvider) hasMemberIDLocked(id string) bool {
 
 func sameMember(a, b Member) bool {
 	return a.ID == b.ID && a.Name == b.Name && a.Capacity == b.Capacity && a.Client == b.Client &&
-		maps.Equal(a.Free, b.Free) &&
+		maps.Equal(a.Free, b.Free) && a.LowDisk == b.LowDisk &&
 		a.Address() == b.Address() && a.GossipAddr == b.GossipAddr &&
 		slices.Equal(a.Roles, b.Roles) && slices.Equal(a.Kinds, b.Kinds)
 }

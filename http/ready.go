@@ -13,14 +13,18 @@ import (
 type ReadyCheck struct {
 	Name string
 	Err  error
+	// Advisory checks are reported (Err's message under their name in checks) but leave the node ready: what
+	// they find limits some requests, not the node (a low disk refuses new files; reads and the deletes that
+	// free space go on, and a load balancer that took the node out would stop those too).
+	Advisory bool
 }
 
 // readyTimeout bounds one /readyz: a load balancer probes every few seconds and must get an answer, so a
 // storage server that hangs counts as down.
 const readyTimeout = 2 * time.Second
 
-// readyz answers whether this node can serve requests now: 200 with every check, or 503 (problem+json, code
-// service_unavailable) naming the checks that failed. Unlike /healthz (the process is alive), a failure here
+// readyz answers whether this node can serve requests now: 200 with every check (advisory ones may say what
+// they found), or 503 (problem+json, code service_unavailable) naming the checks that failed. Unlike /healthz (the process is alive), a failure here
 // says "send traffic elsewhere", not "restart me". No API key: load balancers probe it.
 func (s *Server) readyz(ctx *fasthttp.RequestCtx, _ map[string]string) {
 	var checks []ReadyCheck
@@ -37,7 +41,9 @@ func (s *Server) readyz(ctx *fasthttp.RequestCtx, _ map[string]string) {
 			continue
 		}
 		results[ch.Name] = ch.Err.Error()
-		failed = append(failed, ch.Name+": "+ch.Err.Error())
+		if !ch.Advisory {
+			failed = append(failed, ch.Name+": "+ch.Err.Error())
+		}
 	}
 	ctx.Response.Header.Set("Cache-Control", "no-store")
 	if len(failed) == 0 {

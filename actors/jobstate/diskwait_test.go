@@ -69,3 +69,32 @@ func TestWaitForDisk(t *testing.T) {
 	}
 	mustValid(t, r)
 }
+
+// TestDiskLapse: an attempt whose low-disk report could not be recorded (its lease ran out meanwhile) ends as
+// a wait for disk space, not counted, once its lease expired: not before (the worker may still report), not
+// for another attempt's token, not for a job that is no longer running, and not at the deadline, where Tick
+// fails the job instead.
+func TestDiskLapse(t *testing.T) {
+	r := mustAccept(t, testSpec(), t0)
+	now := t0.Add(time.Second)
+	l := mustClaim(t, r, "n1/w0/aa", now, 30*time.Second)
+	if r.DiskLapse(l.Token, "refused", l.ExpiresAt.Add(-time.Nanosecond)) || r.DiskLapse(l.Token+1, "refused", l.ExpiresAt) {
+		t.Fatal("a lease not yet expired, or another attempt's, ended as a disk wait")
+	}
+	if !r.DiskLapse(l.Token, "the result could not be stored", l.ExpiresAt) {
+		t.Fatal("an expired lease whose report was refused did not end as a disk wait")
+	}
+	if r.Status != StatusRetrying || r.Attempts != 0 || r.DiskWaits != 1 || !r.WaitingForDisk() ||
+		!r.NextAttemptAt.Equal(l.ExpiresAt.Add(FirstBackoff)) {
+		t.Fatalf("after the lapse: %s, %d attempts, %d waits, next at %v", r.Status, r.Attempts, r.DiskWaits, r.NextAttemptAt)
+	}
+	mustValid(t, r)
+	if r.DiskLapse(l.Token, "again", l.ExpiresAt) || r.Tick(l.ExpiresAt) {
+		t.Fatal("a retrying job changed again")
+	}
+	now = r.Deadline.Add(-time.Minute)
+	l = mustClaim(t, r, "n1/w0/aa", now, 30*time.Second)
+	if r.DiskLapse(l.Token, "refused", r.Deadline) {
+		t.Fatal("a lapse at the deadline ended as a disk wait")
+	}
+}

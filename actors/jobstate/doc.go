@@ -49,7 +49,9 @@
 //     deadline: the condition clears when an operator frees space, and counting it failed accepted jobs for
 //     good within a minute. While it waits after its first try the job is `retrying` with 0 attempts.
 //   - Lease expiry counts the attempt (it was counted when the worker claimed it). On the last attempt it
-//     fails the job with error_code "worker_lost".
+//     fails the job with error_code "worker_lost". Except DiskLapse: a lease that ran out because even the
+//     low-disk report could not be written (the caller saw it refused for want of disk space) ends as that
+//     report would have, a wait for disk space, not counted.
 //   - Refused late work. A success that arrives after the lease expired or after the deadline is refused
 //     even though the output exists: accepting it would make the outcome depend on how late the actor
 //     ticked. A refused worker deletes the output blob it wrote; nothing refers to it.

@@ -270,6 +270,29 @@ func (r *Record) WaitForDisk(token Token, detail string, now time.Time) error {
 	if err := r.checkLease(token, now); err != nil {
 		return fmt.Errorf("wait for disk space, job %s with lease %d: %w", r.RequestID, token, err)
 	}
+	r.waitForDisk(token, detail, now)
+	return nil
+}
+
+// DiskLapse ends a running attempt whose lease ran out while its node could not record anything: below a
+// quarter of --min-free-disk the job's record itself is refused, so the attempt's WaitForDisk could not be
+// written, nor its renewals, and the lease lapsed. The caller (the job actor, which saw that report refused
+// for want of disk space) applies the report now, as WaitForDisk would have on time, instead of the lease's
+// expiry (Tick: worker_lost, counted). The record cannot know the report was made; the caller does. It
+// reports whether the record changed: only when attempt token still runs, its lease expired, and the
+// deadline has not come (Tick fails the job then).
+func (r *Record) DiskLapse(token Token, detail string, now time.Time) bool {
+	now = now.UTC()
+	if r.Status != StatusRunning || r.Lease == nil || r.Lease.Token != token || now.Before(r.Lease.ExpiresAt) ||
+		!now.Before(r.Deadline) {
+		return false
+	}
+	r.waitForDisk(token, detail, now)
+	return true
+}
+
+// waitForDisk ends attempt token as a wait for disk space (WaitForDisk, DiskLapse).
+func (r *Record) waitForDisk(token Token, detail string, now time.Time) {
 	r.Lease = nil
 	r.Attempts--
 	r.DiskWaits++
@@ -280,7 +303,6 @@ func (r *Record) WaitForDisk(token Token, detail string, now time.Time) error {
 		r.NextAttemptAt = r.Deadline // not claimable then: the wake at the deadline fails the job
 	}
 	r.changed()
-	return nil
 }
 
 // WaitingForDisk reports whether the job waits because its last attempt met a node low on disk space

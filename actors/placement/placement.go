@@ -11,18 +11,25 @@
 //     runs (the local one if it does, else one chosen by the same hash), where the job waits in the queue;
 //  3. when no node runs any of the classes, nothing: the job stays claimable and the sweeper's next tick
 //     places it again (a node that joins with that class takes it then).
+//
+// Nodes low on disk space (Node.LowDisk) are left out of these rules while any node that is not low runs one
+// of the classes: the job goes to the queue of a node with room on its disk rather than to a free slot of a
+// low one, where its attempt would meet the low disk, wait for space and be placed there again. When every
+// node that runs the classes is low (a one-node box among them), the rules apply to all nodes alike, so no
+// work stops for want of a better node.
 package placement
 
 import (
 	"hash/fnv"
 )
 
-// Node is one member as placement sees it: its id and its free slots per work class. A class absent from
-// Free is one the node does not run (its roles exclude it, or it is draining); a class present with 0 is run
-// but full.
+// Node is one member as placement sees it: its id, its free slots per work class, and whether it is low on
+// disk space. A class absent from Free is one the node does not run (its roles exclude it, or it is
+// draining); a class present with 0 is run but full.
 type Node struct {
-	ID   string
-	Free map[string]int
+	ID      string
+	Free    map[string]int
+	LowDisk bool
 }
 
 // Choice is where a job goes: the node's id and the class it runs under there. Queued is true when the
@@ -37,6 +44,22 @@ type Choice struct {
 // self and the members nodes (self may appear among them; it is recognised by id). ok is false when no node
 // runs any of the classes.
 func Pick(key string, classes []string, self string, nodes []Node) (c Choice, ok bool) {
+	roomy := make([]Node, 0, len(nodes))
+	for _, n := range nodes {
+		if !n.LowDisk {
+			roomy = append(roomy, n)
+		}
+	}
+	if len(roomy) < len(nodes) {
+		if c, ok := pick(key, classes, self, roomy); ok {
+			return c, true
+		}
+	}
+	return pick(key, classes, self, nodes)
+}
+
+// pick is the rule over nodes, all of them alike.
+func pick(key string, classes []string, self string, nodes []Node) (c Choice, ok bool) {
 	local := -1
 	for i, n := range nodes {
 		if n.ID == self {

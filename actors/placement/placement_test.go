@@ -2,6 +2,7 @@ package placement
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 )
 
@@ -13,9 +14,18 @@ func nodes(spec ...any) []Node {
 	return ns
 }
 
+// low marks the nodes named ids as low on disk space.
+func low(ns []Node, ids ...string) []Node {
+	for i := range ns {
+		ns[i].LowDisk = slices.Contains(ids, ns[i].ID)
+	}
+	return ns
+}
+
 // TestPick: local first when it has room, else the most free slots; a full cluster queues (locally when the
 // local node runs the class); a class nobody runs places nothing; a gpu job prefers a free gpu slot anywhere
-// over a CPU slot, and falls back to the CPU class.
+// over a CPU slot, and falls back to the CPU class; nodes low on disk space take work only when no other node
+// runs the job's classes.
 func TestPick(t *testing.T) {
 	cases := []struct {
 		name    string
@@ -48,6 +58,20 @@ func TestPick(t *testing.T) {
 			nodes("a", map[string]int{"cpu": 0}, "g", map[string]int{"gpu": 0}), Choice{Node: "g", Class: "gpu", Queued: true}, true},
 		{"draining node (no classes) is skipped", []string{"cpu"}, "a",
 			nodes("a", map[string]int{}, "b", map[string]int{}, "c", map[string]int{"cpu": 0}), Choice{Node: "c", Class: "cpu", Queued: true}, true},
+		{"local low on disk: a roomy node's free slot", []string{"cpu"}, "a",
+			low(nodes("a", map[string]int{"cpu": 4}, "b", map[string]int{"cpu": 1}), "a"), Choice{Node: "b", Class: "cpu"}, true},
+		{"roomy node full: its queue, not a low node's free slot", []string{"cpu"}, "a",
+			low(nodes("a", map[string]int{"cpu": 4}, "b", map[string]int{"cpu": 0}), "a"), Choice{Node: "b", Class: "cpu", Queued: true}, true},
+		{"a low remote node's free slots are passed over", []string{"cpu"}, "a",
+			low(nodes("a", map[string]int{"cpu": 0}, "b", map[string]int{"cpu": 8}, "c", map[string]int{"cpu": 1}), "b"), Choice{Node: "c", Class: "cpu"}, true},
+		{"every node low: the rule as without the disk", []string{"cpu"}, "a",
+			low(nodes("a", map[string]int{"cpu": 0}, "b", map[string]int{"cpu": 2}), "a", "b"), Choice{Node: "b", Class: "cpu"}, true},
+		{"the only node, low", []string{"cpu"}, "a",
+			low(nodes("a", map[string]int{"cpu": 1}), "a"), Choice{Node: "a", Class: "cpu"}, true},
+		{"the only roomy node runs another class: the low runner", []string{"cpu-long"}, "a",
+			low(nodes("a", map[string]int{"cpu-long": 1}, "b", map[string]int{"cpu": 3}), "a"), Choice{Node: "a", Class: "cpu-long"}, true},
+		{"gpu job: a roomy cpu slot before a low gpu node", []string{"gpu", "cpu"}, "a",
+			low(nodes("a", map[string]int{"cpu": 1}, "g", map[string]int{"gpu": 1}), "g"), Choice{Node: "a", Class: "cpu"}, true},
 	}
 	for _, c := range cases {
 		got, ok := Pick("req_1", c.classes, c.self, c.nodes)

@@ -123,6 +123,8 @@ type ClusterNode struct {
 	GPUs     int
 	Addr     string
 	Self     bool
+	// LowDisk: the node is below its --min-free-disk reserve (placement passes it over while others have room).
+	LowDisk bool
 }
 
 // Console serves /console.

@@ -18,6 +18,7 @@ import (
 	"filigrane/internal/admin"
 	"filigrane/internal/clock"
 	"filigrane/internal/node"
+	"filigrane/persistence/diskspace"
 )
 
 // client talks to a node's console as a browser would, without following redirects.
@@ -716,4 +717,44 @@ func TestInviteExistingAccount(t *testing.T) {
 	if r := owner.do("GET", "/console/members", nil, nil); strings.Contains(r.body, "eve@example.com") {
 		t.Fatal("Third lists Eve")
 	}
+}
+
+// TestClusterPageShowsLowDisk: the cluster page tags a node below its --min-free-disk reserve "low on disk"
+// (its gossiped metadata, read every second), and drops the tag once space is freed.
+func TestClusterPageShowsLowDisk(t *testing.T) {
+	g := diskspace.New(t.TempDir(), 1)
+	n := startNode(t, clock.NewManual(time.Now()), func(c *node.Config) { c.DiskGuard = g })
+	dev := n.DevOrg
+	c := &client{t: t, base: "http://" + n.APIAddr(), cookies: map[string]string{}}
+	if r := c.signIn(dev.ConsoleEmail, dev.ConsolePassword); r.status != 303 {
+		t.Fatalf("sign in: %d", r.status)
+	}
+	tagged := func(want bool) {
+		t.Helper()
+		timeout := time.After(10 * time.Second) // the node reads its disk every second
+		for {
+			changed := n.Cluster().MembersChanged()
+			r := c.do("GET", "/console/cluster", nil, nil)
+			if r.status != 200 {
+				t.Fatalf("cluster page: %d", r.status)
+			}
+			if strings.Contains(r.body, `<span class="tag">low on disk</span>`) == want {
+				return
+			}
+			select {
+			case <-changed:
+			case <-timeout:
+				t.Fatalf("the cluster page never showed the node with low on disk %v:\n%s", want, r.body)
+			}
+		}
+	}
+	tagged(false)
+	free, err := g.Free()
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.SetReserve(2 * free)
+	tagged(true)
+	g.SetReserve(1)
+	tagged(false)
 }

@@ -28,8 +28,9 @@ const keyCacheTTL = 5 * time.Second
 // and the answer proves the store is reachable.
 const readyProbeKey = "node/ready-probe"
 
-// ready runs the /readyz checks: the storage round trip (records and files), and in cluster mode this
-// member's standing in the cluster. Errors are logged in full and reported in short: /readyz is public.
+// ready runs the /readyz checks: the storage round trip (records and files), in cluster mode this member's
+// standing in the cluster, and, advisory, the data directory's free space (diskReady). Errors are logged in
+// full and reported in short: /readyz is public.
 func (n *Node) ready(ctx context.Context) []apihttp.ReadyCheck {
 	storage := func() error {
 		if _, err := n.store.Get(ctx, []byte(readyProbeKey)); err != nil && !errors.Is(err, persistence.ErrNotFound) {
@@ -61,7 +62,26 @@ func (n *Node) ready(ctx context.Context) []apihttp.ReadyCheck {
 		}
 		checks = append(checks, check)
 	}
+	if n.disk != nil {
+		checks = append(checks, n.diskReady())
+	}
 	return checks
+}
+
+// diskReady is /readyz's disk check: "ok", or what a low data directory refuses. It is advisory: the node
+// stays ready, since it still serves reads, statuses, downloads and the deletes that free space, and every
+// refused write is answered 503 with Retry-After on its own; taking the node out of a load balancer would
+// stop those too, and on a one-node box all of them. Placement already sends new work to nodes with room
+// (advertiseDisk).
+func (n *Node) diskReady() apihttp.ReadyCheck {
+	check := apihttp.ReadyCheck{Name: "disk", Advisory: true}
+	switch {
+	case n.disk.Records() != nil:
+		check.Err = errors.New("low: under a quarter of the free-space reserve, new files and records are refused until space is freed; reads and deletes go on")
+	case n.disk.Files() != nil:
+		check.Err = errors.New("low: under the free-space reserve, new files are refused until space is freed; reads and deletes go on")
+	}
+	return check
 }
 
 // consoleCluster is the web console's view of the cluster: every member with its roles and free slots.
@@ -74,7 +94,7 @@ func (n *Node) consoleCluster() []console.ClusterNode {
 			roles = append(roles, string(r))
 		}
 		out = append(out, console.ClusterNode{Name: m.Name, Roles: roles, Free: m.Free, Capacity: m.Capacity,
-			GPUs: m.GPUs, Addr: m.GossipAddr, Self: m.Self})
+			GPUs: m.GPUs, Addr: m.GossipAddr, Self: m.Self, LowDisk: m.LowDisk})
 	}
 	return out
 }

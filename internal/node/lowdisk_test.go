@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,6 +18,7 @@ import (
 
 	"filigrane/actors"
 	"filigrane/actors/jobstate"
+	"filigrane/cluster"
 	"filigrane/internal/clock"
 	"filigrane/internal/node"
 	"filigrane/persistence/diskspace"
@@ -323,5 +325,138 @@ func TestSyncDetectLowOnDiskAnswers503(t *testing.T) {
 	}
 	if after, _ := balance(t, f, f.orgA); before-after != 1 {
 		t.Fatalf("charged %d, want 1", before-after)
+	}
+}
+
+// A node below its free-space reserve tells the cluster so (its member's LowDisk, which placement reads to send
+// work to nodes with room) and says so on /readyz while staying ready, 200: it still serves reads, downloads
+// and the deletes that free space, and every refused write answers 503 with Retry-After on its own. Below a
+// quarter of the reserve the check says records are refused too. Once space is freed both clear without a
+// restart. Before, neither the cluster nor /readyz showed anything.
+func TestLowDiskAdvertisedAndReady(t *testing.T) {
+	t.Parallel()
+	g := diskspace.New(t.TempDir(), 1)
+	clk := clock.NewManual(time.Date(2026, 5, 4, 10, 0, 0, 0, time.UTC))
+	n := startNode(t, t.TempDir(), clk, func(c *node.Config) { c.DiskGuard = g })
+	t.Cleanup(func() { stopNode(t, n) })
+	ready := "http://" + n.APIAddr() + "/readyz"
+	gossipsLow := func(want bool) {
+		t.Helper()
+		timeout := time.After(10 * time.Second) // the node reads its disk every second
+		for {
+			changed := n.Cluster().MembersChanged()
+			if slices.ContainsFunc(n.Cluster().Members(), func(m cluster.Member) bool { return m.Self && m.LowDisk == want }) {
+				return
+			}
+			select {
+			case <-changed:
+			case <-timeout:
+				t.Fatalf("the node's member never showed LowDisk %v", want)
+			}
+		}
+	}
+	diskCheck := func(want string) {
+		t.Helper()
+		if r := getReady(t, ready); r.status != 200 || !strings.HasPrefix(r.checks["disk"], want) || r.checks["storage"] != "ok" {
+			t.Fatalf("/readyz = %+v, want 200 with storage ok and a disk check beginning %q", r, want)
+		}
+	}
+	diskCheck("ok")
+	free, err := g.Free()
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.SetReserve(2 * free) // files refused, records still written
+	gossipsLow(true)
+	diskCheck("low: under the free-space reserve, new files are refused")
+	g.SetReserve(8 * free) // records refused too
+	diskCheck("low: under a quarter of the free-space reserve, new files and records are refused")
+	if r := call(t, "GET", "http://"+n.APIAddr()+"/healthz", "", nil); r.status != 200 {
+		t.Fatalf("/healthz on a low disk: %d %s", r.status, r.body)
+	}
+	g.SetReserve(1)
+	gossipsLow(false)
+	diskCheck("ok")
+}
+
+// logLines is a node's log as lines on a channel, so that a test waits for what the node says it did (a
+// refusal it records nowhere else).
+type logLines chan string
+
+func (l logLines) Write(p []byte) (int, error) {
+	select {
+	case l <- string(p):
+	default: // nobody waits for this one
+	}
+	return len(p), nil
+}
+
+// waitLog waits up to 30 s for a line of lines containing want.
+func waitLog(t *testing.T, lines logLines, want string) {
+	t.Helper()
+	timeout := time.After(30 * time.Second)
+	for {
+		select {
+		case l := <-lines:
+			if strings.Contains(l, want) {
+				return
+			}
+		case <-timeout:
+			t.Fatalf("no log line saying %q", want)
+		}
+	}
+}
+
+// Below a quarter of the reserve the job's own record cannot be written: the worker's report that its attempt
+// met a low disk is refused, and so are its renewals, so the attempt's lease runs out with nothing recorded.
+// Once space is freed, the sweeper's tick ends that attempt as a wait for disk space, not counted (the job
+// actor kept the refused report), and the job succeeds on its first counted attempt, charged once. Before, the
+// lapsed lease counted as a lost worker (worker_lost, attempt 1 of 5).
+func TestJobLowOnRecordsWaitsUncounted(t *testing.T) {
+	t.Parallel()
+	lines := make(logLines, 256)
+	g := diskspace.New(t.TempDir(), 1)
+	f := newFixture(t, func(c *node.Config) {
+		c.DiskGuard, c.Logger = g, zerolog.New(lines).Level(zerolog.WarnLevel)
+	})
+	var once sync.Once
+	f.n.Pool().OnClaim = func(context.Context, string) bool {
+		once.Do(func() { // records refused too: a reserve of 8 times the free space has a quarter of twice it
+			free, err := g.Free()
+			if err != nil {
+				t.Error(err)
+			}
+			g.SetReserve(8 * free)
+		})
+		return true
+	}
+	before, _ := balance(t, f, f.orgA)
+	r := post(t, f.base+"/watermarks/images/async", f.keyA, "", photo(t, 320, 256, 14), `{"disk":"records"}`)
+	if r.status != 202 {
+		t.Fatalf("async embed: %d %s", r.status, r.body)
+	}
+	rc := decodeReceipt(t, r)
+	waitLog(t, lines, "outcome not recorded") // the worker's low-disk report was refused
+	f.clk.Advance(time.Minute)                // past the attempt's 30 s lease, never renewed
+	g.SetReserve(1)                           // space freed
+	if _, _, err := f.n.Sweep(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if rec := jobRecord(t, f, rc.RequestID); !rec.WaitingForDisk() || rec.Attempts != 0 || rec.DiskWaits != 1 {
+		t.Fatalf("after the lapse: %s, %d attempts, %d disk waits, last error %+v; want waiting for disk space, no attempt counted",
+			rec.Status, rec.Attempts, rec.DiskWaits, rec.LastError)
+	}
+	f.clk.Advance(2 * time.Second)
+	if _, _, err := f.n.Sweep(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if res := waitResult(t, f, f.keyA, rc.ResultURL); res.status != 200 {
+		t.Fatalf("result once space is freed: %d %s", res.status, res.body)
+	}
+	if final := decodeReceipt(t, call(t, "GET", f.base+rc.StatusURL, f.keyA, nil)); final.Status != "succeeded" || final.Attempts != 1 {
+		t.Fatalf("final receipt: %s, want succeeded after 1 attempt", final.raw)
+	}
+	if after, held := balance(t, f, f.orgA); before-after != 1 || held != 0 {
+		t.Fatalf("charged %d (held %d), want exactly 1", before-after, held)
 	}
 }

@@ -218,6 +218,10 @@ type Node struct {
 	// lastFree is the free worker slots per class last gossiped (nil: none yet).
 	freeMu   sync.Mutex
 	lastFree map[string]int
+	// disk is the data directory's disk guard (nil: none kept); lowDisk is what the node last gossiped of it
+	// (advertiseDisk).
+	disk    *diskspace.Guard
+	lowDisk atomic.Bool
 
 	// decodeBudget is the memory of the node's image decodes and PDF parses.
 	decodeBudget *actors.DecodeBudget
@@ -336,7 +340,11 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 				return float64(free)
 			}))
 	}
-	n.storage = storage
+	n.storage, n.disk = storage, guard
+	if guard.Low() { // gossiped from the join on; advertiseDisk keeps it current
+		n.lowDisk.Store(true)
+		n.logDisk(true)
+	}
 	store, blobs := storage.Store, storage.Blobs
 	n.store, n.blobs = store, blobs
 	cdc, err := codec.New(cfg.CodecKey)
@@ -439,6 +447,7 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 		Registry:   reg,
 		Kinds:      kinds,
 		Free:       n.pools.Free(),
+		LowDisk:    n.lowDisk.Load(),
 
 		FailureDetection: cfg.FailureDetection,
 	})
@@ -454,6 +463,7 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	n.pools.SetMember(n.cluster.ID())
 	n.pools.SetOnChange(n.advertiseFree)
 	n.advertiseFree()
+	n.advertiseDisk()
 	n.pools.Run(workCtx)
 	n.running.Add(1)
 	go func() {
@@ -616,6 +626,31 @@ func (n *Node) advertiseFree() {
 	if err := n.cluster.SetFree(free); err != nil {
 		n.cfg.Logger.Warn().Err(err).Msg("advertise free worker slots")
 	}
+}
+
+// advertiseDisk gossips whether the data directory is below its free-space reserve (cluster.NodeMeta.LowDisk),
+// when that changed since the last call, so that placement sends work to nodes with room while there are any
+// (actors/placement). The node reads the guard once a second and whenever the members change (rebalance).
+// Start calls it once before the rebalance loop begins, and then that loop alone does, so the gossiped value
+// follows the last change.
+func (n *Node) advertiseDisk() {
+	low := n.disk.Low()
+	if n.lowDisk.Swap(low) == low {
+		return
+	}
+	n.logDisk(low)
+	if err := n.cluster.SetLowDisk(low); err != nil {
+		n.cfg.Logger.Warn().Err(err).Msg("advertise low disk space")
+	}
+}
+
+// logDisk says once that the node went low on disk space, or has room again.
+func (n *Node) logDisk(low bool) {
+	if low {
+		n.cfg.Logger.Warn().Msg("the data directory is below --min-free-disk: new files are refused here, and other nodes take new work while they have room (docs/operations.md, Disk space)")
+		return
+	}
+	n.cfg.Logger.Info().Msg("the data directory is above --min-free-disk again: taking new work")
 }
 
 // listen is ln when the configuration hands one in, else a TCP listener on addr.

@@ -85,6 +85,7 @@ func (n *Node) startPlacement() error {
 		Pools:   n.pools,
 		Members: n.placementMembers,
 		Send:    n.sendOffer,
+		LowDisk: n.lowDisk.Load,
 		Logger:  n.cfg.Logger.With().Str("component", "placement").Logger(),
 	}
 	_, err := n.cluster.SpawnNamed(actor.PropsFromFunc(func(c actor.Context) {
@@ -105,7 +106,7 @@ func (n *Node) placementMembers() []placement.Node {
 	nodes := make([]placement.Node, 0, len(ms))
 	for _, m := range ms {
 		if !m.Client {
-			nodes = append(nodes, placement.Node{ID: m.ID, Free: m.Free})
+			nodes = append(nodes, placement.Node{ID: m.ID, Free: m.Free, LowDisk: m.LowDisk})
 		}
 	}
 	return nodes
@@ -122,7 +123,9 @@ func (n *Node) sendOffer(id string, o *actors.WorkOffer) error {
 }
 
 // rebalance moves waiting jobs to members that advertise free slots, whenever the members change (a node
-// joined, another finished work) and every second, until ctx ends.
+// joined, another finished work) and every second, until ctx ends; each time it first reads whether this
+// node is low on disk space and gossips a change (advertiseDisk), so that a disk filled or freed by something
+// else than the node's own writes is seen within the second.
 func (n *Node) rebalance(ctx context.Context) {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
@@ -134,6 +137,7 @@ func (n *Node) rebalance(ctx context.Context) {
 		case <-changed:
 		case <-t.C:
 		}
+		n.advertiseDisk()
 		if d := n.dispatcher.Load(); d != nil {
 			d.Rebalance()
 		}

@@ -6,10 +6,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -415,4 +417,34 @@ func drainingWithWork(log string) bool {
 		}
 	}
 	return false
+}
+
+// TestPlacementAvoidsLowDisk: two processes, n0 started below its --min-free-disk reserve (twice the free
+// space of the temporary directory's filesystem: files refused, records still written) and n1 with room, one
+// cpu worker each. n0 says so on /readyz (200, disk low) and gossips it from its join; jobs submitted through
+// n0 at once, whose job actors live on both nodes, all run on n1, queued there when its one worker is busy,
+// rather than on n0's free slot. Before, n0's free slot took the jobs placed from n0 (and from n1 once its
+// worker was busy).
+func TestPlacementAvoidsLowDisk(t *testing.T) {
+	t.Parallel()
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(os.TempDir(), &st); err != nil {
+		t.Fatal(err)
+	}
+	reserve := strconv.FormatUint(2*st.Bavail*uint64(st.Bsize), 10)
+	c := startPlaceCluster(t, [][]string{{"--min-free-disk", reserve}, nil})
+	if r := getReady(t, c.base(0)+"/readyz"); r.status != 200 || !strings.HasPrefix(r.checks["disk"], "low:") {
+		t.Fatalf("n0's /readyz below its reserve: %+v, want 200 with the disk check low", r)
+	}
+	const jobs = 4
+	ids := submitAsyncAtOnce(t, c.base(0), c.secret, jobs, 320, 256)
+	if len(ids) != jobs {
+		t.Fatalf("%d of %d jobs submitted", len(ids), jobs)
+	}
+	for id, rc := range awaitJobs(t, c.base(0), c.secret, ids, 2*time.Minute) {
+		if rc.Status != "succeeded" || rc.Node != "n1" || slices.Contains(rc.AttemptNodes, "n0") {
+			t.Fatalf("job %s: %s; want succeeded on n1 alone (n0 is low on disk)\n%s", id, rc.raw, c.tails(20))
+		}
+	}
+	t.Logf("n0 hosted %v of the %d job actors", metricSum(c.base(0), "filigrane_actors_active", `kind="job"`), jobs)
 }

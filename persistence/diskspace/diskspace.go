@@ -69,6 +69,10 @@ func (g *Guard) Files() error {
 	return g.check(g.files.Load(), "file")
 }
 
+// Low reports whether file writes are refused now (less than the reserve free): what a node tells the cluster
+// and its readiness probe. A nil guard is never low.
+func (g *Guard) Low() bool { return g.Files() != nil }
+
 // Records refuses a record write (ErrLow) when less than a quarter of the reserve is free.
 func (g *Guard) Records() error {
 	if g == nil {
