@@ -344,35 +344,42 @@ func (d *Device) Load(ctx context.Context, img accel.Image) (accel.Surface, erro
 	s.a = a
 	s.base = a.dev
 	// Upload the pixels packed (stride w·bpp on the device) through the pinned buffer, a band of rows at a time:
-	// each band's transfer is queued as soon as it is staged, so it runs while the next band is copied.
+	// each band's transfer is queued as soon as it is staged, with its rows' luma (and an NRGBA image's output
+	// copy) after it on the stream, so the device converts while later bands are copied and only the last
+	// band's work is left when the staging ends.
 	hb := a.host.Bytes()
 	rowBytes := w * bpp
+	block := cuda.Dim3{X: 256, Y: 1, Z: 1}
 	staging := time.Now()
 	err = stageUpload(hb, img.Pix, img.Stride, rowBytes, h, func(off, n int) error {
-		return d.c.CopyRangeToDeviceAsync(s.at(s.offPix+off), a.host, off, n, a.stream)
-	})
-	d.traced("Load.staged", staging) // the rows copied into the pinned buffer, the last band's transfer queued
-	if err != nil {
-		s.Close()
-		return nil, fmt.Errorf("cudacodec: upload: %w", err)
-	}
-	grid := cuda.Dim3{X: uint32((w + 255) / 256), Y: rowsOf(h), Z: 1}
-	block := cuda.Dim3{X: 256, Y: 1, Z: 1}
-	if img.Format == accel.NRGBA8 {
-		err = d.k.lumaNRGBA.Launch(grid, block, 0, a.stream, s.at(s.offPix), int32(w), int32(h), int32(w*4), s.at(s.offLuma))
-		if err == nil {
-			err = d.k.copyRows.Launch(cuda.Dim3{X: uint32((w*4 + 255) / 256), Y: rowsOf(h), Z: 1}, block, 0, a.stream,
-				s.at(s.offPix), s.at(s.offOut), int32(w*4), int32(h), int32(w*4))
+		if err := d.c.CopyRangeToDeviceAsync(s.at(s.offPix+off), a.host, off, n, a.stream); err != nil {
+			return fmt.Errorf("upload: %w", err)
 		}
-	} else {
-		err = d.k.lumaGray.Launch(grid, block, 0, a.stream, s.at(s.offPix), int32(w), int32(h), int32(w), s.at(s.offLuma))
-	}
+		y0, rows := off/rowBytes, n/rowBytes
+		pix, luma := s.at(s.offPix+off), s.at(s.offLuma+4*w*y0)
+		grid := cuda.Dim3{X: uint32((w + 255) / 256), Y: rowsOf(rows), Z: 1}
+		var err error
+		if img.Format == accel.NRGBA8 {
+			err = d.k.lumaNRGBA.Launch(grid, block, 0, a.stream, pix, int32(w), int32(rows), int32(w*4), luma)
+			if err == nil {
+				err = d.k.copyRows.Launch(cuda.Dim3{X: uint32((w*4 + 255) / 256), Y: rowsOf(rows), Z: 1}, block, 0,
+					a.stream, pix, s.at(s.offOut+off), int32(w*4), int32(rows), int32(w*4))
+			}
+		} else {
+			err = d.k.lumaGray.Launch(grid, block, 0, a.stream, pix, int32(w), int32(rows), int32(w), luma)
+		}
+		if err != nil {
+			return fmt.Errorf("luma: %w", err)
+		}
+		return nil
+	})
+	d.traced("Load.staged", staging) // the rows copied into the pinned buffer, the last band's work queued
 	if err == nil {
 		err = a.stream.Synchronize(ctx)
 	}
 	if err != nil {
 		s.Close()
-		return nil, fmt.Errorf("cudacodec: luma: %w", err)
+		return nil, fmt.Errorf("cudacodec: load: %w", err)
 	}
 	if d.detectMod != nil {
 		return detectSurface{s}, nil
