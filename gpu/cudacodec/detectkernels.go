@@ -76,7 +76,7 @@ extern "C" __global__ void block_scores(const float* val, const unsigned char* o
 	__shared__ float sval[2 * SCORE_MAXR + 1][SCORE_SPAN];
 	__shared__ float sp[SCORE_CHUNK];
 	__shared__ unsigned char so[SCORE_CHUNK];
-	__shared__ unsigned char tok[SCORE_CHUNK]; // the chunk's ok flags for the count (so is the next chunk's by then)
+	__shared__ int ncol[SCORE_CHUNK]; // the count's part of each column thread
 	__shared__ int soff[SCORE_MAX_SUMS];       // sum q's offset (dy·SCORE_SPAN + dx) from a waxel in sval
 	int d = 2 * r + 1;
 	int nsum = d * d + 1, pw = d * d; // sum pw is the power
@@ -112,15 +112,23 @@ extern "C" __global__ void block_scores(const float* val, const unsigned char* o
 			if (q0 == 0) {
 				float x = *centre;
 				terms[pw][col] = o ? x * x : 0.0f;
-				tok[col] = o;
+				n += o; // a count: integers add in any order, so each column thread keeps its own
 			}
 		}
 		__syncthreads();
 		if (t < nsum) {
-#pragma unroll 8
-			for (int c = 0; c < m; c++) s += (double)terms[t][c];
-			if (t == pw)
-				for (int c = 0; c < m; c++) n += tok[c];
+			// Eight terms loaded at once, then added in order: only the adds wait on each other (a loop of one
+			// term a step waited on its shared load and conversion each time, ~60 cycles a term).
+			const float* row = terms[t];
+			int c = 0;
+			for (; c + 8 <= m; c += 8) {
+				float a[8];
+#pragma unroll
+				for (int u = 0; u < 8; u++) a[u] = row[c + u];
+#pragma unroll
+				for (int u = 0; u < 8; u++) s += (double)a[u];
+			}
+			for (; c < m; c++) s += (double)row[c];
 		} else if (t >= SCORE_ADDERS && k + 1 < chunks) {
 			int qy = ylo + (k + 1) / perRow, c1 = xlo + ((k + 1) % perRow) * SCORE_CHUNK;
 			score_stage(val, ok, pilot, gw, qy0, side, by, pofs, r, qy, c1, min(SCORE_CHUNK, xhi - c1),
@@ -128,10 +136,15 @@ extern "C" __global__ void block_scores(const float* val, const unsigned char* o
 		}
 		__syncthreads(); // the chunk added and the next staged before the next's terms are computed
 	}
+	// The column threads' counts, summed.
+	if (t < SCORE_CHUNK) ncol[t] = n;
+	__syncthreads();
 	double* o = out + (size_t)blockIdx.x * (2 + d * d);
 	if (t == pw) {
+		int total = 0;
+		for (int c = 0; c < SCORE_CHUNK; c++) total += ncol[c];
 		o[0] = s;
-		o[1] = (double)n;
+		o[1] = (double)total;
 	} else if (t < pw) {
 		o[2 + t] = s;
 	}

@@ -401,6 +401,12 @@ func (d *Device) begin(call string) time.Time {
 // microseconds each, stay few (48 a 12 MP NRGBA image).
 const uploadBand = 1 << 20
 
+// uploadBands is about how many bands a large image is staged in: each band also costs the driver calls of its
+// transfer and its rows' conversion kernels (tens of microseconds of a staging goroutine's time), so 48 bands of
+// a 12 MP NRGBA image cost more than their overlap gained (Load 1.8 -> 2.7 ms on an H200) and bands grow above
+// uploadBand to keep about this many.
+const uploadBands = 16
+
 // stageUpload packs rows rows of rowBytes bytes from pix (row y at y·stride) into the staging buffer hb (row y at
 // y·rowBytes), a band of about uploadBand bytes (at least one row) at a time, and calls send with each band's
 // offset and length in hb once it is staged (Load queues its transfer there). Up to hostCopyWorkers goroutines
@@ -410,7 +416,7 @@ const uploadBand = 1 << 20
 // at a quarter of a plain parallel copy's rate on an H200 host: TestUploadRates.) It returns send's first
 // error; no band is taken after it.
 func stageUpload(hb, pix []byte, stride, rowBytes, rows int, send func(off, n int) error) error {
-	per := max(1, uploadBand/max(rowBytes, 1))
+	per := max(1, max(uploadBand, rows*rowBytes/uploadBands)/max(rowBytes, 1))
 	bands := (rows + per - 1) / per
 	band := func(b int) error {
 		y0, y1 := b*per, min(rows, (b+1)*per)
