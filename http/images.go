@@ -72,6 +72,9 @@ type jobOptions struct {
 	storageKey  string
 	// outputFormat is an image embed's output format; empty (PNG) for every other request.
 	outputFormat jobstate.OutputFormat
+	// container is the container a video embed's output_format names (mp4 or mov), checked against the one
+	// the probed video is written in (checkContainer); empty when none was sent.
+	container string
 }
 
 // jobOptionNames are the options an embed or detect request takes, as query parameters (spec 4.1) or as
@@ -135,8 +138,9 @@ func (s *Server) parseJobOptions(ctx *fasthttp.RequestCtx, p *principal, kind me
 }
 
 // parseOutputFormat validates output_format: on an image embed png (the default, also when empty), jpeg (or
-// jpg) or webp, in any case. A document or video embed writes its one format, so only that format's name
-// (pdf, mp4) is accepted there, as a no-op; a detection writes no file and takes none.
+// jpg) or webp, in any case. A document embed writes its one format, so only its name (pdf) is accepted
+// there, as a no-op. A video embed keeps its source's container, so mp4 or mov is accepted and checked once the
+// file is probed (checkContainer); a detection writes no file and takes none.
 func parseOutputFormat(kind mediakind.Kind, op jobstate.Operation, v string, opts *jobOptions) *apiError {
 	if v == "" {
 		return nil
@@ -144,6 +148,16 @@ func parseOutputFormat(kind mediakind.Kind, op jobstate.Operation, v string, opt
 	switch {
 	case op != jobstate.OperationEmbed:
 		return newAPIError(CodeInvalidRequest, "output_format applies to embedding only")
+	case kind.Media == jobstate.MediaVideo:
+		_, mov := kind.OutputType("MOV")
+		for _, ext := range []string{kind.OutputExt, mov} {
+			if strings.EqualFold(v, ext) {
+				opts.container = ext
+				return nil
+			}
+		}
+		return newAPIError(CodeInvalidRequest, "output_format of a video embed can only be %s or %s, the container "+
+			"of the source, which the output keeps; png, jpeg and webp apply to images", kind.OutputExt, mov)
 	case kind.Media != jobstate.MediaImage:
 		if strings.EqualFold(v, kind.OutputExt) {
 			return nil
@@ -156,6 +170,28 @@ func parseOutputFormat(kind mediakind.Kind, op jobstate.Operation, v string, opt
 		return newAPIError(CodeInvalidRequest, "output_format must be png, jpeg or webp")
 	}
 	opts.outputFormat = f
+	return nil
+}
+
+// checkContainer refuses a video embed whose output_format (want, mp4 or mov) is not the container its output
+// is written in: the source's (an MP4 whose audio only MOV stores comes back a MOV). Nothing is converted on
+// request, and a MOV asked for and an MP4 answered (or the reverse) would surprise the caller who named it.
+// The file is fine, so an upload stays usable.
+func checkContainer(kind mediakind.Kind, want string, info mediakind.Info) *apiError {
+	if want == "" {
+		return nil
+	}
+	written := info.Output
+	if written == "" {
+		written = info.Format
+	}
+	if _, ext := kind.OutputType(written); ext != want {
+		aerr := newAPIError(CodeInvalidRequest, "output_format %s: this video comes back as %s: a video embed keeps the "+
+			"container of its source (an MP4 whose audio only MOV stores comes back a MOV); send output_format %s, or none",
+			want, ext, ext)
+		aerr.uploadUsable = true
+		return aerr
+	}
 	return nil
 }
 
@@ -457,6 +493,9 @@ func (s *Server) acceptFile(c context.Context, ctx *fasthttp.RequestCtx, r accep
 	}
 	info, aerr := s.probe(c, ctx, r.kind, file.Key, op)
 	if aerr != nil {
+		return false, aerr
+	}
+	if aerr := checkContainer(r.kind, opts.container, info); aerr != nil {
 		return false, aerr
 	}
 	price := s.cfg.Catalog.PriceOf(r.kind, op, info)

@@ -66,6 +66,8 @@ func TestParseOutputFormatOption(t *testing.T) {
 		{doc, embed, "PDF", ""},
 		{doc, embed, "png", "-"},
 		{video, embed, "mp4", ""},
+		{video, embed, "MOV", ""},
+		{video, embed, "mkv", "-"},
 		{video, embed, "webp", "-"},
 		{doc, detect, "pdf", "-"},
 	}

@@ -48,8 +48,12 @@ func videoInfo(in video.Info) mediakind.Info {
 	if format == "" {
 		format = "MP4"
 	}
-	return mediakind.Info{Format: format, Width: in.Video.Width, Height: in.Video.Height, Frames: int(in.Video.Frames),
-		Duration: time.Duration(in.Duration * float64(time.Second))}
+	var output string
+	if c := in.OutputContainer(); c != "" && !strings.EqualFold(c, format) {
+		output = strings.ToUpper(c)
+	}
+	return mediakind.Info{Format: format, Output: output, Width: in.Video.Width, Height: in.Video.Height,
+		Frames: int(in.Video.Frames), Duration: time.Duration(in.Duration * float64(time.Second))}
 }
 
 // Probe reads the container and the video stream.
@@ -112,6 +116,9 @@ func videoError(err error) error {
 			detail += ": ffmpeg: " + te.Stderr // which stream the container refused
 		}
 		return refuse(CodeInvalidVideo, detail)
+	case errors.Is(err, video.ErrAlpha):
+		return refuse(CodeInvalidVideo, "the video has an alpha channel (transparency), which the watermarked video "+
+			"(H.264) cannot keep: send it without alpha, flattened onto its background")
 	case errors.Is(err, video.ErrTooSmall):
 		return refuse(CodeInvalidVideo, "the video's frames are too small to carry a watermark: "+codec.VideoSizeRule())
 	case errors.Is(err, video.ErrMarkUnreadable):

@@ -49,7 +49,11 @@ type Limits struct {
 // Info is what a probe learns of a file before it is processed: enough to check limits, set the deadline and
 // price the work.
 type Info struct {
-	Format   string // upper case, as recorded on the job (PNG, JPEG, PDF, MP4)
+	Format string // upper case, as recorded on the job (PNG, JPEG, PDF, MP4)
+	// Output is the format an embed writes when it is not Format (upper case): a video keeps its container,
+	// except an MP4 whose audio only MOV stores, which comes back a MOV. Empty: Format (or, for images, the
+	// request's output_format).
+	Output   string
 	Width    int
 	Height   int
 	Pages    int           // documents

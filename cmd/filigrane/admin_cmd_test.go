@@ -68,6 +68,13 @@ func TestAdminErrors(t *testing.T) {
 			t.Fatalf("filigrane %s: exit %d, stderr %q; want a failure with a message", strings.Join(args[3:], " "), code, errb.String())
 		}
 	}
+	// An organization name with a right-to-left override (shown as "Acmeexe.png") is refused as the console
+	// refuses it, naming the character; nothing is created.
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), []string{"admin", "--data", dir, "org", "create", "--name", "Acme\u202egnp.exe", "--plan", "growth"}, &out, &errb); code != 1 ||
+		!strings.Contains(errb.String(), "U+202E") || strings.Contains(runOK(t, "admin", "--data", dir, "org", "list"), "Acme") {
+		t.Fatalf("org create with U+202E: exit %d: %s", code, errb.String())
+	}
 }
 
 // TestAdminWithoutStore: with no --data and no store in the default directory, admin says what is missing

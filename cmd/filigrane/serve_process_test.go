@@ -250,6 +250,37 @@ func TestServeRefusesNegativeDurations(t *testing.T) {
 	}
 }
 
+// A --data naming a directory that holds other files and no store (an operator's typo: their home directory)
+// stops serve and admin with one line naming it and exit status 1, and nothing is written there. Before, a
+// store/ and a blobs/ were created among the files.
+func TestDataDirWithOtherFilesRefused(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("mine"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"serve", "--data", dir, "--listen", "127.0.0.1:0", "--upload-listen", "127.0.0.1:0", "--log-format", "json"},
+		{"admin", "--data", dir, "org", "list"},
+	} {
+		// Bounded: a serve that took the directory would run until its context ends.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		var out, errb bytes.Buffer
+		code := run(ctx, args, &out, &errb)
+		cancel()
+		stderr := errb.String()
+		// serve's line is in its JSON log (quotes escaped), after the development codec key's warning.
+		if code != 1 || !strings.Contains(stderr, dir+" is not empty (") || !strings.Contains(stderr, "notes.txt") ||
+			!strings.Contains(stderr, "holds no Filigrane store") {
+			t.Errorf("%s on a directory of other files: exit %d: %s", args[0], code, stderr)
+		}
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil || len(entries) != 1 {
+		t.Fatalf("the directory now holds %v (%v), want notes.txt alone", entries, err)
+	}
+}
+
 // A malformed flag is answered with the line naming it and a pointer to `serve -h` (exit 2), not the whole list
 // of flags after it; `serve -h` prints the list on stdout (exit 0).
 func TestServeBadFlagIsOneLine(t *testing.T) {

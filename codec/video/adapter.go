@@ -75,7 +75,7 @@ type EmbedReport struct {
 	SourceWidth  int    `json:"source_width"`
 	SourceHeight int    `json:"source_height"`
 	BitDepth     int    `json:"bit_depth"`
-	Container    string `json:"container"` // "mp4" or "mov": the source's, or mov for audio only MOV holds (outputContainer)
+	Container    string `json:"container"` // "mp4" or "mov": the source's, or mov for audio only MOV holds (Info.OutputContainer)
 	VideoCodec   string `json:"video_codec"`
 	CRF          int    `json:"crf"`
 	Preset       string `json:"preset"`
@@ -197,8 +197,13 @@ func (a *Adapter) Embed(ctx context.Context, src, dst string, id codec.ID, opt O
 		return EmbedReport{}, fmt.Errorf("%w: container %s, embedding takes MP4 or MOV", ErrUnsupported,
 			info.FormatName)
 	}
-	info.Container = outputContainer(info)
+	info.Container = info.OutputContainer()
 	v := info.Video
+	if v.Alpha {
+		// Dropped, the alpha plane would leave the transparent parts of an overlay or a cut-out opaque (whatever
+		// colour lies under them), a file no longer fit for its use; refused like a JPEG of a transparent image.
+		return EmbedReport{}, fmt.Errorf("%w: pixel format %s", ErrAlpha, v.PixFmt)
+	}
 	marker, err := a.Codec.NewVideoMarker(id, v.Width, v.Height, codec.EmbedOptions{PSNR: opt.PSNR})
 	if errors.Is(err, codec.ErrTooSmall) {
 		return EmbedReport{}, fmt.Errorf("%w: %dx%d: %s", ErrTooSmall, v.Width, v.Height, codec.VideoSizeRule())
@@ -368,11 +373,11 @@ var mp4Copyable = map[string]bool{"aac": true, "mp3": true, "mp2": true, "ac3": 
 	"dts": true, "truehd": true, "flac": true, "opus": true, "vorbis": true, "qcelp": true, "evrc": true,
 	"mp4als": true, "mpegh_3d_audio": true, "mov_text": true, "dvd_subtitle": true}
 
-// outputContainer is the container an embed writes: the source's, except an MP4 whose audio or subtitles the MP4
-// muxer would refuse, which comes out a MOV (the same ISO family, which holds them): the encoder stopped on
-// "codec not currently supported in container" and the embed failed with a processing error, the file being
-// fine.
-func outputContainer(info Info) string {
+// OutputContainer is the container an embed of the probed file writes: the source's, except an MP4 whose audio
+// or subtitles the MP4 muxer would refuse, which comes out a MOV (the same ISO family, which holds them): the
+// encoder stopped on "codec not currently supported in container" and the embed failed with a processing
+// error, the file being fine. Empty for a file embedding refuses (no ISO brand).
+func (info Info) OutputContainer() string {
 	if info.Container != "mp4" {
 		return info.Container
 	}

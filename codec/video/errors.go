@@ -19,6 +19,9 @@ var (
 	// probe understated them).
 	ErrFrameBudget = errors.New("video: more frames than the probe declared")
 	ErrTooSmall    = errors.New("video: frames too small to carry a watermark")
+	// ErrAlpha: embedding a video whose frames have an alpha plane, which the H.264 output cannot keep (the
+	// transparent parts would come out opaque). Detection reads such a video.
+	ErrAlpha = errors.New("video: alpha channel, which the watermarked output cannot keep")
 	// ErrMarkUnreadable: the frames are under one tile of the mark, and the embed's own output did not read back
 	// (nothing is written).
 	ErrMarkUnreadable = errors.New("video: the watermark does not read back from the marked video")

@@ -50,6 +50,9 @@ type Stream struct {
 	// is "MaxCLL,MaxFALL" (cd/m²).
 	MasteringDisplay string
 	ContentLight     string
+	// Alpha: the pixel format has an alpha plane (ProRes 4444 with alpha: yuva444p10le; PNG or QuickTime
+	// Animation in a MOV: rgba, argb), which the H.264 output cannot carry (embedding refuses it: ErrAlpha).
+	Alpha bool
 }
 
 // TopFieldFirst reports whether the stream is interlaced (interlaced is false for progressive or unknown field
@@ -277,6 +280,7 @@ func ParseProbe(data []byte) (Info, error) {
 			ColorTransfer: s.ColorTransfer, ColorPrimaries: s.ColorPrimaries}
 		v.MasteringDisplay, v.ContentLight = hdrMetadata(s.SideData)
 		v.BitDepth = pixFmtDepth(s.PixFmt)
+		v.Alpha = pixFmtHasAlpha(s.PixFmt)
 		if v.BitDepth == 0 {
 			if b, err := strconv.Atoi(s.BitsPerRaw); err == nil && b > 0 && b <= 16 {
 				v.BitDepth = b
@@ -327,6 +331,17 @@ func pixFmtDepth(f string) int {
 		return 0
 	}
 	return 8
+}
+
+// pixFmtHasAlpha reports whether ffmpeg's pixel format f has an alpha component: the yuva, rgba/bgra/argb/abgr,
+// gbrap, ya (grey with alpha), ayuv and vuya families, at any depth.
+func pixFmtHasAlpha(f string) bool {
+	for _, p := range []string{"yuva", "rgba", "bgra", "argb", "abgr", "gbrap", "ya8", "ya16", "ayuv", "vuya"} {
+		if strings.HasPrefix(f, p) {
+			return true
+		}
+	}
+	return false
 }
 
 func parseSeconds(s string) float64 {

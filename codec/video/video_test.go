@@ -915,3 +915,32 @@ func TestFrameBudgetStopsTheEmbed(t *testing.T) {
 		t.Fatalf("left behind after the refusal: %v", ents)
 	}
 }
+
+// TestAlphaRefusedForEmbeddingReadForDetection: a video with an alpha plane (ProRes 4444 with alpha, probed as
+// yuva444p12le) is refused by Embed with ErrAlpha and leaves no output, where before its transparent parts came
+// out opaque without a word; a detection reads it, so a marked video turned into one still gives its id.
+func TestAlphaRefusedForEmbeddingReadForDetection(t *testing.T) {
+	t.Parallel()
+	a := testAdapter(t)
+	dir := t.TempDir()
+	src, marked, alpha := filepath.Join(dir, "src.mp4"), filepath.Join(dir, "marked.mp4"), filepath.Join(dir, "alpha.mov")
+	makeClip(t, src, "320x256", "10", "1")
+	id := testID(21)
+	if _, err := a.Embed(context.Background(), src, marked, id, Options{Preset: "ultrafast"}); err != nil {
+		t.Fatal(err)
+	}
+	ffmpegRun(t, "-i", marked, "-map", "0:v", "-c:v", "prores_ks", "-profile:v", "4444", "-pix_fmt", "yuva444p10le", alpha)
+	out := filepath.Join(dir, "out.mov")
+	if _, err := a.Embed(context.Background(), alpha, out, testID(22), Options{Preset: "ultrafast"}); !errors.Is(err, ErrAlpha) ||
+		!strings.Contains(err.Error(), "yuva444p") {
+		t.Fatalf("embed of a video with alpha: %v, want ErrAlpha naming the pixel format", err)
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Fatalf("the refused embed left an output: %v", err)
+	}
+	d, err := a.Detect(context.Background(), alpha)
+	if err != nil {
+		t.Fatal(err)
+	}
+	requireID(t, d, id, "marked video with alpha")
+}

@@ -3,6 +3,7 @@ package console_test
 import (
 	"context"
 	"fmt"
+	"html"
 	"io"
 	"net/http"
 	"net/url"
@@ -340,6 +341,11 @@ func TestInvitation(t *testing.T) {
 	if r := owner.do("POST", "/console/members/invite", url.Values{"csrf": {token}, "email": {n.DevOrg.ConsoleEmail}, "role": {"member"}}, nil); r.status != 409 {
 		t.Fatalf("inviting an existing user: %d", r.status)
 	}
+	// An address with a zero-width space looks like Ada's and is not: refused, saying which character.
+	if r := owner.do("POST", "/console/members/invite", url.Values{"csrf": {token}, "email": {"ada\u200b@example.com"}, "role": {"member"}}, nil); r.status != 422 ||
+		!strings.Contains(html.UnescapeString(r.body), "That holds a hidden character, U+200B,") || strings.Contains(r.body, "/console/invite/") {
+		t.Fatalf("invite with a zero-width space: %d", r.status)
+	}
 
 	ada := &client{t: t, base: owner.base, cookies: map[string]string{}}
 	form := ada.do("GET", link[1], nil, nil)
@@ -522,6 +528,11 @@ func TestCreateAndSwitchOrganization(t *testing.T) {
 	}
 	if r := c.do("POST", "/console/orgs", url.Values{"csrf": {tok}, "name": {"  "}}, nil); r.status != 422 {
 		t.Fatalf("blank name: %d", r.status)
+	}
+	// A right-to-left override would show "Second\u202eoidutS" as another name: refused, naming it, nothing made.
+	if r := c.do("POST", "/console/orgs", url.Values{"csrf": {tok}, "name": {"Second\u202eoidutS"}}, nil); r.status != 422 ||
+		!strings.Contains(html.UnescapeString(r.body), "That holds a hidden character, U+202E,") || strings.Contains(r.body, "oidutS") {
+		t.Fatalf("name with a right-to-left override: %d", r.status)
 	}
 	if r := c.do("POST", "/console/orgs", url.Values{"csrf": {tok}, "name": {"Second Studio"}}, nil); r.status != 303 || r.header.Get("Location") != "/console/members" {
 		t.Fatalf("create: %d %s", r.status, r.header.Get("Location"))

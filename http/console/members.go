@@ -71,7 +71,7 @@ func (c *Console) invite(r *request) {
 	}
 	email, err := accounts.NormaliseEmail(form.Get("email"))
 	if err != nil {
-		c.membersPage(r, "That is not an email address.", 422, "")
+		c.membersPage(r, hiddenOr(err, "That is not an email address."), 422, "")
 		return
 	}
 	// A person who has an account already may be invited too (they accept by signing in), unless they are
@@ -399,4 +399,15 @@ func (c *Console) unavailablePage(ctx *fasthttp.RequestCtx, err error) {
 	}
 	c.log(ctx).Error().Err(err).Str("path", string(ctx.Path())).Msg("console: dependency failed")
 	c.errorPage(ctx, 503, "Something did not answer in time. Try again in a moment.")
+}
+
+// hiddenOr is the sentence for a name or address refused by internal/accounts: which hidden character it
+// holds (a *accounts.HiddenRuneError: one that shows nothing or reorders the text, so the person cannot see
+// what to remove without being told), else msg.
+func hiddenOr(err error, msg string) string {
+	var h *accounts.HiddenRuneError
+	if errors.As(err, &h) {
+		return fmt.Sprintf("That holds a hidden character, %U, which shows nothing or reorders the text around it: type it again without it.", h.Rune)
+	}
+	return msg
 }

@@ -69,7 +69,7 @@ func (c *Console) createOrg(r *request) {
 	}
 	st, err := accounts.NewOrganization(actors.NewOrgID(), form.Get("name"), plan.Name, actors.NewMemberID(), r.user.Email, c.cfg.Clock.Now())
 	if errors.Is(err, accounts.ErrBadOrgName) {
-		c.orgsPage(r, "Give the organization a name of 1 to 100 characters.", 422)
+		c.orgsPage(r, hiddenOr(err, "Give the organization a name of 1 to 100 characters."), 422)
 		return
 	}
 	if err != nil {

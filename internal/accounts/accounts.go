@@ -204,8 +204,24 @@ func (a *Accounts) hash(ctx context.Context, password string, salt []byte, p Arg
 	return argon2.IDKey([]byte(password), salt, p.Time, p.MemKiB, p.Threads, 32), nil
 }
 
-// NormaliseEmail trims and lower-cases an email and checks its shape.
+// NormaliseEmail trims and lower-cases a new email address and checks its shape: an address that holds a
+// character which shows nothing or reorders text (a zero-width space, a bidirectional control) is refused
+// with a *HiddenRuneError wrapping ErrBadEmail.
 func NormaliseEmail(email string) (string, error) {
+	e, err := lookupEmail(email)
+	if err != nil {
+		return "", err
+	}
+	if r, found := hiddenInEmail(e); found {
+		return "", &HiddenRuneError{What: ErrBadEmail, Rune: r}
+	}
+	return e, nil
+}
+
+// lookupEmail is the form of an email a stored user is found by: trimmed and lower-cased, of an address's
+// shape. It does not refuse hidden characters, so that an account stored before NormaliseEmail did can still
+// sign in.
+func lookupEmail(email string) (string, error) {
 	e := strings.ToLower(strings.TrimSpace(email))
 	if len(e) == 0 || len(e) > MaxEmailLen || !utf8.ValidString(e) {
 		return "", ErrBadEmail
@@ -280,7 +296,7 @@ func (a *Accounts) User(ctx context.Context, id string) (*User, error) {
 
 // ByEmail returns the user with email.
 func (a *Accounts) ByEmail(ctx context.Context, email string) (*User, error) {
-	e, err := NormaliseEmail(email)
+	e, err := lookupEmail(email)
 	if err != nil {
 		return nil, ErrNotFound
 	}

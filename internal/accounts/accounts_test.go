@@ -222,10 +222,33 @@ func TestPurgeSessions(t *testing.T) {
 	}
 }
 
+// TestNewEmailWithHiddenCharacter: an address holding a character that shows nothing or reorders text is
+// refused naming it (it would look like another person's address), and no user is made with it; a lookup of
+// it finds nobody.
+func TestNewEmailWithHiddenCharacter(t *testing.T) {
+	ctx := context.Background()
+	a, _ := newTestAccounts(t)
+	for in, r := range map[string]rune{"ada\u200b@example.com": 0x200b, "ada@exa\u202emple.com": 0x202e,
+		"ada\u00a0@example.com": 0xa0, "\u2066ada@example.com": 0x2066, "ada\u200d@example.com": 0x200d} {
+		var h *HiddenRuneError
+		if _, err := a.CreateUser(ctx, in, pw, "org_1", "mem_1"); !errors.Is(err, ErrBadEmail) || !errors.As(err, &h) || h.Rune != r {
+			t.Errorf("%+q: %v, want a HiddenRuneError for %U", in, err, r)
+		}
+		if _, err := a.ByEmail(ctx, in); !errors.Is(err, ErrNotFound) {
+			t.Errorf("lookup of %+q: %v", in, err)
+		}
+	}
+	if e, err := NormaliseEmail("Ä@Ö.de"); err != nil || e != "ä@ö.de" {
+		t.Fatalf("an address in letters beyond ASCII: %q, %v", e, err)
+	}
+}
+
 // FuzzNormaliseEmail: whatever a person types, an accepted email is bounded, lower-case, has one @ with text on
-// both sides, and normalising it again changes nothing (so the email index has one key per address).
+// both sides, holds no hidden character, and normalising it again changes nothing (so the email index has one
+// key per address).
 func FuzzNormaliseEmail(f *testing.F) {
-	for _, s := range []string{"a@b", " Owner@Example.COM ", "x", "@", "a@@b", "a b@c", "ä@ö.de", "a@b\n", strings.Repeat("a", 300) + "@b"} {
+	for _, s := range []string{"a@b", " Owner@Example.COM ", "x", "@", "a@@b", "a b@c", "ä@ö.de", "a@b\n", strings.Repeat("a", 300) + "@b",
+		"a\u200b@b", "a@\u202eb"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, in string) {
@@ -236,7 +259,8 @@ func FuzzNormaliseEmail(f *testing.F) {
 			}
 			return
 		}
-		if len(e) > MaxEmailLen || strings.Count(e, "@") != 1 || strings.HasPrefix(e, "@") || strings.HasSuffix(e, "@") || e != strings.ToLower(e) {
+		if _, hidden := hiddenInEmail(e); hidden || len(e) > MaxEmailLen || strings.Count(e, "@") != 1 || strings.HasPrefix(e, "@") ||
+			strings.HasSuffix(e, "@") || e != strings.ToLower(e) {
 			t.Fatalf("accepted %q as %q", in, e)
 		}
 		if again, err := NormaliseEmail(e); err != nil || again != e {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strings"
 	"time"
-	"unicode"
 	"unicode/utf8"
 
 	"filigrane/actors"
@@ -26,7 +25,7 @@ var (
 	ErrRoleForbidden = errors.New("accounts: your role does not allow this")
 	ErrLastOwner     = errors.New("accounts: an organization keeps at least one owner")
 	ErrNoSuchMember  = errors.New("accounts: no such member in the organization")
-	ErrBadOrgName    = errors.New("accounts: an organization name has 1 to 100 characters, no control characters")
+	ErrBadOrgName    = errors.New("accounts: an organization name has 1 to 100 characters, none of them hidden")
 	ErrAlreadyMember = errors.New("accounts: the person is a member of the organization already")
 	ErrWrongAccount  = errors.New("accounts: the invitation is for another email")
 )
@@ -160,16 +159,15 @@ func RemoveMember(st *actors.OrgState, by, target string, now time.Time) error {
 	return nil
 }
 
-// OrgName checks and trims an organization's name.
+// OrgName checks and trims an organization's name: 1 to 100 characters, none hidden (a *HiddenRuneError
+// wrapping ErrBadOrgName: hidden.go).
 func OrgName(name string) (string, error) {
 	n := strings.TrimSpace(name)
 	if n == "" || !utf8.ValidString(n) || utf8.RuneCountInString(n) > MaxOrgNameLen {
 		return "", ErrBadOrgName
 	}
-	for _, r := range n {
-		if unicode.IsControl(r) {
-			return "", ErrBadOrgName
-		}
+	if r, found := hiddenInName(n); found {
+		return "", &HiddenRuneError{What: ErrBadOrgName, Rune: r}
 	}
 	return n, nil
 }

@@ -111,6 +111,20 @@ func TestOrgNameAndNewOrganization(t *testing.T) {
 			t.Fatalf("%q: %v", bad, err)
 		}
 	}
+	// A character that shows nothing or reorders text is refused, naming it; the joiners written words need
+	// are kept.
+	for bad, r := range map[string]rune{"Acme\u202egnp.exe": 0x202e, "Ac\u200bme": 0x200b, "\ufeffAcme": 0xfeff,
+		"Acme\u2028Labs": 0x2028, "Acme\u2066Labs": 0x2066, "Acme\ue000": 0xe000, "Acme\u00adLabs": 0xad} {
+		var h *HiddenRuneError
+		if _, err := OrgName(bad); !errors.Is(err, ErrBadOrgName) || !errors.As(err, &h) || h.Rune != r {
+			t.Errorf("%+q: %v, want a HiddenRuneError for %U", bad, err, r)
+		}
+	}
+	for _, good := range []string{"می\u200cخواهم", "Café Ünïcode", "東京\u3000スタジオ", "👩\u200d💻 Labs"} {
+		if n, err := OrgName(good); err != nil || n != good {
+			t.Errorf("%+q: %q, %v", good, n, err)
+		}
+	}
 	st, err := NewOrganization("org_2", "  Acme Labs ", "launch", "mem_9", "ada@example.com", t0)
 	if err != nil {
 		t.Fatal(err)

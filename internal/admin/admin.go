@@ -34,8 +34,10 @@ func (a Admin) CreateOrg(ctx context.Context, name, plan string, extraCredits in
 	if !ok {
 		return nil, fmt.Errorf("unknown plan %q", plan)
 	}
-	if name == "" {
-		return nil, errors.New("an organization needs a name")
+	// The console's rule for names (internal/accounts): the operator's organizations are shown beside those.
+	name, err := accounts.OrgName(name)
+	if err != nil {
+		return nil, err
 	}
 	now := a.Clock.Now()
 	st := actors.NewOrgState(actors.NewOrgID(), name, p.Name, now)

@@ -254,10 +254,37 @@ func TestConsoleShowsHostileValuesAsText(t *testing.T) {
 	}
 	visit("/console/batches", "#batches-status")
 
-	// An organization with quotes, a backslash, a long word and a right-to-left override in its name.
+	// An organization with quotes, a backslash, a long word and a right-to-left override in its name. The
+	// console refuses the override, naming it (internal/accounts: hidden characters), so the organization is
+	// made without it and then given it in its record, as one named before that rule: it is still shown isolated.
 	org := "Q \"Co\" \\ " + long[:60] + " \u202eowner"
+	do("name an organization with an override", chromedp.Navigate(base+"/console/orgs"), chromedp.WaitVisible(chromedp.CSS("#org-form")),
+		chromedp.SetValue(chromedp.CSS("#org-name"), org), chromedp.Submit(chromedp.CSS("#org-form")), chromedp.WaitVisible(chromedp.CSS("#page-error")))
+	if got := eval(`document.getElementById("page-error").textContent`); !strings.Contains(got, "hidden character, U+202E") {
+		t.Fatalf("an organization name with a right-to-left override: %q, want the refusal naming U+202E", got)
+	}
+	plain := strings.Replace(org, "\u202e", "", 1)
 	do("name an organization", chromedp.Navigate(base+"/console/orgs"), chromedp.WaitVisible(chromedp.CSS("#org-form")),
-		chromedp.SetValue(chromedp.CSS("#org-name"), org), chromedp.Submit(chromedp.CSS("#org-form")), chromedp.WaitVisible(chromedp.CSS("#members")))
+		chromedp.SetValue(chromedp.CSS("#org-name"), plain), chromedp.Submit(chromedp.CSS("#org-form")), chromedp.WaitVisible(chromedp.CSS("#members")))
+	records := actors.Orgs{Store: n.Store(), Clock: clock.System{}}
+	ids, err := records.List(bg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	renamed := false
+	for _, id := range ids {
+		if st, _, err := records.Load(bg, id); err != nil || st.Name != plain {
+			continue
+		}
+		if _, err := records.Update(bg, id, func(st *actors.OrgState) error { st.Name = org; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		renamed = true
+	}
+	if !renamed {
+		t.Fatal("the new organization is not in the store")
+	}
+	visit("/console/members", "#members")
 	clean("the new organization's members")
 	if got := leftToRight(".who span", "(owner)"); got != "true" {
 		t.Fatalf("the role after the organization's name in the header is not drawn left to right (%s): the name's right-to-left override leaked", got)

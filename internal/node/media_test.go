@@ -137,7 +137,23 @@ func TestVideoEmbedAndDetectJobs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r = postFile(t, f.base+"/watermarks/videos", f.keyA, movClip, "video.mp4", `{"film":2}`)
+	// output_format names the container the output keeps: mov for a MOV (refused before as "can only be
+	// mp4"), and mp4 for a MOV is refused naming mov, before anything is held, as is mov for an MP4.
+	for _, c := range []struct {
+		clip       []byte
+		asked, got string
+	}{{movClip, "mp4", "mov"}, {tinyMP4(t), "MOV", "mp4"}} {
+		r = postOptions(t, f.base+"/watermarks/videos", f.keyA, "", c.clip, "video.mp4", `{"film":3}`,
+			map[string]string{"output_format": c.asked})
+		if r.status != 422 {
+			t.Fatalf("output_format %s for a %s: %d, want 422", c.asked, c.got, r.status)
+		}
+		if p := decodeProblem(t, r); p.Code != "invalid_request" || !strings.Contains(p.Detail, "this video comes back as "+c.got) {
+			t.Fatalf("output_format %s for a %s: %+v", c.asked, c.got, p)
+		}
+	}
+	r = postOptions(t, f.base+"/watermarks/videos", f.keyA, "", movClip, "video.mp4", `{"film":2}`,
+		map[string]string{"output_format": "mov"})
 	if r.status != 200 || r.header.Get("Content-Type") != "video/quicktime" ||
 		r.header.Get("Content-Disposition") != `attachment; filename="video-watermarked.mov"` ||
 		len(r.body) < 12 || string(r.body[4:10]) != "ftypqt" {
@@ -154,10 +170,12 @@ func TestVideoEmbedAndDetectJobs(t *testing.T) {
 	}
 }
 
-// TestSmallVideoRefusedUncharged: a 176x144 clip (under half a tile of the mark, which no detection read back
-// on real footage) is refused by the synchronous and the asynchronous video embed with 422 invalid_video naming
-// the minimum, and nothing is charged or held. Before, it was marked and charged and detect_video found no mark.
-func TestSmallVideoRefusedUncharged(t *testing.T) {
+// TestUnmarkableVideosRefusedUncharged: a 176x144 clip (under half a tile of the mark, which no detection read
+// back on real footage) is refused by the synchronous and the asynchronous video embed with 422 invalid_video
+// naming the minimum, and nothing is charged or held. Before, it was marked and charged and detect_video found no
+// mark. A clip with an alpha channel (PNG frames in a MOV, rgba) is refused the same way, saying so: before, it
+// came back opaque and charged.
+func TestUnmarkableVideosRefusedUncharged(t *testing.T) {
 	t.Parallel()
 	out := filepath.Join(t.TempDir(), "small.mp4")
 	cmd := exec.Command("ffmpeg", "-v", "error", "-f", "lavfi", "-i", "testsrc2=size=176x144:rate=10", "-t", "1",
@@ -187,6 +205,21 @@ func TestSmallVideoRefusedUncharged(t *testing.T) {
 	}
 	res := waitResult(t, f, f.keyA, decodeReceipt(t, r).ResultURL)
 	wantFailedSmall("asynchronous embed of 176x144", res)
+	alphaPath := filepath.Join(t.TempDir(), "alpha.mov")
+	if msg, err := exec.Command("ffmpeg", "-v", "error", "-f", "lavfi", "-i", "testsrc2=size=320x256:rate=5", "-t", "1",
+		"-c:v", "png", "-pix_fmt", "rgba", "-f", "mov", alphaPath).CombinedOutput(); err != nil {
+		t.Fatalf("ffmpeg: %v: %s", err, msg)
+	}
+	alpha, err := os.ReadFile(alphaPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r = postFile(t, f.base+"/watermarks/videos", f.keyA, alpha, "alpha.mov", `{"s":3}`)
+	var body map[string]any
+	if r.status != 422 || json.Unmarshal(r.body, &body) != nil || body["status"] != "failed" ||
+		body["error_code"] != "invalid_video" || !strings.Contains(fmt.Sprint(body["detail"]), "alpha channel") {
+		t.Fatalf("embed of a video with alpha: %d %.300q; want 422, a failed job with invalid_video naming the alpha channel", r.status, r.body)
+	}
 	if after, held := balance(t, f, f.orgA); after != before || held != 0 {
 		t.Fatalf("balance %d held %d after the refusals; want %d, nothing held", after, held, before)
 	}

@@ -4,7 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"net/url"
+	"os"
+	"strings"
 	"syscall"
 
 	"github.com/minio/minio-go/v7"
@@ -71,6 +75,9 @@ func OpenCountedStorage(ctx context.Context, dataDir string, s3 *S3Config, logge
 // the reserve, and writes to the node's Pebble below a quarter of it, with diskspace.ErrLow.
 func OpenGuardedStorage(ctx context.Context, dataDir string, s3 *S3Config, logger zerolog.Logger, counts *opcount.Metrics, guard *diskspace.Guard) (*Storage, error) {
 	layout := Layout{Root: dataDir}
+	if err := layout.check(); err != nil {
+		return nil, err
+	}
 	// Pebble replays its log into a table file at open: on a full disk that flush failed in a loop (77 MB of
 	// errors in 30 s, measured) and the start never ended. Below the records' reserve, say so and stop.
 	if err := guard.Records(); err != nil {
@@ -184,4 +191,38 @@ func ensureBucket(ctx context.Context, client *minio.Client, c S3Config) error {
 		return fmt.Errorf("create bucket %s: %w", c.Bucket, err)
 	}
 	return nil
+}
+
+// check refuses a data directory that holds other files and no store: a typo in --data (an operator's home
+// directory) would otherwise get a store written among their files. A directory that does not exist yet, an
+// empty one (a filesystem's lost+found aside: a freshly mounted volume) and one with a store/ (an earlier
+// start's) are taken.
+func (l Layout) check() error {
+	if st, err := os.Stat(l.StoreDir()); err == nil && st.IsDir() {
+		return nil
+	}
+	d, err := os.Open(l.Root)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("data directory %s: %w", l.Root, err)
+	}
+	defer d.Close()
+	// A few names are enough to decide and to show; a home directory may hold many.
+	names, err := d.Readdirnames(8)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("data directory %s: %w", l.Root, err)
+	}
+	var others []string
+	for _, name := range names {
+		if name != "lost+found" {
+			others = append(others, fmt.Sprintf("%q", name))
+		}
+	}
+	if len(others) == 0 {
+		return nil
+	}
+	return fmt.Errorf("data directory %s is not empty (%s) and holds no Filigrane store (no store/): "+
+		"name a new or empty directory, or the one a node used before", l.Root, strings.Join(others, ", "))
 }

@@ -160,46 +160,63 @@ func (b *Blobs) Put(ctx context.Context, key string, r io.Reader) (info persiste
 	if err := b.guard.Files(); err != nil {
 		return persistence.BlobInfo{}, fmt.Errorf("fsblobs: put %q: %w", key, err)
 	}
-	f, err := os.CreateTemp(b.tmp, "put-*")
+	tmp, n, sum, err := b.stage(ctx, r)
 	if err != nil {
+		// Any write of the staging file may meet a full filesystem: said once here, as ErrLow.
 		return persistence.BlobInfo{}, fmt.Errorf("fsblobs: put %q: %w", key, diskspace.MarkFull(err))
 	}
 	published := false
 	defer func() {
 		if !published {
-			_ = f.Close()
-			_ = os.Remove(f.Name())
+			_ = os.Remove(tmp)
 		}
 	}()
-
-	if _, err := f.Write(make([]byte, headerLen)); err != nil {
-		return persistence.BlobInfo{}, fmt.Errorf("fsblobs: put %q: %w", key, diskspace.MarkFull(err))
-	}
-	h := sha256.New()
-	n, err := io.Copy(io.MultiWriter(&guardedWriter{w: f, guard: b.guard}, h), ctxReader{ctx, r})
-	if err != nil {
-		return persistence.BlobInfo{}, fmt.Errorf("fsblobs: put %q: after %d bytes: %w", key, n, diskspace.MarkFull(err))
-	}
-	var sum [sha256.Size]byte
-	h.Sum(sum[:0])
-	if _, err := f.WriteAt(encodeHeader(n, sum), 0); err != nil {
-		return persistence.BlobInfo{}, fmt.Errorf("fsblobs: put %q: %w", key, diskspace.MarkFull(err))
-	}
-	if err := f.Sync(); err != nil {
-		return persistence.BlobInfo{}, fmt.Errorf("fsblobs: put %q: sync: %w", key, diskspace.MarkFull(err))
-	}
-	if err := f.Close(); err != nil {
-		return persistence.BlobInfo{}, fmt.Errorf("fsblobs: put %q: %w", key, diskspace.MarkFull(err))
-	}
 	// Last chance to honour cancellation: after the rename the blob is visible.
 	if err := ctx.Err(); err != nil {
 		return persistence.BlobInfo{}, fmt.Errorf("fsblobs: put %q: %w", key, err)
 	}
-	if err := b.publish(f.Name(), path); err != nil {
+	if err := b.publish(tmp, path); err != nil {
 		return persistence.BlobInfo{}, fmt.Errorf("fsblobs: put %q: %w", key, err)
 	}
 	published = true
 	return persistence.BlobInfo{Size: n, SHA256: hex.EncodeToString(sum[:])}, nil
+}
+
+// stage writes r behind the blob header into a new staging file under tmp/, hashing it, fills in the header,
+// fsyncs and closes the file, and returns its name, size and digest. A stage that fails removes its file.
+func (b *Blobs) stage(ctx context.Context, r io.Reader) (name string, n int64, sum [sha256.Size]byte, err error) {
+	f, err := os.CreateTemp(b.tmp, "put-*")
+	if err != nil {
+		return "", 0, sum, err
+	}
+	closed := false
+	defer func() {
+		if err != nil {
+			if !closed {
+				_ = f.Close()
+			}
+			_ = os.Remove(f.Name())
+		}
+	}()
+	if _, err = f.Write(make([]byte, headerLen)); err != nil {
+		return "", 0, sum, err
+	}
+	h := sha256.New()
+	if n, err = io.Copy(io.MultiWriter(&guardedWriter{w: f, guard: b.guard}, h), ctxReader{ctx, r}); err != nil {
+		return "", 0, sum, fmt.Errorf("after %d bytes: %w", n, err)
+	}
+	h.Sum(sum[:0])
+	if _, err = f.WriteAt(encodeHeader(n, sum), 0); err != nil {
+		return "", 0, sum, err
+	}
+	if err = f.Sync(); err != nil {
+		return "", 0, sum, fmt.Errorf("sync: %w", err)
+	}
+	closed = true
+	if err = f.Close(); err != nil {
+		return "", 0, sum, err
+	}
+	return f.Name(), n, sum, nil
 }
 
 // publish renames the staging file to path, creating parent directories. A concurrent Delete may remove an
