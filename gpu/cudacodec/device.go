@@ -397,8 +397,8 @@ func (d *Device) begin(call string) time.Time {
 
 // uploadBand is the bytes of the bands Load stages and queues. Before, Load staged a whole image and then
 // transferred it: a 12 MP NRGBA image's 48 MB took the staging copy's time plus the transfer's; in bands the
-// transfers overlap the copies of later bands. A band is large enough that the driver calls, about ten
-// microseconds each, stay few (48 a 12 MP NRGBA image).
+// transfers overlap the copies of later bands. A band is at least this large, so that the driver calls, about
+// ten microseconds each, stay few.
 const uploadBand = 1 << 20
 
 // uploadBands is about how many bands a large image is staged in: each band also costs the driver calls of its
