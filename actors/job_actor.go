@@ -41,13 +41,19 @@ type jobActor struct {
 	wake    *time.Timer
 	wakeAt  time.Time
 	// diskRefused is a worker's report that its attempt met a low disk (JobFail with LowDisk) that this
-	// activation could not record because the store refused the write for want of disk space (below a
-	// quarter of --min-free-disk); the attempt's lease then runs out unrecorded. Once the record can be
+	// activation could not record because the store refused the write for want of disk space (below an
+	// eighth of --min-free-disk, see reporting); the attempt's lease then runs out unrecorded. Once the record can be
 	// written, the tick applies it instead of the lease's expiry (jobstate.Record.DiskLapse), so the wait is
 	// not counted as a lost worker. Held in memory only, and the activation stays while it is held.
 	diskRefused *JobFail
 	// writeLow says that the last write was refused for want of disk space (nothing was written).
 	writeLow bool
+	// reporting says that the message being handled is a worker's report on its running attempt (a renewal,
+	// or how it ended): its writes are the record of work already done (diskspace.Outcome), which a node low
+	// on disk takes down to an eighth of its reserve where other records stop at a quarter. Refused, they lost
+	// the work (a result stored but never recorded; a wait for disk space counted as a lost worker once the
+	// lease lapsed), and nothing else could remember it across a restart.
+	reporting bool
 }
 
 func (a *jobActor) Receive(ctx actor.Context) {
@@ -92,18 +98,18 @@ func (a *jobActor) Receive(ctx actor.Context) {
 		}, func(rep *JobReply) { rep.Lease = &lease })
 	case *JobRenew:
 		var lease jobstate.Lease
-		a.command(ctx, msg.RequestID, func(r *jobstate.Record, now time.Time) error {
+		a.report(ctx, msg.RequestID, func(r *jobstate.Record, now time.Time) error {
 			var err error
 			lease, err = r.Renew(msg.Token, now)
 			return err
 		}, func(rep *JobReply) { rep.Lease = &lease })
 	case *JobSucceed:
-		a.command(ctx, msg.RequestID, func(r *jobstate.Record, now time.Time) error {
+		a.report(ctx, msg.RequestID, func(r *jobstate.Record, now time.Time) error {
 			return r.Succeed(msg.Token, msg.Output, now)
 		}, nil)
 	case *JobFail:
 		a.writeLow = false
-		a.command(ctx, msg.RequestID, func(r *jobstate.Record, now time.Time) error {
+		a.report(ctx, msg.RequestID, func(r *jobstate.Record, now time.Time) error {
 			if msg.LowDisk {
 				return r.WaitForDisk(msg.Token, msg.Detail, now)
 			}
@@ -113,7 +119,7 @@ func (a *jobActor) Receive(ctx actor.Context) {
 			a.diskRefused = msg // not recorded: the attempt still runs in the record
 		}
 	case *JobHandBack:
-		a.command(ctx, msg.RequestID, func(r *jobstate.Record, now time.Time) error {
+		a.report(ctx, msg.RequestID, func(r *jobstate.Record, now time.Time) error {
 			return r.HandBack(msg.Token, now)
 		}, nil)
 	case *JobTick:
@@ -212,7 +218,11 @@ func (a *jobActor) save(ctx actor.Context, rec *jobstate.Record) bool {
 // that refusal comes before anything is written, so the cell and a.rec are as they were and the activation
 // goes on, keeping what it could not record yet (diskRefused).
 func (a *jobActor) write(ctx actor.Context, rec *jobstate.Record) error {
-	err := a.cell.Save(a.deps.lifetime(), rec)
+	life := a.deps.lifetime()
+	if a.reporting {
+		life = diskspace.Outcome(life)
+	}
+	err := a.cell.Save(life, rec)
 	a.writeLow = errors.Is(err, diskspace.ErrLow)
 	switch {
 	case a.writeLow:
@@ -360,6 +370,13 @@ func (a *jobActor) releaseQuietly(orgID, op string) {
 	if _, err := a.deps.orgs().Release(cctx, OrgRelease{OrgID: orgID, Op: op}); err != nil {
 		a.deps.Logger.Error().Err(err).Str("job", op).Msg("release credits of a refused job")
 	}
+}
+
+// report is command for a worker's report on its running attempt (reporting).
+func (a *jobActor) report(ctx actor.Context, requestID string, fn func(*jobstate.Record, time.Time) error, decorate func(*JobReply)) {
+	a.reporting = true
+	defer func() { a.reporting = false }()
+	a.command(ctx, requestID, fn, decorate)
 }
 
 // command applies fn to a copy of the record, saves it when it changed, settles effects and answers.

@@ -274,9 +274,9 @@ func (r *Record) WaitForDisk(token Token, detail string, now time.Time) error {
 	return nil
 }
 
-// DiskLapse ends a running attempt whose lease ran out while its node could not record anything: below a
-// quarter of --min-free-disk the job's record itself is refused, so the attempt's WaitForDisk could not be
-// written, nor its renewals, and the lease lapsed. The caller (the job actor, which saw that report refused
+// DiskLapse ends a running attempt whose lease ran out while its node could not record anything: below an
+// eighth of --min-free-disk even a worker's reports on its attempt are refused, so the attempt's WaitForDisk
+// could not be written, nor its renewals, and the lease lapsed. The caller (the job actor, which saw that report refused
 // for want of disk space) applies the report now, as WaitForDisk would have on time, instead of the lease's
 // expiry (Tick: worker_lost, counted). The record cannot know the report was made; the caller does. It
 // reports whether the record changed: only when attempt token still runs, its lease expired, and the
