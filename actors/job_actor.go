@@ -40,12 +40,13 @@ type jobActor struct {
 	waiters []*actor.PID
 	wake    *time.Timer
 	wakeAt  time.Time
-	// diskRefused is a worker's report that its attempt met a low disk (JobFail with LowDisk) that this
-	// activation could not record because the store refused the write for want of disk space (below an
-	// eighth of --min-free-disk, see reporting); the attempt's lease then runs out unrecorded. Once the record can be
-	// written, the tick applies it instead of the lease's expiry (jobstate.Record.DiskLapse), so the wait is
-	// not counted as a lost worker. Held in memory only, and the activation stays while it is held.
-	diskRefused *JobFail
+	// diskRefused is a worker's report of how its attempt ended (that it met a low disk, JobFail with LowDisk,
+	// or that it stored its result, JobSucceed) that this activation could not record because the store
+	// refused the write for want of disk space (below an eighth of --min-free-disk, see reporting); the
+	// attempt's lease then runs out unrecorded. Once the record can be written, the tick applies it instead of
+	// the lease's expiry (jobstate.Record.DiskLapse, SucceedLapsed), so the attempt is not counted as a lost
+	// worker, nor its stored result made again. Held in memory only, and the activation stays while it is held.
+	diskRefused *refusedReport
 	// writeLow says that the last write was refused for want of disk space (nothing was written).
 	writeLow bool
 	// reporting says that the message being handled is a worker's report on its running attempt (a renewal,
@@ -104,9 +105,12 @@ func (a *jobActor) Receive(ctx actor.Context) {
 			return err
 		}, func(rep *JobReply) { rep.Lease = &lease })
 	case *JobSucceed:
+		a.writeLow = false
 		a.report(ctx, msg.RequestID, func(r *jobstate.Record, now time.Time) error {
 			return r.Succeed(msg.Token, msg.Output, now)
 		}, nil)
+		out := msg.Output
+		a.keepRefused(&refusedReport{token: msg.Token, output: &out})
 	case *JobFail:
 		a.writeLow = false
 		a.report(ctx, msg.RequestID, func(r *jobstate.Record, now time.Time) error {
@@ -115,8 +119,8 @@ func (a *jobActor) Receive(ctx actor.Context) {
 			}
 			return r.Fail(msg.Token, msg.Code, msg.Detail, msg.Retryable, now)
 		}, nil)
-		if msg.LowDisk && a.writeLow && a.rec != nil && a.rec.Lease != nil && a.rec.Lease.Token == msg.Token {
-			a.diskRefused = msg // not recorded: the attempt still runs in the record
+		if msg.LowDisk {
+			a.keepRefused(&refusedReport{token: msg.Token, detail: msg.Detail})
 		}
 	case *JobHandBack:
 		a.report(ctx, msg.RequestID, func(r *jobstate.Record, now time.Time) error {
@@ -134,7 +138,7 @@ func (a *jobActor) Receive(ctx actor.Context) {
 			return
 		}
 		a.command(ctx, msg.RequestID, func(r *jobstate.Record, now time.Time) error {
-			if f := a.diskRefused; f != nil && r.DiskLapse(f.Token, f.Detail, now) {
+			if f := a.diskRefused; f != nil && f.apply(r, now) {
 				return nil
 			}
 			// The sweeper ticks every active job every few seconds: a running attempt whose worker's cluster
@@ -410,12 +414,37 @@ func (a *jobActor) command(ctx actor.Context, requestID string, fn func(*jobstat
 	a.deps.Respond(ctx, rep)
 }
 
-// forgetDiskRefused drops the refused low-disk report once its attempt no longer runs (the tick applied it,
+// forgetDiskRefused drops the refused report once its attempt no longer runs (the tick applied it,
 // the worker's own report got through, or the job ended otherwise), so that the activation may idle out.
 func (a *jobActor) forgetDiskRefused() {
-	if f := a.diskRefused; f != nil && (a.rec == nil || a.rec.Lease == nil || a.rec.Lease.Token != f.Token) {
+	if f := a.diskRefused; f != nil && (a.rec == nil || a.rec.Lease == nil || a.rec.Lease.Token != f.token) {
 		a.diskRefused = nil
 	}
+}
+
+// refusedReport is a worker's report of how attempt token ended that the store refused for want of disk space
+// (jobActor.diskRefused): a success with its stored result (output), or else a wait for disk space (detail).
+type refusedReport struct {
+	token  jobstate.Token
+	detail string
+	output *jobstate.Output
+}
+
+// keepRefused keeps f when the report just handled was refused for want of disk space and its attempt still
+// runs in the record.
+func (a *jobActor) keepRefused(f *refusedReport) {
+	if a.writeLow && a.rec != nil && a.rec.Lease != nil && a.rec.Lease.Token == f.token {
+		a.diskRefused = f // not recorded: the attempt still runs in the record
+	}
+}
+
+// apply ends the attempt in r as its refused report would have on time, once its lease lapsed; it reports
+// whether r changed.
+func (f *refusedReport) apply(r *jobstate.Record, now time.Time) bool {
+	if f.output != nil {
+		return r.SucceedLapsed(f.token, *f.output, now)
+	}
+	return r.DiskLapse(f.token, f.detail, now)
 }
 
 // settle performs what the record still owes, marking each settled effect in the record, and tells waiters

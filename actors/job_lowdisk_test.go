@@ -109,3 +109,52 @@ func TestWorkerReportsBelowTheRecordsReserveSurviveRestart(t *testing.T) {
 		t.Errorf("credits: %v %+v; want 1 charged and the waiting job's 3 held", err, bal)
 	}
 }
+
+// Below an eighth of the reserve even a worker's report that its result is stored is refused, and so are its
+// renewals: the attempt's lease runs out with nothing recorded. The job's activation keeps the refused
+// success, and once space is freed the sweeper's tick applies it: the job succeeds with the stored result, on
+// its one attempt, charged once. Before, the lapse counted as a lost worker (retrying, worker_lost) and the next
+// attempt made the stored result again.
+func TestRefusedSuccessAppliedOnceSpaceIsFreed(t *testing.T) {
+	ctx := context.Background()
+	store := tempStore(t)
+	guard := diskspace.New(t.TempDir(), 1)
+	clk := clock.NewManual(time.Date(2026, 6, 1, 10, 0, 0, 0, time.UTC))
+	org, err := admin.Admin{Store: store, Clock: clk, Catalog: actors.DefaultCatalog()}.CreateOrg(ctx, "Acme", "launch", 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reqID := "req_" + strings.Repeat("a", 64)
+	spec := jobstate.Spec{RequestID: reqID, OrgID: org.ID, Operation: jobstate.OperationDetect, Media: jobstate.MediaImage,
+		Format: "PNG", FrameCount: 1, AcceleratorRequested: jobstate.AcceleratorCPU,
+		Input: jobstate.Input{BlobKey: "in/" + reqID, SHA256: strings.Repeat("b", 64), Size: 1234, Filename: "cat.png", ContentType: "image/png"}}
+	out := jobstate.Output{BlobKey: "outputs/" + org.ID + "/" + reqID + "/detection.json", Size: 20,
+		SHA256: strings.Repeat("d", 64), ContentType: "application/json", Filename: "detection.json", Charge: 1,
+		Accelerator: jobstate.AcceleratorCPU}
+	sys, c := startSystem(t, diskspace.Store(store, guard), store, clk)
+	t.Cleanup(sys.Shutdown)
+	lease := c.job(t, reqID, &actors.JobSubmit{Spec: spec, Hold: 3, ClaimAs: "n1/w0/aa", Lease: 30 * time.Second}).Lease
+	free, err := guard.Free()
+	if err != nil {
+		t.Fatal(err)
+	}
+	guard.SetReserve(16 * free) // outcomes refused too: an eighth is twice the free space
+	if v, err := c.Request(ctx, reqID, actors.KindJob, &actors.JobSucceed{RequestID: reqID, Token: lease.Token, Output: out}); err != nil ||
+		v.(*actors.JobReply).Code != actors.ReplyInternal {
+		t.Fatalf("the success below an eighth of the reserve: %v %+v; want refused, internal", err, v)
+	}
+	clk.Advance(time.Minute) // past the lease, never renewed
+	guard.SetReserve(1)      // space freed
+	sweeper := actors.Sweeper{Store: store, Caller: c, Clock: clk, Logger: zerolog.Nop()}
+	if _, err := sweeper.TickJobs(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r := c.job(t, reqID, &actors.JobGet{RequestID: reqID, OrgID: org.ID}).Record; r.Status != jobstate.StatusSucceeded ||
+		r.Output == nil || *r.Output != out || r.Attempts != 1 || !r.Committed() {
+		t.Fatalf("once space is freed: %s, %d attempts, output %+v, last error %+v; want succeeded with the stored result",
+			r.Status, r.Attempts, r.Output, r.LastError)
+	}
+	if bal, err := (actors.OrgClient{Caller: c}).Get(ctx, org.ID); err != nil || bal.Balance != 99 || bal.Held != 0 {
+		t.Fatalf("credits: %v %+v; want 1 charged, nothing held", err, bal)
+	}
+}
