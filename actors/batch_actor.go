@@ -145,7 +145,7 @@ func (a *batchActor) Receive(ctx actor.Context) {
 			return
 		}
 		next := a.rec.Clone()
-		if next.ArchiveStarted() {
+		if next.ArchiveStarted(a.deps.Clock.Now()) {
 			// Only what a read shows; a failed write stops this activation (as any failed write does), and
 			// the next one builds the archive again.
 			_ = a.write(ctx, next)
@@ -512,21 +512,27 @@ func (a *batchActor) drive(ctx actor.Context, onlyJob string) {
 	a.schedulePulse(ctx)
 }
 
-// archiveDiskWait is how long a batch's archive waits for disk space, from its first build refused for want of
-// it, before it ends failed: as long as a build may take (archiveBuildLimit), and about an image job's deadline.
+// archiveDiskWait is how long a batch's archive waits for disk space, from its first build (ArchiveStartedAt),
+// before it ends failed: as long as a build may take (archiveBuildLimit), and about an image job's deadline.
 const archiveDiskWait = archiveBuildLimit
 
 // waitForDisk takes a build refused because the node is low on disk space and reports whether the archive
 // waits for space (the next build no sooner than 2 s later, doubling up to jobstate.MaxDiskWait, as a job's
-// attempt does) rather than ending failed, which it does once archiveDiskWait has passed. The wait lives in
-// the activation: a new one (a restart, the batch moving to another node) tries at once and waits afresh.
-// Nothing is written: the batch reads assembling meanwhile.
+// attempt does) rather than ending failed, which it does once archiveDiskWait has passed since its first build
+// began (the record's ArchiveStartedAt; this activation's first refusal in a record from before it was kept).
+// Nothing is written while it waits (the batch reads assembling, and below a quarter of the reserve no record
+// could be), so the backoff lives in the activation: a new one (a restart, the batch moving to another node)
+// tries at once, but the wait ends when it would have. Before, a restart started the 30 minutes over.
 func (a *batchActor) waitForDisk() bool {
 	now := a.deps.Clock.Now()
 	if a.diskWaits == 0 {
 		a.diskSince = now
 	}
-	if now.Sub(a.diskSince) >= archiveDiskWait {
+	since := a.diskSince
+	if first := a.rec.ArchiveStartedAt; !first.IsZero() && first.Before(since) {
+		since = first
+	}
+	if now.Sub(since) >= archiveDiskWait {
 		a.deps.Logger.Error().Str("batch", a.id).Int("tries", a.diskWaits+1).
 			Msg("archive: the node stayed low on disk space; the archive ends failed (docs/operations.md, Disk space)")
 		return false

@@ -191,3 +191,37 @@ func TestArchiveWaitsForDiskSpace(t *testing.T) {
 		t.Fatalf("still low after 30 minutes: %s, archive %q; want completed, failed", got.Status, got.ArchiveStatus)
 	}
 }
+
+// An archive waiting for disk space ends failed 30 minutes after its first build began even when the node
+// restarted meanwhile: the wait counts from the record's ArchiveStartedAt, not from the new activation's first
+// refusal. Before, a restart started the 30 minutes over (here the archive still read assembling).
+func TestArchiveDiskWaitSurvivesRestart(t *testing.T) {
+	store := tempStore(t)
+	clk := clock.NewManual(time.Date(2026, 6, 1, 10, 0, 0, 0, time.UTC))
+	guard := diskspace.New(t.TempDir(), 1<<62) // more than any disk has: every file is refused
+	blobs, err := fsblobs.OpenGuarded(t.TempDir(), guard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	orgID := "org_" + strings.Repeat("4", 32)
+	id := storeFinishedArchiveBatch(t, store, clk, orgID, "archive-disk-restart", 100)
+	start := func() (batchCaller, logLines) {
+		_, lc := startSystem(t, store, store, clk)
+		lines := make(logLines, 64)
+		lc.deps.Logger = zerolog.New(lines)
+		return batchCaller{localCaller: lc, env: &actors.BatchEnv{Pulse: time.Hour, Assemblies: make(chan struct{}, 1), Blobs: blobs}}, lines
+	}
+	c, lines := start()
+	c.batch(t, id, &actors.BatchTick{BatchID: id})
+	waitLog(t, lines, "archive refused for want of disk space")
+	c.system.Shutdown() // the node restarts, still low
+
+	clk.Advance(30 * time.Minute)
+	c, lines = start()
+	t.Cleanup(c.system.Shutdown)
+	c.batch(t, id, &actors.BatchTick{BatchID: id})
+	waitLog(t, lines, "archive: the node stayed low on disk space")
+	if got := awaitArchive(t, c, id, orgID); got.Status != batchstate.StatusCompleted || got.ArchiveStatus != batchstate.ArchiveFailed {
+		t.Fatalf("30 minutes after the first build, across a restart: %s, archive %q; want completed, failed", got.Status, got.ArchiveStatus)
+	}
+}

@@ -40,14 +40,21 @@ type jobActor struct {
 	waiters []*actor.PID
 	wake    *time.Timer
 	wakeAt  time.Time
-	// diskRefused is a worker's report that its attempt met a low disk (JobFail with LowDisk) that this
-	// activation could not record because the store refused the write for want of disk space (below a
-	// quarter of --min-free-disk); the attempt's lease then runs out unrecorded. Once the record can be
-	// written, the tick applies it instead of the lease's expiry (jobstate.Record.DiskLapse), so the wait is
-	// not counted as a lost worker. Held in memory only, and the activation stays while it is held.
-	diskRefused *JobFail
+	// diskRefused is a worker's report of how its attempt ended (that it met a low disk, JobFail with LowDisk,
+	// or that it stored its result, JobSucceed) that this activation could not record because the store
+	// refused the write for want of disk space (below an eighth of --min-free-disk, see reporting); the
+	// attempt's lease then runs out unrecorded. Once the record can be written, the tick applies it instead of
+	// the lease's expiry (jobstate.Record.DiskLapse, SucceedLapsed), so the attempt is not counted as a lost
+	// worker, nor its stored result made again. Held in memory only, and the activation stays while it is held.
+	diskRefused *refusedReport
 	// writeLow says that the last write was refused for want of disk space (nothing was written).
 	writeLow bool
+	// reporting says that the message being handled is a worker's report on its running attempt (a renewal,
+	// or how it ended): its writes are the record of work already done (diskspace.Outcome), which a node low
+	// on disk takes down to an eighth of its reserve where other records stop at a quarter. Refused, they lost
+	// the work (a result stored but never recorded; a wait for disk space counted as a lost worker once the
+	// lease lapsed), and nothing else could remember it across a restart.
+	reporting bool
 }
 
 func (a *jobActor) Receive(ctx actor.Context) {
@@ -92,28 +99,31 @@ func (a *jobActor) Receive(ctx actor.Context) {
 		}, func(rep *JobReply) { rep.Lease = &lease })
 	case *JobRenew:
 		var lease jobstate.Lease
-		a.command(ctx, msg.RequestID, func(r *jobstate.Record, now time.Time) error {
+		a.report(ctx, msg.RequestID, func(r *jobstate.Record, now time.Time) error {
 			var err error
 			lease, err = r.Renew(msg.Token, now)
 			return err
 		}, func(rep *JobReply) { rep.Lease = &lease })
 	case *JobSucceed:
-		a.command(ctx, msg.RequestID, func(r *jobstate.Record, now time.Time) error {
+		a.writeLow = false
+		a.report(ctx, msg.RequestID, func(r *jobstate.Record, now time.Time) error {
 			return r.Succeed(msg.Token, msg.Output, now)
 		}, nil)
+		out := msg.Output
+		a.keepRefused(&refusedReport{token: msg.Token, output: &out})
 	case *JobFail:
 		a.writeLow = false
-		a.command(ctx, msg.RequestID, func(r *jobstate.Record, now time.Time) error {
+		a.report(ctx, msg.RequestID, func(r *jobstate.Record, now time.Time) error {
 			if msg.LowDisk {
 				return r.WaitForDisk(msg.Token, msg.Detail, now)
 			}
 			return r.Fail(msg.Token, msg.Code, msg.Detail, msg.Retryable, now)
 		}, nil)
-		if msg.LowDisk && a.writeLow && a.rec != nil && a.rec.Lease != nil && a.rec.Lease.Token == msg.Token {
-			a.diskRefused = msg // not recorded: the attempt still runs in the record
+		if msg.LowDisk {
+			a.keepRefused(&refusedReport{token: msg.Token, detail: msg.Detail})
 		}
 	case *JobHandBack:
-		a.command(ctx, msg.RequestID, func(r *jobstate.Record, now time.Time) error {
+		a.report(ctx, msg.RequestID, func(r *jobstate.Record, now time.Time) error {
 			return r.HandBack(msg.Token, now)
 		}, nil)
 	case *JobTick:
@@ -128,7 +138,7 @@ func (a *jobActor) Receive(ctx actor.Context) {
 			return
 		}
 		a.command(ctx, msg.RequestID, func(r *jobstate.Record, now time.Time) error {
-			if f := a.diskRefused; f != nil && r.DiskLapse(f.Token, f.Detail, now) {
+			if f := a.diskRefused; f != nil && f.apply(r, now) {
 				return nil
 			}
 			// The sweeper ticks every active job every few seconds: a running attempt whose worker's cluster
@@ -212,7 +222,11 @@ func (a *jobActor) save(ctx actor.Context, rec *jobstate.Record) bool {
 // that refusal comes before anything is written, so the cell and a.rec are as they were and the activation
 // goes on, keeping what it could not record yet (diskRefused).
 func (a *jobActor) write(ctx actor.Context, rec *jobstate.Record) error {
-	err := a.cell.Save(a.deps.lifetime(), rec)
+	life := a.deps.lifetime()
+	if a.reporting {
+		life = diskspace.Outcome(life)
+	}
+	err := a.cell.Save(life, rec)
 	a.writeLow = errors.Is(err, diskspace.ErrLow)
 	switch {
 	case a.writeLow:
@@ -362,6 +376,13 @@ func (a *jobActor) releaseQuietly(orgID, op string) {
 	}
 }
 
+// report is command for a worker's report on its running attempt (reporting).
+func (a *jobActor) report(ctx actor.Context, requestID string, fn func(*jobstate.Record, time.Time) error, decorate func(*JobReply)) {
+	a.reporting = true
+	defer func() { a.reporting = false }()
+	a.command(ctx, requestID, fn, decorate)
+}
+
 // command applies fn to a copy of the record, saves it when it changed, settles effects and answers.
 func (a *jobActor) command(ctx actor.Context, requestID string, fn func(*jobstate.Record, time.Time) error, decorate func(*JobReply)) {
 	if !a.loadFor(ctx, requestID, "") {
@@ -393,12 +414,37 @@ func (a *jobActor) command(ctx actor.Context, requestID string, fn func(*jobstat
 	a.deps.Respond(ctx, rep)
 }
 
-// forgetDiskRefused drops the refused low-disk report once its attempt no longer runs (the tick applied it,
+// forgetDiskRefused drops the refused report once its attempt no longer runs (the tick applied it,
 // the worker's own report got through, or the job ended otherwise), so that the activation may idle out.
 func (a *jobActor) forgetDiskRefused() {
-	if f := a.diskRefused; f != nil && (a.rec == nil || a.rec.Lease == nil || a.rec.Lease.Token != f.Token) {
+	if f := a.diskRefused; f != nil && (a.rec == nil || a.rec.Lease == nil || a.rec.Lease.Token != f.token) {
 		a.diskRefused = nil
 	}
+}
+
+// refusedReport is a worker's report of how attempt token ended that the store refused for want of disk space
+// (jobActor.diskRefused): a success with its stored result (output), or else a wait for disk space (detail).
+type refusedReport struct {
+	token  jobstate.Token
+	detail string
+	output *jobstate.Output
+}
+
+// keepRefused keeps f when the report just handled was refused for want of disk space and its attempt still
+// runs in the record.
+func (a *jobActor) keepRefused(f *refusedReport) {
+	if a.writeLow && a.rec != nil && a.rec.Lease != nil && a.rec.Lease.Token == f.token {
+		a.diskRefused = f // not recorded: the attempt still runs in the record
+	}
+}
+
+// apply ends the attempt in r as its refused report would have on time, once its lease lapsed; it reports
+// whether r changed.
+func (f *refusedReport) apply(r *jobstate.Record, now time.Time) bool {
+	if f.output != nil {
+		return r.SucceedLapsed(f.token, *f.output, now)
+	}
+	return r.DiskLapse(f.token, f.detail, now)
 }
 
 // settle performs what the record still owes, marking each settled effect in the record, and tells waiters

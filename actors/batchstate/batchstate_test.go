@@ -416,7 +416,7 @@ func TestArchive(t *testing.T) {
 	if r.Status != StatusAssembling || r.ArchiveStatus != ArchiveQueued || len(r.Events) != 0 {
 		t.Fatalf("batch %s archive %q events %d; want assembling, queued, no event yet", r.Status, r.ArchiveStatus, len(r.Events))
 	}
-	if !r.ArchiveStarted() || r.ArchiveStatus != ArchiveAssembling || r.ArchiveStarted() {
+	if !r.ArchiveStarted(t0) || r.ArchiveStatus != ArchiveAssembling || r.ArchiveStarted(t0) {
 		t.Fatalf("archive started: %q; want assembling, once", r.ArchiveStatus)
 	}
 	r.Cancel(now) // no effect while assembling

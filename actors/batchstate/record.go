@@ -221,6 +221,10 @@ type Record struct {
 	ArchiveBlobKey   string        `msgpack:"archive_blob_key"`
 	ArchiveSize      int64         `msgpack:"archive_size"`
 	ArchiveExpiresAt time.Time     `msgpack:"archive_expires_at"`
+	// ArchiveStartedAt is when the archive's first build began (ArchiveStarted): an archive waiting for disk
+	// space counts its wait from it, so that a restart does not start the wait over. Zero, and left out of the
+	// encoding, until then and in records written before it was kept.
+	ArchiveStartedAt time.Time `msgpack:"archive_started_at,omitempty"`
 
 	Events []Event `msgpack:"events"`
 	// Removed marks a record reduced to its key after RecordRetention: reads answer 404, a create with the

@@ -354,13 +354,13 @@ func (r *Record) ArchiveDone(outcome ArchiveStatus, blobKey string, size int64, 
 	return nil
 }
 
-// ArchiveStarted moves a queued archive to assembling (spec 3.5: null, then queued, assembling, ready) and
-// reports whether it did; any other state is left as it is.
-func (r *Record) ArchiveStarted() bool {
+// ArchiveStarted moves a queued archive to assembling (spec 3.5: null, then queued, assembling, ready) as its
+// first build begins at now, and reports whether it did; any other state is left as it is.
+func (r *Record) ArchiveStarted(now time.Time) bool {
 	if r.Status != StatusAssembling || r.ArchiveStatus != ArchiveQueued {
 		return false
 	}
-	r.ArchiveStatus = ArchiveAssembling
+	r.ArchiveStatus, r.ArchiveStartedAt = ArchiveAssembling, now.UTC()
 	r.changed()
 	return true
 }

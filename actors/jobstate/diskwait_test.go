@@ -98,3 +98,34 @@ func TestDiskLapse(t *testing.T) {
 		t.Fatal("a lapse at the deadline ended as a disk wait")
 	}
 }
+
+// TestSucceedLapsed: an attempt whose success could not be recorded (its lease ran out meanwhile) succeeds with
+// its stored result once its lease expired, not counted again: not before (the worker may still report), not
+// for another attempt's token, not with an output the job would refuse, not at the deadline (Tick fails the job
+// then), and not twice.
+func TestSucceedLapsed(t *testing.T) {
+	r := mustAccept(t, testSpec(), t0)
+	l := mustClaim(t, r, "n1/w0/aa", t0.Add(time.Second), 30*time.Second)
+	bad := testOutput()
+	bad.Charge = r.CreditsHeld + 1
+	if r.SucceedLapsed(l.Token, testOutput(), l.ExpiresAt.Add(-time.Nanosecond)) ||
+		r.SucceedLapsed(l.Token+1, testOutput(), l.ExpiresAt) || r.SucceedLapsed(l.Token, bad, l.ExpiresAt) {
+		t.Fatal("a lease not yet expired, another attempt's, or an output over the hold succeeded")
+	}
+	if !r.SucceedLapsed(l.Token, testOutput(), l.ExpiresAt) {
+		t.Fatal("an expired lease whose success was refused did not succeed")
+	}
+	if r.Status != StatusSucceeded || r.Attempts != 1 || r.Output == nil || *r.Output != testOutput() ||
+		!r.CompletedAt.Equal(l.ExpiresAt) {
+		t.Fatalf("after the lapse: %s, %d attempts, output %+v", r.Status, r.Attempts, r.Output)
+	}
+	mustValid(t, r)
+	if r.SucceedLapsed(l.Token, testOutput(), l.ExpiresAt) {
+		t.Fatal("a succeeded job changed again")
+	}
+	r = mustAccept(t, testSpec(), t0)
+	l = mustClaim(t, r, "n1/w0/aa", r.Deadline.Add(-time.Minute), 30*time.Second)
+	if r.SucceedLapsed(l.Token, testOutput(), r.Deadline) {
+		t.Fatal("a lapse at the deadline succeeded")
+	}
+}

@@ -54,7 +54,9 @@
 //     report would have, a wait for disk space, not counted.
 //   - Refused late work. A success that arrives after the lease expired or after the deadline is refused
 //     even though the output exists: accepting it would make the outcome depend on how late the actor
-//     ticked. A refused worker deletes the output blob it wrote; nothing refers to it.
+//     ticked. The output stays under the job's name, where the next attempt's replaces it. Except
+//     SucceedLapsed: a success that arrived on time but could not be written for want of disk space (the
+//     caller saw it refused so) is applied once the lease lapsed, as DiskLapse applies a wait.
 //   - Credits on the receipt: the amount held while the job is active, the actual charge once it succeeded,
 //     and 0 once it failed (the hold was refunded, so the actual charge is zero).
 //   - Effects are derived, not emitted: PendingEffects computes from the record what is still owed (the

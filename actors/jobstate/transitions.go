@@ -157,6 +157,12 @@ func (r *Record) Succeed(token Token, out Output, now time.Time) error {
 	if err := r.validOutput(out); err != nil {
 		return fmt.Errorf("succeed job %s with lease %d: %w", r.RequestID, token, err)
 	}
+	r.succeed(out, now)
+	return nil
+}
+
+// succeed commits out as the job's outcome (Succeed, SucceedLapsed).
+func (r *Record) succeed(out Output, now time.Time) {
 	o := out
 	r.Output = &o
 	r.Status = StatusSucceeded
@@ -164,7 +170,22 @@ func (r *Record) Succeed(token Token, out Output, now time.Time) error {
 	r.CompletedAt = now
 	r.ResultExpiresAt = now.Add(ResultRetention)
 	r.changed()
-	return nil
+}
+
+// SucceedLapsed is DiskLapse for a success: attempt token stored its result and reported it on time, but the
+// report could not be written for want of disk space (nor the renewals), and the lease lapsed. The caller (the
+// job actor, which saw that report refused) applies it now, as Succeed would have on time, instead of the
+// lease's expiry, which would count the attempt lost and make the stored result again. It reports whether the
+// record changed: only when attempt token still runs, its lease expired, the deadline has not come, and out
+// is a valid output of the job.
+func (r *Record) SucceedLapsed(token Token, out Output, now time.Time) bool {
+	now = now.UTC()
+	if r.Status != StatusRunning || r.Lease == nil || r.Lease.Token != token || now.Before(r.Lease.ExpiresAt) ||
+		!now.Before(r.Deadline) || r.validOutput(out) != nil {
+		return false
+	}
+	r.succeed(out, now)
+	return true
 }
 
 func (r *Record) validOutput(o Output) error {
@@ -274,9 +295,9 @@ func (r *Record) WaitForDisk(token Token, detail string, now time.Time) error {
 	return nil
 }
 
-// DiskLapse ends a running attempt whose lease ran out while its node could not record anything: below a
-// quarter of --min-free-disk the job's record itself is refused, so the attempt's WaitForDisk could not be
-// written, nor its renewals, and the lease lapsed. The caller (the job actor, which saw that report refused
+// DiskLapse ends a running attempt whose lease ran out while its node could not record anything: below an
+// eighth of --min-free-disk even a worker's reports on its attempt are refused, so the attempt's WaitForDisk
+// could not be written, nor its renewals, and the lease lapsed. The caller (the job actor, which saw that report refused
 // for want of disk space) applies the report now, as WaitForDisk would have on time, instead of the lease's
 // expiry (Tick: worker_lost, counted). The record cannot know the report was made; the caller does. It
 // reports whether the record changed: only when attempt token still runs, its lease expired, and the

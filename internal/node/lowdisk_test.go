@@ -407,8 +407,10 @@ func waitLog(t *testing.T, lines logLines, want string) {
 	}
 }
 
-// Below a quarter of the reserve the job's own record cannot be written: the worker's report that its attempt
-// met a low disk is refused, and so are its renewals, so the attempt's lease runs out with nothing recorded.
+// Below an eighth of the reserve even a worker's reports on its attempt cannot be written (below a quarter they
+// still are: TestWorkerReportsBelowTheRecordsReserveSurviveRestart, actors): the worker's report that its
+// attempt met a low disk is refused, and so are its renewals, so the attempt's lease runs out with nothing
+// recorded.
 // Once space is freed, the sweeper's tick ends that attempt as a wait for disk space, not counted (the job
 // actor kept the refused report), and the job succeeds on its first counted attempt, charged once. Before, the
 // lapsed lease counted as a lost worker (worker_lost, attempt 1 of 5).
@@ -421,12 +423,12 @@ func TestJobLowOnRecordsWaitsUncounted(t *testing.T) {
 	})
 	var once sync.Once
 	f.n.Pool().OnClaim = func(context.Context, string) bool {
-		once.Do(func() { // records refused too: a reserve of 8 times the free space has a quarter of twice it
+		once.Do(func() { // outcomes refused too: a reserve of 16 times the free space has an eighth of twice it
 			free, err := g.Free()
 			if err != nil {
 				t.Error(err)
 			}
-			g.SetReserve(8 * free)
+			g.SetReserve(16 * free)
 		})
 		return true
 	}

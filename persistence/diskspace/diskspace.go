@@ -8,7 +8,11 @@
 // of log in 30 s) and the start never finished. Files (uploads, inputs, results) are refused first, at the
 // reserve, so records, which are small, go on being written (job outcomes, deletions that free space) until a
 // quarter of it is left; then record writes are refused too, and the rest stays for Pebble's own flushes.
-// Nothing is remembered: once space is freed, the next write is taken.
+// Except the records of work already done (Outcome: a running job attempt's renewal and its report of how it
+// ended), taken down to an eighth: refusing them lost the work for good (a stored result redone, a wait for
+// disk space counted as a lost worker), since nothing else can be written at that point to remember them,
+// while they are few (one per running attempt at a time) and small. Nothing is remembered: once space is
+// freed, the next write is taken.
 package diskspace
 
 import (
@@ -28,13 +32,14 @@ var ErrLow = errors.New("the data directory's filesystem is low on free space")
 // Guard measures the free space of one directory's filesystem. A nil *Guard refuses nothing. It is safe for
 // concurrent use.
 type Guard struct {
-	dir     string
-	files   atomic.Uint64 // file writes need at least this much free
-	records atomic.Uint64 // record writes need at least this much free
+	dir      string
+	files    atomic.Uint64 // file writes need at least this much free
+	records  atomic.Uint64 // record writes need at least this much free
+	outcomes atomic.Uint64 // record writes marked Outcome need at least this much free
 }
 
-// New guards dir with reserve bytes for file writes and a quarter of it for record writes; a reserve of 0
-// returns nil (no guard).
+// New guards dir with reserve bytes for file writes, a quarter of it for record writes and an eighth for the
+// records of work already done (Outcome); a reserve of 0 returns nil (no guard).
 func New(dir string, reserve uint64) *Guard {
 	if reserve == 0 {
 		return nil
@@ -44,12 +49,13 @@ func New(dir string, reserve uint64) *Guard {
 	return g
 }
 
-// SetReserve changes the reserve (at least 1 byte) from the next write on, with a quarter of it for records:
-// how a test makes a real filesystem look low on space without filling it, and back.
+// SetReserve changes the reserve (at least 1 byte) from the next write on, with a quarter of it for records
+// and an eighth for outcomes: how a test makes a real filesystem look low on space without filling it, and back.
 func (g *Guard) SetReserve(reserve uint64) {
 	reserve = max(reserve, 1)
 	g.files.Store(reserve)
 	g.records.Store(reserve / 4)
+	g.outcomes.Store(reserve / 8)
 }
 
 // Free is the space unprivileged writes may still use on the directory's filesystem.
@@ -81,6 +87,24 @@ func (g *Guard) Records() error {
 	return g.check(g.records.Load(), "record")
 }
 
+// Outcomes refuses a write of the record of work already done (ErrLow) when less than an eighth of the reserve
+// is free.
+func (g *Guard) Outcomes() error {
+	if g == nil {
+		return nil
+	}
+	return g.check(g.outcomes.Load(), "outcome record")
+}
+
+// outcomeKey marks a context whose record writes are outcomes (Outcome).
+type outcomeKey struct{}
+
+// Outcome marks the record writes made with ctx as the record of work already done: a running job attempt's
+// renewal, or its report of how it ended. The guarded Store takes them down to an eighth of the reserve, where
+// other record writes are refused below a quarter. Only writes whose number is bounded by the work running now
+// may be marked: never one a client's request makes on its own.
+func Outcome(ctx context.Context) context.Context { return context.WithValue(ctx, outcomeKey{}, true) }
+
 func (g *Guard) check(need uint64, what string) error {
 	free, err := g.Free()
 	if err != nil {
@@ -103,8 +127,9 @@ func MarkFull(err error) error {
 	return err
 }
 
-// Store wraps a record store so that its writes (CompareAndSet) are refused below the records' threshold.
-// Reads, scans and deletes pass: a delete is how space comes back. A nil guard returns s itself.
+// Store wraps a record store so that its writes (CompareAndSet) are refused below the records' threshold, or
+// the outcomes' for a context marked Outcome. Reads, scans and deletes pass: a delete is how space comes back.
+// A nil guard returns s itself.
 func Store(s persistence.Store, g *Guard) persistence.Store {
 	if g == nil {
 		return s
@@ -118,7 +143,11 @@ type guarded struct {
 }
 
 func (s *guarded) CompareAndSet(ctx context.Context, key []byte, expect persistence.Version, value []byte) (persistence.Version, error) {
-	if err := s.g.Records(); err != nil {
+	check := s.g.Records
+	if ctx.Value(outcomeKey{}) != nil {
+		check = s.g.Outcomes
+	}
+	if err := check(); err != nil {
 		return persistence.NoVersion, err
 	}
 	return s.Store.CompareAndSet(ctx, key, expect, value)

@@ -66,3 +66,39 @@ func TestMarkFull(t *testing.T) {
 		t.Fatal("MarkFull changed an error that is not ENOSPC")
 	}
 }
+
+// The records of work already done (a context marked Outcome) are written down to an eighth of the reserve,
+// where other records are refused below a quarter: with 5 times the free space as the reserve, a plain record
+// write is refused and an outcome is taken; with 16 times, both are refused. Files are refused in both.
+func TestOutcomesBelowTheRecordsQuarter(t *testing.T) {
+	dir := t.TempDir()
+	g := diskspace.New(dir, 1)
+	store, err := pebblestore.Open(t.TempDir(), zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	guarded := diskspace.Store(store, g)
+	ctx := context.Background()
+	free, err := g.Free()
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.SetReserve(5 * free) // a quarter is 1.25 times the free space, an eighth 0.625 times
+	if _, err := guarded.CompareAndSet(ctx, []byte("plain"), persistence.NoVersion, []byte("v")); !errors.Is(err, diskspace.ErrLow) {
+		t.Fatalf("a plain record write below a quarter of the reserve: %v, want ErrLow", err)
+	}
+	if _, err := guarded.CompareAndSet(diskspace.Outcome(ctx), []byte("outcome"), persistence.NoVersion, []byte("v")); err != nil {
+		t.Fatalf("an outcome above an eighth of the reserve: %v", err)
+	}
+	if _, err := store.Get(ctx, []byte("outcome")); err != nil {
+		t.Fatalf("the outcome taken was not written: %v", err)
+	}
+	if !errors.Is(g.Files(), diskspace.ErrLow) || !errors.Is(g.Records(), diskspace.ErrLow) || g.Outcomes() != nil {
+		t.Fatalf("files %v, records %v, outcomes %v", g.Files(), g.Records(), g.Outcomes())
+	}
+	g.SetReserve(16 * free)
+	if _, err := guarded.CompareAndSet(diskspace.Outcome(ctx), []byte("outcome2"), persistence.NoVersion, []byte("v")); !errors.Is(err, diskspace.ErrLow) {
+		t.Fatalf("an outcome below an eighth of the reserve: %v, want ErrLow", err)
+	}
+}
