@@ -113,7 +113,7 @@ func TestSmallVideoRefusals(t *testing.T) {
 // frames; a long clip of few frames its minutes' frames), and an embed stopped by it is refused with
 // video_too_large, a sentence that says why.
 func TestVideoFrameBudgetIsThePrice(t *testing.T) {
-	v := mediafiles.NewVideo(nil, mediakind.Rates{VideoEmbedPerMinute: 1, VideoFramesPerMinute: 10})
+	v := mediafiles.NewVideo(nil, mediakind.Rates{VideoEmbedPerMinute: 1, VideoFramesPerMinute: 10}, 0)
 	for _, c := range []struct {
 		seconds float64
 		frames  int64
