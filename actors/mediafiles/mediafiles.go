@@ -184,13 +184,13 @@ func workDetail(e *video.WorkError) string {
 		verb = "check"
 	}
 	fmt.Fprintf(&b, "the video has %s frames of %dx%d, more than we %s in one job before its deadline "+
-		"(about %d minutes of processing, the limit is %d): send it in parts of at most %d frames of this size",
-		frames, e.Width, e.Height, verb, int64(math.Ceil(e.Work.Minutes())), int64(e.Limit.Minutes()), e.MaxFrames)
+		"(about %s of processing, the limit is %s): send it in parts of at most %d frames of this size",
+		frames, e.Width, e.Height, verb, clock(e.Work.Seconds()), clock(e.Limit.Seconds()), e.MaxFrames)
 	if e.FrameRate > 0 && e.MaxFrames > 0 {
 		fmt.Fprintf(&b, " (%s at its %s fps)", clock(float64(e.MaxFrames)/e.FrameRate),
 			strconv.FormatFloat(math.Round(e.FrameRate*100)/100, 'f', -1, 64))
 	}
-	if mp := e.MaxMegapixels; mp >= 0.1 && !e.Decoded {
+	if mp := math.Floor(e.MaxMegapixels*10) / 10; mp >= 0.1 && !e.Decoded { // rounded down: a size that fits
 		fmt.Fprintf(&b, ", or with frames of at most %.1f megapixels", mp)
 	}
 	if e.Decoded {
@@ -200,14 +200,17 @@ func workDetail(e *video.WorkError) string {
 	return b.String()
 }
 
-// clock writes seconds as "9 min 38 s", "42 s" or "0.8 s" (rounded down: the length that fits).
+// clock writes seconds as "9 min 38 s", "30 min", "42 s" or "0.8 s", rounded down.
 func clock(seconds float64) string {
 	if seconds < 10 {
 		return strconv.FormatFloat(math.Floor(seconds*10)/10, 'f', -1, 64) + " s"
 	}
 	s := int64(seconds)
-	if s < 60 {
+	switch {
+	case s < 60:
 		return fmt.Sprintf("%d s", s)
+	case s%60 == 0:
+		return fmt.Sprintf("%d min", s/60)
 	}
 	return fmt.Sprintf("%d min %d s", s/60, s%60)
 }
