@@ -36,7 +36,11 @@ func (a *Adapter) detect(ctx context.Context, src string, seconds float64) (code
 	if err != nil {
 		return codec.Detection{}, err
 	}
-	info, err := t.probe(ctx, src, detecting)
+	op := detecting
+	if seconds > 0 {
+		op = readingBack
+	}
+	info, err := t.probe(ctx, src, op)
 	if err != nil {
 		return codec.Detection{}, err
 	}
@@ -61,7 +65,7 @@ func (a *Adapter) detect(ctx context.Context, src string, seconds float64) (code
 		return codec.Detection{}, err
 	}
 	acc := newSegmenter(a.Codec, w, h)
-	maxFrames, byWork := detecting.frameCap(info, t.limits)
+	maxFrames, byWork := op.frameCap(info, t.limits)
 	_, goErr := walkMKV(out, nil, w*h, maxFrames, "", func(pix []byte, ms int64) error {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -70,7 +74,7 @@ func (a *Adapter) detect(ctx context.Context, src string, seconds float64) (code
 		return nil
 	})
 	if byWork {
-		goErr = asWorkError(goErr, detecting.name, detecting.cost, info, t.limits.MaxWork, maxFrames)
+		goErr = asWorkError(goErr, op.name, op.cost, info, t.limits.MaxWork, maxFrames)
 	}
 	if goErr != nil {
 		io.Copy(io.Discard, out) //nolint:errcheck // let the decoder finish or fail on its own

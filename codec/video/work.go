@@ -42,6 +42,9 @@ type operation struct {
 var (
 	embedding = operation{name: "embed", cost: EmbedCost}
 	detecting = operation{name: "detect", cost: DetectCost}
+	// readingBack is the detection of an embed's first seconds in its own output (Adapter.readBack): the
+	// embed's probe bounded the work, and the read-back is part of it; a zero Cost bounds nothing.
+	readingBack = operation{name: "detect"}
 )
 
 // frameCap is the most frames op decodes of the file info describes within limits: MaxFrames, or fewer when
