@@ -23,9 +23,10 @@ type Cost struct {
 // The costs of the two operations, measured on 320x240 to 3840x2160 clips with /usr/bin/time (user+system CPU
 // of `filigrane codec embed` and `codec detect` and their ffmpeg children; docs/video.md has the figures):
 //
-//   - an embed costs about 0.046 to 0.049 CPU-s per megapixel-frame of moving content (testsrc2) and 0.03 to
-//     0.04 of black frames (the content a file of thousands of large frames within the 20 MB upload is made
-//     of); noise, which x264 spends five times more on, cannot fill many frames within 20 MB;
+//   - an embed costs about 0.046 to 0.049 CPU-s per megapixel-frame of moving content (testsrc2), 0.048 of a
+//     still picture and 0.03 to 0.04 of black frames (still and black frames are what a file of thousands of
+//     large frames within the 20 MB upload is made of); noise, which x264 spends five times more on, and
+//     camera footage (0.08 to 0.09) cannot fill many frames within 20 MB;
 //   - a detection decodes a frame for 0.003 (4K, halved while decoding) to 0.006 (1080p) CPU-s per
 //     megapixel and analyses each second's mean frame for 0.5 to 0.75 CPU-s.
 var (
@@ -58,8 +59,8 @@ func (op operation) frameCap(info Info, l Limits) (n int64, byWork bool) {
 	return n, false
 }
 
-// units is the seconds of video that get the per-second work: those the duration starts, and one more for the
-// frames of a last partial second, never more than the frames.
+// units is the seconds of video that get the per-second work: those the duration starts, and one more, since
+// frames that do not start on a second's boundary straddle one more; never more than the frames.
 func units(frames int64, seconds float64) int64 {
 	if frames <= 0 {
 		return 0
