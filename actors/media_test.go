@@ -264,7 +264,7 @@ func TestMissingProgramFailsTheJobAtOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	vid := mediafiles.NewVideo(cdc, actors.DefaultCatalog().Prices)
+	vid := mediafiles.NewVideo(cdc, actors.DefaultCatalog().Prices, 0)
 	vid.A.FFmpeg, vid.A.FFprobe = missing, missing
 	doc := mediafiles.NewPDF(cdc)
 	doc.A.Mutool = missing

@@ -8,7 +8,10 @@ package mediafiles
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -33,13 +36,17 @@ const (
 // Video is the adapter of the video kind.
 type Video struct{ A *video.Adapter }
 
-// NewVideo is the video adapter with the table's bounds of the video kind (ffmpeg and ffprobe from PATH). An
-// embed decodes at most the frames its price at rates pays for (mediakind.VideoFramesPaid of its probe), the
+// NewVideo is the video adapter with the table's bounds of the video kind (ffmpeg and ffprobe from PATH); a
+// maxWork above zero replaces the table's MaxWork (a node on slower CPUs than the reference machine lowers it).
+// An embed decodes at most the frames its price at rates pays for (mediakind.VideoFramesPaid of its probe), the
 // probe that the hold was priced on: the work never outgrows the credits held.
-func NewVideo(c *codec.Codec, rates mediakind.Rates) Video {
+func NewVideo(c *codec.Codec, rates mediakind.Rates, maxWork time.Duration) Video {
 	k, _ := mediakind.ByMedia(jobstate.MediaVideo)
+	if maxWork <= 0 {
+		maxWork = k.Limits.MaxWork
+	}
 	return Video{A: &video.Adapter{Codec: c, Limits: video.Limits{
-		MaxDuration: k.Limits.MaxDuration.Seconds(), MaxFrames: k.Limits.MaxFrames},
+		MaxDuration: k.Limits.MaxDuration.Seconds(), MaxFrames: k.Limits.MaxFrames, MaxWork: maxWork},
 		FrameBudget: func(in video.Info) int64 { return mediakind.VideoFramesPaid(rates, videoInfo(in)) }}}
 }
 
@@ -59,6 +66,16 @@ func videoInfo(in video.Info) mediakind.Info {
 // Probe reads the container and the video stream.
 func (v Video) Probe(ctx context.Context, src string) (mediakind.Info, error) {
 	in, err := v.A.Probe(ctx, src)
+	if err != nil {
+		return mediakind.Info{}, videoError(err)
+	}
+	return videoInfo(in), nil
+}
+
+// ProbeDetect reads the container and the video stream for a detection, whose work bound counts a detection's
+// work (less per frame than an embed's: no encoding).
+func (v Video) ProbeDetect(ctx context.Context, src string) (mediakind.Info, error) {
+	in, err := v.A.ProbeDetect(ctx, src)
 	if err != nil {
 		return mediakind.Info{}, videoError(err)
 	}
@@ -101,6 +118,9 @@ func (v Video) Available(jobstate.Operation) error {
 
 func videoError(err error) error {
 	refuse := func(code, detail string) error { return &mediakind.Refusal{Code: code, Detail: detail, Err: err} }
+	if we := (*video.WorkError)(nil); errors.As(err, &we) {
+		return refuse(CodeVideoTooLarge, workDetail(we))
+	}
 	switch {
 	case errors.Is(err, video.ErrToolMissing):
 		return &mediakind.Unavailable{Detail: "this node cannot process videos now: ffmpeg is not installed; retry later", Err: err}
@@ -149,6 +169,50 @@ func videoError(err error) error {
 		return refuse(CodeProcessingError, "the watermarked video could not be written ("+te.Stage+"): "+why)
 	}
 	return err
+}
+
+// workDetail tells the client why a video is more work than a job may take, and what to send instead: shorter
+// parts (the frames of this size that fit, and how long that is at its frame rate), or smaller frames.
+func workDetail(e *video.WorkError) string {
+	var b strings.Builder
+	frames := fmt.Sprintf("%d", e.Frames)
+	if e.Decoded {
+		frames = "more than " + frames
+	}
+	verb := "watermark"
+	if e.Operation == "detect" {
+		verb = "check"
+	}
+	fmt.Fprintf(&b, "the video has %s frames of %dx%d, more than we %s in one job before its deadline "+
+		"(about %s of processing, the limit is %s): send it in parts of at most %d frames of this size",
+		frames, e.Width, e.Height, verb, clock(e.Work.Seconds()), clock(e.Limit.Seconds()), e.MaxFrames)
+	if e.FrameRate > 0 && e.MaxFrames > 0 {
+		fmt.Fprintf(&b, " (%s at its %s fps)", clock(float64(e.MaxFrames)/e.FrameRate),
+			strconv.FormatFloat(math.Round(e.FrameRate*100)/100, 'f', -1, 64))
+	}
+	if mp := math.Floor(e.MaxMegapixels*10) / 10; mp >= 0.1 && !e.Decoded { // rounded down: a size that fits
+		fmt.Fprintf(&b, ", or with frames of at most %.1f megapixels", mp)
+	}
+	if e.Decoded {
+		b.WriteString("; its container declares fewer frames than it holds (a fragmented MP4 declares none): " +
+			"send it as an MP4 or MOV that states its frame count")
+	}
+	return b.String()
+}
+
+// clock writes seconds as "9 min 38 s", "30 min", "42 s" or "0.8 s", rounded down.
+func clock(seconds float64) string {
+	if seconds < 10 {
+		return strconv.FormatFloat(math.Floor(seconds*10)/10, 'f', -1, 64) + " s"
+	}
+	s := int64(seconds)
+	switch {
+	case s < 60:
+		return fmt.Sprintf("%d s", s)
+	case s%60 == 0:
+		return fmt.Sprintf("%d min", s/60)
+	}
+	return fmt.Sprintf("%d min %d s", s/60, s%60)
 }
 
 // exitedOnItsOwn reports whether err is the exit status of a process that ended by itself with an error, as
@@ -331,6 +395,7 @@ var (
 	_ mediakind.Estimator    = PDF{}
 	_ mediakind.PageReserver = PDF{}
 	_ mediakind.DetectProber = PDF{}
+	_ mediakind.DetectProber = Video{}
 	_ mediakind.Preparer     = PDF{}
 	_ mediakind.PageReserver = preparedPDF{}
 	_ mediakind.DetectProber = preparedPDF{}

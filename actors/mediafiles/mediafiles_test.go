@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"filigrane/actors/mediafiles"
 	"filigrane/actors/mediakind"
@@ -113,7 +114,7 @@ func TestSmallVideoRefusals(t *testing.T) {
 // frames; a long clip of few frames its minutes' frames), and an embed stopped by it is refused with
 // video_too_large, a sentence that says why.
 func TestVideoFrameBudgetIsThePrice(t *testing.T) {
-	v := mediafiles.NewVideo(nil, mediakind.Rates{VideoEmbedPerMinute: 1, VideoFramesPerMinute: 10})
+	v := mediafiles.NewVideo(nil, mediakind.Rates{VideoEmbedPerMinute: 1, VideoFramesPerMinute: 10}, 0)
 	for _, c := range []struct {
 		seconds float64
 		frames  int64
@@ -128,5 +129,30 @@ func TestVideoFrameBudgetIsThePrice(t *testing.T) {
 	err := mediafiles.VideoError(fmt.Errorf("video: marking frames: %w: more than 40 frames decoded", video.ErrFrameBudget))
 	if !errors.As(err, &ref) || ref.Code != mediafiles.CodeVideoTooLarge || !strings.Contains(ref.Detail, "more frames than its container declares") {
 		t.Errorf("an embed over its frame budget: %v, want a video_too_large refusal saying why", err)
+	}
+}
+
+// TestWorkRefusalSaysWhatFits: a video over the work bound is a video_too_large refusal whose detail says what to
+// send instead: the frames of its size that one job takes and how long that is at its rate, or the frame size at
+// which its frames fit; one found while decoding (more frames than its container declared) says to send a file
+// that states its frame count.
+func TestWorkRefusalSaysWhatFits(t *testing.T) {
+	t.Parallel()
+	in := video.Info{Duration: 600, Video: video.Stream{Width: 1920, Height: 1080, Frames: 18000,
+		AvgFrameRate: video.Rational{Num: 30000, Den: 1001}}}
+	err := mediafiles.VideoError(video.Limits{}.CheckWork("embed", video.EmbedCost, in))
+	const want = "the video has 18000 frames of 1920x1080, more than we watermark in one job before its deadline " +
+		"(about 31 min 6 s of processing, the limit is 30 min): send it in parts of at most 17361 frames of this size " +
+		"(9 min 39 s at its 29.97 fps), or with frames of at most 2.0 megapixels"
+	var ref *mediakind.Refusal
+	if !errors.As(err, &ref) || ref.Code != mediafiles.CodeVideoTooLarge || ref.Detail != want {
+		t.Errorf("embed over the bound: %v\nwant a video_too_large refusal %q", err, want)
+	}
+	decoded := &video.WorkError{Operation: "detect", Frames: 26507, Decoded: true, Width: 3840, Height: 2160,
+		Work: 30 * time.Minute, Limit: 30 * time.Minute, MaxFrames: 26507}
+	if err := mediafiles.VideoError(fmt.Errorf("video: decoding: %w", decoded)); !errors.As(err, &ref) ||
+		ref.Code != mediafiles.CodeVideoTooLarge || !strings.Contains(ref.Detail, "more than 26507 frames of 3840x2160, more than we check") ||
+		!strings.Contains(ref.Detail, "states its frame count") {
+		t.Errorf("detection stopped while decoding: %v", err)
 	}
 }

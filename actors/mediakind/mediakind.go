@@ -44,6 +44,10 @@ type Limits struct {
 	// MaxFrames and MaxDuration bound a video; 0: not a timed kind.
 	MaxFrames   int64
 	MaxDuration time.Duration
+	// MaxWork bounds a video job's estimated CPU time of one core (codec/video's Cost of its frames, their size
+	// and its seconds), checked from the probe before anything is held: a job that cannot finish before its
+	// deadline is refused rather than run until the deadline fails it.
+	MaxWork time.Duration
 }
 
 // Info is what a probe learns of a file before it is processed: enough to check limits, set the deadline and
@@ -176,6 +180,10 @@ func Table() []Kind {
 				SyncDetect: 0, // video detection always runs as a job
 				// codec/video's bounds (ten minutes at up to 60 fps); the deadline reaches its 90-minute cap at 240 frames.
 				MaxFrames: 36_000, MaxDuration: 10 * time.Minute,
+				// A third of that cap: the rest is for waiting for a worker and for a second attempt from the start
+				// when a node is lost, on a node that gives the job about one core (docs/video.md, "Work and
+				// deadline"). Below 240 frames the deadline is shorter, but 15 s a frame is far above any frame's work.
+				MaxWork: jobstate.MaxVideoDeadline / 3,
 			},
 			SyncWait: SyncWait, OutputMIME: "video/mp4", OutputExt: "mp4", Class: ClassCPULong,
 		},
@@ -480,6 +488,9 @@ func LimitsMarkdown() string {
 			bound = fmt.Sprintf("%d pages", k.Limits.MaxPages)
 		case k.Limits.MaxFrames > 0:
 			bound = fmt.Sprintf("%d frames, %v", k.Limits.MaxFrames, k.Limits.MaxDuration)
+			if k.Limits.MaxWork > 0 {
+				bound += fmt.Sprintf(", %v of estimated work (one core)", k.Limits.MaxWork)
+			}
 		}
 		price := "1 credit per file"
 		if k.Media == jobstate.MediaVideo {

@@ -111,17 +111,26 @@ func (a *Adapter) CheckTools() error {
 	return err
 }
 
-// Probe runs ffprobe on src and checks the limits. Bad input comes back as ErrNotVideo, ErrNoVideoStream,
-// ErrTruncated or a limit error.
+// Probe runs ffprobe on src and checks the limits of an embed (its work: EmbedCost). Bad input comes back as
+// ErrNotVideo, ErrNoVideoStream, ErrTruncated or a limit error.
 func (a *Adapter) Probe(ctx context.Context, src string) (Info, error) {
+	return a.probeFor(ctx, src, embedding)
+}
+
+// ProbeDetect is Probe with the limits of a detection (its work: DetectCost, less per frame than an embed's).
+func (a *Adapter) ProbeDetect(ctx context.Context, src string) (Info, error) {
+	return a.probeFor(ctx, src, detecting)
+}
+
+func (a *Adapter) probeFor(ctx context.Context, src string, op operation) (Info, error) {
 	t, err := a.tools()
 	if err != nil {
 		return Info{}, err
 	}
-	return t.probe(ctx, src)
+	return t.probe(ctx, src, op)
 }
 
-func (t tools) probe(ctx context.Context, src string) (Info, error) {
+func (t tools) probe(ctx context.Context, src string, op operation) (Info, error) {
 	ctx, cancel := context.WithTimeout(ctx, t.limits.Timeout)
 	defer cancel()
 	if !fileExists(src) {
@@ -151,6 +160,9 @@ func (t tools) probe(ctx context.Context, src string) (Info, error) {
 		return info, err
 	}
 	if err := t.limits.Check(info); err != nil {
+		return info, err
+	}
+	if err := t.limits.CheckWork(op.name, op.cost, info); err != nil {
 		return info, err
 	}
 	if info.Video.BitDepth > 8 && (info.Video.MasteringDisplay == "" || info.Video.ContentLight == "") {
@@ -189,7 +201,7 @@ func (a *Adapter) Embed(ctx context.Context, src, dst string, id codec.ID, opt O
 	if err != nil {
 		return EmbedReport{}, err
 	}
-	info, err := t.probe(ctx, src)
+	info, err := t.probe(ctx, src, embedding)
 	if err != nil {
 		return EmbedReport{}, err
 	}
@@ -294,16 +306,19 @@ func (a *Adapter) Embed(ctx context.Context, src, dst string, id codec.ID, opt O
 			}
 			return marker.Mark16(pix[:f.lumaSize], 2*v.Width, f.bits)
 		}
-		maxFrames := t.limits.MaxFrames
+		maxFrames, byWork := embedding.frameCap(info, t.limits)
 		budgeted := false
 		if a.FrameBudget != nil {
 			if b := a.FrameBudget(info); b > 0 && b < maxFrames {
-				maxFrames, budgeted = b, true
+				maxFrames, budgeted, byWork = b, true, false
 			}
 		}
 		rep.FrameCount, goErr = walkMKV(decOut, encIn, f.size, maxFrames, f.rawTag, mark)
-		if budgeted && errors.Is(goErr, ErrTooManyFrames) {
+		switch {
+		case budgeted && errors.Is(goErr, ErrTooManyFrames):
 			goErr = fmt.Errorf("%w: more than %d frames decoded, the probe declared %d", ErrFrameBudget, maxFrames, v.Frames)
+		case byWork:
+			goErr = asWorkError(goErr, embedding.name, embedding.cost, info, t.limits.MaxWork, maxFrames)
 		}
 		tl.finish()
 		rep.Segments = tl.segs

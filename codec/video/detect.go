@@ -36,7 +36,11 @@ func (a *Adapter) detect(ctx context.Context, src string, seconds float64) (code
 	if err != nil {
 		return codec.Detection{}, err
 	}
-	info, err := t.probe(ctx, src)
+	op := detecting
+	if seconds > 0 {
+		op = readingBack
+	}
+	info, err := t.probe(ctx, src, op)
 	if err != nil {
 		return codec.Detection{}, err
 	}
@@ -61,13 +65,17 @@ func (a *Adapter) detect(ctx context.Context, src string, seconds float64) (code
 		return codec.Detection{}, err
 	}
 	acc := newSegmenter(a.Codec, w, h)
-	_, goErr := walkMKV(out, nil, w*h, t.limits.MaxFrames, "", func(pix []byte, ms int64) error {
+	maxFrames, byWork := op.frameCap(info, t.limits)
+	_, goErr := walkMKV(out, nil, w*h, maxFrames, "", func(pix []byte, ms int64) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		acc.add(pix, ms)
 		return nil
 	})
+	if byWork {
+		goErr = asWorkError(goErr, op.name, op.cost, info, t.limits.MaxWork, maxFrames)
+	}
 	if goErr != nil {
 		io.Copy(io.Discard, out) //nolint:errcheck // let the decoder finish or fail on its own
 	}

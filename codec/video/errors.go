@@ -15,6 +15,8 @@ var (
 	ErrTooLong       = errors.New("video: too long")
 	ErrTooLarge      = errors.New("video: frames too large")
 	ErrTooManyFrames = errors.New("video: too many frames")
+	// ErrTooMuchWork: the video's estimated work (Cost) is more than Limits.MaxWork; the error is a *WorkError.
+	ErrTooMuchWork = errors.New("video: more work than one job may take")
 	// ErrFrameBudget: the embed decoded more frames than Adapter.FrameBudget allows for the file's probe (the
 	// probe understated them).
 	ErrFrameBudget = errors.New("video: more frames than the probe declared")

@@ -359,19 +359,23 @@ type Limits struct {
 	MaxWidth    int     // pixels, either orientation: the larger side
 	MaxPixels   int     // width × height of one frame
 	MaxFrames   int64
+	// MaxWork bounds the estimated CPU time of one core an embed or a detection of the file may take
+	// (EmbedCost, DetectCost): checked from the probe, and while decoding (a probe can understate the frames).
+	MaxWork     time.Duration
 	MemoryBytes uint64        // address-space limit of each ffmpeg process (Linux)
 	Timeout     time.Duration // wall-clock limit of one Probe, Embed or Detect, on top of the caller's context
 }
 
-// DefaultLimits allow ten minutes of up to 4K video.
+// DefaultLimits allow ten minutes of up to 4K video, and half an hour of work: a third of the service's longest
+// video deadline (90 minutes; docs/video.md, "Work and deadline").
 var DefaultLimits = Limits{MaxDuration: 600, MaxWidth: 4096, MaxPixels: 4096 * 2304, MaxFrames: 36000,
-	MemoryBytes: 3 << 30, Timeout: 90 * time.Minute}
+	MaxWork: 30 * time.Minute, MemoryBytes: 3 << 30, Timeout: 90 * time.Minute}
 
 func (l Limits) withDefaults() Limits {
 	d := DefaultLimits
 	l.MaxDuration, l.MaxWidth = orDefault(l.MaxDuration, d.MaxDuration), orDefault(l.MaxWidth, d.MaxWidth)
 	l.MaxPixels, l.MaxFrames = orDefault(l.MaxPixels, d.MaxPixels), orDefault(l.MaxFrames, d.MaxFrames)
-	l.Timeout = orDefault(l.Timeout, d.Timeout)
+	l.Timeout, l.MaxWork = orDefault(l.Timeout, d.Timeout), orDefault(l.MaxWork, d.MaxWork)
 	if l.MemoryBytes == 0 {
 		l.MemoryBytes = d.MemoryBytes
 	}
@@ -386,7 +390,7 @@ func orDefault[T int | int64 | float64 | time.Duration](v, d T) T {
 	return d
 }
 
-// Check compares the probe with the limits.
+// Check compares the probe with the limits other than the work's (CheckWork).
 func (l Limits) Check(info Info) error {
 	l = l.withDefaults()
 	v := info.Video
@@ -400,4 +404,10 @@ func (l Limits) Check(info Info) error {
 		return fmt.Errorf("%w: %d frames, the limit is %d", ErrTooManyFrames, v.Frames, l.MaxFrames)
 	}
 	return nil
+}
+
+// CheckWork fails with a *WorkError (ErrTooMuchWork) when op ("embed" or "detect") on the file info describes
+// is estimated by cost to take more than MaxWork.
+func (l Limits) CheckWork(op string, cost Cost, info Info) error {
+	return checkWork(op, cost, info, l.withDefaults().MaxWork)
 }

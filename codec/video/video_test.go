@@ -17,6 +17,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"filigrane/codec"
 )
@@ -599,11 +600,23 @@ func TestProbeLimits(t *testing.T) {
 		{Limits{MaxWidth: 300}, ErrTooLarge},
 		{Limits{MaxPixels: 320 * 255}, ErrTooLarge},
 		{Limits{MaxFrames: 49}, ErrTooManyFrames},
+		// 50 frames of 320x256 are about 0.2 s of an embed's work (EmbedCost).
+		{Limits{MaxWork: 100 * time.Millisecond}, ErrTooMuchWork},
 	} {
 		a.Limits = c.lim
 		if _, err := a.Probe(context.Background(), src); !errors.Is(err, c.want) {
 			t.Errorf("limits %+v: error %v, want %v", c.lim, err, c.want)
 		}
+	}
+	// A detection's work is counted with its own cost: less per frame, but each of the clip's two seconds (three
+	// counted, for a last partial one) is analysed for about 0.8 s.
+	a.Limits = Limits{MaxWork: time.Second}
+	if _, err := a.Probe(context.Background(), src); err != nil {
+		t.Errorf("embed probe under a 1 s work bound: %v", err)
+	}
+	var we *WorkError
+	if _, err := a.ProbeDetect(context.Background(), src); !errors.As(err, &we) || we.Operation != "detect" || we.Frames != 50 {
+		t.Errorf("detect probe under a 1 s work bound: %v, want a WorkError of a detection of 50 frames", err)
 	}
 	// The address-space limit reaches the tool: 16 MiB is too little to even load ffprobe's libraries.
 	a.Limits = Limits{MemoryBytes: 16 << 20}

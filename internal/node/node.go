@@ -90,6 +90,11 @@ type Config struct {
 	Workers int
 	// LongWorkers is the number of workers of the cpu-long class (videos); 0 means half of Workers, at least 1.
 	LongWorkers int
+	// MaxVideoWork bounds a video job's estimated CPU time of one core (codec/video's EmbedCost and
+	// DetectCost), checked when the video is probed; above it the request is refused, 413 video_too_large.
+	// 0 means the media table's (30 minutes, a third of the longest video deadline). Nodes on CPUs slower
+	// than the reference machine lower it; every node of a cluster should have the same.
+	MaxVideoWork time.Duration
 	// GPUSlots is the workers of the gpu class per device; 0 means DefaultGPUSlots. A device runs many jobs at
 	// once (each on its own stream), and placement sends accelerator=gpu jobs to the gpu class first: with one
 	// slot a device, a cluster's GPU jobs beyond one a device went to CPU slots, often on nodes without a GPU.
@@ -368,7 +373,7 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	media := actors.Media{Blobs: blobs, Store: store, Codec: cdc, Catalog: catalog, Budget: n.decodeBudget,
 		GPUs: n.gpus, Clock: cfg.Clock,
 		Files: map[jobstate.Media]mediakind.Adapter{
-			jobstate.MediaVideo:    mediafiles.NewVideo(cdc, catalog.Prices),
+			jobstate.MediaVideo:    mediafiles.NewVideo(cdc, catalog.Prices, cfg.MaxVideoWork),
 			jobstate.MediaDocument: mediafiles.NewPDF(cdc),
 		}}
 	roles := NodeRoles(cfg.Roles)
