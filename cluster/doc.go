@@ -139,7 +139,9 @@
 // Several nodes in one test process: use clustertest.StartNodes (or
 // StartClusters), once per test binary, before the nodes do any work;
 // protoactor's remote start writes a gRPC global that running nodes read, a
-// data race for the race detector otherwise. Several processes:
+// data race for the race detector otherwise (see Start). Nodes that live one
+// after the other are fine: a stopped node's gRPC goroutines were joined
+// (internal/node's tests keep one node alive at a time). Several processes:
 // clustertest.StartProcesses. Test clusters do not use the production
 // failure detection: on a loaded test machine it declares live nodes dead.
 // They use clustertest.StableDetection where every node must stay alive and

@@ -138,6 +138,15 @@ type Node struct {
 
 // Start starts a node and joins the cluster. It takes a little over a second
 // (protoactor's StartMember sleeps 1 s). ctx bounds the join retries.
+//
+// Start sets one piece of process-global state, and not by choice: protoactor's
+// remote start replaces gRPC's logger (grpclog.SetLoggerV2) on every start,
+// with no option to skip it, and every gRPC server and client of the process
+// reads that variable unsynchronised. A process that runs one node (filigrane
+// serve, the benches) writes it before its gRPC server starts, which is safe.
+// A second node started while another one's gRPC runs is a data race inside
+// those libraries; tests order their starts instead (see Tests in the package
+// documentation).
 func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if cfg.NodeName == "" {
 		return nil, errors.New("cluster: start: node name is required")

@@ -59,9 +59,10 @@ buildflags=(-vet=off -ldflags='-s -w')
 # binaries alternated, `GOGC=N /usr/bin/time ./X.test`). No test measures the heap's size (two read TotalAlloc,
 # which the collector does not change); the nodes the tests start inherit it. An explicit GOGC still wins.
 export GOGC="${GOGC:-300}"
-# The packages with concurrency run once, under the race detector; the rest run once without it. Three
+# The packages with concurrency run once, under the race detector; the rest run once without it. Four
 # passes run side by side: internal/node's parallel tests, internal/node's tests that cannot call t.Parallel
-# (node_seq) and the packages' pass (every other package's binary, race or plain, four at a time). Most of their
+# (node_seq), a subset of internal/node's tests under the race detector (node_race, below) and the packages'
+# pass (every other package's binary, race or plain, four at a time). Most of their
 # time is tests waiting (processes starting, real timeouts, failure detection), so together they keep 2 cores
 # busy where one after the other left one idle. In one process the node_seq tests ran one after the other
 # before any parallel test started, adding their time (about a third of the package's) to the longest pass; in
@@ -95,6 +96,14 @@ node_seq+='|TestUploadPutOfADeadNodeFreesTheUpload'
 # parallel pass, the suite's longest, still runs (91 s of a warm suite's 93.5 before; 84 with the first three).
 node_waiting='TestStorageDeliveryGivesUpAfter30Days|TestSyncDetectEdgeClaimLostRuns|TestLostSubmitAnswerKeepsTheInput'
 node_waiting+='|TestSlowBodyOutlivesHeaderTimeout|TestSlowClientsCannotStopNode'
+# internal/node's tests that also run under the race detector (the Makefile's RACE_NODE_TESTS, one list for both):
+# a subset whose code paths run concurrently, in a race binary of their own, one test at a time: every node start
+# writes a gRPC global that a running node reads (see startNode in internal/node/node_test.go), so the package's
+# parallel tests, whose nodes overlap, cannot run under it. They run there only, not in the plain passes. Measured
+# (GOGC=300, the binaries alone, load 9): 12-14 CPU-s and 44-50 s under the race detector, where the plain pass
+# spent about 2 CPU-s on them; building the race binary costs about 11 CPU-s when internal/node changed.
+node_race=$(sed -n 's/^RACE_NODE_TESTS = //p' Makefile)
+[ -n "$node_race" ] || { echo "test.sh: no RACE_NODE_TESTS in the Makefile" >&2; exit 1; }
 # Flags of one package's binary. cmd/filigrane's parallel tests mostly wait (bench chaos's failure detection and
 # webhook schedule: 27 s and 42 s of wall for 3 and 2.5 CPU-s; CLI tests against a node): two at a time (the
 # default on 2 cores) they held their pass's slot for 74 s; four at a time, about 50.
@@ -128,7 +137,7 @@ build_pid=$!
 go test -c "${buildflags[@]}" -o "$bin/plain/" $other "$node_pkg" >"$logs/build-plain" 2>&1 9>&- &
 plain_pid=$!
 # shellcheck disable=SC2086
-go test -race -c "${buildflags[@]}" -o "$bin/race/" $race >"$logs/build-race" 2>&1 9>&- &
+go test -race -c "${buildflags[@]}" -o "$bin/race/" $race "$node_pkg" >"$logs/build-race" 2>&1 9>&- &
 race_build_pid=$!
 build_status=0
 go vet ./... 9>&- || build_status=1
@@ -160,7 +169,8 @@ run_test() {
 # run_pass NAME SLOTS KIND:PKG...: the packages' binaries from $bin/KIND, SLOTS at a time, and one more for
 # each of internal/node's passes that has ended (its summary file is there), started in the order given; then,
 # in that order, go test's report: the summary line of a package that passed, the whole output and the summary
-# of one that failed. Exits 1 if any failed. The suite runs 6 test processes at most, as before, and a slot
+# of one that failed. Exits 1 if any failed. The suite runs 7 test processes at most (6 before node_race's,
+# which mostly waits: about 13 CPU-s over 45 s), and a slot
 # internal/node leaves is not left empty while packages wait: in a warm suite under load its passes ended at 74
 # and 119 s and the packages at 154 s, on four slots all along (the same run's durations, simulated with the
 # freed slots: 137 s). A slot freed by a node pass is taken when the next package ends.
@@ -193,25 +203,28 @@ run_pass() {
   echo "== $name pass: $((SECONDS - start)) s" # which pass is the suite's longest
   return "$status"
 }
-# node_test NAME ARGS...: internal/node's binary with ARGS, its output and summary (its two passes run the same
-# binary, the tests that cannot call t.Parallel apart from the others).
+# node_test NAME KIND ARGS...: internal/node's binary from $bin/KIND with ARGS, its output and summary (its two
+# plain passes run the same binary, the tests that cannot call t.Parallel apart from the others; the race pass
+# runs the race binary).
 node_test() {
-  local name=$1 rc=0; shift
-  echo "== $node_pkg $*"
-  run_test "$bin/plain" "$node_pkg" "$logs/$name.out" "$@" || rc=$?
+  local name=$1 kind=$2 rc=0; shift 2
+  echo "== $node_pkg ($kind) $*"
+  run_test "$bin/$kind" "$node_pkg" "$logs/$name.out" "$@" || rc=$?
   cat "$logs/$name.out" "$logs/$name.out.sum"
   return "$rc"
 }
 # shellcheck disable=SC2086
 run_pass packages 4 $queue >"$logs/packages" 2>&1 9>&- &
 packages_pid=$!
-node_test node-par -test.parallel=4 -test.skip="^($node_seq|$node_waiting)\$" >"$logs/node" 2>&1 9>&- &
+node_test node-par plain -test.parallel=4 -test.skip="^($node_seq|$node_waiting|$node_race)\$" >"$logs/node" 2>&1 9>&- &
 node_pid=$!
-node_test node-seq -test.parallel=4 -test.run="^($node_seq|$node_waiting)\$" >"$logs/node-seq" 2>&1 9>&- &
+node_test node-seq plain -test.parallel=4 -test.run="^($node_seq|$node_waiting)\$" >"$logs/node-seq" 2>&1 9>&- &
 node_seq_pid=$!
+node_test node-race race -test.parallel=1 -test.run="^($node_race)\$" >"$logs/node-race" 2>&1 9>&- &
+node_race_pid=$!
 status=0
-for pid in "$node_pid" "$node_seq_pid" "$packages_pid"; do
+for pid in "$node_pid" "$node_seq_pid" "$node_race_pid" "$packages_pid"; do
   wait "$pid" || status=1
 done
-cat "$logs/packages" "$logs/node-seq" "$logs/node"
+cat "$logs/packages" "$logs/node-race" "$logs/node-seq" "$logs/node"
 exit "$status"

@@ -24,6 +24,16 @@ import (
 
 // startNode starts a node on free loopback ports (inMemory: in memory) with dir as its data directory.
 // The background sweeper is off (SweepInterval < 0): tests move the clock and call Sweep themselves.
+//
+// A test keeps one node of its own alive at a time: it stops a node before it starts the next (stopNode,
+// fixture.stop). Every node start runs protoactor's remote start, which replaces gRPC's process-global
+// logger (grpclog.SetLoggerV2, a plain write; protoactor gives no way around it), and the gRPC server of a
+// node already running reads that variable without synchronisation: two nodes alive at once in one process
+// are a data race inside those libraries (see cluster/internal/grpcprobe), which the race detector reports
+// when it still remembers the earlier read. A node that was stopped is no such reader: its gRPC server's
+// goroutines were joined. So `make race` runs a subset of this package's tests one at a time
+// (-test.parallel=1, RACE_NODE_TESTS in the Makefile); the package as a whole, whose parallel tests overlap,
+// is not run under the race detector.
 func startNode(t *testing.T, dir string, clk clock.Clock, tweaks ...func(*node.Config)) *node.Node {
 	t.Helper()
 	cfg := node.Config{
@@ -196,6 +206,14 @@ func newFixture(t *testing.T, tweaks ...func(*node.Config)) *fixture {
 	t.Cleanup(func() { stopNode(t, f.n) })
 	f.base = "http://" + f.n.APIAddr()
 	return f
+}
+
+// stop stops the fixture's node before the test ends, for a test that starts another node next (one node at
+// a time: see startNode).
+func (f *fixture) stop(t *testing.T) {
+	t.Helper()
+	stopNode(t, f.n)
+	f.n = nil // its cleanup's Close of nil does nothing
 }
 
 func TestAPIKeyEndpoint(t *testing.T) {

@@ -29,6 +29,7 @@ func TestPublicURLLocations(t *testing.T) {
 	}
 
 	// Without it, Location is the path.
+	f.stop(t)
 	g := newFixture(t)
 	r = post(t, g.base+"/watermarks/images/async", g.keyA, "public-url-2", photo(t, 320, 240, 3), `{"a":1}`)
 	if rc := decodeReceipt(t, r); r.status != 202 || r.header.Get("Location") != rc.StatusURL {

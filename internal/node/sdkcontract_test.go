@@ -263,6 +263,7 @@ func TestSDKDirectEmbedUpTo40MB(t *testing.T) {
 	r = post(t, f.base+"/watermarks/images", f.keyA, "", bigPNG(t, 2560, 2002), `{"sdk":"direct"}`)
 	wantProblem(t, "41 MB direct embed", r, 413, "file_too_large")
 
+	f.stop(t)
 	strict := newFixture(t, func(c *node.Config) { c.MaxDirectEmbed = 20_000_000 })
 	r = post(t, strict.base+"/watermarks/images", strict.keyA, "", big, `{"sdk":"direct"}`)
 	wantProblem(t, "39 MB direct embed on a 20 MB node", r, 413, "file_too_large")

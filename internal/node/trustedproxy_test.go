@@ -111,7 +111,10 @@ func TestTrustedProxyClientAddress(t *testing.T) {
 	}
 	want("client Y's sign-in", signIn(clientY), 403)
 
-	// No trusted proxy: whatever X-Forwarded-For says, 127.0.0.1 is the client.
+	// No trusted proxy: whatever X-Forwarded-For says, 127.0.0.1 is the client. (One node at a time: see
+	// startNode.)
+	stopNode(t, behind)
+	behind = nil
 	direct := startNode(t, t.TempDir(), clk)
 	t.Cleanup(func() { stopNode(t, direct) })
 	spend("http://"+direct.APIAddr(), clientX)

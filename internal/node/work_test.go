@@ -13,41 +13,52 @@ import (
 )
 
 // TestNodeAdvertisesFreeSlots: a worker node gossips its free slots per CPU work class in its member metadata
-// (a pool per class: --workers for cpu, half of it for cpu-long); an edge-only node advertises none.
+// (a pool per class: --workers for cpu, half of it for cpu-long); an edge-only node advertises none
+// (TestEdgeNodeAdvertisesNoSlots).
 func TestNodeAdvertisesFreeSlots(t *testing.T) {
 	t.Parallel()
 	clk := clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	n := startNode(t, t.TempDir(), clk, func(c *node.Config) { c.Workers = 4 })
 	t.Cleanup(func() { n.Close(t.Context()) })
 	want := map[string]int{"cpu": 4, "cpu-long": 2}
-	self := func(n *node.Node) cluster.Member {
-		for _, m := range n.Cluster().Members() {
-			if m.Self {
-				return m
-			}
-		}
-		return cluster.Member{}
-	}
 	timeout := time.After(5 * time.Second)
 	for {
 		changed := n.Cluster().MembersChanged()
-		if maps.Equal(self(n).Free, want) {
+		if maps.Equal(selfMember(n).Free, want) {
 			break
 		}
 		select {
 		case <-changed:
 		case <-timeout:
-			t.Fatalf("worker node advertises %v, want %v", self(n).Free, want)
+			t.Fatalf("worker node advertises %v, want %v", selfMember(n).Free, want)
 		}
 	}
 	if p := n.Pool(); p.Free() != 4 || p.Workers() != 4 {
 		t.Fatalf("pool free %d of %d", p.Free(), p.Workers())
 	}
+}
+
+// TestEdgeNodeAdvertisesNoSlots: an edge-only node runs no work, so its member metadata names no free slots.
+// (It was the second node of TestNodeAdvertisesFreeSlots; a test of this package keeps one node alive at a
+// time, so that the race detector can check it: see startNode.)
+func TestEdgeNodeAdvertisesNoSlots(t *testing.T) {
+	t.Parallel()
+	clk := clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	edge := startNode(t, t.TempDir(), clk, func(c *node.Config) { c.Roles = []cluster.Role{cluster.RoleEdge} })
 	t.Cleanup(func() { edge.Close(t.Context()) })
-	if f := self(edge).Free; len(f) != 0 {
+	if f := selfMember(edge).Free; len(f) != 0 {
 		t.Fatalf("edge-only node advertises %v", f)
 	}
+}
+
+// selfMember is the node's own entry in its member list.
+func selfMember(n *node.Node) cluster.Member {
+	for _, m := range n.Cluster().Members() {
+		if m.Self {
+			return m
+		}
+	}
+	return cluster.Member{}
 }
 
 // TestNodeRoles: which roles host actors and which work classes they run; an api node (actors, no work)
