@@ -231,3 +231,40 @@ func Packed(objs []string, trailer string) []byte {
 		Stream(fmt.Sprintf("/Type /XRef /Size %d /W [1 4 2] %s", xrefNr+1, trailer), rows.Bytes()), xrefOff)
 	return b.Bytes()
 }
+
+// PDFADoc describes a PDFA document.
+type PDFADoc struct {
+	Part         int
+	Conformance  string
+	OutputIntent bool // a PDF/A output intent (/S /GTS_PDFA1), its ICC profile a stand-in nothing here reads
+	Elements     bool // the identification as XMP elements (<pdfaid:part>2</pdfaid:part>), else as attributes
+	Packed       bool // laid out with object streams (Doc.Packed)
+}
+
+// PDFA is a one-page 2×3-inch document whose XMP metadata (an unfiltered stream, as PDF/A wants) declares PDF/A
+// spec.Part and spec.Conformance, with a producer and dates of 2020 in the XMP and none in its information
+// dictionary. Only the declaration is PDF/A's: the document is not made to conform otherwise.
+func PDFA(spec PDFADoc) []byte {
+	id := fmt.Sprintf(` pdfaid:part='%d' pdfaid:conformance='%s'/>`, spec.Part, spec.Conformance)
+	if spec.Elements {
+		id = fmt.Sprintf(`><pdfaid:part>%d</pdfaid:part><pdfaid:conformance>%s</pdfaid:conformance></rdf:Description>`, spec.Part, spec.Conformance)
+	}
+	xmp := "<?xpacket begin='\ufeff' id='W5M0MpCehiHzreSzNTczkc9d'?>\n" +
+		"<x:xmpmeta xmlns:x='adobe:ns:meta/'>\n<rdf:RDF xmlns:rdf='http://www.w3.org/1999/02/22-rdf-syntax-ns#'>\n" +
+		`<rdf:Description rdf:about="" xmlns:pdf='http://ns.adobe.com/pdf/1.3/' pdf:Producer='Filigrane tests'/>` + "\n" +
+		`<rdf:Description rdf:about="" xmlns:xmp='http://ns.adobe.com/xap/1.0/'><xmp:ModifyDate>2020-01-02T03:04:05Z</xmp:ModifyDate>` +
+		"<xmp:CreateDate>2020-01-02T03:04:05Z</xmp:CreateDate></rdf:Description>\n" +
+		`<rdf:Description rdf:about="" xmlns:pdfaid='http://www.aiim.org/pdfa/ns/id/'` + id + "\n" +
+		"</rdf:RDF>\n</x:xmpmeta>\n<?xpacket end='w'?>"
+	meta := ExtraObject(1, 1)
+	doc := Doc{Pages: 1, MediaBox: "[0 0 144 216]", Packed: spec.Packed,
+		CatalogExt: fmt.Sprintf("/Metadata %d 0 R", meta),
+		ExtraObjs:  []string{Stream("/Type /Metadata /Subtype /XML", []byte(xmp))}}
+	if spec.OutputIntent {
+		doc.CatalogExt += fmt.Sprintf(" /OutputIntents [%d 0 R]", meta+1)
+		doc.ExtraObjs = append(doc.ExtraObjs,
+			fmt.Sprintf("<< /Type /OutputIntent /S /GTS_PDFA1 /OutputConditionIdentifier (sRGB) /DestOutputProfile %d 0 R >>", meta+2),
+			Stream("/N 3", []byte("stand-in for an ICC profile")))
+	}
+	return Make(doc)
+}
