@@ -108,6 +108,17 @@ func (d *document) pdfaOutputIntent() bool {
 	return false
 }
 
+// tagged reports whether the catalog declares the document tagged (/MarkInfo << /Marked true >>).
+func (d *document) tagged() bool {
+	root, err := d.ctx.XRefTable.Catalog()
+	if err != nil {
+		return false
+	}
+	m, err := d.ctx.XRefTable.Dereference(d.dict(root["MarkInfo"])["Marked"])
+	b, ok := m.(types.Boolean)
+	return err == nil && ok && b.Value()
+}
+
 // preparePDFA rewrites the metadata stream of a document that claims PDF/A (the package comment above) and
 // records the claim in rep. It returns nil for a document without a claim.
 func (d *document) preparePDFA(rep *EmbedReport) (*pdfaEdit, error) {

@@ -19,6 +19,8 @@ type markedMetadata struct {
 	xmp      string
 	filtered bool
 	info     map[string]string
+	// lastContent is the first page's last content stream, where the overlay is drawn.
+	lastContent string
 }
 
 func readMarkedMetadata(t *testing.T, path string) markedMetadata {
@@ -41,6 +43,19 @@ func readMarkedMetadata(t *testing.T, path string) markedMetadata {
 		}
 		m.xmp, m.filtered = string(sd.Content), sd.Dict["Filter"] != nil
 	}
+	page, _, _, err := xt.PageDict(1, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	contents, err := xt.DereferenceArray(page["Contents"])
+	if err != nil || len(contents) == 0 {
+		t.Fatalf("page contents %v: %v", page["Contents"], err)
+	}
+	sd, _, err := xt.DereferenceStreamDict(contents[len(contents)-1])
+	if err != nil || sd.Decode() != nil {
+		t.Fatalf("last content stream: %v", err)
+	}
+	m.lastContent = string(sd.Content)
 	info, err := xt.DereferenceDict(*xt.Info)
 	if err != nil {
 		t.Fatal(err)
@@ -85,6 +100,7 @@ func TestPDFAIdentification(t *testing.T) {
 		{"2B without an output intent", pdftest.PDFADoc{Part: 2, Conformance: "B", Elements: true}, true, "2B"},
 		{"2B with an output intent", pdftest.PDFADoc{Part: 2, Conformance: "B", OutputIntent: true, Elements: true}, false, "2B"},
 		{"3U with an output intent, object streams", pdftest.PDFADoc{Part: 3, Conformance: "U", OutputIntent: true, Packed: true}, false, "3U"},
+		{"2A tagged, with an output intent", pdftest.PDFADoc{Part: 2, Conformance: "A", OutputIntent: true, Tagged: true}, false, "2A"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			src := writeTemp(t, "in.pdf", pdftest.PDFA(c.doc))
@@ -97,6 +113,10 @@ func TestPDFAIdentification(t *testing.T) {
 				t.Fatalf("report PDFA %q removed %v, want %q %v", rep.PDFA, rep.PDFARemoved, c.pdfa, c.removed)
 			}
 			m := readMarkedMetadata(t, dst)
+			// A tagged document's overlay is an artifact (level A: content outside the structure tree must be).
+			if art := regexp.MustCompile(`/Artifact BMC\s*q [^Q]* Do Q\s*EMC`).MatchString(m.lastContent); art != c.doc.Tagged {
+				t.Fatalf("overlay marked as an artifact: %v, want %v (tagged): %q", art, c.doc.Tagged, m.lastContent)
+			}
 			part := xmpText(m.xmp, "pdfaid:part")
 			if c.removed && (part != "" || xmpText(m.xmp, "pdfaid:conformance") != "") {
 				t.Fatalf("output still declares PDF/A:\n%s", m.xmp)

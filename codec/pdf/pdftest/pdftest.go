@@ -239,6 +239,7 @@ type PDFADoc struct {
 	OutputIntent bool // a PDF/A output intent (/S /GTS_PDFA1), its ICC profile a stand-in nothing here reads
 	Elements     bool // the identification as XMP elements (<pdfaid:part>2</pdfaid:part>), else as attributes
 	Packed       bool // laid out with object streams (Doc.Packed)
+	Tagged       bool // /MarkInfo << /Marked true >> in the catalog (level A is for tagged documents)
 }
 
 // PDFA is a one-page 2×3-inch document whose XMP metadata (an unfiltered stream, as PDF/A wants) declares PDF/A
@@ -260,6 +261,9 @@ func PDFA(spec PDFADoc) []byte {
 	doc := Doc{Pages: 1, MediaBox: "[0 0 144 216]", Packed: spec.Packed,
 		CatalogExt: fmt.Sprintf("/Metadata %d 0 R", meta),
 		ExtraObjs:  []string{Stream("/Type /Metadata /Subtype /XML", []byte(xmp))}}
+	if spec.Tagged {
+		doc.CatalogExt += " /MarkInfo << /Marked true >>"
+	}
 	if spec.OutputIntent {
 		doc.CatalogExt += fmt.Sprintf(" /OutputIntents [%d 0 R]", meta+1)
 		doc.ExtraObjs = append(doc.ExtraObjs,
