@@ -44,8 +44,9 @@ const (
 	createDatePlaceholder = "FILIGRANE-CREATE-DATE-000"
 	xmpDateLen            = len("2026-11-28T17:39:03+00:00")
 
-	// maxXMPBytes bounds the metadata stream this code edits; XMP with embedded thumbnails reaches a few
-	// hundred kilobytes. A larger stream (claiming PDF/A) loses its /Metadata entry rather than be parsed.
+	// maxXMPBytes bounds the metadata stream this code reads and edits (the parser's bound is 256 MB, which
+	// the memory estimate does not count for it); XMP with embedded thumbnails reaches a few hundred
+	// kilobytes. A larger stream whose text names the PDF/A identification loses its /Metadata entry.
 	maxXMPBytes = 4 << 20
 )
 
@@ -56,8 +57,9 @@ type pdfaEdit struct {
 	dates bool // the XMP holds the date placeholders
 }
 
-// pdfaClaim reads the PDF/A part and conformance the document's XMP declares (0, "" for none) and the
-// metadata stream's object number and text.
+// pdfaClaim reads the PDF/A part and conformance the document's XMP declares (0, "" for none; -1 for a
+// metadata stream too large to edit that names the PDF/A identification) and the metadata stream's
+// object number and text.
 func (d *document) pdfaClaim() (part int, conformance string, objNr int, xmp []byte) {
 	xt := d.ctx.XRefTable
 	root, err := xt.Catalog()
@@ -72,12 +74,20 @@ func (d *document) pdfaClaim() (part int, conformance string, objNr int, xmp []b
 	if err != nil || sd == nil {
 		return 0, "", 0, nil
 	}
-	if sd.Content == nil {
-		if err := sd.DecodeWithLimit(maxXMPBytes); err != nil {
-			return 0, "", 0, nil
-		}
-	}
+	// The validation decoded the catalog's metadata under the parser's bound (a stream it cannot decode
+	// refuses the document) and let it go; decoding it again holds no more than that did.
 	xmp = sd.Content
+	if xmp == nil && sd.DecodeWithLimit(d.lim.MaxDecodeBytes) == nil {
+		xmp = sd.Content
+	}
+	if len(xmp) > maxXMPBytes {
+		// Not to be edited: text that names the identification's namespace is taken as a claim of a part
+		// not known.
+		if bytes.Contains(xmp, []byte(nsPDFAID)) {
+			return -1, "", ref.ObjectNumber.Value(), nil
+		}
+		return 0, "", 0, nil
+	}
 	for _, p := range xmlPrefixes(xmp, nsPDFAID) {
 		if v, ok := xmpValue(xmp, p, "part"); ok {
 			if n, err := strconv.Atoi(v); err == nil && n > 0 {
@@ -126,9 +136,23 @@ func (d *document) preparePDFA(rep *EmbedReport) (*pdfaEdit, error) {
 	if part == 0 {
 		return nil, nil
 	}
+	xt := d.ctx.XRefTable
+	// dropMetadata removes the catalog's /Metadata: what is left then claims nothing it does not hold.
+	dropMetadata := func() (*pdfaEdit, error) {
+		root, err := xt.Catalog()
+		if err != nil {
+			return nil, err
+		}
+		delete(root, "Metadata")
+		rep.PDFARemoved = true
+		return nil, nil
+	}
+	if part < 0 {
+		rep.PDFA = "?"
+		return dropMetadata()
+	}
 	rep.PDFA = strconv.Itoa(part) + conformance
 	keep := (part == 2 || part == 3) && d.pdfaOutputIntent()
-	xt := d.ctx.XRefTable
 	if !keep {
 		rep.PDFARemoved = true
 		xmp = removePDFAID(xmp)
@@ -143,14 +167,7 @@ func (d *document) preparePDFA(rep *EmbedReport) (*pdfaEdit, error) {
 			{nsXMP, "xmp", "CreateDate", createDatePlaceholder, true},
 			{nsXMP, "xmp", "MetadataDate", modDatePlaceholder, false},
 		}); !ok {
-			// XMP this code cannot edit: without its metadata the output claims nothing it does not hold.
-			root, err := xt.Catalog()
-			if err != nil {
-				return nil, err
-			}
-			delete(root, "Metadata")
-			rep.PDFARemoved = true
-			return nil, nil
+			return dropMetadata() // XMP this code cannot edit
 		}
 	}
 	entry, ok := xt.Table[objNr]
@@ -197,12 +214,19 @@ func (d *document) patchXMP(f *os.File, e *pdfaEdit) error {
 		return fmt.Errorf("metadata stream %d not written", e.objNr)
 	}
 	sd, _ := xt.Table[e.objNr].Object.(types.StreamDict)
-	buf := make([]byte, int64(len(sd.Raw))+64<<10) // the stream and its dictionary
+	// The object as written: its header and dictionary, then the stream's bytes, which are the XMP as
+	// preparePDFA made it; the placeholders are replaced within those bytes only.
+	buf := make([]byte, int64(len(sd.PDFString())+len(sd.Raw))+256)
 	n, err := f.ReadAt(buf, off)
 	if err != nil && !errors.Is(err, io.EOF) {
 		return err
 	}
-	buf = buf[:n]
+	i := bytes.Index(buf[:n], sd.Raw)
+	if i < 0 {
+		return fmt.Errorf("metadata stream %d not found where it was written", e.objNr)
+	}
+	off += int64(i)
+	buf = buf[i : i+len(sd.Raw)]
 	for _, r := range [][2]string{{modDatePlaceholder, mod}, {createDatePlaceholder, create}} {
 		found := false
 		for i := bytes.Index(buf, []byte(r[0])); i >= 0; i = bytes.Index(buf, []byte(r[0])) {

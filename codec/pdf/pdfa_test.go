@@ -13,8 +13,8 @@ import (
 	"filigrane/codec/pdf/pdftest"
 )
 
-// markedMetadata is what a marked file says of itself: its XMP metadata stream (decoded), whether that stream
-// is filtered, and its information dictionary's text entries.
+// markedMetadata is what a marked file says of itself: its XMP metadata stream (decoded; "" without one),
+// whether that stream is filtered, and its information dictionary's text entries.
 type markedMetadata struct {
 	xmp      string
 	filtered bool
@@ -35,9 +35,11 @@ func readMarkedMetadata(t *testing.T, path string) markedMetadata {
 		t.Fatal(err)
 	}
 	var m markedMetadata
-	if sd, _, err := xt.DereferenceStreamDict(root["Metadata"]); err != nil || sd == nil {
-		t.Fatalf("marked file without its metadata stream: %v", err)
-	} else {
+	if root["Metadata"] != nil { // else m.xmp stays ""
+		sd, _, err := xt.DereferenceStreamDict(root["Metadata"])
+		if err != nil || sd == nil {
+			t.Fatalf("metadata stream: %v", err)
+		}
 		if err := sd.Decode(); err != nil {
 			t.Fatal(err)
 		}
@@ -101,6 +103,8 @@ func TestPDFAIdentification(t *testing.T) {
 		{"2B with an output intent", pdftest.PDFADoc{Part: 2, Conformance: "B", OutputIntent: true, Elements: true}, false, "2B"},
 		{"3U with an output intent, object streams", pdftest.PDFADoc{Part: 3, Conformance: "U", OutputIntent: true, Packed: true}, false, "3U"},
 		{"2A tagged, with an output intent", pdftest.PDFADoc{Part: 2, Conformance: "A", OutputIntent: true, Tagged: true}, false, "2A"},
+		// Metadata too large to edit that names the identification is dropped: the output claims nothing.
+		{"metadata over 4 MiB", pdftest.PDFADoc{Part: 2, Conformance: "B", OutputIntent: true, Pad: maxXMPBytes}, true, "?"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			src := writeTemp(t, "in.pdf", pdftest.PDFA(c.doc))
@@ -113,6 +117,12 @@ func TestPDFAIdentification(t *testing.T) {
 				t.Fatalf("report PDFA %q removed %v, want %q %v", rep.PDFA, rep.PDFARemoved, c.pdfa, c.removed)
 			}
 			m := readMarkedMetadata(t, dst)
+			if c.pdfa == "?" {
+				if m.xmp != "" {
+					t.Fatalf("metadata too large to edit kept: %.300q", m.xmp)
+				}
+				return
+			}
 			// A tagged document's overlay is an artifact (level A: content outside the structure tree must be).
 			if art := regexp.MustCompile(`/Artifact BMC\s*q [^Q]* Do Q\s*EMC`).MatchString(m.lastContent); art != c.doc.Tagged {
 				t.Fatalf("overlay marked as an artifact: %v, want %v (tagged): %q", art, c.doc.Tagged, m.lastContent)
