@@ -76,10 +76,7 @@ func (d *document) pdfaClaim() (part int, conformance string, objNr int, xmp []b
 	}
 	// The validation decoded the catalog's metadata under the parser's bound (a stream it cannot decode
 	// refuses the document) and let it go; decoding it again holds no more than that did.
-	xmp = sd.Content
-	if xmp == nil && sd.DecodeWithLimit(d.lim.MaxDecodeBytes) == nil {
-		xmp = sd.Content
-	}
+	xmp, _ = streamText(sd, d.lim.MaxDecodeBytes)
 	if len(xmp) > maxXMPBytes {
 		// Not to be edited: text that names the identification's namespace is taken as a claim of a part
 		// not known.

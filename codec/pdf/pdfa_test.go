@@ -105,6 +105,9 @@ func TestPDFAIdentification(t *testing.T) {
 		{"2A tagged, with an output intent", pdftest.PDFADoc{Part: 2, Conformance: "A", OutputIntent: true, Tagged: true}, false, "2A"},
 		// Metadata too large to edit that names the identification is dropped: the output claims nothing.
 		{"metadata over 4 MiB", pdftest.PDFADoc{Part: 2, Conformance: "B", OutputIntent: true, Pad: maxXMPBytes}, true, "?"},
+		// Metadata that cannot be decoded is dropped before the validation, which refused the document for it:
+		// no claim can be read from it, and the output makes none.
+		{"undecodable metadata", pdftest.PDFADoc{Part: 2, Conformance: "B", OutputIntent: true, Undecodable: true}, false, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			src := writeTemp(t, "in.pdf", pdftest.PDFA(c.doc))
@@ -117,9 +120,9 @@ func TestPDFAIdentification(t *testing.T) {
 				t.Fatalf("report PDFA %q removed %v, want %q %v", rep.PDFA, rep.PDFARemoved, c.pdfa, c.removed)
 			}
 			m := readMarkedMetadata(t, dst)
-			if c.pdfa == "?" {
+			if c.pdfa == "?" || c.doc.Undecodable {
 				if m.xmp != "" {
-					t.Fatalf("metadata too large to edit kept: %.300q", m.xmp)
+					t.Fatalf("metadata too large to edit, or undecodable, kept: %.300q", m.xmp)
 				}
 				return
 			}

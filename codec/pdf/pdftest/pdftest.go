@@ -241,6 +241,7 @@ type PDFADoc struct {
 	Packed       bool // laid out with object streams (Doc.Packed)
 	Tagged       bool // /MarkInfo << /Marked true >> in the catalog (level A is for tagged documents)
 	Pad          int  // spaces added inside the packet, the stream then Flate-compressed (a large XMP in a small file)
+	Undecodable  bool // the metadata stream declares /FlateDecode over its plain text, so it cannot be decoded
 }
 
 // PDFA is a one-page 2×3-inch document whose XMP metadata (an unfiltered stream, as PDF/A wants) declares PDF/A
@@ -262,6 +263,9 @@ func PDFA(spec PDFADoc) []byte {
 	doc := Doc{Pages: 1, MediaBox: "[0 0 144 216]", Packed: spec.Packed,
 		CatalogExt: fmt.Sprintf("/Metadata %d 0 R", meta),
 		ExtraObjs:  []string{Stream("/Type /Metadata /Subtype /XML", []byte(xmp))}}
+	if spec.Undecodable {
+		doc.ExtraObjs[0] = Stream("/Type /Metadata /Subtype /XML /Filter /FlateDecode", []byte(xmp))
+	}
 	if spec.Pad > 0 {
 		xmp = strings.Replace(xmp, "</rdf:RDF>", strings.Repeat(" ", spec.Pad)+"</rdf:RDF>", 1)
 		doc.ExtraObjs[0] = Flate("/Type /Metadata /Subtype /XML", []byte(xmp))
