@@ -9,6 +9,7 @@ import (
 	"os"
 	"regexp"
 	"strconv"
+	"strings"
 
 	"github.com/pdfcpu/pdfcpu/pkg/pdfcpu/model"
 	"github.com/pdfcpu/pdfcpu/pkg/pdfcpu/types"
@@ -314,13 +315,14 @@ var aboutRE = regexp.MustCompile(`:about\s*=\s*("[^"]*"|'[^']*')`)
 func setXMPValues(x []byte, sets []xmpValueSet) ([]byte, bool) {
 	for _, s := range sets {
 		v := html.EscapeString(s.value)
+		rv := strings.ReplaceAll(v, "$", "$$") // literal in a regexp replacement
 		found := false
 		for _, p := range xmlPrefixes(x, s.ns) {
 			attr, elem := propREs(p, s.local)
 			if attr.Match(x) || elem.Match(x) {
 				found = true
-				x = attr.ReplaceAll(x, []byte("${1}\""+v+"\""))
-				x = elem.ReplaceAll(x, []byte("${1}"+v+"${3}"))
+				x = attr.ReplaceAll(x, []byte("${1}\""+rv+"\""))
+				x = elem.ReplaceAll(x, []byte("${1}"+rv+"${3}"))
 			}
 		}
 		if found || !s.add {
