@@ -103,6 +103,9 @@ func TestPDFAIdentification(t *testing.T) {
 		{"2B with an output intent", pdftest.PDFADoc{Part: 2, Conformance: "B", OutputIntent: true, Elements: true}, false, "2B"},
 		{"3U with an output intent, object streams", pdftest.PDFADoc{Part: 3, Conformance: "U", OutputIntent: true, Packed: true}, false, "3U"},
 		{"2A tagged, with an output intent", pdftest.PDFADoc{Part: 2, Conformance: "A", OutputIntent: true, Tagged: true}, false, "2A"},
+		// The identification under a prefix of its own, and no producer or dates: the identification goes, and
+		// the producer and dates are added.
+		{"1A bare, prefix id", pdftest.PDFADoc{Part: 1, Conformance: "A", Prefix: "id", Bare: true}, true, "1A"},
 		// Metadata too large to edit that names the identification is dropped: the output claims nothing.
 		{"metadata over 4 MiB", pdftest.PDFADoc{Part: 2, Conformance: "B", OutputIntent: true, Pad: maxXMPBytes}, true, "?"},
 		// Metadata that cannot be decoded is dropped before the validation, which refused the document for it:
@@ -130,11 +133,15 @@ func TestPDFAIdentification(t *testing.T) {
 			if art := regexp.MustCompile(`/Artifact BMC\s*q [^Q]* Do Q\s*EMC`).MatchString(m.lastContent); art != c.doc.Tagged {
 				t.Fatalf("overlay marked as an artifact: %v, want %v (tagged): %q", art, c.doc.Tagged, m.lastContent)
 			}
-			part := xmpText(m.xmp, "pdfaid:part")
-			if c.removed && (part != "" || xmpText(m.xmp, "pdfaid:conformance") != "") {
+			prefix := c.doc.Prefix
+			if prefix == "" {
+				prefix = "pdfaid"
+			}
+			part, conf := xmpText(m.xmp, prefix+":part"), xmpText(m.xmp, prefix+":conformance")
+			if c.removed && (part != "" || conf != "") {
 				t.Fatalf("output still declares PDF/A:\n%s", m.xmp)
 			}
-			if !c.removed && (part != c.pdfa[:1] || xmpText(m.xmp, "pdfaid:conformance") != c.pdfa[1:]) {
+			if !c.removed && (part != c.pdfa[:1] || conf != c.pdfa[1:]) {
 				t.Fatalf("output declares part %q, want %s:\n%s", part, c.pdfa, m.xmp)
 			}
 			if m.filtered {
