@@ -42,7 +42,9 @@ OUT keeps the container, audio is copied, rotation and metadata are kept; ffmpeg
 A PDF (chosen by the .pdf extension of IN) is written as a PDF: text, vectors, links, outlines and metadata
 are kept; the id is stored with a MAC in the document structure and drawn over every page as a faint pattern
 (--darkening: its peak darkening on white, in 8-bit levels, 1 to 8). It prints the watermark id, the page count
-and the sizes. PDFs that are encrypted, signed, XFA forms or carry JavaScript are refused with the reason.
+and the sizes, and what became of a PDF/A identification: a PDF/A-1 input (or PDF/A-2/-3 without a PDF/A
+output intent) loses it, the pattern being transparency. PDFs that are encrypted, signed, XFA forms or carry
+JavaScript are refused with the reason.
 
 detect prints the detection result as JSON: watermarked, confidence, watermark_id (null when nothing was
 recovered) and units (for a PDF one per page). A PDF is detected from its structure when that is intact, else

@@ -43,6 +43,12 @@ func codecEmbedPDF(ctx context.Context, f *codecFlags, in, out string, id codec.
 		return 0
 	}
 	fmt.Fprintf(stdout, "watermark_id: %s\npages: %d\nbytes: %d -> %d\n", id, rep.Pages, rep.InBytes, rep.OutBytes)
+	switch {
+	case rep.PDFARemoved:
+		fmt.Fprintf(stdout, "pdfa: the input declared PDF/A-%s; the output does not (the overlay's transparency breaks it)\n", rep.PDFA)
+	case rep.PDFA != "":
+		fmt.Fprintf(stdout, "pdfa: PDF/A-%s kept\n", rep.PDFA)
+	}
 	return 0
 }
 

@@ -93,7 +93,11 @@ func (f *File) Embed(ctx context.Context, dst string, id codec.ID, opt Options) 
 	if err := doc.writeStructural(a.Codec, id, time.Now()); err != nil {
 		return EmbedReport{}, fmt.Errorf("pdf: structural mark: %w", err)
 	}
-	n, err := writeAtomic(ctx, doc, dst)
+	pdfa, err := doc.preparePDFA(&rep)
+	if err != nil {
+		return EmbedReport{}, fmt.Errorf("pdf: PDF/A metadata: %w", err)
+	}
+	n, err := writeAtomic(ctx, doc, dst, pdfa)
 	if err != nil {
 		return EmbedReport{}, err
 	}
@@ -102,8 +106,8 @@ func (f *File) Embed(ctx context.Context, dst string, id codec.ID, opt Options) 
 }
 
 // writeAtomic writes the document to a temporary file in dst's directory and renames it to dst, laid out as
-// the input was (objstreams.go).
-func writeAtomic(ctx context.Context, doc *document, dst string) (int64, error) {
+// the input was (objstreams.go). A rewritten PDF/A metadata stream (pdfa) gets the dates the writer wrote.
+func writeAtomic(ctx context.Context, doc *document, dst string, pdfa *pdfaEdit) (int64, error) {
 	setWriteLayout(doc.ctx)
 	if _, err := decodeReachableLazy(ctx, doc.ctx.XRefTable); err != nil {
 		return 0, fmt.Errorf("pdf: write: %w", err)
@@ -122,6 +126,9 @@ func writeAtomic(ctx context.Context, doc *document, dst string) (int64, error) 
 	}()
 	if err := safeWrite(doc, f); err != nil {
 		return 0, fmt.Errorf("pdf: write: %w", err)
+	}
+	if err := doc.patchXMP(f, pdfa); err != nil {
+		return 0, fmt.Errorf("pdf: write: PDF/A metadata: %w", err)
 	}
 	if doc.ctx.WriteObjectStream {
 		g, err := repacked(ctx, doc, f, filepath.Dir(dst))

@@ -1,8 +1,10 @@
 package pdf
 
 import (
+	"errors"
 	"unicode/utf8"
 
+	"github.com/pdfcpu/pdfcpu/pkg/filter"
 	"github.com/pdfcpu/pdfcpu/pkg/pdfcpu/types"
 )
 
@@ -70,6 +72,53 @@ func (d *document) repairInfo() {
 			delete(info, "Trapped")
 		}
 	}
+}
+
+// repairMetadata drops the catalog's /Metadata when it is not a stream or its stream cannot be decoded (a
+// broken Flate stream, more than the parser's decode bound), before the validation, which decodes it and
+// refused the whole document for it ("broken and could not be repaired": the repair pass copies the stream as
+// it is). Viewers ignore such metadata and open the file; nothing readable is lost, and a PDF/A
+// identification in it could not be read or kept anyway (pdfa.go). Filters pdfcpu does not decode are left
+// to the validation, which skips them.
+func (d *document) repairMetadata() {
+	xt := d.ctx.XRefTable
+	root, err := xt.Catalog()
+	if err != nil || root["Metadata"] == nil {
+		return
+	}
+	// Dereferencing marks the object valid, and the validation then skips a valid catalog /Metadata and
+	// deletes the entry: the mark is put back as it was.
+	if ref, ok := root["Metadata"].(types.IndirectRef); ok {
+		if e, ok := xt.FindTableEntryForIndRef(&ref); ok && e != nil {
+			defer func(v bool) { e.Valid = v }(e.Valid)
+		}
+	}
+	sd, _, err := xt.DereferenceStreamDict(root["Metadata"])
+	if err != nil {
+		delete(root, "Metadata")
+		return
+	}
+	if sd == nil {
+		return
+	}
+	if _, err := streamText(sd, d.lim.MaxDecodeBytes); err != nil && !errors.Is(err, filter.ErrUnsupportedFilter) {
+		delete(root, "Metadata")
+	}
+}
+
+// streamText is sd's decoded bytes, up to limit: its Content once decoded, its stored bytes when it has no
+// filter (pdfcpu's decoding wants one), else decoded now.
+func streamText(sd *types.StreamDict, limit int64) ([]byte, error) {
+	if sd.Content != nil {
+		return sd.Content, nil
+	}
+	if len(sd.FilterPipeline) == 0 {
+		return sd.Raw, nil
+	}
+	if err := sd.DecodeWithLimit(limit); err != nil {
+		return nil, err
+	}
+	return sd.Content, nil
 }
 
 // nameText is a name's text as a PDF text string (PDFDocEncoding's ASCII part, else UTF-16BE), escaped as a

@@ -169,6 +169,7 @@ func (d *document) load(ctx context.Context, path string, forEmbed bool) (err er
 	// walked again from the validated table.
 	defer d.forgetPages()
 	d.repairInfo()
+	d.repairMetadata()
 	return safeValidate(pctx)
 }
 

@@ -122,6 +122,9 @@ type overlayWriter struct {
 	prefix   types.IndirectRef
 	suffixes map[string]types.IndirectRef
 	resCopy  map[[2]int]resCopy // (original indirect resource dict, form) → its copy with the overlay form
+	// artifact marks the overlay as an artifact (/Artifact BMC ... EMC) in a tagged document: content outside
+	// the structure tree must be one for PDF/A-2a and -3a, and screen readers skip it.
+	artifact bool
 }
 
 type resCopy struct {
@@ -192,7 +195,7 @@ func newOverlayWriter(d *document, c *codec.Codec, id codec.ID, strength float64
 		return nil, err
 	}
 	return &overlayWriter{d: d, mode: mode, budget: budget, q: q, strength: strength, lv: lv, forms: map[[2]float64]formRef{}, prefix: *prefix,
-		suffixes: map[string]types.IndirectRef{}, resCopy: map[[2]int]resCopy{}}, nil
+		suffixes: map[string]types.IndirectRef{}, resCopy: map[[2]int]resCopy{}, artifact: d.tagged()}, nil
 }
 
 // pageImageOver enlarges a page image by a tenth of a point (at most 0.2 pixels at 150 dpi; the grid stays
@@ -818,9 +821,12 @@ func visibleBox(media, crop *types.Rectangle) *types.Rectangle {
 }
 
 // suffix is the content stream that ends the page: it restores the graphics state of the page's start and draws
-// the overlay form through cm (pageView.CM).
+// the overlay form through cm (pageView.CM), as an artifact in a tagged document.
 func (o *overlayWriter) suffix(cm [6]float64, name string) (types.IndirectRef, error) {
 	s := fmt.Sprintf("\nQ\nq %s %s %s %s %s %s cm /%s Do Q\n", cmNum(cm[0]), cmNum(cm[1]), cmNum(cm[2]), cmNum(cm[3]), cmNum(cm[4]), cmNum(cm[5]), name)
+	if o.artifact {
+		s = "\nQ\n/Artifact BMC" + s[2:] + "EMC\n"
+	}
 	if r, ok := o.suffixes[s]; ok {
 		return r, nil
 	}

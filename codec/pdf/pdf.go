@@ -303,6 +303,12 @@ type EmbedReport struct {
 	// OverlayBits is the sample depth of the visual layer's images: 4, or 1 for a document too small for the
 	// 4-bit overlay (binaryLevels).
 	OverlayBits int `json:"overlay_bits"`
+	// PDFA is the PDF/A part and conformance the input's XMP metadata declared ("1B", "2U"; "?" for metadata
+	// too large to edit that names the PDF/A identification, which is then dropped; empty for none);
+	// PDFARemoved, that the output no longer declares it: the overlay's transparency breaks PDF/A-1, and
+	// PDF/A-2 and -3 allow it only with a PDF/A output intent (pdfa.go; docs/codec.md, "PDF/A").
+	PDFA        string `json:"pdfa,omitempty"`
+	PDFARemoved bool   `json:"pdfa_removed,omitempty"`
 }
 
 func (a *Adapter) mutool() string {

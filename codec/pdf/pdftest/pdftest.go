@@ -231,3 +231,61 @@ func Packed(objs []string, trailer string) []byte {
 		Stream(fmt.Sprintf("/Type /XRef /Size %d /W [1 4 2] %s", xrefNr+1, trailer), rows.Bytes()), xrefOff)
 	return b.Bytes()
 }
+
+// PDFADoc describes a PDFA document.
+type PDFADoc struct {
+	Part         int
+	Conformance  string
+	OutputIntent bool   // a PDF/A output intent (/S /GTS_PDFA1), its ICC profile a stand-in nothing here reads
+	Elements     bool   // the identification as XMP elements (<pdfaid:part>2</pdfaid:part>), else as attributes
+	Packed       bool   // laid out with object streams (Doc.Packed)
+	Tagged       bool   // /MarkInfo << /Marked true >> in the catalog (level A is for tagged documents)
+	Pad          int    // spaces added inside the packet, the stream then Flate-compressed (a large XMP in a small file)
+	Undecodable  bool   // the metadata stream declares /FlateDecode over its plain text, so it cannot be decoded
+	Prefix       string // the prefix bound to the identification's namespace ("" is pdfaid)
+	Bare         bool   // the XMP holds the identification alone: no producer, no dates
+}
+
+// PDFA is a one-page 2×3-inch document whose XMP metadata (an unfiltered stream, as PDF/A wants) declares PDF/A
+// spec.Part and spec.Conformance, with a producer and dates of 2020 in the XMP (unless Bare) and none in its
+// information dictionary. Only the declaration is PDF/A's: the document is not made to conform otherwise.
+func PDFA(spec PDFADoc) []byte {
+	p := spec.Prefix
+	if p == "" {
+		p = "pdfaid"
+	}
+	id := fmt.Sprintf(` %s:part='%d' %s:conformance='%s'/>`, p, spec.Part, p, spec.Conformance)
+	if spec.Elements {
+		id = fmt.Sprintf(`><%s:part>%d</%s:part><%s:conformance>%s</%s:conformance></rdf:Description>`, p, spec.Part, p, p, spec.Conformance, p)
+	}
+	xmp := "<?xpacket begin='\ufeff' id='W5M0MpCehiHzreSzNTczkc9d'?>\n" +
+		"<x:xmpmeta xmlns:x='adobe:ns:meta/'>\n<rdf:RDF xmlns:rdf='http://www.w3.org/1999/02/22-rdf-syntax-ns#'>\n"
+	if !spec.Bare {
+		xmp += `<rdf:Description rdf:about="" xmlns:pdf='http://ns.adobe.com/pdf/1.3/' pdf:Producer='Filigrane tests'/>` + "\n" +
+			`<rdf:Description rdf:about="" xmlns:xmp='http://ns.adobe.com/xap/1.0/'><xmp:ModifyDate>2020-01-02T03:04:05Z</xmp:ModifyDate>` +
+			"<xmp:CreateDate>2020-01-02T03:04:05Z</xmp:CreateDate></rdf:Description>\n"
+	}
+	xmp += fmt.Sprintf(`<rdf:Description rdf:about="" xmlns:%s='http://www.aiim.org/pdfa/ns/id/'`, p) + id + "\n" +
+		"</rdf:RDF>\n</x:xmpmeta>\n<?xpacket end='w'?>"
+	meta := ExtraObject(1, 1)
+	doc := Doc{Pages: 1, MediaBox: "[0 0 144 216]", Packed: spec.Packed,
+		CatalogExt: fmt.Sprintf("/Metadata %d 0 R", meta),
+		ExtraObjs:  []string{Stream("/Type /Metadata /Subtype /XML", []byte(xmp))}}
+	if spec.Undecodable {
+		doc.ExtraObjs[0] = Stream("/Type /Metadata /Subtype /XML /Filter /FlateDecode", []byte(xmp))
+	}
+	if spec.Pad > 0 {
+		xmp = strings.Replace(xmp, "</rdf:RDF>", strings.Repeat(" ", spec.Pad)+"</rdf:RDF>", 1)
+		doc.ExtraObjs[0] = Flate("/Type /Metadata /Subtype /XML", []byte(xmp))
+	}
+	if spec.Tagged {
+		doc.CatalogExt += " /MarkInfo << /Marked true >>"
+	}
+	if spec.OutputIntent {
+		doc.CatalogExt += fmt.Sprintf(" /OutputIntents [%d 0 R]", meta+1)
+		doc.ExtraObjs = append(doc.ExtraObjs,
+			fmt.Sprintf("<< /Type /OutputIntent /S /GTS_PDFA1 /OutputConditionIdentifier (sRGB) /DestOutputProfile %d 0 R >>", meta+2),
+			Stream("/N 3", []byte("stand-in for an ICC profile")))
+	}
+	return Make(doc)
+}
