@@ -75,6 +75,21 @@ func TestAdminErrors(t *testing.T) {
 		!strings.Contains(errb.String(), "U+202E") || strings.Contains(runOK(t, "admin", "--data", dir, "org", "list"), "Acme") {
 		t.Fatalf("org create with U+202E: exit %d: %s", code, errb.String())
 	}
+	// So are a member's and a key's name (internal/hiddenchar), before anything is written.
+	org := regexp.MustCompile(`org_[0-9a-f]{16}`).FindString(runOK(t, "admin", "--data", dir, "org", "create", "--name", "Plain", "--plan", "growth"))
+	out.Reset()
+	errb.Reset()
+	if code := run(context.Background(), []string{"admin", "--data", dir, "member", "add", "--org", org, "--name", "Ada\u200b"}, &out, &errb); code != 1 ||
+		!strings.Contains(errb.String(), "U+200B") || !strings.HasSuffix(strings.TrimSpace(runOK(t, "admin", "--data", dir, "org", "list")), "0") {
+		t.Fatalf("member add with U+200B: exit %d: %s", code, errb.String())
+	}
+	mem := regexp.MustCompile(`mem_[0-9a-f]{16}`).FindString(runOK(t, "admin", "--data", dir, "member", "add", "--org", org, "--name", "Ada"))
+	out.Reset()
+	errb.Reset()
+	if code := run(context.Background(), []string{"admin", "--data", dir, "key", "create", "--org", org, "--member", mem, "--name", "ci\u202egnp.exe"}, &out, &errb); code != 1 ||
+		!strings.Contains(errb.String(), "U+202E") || strings.Contains(out.String(), "fgk_") || strings.Count(runOK(t, "admin", "--data", dir, "key", "list", "--org", org), "\n") != 1 {
+		t.Fatalf("key create with U+202E: exit %d: %s %s", code, out.String(), errb.String())
+	}
 }
 
 // TestAdminWithoutStore: with no --data and no store in the default directory, admin says what is missing

@@ -15,10 +15,12 @@ import (
 	"github.com/rs/zerolog"
 
 	"filigrane/actors"
+	"filigrane/actors/durable"
 	"filigrane/internal/accounts"
 	"filigrane/internal/admin"
 	"filigrane/internal/clock"
 	"filigrane/internal/node"
+	"filigrane/persistence"
 	"filigrane/persistence/diskspace"
 )
 
@@ -116,6 +118,24 @@ func startNode(t *testing.T, clk clock.Clock, tweak func(*node.Config)) *node.No
 	return n
 }
 
+// rewrite gives the stored record under key what fn sets, bypassing the checks of the code that writes it: a
+// record from before a rule.
+func rewrite[T any, P durable.Ptr[T]](t *testing.T, st persistence.Store, key string, fn func(P)) {
+	t.Helper()
+	_, err := durable.Update[T, P](context.Background(), st, []byte(key), 0, func(cur P) (P, error) {
+		if cur == nil {
+			return nil, fmt.Errorf("no record under %s", key)
+		}
+		next := P(new(T))
+		*next = *cur
+		fn(next)
+		return next, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestSessionsCookiesAndCSRF(t *testing.T) {
 	clk := clock.NewManual(time.Now())
 	n := startNode(t, clk, nil)
@@ -194,10 +214,23 @@ func TestSessionsCookiesAndCSRF(t *testing.T) {
 	if r := c.do("GET", "/console/keys", nil, nil); strings.Contains(r.body, ">ci<") {
 		t.Fatal("a refused form created a key")
 	}
+	// A name with a right-to-left override would list as another key ("cigpj.exe"): refused, naming it
+	// (internal/hiddenchar), nothing made.
+	hidden := url.Values{"csrf": {token}, "name": {"ci\u202egpj.exe"}, "scope": {"watermarks:embed"}, "expires": {"30d"}}
+	if r := c.do("POST", "/console/keys", hidden, nil); r.status != 422 || !strings.Contains(html.UnescapeString(r.body), "That holds a hidden character, U+202E,") ||
+		strings.Contains(r.body, `value="fgk_`) || strings.Contains(r.body, "gpj.exe") {
+		t.Fatalf("key named with a right-to-left override: %d", r.status)
+	}
 	r = c.do("POST", "/console/keys", key, nil)
 	secret := regexp.MustCompile(`value="(fgk_[^"]+)"`).FindStringSubmatch(r.body)
 	if r.status != 201 || secret == nil {
 		t.Fatalf("create key: %d", r.status)
+	}
+	// A key named before that rule keeps its name, listed isolated so the override reverses nothing after it.
+	keyID := regexp.MustCompile(`^fgk_([0-9a-f]+)_`).FindStringSubmatch(secret[1])
+	rewrite(t, n.Store(), "apikey/"+keyID[1], func(k *actors.APIKey) { k.Name = "ci\u202egpj.exe" })
+	if r := c.do("GET", "/console/keys", nil, nil); r.status != 200 || !strings.Contains(r.body, "<bdi>ci\u202egpj.exe</bdi>") {
+		t.Fatalf("keys page with a key named before the rule: %d", r.status)
 	}
 	// The secret is on this answer only: no copy of it may be kept.
 	if r.header.Get("Cache-Control") != "no-store" {

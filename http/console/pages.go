@@ -250,6 +250,10 @@ func (c *Console) createKey(r *request) {
 		c.keysPage(r, "Give the key a name of 1 to 100 characters.", 422)
 		return
 	}
+	if err := actors.CheckKeyName(name); err != nil {
+		c.keysPage(r, hiddenOr(err, "Give the key a name of 1 to 100 characters."), 422)
+		return
+	}
 	life, ok := keyLifetimes[form.Get("expires")]
 	if !ok {
 		c.keysPage(r, "Choose an expiry from the list.", 422)
