@@ -15,12 +15,11 @@ import (
 	"github.com/rs/zerolog"
 
 	"filigrane/actors"
-	"filigrane/actors/durable"
 	"filigrane/internal/accounts"
 	"filigrane/internal/admin"
 	"filigrane/internal/clock"
 	"filigrane/internal/node"
-	"filigrane/persistence"
+	"filigrane/internal/recordtest"
 	"filigrane/persistence/diskspace"
 )
 
@@ -118,24 +117,6 @@ func startNode(t *testing.T, clk clock.Clock, tweak func(*node.Config)) *node.No
 	return n
 }
 
-// rewrite gives the stored record under key what fn sets, bypassing the checks of the code that writes it: a
-// record from before a rule.
-func rewrite[T any, P durable.Ptr[T]](t *testing.T, st persistence.Store, key string, fn func(P)) {
-	t.Helper()
-	_, err := durable.Update[T, P](context.Background(), st, []byte(key), 0, func(cur P) (P, error) {
-		if cur == nil {
-			return nil, fmt.Errorf("no record under %s", key)
-		}
-		next := P(new(T))
-		*next = *cur
-		fn(next)
-		return next, nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
 func TestSessionsCookiesAndCSRF(t *testing.T) {
 	clk := clock.NewManual(time.Now())
 	n := startNode(t, clk, nil)
@@ -228,7 +209,7 @@ func TestSessionsCookiesAndCSRF(t *testing.T) {
 	}
 	// A key named before that rule keeps its name, listed isolated so the override reverses nothing after it.
 	keyID := regexp.MustCompile(`^fgk_([0-9a-f]+)_`).FindStringSubmatch(secret[1])
-	rewrite(t, n.Store(), "apikey/"+keyID[1], func(k *actors.APIKey) { k.Name = "ci\u202egpj.exe" })
+	recordtest.Rewrite(t, n.Store(), "apikey/"+keyID[1], func(k *actors.APIKey) { k.Name = "ci\u202egpj.exe" })
 	if r := c.do("GET", "/console/keys", nil, nil); r.status != 200 || !strings.Contains(r.body, "<bdi>ci\u202egpj.exe</bdi>") {
 		t.Fatalf("keys page with a key named before the rule: %d", r.status)
 	}

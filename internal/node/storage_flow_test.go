@@ -22,6 +22,7 @@ import (
 	"filigrane/internal/admin"
 	"filigrane/internal/clock"
 	"filigrane/internal/node"
+	"filigrane/internal/recordtest"
 	"filigrane/persistence/s3test"
 )
 
@@ -431,7 +432,7 @@ func TestStorageManagementHTTP(t *testing.T) {
 		t.Fatalf("storage_key with U+202E: %d %s", r.status, r.body)
 	}
 	_, info := jsonObject(t, "GET", o.base+"/auth/api-key", o.owner, nil)
-	rewrite(t, o.n.Store(), "storage/dst/"+info["organization_id"].(string), func(set *storagedest.Set) {
+	recordtest.Rewrite(t, o.n.Store(), "storage/dst/"+info["organization_id"].(string), func(set *storagedest.Set) {
 		ds := append([]storagedest.Destination(nil), set.Destinations...)
 		ds[0].Name = "results \u202etsop"
 		set.Destinations = ds

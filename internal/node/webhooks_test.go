@@ -14,6 +14,7 @@ import (
 
 	"filigrane/actors/webhooks"
 	"filigrane/internal/node"
+	"filigrane/internal/recordtest"
 	"filigrane/internal/whsign"
 )
 
@@ -299,7 +300,7 @@ func TestWebhookEndpointManagement(t *testing.T) {
 	}
 	// An endpoint described before that rule still loads, shows its description as stored, and takes changes
 	// to its other fields.
-	rewrite(t, f.n.Store(), "webhooks/"+f.orgA, func(rec *webhooks.OrgEndpoints) {
+	recordtest.Rewrite(t, f.n.Store(), "webhooks/"+f.orgA, func(rec *webhooks.OrgEndpoints) {
 		eps := append([]webhooks.Endpoint(nil), rec.Endpoints...)
 		eps[0].Description = "billing \u202egnp.exe"
 		rec.Endpoints = eps
