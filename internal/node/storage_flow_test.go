@@ -352,7 +352,8 @@ func newStorageOrg(t *testing.T) *storageOrg {
 }
 
 // TestStorageManagementHTTP: PATCH, DELETE, verify and retry through HTTP with their statuses and bodies
-// (roles, scopes, unknown ids, bad bodies, the 10-destination limit), and a destination's delivery list paged
+// (roles, scopes, unknown ids, bad bodies, hidden characters in fields and in a storage_key, a destination named
+// before that rule, the 10-destination limit), and a destination's delivery list paged
 // newest first with a delivery-id cursor; a delivery to a destination deleted before its first attempt fails
 // with storage_destination_not_found.
 func TestStorageManagementHTTP(t *testing.T) {

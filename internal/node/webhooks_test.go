@@ -235,7 +235,8 @@ func TestWebhookDeliveryRetriesUntilSuccess(t *testing.T) {
 }
 
 // TestWebhookEndpointManagement: ten endpoints per organization, the secret shown only at creation and
-// rotation, unknown fields and bad URLs refused, other organizations see nothing.
+// rotation, unknown fields and bad URLs refused, other organizations see nothing; a url or description with a
+// hidden character refused naming it, and one described before that rule still shown and changed.
 func TestWebhookEndpointManagement(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
