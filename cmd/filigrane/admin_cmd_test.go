@@ -7,6 +7,12 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/rs/zerolog"
+
+	"filigrane/actors"
+	"filigrane/internal/clock"
+	"filigrane/internal/node"
 )
 
 func runOK(t *testing.T, args ...string) string {
@@ -89,6 +95,23 @@ func TestAdminErrors(t *testing.T) {
 	if code := run(context.Background(), []string{"admin", "--data", dir, "key", "create", "--org", org, "--member", mem, "--name", "ci\u202egnp.exe"}, &out, &errb); code != 1 ||
 		!strings.Contains(errb.String(), "U+202E") || strings.Contains(out.String(), "fgk_") || strings.Count(runOK(t, "admin", "--data", dir, "key", "list", "--org", org), "\n") != 1 {
 		t.Fatalf("key create with U+202E: exit %d: %s %s", code, out.String(), errb.String())
+	}
+	// An organization named before that rule is listed with the character written as an escape, so it neither
+	// reverses nor splits the line in a terminal.
+	storage, err := node.OpenStorage(context.Background(), dir, nil, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = actors.Orgs{Store: storage.Store, Clock: clock.System{}}.Update(context.Background(), org, func(st *actors.OrgState) error {
+		st.Name = "Plain\u202eowner\tx"
+		return nil
+	})
+	storage.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if list := runOK(t, "admin", "--data", dir, "org", "list"); !strings.Contains(list, `Plain\u202eowner\tx`) || strings.Contains(list, "\u202e") {
+		t.Fatalf("org list of a name from before the rule: %q", list)
 	}
 }
 

@@ -12,6 +12,7 @@ package hiddenchar
 
 import (
 	"fmt"
+	"strings"
 	"unicode"
 )
 
@@ -83,4 +84,31 @@ func Address(what error, s string) error {
 		return &Error{What: what, Rune: r}
 	}
 	return nil
+}
+
+// Escape is s with each character Hidden reports written as its Go escape (`\u202e`, `\t`), for a listing
+// that cannot isolate a value, such as a terminal's: a name stored before a rule refused it then shows what it
+// holds instead of reordering, or splitting, the line it is printed on. Other characters are unchanged.
+func Escape(s string) string {
+	if _, found := InName(s); !found {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case !Hidden(r):
+			b.WriteRune(r)
+		case r == '\t':
+			b.WriteString(`\t`)
+		case r == '\n':
+			b.WriteString(`\n`)
+		case r == '\r':
+			b.WriteString(`\r`)
+		case r <= 0xffff:
+			fmt.Fprintf(&b, `\u%04x`, r)
+		default:
+			fmt.Fprintf(&b, `\U%08x`, r)
+		}
+	}
+	return b.String()
 }

@@ -40,3 +40,13 @@ func TestAddressRule(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestEscape: hidden characters are written as escapes, everything else (joiners included) as it is.
+func TestEscape(t *testing.T) {
+	for in, want := range map[string]string{"Acme\u202egnp.exe": `Acme\u202egnp.exe`, "a\tb\nc": `a\tb\nc`, "x\U000e0001": `x\U000e0001`,
+		"👩\u200d💻 Café": "👩\u200d💻 Café", "a\x00": `a\u0000`} {
+		if got := Escape(in); got != want {
+			t.Errorf("Escape(%+q) = %q, want %q", in, got, want)
+		}
+	}
+}
