@@ -207,6 +207,15 @@ func TestSessionsCookiesAndCSRF(t *testing.T) {
 	if r.status != 201 || secret == nil {
 		t.Fatalf("create key: %d", r.status)
 	}
+	// The limit counts characters, not bytes: 100 Cyrillic letters (200 bytes) are a name.
+	long := url.Values{"csrf": {token}, "name": {strings.Repeat("ж", 100)}, "scope": {"watermarks:embed"}, "expires": {"30d"}}
+	if r := c.do("POST", "/console/keys", long, nil); r.status != 201 {
+		t.Fatalf("key named with 100 Cyrillic letters: %d", r.status)
+	}
+	long.Set("name", strings.Repeat("ж", 101))
+	if r := c.do("POST", "/console/keys", long, nil); r.status != 422 {
+		t.Fatalf("key named with 101 letters: %d", r.status)
+	}
 	// A key named before that rule keeps its name, listed isolated so the override reverses nothing after it.
 	keyID := regexp.MustCompile(`^fgk_([0-9a-f]+)_`).FindStringSubmatch(secret[1])
 	recordtest.Rewrite(t, n.Store(), "apikey/"+keyID[1], func(k *actors.APIKey) { k.Name = "ci\u202egpj.exe" })
