@@ -165,7 +165,7 @@ func NewID() string {
 // before the rule can still be changed otherwise.
 func checkHidden(in Input) error {
 	for _, f := range []struct{ field, v string }{{"name", in.Name}, {"prefix", in.Prefix},
-		{"endpoint", in.Endpoint}, {"region", in.Region}, {"bucket", in.Bucket}, {"access_key", in.AccessKey}} {
+		{"endpoint", in.Endpoint}, {"region", in.Region}, {"bucket", in.Bucket}, {"access_key_id", in.AccessKey}} {
 		if err := hiddenchar.Name(fmt.Errorf("%w: %s", ErrInvalid, f.field), f.v); err != nil {
 			return err
 		}
