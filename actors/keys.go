@@ -15,6 +15,7 @@ import (
 
 	"filigrane/internal/authlimit"
 	"filigrane/internal/clock"
+	"filigrane/internal/hiddenchar"
 	"filigrane/persistence"
 )
 
@@ -211,8 +212,22 @@ type NewKeySpec struct {
 	ExpiresAt             *time.Time
 }
 
-// Create stores a new key and returns its secret, which is shown once and never again.
+// ErrBadKeyName is wrapped by the *hiddenchar.Error that CheckKeyName returns.
+var ErrBadKeyName = errors.New("the key's name")
+
+// CheckKeyName refuses a key name that holds a character which shows nothing or reorders the text around it
+// (internal/hiddenchar's rule for names): the console and `filigrane admin key list` show keys by name, so
+// one could pass for another. Only new names are checked; a stored key keeps its name.
+func CheckKeyName(name string) error {
+	return hiddenchar.Name(ErrBadKeyName, name)
+}
+
+// Create stores a new key and returns its secret, which is shown once and never again. A name CheckKeyName
+// refuses is refused here, before anything is stored.
 func (k Keys) Create(ctx context.Context, spec NewKeySpec) (string, APIKey, error) {
+	if err := CheckKeyName(spec.Name); err != nil {
+		return "", APIKey{}, err
+	}
 	scopes, err := ValidateScopes(spec.Scopes)
 	if err != nil {
 		return "", APIKey{}, err

@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"filigrane/actors"
+	"filigrane/internal/hiddenchar"
 )
 
 // Limits of an asset edit (spec 8).
@@ -107,13 +108,19 @@ func parseAssetPatch(body []byte) (actors.AssetPatch, *apiError) {
 	return p, nil
 }
 
-// checkAssetName returns why name is not 1 to 200 printable characters, or "".
+// checkAssetName returns why name is not 1 to 200 printable characters (spec 8), or "". Printable is
+// unicode.IsPrint: it refuses every character internal/hiddenchar hides in a name (the detail names one in its
+// words, as every other refused name does), and also the joiners and spaces other than U+0020, which names
+// elsewhere keep; the spec fixes this rule, so it stays the stricter one.
 func checkAssetName(name string) string {
 	n := utf8.RuneCountInString(name)
 	if n < 1 || n > maxAssetNameRunes {
 		return fmt.Sprintf("name must be 1 to %d characters (got %d)", maxAssetNameRunes, n)
 	}
 	for _, r := range name {
+		if hiddenchar.Hidden(r) {
+			return fmt.Sprintf("name holds %s; names are printable characters only", hiddenchar.Describe(r))
+		}
 		if !unicode.IsPrint(r) || r == utf8.RuneError {
 			return fmt.Sprintf("name must contain printable characters only (found %U)", r)
 		}

@@ -492,6 +492,12 @@ func TestArchiveName(t *testing.T) {
 	if got := ArchiveName(it); got != "008-reportgnpx.exe-watermarked.pdf" {
 		t.Fatalf("ArchiveName = %q", got)
 	}
+	// So is every other character a name may not hold (internal/hiddenchar): zero-width space, byte order mark,
+	// line separator, soft hyphen, private use; the joiners written words need are kept.
+	it = &Item{Index: 9, Filename: "a\u200bb\ufeffc\u2028d\u00ade\ue000f\u200cg\u200dh.png", Result: &Result{Ext: "png"}}
+	if got := ArchiveName(it); got != "009-abcdef\u200cg\u200dh-watermarked.png" {
+		t.Fatalf("ArchiveName = %+q", got)
+	}
 }
 
 func TestRecordSurvivesStorage(t *testing.T) {

@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"strings"
 	"time"
-	"unicode"
 
 	"filigrane/actors/jobstate"
+	"filigrane/internal/hiddenchar"
 )
 
 // StatusAt is the status a reader sees at now: a draft past its 24 hours is expired even before Tick
@@ -464,17 +464,19 @@ func (r *Record) Credits() Credits {
 
 // ArchiveName is the name of item it's result inside the archive (spec 2.4):
 // `<index 3 digits>-<original name without extension>-watermarked.<extension>`. Path parts of a zip member
-// name are dropped, so that the archive holds no folders, and so are control characters and bidirectional
-// controls: a client's name with a right-to-left override would show in the reader's file manager with its
-// characters after it reversed (a result `...-watermarked.png` shown as if it ended in another extension),
-// and a line break would split the listing.
+// name are dropped, so that the archive holds no folders, and so is every character internal/hiddenchar hides
+// in a name (control characters, bidirectional controls, zero-width spaces, line separators, private-use and
+// unassigned code points): a client's name with a right-to-left override would show in the reader's file
+// manager with its characters after it reversed (a result `...-watermarked.png` shown as if it ended in another
+// extension), and a line break would split the listing. The item's filename itself is kept as sent: it is the
+// zip member's exact path, the client's reference to its file.
 func ArchiveName(it *Item) string {
 	base := it.Filename
 	if i := strings.LastIndexAny(base, "/\\"); i >= 0 {
 		base = base[i+1:]
 	}
 	base = strings.Map(func(r rune) rune {
-		if unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r) {
+		if hiddenchar.Hidden(r) {
 			return -1
 		}
 		return r

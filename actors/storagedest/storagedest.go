@@ -33,6 +33,7 @@ import (
 
 	"filigrane/actors/durable"
 	"filigrane/internal/egress"
+	"filigrane/internal/hiddenchar"
 	"filigrane/persistence"
 )
 
@@ -158,6 +159,20 @@ func NewID() string {
 	return "dst_" + hex.EncodeToString(b[:])
 }
 
+// checkHidden refuses a field a request sends that holds a character which shows nothing or reorders the text
+// around it (internal/hiddenchar's rule for names; the spaces some fields may not hold are validate's): the API
+// and the console show them all but the secret. Only the fields sent are checked, so a destination stored
+// before the rule can still be changed otherwise.
+func checkHidden(in Input) error {
+	for _, f := range []struct{ field, v string }{{"name", in.Name}, {"prefix", in.Prefix},
+		{"endpoint", in.Endpoint}, {"region", in.Region}, {"bucket", in.Bucket}, {"access_key_id", in.AccessKey}} {
+		if err := hiddenchar.Name(fmt.Errorf("%w: %s", ErrInvalid, f.field), f.v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func validate(d *Destination) error {
 	switch {
 	case d.Endpoint == "" || strings.ContainsAny(d.Endpoint, "/ ?#@"):
@@ -203,6 +218,9 @@ func (l *Library) Get(ctx context.Context, org, id string) (*Destination, error)
 // apply sets the fields in sends on d (empty strings and nil flags leave a field as it is), seals a new
 // secret, and validates the result: the one place where create and update turn input into a destination.
 func (l *Library) apply(d *Destination, in Input) error {
+	if err := checkHidden(in); err != nil {
+		return err
+	}
 	set := func(dst *string, v string) {
 		if v != "" {
 			*dst = v
@@ -513,8 +531,9 @@ func (l *Library) probe(ctx context.Context, d *Destination, now time.Time) *Ste
 // MaxObjectKey bounds prefix + "/" + key, in bytes (S3 allows 1024; Etchv's SDKs check 800).
 const MaxObjectKey = 800
 
-// ValidKey checks a caller's storage_key: relative, no empty, "." or ".." segments, printable, and with the
-// destination's prefix at most MaxObjectKey bytes.
+// ValidKey checks a caller's storage_key: relative, no empty, "." or ".." segments, none of the characters
+// internal/hiddenchar refuses in a name (control characters among them), and with the destination's prefix at
+// most MaxObjectKey bytes.
 func ValidKey(d *Destination, k string) error {
 	if k == "" || strings.HasPrefix(k, "/") {
 		return errors.New("must be a relative, non-empty key")
@@ -524,10 +543,10 @@ func ValidKey(d *Destination, k string) error {
 			return errors.New("must not have empty, '.' or '..' segments")
 		}
 	}
-	for _, r := range k {
-		if r < ' ' || r == 0x7f {
-			return errors.New("must not contain control characters")
-		}
+	// Control characters, and those that show nothing or reorder the text around them: the key is shown in
+	// receipts, deliveries and the console, where "a\u202egnp.exe" would pass for another name.
+	if r, found := hiddenchar.InName(k); found {
+		return fmt.Errorf("must not hold %s", hiddenchar.Describe(r))
 	}
 	if len(d.ObjectKey(k)) > MaxObjectKey {
 		return fmt.Errorf("prefix and key together exceed %d bytes", MaxObjectKey)

@@ -19,6 +19,7 @@ import (
 
 	"filigrane/internal/clock"
 	"filigrane/internal/egress"
+	"filigrane/internal/hiddenchar"
 	"filigrane/internal/whsign"
 	"filigrane/persistence"
 )
@@ -173,6 +174,24 @@ type Spec struct {
 	Events      []string
 }
 
+// checkHidden refuses a url or description a caller sends that holds a character which shows nothing or
+// reorders the text around it (internal/hiddenchar's rule for names): the console and the API show both, and
+// "https://example.com/?\u202eexe.lmth" would read as another address. Only what a request sends is checked
+// (nil is not sent), so an endpoint stored before the rule can still be changed otherwise.
+func checkHidden(url, description *string) error {
+	if url != nil {
+		if err := hiddenchar.Name(fmt.Errorf("%w: url", ErrInvalid), *url); err != nil {
+			return err
+		}
+	}
+	if description != nil {
+		if err := hiddenchar.Name(fmt.Errorf("%w: description", ErrInvalid), *description); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func validate(sp *Spec) error {
 	u, err := egress.ValidateURL(sp.URL)
 	if err != nil {
@@ -199,6 +218,9 @@ func validate(sp *Spec) error {
 
 // Create makes an enabled endpoint with a fresh secret. ErrLimit when the organization has MaxEndpoints.
 func (s Endpoints) Create(ctx context.Context, orgID string, sp Spec) (Endpoint, error) {
+	if err := checkHidden(&sp.URL, &sp.Description); err != nil {
+		return Endpoint{}, err
+	}
 	if err := validate(&sp); err != nil {
 		return Endpoint{}, err
 	}
@@ -267,6 +289,9 @@ type Patch struct {
 
 // Update changes an endpoint.
 func (s Endpoints) Update(ctx context.Context, orgID, id string, p Patch) (Endpoint, error) {
+	if err := checkHidden(p.URL, p.Description); err != nil {
+		return Endpoint{}, err
+	}
 	var out Endpoint
 	_, err := s.update(ctx, orgID, func(rec *OrgEndpoints) error {
 		i := rec.find(id)

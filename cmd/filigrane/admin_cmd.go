@@ -17,6 +17,7 @@ import (
 	"filigrane/actors"
 	"filigrane/internal/admin"
 	"filigrane/internal/clock"
+	"filigrane/internal/hiddenchar"
 	"filigrane/internal/node"
 )
 
@@ -186,7 +187,7 @@ func adminCommand(ctx context.Context, a admin.Admin, cmd string, args []string,
 		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "ID\tNAME\tPLAN\tBALANCE\tHELD\tMEMBERS")
 		for _, o := range orgs {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\n", o.ID, o.Name, o.Plan, o.Balance, o.Held(), len(o.Members))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\n", o.ID, hiddenchar.Escape(o.Name), o.Plan, o.Balance, o.Held(), len(o.Members))
 		}
 		return tw.Flush()
 	case "member add":
@@ -240,7 +241,7 @@ func adminCommand(ctx context.Context, a admin.Admin, cmd string, args []string,
 		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "KEY\tNAME\tMEMBER\tSCOPES\tCREATED\tEXPIRES\tREVOKED")
 		for _, k := range keys {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", k.ID, k.Name, k.MemberID, strings.Join(k.Scopes, ","),
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", k.ID, hiddenchar.Escape(k.Name), k.MemberID, strings.Join(k.Scopes, ","),
 				k.CreatedAt.Format(time.RFC3339), timeOrDash(k.ExpiresAt), timeOrDash(k.RevokedAt))
 		}
 		return tw.Flush()
@@ -271,7 +272,7 @@ func adminCommand(ctx context.Context, a admin.Admin, cmd string, args []string,
 			return err
 		}
 		fmt.Fprintf(stdout, "organization %s (%s) plan %s\nbalance %d  held %d  available %d\n",
-			st.ID, st.Name, st.Plan, st.Balance, st.Held(), st.Available())
+			st.ID, hiddenchar.Escape(st.Name), st.Plan, st.Balance, st.Held(), st.Available())
 		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "SEQ\tAT\tKIND\tAMOUNT\tBALANCE\tHELD\tOPERATION")
 		for _, e := range entries {
@@ -324,7 +325,7 @@ func adminCommand(ctx context.Context, a admin.Admin, cmd string, args []string,
 		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "USER\tEMAIL\tORG\tMEMBER\tCREATED")
 		for _, u := range users {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", u.ID, u.Email, u.OrgID, u.MemberID, u.CreatedAt.Format(time.RFC3339))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", u.ID, hiddenchar.Escape(u.Email), u.OrgID, u.MemberID, u.CreatedAt.Format(time.RFC3339))
 		}
 		return tw.Flush()
 	default:

@@ -7,6 +7,12 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/rs/zerolog"
+
+	"filigrane/actors"
+	"filigrane/internal/clock"
+	"filigrane/internal/node"
 )
 
 func runOK(t *testing.T, args ...string) string {
@@ -74,6 +80,38 @@ func TestAdminErrors(t *testing.T) {
 	if code := run(context.Background(), []string{"admin", "--data", dir, "org", "create", "--name", "Acme\u202egnp.exe", "--plan", "growth"}, &out, &errb); code != 1 ||
 		!strings.Contains(errb.String(), "U+202E") || strings.Contains(runOK(t, "admin", "--data", dir, "org", "list"), "Acme") {
 		t.Fatalf("org create with U+202E: exit %d: %s", code, errb.String())
+	}
+	// So are a member's and a key's name (internal/hiddenchar), before anything is written.
+	org := regexp.MustCompile(`org_[0-9a-f]{16}`).FindString(runOK(t, "admin", "--data", dir, "org", "create", "--name", "Plain", "--plan", "growth"))
+	out.Reset()
+	errb.Reset()
+	if code := run(context.Background(), []string{"admin", "--data", dir, "member", "add", "--org", org, "--name", "Ada\u200b"}, &out, &errb); code != 1 ||
+		!strings.Contains(errb.String(), "U+200B") || !strings.HasSuffix(strings.TrimSpace(runOK(t, "admin", "--data", dir, "org", "list")), "0") {
+		t.Fatalf("member add with U+200B: exit %d: %s", code, errb.String())
+	}
+	mem := regexp.MustCompile(`mem_[0-9a-f]{16}`).FindString(runOK(t, "admin", "--data", dir, "member", "add", "--org", org, "--name", "Ada"))
+	out.Reset()
+	errb.Reset()
+	if code := run(context.Background(), []string{"admin", "--data", dir, "key", "create", "--org", org, "--member", mem, "--name", "ci\u202egnp.exe"}, &out, &errb); code != 1 ||
+		!strings.Contains(errb.String(), "U+202E") || strings.Contains(out.String(), "fgk_") || strings.Count(runOK(t, "admin", "--data", dir, "key", "list", "--org", org), "\n") != 1 {
+		t.Fatalf("key create with U+202E: exit %d: %s %s", code, out.String(), errb.String())
+	}
+	// An organization named before that rule is listed with the character written as an escape, so it neither
+	// reverses nor splits the line in a terminal.
+	storage, err := node.OpenStorage(context.Background(), dir, nil, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = actors.Orgs{Store: storage.Store, Clock: clock.System{}}.Update(context.Background(), org, func(st *actors.OrgState) error {
+		st.Name = "Plain\u202eowner\tx"
+		return nil
+	})
+	storage.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if list := runOK(t, "admin", "--data", dir, "org", "list"); !strings.Contains(list, `Plain\u202eowner\tx`) || strings.Contains(list, "\u202e") {
+		t.Fatalf("org list of a name from before the rule: %q", list)
 	}
 }
 

@@ -12,6 +12,8 @@ import (
 	"net/url"
 	"os"
 	"strconv"
+
+	"filigrane/internal/hiddenchar"
 )
 
 const storageUsage = `usage: filigrane storage list [--json]
@@ -248,7 +250,10 @@ func printDestination(w io.Writer, d destinationView) {
 	if d.VerifiedAt != nil {
 		verified = "verified " + *d.VerifiedAt
 	}
-	fmt.Fprintf(w, "%s  %q  %s/%s/%s  %s  %s", d.ID, d.Name, d.Endpoint, d.Bucket, d.Prefix, state, verified)
+	// Names are quoted and the other fields' hidden characters escaped (a destination stored before they were
+	// refused: docs/api.md, "Hidden characters"), so none reorders or splits the line.
+	fmt.Fprintf(w, "%s  %q  %s/%s/%s  %s  %s", d.ID, d.Name, hiddenchar.Escape(d.Endpoint), hiddenchar.Escape(d.Bucket),
+		hiddenchar.Escape(d.Prefix), state, verified)
 	if d.LastError != nil && *d.LastError != "" {
 		fmt.Fprintf(w, "  last error: %s", *d.LastError)
 	}

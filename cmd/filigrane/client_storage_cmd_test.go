@@ -233,3 +233,20 @@ func TestClientCLIGroupHelp(t *testing.T) {
 		}
 	}
 }
+
+// TestClientCLIListsHiddenCharactersEscaped: a destination or webhook endpoint stored before hidden characters
+// were refused (docs/api.md, "Hidden characters") is printed with them quoted or escaped, so a right-to-left
+// override in its prefix or URL reverses nothing after it on the line, and a line break splits nothing.
+func TestClientCLIListsHiddenCharactersEscaped(t *testing.T) {
+	t.Parallel()
+	var out strings.Builder
+	printDestination(&out, destinationView{ID: "dst_1", Name: "r\u202eeven", Endpoint: "s3.example.com", Bucket: "b", Prefix: "p\u202ex\nq", Enabled: true})
+	if got := out.String(); got != `dst_1  "r\u202eeven"  s3.example.com/b/p\u202ex\nq  enabled  not verified`+"\n" {
+		t.Fatalf("destination printed as %q", got)
+	}
+	out.Reset()
+	printWebhook(&out, webhookView{ID: "wh_1", URL: "https://x.example/?\u202eexe.lmth", Description: "d\u2066", Enabled: true})
+	if got := out.String(); got != `wh_1  https://x.example/?\u202eexe.lmth  enabled  all events  "d\u2066"`+"\n" {
+		t.Fatalf("webhook printed as %q", got)
+	}
+}

@@ -12,6 +12,8 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+
+	"filigrane/internal/hiddenchar"
 )
 
 const webhooksUsage = `usage: filigrane webhooks list [--json]
@@ -173,7 +175,9 @@ func printWebhook(w io.Writer, v webhookView) {
 	if !v.Enabled {
 		state = "disabled"
 	}
-	fmt.Fprintf(w, "%s  %s  %s  %s", v.ID, v.URL, state, ev)
+	// The URL's hidden characters escaped, the description quoted (an endpoint stored before they were refused:
+	// docs/api.md, "Hidden characters"), so none reorders or splits the line.
+	fmt.Fprintf(w, "%s  %s  %s  %s", v.ID, hiddenchar.Escape(v.URL), state, ev)
 	if v.Description != "" {
 		fmt.Fprintf(w, "  %q", v.Description)
 	}

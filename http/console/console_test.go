@@ -19,6 +19,7 @@ import (
 	"filigrane/internal/admin"
 	"filigrane/internal/clock"
 	"filigrane/internal/node"
+	"filigrane/internal/recordtest"
 	"filigrane/persistence/diskspace"
 )
 
@@ -194,10 +195,32 @@ func TestSessionsCookiesAndCSRF(t *testing.T) {
 	if r := c.do("GET", "/console/keys", nil, nil); strings.Contains(r.body, ">ci<") {
 		t.Fatal("a refused form created a key")
 	}
+	// A name with a right-to-left override would list as another key ("cigpj.exe"): refused, naming it
+	// (internal/hiddenchar), nothing made.
+	hidden := url.Values{"csrf": {token}, "name": {"ci\u202egpj.exe"}, "scope": {"watermarks:embed"}, "expires": {"30d"}}
+	if r := c.do("POST", "/console/keys", hidden, nil); r.status != 422 || !strings.Contains(html.UnescapeString(r.body), "That holds a hidden character, U+202E,") ||
+		strings.Contains(r.body, `value="fgk_`) || strings.Contains(r.body, "gpj.exe") {
+		t.Fatalf("key named with a right-to-left override: %d", r.status)
+	}
 	r = c.do("POST", "/console/keys", key, nil)
 	secret := regexp.MustCompile(`value="(fgk_[^"]+)"`).FindStringSubmatch(r.body)
 	if r.status != 201 || secret == nil {
 		t.Fatalf("create key: %d", r.status)
+	}
+	// The limit counts characters, not bytes: 100 Cyrillic letters (200 bytes) are a name.
+	long := url.Values{"csrf": {token}, "name": {strings.Repeat("ж", 100)}, "scope": {"watermarks:embed"}, "expires": {"30d"}}
+	if r := c.do("POST", "/console/keys", long, nil); r.status != 201 {
+		t.Fatalf("key named with 100 Cyrillic letters: %d", r.status)
+	}
+	long.Set("name", strings.Repeat("ж", 101))
+	if r := c.do("POST", "/console/keys", long, nil); r.status != 422 {
+		t.Fatalf("key named with 101 letters: %d", r.status)
+	}
+	// A key named before that rule keeps its name, listed isolated so the override reverses nothing after it.
+	keyID := regexp.MustCompile(`^fgk_([0-9a-f]+)_`).FindStringSubmatch(secret[1])
+	recordtest.Rewrite(t, n.Store(), "apikey/"+keyID[1], func(k *actors.APIKey) { k.Name = "ci\u202egpj.exe" })
+	if r := c.do("GET", "/console/keys", nil, nil); r.status != 200 || !strings.Contains(r.body, "<bdi>ci\u202egpj.exe</bdi>") {
+		t.Fatalf("keys page with a key named before the rule: %d", r.status)
 	}
 	// The secret is on this answer only: no copy of it may be kept.
 	if r.header.Get("Cache-Control") != "no-store" {

@@ -12,6 +12,7 @@ import (
 	"filigrane/actors"
 	"filigrane/internal/accounts"
 	"filigrane/internal/authlimit"
+	"filigrane/internal/hiddenchar"
 )
 
 type membersData struct {
@@ -401,11 +402,11 @@ func (c *Console) unavailablePage(ctx *fasthttp.RequestCtx, err error) {
 	c.errorPage(ctx, 503, "Something did not answer in time. Try again in a moment.")
 }
 
-// hiddenOr is the sentence for a name or address refused by internal/accounts: which hidden character it
-// holds (a *accounts.HiddenRuneError: one that shows nothing or reorders the text, so the person cannot see
-// what to remove without being told), else msg.
+// hiddenOr is the sentence for a name or address refused by internal/hiddenchar's rule: which hidden
+// character it holds (one that shows nothing or reorders the text, so the person cannot see what to remove
+// without being told), else msg.
 func hiddenOr(err error, msg string) string {
-	var h *accounts.HiddenRuneError
+	var h *hiddenchar.Error
 	if errors.As(err, &h) {
 		return fmt.Sprintf("That holds a hidden character, %U, which shows nothing or reorders the text around it: type it again without it.", h.Rune)
 	}

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/valyala/fasthttp"
 
@@ -246,8 +247,12 @@ func (c *Console) createKey(r *request) {
 		return
 	}
 	name := strings.TrimSpace(form.Get("name"))
-	if name == "" || len(name) > 100 {
+	if name == "" || utf8.RuneCountInString(name) > 100 {
 		c.keysPage(r, "Give the key a name of 1 to 100 characters.", 422)
+		return
+	}
+	if err := actors.CheckKeyName(name); err != nil {
+		c.keysPage(r, hiddenOr(err, "Give the key a name of 1 to 100 characters."), 422)
 		return
 	}
 	life, ok := keyLifetimes[form.Get("expires")]

@@ -33,6 +33,7 @@ import (
 	"filigrane/actors/durable"
 	"filigrane/internal/authlimit"
 	"filigrane/internal/clock"
+	"filigrane/internal/hiddenchar"
 	"filigrane/persistence"
 )
 
@@ -206,14 +207,14 @@ func (a *Accounts) hash(ctx context.Context, password string, salt []byte, p Arg
 
 // NormaliseEmail trims and lower-cases a new email address and checks its shape: an address that holds a
 // character which shows nothing or reorders text (a zero-width space, a bidirectional control) is refused
-// with a *HiddenRuneError wrapping ErrBadEmail.
+// with a *hiddenchar.Error wrapping ErrBadEmail.
 func NormaliseEmail(email string) (string, error) {
 	e, err := lookupEmail(email)
 	if err != nil {
 		return "", err
 	}
-	if r, found := hiddenInEmail(e); found {
-		return "", &HiddenRuneError{What: ErrBadEmail, Rune: r}
+	if err := hiddenchar.Address(ErrBadEmail, e); err != nil {
+		return "", err
 	}
 	return e, nil
 }

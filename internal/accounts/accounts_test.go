@@ -10,6 +10,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"filigrane/internal/clock"
+	"filigrane/internal/hiddenchar"
 	"filigrane/persistence/pebblestore"
 )
 
@@ -230,9 +231,9 @@ func TestNewEmailWithHiddenCharacter(t *testing.T) {
 	a, _ := newTestAccounts(t)
 	for in, r := range map[string]rune{"ada\u200b@example.com": 0x200b, "ada@exa\u202emple.com": 0x202e,
 		"ada\u00a0@example.com": 0xa0, "\u2066ada@example.com": 0x2066, "ada\u200d@example.com": 0x200d} {
-		var h *HiddenRuneError
+		var h *hiddenchar.Error
 		if _, err := a.CreateUser(ctx, in, pw, "org_1", "mem_1"); !errors.Is(err, ErrBadEmail) || !errors.As(err, &h) || h.Rune != r {
-			t.Errorf("%+q: %v, want a HiddenRuneError for %U", in, err, r)
+			t.Errorf("%+q: %v, want a hiddenchar.Error for %U", in, err, r)
 		}
 		if _, err := a.ByEmail(ctx, in); !errors.Is(err, ErrNotFound) {
 			t.Errorf("lookup of %+q: %v", in, err)
@@ -259,7 +260,7 @@ func FuzzNormaliseEmail(f *testing.F) {
 			}
 			return
 		}
-		if _, hidden := hiddenInEmail(e); hidden || len(e) > MaxEmailLen || strings.Count(e, "@") != 1 || strings.HasPrefix(e, "@") ||
+		if _, hidden := hiddenchar.InAddress(e); hidden || len(e) > MaxEmailLen || strings.Count(e, "@") != 1 || strings.HasPrefix(e, "@") ||
 			strings.HasSuffix(e, "@") || e != strings.ToLower(e) {
 			t.Fatalf("accepted %q as %q", in, e)
 		}

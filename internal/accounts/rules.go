@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"filigrane/actors"
+	"filigrane/internal/hiddenchar"
 )
 
 // The rules of membership administration from the console. They are pure: they read and change an
@@ -159,15 +160,15 @@ func RemoveMember(st *actors.OrgState, by, target string, now time.Time) error {
 	return nil
 }
 
-// OrgName checks and trims an organization's name: 1 to 100 characters, none hidden (a *HiddenRuneError
-// wrapping ErrBadOrgName: hidden.go).
+// OrgName checks and trims an organization's name: 1 to 100 characters, none hidden (a *hiddenchar.Error
+// wrapping ErrBadOrgName).
 func OrgName(name string) (string, error) {
 	n := strings.TrimSpace(name)
 	if n == "" || !utf8.ValidString(n) || utf8.RuneCountInString(n) > MaxOrgNameLen {
 		return "", ErrBadOrgName
 	}
-	if r, found := hiddenInName(n); found {
-		return "", &HiddenRuneError{What: ErrBadOrgName, Rune: r}
+	if err := hiddenchar.Name(ErrBadOrgName, n); err != nil {
+		return "", err
 	}
 	return n, nil
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"filigrane/actors"
+	"filigrane/internal/hiddenchar"
 )
 
 func org(members ...actors.Member) *actors.OrgState {
@@ -115,9 +116,9 @@ func TestOrgNameAndNewOrganization(t *testing.T) {
 	// are kept.
 	for bad, r := range map[string]rune{"Acme\u202egnp.exe": 0x202e, "Ac\u200bme": 0x200b, "\ufeffAcme": 0xfeff,
 		"Acme\u2028Labs": 0x2028, "Acme\u2066Labs": 0x2066, "Acme\ue000": 0xe000, "Acme\u00adLabs": 0xad} {
-		var h *HiddenRuneError
+		var h *hiddenchar.Error
 		if _, err := OrgName(bad); !errors.Is(err, ErrBadOrgName) || !errors.As(err, &h) || h.Rune != r {
-			t.Errorf("%+q: %v, want a HiddenRuneError for %U", bad, err, r)
+			t.Errorf("%+q: %v, want a hiddenchar.Error for %U", bad, err, r)
 		}
 	}
 	for _, good := range []string{"می\u200cخواهم", "Café Ünïcode", "東京\u3000スタジオ", "👩\u200d💻 Labs"} {

@@ -11,6 +11,7 @@ import (
 	"filigrane/actors"
 	"filigrane/internal/accounts"
 	"filigrane/internal/clock"
+	"filigrane/internal/hiddenchar"
 	"filigrane/persistence"
 )
 
@@ -69,8 +70,16 @@ func (a Admin) ListOrgs(ctx context.Context) ([]*actors.OrgState, error) {
 	return out, nil
 }
 
-// AddMember adds a member with a role and returns the member id.
+// ErrBadMemberName is wrapped by the *hiddenchar.Error AddMember returns for a name it refuses.
+var ErrBadMemberName = errors.New("the member's name")
+
+// AddMember adds a member with a role and returns the member id. A name that holds a character which shows
+// nothing or reorders the text around it is refused (internal/hiddenchar: the console and `admin org list`
+// show members by name beside the organization's).
 func (a Admin) AddMember(ctx context.Context, orgID, name string, role actors.Role) (string, error) {
+	if err := hiddenchar.Name(ErrBadMemberName, name); err != nil {
+		return "", err
+	}
 	id := actors.NewMemberID()
 	_, err := a.orgs().Update(ctx, orgID, func(st *actors.OrgState) error {
 		return st.AddMember(id, name, role, a.Clock.Now())

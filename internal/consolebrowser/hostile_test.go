@@ -17,8 +17,11 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"filigrane/actors"
+	"filigrane/actors/storagedest"
+	"filigrane/actors/webhooks"
 	"filigrane/internal/admin"
 	"filigrane/internal/clock"
+	"filigrane/internal/recordtest"
 )
 
 // hostile is what a hostile API client, member or invitee puts in the fields they control: markup that adds an
@@ -60,15 +63,37 @@ func TestConsoleShowsHostileValuesAsText(t *testing.T) {
 
 	// Seeded as their authors would: a member (an invitee's name is their email, free text here), a key a
 	// member named, a file marked with a hostile name and data and then renamed with hostile metadata, webhook
-	// endpoints and storage destinations with hostile and overlong names.
+	// endpoints and storage destinations with hostile and overlong names. Names, descriptions and prefixes
+	// refuse the right-to-left override now (internal/hiddenchar), so those are made without it and then given
+	// it in their stored records, as ones made before that rule: they must still be shown isolated.
+	withoutOverride := strings.ReplaceAll(hostile, "\u202e", "")
 	adm := admin.Admin{Store: n.Store(), Clock: clock.System{}, Catalog: actors.DefaultCatalog()}
-	if _, err := adm.AddMember(bg, dev.OrgID, hostile, actors.RoleMember); err != nil {
+	if _, err := adm.AddMember(bg, dev.OrgID, hostile, actors.RoleMember); err == nil {
+		t.Fatal("a member name with a right-to-left override was not refused")
+	}
+	memberID, err := adm.AddMember(bg, dev.OrgID, withoutOverride, actors.RoleMember)
+	if err != nil {
+		t.Fatal(err)
+	}
+	orgs := actors.Orgs{Store: n.Store(), Clock: clock.System{}}
+	if _, err := orgs.Update(bg, dev.OrgID, func(st *actors.OrgState) error {
+		for i := range st.Members {
+			if st.Members[i].ID == memberID {
+				st.Members[i].Name = hostile
+			}
+		}
+		return nil
+	}); err != nil {
 		t.Fatal(err)
 	}
 	long := strings.Repeat("W", 190)
-	for _, name := range []string{hostile, long[:100]} {
-		if _, _, err := adm.CreateKey(bg, actors.NewKeySpec{OrgID: dev.OrgID, MemberID: dev.MemberID, Name: name, Scopes: actors.AllScopes()}); err != nil {
+	for _, name := range []string{withoutOverride, long[:100]} {
+		_, key, err := adm.CreateKey(bg, actors.NewKeySpec{OrgID: dev.OrgID, MemberID: dev.MemberID, Name: name, Scopes: actors.AllScopes()})
+		if err != nil {
 			t.Fatal(err)
+		}
+		if name == withoutOverride {
+			recordtest.Rewrite(t, n.Store(), "apikey/"+key.ID, func(k *actors.APIKey) { k.Name = hostile })
 		}
 	}
 	var form bytes.Buffer
@@ -87,15 +112,27 @@ func TestConsoleShowsHostileValuesAsText(t *testing.T) {
 	// Asset names refuse U+202E (printable characters only); metadata keys are at most 100 characters.
 	metaKey := `"><b data-xss=1>k</b>`
 	api("PATCH", "/assets/"+assetID, "application/json", fmt.Appendf(nil, `{"version": %d, "name": %s, "metadata": {%s: %s}}`,
-		as.Version, jsonString(strings.ReplaceAll(hostile, "\u202e", "")), jsonString(metaKey), jsonString(hostile)))
+		as.Version, jsonString(withoutOverride), jsonString(metaKey), jsonString(hostile)))
 	for _, u := range []string{`https://example.com/"><img src=x data-xss=1>`, "https://example.com/" + long} {
-		api("POST", "/webhooks", "application/json", []byte(`{"url": `+jsonString(u)+`, "description": `+jsonString(hostile)+`}`))
+		api("POST", "/webhooks", "application/json", []byte(`{"url": `+jsonString(u)+`, "description": `+jsonString(withoutOverride)+`}`))
 	}
-	for _, d := range []struct{ name, prefix string }{{hostile, hostile}, {long, strings.Repeat("p", 500)}} {
+	recordtest.Rewrite(t, n.Store(), "webhooks/"+dev.OrgID, func(rec *webhooks.OrgEndpoints) {
+		eps := append([]webhooks.Endpoint(nil), rec.Endpoints...)
+		for i := range eps {
+			eps[i].Description = hostile
+		}
+		rec.Endpoints = eps
+	})
+	for _, d := range []struct{ name, prefix string }{{withoutOverride, withoutOverride}, {long, strings.Repeat("p", 500)}} {
 		b, _ := json.Marshal(map[string]any{"name": d.name, "provider": "s3", "endpoint": "127.0.0.1:9", "bucket": "acme-results",
 			"prefix": d.prefix, "access_key_id": "AKIAEXAMPLE", "secret_access_key": "not a real secret"})
 		api("POST", "/storage/destinations", "application/json", b)
 	}
+	recordtest.Rewrite(t, n.Store(), "storage/dst/"+dev.OrgID, func(set *storagedest.Set) {
+		ds := append([]storagedest.Destination(nil), set.Destinations...)
+		ds[0].Name, ds[0].Prefix = hostile, hostile
+		set.Destinations = ds
+	})
 
 	browserOut := &tailBuffer{max: 8 << 10}
 	actx, cancelA := chromedp.NewExecAllocator(context.Background(), append(chromedp.DefaultExecAllocatorOptions[:],
@@ -242,15 +279,19 @@ func TestConsoleShowsHostileValuesAsText(t *testing.T) {
 			chromedp.WaitVisible(chromedp.CSS("#storage-deliveries p")))
 		clean("deliveries of " + name)
 	}
-	// Added from the form, a name with a right-to-left override keeps the sentence around it in order.
+	// Added from the form, a name with a right-to-left override is refused, the answer naming it; one without
+	// is added, the sentence around its name in order.
 	do("add a destination", chromedp.Click(chromedp.CSS("#storage-new summary")),
 		chromedp.SetValue(chromedp.CSS("#st-name"), "results \u202etsop"), chromedp.SetValue(chromedp.CSS("#st-endpoint"), "127.0.0.1:9"),
 		chromedp.SetValue(chromedp.CSS("#st-bucket"), "acme-results"), chromedp.SetValue(chromedp.CSS("#st-akid"), "AKIAEXAMPLE"),
 		chromedp.SetValue(chromedp.CSS("#st-secret"), "not a real secret"), chromedp.Click(chromedp.CSS(`#storage-form button[type="submit"]`)))
+	waitFor(`document.getElementById("storage-status").textContent.includes("U+202E")`)
+	do("add a destination without the override", chromedp.SetValue(chromedp.CSS("#st-name"), "results טסופ"),
+		chromedp.Click(chromedp.CSS(`#storage-form button[type="submit"]`)))
 	waitFor(`document.getElementById("storage-status").textContent.includes("Verify it before")`)
 	clean("a destination added")
 	if got := leftToRight("#storage-status", "Verify"); got != "true" {
-		t.Fatalf("the sentence after a destination's name is not drawn left to right (%s): the name's right-to-left override leaked", got)
+		t.Fatalf("the sentence after a destination's name is not drawn left to right (%s)", got)
 	}
 	visit("/console/batches", "#batches-status")
 

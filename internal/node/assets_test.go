@@ -513,6 +513,11 @@ func TestAssetPatch(t *testing.T) {
 	for _, c := range bad {
 		assetProblem(t, c.body[:min(len(c.body), 60)], assetSend(t, "PATCH", u, key, c.body), c.status, c.code)
 	}
+	// A right-to-left override in a name is refused in the words every refused name uses (internal/hiddenchar).
+	if r := assetSend(t, "PATCH", u, key, `{"version":4,"name":"hero\u202egnp.exe"}`); r.status != 422 ||
+		!strings.Contains(decodeProblem(t, r).Detail, "U+202E, a character that shows nothing or reorders the text around it") {
+		t.Fatalf("a name with U+202E: %d %s", r.status, r.body)
+	}
 	// Eight levels are fine.
 	if r := assetSend(t, "PATCH", u, key, `{"version":4,"metadata":`+strings.Repeat(`{"a":`, 8)+`1`+strings.Repeat(`}`, 8)+`}`); r.status != 200 {
 		t.Fatalf("8 levels: %d %s", r.status, r.body)

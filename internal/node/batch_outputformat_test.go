@@ -33,14 +33,15 @@ func batchDetect(t *testing.T, f *batchFixture, file []byte) string {
 }
 
 // TestBatchOutputFormat: a JSON batch with output_format jpeg and an archive gives JPEG results whose marks
-// read back, archive members named .jpg, and leaves its PDF a PDF; the format is part of the batch key's
+// read back, archive members named .jpg (a hidden character of an item's filename, kept as sent in the batch,
+// dropped from its member's name), and leaves its PDF a PDF; the format is part of the batch key's
 // request; a bad value creates nothing; a zip batch's manifest takes the option too (webp).
 func TestBatchOutputFormat(t *testing.T) {
 	t.Parallel()
 	f := newBatchFixture(t, "scale", 100)
 	url := f.base + "/watermarks/batches"
 	a, b, doc := photo(t, 320, 320, 21), photo(t, 300, 280, 22), tinyPDF()
-	items := itemsJSON([]string{"a.jpg", "b.png", "report.pdf"}, []int{len(a), len(b), len(doc)})
+	items := itemsJSON([]string{"a.jpg", "b\u200b.png", "report.pdf"}, []int{len(a), len(b), len(doc)})
 
 	r := sendBatch(t, "POST", url, f.key, "fmt-batch-01", `{"output_format":"gif","items":[`+items+`]}`)
 	if p := decodeProblem(t, r); r.status != 422 || p.Code != "invalid_request" || !strings.Contains(p.Detail, "output_format") {
@@ -113,7 +114,10 @@ func TestBatchOutputFormat(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]string{"000-a-watermarked.jpg": "a.jpg", "001-b-watermarked.jpg": "b.png", "002-report-watermarked.pdf": "report.pdf"}
+	if done.Items[1].Filename != "b\u200b.png" {
+		t.Fatalf("item 1's filename %+q, want it as sent", done.Items[1].Filename)
+	}
+	want := map[string]string{"000-a-watermarked.jpg": "a.jpg", "001-b-watermarked.jpg": "b\u200b.png", "002-report-watermarked.pdf": "report.pdf"}
 	var names []string
 	for _, zf := range zr.File {
 		names = append(names, zf.Name)

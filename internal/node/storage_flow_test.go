@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http/httptest"
+	neturl "net/url"
 	"strings"
 	"testing"
 	"time"
@@ -17,9 +18,11 @@ import (
 	"filigrane/actors/batchstate"
 	"filigrane/actors/jobstate"
 	"filigrane/actors/outbox"
+	"filigrane/actors/storagedest"
 	"filigrane/internal/admin"
 	"filigrane/internal/clock"
 	"filigrane/internal/node"
+	"filigrane/internal/recordtest"
 	"filigrane/persistence/s3test"
 )
 
@@ -349,7 +352,8 @@ func newStorageOrg(t *testing.T) *storageOrg {
 }
 
 // TestStorageManagementHTTP: PATCH, DELETE, verify and retry through HTTP with their statuses and bodies
-// (roles, scopes, unknown ids, bad bodies, the 10-destination limit), and a destination's delivery list paged
+// (roles, scopes, unknown ids, bad bodies, hidden characters in fields and in a storage_key, a destination named
+// before that rule, the 10-destination limit), and a destination's delivery list paged
 // newest first with a delivery-id cursor; a delivery to a destination deleted before its first attempt fails
 // with storage_destination_not_found.
 func TestStorageManagementHTTP(t *testing.T) {
@@ -402,6 +406,41 @@ func TestStorageManagementHTTP(t *testing.T) {
 	}
 	if r = call(t, "POST", url+"/verify", o.owner, nil); r.status != 200 {
 		t.Fatalf("verify again: %d %s", r.status, r.body)
+	}
+
+	// A field a request sends that holds a character which shows nothing or reorders the text around it
+	// (internal/hiddenchar) is refused naming it, and changes nothing; so is such a storage_key, before any job
+	// exists. A destination named before that rule still loads, shows its name as stored, and takes changes to
+	// its other fields.
+	for _, bad := range []struct {
+		method, path string
+		body         map[string]any
+		char         string
+	}{
+		{"PATCH", url, map[string]any{"name": "results \u202etsop"}, "U+202E"},
+		{"PATCH", url, map[string]any{"prefix": "p2\u200b"}, "U+200B"},
+		{"PATCH", url, map[string]any{"bucket": bucket + "\ufeff"}, "U+FEFF"},
+		{"POST", o.base + "/storage/destinations", map[string]any{"name": "mine\u2066", "endpoint": srv.Endpoint, "bucket": bucket,
+			"access_key_id": srv.AccessKey, "secret_access_key": "x"}, "U+2066"},
+	} {
+		r := jsonCall(t, bad.method, bad.path, o.owner, bad.body)
+		if p := decodeProblem(t, r); r.status != 422 || p.Code != "invalid_request" || !strings.Contains(p.Detail, bad.char) {
+			t.Fatalf("%s %s %+q: %d %s, want 422 invalid_request naming %s", bad.method, bad.path, bad.body, r.status, r.body, bad.char)
+		}
+	}
+	r = post(t, o.base+"/watermarks/images?storage_destination_id="+id+"&storage_key="+neturl.QueryEscape("out/a\u202egnp.exe"), o.owner, "", photo(t, 64, 64, 49), `{"k":1}`)
+	if p := decodeProblem(t, r); r.status != 422 || p.Code != "invalid_request" || !strings.Contains(p.Detail, "storage_key") || !strings.Contains(p.Detail, "U+202E") {
+		t.Fatalf("storage_key with U+202E: %d %s", r.status, r.body)
+	}
+	_, info := jsonObject(t, "GET", o.base+"/auth/api-key", o.owner, nil)
+	recordtest.Rewrite(t, o.n.Store(), "storage/dst/"+info["organization_id"].(string), func(set *storagedest.Set) {
+		ds := append([]storagedest.Destination(nil), set.Destinations...)
+		ds[0].Name = "results \u202etsop"
+		set.Destinations = ds
+	})
+	if r, got = jsonObject(t, "PATCH", url, o.owner, map[string]any{"enabled": true}); r.status != 200 || got["name"] != "results \u202etsop" ||
+		got["prefix"] != "p2" || got["bucket"] != bucket || got["verified_at"] == nil {
+		t.Fatalf("changing a destination named before the rule: %d %s", r.status, r.body)
 	}
 
 	// Three embeds to the destination; the delivery list pages newest first.

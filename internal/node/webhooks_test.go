@@ -14,6 +14,7 @@ import (
 
 	"filigrane/actors/webhooks"
 	"filigrane/internal/node"
+	"filigrane/internal/recordtest"
 	"filigrane/internal/whsign"
 )
 
@@ -234,7 +235,8 @@ func TestWebhookDeliveryRetriesUntilSuccess(t *testing.T) {
 }
 
 // TestWebhookEndpointManagement: ten endpoints per organization, the secret shown only at creation and
-// rotation, unknown fields and bad URLs refused, other organizations see nothing.
+// rotation, unknown fields and bad URLs refused, other organizations see nothing; a url or description with a
+// hidden character refused naming it, and one described before that rule still shown and changed.
 func TestWebhookEndpointManagement(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
@@ -275,5 +277,37 @@ func TestWebhookEndpointManagement(t *testing.T) {
 	f.clk.Advance(24 * time.Hour)
 	if r := call(t, "GET", f.base+"/webhooks/"+id, f.keyA, nil); !bytes.Contains(r.body, []byte(`"previous_secret_expires_at":null`)) {
 		t.Fatalf("overlap did not end after 24 h: %s", r.body)
+	}
+
+	// (A new minute of the trial plan's 20 requests.) A url or description that holds a character which shows nothing or reorders the text around it
+	// (internal/hiddenchar) is refused naming it, on create and on change, and changes nothing.
+	for _, bad := range []struct {
+		method, path string
+		body         map[string]any
+		char         string
+	}{
+		{"POST", "/webhooks", map[string]any{"url": "https://x.example/", "description": "billing \u202egnp.exe"}, "U+202E"},
+		{"POST", "/webhooks", map[string]any{"url": "https://x.example/?to=\u200bops"}, "U+200B"},
+		{"PATCH", "/webhooks/" + id, map[string]any{"description": "line\u2028break"}, "U+2028"},
+		{"PATCH", "/webhooks/" + id, map[string]any{"url": "https://hooks.example.com/\u2066a", "enabled": false}, "U+2066"},
+	} {
+		r := jsonCall(t, bad.method, f.base+bad.path, f.keyA, bad.body)
+		if p := decodeProblem(t, r); r.status != 422 || p.Code != "invalid_request" || !strings.Contains(p.Detail, bad.char) {
+			t.Fatalf("%s %s %+q: %d %s, want 422 invalid_request naming %s", bad.method, bad.path, bad.body, r.status, r.body, bad.char)
+		}
+	}
+	if _, got := jsonObject(t, "GET", f.base+"/webhooks/"+id, f.keyA, nil); got["description"] != "" || got["enabled"] != true || got["url"] != first["url"] {
+		t.Fatalf("a refused change changed the endpoint: %v", got)
+	}
+	// An endpoint described before that rule still loads, shows its description as stored, and takes changes
+	// to its other fields.
+	recordtest.Rewrite(t, f.n.Store(), "webhooks/"+f.orgA, func(rec *webhooks.OrgEndpoints) {
+		eps := append([]webhooks.Endpoint(nil), rec.Endpoints...)
+		eps[0].Description = "billing \u202egnp.exe"
+		rec.Endpoints = eps
+	})
+	if r, got := jsonObject(t, "PATCH", f.base+"/webhooks/"+id, f.keyA, map[string]any{"enabled": false}); r.status != 200 ||
+		got["description"] != "billing \u202egnp.exe" || got["enabled"] != false {
+		t.Fatalf("changing an endpoint described before the rule: %d %s", r.status, r.body)
 	}
 }

@@ -136,7 +136,7 @@ var table = []Entry{
 	{Code: RequestTimeout, Status: 408, Title: "Request timeout", When: "the request headers did not arrive within the header timeout (docs/operations.md, limits and timeouts)"},
 	{Code: HeadersTooLarge, Status: 431, Title: "Request headers too large", When: "request line and headers above 16 KiB"},
 	{Code: UnsupportedMedia, Status: 415, Title: "Unsupported media type", When: "wrong Content-Type for the route"},
-	{Code: InvalidRequest, Status: 422, Title: "Invalid request", When: "a field is invalid"},
+	{Code: InvalidRequest, Status: 422, Title: "Invalid request", When: "a field is invalid; among them a name, description, URL, key or other text you chose that holds a hidden character (one that shows nothing or reorders the text around it, such as U+202E: docs/api.md, \"Hidden characters\"), the detail naming the field and the character"},
 	{Code: RateLimited, Status: 429, Title: "Too many requests", When: "the plan's requests per minute are used up; see `Retry-After` and `X-RateLimit-*`. Also, before a key is accepted: too many requests from the client's address (an IPv6 /64) with API keys or console session cookies the node looked up and did not find (by default 20, then one more every 3 s: `--unknown-keys-per-ip`; `Retry-After`, no `X-RateLimit-*`); a key the node checked before, or a session it saw live, still works (docs/operations.md, Limits and timeouts)", Retry: true},
 	{Code: ConcurrencyLimit, Status: 429, Title: "Plan concurrency limit reached", When: "the plan's concurrent jobs are all busy; see `Retry-After`", Retry: true},
 	{Code: Internal, Status: 500, Title: "Internal error", When: "a bug; the request id finds it in the logs"},
