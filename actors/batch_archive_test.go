@@ -9,6 +9,7 @@ import (
 	"filigrane/actors"
 	"filigrane/actors/batchstate"
 	"filigrane/actors/jobstate"
+	"filigrane/internal/loglines"
 	"github.com/rs/zerolog"
 
 	"filigrane/internal/clock"
@@ -101,34 +102,6 @@ func storeFinishedArchiveBatch(t *testing.T, store persistence.Store, clk clock.
 	return id
 }
 
-// logLines is a logger's output as lines on a channel, so that a test waits for what the code under test
-// says it did (an actor's decision taken in a message the test cannot observe otherwise).
-type logLines chan string
-
-func (l logLines) Write(p []byte) (int, error) {
-	select {
-	case l <- string(p):
-	default: // nobody waits for this one
-	}
-	return len(p), nil
-}
-
-// waitLog waits up to 10 s for a line of lines containing want.
-func waitLog(t *testing.T, lines logLines, want string) {
-	t.Helper()
-	timeout := time.After(10 * time.Second)
-	for {
-		select {
-		case l := <-lines:
-			if strings.Contains(l, want) {
-				return
-			}
-		case <-timeout:
-			t.Fatalf("no log line saying %q", want)
-		}
-	}
-}
-
 // awaitArchive asks for the batch until it is no longer assembling (10 s at most), and returns it.
 func awaitArchive(t *testing.T, c batchCaller, id, orgID string) *batchstate.Record {
 	t.Helper()
@@ -154,7 +127,7 @@ func TestArchiveWaitsForDiskSpace(t *testing.T) {
 	clk := clock.NewManual(time.Date(2026, 6, 1, 10, 0, 0, 0, time.UTC))
 	sys, lc := startSystem(t, store, store, clk)
 	t.Cleanup(sys.Shutdown)
-	lines := make(logLines, 64)
+	lines := loglines.New(64)
 	lc.deps.Logger = zerolog.New(lines)
 	guard := diskspace.New(t.TempDir(), 1<<62) // more than any disk has: every file is refused
 	blobs, err := fsblobs.OpenGuarded(t.TempDir(), guard)
@@ -167,7 +140,7 @@ func TestArchiveWaitsForDiskSpace(t *testing.T) {
 
 	id := storeFinishedArchiveBatch(t, store, clk, orgID, "archive-disk-1", 100)
 	c.batch(t, id, &actors.BatchTick{BatchID: id})
-	waitLog(t, lines, refused)
+	lines.Wait(t, refused, 10*time.Second)
 	if got := c.batch(t, id, &actors.BatchGet{BatchID: id, OrgID: orgID}).Record; got.Status != batchstate.StatusAssembling {
 		t.Fatalf("archive refused for want of disk space: %s, archive %q; want assembling", got.Status, got.ArchiveStatus)
 	}
@@ -183,10 +156,10 @@ func TestArchiveWaitsForDiskSpace(t *testing.T) {
 	guard.SetReserve(1 << 62)
 	id = storeFinishedArchiveBatch(t, store, clk, orgID, "archive-disk-2", 100)
 	c.batch(t, id, &actors.BatchTick{BatchID: id})
-	waitLog(t, lines, refused)
+	lines.Wait(t, refused, 10*time.Second)
 	clk.Advance(30 * time.Minute)
 	c.batch(t, id, &actors.BatchTick{BatchID: id})
-	waitLog(t, lines, "the node stayed low on disk space")
+	lines.Wait(t, "the node stayed low on disk space", 10*time.Second)
 	if got := awaitArchive(t, c, id, orgID); got.Status != batchstate.StatusCompleted || got.ArchiveStatus != batchstate.ArchiveFailed {
 		t.Fatalf("still low after 30 minutes: %s, archive %q; want completed, failed", got.Status, got.ArchiveStatus)
 	}
@@ -205,22 +178,22 @@ func TestArchiveDiskWaitSurvivesRestart(t *testing.T) {
 	}
 	orgID := "org_" + strings.Repeat("4", 32)
 	id := storeFinishedArchiveBatch(t, store, clk, orgID, "archive-disk-restart", 100)
-	start := func() (batchCaller, logLines) {
+	start := func() (batchCaller, loglines.Lines) {
 		_, lc := startSystem(t, store, store, clk)
-		lines := make(logLines, 64)
+		lines := loglines.New(64)
 		lc.deps.Logger = zerolog.New(lines)
 		return batchCaller{localCaller: lc, env: &actors.BatchEnv{Pulse: time.Hour, Assemblies: make(chan struct{}, 1), Blobs: blobs}}, lines
 	}
 	c, lines := start()
 	c.batch(t, id, &actors.BatchTick{BatchID: id})
-	waitLog(t, lines, "archive refused for want of disk space")
+	lines.Wait(t, "archive refused for want of disk space", 10*time.Second)
 	c.system.Shutdown() // the node restarts, still low
 
 	clk.Advance(30 * time.Minute)
 	c, lines = start()
 	t.Cleanup(c.system.Shutdown)
 	c.batch(t, id, &actors.BatchTick{BatchID: id})
-	waitLog(t, lines, "archive: the node stayed low on disk space")
+	lines.Wait(t, "archive: the node stayed low on disk space", 10*time.Second)
 	if got := awaitArchive(t, c, id, orgID); got.Status != batchstate.StatusCompleted || got.ArchiveStatus != batchstate.ArchiveFailed {
 		t.Fatalf("30 minutes after the first build, across a restart: %s, archive %q; want completed, failed", got.Status, got.ArchiveStatus)
 	}

@@ -20,6 +20,7 @@ import (
 	"filigrane/actors/jobstate"
 	"filigrane/cluster"
 	"filigrane/internal/clock"
+	"filigrane/internal/loglines"
 	"filigrane/internal/node"
 	"filigrane/persistence/diskspace"
 )
@@ -379,34 +380,6 @@ func TestLowDiskAdvertisedAndReady(t *testing.T) {
 	diskCheck("ok")
 }
 
-// logLines is a node's log as lines on a channel, so that a test waits for what the node says it did (a
-// refusal it records nowhere else).
-type logLines chan string
-
-func (l logLines) Write(p []byte) (int, error) {
-	select {
-	case l <- string(p):
-	default: // nobody waits for this one
-	}
-	return len(p), nil
-}
-
-// waitLog waits up to 30 s for a line of lines containing want.
-func waitLog(t *testing.T, lines logLines, want string) {
-	t.Helper()
-	timeout := time.After(30 * time.Second)
-	for {
-		select {
-		case l := <-lines:
-			if strings.Contains(l, want) {
-				return
-			}
-		case <-timeout:
-			t.Fatalf("no log line saying %q", want)
-		}
-	}
-}
-
 // Below an eighth of the reserve even a worker's reports on its attempt cannot be written (below a quarter they
 // still are: TestWorkerReportsBelowTheRecordsReserveSurviveRestart, actors): the worker's report that its
 // attempt met a low disk is refused, and so are its renewals, so the attempt's lease runs out with nothing
@@ -416,7 +389,7 @@ func waitLog(t *testing.T, lines logLines, want string) {
 // lapsed lease counted as a lost worker (worker_lost, attempt 1 of 5).
 func TestJobLowOnRecordsWaitsUncounted(t *testing.T) {
 	t.Parallel()
-	lines := make(logLines, 256)
+	lines := loglines.New(256)
 	g := diskspace.New(t.TempDir(), 1)
 	f := newFixture(t, func(c *node.Config) {
 		c.DiskGuard, c.Logger = g, zerolog.New(lines).Level(zerolog.WarnLevel)
@@ -438,9 +411,9 @@ func TestJobLowOnRecordsWaitsUncounted(t *testing.T) {
 		t.Fatalf("async embed: %d %s", r.status, r.body)
 	}
 	rc := decodeReceipt(t, r)
-	waitLog(t, lines, "outcome not recorded") // the worker's low-disk report was refused
-	f.clk.Advance(time.Minute)                // past the attempt's 30 s lease, never renewed
-	g.SetReserve(1)                           // space freed
+	lines.Wait(t, "outcome not recorded", 30*time.Second) // the worker's low-disk report was refused
+	f.clk.Advance(time.Minute)                            // past the attempt's 30 s lease, never renewed
+	g.SetReserve(1)                                       // space freed
 	if _, _, err := f.n.Sweep(context.Background()); err != nil {
 		t.Fatal(err)
 	}
