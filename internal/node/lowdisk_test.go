@@ -243,15 +243,7 @@ func TestJobWaitsForDiskSpace(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if res := waitResult(t, f, f.keyA, rc.ResultURL); res.status != 200 {
-		t.Fatalf("result once space is freed: %d %s", res.status, res.body)
-	}
-	if final := decodeReceipt(t, call(t, "GET", f.base+rc.StatusURL, f.keyA, nil)); final.Status != "succeeded" || final.Attempts != 1 {
-		t.Fatalf("final receipt: %s, want succeeded after 1 attempt", final.raw)
-	}
-	if after, held := balance(t, f, f.orgA); before-after != 1 || held != 0 {
-		t.Fatalf("charged %d (held %d), want exactly 1", before-after, held)
-	}
+	requireSucceededOnce(t, f, rc, before)
 }
 
 // A job still waiting for disk space at its deadline (30 minutes for an image) fails then with
@@ -425,6 +417,13 @@ func TestJobLowOnRecordsWaitsUncounted(t *testing.T) {
 	if _, _, err := f.n.Sweep(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+	requireSucceededOnce(t, f, rc, before)
+}
+
+// requireSucceededOnce: the job of receipt rc, once space is back, serves its result, succeeded after one counted
+// attempt, and cost exactly one credit from the balance before, nothing left held.
+func requireSucceededOnce(t *testing.T, f *fixture, rc receipt, before int64) {
+	t.Helper()
 	if res := waitResult(t, f, f.keyA, rc.ResultURL); res.status != 200 {
 		t.Fatalf("result once space is freed: %d %s", res.status, res.body)
 	}
