@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -507,15 +508,18 @@ func (a *jobActor) settle(ctx actor.Context) {
 }
 
 // purgeable lists the files that go 24 hours after the outcome, and when: a detection keeps nothing (spec
-// 1.10) and a failed job's input belongs to no asset, while a succeeded embed's input and output are the
-// source and watermarked assets, kept by file retention.
+// 1.10) and a failed (or cancelled) job's input belongs to no asset, while a succeeded embed's input and
+// output are the source and watermarked assets, kept by file retention. A failed job also lists every key an
+// attempt could have stored a result under (OutputKeys): an attempt whose success was never recorded (its
+// report refused as stale, or lost with its node) leaves its result there, named by no record. No succeeded
+// job shares those keys (they are the request's own), so nothing a client is served goes with them.
 func (a *jobActor) purgeable() (string, time.Time) {
 	r := a.rec
 	switch {
 	case r.Status == jobstate.StatusSucceeded && r.Operation == jobstate.OperationDetect:
 		return r.Input.BlobKey + "\n" + r.Output.BlobKey, r.ResultExpiresAt
 	case r.Status == jobstate.StatusFailed:
-		return r.Input.BlobKey, r.CompletedAt.Add(jobstate.ResultRetention)
+		return strings.Join(append([]string{r.Input.BlobKey}, OutputKeys(r)...), "\n"), r.CompletedAt.Add(jobstate.ResultRetention)
 	}
 	return "", time.Time{}
 }

@@ -1,0 +1,127 @@
+package actors_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"filigrane/actors"
+	"filigrane/actors/jobstate"
+	"filigrane/internal/admin"
+	"filigrane/internal/clock"
+	"filigrane/persistence"
+	"filigrane/persistence/fsblobs"
+)
+
+// A result an attempt stored without its success being recorded goes with the job's input 24 hours after the
+// job ended failed: the attempt's worker lost its lease before it reported (its report is refused as stale and
+// the next attempt fails), or its node died between storing and reporting and the job was then cancelled (a
+// file of a cancelled batch). No record names such a file; before, the purge pass deleted only the input, and
+// the file stayed in the blob store for ever. A succeeded embed's result, the watermarked asset, stays.
+func TestFailedJobsStoredOutputIsPurged(t *testing.T) {
+	ctx := context.Background()
+	store := tempStore(t)
+	blobs, err := fsblobs.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := clock.NewManual(time.Date(2026, 6, 1, 10, 0, 0, 0, time.UTC))
+	org, err := admin.Admin{Store: store, Clock: clk, Catalog: actors.DefaultCatalog()}.CreateOrg(ctx, "Acme", "launch", 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sys, c := startSystem(t, store, store, clk)
+	t.Cleanup(sys.Shutdown)
+	sweeper := actors.Sweeper{Store: store, Blobs: blobs, Caller: c, Clock: clk, Logger: zerolog.Nop()}
+	put := func(key string) {
+		t.Helper()
+		if _, err := blobs.Put(ctx, key, strings.NewReader("stored bytes")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	type job struct {
+		name, reqID, output string // output: the key the worker stores under (media.go, media_image.go)
+		spec                       jobstate.Spec
+		wantKept                   bool
+	}
+	spec := func(reqID string, op jobstate.Operation, media jobstate.Media, format string, of jobstate.OutputFormat) jobstate.Spec {
+		s := jobstate.Spec{RequestID: reqID, OrgID: org.ID, Operation: op, Media: media, Format: format, FrameCount: 1,
+			AcceleratorRequested: jobstate.AcceleratorCPU, OutputFormat: of,
+			Input: jobstate.Input{BlobKey: "inputs/" + org.ID + "/" + reqID + "/file", SHA256: strings.Repeat("b", 64), Size: 12,
+				Filename: "in." + strings.ToLower(format), ContentType: "application/octet-stream"}}
+		if op == jobstate.OperationEmbed {
+			s.WatermarkID = strings.Repeat("c", 64)
+		}
+		return s
+	}
+	outKey := func(reqID, name string) string { return "outputs/" + org.ID + "/" + reqID + "/" + name }
+	req := func(hex string) string { return "req_" + strings.Repeat(hex, 64) }
+	jobs := []job{
+		{name: "webp embed, stale success then a failed attempt", reqID: req("1"), output: outKey(req("1"), "watermarked.webp"),
+			spec: spec(req("1"), jobstate.OperationEmbed, jobstate.MediaImage, "PNG", jobstate.OutputWebP)},
+		{name: "detection, report lost then cancelled", reqID: req("2"), output: outKey(req("2"), "detection.json"),
+			spec: spec(req("2"), jobstate.OperationDetect, jobstate.MediaImage, "PNG", "")},
+		{name: "MOV embed, report lost then cancelled", reqID: req("3"), output: outKey(req("3"), "watermarked.mov"),
+			spec: spec(req("3"), jobstate.OperationEmbed, jobstate.MediaVideo, "MOV", "")},
+		{name: "PDF embed, report lost then cancelled", reqID: req("4"), output: outKey(req("4"), "watermarked.pdf"),
+			spec: spec(req("4"), jobstate.OperationEmbed, jobstate.MediaDocument, "PDF", "")},
+		{name: "PNG embed that succeeded", reqID: req("5"), output: outKey(req("5"), "watermarked.png"), wantKept: true,
+			spec: spec(req("5"), jobstate.OperationEmbed, jobstate.MediaImage, "PNG", "")},
+	}
+	for _, j := range jobs {
+		put(j.spec.Input.BlobKey)
+		lease := c.job(t, j.reqID, &actors.JobSubmit{Spec: j.spec, Hold: 3, ClaimAs: "n1/w0/" + j.reqID[4:8], Lease: 30 * time.Second}).Lease
+		put(j.output) // the attempt stored its result
+		switch {
+		case j.wantKept:
+			out := jobstate.Output{BlobKey: j.output, Size: 12, SHA256: strings.Repeat("d", 64), ContentType: "image/png",
+				Filename: "in-watermarked.png", AssetID: actors.AssetIDFor(j.reqID, actors.AssetWatermarked),
+				SourceAssetID: actors.AssetIDFor(j.reqID, actors.AssetSource), WatermarkID: j.spec.WatermarkID,
+				Charge: 1, Accelerator: jobstate.AcceleratorCPU}
+			c.job(t, j.reqID, &actors.JobSucceed{RequestID: j.reqID, Token: lease.Token, Output: out})
+		case j.spec.Media == jobstate.MediaImage && j.spec.Operation == jobstate.OperationEmbed:
+			// The worker's lease lapsed while it stored; its success comes too late, and the next attempt fails.
+			clk.Advance(time.Minute)
+			c.job(t, j.reqID, &actors.JobTick{RequestID: j.reqID})
+			out := jobstate.Output{BlobKey: j.output, Size: 12, SHA256: strings.Repeat("d", 64), ContentType: "image/webp",
+				Filename: "in-watermarked.webp", WatermarkID: j.spec.WatermarkID, Charge: 1, Accelerator: jobstate.AcceleratorCPU}
+			if v, err := c.Request(ctx, j.reqID, actors.KindJob, &actors.JobSucceed{RequestID: j.reqID, Token: lease.Token, Output: out}); err != nil ||
+				v.(*actors.JobReply).Code == actors.ReplyOK {
+				t.Fatalf("%s: the stale worker's success: %v %+v; want refused", j.name, err, v)
+			}
+			clk.Advance(time.Minute) // past the retry wait (2 s)
+			c.job(t, j.reqID, &actors.JobTick{RequestID: j.reqID})
+			next := c.job(t, j.reqID, &actors.JobClaim{RequestID: j.reqID, WorkerID: "n2/w0/x", Lease: 30 * time.Second}).Lease
+			if next == nil {
+				t.Fatalf("%s: no second attempt to claim", j.name)
+			}
+			c.job(t, j.reqID, &actors.JobFail{RequestID: j.reqID, Token: next.Token, Code: actors.CodeInvalidImage, Detail: "no"})
+		default:
+			c.job(t, j.reqID, &actors.JobCancel{RequestID: j.reqID})
+		}
+		rec := c.job(t, j.reqID, &actors.JobGet{RequestID: j.reqID, OrgID: org.ID}).Record
+		if want := map[bool]jobstate.Status{true: jobstate.StatusSucceeded, false: jobstate.StatusFailed}[j.wantKept]; rec.Status != want || !rec.Committed() {
+			t.Fatalf("%s: status %s committed %v; want %s", j.name, rec.Status, rec.Committed(), want)
+		}
+	}
+
+	clk.Advance(jobstate.ResultRetention + 2*time.Hour)
+	if _, err := sweeper.PurgeResults(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range jobs {
+		for _, key := range []string{j.spec.Input.BlobKey, j.output} {
+			_, err := blobs.Stat(ctx, key)
+			switch {
+			case j.wantKept && err != nil:
+				t.Errorf("%s: %s after the purge: %v; want kept (the client's asset)", j.name, key, err)
+			case !j.wantKept && !errors.Is(err, persistence.ErrNotFound):
+				t.Errorf("%s: %s after the purge: %v; want deleted", j.name, key, err)
+			}
+		}
+	}
+}
