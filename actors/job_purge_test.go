@@ -45,8 +45,8 @@ func TestFailedJobsStoredOutputIsPurged(t *testing.T) {
 	}
 	type job struct {
 		name, reqID, output string // output: the key the worker stores under (media.go, media_image.go)
-		spec                       jobstate.Spec
-		wantKept                   bool
+		spec                jobstate.Spec
+		wantKept            bool
 	}
 	spec := func(reqID string, op jobstate.Operation, media jobstate.Media, format string, of jobstate.OutputFormat) jobstate.Spec {
 		s := jobstate.Spec{RequestID: reqID, OrgID: org.ID, Operation: op, Media: media, Format: format, FrameCount: 1,
