@@ -1,6 +1,8 @@
 package actors_test
 
 import (
+	"archive/zip"
+	"bytes"
 	"context"
 	"errors"
 	"strings"
@@ -10,6 +12,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"filigrane/actors"
+	"filigrane/actors/batchstate"
 	"filigrane/actors/jobstate"
 	"filigrane/internal/admin"
 	"filigrane/internal/clock"
@@ -122,6 +125,68 @@ func TestFailedJobsStoredOutputIsPurged(t *testing.T) {
 			case !j.wantKept && !errors.Is(err, persistence.ErrNotFound):
 				t.Errorf("%s: %s after the purge: %v; want deleted", j.name, key, err)
 			}
+		}
+	}
+}
+
+// A zip batch's member unpacked for an item that never became a job goes 24 hours after the batch ended, with
+// the request zip: here the member's check refuses it (not an image) after it was unpacked. No job names it
+// as its input, so before, nothing deleted it.
+func TestRejectedZipMemberIsPurged(t *testing.T) {
+	ctx := context.Background()
+	store := tempStore(t)
+	blobs, err := fsblobs.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := clock.NewManual(time.Date(2026, 6, 1, 10, 0, 0, 0, time.UTC))
+	org, err := admin.Admin{Store: store, Clock: clk, Catalog: actors.DefaultCatalog()}.CreateOrg(ctx, "Acme", "launch", 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	member := bytes.Repeat([]byte("not an image "), 8)
+	var zbuf bytes.Buffer
+	zw := zip.NewWriter(&zbuf)
+	w, err := zw.CreateHeader(&zip.FileHeader{Name: "a.png", Method: zip.Store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Write(member); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	zipKey := "inputs/" + org.ID + "/batch.zip"
+	info, err := blobs.Put(ctx, zipKey, bytes.NewReader(zbuf.Bytes()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sys, lc := startSystem(t, store, store, clk)
+	t.Cleanup(sys.Shutdown)
+	c := envBatchCaller{localCaller: lc, env: &actors.BatchEnv{Blobs: blobs, Pulse: time.Hour}}
+	lc.deps.Caller.Set(c)
+	id := batchstate.BatchIDFor(org.ID, "zip-batch-key")
+	askBatch(t, c, id, &actors.BatchCreate{Spec: batchstate.Spec{BatchID: id, OrgID: org.ID, Source: batchstate.SourceZip,
+		Accelerator: jobstate.AcceleratorCPU, IdempotencyKey: "zip-batch-key", ZipBlobKey: zipKey, ZipSHA256: info.SHA256,
+		Items: []batchstate.ItemSpec{{Filename: "a.png", Size: int64(len(member)), Media: jobstate.MediaImage, WatermarkID: strings.Repeat("c", 64)}}}})
+	askBatch(t, c, id, &actors.BatchStart{BatchID: id, OrgID: org.ID})
+	rec := askBatch(t, c, id, &actors.BatchGet{BatchID: id, OrgID: org.ID}).Record
+	if !rec.Status.Ended() || rec.Items[0].Status != batchstate.ItemRejected {
+		t.Fatalf("batch %s, item %s %q; want ended, the item rejected", rec.Status, rec.Items[0].Status, rec.Items[0].ErrorCode)
+	}
+	memberKey := "inputs/" + org.ID + "/" + rec.Items[0].RequestID + "/member" // where the batch unpacks it (batch_items.go)
+	if _, err := blobs.Stat(ctx, memberKey); err != nil {
+		t.Fatalf("the member was not unpacked before its check: %v", err)
+	}
+
+	clk.Advance(batchstate.ArchiveRetention + 2*time.Hour)
+	if _, err := (actors.Sweeper{Store: store, Blobs: blobs, Caller: c, Clock: clk, Logger: zerolog.Nop()}).PurgeResults(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{zipKey, memberKey} {
+		if _, err := blobs.Stat(ctx, key); !errors.Is(err, persistence.ErrNotFound) {
+			t.Errorf("%s after the purge: %v; want deleted", key, err)
 		}
 	}
 }
