@@ -489,12 +489,16 @@ func (a *jobActor) settle(ctx actor.Context) {
 	}
 	if a.rec.Committed() {
 		sctx, cancel := a.deps.storeCtx()
+		indexed := true
 		if keys, at := a.purgeable(); keys != "" {
 			if _, err := a.deps.Store.CompareAndSet(sctx, purgeKey(at, a.id), persistence.NoVersion, []byte(keys)); err != nil && !errors.Is(err, persistence.ErrVersionMismatch) {
-				a.deps.Logger.Warn().Err(err).Str("job", a.id).Msg("index result for purging")
+				// The job stays in the active index, so the sweeper's next tick writes the entry again: the
+				// entry is all that ever deletes these files.
+				a.deps.Logger.Warn().Err(err).Str("job", a.id).Msg("index result for purging; the sweeper retries")
+				indexed = false
 			}
 		}
-		if len(a.rec.PendingEffects(now)) == 0 {
+		if indexed && len(a.rec.PendingEffects(now)) == 0 {
 			if err := a.deps.Store.Delete(sctx, []byte(prefixActiveJob+a.id), a.activeVersion(sctx)); err != nil && !errors.Is(err, persistence.ErrVersionMismatch) {
 				a.deps.Logger.Warn().Err(err).Str("job", a.id).Msg("drop active job index")
 			}

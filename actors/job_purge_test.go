@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -188,5 +189,71 @@ func TestRejectedZipMemberIsPurged(t *testing.T) {
 		if _, err := blobs.Stat(ctx, key); !errors.Is(err, persistence.ErrNotFound) {
 			t.Errorf("%s after the purge: %v; want deleted", key, err)
 		}
+	}
+}
+
+// purgeIndexDown refuses writes of purge index entries while down: the store failed just as a job ended.
+type purgeIndexDown struct {
+	persistence.Store
+	mu   sync.Mutex
+	down bool
+}
+
+func (s *purgeIndexDown) CompareAndSet(ctx context.Context, k []byte, expect persistence.Version, v []byte) (persistence.Version, error) {
+	s.mu.Lock()
+	down := s.down
+	s.mu.Unlock()
+	if down && strings.HasPrefix(string(k), "jobs/purge/") {
+		return "", errors.New("injected: the store did not take the purge entry")
+	}
+	return s.Store.CompareAndSet(ctx, k, expect, v)
+}
+
+// A failed job whose purge entry could not be written stays in the active index, so the sweeper's next tick
+// writes it, and its files go 24 hours later. Before, the job left the active index in the same pass that
+// failed to write the entry, and nothing wrote it again: its input stayed for ever.
+func TestFailedJobsPurgeEntryIsWrittenAgain(t *testing.T) {
+	ctx := context.Background()
+	raw := tempStore(t)
+	store := &purgeIndexDown{Store: raw, down: true}
+	blobs, err := fsblobs.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := clock.NewManual(time.Date(2026, 6, 1, 10, 0, 0, 0, time.UTC))
+	org, err := admin.Admin{Store: raw, Clock: clk, Catalog: actors.DefaultCatalog()}.CreateOrg(ctx, "Acme", "launch", 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sys, c := startSystem(t, store, raw, clk)
+	t.Cleanup(sys.Shutdown)
+	reqID := "req_" + strings.Repeat("6", 64)
+	input := "inputs/" + org.ID + "/" + reqID + "/file"
+	if _, err := blobs.Put(ctx, input, strings.NewReader("stored bytes")); err != nil {
+		t.Fatal(err)
+	}
+	c.job(t, reqID, &actors.JobSubmit{Hold: 3, Spec: jobstate.Spec{RequestID: reqID, OrgID: org.ID, Operation: jobstate.OperationDetect,
+		Media: jobstate.MediaImage, Format: "PNG", FrameCount: 1, AcceleratorRequested: jobstate.AcceleratorCPU,
+		Input: jobstate.Input{BlobKey: input, SHA256: strings.Repeat("b", 64), Size: 12, Filename: "in.png", ContentType: "image/png"}}})
+	if rec := c.job(t, reqID, &actors.JobCancel{RequestID: reqID}).Record; rec.Status != jobstate.StatusFailed || !rec.Committed() {
+		t.Fatalf("after the cancel: %s, committed %v", rec.Status, rec.Committed())
+	}
+	store.mu.Lock()
+	store.down = false
+	store.mu.Unlock()
+
+	sweeper := actors.Sweeper{Store: raw, Blobs: blobs, Caller: c, Clock: clk, Logger: zerolog.Nop()}
+	if _, err := sweeper.TickJobs(ctx); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(jobstate.ResultRetention + 2*time.Hour)
+	if _, err := sweeper.PurgeResults(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := blobs.Stat(ctx, input); !errors.Is(err, persistence.ErrNotFound) {
+		t.Errorf("the failed job's input after the purge: %v; want deleted", err)
+	}
+	if _, err := raw.Get(ctx, []byte("jobs/active/"+reqID)); !errors.Is(err, persistence.ErrNotFound) {
+		t.Errorf("the job's active index entry once its purge entry was written: %v; want gone", err)
 	}
 }
