@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -562,7 +563,12 @@ func (a *batchActor) schedulePulse(ctx actor.Context) {
 }
 
 // indexPurges lists the batch's own files for the sweeper's purge pass (jobs/purge): the archive when it
-// expires, the request zip of a zip batch 24 hours after the batch ended. Create-only, so repeats are harmless.
+// expires; the request zip of a zip batch, and the members unpacked for items that never became a job (their
+// check refused them after the unpacking, or a cancel rejected them while they waited for a slot), 24 hours
+// after the batch ended. A member that became a job's input is its job's to keep (the source asset) or purge
+// (a failed job). An item the batch reports rejected has no job that runs on: a submission the record missed
+// is cancelled (settleRejectedSubmit, undoOrphanedSubmit), and a cancelled job purges the same member itself.
+// Create-only, so repeats are harmless.
 func (a *batchActor) indexPurges(c context.Context) {
 	r := a.rec
 	put := func(at time.Time, suffix, key string) {
@@ -577,6 +583,15 @@ func (a *batchActor) indexPurges(c context.Context) {
 		put(r.ArchiveExpiresAt, ".archive", r.ArchiveBlobKey)
 	}
 	put(r.CompletedAt.Add(batchstate.ArchiveRetention), ".zip", r.ZipBlobKey)
+	if r.Source == batchstate.SourceZip {
+		var members []string
+		for i := range r.Items {
+			if !r.Items[i].Accepted() {
+				members = append(members, memberKey(r.OrgID, r.Items[i].RequestID))
+			}
+		}
+		put(r.CompletedAt.Add(batchstate.ArchiveRetention), ".members", strings.Join(members, "\n"))
+	}
 }
 
 // removeIfDue reduces a batch past its 30 days to its tombstone (the key stays, answering 409 to a reuse)

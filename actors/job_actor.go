@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -488,12 +489,16 @@ func (a *jobActor) settle(ctx actor.Context) {
 	}
 	if a.rec.Committed() {
 		sctx, cancel := a.deps.storeCtx()
+		indexed := true
 		if keys, at := a.purgeable(); keys != "" {
 			if _, err := a.deps.Store.CompareAndSet(sctx, purgeKey(at, a.id), persistence.NoVersion, []byte(keys)); err != nil && !errors.Is(err, persistence.ErrVersionMismatch) {
-				a.deps.Logger.Warn().Err(err).Str("job", a.id).Msg("index result for purging")
+				// The job stays in the active index, so the sweeper's next tick writes the entry again: the
+				// entry is all that ever deletes these files.
+				a.deps.Logger.Warn().Err(err).Str("job", a.id).Msg("index result for purging; the sweeper retries")
+				indexed = false
 			}
 		}
-		if len(a.rec.PendingEffects(now)) == 0 {
+		if indexed && len(a.rec.PendingEffects(now)) == 0 {
 			if err := a.deps.Store.Delete(sctx, []byte(prefixActiveJob+a.id), a.activeVersion(sctx)); err != nil && !errors.Is(err, persistence.ErrVersionMismatch) {
 				a.deps.Logger.Warn().Err(err).Str("job", a.id).Msg("drop active job index")
 			}
@@ -507,15 +512,18 @@ func (a *jobActor) settle(ctx actor.Context) {
 }
 
 // purgeable lists the files that go 24 hours after the outcome, and when: a detection keeps nothing (spec
-// 1.10) and a failed job's input belongs to no asset, while a succeeded embed's input and output are the
-// source and watermarked assets, kept by file retention.
+// 1.10) and a failed (or cancelled) job's input belongs to no asset, while a succeeded embed's input and
+// output are the source and watermarked assets, kept by file retention. A failed job also lists every key an
+// attempt could have stored a result under (OutputKeys): an attempt whose success was never recorded (its
+// report refused as stale, or lost with its node) leaves its result there, named by no record. No succeeded
+// job shares those keys (they are the request's own), so nothing a client is served goes with them.
 func (a *jobActor) purgeable() (string, time.Time) {
 	r := a.rec
 	switch {
 	case r.Status == jobstate.StatusSucceeded && r.Operation == jobstate.OperationDetect:
 		return r.Input.BlobKey + "\n" + r.Output.BlobKey, r.ResultExpiresAt
 	case r.Status == jobstate.StatusFailed:
-		return r.Input.BlobKey, r.CompletedAt.Add(jobstate.ResultRetention)
+		return strings.Join(append([]string{r.Input.BlobKey}, OutputKeys(r)...), "\n"), r.CompletedAt.Add(jobstate.ResultRetention)
 	}
 	return "", time.Time{}
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"image"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -385,6 +386,38 @@ func detectError(err error) *ProcessError {
 // OutputKey is the blob key of a job's result file name.
 func OutputKey(rec *jobstate.Record, name string) string {
 	return "outputs/" + rec.OrgID + "/" + rec.RequestID + "/" + name
+}
+
+// OutputKeys lists every key an attempt of rec can have stored its result under, whether or not a record
+// names it: an attempt that stored its result and then lost its lease, or whose success report was refused or
+// never sent (its node died between the two writes), leaves a file no record points to, and blob stores are
+// not listed. The key depends only on the request (its operation, media and output_format) and, for a video,
+// on the input's container (MP4 or MOV), so both of those are listed. A key that holds nothing costs one
+// delete that finds nothing.
+func OutputKeys(rec *jobstate.Record) []string {
+	if rec.Operation == jobstate.OperationDetect {
+		return []string{OutputKey(rec, "detection.json")}
+	}
+	if rec.Media == jobstate.MediaImage {
+		format, err := imageOutputFormat(rec)
+		if err != nil {
+			return nil // no attempt can run, so none stored anything
+		}
+		return []string{OutputKey(rec, "watermarked."+format.Ext())}
+	}
+	kind, ok := mediakind.ByMedia(rec.Media)
+	if !ok {
+		return nil
+	}
+	var keys []string
+	// OutputType returns the kind's one extension, but for a MOV video "mov": these two cover all it returns.
+	for _, container := range []string{"", "MOV"} {
+		_, ext := kind.OutputType(container)
+		if key := OutputKey(rec, "watermarked."+ext); !slices.Contains(keys, key) {
+			keys = append(keys, key)
+		}
+	}
+	return keys
 }
 
 // OutputFilename names a result after its input: the base name, "-watermarked", the new extension; only

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -112,9 +113,13 @@ func TestProcessFileEmbedAndDetect(t *testing.T) {
 	if _, err := m.Blobs.Put(ctx, "inputs/clip", strings.NewReader("frames")); err != nil {
 		t.Fatal(err)
 	}
-	out, perr := m.Process(ctx, videoJob(t, jobstate.OperationEmbed, "inputs/clip", 6))
+	embed := videoJob(t, jobstate.OperationEmbed, "inputs/clip", 6)
+	out, perr := m.Process(ctx, embed)
 	if perr != nil {
 		t.Fatal(perr)
+	}
+	if keys := actors.OutputKeys(embed); !slices.Contains(keys, out.BlobKey) {
+		t.Fatalf("the output is stored under %s, not among the keys a failed job purges: %v", out.BlobKey, keys)
 	}
 	if out.ContentType != "video/mp4" || out.Filename != "clip-watermarked.mp4" || out.Charge != 6 {
 		t.Fatalf("output %+v; want video/mp4, clip-watermarked.mp4, 2 started minutes at 3 credits", out)
@@ -131,9 +136,13 @@ func TestProcessFileEmbedAndDetect(t *testing.T) {
 	}
 	assertEmptyDir(t, tmp)
 
-	det, perr := m.Process(ctx, videoJob(t, jobstate.OperationDetect, out.BlobKey, out.Size))
+	detect := videoJob(t, jobstate.OperationDetect, out.BlobKey, out.Size)
+	det, perr := m.Process(ctx, detect)
 	if perr != nil {
 		t.Fatal(perr)
+	}
+	if keys := actors.OutputKeys(detect); !slices.Contains(keys, det.BlobKey) {
+		t.Fatalf("the detection is stored under %s, not among the keys a failed job purges: %v", det.BlobKey, keys)
 	}
 	if det.ContentType != "application/json" || det.Charge != m.Catalog.Prices.Detect {
 		t.Fatalf("detection output %+v", det)
