@@ -7,7 +7,10 @@
 //
 // It owns the rule and the error that names the character. It does not decide which fields are checked (the
 // owner of each field calls it when the field is set, never when a stored record is read, so records from
-// before a rule still load), and it changes no text.
+// before a rule still load), and it changes no chosen text. Text a remote server chose (an error message an S3
+// endpoint or a webhook receiver's TLS certificate put in an error) is another matter: nobody typed it and
+// nobody compares it, so Remote escapes and bounds it once, before it is stored, rather than every reader
+// having to.
 package hiddenchar
 
 import (
