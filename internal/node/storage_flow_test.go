@@ -952,4 +952,16 @@ func TestStorageHostileEndpointErrorHTTP(t *testing.T) {
 	if r.status != 422 || p.Code != "storage_verification_failed" {
 		t.Fatalf("verify against a hostile endpoint: %d %s", r.status, p.Code)
 	}
+	// A last_error stored before the node escaped remote text, holding an OSC 52 clipboard write and 300 KB,
+	// is answered escaped and bounded too.
+	_, info := jsonObject(t, "GET", o.base+"/auth/api-key", o.owner, nil)
+	recordtest.Rewrite(t, o.n.Store(), "storage/dst/"+info["organization_id"].(string), func(set *storagedest.Set) {
+		ds := append([]storagedest.Destination(nil), set.Destinations...)
+		ds[0].LastError = "write: \x1b]52;c;cm0gLXJmIH4=\a" + strings.Repeat("z", 300<<10)
+		set.Destinations = ds
+	})
+	_, d = jsonObject(t, "GET", url, o.owner, nil)
+	if last, _ = d["last_error"].(string); len(last) > 1100 || strings.ContainsAny(last, "\x1b\a") || !strings.HasPrefix(last, `write: \u001b]52;c;cm0gLXJmIH4=\u0007zzz`) {
+		t.Errorf("a last_error stored before: %d bytes %+q", len(last), last[:min(len(last), 200)])
+	}
 }
