@@ -14,6 +14,7 @@ import (
 	"filigrane/actors/jobstate"
 	"filigrane/actors/outbox"
 	"filigrane/actors/storagedest"
+	"filigrane/internal/hiddenchar"
 	"filigrane/persistence"
 )
 
@@ -106,9 +107,21 @@ func renderDestination(d *storagedest.Destination) map[string]any {
 		v["verified_at"] = d.VerifiedAt.UTC().Format(time.RFC3339)
 	}
 	if d.LastError != "" {
-		v["last_error"] = d.LastError
+		v["last_error"] = remoteError(d.LastError)
 	}
 	return v
+}
+
+// remoteError is an error that may quote a remote server (an S3 endpoint's message, a webhook receiver's
+// certificate names) as the API answers it, nil when empty. New records store it escaped and bounded already
+// (hiddenchar.Remote); one stored before that rule may hold a megabyte or a terminal escape sequence, and is
+// answered the same way, so no reader of the API (a script piping it through jq -r) gets them as themselves.
+func remoteError(s string) *string {
+	if s == "" {
+		return nil
+	}
+	r := hiddenchar.Remote(s, hiddenchar.RemoteLimit)
+	return &r
 }
 
 // mayManageStorage checks the role half of the storage:write permission.
@@ -274,7 +287,7 @@ func renderDelivery(d *storagedest.Delivery, ent *outbox.Entry) map[string]any {
 		"id": d.ID, "status": d.Status, "asset_id": strOrNil(assetid.Canonical(d.AssetID, d.RequestID, assetid.KindWatermarked)), "request_id": d.RequestID,
 		"destination_id": d.DestinationID, "provider": "s3", "bucket": d.Bucket, "key": d.Key,
 		"uri": uri, "public_url": nil, "etag": strOrNil(d.ETag), "attempts": d.Attempts,
-		"created_at": d.CreatedAt.UTC().Format(time.RFC3339), "completed_at": nil, "last_error": strOrNil(d.LastError),
+		"created_at": d.CreatedAt.UTC().Format(time.RFC3339), "completed_at": nil, "last_error": remoteError(d.LastError),
 		"error_code": strOrNil(d.ErrorCode), "next_attempt_at": nil,
 	}
 	if d.DeliveredAt != nil {
@@ -293,7 +306,7 @@ func renderDelivery(d *storagedest.Delivery, ent *outbox.Entry) map[string]any {
 			case a.Error != "":
 				st = storagedest.DeliveryRetrying
 			}
-			history = append(history, map[string]any{"at": a.At.UTC().Format(time.RFC3339), "status": st, "error": strOrNil(a.Error)})
+			history = append(history, map[string]any{"at": a.At.UTC().Format(time.RFC3339), "status": st, "error": remoteError(a.Error)})
 		}
 	}
 	v["history"] = history
@@ -408,7 +421,7 @@ func (s *Server) withStorage(ctx *fasthttp.RequestCtx, out assetJSON, as *actors
 	d := s.storageStatus(ctx, id)
 	st := &out.assetStorageJSON
 	st.StorageProvider, st.StorageDestinationID, st.StorageDeliveryID = "s3", &as.StorageDestinationID, &id
-	st.StorageStatus, st.StorageKey, st.StorageETag, st.StorageError = d.Status, optional(d.Key), optional(d.ETag), optional(d.LastError)
+	st.StorageStatus, st.StorageKey, st.StorageETag, st.StorageError = d.Status, optional(d.Key), optional(d.ETag), remoteError(d.LastError)
 	if d.DeliveredAt != nil {
 		st.StorageDeliveredAt = optional(d.DeliveredAt.UTC().Format(time.RFC3339))
 	}

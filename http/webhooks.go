@@ -301,9 +301,7 @@ func (s *Server) renderDelivery(ctx *fasthttp.RequestCtx, orgID, endpointID stri
 		if n, ok := httpStatusOf(a.Detail); ok {
 			h.StatusCode = &n
 		}
-		if a.Error != "" {
-			h.Error = optional(a.Error)
-		}
+		h.Error = remoteError(a.Error)
 		d.History = append(d.History, h)
 	}
 	return d, true

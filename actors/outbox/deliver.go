@@ -10,6 +10,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"filigrane/internal/hiddenchar"
 	"filigrane/persistence"
 )
 
@@ -96,10 +97,7 @@ type noteKey struct{}
 // last note of an attempt wins. It does nothing outside a Deliver call.
 func Note(ctx context.Context, detail string) {
 	if p, ok := ctx.Value(noteKey{}).(*string); ok {
-		if len(detail) > 1024 {
-			detail = detail[:1024]
-		}
-		*p = detail
+		*p = hiddenchar.Remote(detail, hiddenchar.RemoteLimit)
 	}
 }
 
@@ -214,7 +212,9 @@ func (d Deliverer) one(ctx context.Context, it persistence.Item, id string, now 
 		cancel()
 		att.Detail = detail
 		if derr != nil {
-			att.Error, att.Permanent = truncate(derr.Error(), 1024), IsPermanent(derr)
+			// A handler's error may quote what a remote server chose (a webhook receiver's certificate
+			// names, an S3 endpoint's message): it is stored escaped and bounded, for every reader.
+			att.Error, att.Permanent = hiddenchar.Remote(derr.Error(), hiddenchar.RemoteLimit), IsPermanent(derr)
 		}
 		if ctx.Err() != nil && derr != nil {
 			return ctx.Err() // the pass was stopped (lease lost, shutdown): this attempt does not count
@@ -286,11 +286,4 @@ func callDeliver(ctx context.Context, h Handler, e Effect, attempt int) (err err
 		}
 	}()
 	return h.Deliver(ctx, e, attempt)
-}
-
-func truncate(s string, n int) string {
-	if len(s) > n {
-		return s[:n]
-	}
-	return s
 }

@@ -407,7 +407,16 @@ func (e *StepError) Unwrap() error { return e.Err }
 // ErrExists is wrapped when a conditional create found an object under the key: it is never overwritten.
 var ErrExists = errors.New("an object already exists under this key")
 
+// classify names the failed step and its cause. The reason may quote what the server chose (its error
+// message and code, a TLS certificate's names in a connection error): it is escaped and bounded
+// (hiddenchar.Remote), as the destination's last_error, a delivery's and the API's 422 detail all show it.
 func classify(step string, err error) *StepError {
+	se := classifyRaw(step, err)
+	se.Reason = hiddenchar.Remote(se.Reason, hiddenchar.RemoteLimit)
+	return se
+}
+
+func classifyRaw(step string, err error) *StepError {
 	if errors.Is(err, egress.ErrRefused) {
 		return &StepError{Step: "connect", Code: CodeTargetRefused, Reason: err.Error(), Err: err}
 	}
@@ -437,7 +446,7 @@ func classify(step string, err error) *StepError {
 func (l *Library) Put(ctx context.Context, d *Destination, k, owner string, body io.Reader, size int64, contentType string) (string, error) {
 	c, err := l.client(d)
 	if err != nil {
-		return "", &StepError{Step: "connect", Code: CodeUnreachable, Reason: err.Error(), Err: err}
+		return "", &StepError{Step: "connect", Code: CodeUnreachable, Reason: hiddenchar.Remote(err.Error(), hiddenchar.RemoteLimit), Err: err}
 	}
 	opts := minio.PutObjectOptions{ContentType: contentType, DisableMultipart: size >= 0 && size <= 5<<30,
 		UserMetadata: map[string]string{ownerMeta: owner}}
@@ -490,7 +499,7 @@ func (l *Library) Verify(ctx context.Context, org, id string, now time.Time) (*D
 			t := now
 			x.VerifiedAt, x.LastError = &t, ""
 		} else {
-			x.VerifiedAt, x.LastError = nil, se.Error()
+			x.VerifiedAt, x.LastError = nil, hiddenchar.Remote(se.Error(), hiddenchar.RemoteLimit)
 		}
 	})
 	return d, se, err

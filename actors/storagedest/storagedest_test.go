@@ -11,11 +11,13 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/minio/minio-go/v7"
 	"github.com/rs/zerolog"
 
 	"filigrane/internal/egress"
+	"filigrane/internal/hiddenchar"
 	"filigrane/persistence/pebblestore"
 	"filigrane/persistence/s3test"
 )
@@ -291,5 +293,53 @@ func TestLargeCreateOverExistingKeyIsAConflict(t *testing.T) {
 		if !errors.As(err, &step) || !errors.Is(err, ErrExists) || step.Code != CodeKeyConflict {
 			t.Fatalf("put %d of a large body over another request's object: %v, want %s", i, err, CodeKeyConflict)
 		}
+	}
+}
+
+// TestHostileErrorTextIsEscapedAndBounded: an endpoint (any server a customer names) refusing the probe write
+// with an error that holds terminal escape sequences (an OSC 52 clipboard write, a screen clear), a
+// right-to-left override, or a message of most of a megabyte leaves a last_error of at most
+// hiddenchar.RemoteLimit bytes in which every such character is escaped: no reader of the record (the API,
+// `filigrane storage list`, the console, a storage.delivery.failed event) gets them as themselves.
+func TestHostileErrorTextIsEscapedAndBounded(t *testing.T) {
+	const hostile = "\x1b]52;c;cm0gLXJmIH4=\a\x1b[2J\u202eexe.txt"
+	answers := map[string]struct{ contentType, body string }{
+		// Not XML: minio-go keeps the first KiB of the body as the message.
+		"plain": {"text/plain", hostile + strings.Repeat("x", 256<<10)},
+		// XML: minio-go keeps the whole <Message> of an answer up to 1 MiB.
+		"xml": {"application/xml", `<?xml version="1.0"?><Error><Code>Hostile` + "\u202e" + `</Code><Message>` +
+			"\u202eexe.txt" + strings.Repeat("y", 900<<10) + `</Message></Error>`},
+	}
+	for name, a := range answers {
+		t.Run(name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				_, _ = io.Copy(io.Discard, io.LimitReader(r.Body, 1<<20))
+				w.Header().Set("Content-Type", a.contentType)
+				w.WriteHeader(http.StatusBadRequest) // not retried by the client
+				_, _ = io.WriteString(w, a.body)
+			}))
+			defer srv.Close()
+			l := newLib(t, true)
+			ctx := context.Background()
+			d, err := l.Create(ctx, "org_1", Input{Name: "hostile", Endpoint: strings.TrimPrefix(srv.URL, "http://"),
+				Region: "us-east-1", Bucket: "bucket", AccessKey: "a", SecretKey: "b", PathStyle: yes(), Secure: no()}, t0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, se, err := l.Verify(ctx, "org_1", d.ID, t0)
+			if err != nil || se == nil {
+				t.Fatalf("verify against a refusing endpoint: %v %v", se, err)
+			}
+			stored, err := l.Get(ctx, "org_1", d.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for what, s := range map[string]string{"reason": se.Reason, "last_error": stored.LastError} {
+				if len(s) > hiddenchar.RemoteLimit || !utf8.ValidString(s) || strings.ContainsAny(s, "\x1b\a\u202e") ||
+					!strings.Contains(s, `\u202eexe.txt`) {
+					t.Errorf("%s: %d bytes, %+q", what, len(s), s[:min(len(s), 200)])
+				}
+			}
+		})
 	}
 }

@@ -28,6 +28,7 @@ import (
 
 	"filigrane/actors/jobstate"
 	"filigrane/actors/mediakind"
+	"filigrane/internal/hiddenchar"
 )
 
 // Exit codes of the client subcommands by error class (docs/cli.md keeps the same table).
@@ -226,17 +227,16 @@ func statusError(resp *http.Response) error {
 		detail = p.Title
 	}
 	if detail == "" {
-		detail = strings.TrimSpace(string(body))
-		if len(detail) > 200 {
-			detail = detail[:200] + "..."
-		}
+		detail = hiddenchar.Remote(strings.TrimSpace(string(body)), 200) // a proxy's page, say: its start
 	}
 	if code == "" {
 		code = "http_" + strconv.Itoa(resp.StatusCode)
 	}
-	msg := fmt.Sprintf("%s: %s (HTTP %d", code, detail, resp.StatusCode)
+	// The answer may come from a proxy in front of the node, and a detail may quote a remote server: printed
+	// escaped and bounded (remoteText), so no escape sequence in it reaches the terminal.
+	msg := fmt.Sprintf("%s: %s (HTTP %d", remoteText(code), remoteText(detail), resp.StatusCode)
 	if p.RequestID != "" {
-		msg += ", request " + p.RequestID
+		msg += ", request " + remoteText(p.RequestID)
 	}
 	msg += ")"
 	exit := exitClient

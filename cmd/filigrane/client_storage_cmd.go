@@ -255,18 +255,25 @@ func printDestination(w io.Writer, d destinationView) {
 	fmt.Fprintf(w, "%s  %q  %s/%s/%s  %s  %s", d.ID, d.Name, hiddenchar.Escape(d.Endpoint), hiddenchar.Escape(d.Bucket),
 		hiddenchar.Escape(d.Prefix), state, verified)
 	if d.LastError != nil && *d.LastError != "" {
-		fmt.Fprintf(w, "  last error: %s", *d.LastError)
+		fmt.Fprintf(w, "  last error: %s", remoteText(*d.LastError))
 	}
 	fmt.Fprintln(w)
 }
 
+// remoteText is an error a remote server chose (an S3 endpoint's message, a webhook receiver's certificate
+// names) as a terminal line shows it. The node stores such text escaped and bounded (docs/api.md, "Text from
+// remote servers"); a record stored before that rule, or a server in front of the node, may still hold an
+// ANSI escape sequence that would colour, move or retitle the operator's terminal, or write its clipboard,
+// or a right-to-left override: escaped here as well.
+func remoteText(s string) string { return hiddenchar.Remote(s, hiddenchar.RemoteLimit) }
+
 func printDelivery(w io.Writer, d deliveryView) {
 	fmt.Fprintf(w, "%s  %s  %s -> %s  attempts %d", d.ID, d.Status, d.AssetID, d.DestinationID, d.Attempts)
 	if d.URI != "" {
-		fmt.Fprintf(w, "  %s", d.URI)
+		fmt.Fprintf(w, "  %s", hiddenchar.Escape(d.URI))
 	}
 	if d.LastError != nil && *d.LastError != "" {
-		fmt.Fprintf(w, "  last error: %s", *d.LastError)
+		fmt.Fprintf(w, "  last error: %s", remoteText(*d.LastError))
 	}
 	fmt.Fprintln(w)
 }

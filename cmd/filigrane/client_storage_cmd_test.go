@@ -3,6 +3,9 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -248,5 +251,47 @@ func TestClientCLIListsHiddenCharactersEscaped(t *testing.T) {
 	printWebhook(&out, webhookView{ID: "wh_1", URL: "https://x.example/?\u202eexe.lmth", Description: "d\u2066", Enabled: true})
 	if got := out.String(); got != `wh_1  https://x.example/?\u202eexe.lmth  enabled  all events  "d\u2066"`+"\n" {
 		t.Fatalf("webhook printed as %q", got)
+	}
+}
+
+// TestClientCLIRemoteErrorsEscaped: an error a remote server chose (an S3 endpoint's message, a webhook
+// receiver's certificate names) stored before the node escaped such text, and an answer from a hostile server
+// in front of the node, reach the terminal escaped and bounded: no ESC or BEL byte, so no escape sequence
+// recolours, clears or retitles it or writes its clipboard (OSC 52), and no override reverses the line.
+func TestClientCLIRemoteErrorsEscaped(t *testing.T) {
+	t.Parallel()
+	const hostile = "\x1b]52;c;cm0gLXJmIH4=\a\x1b[2J\x1b[31m\u202eexe.txt"
+	const shown = `\u001b]52;c;cm0gLXJmIH4=\u0007\u001b[2J\u001b[31m\u202eexe.txt`
+	msg := hostile + strings.Repeat("y", 100<<10)
+	var out strings.Builder
+	printDestination(&out, destinationView{ID: "dst_1", Name: "n", Endpoint: "s3.example.com", Bucket: "b", Enabled: true, LastError: &msg})
+	printDelivery(&out, deliveryView{ID: "sdl_1", Status: "failed", AssetID: "ast_1", DestinationID: "dst_1", URI: "s3://b/k\u202e", LastError: &msg})
+	var wd webhookDeliveryView
+	wd.ID, wd.Payload.Type, wd.Status, wd.Attempts = "evt_1", "watermark.embed.succeeded", "exhausted", 1
+	wd.History = append(wd.History, struct {
+		At         string  `json:"at"`
+		StatusCode *int    `json:"status_code"`
+		Error      *string `json:"error"`
+	}{At: "2026-11-28T00:00:00Z", Error: &msg})
+	printWebhookDelivery(&out, wd)
+	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("printed %d lines, want 3: %+q", len(lines), out.String())
+	}
+	for _, line := range lines {
+		if strings.ContainsAny(line, "\x1b\a\u202e") || !strings.Contains(line, "last error: "+shown) || len(line) > 2<<10 {
+			t.Errorf("printed %d bytes: %+q", len(line), line[:min(len(line), 300)])
+		}
+	}
+
+	// A hostile server where the node should be (a proxy's error page, say).
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusBadGateway)
+		_, _ = io.WriteString(w, msg)
+	}))
+	defer srv.Close()
+	code, stdout, stderr := runCLI(t, "storage", "list", "--url", srv.URL, "--key", "k")
+	if code != exitServer || stdout != "" || strings.ContainsAny(stderr, "\x1b\a\u202e") || !strings.Contains(stderr, `\u001b]52`) || len(stderr) > 1<<10 {
+		t.Errorf("against a hostile server: exit %d, stdout %q, stderr %d bytes %+q", code, stdout, len(stderr), stderr[:min(len(stderr), 300)])
 	}
 }

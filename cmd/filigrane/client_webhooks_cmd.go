@@ -213,7 +213,7 @@ func printWebhookDelivery(w io.Writer, d webhookDeliveryView) {
 		case last.StatusCode != nil:
 			fmt.Fprintf(w, "  last answer HTTP %d", *last.StatusCode)
 		case last.Error != nil:
-			fmt.Fprintf(w, "  last error: %s", *last.Error)
+			fmt.Fprintf(w, "  last error: %s", remoteText(*last.Error))
 		}
 	}
 	if d.NextAttemptAt != nil {

@@ -128,9 +128,13 @@ func TestConsoleShowsHostileValuesAsText(t *testing.T) {
 			"prefix": d.prefix, "access_key_id": "AKIAEXAMPLE", "secret_access_key": "not a real secret"})
 		api("POST", "/storage/destinations", "application/json", b)
 	}
+	// Its last_error is text a remote S3 server chose: stored escaped now (internal/hiddenchar.Remote), it is
+	// given raw markup, an override and a terminal escape sequence here, as one stored before that rule.
+	var hostileDst string
 	recordtest.Rewrite(t, n.Store(), "storage/dst/"+dev.OrgID, func(set *storagedest.Set) {
 		ds := append([]storagedest.Destination(nil), set.Destinations...)
-		ds[0].Name, ds[0].Prefix = hostile, hostile
+		ds[0].Name, ds[0].Prefix, ds[0].LastError = hostile, hostile, "write: "+hostile+"\x1b[2J"
+		hostileDst = ds[0].ID
 		set.Destinations = ds
 	})
 
@@ -271,6 +275,15 @@ func TestConsoleShowsHostileValuesAsText(t *testing.T) {
 	do("a webhook's deliveries", chromedp.Click(chromedp.CSS(`#webhooks tbody tr button`)), chromedp.WaitVisible(chromedp.CSS("#deliveries p")))
 	clean("webhook deliveries")
 	visit("/console/storage", "#storage tbody tr + tr")
+	// The remote server's error is text in a cell of its own, whose override reverses nothing after it (the
+	// row's Deliveries button).
+	row := `#storage tr[data-destination-id="` + hostileDst + `"]`
+	if got := eval(`document.querySelector(` + jsonString(row+" td:nth-child(6)") + `).textContent`); got != "write: "+hostile+"\x1b[2J" {
+		t.Fatalf("the destination's last error shown as %+q", got)
+	}
+	if got := leftToRight(row+" td:nth-child(7)", "Deliveries"); got != "true" {
+		t.Fatalf("the button after a remote server's error is not drawn left to right (%s)", got)
+	}
 	// Its verification fails (a private address), with an error that names what was tried.
 	do("verify the hostile destination", chromedp.Click(chromedp.CSS(`#storage button[aria-label^="Verify \"'><img"]`)))
 	waitFor(`document.getElementById("storage-status").textContent.includes("storage_verification_failed")`)

@@ -7,13 +7,17 @@
 //
 // It owns the rule and the error that names the character. It does not decide which fields are checked (the
 // owner of each field calls it when the field is set, never when a stored record is read, so records from
-// before a rule still load), and it changes no text.
+// before a rule still load), and it changes no chosen text. Text a remote server chose (an error message an S3
+// endpoint or a webhook receiver's TLS certificate put in an error) is another matter: nobody typed it and
+// nobody compares it, so Remote escapes and bounds it once, before it is stored, rather than every reader
+// having to.
 package hiddenchar
 
 import (
 	"fmt"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 )
 
 // Error refuses a string for the hidden character Rune; it wraps What (the owner's error for the field, so
@@ -111,4 +115,50 @@ func Escape(s string) string {
 		}
 	}
 	return b.String()
+}
+
+// RemoteLimit is the most bytes of text a remote server chose (an S3 endpoint's error message, a webhook
+// receiver's TLS certificate names) that a record keeps: a hostile server may send megabytes.
+const RemoteLimit = 1024
+
+// Remote is text a remote server chose, made fit to store and show: its hidden characters escaped as Escape
+// writes them (an ANSI escape sequence or a right-to-left override then reaches no terminal, log or page as
+// itself, whichever client reads the record), bytes that are not UTF-8 replaced by U+FFFD, and the whole cut
+// on a character boundary to at most limit bytes, "…" marking a cut. The escaping comes before the cut, so a
+// cut never splits an escape. No character is written shorter than it was read, so Remote reads at most
+// limit+4 bytes of s: its cost is bounded whatever the server sent.
+func Remote(s string, limit int) string {
+	const cut = "…"
+	if len(s) <= limit && utf8.ValidString(s) {
+		if _, found := InName(s); !found {
+			return s
+		}
+	}
+	if len(s) > limit+utf8.UTFMax {
+		s = s[:limit+utf8.UTFMax]
+	}
+	var whole strings.Builder
+	for _, r := range s {
+		whole.WriteString(written(r))
+	}
+	if whole.Len() <= limit && len(s) <= limit {
+		return whole.String()
+	}
+	var b strings.Builder
+	for _, r := range s {
+		form := written(r)
+		if b.Len()+len(form)+len(cut) > limit {
+			break
+		}
+		b.WriteString(form)
+	}
+	return b.String() + cut
+}
+
+// written is r as Remote stores it: escaped when Hidden, U+FFFD for a byte that is not UTF-8.
+func written(r rune) string {
+	if Hidden(r) {
+		return Escape(string(r))
+	}
+	return string(r)
 }

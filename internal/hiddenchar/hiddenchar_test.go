@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 var errField = errors.New("name")
@@ -48,5 +49,36 @@ func TestEscape(t *testing.T) {
 		if got := Escape(in); got != want {
 			t.Errorf("Escape(%+q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// TestRemote: text a remote server chose is stored with its escape sequences and overrides escaped, bytes that
+// are not UTF-8 replaced, and a megabyte cut to the limit on a character boundary, the cut marked; text that
+// needs none of it is kept as it is.
+func TestRemote(t *testing.T) {
+	for in, want := range map[string]string{
+		"HTTP 500 Internal Server Error": "HTTP 500 Internal Server Error",
+		"\x1b[31mred\x1b]52;c;aGk=\a":    `\u001b[31mred\u001b]52;c;aGk=\u0007`,
+		"evil\u202egnp.exe\r\nnext\x9bx": `evil\u202egnp.exe\r\nnext` + "\ufffdx",
+		"ab\xffc":                        "ab\ufffdc",
+	} {
+		if got := Remote(in, 64); got != want {
+			t.Errorf("Remote(%+q) = %+q, want %+q", in, got, want)
+		}
+	}
+	huge := strings.Repeat("é\x1b", 1<<20)
+	got := Remote(huge, RemoteLimit)
+	if len(got) > RemoteLimit || !strings.HasSuffix(got, "…") || !utf8.ValidString(got) || strings.ContainsRune(got, 0x1b) {
+		t.Fatalf("a megabyte became %d bytes ending %+q", len(got), got[len(got)-16:])
+	}
+	kept := strings.TrimSuffix(got, "…")
+	if !strings.HasPrefix(Escape(huge[:2*RemoteLimit]), kept) || !(strings.HasSuffix(kept, "é") || strings.HasSuffix(kept, `\u001b`)) {
+		t.Errorf("the cut split a character or an escape: ends %+q", got[len(got)-16:])
+	}
+	if got := Remote(strings.Repeat("x", 10), 10); got != strings.Repeat("x", 10) {
+		t.Errorf("text of exactly the limit was cut: %q", got)
+	}
+	if got := Remote(strings.Repeat("x", 11), 10); got != "xxxxxxx…" {
+		t.Errorf("text one over the limit: %q", got)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"filigrane/actors/storagedest"
 	"filigrane/actors/webhooks"
 	"filigrane/internal/egress"
+	"filigrane/internal/hiddenchar"
 	"filigrane/persistence"
 )
 
@@ -204,7 +205,9 @@ func (sd *storageDelivery) run(ctx context.Context, attempt int, t target) error
 			status = storagedest.DeliveryFailed
 		}
 		d, rerr := sd.lib.RecordDelivery(ctx, seed, func(d *storagedest.Delivery) {
-			d.Status, d.LastError, d.ErrorCode, d.Attempts, d.UpdatedAt = status, err.Error(), errorCode(err), attempt, now
+			// err may quote what the S3 server chose: stored escaped and bounded, as the API, the CLI,
+			// the console and the storage.delivery.failed event all show it.
+			d.Status, d.LastError, d.ErrorCode, d.Attempts, d.UpdatedAt = status, hiddenchar.Remote(err.Error(), hiddenchar.RemoteLimit), errorCode(err), attempt, now
 			if d.Bucket == "" {
 				d.Bucket, d.Key = seed.Bucket, seed.Key
 			}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"net/http/httptest"
 	neturl "net/url"
 	"strings"
@@ -916,4 +917,51 @@ func TestStorageDestinationEtchvShape(t *testing.T) {
 	}
 	r = post(t, o.base+"/watermarks/images?storage_destination_id="+id, o.owner, "", photo(t, 300, 260, 99), `{"e":1}`)
 	wantProblem(t, "embed to a disabled destination", r, 422, "storage_destination_unusable")
+}
+
+// TestStorageHostileEndpointErrorHTTP: an endpoint (any server a customer names) refusing the probe write with
+// an XML error whose message holds a right-to-left override (XML cannot carry ESC; the storagedest and CLI
+// tests send it as plain text) and runs to 900 KiB is answered, in the 422 detail and the destination's
+// last_error, escaped and cut to 1024 bytes (docs/api.md, "Text from remote servers").
+func TestStorageHostileEndpointErrorHTTP(t *testing.T) {
+	t.Parallel()
+	hostile := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, io.LimitReader(r.Body, 1<<20))
+		w.Header().Set("Content-Type", "application/xml")
+		w.WriteHeader(http.StatusBadRequest)
+		_, _ = io.WriteString(w, `<?xml version="1.0"?><Error><Code>Hostile</Code><Message>`+"\u202e"+`exe.txt `+
+			strings.Repeat("y", 900<<10)+`</Message></Error>`)
+	}))
+	defer hostile.Close()
+	o := newStorageOrg(t)
+	r, dst := jsonObject(t, "POST", o.base+"/storage/destinations", o.owner, map[string]any{"endpoint": strings.TrimPrefix(hostile.URL, "http://"),
+		"secure": false, "region": "us-east-1", "bucket": "acme-results", "path_style": true, "access_key_id": "AKIAEXAMPLE", "secret_access_key": "s"})
+	if r.status != 201 {
+		t.Fatalf("create: %d %s", r.status, r.body)
+	}
+	url := o.base + "/storage/destinations/" + dst["id"].(string)
+	r = call(t, "POST", url+"/verify", o.owner, nil)
+	p := decodeProblem(t, r)
+	_, d := jsonObject(t, "GET", url, o.owner, nil)
+	last, _ := d["last_error"].(string)
+	for what, s := range map[string]string{"detail": p.Detail, "last_error": last} {
+		if len(s) > 1100 || strings.ContainsRune(s, '\u202e') || !strings.Contains(s, `HTTP 400 Hostile \u202eexe.txt yyy`) || !strings.HasSuffix(s, "…") {
+			t.Errorf("%s: %d bytes %+q", what, len(s), s[:min(len(s), 200)])
+		}
+	}
+	if r.status != 422 || p.Code != "storage_verification_failed" {
+		t.Fatalf("verify against a hostile endpoint: %d %s", r.status, p.Code)
+	}
+	// A last_error stored before the node escaped remote text, holding an OSC 52 clipboard write and 300 KB,
+	// is answered escaped and bounded too.
+	_, info := jsonObject(t, "GET", o.base+"/auth/api-key", o.owner, nil)
+	recordtest.Rewrite(t, o.n.Store(), "storage/dst/"+info["organization_id"].(string), func(set *storagedest.Set) {
+		ds := append([]storagedest.Destination(nil), set.Destinations...)
+		ds[0].LastError = "write: \x1b]52;c;cm0gLXJmIH4=\a" + strings.Repeat("z", 300<<10)
+		set.Destinations = ds
+	})
+	_, d = jsonObject(t, "GET", url, o.owner, nil)
+	if last, _ = d["last_error"].(string); len(last) > 1100 || strings.ContainsAny(last, "\x1b\a") || !strings.HasPrefix(last, `write: \u001b]52;c;cm0gLXJmIH4=\u0007zzz`) {
+		t.Errorf("a last_error stored before: %d bytes %+q", len(last), last[:min(len(last), 200)])
+	}
 }
