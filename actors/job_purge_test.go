@@ -29,15 +29,7 @@ import (
 func TestFailedJobsStoredOutputIsPurged(t *testing.T) {
 	ctx := context.Background()
 	store := tempStore(t)
-	blobs, err := fsblobs.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	clk := clock.NewManual(time.Date(2026, 6, 1, 10, 0, 0, 0, time.UTC))
-	org, err := admin.Admin{Store: store, Clock: clk, Catalog: actors.DefaultCatalog()}.CreateOrg(ctx, "Acme", "launch", 100)
-	if err != nil {
-		t.Fatal(err)
-	}
+	blobs, clk, org := purgeFixture(t, store)
 	sys, c := startSystem(t, store, store, clk)
 	t.Cleanup(sys.Shutdown)
 	sweeper := actors.Sweeper{Store: store, Blobs: blobs, Caller: c, Clock: clk, Logger: zerolog.Nop()}
@@ -136,15 +128,7 @@ func TestFailedJobsStoredOutputIsPurged(t *testing.T) {
 func TestRejectedZipMemberIsPurged(t *testing.T) {
 	ctx := context.Background()
 	store := tempStore(t)
-	blobs, err := fsblobs.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	clk := clock.NewManual(time.Date(2026, 6, 1, 10, 0, 0, 0, time.UTC))
-	org, err := admin.Admin{Store: store, Clock: clk, Catalog: actors.DefaultCatalog()}.CreateOrg(ctx, "Acme", "launch", 100)
-	if err != nil {
-		t.Fatal(err)
-	}
+	blobs, clk, org := purgeFixture(t, store)
 	member := bytes.Repeat([]byte("not an image "), 8)
 	var zbuf bytes.Buffer
 	zw := zip.NewWriter(&zbuf)
@@ -216,15 +200,7 @@ func TestFailedJobsPurgeEntryIsWrittenAgain(t *testing.T) {
 	ctx := context.Background()
 	raw := tempStore(t)
 	store := &purgeIndexDown{Store: raw, down: true}
-	blobs, err := fsblobs.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	clk := clock.NewManual(time.Date(2026, 6, 1, 10, 0, 0, 0, time.UTC))
-	org, err := admin.Admin{Store: raw, Clock: clk, Catalog: actors.DefaultCatalog()}.CreateOrg(ctx, "Acme", "launch", 100)
-	if err != nil {
-		t.Fatal(err)
-	}
+	blobs, clk, org := purgeFixture(t, raw)
 	sys, c := startSystem(t, store, raw, clk)
 	t.Cleanup(sys.Shutdown)
 	reqID := "req_" + strings.Repeat("6", 64)
@@ -256,4 +232,21 @@ func TestFailedJobsPurgeEntryIsWrittenAgain(t *testing.T) {
 	if _, err := raw.Get(ctx, []byte("jobs/active/"+reqID)); !errors.Is(err, persistence.ErrNotFound) {
 		t.Errorf("the job's active index entry once its purge entry was written: %v; want gone", err)
 	}
+}
+
+// purgeFixture is the purge tests' blob store (a real directory), manual clock and organization (100 credits)
+// in store.
+func purgeFixture(t *testing.T, store persistence.Store) (*fsblobs.Blobs, *clock.Manual, *actors.OrgState) {
+	t.Helper()
+	blobs, err := fsblobs.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := clock.NewManual(time.Date(2026, 6, 1, 10, 0, 0, 0, time.UTC))
+	org, err := admin.Admin{Store: store, Clock: clk, Catalog: actors.DefaultCatalog()}.CreateOrg(context.Background(),
+		"Acme", "launch", 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return blobs, clk, org
 }
