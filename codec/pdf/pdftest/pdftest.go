@@ -95,7 +95,7 @@ func Make(spec Doc) []byte {
 		fmt.Sprintf("<< /Type /Catalog /Pages 2 0 R /Outlines 5 0 R %s >>", spec.CatalogExt),
 		fmt.Sprintf("<< /Type /Pages /Kids [%s] /Count %d >>", strings.Join(kids, " "), spec.Pages),
 		"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
-		fmt.Sprintf("<< /Title (Filigrane test document) /Author (pdf adapter tests) %s >>", spec.InfoExt),
+		"<< /Title (Filigrane test document) /Author (pdf adapter tests) " + spec.InfoExt + ">>",
 		"<< /Type /Outlines /First 6 0 R /Last 6 0 R /Count 1 >>",
 		fmt.Sprintf("<< /Title (Chapter one) /Parent 5 0 R /Dest [%d 0 R /Fit] >>", firstPageObject),
 	}
@@ -311,7 +311,7 @@ type DescribedDoc struct {
 func Described(spec DescribedDoc) []byte {
 	doc := Doc{Pages: spec.Pages, Packed: spec.Packed}
 	if spec.CreationDate != "" {
-		doc.InfoExt = "/CreationDate (" + spec.CreationDate + ")"
+		doc.InfoExt = "/CreationDate (" + spec.CreationDate + ") "
 	}
 	if spec.PageThumbs {
 		doc.PageExt = fmt.Sprintf("/Thumb %d 0 R", ExtraObject(spec.Pages, len(doc.ExtraObjs)+1))
