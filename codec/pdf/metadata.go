@@ -62,6 +62,9 @@ func (d *document) prepareMetadata(rep *EmbedReport, now time.Time) (*metadataEd
 	writerDates := xt.Version() < model.V20
 	e := &metadataEdit{}
 	objNr, xmp, tooLarge := d.catalogXMP()
+	if err := d.dropOtherXMPThumbnails(objNr); err != nil {
+		return nil, err
+	}
 	if created, ok := d.inputCreationDate(xmp); ok && writerDates {
 		e.created = types.DateString(created)
 	}
@@ -76,7 +79,7 @@ func (d *document) prepareMetadata(rep *EmbedReport, now time.Time) (*metadataEd
 		}
 		if bytes.Contains(xmp, []byte(nsPDFAID)) {
 			rep.PDFA, rep.PDFARemoved = "?", true
-		} else if !bytes.Contains(xmp, []byte("Thumbnails")) && !bytes.Contains(xmp, []byte(nsXMPGImg)) {
+		} else if !mayHoldThumbnail(xmp) {
 			return e, nil
 		}
 		delete(root, "Metadata")
@@ -122,9 +125,21 @@ func (d *document) prepareMetadata(rep *EmbedReport, now time.Time) (*metadataEd
 	if bytes.Equal(xmp, orig) {
 		return e, nil
 	}
-	entry, ok := xt.Table[objNr]
+	if err := d.setXMP(objNr, xmp); err != nil {
+		return nil, err
+	}
+	if bytes.Contains(xmp, []byte(modDatePlaceholder)) || bytes.Contains(xmp, []byte(createDatePlaceholder)) {
+		e.xmpObj = objNr
+	}
+	return e, nil
+}
+
+// setXMP makes metadata stream objNr hold xmp, unfiltered: PDF/A wants metadata readable without PDF tools, and
+// patchWritten finds the placeholders in the written bytes.
+func (d *document) setXMP(objNr int, xmp []byte) error {
+	entry, ok := d.ctx.XRefTable.Table[objNr]
 	if !ok || entry == nil {
-		return nil, fmt.Errorf("metadata stream %d not in the table", objNr)
+		return fmt.Errorf("metadata stream %d not in the table", objNr)
 	}
 	old, _ := entry.Object.(types.StreamDict)
 	dict := types.Dict{}
@@ -139,13 +154,56 @@ func (d *document) prepareMetadata(rep *EmbedReport, now time.Time) (*metadataEd
 	dict["Subtype"] = types.Name("XML")
 	n := int64(len(xmp))
 	dict["Length"] = types.Integer(n)
-	// Unfiltered: PDF/A wants metadata readable without PDF tools, and patchWritten finds the placeholders in
-	// the written bytes.
 	entry.Object = types.StreamDict{Dict: dict, Content: xmp, Raw: xmp, StreamLength: &n}
-	if bytes.Contains(xmp, []byte(modDatePlaceholder)) || bytes.Contains(xmp, []byte(createDatePlaceholder)) {
-		e.xmpObj = objNr
+	return nil
+}
+
+// maxOtherXMPBytes bounds what dropOtherXMPThumbnails decodes in all (a file's metadata streams could each
+// inflate to maxXMPBytes).
+const maxOtherXMPBytes = 8 * maxXMPBytes
+
+// dropOtherXMPThumbnails removes the thumbnails of the metadata streams other than the catalog's (skip): a page's,
+// an image's, a marked-content property list's (Illustrator and InDesign keep a placed artwork's XMP, thumbnail
+// included, there). A metadata stream that cannot be read within the bounds (undecodable, over maxXMPBytes, past
+// maxOtherXMPBytes in all) and may hold one is emptied: readers ignore empty metadata.
+func (d *document) dropOtherXMPThumbnails(skip int) error {
+	xt := d.ctx.XRefTable
+	budget := int64(maxOtherXMPBytes)
+	for nr, e := range xt.Table {
+		if nr == skip || e == nil || e.Free {
+			continue
+		}
+		sd, ok := e.Object.(types.StreamDict)
+		if !ok || d.name(sd.Dict["Type"]) != "Metadata" {
+			continue
+		}
+		if len(sd.FilterPipeline) == 0 && sd.Content == nil && !mayHoldThumbnail(sd.Raw) {
+			continue // plain text without a thumbnail: nothing to decode
+		}
+		var x []byte
+		var err error
+		if budget > 0 {
+			x, err = streamText(&sd, min(budget, maxXMPBytes))
+		}
+		budget -= int64(len(x))
+		switch {
+		case x == nil || err != nil:
+			x = []byte{}
+		case !mayHoldThumbnail(x):
+			continue
+		default:
+			x = removeXMPThumbnails(x)
+		}
+		if err := d.setXMP(nr, x); err != nil {
+			return err
+		}
 	}
-	return e, nil
+	return nil
+}
+
+// mayHoldThumbnail reports whether XMP text names a thumbnail property or its image namespace.
+func mayHoldThumbnail(x []byte) bool {
+	return bytes.Contains(x, []byte("Thumbnails")) || bytes.Contains(x, []byte(nsXMPGImg))
 }
 
 // catalogXMP is the catalog's metadata stream: its object number and decoded text (0, nil without one), and

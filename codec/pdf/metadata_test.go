@@ -17,7 +17,7 @@ import (
 )
 
 // TestMarkedPDFKeepsCreationDateAndDropsThumbnails: a marked PDF carries no thumbnail (a page's /Thumb image and
-// the XMP's xmp:Thumbnails and xmpGImg:image are unmarked renderings of the page), keeps the input's creation
+// the XMP's xmp:Thumbnails and xmpGImg:image, the catalog's or a page's, are unmarked renderings of the page), keeps the input's creation
 // date in its information dictionary and its XMP, dates its modification at the marking in both, keeps the
 // rest of its XMP (a title), and is still found marked, structurally and rendered; in a classic and an
 // object-stream layout. An input whose information dictionary has no creation date takes its XMP's.
@@ -33,11 +33,11 @@ func TestMarkedPDFKeepsCreationDateAndDropsThumbnails(t *testing.T) {
 		{"classic", pdftest.DescribedDoc{Pages: 2, CreationDate: "D:20190304050607+02'00'", XMP: true, PageThumbs: true},
 			"D:20190304050607+02'00'", time.Date(2019, 3, 4, 3, 6, 7, 0, time.UTC)},
 		// A negative offset with minutes (which pdfcpu v0.15.0 reads as -04:30).
-		{"object streams", pdftest.DescribedDoc{Pages: 2, CreationDate: "D:20190304050607-05'30'", XMP: true, PageThumbs: true, Packed: true},
+		{"object streams", pdftest.DescribedDoc{Pages: 2, CreationDate: "D:20190304050607-05'30'", XMP: true, PageThumbs: true, PageXMP: true, Packed: true},
 			"D:20190304050607-05'30'", time.Date(2019, 3, 4, 10, 36, 7, 0, time.UTC)},
 		{"creation date in the XMP only", pdftest.DescribedDoc{Pages: 1, XMP: true},
 			"D:20200102030405+00'00'", time.Date(2020, 1, 2, 3, 4, 5, 0, time.UTC)},
-		{"no XMP", pdftest.DescribedDoc{Pages: 1, CreationDate: "D:20190304050607Z", PageThumbs: true},
+		{"no catalog XMP", pdftest.DescribedDoc{Pages: 1, CreationDate: "D:20190304050607Z", PageThumbs: true, PageXMP: true},
 			"D:20190304050607+00'00'", time.Date(2019, 3, 4, 5, 6, 7, 0, time.UTC)},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -64,6 +64,11 @@ func TestMarkedPDFKeepsCreationDateAndDropsThumbnails(t *testing.T) {
 			pc, err := api.ReadContextFile(dst)
 			if err != nil {
 				t.Fatal(err)
+			}
+			for nr, e := range pc.XRefTable.Table {
+				if sd, ok := e.Object.(types.StreamDict); ok && sd.Decode() == nil && bytes.Contains(sd.Content, []byte(pdftest.ThumbnailMark)) {
+					t.Fatalf("object %d (%v) holds a thumbnail", nr, sd.Dict)
+				}
 			}
 			for p := 1; p <= c.doc.Pages; p++ {
 				pd, _, _, err := pc.XRefTable.PageDict(p, false)

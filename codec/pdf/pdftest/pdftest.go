@@ -302,6 +302,7 @@ type DescribedDoc struct {
 	CreationDate string // the information dictionary's /CreationDate ("" for none)
 	XMP          bool   // a catalog XMP stream (Flate-compressed, not PDF/A) with dates of 2020 and thumbnails
 	PageThumbs   bool   // every page's /Thumb is one 20×1 gray image whose bytes are ThumbnailMark
+	PageXMP      bool   // every page's /Metadata is one XMP stream (Flate-compressed) with an xmp:Thumbnails
 	Packed       bool   // laid out with object streams (Doc.Packed)
 }
 
@@ -318,8 +319,16 @@ func Described(spec DescribedDoc) []byte {
 		doc.ExtraObjs = append(doc.ExtraObjs, Stream(fmt.Sprintf("/Type /XObject /Subtype /Image /Width %d /Height 1 "+
 			"/ColorSpace /DeviceGray /BitsPerComponent 8", len(ThumbnailMark)), []byte(ThumbnailMark)))
 	}
+	thumb := "/9j/4AAQSkZJRgABAgEASABIAAD/" + strings.Repeat(ThumbnailMark, 4)
+	if spec.PageXMP {
+		xmp := "<x:xmpmeta xmlns:x='adobe:ns:meta/'><rdf:RDF xmlns:rdf='http://www.w3.org/1999/02/22-rdf-syntax-ns#'>" +
+			`<rdf:Description rdf:about="" xmlns:xmp="http://ns.adobe.com/xap/1.0/" xmlns:xmpGImg="http://ns.adobe.com/xap/1.0/g/img/">` +
+			`<xmp:Thumbnails><rdf:Alt><rdf:li rdf:parseType="Resource"><xmpGImg:image>` + thumb +
+			"</xmpGImg:image></rdf:li></rdf:Alt></xmp:Thumbnails></rdf:Description></rdf:RDF></x:xmpmeta>"
+		doc.PageExt += fmt.Sprintf(" /Metadata %d 0 R", ExtraObject(spec.Pages, len(doc.ExtraObjs)+1))
+		doc.ExtraObjs = append(doc.ExtraObjs, Flate("/Type /Metadata /Subtype /XML", []byte(xmp)))
+	}
 	if spec.XMP {
-		thumb := "/9j/4AAQSkZJRgABAgEASABIAAD/" + strings.Repeat(ThumbnailMark, 4)
 		xmp := "<?xpacket begin='\ufeff' id='W5M0MpCehiHzreSzNTczkc9d'?>\n" +
 			"<x:xmpmeta xmlns:x='adobe:ns:meta/'>\n<rdf:RDF xmlns:rdf='http://www.w3.org/1999/02/22-rdf-syntax-ns#'>\n" +
 			`<rdf:Description rdf:about="" xmlns:xmp="http://ns.adobe.com/xap/1.0/" xmlns:xmpGImg="http://ns.adobe.com/xap/1.0/g/img/"` +
