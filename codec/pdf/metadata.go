@@ -20,9 +20,10 @@ import (
 // /CreationDate and /ModDate to the time of writing (documents before PDF 2.0). A marked file is the input
 // modified, not a new document, so:
 //
-//   - the input's creation date is kept: the information dictionary's, else the XMP's xmp:CreateDate (when it
-//     names its time zone); it is written over the writer's in the written file, in the writer's form, which
-//     has the same width. A document that states neither gets the writer's (the time of marking);
+//   - the input's creation date is kept: the information dictionary's, else the XMP's xmp:CreateDate (a time
+//     without a zone read as UTC, in both); it is written over the writer's in the written file, in the
+//     writer's form, which has the same width. A document that states neither gets the writer's (the time of
+//     marking);
 //   - the modification date is the writer's, the time of marking;
 //   - the catalog's XMP, PDF/A or not, is made to agree with the information dictionary (pdf:Producer,
 //     xmp:CreateDate, xmp:ModifyDate, xmp:MetadataDate): PDF/A requires it, and readers show one or the other.
@@ -65,7 +66,11 @@ func (d *document) prepareMetadata(rep *EmbedReport, now time.Time) (*metadataEd
 	if err := d.dropOtherXMPThumbnails(objNr); err != nil {
 		return nil, err
 	}
-	if created, ok := d.inputCreationDate(xmp); ok && writerDates {
+	readable := xmp
+	if tooLarge {
+		readable = nil // not searched for a date
+	}
+	if created, ok := d.inputCreationDate(readable); ok && writerDates {
 		e.created = types.DateString(created)
 	}
 	if objNr == 0 {
@@ -232,7 +237,7 @@ func (d *document) catalogXMP() (objNr int, xmp []byte, tooLarge bool) {
 const xmpDateLayout = "2006-01-02T15:04:05-07:00"
 
 // inputCreationDate is the creation date the input states: its information dictionary's, else its XMP's
-// xmp:CreateDate when that names its time zone. Years the writer's form cannot hold in its width are not read.
+// xmp:CreateDate. Years the writer's form cannot hold in its width are not read.
 func (d *document) inputCreationDate(xmp []byte) (time.Time, bool) {
 	writable := func(t time.Time) bool { return t.Year() >= 1000 && t.Year() <= 9999 }
 	if xt := d.ctx.XRefTable; xt.Info != nil {
@@ -244,8 +249,12 @@ func (d *document) inputCreationDate(xmp []byte) (time.Time, bool) {
 	}
 	for _, p := range xmlPrefixes(xmp, nsXMP) {
 		if v, ok := xmpValue(xmp, p, "CreateDate"); ok {
-			if t, err := time.Parse(time.RFC3339Nano, v); err == nil && writable(t) {
-				return t.Truncate(time.Second), true
+			// The XMP date forms (ISO 8601 profiles); a time without a zone is read as UTC.
+			for _, layout := range []string{time.RFC3339Nano, "2006-01-02T15:04Z07:00", "2006-01-02T15:04:05.999999999",
+				"2006-01-02T15:04", "2006-01-02", "2006-01", "2006"} {
+				if t, err := time.Parse(layout, v); err == nil && writable(t) {
+					return t.Truncate(time.Second), true
+				}
 			}
 		}
 	}

@@ -37,6 +37,9 @@ func TestMarkedPDFKeepsCreationDateAndDropsThumbnails(t *testing.T) {
 			"D:20190304050607-05'30'", time.Date(2019, 3, 4, 10, 36, 7, 0, time.UTC)},
 		{"creation date in the XMP only", pdftest.DescribedDoc{Pages: 1, XMP: true},
 			"D:20200102030405+00'00'", time.Date(2020, 1, 2, 3, 4, 5, 0, time.UTC)},
+		// An XMP date without a zone is read as UTC.
+		{"XMP creation date without a zone", pdftest.DescribedDoc{Pages: 1, XMP: true, XMPCreated: "2018-07-08T09:10:11"},
+			"D:20180708091011+00'00'", time.Date(2018, 7, 8, 9, 10, 11, 0, time.UTC)},
 		{"no catalog XMP", pdftest.DescribedDoc{Pages: 1, CreationDate: "D:20190304050607Z", PageThumbs: true, PageXMP: true},
 			"D:20190304050607+00'00'", time.Date(2019, 3, 4, 5, 6, 7, 0, time.UTC)},
 	} {

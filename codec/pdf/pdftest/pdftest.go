@@ -6,6 +6,7 @@ package pdftest
 
 import (
 	"bytes"
+	"cmp"
 	"compress/zlib"
 	"fmt"
 	"strings"
@@ -301,6 +302,7 @@ type DescribedDoc struct {
 	Pages        int
 	CreationDate string // the information dictionary's /CreationDate ("" for none)
 	XMP          bool   // a catalog XMP stream (Flate-compressed, not PDF/A) with dates of 2020 and thumbnails
+	XMPCreated   string // the XMP's xmp:CreateDate ("" is 2020-01-02T03:04:05Z)
 	PageThumbs   bool   // every page's /Thumb is one 20×1 gray image whose bytes are ThumbnailMark
 	PageXMP      bool   // every page's /Metadata is one XMP stream (Flate-compressed) with an xmp:Thumbnails
 	Packed       bool   // laid out with object streams (Doc.Packed)
@@ -333,7 +335,7 @@ func Described(spec DescribedDoc) []byte {
 			"<x:xmpmeta xmlns:x='adobe:ns:meta/'>\n<rdf:RDF xmlns:rdf='http://www.w3.org/1999/02/22-rdf-syntax-ns#'>\n" +
 			`<rdf:Description rdf:about="" xmlns:xmp="http://ns.adobe.com/xap/1.0/" xmlns:xmpGImg="http://ns.adobe.com/xap/1.0/g/img/"` +
 			` xmlns:dc="http://purl.org/dc/elements/1.1/" xmp:ModifyDate="2020-01-02T03:04:05Z" xmp:MetadataDate="2020-01-02T03:04:05Z">` + "\n" +
-			"<xmp:CreateDate>2020-01-02T03:04:05Z</xmp:CreateDate>\n" +
+			"<xmp:CreateDate>" + cmp.Or(spec.XMPCreated, "2020-01-02T03:04:05Z") + "</xmp:CreateDate>\n" +
 			`<dc:title><rdf:Alt><rdf:li xml:lang="x-default">Filigrane test document</rdf:li></rdf:Alt></dc:title>` + "\n" +
 			`<xmp:Thumbnails><rdf:Alt><rdf:li rdf:parseType="Resource"><xmpGImg:width>20</xmpGImg:width>` +
 			"<xmpGImg:format>JPEG</xmpGImg:format><xmpGImg:image>" + thumb + "</xmpGImg:image></rdf:li></rdf:Alt></xmp:Thumbnails>\n" +
