@@ -29,8 +29,9 @@ import (
 //     xmp:CreateDate, xmp:ModifyDate, xmp:MetadataDate): PDF/A requires it, and readers show one or the other.
 //     Only in a document that claims PDF/A are missing properties added (pdfa.go: an XMP that cannot take them
 //     is dropped); elsewhere the properties present are set and the rest left out, so that no XMP is dropped
-//     for want of a date. In a PDF 2.0 document, whose information dictionary the writer leaves alone, the
-//     XMP's modification dates become the time of marking;
+//     for want of a date. In a PDF 2.0 document, whose information dictionary the writer leaves alone (2.0
+//     keeps only its two dates), the dates are set here, before writing: the creation date kept, the
+//     modification date the time of marking, in the information dictionary when it has one and in the XMP;
 //   - thumbnails are dropped: a page's /Thumb image and the XMP's xmp:Thumbnails (and any xmpGImg:image) are
 //     renderings of the unmarked page, which anyone could extract as an unmarked copy. Viewers draw their own
 //     thumbnails when a page has none.
@@ -70,8 +71,18 @@ func (d *document) prepareMetadata(rep *EmbedReport, now time.Time) (*metadataEd
 	if tooLarge {
 		readable = nil // not searched for a date
 	}
-	if created, ok := d.inputCreationDate(readable); ok && writerDates {
+	created, hasCreated := d.inputCreationDate(readable)
+	if hasCreated && writerDates {
 		e.created = types.DateString(created)
+	}
+	if !writerDates && xt.Info != nil {
+		// PDF 2.0 keeps of the information dictionary only these two dates, which the writer leaves alone.
+		if info := d.dict(*xt.Info); info != nil {
+			info["ModDate"] = types.StringLiteral(types.DateString(now))
+			if hasCreated {
+				info["CreationDate"] = types.StringLiteral(types.DateString(created))
+			}
+		}
 	}
 	if objNr == 0 {
 		return e, nil
@@ -118,6 +129,9 @@ func (d *document) prepareMetadata(rep *EmbedReport, now time.Time) (*metadataEd
 		sets = []xmpValueSet{
 			{nsXMP, "xmp", "ModifyDate", mod, add},
 			{nsXMP, "xmp", "MetadataDate", mod, false},
+		}
+		if hasCreated {
+			sets = append(sets, xmpValueSet{nsXMP, "xmp", "CreateDate", created.Format(xmpDateLayout), add})
 		}
 	}
 	var ok bool

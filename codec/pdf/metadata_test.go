@@ -20,7 +20,7 @@ import (
 // the XMP's xmp:Thumbnails and xmpGImg:image, the catalog's or a page's, are unmarked renderings of the page), keeps the input's creation
 // date in its information dictionary and its XMP, dates its modification at the marking in both, keeps the
 // rest of its XMP (a title), and is still found marked, structurally and rendered; in a classic and an
-// object-stream layout. An input whose information dictionary has no creation date takes its XMP's.
+// object-stream layout, and in PDF 2.0, whose information dictionary the writer does not date. An input whose information dictionary has no creation date takes its XMP's.
 func TestMarkedPDFKeepsCreationDateAndDropsThumbnails(t *testing.T) {
 	a := testAdapter(t)
 	ctx := context.Background()
@@ -40,6 +40,9 @@ func TestMarkedPDFKeepsCreationDateAndDropsThumbnails(t *testing.T) {
 		// An XMP date without a zone is read as UTC.
 		{"XMP creation date without a zone", pdftest.DescribedDoc{Pages: 1, XMP: true, XMPCreated: "2018-07-08T09:10:11"},
 			"D:20180708091011+00'00'", time.Date(2018, 7, 8, 9, 10, 11, 0, time.UTC)},
+		// PDF 2.0, whose information dictionary's dates the writer leaves alone: they are set before writing.
+		{"PDF 2.0", pdftest.DescribedDoc{Pages: 1, CreationDate: "D:20190304050607+02'00'", XMP: true, PDF20: true},
+			"D:20190304050607+02'00'", time.Date(2019, 3, 4, 3, 6, 7, 0, time.UTC)},
 		{"no catalog XMP", pdftest.DescribedDoc{Pages: 1, CreationDate: "D:20190304050607Z", PageThumbs: true, PageXMP: true},
 			"D:20190304050607+00'00'", time.Date(2019, 3, 4, 5, 6, 7, 0, time.UTC)},
 	} {

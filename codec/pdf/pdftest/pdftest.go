@@ -306,6 +306,7 @@ type DescribedDoc struct {
 	PageThumbs   bool   // every page's /Thumb is one 20×1 gray image whose bytes are ThumbnailMark
 	PageXMP      bool   // every page's /Metadata is one XMP stream (Flate-compressed) with an xmp:Thumbnails
 	Packed       bool   // laid out with object streams (Doc.Packed)
+	PDF20        bool   // a PDF 2.0 header
 }
 
 // Described is a document of Letter pages (Make's) with the dates and thumbnails spec asks for. Its XMP holds an
@@ -344,6 +345,9 @@ func Described(spec DescribedDoc) []byte {
 			"</rdf:RDF>\n</x:xmpmeta>\n<?xpacket end='w'?>"
 		doc.CatalogExt = fmt.Sprintf("/Metadata %d 0 R", ExtraObject(spec.Pages, len(doc.ExtraObjs)+1))
 		doc.ExtraObjs = append(doc.ExtraObjs, Flate("/Type /Metadata /Subtype /XML", []byte(xmp)))
+	}
+	if spec.PDF20 {
+		return bytes.Replace(Make(doc), []byte("%PDF-1.7"), []byte("%PDF-2.0"), 1) // the same length
 	}
 	return Make(doc)
 }
