@@ -90,9 +90,6 @@ func (d *document) prepareMetadata(rep *EmbedReport, now time.Time) (*metadataEd
 	if tooLarge {
 		// Not to be edited. Text that names the PDF/A identification's namespace is taken as a claim of a
 		// part not known, and text that names thumbnails as holding them: the metadata goes.
-		if xmp == nil {
-			return e, nil
-		}
 		if bytes.Contains(xmp, []byte(nsPDFAID)) {
 			rep.PDFA, rep.PDFARemoved = "?", true
 		} else if !mayHoldThumbnail(xmp) {
