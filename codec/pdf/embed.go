@@ -90,14 +90,15 @@ func (f *File) Embed(ctx context.Context, dst string, id codec.ID, opt Options) 
 	}
 	rep.PageImageBytes = ow.pageImageBytes
 	rep.OverlayBits = ow.lv.bits
-	if err := doc.writeStructural(a.Codec, id, time.Now()); err != nil {
+	now := time.Now()
+	if err := doc.writeStructural(a.Codec, id, now); err != nil {
 		return EmbedReport{}, fmt.Errorf("pdf: structural mark: %w", err)
 	}
-	pdfa, err := doc.preparePDFA(&rep)
+	meta, err := doc.prepareMetadata(&rep, now)
 	if err != nil {
-		return EmbedReport{}, fmt.Errorf("pdf: PDF/A metadata: %w", err)
+		return EmbedReport{}, fmt.Errorf("pdf: metadata: %w", err)
 	}
-	n, err := writeAtomic(ctx, doc, dst, pdfa)
+	n, err := writeAtomic(ctx, doc, dst, meta)
 	if err != nil {
 		return EmbedReport{}, err
 	}
@@ -106,8 +107,9 @@ func (f *File) Embed(ctx context.Context, dst string, id codec.ID, opt Options) 
 }
 
 // writeAtomic writes the document to a temporary file in dst's directory and renames it to dst, laid out as
-// the input was (objstreams.go). A rewritten PDF/A metadata stream (pdfa) gets the dates the writer wrote.
-func writeAtomic(ctx context.Context, doc *document, dst string, pdfa *pdfaEdit) (int64, error) {
+// the input was (objstreams.go). The input's creation date and, in a rewritten metadata stream, the dates the
+// writer wrote are put in place (meta, metadata.go).
+func writeAtomic(ctx context.Context, doc *document, dst string, meta *metadataEdit) (int64, error) {
 	setWriteLayout(doc.ctx)
 	if _, err := decodeReachableLazy(ctx, doc.ctx.XRefTable); err != nil {
 		return 0, fmt.Errorf("pdf: write: %w", err)
@@ -127,8 +129,8 @@ func writeAtomic(ctx context.Context, doc *document, dst string, pdfa *pdfaEdit)
 	if err := safeWrite(doc, f); err != nil {
 		return 0, fmt.Errorf("pdf: write: %w", err)
 	}
-	if err := doc.patchXMP(f, pdfa); err != nil {
-		return 0, fmt.Errorf("pdf: write: PDF/A metadata: %w", err)
+	if err := doc.patchWritten(f, meta); err != nil {
+		return 0, fmt.Errorf("pdf: write: metadata: %w", err)
 	}
 	if doc.ctx.WriteObjectStream {
 		g, err := repacked(ctx, doc, f, filepath.Dir(dst))

@@ -2,16 +2,12 @@ package pdf
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"html"
-	"io"
-	"os"
 	"regexp"
 	"strconv"
 	"strings"
 
-	"github.com/pdfcpu/pdfcpu/pkg/pdfcpu/model"
 	"github.com/pdfcpu/pdfcpu/pkg/pdfcpu/types"
 )
 
@@ -26,13 +22,12 @@ import (
 //     dictionary the structural layer writes, or a part this code does not know): the identification is
 //     removed from the XMP, and the report says so (EmbedReport.PDFARemoved).
 //
-// Either way the XMP's dates and producer are made the information dictionary's (which the writer sets to the
-// time of writing and to itself), as PDF/A requires of a file that claims it and as any reader of the two
-// expects. The dates are known only once the writer has run, so the XMP is written unfiltered with fixed-width
-// placeholders, replaced in place in the written file (patchXMP). The file is not otherwise checked against
-// PDF/A (no validator runs here): fonts, colour and the rest are the input's, unchanged by the mark.
+// The rest of what the output's metadata says of the document (its dates, producer, thumbnails), for every
+// document, PDF/A or not, is metadata.go's, which uses the XMP editing helpers below. The file is not otherwise
+// checked against PDF/A (no validator runs here): fonts, colour and the rest are the input's, unchanged by the
+// mark.
 //
-// This file owns reading and rewriting that metadata stream; it must not touch the page content.
+// This file owns reading the PDF/A claim and the in-place XMP text edits; it must not touch the page content.
 
 const (
 	nsPDFAID = "http://www.aiim.org/pdfa/ns/id/"
@@ -47,54 +42,22 @@ const (
 
 	// maxXMPBytes bounds the metadata stream this code reads and edits (the parser's bound is 256 MB, which
 	// the memory estimate does not count for it); XMP with embedded thumbnails reaches a few hundred
-	// kilobytes. A larger stream whose text names the PDF/A identification loses its /Metadata entry.
+	// kilobytes. A larger stream whose text names the PDF/A identification or thumbnails loses its /Metadata
+	// entry (metadata.go).
 	maxXMPBytes = 4 << 20
 )
 
-// pdfaEdit is the metadata stream rewritten for the output: the object it replaces and the placeholders
-// patchXMP fills in after writing.
-type pdfaEdit struct {
-	objNr int
-	dates bool // the XMP holds the date placeholders
-}
-
-// pdfaClaim reads the PDF/A part and conformance the document's XMP declares (0, "" for none; -1 for a
-// metadata stream too large to edit that names the PDF/A identification) and the metadata stream's
-// object number and text.
-func (d *document) pdfaClaim() (part int, conformance string, objNr int, xmp []byte) {
-	xt := d.ctx.XRefTable
-	root, err := xt.Catalog()
-	if err != nil {
-		return 0, "", 0, nil
-	}
-	ref, ok := root["Metadata"].(types.IndirectRef)
-	if !ok {
-		return 0, "", 0, nil
-	}
-	sd, _, err := xt.DereferenceStreamDict(ref)
-	if err != nil || sd == nil {
-		return 0, "", 0, nil
-	}
-	// The validation decoded the catalog's metadata under the parser's bound (a stream it cannot decode
-	// refuses the document) and let it go; decoding it again holds no more than that did.
-	xmp, _ = streamText(sd, d.lim.MaxDecodeBytes)
-	if len(xmp) > maxXMPBytes {
-		// Not to be edited: text that names the identification's namespace is taken as a claim of a part
-		// not known.
-		if bytes.Contains(xmp, []byte(nsPDFAID)) {
-			return -1, "", ref.ObjectNumber.Value(), nil
-		}
-		return 0, "", 0, nil
-	}
+// pdfaClaim reads the PDF/A part and conformance XMP text declares (0, "" for none).
+func pdfaClaim(xmp []byte) (part int, conformance string) {
 	for _, p := range xmlPrefixes(xmp, nsPDFAID) {
 		if v, ok := xmpValue(xmp, p, "part"); ok {
 			if n, err := strconv.Atoi(v); err == nil && n > 0 {
 				c, _ := xmpValue(xmp, p, "conformance")
-				return n, c, ref.ObjectNumber.Value(), xmp
+				return n, c
 			}
 		}
 	}
-	return 0, "", 0, nil
+	return 0, ""
 }
 
 // pdfaOutputIntent reports whether the catalog has a PDF/A output intent (/S /GTS_PDFA1 with its profile).
@@ -125,120 +88,6 @@ func (d *document) tagged() bool {
 	m, err := d.ctx.XRefTable.Dereference(d.dict(root["MarkInfo"])["Marked"])
 	b, ok := m.(types.Boolean)
 	return err == nil && ok && b.Value()
-}
-
-// preparePDFA rewrites the metadata stream of a document that claims PDF/A (the package comment above) and
-// records the claim in rep. It returns nil for a document without a claim.
-func (d *document) preparePDFA(rep *EmbedReport) (*pdfaEdit, error) {
-	part, conformance, objNr, xmp := d.pdfaClaim()
-	if part == 0 {
-		return nil, nil
-	}
-	xt := d.ctx.XRefTable
-	// dropMetadata removes the catalog's /Metadata: what is left then claims nothing it does not hold.
-	dropMetadata := func() (*pdfaEdit, error) {
-		root, err := xt.Catalog()
-		if err != nil {
-			return nil, err
-		}
-		delete(root, "Metadata")
-		rep.PDFARemoved = true
-		return nil, nil
-	}
-	if part < 0 {
-		rep.PDFA = "?"
-		return dropMetadata()
-	}
-	rep.PDFA = strconv.Itoa(part) + conformance
-	keep := (part == 2 || part == 3) && d.pdfaOutputIntent()
-	if !keep {
-		rep.PDFARemoved = true
-		xmp = removePDFAID(xmp)
-	}
-	// pdfcpu's writer sets the information dictionary's dates and producer for documents before PDF 2.0.
-	dates := xt.Version() < model.V20
-	if dates {
-		var ok bool
-		if xmp, ok = setXMPValues(xmp, []xmpValueSet{
-			{nsPDF, "pdf", "Producer", "pdfcpu " + model.VersionStr, true},
-			{nsXMP, "xmp", "ModifyDate", modDatePlaceholder, true},
-			{nsXMP, "xmp", "CreateDate", createDatePlaceholder, true},
-			{nsXMP, "xmp", "MetadataDate", modDatePlaceholder, false},
-		}); !ok {
-			return dropMetadata() // XMP this code cannot edit
-		}
-	}
-	entry, ok := xt.Table[objNr]
-	if !ok || entry == nil {
-		return nil, fmt.Errorf("metadata stream %d not in the table", objNr)
-	}
-	old, _ := entry.Object.(types.StreamDict)
-	dict := types.Dict{}
-	for k, v := range old.Dict {
-		switch k {
-		case "Filter", "DecodeParms", "Length", "DL":
-		default:
-			dict[k] = v
-		}
-	}
-	dict["Type"] = types.Name("Metadata")
-	dict["Subtype"] = types.Name("XML")
-	n := int64(len(xmp))
-	dict["Length"] = types.Integer(n)
-	// Unfiltered: PDF/A wants metadata readable without PDF tools, and patchXMP finds the placeholders in the
-	// written bytes.
-	entry.Object = types.StreamDict{Dict: dict, Content: xmp, Raw: xmp, StreamLength: &n}
-	return &pdfaEdit{objNr: objNr, dates: dates}, nil
-}
-
-// patchXMP replaces the date placeholders of the metadata stream in f, the file pdfcpu's writer just wrote, with
-// the information dictionary's dates as written.
-func (d *document) patchXMP(f *os.File, e *pdfaEdit) error {
-	if e == nil || !e.dates {
-		return nil
-	}
-	xt := d.ctx.XRefTable
-	if xt.Info == nil {
-		return errors.New("no information dictionary written")
-	}
-	info := d.dict(*xt.Info)
-	mod, err1 := xmpDate(d.text(info["ModDate"]))
-	create, err2 := xmpDate(d.text(info["CreationDate"]))
-	if err := errors.Join(err1, err2); err != nil {
-		return err
-	}
-	off, ok := d.ctx.Write.Table[e.objNr]
-	if !ok {
-		return fmt.Errorf("metadata stream %d not written", e.objNr)
-	}
-	sd, _ := xt.Table[e.objNr].Object.(types.StreamDict)
-	// The object as written: its header and dictionary, then the stream's bytes, which are the XMP as
-	// preparePDFA made it; the placeholders are replaced within those bytes only.
-	buf := make([]byte, int64(len(sd.PDFString())+len(sd.Raw))+256)
-	n, err := f.ReadAt(buf, off)
-	if err != nil && !errors.Is(err, io.EOF) {
-		return err
-	}
-	i := bytes.Index(buf[:n], sd.Raw)
-	if i < 0 {
-		return fmt.Errorf("metadata stream %d not found where it was written", e.objNr)
-	}
-	off += int64(i)
-	buf = buf[i : i+len(sd.Raw)]
-	for _, r := range [][2]string{{modDatePlaceholder, mod}, {createDatePlaceholder, create}} {
-		found := false
-		for i := bytes.Index(buf, []byte(r[0])); i >= 0; i = bytes.Index(buf, []byte(r[0])) {
-			copy(buf[i:], r[1])
-			found = true
-		}
-		if !found {
-			return fmt.Errorf("metadata stream %d written without its date placeholder", e.objNr)
-		}
-	}
-	if _, err := f.WriteAt(buf, off); err != nil {
-		return err
-	}
-	return nil
 }
 
 // xmpDate is a PDF date as pdfcpu's writer writes it (D:20261128173903+00'00') in the XMP form, of the

@@ -6,6 +6,7 @@ package pdftest
 
 import (
 	"bytes"
+	"cmp"
 	"compress/zlib"
 	"fmt"
 	"strings"
@@ -48,6 +49,7 @@ func Flate(dict string, data []byte) string {
 type Doc struct {
 	Pages      int
 	CatalogExt string   // extra catalog entries
+	InfoExt    string   // extra entries of the information dictionary
 	PageExt    string   // extra entries of every page
 	ExtraObjs  []string // objects appended after the pages' (numbered from ExtraObject(Pages, 1))
 	MediaBox   string   // "" means US Letter
@@ -94,7 +96,7 @@ func Make(spec Doc) []byte {
 		fmt.Sprintf("<< /Type /Catalog /Pages 2 0 R /Outlines 5 0 R %s >>", spec.CatalogExt),
 		fmt.Sprintf("<< /Type /Pages /Kids [%s] /Count %d >>", strings.Join(kids, " "), spec.Pages),
 		"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
-		"<< /Title (Filigrane test document) /Author (pdf adapter tests) >>",
+		"<< /Title (Filigrane test document) /Author (pdf adapter tests) " + spec.InfoExt + ">>",
 		"<< /Type /Outlines /First 6 0 R /Last 6 0 R /Count 1 >>",
 		fmt.Sprintf("<< /Title (Chapter one) /Parent 5 0 R /Dest [%d 0 R /Fit] >>", firstPageObject),
 	}
@@ -286,6 +288,66 @@ func PDFA(spec PDFADoc) []byte {
 		doc.ExtraObjs = append(doc.ExtraObjs,
 			fmt.Sprintf("<< /Type /OutputIntent /S /GTS_PDFA1 /OutputConditionIdentifier (sRGB) /DestOutputProfile %d 0 R >>", meta+2),
 			Stream("/N 3", []byte("stand-in for an ICC profile")))
+	}
+	return Make(doc)
+}
+
+// ThumbnailMark is in every thumbnail Described writes (the pages' /Thumb image, the XMP's xmp:Thumbnails and
+// xmpGImg:image), in plain bytes: a thumbnail is an unmarked rendering of the page, which no marked output may
+// hold.
+const ThumbnailMark = "UNMARKEDPDFTHUMBNAIL"
+
+// DescribedDoc describes a document with dates and thumbnails.
+type DescribedDoc struct {
+	Pages        int
+	CreationDate string // the information dictionary's /CreationDate ("" for none)
+	XMP          bool   // a catalog XMP stream (Flate-compressed, not PDF/A) with dates of 2020 and thumbnails
+	XMPCreated   string // the XMP's xmp:CreateDate ("" is 2020-01-02T03:04:05Z)
+	PageThumbs   bool   // every page's /Thumb is one 20×1 gray image whose bytes are ThumbnailMark
+	PageXMP      bool   // every page's /Metadata is one XMP stream (Flate-compressed) with an xmp:Thumbnails
+	Packed       bool   // laid out with object streams (Doc.Packed)
+	PDF20        bool   // a PDF 2.0 header
+}
+
+// Described is a document of Letter pages (Make's) with the dates and thumbnails spec asks for. Its XMP holds an
+// xmp:CreateDate and xmp:ModifyDate of 2020-01-02T03:04:05Z, an xmp:MetadataDate, a dc:title, an xmp:Thumbnails
+// element and, in a second rdf:Description, an xmpGImg:image attribute, both holding ThumbnailMark.
+func Described(spec DescribedDoc) []byte {
+	doc := Doc{Pages: spec.Pages, Packed: spec.Packed}
+	if spec.CreationDate != "" {
+		doc.InfoExt = "/CreationDate (" + spec.CreationDate + ") "
+	}
+	if spec.PageThumbs {
+		doc.PageExt = fmt.Sprintf("/Thumb %d 0 R", ExtraObject(spec.Pages, len(doc.ExtraObjs)+1))
+		doc.ExtraObjs = append(doc.ExtraObjs, Stream(fmt.Sprintf("/Type /XObject /Subtype /Image /Width %d /Height 1 "+
+			"/ColorSpace /DeviceGray /BitsPerComponent 8", len(ThumbnailMark)), []byte(ThumbnailMark)))
+	}
+	thumb := "/9j/4AAQSkZJRgABAgEASABIAAD/" + strings.Repeat(ThumbnailMark, 4)
+	if spec.PageXMP {
+		xmp := "<x:xmpmeta xmlns:x='adobe:ns:meta/'><rdf:RDF xmlns:rdf='http://www.w3.org/1999/02/22-rdf-syntax-ns#'>" +
+			`<rdf:Description rdf:about="" xmlns:xmp="http://ns.adobe.com/xap/1.0/" xmlns:xmpGImg="http://ns.adobe.com/xap/1.0/g/img/">` +
+			`<xmp:Thumbnails><rdf:Alt><rdf:li rdf:parseType="Resource"><xmpGImg:image>` + thumb +
+			"</xmpGImg:image></rdf:li></rdf:Alt></xmp:Thumbnails></rdf:Description></rdf:RDF></x:xmpmeta>"
+		doc.PageExt += fmt.Sprintf(" /Metadata %d 0 R", ExtraObject(spec.Pages, len(doc.ExtraObjs)+1))
+		doc.ExtraObjs = append(doc.ExtraObjs, Flate("/Type /Metadata /Subtype /XML", []byte(xmp)))
+	}
+	if spec.XMP {
+		xmp := "<?xpacket begin='\ufeff' id='W5M0MpCehiHzreSzNTczkc9d'?>\n" +
+			"<x:xmpmeta xmlns:x='adobe:ns:meta/'>\n<rdf:RDF xmlns:rdf='http://www.w3.org/1999/02/22-rdf-syntax-ns#'>\n" +
+			`<rdf:Description rdf:about="" xmlns:xmp="http://ns.adobe.com/xap/1.0/" xmlns:xmpGImg="http://ns.adobe.com/xap/1.0/g/img/"` +
+			` xmlns:dc="http://purl.org/dc/elements/1.1/" xmp:ModifyDate="2020-01-02T03:04:05Z" xmp:MetadataDate="2020-01-02T03:04:05Z">` + "\n" +
+			"<xmp:CreateDate>" + cmp.Or(spec.XMPCreated, "2020-01-02T03:04:05Z") + "</xmp:CreateDate>\n" +
+			`<dc:title><rdf:Alt><rdf:li xml:lang="x-default">Filigrane test document</rdf:li></rdf:Alt></dc:title>` + "\n" +
+			`<xmp:Thumbnails><rdf:Alt><rdf:li rdf:parseType="Resource"><xmpGImg:width>20</xmpGImg:width>` +
+			"<xmpGImg:format>JPEG</xmpGImg:format><xmpGImg:image>" + thumb + "</xmpGImg:image></rdf:li></rdf:Alt></xmp:Thumbnails>\n" +
+			"</rdf:Description>\n" +
+			`<rdf:Description rdf:about="" xmlns:g="http://ns.adobe.com/xap/1.0/g/img/" g:format="JPEG" g:image="` + thumb + `"/>` + "\n" +
+			"</rdf:RDF>\n</x:xmpmeta>\n<?xpacket end='w'?>"
+		doc.CatalogExt = fmt.Sprintf("/Metadata %d 0 R", ExtraObject(spec.Pages, len(doc.ExtraObjs)+1))
+		doc.ExtraObjs = append(doc.ExtraObjs, Flate("/Type /Metadata /Subtype /XML", []byte(xmp)))
+	}
+	if spec.PDF20 {
+		return bytes.Replace(Make(doc), []byte("%PDF-1.7"), []byte("%PDF-2.0"), 1) // the same length
 	}
 	return Make(doc)
 }
