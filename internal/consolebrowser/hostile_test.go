@@ -21,6 +21,7 @@ import (
 	"filigrane/actors/webhooks"
 	"filigrane/internal/admin"
 	"filigrane/internal/clock"
+	"filigrane/internal/hiddenchar"
 	"filigrane/internal/recordtest"
 )
 
@@ -275,11 +276,13 @@ func TestConsoleShowsHostileValuesAsText(t *testing.T) {
 	do("a webhook's deliveries", chromedp.Click(chromedp.CSS(`#webhooks tbody tr button`)), chromedp.WaitVisible(chromedp.CSS("#deliveries p")))
 	clean("webhook deliveries")
 	visit("/console/storage", "#storage tbody tr + tr")
-	// The remote server's error is text in a cell of its own, whose override reverses nothing after it (the
-	// row's Deliveries button).
+	// The remote server's error, stored before remote text was escaped on the way in, is text in a cell of its
+	// own, escaped as the API answers it (its override and escape sequence spelled out, hiddenchar.Remote), and
+	// reverses nothing after it (the row's Deliveries button).
 	row := `#storage tr[data-destination-id="` + hostileDst + `"]`
-	if got := eval(`document.querySelector(` + jsonString(row+" td:nth-child(6)") + `).textContent`); got != "write: "+hostile+"\x1b[2J" {
-		t.Fatalf("the destination's last error shown as %+q", got)
+	want := hiddenchar.Remote("write: "+hostile+"\x1b[2J", hiddenchar.RemoteLimit)
+	if got := eval(`document.querySelector(` + jsonString(row+" td:nth-child(6)") + `).textContent`); got != want {
+		t.Fatalf("the destination's last error shown as %+q, want %+q", got, want)
 	}
 	if got := leftToRight(row+" td:nth-child(7)", "Deliveries"); got != "true" {
 		t.Fatalf("the button after a remote server's error is not drawn left to right (%s)", got)
