@@ -91,7 +91,7 @@ func TestBatchEventSurvivesCrash(t *testing.T) {
 	webhookID := "wh_" + strings.Repeat("e", 32)
 
 	// Node 1: the outbox is unreachable from the moment the batch starts.
-	sys1, lc1 := startSystem(t, store, &outboxDown{Store: store, down: true}, clk)
+	sys1, lc1 := startSystem(t, store, outboxDown(store), clk)
 	c1 := batchCaller{localCaller: lc1}
 	lc1.deps.Caller.Set(c1)
 	rec := endBatch(t, c1, orgID, "crash-key-1", webhookID)

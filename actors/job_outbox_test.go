@@ -49,20 +49,33 @@ func (c *localCaller) gone(t *testing.T, identity, kind string) {
 	_ = c.system.Root.PoisonFuture(pid).Wait() // resolves when it terminates, or at once if it already has
 }
 
-// outboxDown fails writes under outbox/ while down: the node dies between the job's commit and the hand-over
-// of its announcement.
-type outboxDown struct {
+// prefixDown refuses writes of keys under prefix while down, with why as the error: a store that failed just
+// as some write was due (outbox/: the node dies between the job's commit and the hand-over of its announcement;
+// jobs/purge/: the store did not take a failed job's purge entry).
+type prefixDown struct {
 	persistence.Store
-	mu   sync.Mutex
-	down bool
+	prefix, why string
+	mu          sync.Mutex
+	down        bool
 }
 
-func (s *outboxDown) CompareAndSet(ctx context.Context, k []byte, expect persistence.Version, v []byte) (persistence.Version, error) {
+// outboxDown is a store whose node dies between a commit and the hand-over of its announcement.
+func outboxDown(st persistence.Store) *prefixDown {
+	return &prefixDown{Store: st, prefix: "outbox/", why: "node died before the hand-over", down: true}
+}
+
+func (s *prefixDown) setDown(v bool) {
+	s.mu.Lock()
+	s.down = v
+	s.mu.Unlock()
+}
+
+func (s *prefixDown) CompareAndSet(ctx context.Context, k []byte, expect persistence.Version, v []byte) (persistence.Version, error) {
 	s.mu.Lock()
 	down := s.down
 	s.mu.Unlock()
-	if down && strings.HasPrefix(string(k), "outbox/") {
-		return "", errors.New("injected: node died before the hand-over")
+	if down && strings.HasPrefix(string(k), s.prefix) {
+		return "", errors.New("injected: " + s.why)
 	}
 	return s.Store.CompareAndSet(ctx, k, expect, v)
 }
@@ -120,7 +133,7 @@ func TestJobAnnouncementSurvivesCrash(t *testing.T) {
 		Filename: "detection.json", Charge: 1, Accelerator: jobstate.AcceleratorCPU}
 
 	// Node 1: the outbox is unreachable from the moment the job commits.
-	faulty := &outboxDown{Store: store, down: true}
+	faulty := outboxDown(store)
 	sys1, c1 := startSystem(t, store, faulty, clk)
 	sub := c1.job(t, reqID, &actors.JobSubmit{Spec: spec, Hold: 3, ClaimAs: "w1", Lease: time.Minute})
 	rep := c1.job(t, reqID, &actors.JobSucceed{RequestID: reqID, Token: sub.Lease.Token, Output: out})

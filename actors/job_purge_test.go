@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -176,30 +175,13 @@ func TestRejectedZipMemberIsPurged(t *testing.T) {
 	}
 }
 
-// purgeIndexDown refuses writes of purge index entries while down: the store failed just as a job ended.
-type purgeIndexDown struct {
-	persistence.Store
-	mu   sync.Mutex
-	down bool
-}
-
-func (s *purgeIndexDown) CompareAndSet(ctx context.Context, k []byte, expect persistence.Version, v []byte) (persistence.Version, error) {
-	s.mu.Lock()
-	down := s.down
-	s.mu.Unlock()
-	if down && strings.HasPrefix(string(k), "jobs/purge/") {
-		return "", errors.New("injected: the store did not take the purge entry")
-	}
-	return s.Store.CompareAndSet(ctx, k, expect, v)
-}
-
 // A failed job whose purge entry could not be written stays in the active index, so the sweeper's next tick
 // writes it, and its files go 24 hours later. Before, the job left the active index in the same pass that
 // failed to write the entry, and nothing wrote it again: its input stayed for ever.
 func TestFailedJobsPurgeEntryIsWrittenAgain(t *testing.T) {
 	ctx := context.Background()
 	raw := tempStore(t)
-	store := &purgeIndexDown{Store: raw, down: true}
+	store := &prefixDown{Store: raw, prefix: "jobs/purge/", why: "the store did not take the purge entry", down: true}
 	blobs, clk, org := purgeFixture(t, raw)
 	sys, c := startSystem(t, store, raw, clk)
 	t.Cleanup(sys.Shutdown)
@@ -214,9 +196,7 @@ func TestFailedJobsPurgeEntryIsWrittenAgain(t *testing.T) {
 	if rec := c.job(t, reqID, &actors.JobCancel{RequestID: reqID}).Record; rec.Status != jobstate.StatusFailed || !rec.Committed() {
 		t.Fatalf("after the cancel: %s, committed %v", rec.Status, rec.Committed())
 	}
-	store.mu.Lock()
-	store.down = false
-	store.mu.Unlock()
+	store.setDown(false)
 
 	sweeper := actors.Sweeper{Store: raw, Blobs: blobs, Caller: c, Clock: clk, Logger: zerolog.Nop()}
 	if _, err := sweeper.TickJobs(ctx); err != nil {
