@@ -219,12 +219,7 @@ func TestJobWaitsForDiskSpace(t *testing.T) {
 	t.Parallel()
 	f, low, freed := lowDiskFixture(t)
 	lowOnFirstClaim(f, low)
-	before, _ := balance(t, f, f.orgA)
-	r := post(t, f.base+"/watermarks/images/async", f.keyA, "", photo(t, 320, 256, 11), `{"disk":"low"}`)
-	if r.status != 202 {
-		t.Fatalf("async embed: %d %s", r.status, r.body)
-	}
-	rc := decodeReceipt(t, r)
+	rc, before := submitAsyncEmbed(t, f, 11, `{"disk":"low"}`)
 	waits := []time.Duration{2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second, 30 * time.Second, 30 * time.Second}
 	for i, wait := range waits {
 		rec := waitDiskWaits(t, f, rc.RequestID, i+1)
@@ -253,12 +248,7 @@ func TestJobLowOnDiskAtDeadlineFailsRefunded(t *testing.T) {
 	t.Parallel()
 	f, low, _ := lowDiskFixture(t)
 	lowOnFirstClaim(f, low)
-	before, _ := balance(t, f, f.orgA)
-	r := post(t, f.base+"/watermarks/images/async", f.keyA, "", photo(t, 320, 256, 12), `{"disk":"full"}`)
-	if r.status != 202 {
-		t.Fatalf("async embed: %d %s", r.status, r.body)
-	}
-	rc := decodeReceipt(t, r)
+	rc, before := submitAsyncEmbed(t, f, 12, `{"disk":"full"}`)
 	waitDiskWaits(t, f, rc.RequestID, 1)
 	f.clk.Advance(jobstate.BaseDeadline)
 	if _, _, err := f.n.Sweep(context.Background()); err != nil {
@@ -397,12 +387,7 @@ func TestJobLowOnRecordsWaitsUncounted(t *testing.T) {
 		})
 		return true
 	}
-	before, _ := balance(t, f, f.orgA)
-	r := post(t, f.base+"/watermarks/images/async", f.keyA, "", photo(t, 320, 256, 14), `{"disk":"records"}`)
-	if r.status != 202 {
-		t.Fatalf("async embed: %d %s", r.status, r.body)
-	}
-	rc := decodeReceipt(t, r)
+	rc, before := submitAsyncEmbed(t, f, 14, `{"disk":"records"}`)
 	lines.Wait(t, "outcome not recorded", 30*time.Second) // the worker's low-disk report was refused
 	f.clk.Advance(time.Minute)                            // past the attempt's 30 s lease, never renewed
 	g.SetReserve(1)                                       // space freed
@@ -433,4 +418,16 @@ func requireSucceededOnce(t *testing.T, f *fixture, rc receipt, before int64) {
 	if after, held := balance(t, f, f.orgA); before-after != 1 || held != 0 {
 		t.Fatalf("charged %d (held %d), want exactly 1", before-after, held)
 	}
+}
+
+// submitAsyncEmbed sends an async embed of a 320x256 photo (seed) with data for organization A and returns its
+// 202 receipt and the balance before it.
+func submitAsyncEmbed(t *testing.T, f *fixture, seed uint64, data string) (receipt, int64) {
+	t.Helper()
+	before, _ := balance(t, f, f.orgA)
+	r := post(t, f.base+"/watermarks/images/async", f.keyA, "", photo(t, 320, 256, seed), data)
+	if r.status != 202 {
+		t.Fatalf("async embed: %d %s", r.status, r.body)
+	}
+	return decodeReceipt(t, r), before
 }
