@@ -51,7 +51,9 @@ func startNode(t *testing.T, name string) *node.Node {
 	return n
 }
 
-func chromium() string {
+// chromium is the browser the tests drive (FILIGRANE_CHROMIUM, else the first installed of the usual names); the
+// test is skipped, saying why, where none is installed.
+func chromium(t *testing.T) string {
 	if p := os.Getenv("FILIGRANE_CHROMIUM"); p != "" {
 		return p
 	}
@@ -60,6 +62,7 @@ func chromium() string {
 			return p
 		}
 	}
+	t.Skip("Chromium is not installed (Debian package chromium; scripts/setup.sh --s3 installs it): the browser test cannot run")
 	return ""
 }
 
@@ -142,10 +145,7 @@ func texturedImage(t *testing.T, side int) []byte {
 // (CSRF), and lock an account with wrong passwords. One browser session for the whole walk; a screenshot
 // of each page where FILIGRANE_CONSOLE_SCREENSHOTS asks for them (screenshotDir), of the failed one otherwise.
 func TestConsoleInBrowser(t *testing.T) {
-	exe := chromium()
-	if exe == "" {
-		t.Skip("Chromium is not installed (Debian package chromium; scripts/setup.sh --s3 installs it): the browser test cannot run")
-	}
+	exe := chromium(t)
 	n := startNode(t, "console")
 	base := "http://" + n.APIAddr()
 	dev := n.DevOrg

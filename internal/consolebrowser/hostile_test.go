@@ -45,10 +45,7 @@ const hostile = `"'><img src=x onerror="window.__xss=1" data-xss=1><script data-
 // (Trusted Types), and an answer under /console/api shown as a document runs in an origin of its own, while
 // the files it serves still download (the asset's file, the job's result).
 func TestConsoleShowsHostileValuesAsText(t *testing.T) {
-	exe := chromium()
-	if exe == "" {
-		t.Skip("Chromium is not installed (Debian package chromium; scripts/setup.sh --s3 installs it): the browser test cannot run")
-	}
+	exe := chromium(t)
 	n := startNode(t, "hostile")
 	base := "http://" + n.APIAddr()
 	dev := n.DevOrg
