@@ -56,9 +56,7 @@ func tinyPDF() []byte { return pdftest.Make(pdftest.Doc{Pages: 1}) }
 // credits (one started minute, one detection); then a MOV through /watermarks/videos, which comes back a MOV.
 func TestVideoEmbedAndDetectJobs(t *testing.T) {
 	t.Parallel()
-	if _, err := exec.LookPath("ffmpeg"); err != nil {
-		t.Fatal("ffmpeg is not installed (scripts/setup.sh installs it)")
-	}
+	requireFFmpeg(t)
 	f := newFixture(t)
 	before, _ := balance(t, f, f.orgA)
 	r := postFile(t, f.base+"/watermarks/videos/async", f.keyA, tinyMP4(t), "clip.mp4", `{"film":1}`)
@@ -332,9 +330,7 @@ doc.save(scriptArgs[1], "incremental");
 // uses it (an unmarked clip is reported unmarked), the document endpoint refuses it as another kind.
 func TestVideoDetectFromUpload(t *testing.T) {
 	t.Parallel()
-	if _, err := exec.LookPath("ffmpeg"); err != nil {
-		t.Fatal("ffmpeg is not installed (scripts/setup.sh installs it)")
-	}
+	requireFFmpeg(t)
 	f := newFixture(t)
 	key := f.dev.Secret
 	u := uploaded(t, f, key, "detect", "plain.mp4", tinyMP4(t))
@@ -537,9 +533,7 @@ func finished(t *testing.T, f *fixture, key string, r response) response {
 // a detection by upload_id work and consume their uploads; a keyed detection replays its result.
 func TestVideoIdempotencyUploadsAndRecords(t *testing.T) {
 	t.Parallel()
-	if _, err := exec.LookPath("ffmpeg"); err != nil {
-		t.Fatal("ffmpeg is not installed (scripts/setup.sh installs it)")
-	}
+	requireFFmpeg(t)
 	clip := tinyMP4(t) // 512x384, 10 frames in 1 s
 	f := newFixture(t)
 	key := f.keyA
@@ -645,5 +639,14 @@ func TestDocumentWithManyTokensRefusedUncharged(t *testing.T) {
 	}
 	if after, held := balance(t, f, f.orgA); after != before || held != 0 {
 		t.Fatalf("balance %d held %d after the refusals; want %d, nothing held", after, held, before)
+	}
+}
+
+// requireFFmpeg fails the test where ffmpeg is missing: the video tests need the real one, which
+// scripts/setup.sh installs (a skip would hide that a machine cannot run them).
+func requireFFmpeg(t *testing.T) {
+	t.Helper()
+	if _, err := exec.LookPath("ffmpeg"); err != nil {
+		t.Fatal("ffmpeg is not installed (scripts/setup.sh installs it)")
 	}
 }

@@ -45,9 +45,7 @@ func fastClip(t *testing.T) []byte {
 // charge, and the balance is 4 lower with nothing held. Before, each cost 1 credit (its started minute).
 func TestVideoPricedByFrames(t *testing.T) {
 	t.Parallel()
-	if _, err := exec.LookPath("ffmpeg"); err != nil {
-		t.Fatal("ffmpeg is not installed (scripts/setup.sh installs it)")
-	}
+	requireFFmpeg(t)
 	clip := fastClip(t)
 	f := newFixture(t, inMemory(t), framesPriced(t))
 	before, _ := balance(t, f, f.orgA)

@@ -1,7 +1,6 @@
 package node_test
 
 import (
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -18,9 +17,7 @@ import (
 // accepted, held, and ran until the deadline failed it.
 func TestVideoWorkBoundRefusedAtProbe(t *testing.T) {
 	t.Parallel()
-	if _, err := exec.LookPath("ffmpeg"); err != nil {
-		t.Fatal("ffmpeg is not installed (scripts/setup.sh installs it)")
-	}
+	requireFFmpeg(t)
 	clip := fastClip(t)
 	f := newFixture(t, inMemory(t), func(c *node.Config) { c.MaxVideoWork = 100 * time.Millisecond })
 	before, held := balance(t, f, f.orgA)
