@@ -38,7 +38,8 @@ type Device struct {
 
 	// trace, when set (tests and benchmarks), receives each Surface call's duration, work done and waited for;
 	// traceStart, when set, is told of each call as it starts (TestPhaseTimes reads CPU clocks there);
-	// traceKernels makes Grid wait for each of its kernels and trace it ("Grid.sample", ...), which adds waits.
+	// traceKernels makes Grid and the detector's passes wait for each of their kernels and trace it
+	// ("Grid.sample", ..., "PilotPeaks.kernel"; surface.launchTimed), which adds waits.
 	trace        func(call string, d time.Duration)
 	traceStart   func(call string)
 	traceKernels bool
@@ -107,7 +108,8 @@ func New(ctx context.Context, c *cuda.Context, nv *cuda.NVRTC) (*Device, error) 
 		{&d.k.apply, "apply_nrgba"}, {&d.k.half, "half_plane"}, {&d.k.sample, "sample_grid"},
 		{&d.k.residual, "whiten_residual"}, {&d.k.boxRows, "box_rows"}, {&d.k.boxCols, "box_cols"},
 		{&d.k.normalise, "whiten_normalise"}, {&d.k.fold, "fold_tile"}, {&d.k.pilotDihedral, "pilot_dihedral"},
-		{&d.k.pilotSums, "pilot_sums"}, {&d.k.pilotPeaks, "pilot_peaks"}, {&d.k.opaqueCheck, "opaque_check"}, {&d.k.pngFilter, "png_filter"}, {&d.k.zeroWords, "zero_words"},
+		{&d.k.pilotSums, "pilot_sums"}, {&d.k.pilotPeaks, "pilot_peaks"}, {&d.k.opaqueCheck, "opaque_check"},
+		{&d.k.pngFilter, "png_filter"}, {&d.k.zeroWords, "zero_words"},
 		{&d.k.deflateTokens, "deflate_tokens"}, {&d.k.deflateEncode, "deflate_encode"},
 	} {
 		if *f.fn, err = mod.Function(f.name); err != nil {

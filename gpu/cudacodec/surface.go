@@ -46,7 +46,8 @@ type level struct {
 func (s *surface) at(off int) cuda.DevicePtr { return s.base + cuda.DevicePtr(off) }
 
 // layout carves the arena: pixels, output copy, luma, the analysis pyramid, block statistics, the mark plan,
-// row sums, the tile accumulator, its eight dihedral transforms, the pilot sums, their peaks and the trellis decoder's memory.
+// row sums, the tile accumulator, its eight dihedral transforms, the pilot sums, their peaks and the trellis
+// decoder's memory.
 func (s *surface) layout() {
 	w, h := s.w, s.h
 	off := 0
@@ -461,16 +462,9 @@ func (s *surface) Grid(ctx context.Context, g *accel.GridPlan, cells bool) (*acc
 		},
 	}
 	for i, l := range launches {
-		phase = time.Now()
-		if err := l(); err != nil {
+		// Tests: each kernel waited for and timed, to show which of a grid's passes take its time.
+		if err := s.launchTimed(ctx, "Grid."+gridKernels[i], l); err != nil {
 			return nil, fmt.Errorf("cudacodec: grid: %w", err)
-		}
-		if s.d.trace != nil && s.d.traceKernels {
-			// Tests: each kernel waited for and timed, to show which of a grid's passes take its time.
-			if err := st.Synchronize(ctx); err != nil {
-				return nil, fmt.Errorf("cudacodec: grid: %w", err)
-			}
-			s.d.traced("Grid."+gridKernels[i], phase)
 		}
 	}
 	phase = time.Now()
@@ -494,8 +488,8 @@ func (s *surface) Grid(ctx context.Context, g *accel.GridPlan, cells bool) (*acc
 }
 
 // launchTimed runs launch, and in tests that trace kernels (Device.traceKernels) waits for the stream before and
-// after it and traces the kernels' time as call+".kernel" (the waits add to the call's time).
-func (s *surface) launchTimed(ctx context.Context, call string, launch func() error) error {
+// after it and traces the kernels' time as name (the waits add to the call's time).
+func (s *surface) launchTimed(ctx context.Context, name string, launch func() error) error {
 	if s.d.trace == nil || !s.d.traceKernels {
 		return launch()
 	}
@@ -509,7 +503,7 @@ func (s *surface) launchTimed(ctx context.Context, call string, launch func() er
 	if err := s.a.stream.Synchronize(ctx); err != nil {
 		return err
 	}
-	s.d.traced(call+".kernel", start)
+	s.d.traced(name, start)
 	return nil
 }
 
@@ -587,7 +581,7 @@ func (s *surface) PilotPeaks(ctx context.Context, p *accel.PilotPlan, norm float
 	signs := tables + cuda.DevicePtr(4*np)
 	index := tables + cuda.DevicePtr(8*np)
 	shape := cuda.Dim3{X: blocksOf(n), Y: 8, Z: 1}
-	err = s.launchTimed(ctx, "PilotPeaks", func() error {
+	err = s.launchTimed(ctx, "PilotPeaks.kernel", func() error {
 		err := s.d.k.pilotDihedral.Launch(shape, block256, 0, s.a.stream, s.at(s.offAcc), index, int32(n), s.at(s.offAccD))
 		if err == nil {
 			err = s.d.k.pilotSums.Launch(shape, block256, 0, s.a.stream, s.at(s.offAccD), tables, signs, int32(np),
@@ -659,7 +653,7 @@ func (s detectSurface) BlockScores(ctx context.Context, p *accel.PilotPlan, radi
 	side := g.TileSide
 	bx0, by0 := floorDiv(g.QX0, side), floorDiv(g.QY0, side)
 	nbx, nby := floorDiv(g.QX0+g.W-1, side)+1-bx0, floorDiv(g.QY0+g.H-1, side)+1-by0
-	if err := s.launchTimed(ctx, "BlockScores", func() error {
+	if err := s.launchTimed(ctx, "BlockScores.kernel", func() error {
 		return s.d.k.blockScores.Launch(cuda.Dim3{X: uint32(nbx * nby), Y: 1, Z: 1}, cuda.Dim3{X: scoreThreads, Y: 1, Z: 1},
 			0, s.a.stream, s.gridRegs.wval, s.gridRegs.wok, int32(g.W), int32(g.H), int32(g.QX0), int32(g.QY0),
 			int32(bx0), int32(by0), int32(nbx), dense, int32(side), int32(radius), s.gridRegs.scores)
@@ -713,7 +707,7 @@ func (s detectSurface) ConvDecode(ctx context.Context, p accel.ConvPlan, llr []f
 	alpha, beta := base+cuda.DevicePtr(offAlpha), base+cuda.DevicePtr(offBeta)
 	block := cuda.Dim3{X: uint32(states), Y: 1, Z: 1}
 	g := p.Generators
-	if err := s.launchTimed(ctx, "ConvDecode", func() error {
+	if err := s.launchTimed(ctx, "ConvDecode.kernel", func() error {
 		// The two recursions at once (two blocks), then the output, a block an info bit.
 		err := s.d.k.convDecode.Launch(cuda.Dim3{X: 2, Y: 1, Z: 1}, block, 0, s.a.stream, base, int32(n), int32(p.Wrap),
 			int32(p.K), g[0], g[1], g[2], math.Inf(-1), alpha, beta)
