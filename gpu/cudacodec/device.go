@@ -250,8 +250,9 @@ func (d *Device) giveArena(a *arena) error {
 	return a.free(d.c)
 }
 
-// pilotTables returns the pilot plan's tables on the device, uploaded once per plan: the pilot's indices and
-// signs, the eight index tables, and the pilot as a dense tile (densePilot, for BlockScores).
+// pilotTables returns the pilot plan's tables on the device, checked and uploaded once per plan: the pilot's
+// indices (each inside the tile) and signs, the eight index tables, and the pilot as a dense tile (densePilot,
+// for BlockScores).
 func (d *Device) pilotTables(p *accel.PilotPlan) (cuda.DevicePtr, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -259,6 +260,11 @@ func (d *Device) pilotTables(p *accel.PilotPlan) (cuda.DevicePtr, error) {
 		return ptr, nil
 	}
 	n := p.TileSide * p.TileSide
+	for _, u := range p.Pilot {
+		if u < 0 || int(u) >= n {
+			return 0, fmt.Errorf("cudacodec: pilot index %d outside the tile", u)
+		}
+	}
 	buf := make([]byte, 0, 8*len(p.Pilot)+4*8*n+4*n)
 	buf = appendInt32s(buf, p.Pilot)
 	buf = appendFloat32s(buf, p.Sign)

@@ -568,11 +568,6 @@ func (s *surface) PilotPeaks(ctx context.Context, p *accel.PilotPlan, norm float
 		return out, fmt.Errorf("cudacodec: pilot peaks: norm %v", norm)
 	}
 	n := p.TileSide * p.TileSide
-	for _, u := range p.Pilot {
-		if u < 0 || int(u) >= n {
-			return out, fmt.Errorf("cudacodec: pilot index %d outside the tile", u)
-		}
-	}
 	tables, err := s.d.pilotTables(p)
 	if err != nil {
 		return out, err
@@ -640,11 +635,6 @@ func (s detectSurface) BlockScores(ctx context.Context, p *accel.PilotPlan, radi
 		return nil, fmt.Errorf("cudacodec: block scores: radius %d outside 0..%d", radius, maxScoreRadius)
 	}
 	n := p.TileSide * p.TileSide
-	for _, u := range p.Pilot {
-		if u < 0 || int(u) >= n {
-			return nil, fmt.Errorf("cudacodec: pilot index %d outside the tile", u)
-		}
-	}
 	tables, err := s.d.pilotTables(p)
 	if err != nil {
 		return nil, err
