@@ -70,7 +70,7 @@ run() {
   # 2-4. "What a device session must run" (bench/README.md): the detector passes and the kernels' results against
   # the CPU's, detect's phases, and the detect ratio (CPU on one core, then the GPU path, twice, alternating).
   step correctness 180 gpu/cudacodec cudacodec.test \
-    -test.run '^(TestDetectOnDeviceMatchesCPU|TestDetectUnmarkedAndRotated|TestEmbedMatchesCPU)$' -test.v
+    -test.run '^(TestDetectOnDeviceMatchesCPU|TestDetectUnmarkedAndRotated|TestEmbedMatchesCPU|TestLoadFromHostPixels)$' -test.v
   step phases 60 gpu/cudacodec cudacodec.test -test.run '^(TestPhaseTimes|TestUploadRates)$' -test.v
   # Both detect inputs: the marked NRGBA image and its JPEG copy (BenchmarkCodec12MP).
   for i in 1 2; do

@@ -206,7 +206,8 @@ func TestConcurrentJobsShareTheDevice(t *testing.T) {
 // BenchmarkCodec12MP compares the codec core on one CPU core with the GPU path at 12 MP (the image already
 // decoded, the result not encoded): `go test -run '^$' -bench Codec12MP -cpu 1 ./gpu/cudacodec`. Detection runs
 // on the marked image (NRGBA: the device gets 4 bytes a pixel) and on a JPEG copy at quality 90 decoded to YCbCr
-// (detect-jpeg: the device gets the luma plane, a byte a pixel), the usual input of a detection.
+// (detect-jpeg: the device gets the luma plane, a byte a pixel), the usual input of a detection; on the GPU each
+// also from page-locked memory (detect-pinned, detect-jpeg-pinned: where the node decodes a detection's input).
 func BenchmarkCodec12MP(b *testing.B) {
 	img := testimage.Regions(4000, 3000, 12)
 	c := testCodec(b)
@@ -270,6 +271,25 @@ func BenchmarkCodec12MP(b *testing.B) {
 			}
 		}
 	})
+	// The same inputs decoded into the device's page-locked memory (HostPixels), as the node's decoder does for
+	// a detection on a GPU: Load sends them without staging.
+	pinned, release := nrgbaIn(b, d, marked)
+	defer release()
+	pinnedJPEG, releaseJPEG := ycbcrIn(b, d, jpg.(*image.YCbCr))
+	defer releaseJPEG()
+	for _, tc := range []struct {
+		name string
+		in   image.Image
+	}{{"detect-pinned/gpu", pinned}, {"detect-jpeg-pinned/gpu", pinnedJPEG}} {
+		b.Run(tc.name, func(b *testing.B) {
+			for b.Loop() {
+				det, err := c.DetectOn(ctx, d, tc.in)
+				if err != nil || !det.Watermarked {
+					b.Fatal("not detected", err)
+				}
+			}
+		})
+	}
 	_ = runtime.NumCPU
 }
 

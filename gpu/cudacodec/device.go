@@ -44,6 +44,10 @@ type Device struct {
 	traceStart   func(call string)
 	traceKernels bool
 
+	// pixels lends page-locked buffers for images to be decoded into (HostPixels), which Load sends without
+	// staging them.
+	pixels *pixelPool
+
 	mu     sync.Mutex
 	pool   []*arena // idle arenas, reused by later Loads
 	pilots map[*accel.PilotPlan]cuda.DevicePtr
@@ -96,7 +100,7 @@ func New(ctx context.Context, c *cuda.Context, nv *cuda.NVRTC) (*Device, error) 
 	if err != nil {
 		return nil, fmt.Errorf("cudacodec: load kernels: %w", err)
 	}
-	d := &Device{c: c, mod: mod, pilots: map[*accel.PilotPlan]cuda.DevicePtr{}}
+	d := &Device{c: c, mod: mod, pilots: map[*accel.PilotPlan]cuda.DevicePtr{}, pixels: newPixelPool(cudaPinned(c))}
 	nmaj, nmin, _ := nv.Version()
 	d.compiler = fmt.Sprintf("nvrtc %d.%d (compute_%d)", nmaj, nmin, arch)
 	for _, f := range []struct {
@@ -152,7 +156,8 @@ func (d *Device) loadDetectPasses(ctx context.Context, nv *cuda.NVRTC, arch int)
 // Compiler says how the kernels were built, for logs and `gpu info`.
 func (d *Device) Compiler() string { return d.compiler }
 
-// Close frees the pooled memory and unloads the kernels. Surfaces still open must be closed first.
+// Close frees the pooled memory and unloads the kernels. Surfaces still open must be closed first; pixel buffers
+// still lent (HostPixels) are freed when they are given back.
 func (d *Device) Close() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -160,7 +165,7 @@ func (d *Device) Close() error {
 		return nil
 	}
 	d.closed = true
-	var errs []error
+	errs := []error{d.pixels.close()}
 	for _, a := range d.pool {
 		errs = append(errs, a.free(d.c))
 	}
@@ -323,7 +328,8 @@ const align = 256
 
 func roundUp(n int) int { return (n + align - 1) / align * align }
 
-// Load copies img to the device and computes its luma.
+// Load copies img to the device and computes its luma. Packed pixels in a buffer of HostPixels are sent from
+// there; others are copied into the arena's pinned staging buffer first.
 func (d *Device) Load(ctx context.Context, img accel.Image) (accel.Surface, error) {
 	defer d.traced("Load", d.begin("Load"))
 	w, h := img.Width, img.Height
@@ -342,25 +348,34 @@ func (d *Device) Load(ctx context.Context, img accel.Image) (accel.Surface, erro
 	}
 	s := &surface{d: d, w: w, h: h, bpp: bpp, format: img.Format}
 	s.layout()
-	// Staging holds the image, the largest plan, the nominal grid's download (5 bytes a waxel, at most one per
-	// 4 pixels) or the pilot sums, whichever is largest.
-	host := max(w*h*bpp, s.planBytes, 8*8*tileMax*tileMax, w*h*5/4+1<<20)
+	rowBytes := w * bpp
+	// Pixels decoded into a buffer of HostPixels, packed, go to the device from there; others are staged.
+	var direct pinnedBuffer
+	directOff := 0
+	if img.Stride == rowBytes {
+		direct, directOff, _ = d.pixels.lentAt(img.Pix[:h*rowBytes])
+	}
+	// Staging holds the image, the largest plan, the nominal grid's download (5 bytes a waxel, at most one per 4
+	// pixels) or the pilot sums, whichever is largest. The image is left out only for a luma plane sent from
+	// where it lies: an NRGBA8 surface's Read (an embed's output) comes back through staging at the image's size.
+	host := max(s.planBytes, 8*8*tileMax*tileMax, w*h*5/4+1<<20)
+	if direct == nil || img.Format == accel.NRGBA8 {
+		host = max(host, w*h*bpp)
+	}
 	a, err := d.takeArena(s.size, host)
 	if err != nil {
 		return nil, err
 	}
 	s.a = a
 	s.base = a.dev
-	// Upload the pixels packed (stride w·bpp on the device) through the pinned buffer, a band of rows at a time:
-	// each band's transfer is queued as soon as it is staged, with its rows' luma (and an NRGBA image's output
-	// copy) after it on the stream, so the device converts while later bands are copied and only the last
-	// band's work is left when the staging ends.
-	hb := a.host.Bytes()
-	rowBytes := w * bpp
+	// The pixels go up packed (stride w·bpp on the device) a band of rows at a time, each band's transfer queued
+	// with its rows' luma (and an NRGBA image's output copy) after it on the stream. Staged through the pinned
+	// buffer, each band is queued as soon as it is copied there, so the device converts while later bands are
+	// copied and only the last band's work is left when the staging ends. From a lent buffer the image is one
+	// transfer: on one stream a transfer and the kernels after it run in turn, so bands would only add calls.
 	block := cuda.Dim3{X: 256, Y: 1, Z: 1}
-	staging := time.Now()
-	err = stageUpload(hb, img.Pix, img.Stride, rowBytes, h, func(off, n int) error {
-		if err := d.c.CopyRangeToDeviceAsync(s.at(s.offPix+off), a.host, off, n, a.stream); err != nil {
+	queue := func(src *cuda.HostBuffer, srcOff, off, n int) error {
+		if err := d.c.CopyRangeToDeviceAsync(s.at(s.offPix+off), src, srcOff, n, a.stream); err != nil {
 			return fmt.Errorf("upload: %w", err)
 		}
 		y0, rows := off/rowBytes, n/rowBytes
@@ -380,7 +395,15 @@ func (d *Device) Load(ctx context.Context, img accel.Image) (accel.Surface, erro
 			return fmt.Errorf("luma: %w", err)
 		}
 		return nil
-	})
+	}
+	staging := time.Now()
+	if hb, ok := direct.(*cuda.HostBuffer); ok {
+		err = queue(hb, directOff, 0, h*rowBytes)
+	} else {
+		err = stageUpload(a.host.Bytes(), img.Pix, img.Stride, rowBytes, h, func(off, n int) error {
+			return queue(a.host, off, off, n)
+		})
+	}
 	d.traced("Load.staged", staging) // the rows copied into the pinned buffer, the last band's work queued
 	if err == nil {
 		err = a.stream.Synchronize(ctx)
@@ -394,6 +417,10 @@ func (d *Device) Load(ctx context.Context, img accel.Image) (accel.Surface, erro
 	}
 	return s, nil
 }
+
+// HostPixels lends n bytes of page-locked memory for an image's pixels (accel.HostMemory), or nil when none can
+// be pinned.
+func (d *Device) HostPixels(n int) ([]byte, func()) { return d.pixels.lend(n) }
 
 // begin starts a traced call: it tells traceStart and returns the start time for traced.
 func (d *Device) begin(call string) time.Time {
@@ -506,8 +533,8 @@ func Open(ctx context.Context, driverPath, nvrtcPath string, index int) (d *Devi
 	return d, func() error { return errors.Join(d.Close(), c.Destroy()) }, nil
 }
 
-// PooledBytes is the device and pinned host memory held by idle arenas: after one job of a size, the memory
-// such a job uses.
+// PooledBytes is the device and pinned host memory held by idle arenas and pixel buffers: after one job of a
+// size, the memory such a job uses.
 func (d *Device) PooledBytes() (device, pinned int) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -515,5 +542,5 @@ func (d *Device) PooledBytes() (device, pinned int) {
 		device += a.devSize + a.gridCap
 		pinned += len(a.host.Bytes())
 	}
-	return device, pinned
+	return device, pinned + d.pixels.pooled()
 }
