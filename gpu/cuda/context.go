@@ -2,9 +2,11 @@ package cuda
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"runtime"
+	"syscall"
 	"time"
 	"unsafe"
 )
@@ -75,15 +77,18 @@ func (c *Context) CopyFromDevice(dst []byte, src DevicePtr) error {
 	})
 }
 
-// HostBuffer is page-locked (pinned) host memory from cuMemAllocHost: the only host memory that
-// asynchronous copies overlap with kernels from. It lives outside the Go heap; call Free.
+// HostBuffer is page-locked (pinned) host memory, from cuMemAllocHost (AllocHost) or mapped here and registered
+// with the driver (RegisterHost): the only host memory that asynchronous copies overlap with kernels from. It
+// lives outside the Go heap; call Free.
 type HostBuffer struct {
 	c *Context
 	p unsafe.Pointer
 	n int
+	// mapped is the mapping of a RegisterHost buffer (nil for AllocHost's), which Free unmaps.
+	mapped []byte
 }
 
-// AllocHost allocates n bytes of pinned host memory.
+// AllocHost allocates n bytes of pinned host memory. Destroying the context frees it.
 func (c *Context) AllocHost(n int) (*HostBuffer, error) {
 	if n <= 0 {
 		return nil, fmt.Errorf("cuda: alloc %d pinned bytes: size must be positive", n)
@@ -95,17 +100,62 @@ func (c *Context) AllocHost(n int) (*HostBuffer, error) {
 	return &HostBuffer{c: c, p: p, n: n}, nil
 }
 
-// Bytes is the buffer's memory. It is invalid after Free.
+// RegisterHost maps n bytes of host memory and page-locks them for c (cuMemHostRegister). Unlike AllocHost's,
+// the memory stays valid when the context is destroyed (it is only no longer pinned) until Free unmaps it, so
+// that host code still reading it (a decoded image handed to a device that has since closed) never reads freed
+// memory.
+func (c *Context) RegisterHost(n int) (*HostBuffer, error) {
+	if n <= 0 {
+		return nil, fmt.Errorf("cuda: register %d host bytes: size must be positive", n)
+	}
+	m, err := syscall.Mmap(-1, 0, n, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
+	if err != nil {
+		return nil, fmt.Errorf("cuda: map %d host bytes: %w", n, err)
+	}
+	p := unsafe.Pointer(&m[0])
+	if err := c.do(func() error {
+		return c.d.check("cuMemHostRegister_v2", c.d.cuMemHostRegister(p, uintptr(n), 0))
+	}); err != nil {
+		syscall.Munmap(m)
+		return nil, err
+	}
+	return &HostBuffer{c: c, p: p, n: n, mapped: m}, nil
+}
+
+// Abandon releases what the process still owns of a buffer whose context is destroyed, without a driver call
+// (the destroyed context ended its registration): a RegisterHost buffer's mapping. An AllocHost buffer was freed
+// with its context; Abandon only forgets it.
+func (h *HostBuffer) Abandon() error {
+	m := h.mapped
+	h.p, h.n, h.mapped = nil, 0, nil
+	if m == nil {
+		return nil
+	}
+	if err := syscall.Munmap(m); err != nil {
+		return fmt.Errorf("cuda: unmap host bytes: %w", err)
+	}
+	return nil
+}
+
+// Bytes is the buffer's memory. It is invalid after Free or Abandon.
 func (h *HostBuffer) Bytes() []byte { return unsafe.Slice((*byte)(h.p), h.n) }
 
-// Free releases the buffer.
+// Free releases the buffer: AllocHost's to the driver, RegisterHost's unregistered (which fails harmlessly once
+// the context is gone) and unmapped.
 func (h *HostBuffer) Free() error {
 	if h.p == nil {
 		return nil
 	}
-	p := h.p
-	h.p, h.n = nil, 0
-	return h.c.do(func() error { return h.c.d.check("cuMemFreeHost", h.c.d.cuMemFreeHost(p)) })
+	p, m := h.p, h.mapped
+	h.p, h.n, h.mapped = nil, 0, nil
+	if m == nil {
+		return h.c.do(func() error { return h.c.d.check("cuMemFreeHost", h.c.d.cuMemFreeHost(p)) })
+	}
+	err := h.c.do(func() error { return h.c.d.check("cuMemHostUnregister", h.c.d.cuMemHostUnregister(p)) })
+	if uerr := syscall.Munmap(m); uerr != nil {
+		return errors.Join(err, fmt.Errorf("cuda: unmap host bytes: %w", uerr))
+	}
+	return err
 }
 
 // CopyToDeviceAsync queues a copy of all of src to dst on s. dst must hold len(src.Bytes()) bytes.

@@ -65,6 +65,8 @@ type Driver struct {
 	cuMemFree            func(p DevicePtr) Result
 	cuMemAllocHost       func(p *unsafe.Pointer, n uintptr) Result
 	cuMemFreeHost        func(p unsafe.Pointer) Result
+	cuMemHostRegister    func(p unsafe.Pointer, n uintptr, flags uint32) Result
+	cuMemHostUnregister  func(p unsafe.Pointer) Result
 	cuMemcpyHtoD         func(dst DevicePtr, src *byte, n uintptr) Result
 	cuMemcpyDtoH         func(dst *byte, src DevicePtr, n uintptr) Result
 	cuMemcpyHtoDAsync    func(dst DevicePtr, src unsafe.Pointer, n uintptr, s uintptr) Result
@@ -111,6 +113,8 @@ func Load(path string) (*Driver, error) {
 	b.bind(&d.cuMemFree, "cuMemFree_v2")
 	b.bind(&d.cuMemAllocHost, "cuMemAllocHost_v2")
 	b.bind(&d.cuMemFreeHost, "cuMemFreeHost")
+	b.bind(&d.cuMemHostRegister, "cuMemHostRegister_v2")
+	b.bind(&d.cuMemHostUnregister, "cuMemHostUnregister")
 	b.bind(&d.cuMemcpyHtoD, "cuMemcpyHtoD_v2")
 	b.bind(&d.cuMemcpyDtoH, "cuMemcpyDtoH_v2")
 	b.bind(&d.cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2")

@@ -8,10 +8,12 @@ import (
 	"filigrane/gpu/cuda"
 )
 
-// pinnedBuffer is page-locked host memory: *cuda.HostBuffer on a device, Go memory in the pool's tests.
+// pinnedBuffer is page-locked host memory: *cuda.HostBuffer on a device, Go memory in the pool's tests. Free
+// unpins and frees it; Abandon frees it without the driver, for after the context is destroyed.
 type pinnedBuffer interface {
 	Bytes() []byte
 	Free() error
+	Abandon() error
 }
 
 // pixelPool lends page-locked buffers for decoders to write images into (accel.HostMemory), so that Load sends
@@ -80,7 +82,7 @@ func (p *pixelPool) lend(n int) ([]byte, func()) {
 	p.mu.Lock()
 	if p.closed { // closed while allocating
 		p.mu.Unlock()
-		buf.Free()
+		buf.Abandon()
 		return nil, func() {}
 	}
 	p.lent[&pix[0]] = buf
@@ -89,18 +91,24 @@ func (p *pixelPool) lend(n int) ([]byte, func()) {
 	return pix[:n:n], func() { once.Do(func() { p.giveBack(buf) }) }
 }
 
-// giveBack keeps buf for later images, or frees it when the pool is full or closed.
+// giveBack keeps buf for later images, or frees it when the pool is full; a buffer given back after the pool
+// closed is abandoned (its device's context is destroyed, or about to be, with the device).
 func (p *pixelPool) giveBack(buf pinnedBuffer) {
 	p.mu.Lock()
 	delete(p.lent, &buf.Bytes()[0])
 	n := len(buf.Bytes())
-	if !p.closed && len(p.idle) < p.maxIdle && p.idleBytes+n <= p.maxIdleBytes {
+	closed := p.closed
+	if !closed && len(p.idle) < p.maxIdle && p.idleBytes+n <= p.maxIdleBytes {
 		p.idle = append(p.idle, buf)
 		p.idleBytes += n
 		p.mu.Unlock()
 		return
 	}
 	p.mu.Unlock()
+	if closed {
+		buf.Abandon()
+		return
+	}
 	buf.Free()
 }
 
@@ -122,7 +130,8 @@ func (p *pixelPool) lentAt(pix []byte) (buf pinnedBuffer, off int, ok bool) {
 	return nil, 0, false
 }
 
-// close frees the idle buffers; buffers still lent are freed when they are given back.
+// close frees the idle buffers; buffers still lent are abandoned when they are given back (their memory stays
+// valid until then: the caller may still be reading an image there).
 func (p *pixelPool) close() error {
 	p.mu.Lock()
 	idle := p.idle
@@ -142,7 +151,8 @@ func (p *pixelPool) pooled() int {
 	return p.idleBytes
 }
 
-// cudaPinned allocates the pool's buffers in c.
+// cudaPinned makes the pool's buffers for c: mapped here and registered (RegisterHost), not AllocHost's, so
+// that an image decoded into one stays readable if the device closes while the job still holds it.
 func cudaPinned(c *cuda.Context) func(n int) (pinnedBuffer, error) {
-	return func(n int) (pinnedBuffer, error) { return c.AllocHost(n) }
+	return func(n int) (pinnedBuffer, error) { return c.RegisterHost(n) }
 }

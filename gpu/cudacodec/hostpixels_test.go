@@ -14,10 +14,10 @@ import (
 	"filigrane/internal/testimage"
 )
 
-// goBuffer stands in for page-locked memory in the pool's tests; it records being freed.
+// goBuffer stands in for page-locked memory in the pool's tests; it records being freed or abandoned.
 type goBuffer struct {
-	b     []byte
-	freed *int
+	b                []byte
+	freed, abandoned *int
 }
 
 func (g *goBuffer) Bytes() []byte { return g.b }
@@ -27,18 +27,24 @@ func (g *goBuffer) Free() error {
 	return nil
 }
 
-func goPool(t *testing.T) (p *pixelPool, allocs, freed *int) {
-	allocs, freed = new(int), new(int)
+func (g *goBuffer) Abandon() error {
+	*g.abandoned++
+	g.b = nil
+	return nil
+}
+
+func goPool(t *testing.T) (p *pixelPool, allocs, freed, abandoned *int) {
+	allocs, freed, abandoned = new(int), new(int), new(int)
 	p = newPixelPool(func(n int) (pinnedBuffer, error) {
 		*allocs++
 		// Spare bytes past the buffer's end, so that a test can make a slice that runs past it.
-		return &goBuffer{b: make([]byte, n, n+64), freed: freed}, nil
+		return &goBuffer{b: make([]byte, n, n+64), freed: freed, abandoned: abandoned}, nil
 	})
-	return p, allocs, freed
+	return p, allocs, freed, abandoned
 }
 
 func TestPixelPoolReusesWhatIsGivenBack(t *testing.T) {
-	p, allocs, freed := goPool(t)
+	p, allocs, freed, _ := goPool(t)
 	a, giveA := p.lend(1000)
 	b, giveB := p.lend(4000)
 	if len(a) != 1000 || len(b) != 4000 || *allocs != 2 {
@@ -79,7 +85,7 @@ func TestPixelPoolReusesWhatIsGivenBack(t *testing.T) {
 }
 
 func TestPixelPoolBoundsWhatItKeeps(t *testing.T) {
-	p, _, freed := goPool(t)
+	p, _, freed, _ := goPool(t)
 	p.maxIdle, p.maxIdleBytes = 2, 2500
 	var gives []func()
 	for range 4 {
@@ -103,7 +109,7 @@ func TestPixelPoolBoundsWhatItKeeps(t *testing.T) {
 }
 
 func TestPixelPoolKnowsWhatIsLent(t *testing.T) {
-	p, _, freed := goPool(t)
+	p, _, freed, abandoned := goPool(t)
 	pix, give := p.lend(4096)
 	for _, tc := range []struct {
 		name    string
@@ -126,13 +132,14 @@ func TestPixelPoolKnowsWhatIsLent(t *testing.T) {
 	if _, _, ok := p.lentAt(unsafe.Slice(&pix[4000], 100)); ok {
 		t.Error("a slice running past the buffer's end was taken as lent")
 	}
-	p.close() // closed with the buffer lent: freed when given back
-	if _, _, ok := p.lentAt(pix); !ok {
-		t.Error("a buffer still lent was forgotten when the pool closed")
+	p.close() // closed with the buffer lent: kept until given back, then abandoned (the context is gone)
+	if _, _, ok := p.lentAt(pix); !ok || *abandoned+*freed != 0 {
+		t.Errorf("a buffer still lent was let go when the pool closed (lent %v, %d freed, %d abandoned)", ok,
+			*freed, *abandoned)
 	}
 	give()
-	if _, _, ok := p.lentAt(pix); ok || *freed != 1 {
-		t.Errorf("after giving it back: still lent %v, %d freed (want false, 1)", ok, *freed)
+	if _, _, ok := p.lentAt(pix); ok || *abandoned != 1 || *freed != 0 {
+		t.Errorf("after giving it back: still lent %v, %d freed, %d abandoned (want false, 0, 1)", ok, *freed, *abandoned)
 	}
 	if b, _ := p.lend(10); b != nil {
 		t.Error("a closed pool lent memory")

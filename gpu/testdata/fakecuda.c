@@ -78,6 +78,8 @@ int cuMemAlloc_v2(void *p, size_t n) { return NOT_SUPPORTED; }
 int cuMemFree_v2(unsigned long long p) { return NOT_SUPPORTED; }
 int cuMemAllocHost_v2(void **p, size_t n) { return NOT_SUPPORTED; }
 int cuMemFreeHost(void *p) { return NOT_SUPPORTED; }
+int cuMemHostRegister_v2(void *p, size_t n, unsigned int flags) { return NOT_SUPPORTED; }
+int cuMemHostUnregister(void *p) { return NOT_SUPPORTED; }
 int cuMemcpyHtoD_v2(void) { return NOT_SUPPORTED; }
 int cuMemcpyDtoH_v2(void) { return NOT_SUPPORTED; }
 int cuMemcpyHtoDAsync_v2(void) { return NOT_SUPPORTED; }
