@@ -37,13 +37,18 @@ import (
 //     modification date the time of marking, in the information dictionary when it has one and in the XMP;
 //   - thumbnails are dropped: a page's /Thumb image and the XMP's xmp:Thumbnails (and any xmpGImg:image) are
 //     renderings of the unmarked page, which anyone could extract as an unmarked copy. Viewers draw their own
-//     thumbnails when a page has none.
+//     thumbnails when a page has none. Applications' private data (/PieceInfo) goes for the same reason
+//     (dropPrivateData);
+//   - XMP is read as UTF-8, or as UTF-16 with a byte order mark (readableXMP); XMP that cannot be read (another
+//     encoding, undecodable, larger than maxXMPBytes or than the memory estimate counted: document.xmpBudget)
+//     is not kept unread, as it could hold a thumbnail or a PDF/A identification: the catalog's is dropped
+//     (repairMetadata, before the validation decodes it), another emptied.
 //
 // The writer's time is known only once it has run, so the XMP is written unfiltered with fixed-width
 // placeholders, replaced in place in the written file (patchWritten), as the creation date is.
 //
-// This file owns those edits of the catalog's metadata stream, the information dictionary's dates and the pages'
-// /Thumb entries; it must not touch the page content.
+// This file owns those edits of the metadata streams, the information dictionary's dates, the pages' /Thumb
+// entries and the /PieceInfo entries; it must not touch the page content.
 
 const nsXMPGImg = "http://ns.adobe.com/xap/1.0/g/img/"
 
