@@ -45,6 +45,13 @@ func (f *File) EstimateMemory(ctx context.Context, detect bool) (Memory, error) 
 	if st.Size() > lim.MaxBytes {
 		return Memory{}, refuse(CodeTooLarge, "the file has %d bytes, more than the limit of %d", st.Size(), lim.MaxBytes)
 	}
+	if detect {
+		if q := f.quickMark(ctx); q.ok {
+			// The detection reads the mark without parsing (quickStructural, in mutool's own process) and
+			// renders nothing: what one operation holds whatever the file.
+			return Memory{Bytes: memoryBase, File: memoryBase, Size: st.Size()}, nil
+		}
+	}
 	scan, err := f.scan(f.src, lim)
 	if detect && CodeOf(err) == CodeEncrypted {
 		var dec string
