@@ -192,8 +192,9 @@ var (
 	metadataSubtypeRE = regexp.MustCompile(`/Subtype\s*/XML\b`)
 )
 
-// isMetadataDict reports whether a stream's own dictionary (name escapes decoded) is a metadata stream's: /Type
-// /Metadata, or /Subtype /XML without a /Type (both are optional to pdfcpu's validation; writers write both).
+// isMetadataDict reports whether a stream's own dictionary (name escapes decoded) is a metadata stream's: it
+// names /Type /Metadata or /Subtype /XML (the specification requires both, pdfcpu's validation neither; writers
+// write both). One that names neither is not counted, and the edits do not read it (document.xmpBudget).
 func isMetadataDict(own []byte) bool {
 	return metadataTypeRE.Match(own) || metadataSubtypeRE.Match(own)
 }
