@@ -32,6 +32,9 @@ func main() {
 	objstm := flag.Int("objstm", 0, "gen: that many pages instead, each alone in an object stream with a -junk entry of -mb MB")
 	junkMB := flag.Int("mb", 60, "gen: MB of each page's junk entry")
 	indirect := flag.Bool("indirect", false, "gen: each page's junk is an object alone in another object stream, named by a private entry of the page's annotation (what validation does not read but the writer writes: objstreams.go)")
+	metadata := flag.Int("metadata", 0, "gen: that many Letter pages instead, the catalog's XMP and each page's of -xmpmb MB (Flate-compressed, each with a thumbnail)")
+	xmpMB := flag.Float64("xmpmb", 4, "gen: MB of each XMP stream (-metadata)")
+	xmpItems := flag.Bool("xmpitems", false, "gen: each XMP stream's bulk is keywords (dc:subject items of one letter) rather than a text")
 	junk := flag.String("junk", "ints", "gen: the junk entry: string (a literal string), ints (an array of 0s), names (of /a), arrays (of []) or dicts (of <<>>), or nested (arrays, each the only element of the one before)")
 	flag.Parse()
 	src := flag.Arg(0)
@@ -40,6 +43,8 @@ func main() {
 		switch {
 		case *pages > 0:
 			data = blankPages(*pages, *side)
+		case *metadata > 0:
+			data = metadataPages(*metadata, int(*xmpMB*(1<<20)), *xmpItems)
 		case *objstm > 0:
 			data = objectStreamPages(*objstm, *junkMB<<20, *junk, *indirect)
 		}
@@ -157,6 +162,40 @@ func objectStreamPages(k, each int, kind string, indirect bool) []byte {
 	}
 	return pdftest.ObjectStreams([]string{"<< /Type /Catalog /Pages 2 0 R >>",
 		fmt.Sprintf("<< /Type /Pages /Kids [%s] /Count %d >>", strings.Join(kids, " "), k)}, streamed)
+}
+
+// metadataPages is a document of n Letter pages whose catalog and every page carry an XMP packet of about each
+// bytes (Flate-compressed), each with a thumbnail, so that an embed decodes, edits and rewrites every one of them
+// (codec/pdf's metadata.go): what its metadata costs at its most. The bulk of each packet is a description, or
+// with items keywords of one letter each (which pdfcpu's validation parses into a list).
+func metadataPages(n, each int, items bool) []byte {
+	packet := func(title string) []byte {
+		head := "<?xpacket begin='\ufeff' id='W5M0MpCehiHzreSzNTczkc9d'?>\n<x:xmpmeta xmlns:x='adobe:ns:meta/'>" +
+			"<rdf:RDF xmlns:rdf='http://www.w3.org/1999/02/22-rdf-syntax-ns#'><rdf:Description rdf:about=''" +
+			" xmlns:xmp='http://ns.adobe.com/xap/1.0/' xmlns:xmpGImg='http://ns.adobe.com/xap/1.0/g/img/'" +
+			" xmlns:dc='http://purl.org/dc/elements/1.1/'><xmp:CreateDate>2020-01-02T03:04:05Z</xmp:CreateDate>" +
+			"<xmp:ModifyDate>2020-01-02T03:04:05Z</xmp:ModifyDate><dc:title><rdf:Alt><rdf:li xml:lang='x-default'>" + title +
+			"</rdf:li></rdf:Alt></dc:title><xmp:Thumbnails><rdf:Alt><rdf:li rdf:parseType='Resource'><xmpGImg:image>/9j/4AAQ" +
+			"</xmpGImg:image></rdf:li></rdf:Alt></xmp:Thumbnails><dc:description><rdf:Alt><rdf:li xml:lang='x-default'>"
+		tail := "</rdf:li></rdf:Alt></dc:description></rdf:Description></rdf:RDF></x:xmpmeta>\n<?xpacket end='w'?>"
+		bulk, unit := "lorem ipsum ", 12
+		if items {
+			head = strings.Replace(head, "<dc:description><rdf:Alt><rdf:li xml:lang='x-default'>", "<dc:subject><rdf:Bag>", 1)
+			tail = strings.Replace(tail, "</rdf:li></rdf:Alt></dc:description>", "</rdf:Bag></dc:subject>", 1)
+			bulk, unit = "<rdf:li>a</rdf:li>", 17
+		}
+		return []byte(head + strings.Repeat(bulk, max(0, each-len(head)-len(tail))/unit) + tail)
+	}
+	kids := make([]string, n)
+	objs := []string{fmt.Sprintf("<< /Type /Catalog /Pages 2 0 R /Metadata %d 0 R >>", 3+2*n), ""}
+	for i := range n {
+		kids[i] = fmt.Sprintf("%d 0 R", 3+2*i)
+		objs = append(objs, fmt.Sprintf("<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Metadata %d 0 R >>", 4+2*i),
+			pdftest.Flate("/Type /Metadata /Subtype /XML", packet(fmt.Sprintf("page %d", i+1))))
+	}
+	objs[1] = fmt.Sprintf("<< /Type /Pages /Kids [%s] /Count %d >>", strings.Join(kids, " "), n)
+	objs = append(objs, pdftest.Flate("/Type /Metadata /Subtype /XML", packet("document")))
+	return pdftest.Build(objs, "/Root 1 0 R")
 }
 
 // blankPages is a document of n blank square pages of side points.

@@ -40,7 +40,7 @@ OUT keeps the container, audio is copied, rotation and metadata are kept; ffmpeg
 (scripts/setup.sh). Video detection reports one unit per second of video.
 
 A PDF (chosen by the .pdf extension of IN) is written as a PDF: text, vectors, links, outlines, metadata and
-the creation date are kept, page and XMP thumbnails (unmarked copies) removed; the id is stored with a MAC in the document structure and drawn over every page as a faint pattern
+the creation date are kept, page and XMP thumbnails and applications' private data (/PieceInfo; unmarked copies) removed; the id is stored with a MAC in the document structure and drawn over every page as a faint pattern
 (--darkening: its peak darkening on white, in 8-bit levels, 1 to 8). It prints the watermark id, the page count
 and the sizes, and what became of a PDF/A identification: a PDF/A-1 input (or PDF/A-2/-3 without a PDF/A
 output intent) loses it, the pattern being transparency. PDFs that are encrypted, signed, XFA forms or carry

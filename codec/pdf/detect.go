@@ -46,8 +46,8 @@ func (f *File) DetectReserving(ctx context.Context, reserve Reserve) (codec.Dete
 	if a.Codec == nil {
 		return codec.Detection{}, errors.New("pdf: adapter without a codec")
 	}
-	if id, pages, ok := a.quickStructural(ctx, f.src); ok {
-		return structuralDetection(id, pages), nil
+	if q := f.quickMark(ctx); q.ok {
+		return structuralDetection(q.id, q.pages), nil
 	}
 	doc, err := f.open(ctx, false)
 	if err != nil {

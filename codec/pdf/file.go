@@ -6,13 +6,20 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+
+	"filigrane/codec"
 )
 
 // File is one input prepared for the calls of one request on it: the memory estimate, then the probe, the embed
 // or the detection (the service's processor makes them in that order on one local copy). What they would each
 // repeat on the same bytes is done by the first that needs it and reused by the others: the object scan before
-// parsing (objstm.go: a read of the whole file, and of its inflated object streams) and, for a detection of an
-// owner-protected document, its decrypted copy (decrypt.go: a mutool run and a file of up to twice the input).
+// parsing (objstm.go: a read of the whole file, and of its inflated object streams), for a detection of an
+// owner-protected document its decrypted copy (decrypt.go: a mutool run and a file of up to twice the input),
+// and for a detection the structural mark read without parsing (quickStructural: a mutool show). A detection's
+// estimate and probe of a document whose mark that read verifies are that read's: the detection will parse
+// nothing, so neither scans, parses or decrypts it (an owner-protected marked document was decrypted by the
+// estimate of each of the request's two stored-file calls, the edge's probe and the detection, for a
+// detection that read its mark through mutool show).
 // A result is reused only while the file is the one it was made from (the same file, size and modification
 // time); refusals are reused as results are (the same bytes are refused the same way), other failures are not.
 // The bounds are those of each step alone: nothing is read or made that one call would not; the copy is only
@@ -27,6 +34,36 @@ type File struct {
 	dir   string             // holds the decrypted copy; removed by Close
 	dec   string             // the decrypted copy, once made
 	decOf os.FileInfo        // the input the copy was made from
+	quick quickRead          // quickStructural's answer, once asked
+}
+
+// quickRead is quickStructural's answer for the input of: the mark's id and the page count when ok.
+type quickRead struct {
+	of    os.FileInfo
+	id    codec.ID
+	pages int
+	ok    bool
+}
+
+// quickMark is quickStructural of the input, asked once while the input is unchanged: the estimate, the probe
+// and the detection of one request then agree on whether the detection parses the file. An answer cut short by
+// ctx is not kept.
+func (f *File) quickMark(ctx context.Context) quickRead {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	st, err := os.Stat(f.src)
+	if err != nil {
+		return quickRead{}
+	}
+	if sameFile(f.quick.of, st) {
+		return f.quick
+	}
+	id, pages, ok := f.a.quickStructural(ctx, f.src)
+	q := quickRead{of: st, id: id, pages: pages, ok: ok}
+	if ctx.Err() == nil {
+		f.quick = q
+	}
+	return q
 }
 
 // scanned is one object scan and the file it read.
@@ -45,7 +82,7 @@ func (a *Adapter) Prepare(src string) *File {
 func (f *File) Close() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.scans, f.dec, f.decOf = nil, "", nil
+	f.scans, f.dec, f.decOf, f.quick = nil, "", nil, quickRead{}
 	if f.dir == "" {
 		return nil
 	}
@@ -64,6 +101,11 @@ func (f *File) Probe(ctx context.Context) (Info, error) { return f.probe(ctx, tr
 func (f *File) ProbeDetect(ctx context.Context) (Info, error) { return f.probe(ctx, false) }
 
 func (f *File) probe(ctx context.Context, forEmbed bool) (Info, error) {
+	if !forEmbed {
+		if q := f.quickMark(ctx); q.ok {
+			return Info{Pages: q.pages, Marked: true, MarkedID: q.id}, nil // what the detection will read
+		}
+	}
 	doc, err := f.open(ctx, forEmbed)
 	if err != nil {
 		return Info{}, err

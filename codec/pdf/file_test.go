@@ -51,8 +51,9 @@ func ownerProtected(t *testing.T, dir string, pages int) string {
 // TestOneRequestMakesEachStepOnce: the calls of one request on one file (the memory estimate, then the probe or
 // the detection: the processor's order) scan the file once and decrypt an owner-protected document once, where
 // each call used to scan it again and make its own decrypted copy (an owner-protected document's detection
-// request ran mutool clean 4 times, 2 in each stored-file call). Their answers are those of the calls made
-// alone, and Close leaves no copy behind.
+// request ran mutool clean 4 times, 2 in each stored-file call). A detection's estimate first reads the
+// structural mark without parsing (mutool show), once for all the calls. Their answers are those of the calls
+// made alone, and Close leaves no copy behind.
 func TestOneRequestMakesEachStepOnce(t *testing.T) {
 	tmp := t.TempDir()
 	t.Setenv("TMPDIR", tmp) // where the decrypted copies are made
@@ -71,8 +72,8 @@ func TestOneRequestMakesEachStepOnce(t *testing.T) {
 		want   map[string]int
 	}{
 		{"plain, embed", plain, false, map[string]int{"scan": 1}},
-		{"plain, detect", plain, true, map[string]int{"scan": 1}},
-		{"owner-protected, detect", owner, true, map[string]int{"scan": 2, "mutool clean": 1}},
+		{"plain, detect", plain, true, map[string]int{"mutool show": 1, "scan": 1}},
+		{"owner-protected, detect", owner, true, map[string]int{"mutool show": 1, "scan": 2, "mutool clean": 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			wantMem, err := a.EstimateMemory(ctx, tc.src, tc.detect)
@@ -157,13 +158,60 @@ func TestPreparedFileFollowsItsInput(t *testing.T) {
 	if err != nil || info.Pages != 3 {
 		t.Fatalf("probe of the replaced file: %+v, %v; want 3 pages", info, err)
 	}
-	if got, want := steps.take(), map[string]int{"scan": 2, "mutool clean": 1}; !reflect.DeepEqual(got, want) {
+	if got, want := steps.take(), map[string]int{"mutool show": 1, "scan": 2, "mutool clean": 1}; !reflect.DeepEqual(got, want) {
 		t.Errorf("steps %v, want %v", got, want)
 	}
 	after, err := f.EstimateMemory(ctx, true)
 	if err != nil || after == before || after.Size == before.Size {
 		t.Fatalf("estimate of the replaced file %+v, %v; of the first %+v", after, err, before)
 	}
+}
+
+// TestMarkedOwnerProtectedDetectionDecryptsNothing: a detection request on a marked document protected by an
+// owner password (the edge's estimate and probe on its copy, then the estimate and detection on the worker's)
+// reads the structural mark through mutool show, once on each copy, and neither decrypts (mutool clean) nor
+// scans nor parses it: each stored-file call made its own decrypted copy before. The estimate is what one
+// operation holds whatever the file, with no page to analyse; the probe counts the pages, and the detection
+// finds the id.
+func TestMarkedOwnerProtectedDetectionDecryptsNothing(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	a := testAdapter(t)
+	ctx := t.Context()
+	id := testID("owner-protected")
+	marked := filepath.Join(t.TempDir(), "marked.pdf")
+	if _, err := a.Embed(ctx, writeTemp(t, "plain.pdf", makeDoc(pdftest.Doc{Pages: 2})), marked, id, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	src := filepath.Join(t.TempDir(), "owner.pdf")
+	if b, err := exec.Command("qpdf", "--encrypt", "", "owner-secret", "256", "--", marked, src).CombinedOutput(); err != nil {
+		t.Fatalf("qpdf: %v: %s", err, b)
+	}
+	steps := countSteps(a)
+
+	edge := a.Prepare(src)
+	mem, err := edge.EstimateMemory(ctx, true)
+	if err != nil || mem.Bytes != memoryBase || mem.File != memoryBase || mem.Page != 0 {
+		t.Fatalf("estimate %+v, %v; want %d, no page", mem, err, memoryBase)
+	}
+	info, err := edge.ProbeDetect(ctx)
+	if err != nil || info.Pages != 2 || !info.Marked || info.MarkedID != id {
+		t.Fatalf("probe %+v, %v; want 2 pages marked %s", info, err, id)
+	}
+	edge.Close()
+	worker := a.Prepare(src)
+	if _, err := worker.EstimateMemory(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	d, err := worker.DetectReserving(ctx, nil)
+	worker.Close()
+	if err != nil || !d.Watermarked || d.WatermarkID == nil || *d.WatermarkID != id.String() || len(d.Units) != 2 {
+		t.Fatalf("detection %+v, %v; want %s on 2 pages", d, err, id)
+	}
+	if got, want := steps.take(), map[string]int{"mutool show": 2}; !reflect.DeepEqual(got, want) {
+		t.Errorf("steps %v, want %v", got, want)
+	}
+	assertNoCopies(t, tmp)
 }
 
 func assertNoCopies(t *testing.T, dir string) {

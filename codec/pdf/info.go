@@ -1,10 +1,8 @@
 package pdf
 
 import (
-	"errors"
 	"unicode/utf8"
 
-	"github.com/pdfcpu/pdfcpu/pkg/filter"
 	"github.com/pdfcpu/pdfcpu/pkg/pdfcpu/types"
 )
 
@@ -74,13 +72,16 @@ func (d *document) repairInfo() {
 	}
 }
 
-// repairMetadata drops the catalog's /Metadata when it is not a stream or its stream cannot be decoded (a
-// broken Flate stream, more than the parser's decode bound), before the validation, which decodes it and
-// refused the whole document for it ("broken and could not be repaired": the repair pass copies the stream as
-// it is). Viewers ignore such metadata and open the file; nothing readable is lost, and a PDF/A
-// identification in it could not be read or kept anyway (pdfa.go). Filters pdfcpu does not decode are left
-// to the validation, which skips them.
+// repairMetadata reads the catalog's /Metadata before the validation, which decodes it whole, and drops it when
+// it is not a stream, cannot be decoded (a broken Flate stream, a filter pdfcpu does not decode), is larger than
+// what the embed's edits may read (maxXMPBytes, and what the memory estimate counted: document.xmpBudget) or is
+// not text they can read (readableXMP). The validation refused a document whose metadata it could not decode
+// ("broken and could not be repaired": the repair pass copies the stream as it is), and decoded a large one
+// whole, up to the parser's bound, outside the estimate. Viewers ignore such metadata and open the file; what
+// could not be read could not be checked for thumbnails or a PDF/A identification either (metadata.go), so it
+// is not kept unmodified. What it found is in d.catalogXMP.
 func (d *document) repairMetadata() {
+	d.catalogXMP = catalogXMPState{}
 	xt := d.ctx.XRefTable
 	root, err := xt.Catalog()
 	if err != nil || root["Metadata"] == nil {
@@ -101,9 +102,38 @@ func (d *document) repairMetadata() {
 	if sd == nil {
 		return
 	}
-	if _, err := streamText(sd, d.lim.MaxDecodeBytes); err != nil && !errors.Is(err, filter.ErrUnsupportedFilter) {
+	limit := min(maxXMPBytes, d.xmpBudget)
+	if limit <= 0 {
+		// The estimate counted nothing for it (the scan saw no metadata stream: one with neither /Type
+		// /Metadata nor /Subtype /XML), and pdfcpu reads a decode limit of 0 as its default: not decoded.
 		delete(root, "Metadata")
+		d.catalogXMP.dropped = xmpTooLarge
+		return
 	}
+	x, err := streamText(sd, limit)
+	if err == nil && int64(len(x)) <= limit {
+		if _, ok := readableXMP(x); ok {
+			return
+		}
+		d.catalogXMP.dropped = xmpUnreadable
+		delete(root, "Metadata")
+		return
+	}
+	delete(root, "Metadata")
+	head := x // an unfiltered stream's text, whatever the limit
+	if err != nil {
+		// Larger than the limit, or broken: the first limit bytes decode only in the first case.
+		head = nil
+		if h, herr := (&types.StreamDict{Dict: sd.Dict, Raw: sd.Raw, FilterPipeline: sd.FilterPipeline}).
+			DecodeLengthWithLimit(limit, limit); herr == nil {
+			head = h
+		}
+	}
+	if head == nil {
+		return // broken: nothing was read of it
+	}
+	d.catalogXMP.dropped = xmpTooLarge
+	d.catalogXMP.namesPDFAID = namesPDFAID(head[:min(int64(len(head)), limit)])
 }
 
 // streamText is sd's decoded bytes, up to limit: its Content once decoded, its stored bytes when it has no

@@ -18,6 +18,9 @@ type Memory struct {
 	Inflated int64 // bytes its object and cross-reference streams inflate to
 	Tokens   int64 // token starts in the file and its inflated object streams (tokenCounter)
 	Size     int64 // the file's bytes
+	// Metadata is what the metadata streams decode to, as an embed's or a probe's edits and validation of them
+	// may hold it (countMetadata: at most maxMetadataBytes); a detection reads none.
+	Metadata int64
 }
 
 // EstimateMemory is an upper estimate of the memory this process holds at its peak while it probes, embeds
@@ -42,6 +45,13 @@ func (f *File) EstimateMemory(ctx context.Context, detect bool) (Memory, error) 
 	if st.Size() > lim.MaxBytes {
 		return Memory{}, refuse(CodeTooLarge, "the file has %d bytes, more than the limit of %d", st.Size(), lim.MaxBytes)
 	}
+	if detect {
+		if q := f.quickMark(ctx); q.ok {
+			// The detection reads the mark without parsing (quickStructural, in mutool's own process) and
+			// renders nothing: what one operation holds whatever the file.
+			return Memory{Bytes: memoryBase, File: memoryBase, Size: st.Size()}, nil
+		}
+	}
 	scan, err := f.scan(f.src, lim)
 	if detect && CodeOf(err) == CodeEncrypted {
 		var dec string
@@ -54,6 +64,10 @@ func (f *File) EstimateMemory(ctx context.Context, detect bool) (Memory, error) 
 	}
 	m := Memory{Objects: scan.objects(), Inflated: scan.inflated, Tokens: scan.tokens, Size: scan.size}
 	m.File = memoryBase + memoryPerObject*m.Objects + memoryPerToken*m.Tokens + memoryPerByte*(m.Size+m.Inflated)
+	if !detect {
+		m.Metadata = scan.xmp
+		m.File += memoryPerMetadataByte * m.Metadata
+	}
 	m.Bytes = m.File
 	if detect {
 		m.Page = pageMemory(lim.RenderMaxPixels + lim.RenderMaxPixels/8)
@@ -82,6 +96,9 @@ const (
 	memoryPerObject = 3 << 10
 	memoryPerToken  = 50
 	memoryPerByte   = 8
+	// memoryPerMetadataByte: per byte the metadata streams decode to (Memory.Metadata), which pdfcpu's validation
+	// decodes and parses (the catalog's) and the embed's edits decode and copy (metadata.go).
+	memoryPerMetadataByte = 8
 )
 
 // PageMemory bounds what a detection holds for one rendered w×h page while it analyses it: the renderer's gray

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -99,5 +101,48 @@ func TestDetectReservesEachPage(t *testing.T) {
 	_, err := a.DetectReserving(context.Background(), src, func(context.Context, int64) (func(), error) { return nil, full })
 	if !errors.Is(err, full) {
 		t.Fatalf("a reservation that fails: %v", err)
+	}
+}
+
+// TestEstimateMemoryCountsMetadata: an embed's and a probe's estimate counts what the metadata streams decode
+// to, 8 bytes a byte (the validation decodes and parses the catalog's, the edits decode and copy each:
+// metadata.go), Flate-compressed or stored as they are, each up to what the edits read of one (4 MiB) and all up
+// to what they read in all (36 MiB); a detection, which reads none, counts none of it.
+func TestEstimateMemoryCountsMetadata(t *testing.T) {
+	a := &Adapter{}
+	packet := func(n int) []byte {
+		return []byte("<x:xmpmeta xmlns:x='adobe:ns:meta/'>" + strings.Repeat(" ", n) + "</x:xmpmeta>")
+	}
+	estimate := func(name string, detect bool, streams ...string) Memory {
+		t.Helper()
+		objs := append([]string{"<< /Type /Catalog /Pages 2 0 R /Metadata 4 0 R >>", "<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+			"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] >>"}, streams...)
+		m, err := a.EstimateMemory(t.Context(), writeTemp(t, name, pdftest.Build(objs, "/Root 1 0 R")), detect)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	small := estimate("small.pdf", false, pdftest.Flate("/Type /Metadata /Subtype /XML", packet(100)))
+	const n = 2 << 20
+	flate := estimate("flate.pdf", false, pdftest.Flate("/Type /Metadata /Subtype /XML", packet(n)))
+	if flate.Metadata < n || flate.File-small.File < 8*(n-100) {
+		t.Fatalf("2 MiB of metadata in a Flate stream: %+v, against %+v without", flate, small)
+	}
+	// A stream without /Type, its /Subtype alone saying it is XMP.
+	plain := estimate("plain.pdf", false, pdftest.Stream("/Subtype /XML", packet(n)))
+	if plain.Metadata < n || plain.File-small.File < 16*(n-100) { // and 8 a byte of the file, which holds it
+		t.Fatalf("2 MiB of metadata stored as it is: %+v, against %+v without", plain, small)
+	}
+	if d := estimate("flate.pdf", true, pdftest.Flate("/Type /Metadata /Subtype /XML", packet(n))); d.Metadata != 0 ||
+		d.File != flate.File-8*flate.Metadata {
+		t.Fatalf("detection %+v counts the metadata (embed: %+v)", d, flate)
+	}
+	over := pdftest.Flate("/Type /Metadata /Subtype /XML", packet(maxXMPBytes))
+	if one := estimate("over.pdf", false, over); one.Metadata != maxXMPBytes+1 {
+		t.Fatalf("a stream over 4 MiB counts %d, want %d", one.Metadata, maxXMPBytes+1)
+	}
+	if ten := estimate("ten.pdf", false, slices.Repeat([]string{over}, 10)...); ten.Metadata != maxMetadataBytes {
+		t.Fatalf("ten streams over 4 MiB count %d, want %d", ten.Metadata, maxMetadataBytes)
 	}
 }

@@ -2,6 +2,7 @@ package pdf
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf16"
+	"unicode/utf8"
 
 	"github.com/pdfcpu/pdfcpu/pkg/pdfcpu/model"
 	"github.com/pdfcpu/pdfcpu/pkg/pdfcpu/types"
@@ -34,13 +37,18 @@ import (
 //     modification date the time of marking, in the information dictionary when it has one and in the XMP;
 //   - thumbnails are dropped: a page's /Thumb image and the XMP's xmp:Thumbnails (and any xmpGImg:image) are
 //     renderings of the unmarked page, which anyone could extract as an unmarked copy. Viewers draw their own
-//     thumbnails when a page has none.
+//     thumbnails when a page has none. Applications' private data (/PieceInfo) goes for the same reason
+//     (dropPrivateData);
+//   - XMP is read as UTF-8, or as UTF-16 with a byte order mark (readableXMP); XMP that cannot be read (another
+//     encoding, undecodable, larger than maxXMPBytes or than the memory estimate counted: document.xmpBudget)
+//     is not kept unread, as it could hold a thumbnail or a PDF/A identification: the catalog's is dropped
+//     (repairMetadata, before the validation decodes it), another emptied.
 //
 // The writer's time is known only once it has run, so the XMP is written unfiltered with fixed-width
 // placeholders, replaced in place in the written file (patchWritten), as the creation date is.
 //
-// This file owns those edits of the catalog's metadata stream, the information dictionary's dates and the pages'
-// /Thumb entries; it must not touch the page content.
+// This file owns those edits of the metadata streams, the information dictionary's dates, the pages' /Thumb
+// entries and the /PieceInfo entries; it must not touch the page content.
 
 const nsXMPGImg = "http://ns.adobe.com/xap/1.0/g/img/"
 
@@ -56,6 +64,9 @@ func (d *document) prepareMetadata(rep *EmbedReport, now time.Time) (*metadataEd
 	if err := d.dropPageThumbnails(); err != nil {
 		return nil, err
 	}
+	if err := d.dropPrivateData(); err != nil {
+		return nil, err
+	}
 	xt := d.ctx.XRefTable
 	root, err := xt.Catalog()
 	if err != nil {
@@ -63,15 +74,16 @@ func (d *document) prepareMetadata(rep *EmbedReport, now time.Time) (*metadataEd
 	}
 	writerDates := xt.Version() < model.V20
 	e := &metadataEdit{}
-	objNr, xmp, tooLarge := d.catalogXMP()
-	if err := d.dropOtherXMPThumbnails(objNr); err != nil {
+	if d.catalogXMP.dropped == xmpTooLarge && d.catalogXMP.namesPDFAID {
+		// Dropped unread (repairMetadata): a PDF/A identification of a part not known, which the output no
+		// longer claims.
+		rep.PDFA, rep.PDFARemoved = "?", true
+	}
+	objNr, xmp := d.readCatalogXMP()
+	if err := d.dropOtherXMPThumbnails(objNr, d.xmpBudget-int64(len(xmp))); err != nil {
 		return nil, err
 	}
-	readable := xmp
-	if tooLarge {
-		readable = nil // not searched for a date
-	}
-	created, hasCreated := d.inputCreationDate(readable)
+	created, hasCreated := d.inputCreationDate(xmp)
 	if hasCreated && writerDates {
 		e.created = types.DateString(created)
 	}
@@ -85,17 +97,6 @@ func (d *document) prepareMetadata(rep *EmbedReport, now time.Time) (*metadataEd
 		}
 	}
 	if objNr == 0 {
-		return e, nil
-	}
-	if tooLarge {
-		// Not to be edited. Text that names the PDF/A identification's namespace is taken as a claim of a
-		// part not known, and text that names thumbnails as holding them: the metadata goes.
-		if bytes.Contains(xmp, []byte(nsPDFAID)) {
-			rep.PDFA, rep.PDFARemoved = "?", true
-		} else if !mayHoldThumbnail(xmp) {
-			return e, nil
-		}
-		delete(root, "Metadata")
 		return e, nil
 	}
 	orig := xmp
@@ -180,11 +181,13 @@ const maxOtherXMPBytes = 8 * maxXMPBytes
 
 // dropOtherXMPThumbnails removes the thumbnails of the metadata streams other than the catalog's (skip): a page's,
 // an image's, a marked-content property list's (Illustrator and InDesign keep a placed artwork's XMP, thumbnail
-// included, there). A metadata stream that cannot be read within the bounds (undecodable, over maxXMPBytes, past
-// maxOtherXMPBytes in all) and may hold one is emptied: readers ignore empty metadata.
-func (d *document) dropOtherXMPThumbnails(skip int) error {
+// included, there). It decodes at most budget bytes in all (what the memory estimate counted for them: the
+// catalog's taken) and maxOtherXMPBytes. A metadata stream that cannot be read within the bounds (undecodable,
+// over maxXMPBytes, past the budget, text readableXMP cannot read) and may hold one is emptied: readers ignore
+// empty metadata. A UTF-16 stream that holds one is rewritten in UTF-8.
+func (d *document) dropOtherXMPThumbnails(skip int, budget int64) error {
 	xt := d.ctx.XRefTable
-	budget := int64(maxOtherXMPBytes)
+	budget = min(budget, maxOtherXMPBytes)
 	for nr, e := range xt.Table {
 		if nr == skip || e == nil || e.Free {
 			continue
@@ -193,24 +196,29 @@ func (d *document) dropOtherXMPThumbnails(skip int) error {
 		if !ok || d.name(sd.Dict["Type"]) != "Metadata" {
 			continue
 		}
-		if len(sd.FilterPipeline) == 0 && sd.Content == nil && !mayHoldThumbnail(sd.Raw) {
+		if len(sd.FilterPipeline) == 0 && sd.Content == nil && plainUTF8(sd.Raw) && !mayHoldThumbnail(sd.Raw) {
 			continue // plain text without a thumbnail: nothing to decode
 		}
 		var x []byte
 		var err error
-		if budget > 0 {
-			x, err = streamText(&sd, min(budget, maxXMPBytes))
+		limit := min(budget, maxXMPBytes)
+		if limit > 0 { // pdfcpu reads a decode limit of 0 as its default
+			x, err = streamText(&sd, limit)
+		}
+		if int64(len(x)) > limit {
+			x = nil // an unfiltered stream's bytes (streamText's, whatever the limit)
 		}
 		budget -= int64(len(x))
+		text, readable := readableXMP(x)
 		switch {
-		case x == nil || err != nil:
-			x = []byte{}
-		case !mayHoldThumbnail(x):
+		case x == nil || err != nil || !readable:
+			text = []byte{}
+		case !mayHoldThumbnail(text):
 			continue
 		default:
-			x = removeXMPThumbnails(x)
+			text = removeXMPThumbnails(text)
 		}
-		if err := d.setXMP(nr, x); err != nil {
+		if err := d.setXMP(nr, text); err != nil {
 			return err
 		}
 	}
@@ -222,26 +230,137 @@ func mayHoldThumbnail(x []byte) bool {
 	return bytes.Contains(x, []byte("Thumbnails")) || bytes.Contains(x, []byte(nsXMPGImg))
 }
 
-// catalogXMP is the catalog's metadata stream: its object number and decoded text (0, nil without one), and
-// whether it is over maxXMPBytes, which is not to be edited.
-func (d *document) catalogXMP() (objNr int, xmp []byte, tooLarge bool) {
+// catalogXMPState is what repairMetadata found of the catalog's metadata stream.
+type catalogXMPState struct {
+	dropped     xmpDrop // why it was dropped; xmpKept when it was not (or there was none)
+	namesPDFAID bool    // too large: what was read of it names the PDF/A identification's namespace
+}
+
+// xmpDrop is why the catalog's metadata stream was dropped before the validation.
+type xmpDrop int
+
+const (
+	xmpKept       xmpDrop = iota
+	xmpTooLarge           // larger decoded than maxXMPBytes, or than the memory estimate counted for it
+	xmpUnreadable         // decoded, but not text readableXMP reads (UTF-32, UTF-16 without a mark, binary)
+)
+
+// readCatalogXMP is the catalog's metadata stream: its object number and text as UTF-8 (readableXMP), or 0, nil
+// without one. repairMetadata dropped one that cannot be read so within the bounds; one that cannot be read now
+// is dropped too.
+func (d *document) readCatalogXMP() (objNr int, xmp []byte) {
 	xt := d.ctx.XRefTable
 	root, err := xt.Catalog()
 	if err != nil {
-		return 0, nil, false
+		return 0, nil
 	}
 	ref, ok := root["Metadata"].(types.IndirectRef)
 	if !ok {
-		return 0, nil, false
+		return 0, nil
 	}
 	sd, _, err := xt.DereferenceStreamDict(ref)
 	if err != nil || sd == nil {
-		return 0, nil, false
+		return 0, nil
 	}
-	// The validation decoded the catalog's metadata under the parser's bound (a stream it cannot decode
-	// refuses the document) and let it go; decoding it again holds no more than that did.
-	xmp, _ = streamText(sd, d.lim.MaxDecodeBytes)
-	return ref.ObjectNumber.Value(), xmp, len(xmp) > maxXMPBytes
+	limit := min(maxXMPBytes, d.xmpBudget)
+	var x []byte
+	if limit > 0 {
+		x, err = streamText(sd, limit)
+	}
+	text, ok := readableXMP(x)
+	if limit <= 0 || err != nil || int64(len(x)) > limit || !ok {
+		delete(root, "Metadata")
+		return 0, nil
+	}
+	return ref.ObjectNumber.Value(), text
+}
+
+// readableXMP is XMP text as the edits here read it, UTF-8: UTF-8 as it is, UTF-16 with a byte order mark
+// converted (XMP allows UTF-16 and UTF-32 packets, ISO 16684-1 7.3.2, and some Windows tools write UTF-16);
+// false for anything else (UTF-32, UTF-16 without a mark, another encoding, binary), in which the edits could
+// find neither a thumbnail nor a PDF/A identification.
+func readableXMP(x []byte) ([]byte, bool) {
+	var order binary.ByteOrder
+	switch {
+	case bytes.HasPrefix(x, []byte{0xfe, 0xff}):
+		order = binary.BigEndian
+	case bytes.HasPrefix(x, []byte{0xff, 0xfe}):
+		order = binary.LittleEndian
+	default:
+		return x, plainUTF8(x)
+	}
+	x = x[2:]
+	if len(x)%2 != 0 {
+		return nil, false
+	}
+	out := make([]byte, 0, len(x)/2+len(x)/8) // XMP is mostly ASCII: a byte a character
+	for i := 0; i < len(x); i += 2 {
+		r := rune(order.Uint16(x[i:]))
+		if utf16.IsSurrogate(r) {
+			r2 := utf8.RuneError
+			if i+4 <= len(x) {
+				r2 = utf16.DecodeRune(r, rune(order.Uint16(x[i+2:])))
+			}
+			if r = r2; r != utf8.RuneError {
+				i += 2
+			}
+		}
+		if r == 0 {
+			return nil, false
+		}
+		out = utf8.AppendRune(out, r)
+	}
+	return out, true
+}
+
+// plainUTF8 reports whether x is UTF-8 text without NULs (which UTF-8 XMP never holds; UTF-16 and UTF-32
+// text does).
+func plainUTF8(x []byte) bool {
+	return bytes.IndexByte(x, 0) < 0 && utf8.Valid(x)
+}
+
+// namesPDFAID reports whether the start of an XMP packet names the PDF/A identification's namespace, in UTF-8 or
+// UTF-16.
+func namesPDFAID(head []byte) bool {
+	if bytes.Contains(head, []byte(nsPDFAID)) {
+		return true
+	}
+	be, le := make([]byte, 0, 2*len(nsPDFAID)), make([]byte, 0, 2*len(nsPDFAID))
+	for _, c := range []byte(nsPDFAID) {
+		be, le = append(be, 0, c), append(le, c, 0)
+	}
+	return bytes.Contains(head, be) || bytes.Contains(head, le)
+}
+
+// dropPrivateData removes the applications' private data (/PieceInfo, page-piece dictionaries: ISO 32000-1
+// 14.5) of the pages, the form XObjects and the catalog, but for the structural layer's own entry in the
+// catalog's (structural.go). An application keeps there what it needs to edit the page as its own document:
+// Illustrator, the whole artwork (its AIPrivateData streams), which it opens as the unmarked original. A marked
+// copy must not carry one, as it must not carry a thumbnail. What is lost is the round trip: the application
+// opens the marked file as a PDF, not as its own document. The writer writes only what is reachable, so the
+// private data's streams go with the entries.
+func (d *document) dropPrivateData() error {
+	xt := d.ctx.XRefTable
+	root, err := xt.Catalog()
+	if err != nil {
+		return err
+	}
+	ours := d.dict(root["PieceInfo"])[pieceKey]
+	for _, e := range xt.Table {
+		if e == nil || e.Free {
+			continue
+		}
+		switch o := e.Object.(type) {
+		case types.Dict:
+			delete(o, "PieceInfo")
+		case types.StreamDict:
+			delete(o.Dict, "PieceInfo")
+		}
+	}
+	if ours != nil {
+		root["PieceInfo"] = types.Dict{pieceKey: ours}
+	}
+	return nil
 }
 
 // xmpDateLayout is the XMP form of a date, of xmpDateLen characters for years 1000 to 9999.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 )
 
 // checkObjectStreams bounds what the parser must inflate to read the file's objects: the object streams
@@ -33,6 +34,7 @@ type objectScan struct {
 	headers  int64 // object headers plus the objects the object streams declare (/N)
 	inflated int64 // bytes the object and cross-reference streams inflate to, all together
 	tokens   int64 // token starts in the file and in its inflated object streams (tokenCounter)
+	xmp      int64 // bytes the metadata streams decode to, as the embed's edits may hold them (countMetadata)
 }
 
 // objects is the larger of the two counts: what the parser reads, intact or rebuilt.
@@ -55,6 +57,7 @@ func scanObjects(path string, maxDecode int64, maxObjects int, maxTokens int64) 
 		return objectScan{}, tooManyObjects(maxObjects)
 	}
 	var total int64
+	var xmp int64      // countMetadata's
 	encrypted := false // a cross-reference stream's dictionary names /Encrypt
 	tokens := tokenCounter{max: maxTokens}
 	if _, err := tokens.Write(data); err != nil {
@@ -67,7 +70,8 @@ func scanObjects(path string, maxDecode int64, maxObjects int, maxTokens int64) 
 			if encrypted || trailerDeclaresEncryption(data) {
 				return objectScan{}, refuse(CodeEncrypted, "the PDF is encrypted; remove the encryption and send it again")
 			}
-			return objectScan{size: int64(len(data)), named: len(objects.seen), headers: headers, inflated: total, tokens: tokens.n}, nil
+			return objectScan{size: int64(len(data)), named: len(objects.seen), headers: headers, inflated: total, tokens: tokens.n,
+				xmp: xmp}, nil
 		}
 		kw := from + k
 		start := kw + len("stream")
@@ -96,6 +100,10 @@ func scanObjects(path string, maxDecode int64, maxObjects int, maxTokens int64) 
 			continue // not the keyword
 		}
 		dict := decodeNameEscapes(region)
+		if own := decodeNameEscapes(ownDict(region)); isMetadataDict(own) {
+			xmp += countMetadata(own, data[start:], maxMetadataBytes-xmp)
+			continue
+		}
 		if !hasName(dict, "/ObjStm") && !hasName(dict, "/XRef") {
 			continue
 		}
@@ -173,6 +181,51 @@ func scanObjects(path string, maxDecode int64, maxObjects int, maxTokens int64) 
 		// Past the compressed data (a bytes.Reader is read no further than the inflater needs).
 		from = start + int(br.Size()) - br.Len()
 	}
+}
+
+// maxMetadataBytes bounds what the metadata streams may hold, decoded, all together while an embed edits them
+// (metadata.go): the catalog's at most maxXMPBytes, the others' at most maxOtherXMPBytes.
+const maxMetadataBytes = maxXMPBytes + maxOtherXMPBytes
+
+var (
+	metadataTypeRE    = regexp.MustCompile(`/Type\s*/Metadata\b`)
+	metadataSubtypeRE = regexp.MustCompile(`/Subtype\s*/XML\b`)
+)
+
+// isMetadataDict reports whether a stream's own dictionary (name escapes decoded) is a metadata stream's: it
+// names /Type /Metadata or /Subtype /XML (the specification requires both, pdfcpu's validation neither; writers
+// write both). One that names neither is not counted, and the edits do not read it (document.xmpBudget).
+func isMetadataDict(own []byte) bool {
+	return metadataTypeRE.Match(own) || metadataSubtypeRE.Match(own)
+}
+
+// countMetadata is what a metadata stream whose data starts the bytes rest counts for the embed's edits of it
+// (metadata.go), at most left: its bytes decoded, each stream up to maxXMPBytes+1 (past that the edits do not
+// read it). Flate data is inflated and counted; unfiltered data is counted to its endstream keyword; data under
+// another filter, which this scan does not decode, counts as the most the edits could hold of it. Nothing is
+// decoded once left is spent: the edits then decode nothing more (document.xmpBudget). The stream's data is not
+// skipped: the caller's search goes on from its start, as for any stream but an object stream.
+func countMetadata(own, rest []byte, left int64) int64 {
+	limit := min(left, maxXMPBytes+1)
+	if limit <= 0 {
+		return 0
+	}
+	switch {
+	case !hasName(own, "/Filter"):
+		if k := bytes.Index(rest, []byte("endstream")); k >= 0 {
+			rest = rest[:k]
+		}
+		return min(int64(len(rest)), limit)
+	case (hasName(own, "/FlateDecode") || hasName(own, "/Fl")) && flateOnly(own):
+		zr, err := zlib.NewReader(bytes.NewReader(rest))
+		if err != nil {
+			return 0 // not Flate data: the edits cannot decode it either
+		}
+		defer zr.Close()
+		n, _ := io.Copy(io.Discard, io.LimitReader(zr, limit))
+		return n
+	}
+	return limit
 }
 
 // trailerDeclaresEncryption reports whether a classic trailer (the text from a "trailer" keyword to the next

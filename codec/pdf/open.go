@@ -35,6 +35,11 @@ type document struct {
 	repeatedPages bool
 	// file, when set, is the File the document was opened from for itself alone (Adapter.open): close closes it.
 	file *File
+	// xmpBudget is what the metadata streams' edits may decode, all together: what the memory estimate counted
+	// for them (the scan's xmp of the input, countMetadata), so that they hold no more than was reserved.
+	xmpBudget int64
+	// catalogXMP is what repairMetadata found of the catalog's metadata stream, and did with it.
+	catalogXMP catalogXMPState
 }
 
 func (d *document) close() {
@@ -83,6 +88,10 @@ func (f *File) open(ctx context.Context, forEmbed bool) (*document, error) {
 			return f.openDecrypted(ctx, doc) // decrypt.go
 		}
 		return nil, err
+	}
+	// The input's scan (made once: prescan's), whose count the estimate reserved, also for a repaired copy.
+	if scan, err := f.scan(src, lim); err == nil {
+		doc.xmpBudget = min(scan.xmp, maxMetadataBytes)
 	}
 	// Parse, refuse, validate; a file that fails to parse or validate gets one repair pass (MuPDF rebuilds broken
 	// cross-reference tables and streams) and is then read again from the start.

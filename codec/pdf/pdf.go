@@ -26,7 +26,8 @@
 // pixels it renders, all pages together, are bounded by what the file's size pays for (Limits.DetectPixels*).
 //
 // Text, vectors, links, outlines, metadata and page geometry are kept: the page content is wrapped in q/Q and
-// the overlay is appended as one shared form XObject per page size.
+// the overlay is appended as one shared form XObject per page size. What would ship an unmarked copy beside the
+// mark is dropped: thumbnails and applications' private data (metadata.go).
 package pdf
 
 import (

@@ -40,10 +40,10 @@ const (
 	createDatePlaceholder = "FILIGRANE-CREATE-DATE-000"
 	xmpDateLen            = len("2026-11-28T17:39:03+00:00")
 
-	// maxXMPBytes bounds the metadata stream this code reads and edits (the parser's bound is 256 MB, which
-	// the memory estimate does not count for it); XMP with embedded thumbnails reaches a few hundred
-	// kilobytes. A larger stream whose text names the PDF/A identification or thumbnails loses its /Metadata
-	// entry (metadata.go).
+	// maxXMPBytes bounds the metadata stream this code reads and edits (the parser's bound is 256 MB); XMP
+	// with embedded thumbnails reaches a few hundred kilobytes. A larger catalog stream loses its /Metadata
+	// entry before the validation decodes it (repairMetadata), another is emptied (metadata.go). The memory
+	// estimate counts what the streams decode to up to this bound (countMetadata).
 	maxXMPBytes = 4 << 20
 )
 

@@ -111,6 +111,10 @@ func TestPDFAIdentification(t *testing.T) {
 		// Metadata that cannot be decoded is dropped before the validation, which refused the document for it:
 		// no claim can be read from it, and the output makes none.
 		{"undecodable metadata", pdftest.PDFADoc{Part: 2, Conformance: "B", OutputIntent: true, Undecodable: true}, false, ""},
+		// A metadata stream that does not say it is one (no /Type /Metadata, no /Subtype /XML) is not counted in
+		// the memory estimate (the scan before parsing sees it as any stream), so it is not decoded: dropped
+		// unread, as undecodable metadata is.
+		{"untyped metadata", pdftest.PDFADoc{Part: 2, Conformance: "B", OutputIntent: true, Untyped: true}, false, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			src := writeTemp(t, "in.pdf", pdftest.PDFA(c.doc))
@@ -123,7 +127,7 @@ func TestPDFAIdentification(t *testing.T) {
 				t.Fatalf("report PDFA %q removed %v, want %q %v", rep.PDFA, rep.PDFARemoved, c.pdfa, c.removed)
 			}
 			m := readMarkedMetadata(t, dst)
-			if c.pdfa == "?" || c.doc.Undecodable {
+			if c.pdfa == "?" || c.doc.Undecodable || c.doc.Untyped {
 				if m.xmp != "" {
 					t.Fatalf("metadata too large to edit, or undecodable, kept: %.300q", m.xmp)
 				}

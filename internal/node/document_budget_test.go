@@ -2,6 +2,7 @@ package node_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -15,7 +16,7 @@ import (
 // as an image's decode is: the parse's part (about 48 MB for a small file) before it, each page's part as the
 // page arrives (9 MB for a 2×3-inch page, 54 MB for a Letter page). With the budget in use, a synchronous
 // detection answers 503 decode_busy with Retry-After; a document whose parse's estimate is above the whole
-// budget is refused with 413 document_too_large before it is parsed, one with a page too large to analyse
+// budget is refused with 413 document_too_large before it is parsed (also for the metadata an embed decodes), one with a page too large to analyse
 // beside its parse (Letter, here) when that page arrives, in the request or in its job; none of them is
 // charged, and the job writes no result. A job waits for its memory and succeeds once it is free; a document of
 // small pages is detected beside another decode, in the request and in a job, rather than reserving every page
@@ -69,6 +70,16 @@ func TestDocumentDecodeBudget(t *testing.T) {
 		if p := decodeProblem(t, r); r.status != 413 || p.Code != "document_too_large" || !strings.Contains(p.Detail, "processing this PDF takes") {
 			t.Fatalf("%s, over the budget: %d %+v", c.route, r.status, p)
 		}
+	}
+	// Two XMP packets of 4 MiB (the catalog's and the page's, 18 kB compressed): an embed's estimate counts 8
+	// bytes a byte of them (the validation and the metadata edits decode them), 112 MB, over the budget.
+	packet := []byte("<x:xmpmeta xmlns:x='adobe:ns:meta/'>" + strings.Repeat(" ", 4<<20) + "</x:xmpmeta>")
+	meta := pdftest.Make(pdftest.Doc{Pages: 1, CatalogExt: fmt.Sprintf("/Metadata %d 0 R", pdftest.ExtraObject(1, 1)),
+		PageExt: fmt.Sprintf("/Metadata %d 0 R", pdftest.ExtraObject(1, 2)), ExtraObjs: []string{
+			pdftest.Flate("/Type /Metadata /Subtype /XML", packet), pdftest.Flate("/Type /Metadata /Subtype /XML", packet)}})
+	r = postFile(t, f.base+"/watermarks/documents", f.keyA, meta, "metadata.pdf", `{"doc":2}`)
+	if p := decodeProblem(t, r); r.status != 413 || p.Code != "document_too_large" || !strings.Contains(p.Detail, "processing this PDF takes") {
+		t.Fatalf("embed of 8 MiB of metadata, over the budget: %d %+v", r.status, p)
 	}
 	// A Letter page takes about 54 MB to analyse, which cannot fit beside the 48 MB of the parse: refused when
 	// it arrives, in the request and in a job, which fails without a result.

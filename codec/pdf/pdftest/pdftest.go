@@ -246,6 +246,7 @@ type PDFADoc struct {
 	Undecodable  bool   // the metadata stream declares /FlateDecode over its plain text, so it cannot be decoded
 	Prefix       string // the prefix bound to the identification's namespace ("" is pdfaid)
 	Bare         bool   // the XMP holds the identification alone: no producer, no dates
+	Untyped      bool   // the metadata stream has neither /Type /Metadata nor /Subtype /XML (which the specification requires)
 }
 
 // PDFA is a one-page 2×3-inch document whose XMP metadata (an unfiltered stream, as PDF/A wants) declares PDF/A
@@ -275,6 +276,9 @@ func PDFA(spec PDFADoc) []byte {
 		ExtraObjs:  []string{Stream("/Type /Metadata /Subtype /XML", []byte(xmp))}}
 	if spec.Undecodable {
 		doc.ExtraObjs[0] = Stream("/Type /Metadata /Subtype /XML /Filter /FlateDecode", []byte(xmp))
+	}
+	if spec.Untyped {
+		doc.ExtraObjs[0] = Stream("", []byte(xmp))
 	}
 	if spec.Pad > 0 {
 		xmp = strings.Replace(xmp, "</rdf:RDF>", strings.Repeat(" ", spec.Pad)+"</rdf:RDF>", 1)
