@@ -1,7 +1,7 @@
 // Package apibench load-tests Filigrane's HTTP API: a fixed number of concurrent clients send one kind of
 // request at a time (GET /auth/api-key, GET of one job's status, a synchronous image embed, a synchronous
 // detection) to one or more nodes, round-robin, for a duration or a request count, and the report gives per
-// endpoint the counts (429s apart from other failures), the throughput and latency percentiles. It can also time the codec alone on the
+// endpoint the counts (429s apart from other failures), the throughput and latency percentiles (of the successes, and of the 429s apart). It can also time the codec alone on the
 // same image in this process, so that the service's own overhead (upload, job, actors, storage, HTTP) shows,
 // and start in-process nodes to test against (Spawn).
 //
