@@ -11,8 +11,7 @@ import (
 
 // WorkMetrics counts a node's codec work per work class (mediakind.Class): jobs waiting in the node's queue
 // and how long they waited there, attempts running, attempts that completed or failed, and how long attempts
-// took. Every series carries the
-// node's name, so that a dashboard over several nodes shows where work ran.
+// took. Every series carries the node's name, so that a dashboard over several nodes shows where work ran.
 type WorkMetrics struct {
 	queued, running   *prometheus.GaugeVec
 	completed, failed *prometheus.CounterVec
