@@ -9,13 +9,13 @@ import (
 	"filigrane/actors/mediakind"
 )
 
-// WorkMetrics counts a node's codec work per work class (mediakind.Class): jobs waiting in the node's queue,
-// attempts running, attempts that completed or failed, and how long attempts took. Every series carries the
-// node's name, so that a dashboard over several nodes shows where work ran.
+// WorkMetrics counts a node's codec work per work class (mediakind.Class): jobs waiting in the node's queue
+// and how long they waited there, attempts running, attempts that completed or failed, and how long attempts
+// took. Every series carries the node's name, so that a dashboard over several nodes shows where work ran.
 type WorkMetrics struct {
 	queued, running   *prometheus.GaugeVec
 	completed, failed *prometheus.CounterVec
-	seconds           *prometheus.HistogramVec
+	seconds, wait     *prometheus.HistogramVec
 	node              string
 }
 
@@ -34,6 +34,11 @@ func NewWorkMetrics(reg prometheus.Registerer, node string) *WorkMetrics {
 		seconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "filigrane_work_seconds",
 			Help:    "Duration of the attempts this node ran (processing and reporting), by work class.",
 			Buckets: []float64{.05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300, 900, 1800, 5400}}, l),
+		// The queue's share of a request's latency: a node short of workers shows here first, while the
+		// attempts' own durations stay the same.
+		wait: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "filigrane_work_queue_wait_seconds",
+			Help:    "Time jobs waited in this node's queue until a worker took them, by work class (a job moved to another node's queue is not counted).",
+			Buckets: []float64{.01, .05, .1, .25, .5, 1, 2.5, 5, 10, 20, 30, 60, 300, 900}}, l),
 	}
 	for _, c := range mediakind.Classes() {
 		m.queued.WithLabelValues(node, string(c))
@@ -41,7 +46,7 @@ func NewWorkMetrics(reg prometheus.Registerer, node string) *WorkMetrics {
 		m.completed.WithLabelValues(node, string(c))
 		m.failed.WithLabelValues(node, string(c))
 	}
-	reg.MustRegister(m.queued, m.running, m.completed, m.failed, m.seconds)
+	reg.MustRegister(m.queued, m.running, m.completed, m.failed, m.seconds, m.wait)
 	return m
 }
 
@@ -54,6 +59,14 @@ func classOf(media jobstate.Media, acc jobstate.Accelerator) string {
 func (m *WorkMetrics) queue(class string, delta float64) {
 	if m != nil {
 		m.queued.WithLabelValues(m.node, class).Add(delta)
+	}
+}
+
+// taken counts a job a worker took from the queue after waiting d there.
+func (m *WorkMetrics) taken(class string, d time.Duration) {
+	if m != nil {
+		m.queued.WithLabelValues(m.node, class).Dec()
+		m.wait.WithLabelValues(m.node, class).Observe(d.Seconds())
 	}
 }
 

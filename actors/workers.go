@@ -104,9 +104,10 @@ func newPool(caller Caller, p Processor, logger zerolog.Logger, node, class stri
 		queue: make(chan queued, 4096), tokens: tokens, waiting: map[string]bool{}, abandon: abandon, abandonNow: abandonNow}
 }
 
-// queued is a job waiting for a worker, with the work class it counts under.
+// queued is a job waiting for a worker, with the work class it counts under and when it was queued.
 type queued struct {
 	id, class string
+	since     time.Time
 }
 
 // Dispatch queues a job; it never blocks. A job dropped from a full queue stays claimable and the sweeper
@@ -268,7 +269,7 @@ func (p *Pool) dispatch(requestID, class string) bool {
 		return true // offered again while it waits (a sweeper tick): it is queued already
 	}
 	select {
-	case p.queue <- queued{id: requestID, class: class}:
+	case p.queue <- queued{id: requestID, class: class, since: time.Now()}:
 		p.waiting[requestID] = true
 		p.busyLocked()
 		p.Metrics.queue(class, 1)
@@ -369,7 +370,7 @@ func (p *Pool) took(q queued) {
 	p.running++
 	p.busyLocked()
 	p.mu.Unlock()
-	p.Metrics.queue(q.class, -1)
+	p.Metrics.taken(q.class, time.Since(q.since))
 }
 
 func (p *Pool) call(ctx context.Context, requestID string, msg any) (*JobReply, error) {

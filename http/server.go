@@ -28,6 +28,7 @@ import (
 	"filigrane/internal/clientaddr"
 	"filigrane/internal/clock"
 	"filigrane/internal/netguard"
+	"filigrane/internal/problem"
 	"filigrane/internal/reqlog"
 	"filigrane/persistence"
 )
@@ -245,7 +246,8 @@ func (s *Server) routes() {
 // errors (out of file descriptors) are waited out, never returned.
 func (s *Server) Serve(ln net.Listener) error {
 	l := s.cfg.Conns
-	g := netguard.Wrap(ln, netguard.Limits{MaxConns: l.MaxConns, MaxConnsPerIP: l.MaxConnsPerIP, BodyProgress: l.BodyProgress})
+	g := netguard.Wrap(ln, netguard.Limits{MaxConns: l.MaxConns, MaxConnsPerIP: l.MaxConnsPerIP, BodyProgress: l.BodyProgress,
+		Refusal: s.connRefusal})
 	var lastLog time.Time
 	g.OnTemporary = func(err error, backoff time.Duration) {
 		// One line a second at most: a descriptor flood must not become a log flood.
@@ -334,6 +336,21 @@ func (s *Server) Shutdown(ctx context.Context) error {
 
 // Handler returns the request handler, for in-memory tests.
 func (s *Server) Handler() fasthttp.RequestHandler { return s.serve }
+
+// connRefusal is what a connection over the connection limits reads before the listener closes it
+// (netguard): 503 service_unavailable with Retry-After: 1, in the problem shape of every other answer and
+// with its own request id, so that a client branching on the error table's codes, or a report quoting the
+// id, sees this refusal like any other 503.
+func (s *Server) connRefusal() []byte {
+	id := newRequestID()
+	entry, _ := problem.Lookup(CodeUnavailable)
+	body, _ := encodeJSON(Problem{Type: problemTypeBase + string(CodeUnavailable), Title: entry.Title, Status: entry.Status,
+		Detail: "too many open connections; retry shortly", Code: CodeUnavailable, RequestID: id})
+	head := fmt.Sprintf("HTTP/1.1 %d %s\r\nServer: %s\r\nContent-Type: application/problem+json\r\nRetry-After: 1\r\n"+
+		"%s: %s\r\nConnection: close\r\nContent-Length: %d\r\n\r\n",
+		entry.Status, fasthttp.StatusMessage(entry.Status), s.srv.Name, headerRequestID, id, len(body))
+	return append([]byte(head), body...)
+}
 
 func newRequestID() string {
 	b := make([]byte, 32)

@@ -1,7 +1,7 @@
 // Package apibench load-tests Filigrane's HTTP API: a fixed number of concurrent clients send one kind of
 // request at a time (GET /auth/api-key, GET of one job's status, a synchronous image embed, a synchronous
 // detection) to one or more nodes, round-robin, for a duration or a request count, and the report gives per
-// endpoint the counts (429s apart from other failures), the throughput and latency percentiles. It can also time the codec alone on the
+// endpoint the counts (429s apart from other failures), the throughput and latency percentiles (of the successes, and of the 429s apart). It can also time the codec alone on the
 // same image in this process, so that the service's own overhead (upload, job, actors, storage, HTTP) shows,
 // and start in-process nodes to test against (Spawn).
 //
@@ -423,7 +423,9 @@ type phase struct {
 
 // clientStats is one client's tally; clients merge theirs at the end so that the hot path takes no lock.
 type clientStats struct {
-	hist      Histogram
+	hist Histogram
+	// refused is the latency of the 429 answers: how fast the node sheds what it will not take.
+	refused   Histogram
 	requests  int
 	successes int
 	failures  map[string]int
@@ -483,6 +485,9 @@ func (p *phase) run(ctx context.Context, d time.Duration, n int) EndpointReport 
 					st.hist.Record(lat)
 				} else {
 					st.fail(key, sample)
+					if strings.HasPrefix(key, "429") {
+						st.refused.Record(lat)
+					}
 					if err != nil {
 						// A refused or broken connection fails at once; pausing keeps a dead target from
 						// turning the client into a busy loop that starves the live ones of CPU.
@@ -497,10 +502,11 @@ func (p *phase) run(ctx context.Context, d time.Duration, n int) EndpointReport 
 
 	er := EndpointReport{Endpoint: p.endpoint, Method: p.endpoint.method(), Path: p.endpoint.path(),
 		Clients: p.cfg.Clients, Targets: len(p.cfg.Targets), ElapsedS: elapsed.Seconds()}
-	var hist Histogram
+	var hist, refused Histogram
 	for i := range stats {
 		st := &stats[i]
 		hist.Merge(&st.hist)
+		refused.Merge(&st.refused)
 		er.Requests += st.requests
 		er.Successes += st.successes
 		for k, v := range st.failures {
@@ -523,6 +529,10 @@ func (p *phase) run(ctx context.Context, d time.Duration, n int) EndpointReport 
 		er.SuccessThroughput = float64(er.Successes) / s
 	}
 	er.Latency = LatencyOf(&hist)
+	if er.Status429 > 0 {
+		l := LatencyOf(&refused)
+		er.Latency429 = &l
+	}
 	return er
 }
 

@@ -170,9 +170,12 @@ func TestRunAgainstSpawnedNode(t *testing.T) {
 	}
 }
 
-// TestFailuresCountedApart runs against a fake server that answers every third request 429 (rate limited),
-// every third 503 and the rest 200, over two targets, and checks the split and the round-robin.
+// TestFailuresCountedApart runs against a fake server that answers every third request 429 (rate limited,
+// after refusalDelay), every third 503 and the rest 200, over two targets, and checks the split, the
+// round-robin and that the report gives the 429s' own latency (what a load tester reads to see how fast a
+// node sheds), apart from the successes'.
 func TestFailuresCountedApart(t *testing.T) {
+	const refusalDelay = 40 * time.Millisecond
 	var calls atomic.Int64
 	hits := make([]atomic.Int64, 2)
 	handler := func(i int) http.HandlerFunc {
@@ -184,6 +187,7 @@ func TestFailuresCountedApart(t *testing.T) {
 			}
 			switch calls.Add(1) % 3 {
 			case 0:
+				time.Sleep(refusalDelay) // the server's pace, measured by the report
 				w.Header().Set("Content-Type", "application/problem+json")
 				w.WriteHeader(429)
 				w.Write([]byte(`{"status":429,"code":"rate_limited"}`))
@@ -211,6 +215,14 @@ func TestFailuresCountedApart(t *testing.T) {
 	}
 	if hits[0].Load() != 15 || hits[1].Load() != 15 {
 		t.Errorf("round-robin: %d and %d requests", hits[0].Load(), hits[1].Load())
+	}
+	if l := e.Latency429; l == nil || l.P50Ms < ms(refusalDelay) || l.MaxMs < l.P50Ms {
+		t.Errorf("429 latency %+v, want a p50 of at least %v", l, refusalDelay)
+	}
+	var md bytes.Buffer
+	rep.WriteMarkdown(&md)
+	if !strings.Contains(md.String(), "Latency of the 429 answers") || !strings.Contains(md.String(), "* auth: 10 answers, p50 ") {
+		t.Errorf("markdown lacks the 429 latency:\n%s", md.String())
 	}
 }
 

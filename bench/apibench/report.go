@@ -70,6 +70,9 @@ type EndpointReport struct {
 	SuccessThroughput float64 `json:"success_throughput_rps"`
 	// Latency is of successful requests, measured by the client (send to last byte).
 	Latency Latency `json:"latency"`
+	// Latency429 is of the 429 answers (nil without any): under overload, how long a client waits to learn
+	// that the node will not take its request, its upload included.
+	Latency429 *Latency `json:"latency_429,omitempty"`
 	// CodecP50Ms and OverheadP50Ms are set with the codec baseline: the service's p50 minus the codec's.
 	CodecP50Ms    *float64 `json:"codec_p50_ms,omitempty"`
 	OverheadP50Ms *float64 `json:"overhead_p50_ms,omitempty"`
@@ -162,6 +165,16 @@ func (r *Report) WriteMarkdown(w io.Writer) {
 		fmt.Fprintf(w, "| %s `%s %s` | %d | %d | %d | %d | %.1f | %.1f | %s | %s | %s | %s |\n",
 			e.Endpoint, e.Method, e.Path, e.Requests, e.Successes, e.Status429, e.OtherErrors, e.Throughput,
 			e.SuccessThroughput, fmtMs(e.Latency.P50Ms), fmtMs(e.Latency.P95Ms), fmtMs(e.Latency.P99Ms), fmtMs(e.Latency.MaxMs))
+	}
+	var shed []string
+	for _, e := range r.Endpoints {
+		if l := e.Latency429; l != nil {
+			shed = append(shed, fmt.Sprintf("* %s: %d answers, p50 %s ms, p95 %s ms, p99 %s ms, max %s ms", e.Endpoint,
+				e.Status429, fmtMs(l.P50Ms), fmtMs(l.P95Ms), fmtMs(l.P99Ms), fmtMs(l.MaxMs)))
+		}
+	}
+	if len(shed) > 0 {
+		fmt.Fprintf(w, "\nLatency of the 429 answers (the table's percentiles are of successes):\n\n%s\n", strings.Join(shed, "\n"))
 	}
 	var fails []string
 	for _, e := range r.Endpoints {

@@ -17,7 +17,8 @@ const benchAPIUsage = `usage: filigrane bench api [flags]
 
 Load-tests the HTTP API: --clients concurrent clients send one endpoint's requests at a time (auth, status, embed,
 then detect), round-robin over --targets, for --duration or --requests per endpoint, and report per endpoint
-the requests, successes, 429s, other errors by status, throughput and latency p50/p95/p99/max.
+the requests, successes, 429s, other errors by status, throughput and latency p50/p95/p99/max (of the
+successes, and apart of the 429s: how fast a node sheds).
 
   filigrane bench api --spawn 1 --endpoints auth --clients 16 --duration 10s
   filigrane bench api --targets http://127.0.0.1:8080 --key $KEY --endpoints embed,detect --clients 2 --codec-baseline

@@ -2,7 +2,7 @@
 // caps connections per listener and per client IP, keeps accepting through temporary errors (EMFILE and
 // friends), and turns read and write deadlines into progress deadlines once a request's headers are in. It
 // knows nothing about HTTP beyond the one status line it writes to a refused connection; it must not decide
-// anything about requests.
+// anything about requests: the caller may supply that answer (Limits.Refusal) in its own error shape.
 package netguard
 
 import (
@@ -27,6 +27,10 @@ type Limits struct {
 	// the request's headers are in (see Conn.BeginBody). A large upload over a slow link lives as long as
 	// bytes keep arriving.
 	BodyProgress time.Duration
+	// Refusal, when set, builds the complete HTTP response a connection over a limit reads before it is
+	// closed. It is called once per refused connection, so that each answer can carry its own request id, and
+	// must not block. Nil: DefaultRefusal.
+	Refusal func() []byte
 }
 
 // Defaults for Limits.
@@ -45,6 +49,9 @@ func (l *Limits) defaults() {
 	}
 	if l.BodyProgress <= 0 {
 		l.BodyProgress = DefaultBodyProgress
+	}
+	if l.Refusal == nil {
+		l.Refusal = DefaultRefusal
 	}
 }
 
@@ -85,13 +92,17 @@ func Wrap(ln net.Listener, limits Limits) *Listener {
 // Limits returns the listener's limits with defaults applied.
 func (l *Listener) Limits() Limits { return l.limits }
 
-// refusalBody and refusal are what a connection over a limit reads before it is closed: a complete HTTP
-// response, so that a client sees "busy, retry" instead of a reset.
-const refusalBody = `{"type":"/problems/unavailable","title":"Service unavailable","status":503,` +
-	`"detail":"too many open connections; retry shortly","code":"unavailable"}`
+// refusalBody is the problem a refused connection reads when the caller supplies no Refusal: the error table's
+// 503 code (internal/problem), without a request id, which only the HTTP layer makes.
+const refusalBody = `{"type":"/problems/service_unavailable","title":"Service unavailable","status":503,` +
+	`"detail":"too many open connections; retry shortly","code":"service_unavailable"}`
 
 var refusal = []byte("HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/problem+json\r\nRetry-After: 1\r\n" +
 	"Connection: close\r\nContent-Length: " + strconv.Itoa(len(refusalBody)) + "\r\n\r\n" + refusalBody)
+
+// DefaultRefusal is the answer to a connection over a limit when Limits.Refusal is nil: a complete HTTP
+// response, so that a client sees "busy, retry" instead of a reset.
+func DefaultRefusal() []byte { return refusal }
 
 // maxBackoff bounds the wait after repeated temporary accept errors.
 const maxBackoff = time.Second
@@ -151,7 +162,7 @@ func (l *Listener) refuse(c net.Conn) {
 		_ = c.SetDeadline(time.Now().Add(5 * time.Millisecond))
 		_, _ = c.Read(make([]byte, 16<<10))
 		_ = c.SetWriteDeadline(time.Now().Add(5 * time.Millisecond))
-		_, _ = c.Write(refusal)
+		_, _ = c.Write(l.limits.Refusal())
 		_ = c.Close()
 		return
 	}
@@ -163,7 +174,7 @@ func (l *Listener) refuse(c net.Conn) {
 		_ = c.SetDeadline(time.Now().Add(refuseWait))
 		readHeaders(c)
 		_ = c.SetDeadline(time.Now().Add(refuseWait))
-		if _, err := c.Write(refusal); err != nil {
+		if _, err := c.Write(l.limits.Refusal()); err != nil {
 			return
 		}
 		if cw, ok := c.(interface{ CloseWrite() error }); ok {

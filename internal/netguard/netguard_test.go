@@ -107,7 +107,7 @@ func TestConnectionsOverTheLimitsAreRefused(t *testing.T) {
 		// The third reads a complete 503 and the end of the connection.
 		_ = clients[2].SetReadDeadline(time.Now().Add(10 * time.Second))
 		b, err := io.ReadAll(clients[2])
-		if err != nil || !strings.HasPrefix(string(b), "HTTP/1.1 503 ") || !strings.HasSuffix(string(b), `"code":"unavailable"}`) {
+		if err != nil || !strings.HasPrefix(string(b), "HTTP/1.1 503 ") || !strings.HasSuffix(string(b), `"code":"service_unavailable"}`) {
 			t.Fatalf("%+v: refused client read %q, %v", lim, b, err)
 		}
 		if g.Open() != 2 || g.Refused.Load() != 1 {

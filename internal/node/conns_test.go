@@ -3,6 +3,7 @@ package node_test
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"errors"
 	"io"
 	"net"
@@ -68,9 +69,22 @@ func TestSlowClientsCannotStopNode(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s: slow connection %d: no answer before close: %v", addr, i, err)
 			}
-			_, _ = io.Copy(io.Discard, r.Body)
+			b, _ := io.ReadAll(r.Body)
 			r.Body.Close()
 			counts[r.StatusCode]++
+			if r.StatusCode == 503 {
+				// A refusal is an error like any other: the table's code, and a request id in the header and
+				// the body (it was "unavailable", a code of no table, without an id).
+				var p struct {
+					Code      string `json:"code"`
+					RequestID string `json:"request_id"`
+				}
+				if err := json.Unmarshal(b, &p); err != nil || p.Code != "service_unavailable" ||
+					!strings.HasPrefix(p.RequestID, "req_") || p.RequestID != r.Header.Get("X-Request-ID") ||
+					r.Header.Get("Retry-After") != "1" {
+					t.Fatalf("%s: slow connection %d refused with %v %s", addr, i, r.Header, b)
+				}
+			}
 			if _, err := br.ReadByte(); !errors.Is(err, io.EOF) {
 				if errors.Is(err, os.ErrDeadlineExceeded) {
 					t.Fatalf("%s: slow connection %d was not closed by the server", addr, i)

@@ -288,7 +288,9 @@ func TestAsyncEmbedJobLifecycle(t *testing.T) {
 	wantMetrics := []string{`filigrane_work_completed_total{class="cpu",node="test"} 1`,
 		`filigrane_work_failed_total{class="cpu",node="test"} 0`, `filigrane_work_running{class="cpu",node="test"} 0`,
 		`filigrane_work_queued{class="cpu",node="test"} 0`, `filigrane_work_seconds_count{class="cpu",node="test"} 1`,
-		`filigrane_work_completed_total{class="cpu-long",node="test"} 0`}
+		`filigrane_work_completed_total{class="cpu-long",node="test"} 0`,
+		// The job waited in the queue once, however briefly.
+		`filigrane_work_queue_wait_seconds_count{class="cpu",node="test"} 1`}
 	var m response
 	for deadline := time.Now().Add(10 * time.Second); ; {
 		m = call(t, "GET", f.base+"/metrics", "", nil)
