@@ -180,10 +180,12 @@ func Table() []Kind {
 				SyncDetect: 0, // video detection always runs as a job
 				// codec/video's bounds (ten minutes at up to 60 fps); the deadline reaches its 90-minute cap at 240 frames.
 				MaxFrames: 36_000, MaxDuration: 10 * time.Minute,
-				// A third of that cap: the rest is for waiting for a worker and for a second attempt from the start
-				// when a node is lost, on a node that gives the job about one core (docs/video.md, "Work and
-				// deadline"). Below 240 frames the deadline is shorter, but 15 s a frame is far above any frame's work.
-				MaxWork: jobstate.MaxVideoDeadline / 3,
+				// Half that cap, on a node that gives the job about one core: a job at the bound may wait for a
+				// worker as long as it runs, and ten minutes of 1080p at 30 fps (about 37 minutes) fit with room
+				// for a second attempt from the start when a node is lost (docs/video.md, "Work and deadline").
+				// A third refused that video, which the duration limit advertises. Below 240 frames the deadline
+				// is shorter, but 15 s a frame is far above any frame's work.
+				MaxWork: jobstate.MaxVideoDeadline / 2,
 			},
 			SyncWait: SyncWait, OutputMIME: "video/mp4", OutputExt: "mp4", Class: ClassCPULong,
 		},
