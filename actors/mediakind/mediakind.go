@@ -63,6 +63,11 @@ type Info struct {
 	Pages    int           // documents
 	Frames   int           // videos; 1 for a still image
 	Duration time.Duration // videos
+	// MaxWork is the work bound (estimated CPU time of one core) a probe checked the file against: set by the
+	// adapters of kinds with one (videos: the node's --max-video-work). The job keeps it (jobstate.Spec.MaxWork)
+	// and every attempt judges the file by it (WorkBounded), so that a job accepted by one node's bound is not
+	// refused later by another node's.
+	MaxWork time.Duration
 }
 
 // MediaInfo is in's part of an asset record.
@@ -372,6 +377,13 @@ type Adapter interface {
 	Probe(ctx context.Context, src string) (Info, error)
 	Embed(ctx context.Context, src, dst string, id codec.ID) (Report, error)
 	Detect(ctx context.Context, src string) (codec.Detection, error)
+}
+
+// WorkBounded is implemented by the adapters that refuse a file whose estimated work is more than a bound
+// (videos). WithMaxWork is the adapter judging by bound instead of its own: a worker runs a job with the bound
+// of the node that accepted it (Info.MaxWork, kept in the job's record), whatever its own setting.
+type WorkBounded interface {
+	WithMaxWork(bound time.Duration) Adapter
 }
 
 // DetectProber is implemented by the adapters whose probe before a detection refuses less than the probe before
