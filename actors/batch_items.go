@@ -123,7 +123,7 @@ func (a *batchActor) submitItem(ctx actor.Context, c context.Context, i int) boo
 	}
 	spec := jobstate.Spec{
 		RequestID: it.RequestID, OrgID: rec.OrgID, Operation: jobstate.OperationEmbed, Media: kind.Media,
-		Format: info.Format, FrameCount: max(info.Frames, 1), AcceleratorRequested: rec.Accelerator, BatchID: rec.BatchID,
+		Format: info.Format, FrameCount: max(info.Frames, 1), MaxWork: info.MaxWork, AcceleratorRequested: rec.Accelerator, BatchID: rec.BatchID,
 		StorageDestinationID: rec.StorageDestinationID, IdempotencyKey: batchstate.ItemIdempotencyKey(rec.BatchID, i),
 		Input: input, WatermarkID: it.WatermarkID,
 	}

@@ -284,6 +284,10 @@ func (m Media) DetectStoredFile(ctx context.Context, kind mediakind.Kind, orgID,
 // blob store.
 func (m Media) processFile(ctx context.Context, rec *jobstate.Record, kind mediakind.Kind, a mediakind.Adapter) (jobstate.Output, *ProcessError) {
 	var out jobstate.Output
+	if b, ok := a.(mediakind.WorkBounded); ok && rec.MaxWork > 0 {
+		// The bound the accepting node checked, not this node's: what was accepted is not refused later.
+		a = b.WithMaxWork(rec.MaxWork)
+	}
 	perr := m.withInput(ctx, kind, rec.Operation, rec.Input.BlobKey, func(src, dir string) *ProcessError {
 		a, release := prepared(a, src)
 		defer release()

@@ -18,8 +18,12 @@ type Record struct {
 	// Format is the media format label shown on the receipt (`PNG`, `PDF`, `MP4`...).
 	Format string `msgpack:"format"`
 	// FrameCount is the frames or pages counted at acceptance; it sets a video's deadline.
-	FrameCount           int         `msgpack:"frame_count"`
-	AcceleratorRequested Accelerator `msgpack:"accelerator_requested"`
+	FrameCount int `msgpack:"frame_count"`
+	// MaxWork is the work bound (estimated CPU time of one core) the accepting node's probe checked a video
+	// against; every attempt rechecks the video by it, not by its own node's setting. 0: none recorded (an
+	// image or a document, or a job accepted before the bound was kept): the worker's own.
+	MaxWork              time.Duration `msgpack:"max_work,omitempty"`
+	AcceleratorRequested Accelerator   `msgpack:"accelerator_requested"`
 	// CreditsHeld is what the org actor reserved at acceptance (3x for gpu); the charge never exceeds it.
 	CreditsHeld          int64  `msgpack:"credits_held"`
 	WebhookID            string `msgpack:"webhook_id"`
@@ -91,12 +95,14 @@ func (*Record) SchemaVersion() uint16 { return 1 }
 // Spec is what the edge and the job actor know about a request when they accept it: validated input, credits
 // already reserved with the org actor under the request id.
 type Spec struct {
-	RequestID            string
-	OrgID                string
-	Operation            Operation
-	Media                Media
-	Format               string
-	FrameCount           int
+	RequestID  string
+	OrgID      string
+	Operation  Operation
+	Media      Media
+	Format     string
+	FrameCount int
+	// MaxWork is the video work bound the accepting probe checked (mediakind.Info.MaxWork); 0 for none.
+	MaxWork              time.Duration
 	AcceleratorRequested Accelerator // empty means cpu
 	CreditsHeld          int64
 	WebhookID            string
@@ -161,7 +167,7 @@ func Accept(s Spec, now time.Time) (*Record, error) {
 	}
 	r := &Record{
 		RequestID: s.RequestID, OrgID: s.OrgID, Status: StatusQueued, Operation: s.Operation, Media: s.Media,
-		Format: s.Format, FrameCount: s.FrameCount, AcceleratorRequested: accel, CreditsHeld: s.CreditsHeld,
+		Format: s.Format, FrameCount: s.FrameCount, MaxWork: s.MaxWork, AcceleratorRequested: accel, CreditsHeld: s.CreditsHeld,
 		WebhookID: s.WebhookID, BatchID: s.BatchID,
 		StorageDestinationID: s.StorageDestinationID, StorageKey: s.StorageKey, OutputFormat: s.OutputFormat.stored(),
 		Input: s.Input, WatermarkID: s.WatermarkID, Idempotency: fp,
@@ -199,6 +205,9 @@ func (s Spec) validate() error {
 	}
 	if s.FrameCount < 1 {
 		return fmt.Errorf("frame count %d: every file has at least one frame or page: %w", s.FrameCount, ErrInvalid)
+	}
+	if s.MaxWork < 0 || (s.MaxWork > 0 && s.Media != MediaVideo) {
+		return fmt.Errorf("work bound %v on a %s job: only videos have one, never negative: %w", s.MaxWork, s.Media, ErrInvalid)
 	}
 	if s.CreditsHeld < 0 {
 		return fmt.Errorf("credits held %d is negative: %w", s.CreditsHeld, ErrInvalid)

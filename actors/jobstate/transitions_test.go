@@ -255,6 +255,10 @@ func TestAcceptRejects(t *testing.T) {
 		{"format", func(s *Spec) { s.Format = "" }},
 		{"frames", func(s *Spec) { s.FrameCount = 0 }},
 		{"credits", func(s *Spec) { s.CreditsHeld = -1 }},
+		{"work bound on an image", func(s *Spec) { s.MaxWork = time.Minute }},
+		{"negative work bound", func(s *Spec) {
+			s.Media, s.Format, s.MaxWork = MediaVideo, "MP4", -time.Minute
+		}},
 		{"webhook", func(s *Spec) { s.WebhookID = "wh_nothex" }},
 		{"batch", func(s *Spec) { s.BatchID = "bat_123" }},
 		{"storage key alone", func(s *Spec) { s.StorageKey = "a/b.png" }},

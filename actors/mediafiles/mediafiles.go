@@ -50,6 +50,23 @@ func NewVideo(c *codec.Codec, rates mediakind.Rates, maxWork time.Duration) Vide
 		FrameBudget: func(in video.Info) int64 { return mediakind.VideoFramesPaid(rates, videoInfo(in)) }}}
 }
 
+// WithMaxWork is v judging the work of a video by bound instead of its own MaxWork (mediakind.WorkBounded): a
+// job's attempts use the bound of the node that accepted it. A bound of 0 or less keeps v's.
+func (v Video) WithMaxWork(bound time.Duration) mediakind.Adapter {
+	if bound <= 0 {
+		return v
+	}
+	a := *v.A
+	a.Limits.MaxWork = bound
+	return Video{A: &a}
+}
+
+// withBound is info with the work bound its probe checked.
+func (v Video) withBound(info mediakind.Info) mediakind.Info {
+	info.MaxWork = v.A.Limits.MaxWork
+	return info
+}
+
 func videoInfo(in video.Info) mediakind.Info {
 	format := strings.ToUpper(in.Container)
 	if format == "" {
@@ -69,7 +86,7 @@ func (v Video) Probe(ctx context.Context, src string) (mediakind.Info, error) {
 	if err != nil {
 		return mediakind.Info{}, videoError(err)
 	}
-	return videoInfo(in), nil
+	return v.withBound(videoInfo(in)), nil
 }
 
 // ProbeDetect reads the container and the video stream for a detection, whose work bound counts a detection's
@@ -79,7 +96,7 @@ func (v Video) ProbeDetect(ctx context.Context, src string) (mediakind.Info, err
 	if err != nil {
 		return mediakind.Info{}, videoError(err)
 	}
-	return videoInfo(in), nil
+	return v.withBound(videoInfo(in)), nil
 }
 
 // Embed marks every frame with the default encoding options.
@@ -396,6 +413,7 @@ var (
 	_ mediakind.PageReserver = PDF{}
 	_ mediakind.DetectProber = PDF{}
 	_ mediakind.DetectProber = Video{}
+	_ mediakind.WorkBounded  = Video{}
 	_ mediakind.Preparer     = PDF{}
 	_ mediakind.PageReserver = preparedPDF{}
 	_ mediakind.DetectProber = preparedPDF{}

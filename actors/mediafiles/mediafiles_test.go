@@ -138,18 +138,18 @@ func TestVideoFrameBudgetIsThePrice(t *testing.T) {
 // that states its frame count.
 func TestWorkRefusalSaysWhatFits(t *testing.T) {
 	t.Parallel()
-	in := video.Info{Duration: 600, Video: video.Stream{Width: 1920, Height: 1080, Frames: 18000,
-		AvgFrameRate: video.Rational{Num: 30000, Den: 1001}}}
+	in := video.Info{Duration: 600, Video: video.Stream{Width: 1920, Height: 1080, Frames: 36000,
+		AvgFrameRate: video.Rational{Num: 60000, Den: 1001}}}
 	err := mediafiles.VideoError(video.Limits{}.CheckWork("embed", video.EmbedCost, in))
-	const want = "the video has 18000 frames of 1920x1080, more than we watermark in one job before its deadline " +
-		"(about 31 min 6 s of processing, the limit is 30 min): send it in parts of at most 17361 frames of this size " +
-		"(9 min 39 s at its 29.97 fps), or with frames of at most 2.0 megapixels"
+	const want = "the video has 36000 frames of 1920x1080, more than we watermark in one job before its deadline " +
+		"(about 74 min 38 s of processing, the limit is 45 min): send it in parts of at most 21701 frames of this size " +
+		"(6 min 2 s at its 59.94 fps), or with frames of at most 1.2 megapixels"
 	var ref *mediakind.Refusal
 	if !errors.As(err, &ref) || ref.Code != mediafiles.CodeVideoTooLarge || ref.Detail != want {
 		t.Errorf("embed over the bound: %v\nwant a video_too_large refusal %q", err, want)
 	}
 	decoded := &video.WorkError{Operation: "detect", Frames: 26507, Decoded: true, Width: 3840, Height: 2160,
-		Work: 30 * time.Minute, Limit: 30 * time.Minute, MaxFrames: 26507}
+		Work: 45 * time.Minute, Limit: 45 * time.Minute, MaxFrames: 26507}
 	if err := mediafiles.VideoError(fmt.Errorf("video: decoding: %w", decoded)); !errors.As(err, &ref) ||
 		ref.Code != mediafiles.CodeVideoTooLarge || !strings.Contains(ref.Detail, "more than 26507 frames of 3840x2160, more than we check") ||
 		!strings.Contains(ref.Detail, "states its frame count") {

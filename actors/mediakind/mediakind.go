@@ -63,6 +63,11 @@ type Info struct {
 	Pages    int           // documents
 	Frames   int           // videos; 1 for a still image
 	Duration time.Duration // videos
+	// MaxWork is the work bound (estimated CPU time of one core) a probe checked the file against: set by the
+	// adapters of kinds with one (videos: the node's --max-video-work). The job keeps it (jobstate.Spec.MaxWork)
+	// and every attempt judges the file by it (WorkBounded), so that a job accepted by one node's bound is not
+	// refused later by another node's.
+	MaxWork time.Duration
 }
 
 // MediaInfo is in's part of an asset record.
@@ -180,10 +185,12 @@ func Table() []Kind {
 				SyncDetect: 0, // video detection always runs as a job
 				// codec/video's bounds (ten minutes at up to 60 fps); the deadline reaches its 90-minute cap at 240 frames.
 				MaxFrames: 36_000, MaxDuration: 10 * time.Minute,
-				// A third of that cap: the rest is for waiting for a worker and for a second attempt from the start
-				// when a node is lost, on a node that gives the job about one core (docs/video.md, "Work and
-				// deadline"). Below 240 frames the deadline is shorter, but 15 s a frame is far above any frame's work.
-				MaxWork: jobstate.MaxVideoDeadline / 3,
+				// Half that cap, on a node that gives the job about one core: a job at the bound may wait for a
+				// worker as long as it runs, and ten minutes of 1080p at 30 fps (about 37 minutes) fit with room
+				// for a second attempt from the start when a node is lost (docs/video.md, "Work and deadline").
+				// A third refused that video, which the duration limit advertises. Below 240 frames the deadline
+				// is shorter, but 15 s a frame is far above any frame's work.
+				MaxWork: jobstate.MaxVideoDeadline / 2,
 			},
 			SyncWait: SyncWait, OutputMIME: "video/mp4", OutputExt: "mp4", Class: ClassCPULong,
 		},
@@ -370,6 +377,13 @@ type Adapter interface {
 	Probe(ctx context.Context, src string) (Info, error)
 	Embed(ctx context.Context, src, dst string, id codec.ID) (Report, error)
 	Detect(ctx context.Context, src string) (codec.Detection, error)
+}
+
+// WorkBounded is implemented by the adapters that refuse a file whose estimated work is more than a bound
+// (videos). WithMaxWork is the adapter judging by bound instead of its own: a worker runs a job with the bound
+// of the node that accepted it (Info.MaxWork, kept in the job's record), whatever its own setting.
+type WorkBounded interface {
+	WithMaxWork(bound time.Duration) Adapter
 }
 
 // DetectProber is implemented by the adapters whose probe before a detection refuses less than the probe before

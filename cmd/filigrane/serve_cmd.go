@@ -15,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"filigrane/actors"
+	"filigrane/actors/jobstate"
 	"filigrane/actors/webhooks"
 	"filigrane/cluster"
 	apihttp "filigrane/http"
@@ -42,7 +43,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	roles := fs.String("roles", envOr("FILIGRANE_ROLES", ""), "comma-separated node roles: api (serves HTTP, hosts actors), cpu, cpu-long, gpu (run that work class), worker (cpu and cpu-long), edge (serves HTTP only, hosts no actors); default: edge,worker, plus gpu with a usable GPU")
 	workers := fs.Int("workers", 0, "codec workers of the cpu class, and the CPU cores codec work may use (0: one per CPU)")
 	fs.IntVar(&cfg.LongWorkers, "long-workers", envInt("FILIGRANE_LONG_WORKERS", 0), "workers of the cpu-long class (videos; 0: half of --workers, at least 1)")
-	fs.DurationVar(&cfg.MaxVideoWork, "max-video-work", envDuration("FILIGRANE_MAX_VIDEO_WORK", 0), "the most estimated CPU time of one core a video embed or detection may need, checked when it is probed (413 video_too_large above; 0: 30m, a third of the longest video deadline); lower it on CPUs slower than the reference machine, the same on every node")
+	fs.DurationVar(&cfg.MaxVideoWork, "max-video-work", envDuration("FILIGRANE_MAX_VIDEO_WORK", 0), "the most estimated CPU time of one core a video embed or detection may need, checked when it is probed (413 video_too_large above; 0: 45m, half the longest video deadline, which takes ten minutes of 1080p30; at most 90m); lower it on CPUs slower than the reference machine; a job keeps the bound of the node that accepted it")
 	fs.IntVar(&cfg.GPUSlots, "gpu-slots", envInt("FILIGRANE_GPU_SLOTS", 0), fmt.Sprintf("workers of the gpu class per GPU (0: %d)", node.DefaultGPUSlots))
 	fs.DurationVar(&cfg.DrainTimeout, "drain-timeout", envDuration("FILIGRANE_DRAIN_TIMEOUT", 20*time.Second), "on SIGTERM, how long running work may finish before it is handed back to another node (0: cut it short)")
 	decodeMemory := fs.String("decode-memory", envOr("FILIGRANE_DECODE_MEMORY", ""), "memory for decoding images and parsing PDFs, shared by all decodes of this node, e.g. 4GiB (default: half the available memory)")
@@ -379,6 +380,11 @@ func checkLimitFlags(cfg *node.Config, workers int) error {
 		if d.d < 0 {
 			return fmt.Errorf("%s %s: want a duration such as 10s", d.flag, d.d)
 		}
+	}
+	if cfg.MaxVideoWork > jobstate.MaxVideoDeadline {
+		// The bound travels with each job to every worker (jobstate.Record.MaxWork): one above the longest
+		// deadline would have the cluster accept work that no attempt can finish in time.
+		return fmt.Errorf("--max-video-work %s: want at most %s, the longest video deadline", cfg.MaxVideoWork, jobstate.MaxVideoDeadline)
 	}
 	for _, d := range []struct {
 		flag string

@@ -48,6 +48,7 @@ func TestServeRefusesOutOfRangeFlags(t *testing.T) {
 		{"--idle-timeout", "-1s"},
 		{"--drain-timeout", "-1s"},
 		{"--max-video-work", "-1s"},
+		{"--max-video-work", "1h30m1s"},
 	} {
 		var stderr bytes.Buffer
 		rc := runServe(ctx, append([]string{"--data", t.TempDir(), "--listen", "127.0.0.1:0", "--upload-listen", "127.0.0.1:0"}, args...),

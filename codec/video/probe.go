@@ -366,10 +366,10 @@ type Limits struct {
 	Timeout     time.Duration // wall-clock limit of one Probe, Embed or Detect, on top of the caller's context
 }
 
-// DefaultLimits allow ten minutes of up to 4K video, and half an hour of work: a third of the service's longest
-// video deadline (90 minutes; docs/video.md, "Work and deadline").
+// DefaultLimits allow ten minutes of up to 4K video, and 45 minutes of work: half the service's longest video
+// deadline (90 minutes), which lets ten minutes of 1080p at 30 fps through (docs/video.md, "Work and deadline").
 var DefaultLimits = Limits{MaxDuration: 600, MaxWidth: 4096, MaxPixels: 4096 * 2304, MaxFrames: 36000,
-	MaxWork: 30 * time.Minute, MemoryBytes: 3 << 30, Timeout: 90 * time.Minute}
+	MaxWork: 45 * time.Minute, MemoryBytes: 3 << 30, Timeout: 90 * time.Minute}
 
 func (l Limits) withDefaults() Limits {
 	d := DefaultLimits

@@ -600,7 +600,7 @@ func TestProbeLimits(t *testing.T) {
 		{Limits{MaxWidth: 300}, ErrTooLarge},
 		{Limits{MaxPixels: 320 * 255}, ErrTooLarge},
 		{Limits{MaxFrames: 49}, ErrTooManyFrames},
-		// 50 frames of 320x256 are about 0.2 s of an embed's work (EmbedCost).
+		// 50 frames of 320x256 are about 0.25 s of an embed's work (EmbedCost).
 		{Limits{MaxWork: 100 * time.Millisecond}, ErrTooMuchWork},
 	} {
 		a.Limits = c.lim

@@ -24,13 +24,15 @@ type Cost struct {
 // of `filigrane codec embed` and `codec detect` and their ffmpeg children; docs/video.md has the figures):
 //
 //   - an embed costs about 0.046 to 0.049 CPU-s per megapixel-frame of moving content (testsrc2), 0.048 of a
-//     still picture and 0.03 to 0.04 of black frames (still and black frames are what a file of thousands of
-//     large frames within the 20 MB upload is made of); noise, which x264 spends five times more on, and
-//     camera footage (0.08 to 0.09) cannot fill many frames within 20 MB;
+//     still picture and 0.03 to 0.04 of black frames; real footage compressed as hard as a file of thousands
+//     of large frames within the 20 MB upload must be (vtest and Megamind scaled to 1080p at 270 kbit/s,
+//     vtest at 4K at 1.1 Mbit/s) costs 0.038 to 0.058. The rate is the highest of these, rounded up, so that
+//     the estimate does not understate a film that reaches the bound; noise, which x264 spends five times
+//     more on, and camera footage at its usual bitrates (0.06 to 0.09) cannot fill many frames within 20 MB;
 //   - a detection decodes a frame for 0.003 (4K, halved while decoding) to 0.006 (1080p) CPU-s per
 //     megapixel and analyses each second's mean frame for 0.5 to 0.75 CPU-s.
 var (
-	EmbedCost  = Cost{PerMegapixelFrame: 50 * time.Millisecond}
+	EmbedCost  = Cost{PerMegapixelFrame: 60 * time.Millisecond}
 	DetectCost = Cost{PerMegapixelFrame: 6 * time.Millisecond, PerSecond: 800 * time.Millisecond}
 )
 

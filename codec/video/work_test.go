@@ -6,12 +6,13 @@ import (
 	"time"
 )
 
-// TestWorkBound: the work bound of the default limits (30 minutes of one core at EmbedCost and DetectCost) is
-// checked from the probe alone. A ten-minute 720p video at 60 fps is embedded; a 1080p one of 18,000 frames
-// (ten minutes at 30 fps: about 31 minutes of work) and 4,000 frames of 4096x2304 (two minutes at 30 fps,
-// about 31 minutes) are refused with a WorkError that says how many frames of their size fit. A detection,
-// without the encoding, reads the ten-minute 1080p video at 60 fps, but not 36,000 frames of 3840x2160 in ten
-// minutes (about 38 minutes: decoding them and analysing 600 seconds).
+// TestWorkBound: the work bound of the default limits (45 minutes of one core at EmbedCost and DetectCost) is
+// checked from the probe alone. Every video the duration limit allows at up to 1080p30 is embedded: ten minutes
+// of 720p at 60 fps, and of 1080p at 30 fps (18,000 frames, about 37 minutes; the bound of a third of the
+// deadline, 30 minutes, refused it though the service advertises ten minutes); ten minutes of 1080p at 60 fps
+// (about 75 minutes) or of 1440p at 30 fps, and 4,800 frames of 4096x2304, are refused with a WorkError that
+// says how many frames of their size fit. A detection, without the encoding, reads every video within the
+// frame and duration limits: ten minutes of 3840x2160 at 60 fps (about 38 minutes).
 func TestWorkBound(t *testing.T) {
 	t.Parallel()
 	info := func(w, h int, frames int64, seconds float64) Info {
@@ -26,13 +27,14 @@ func TestWorkBound(t *testing.T) {
 		refuse bool
 	}{
 		{"embed 720p60 10 min", embedding, info(1280, 720, 36000, 600), false},
-		{"embed 1080p30 9 min", embedding, info(1920, 1080, 16200, 540), false},
-		{"embed 1080p30 10 min", embedding, info(1920, 1080, 18000, 600), true},
-		{"embed 4096x2304 3,800 frames", embedding, info(4096, 2304, 3800, 127), false},
-		{"embed 4096x2304 4,000 frames", embedding, info(4096, 2304, 4000, 133), true},
+		{"embed 1080p30 10 min", embedding, info(1920, 1080, 18000, 600), false},
+		{"embed 1080p60 10 min", embedding, info(1920, 1080, 36000, 600), true},
+		{"embed 1440p30 10 min", embedding, info(2560, 1440, 18000, 600), true},
+		{"embed 4096x2304 4,700 frames", embedding, info(4096, 2304, 4700, 157), false},
+		{"embed 4096x2304 4,800 frames", embedding, info(4096, 2304, 4800, 160), true},
 		{"detect 1080p60 10 min", detecting, info(1920, 1080, 36000, 600), false},
-		{"detect 2160p60 10 min", detecting, info(3840, 2160, 36000, 600), true},
-		{"detect 2160p30 10 min", detecting, info(3840, 2160, 18000, 600), false},
+		{"detect 2160p60 10 min", detecting, info(3840, 2160, 36000, 600), false},
+		{"detect 4096x2304 at 60 fps 10 min", detecting, info(4096, 2304, 36000, 600), false},
 	} {
 		err := l.CheckWork(c.op.name, c.op.cost, c.in)
 		if !c.refuse {
@@ -47,7 +49,7 @@ func TestWorkBound(t *testing.T) {
 			continue
 		}
 		v := c.in.Video
-		if we.Frames != v.Frames || we.Width != v.Width || we.Work <= 30*time.Minute || we.Limit != 30*time.Minute ||
+		if we.Frames != v.Frames || we.Width != v.Width || we.Work <= 45*time.Minute || we.Limit != 45*time.Minute ||
 			we.MaxFrames >= v.Frames || we.FrameRate <= 0 {
 			t.Errorf("%s: %+v", c.name, we)
 		}

@@ -92,8 +92,9 @@ type Config struct {
 	LongWorkers int
 	// MaxVideoWork bounds a video job's estimated CPU time of one core (codec/video's EmbedCost and
 	// DetectCost), checked when the video is probed; above it the request is refused, 413 video_too_large.
-	// 0 means the media table's (30 minutes, a third of the longest video deadline). Nodes on CPUs slower
-	// than the reference machine lower it; every node of a cluster should have the same.
+	// 0 means the media table's (45 minutes, half the longest video deadline). Nodes on CPUs slower than the
+	// reference machine lower it. A job keeps the bound of the node that accepted it (jobstate.Record.MaxWork):
+	// its workers recheck it by that bound, whatever their own.
 	MaxVideoWork time.Duration
 	// GPUSlots is the workers of the gpu class per device; 0 means DefaultGPUSlots. A device runs many jobs at
 	// once (each on its own stream), and placement sends accelerator=gpu jobs to the gpu class first: with one
