@@ -121,6 +121,50 @@ func TestFailedJobsStoredOutputIsPurged(t *testing.T) {
 	}
 }
 
+// A purge entry written before failed jobs' entries listed their output keys names the input alone. The purge
+// pass reads such a job's record and deletes what an attempt could have stored as well (OutputKeys), so entries
+// already stored need no migration: here a cancelled video embed whose attempt stored a MOV, its entry rewritten
+// in the old form. Before, the pass deleted the input only and the watermarked file stayed for ever.
+func TestOldPurgeEntryPurgesTheStoredOutput(t *testing.T) {
+	ctx := context.Background()
+	store := tempStore(t)
+	blobs, clk, org := purgeFixture(t, store)
+	sys, c := startSystem(t, store, store, clk)
+	t.Cleanup(sys.Shutdown)
+	reqID := "req_" + strings.Repeat("7", 64)
+	input := "inputs/" + org.ID + "/" + reqID + "/file"
+	output := "outputs/" + org.ID + "/" + reqID + "/watermarked.mov" // where the attempt stored it (media.go)
+	for _, key := range []string{input, output} {
+		if _, err := blobs.Put(ctx, key, strings.NewReader("stored bytes")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.job(t, reqID, &actors.JobSubmit{Hold: 3, ClaimAs: "n1/w0/7777", Lease: 30 * time.Second, Spec: jobstate.Spec{RequestID: reqID,
+		OrgID: org.ID, Operation: jobstate.OperationEmbed, Media: jobstate.MediaVideo, Format: "MOV", FrameCount: 1,
+		AcceleratorRequested: jobstate.AcceleratorCPU, WatermarkID: strings.Repeat("c", 64),
+		Input: jobstate.Input{BlobKey: input, SHA256: strings.Repeat("b", 64), Size: 12, Filename: "in.mov", ContentType: "video/quicktime"}}})
+	if rec := c.job(t, reqID, &actors.JobCancel{RequestID: reqID}).Record; rec.Status != jobstate.StatusFailed || !rec.Committed() {
+		t.Fatalf("after the cancel: %s, committed %v", rec.Status, rec.Committed())
+	}
+	entries, err := store.Scan(ctx, []byte("jobs/purge/"), []byte("jobs/purge/"), 10)
+	if err != nil || len(entries) != 1 {
+		t.Fatalf("purge entries: %v %d; want the job's one", err, len(entries))
+	}
+	if _, err := store.CompareAndSet(ctx, entries[0].Key, entries[0].Version, []byte(input)); err != nil { // the old form
+		t.Fatal(err)
+	}
+
+	clk.Advance(jobstate.ResultRetention + 2*time.Hour)
+	if _, err := (actors.Sweeper{Store: store, Blobs: blobs, Caller: c, Clock: clk, Logger: zerolog.Nop()}).PurgeResults(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{input, output} {
+		if _, err := blobs.Stat(ctx, key); !errors.Is(err, persistence.ErrNotFound) {
+			t.Errorf("%s after the purge: %v; want deleted", key, err)
+		}
+	}
+}
+
 // A zip batch's member unpacked for an item that never became a job goes 24 hours after the batch ended, with
 // the request zip: here the member's check refuses it (not an image) after it was unpacked. No job names it
 // as its input, so before, nothing deleted it.
