@@ -21,9 +21,9 @@ import (
 // enough: its Output also holds what only the attempt knew (the charge, the media's sizes, a video's units, a
 // detection's summary).
 //
-// A worker writes the file after the result (Keep) and deletes it when its report is refused as stale; the
-// job's actor deletes it once the job is settled, and a failed job lists it for the purge pass, which deletes
-// one a late attempt wrote after the end. It is kept only where the job's records share the data directory's
+// A worker writes the file after the result (Keep), before its report. The job's actor deletes it once the job
+// is settled, and again when a report comes after that (a stale attempt's, whose file it is); a failed job's
+// purge entry lists it too, for a late attempt whose report never came. It is kept only where the job's records share the data directory's
 // disk with the blob store (one node): in a cluster the records live in object storage, which a low local disk
 // does not refuse, and each file would cost two object storage requests per job. A nil *OutcomeFiles keeps
 // nothing and finds nothing.

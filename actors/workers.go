@@ -72,8 +72,8 @@ type Pool struct {
 	// OnReport, when set, is called after a worker's attempt ended (its result and outcome file stored, when it
 	// succeeded) and before it reports how (tests use it to make the disk run low at that moment).
 	OnReport func(ctx context.Context, requestID string)
-	// outcomes keeps each stored result's outcome file until the attempt's report is answered
-	// (PoolsConfig.Outcomes; nil: none).
+	// outcomes writes each stored result's outcome file before the attempt reports it (PoolsConfig.Outcomes;
+	// nil: none).
 	outcomes *OutcomeFiles
 
 	// class, when set, is the work class every job of this pool counts under (a pool of Pools); "" counts each
@@ -512,7 +512,8 @@ func (p *Pool) runClaimed(ctx context.Context, rec *jobstate.Record, lease jobst
 			LowDisk: perr.LowDisk()}
 	} else {
 		// Written before the report, so that the job can succeed from the result should the report never be
-		// recorded (OutcomeFiles); without it the report goes as before.
+		// recorded (OutcomeFiles); without it the report goes as before. The job's actor deletes it once the job
+		// is settled, also when this report comes too late (a stale attempt's, answered after the job ended).
 		if err := p.outcomes.Keep(ctx, rec, out); err != nil {
 			p.logger.Warn().Err(err).Str("job", requestID).Msg("keep the outcome file")
 		}
@@ -527,14 +528,6 @@ func (p *Pool) runClaimed(ctx context.Context, rec *jobstate.Record, lease jobst
 	}
 	if err != nil {
 		return nil
-	}
-	if perr == nil && leaseRefused(rep.Code) {
-		// A stale attempt's outcome file describes a result the job will not take from this attempt (it ended,
-		// or another attempt runs: its own report, or its outcome file, completes it). A report recorded is
-		// the job's to settle, which deletes the file.
-		if err := p.outcomes.Drop(ctx, rec); err != nil {
-			p.logger.Warn().Err(err).Str("job", requestID).Msg("drop the outcome file of a stale attempt")
-		}
 	}
 	reported, ok = true, perr == nil
 	return rep
