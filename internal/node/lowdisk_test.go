@@ -417,9 +417,10 @@ func TestRefusedSuccessSurvivesRestart(t *testing.T) {
 	t.Parallel()
 	lines := loglines.New(256)
 	g := diskspace.New(t.TempDir(), 1)
-	// A short lease: the worker stops sending its refused report again after one lease of wall time.
+	// A short lease: the worker stops sending its refused report again after one lease of wall time (the
+	// record's lease runs on the manual clock).
 	config := func(c *node.Config) {
-		c.DiskGuard, c.Logger, c.LeaseDuration = g, zerolog.New(lines).Level(zerolog.WarnLevel), 3*time.Second
+		c.DiskGuard, c.Logger, c.LeaseDuration = g, zerolog.New(lines).Level(zerolog.WarnLevel), time.Second
 	}
 	f := newFixture(t, config)
 	var once sync.Once
