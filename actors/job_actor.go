@@ -550,8 +550,9 @@ func (a *jobActor) settle(ctx actor.Context) {
 // 1.10) and a failed (or cancelled) job's input belongs to no asset, while a succeeded embed's input and
 // output are the source and watermarked assets, kept by file retention. A failed job also lists every key an
 // attempt could have stored a result under (OutputKeys): an attempt whose success was never recorded (its
-// report refused as stale, or lost with its node) leaves its result there, named by no record. No succeeded
-// job shares those keys (they are the request's own), so nothing a client is served goes with them.
+// report refused as stale, or lost with its node) leaves its result there, named by no record, and on one node
+// its outcome file (OutcomeFiles) beside it. No succeeded job shares those keys (they are the request's own),
+// so nothing a client is served goes with them.
 func (a *jobActor) purgeable() (string, time.Time) {
 	r := a.rec
 	switch {
