@@ -143,7 +143,7 @@ func (a *jobActor) Receive(ctx actor.Context) {
 			if f := a.diskRefused; f != nil && f.apply(r, now) {
 				return nil
 			}
-			if stored != nil && r.SucceedLapsed(r.Lease.Token, *stored, now) {
+			if stored != nil && r.Lease != nil && r.SucceedLapsed(r.Lease.Token, *stored, now) {
 				a.deps.Logger.Info().Str("job", a.id).Msg("the attempt's lease lapsed with its result stored; the job succeeds from it")
 				return nil
 			}
