@@ -501,11 +501,12 @@ func (a *batchActor) drive(ctx actor.Context, onlyJob string) {
 		a.startAssembly(ctx)
 	}
 	if a.rec.Status.Ended() {
-		// The active index entry keeps the sweeper ticking the batch until its events are handed over.
-		if a.handOver(ctx, c) {
+		// The active index entry keeps the sweeper ticking the batch until its events are handed over and its
+		// files are listed for purging: a purge entry is all that ever deletes them.
+		handed := a.handOver(ctx, c)
+		if indexed := a.indexPurges(c); handed && indexed {
 			a.dropActive(c)
 		}
-		a.indexPurges(c)
 	}
 	if more {
 		ctx.Send(ctx.Self(), &BatchTick{BatchID: a.id})
@@ -568,15 +569,19 @@ func (a *batchActor) schedulePulse(ctx actor.Context) {
 // after the batch ended. A member that became a job's input is its job's to keep (the source asset) or purge
 // (a failed job). An item the batch reports rejected has no job that runs on: a submission the record missed
 // is cancelled (settleRejectedSubmit, undoOrphanedSubmit), and a cancelled job purges the same member itself.
-// Create-only, so repeats are harmless.
-func (a *batchActor) indexPurges(c context.Context) {
+// Create-only, so repeats are harmless. It reports whether every entry is written: the batch stays in the
+// active index until then, so that the sweeper's next tick writes what the store refused (below a quarter of
+// the disk reserve, or a store that failed); before, the files of a refused entry stayed for ever.
+func (a *batchActor) indexPurges(c context.Context) bool {
 	r := a.rec
+	indexed := true
 	put := func(at time.Time, suffix, key string) {
 		if key == "" {
 			return
 		}
 		if _, err := a.deps.Store.CompareAndSet(c, purgeKey(at, r.BatchID+suffix), persistence.NoVersion, []byte(key)); err != nil && !errors.Is(err, persistence.ErrVersionMismatch) {
-			a.deps.Logger.Warn().Err(err).Str("batch", a.id).Msg("index batch files for purging")
+			a.deps.Logger.Warn().Err(err).Str("batch", a.id).Msg("index batch files for purging; the sweeper retries")
+			indexed = false
 		}
 	}
 	if r.ArchiveStatus == batchstate.ArchiveReady {
@@ -592,6 +597,7 @@ func (a *batchActor) indexPurges(c context.Context) {
 		}
 		put(r.CompletedAt.Add(batchstate.ArchiveRetention), ".members", strings.Join(members, "\n"))
 	}
+	return indexed
 }
 
 // removeIfDue reduces a batch past its 30 days to its tombstone (the key stays, answering 409 to a reuse)

@@ -138,8 +138,13 @@ func (a *jobActor) Receive(ctx actor.Context) {
 			}
 			return
 		}
+		stored := a.storedOutcome()
 		a.command(ctx, msg.RequestID, func(r *jobstate.Record, now time.Time) error {
 			if f := a.diskRefused; f != nil && f.apply(r, now) {
+				return nil
+			}
+			if stored != nil && r.Lease != nil && r.SucceedLapsed(r.Lease.Token, *stored, now) {
+				a.deps.Logger.Info().Str("job", a.id).Msg("the attempt's lease lapsed with its result stored; the job succeeds from it")
 				return nil
 			}
 			// The sweeper ticks every active job every few seconds: a running attempt whose worker's cluster
@@ -415,6 +420,28 @@ func (a *jobActor) command(ctx actor.Context, requestID string, fn func(*jobstat
 	a.deps.Respond(ctx, rep)
 }
 
+// storedOutcome is the Output of the result an attempt stored, read from the job's outcome file
+// (OutcomeFiles), when the running attempt's lease lapsed before the deadline and this activation keeps no
+// refused report of it: the attempt's report was never recorded (refused below an eighth of the disk reserve
+// and lost with a restart, or its node died between storing and reporting), and the tick then completes the job
+// from that result rather than count the attempt as a lost worker and make the result again. Nil otherwise,
+// or when the blob store could not answer (the lapse counts as before).
+func (a *jobActor) storedOutcome() *jobstate.Output {
+	r, now := a.rec, a.deps.Clock.Now()
+	if a.deps.Outcomes == nil || a.diskRefused != nil || r == nil || r.Status != jobstate.StatusRunning || r.Lease == nil ||
+		now.Before(r.Lease.ExpiresAt) || !now.Before(r.Deadline) {
+		return nil
+	}
+	sctx, cancel := a.deps.storeCtx()
+	defer cancel()
+	out, err := a.deps.Outcomes.Stored(sctx, r)
+	if err != nil {
+		a.deps.Logger.Warn().Err(err).Str("job", a.id).Msg("read the outcome file of a lapsed attempt")
+		return nil
+	}
+	return out
+}
+
 // forgetDiskRefused drops the refused report once its attempt no longer runs (the tick applied it,
 // the worker's own report got through, or the job ended otherwise), so that the activation may idle out.
 func (a *jobActor) forgetDiskRefused() {
@@ -499,6 +526,14 @@ func (a *jobActor) settle(ctx actor.Context) {
 			}
 		}
 		if indexed && len(a.rec.PendingEffects(now)) == 0 {
+			// The outcome file goes before the entry, so that a job whose file could not be deleted is ticked
+			// again: once settled, nothing needs it (the record holds the outcome).
+			if err := a.deps.Outcomes.Drop(sctx, a.rec); err != nil {
+				a.deps.Logger.Warn().Err(err).Str("job", a.id).Msg("drop the outcome file; the sweeper retries")
+				indexed = false
+			}
+		}
+		if indexed && len(a.rec.PendingEffects(now)) == 0 {
 			if err := a.deps.Store.Delete(sctx, []byte(prefixActiveJob+a.id), a.activeVersion(sctx)); err != nil && !errors.Is(err, persistence.ErrVersionMismatch) {
 				a.deps.Logger.Warn().Err(err).Str("job", a.id).Msg("drop active job index")
 			}
@@ -515,15 +550,20 @@ func (a *jobActor) settle(ctx actor.Context) {
 // 1.10) and a failed (or cancelled) job's input belongs to no asset, while a succeeded embed's input and
 // output are the source and watermarked assets, kept by file retention. A failed job also lists every key an
 // attempt could have stored a result under (OutputKeys): an attempt whose success was never recorded (its
-// report refused as stale, or lost with its node) leaves its result there, named by no record. No succeeded
-// job shares those keys (they are the request's own), so nothing a client is served goes with them.
+// report refused as stale, or lost with its node) leaves its result there, named by no record, and on one node
+// its outcome file (OutcomeFiles) beside it. No succeeded job shares those keys (they are the request's own),
+// so nothing a client is served goes with them.
 func (a *jobActor) purgeable() (string, time.Time) {
 	r := a.rec
 	switch {
 	case r.Status == jobstate.StatusSucceeded && r.Operation == jobstate.OperationDetect:
 		return r.Input.BlobKey + "\n" + r.Output.BlobKey, r.ResultExpiresAt
 	case r.Status == jobstate.StatusFailed:
-		return strings.Join(append([]string{r.Input.BlobKey}, OutputKeys(r)...), "\n"), r.CompletedAt.Add(jobstate.ResultRetention)
+		keys := append([]string{r.Input.BlobKey}, OutputKeys(r)...)
+		if a.deps.Outcomes != nil {
+			keys = append(keys, OutcomeKey(r)) // one a late attempt keeps after the job ended (OutcomeFiles)
+		}
+		return strings.Join(keys, "\n"), r.CompletedAt.Add(jobstate.ResultRetention)
 	}
 	return "", time.Time{}
 }

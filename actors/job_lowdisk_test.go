@@ -163,3 +163,78 @@ func TestRefusedSuccessAppliedOnceSpaceIsFreed(t *testing.T) {
 		t.Fatalf("credits: %v %+v; want 1 charged, nothing held", err, bal)
 	}
 }
+
+// A lapsed attempt's outcome file (actors.OutcomeFiles, kept beside the result on one node) completes the job
+// only with the result it describes, and only before the deadline: a file whose result was replaced since (a
+// different file under the key) leaves the lapse counted as a lost worker, as before; a job past its deadline
+// fails, and its purge deletes the file and the result. Where it matches, the job succeeds from it and the file
+// goes (TestRefusedSuccessSurvivesRestart, internal/node, is the restart this is for).
+func TestOutcomeFileCompletesOnlyItsStoredResult(t *testing.T) {
+	ctx := context.Background()
+	store := tempStore(t)
+	blobs, clk, org := purgeFixture(t, store)
+	sys, c := startSystem(t, store, store, clk)
+	t.Cleanup(sys.Shutdown)
+	outcomes := &actors.OutcomeFiles{Blobs: blobs}
+	c.deps.Outcomes = outcomes
+	sweeper := actors.Sweeper{Store: store, Blobs: blobs, Caller: c, Clock: clk, Logger: zerolog.Nop()}
+	for i, tc := range []struct {
+		name     string
+		replaced bool          // another file is stored under the result's key after the outcome file was written
+		lapse    time.Duration // how long after the claim the sweeper ticks
+		want     jobstate.Status
+		code     string
+	}{
+		{name: "its result stored", lapse: time.Minute, want: jobstate.StatusSucceeded},
+		{name: "its result replaced", replaced: true, lapse: time.Minute, want: jobstate.StatusRetrying, code: jobstate.CodeWorkerLost},
+		{name: "past the deadline", lapse: jobstate.BaseDeadline + time.Minute, want: jobstate.StatusFailed, code: jobstate.CodeDeadlineExceeded},
+	} {
+		reqID := "req_" + strings.Repeat(string(rune('a'+i)), 64)
+		spec := jobstate.Spec{RequestID: reqID, OrgID: org.ID, Operation: jobstate.OperationDetect, Media: jobstate.MediaImage,
+			Format: "PNG", FrameCount: 1, AcceleratorRequested: jobstate.AcceleratorCPU,
+			Input: jobstate.Input{BlobKey: "inputs/" + org.ID + "/" + reqID + "/file", SHA256: strings.Repeat("b", 64), Size: 12,
+				Filename: "cat.png", ContentType: "image/png"}}
+		rep := c.job(t, reqID, &actors.JobSubmit{Spec: spec, Hold: 3, ClaimAs: "n1/w0/" + reqID[4:8], Lease: 30 * time.Second})
+		key := actors.OutputKey(rep.Record, "detection.json")
+		info, err := blobs.Put(ctx, key, strings.NewReader(`{"detected":false}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := jobstate.Output{BlobKey: key, Size: info.Size, SHA256: info.SHA256, ContentType: "application/json",
+			Filename: "detection.json", Charge: 1, Accelerator: jobstate.AcceleratorCPU}
+		if err := outcomes.Keep(ctx, rep.Record, out); err != nil {
+			t.Fatal(err)
+		}
+		if tc.replaced {
+			if _, err := blobs.Put(ctx, key, strings.NewReader(`{"detected":true}`)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		clk.Advance(tc.lapse) // the attempt's report never came, nor its renewals
+		r := c.job(t, reqID, &actors.JobTick{RequestID: reqID}).Record
+		if r.Status != tc.want || (tc.code != "" && (r.LastError == nil || r.LastError.Code != tc.code) && r.ErrorCode != tc.code) ||
+			(tc.want == jobstate.StatusSucceeded && (r.Output == nil || *r.Output != out || r.Attempts != 1)) {
+			t.Errorf("%s: %s, %d attempts, output %+v, last error %+v, error %q; want %s %s",
+				tc.name, r.Status, r.Attempts, r.Output, r.LastError, r.ErrorCode, tc.want, tc.code)
+		}
+		_, err = blobs.Stat(ctx, actors.OutcomeKey(r))
+		if tc.want == jobstate.StatusSucceeded && !errors.Is(err, persistence.ErrNotFound) {
+			t.Errorf("%s: the outcome file once the job succeeded: %v; want deleted", tc.name, err)
+		}
+		if tc.want == jobstate.StatusFailed {
+			// The attempt, late, stores its result and outcome file again after the job ended.
+			if err := outcomes.Keep(ctx, rep.Record, out); err != nil {
+				t.Fatal(err)
+			}
+			clk.Advance(jobstate.ResultRetention + time.Hour)
+			if _, err := sweeper.PurgeResults(ctx); err != nil {
+				t.Fatal(err)
+			}
+			for _, k := range []string{key, actors.OutcomeKey(r)} {
+				if _, err := blobs.Stat(ctx, k); !errors.Is(err, persistence.ErrNotFound) {
+					t.Errorf("%s: %s 24 hours after the job failed: %v; want deleted", tc.name, k, err)
+				}
+			}
+		}
+	}
+}

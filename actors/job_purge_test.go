@@ -121,13 +121,75 @@ func TestFailedJobsStoredOutputIsPurged(t *testing.T) {
 	}
 }
 
+// A purge entry written before failed jobs' entries listed their output keys names the input alone. The purge
+// pass reads such a job's record and deletes what an attempt could have stored as well (OutputKeys), so entries
+// already stored need no migration: here a cancelled video embed whose attempt stored a MOV, its entry rewritten
+// in the old form. Before, the pass deleted the input only and the watermarked file stayed for ever.
+func TestOldPurgeEntryPurgesTheStoredOutput(t *testing.T) {
+	ctx := context.Background()
+	store := tempStore(t)
+	blobs, clk, org := purgeFixture(t, store)
+	sys, c := startSystem(t, store, store, clk)
+	t.Cleanup(sys.Shutdown)
+	reqID := "req_" + strings.Repeat("7", 64)
+	input := "inputs/" + org.ID + "/" + reqID + "/file"
+	output := "outputs/" + org.ID + "/" + reqID + "/watermarked.mov" // where the attempt stored it (media.go)
+	for _, key := range []string{input, output} {
+		if _, err := blobs.Put(ctx, key, strings.NewReader("stored bytes")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.job(t, reqID, &actors.JobSubmit{Hold: 3, ClaimAs: "n1/w0/7777", Lease: 30 * time.Second, Spec: jobstate.Spec{RequestID: reqID,
+		OrgID: org.ID, Operation: jobstate.OperationEmbed, Media: jobstate.MediaVideo, Format: "MOV", FrameCount: 1,
+		AcceleratorRequested: jobstate.AcceleratorCPU, WatermarkID: strings.Repeat("c", 64),
+		Input: jobstate.Input{BlobKey: input, SHA256: strings.Repeat("b", 64), Size: 12, Filename: "in.mov", ContentType: "video/quicktime"}}})
+	if rec := c.job(t, reqID, &actors.JobCancel{RequestID: reqID}).Record; rec.Status != jobstate.StatusFailed || !rec.Committed() {
+		t.Fatalf("after the cancel: %s, committed %v", rec.Status, rec.Committed())
+	}
+	entries, err := store.Scan(ctx, []byte("jobs/purge/"), []byte("jobs/purge/"), 10)
+	if err != nil || len(entries) != 1 {
+		t.Fatalf("purge entries: %v %d; want the job's one", err, len(entries))
+	}
+	if _, err := store.CompareAndSet(ctx, entries[0].Key, entries[0].Version, []byte(input)); err != nil { // the old form
+		t.Fatal(err)
+	}
+
+	clk.Advance(jobstate.ResultRetention + 2*time.Hour)
+	if _, err := (actors.Sweeper{Store: store, Blobs: blobs, Caller: c, Clock: clk, Logger: zerolog.Nop()}).PurgeResults(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{input, output} {
+		if _, err := blobs.Stat(ctx, key); !errors.Is(err, persistence.ErrNotFound) {
+			t.Errorf("%s after the purge: %v; want deleted", key, err)
+		}
+	}
+}
+
 // A zip batch's member unpacked for an item that never became a job goes 24 hours after the batch ended, with
 // the request zip: here the member's check refuses it (not an image) after it was unpacked. No job names it
 // as its input, so before, nothing deleted it.
 func TestRejectedZipMemberIsPurged(t *testing.T) {
-	ctx := context.Background()
 	store := tempStore(t)
-	blobs, clk, org := purgeFixture(t, store)
+	purgedWithTheZip(t, store, store, func() {})
+}
+
+// A batch whose purge entries the store refused when it ended (below a quarter of the disk reserve, or a store
+// that failed at that moment) stays in the active index, so the sweeper's next tick writes them and its files
+// go 24 hours later. Before, the batch left the active index as it ended, the refusal was only logged, and
+// nothing wrote the entries again: the request zip and the unpacked member stayed for ever.
+func TestBatchPurgeEntriesAreWrittenAgain(t *testing.T) {
+	raw := tempStore(t)
+	store := &prefixDown{Store: raw, prefix: "jobs/purge/", why: "the store did not take the purge entry", down: true}
+	purgedWithTheZip(t, store, raw, func() { store.setDown(false) })
+}
+
+// purgedWithTheZip runs a zip batch of one member that its check rejects, with the actors on store (raw: the
+// same store, unwrapped), calls recovered once the batch ended, lets the sweeper tick the batches, and wants
+// the request zip and the unpacked member deleted 24 hours after the batch ended.
+func purgedWithTheZip(t *testing.T, store, raw persistence.Store, recovered func()) {
+	t.Helper()
+	ctx := context.Background()
+	blobs, clk, org := purgeFixture(t, raw)
 	member := bytes.Repeat([]byte("not an image "), 8)
 	var zbuf bytes.Buffer
 	zw := zip.NewWriter(&zbuf)
@@ -146,7 +208,7 @@ func TestRejectedZipMemberIsPurged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sys, lc := startSystem(t, store, store, clk)
+	sys, lc := startSystem(t, store, raw, clk)
 	t.Cleanup(sys.Shutdown)
 	c := envBatchCaller{localCaller: lc, env: &actors.BatchEnv{Blobs: blobs, Pulse: time.Hour}}
 	lc.deps.Caller.Set(c)
@@ -164,14 +226,24 @@ func TestRejectedZipMemberIsPurged(t *testing.T) {
 		t.Fatalf("the member was not unpacked before its check: %v", err)
 	}
 
+	recovered()
+	sweeper := actors.Sweeper{Store: raw, Blobs: blobs, Caller: c, Clock: clk, Logger: zerolog.Nop()}
+	if err := sweeper.TickBatches(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The batch answers a tick before it acts on it: a read after it waits until it has.
+	askBatch(t, c, id, &actors.BatchGet{BatchID: id, OrgID: org.ID})
 	clk.Advance(batchstate.ArchiveRetention + 2*time.Hour)
-	if _, err := (actors.Sweeper{Store: store, Blobs: blobs, Caller: c, Clock: clk, Logger: zerolog.Nop()}).PurgeResults(ctx); err != nil {
+	if _, err := sweeper.PurgeResults(ctx); err != nil {
 		t.Fatal(err)
 	}
 	for _, key := range []string{zipKey, memberKey} {
 		if _, err := blobs.Stat(ctx, key); !errors.Is(err, persistence.ErrNotFound) {
 			t.Errorf("%s after the purge: %v; want deleted", key, err)
 		}
+	}
+	if _, err := raw.Get(ctx, []byte("batches/active/"+id)); !errors.Is(err, persistence.ErrNotFound) {
+		t.Errorf("the batch's active index entry once its purge entries were written: %v; want gone", err)
 	}
 }
 

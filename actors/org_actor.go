@@ -47,6 +47,9 @@ type Deps struct {
 	// NotifyBatch tells a batch that one of its item jobs ended; it must not block (a hint, see
 	// jobActor.perform).
 	NotifyBatch func(batchID, requestID string)
+	// Outcomes reads and deletes the outcome files workers keep beside stored results (OutcomeFiles; nil:
+	// none are kept, in a cluster).
+	Outcomes *OutcomeFiles
 	// Lifetime is the node's lifetime: it ends once the node stopped its actors, and every storage call an
 	// actor makes derives from it (bounded by StoreTimeout), so that none outlives the node's store. Nil
 	// means a context that never ends (tests spawning actors directly).

@@ -27,6 +27,9 @@ type PoolsConfig struct {
 	// detections of the edge): the node's cores. 0 means the cpu class's workers, at least 1.
 	CPUTokens int
 	Metrics   *WorkMetrics
+	// Outcomes, when set, keeps beside each stored result the Output a worker reports (OutcomeFiles): set
+	// where the job records share the data directory's disk (one node).
+	Outcomes *OutcomeFiles
 }
 
 // Pools is a node's workers: one Pool per work class it runs (its roles), each advertising its own free
@@ -55,7 +58,7 @@ func NewPools(cfg PoolsConfig) *Pools {
 			t = make(chan struct{}, n) // one attempt per device slot; the GPU's own work is not the CPU's
 		}
 		p := newPool(cfg.Caller, cfg.Processor, cfg.Logger.With().Str("class", string(c)).Logger(), cfg.Node, string(c), n, cfg.Lease, t)
-		p.Metrics = cfg.Metrics
+		p.Metrics, p.outcomes = cfg.Metrics, cfg.Outcomes
 		ps.byClass[c] = p
 	}
 	ps.sync = ps.byClass[mediakind.ClassCPU]
@@ -63,7 +66,7 @@ func NewPools(cfg PoolsConfig) *Pools {
 		// A node that runs no short CPU work still answers synchronous detections at its edge: a pool
 		// without workers lends it the CPU tokens.
 		ps.sync = newPool(cfg.Caller, cfg.Processor, cfg.Logger, cfg.Node, string(mediakind.ClassCPU), 0, cfg.Lease, cpu)
-		ps.sync.Metrics = cfg.Metrics
+		ps.sync.Metrics, ps.sync.outcomes = cfg.Metrics, cfg.Outcomes
 	}
 	return ps
 }

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
 
+	"filigrane/actors/jobstate"
 	"filigrane/actors/sweep"
 	"filigrane/internal/clock"
 	"filigrane/persistence"
@@ -97,10 +99,11 @@ func (s Sweeper) PurgeResults(ctx context.Context) (purged int, err error) {
 		if string(it.Key) >= string(end) {
 			return errStopScan
 		}
-		for _, key := range strings.Split(string(it.Value), "\n") {
-			if key == "" {
-				continue
-			}
+		keys, err := s.purgedKeys(ctx, it)
+		if err != nil {
+			return err
+		}
+		for _, key := range keys {
 			if err := s.Blobs.Delete(ctx, key); err != nil {
 				return fmt.Errorf("purge %s: %w", key, err)
 			}
@@ -115,6 +118,41 @@ func (s Sweeper) PurgeResults(ctx context.Context) (purged int, err error) {
 		err = nil
 	}
 	return purged, err
+}
+
+// purgedKeys lists the blob keys that purge entry it deletes: those it lists and, for an entry that lists a
+// failed job's input alone, every key an attempt of the job could have stored its result under (OutputKeys),
+// read from the job's record. Entries written before failed jobs listed them name the input only, and a
+// result stored by an attempt whose success was never recorded would otherwise stay for ever; deriving them
+// here needs no migration of stored entries. Entries written since list them, and so cost no read.
+func (s Sweeper) purgedKeys(ctx context.Context, it persistence.Item) ([]string, error) {
+	var keys []string
+	for _, key := range strings.Split(string(it.Value), "\n") {
+		if key != "" {
+			keys = append(keys, key)
+		}
+	}
+	id := string(it.Key[strings.LastIndexByte(string(it.Key), '/')+1:])
+	if len(keys) != 1 || !jobstate.ValidRequestID(id) {
+		return keys, nil // a batch's entry (its id is the batch's and a suffix), or one listing outputs already
+	}
+	rec, err := ReadJob(ctx, s.Store, id)
+	switch {
+	case errors.Is(err, persistence.ErrNotFound):
+		return keys, nil
+	case err != nil:
+		return nil, fmt.Errorf("purge entry %s: %w", it.Key, err)
+	}
+	// Only a failed job: a succeeded embed's output is its watermarked asset, kept by file retention.
+	if rec.Status != jobstate.StatusFailed || rec.Input.BlobKey != keys[0] {
+		return keys, nil
+	}
+	for _, key := range OutputKeys(rec) {
+		if !slices.Contains(keys, key) {
+			keys = append(keys, key)
+		}
+	}
+	return keys, nil
 }
 
 // TickBatches ticks started batches (a batch whose node died carries on from its record), then batches past

@@ -69,6 +69,12 @@ type Pool struct {
 	// OnClaim, when set, is called after a worker claimed a job and before it processes it (tests use it to
 	// simulate a worker that dies mid-job).
 	OnClaim func(ctx context.Context, requestID string) bool
+	// OnReport, when set, is called after a worker's attempt ended (its result and outcome file stored, when it
+	// succeeded) and before it reports how (tests use it to make the disk run low at that moment).
+	OnReport func(ctx context.Context, requestID string)
+	// outcomes writes each stored result's outcome file before the attempt reports it (PoolsConfig.Outcomes;
+	// nil: none).
+	outcomes *OutcomeFiles
 
 	// class, when set, is the work class every job of this pool counts under (a pool of Pools); "" counts each
 	// job under its own kind's class (NewPool).
@@ -506,7 +512,16 @@ func (p *Pool) runClaimed(ctx context.Context, rec *jobstate.Record, lease jobst
 		msg = &JobFail{RequestID: requestID, Token: lease.Token, Code: perr.Code, Detail: perr.Detail, Retryable: perr.Retryable,
 			LowDisk: perr.LowDisk()}
 	} else {
+		// Written before the report, so that the job can succeed from the result should the report never be
+		// recorded (OutcomeFiles); without it the report goes as before. The job's actor deletes it once the job
+		// is settled, also when this report comes too late (a stale attempt's, answered after the job ended).
+		if err := p.outcomes.Keep(ctx, rec, out); err != nil {
+			p.logger.Warn().Err(err).Str("job", requestID).Msg("keep the outcome file")
+		}
 		msg = &JobSucceed{RequestID: requestID, Token: lease.Token, Output: out}
+	}
+	if p.OnReport != nil {
+		p.OnReport(ctx, requestID)
 	}
 	rep, err := p.report(ctx, workCtx, requestID, msg)
 	if err != nil || rep.Code != ReplyOK {

@@ -3,6 +3,7 @@ package node_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -22,6 +23,7 @@ import (
 	"filigrane/internal/clock"
 	"filigrane/internal/loglines"
 	"filigrane/internal/node"
+	"filigrane/persistence"
 	"filigrane/persistence/diskspace"
 )
 
@@ -403,6 +405,57 @@ func TestJobLowOnRecordsWaitsUncounted(t *testing.T) {
 		t.Fatal(err)
 	}
 	requireSucceededOnce(t, f, rc, before)
+}
+
+// Below an eighth of the reserve a worker's report that its result is stored is refused, and the job's
+// activation keeps it in memory only (TestJobLowOnRecordsWaitsUncounted): here the node then stops while that
+// low and starts again once space is freed, which loses it. The worker wrote the result's outcome file beside
+// it before reporting, so once the lapsed lease is ticked the job succeeds from the stored result, on its one
+// attempt, charged once, and the file is deleted. Before, the lapse counted as a lost worker (retrying,
+// worker_lost) and the next attempt made the stored result again.
+func TestRefusedSuccessSurvivesRestart(t *testing.T) {
+	t.Parallel()
+	lines := loglines.New(256)
+	g := diskspace.New(t.TempDir(), 1)
+	// A short lease: the worker stops sending its refused report again after one lease of wall time (the
+	// record's lease runs on the manual clock).
+	config := func(c *node.Config) {
+		c.DiskGuard, c.Logger, c.LeaseDuration = g, zerolog.New(lines).Level(zerolog.WarnLevel), time.Second
+	}
+	f := newFixture(t, config)
+	var once sync.Once
+	f.n.Pool().OnReport = func(context.Context, string) {
+		once.Do(func() { // the result and its outcome file are stored; now outcomes are refused too
+			free, err := g.Free()
+			if err != nil {
+				t.Error(err)
+			}
+			g.SetReserve(16 * free)
+		})
+	}
+	rc, before := submitAsyncEmbed(t, f, 15, `{"disk":"restart"}`)
+	lines.Wait(t, "report outcome", 30*time.Second) // the worker gave up sending its refused success
+	outcome := "outputs/" + f.orgA + "/" + rc.RequestID + "/outcome"
+	if _, err := f.n.Blobs().Stat(context.Background(), outcome); err != nil {
+		t.Fatalf("the outcome file before the restart: %v", err)
+	}
+
+	f.stop(t)
+	g.SetReserve(1) // space freed: a node does not start below a quarter of the reserve
+	f.n = startNode(t, f.dataDir, f.clk, config)
+	f.base = "http://" + f.n.APIAddr()
+	f.clk.Advance(time.Minute) // past the attempt's lease, never renewed
+	if _, _, err := f.n.Sweep(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if rec := jobRecord(t, f, rc.RequestID); rec.Status != jobstate.StatusSucceeded || rec.Attempts != 1 {
+		t.Fatalf("after the restart and the lapse: %s, %d attempts, last error %+v; want succeeded from the stored result",
+			rec.Status, rec.Attempts, rec.LastError)
+	}
+	requireSucceededOnce(t, f, rc, before)
+	if _, err := f.n.Blobs().Stat(context.Background(), outcome); !errors.Is(err, persistence.ErrNotFound) {
+		t.Fatalf("the outcome file once the job succeeded: %v; want deleted", err)
+	}
 }
 
 // requireSucceededOnce: the job of receipt rc, once space is back, serves its result, succeeded after one counted

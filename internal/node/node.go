@@ -391,9 +391,15 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 		Sender: webhooks.NewSender(&egress.Guard{AllowPrivate: cfg.AllowPrivateTargets}, cfg.WebhookAttemptTimeout)}
 	webhooks.RegisterHandlers(n.outboxes, store, hooks) // every webhook kind (webhooks.Kinds)
 	n.outboxes.MustRegister(actors.OutboxJobInput, actors.InputCheckHandler(caller, blobs))
+	// One node keeps its job records and results on the data directory's disk, where a low disk can refuse the
+	// report of a result already stored; the outcome files let the job succeed from it (actors.OutcomeFiles).
+	var outcomes *actors.OutcomeFiles
+	if !storage.Cluster {
+		outcomes = &actors.OutcomeFiles{Blobs: blobs}
+	}
 	n.pools = actors.NewPools(actors.PoolsConfig{Caller: caller, Processor: media, Node: cfg.NodeName, Lease: cfg.LeaseDuration,
 		Logger: cfg.Logger.With().Str("component", "workers").Logger(), Workers: workers, CPUTokens: cfg.Workers,
-		Metrics: actors.NewWorkMetrics(n.Metrics.Registry, cfg.NodeName)})
+		Metrics: actors.NewWorkMetrics(n.Metrics.Registry, cfg.NodeName), Outcomes: outcomes})
 	// The actors' storage calls end with the node (after its cluster member stopped them), not before.
 	life, endLife := context.WithCancel(context.WithoutCancel(ctx))
 	n.endLife = endLife
@@ -427,6 +433,7 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 		},
 		Outbox:      n.outbox,
 		NotifyBatch: n.batchNotices.notify,
+		Outcomes:    outcomes,
 		Lifetime:    life,
 	}
 	var kinds []cluster.Kind

@@ -60,6 +60,10 @@ func TestStaleAttemptsResultIsPurged(t *testing.T) {
 	if st := decodeReceipt(t, call(t, "GET", f.base+rc.StatusURL, f.keyA, nil)); st.Status != "failed" {
 		t.Fatalf("the stale success changed the job: %+v", st)
 	}
+	// The outcome file the worker kept beside its result (actors.OutcomeFiles) goes once its report is refused.
+	if _, err := f.n.Blobs().Stat(ctx, "outputs/"+f.orgA+"/"+rc.RequestID+"/outcome"); !errors.Is(err, persistence.ErrNotFound) {
+		t.Fatalf("the stale attempt's outcome file: %v; want deleted", err)
+	}
 	f.clk.Advance(jobstate.ResultRetention + time.Hour)
 	if _, _, err := f.n.Sweep(ctx); err != nil {
 		t.Fatal(err)
