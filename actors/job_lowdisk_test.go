@@ -238,3 +238,28 @@ func TestOutcomeFileCompletesOnlyItsStoredResult(t *testing.T) {
 		}
 	}
 }
+
+// An outcome file is written only while it is Needed (the node's disk near its reserve), and what was written
+// is found.
+func TestOutcomeFileKeptOnlyWhenNeeded(t *testing.T) {
+	ctx := context.Background()
+	blobs, _, org := purgeFixture(t, tempStore(t))
+	rec := &jobstate.Record{RequestID: "req_" + strings.Repeat("c", 64), OrgID: org.ID, Operation: jobstate.OperationDetect}
+	key := actors.OutputKey(rec, "detection.json")
+	info, err := blobs.Put(ctx, key, strings.NewReader(`{"detected":false}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := jobstate.Output{BlobKey: key, Size: info.Size, SHA256: info.SHA256, ContentType: "application/json"}
+	near := false
+	files := &actors.OutcomeFiles{Blobs: blobs, Needed: func() bool { return near }}
+	for _, near = range []bool{false, true} {
+		if err := files.Keep(ctx, rec, out); err != nil {
+			t.Fatal(err)
+		}
+		got, err := files.Stored(ctx, rec)
+		if err != nil || (got != nil) != near {
+			t.Fatalf("near the reserve %v: outcome file %+v, %v; want one only when near", near, got, err)
+		}
+	}
+}

@@ -417,6 +417,12 @@ func TestRefusedSuccessSurvivesRestart(t *testing.T) {
 	t.Parallel()
 	lines := loglines.New(256)
 	g := diskspace.New(t.TempDir(), 1)
+	// Near the reserve, not below it: workers keep outcome files only then (OutcomeFiles.Needed).
+	free, err := g.Free()
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.SetReserve(free / 3 * 2)
 	// A short lease: the worker stops sending its refused report again after one lease of wall time (the
 	// record's lease runs on the manual clock).
 	config := func(c *node.Config) {

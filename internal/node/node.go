@@ -393,9 +393,10 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	n.outboxes.MustRegister(actors.OutboxJobInput, actors.InputCheckHandler(caller, blobs))
 	// One node keeps its job records and results on the data directory's disk, where a low disk can refuse the
 	// report of a result already stored; the outcome files let the job succeed from it (actors.OutcomeFiles).
+	// Only while the disk is near its reserve: elsewhere a report is not refused for space.
 	var outcomes *actors.OutcomeFiles
-	if !storage.Cluster {
-		outcomes = &actors.OutcomeFiles{Blobs: blobs}
+	if !storage.Cluster && n.disk != nil {
+		outcomes = &actors.OutcomeFiles{Blobs: blobs, Needed: n.disk.Near}
 	}
 	n.pools = actors.NewPools(actors.PoolsConfig{Caller: caller, Processor: media, Node: cfg.NodeName, Lease: cfg.LeaseDuration,
 		Logger: cfg.Logger.With().Str("component", "workers").Logger(), Workers: workers, CPUTokens: cfg.Workers,

@@ -79,6 +79,15 @@ func (g *Guard) Files() error {
 // and its readiness probe. A nil guard is never low.
 func (g *Guard) Low() bool { return g.Files() != nil }
 
+// Near reports whether less than twice the reserve is free: the disk is getting close to refusing writes, and
+// work that guards against a refused write (actors.OutcomeFiles) is worth its cost. A nil guard is never near.
+func (g *Guard) Near() bool {
+	if g == nil {
+		return false
+	}
+	return g.check(2*g.files.Load(), "file") != nil
+}
+
 // Records refuses a record write (ErrLow) when less than a quarter of the reserve is free.
 func (g *Guard) Records() error {
 	if g == nil {

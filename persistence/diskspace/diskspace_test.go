@@ -102,3 +102,26 @@ func TestOutcomesBelowTheRecordsQuarter(t *testing.T) {
 		t.Fatalf("an outcome below an eighth of the reserve: %v, want ErrLow", err)
 	}
 }
+
+// Near: less than twice the reserve free, whether or not writes are refused yet; never for no guard.
+func TestNearTheReserve(t *testing.T) {
+	var nilGuard *diskspace.Guard
+	if nilGuard.Near() {
+		t.Fatal("no guard is near its reserve")
+	}
+	g := diskspace.New(t.TempDir(), 1)
+	free, err := g.Free()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		reserve   uint64
+		near, low bool
+	}{{1, false, false}, {free / 3, false, false}, {free / 3 * 2, true, false}, {free * 2, true, true}} {
+		g.SetReserve(tc.reserve)
+		if g.Near() != tc.near || g.Low() != tc.low {
+			t.Errorf("reserve %d of %d free: near %v, low %v; want %v, %v", tc.reserve, free, g.Near(), g.Low(),
+				tc.near, tc.low)
+		}
+	}
+}
