@@ -84,10 +84,27 @@ func (l *limitedReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// readMediaForm parses a multipart/form-data body as it arrives: the `file` part streams into blobs under
+// fileRules are what a media route allows of a form's file part, and how it refuses one.
+type fileRules struct {
+	// max is the largest file, in bytes.
+	max int64
+	// tooLargeHint ends the detail of a file above max: where a larger file can go, if anywhere.
+	tooLargeHint string
+	// invalid is the code of a file the route cannot read at all (an empty one): its kind's (invalid_image,
+	// invalid_document, invalid_video), as the probe of a broken file of that kind answers.
+	invalid Code
+}
+
+// readMediaForm is readMediaFormWith for an image route whose files above maxFile go through an upload.
+func readMediaForm(ctx context.Context, contentType string, body io.Reader, blobs persistence.Blobs, key string, maxFile int64) (*mediaForm, error) {
+	return readMediaFormWith(ctx, contentType, body, blobs, key, fileRules{max: maxFile,
+		tooLargeHint: "send larger files through an upload", invalid: CodeInvalidImage})
+}
+
+// readMediaFormWith parses a multipart/form-data body as it arrives: the `file` part streams into blobs under
 // key (never held in memory), `data` and `upload_id` are read with small limits. On any error nothing stays
 // stored.
-func readMediaForm(ctx context.Context, contentType string, body io.Reader, blobs persistence.Blobs, key string, maxFile int64) (form *mediaForm, err error) {
+func readMediaFormWith(ctx context.Context, contentType string, body io.Reader, blobs persistence.Blobs, key string, rules fileRules) (form *mediaForm, err error) {
 	mt, params, perr := mime.ParseMediaType(contentType)
 	if perr == nil && mt == "application/x-www-form-urlencoded" {
 		return readURLEncodedForm(body)
@@ -119,9 +136,9 @@ func readMediaForm(ctx context.Context, contentType string, body io.Reader, blob
 			if form.File != nil {
 				return form, newAPIError(CodeInvalidRequest, "send exactly one file")
 			}
-			info, err := blobs.Put(ctx, key, &limitedReader{r: part, left: maxFile})
+			info, err := blobs.Put(ctx, key, &limitedReader{r: part, left: rules.max})
 			if errors.Is(err, errFileTooLarge) {
-				return form, newAPIError(CodeFileTooLarge, "the file exceeds %d bytes; send larger files through an upload", maxFile)
+				return form, newAPIError(CodeFileTooLarge, "the file exceeds %d bytes; %s", rules.max, rules.tooLargeHint)
 			}
 			if err != nil {
 				if isMultipartErr(err) {
@@ -131,7 +148,7 @@ func readMediaForm(ctx context.Context, contentType string, body io.Reader, blob
 			}
 			form.File = &storedFile{Key: key, Info: info, Filename: part.FileName(), ContentType: part.Header.Get("Content-Type")}
 			if info.Size == 0 {
-				return form, newAPIError(CodeInvalidImage, "the file is empty")
+				return form, newAPIError(rules.invalid, "the file is empty")
 			}
 		case "data":
 			// A second data or upload_id part is refused, as a second option is: the last one silently won,

@@ -83,6 +83,10 @@ func (s *Server) gpuWake(ctx *fasthttp.RequestCtx, p *principal, _ map[string]st
 		writeProblem(ctx, CodeForbiddenPlan, "the "+p.Plan.Name+" plan does not include GPU processing")
 		return
 	}
+	if !jsonBodyType(string(ctx.Request.Header.ContentType())) {
+		writeProblem(ctx, CodeUnsupportedMedia, "send the body as application/json, or no body")
+		return
+	}
 	var body struct {
 		WebhookID string `json:"webhook_id"`
 	}

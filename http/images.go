@@ -400,7 +400,7 @@ func (s *Server) acceptMediaErr(c context.Context, ctx *fasthttp.RequestCtx, r a
 		}
 	}
 	key := actors.InputKey(p.Key.OrgID, r.reqID)
-	form, err := readMediaForm(c, string(ctx.Request.Header.ContentType()), bodyReader(ctx), s.cfg.Blobs, key, s.directLimit(r.kind, op))
+	form, err := readMediaFormWith(c, string(ctx.Request.Header.ContentType()), bodyReader(ctx), s.cfg.Blobs, key, s.fileRules(r.kind, op))
 	if err != nil {
 		var ae *apiError
 		if errors.As(err, &ae) {
@@ -625,6 +625,30 @@ func (s *Server) directLimit(kind mediakind.Kind, op jobstate.Operation) int64 {
 		limit = min(limit, s.cfg.MaxDirectEmbed)
 	}
 	return limit
+}
+
+// fileRules are what a request of op to kind's route allows of its file part. A file above the direct limit
+// is pointed to an upload only where an upload takes a larger one: a PDF or video embed takes no more through
+// an upload (20 MB either way), so telling its sender to upload it would only move the refusal.
+func (s *Server) fileRules(kind mediakind.Kind, op jobstate.Operation) fileRules {
+	r := fileRules{max: s.directLimit(kind, op), invalid: invalidFileCode(kind.Media),
+		tooLargeHint: "send larger files through an upload"}
+	if kind.UploadLimit(op) <= r.max {
+		r.tooLargeHint = fmt.Sprintf("a %s %s takes no larger file, sent directly or through an upload", kind.Noun, op)
+	}
+	return r
+}
+
+// invalidFileCode is the code of a file of media that cannot be read at all, the one its probe answers.
+func invalidFileCode(media jobstate.Media) Code {
+	switch media {
+	case jobstate.MediaDocument:
+		return problem.InvalidDocument
+	case jobstate.MediaVideo:
+		return problem.InvalidVideo
+	default:
+		return CodeInvalidImage
+	}
 }
 
 // jobUsesInput tells, after a submission whose outcome is unknown (no answer in time, or a storage failure

@@ -59,6 +59,9 @@ type destinationBody struct {
 }
 
 func parseDestinationBody(ctx *fasthttp.RequestCtx) (storagedest.Input, *apiError) {
+	if !jsonBodyType(string(ctx.Request.Header.ContentType())) {
+		return storagedest.Input{}, newAPIError(CodeUnsupportedMedia, "send the body as application/json")
+	}
 	body := ctx.PostBody()
 	if len(body) > maxDestinationBody {
 		return storagedest.Input{}, newAPIError(CodeTooLarge, "a storage destination body is at most 16 KiB")
@@ -528,6 +531,10 @@ const maxMoveBody = 4 << 10
 // destination or key is 409 storage_destination_conflict. Default key: <asset id>/<file name>.
 func (s *Server) moveToDestination(ctx *fasthttp.RequestCtx, p *principal, params map[string]string) {
 	if !mayManageStorage(ctx, p) {
+		return
+	}
+	if !jsonBodyType(string(ctx.Request.Header.ContentType())) {
+		writeProblem(ctx, CodeUnsupportedMedia, "send the body as application/json")
 		return
 	}
 	body := ctx.PostBody()

@@ -182,9 +182,9 @@ func validate(d *Destination) error {
 	case len(d.Prefix) > 512 || strings.HasPrefix(d.Prefix, "/") || strings.Contains(d.Prefix, ".."):
 		return fmt.Errorf("%w: prefix must be at most 512 bytes, relative, without '..'", ErrInvalid)
 	case d.AccessKey == "" || len(d.SealedSecret) == 0:
-		return fmt.Errorf("%w: access_key and secret_key are required", ErrInvalid)
+		return fmt.Errorf("%w: access_key_id and secret_access_key (or credentials) are required", ErrInvalid)
 	case len(d.Name) > 200 || len(d.Region) > 64 || len(d.AccessKey) > 256:
-		return fmt.Errorf("%w: name (200), region (64) or access_key (256) too long", ErrInvalid)
+		return fmt.Errorf("%w: name (200), region (64) or access_key_id (256) too long", ErrInvalid)
 	}
 	return nil
 }
@@ -426,7 +426,7 @@ func classifyRaw(step string, err error) *StepError {
 	case resp.StatusCode == 412 || resp.Code == "PreconditionFailed":
 		return &StepError{Step: step, Code: CodeKeyConflict, Reason: ErrExists.Error() + " (conditional create refused; it is never overwritten)", Err: ErrExists}
 	case resp.Code == "InvalidAccessKeyId" || resp.Code == "SignatureDoesNotMatch":
-		return &StepError{Step: step, Code: CodeCredentials, Reason: "the bucket refused the credentials (" + resp.Code + "): check access_key and secret_key", Err: err}
+		return &StepError{Step: step, Code: CodeCredentials, Reason: "the bucket refused the credentials (" + resp.Code + "): check access_key_id and secret_access_key", Err: err}
 	case resp.Code == "NoSuchBucket":
 		return &StepError{Step: step, Code: CodeBucketNotFound, Reason: "the bucket does not exist (NoSuchBucket)", Err: err}
 	case resp.StatusCode == 403 || resp.Code == "AccessDenied":

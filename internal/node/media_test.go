@@ -269,6 +269,17 @@ func TestDocumentEmbedAndDetect(t *testing.T) {
 	if p := decodeProblem(t, bad); bad.status != 422 || p.Code != "invalid_document" || !strings.HasPrefix(p.Detail, "the PDF cannot be checked for a watermark: ") {
 		t.Fatalf("detection of not a PDF: %d %s; want 422 invalid_document, cannot be checked", bad.status, bad.body)
 	}
+	// An empty file is a PDF that cannot be read, as the route's other refusals say (it was 422 invalid_image,
+	// "Invalid image"), and a file above the direct limit is not sent to an upload, which takes no larger PDF.
+	bad = postFile(t, f.base+"/watermarks/documents", f.keyA, []byte{}, "empty.pdf", `{"doc":4}`)
+	if p := decodeProblem(t, bad); bad.status != 422 || p.Code != "invalid_document" {
+		t.Fatalf("empty PDF: %d %s; want 422 invalid_document", bad.status, bad.body)
+	}
+	bad = postFile(t, f.base+"/watermarks/documents", f.keyA, append([]byte("%PDF-1.7\n"), make([]byte, 20_000_000)...), "big.pdf", `{"doc":5}`)
+	if p := decodeProblem(t, bad); bad.status != 413 || p.Code != "file_too_large" || strings.Contains(p.Detail, "send larger files through an upload") ||
+		!strings.Contains(p.Detail, "a PDF embed takes no larger file, sent directly or through an upload") {
+		t.Fatalf("PDF above 20 MB: %d %s; want 413 file_too_large saying an upload takes no larger PDF", bad.status, bad.body)
+	}
 	if after, held := balance(t, f, f.orgA); after != before-4 || held != 0 {
 		t.Fatalf("balance %d held %d; want %d and nothing held", after, held, before-4)
 	}
@@ -352,6 +363,8 @@ func TestVideoDetectFromUpload(t *testing.T) {
 	if g := getUpload(t, f, key, u.UploadID); g.Status != "consumed" || g.RequestID != rc.RequestID {
 		t.Fatalf("upload after use: %+v", g)
 	}
+	// An empty file sent directly is a video that cannot be read (it was 422 invalid_image, "Invalid image").
+	wantProblem(t, "empty video", postFile(t, f.base+"/watermarks/videos/detect", key, []byte{}, "empty.mp4", ""), 422, "invalid_video")
 }
 
 // postMedia sends file as filename with data (when not empty) and an Idempotency-Key (when not empty).

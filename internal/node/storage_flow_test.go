@@ -367,6 +367,11 @@ func TestStorageManagementHTTP(t *testing.T) {
 		"path_style": true, "access_key_id": srv.AccessKey, "secret_access_key": "not-the-secret"}
 
 	wantProblem(t, "create by a member", jsonCall(t, "POST", o.base+"/storage/destinations", o.member, create), 403, "role_forbidden")
+	// A body without keys is refused naming the fields the API takes (it said access_key and secret_key).
+	if p := decodeProblem(t, jsonCall(t, "POST", o.base+"/storage/destinations", o.owner, map[string]any{"name": "keyless",
+		"endpoint": srv.Endpoint, "bucket": bucket})); p.Status != 422 || !strings.Contains(p.Detail, "access_key_id and secret_access_key (or credentials) are required") {
+		t.Fatalf("create without keys: %+v; want 422 naming access_key_id, secret_access_key and credentials", p)
+	}
 	wantProblem(t, "create with storage:read only", jsonCall(t, "POST", o.base+"/storage/destinations", o.reader, create), 403, "insufficient_scope")
 	r, dst := jsonObject(t, "POST", o.base+"/storage/destinations", o.owner, create)
 	if r.status != 201 || r.header.Get("Location") != "/storage/destinations/"+dst["id"].(string) {
@@ -377,8 +382,9 @@ func TestStorageManagementHTTP(t *testing.T) {
 
 	// Verify with a wrong secret: 422 naming the step and the credentials, kept as last_error.
 	r = call(t, "POST", url+"/verify", o.owner, nil)
-	if p := decodeProblem(t, r); r.status != 422 || p.Code != "storage_verification_failed" || !strings.HasPrefix(p.Detail, "write:") || !strings.Contains(p.Detail, "credentials") {
-		t.Fatalf("verify with a wrong secret: %d %s", r.status, r.body)
+	if p := decodeProblem(t, r); r.status != 422 || p.Code != "storage_verification_failed" || !strings.HasPrefix(p.Detail, "write:") ||
+		!strings.Contains(p.Detail, "credentials") || !strings.Contains(p.Detail, "check access_key_id and secret_access_key") {
+		t.Fatalf("verify with a wrong secret: %d %s; want the step and the fields to check, named as the API names them", r.status, r.body)
 	}
 	if _, got := jsonObject(t, "GET", url, o.reader, nil); got["verified_at"] != nil || !strings.Contains(got["last_error"].(string), "credentials") {
 		t.Fatalf("after a failed verify: %v", got)
