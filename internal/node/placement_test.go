@@ -270,7 +270,10 @@ func awaitJobs(t *testing.T, base, secret string, ids []string, within time.Dura
 // nodes never name n0, n0's per-node work metrics stay at zero, n1's and n2's count every attempt.
 func TestPlacementByRolesAndJoin(t *testing.T) {
 	t.Parallel()
-	c := startGatedPlaceCluster(t, [][]string{{"--roles", "api"}, nil, nil})
+	// Every node must stay alive (n2 leaves by a graceful stop): the production failure detection declared the
+	// rejoined n2 dead within seconds on a starved machine (load ~20 on 2 cores), and it never took work.
+	stable := detectionArgs(clustertest.StableDetection())
+	c := startGatedPlaceCluster(t, [][]string{append([]string{"--roles", "api"}, stable...), stable, stable})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	if err := c.procs.List[2].Stop(ctx); err != nil {
@@ -333,8 +336,9 @@ func TestPlacementByRolesAndJoin(t *testing.T) {
 // counting as an attempt; every job is charged exactly once and nothing stays held.
 func TestDrainOnSIGTERM(t *testing.T) {
 	t.Parallel()
-	c := startGatedPlaceCluster(t, [][]string{nil, {"--drain-timeout", "60s", "--log-level", "info"},
-		{"--drain-timeout", "1ms", "--log-level", "info"}})
+	stable := detectionArgs(clustertest.StableDetection()) // no death to notice: SIGTERM leaves the cluster
+	c := startGatedPlaceCluster(t, [][]string{stable, append([]string{"--drain-timeout", "60s", "--log-level", "info"}, stable...),
+		append([]string{"--drain-timeout", "1ms", "--log-level", "info"}, stable...)})
 	submitted := make(chan []string, 1)
 	go func() { submitted <- submitAsync(t, c.base(0), c.secret, 12, 320, 320) }()
 	stopWhenRunning := func(i int) chan error {
@@ -432,7 +436,8 @@ func TestPlacementAvoidsLowDisk(t *testing.T) {
 		t.Fatal(err)
 	}
 	reserve := strconv.FormatUint(2*st.Bavail*uint64(st.Bsize), 10)
-	c := startPlaceCluster(t, [][]string{{"--min-free-disk", reserve}, nil})
+	stable := detectionArgs(clustertest.StableDetection()) // both nodes stay alive
+	c := startPlaceCluster(t, [][]string{append([]string{"--min-free-disk", reserve}, stable...), stable})
 	if r := getReady(t, c.base(0)+"/readyz"); r.status != 200 || !strings.HasPrefix(r.checks["disk"], "low:") {
 		t.Fatalf("n0's /readyz below its reserve: %+v, want 200 with the disk check low", r)
 	}
