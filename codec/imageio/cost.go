@@ -243,9 +243,10 @@ func DecodeForAnalysis(ctx context.Context, data []byte, lim Limits) (image.Imag
 	return DecodeForAnalysisInto(ctx, data, lim, nil)
 }
 
-// DecodeForAnalysisInto is DecodeForAnalysis with the pixels, where this package's own decoder decodes the file
-// (the common PNGs: not interlaced, 8 bits a sample; see pngdec.go), in memory from alloc: what a GPU device
-// passes to have the decoder write into its pinned staging buffers. alloc is called at most once per call and
+// DecodeForAnalysisInto is DecodeForAnalysis with the pixels, where this package's own decoders decode the file,
+// in memory from alloc: the whole image of the common PNGs (not interlaced, 8 bits a sample; see pngdec.go), the
+// luma plane of the common JPEGs (the Y plane of an *image.YCbCr, the pixels of an *image.Gray; see
+// jpegdec.go). It is what a GPU device passes to have the decoder write into its pinned staging buffers. alloc is called at most once per call and
 // only after every check on the header has passed; whatever it returned is the caller's again when the call
 // returns (see PixelAllocator): in the image's Pix if the image uses it, else unused. nil alloc is
 // DecodeForAnalysis.

@@ -556,3 +556,32 @@ func FuzzFastPNG(f *testing.F) {
 		checkFastPNG(t, data)
 	})
 }
+
+// TestDecodeForAnalysisIntoJPEGLuma: the fast JPEG decoder puts the luma plane (the Y plane of YCbCr, a grey
+// image's pixels) in the allocator's memory, and the image is the one DecodeForAnalysis gives.
+func TestDecodeForAnalysisIntoJPEGLuma(t *testing.T) {
+	for name, data := range fastJPEGCases(t) {
+		var given []byte
+		img, _, err := DecodeForAnalysisInto(context.Background(), data, Limits{}, func(n int) []byte {
+			given = make([]byte, n)
+			return given
+		})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		var luma []byte
+		switch m := img.(type) {
+		case *image.YCbCr:
+			luma = m.Y
+		case *image.Gray:
+			luma = m.Pix
+		}
+		if given == nil || len(luma) == 0 || &luma[0] != &given[0] {
+			t.Fatalf("%s: %T's luma is not the allocator's memory", name, img)
+		}
+		want, _, err := DecodeForAnalysis(context.Background(), data, Limits{})
+		if err != nil || !reflect.DeepEqual(img, want) {
+			t.Fatalf("%s: differs from DecodeForAnalysis' image (%v)", name, err)
+		}
+	}
+}
