@@ -1,7 +1,6 @@
 package imageio
 
 import (
-	"bufio"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -11,7 +10,6 @@ import (
 	"image/color"
 	"io"
 
-	kzlib "github.com/klauspost/compress/zlib"
 )
 
 // This file is a decoder for the PNGs most files are: not interlaced, 8 bits a sample, grey (colour type 0), RGB
@@ -179,25 +177,6 @@ func walkPNG(data []byte) (pngFile, error) {
 	return f, nil
 }
 
-// idatReader reads the data of a run of IDAT chunks as one stream and counts what it has handed out.
-type idatReader struct {
-	chunks [][]byte
-	read   int64
-}
-
-func (r *idatReader) Read(p []byte) (int, error) {
-	for len(r.chunks) > 0 && len(r.chunks[0]) == 0 {
-		r.chunks = r.chunks[1:]
-	}
-	if len(r.chunks) == 0 {
-		return 0, io.EOF
-	}
-	n := copy(p, r.chunks[0])
-	r.chunks[0] = r.chunks[0][n:]
-	r.read += int64(n)
-	return n, nil
-}
-
 // pngLayout of the output: which image type, for a colour type and transparency.
 type pngDest struct {
 	pix    []byte
@@ -293,12 +272,7 @@ func (f *pngFile) decode(ctx context.Context, out jpegOut, alloc PixelAllocator)
 		return nil, errPNGFallback // beyond any limit checkAll lets through
 	}
 	n := int(rowLen)
-	src := &idatReader{chunks: append([][]byte(nil), f.idat...)} // its own list: Read shortens the entries
-	br := bufio.NewReaderSize(src, 32<<10)
-	zr, err := kzlib.NewReader(br)
-	if err != nil {
-		return nil, pngRefusal(fmt.Sprintf("zlib header: %v", err))
-	}
+	zr := newInflater(f.idat)
 	dst := f.destination(out, alloc)
 	var lut [256][4]byte
 	if f.colorType == 3 && out == jpegNRGBA {
@@ -345,11 +319,13 @@ func (f *pngFile) decode(ctx context.Context, out jpegOut, alloc PixelAllocator)
 	// checksum verified), then wants the stream to have ended at the end of an IDAT chunk.
 	var one [1]byte
 	if k, err := io.ReadFull(zr, one[:]); k != 0 {
-		return nil, pngRefusal("too much pixel data")
+		// image/png refuses too much pixel data; left to it, as what the inflater decodes is only vouched for
+		// by the checksum at the end, which may lie gigabytes further.
+		return nil, errPNGFallback
 	} else if err != io.EOF {
-		return nil, pngRefusal(fmt.Sprintf("image data: %v", err))
+		return nil, inflateRefusal(err)
 	}
-	end, at := src.read-int64(br.Buffered()), int64(0)
+	end, at := zr.streamBytes, int64(0)
 	chunkEnd := false
 	for _, c := range f.idat {
 		at += int64(len(c))
@@ -364,12 +340,14 @@ func (f *pngFile) decode(ctx context.Context, out jpegOut, alloc PixelAllocator)
 	return dst.img, nil
 }
 
-// inflateRefusal is the refusal for an error reading the rows from the zlib stream.
+// inflateRefusal is what an error reading the rows from the zlib stream means: a stream that ended, with its
+// checksum right, before the rows did is refused (as image/png refuses it); anything the inflater does not take
+// is left to image/png.
 func inflateRefusal(err error) error {
 	if err == io.EOF || err == io.ErrUnexpectedEOF {
 		return pngRefusal("not enough pixel data")
 	}
-	return pngRefusal(fmt.Sprintf("image data: %v", err))
+	return errPNGFallback
 }
 
 // writeRow writes the unfiltered row cur into the output row d (skipped when cur is d: the in-place layouts),
