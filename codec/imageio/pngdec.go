@@ -9,7 +9,6 @@ import (
 	"image"
 	"image/color"
 	"io"
-
 )
 
 // This file is a decoder for the PNGs most files are: not interlaced, 8 bits a sample, grey (colour type 0), RGB

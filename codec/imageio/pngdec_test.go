@@ -10,9 +10,12 @@ import (
 	"hash/crc32"
 	"image"
 	"image/png"
+	"io"
 	"math/rand/v2"
 	"reflect"
 	"testing"
+
+	kzlib "github.com/klauspost/compress/zlib"
 )
 
 // testPNG describes a PNG file written chunk by chunk, so that tests control what encoders never write: each
@@ -30,6 +33,8 @@ type testPNG struct {
 	edit func(rows []byte) []byte
 	// interleave puts a tEXt chunk after each IDAT chunk but the last.
 	interleave bool
+	// deflate makes the zlib writer; nil is compress/zlib's default level.
+	deflate func(w io.Writer) io.WriteCloser
 }
 
 // paethRef is the Paeth predictor as the PNG specification writes it (section 9.4).
@@ -82,7 +87,10 @@ func (p testPNG) encode(t testing.TB, raw []byte) []byte {
 		rows = p.edit(rows)
 	}
 	var z bytes.Buffer
-	zw := zlib.NewWriter(&z)
+	var zw io.WriteCloser = zlib.NewWriter(&z)
+	if p.deflate != nil {
+		zw = p.deflate(&z)
+	}
 	if _, err := zw.Write(rows); err != nil {
 		t.Fatal(err)
 	}
@@ -230,6 +238,40 @@ func fastPNGCases(t testing.TB) map[string][]byte {
 				cases[fmt.Sprintf("ct%d/w%d/%s", ct, w, variant)] = p.encode(t, raw)
 			}
 		}
+	}
+	// Deflate's other block types and writers, and streams longer than the inflater's window (which slides).
+	level := func(l int) func(w io.Writer) io.WriteCloser {
+		return func(w io.Writer) io.WriteCloser { zw, _ := zlib.NewWriterLevel(w, l); return zw }
+	}
+	klauspost := func(l int) func(w io.Writer) io.WriteCloser {
+		return func(w io.Writer) io.WriteCloser { zw, _ := kzlib.NewWriterLevel(w, l); return zw }
+	}
+	for _, z := range []struct {
+		name     string
+		w, h, ct int
+		deflate  func(w io.Writer) io.WriteCloser
+		smooth   bool
+	}{
+		{"stored", 13, 5, 2, level(zlib.NoCompression), false},
+		{"fixed", 5, 3, 0, level(zlib.BestCompression), true},
+		{"huffman-only", 17, 9, 6, level(zlib.HuffmanOnly), false},
+		{"klauspost-huffman-only", 17, 9, 4, klauspost(kzlib.HuffmanOnly), false},
+		{"klauspost-level1", 17, 9, 2, klauspost(1), true},
+		{"big stored", 800, 500, 2, level(zlib.NoCompression), false},
+		{"big default", 700, 400, 6, nil, true},
+		{"big klauspost-huffman-only", 600, 600, 3, klauspost(kzlib.HuffmanOnly), true},
+	} {
+		p := testPNG{w: z.w, h: z.h, ct: z.ct, deflate: z.deflate, filter: func(y int) byte { return byte(y % 5) }}
+		if z.ct == 3 {
+			p.plte = plte(200)
+		}
+		raw := p.randomRaw(rng)
+		if z.smooth {
+			for i := range raw {
+				raw[i] = byte(i / 7 % 251)
+			}
+		}
+		cases["zlib/"+z.name] = p.encode(t, raw)
 	}
 	// A photo-like RGB image from this package's encoder (its filter choice) and image/png's RGBA and grey.
 	var b bytes.Buffer
