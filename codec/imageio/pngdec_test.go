@@ -410,6 +410,7 @@ func TestFastPNGRefusesWhatImagePNGRefuses(t *testing.T) {
 		{"text after the stream's chunks", with(rgb, func(p *testPNG) { p.after = [][2]string{{"tEXt", "a\x00b"}, {"IDAT", "x"}} }).encode(t, raw), pngDecoded},
 		{"palette tRNS longer than PLTE", with(pal, func(p *testPNG) { p.trns = make([]byte, 9) }).encode(t, palRaw), pngDecoded},
 		{"garbage after the stream inside its IDAT", garbageAfterStream(t, good), pngFellBack},
+		{"a match before the stream's start", pngOfStream(distanceBeforeStart()), pngFellBack},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if v := checkFastPNG(t, tc.data); v != tc.want {
@@ -646,4 +647,31 @@ func TestDecodeForAnalysisIntoJPEGLuma(t *testing.T) {
 			t.Fatalf("%s: differs from DecodeForAnalysis' image (%v)", name, err)
 		}
 	}
+}
+
+// distanceBeforeStart is a zlib stream whose only block (fixed codes) begins with a match of distance 1, before
+// any byte has been written: compress/flate refuses it.
+func distanceBeforeStart() []byte {
+	var bits uint64
+	var nb uint
+	put := func(v uint64, n uint) { bits |= v << nb; nb += n }
+	code := func(c uint16, n uint) { put(uint64(reverseBits(c, n)), n) } // Huffman codes go most significant bit first
+	put(1, 1)                                                            // BFINAL
+	put(1, 2)                                                            // BTYPE: fixed codes
+	code(1, 7)                                                           // length symbol 257: 3 bytes
+	code(0, 5)                                                           // distance symbol 0: 1 byte back
+	code(0, 7)                                                           // end of block
+	z := []byte{0x78, 0x9C}
+	for ; nb > 0; nb -= min(nb, 8) {
+		z = append(z, byte(bits))
+		bits >>= 8
+	}
+	return append(z, 0, 0, 0, 1) // the checksum of nothing
+}
+
+// pngOfStream is a 1x1 grey PNG whose image data is z.
+func pngOfStream(z []byte) []byte {
+	out := pngChunk([]byte("\x89PNG\r\n\x1a\n"), "IHDR", []byte{0, 0, 0, 1, 0, 0, 0, 1, 8, 0, 0, 0, 0})
+	out = pngChunk(out, "IDAT", z)
+	return pngChunk(out, "IEND", nil)
 }
