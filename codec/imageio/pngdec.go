@@ -23,8 +23,9 @@ import (
 // (with ErrCorrupt, the class classify gives every image/png error once the header has been read); FuzzFastPNG
 // checks both directions against image/png. What image/png decides through the accidents of its reading (bytes
 // after the end of the zlib stream inside the last IDAT chunk it reads: it accepts them when its 4 kB read-ahead
-// swallowed them) and the layouts it does not handle (interlaced, 1, 2, 4 or 16 bits) go to image/png instead
-// (errPNGFallback).
+// swallowed them), streams the inflater (pnginflate.go) does not take (too much image data, a bad checksum,
+// anything odd in the deflate data) and the layouts it does not handle (interlaced, 1, 2, 4 or 16 bits) go to
+// image/png instead (errPNGFallback), which decides with its own error.
 //
 // Costs: the header's pixel count has been checked against Limits (checkAll) before the pixels are allocated;
 // the walk is linear in the file; the inflated data is bounded (one byte past the rows is read to see that the

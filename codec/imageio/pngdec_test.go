@@ -675,3 +675,43 @@ func pngOfStream(z []byte) []byte {
 	out = pngChunk(out, "IDAT", z)
 	return pngChunk(out, "IEND", nil)
 }
+
+// FuzzInflate compares the PNG decoder's inflater with compress/zlib on arbitrary streams (seeded with streams of
+// every block type from both libraries' writers), split into two input slices anywhere: whatever the inflater
+// decodes to the end, with its checksum, compress/zlib decodes too, to the same bytes.
+func FuzzInflate(f *testing.F) {
+	for _, l := range []int{zlib.NoCompression, zlib.BestSpeed, zlib.BestCompression, zlib.HuffmanOnly} {
+		for _, data := range [][]byte{[]byte("a"), bytes.Repeat([]byte("abcabd"), 50), noisyPicture(16, 8, 30, 1).Pix} {
+			var z bytes.Buffer
+			zw, _ := zlib.NewWriterLevel(&z, l)
+			zw.Write(data)
+			zw.Close()
+			f.Add(z.Bytes(), uint16(len(z.Bytes())/2))
+		}
+	}
+	var z bytes.Buffer
+	zw, _ := kzlib.NewWriterLevel(&z, kzlib.HuffmanOnly)
+	zw.Write(noisyPicture(16, 8, 30, 2).Pix)
+	zw.Close()
+	f.Add(z.Bytes(), uint16(3))
+	f.Add(distanceBeforeStart(), uint16(0))
+	const maxOut = 1 << 20
+	f.Fuzz(func(t *testing.T, z []byte, split uint16) {
+		k := int(split) % (len(z) + 1)
+		got, err := io.ReadAll(io.LimitReader(newInflater([][]byte{z[:k], z[k:]}), maxOut))
+		if err != nil || len(got) == maxOut {
+			return // given up (or too long to compare cheaply)
+		}
+		zr, err := zlib.NewReader(bytes.NewReader(z))
+		if err != nil {
+			t.Fatalf("inflater decodes a stream compress/zlib refuses (%v): %x", err, z)
+		}
+		want, err := io.ReadAll(zr)
+		if err != nil {
+			t.Fatalf("inflater decodes a stream compress/zlib refuses (%v): %x", err, z)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("inflater gives %d bytes, compress/zlib %d, not the same: %x", len(got), len(want), z)
+		}
+	})
+}

@@ -464,19 +464,18 @@ func (f *inflater) huff() {
 	win, w := f.win, f.w
 	limit := len(win) - maxMatch
 	lit, dist := &f.lit.primary, &f.dist
-	bits, nb := f.bits, f.nb
+	bits, nb, cur := f.bits, f.nb, f.cur
 	for w < limit {
 		if nb < 48 {
-			if len(f.cur) >= 8 {
-				bits |= binary.LittleEndian.Uint64(f.cur) << nb
-				k := (63 - nb) >> 3
-				f.cur = f.cur[k:]
-				f.consumed += int64(k)
+			if len(cur) >= 8 {
+				bits |= binary.LittleEndian.Uint64(cur) << nb
+				cur = cur[(63-nb)>>3:]
 				nb |= 56
 			} else {
-				f.bits, f.nb = bits, nb
+				f.consumed += int64(len(f.cur) - len(cur))
+				f.bits, f.nb, f.cur = bits, nb, cur
 				f.refill()
-				bits, nb = f.bits, f.nb
+				bits, nb, cur = f.bits, f.nb, f.cur
 			}
 		}
 		e := lit[bits&(1<<huffPrimaryBits-1)]
@@ -558,6 +557,7 @@ func (f *inflater) huff() {
 		}
 		w += length
 	}
-	f.bits, f.nb = bits, nb
+	f.consumed += int64(len(f.cur) - len(cur))
+	f.bits, f.nb, f.cur = bits, nb, cur
 	f.w = w
 }
