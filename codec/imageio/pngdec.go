@@ -177,7 +177,7 @@ func walkPNG(data []byte) (pngFile, error) {
 	return f, nil
 }
 
-// pngLayout of the output: which image type, for a colour type and transparency.
+// pngDest is the output image and its pixel rows.
 type pngDest struct {
 	pix    []byte
 	stride int
