@@ -13,6 +13,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"testing"
 
 	kzlib "github.com/klauspost/compress/zlib"
@@ -195,9 +196,10 @@ func checkFastPNG(t *testing.T, data []byte) fastPNGVerdict {
 }
 
 // fastPNGCases are generated files of every colour type the fast decoder handles, with every filter, odd widths,
-// tRNS, short palettes, split and empty IDAT chunks, ancillary chunks and the block types of deflate; big adds
-// files whose image data is longer than the inflater's window (a few tenths of a second of CPU to make).
-func fastPNGCases(t testing.TB, big bool) map[string][]byte {
+// tRNS, short palettes, split and empty IDAT chunks, ancillary chunks and the block types of deflate. Without
+// all, a few widths only, and neither the files in IDAT chunks of a byte nor those longer than the inflater's
+// window, which take most of the CPU.
+func fastPNGCases(t testing.TB, all bool) map[string][]byte {
 	rng := rand.New(rand.NewPCG(24, 1))
 	cases := map[string][]byte{}
 	plte := func(n int) []byte {
@@ -208,9 +210,12 @@ func fastPNGCases(t testing.TB, big bool) map[string][]byte {
 		return b
 	}
 	for _, ct := range []int{0, 2, 3, 4, 6} {
-		for _, w := range []int{1, 2, 3, 5, 8, 13, 17} {
+		for w := 1; w <= 17; w++ {
+			if !all && w != 1 && w != 3 && w != 5 && w != 8 && w != 13 && w != 17 {
+				continue
+			}
 			h := 1 + w%5 + 4
-			for _, variant := range []string{"plain", "trns", "split"} {
+			for _, variant := range []string{"plain", "trns", "split", "bytewise"} {
 				p := testPNG{w: w, h: h, ct: ct, filter: func(y int) byte { return byte((y + w) % 5) }}
 				if ct == 3 {
 					p.plte = plte(1 + (w*37)%256)
@@ -231,6 +236,11 @@ func fastPNGCases(t testing.TB, big bool) map[string][]byte {
 					p.split = []int{0, 1, 0, 7, 3}
 					p.before = [][2]string{{"tEXt", "Comment\x00generated"}, {"zzZZ", "private"}}
 					p.after = [][2]string{{"IDAT", ""}, {"IDAT", "ignored after the stream"}, {"tIME", "1234567"}}
+				case "bytewise":
+					if w%4 != 1 || !all {
+						continue
+					}
+					p.split = slices.Repeat([]int{1}, 1000) // an IDAT chunk a byte of the stream
 				}
 				raw := p.randomRaw(rng)
 				if ct == 2 && variant == "trns" {
@@ -262,7 +272,7 @@ func fastPNGCases(t testing.TB, big bool) map[string][]byte {
 		{"big default", 700, 400, 6, nil, true},
 		{"big klauspost-huffman-only", 600, 600, 3, klauspost(kzlib.HuffmanOnly), true},
 	} {
-		if z.w*z.h > 1<<16 && !big {
+		if z.w*z.h > 1<<16 && !all {
 			continue
 		}
 		p := testPNG{w: z.w, h: z.h, ct: z.ct, deflate: z.deflate, filter: func(y int) byte { return byte(y % 5) }}
@@ -574,7 +584,8 @@ func encodeInterlaced(t testing.TB, file []byte) []byte {
 
 // TestFastPNGCancel: a cancelled context stops the fast decoder with the context's error.
 func TestFastPNGCancel(t *testing.T) {
-	data := fastPNGCases(t, false)["ct2/w17/plain"]
+	p := testPNG{w: 17, h: 9, ct: 2, filter: func(y int) byte { return byte(y % 5) }}
+	data := p.encode(t, p.randomRaw(rand.New(rand.NewPCG(24, 3))))
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if _, err := decodePNGFast(ctx, data, jpegNRGBA, nil); !errors.Is(err, context.Canceled) {
