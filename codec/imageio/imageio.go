@@ -6,7 +6,11 @@
 // lossless WebP (EncodeWebP), each with the Metadata a Picture carries (ICC, EXIF, XMP). The common JPEGs
 // (baseline, one scan, grey or YCbCr up to 4:2:0) are decoded by this package's own decoder (jpegdec.go),
 // straight into the layout the caller wants; every other JPEG, and any file that decoder finds odd, is decoded
-// by image/jpeg, so what is accepted and refused is image/jpeg's either way (FuzzFastJPEG checks it).
+// by image/jpeg, so what is accepted and refused is image/jpeg's either way (FuzzFastJPEG checks it). Likewise
+// the common PNGs (not interlaced, 8 bits a sample: grey, RGB, palette, grey+alpha, RGBA, with tRNS) are decoded
+// by this package's own decoder (pngdec.go), straight into NRGBA or image/png's layout, in memory the caller may
+// give (DecodeForAnalysisInto, PixelAllocator); it refuses what image/png refuses, with ErrCorrupt, and leaves
+// every other PNG to image/png (FuzzFastPNG checks it).
 //
 // What survives the trip:
 //   - pixels, made upright: the EXIF orientation of a JPEG (APP1 Exif, tag 0x0112), and the Orientation tag of a
@@ -163,7 +167,7 @@ func DecodeBytesContext(ctx context.Context, data []byte, lim Limits) (*Picture,
 	if err != nil {
 		return nil, err
 	}
-	img, err := f.decodeAs(ctx, data, jpegNRGBA)
+	img, err := f.decodeAs(ctx, data, jpegNRGBA, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -96,11 +96,19 @@ type jpegDecoder struct {
 	pad   int
 
 	dc [3]int32
+
+	// alloc gives the memory of the luma plane (the Y plane, or the grey image) of the native layout.
+	alloc PixelAllocator
 }
 
 // decodeJPEGFast decodes data (a whole JPEG file) in layout out, or returns errJPEGFallback (or ctx's error).
 func decodeJPEGFast(ctx context.Context, data []byte, out jpegOut) (image.Image, error) {
-	d := &jpegDecoder{data: data}
+	return decodeJPEGFastInto(ctx, data, out, nil)
+}
+
+// decodeJPEGFastInto is decodeJPEGFast with the luma plane of the native layout in memory from alloc.
+func decodeJPEGFastInto(ctx context.Context, data []byte, out jpegOut, alloc PixelAllocator) (image.Image, error) {
+	d := &jpegDecoder{data: data, alloc: alloc}
 	img, err := d.decode(ctx, out)
 	if err != nil {
 		if cerr := ctx.Err(); cerr != nil {
@@ -639,11 +647,11 @@ func (d *jpegDecoder) scan(ctx context.Context, out jpegOut) (image.Image, error
 	bounds := image.Rect(0, 0, d.w, d.h)
 	switch {
 	case out == jpegNative && d.ncomp == 1:
-		g := image.NewGray(full)
+		g := &image.Gray{Pix: d.alloc.get(full.Dx() * full.Dy()), Stride: full.Dx(), Rect: full}
 		s.planes[0], s.stride[0] = g.Pix, g.Stride
 		img = g.SubImage(bounds)
 	case out == jpegNative:
-		m := image.NewYCbCr(full, d.ratio())
+		m := newYCbCrInto(full, d.ratio(), d.alloc)
 		s.planes = [3][]uint8{m.Y, m.Cb, m.Cr}
 		s.stride = [3]int{m.YStride, m.CStride, m.CStride}
 		img = m.SubImage(bounds)
@@ -664,6 +672,24 @@ func (d *jpegDecoder) scan(ctx context.Context, out jpegOut) (image.Image, error
 		}
 	}
 	return img, d.endScan()
+}
+
+// newYCbCrInto is image.NewYCbCr(r, ratio) for r at the origin and the ratios of ratio(), with the Y plane from
+// alloc and the chroma planes from make.
+func newYCbCrInto(r image.Rectangle, ratio image.YCbCrSubsampleRatio, alloc PixelAllocator) *image.YCbCr {
+	w, h := r.Dx(), r.Dy()
+	cw, ch := w, h
+	switch ratio {
+	case image.YCbCrSubsampleRatio420:
+		cw, ch = (w+1)/2, (h+1)/2
+	case image.YCbCrSubsampleRatio422:
+		cw = (w + 1) / 2
+	case image.YCbCrSubsampleRatio440:
+		ch = (h + 1) / 2
+	}
+	c := make([]byte, 2*cw*ch)
+	return &image.YCbCr{Y: alloc.get(w * h), Cb: c[: cw*ch : cw*ch], Cr: c[cw*ch:], YStride: w, CStride: cw,
+		SubsampleRatio: ratio, Rect: r}
 }
 
 // mcuRow decodes MCU row my (the next one in the data).
@@ -861,20 +887,34 @@ func (d *jpegDecoder) toNRGBARows(dst *image.NRGBA, planes *[3][]uint8, stride *
 	}
 }
 
-// decodeAs is decodeCtx with, for a JPEG, the fast decoder tried first, in layout out (jpegNative: the image
-// image/jpeg returns; jpegNRGBA: possibly an *image.NRGBA instead, for callers that convert to it anyway).
-func (f format) decodeAs(ctx context.Context, data []byte, out jpegOut) (image.Image, error) {
-	if f.name != "jpeg" {
+// decodeAs is decodeCtx with, for a JPEG or a PNG, the fast decoder tried first, in layout out (jpegNative: the
+// image image/jpeg or image/png returns; jpegNRGBA: possibly an *image.NRGBA instead, for callers that convert
+// to it anyway). A PNG the fast decoder decodes has its pixels in memory from alloc, a JPEG its luma plane (the
+// Y plane of an *image.YCbCr, the pixels of an *image.Gray).
+func (f format) decodeAs(ctx context.Context, data []byte, out jpegOut, alloc PixelAllocator) (image.Image, error) {
+	var (
+		img image.Image
+		err error
+	)
+	switch f.name {
+	case "jpeg":
+		if img, err = decodeJPEGFastInto(ctx, data, out, alloc); errors.Is(err, errJPEGFallback) {
+			return f.decodeCtx(ctx, data)
+		}
+	case "png":
+		if img, err = decodePNGFast(ctx, data, out, alloc); errors.Is(err, errPNGFallback) {
+			return f.decodeCtx(ctx, data)
+		}
+		if errors.Is(err, ErrCorrupt) {
+			return nil, err
+		}
+	default:
 		return f.decodeCtx(ctx, data)
 	}
-	img, err := decodeJPEGFast(ctx, data, out)
-	if err == nil {
-		return img, nil
-	}
-	if !errors.Is(err, errJPEGFallback) {
+	if err != nil {
 		return nil, fmt.Errorf("imageio: %s decoding: %w", f.name, err)
 	}
-	return f.decodeCtx(ctx, data)
+	return img, nil
 }
 
 // jpegRows decodes a JPEG one MCU row at a time, on demand (DecodeLumaRows): the memory of one MCU row instead of the

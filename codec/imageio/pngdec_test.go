@@ -1,0 +1,732 @@
+package imageio
+
+import (
+	"bytes"
+	"compress/zlib"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"image"
+	"image/png"
+	"io"
+	"math/rand/v2"
+	"reflect"
+	"slices"
+	"testing"
+
+	kzlib "github.com/klauspost/compress/zlib"
+)
+
+// testPNG describes a PNG file written chunk by chunk, so that tests control what encoders never write: each
+// row's filter, where the zlib stream is split into IDAT chunks, empty IDATs, chunks in odd places.
+type testPNG struct {
+	w, h, ct   int
+	plte, trns []byte // nil: no chunk
+	filter     func(y int) byte
+	// split cuts the zlib stream into IDAT chunks of these sizes (the rest in a last one); empty: one chunk.
+	// A zero is an empty IDAT chunk.
+	split []int
+	// before are chunks (type and data) written after IHDR; after, between the last IDAT and IEND.
+	before, after [][2]string
+	// edit, when set, changes the filtered rows (the inflated stream) before compression.
+	edit func(rows []byte) []byte
+	// interleave puts a tEXt chunk after each IDAT chunk but the last.
+	interleave bool
+	// deflate makes the zlib writer; nil is compress/zlib's default level.
+	deflate func(w io.Writer) io.WriteCloser
+}
+
+// paethRef is the Paeth predictor as the PNG specification writes it (section 9.4).
+func paethRef(a, b, c byte) byte {
+	p := int(a) + int(b) - int(c)
+	pa, pb, pc := iabs(p-int(a)), iabs(p-int(b)), iabs(p-int(c))
+	switch {
+	case pa <= pb && pa <= pc:
+		return a
+	case pb <= pc:
+		return b
+	}
+	return c
+}
+
+// encode writes the file of raw (the unfiltered rows, samples(ct)·w bytes each).
+func (p testPNG) encode(t testing.TB, raw []byte) []byte {
+	bpp := samples(p.ct)
+	n := bpp * p.w
+	var rows []byte
+	prev := make([]byte, n)
+	for y := 0; y < p.h; y++ {
+		cur := raw[y*n : (y+1)*n]
+		ft := byte(0)
+		if p.filter != nil {
+			ft = p.filter(y)
+		}
+		rows = append(rows, ft)
+		for i, v := range cur {
+			var a, c byte
+			if i >= bpp {
+				a, c = cur[i-bpp], prev[i-bpp]
+			}
+			b := prev[i]
+			switch ft {
+			case 1:
+				v -= a
+			case 2:
+				v -= b
+			case 3:
+				v -= byte((int(a) + int(b)) / 2)
+			case 4:
+				v -= paethRef(a, b, c)
+			}
+			rows = append(rows, v)
+		}
+		prev = cur
+	}
+	if p.edit != nil {
+		rows = p.edit(rows)
+	}
+	var z bytes.Buffer
+	var zw io.WriteCloser = zlib.NewWriter(&z)
+	if p.deflate != nil {
+		zw = p.deflate(&z)
+	}
+	if _, err := zw.Write(rows); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ihdr := binary.BigEndian.AppendUint32(nil, uint32(p.w))
+	ihdr = binary.BigEndian.AppendUint32(ihdr, uint32(p.h))
+	ihdr = append(ihdr, 8, byte(p.ct), 0, 0, 0)
+	file := pngChunk([]byte("\x89PNG\r\n\x1a\n"), "IHDR", ihdr)
+	for _, c := range p.before {
+		file = pngChunk(file, c[0], []byte(c[1]))
+	}
+	if p.plte != nil {
+		file = pngChunk(file, "PLTE", p.plte)
+	}
+	if p.trns != nil {
+		file = pngChunk(file, "tRNS", p.trns)
+	}
+	zs := z.Bytes()
+	for _, k := range p.split {
+		k = min(k, len(zs))
+		file = pngChunk(file, "IDAT", zs[:k])
+		zs = zs[k:]
+		if p.interleave {
+			file = pngChunk(file, "tEXt", []byte("a\x00b"))
+		}
+	}
+	file = pngChunk(file, "IDAT", zs)
+	for _, c := range p.after {
+		file = pngChunk(file, c[0], []byte(c[1]))
+	}
+	return pngChunk(file, "IEND", nil)
+}
+
+// randomRaw is h rows of random samples for p; palette indexes run a little past the palette, which image/png
+// maps to opaque black.
+func (p testPNG) randomRaw(rng *rand.Rand) []byte {
+	raw := make([]byte, samples(p.ct)*p.w*p.h)
+	for i := range raw {
+		raw[i] = byte(rng.UintN(256))
+		if p.ct == 3 {
+			raw[i] = byte(rng.UintN(uint(len(p.plte)/3 + 3)))
+		}
+		if p.ct == 0 && i%5 == 0 {
+			raw[i] = 7 // some pixels equal to the tRNS grey of the tests
+		}
+	}
+	return raw
+}
+
+// fastPNGVerdict is what checkFastPNG found.
+type fastPNGVerdict int
+
+const (
+	pngDecoded fastPNGVerdict = iota
+	pngRefused
+	pngFellBack
+)
+
+// checkFastPNG decodes data with the fast decoder in both layouts and with image/png, and fails t unless they
+// agree: decoded means image/png decodes the same pixels (the same image type, bytes and palette in the native
+// layout; toNRGBA's bytes in the NRGBA layout), refused means image/png refuses too. It returns the verdict.
+func checkFastPNG(t *testing.T, data []byte) fastPNGVerdict {
+	t.Helper()
+	ref, refErr := png.Decode(bytes.NewReader(data))
+	verdict := pngFellBack
+	for _, out := range []jpegOut{jpegNative, jpegNRGBA} {
+		got, err := decodePNGFast(context.Background(), data, out, nil)
+		switch {
+		case errors.Is(err, errPNGFallback):
+			continue
+		case err != nil:
+			if !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("fast decoder: %v, not ErrCorrupt: %x", err, data)
+			}
+			if refErr == nil {
+				t.Fatalf("fast decoder refuses (%v) what image/png decodes: %x", err, data)
+			}
+			verdict = pngRefused
+			continue
+		case refErr != nil:
+			t.Fatalf("fast decoder decodes what image/png refuses (%v): %x", refErr, data)
+		}
+		verdict = pngDecoded
+		if out == jpegNRGBA {
+			want := toNRGBA(ref, ref.Bounds())
+			g, ok := got.(*image.NRGBA)
+			if !ok || g.Rect != want.Rect || g.Stride != want.Stride || !bytes.Equal(g.Pix, want.Pix) {
+				t.Fatalf("NRGBA layout: got %T %v, want image/png+toNRGBA's pixels: %x", got, got.Bounds(), data)
+			}
+			continue
+		}
+		if reflect.TypeOf(got) != reflect.TypeOf(ref) {
+			t.Fatalf("native layout: got %T, image/png gives %T: %x", got, ref, data)
+		}
+		if !reflect.DeepEqual(got, ref) {
+			t.Fatalf("native layout: %T differs from image/png's: %x", got, data)
+		}
+	}
+	return verdict
+}
+
+// fastPNGCases are generated files of every colour type the fast decoder handles, with every filter, odd widths,
+// tRNS, short palettes, split and empty IDAT chunks, ancillary chunks and the block types of deflate. Without
+// all, a few widths only, and neither the files in IDAT chunks of a byte nor those longer than the inflater's
+// window, which take most of the CPU.
+func fastPNGCases(t testing.TB, all bool) map[string][]byte {
+	rng := rand.New(rand.NewPCG(24, 1))
+	cases := map[string][]byte{}
+	plte := func(n int) []byte {
+		b := make([]byte, 3*n)
+		for i := range b {
+			b[i] = byte(rng.UintN(256))
+		}
+		return b
+	}
+	for _, ct := range []int{0, 2, 3, 4, 6} {
+		for w := 1; w <= 17; w++ {
+			if !all && w != 1 && w != 3 && w != 5 && w != 8 && w != 13 && w != 17 {
+				continue
+			}
+			h := 1 + w%5 + 4
+			for _, variant := range []string{"plain", "trns", "split", "bytewise"} {
+				p := testPNG{w: w, h: h, ct: ct, filter: func(y int) byte { return byte((y + w) % 5) }}
+				if ct == 3 {
+					p.plte = plte(1 + (w*37)%256)
+				}
+				switch variant {
+				case "trns":
+					switch ct {
+					case 0:
+						p.trns = []byte{1, 7} // image/png compares the low byte only
+					case 2:
+						p.trns = []byte{0, 9, 0, 200, 0, 3}
+					case 3:
+						p.trns = plte(min(256, len(p.plte)/3+w%4))[:min(256, len(p.plte)/3+w%4)]
+					default:
+						continue
+					}
+				case "split":
+					p.split = []int{0, 1, 0, 7, 3}
+					p.before = [][2]string{{"tEXt", "Comment\x00generated"}, {"zzZZ", "private"}}
+					p.after = [][2]string{{"IDAT", ""}, {"IDAT", "ignored after the stream"}, {"tIME", "1234567"}}
+				case "bytewise":
+					if w%4 != 1 || !all {
+						continue
+					}
+					p.split = slices.Repeat([]int{1}, 1000) // an IDAT chunk a byte of the stream
+				}
+				raw := p.randomRaw(rng)
+				if ct == 2 && variant == "trns" {
+					copy(raw[3*(w/2):], []byte{9, 200, 3}) // a pixel of the transparent colour
+				}
+				cases[fmt.Sprintf("ct%d/w%d/%s", ct, w, variant)] = p.encode(t, raw)
+			}
+		}
+	}
+	// Deflate's other block types and writers, and streams longer than the inflater's window (which slides).
+	level := func(l int) func(w io.Writer) io.WriteCloser {
+		return func(w io.Writer) io.WriteCloser { zw, _ := zlib.NewWriterLevel(w, l); return zw }
+	}
+	klauspost := func(l int) func(w io.Writer) io.WriteCloser {
+		return func(w io.Writer) io.WriteCloser { zw, _ := kzlib.NewWriterLevel(w, l); return zw }
+	}
+	for _, z := range []struct {
+		name     string
+		w, h, ct int
+		deflate  func(w io.Writer) io.WriteCloser
+		smooth   bool
+	}{
+		{"stored", 13, 5, 2, level(zlib.NoCompression), false},
+		{"fixed", 5, 3, 0, level(zlib.BestCompression), true},
+		{"huffman-only", 17, 9, 6, level(zlib.HuffmanOnly), false},
+		{"klauspost-huffman-only", 17, 9, 4, klauspost(kzlib.HuffmanOnly), false},
+		{"klauspost-level1", 17, 9, 2, klauspost(1), true},
+		{"big stored", 800, 500, 2, level(zlib.NoCompression), false},
+		{"big default", 700, 400, 6, nil, true},
+		{"big klauspost-huffman-only", 600, 600, 3, klauspost(kzlib.HuffmanOnly), true},
+	} {
+		if z.w*z.h > 1<<16 && !all {
+			continue
+		}
+		p := testPNG{w: z.w, h: z.h, ct: z.ct, deflate: z.deflate, filter: func(y int) byte { return byte(y % 5) }}
+		if z.ct == 3 {
+			p.plte = plte(200)
+		}
+		raw := p.randomRaw(rng)
+		if z.smooth {
+			for i := range raw {
+				raw[i] = byte(i / 7 % 251)
+			}
+		}
+		cases["zlib/"+z.name] = p.encode(t, raw)
+	}
+	// A photo-like RGB image from this package's encoder (its filter choice) and image/png's RGBA and grey.
+	var b bytes.Buffer
+	if err := EncodePNG(&b, noisyPicture(61, 23, 12, 1), Metadata{}); err != nil {
+		t.Fatal(err)
+	}
+	cases["EncodePNG rgb"] = b.Bytes()
+	src := pattern(29, 11)
+	src.Pix[3] = 10
+	cases["image/png rgba"] = encodeWith(t, func(w *bytes.Buffer) error { return png.Encode(w, src) })
+	gray := image.NewGray(image.Rect(0, 0, 19, 7))
+	for i := range gray.Pix {
+		gray.Pix[i] = byte(i * 13)
+	}
+	cases["image/png gray"] = encodeWith(t, func(w *bytes.Buffer) error { return png.Encode(w, gray) })
+	return cases
+}
+
+// TestFastPNGMatchesImagePNG: every generated file decodes with the fast decoder to image/png's pixels, in
+// image/png's layout and in NRGBA.
+func TestFastPNGMatchesImagePNG(t *testing.T) {
+	for name, data := range fastPNGCases(t, true) {
+		t.Run(name, func(t *testing.T) {
+			if v := checkFastPNG(t, data); v != pngDecoded {
+				t.Fatalf("verdict %d, want decoded", v)
+			}
+		})
+	}
+}
+
+// BenchmarkDecodePNG12MP: a 12 MP photo-like RGB PNG (this package's encoder, as the service writes them, and
+// image/png's default compression, as other software writes them) and a 12 MP RGBA one, decoded by DecodeBytes
+// (the fast decoder, NRGBA) against image/png plus the conversion to NRGBA that DecodeBytes made before it, and
+// by DecodeForAnalysis (image/png's layout) against image/png alone.
+//
+//	go test ./codec/imageio -run x -bench DecodePNG12MP -cpu 1 -benchtime 5x
+func BenchmarkDecodePNG12MP(b *testing.B) {
+	rgb := noisyPicture(4000, 3000, 12, 1)
+	rgba := noisyPicture(4000, 3000, 12, 2)
+	for i := 3; i < len(rgba.Pix); i += 4 {
+		rgba.Pix[i] = byte(i / 4000)
+	}
+	files := map[string][]byte{
+		"rgb-EncodePNG":  encodeWith(b, func(w *bytes.Buffer) error { return EncodePNG(w, rgb, Metadata{}) }),
+		"rgb-image-png":  encodeWith(b, func(w *bytes.Buffer) error { return png.Encode(w, rgb) }),
+		"rgba-EncodePNG": encodeWith(b, func(w *bytes.Buffer) error { return EncodePNG(w, rgba, Metadata{}) }),
+	}
+	for _, name := range []string{"rgb-EncodePNG", "rgb-image-png", "rgba-EncodePNG"} {
+		data := files[name]
+		b.Run(name+"/decode/fast", func(b *testing.B) {
+			cpu := cpuTime()
+			for b.Loop() {
+				if _, err := DecodeBytes(data, Limits{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			reportCPU(b, cpu)
+		})
+		b.Run(name+"/decode/image-png", func(b *testing.B) {
+			cpu := cpuTime()
+			for b.Loop() {
+				m, err := png.Decode(bytes.NewReader(data))
+				if err != nil {
+					b.Fatal(err)
+				}
+				toNRGBA(m, m.Bounds())
+			}
+			reportCPU(b, cpu)
+		})
+		b.Run(name+"/analysis/fast", func(b *testing.B) {
+			buf := make([]byte, 4*4000*3000)
+			alloc := func(n int) []byte { return buf }
+			cpu := cpuTime()
+			for b.Loop() {
+				if _, _, err := DecodeForAnalysisInto(context.Background(), data, Limits{}, alloc); err != nil {
+					b.Fatal(err)
+				}
+			}
+			reportCPU(b, cpu)
+		})
+		b.Run(name+"/analysis/image-png", func(b *testing.B) {
+			cpu := cpuTime()
+			for b.Loop() {
+				if _, err := png.Decode(bytes.NewReader(data)); err != nil {
+					b.Fatal(err)
+				}
+			}
+			reportCPU(b, cpu)
+		})
+	}
+}
+
+// TestFastPNGRefusesWhatImagePNGRefuses: corrupt files (bad CRCs, truncation, too little image data, bad filter
+// types, chunks out of order) are refused by the fast decoder with ErrCorrupt, as image/png refuses them; those
+// whose stream the inflater gives up on (too much image data, a bad zlib checksum, a chunk inside the stream)
+// go to image/png. Either way DecodeBytes and DecodeForAnalysis refuse them with the class image/png's error
+// gets. Files with oddities image/png accepts (bytes after IEND, chunks after the stream) are decoded.
+func TestFastPNGRefusesWhatImagePNGRefuses(t *testing.T) {
+	rng := rand.New(rand.NewPCG(24, 2))
+	rgb := testPNG{w: 9, h: 6, ct: 2, filter: func(y int) byte { return byte(y % 5) }, split: []int{20, 0, 15}}
+	raw := rgb.randomRaw(rng)
+	good := rgb.encode(t, raw)
+	pal := testPNG{w: 7, h: 5, ct: 3, plte: make([]byte, 3*4), trns: []byte{0, 128}}
+	palRaw := pal.randomRaw(rng)
+	rgbaRaw := make([]byte, 4*len(palRaw))
+	with := func(p testPNG, change func(*testPNG)) testPNG { change(&p); return p }
+	flip := func(b []byte, i int) []byte { c := bytes.Clone(b); c[i] ^= 0x40; return c }
+	idat := bytes.Index(good, []byte("IDAT"))
+	iend := bytes.Index(good, []byte("IEND"))
+	for _, tc := range []struct {
+		name string
+		data []byte
+		want fastPNGVerdict
+	}{
+		{"good", good, pngDecoded},
+		{"bytes after IEND", append(bytes.Clone(good), "trailing junk"...), pngDecoded},
+		{"bad CRC in IDAT data", flip(good, idat+6), pngRefused},
+		{"bad CRC of IEND", flip(good, iend+5), pngRefused},
+		{"truncated in IDAT", good[:idat+10], pngRefused},
+		{"truncated before IEND", good[:iend-4], pngRefused},
+		{"truncated in IEND's CRC", good[:len(good)-2], pngRefused},
+		{"a row missing", rgb.encodeRows(t, raw, func(rows []byte) []byte { return rows[:len(rows)-28] }), pngRefused},
+		{"a byte missing", rgb.encodeRows(t, raw, func(rows []byte) []byte { return rows[:len(rows)-1] }), pngRefused},
+		{"a byte too many", rgb.encodeRows(t, raw, func(rows []byte) []byte { return append(rows, 0) }), pngFellBack},
+		{"filter type 5", rgb.encodeRows(t, raw, func(rows []byte) []byte { rows[28*3] = 5; return rows }), pngRefused},
+		{"bad zlib checksum", badAdler(t, with(rgb, func(p *testPNG) { p.split = nil }).encode(t, raw)), pngFellBack},
+		{"no IDAT", with(rgb, func(p *testPNG) { p.split = nil }).withoutIDAT(t, raw), pngRefused},
+		{"no PLTE", with(pal, func(p *testPNG) { p.plte, p.trns = nil, nil }).encode(t, palRaw), pngRefused},
+		{"PLTE in a grey file", with(pal, func(p *testPNG) { p.ct, p.trns = 0, nil }).encode(t, palRaw), pngRefused},
+		{"tRNS longer than 256", with(pal, func(p *testPNG) { p.trns = make([]byte, 257) }).encode(t, palRaw), pngRefused},
+		{"tRNS of RGBA", with(pal, func(p *testPNG) { p.ct, p.plte, p.trns = 6, nil, make([]byte, 6) }).encode(t, rgbaRaw), pngRefused},
+		{"tRNS of 4 bytes for grey", with(rgb, func(p *testPNG) { p.ct, p.trns = 0, make([]byte, 4) }).encode(t, raw), pngRefused},
+		{"PLTE after IDAT", with(pal, func(p *testPNG) { p.after = [][2]string{{"PLTE", "abc"}} }).encode(t, palRaw), pngRefused},
+		{"second IHDR", with(rgb, func(p *testPNG) { p.before = [][2]string{{"IHDR", "0123456789abc"}} }).encode(t, raw), pngRefused},
+		{"text inside the stream's chunks", with(rgb, func(p *testPNG) { p.split = []int{10}; p.interleave = true }).encode(t, raw), pngFellBack},
+		{"text after the stream's chunks", with(rgb, func(p *testPNG) { p.after = [][2]string{{"tEXt", "a\x00b"}, {"IDAT", "x"}} }).encode(t, raw), pngDecoded},
+		{"palette tRNS longer than PLTE", with(pal, func(p *testPNG) { p.trns = make([]byte, 9) }).encode(t, palRaw), pngDecoded},
+		{"garbage after the stream inside its IDAT", garbageAfterStream(t, good), pngFellBack},
+		{"a match before the stream's start", pngOfStream(distanceBeforeStart()), pngFellBack},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if v := checkFastPNG(t, tc.data); v != tc.want {
+				t.Fatalf("verdict %d, want %d", v, tc.want)
+			}
+			_, refErr := png.Decode(bytes.NewReader(tc.data))
+			_, err := DecodeBytes(tc.data, Limits{})
+			_, _, aerr := DecodeForAnalysis(context.Background(), tc.data, Limits{})
+			if refErr == nil {
+				if err != nil || aerr != nil {
+					t.Fatalf("DecodeBytes: %v, DecodeForAnalysis: %v; image/png decodes it", err, aerr)
+				}
+				return
+			}
+			want := classify("png", "decoding", refErr)
+			for _, e := range []error{err, aerr} {
+				if !errors.Is(e, ErrCorrupt) || !errors.Is(want, ErrCorrupt) {
+					t.Fatalf("got %v, image/png's error classifies as %v", e, want)
+				}
+			}
+		})
+	}
+}
+
+// encodeRows is encode with the filtered rows changed by edit before compression.
+func (p testPNG) encodeRows(t testing.TB, raw []byte, edit func([]byte) []byte) []byte {
+	p.edit = edit
+	return p.encode(t, raw)
+}
+
+// withoutIDAT is the file of p with its IDAT chunks left out.
+func (p testPNG) withoutIDAT(t testing.TB, raw []byte) []byte {
+	file := p.encode(t, raw)
+	i := bytes.Index(file, []byte("IDAT")) - 4
+	n := int(binary.BigEndian.Uint32(file[i:]))
+	return append(file[:i:i], file[i+12+n:]...)
+}
+
+// badAdler changes the zlib checksum at the end of a file's only IDAT chunk and fixes the chunk's CRC.
+func badAdler(t testing.TB, file []byte) []byte {
+	file = bytes.Clone(file)
+	i := bytes.Index(file, []byte("IDAT")) - 4
+	n := int(binary.BigEndian.Uint32(file[i:]))
+	if bytes.Contains(file[i+12+n:], []byte("IDAT")) {
+		t.Fatal("badAdler wants one IDAT chunk")
+	}
+	file[i+8+n-1] ^= 1
+	binary.BigEndian.PutUint32(file[i+8+n:], crc32.ChecksumIEEE(file[i+4:i+8+n]))
+	return file
+}
+
+// garbageAfterStream appends bytes to the data of a file's last IDAT chunk, after the zlib stream: image/png
+// takes them when its read-ahead swallowed them, which the fast decoder leaves to it.
+func garbageAfterStream(t testing.TB, file []byte) []byte {
+	i := bytes.LastIndex(file, []byte("IDAT")) - 4
+	n := int(binary.BigEndian.Uint32(file[i:]))
+	body := append(bytes.Clone(file[i+8:i+8+n]), "garbage"...)
+	out := pngChunk(bytes.Clone(file[:i]), "IDAT", body)
+	return append(out, file[i+12+n:]...)
+}
+
+// TestDecodeForAnalysisIntoUsesTheAllocatorsMemory: the image's pixels are the allocator's slice for every layout
+// the fast decoder makes; a short slice or a nil allocator means memory of the decoder's own; a file refused at
+// the header never calls the allocator; an interlaced file (image/png's) does not use its memory.
+func TestDecodeForAnalysisIntoUsesTheAllocatorsMemory(t *testing.T) {
+	cases := fastPNGCases(t, false)
+	pix := func(img image.Image) []byte {
+		switch m := img.(type) {
+		case *image.Gray:
+			return m.Pix
+		case *image.RGBA:
+			return m.Pix
+		case *image.NRGBA:
+			return m.Pix
+		case *image.Paletted:
+			return m.Pix
+		}
+		t.Fatalf("unexpected %T", img)
+		return nil
+	}
+	for _, name := range []string{"ct0/w13/plain", "ct0/w13/trns", "ct2/w17/plain", "ct2/w5/trns", "ct3/w8/trns", "ct4/w3/split", "ct6/w17/split"} {
+		data := cases[name]
+		var given []byte
+		calls := 0
+		alloc := func(n int) []byte {
+			calls++
+			given = make([]byte, n+5) // longer than asked: the image takes the first n bytes
+			for i := range given {
+				given[i] = 0xA5 // not zeroed memory, as a pool's is
+			}
+			return given
+		}
+		img, _, err := DecodeForAnalysisInto(context.Background(), data, Limits{}, alloc)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		p := pix(img)
+		if calls != 1 || len(p) == 0 || &p[0] != &given[0] || cap(p) != len(p) {
+			t.Fatalf("%s: %T's Pix (len %d, cap %d) is not the allocator's memory (%d calls)", name, img, len(p), cap(p), calls)
+		}
+		ref, _ := png.Decode(bytes.NewReader(data))
+		if !reflect.DeepEqual(img, ref) {
+			t.Fatalf("%s: the image in the allocator's memory differs from image/png's", name)
+		}
+		short, _, err := DecodeForAnalysisInto(context.Background(), data, Limits{}, func(n int) []byte { return make([]byte, n-1) })
+		if err != nil || !reflect.DeepEqual(short, ref) {
+			t.Fatalf("%s: with a short slice: %v", name, err)
+		}
+	}
+	calls := 0
+	count := func(n int) []byte { calls++; return make([]byte, n) }
+	if _, _, err := DecodeForAnalysisInto(context.Background(), cases["ct2/w17/plain"], Limits{MaxPixels: 10}, count); !errors.Is(err, ErrTooManyPixels) || calls != 0 {
+		t.Fatalf("over the pixel limit: %v, %d allocator calls", err, calls)
+	}
+	interlaced := encodeInterlaced(t, cases["ct6/w17/plain"])
+	var given []byte
+	img, _, err := DecodeForAnalysisInto(context.Background(), interlaced, Limits{}, func(n int) []byte { given = make([]byte, n); return given })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := img.(*image.NRGBA); given != nil && &m.Pix[0] == &given[0] {
+		t.Fatal("image/png's image uses the allocator's memory")
+	}
+}
+
+// encodeInterlaced rewrites a PNG as Adam7-interlaced with image/png's decoder and the stdlib zlib (no filter).
+func encodeInterlaced(t testing.TB, file []byte) []byte {
+	img, err := png.Decode(bytes.NewReader(file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := toNRGBA(img, img.Bounds())
+	w, h := m.Rect.Dx(), m.Rect.Dy()
+	var rows []byte
+	for _, p := range []struct{ x0, y0, dx, dy int }{{0, 0, 8, 8}, {4, 0, 8, 8}, {0, 4, 4, 8}, {2, 0, 4, 4}, {0, 2, 2, 4}, {1, 0, 2, 2}, {0, 1, 1, 2}} {
+		for y := p.y0; y < h; y += p.dy {
+			if p.x0 >= w {
+				break
+			}
+			rows = append(rows, 0)
+			for x := p.x0; x < w; x += p.dx {
+				rows = append(rows, m.Pix[m.PixOffset(x, y):m.PixOffset(x, y)+4]...)
+			}
+		}
+	}
+	var z bytes.Buffer
+	zw := zlib.NewWriter(&z)
+	zw.Write(rows)
+	zw.Close()
+	ihdr := binary.BigEndian.AppendUint32(nil, uint32(w))
+	ihdr = binary.BigEndian.AppendUint32(ihdr, uint32(h))
+	ihdr = append(ihdr, 8, 6, 0, 0, 1)
+	out := pngChunk([]byte("\x89PNG\r\n\x1a\n"), "IHDR", ihdr)
+	out = pngChunk(out, "IDAT", z.Bytes())
+	return pngChunk(out, "IEND", nil)
+}
+
+// TestFastPNGCancel: a cancelled context stops the fast decoder with the context's error.
+func TestFastPNGCancel(t *testing.T) {
+	p := testPNG{w: 17, h: 9, ct: 2, filter: func(y int) byte { return byte(y % 5) }}
+	data := p.encode(t, p.randomRaw(rand.New(rand.NewPCG(24, 3))))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := decodePNGFast(ctx, data, jpegNRGBA, nil); !errors.Is(err, context.Canceled) {
+		t.Fatalf("got %v, want context.Canceled", err)
+	}
+	if _, _, err := DecodeForAnalysis(ctx, data, Limits{}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("DecodeForAnalysis: got %v, want context.Canceled", err)
+	}
+}
+
+// FuzzFastPNG compares the fast decoder with image/png on arbitrary bytes (seeded with the files it handles and
+// corrupt ones): it never panics, decodes only what image/png decodes, to the same pixels, and refuses only
+// what image/png refuses.
+func FuzzFastPNG(f *testing.F) {
+	for _, data := range fastPNGCases(f, false) {
+		if len(data) < 4096 {
+			f.Add(data)
+		}
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if f, err := sniff(data); err != nil || f.name != "png" {
+			return
+		}
+		if _, cfg, err := checkAll(data, Limits{MaxPixels: 1 << 16}); err != nil || cfg.Width*cfg.Height > 1<<16 {
+			return
+		}
+		checkFastPNG(t, data)
+		// Most mutations break a CRC, which ends the check at the chunk walk; with the CRCs made right they
+		// reach the inflate, the filters and the chunk order.
+		if fixed := fixPNGCRCs(data); !bytes.Equal(fixed, data) {
+			checkFastPNG(t, fixed)
+		}
+	})
+}
+
+// fixPNGCRCs returns data with the CRC of every whole chunk set right.
+func fixPNGCRCs(data []byte) []byte {
+	data = bytes.Clone(data)
+	for i := 8; i+12 <= len(data); {
+		n := int(binary.BigEndian.Uint32(data[i:]))
+		if n < 0 || n > len(data)-i-12 {
+			break
+		}
+		binary.BigEndian.PutUint32(data[i+8+n:], crc32.ChecksumIEEE(data[i+4:i+8+n]))
+		i += 12 + n
+	}
+	return data
+}
+
+// TestDecodeForAnalysisIntoJPEGLuma: the fast JPEG decoder puts the luma plane (the Y plane of YCbCr, a grey
+// image's pixels) in the allocator's memory, and the image is the one DecodeForAnalysis gives.
+func TestDecodeForAnalysisIntoJPEGLuma(t *testing.T) {
+	for name, data := range fastJPEGCases(t) {
+		var given []byte
+		img, _, err := DecodeForAnalysisInto(context.Background(), data, Limits{}, func(n int) []byte {
+			given = make([]byte, n)
+			return given
+		})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		var luma []byte
+		switch m := img.(type) {
+		case *image.YCbCr:
+			luma = m.Y
+		case *image.Gray:
+			luma = m.Pix
+		}
+		if given == nil || len(luma) == 0 || &luma[0] != &given[0] {
+			t.Fatalf("%s: %T's luma is not the allocator's memory", name, img)
+		}
+		want, _, err := DecodeForAnalysis(context.Background(), data, Limits{})
+		if err != nil || !reflect.DeepEqual(img, want) {
+			t.Fatalf("%s: differs from DecodeForAnalysis' image (%v)", name, err)
+		}
+	}
+}
+
+// distanceBeforeStart is a zlib stream whose only block (fixed codes) begins with a match of distance 1, before
+// any byte has been written: compress/flate refuses it.
+func distanceBeforeStart() []byte {
+	var bits uint64
+	var nb uint
+	put := func(v uint64, n uint) { bits |= v << nb; nb += n }
+	code := func(c uint16, n uint) { put(uint64(reverseBits(c, n)), n) } // Huffman codes go most significant bit first
+	put(1, 1)                                                            // BFINAL
+	put(1, 2)                                                            // BTYPE: fixed codes
+	code(1, 7)                                                           // length symbol 257: 3 bytes
+	code(0, 5)                                                           // distance symbol 0: 1 byte back
+	code(0, 7)                                                           // end of block
+	z := []byte{0x78, 0x9C}
+	for ; nb > 0; nb -= min(nb, 8) {
+		z = append(z, byte(bits))
+		bits >>= 8
+	}
+	return append(z, 0, 0, 0, 1) // the checksum of nothing
+}
+
+// pngOfStream is a 1x1 grey PNG whose image data is z.
+func pngOfStream(z []byte) []byte {
+	out := pngChunk([]byte("\x89PNG\r\n\x1a\n"), "IHDR", []byte{0, 0, 0, 1, 0, 0, 0, 1, 8, 0, 0, 0, 0})
+	out = pngChunk(out, "IDAT", z)
+	return pngChunk(out, "IEND", nil)
+}
+
+// FuzzInflate compares the PNG decoder's inflater with compress/zlib on arbitrary streams (seeded with streams of
+// every block type from both libraries' writers), split into two input slices anywhere: whatever the inflater
+// decodes to the end, with its checksum, compress/zlib decodes too, to the same bytes.
+func FuzzInflate(f *testing.F) {
+	for _, l := range []int{zlib.NoCompression, zlib.BestSpeed, zlib.BestCompression, zlib.HuffmanOnly} {
+		for _, data := range [][]byte{[]byte("a"), bytes.Repeat([]byte("abcabd"), 50), noisyPicture(16, 8, 30, 1).Pix} {
+			var z bytes.Buffer
+			zw, _ := zlib.NewWriterLevel(&z, l)
+			zw.Write(data)
+			zw.Close()
+			f.Add(z.Bytes(), uint16(len(z.Bytes())/2))
+		}
+	}
+	var z bytes.Buffer
+	zw, _ := kzlib.NewWriterLevel(&z, kzlib.HuffmanOnly)
+	zw.Write(noisyPicture(16, 8, 30, 2).Pix)
+	zw.Close()
+	f.Add(z.Bytes(), uint16(3))
+	f.Add(distanceBeforeStart(), uint16(0))
+	const maxOut = 1 << 20
+	f.Fuzz(func(t *testing.T, z []byte, split uint16) {
+		k := int(split) % (len(z) + 1)
+		got, err := io.ReadAll(io.LimitReader(newInflater([][]byte{z[:k], z[k:]}), maxOut))
+		if err != nil || len(got) == maxOut {
+			return // given up (or too long to compare cheaply)
+		}
+		zr, err := zlib.NewReader(bytes.NewReader(z))
+		if err != nil {
+			t.Fatalf("inflater decodes a stream compress/zlib refuses (%v): %x", err, z)
+		}
+		want, err := io.ReadAll(zr)
+		if err != nil {
+			t.Fatalf("inflater decodes a stream compress/zlib refuses (%v): %x", err, z)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("inflater gives %d bytes, compress/zlib %d, not the same: %x", len(got), len(want), z)
+		}
+	})
+}
