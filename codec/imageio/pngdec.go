@@ -1,6 +1,7 @@
 package imageio
 
 import (
+	"bufio"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -9,6 +10,8 @@ import (
 	"image"
 	"image/color"
 	"io"
+
+	kzlib "github.com/klauspost/compress/zlib"
 )
 
 // This file is a decoder for the PNGs most files are: not interlaced, 8 bits a sample, grey (colour type 0), RGB
@@ -23,8 +26,8 @@ import (
 // (with ErrCorrupt, the class classify gives every image/png error once the header has been read); FuzzFastPNG
 // checks both directions against image/png. What image/png decides through the accidents of its reading (bytes
 // after the end of the zlib stream inside the last IDAT chunk it reads: it accepts them when its 4 kB read-ahead
-// swallowed them), streams the inflater (pnginflate.go) does not take (too much image data, a bad checksum,
-// anything odd in the deflate data) and the layouts it does not handle (interlaced, 1, 2, 4 or 16 bits) go to
+// swallowed them), streams the inflater (github.com/klauspost/compress's zlib, the fastest well-kept one: about
+// 1.3x the standard library's) refuses or that hold too much image data, and the layouts it does not handle (interlaced, 1, 2, 4 or 16 bits) go to
 // image/png instead (errPNGFallback), which decides with its own error.
 //
 // Costs: the header's pixel count has been checked against Limits (checkAll) before the pixels are allocated;
@@ -186,6 +189,25 @@ type pngDest struct {
 	inPlace bool
 }
 
+// idatReader reads the data of a run of IDAT chunks as one stream and counts what it has handed out.
+type idatReader struct {
+	chunks [][]byte
+	read   int64
+}
+
+func (r *idatReader) Read(p []byte) (int, error) {
+	for len(r.chunks) > 0 && len(r.chunks[0]) == 0 {
+		r.chunks = r.chunks[1:]
+	}
+	if len(r.chunks) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, r.chunks[0])
+	r.chunks[0] = r.chunks[0][n:]
+	r.read += int64(n)
+	return n, nil
+}
+
 // decodePNGFast decodes data (a whole PNG file that checkAll has passed) in layout out (jpegNative: the image
 // image/png returns; jpegNRGBA: *image.NRGBA as toNRGBA makes of it) with its pixels in memory from alloc. It
 // returns errPNGFallback for files image/png should decode, an error wrapping ErrCorrupt for files image/png
@@ -272,7 +294,15 @@ func (f *pngFile) decode(ctx context.Context, out jpegOut, alloc PixelAllocator)
 		return nil, errPNGFallback // beyond any limit checkAll lets through
 	}
 	n := int(rowLen)
-	zr := newInflater(f.idat)
+	// The stream is read through a bufio.Reader, which the inflater reads byte by byte where it must (an
+	// io.ByteReader): it never reads past the stream's end, so what src handed out less what br holds is where
+	// the stream ended.
+	src := &idatReader{chunks: append([][]byte(nil), f.idat...)} // its own list: Read shortens the entries
+	br := bufio.NewReaderSize(src, 32<<10)
+	zr, err := kzlib.NewReader(br)
+	if err != nil {
+		return nil, errPNGFallback // image/png says what is wrong with the zlib header
+	}
 	dst := f.destination(out, alloc)
 	var lut [256][4]byte
 	if f.colorType == 3 && out == jpegNRGBA {
@@ -319,13 +349,12 @@ func (f *pngFile) decode(ctx context.Context, out jpegOut, alloc PixelAllocator)
 	// checksum verified), then wants the stream to have ended at the end of an IDAT chunk.
 	var one [1]byte
 	if k, err := io.ReadFull(zr, one[:]); k != 0 {
-		// image/png refuses too much pixel data; left to it, as what the inflater decodes is only vouched for
-		// by the checksum at the end, which may lie gigabytes further.
+		// image/png refuses too much pixel data: left to it, which says so.
 		return nil, errPNGFallback
 	} else if err != io.EOF {
 		return nil, inflateRefusal(err)
 	}
-	end, at := zr.streamBytes, int64(0)
+	end, at := src.read-int64(br.Buffered()), int64(0)
 	chunkEnd := false
 	for _, c := range f.idat {
 		at += int64(len(c))
@@ -341,8 +370,8 @@ func (f *pngFile) decode(ctx context.Context, out jpegOut, alloc PixelAllocator)
 }
 
 // inflateRefusal is what an error reading the rows from the zlib stream means: a stream that ended, with its
-// checksum right, before the rows did is refused (as image/png refuses it); anything the inflater does not take
-// is left to image/png.
+// checksum right, before the rows did is refused (as image/png refuses it); anything else the inflater refuses
+// is left to image/png, which says what.
 func inflateRefusal(err error) error {
 	if err == io.EOF || err == io.ErrUnexpectedEOF {
 		return pngRefusal("not enough pixel data")
