@@ -240,11 +240,21 @@ func tiffBlockTags(r io.ReaderAt, size int64) (rows, tileW, tileH int64) {
 // memory of NRGBA. The structure limits and lim apply as in DecodeBytes. ctx is checked while the decoder
 // reads, so a cancelled request stops decoding within a few kB.
 func DecodeForAnalysis(ctx context.Context, data []byte, lim Limits) (image.Image, string, error) {
+	return DecodeForAnalysisInto(ctx, data, lim, nil)
+}
+
+// DecodeForAnalysisInto is DecodeForAnalysis with the pixels, where this package's own decoder decodes the file
+// (the common PNGs: not interlaced, 8 bits a sample; see pngdec.go), in memory from alloc: what a GPU device
+// passes to have the decoder write into its pinned staging buffers. alloc is called at most once per call and
+// only after every check on the header has passed; whatever it returned is the caller's again when the call
+// returns (see PixelAllocator): in the image's Pix if the image uses it, else unused. nil alloc is
+// DecodeForAnalysis.
+func DecodeForAnalysisInto(ctx context.Context, data []byte, lim Limits, alloc PixelAllocator) (image.Image, string, error) {
 	f, _, err := checkAll(data, lim)
 	if err != nil {
 		return nil, "", err
 	}
-	img, err := f.decodeAs(ctx, data, jpegNative)
+	img, err := f.decodeAs(ctx, data, jpegNative, alloc)
 	if err != nil {
 		return nil, f.name, err
 	}

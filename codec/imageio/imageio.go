@@ -163,7 +163,7 @@ func DecodeBytesContext(ctx context.Context, data []byte, lim Limits) (*Picture,
 	if err != nil {
 		return nil, err
 	}
-	img, err := f.decodeAs(ctx, data, jpegNRGBA)
+	img, err := f.decodeAs(ctx, data, jpegNRGBA, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -861,20 +861,33 @@ func (d *jpegDecoder) toNRGBARows(dst *image.NRGBA, planes *[3][]uint8, stride *
 	}
 }
 
-// decodeAs is decodeCtx with, for a JPEG, the fast decoder tried first, in layout out (jpegNative: the image
-// image/jpeg returns; jpegNRGBA: possibly an *image.NRGBA instead, for callers that convert to it anyway).
-func (f format) decodeAs(ctx context.Context, data []byte, out jpegOut) (image.Image, error) {
-	if f.name != "jpeg" {
+// decodeAs is decodeCtx with, for a JPEG or a PNG, the fast decoder tried first, in layout out (jpegNative: the
+// image image/jpeg or image/png returns; jpegNRGBA: possibly an *image.NRGBA instead, for callers that convert
+// to it anyway). A PNG the fast decoder decodes has its pixels in memory from alloc.
+func (f format) decodeAs(ctx context.Context, data []byte, out jpegOut, alloc PixelAllocator) (image.Image, error) {
+	var (
+		img image.Image
+		err error
+	)
+	switch f.name {
+	case "jpeg":
+		if img, err = decodeJPEGFast(ctx, data, out); errors.Is(err, errJPEGFallback) {
+			return f.decodeCtx(ctx, data)
+		}
+	case "png":
+		if img, err = decodePNGFast(ctx, data, out, alloc); errors.Is(err, errPNGFallback) {
+			return f.decodeCtx(ctx, data)
+		}
+		if errors.Is(err, ErrCorrupt) {
+			return nil, err
+		}
+	default:
 		return f.decodeCtx(ctx, data)
 	}
-	img, err := decodeJPEGFast(ctx, data, out)
-	if err == nil {
-		return img, nil
-	}
-	if !errors.Is(err, errJPEGFallback) {
+	if err != nil {
 		return nil, fmt.Errorf("imageio: %s decoding: %w", f.name, err)
 	}
-	return f.decodeCtx(ctx, data)
+	return img, nil
 }
 
 // jpegRows decodes a JPEG one MCU row at a time, on demand (DecodeLumaRows): the memory of one MCU row instead of the
