@@ -82,12 +82,13 @@ func (m Media) processImage(ctx context.Context, rec *jobstate.Record) (jobstate
 		defer release()
 		return m.embed(ctx, rec, pic)
 	}
-	img, release, perr := m.decodeForDetection(ctx, ctx, rec.Input.BlobKey)
+	det, acc, perr := m.detectStored(ctx, ctx, rec.AcceleratorRequested, rec.OrgID, rec.Input.BlobKey)
 	if perr != nil {
 		return jobstate.Output{}, perr
 	}
-	defer release()
-	return m.detectJob(ctx, rec, img)
+	out, perr := m.storeDetection(ctx, rec, det, m.chargeOn(acc, m.Catalog.Prices.Detect))
+	out.Accelerator = acc
+	return out, perr
 }
 
 // stored is a stored file read whole under a decode-memory reservation.
@@ -189,22 +190,38 @@ func (m Media) decodeFull(ctx, waitCtx context.Context, key string) (*imageio.Pi
 	return pic, st.release, nil
 }
 
-// decodeForDetection decodes a stored image for detection (MaxDetectPixels, the decoder's own layout), with
-// the detector's memory reserved too.
-func (m Media) decodeForDetection(ctx, waitCtx context.Context, key string) (image.Image, func(), *ProcessError) {
+// detectStored decodes a stored image for detection (MaxDetectPixels, the decoder's own layout, with the
+// detector's memory reserved too: waiting for it until waitCtx ends) and detects, on a ready GPU when acc asks
+// for one (else, or when the device fails, on the CPU); it says where the detection ran. The GPU is taken before
+// the decode, so that the decoder writes the pixels into the device's page-locked memory (devicePixels) and the
+// device loads them without copying them first.
+func (m Media) detectStored(ctx, waitCtx context.Context, acc jobstate.Accelerator, orgID, key string) (codec.Detection, jobstate.Accelerator, *ProcessError) {
 	st, perr := m.load(ctx, waitCtx, key, MaxDetectPixels, func(c imageio.Cost) int64 {
 		r := codec.DetectRegion(image.Rect(0, 0, c.Width, c.Height))
 		return c.Analysis + codec.DetectMemory(r.Dx(), r.Dy())
 	})
 	if perr != nil {
-		return nil, nil, perr
+		return codec.Detection{}, jobstate.AcceleratorCPU, perr
 	}
-	img, _, err := imageio.DecodeForAnalysis(ctx, st.data, imageio.Limits{MaxPixels: MaxDetectPixels, MaxBytes: imageio.DefaultMaxBytes})
+	defer st.release()
+	dev, done := m.gpuFor(acc)
+	alloc, releasePixels := devicePixels(dev)
+	defer releasePixels() // before st.release: the pixels are part of the reserved decode memory
+	img, _, err := imageio.DecodeForAnalysisInto(ctx, st.data,
+		imageio.Limits{MaxPixels: MaxDetectPixels, MaxBytes: imageio.DefaultMaxBytes}, alloc)
 	if err != nil {
-		st.release()
-		return nil, nil, ImageError(err)
+		done()
+		return codec.Detection{}, jobstate.AcceleratorCPU, ImageError(err)
 	}
-	return img, st.release, nil
+	var det codec.Detection
+	ran, err := runOn(dev, done, func(dev accel.Device) (err error) {
+		det, err = m.detectImageOn(ctx, dev, orgID, img)
+		return err
+	})
+	if err != nil {
+		return codec.Detection{}, ran, detectError(err)
+	}
+	return det, ran, nil
 }
 
 // ImageError maps an imageio error to the job error a client sees. The detail is a sentence of ours: the
@@ -279,20 +296,6 @@ func (m Media) embed(ctx context.Context, rec *jobstate.Record, pic *imageio.Pic
 		Media: size, SourceMedia: size}, nil
 }
 
-func (m Media) detectJob(ctx context.Context, rec *jobstate.Record, img image.Image) (jobstate.Output, *ProcessError) {
-	var det codec.Detection
-	acc, err := m.onGPU(rec, func(dev accel.Device) (err error) {
-		det, err = m.detectImageOn(ctx, dev, rec.OrgID, img)
-		return err
-	})
-	if err != nil {
-		return jobstate.Output{}, detectError(err)
-	}
-	out, perr := m.storeDetection(ctx, rec, det, m.chargeOn(acc, m.Catalog.Prices.Detect))
-	out.Accelerator = acc
-	return out, perr
-}
-
 // DetectImage runs detection and, when the blind decode failed but left a soft word, snaps it to an id the
 // organization issued if one lies within the codec's safe distance (docs/codec.md). A snapped result is
 // reported as watermarked with that id. An image longer than codec.MaxDetectAspect times its short side is
@@ -357,24 +360,11 @@ func (m Media) DetectStored(ctx context.Context, orgID, key string, budgetWait t
 	return det, perr
 }
 
-// detectStoredOn is DetectStored on a ready GPU when acc asks for one (onGPU), and says where it ran.
+// detectStoredOn is DetectStored on a ready GPU when acc asks for one, and says where it ran.
 func (m Media) detectStoredOn(ctx context.Context, acc jobstate.Accelerator, orgID, key string, budgetWait time.Duration) (codec.Detection, jobstate.Accelerator, *ProcessError) {
 	wctx, cancel := context.WithTimeout(ctx, budgetWait)
 	defer cancel()
-	img, release, perr := m.decodeForDetection(ctx, wctx, key)
-	if perr != nil {
-		return codec.Detection{}, jobstate.AcceleratorCPU, perr
-	}
-	defer release()
-	var det codec.Detection
-	ran, err := m.onGPU(&jobstate.Record{AcceleratorRequested: acc}, func(dev accel.Device) (err error) {
-		det, err = m.detectImageOn(ctx, dev, orgID, img)
-		return err
-	})
-	if err != nil {
-		return codec.Detection{}, ran, detectError(err)
-	}
-	return det, ran, nil
+	return m.detectStored(ctx, wctx, acc, orgID, key)
 }
 
 // detectError is the client's view of a detection that could not finish (the store did not answer).

@@ -182,6 +182,10 @@ func (gm gridMap) plan() *accel.GridPlan {
 	return p
 }
 
+// DeviceDetectMaxPixels is the most pixels of an image DetectOn loads onto a device; larger images are analysed
+// on the CPU.
+const DeviceDetectMaxPixels = detectMaxPixels
+
 // DetectOn is Detect with the per-pixel passes (luma, pyramid, sampling, whitening, folding, the pilot search) on
 // a device, and, when its Surface offers them, the refinement's block scores (accel.BlockScorer: the whitened grid
 // is then never downloaded) and the trellis of the soft decoder (accel.ConvDecoder); the refinement fit, the frame
