@@ -21,16 +21,16 @@ func (q listQuery) value(name string) (string, bool) {
 	return v, v != ""
 }
 
-// limit is the page size: def when not sent, else an integer from 1 to max, or the one refusal every list
+// limit is the page size: def when not sent, else an integer from 1 to most, or the one refusal every list
 // answers for a bad one.
-func (q listQuery) limit(def, max int) (int, *apiError) {
+func (q listQuery) limit(def, most int) (int, *apiError) {
 	v, ok := q.value("limit")
 	if !ok {
 		return def, nil
 	}
 	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 || n > max {
-		return 0, newAPIError(CodeInvalidRequest, "limit must be an integer from 1 to %d", max)
+	if err != nil || n < 1 || n > most {
+		return 0, newAPIError(CodeInvalidRequest, "limit must be an integer from 1 to %d", most)
 	}
 	return n, nil
 }
