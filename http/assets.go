@@ -147,41 +147,37 @@ func (s *Server) assetFailure(ctx *fasthttp.RequestCtx, err error) {
 }
 
 func (s *Server) listAssets(ctx *fasthttp.RequestCtx, p *principal, _ map[string]string) {
-	args := ctx.QueryArgs()
-	limit := defaultAssetPage
-	if args.Has("limit") {
-		n, err := strconv.Atoi(string(args.Peek("limit")))
-		if err != nil || n < 1 || n > maxAssetPage {
-			writeProblem(ctx, CodeInvalidRequest, "limit must be an integer from 1 to 100")
-			return
-		}
-		limit = n
+	q := newListQuery(ctx)
+	limit, aerr := q.limit(defaultAssetPage, maxAssetPage)
+	if aerr != nil {
+		writeAPIError(ctx, aerr)
+		return
 	}
 	var f actors.AssetFilter
-	if args.Has("kind") {
-		f.Kind = string(args.Peek("kind"))
+	if v, ok := q.value("kind"); ok {
+		f.Kind = v
 		if f.Kind != actors.AssetSource && f.Kind != actors.AssetWatermarked {
 			writeProblem(ctx, CodeInvalidRequest, "kind must be source or watermarked")
 			return
 		}
 	}
-	if args.Has("media_type") {
-		f.MediaType = string(args.Peek("media_type"))
+	if v, ok := q.value("media_type"); ok {
+		f.MediaType = v
 		if f.MediaType != "image" && f.MediaType != "document" && f.MediaType != "video" {
 			writeProblem(ctx, CodeInvalidRequest, "media_type must be image, document or video")
 			return
 		}
 	}
-	if args.Has("watermark_id") {
-		f.WatermarkID = strings.ToLower(string(args.Peek("watermark_id")))
+	if v, ok := q.value("watermark_id"); ok {
+		f.WatermarkID = strings.ToLower(v)
 		if !isHex(f.WatermarkID, 64) {
 			writeProblem(ctx, CodeInvalidRequest, "watermark_id must be exactly 64 hexadecimal characters")
 			return
 		}
 	}
 	after := ""
-	if args.Has("cursor") {
-		pos, ok := decodeCursor(p.Key.OrgID, f, string(args.Peek("cursor")))
+	if v, ok := q.value("cursor"); ok {
+		pos, ok := decodeCursor(p.Key.OrgID, f, v)
 		if !ok {
 			writeProblem(ctx, CodeInvalidCursor, "the cursor is malformed or was made for other filters or another organization; start again without a cursor")
 			return

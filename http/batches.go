@@ -367,17 +367,14 @@ func (b *batchAPI) cancel(ctx *fasthttp.RequestCtx, p *principal, params map[str
 // list handles GET /watermarks/batches: newest first, `limit` 1 to 50 (default 20), the position in
 // `cursor` (spec) or `before` (what Etchv's SDKs send); next_cursor is the last batch's id, valid for both.
 func (b *batchAPI) list(ctx *fasthttp.RequestCtx, p *principal, _ map[string]string) {
-	q := ctx.QueryArgs()
-	limit := 20
-	if v := string(q.Peek("limit")); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 50 {
-			writeProblem(ctx, CodeInvalidRequest, "limit must be a whole number from 1 to 50")
-			return
-		}
-		limit = n
+	q := newListQuery(ctx)
+	limit, aerr := q.limit(20, 50)
+	if aerr != nil {
+		writeAPIError(ctx, aerr)
+		return
 	}
-	cursor, before := string(q.Peek("cursor")), string(q.Peek("before"))
+	cursor, _ := q.value("cursor")
+	before, _ := q.value("before")
 	if cursor != "" && before != "" && cursor != before {
 		writeProblem(ctx, CodeInvalidRequest, "send the position in cursor or before, not both")
 		return

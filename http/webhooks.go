@@ -354,17 +354,13 @@ func (s *Server) eachDelivery(ctx *fasthttp.RequestCtx, c context.Context, orgID
 // limit, 1 to maxDeliveryPage (default defaultDeliveryPage), and after, the last id of the previous page, which
 // valid checks (idWant says what it must be). A bad one is answered with its problem and ok is false.
 func deliveryPageArgs(ctx *fasthttp.RequestCtx, valid func(string) bool, idWant string) (limit int, after string, ok bool) {
-	args := ctx.QueryArgs()
-	limit = defaultDeliveryPage
-	if args.Has("limit") {
-		n, err := strconv.Atoi(string(args.Peek("limit")))
-		if err != nil || n < 1 || n > maxDeliveryPage {
-			writeProblem(ctx, CodeInvalidRequest, "limit must be an integer from 1 to 100")
-			return 0, "", false
-		}
-		limit = n
+	q := newListQuery(ctx)
+	limit, aerr := q.limit(defaultDeliveryPage, maxDeliveryPage)
+	if aerr != nil {
+		writeAPIError(ctx, aerr)
+		return 0, "", false
 	}
-	after = string(args.Peek("after"))
+	after, _ = q.value("after")
 	if after != "" && !valid(after) {
 		writeProblem(ctx, CodeInvalidCursor, "after must be "+idWant+" from a previous page")
 		return 0, "", false

@@ -138,6 +138,13 @@ func videoError(err error) error {
 	if we := (*video.WorkError)(nil); errors.As(err, &we) {
 		return refuse(CodeVideoTooLarge, workDetail(we))
 	}
+	if le := (*video.LimitError)(nil); errors.As(err, &le) {
+		return refuse(CodeVideoTooLarge, limitDetail(le))
+	}
+	if se := (*video.SizeError)(nil); errors.As(err, &se) {
+		return refuse(CodeInvalidVideo, fmt.Sprintf("the video's frames of %dx%d are too small to carry a watermark: %s; "+
+			"send a larger video", se.Width, se.Height, codec.VideoSizeRule()))
+	}
 	switch {
 	case errors.Is(err, video.ErrToolMissing):
 		return &mediakind.Unavailable{Detail: "this node cannot process videos now: ffmpeg is not installed; retry later", Err: err}
@@ -162,15 +169,9 @@ func videoError(err error) error {
 		return refuse(CodeInvalidVideo, "the watermark could not be read back from the marked video: its frames are "+
 			"smaller than one tile of the mark (a short side under 256 pixels) and this content does not carry it; "+
 			"send a larger video")
-	case errors.Is(err, video.ErrTooLong):
-		return refuse(CodeVideoTooLarge, "the video is longer than we process")
-	case errors.Is(err, video.ErrTooLarge):
-		return refuse(CodeVideoTooLarge, "the video's frames are larger than we process")
 	case errors.Is(err, video.ErrFrameBudget):
 		return refuse(CodeVideoTooLarge, "the video has more frames than its container declares, more than its price covers "+
 			"(the credits held for it); send it as an MP4 or MOV that states its frame count (not fragmented)")
-	case errors.Is(err, video.ErrTooManyFrames):
-		return refuse(CodeVideoTooLarge, "the video has more frames (or its tracks declare more samples) than we process")
 	}
 	var te *video.ToolError
 	if errors.As(err, &te) && exitedOnItsOwn(te.Err) {
@@ -215,6 +216,48 @@ func workDetail(e *video.WorkError) string {
 			"send it as an MP4 or MOV that states its frame count")
 	}
 	return b.String()
+}
+
+// limitDetail tells the client which bound a video is over, by how much, and what to send instead (every
+// refusal by a limit names it: before, "the video is longer than we process" left the client guessing).
+func limitDetail(e *video.LimitError) string {
+	switch {
+	case e.Kind == video.ErrTooLong:
+		return fmt.Sprintf("the video lasts %.1f s, longer than we process (the limit is %.0f s, %s): send it in parts "+
+			"of at most %s", e.Duration, e.MaxDuration, clock(e.MaxDuration), clock(e.MaxDuration))
+	case e.Kind == video.ErrTooLarge:
+		d := fmt.Sprintf("the video's frames of %dx%d are larger than we process (the limit is %d pixels on the longer "+
+			"side and %d pixels a frame)", e.Width, e.Height, e.MaxSide, e.MaxPixels)
+		if w, h := fitFrame(e.Width, e.Height, e.MaxSide, e.MaxPixels); w > 0 && h > 0 {
+			d += fmt.Sprintf(": send it scaled down to at most %dx%d", w, h)
+		}
+		return d
+	case e.Box != "":
+		return fmt.Sprintf("the video's index (its %s box) is %d bytes, more than we read (the limit is %d bytes): "+
+			"send it in shorter parts", e.Box, e.Frames, e.MaxFrames)
+	case e.Samples:
+		return fmt.Sprintf("the video's tracks declare %d samples (video frames and audio packets together), more than "+
+			"we read (the limit is %d): send it in shorter parts", e.Frames, e.MaxFrames)
+	case e.Decoded:
+		return fmt.Sprintf("the video has more than %d frames, more than we process (the limit is %d frames; its "+
+			"container declares fewer): send it in parts of at most %d frames", e.MaxFrames, e.MaxFrames, e.MaxFrames)
+	}
+	return fmt.Sprintf("the video has %d frames, more than we process (the limit is %d frames): send it in parts of "+
+		"at most %d frames", e.Frames, e.MaxFrames, e.MaxFrames)
+}
+
+// fitFrame is the largest even frame size of the aspect ratio of w×h within maxSide on its longer side and
+// maxPixels in all, or 0, 0 when there is none.
+func fitFrame(w, h, maxSide, maxPixels int) (int, int) {
+	if w <= 0 || h <= 0 {
+		return 0, 0
+	}
+	scale := min(float64(maxSide)/float64(max(w, h)), math.Sqrt(float64(maxPixels)/(float64(w)*float64(h))))
+	fw, fh := int(float64(w)*scale)&^1, int(float64(h)*scale)&^1
+	for fw > 0 && fh > 0 && (max(fw, fh) > maxSide || fw*fh > maxPixels) { // rounding up past a bound
+		fw, fh = fw-2, fh-2
+	}
+	return fw, fh
 }
 
 // clock writes seconds as "9 min 38 s", "30 min", "42 s" or "0.8 s", rounded down.

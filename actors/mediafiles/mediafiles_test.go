@@ -99,6 +99,7 @@ func TestSmallVideoRefusals(t *testing.T) {
 		want string
 	}{
 		{fmt.Errorf("%w: 176x144: %s", video.ErrTooSmall, codec.VideoSizeRule()), codec.VideoSizeRule()},
+		{fmt.Errorf("video: probe: %w", &video.SizeError{Width: 64, Height: 48}), "frames of 64x48 are too small"},
 		{fmt.Errorf("%w: frames of 144x256", video.ErrMarkUnreadable), "could not be read back"},
 	} {
 		var ref *mediakind.Refusal
@@ -154,5 +155,41 @@ func TestWorkRefusalSaysWhatFits(t *testing.T) {
 		ref.Code != mediafiles.CodeVideoTooLarge || !strings.Contains(ref.Detail, "more than 26507 frames of 3840x2160, more than we check") ||
 		!strings.Contains(ref.Detail, "states its frame count") {
 		t.Errorf("detection stopped while decoding: %v", err)
+	}
+}
+
+// TestVideoLimitDetails: every refusal by a video limit is video_too_large with a detail that names what the
+// file has, the limit, and what to send instead (before, "the video is longer than we process" named none).
+func TestVideoLimitDetails(t *testing.T) {
+	for _, c := range []struct {
+		err  *video.LimitError
+		want []string
+	}{
+		{&video.LimitError{Kind: video.ErrTooLong, Duration: 601, MaxDuration: 600},
+			[]string{"lasts 601.0 s", "the limit is 600 s, 10 min", "parts of at most 10 min"}},
+		{&video.LimitError{Kind: video.ErrTooLarge, Width: 7680, Height: 4320, MaxSide: 4096, MaxPixels: 4096 * 2304},
+			[]string{"frames of 7680x4320", "4096 pixels on the longer side and 9437184 pixels a frame", "at most 4096x2304"}},
+		{&video.LimitError{Kind: video.ErrTooLarge, Width: 3000, Height: 3500, MaxSide: 4096, MaxPixels: 4096 * 2304},
+			[]string{"frames of 3000x3500", "at most 2844x3318"}},
+		{&video.LimitError{Kind: video.ErrTooManyFrames, Frames: 40000, MaxFrames: 36000},
+			[]string{"has 40000 frames", "the limit is 36000 frames", "parts of at most 36000 frames"}},
+		{&video.LimitError{Kind: video.ErrTooManyFrames, Frames: 36001, MaxFrames: 36000, Decoded: true},
+			[]string{"more than 36000 frames", "the limit is 36000 frames", "parts of at most 36000 frames"}},
+		{&video.LimitError{Kind: video.ErrTooManyFrames, Frames: 3_000_000, MaxFrames: 2_000_000, Samples: true},
+			[]string{"declare 3000000 samples", "the limit is 2000000", "shorter parts"}},
+		{&video.LimitError{Kind: video.ErrTooManyFrames, Box: "moov", Frames: 40 << 20, MaxFrames: 32 << 20},
+			[]string{"moov box) is 41943040 bytes", "the limit is 33554432 bytes", "shorter parts"}},
+	} {
+		var ref *mediakind.Refusal
+		err := mediafiles.VideoError(fmt.Errorf("video: probe: %w", c.err))
+		if !errors.As(err, &ref) || ref.Code != mediafiles.CodeVideoTooLarge || !errors.Is(err, c.err.Kind) {
+			t.Errorf("%v: %v, want a video_too_large refusal", c.err, err)
+			continue
+		}
+		for _, w := range c.want {
+			if !strings.Contains(ref.Detail, w) {
+				t.Errorf("%v: detail %q, want it to say %q", c.err, ref.Detail, w)
+			}
+		}
 	}
 }

@@ -111,13 +111,15 @@ func (a *Adapter) CheckTools() error {
 	return err
 }
 
-// Probe runs ffprobe on src and checks the limits of an embed (its work: EmbedCost). Bad input comes back as
-// ErrNotVideo, ErrNoVideoStream, ErrTruncated or a limit error.
+// Probe runs ffprobe on src and checks the limits of an embed (its work: EmbedCost) and that its frames can
+// carry a mark (codec.CheckVideoSize: a *SizeError, ErrTooSmall). Bad input comes back as ErrNotVideo,
+// ErrNoVideoStream, ErrTruncated, ErrTooSmall or a limit error (a *LimitError or a *WorkError).
 func (a *Adapter) Probe(ctx context.Context, src string) (Info, error) {
 	return a.probeFor(ctx, src, embedding)
 }
 
-// ProbeDetect is Probe with the limits of a detection (its work: DetectCost, less per frame than an embed's).
+// ProbeDetect is Probe with the limits of a detection (its work: DetectCost, less per frame than an embed's),
+// for frames of any size: a video too small to carry a mark is read, and found unmarked.
 func (a *Adapter) ProbeDetect(ctx context.Context, src string) (Info, error) {
 	return a.probeFor(ctx, src, detecting)
 }
@@ -158,6 +160,11 @@ func (t tools) probe(ctx context.Context, src string, op operation) (Info, error
 	info, err := ParseProbe(out.Bytes())
 	if err != nil {
 		return info, err
+	}
+	if op.marks && codec.CheckVideoSize(info.Video.Width, info.Video.Height) != nil {
+		// Before the other limits: no part of such a video can carry a mark, whatever its length. A caller that
+		// probes before it charges refuses it then, not after the job has run (it was found only by Embed).
+		return info, &SizeError{Width: info.Video.Width, Height: info.Video.Height}
 	}
 	if err := t.limits.Check(info); err != nil {
 		return info, err
@@ -218,7 +225,7 @@ func (a *Adapter) Embed(ctx context.Context, src, dst string, id codec.ID, opt O
 	}
 	marker, err := a.Codec.NewVideoMarker(id, v.Width, v.Height, codec.EmbedOptions{PSNR: opt.PSNR})
 	if errors.Is(err, codec.ErrTooSmall) {
-		return EmbedReport{}, fmt.Errorf("%w: %dx%d: %s", ErrTooSmall, v.Width, v.Height, codec.VideoSizeRule())
+		return EmbedReport{}, &SizeError{Width: v.Width, Height: v.Height}
 	}
 	if err != nil {
 		return EmbedReport{}, err

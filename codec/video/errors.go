@@ -3,6 +3,8 @@ package video
 import (
 	"errors"
 	"fmt"
+
+	"filigrane/codec"
 )
 
 // The kinds of failure a caller maps to a response (each a 422 problem code, or 413 for the limits). Every error
@@ -64,3 +66,52 @@ func Reason(err error) string {
 	}
 	return err.Error()
 }
+
+// LimitError is a refusal by one of the bounds other than the work's (Limits.Check, the sample count before
+// ffprobe, MaxFrames while decoding): which kind it is (Kind: ErrTooLong, ErrTooLarge or ErrTooManyFrames), what
+// the file has and what the limit is, so that a caller's answer can name both and say what to send instead.
+// errors.Is(err, Kind) holds.
+type LimitError struct {
+	Kind error
+	// ErrTooLong: seconds.
+	Duration, MaxDuration float64
+	// ErrTooLarge: the frame size, the limit on the longer side and on the pixels of one frame.
+	Width, Height, MaxSide, MaxPixels int
+	// ErrTooManyFrames: the frames (or, with Samples, the samples every track declares; with Box, the bytes of
+	// the index box named Box) and their limit.
+	Frames, MaxFrames int64
+	Samples           bool
+	Box               string
+	// Decoded: the frames were counted while decoding, past MaxFrames, in a file that declared fewer.
+	Decoded bool
+}
+
+func (e *LimitError) Error() string {
+	switch {
+	case e.Kind == ErrTooLong:
+		return fmt.Sprintf("%v: %.1f s, the limit is %.0f s", e.Kind, e.Duration, e.MaxDuration)
+	case e.Kind == ErrTooLarge:
+		return fmt.Sprintf("%v: %dx%d, the limit is %d pixels per side and %d per frame", e.Kind, e.Width, e.Height,
+			e.MaxSide, e.MaxPixels)
+	case e.Box != "":
+		return fmt.Sprintf("%v: a %s box of %d bytes, the limit is %d", e.Kind, e.Box, e.Frames, e.MaxFrames)
+	case e.Samples:
+		return fmt.Sprintf("%v: the tracks declare %d samples, the limit is %d", e.Kind, e.Frames, e.MaxFrames)
+	case e.Decoded:
+		return fmt.Sprintf("%v: more than %d frames decoded", e.Kind, e.MaxFrames)
+	}
+	return fmt.Sprintf("%v: %d frames, the limit is %d", e.Kind, e.Frames, e.MaxFrames)
+}
+
+// Unwrap returns the kind.
+func (e *LimitError) Unwrap() error { return e.Kind }
+
+// SizeError is ErrTooSmall with the frame size that codec.CheckVideoSize refused.
+type SizeError struct{ Width, Height int }
+
+func (e *SizeError) Error() string {
+	return fmt.Sprintf("%v: %dx%d: %s", ErrTooSmall, e.Width, e.Height, codec.VideoSizeRule())
+}
+
+// Unwrap returns ErrTooSmall.
+func (e *SizeError) Unwrap() error { return ErrTooSmall }

@@ -130,7 +130,7 @@ func walkMKV(r io.Reader, w io.Writer, frameSize int, maxFrames int64, rawTag st
 			}
 			frames++
 			if frames > maxFrames {
-				return frames, fmt.Errorf("%w: more than %d frames decoded", ErrTooManyFrames, maxFrames)
+				return frames, &LimitError{Kind: ErrTooManyFrames, Frames: frames, MaxFrames: maxFrames, Decoded: true}
 			}
 			if err := fn(pix, clusterMS+rel); err != nil {
 				return frames, err

@@ -396,12 +396,11 @@ func (l Limits) Check(info Info) error {
 	v := info.Video
 	switch {
 	case info.Duration > l.MaxDuration:
-		return fmt.Errorf("%w: %.1f s, the limit is %.0f s", ErrTooLong, info.Duration, l.MaxDuration)
+		return &LimitError{Kind: ErrTooLong, Duration: info.Duration, MaxDuration: l.MaxDuration}
 	case max(v.Width, v.Height) > l.MaxWidth || v.Width*v.Height > l.MaxPixels:
-		return fmt.Errorf("%w: %dx%d, the limit is %d pixels per side and %d per frame", ErrTooLarge, v.Width,
-			v.Height, l.MaxWidth, l.MaxPixels)
+		return &LimitError{Kind: ErrTooLarge, Width: v.Width, Height: v.Height, MaxSide: l.MaxWidth, MaxPixels: l.MaxPixels}
 	case v.Frames > l.MaxFrames:
-		return fmt.Errorf("%w: %d frames, the limit is %d", ErrTooManyFrames, v.Frames, l.MaxFrames)
+		return &LimitError{Kind: ErrTooManyFrames, Frames: v.Frames, MaxFrames: l.MaxFrames}
 	}
 	return nil
 }

@@ -86,7 +86,7 @@ func checkSampleTables(path string, limit int64) error {
 			continue
 		}
 		if boxSize-hlen > maxIndexBox {
-			return fmt.Errorf("%w: a %s box of %d bytes, the limit is %d", ErrTooManyFrames, typ, boxSize-hlen, maxIndexBox)
+			return &LimitError{Kind: ErrTooManyFrames, Box: typ, Frames: boxSize - hlen, MaxFrames: maxIndexBox}
 		}
 		body := make([]byte, boxSize-hlen)
 		if _, err := io.ReadFull(r, body); err != nil {
@@ -99,7 +99,7 @@ func checkSampleTables(path string, limit int64) error {
 			total += moofSamples(body)
 		}
 		if total > limit {
-			return fmt.Errorf("%w: the tracks declare %d samples, the limit is %d", ErrTooManyFrames, total, limit)
+			return &LimitError{Kind: ErrTooManyFrames, Samples: true, Frames: total, MaxFrames: limit}
 		}
 	}
 	return nil

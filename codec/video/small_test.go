@@ -12,8 +12,8 @@ import (
 	"filigrane/codec"
 )
 
-// TestSmallFrames: frames under half a tile of the mark are refused before any work (ErrTooSmall, naming the
-// minimum), in both orientations; frames between half a tile and a full one are marked only when the mark reads
+// TestSmallFrames: frames under half a tile of the mark are refused by the embed's probe (ErrTooSmall, a
+// *SizeError naming the size and the minimum; a detection's probe reads them), in both orientations; frames between half a tile and a full one are marked only when the mark reads
 // back from the output itself, else the embed fails with ErrMarkUnreadable and writes nothing (before, such a
 // clip was marked and answered, and the service charged for a mark detection could not find). The rule's two
 // orientations are codec's TestCheckVideoSize; the orientation was not what made small portrait clips fail
@@ -33,6 +33,14 @@ func TestSmallFrames(t *testing.T) {
 	for _, size := range []string{"176x144"} {
 		src := filepath.Join(dir, size+".mp4")
 		makeClip(t, src, size, "25", "0.2") // refused from the probe: five frames say as much as any number
+		// The embed's probe refuses it (a caller probes before it charges); a detection's probe reads it.
+		var se *SizeError
+		if _, err := a.Probe(ctx, src); !errors.As(err, &se) || !errors.Is(err, ErrTooSmall) || se.Width != 176 || se.Height != 144 {
+			t.Errorf("%s: probe error %v, want a SizeError of 176x144", size, err)
+		}
+		if _, err := a.ProbeDetect(ctx, src); err != nil {
+			t.Errorf("%s: detection probe: %v, want the video read", size, err)
+		}
 		_, err := a.Embed(ctx, src, out, testID(4), Options{})
 		if !errors.Is(err, ErrTooSmall) || !strings.Contains(err.Error(), size) ||
 			!strings.Contains(err.Error(), codec.VideoSizeRule()) {

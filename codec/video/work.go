@@ -36,14 +36,16 @@ var (
 	DetectCost = Cost{PerMegapixelFrame: 6 * time.Millisecond, PerSecond: 800 * time.Millisecond}
 )
 
-// operation is an operation whose work a probe checks: its name in errors and its cost.
+// operation is an operation whose work a probe checks: its name in errors and its cost; marks: it writes a mark,
+// so its probe refuses frames too small to carry one (codec.CheckVideoSize).
 type operation struct {
-	name string
-	cost Cost
+	name  string
+	cost  Cost
+	marks bool
 }
 
 var (
-	embedding = operation{name: "embed", cost: EmbedCost}
+	embedding = operation{name: "embed", cost: EmbedCost, marks: true}
 	detecting = operation{name: "detect", cost: DetectCost}
 	// readingBack is the detection of an embed's first seconds in its own output (Adapter.readBack): the
 	// embed's probe bounded the work, and the read-back is part of it; a zero Cost bounds nothing.

@@ -407,6 +407,15 @@ func TestAssetListPagingFiltersAndCursors(t *testing.T) {
 	if l, r := listAssets(t, f, key, ""); r.status != 200 || len(l.Items) != 12 || l.NextCursor != nil {
 		t.Fatalf("default page: %d %d items", r.status, len(l.Items))
 	}
+	// A parameter sent empty is not sent (what clients write for an unset value), on every list endpoint.
+	for _, q := range []string{"limit=", "kind=", "media_type=", "watermark_id=", "cursor=", "limit=&kind=&media_type=&watermark_id=&cursor="} {
+		if l, r := listAssets(t, f, key, q); r.status != 200 || len(l.Items) != 12 || l.NextCursor != nil {
+			t.Fatalf("%s: %d %s, want the default page", q, r.status, r.body)
+		}
+	}
+	if l, r := listAssets(t, f, key, "kind=source&limit=2&cursor="); r.status != 200 || len(l.Items) != 2 || l.Items[0].ID != sources[0] {
+		t.Fatalf("sources, empty cursor: %d %s, want the first page", r.status, r.body)
+	}
 
 	// A cursor works only with the filters and organization that produced it.
 	l, _ := listAssets(t, f, key, "kind=source&limit=2")
@@ -418,17 +427,20 @@ func TestAssetListPagingFiltersAndCursors(t *testing.T) {
 		t.Fatalf("same filters, other limit: %d %s", r.status, r.body)
 	}
 	for _, q := range []string{"kind=watermarked&cursor=" + cur, "cursor=" + cur, "kind=source&media_type=image&cursor=" + cur,
-		"kind=source&cursor=" + cur + "x", "kind=source&cursor=bm90IGEgY3Vyc29y", "kind=source&cursor="} {
+		"kind=source&cursor=" + cur + "x", "kind=source&cursor=bm90IGEgY3Vyc29y"} {
 		_, r := listAssets(t, f, key, q)
 		assetProblem(t, q, r, 422, "invalid_cursor")
 	}
 	_, r := listAssets(t, f, f.keyA, "kind=source&cursor="+cur)
 	assetProblem(t, "cursor of another organization", r, 422, "invalid_cursor")
 
-	for _, q := range []string{"limit=0", "limit=101", "limit=ten", "limit=", "kind=both", "media_type=audio",
+	for _, q := range []string{"limit=0", "limit=101", "limit=ten", "limit=1.5", "kind=both", "media_type=audio",
 		"watermark_id=abc", "watermark_id=" + strings.Repeat("g", 64), "watermark_id=" + es[0].wm + "0"} {
 		_, r := listAssets(t, f, key, q)
 		assetProblem(t, q, r, 422, "invalid_request")
+		if p := decodeProblem(t, r); strings.HasPrefix(q, "limit=") && p.Detail != "limit must be an integer from 1 to 100" {
+			t.Fatalf("%s: detail %q", q, p.Detail)
+		}
 	}
 
 	// Deleted assets leave the listing at once.

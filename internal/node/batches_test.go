@@ -281,6 +281,16 @@ func TestBatchFromUploads(t *testing.T) {
 	if err := json.Unmarshal(lr.body, &page); err != nil || len(page.Data) != 1 || page.Data[0].BatchID != draft.BatchID || page.NextCursor != nil {
 		t.Fatalf("page 2: %s", lr.body)
 	}
+	// Parameters sent empty are not sent; a bad limit is worded as on every list.
+	lr = sendBatch(t, "GET", url+"?limit=&cursor=&before=", f.key, "", "")
+	page.NextCursor = nil
+	if err := json.Unmarshal(lr.body, &page); err != nil || lr.status != 200 || len(page.Data) != 2 || page.NextCursor != nil {
+		t.Fatalf("empty parameters: %d %s", lr.status, lr.body)
+	}
+	if r := sendBatch(t, "GET", url+"?limit=51", f.key, "", ""); r.status != 422 ||
+		decodeProblem(t, r).Detail != "limit must be an integer from 1 to 50" {
+		t.Fatalf("limit 51: %d %s", r.status, r.body)
+	}
 	if r := sendBatch(t, "GET", url+"?cursor=bat_"+strings.Repeat("0", 32), f.key, "", ""); r.status != 422 || decodeProblem(t, r).Code != "invalid_cursor" {
 		t.Fatalf("unknown cursor: %d %s", r.status, r.body)
 	}

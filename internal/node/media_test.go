@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"filigrane/codec"
 	"filigrane/codec/pdf/pdftest"
 )
 
@@ -169,10 +170,11 @@ func TestVideoEmbedAndDetectJobs(t *testing.T) {
 }
 
 // TestUnmarkableVideosRefusedUncharged: a 176x144 clip (under half a tile of the mark, which no detection read
-// back on real footage) is refused by the synchronous and the asynchronous video embed with 422 invalid_video
-// naming the minimum, and nothing is charged or held. Before, it was marked and charged and detect_video found no
-// mark. A clip with an alpha channel (PNG frames in a MOV, rgba) is refused the same way, saying so: before, it
-// came back opaque and charged.
+// back on real footage) is refused by the synchronous and the asynchronous video embed when it is probed, before
+// anything is held: 422 invalid_video naming its size and the minimum. Before, it was marked and charged and
+// detect_video found no mark; then (until the check moved into the probe) it was accepted, credits held, and its
+// job failed after running. Its detection is read like any video's: found unmarked. A clip with an alpha channel
+// (PNG frames in a MOV, rgba) is refused too, saying so, by its job: before, it came back opaque and charged.
 func TestUnmarkableVideosRefusedUncharged(t *testing.T) {
 	t.Parallel()
 	out := filepath.Join(t.TempDir(), "small.mp4")
@@ -187,22 +189,24 @@ func TestUnmarkableVideosRefusedUncharged(t *testing.T) {
 	}
 	f := newFixture(t)
 	before, _ := balance(t, f, f.orgA)
-	r := postFile(t, f.base+"/watermarks/videos", f.keyA, clip, "small.mp4", `{"s":1}`)
-	wantFailedSmall := func(what string, r response) {
-		t.Helper()
-		var body map[string]any
-		if r.status != 422 || json.Unmarshal(r.body, &body) != nil || body["status"] != "failed" ||
-			body["error_code"] != "invalid_video" || !strings.Contains(fmt.Sprint(body["detail"]), "32768") {
-			t.Fatalf("%s: %d %s; want 422, a failed job with invalid_video naming the minimum", what, r.status, r.body)
+	for _, path := range []string{"/watermarks/videos", "/watermarks/videos/async"} {
+		r := postFile(t, f.base+path, f.keyA, clip, "small.mp4", `{"s":1}`)
+		if p := decodeProblem(t, r); r.status != 422 || p.Code != "invalid_video" || !strings.Contains(p.Detail, "frames of 176x144") ||
+			!strings.Contains(p.Detail, codec.VideoSizeRule()) {
+			t.Fatalf("%s of 176x144 frames: %d %s; want 422 invalid_video naming the size and the minimum", path, r.status, r.body)
 		}
 	}
-	wantFailedSmall("synchronous embed of 176x144", r)
-	r = postFile(t, f.base+"/watermarks/videos/async", f.keyA, clip, "small.mp4", `{"s":2}`)
-	if r.status != 202 {
-		t.Fatalf("asynchronous embed: %d %s", r.status, r.body)
+	if after, held := balance(t, f, f.orgA); after != before || held != 0 {
+		t.Fatalf("balance %d held %d after the refusals; want %d, nothing held", after, held, before)
 	}
-	res := waitResult(t, f, f.keyA, decodeReceipt(t, r).ResultURL)
-	wantFailedSmall("asynchronous embed of 176x144", res)
+	d := postFile(t, f.base+"/watermarks/videos/detect", f.keyA, clip, "small.mp4", "")
+	var det struct {
+		Watermarked *bool `json:"watermarked"`
+	}
+	if d.status != 200 || json.Unmarshal(d.body, &det) != nil || det.Watermarked == nil || *det.Watermarked {
+		t.Fatalf("detection of 176x144 frames: %d %s; want 200, not watermarked", d.status, d.body)
+	}
+	before, _ = balance(t, f, f.orgA) // the detection is charged
 	alphaPath := filepath.Join(t.TempDir(), "alpha.mov")
 	if msg, err := exec.Command("ffmpeg", "-v", "error", "-f", "lavfi", "-i", "testsrc2=size=320x256:rate=5", "-t", "1",
 		"-c:v", "png", "-pix_fmt", "rgba", "-f", "mov", alphaPath).CombinedOutput(); err != nil {
@@ -212,7 +216,7 @@ func TestUnmarkableVideosRefusedUncharged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r = postFile(t, f.base+"/watermarks/videos", f.keyA, alpha, "alpha.mov", `{"s":3}`)
+	r := postFile(t, f.base+"/watermarks/videos", f.keyA, alpha, "alpha.mov", `{"s":3}`)
 	var body map[string]any
 	if r.status != 422 || json.Unmarshal(r.body, &body) != nil || body["status"] != "failed" ||
 		body["error_code"] != "invalid_video" || !strings.Contains(fmt.Sprint(body["detail"]), "alpha channel") {

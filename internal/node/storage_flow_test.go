@@ -508,6 +508,9 @@ func TestStorageManagementHTTP(t *testing.T) {
 	}
 	wantProblem(t, "list with a bad cursor", call(t, "GET", url+"/deliveries?after=evt_1", o.reader, nil), 422, "invalid_cursor")
 	wantProblem(t, "list with limit 0", call(t, "GET", url+"/deliveries?limit=0", o.reader, nil), 422, "invalid_request")
+	if r := call(t, "GET", url+"/deliveries?limit=&after=", o.reader, nil); r.status != 200 || !bytes.Contains(r.body, []byte(deliveries[2])) {
+		t.Fatalf("list with empty limit and after (not sent): %d %s", r.status, r.body)
+	}
 	wantProblem(t, "list of an unknown destination", call(t, "GET", o.base+"/storage/destinations/dst_"+strings.Repeat("1", 32)+"/deliveries", o.reader, nil), 404, "storage_destination_not_found")
 
 	// Retry: scope, role, unknown id; a stored delivery is answered as it is.

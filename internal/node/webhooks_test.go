@@ -203,6 +203,10 @@ func TestWebhookDeliveryRetriesUntilSuccess(t *testing.T) {
 	// A cursor that is no event id, or a limit out of range, is refused (the storage log's checks are the same).
 	wantProblem(t, "deliveries after a delivery id", call(t, "GET", f.base+"/webhooks/"+ep.ID+"/deliveries?after=std_1", f.keyA, nil), 422, "invalid_cursor")
 	wantProblem(t, "deliveries with limit 101", call(t, "GET", f.base+"/webhooks/"+ep.ID+"/deliveries?limit=101", f.keyA, nil), 422, "invalid_request")
+	// Parameters sent empty are not sent (every list's rule): the first page.
+	if r := call(t, "GET", f.base+"/webhooks/"+ep.ID+"/deliveries?limit=&after=", f.keyA, nil); r.status != 200 || !bytes.Contains(r.body, []byte(evtID)) {
+		t.Fatalf("deliveries with empty limit and after: %d %s", r.status, r.body)
+	}
 
 	rd := call(t, "POST", f.base+"/webhooks/"+ep.ID+"/deliveries/"+evtID+"/redeliver", f.keyA, nil)
 	if rd.status != 202 {
