@@ -51,7 +51,7 @@ func BatchProps(d *Deps, env *BatchEnv) *actor.Props {
 // batchActor owns one batch record and runs the batchstate machine: it loads the record, applies a command
 // with the injected clock, writes it with compare-and-set and then does what the record asks for: submit
 // pending items as jobs (through the job actor, with the item's upload or zip member as input), read its
-// active items' jobs, cancel them, assemble the archive. A failed compare-and-set means another activation
+// active items' jobs, cancel those that wait for a worker when the batch is cancelled, assemble the archive. A failed compare-and-set means another activation
 // owns the batch: it answers ReplyRetry and stops. Every step is idempotent: item jobs have derived request
 // ids and Idempotency-Keys, so a submit repeated after a crash is a replay, never a second job or charge.
 type batchActor struct {
@@ -390,7 +390,8 @@ func (a *batchActor) dropActive(ctx context.Context) {
 // pending ones: an activation that submitted an item's job and stopped before it saved the acceptance (its
 // node shut down or died, or a fenced save) leaves the item pending while its job runs, and rejecting it as
 // cancelled would leave that job to run and be charged for an item the batch reports cancelled and never
-// charged. Accepted, its job is cancelled with the other active ones, or its outcome recorded if it ended.
+// charged. Accepted, its job is cancelled with the other active ones (failed if it waits for a worker,
+// left to finish if it runs), or its outcome recorded if it ended.
 // Items are submitted in order, so the first pending item without a job ends the look. It reports false,
 // having answered, when the batch could not be saved; a job that cannot be read is left to chance (logged).
 func (a *batchActor) adoptSubmitted(ctx actor.Context) bool {
@@ -450,7 +451,7 @@ func (a *batchActor) settleRejectedSubmit(i int) {
 	}
 }
 
-// drive does what the record asks for now: cancel the jobs of a cancelled batch, read the active items'
+// drive does what the record asks for now: cancel the waiting jobs of a cancelled batch, read the active items'
 // jobs (only onlyJob's when set), submit up to Step pending items, start the archive, and keep a pulse while
 // the batch is started. Failures are logged and left to the next pulse or sweep.
 func (a *batchActor) drive(ctx actor.Context, onlyJob string) {
@@ -467,7 +468,10 @@ func (a *batchActor) drive(ctx actor.Context, onlyJob string) {
 	}
 	jobs := JobClient{Caller: a.deps.Caller}
 	for _, i := range a.rec.CancelJobs() {
-		if _, err := jobs.call(c, a.rec.Items[i].RequestID, &JobCancel{RequestID: a.rec.Items[i].RequestID}); err != nil {
+		// Each job decides on its own record whether it still waits for a worker (then it fails, refunded)
+		// or runs (then it finishes): the batch's view of it may be a pulse old.
+		op := a.rec.Items[i].RequestID
+		if _, err := jobs.call(c, op, &JobCancel{RequestID: op, UnlessRunning: true}); err != nil {
 			a.deps.Logger.Warn().Err(err).Str("batch", a.id).Int("item", i).Msg("cancel item job")
 		}
 	}

@@ -160,6 +160,9 @@ func (a *jobActor) Receive(ctx actor.Context) {
 			if r.Status.Terminal() {
 				return nil // it ended first (finished, or cancelled before): nothing to cancel
 			}
+			if msg.UnlessRunning {
+				return r.CancelWaiting(now)
+			}
 			return r.Cancel(now)
 		}, nil)
 	}

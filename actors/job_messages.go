@@ -93,10 +93,13 @@ type JobTick struct {
 	RequestID string
 }
 
-// JobCancel fails an active job with error_code "cancelled" (a file of a cancelled batch); its hold is
-// refunded and a worker's later report is refused. Cancelling an ended job changes nothing.
+// JobCancel fails an active job with error_code "cancelled"; its hold is refunded and a worker's later
+// report is refused. Cancelling an ended job changes nothing. With UnlessRunning (a file of a cancelled
+// batch, spec 3.2: "after running files finish") only a job waiting for a worker is failed; a running one
+// finishes its attempt (jobstate.Record.CancelWaiting), decided on the job's own record.
 type JobCancel struct {
-	RequestID string
+	RequestID     string
+	UnlessRunning bool
 }
 
 // JobReply answers every job message.

@@ -524,3 +524,78 @@ func TestRecordSurvivesStorage(t *testing.T) {
 		t.Fatal("Clone shares results")
 	}
 }
+
+// TestCancelLetsRunningFilesFinish: a started batch with an archive, item 0 running (2 credits held), item 1
+// queued, items 2 and 3 pending, is cancelled (spec 3.2: "cancelled (after running files finish)"). Step by
+// step, the batch stays processing with cancel_requested while the running file runs, its counts and credits
+// add up at every moment, and it ends cancelled (archive empty, one event) only once the running file ended,
+// whatever it ended as.
+func TestCancelLetsRunningFilesFinish(t *testing.T) {
+	for _, tc := range []struct {
+		name              string
+		end               func(r *Record, now time.Time) error
+		succeeded, failed int
+		charged, refunded int64
+	}{
+		{"the running file succeeds", func(r *Record, now time.Time) error { return r.Succeed(0, 2, res(0), now) }, 1, 1, 2, 1},
+		{"the running file fails as a single job would",
+			func(r *Record, now time.Time) error { return r.Fail(0, "invalid_image", "bad pixels", now) }, 0, 2, 0, 3},
+		{"the running file's attempt ends retryably (its job cancels it then)",
+			func(r *Record, now time.Time) error {
+				return r.Fail(0, CodeCancelled, "cancelled after its attempt", now)
+			}, 0, 2, 0, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := spec(4)
+			s.Archive = true
+			r := mustNew(t, s)
+			if ok, err := r.Start(t0.Add(time.Hour)); !ok || err != nil {
+				t.Fatalf("Start = %v, %v", ok, err)
+			}
+			now := t0.Add(2 * time.Hour)
+			if err := r.Accept(0, 2, now); err != nil {
+				t.Fatal(err)
+			}
+			if err := r.Observe(0, ItemRunning); err != nil {
+				t.Fatal(err)
+			}
+			if err := r.Accept(1, 1, now); err != nil {
+				t.Fatal(err)
+			}
+			check := func(when string, status Status, c Counts, cr Credits) {
+				t.Helper()
+				if err := r.Validate(); err != nil {
+					t.Fatalf("%s: %v", when, err)
+				}
+				if r.Status != status || !r.CancelRequested || r.Counts() != c || r.Credits() != cr {
+					t.Fatalf("%s: %s cancel_requested %v counts %+v credits %+v; want %s %+v %+v", when, r.Status,
+						r.CancelRequested, r.Counts(), r.Credits(), status, c, cr)
+				}
+			}
+			r.Cancel(now)
+			check("cancelled", StatusProcessing, Counts{Accepted: 2, Rejected: 2, InProgress: 2}, Credits{Reserved: 3})
+			if got := r.CancelJobs(); len(got) != 2 {
+				t.Fatalf("CancelJobs = %v: both jobs are asked, each decides", got)
+			}
+			// The queued file's job was waiting for a worker: failed, cancelled, refunded.
+			if err := r.Fail(1, CodeCancelled, "the job was cancelled before it finished", now); err != nil {
+				t.Fatal(err)
+			}
+			check("queued file cancelled", StatusProcessing, Counts{Accepted: 2, Rejected: 2, Failed: 1, InProgress: 1},
+				Credits{Reserved: 2, Refunded: 1})
+			if len(r.Events) != 0 || r.ArchiveStatus == ArchiveEmpty {
+				t.Fatalf("ended early: events %+v archive %s", r.Events, r.ArchiveStatus)
+			}
+			r.Cancel(now.Add(time.Second)) // a second cancel while the file runs changes nothing
+			if err := tc.end(r, now.Add(time.Minute)); err != nil {
+				t.Fatal(err)
+			}
+			check("running file ended", StatusCancelled,
+				Counts{Accepted: 2, Rejected: 2, Succeeded: tc.succeeded, Failed: tc.failed},
+				Credits{Charged: tc.charged, Refunded: tc.refunded})
+			if r.ArchiveStatus != ArchiveEmpty || len(r.Events) != 1 || r.Events[0].Type != EventCancelled {
+				t.Fatalf("archive %s events %+v", r.ArchiveStatus, r.Events)
+			}
+		})
+	}
+}

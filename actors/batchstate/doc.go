@@ -25,8 +25,10 @@
 //   - An item waiting for a concurrency slot stays `pending`: its credits are reserved together with the slot
 //     (the job actor's reserve takes both), so `queued` means "accepted as a job, waiting for a worker".
 //     Cancelling a draft rejects every item with error_code `cancelled` and leaves an archive `empty`.
-//     Cancelling a started batch rejects pending items with error_code `cancelled` (never charged) and cancels the jobs of
-//     queued and running items (failed `cancelled`, refunded); the batch ends `cancelled` once every item ended.
+//     Cancelling a started batch rejects pending items with error_code `cancelled` (never charged) and cancels the jobs
+//     that wait for a worker (queued or retrying: failed `cancelled`, refunded); running files finish (succeeded and
+//     charged, or failed as a single job would). The batch stays `processing` with cancel_requested until every item
+//     ended, then ends `cancelled` (archive `empty`, its event once).
 //   - Starting a cancelled or ended batch changes nothing and answers the batch (200, "safe to repeat").
 //   - Item credits: null while pending; the hold while its job is active; the charge once succeeded; 0 once
 //     rejected or failed. Batch credits: reserved = holds of active items, charged = sum of charges,

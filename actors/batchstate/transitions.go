@@ -48,10 +48,11 @@ func (r *Record) Start(now time.Time) (started bool, err error) {
 }
 
 // Cancel applies a cancel request at now (spec 3.2): a draft is cancelled at once (no event; its items
-// rejected with `cancelled`, its archive `empty`); a started
-// batch that is not assembling rejects its pending items with `cancelled` and ends `cancelled` once its
-// active items ended (CancelJobs lists the jobs to cancel); an assembling batch only remembers the request;
-// an ended batch is left as it is.
+// rejected with `cancelled`, its archive `empty`); a started batch that is not assembling rejects its
+// pending items with `cancelled`, stays `processing` with CancelRequested while its active items end (their
+// jobs are cancelled if they wait for a worker, and finish if they run: CancelJobs), and ends `cancelled`
+// once every item ended, whatever they ended as; an assembling batch only remembers the request; an ended
+// batch is left as it is.
 func (r *Record) Cancel(now time.Time) {
 	now = now.UTC()
 	r.Tick(now)
@@ -88,8 +89,11 @@ func (r *Record) Cancel(now time.Time) {
 	}
 }
 
-// CancelJobs lists the indexes of items whose jobs the actor must cancel: active items of a batch whose
-// cancel was requested before assembling.
+// CancelJobs lists the indexes of items whose jobs the actor must ask to cancel: active items of a batch
+// whose cancel was requested before assembling. Each job decides on its own record (spec 3.2, 3.3): one
+// waiting for a worker (queued, retrying) fails with `cancelled` and is refunded; a running one finishes,
+// succeeding (charged) or failing as a single job would. The batch's item statuses are only its last look at
+// the jobs, so the list is every active item, not the ones that looked queued.
 func (r *Record) CancelJobs() []int {
 	if !r.CancelRequested || r.Status != StatusStarting && r.Status != StatusProcessing {
 		return nil

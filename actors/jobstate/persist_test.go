@@ -90,3 +90,24 @@ func receiptEqual(a, b Receipt) bool {
 		s(a.ResultExpiresAt) == s(b.ResultExpiresAt) && ac(a.Accelerator) == ac(b.Accelerator) &&
 		a.StatusURL == b.StatusURL && a.ResultURL == b.ResultURL && a.BatchID == b.BatchID
 }
+
+// TestCancelPendingSurvivesStorage: a running job a cancelled batch asked to cancel keeps that in its stored
+// record, so that after a restart (the record read back by another activation) the lease's lapse fails it
+// with "cancelled" rather than retrying it.
+func TestCancelPendingSurvivesStorage(t *testing.T) {
+	r := running(t, lease30)
+	if err := r.CancelWaiting(claimAt); err != nil {
+		t.Fatal(err)
+	}
+	var got Record
+	if err := persistence.Unmarshal(mustMarshal(t, r), &got); err != nil {
+		t.Fatal(err)
+	}
+	if !got.CancelPending {
+		t.Fatal("the pending cancel was not stored")
+	}
+	got.Tick(claimAt.Add(lease30))
+	if got.Status != StatusFailed || got.ErrorCode != CodeCancelled {
+		t.Fatalf("after the lease lapsed: %s %q, want failed cancelled", got.Status, got.ErrorCode)
+	}
+}

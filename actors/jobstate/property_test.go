@@ -137,7 +137,11 @@ func propertyRun(t *testing.T, label string, rng chooser, steps int) *Record {
 			if rng.IntN(12) != 0 {
 				continue // cancels are rare, so that most runs reach the other endings
 			}
-			cmd = func() error { return r.Cancel(at) }
+			if rng.IntN(2) == 0 {
+				cmd = func() error { return r.CancelWaiting(at) } // a cancelled batch's: a running attempt finishes
+			} else {
+				cmd = func() error { return r.Cancel(at) }
+			}
 		case 5, 6:
 			cmd = func() error { r.Tick(at); return nil }
 		case 7:

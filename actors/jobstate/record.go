@@ -60,6 +60,10 @@ type Record struct {
 	// DiskWaits counts the attempts that ended because their node was low on disk space (WaitForDisk); they
 	// do not count in Attempts, and each wait doubles, up to MaxDiskWait.
 	DiskWaits int `msgpack:"disk_waits,omitempty"`
+	// CancelPending is set when a cancelled batch found this file running (CancelWaiting): the running
+	// attempt may finish, but the job never waits for a worker again; an attempt that would leave it queued
+	// or retrying fails it with "cancelled" instead. Durable, so that a restart keeps it.
+	CancelPending bool `msgpack:"cancel_pending,omitempty"`
 
 	// ErrorCode and ErrorDetail are set exactly when the job failed.
 	ErrorCode   string `msgpack:"error_code"`
@@ -334,6 +338,9 @@ func (r *Record) Validate() error {
 	}
 	if (r.Status == StatusRunning || r.Status == StatusRetrying) && r.Attempts == 0 && !r.WaitingForDisk() {
 		return fail("%s without an attempt", r.Status)
+	}
+	if r.CancelPending && (r.Status == StatusQueued || r.Status == StatusRetrying) {
+		return fail("%s with a pending cancel: the cancel fails a job that waits for a worker", r.Status)
 	}
 	if r.DiskWaits < 0 {
 		return fail("disk waits %d", r.DiskWaits)

@@ -274,6 +274,7 @@ func (r *Record) HandBack(token Token, now time.Time) error {
 		r.Status = StatusRetrying
 		r.NextAttemptAt = now
 	}
+	r.settleCancel(now)
 	r.changed()
 	return nil
 }
@@ -323,6 +324,7 @@ func (r *Record) waitForDisk(token Token, detail string, now time.Time) {
 	if r.NextAttemptAt.After(r.Deadline) {
 		r.NextAttemptAt = r.Deadline // not claimable then: the wake at the deadline fails the job
 	}
+	r.settleCancel(now)
 	r.changed()
 }
 
@@ -361,6 +363,7 @@ func (r *Record) endAttempt(e AttemptError, now time.Time) {
 	if next := now.Add(Backoff(r.Attempts)); e.Retryable && r.Attempts < MaxAttempts && next.Before(r.Deadline) {
 		r.Status = StatusRetrying
 		r.NextAttemptAt = next
+		r.settleCancel(now)
 		return
 	}
 	r.finishFailed(e.Code, e.Detail, now)
@@ -379,6 +382,47 @@ func (r *Record) finishFailed(code, detail string, now time.Time) {
 // later commands are refused with ErrTerminal. Cancelling a job already cancelled is a no-op.
 func (r *Record) Cancel(now time.Time) error {
 	return r.Abort(CodeCancelled, "the job was cancelled before it finished", now)
+}
+
+// CancelWaiting applies a started batch's cancel to one of its files (spec 3.2: the batch is cancelled
+// "after running files finish"; spec 3.3: a queued item is failed and refunded). A job waiting for a worker
+// (queued, or retrying: waiting for its next attempt, a wait for disk space included) fails with "cancelled"
+// as Cancel does. A running job is left to finish its attempt: it succeeds (and is charged) or fails with
+// its attempt's code as a single job would; it only remembers the cancel (CancelPending), so that an attempt
+// ending without an outcome (a retryable failure, a lost worker, a hand-back, a wait for disk space), which
+// would have it wait for a worker again, fails it with "cancelled" instead (settleCancel). The decision is
+// taken on the job's own state, in the same command as any claim, so a job claimed just before the cancel
+// runs on, and one cancelled just before a claim is never claimed. A repeat is a no-op; an ended job is
+// refused with ErrTerminal, like Cancel.
+func (r *Record) CancelWaiting(now time.Time) error {
+	now = now.UTC()
+	if r.Status.Terminal() {
+		if r.Status == StatusFailed && r.ErrorCode == CodeCancelled {
+			return nil
+		}
+		return fmt.Errorf("cancel job %s unless running: job %s: %w", r.RequestID, r.Status, ErrTerminal)
+	}
+	if r.Status != StatusRunning {
+		return r.Cancel(now)
+	}
+	if !r.CancelPending {
+		r.CancelPending = true
+		r.changed()
+	}
+	return nil
+}
+
+// settleCancel fails with "cancelled" a job whose batch was cancelled while it ran (CancelPending) once an
+// attempt left it waiting for a worker again: the cancel waited for that attempt only.
+func (r *Record) settleCancel(now time.Time) {
+	if !r.CancelPending || (r.Status != StatusQueued && r.Status != StatusRetrying) {
+		return
+	}
+	detail := "the batch was cancelled while this file ran, and its attempt ended without a result"
+	if e := r.LastError; e != nil && e.Code != "" {
+		detail += " (" + e.Code + ": " + e.Detail + ")"
+	}
+	r.finishFailed(CodeCancelled, TruncateDetail(detail), now)
 }
 
 // Abort fails an active job with code without a worker attempt, for endings the actor finds itself (a

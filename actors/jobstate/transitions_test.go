@@ -89,6 +89,7 @@ var matrixEvents = []matrixEvent{
 	{"fail_final", func(r *Record, now time.Time) error { return r.Fail(1, "invalid_media", "bad", false, now) }},
 	{"fail_stale", func(r *Record, now time.Time) error { return r.Fail(7, "codec_error", "boom", true, now) }},
 	{"cancel", func(r *Record, now time.Time) error { return r.Cancel(now) }},
+	{"cancel_waiting", func(r *Record, now time.Time) error { return r.CancelWaiting(now) }},
 	{"tick", func(r *Record, now time.Time) error { r.Tick(now); return nil }},
 }
 
@@ -116,52 +117,52 @@ var matrix = map[string]map[string]outcome{
 	"queued": {
 		"claim_other": toRunning, "claim_same": toRunning, "renew": stale, "renew_stale": stale,
 		"succeed": stale, "succeed_stale": stale, "fail_retryable": stale, "fail_final": stale,
-		"fail_stale": stale, "cancel": toFailed, "tick": noop,
+		"fail_stale": stale, "cancel": toFailed, "tick": noop, "cancel_waiting": toFailed,
 	},
 	"running": {
 		"claim_other": notClaim, "claim_same": noop, "renew": toRunning, "renew_stale": stale,
 		"succeed": toSucceeded, "succeed_stale": stale, "fail_retryable": toRetrying, "fail_final": toFailed,
-		"fail_stale": stale, "cancel": toFailed, "tick": noop,
+		"fail_stale": stale, "cancel": toFailed, "tick": noop, "cancel_waiting": toRunning,
 	},
 	"running_lease_expired": {
 		"claim_other": notClaim, "claim_same": notClaim, "renew": stale, "renew_stale": stale,
 		"succeed": stale, "succeed_stale": stale, "fail_retryable": stale, "fail_final": stale,
-		"fail_stale": stale, "cancel": toFailed, "tick": toRetrying,
+		"fail_stale": stale, "cancel": toFailed, "tick": toRetrying, "cancel_waiting": toRunning,
 	},
 	"retrying_waiting": {
 		"claim_other": notClaim, "claim_same": notClaim, "renew": stale, "renew_stale": stale,
 		"succeed": stale, "succeed_stale": stale, "fail_retryable": noop, "fail_final": stale,
-		"fail_stale": stale, "cancel": toFailed, "tick": noop,
+		"fail_stale": stale, "cancel": toFailed, "tick": noop, "cancel_waiting": toFailed,
 	},
 	"retrying_ready": {
 		"claim_other": toRunning, "claim_same": toRunning, "renew": stale, "renew_stale": stale,
 		"succeed": stale, "succeed_stale": stale, "fail_retryable": noop, "fail_final": stale,
-		"fail_stale": stale, "cancel": toFailed, "tick": noop,
+		"fail_stale": stale, "cancel": toFailed, "tick": noop, "cancel_waiting": toFailed,
 	},
 	"succeeded": {
 		"claim_other": terminal, "claim_same": terminal, "renew": terminal, "renew_stale": terminal,
 		"succeed": noop, "succeed_stale": terminal, "fail_retryable": terminal, "fail_final": terminal,
-		"fail_stale": terminal, "cancel": terminal, "tick": noop,
+		"fail_stale": terminal, "cancel": terminal, "tick": noop, "cancel_waiting": terminal,
 	},
 	"failed": {
 		"claim_other": terminal, "claim_same": terminal, "renew": terminal, "renew_stale": terminal,
 		"succeed": terminal, "succeed_stale": terminal, "fail_retryable": terminal, "fail_final": noop,
-		"fail_stale": terminal, "cancel": terminal, "tick": noop,
+		"fail_stale": terminal, "cancel": terminal, "tick": noop, "cancel_waiting": terminal,
 	},
 	"queued_past_deadline": {
 		"claim_other": deadline, "claim_same": deadline, "renew": stale, "renew_stale": stale,
 		"succeed": stale, "succeed_stale": stale, "fail_retryable": stale, "fail_final": stale,
-		"fail_stale": stale, "cancel": toFailed, "tick": toFailed,
+		"fail_stale": stale, "cancel": toFailed, "tick": toFailed, "cancel_waiting": toFailed,
 	},
 	"running_past_deadline": {
 		"claim_other": deadline, "claim_same": deadline, "renew": deadline, "renew_stale": stale,
 		"succeed": deadline, "succeed_stale": stale, "fail_retryable": deadline, "fail_final": deadline,
-		"fail_stale": stale, "cancel": toFailed, "tick": toFailed,
+		"fail_stale": stale, "cancel": toFailed, "tick": toFailed, "cancel_waiting": toRunning,
 	},
 	"retrying_past_deadline": {
 		"claim_other": deadline, "claim_same": deadline, "renew": stale, "renew_stale": stale,
 		"succeed": stale, "succeed_stale": stale, "fail_retryable": noop, "fail_final": stale,
-		"fail_stale": stale, "cancel": toFailed, "tick": toFailed,
+		"fail_stale": stale, "cancel": toFailed, "tick": toFailed, "cancel_waiting": toFailed,
 	},
 }
 
@@ -676,6 +677,85 @@ func TestCancel(t *testing.T) {
 	unchanged(t, "repeated cancel", before, r)
 	if err := r.Succeed(1, testOutput(), claimAt); !errors.Is(err, ErrTerminal) {
 		t.Fatalf("success after cancel: %v", err)
+	}
+}
+
+// TestCancelWaiting: a cancelled batch's cancel fails its files that wait for a worker and lets a running
+// one finish its attempt: a success stands (charged), a final failure keeps its own code, and an attempt that
+// would have it wait for a worker again (retryable failure, lost worker, hand-back, disk wait) fails it with
+// "cancelled" instead of retrying it.
+func TestCancelWaiting(t *testing.T) {
+	at := claimAt.Add(10 * time.Second)
+	diskWaiting := func(t *testing.T) *Record {
+		r := running(t, lease30)
+		if err := r.WaitForDisk(1, "no space for the result", at); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	for _, tc := range []struct {
+		name   string
+		build  func(t *testing.T) *Record
+		then   func(r *Record) error // after the cancel
+		status Status
+		code   string
+		charge int64
+	}{
+		{"queued", func(t *testing.T) *Record { return mustAccept(t, testSpec(), t0) }, nil, StatusFailed, CodeCancelled, 0},
+		{"waiting for disk space", diskWaiting, nil, StatusFailed, CodeCancelled, 0},
+		{"running", func(t *testing.T) *Record { return running(t, lease30) }, nil, StatusRunning, "", 0},
+		{"running, then succeeds", func(t *testing.T) *Record { return running(t, lease30) },
+			func(r *Record) error { return r.Succeed(1, testOutput(), at) }, StatusSucceeded, "", 1},
+		{"running, then fails for good", func(t *testing.T) *Record { return running(t, lease30) },
+			func(r *Record) error { return r.Fail(1, "invalid_media", "bad", false, at) }, StatusFailed, "invalid_media", 0},
+		{"running, then fails retryably", func(t *testing.T) *Record { return running(t, lease30) },
+			func(r *Record) error { return r.Fail(1, "codec_error", "boom", true, at) }, StatusFailed, CodeCancelled, 0},
+		{"running, then its lease lapses", func(t *testing.T) *Record { return running(t, lease30) },
+			func(r *Record) error { r.Tick(claimAt.Add(lease30)); return nil }, StatusFailed, CodeCancelled, 0},
+		{"running, then its worker is gone", func(t *testing.T) *Record { return running(t, lease30) },
+			func(r *Record) error { r.WorkerGone(at); return nil }, StatusFailed, CodeCancelled, 0},
+		{"running, then handed back", func(t *testing.T) *Record { return running(t, lease30) },
+			func(r *Record) error { return r.HandBack(1, at) }, StatusFailed, CodeCancelled, 0},
+		{"running, then waits for disk space", func(t *testing.T) *Record { return running(t, lease30) },
+			func(r *Record) error { return r.WaitForDisk(1, "no space", at) }, StatusFailed, CodeCancelled, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := tc.build(t)
+			if err := r.CancelWaiting(claimAt.Add(5 * time.Second)); err != nil {
+				t.Fatalf("cancel: %v", err)
+			}
+			mustValid(t, r)
+			before := r.Clone()
+			if err := r.CancelWaiting(claimAt.Add(6 * time.Second)); err != nil {
+				t.Fatalf("repeated cancel: %v", err)
+			}
+			unchanged(t, "repeated cancel", before, r)
+			if tc.then != nil {
+				if err := tc.then(r); err != nil {
+					t.Fatalf("after the cancel: %v", err)
+				}
+				mustValid(t, r)
+			}
+			var charge int64
+			if r.Output != nil {
+				charge = r.Output.Charge
+			}
+			if r.Status != tc.status || r.ErrorCode != tc.code || charge != tc.charge {
+				t.Fatalf("status %s, code %q, charge %d; want %s, %q, %d", r.Status, r.ErrorCode, charge,
+					tc.status, tc.code, tc.charge)
+			}
+			if r.Status == StatusRunning && !r.CancelPending {
+				t.Fatal("a running job does not remember the cancel")
+			}
+		})
+	}
+	// A job that ended before the cancel keeps its outcome.
+	r := running(t, lease30)
+	if err := r.Succeed(1, testOutput(), at); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.CancelWaiting(at); !errors.Is(err, ErrTerminal) || r.Status != StatusSucceeded {
+		t.Fatalf("cancel of a succeeded job: %v, %s", err, r.Status)
 	}
 }
 
