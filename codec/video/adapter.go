@@ -166,6 +166,11 @@ func (t tools) probe(ctx context.Context, src string, op operation) (Info, error
 		// probes before it charges refuses it then, not after the job has run (it was found only by Embed).
 		return info, &SizeError{Width: info.Video.Width, Height: info.Video.Height}
 	}
+	if op.marks && info.Video.Alpha {
+		// Likewise: the marked output could not keep the alpha plane (Embed says why), so the request is refused
+		// before it is charged rather than its job failing after.
+		return info, fmt.Errorf("%w: pixel format %s", ErrAlpha, info.Video.PixFmt)
+	}
 	if err := t.limits.Check(info); err != nil {
 		return info, err
 	}

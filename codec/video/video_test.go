@@ -930,7 +930,7 @@ func TestFrameBudgetStopsTheEmbed(t *testing.T) {
 }
 
 // TestAlphaRefusedForEmbeddingReadForDetection: a video with an alpha plane (ProRes 4444 with alpha, probed as
-// yuva444p12le) is refused by Embed with ErrAlpha and leaves no output, where before its transparent parts came
+// yuva444p12le) is refused by the embed's probe and by Embed with ErrAlpha and leaves no output, where before its transparent parts came
 // out opaque without a word; a detection reads it, so a marked video turned into one still gives its id.
 func TestAlphaRefusedForEmbeddingReadForDetection(t *testing.T) {
 	t.Parallel()
@@ -943,6 +943,13 @@ func TestAlphaRefusedForEmbeddingReadForDetection(t *testing.T) {
 		t.Fatal(err)
 	}
 	ffmpegRun(t, "-i", marked, "-map", "0:v", "-c:v", "prores_ks", "-profile:v", "4444", "-pix_fmt", "yuva444p10le", alpha)
+	// The embed's probe refuses it (before a request is charged), the detection's reads it.
+	if _, err := a.Probe(context.Background(), alpha); !errors.Is(err, ErrAlpha) {
+		t.Fatalf("embed probe of a video with alpha: %v, want ErrAlpha", err)
+	}
+	if _, err := a.ProbeDetect(context.Background(), alpha); err != nil {
+		t.Fatalf("detection probe of a video with alpha: %v", err)
+	}
 	out := filepath.Join(dir, "out.mov")
 	if _, err := a.Embed(context.Background(), alpha, out, testID(22), Options{Preset: "ultrafast"}); !errors.Is(err, ErrAlpha) ||
 		!strings.Contains(err.Error(), "yuva444p") {
