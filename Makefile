@@ -25,7 +25,7 @@ fmt:
 # internal/node's tests under the race detector: a subset whose code paths run concurrently, one test at a
 # time (every node start writes a gRPC global that a running node reads: see startNode in
 # internal/node/node_test.go). The same list as scripts/test.sh's node_race.
-RACE_NODE_TESTS = TestNodeAdvertisesFreeSlots|TestEdgeNodeAdvertisesNoSlots|TestRestartKeepsState|TestConcurrentDuplicatesRunOnce|TestAssetConcurrentPatchOneWins|TestUploadConcurrentPuts|TestUploadOnePutAtATime|TestInsufficientCreditsAndConcurrency|TestAsyncEmbedJobLifecycle|TestBatchCancelWhileRunning|TestWebhookDeliveryRetriesUntilSuccess|TestJobEventsOncePerJob|TestTrustedProxyClientAddress
+RACE_NODE_TESTS = TestNodeAdvertisesFreeSlots|TestEdgeNodeAdvertisesNoSlots|TestRestartKeepsState|TestConcurrentDuplicatesRunOnce|TestAssetConcurrentPatchOneWins|TestUploadConcurrentPuts|TestUploadOnePutAtATime|TestInsufficientCreditsAndConcurrency|TestAsyncEmbedJobLifecycle|TestBatchCancelWhileRunning|TestWebhookDeliveryRetriesUntilSuccess|TestJobEventsOncePerJob|TestTrustedProxyClientAddress|TestGracefulStopForABalancer
 
 race:
 	$(GO) test -race -count=1 ./actors/... ./cluster/... ./http/... ./persistence/... ./internal/netguard/... ./internal/authlimit/... ./internal/accounts/...

@@ -742,6 +742,14 @@ func (s *Server) awaitAndAnswer(c context.Context, ctx *fasthttp.RequestCtx, p *
 	}
 	if !rec.Committed() {
 		wctx, cancel := context.WithTimeout(c, s.syncWait(c, rec))
+		if !s.syncDetectJob(rec) {
+			// A draining node answers the receipt at once rather than holding the request for the whole wait
+			// (its job, queued, runs on another node or after the restart); a synchronous detection has no 202
+			// and waits on, within the shutdown grace.
+			var stop context.CancelFunc
+			wctx, stop = s.endsAtDrain(wctx)
+			defer stop()
+		}
 		rep, err := actors.JobClient{Caller: s.cfg.Caller}.Await(wctx, p.Key.OrgID, rec.RequestID)
 		cancel()
 		if err == nil && rep.Code == actors.ReplyOK && rep.Record != nil {

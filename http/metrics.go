@@ -45,9 +45,10 @@ func NewMetrics() *Metrics {
 			Name: "filigrane_http_requests_total", Help: "HTTP requests by route pattern, method and status.",
 		}, []string{"route", "method", "status"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "filigrane_http_request_duration_seconds", Help: "HTTP request latency by route pattern.",
+			Name:    "filigrane_http_request_duration_seconds",
+			Help:    "HTTP request latency by route pattern and status class: 2xx, 3xx, 429, 4xx (other), 503, 5xx (other), other.",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 20, 60},
-		}, []string{"route"}),
+		}, []string{"route", "status_class"}),
 		Actors: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "filigrane_actors_active", Help: "Active actor activations on this node by kind.",
 		}, []string{"kind"}),
@@ -78,7 +79,29 @@ func (m *Metrics) ActorDelta(kind string, delta int) {
 
 func (m *Metrics) observe(route, method string, status int, d time.Duration) {
 	m.requests.WithLabelValues(route, methodLabel(method), strconv.Itoa(status)).Inc()
-	m.latency.WithLabelValues(route).Observe(d.Seconds())
+	m.latency.WithLabelValues(route, statusClass(status)).Observe(d.Seconds())
+}
+
+// statusClass is the status label of the latency histogram: the class of the status, with the two refusals a
+// loaded node answers in a millisecond apart (429: a limit; 503: unavailable, draining or over the connection
+// limit), so that the latency of successes is read without them. Seven values at most: each label value
+// multiplies the histogram's series (16 buckets a route).
+func statusClass(status int) string {
+	switch {
+	case status == 429:
+		return "429"
+	case status == 503:
+		return "503"
+	case status >= 200 && status < 300:
+		return "2xx"
+	case status >= 300 && status < 400:
+		return "3xx"
+	case status >= 400 && status < 500:
+		return "4xx"
+	case status >= 500 && status < 600:
+		return "5xx"
+	}
+	return "other"
 }
 
 // methodLabel is the method label of a request: one of the methods HTTP defines, else "other". A client

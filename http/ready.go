@@ -1,6 +1,7 @@
 package http
 
 import (
+	"errors"
 	"filigrane/internal/problem"
 	"strings"
 	"time"
@@ -19,6 +20,9 @@ type ReadyCheck struct {
 	Advisory bool
 }
 
+// errDraining is the failed check of a node that began its graceful stop.
+var errDraining = errors.New("draining: the node is shutting down and takes no new work")
+
 // readyTimeout bounds one /readyz: a load balancer probes every few seconds and must get an answer, so a
 // storage server that hangs counts as down.
 const readyTimeout = 2 * time.Second
@@ -28,7 +32,11 @@ const readyTimeout = 2 * time.Second
 // says "send traffic elsewhere", not "restart me". No API key: load balancers probe it.
 func (s *Server) readyz(ctx *fasthttp.RequestCtx, _ map[string]string) {
 	var checks []ReadyCheck
-	if s.cfg.Ready != nil {
+	if s.draining() {
+		// The node is stopping: say so at once, without probing the storage, so that the balancer takes it
+		// out of rotation before its listener closes (--drain-delay).
+		checks = []ReadyCheck{{Name: "shutdown", Err: errDraining}}
+	} else if s.cfg.Ready != nil {
 		c, cancel := s.requestContext(ctx, readyTimeout)
 		checks = s.cfg.Ready(c)
 		cancel()

@@ -19,12 +19,17 @@ import (
 type lifetime struct {
 	ctx context.Context
 	end context.CancelFunc
+	// draining ends when the node begins its graceful stop (BeginDrain), before Shutdown: synchronous waits
+	// answer their 202 at once and new work is refused, while requests in flight go on under ctx.
+	draining   context.Context
+	beginDrain context.CancelFunc
 }
 
 func newLifetime() lifetime {
 	// The root of every request context of this server; nothing above a server outlives it.
 	ctx, end := context.WithCancel(context.Background())
-	return lifetime{ctx: ctx, end: end}
+	draining, beginDrain := context.WithCancel(context.Background())
+	return lifetime{ctx: ctx, end: end, draining: draining, beginDrain: beginDrain}
 }
 
 // requestContext is the context of a handler's blocking calls: it ends after timeout, or when the server's

@@ -386,6 +386,11 @@ func (s *Server) serve(ctx *fasthttp.RequestCtx) {
 	case ctx.Request.Header.ContentLength() > s.cfg.MaxBodyBytes:
 		ctx.SetConnectionClose()
 		writeProblem(ctx, CodeTooLarge, fmt.Sprintf("the request body exceeds %d bytes; send larger files through an upload", s.cfg.MaxBodyBytes))
+	case (rt != nil || s.console != nil && console.Handles(string(ctx.Path()))) && startsWork(method) && s.draining():
+		if rt != nil {
+			label = rt.pattern
+		}
+		refuseDraining(ctx)
 	case s.console != nil && console.Handles(string(ctx.Path())):
 		label = s.serveConsole(ctx)
 	case rt != nil:
@@ -396,6 +401,10 @@ func (s *Server) serve(ctx *fasthttp.RequestCtx) {
 		writeProblem(ctx, CodeMethodNotAllowed, fmt.Sprintf("%s is not allowed here; allowed: %s", method, strings.Join(allowed, ", ")))
 	default:
 		writeProblem(ctx, CodeNotFound, "no such route")
+	}
+	if s.draining() {
+		// The listener closes soon: a client's next request should reach another node through the balancer.
+		ctx.SetConnectionClose()
 	}
 	finishBody(ctx)
 	status := ctx.Response.StatusCode()

@@ -46,6 +46,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.DurationVar(&cfg.MaxVideoWork, "max-video-work", envDuration("FILIGRANE_MAX_VIDEO_WORK", 0), "the most estimated CPU time of one core a video embed or detection may need, checked when it is probed (413 video_too_large above; 0: 45m, half the longest video deadline, which takes ten minutes of 1080p30; at most 90m); lower it on CPUs slower than the reference machine; a job keeps the bound of the node that accepted it")
 	fs.IntVar(&cfg.GPUSlots, "gpu-slots", envInt("FILIGRANE_GPU_SLOTS", 0), fmt.Sprintf("workers of the gpu class per GPU (0: %d)", node.DefaultGPUSlots))
 	fs.DurationVar(&cfg.DrainTimeout, "drain-timeout", envDuration("FILIGRANE_DRAIN_TIMEOUT", 20*time.Second), "on SIGTERM, how long running work may finish before it is handed back to another node (0: cut it short)")
+	fs.DurationVar(&cfg.DrainDelay, "drain-delay", envDuration("FILIGRANE_DRAIN_DELAY", 2*time.Second), "on SIGTERM, how long /readyz answers 503 and new work is refused before the listeners close, so that a load balancer stops sending traffic (part of --shutdown-grace; set it to the balancer's probe interval times its failure count)")
 	decodeMemory := fs.String("decode-memory", envOr("FILIGRANE_DECODE_MEMORY", ""), "memory for decoding images and parsing PDFs, shared by all decodes of this node, e.g. 4GiB (default: half the available memory)")
 	codecKeyFile := fs.String("codec-key-file", envOr("FILIGRANE_CODEC_KEY_FILE", ""), "file holding the watermark secret (else env FILIGRANE_CODEC_KEY, else the public development key)")
 	fs.StringVar(&cfg.TLSCertFile, "tls-cert", envOr("FILIGRANE_TLS_CERT", ""), "PEM certificate (chain) for HTTPS on both listeners; with --tls-key")
@@ -115,6 +116,15 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			fmt.Fprintf(stderr, "filigrane serve: %s %s: want a duration such as 30s\n", d.flag, d.d)
 			return 2
 		}
+	}
+	if cfg.DrainDelay > 0 && cfg.DrainDelay >= *grace {
+		// The delay is spent inside the grace: one as long would cut every request in flight at its end. A
+		// delay asked for is refused; the default gives way to a short grace (half of it).
+		if flagSet(fs, "drain-delay") || os.Getenv("FILIGRANE_DRAIN_DELAY") != "" {
+			fmt.Fprintf(stderr, "filigrane serve: --drain-delay %s: want less than --shutdown-grace (%s), which it is part of\n", cfg.DrainDelay, *grace)
+			return 2
+		}
+		cfg.DrainDelay = *grace / 2
 	}
 	if *join != "" {
 		cfg.Join = strings.Split(*join, ",")
@@ -325,7 +335,7 @@ func checkLimitEnv() error {
 			}
 		}
 	}
-	for _, name := range []string{"FILIGRANE_HEADER_TIMEOUT", "FILIGRANE_BODY_TIMEOUT", "FILIGRANE_IDLE_TIMEOUT", "FILIGRANE_DRAIN_TIMEOUT", "FILIGRANE_MAX_VIDEO_WORK"} {
+	for _, name := range []string{"FILIGRANE_HEADER_TIMEOUT", "FILIGRANE_BODY_TIMEOUT", "FILIGRANE_IDLE_TIMEOUT", "FILIGRANE_DRAIN_TIMEOUT", "FILIGRANE_DRAIN_DELAY", "FILIGRANE_MAX_VIDEO_WORK"} {
 		if v := os.Getenv(name); v != "" {
 			if d, err := time.ParseDuration(v); err != nil || d < 0 {
 				return fmt.Errorf("%s=%q: want a duration such as 10s", name, v)
@@ -375,7 +385,7 @@ func checkLimitFlags(cfg *node.Config, workers int) error {
 		d    time.Duration
 	}{
 		{"--header-timeout", cfg.Conns.HeaderTimeout}, {"--body-timeout", cfg.Conns.BodyProgress},
-		{"--idle-timeout", cfg.Conns.IdleTimeout}, {"--drain-timeout", cfg.DrainTimeout}, {"--max-video-work", cfg.MaxVideoWork},
+		{"--idle-timeout", cfg.Conns.IdleTimeout}, {"--drain-timeout", cfg.DrainTimeout}, {"--drain-delay", cfg.DrainDelay}, {"--max-video-work", cfg.MaxVideoWork},
 	} {
 		if d.d < 0 {
 			return fmt.Errorf("%s %s: want a duration such as 10s", d.flag, d.d)

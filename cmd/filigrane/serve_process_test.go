@@ -233,6 +233,68 @@ func TestSecondSignalStopsAtOnce(t *testing.T) {
 	}
 }
 
+// The first SIGTERM turns /readyz to 503 (reason "draining") at once while the listener stays open for
+// --drain-delay, so that a load balancer sees it; a new upload is refused meanwhile with 503 and Retry-After;
+// a second SIGTERM ends the delay and the process at once. Before, /readyz stayed 200 and new work was taken
+// until the listener closed.
+func TestSIGTERMReadinessDuringDrainDelay(t *testing.T) {
+	t.Parallel()
+	p := startServe(t, "--drain-delay", "50s", "--shutdown-grace", "60s")
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	p.waitLog(t, "the listeners close after the drain delay", 10*time.Second)
+	resp, err := http.Get("http://" + p.api + "/readyz")
+	if err != nil {
+		t.Fatalf("/readyz during the drain delay: %v", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 503 || !strings.Contains(string(body), `"shutdown":"draining`) {
+		t.Fatalf("/readyz during the drain delay: %d %s; want 503 saying the node is draining", resp.StatusCode, body)
+	}
+	req, err := http.NewRequest("POST", "http://"+p.api+"/uploads", strings.NewReader(`{"filename":"a.png","size":1000,"kind":"image"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("X-API-Key", p.key)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("POST /uploads during the drain delay: %v", err)
+	}
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 503 || resp.Header.Get("Retry-After") == "" || !strings.Contains(string(body), `"code":"service_unavailable"`) {
+		t.Fatalf("POST /uploads during the drain delay: %d %s; want 503 service_unavailable with Retry-After", resp.StatusCode, body)
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-p.exited:
+	case <-time.After(10 * time.Second):
+		t.Fatal("serve still runs 10 s after a second SIGTERM during the drain delay")
+	}
+	if p.code != 128+int(syscall.SIGTERM) {
+		t.Errorf("exit status %d, want %d", p.code, 128+int(syscall.SIGTERM))
+	}
+}
+
+// A --drain-delay as long as the shutdown grace it is part of is refused (exit 2); the default delay gives way
+// to a short grace instead (half of it).
+func TestDrainDelayWithinTheGrace(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var out, errb bytes.Buffer
+	code := run(ctx, []string{"serve", "--data", t.TempDir(), "--listen", "127.0.0.1:0", "--upload-listen", "127.0.0.1:0",
+		"--drain-delay", "30s", "--shutdown-grace", "30s"}, &out, &errb)
+	if code != 2 || !strings.Contains(errb.String(), "--drain-delay 30s: want less than --shutdown-grace") {
+		t.Fatalf("--drain-delay 30s --shutdown-grace 30s: exit %d: %s", code, errb.String())
+	}
+}
+
 // A negative shutdown grace, job lease or sweep interval stops serve with the flag's name (exit 2) before the
 // node starts. Before, each was taken without a word: the grace cut every request in flight at the first
 // signal, the lease became the default, and the sweeper stopped.

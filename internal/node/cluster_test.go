@@ -129,7 +129,9 @@ func startCluster(t *testing.T, n int, fd cluster.FailureDetection) *clusterFixt
 				"--s3-endpoint", c.s3.Endpoint, "--s3-bucket", c.s3.Bucket, "--s3-access-key", c.s3.AccessKey,
 				"--s3-secret-key", c.s3.SecretKey, "--workers", "1", "--log-format", "json", "--log-level", "warn",
 				"--cluster-probe-interval", fd.ProbeInterval.String(), "--cluster-probe-timeout", fd.ProbeTimeout.String(),
-				"--cluster-suspicion-mult", strconv.Itoa(fd.SuspicionMult)}
+				"--cluster-suspicion-mult", strconv.Itoa(fd.SuspicionMult),
+				// No load balancer probes these nodes: a SIGTERM closes the listeners at once.
+				"--drain-delay", "0"}
 			return append(args, "--join", clustertest.SeedList(ports, 2))
 		},
 		Ready: clustertest.ReadyHTTP(0, "/healthz"),

@@ -96,7 +96,8 @@ func startSolo(t *testing.T, dir string, extra ...string) (*clustertest.Processe
 			return append([]string{"serve", "--data", dir, "--node-name", "solo",
 				"--listen", fmt.Sprintf("127.0.0.1:%d", p[0]), "--upload-listen", fmt.Sprintf("127.0.0.1:%d", p[1]),
 				"--cluster-bind", fmt.Sprintf("127.0.0.1:%d", p[2]), "--remote-port", strconv.Itoa(p[3]),
-				"--workers", "1", "--log-format", "json", "--log-level", "warn"}, extra...)
+				"--workers", "1", "--log-format", "json", "--log-level", "warn",
+				"--drain-delay", "0"}, extra...) // no balancer probes it: a SIGTERM closes the listeners at once
 		},
 		Ready: clustertest.ReadyHTTP(0, "/healthz"),
 	})

@@ -97,6 +97,11 @@ func TestLowDiskRefusesThenRecovers(t *testing.T) {
 		if r.status != 503 || r.header.Get("Retry-After") != "30" {
 			t.Fatalf("%s on a low disk: %d Retry-After %q %s, want 503 with Retry-After 30", what, r.status, r.header.Get("Retry-After"), r.body)
 		}
+		// The rate limiter counted the request before the disk refused it: its headers say so on the 503 too
+		// (docs/api.md, Rate limits).
+		if r.header.Get("X-RateLimit-Limit") == "" || r.header.Get("X-RateLimit-Remaining") == "" || r.header.Get("X-RateLimit-Reset") == "" {
+			t.Fatalf("%s on a low disk: 503 without the X-RateLimit-* headers of the request the limiter counted: %v", what, r.header)
+		}
 		if p := decodeProblem(t, r); p.Code != "service_unavailable" || !strings.Contains(p.Detail, "disk space") {
 			t.Fatalf("%s on a low disk: %+v", what, p)
 		}

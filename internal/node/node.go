@@ -104,6 +104,11 @@ type Config struct {
 	// still running then are handed back to their job actors (not counted as attempts) for another node.
 	// 0 drains nothing: Close cuts running attempts short and their leases expire (tests, single nodes).
 	DrainTimeout time.Duration
+	// DrainDelay is how long Close keeps the listeners open after the node began draining (/readyz 503, new
+	// work refused with 503, synchronous waits answered 202), so that a load balancer sees the node go
+	// unready before its connections are refused. It is part of Close's context (the shutdown grace) and
+	// overlaps the work's drain. 0: the listeners close at once (tests).
+	DrainDelay time.Duration
 	// DecodeMemory is the node's budget for decoding images and parsing PDFs, in bytes, shared by its workers and synchronous
 	// detections (actors.DecodeBudget); 0 means actors.DefaultDecodeMemory (half the available memory).
 	DecodeMemory int64
@@ -777,7 +782,22 @@ func (n *Node) Close(ctx context.Context) error {
 		return nil
 	}
 	var errs []error
-	n.drain(ctx)
+	// The servers refuse new work and answer their synchronous waits first, then the pools stop taking work,
+	// so that no request accepted from here on waits for work this node will not run.
+	for _, srv := range []*apihttp.Server{n.api, n.upload} {
+		if srv != nil {
+			srv.BeginDrain()
+		}
+	}
+	finishDrain := n.drain(ctx)
+	// Running work finishes (or is handed back at DrainTimeout) while the balancer's delay runs and the
+	// listeners wait for the requests in flight: the stop takes the longest of the three, not their sum.
+	drained := make(chan struct{})
+	go func() {
+		defer close(drained)
+		finishDrain()
+	}()
+	n.holdForBalancer(ctx)
 	if n.serving {
 		errs = append(errs, n.api.Shutdown(ctx), n.upload.Shutdown(ctx))
 	} else {
@@ -788,6 +808,7 @@ func (n *Node) Close(ctx context.Context) error {
 			}
 		}
 	}
+	<-drained
 	n.closing.Store(&ctx)
 	if n.stopWork != nil {
 		n.stopWork()

@@ -373,7 +373,9 @@ func TestMetrics(t *testing.T) {
 	for _, want := range []string{
 		`filigrane_http_requests_total{method="GET",route="/auth/api-key",status="200"} 1`,
 		`filigrane_http_requests_total{method="GET",route="/auth/api-key",status="401"} 1`,
-		`filigrane_http_request_duration_seconds_bucket{route="/auth/api-key"`,
+		// The latency of successes is read apart from refusals (before, one series held both).
+		`filigrane_http_request_duration_seconds_count{route="/auth/api-key",status_class="2xx"} 1`,
+		`filigrane_http_request_duration_seconds_count{route="/auth/api-key",status_class="4xx"} 1`,
 		`filigrane_actors_active{kind="org"} 1`,
 	} {
 		if !strings.Contains(body, want) {

@@ -144,14 +144,14 @@ func (n *Node) rebalance(ctx context.Context) {
 	}
 }
 
-// drain stops taking work: the node advertises no free slot, refuses offers (passing them on), places the
-// jobs waiting in its queues on other nodes, lets running attempts finish for up to DrainTimeout (and no
-// longer than ctx), then hands back those still running, so that no job fails or counts an attempt because
-// this node stops. Nothing happens with DrainTimeout 0.
-func (n *Node) drain(ctx context.Context) {
+// drain stops taking work: the node advertises no free slot, refuses offers (passing them on) and places the
+// jobs waiting in its queues on other nodes. The function it returns lets running attempts finish until
+// DrainTimeout after the drain began (and no longer than ctx), then hands back those still running, so that
+// no job fails or counts an attempt because this node stops. Nothing happens with DrainTimeout 0.
+func (n *Node) drain(ctx context.Context) (finish func()) {
 	d := n.dispatcher.Load()
 	if n.cfg.DrainTimeout <= 0 || d == nil {
-		return
+		return func() {}
 	}
 	log := n.cfg.Logger.With().Str("component", "placement").Logger()
 	waiting := n.pools.BeginDrain()
@@ -167,16 +167,36 @@ func (n *Node) drain(ctx context.Context) {
 	began, running := n.cfg.Clock.Now(), n.pools.Running()
 	log.Info().Int("waiting_moved", moved).Int("running", running).Dur("timeout", n.cfg.DrainTimeout).
 		Msg("draining: taking no more work")
+	// The timeout runs from now, not from finish: the balancer's delay (DrainDelay) is part of it.
 	dctx, cancel := context.WithTimeout(ctx, n.cfg.DrainTimeout)
-	defer cancel()
-	if n.pools.AwaitIdle(dctx) {
-		log.Info().Int("finished", running).Dur("waited", n.cfg.Clock.Now().Sub(began)).Msg("drained: no work running")
+	return func() {
+		defer cancel()
+		if n.pools.AwaitIdle(dctx) {
+			log.Info().Int("finished", running).Dur("waited", n.cfg.Clock.Now().Sub(began)).Msg("drained: no work running")
+			return
+		}
+		log.Warn().Int("running", n.pools.Running()).Msg("drain timeout: handing back the running attempts")
+		n.pools.HandBackRunning()
+		// The hand-backs go through the cluster, still up; they are bounded by the pool's call timeout.
+		hctx, cancel2 := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel2()
+		n.pools.AwaitIdle(hctx)
+	}
+}
+
+// holdForBalancer keeps the listeners open for DrainDelay (or until ctx ends: a second signal, the grace, a
+// member the cluster blocked) after the servers began draining, so that a load balancer probing /readyz sees
+// 503 and stops sending traffic before connections are refused.
+func (n *Node) holdForBalancer(ctx context.Context) {
+	if n.cfg.DrainDelay <= 0 || !n.serving {
 		return
 	}
-	log.Warn().Int("running", n.pools.Running()).Msg("drain timeout: handing back the running attempts")
-	n.pools.HandBackRunning()
-	// The hand-backs go through the cluster, still up; they are bounded by the pool's call timeout.
-	hctx, cancel2 := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel2()
-	n.pools.AwaitIdle(hctx)
+	n.cfg.Logger.Info().Dur("drain_delay", n.cfg.DrainDelay).
+		Msg("draining: /readyz answers 503 and new work is refused; the listeners close after the drain delay")
+	t := time.NewTimer(n.cfg.DrainDelay)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
 }
