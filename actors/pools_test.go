@@ -25,26 +25,26 @@ func TestPoolsOfferAndDrain(t *testing.T) {
 	if f := ps.Free(); !maps.Equal(f, map[string]int{"cpu": 2, "cpu-long": 1}) {
 		t.Fatalf("free %v", f)
 	}
-	if !ps.Offer("req_a", mediakind.ClassCPU) || !ps.Offer("req_a", mediakind.ClassCPU) {
+	if !ps.Offer(QueuedJob{RequestID: "req_a"}, mediakind.ClassCPU) || !ps.Offer(QueuedJob{RequestID: "req_a"}, mediakind.ClassCPU) {
 		t.Fatal("offer refused")
 	}
 	if w := ps.Pool(mediakind.ClassCPU).Waiting(); w != 1 {
 		t.Fatalf("a job offered twice waits %d times", w)
 	}
-	if ps.Offer("req_b", mediakind.ClassGPU) {
+	if ps.Offer(QueuedJob{RequestID: "req_b"}, mediakind.ClassGPU) {
 		t.Fatal("a node without a gpu pool took gpu work")
 	}
 	if f := ps.Free(); !maps.Equal(f, map[string]int{"cpu": 1, "cpu-long": 1}) {
 		t.Fatalf("free after one offer %v", f)
 	}
 	waiting := ps.BeginDrain()
-	if len(waiting) != 1 || len(waiting[mediakind.ClassCPU]) != 1 || waiting[mediakind.ClassCPU][0] != "req_a" {
+	if len(waiting) != 1 || len(waiting[mediakind.ClassCPU]) != 1 || waiting[mediakind.ClassCPU][0].RequestID != "req_a" {
 		t.Fatalf("drain returned %v", waiting)
 	}
 	if f := ps.Free(); len(f) != 0 {
 		t.Fatalf("a draining node advertises %v", f)
 	}
-	if ps.Offer("req_c", mediakind.ClassCPU) || ps.Sync().Takes() {
+	if ps.Offer(QueuedJob{RequestID: "req_c"}, mediakind.ClassCPU) || ps.Sync().Takes() {
 		t.Fatal("a draining node took work")
 	}
 	select {
@@ -64,7 +64,7 @@ func TestPoolsWithoutCPUClass(t *testing.T) {
 	if f := ps.Free(); len(f) != 0 {
 		t.Fatalf("free %v", f)
 	}
-	if ps.Sync().Takes() || ps.Sync().Offer("req_a") {
+	if ps.Sync().Takes() || ps.Sync().Offer(QueuedJob{RequestID: "req_a"}) {
 		t.Fatal("the sync pool of an api-only node takes jobs")
 	}
 	release, err := ps.Sync().Acquire(context.Background())
@@ -219,26 +219,22 @@ func TestDrainWaitsForAJobBeingClaimed(t *testing.T) {
 	}
 }
 
-// TestDrainWaitsForAJobReceivedNotYetCounted: between a worker's receive from the queue and its count of the
-// attempt (the test receives, as a worker does), a drain's TakeQueued finds the queue empty; the pool must not
-// look idle then, or the node logs "drained" and stops under an attempt about to start.
-func TestDrainWaitsForAJobReceivedNotYetCounted(t *testing.T) {
+// TestDrainWaitsForAJobTakenFromTheQueue: once a worker took a job from the queue (the test takes it, as a
+// worker does), a drain's TakeQueued finds the queue empty; the pool must not look idle then, or the node logs
+// "drained" and stops under an attempt about to start.
+func TestDrainWaitsForAJobTakenFromTheQueue(t *testing.T) {
 	p := NewPool(heldClaims{}, nil, zerolog.Nop(), "self", 1, 30e9) // not run: the test is its worker
 	p.Dispatch("req_a")
-	q := <-p.queue
+	if _, ok := p.next(); !ok {
+		t.Fatal("nothing to take")
+	}
 	if ids := p.BeginDrain(); len(ids) != 0 {
 		t.Fatalf("the drain took %v from an empty queue", ids)
 	}
 	idle := p.Idle()
 	select {
 	case <-idle:
-		t.Fatal("idle while a worker holds a job it received from the queue")
-	default:
-	}
-	p.took(q)
-	select {
-	case <-p.Idle():
-		t.Fatal("idle while the attempt runs")
+		t.Fatal("idle while a worker holds a job it took from the queue")
 	default:
 	}
 	p.attemptEnded()
