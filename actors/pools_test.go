@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"maps"
+	"slices"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"filigrane/actors/jobstate"
 	"filigrane/actors/mediakind"
 	"filigrane/actors/placement"
+	"filigrane/cluster"
 )
 
 func testPools(workers map[mediakind.Class]int) *Pools {
@@ -131,6 +133,56 @@ func TestDispatcher(t *testing.T) {
 	// r1's gossip still says 1 free (it has not caught up): the last waiting job follows.
 	if d.Rebalance(); ps.Pool(mediakind.ClassCPU).Waiting() != 0 || len(out) != 2 || out[1].offer.RequestID != "req_3" {
 		t.Fatalf("second rebalance: waiting %d, sent %v", ps.Pool(mediakind.ClassCPU).Waiting(), out)
+	}
+}
+
+// TestOffersCarryTheQueueOrder: a job offered by another node is queued by its organization, sync flag and
+// creation time, and a job Rebalance moves to another node carries them, through the wire codec, in the order
+// the workers here would have taken it; before, offers carried the request id only, and a job that changed
+// node lost its place among its organization's and the others'.
+func TestOffersCarryTheQueueOrder(t *testing.T) {
+	ps := testPools(map[mediakind.Class]int{mediakind.ClassCPU: 1})
+	members := []placement.Node{{ID: "r1", Free: map[string]int{"cpu": 0}}}
+	var out []sent
+	d := testDispatcher(ps, &members, &out)
+	t0 := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	image := func(id, org string, sync bool, s int) *jobstate.Record {
+		return &jobstate.Record{RequestID: id, OrgID: org, Sync: sync, Media: jobstate.MediaImage, CreatedAt: t0.Add(time.Duration(s) * time.Second)}
+	}
+	d.Dispatch(image("req_a2", "A", false, 2))
+	d.Dispatch(image("req_a1", "A", false, 1)) // queued again after a restart: older, it goes first
+	d.Receive(&WorkOffer{RequestID: "req_b1", Classes: []string{"cpu"}, OrgID: "B", Sync: true, Created: t0.Add(3 * time.Second)})
+	if len(out) != 0 || ps.Pool(mediakind.ClassCPU).Waiting() != 3 {
+		t.Fatalf("full cluster: sent %v, waiting %d", out, ps.Pool(mediakind.ClassCPU).Waiting())
+	}
+	members[0].Free["cpu"] = 2
+	if n := d.Rebalance(); n != 2 || len(out) != 2 {
+		t.Fatalf("rebalance moved %d: %v", n, out)
+	}
+	reg := cluster.NewRegistry()
+	reg.MustRegister(WorkMessages()...)
+	var got []WorkOffer
+	for _, s := range out {
+		env, err := reg.Wrap(&s.offer)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := reg.Unwrap(env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, *v.(*WorkOffer))
+	}
+	want := []WorkOffer{
+		{RequestID: "req_a1", Classes: []string{"cpu"}, Hops: 1, OrgID: "A", Created: t0.Add(time.Second)},
+		{RequestID: "req_b1", Classes: []string{"cpu"}, Hops: 1, OrgID: "B", Sync: true, Created: t0.Add(3 * time.Second)},
+	}
+	for i := range want {
+		g, w := got[i], want[i]
+		if g.RequestID != w.RequestID || !slices.Equal(g.Classes, w.Classes) || g.Hops != w.Hops || g.OrgID != w.OrgID ||
+			g.Sync != w.Sync || !g.Created.Equal(w.Created) {
+			t.Fatalf("moved offer %d: %+v, want %+v", i, g, w)
+		}
 	}
 }
 
