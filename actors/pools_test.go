@@ -2,8 +2,10 @@ package actors
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -12,6 +14,7 @@ import (
 	"filigrane/actors/jobstate"
 	"filigrane/actors/mediakind"
 	"filigrane/actors/placement"
+	"filigrane/actors/workqueue"
 	"filigrane/cluster"
 )
 
@@ -294,5 +297,74 @@ func TestDrainWaitsForAJobTakenFromTheQueue(t *testing.T) {
 	case <-idle:
 	default:
 		t.Fatal("not idle once the attempt ended")
+	}
+}
+
+// claimBarrier answers job claims only once n claims are in flight together (each round of n); the answer is
+// not_claimable.
+type claimBarrier struct {
+	n     int32
+	mu    sync.Mutex
+	in    int32
+	round chan struct{}
+}
+
+func (b *claimBarrier) Request(ctx context.Context, _, _ string, msg any) (any, error) {
+	if _, ok := msg.(*JobClaim); ok {
+		b.mu.Lock()
+		round := b.round
+		if b.in++; b.in == b.n {
+			close(round)
+		}
+		b.mu.Unlock()
+		select {
+		case <-round:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return &JobReply{Code: ReplyNotClaimable}, nil
+}
+
+// next starts a round and returns its channel, closed once n claims are in flight.
+func (b *claimBarrier) next() chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.in, b.round = 0, make(chan struct{})
+	return b.round
+}
+
+// TestEveryIdleWorkerTakesWaitingJobs: jobs queued in a burst while the workers wait are taken by all of them
+// at once, not one after another by the one worker the queue woke: a worker that takes a job while others
+// wait wakes the next. The first round only brings the workers to wait; the second's burst lands at once,
+// as offers that all arrive before a worker woke. (Without the hand-on, the second round fails whenever the
+// workers were waiting again before its burst, which is most runs; it cannot fail the other way.)
+func TestEveryIdleWorkerTakesWaitingJobs(t *testing.T) {
+	b := &claimBarrier{n: 3}
+	p := NewPool(b, nil, zerolog.Nop(), "self", 3, 30e9)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer func() { cancel(); p.Wait() }()
+	p.Run(ctx)
+	for round := range 2 {
+		all := b.next()
+		p.mu.Lock()
+		for _, id := range []string{"req_a", "req_b", "req_c"} {
+			p.queue.Push(workqueue.Job{ID: fmt.Sprint(id, round)})
+		}
+		p.mu.Unlock()
+		select {
+		case p.wake <- struct{}{}: // as dispatch does
+		default:
+		}
+		select {
+		case <-all:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("round %d: %d of 3 workers took a waiting job", round, p.Running())
+		}
+		select {
+		case <-p.Idle():
+		case <-time.After(10 * time.Second):
+			t.Fatalf("round %d: not idle after the claims were refused: running %d, waiting %d", round, p.Running(), p.Waiting())
+		}
 	}
 }
