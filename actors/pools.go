@@ -255,7 +255,7 @@ func (d *Dispatcher) Dispatch(rec *jobstate.Record) {
 	for _, c := range mediakind.ClassesFor(rec.Media, rec.AcceleratorRequested) {
 		classes = append(classes, string(c))
 	}
-	w := WorkOf(rec)
+	w := QueuedJobOf(rec)
 	d.place(&WorkOffer{RequestID: w.RequestID, Classes: classes, OrgID: w.OrgID, Sync: w.Sync, Created: w.Created})
 }
 

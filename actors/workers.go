@@ -48,8 +48,8 @@ type Processor interface {
 // Pool is a node's workers of one work class (Pools holds a node's pools). Jobs are offered to it by
 // request id, with their organization, whether a client waits and their creation time: its queue
 // (actors/workqueue) hands them to the workers fairly between organizations, a client's synchronous request
-// ahead of its organization's async and batch work. A worker claims the job from its actor under a lease, renews the lease while it works, and
-// reports the outcome to the job actor wherever that runs. The CPU tokens it shares with the node's other CPU
+// ahead of its organization's async and batch work. A worker claims the job from its actor under a lease,
+// renews the lease while it works, and reports the outcome to the job actor wherever that runs. The CPU tokens it shares with the node's other CPU
 // pools bound synchronous detection at the edge too (Acquire), so that a node never runs more codec work than
 // it has cores for.
 type Pool struct {
@@ -121,8 +121,8 @@ type QueuedJob struct {
 	Created time.Time
 }
 
-// WorkOf is the work of a claimable job.
-func WorkOf(rec *jobstate.Record) QueuedJob {
+// QueuedJobOf is a claimable job as a pool queues it.
+func QueuedJobOf(rec *jobstate.Record) QueuedJob {
 	return QueuedJob{RequestID: rec.RequestID, OrgID: rec.OrgID, Sync: rec.Sync, Created: rec.CreatedAt}
 }
 
@@ -134,7 +134,7 @@ func (p *Pool) Dispatch(requestID string) {
 
 // DispatchJob queues a claimable job like Dispatch, with its organization, and counted under its work class.
 func (p *Pool) DispatchJob(rec *jobstate.Record) {
-	p.dispatch(WorkOf(rec), classOf(rec.Media, rec.AcceleratorRequested))
+	p.dispatch(QueuedJobOf(rec), classOf(rec.Media, rec.AcceleratorRequested))
 }
 
 // Offer queues a job like Dispatch and reports whether the pool took it: a pool without workers or a
@@ -173,7 +173,7 @@ func (p *Pool) TakeQueued(n int) []QueuedJob {
 	p.mu.Lock()
 	for _, j := range p.queue.Take(n) {
 		p.Metrics.queue(j.Class, -1)
-		ws = append(ws, workOf(j))
+		ws = append(ws, queuedJob(j))
 	}
 	p.closeIdleLocked()
 	p.mu.Unlock()
@@ -183,7 +183,8 @@ func (p *Pool) TakeQueued(n int) []QueuedJob {
 	return ws
 }
 
-func workOf(j workqueue.Job) QueuedJob {
+// queuedJob is j as the pool's callers know it.
+func queuedJob(j workqueue.Job) QueuedJob {
 	return QueuedJob{RequestID: j.ID, OrgID: j.Org, Sync: j.Sync, Created: j.Created}
 }
 
