@@ -8,8 +8,9 @@
 // one turn in k when k organizations wait, an organization that arrives waits for at most one job of each
 // other organization, and one that empties its queue and refills it at once gains no turn by it. Within an
 // organization, each of its two lines (sync, async) keeps the jobs in the order they were created (then
-// queued): a job queued again (the sweeper's tick after a restart, a job moved from another node) takes its
-// place by age, not at the end.
+// queued): a job queued again (the sweeper's tick after a restart, a job moved from another node, a retry)
+// takes its place by age, not at the end. A synchronous job stays one after its client's wait ran out (the
+// queue has no clock): it goes on taking its organization's sync turns, bounded by AsyncEvery.
 //
 // It owns only that order, in memory: no locking (the caller's pool holds its own lock), no clock, no I/O.
 // It must not decide which node runs a job (actors/placement) or bound an organization's concurrency (the
