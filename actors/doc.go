@@ -7,7 +7,7 @@
 // receives other nodes' WorkOffers; the generic processor (Media) that runs a job through its media kind's
 // adapter; the synchronous detection's credit flow; API keys, assets, uploads, the plan catalog and the
 // sweeper's passes. Pure state lives in sub-packages (jobstate, batchstate, durable, outbox, mediakind,
-// placement), each tested without a network.
+// placement, workqueue), each tested without a network.
 //
 // It must not: import fasthttp or know about HTTP requests (package http parses and answers), decide a
 // job's state anywhere but in the job actor, or trust a message to arrive once: every cross-actor command

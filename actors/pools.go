@@ -111,9 +111,9 @@ func (ps *Pools) Free() map[string]int {
 }
 
 // Offer queues the job on the pool of class c; false when the node does not run c or is draining.
-func (ps *Pools) Offer(requestID string, c mediakind.Class) bool {
+func (ps *Pools) Offer(w QueuedJob, c mediakind.Class) bool {
 	p := ps.byClass[c]
-	return p != nil && p.Offer(requestID)
+	return p != nil && p.Offer(w)
 }
 
 // SetOnChange sets every pool's OnChange; call it before Run.
@@ -148,8 +148,8 @@ func (ps *Pools) all() []*Pool {
 
 // BeginDrain makes every pool refuse new work and returns the jobs that were waiting, by class, for the
 // caller to place elsewhere.
-func (ps *Pools) BeginDrain() map[mediakind.Class][]string {
-	waiting := map[mediakind.Class][]string{}
+func (ps *Pools) BeginDrain() map[mediakind.Class][]QueuedJob {
+	waiting := map[mediakind.Class][]QueuedJob{}
 	for c, p := range ps.byClass {
 		if ids := p.BeginDrain(); len(ids) > 0 {
 			waiting[c] = ids
@@ -197,11 +197,26 @@ const MaxOfferHops = 2
 // WorkOffer asks a node to run a job's next attempt: it queues the request id on its pool of the first
 // class in Classes that it runs, and its worker claims the job from the job actor as usual. Offers are sent
 // without confirmation: a lost one is repeated by the sweeper's next tick of the job (the job stays
-// claimable), and a duplicate is harmless (a second claim of a running job is refused).
+// claimable), and a duplicate is harmless (a second claim of a running job is refused). OrgID, Sync and
+// Created order the job in the receiving node's queue (actors/workqueue); an offer from a node that sent none
+// queues the job as one of no organization, in the order it came.
 type WorkOffer struct {
 	RequestID string
 	Classes   []string
 	Hops      int
+	OrgID     string
+	Sync      bool
+	Created   time.Time
+}
+
+// job is the offer's job as a pool queues it.
+func (o *WorkOffer) job() QueuedJob {
+	return QueuedJob{RequestID: o.RequestID, OrgID: o.OrgID, Sync: o.Sync, Created: o.Created}
+}
+
+// offerOf is the offer of a job taken from a queue here, to be queued on another node's pool of class.
+func offerOf(w QueuedJob, class mediakind.Class) *WorkOffer {
+	return &WorkOffer{RequestID: w.RequestID, Classes: []string{string(class)}, Hops: 1, OrgID: w.OrgID, Sync: w.Sync, Created: w.Created}
 }
 
 // WorkMessages lists the worker messages, for registration with the wire codec.
@@ -243,7 +258,8 @@ func (d *Dispatcher) Dispatch(rec *jobstate.Record) {
 	for _, c := range mediakind.ClassesFor(rec.Media, rec.AcceleratorRequested) {
 		classes = append(classes, string(c))
 	}
-	d.place(&WorkOffer{RequestID: rec.RequestID, Classes: classes})
+	w := QueuedJobOf(rec)
+	d.place(&WorkOffer{RequestID: w.RequestID, Classes: classes, OrgID: w.OrgID, Sync: w.Sync, Created: w.Created})
 }
 
 func (d *Dispatcher) place(o *WorkOffer) {
@@ -254,7 +270,7 @@ func (d *Dispatcher) place(o *WorkOffer) {
 		return
 	}
 	if c.Node == d.Self {
-		if !d.Pools.Offer(o.RequestID, mediakind.Class(c.Class)) {
+		if !d.Pools.Offer(o.job(), mediakind.Class(c.Class)) {
 			d.Logger.Debug().Str("job", o.RequestID).Msg("this node stopped taking work; the sweeper places the job again")
 		}
 		return
@@ -268,7 +284,7 @@ func (d *Dispatcher) place(o *WorkOffer) {
 // those classes (draining, or its roles changed since the sender's snapshot), places it again.
 func (d *Dispatcher) Receive(o *WorkOffer) {
 	for _, c := range o.Classes {
-		if d.Pools.Offer(o.RequestID, mediakind.Class(c)) {
+		if d.Pools.Offer(o.job(), mediakind.Class(c)) {
 			return
 		}
 	}
@@ -281,9 +297,9 @@ func (d *Dispatcher) Receive(o *WorkOffer) {
 }
 
 // Replace places jobs taken out of this node's queues again (a drain, or Rebalance).
-func (d *Dispatcher) Replace(class mediakind.Class, ids []string) {
-	for _, id := range ids {
-		d.place(&WorkOffer{RequestID: id, Classes: []string{string(class)}, Hops: 1})
+func (d *Dispatcher) Replace(class mediakind.Class, jobs []QueuedJob) {
+	for _, w := range jobs {
+		d.place(offerOf(w, class))
 	}
 }
 
@@ -303,9 +319,9 @@ func (d *Dispatcher) Rebalance() int {
 			if n.ID == d.Self || f <= 0 || (n.LowDisk && !selfLow) {
 				continue
 			}
-			for _, id := range p.TakeQueued(f) {
-				if err := d.Send(n.ID, &WorkOffer{RequestID: id, Classes: []string{string(c)}, Hops: 1}); err != nil {
-					d.Logger.Warn().Err(err).Str("job", id).Msg("move waiting work; the sweeper places the job again")
+			for _, w := range p.TakeQueued(f) {
+				if err := d.Send(n.ID, offerOf(w, c)); err != nil {
+					d.Logger.Warn().Err(err).Str("job", w.RequestID).Msg("move waiting work; the sweeper places the job again")
 				}
 				moved++
 			}

@@ -2,7 +2,10 @@ package actors
 
 import (
 	"context"
+	"fmt"
 	"maps"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -11,6 +14,8 @@ import (
 	"filigrane/actors/jobstate"
 	"filigrane/actors/mediakind"
 	"filigrane/actors/placement"
+	"filigrane/actors/workqueue"
+	"filigrane/cluster"
 )
 
 func testPools(workers map[mediakind.Class]int) *Pools {
@@ -25,26 +30,26 @@ func TestPoolsOfferAndDrain(t *testing.T) {
 	if f := ps.Free(); !maps.Equal(f, map[string]int{"cpu": 2, "cpu-long": 1}) {
 		t.Fatalf("free %v", f)
 	}
-	if !ps.Offer("req_a", mediakind.ClassCPU) || !ps.Offer("req_a", mediakind.ClassCPU) {
+	if !ps.Offer(QueuedJob{RequestID: "req_a"}, mediakind.ClassCPU) || !ps.Offer(QueuedJob{RequestID: "req_a"}, mediakind.ClassCPU) {
 		t.Fatal("offer refused")
 	}
 	if w := ps.Pool(mediakind.ClassCPU).Waiting(); w != 1 {
 		t.Fatalf("a job offered twice waits %d times", w)
 	}
-	if ps.Offer("req_b", mediakind.ClassGPU) {
+	if ps.Offer(QueuedJob{RequestID: "req_b"}, mediakind.ClassGPU) {
 		t.Fatal("a node without a gpu pool took gpu work")
 	}
 	if f := ps.Free(); !maps.Equal(f, map[string]int{"cpu": 1, "cpu-long": 1}) {
 		t.Fatalf("free after one offer %v", f)
 	}
 	waiting := ps.BeginDrain()
-	if len(waiting) != 1 || len(waiting[mediakind.ClassCPU]) != 1 || waiting[mediakind.ClassCPU][0] != "req_a" {
+	if len(waiting) != 1 || len(waiting[mediakind.ClassCPU]) != 1 || waiting[mediakind.ClassCPU][0].RequestID != "req_a" {
 		t.Fatalf("drain returned %v", waiting)
 	}
 	if f := ps.Free(); len(f) != 0 {
 		t.Fatalf("a draining node advertises %v", f)
 	}
-	if ps.Offer("req_c", mediakind.ClassCPU) || ps.Sync().Takes() {
+	if ps.Offer(QueuedJob{RequestID: "req_c"}, mediakind.ClassCPU) || ps.Sync().Takes() {
 		t.Fatal("a draining node took work")
 	}
 	select {
@@ -64,7 +69,7 @@ func TestPoolsWithoutCPUClass(t *testing.T) {
 	if f := ps.Free(); len(f) != 0 {
 		t.Fatalf("free %v", f)
 	}
-	if ps.Sync().Takes() || ps.Sync().Offer("req_a") {
+	if ps.Sync().Takes() || ps.Sync().Offer(QueuedJob{RequestID: "req_a"}) {
 		t.Fatal("the sync pool of an api-only node takes jobs")
 	}
 	release, err := ps.Sync().Acquire(context.Background())
@@ -131,6 +136,56 @@ func TestDispatcher(t *testing.T) {
 	// r1's gossip still says 1 free (it has not caught up): the last waiting job follows.
 	if d.Rebalance(); ps.Pool(mediakind.ClassCPU).Waiting() != 0 || len(out) != 2 || out[1].offer.RequestID != "req_3" {
 		t.Fatalf("second rebalance: waiting %d, sent %v", ps.Pool(mediakind.ClassCPU).Waiting(), out)
+	}
+}
+
+// TestOffersCarryTheQueueOrder: a job offered by another node is queued by its organization, sync flag and
+// creation time, and a job Rebalance moves to another node carries them, through the wire codec, in the order
+// the workers here would have taken it; before, offers carried the request id only, and a job that changed
+// node lost its place among its organization's and the others'.
+func TestOffersCarryTheQueueOrder(t *testing.T) {
+	ps := testPools(map[mediakind.Class]int{mediakind.ClassCPU: 1})
+	members := []placement.Node{{ID: "r1", Free: map[string]int{"cpu": 0}}}
+	var out []sent
+	d := testDispatcher(ps, &members, &out)
+	t0 := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	image := func(id, org string, sync bool, s int) *jobstate.Record {
+		return &jobstate.Record{RequestID: id, OrgID: org, Sync: sync, Media: jobstate.MediaImage, CreatedAt: t0.Add(time.Duration(s) * time.Second)}
+	}
+	d.Dispatch(image("req_a2", "A", false, 2))
+	d.Dispatch(image("req_a1", "A", false, 1)) // queued again after a restart: older, it goes first
+	d.Receive(&WorkOffer{RequestID: "req_b1", Classes: []string{"cpu"}, OrgID: "B", Sync: true, Created: t0.Add(3 * time.Second)})
+	if len(out) != 0 || ps.Pool(mediakind.ClassCPU).Waiting() != 3 {
+		t.Fatalf("full cluster: sent %v, waiting %d", out, ps.Pool(mediakind.ClassCPU).Waiting())
+	}
+	members[0].Free["cpu"] = 2
+	if n := d.Rebalance(); n != 2 || len(out) != 2 {
+		t.Fatalf("rebalance moved %d: %v", n, out)
+	}
+	reg := cluster.NewRegistry()
+	reg.MustRegister(WorkMessages()...)
+	var got []WorkOffer
+	for _, s := range out {
+		env, err := reg.Wrap(&s.offer)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := reg.Unwrap(env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, *v.(*WorkOffer))
+	}
+	want := []WorkOffer{
+		{RequestID: "req_a1", Classes: []string{"cpu"}, Hops: 1, OrgID: "A", Created: t0.Add(time.Second)},
+		{RequestID: "req_b1", Classes: []string{"cpu"}, Hops: 1, OrgID: "B", Sync: true, Created: t0.Add(3 * time.Second)},
+	}
+	for i := range want {
+		g, w := got[i], want[i]
+		if g.RequestID != w.RequestID || !slices.Equal(g.Classes, w.Classes) || g.Hops != w.Hops || g.OrgID != w.OrgID ||
+			g.Sync != w.Sync || !g.Created.Equal(w.Created) {
+			t.Fatalf("moved offer %d: %+v, want %+v", i, g, w)
+		}
 	}
 }
 
@@ -219,26 +274,22 @@ func TestDrainWaitsForAJobBeingClaimed(t *testing.T) {
 	}
 }
 
-// TestDrainWaitsForAJobReceivedNotYetCounted: between a worker's receive from the queue and its count of the
-// attempt (the test receives, as a worker does), a drain's TakeQueued finds the queue empty; the pool must not
-// look idle then, or the node logs "drained" and stops under an attempt about to start.
-func TestDrainWaitsForAJobReceivedNotYetCounted(t *testing.T) {
+// TestDrainWaitsForAJobTakenFromTheQueue: once a worker took a job from the queue (the test takes it, as a
+// worker does), a drain's TakeQueued finds the queue empty; the pool must not look idle then, or the node logs
+// "drained" and stops under an attempt about to start.
+func TestDrainWaitsForAJobTakenFromTheQueue(t *testing.T) {
 	p := NewPool(heldClaims{}, nil, zerolog.Nop(), "self", 1, 30e9) // not run: the test is its worker
 	p.Dispatch("req_a")
-	q := <-p.queue
+	if _, ok := p.next(); !ok {
+		t.Fatal("nothing to take")
+	}
 	if ids := p.BeginDrain(); len(ids) != 0 {
 		t.Fatalf("the drain took %v from an empty queue", ids)
 	}
 	idle := p.Idle()
 	select {
 	case <-idle:
-		t.Fatal("idle while a worker holds a job it received from the queue")
-	default:
-	}
-	p.took(q)
-	select {
-	case <-p.Idle():
-		t.Fatal("idle while the attempt runs")
+		t.Fatal("idle while a worker holds a job it took from the queue")
 	default:
 	}
 	p.attemptEnded()
@@ -246,5 +297,74 @@ func TestDrainWaitsForAJobReceivedNotYetCounted(t *testing.T) {
 	case <-idle:
 	default:
 		t.Fatal("not idle once the attempt ended")
+	}
+}
+
+// claimBarrier answers job claims only once n claims are in flight together (each round of n); the answer is
+// not_claimable.
+type claimBarrier struct {
+	n     int32
+	mu    sync.Mutex
+	in    int32
+	round chan struct{}
+}
+
+func (b *claimBarrier) Request(ctx context.Context, _, _ string, msg any) (any, error) {
+	if _, ok := msg.(*JobClaim); ok {
+		b.mu.Lock()
+		round := b.round
+		if b.in++; b.in == b.n {
+			close(round)
+		}
+		b.mu.Unlock()
+		select {
+		case <-round:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return &JobReply{Code: ReplyNotClaimable}, nil
+}
+
+// next starts a round and returns its channel, closed once n claims are in flight.
+func (b *claimBarrier) next() chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.in, b.round = 0, make(chan struct{})
+	return b.round
+}
+
+// TestEveryIdleWorkerTakesWaitingJobs: jobs queued in a burst while the workers wait are taken by all of them
+// at once, not one after another by the one worker the queue woke: a worker that takes a job while others
+// wait wakes the next. The first round only brings the workers to wait; the second's burst lands at once,
+// as offers that all arrive before a worker woke. (Without the hand-on, the second round fails whenever the
+// workers were waiting again before its burst, which is most runs; it cannot fail the other way.)
+func TestEveryIdleWorkerTakesWaitingJobs(t *testing.T) {
+	b := &claimBarrier{n: 3}
+	p := NewPool(b, nil, zerolog.Nop(), "self", 3, 30e9)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer func() { cancel(); p.Wait() }()
+	p.Run(ctx)
+	for round := range 2 {
+		all := b.next()
+		p.mu.Lock()
+		for _, id := range []string{"req_a", "req_b", "req_c"} {
+			p.queue.Push(workqueue.Job{ID: fmt.Sprint(id, round)})
+		}
+		p.mu.Unlock()
+		select {
+		case p.wake <- struct{}{}: // as dispatch does
+		default:
+		}
+		select {
+		case <-all:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("round %d: %d of 3 workers took a waiting job", round, p.Running())
+		}
+		select {
+		case <-p.Idle():
+		case <-time.After(10 * time.Second):
+			t.Fatalf("round %d: not idle after the claims were refused: running %d, waiting %d", round, p.Running(), p.Waiting())
+		}
 	}
 }

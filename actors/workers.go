@@ -15,6 +15,7 @@ import (
 
 	"filigrane/actors/jobstate"
 	"filigrane/actors/mediakind"
+	"filigrane/actors/workqueue"
 	"filigrane/persistence/diskspace"
 )
 
@@ -45,8 +46,10 @@ type Processor interface {
 }
 
 // Pool is a node's workers of one work class (Pools holds a node's pools). Jobs are offered to it by
-// request id; a worker claims the job from its actor under a lease, renews the lease while it works, and
-// reports the outcome to the job actor wherever that runs. The CPU tokens it shares with the node's other CPU
+// request id, with their organization, whether a client waits and their creation time: its queue
+// (actors/workqueue) hands them to the workers fairly between organizations, a client's synchronous request
+// ahead of its organization's async and batch work. A worker claims the job from its actor under a lease,
+// renews the lease while it works, and reports the outcome to the job actor wherever that runs. The CPU tokens it shares with the node's other CPU
 // pools bound synchronous detection at the edge too (Acquire), so that a node never runs more codec work than
 // it has cores for.
 type Pool struct {
@@ -54,7 +57,6 @@ type Pool struct {
 	processor Processor
 	logger    zerolog.Logger
 	lease     time.Duration
-	queue     chan queued
 	// Metrics, when set, counts the pool's work per work class.
 	Metrics *WorkMetrics
 	// OnChange, when set before the pool is used, is called whenever Free may have changed (a job queued,
@@ -79,14 +81,16 @@ type Pool struct {
 	// class, when set, is the work class every job of this pool counts under (a pool of Pools); "" counts each
 	// job under its own kind's class (NewPool).
 	class string
-	// mu guards waiting (the ids in queue, so that a job offered again while it waits is queued once),
-	// running and idle. A job leaves waiting in the same step that counts it running (a worker) or hands it
-	// elsewhere (TakeQueued), so that under mu every job taken is in one or the other: a drain's Idle cannot
-	// fall between a worker's receive from the queue and its count.
+	// mu guards queue (a job offered again while it waits is queued once), running and idle. A job leaves
+	// the queue in the same step that counts it running (a worker, next) or hands it elsewhere (TakeQueued),
+	// so that under mu every job taken is in one or the other: a drain's Idle cannot fall between a worker's
+	// take from the queue and its count.
 	mu      sync.Mutex
-	waiting map[string]bool
+	queue   *workqueue.Queue
 	running int
 	idle    chan struct{} // closed when no attempt runs and no job waits (idleLocked)
+	// wake tells an idle worker that a job may wait; a worker that takes a job and leaves others passes it on.
+	wake chan struct{}
 	// draining refuses new offers (the node is shutting down); abandon ends running attempts with a hand-back.
 	draining   atomic.Bool
 	abandon    context.Context
@@ -107,32 +111,46 @@ func newPool(caller Caller, p Processor, logger zerolog.Logger, node, class stri
 	// The abandon context belongs to the pool, not to a request: it ends when the node's drain runs out of time.
 	abandon, abandonNow := context.WithCancel(context.Background())
 	return &Pool{caller: caller, processor: p, logger: logger, lease: lease, node: node, workers: n, class: class,
-		queue: make(chan queued, 4096), tokens: tokens, waiting: map[string]bool{}, abandon: abandon, abandonNow: abandonNow}
+		queue: workqueue.New(maxQueued), tokens: tokens, wake: make(chan struct{}, 1), abandon: abandon, abandonNow: abandonNow}
 }
 
-// queued is a job waiting for a worker, with the work class it counts under and when it was queued.
-type queued struct {
-	id, class string
-	since     time.Time
+// maxQueued bounds the jobs waiting in one pool; beyond it an offer is dropped, and the job, still claimable,
+// is placed again by the sweeper's next tick.
+const maxQueued = 4096
+
+// QueuedJob is a job offered to a pool: its request id, and what orders it in the queue (workqueue.Job).
+type QueuedJob struct {
+	RequestID string
+	OrgID     string
+	// Sync says a client waits for the job's outcome (jobstate.Record.Sync).
+	Sync    bool
+	Created time.Time
 }
 
-// Dispatch queues a job; it never blocks. A job dropped from a full queue stays claimable and the sweeper
-// dispatches it again.
-func (p *Pool) Dispatch(requestID string) { p.dispatch(requestID, string(mediakind.ClassCPU)) }
+// QueuedJobOf is a claimable job as a pool queues it.
+func QueuedJobOf(rec *jobstate.Record) QueuedJob {
+	return QueuedJob{RequestID: rec.RequestID, OrgID: rec.OrgID, Sync: rec.Sync, Created: rec.CreatedAt}
+}
 
-// DispatchJob queues a claimable job like Dispatch, counted under its work class.
+// Dispatch queues a job of no organization; it never blocks. A job dropped from a full queue stays
+// claimable and the sweeper dispatches it again.
+func (p *Pool) Dispatch(requestID string) {
+	p.dispatch(QueuedJob{RequestID: requestID}, string(mediakind.ClassCPU))
+}
+
+// DispatchJob queues a claimable job like Dispatch, with its organization, and counted under its work class.
 func (p *Pool) DispatchJob(rec *jobstate.Record) {
-	p.dispatch(rec.RequestID, classOf(rec.Media, rec.AcceleratorRequested))
+	p.dispatch(QueuedJobOf(rec), classOf(rec.Media, rec.AcceleratorRequested))
 }
 
 // Offer queues a job like Dispatch and reports whether the pool took it: a pool without workers or a
 // draining one takes nothing. A job already waiting in the queue is not queued twice.
-func (p *Pool) Offer(requestID string) bool {
+func (p *Pool) Offer(w QueuedJob) bool {
 	class := p.class
 	if class == "" {
 		class = string(mediakind.ClassCPU)
 	}
-	return p.dispatch(requestID, class)
+	return p.dispatch(w, class)
 }
 
 // Free is the pool's free worker slots: workers less the attempts running and the jobs waiting in its queue;
@@ -141,44 +159,46 @@ func (p *Pool) Free() int {
 	if p.draining.Load() {
 		return 0
 	}
-	return max(0, p.workers-int(p.busy.Load())-len(p.queue))
+	return max(0, p.workers-int(p.busy.Load())-p.Waiting())
 }
 
 // Waiting is the number of jobs in the pool's queue.
-func (p *Pool) Waiting() int { return len(p.queue) }
+func (p *Pool) Waiting() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.queue.Len()
+}
 
 // Takes reports whether the pool takes new work: it has workers and is not draining.
 func (p *Pool) Takes() bool { return p.workers > 0 && !p.draining.Load() }
 
-// TakeQueued removes up to n jobs from the queue, oldest first, and returns their request ids (to be placed
-// on another node).
-func (p *Pool) TakeQueued(n int) []string {
-	var ids []string
+// TakeQueued removes up to n jobs from the queue, in the order the workers would have taken them, and returns
+// them (to be placed on another node).
+func (p *Pool) TakeQueued(n int) []QueuedJob {
+	var ws []QueuedJob
 	p.mu.Lock()
-loop:
-	for len(ids) < n {
-		select {
-		case q := <-p.queue:
-			delete(p.waiting, q.id)
-			p.Metrics.queue(q.class, -1)
-			ids = append(ids, q.id)
-		default:
-			break loop
-		}
+	for _, j := range p.queue.Take(n) {
+		p.Metrics.queue(j.Class, -1)
+		ws = append(ws, queuedJob(j))
 	}
 	p.closeIdleLocked()
 	p.mu.Unlock()
-	if len(ids) > 0 {
+	if len(ws) > 0 {
 		p.changed()
 	}
-	return ids
+	return ws
+}
+
+// queuedJob is j as the pool's callers know it.
+func queuedJob(j workqueue.Job) QueuedJob {
+	return QueuedJob{RequestID: j.ID, OrgID: j.Org, Sync: j.Sync, Created: j.Created}
 }
 
 // BeginDrain makes the pool refuse new offers and advertise no free slot, and returns the jobs that were
 // waiting in its queue, for the caller to place elsewhere. Attempts already running go on.
-func (p *Pool) BeginDrain() []string {
+func (p *Pool) BeginDrain() []QueuedJob {
 	p.draining.Store(true)
-	ids := p.TakeQueued(cap(p.queue))
+	ids := p.TakeQueued(maxQueued)
 	p.changed()
 	return ids
 }
@@ -195,8 +215,7 @@ func (p *Pool) Running() int {
 }
 
 // Idle returns a channel that is closed once no attempt runs in the pool and no job waits in its queue (a
-// drain takes the queue first, BeginDrain; a job a worker has received from the queue but not yet counted
-// still waits).
+// drain takes the queue first, BeginDrain; a job a worker takes counts as running in the same step).
 func (p *Pool) Idle() <-chan struct{} {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -209,7 +228,7 @@ func (p *Pool) Idle() <-chan struct{} {
 
 // closeIdleLocked closes idle when the pool is idle (p.mu held).
 func (p *Pool) closeIdleLocked() {
-	if p.running != 0 || len(p.waiting) != 0 || p.idle == nil {
+	if p.running != 0 || p.queue.Len() != 0 || p.idle == nil {
 		return
 	}
 	select {
@@ -258,7 +277,7 @@ func (p *Pool) changed() {
 	}
 }
 
-func (p *Pool) dispatch(requestID, class string) bool {
+func (p *Pool) dispatch(w QueuedJob, class string) bool {
 	if !p.Takes() {
 		return false
 	}
@@ -271,16 +290,19 @@ func (p *Pool) dispatch(requestID, class string) bool {
 	if p.draining.Load() {
 		return false // BeginDrain ran since the check above; its TakeQueued would miss this one
 	}
-	if p.waiting[requestID] {
-		return true // offered again while it waits (a sweeper tick): it is queued already
-	}
-	select {
-	case p.queue <- queued{id: requestID, class: class, since: time.Now()}:
-		p.waiting[requestID] = true
+	j := workqueue.Job{ID: w.RequestID, Org: w.OrgID, Sync: w.Sync, Created: w.Created, Class: class, Queued: time.Now()}
+	switch p.queue.Push(j) {
+	case workqueue.Already:
+		// offered again while it waits (a sweeper tick): it is queued already
+	case workqueue.Queued:
 		p.busyLocked()
 		p.Metrics.queue(class, 1)
-	default:
-		p.logger.Warn().Str("job", requestID).Msg("worker queue full; the sweeper will dispatch the job again")
+		select {
+		case p.wake <- struct{}{}:
+		default: // a wake-up is pending already; the worker it wakes passes it on while jobs wait
+		}
+	case workqueue.Full:
+		p.logger.Warn().Str("job", w.RequestID).Msg("worker queue full; the sweeper will dispatch the job again")
 	}
 	return true
 }
@@ -351,32 +373,45 @@ func WorkerMember(id string) string {
 
 func (p *Pool) work(ctx context.Context, i int) {
 	id := workerID(p.node, p.member, i)
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case q := <-p.queue:
-			p.took(q)
-			p.busy.Add(1) // from the queue to the end of the attempt, this worker is taken
-			p.attempt(ctx, id, q.id)
-			p.attemptEnded()
-			p.busy.Add(-1)
-			p.changed()
+	for ctx.Err() == nil {
+		j, ok := p.next()
+		if !ok {
+			select {
+			case <-ctx.Done():
+			case <-p.wake:
+			}
+			continue
 		}
+		p.attempt(ctx, id, j.ID)
+		p.attemptEnded()
+		p.busy.Add(-1)
+		p.changed()
 	}
 }
 
-// took counts q, which a worker received from the queue, as running, in the step that takes it out of waiting:
-// a drain that began while the worker claims the job (a call through the cluster, sent again while unanswered)
-// waits for it rather than logging "drained" and stopping under an attempt about to run. The worker ends the
-// attempt with attemptEnded.
-func (p *Pool) took(q queued) {
+// next takes the queue's next job for a worker and counts it as running in the same step: a drain that began
+// while the worker claims the job (a call through the cluster, sent again while unanswered) waits for it
+// rather than logging "drained" and stopping under an attempt about to run. The worker ends the attempt with
+// attemptEnded. When jobs still wait, next passes the wake-up on to another idle worker.
+func (p *Pool) next() (workqueue.Job, bool) {
 	p.mu.Lock()
-	delete(p.waiting, q.id)
-	p.running++
-	p.busyLocked()
+	j, ok := p.queue.Pop()
+	if ok {
+		p.running++
+		p.busy.Add(1) // from the queue to the end of the attempt, this worker is taken
+		p.busyLocked()
+		if p.queue.Len() > 0 {
+			select {
+			case p.wake <- struct{}{}:
+			default:
+			}
+		}
+	}
 	p.mu.Unlock()
-	p.Metrics.taken(q.class, time.Since(q.since))
+	if ok {
+		p.Metrics.taken(j.Class, time.Since(j.Queued))
+	}
+	return j, ok
 }
 
 func (p *Pool) call(ctx context.Context, requestID string, msg any) (*JobReply, error) {

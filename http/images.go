@@ -525,7 +525,7 @@ func (s *Server) acceptFile(c context.Context, ctx *fasthttp.RequestCtx, r accep
 	spec := jobstate.Spec{
 		RequestID: reqID, OrgID: p.Key.OrgID, Operation: op, Media: r.kind.Media, Format: info.Format,
 		FrameCount: info.Frames, MaxWork: info.MaxWork, AcceleratorRequested: opts.accelerator, WebhookID: opts.webhookID,
-		IdempotencyKey:       idem,
+		IdempotencyKey: idem, Sync: !async,
 		StorageDestinationID: opts.storageDest, StorageKey: opts.storageKey, OutputFormat: opts.outputFormat,
 		Input: jobstate.Input{BlobKey: file.Key, SHA256: file.Info.SHA256, Size: file.Info.Size,
 			Filename: safeOrDefault(file.Filename, r.kind), ContentType: r.kind.ContentType(info.Format)},

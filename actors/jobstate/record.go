@@ -32,6 +32,9 @@ type Record struct {
 	StorageKey           string `msgpack:"storage_key"`
 	// OutputFormat is an image embed's output format; empty means PNG (and is all records before it had).
 	OutputFormat OutputFormat `msgpack:"output_format,omitempty"`
+	// Sync says a client waited for the outcome when the job was accepted (a synchronous request): the
+	// workers' queues take it ahead of its organization's async and batch work (actors/workqueue).
+	Sync bool `msgpack:"sync,omitempty"`
 
 	Input Input `msgpack:"input"`
 	// WatermarkID is the hex SHA-256 of the canonical data object, fixed at acceptance so that every attempt
@@ -115,7 +118,9 @@ type Spec struct {
 	StorageKey           string
 	// OutputFormat is an image embed's output format; empty means PNG.
 	OutputFormat OutputFormat
-	Input        Input
+	// Sync says the client waits for the outcome (a synchronous request), not a receipt.
+	Sync  bool
+	Input Input
 	// WatermarkID is the hex SHA-256 of the canonical data object (embed only).
 	WatermarkID string
 	// IdempotencyKey is the request's Idempotency-Key header; empty when absent.
@@ -174,7 +179,7 @@ func Accept(s Spec, now time.Time) (*Record, error) {
 		Format: s.Format, FrameCount: s.FrameCount, MaxWork: s.MaxWork, AcceleratorRequested: accel, CreditsHeld: s.CreditsHeld,
 		WebhookID: s.WebhookID, BatchID: s.BatchID,
 		StorageDestinationID: s.StorageDestinationID, StorageKey: s.StorageKey, OutputFormat: s.OutputFormat.stored(),
-		Input: s.Input, WatermarkID: s.WatermarkID, Idempotency: fp,
+		Sync: s.Sync, Input: s.Input, WatermarkID: s.WatermarkID, Idempotency: fp,
 		CreatedAt: now, Deadline: now.Add(DeadlineFor(s.Media, s.FrameCount)),
 		Revision: 1,
 	}
