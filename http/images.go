@@ -288,10 +288,8 @@ func validateData(data []byte) (codec.ID, *apiError) {
 }
 
 // probeImage reads the stored file's header: format and pixel count, before any pixel is decoded. maxPixels is
-// the operation's limit (embedding 40 MP, detection actors.MaxDetectPixels); an embedding also needs a short side
-// of codec.MinEmbedSide (a smaller image cannot carry a mark: refused here, before it is charged, rather than by
-// its job).
-func (s *Server) probeImage(ctx context.Context, key string, maxPixels int64, op jobstate.Operation) (string, *apiError) {
+// the operation's limit (embedding 40 MP, detection actors.MaxDetectPixels).
+func (s *Server) probeImage(ctx context.Context, key string, maxPixels int64) (string, *apiError) {
 	r, err := s.cfg.Blobs.Get(ctx, key, 0, probeBytes)
 	if err != nil {
 		return "", newAPIError(CodeUnavailable, "stored file unavailable")
@@ -315,10 +313,6 @@ func (s *Server) probeImage(ctx context.Context, key string, maxPixels int64, op
 	}
 	if cfg.Width < 1 || cfg.Height < 1 {
 		return "", newAPIError(CodeInvalidImage, "the image has no pixels")
-	}
-	if op == jobstate.OperationEmbed && min(cfg.Width, cfg.Height) < codec.MinEmbedSide {
-		return "", newAPIError(CodeInvalidImage, "the image is too small to carry a watermark (%dx%d pixels: the short side needs at least %d)",
-			cfg.Width, cfg.Height, codec.MinEmbedSide)
 	}
 	return strings.ToUpper(format), nil
 }
@@ -347,7 +341,7 @@ func (s *Server) probe(ctx context.Context, rctx *fasthttp.RequestCtx, kind medi
 		}
 		return mediakind.Info{}, &apiError{code: problem.ForJob(perr.Code).Code, detail: perr.Detail}
 	}
-	format, aerr := s.probeImage(ctx, key, kind.MaxPixels(op), op)
+	format, aerr := s.probeImage(ctx, key, kind.MaxPixels(op))
 	return mediakind.Info{Format: format, Frames: 1}, aerr
 }
 
