@@ -528,7 +528,7 @@ func (s *Server) acceptFile(c context.Context, ctx *fasthttp.RequestCtx, r accep
 		IdempotencyKey: idem, Sync: !async,
 		StorageDestinationID: opts.storageDest, StorageKey: opts.storageKey, OutputFormat: opts.outputFormat,
 		Input: jobstate.Input{BlobKey: file.Key, SHA256: file.Info.SHA256, Size: file.Info.Size,
-			Filename: safeOrDefault(file.Filename, r.kind), ContentType: r.kind.ContentType(info.Format)},
+			Filename: inputName(file.Filename, r.kind, info.Format), ContentType: r.kind.ContentType(info.Format)},
 	}
 	if op == jobstate.OperationEmbed {
 		spec.WatermarkID = wm.String()
@@ -718,8 +718,9 @@ func resultGone(rec *jobstate.Record, deleted bool) *apiError {
 	return newAPIError(CodeResultGone, "the result expired at %s", rec.ResultExpiresAt.Format(time.RFC3339))
 }
 
-func safeOrDefault(name string, kind mediakind.Kind) string {
-	return actors.SafeInputName(name, string(kind.Media))
+// inputName is the stored name of an input of kind whose detected format is format (actors.InputName).
+func inputName(name string, kind mediakind.Kind, format string) string {
+	return actors.InputName(name, string(kind.Media), kind.InputExt(format))
 }
 
 func retryAfterSeconds(p actors.Plan) int {
