@@ -596,7 +596,7 @@ func (s *Server) acceptFile(c context.Context, ctx *fasthttp.RequestCtx, r accep
 // jobstate.Record.ReplayAt decides: sync and async alike answer a final failure with its status and problem
 // body, and a result that is gone with 410; otherwise async answers the receipt and sync the result.
 func (s *Server) answerReplay(c context.Context, ctx *fasthttp.RequestCtx, p *principal, rec *jobstate.Record, async bool) *apiError {
-	deleted, err := s.outputDeleted(c, rec)
+	_, deleted, err := s.outputDeleted(c, rec)
 	if err != nil {
 		s.log(ctx).Error().Err(err).Str("job", rec.RequestID).Msg("read the output asset of a replayed job")
 		return newAPIError(CodeUnavailable, "the job's result could not be checked in time; retry")
@@ -695,19 +695,22 @@ func (s *Server) checkInputLater(c context.Context, orgID, reqID, key string) {
 	}
 }
 
-// outputDeleted reports whether a succeeded embed's watermarked asset was deleted.
-func (s *Server) outputDeleted(c context.Context, rec *jobstate.Record) (bool, error) {
+// outputDeleted reports whether a succeeded embed's watermarked asset was deleted, and when: its deletion
+// time, or the job's completion where the asset's record is gone (the earliest its result can have ended).
+func (s *Server) outputDeleted(c context.Context, rec *jobstate.Record) (deletedAt time.Time, deleted bool, err error) {
 	if rec.Status != jobstate.StatusSucceeded || rec.Operation != jobstate.OperationEmbed || rec.Output == nil {
-		return false, nil
+		return time.Time{}, false, nil
 	}
 	as, _, err := actors.Assets{Store: s.cfg.Store}.Get(c, rec.Output.AssetID)
 	switch {
 	case errors.Is(err, persistence.ErrNotFound):
-		return true, nil
+		return rec.CompletedAt, true, nil
 	case err != nil:
-		return false, err
+		return time.Time{}, false, err
+	case as.DeletedAt != nil:
+		return *as.DeletedAt, true, nil
 	}
-	return as.DeletedAt != nil, nil
+	return time.Time{}, false, nil
 }
 
 // resultGone is the 410 of a succeeded job whose result is no longer available.
@@ -796,6 +799,21 @@ func (s *Server) writeReceipt(ctx *fasthttp.RequestCtx, p *principal, rec *jobst
 	s.setLocation(ctx, rec.StatusURL())
 	ctx.Response.Header.Set("Retry-After", strconv.Itoa(retryAfterSeconds(p.Plan)))
 	rc := rec.Receipt()
+	if rec.ResultAvailable(s.cfg.Clock.Now()) {
+		// A deleted output ends the result before its 24 h (the result URL answers 410): the receipt says so
+		// with result_expires_at at the deletion, so that "now is past result_expires_at" is the one test of a
+		// gone result (docs/api.md). Only a succeeded embed within its 24 h pays this read; a read that fails
+		// leaves the receipt as recorded (the result URL, which must know, answers 503 then).
+		c, cancel := s.storeCtx(ctx)
+		at, deleted, err := s.outputDeleted(c, rec)
+		cancel()
+		if err != nil {
+			s.log(ctx).Warn().Err(err).Str("job", rec.RequestID).Msg("read the output asset of a job's receipt")
+		} else if deleted && at.Before(rec.ResultExpiresAt) {
+			ts := at.UTC().Format(time.RFC3339)
+			rc.ResultExpiresAt = &ts
+		}
+	}
 	if rec.Status == jobstate.StatusSucceeded && rec.StorageDestinationID != "" {
 		rc.StorageStatus = s.storageStatus(ctx, rec.StorageDeliveryID()).Status
 	}
@@ -814,7 +832,7 @@ func (s *Server) writeResult(c context.Context, ctx *fasthttp.RequestCtx, p *pri
 		return resultGone(rec, false)
 	}
 	out := rec.Output
-	deleted, err := s.outputDeleted(c, rec)
+	_, deleted, err := s.outputDeleted(c, rec)
 	if err != nil {
 		// Not knowing is not gone: a 410 would tell the client to give up on a result it paid for (a node
 		// stopping mid-request cancels this read).
