@@ -446,6 +446,42 @@ func SafeInputName(name, fallback string) string {
 	return cmp.Or(base, fallback) + "." + ext
 }
 
+// InputName is the stored name of an input file (the source asset's name, its download's filename):
+// SafeInputName, with "."+ext added when the name has no extension, so that a file sent as "file" (an SDK's
+// default) downloads as "file.jpg", which an OS can open. ext is the extension of the format the service
+// detected (mediakind.Kind.InputExt). A name with an extension keeps it, even one that does not match the
+// content: the client chose it, the content type says what the file is, and the result's name takes the
+// output's extension anyway (OutputFilename). An extension is 1 to 16 letters and digits after the last '.',
+// at least one a letter: "scan.2024" has none and becomes "scan.2024.jpg".
+func InputName(name, fallback, ext string) string {
+	safe := SafeInputName(name, fallback)
+	if ext == "" || hasExtension(safe) {
+		return safe
+	}
+	if len(safe) > 100-1-len(ext) {
+		safe = strings.Trim(safe[:100-1-len(ext)], "_.")
+	}
+	return cmp.Or(safe, fallback) + "." + ext
+}
+
+// hasExtension reports whether a SafeFilename-clean name ends in an extension as InputName counts them.
+func hasExtension(name string) bool {
+	i := strings.LastIndexByte(name, '.')
+	if i <= 0 || i == len(name)-1 || len(name)-i-1 > 16 {
+		return false
+	}
+	letter := false
+	for _, r := range name[i+1:] {
+		switch {
+		case r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z':
+			letter = true
+		case r < '0' || r > '9':
+			return false
+		}
+	}
+	return letter
+}
+
 // SafeFilename keeps letters, digits, '.', '_' and '-', replacing other runs with '_', at most 100 bytes.
 func SafeFilename(s string) string {
 	var b strings.Builder

@@ -522,7 +522,7 @@ func (s *Server) acceptFile(c context.Context, ctx *fasthttp.RequestCtx, r accep
 		IdempotencyKey: idem, Sync: !async,
 		StorageDestinationID: opts.storageDest, StorageKey: opts.storageKey, OutputFormat: opts.outputFormat,
 		Input: jobstate.Input{BlobKey: file.Key, SHA256: file.Info.SHA256, Size: file.Info.Size,
-			Filename: safeOrDefault(file.Filename, r.kind), ContentType: r.kind.ContentType(info.Format)},
+			Filename: inputName(file.Filename, r.kind, info.Format), ContentType: r.kind.ContentType(info.Format)},
 	}
 	if op == jobstate.OperationEmbed {
 		spec.WatermarkID = wm.String()
@@ -590,7 +590,7 @@ func (s *Server) acceptFile(c context.Context, ctx *fasthttp.RequestCtx, r accep
 // jobstate.Record.ReplayAt decides: sync and async alike answer a final failure with its status and problem
 // body, and a result that is gone with 410; otherwise async answers the receipt and sync the result.
 func (s *Server) answerReplay(c context.Context, ctx *fasthttp.RequestCtx, p *principal, rec *jobstate.Record, async bool) *apiError {
-	deleted, err := s.outputDeleted(c, rec)
+	_, deleted, err := s.outputDeleted(c, rec)
 	if err != nil {
 		s.log(ctx).Error().Err(err).Str("job", rec.RequestID).Msg("read the output asset of a replayed job")
 		return newAPIError(CodeUnavailable, "the job's result could not be checked in time; retry")
@@ -689,19 +689,22 @@ func (s *Server) checkInputLater(c context.Context, orgID, reqID, key string) {
 	}
 }
 
-// outputDeleted reports whether a succeeded embed's watermarked asset was deleted.
-func (s *Server) outputDeleted(c context.Context, rec *jobstate.Record) (bool, error) {
+// outputDeleted reports whether a succeeded embed's watermarked asset was deleted, and when: its deletion
+// time, or the job's completion where the asset's record is gone (the earliest its result can have ended).
+func (s *Server) outputDeleted(c context.Context, rec *jobstate.Record) (deletedAt time.Time, deleted bool, err error) {
 	if rec.Status != jobstate.StatusSucceeded || rec.Operation != jobstate.OperationEmbed || rec.Output == nil {
-		return false, nil
+		return time.Time{}, false, nil
 	}
 	as, _, err := actors.Assets{Store: s.cfg.Store}.Get(c, rec.Output.AssetID)
 	switch {
 	case errors.Is(err, persistence.ErrNotFound):
-		return true, nil
+		return rec.CompletedAt, true, nil
 	case err != nil:
-		return false, err
+		return time.Time{}, false, err
+	case as.DeletedAt != nil:
+		return *as.DeletedAt, true, nil
 	}
-	return as.DeletedAt != nil, nil
+	return time.Time{}, false, nil
 }
 
 // resultGone is the 410 of a succeeded job whose result is no longer available.
@@ -712,8 +715,9 @@ func resultGone(rec *jobstate.Record, deleted bool) *apiError {
 	return newAPIError(CodeResultGone, "the result expired at %s", rec.ResultExpiresAt.Format(time.RFC3339))
 }
 
-func safeOrDefault(name string, kind mediakind.Kind) string {
-	return actors.SafeInputName(name, string(kind.Media))
+// inputName is the stored name of an input of kind whose detected format is format (actors.InputName).
+func inputName(name string, kind mediakind.Kind, format string) string {
+	return actors.InputName(name, string(kind.Media), kind.InputExt(format))
 }
 
 func retryAfterSeconds(p actors.Plan) int {
@@ -789,6 +793,21 @@ func (s *Server) writeReceipt(ctx *fasthttp.RequestCtx, p *principal, rec *jobst
 	s.setLocation(ctx, rec.StatusURL())
 	ctx.Response.Header.Set("Retry-After", strconv.Itoa(retryAfterSeconds(p.Plan)))
 	rc := rec.Receipt()
+	if rec.ResultAvailable(s.cfg.Clock.Now()) {
+		// A deleted output ends the result before its 24 h (the result URL answers 410): the receipt says so
+		// with result_expires_at at the deletion, so that "now is past result_expires_at" is the one test of a
+		// gone result (docs/api.md). Only a succeeded embed within its 24 h pays this read; a read that fails
+		// leaves the receipt as recorded (the result URL, which must know, answers 503 then).
+		c, cancel := s.storeCtx(ctx)
+		at, deleted, err := s.outputDeleted(c, rec)
+		cancel()
+		if err != nil {
+			s.log(ctx).Warn().Err(err).Str("job", rec.RequestID).Msg("read the output asset of a job's receipt")
+		} else if deleted && at.Before(rec.ResultExpiresAt) {
+			ts := at.UTC().Format(time.RFC3339)
+			rc.ResultExpiresAt = &ts
+		}
+	}
 	if rec.Status == jobstate.StatusSucceeded && rec.StorageDestinationID != "" {
 		rc.StorageStatus = s.storageStatus(ctx, rec.StorageDeliveryID()).Status
 	}
@@ -807,7 +826,7 @@ func (s *Server) writeResult(c context.Context, ctx *fasthttp.RequestCtx, p *pri
 		return resultGone(rec, false)
 	}
 	out := rec.Output
-	deleted, err := s.outputDeleted(c, rec)
+	_, deleted, err := s.outputDeleted(c, rec)
 	if err != nil {
 		// Not knowing is not gone: a 410 would tell the client to give up on a result it paid for (a node
 		// stopping mid-request cancels this read).

@@ -346,6 +346,25 @@ func (k Kind) ContentType(format string) string {
 	return "video/mp4"
 }
 
+// InputExt is the file extension of an input of format (as Info.Format names it), for naming a source whose
+// client-given name has none: an image's format in lower case (jpeg as "jpg"), "pdf", a video's container
+// ("mp4", "mov").
+func (k Kind) InputExt(format string) string {
+	switch k.Media {
+	case jobstate.MediaImage:
+		if strings.EqualFold(format, "JPEG") {
+			return "jpg"
+		}
+		return strings.ToLower(format)
+	case jobstate.MediaDocument:
+		return "pdf"
+	}
+	if strings.EqualFold(format, "MOV") {
+		return "mov"
+	}
+	return "mp4"
+}
+
 // OutputType is the content type and the file extension of an embed's output whose format (as Info.Format names
 // it) is format: a video keeps its container, so a MOV source comes back a QuickTime file, named .mov and typed
 // video/quicktime, where the kind's default (OutputMIME, OutputExt) would call it an MP4. Other kinds write their

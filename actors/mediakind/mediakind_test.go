@@ -173,6 +173,24 @@ func TestByFilename(t *testing.T) {
 	}
 }
 
+// TestInputExt: the extension a source named without one gets, per detected format (as the probes name them).
+func TestInputExt(t *testing.T) {
+	cases := []struct {
+		media        jobstate.Media
+		format, want string
+	}{
+		{jobstate.MediaImage, "JPEG", "jpg"}, {jobstate.MediaImage, "PNG", "png"}, {jobstate.MediaImage, "WEBP", "webp"},
+		{jobstate.MediaImage, "TIFF", "tiff"}, {jobstate.MediaImage, "PNM", "pnm"}, {jobstate.MediaDocument, "PDF", "pdf"},
+		{jobstate.MediaVideo, "MP4", "mp4"}, {jobstate.MediaVideo, "MOV", "mov"},
+	}
+	for _, c := range cases {
+		k, _ := mediakind.ByMedia(c.media)
+		if got := k.InputExt(c.format); got != c.want {
+			t.Errorf("%s %s: %q, want %q", c.media, c.format, got, c.want)
+		}
+	}
+}
+
 // TestEveryJobMediaHasARow: the job state machine's media kinds and the table agree.
 func TestEveryJobMediaHasARow(t *testing.T) {
 	for _, m := range []jobstate.Media{jobstate.MediaImage, jobstate.MediaDocument, jobstate.MediaVideo} {

@@ -651,8 +651,20 @@ func TestAssetDelete(t *testing.T) {
 	}
 
 	balanceBefore, _ := balance(t, f, f.dev.OrgID)
+	// Deleted a minute after the job completed, so that the deletion time differs from every recorded time.
+	f.clk.Advance(time.Minute)
+	deletedAt := f.clk.Now().UTC().Format(time.RFC3339)
+	if rc.ResultExpiresAt == nil || *rc.ResultExpiresAt <= deletedAt {
+		t.Fatalf("receipt before delete: result_expires_at %v, want after %s", rc.ResultExpiresAt, deletedAt)
+	}
 	if r := call(t, "DELETE", f.base+"/assets/"+out, key, nil); r.status != 204 || len(r.body) != 0 {
 		t.Fatalf("delete: %d %s", r.status, r.body)
+	}
+	// The job's receipt agrees with its result's 410: the result ended at the deletion (it used to show the
+	// 24 h expiry still ahead); the asset id stays, as the job's history.
+	gone := decodeReceipt(t, call(t, "GET", f.base+rc.StatusURL, key, nil))
+	if gone.Status != "succeeded" || gone.ResultExpiresAt == nil || *gone.ResultExpiresAt != deletedAt || gone.AssetID == nil || *gone.AssetID != out {
+		t.Fatalf("receipt after delete: %s, want result_expires_at %s and asset_id %s", gone.raw, deletedAt, out)
 	}
 	// Reads, downloads and edits stop at once.
 	assetProblem(t, "get deleted", call(t, "GET", f.base+"/assets/"+out, key, nil), 404, "asset_not_found")

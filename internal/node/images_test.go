@@ -139,6 +139,7 @@ type receipt struct {
 	StatusURL            string   `json:"status_url"`
 	ResultURL            string   `json:"result_url"`
 	ErrorCode            *string  `json:"error_code"`
+	ResultExpiresAt      *string  `json:"result_expires_at"`
 	AcceleratorRequested string   `json:"accelerator_requested"`
 	Accelerator          *string  `json:"accelerator"`
 	Node                 string   `json:"node"`
