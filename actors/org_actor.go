@@ -252,8 +252,7 @@ const staleHoldAge = 3 * time.Hour
 func (a *orgActor) reapStaleHolds(s *OrgState, now time.Time) {
 	for _, op := range s.HoldOps() {
 		h := s.Holds[op]
-		holderGone := h.Holder != "" && a.deps.Caller != nil &&
-			a.deps.Caller.MemberGone(WorkerNode(h.Holder), WorkerMember(h.Holder))
+		holderGone := a.holderGone(h)
 		if !holderGone && now.Sub(h.At) < staleHoldAge {
 			continue
 		}
@@ -271,6 +270,29 @@ func (a *orgActor) reapStaleHolds(s *OrgState, now time.Time) {
 		a.deps.Logger.Warn().Str("org", a.id).Str("op", op).Str("holder", h.Holder).Bool("holder_gone", holderGone).
 			Msg("released a hold no job owns")
 	}
+}
+
+// holderGone reports whether the process that alone settles h (Hold.Holder) is known gone.
+func (a *orgActor) holderGone(h Hold) bool {
+	return h.Holder != "" && a.deps.Caller != nil && a.deps.Caller.MemberGone(WorkerNode(h.Holder), WorkerMember(h.Holder))
+}
+
+// slotsFull reports whether a direct request would find every concurrency slot taken: admit's hint for an
+// early 429 (OrgAdmitReply.SlotsFull). A slot whose hold reapStaleHolds might release at the next command
+// (holder gone, or older than any job) counts as free, since telling needs a store read: the hint errs
+// towards letting a request through to OrgReserve, never towards refusing one that would get a slot.
+func (a *orgActor) slotsFull(concurrency int, now time.Time) bool {
+	if len(a.state.Slots) < concurrency {
+		return false
+	}
+	taken := 0
+	for op := range a.state.Slots {
+		if h, ok := a.state.Holds[op]; ok && (a.holderGone(h) || now.Sub(h.At) >= staleHoldAge) {
+			continue
+		}
+		taken++
+	}
+	return taken >= concurrency
 }
 
 // admit checks membership and counts the request in a fixed one-minute window. The window lives in memory:
@@ -296,7 +318,8 @@ func (a *orgActor) admit(ctx actor.Context, msg *OrgAdmit) {
 		a.windowN++
 	}
 	a.respond(ctx, &OrgAdmitReply{Code: ReplyOK, Role: m.Role, Plan: a.state.Plan, Allowed: allowed,
-		Limit: limit, Remaining: limit - a.windowN, ResetAt: a.windowEnd})
+		Limit: limit, Remaining: limit - a.windowN, ResetAt: a.windowEnd,
+		SlotsFull: a.slotsFull(max(plan.Concurrency, 1), now)})
 }
 
 func codeOf(err error) string {

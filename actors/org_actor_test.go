@@ -207,10 +207,21 @@ func TestOrgActorReleasesHoldsOfAGoneHolder(t *testing.T) {
 	view := goneCaller{gone: map[string]bool{}}
 	f.deps.Caller = &actors.LateCaller{}
 	f.deps.Caller.Set(view)
+	memberID, err := f.admin.AddMember(context.Background(), f.orgID, "Mel", actors.RoleMember)
+	if err != nil {
+		t.Fatal(err)
+	}
 	a := f.system.Root.Spawn(actors.OrgProps(f.deps))
+	if r := f.admit(t, a, memberID); r.SlotsFull {
+		t.Fatalf("admission with the slot free says it is taken: %+v", r)
+	}
 	const killed, alive = "n1/w-1/m1.0a1b2c3d", "n2/w-1/m2.0e1f2a3b"
 	if r := f.ask(t, a, &actors.OrgReserve{OrgID: f.orgID, Op: "req_killed", Credits: 2, Slot: true, Holder: killed}); r.Code != actors.ReplyOK {
 		t.Fatalf("reserve: %+v", r)
+	}
+	// Admission's hint for an early 429 (OrgAdmitReply.SlotsFull) follows the slot.
+	if r := f.admit(t, a, memberID); !r.SlotsFull {
+		t.Fatalf("admission with the one slot held: %+v", r)
 	}
 	if r := f.ask(t, a, &actors.OrgReserve{OrgID: f.orgID, Op: "req_other", Credits: 1, Slot: true, Holder: alive}); r.Code != actors.ReplyConcurrencyLimit {
 		t.Fatalf("second slot on a one-slot plan while the holder lives: %+v", r)
@@ -219,9 +230,16 @@ func TestOrgActorReleasesHoldsOfAGoneHolder(t *testing.T) {
 		t.Fatalf("a job's hold: %+v", r)
 	}
 	view.gone["n1/m1"] = true // n1's process m1 was killed (or declared dead)
+	// The next command frees the gone holder's slot, so the hint counts it free already.
+	if r := f.admit(t, a, memberID); r.SlotsFull {
+		t.Fatalf("admission with the slot's holder gone says it is taken: %+v", r)
+	}
 	r := f.ask(t, a, &actors.OrgReserve{OrgID: f.orgID, Op: "req_other", Credits: 1, Slot: true, Holder: alive})
 	if r.Code != actors.ReplyOK || r.Held != 4 || r.Slots != 1 {
 		t.Fatalf("after the holder died: %+v; want the slot free and 3 + 1 held", r)
+	}
+	if r := f.admit(t, a, memberID); !r.SlotsFull {
+		t.Fatalf("admission with the slot held again: %+v", r)
 	}
 	view.gone["n2/m2"] = false
 	if r := f.ask(t, a, &actors.OrgGrant{OrgID: f.orgID, Op: "g2", Credits: 1}); r.Held != 4 || r.Slots != 1 {

@@ -43,6 +43,11 @@ type OrgAdmitReply struct {
 	Limit     int
 	Remaining int
 	ResetAt   time.Time
+	// SlotsFull tells that a direct request would find no concurrency slot free now, so that the HTTP layer
+	// can answer 429 before reading an upload. It is a hint, not a reservation: OrgReserve stays the check that
+	// counts. Slots that the next command may reap (see reapStaleHolds) count as free, and a node of an earlier
+	// version leaves it false, which lets the request through to that check.
+	SlotsFull bool
 }
 
 // OrgReserve holds credits (and optionally a concurrency slot) for an operation. Idempotent by Op.

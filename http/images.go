@@ -237,6 +237,25 @@ func (s *Server) mediaRefusal(c context.Context, p *principal, kind mediakind.Ki
 	return newAPIError(CodeMediaUnavailable, "%s", perr.Detail)
 }
 
+// earlyConcurrencyRefusal answers 429 concurrency_limited before the body is read when admission saw every
+// slot of the organization's plan taken (principal.SlotsFull): a client with a large file learns it at once
+// instead of after uploading it, and the node stores nothing it would delete. The hint is advisory: a slot
+// freed since admission is found by the reservation later, which stays the check that counts, and a request
+// let through by a race meets that check as before. A request whose Idempotency-Key names an existing job is
+// let through, so that it replays (spec: a replay answers what the first request got, whatever the limits).
+func (s *Server) earlyConcurrencyRefusal(c context.Context, ctx *fasthttp.RequestCtx, p *principal, idem, reqID string) *apiError {
+	if !p.SlotsFull {
+		return nil
+	}
+	if idem != "" {
+		rep, err := actors.JobClient{Caller: s.cfg.Caller}.Get(c, p.Key.OrgID, reqID)
+		if err != nil || rep.Code != actors.ReplyNotFound {
+			return nil // a replay, or not known: the request goes on to the checks that decide
+		}
+	}
+	return reserveRefusal(ctx, p, actors.ReplyConcurrencyLimit, 0)
+}
+
 // mediaRetryAfter is the Retry-After of media_unavailable, in seconds: installing a program takes minutes.
 const mediaRetryAfter = "60"
 
@@ -398,6 +417,9 @@ func (s *Server) acceptMediaErr(c context.Context, ctx *fasthttp.RequestCtx, r a
 		if aerr := s.gpuRefusal(c, ctx, p, r.kind, op, r.idem, r.reqID); aerr != nil {
 			return aerr
 		}
+	}
+	if aerr := s.earlyConcurrencyRefusal(c, ctx, p, r.idem, r.reqID); aerr != nil {
+		return aerr
 	}
 	key := actors.InputKey(p.Key.OrgID, r.reqID)
 	form, err := readMediaFormWith(c, string(ctx.Request.Header.ContentType()), bodyReader(ctx), s.cfg.Blobs, key, s.fileRules(r.kind, op))

@@ -464,6 +464,9 @@ type principal struct {
 	Key  actors.APIKey
 	Role actors.Role
 	Plan actors.Plan
+	// SlotsFull is the org actor's hint, at admission, that every concurrency slot was taken: a media
+	// request answers 429 before reading its upload (earlyConcurrencyRefusal).
+	SlotsFull bool
 }
 
 // authed wraps h with authentication (401), membership (403), the per-minute limit (429) and scopes (403):
@@ -511,7 +514,7 @@ func (s *Server) authed(anyScope []string, h func(*fasthttp.RequestCtx, *princip
 			}
 		}
 		plan, _ := s.cfg.Catalog.Plan(adm.Plan)
-		h(ctx, &principal{Key: key, Role: adm.Role, Plan: plan}, params)
+		h(ctx, &principal{Key: key, Role: adm.Role, Plan: plan, SlotsFull: adm.SlotsFull}, params)
 	}
 }
 

@@ -1,6 +1,7 @@
 package node_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -12,6 +13,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"mime/multipart"
+	"net"
 	"net/http"
 	"path"
 	"path/filepath"
@@ -471,12 +473,26 @@ func TestInsufficientCreditsAndConcurrency(t *testing.T) {
 		t.Fatalf("third job's detail %q", p.Detail)
 	}
 	// A plan of one slot (orgA, trial) says so in the singular.
-	if r := post(t, f.base+"/watermarks/images/async", f.keyA, "", img, `{"n":5}`); r.status != 202 {
+	if r := post(t, f.base+"/watermarks/images/async", f.keyA, "trial-job-0005", img, `{"n":5}`); r.status != 202 {
 		t.Fatalf("trial job: %d %s", r.status, r.body)
 	}
 	r6 := post(t, f.base+"/watermarks/images/async", f.keyA, "", img, `{"n":6}`)
 	if p := decodeProblem(t, r6); r6.status != 429 || p.Detail != "the trial plan runs 1 job at once" || r6.header.Get("Retry-After") != "6" {
 		t.Fatalf("second trial job: %d %+v Retry-After %q", r6.status, p, r6.header.Get("Retry-After"))
+	}
+	// At the limit, a large upload is refused before its body is sent: the client sends the headers and the
+	// first 16 KB of an 8 MB form and gets its answer without sending the rest, and nothing is stored.
+	blobs := countBlobs(t, f)
+	big := postHeadOnly(t, f, "/watermarks/images/detect/async", f.keyA, make([]byte, 8<<20), 16<<10)
+	if p := decodeProblem(t, big); big.status != 429 || p.Code != "concurrency_limited" || big.header.Get("Retry-After") != "6" {
+		t.Fatalf("large upload at the limit: %d %+v Retry-After %q", big.status, p, big.header.Get("Retry-After"))
+	}
+	if n := countBlobs(t, f); n != blobs {
+		t.Fatalf("the refused upload left files: %d, was %d", n, blobs)
+	}
+	// The job's own Idempotency-Key still replays at the limit.
+	if r := post(t, f.base+"/watermarks/images/async", f.keyA, "trial-job-0005", img, `{"n":5}`); r.status != 202 {
+		t.Fatalf("replay at the limit: %d %s", r.status, r.body)
 	}
 	_, held := balance(t, f, f.orgB)
 	if held != 2 {
@@ -490,6 +506,33 @@ func TestInsufficientCreditsAndConcurrency(t *testing.T) {
 	if bal, held := balance(t, f, f.orgPoor); bal != 0 || held != 0 {
 		t.Fatalf("poor organization: balance %d held %d", bal, held)
 	}
+}
+
+// postHeadOnly posts a form carrying file to path but sends only the headers and the first sent bytes of the
+// body, then waits for the answer, which must come before the rest is sent.
+func postHeadOnly(t *testing.T, f *fixture, path, key string, file []byte, sent int) response {
+	t.Helper()
+	ct, body := form(t, file, "large.jpg", "")
+	c, err := net.Dial("tcp", strings.TrimPrefix(f.base, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	head := fmt.Sprintf("POST %s HTTP/1.1\r\nHost: filigrane\r\nX-API-Key: %s\r\nContent-Type: %s\r\nContent-Length: %d\r\n\r\n",
+		path, key, ct, len(body))
+	if _, err := c.Write(append([]byte(head), body[:sent]...)); err != nil {
+		t.Fatal(err)
+	}
+	// The deadline bounds a server that waits for the rest of the body: then the test fails here.
+	_ = c.SetReadDeadline(time.Now().Add(15 * time.Second))
+	res, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("no answer before the body was sent: %v", err)
+	}
+	defer res.Body.Close()
+	var b bytes.Buffer
+	b.ReadFrom(res.Body)
+	return response{status: res.StatusCode, header: res.Header, body: b.Bytes()}
 }
 
 func countFiles(t *testing.T, root, dir string) int {

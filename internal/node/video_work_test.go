@@ -69,7 +69,9 @@ func TestWorkerUsesTheAcceptingNodesBound(t *testing.T) {
 	f.n = startNode(t, f.dataDir, f.clk, inMemory(t), func(c *node.Config) { c.MaxVideoWork = 125 * time.Millisecond })
 	t.Cleanup(func() { stopNode(t, f.n) })
 	f.base = "http://" + f.n.APIAddr()
-	if r := postFile(t, f.base+"/watermarks/videos/async", f.keyA, clip, "fast.mp4", `{"bound":2}`); r.status != 413 {
+	// Sent for orgB (keyExpiring: all scopes): orgA's one slot is the queued job's, and a request over the
+	// limit is refused 429 before its file is read and probed.
+	if r := postFile(t, f.base+"/watermarks/videos/async", f.keyExpiring, clip, "fast.mp4", `{"bound":2}`); r.status != 413 {
 		t.Fatalf("the worker node's own probe of the clip: %d %s; want 413", r.status, r.body)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // only turns a hang into a failure
