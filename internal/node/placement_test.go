@@ -114,7 +114,8 @@ func startPlaceClusterGated(t *testing.T, extra [][]string, gated bool) *placeCl
 			args := []string{"serve", "--data", dirs[i], "--node-name", fmt.Sprintf("n%d", i),
 				"--listen", fmt.Sprintf("127.0.0.1:%d", p[0]), "--upload-listen", fmt.Sprintf("127.0.0.1:%d", p[1]),
 				"--cluster-bind", fmt.Sprintf("127.0.0.1:%d", p[2]), "--remote-port", strconv.Itoa(p[3]),
-				"--workers", "1", "--log-format", "json", "--log-level", "warn"}
+				"--workers", "1", "--log-format", "json", "--log-level", "warn",
+				"--drain-delay", "0"} // no balancer probes them: a SIGTERM closes the listeners at once
 			args = append(append(args, s3Flags(endpoint, c.s3)...), "--join", clustertest.SeedList(ports, 2))
 			return append(args, extra[i]...)
 		},
